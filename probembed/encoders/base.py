@@ -1,0 +1,65 @@
+"""The one small interface every encoder implements, and the input checks they all share."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+
+class EncoderUnavailableError(ImportError):
+    """Raised when an encoder's package is not installed; the message says what to install."""
+
+
+def validate_texts(texts: object, what: str = "texts") -> list[str]:
+    """Reject anything but a non-empty sequence of str before a model sees it."""
+    if isinstance(texts, str):
+        raise TypeError(f"{what} must be a list of strings, not a single string; wrap it: [{texts!r}]")
+    if not isinstance(texts, Sequence) or isinstance(texts, (bytes, bytearray)):
+        raise TypeError(f"{what} must be a list of strings, got {type(texts).__name__}")
+    if len(texts) == 0:
+        raise ValueError(f"{what} is empty: pass at least one string")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__}: {text!r:.60}")
+    return list(texts)
+
+
+def batches(items: Sequence, size: int) -> Iterator[Sequence]:
+    """Yield consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class Encoder(ABC):
+    """A deterministic text-embedding model: texts in, float32 (n, dim) vectors out.
+
+    Subclasses implement `_encode_batch`; batching, validation and dtype are done here once.
+    Outputs are the model's own vectors (not necessarily unit-norm); callers normalise.
+    """
+
+    name: str
+    dim: int
+    batch_size: int = 64
+
+    def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """Embed texts in batches; empty strings are allowed and give a finite vector."""
+        texts = validate_texts(texts)
+        size = batch_size or self.batch_size
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start, chunk in zip(range(0, len(texts), size), batches(texts, size), strict=True):
+            out[start : start + len(chunk)] = self._encode_batch(list(chunk))
+        return out
+
+    @abstractmethod
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """Embed one batch of already-validated texts."""
+
+    @property
+    def fingerprint(self) -> str:
+        """A string that changes whenever the vectors would: used to key the embedding cache."""
+        return f"{self.name}:{self.dim}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, dim={self.dim})"

@@ -1,0 +1,108 @@
+"""The batch of diagonal Gaussians that every layer of probembed passes to the next."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_EPS = 1e-12
+
+
+def _as_matrix(name: str, values: np.ndarray | Sequence) -> np.ndarray:
+    """Coerce to a C-contiguous float32 (n, d) array, naming the argument when it is not one."""
+    arr = np.ascontiguousarray(values, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ValueError(f"Gaussian {name} must be a 2-D (n, d) array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.argwhere(~np.isfinite(arr))[0][0])
+        raise ValueError(f"Gaussian {name} has a non-finite value (first in row {bad})")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Gaussian:
+    """n diagonal Gaussians N(mean[i], diag var[i]) in d dimensions, validated once on creation."""
+
+    mean: np.ndarray
+    var: np.ndarray
+
+    def __post_init__(self) -> None:
+        mean = _as_matrix("mean", self.mean)
+        var = _as_matrix("var", self.var)
+        if mean.shape != var.shape:
+            raise ValueError(
+                f"Gaussian mean and var must have the same shape, got {mean.shape} and {var.shape}"
+            )
+        if var.size and float(var.min()) < 0:
+            raise ValueError(f"Gaussian var must be >= 0, got a minimum of {float(var.min()):.3g}")
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "var", var)
+
+    @classmethod
+    def deterministic(cls, mean: np.ndarray) -> Gaussian:
+        """Wrap plain vectors as zero-variance Gaussians, so deterministic models fit the same API."""
+        mean = _as_matrix("mean", mean)
+        return cls(mean, np.zeros_like(mean))
+
+    def __len__(self) -> int:
+        return self.mean.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Number of dimensions d."""
+        return self.mean.shape[1]
+
+    def __getitem__(self, index: int | slice | np.ndarray | Sequence[int]) -> Gaussian:
+        """Select rows; an integer keeps the batch axis so the result is still a Gaussian."""
+        if isinstance(index, (int, np.integer)):
+            index = slice(int(index), int(index) + 1) if index != -1 else slice(-1, None)
+        return Gaussian(self.mean[index], self.var[index])
+
+    def normalize(self) -> Gaussian:
+        """L2-normalise the means; the map x -> x/|mu| scales each variance by 1/|mu|^2."""
+        sq_norm = np.einsum("nd,nd->n", self.mean, self.mean, dtype=np.float64)[:, None]
+        sq_norm = np.maximum(sq_norm, _EPS)
+        return Gaussian(
+            (self.mean / np.sqrt(sq_norm)).astype(np.float32),
+            (self.var / sq_norm).astype(np.float32),
+        )
+
+    def total_variance(self) -> np.ndarray:
+        """Sum of variances per row: the dimension-free uncertainty that fusion weighs by."""
+        return self.var.sum(axis=1, dtype=np.float64)
+
+    @staticmethod
+    def concat(parts: Sequence[Gaussian], axis: int = 0) -> Gaussian:
+        """Stack batches (axis 0) or join the dimensions of aligned batches (axis 1)."""
+        if not parts:
+            raise ValueError("Gaussian.concat needs at least one Gaussian")
+        if axis not in (0, 1):
+            raise ValueError(f"Gaussian.concat axis must be 0 or 1, got {axis}")
+        return Gaussian(
+            np.concatenate([p.mean for p in parts], axis=axis),
+            np.concatenate([p.var for p in parts], axis=axis),
+        )
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write to an .npz file atomically, so a crash never leaves a half-written file."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, mean=self.mean, var=self.var)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Gaussian:
+        """Read a file written by `save`, failing clearly on a file that is not one."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return cls(data["mean"], data["var"])
+        except (KeyError, ValueError, OSError) as exc:
+            raise ValueError(f"{path} is not a saved Gaussian: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"Gaussian(n={len(self)}, d={self.dim})"
