@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
+
+from probembed import atomic
 
 _EPS = 1e-12
 
@@ -89,11 +89,7 @@ class Gaussian:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write to an .npz file atomically, so a crash never leaves a half-written file."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, mean=self.mean, var=self.var)
-        os.replace(tmp, path)
+        atomic.save_npz(path, mean=self.mean, var=self.var)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Gaussian:

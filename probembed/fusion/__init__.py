@@ -1,0 +1,17 @@
+"""Fusing the Gaussians of K models into one per text, weighted by each model's uncertainty."""
+
+from probembed.fusion.combine import Fused, fuse
+from probembed.fusion.names import Fusion, FusionMode, parse_fusion, parse_mode, single_model
+from probembed.fusion.weights import fusion_weights, uncertainty
+
+__all__ = [
+    "Fused",
+    "Fusion",
+    "FusionMode",
+    "fuse",
+    "fusion_weights",
+    "parse_fusion",
+    "parse_mode",
+    "single_model",
+    "uncertainty",
+]

@@ -1,0 +1,163 @@
+"""Combining the K Gaussians of each text into one, with weights a user can inspect."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from probembed.fusion.names import Fusion, FusionMode, parse_fusion, parse_mode, single_model
+from probembed.fusion.weights import fusion_weights, normalized_prior, uncertainty
+from probembed.gaussian import Gaussian
+
+#: T = 1 with a uniform prior is inverse-variance weighting.
+DEFAULT_TEMPERATURE = 1.0
+
+#: The options each method reads; any other option given is an error, not silently ignored.
+_USED_OPTIONS: dict[str, frozenset[str]] = {
+    Fusion.UEC: frozenset({"temperature", "prior"}),
+    Fusion.WEIGHTED: frozenset({"weights"}),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Fused:
+    """One fused Gaussian per text, with the per-text weight each model received."""
+
+    gaussian: Gaussian
+    weights: np.ndarray
+    models: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        expected = (len(self.gaussian), len(self.models))
+        if np.shape(self.weights) != expected:
+            raise ValueError(
+                f"weights must have shape {expected} (texts, models), got {np.shape(self.weights)}"
+            )
+
+    def explain(self, i: int) -> dict[str, float]:
+        """Model -> weight for text i, to see which model was trusted and how much."""
+        n = len(self.gaussian)
+        if not -n <= i < n:
+            raise IndexError(f"text index {i} out of range for {n} fused texts")
+        return {m: float(w) for m, w in zip(self.models, self.weights[i], strict=True)}
+
+
+def _validate_parts(parts: Sequence[Gaussian], models: Sequence[str]) -> tuple[str, ...]:
+    """Same number of texts in every part, one unique name per part; returns the names."""
+    if len(parts) == 0:
+        raise ValueError("fuse needs at least one Gaussian part")
+    for k, part in enumerate(parts):
+        if not isinstance(part, Gaussian):
+            raise TypeError(f"parts[{k}] must be a Gaussian, got {type(part).__name__}")
+    names = tuple(models) if not isinstance(models, str) else (models,)
+    if len(names) != len(parts):
+        raise ValueError(f"got {len(parts)} parts but {len(names)} model names: {list(names)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"model names must be unique, got {list(names)}")
+    rows = [len(p) for p in parts]
+    if len(set(rows)) != 1:
+        counts = ", ".join(f"{m}: {r}" for m, r in zip(names, rows, strict=True))
+        raise ValueError(f"every part must embed the same texts, got row counts {counts}")
+    return names
+
+
+def _reject_unused(
+    method: str,
+    temperature: float,
+    prior: np.ndarray | None,
+    weights: np.ndarray | None,
+) -> None:
+    """Fail on options the chosen method would silently ignore."""
+    given = {
+        "temperature": temperature != DEFAULT_TEMPERATURE,
+        "prior": prior is not None,
+        "weights": weights is not None,
+    }
+    used = _USED_OPTIONS.get(method, frozenset())
+    unused = [name for name, is_given in given.items() if is_given and name not in used]
+    if unused:
+        raise ValueError(f"{', '.join(unused)} not used by fusion method {method!r}; drop it")
+
+
+def _sum(parts: Sequence[Gaussian], w: np.ndarray, names: tuple[str, ...]) -> Gaussian:
+    """μ = Σ π_k μ_k, σ² = Σ π_k² σ²_k; all parts must share one dimension."""
+    dims = {p.dim for p in parts}
+    if len(dims) != 1:
+        listed = ", ".join(f"{m}: {p.dim}" for m, p in zip(names, parts, strict=True))
+        raise ValueError(f"sum fusion needs equal dimensions, got {listed}; use mode='concat'")
+    means = np.stack([p.mean for p in parts])
+    variances = np.stack([p.var for p in parts])
+    return Gaussian(np.einsum("nk,knd->nd", w, means), np.einsum("nk,knd->nd", w * w, variances))
+
+
+def _concat(parts: Sequence[Gaussian], w: np.ndarray) -> Gaussian:
+    """μ = concat_k(√π_k μ_k), σ² = concat_k(π_k σ²_k): unit-norm means stay unit-norm."""
+    return Gaussian.concat(
+        [
+            Gaussian(np.sqrt(w[:, k, None]) * p.mean, w[:, k, None] * p.var)
+            for k, p in enumerate(parts)
+        ],
+        axis=1,
+    )
+
+
+def _single(normed: Sequence[Gaussian], names: tuple[str, ...], model: str) -> Fused:
+    """The chosen model's normalised Gaussian, with a one-hot weight on it."""
+    if model not in names:
+        raise ValueError(f"single fusion names unknown model {model!r}; models are {list(names)}")
+    k = names.index(model)
+    weights = np.zeros((len(normed[k]), len(names)))
+    weights[:, k] = 1.0
+    return Fused(normed[k], weights, names)
+
+
+def _method_weights(
+    parts: Sequence[Gaussian],
+    method: Fusion,
+    temperature: float,
+    prior: np.ndarray | None,
+    weights: np.ndarray | None,
+) -> np.ndarray:
+    """(n, K) weights of a method: uncertainty-driven, static or uniform."""
+    n, k = len(parts[0]), len(parts)
+    if method is Fusion.UEC:
+        u = np.stack([uncertainty(p) for p in parts], axis=1)
+        return fusion_weights(u, temperature, prior)
+    if method is Fusion.WEIGHTED:
+        if weights is None:
+            raise ValueError("fusion method 'weighted' needs weights=, one per model")
+        return np.broadcast_to(normalized_prior(weights, k, "weights"), (n, k)).copy()
+    return np.full((n, k), 1.0 / k)
+
+
+def fuse(
+    parts: Sequence[Gaussian],
+    models: Sequence[str],
+    method: Fusion | str = Fusion.UEC,
+    mode: FusionMode | str = FusionMode.CONCAT,
+    temperature: float = DEFAULT_TEMPERATURE,
+    prior: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+) -> Fused:
+    """Fuse K aligned Gaussians (one per model) of the same texts into one Gaussian per text.
+
+    Parts are L2-normalised first. `temperature` and `prior` drive the uec weights, `weights`
+    are the static per-model weights of method "weighted"; "single:<model>" keeps one model.
+    """
+    names = _validate_parts(parts, models)
+    fusion_mode = parse_mode(mode)
+    normed = [p.normalize() for p in parts]
+    model = single_model(method)
+    if model is not None:
+        _reject_unused(str(method), temperature, prior, weights)
+        return _single(normed, names, model)
+    kind = parse_fusion(method)
+    _reject_unused(str(kind), temperature, prior, weights)
+    if kind is Fusion.CONCAT and fusion_mode is not FusionMode.CONCAT:
+        raise ValueError("method 'concat' always concatenates; for a uniform sum use 'mean'")
+    w = _method_weights(parts, kind, temperature, prior, weights)
+    if fusion_mode is FusionMode.SUM:
+        return Fused(_sum(normed, w, names), w, names)
+    return Fused(_concat(normed, w), w, names)

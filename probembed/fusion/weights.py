@@ -1,0 +1,76 @@
+"""Per-text model weights from per-model uncertainty: π = softmax(-log u / T + log p)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from probembed.gaussian import Gaussian
+
+#: Smallest uncertainty fusion sees, so log u is finite for zero-variance (deterministic) models.
+U_FLOOR = 1e-30
+
+
+def uncertainty(g: Gaussian) -> np.ndarray:
+    """Total variance of the unit-norm embedding, (n,): dimension-free, comparable across models."""
+    return g.normalize().total_variance()
+
+
+def _validate_uncertainties(uncertainties: np.ndarray) -> np.ndarray:
+    """Float64 (n, K) array of finite values >= 0, or a ValueError saying what is wrong."""
+    u = np.asarray(uncertainties, dtype=np.float64)
+    if u.ndim != 2 or u.shape[1] == 0:
+        raise ValueError(f"uncertainties must be an (n, K) array with K >= 1, got shape {u.shape}")
+    if not np.all(np.isfinite(u)) or (u.size and u.min() < 0):
+        raise ValueError("uncertainties must be finite and >= 0")
+    return u
+
+
+def _validate_temperature(temperature: float) -> float:
+    """A temperature in [0, inf]; inf is allowed and means "ignore the uncertainties"."""
+    t = float(temperature)
+    if not t >= 0:  # also catches NaN
+        raise ValueError(f"temperature must be >= 0 (or inf), got {temperature!r}")
+    return t
+
+
+def normalized_prior(prior: np.ndarray | None, k: int, what: str = "prior") -> np.ndarray:
+    """A (K,) probability vector from non-negative weights summing to > 0; uniform for None."""
+    if prior is None:
+        return np.full(k, 1.0 / k)
+    p = np.asarray(prior, dtype=np.float64)
+    if p.shape != (k,):
+        raise ValueError(f"{what} must have shape ({k},), one value per model, got {p.shape}")
+    if not np.all(np.isfinite(p)) or p.min() < 0 or p.sum() <= 0:
+        raise ValueError(f"{what} must be finite, >= 0 and not all zero, got {p.tolist()}")
+    return p / p.sum()
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax via log-sum-exp; -inf logits get weight 0."""
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    w = np.exp(shifted)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _argmin_weights(log_u: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The T -> 0 limit: all weight on the least uncertain models, shared in proportion to p."""
+    masked = np.where(p > 0, log_u, np.inf)
+    tied = masked == masked.min(axis=1, keepdims=True)
+    w = tied * p
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def fusion_weights(
+    uncertainties: np.ndarray, temperature: float = 1.0, prior: np.ndarray | None = None
+) -> np.ndarray:
+    """(n, K) weights summing to 1 per text: T=1 is inverse-variance, inf the prior, 0 argmin."""
+    u = _validate_uncertainties(uncertainties)
+    t = _validate_temperature(temperature)
+    p = normalized_prior(prior, u.shape[1])
+    log_u = np.log(np.maximum(u, U_FLOOR))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        scaled = -log_u / t
+        log_p = np.log(p)
+    if not np.all(np.isfinite(scaled)):  # T = 0, or so small that -log u / T overflows
+        return _argmin_weights(log_u, p)
+    return _softmax(scaled + log_p)

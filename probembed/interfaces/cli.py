@@ -1,0 +1,187 @@
+"""The `probembed` command line: typer for parsing, rich for tables and progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    help="Probabilistic text embeddings: every vector and every hit says how sure it is.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print a one-line error to stderr and give the exit to raise."""
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code=2)
+
+
+def _offline() -> None:
+    """The models ship in their packages: never let a library reach for the hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@app.callback()
+def main() -> None:
+    """Configure the process once, in the entry point rather than the library."""
+    _offline()
+
+
+@app.command()
+def models() -> None:
+    """List the encoders probembed can address by short name."""
+    from probembed.encoders import available_encoders
+
+    table = Table(title="encoders")
+    for column in ("name", "dim", "package", "installed", "what"):
+        table.add_column(column)
+    for info in available_encoders():
+        mark = "[green]yes[/]" if info.installed else f"[red]no[/] (pip install {info.package})"
+        table.add_row(info.name, str(info.dim), info.package, mark, info.description)
+    Console().print(table)
+
+
+def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
+    """Texts from arguments, else one per line of a file, else one per line of stdin."""
+    if texts:
+        return texts
+    if file is not None:
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
+    elif not sys.stdin.isatty():
+        lines = sys.stdin.read().splitlines()
+    else:
+        raise fail("no texts: pass them as arguments, with --file, or on stdin")
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise fail("no texts: the input holds only blank lines")
+    return lines
+
+
+@app.command()
+def encode(
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
+    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    file: Annotated[Path | None, typer.Option(help="Read texts from this file, one per line.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write mean, var, weights to this .npz.")] = None,
+) -> None:
+    """Embed texts as Gaussians: one JSON line per text, or an .npz with --out."""
+    from probembed.pipeline import Pipeline
+
+    items = read_texts(texts, file)
+    try:
+        pipe = Pipeline.load(pipeline)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    fused = pipe.encode(items, progress=True)
+    if out is not None:
+        np.savez(out, mean=fused.gaussian.mean, var=fused.gaussian.var, weights=fused.weights,
+                 models=np.array(fused.models), texts=np.array(items))
+        err.print(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {out}")
+        return
+    for i, text in enumerate(items):
+        row = {
+            "text": text,
+            "mean": fused.gaussian.mean[i].round(6).tolist(),
+            "var": fused.gaussian.var[i].tolist(),
+            "weights": fused.explain(i),
+        }
+        sys.stdout.write(json.dumps(row) + "\n")
+
+
+@app.command()
+def fit(
+    pairs: Annotated[list[Path], typer.Option("--pairs", help="TSV of positive pairs (text_a, text_b); repeatable.")],
+    out: Annotated[Path, typer.Option(help="Pipeline directory to write.")],
+    model: Annotated[list[str], typer.Option("--model", help="Encoder short name or path; repeatable.")] = ["minilm"],  # noqa: B006
+    estimator: Annotated[str, typer.Option(help="laplace or perturb.")] = "laplace",
+    fusion: Annotated[str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")] = "uec",
+    temperature: Annotated[float, typer.Option(help="Fusion temperature T.")] = 1.0,
+    prior_precision: Annotated[float, typer.Option(help="Laplace prior precision lambda.")] = 1.0,
+    max_pairs: Annotated[int, typer.Option(help="Use at most this many pairs (seeded sample).")] = 8000,
+    seed: Annotated[int, typer.Option(help="Seed for sampling and the calibration split.")] = 0,
+) -> None:
+    """Fit a pipeline on positive pairs and save it as a directory."""
+    from probembed.evaluation.datasets import load_pairs
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+    collected: list[tuple[str, str]] = []
+    for path in pairs:
+        try:
+            data = load_pairs(path)
+        except (OSError, ValueError) as exc:
+            raise fail(str(exc)) from exc
+        collected.extend(zip(data.text_a, data.text_b, strict=True))
+    if len(collected) > max_pairs:
+        keep = np.random.default_rng(seed).choice(len(collected), max_pairs, replace=False)
+        collected = [collected[i] for i in sorted(keep)]
+    params = {"seed": seed}
+    if estimator == "laplace":
+        params["prior_precision"] = prior_precision
+    specs = [ModelSpec(m, estimator, params) for m in model]
+    err.print(f"fitting {estimator} on {len(collected)} pairs for {', '.join(model)}")
+    try:
+        pipe = Pipeline.fit(specs, collected, FusionConfig(fusion, temperature=temperature), name=out.name)
+    except (ValueError, TypeError, ImportError) as exc:
+        raise fail(str(exc)) from exc
+    pipe.save(out)
+    err.print(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}")
+
+
+EXAMPLES = [
+    "jaguar",
+    "bank",
+    "A man plays a guitar.",
+    "The jaguar is the largest cat species native to the Americas, hunting caimans in wetlands.",
+    "Mutations in the BRCA1 gene raise the lifetime risk of breast and ovarian cancer.",
+]
+
+
+@app.command()
+def inspect(
+    pipeline: Annotated[
+        list[str], typer.Option(help="Pipelines to compare; repeatable.")
+    ] = ["default", "default-perturb"],  # noqa: B006
+    text: Annotated[list[str] | None, typer.Option(help="Texts to inspect; repeatable.")] = None,
+) -> None:
+    """Each model's uncertainty per text under each estimator, and short-vs-long ratios."""
+    from probembed.pipeline import Pipeline
+
+    texts = text or EXAMPLES
+    table = Table(title="uncertainty u = total variance of the unit-norm embedding (x1e3)")
+    for column in ("model", "estimator", *[_short(t) for t in texts], "u(first)/u(last)"):
+        table.add_column(column, justify="right")
+    for name in pipeline:
+        try:
+            pipe = Pipeline.load(name)
+        except ValueError as exc:
+            raise fail(str(exc)) from exc
+        for member, part in zip(pipe.members, pipe.encode_members(texts), strict=True):
+            u = part.total_variance()
+            ratio = u[0] / u[-1] if u[-1] > 0 else float("inf")
+            cells = [f"{1e3 * value:.3f}" for value in u]
+            table.add_row(member.encoder.name, member.kind, *cells, f"{ratio:.2f}")
+    Console().print(table)
+
+
+def _short(text: str, width: int = 18) -> str:
+    """A column heading that fits."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,21 @@
+"""Similarities between diagonal Gaussians, their uncertainty, and reductions for ANN search."""
+
+from probembed.scoring.inner_product import (
+    inner_product_form,
+    inner_product_offset,
+    supports_inner_product,
+)
+from probembed.scoring.names import Score, parse_score
+from probembed.scoring.pairwise import VAR_FLOOR, dot_variance, score_matrix, score_std
+
+__all__ = [
+    "VAR_FLOOR",
+    "Score",
+    "dot_variance",
+    "inner_product_form",
+    "inner_product_offset",
+    "parse_score",
+    "score_matrix",
+    "score_std",
+    "supports_inner_product",
+]

@@ -1,0 +1,148 @@
+"""The contract every uncertainty estimator keeps: fit on positive pairs, save, load, encode."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from probembed import atomic
+from probembed.encoders.base import Encoder, validate_texts
+from probembed.gaussian import Gaussian
+from probembed.uncertainty.calibration import calibration_scale
+
+PARAMS_FILE = "estimator.json"
+STATE_FILE = "state.npz"
+
+
+def validate_pairs(pairs: object) -> tuple[list[str], list[str]]:
+    """Split a sequence of (text_a, text_b) into two lists, rejecting anything else clearly."""
+    if not isinstance(pairs, Sequence) or len(pairs) == 0:
+        raise ValueError("pairs must be a non-empty sequence of (text_a, text_b) tuples")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"pairs[{i}] must be a (text_a, text_b) pair, got {pair!r:.80}")
+    text_a = validate_texts([p[0] for p in pairs], "pairs text_a")
+    text_b = validate_texts([p[1] for p in pairs], "pairs text_b")
+    return text_a, text_b
+
+
+def split_holdout(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of n pair indices into fit and calibration parts."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"holdout must be strictly between 0 and 1, got {fraction}")
+    order = np.random.default_rng(seed).permutation(n)
+    n_cal = max(1, round(n * fraction))
+    if n - n_cal < 2:
+        raise ValueError(f"need at least {n_cal + 2} pairs to fit and calibrate, got {n}")
+    return np.sort(order[n_cal:]), np.sort(order[:n_cal])
+
+
+class Estimator(ABC):
+    """Turns one deterministic encoder into a probabilistic one.
+
+    Subclasses declare their hyper-parameters in DEFAULTS, learn arrays in `_fit`, and map texts
+    to a unit-norm Gaussian with an uncalibrated variance in `_encode_raw`; this base class does
+    validation, the held-out scale calibration of DESIGN.md, persistence and fingerprinting.
+    """
+
+    kind: ClassVar[str]
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+    COMMON: ClassVar[dict[str, Any]] = {"holdout": 0.2, "seed": 0, "calibrate": True}
+
+    def __init__(self, encoder: Encoder, **params: Any) -> None:
+        allowed = {**self.COMMON, **self.DEFAULTS}
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise TypeError(
+                f"{self.kind} estimator got unknown parameter(s) {unknown}; "
+                f"allowed: {sorted(allowed)}"
+            )
+        self.encoder = encoder
+        self.params: dict[str, Any] = {**allowed, **params}
+        self.state: dict[str, np.ndarray] = {}
+        self.scale = 1.0
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether `fit` (or `load`) has supplied the state that `encode` needs."""
+        return bool(self.state) or not self.needs_fit
+
+    needs_fit: ClassVar[bool] = True
+
+    def fit(self, pairs: Sequence[tuple[str, str]]) -> Self:
+        """Learn the estimator's state on part of the pairs and its variance scale on the rest."""
+        text_a, text_b = validate_pairs(pairs)
+        fit_idx, cal_idx = split_holdout(len(text_a), self.params["holdout"], self.params["seed"])
+        self._fit([text_a[i] for i in fit_idx], [text_b[i] for i in fit_idx])
+        self.scale = 1.0
+        if self.params["calibrate"]:
+            a = self._encode_raw([text_a[i] for i in cal_idx])
+            b = self._encode_raw([text_b[i] for i in cal_idx])
+            self.scale = calibration_scale(a, b)
+        return self
+
+    def encode(self, texts: Sequence[str]) -> Gaussian:
+        """Unit-norm means with calibrated variances, one Gaussian per text."""
+        texts = validate_texts(texts)
+        if not self.is_fitted:
+            raise RuntimeError(f"{self.kind} estimator for {self.encoder.name} is not fitted yet")
+        raw = self._encode_raw(texts)
+        return Gaussian(raw.mean, raw.var * np.float32(self.scale))
+
+    @abstractmethod
+    def _fit(self, text_a: list[str], text_b: list[str]) -> None:
+        """Learn `self.state` from positive pairs."""
+
+    @abstractmethod
+    def _encode_raw(self, texts: list[str]) -> Gaussian:
+        """Unit-norm mean and variance before the calibration scale."""
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever encode's output would: keys the embedding cache."""
+        digest = hashlib.sha256()
+        digest.update(self.encoder.fingerprint.encode())
+        digest.update(json.dumps([self.kind, self.params, self.scale], sort_keys=True).encode())
+        for key in sorted(self.state):
+            digest.update(key.encode())
+            digest.update(np.ascontiguousarray(self.state[key]).tobytes())
+        return digest.hexdigest()[:16]
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write parameters (JSON) and fitted arrays (npz); each file replaced atomically."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {"kind": self.kind, "encoder": self.encoder.name, "params": self.params}
+        meta["scale"] = self.scale
+        atomic.write_bytes(directory / PARAMS_FILE, json.dumps(meta, indent=2).encode())
+        atomic.save_npz(directory / STATE_FILE, **self.state)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, encoder: Encoder) -> Self:
+        """Rebuild a fitted estimator written by `save`, failing clearly on a damaged directory."""
+        directory = Path(directory)
+        try:
+            meta = json.loads((directory / PARAMS_FILE).read_text())
+            with np.load(directory / STATE_FILE, allow_pickle=False) as data:
+                state = {key: data[key] for key in data.files}
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"cannot load estimator from {directory}: {exc}") from exc
+        if meta.get("kind") != cls.kind:
+            found = meta.get("kind")
+            raise ValueError(f"{directory} holds a {found!r} estimator, not {cls.kind!r}")
+        estimator = cls(encoder, **meta["params"])
+        estimator._check_state(state)
+        estimator.state, estimator.scale = state, float(meta["scale"])
+        return estimator
+
+    @abstractmethod
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        """Reject loaded arrays that cannot belong to this encoder."""
+

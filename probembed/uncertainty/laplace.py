@@ -1,0 +1,76 @@
+"""UEC's post-hoc last-layer diagonal Laplace: a posterior over one linear map gives each text a variance."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from probembed.gaussian import Gaussian
+from probembed.uncertainty.base import Estimator
+from probembed.uncertainty.fisher import fisher_diagonal, posterior_variance, predictive_variance
+
+
+@runtime_checkable
+class ExposesLastLayer(Protocol):
+    """An encoder that hands out the input of its last linear layer with each embedding."""
+
+    def encode_with_activations(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Return (pre-normalisation embedding (n, d), pooled last-layer input (n, h))."""
+        ...
+
+
+class LaplaceEstimator(Estimator):
+    """Diagonal Laplace over W of y = W a + b, linearised: var_d(x) = sum_i a_i(x)^2 V[d, i].
+
+    On a sentence-transformers model, W is the output dense layer of the last feed-forward block
+    and a its mean-pooled input, captured by a hook during the normal forward pass. On any other
+    encoder, W is an identity-initialised d x d adapter on the output and a the embedding itself.
+    """
+
+    kind = "laplace"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "prior_precision": 1.0,
+        "temperature": 0.05,
+        "batch_size": 32,
+        "adapter": False,
+    }
+
+    @property
+    def uses_last_layer(self) -> bool:
+        """Whether the transformer's own last layer (not an adapter) carries the posterior."""
+        return isinstance(self.encoder, ExposesLastLayer) and not self.params["adapter"]
+
+    def features(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Layer output y and input a for each text, from one pass of the encoder."""
+        if self.uses_last_layer:
+            return self.encoder.encode_with_activations(texts)
+        embedding = self.encoder.encode(texts)
+        return embedding, embedding
+
+    def _fit(self, text_a: list[str], text_b: list[str]) -> None:
+        """Diagonal empirical Fisher of the in-batch InfoNCE loss, then V = 1 / (F + lambda)."""
+        y_a, act_a = self.features(text_a)
+        y_b, act_b = self.features(text_b)
+        fisher = fisher_diagonal(
+            y_a, act_a, y_b, act_b, self.params["temperature"], self.params["batch_size"]
+        )
+        self.state = {"fisher": fisher.astype(np.float32)}
+
+    def _encode_raw(self, texts: list[str]) -> Gaussian:
+        """Predictive variance in one matmul, then both moments rescaled to the unit sphere."""
+        y, act = self.features(texts)
+        weight_var = posterior_variance(self.state["fisher"], self.params["prior_precision"])
+        return Gaussian(y, predictive_variance(act, weight_var)).normalize()
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        """The Fisher must have one row per output dimension of this encoder and be >= 0."""
+        fisher = state.get("fisher")
+        if fisher is None or fisher.ndim != 2 or fisher.shape[0] != self.encoder.dim:
+            shape = None if fisher is None else fisher.shape
+            raise ValueError(
+                f"laplace state for {self.encoder.name} needs a fisher array of shape "
+                f"({self.encoder.dim}, h), found {shape}"
+            )
+        if not np.all(np.isfinite(fisher)) or fisher.min() < 0:
+            raise ValueError(f"laplace state for {self.encoder.name} has a negative or non-finite Fisher")

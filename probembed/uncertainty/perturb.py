@@ -1,0 +1,54 @@
+"""Monte Carlo over word-dropout views: a model-agnostic baseline that costs M extra encodes."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, ClassVar
+
+import numpy as np
+
+from probembed.gaussian import Gaussian
+from probembed.uncertainty.base import Estimator
+
+
+def dropout_views(text: str, views: int, rate: float, seed: int) -> list[str]:
+    """M copies of the text with words dropped; seeded by the text so a text's views never vary."""
+    words = text.split()
+    if len(words) < 2:
+        return [text] * views
+    rng = np.random.default_rng([seed, zlib.crc32(text.encode("utf-8"))])
+    out = []
+    for _ in range(views):
+        keep = rng.random(len(words)) >= rate
+        if not keep.any():
+            keep[rng.integers(len(words))] = True
+        out.append(" ".join(w for w, k in zip(words, keep, strict=True) if k))
+    return out
+
+
+class PerturbEstimator(Estimator):
+    """Mean from the text itself; variance = sample variance of M word-dropout views of it."""
+
+    kind = "perturb"
+    needs_fit = False
+    DEFAULTS: ClassVar[dict[str, Any]] = {"views": 8, "rate": 0.15}
+
+    def _fit(self, text_a: list[str], text_b: list[str]) -> None:
+        """Nothing to learn: the only fitted quantity is the calibration scale."""
+
+    def _encode_raw(self, texts: list[str]) -> Gaussian:
+        """Encode the texts and all their views in one call, then take per-dimension variances."""
+        m, rate, seed = self.params["views"], self.params["rate"], self.params["seed"]
+        if m < 2:
+            raise ValueError(f"perturb needs views >= 2 to estimate a variance, got {m}")
+        views = [v for text in texts for v in dropout_views(text, m, rate, seed)]
+        vectors = self.encoder.encode(texts + views)
+        base = Gaussian.deterministic(vectors[: len(texts)]).normalize().mean
+        perturbed = Gaussian.deterministic(vectors[len(texts) :]).normalize().mean
+        var = perturbed.reshape(len(texts), m, -1).var(axis=1, ddof=1)
+        return Gaussian(base, var)
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        """Perturbation keeps no arrays; anything stored means the directory is not ours."""
+        if state:
+            raise ValueError(f"perturb state must be empty, found arrays {sorted(state)}")

@@ -1,0 +1,68 @@
+"""Refit the built-in pipelines that ship inside the package (seeded; reads ../shared only).
+
+    python scripts/build_pipelines.py [--max-pairs 8000] [--only NAME]
+
+Every built-in is fitted on the same seeded sample of positive pairs from
+../shared/datasets/pairs/*.tsv, so a user anywhere gets the fitted state with no data and no
+waiting. Fusion settings of `default` come from tuning on dev splits (see probembed.evaluation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+
+from probembed.evaluation.datasets import load_pairs
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+PAIRS_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "pairs"
+DEFAULT_MODELS = ("minilm", "paraphrase-l3", "use", "wordllama")
+SEED = 0
+
+
+def sample_pairs(max_pairs: int, seed: int) -> list[tuple[str, str]]:
+    """A seeded sample from every pairs file, in file order so the sample is reproducible."""
+    pairs: list[tuple[str, str]] = []
+    for path in sorted(PAIRS_DIR.glob("*.tsv")):
+        data = load_pairs(path)
+        pairs.extend(zip(data.text_a, data.text_b, strict=True))
+    if len(pairs) > max_pairs:
+        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), max_pairs, replace=False))
+        pairs = [pairs[i] for i in keep]
+    return pairs
+
+
+def builtins() -> dict[str, tuple[list[ModelSpec], FusionConfig]]:
+    """Name -> (members, fusion) of every pipeline that ships with the package."""
+    laplace = [ModelSpec(m, "laplace", {"seed": SEED}) for m in DEFAULT_MODELS]
+    perturb = [ModelSpec(m, "perturb", {"seed": SEED}) for m in DEFAULT_MODELS]
+    return {
+        "minilm": ([laplace[0]], FusionConfig("single:minilm")),
+        "default": (laplace, FusionConfig("uec", "concat")),
+        "default-perturb": (perturb, FusionConfig("uec", "concat")),
+    }
+
+
+def main() -> None:
+    """Fit and write each built-in into probembed/pipelines/<name>."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--max-pairs", type=int, default=8000)
+    parser.add_argument("--only", action="append", help="build only these built-ins")
+    args = parser.parse_args()
+    pairs = sample_pairs(args.max_pairs, SEED)
+    print(f"fitting on {len(pairs)} pairs from {PAIRS_DIR}")
+    for name, (specs, fusion) in builtins().items():
+        if args.only and name not in args.only:
+            continue
+        pipe = Pipeline.fit(specs, pairs, fusion, name=name, cache=False)
+        out = pipe.save(builtin_dir() / name)
+        size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+        print(f"{name}: {', '.join(pipe.models)} -> {out} ({size / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()

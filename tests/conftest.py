@@ -1,0 +1,38 @@
+"""Shared fixtures: offline mode, a private embedding cache, and the on-disk datasets."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory):
+    """Keep the tests' embedding cache out of the user's cache directory."""
+    previous = os.environ.get("PROBEMBED_CACHE_DIR")
+    os.environ["PROBEMBED_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("PROBEMBED_CACHE_DIR", None)
+    else:
+        os.environ["PROBEMBED_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def datasets() -> Path:
+    """The read-only benchmark data beside the repository; skip where it is absent."""
+    if not DATASETS.is_dir():
+        pytest.skip(f"benchmark data not found at {DATASETS}")
+    return DATASETS
+
+
+@pytest.fixture(scope="session")
+def toy_pairs(datasets) -> list[tuple[str, str]]:
+    """160 real positive pairs (SICK entailment): enough to fit an estimator in a second."""
+    lines = (datasets / "pairs" / "sick-entailment.tsv").read_text(encoding="utf-8").splitlines()
+    return [tuple(line.split("\t")) for line in lines[1:161]]

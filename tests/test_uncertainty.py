@@ -1,0 +1,128 @@
+"""Estimators: variances behave as a posterior should, calibration works, state round-trips."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probembed.encoders import get_encoder
+from probembed.gaussian import Gaussian
+from probembed.uncertainty import LaplaceEstimator, PerturbEstimator, make_estimator
+from probembed.uncertainty.calibration import calibration_scale
+from probembed.uncertainty.perturb import dropout_views
+
+PROBE = [
+    "jaguar",
+    "A jaguar is a large cat native to the Americas.",
+    "The quarterly report shows revenue grew by four percent.",
+    "",
+]
+
+
+def fit_laplace(pairs, **params):
+    params.setdefault("calibrate", False)
+    return LaplaceEstimator(get_encoder("hash"), **params).fit(pairs)
+
+
+def test_laplace_variances_are_finite_and_non_negative(toy_pairs):
+    g = fit_laplace(toy_pairs, calibrate=True).encode(PROBE)
+    assert np.isfinite(g.var).all() and (g.var >= 0).all()
+    np.testing.assert_allclose(np.linalg.norm(g.mean, axis=1), 1.0, rtol=1e-5)
+
+
+def test_laplace_variance_shrinks_as_prior_precision_grows(toy_pairs):
+    variances = [fit_laplace(toy_pairs, prior_precision=lam).encode(PROBE).var for lam in (0.1, 1, 10)]
+    assert (variances[1] <= variances[0]).all() and (variances[2] <= variances[1]).all()
+    assert variances[2].sum() < variances[0].sum()
+
+
+def test_laplace_variance_shrinks_with_more_fitting_data(toy_pairs):
+    small = fit_laplace(toy_pairs[:40], prior_precision=0.01).encode(PROBE).var
+    large = fit_laplace(toy_pairs, prior_precision=0.01).encode(PROBE).var
+    assert large.sum() < small.sum()
+
+
+def test_laplace_on_minilm_uses_the_transformer_last_layer(toy_pairs):
+    estimator = LaplaceEstimator(get_encoder("minilm"), calibrate=False).fit(toy_pairs[:24])
+    assert estimator.uses_last_layer
+    assert estimator.state["fisher"].shape == (384, 1536)
+    g = estimator.encode(PROBE)
+    assert np.isfinite(g.var).all() and (g.var > 0).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(scale=st.floats(0.05, 20.0), seed=st.integers(0, 2**16))
+def test_calibration_recovers_a_known_scale(scale, seed):
+    rng = np.random.default_rng(seed)
+    var_a = rng.uniform(0.01, 1.0, size=(4000, 8)).astype(np.float32)
+    var_b = rng.uniform(0.01, 1.0, size=(4000, 8)).astype(np.float32)
+    mean_b = rng.normal(size=(4000, 8)).astype(np.float32)
+    residual = rng.normal(size=(4000, 8)) * np.sqrt(scale * (var_a + var_b))
+    a, b = Gaussian(mean_b + residual, var_a), Gaussian(mean_b, var_b)
+    assert calibration_scale(a, b) == pytest.approx(scale, rel=0.05)
+
+
+def test_calibration_scale_is_applied_to_encoded_variances(toy_pairs):
+    raw = fit_laplace(toy_pairs)
+    calibrated = fit_laplace(toy_pairs, calibrate=True)
+    assert calibrated.scale != 1.0
+    np.testing.assert_allclose(
+        calibrated.encode(PROBE).var, raw.encode(PROBE).var * calibrated.scale, rtol=1e-5
+    )
+
+
+@pytest.mark.parametrize("kind", ["laplace", "perturb"])
+def test_save_load_round_trips_bit_exactly(kind, toy_pairs, tmp_path):
+    encoder = get_encoder("hash")
+    fitted = make_estimator(kind, encoder, seed=3).fit(toy_pairs)
+    fitted.save(tmp_path / "est")
+    loaded = type(fitted).load(tmp_path / "est", encoder)
+    before, after = fitted.encode(PROBE), loaded.encode(PROBE)
+    assert np.array_equal(before.mean, after.mean) and np.array_equal(before.var, after.var)
+    assert loaded.fingerprint == fitted.fingerprint
+
+
+def test_perturb_is_deterministic_and_independent_of_batch(toy_pairs):
+    estimator = PerturbEstimator(get_encoder("hash"), views=6).fit(toy_pairs)
+    together = estimator.encode(PROBE)
+    alone = estimator.encode(PROBE[1:2])
+    np.testing.assert_array_equal(together.var[1:2], alone.var)
+    np.testing.assert_array_equal(estimator.encode(PROBE).var, together.var)
+    assert together.var[1].sum() > 0
+
+
+def test_dropout_views_keep_a_word_and_leave_single_words_alone():
+    views = dropout_views("a b c d e f", views=20, rate=0.9, seed=0)
+    assert all(v.split() for v in views) and len(set(views)) > 1
+    assert dropout_views("jaguar", 4, 0.5, 0) == ["jaguar"] * 4
+
+
+def test_unknown_estimator_and_parameters_are_rejected():
+    encoder = get_encoder("hash")
+    with pytest.raises(ValueError, match="unknown estimator 'bayes'.*laplace"):
+        make_estimator("bayes", encoder)
+    with pytest.raises(TypeError, match="unknown parameter.*'lamda'.*prior_precision"):
+        make_estimator("laplace", encoder, lamda=1.0)
+
+
+def test_bad_pairs_and_unfitted_use_are_rejected():
+    estimator = LaplaceEstimator(get_encoder("hash"))
+    with pytest.raises(ValueError, match="non-empty"):
+        estimator.fit([])
+    with pytest.raises(ValueError, match=r"pairs\[1\]"):
+        estimator.fit([("a", "b"), ("only one",)])
+    with pytest.raises(TypeError, match=r"text_b\[0\] must be a str"):
+        estimator.fit([("a", 3), ("b", "c")])
+    with pytest.raises(RuntimeError, match="not fitted"):
+        estimator.encode(["hello"])
+
+
+def test_corrupted_estimator_state_is_rejected(toy_pairs, tmp_path):
+    encoder = get_encoder("hash")
+    fit_laplace(toy_pairs).save(tmp_path)
+    np.savez(tmp_path / "state.npz", fisher=np.ones((3, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"fisher array of shape \(256, h\)"):
+        LaplaceEstimator.load(tmp_path, encoder)
+    (tmp_path / "state.npz").write_bytes(b"not an npz")
+    with pytest.raises(ValueError, match="cannot load estimator"):
+        LaplaceEstimator.load(tmp_path, encoder)
