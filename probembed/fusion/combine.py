@@ -8,11 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from probembed.fusion.names import Fusion, FusionMode, parse_fusion, parse_mode, single_model
-from probembed.fusion.weights import fusion_weights, normalized_prior, uncertainty
+from probembed.fusion.weights import (
+    DEFAULT_TEMPERATURE,
+    fusion_weights,
+    normalized_prior,
+    uncertainty,
+)
 from probembed.gaussian import Gaussian
-
-#: T = 1 with a uniform prior is inverse-variance weighting.
-DEFAULT_TEMPERATURE = 1.0
 
 #: The options each method reads; any other option given is an error, not silently ignored.
 _USED_OPTIONS: dict[str, frozenset[str]] = {
@@ -144,7 +146,8 @@ def fuse(
     """Fuse K aligned Gaussians (one per model) of the same texts into one Gaussian per text.
 
     Parts are L2-normalised first. `temperature` and `prior` drive the uec weights, `weights`
-    are the static per-model weights of method "weighted"; "single:<model>" keeps one model.
+    are the static per-model weights of method "weighted"; an option the method does not use is
+    an error. "single:<model>" returns that model's normalised Gaussian, whatever the mode.
     """
     names = _validate_parts(parts, models)
     fusion_mode = parse_mode(mode)

@@ -9,6 +9,9 @@ from probembed.gaussian import Gaussian
 #: Smallest uncertainty fusion sees, so log u is finite for zero-variance (deterministic) models.
 U_FLOOR = 1e-30
 
+#: T = 1 with a uniform prior is inverse-variance weighting, the Bayes-optimal combination.
+DEFAULT_TEMPERATURE = 1.0
+
 
 def uncertainty(g: Gaussian) -> np.ndarray:
     """Total variance of the unit-norm embedding, (n,): dimension-free, comparable across models."""
@@ -52,25 +55,27 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
-def _argmin_weights(log_u: np.ndarray, p: np.ndarray) -> np.ndarray:
+def _argmin_weights(u: np.ndarray, p: np.ndarray) -> np.ndarray:
     """The T -> 0 limit: all weight on the least uncertain models, shared in proportion to p."""
-    masked = np.where(p > 0, log_u, np.inf)
+    masked = np.where(p > 0, u, np.inf)
     tied = masked == masked.min(axis=1, keepdims=True)
     w = tied * p
     return w / w.sum(axis=1, keepdims=True)
 
 
 def fusion_weights(
-    uncertainties: np.ndarray, temperature: float = 1.0, prior: np.ndarray | None = None
+    uncertainties: np.ndarray,
+    temperature: float = DEFAULT_TEMPERATURE,
+    prior: np.ndarray | None = None,
 ) -> np.ndarray:
     """(n, K) weights summing to 1 per text: T=1 is inverse-variance, inf the prior, 0 argmin."""
     u = _validate_uncertainties(uncertainties)
     t = _validate_temperature(temperature)
     p = normalized_prior(prior, u.shape[1])
-    log_u = np.log(np.maximum(u, U_FLOOR))
+    u = np.maximum(u, U_FLOOR)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        scaled = -log_u / t
+        scaled = -np.log(u) / t
         log_p = np.log(p)
     if not np.all(np.isfinite(scaled)):  # T = 0, or so small that -log u / T overflows
-        return _argmin_weights(log_u, p)
+        return _argmin_weights(u, p)
     return _softmax(scaled + log_p)

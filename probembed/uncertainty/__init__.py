@@ -6,11 +6,12 @@ from typing import Any
 
 from probembed.encoders.base import Encoder
 from probembed.uncertainty.base import Estimator
+from probembed.uncertainty.head import HeadEstimator
 from probembed.uncertainty.laplace import LaplaceEstimator
 from probembed.uncertainty.perturb import PerturbEstimator
 
 ESTIMATORS: dict[str, type[Estimator]] = {
-    cls.kind: cls for cls in (LaplaceEstimator, PerturbEstimator)
+    cls.kind: cls for cls in (LaplaceEstimator, PerturbEstimator, HeadEstimator)
 }
 
 
@@ -29,4 +30,4 @@ def make_estimator(kind: str, encoder: Encoder, **params: Any) -> Estimator:
     return estimator_class(kind)(encoder, **params)
 
 
-__all__ = ["ESTIMATORS", "Estimator", "LaplaceEstimator", "PerturbEstimator", "estimator_class", "make_estimator"]
+__all__ = ["ESTIMATORS", "Estimator", "HeadEstimator", "LaplaceEstimator", "PerturbEstimator", "estimator_class", "make_estimator"]

@@ -1,0 +1,282 @@
+"""Readers for the on-disk benchmark formats (STS, classification, BEIR retrieval, pairs).
+
+Every reader fails loudly with the file (and line) at fault and what was expected there, so
+a harness that runs is a harness that read the data right.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+STS_HEADER = ("sentence1", "sentence2", "score")
+CLASSIFICATION_HEADER = ("text", "label")
+PAIRS_HEADER = ("text_a", "text_b")
+QRELS_HEADER = ("query-id", "corpus-id", "score")
+DEFAULT_SPLIT = "test"
+TRAIN_SPLIT = "train"
+
+
+@dataclass(frozen=True, eq=False)
+class StsDataset:
+    """Sentence pairs with a gold similarity score, scored by Spearman correlation.
+
+    Compared by identity: `==` on the score array would be elementwise, not a bool.
+    """
+
+    name: str
+    split: str
+    sentence1: list[str]
+    sentence2: list[str]
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.sentence1)
+
+
+@dataclass(frozen=True)
+class RetrievalDataset:
+    """A BEIR corpus, the queries judged in one split, and their relevance judgements."""
+
+    name: str
+    split: str
+    corpus: dict[str, str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class ClassificationDataset:
+    """Labelled texts: the probe is fitted on train and scored on test."""
+
+    name: str
+    train_texts: list[str]
+    train_labels: list[str]
+    test_texts: list[str]
+    test_labels: list[str]
+
+
+@dataclass(frozen=True)
+class PairsDataset:
+    """Two texts per row that mean (nearly) the same, for fitting uncertainty estimators."""
+
+    name: str
+    text_a: list[str]
+    text_b: list[str]
+
+    def __len__(self) -> int:
+        return len(self.text_a)
+
+
+Dataset = StsDataset | RetrievalDataset | ClassificationDataset | PairsDataset
+
+
+def load_dataset(path: str | Path, split: str | None = None) -> Dataset:
+    """Load a dataset directory or one split file, telling the format from files and header."""
+    path = Path(path)
+    if path.is_dir():
+        return _load_directory(path, split or DEFAULT_SPLIT)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such dataset file or directory")
+    if split is not None and split != path.stem:
+        raise ValueError(
+            f"split={split!r} conflicts with the file {path} (split {path.stem!r}); "
+            "pass the dataset directory to choose a split"
+        )
+    return _load_file(path)
+
+
+def load_sts(path: str | Path) -> StsDataset:
+    """Read one STS split file (`sentence1`, `sentence2`, `score`)."""
+    path = Path(path)
+    rows = list(_read_tsv(path, STS_HEADER))
+    scores = np.array([_parse_number(path, lineno, row[2], float) for lineno, row in rows])
+    return StsDataset(
+        name=path.parent.name,
+        split=path.stem,
+        sentence1=[row[0] for _, row in rows],
+        sentence2=[row[1] for _, row in rows],
+        scores=scores,
+    )
+
+
+def load_pairs(path: str | Path) -> PairsDataset:
+    """Read a positive-pairs file (`text_a`, `text_b`)."""
+    path = Path(path)
+    rows = [row for _, row in _read_tsv(path, PAIRS_HEADER)]
+    return PairsDataset(
+        name=path.stem, text_a=[row[0] for row in rows], text_b=[row[1] for row in rows]
+    )
+
+
+def load_classification(directory: str | Path, split: str = DEFAULT_SPLIT) -> ClassificationDataset:
+    """Read `train.tsv` to fit the probe and `<split>.tsv` to score it."""
+    directory = Path(directory)
+    if split == TRAIN_SPLIT:
+        raise ValueError(
+            f"{directory}: split='train' would score the probe on the data it was fitted on; "
+            "choose an evaluation split such as 'test'"
+        )
+    train_texts, train_labels = _read_labelled(_require_file(directory / f"{TRAIN_SPLIT}.tsv"))
+    test_texts, test_labels = _read_labelled(_require_file(directory / f"{split}.tsv"))
+    return ClassificationDataset(directory.name, train_texts, train_labels, test_texts, test_labels)
+
+
+def load_retrieval(directory: str | Path, split: str = DEFAULT_SPLIT) -> RetrievalDataset:
+    """Read a BEIR directory, keeping only the queries judged in `split`."""
+    directory = Path(directory)
+    qrels_dir = directory / "qrels"
+    if not qrels_dir.is_dir():
+        raise FileNotFoundError(
+            f"{qrels_dir}: missing; a BEIR retrieval dataset needs corpus.jsonl, queries.jsonl "
+            "and qrels/<split>.tsv"
+        )
+    qrels = _read_qrels(_require_file(qrels_dir / f"{split}.tsv"))
+    corpus = {
+        doc_id: (record.get("title", "") + " " + record["text"]).strip()
+        for doc_id, record in _read_jsonl(_require_file(directory / "corpus.jsonl"))
+    }
+    all_queries = {
+        query_id: record["text"]
+        for query_id, record in _read_jsonl(_require_file(directory / "queries.jsonl"))
+    }
+    _check_judged_ids(directory, qrels, all_queries, corpus)
+    queries = {query_id: all_queries[query_id] for query_id in qrels}
+    return RetrievalDataset(directory.name, split, corpus, queries, qrels)
+
+
+def _load_directory(directory: Path, split: str) -> Dataset:
+    """Tell a BEIR directory from a directory of TSV splits and load `split`."""
+    if (directory / "corpus.jsonl").is_file():
+        return load_retrieval(directory, split)
+    split_file = directory / f"{split}.tsv"
+    if not split_file.is_file():
+        available = sorted(p.stem for p in directory.glob("*.tsv")) or "none"
+        raise FileNotFoundError(
+            f"{split_file}: missing; expected corpus.jsonl (retrieval) or {split}.tsv "
+            f"(STS, classification, pairs) in {directory}; TSV splits found: {available}"
+        )
+    return _load_file(split_file)
+
+
+def _load_file(path: Path) -> Dataset:
+    """Dispatch one split file on its header line."""
+    header = _read_header(path)
+    if header == STS_HEADER:
+        return load_sts(path)
+    if header == PAIRS_HEADER:
+        return load_pairs(path)
+    if header == CLASSIFICATION_HEADER:
+        return load_classification(path.parent, path.stem)
+    if header == QRELS_HEADER:
+        return load_retrieval(path.parent.parent, path.stem)
+    known = " | ".join(
+        _show(h) for h in (STS_HEADER, CLASSIFICATION_HEADER, PAIRS_HEADER, QRELS_HEADER)
+    )
+    raise ValueError(f"{path}:1: unknown header {_show(header)}; expected one of {known}")
+
+
+def _require_file(path: Path) -> Path:
+    """Fail with the missing path rather than a bare open() error deep in a reader."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing")
+    return path
+
+
+def _show(fields: tuple[str, ...]) -> str:
+    """Render header fields as they appear in the file, tabs made visible."""
+    return repr("\t".join(fields))
+
+
+def _split_line(line: str) -> list[str]:
+    """Split on tabs only: texts hold quotes, so no CSV quoting rules apply."""
+    return line.rstrip("\n").removesuffix("\r").split("\t")
+
+
+def _read_header(path: Path) -> tuple[str, ...]:
+    """Return the first line's tab-separated fields."""
+    with path.open(encoding="utf-8", newline="\n") as handle:
+        return tuple(_split_line(handle.readline()))
+
+
+def _read_tsv(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """Yield (line number, fields) of a headed TSV, checking the header and field counts."""
+    _require_file(path)
+    with path.open(encoding="utf-8", newline="\n") as handle:
+        found = tuple(_split_line(handle.readline()))
+        if found != header:
+            raise ValueError(f"{path}:1: header {_show(found)}, expected {_show(header)}")
+        for lineno, line in enumerate(handle, start=2):
+            if not line.strip():
+                continue
+            fields = _split_line(line)
+            if len(fields) != len(header):
+                raise ValueError(
+                    f"{path}:{lineno}: expected {len(header)} tab-separated fields "
+                    f"({', '.join(header)}), got {len(fields)}"
+                )
+            yield lineno, fields
+
+
+def _parse_number(path: Path, lineno: int, value: str, kind: type) -> float | int:
+    """Convert one field, naming file and line when it is not a number."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{path}:{lineno}: {value!r} is not a valid {kind.__name__}") from None
+
+
+def _read_labelled(path: Path) -> tuple[list[str], list[str]]:
+    """Read a classification split into texts and (string) labels."""
+    rows = [row for _, row in _read_tsv(path, CLASSIFICATION_HEADER)]
+    return [row[0] for row in rows], [row[1] for row in rows]
+
+
+def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """Read a BEIR qrels TSV into {query id: {doc id: relevance}}."""
+    qrels: dict[str, dict[str, int]] = {}
+    for lineno, (query_id, doc_id, score) in _read_tsv(path, QRELS_HEADER):
+        qrels.setdefault(query_id, {})[doc_id] = int(_parse_number(path, lineno, score, int))
+    if not qrels:
+        raise ValueError(f"{path}: no judgements; expected {_show(QRELS_HEADER)} rows")
+    return qrels
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
+    """Yield (`_id`, record) from a BEIR JSON-lines file, checking each line."""
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({error.msg})") from None
+            if not isinstance(record, dict) or "_id" not in record or "text" not in record:
+                raise ValueError(f"{path}:{lineno}: expected an object with '_id' and 'text'")
+            yield str(record["_id"]), record
+
+
+def _check_judged_ids(
+    directory: Path,
+    qrels: dict[str, dict[str, int]],
+    queries: dict[str, str],
+    corpus: dict[str, str],
+) -> None:
+    """Refuse judgements that point at queries or documents the files do not contain."""
+    missing_queries = [q for q in qrels if q not in queries]
+    if missing_queries:
+        raise ValueError(
+            f"{directory}: {len(missing_queries)} judged queries missing from queries.jsonl, "
+            f"e.g. {missing_queries[:3]}"
+        )
+    missing_docs = sorted({d for docs in qrels.values() for d in docs if d not in corpus})
+    if missing_docs:
+        raise ValueError(
+            f"{directory}: {len(missing_docs)} judged documents missing from corpus.jsonl, "
+            f"e.g. {missing_docs[:3]}"
+        )

@@ -1,0 +1,119 @@
+"""Task metrics: Spearman for STS, ranx retrieval metrics, a logistic-regression probe.
+
+ranx and scikit-learn are imported inside the functions that need them: ranx alone costs
+seconds (numba) and most callers of this package never score a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.stats import spearmanr
+
+DEFAULT_RETRIEVAL_METRICS = ("ndcg@10", "recall@100", "mrr@10")
+
+Qrels = Mapping[str, Mapping[str, int]]
+Run = Mapping[str, Mapping[str, float]]
+
+
+def spearman(pred: ArrayLike, gold: ArrayLike) -> float:
+    """Rank correlation in [-1, 1], the STS metric (tables show it times 100)."""
+    pred, gold = _validate_paired(pred, gold, "pred", "gold")
+    return float(spearmanr(pred, gold).statistic)
+
+
+def retrieval_metrics(
+    qrels: Qrels, run: Run, metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS
+) -> dict[str, float]:
+    """Mean of each metric over every judged query (a query missing from the run scores 0)."""
+    per_query = per_query_metrics(qrels, run, metrics)
+    return {name: float(np.mean(list(scores.values()))) for name, scores in per_query.items()}
+
+
+def per_query_metrics(
+    qrels: Qrels, run: Run, metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS
+) -> dict[str, dict[str, float]]:
+    """Each metric for each judged query, the input to failure prediction.
+
+    Metric names are ranx's ("ndcg@10", "recall@100", "mrr@10"); nDCG uses linear gains like
+    trec_eval, and MRR@k is 0 when no relevant document is in the top k. Queries in the run
+    but not in the qrels are ignored; judged queries the run lacks count as complete misses.
+    """
+    from ranx import Qrels as RanxQrels
+    from ranx import Run as RanxRun
+    from ranx import evaluate
+
+    metrics = _validate_metric_names(metrics)
+    if not qrels:
+        raise ValueError("qrels is empty: pass {query id: {doc id: relevance}} for >= 1 query")
+    ranx_qrels = RanxQrels({q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
+    ranx_run = RanxRun({q: {d: float(s) for d, s in run.get(q, {}).items()} for q in qrels})
+    scores = evaluate(ranx_qrels, ranx_run, list(metrics), return_mean=False)
+    if len(metrics) == 1:
+        scores = {metrics[0]: scores}
+    query_ids = ranx_run.get_query_ids()
+    return {name: dict(zip(query_ids, map(float, scores[name]), strict=True)) for name in metrics}
+
+
+def run_from_scores(
+    query_ids: Sequence[str], doc_ids: Sequence[str], scores: ArrayLike, k: int = 100
+) -> dict[str, dict[str, float]]:
+    """Keep each query's k best-scoring documents, the run format the metrics read."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != (len(query_ids), len(doc_ids)):
+        raise ValueError(
+            f"scores has shape {scores.shape}; expected (len(query_ids), len(doc_ids)) = "
+            f"({len(query_ids)}, {len(doc_ids)})"
+        )
+    if k < 1:
+        raise ValueError(f"k={k} must be >= 1")
+    if np.isnan(scores).any():
+        raise ValueError(f"scores holds {int(np.isnan(scores).sum())} NaN values")
+    k = min(k, len(doc_ids))
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    top_scores = np.take_along_axis(scores, top, axis=1)
+    order = np.argsort(-top_scores, axis=1, kind="stable")
+    top, top_scores = np.take_along_axis(top, order, 1), np.take_along_axis(top_scores, order, 1)
+    return {
+        query_id: {doc_ids[j]: float(s) for j, s in zip(row, row_scores, strict=True)}
+        for query_id, row, row_scores in zip(query_ids, top, top_scores, strict=True)
+    }
+
+
+def probe_accuracy(
+    train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
+) -> float:
+    """Accuracy of a logistic regression fitted on frozen embeddings, as MTEB classification."""
+    from sklearn.linear_model import LogisticRegression
+
+    train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
+    test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
+    if train_X.shape[1] != test_X.shape[1]:
+        raise ValueError(f"train_X has {train_X.shape[1]} columns but test_X {test_X.shape[1]}")
+    probe = LogisticRegression(max_iter=1000, random_state=seed)
+    probe.fit(train_X, train_y)
+    return float(np.mean(probe.predict(test_X) == test_y))
+
+
+def _validate_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
+    """Catch a bare string or an empty list before ranx gives a less helpful error."""
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics must be a sequence of names; wrap it: [{metrics!r}]")
+    if not metrics:
+        raise ValueError('metrics is empty; pass names such as ("ndcg@10", "recall@100")')
+    return tuple(metrics)
+
+
+def _validate_paired(
+    x: ArrayLike, y: ArrayLike, x_name: str, y_name: str, vectors: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Check two aligned inputs: same length, at least two rows, 2-D first when `vectors`."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim != (2 if vectors else 1) or y.ndim != 1:
+        expected = "(n, dim) and (n,)" if vectors else "(n,) and (n,)"
+        raise ValueError(f"{x_name}, {y_name} have shapes {x.shape}, {y.shape}; need {expected}")
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError(f"{x_name} and {y_name} need the same length >= 2, got {len(x)}, {len(y)}")
+    return x, y

@@ -1,0 +1,93 @@
+"""PNG figures for reports: risk–coverage curves, quality per uncertainty bin, STS calibration.
+
+Figures are drawn on an explicit Agg canvas, never through pyplot, so plotting neither needs a
+display nor changes matplotlib's global backend for the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+Curve = tuple[ArrayLike, ArrayLike]
+
+
+def plot_risk_coverage(
+    curves: Mapping[str, Curve], path: str | Path, title: str = "Risk–coverage"
+) -> Path:
+    """Draw mean quality against coverage, one line per method, to compare selective answering."""
+    figure, axes = _new_figure()
+    for label, (coverage, quality) in _validate_curves(curves).items():
+        axes.plot(coverage, quality, label=label)
+    axes.set(xlabel="coverage (most confident first)", ylabel="mean quality", xlim=(0, 1))
+    return _save(figure, axes, path, title)
+
+
+def plot_binned(
+    bins: Mapping[str, Curve], path: str | Path, title: str = "Quality per uncertainty bin"
+) -> Path:
+    """Draw mean quality per uncertainty bin, one marked line per method, to show the trend."""
+    figure, axes = _new_figure()
+    for label, (centers, quality) in _validate_curves(bins).items():
+        axes.plot(centers, quality, marker="o", label=label)
+    axes.set(xlabel="uncertainty (bin mean)", ylabel="mean quality")
+    return _save(figure, axes, path, title)
+
+
+def plot_calibration(
+    pred: ArrayLike,
+    gold: ArrayLike,
+    path: str | Path,
+    title: str = "STS: predicted vs gold similarity",
+    pred_std: ArrayLike | None = None,
+) -> Path:
+    """Scatter predicted similarity (± its std) against gold, to see where predictions stray."""
+    pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if pred.shape != gold.shape or pred.ndim != 1:
+        raise ValueError(f"pred and gold must be 1-D of one length, got {pred.shape}, {gold.shape}")
+    if pred_std is not None and np.shape(pred_std) != pred.shape:
+        raise ValueError(f"pred_std has shape {np.shape(pred_std)}; expected {pred.shape}")
+    figure, axes = _new_figure()
+    axes.errorbar(pred, gold, xerr=pred_std, fmt="o", markersize=2, alpha=0.3, elinewidth=0.5)
+    axes.set(xlabel="predicted similarity", ylabel="gold score")
+    return _save(figure, axes, path, title, legend=False)
+
+
+def _new_figure() -> tuple[Figure, Axes]:
+    """Create a figure bound to an Agg canvas (matplotlib is imported only when plotting)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _save(figure: Figure, axes: Axes, path: str | Path, title: str, legend: bool = True) -> Path:
+    """Title, grid and legend the axes, then write the PNG, creating its folder."""
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    if legend:
+        axes.legend()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", dpi=120)
+    return path
+
+
+def _validate_curves(curves: Mapping[str, Curve]) -> Mapping[str, Curve]:
+    """Refuse an empty mapping or a curve whose x and y lengths differ."""
+    if not curves:
+        raise ValueError("nothing to plot: pass {label: (x, y)} with at least one curve")
+    for label, (x, y) in curves.items():
+        if np.shape(x) != np.shape(y) or np.ndim(x) != 1:
+            raise ValueError(f"curve {label!r}: x {np.shape(x)} and y {np.shape(y)} must match")
+    return curves

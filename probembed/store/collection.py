@@ -1,0 +1,532 @@
+"""A database directory of LanceDB tables: one collection of probabilistic embeddings per table.
+
+A row holds id, text, metadata (JSON), the fused mean and variance, and the per-model fusion
+weights. Which pipeline made the vectors is kept in the table's schema metadata, written in the
+same commit as the first rows, so a collection can refuse vectors from any other pipeline.
+Every write is one LanceDB commit: an interrupted write leaves the last committed version.
+Scalar metadata fields with simple names also get columns of their own, so `where` filters
+such as "year > 2015" work; other metadata stays in the JSON column only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from probembed.fusion import Fused
+
+DEFAULT_COLLECTION = "default"
+#: Schema-metadata key under which the collection's pipeline is recorded.
+SCHEMA_KEY = b"probembed"
+FORMAT_VERSION = 1
+#: Columns every collection has; metadata fields with these names stay in the JSON only.
+CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "weights")
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_ARROW_TYPES: dict[type, pa.DataType] = {
+    bool: pa.bool_(),
+    int: pa.int64(),
+    float: pa.float64(),
+    str: pa.string(),
+}
+
+
+class StoreError(ValueError):
+    """A store operation that cannot be done as asked; the message says why and what to do."""
+
+
+class PipelineMismatchError(StoreError):
+    """Vectors from one pipeline offered to a collection made by another."""
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    """What the store knows of a pipeline: enough to refuse vectors made by another one."""
+
+    name: str
+    fingerprint: str
+    models: tuple[str, ...]
+
+    @classmethod
+    def of(cls, pipeline: Any) -> PipelineInfo:
+        """Read name, fingerprint and models off a pipeline object."""
+        return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict, as stored in the schema metadata."""
+        return {"name": self.name, "fingerprint": self.fingerprint, "models": list(self.models)}
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """Rows to write: ids, texts, metadata, and the fused Gaussians the pipeline made of them."""
+
+    ids: Sequence[str]
+    texts: Sequence[str]
+    metadata: Sequence[Mapping[str, Any]]
+    fused: Fused
+    pipeline: PipelineInfo
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        sizes = {"texts": len(self.texts), "metadata": len(self.metadata)}
+        sizes["vectors"] = len(self.fused.gaussian)
+        wrong = {k: v for k, v in sizes.items() if v != n}
+        if wrong:
+            raise StoreError(f"batch has {n} ids but {wrong}; give one of each per id")
+        for i in self.ids:
+            if not isinstance(i, str) or not i:
+                raise StoreError(f"ids must be non-empty strings, got {i!r}")
+        if len(set(self.ids)) != n:
+            raise StoreError(f"batch repeats ids: {_duplicates(self.ids)[:10]}")
+        if tuple(self.fused.models) != self.pipeline.models:
+            raise StoreError(
+                f"vectors fuse models {self.fused.models} but the batch says pipeline "
+                f"{self.pipeline.name!r} has {self.pipeline.models}"
+            )
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """A collection's vectors at one version, in memory, for search."""
+
+    ids: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    weights: np.ndarray
+    version: int
+
+
+@dataclass(frozen=True)
+class CollectionStats:
+    """Size and provenance of a collection."""
+
+    name: str
+    count: int
+    dim: int
+    bytes_per_item: float
+    total_bytes: int
+    version: int
+    pipeline: PipelineInfo
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict for the CLI and the service."""
+        return {
+            "name": self.name,
+            "count": self.count,
+            "dim": self.dim,
+            "bytes_per_item": round(self.bytes_per_item, 1),
+            "total_bytes": self.total_bytes,
+            "version": self.version,
+            "pipeline": self.pipeline.to_json(),
+        }
+
+
+class Database:
+    """A directory of collections; reading needs it to exist, writing creates it."""
+
+    def __init__(self, path: str | os.PathLike, create: bool = False) -> None:
+        self.path = Path(path)
+        if create:
+            _make_directory(self.path)
+        elif not self.path.is_dir():
+            raise StoreError(
+                f"no database at {self.path}: the directory does not exist; "
+                "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
+            )
+        self._conn = lancedb.connect(str(self.path))
+        self._writable: bool | None = None
+
+    def collections(self) -> list[str]:
+        """Names of the collections, sorted."""
+        return sorted(self._conn.list_tables().tables)
+
+    def collection(self, name: str = DEFAULT_COLLECTION) -> Collection:
+        """A handle on a collection; it is created by its first write."""
+        if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
+            raise StoreError(
+                f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' "
+                "(starting with a letter or digit, at most 128 characters)"
+            )
+        return Collection(self, name)
+
+    def open(self, name: str = DEFAULT_COLLECTION) -> Collection:
+        """An existing collection, or an error listing the ones there are."""
+        handle = self.collection(name)
+        if not handle.exists:
+            raise StoreError(
+                f"no collection {name!r} in {self.path}; collections: {self.collections() or 'none'}"
+            )
+        return handle
+
+    def drop(self, name: str) -> None:
+        """Delete a collection and everything in it."""
+        self.open(name)
+        self.require_writable()
+        self._conn.drop_table(name)
+
+    def require_writable(self) -> None:
+        """Fail before writing anything if the directory cannot be written (probed, as root too)."""
+        if self._writable is None:
+            self._writable = _can_write(self.path)
+        if not self._writable:
+            raise StoreError(f"database {self.path} is read-only: cannot write to it")
+
+    @property
+    def writable(self) -> bool:
+        """Whether files can be created in the database directory."""
+        try:
+            self.require_writable()
+        except StoreError:
+            return False
+        return True
+
+
+class Collection:
+    """One LanceDB table of items with their fused Gaussians."""
+
+    def __init__(self, db: Database, name: str) -> None:
+        self.db = db
+        self.name = name
+        self._table: Any = None
+
+    @property
+    def exists(self) -> bool:
+        """Whether the table has been created (by a first write)."""
+        return self._open() is not None
+
+    def _open(self) -> Any:
+        """The LanceDB table at its latest version, or None before the first write."""
+        if self._table is None:
+            if self.name not in self.db.collections():
+                return None
+            self._table = self.db._conn.open_table(self.name)
+        else:
+            self._table.checkout_latest()
+        return self._table
+
+    def _require(self) -> Any:
+        """The table, or a clear error when the collection has no rows yet."""
+        table = self._open()
+        if table is None:
+            raise StoreError(f"no collection {self.name!r} in {self.db.path}")
+        return table
+
+    @property
+    def pipeline(self) -> PipelineInfo:
+        """The pipeline whose vectors this collection holds."""
+        info = self._header()["pipeline"]
+        return PipelineInfo(info["name"], info["fingerprint"], tuple(info["models"]))
+
+    @property
+    def dim(self) -> int:
+        """Dimension of the stored means and variances."""
+        return int(self._header()["dim"])
+
+    @property
+    def version(self) -> int:
+        """The table's current LanceDB version; every commit increments it."""
+        return int(self._require().version)
+
+    def _header(self) -> dict[str, Any]:
+        """The probembed entry of the schema metadata."""
+        raw = (self._require().schema.metadata or {}).get(SCHEMA_KEY)
+        if raw is None:
+            raise StoreError(f"table {self.name!r} in {self.db.path} was not written by probembed")
+        return json.loads(raw)
+
+    def check_pipeline(self, pipeline: PipelineInfo) -> None:
+        """Refuse a pipeline other than the one that made this collection's vectors."""
+        if not self.exists:
+            return
+        mine = self.pipeline
+        if mine.fingerprint != pipeline.fingerprint:
+            raise PipelineMismatchError(
+                f"collection {self.name!r} holds vectors of pipeline {mine.name!r} "
+                f"(models {', '.join(mine.models)}, fingerprint {mine.fingerprint}), not of "
+                f"{pipeline.name!r} (fingerprint {pipeline.fingerprint}); use that pipeline "
+                "or another collection"
+            )
+
+    def count(self, where: str | None = None) -> int:
+        """Number of items, optionally only those matching a filter."""
+        table = self._open()
+        if table is None:
+            return 0
+        return int(_filtered(lambda: table.count_rows(where), where))
+
+    def stats(self) -> CollectionStats:
+        """Count, bytes on disk per item, and the pipeline."""
+        table = self._require()
+        raw = table.stats()
+        count = int(raw["num_rows"])
+        total = int(raw["total_bytes"])
+        return CollectionStats(
+            self.name, count, self.dim, total / max(count, 1), total, self.version, self.pipeline
+        )
+
+    def ids(self) -> set[str]:
+        """Every id in the collection."""
+        table = self._open()
+        if table is None:
+            return set()
+        return set(_scan(table, ["id"]).column("id").to_pylist())
+
+    def add(self, batch: Batch) -> int:
+        """Append new items in one commit; ids already stored are an error (use upsert)."""
+        self.db.require_writable()
+        self.check_pipeline(batch.pipeline)
+        table = self._open()
+        if table is None:
+            self._create(batch)
+            return len(batch.ids)
+        existing = self.existing(batch.ids)
+        if existing:
+            raise StoreError(
+                f"{len(existing)} ids are already in collection {self.name!r} "
+                f"(e.g. {sorted(existing)[:5]}); use upsert to replace them"
+            )
+        table.add(self._arrow(batch, table))
+        return len(batch.ids)
+
+    def upsert(self, batch: Batch) -> tuple[int, int]:
+        """Insert new ids and replace stored ones, in one commit; returns (inserted, updated)."""
+        self.db.require_writable()
+        self.check_pipeline(batch.pipeline)
+        table = self._open()
+        if table is None:
+            self._create(batch)
+            return len(batch.ids), 0
+        data = self._arrow(batch, table)
+        result = (
+            table.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(data)
+        )
+        return int(result.num_inserted_rows), int(result.num_updated_rows)
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete items by id in one commit; returns how many were there."""
+        self.db.require_writable()
+        table = self._require()
+        if isinstance(ids, str):
+            raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
+        if not ids:
+            return 0
+        condition = f"id IN ({sql_list(ids)})"
+        found = table.count_rows(condition)
+        if found:
+            table.delete(condition)
+        return int(found)
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of these ids are already stored."""
+        table = self._open()
+        if table is None or not ids:
+            return set()
+        rows = _scan(table, ["id"], f"id IN ({sql_list(ids)})")
+        return set(rows.column("id").to_pylist())
+
+    def vectors(self) -> Vectors:
+        """All ids, means, variances and weights at the current version, as numpy arrays."""
+        table = self._require()
+        version = int(table.version)
+        data = _scan(table, ["id", "mean", "var", "weights"])
+        return Vectors(
+            np.asarray(data.column("id").to_pylist(), dtype=object),
+            _matrix(data.column("mean")),
+            _matrix(data.column("var")),
+            _matrix(data.column("weights")),
+            version,
+        )
+
+    def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
+        """The requested columns of these ids, keyed by id."""
+        if not ids:
+            return {}
+        data = _scan(self._require(), ["id", *columns], f"id IN ({sql_list(ids)})")
+        return {row["id"]: row for row in data.to_pylist()}
+
+    def matching_ids(self, where: str) -> list[str]:
+        """Ids of the items a SQL filter on the columns selects."""
+        table = self._require()
+        return _filtered(lambda: _scan(table, ["id"], where), where).column("id").to_pylist()
+
+    def text_search(self, query: str, limit: int, where: str | None = None) -> list[str]:
+        """Ids ranked by BM25 over the text (LanceDB full-text search), best first."""
+        table = self._require()
+        self._ensure_text_index(table)
+        builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(limit)
+        if where:
+            builder = builder.where(where, prefilter=True)
+        return _filtered(builder.to_arrow, where).column("id").to_pylist()
+
+    def index_text(self) -> None:
+        """(Re)build the full-text index over the text so BM25 search covers every row."""
+        from lancedb.index import FTS
+
+        self.db.require_writable()
+        self._require().create_index("text", config=FTS(), replace=True)
+
+    def _ensure_text_index(self, table: Any) -> None:
+        """Build the full-text index on first use; rows added later are still searched."""
+        if any(ix.index_type == "FTS" for ix in table.list_indices()):
+            return
+        if not self.db.writable:
+            raise StoreError(
+                f"collection {self.name!r} has no full-text index and {self.db.path} is "
+                "read-only; run a hybrid search once where it is writable"
+            )
+        self.index_text()
+
+    def _create(self, batch: Batch) -> None:
+        """Create the table with its first rows and its pipeline header in one commit."""
+        dim, models = batch.fused.gaussian.dim, batch.pipeline.models
+        header = {"format": FORMAT_VERSION, "pipeline": batch.pipeline.to_json(), "dim": dim}
+        fields = [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("text", pa.string()),
+            pa.field("metadata", pa.string()),
+            pa.field("mean", pa.list_(pa.float32(), dim)),
+            pa.field("var", pa.list_(pa.float32(), dim)),
+            pa.field("weights", pa.list_(pa.float32(), len(models))),
+        ]
+        extra = _metadata_columns(batch, {})
+        schema = pa.schema(
+            fields + [pa.field(k, t) for k, t in extra.items()],
+            metadata={SCHEMA_KEY: json.dumps(header).encode()},
+        )
+        data = _to_arrow(batch, schema)
+        self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
+
+    def _arrow(self, batch: Batch, table: Any) -> pa.Table:
+        """The batch as an Arrow table in the table's schema, adding new metadata columns."""
+        if batch.fused.gaussian.dim != self.dim:
+            raise StoreError(
+                f"vectors have dimension {batch.fused.gaussian.dim}; collection {self.name!r} "
+                f"stores dimension {self.dim}"
+            )
+        known = {f.name: f.type for f in table.schema if f.name not in CORE_COLUMNS}
+        new = {k: t for k, t in _metadata_columns(batch, known).items() if k not in known}
+        if new:
+            table.add_columns([pa.field(k, t) for k, t in new.items()])
+        return _to_arrow(batch, table.schema)
+
+
+def sql_list(values: Sequence[str]) -> str:
+    """Quote strings as a SQL list: 'a', 'b''s'."""
+    return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values)
+
+
+def _scan(table: Any, columns: Sequence[str], where: str | None = None) -> pa.Table:
+    """Selected columns of every row (optionally filtered), as one Arrow table."""
+    builder = table.search().select(list(columns)).limit(None)
+    if where:
+        builder = builder.where(where)
+    return builder.to_arrow()
+
+
+def _filtered(run: Any, where: str | None) -> Any:
+    """Run a LanceDB call, turning a bad filter's engine error into a clear StoreError."""
+    try:
+        return run()
+    except (ValueError, RuntimeError, OSError) as exc:
+        if not where:
+            raise
+        message = str(exc).splitlines()[0]
+        raise StoreError(f"invalid filter where={where!r}: {message}") from exc
+
+
+def _matrix(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size-list column as a float32 (n, d) array."""
+    width = column.type.list_size
+    if column.num_chunks == 0:
+        return np.zeros((0, width), dtype=np.float32)
+    flat = pa.concat_arrays([chunk.flatten() for chunk in column.chunks])
+    return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
+
+
+def _metadata_columns(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
+    """Arrow type of every promotable metadata field, checking values against known columns."""
+    types = dict(known)
+    for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
+        for key, value in meta.items():
+            if value is None or not _METADATA_COLUMN.match(key) or key in CORE_COLUMNS:
+                continue
+            kind = _ARROW_TYPES.get(type(value))
+            if kind is None:
+                continue
+            have = types.setdefault(key, kind)
+            if have != kind and not (have == pa.float64() and kind == pa.int64()):
+                raise StoreError(
+                    f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
+                    f"{type(value).__name__}, but the collection stores {key!r} as {have}"
+                )
+    return types
+
+
+def _to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
+    """Build the Arrow rows for a batch in the given schema (absent metadata fields are null)."""
+    g = batch.fused.gaussian
+    columns: dict[str, pa.Array] = {
+        "id": pa.array(list(batch.ids), pa.string()),
+        "text": pa.array(list(batch.texts), pa.string()),
+        "metadata": pa.array([_dumps(i, m) for i, m in zip(batch.ids, batch.metadata, strict=True)]),
+        "mean": _fixed_list(g.mean),
+        "var": _fixed_list(g.var),
+        "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
+    }
+    for f in schema:
+        if f.name not in columns:
+            columns[f.name] = pa.array([m.get(f.name) for m in batch.metadata], f.type)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:
+    """A float32 (n, d) array as an Arrow fixed-size-list column."""
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).ravel())
+    return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1])
+
+
+def _dumps(doc_id: str, metadata: Mapping[str, Any]) -> str:
+    """Metadata as JSON, naming the item when a value is not JSON-serialisable."""
+    try:
+        return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"item {doc_id!r}: metadata is not JSON-serialisable: {exc}") from exc
+
+
+def _duplicates(values: Sequence[str]) -> list[str]:
+    """Values that occur more than once, in first-seen order."""
+    return [value for value, count in Counter(values).items() if count > 1]
+
+
+def _make_directory(path: Path) -> None:
+    """Create the database directory, explaining a failure in terms of the path."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from exc
+    if not path.is_dir():
+        raise StoreError(f"database path {path} exists but is not a directory")
+
+
+def _can_write(path: Path) -> bool:
+    """Try to create a file: the only check that is also true for root and read-only mounts."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,97 @@
+"""Learned variance head: a small network g(mu) -> log sigma^2 on a frozen encoder (PFE-style).
+
+Trained on positive pairs by maximising the mutual likelihood score, whose optimum for a pair
+puts sigma_a^2 + sigma_b^2 at the squared residual (mu_a - mu_b)^2: the head learns which
+texts a model embeds far from their paraphrases. Inference is one small numpy MLP, so any
+encoder (torch, ONNX, numpy, static vectors) gets it at negligible cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from probembed.gaussian import Gaussian
+from probembed.uncertainty.base import Estimator
+
+_LOG_VAR_MIN, _LOG_VAR_MAX = -20.0, 5.0
+
+
+def mls_loss(mu_a: torch.Tensor, logv_a: torch.Tensor, mu_b: torch.Tensor, logv_b: torch.Tensor) -> torch.Tensor:
+    """Negative mutual likelihood score, averaged over pairs."""
+    total = logv_a.exp() + logv_b.exp()
+    return 0.5 * ((mu_a - mu_b).square() / total + total.log()).sum(1).mean()
+
+
+def _network(dim: int, hidden: int) -> nn.Sequential:
+    """Two-layer MLP from a unit-norm embedding to per-dimension log-variances."""
+    return nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+
+
+class HeadEstimator(Estimator):
+    """Per-dimension log-variance predicted from the embedding by a small MLP trained with MLS."""
+
+    kind = "head"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "hidden": 128,
+        "epochs": 30,
+        "lr": 3e-3,
+        "weight_decay": 1e-4,
+        "batch_size": 256,
+    }
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-norm embeddings: the head's input and the Gaussian's mean."""
+        return Gaussian.deterministic(self.encoder.encode(texts)).normalize().mean
+
+    def _fit(self, text_a: list[str], text_b: list[str]) -> None:
+        """Adam on the MLS of each positive pair with the encoder frozen; seeded."""
+        torch.manual_seed(self.params["seed"])
+        mu_a = torch.from_numpy(self._embed(text_a))
+        mu_b = torch.from_numpy(self._embed(text_b))
+        net = _network(mu_a.shape[1], self.params["hidden"])
+        with torch.no_grad():  # start at the pooled residual variance, a sensible constant
+            net[2].weight.mul_(0.01)
+            net[2].bias.fill_(float(((mu_a - mu_b).square().mean() / 2).log()))
+        optimiser = torch.optim.AdamW(
+            net.parameters(), lr=self.params["lr"], weight_decay=self.params["weight_decay"]
+        )
+        generator = torch.Generator().manual_seed(self.params["seed"])
+        size = self.params["batch_size"]
+        for _ in range(self.params["epochs"]):
+            for idx in torch.randperm(len(mu_a), generator=generator).split(size):
+                a, b = mu_a[idx], mu_b[idx]
+                loss = mls_loss(a, self._log_var(net(a)), b, self._log_var(net(b)))
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+        self.state = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+
+    @staticmethod
+    def _log_var(raw: torch.Tensor) -> torch.Tensor:
+        """Keep log-variances in a range where exp neither underflows nor explodes."""
+        return raw.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX)
+
+    def _encode_raw(self, texts: list[str]) -> Gaussian:
+        """One numpy forward pass of the head per batch of embeddings."""
+        mean = self._embed(texts)
+        s = self.state
+        hidden = mean @ s["0.weight"].T + s["0.bias"]
+        hidden = torch.nn.functional.gelu(torch.from_numpy(hidden)).numpy()
+        log_var = np.clip(hidden @ s["2.weight"].T + s["2.bias"], _LOG_VAR_MIN, _LOG_VAR_MAX)
+        return Gaussian(mean, np.exp(log_var))
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        """The head's input and output widths must equal this encoder's dimension."""
+        expected = {"0.weight", "0.bias", "2.weight", "2.bias"}
+        if set(state) != expected:
+            raise ValueError(f"head state needs arrays {sorted(expected)}, found {sorted(state)}")
+        d = self.encoder.dim
+        if state["0.weight"].shape[1] != d or state["2.weight"].shape[0] != d:
+            raise ValueError(
+                f"head state was fitted for dimension {state['0.weight'].shape[1]}, "
+                f"but {self.encoder.name} has dimension {d}"
+            )

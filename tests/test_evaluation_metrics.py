@@ -1,0 +1,276 @@
+"""Evaluation harness: metrics against hand-computed values, dataset readers, plots."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from probembed.evaluation import (
+    NDCG_BELOW_MEDIAN,
+    RECALL10_ZERO,
+    ClassificationDataset,
+    PairsDataset,
+    RetrievalDataset,
+    StsDataset,
+    abs_rank_error,
+    aurc,
+    auroc,
+    binned_quality,
+    confidence_signals,
+    failed_queries,
+    load_dataset,
+    load_pairs,
+    per_query_metrics,
+    plot_binned,
+    plot_calibration,
+    plot_risk_coverage,
+    probe_accuracy,
+    quality_at_coverage,
+    retrieval_metrics,
+    risk_coverage,
+    run_from_scores,
+    spearman,
+    top_quartile,
+)
+
+DATA = Path(__file__).resolve().parent / "data"
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+
+def test_spearman_of_known_permutations() -> None:
+    assert spearman([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]) == pytest.approx(-1.0)
+    # one adjacent swap: rho = 1 - 6 * sum(d^2) / (n (n^2 - 1)) = 1 - 12 / 120
+    assert spearman([1, 2, 3, 4, 5], [1, 2, 3, 5, 4]) == pytest.approx(0.9)
+
+
+def test_spearman_rejects_mismatched_lengths() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        spearman([1, 2, 3], [1, 2])
+
+
+def test_retrieval_metrics_match_the_formulas() -> None:
+    qrels = {"q": {"a": 1, "c": 2}}
+    run = {"q": {"b": 0.9, "a": 0.5, "c": 0.1}}  # ranking: b, a, c
+    dcg = 0 / math.log2(2) + 1 / math.log2(3) + 2 / math.log2(4)  # linear gains
+    idcg = 2 / math.log2(2) + 1 / math.log2(3)
+    got = retrieval_metrics(qrels, run, ("ndcg@10", "recall@100", "mrr@10", "recall@2", "mrr@1"))
+    assert got["ndcg@10"] == pytest.approx(dcg / idcg)
+    assert got["recall@100"] == pytest.approx(1.0)
+    assert got["recall@2"] == pytest.approx(0.5)
+    assert got["mrr@10"] == pytest.approx(1 / 2)
+    assert got["mrr@1"] == 0.0  # MRR@k: a first hit below rank k counts as nothing
+
+
+def test_per_query_metrics_scores_missing_queries_zero_and_ignores_unjudged() -> None:
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+    run = {"q1": {"x": 0.9, "y": 0.8, "a": 0.7}, "unjudged": {"a": 1.0}}
+    per_query = per_query_metrics(qrels, run, ["mrr@10"])
+    assert per_query == {"mrr@10": {"q1": pytest.approx(1 / 3), "q2": 0.0}}
+    assert retrieval_metrics(qrels, run, ["mrr@10"]) == {"mrr@10": pytest.approx(1 / 6)}
+
+
+def test_per_query_metrics_rejects_a_bare_metric_string() -> None:
+    with pytest.raises(TypeError, match="wrap it"):
+        per_query_metrics({"q": {"a": 1}}, {"q": {"a": 1.0}}, "ndcg@10")
+
+
+def test_run_from_scores_keeps_the_top_k_in_order() -> None:
+    scores = np.array([[0.1, 0.9, 0.5, 0.3], [0.8, 0.2, 0.4, 0.6]])
+    run = run_from_scores(["q1", "q2"], ["a", "b", "c", "d"], scores, k=2)
+    assert run == {"q1": {"b": 0.9, "c": 0.5}, "q2": {"a": 0.8, "d": 0.6}}
+    assert list(run["q1"]) == ["b", "c"]
+    assert len(run_from_scores(["q1", "q2"], ["a", "b", "c", "d"], scores, k=100)["q1"]) == 4
+
+
+def test_run_from_scores_rejects_a_wrong_shape() -> None:
+    with pytest.raises(ValueError, match=r"\(2, 3\)"):
+        run_from_scores(["q1", "q2"], ["a", "b", "c"], np.zeros((3, 2)))
+
+
+def test_probe_accuracy_on_separable_clusters() -> None:
+    rng = np.random.default_rng(0)
+    centers = np.array([[3.0, 0.0], [-3.0, 0.0]])
+    labels = np.array(["pos", "neg"] * 20)
+    features = centers[(labels == "neg").astype(int)] + rng.normal(0, 0.3, (40, 2))
+    assert probe_accuracy(features[:30], labels[:30], features[30:], labels[30:]) == 1.0
+
+
+# --- uncertainty ---------------------------------------------------------------------------
+
+
+def test_auroc_perfect_inverted_and_undefined() -> None:
+    failed = [False, False, True, True]
+    assert auroc([0.1, 0.2, 0.8, 0.9], failed) == 1.0
+    assert auroc([0.9, 0.8, 0.2, 0.1], failed) == 0.0
+    with pytest.warns(RuntimeWarning, match="all 2 items succeeded"):
+        assert math.isnan(auroc([0.1, 0.2], [False, False]))
+
+
+def test_risk_coverage_by_hand() -> None:
+    uncertainty = [0.3, 0.1, 0.2, 0.4]
+    quality = [0.0, 1.0, 1.0, 0.0]  # most confident first: 1, 1, 0, 0
+    coverage, mean_quality = risk_coverage(uncertainty, quality)
+    np.testing.assert_allclose(coverage, [0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(mean_quality, [1.0, 1.0, 2 / 3, 0.5])
+    assert quality_at_coverage(uncertainty, quality, 0.5) == 1.0
+    assert quality_at_coverage(uncertainty, quality, 0.6) == pytest.approx(2 / 3)  # ceil(2.4)
+    assert aurc(uncertainty, quality) == pytest.approx((0 + 0 + 1 / 3 + 1 / 2) / 4)
+    assert aurc(uncertainty, risk=[1.0, 0.0, 0.0, 1.0]) == pytest.approx(5 / 24)
+
+
+def test_risk_coverage_averages_ties_so_order_does_not_matter() -> None:
+    _, forward = risk_coverage([0.0, 0.0, 1.0], [1.0, 0.0, 1.0])
+    _, backward = risk_coverage([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])
+    np.testing.assert_allclose(forward, [0.5, 0.5, 2 / 3])
+    np.testing.assert_allclose(backward, forward)
+
+
+def test_binned_quality_falls_with_uncertainty() -> None:
+    uncertainty = np.arange(10.0)
+    centers, quality, rho = binned_quality(uncertainty, 10 - uncertainty, n_bins=5)
+    np.testing.assert_allclose(centers, [0.5, 2.5, 4.5, 6.5, 8.5])
+    np.testing.assert_allclose(quality, [9.5, 7.5, 5.5, 3.5, 1.5])
+    assert rho == pytest.approx(-1.0)
+
+
+def test_failed_queries_two_definitions() -> None:
+    ndcg = {"a": 0.9, "b": 0.1, "c": 0.5, "d": 0.0}  # median 0.3
+    recall10 = {"a": 1.0, "b": 0.0, "c": 0.0, "d": 0.0}
+    failed = failed_queries(ndcg, recall10, query_ids=["d", "c", "b", "a"])
+    np.testing.assert_array_equal(failed[NDCG_BELOW_MEDIAN], [True, False, True, False])
+    np.testing.assert_array_equal(failed[RECALL10_ZERO], [True, True, True, False])
+
+
+def test_abs_rank_error_and_top_quartile() -> None:
+    np.testing.assert_allclose(abs_rank_error([1, 2, 3, 4], [4, 3, 2, 1]), [0.75, 0.25, 0.25, 0.75])
+    np.testing.assert_array_equal(top_quartile(np.arange(1.0, 9.0)), [False] * 6 + [True] * 2)
+
+
+def test_confidence_signals_by_hand() -> None:
+    scores = np.array([[0.9, 0.5, 0.1], [0.6, 0.6, 0.2], [0.8, 0.7, 0.0]])
+    variances = np.array([[0.04, 0.05, 0.1], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    signals = confidence_signals(scores, variances, [0.3, 0.2, 0.1])
+    # z = 0.4 / sqrt(0.09); a zero-variance tie is a coin flip, a zero-variance lead is certain
+    np.testing.assert_allclose(signals["margin_prob"], [norm.sf(0.4 / 0.3), 0.5, 0.0])
+    np.testing.assert_allclose(signals["query_var"], [0.3, 0.2, 0.1])
+    np.testing.assert_allclose(signals["neg_top1"], [-0.9, -0.6, -0.8])
+    np.testing.assert_allclose(signals["neg_margin"], [-0.4, 0.0, -0.1], atol=1e-12)
+    np.testing.assert_allclose(signals["top1_std"], [0.2, 0.0, 0.0])
+
+
+def test_confidence_signals_reject_unsorted_scores() -> None:
+    with pytest.raises(ValueError, match="descending"):
+        confidence_signals([[0.1, 0.9]], [[0.0, 0.0]], [0.0])
+
+
+# --- dataset readers -----------------------------------------------------------------------
+
+
+def test_sts_file_and_directory() -> None:
+    sts = load_dataset(DATA / "sts" / "toy" / "test.tsv")
+    assert isinstance(sts, StsDataset)
+    assert (sts.name, sts.split, len(sts)) == ("toy", "test", 3)
+    assert sts.sentence1[0] == 'A man plays a "guitar".'  # quotes are text, not CSV quoting
+    np.testing.assert_allclose(sts.scores, [4.8, 0.5, 4.0])
+    from_directory = load_dataset(DATA / "sts" / "toy")
+    assert from_directory.sentence2 == sts.sentence2
+    np.testing.assert_array_equal(from_directory.scores, sts.scores)
+    assert len(load_dataset(DATA / "sts" / "toy", split="train")) == 2
+
+
+def test_classification_file_and_directory() -> None:
+    from_file = load_dataset(DATA / "classification" / "toy" / "test.tsv")
+    assert isinstance(from_file, ClassificationDataset)
+    assert (len(from_file.train_texts), len(from_file.test_texts)) == (4, 2)
+    assert from_file.test_labels == ["1", "0"]
+    assert from_file.train_texts[2] == 'sharp "funny" writing'
+    assert load_dataset(DATA / "classification" / "toy") == from_file
+
+
+def test_pairs_file() -> None:
+    pairs = load_dataset(DATA / "pairs" / "toy-pairs.tsv")
+    assert isinstance(pairs, PairsDataset)
+    assert (pairs.name, len(pairs)) == ("toy-pairs", 2)
+    assert pairs.text_b[1] == "Someone cuts an onion ."
+    assert load_pairs(DATA / "pairs" / "toy-pairs.tsv") == pairs
+
+
+def test_retrieval_directory_and_qrels_file() -> None:
+    beir = load_dataset(DATA / "retrieval" / "toy")
+    assert isinstance(beir, RetrievalDataset)
+    assert beir.corpus == {
+        "d1": "Cats Cats purr when content.",
+        "d2": "Dogs bark at strangers.",  # empty title: no leading space
+        "d3": 'Fish Fish breathe through "gills".',
+    }
+    assert beir.queries == {"q1": "why do cats purr", "q2": "how do fish breathe"}
+    assert beir.qrels == {"q1": {"d1": 1}, "q2": {"d3": 1}}
+    assert load_dataset(DATA / "retrieval" / "toy" / "qrels" / "test.tsv") == beir
+
+
+def test_missing_qrels_directory_is_named() -> None:
+    with pytest.raises(FileNotFoundError, match=r"no_qrels/qrels: missing"):
+        load_dataset(DATA / "bad" / "no_qrels")
+
+
+def test_unknown_header_is_named() -> None:
+    with pytest.raises(ValueError, match=r"test\.tsv:1: unknown header 'query\\tanswer'"):
+        load_dataset(DATA / "bad" / "unknown_header")
+
+
+def test_malformed_line_gives_file_and_line() -> None:
+    with pytest.raises(ValueError, match=r"malformed/test\.tsv:3: expected 3 tab-separated"):
+        load_dataset(DATA / "bad" / "malformed" / "test.tsv")
+
+
+def test_missing_split_lists_what_exists() -> None:
+    with pytest.raises(FileNotFoundError, match=r"dev\.tsv: missing.*\['test', 'train'\]"):
+        load_dataset(DATA / "sts" / "toy", split="dev")
+
+
+def test_split_conflicting_with_a_file_is_rejected() -> None:
+    with pytest.raises(ValueError, match="conflicts"):
+        load_dataset(DATA / "sts" / "toy" / "test.tsv", split="train")
+
+
+def test_bad_json_line_gives_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "a query"}\n')
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "fine"}\n{"_id": "d2",\n')
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:2: not valid JSON"):
+        load_dataset(tmp_path)
+
+
+@pytest.mark.skipif(not SHARED_DATASETS.is_dir(), reason="../shared/datasets is not present")
+def test_real_datasets_have_the_documented_counts() -> None:
+    stsb = load_dataset(SHARED_DATASETS / "sts" / "stsb")
+    assert isinstance(stsb, StsDataset)
+    assert len(stsb) == 1379
+    assert stsb.scores.min() >= 0 and stsb.scores.max() <= 5
+    scifact = load_dataset(SHARED_DATASETS / "retrieval" / "scifact")
+    assert isinstance(scifact, RetrievalDataset)
+    assert (len(scifact.queries), len(scifact.corpus)) == (300, 5183)
+    assert sum(len(docs) for docs in scifact.qrels.values()) == 339
+
+
+# --- plots ---------------------------------------------------------------------------------
+
+
+def test_plots_write_png_files(tmp_path: Path) -> None:
+    coverage, quality = risk_coverage([0.3, 0.1, 0.2, 0.4], [0.0, 1.0, 1.0, 0.0])
+    written = [
+        plot_risk_coverage({"toy": (coverage, quality)}, tmp_path / "rc.png", "toy"),
+        plot_binned({"toy": ([0.1, 0.5, 0.9], [0.9, 0.6, 0.2])}, tmp_path / "sub" / "bins.png"),
+        plot_calibration([0.2, 0.5, 0.9], [1, 2.5, 4.8], tmp_path / "cal.png", pred_std=[0.1] * 3),
+    ]
+    for path in written:
+        assert path.read_bytes().startswith(PNG_MAGIC)
