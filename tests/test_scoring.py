@@ -15,9 +15,11 @@ from probembed.scoring import (
     dot_variance,
     inner_product_form,
     inner_product_offset,
+    pair_variance,
     pairwise,
     parse_score,
     score_matrix,
+    score_pairs,
     score_std,
     supports_inner_product,
 )
@@ -281,3 +283,14 @@ def test_bad_inputs_raise_clear_errors():
         inner_product_form(q, "csd", "document")
     with pytest.raises(TypeError, match="Gaussian"):
         score_matrix(q.mean, q, "dot")
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 9), score=st.sampled_from(list(Score)))
+def test_score_pairs_is_the_diagonal_of_the_score_matrix(seed, n, score):
+    rng = np.random.default_rng(seed)
+    a = Gaussian(rng.normal(size=(n, 5)), rng.uniform(0, 0.1, size=(n, 5)))
+    b = Gaussian(rng.normal(size=(n, 5)), rng.uniform(0, 0.1, size=(n, 5)))
+    paired = score_pairs(a, b, score, beta=2.0, chunk=4)
+    np.testing.assert_allclose(paired, np.diagonal(score_matrix(a, b, score, beta=2.0)), rtol=1e-10)
+    np.testing.assert_allclose(pair_variance(a, b), np.diagonal(dot_variance(a, b)), rtol=1e-10)

@@ -6,7 +6,14 @@ from probembed.scoring.inner_product import (
     supports_inner_product,
 )
 from probembed.scoring.names import Score, parse_score
-from probembed.scoring.pairwise import VAR_FLOOR, dot_variance, score_matrix, score_std
+from probembed.scoring.pairwise import (
+    VAR_FLOOR,
+    dot_variance,
+    pair_variance,
+    score_matrix,
+    score_pairs,
+    score_std,
+)
 
 __all__ = [
     "VAR_FLOOR",
@@ -14,8 +21,10 @@ __all__ = [
     "dot_variance",
     "inner_product_form",
     "inner_product_offset",
+    "pair_variance",
     "parse_score",
     "score_matrix",
+    "score_pairs",
     "score_std",
     "supports_inner_product",
 ]

@@ -163,3 +163,25 @@ def score_matrix(
     if kind is Score.UEC:
         return _dot(q, d) / np.sqrt(1.0 + (np.pi / 8.0) * beta * dot_variance(q, d))
     return _SCORES[kind](q, d)
+
+
+def score_pairs(
+    a: Gaussian, b: Gaussian, score: Score | str = Score.UEC, beta: float = 1.0, chunk: int = 256
+) -> np.ndarray:
+    """Float64 (n,) similarity of each row of a with the same row of b (STS-style pairs)."""
+    _validate_pair(a, b)
+    if len(a) != len(b):
+        raise ValueError(f"score_pairs needs aligned rows, got {len(a)} and {len(b)}")
+    out = np.empty(len(a), dtype=np.float64)
+    for start in range(0, len(a), chunk):
+        rows = slice(start, start + chunk)
+        out[rows] = np.diagonal(score_matrix(a[rows], b[rows], score, beta))
+    return out
+
+
+def pair_variance(a: Gaussian, b: Gaussian) -> np.ndarray:
+    """Float64 (n,) variance of each row-aligned dot product: the std reported per STS pair."""
+    _validate_pair(a, b)
+    ma, va = _moments(a)
+    mb, vb = _moments(b)
+    return np.einsum("nd,nd->n", ma * ma, vb) + np.einsum("nd,nd->n", va, mb * mb + vb)

@@ -1,0 +1,159 @@
+"""Methods side by side on one dataset, all from the same cached per-model embeddings.
+
+A method is a fusion setting plus a score. Every dataset is embedded once per model (through
+the pipeline's cache); each method then only fuses and scores, so `--compare` costs little
+more than one method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from probembed.evaluation.datasets import (
+    ClassificationDataset,
+    Dataset,
+    RetrievalDataset,
+    StsDataset,
+)
+from probembed.evaluation.metrics import (
+    per_query_metrics,
+    probe_accuracy,
+    retrieval_metrics,
+    run_from_scores,
+    spearman,
+)
+from probembed.fusion import Fused, fuse
+from probembed.gaussian import Gaussian
+from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
+
+RETRIEVAL_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class Method:
+    """A named way to turn per-model Gaussians into similarities: a fusion and a score."""
+
+    name: str
+    fusion: FusionConfig
+    score: ScoreConfig = ScoreConfig("dot", 0.0)
+
+
+def baseline_methods(models: Sequence[str]) -> list[Method]:
+    """Each single model, the uniform mean and plain concatenation, all scored by cosine."""
+    singles = [Method(f"single:{m}", FusionConfig(f"single:{m}")) for m in models]
+    return [*singles, Method("mean", FusionConfig("mean")), Method("concat", FusionConfig("concat"))]
+
+
+@dataclass
+class Embedded:
+    """Per-model Gaussians of every text a dataset needs, by role (a/b, queries/docs, ...)."""
+
+    models: tuple[str, ...]
+    parts: dict[str, list[Gaussian]]
+    ids: dict[str, list[str]] = field(default_factory=dict)
+
+    def fused(self, role: str, fusion: FusionConfig) -> Fused:
+        """Fuse one role's per-model Gaussians under a fusion setting."""
+        return fuse_parts(self.parts[role], self.models, fusion)
+
+
+def fuse_parts(parts: Sequence[Gaussian], models: Sequence[str], fusion: FusionConfig) -> Fused:
+    """`fuse` with only the options the fusion method reads (fuse rejects the rest)."""
+    options: dict = {}
+    if fusion.method == "uec":
+        options = {"temperature": fusion.temperature, "prior": fusion.prior}
+    elif fusion.method == "weighted":
+        options = {"weights": fusion.weights}
+    return fuse(parts, models, method=fusion.method, mode=fusion.mode, **options)
+
+
+def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embedded:
+    """Embed every text of the dataset once per model (cached) and keep them by role."""
+    if isinstance(dataset, StsDataset):
+        roles = {"a": dataset.sentence1, "b": dataset.sentence2}
+    elif isinstance(dataset, RetrievalDataset):
+        roles = {"queries": dataset.queries, "docs": dataset.corpus}
+    elif isinstance(dataset, ClassificationDataset):
+        roles = {"train": dataset.train_texts, "test": dataset.test_texts}
+    else:
+        raise TypeError(f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification")
+    parts, ids = {}, {}
+    for role, texts in roles.items():
+        if isinstance(texts, dict):
+            ids[role] = list(texts)
+            texts = list(texts.values())
+        parts[role] = pipeline.encode_members(list(texts), progress)
+    return Embedded(pipeline.models, parts, ids)
+
+
+@dataclass
+class Outcome:
+    """A method's metrics on a dataset, plus the per-item arrays uncertainty analysis needs."""
+
+    metrics: dict[str, float]
+    per_item: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def evaluate(embedded: Embedded, dataset: Dataset, method: Method) -> Outcome:
+    """Score one method on one dataset."""
+    if isinstance(dataset, StsDataset):
+        return _evaluate_sts(embedded, dataset, method)
+    if isinstance(dataset, RetrievalDataset):
+        return _evaluate_retrieval(embedded, dataset, method)
+    return _evaluate_classification(embedded, dataset, method)
+
+
+def primary_metric(dataset: Dataset) -> str:
+    """The figure a dataset is ranked by."""
+    if isinstance(dataset, StsDataset):
+        return "spearman"
+    if isinstance(dataset, RetrievalDataset):
+        return "ndcg@10"
+    return "accuracy"
+
+
+def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Outcome:
+    """Spearman of the pair scores against gold; per pair: prediction, std, uncertainty."""
+    a = embedded.fused("a", method.fusion)
+    b = embedded.fused("b", method.fusion)
+    pred = score_pairs(a.gaussian, b.gaussian, method.score.name, method.score.beta)
+    per_item = {
+        "pred": pred,
+        "std": np.sqrt(pair_variance(a.gaussian, b.gaussian)),
+        "uncertainty": a.gaussian.total_variance() + b.gaussian.total_variance(),
+        "weights_a": a.weights,
+    }
+    return Outcome({"spearman": spearman(pred, dataset.scores)}, per_item)
+
+
+def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: Method) -> Outcome:
+    """nDCG@10, Recall@100, MRR@10 of a full scan; per query: metrics and top-hit statistics."""
+    queries = embedded.fused("queries", method.fusion).gaussian
+    docs = embedded.fused("docs", method.fusion).gaussian
+    scores = score_matrix(queries, docs, method.score.name, method.score.beta)
+    qids, dids = embedded.ids["queries"], embedded.ids["docs"]
+    run = run_from_scores(qids, dids, scores, k=RETRIEVAL_DEPTH)
+    metrics = retrieval_metrics(dataset.qrels, run)
+    per_query = per_query_metrics(dataset.qrels, run, ("ndcg@10", "recall@10", "recall@1"))
+    top = np.argsort(-scores, axis=1)[:, :2]
+    top_scores = np.take_along_axis(scores, top, axis=1)
+    top_vars = np.stack(
+        [np.diagonal(dot_variance(queries, docs[top[:, j]])) for j in range(2)], axis=1
+    )
+    per_item = {name: np.array([values[q] for q in qids]) for name, values in per_query.items()}
+    per_item.update(top_scores=top_scores, top_vars=top_vars, uncertainty=queries.total_variance())
+    return Outcome(metrics, per_item)
+
+
+def _evaluate_classification(
+    embedded: Embedded, dataset: ClassificationDataset, method: Method
+) -> Outcome:
+    """Accuracy of a logistic-regression probe on the fused means, as MTEB does."""
+    train = embedded.fused("train", method.fusion).gaussian.mean
+    test = embedded.fused("test", method.fusion).gaussian.mean
+    acc = probe_accuracy(train, dataset.train_labels, test, dataset.test_labels)
+    return Outcome({"accuracy": acc})

@@ -1,0 +1,320 @@
+"""Probabilistic search over a collection: candidates, exact rescoring, std and confidence.
+
+Every hit carries its exact score under the chosen similarity, the standard deviation of its
+dot-product score, and the per-model fusion weights of the stored item; every query carries
+the probability that its first hit truly outranks its second.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+from scipy.stats import norm
+
+from probembed.fusion import Fused
+from probembed.gaussian import Gaussian
+from probembed.scoring import Score, dot_variance, parse_score, score_matrix
+from probembed.store.collection import Collection, PipelineInfo, Vectors
+from probembed.store.index import HnswIndex, IndexSettings, ann_space, ann_vectors
+
+#: Reciprocal-rank-fusion constant (Cormack et al. 2009).
+RRF_K = 60
+#: Documents per block of the exact scan, to bound the score-matrix temporaries.
+_SCAN_BLOCK = 4096
+
+
+@overload
+def search(
+    collection: Collection, pipeline: Any, queries: str, k: int = ..., **options: Any
+) -> dict[str, Any]: ...
+@overload
+def search(
+    collection: Collection, pipeline: Any, queries: Sequence[str], k: int = ..., **options: Any
+) -> list[dict[str, Any]]: ...
+def search(
+    collection: Collection,
+    pipeline: Any,
+    queries: str | Sequence[str],
+    k: int = 10,
+    **options: Any,
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """Search one query (-> one result) or several (-> a list); see `Searcher.search`."""
+    results = Searcher(collection, pipeline).search(
+        [queries] if isinstance(queries, str) else queries, k, **options
+    )
+    return results[0] if isinstance(queries, str) else results
+
+
+class Searcher:
+    """Searches one collection with one pipeline, keeping vectors and graphs in memory."""
+
+    def __init__(
+        self, collection: Collection, pipeline: Any, settings: IndexSettings | None = None
+    ) -> None:
+        collection.check_pipeline(PipelineInfo.of(pipeline))
+        self.collection = collection
+        self.pipeline = pipeline
+        self.settings = settings or IndexSettings()
+        self._vectors: Vectors | None = None
+        self._docs: Gaussian | None = None
+        self._positions: dict[str, int] = {}
+        self._graphs: dict[str, HnswIndex] = {}
+
+    def search(
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        score: Score | str | None = None,
+        exact: bool = False,
+        where: str | None = None,
+        hybrid: bool = False,
+        beta: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """One result per query: {"query", "confidence", "hits": [{"id", "score", "std", ...}]}."""
+        texts = _validate_queries(queries)
+        _validate_k(k)
+        fused = self.pipeline.encode(texts)
+        hits = self.search_fused(fused, k, score, exact, where, hybrid, texts, beta)
+        return [_result(q, h) for q, h in zip(texts, hits, strict=True)]
+
+    def search_fused(
+        self,
+        fused: Fused,
+        k: int = 10,
+        score: Score | str | None = None,
+        exact: bool = False,
+        where: str | None = None,
+        hybrid: bool = False,
+        texts: Sequence[str] | None = None,
+        beta: float | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        """Hits for already-encoded queries; `texts` are needed only for hybrid BM25."""
+        _validate_k(k)
+        kind = parse_score(score if score is not None else self.pipeline.score.name)
+        beta = self.pipeline.score.beta if beta is None else beta
+        queries = fused.gaussian
+        self._refresh()
+        if len(self._positions) == 0:
+            return [[] for _ in range(len(queries))]
+        allowed = self._allowed(where)
+        if hybrid:
+            if texts is None:
+                raise ValueError("hybrid search needs the query texts for BM25")
+            ranked = self._hybrid(queries, texts, k, kind, exact, allowed, where, beta)
+        else:
+            ranked = self._rank(queries, k, kind, exact, allowed, beta)
+        return self._hits(queries, ranked)
+
+    def _refresh(self) -> None:
+        """Reload vectors (and drop graphs) when the collection moved to a new version."""
+        version = self.collection.version
+        if self._vectors is not None and self._vectors.version == version:
+            return
+        self._vectors = self.collection.vectors()
+        self._docs = Gaussian(self._vectors.mean, self._vectors.var)
+        self._positions = {doc_id: i for i, doc_id in enumerate(self._vectors.ids)}
+        self._graphs = {}
+
+    def _allowed(self, where: str | None) -> np.ndarray | None:
+        """Row positions a filter keeps, or None for no filter."""
+        if where is None:
+            return None
+        ids = self.collection.matching_ids(where)
+        return np.array(sorted(self._positions[i] for i in ids if i in self._positions), dtype=int)
+
+    def _rank(
+        self,
+        queries: Gaussian,
+        k: int,
+        kind: Score,
+        exact: bool,
+        allowed: np.ndarray | None,
+        beta: float,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (positions, scores) of the k best rows, best first."""
+        rows = len(self._positions) if allowed is None else len(allowed)
+        if exact or rows < self.settings.scan_below:
+            return self._scan(queries, k, kind, allowed, beta)
+        return self._ann(queries, k, kind, allowed, beta)
+
+    def _scan(
+        self, queries: Gaussian, k: int, kind: Score, allowed: np.ndarray | None, beta: float
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Exact scores against every (allowed) row, in blocks, keeping the k best."""
+        assert self._docs is not None
+        rows = np.arange(len(self._docs)) if allowed is None else allowed
+        best_pos = np.empty((len(queries), 0), dtype=int)
+        best = np.empty((len(queries), 0))
+        for start in range(0, len(rows), _SCAN_BLOCK):
+            block = rows[start : start + _SCAN_BLOCK]
+            scores = score_matrix(queries, self._docs[block], kind, beta)
+            best_pos = np.hstack([best_pos, np.broadcast_to(block, scores.shape)])
+            best = np.hstack([best, scores])
+            best_pos, best = _top(best_pos, best, k)
+        return list(zip(best_pos, best, strict=True))
+
+    def _ann(
+        self, queries: Gaussian, k: int, kind: Score, allowed: np.ndarray | None, beta: float
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Graph candidates (pool per query), rescored exactly, k best kept."""
+        assert self._docs is not None
+        space = ann_space(kind)
+        pool = min(self.settings.pool_size(k), len(self._docs))
+        found = self._graph(space).search(
+            ann_vectors(queries, space, "query"), pool, self.settings.ef_search, allowed
+        )
+        ranked = []
+        for i, candidates in enumerate(found):
+            candidates = candidates[candidates >= 0]
+            scores = score_matrix(queries[i], self._docs[candidates], kind, beta)[0]
+            pos, top = _top(candidates[None, :], scores[None, :], k)
+            ranked.append((pos[0], top[0]))
+        return ranked
+
+    def _graph(self, space: str) -> HnswIndex:
+        """The HNSW graph of a space: in memory, else on disk for this version, else built."""
+        if space in self._graphs:
+            return self._graphs[space]
+        assert self._vectors is not None and self._docs is not None
+        path = _graph_path(self.collection, space, self._vectors.version)
+        if path.is_file():
+            graph = HnswIndex.load(path)
+        else:
+            graph = HnswIndex.build(ann_vectors(self._docs, space, "doc"), self.settings)
+            if self.collection.db.writable:
+                _save_graph(graph, path)
+        self._graphs[space] = graph
+        return graph
+
+    def _hybrid(
+        self,
+        queries: Gaussian,
+        texts: Sequence[str],
+        k: int,
+        kind: Score,
+        exact: bool,
+        allowed: np.ndarray | None,
+        where: str | None,
+        beta: float,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept."""
+        depth = self.settings.pool_size(k)
+        dense = self._rank(queries, depth, kind, exact, allowed, beta)
+        fused = []
+        for (positions, _), text in zip(dense, texts, strict=True):
+            lexical = self.collection.text_search(text, depth, where)
+            bm25 = np.array([self._positions[i] for i in lexical if i in self._positions], int)
+            fused.append(_top_rrf([positions, bm25], k))
+        return fused
+
+    def _hits(
+        self, queries: Gaussian, ranked: list[tuple[np.ndarray, np.ndarray]]
+    ) -> list[list[dict[str, Any]]]:
+        """Hit dicts with std, weights and text, fetching all texts in one read."""
+        assert self._vectors is not None and self._docs is not None
+        vec = self._vectors
+        wanted = sorted({vec.ids[p] for positions, _ in ranked for p in positions})
+        rows = self.collection.rows(wanted, ("text", "metadata"))
+        models = self.collection.pipeline.models
+        out = []
+        for i, (positions, scores) in enumerate(ranked):
+            docs = self._docs[positions]
+            dots = score_matrix(queries[i], docs, Score.DOT)[0]
+            var = dot_variance(queries[i], docs)[0]
+            hits = []
+            for j, p in enumerate(positions):
+                row = rows.get(vec.ids[p], {})
+                hits.append(
+                    {
+                        "id": vec.ids[p],
+                        "score": float(scores[j]),
+                        "std": float(np.sqrt(var[j])),
+                        "weights": dict(zip(models, map(float, vec.weights[p]), strict=True)),
+                        "text": row.get("text"),
+                        "metadata": json.loads(row.get("metadata") or "{}"),
+                        "_dot": float(dots[j]),
+                        "_var": float(var[j]),
+                    }
+                )
+            out.append(hits)
+        return out
+
+
+def confidence(hits: Sequence[dict[str, Any]]) -> float | None:
+    """P(first hit truly outranks the second) = Φ((s₁ − s₂)/√(v₁ + v₂)) on dot-product scores.
+
+    The dot product is the score whose variance v is known, so s and v are in the same units
+    whatever similarity ranked the hits. One hit: 1.0; none: None.
+    """
+    if not hits:
+        return None
+    if len(hits) == 1:
+        return 1.0
+    gap = hits[0]["_dot"] - hits[1]["_dot"]
+    spread = np.sqrt(hits[0]["_var"] + hits[1]["_var"])
+    if spread == 0:
+        return 1.0 if gap > 0 else (0.5 if gap == 0 else 0.0)
+    return float(norm.cdf(gap / spread))
+
+
+def _result(query: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The public result dict of one query, dropping the private fields of its hits."""
+    return {
+        "query": query,
+        "confidence": confidence(hits),
+        "hits": [{k: v for k, v in h.items() if not k.startswith("_")} for h in hits],
+    }
+
+
+def _top(positions: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the k highest scores and their positions, best first (ties: lower position)."""
+    if scores.shape[1] > k:
+        keep = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        positions = np.take_along_axis(positions, keep, axis=1)
+        scores = np.take_along_axis(scores, keep, axis=1)
+    order = np.lexsort((positions, -scores), axis=1)
+    return np.take_along_axis(positions, order, axis=1), np.take_along_axis(scores, order, axis=1)
+
+
+def _top_rrf(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ordered by Σ 1/(RRF_K + rank) over the rankings, with those fused scores."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, p in enumerate(ranking, start=1):
+            fused[int(p)] = fused.get(int(p), 0.0) + 1.0 / (RRF_K + rank)
+    order = sorted(fused, key=lambda p: (-fused[p], p))[:k]
+    return np.array(order, dtype=int), np.array([fused[p] for p in order])
+
+
+def _graph_path(collection: Collection, space: str, version: int) -> Path:
+    """Where a collection's graph for one space and table version lives."""
+    return collection.db.path / ".probembed" / collection.name / f"hnsw-{space}-v{version}.faiss"
+
+
+def _save_graph(graph: HnswIndex, path: Path) -> None:
+    """Persist a graph and remove this space's graphs of older versions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    space_prefix = path.name.rsplit("-v", 1)[0]
+    for old in path.parent.glob(f"{space_prefix}-v*.faiss"):
+        old.unlink(missing_ok=True)
+    graph.save(path)
+
+
+def _validate_queries(queries: Sequence[str]) -> list[str]:
+    """A non-empty list of non-blank strings."""
+    if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
+        raise ValueError(f"queries must be a non-empty list of strings, got {queries!r:.60}")
+    for q in queries:
+        if not isinstance(q, str) or not q.strip():
+            raise ValueError(f"every query must be a non-empty string, got {q!r:.60}")
+    return list(queries)
+
+
+def _validate_k(k: int) -> None:
+    """k must be a positive integer."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ValueError(f"k must be a positive integer (number of hits), got {k!r}")
