@@ -19,9 +19,11 @@ from probembed.evaluation.datasets import (
     StsDataset,
 )
 from probembed.evaluation.metrics import (
+    DEFAULT_RETRIEVAL_METRICS as REPORTED,
+)
+from probembed.evaluation.metrics import (
     per_query_metrics,
     probe_accuracy,
-    retrieval_metrics,
     run_from_scores,
     spearman,
 )
@@ -137,8 +139,8 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     scores = score_matrix(queries, docs, method.score.name, method.score.beta)
     qids, dids = embedded.ids["queries"], embedded.ids["docs"]
     run = run_from_scores(qids, dids, scores, k=RETRIEVAL_DEPTH)
-    metrics = retrieval_metrics(dataset.qrels, run)
-    per_query = per_query_metrics(dataset.qrels, run, ("ndcg@10", "recall@10", "recall@1"))
+    per_query = per_query_metrics(dataset.qrels, run, (*REPORTED, "recall@10", "recall@1"))
+    metrics = {name: float(np.mean(list(per_query[name].values()))) for name in REPORTED}
     top = np.argsort(-scores, axis=1)[:, :2]
     top_scores = np.take_along_axis(scores, top, axis=1)
     top_vars = np.stack(

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from probembed.interfaces import eval_commands
+
 app = typer.Typer(
     help="Probabilistic text embeddings: every vector and every hit says how sure it is.",
     no_args_is_help=True,
@@ -182,6 +184,8 @@ def _short(text: str, width: int = 18) -> str:
     """A column heading that fits."""
     return text if len(text) <= width else text[: width - 1] + "…"
 
+
+eval_commands.register(app)
 
 if __name__ == "__main__":
     app()

@@ -391,6 +391,18 @@ class Collection:
             )
         self.index_text()
 
+    def metadata_columns(self) -> dict[str, pa.DataType]:
+        """Metadata fields stored as columns of their own (filterable with `where`)."""
+        table = self._open()
+        if table is None:
+            return {}
+        return {f.name: f.type for f in table.schema if f.name not in CORE_COLUMNS}
+
+    def optimize(self) -> None:
+        """Compact small fragments and bring indexes up to date after a large write."""
+        self.db.require_writable()
+        self._require().optimize()
+
     def _create(self, batch: Batch) -> None:
         """Create the table with its first rows and its pipeline header in one commit."""
         dim, models = batch.fused.gaussian.dim, batch.pipeline.models
@@ -418,7 +430,7 @@ class Collection:
                 f"vectors have dimension {batch.fused.gaussian.dim}; collection {self.name!r} "
                 f"stores dimension {self.dim}"
             )
-        known = {f.name: f.type for f in table.schema if f.name not in CORE_COLUMNS}
+        known = self.metadata_columns()
         new = {k: t for k, t in _metadata_columns(batch, known).items() if k not in known}
         if new:
             table.add_columns([pa.field(k, t) for k, t in new.items()])
@@ -462,19 +474,24 @@ def _metadata_columns(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[st
     """Arrow type of every promotable metadata field, checking values against known columns."""
     types = dict(known)
     for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
-        for key, value in meta.items():
-            if value is None or not _METADATA_COLUMN.match(key) or key in CORE_COLUMNS:
-                continue
-            kind = _ARROW_TYPES.get(type(value))
-            if kind is None:
-                continue
-            have = types.setdefault(key, kind)
-            if have != kind and not (have == pa.float64() and kind == pa.int64()):
-                raise StoreError(
-                    f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
-                    f"{type(value).__name__}, but the collection stores {key!r} as {have}"
-                )
+        promote_metadata(doc_id, meta, types)
     return types
+
+
+def promote_metadata(doc_id: str, metadata: Mapping[str, Any], types: dict[str, pa.DataType]) -> None:
+    """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
+    for key, value in metadata.items():
+        if value is None or key in CORE_COLUMNS or not _METADATA_COLUMN.match(key):
+            continue
+        kind = _ARROW_TYPES.get(type(value))
+        if kind is None:
+            continue
+        have = types.setdefault(key, kind)
+        if have != kind and not (have == pa.float64() and kind == pa.int64()):
+            raise StoreError(
+                f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
+                f"{type(value).__name__}, but the collection stores {key!r} as {have}"
+            )
 
 
 def _to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:

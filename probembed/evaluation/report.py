@@ -1,0 +1,222 @@
+"""`--compare`: every method in one table, uncertainty quality, per-model diagnostics, plots.
+
+Rows are tidy, one figure each: {"dataset", "split", "method", "metric", "value"}, so any tool
+can read them; the run's exact configuration and seed travel with them in the JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from probembed import atomic
+from probembed.evaluation.datasets import Dataset, RetrievalDataset, StsDataset
+from probembed.evaluation.harness import (
+    Embedded,
+    Method,
+    Outcome,
+    baseline_methods,
+    embed,
+    evaluate,
+)
+from probembed.evaluation.plots import plot_binned, plot_risk_coverage
+from probembed.evaluation.tuning import Tuned, tune
+from probembed.evaluation.uncertainty import (
+    abs_rank_error,
+    auroc,
+    binned_quality,
+    confidence_signals,
+    failed_queries,
+    quality_at_coverage,
+    risk_coverage,
+    top_quartile,
+)
+from probembed.fusion import uncertainty
+from probembed.pipeline import Pipeline
+
+COVERAGE = 0.8
+
+
+@dataclass
+class Comparison:
+    """Everything one `--compare` run produced on one dataset."""
+
+    rows: list[dict] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    methods: dict[str, Method] = field(default_factory=dict)
+    curves: dict[str, dict] = field(default_factory=dict)
+
+
+def compare(
+    pipeline: Pipeline,
+    test: Dataset,
+    dev: Dataset | None,
+    progress: bool = False,
+    tuned: Tuned | None = None,
+) -> Comparison:
+    """Singles, mean, concat, tuned weighted and tuned uec on the same cached embeddings."""
+    embedded = embed(pipeline, test, progress)
+    methods = baseline_methods(pipeline.models)
+    if tuned is None and dev is not None:
+        tuned = tune(embed(pipeline, dev, progress), dev, progress=progress)
+    if tuned is not None:
+        methods += [tuned.weighted, tuned.uec]
+    else:  # no dev split: the pipeline's own fusion stands in for a tuned one
+        methods.append(Method("uec", pipeline.fusion, pipeline.score))
+    result = Comparison(methods={m.name: m for m in methods})
+    for method in methods:
+        outcome = evaluate(embedded, test, method)
+        result.outcomes[method.name] = outcome
+        result.rows += _rows(test, method.name, outcome.metrics)
+    if tuned is not None:
+        result.rows += _rows(test, "weighted", {"dev": tuned.dev["weighted"]})
+        result.rows += _rows(test, "uec", {"dev": tuned.dev["uec"]})
+    result.rows += uncertainty_quality(test, result, "uec")
+    result.rows += model_diagnostics(embedded, test, result.outcomes)
+    return result
+
+
+def _rows(dataset: Dataset, method: str, metrics: dict[str, float]) -> list[dict]:
+    """Tidy rows for one method's figures."""
+    return [
+        {"dataset": dataset.name, "split": dataset.split, "method": method, "metric": k, "value": v}
+        for k, v in metrics.items()
+    ]
+
+
+def uncertainty_quality(dataset: Dataset, result: Comparison, method: str) -> list[dict]:
+    """Does the method's uncertainty predict its failures? AUROC, risk-coverage, binned recall."""
+    per_item = result.outcomes[method].per_item
+    if isinstance(dataset, RetrievalDataset):
+        figures, curves = _retrieval_uncertainty(per_item)
+    elif isinstance(dataset, StsDataset):
+        figures, curves = _sts_uncertainty(per_item, dataset)
+    else:
+        return []
+    result.curves[method] = curves
+    return _rows(dataset, method, figures)
+
+
+def _retrieval_uncertainty(per_item: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """Per query-level signal: AUROC for both failure definitions, coverage and decile figures."""
+    signals = confidence_signals(per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"])
+    ndcg = per_item["ndcg@10"]
+    failed = failed_queries(
+        dict(enumerate(ndcg)), dict(enumerate(per_item["recall@10"]))
+    )
+    figures: dict[str, float] = {}
+    curves: dict[str, dict] = {"risk_coverage": {}, "binned": {}}
+    for name, signal in signals.items():
+        figures[f"auroc:{name}"] = auroc(signal, failed["ndcg_below_median"])
+        figures[f"auroc:{name}:recall@10=0"] = auroc(signal, failed["recall10_zero"])
+        figures[f"ndcg@10@coverage80:{name}"] = quality_at_coverage(signal, ndcg, COVERAGE)
+        centers, recall1, rho = binned_quality(signal, per_item["recall@1"], 10)
+        figures[f"recall@1_decile_spearman:{name}"] = rho
+        curves["risk_coverage"][name] = risk_coverage(signal, ndcg)
+        curves["binned"][name] = (centers, recall1)
+    figures["ndcg@10@coverage100"] = float(np.mean(ndcg))
+    return figures, curves
+
+
+def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tuple[dict, dict]:
+    """Does pair uncertainty flag the pairs whose rank is furthest from gold?"""
+    error = abs_rank_error(per_item["pred"], dataset.scores)
+    worst = top_quartile(error)
+    figures: dict[str, float] = {}
+    curves: dict[str, dict] = {"risk_coverage": {}, "binned": {}}
+    for name in ("uncertainty", "std"):
+        signal = per_item[name]
+        figures[f"auroc:{name}"] = auroc(signal, worst)
+        figures[f"abs_rank_error_spearman:{name}"] = float(spearmanr(signal, error).statistic)
+        curves["risk_coverage"][name] = risk_coverage(signal, 1 - error)
+        centers, quality, _ = binned_quality(signal, 1 - error, 10)
+        curves["binned"][name] = (centers, quality)
+    return figures, curves
+
+
+def model_diagnostics(embedded: Embedded, dataset: Dataset, outcomes: dict[str, Outcome]) -> list[dict]:
+    """Per model: how much u_k varies across texts (CV) and whether it tracks its own errors."""
+    rows: list[dict] = []
+    for k, model in enumerate(embedded.models):
+        u = {role: uncertainty(parts[k]) for role, parts in embedded.parts.items()}
+        every = np.concatenate(list(u.values()))
+        figures = {
+            "u_mean": float(every.mean()),
+            "u_cv": float(every.std() / every.mean()) if every.mean() > 0 else float("nan"),
+        }
+        single = outcomes.get(f"single:{model}")
+        if single is not None:
+            figures.update(_own_error_tracking(dataset, u, single))
+        rows += _rows(dataset, f"single:{model}", figures)
+    return rows
+
+
+def _own_error_tracking(dataset: Dataset, u: dict[str, np.ndarray], single: Outcome) -> dict:
+    """Spearman of a model's per-item uncertainty with its own per-item error."""
+    if isinstance(dataset, StsDataset):
+        error = abs_rank_error(single.per_item["pred"], dataset.scores)
+        signal = u["a"] + u["b"]
+    elif isinstance(dataset, RetrievalDataset):
+        error = 1 - single.per_item["ndcg@10"]
+        signal = u["queries"]
+    else:
+        return {}
+    return {"u_error_spearman": float(spearmanr(signal, error).statistic)}
+
+
+def write_plots(result: Comparison, dataset: Dataset, directory: str | os.PathLike) -> list[Path]:
+    """Risk-coverage and per-bin quality plots of each method's uncertainty signals, as PNG."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    quality = "nDCG@10" if isinstance(dataset, RetrievalDataset) else "1 - abs rank error"
+    for method, curves in result.curves.items():
+        stem = f"{dataset.name}-{dataset.split}-{method}"
+        paths.append(
+            plot_risk_coverage(
+                curves["risk_coverage"],
+                directory / f"{stem}-risk-coverage.png",
+                f"{dataset.name} {dataset.split}: {quality} of the most confident queries ({method})",
+            )
+        )
+        bin_label = "Recall@1" if isinstance(dataset, RetrievalDataset) else quality
+        paths.append(
+            plot_binned(
+                curves["binned"],
+                directory / f"{stem}-binned.png",
+                f"{dataset.name} {dataset.split}: {bin_label} per uncertainty decile ({method})",
+            )
+        )
+    return paths
+
+
+def markdown_table(rows: Sequence[dict], metrics: Sequence[str]) -> str:
+    """Methods as rows, chosen metrics as columns (x100), in the order methods first appear."""
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["metric"] in metrics))
+    value = {(r["method"], r["metric"]): r["value"] for r in rows}
+    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---:|" * len(metrics)]
+    for method in methods:
+        cells = [f"{100 * value[(method, m)]:.2f}" if (method, m) in value else "" for m in metrics]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_json(path: str | os.PathLike, rows: Sequence[dict], config: dict) -> None:
+    """Rows plus the configuration that reproduces them, written atomically."""
+    payload = {"config": config, "rows": list(rows)}
+    atomic.write_bytes(path, (json.dumps(payload, indent=1, default=_jsonable) + "\n").encode())
+
+
+def _jsonable(value: object) -> object:
+    """Numpy scalars and dataclasses in configs, as plain JSON."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")

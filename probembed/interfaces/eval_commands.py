@@ -1,0 +1,84 @@
+"""`probembed eval`: score a pipeline on a dataset from disk, alone or against every baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+DEV_SPLITS = ("dev", "train")
+
+
+def find_dev(path: Path, test_split: str) -> str | None:
+    """The split tuning may use: dev if present, else train (SciFact's train qrels)."""
+    directory = path if path.is_dir() else path.parent
+    if directory.name == "qrels":
+        directory = directory.parent
+    for split in DEV_SPLITS:
+        if split != test_split and (
+            (directory / f"{split}.tsv").is_file() or (directory / "qrels" / f"{split}.tsv").is_file()
+        ):
+            return split
+    return None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the eval command to the CLI."""
+
+    @app.command("eval")
+    def eval_command(
+        path: Annotated[Path, typer.Argument(help="Dataset directory or a single split file.")],
+        pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+        split: Annotated[str | None, typer.Option(help="Split to report (default: test).")] = None,
+        compare: Annotated[bool, typer.Option(help="Every single model and ensemble side by side.")] = False,
+        json_path: Annotated[Path | None, typer.Option("--json", help="Write tidy result rows here.")] = None,
+        plots: Annotated[Path | None, typer.Option(help="Write risk-coverage plots to this folder.")] = None,
+        tune_on: Annotated[str | None, typer.Option(help="Split to tune weights/T/beta on (default: dev, else train).")] = None,
+    ) -> None:
+        """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
+        from probembed.evaluation.datasets import load_dataset
+        from probembed.evaluation.harness import Method, embed, evaluate
+        from probembed.evaluation.report import compare as run_compare
+        from probembed.evaluation.report import markdown_table, write_json, write_plots
+        from probembed.interfaces.cli import fail
+        from probembed.pipeline import Pipeline
+
+        try:
+            test = load_dataset(path, split)
+            pipe = Pipeline.load(pipeline)
+        except (OSError, ValueError) as exc:
+            raise fail(str(exc)) from exc
+        console = Console()
+        if compare:
+            dev_split = tune_on or find_dev(path, test.split)
+            dev = load_dataset(path.parent if path.is_file() else path, dev_split) if dev_split else None
+            result = run_compare(pipe, test, dev, progress=True)
+            rows = result.rows
+            if plots is not None:
+                for png in write_plots(result, test, plots):
+                    console.print(f"plot: {png}")
+        else:
+            dev_split = None
+            method = Method("uec", pipe.fusion, pipe.score)
+            outcome = evaluate(embed(pipe, test, progress=True), test, method)
+            rows = [
+                {"dataset": test.name, "split": test.split, "method": pipe.name, "metric": k, "value": v}
+                for k, v in outcome.metrics.items()
+            ]
+        headline = [m for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy") if any(r["metric"] == m for r in rows)]
+        console.print(Markdown(f"### {test.name} ({test.split})\n\n" + markdown_table(rows, headline)))
+        if json_path is not None:
+            config = {
+                "dataset": str(path),
+                "split": test.split,
+                "tuned_on": dev_split,
+                "pipeline": pipe.name,
+                "pipeline_fingerprint": pipe.fingerprint,
+                "models": pipe.models,
+                "seed": 0,
+            }
+            write_json(json_path, rows, config)
+            console.print(f"wrote {len(rows)} rows to {json_path}")

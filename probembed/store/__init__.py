@@ -1,0 +1,37 @@
+"""Persistent probabilistic collections on LanceDB: ingest documents, search with uncertainty."""
+
+from probembed.store.collection import (
+    DEFAULT_COLLECTION,
+    Batch,
+    Collection,
+    CollectionStats,
+    Database,
+    PipelineInfo,
+    PipelineMismatchError,
+    StoreError,
+)
+from probembed.store.index import IndexSettings
+from probembed.store.ingest import IngestError, IngestReport, ingest
+from probembed.store.readers import Problem, Record, read_records
+from probembed.store.search import Searcher, confidence, search
+
+__all__ = [
+    "DEFAULT_COLLECTION",
+    "Batch",
+    "Collection",
+    "CollectionStats",
+    "Database",
+    "IndexSettings",
+    "IngestError",
+    "IngestReport",
+    "PipelineInfo",
+    "PipelineMismatchError",
+    "Problem",
+    "Record",
+    "Searcher",
+    "StoreError",
+    "confidence",
+    "ingest",
+    "read_records",
+    "search",
+]

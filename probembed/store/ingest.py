@@ -1,0 +1,158 @@
+"""Putting documents into a collection: read, check, embed and commit in batches, resumably.
+
+The whole input is read and checked before anything is written, so `on_error="stop"` writes
+nothing at all when any line is bad, and `on_error="skip"` reports every skipped line. Each
+batch is one LanceDB commit; a re-run skips the ids already committed, so an interrupted
+ingest resumes where it stopped and never duplicates a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from probembed.progress import progress_bar
+from probembed.store.collection import (
+    Batch,
+    Collection,
+    PipelineInfo,
+    StoreError,
+    promote_metadata,
+)
+from probembed.store.readers import Problem, Record, read_records
+
+OnError = Literal["skip", "stop"]
+ON_ERROR = ("skip", "stop")
+#: Documents per commit: large enough to amortise a commit, small enough to lose little.
+DEFAULT_BATCH = 512
+#: Problems quoted in an error message; the report keeps them all.
+_SHOWN = 10
+
+
+class IngestError(StoreError):
+    """Bad input lines under on_error="stop": nothing was written; `problems` lists them all."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        shown = "\n  ".join(str(p) for p in self.problems[:_SHOWN])
+        more = len(self.problems) - _SHOWN
+        tail = f"\n  ... and {more} more" if more > 0 else ""
+        super().__init__(
+            f"{len(self.problems)} bad input item(s); nothing was written "
+            f"(fix them, or pass on_error='skip' / --on-error skip to skip them):\n  {shown}{tail}"
+        )
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: rows added, ids already stored, and every input item skipped."""
+
+    source: str
+    added: int = 0
+    already_stored: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for a person."""
+        return (
+            f"{self.source}: added {self.added}, already stored {self.already_stored}, "
+            f"skipped {len(self.problems)} bad item(s)"
+        )
+
+
+def ingest(
+    source: str | Path | Iterable[Record | Problem],
+    collection: Collection,
+    pipeline: Any,
+    batch_size: int = DEFAULT_BATCH,
+    on_error: OnError = "stop",
+    upsert: bool = False,
+    progress: bool = False,
+) -> IngestReport:
+    """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or records.
+
+    Ids already in the collection are skipped (resume), or replaced when `upsert` is set.
+    """
+    _validate_options(batch_size, on_error)
+    info = PipelineInfo.of(pipeline)
+    collection.db.require_writable()
+    collection.check_pipeline(info)
+    items = read_records(source) if isinstance(source, (str, Path)) else source
+    label = str(source) if isinstance(source, (str, Path)) else "records"
+    records, problems = check_records(items, collection.metadata_columns())
+    if problems and on_error == "stop":
+        raise IngestError(problems)
+    report = IngestReport(label, problems=problems)
+    todo = records
+    if not upsert:
+        stored = collection.ids()
+        todo = [r for r in records if r.id not in stored]
+        report.already_stored = len(records) - len(todo)
+    with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            _write(collection, pipeline, info, chunk, upsert)
+            report.added += len(chunk)
+            bar.advance(len(chunk))
+    if report.added:
+        collection.optimize()
+    return report
+
+
+def check_records(
+    items: Iterable[Record | Problem], columns: dict[str, pa.DataType]
+) -> tuple[list[Record], list[Problem]]:
+    """Split input into good records and problems: duplicates, empty texts, type clashes."""
+    records: list[Record] = []
+    problems: list[Problem] = []
+    first_seen: dict[str, str] = {}
+    types = dict(columns)
+    for item in items:
+        problem = item if isinstance(item, Problem) else _check(item, first_seen, types)
+        if problem is None:
+            first_seen[item.id] = item.source
+            records.append(item)
+        else:
+            problems.append(problem)
+    return records, problems
+
+
+def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) -> Problem | None:
+    """The problem with one record, or None."""
+    where = record.source or f"id {record.id!r}"
+    if not isinstance(record.text, str) or not record.text.strip():
+        return Problem(where, f"document {record.id!r} has an empty text")
+    if record.id in first_seen:
+        first = first_seen[record.id] or "earlier"
+        return Problem(where, f"duplicate id {record.id!r} (first at {first})")
+    trial = dict(types)
+    try:
+        promote_metadata(record.id, record.metadata, trial)
+    except StoreError as exc:
+        return Problem(where, str(exc))
+    types.update(trial)
+    return None
+
+
+def _write(
+    collection: Collection, pipeline: Any, info: PipelineInfo, chunk: list[Record], upsert: bool
+) -> None:
+    """Embed one chunk and commit it."""
+    texts = [r.text for r in chunk]
+    batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], pipeline.encode(texts), info)
+    if upsert:
+        collection.upsert(batch)
+    else:
+        collection.add(batch)
+
+
+def _validate_options(batch_size: int, on_error: str) -> None:
+    """Reject a non-positive batch size or an unknown error policy."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
