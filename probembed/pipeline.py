@@ -13,7 +13,6 @@ import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,7 @@ class ModelSpec:
 
 def builtin_dir() -> Path:
     """Folder inside the installed package that holds the shipped pipelines."""
-    return Path(str(resources.files("probembed") / "pipelines"))
+    return Path(__file__).resolve().parent / "pipelines"
 
 
 def available_pipelines() -> list[str]:
@@ -94,8 +93,12 @@ class Pipeline:
 
     @property
     def models(self) -> tuple[str, ...]:
-        """Short names of the member models, in fusion order."""
-        return tuple(m.encoder.name for m in self.members)
+        """Unique labels of the member models, in fusion order: the name, plus params if shared."""
+        names = [m.encoder.name for m in self.members]
+        return tuple(
+            _label(m.encoder.name, m.encoder.params) if names.count(m.encoder.name) > 1 else m.encoder.name
+            for m in self.members
+        )
 
     @property
     def fingerprint(self) -> str:
@@ -179,7 +182,14 @@ class Pipeline:
         for i, member in enumerate(self.members):
             sub = f"models/{i}-{Path(member.encoder.name).name}"
             member.save(directory / sub)
-            entries.append({"encoder": member.encoder.name, "estimator": member.kind, "dir": sub})
+            entries.append(
+                {
+                    "encoder": member.encoder.name,
+                    "encoder_params": member.encoder.params,
+                    "estimator": member.kind,
+                    "dir": sub,
+                }
+            )
         config = {
             "format": FORMAT_VERSION,
             "name": self.name,
@@ -197,7 +207,7 @@ class Pipeline:
         config = _read_config(directory)
         members = []
         for entry in config["models"]:
-            encoder = get_encoder(entry["encoder"])
+            encoder = get_encoder(entry["encoder"], **entry.get("encoder_params", {}))
             kind = estimator_class(entry["estimator"])
             members.append(kind.load(directory / entry["dir"], encoder))
         fusion = _fusion_from_json(config.get("fusion", {}))
@@ -206,6 +216,11 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, models={self.models}, fusion={self.fusion.method!r})"
+
+
+def _label(name: str, params: dict[str, object]) -> str:
+    """A model label that tells apart two members sharing an encoder name."""
+    return name + "(" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) + ")"
 
 
 def _merge(found: Sequence[bool], cached: Gaussian | None, fresh: list[Gaussian]) -> Gaussian:

@@ -40,9 +40,11 @@ def builtins() -> dict[str, tuple[list[ModelSpec], FusionConfig]]:
     """Name -> (members, fusion) of every pipeline that ships with the package."""
     laplace = [ModelSpec(m, "laplace", {"seed": SEED}) for m in DEFAULT_MODELS]
     perturb = [ModelSpec(m, "perturb", {"seed": SEED}) for m in DEFAULT_MODELS]
+    head = [ModelSpec(m, "head", {"seed": SEED}) for m in DEFAULT_MODELS]
     return {
         "minilm": ([laplace[0]], FusionConfig("single:minilm")),
         "default": (laplace, FusionConfig("uec", "concat")),
+        "default-head": (head, FusionConfig("uec", "concat")),
         "default-perturb": (perturb, FusionConfig("uec", "concat")),
     }
 

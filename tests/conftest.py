@@ -36,3 +36,20 @@ def toy_pairs(datasets) -> list[tuple[str, str]]:
     """160 real positive pairs (SICK entailment): enough to fit an estimator in a second."""
     lines = (datasets / "pairs" / "sick-entailment.tsv").read_text(encoding="utf-8").splitlines()
     return [tuple(line.split("\t")) for line in lines[1:161]]
+
+
+@pytest.fixture(scope="session")
+def hash_pipeline(toy_pairs):
+    """A calibrated one-model pipeline on the hashing encoder: real Gaussians in milliseconds."""
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+    spec = ModelSpec("hash", "laplace", {"calibrate": True})
+    return Pipeline.fit([spec], toy_pairs, FusionConfig("single:hash"), name="hash", cache=False)
+
+
+@pytest.fixture(scope="session")
+def sentences(datasets) -> list[str]:
+    """A few thousand distinct real sentences (STS-B train), for search and recall tests."""
+    lines = (datasets / "sts" / "stsb" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    texts = [part for line in lines[1:] for part in line.split("\t")[:2]]
+    return list(dict.fromkeys(t for t in texts if t.strip()))

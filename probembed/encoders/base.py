@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from importlib.metadata import version
 
 import numpy as np
 
@@ -15,7 +16,9 @@ class EncoderUnavailableError(ImportError):
 def validate_texts(texts: object, what: str = "texts") -> list[str]:
     """Reject anything but a non-empty sequence of str before a model sees it."""
     if isinstance(texts, str):
-        raise TypeError(f"{what} must be a list of strings, not a single string; wrap it: [{texts!r}]")
+        raise TypeError(
+            f"{what} must be a list of strings, not a single string; wrap it: [{texts!r}]"
+        )
     if not isinstance(texts, Sequence) or isinstance(texts, (bytes, bytearray)):
         raise TypeError(f"{what} must be a list of strings, got {type(texts).__name__}")
     if len(texts) == 0:
@@ -26,10 +29,33 @@ def validate_texts(texts: object, what: str = "texts") -> list[str]:
     return list(texts)
 
 
+def validate_batch_size(batch_size: object, default: int) -> int:
+    """Resolve None to the encoder's default and reject anything but a positive int."""
+    if batch_size is None:
+        return default
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    return batch_size
+
+
 def batches(items: Sequence, size: int) -> Iterator[Sequence]:
     """Yield consecutive slices of at most `size` items."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def length_sorted_batches(
+    texts: Sequence[str], size: int
+) -> Iterator[tuple[np.ndarray, list[str]]]:
+    """Yield (positions, texts) batches longest first, so each batch pads to similar lengths."""
+    order = np.argsort([-len(text) for text in texts], kind="stable")
+    for positions in batches(order, size):
+        yield positions, [texts[i] for i in positions]
+
+
+def package_versions(*distributions: str) -> str:
+    """`name==version` of installed distributions, for fingerprints that change on upgrade."""
+    return ",".join(f"{dist}=={version(dist)}" for dist in distributions)
 
 
 class Encoder(ABC):
@@ -40,16 +66,18 @@ class Encoder(ABC):
     """
 
     name: str
+    #: Constructor arguments that change the vectors; `get_encoder(name, **params)` rebuilds it.
+    params: dict[str, object] = {}  # noqa: RUF012 - read-only default, overridden per instance
     dim: int
     batch_size: int = 64
 
     def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """Embed texts in batches; empty strings are allowed and give a finite vector."""
         texts = validate_texts(texts)
-        size = batch_size or self.batch_size
+        size = validate_batch_size(batch_size, self.batch_size)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start, chunk in zip(range(0, len(texts), size), batches(texts, size), strict=True):
-            out[start : start + len(chunk)] = self._encode_batch(list(chunk))
+        for positions, chunk in length_sorted_batches(texts, size):
+            out[positions] = self._encode_batch(chunk)
         return out
 
     @abstractmethod

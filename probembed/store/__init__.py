@@ -1,18 +1,11 @@
 """Persistent probabilistic collections on LanceDB: ingest documents, search with uncertainty."""
 
-from probembed.store.collection import (
-    DEFAULT_COLLECTION,
-    Batch,
-    Collection,
-    CollectionStats,
-    Database,
-    PipelineInfo,
-    PipelineMismatchError,
-    StoreError,
-)
+from probembed.store.collection import DEFAULT_COLLECTION, Collection, CollectionStats, Database
+from probembed.store.errors import PipelineMismatchError, StoreError
 from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest
 from probembed.store.readers import Problem, Record, read_records
+from probembed.store.rows import Batch, PipelineInfo
 from probembed.store.search import Searcher, confidence, search
 
 __all__ = [

@@ -4,18 +4,14 @@ A row holds id, text, metadata (JSON), the fused mean and variance, and the per-
 weights. Which pipeline made the vectors is kept in the table's schema metadata, written in the
 same commit as the first rows, so a collection can refuse vectors from any other pipeline.
 Every write is one LanceDB commit: an interrupted write leaves the last committed version.
-Scalar metadata fields with simple names also get columns of their own, so `where` filters
-such as "year > 2015" work; other metadata stays in the JSON column only.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,77 +20,20 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from probembed.fusion import Fused
+from probembed.store.errors import PipelineMismatchError, StoreError
+from probembed.store.rows import (
+    CORE_COLUMNS,
+    Batch,
+    PipelineInfo,
+    metadata_types,
+    read_header,
+    table_schema,
+    to_arrow,
+    to_matrix,
+)
 
 DEFAULT_COLLECTION = "default"
-#: Schema-metadata key under which the collection's pipeline is recorded.
-SCHEMA_KEY = b"probembed"
-FORMAT_VERSION = 1
-#: Columns every collection has; metadata fields with these names stay in the JSON only.
-CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "weights")
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_ARROW_TYPES: dict[type, pa.DataType] = {
-    bool: pa.bool_(),
-    int: pa.int64(),
-    float: pa.float64(),
-    str: pa.string(),
-}
-
-
-class StoreError(ValueError):
-    """A store operation that cannot be done as asked; the message says why and what to do."""
-
-
-class PipelineMismatchError(StoreError):
-    """Vectors from one pipeline offered to a collection made by another."""
-
-
-@dataclass(frozen=True)
-class PipelineInfo:
-    """What the store knows of a pipeline: enough to refuse vectors made by another one."""
-
-    name: str
-    fingerprint: str
-    models: tuple[str, ...]
-
-    @classmethod
-    def of(cls, pipeline: Any) -> PipelineInfo:
-        """Read name, fingerprint and models off a pipeline object."""
-        return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models))
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict, as stored in the schema metadata."""
-        return {"name": self.name, "fingerprint": self.fingerprint, "models": list(self.models)}
-
-
-@dataclass(frozen=True, eq=False)
-class Batch:
-    """Rows to write: ids, texts, metadata, and the fused Gaussians the pipeline made of them."""
-
-    ids: Sequence[str]
-    texts: Sequence[str]
-    metadata: Sequence[Mapping[str, Any]]
-    fused: Fused
-    pipeline: PipelineInfo
-
-    def __post_init__(self) -> None:
-        n = len(self.ids)
-        sizes = {"texts": len(self.texts), "metadata": len(self.metadata)}
-        sizes["vectors"] = len(self.fused.gaussian)
-        wrong = {k: v for k, v in sizes.items() if v != n}
-        if wrong:
-            raise StoreError(f"batch has {n} ids but {wrong}; give one of each per id")
-        for i in self.ids:
-            if not isinstance(i, str) or not i:
-                raise StoreError(f"ids must be non-empty strings, got {i!r}")
-        if len(set(self.ids)) != n:
-            raise StoreError(f"batch repeats ids: {_duplicates(self.ids)[:10]}")
-        if tuple(self.fused.models) != self.pipeline.models:
-            raise StoreError(
-                f"vectors fuse models {self.fused.models} but the batch says pipeline "
-                f"{self.pipeline.name!r} has {self.pipeline.models}"
-            )
 
 
 @dataclass(frozen=True)
@@ -149,8 +88,18 @@ class Database:
         self._writable: bool | None = None
 
     def collections(self) -> list[str]:
-        """Names of the collections, sorted."""
-        return sorted(self._conn.list_tables().tables)
+        """Names of the collections with at least one commit, sorted."""
+        return sorted(n for n in self._conn.list_tables().tables if self.table(n) is not None)
+
+    def table(self, name: str) -> Any:
+        """The LanceDB table, or None if it has no committed version (absent or being created)."""
+        try:
+            return self._conn.open_table(name)
+        except ValueError as exc:
+            # a table whose first commit is missing (in progress, or killed) is not there yet
+            if "not found" in str(exc):
+                return None
+            raise
 
     def collection(self, name: str = DEFAULT_COLLECTION) -> Collection:
         """A handle on a collection; it is created by its first write."""
@@ -165,9 +114,8 @@ class Database:
         """An existing collection, or an error listing the ones there are."""
         handle = self.collection(name)
         if not handle.exists:
-            raise StoreError(
-                f"no collection {name!r} in {self.path}; collections: {self.collections() or 'none'}"
-            )
+            known = ", ".join(self.collections()) or "none"
+            raise StoreError(f"no collection {name!r} in {self.path}; collections: {known}")
         return handle
 
     def drop(self, name: str) -> None:
@@ -209,9 +157,7 @@ class Collection:
     def _open(self) -> Any:
         """The LanceDB table at its latest version, or None before the first write."""
         if self._table is None:
-            if self.name not in self.db.collections():
-                return None
-            self._table = self.db._conn.open_table(self.name)
+            self._table = self.db.table(self.name)
         else:
             self._table.checkout_latest()
         return self._table
@@ -241,10 +187,10 @@ class Collection:
 
     def _header(self) -> dict[str, Any]:
         """The probembed entry of the schema metadata."""
-        raw = (self._require().schema.metadata or {}).get(SCHEMA_KEY)
-        if raw is None:
+        header = read_header(self._require().schema)
+        if header is None:
             raise StoreError(f"table {self.name!r} in {self.db.path} was not written by probembed")
-        return json.loads(raw)
+        return header
 
     def check_pipeline(self, pipeline: PipelineInfo) -> None:
         """Refuse a pipeline other than the one that made this collection's vectors."""
@@ -346,9 +292,9 @@ class Collection:
         data = _scan(table, ["id", "mean", "var", "weights"])
         return Vectors(
             np.asarray(data.column("id").to_pylist(), dtype=object),
-            _matrix(data.column("mean")),
-            _matrix(data.column("var")),
-            _matrix(data.column("weights")),
+            to_matrix(data.column("mean")),
+            to_matrix(data.column("var")),
+            to_matrix(data.column("weights")),
             version,
         )
 
@@ -405,22 +351,8 @@ class Collection:
 
     def _create(self, batch: Batch) -> None:
         """Create the table with its first rows and its pipeline header in one commit."""
-        dim, models = batch.fused.gaussian.dim, batch.pipeline.models
-        header = {"format": FORMAT_VERSION, "pipeline": batch.pipeline.to_json(), "dim": dim}
-        fields = [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("text", pa.string()),
-            pa.field("metadata", pa.string()),
-            pa.field("mean", pa.list_(pa.float32(), dim)),
-            pa.field("var", pa.list_(pa.float32(), dim)),
-            pa.field("weights", pa.list_(pa.float32(), len(models))),
-        ]
-        extra = _metadata_columns(batch, {})
-        schema = pa.schema(
-            fields + [pa.field(k, t) for k, t in extra.items()],
-            metadata={SCHEMA_KEY: json.dumps(header).encode()},
-        )
-        data = _to_arrow(batch, schema)
+        schema = table_schema(batch)
+        data = to_arrow(batch, schema)
         self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
@@ -431,10 +363,10 @@ class Collection:
                 f"stores dimension {self.dim}"
             )
         known = self.metadata_columns()
-        new = {k: t for k, t in _metadata_columns(batch, known).items() if k not in known}
+        new = {k: t for k, t in metadata_types(batch, known).items() if k not in known}
         if new:
             table.add_columns([pa.field(k, t) for k, t in new.items()])
-        return _to_arrow(batch, table.schema)
+        return to_arrow(batch, table.schema)
 
 
 def sql_list(values: Sequence[str]) -> str:
@@ -459,75 +391,6 @@ def _filtered(run: Any, where: str | None) -> Any:
             raise
         message = str(exc).splitlines()[0]
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
-
-
-def _matrix(column: pa.ChunkedArray) -> np.ndarray:
-    """A fixed-size-list column as a float32 (n, d) array."""
-    width = column.type.list_size
-    if column.num_chunks == 0:
-        return np.zeros((0, width), dtype=np.float32)
-    flat = pa.concat_arrays([chunk.flatten() for chunk in column.chunks])
-    return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
-
-
-def _metadata_columns(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
-    """Arrow type of every promotable metadata field, checking values against known columns."""
-    types = dict(known)
-    for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
-        promote_metadata(doc_id, meta, types)
-    return types
-
-
-def promote_metadata(doc_id: str, metadata: Mapping[str, Any], types: dict[str, pa.DataType]) -> None:
-    """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
-    for key, value in metadata.items():
-        if value is None or key in CORE_COLUMNS or not _METADATA_COLUMN.match(key):
-            continue
-        kind = _ARROW_TYPES.get(type(value))
-        if kind is None:
-            continue
-        have = types.setdefault(key, kind)
-        if have != kind and not (have == pa.float64() and kind == pa.int64()):
-            raise StoreError(
-                f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
-                f"{type(value).__name__}, but the collection stores {key!r} as {have}"
-            )
-
-
-def _to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
-    """Build the Arrow rows for a batch in the given schema (absent metadata fields are null)."""
-    g = batch.fused.gaussian
-    columns: dict[str, pa.Array] = {
-        "id": pa.array(list(batch.ids), pa.string()),
-        "text": pa.array(list(batch.texts), pa.string()),
-        "metadata": pa.array([_dumps(i, m) for i, m in zip(batch.ids, batch.metadata, strict=True)]),
-        "mean": _fixed_list(g.mean),
-        "var": _fixed_list(g.var),
-        "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
-    }
-    for f in schema:
-        if f.name not in columns:
-            columns[f.name] = pa.array([m.get(f.name) for m in batch.metadata], f.type)
-    return pa.Table.from_pydict(columns, schema=schema)
-
-
-def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:
-    """A float32 (n, d) array as an Arrow fixed-size-list column."""
-    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).ravel())
-    return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1])
-
-
-def _dumps(doc_id: str, metadata: Mapping[str, Any]) -> str:
-    """Metadata as JSON, naming the item when a value is not JSON-serialisable."""
-    try:
-        return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"item {doc_id!r}: metadata is not JSON-serialisable: {exc}") from exc
-
-
-def _duplicates(values: Sequence[str]) -> list[str]:
-    """Values that occur more than once, in first-seen order."""
-    return [value for value, count in Counter(values).items() if count > 1]
 
 
 def _make_directory(path: Path) -> None:

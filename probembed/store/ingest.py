@@ -16,14 +16,10 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from probembed.progress import progress_bar
-from probembed.store.collection import (
-    Batch,
-    Collection,
-    PipelineInfo,
-    StoreError,
-    promote_metadata,
-)
+from probembed.store.collection import Collection
+from probembed.store.errors import StoreError
 from probembed.store.readers import Problem, Record, read_records
+from probembed.store.rows import Batch, PipelineInfo, promote_metadata
 
 OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
@@ -143,7 +139,9 @@ def _write(
 ) -> None:
     """Embed one chunk and commit it."""
     texts = [r.text for r in chunk]
-    batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], pipeline.encode(texts), info)
+    batch = Batch(
+        [r.id for r in chunk], texts, [r.metadata for r in chunk], pipeline.encode(texts), info
+    )
     if upsert:
         collection.upsert(batch)
     else:

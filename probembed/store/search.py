@@ -17,14 +17,11 @@ from scipy.stats import norm
 
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
-from probembed.scoring import Score, dot_variance, parse_score, score_matrix
-from probembed.store.collection import Collection, PipelineInfo, Vectors
+from probembed.scoring import Score, parse_score
+from probembed.store.collection import Collection, Vectors
 from probembed.store.index import HnswIndex, IndexSettings, ann_space, ann_vectors
-
-#: Reciprocal-rank-fusion constant (Cormack et al. 2009).
-RRF_K = 60
-#: Documents per block of the exact scan, to bound the score-matrix temporaries.
-_SCAN_BLOCK = 4096
+from probembed.store.ranking import Ranked, reciprocal_rank_fusion, rescore, scan, with_moments
+from probembed.store.rows import PipelineInfo
 
 
 @overload
@@ -96,18 +93,19 @@ class Searcher:
         _validate_k(k)
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         beta = self.pipeline.score.beta if beta is None else beta
-        queries = fused.gaussian
+        if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
+            raise ValueError("hybrid search needs one query text per query vector, for BM25")
         self._refresh()
-        if len(self._positions) == 0:
-            return [[] for _ in range(len(queries))]
+        queries = [fused.gaussian[i] for i in range(len(fused.gaussian))]
+        if not self._positions:
+            return [[] for _ in queries]
         allowed = self._allowed(where)
         if hybrid:
-            if texts is None:
-                raise ValueError("hybrid search needs the query texts for BM25")
+            assert texts is not None
             ranked = self._hybrid(queries, texts, k, kind, exact, allowed, where, beta)
         else:
             ranked = self._rank(queries, k, kind, exact, allowed, beta)
-        return self._hits(queries, ranked)
+        return self._hits(ranked)
 
     def _refresh(self) -> None:
         """Reload vectors (and drop graphs) when the collection moved to a new version."""
@@ -124,56 +122,31 @@ class Searcher:
         if where is None:
             return None
         ids = self.collection.matching_ids(where)
-        return np.array(sorted(self._positions[i] for i in ids if i in self._positions), dtype=int)
+        rows = sorted(self._positions[i] for i in ids if i in self._positions)
+        return np.array(rows, dtype=np.int64)
 
     def _rank(
         self,
-        queries: Gaussian,
+        queries: list[Gaussian],
         k: int,
         kind: Score,
         exact: bool,
         allowed: np.ndarray | None,
         beta: float,
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per query, (positions, scores) of the k best rows, best first."""
-        rows = len(self._positions) if allowed is None else len(allowed)
-        if exact or rows < self.settings.scan_below:
-            return self._scan(queries, k, kind, allowed, beta)
-        return self._ann(queries, k, kind, allowed, beta)
-
-    def _scan(
-        self, queries: Gaussian, k: int, kind: Score, allowed: np.ndarray | None, beta: float
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Exact scores against every (allowed) row, in blocks, keeping the k best."""
+    ) -> list[Ranked]:
+        """Per query, the k best rows: an exact scan when small or asked, else graph + rescore."""
         assert self._docs is not None
         rows = np.arange(len(self._docs)) if allowed is None else allowed
-        best_pos = np.empty((len(queries), 0), dtype=int)
-        best = np.empty((len(queries), 0))
-        for start in range(0, len(rows), _SCAN_BLOCK):
-            block = rows[start : start + _SCAN_BLOCK]
-            scores = score_matrix(queries, self._docs[block], kind, beta)
-            best_pos = np.hstack([best_pos, np.broadcast_to(block, scores.shape)])
-            best = np.hstack([best, scores])
-            best_pos, best = _top(best_pos, best, k)
-        return list(zip(best_pos, best, strict=True))
-
-    def _ann(
-        self, queries: Gaussian, k: int, kind: Score, allowed: np.ndarray | None, beta: float
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Graph candidates (pool per query), rescored exactly, k best kept."""
-        assert self._docs is not None
+        if exact or len(rows) < self.settings.scan_below:
+            return scan(queries, self._docs, rows, k, kind, beta)
         space = ann_space(kind)
-        pool = min(self.settings.pool_size(k), len(self._docs))
-        found = self._graph(space).search(
-            ann_vectors(queries, space, "query"), pool, self.settings.ef_search, allowed
-        )
-        ranked = []
-        for i, candidates in enumerate(found):
-            candidates = candidates[candidates >= 0]
-            scores = score_matrix(queries[i], self._docs[candidates], kind, beta)[0]
-            pos, top = _top(candidates[None, :], scores[None, :], k)
-            ranked.append((pos[0], top[0]))
-        return ranked
+        pool = min(self.settings.pool_size(k), len(rows))
+        vectors = ann_vectors(Gaussian.concat(queries), space, "query")
+        found = self._graph(space).search(vectors, pool, self.settings.ef_search, allowed)
+        return [
+            rescore(queries[i], self._docs, candidates, k, kind, beta)
+            for i, candidates in enumerate(found)
+        ]
 
     def _graph(self, space: str) -> HnswIndex:
         """The HNSW graph of a space: in memory, else on disk for this version, else built."""
@@ -192,7 +165,7 @@ class Searcher:
 
     def _hybrid(
         self,
-        queries: Gaussian,
+        queries: list[Gaussian],
         texts: Sequence[str],
         k: int,
         kind: Score,
@@ -200,44 +173,42 @@ class Searcher:
         allowed: np.ndarray | None,
         where: str | None,
         beta: float,
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    ) -> list[Ranked]:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept."""
         depth = self.settings.pool_size(k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
+        assert self._docs is not None
         fused = []
-        for (positions, _), text in zip(dense, texts, strict=True):
+        for query, ranked, text in zip(queries, dense, texts, strict=True):
             lexical = self.collection.text_search(text, depth, where)
-            bm25 = np.array([self._positions[i] for i in lexical if i in self._positions], int)
-            fused.append(_top_rrf([positions, bm25], k))
+            bm25 = np.array([self._positions[i] for i in lexical if i in self._positions])
+            top = reciprocal_rank_fusion([ranked.positions, bm25], k)
+            fused.append(with_moments(query, self._docs, *top))
         return fused
 
-    def _hits(
-        self, queries: Gaussian, ranked: list[tuple[np.ndarray, np.ndarray]]
-    ) -> list[list[dict[str, Any]]]:
-        """Hit dicts with std, weights and text, fetching all texts in one read."""
+    def _hits(self, ranked: list[Ranked]) -> list[list[dict[str, Any]]]:
+        """Hit dicts with std, weights and text, fetching every hit's text in one read."""
         assert self._vectors is not None and self._docs is not None
-        vec = self._vectors
-        wanted = sorted({vec.ids[p] for positions, _ in ranked for p in positions})
-        rows = self.collection.rows(wanted, ("text", "metadata"))
+        ids, weights = self._vectors.ids, self._vectors.weights
+        rows = self.collection.rows(
+            sorted({ids[p] for r in ranked for p in r.positions}), ("text", "metadata")
+        )
         models = self.collection.pipeline.models
         out = []
-        for i, (positions, scores) in enumerate(ranked):
-            docs = self._docs[positions]
-            dots = score_matrix(queries[i], docs, Score.DOT)[0]
-            var = dot_variance(queries[i], docs)[0]
+        for positions, scores, dots, variances in ranked:
             hits = []
-            for j, p in enumerate(positions):
-                row = rows.get(vec.ids[p], {})
+            for p, value, dot, var in zip(positions, scores, dots, variances, strict=True):
+                row = rows.get(ids[p], {})
                 hits.append(
                     {
-                        "id": vec.ids[p],
-                        "score": float(scores[j]),
-                        "std": float(np.sqrt(var[j])),
-                        "weights": dict(zip(models, map(float, vec.weights[p]), strict=True)),
+                        "id": ids[p],
+                        "score": float(value),
+                        "std": float(np.sqrt(var)),
+                        "weights": dict(zip(models, weights[p].tolist(), strict=True)),
                         "text": row.get("text"),
-                        "metadata": json.loads(row.get("metadata") or "{}"),
-                        "_dot": float(dots[j]),
-                        "_var": float(var[j]),
+                        "metadata": _metadata(row.get("metadata")),
+                        "_dot": float(dot),
+                        "_var": float(var),
                     }
                 )
             out.append(hits)
@@ -261,6 +232,11 @@ def confidence(hits: Sequence[dict[str, Any]]) -> float | None:
     return float(norm.cdf(gap / spread))
 
 
+def _metadata(raw: str | None) -> dict[str, Any]:
+    """Parse a stored metadata JSON string (skipping the common empty case)."""
+    return json.loads(raw) if raw and raw != "{}" else {}
+
+
 def _result(query: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
     """The public result dict of one query, dropping the private fields of its hits."""
     return {
@@ -268,26 +244,6 @@ def _result(query: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
         "confidence": confidence(hits),
         "hits": [{k: v for k, v in h.items() if not k.startswith("_")} for h in hits],
     }
-
-
-def _top(positions: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the k highest scores and their positions, best first (ties: lower position)."""
-    if scores.shape[1] > k:
-        keep = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        positions = np.take_along_axis(positions, keep, axis=1)
-        scores = np.take_along_axis(scores, keep, axis=1)
-    order = np.lexsort((positions, -scores), axis=1)
-    return np.take_along_axis(positions, order, axis=1), np.take_along_axis(scores, order, axis=1)
-
-
-def _top_rrf(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Positions ordered by Σ 1/(RRF_K + rank) over the rankings, with those fused scores."""
-    fused: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, p in enumerate(ranking, start=1):
-            fused[int(p)] = fused.get(int(p), 0.0) + 1.0 / (RRF_K + rank)
-    order = sorted(fused, key=lambda p: (-fused[p], p))[:k]
-    return np.array(order, dtype=int), np.array([fused[p] for p in order])
 
 
 def _graph_path(collection: Collection, space: str, version: int) -> Path:

@@ -8,13 +8,19 @@ Fisher is the sum over examples of that gradient squared, elementwise.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    import torch
 
 
 def info_nce_losses(y_a: torch.Tensor, y_b: torch.Tensor, temperature: float) -> torch.Tensor:
     """Per-pair symmetric InfoNCE losses of unit-normalised outputs, in-batch negatives."""
+    import torch
+    import torch.nn.functional as F
+
     logits = F.normalize(y_a, dim=1) @ F.normalize(y_b, dim=1).T / temperature
     target = torch.arange(len(y_a))
     row = F.cross_entropy(logits, target, reduction="none")
@@ -24,6 +30,8 @@ def info_nce_losses(y_a: torch.Tensor, y_b: torch.Tensor, temperature: float) ->
 
 def _output_jacobian(y_a: torch.Tensor, y_b: torch.Tensor, temperature: float) -> torch.Tensor:
     """d l_i / d y_n for every pair i and text n: shape (B, 2B, d)."""
+    import torch
+
     y = torch.cat([y_a, y_b]).detach()
     b = len(y_a)
 
@@ -46,6 +54,8 @@ def fisher_diagonal(
     y_*: layer outputs (n, d) of the two sides of each positive pair; act_*: layer inputs (n, h).
     Pairs are grouped into batches that serve as each other's negatives.
     """
+    import torch
+
     n, d = y_a.shape
     h = act_a.shape[1]
     fisher = torch.zeros(d, h, dtype=torch.float64)

@@ -8,11 +8,13 @@ encoder (torch, ONNX, numpy, static vectors) gets it at negligible cost.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-from torch import nn
+from scipy.special import erf
+
+if TYPE_CHECKING:
+    import torch
 
 from probembed.gaussian import Gaussian
 from probembed.uncertainty.base import Estimator
@@ -20,15 +22,24 @@ from probembed.uncertainty.base import Estimator
 _LOG_VAR_MIN, _LOG_VAR_MAX = -20.0, 5.0
 
 
-def mls_loss(mu_a: torch.Tensor, logv_a: torch.Tensor, mu_b: torch.Tensor, logv_b: torch.Tensor) -> torch.Tensor:
+def mls_loss(
+    mu_a: torch.Tensor, logv_a: torch.Tensor, mu_b: torch.Tensor, logv_b: torch.Tensor
+) -> torch.Tensor:
     """Negative mutual likelihood score, averaged over pairs."""
     total = logv_a.exp() + logv_b.exp()
     return 0.5 * ((mu_a - mu_b).square() / total + total.log()).sum(1).mean()
 
 
-def _network(dim: int, hidden: int) -> nn.Sequential:
+def _network(dim: int, hidden: int) -> torch.nn.Sequential:
     """Two-layer MLP from a unit-norm embedding to per-dimension log-variances."""
+    from torch import nn
+
     return nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """Exact GELU, as torch's default, so inference needs no torch."""
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
 class HeadEstimator(Estimator):
@@ -49,6 +60,8 @@ class HeadEstimator(Estimator):
 
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Adam on the MLS of each positive pair with the encoder frozen; seeded."""
+        import torch
+
         torch.manual_seed(self.params["seed"])
         mu_a = torch.from_numpy(self._embed(text_a))
         mu_b = torch.from_numpy(self._embed(text_b))
@@ -79,8 +92,7 @@ class HeadEstimator(Estimator):
         """One numpy forward pass of the head per batch of embeddings."""
         mean = self._embed(texts)
         s = self.state
-        hidden = mean @ s["0.weight"].T + s["0.bias"]
-        hidden = torch.nn.functional.gelu(torch.from_numpy(hidden)).numpy()
+        hidden = _gelu(mean @ s["0.weight"].T + s["0.bias"])
         log_var = np.clip(hidden @ s["2.weight"].T + s["2.bias"], _LOG_VAR_MIN, _LOG_VAR_MAX)
         return Gaussian(mean, np.exp(log_var))
 

