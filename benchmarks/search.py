@@ -123,9 +123,9 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
     )
 
 
-def hit_ids(results: list[list[dict]]) -> np.ndarray:
+def hit_ids(results: list[dict]) -> np.ndarray:
     """(nq, k) integer ids of search hits."""
-    return np.array([[int(h["id"]) for h in hits] for hits in results])
+    return np.array([[int(h["id"]) for h in result["hits"]] for result in results])
 
 
 def bench_probembed(
@@ -203,8 +203,8 @@ def checks(rows: list[dict]) -> list[str]:
         faiss_qps = max(h["qps"] for h in ref)
         ratio = ours[0]["qps"] / faiss_qps
         lines.append(
-            f"{dataset} dot: probembed {ours[0]['qps']:.0f} qps vs FAISS HNSW {faiss_qps:.0f} qps at "
-            f"recall >= {ours[0]['recall@10']:.3f}: {ratio:.2f}x (target >= 0.5) "
+            f"{dataset} dot: probembed {ours[0]['qps']:.0f} qps vs FAISS HNSW {faiss_qps:.0f} "
+            f"qps at recall >= {ours[0]['recall@10']:.3f}: {ratio:.2f}x (target >= 0.5) "
             f"{'met' if ratio >= 0.5 else 'MISSED'}"
         )
     return lines

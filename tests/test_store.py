@@ -44,7 +44,7 @@ def collection(tmp_path):
 def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     assert not collection.exists and collection.count() == 0
     assert collection.add(batch(hash_pipeline, ["a", "b", "c"])) == 3
-    with pytest.raises(StoreError, match="already in collection 'docs'.*upsert"):
+    with pytest.raises(StoreError, match=r"already in collection 'docs'.*upsert"):
         collection.add(batch(hash_pipeline, ["c", "d"]))
     assert collection.count() == 3
     inserted, updated = collection.upsert(batch(hash_pipeline, ["c", "d"], ["new c", "new d"]))
@@ -65,7 +65,7 @@ def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline,
     collection.add(batch(hash_pipeline, ["a"]))
     spec = ModelSpec("hash", "laplace", encoder_params={"dim": 64})
     other = Pipeline.fit([spec], toy_pairs[:40], FusionConfig("single:hash"), name="other")
-    with pytest.raises(PipelineMismatchError, match="pipeline 'hash'.*not of 'other'"):
+    with pytest.raises(PipelineMismatchError, match=r"pipeline 'hash'.*not of 'other'"):
         collection.add(batch(other, ["b"]))
     with pytest.raises(PipelineMismatchError):
         search(collection, other, "anything")
@@ -73,10 +73,10 @@ def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline,
 
 
 def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipeline):
-    with pytest.raises(StoreError, match="no database at .*does not exist"):
+    with pytest.raises(StoreError, match=r"no database at .*does not exist"):
         Database(tmp_path / "nowhere")
     db = Database(tmp_path / "db", create=True)
-    with pytest.raises(StoreError, match="no collection 'missing'.*collections: none"):
+    with pytest.raises(StoreError, match=r"no collection 'missing'.*collections: none"):
         db.open("missing")
     with pytest.raises(StoreError, match="invalid collection name"):
         db.collection("../escape")

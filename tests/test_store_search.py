@@ -61,7 +61,8 @@ def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, sent
     v = dot_variance(q, d)[0]
     expected = norm.cdf((first["score"] - second["score"]) / np.sqrt(v.sum()))
     assert result["confidence"] == pytest.approx(expected)
-    assert confidence([]) is None
+    assert confidence(np.array([]), np.array([])) is None
+    assert confidence(np.array([0.5]), np.array([0.1])) == 1.0
 
 
 def test_ann_recall_for_uec_is_at_least_099(tmp_path, hash_pipeline, sentences):
@@ -118,8 +119,7 @@ def test_cli_search_json_has_the_documented_shape(small, hash_pipeline, tmp_path
     assert table.exit_code == 0 and "confidence" in table.stdout and "±" in table.stdout
 
 
-def test_cli_reports_missing_database_and_bad_k_without_traceback(tmp_path, small):
-    collection, _ = small
+def test_cli_reports_missing_database_and_corpus_without_traceback(tmp_path):
     app = typer.Typer()
     register(app)
     missing = CliRunner().invoke(app, ["search", "q", "--db", str(tmp_path / "none")])
@@ -127,3 +127,15 @@ def test_cli_reports_missing_database_and_bad_k_without_traceback(tmp_path, smal
     assert "Traceback" not in missing.output
     demo = CliRunner().invoke(app, ["demo", "--data", str(tmp_path / "no-corpus")])
     assert demo.exit_code == 1 and "make run DATA=" in demo.output
+
+
+@pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(scan_below=0, pool=1000)])
+def test_filtered_search_equals_brute_force_over_the_kept_rows(small, hash_pipeline, settings):
+    collection, docs = small
+    queries = hash_pipeline.encode(QUERIES).gaussian
+    kept = np.arange(150, 300)
+    order, _ = brute_force(queries, docs[kept], "uec", k=5)
+    searcher = Searcher(collection, hash_pipeline, settings)
+    results = searcher.search(QUERIES, k=5, score="uec", where="n >= 150")
+    for i, result in enumerate(results):
+        assert [h["id"] for h in result["hits"]] == [f"s{kept[j]}" for j in order[i]]

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from probembed.interfaces import eval_commands
+from probembed.interfaces import eval_commands, store_commands
 
 app = typer.Typer(
     help="Probabilistic text embeddings: every vector and every hit says how sure it is.",
@@ -148,8 +148,8 @@ EXAMPLES = [
     "jaguar",
     "bank",
     "A man plays a guitar.",
-    "The jaguar is the largest cat species native to the Americas, hunting caimans in wetlands.",
     "Mutations in the BRCA1 gene raise the lifetime risk of breast and ovarian cancer.",
+    "The jaguar is the largest cat species native to the Americas, hunting caimans in wetlands.",
 ]
 
 
@@ -164,9 +164,13 @@ def inspect(
     from probembed.pipeline import Pipeline
 
     texts = text or EXAMPLES
-    table = Table(title="uncertainty u = total variance of the unit-norm embedding (x1e3)")
-    for column in ("model", "estimator", *[_short(t) for t in texts], "u(first)/u(last)"):
+    console = Console()
+    for i, t in enumerate(texts, 1):
+        console.print(f"  [bold]t{i}[/] {t}")
+    table = Table(title="u = total variance of the unit-norm embedding, x1000")
+    for column in ("model", "estimator", *[f"t{i}" for i in range(1, len(texts) + 1)]):
         table.add_column(column, justify="right")
+    table.add_column(f"u(t1)/u(t{len(texts)})", justify="right")
     for name in pipeline:
         try:
             pipe = Pipeline.load(name)
@@ -175,17 +179,13 @@ def inspect(
         for member, part in zip(pipe.members, pipe.encode_members(texts), strict=True):
             u = part.total_variance()
             ratio = u[0] / u[-1] if u[-1] > 0 else float("inf")
-            cells = [f"{1e3 * value:.3f}" for value in u]
+            cells = [f"{1e3 * value:.1f}" for value in u]
             table.add_row(member.encoder.name, member.kind, *cells, f"{ratio:.2f}")
-    Console().print(table)
-
-
-def _short(text: str, width: int = 18) -> str:
-    """A column heading that fits."""
-    return text if len(text) <= width else text[: width - 1] + "…"
+    console.print(table)
 
 
 eval_commands.register(app)
+store_commands.register(app)
 
 if __name__ == "__main__":
     app()

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         tune_on: Annotated[str | None, typer.Option(help="Split to tune weights/T/beta on (default: dev, else train).")] = None,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
-        from probembed.evaluation.datasets import load_dataset
+        from probembed.evaluation.datasets import ClassificationDataset, load_dataset
         from probembed.evaluation.harness import Method, embed, evaluate
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
@@ -53,7 +53,9 @@ def register(app: typer.Typer) -> None:
             raise fail(str(exc)) from exc
         console = Console()
         if compare:
-            dev_split = tune_on or find_dev(path, test.split)
+            # a classification probe is trained on the train split: nothing left to tune on
+            classification = isinstance(test, ClassificationDataset)
+            dev_split = None if classification else tune_on or find_dev(path, test.split)
             dev = load_dataset(path.parent if path.is_file() else path, dev_split) if dev_split else None
             result = run_compare(pipe, test, dev, progress=True)
             rows = result.rows

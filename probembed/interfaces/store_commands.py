@@ -7,22 +7,19 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import platformdirs
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from probembed.store import (
-    DEFAULT_COLLECTION,
-    Collection,
-    Database,
-    IngestError,
-    Searcher,
-    StoreError,
-    ingest,
-)
+if TYPE_CHECKING:
+    from probembed.store import Collection
+
+#: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
+#: other command of the CLI would pay for it.
+DEFAULT_COLLECTION = "default"
 
 #: Where the demo looks for SciFact when --data is not given: ../shared beside the repository.
 DEMO_DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "retrieval" / "scifact"
@@ -65,6 +62,8 @@ def _load_pipeline(name: str) -> Any:
 
 def _open_collection(db: Path, name: str) -> Collection:
     """An existing collection of an existing database, or a clean error."""
+    from probembed.store import Database, StoreError
+
     try:
         return Database(db).open(name)
     except StoreError as exc:
@@ -81,13 +80,13 @@ def ingest_command(
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
+    from probembed.store import Database, StoreError, ingest
+
     db = resolve_db(db)
     pipe = _load_pipeline(pipeline)
     try:
         target = Database(db, create=True).collection(collection)
         report = ingest(path, target, pipe, batch_size, on_error, upsert, progress=True)  # type: ignore[arg-type]
-    except IngestError as exc:
-        raise _fail(str(exc)) from exc
     except (StoreError, ValueError, FileNotFoundError) as exc:
         raise _fail(str(exc)) from exc
     for problem in report.problems:
@@ -113,6 +112,8 @@ def search_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Search a collection: hits with score ± std and per-model weights, and query confidence."""
+    from probembed.store import Searcher, StoreError
+
     target = _open_collection(resolve_db(db), collection)
     pipe = _load_pipeline(pipeline or target.pipeline.name)
     try:
@@ -159,6 +160,8 @@ def collections_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the collections of a database with their size and pipeline."""
+    from probembed.store import Database, StoreError
+
     db = resolve_db(db)
     try:
         database = Database(db)
@@ -183,6 +186,8 @@ def delete_command(
     collection: CollectionOption = DEFAULT_COLLECTION,
 ) -> None:
     """Delete items by id."""
+    from probembed.store import StoreError
+
     target = _open_collection(resolve_db(db), collection)
     try:
         removed = target.delete(ids)
@@ -202,6 +207,8 @@ def demo_command(
     queries: Annotated[int, typer.Option(help="How many test queries to answer.")] = DEMO_QUERIES,
 ) -> None:
     """The main job: index a corpus, answer some of its queries, score the collection."""
+    from probembed.store import Database, StoreError, ingest
+
     if not data.exists():
         raise _fail(
             f"no corpus at {data}. Point the demo at your documents: "
@@ -234,6 +241,7 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     """Print hits for the first test queries, then nDCG@10 over all of them."""
     from probembed.evaluation.datasets import load_retrieval
     from probembed.evaluation.metrics import retrieval_metrics
+    from probembed.store import Searcher
 
     bench = load_retrieval(data, "test")
     searcher = Searcher(target, pipe)
@@ -241,25 +249,21 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     for result in searcher.search([bench.queries[q] for q in query_ids[:shown]], k=5):
         print_result(result)
     fused = pipe.encode([bench.queries[q] for q in query_ids], progress=True)
-    summary = Table(
-        title=f"{bench.name}: {len(query_ids)} test queries, {target.count()} documents"
-    )
-    summary.add_column("score")
-    summary.add_column("nDCG@10", justify="right")
+    summary = Table(title=f"{bench.name}: {len(query_ids)} test queries", title_justify="left")
+    for column in ("documents", "score", "nDCG@10"):
+        summary.add_column(column, justify="right")
     for score in dict.fromkeys([pipe.score.name, "dot"]):
-        hits = searcher.search_fused(fused, k=10, score=score)
-        run = _run(query_ids, hits)
-        summary.add_row(
-            score, f"{100 * retrieval_metrics(bench.qrels, run, ['ndcg@10'])['ndcg@10']:.2f}"
-        )
+        results = searcher.search_fused(fused, k=10, score=score)
+        ndcg = retrieval_metrics(bench.qrels, _run(query_ids, results), ["ndcg@10"])["ndcg@10"]
+        summary.add_row(str(target.count()), score, f"{100 * ndcg:.2f}")
     Console().print(summary)
 
 
-def _run(query_ids: Sequence[str], hits: Sequence[Sequence[dict[str, Any]]]) -> dict:
-    """Search hits as the {query: {doc: score}} run the metrics read."""
+def _run(query_ids: Sequence[str], results: Sequence[dict[str, Any]]) -> dict:
+    """Search results as the {query: {doc: score}} run the metrics read (rank order kept)."""
     return {
-        q: {h["id"]: float(len(found) - rank) for rank, h in enumerate(found)}
-        for q, found in zip(query_ids, hits, strict=True)
+        q: {h["id"]: float(len(r["hits"]) - rank) for rank, h in enumerate(r["hits"])}
+        for q, r in zip(query_ids, results, strict=True)
     }
 
 

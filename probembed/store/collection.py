@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -119,10 +120,11 @@ class Database:
         return handle
 
     def drop(self, name: str) -> None:
-        """Delete a collection and everything in it."""
-        self.open(name)
+        """Delete a collection, its derived files, and everything in it."""
+        collection = self.open(name)
         self.require_writable()
         self._conn.drop_table(name)
+        shutil.rmtree(collection.derived_dir, ignore_errors=True)
 
     def require_writable(self) -> None:
         """Fail before writing anything if the directory cannot be written (probed, as root too)."""
@@ -148,6 +150,11 @@ class Collection:
         self.db = db
         self.name = name
         self._table: Any = None
+
+    @property
+    def derived_dir(self) -> Path:
+        """Where files derived from the table (search graphs) live, outside LanceDB's own."""
+        return self.db.path / ".probembed" / self.name
 
     @property
     def exists(self) -> bool:

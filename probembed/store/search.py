@@ -37,12 +37,15 @@ def search(
     pipeline: Any,
     queries: str | Sequence[str],
     k: int = 10,
-    **options: Any,
+    score: Score | str | None = None,
+    exact: bool = False,
+    where: str | None = None,
+    hybrid: bool = False,
+    beta: float | None = None,
 ) -> dict[str, Any] | list[dict[str, Any]]:
     """Search one query (-> one result) or several (-> a list); see `Searcher.search`."""
-    results = Searcher(collection, pipeline).search(
-        [queries] if isinstance(queries, str) else queries, k, **options
-    )
+    batch = [queries] if isinstance(queries, str) else queries
+    results = Searcher(collection, pipeline).search(batch, k, score, exact, where, hybrid, beta)
     return results[0] if isinstance(queries, str) else results
 
 
@@ -71,12 +74,16 @@ class Searcher:
         hybrid: bool = False,
         beta: float | None = None,
     ) -> list[dict[str, Any]]:
-        """One result per query: {"query", "confidence", "hits": [{"id", "score", "std", ...}]}."""
+        """One result per query: {"query", "confidence", "hits": [{"id", "score", "std", ...}]}.
+
+        `score` defaults to the pipeline's; `exact` scans every row instead of the graph;
+        `where` is a SQL filter on id, text and metadata columns; `hybrid` fuses the ranking
+        with BM25 by reciprocal rank (each hit's score is then its fused RRF score).
+        """
         texts = _validate_queries(queries)
         _validate_k(k)
         fused = self.pipeline.encode(texts)
-        hits = self.search_fused(fused, k, score, exact, where, hybrid, texts, beta)
-        return [_result(q, h) for q, h in zip(texts, hits, strict=True)]
+        return self.search_fused(fused, k, score, exact, where, hybrid, texts, beta)
 
     def search_fused(
         self,
@@ -88,8 +95,8 @@ class Searcher:
         hybrid: bool = False,
         texts: Sequence[str] | None = None,
         beta: float | None = None,
-    ) -> list[list[dict[str, Any]]]:
-        """Hits for already-encoded queries; `texts` are needed only for hybrid BM25."""
+    ) -> list[dict[str, Any]]:
+        """Results for already-encoded queries; `texts` are shown and needed for hybrid BM25."""
         _validate_k(k)
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         beta = self.pipeline.score.beta if beta is None else beta
@@ -97,15 +104,16 @@ class Searcher:
             raise ValueError("hybrid search needs one query text per query vector, for BM25")
         self._refresh()
         queries = [fused.gaussian[i] for i in range(len(fused.gaussian))]
+        labels = list(texts) if texts is not None else [None] * len(queries)
         if not self._positions:
-            return [[] for _ in queries]
+            return [{"query": t, "confidence": None, "hits": []} for t in labels]
         allowed = self._allowed(where)
         if hybrid:
             assert texts is not None
             ranked = self._hybrid(queries, texts, k, kind, exact, allowed, where, beta)
         else:
             ranked = self._rank(queries, k, kind, exact, allowed, beta)
-        return self._hits(ranked)
+        return self._results(ranked, labels)
 
     def _refresh(self) -> None:
         """Reload vectors (and drop graphs) when the collection moved to a new version."""
@@ -186,47 +194,45 @@ class Searcher:
             fused.append(with_moments(query, self._docs, *top))
         return fused
 
-    def _hits(self, ranked: list[Ranked]) -> list[list[dict[str, Any]]]:
-        """Hit dicts with std, weights and text, fetching every hit's text in one read."""
-        assert self._vectors is not None and self._docs is not None
+    def _results(self, ranked: list[Ranked], texts: Sequence[str | None]) -> list[dict[str, Any]]:
+        """Result dicts: hits with std, weights and text (all read at once), and confidence."""
+        assert self._vectors is not None
         ids, weights = self._vectors.ids, self._vectors.weights
-        rows = self.collection.rows(
-            sorted({ids[p] for r in ranked for p in r.positions}), ("text", "metadata")
-        )
+        wanted = sorted({ids[p] for r in ranked for p in r.positions})
+        rows = self.collection.rows(wanted, ("text", "metadata"))
         models = self.collection.pipeline.models
         out = []
-        for positions, scores, dots, variances in ranked:
+        for text, (positions, scores, dots, variances) in zip(texts, ranked, strict=True):
             hits = []
-            for p, value, dot, var in zip(positions, scores, dots, variances, strict=True):
+            stds = np.sqrt(variances).tolist()
+            for p, value, std in zip(positions.tolist(), scores.tolist(), stds, strict=True):
                 row = rows.get(ids[p], {})
                 hits.append(
                     {
                         "id": ids[p],
-                        "score": float(value),
-                        "std": float(np.sqrt(var)),
+                        "score": value,
+                        "std": std,
                         "weights": dict(zip(models, weights[p].tolist(), strict=True)),
                         "text": row.get("text"),
                         "metadata": _metadata(row.get("metadata")),
-                        "_dot": float(dot),
-                        "_var": float(var),
                     }
                 )
-            out.append(hits)
+            out.append({"query": text, "confidence": confidence(dots, variances), "hits": hits})
         return out
 
 
-def confidence(hits: Sequence[dict[str, Any]]) -> float | None:
+def confidence(dots: np.ndarray, variances: np.ndarray) -> float | None:
     """P(first hit truly outranks the second) = Φ((s₁ − s₂)/√(v₁ + v₂)) on dot-product scores.
 
     The dot product is the score whose variance v is known, so s and v are in the same units
     whatever similarity ranked the hits. One hit: 1.0; none: None.
     """
-    if not hits:
+    if len(dots) == 0:
         return None
-    if len(hits) == 1:
+    if len(dots) == 1:
         return 1.0
-    gap = hits[0]["_dot"] - hits[1]["_dot"]
-    spread = np.sqrt(hits[0]["_var"] + hits[1]["_var"])
+    gap = float(dots[0] - dots[1])
+    spread = float(np.sqrt(variances[0] + variances[1]))
     if spread == 0:
         return 1.0 if gap > 0 else (0.5 if gap == 0 else 0.0)
     return float(norm.cdf(gap / spread))
@@ -237,18 +243,9 @@ def _metadata(raw: str | None) -> dict[str, Any]:
     return json.loads(raw) if raw and raw != "{}" else {}
 
 
-def _result(query: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
-    """The public result dict of one query, dropping the private fields of its hits."""
-    return {
-        "query": query,
-        "confidence": confidence(hits),
-        "hits": [{k: v for k, v in h.items() if not k.startswith("_")} for h in hits],
-    }
-
-
 def _graph_path(collection: Collection, space: str, version: int) -> Path:
     """Where a collection's graph for one space and table version lives."""
-    return collection.db.path / ".probembed" / collection.name / f"hnsw-{space}-v{version}.faiss"
+    return collection.derived_dir / f"hnsw-{space}-v{version}.faiss"
 
 
 def _save_graph(graph: HnswIndex, path: Path) -> None:
