@@ -2,6 +2,8 @@
 
     python benchmarks/search.py [--limit N] [--pipeline default] [--queries 500]
 
+A run with --limit is a quick check: it writes no results file unless --out is given.
+
 Two datasets in one run. "all": every distinct sentence and document in ../shared/datasets
 (STS, pairs, classification texts, SciFact and LIMIT corpora and queries; ~140k texts), a
 seeded sample of which is held out as queries. "scifact": the SciFact corpus with its own
@@ -230,7 +232,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500, help="held-out queries for 'all'")
     parser.add_argument("--scores", default="dot,uec,csd,w2,kl", help="comma-separated")
     parser.add_argument("--db", type=Path, help="benchmark database [cache dir/bench-search]")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, help=f"results JSON [{OUT}; none with --limit]")
     args = parser.parse_args()
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     pipe = Pipeline.load(args.pipeline)
@@ -249,9 +251,11 @@ def main() -> None:
     show(rows)
     for line in checks(rows):
         print(line)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    out = args.out or (None if args.limit else OUT)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from probembed.encoders import get_encoder
 from probembed.encoders.base import validate_texts
 from probembed.fusion import Fused, fuse
 from probembed.gaussian import Gaussian
-from probembed.progress import progress_bar
+from probembed.progress import map_chunks
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 CONFIG_FILE = "pipeline.json"
@@ -118,12 +118,14 @@ class Pipeline:
         score: ScoreConfig | None = None,
         name: str = "custom",
         cache: EmbeddingCache | bool = True,
+        progress: bool = False,
     ) -> Pipeline:
         """Fit each member's estimator on the same positive pairs."""
         members = []
         for spec in specs:
             encoder = get_encoder(spec.encoder, **spec.encoder_params)
-            members.append(make_estimator(spec.estimator, encoder, **spec.params).fit(pairs))
+            estimator = make_estimator(spec.estimator, encoder, **spec.params)
+            members.append(estimator.fit(pairs, progress=progress))
         return cls(members, fusion, score, name, cache)
 
     def with_fusion(self, fusion: FusionConfig) -> Pipeline:
@@ -160,15 +162,15 @@ class Pipeline:
         else:
             found, cached = self.cache.get(key, texts)
         missing = [t for t, hit in zip(texts, found, strict=True) if not hit]
-        fresh: list[Gaussian] = []
+
+        def encode_and_store(chunk: list[str]) -> Gaussian:
+            gaussian = member.encode(chunk)
+            if self.cache is not None:
+                self.cache.put(key, chunk, gaussian)
+            return gaussian
+
         label = f"{member.encoder.name} ({member.kind})"
-        with progress_bar(label, len(missing), progress and len(missing) > _CHUNK) as bar:
-            for start in range(0, len(missing), _CHUNK):
-                chunk = missing[start : start + _CHUNK]
-                fresh.append(member.encode(chunk))
-                if self.cache is not None:
-                    self.cache.put(key, chunk, fresh[-1])
-                bar.advance(len(chunk))
+        fresh = map_chunks(encode_and_store, missing, label, progress, _CHUNK)
         return _merge(found, cached, fresh)
 
     def save(self, directory: str | os.PathLike) -> Path:

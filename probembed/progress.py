@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -14,6 +15,9 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class _Bar:
@@ -44,3 +48,16 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
     )
     with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
         yield _Bar(progress, progress.add_task(description, total=total))
+
+
+def map_chunks(
+    fn: Callable[[list[T]], R], items: Sequence[T], label: str, enabled: bool, chunk: int = 256
+) -> list[R]:
+    """Apply fn to consecutive chunks of items, with a bar when there is more than one chunk."""
+    results = []
+    with progress_bar(label, len(items), enabled and len(items) > chunk) as bar:
+        for start in range(0, len(items), chunk):
+            part = list(items[start : start + chunk])
+            results.append(fn(part))
+            bar.advance(len(part))
+    return results

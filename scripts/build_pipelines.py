@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from probembed.evaluation.datasets import load_pairs
+from probembed.encoders import get_encoder
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
+from probembed.uncertainty import Estimator, make_estimator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 PAIRS_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "pairs"
@@ -57,10 +59,16 @@ def main() -> None:
     args = parser.parse_args()
     pairs = sample_pairs(args.max_pairs, SEED)
     print(f"fitting on {len(pairs)} pairs from {PAIRS_DIR}")
+    fitted: dict[tuple[str, str], Estimator] = {}  # members shared by built-ins are fitted once
     for name, (specs, fusion) in builtins().items():
         if args.only and name not in args.only:
             continue
-        pipe = Pipeline.fit(specs, pairs, fusion, name=name, cache=False)
+        for spec in specs:
+            if (spec.encoder, spec.estimator) not in fitted:
+                member = make_estimator(spec.estimator, get_encoder(spec.encoder), **spec.params)
+                fitted[spec.encoder, spec.estimator] = member.fit(pairs, progress=True)
+        members = [fitted[s.encoder, s.estimator] for s in specs]
+        pipe = Pipeline(members, fusion, name=name, cache=False)
         out = pipe.save(builtin_dir() / name)
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{name}: {', '.join(pipe.models)} -> {out} ({size / 1e6:.1f} MB)")

@@ -137,7 +137,8 @@ def fit(
     specs = [ModelSpec(m, estimator, params) for m in model]
     err.print(f"fitting {estimator} on {len(collected)} pairs for {', '.join(model)}")
     try:
-        pipe = Pipeline.fit(specs, collected, FusionConfig(fusion, temperature=temperature), name=out.name)
+        fusion_config = FusionConfig(fusion, temperature=temperature)
+        pipe = Pipeline.fit(specs, collected, fusion_config, name=out.name, progress=True)
     except (ValueError, TypeError, ImportError) as exc:
         raise fail(str(exc)) from exc
     pipe.save(out)

@@ -80,7 +80,7 @@ def ingest_command(
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
-    from probembed.store import Database, StoreError, ingest
+    from probembed.store import Database, Searcher, StoreError, ingest
 
     db = resolve_db(db)
     pipe = _load_pipeline(pipeline)
@@ -93,6 +93,9 @@ def ingest_command(
         _err.print(f"[yellow]skipped[/] {problem}", highlight=False)
     _err.print(report.summary(), highlight=False)
     _err.print(f"collection {collection!r} in {db}: {target.count()} items")
+    if report.added:
+        with _err.status("building the search graph"):
+            Searcher(target, pipe).warm()
 
 
 def search_command(
@@ -115,7 +118,11 @@ def search_command(
     from probembed.store import Searcher, StoreError
 
     target = _open_collection(resolve_db(db), collection)
-    pipe = _load_pipeline(pipeline or target.pipeline.name)
+    if pipeline is None:
+        made_by = target.pipeline.name
+        _err.print(f"using pipeline {made_by!r}, which made collection {collection!r}")
+        pipeline = made_by
+    pipe = _load_pipeline(pipeline)
     try:
         results = Searcher(target, pipe).search(question, k, score, exact, where, hybrid)
     except (StoreError, ValueError) as exc:

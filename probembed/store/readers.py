@@ -79,7 +79,7 @@ def _parse_line(line: str, source: str) -> Record | Problem:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return Problem(source, f"malformed JSON ({exc.msg} at column {exc.colno})")
+        return Problem(source, f"malformed JSON ({exc.msg} at character {exc.pos + 1})")
     if not isinstance(obj, dict):
         return Problem(source, f"expected a JSON object, got {type(obj).__name__}")
     doc_id = _find_id(obj)

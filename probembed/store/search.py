@@ -102,6 +102,11 @@ class Searcher:
         beta = self.pipeline.score.beta if beta is None else beta
         if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
             raise ValueError("hybrid search needs one query text per query vector, for BM25")
+        if tuple(fused.models) != self.collection.pipeline.models:
+            raise ValueError(
+                f"query vectors fuse models {fused.models}; collection {self.collection.name!r} "
+                f"holds vectors of {self.collection.pipeline.models}"
+            )
         self._refresh()
         queries = [fused.gaussian[i] for i in range(len(fused.gaussian))]
         labels = list(texts) if texts is not None else [None] * len(queries)
@@ -114,6 +119,18 @@ class Searcher:
         else:
             ranked = self._rank(queries, k, kind, exact, allowed, beta)
         return self._results(ranked, labels)
+
+    def warm(self, score: Score | str | None = None) -> bool:
+        """Load the vectors and build (or load) the graph a search with `score` would use.
+
+        Returns whether a graph is used at all (small collections are scanned instead).
+        """
+        kind = parse_score(score if score is not None else self.pipeline.score.name)
+        self._refresh()
+        if len(self._positions) < self.settings.scan_below:
+            return False
+        self._graph(ann_space(kind))
+        return True
 
     def _refresh(self) -> None:
         """Reload vectors (and drop graphs) when the collection moved to a new version."""

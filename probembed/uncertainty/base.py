@@ -6,19 +6,21 @@ import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
 from probembed import atomic
 from probembed.encoders.base import Encoder, validate_texts
 from probembed.gaussian import Gaussian
+from probembed.progress import map_chunks
 from probembed.uncertainty.calibration import calibration_scale
 
 PARAMS_FILE = "estimator.json"
 STATE_FILE = "state.npz"
+R = TypeVar("R")
 
 
 def validate_pairs(pairs: object) -> tuple[list[str], list[str]]:
@@ -68,6 +70,7 @@ class Estimator(ABC):
         self.params: dict[str, Any] = {**allowed, **params}
         self.state: dict[str, np.ndarray] = {}
         self.scale = 1.0
+        self._progress = False
 
     @property
     def is_fitted(self) -> bool:
@@ -76,17 +79,23 @@ class Estimator(ABC):
 
     needs_fit: ClassVar[bool] = True
 
-    def fit(self, pairs: Sequence[tuple[str, str]]) -> Self:
+    def fit(self, pairs: Sequence[tuple[str, str]], progress: bool = False) -> Self:
         """Learn the estimator's state on part of the pairs and its variance scale on the rest."""
         text_a, text_b = validate_pairs(pairs)
+        self._progress = progress
         fit_idx, cal_idx = split_holdout(len(text_a), self.params["holdout"], self.params["seed"])
         self._fit([text_a[i] for i in fit_idx], [text_b[i] for i in fit_idx])
         self.scale = 1.0
         if self.params["calibrate"]:
-            a = self._encode_raw([text_a[i] for i in cal_idx])
-            b = self._encode_raw([text_b[i] for i in cal_idx])
-            self.scale = calibration_scale(a, b)
+            a = self._map(self._encode_raw, [text_a[i] for i in cal_idx], "calibrate")
+            b = self._map(self._encode_raw, [text_b[i] for i in cal_idx], "calibrate")
+            self.scale = calibration_scale(Gaussian.concat(a), Gaussian.concat(b))
         return self
+
+    def _map(self, fn: Callable[[list[str]], R], texts: list[str], step: str) -> list[R]:
+        """fn over chunks of texts, with a progress bar while fitting if one was asked for."""
+        label = f"{self.encoder.name} {self.kind}: {step}"
+        return map_chunks(fn, texts, label, self._progress)
 
     def encode(self, texts: Sequence[str]) -> Gaussian:
         """Unit-norm means with calibrated variances, one Gaussian per text."""

@@ -63,8 +63,8 @@ class HeadEstimator(Estimator):
         import torch
 
         torch.manual_seed(self.params["seed"])
-        mu_a = torch.from_numpy(self._embed(text_a))
-        mu_b = torch.from_numpy(self._embed(text_b))
+        mu_a = torch.from_numpy(np.concatenate(self._map(self._embed, text_a, "encode text_a")))
+        mu_b = torch.from_numpy(np.concatenate(self._map(self._embed, text_b, "encode text_b")))
         net = _network(mu_a.shape[1], self.params["hidden"])
         with torch.no_grad():  # start at the pooled residual variance, a sensible constant
             net[2].weight.mul_(0.01)

@@ -50,12 +50,17 @@ class LaplaceEstimator(Estimator):
 
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Diagonal empirical Fisher of the in-batch InfoNCE loss, then V = 1 / (F + lambda)."""
-        y_a, act_a = self.features(text_a)
-        y_b, act_b = self.features(text_b)
+        y_a, act_a = self._features_of(text_a, "encode text_a")
+        y_b, act_b = self._features_of(text_b, "encode text_b")
         fisher = fisher_diagonal(
             y_a, act_a, y_b, act_b, self.params["temperature"], self.params["batch_size"]
         )
         self.state = {"fisher": fisher.astype(np.float32)}
+
+    def _features_of(self, texts: list[str], step: str) -> tuple[np.ndarray, np.ndarray]:
+        """`features` over many texts, in chunks with a progress bar."""
+        parts = self._map(self.features, texts, step)
+        return np.concatenate([y for y, _ in parts]), np.concatenate([a for _, a in parts])
 
     def _encode_raw(self, texts: list[str]) -> Gaussian:
         """Predictive variance in one matmul, then both moments rescaled to the unit sphere."""
