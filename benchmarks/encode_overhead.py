@@ -69,7 +69,10 @@ def main() -> None:
         order = [("plain", plain), ("laplace", probabilistic)]
         for name, fn in order if round_ % 2 == 0 else order[::-1]:
             times[name].append(timed(fn))
-        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
+        print(
+            f"round {round_ + 1}/{args.rounds}: "
+            + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items())
+        )
     plain_s, laplace_s = statistics.median(times["plain"]), statistics.median(times["laplace"])
     result = {
         "benchmark": "encode_overhead",

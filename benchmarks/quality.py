@@ -1,4 +1,4 @@
-"""The quality table: does uncertainty-driven fusion beat the best model and a tuned static ensemble?
+"""Quality table: does uncertainty-driven fusion beat the best model and a tuned static ensemble?
 
     python benchmarks/quality.py [--estimators laplace head perturb] [--datasets stsb sick scifact]
 

@@ -1,9 +1,9 @@
 """probembed: probabilistic text embeddings, fused by uncertainty, searched with error bars.
 
-    import probembed
-    pipe = probembed.load("default")            # built-in, ships with the package
-    fused = pipe.encode(["A man plays a guitar."])
-    fused.gaussian.mean, fused.gaussian.var, fused.explain(0)
+import probembed
+pipe = probembed.load("default")            # built-in, ships with the package
+fused = pipe.encode(["A man plays a guitar."])
+fused.gaussian.mean, fused.gaussian.var, fused.explain(0)
 """
 
 from probembed.encoders import get_encoder
@@ -14,4 +14,12 @@ from probembed.pipeline import Pipeline, available_pipelines
 __version__ = "0.1.0"
 load = Pipeline.load
 
-__all__ = ["Fused", "Gaussian", "Pipeline", "__version__", "available_pipelines", "get_encoder", "load"]
+__all__ = [
+    "Fused",
+    "Gaussian",
+    "Pipeline",
+    "__version__",
+    "available_pipelines",
+    "get_encoder",
+    "load",
+]

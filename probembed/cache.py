@@ -55,7 +55,9 @@ class EmbeddingCache:
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            query = f"SELECT text, dim, mean, var FROM gaussians WHERE model=? AND text IN ({marks})"
+            query = (
+                f"SELECT text, dim, mean, var FROM gaussians WHERE model=? AND text IN ({marks})"
+            )
             for key, dim, mean, var in self._db.execute(query, [model, *chunk]):
                 rows[key] = (dim, mean, var)
         found = np.array([k in rows for k in keys], dtype=bool)
@@ -70,7 +72,13 @@ class EmbeddingCache:
     def put(self, model: str, texts: Sequence[str], gaussian: Gaussian) -> None:
         """Store one Gaussian per text in a single transaction."""
         rows = (
-            (model, text_key(t), gaussian.dim, gaussian.mean[i].tobytes(), gaussian.var[i].tobytes())
+            (
+                model,
+                text_key(t),
+                gaussian.dim,
+                gaussian.mean[i].tobytes(),
+                gaussian.var[i].tobytes(),
+            )
             for i, t in enumerate(texts)
         )
         with self._db:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 import numpy as np
 
 from probembed import atomic
@@ -44,7 +45,7 @@ class Gaussian:
 
     @classmethod
     def deterministic(cls, mean: np.ndarray) -> Gaussian:
-        """Wrap plain vectors as zero-variance Gaussians, so deterministic models fit the same API."""
+        """Zero-variance Gaussians, so deterministic vectors fit the same API."""
         mean = _as_matrix("mean", mean)
         return cls(mean, np.zeros_like(mean))
 

@@ -96,7 +96,9 @@ class Pipeline:
         """Unique labels of the member models, in fusion order: the name, plus params if shared."""
         names = [m.encoder.name for m in self.members]
         return tuple(
-            _label(m.encoder.name, m.encoder.params) if names.count(m.encoder.name) > 1 else m.encoder.name
+            _label(m.encoder.name, m.encoder.params)
+            if names.count(m.encoder.name) > 1
+            else m.encoder.name
             for m in self.members
         )
 
@@ -260,7 +262,9 @@ def _read_config(directory: Path) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"{directory} is not a pipeline directory: {CONFIG_FILE} is missing") from None
+        raise ValueError(
+            f"{directory} is not a pipeline directory: {CONFIG_FILE} is missing"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is corrupted: {exc}") from exc
     if config.get("format") != FORMAT_VERSION:

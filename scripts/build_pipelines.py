@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from probembed.evaluation.datasets import load_pairs
 from probembed.encoders import get_encoder
+from probembed.evaluation.datasets import load_pairs
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
 from probembed.uncertainty import Estimator, make_estimator
 

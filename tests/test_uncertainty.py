@@ -31,7 +31,9 @@ def test_laplace_variances_are_finite_and_non_negative(toy_pairs):
 
 
 def test_laplace_variance_shrinks_as_prior_precision_grows(toy_pairs):
-    variances = [fit_laplace(toy_pairs, prior_precision=lam).encode(PROBE).var for lam in (0.1, 1, 10)]
+    variances = [
+        fit_laplace(toy_pairs, prior_precision=lam).encode(PROBE).var for lam in (0.1, 1, 10)
+    ]
     assert (variances[1] <= variances[0]).all() and (variances[2] <= variances[1]).all()
     assert variances[2].sum() < variances[0].sum()
 

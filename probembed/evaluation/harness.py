@@ -33,6 +33,7 @@ from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
 
 RETRIEVAL_DEPTH = 100
+COSINE = ScoreConfig("dot", 0.0)
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,17 @@ class Method:
 
     name: str
     fusion: FusionConfig
-    score: ScoreConfig = ScoreConfig("dot", 0.0)
+    score: ScoreConfig = COSINE
 
 
 def baseline_methods(models: Sequence[str]) -> list[Method]:
     """Each single model, the uniform mean and plain concatenation, all scored by cosine."""
     singles = [Method(f"single:{m}", FusionConfig(f"single:{m}")) for m in models]
-    return [*singles, Method("mean", FusionConfig("mean")), Method("concat", FusionConfig("concat"))]
+    return [
+        *singles,
+        Method("mean", FusionConfig("mean")),
+        Method("concat", FusionConfig("concat")),
+    ]
 
 
 @dataclass
@@ -82,7 +87,9 @@ def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embed
     elif isinstance(dataset, ClassificationDataset):
         roles = {"train": dataset.train_texts, "test": dataset.test_texts}
     else:
-        raise TypeError(f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification")
+        raise TypeError(
+            f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification"
+        )
     parts, ids = {}, {}
     for role, texts in roles.items():
         if isinstance(texts, dict):

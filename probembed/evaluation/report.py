@@ -105,11 +105,11 @@ def uncertainty_quality(dataset: Dataset, result: Comparison, method: str) -> li
 
 def _retrieval_uncertainty(per_item: dict[str, np.ndarray]) -> tuple[dict, dict]:
     """Per query-level signal: AUROC for both failure definitions, coverage and decile figures."""
-    signals = confidence_signals(per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"])
-    ndcg = per_item["ndcg@10"]
-    failed = failed_queries(
-        dict(enumerate(ndcg)), dict(enumerate(per_item["recall@10"]))
+    signals = confidence_signals(
+        per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"]
     )
+    ndcg = per_item["ndcg@10"]
+    failed = failed_queries(dict(enumerate(ndcg)), dict(enumerate(per_item["recall@10"])))
     figures: dict[str, float] = {}
     curves: dict[str, dict] = {"risk_coverage": {}, "binned": {}}
     for name, signal in signals.items():
@@ -140,7 +140,9 @@ def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tu
     return figures, curves
 
 
-def model_diagnostics(embedded: Embedded, dataset: Dataset, outcomes: dict[str, Outcome]) -> list[dict]:
+def model_diagnostics(
+    embedded: Embedded, dataset: Dataset, outcomes: dict[str, Outcome]
+) -> list[dict]:
     """Per model: how much u_k varies across texts (CV) and whether it tracks its own errors."""
     rows: list[dict] = []
     for k, model in enumerate(embedded.models):
@@ -182,7 +184,7 @@ def write_plots(result: Comparison, dataset: Dataset, directory: str | os.PathLi
             plot_risk_coverage(
                 curves["risk_coverage"],
                 directory / f"{stem}-risk-coverage.png",
-                f"{dataset.name} {dataset.split}: {quality} of the most confident queries ({method})",
+                f"{dataset.name} {dataset.split}: {quality} of the most confident ({method})",
             )
         )
         bin_label = "Recall@1" if isinstance(dataset, RetrievalDataset) else quality

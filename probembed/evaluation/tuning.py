@@ -34,9 +34,7 @@ class Tuned:
 def simplex_grid(k: int, step: float) -> list[tuple[float, ...]]:
     """Every weight vector on the K-simplex with coordinates in multiples of step."""
     units = round(1 / step)
-    points = [
-        c for c in itertools.product(range(units + 1), repeat=k - 1) if sum(c) <= units
-    ]
+    points = [c for c in itertools.product(range(units + 1), repeat=k - 1) if sum(c) <= units]
     return [tuple(x / units for x in (*c, units - sum(c))) for c in points]
 
 
@@ -54,9 +52,7 @@ def _best(
     return best, best_value
 
 
-def tune(
-    embedded: Embedded, dev: Dataset, step: float = 0.1, progress: bool = False
-) -> Tuned:
+def tune(embedded: Embedded, dev: Dataset, step: float = 0.1, progress: bool = False) -> Tuned:
     """Static weights on the simplex grid, then (T, beta) for UEC with those weights as prior."""
     metric = primary_metric(dev)
 

@@ -78,7 +78,9 @@ def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
 def encode(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
     pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
-    file: Annotated[Path | None, typer.Option(help="Read texts from this file, one per line.")] = None,
+    file: Annotated[
+        Path | None, typer.Option(help="Read texts from this file, one per line.")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write mean, var, weights to this .npz.")] = None,
 ) -> None:
     """Embed texts as Gaussians: one JSON line per text, or an .npz with --out."""
@@ -91,8 +93,14 @@ def encode(
         raise fail(str(exc)) from exc
     fused = pipe.encode(items, progress=True)
     if out is not None:
-        np.savez(out, mean=fused.gaussian.mean, var=fused.gaussian.var, weights=fused.weights,
-                 models=np.array(fused.models), texts=np.array(items))
+        np.savez(
+            out,
+            mean=fused.gaussian.mean,
+            var=fused.gaussian.var,
+            weights=fused.weights,
+            models=np.array(fused.models),
+            texts=np.array(items),
+        )
         err.print(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {out}")
         return
     for i, text in enumerate(items):
@@ -107,14 +115,23 @@ def encode(
 
 @app.command()
 def fit(
-    pairs: Annotated[list[Path], typer.Option("--pairs", help="TSV of positive pairs (text_a, text_b); repeatable.")],
+    pairs: Annotated[
+        list[Path],
+        typer.Option("--pairs", help="TSV of positive pairs (text_a, text_b); repeatable."),
+    ],
     out: Annotated[Path, typer.Option(help="Pipeline directory to write.")],
-    model: Annotated[list[str], typer.Option("--model", help="Encoder short name or path; repeatable.")] = ["minilm"],  # noqa: B006
+    model: Annotated[
+        list[str], typer.Option("--model", help="Encoder short name or path; repeatable.")
+    ] = ["minilm"],  # noqa: B006
     estimator: Annotated[str, typer.Option(help="laplace or perturb.")] = "laplace",
-    fusion: Annotated[str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")] = "uec",
+    fusion: Annotated[
+        str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")
+    ] = "uec",
     temperature: Annotated[float, typer.Option(help="Fusion temperature T.")] = 1.0,
     prior_precision: Annotated[float, typer.Option(help="Laplace prior precision lambda.")] = 1.0,
-    max_pairs: Annotated[int, typer.Option(help="Use at most this many pairs (seeded sample).")] = 8000,
+    max_pairs: Annotated[
+        int, typer.Option(help="Use at most this many pairs (seeded sample).")
+    ] = 8000,
     seed: Annotated[int, typer.Option(help="Seed for sampling and the calibration split.")] = 0,
 ) -> None:
     """Fit a pipeline on positive pairs and save it as a directory."""
@@ -145,6 +162,7 @@ def fit(
     err.print(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}")
 
 
+INSPECTED = ("default", "default-head", "default-perturb")
 EXAMPLES = [
     "jaguar",
     "bank",
@@ -157,14 +175,15 @@ EXAMPLES = [
 @app.command()
 def inspect(
     pipeline: Annotated[
-        list[str], typer.Option(help="Pipelines to compare; repeatable.")
-    ] = ["default", "default-perturb"],  # noqa: B006
+        list[str] | None, typer.Option(help="Pipelines to compare; repeatable.")
+    ] = None,
     text: Annotated[list[str] | None, typer.Option(help="Texts to inspect; repeatable.")] = None,
 ) -> None:
     """Each model's uncertainty per text under each estimator, and short-vs-long ratios."""
     from probembed.pipeline import Pipeline
 
     texts = text or EXAMPLES
+    pipeline = pipeline or list(INSPECTED)
     console = Console()
     for i, t in enumerate(texts, 1):
         console.print(f"  [bold]t{i}[/] {t}")

@@ -19,7 +19,8 @@ def find_dev(path: Path, test_split: str) -> str | None:
         directory = directory.parent
     for split in DEV_SPLITS:
         if split != test_split and (
-            (directory / f"{split}.tsv").is_file() or (directory / "qrels" / f"{split}.tsv").is_file()
+            (directory / f"{split}.tsv").is_file()
+            or (directory / "qrels" / f"{split}.tsv").is_file()
         ):
             return split
     return None
@@ -31,12 +32,23 @@ def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_command(
         path: Annotated[Path, typer.Argument(help="Dataset directory or a single split file.")],
-        pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+        pipeline: Annotated[
+            str, typer.Option(help="Built-in name or pipeline directory.")
+        ] = "default",
         split: Annotated[str | None, typer.Option(help="Split to report (default: test).")] = None,
-        compare: Annotated[bool, typer.Option(help="Every single model and ensemble side by side.")] = False,
-        json_path: Annotated[Path | None, typer.Option("--json", help="Write tidy result rows here.")] = None,
-        plots: Annotated[Path | None, typer.Option(help="Write risk-coverage plots to this folder.")] = None,
-        tune_on: Annotated[str | None, typer.Option(help="Split to tune weights/T/beta on (default: dev, else train).")] = None,
+        compare: Annotated[
+            bool, typer.Option(help="Every single model and ensemble side by side.")
+        ] = False,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", help="Write tidy result rows here.")
+        ] = None,
+        plots: Annotated[
+            Path | None, typer.Option(help="Write risk-coverage plots to this folder.")
+        ] = None,
+        tune_on: Annotated[
+            str | None,
+            typer.Option(help="Split to tune weights/T/beta on (default: dev, else train)."),
+        ] = None,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
         from probembed.evaluation.datasets import ClassificationDataset, load_dataset
@@ -56,7 +68,11 @@ def register(app: typer.Typer) -> None:
             # a classification probe is trained on the train split: nothing left to tune on
             classification = isinstance(test, ClassificationDataset)
             dev_split = None if classification else tune_on or find_dev(path, test.split)
-            dev = load_dataset(path.parent if path.is_file() else path, dev_split) if dev_split else None
+            dev = (
+                load_dataset(path.parent if path.is_file() else path, dev_split)
+                if dev_split
+                else None
+            )
             result = run_compare(pipe, test, dev, progress=True)
             rows = result.rows
             if plots is not None:
@@ -67,11 +83,23 @@ def register(app: typer.Typer) -> None:
             method = Method("uec", pipe.fusion, pipe.score)
             outcome = evaluate(embed(pipe, test, progress=True), test, method)
             rows = [
-                {"dataset": test.name, "split": test.split, "method": pipe.name, "metric": k, "value": v}
+                {
+                    "dataset": test.name,
+                    "split": test.split,
+                    "method": pipe.name,
+                    "metric": k,
+                    "value": v,
+                }
                 for k, v in outcome.metrics.items()
             ]
-        headline = [m for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy") if any(r["metric"] == m for r in rows)]
-        console.print(Markdown(f"### {test.name} ({test.split})\n\n" + markdown_table(rows, headline)))
+        headline = [
+            m
+            for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
+            if any(r["metric"] == m for r in rows)
+        ]
+        console.print(
+            Markdown(f"### {test.name} ({test.split})\n\n" + markdown_table(rows, headline))
+        )
         if json_path is not None:
             config = {
                 "dataset": str(path),

@@ -8,12 +8,12 @@ the probability that its first hit truly outranks its second.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
-from scipy.stats import norm
 
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
@@ -252,7 +252,7 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | None:
     spread = float(np.sqrt(variances[0] + variances[1]))
     if spread == 0:
         return 1.0 if gap > 0 else (0.5 if gap == 0 else 0.0)
-    return float(norm.cdf(gap / spread))
+    return 0.5 * (1.0 + math.erf(gap / spread / math.sqrt(2.0)))  # standard normal CDF
 
 
 def _metadata(raw: str | None) -> dict[str, Any]:

@@ -30,4 +30,12 @@ def make_estimator(kind: str, encoder: Encoder, **params: Any) -> Estimator:
     return estimator_class(kind)(encoder, **params)
 
 
-__all__ = ["ESTIMATORS", "Estimator", "HeadEstimator", "LaplaceEstimator", "PerturbEstimator", "estimator_class", "make_estimator"]
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "HeadEstimator",
+    "LaplaceEstimator",
+    "PerturbEstimator",
+    "estimator_class",
+    "make_estimator",
+]

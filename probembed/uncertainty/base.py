@@ -154,4 +154,3 @@ class Estimator(ABC):
     @abstractmethod
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """Reject loaded arrays that cannot belong to this encoder."""
-

@@ -1,4 +1,4 @@
-"""UEC's post-hoc last-layer diagonal Laplace: a posterior over one linear map gives each text a variance."""
+"""UEC's post-hoc diagonal Laplace: a posterior over one linear map gives each text a variance."""
 
 from __future__ import annotations
 
@@ -78,4 +78,6 @@ class LaplaceEstimator(Estimator):
                 f"({self.encoder.dim}, h), found {shape}"
             )
         if not np.all(np.isfinite(fisher)) or fisher.min() < 0:
-            raise ValueError(f"laplace state for {self.encoder.name} has a negative or non-finite Fisher")
+            raise ValueError(
+                f"laplace state for {self.encoder.name} has a negative or non-finite Fisher"
+            )
