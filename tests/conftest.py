@@ -40,11 +40,14 @@ def toy_pairs(datasets) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="session")
 def hash_pipeline(toy_pairs):
-    """A calibrated one-model pipeline on the hashing encoder: real Gaussians in milliseconds."""
+    """Two calibrated hashing models fused by UEC: real fused Gaussians in milliseconds."""
     from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
-    spec = ModelSpec("hash", "laplace", {"calibrate": True})
-    return Pipeline.fit([spec], toy_pairs, FusionConfig("single:hash"), name="hash", cache=False)
+    specs = [
+        ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": dim})
+        for dim in (128, 96)
+    ]
+    return Pipeline.fit(specs, toy_pairs, FusionConfig("uec"), name="hash", cache=False)
 
 
 @pytest.fixture(scope="session")

@@ -53,9 +53,9 @@ def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     assert collection.delete(["a", "zzz"]) == 1
     assert collection.ids() == {"b", "c", "d"}
     stats = collection.stats()
-    assert stats.count == 3 and stats.dim == 256
+    assert stats.count == 3 and stats.dim == 128 + 96
     assert stats.pipeline == PipelineInfo.of(hash_pipeline)
-    assert stats.bytes_per_item > 2 * 256 * 4  # mean + var as float32, plus text and weights
+    assert stats.bytes_per_item > 2 * 224 * 4  # mean + var as float32, plus text and weights
     assert Database(collection.db.path).collections() == ["docs"]
 
 

@@ -55,7 +55,8 @@ def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, sent
     result = search(collection, hash_pipeline, QUERIES[0], k=2, score="dot", exact=True)
     first, second = result["hits"]
     assert first["text"] == sentences[int(first["id"][1:])]
-    assert first["weights"] == {"hash": 1.0}
+    assert set(first["weights"]) == set(hash_pipeline.models)
+    assert sum(first["weights"].values()) == pytest.approx(1.0, abs=1e-6)
     q = hash_pipeline.encode(QUERIES[:1]).gaussian
     d = docs[[int(first["id"][1:]), int(second["id"][1:])]]
     v = dot_variance(q, d)[0]

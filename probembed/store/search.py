@@ -19,7 +19,14 @@ from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, parse_score
 from probembed.store.collection import Collection, Vectors
-from probembed.store.index import HnswIndex, IndexSettings, ann_space, ann_vectors
+from probembed.store.index import (
+    FLAT_SPACES,
+    FlatIndex,
+    HnswIndex,
+    IndexSettings,
+    ann_space,
+    ann_vectors,
+)
 from probembed.store.ranking import Ranked, reciprocal_rank_fusion, rescore, scan, with_moments
 from probembed.store.rows import PipelineInfo
 
@@ -62,7 +69,7 @@ class Searcher:
         self._vectors: Vectors | None = None
         self._docs: Gaussian | None = None
         self._positions: dict[str, int] = {}
-        self._graphs: dict[str, HnswIndex] = {}
+        self._graphs: dict[str, HnswIndex | FlatIndex] = {}
 
     def search(
         self,
@@ -173,13 +180,15 @@ class Searcher:
             for i, candidates in enumerate(found)
         ]
 
-    def _graph(self, space: str) -> HnswIndex:
-        """The HNSW graph of a space: in memory, else on disk for this version, else built."""
+    def _graph(self, space: str) -> HnswIndex | FlatIndex:
+        """The candidate index of a space: in memory, else on disk for this version, else built."""
         if space in self._graphs:
             return self._graphs[space]
         assert self._vectors is not None and self._docs is not None
         path = _graph_path(self.collection, space, self._vectors.version)
-        if path.is_file():
+        if space in FLAT_SPACES:
+            graph: HnswIndex | FlatIndex = FlatIndex(ann_vectors(self._docs, space, "doc"))
+        elif path.is_file():
             graph = HnswIndex.load(path)
         else:
             graph = HnswIndex.build(ann_vectors(self._docs, space, "doc"), self.settings)
@@ -220,20 +229,12 @@ class Searcher:
         models = self.collection.pipeline.models
         out = []
         for text, (positions, scores, dots, variances) in zip(texts, ranked, strict=True):
-            hits = []
-            stds = np.sqrt(variances).tolist()
-            for p, value, std in zip(positions.tolist(), scores.tolist(), stds, strict=True):
-                row = rows.get(ids[p], {})
-                hits.append(
-                    {
-                        "id": ids[p],
-                        "score": value,
-                        "std": std,
-                        "weights": dict(zip(models, weights[p].tolist(), strict=True)),
-                        "text": row.get("text"),
-                        "metadata": _metadata(row.get("metadata")),
-                    }
-                )
+            hit_ids = [ids[p] for p in positions.tolist()]
+            columns = (hit_ids, scores.tolist(), np.sqrt(variances).tolist())
+            hits = [
+                _hit(doc_id, value, std, models, w, rows.get(doc_id, {}))
+                for doc_id, value, std, w in zip(*columns, weights[positions].tolist(), strict=True)
+            ]
             out.append({"query": text, "confidence": confidence(dots, variances), "hits": hits})
         return out
 
@@ -253,6 +254,25 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | None:
     if spread == 0:
         return 1.0 if gap > 0 else (0.5 if gap == 0 else 0.0)
     return 0.5 * (1.0 + math.erf(gap / spread / math.sqrt(2.0)))  # standard normal CDF
+
+
+def _hit(
+    doc_id: str,
+    score: float,
+    std: float,
+    models: Sequence[str],
+    weights: Sequence[float],
+    row: dict[str, Any],
+) -> dict[str, Any]:
+    """One hit as the public dict."""
+    return {
+        "id": doc_id,
+        "score": score,
+        "std": std,
+        "weights": dict(zip(models, weights, strict=True)),
+        "text": row.get("text"),
+        "metadata": _metadata(row.get("metadata")),
+    }
 
 
 def _metadata(raw: str | None) -> dict[str, Any]:
