@@ -16,12 +16,20 @@ from pathlib import Path
 import numpy as np
 
 from probembed.encoders import get_encoder
-from probembed.evaluation.datasets import load_pairs
+from probembed.evaluation.datasets import load_dataset, load_pairs
+from probembed.evaluation.harness import embed
+from probembed.evaluation.tuning import tune
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
 from probembed.uncertainty import Estimator, make_estimator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-PAIRS_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "pairs"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+PAIRS_DIR = DATA / "pairs"
+DEV_SPLITS = (  # tuning data only: never a split the README reports
+    (DATA / "sts" / "stsb", "dev"),
+    (DATA / "sts" / "sick", "dev"),
+    (DATA / "retrieval" / "scifact", "train"),
+)
 DEFAULT_MODELS = ("minilm", "paraphrase-l3", "use", "wordllama")
 SEED = 0
 
@@ -51,18 +59,39 @@ def builtins() -> dict[str, tuple[list[ModelSpec], FusionConfig]]:
     }
 
 
+def tune_fusion(name: str) -> None:
+    """Set a built-in's UEC prior, T and beta by the mean dev metric over DEV_SPLITS."""
+    pipe = Pipeline.load(name)
+    if len(pipe.members) < 2:
+        return
+    splits = []
+    for path, split in DEV_SPLITS:
+        dev = load_dataset(path, split)
+        splits.append((embed(pipe, dev, progress=True), dev))
+    tuned = tune(splits, progress=True)
+    Pipeline(pipe.members, tuned.uec.fusion, tuned.uec.score, name, cache=False).save(
+        builtin_dir() / name
+    )
+    print(f"{name}: {tuned.uec.fusion} {tuned.uec.score} (mean dev {tuned.dev['uec']:.4f})")
+
+
 def main() -> None:
     """Fit and write each built-in into probembed/pipelines/<name>."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max-pairs", type=int, default=8000)
     parser.add_argument("--only", action="append", help="build only these built-ins")
+    parser.add_argument("--tune-only", action="store_true", help="keep members, retune fusion")
     args = parser.parse_args()
+    names = [n for n in builtins() if not args.only or n in args.only]
+    if args.tune_only:
+        for name in names:
+            tune_fusion(name)
+        return
     pairs = sample_pairs(args.max_pairs, SEED)
     print(f"fitting on {len(pairs)} pairs from {PAIRS_DIR}")
     fitted: dict[tuple[str, str], Estimator] = {}  # members shared by built-ins are fitted once
-    for name, (specs, fusion) in builtins().items():
-        if args.only and name not in args.only:
-            continue
+    for name in names:
+        specs, fusion = builtins()[name]
         for spec in specs:
             if (spec.encoder, spec.estimator) not in fitted:
                 member = make_estimator(spec.estimator, get_encoder(spec.encoder), **spec.params)
@@ -72,6 +101,7 @@ def main() -> None:
         out = pipe.save(builtin_dir() / name)
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{name}: {', '.join(pipe.models)} -> {out} ({size / 1e6:.1f} MB)")
+        tune_fusion(name)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def compare(
     embedded = embed(pipeline, test, progress)
     methods = baseline_methods(pipeline.models)
     if tuned is None and dev is not None:
-        tuned = tune(embed(pipeline, dev, progress), dev, progress=progress)
+        tuned = tune([(embed(pipeline, dev, progress), dev)], progress=progress)
     if tuned is not None:
         methods += [tuned.weighted, tuned.uec]
     else:  # no dev split: the pipeline's own fusion stands in for a tuned one

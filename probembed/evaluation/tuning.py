@@ -52,13 +52,21 @@ def _best(
     return best, best_value
 
 
-def tune(embedded: Embedded, dev: Dataset, step: float = 0.1, progress: bool = False) -> Tuned:
-    """Static weights on the simplex grid, then (T, beta) for UEC with those weights as prior."""
-    metric = primary_metric(dev)
+def tune(
+    splits: Sequence[tuple[Embedded, Dataset]], step: float = 0.1, progress: bool = False
+) -> Tuned:
+    """Static weights on the simplex grid, then (T, beta) for UEC with those weights as prior.
+
+    With several dev splits the objective is the mean of their primary metrics, so one setting
+    (the built-in pipeline's) serves every kind of task.
+    """
 
     def objective(method: Method) -> float:
-        return evaluate(embedded, dev, method).metrics[metric]
+        return float(
+            np.mean([evaluate(e, d, method).metrics[primary_metric(d)] for e, d in splits])
+        )
 
+    embedded = splits[0][0]
     k = len(embedded.models)
     weighted_grid = [
         Method("weighted", FusionConfig("weighted", weights=w)) for w in simplex_grid(k, step)

@@ -1,0 +1,82 @@
+"""The evaluation harness: methods side by side, tuning on dev only, uncertainty reports."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.harness import Method, baseline_methods, embed, evaluate
+from probembed.evaluation.report import compare, markdown_table, write_plots
+from probembed.evaluation.tuning import simplex_grid, tune
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+TOY = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def pipe(toy_pairs):
+    """Two hash encoders: one Laplace, one perturbation, so fusion has something to weigh."""
+    specs = [
+        ModelSpec("hash", "laplace", encoder_params={"dim": 128}),
+        ModelSpec("hash", "perturb", encoder_params={"dim": 64}),
+    ]
+    return Pipeline.fit(specs, toy_pairs, cache=False)
+
+
+@pytest.fixture(scope="module")
+def small_sts(datasets, tmp_path_factory):
+    """The first 150 pairs of STS-B dev and test, as a dataset directory."""
+    directory = tmp_path_factory.mktemp("sts")
+    for split in ("dev", "test"):
+        lines = (datasets / "sts" / "stsb" / f"{split}.tsv").read_text().splitlines()[:151]
+        (directory / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+@pytest.mark.parametrize("k, step", [(2, 0.5), (3, 0.25), (4, 0.1)])
+def test_simplex_grid_covers_the_simplex(k, step):
+    grid = simplex_grid(k, step)
+    units = round(1 / step)
+    assert len(grid) == math.comb(units + k - 1, k - 1)
+    assert all(len(w) == k and math.isclose(sum(w), 1.0) and min(w) >= 0 for w in grid)
+
+
+def test_tuned_uec_is_never_below_tuned_weighted_on_dev(pipe, small_sts):
+    dev = load_dataset(small_sts, "dev")
+    tuned = tune([(embed(pipe, dev), dev)], step=0.25)
+    assert tuned.dev["uec"] >= tuned.dev["weighted"]
+    assert tuned.uec.fusion.prior == tuned.weighted.fusion.weights
+
+
+def test_single_method_equals_the_models_own_cosine(pipe, small_sts):
+    test = load_dataset(small_sts, "test")
+    embedded = embed(pipe, test)
+    name = pipe.models[0]
+    outcome = evaluate(embedded, test, Method(f"single:{name}", FusionConfig(f"single:{name}")))
+    a = embedded.parts["a"][0].normalize().mean
+    b = embedded.parts["b"][0].normalize().mean
+    np.testing.assert_allclose(outcome.per_item["pred"], np.einsum("nd,nd->n", a, b), rtol=1e-5)
+
+
+def test_compare_reports_every_method_and_uncertainty_quality(pipe, small_sts, tmp_path):
+    test, dev = load_dataset(small_sts, "test"), load_dataset(small_sts, "dev")
+    result = compare(pipe, test, dev)
+    spearman = {r["method"] for r in result.rows if r["metric"] == "spearman"}
+    assert spearman == {m.name for m in baseline_methods(pipe.models)} | {"weighted", "uec"}
+    metrics = {r["metric"] for r in result.rows if r["method"] == "uec"}
+    assert {"auroc:uncertainty", "abs_rank_error_spearman:uncertainty"} <= metrics
+    assert {"u_cv", "u_error_spearman"} <= {r["metric"] for r in result.rows}
+    table = markdown_table(result.rows, ["spearman"])
+    assert table.count("\n") == len(spearman) + 1
+    pngs = write_plots(result, test, tmp_path)
+    assert pngs and all(p.stat().st_size > 1000 for p in pngs)
+
+
+def test_retrieval_evaluation_on_a_toy_beir_folder(pipe):
+    data = load_dataset(TOY / "retrieval" / "toy")
+    outcome = evaluate(embed(pipe, data), data, Method("mean", FusionConfig("mean")))
+    assert set(outcome.metrics) == {"ndcg@10", "recall@100", "mrr@10"}
+    assert all(0 <= v <= 1 for v in outcome.metrics.values())
+    assert outcome.per_item["top_scores"].shape == (len(data.queries), 2)
