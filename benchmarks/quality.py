@@ -39,7 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--estimators", nargs="+", default=list(PIPELINES), choices=list(PIPELINES))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--out", type=Path, default=RESULTS / "quality.json")
     args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     rows: list[dict] = []
     config: dict = {"seed": 0, "pipelines": {}, "tuned_on": {}, "datasets": {}}
@@ -62,9 +64,8 @@ def main() -> None:
             write_plots(result, test, RESULTS / "plots" / estimator)
             print(f"\n## {name} ({estimator}) in {time.perf_counter() - start:.0f}s")
             print(markdown_table(result.rows, HEADLINE))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "quality.json", rows, config)
-    print(f"\nwrote {len(rows)} rows to {RESULTS / 'quality.json'}")
+            write_json(args.out, rows, config)  # after every dataset: a long run keeps its part
+    print(f"\nwrote {len(rows)} rows to {args.out}")
 
 
 if __name__ == "__main__":
