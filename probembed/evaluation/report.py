@@ -7,6 +7,7 @@ can read them; the run's exact configuration and seed travel with them in the JS
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -211,8 +212,22 @@ def markdown_table(rows: Sequence[dict], metrics: Sequence[str]) -> str:
 
 def write_json(path: str | os.PathLike, rows: Sequence[dict], config: dict) -> None:
     """Rows plus the configuration that reproduces them, written atomically."""
-    payload = {"config": config, "rows": list(rows)}
-    atomic.write_bytes(path, (json.dumps(payload, indent=1, default=_jsonable) + "\n").encode())
+    payload = _finite({"config": config, "rows": list(rows)})
+    text = json.dumps(payload, indent=1, default=_jsonable, allow_nan=False)
+    atomic.write_bytes(path, (text + "\n").encode())
+
+
+def _finite(value: object) -> object:
+    """inf and nan as the strings "inf"/"nan": strict JSON readers reject the bare tokens."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return _finite(asdict(value))
+    return value
 
 
 def _jsonable(value: object) -> object:
