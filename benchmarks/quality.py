@@ -1,6 +1,7 @@
 """Quality table: does uncertainty-driven fusion beat the best model and a tuned static ensemble?
 
     python benchmarks/quality.py [--estimators laplace head perturb] [--datasets stsb sick scifact]
+                                 [--resume]
 
 For each estimator's built-in pipeline (default = laplace, default-head, default-perturb) and each
 dataset, every single model, mean, concat, tuned weighted and tuned uec are scored on the test
@@ -14,6 +15,7 @@ PNG plots under benchmarks/results/plots/.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -40,15 +42,22 @@ def main() -> None:
     parser.add_argument("--estimators", nargs="+", default=list(PIPELINES), choices=list(PIPELINES))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--out", type=Path, default=RESULTS / "quality.json")
+    parser.add_argument("--resume", action="store_true", help="keep --out's rows, run the rest")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     rows: list[dict] = []
     config: dict = {"seed": 0, "pipelines": {}, "tuned_on": {}, "datasets": {}}
+    if args.resume and args.out.is_file():
+        previous = json.loads(args.out.read_text())
+        rows, config = previous["rows"], previous["config"]
+    done = {(r.get("estimator"), r["dataset"]) for r in rows}
     for estimator in args.estimators:
         pipe = Pipeline.load(PIPELINES[estimator])
         config["pipelines"][estimator] = {"name": pipe.name, "fingerprint": pipe.fingerprint}
         for name in args.datasets:
+            if (estimator, name) in done:
+                continue
             path, test_split, dev_split = DATASETS[name]
             start = time.perf_counter()
             test, dev = load_dataset(path, test_split), load_dataset(path, dev_split)
