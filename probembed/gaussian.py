@@ -61,7 +61,18 @@ class Gaussian:
         """Select rows; an integer keeps the batch axis so the result is still a Gaussian."""
         if isinstance(index, (int, np.integer)):
             index = slice(int(index), int(index) + 1) if index != -1 else slice(-1, None)
-        return Gaussian(self.mean[index], self.var[index])
+        mean, var = self.mean[index], self.var[index]
+        if mean.ndim != 2:
+            raise IndexError(f"Gaussian rows must be selected along the batch axis, got {index!r}")
+        return Gaussian._validated(np.ascontiguousarray(mean), np.ascontiguousarray(var))
+
+    @classmethod
+    def _validated(cls, mean: np.ndarray, var: np.ndarray) -> Gaussian:
+        """Wrap rows of a validated Gaussian unchecked: in search, checks cost more than scoring."""
+        g = object.__new__(cls)
+        object.__setattr__(g, "mean", mean)
+        object.__setattr__(g, "var", var)
+        return g
 
     def normalize(self) -> Gaussian:
         """L2-normalise the means; the map x -> x/|mu| scales each variance by 1/|mu|^2."""

@@ -291,6 +291,6 @@ def test_score_pairs_is_the_diagonal_of_the_score_matrix(seed, n, score):
     rng = np.random.default_rng(seed)
     a = Gaussian(rng.normal(size=(n, 5)), rng.uniform(0, 0.1, size=(n, 5)))
     b = Gaussian(rng.normal(size=(n, 5)), rng.uniform(0, 0.1, size=(n, 5)))
-    paired = score_pairs(a, b, score, beta=2.0, chunk=4)
+    paired = score_pairs(a, b, score, beta=2.0)
     np.testing.assert_allclose(paired, np.diagonal(score_matrix(a, b, score, beta=2.0)), rtol=1e-10)
     np.testing.assert_allclose(pair_variance(a, b), np.diagonal(dot_variance(a, b)), rtol=1e-10)

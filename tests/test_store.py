@@ -59,6 +59,24 @@ def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     assert Database(collection.db.path).collections() == ["docs"]
 
 
+def test_rows_by_stale_row_ids_still_return_the_right_rows(collection, hash_pipeline):
+    for start in range(0, 40, 10):  # several fragments, so compaction rewrites row ids
+        collection.add(batch(hash_pipeline, [f"d{i}" for i in range(start, start + 10)]))
+    vectors = collection.vectors()
+    wanted = [f"d{i}" for i in (3, 17, 25, 39)]
+    row_ids = [vectors.row_ids[list(vectors.ids).index(i)] for i in wanted]
+    fresh = collection.rows(wanted, row_ids=row_ids)
+    assert collection.delete([f"d{i}" for i in range(0, 40, 2)]) == 20
+    collection.optimize()
+    moved = collection.vectors()
+    assert set(row_ids) - set(moved.row_ids.tolist())  # the fallback by id is exercised
+    stale = collection.rows(wanted, row_ids=row_ids)
+    assert fresh == collection.rows(wanted) == stale
+    assert {k: v["text"] for k, v in stale.items()} == {
+        i: f"document {i} talks about topic {i}" for i in wanted
+    }
+
+
 def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline, toy_pairs):
     from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 

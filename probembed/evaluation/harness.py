@@ -150,9 +150,7 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     metrics = {name: float(np.mean(list(per_query[name].values()))) for name in REPORTED}
     top = np.argsort(-scores, axis=1)[:, :2]
     top_scores = np.take_along_axis(scores, top, axis=1)
-    top_vars = np.stack(
-        [np.diagonal(dot_variance(queries, docs[top[:, j]])) for j in range(2)], axis=1
-    )
+    top_vars = dot_variance(queries, docs, candidates=top)
     per_item = {name: np.array([values[q] for q in qids]) for name, values in per_query.items()}
     per_item.update(top_scores=top_scores, top_vars=top_vars, uncertainty=queries.total_variance())
     return Outcome(metrics, per_item)

@@ -1,4 +1,10 @@
-"""Score matrices between a batch of query Gaussians and a batch of document Gaussians."""
+"""Score matrices between a batch of query Gaussians and a batch of document Gaussians.
+
+Each score is written once, over float64 moment arrays, and evaluated in one of two shapes:
+against every document (document arrays (nd, d), sums over d as matmuls) or against each
+query's own candidate documents (arrays gathered to (nq, p, d), sums over d as einsums), which
+is how search rescores its ANN candidates and how STS scores aligned pairs.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +23,17 @@ from probembed.scoring.names import Score, parse_score
 #: function of the squared mean distance, so the Euclidean ranking survives.
 VAR_FLOOR = 1e-8
 
-#: Memory bound for the (queries, documents, dim) temporaries of mls and bhattacharyya.
+#: Memory bound for the (queries, documents, dim) float64 temporaries.
 _BLOCK_BYTES = 256 * 2**20
-#: float64 arrays of one block alive at once in `_pairwise_sum`.
+#: float64 arrays of one block alive at once.
 _BLOCK_TEMPORARIES = 2
+#: Bound for the candidates gathered per block: blocks that stay in cache scored 300
+#: queries × 100 candidates of 1,536-d 2.3x faster at 4 MiB than at 256 MiB.
+_GATHER_BYTES = 4 * 2**20
+
+#: A score over float64 moments (mq, vq, md, vd): queries (nq, d), documents (nd, d) or
+#: gathered per query (nq, p, d); returns (nq, nd) or (nq, p).
+_Formula = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def _validate_pair(q: Gaussian, d: Gaussian) -> None:
@@ -34,9 +47,17 @@ def _validate_pair(q: Gaussian, d: Gaussian) -> None:
         )
 
 
-def _moments(g: Gaussian) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance in float64, so matmul expansions do not cancel away float32 digits."""
-    return g.mean.astype(np.float64), g.var.astype(np.float64)
+def _validate_candidates(candidates: np.ndarray, nq: int, nd: int) -> np.ndarray:
+    """An (nq, p) integer array of row indices into the documents."""
+    cand = np.asarray(candidates)
+    if cand.ndim != 2 or cand.shape[0] != nq or not np.issubdtype(cand.dtype, np.integer):
+        raise ValueError(
+            f"candidates must be an integer (n_queries={nq}, p) array of document rows, "
+            f"got {cand.dtype} {cand.shape}"
+        )
+    if cand.size and (cand.min() < 0 or cand.max() >= nd):
+        raise ValueError(f"candidates must index the {nd} documents, got rows outside 0..{nd - 1}")
+    return cand
 
 
 def floored_var(g: Gaussian) -> np.ndarray:
@@ -44,55 +65,52 @@ def floored_var(g: Gaussian) -> np.ndarray:
     return np.maximum(g.var.astype(np.float64), VAR_FLOOR)
 
 
+def _contract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_k a[i, k]·b[.., k]: against every document (b is 2-D) or each query's own (3-D)."""
+    return a @ b.T if b.ndim == 2 else np.einsum("qk,qpk->qp", a, b)
+
+
+def _row_sum(x: np.ndarray) -> np.ndarray:
+    """Per-row sum over dimensions (documents broadcast against queries as (nq, 1))."""
+    return x.sum(axis=-1)
+
+
 def _sq_distance(mq: np.ndarray, md: np.ndarray) -> np.ndarray:
-    """Pairwise squared Euclidean distances via |a|² + |b|² - 2a·b, clamped at 0."""
-    sq = np.einsum("nd,nd->n", mq, mq)[:, None] + np.einsum("nd,nd->n", md, md)[None, :]
-    return np.maximum(sq - 2.0 * (mq @ md.T), 0.0)
+    """Squared Euclidean distances via |a|² + |b|² - 2a·b, clamped at 0."""
+    sq = _row_sum(mq * mq)[:, None] + _row_sum(md * md)
+    return np.maximum(sq - 2.0 * _contract(mq, md), 0.0)
 
 
-def dot_variance(q: Gaussian, d: Gaussian) -> np.ndarray:
-    """Variance of μ·ν for independent q and d: Σ μq²σd² + σq²μd² + σq²σd², as two matmuls."""
-    _validate_pair(q, d)
-    mq, vq = _moments(q)
-    md, vd = _moments(d)
-    return (mq * mq) @ vd.T + vq @ (md * md + vd).T
+def _dot_variance(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
+    """Var(μ·ν) for independent q and d: Σ μq²σd² + σq²μd² + σq²σd²."""
+    return _contract(mq * mq, vd) + _contract(vq, md * md + vd)
 
 
-def score_std(q: Gaussian, d: Gaussian) -> np.ndarray:
-    """Standard deviation of each dot-product score, reported beside every hit."""
-    return np.sqrt(dot_variance(q, d))
-
-
-def _dot(q: Gaussian, d: Gaussian) -> np.ndarray:
+def _dot(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """μq·μd."""
-    return _moments(q)[0] @ _moments(d)[0].T
+    return _contract(mq, md)
 
 
-def _csd(q: Gaussian, d: Gaussian) -> np.ndarray:
+def _csd(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-(|μq-μd|² + Σσq² + Σσd²)."""
-    mq, vq = _moments(q)
-    md, vd = _moments(d)
-    return -(_sq_distance(mq, md) + vq.sum(axis=1)[:, None] + vd.sum(axis=1)[None, :])
+    return -(_sq_distance(mq, md) + _row_sum(vq)[:, None] + _row_sum(vd))
 
 
-def _w2(q: Gaussian, d: Gaussian) -> np.ndarray:
+def _w2(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-(|μq-μd|² + |σq-σd|²)."""
-    mq, vq = _moments(q)
-    md, vd = _moments(d)
     return -(_sq_distance(mq, md) + _sq_distance(np.sqrt(vq), np.sqrt(vd)))
 
 
-def _kl(q: Gaussian, d: Gaussian) -> np.ndarray:
-    """-KL(q||d) expanded into matmuls against 1/σd² and μd/σd²."""
-    mq, md = _moments(q)[0], _moments(d)[0]
-    vq, vd = floored_var(q), floored_var(d)
+def _kl(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
+    """-KL(q||d) expanded into contractions against 1/σd² and μd/σd²."""
+    vq, vd = np.maximum(vq, VAR_FLOOR), np.maximum(vd, VAR_FLOOR)
     inv_vd = 1.0 / vd
-    doc_const = (np.log(vd) + md * md * inv_vd).sum(axis=1)
-    query_const = q.dim + np.log(vq).sum(axis=1)
+    doc_const = _row_sum(np.log(vd) + md * md * inv_vd)
+    query_const = mq.shape[-1] + _row_sum(np.log(vq))
     two_kl = (
-        (vq + mq * mq) @ inv_vd.T
-        - 2.0 * (mq @ (md * inv_vd).T)
-        + doc_const[None, :]
+        _contract(vq + mq * mq, inv_vd)
+        - 2.0 * _contract(mq, md * inv_vd)
+        + doc_const
         - query_const[:, None]
     )
     return -0.5 * np.maximum(two_kl, 0.0)
@@ -108,14 +126,16 @@ def _blocks(nq: int, nd: int, dim: int) -> Iterator[tuple[slice, slice]]:
             yield slice(i, i + bq), slice(j, j + bd)
 
 
-def _pairwise_sum(q: Gaussian, d: Gaussian, a: float) -> np.ndarray:
+def _pairwise_sum(
+    mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray, a: float
+) -> np.ndarray:
     """Σ_k [a·(μq-μd)²/s + log s] with s = σq² + σd² (floored), in memory-bounded blocks."""
-    mq, md = _moments(q)[0], _moments(d)[0]
-    vq, vd = floored_var(q), floored_var(d)
-    out = np.empty((len(q), len(d)), dtype=np.float64)
-    for rows, cols in _blocks(len(q), len(d), q.dim):
-        s = vq[rows, None, :] + vd[None, cols, :]
-        diff = mq[rows, None, :] - md[None, cols, :]
+    vq, vd = np.maximum(vq, VAR_FLOOR), np.maximum(vd, VAR_FLOOR)
+    out = np.empty((len(mq), md.shape[-2]), dtype=np.float64)
+    for rows, cols in _blocks(*out.shape, mq.shape[-1]):
+        block = (None, cols) if md.ndim == 2 else (rows, cols)
+        s = vq[rows, None, :] + vd[block]
+        diff = mq[rows, None, :] - md[block]
         np.square(diff, out=diff)
         diff /= s
         diff *= a
@@ -125,24 +145,34 @@ def _pairwise_sum(q: Gaussian, d: Gaussian, a: float) -> np.ndarray:
     return out
 
 
-def _mls(q: Gaussian, d: Gaussian) -> np.ndarray:
+def _mls(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-½ Σ [(μq-μd)²/(σq²+σd²) + log(σq²+σd²)]."""
-    return -0.5 * _pairwise_sum(q, d, 1.0)
+    return -0.5 * _pairwise_sum(mq, vq, md, vd, 1.0)
 
 
-def _bhattacharyya(q: Gaussian, d: Gaussian) -> np.ndarray:
+def _bhattacharyya(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-D_B = -(Σ [(μq-μd)²/4s + ½ log(s/2)] - ¼ Σ log σq² - ¼ Σ log σd²), s = σq² + σd²."""
-    log_vq = np.log(floored_var(q)).sum(axis=1)
-    log_vd = np.log(floored_var(d)).sum(axis=1)
+    log_vq = _row_sum(np.log(np.maximum(vq, VAR_FLOOR)))
+    log_vd = _row_sum(np.log(np.maximum(vd, VAR_FLOOR)))
     d_b = (
-        0.5 * _pairwise_sum(q, d, 0.5)
-        - 0.5 * q.dim * np.log(2.0)
-        - 0.25 * (log_vq[:, None] + log_vd[None, :])
+        0.5 * _pairwise_sum(mq, vq, md, vd, 0.5)
+        - 0.5 * mq.shape[-1] * np.log(2.0)
+        - 0.25 * (log_vq[:, None] + log_vd)
     )
     return -np.maximum(d_b, 0.0)
 
 
-_SCORES: dict[Score, Callable[[Gaussian, Gaussian], np.ndarray]] = {
+def _uec(beta: float) -> _Formula:
+    """μq·μd / √(1 + (π/8)·β·Var(μq·μd)): the dot product discounted by its own variance."""
+
+    def formula(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
+        variance = _dot_variance(mq, vq, md, vd)
+        return _dot(mq, vq, md, vd) / np.sqrt(1.0 + (np.pi / 8.0) * beta * variance)
+
+    return formula
+
+
+_SCORES: dict[Score, _Formula] = {
     Score.DOT: _dot,
     Score.CSD: _csd,
     Score.W2: _w2,
@@ -152,36 +182,70 @@ _SCORES: dict[Score, Callable[[Gaussian, Gaussian], np.ndarray]] = {
 }
 
 
-def score_matrix(
-    q: Gaussian, d: Gaussian, score: Score | str = Score.UEC, beta: float = 1.0
+def _evaluate(
+    formula: _Formula, q: Gaussian, d: Gaussian, candidates: np.ndarray | None
 ) -> np.ndarray:
-    """Float64 (nq, nd) similarities, higher = more similar; beta scales uec's variance penalty."""
-    kind = parse_score(score)
+    """A formula against every document, or gathered per query in memory-bounded blocks."""
     _validate_pair(q, d)
+    mq, vq = q.mean.astype(np.float64), q.var.astype(np.float64)
+    if candidates is None:
+        return formula(mq, vq, d.mean.astype(np.float64), d.var.astype(np.float64))
+    cand = _validate_candidates(candidates, len(q), len(d))
+    out = np.empty(cand.shape, dtype=np.float64)
+    step = max(1, _GATHER_BYTES // (8 * _BLOCK_TEMPORARIES * max(1, cand.shape[1] * q.dim)))
+    for start in range(0, len(q), step):
+        rows = slice(start, start + step)
+        md = d.mean[cand[rows]].astype(np.float64)
+        vd = d.var[cand[rows]].astype(np.float64)
+        out[rows] = formula(mq[rows], vq[rows], md, vd)
+    return out
+
+
+def dot_variance(q: Gaussian, d: Gaussian, candidates: np.ndarray | None = None) -> np.ndarray:
+    """Variance of each query's dot product with every document, or with its (nq, p) candidates."""
+    return _evaluate(_dot_variance, q, d, candidates)
+
+
+def score_std(q: Gaussian, d: Gaussian) -> np.ndarray:
+    """Standard deviation of each dot-product score, reported beside every hit."""
+    return np.sqrt(dot_variance(q, d))
+
+
+def score_matrix(
+    q: Gaussian,
+    d: Gaussian,
+    score: Score | str = Score.UEC,
+    beta: float = 1.0,
+    candidates: np.ndarray | None = None,
+) -> np.ndarray:
+    """Float64 similarities, higher = more similar; beta scales uec's variance penalty.
+
+    (nq, nd) against every document, or (nq, p) against each query's own candidate rows of d
+    when `candidates` (an (nq, p) integer array) is given: the same numbers, without scoring
+    the documents a query does not need.
+    """
+    kind = parse_score(score)
     if not (np.isfinite(beta) and beta >= 0):
         raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
-    if kind is Score.UEC:
-        return _dot(q, d) / np.sqrt(1.0 + (np.pi / 8.0) * beta * dot_variance(q, d))
-    return _SCORES[kind](q, d)
+    formula = _uec(beta) if kind is Score.UEC else _SCORES[kind]
+    return _evaluate(formula, q, d, candidates)
+
+
+def _aligned(a: Gaussian, b: Gaussian) -> np.ndarray:
+    """Candidates pairing row i of a with row i of b, after checking the rows align."""
+    _validate_pair(a, b)
+    if len(a) != len(b):
+        raise ValueError(f"paired scores need aligned rows, got {len(a)} and {len(b)}")
+    return np.arange(len(a))[:, None]
 
 
 def score_pairs(
-    a: Gaussian, b: Gaussian, score: Score | str = Score.UEC, beta: float = 1.0, chunk: int = 256
+    a: Gaussian, b: Gaussian, score: Score | str = Score.UEC, beta: float = 1.0
 ) -> np.ndarray:
     """Float64 (n,) similarity of each row of a with the same row of b (STS-style pairs)."""
-    _validate_pair(a, b)
-    if len(a) != len(b):
-        raise ValueError(f"score_pairs needs aligned rows, got {len(a)} and {len(b)}")
-    out = np.empty(len(a), dtype=np.float64)
-    for start in range(0, len(a), chunk):
-        rows = slice(start, start + chunk)
-        out[rows] = np.diagonal(score_matrix(a[rows], b[rows], score, beta))
-    return out
+    return score_matrix(a, b, score, beta, candidates=_aligned(a, b))[:, 0]
 
 
 def pair_variance(a: Gaussian, b: Gaussian) -> np.ndarray:
     """Float64 (n,) variance of each row-aligned dot product: the std reported per STS pair."""
-    _validate_pair(a, b)
-    ma, va = _moments(a)
-    mb, vb = _moments(b)
-    return np.einsum("nd,nd->n", ma * ma, vb) + np.einsum("nd,nd->n", va, mb * mb + vb)
+    return dot_variance(a, b, candidates=_aligned(a, b))[:, 0]

@@ -46,6 +46,8 @@ class Vectors:
     var: np.ndarray
     weights: np.ndarray
     version: int
+    #: LanceDB row ids at this version: reading hits' text by row id is a direct take.
+    row_ids: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -296,21 +298,40 @@ class Collection:
         """All ids, means, variances and weights at the current version, as numpy arrays."""
         table = self._require()
         version = int(table.version)
-        data = _scan(table, ["id", "mean", "var", "weights"])
+        data = _scan(table, ["id", "mean", "var", "weights"], row_ids=True)
         return Vectors(
             np.asarray(data.column("id").to_pylist(), dtype=object),
             to_matrix(data.column("mean")),
             to_matrix(data.column("var")),
             to_matrix(data.column("weights")),
             version,
+            data.column("_rowid").to_numpy(),
         )
 
-    def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
-        """The requested columns of these ids, keyed by id."""
+    def rows(
+        self,
+        ids: Sequence[str],
+        columns: Sequence[str] = ("text",),
+        row_ids: Sequence[int] | None = None,
+    ) -> dict[str, dict]:
+        """The requested columns of these ids, keyed by id.
+
+        `row_ids` (from `vectors`) turn the filtered scan into a direct take; rows that moved
+        since (a compaction in between) are found by id instead.
+        """
         if not ids:
             return {}
-        data = _scan(self._require(), ["id", *columns], f"id IN ({sql_list(ids)})")
-        return {row["id"]: row for row in data.to_pylist()}
+        table = self._require()
+        wanted = set(ids)
+        found: dict[str, dict] = {}
+        if row_ids is not None:
+            taken = table.take_row_ids([int(r) for r in row_ids]).select(["id", *columns])
+            found = {r["id"]: r for r in taken.to_arrow().to_pylist() if r["id"] in wanted}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            data = _scan(table, ["id", *columns], f"id IN ({sql_list(missing)})")
+            found.update({row["id"]: row for row in data.to_pylist()})
+        return found
 
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
@@ -381,9 +402,11 @@ def sql_list(values: Sequence[str]) -> str:
     return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values)
 
 
-def _scan(table: Any, columns: Sequence[str], where: str | None = None) -> pa.Table:
-    """Selected columns of every row (optionally filtered), as one Arrow table."""
-    builder = table.search().select(list(columns)).limit(None)
+def _scan(
+    table: Any, columns: Sequence[str], where: str | None = None, row_ids: bool = False
+) -> pa.Table:
+    """Selected columns of every row (optionally filtered, with `_rowid`), as one Arrow table."""
+    builder = table.search().select(list(columns)).with_row_id(row_ids).limit(None)
     if where:
         builder = builder.where(where)
     return builder.to_arrow()

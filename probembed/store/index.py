@@ -59,14 +59,28 @@ class IndexSettings:
     ef_construction: int = 80
     #: HNSW search beam width (raised to the pool size when that is larger).
     ef_search: int = 128
-    #: Minimum number of candidates rescored exactly per query.
+    #: Minimum number of candidates rescored exactly per query, where the graph ranks by
+    #: the means and the score reorders them (uec, mls, bhattacharyya).
     pool: int = 100
-    #: Candidates per requested hit: pool = max(pool, pool_factor * k).
+    #: Candidates per requested hit there: pool = max(pool, pool_factor * k).
     pool_factor: int = 10
+    #: Candidates per requested hit where the graph ranks by the score itself (dot, csd, w2,
+    #: kl): rescoring only undoes float32 rounding, so a few more than k suffice.
+    refine_factor: int = 2
 
     def pool_size(self, k: int) -> int:
-        """How many ANN candidates to rescore for k hits."""
+        """How many candidates a ranking that the score reorders needs for k hits."""
         return max(self.pool, self.pool_factor * k, k)
+
+    def candidates(self, k: int, score: Score) -> int:
+        """How many ANN candidates to rescore for k hits of this score."""
+        return max(self.refine_factor * k, k) if ranks_exactly(score) else self.pool_size(k)
+
+
+def ranks_exactly(score: Score | str) -> bool:
+    """Whether the candidate index ranks by this score itself (up to float32 rounding)."""
+    kind = parse_score(score)
+    return kind is Score.DOT or kind in FORM_SPACES
 
 
 def ann_space(score: Score | str) -> str:

@@ -30,58 +30,55 @@ class Ranked(NamedTuple):
 
 
 def best(positions: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k highest scores and their positions, best first; ties go to the lower position."""
-    order = np.lexsort((positions, -scores))[:k]
-    return positions[order], scores[order]
+    """Per row, the k highest scores and their positions, best first; ties to the lower position."""
+    order = np.lexsort((positions, -scores), axis=-1)[:, :k]
+    return np.take_along_axis(positions, order, axis=1), np.take_along_axis(scores, order, axis=1)
 
 
 def with_moments(
-    query: Gaussian, docs: Gaussian, positions: np.ndarray, scores: np.ndarray
-) -> Ranked:
-    """Attach each hit's dot product and its variance (the std reported beside every score)."""
-    hits = docs[positions]
-    dots = score_matrix(query, hits, Score.DOT)[0]
-    return Ranked(positions, scores, dots, dot_variance(query, hits)[0])
+    queries: Gaussian, docs: Gaussian, positions: np.ndarray, scores: np.ndarray
+) -> list[Ranked]:
+    """Attach each hit's dot product and its variance (the std reported beside every score).
+
+    `positions` is (nq, k) with -1 where a query has fewer hits; those are dropped.
+    """
+    found = positions >= 0
+    rows = np.where(found, positions, 0)
+    dots = score_matrix(queries, docs, Score.DOT, candidates=rows)
+    variances = dot_variance(queries, docs, candidates=rows)
+    return [
+        Ranked(p[f], s[f], d[f], v[f])
+        for p, s, d, v, f in zip(positions, scores, dots, variances, found, strict=True)
+    ]
 
 
 def scan(
-    queries: Sequence[Gaussian],
-    docs: Gaussian,
-    rows: np.ndarray,
-    k: int,
-    score: Score,
-    beta: float,
+    queries: Gaussian, docs: Gaussian, rows: np.ndarray, k: int, score: Score, beta: float
 ) -> list[Ranked]:
     """Exact top-k of every query over the given rows, scoring blocks of rows at a time."""
-    batch = Gaussian.concat(queries)
-    keep_pos = np.empty((len(batch), 0), dtype=np.int64)
-    keep = np.empty((len(batch), 0))
+    keep_pos = np.empty((len(queries), 0), dtype=np.int64)
+    keep = np.empty((len(queries), 0))
     for start in range(0, len(rows), SCAN_BLOCK):
         block = rows[start : start + SCAN_BLOCK]
-        scores = np.hstack([keep, score_matrix(batch, docs[block], score, beta)])
+        scores = np.hstack([keep, score_matrix(queries, docs[block], score, beta)])
         positions = np.hstack([keep_pos, np.broadcast_to(block, (len(queries), len(block)))])
         if scores.shape[1] > k:
             top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
             scores = np.take_along_axis(scores, top, axis=1)
             positions = np.take_along_axis(positions, top, axis=1)
         keep, keep_pos = scores, positions
-    return [
-        with_moments(q, docs, *best(p, s, k))
-        for q, p, s in zip(queries, keep_pos, keep, strict=True)
-    ]
+    return with_moments(queries, docs, *best(keep_pos, keep, k))
 
 
 def rescore(
-    query: Gaussian, docs: Gaussian, candidates: np.ndarray, k: int, score: Score, beta: float
-) -> Ranked:
-    """Exact scores of one query's candidate rows (-1 = none), k best kept."""
-    candidates = candidates[candidates >= 0]
-    pool = docs[candidates]
-    scores = score_matrix(query, pool, score, beta)[0]
-    order = np.lexsort((candidates, -scores))[:k]
-    dots = scores if score is Score.DOT else score_matrix(query, pool, Score.DOT)[0]
-    variances = dot_variance(query, pool)[0]
-    return Ranked(candidates[order], scores[order], dots[order], variances[order])
+    queries: Gaussian, docs: Gaussian, candidates: np.ndarray, k: int, score: Score, beta: float
+) -> list[Ranked]:
+    """Exact scores of each query's (nq, p) candidate rows (-1 = none), k best kept."""
+    found = candidates >= 0
+    rows = np.where(found, candidates, 0)
+    scores = np.where(found, score_matrix(queries, docs, score, beta, candidates=rows), -np.inf)
+    positions, scores = best(np.where(found, candidates, -1), scores, k)
+    return with_moments(queries, docs, positions, scores)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -115,7 +115,7 @@ class Searcher:
                 f"holds vectors of {self.collection.pipeline.models}"
             )
         self._refresh()
-        queries = [fused.gaussian[i] for i in range(len(fused.gaussian))]
+        queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
         if not self._positions:
             return [{"query": t, "confidence": None, "hits": []} for t in labels]
@@ -159,7 +159,7 @@ class Searcher:
 
     def _rank(
         self,
-        queries: list[Gaussian],
+        queries: Gaussian,
         k: int,
         kind: Score,
         exact: bool,
@@ -172,13 +172,10 @@ class Searcher:
         if exact or len(rows) < self.settings.scan_below:
             return scan(queries, self._docs, rows, k, kind, beta)
         space = ann_space(kind)
-        pool = min(self.settings.pool_size(k), len(rows))
-        vectors = ann_vectors(Gaussian.concat(queries), space, "query")
+        pool = min(self.settings.candidates(k, kind), len(rows))
+        vectors = ann_vectors(queries, space, "query")
         found = self._graph(space).search(vectors, pool, self.settings.ef_search, allowed)
-        return [
-            rescore(queries[i], self._docs, candidates, k, kind, beta)
-            for i, candidates in enumerate(found)
-        ]
+        return rescore(queries, self._docs, found, k, kind, beta)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
         """The candidate index of a space: in memory, else on disk for this version, else built."""
@@ -199,7 +196,7 @@ class Searcher:
 
     def _hybrid(
         self,
-        queries: list[Gaussian],
+        queries: Gaussian,
         texts: Sequence[str],
         k: int,
         kind: Score,
@@ -213,19 +210,21 @@ class Searcher:
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         assert self._docs is not None
         fused = []
-        for query, ranked, text in zip(queries, dense, texts, strict=True):
+        for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
             lexical = self.collection.text_search(text, depth, where)
             bm25 = np.array([self._positions[i] for i in lexical if i in self._positions])
-            top = reciprocal_rank_fusion([ranked.positions, bm25], k)
-            fused.append(with_moments(query, self._docs, *top))
+            positions, scores = reciprocal_rank_fusion([ranked.positions, bm25], k)
+            fused += with_moments(queries[row], self._docs, positions[None], scores[None])
         return fused
 
     def _results(self, ranked: list[Ranked], texts: Sequence[str | None]) -> list[dict[str, Any]]:
         """Result dicts: hits with std, weights and text (all read at once), and confidence."""
         assert self._vectors is not None
         ids, weights = self._vectors.ids, self._vectors.weights
-        wanted = sorted({ids[p] for r in ranked for p in r.positions})
-        rows = self.collection.rows(wanted, ("text", "metadata"))
+        positions = np.unique(np.concatenate([r.positions for r in ranked]))
+        rows = self.collection.rows(
+            ids[positions].tolist(), ("text", "metadata"), self._vectors.row_ids[positions]
+        )
         models = self.collection.pipeline.models
         out = []
         for text, (positions, scores, dots, variances) in zip(texts, ranked, strict=True):
