@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 from collections.abc import Sequence
@@ -198,10 +199,11 @@ class Pipeline:
             "format": FORMAT_VERSION,
             "name": self.name,
             "models": entries,
-            "fusion": asdict(self.fusion),
+            "fusion": _fusion_to_json(self.fusion),
             "score": asdict(self.score),
         }
-        atomic.write_bytes(directory / CONFIG_FILE, json.dumps(config, indent=2).encode())
+        text = json.dumps(config, indent=2, allow_nan=False)
+        atomic.write_bytes(directory / CONFIG_FILE, text.encode())
         return directory
 
     @classmethod
@@ -278,7 +280,17 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
+def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
+    """Strict JSON: an infinite temperature (uniform weights) is written as the string "inf"."""
+    data = asdict(fusion)
+    if math.isinf(fusion.temperature):
+        data["temperature"] = "inf"
+    return data
+
+
 def _fusion_from_json(data: dict[str, Any]) -> FusionConfig:
-    """JSON lists back to the tuples FusionConfig holds."""
+    """JSON lists back to the tuples FusionConfig holds, and "inf" back to a float."""
     tuples = {k: tuple(v) for k, v in data.items() if k in ("prior", "weights") and v is not None}
-    return replace(FusionConfig(**{**data, "prior": None, "weights": None}), **tuples)
+    plain = {**data, "prior": None, "weights": None}
+    plain["temperature"] = float(data.get("temperature", FusionConfig.temperature))
+    return replace(FusionConfig(**plain), **tuples)

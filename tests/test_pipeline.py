@@ -7,7 +7,13 @@ import pytest
 
 from probembed.cache import EmbeddingCache
 from probembed.gaussian import Gaussian
-from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, available_pipelines
+from probembed.pipeline import (
+    FusionConfig,
+    ModelSpec,
+    Pipeline,
+    available_pipelines,
+    builtin_dir,
+)
 
 TEXTS = ["A man plays a guitar.", "Someone is playing an instrument.", "The stock market fell.", ""]
 
@@ -38,6 +44,27 @@ def test_save_load_round_trips_bit_exactly(two_hash_pipeline, tmp_path):
     assert np.array_equal(before.gaussian.var, after.gaussian.var)
     assert loaded.fingerprint == two_hash_pipeline.fingerprint
     assert loaded.fusion == two_hash_pipeline.fusion
+
+
+def test_infinite_temperature_is_written_as_strict_json(two_hash_pipeline, tmp_path):
+    flat = Pipeline(
+        two_hash_pipeline.members, FusionConfig("uec", temperature=float("inf")), cache=False
+    )
+    flat.save(tmp_path / "pipe")
+    text = (tmp_path / "pipe" / "pipeline.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    loaded = Pipeline.load(tmp_path / "pipe", cache=False)
+    assert loaded.fusion.temperature == float("inf")
+    assert loaded.fingerprint == flat.fingerprint
+    weights = loaded.encode(TEXTS[:3]).weights
+    np.testing.assert_allclose(weights, 0.5)  # T = inf: uniform weights, no prior
+
+
+def test_builtin_pipeline_files_are_strict_json():
+    for name in available_pipelines():
+        text = (builtin_dir() / name / "pipeline.json").read_text()
+        config = json.loads(text, parse_constant=lambda c: pytest.fail(f"{name}: {c}"))
+        assert float(config["fusion"]["temperature"]) > 0
 
 
 def test_cache_serves_repeated_texts_without_re_encoding(two_hash_pipeline, tmp_path, monkeypatch):
