@@ -42,8 +42,11 @@ fix: $(STAMP)  ## Auto-fix lint and format
 pipelines: $(STAMP)  ## Refit the built-in pipelines from ../shared/datasets/pairs (seeded)
 	$(BIN)/python scripts/build_pipelines.py
 
-bench: $(STAMP)  ## Run the benchmarks (slow)
+bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 2 cores)
 	$(BIN)/python benchmarks/encode_overhead.py
+	$(BIN)/python benchmarks/quality.py
+	$(BIN)/python benchmarks/search.py
+	$(BIN)/python benchmarks/readme_tables.py
 
 clean:  ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

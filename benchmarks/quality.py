@@ -8,8 +8,8 @@ dataset, every single model, mean, concat, tuned weighted and tuned uec are scor
 split from the same cached embeddings. Static weights, T and beta are tuned on STS-B dev, SICK
 dev and SciFact train qrels only. Also reports uncertainty quality (AUROC of failure prediction,
 nDCG@10 at 80% coverage, Recall@1 per decile) and per-model diagnostics (CV of u_k, and its
-Spearman with the model's own error). Writes benchmarks/results/quality.json, quality.md and
-PNG plots under benchmarks/results/plots/.
+Spearman with the model's own error). Writes benchmarks/results/quality.json and PNG plots
+under benchmarks/results/plots/; `python benchmarks/readme_tables.py` puts them in the README.
 """
 
 from __future__ import annotations

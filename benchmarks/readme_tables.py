@@ -1,0 +1,207 @@
+"""Rewrite the README's result tables from the committed result files, so it quotes them exactly.
+
+    python benchmarks/readme_tables.py [--check]
+
+Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
+`diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json.
+`--check` changes nothing and exits 1 when the README is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RESULTS = ROOT / "benchmarks" / "results"
+DATASETS = {
+    "stsb": ("STS-B", "spearman"),
+    "sick": ("SICK-R", "spearman"),
+    "scifact": ("SciFact", "ndcg@10"),
+}
+METRIC_NAMES = {"spearman": "Spearman", "ndcg@10": "nDCG@10"}
+TARGETS = {"stsb": 83.8, "sick": 77.4, "scifact": 67.0}
+METHODS = ("mean", "concat", "weighted", "uec")
+SIGNALS = ("margin_prob", "neg_margin", "neg_top1", "top1_std", "query_var")
+
+Rows = list[dict]
+
+
+def table(header: Sequence[str], body: Sequence[Sequence[str]], right_from: int = 1) -> str:
+    """A markdown table, columns from `right_from` on right-aligned."""
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    lines = [header, align, *body]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def value(rows: Rows, **where: str) -> float | None:
+    """The value of the one row matching every field, or None."""
+    found = [r["value"] for r in rows if all(r.get(k) == v for k, v in where.items())]
+    return found[0] if found else None
+
+
+def pct(x: float | None, signed: bool = False) -> str:
+    """A fraction as points with two decimals ('' when missing)."""
+    if x is None:
+        return ""
+    return f"{100 * x:+.2f}" if signed else f"{100 * x:.2f}"
+
+
+def columns(rows: Rows) -> list[tuple[str, str]]:
+    """(dataset, estimator) pairs present, in the README's order."""
+    estimators = list(dict.fromkeys(r["estimator"] for r in rows))
+    present = {(r["dataset"], r["estimator"]) for r in rows}
+    return [(d, e) for d in DATASETS for e in estimators if (d, e) in present]
+
+
+def quality(rows: Rows) -> str:
+    """Headline metric of every method per dataset and estimator, the targets and uec − weighted."""
+    cols = columns(rows)
+    header = ["method"] + [f"{DATASETS[d][0]} {METRIC_NAMES[DATASETS[d][1]]} ({e})" for d, e in cols]
+    singles = sorted({r["method"] for r in rows if r["method"].startswith("single:")})
+    singles = [
+        m
+        for m in singles
+        if value(rows, method=m, metric="spearman") is not None
+        or value(rows, method=m, metric="ndcg@10") is not None
+    ]
+    body = []
+    for method in [*singles, *METHODS]:
+        cells = [
+            pct(value(rows, dataset=d, estimator=e, method=method, metric=DATASETS[d][1]))
+            for d, e in cols
+        ]
+        body.append([method, *cells])
+    body.append(["target for uec", *[f"≥ {TARGETS[d]}" for d, _ in cols]])
+    gains = []
+    for d, e in cols:
+        uec = value(rows, dataset=d, estimator=e, method="uec", metric=DATASETS[d][1])
+        weighted = value(rows, dataset=d, estimator=e, method="weighted", metric=DATASETS[d][1])
+        gains.append(pct(None if uec is None or weighted is None else uec - weighted, True))
+    body.append(["uec − weighted", *gains])
+    return table(header, body)
+
+
+def diagnostics(rows: Rows) -> str:
+    """Per model and estimator: CV of u_k across texts and its Spearman with the model's error."""
+    estimators = list(dict.fromkeys(r["estimator"] for r in rows))
+    header = ["model", "estimator"]
+    for d in DATASETS:
+        header += [f"{d} u_cv", f"{d} ρ(u, err)"]
+    body = []
+    for e in estimators:
+        models = sorted(
+            {r["method"] for r in rows if r["estimator"] == e and r["metric"] == "u_cv"},
+            key=lambda m: [r["method"] for r in rows].index(m),
+        )
+        for m in models:
+            cells = []
+            for d in DATASETS:
+                cv = value(rows, dataset=d, estimator=e, method=m, metric="u_cv")
+                rho = value(rows, dataset=d, estimator=e, method=m, metric="u_error_spearman")
+                cells += ["" if cv is None else f"{cv:.3f}", "" if rho is None else f"{rho:+.3f}"]
+            body.append([m.removeprefix("single:"), e, *cells])
+    return table(header, body, right_from=2)
+
+
+def failure(rows: Rows) -> str:
+    """SciFact: each query-level signal's AUROC, nDCG@10 at 80% coverage, per-decile Spearman."""
+    parts = []
+    for e in dict.fromkeys(r["estimator"] for r in rows if r["dataset"] == "scifact"):
+        sub = [
+            r
+            for r in rows
+            if r["estimator"] == e and r["dataset"] == "scifact" and r["method"] == "uec"
+        ]
+        header = [
+            f"signal ({e})",
+            "AUROC nDCG@10 < median",
+            "AUROC Recall@10 = 0",
+            "nDCG@10 at 80% coverage",
+            "Recall@1 per decile, Spearman",
+        ]
+        body = []
+        for s in SIGNALS:
+            auroc = value(sub, metric=f"auroc:{s}")
+            zero = value(sub, metric=f"auroc:{s}:recall@10=0")
+            spearman = value(sub, metric=f"recall@1_decile_spearman:{s}")
+            body.append(
+                [
+                    s,
+                    "" if auroc is None else f"{auroc:.3f}",
+                    "" if zero is None else f"{zero:.3f}",
+                    pct(value(sub, metric=f"ndcg@10@coverage80:{s}")),
+                    "" if spearman is None else f"{spearman:+.2f}",
+                ]
+            )
+        body.append(["(all queries)", "", "", pct(value(sub, metric="ndcg@10")), ""])
+        parts.append(table(header, body))
+    return "\n".join(parts)
+
+
+def search(rows: Rows) -> str:
+    """Every search benchmark row: engine, score, QPS, recall against the exact scan, bytes."""
+    header = ["dataset", "n", "engine", "score", "queries/s", "Recall@10 vs exact", "bytes/item"]
+    body = [
+        [
+            r["dataset"],
+            f"{r['n']:,}",
+            r["engine"],
+            r["score"],
+            f"{r['qps']:.0f}",
+            f"{r['recall@10']:.4f}",
+            "" if r["bytes_per_item"] is None else f"{r['bytes_per_item']:.0f}",
+        ]
+        for r in rows
+    ]
+    return table(header, body, right_from=4)
+
+
+SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
+    "quality": ("quality.json", quality),
+    "diagnostics": ("quality.json", diagnostics),
+    "failure": ("quality.json", failure),
+    "search": ("search.json", search),
+}
+
+
+def rows_of(name: str) -> Rows:
+    """The tidy rows of a results file (quality.json keeps them under "rows")."""
+    data = json.loads((RESULTS / name).read_text(encoding="utf-8"))
+    return data["rows"] if isinstance(data, dict) else data
+
+
+def render(text: str) -> str:
+    """The README with every marked section regenerated."""
+    for section, (source, make) in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- {section} -->\n).*?(\n<!-- /{section} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"README.md has no <!-- {section} --> ... <!-- /{section} --> markers")
+        body = make(rows_of(source))
+        text = pattern.sub(lambda m, b=body: m.group(1) + b + m.group(2), text)
+    return text
+
+
+def main() -> None:
+    """Regenerate the tables, or with --check report whether they are current."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    args = parser.parse_args()
+    old = README.read_text(encoding="utf-8")
+    new = render(old)
+    if args.check:
+        print("README tables are current" if new == old else "README tables are stale")
+        sys.exit(0 if new == old else 1)
+    README.write_text(new, encoding="utf-8")
+    print("README tables", "unchanged" if new == old else "rewritten")
+
+
+if __name__ == "__main__":
+    main()
