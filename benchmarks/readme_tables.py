@@ -62,7 +62,9 @@ def columns(rows: Rows) -> list[tuple[str, str]]:
 def quality(rows: Rows) -> str:
     """Headline metric of every method per dataset and estimator, the targets and uec − weighted."""
     cols = columns(rows)
-    header = ["method"] + [f"{DATASETS[d][0]} {METRIC_NAMES[DATASETS[d][1]]} ({e})" for d, e in cols]
+    header = ["method"] + [
+        f"{DATASETS[d][0]} {METRIC_NAMES[DATASETS[d][1]]} ({e})" for d, e in cols
+    ]
     singles = sorted({r["method"] for r in rows if r["method"].startswith("single:")})
     singles = [
         m

@@ -24,6 +24,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,9 @@ WRITE_BATCH = 5000
 HNSW_M = 32
 HNSW_EFS = (16, 32, 64, 128, 256)
 TARGETS = {"uec": 0.99, "dot": 0.98, "csd": 0.98, "w2": 0.98, "kl": 0.98}
+#: Graph beam widths tried besides the default, for the scores in SWEPT.
+PROBEMBED_EFS = (128, 256, 512)
+SWEPT = ("dot", "uec")
 
 
 def tsv_columns(path: Path, columns: Sequence[str]) -> Iterator[str]:
@@ -136,21 +140,27 @@ def hit_ids(results: list[dict]) -> np.ndarray:
 def bench_probembed(
     searcher: Searcher, queries: Any, scores: Sequence[str], dataset: str, stats: Any
 ) -> tuple[list[dict], dict[str, np.ndarray]]:
-    """Rows for the exact scan and the default search of each score; exact top-k per score."""
+    """Rows for the exact scan and the default search of each score (and, for dot and uec,
+    searches at other graph beam widths); exact top-k per score."""
     rows, truths = [], {}
-    n = stats.count
+    n, nq = stats.count, len(queries.gaussian)
+    default = searcher.settings
     for score in scores:
         exact, t_exact = timed(lambda s=score: searcher.search_fused(queries, K, s, exact=True), 1)
         truths[score] = hit_ids(exact)
-        searcher.search_fused(queries, K, score)  # builds (or loads) the graph
-        found, t_ann = timed(lambda s=score: searcher.search_fused(queries, K, s))
-        nq = len(queries.gaussian)
-        for engine, seconds, hits in (
-            ("probembed-exact", t_exact, truths[score]),
-            ("probembed", t_ann, hit_ids(found)),
-        ):
-            rows.append(row(engine, score, dataset, n, nq / seconds, recall(hits, truths[score])))
-            rows[-1]["bytes_per_item"] = round(stats.bytes_per_item, 1)
+        rows.append(row("probembed-exact", score, dataset, n, nq / t_exact, 1.0))
+        sweep = [e for e in PROBEMBED_EFS if e != default.ef_search] if score in SWEPT else []
+        for ef in [default.ef_search, *sweep]:
+            searcher.settings = replace(default, ef_search=ef)
+            searcher.search_fused(queries, K, score)  # builds (or loads) the graph
+            found, seconds = timed(lambda s=score: searcher.search_fused(queries, K, s))
+            engine = "probembed" if ef == default.ef_search else f"probembed-ef{ef}"
+            rows.append(
+                row(engine, score, dataset, n, nq / seconds, recall(hit_ids(found), truths[score]))
+            )
+        searcher.settings = default
+    for r in rows:
+        r["bytes_per_item"] = round(stats.bytes_per_item, 1)
     return rows, truths
 
 
