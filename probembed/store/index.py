@@ -3,7 +3,9 @@
 Small collections (and filters that leave few rows) are scanned exactly. Larger ones get a
 FAISS HNSW graph, built over the means for dot/uec/mls/bhattacharyya and over the exact
 inner-product form of the score for csd/w2/kl (DESIGN.md, scores table), so the graph ranks by
-the score itself; its candidates are then rescored exactly.
+the score itself; its candidates are then rescored exactly: 2k of them where the graph ranks by
+the score (only float32 rounding to undo), max(100, 10k) where it ranks by the means and the
+score reorders them (uec, mls, bhattacharyya).
 
 The graph searches inner products through an exact reduction to Euclidean distance: documents
 are centred (x - c) and given one extra coordinate sqrt(R² - |x - c|²), queries get a 0, so
@@ -57,8 +59,10 @@ class IndexSettings:
     m: int = 32
     #: HNSW build beam width.
     ef_construction: int = 80
-    #: HNSW search beam width (raised to the pool size when that is larger).
-    ef_search: int = 128
+    #: HNSW search beam width (raised to the pool size when that is larger). On 100,000 real
+    #: texts (1,536-d fused means, 500 held-out queries) 128 found 97.9% of the exact uec and
+    #: dot top 10, 256 found 99.1% at 0.64x the speed, 512 99.5% at 0.58x.
+    ef_search: int = 256
     #: Minimum number of candidates rescored exactly per query, where the graph ranks by
     #: the means and the score reorders them (uec, mls, bhattacharyya).
     pool: int = 100
