@@ -63,7 +63,7 @@ def test_infinite_temperature_is_written_as_strict_json(two_hash_pipeline, tmp_p
 def test_builtin_pipeline_files_are_strict_json():
     for name in available_pipelines():
         text = (builtin_dir() / name / "pipeline.json").read_text()
-        config = json.loads(text, parse_constant=lambda c: pytest.fail(f"{name}: {c}"))
+        config = json.loads(text, parse_constant=lambda c, n=name: pytest.fail(f"{n}: {c}"))
         assert float(config["fusion"]["temperature"]) > 0
 
 

@@ -294,3 +294,30 @@ def test_score_pairs_is_the_diagonal_of_the_score_matrix(seed, n, score):
     paired = score_pairs(a, b, score, beta=2.0)
     np.testing.assert_allclose(paired, np.diagonal(score_matrix(a, b, score, beta=2.0)), rtol=1e-10)
     np.testing.assert_allclose(pair_variance(a, b), np.diagonal(dot_variance(a, b)), rtol=1e-10)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    shape=st.tuples(st.integers(1, 6), st.integers(1, 12), st.integers(1, 5)),
+    score=st.sampled_from(list(Score)),
+)
+def test_scoring_candidates_equals_picking_from_the_full_matrix(seed, shape, score):
+    nq, nd, p = shape
+    rng = np.random.default_rng(seed)
+    q = Gaussian(rng.normal(size=(nq, 7)), rng.uniform(0, 0.1, size=(nq, 7)))
+    d = Gaussian(rng.normal(size=(nd, 7)), rng.uniform(0, 0.1, size=(nd, 7)))
+    candidates = rng.integers(0, nd, size=(nq, p))
+    full = np.take_along_axis(score_matrix(q, d, score, beta=3.0), candidates, axis=1)
+    picked = score_matrix(q, d, score, beta=3.0, candidates=candidates)
+    np.testing.assert_allclose(picked, full, rtol=1e-10, atol=1e-10)
+    variances = np.take_along_axis(dot_variance(q, d), candidates, axis=1)
+    np.testing.assert_allclose(dot_variance(q, d, candidates), variances, rtol=1e-10)
+
+
+def test_candidates_outside_the_documents_are_a_clear_error():
+    g = Gaussian(np.ones((2, 3)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="must index the 2 documents"):
+        score_matrix(g, g, "dot", candidates=np.array([[0], [2]]))
+    with pytest.raises(ValueError, match=r"integer \(n_queries=2, p\)"):
+        score_matrix(g, g, "dot", candidates=np.array([0, 1]))
