@@ -61,7 +61,7 @@ class IndexSettings:
     ef_construction: int = 80
     #: HNSW search beam width (raised to the pool size when that is larger). On 100,000 real
     #: texts (1,536-d fused means, 500 held-out queries) 128 found 97.9% of the exact uec and
-    #: dot top 10, 256 found 99.1% at 0.64x the speed, 512 99.5% at 0.58x.
+    #: dot top 10, 256 found 99.1% at 0.68x the speed of 128, 512 99.5% at 0.40x.
     ef_search: int = 256
     #: Minimum number of candidates rescored exactly per query, where the graph ranks by
     #: the means and the score reorders them (uec, mls, bhattacharyya).
