@@ -8,7 +8,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+#: The benchmark data beside the repository (../shared/datasets), or wherever
+#: $PROBEMBED_DATASETS points for a clone elsewhere.
+DATASETS = Path(
+    os.environ.get("PROBEMBED_DATASETS")
+    or Path(__file__).resolve().parents[2] / "shared" / "datasets"
+)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -27,7 +32,7 @@ def private_cache(tmp_path_factory):
 def datasets() -> Path:
     """The read-only benchmark data beside the repository; skip where it is absent."""
     if not DATASETS.is_dir():
-        pytest.skip(f"benchmark data not found at {DATASETS}")
+        pytest.skip(f"benchmark data not found at {DATASETS} (set PROBEMBED_DATASETS)")
     return DATASETS
 
 

@@ -38,7 +38,6 @@ from probembed.evaluation import (
 )
 
 DATA = Path(__file__).resolve().parent / "data"
-SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -250,13 +249,12 @@ def test_bad_json_line_gives_file_and_line(tmp_path: Path) -> None:
         load_dataset(tmp_path)
 
 
-@pytest.mark.skipif(not SHARED_DATASETS.is_dir(), reason="../shared/datasets is not present")
-def test_real_datasets_have_the_documented_counts() -> None:
-    stsb = load_dataset(SHARED_DATASETS / "sts" / "stsb")
+def test_real_datasets_have_the_documented_counts(datasets: Path) -> None:
+    stsb = load_dataset(datasets / "sts" / "stsb")
     assert isinstance(stsb, StsDataset)
     assert len(stsb) == 1379
     assert stsb.scores.min() >= 0 and stsb.scores.max() <= 5
-    scifact = load_dataset(SHARED_DATASETS / "retrieval" / "scifact")
+    scifact = load_dataset(datasets / "retrieval" / "scifact")
     assert isinstance(scifact, RetrievalDataset)
     assert (len(scifact.queries), len(scifact.corpus)) == (300, 5183)
     assert sum(len(docs) for docs in scifact.qrels.values()) == 339
