@@ -60,9 +60,14 @@ def _validate_candidates(candidates: np.ndarray, nq: int, nd: int) -> np.ndarray
     return cand
 
 
+def _floored(var: np.ndarray) -> np.ndarray:
+    """Variances raised to VAR_FLOOR, so logs and divisions stay finite."""
+    return np.maximum(var, VAR_FLOOR)
+
+
 def floored_var(g: Gaussian) -> np.ndarray:
-    """Variance in float64 raised to VAR_FLOOR, so logs and divisions stay finite."""
-    return np.maximum(g.var.astype(np.float64), VAR_FLOOR)
+    """A Gaussian's variance in float64, floored (for the inner-product forms)."""
+    return _floored(g.var.astype(np.float64))
 
 
 def _contract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -103,7 +108,7 @@ def _w2(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.nd
 
 def _kl(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-KL(q||d) expanded into contractions against 1/σd² and μd/σd²."""
-    vq, vd = np.maximum(vq, VAR_FLOOR), np.maximum(vd, VAR_FLOOR)
+    vq, vd = _floored(vq), _floored(vd)
     inv_vd = 1.0 / vd
     doc_const = _row_sum(np.log(vd) + md * md * inv_vd)
     query_const = mq.shape[-1] + _row_sum(np.log(vq))
@@ -130,7 +135,7 @@ def _pairwise_sum(
     mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray, a: float
 ) -> np.ndarray:
     """Σ_k [a·(μq-μd)²/s + log s] with s = σq² + σd² (floored), in memory-bounded blocks."""
-    vq, vd = np.maximum(vq, VAR_FLOOR), np.maximum(vd, VAR_FLOOR)
+    vq, vd = _floored(vq), _floored(vd)
     out = np.empty((len(mq), md.shape[-2]), dtype=np.float64)
     for rows, cols in _blocks(*out.shape, mq.shape[-1]):
         block = (None, cols) if md.ndim == 2 else (rows, cols)
@@ -152,8 +157,8 @@ def _mls(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.n
 
 def _bhattacharyya(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-D_B = -(Σ [(μq-μd)²/4s + ½ log(s/2)] - ¼ Σ log σq² - ¼ Σ log σd²), s = σq² + σd²."""
-    log_vq = _row_sum(np.log(np.maximum(vq, VAR_FLOOR)))
-    log_vd = _row_sum(np.log(np.maximum(vd, VAR_FLOOR)))
+    log_vq = _row_sum(np.log(_floored(vq)))
+    log_vd = _row_sum(np.log(_floored(vd)))
     d_b = (
         0.5 * _pairwise_sum(mq, vq, md, vd, 0.5)
         - 0.5 * mq.shape[-1] * np.log(2.0)

@@ -221,9 +221,9 @@ class Searcher:
         """Result dicts: hits with std, weights and text (all read at once), and confidence."""
         assert self._vectors is not None
         ids, weights = self._vectors.ids, self._vectors.weights
-        positions = np.unique(np.concatenate([r.positions for r in ranked]))
+        hit_rows = np.unique(np.concatenate([r.positions for r in ranked]))
         rows = self.collection.rows(
-            ids[positions].tolist(), ("text", "metadata"), self._vectors.row_ids[positions]
+            ids[hit_rows].tolist(), ("text", "metadata"), self._vectors.row_ids[hit_rows]
         )
         models = self.collection.pipeline.models
         out = []
