@@ -4,7 +4,8 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DATA ?= ../shared/datasets/retrieval/scifact
+PROBEMBED_DATASETS ?= ../shared/datasets
+DATA ?= $(PROBEMBED_DATASETS)/retrieval/scifact
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
