@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     texts = sentences(args.n)
-    estimator = Pipeline.load("minilm", cache=False).members[0]
+    estimator = Pipeline.load("default", cache=False).members[0]  # minilm, Laplace
     encoder = estimator.encoder
     encoder.batch_size = args.batch_size
     model = encoder.model

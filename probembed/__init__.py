@@ -4,15 +4,26 @@ import probembed
 pipe = probembed.load("default")            # built-in, ships with the package
 fused = pipe.encode(["A man plays a guitar."])
 fused.gaussian.mean, fused.gaussian.var, fused.explain(0)
+
+`import probembed` needs only numpy and scipy: the pipeline (which encodes, and needs the
+`models` extra) is imported on first use of `Pipeline`, `load`, `available_pipelines`.
 """
 
-from probembed.encoders import get_encoder
+from __future__ import annotations
+
+from typing import Any
+
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
-from probembed.pipeline import Pipeline, available_pipelines
 
 __version__ = "0.1.0"
-load = Pipeline.load
+
+#: Public names imported on first use, and the module that holds each.
+_LAZY = {
+    "Pipeline": "probembed.pipeline",
+    "available_pipelines": "probembed.pipeline",
+    "get_encoder": "probembed.encoders",
+}
 
 __all__ = [
     "Fused",
@@ -23,3 +34,23 @@ __all__ = [
     "get_encoder",
     "load",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the pipeline side on first use, naming the extra it needs if that is missing."""
+    import importlib
+
+    if name == "load":
+        return __getattr__("Pipeline").load
+    if name not in _LAZY:
+        raise AttributeError(f"module 'probembed' has no attribute {name!r}")
+    if _LAZY[name] == "probembed.pipeline":
+        from probembed.extras import require
+
+        require("models", f"probembed.{name}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __dir__() -> list[str]:
+    """The public names, including the lazily imported ones."""
+    return sorted({*globals(), *__all__})

@@ -1,25 +1,77 @@
-"""Atomic file writes: a crash leaves either the old file or the new one, never half of one."""
+"""Atomic file writes: a crash leaves either the old file or the new one, never half of one.
+
+Each write goes to a uniquely named temporary file in the target's directory (so two writers
+never share one and the rename stays on one file system), is fsynced, renamed over the target,
+and the directory is fsynced so the rename itself survives a power cut.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a sibling temporary file, then rename it over the target."""
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh temporary path to write; on success it atomically replaces `path`."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    tmp = _create_unique(path)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Replace `path` with `data` atomically."""
+    with replacing(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
-    """np.savez to a temporary file, then rename it over the target."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
+    """Replace `path` with a compressed .npz of the arrays atomically (loads with np.load)."""
+    with replacing(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def _create_unique(path: Path) -> Path:
+    """An empty new file beside `path` with a random name; umask-honouring mode, unlike mkstemp."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:  # 2**-64 per try: another writer drew the same name
+            continue
+        return tmp
+
+
+def _fsync_file(path: Path) -> None:
+    """Flush the file's data to disk before it is renamed into place."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Flush the directory entry of a rename; a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows, which has no directory file descriptors
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a directory; the rename still happened
+        pass
+    finally:
+        os.close(fd)

@@ -1,20 +1,16 @@
-"""Progress bars for long work, written to stderr so stdout stays clean for data."""
+"""Progress bars for long work, written to stderr so stdout stays clean for data.
+
+rich is imported only when a bar is shown, so encoding with progress off needs only the core.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,6 +34,16 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
     if not enabled:
         yield _Bar(None, None)
         return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

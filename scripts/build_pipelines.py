@@ -18,7 +18,7 @@ import numpy as np
 from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_dataset, load_pairs
 from probembed.evaluation.harness import embed
-from probembed.evaluation.tuning import tune
+from probembed.evaluation.tuning import tune, without_unweighted
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
 from probembed.uncertainty import Estimator, make_estimator
 
@@ -52,7 +52,6 @@ def builtins() -> dict[str, tuple[list[ModelSpec], FusionConfig]]:
     perturb = [ModelSpec(m, "perturb", {"seed": SEED}) for m in DEFAULT_MODELS]
     head = [ModelSpec(m, "head", {"seed": SEED}) for m in DEFAULT_MODELS]
     return {
-        "minilm": ([laplace[0]], FusionConfig("single:minilm")),
         "default": (laplace, FusionConfig("uec", "concat")),
         "default-head": (head, FusionConfig("uec", "concat")),
         "default-perturb": (perturb, FusionConfig("uec", "concat")),
@@ -60,7 +59,7 @@ def builtins() -> dict[str, tuple[list[ModelSpec], FusionConfig]]:
 
 
 def tune_fusion(name: str) -> None:
-    """Set a built-in's UEC prior, T and beta by the mean dev metric over DEV_SPLITS."""
+    """Set a built-in's UEC prior, T and beta by the mean dev metric; drop members weighted 0."""
     pipe = Pipeline.load(name)
     if len(pipe.members) < 2:
         return
@@ -69,10 +68,10 @@ def tune_fusion(name: str) -> None:
         dev = load_dataset(path, split)
         splits.append((embed(pipe, dev, progress=True), dev))
     tuned = tune(splits, progress=True)
-    Pipeline(pipe.members, tuned.uec.fusion, tuned.uec.score, name, cache=False).save(
-        builtin_dir() / name
-    )
-    print(f"{name}: {tuned.uec.fusion} {tuned.uec.score} (mean dev {tuned.dev['uec']:.4f})")
+    tuned_pipe = Pipeline(pipe.members, tuned.uec.fusion, tuned.uec.score, name, cache=False)
+    kept = without_unweighted(tuned_pipe)
+    kept.save(builtin_dir() / name)
+    print(f"{name}: {kept.models} {kept.fusion} {kept.score} (mean dev {tuned.dev['uec']:.4f})")
 
 
 def main() -> None:

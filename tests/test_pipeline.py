@@ -87,7 +87,7 @@ def test_cache_mixes_hits_and_misses_in_input_order(tmp_path):
 
 
 def test_builtin_pipelines_ship_inside_the_package():
-    assert {"default", "minilm"} <= set(available_pipelines())
+    assert {"default", "default-head", "default-perturb"} <= set(available_pipelines())
 
 
 def test_unknown_pipeline_names_the_builtins(tmp_path):

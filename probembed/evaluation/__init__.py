@@ -1,5 +1,9 @@
 """Model-independent evaluation: dataset readers, task metrics, failure prediction, plots."""
 
+from probembed.extras import require
+
+require("eval", "probembed.evaluation")
+
 from probembed.evaluation.datasets import (
     ClassificationDataset,
     Dataset,

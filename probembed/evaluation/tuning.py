@@ -3,19 +3,24 @@
 UEC is tuned with the tuned static weights as its prior p_k, and its grid contains T = inf,
 beta = 0, which is exactly the static ensemble. So on the dev split UEC can only match or beat
 `weighted`; whether per-text weighting then holds up on test is what the report measures.
+
+A member the tuned weights give 0 gets weight 0 on every text at every T (its log-prior is
+-inf), so `without_unweighted` drops it before a pipeline is saved: it is never encoded or
+stored, and the other members' weights, hence every fused vector and score, are unchanged.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from probembed.evaluation.datasets import Dataset
 from probembed.evaluation.harness import Embedded, Method, evaluate, primary_metric
-from probembed.pipeline import FusionConfig, ScoreConfig
+from probembed.fusion import Fusion, parse_fusion, single_model
+from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.progress import progress_bar
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, float("inf"))
@@ -79,3 +84,24 @@ def tune(
     ]
     uec, uec_dev = _best(uec_grid, objective, "tune uec (T, beta)", progress)
     return Tuned(weighted, uec, {"weighted": weighted_dev, "uec": uec_dev})
+
+
+def without_unweighted(pipeline: Pipeline) -> Pipeline:
+    """The pipeline minus the members its prior or static weights give 0, weights renormalised."""
+    fusion = pipeline.fusion
+    method = single_model(fusion.method) or parse_fusion(fusion.method)
+    field = {Fusion.UEC: "prior", Fusion.WEIGHTED: "weights"}.get(method)
+    weights = getattr(fusion, field) if field else None
+    if weights is None or min(weights) > 0:  # every member can receive weight
+        return pipeline
+    keep = [w > 0 for w in weights]
+    fusion = replace(fusion, **{field: _renormalised(weights, keep)})
+    members = [m for m, kept in zip(pipeline.members, keep, strict=True) if kept]
+    return Pipeline(members, fusion, pipeline.score, pipeline.name, pipeline.cache or False)
+
+
+def _renormalised(weights: Sequence[float], keep: Sequence[bool]) -> tuple[float, ...]:
+    """The kept weights, rescaled to sum to 1 (the fused vectors keep unit norm)."""
+    kept = [float(w) for w, k in zip(weights, keep, strict=True) if k]
+    total = sum(kept)
+    return tuple(w / total for w in kept)

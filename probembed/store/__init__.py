@@ -1,5 +1,9 @@
 """Persistent probabilistic collections on LanceDB: ingest documents, search with uncertainty."""
 
+from probembed.extras import require
+
+require("store", "probembed.store")
+
 from probembed.store.collection import DEFAULT_COLLECTION, Collection, CollectionStats, Database
 from probembed.store.errors import PipelineMismatchError, StoreError
 from probembed.store.index import IndexSettings

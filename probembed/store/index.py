@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import faiss
 import numpy as np
 
+from probembed import atomic
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, inner_product_form, parse_score
 
@@ -158,10 +158,8 @@ class HnswIndex:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write atomically, so a reader never sees half a graph."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        faiss.write_index(self._index, str(tmp))
-        os.replace(tmp, path)
+        with atomic.replacing(path) as tmp:
+            faiss.write_index(self._index, str(tmp))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> HnswIndex:
