@@ -113,6 +113,16 @@ def encode(
         sys.stdout.write(json.dumps(row) + "\n")
 
 
+def parse_numbers(text: str | None, option: str) -> tuple[float, ...] | None:
+    """Comma-separated numbers of an option, or an error that names the option."""
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise fail(f"{option} takes comma-separated numbers, e.g. 1,3; got {text!r}") from None
+
+
 @app.command()
 def fit(
     pairs: Annotated[
@@ -127,7 +137,13 @@ def fit(
     fusion: Annotated[
         str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")
     ] = "uec",
-    temperature: Annotated[float, typer.Option(help="Fusion temperature T.")] = 1.0,
+    temperature: Annotated[
+        float | None, typer.Option(help="Fusion temperature T of uec [default: 1].")
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(help="Static weights of --fusion weighted, one per --model: e.g. 1,3."),
+    ] = None,
     prior_precision: Annotated[float, typer.Option(help="Laplace prior precision lambda.")] = 1.0,
     max_pairs: Annotated[
         int, typer.Option(help="Use at most this many pairs (seeded sample).")
@@ -138,6 +154,12 @@ def fit(
     from probembed.evaluation.datasets import load_pairs
     from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
+    options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
+    try:
+        fusion_config = FusionConfig(fusion, **{k: v for k, v in options.items() if v is not None})
+        fusion_config.check(model)
+    except ValueError as exc:
+        raise fail(f"bad fusion settings: {exc}") from exc
     collected: list[tuple[str, str]] = []
     for path in pairs:
         try:
@@ -154,7 +176,6 @@ def fit(
     specs = [ModelSpec(m, estimator, params) for m in model]
     err.print(f"fitting {estimator} on {len(collected)} pairs for {', '.join(model)}")
     try:
-        fusion_config = FusionConfig(fusion, temperature=temperature)
         pipe = Pipeline.fit(specs, collected, fusion_config, name=out.name, progress=True)
     except (ValueError, TypeError, ImportError) as exc:
         raise fail(str(exc)) from exc
