@@ -239,12 +239,20 @@ class Pipeline:
         return _merge(found, cached, fresh)
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write the config and each member's fitted state; replaces an existing pipeline."""
+        """Write the pipeline beside any old one, then swap it in: a crash leaves one of them."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        models_dir = directory / "models"
-        if models_dir.exists():
-            shutil.rmtree(models_dir)
+        _check_replaceable(directory)
+        staged = atomic.sibling_dir(directory, "saving")
+        try:
+            self._write(staged)
+            atomic.replace_dir(staged, directory)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        return directory
+
+    def _write(self, directory: Path) -> None:
+        """The config and each member's fitted state, into an empty directory."""
         entries = []
         for i, member in enumerate(self.members):
             sub = f"models/{i}-{Path(member.encoder.name).name}"
@@ -266,7 +274,6 @@ class Pipeline:
         }
         text = json.dumps(config, indent=2, allow_nan=False)
         atomic.write_bytes(directory / CONFIG_FILE, text.encode())
-        return directory
 
     @classmethod
     def load(cls, name_or_dir: str | os.PathLike, cache: EmbeddingCache | bool = True) -> Pipeline:
@@ -307,6 +314,17 @@ def _merge(found: Sequence[bool], cached: Gaussian | None, fresh: list[Gaussian]
     mean[found], var[found] = cached.mean, cached.var
     mean[~found], var[~found] = new.mean, new.var
     return Gaussian(mean, var)
+
+
+def _check_replaceable(directory: Path) -> None:
+    """Saving replaces the whole directory: refuse one that holds anything but a pipeline."""
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
+        raise ValueError(
+            f"cannot save a pipeline to {directory}: it is not empty and holds no "
+            f"{CONFIG_FILE}; choose a new or empty directory"
+        )
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"cannot save a pipeline to {directory}: it is a file")
 
 
 def _resolve(name_or_dir: str | os.PathLike) -> Path:
