@@ -228,13 +228,14 @@ class Pipeline:
             found, cached = self.cache.get(key, texts)
         missing = [t for t, hit in zip(texts, found, strict=True) if not hit]
 
+        label = f"{member.encoder.name} ({member.kind})"
+
         def encode_and_store(chunk: list[str]) -> Gaussian:
             gaussian = member.encode(chunk)
             if self.cache is not None:
-                self.cache.put(key, chunk, gaussian)
+                self.cache.put(key, chunk, gaussian, label)
             return gaussian
 
-        label = f"{member.encoder.name} ({member.kind})"
         fresh = map_chunks(encode_and_store, missing, label, progress, _CHUNK)
         return _merge(found, cached, fresh)
 

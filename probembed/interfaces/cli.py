@@ -55,6 +55,42 @@ def models() -> None:
     Console().print(table)
 
 
+cache_app = typer.Typer(help="The embedding cache: what it holds, and emptying it.")
+app.add_typer(cache_app, name="cache", no_args_is_help=True)
+
+
+@cache_app.command("info")
+def cache_info() -> None:
+    """Where the cache is ($PROBEMBED_CACHE_DIR), its size against the cap, entries per model."""
+    from probembed.cache import MAX_BYTES_ENV, EmbeddingCache
+
+    info = EmbeddingCache().info()
+    console = Console()
+    console.print(f"path: {info.path}", highlight=False, soft_wrap=True)
+    console.print(
+        f"{info.entries} entries, {info.bytes:,} of {info.max_bytes:,} bytes"
+        f" (cap: ${MAX_BYTES_ENV})",
+        highlight=False,
+    )
+    if info.models:
+        table = Table()
+        for column in ("model", "fingerprint", "entries", "vector bytes"):
+            table.add_column(column, justify="left" if column == "model" else "right")
+        for m in info.models:
+            table.add_row(m.label or "?", m.model, str(m.entries), str(m.vector_bytes))
+        console.print(table)
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Remove every cached embedding (they are re-encoded when next needed)."""
+    from probembed.cache import EmbeddingCache
+
+    cache = EmbeddingCache()
+    removed = cache.clear()
+    err.print(f"removed {removed} entries from {cache.path}", highlight=False, soft_wrap=True)
+
+
 def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
     """Texts from arguments, else one per line of a file, else one per line of stdin."""
     if texts:
