@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,11 +12,64 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from probembed.interfaces import eval_commands, store_commands
 
+#: Failures probembed raises on purpose, with a message that says what to fix.
+KNOWN_FAILURES = (ValueError, OSError, ImportError)
+#: The CLI's own ways to stop (usage errors, --help, typer.Exit, Ctrl-C): click reports them.
+_CLICK_EXITS = (typer.Exit, typer.Abort, typer.TyperException, EOFError)
+_SHOWN_INPUT = 120
+_COMMAND_LINE = "probembed.command_line"
+
+
+class ProbembedGroup(TyperGroup):
+    """The root command: any exception a command lets out becomes one line on stderr.
+
+    A known failure prints its message (exit 2); anything else prints the command, its input
+    and the exception (exit 1). `--debug` lets the traceback through instead.
+    """
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        """Keep the command line after the root's own flags (--debug), to name it on failure."""
+        first = next((i for i, word in enumerate(args) if not word.startswith("-")), len(args))
+        ctx.meta[_COMMAND_LINE] = list(args[first:])
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context) -> object:
+        """Run the command, reporting an escaped exception once, here, for every command."""
+        words = ctx.meta.get(_COMMAND_LINE, [])
+        try:
+            return super().invoke(ctx)
+        except _CLICK_EXITS:
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            command, given = self._split(words)
+            where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
+            if isinstance(exc, KNOWN_FAILURES):
+                raise fail(f"{where}: {exc}") from None
+            message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+            raise fail(message, code=1) from None
+
+    def _split(self, words: list[str]) -> tuple[str, str]:
+        """The command path (`cache info`) and the rest of the command line, shortened."""
+        command = words[:1]
+        sub = self.commands.get(words[0]) if words else None
+        if words[1:] and words[1] in getattr(sub, "commands", {}):
+            command = words[:2]
+        given = shlex.join(words[len(command) :])
+        if len(given) > _SHOWN_INPUT:
+            given = given[: _SHOWN_INPUT - 3] + "..."
+        return " ".join(command), given
+
+
 app = typer.Typer(
+    cls=ProbembedGroup,
     help="Probabilistic text embeddings: every vector and every hit says how sure it is.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -23,10 +77,10 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error to stderr and give the exit to raise."""
-    err.print(f"[bold red]error:[/] {message}")
-    return typer.Exit(code=2)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=code)
 
 
 def _offline() -> None:
@@ -36,8 +90,15 @@ def _offline() -> None:
 
 
 @app.callback()
-def main() -> None:
-    """Configure the process once, in the entry point rather than the library."""
+def main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the full traceback when a command fails.")
+    ] = False,
+) -> None:
+    """Configure the process once, in the entry point rather than the library.
+
+    `--debug` is read where failures are reported, in `ProbembedGroup.invoke`.
+    """
     _offline()
 
 
