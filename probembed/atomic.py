@@ -8,8 +8,10 @@ and the directory is fsynced so the rename itself survives a power cut.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +30,7 @@ def replacing(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -63,7 +65,7 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | os.PathLike) -> None:
     """Flush the directory entry of a rename; a no-op where directories cannot be opened."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -75,3 +77,42 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def sibling_dir(target: str | os.PathLike, tag: str) -> Path:
+    """A new empty directory beside target with a unique name, so two writers never collide."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_name(f".{target.name}.{tag}-{secrets.token_hex(6)}")
+    staged.mkdir()
+    return staged
+
+
+def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Swap a fully written (and flushed) directory in for target by rename; old one removed.
+
+    A crash before the rename keeps the old target whole; the old one is moved aside, never
+    edited. Concurrent writers each win in turn: the last rename is what remains.
+    """
+    staged, target = Path(staged), Path(target)
+    for path in sorted(staged.rglob("*"), reverse=True):
+        if path.is_dir():
+            fsync_dir(path)
+    fsync_dir(staged)
+    retired = []
+    while True:
+        try:
+            os.rename(staged, target)  # atomic when target is absent or an empty directory
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        aside = target.with_name(f".{target.name}.old-{secrets.token_hex(6)}")
+        try:
+            os.rename(target, aside)
+        except FileNotFoundError:  # another writer moved it first: try again
+            continue
+        retired.append(aside)
+    fsync_dir(target.parent)
+    for old in retired:
+        shutil.rmtree(old, ignore_errors=True)

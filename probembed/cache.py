@@ -3,16 +3,26 @@
 One SQLite file holds every model's Gaussians, keyed by (estimator fingerprint, SHA-256 of the
 text). The fingerprint covers the model, its package version and the fitted estimator state, so
 a refit or an upgrade never serves stale vectors. SQLite makes concurrent readers and an
-interrupted writer safe.
+interrupted writer safe; a lock makes one cache object safe to share between threads.
+
+The file is made on first use, never on construction. It is capped in size: past
+`max_bytes` the least recently used entries go. Where the directory cannot be written the
+cache turns itself off with a warning and encoding goes on without it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
-from collections.abc import Sequence
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import platformdirs
@@ -20,7 +30,14 @@ import platformdirs
 from probembed.gaussian import Gaussian
 
 CACHE_ENV = "PROBEMBED_CACHE_DIR"
+MAX_BYTES_ENV = "PROBEMBED_CACHE_MAX_BYTES"
+#: 2 GiB: about 350,000 texts of the default pipeline's four models.
+DEFAULT_MAX_BYTES = 2 * 1024**3
+FILE_NAME = "embeddings.sqlite"
+#: Eviction goes down to this share of the cap, so not every insert past the cap evicts again.
+_EVICT_TO = 0.9
 _CHUNK = 500
+R = TypeVar("R")
 
 
 def default_cache_dir() -> Path:
@@ -29,37 +46,74 @@ def default_cache_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_cache_dir("probembed"))
 
 
+def default_max_bytes() -> int:
+    """$PROBEMBED_CACHE_MAX_BYTES if set, else DEFAULT_MAX_BYTES."""
+    value = os.environ.get(MAX_BYTES_ENV)
+    if value is None:
+        return DEFAULT_MAX_BYTES
+    try:
+        return validate_max_bytes(int(value))
+    except ValueError:
+        raise ValueError(
+            f"${MAX_BYTES_ENV} must be a whole number of bytes > 0, got {value!r}"
+        ) from None
+
+
+def validate_max_bytes(max_bytes: object) -> int:
+    """A positive int, or a ValueError that quotes the bad value."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+    return max_bytes
+
+
 def text_key(text: str) -> bytes:
     """A fixed-size digest of the text, so the cache never stores the text itself."""
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-class EmbeddingCache:
-    """Gaussians by (model key, text); lookups and inserts are batched."""
+@dataclass(frozen=True)
+class ModelEntries:
+    """What one model (estimator fingerprint) holds in the cache."""
 
-    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+    model: str
+    label: str | None
+    entries: int
+    vector_bytes: int
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """Where the cache lives, how full it is and what each model holds."""
+
+    path: Path
+    entries: int
+    bytes: int
+    max_bytes: int
+    models: list[ModelEntries]
+
+
+class EmbeddingCache:
+    """Gaussians by (model key, text); lookups and inserts are batched and thread-safe."""
+
+    def __init__(
+        self, directory: str | os.PathLike | None = None, max_bytes: int | None = None
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / "embeddings.sqlite"
-        self._db = sqlite3.connect(self.path, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS gaussians (model TEXT, text BLOB, dim INTEGER,"
-            " mean BLOB, var BLOB, PRIMARY KEY (model, text))"
-        )
+        self.path = self.directory / FILE_NAME
+        self.max_bytes = default_max_bytes() if max_bytes is None else validate_max_bytes(max_bytes)
+        self._db: sqlite3.Connection | None = None
+        self._disabled = False
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        """False once the cache found it cannot write its directory."""
+        return not self._disabled
 
     def get(self, model: str, texts: Sequence[str]) -> tuple[np.ndarray, Gaussian | None]:
         """Which texts are cached (bool mask) and their Gaussians in input order (None if none)."""
         keys = [text_key(t) for t in texts]
-        rows: dict[bytes, tuple[int, bytes, bytes]] = {}
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            query = (
-                f"SELECT text, dim, mean, var FROM gaussians WHERE model=? AND text IN ({marks})"
-            )
-            for key, dim, mean, var in self._db.execute(query, [model, *chunk]):
-                rows[key] = (dim, mean, var)
+        rows = self._run(lambda db: _select(db, model, keys), {})
         found = np.array([k in rows for k in keys], dtype=bool)
         if not found.any():
             return found, None
@@ -69,21 +123,156 @@ class EmbeddingCache:
         var = np.frombuffer(b"".join(h[2] for h in hits), dtype=np.float32).reshape(-1, dim)
         return found, Gaussian(mean, var)
 
-    def put(self, model: str, texts: Sequence[str], gaussian: Gaussian) -> None:
-        """Store one Gaussian per text in a single transaction."""
-        rows = (
-            (
-                model,
-                text_key(t),
-                gaussian.dim,
-                gaussian.mean[i].tobytes(),
-                gaussian.var[i].tobytes(),
+    def put(
+        self, model: str, texts: Sequence[str], gaussian: Gaussian, label: str | None = None
+    ) -> None:
+        """Store one Gaussian per text in a single transaction, then evict past the cap."""
+        now = time.time()
+        rows = [
+            (model, text_key(t), gaussian.dim, mean.tobytes(), var.tobytes(), now, label)
+            for t, mean, var in zip(texts, gaussian.mean, gaussian.var, strict=True)
+        ]
+
+        def insert(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT OR REPLACE INTO gaussians (model, text, dim, mean, var, used, label)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
             )
-            for i, t in enumerate(texts)
-        )
-        with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO gaussians VALUES (?, ?, ?, ?, ?)", rows)
+            _evict(db, self.max_bytes)
+
+        self._run(insert, None)
+
+    def info(self) -> CacheInfo:
+        """Path, entries, bytes counted against the cap, and entries per model."""
+        empty = CacheInfo(self.path, 0, 0, self.max_bytes, [])
+        if not self.path.is_file():  # asking must not create the file
+            return empty
+        return self._run(self._summary, empty, write=False)
+
+    def clear(self) -> int:
+        """Remove every entry and shrink the file; returns how many entries went."""
+        if not self.path.is_file():
+            return 0
+        removed = self._run(lambda db: db.execute("DELETE FROM gaussians").rowcount, 0)
+        with self._lock:
+            if self._db is not None:
+                self._db.execute("VACUUM")  # outside any transaction, as SQLite requires
+        return removed
 
     def close(self) -> None:
-        """Release the database handle."""
-        self._db.close()
+        """Release the database handle (a later use opens it again)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def _summary(self, db: sqlite3.Connection) -> CacheInfo:
+        """Entries and vector bytes per model, and the bytes in use, in one read."""
+        query = (
+            "SELECT model, MAX(label), COUNT(*), SUM(LENGTH(mean) + LENGTH(var))"
+            " FROM gaussians GROUP BY model ORDER BY model"
+        )
+        models = [ModelEntries(*row) for row in db.execute(query)]
+        entries = sum(m.entries for m in models)
+        return CacheInfo(self.path, entries, _live_bytes(db), self.max_bytes, models)
+
+    def _run(self, work: Callable[[sqlite3.Connection], R], default: R, write: bool = True) -> R:
+        """Work in one transaction under the lock; where the cache cannot be used, the default."""
+        with self._lock:
+            db = self._connect()
+            if db is None:
+                return default
+            try:
+                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    result = work(db)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:  # read-only file, full disk, locked too long
+                self._disable(exc)
+                return default
+            return result
+
+    def _connect(self) -> sqlite3.Connection | None:
+        """Open, create or migrate the database on first use; None where it cannot be written."""
+        if self._db is None and not self._disabled:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(
+                    self.path, timeout=60, check_same_thread=False, isolation_level=None
+                )
+                db.execute("PRAGMA journal_mode=WAL")
+                _migrate(db)
+            except (OSError, sqlite3.Error) as exc:
+                self._disable(exc)
+            else:
+                self._db = db
+        return self._db
+
+    def _disable(self, exc: Exception) -> None:
+        """Stop using the cache for the rest of the process, saying where and why once."""
+        self._disabled = True
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        warnings.warn(
+            f"embedding cache at {self.directory} disabled ({exc}); encoding without a cache. "
+            f"Set ${CACHE_ENV} to a writable directory to cache embeddings.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Create the table, or add the columns a cache from an older release lacks."""
+    db.execute("BEGIN IMMEDIATE")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS gaussians (model TEXT, text BLOB, dim INTEGER,"
+        " mean BLOB, var BLOB, PRIMARY KEY (model, text))"
+    )
+    columns = {row[1] for row in db.execute("PRAGMA table_info(gaussians)")}
+    if "used" not in columns:  # old entries count as the least recently used
+        db.execute("ALTER TABLE gaussians ADD COLUMN used REAL NOT NULL DEFAULT 0")
+    if "label" not in columns:
+        db.execute("ALTER TABLE gaussians ADD COLUMN label TEXT")
+    db.execute("CREATE INDEX IF NOT EXISTS gaussians_by_use ON gaussians (used)")
+    db.execute("COMMIT")
+
+
+def _select(db: sqlite3.Connection, model: str, keys: list[bytes]) -> dict:
+    """Rows of the keys found, by key; marks them as just used."""
+    rows: dict[bytes, tuple[int, bytes, bytes]] = {}
+    now = time.time()
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        where = f"model=? AND text IN ({','.join('?' * len(chunk))})"
+        query = f"SELECT text, dim, mean, var FROM gaussians WHERE {where}"
+        for key, dim, mean, var in db.execute(query, [model, *chunk]):
+            rows[key] = (dim, mean, var)
+        db.execute(f"UPDATE gaussians SET used=? WHERE {where}", [now, model, *chunk])
+    return rows
+
+
+def _live_bytes(db: sqlite3.Connection) -> int:
+    """Bytes of the pages in use: what the cap limits (freed pages are reused, not counted)."""
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    return page_size * (pages - free)
+
+
+def _evict(db: sqlite3.Connection, max_bytes: int) -> None:
+    """Delete least recently used entries until the pages in use fit the cap again."""
+    while (used := _live_bytes(db)) > max_bytes:
+        rows = db.execute("SELECT COUNT(*) FROM gaussians").fetchone()[0]
+        if rows == 0:
+            return
+        share = (used - _EVICT_TO * max_bytes) / used
+        db.execute(
+            "DELETE FROM gaussians WHERE rowid IN"
+            " (SELECT rowid FROM gaussians ORDER BY used LIMIT ?)",
+            (max(1, math.ceil(rows * share)),),
+        )

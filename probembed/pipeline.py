@@ -13,7 +13,7 @@ import math
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,12 @@ from probembed import atomic
 from probembed.cache import EmbeddingCache
 from probembed.encoders import get_encoder
 from probembed.encoders.base import validate_texts
-from probembed.fusion import Fused, fuse
+from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
+from probembed.fusion.names import SINGLE_PREFIX
+from probembed.fusion.weights import DEFAULT_TEMPERATURE
 from probembed.gaussian import Gaussian
 from probembed.progress import map_chunks
+from probembed.scoring import parse_score, score_matrix
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 CONFIG_FILE = "pipeline.json"
@@ -35,21 +38,88 @@ _CHUNK = 256
 
 @dataclass(frozen=True)
 class FusionConfig:
-    """How the K per-model Gaussians of a text become one (see probembed.fusion.fuse)."""
+    """How the K per-model Gaussians of a text become one (see probembed.fusion.fuse).
+
+    Checked when made, by the rules `fuse` applies: a config that is accepted always encodes
+    (the model count, once known, is checked again by `Pipeline`).
+    """
 
     method: str = "uec"
     mode: str = "concat"
-    temperature: float = 1.0
+    temperature: float = DEFAULT_TEMPERATURE
     prior: tuple[float, ...] | None = None
     weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        model = single_model(self.method)
+        method = f"{SINGLE_PREFIX}{model}" if model else str(parse_fusion(self.method))
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "mode", str(parse_mode(self.mode)))
+        object.__setattr__(self, "temperature", _number(self.temperature, "fusion temperature"))
+        object.__setattr__(self, "prior", _vector(self.prior, "fusion prior"))
+        object.__setattr__(self, "weights", _vector(self.weights, "fusion weights"))
+        self.check(None)
+
+    def check(self, models: Sequence[str] | None) -> None:
+        """Fuse a one-text probe per model, so this config meets exactly the rules of `fuse`."""
+        names = tuple(models) if models is not None else self._probe_models()
+        probe = Gaussian(np.ones((1, 1)), np.ones((1, 1)))
+        self.fuse([probe] * len(names), names)
+
+    def fuse(self, parts: Sequence[Gaussian], models: Sequence[str]) -> Fused:
+        """Combine per-model Gaussians with these settings: the one way a config is applied."""
+        return fuse(
+            parts,
+            models,
+            method=self.method,
+            mode=self.mode,
+            temperature=self.temperature,
+            prior=self.prior,
+            weights=self.weights,
+        )
+
+    def _probe_models(self) -> tuple[str, ...]:
+        """Stand-in model names before the pipeline is known: as many as prior/weights give."""
+        model = single_model(self.method)
+        if model:
+            return (model,)
+        given = self.weights if self.weights is not None else self.prior
+        return tuple(f"model-{k}" for k in range(len(given) if given else 1))
 
 
 @dataclass(frozen=True)
 class ScoreConfig:
-    """The similarity a pipeline's searches use unless told otherwise."""
+    """The similarity a pipeline's searches use unless told otherwise; checked when made."""
 
     name: str = "uec"
     beta: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", str(parse_score(self.name)))
+        object.__setattr__(self, "beta", _number(self.beta, "score beta"))
+        probe = Gaussian(np.ones((1, 1)), np.ones((1, 1)))
+        score_matrix(probe, probe, self.name, self.beta)  # the scoring module's own checks
+
+
+def _number(value: object, what: str) -> float:
+    """A float from a number (or "inf"), or a ValueError naming the setting."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+
+
+def _vector(value: object, what: str) -> tuple[float, ...] | None:
+    """A tuple of floats (JSON- and hash-friendly) from any flat sequence, or None."""
+    if value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be numbers, one per model, got {value!r}") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be a flat list, one number per model, got shape {arr.shape}")
+    return tuple(float(v) for v in arr)
 
 
 @dataclass(frozen=True)
@@ -90,6 +160,7 @@ class Pipeline:
         self.fusion = fusion or FusionConfig()
         self.score = score or ScoreConfig()
         self.name = name
+        self.fusion.check(self.models)
         self.cache = EmbeddingCache() if cache is True else (cache or None)
 
     @property
@@ -142,16 +213,7 @@ class Pipeline:
 
     def fuse(self, parts: Sequence[Gaussian]) -> Fused:
         """Combine per-member Gaussians with this pipeline's fusion settings."""
-        f = self.fusion
-        return fuse(
-            parts,
-            self.models,
-            method=f.method,
-            mode=f.mode,
-            temperature=f.temperature,
-            prior=f.prior,
-            weights=f.weights,
-        )
+        return self.fusion.fuse(parts, self.models)
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> Fused:
         """One fused Gaussian per text, with the per-model weights that made it."""
@@ -166,23 +228,32 @@ class Pipeline:
             found, cached = self.cache.get(key, texts)
         missing = [t for t, hit in zip(texts, found, strict=True) if not hit]
 
+        label = f"{member.encoder.name} ({member.kind})"
+
         def encode_and_store(chunk: list[str]) -> Gaussian:
             gaussian = member.encode(chunk)
             if self.cache is not None:
-                self.cache.put(key, chunk, gaussian)
+                self.cache.put(key, chunk, gaussian, label)
             return gaussian
 
-        label = f"{member.encoder.name} ({member.kind})"
         fresh = map_chunks(encode_and_store, missing, label, progress, _CHUNK)
         return _merge(found, cached, fresh)
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write the config and each member's fitted state; replaces an existing pipeline."""
+        """Write the pipeline beside any old one, then swap it in: a crash leaves one of them."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        models_dir = directory / "models"
-        if models_dir.exists():
-            shutil.rmtree(models_dir)
+        _check_replaceable(directory)
+        staged = atomic.sibling_dir(directory, "saving")
+        try:
+            self._write(staged)
+            atomic.replace_dir(staged, directory)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        return directory
+
+    def _write(self, directory: Path) -> None:
+        """The config and each member's fitted state, into an empty directory."""
         entries = []
         for i, member in enumerate(self.members):
             sub = f"models/{i}-{Path(member.encoder.name).name}"
@@ -204,7 +275,6 @@ class Pipeline:
         }
         text = json.dumps(config, indent=2, allow_nan=False)
         atomic.write_bytes(directory / CONFIG_FILE, text.encode())
-        return directory
 
     @classmethod
     def load(cls, name_or_dir: str | os.PathLike, cache: EmbeddingCache | bool = True) -> Pipeline:
@@ -216,9 +286,12 @@ class Pipeline:
             encoder = get_encoder(entry["encoder"], **entry.get("encoder_params", {}))
             kind = estimator_class(entry["estimator"])
             members.append(kind.load(directory / entry["dir"], encoder))
-        fusion = _fusion_from_json(config.get("fusion", {}))
-        score = ScoreConfig(**config.get("score", {}))
-        return cls(members, fusion, score, config.get("name", directory.name), cache)
+        try:
+            fusion = FusionConfig(**config.get("fusion", {}))
+            score = ScoreConfig(**config.get("score", {}))
+            return cls(members, fusion, score, config.get("name", directory.name), cache)
+        except ValueError as exc:
+            raise ValueError(f"{directory / CONFIG_FILE}: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, models={self.models}, fusion={self.fusion.method!r})"
@@ -242,6 +315,17 @@ def _merge(found: Sequence[bool], cached: Gaussian | None, fresh: list[Gaussian]
     mean[found], var[found] = cached.mean, cached.var
     mean[~found], var[~found] = new.mean, new.var
     return Gaussian(mean, var)
+
+
+def _check_replaceable(directory: Path) -> None:
+    """Saving replaces the whole directory: refuse one that holds anything but a pipeline."""
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
+        raise ValueError(
+            f"cannot save a pipeline to {directory}: it is not empty and holds no "
+            f"{CONFIG_FILE}; choose a new or empty directory"
+        )
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"cannot save a pipeline to {directory}: it is a file")
 
 
 def _resolve(name_or_dir: str | os.PathLike) -> Path:
@@ -269,15 +353,39 @@ def _read_config(directory: Path) -> dict[str, Any]:
         ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is corrupted: {exc}") from exc
+    _check_keys(path, "the top level", config, _TOP_KEYS)
     if config.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path} has format {config.get('format')!r}; expected {FORMAT_VERSION}")
     models = config.get("models")
     if not isinstance(models, list) or not models:
         raise ValueError(f"{path} lists no models")
-    for entry in models:
+    for i, entry in enumerate(models):
+        _check_keys(path, f"models[{i}]", entry, _MODEL_KEYS)
         if not {"encoder", "estimator", "dir"} <= set(entry):
             raise ValueError(f"{path}: model entry {entry} needs encoder, estimator and dir")
+    _check_keys(path, '"fusion"', config.get("fusion", {}), _field_names(FusionConfig))
+    _check_keys(path, '"score"', config.get("score", {}), _field_names(ScoreConfig))
     return config
+
+
+_TOP_KEYS = ("format", "name", "models", "fusion", "score")
+_MODEL_KEYS = ("encoder", "encoder_params", "estimator", "dir")
+
+
+def _field_names(config: type) -> tuple[str, ...]:
+    """The keys a config dataclass takes, as pipeline.json may spell them."""
+    return tuple(f.name for f in fields(config))
+
+
+def _check_keys(path: Path, where: str, data: object, allowed: Sequence[str]) -> None:
+    """An object with only known keys, or an error naming the file, the key and the allowed."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: {where} must be a JSON object, got {type(data).__name__}")
+    unknown = [key for key in data if key not in allowed]
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown key {unknown[0]!r} in {where}; allowed keys: {', '.join(allowed)}"
+        )
 
 
 def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
@@ -286,11 +394,3 @@ def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
     if math.isinf(fusion.temperature):
         data["temperature"] = "inf"
     return data
-
-
-def _fusion_from_json(data: dict[str, Any]) -> FusionConfig:
-    """JSON lists back to the tuples FusionConfig holds, and "inf" back to a float."""
-    tuples = {k: tuple(v) for k, v in data.items() if k in ("prior", "weights") and v is not None}
-    plain = {**data, "prior": None, "weights": None}
-    plain["temperature"] = float(data.get("temperature", FusionConfig.temperature))
-    return replace(FusionConfig(**plain), **tuples)

@@ -8,6 +8,7 @@ hook on the last feed-forward block can hand out its pooled activations in the s
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,7 +34,8 @@ class SentenceTransformerEncoder(Encoder):
 
     Texts longer than the model's `max_seq_length` (256 tokens for MiniLM) are truncated by its
     tokenizer. An empty string becomes `[CLS] [SEP]`, whose mean-pooled embedding is finite and
-    non-zero, so it needs no special case.
+    non-zero, so it needs no special case. One instance is shared process-wide (`get_encoder`
+    builds each encoder once), so a lock lets one forward pass run on it at a time.
     """
 
     batch_size = 32
@@ -44,6 +46,7 @@ class SentenceTransformerEncoder(Encoder):
         self.source = source
         self.modules = [module for module in model if not isinstance(module, Normalize)]
         self.dim = int(model.get_embedding_dimension())
+        self.lock = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
@@ -52,8 +55,8 @@ class SentenceTransformerEncoder(Encoder):
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """Run one batch through every module except `Normalize`."""
-        features = self.model.preprocess(texts)
-        return self._pooled(features)
+        with self.lock:
+            return self._pooled(self.model.preprocess(texts))
 
     def _pooled(self, features: dict) -> np.ndarray:
         """The sentence embedding of tokenized features, without normalisation."""
@@ -89,21 +92,26 @@ class LastLayerEncoder(SentenceTransformerEncoder):
     def encode_with_activations(
         self, texts: Sequence[str], batch_size: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(raw_mean (n, d), act (n, h)) from one hooked forward pass per batch."""
+        """(raw_mean (n, d), act (n, h)) from one hooked forward pass per batch.
+
+        The hook sees every forward pass of the shared module, so the lock is held from
+        registering it to removing it: no other thread's batch can run in between.
+        """
         texts = validate_texts(texts)
         size = validate_batch_size(batch_size, self.batch_size)
         means = np.empty((len(texts), self.dim), dtype=np.float32)
         acts = np.empty((len(texts), self.last_layer_shape[1]), dtype=np.float32)
         pooler = MaskedMeanHook()
-        handle = self.last_block.intermediate.register_forward_hook(pooler)
-        try:
-            for positions, chunk in length_sorted_batches(texts, size):
-                features = self.model.preprocess(chunk)
-                pooler.mask = features["attention_mask"]
-                means[positions] = self._pooled(features)
-                acts[positions] = pooler.pooled.float().numpy()
-        finally:
-            handle.remove()
+        with self.lock:
+            handle = self.last_block.intermediate.register_forward_hook(pooler)
+            try:
+                for positions, chunk in length_sorted_batches(texts, size):
+                    features = self.model.preprocess(chunk)
+                    pooler.mask = features["attention_mask"]
+                    means[positions] = self._pooled(features)
+                    acts[positions] = pooler.pooled.float().numpy()
+            finally:
+                handle.remove()
         return means, acts
 
 

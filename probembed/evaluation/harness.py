@@ -27,7 +27,7 @@ from probembed.evaluation.metrics import (
     run_from_scores,
     spearman,
 )
-from probembed.fusion import Fused, fuse
+from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
@@ -65,17 +65,7 @@ class Embedded:
 
     def fused(self, role: str, fusion: FusionConfig) -> Fused:
         """Fuse one role's per-model Gaussians under a fusion setting."""
-        return fuse_parts(self.parts[role], self.models, fusion)
-
-
-def fuse_parts(parts: Sequence[Gaussian], models: Sequence[str], fusion: FusionConfig) -> Fused:
-    """`fuse` with only the options the fusion method reads (fuse rejects the rest)."""
-    options: dict = {}
-    if fusion.method == "uec":
-        options = {"temperature": fusion.temperature, "prior": fusion.prior}
-    elif fusion.method == "weighted":
-        options = {"weights": fusion.weights}
-    return fuse(parts, models, method=fusion.method, mode=fusion.mode, **options)
+        return fusion.fuse(self.parts[role], self.models)
 
 
 def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embedded:

