@@ -4,8 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PROBEMBED_DATASETS ?= ../shared/datasets
-DATA ?= $(PROBEMBED_DATASETS)/retrieval/scifact
+# `make run DATA=PATH` indexes PATH; unset, the demo takes retrieval/scifact under
+# $(PROBEMBED_DATASETS) (default ../shared/datasets beside the checkout), else the Python docs.
+DATA ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
@@ -25,9 +26,9 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)  ## Create .venv and install probembed with its pinned dependencies
 
-run: $(STAMP)  ## The main job: probabilistic embeddings, then index and search DATA (default: SciFact)
+run: $(STAMP)  ## The main job: uncertainty per model, then index and search DATA (SciFact, else Python docs)
 	$(BIN)/probembed inspect
-	$(BIN)/probembed demo --data $(DATA)
+	$(BIN)/probembed demo $(if $(DATA),--data $(DATA))
 
 test: $(STAMP)  ## Run the fast test suite
 	$(BIN)/pytest -q

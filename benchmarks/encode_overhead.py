@@ -21,11 +21,12 @@ from pathlib import Path
 import torch
 
 from probembed.evaluation.datasets import load_dataset
+from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
-STSB = ROOT.parent / "shared" / "datasets" / "sts" / "stsb" / "test.tsv"
+STSB = datasets_dir() / "sts" / "stsb" / "test.tsv"
 OUT = ROOT / "benchmarks" / "results" / "encode_overhead.json"
 
 

@@ -22,10 +22,11 @@ from pathlib import Path
 
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.report import compare, markdown_table, write_json, write_plots
+from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "datasets"
+DATA = datasets_dir()
 RESULTS = ROOT / "benchmarks" / "results"
 DATASETS = {
     "stsb": (DATA / "sts" / "stsb", "test", "dev"),
@@ -66,7 +67,7 @@ def main() -> None:
                 row["estimator"] = estimator
             rows += result.rows
             config["tuned_on"][name] = dev_split
-            config["datasets"][name] = str(path.relative_to(ROOT.parent))
+            config["datasets"][name] = path.relative_to(DATA).as_posix()
             config[f"methods:{estimator}:{name}"] = {
                 m.name: {"fusion": m.fusion, "score": m.score} for m in result.methods.values()
             }

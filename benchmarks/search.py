@@ -35,11 +35,12 @@ from rich.console import Console
 from rich.table import Table
 
 from probembed.cache import default_cache_dir
+from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.store import Batch, Collection, Database, PipelineInfo, Searcher
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "datasets"
+DATA = datasets_dir()
 OUT = ROOT / "benchmarks" / "results" / "search.json"
 K = 10
 #: Corpus size of the "all" dataset: the issue's "about 100,000 real texts".

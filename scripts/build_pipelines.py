@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 import numpy as np
 
@@ -19,11 +18,12 @@ from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_dataset, load_pairs
 from probembed.evaluation.harness import embed
 from probembed.evaluation.tuning import tune, without_unweighted
+from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
 from probembed.uncertainty import Estimator, make_estimator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = datasets_dir()
 PAIRS_DIR = DATA / "pairs"
 DEV_SPLITS = (  # tuning data only: never a split the README reports
     (DATA / "sts" / "stsb", "dev"),

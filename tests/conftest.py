@@ -5,15 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from probembed.paths import datasets_dir
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: The benchmark data beside the repository (../shared/datasets), or wherever
 #: $PROBEMBED_DATASETS points for a clone elsewhere.
-DATASETS = Path(
-    os.environ.get("PROBEMBED_DATASETS")
-    or Path(__file__).resolve().parents[2] / "shared" / "datasets"
-)
+DATASETS = datasets_dir()
 
 
 @pytest.fixture(autouse=True, scope="session")

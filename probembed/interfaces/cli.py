@@ -89,6 +89,11 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def _quiet() -> None:
+    """Only probembed's own progress shows: model loaders' bars ("Loading weights") are noise."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by transformers too
+
+
 @app.callback()
 def main(
     debug: Annotated[
@@ -100,6 +105,7 @@ def main(
     `--debug` is read where failures are reported, in `ProbembedGroup.invoke`.
     """
     _offline()
+    _quiet()
 
 
 @app.command()
@@ -301,25 +307,37 @@ def inspect(
     from probembed.pipeline import Pipeline
 
     texts = text or EXAMPLES
-    pipeline = pipeline or list(INSPECTED)
-    console = Console()
-    for i, t in enumerate(texts, 1):
-        console.print(f"  [bold]t{i}[/] {t}")
-    table = Table(title="u = total variance of the unit-norm embedding, x1000")
-    for column in ("model", "estimator", *[f"t{i}" for i in range(1, len(texts) + 1)]):
-        table.add_column(column, justify="right")
-    table.add_column(f"u(t1)/u(t{len(texts)})", justify="right")
-    for name in pipeline:
+    rows: list[tuple[str, str, np.ndarray]] = []
+    for name in pipeline or INSPECTED:
         try:
             pipe = Pipeline.load(name)
         except ValueError as exc:
             raise fail(str(exc)) from exc
         for member, part in zip(pipe.members, pipe.encode_members(texts), strict=True):
-            u = part.total_variance()
-            ratio = u[0] / u[-1] if u[-1] > 0 else float("inf")
-            cells = [f"{1e3 * value:.1f}" for value in u]
-            table.add_row(member.encoder.name, member.kind, *cells, f"{ratio:.2f}")
-    console.print(table)
+            rows.append((member.encoder.name, member.kind, part.total_variance()))
+    console = Console()
+    for i, t in enumerate(texts, 1):
+        console.print(f"  [bold]t{i}[/] {t}")
+    console.print(inspect_table(len(texts), rows))
+
+
+def inspect_table(n_texts: int, rows: list[tuple[str, str, np.ndarray]]) -> Table:
+    """Rows of (model, estimator, u per text), narrow enough for 80 columns at 5 texts."""
+    last = f"t{n_texts}"
+    table = Table(
+        title="u = total variance of the unit-norm embedding, x1000",
+        caption=f"t1/{last} = u(t1) / u({last}): short text over long",
+    )
+    longest = max((len(model) for model, _, _ in rows), default=5)
+    table.add_column("model", justify="right", no_wrap=True, min_width=longest)
+    table.add_column("estimator", justify="right")
+    for i in range(1, n_texts + 1):
+        table.add_column(f"t{i}", justify="right")
+    table.add_column(f"t1/{last}", justify="right")
+    for model, kind, u in rows:
+        ratio = u[0] / u[-1] if u[-1] > 0 else float("inf")
+        table.add_row(model, kind, *[f"{1e3 * value:.1f}" for value in u], f"{ratio:.2f}")
+    return table
 
 
 eval_commands.register(app)

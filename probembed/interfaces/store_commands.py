@@ -1,11 +1,9 @@
-"""CLI commands of the store: ingest, search, collections, delete, and the `make run` demo."""
+"""CLI commands of the store: ingest, search, collections, delete (and wiring for the demo)."""
 
 from __future__ import annotations
 
 import json
-import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,9 +19,6 @@ if TYPE_CHECKING:
 #: other command of the CLI would pay for it.
 DEFAULT_COLLECTION = "default"
 
-#: Where the demo looks for SciFact when --data is not given: ../shared beside the repository.
-DEMO_DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "retrieval" / "scifact"
-DEMO_QUERIES = 5
 _SNIPPET = 110
 _err = Console(stderr=True)
 
@@ -206,91 +201,12 @@ def delete_command(
     )
 
 
-def demo_command(
-    data: Annotated[
-        Path, typer.Option(help="BEIR folder, JSONL file, or folder of .txt/.md to index.")
-    ] = DEMO_DATA,
-    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
-    queries: Annotated[int, typer.Option(help="How many test queries to answer.")] = DEMO_QUERIES,
-) -> None:
-    """The main job: index a corpus, answer some of its queries, score the collection."""
-    from probembed.store import Database, StoreError, ingest
-
-    if not data.exists():
-        raise _fail(
-            f"no corpus at {data}. Point the demo at your documents: "
-            "`make run DATA=/path/to/corpus` (or `probembed demo --data PATH`), where PATH is a "
-            "BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv), a JSONL file with "
-            "id and text fields, or a folder of .txt/.md files",
-            code=1,
-        )
-    pipe = _load_pipeline(pipeline)
-    db = _demo_db(pipe.fingerprint)
-    target = Database(db, create=True).collection(_collection_name(data))
-    _err.print(f"indexing {data} into {db} (cached: a re-run only adds what is missing)")
-    try:
-        report = ingest(data, target, pipe, on_error="skip", progress=True)
-    except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise _fail(str(exc)) from exc
-    for problem in report.problems:
-        _err.print(f"[yellow]skipped[/] {problem}", highlight=False)
-    _err.print(report.summary(), highlight=False)
-    if not (data / "qrels" / "test.tsv").is_file():
-        _err.print(
-            f"{target.count()} items indexed; search them with: probembed search "
-            f'"your question" --db {db} --collection {target.name}'
-        )
-        return
-    _answer_and_score(data, target, pipe, queries)
-
-
-def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> None:
-    """Print hits for the first test queries, then nDCG@10 over all of them."""
-    from probembed.evaluation.datasets import load_retrieval
-    from probembed.evaluation.metrics import retrieval_metrics
-    from probembed.store import Searcher
-
-    bench = load_retrieval(data, "test")
-    searcher = Searcher(target, pipe)
-    query_ids = list(bench.queries)
-    for result in searcher.search([bench.queries[q] for q in query_ids[:shown]], k=5):
-        print_result(result)
-    fused = pipe.encode([bench.queries[q] for q in query_ids], progress=True)
-    summary = Table(title=f"{bench.name}: {len(query_ids)} test queries", title_justify="left")
-    for column in ("documents", "score", "nDCG@10"):
-        summary.add_column(column, justify="right")
-    for score in dict.fromkeys([pipe.score.name, "dot"]):
-        results = searcher.search_fused(fused, k=10, score=score)
-        ndcg = retrieval_metrics(bench.qrels, _run(query_ids, results), ["ndcg@10"])["ndcg@10"]
-        summary.add_row(str(target.count()), score, f"{100 * ndcg:.2f}")
-    Console().print(summary)
-
-
-def _run(query_ids: Sequence[str], results: Sequence[dict[str, Any]]) -> dict:
-    """Search results as the {query: {doc: score}} run the metrics read (rank order kept)."""
-    return {
-        q: {h["id"]: float(len(r["hits"]) - rank) for rank, h in enumerate(r["hits"])}
-        for q, r in zip(query_ids, results, strict=True)
-    }
-
-
-def _demo_db(fingerprint: str) -> Path:
-    """The demo's database under the user cache directory, one per pipeline."""
-    from probembed.cache import default_cache_dir
-
-    return default_cache_dir() / "demo" / fingerprint
-
-
-def _collection_name(data: Path) -> str:
-    """A valid collection name from the corpus path."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", data.resolve().stem or "corpus").strip("-.")
-    return name or "corpus"
-
-
 def register(app: typer.Typer) -> None:
     """Add the store's commands to the probembed CLI."""
     app.command("ingest")(ingest_command)
     app.command("search")(search_command)
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)
+    from probembed.interfaces.demo_command import demo_command  # it builds on this module
+
     app.command("demo")(demo_command)

@@ -1,0 +1,177 @@
+"""The `make run` demo: index a corpus, ask it questions, show how sure every answer is.
+
+With SciFact under the datasets directory it also scores the collection (nDCG@10); without
+any data it indexes the Python documentation that ships with CPython and asks it questions.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from probembed.interfaces.store_commands import _err, _fail, _load_pipeline, print_result
+from probembed.paths import DATASETS_ENV, datasets_dir
+
+if TYPE_CHECKING:
+    from probembed.store import Collection
+
+DEMO_QUERIES = 5
+#: Hits shown per question of the built-in corpus: its passages are long, three make the point.
+PYDOC_HITS = 3
+#: What a Python user would ask the Python documentation.
+PYTHON_QUESTIONS = (
+    "How do I catch an exception?",
+    "What does the with statement do?",
+    "How do I give a function argument a default value?",
+    "How do I format a number with two decimal places?",
+    "How do I change a global variable inside a function?",
+)
+
+
+def demo_command(
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="BEIR folder, JSONL file, or folder of .txt/.md to index "
+            f"[default: retrieval/scifact under ${DATASETS_ENV} or ../shared/datasets, "
+            "else the Python documentation that ships with Python].",
+            show_default=False,
+        ),
+    ] = None,
+    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    queries: Annotated[int, typer.Option(help="How many queries to answer.")] = DEMO_QUERIES,
+    topic: Annotated[
+        list[str] | None,
+        typer.Option(help="Index only this topic of the Python docs (repeatable; e.g. try)."),
+    ] = None,
+) -> None:
+    """The main job: index a corpus, answer questions with score ± std and confidence."""
+    if topic and data is not None:
+        raise _fail("--topic picks passages of the built-in Python docs; drop --data to use it")
+    if data is None and not topic:
+        scifact = datasets_dir() / "retrieval" / "scifact"
+        data = scifact if scifact.is_dir() else None
+        if data is None:
+            _err.print(f"no SciFact at {scifact} (set {DATASETS_ENV}): using the Python docs")
+    if data is None:
+        _pydoc_demo(_load_pipeline(pipeline), topic, queries)
+    else:
+        _corpus_demo(data, pipeline, queries)
+
+
+def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
+    """Index the bundled Python docs (or some topics) and answer questions about Python."""
+    from probembed.store import Database, Searcher, StoreError, ingest
+    from probembed.store.pydoc_corpus import read_pydoc_topics
+
+    try:
+        records = read_pydoc_topics(topics)
+    except (ValueError, ImportError) as exc:
+        raise _fail(str(exc)) from exc
+    db = _demo_db(pipe.fingerprint)
+    target = Database(db, create=True).collection(f"pydoc-{platform.python_version()}")
+    _err.print(
+        f"indexing {len(records)} passages of the Python {platform.python_version()} docs "
+        f"into {db} (cached: a re-run only adds what is missing)"
+    )
+    try:
+        report = ingest(records, target, pipe, on_error="skip", progress=True)
+    except StoreError as exc:
+        raise _fail(str(exc)) from exc
+    _err.print(report.summary(), highlight=False)
+    where = _topic_filter(topics)
+    for result in Searcher(target, pipe).search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
+        print_result(result)
+    _err.print(
+        f'ask your own: probembed search "your question" --db {db} --collection {target.name}'
+    )
+
+
+def _topic_filter(topics: Sequence[str] | None) -> str | None:
+    """A SQL filter keeping the given topics, so a partial run searches only what it chose."""
+    if not topics:
+        return None
+    quoted = ", ".join("'" + t.replace("'", "''") + "'" for t in topics)
+    return f"topic IN ({quoted})"
+
+
+def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
+    """Index a corpus on disk; with BEIR test qrels, answer some queries and score them all."""
+    from probembed.store import Database, StoreError, ingest
+
+    if not data.exists():
+        raise _fail(
+            f"no corpus at {data}. Point the demo at your documents: "
+            "`make run DATA=/path/to/corpus` (or `probembed demo --data PATH`), where PATH is a "
+            "BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv), a JSONL file with "
+            "id and text fields, or a folder of .txt/.md files",
+            code=1,
+        )
+    pipe = _load_pipeline(pipeline)
+    db = _demo_db(pipe.fingerprint)
+    target = Database(db, create=True).collection(_collection_name(data))
+    _err.print(f"indexing {data} into {db} (cached: a re-run only adds what is missing)")
+    try:
+        report = ingest(data, target, pipe, on_error="skip", progress=True)
+    except (StoreError, ValueError, FileNotFoundError) as exc:
+        raise _fail(str(exc)) from exc
+    for problem in report.problems:
+        _err.print(f"[yellow]skipped[/] {problem}", highlight=False)
+    _err.print(report.summary(), highlight=False)
+    if not (data / "qrels" / "test.tsv").is_file():
+        _err.print(
+            f"{target.count()} items indexed; search them with: probembed search "
+            f'"your question" --db {db} --collection {target.name}'
+        )
+        return
+    _answer_and_score(data, target, pipe, queries)
+
+
+def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> None:
+    """Print hits for the first test queries, then nDCG@10 over all of them."""
+    from probembed.evaluation.datasets import load_retrieval
+    from probembed.evaluation.metrics import retrieval_metrics
+    from probembed.store import Searcher
+
+    bench = load_retrieval(data, "test")
+    searcher = Searcher(target, pipe)
+    query_ids = list(bench.queries)
+    for result in searcher.search([bench.queries[q] for q in query_ids[:shown]], k=5):
+        print_result(result)
+    fused = pipe.encode([bench.queries[q] for q in query_ids], progress=True)
+    summary = Table(title=f"{bench.name}: {len(query_ids)} test queries", title_justify="left")
+    for column in ("documents", "score", "nDCG@10"):
+        summary.add_column(column, justify="right")
+    for score in dict.fromkeys([pipe.score.name, "dot"]):
+        results = searcher.search_fused(fused, k=10, score=score)
+        ndcg = retrieval_metrics(bench.qrels, _run(query_ids, results), ["ndcg@10"])["ndcg@10"]
+        summary.add_row(str(target.count()), score, f"{100 * ndcg:.2f}")
+    Console().print(summary)
+
+
+def _run(query_ids: Sequence[str], results: Sequence[dict[str, Any]]) -> dict:
+    """Search results as the {query: {doc: score}} run the metrics read (rank order kept)."""
+    return {
+        q: {h["id"]: float(len(r["hits"]) - rank) for rank, h in enumerate(r["hits"])}
+        for q, r in zip(query_ids, results, strict=True)
+    }
+
+
+def _demo_db(fingerprint: str) -> Path:
+    """The demo's database under the user cache directory, one per pipeline."""
+    from probembed.cache import default_cache_dir
+
+    return default_cache_dir() / "demo" / fingerprint
+
+
+def _collection_name(data: Path) -> str:
+    """A valid collection name from the corpus path."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", data.resolve().stem or "corpus").strip("-.")
+    return name or "corpus"

@@ -1,0 +1,176 @@
+"""The `make run` demo: the datasets directory, the bundled Python docs, the CLI's output."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import probembed
+from probembed import paths
+from probembed.encoders import available_encoders
+from probembed.interfaces.cli import app, inspect_table
+from probembed.interfaces.demo_command import PYTHON_QUESTIONS
+from probembed.paths import DATASETS_ENV, datasets_dir
+from probembed.store.pydoc_corpus import _paragraphs, read_pydoc_topics
+from probembed.uncertainty import ESTIMATORS
+
+#: Lines a third-party loader prints while it loads weights (transformers' tqdm bar).
+NOISE = re.compile(r"Loading weights|\d+it/s\]|\|\s*\d+/\d+ \[")
+ROOT = Path(probembed.__file__).resolve().parents[1]
+
+
+def test_datasets_dir_honours_the_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv(DATASETS_ENV, str(tmp_path))
+    assert datasets_dir() == tmp_path
+    monkeypatch.setenv(DATASETS_ENV, "  ")  # blank counts as unset, as in `make VAR=`
+    assert datasets_dir() == ROOT.parent / "shared" / "datasets"
+    monkeypatch.delenv(DATASETS_ENV)
+    assert datasets_dir() == ROOT.parent / "shared" / "datasets"
+
+
+def test_datasets_dir_of_an_installed_package_is_beside_the_working_directory(
+    monkeypatch, tmp_path
+):
+    monkeypatch.delenv(DATASETS_ENV, raising=False)
+    site_packages = tmp_path / "lib" / "python3.11" / "site-packages"
+    site_packages.mkdir(parents=True)  # a wheel's parent folder holds no pyproject.toml
+    monkeypatch.setattr(paths, "_PACKAGE_PARENT", site_packages)
+    assert datasets_dir() == Path("..", "shared", "datasets")
+
+
+def test_pydoc_passages_keep_every_paragraph_in_order_under_their_topic():
+    from pydoc_data.topics import topics
+
+    records = read_pydoc_topics(max_chars=400)
+    assert len({r.id for r in records}) == len(records)
+    assert records == read_pydoc_topics(max_chars=400)  # deterministic, ids included
+    by_topic: dict[str, list] = {}
+    for record in records:
+        by_topic.setdefault(record.metadata["topic"], []).append(record)
+    assert list(by_topic) == list(topics)
+    for topic, passages in by_topic.items():
+        assert [p.id for p in passages] == [f"{topic}#{n}" for n in range(len(passages))]
+        expected = [text for text, heading in _paragraphs(topics[topic]) if heading is None]
+        bodies = []
+        for passage in passages:
+            head, body = passage.text.split("\n\n", 1)
+            meta = passage.metadata
+            assert head == (
+                f"{meta['title']}: {meta['section']}" if meta["section"] else meta["title"]
+            )
+            parts = body.split("\n\n")
+            # Packing never exceeds the budget except for one paragraph that is longer alone.
+            assert len(parts) == 1 or sum(len(p) + 2 for p in parts) - 2 <= 400
+            bodies.append(body)
+        assert "\n\n".join(bodies) == "\n\n".join(expected)
+
+
+def test_pydoc_passages_carry_titles_and_sections_of_the_topic():
+    passages = read_pydoc_topics(["try"])
+    assert passages[0].metadata == {"topic": "try", "title": 'The "try" statement', "section": ""}
+    sections = {p.metadata["section"] for p in passages}
+    assert '"except" clause' in sections and '"finally" clause' in sections
+    assert all(p.text.startswith('The "try" statement') for p in passages)
+
+
+def test_pydoc_reader_rejects_unknown_topics_and_budgets():
+    with pytest.raises(ValueError, match=r"unknown pydoc topic\(s\) \['trie'\]; known: .*try"):
+        read_pydoc_topics(["try", "trie"])
+    with pytest.raises(ValueError, match="max_chars must be a positive"):
+        read_pydoc_topics(max_chars=0)
+
+
+def test_inspect_table_fits_80_columns_with_every_model_name_whole():
+    rng = np.random.default_rng(0)
+    names = [info.name for info in available_encoders()]
+    # u x1000 of the built-ins runs from 0 to about 1,400 (six characters with the decimal);
+    # draw up to 1,500 so every cell is as wide as the widest real one.
+    rows = [(name, kind, rng.uniform(0.05, 1.5, size=5)) for name in names for kind in ESTIMATORS]
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(inspect_table(5, rows))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
+    assert [(c[0], c[1]) for c in cells] == [(name, kind) for name, kind, _ in rows]
+    assert "…" not in console.export_text()
+
+
+def _cli(*args: str, tmp_path: Path, columns: int) -> subprocess.CompletedProcess:
+    """Run the probembed CLI as `make run` does: a fresh process, its own cache, no data."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PROBEMBED_CACHE_DIR": str(tmp_path / "cache"),
+        DATASETS_ENV: str(tmp_path / "no-datasets"),
+        "COLUMNS": str(columns),
+    }
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)  # the CLI must silence loaders by itself
+    command = [sys.executable, "-m", "probembed.interfaces.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+
+
+def test_demo_without_data_answers_python_questions_from_the_bundled_docs(tmp_path):
+    done = _cli("demo", "--topic", "try", "--topic", "with", tmp_path=tmp_path, columns=200)
+    assert done.returncode == 0, done.stderr
+    assert "no SciFact at" in done.stderr and "using the Python docs" in done.stderr
+    assert not NOISE.search(done.stdout + done.stderr), done.stderr
+    titles = [done.stdout.find(question) for question in PYTHON_QUESTIONS]
+    assert -1 not in titles and titles == sorted(titles)  # every question answered, in order
+    sections = [done.stdout[a:b] for a, b in zip(titles, [*titles[1:], None], strict=True)]
+    for section in sections:
+        assert re.search(r"confidence (\d\.\d\d)", section)
+        assert len(re.findall(r"\d\.\d{4} ± \d\.\d{4}", section)) == 3
+        assert set(re.findall(r"│ ([a-z-]+)#\d+ ", section)) <= {"try", "with"}
+    first_hit = re.compile(r"│ 1 │ ([a-z-]+)#\d+ ")
+    assert first_hit.search(sections[0]).group(1) == "try"  # "How do I catch an exception?"
+    assert first_hit.search(sections[1]).group(1) == "with"  # "What does the with statement do?"
+
+
+def test_inspect_prints_no_loader_progress_and_fits_80_columns(tmp_path):
+    done = _cli("inspect", "--pipeline", "default", tmp_path=tmp_path, columns=80)
+    assert done.returncode == 0, done.stderr
+    assert not NOISE.search(done.stdout + done.stderr), done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    for name in ("minilm", "paraphrase-l3", "wordllama"):
+        assert re.search(rf"│ +{name} │", done.stdout)
+
+
+def test_demo_restricts_search_to_the_topics_asked_for(hash_pipeline, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    runner = CliRunner()
+    first = runner.invoke(app, ["demo", "--pipeline", pipe, "--topic", "with"])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["demo", "--pipeline", pipe, "--topic", "try", "--queries", "2"])
+    assert second.exit_code == 0, second.output
+    # The collection now holds both topics; the second run must only show what it asked for.
+    ids = re.findall(r"│ ([a-z-]+)#\d+ ", second.stdout)
+    assert len(ids) == 2 * 3 and set(ids) == {"try"}
+    assert PYTHON_QUESTIONS[1] in second.stdout and PYTHON_QUESTIONS[2] not in second.stdout
+
+
+def test_demo_with_scifact_reports_ndcg(hash_pipeline, datasets, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(DATASETS_ENV, str(datasets))
+    monkeypatch.setenv("COLUMNS", "200")
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    done = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--queries", "1"])
+    assert done.exit_code == 0, done.output
+    corpus = (datasets / "retrieval" / "scifact" / "corpus.jsonl").read_text(encoding="utf-8")
+    documents = sum(1 for line in corpus.splitlines() if line.strip())
+    rows = re.findall(rf"│ +{documents} │ +([a-z]+) │ +(\d+\.\d\d) │", done.stdout)
+    assert re.search(r"scifact: [1-9]\d* test queries", done.stdout)
+    assert [name for name, _ in rows] == list(dict.fromkeys([hash_pipeline.score.name, "dot"]))
+    assert all(0 < float(ndcg) <= 100 for _, ndcg in rows)
+
+
+def test_demo_fails_cleanly_when_data_is_given_with_a_topic(tmp_path):
+    done = CliRunner().invoke(app, ["demo", "--data", str(tmp_path), "--topic", "try"])
+    assert done.exit_code == 2 and "--topic picks passages" in done.output
