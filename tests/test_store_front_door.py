@@ -186,3 +186,21 @@ def test_cli_search_names_a_missing_pipeline_copy_without_traceback(docs):
     done = CliRunner().invoke(app, ["search", QUERY, "--db", str(docs.db.path), "-c", "docs"])
     assert done.exit_code == 2 and "no copy of it is kept" in done.output
     assert "Traceback" not in done.output
+
+
+def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash_pipeline):
+    pipe_dir = hash_pipeline.save(tmp_path / "pipe")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(json.dumps({"id": "a", "text": "cats purr softly"}) + "\n", encoding="utf-8")
+    second.write_text(json.dumps({"id": "b", "text": "dogs bark loudly"}) + "\n", encoding="utf-8")
+    app = typer.Typer()
+    register(app)
+    db = ["--db", str(tmp_path / "db"), "-c", "pets"]
+    made = CliRunner().invoke(app, ["ingest", str(first), *db, "--pipeline", str(pipe_dir)])
+    assert made.exit_code == 0, made.output
+    shutil.rmtree(pipe_dir)
+    more = CliRunner().invoke(app, ["ingest", str(second), *db])  # no --pipeline: the kept copy
+    assert more.exit_code == 0, more.output
+    found = CliRunner().invoke(app, ["search", "dogs bark loudly", *db, "-k", "1", "--json"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)[0]["hits"][0]["id"] == "b"

@@ -74,7 +74,14 @@ def ingest_command(
     path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
     db: DbOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
-    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            help="Built-in name or pipeline directory [default: the one that made the "
+            "collection, else 'default'].",
+            show_default=False,
+        ),
+    ] = None,
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.")] = 512,
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
@@ -83,9 +90,12 @@ def ingest_command(
     from probembed.store import Database, StoreError, ingest
 
     db = resolve_db(db)
-    pipe = _load_pipeline(pipeline)
     try:
         target = Database(db, create=True).collection(collection)
+        if pipeline is None and target.exists:
+            pipe = target.load_pipeline()
+        else:
+            pipe = _load_pipeline(pipeline or "default")
         report = ingest(path, target, pipe, batch_size, on_error, upsert, progress=True)  # type: ignore[arg-type]
     except (StoreError, ValueError, FileNotFoundError) as exc:
         raise _fail(str(exc)) from exc
