@@ -170,6 +170,7 @@ class Collection:
         #: The pipeline that made the vectors, once loaded or recorded, and its fingerprint.
         self._pipeline: tuple[Pipeline, str] | None = None
         self._searcher: Searcher | None = None
+        self._header_at: tuple[int, dict[str, Any]] | None = None
 
     @property
     def derived_dir(self) -> Path:
@@ -213,11 +214,17 @@ class Collection:
         return int(self._require().version)
 
     def _header(self) -> dict[str, Any]:
-        """The probembed entry of the schema metadata."""
-        header = read_header(self._require().schema)
-        if header is None:
-            raise StoreError(f"table {self.name!r} in {self.db.path} was not written by probembed")
-        return header
+        """The probembed entry of the schema metadata, read once per table version."""
+        table = self._require()
+        version = int(table.version)
+        if self._header_at is None or self._header_at[0] != version:
+            header = read_header(table.schema)
+            if header is None:
+                raise StoreError(
+                    f"table {self.name!r} in {self.db.path} was not written by probembed"
+                )
+            self._header_at = (version, header)
+        return self._header_at[1]
 
     @property
     def pipeline_dir(self) -> Path:

@@ -112,12 +112,13 @@ class Searcher:
         beta = self.pipeline.score.beta if beta is None else beta
         if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
             raise ValueError("hybrid search needs one query text per query vector, for BM25")
-        if tuple(fused.models) != self.collection.pipeline.models:
+        self._refresh()
+        models = self.collection.pipeline.models
+        if tuple(fused.models) != models:
             raise ValueError(
                 f"query vectors fuse models {fused.models}; collection {self.collection.name!r} "
-                f"holds vectors of {self.collection.pipeline.models}"
+                f"holds vectors of {models}"
             )
-        self._refresh()
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
         if not self._positions:
@@ -129,7 +130,7 @@ class Searcher:
             ranked = self._hybrid(queries, texts, depth, kind, exact, allowed, where, beta)
         else:
             ranked = self._rank(queries, depth, kind, exact, allowed, beta)
-        return self._results(ranked, labels, k)
+        return self._results(ranked, labels, k, models)
 
     def warm(self, score: Score | str | None = None) -> bool:
         """Load the vectors and build (or load) the graph a search with `score` would use.
@@ -222,7 +223,7 @@ class Searcher:
         return fused
 
     def _results(
-        self, ranked: list[Ranked], texts: Sequence[str | None], k: int
+        self, ranked: list[Ranked], texts: Sequence[str | None], k: int, models: Sequence[str]
     ) -> list[QueryResult]:
         """Per ranking its k best hits (std, weights, text: read at once) and its confidence."""
         assert self._vectors is not None
@@ -231,7 +232,6 @@ class Searcher:
         rows = self.collection.rows(
             ids[hit_rows].tolist(), ("text", "metadata"), self._vectors.row_ids[hit_rows]
         )
-        models = self.collection.pipeline.models
         out = []
         for text, (positions, scores, dots, variances) in zip(texts, ranked, strict=True):
             kept = positions[:k]
