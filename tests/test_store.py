@@ -16,9 +16,9 @@ from probembed.store import (
     IngestError,
     PipelineInfo,
     PipelineMismatchError,
+    Searcher,
     StoreError,
     ingest,
-    search,
 )
 
 
@@ -86,7 +86,9 @@ def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline,
     with pytest.raises(PipelineMismatchError, match=r"pipeline 'hash'.*not of 'other'"):
         collection.add(batch(other, ["b"]))
     with pytest.raises(PipelineMismatchError):
-        search(collection, other, "anything")
+        Searcher(collection, other)
+    with pytest.raises(PipelineMismatchError):
+        collection.record_pipeline(other)
     assert collection.count() == 1
 
 
@@ -102,9 +104,10 @@ def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipelin
 
 def test_search_rejects_k_below_one(collection, hash_pipeline):
     collection.add(batch(hash_pipeline, ["a", "b"]))
+    collection.record_pipeline(hash_pipeline)
     for k in (0, -3):
         with pytest.raises(ValueError, match="k must be a positive integer"):
-            search(collection, hash_pipeline, "topic", k=k)
+            collection.search("topic", k=k)
 
 
 def test_ingest_jsonl_keeps_metadata_and_resumes(tmp_path, collection, hash_pipeline):
@@ -188,21 +191,21 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
 def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
     rows = [{"id": f"p{i}", "text": f"paper number {i}", "year": 2010 + i} for i in range(10)]
     ingest(write_jsonl(tmp_path / "p.jsonl", rows), collection, hash_pipeline)
-    result = search(collection, hash_pipeline, "paper", k=10, where="year > 2015")
+    result = collection.search("paper", k=10, where="year > 2015")
     assert {h["id"] for h in result["hits"]} == {f"p{i}" for i in range(6, 10)}
     assert all(h["metadata"]["year"] > 2015 for h in result["hits"])
     with pytest.raises(StoreError, match="invalid filter where='colour = 1'"):
-        search(collection, hash_pipeline, "paper", where="colour = 1")
+        collection.search("paper", where="colour = 1")
 
 
 READ_ONLY_CHILD = textwrap.dedent(
     """
     import json, sys
     from probembed.pipeline import Pipeline
-    from probembed.store import Database, StoreError, ingest, search
+    from probembed.store import Database, StoreError, ingest
     pipe = Pipeline.load(sys.argv[2], cache=False)
     db = Database(sys.argv[1])
-    hits = search(db.open("docs"), pipe, "topic", k=2)["hits"]
+    hits = db.open("docs").search("topic", k=2)["hits"]  # with the copy the collection kept
     try:
         ingest(sys.argv[3], db.collection("docs"), pipe)
     except StoreError as exc:
@@ -213,6 +216,7 @@ READ_ONLY_CHILD = textwrap.dedent(
 
 def test_read_only_database_is_searchable_but_refuses_writes(tmp_path, collection, hash_pipeline):
     collection.add(batch(hash_pipeline, ["a", "b", "c"]))
+    collection.record_pipeline(hash_pipeline)
     pipe_dir = hash_pipeline.save(tmp_path / "pipe")
     source = write_jsonl(tmp_path / "more.jsonl", [{"id": "z", "text": "new text"}])
     args = [

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from probembed.store import Database, ingest, search
+from probembed.store import Database, ingest
 
 N_DOCS = 4000
 BATCH = 20
@@ -76,7 +76,7 @@ def test_sigkill_mid_ingest_keeps_committed_rows_and_resumes(tmp_path, hash_pipe
         assert rows[doc_id]["text"] == by_id[doc_id]["text"]
         np.testing.assert_allclose(rows[doc_id]["mean"], fused.gaussian.mean[j], rtol=1e-6)
     probe = by_id[sample[-1]]["text"]
-    assert search(collection, hash_pipeline, probe, k=1, exact=True)["hits"][0]["id"] == sample[-1]
+    assert collection.search(probe, k=1, exact=True)["hits"][0]["id"] == sample[-1]
 
     report = ingest(source, collection, hash_pipeline, batch_size=500)
     assert report.already_stored == len(ids)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
-from probembed.store import Database, IndexSettings, Searcher, confidence, ingest, search
+from probembed.store import Database, IndexSettings, Searcher, confidence, ingest
 from probembed.store.ranking import RRF_K
 from probembed.store.readers import Record
 
@@ -52,7 +52,7 @@ def test_search_equals_brute_force_scan(small, hash_pipeline, score, settings):
 
 def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, sentences):
     collection, docs = small
-    result = search(collection, hash_pipeline, QUERIES[0], k=2, score="dot", exact=True)
+    result = collection.search(QUERIES[0], k=2, score="dot", exact=True)
     first, second = result["hits"]
     assert first["text"] == sentences[int(first["id"][1:])]
     assert set(first["weights"]) == set(hash_pipeline.models)
@@ -91,32 +91,31 @@ def test_hybrid_is_reciprocal_rank_fusion_of_dense_and_bm25(small, hash_pipeline
     query = "A man is playing a guitar."
     settings = IndexSettings()
     depth = settings.pool_size(5)
-    dense = search(collection, hash_pipeline, query, k=depth, score="uec")["hits"]
+    dense = collection.search(query, k=depth, score="uec")["hits"]
     lexical = collection.text_search(query, depth)
     expected: dict[str, float] = {}
     for ranking in ([h["id"] for h in dense], lexical):
         for rank, doc_id in enumerate(ranking, start=1):
             expected[doc_id] = expected.get(doc_id, 0.0) + 1 / (RRF_K + rank)
     best = sorted(expected, key=lambda d: (-expected[d], int(d[1:])))[:5]
-    hybrid = search(collection, hash_pipeline, query, k=5, score="uec", hybrid=True)
+    hybrid = collection.search(query, k=5, score="uec", hybrid=True)
     assert [h["id"] for h in hybrid["hits"]] == best
     np.testing.assert_allclose([h["score"] for h in hybrid["hits"]], [expected[d] for d in best])
     assert lexical and "guitar" in collection.rows(lexical[:1])[lexical[0]]["text"].lower()
 
 
-def test_cli_search_json_has_the_documented_shape(small, hash_pipeline, tmp_path):
+def test_cli_search_json_has_the_documented_shape(small):
     collection, _ = small
-    pipe_dir = hash_pipeline.save(tmp_path / "pipe")
     app = typer.Typer()
     register(app)
     args = ["search", "a man plays guitar", "--db", str(collection.db.path), "-c", "small"]
-    done = CliRunner().invoke(app, [*args, "--pipeline", str(pipe_dir), "-k", "3", "--json"])
+    done = CliRunner().invoke(app, [*args, "-k", "3", "--json"])
     assert done.exit_code == 0, done.output
-    result = json.loads(done.stdout)
+    (result,) = json.loads(done.stdout)  # always a list, one result per question
     assert set(result) == {"query", "confidence", "hits"}
     assert len(result["hits"]) == 3
     assert {"id", "score", "std", "weights", "text"} <= set(result["hits"][0])
-    table = CliRunner().invoke(app, [*args, "--pipeline", str(pipe_dir), "-k", "2"])
+    table = CliRunner().invoke(app, [*args, "-k", "2"])
     assert table.exit_code == 0 and "confidence" in table.stdout and "±" in table.stdout
 
 

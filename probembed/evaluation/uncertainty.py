@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import norm, rankdata, spearmanr
+from scipy.stats import rankdata, spearmanr
+
+from probembed.scoring import outrank_probability
 
 NDCG_BELOW_MEDIAN = "ndcg_below_median"
 RECALL10_ZERO = "recall10_zero"
@@ -139,11 +141,10 @@ def confidence_signals(
     """
     scores, variances, query_uncertainty = _validate_ranked(top_scores, top_vars, query_uncertainty)
     margin = scores[:, 0] - scores[:, 1]
-    spread = np.sqrt(variances[:, 0] + variances[:, 1])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(spread > 0, margin / spread, np.where(margin > 0, np.inf, 0.0))
     return {
-        "margin_prob": norm.sf(z),
+        "margin_prob": outrank_probability(
+            scores[:, 1], scores[:, 0], variances[:, 1], variances[:, 0]
+        ),
         "query_var": query_uncertainty,
         "neg_top1": -scores[:, 0],
         "neg_margin": -margin,

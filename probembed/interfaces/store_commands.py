@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from probembed.store import Collection
+    from probembed.store import Collection, QueryResult
 
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
@@ -69,18 +69,28 @@ def ingest_command(
     path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
     db: DbOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
-    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            help="Built-in name or pipeline directory [default: the one that made the "
+            "collection, else 'default'].",
+            show_default=False,
+        ),
+    ] = None,
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.")] = 512,
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
-    from probembed.store import Database, Searcher, StoreError, ingest
+    from probembed.store import Database, StoreError, ingest
 
     db = resolve_db(db)
-    pipe = _load_pipeline(pipeline)
     try:
         target = Database(db, create=True).collection(collection)
+        if pipeline is None and target.exists:
+            pipe = target.load_pipeline()
+        else:
+            pipe = _load_pipeline(pipeline or "default")
         report = ingest(path, target, pipe, batch_size, on_error, upsert, progress=True)  # type: ignore[arg-type]
     except (StoreError, ValueError, FileNotFoundError) as exc:
         raise _fail(str(exc)) from exc
@@ -90,16 +100,13 @@ def ingest_command(
     _err.print(f"collection {collection!r} in {db}: {target.count()} items")
     if report.added:
         with _err.status("building the search graph"):
-            Searcher(target, pipe).warm()
+            target.searcher().warm()
 
 
 def search_command(
     question: Annotated[list[str], typer.Argument(help="One or more questions.")],
     db: DbOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
-    pipeline: Annotated[
-        str | None, typer.Option(help="Pipeline; default: the one that made the collection.")
-    ] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.")] = 10,
     score: Annotated[
         str | None, typer.Option(help="uec, csd, kl, w2, mls, bhattacharyya or dot.")
@@ -107,30 +114,32 @@ def search_command(
     exact: Annotated[bool, typer.Option(help="Scan every item instead of the ANN graph.")] = False,
     where: Annotated[str | None, typer.Option(help='SQL filter, e.g. "year > 2015".')] = None,
     hybrid: Annotated[bool, typer.Option(help="Fuse with BM25 by reciprocal rank.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print a JSON list, one result per question, even for one: "
+            '[{"query", "confidence", "hits": [{"id", "score", "std", "weights", "text", '
+            '"metadata"}]}].',
+        ),
+    ] = False,
 ) -> None:
-    """Search a collection: hits with score ± std and per-model weights, and query confidence."""
-    from probembed.store import Searcher, StoreError
+    """Search a collection with the pipeline that made it: hits with score ± std and weights."""
+    from probembed.store import StoreError
 
     target = _open_collection(resolve_db(db), collection)
-    if pipeline is None:
-        made_by = target.pipeline.name
-        _err.print(f"using pipeline {made_by!r}, which made collection {collection!r}")
-        pipeline = made_by
-    pipe = _load_pipeline(pipeline)
     try:
-        results = Searcher(target, pipe).search(question, k, score, exact, where, hybrid)
+        results = target.search(question, k, score, exact, where, hybrid)
     except (StoreError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     if as_json:
-        payload: Any = results[0] if len(results) == 1 else results
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return
     for result in results:
         print_result(result)
 
 
-def print_result(result: dict[str, Any], console: Console | None = None) -> None:
+def print_result(result: QueryResult, console: Console | None = None) -> None:
     """A rich table of one query's hits, titled with the query and its confidence."""
     conf = result["confidence"]
     shown = "n/a" if conf is None else f"{conf:.2f}"

@@ -6,6 +6,7 @@ from probembed.scoring.inner_product import (
     supports_inner_product,
 )
 from probembed.scoring.names import Score, parse_score
+from probembed.scoring.outrank import outrank_probability
 from probembed.scoring.pairwise import (
     VAR_FLOOR,
     dot_variance,
@@ -21,6 +22,7 @@ __all__ = [
     "dot_variance",
     "inner_product_form",
     "inner_product_offset",
+    "outrank_probability",
     "pair_variance",
     "parse_score",
     "score_matrix",

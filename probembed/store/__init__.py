@@ -10,7 +10,7 @@ from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest
 from probembed.store.readers import Problem, Record, read_records
 from probembed.store.rows import Batch, PipelineInfo
-from probembed.store.search import Searcher, confidence, search
+from probembed.store.search import Hit, QueryResult, Searcher, confidence
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -18,17 +18,18 @@ __all__ = [
     "Collection",
     "CollectionStats",
     "Database",
+    "Hit",
     "IndexSettings",
     "IngestError",
     "IngestReport",
     "PipelineInfo",
     "PipelineMismatchError",
     "Problem",
+    "QueryResult",
     "Record",
     "Searcher",
     "StoreError",
     "confidence",
     "ingest",
     "read_records",
-    "search",
 ]

@@ -2,8 +2,10 @@
 
 A row holds id, text, metadata (JSON), the fused mean and variance, and the per-model fusion
 weights. Which pipeline made the vectors is kept in the table's schema metadata, written in the
-same commit as the first rows, so a collection can refuse vectors from any other pipeline.
-Every write is one LanceDB commit: an interrupted write leaves the last committed version.
+same commit as the first rows, so a collection can refuse vectors from any other pipeline, and a
+copy of that pipeline is kept beside the table (see `probembed.store.provenance`), so
+`collection.search(...)` needs no pipeline argument. Every write is one LanceDB commit: an
+interrupted write leaves the last committed version.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 
 from probembed.store.errors import PipelineMismatchError, StoreError
+from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded, save_copy
 from probembed.store.rows import (
     CORE_COLUMNS,
     Batch,
@@ -32,6 +35,11 @@ from probembed.store.rows import (
     to_arrow,
     to_matrix,
 )
+from probembed.store.search import QueryResult, Searcher
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
+    from probembed.scoring import Score
 
 DEFAULT_COLLECTION = "default"
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -89,6 +97,7 @@ class Database:
             )
         self._conn = lancedb.connect(str(self.path))
         self._writable: bool | None = None
+        self._handles: dict[str, Collection] = {}
 
     def collections(self) -> list[str]:
         """Names of the collections with at least one commit, sorted."""
@@ -105,13 +114,18 @@ class Database:
             raise
 
     def collection(self, name: str = DEFAULT_COLLECTION) -> Collection:
-        """A handle on a collection; it is created by its first write."""
+        """A handle on a collection, created by its first write; one handle per name.
+
+        The same handle for a name means its searcher stays warm however often it is asked for.
+        """
         if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
             raise StoreError(
                 f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' "
                 "(starting with a letter or digit, at most 128 characters)"
             )
-        return Collection(self, name)
+        if name not in self._handles:
+            self._handles[name] = Collection(self, name)
+        return self._handles[name]
 
     def open(self, name: str = DEFAULT_COLLECTION) -> Collection:
         """An existing collection, or an error listing the ones there are."""
@@ -127,6 +141,7 @@ class Database:
         self.require_writable()
         self._conn.drop_table(name)
         shutil.rmtree(collection.derived_dir, ignore_errors=True)
+        del self._handles[name]
 
     def require_writable(self) -> None:
         """Fail before writing anything if the directory cannot be written (probed, as root too)."""
@@ -146,12 +161,16 @@ class Database:
 
 
 class Collection:
-    """One LanceDB table of items with their fused Gaussians."""
+    """One LanceDB table of items with their fused Gaussians, searchable with its own pipeline."""
 
     def __init__(self, db: Database, name: str) -> None:
         self.db = db
         self.name = name
         self._table: Any = None
+        #: The pipeline that made the vectors, once loaded or recorded, and its fingerprint.
+        self._pipeline: tuple[Pipeline, str] | None = None
+        self._searcher: Searcher | None = None
+        self._header_at: tuple[int, dict[str, Any]] | None = None
 
     @property
     def derived_dir(self) -> Path:
@@ -195,11 +214,101 @@ class Collection:
         return int(self._require().version)
 
     def _header(self) -> dict[str, Any]:
-        """The probembed entry of the schema metadata."""
-        header = read_header(self._require().schema)
-        if header is None:
-            raise StoreError(f"table {self.name!r} in {self.db.path} was not written by probembed")
-        return header
+        """The probembed entry of the schema metadata, read once per table version."""
+        table = self._require()
+        version = int(table.version)
+        if self._header_at is None or self._header_at[0] != version:
+            header = read_header(table.schema)
+            if header is None:
+                raise StoreError(
+                    f"table {self.name!r} in {self.db.path} was not written by probembed"
+                )
+            self._header_at = (version, header)
+        return self._header_at[1]
+
+    @property
+    def pipeline_dir(self) -> Path:
+        """Where the copy of the collection's pipeline is kept."""
+        return self.derived_dir / PIPELINE_DIR
+
+    def record_pipeline(self, pipeline: Pipeline) -> None:
+        """Keep a copy of the pipeline that writes (or wrote) this collection, for search to load.
+
+        `ingest` calls it before writing; call it yourself after writing batches with `add` or
+        `upsert` alone. The copy is written before the first commit (and replaced then, should
+        an earlier first write have failed), or where an existing collection has none.
+        """
+        self.check_pipeline(PipelineInfo.of(pipeline))
+        self.db.require_writable()
+        if not self.exists or not has_copy(self.pipeline_dir):
+            save_copy(pipeline, self.pipeline_dir)
+        self._pipeline = (pipeline, pipeline.fingerprint)
+
+    def load_pipeline(self) -> Pipeline:
+        """The pipeline that made the stored vectors, to encode queries exactly as they were.
+
+        The one in memory, else the kept copy, else the built-in of the recorded name; refused
+        (PipelineMismatchError) unless its fingerprint is the one recorded in the table.
+        """
+        info = self.pipeline
+        if self._pipeline is None or self._pipeline[1] != info.fingerprint:
+            pipeline = load_recorded(self.pipeline_dir, info, self.name)
+            self._pipeline = (pipeline, info.fingerprint)
+        return self._pipeline[0]
+
+    def searcher(self) -> Searcher:
+        """This collection's searcher with its pipeline, kept warm across calls.
+
+        Its vectors and graphs are reloaded only when the collection moves to a new version.
+        For other `IndexSettings`, build a `Searcher(collection, collection.load_pipeline(), s)`.
+        """
+        pipeline = self.load_pipeline()
+        if self._searcher is None or self._searcher.pipeline is not pipeline:
+            self._searcher = Searcher(self, pipeline)
+        return self._searcher
+
+    @overload
+    def search(
+        self,
+        queries: str,
+        k: int = ...,
+        score: Score | str | None = ...,
+        exact: bool = ...,
+        where: str | None = ...,
+        hybrid: bool = ...,
+        beta: float | None = ...,
+    ) -> QueryResult: ...
+
+    @overload
+    def search(
+        self,
+        queries: Sequence[str],
+        k: int = ...,
+        score: Score | str | None = ...,
+        exact: bool = ...,
+        where: str | None = ...,
+        hybrid: bool = ...,
+        beta: float | None = ...,
+    ) -> list[QueryResult]: ...
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        k: int = 10,
+        score: Score | str | None = None,
+        exact: bool = False,
+        where: str | None = None,
+        hybrid: bool = False,
+        beta: float | None = None,
+    ) -> QueryResult | list[QueryResult]:
+        """The k best items for one query (-> one result) or several (-> one result each).
+
+        Queries are encoded by the collection's own pipeline (`load_pipeline`); see
+        `Searcher.search` for `score`, `exact`, `where`, `hybrid` and `beta`.
+        """
+        batch = [queries] if isinstance(queries, str) else queries
+        results = self.searcher().search(batch, k, score, exact, where, hybrid, beta)
+        return results[0] if isinstance(queries, str) else results
 
     def check_pipeline(self, pipeline: PipelineInfo) -> None:
         """Refuse a pipeline other than the one that made this collection's vectors."""

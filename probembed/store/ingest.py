@@ -82,6 +82,7 @@ def ingest(
     records, problems = check_records(items, collection.metadata_columns())
     if problems and on_error == "stop":
         raise IngestError(problems)
+    collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     todo = records
     if not upsert:

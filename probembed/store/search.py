@@ -8,17 +8,15 @@ the probability that its first hit truly outranks its second.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
-from probembed.scoring import Score, parse_score
-from probembed.store.collection import Collection, Vectors
+from probembed.scoring import Score, outrank_probability, parse_score
 from probembed.store.index import (
     FLAT_SPACES,
     FlatIndex,
@@ -30,30 +28,31 @@ from probembed.store.index import (
 from probembed.store.ranking import Ranked, reciprocal_rank_fusion, rescore, scan, with_moments
 from probembed.store.rows import PipelineInfo
 
+if TYPE_CHECKING:
+    from probembed.store.collection import Collection, Vectors
 
-@overload
-def search(
-    collection: Collection, pipeline: Any, queries: str, k: int = ..., **options: Any
-) -> dict[str, Any]: ...
-@overload
-def search(
-    collection: Collection, pipeline: Any, queries: Sequence[str], k: int = ..., **options: Any
-) -> list[dict[str, Any]]: ...
-def search(
-    collection: Collection,
-    pipeline: Any,
-    queries: str | Sequence[str],
-    k: int = 10,
-    score: Score | str | None = None,
-    exact: bool = False,
-    where: str | None = None,
-    hybrid: bool = False,
-    beta: float | None = None,
-) -> dict[str, Any] | list[dict[str, Any]]:
-    """Search one query (-> one result) or several (-> a list); see `Searcher.search`."""
-    batch = [queries] if isinstance(queries, str) else queries
-    results = Searcher(collection, pipeline).search(batch, k, score, exact, where, hybrid, beta)
-    return results[0] if isinstance(queries, str) else results
+
+class Hit(TypedDict):
+    """One ranked item, as a JSON-ready dict (so `hit["id"]` and `json.dumps` both work)."""
+
+    id: str
+    #: Exact score under the similarity searched with (with `hybrid`, the fused RRF score).
+    score: float
+    #: Standard deviation of the query-document dot product.
+    std: float
+    #: The stored item's fusion weight per model.
+    weights: dict[str, float]
+    text: str | None
+    metadata: dict[str, Any]
+
+
+class QueryResult(TypedDict):
+    """One query's answer: its text, its confidence, and its hits, best first."""
+
+    query: str | None
+    #: P(the first hit truly outranks the second); None without hits, 1.0 with a single one.
+    confidence: float | None
+    hits: list[Hit]
 
 
 class Searcher:
@@ -80,7 +79,7 @@ class Searcher:
         where: str | None = None,
         hybrid: bool = False,
         beta: float | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[QueryResult]:
         """One result per query: {"query", "confidence", "hits": [{"id", "score", "std", ...}]}.
 
         `score` defaults to the pipeline's; `exact` scans every row instead of the graph;
@@ -102,30 +101,36 @@ class Searcher:
         hybrid: bool = False,
         texts: Sequence[str] | None = None,
         beta: float | None = None,
-    ) -> list[dict[str, Any]]:
-        """Results for already-encoded queries; `texts` are shown and needed for hybrid BM25."""
+    ) -> list[QueryResult]:
+        """Results for already-encoded queries; `texts` are shown and needed for hybrid BM25.
+
+        At least two hits are ranked whatever `k`, so that the confidence compares the first
+        with the second even when only one is returned.
+        """
         _validate_k(k)
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         beta = self.pipeline.score.beta if beta is None else beta
         if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
             raise ValueError("hybrid search needs one query text per query vector, for BM25")
-        if tuple(fused.models) != self.collection.pipeline.models:
+        self._refresh()
+        models = self.collection.pipeline.models
+        if tuple(fused.models) != models:
             raise ValueError(
                 f"query vectors fuse models {fused.models}; collection {self.collection.name!r} "
-                f"holds vectors of {self.collection.pipeline.models}"
+                f"holds vectors of {models}"
             )
-        self._refresh()
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
         if not self._positions:
-            return [{"query": t, "confidence": None, "hits": []} for t in labels]
+            return [QueryResult(query=t, confidence=None, hits=[]) for t in labels]
         allowed = self._allowed(where)
+        depth = max(k, 2)
         if hybrid:
             assert texts is not None
-            ranked = self._hybrid(queries, texts, k, kind, exact, allowed, where, beta)
+            ranked = self._hybrid(queries, texts, depth, kind, exact, allowed, where, beta)
         else:
-            ranked = self._rank(queries, k, kind, exact, allowed, beta)
-        return self._results(ranked, labels)
+            ranked = self._rank(queries, depth, kind, exact, allowed, beta)
+        return self._results(ranked, labels, k, models)
 
     def warm(self, score: Score | str | None = None) -> bool:
         """Load the vectors and build (or load) the graph a search with `score` would use.
@@ -217,24 +222,26 @@ class Searcher:
             fused += with_moments(queries[row], self._docs, positions[None], scores[None])
         return fused
 
-    def _results(self, ranked: list[Ranked], texts: Sequence[str | None]) -> list[dict[str, Any]]:
-        """Result dicts: hits with std, weights and text (all read at once), and confidence."""
+    def _results(
+        self, ranked: list[Ranked], texts: Sequence[str | None], k: int, models: Sequence[str]
+    ) -> list[QueryResult]:
+        """Per ranking its k best hits (std, weights, text: read at once) and its confidence."""
         assert self._vectors is not None
         ids, weights = self._vectors.ids, self._vectors.weights
-        hit_rows = np.unique(np.concatenate([r.positions for r in ranked]))
+        hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
         rows = self.collection.rows(
             ids[hit_rows].tolist(), ("text", "metadata"), self._vectors.row_ids[hit_rows]
         )
-        models = self.collection.pipeline.models
         out = []
         for text, (positions, scores, dots, variances) in zip(texts, ranked, strict=True):
-            hit_ids = [ids[p] for p in positions.tolist()]
-            columns = (hit_ids, scores.tolist(), np.sqrt(variances).tolist())
+            kept = positions[:k]
+            hit_ids = [ids[p] for p in kept.tolist()]
+            columns = (hit_ids, scores[:k].tolist(), np.sqrt(variances[:k]).tolist())
             hits = [
                 _hit(doc_id, value, std, models, w, rows.get(doc_id, {}))
-                for doc_id, value, std, w in zip(*columns, weights[positions].tolist(), strict=True)
+                for doc_id, value, std, w in zip(*columns, weights[kept].tolist(), strict=True)
             ]
-            out.append({"query": text, "confidence": confidence(dots, variances), "hits": hits})
+            out.append(QueryResult(query=text, confidence=confidence(dots, variances), hits=hits))
         return out
 
 
@@ -242,17 +249,13 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | None:
     """P(first hit truly outranks the second) = Φ((s₁ − s₂)/√(v₁ + v₂)) on dot-product scores.
 
     The dot product is the score whose variance v is known, so s and v are in the same units
-    whatever similarity ranked the hits. One hit: 1.0; none: None.
+    whatever similarity ranked the hits. A single hit has no rival: 1.0; none: None.
     """
     if len(dots) == 0:
         return None
     if len(dots) == 1:
         return 1.0
-    gap = float(dots[0] - dots[1])
-    spread = float(np.sqrt(variances[0] + variances[1]))
-    if spread == 0:
-        return 1.0 if gap > 0 else (0.5 if gap == 0 else 0.0)
-    return 0.5 * (1.0 + math.erf(gap / spread / math.sqrt(2.0)))  # standard normal CDF
+    return float(outrank_probability(dots[0], dots[1], variances[0], variances[1]))
 
 
 def _hit(
@@ -262,16 +265,16 @@ def _hit(
     models: Sequence[str],
     weights: Sequence[float],
     row: dict[str, Any],
-) -> dict[str, Any]:
-    """One hit as the public dict."""
-    return {
-        "id": doc_id,
-        "score": score,
-        "std": std,
-        "weights": dict(zip(models, weights, strict=True)),
-        "text": row.get("text"),
-        "metadata": _metadata(row.get("metadata")),
-    }
+) -> Hit:
+    """One hit as the public typed dict."""
+    return Hit(
+        id=doc_id,
+        score=score,
+        std=std,
+        weights=dict(zip(models, weights, strict=True)),
+        text=row.get("text"),
+        metadata=_metadata(row.get("metadata")),
+    )
 
 
 def _metadata(raw: str | None) -> dict[str, Any]:

@@ -1,0 +1,206 @@
+"""One front door: `collection.search` with the collection's own pipeline, warm across calls,
+typed hits, the CLI's JSON list, and a confidence that does not depend on k."""
+
+import json
+import shutil
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from probembed.interfaces.store_commands import register
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.store import (
+    Batch,
+    Database,
+    Hit,
+    PipelineInfo,
+    PipelineMismatchError,
+    QueryResult,
+    Searcher,
+    StoreError,
+    ingest,
+)
+from probembed.store.readers import Record
+
+QUERY = "A man is playing a guitar."
+
+
+#: Relative tolerance between two encodings of one query. A collection loads its own copy of
+#: the pipeline, with an embedding cache, so a query it serves from the cache was encoded in
+#: another batch; float32 encoders are not batch-invariant (a few float32 units, ~1e-7
+#: relative), and a score moves with its query. Stored values (ids, weights, text) are exact.
+REENCODED = 1e-6
+
+
+def assert_same_results(got, want):
+    """The same hits with the same stored values, and scores equal up to a re-encoding."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g["query"] == w["query"]
+        assert g["confidence"] == pytest.approx(w["confidence"], rel=REENCODED)
+        assert [h["id"] for h in g["hits"]] == [h["id"] for h in w["hits"]]
+        for gh, wh in zip(g["hits"], w["hits"], strict=True):
+            assert (gh["weights"], gh["text"], gh["metadata"]) == (
+                wh["weights"],
+                wh["text"],
+                wh["metadata"],
+            )
+            assert (gh["score"], gh["std"]) == pytest.approx(
+                (wh["score"], wh["std"]), rel=REENCODED
+            )
+
+
+def records(texts, start=0):
+    """Records with ids s<start>, s<start+1>, ... and an integer metadata field."""
+    return [Record(f"s{start + i}", t, {"n": start + i}) for i, t in enumerate(texts)]
+
+
+@pytest.fixture
+def docs(tmp_path, hash_pipeline, sentences):
+    """60 real sentences ingested with a custom (not built-in) pipeline."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest(records(sentences[:60]), collection, hash_pipeline)
+    return collection
+
+
+def test_second_search_reuses_the_warm_searcher_vectors_and_pipeline(docs):
+    first = docs.search(QUERY, k=3)
+    searcher = docs.searcher()
+    vectors, pipeline = searcher._vectors, searcher.pipeline
+    handle = docs.db.collection("docs")  # asking again gives the same handle, so the same state
+    second = handle.search(QUERY, k=3)
+    assert handle is docs and handle.searcher() is searcher
+    assert searcher._vectors is vectors and searcher.pipeline is pipeline  # nothing reloaded
+    assert first == second
+
+
+def test_search_after_an_add_sees_the_new_rows(docs, sentences):
+    docs.search(QUERY, k=3)
+    searcher = docs.searcher()
+    before = searcher._vectors.version
+    new = sentences[500]
+    ingest(records([new], start=500), docs, docs.load_pipeline())
+    hits = docs.search(new, k=1, exact=True)["hits"]
+    assert hits[0]["id"] == "s500" and hits[0]["text"] == new
+    assert docs.searcher() is searcher and searcher._vectors.version > before
+
+
+def test_a_custom_pipeline_round_trips_through_the_kept_copy(tmp_path, hash_pipeline, sentences):
+    source = hash_pipeline.save(tmp_path / "my-pipeline")
+    path = tmp_path / "db"
+    ingest(
+        records(sentences[:60]), Database(path, create=True).collection("docs"), source_pipe(source)
+    )
+    shutil.rmtree(source)  # the directory it came from is gone: the collection's copy remains
+    fresh = Database(path).open("docs")  # a new handle, as in another process
+    loaded = fresh.load_pipeline()
+    assert loaded is not hash_pipeline and loaded.fingerprint == hash_pipeline.fingerprint
+    got = fresh.search([QUERY, "Stocks fell sharply today."], k=5, exact=True)
+    want = Searcher(fresh, hash_pipeline).search(
+        [QUERY, "Stocks fell sharply today."], k=5, exact=True
+    )
+    assert_same_results(got, want)
+
+
+def source_pipe(directory):
+    """A pipeline loaded from a directory, as `probembed ingest --pipeline DIR` does."""
+    return Pipeline.load(directory, cache=False)
+
+
+def test_a_replaced_copy_is_refused_by_fingerprint(docs, hash_pipeline, toy_pairs):
+    spec = ModelSpec("hash", "laplace", encoder_params={"dim": 64})
+    other = Pipeline.fit([spec], toy_pairs[:40], FusionConfig("single:hash"), name="hash")
+    shutil.rmtree(docs.pipeline_dir)
+    other.save(docs.pipeline_dir)
+    fresh = Database(docs.db.path).open("docs")
+    with pytest.raises(
+        PipelineMismatchError,
+        match=rf"fingerprint {hash_pipeline.fingerprint}.*"
+        rf"copy kept at .*has fingerprint {other.fingerprint}",
+    ):
+        fresh.search(QUERY)
+
+
+def test_a_missing_copy_of_a_custom_pipeline_is_a_clear_error(docs, hash_pipeline):
+    shutil.rmtree(docs.pipeline_dir)
+    fresh = Database(docs.db.path).open("docs")
+    with pytest.raises(StoreError, match=r"pipeline 'hash' .*not a built-in.*record_pipeline"):
+        fresh.search(QUERY)
+    fresh.record_pipeline(hash_pipeline)  # the documented repair
+    assert Database(docs.db.path).open("docs").search(QUERY, k=2)["hits"]
+
+
+def test_a_copy_left_by_a_failed_first_write_is_replaced(tmp_path, hash_pipeline, toy_pairs):
+    spec = ModelSpec("hash", "laplace", encoder_params={"dim": 64})
+    other = Pipeline.fit([spec], toy_pairs[:40], FusionConfig("single:hash"), name="other")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    other.save(collection.pipeline_dir)  # as if a first write with `other` died before commit
+    collection.record_pipeline(hash_pipeline)  # what ingest does before its first commit
+    fused = hash_pipeline.encode(["one text"])
+    collection.add(Batch(["a"], ["one text"], [{}], fused, PipelineInfo.of(hash_pipeline)))
+    assert Database(collection.db.path).open("docs").load_pipeline().name == "hash"
+
+
+def test_hits_are_typed_and_json_ready(docs):
+    result = docs.search(QUERY, k=4)
+    assert set(result) == set(QueryResult.__annotations__)
+    assert len(result["hits"]) == 4
+    for hit in result["hits"]:
+        assert set(hit) == set(Hit.__annotations__)
+        assert isinstance(hit["id"], str) and isinstance(hit["metadata"]["n"], int)
+    assert json.loads(json.dumps(result)) == result
+    many = docs.search([QUERY, "The cat sat on the mat."], k=2)
+    assert [r["query"] for r in many] == [QUERY, "The cat sat on the mat."]
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("score", ["uec", "dot"])
+def test_confidence_of_one_hit_is_that_of_the_first_two(docs, score, hybrid):
+    one = docs.search(QUERY, k=1, score=score, hybrid=hybrid)
+    two = docs.search(QUERY, k=2, score=score, hybrid=hybrid)
+    assert len(one["hits"]) == 1 and one["hits"][0] == two["hits"][0]
+    assert one["confidence"] == two["confidence"]
+    assert 0.0 < one["confidence"] < 1.0  # not the certainty a lone hit used to report
+
+
+@pytest.mark.parametrize(
+    "questions", [[QUERY], [QUERY, "The cat sat on the mat.", "Stocks fell sharply today."]]
+)
+def test_cli_json_is_a_list_of_results_for_one_or_many_questions(docs, questions):
+    app = typer.Typer()
+    register(app)
+    args = ["search", *questions, "--db", str(docs.db.path), "-c", "docs", "-k", "2", "--json"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    results = json.loads(done.stdout)
+    assert [r["query"] for r in results] == questions
+    assert_same_results(results, docs.search(questions, k=2))
+    assert all(set(h) == set(Hit.__annotations__) for r in results for h in r["hits"])
+
+
+def test_cli_search_names_a_missing_pipeline_copy_without_traceback(docs):
+    shutil.rmtree(docs.pipeline_dir)
+    app = typer.Typer()
+    register(app)
+    done = CliRunner().invoke(app, ["search", QUERY, "--db", str(docs.db.path), "-c", "docs"])
+    assert done.exit_code == 2 and "no copy of it is kept" in done.output
+    assert "Traceback" not in done.output
+
+
+def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash_pipeline):
+    pipe_dir = hash_pipeline.save(tmp_path / "pipe")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(json.dumps({"id": "a", "text": "cats purr softly"}) + "\n", encoding="utf-8")
+    second.write_text(json.dumps({"id": "b", "text": "dogs bark loudly"}) + "\n", encoding="utf-8")
+    app = typer.Typer()
+    register(app)
+    db = ["--db", str(tmp_path / "db"), "-c", "pets"]
+    made = CliRunner().invoke(app, ["ingest", str(first), *db, "--pipeline", str(pipe_dir)])
+    assert made.exit_code == 0, made.output
+    shutil.rmtree(pipe_dir)
+    more = CliRunner().invoke(app, ["ingest", str(second), *db])  # no --pipeline: the kept copy
+    assert more.exit_code == 0, more.output
+    found = CliRunner().invoke(app, ["search", "dogs bark loudly", *db, "-k", "1", "--json"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)[0]["hits"][0]["id"] == "b"
