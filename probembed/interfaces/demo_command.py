@@ -68,7 +68,7 @@ def demo_command(
 
 def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     """Index the bundled Python docs (or some topics) and answer questions about Python."""
-    from probembed.store import Database, Searcher, StoreError, ingest
+    from probembed.store import Database, StoreError, ingest
     from probembed.store.pydoc_corpus import read_pydoc_topics
 
     try:
@@ -87,7 +87,7 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
         raise _fail(str(exc)) from exc
     _err.print(report.summary(), highlight=False)
     where = _topic_filter(topics)
-    for result in Searcher(target, pipe).search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
+    for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
     _err.print(
         f'ask your own: probembed search "your question" --db {db} --collection {target.name}'
@@ -138,12 +138,11 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     """Print hits for the first test queries, then nDCG@10 over all of them."""
     from probembed.evaluation.datasets import load_retrieval
     from probembed.evaluation.metrics import retrieval_metrics
-    from probembed.store import Searcher
 
     bench = load_retrieval(data, "test")
-    searcher = Searcher(target, pipe)
+    searcher = target.searcher()
     query_ids = list(bench.queries)
-    for result in searcher.search([bench.queries[q] for q in query_ids[:shown]], k=5):
+    for result in target.search([bench.queries[q] for q in query_ids[:shown]], k=5):
         print_result(result)
     fused = pipe.encode([bench.queries[q] for q in query_ids], progress=True)
     summary = Table(title=f"{bench.name}: {len(query_ids)} test queries", title_justify="left")
