@@ -61,28 +61,30 @@ def test_real_scifact_reads_the_same_for_ingest_and_evaluation(datasets):
     assert load_retrieval(scifact).corpus == records
 
 
-QRELS_WITH_A_GAP = [
-    ("q1", "null", 1),
-    ("q1", "gone", 1),
-    ("q1", "also-gone", 2),
-    ("q2", "empty", 1),
+#: A corpus that every earlier reader could read, for the tests of what gets scored.
+PLAIN = [
+    {"_id": "cats", "title": "Cats", "text": "Cats purr."},
+    {"_id": "dogs", "text": "Dogs bark."},
+    {"_id": "fish", "title": "Fish", "text": "Fish swim."},
+    {"_id": "birds", "title": "Birds", "text": "Birds sing."},
 ]
+QRELS_WITH_A_GAP = [("q1", "cats", 1), ("q1", "gone", 1), ("q1", "also-gone", 2), ("q2", "fish", 1)]
 
 
 def test_judged_documents_missing_from_the_corpus_warn_and_count_as_never_retrieved(
     hash_pipeline, tmp_path
 ):
-    data = _beir(tmp_path, TITLES, QUERIES, QRELS_WITH_A_GAP)
+    data = _beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
     with pytest.warns(UserWarning, match=r"2 judged documents missing.*'also-gone'"):
         dataset = load_dataset(data)
-    assert dataset.qrels["q1"] == {"null": 1, "gone": 1, "also-gone": 2}
+    assert dataset.qrels["q1"] == {"cats": 1, "gone": 1, "also-gone": 2}
     outcome = evaluate(embed(hash_pipeline, dataset), dataset, COSINE_MEAN)
     # the corpus has 4 documents, so recall@100 retrieves all present ones: q1 finds 1 of 3
     np.testing.assert_array_equal(outcome.per_item["recall@100"], [1 / 3, 1.0])
 
 
 def test_strict_refuses_judged_documents_missing_from_the_corpus(tmp_path):
-    data = _beir(tmp_path, TITLES, QUERIES, QRELS_WITH_A_GAP)
+    data = _beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
     with pytest.raises(ValueError, match=r"2 judged documents missing.*'also-gone'"):
         load_dataset(data, strict=True)
     with pytest.raises(ValueError, match=r"2 judged documents missing"):
@@ -90,17 +92,17 @@ def test_strict_refuses_judged_documents_missing_from_the_corpus(tmp_path):
 
 
 def test_judged_queries_missing_from_the_queries_file_are_still_refused(tmp_path):
-    data = _beir(tmp_path, TITLES, QUERIES, [("q1", "null", 1), ("q9", "empty", 1)])
+    data = _beir(tmp_path, PLAIN, QUERIES, [("q1", "cats", 1), ("q9", "fish", 1)])
     with pytest.raises(ValueError, match=r"1 judged queries missing.*'q9'"):
         load_retrieval(data)
 
 
-SELF_CORPUS = [*TITLES, {"_id": "q1", "text": "why do cats purr"}]
+SELF_CORPUS = [*PLAIN, {"_id": "q1", "text": "why do cats purr"}]
 
 
 def test_a_document_with_the_query_id_is_not_retrieved_by_default(hash_pipeline, tmp_path):
     with_self = load_retrieval(_beir(tmp_path / "a", SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1]))
-    without = load_retrieval(_beir(tmp_path / "b", TITLES, QUERIES, QRELS_WITH_A_GAP[:1]))
+    without = load_retrieval(_beir(tmp_path / "b", PLAIN, QUERIES, QRELS_WITH_A_GAP[:1]))
     dropped = evaluate(embed(hash_pipeline, with_self), with_self, COSINE_MEAN)
     reference = evaluate(embed(hash_pipeline, without), without, COSINE_MEAN)
     assert dropped.metrics == reference.metrics

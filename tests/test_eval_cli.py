@@ -107,7 +107,7 @@ def _beir(directory: Path, corpus: list[dict], queries: list[dict], qrels: list[
 
 CORPUS = [
     {"_id": "d1", "title": "Cats", "text": "Cats purr when content."},
-    {"_id": "d2", "title": None, "text": "Dogs bark at strangers."},
+    {"_id": "d2", "title": "", "text": "Dogs bark at strangers."},
     {"_id": "d3", "text": "Fish breathe through gills."},
 ]
 QUERIES = [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "how do fish breathe"}]
