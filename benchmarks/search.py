@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from probembed.cache import default_cache_dir
+from probembed.documents import read_texts
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.store import Batch, Collection, Database, PipelineInfo, Searcher
@@ -62,14 +63,6 @@ def tsv_columns(path: Path, columns: Sequence[str]) -> Iterator[str]:
             yield from (row[c] for c in columns if row.get(c))
 
 
-def jsonl_texts(path: Path, title: bool) -> Iterator[str]:
-    """Texts of a BEIR corpus (title + text, as the store embeds them) or queries file."""
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            obj = json.loads(line)
-            yield f"{obj.get('title', '')} {obj['text']}".strip() if title else obj["text"]
-
-
 def all_texts(data: Path) -> list[str]:
     """Every distinct text in the shared datasets, in a fixed order."""
     texts: list[str] = []
@@ -80,8 +73,8 @@ def all_texts(data: Path) -> list[str]:
     for path in sorted((data / "classification").glob("*/*.tsv")):
         texts += tsv_columns(path, ("text",))
     for corpus in sorted((data / "retrieval").iterdir()):
-        texts += jsonl_texts(corpus / "corpus.jsonl", title=True)
-        texts += jsonl_texts(corpus / "queries.jsonl", title=False)
+        texts += read_texts(corpus / "corpus.jsonl").values()
+        texts += read_texts(corpus / "queries.jsonl").values()
     return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
@@ -95,8 +88,8 @@ def datasets(data: Path, limit: int | None, n_queries: int) -> dict[str, tuple[l
     corpus = [texts[i] for i in order[n_queries:]]
     queries = [texts[i] for i in order[:n_queries]]
     scifact = data / "retrieval" / "scifact"
-    sci_corpus = list(dict.fromkeys(jsonl_texts(scifact / "corpus.jsonl", title=True)))
-    sci_queries = list(jsonl_texts(scifact / "queries.jsonl", title=False))
+    sci_corpus = list(dict.fromkeys(read_texts(scifact / "corpus.jsonl").values()))
+    sci_queries = list(read_texts(scifact / "queries.jsonl").values())
     if limit and limit < len(sci_corpus):
         sci_corpus, sci_queries = sci_corpus[:limit], sci_queries[: max(1, limit // 5)]
     return {"all": (corpus, queries), "scifact": (sci_corpus, sci_queries)}

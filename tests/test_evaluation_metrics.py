@@ -245,7 +245,7 @@ def test_bad_json_line_gives_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
     (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "a query"}\n')
     (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "fine"}\n{"_id": "d2",\n')
-    with pytest.raises(ValueError, match=r"corpus\.jsonl:2: not valid JSON"):
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:2: malformed JSON"):
         load_dataset(tmp_path)
 
 

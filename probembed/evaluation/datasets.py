@@ -1,17 +1,21 @@
 """Readers for the on-disk benchmark formats (STS, classification, BEIR retrieval, pairs).
 
 Every reader fails loudly with the file (and line) at fault and what was expected there, so
-a harness that runs is a harness that read the data right.
+a harness that runs is a harness that read the data right. The one exception follows BEIR and
+pytrec_eval: judgements that point at documents missing from the corpus are kept, scored as
+never retrieved, and warned about (or refused with `strict=True`).
 """
 
 from __future__ import annotations
 
-import json
+import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+
+from probembed.documents import read_texts
 
 STS_HEADER = ("sentence1", "sentence2", "score")
 CLASSIFICATION_HEADER = ("text", "label")
@@ -40,13 +44,18 @@ class StsDataset:
 
 @dataclass(frozen=True)
 class RetrievalDataset:
-    """A BEIR corpus, the queries judged in one split, and their relevance judgements."""
+    """A BEIR corpus, the queries judged in one split, and their relevance judgements.
+
+    `keep_self_matches=False` follows BEIR and MTEB: a document whose id is the query's own id
+    is never retrieved for it (in counter-argument retrieval every query is also a document).
+    """
 
     name: str
     split: str
     corpus: dict[str, str]
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
+    keep_self_matches: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,7 @@ class ClassificationDataset:
     """Labelled texts: the probe is fitted on train and scored on test."""
 
     name: str
+    split: str
     train_texts: list[str]
     train_labels: list[str]
     test_texts: list[str]
@@ -75,19 +85,38 @@ class PairsDataset:
 Dataset = StsDataset | RetrievalDataset | ClassificationDataset | PairsDataset
 
 
-def load_dataset(path: str | Path, split: str | None = None) -> Dataset:
-    """Load a dataset directory or one split file, telling the format from files and header."""
+def load_dataset(
+    path: str | Path,
+    split: str | None = None,
+    *,
+    strict: bool = False,
+    keep_self_matches: bool = False,
+) -> Dataset:
+    """Load a dataset directory or one split file, telling the format from files and header.
+
+    `strict` refuses retrieval judgements of documents missing from the corpus instead of
+    warning; `keep_self_matches` (retrieval only) lets a query retrieve the document with its id.
+    """
     path = Path(path)
     if path.is_dir():
-        return _load_directory(path, split or DEFAULT_SPLIT)
-    if not path.is_file():
+        dataset = _load_directory(path, split or DEFAULT_SPLIT, strict)
+    elif not path.is_file():
         raise FileNotFoundError(f"{path}: no such dataset file or directory")
-    if split is not None and split != path.stem:
+    elif split is not None and split != path.stem:
         raise ValueError(
             f"split={split!r} conflicts with the file {path} (split {path.stem!r}); "
             "pass the dataset directory to choose a split"
         )
-    return _load_file(path)
+    else:
+        dataset = _load_file(path, strict)
+    if not keep_self_matches:
+        return dataset
+    if not isinstance(dataset, RetrievalDataset):
+        raise ValueError(
+            f"{path}: keep_self_matches applies to retrieval datasets only, "
+            f"not to a {type(dataset).__name__}"
+        )
+    return replace(dataset, keep_self_matches=True)
 
 
 def load_sts(path: str | Path) -> StsDataset:
@@ -123,11 +152,23 @@ def load_classification(directory: str | Path, split: str = DEFAULT_SPLIT) -> Cl
         )
     train_texts, train_labels = _read_labelled(_require_file(directory / f"{TRAIN_SPLIT}.tsv"))
     test_texts, test_labels = _read_labelled(_require_file(directory / f"{split}.tsv"))
-    return ClassificationDataset(directory.name, train_texts, train_labels, test_texts, test_labels)
+    return ClassificationDataset(
+        directory.name, split, train_texts, train_labels, test_texts, test_labels
+    )
 
 
-def load_retrieval(directory: str | Path, split: str = DEFAULT_SPLIT) -> RetrievalDataset:
-    """Read a BEIR directory, keeping only the queries judged in `split`."""
+def load_retrieval(
+    directory: str | Path,
+    split: str = DEFAULT_SPLIT,
+    *,
+    strict: bool = False,
+    keep_self_matches: bool = False,
+) -> RetrievalDataset:
+    """Read a BEIR directory, keeping only the queries judged in `split`.
+
+    Judged documents missing from the corpus stay in the judgements (never retrieved, as in
+    BEIR) with a warning naming how many and which; `strict` raises instead.
+    """
     directory = Path(directory)
     qrels_dir = directory / "qrels"
     if not qrels_dir.is_dir():
@@ -136,23 +177,18 @@ def load_retrieval(directory: str | Path, split: str = DEFAULT_SPLIT) -> Retriev
             "and qrels/<split>.tsv"
         )
     qrels = _read_qrels(_require_file(qrels_dir / f"{split}.tsv"))
-    corpus = {
-        doc_id: (record.get("title", "") + " " + record["text"]).strip()
-        for doc_id, record in _read_jsonl(_require_file(directory / "corpus.jsonl"))
-    }
-    all_queries = {
-        query_id: record["text"]
-        for query_id, record in _read_jsonl(_require_file(directory / "queries.jsonl"))
-    }
-    _check_judged_ids(directory, qrels, all_queries, corpus)
+    corpus = read_texts(_require_file(directory / "corpus.jsonl"))
+    all_queries = read_texts(_require_file(directory / "queries.jsonl"))
+    _check_judged_queries(directory, qrels, all_queries)
+    _check_judged_documents(directory, split, qrels, corpus, strict)
     queries = {query_id: all_queries[query_id] for query_id in qrels}
-    return RetrievalDataset(directory.name, split, corpus, queries, qrels)
+    return RetrievalDataset(directory.name, split, corpus, queries, qrels, keep_self_matches)
 
 
-def _load_directory(directory: Path, split: str) -> Dataset:
+def _load_directory(directory: Path, split: str, strict: bool) -> Dataset:
     """Tell a BEIR directory from a directory of TSV splits and load `split`."""
     if (directory / "corpus.jsonl").is_file():
-        return load_retrieval(directory, split)
+        return load_retrieval(directory, split, strict=strict)
     split_file = directory / f"{split}.tsv"
     if not split_file.is_file():
         available = sorted(p.stem for p in directory.glob("*.tsv")) or "none"
@@ -160,10 +196,10 @@ def _load_directory(directory: Path, split: str) -> Dataset:
             f"{split_file}: missing; expected corpus.jsonl (retrieval) or {split}.tsv "
             f"(STS, classification, pairs) in {directory}; TSV splits found: {available}"
         )
-    return _load_file(split_file)
+    return _load_file(split_file, strict)
 
 
-def _load_file(path: Path) -> Dataset:
+def _load_file(path: Path, strict: bool) -> Dataset:
     """Dispatch one split file on its header line."""
     header = _read_header(path)
     if header == STS_HEADER:
@@ -173,7 +209,7 @@ def _load_file(path: Path) -> Dataset:
     if header == CLASSIFICATION_HEADER:
         return load_classification(path.parent, path.stem)
     if header == QRELS_HEADER:
-        return load_retrieval(path.parent.parent, path.stem)
+        return load_retrieval(path.parent.parent, path.stem, strict=strict)
     known = " | ".join(
         _show(h) for h in (STS_HEADER, CLASSIFICATION_HEADER, PAIRS_HEADER, QRELS_HEADER)
     )
@@ -246,37 +282,33 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
-    """Yield (`_id`, record) from a BEIR JSON-lines file, checking each line."""
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({error.msg})") from None
-            if not isinstance(record, dict) or "_id" not in record or "text" not in record:
-                raise ValueError(f"{path}:{lineno}: expected an object with '_id' and 'text'")
-            yield str(record["_id"]), record
-
-
-def _check_judged_ids(
-    directory: Path,
-    qrels: dict[str, dict[str, int]],
-    queries: dict[str, str],
-    corpus: dict[str, str],
+def _check_judged_queries(
+    directory: Path, qrels: dict[str, dict[str, int]], queries: dict[str, str]
 ) -> None:
-    """Refuse judgements that point at queries or documents the files do not contain."""
-    missing_queries = [q for q in qrels if q not in queries]
-    if missing_queries:
+    """Refuse judgements of queries the queries file lacks: there is nothing to search with."""
+    missing = [q for q in qrels if q not in queries]
+    if missing:
         raise ValueError(
-            f"{directory}: {len(missing_queries)} judged queries missing from queries.jsonl, "
-            f"e.g. {missing_queries[:3]}"
+            f"{directory}: {len(missing)} judged queries missing from queries.jsonl, "
+            f"e.g. {missing[:3]}"
         )
-    missing_docs = sorted({d for docs in qrels.values() for d in docs if d not in corpus})
-    if missing_docs:
-        raise ValueError(
-            f"{directory}: {len(missing_docs)} judged documents missing from corpus.jsonl, "
-            f"e.g. {missing_docs[:3]}"
-        )
+
+
+def _check_judged_documents(
+    directory: Path,
+    split: str,
+    qrels: dict[str, dict[str, int]],
+    corpus: dict[str, str],
+    strict: bool,
+) -> None:
+    """Warn about (or, when strict, refuse) judged documents the corpus lacks."""
+    missing = sorted({d for docs in qrels.values() for d in docs if d not in corpus})
+    if not missing:
+        return
+    message = (
+        f"{directory}: {len(missing)} judged document{'s' if len(missing) > 1 else ''} "
+        f"missing from corpus.jsonl (qrels/{split}.tsv), e.g. {missing[:3]}"
+    )
+    if strict:
+        raise ValueError(f"{message}; without strict they count as never retrieved")
+    warnings.warn(f"{message}; they count as never retrieved", UserWarning, stacklevel=3)

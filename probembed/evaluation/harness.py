@@ -135,6 +135,8 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     docs = embedded.fused("docs", method.fusion).gaussian
     scores = score_matrix(queries, docs, method.score.name, method.score.beta)
     qids, dids = embedded.ids["queries"], embedded.ids["docs"]
+    if not dataset.keep_self_matches:
+        exclude_self_matches(scores, qids, dids)
     run = run_from_scores(qids, dids, scores, k=RETRIEVAL_DEPTH)
     per_query = per_query_metrics(dataset.qrels, run, (*REPORTED, "recall@10", "recall@1"))
     metrics = {name: float(np.mean(list(per_query[name].values()))) for name in REPORTED}
@@ -144,6 +146,17 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     per_item = {name: np.array([values[q] for q in qids]) for name, values in per_query.items()}
     per_item.update(top_scores=top_scores, top_vars=top_vars, uncertainty=queries.total_variance())
     return Outcome(metrics, per_item)
+
+
+def exclude_self_matches(
+    scores: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str]
+) -> None:
+    """Score -inf (never retrieved) the document that shares each query's id, as BEIR does."""
+    position = {doc_id: j for j, doc_id in enumerate(doc_ids)}
+    for i, query_id in enumerate(query_ids):
+        j = position.get(query_id)
+        if j is not None:
+            scores[i, j] = -np.inf
 
 
 def _evaluate_classification(

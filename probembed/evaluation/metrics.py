@@ -60,7 +60,10 @@ def per_query_metrics(
 def run_from_scores(
     query_ids: Sequence[str], doc_ids: Sequence[str], scores: ArrayLike, k: int = 100
 ) -> dict[str, dict[str, float]]:
-    """Keep each query's k best-scoring documents, the run format the metrics read."""
+    """Keep each query's k best-scoring documents, the run format the metrics read.
+
+    A score of -inf marks a document the query may not retrieve: it never enters the run.
+    """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (len(query_ids), len(doc_ids)):
         raise ValueError(
@@ -77,7 +80,9 @@ def run_from_scores(
     order = np.argsort(-top_scores, axis=1, kind="stable")
     top, top_scores = np.take_along_axis(top, order, 1), np.take_along_axis(top_scores, order, 1)
     return {
-        query_id: {doc_ids[j]: float(s) for j, s in zip(row, row_scores, strict=True)}
+        query_id: {
+            doc_ids[j]: float(s) for j, s in zip(row, row_scores, strict=True) if s > -np.inf
+        }
         for query_id, row, row_scores in zip(query_ids, top, top_scores, strict=True)
     }
 

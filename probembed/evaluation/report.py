@@ -42,6 +42,8 @@ from probembed.fusion import uncertainty
 from probembed.pipeline import Pipeline
 
 COVERAGE = 0.8
+#: Uncertainty bins for the per-bin quality figures: deciles, or one per item when fewer.
+BINS = 10
 
 
 @dataclass
@@ -94,6 +96,8 @@ def _rows(dataset: Dataset, method: str, metrics: dict[str, float]) -> list[dict
 def uncertainty_quality(dataset: Dataset, result: Comparison, method: str) -> list[dict]:
     """Does the method's uncertainty predict its failures? AUROC, risk-coverage, binned recall."""
     per_item = result.outcomes[method].per_item
+    if len(per_item.get("uncertainty", ())) < 2:
+        return []  # classification, or one item: nothing to rank its failure against
     if isinstance(dataset, RetrievalDataset):
         figures, curves = _retrieval_uncertainty(per_item)
     elif isinstance(dataset, StsDataset):
@@ -117,7 +121,7 @@ def _retrieval_uncertainty(per_item: dict[str, np.ndarray]) -> tuple[dict, dict]
         figures[f"auroc:{name}"] = auroc(signal, failed["ndcg_below_median"])
         figures[f"auroc:{name}:recall@10=0"] = auroc(signal, failed["recall10_zero"])
         figures[f"ndcg@10@coverage80:{name}"] = quality_at_coverage(signal, ndcg, COVERAGE)
-        centers, recall1, rho = binned_quality(signal, per_item["recall@1"], 10)
+        centers, recall1, rho = binned_quality(signal, per_item["recall@1"], _bins(signal))
         figures[f"recall@1_decile_spearman:{name}"] = rho
         curves["risk_coverage"][name] = risk_coverage(signal, ndcg)
         curves["binned"][name] = (centers, recall1)
@@ -136,9 +140,14 @@ def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tu
         figures[f"auroc:{name}"] = auroc(signal, worst)
         figures[f"abs_rank_error_spearman:{name}"] = float(spearmanr(signal, error).statistic)
         curves["risk_coverage"][name] = risk_coverage(signal, 1 - error)
-        centers, quality, _ = binned_quality(signal, 1 - error, 10)
+        centers, quality, _ = binned_quality(signal, 1 - error, _bins(signal))
         curves["binned"][name] = (centers, quality)
     return figures, curves
+
+
+def _bins(signal: np.ndarray) -> int:
+    """Deciles, or one bin per item on a dataset of fewer than ten."""
+    return min(BINS, len(signal))
 
 
 def model_diagnostics(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+
+if TYPE_CHECKING:
+    from probembed.evaluation.datasets import Dataset
 
 DEV_SPLITS = ("dev", "train")
 
@@ -24,6 +30,51 @@ def find_dev(path: Path, test_split: str) -> str | None:
         ):
             return split
     return None
+
+
+@contextmanager
+def warnings_as_lines(console: Console) -> Iterator[None]:
+    """Show each distinct warning once, as one `warning:` line instead of a source excerpt."""
+    shown: set[str] = set()
+
+    def show(message: Warning | str, *_: object) -> None:
+        if str(message) not in shown:
+            shown.add(str(message))
+            console.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        yield
+
+
+def load_evaluable(path: Path, split: str | None, **options: bool) -> Dataset:
+    """Load a dataset the harness can score: STS, retrieval or classification, not pairs."""
+    from probembed.evaluation.datasets import PairsDataset, load_dataset
+
+    dataset = load_dataset(path, split, **options)
+    if isinstance(dataset, PairsDataset):
+        raise ValueError(
+            f"{path}: a pairs file (text_a, text_b) fits uncertainty estimators "
+            "(probembed fit --pairs); eval scores STS, BEIR retrieval or classification data"
+        )
+    return dataset
+
+
+def load_test_and_dev(
+    path: Path, split: str | None, compare: bool, tune_on: str | None, options: dict[str, bool]
+) -> tuple[Dataset, Dataset | None]:
+    """The split to report and, for `--compare`, the one to tune on (dev, else train)."""
+    from probembed.evaluation.datasets import ClassificationDataset
+
+    test = load_evaluable(path, split, **options)
+    # a classification probe is trained on the train split: nothing left to tune on
+    if not compare or isinstance(test, ClassificationDataset):
+        return test, None
+    dev_split = tune_on or find_dev(path, test.split)
+    if dev_split is None:
+        return test, None
+    return test, load_evaluable(path.parent if path.is_file() else path, dev_split, **options)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,49 +100,49 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="Split to tune weights/T/beta on (default: dev, else train)."),
         ] = None,
+        strict: Annotated[
+            bool,
+            typer.Option(help="Refuse judged documents missing from the corpus (else a warning)."),
+        ] = False,
+        keep_self_matches: Annotated[
+            bool,
+            typer.Option(help="Let a query retrieve the document with its own id (BEIR drops it)."),
+        ] = False,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
-        from probembed.evaluation.datasets import ClassificationDataset, load_dataset
         from probembed.evaluation.harness import Method, embed, evaluate
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
         from probembed.interfaces.cli import fail
         from probembed.pipeline import Pipeline
 
-        try:
-            test = load_dataset(path, split)
-            pipe = Pipeline.load(pipeline)
-        except (OSError, ValueError) as exc:
-            raise fail(str(exc)) from exc
         console = Console()
-        if compare:
-            # a classification probe is trained on the train split: nothing left to tune on
-            classification = isinstance(test, ClassificationDataset)
-            dev_split = None if classification else tune_on or find_dev(path, test.split)
-            dev = (
-                load_dataset(path.parent if path.is_file() else path, dev_split)
-                if dev_split
-                else None
-            )
-            result = run_compare(pipe, test, dev, progress=True)
-            rows = result.rows
-            if plots is not None:
-                for png in write_plots(result, test, plots):
-                    console.print(f"plot: {png}")
-        else:
-            dev_split = None
-            method = Method("uec", pipe.fusion, pipe.score)
-            outcome = evaluate(embed(pipe, test, progress=True), test, method)
-            rows = [
-                {
-                    "dataset": test.name,
-                    "split": test.split,
-                    "method": pipe.name,
-                    "metric": k,
-                    "value": v,
-                }
-                for k, v in outcome.metrics.items()
-            ]
+        options = {"strict": strict, "keep_self_matches": keep_self_matches}
+        with warnings_as_lines(Console(stderr=True)):
+            try:
+                test, dev = load_test_and_dev(path, split, compare, tune_on, options)
+                pipe = Pipeline.load(pipeline)
+            except (OSError, ValueError) as exc:
+                raise fail(str(exc)) from exc
+            if compare:
+                result = run_compare(pipe, test, dev, progress=True)
+                rows = result.rows
+                if plots is not None:
+                    for png in write_plots(result, test, plots):
+                        console.print(f"plot: {png}")
+            else:
+                method = Method("uec", pipe.fusion, pipe.score)
+                outcome = evaluate(embed(pipe, test, progress=True), test, method)
+                rows = [
+                    {
+                        "dataset": test.name,
+                        "split": test.split,
+                        "method": pipe.name,
+                        "metric": k,
+                        "value": v,
+                    }
+                    for k, v in outcome.metrics.items()
+                ]
         headline = [
             m
             for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
@@ -104,7 +155,9 @@ def register(app: typer.Typer) -> None:
             config = {
                 "dataset": str(path),
                 "split": test.split,
-                "tuned_on": dev_split,
+                "tuned_on": dev.split if dev is not None else None,
+                "strict": strict,
+                "keep_self_matches": keep_self_matches,
                 "pipeline": pipe.name,
                 "pipeline_fingerprint": pipe.fingerprint,
                 "models": pipe.models,

@@ -1,0 +1,117 @@
+"""Documents from JSON lines: the one reader that ingest, evaluation and benchmarks share.
+
+A line is an object with an id (`id` or BEIR's `_id`), a `text`, an optional `title` (absent,
+null or empty all mean none) and free-form metadata. The text embedded is title and text,
+each stripped, joined by one space, so a stored document and an evaluated one are the same
+string. The reader yields a `Record` per good line and a `Problem` per bad one, tagged with
+file:line, so the caller decides whether to skip or stop. Depends on the standard library
+only: the evaluation reads BEIR data without the store's dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Keys a JSONL line may use for its id, in order of preference (BEIR uses `_id`).
+ID_KEYS = ("id", "_id")
+#: JSON keys that are not metadata; a `metadata` object is merged into the other fields.
+_CORE_KEYS = frozenset({*ID_KEYS, "text", "metadata"})
+
+
+@dataclass(frozen=True)
+class Record:
+    """One document to store: id, the text to embed, free-form metadata, and its source."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An input item that could not become a record, with file:line and what was wrong."""
+
+    source: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.message}"
+
+
+def read_jsonl(path: Path) -> Iterator[Record | Problem]:
+    """One record per non-blank line: `id` (or `_id`), `text`, optional `title`, metadata."""
+    with path.open(encoding="utf-8", errors="strict") as lines:
+        lineno = 0
+        while True:
+            lineno += 1
+            try:
+                line = lines.readline()
+            except UnicodeDecodeError as exc:
+                yield Problem(f"{path}:{lineno}", f"not UTF-8 ({exc.reason}); reading stopped")
+                return
+            if not line:
+                return
+            if line.strip():
+                yield _parse_line(line, f"{path}:{lineno}")
+
+
+def read_texts(path: Path) -> dict[str, str]:
+    """{id: text} of a JSONL file that must be clean: the first bad or repeated line raises."""
+    texts: dict[str, str] = {}
+    first_seen: dict[str, str] = {}
+    for item in read_jsonl(path):
+        if isinstance(item, Problem):
+            raise ValueError(str(item))
+        if item.id in first_seen:
+            raise ValueError(
+                f"{item.source}: duplicate id {item.id!r} (first at {first_seen[item.id]})"
+            )
+        first_seen[item.id] = item.source
+        texts[item.id] = item.text
+    return texts
+
+
+def _parse_line(line: str, source: str) -> Record | Problem:
+    """A JSON object with an id and a text, or the reason it is not one."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Problem(source, f"malformed JSON ({exc.msg} at character {exc.pos + 1})")
+    if not isinstance(obj, dict):
+        return Problem(source, f"expected a JSON object, got {type(obj).__name__}")
+    doc_id = _find_id(obj)
+    if isinstance(doc_id, Problem):
+        return Problem(source, doc_id.message)
+    if "text" not in obj:
+        return Problem(source, f"document {doc_id!r} has no 'text' field")
+    text, title = obj["text"], obj.get("title") or ""
+    if not isinstance(text, str) or not isinstance(title, str):
+        return Problem(source, f"document {doc_id!r}: 'text' and 'title' must be strings")
+    body = f"{title.strip()} {text.strip()}".strip()
+    if not body:
+        return Problem(source, f"document {doc_id!r} has an empty text")
+    nested = obj.get("metadata")
+    metadata = {k: v for k, v in obj.items() if k not in _CORE_KEYS}
+    if isinstance(nested, dict):
+        metadata.update(nested)
+    elif nested is not None:
+        return Problem(source, f"document {doc_id!r}: 'metadata' must be a JSON object")
+    return Record(doc_id, body, metadata, source)
+
+
+def _find_id(obj: dict[str, Any]) -> str | Problem:
+    """The document id as a non-empty string; integer ids are accepted and stringified."""
+    for key in ID_KEYS:
+        if key in obj:
+            value = obj[key]
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                return Problem("", f"'{key}' must be a string or an integer, got {value!r:.40}")
+            if not str(value).strip():
+                return Problem("", f"'{key}' is empty")
+            return str(value)
+    return Problem("", f"no id field (one of {', '.join(ID_KEYS)})")

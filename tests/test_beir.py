@@ -1,0 +1,126 @@
+"""BEIR data: one JSONL reader for ingest and evaluation, missing judged documents, self-matches."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from probembed.evaluation.datasets import load_dataset, load_retrieval
+from probembed.evaluation.harness import COSINE, Method, embed, evaluate
+from probembed.pipeline import FusionConfig
+from probembed.store.readers import Record, read_records
+
+COSINE_MEAN = Method("mean", FusionConfig("mean"), COSINE)
+
+
+def _beir(directory: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple]) -> Path:
+    """Write a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
+    (directory / "qrels").mkdir(parents=True)
+    for name, records in (("corpus", corpus), ("queries", queries)):
+        lines = "".join(json.dumps(r) + "\n" for r in records)
+        (directory / f"{name}.jsonl").write_text(lines, encoding="utf-8")
+    rows = "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
+    (directory / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return directory
+
+
+TITLES = [
+    {"_id": "null", "title": None, "text": "Cats purr."},
+    {"_id": "missing", "text": "Dogs bark."},
+    {"_id": "empty", "title": "", "text": "Fish swim."},
+    {"_id": "padded", "title": "Birds   ", "text": " Birds sing. "},
+]
+QUERIES = [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "how do fish swim"}]
+
+
+def test_every_title_form_reads_the_same_for_ingest_and_evaluation(tmp_path):
+    data = _beir(tmp_path, TITLES, QUERIES, [("q1", "null", 1), ("q2", "empty", 1)])
+    expected = {
+        "null": "Cats purr.",
+        "missing": "Dogs bark.",
+        "empty": "Fish swim.",
+        "padded": "Birds Birds sing.",
+    }
+    assert load_retrieval(data).corpus == expected
+    records = list(read_records(data))
+    assert all(isinstance(r, Record) for r in records)
+    assert {r.id: r.text for r in records} == expected
+
+
+def test_a_title_that_is_not_a_string_is_named_with_file_and_line(tmp_path):
+    corpus = [*TITLES, {"_id": "bad", "title": 3, "text": "Numbers."}]
+    data = _beir(tmp_path, corpus, QUERIES, [("q1", "null", 1)])
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:5: document 'bad'.*'title'"):
+        load_retrieval(data)
+
+
+def test_real_scifact_reads_the_same_for_ingest_and_evaluation(datasets):
+    scifact = datasets / "retrieval" / "scifact"
+    records = {r.id: r.text for r in read_records(scifact)}
+    assert load_retrieval(scifact).corpus == records
+
+
+#: A corpus that every earlier reader could read, for the tests of what gets scored.
+PLAIN = [
+    {"_id": "cats", "title": "Cats", "text": "Cats purr."},
+    {"_id": "dogs", "text": "Dogs bark."},
+    {"_id": "fish", "title": "Fish", "text": "Fish swim."},
+    {"_id": "birds", "title": "Birds", "text": "Birds sing."},
+]
+QRELS_WITH_A_GAP = [("q1", "cats", 1), ("q1", "gone", 1), ("q1", "also-gone", 2), ("q2", "fish", 1)]
+
+
+def test_judged_documents_missing_from_the_corpus_warn_and_count_as_never_retrieved(
+    hash_pipeline, tmp_path
+):
+    data = _beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
+    with pytest.warns(UserWarning, match=r"2 judged documents missing.*'also-gone'"):
+        dataset = load_dataset(data)
+    assert dataset.qrels["q1"] == {"cats": 1, "gone": 1, "also-gone": 2}
+    outcome = evaluate(embed(hash_pipeline, dataset), dataset, COSINE_MEAN)
+    # the corpus has 4 documents, so recall@100 retrieves all present ones: q1 finds 1 of 3
+    np.testing.assert_array_equal(outcome.per_item["recall@100"], [1 / 3, 1.0])
+
+
+def test_strict_refuses_judged_documents_missing_from_the_corpus(tmp_path):
+    data = _beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
+    with pytest.raises(ValueError, match=r"2 judged documents missing.*'also-gone'"):
+        load_dataset(data, strict=True)
+    with pytest.raises(ValueError, match=r"2 judged documents missing"):
+        load_retrieval(data, strict=True)
+
+
+def test_judged_queries_missing_from_the_queries_file_are_still_refused(tmp_path):
+    data = _beir(tmp_path, PLAIN, QUERIES, [("q1", "cats", 1), ("q9", "fish", 1)])
+    with pytest.raises(ValueError, match=r"1 judged queries missing.*'q9'"):
+        load_retrieval(data)
+
+
+SELF_CORPUS = [*PLAIN, {"_id": "q1", "text": "why do cats purr"}]
+
+
+def test_a_document_with_the_query_id_is_not_retrieved_by_default(hash_pipeline, tmp_path):
+    with_self = load_retrieval(_beir(tmp_path / "a", SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1]))
+    without = load_retrieval(_beir(tmp_path / "b", PLAIN, QUERIES, QRELS_WITH_A_GAP[:1]))
+    dropped = evaluate(embed(hash_pipeline, with_self), with_self, COSINE_MEAN)
+    reference = evaluate(embed(hash_pipeline, without), without, COSINE_MEAN)
+    assert dropped.metrics == reference.metrics
+    np.testing.assert_array_equal(dropped.per_item["top_scores"], reference.per_item["top_scores"])
+
+
+def test_keep_self_matches_ranks_the_query_document_first(hash_pipeline, tmp_path):
+    data = _beir(tmp_path, SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1])
+    dropped, kept = load_dataset(data), load_dataset(data, keep_self_matches=True)
+    reference = evaluate(embed(hash_pipeline, dropped), dropped, COSINE_MEAN).metrics["mrr@10"]
+    outcome = evaluate(embed(hash_pipeline, kept), kept, COSINE_MEAN)
+    # the same text has cosine 1 with itself (float32 unit vectors: within 1e-6) and below 1
+    # with every other text, so it ranks first and pushes the relevant document down one place
+    np.testing.assert_allclose(outcome.per_item["top_scores"][0, 0], 1.0, atol=1e-6)
+    assert outcome.metrics["mrr@10"] == pytest.approx(1 / (1 / reference + 1), rel=1e-12)
+
+
+def test_keep_self_matches_applies_to_retrieval_only():
+    sts = Path(__file__).parent / "data" / "sts" / "toy"
+    with pytest.raises(ValueError, match="keep_self_matches.*retrieval"):
+        load_dataset(sts, keep_self_matches=True)
