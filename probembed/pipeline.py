@@ -51,6 +51,7 @@ class FusionConfig:
     weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
+        """Names in canonical form, numbers as floats, then fuse's own checks on a probe."""
         model = single_model(self.method)
         method = f"{SINGLE_PREFIX}{model}" if model else str(parse_fusion(self.method))
         object.__setattr__(self, "method", method)
@@ -63,8 +64,7 @@ class FusionConfig:
     def check(self, models: Sequence[str] | None) -> None:
         """Fuse a one-text probe per model, so this config meets exactly the rules of `fuse`."""
         names = tuple(models) if models is not None else self._probe_models()
-        probe = Gaussian(np.ones((1, 1)), np.ones((1, 1)))
-        self.fuse([probe] * len(names), names)
+        self.fuse([_probe()] * len(names), names)
 
     def fuse(self, parts: Sequence[Gaussian], models: Sequence[str]) -> Fused:
         """Combine per-model Gaussians with these settings: the one way a config is applied."""
@@ -95,10 +95,15 @@ class ScoreConfig:
     beta: float = 1.0
 
     def __post_init__(self) -> None:
+        """The score's canonical name, then the scoring module's own checks on a probe."""
         object.__setattr__(self, "name", str(parse_score(self.name)))
         object.__setattr__(self, "beta", _number(self.beta, "score beta"))
-        probe = Gaussian(np.ones((1, 1)), np.ones((1, 1)))
-        score_matrix(probe, probe, self.name, self.beta)  # the scoring module's own checks
+        score_matrix(_probe(), _probe(), self.name, self.beta)
+
+
+def _probe() -> Gaussian:
+    """One text in one dimension: enough to run fuse's or score's checks on a config."""
+    return Gaussian(np.ones((1, 1)), np.ones((1, 1)))
 
 
 def _number(value: object, what: str) -> float:
