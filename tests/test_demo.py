@@ -186,6 +186,8 @@ def test_demo_with_scifact_reports_ndcg(hash_pipeline, datasets, tmp_path, monke
     assert all(0 < float(ndcg) <= 100 for _, ndcg in rows)
 
 
-def test_demo_fails_cleanly_when_data_is_given_with_a_topic(tmp_path):
+def test_demo_rejects_bad_options_cleanly(tmp_path):
     done = CliRunner().invoke(app, ["demo", "--data", str(tmp_path), "--topic", "try"])
     assert done.exit_code == 2 and "--topic picks passages" in done.output
+    done = CliRunner().invoke(app, ["demo", "--queries", "0"])
+    assert done.exit_code == 2 and "--queries must be at least 1, got 0" in done.output
