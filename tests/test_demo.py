@@ -118,7 +118,7 @@ def _cli(*args: str, tmp_path: Path, columns: int) -> subprocess.CompletedProces
 def test_demo_without_data_answers_python_questions_from_the_bundled_docs(tmp_path):
     done = _cli("demo", "--topic", "try", "--topic", "with", tmp_path=tmp_path, columns=200)
     assert done.returncode == 0, done.stderr
-    assert "no SciFact at" in done.stderr and "using the Python docs" in done.stderr
+    assert "passages of the Python" in done.stderr
     assert not NOISE.search(done.stdout + done.stderr), done.stderr
     titles = [done.stdout.find(question) for question in PYTHON_QUESTIONS]
     assert -1 not in titles and titles == sorted(titles)  # every question answered, in order
@@ -156,6 +156,21 @@ def test_demo_restricts_search_to_the_topics_asked_for(hash_pipeline, tmp_path, 
     assert PYTHON_QUESTIONS[1] in second.stdout and PYTHON_QUESTIONS[2] not in second.stdout
 
 
+def test_demo_without_data_falls_back_to_all_the_python_docs(hash_pipeline, tmp_path, monkeypatch):
+    from pydoc_data.topics import topics
+
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(DATASETS_ENV, str(tmp_path / "no-datasets"))
+    monkeypatch.setenv("COLUMNS", "200")
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    done = CliRunner().invoke(app, ["demo", "--pipeline", pipe])
+    assert done.exit_code == 0, done.output
+    assert f"no SciFact at {tmp_path / 'no-datasets' / 'retrieval' / 'scifact'}" in done.output
+    assert f"indexing {len(read_pydoc_topics())} passages" in done.output
+    assert all(question in done.stdout for question in PYTHON_QUESTIONS)
+    assert set(re.findall(r"│ ([a-z-]+)#\d+ ", done.stdout)) <= set(topics)
+
+
 def test_demo_with_scifact_reports_ndcg(hash_pipeline, datasets, tmp_path, monkeypatch):
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(DATASETS_ENV, str(datasets))
@@ -171,6 +186,8 @@ def test_demo_with_scifact_reports_ndcg(hash_pipeline, datasets, tmp_path, monke
     assert all(0 < float(ndcg) <= 100 for _, ndcg in rows)
 
 
-def test_demo_fails_cleanly_when_data_is_given_with_a_topic(tmp_path):
+def test_demo_rejects_bad_options_cleanly(tmp_path):
     done = CliRunner().invoke(app, ["demo", "--data", str(tmp_path), "--topic", "try"])
     assert done.exit_code == 2 and "--topic picks passages" in done.output
+    done = CliRunner().invoke(app, ["demo", "--queries", "0"])
+    assert done.exit_code == 2 and "--queries must be at least 1, got 0" in done.output

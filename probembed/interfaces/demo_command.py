@@ -39,20 +39,24 @@ def demo_command(
     data: Annotated[
         Path | None,
         typer.Option(
-            help="BEIR folder, JSONL file, or folder of .txt/.md to index "
-            f"[default: retrieval/scifact under ${DATASETS_ENV} or ../shared/datasets, "
-            "else the Python documentation that ships with Python].",
+            help="BEIR folder, JSONL file, or folder of .txt/.md to index. Default: "
+            f"retrieval/scifact under ${DATASETS_ENV} (or ../shared/datasets), "
+            "else the Python documentation that ships with Python.",
             show_default=False,
         ),
     ] = None,
     pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
-    queries: Annotated[int, typer.Option(help="How many queries to answer.")] = DEMO_QUERIES,
+    queries: Annotated[
+        int, typer.Option(help="How many queries to answer (of the Python docs: at most 5).")
+    ] = DEMO_QUERIES,
     topic: Annotated[
         list[str] | None,
         typer.Option(help="Index only this topic of the Python docs (repeatable; e.g. try)."),
     ] = None,
 ) -> None:
     """The main job: index a corpus, answer questions with score ± std and confidence."""
+    if queries < 1:
+        raise _fail(f"--queries must be at least 1, got {queries}")
     if topic and data is not None:
         raise _fail("--topic picks passages of the built-in Python docs; drop --data to use it")
     if data is None and not topic:
