@@ -75,7 +75,9 @@ def test_a_cached_pipeline_shared_by_two_threads_matches_sequential_encodes(
 
 
 def test_minilm_hook_encoder_shared_by_two_threads_matches_sequential_encodes():
-    pipe = Pipeline.load("minilm", cache=False)
+    default = Pipeline.load("default", cache=False)
+    minilm = next(m for m in default.members if m.encoder.name == "minilm")  # the hooked one
+    pipe = Pipeline([minilm], cache=False)
     jobs = [SENTENCES[:4], SENTENCES[4:] + SENTENCES[:2]]
     reference = [pipe.encode(texts) for texts in jobs]
     for _ in range(4):  # several rounds so the two threads' forward passes overlap
