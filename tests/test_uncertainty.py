@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probembed.encoders import get_encoder
+from probembed.encoders import available_encoders, get_encoder
 from probembed.gaussian import Gaussian
 from probembed.uncertainty import (
     HeadEstimator,
@@ -57,6 +57,8 @@ def test_laplace_variance_shrinks_with_more_fitting_data(toy_pairs):
 
 
 def test_laplace_on_minilm_uses_the_transformer_last_layer(toy_pairs):
+    if not {i.name: i for i in available_encoders()}["minilm"].installed:
+        pytest.skip("optional encoder 'minilm' is not installed")
     estimator = LaplaceEstimator(get_encoder("minilm"), calibrate=False).fit(toy_pairs[:24])
     assert estimator.uses_last_layer
     assert estimator.state["fisher"].shape == (384, 1536)
@@ -108,6 +110,7 @@ def test_perturb_is_deterministic_and_independent_of_batch(toy_pairs):
 @pytest.fixture(scope="module")
 def small_head(toy_pairs):
     """A head trained briefly on a hash encoder: real trained weights in a second."""
+    pytest.importorskip("torch", reason="the head is trained with torch")
     return HeadEstimator(get_encoder("hash", dim=64), hidden=16, epochs=5, seed=1).fit(toy_pairs)
 
 
