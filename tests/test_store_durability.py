@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -67,14 +68,16 @@ def test_sigkill_mid_ingest_keeps_committed_rows_and_resumes(tmp_path, hash_pipe
     pipe_dir = hash_pipeline.save(tmp_path / "pipe")
     db_path = tmp_path / "db"
     args = [sys.executable, "-c", CHILD, str(db_path), str(pipe_dir), str(source), str(BATCH)]
-    child = subprocess.Popen(
-        [*args, str(HOLD_AT)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    committed = _wait_for_commit_marker(child, HOLD_AT)
+    errors = tmp_path / "child.stderr"
+    with errors.open("w") as stderr:  # a file, so a chatty child never blocks on a full pipe
+        child = subprocess.Popen(
+            [*args, str(HOLD_AT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    committed = _wait_for_commit_marker(child, HOLD_AT, errors)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
@@ -102,7 +105,7 @@ def test_sigkill_mid_ingest_keeps_committed_rows_and_resumes(tmp_path, hash_pipe
     assert collection.count() == N_DOCS == len(collection.ids())
 
 
-def _wait_for_commit_marker(child: subprocess.Popen, at_least: int) -> int:
+def _wait_for_commit_marker(child: subprocess.Popen, at_least: int, errors: Path) -> int:
     """Read the child's commit markers until it reports `at_least` rows; return its count."""
     guard = threading.Timer(HANG_GUARD_SECONDS, child.kill)
     guard.start()
@@ -113,4 +116,4 @@ def _wait_for_commit_marker(child: subprocess.Popen, at_least: int) -> int:
     finally:
         guard.cancel()
     child.wait(timeout=30)
-    raise AssertionError(f"child ended before {at_least} rows: {child.stderr.read()[-2000:]}")
+    raise AssertionError(f"child ended before {at_least} rows: {errors.read_text()[-2000:]}")
