@@ -26,9 +26,6 @@ class Moments:
     mean: np.ndarray
     var: np.ndarray
 
-    def __len__(self) -> int:
-        return self.mean.shape[0]
-
     @staticmethod
     def concat(parts: Sequence[Moments]) -> Moments:
         """Stack the moments of consecutive chunks of texts."""
