@@ -129,9 +129,9 @@ def test_unit_temperature_is_inverse_variance_weighting(u):
 
 def test_zero_uncertainty_is_floored_not_infinite():
     w = fusion_weights(np.array([[0.0, 0.0], [0.0, 1.0]]))
-    assert np.all(np.isfinite(w))
     np.testing.assert_allclose(w[0], [0.5, 0.5])
-    assert w[1, 0] > 0.999
+    # u = 0 is floored at U_FLOOR = 1e-30: inverse-variance weights 1e30 : 1.
+    np.testing.assert_allclose(w[1], [1.0, 1e-30], rtol=1e-12)
 
 
 @FAST
@@ -139,8 +139,10 @@ def test_zero_uncertainty_is_floored_not_infinite():
 def test_uncertainty_is_scale_free(parts, c):
     g = parts[0]
     scaled = Gaussian(c * g.mean, c**2 * g.var)
+    # c·μ and c²·σ² are float32 roundings (~6e-8 each) of the scaled values: 1e-5 is ample.
     np.testing.assert_allclose(uncertainty(scaled), uncertainty(g), rtol=1e-5)
-    np.testing.assert_allclose(uncertainty(g), g.normalize().total_variance())
+    # normalize() rounds each σ²/|μ|² to float32 (≤ 2^-24 relative) before the float64 sum.
+    np.testing.assert_allclose(uncertainty(g), g.normalize().total_variance(), rtol=2**-23)
 
 
 @FAST

@@ -8,10 +8,12 @@ import typer
 from scipy.stats import norm
 from typer.testing import CliRunner
 
+from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
 from probembed.store import Database, IndexSettings, Searcher, confidence, ingest
+from probembed.store.index import HnswIndex
 from probembed.store.ranking import RRF_K
 from probembed.store.readers import Record
 
@@ -20,48 +22,74 @@ QUERIES = ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, hash_pipeline, sentences):
-    """300 real sentences in a collection, and their Gaussians for brute-force comparison."""
+    """300 real sentences in a collection."""
     texts = sentences[:300]
     db = Database(tmp_path_factory.mktemp("small") / "db", create=True)
     records = [Record(f"s{i}", t, {"n": i}) for i, t in enumerate(texts)]
     ingest(records, db.collection("small"), hash_pipeline, batch_size=100)
-    return db.open("small"), hash_pipeline.encode(texts).gaussian
+    return db.open("small")
 
 
-def brute_force(queries: Gaussian, docs: Gaussian, score, k):
+@pytest.fixture(scope="module")
+def queries(hash_pipeline) -> Fused:
+    """The query Gaussians, encoded once: the scan and the search both read these same ones."""
+    return hash_pipeline.encode(QUERIES)
+
+
+def first_query(fused: Fused) -> Fused:
+    """The first query alone, as already encoded."""
+    return Fused(fused.gaussian[0], fused.weights[:1], fused.models)
+
+
+def stored(collection) -> tuple[list[str], Gaussian]:
+    """Ids and Gaussians exactly as the collection holds them: what the search rescores."""
+    vectors = collection.vectors()
+    return list(vectors.ids), Gaussian(vectors.mean, vectors.var)
+
+
+def brute_force(queries: Gaussian, docs: Gaussian, score, k, beta):
     """Top-k positions and scores of an exhaustive score_matrix scan."""
-    scores = score_matrix(queries, docs, score)
+    scores = score_matrix(queries, docs, score, beta)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     return order, np.take_along_axis(scores, order, axis=1)
 
 
 @pytest.mark.parametrize("score", [s.value for s in Score])
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(scan_below=0, pool=1000)])
-def test_search_equals_brute_force_scan(small, hash_pipeline, score, settings):
-    collection, docs = small
-    queries = hash_pipeline.encode(QUERIES).gaussian
-    order, expected = brute_force(queries, docs, score, k=7)
-    results = Searcher(collection, hash_pipeline, settings).search(QUERIES, k=7, score=score)
+def test_search_equals_brute_force_scan(small, hash_pipeline, queries, score, settings):
+    ids, docs = stored(small)
+    beta = hash_pipeline.score.beta
+    order, expected = brute_force(queries.gaussian, docs, score, 7, beta)
+    results = Searcher(small, hash_pipeline, settings).search_fused(queries, k=7, score=score)
+    std = np.sqrt(dot_variance(queries.gaussian, docs))
     for i, result in enumerate(results):
-        assert [h["id"] for h in result["hits"]] == [f"s{j}" for j in order[i]]
+        assert [h["id"] for h in result["hits"]] == [ids[j] for j in order[i]]
+        # Both sides score the same float32 rows in float64 (the search on candidate rows, the
+        # scan on the full matrix), so they differ by float64 summation order only (~1e-15
+        # relative); 1e-9 still fails on any float32 step, whose rounding is ~6e-8.
         got = [h["score"] for h in result["hits"]]
-        np.testing.assert_allclose(got, expected[i], rtol=1e-9, atol=1e-9)
-        std = np.sqrt(dot_variance(queries[i], docs[order[i]])[0])
-        np.testing.assert_allclose([h["std"] for h in result["hits"]], std, rtol=1e-6)
+        np.testing.assert_allclose(got, expected[i], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose([h["std"] for h in result["hits"]], std[i, order[i]], rtol=1e-9)
 
 
-def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, sentences):
-    collection, docs = small
-    result = collection.search(QUERIES[0], k=2, score="dot", exact=True)
+def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, queries, sentences):
+    ids, docs = stored(small)
+    weights = small.vectors().weights
+    result = Searcher(small, hash_pipeline).search_fused(
+        first_query(queries), k=2, score="dot", exact=True, texts=QUERIES[:1]
+    )[0]
     first, second = result["hits"]
     assert first["text"] == sentences[int(first["id"][1:])]
-    assert set(first["weights"]) == set(hash_pipeline.models)
-    assert sum(first["weights"].values()) == pytest.approx(1.0, abs=1e-6)
-    q = hash_pipeline.encode(QUERIES[:1]).gaussian
-    d = docs[[int(first["id"][1:]), int(second["id"][1:])]]
-    v = dot_variance(q, d)[0]
+    row = ids.index(first["id"])
+    # The weights come back as stored (float32), so equal to the stored row to float32 rounding.
+    np.testing.assert_allclose(
+        [first["weights"][m] for m in hash_pipeline.models], weights[row], rtol=1e-7
+    )
+    d = docs[[row, ids.index(second["id"])]]
+    v = dot_variance(queries.gaussian[0], d)[0]
     expected = norm.cdf((first["score"] - second["score"]) / np.sqrt(v.sum()))
-    assert result["confidence"] == pytest.approx(expected)
+    # float64 throughout on the same stored rows; scipy's and math.erf's CDFs agree to ~1e-15.
+    assert result["confidence"] == pytest.approx(expected, rel=1e-9)
     assert confidence(np.array([]), np.array([])) is None
     assert confidence(np.array([0.5]), np.array([0.1])) == 1.0
 
@@ -70,11 +98,11 @@ def test_ann_recall_for_uec_is_at_least_099(tmp_path, hash_pipeline, sentences):
     texts = sentences[:3000]
     collection = Database(tmp_path / "db", create=True).collection("big")
     ingest([Record(str(i), t) for i, t in enumerate(texts)], collection, hash_pipeline)
-    queries = sentences[3000:3100]
+    fused = hash_pipeline.encode(sentences[3000:3100])  # encoded once, for both searches
     ann = Searcher(collection, hash_pipeline, IndexSettings(scan_below=0))
     exact = Searcher(collection, hash_pipeline)
-    got = ann.search(queries, k=10, score="uec")
-    truth = exact.search(queries, k=10, score="uec", exact=True)
+    got = ann.search_fused(fused, k=10, score="uec")
+    truth = exact.search_fused(fused, k=10, score="uec", exact=True)
     recall = np.mean(
         [
             len({h["id"] for h in a["hits"]} & {h["id"] for h in t["hits"]}) / 10
@@ -86,26 +114,37 @@ def test_ann_recall_for_uec_is_at_least_099(tmp_path, hash_pipeline, sentences):
     assert len(graphs) == 1  # persisted beside the table for the next process
 
 
-def test_hybrid_is_reciprocal_rank_fusion_of_dense_and_bm25(small, hash_pipeline):
-    collection, _ = small
-    query = "A man is playing a guitar."
-    settings = IndexSettings()
-    depth = settings.pool_size(5)
-    dense = collection.search(query, k=depth, score="uec")["hits"]
+def test_graph_build_is_a_function_of_the_vectors_alone():
+    # Seeded vectors; with one build thread FAISS inserts rows in order, so two builds give
+    # the same graph, hence the same candidates (with several threads they need not).
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(4000, 32)).astype(np.float32)
+    queries = vectors[:200] + rng.normal(scale=0.1, size=(200, 32)).astype(np.float32)
+    first, second = (HnswIndex.build(vectors, IndexSettings(m=8)) for _ in range(2))
+    np.testing.assert_array_equal(first.search(queries, 10, 16), second.search(queries, 10, 16))
+
+
+def test_hybrid_is_reciprocal_rank_fusion_of_dense_and_bm25(small, hash_pipeline, queries):
+    collection, query = small, QUERIES[0]
+    searcher = Searcher(collection, hash_pipeline)
+    depth = searcher.settings.pool_size(5)
+    dense = searcher.search_fused(first_query(queries), k=depth, score="uec")[0]["hits"]
     lexical = collection.text_search(query, depth)
     expected: dict[str, float] = {}
     for ranking in ([h["id"] for h in dense], lexical):
         for rank, doc_id in enumerate(ranking, start=1):
             expected[doc_id] = expected.get(doc_id, 0.0) + 1 / (RRF_K + rank)
     best = sorted(expected, key=lambda d: (-expected[d], int(d[1:])))[:5]
-    hybrid = collection.search(query, k=5, score="uec", hybrid=True)
+    hybrid = searcher.search_fused(
+        first_query(queries), k=5, score="uec", hybrid=True, texts=[query]
+    )[0]
     assert [h["id"] for h in hybrid["hits"]] == best
     np.testing.assert_allclose([h["score"] for h in hybrid["hits"]], [expected[d] for d in best])
     assert lexical and "guitar" in collection.rows(lexical[:1])[lexical[0]]["text"].lower()
 
 
 def test_cli_search_json_has_the_documented_shape(small):
-    collection, _ = small
+    collection = small
     app = typer.Typer()
     register(app)
     args = ["search", "a man plays guitar", "--db", str(collection.db.path), "-c", "small"]
@@ -130,12 +169,13 @@ def test_cli_reports_missing_database_and_corpus_without_traceback(tmp_path):
 
 
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(scan_below=0, pool=1000)])
-def test_filtered_search_equals_brute_force_over_the_kept_rows(small, hash_pipeline, settings):
-    collection, docs = small
-    queries = hash_pipeline.encode(QUERIES).gaussian
-    kept = np.arange(150, 300)
-    order, _ = brute_force(queries, docs[kept], "uec", k=5)
-    searcher = Searcher(collection, hash_pipeline, settings)
-    results = searcher.search(QUERIES, k=5, score="uec", where="n >= 150")
+def test_filtered_search_equals_brute_force_over_the_kept_rows(
+    small, hash_pipeline, queries, settings
+):
+    ids, docs = stored(small)
+    kept = np.array([i for i, doc_id in enumerate(ids) if int(doc_id[1:]) >= 150])
+    order, _ = brute_force(queries.gaussian, docs[kept], "uec", 5, hash_pipeline.score.beta)
+    searcher = Searcher(small, hash_pipeline, settings)
+    results = searcher.search_fused(queries, k=5, score="uec", where="n >= 150")
     for i, result in enumerate(results):
-        assert [h["id"] for h in result["hits"]] == [f"s{kept[j]}" for j in order[i]]
+        assert [h["id"] for h in result["hits"]] == [ids[kept[j]] for j in order[i]]

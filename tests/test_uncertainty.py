@@ -5,10 +5,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probembed.encoders import get_encoder
+from probembed.encoders import available_encoders, get_encoder
 from probembed.gaussian import Gaussian
-from probembed.uncertainty import LaplaceEstimator, PerturbEstimator, make_estimator
+from probembed.uncertainty import (
+    HeadEstimator,
+    LaplaceEstimator,
+    PerturbEstimator,
+    make_estimator,
+)
 from probembed.uncertainty.calibration import calibration_scale
+from probembed.uncertainty.head import _LOG_VAR_MAX, _LOG_VAR_MIN, _network
 from probembed.uncertainty.perturb import dropout_views
 
 PROBE = [
@@ -24,10 +30,16 @@ def fit_laplace(pairs, **params):
     return LaplaceEstimator(get_encoder("hash"), **params).fit(pairs)
 
 
-def test_laplace_variances_are_finite_and_non_negative(toy_pairs):
-    g = fit_laplace(toy_pairs, calibrate=True).encode(PROBE)
-    assert np.isfinite(g.var).all() and (g.var >= 0).all()
-    np.testing.assert_allclose(np.linalg.norm(g.mean, axis=1), 1.0, rtol=1e-5)
+def test_laplace_variance_equals_the_linearised_posterior_formula(toy_pairs):
+    estimator = fit_laplace(toy_pairs, calibrate=True)
+    g = estimator.encode(PROBE)
+    y = estimator.encoder.encode(PROBE).astype(np.float64)  # the adapter: a = y
+    weight_var = 1.0 / (estimator.state["fisher"].astype(np.float64) + 1.0)
+    sq_norm = np.sum(y * y, axis=1, keepdims=True)
+    expected = estimator.scale * np.einsum("nh,dh->nd", y * y, weight_var) / sq_norm
+    # Both are float64 from the same encoder output; the result is one float32 rounding of it.
+    np.testing.assert_allclose(g.var, expected, rtol=2**-23)
+    np.testing.assert_allclose(g.mean, y / np.sqrt(sq_norm), rtol=2**-23, atol=1e-12)
 
 
 def test_laplace_variance_shrinks_as_prior_precision_grows(toy_pairs):
@@ -45,11 +57,13 @@ def test_laplace_variance_shrinks_with_more_fitting_data(toy_pairs):
 
 
 def test_laplace_on_minilm_uses_the_transformer_last_layer(toy_pairs):
+    if not {i.name: i for i in available_encoders()}["minilm"].installed:
+        pytest.skip("optional encoder 'minilm' is not installed")
     estimator = LaplaceEstimator(get_encoder("minilm"), calibrate=False).fit(toy_pairs[:24])
     assert estimator.uses_last_layer
     assert estimator.state["fisher"].shape == (384, 1536)
     g = estimator.encode(PROBE)
-    assert np.isfinite(g.var).all() and (g.var > 0).all()
+    assert (g.var > 0).all()  # every text has non-zero activations, so a variance
 
 
 @settings(max_examples=25, deadline=None)
@@ -91,6 +105,39 @@ def test_perturb_is_deterministic_and_independent_of_batch(toy_pairs):
     np.testing.assert_array_equal(together.var[1:2], alone.var)
     np.testing.assert_array_equal(estimator.encode(PROBE).var, together.var)
     assert together.var[1].sum() > 0
+
+
+@pytest.fixture(scope="module")
+def small_head(toy_pairs):
+    """A head trained briefly on a hash encoder: real trained weights in a second."""
+    pytest.importorskip("torch", reason="the head is trained with torch")
+    return HeadEstimator(get_encoder("hash", dim=64), hidden=16, epochs=5, seed=1).fit(toy_pairs)
+
+
+def torch_head(state, dtype):
+    """The torch network the head was trained as, holding the trained weights."""
+    import torch
+
+    net = _network(state["0.weight"].shape[1], state["0.weight"].shape[0]).to(dtype)
+    net.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in state.items()})
+    return net
+
+
+def test_head_numpy_inference_equals_its_torch_network(small_head):
+    torch = pytest.importorskip("torch", reason="the head is trained with torch")
+    mean = small_head._embed(PROBE)
+    var = small_head.encode(PROBE).var
+    with torch.no_grad():
+        exact = torch_head(small_head.state, torch.float64)(torch.from_numpy(mean).double())
+        trained = torch_head(small_head.state, torch.float32)(torch.from_numpy(mean))
+    expected = small_head.scale * np.exp(exact.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX).numpy())
+    # Same float64 maths in another summation order (~1e-15), then one float32 rounding.
+    np.testing.assert_allclose(var, expected, rtol=2**-23)
+    as_trained = small_head.scale * np.exp(trained.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX).numpy())
+    # The float32 network: sums of 64 and 16 products, each term off by ~6e-8 relative, move
+    # log σ² (|log σ²| < 20) by < 1e-5 absolute, so σ² by < 1e-5 relative.
+    np.testing.assert_allclose(var, as_trained, rtol=1e-5)
+    assert var.std(axis=0).max() > 1e-3 * var.mean()  # trained: it varies with the text
 
 
 def test_dropout_views_keep_a_word_and_leave_single_words_alone():

@@ -13,9 +13,18 @@ U_FLOOR = 1e-30
 DEFAULT_TEMPERATURE = 1.0
 
 
+#: Floor on a squared norm, as in `Gaussian.normalize`: a zero mean does not divide by zero.
+_SQ_NORM_FLOOR = 1e-12
+
+
 def uncertainty(g: Gaussian) -> np.ndarray:
-    """Total variance of the unit-norm embedding, (n,): dimension-free, comparable across models."""
-    return g.normalize().total_variance()
+    """Total variance of the unit-norm embedding, (n,): dimension-free, comparable across models.
+
+    Σ_d σ²_d / |μ|², in float64 straight from the float32 moments (no float32 rounding of the
+    normalised variances in between), so the weights add no rounding of their own.
+    """
+    sq_norm = np.einsum("nd,nd->n", g.mean, g.mean, dtype=np.float64)
+    return g.total_variance() / np.maximum(sq_norm, _SQ_NORM_FLOOR)
 
 
 def _validate_uncertainties(uncertainties: np.ndarray) -> np.ndarray:

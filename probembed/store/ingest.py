@@ -8,7 +8,7 @@ ingest resumes where it stopped and never duplicates a row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -68,10 +68,12 @@ def ingest(
     on_error: OnError = "stop",
     upsert: bool = False,
     progress: bool = False,
+    on_commit: Callable[[int], None] | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or records.
 
     Ids already in the collection are skipped (resume), or replaced when `upsert` is set.
+    `on_commit` is called with the number of rows added so far after each committed batch.
     """
     _validate_options(batch_size, on_error)
     info = PipelineInfo.of(pipeline)
@@ -95,6 +97,8 @@ def ingest(
             _write(collection, pipeline, info, chunk, upsert)
             report.added += len(chunk)
             bar.advance(len(chunk))
+            if on_commit is not None:
+                on_commit(report.added)
     if report.added:
         collection.optimize()
     return report

@@ -17,6 +17,7 @@ from probembed.encoders.base import Encoder, validate_texts
 from probembed.gaussian import Gaussian
 from probembed.progress import map_chunks
 from probembed.uncertainty.calibration import calibration_scale
+from probembed.uncertainty.moments import Moments
 
 PARAMS_FILE = "estimator.json"
 STATE_FILE = "state.npz"
@@ -50,8 +51,9 @@ class Estimator(ABC):
     """Turns one deterministic encoder into a probabilistic one.
 
     Subclasses declare their hyper-parameters in DEFAULTS, learn arrays in `_fit`, and map texts
-    to a unit-norm Gaussian with an uncalibrated variance in `_encode_raw`; this base class does
-    validation, the held-out scale calibration of DESIGN.md, persistence and fingerprinting.
+    to float64 unit-norm means with uncalibrated variances in `_encode_raw`; this base class does
+    validation, the held-out scale calibration (docs/architecture.md), the one cast to a float32
+    Gaussian, persistence and fingerprinting.
     """
 
     kind: ClassVar[str]
@@ -89,7 +91,7 @@ class Estimator(ABC):
         if self.params["calibrate"]:
             a = self._map(self._encode_raw, [text_a[i] for i in cal_idx], "calibrate")
             b = self._map(self._encode_raw, [text_b[i] for i in cal_idx], "calibrate")
-            self.scale = calibration_scale(Gaussian.concat(a), Gaussian.concat(b))
+            self.scale = calibration_scale(Moments.concat(a), Moments.concat(b))
         return self
 
     def _map(self, fn: Callable[[list[str]], R], texts: list[str], step: str) -> list[R]:
@@ -102,16 +104,15 @@ class Estimator(ABC):
         texts = validate_texts(texts)
         if not self.is_fitted:
             raise RuntimeError(f"{self.kind} estimator for {self.encoder.name} is not fitted yet")
-        raw = self._encode_raw(texts)
-        return Gaussian(raw.mean, raw.var * np.float32(self.scale))
+        return self._encode_raw(texts).gaussian(self.scale)
 
     @abstractmethod
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Learn `self.state` from positive pairs."""
 
     @abstractmethod
-    def _encode_raw(self, texts: list[str]) -> Gaussian:
-        """Unit-norm mean and variance before the calibration scale."""
+    def _encode_raw(self, texts: list[str]) -> Moments:
+        """Float64 unit-norm means and variances before the calibration scale."""
 
     @property
     def fingerprint(self) -> str:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from probembed.gaussian import Gaussian
+from probembed.uncertainty.moments import Moments
 
 
-def calibration_scale(a: Gaussian, b: Gaussian) -> float:
+def calibration_scale(a: Gaussian | Moments, b: Gaussian | Moments) -> float:
     """ML scale s of r = mu(x) - mu(x+) ~ N(0, s (var(x) + var(x+))) on held-out positive pairs."""
-    if len(a) != len(b) or a.dim != b.dim:
+    if a.mean.shape != b.mean.shape:
         raise ValueError(
-            f"calibration needs aligned pairs, got {len(a)}x{a.dim} and {len(b)}x{b.dim}"
+            f"calibration needs aligned pairs, got {a.mean.shape} and {b.mean.shape} means"
         )
-    residual_sq = np.square(a.mean.astype(np.float64) - b.mean)
-    total_var = a.var.astype(np.float64) + b.var
+    residual_sq = np.square(np.asarray(a.mean, np.float64) - b.mean)
+    total_var = np.asarray(a.var, np.float64) + b.var
     keep = total_var > 0
     if not keep.any():
         raise ValueError("calibration needs some non-zero variance; every variance is zero")

@@ -75,12 +75,17 @@ def fisher_diagonal(
 
 
 def posterior_variance(fisher: np.ndarray, prior_precision: float) -> np.ndarray:
-    """Diagonal Laplace posterior variance of W: 1 / (F + lambda)."""
+    """Diagonal Laplace posterior variance of W in float64: 1 / (F + lambda)."""
     if prior_precision <= 0:
         raise ValueError(f"prior_precision must be > 0, got {prior_precision}")
-    return (1.0 / (fisher + prior_precision)).astype(np.float32)
+    return 1.0 / (np.asarray(fisher, dtype=np.float64) + prior_precision)
 
 
 def predictive_variance(act: np.ndarray, weight_var: np.ndarray) -> np.ndarray:
-    """Linearised output variance sigma^2_d(x) = sum_i a_i(x)^2 V[d, i], one matmul per batch."""
-    return np.square(act, dtype=np.float32) @ weight_var.T
+    """Linearised output variance sigma^2_d(x) = sum_i a_i(x)^2 V[d, i], one float64 matmul.
+
+    float64 because a float32 sgemm rounds each row differently depending on how many rows
+    share the call: the variance would move with the batch split, not with the text.
+    """
+    weight_var = np.asarray(weight_var, dtype=np.float64)
+    return np.square(act, dtype=np.float64) @ weight_var.T

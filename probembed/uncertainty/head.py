@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 from probembed.gaussian import Gaussian
 from probembed.uncertainty.base import Estimator
+from probembed.uncertainty.moments import Moments
 
 _LOG_VAR_MIN, _LOG_VAR_MAX = -20.0, 5.0
 
@@ -40,6 +41,17 @@ def _network(dim: int, hidden: int) -> torch.nn.Sequential:
 def _gelu(x: np.ndarray) -> np.ndarray:
     """Exact GELU, as torch's default, so inference needs no torch."""
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def head_log_variance(state: dict[str, np.ndarray], mean: np.ndarray) -> np.ndarray:
+    """The trained network's forward pass in float64 numpy: clipped log-variances (n, d).
+
+    float64, not the float32 it was trained in, so its sums do not round differently with the
+    number of texts in a batch (a float32 sgemm does); the weights are the float32 ones trained.
+    """
+    w = {key: np.asarray(value, dtype=np.float64) for key, value in state.items()}
+    hidden = _gelu(np.asarray(mean, dtype=np.float64) @ w["0.weight"].T + w["0.bias"])
+    return np.clip(hidden @ w["2.weight"].T + w["2.bias"], _LOG_VAR_MIN, _LOG_VAR_MAX)
 
 
 class HeadEstimator(Estimator):
@@ -88,13 +100,10 @@ class HeadEstimator(Estimator):
         """Keep log-variances in a range where exp neither underflows nor explodes."""
         return raw.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX)
 
-    def _encode_raw(self, texts: list[str]) -> Gaussian:
+    def _encode_raw(self, texts: list[str]) -> Moments:
         """One numpy forward pass of the head per batch of embeddings."""
         mean = self._embed(texts)
-        s = self.state
-        hidden = _gelu(mean @ s["0.weight"].T + s["0.bias"])
-        log_var = np.clip(hidden @ s["2.weight"].T + s["2.bias"], _LOG_VAR_MIN, _LOG_VAR_MAX)
-        return Gaussian(mean, np.exp(log_var))
+        return Moments(mean.astype(np.float64), np.exp(head_log_variance(self.state, mean)))
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """The head's input and output widths must equal this encoder's dimension."""

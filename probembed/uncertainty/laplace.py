@@ -6,9 +6,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from probembed.gaussian import Gaussian
 from probembed.uncertainty.base import Estimator
 from probembed.uncertainty.fisher import fisher_diagonal, posterior_variance, predictive_variance
+from probembed.uncertainty.moments import Moments, unit_rows
 
 
 @runtime_checkable
@@ -62,11 +62,12 @@ class LaplaceEstimator(Estimator):
         parts = self._map(self.features, texts, step)
         return np.concatenate([y for y, _ in parts]), np.concatenate([a for _, a in parts])
 
-    def _encode_raw(self, texts: list[str]) -> Gaussian:
+    def _encode_raw(self, texts: list[str]) -> Moments:
         """Predictive variance in one matmul, then both moments rescaled to the unit sphere."""
         y, act = self.features(texts)
         weight_var = posterior_variance(self.state["fisher"], self.params["prior_precision"])
-        return Gaussian(y, predictive_variance(act, weight_var)).normalize()
+        mean, sq_norm = unit_rows(y)
+        return Moments(mean, predictive_variance(act, weight_var) / sq_norm)
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """The Fisher must have one row per output dimension of this encoder and be >= 0."""

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from probembed.gaussian import Gaussian
 from probembed.uncertainty.base import Estimator
+from probembed.uncertainty.moments import Moments, unit_rows
 
 
 def dropout_views(text: str, views: int, rate: float, seed: int) -> list[str]:
@@ -36,17 +36,16 @@ class PerturbEstimator(Estimator):
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Nothing to learn: the only fitted quantity is the calibration scale."""
 
-    def _encode_raw(self, texts: list[str]) -> Gaussian:
+    def _encode_raw(self, texts: list[str]) -> Moments:
         """Encode the texts and all their views in one call, then take per-dimension variances."""
         m, rate, seed = self.params["views"], self.params["rate"], self.params["seed"]
         if m < 2:
             raise ValueError(f"perturb needs views >= 2 to estimate a variance, got {m}")
         views = [v for text in texts for v in dropout_views(text, m, rate, seed)]
         vectors = self.encoder.encode(texts + views)
-        base = Gaussian.deterministic(vectors[: len(texts)]).normalize().mean
-        perturbed = Gaussian.deterministic(vectors[len(texts) :]).normalize().mean
-        var = perturbed.reshape(len(texts), m, -1).var(axis=1, ddof=1)
-        return Gaussian(base, var)
+        base, _ = unit_rows(vectors[: len(texts)])
+        perturbed, _ = unit_rows(vectors[len(texts) :])
+        return Moments(base, perturbed.reshape(len(texts), m, -1).var(axis=1, ddof=1))
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """Perturbation keeps no arrays; anything stored means the directory is not ours."""
