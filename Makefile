@@ -4,13 +4,18 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
+LOCK_VENV := .venv-lock
+#: The CPU build of torch lies in the machine's wheel folder; pinning it first keeps pip from
+#: resolving `torch>=2.4,<3` to a multi-GB CUDA build from the index.
+TORCH := torch==2.13.0
 # `make run DATA=PATH` indexes PATH; unset, the demo takes retrieval/scifact under
 # $(PROBEMBED_DATASETS) (default ../shared/datasets beside the checkout), else the Python docs.
 DATA ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help install run test check fix pipelines bench clean
+.PHONY: help install lock run test check fix pipelines bench clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -18,13 +23,23 @@ help:  ## List the targets
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml $(LOCK)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e '.[all,dev]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## Create .venv and install probembed with its pinned dependencies
+install: $(STAMP)  ## Create .venv and install probembed with the exact versions in requirements.lock
+
+lock:  ## Re-resolve '.[all,dev]' in a fresh venv and write its exact versions to requirements.lock
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/pip install --quiet $(TORCH) '.[all,dev]'
+	$(LOCK_VENV)/bin/pip check
+	{ echo "# Exact versions for \`make install\`; regenerate with \`make lock\` (Python 3.11, Linux x86_64)."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude probembed | sed 's/^torch==\(.*\)+cpu$$/torch==\1/'; } > $(LOCK)
+	rm -rf $(LOCK_VENV)
 
 run: $(STAMP)  ## The main job: uncertainty per model, then index and search DATA (SciFact, else Python docs)
 	$(BIN)/probembed inspect
@@ -51,4 +66,4 @@ bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 
 	$(BIN)/python benchmarks/readme_tables.py
 
 clean:  ## Remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .ruff_cache .hypothesis

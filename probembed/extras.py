@@ -33,6 +33,6 @@ def require(extra: str, feature: str) -> None:
     missing = [module for module in MODULES[extra] if find_spec(module) is None]
     if missing:
         raise MissingExtraError(
-            f"{feature} needs {', '.join(missing)}, which is not installed: {install_hint(extra)}",
+            f"{feature} needs {', '.join(missing)} (not installed): {install_hint(extra)}",
             name=missing[0],
         )

@@ -47,8 +47,7 @@ def test_the_command_says_which_extra_in_one_line_without_a_traceback():
     result = run_blocked(("typer",), code)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        "probembed: the probembed command needs typer, which is not installed: "
-        "pip install 'probembed[cli]'"
+        "probembed: the probembed command needs typer (not installed): pip install 'probembed[cli]'"
     )
 
 
