@@ -55,7 +55,7 @@ def pairs(draw: st.DrawFn, unit: bool = False) -> tuple[Gaussian, Gaussian]:
 
 
 def _naive(score: Score, mq, vq, md, vd, beta: float = 1.0) -> float:
-    """The DESIGN table's formula for one pair, written out in float64 without expansions."""
+    """The architecture table's formula for one pair, written out in float64 without expansions."""
     mq, vq, md, vd = (np.asarray(x, dtype=np.float64) for x in (mq, vq, md, vd))
     fq, fd = np.maximum(vq, VAR_FLOOR), np.maximum(vd, VAR_FLOOR)
     diff2 = (mq - md) ** 2

@@ -2,8 +2,8 @@
 
 Small collections (and filters that leave few rows) are scanned exactly. Larger ones get a
 FAISS HNSW graph, built over the means for dot/uec/mls/bhattacharyya and over the exact
-inner-product form of the score for csd/w2/kl (DESIGN.md, scores table), so the graph ranks by
-the score itself; its candidates are then rescored exactly: 2k of them where the graph ranks by
+inner-product form of the score for csd/w2/kl (docs/architecture.md, scores), so the graph
+ranks by the score itself; its candidates are then rescored exactly: 2k of them where the graph ranks by
 the score (only float32 rounding to undo), max(100, 10k) where it ranks by the means and the
 score reorders them (uec, mls, bhattacharyya).
 
