@@ -1,4 +1,4 @@
-"""Fusion weights follow the softmax rule and its limits; fused Gaussians follow docs/architecture.md."""
+"""Fusion weights follow the softmax rule and its limits; fused Gaussians its two modes."""
 
 import numpy as np
 import pytest
