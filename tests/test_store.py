@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from probembed.store import (
@@ -256,4 +255,3 @@ def test_batch_validation_names_the_problem(hash_pipeline):
         Batch(["x", "x"], ["one", "two"], [{}, {}], fused, info)
     with pytest.raises(StoreError, match="2 ids but"):
         Batch(["x", "y"], ["one"], [{}, {}], fused, info)
-    assert np.isfinite(fused.gaussian.var).all()
