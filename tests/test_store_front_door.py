@@ -204,3 +204,22 @@ def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash
     found = CliRunner().invoke(app, ["search", "dogs bark loudly", *db, "-k", "1", "--json"])
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)[0]["hits"][0]["id"] == "b"
+
+
+def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():
+    from rich.console import Console
+
+    from probembed.interfaces.store_commands import print_result
+
+    def hit(i: int, weights: dict[str, float]) -> dict:
+        return {"id": f"d{i}", "score": 0.5, "std": 0.1, "weights": weights, "text": "t"}
+
+    def shown(hits: list[dict]) -> str:
+        console = Console(width=80, record=True)
+        print_result({"query": "q", "confidence": 0.9, "hits": hits}, console)
+        return console.export_text()
+
+    same = shown([hit(i, {"a": 0.6, "b": 0.4}) for i in range(3)])
+    assert same.count("a 0.60 b 0.40") == 1 and "weights a 0.60 b 0.40" in same
+    differing = shown([hit(0, {"a": 0.6, "b": 0.4}), hit(1, {"a": 0.3, "b": 0.7})])
+    assert "a 0.60 b 0.40" in differing and "a 0.30 b 0.70" in differing

@@ -140,24 +140,42 @@ def search_command(
 
 
 def print_result(result: QueryResult, console: Console | None = None) -> None:
-    """A rich table of one query's hits, titled with the query and its confidence."""
+    """A rich table of one query's hits, titled with the query and its confidence.
+
+    Per-hit weights get a column only when they differ between hits; weights every hit shares
+    (a static prior, T = inf) are shown once, under the table, leaving the width to the text.
+    """
     conf = result["confidence"]
     shown = "n/a" if conf is None else f"{conf:.2f}"
-    table = Table(title=f"{result['query']!r}  confidence {shown}", title_justify="left")
+    hits = result["hits"]
+    shared = len({tuple(h["weights"].items()) for h in hits}) == 1
+    caption = f"weights {_weights(hits[0]['weights'])}" if hits and shared else None
+    table = Table(
+        title=f"{result['query']!r}  confidence {shown}",
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
     for column, justify in (("#", "right"), ("id", "left"), ("score ± std", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    table.add_column("weights")
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    if not shared:
+        table.add_column("weights")
     table.add_column("text", overflow="fold")
-    for rank, hit in enumerate(result["hits"], start=1):
-        weights = " ".join(f"{m} {w:.2f}" for m, w in hit["weights"].items())
+    for rank, hit in enumerate(hits, start=1):
+        weights = [] if shared else [_weights(hit["weights"])]
         table.add_row(
             str(rank),
             str(hit["id"]),
             f"{hit['score']:.4f} ± {hit['std']:.4f}",
-            weights,
+            *weights,
             _snippet(hit.get("text") or ""),
         )
     (console or Console()).print(table)
+
+
+def _weights(weights: dict[str, float]) -> str:
+    """Per-model weights on one line."""
+    return " ".join(f"{m} {w:.2f}" for m, w in weights.items())
 
 
 def _snippet(text: str) -> str:
