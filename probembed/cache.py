@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-import platformdirs
 
 from probembed.gaussian import Gaussian
 
@@ -43,7 +42,11 @@ R = TypeVar("R")
 def default_cache_dir() -> Path:
     """$PROBEMBED_CACHE_DIR if set, else the platform's user cache directory."""
     override = os.environ.get(CACHE_ENV)
-    return Path(override) if override else Path(platformdirs.user_cache_dir("probembed"))
+    if override:
+        return Path(override)
+    import platformdirs  # the [models] extra; imported here so the pipeline module loads without
+
+    return Path(platformdirs.user_cache_dir("probembed"))
 
 
 def default_max_bytes() -> int:
