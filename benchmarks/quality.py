@@ -3,13 +3,15 @@
     python benchmarks/quality.py [--estimators laplace head perturb] [--datasets stsb sick scifact]
                                  [--resume]
 
-For each estimator's built-in pipeline (default = laplace, default-head, default-perturb) and each
-dataset, every single model, mean, concat, tuned weighted and tuned uec are scored on the test
-split from the same cached embeddings. Static weights, T and beta are tuned on STS-B dev, SICK
-dev and SciFact train qrels only. Also reports uncertainty quality (AUROC of failure prediction,
-nDCG@10 at 80% coverage, Recall@1 per decile) and per-model diagnostics (CV of u_k, and its
-Spearman with the model's own error). Writes benchmarks/results/quality.json and PNG plots
-under benchmarks/results/plots/; `python benchmarks/readme_tables.py` puts them in the README.
+For each estimator of the built-ins (default = laplace, default-head, default-perturb) and each
+dataset, every candidate model of the built-ins (fitted as `scripts/build_pipelines.py` fits
+them, including members the shipped pipelines dropped after tuning), mean, concat, tuned
+weighted and tuned uec are scored on the test split from the same cached embeddings. Static
+weights, T and beta are tuned on STS-B dev, SICK dev and SciFact train qrels only. Also reports
+uncertainty quality (AUROC of failure prediction, nDCG@10 at 80% coverage, Recall@1 per decile)
+and per-model diagnostics (CV of u_k, and its Spearman with the model's own error). Writes
+benchmarks/results/quality.json and PNG plots under benchmarks/results/plots/;
+`python benchmarks/readme_tables.py` puts them in the README.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import time
 from pathlib import Path
 
 from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.recipes import fit_candidates, sample_pairs
 from probembed.evaluation.report import compare, markdown_table, write_json, write_plots
 from probembed.paths import datasets_dir
-from probembed.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = datasets_dir()
@@ -53,8 +55,10 @@ def main() -> None:
         previous = json.loads(args.out.read_text())
         rows, config = previous["rows"], previous["config"]
     done = {(r.get("estimator"), r["dataset"]) for r in rows}
+    names = [PIPELINES[e] for e in args.estimators]
+    candidates = fit_candidates(names, sample_pairs(DATA / "pairs"), progress=True)
     for estimator in args.estimators:
-        pipe = Pipeline.load(PIPELINES[estimator])
+        pipe = candidates[PIPELINES[estimator]]
         config["pipelines"][estimator] = {"name": pipe.name, "fingerprint": pipe.fingerprint}
         for name in args.datasets:
             if (estimator, name) in done:

@@ -12,50 +12,20 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
-
-from probembed.encoders import get_encoder
-from probembed.evaluation.datasets import load_dataset, load_pairs
+from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import embed
+from probembed.evaluation.recipes import BUILTIN_ESTIMATORS, MAX_PAIRS, fit_candidates, sample_pairs
 from probembed.evaluation.tuning import tune, without_unweighted
 from probembed.paths import datasets_dir
-from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, builtin_dir
-from probembed.uncertainty import Estimator, make_estimator
+from probembed.pipeline import Pipeline, builtin_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = datasets_dir()
-PAIRS_DIR = DATA / "pairs"
 DEV_SPLITS = (  # tuning data only: never a split the README reports
     (DATA / "sts" / "stsb", "dev"),
     (DATA / "sts" / "sick", "dev"),
     (DATA / "retrieval" / "scifact", "train"),
 )
-DEFAULT_MODELS = ("minilm", "paraphrase-l3", "use", "wordllama")
-SEED = 0
-
-
-def sample_pairs(max_pairs: int, seed: int) -> list[tuple[str, str]]:
-    """A seeded sample from every pairs file, in file order so the sample is reproducible."""
-    pairs: list[tuple[str, str]] = []
-    for path in sorted(PAIRS_DIR.glob("*.tsv")):
-        data = load_pairs(path)
-        pairs.extend(zip(data.text_a, data.text_b, strict=True))
-    if len(pairs) > max_pairs:
-        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), max_pairs, replace=False))
-        pairs = [pairs[i] for i in keep]
-    return pairs
-
-
-def builtins() -> dict[str, tuple[list[ModelSpec], FusionConfig]]:
-    """Name -> (members, fusion) of every pipeline that ships with the package."""
-    laplace = [ModelSpec(m, "laplace", {"seed": SEED}) for m in DEFAULT_MODELS]
-    perturb = [ModelSpec(m, "perturb", {"seed": SEED}) for m in DEFAULT_MODELS]
-    head = [ModelSpec(m, "head", {"seed": SEED}) for m in DEFAULT_MODELS]
-    return {
-        "default": (laplace, FusionConfig("uec", "concat")),
-        "default-head": (head, FusionConfig("uec", "concat")),
-        "default-perturb": (perturb, FusionConfig("uec", "concat")),
-    }
 
 
 def tune_fusion(name: str) -> None:
@@ -77,26 +47,18 @@ def tune_fusion(name: str) -> None:
 def main() -> None:
     """Fit and write each built-in into probembed/pipelines/<name>."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--max-pairs", type=int, default=8000)
+    parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS)
     parser.add_argument("--only", action="append", help="build only these built-ins")
     parser.add_argument("--tune-only", action="store_true", help="keep members, retune fusion")
     args = parser.parse_args()
-    names = [n for n in builtins() if not args.only or n in args.only]
+    names = [n for n in BUILTIN_ESTIMATORS if not args.only or n in args.only]
     if args.tune_only:
         for name in names:
             tune_fusion(name)
         return
-    pairs = sample_pairs(args.max_pairs, SEED)
-    print(f"fitting on {len(pairs)} pairs from {PAIRS_DIR}")
-    fitted: dict[tuple[str, str], Estimator] = {}  # members shared by built-ins are fitted once
-    for name in names:
-        specs, fusion = builtins()[name]
-        for spec in specs:
-            if (spec.encoder, spec.estimator) not in fitted:
-                member = make_estimator(spec.estimator, get_encoder(spec.encoder), **spec.params)
-                fitted[spec.encoder, spec.estimator] = member.fit(pairs, progress=True)
-        members = [fitted[s.encoder, s.estimator] for s in specs]
-        pipe = Pipeline(members, fusion, name=name, cache=False)
+    pairs = sample_pairs(DATA / "pairs", args.max_pairs)
+    print(f"fitting on {len(pairs)} pairs from {DATA / 'pairs'}")
+    for name, pipe in fit_candidates(names, pairs, cache=False, progress=True).items():
         out = pipe.save(builtin_dir() / name)
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{name}: {', '.join(pipe.models)} -> {out} ({size / 1e6:.1f} MB)")

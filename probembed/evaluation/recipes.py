@@ -1,0 +1,67 @@
+"""How the built-in pipelines are made: candidate models, the seeded pair sample, the fit.
+
+`scripts/build_pipelines.py` fits these candidates, tunes their fusion on dev splits and ships
+what tuning keeps (a member tuned to weight 0 is dropped). `benchmarks/quality.py` fits the
+same candidates the same way, so its table compares every candidate, including those the
+shipped pipelines no longer carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from probembed.encoders import get_encoder
+from probembed.evaluation.datasets import load_pairs
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.uncertainty import Estimator, make_estimator
+
+#: Every model tuning may choose from for the built-ins, in fusion order.
+CANDIDATE_MODELS = ("minilm", "paraphrase-l3", "use", "wordllama")
+#: Built-in name -> the estimator of its members.
+BUILTIN_ESTIMATORS = {"default": "laplace", "default-head": "head", "default-perturb": "perturb"}
+SEED = 0
+MAX_PAIRS = 8000
+
+
+def sample_pairs(
+    pairs_dir: Path, max_pairs: int = MAX_PAIRS, seed: int = SEED
+) -> list[tuple[str, str]]:
+    """A seeded sample from every pairs file, in file order so the sample is reproducible."""
+    pairs: list[tuple[str, str]] = []
+    for path in sorted(pairs_dir.glob("*.tsv")):
+        data = load_pairs(path)
+        pairs.extend(zip(data.text_a, data.text_b, strict=True))
+    if not pairs:
+        raise ValueError(f"no positive pairs in {pairs_dir} (expected *.tsv files)")
+    if len(pairs) > max_pairs:
+        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), max_pairs, replace=False))
+        pairs = [pairs[i] for i in keep]
+    return pairs
+
+
+def candidate_specs(estimator: str) -> list[ModelSpec]:
+    """The candidate members of a built-in, each with that estimator."""
+    return [ModelSpec(m, estimator, {"seed": SEED}) for m in CANDIDATE_MODELS]
+
+
+def fit_candidates(
+    names: Sequence[str],
+    pairs: Sequence[tuple[str, str]],
+    cache: bool = True,
+    progress: bool = False,
+) -> dict[str, Pipeline]:
+    """Each named built-in with every candidate member, untuned; members shared are fit once."""
+    fitted: dict[tuple[str, str], Estimator] = {}
+    pipelines = {}
+    for name in names:
+        specs = candidate_specs(BUILTIN_ESTIMATORS[name])
+        for spec in specs:
+            if (spec.encoder, spec.estimator) not in fitted:
+                member = make_estimator(spec.estimator, get_encoder(spec.encoder), **spec.params)
+                fitted[spec.encoder, spec.estimator] = member.fit(pairs, progress=progress)
+        members = [fitted[s.encoder, s.estimator] for s in specs]
+        pipelines[name] = Pipeline(members, FusionConfig("uec", "concat"), name=name, cache=cache)
+    return pipelines

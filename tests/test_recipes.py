@@ -1,0 +1,28 @@
+"""The built-ins' recipe: a reproducible pair sample and every candidate member."""
+
+import pytest
+
+from probembed.evaluation.recipes import CANDIDATE_MODELS, fit_candidates, sample_pairs
+from probembed.pipeline import Pipeline, available_pipelines
+
+
+def test_pair_sample_is_seeded_sized_and_drawn_from_every_file(datasets):
+    pairs_dir = datasets / "pairs"
+    first, again = sample_pairs(pairs_dir, 500), sample_pairs(pairs_dir, 500)
+    assert first == again and len(first) == 500
+    assert sample_pairs(pairs_dir, 500, seed=1) != first
+    every = sample_pairs(pairs_dir, 10**9)
+    assert set(first) <= set(every)
+
+
+def test_an_empty_pairs_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no positive pairs in"):
+        sample_pairs(tmp_path)
+
+
+def test_candidates_hold_every_model_the_shipped_builtins_were_chosen_from(datasets):
+    pairs = sample_pairs(datasets / "pairs", 40)
+    fitted = fit_candidates(["default-perturb"], pairs, cache=False)["default-perturb"]
+    assert fitted.models == CANDIDATE_MODELS
+    for name in available_pipelines():
+        assert set(Pipeline.load(name, cache=False).models) <= set(CANDIDATE_MODELS)
