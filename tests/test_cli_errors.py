@@ -81,3 +81,10 @@ def test_the_entry_point_prints_no_traceback_and_debug_shows_it(damaged_pipeline
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
     assert "TypeError: encoder 'hash' got unexpected keyword argument(s) bogus" in debug.stderr
+
+
+def test_error_messages_keep_brackets_in_paths_literal(tmp_path):
+    missing = tmp_path / "[test]" / "db"  # rich would read "[test]" as a style and drop it
+    result = runner.invoke(app, ["search", "a question", "--db", str(missing)])
+    assert result.exit_code == 2
+    assert f"no database at {missing}" in "".join(result.output.split("\n"))

@@ -223,3 +223,16 @@ def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():
     assert same.count("a 0.60 b 0.40") == 1 and "weights a 0.60 b 0.40" in same
     differing = shown([hit(0, {"a": 0.6, "b": 0.4}), hit(1, {"a": 0.3, "b": 0.7})])
     assert "a 0.60 b 0.40" in differing and "a 0.30 b 0.70" in differing
+
+
+def test_printed_text_ids_and_queries_stay_literal_not_markup():
+    from rich.console import Console
+
+    from probembed.interfaces.store_commands import print_result
+
+    text = "lst[index] = value, then [/] and [bold]x[/bold]"
+    hit = {"id": "a[1]", "score": 0.5, "std": 0.1, "weights": {"m": 1.0}, "text": text}
+    console = Console(width=200, record=True)
+    print_result({"query": "q[i]", "confidence": 0.5, "hits": [hit]}, console)
+    shown = console.export_text()
+    assert text in shown and "a[1]" in shown and "'q[i]'" in shown

@@ -12,11 +12,12 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from probembed.interfaces import eval_commands, store_commands
+from probembed.interfaces.console import fail, literal, say
 
 #: Failures probembed raises on purpose, with a message that says what to fix.
 KNOWN_FAILURES = (ValueError, OSError, ImportError)
@@ -74,13 +75,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print a one-line error to stderr and give the exit to raise."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=code)
 
 
 def _offline() -> None:
@@ -133,7 +127,7 @@ def cache_info() -> None:
 
     info = EmbeddingCache().info()
     console = Console()
-    console.print(f"path: {info.path}", highlight=False, soft_wrap=True)
+    console.print(literal(f"path: {info.path}"), soft_wrap=True)
     console.print(
         f"{info.entries} entries, {info.bytes:,} of {info.max_bytes:,} bytes"
         f" (cap: ${MAX_BYTES_ENV})",
@@ -144,7 +138,7 @@ def cache_info() -> None:
         for column in ("model", "fingerprint", "entries", "vector bytes"):
             table.add_column(column, justify="left" if column == "model" else "right")
         for m in info.models:
-            table.add_row(m.label or "?", m.model, str(m.entries), str(m.vector_bytes))
+            table.add_row(literal(m.label or "?"), m.model, str(m.entries), str(m.vector_bytes))
         console.print(table)
 
 
@@ -155,7 +149,7 @@ def cache_clear() -> None:
 
     cache = EmbeddingCache()
     removed = cache.clear()
-    err.print(f"removed {removed} entries from {cache.path}", highlight=False, soft_wrap=True)
+    say(f"removed {removed} entries from {cache.path}")
 
 
 def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
@@ -204,7 +198,7 @@ def encode(
             models=np.array(fused.models),
             texts=np.array(items),
         )
-        err.print(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {out}")
+        say(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {out}")
         return
     for i, text in enumerate(items):
         row = {
@@ -277,13 +271,13 @@ def fit(
     if estimator == "laplace":
         params["prior_precision"] = prior_precision
     specs = [ModelSpec(m, estimator, params) for m in model]
-    err.print(f"fitting {estimator} on {len(collected)} pairs for {', '.join(model)}")
+    say(f"fitting {estimator} on {len(collected)} pairs for {', '.join(model)}")
     try:
         pipe = Pipeline.fit(specs, collected, fusion_config, name=out.name, progress=True)
     except (ValueError, TypeError, ImportError) as exc:
         raise fail(str(exc)) from exc
     pipe.save(out)
-    err.print(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}")
+    say(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}")
 
 
 INSPECTED = ("default", "default-head", "default-perturb")
@@ -317,7 +311,7 @@ def inspect(
             rows.append((member.encoder.name, member.kind, part.total_variance()))
     console = Console()
     for i, t in enumerate(texts, 1):
-        console.print(f"  [bold]t{i}[/] {t}")
+        console.print(Text.assemble(("  t" + str(i), "bold"), " ", t))
     console.print(inspect_table(len(texts), rows))
 
 

@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from probembed.interfaces.store_commands import _err, _fail, _load_pipeline, print_result
+from probembed.interfaces.console import fail, literal, note, say
+from probembed.interfaces.store_commands import load_pipeline, print_result
 from probembed.paths import DATASETS_ENV, datasets_dir
 
 if TYPE_CHECKING:
@@ -56,16 +57,16 @@ def demo_command(
 ) -> None:
     """The main job: index a corpus, answer questions with score ± std and confidence."""
     if queries < 1:
-        raise _fail(f"--queries must be at least 1, got {queries}")
+        raise fail(f"--queries must be at least 1, got {queries}")
     if topic and data is not None:
-        raise _fail("--topic picks passages of the built-in Python docs; drop --data to use it")
+        raise fail("--topic picks passages of the built-in Python docs; drop --data to use it")
     if data is None and not topic:
         scifact = datasets_dir() / "retrieval" / "scifact"
         data = scifact if scifact.is_dir() else None
         if data is None:
-            _err.print(f"no SciFact at {scifact} (set {DATASETS_ENV}): using the Python docs")
+            say(f"no SciFact at {scifact} (set {DATASETS_ENV}): using the Python docs")
     if data is None:
-        _pydoc_demo(_load_pipeline(pipeline), topic, queries)
+        _pydoc_demo(load_pipeline(pipeline), topic, queries)
     else:
         _corpus_demo(data, pipeline, queries)
 
@@ -78,24 +79,22 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     try:
         records = read_pydoc_topics(topics)
     except (ValueError, ImportError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     db = _demo_db(pipe.fingerprint)
     target = Database(db, create=True).collection(f"pydoc-{platform.python_version()}")
-    _err.print(
+    say(
         f"indexing {len(records)} passages of the Python {platform.python_version()} docs "
         f"into {db} (cached: a re-run only adds what is missing)"
     )
     try:
         report = ingest(records, target, pipe, on_error="skip", progress=True)
     except StoreError as exc:
-        raise _fail(str(exc)) from exc
-    _err.print(report.summary(), highlight=False)
+        raise fail(str(exc)) from exc
+    say(report.summary())
     where = _topic_filter(topics)
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
-    _err.print(
-        f'ask your own: probembed search "your question" --db {db} --collection {target.name}'
-    )
+    say(f'ask your own: probembed search "your question" --db {db} --collection {target.name}')
 
 
 def _topic_filter(topics: Sequence[str] | None) -> str | None:
@@ -111,26 +110,26 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     from probembed.store import Database, StoreError, ingest
 
     if not data.exists():
-        raise _fail(
+        raise fail(
             f"no corpus at {data}. Point the demo at your documents: "
             "`make run DATA=/path/to/corpus` (or `probembed demo --data PATH`), where PATH is a "
             "BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv), a JSONL file with "
             "id and text fields, or a folder of .txt/.md files",
             code=1,
         )
-    pipe = _load_pipeline(pipeline)
+    pipe = load_pipeline(pipeline)
     db = _demo_db(pipe.fingerprint)
     target = Database(db, create=True).collection(_collection_name(data))
-    _err.print(f"indexing {data} into {db} (cached: a re-run only adds what is missing)")
+    say(f"indexing {data} into {db} (cached: a re-run only adds what is missing)")
     try:
         report = ingest(data, target, pipe, on_error="skip", progress=True)
     except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     for problem in report.problems:
-        _err.print(f"[yellow]skipped[/] {problem}", highlight=False)
-    _err.print(report.summary(), highlight=False)
+        note("skipped", "yellow", str(problem))
+    say(report.summary())
     if not (data / "qrels" / "test.tsv").is_file():
-        _err.print(
+        say(
             f"{target.count()} items indexed; search them with: probembed search "
             f'"your question" --db {db} --collection {target.name}'
         )
@@ -149,7 +148,9 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     for result in target.search([bench.queries[q] for q in query_ids[:shown]], k=5):
         print_result(result)
     fused = pipe.encode([bench.queries[q] for q in query_ids], progress=True)
-    summary = Table(title=f"{bench.name}: {len(query_ids)} test queries", title_justify="left")
+    summary = Table(
+        title=literal(f"{bench.name}: {len(query_ids)} test queries"), title_justify="left"
+    )
     for column in ("documents", "score", "nDCG@10"):
         summary.add_column(column, justify="right")
     for score in dict.fromkeys([pipe.score.name, "dot"]):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.text import Text
 
 if TYPE_CHECKING:
     from probembed.evaluation.datasets import Dataset
@@ -40,7 +41,7 @@ def warnings_as_lines(console: Console) -> Iterator[None]:
     def show(message: Warning | str, *_: object) -> None:
         if str(message) not in shown:
             shown.add(str(message))
-            console.print(f"[yellow]warning:[/] {message}", highlight=False)
+            console.print(Text.assemble(("warning:", "yellow"), " ", str(message)), soft_wrap=True)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -113,7 +114,7 @@ def register(app: typer.Typer) -> None:
         from probembed.evaluation.harness import Method, embed, evaluate
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
-        from probembed.interfaces.cli import fail
+        from probembed.interfaces.console import fail
         from probembed.pipeline import Pipeline
 
         console = Console()

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from probembed.interfaces.console import err, fail, literal, note, say
+
 if TYPE_CHECKING:
     from probembed.store import Collection, QueryResult
 
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
 DEFAULT_COLLECTION = "default"
 
 _SNIPPET = 110
-_err = Console(stderr=True)
 
 DbOption = Annotated[
     Path | None,
@@ -39,20 +40,14 @@ def resolve_db(db: Path | None) -> Path:
     return db if db is not None else Path(platformdirs.user_data_dir("probembed")) / "db"
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    """Print a one-line error to stderr and give the exit to raise."""
-    _err.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code=code)
-
-
-def _load_pipeline(name: str) -> Any:
+def load_pipeline(name: str) -> Any:
     """A pipeline by name or directory, with a clean error."""
     from probembed.pipeline import Pipeline
 
     try:
         return Pipeline.load(name)
     except (ValueError, ImportError, OSError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
 
 
 def _open_collection(db: Path, name: str) -> Collection:
@@ -62,7 +57,7 @@ def _open_collection(db: Path, name: str) -> Collection:
     try:
         return Database(db).open(name)
     except StoreError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
 
 
 def ingest_command(
@@ -90,16 +85,16 @@ def ingest_command(
         if pipeline is None and target.exists:
             pipe = target.load_pipeline()
         else:
-            pipe = _load_pipeline(pipeline or "default")
+            pipe = load_pipeline(pipeline or "default")
         report = ingest(path, target, pipe, batch_size, on_error, upsert, progress=True)  # type: ignore[arg-type]
     except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     for problem in report.problems:
-        _err.print(f"[yellow]skipped[/] {problem}", highlight=False)
-    _err.print(report.summary(), highlight=False)
-    _err.print(f"collection {collection!r} in {db}: {target.count()} items")
+        note("skipped", "yellow", str(problem))
+    say(report.summary())
+    say(f"collection {collection!r} in {db}: {target.count()} items")
     if report.added:
-        with _err.status("building the search graph"):
+        with err.status("building the search graph"):
             target.searcher().warm()
 
 
@@ -131,7 +126,7 @@ def search_command(
     try:
         results = target.search(question, k, score, exact, where, hybrid)
     except (StoreError, ValueError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     if as_json:
         sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return
@@ -149,9 +144,9 @@ def print_result(result: QueryResult, console: Console | None = None) -> None:
     shown = "n/a" if conf is None else f"{conf:.2f}"
     hits = result["hits"]
     shared = len({tuple(h["weights"].items()) for h in hits}) == 1
-    caption = f"weights {_weights(hits[0]['weights'])}" if hits and shared else None
+    caption = literal(f"weights {_weights(hits[0]['weights'])}") if hits and shared else None
     table = Table(
-        title=f"{result['query']!r}  confidence {shown}",
+        title=literal(f"{result['query']!r}  confidence {shown}"),
         title_justify="left",
         caption=caption,
         caption_justify="left",
@@ -162,13 +157,13 @@ def print_result(result: QueryResult, console: Console | None = None) -> None:
         table.add_column("weights")
     table.add_column("text", overflow="fold")
     for rank, hit in enumerate(hits, start=1):
-        weights = [] if shared else [_weights(hit["weights"])]
+        weights = [] if shared else [literal(_weights(hit["weights"]))]
         table.add_row(
             str(rank),
-            str(hit["id"]),
+            literal(hit["id"]),
             f"{hit['score']:.4f} ± {hit['std']:.4f}",
             *weights,
-            _snippet(hit.get("text") or ""),
+            literal(_snippet(hit.get("text") or "")),
         )
     (console or Console()).print(table)
 
@@ -196,16 +191,16 @@ def collections_command(
         database = Database(db)
         stats = [database.open(name).stats() for name in database.collections()]
     except StoreError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     if as_json:
         sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
         return
-    table = Table(title=f"collections in {db}")
+    table = Table(title=literal(f"collections in {db}"))
     for column in ("name", "items", "dim", "bytes/item", "pipeline", "models"):
         table.add_column(column)
     for s in stats:
         row = (s.name, str(s.count), str(s.dim), f"{s.bytes_per_item:,.0f}", s.pipeline.name)
-        table.add_row(*row, ", ".join(s.pipeline.models))
+        table.add_row(*map(literal, row), literal(", ".join(s.pipeline.models)))
     Console().print(table)
 
 
@@ -221,11 +216,9 @@ def delete_command(
     try:
         removed = target.delete(ids)
     except StoreError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     missing = len(set(ids)) - removed
-    _err.print(
-        f"deleted {removed} item(s)" + (f"; {missing} id(s) were not there" if missing else "")
-    )
+    say(f"deleted {removed} item(s)" + (f"; {missing} id(s) were not there" if missing else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,36 @@
+"""The CLI's shared output: one stderr console, one way to fail, and user text kept literal.
+
+Texts, ids, paths and error messages come from users and documents; rich would read
+`[index]` or `[/]` in them as markup (dropping the text, or raising). Everything shown here
+goes through `Text`, so only the styles written in this package are styles.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+#: Messages, progress and warnings: stderr, so stdout stays clean for JSON and tables.
+err = Console(stderr=True, highlight=False)
+
+
+def literal(text: object) -> Text:
+    """User or document text as rich shows it: never parsed as markup."""
+    return Text(str(text))
+
+
+def note(label: str, style: str, message: str) -> None:
+    """A one-line `label: message` on stderr, with only the label styled."""
+    err.print(Text.assemble((f"{label} ", style), message), soft_wrap=True)
+
+
+def say(message: str) -> None:
+    """A plain line on stderr."""
+    err.print(literal(message), soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print a one-line error to stderr and give the exit to raise."""
+    note("error:", "bold red", message)
+    return typer.Exit(code=code)
