@@ -8,11 +8,13 @@ and the directory is fsynced so the rename itself survives a power cut.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -89,16 +91,22 @@ def sibling_dir(target: str | os.PathLike, tag: str) -> Path:
 
 
 def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
-    """Swap a fully written (and flushed) directory in for target by rename; old one removed.
+    """Swap a fully written directory in for target; the old one is removed afterwards.
 
-    A crash before the rename keeps the old target whole; the old one is moved aside, never
-    edited. Concurrent writers each win in turn: the last rename is what remains.
+    On Linux the two are exchanged in one atomic rename (renameat2 RENAME_EXCHANGE), so a
+    reader or a crash at any moment finds the old directory or the new one at `target`. Where
+    that call is missing, the old directory is renamed aside first, which leaves a moment
+    without `target` (both copies survive it as hidden siblings).
     """
     staged, target = Path(staged), Path(target)
     for path in sorted(staged.rglob("*"), reverse=True):
         if path.is_dir():
             fsync_dir(path)
     fsync_dir(staged)
+    if target.is_dir() and _exchange(staged, target):
+        fsync_dir(target.parent)
+        shutil.rmtree(staged, ignore_errors=True)  # it now holds the old directory
+        return
     retired = []
     while True:
         try:
@@ -116,3 +124,33 @@ def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
     fsync_dir(target.parent)
     for old in retired:
         shutil.rmtree(old, ignore_errors=True)
+
+
+#: renameat2(2) arguments: paths relative to the working directory, swap the two names.
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """libc's renameat2, where the C library has it (glibc >= 2.28), else None."""
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths; False where the system or file system cannot."""
+    call = _renameat2()
+    if call is None:
+        return False
+    if call(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOENT, errno.EPERM):
+        return False  # no RENAME_EXCHANGE here, or b vanished: the rename path handles it
+    raise OSError(code, os.strerror(code), str(b))

@@ -30,7 +30,7 @@ from probembed.gaussian import Gaussian
 
 CACHE_ENV = "PROBEMBED_CACHE_DIR"
 MAX_BYTES_ENV = "PROBEMBED_CACHE_MAX_BYTES"
-#: 2 GiB: about 350,000 texts of the default pipeline's four models.
+#: 2 GiB: about 250,000 texts of the default pipeline's three models (8 kB of mean and variance).
 DEFAULT_MAX_BYTES = 2 * 1024**3
 FILE_NAME = "embeddings.sqlite"
 #: Eviction goes down to this share of the cap, so not every insert past the cap evicts again.

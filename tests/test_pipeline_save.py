@@ -76,3 +76,23 @@ def test_save_refuses_a_directory_that_is_not_a_pipeline(hash_pipeline, tmp_path
     with pytest.raises(ValueError, match="not empty and holds no pipeline.json"):
         hash_pipeline.save(tmp_path)
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_swap_never_leaves_the_target_missing(hash_pipeline, tmp_path, monkeypatch):
+    from probembed import atomic
+
+    target = hash_pipeline.save(tmp_path / "pipe")
+    if atomic._renameat2() is None:
+        pytest.skip("no renameat2 in this C library: the fallback swap has a gap, documented")
+    moved_away = []
+    real_rename = atomic.os.rename
+
+    def rename(src, dst):
+        moved_away.append(src)  # the fallback renames the old target aside: a moment without it
+        real_rename(src, dst)
+
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    hash_pipeline.save(target)
+    assert moved_away == []  # one atomic exchange instead
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+    assert Pipeline.load(target, cache=False).fingerprint == hash_pipeline.fingerprint

@@ -94,7 +94,7 @@ def test_sigkill_mid_ingest_keeps_committed_rows_and_resumes(tmp_path, hash_pipe
     for j, doc_id in enumerate(sample):
         assert rows[doc_id]["text"] == by_id[doc_id]["text"]
         # Re-encoded in another batch split: the hash pipeline is batch-invariant up to one
-        # float32 rounding of its float64 maths (tests/test_batch_invariance.py), so 1 ulp.
+        # float32 rounding of its float64 maths (tests/test_builtin_pipelines.py), so 1 ulp.
         np.testing.assert_array_max_ulp(rows[doc_id]["mean"], fused.gaussian.mean[j], maxulp=1)
     probe = by_id[sample[-1]]["text"]
     assert collection.search(probe, k=1, exact=True)["hits"][0]["id"] == sample[-1]

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from probembed.store.errors import PipelineMismatchError, StoreError
-from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded, save_copy
+from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
     Batch,
@@ -241,7 +241,7 @@ class Collection:
         self.check_pipeline(PipelineInfo.of(pipeline))
         self.db.require_writable()
         if not self.exists or not has_copy(self.pipeline_dir):
-            save_copy(pipeline, self.pipeline_dir)
+            pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
         self._pipeline = (pipeline, pipeline.fingerprint)
 
     def load_pipeline(self) -> Pipeline:

@@ -13,9 +13,6 @@ fingerprint check.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from probembed.pipeline import CONFIG_FILE, Pipeline, available_pipelines
@@ -29,27 +26,6 @@ PIPELINE_DIR = "pipeline"
 def has_copy(directory: Path) -> bool:
     """Whether a pipeline copy is kept in this directory."""
     return (directory / CONFIG_FILE).is_file()
-
-
-def save_copy(pipeline: Pipeline, directory: Path) -> None:
-    """Write the pipeline into `directory` whole: saved beside it, then renamed into place.
-
-    A reader sees the old copy or the new one, never part of one; a copy left over from an
-    earlier, failed first write is replaced.
-    """
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}-"))
-    try:
-        pipeline.save(staging)
-        if directory.exists():
-            retired = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".retired-"))
-            os.replace(directory, retired / directory.name)
-            os.replace(staging, directory)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(staging, directory)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def load_recorded(directory: Path, info: PipelineInfo, collection: str) -> Pipeline:
