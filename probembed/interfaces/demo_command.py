@@ -154,18 +154,22 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     for column in ("documents", "score", "nDCG@10"):
         summary.add_column(column, justify="right")
     for score in dict.fromkeys([pipe.score.name, "dot"]):
-        results = searcher.search_fused(fused, k=10, score=score)
+        results = searcher.search_fused(fused, k=11, score=score)  # 10 after a self-match
         ndcg = retrieval_metrics(bench.qrels, _run(query_ids, results), ["ndcg@10"])["ndcg@10"]
         summary.add_row(str(target.count()), score, f"{100 * ndcg:.2f}")
     Console().print(summary)
 
 
-def _run(query_ids: Sequence[str], results: Sequence[dict[str, Any]]) -> dict:
-    """Search results as the {query: {doc: score}} run the metrics read (rank order kept)."""
-    return {
-        q: {h["id"]: float(len(r["hits"]) - rank) for rank, h in enumerate(r["hits"])}
-        for q, r in zip(query_ids, results, strict=True)
-    }
+def _run(query_ids: Sequence[str], results: Sequence[dict[str, Any]], k: int = 10) -> dict:
+    """The top k hits as the {query: {doc: score}} run the metrics read (rank order kept).
+
+    A hit with the query's own id is left out, as BEIR and `probembed eval` do.
+    """
+    run = {}
+    for q, result in zip(query_ids, results, strict=True):
+        ids = [h["id"] for h in result["hits"] if h["id"] != q][:k]
+        run[q] = {doc_id: float(len(ids) - rank) for rank, doc_id in enumerate(ids)}
+    return run
 
 
 def _demo_db(fingerprint: str) -> Path:
