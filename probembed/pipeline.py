@@ -287,8 +287,12 @@ class Pipeline:
         directory = _resolve(name_or_dir)
         config = _read_config(directory)
         members = []
-        for entry in config["models"]:
-            encoder = get_encoder(entry["encoder"], **entry.get("encoder_params", {}))
+        for i, entry in enumerate(config["models"]):
+            params = entry.get("encoder_params", {})
+            try:
+                encoder = get_encoder(entry["encoder"], **params)
+            except TypeError as exc:  # a parameter the encoder does not take
+                raise ValueError(f"{directory / CONFIG_FILE}: models[{i}]: {exc}") from exc
             kind = estimator_class(entry["estimator"])
             members.append(kind.load(directory / entry["dir"], encoder))
         try:
@@ -368,6 +372,8 @@ def _read_config(directory: Path) -> dict[str, Any]:
         _check_keys(path, f"models[{i}]", entry, _MODEL_KEYS)
         if not {"encoder", "estimator", "dir"} <= set(entry):
             raise ValueError(f"{path}: model entry {entry} needs encoder, estimator and dir")
+        if not isinstance(entry.get("encoder_params", {}), dict):
+            raise ValueError(f"{path}: models[{i}].encoder_params must be a JSON object")
     _check_keys(path, '"fusion"', config.get("fusion", {}), _field_names(FusionConfig))
     _check_keys(path, '"score"', config.get("score", {}), _field_names(ScoreConfig))
     return config

@@ -33,10 +33,25 @@ def damaged_pipeline(saved_pipeline, tmp_path_factory):
     return directory
 
 
+#: The real entry point in a child process whose pipeline loader fails as a bug would.
+BROKEN_ENTRY = """
+import sys
+import probembed.pipeline
+
+def broken(*args, **kwargs):
+    raise RuntimeError("the encoder broke")
+
+probembed.pipeline.Pipeline.load = broken
+from probembed.interfaces import main
+sys.argv = ["probembed", *sys.argv[1:]]
+main()
+"""
+
+
 def _cli(*args, cache):
-    """The real entry point in a child process, as a user runs it."""
+    """The real entry point in a child process, as a user runs it (with a broken loader)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PROBEMBED_CACHE_DIR": str(cache)}
-    command = [sys.executable, "-m", "probembed.interfaces.cli", *map(str, args)]
+    command = [sys.executable, "-c", BROKEN_ENTRY, *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -52,15 +67,26 @@ def test_a_known_failure_is_one_line_naming_command_and_input(saved_pipeline, tm
     assert str(out) in lines[0] and "No such file or directory" in lines[0]
 
 
-def test_an_unexpected_failure_is_one_line_with_the_exception(damaged_pipeline):
+def test_an_unknown_encoder_parameter_names_the_file_and_model(damaged_pipeline):
     result = runner.invoke(app, ["encode", "--pipeline", str(damaged_pipeline), "a big cat"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert f"{damaged_pipeline / 'pipeline.json'}: models[0]:" in message and "bogus" in message
+
+
+def test_an_unexpected_failure_is_one_line_with_the_exception(saved_pipeline, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the encoder broke")  # no known failure: a bug, as a user meets it
+
+    monkeypatch.setattr("probembed.pipeline.Pipeline.load", broken)
+    result = runner.invoke(app, ["encode", "--pipeline", str(saved_pipeline), "a big cat"])
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     assert lines[0].startswith(
-        f"error: probembed encode failed on --pipeline {damaged_pipeline} 'a big cat': TypeError:"
+        f"error: probembed encode failed on --pipeline {saved_pipeline} 'a big cat': RuntimeError:"
     )
-    assert "bogus" in lines[0] and "--debug" in lines[0]
+    assert "the encoder broke" in lines[0] and "--debug" in lines[0]
 
 
 def test_a_failing_subcommand_of_a_group_is_named_in_full(monkeypatch):
@@ -70,17 +96,17 @@ def test_a_failing_subcommand_of_a_group_is_named_in_full(monkeypatch):
     assert result.output.startswith("error: probembed cache info failed: $PROBEMBED_CACHE_MAX")
 
 
-def test_the_entry_point_prints_no_traceback_and_debug_shows_it(damaged_pipeline, tmp_path):
-    plain = _cli("encode", "--pipeline", damaged_pipeline, "a big cat", cache=tmp_path)
+def test_the_entry_point_prints_no_traceback_and_debug_shows_it(saved_pipeline, tmp_path):
+    plain = _cli("encode", "--pipeline", saved_pipeline, "a big cat", cache=tmp_path)
     assert plain.returncode == 1
     assert "Traceback" not in plain.stderr
     assert [line for line in plain.stderr.splitlines() if line.startswith("error:")] == [
         plain.stderr.strip().splitlines()[-1]
     ]
-    debug = _cli("--debug", "encode", "--pipeline", damaged_pipeline, "a big cat", cache=tmp_path)
+    debug = _cli("--debug", "encode", "--pipeline", saved_pipeline, "a big cat", cache=tmp_path)
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "TypeError: encoder 'hash' got unexpected keyword argument(s) bogus" in debug.stderr
+    assert "RuntimeError: the encoder broke" in debug.stderr
 
 
 def test_error_messages_keep_brackets_in_paths_literal(tmp_path):
