@@ -60,3 +60,15 @@ def sentences(datasets) -> list[str]:
     lines = (datasets / "sts" / "stsb" / "train.tsv").read_text(encoding="utf-8").splitlines()
     texts = [part for line in lines[1:] for part in line.split("\t")[:2]]
     return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
+@pytest.fixture(scope="session")
+def default_pipeline():
+    """The shipped default pipeline, uncached; skip, naming what is missing, without its models."""
+    from probembed.encoders import EncoderUnavailableError
+    from probembed.pipeline import Pipeline
+
+    try:
+        return Pipeline.load("default", cache=False)
+    except EncoderUnavailableError as exc:
+        pytest.skip(f"the default pipeline needs an encoder that is not installed: {exc}")

@@ -74,9 +74,10 @@ def test_a_cached_pipeline_shared_by_two_threads_matches_sequential_encodes(
             np.testing.assert_allclose(got.gaussian.var, want.gaussian.var, rtol=1e-6)
 
 
-def test_minilm_hook_encoder_shared_by_two_threads_matches_sequential_encodes():
-    default = Pipeline.load("default", cache=False)
-    minilm = next(m for m in default.members if m.encoder.name == "minilm")  # the hooked one
+def test_minilm_hook_encoder_shared_by_two_threads_matches_sequential_encodes(default_pipeline):
+    minilm = next(
+        m for m in default_pipeline.members if m.encoder.name == "minilm"
+    )  # the hooked one
     pipe = Pipeline([minilm], cache=False)
     jobs = [SENTENCES[:4], SENTENCES[4:] + SENTENCES[:2]]
     reference = [pipe.encode(texts) for texts in jobs]

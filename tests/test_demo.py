@@ -118,7 +118,9 @@ def _cli(*args: str, tmp_path: Path, columns: int) -> subprocess.CompletedProces
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
 
 
-def test_demo_without_data_answers_python_questions_from_the_bundled_docs(tmp_path):
+def test_demo_without_data_answers_python_questions_from_the_bundled_docs(
+    default_pipeline, tmp_path
+):
     done = _cli("demo", "--topic", "try", "--topic", "with", tmp_path=tmp_path, columns=200)
     assert done.returncode == 0, done.stderr
     assert "passages of the Python" in done.stderr
@@ -135,7 +137,7 @@ def test_demo_without_data_answers_python_questions_from_the_bundled_docs(tmp_pa
     assert first_hit.search(sections[1]).group(1) == "with"  # "What does the with statement do?"
 
 
-def test_inspect_prints_no_loader_progress_and_fits_80_columns(tmp_path):
+def test_inspect_prints_no_loader_progress_and_fits_80_columns(default_pipeline, tmp_path):
     done = _cli("inspect", "--pipeline", "default", tmp_path=tmp_path, columns=80)
     assert done.returncode == 0, done.stderr
     assert not NOISE.search(done.stdout + done.stderr), done.stderr
