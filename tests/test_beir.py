@@ -1,10 +1,10 @@
 """BEIR data: one JSONL reader for ingest and evaluation, missing judged documents, self-matches."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from beir_data import write_beir
 
 from probembed.evaluation.datasets import load_dataset, load_retrieval
 from probembed.evaluation.harness import COSINE, Method, embed, evaluate
@@ -12,17 +12,6 @@ from probembed.pipeline import FusionConfig
 from probembed.store.readers import Record, read_records
 
 COSINE_MEAN = Method("mean", FusionConfig("mean"), COSINE)
-
-
-def _beir(directory: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple]) -> Path:
-    """Write a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
-    (directory / "qrels").mkdir(parents=True)
-    for name, records in (("corpus", corpus), ("queries", queries)):
-        lines = "".join(json.dumps(r) + "\n" for r in records)
-        (directory / f"{name}.jsonl").write_text(lines, encoding="utf-8")
-    rows = "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
-    (directory / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
-    return directory
 
 
 TITLES = [
@@ -35,7 +24,7 @@ QUERIES = [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "how
 
 
 def test_every_title_form_reads_the_same_for_ingest_and_evaluation(tmp_path):
-    data = _beir(tmp_path, TITLES, QUERIES, [("q1", "null", 1), ("q2", "empty", 1)])
+    data = write_beir(tmp_path, TITLES, QUERIES, [("q1", "null", 1), ("q2", "empty", 1)])
     expected = {
         "null": "Cats purr.",
         "missing": "Dogs bark.",
@@ -50,7 +39,7 @@ def test_every_title_form_reads_the_same_for_ingest_and_evaluation(tmp_path):
 
 def test_a_title_that_is_not_a_string_is_named_with_file_and_line(tmp_path):
     corpus = [*TITLES, {"_id": "bad", "title": 3, "text": "Numbers."}]
-    data = _beir(tmp_path, corpus, QUERIES, [("q1", "null", 1)])
+    data = write_beir(tmp_path, corpus, QUERIES, [("q1", "null", 1)])
     with pytest.raises(ValueError, match=r"corpus\.jsonl:5: document 'bad'.*'title'"):
         load_retrieval(data)
 
@@ -74,7 +63,7 @@ QRELS_WITH_A_GAP = [("q1", "cats", 1), ("q1", "gone", 1), ("q1", "also-gone", 2)
 def test_judged_documents_missing_from_the_corpus_warn_and_count_as_never_retrieved(
     hash_pipeline, tmp_path
 ):
-    data = _beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
+    data = write_beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
     with pytest.warns(UserWarning, match=r"2 judged documents missing.*'also-gone'"):
         dataset = load_dataset(data)
     assert dataset.qrels["q1"] == {"cats": 1, "gone": 1, "also-gone": 2}
@@ -84,7 +73,7 @@ def test_judged_documents_missing_from_the_corpus_warn_and_count_as_never_retrie
 
 
 def test_strict_refuses_judged_documents_missing_from_the_corpus(tmp_path):
-    data = _beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
+    data = write_beir(tmp_path, PLAIN, QUERIES, QRELS_WITH_A_GAP)
     with pytest.raises(ValueError, match=r"2 judged documents missing.*'also-gone'"):
         load_dataset(data, strict=True)
     with pytest.raises(ValueError, match=r"2 judged documents missing"):
@@ -92,7 +81,7 @@ def test_strict_refuses_judged_documents_missing_from_the_corpus(tmp_path):
 
 
 def test_judged_queries_missing_from_the_queries_file_are_still_refused(tmp_path):
-    data = _beir(tmp_path, PLAIN, QUERIES, [("q1", "cats", 1), ("q9", "fish", 1)])
+    data = write_beir(tmp_path, PLAIN, QUERIES, [("q1", "cats", 1), ("q9", "fish", 1)])
     with pytest.raises(ValueError, match=r"1 judged queries missing.*'q9'"):
         load_retrieval(data)
 
@@ -101,8 +90,10 @@ SELF_CORPUS = [*PLAIN, {"_id": "q1", "text": "why do cats purr"}]
 
 
 def test_a_document_with_the_query_id_is_not_retrieved_by_default(hash_pipeline, tmp_path):
-    with_self = load_retrieval(_beir(tmp_path / "a", SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1]))
-    without = load_retrieval(_beir(tmp_path / "b", PLAIN, QUERIES, QRELS_WITH_A_GAP[:1]))
+    with_self = load_retrieval(
+        write_beir(tmp_path / "a", SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1])
+    )
+    without = load_retrieval(write_beir(tmp_path / "b", PLAIN, QUERIES, QRELS_WITH_A_GAP[:1]))
     dropped = evaluate(embed(hash_pipeline, with_self), with_self, COSINE_MEAN)
     reference = evaluate(embed(hash_pipeline, without), without, COSINE_MEAN)
     assert dropped.metrics == reference.metrics
@@ -110,7 +101,7 @@ def test_a_document_with_the_query_id_is_not_retrieved_by_default(hash_pipeline,
 
 
 def test_keep_self_matches_ranks_the_query_document_first(hash_pipeline, tmp_path):
-    data = _beir(tmp_path, SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1])
+    data = write_beir(tmp_path, SELF_CORPUS, QUERIES, QRELS_WITH_A_GAP[:1])
     dropped, kept = load_dataset(data), load_dataset(data, keep_self_matches=True)
     reference = evaluate(embed(hash_pipeline, dropped), dropped, COSINE_MEAN).metrics["mrr@10"]
     outcome = evaluate(embed(hash_pipeline, kept), kept, COSINE_MEAN)

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from beir_data import write_beir
 from typer.testing import CliRunner
 
 from probembed.evaluation.datasets import load_dataset
@@ -94,17 +95,6 @@ def test_eval_on_a_pairs_file_is_a_clear_error(compare_flag, pipeline_dir):
     assert "Traceback" not in result.output
 
 
-def _beir(directory: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple]) -> Path:
-    """Write a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
-    (directory / "qrels").mkdir(parents=True)
-    for name, records in (("corpus", corpus), ("queries", queries)):
-        lines = "".join(json.dumps(r) + "\n" for r in records)
-        (directory / f"{name}.jsonl").write_text(lines, encoding="utf-8")
-    rows = "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
-    (directory / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
-    return directory
-
-
 CORPUS = [
     {"_id": "d1", "title": "Cats", "text": "Cats purr when content."},
     {"_id": "d2", "title": "", "text": "Dogs bark at strangers."},
@@ -114,7 +104,7 @@ QUERIES = [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "how
 
 
 def test_eval_warns_about_judged_documents_missing_from_the_corpus(pipeline_dir, tmp_path):
-    data = _beir(
+    data = write_beir(
         tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q1", "gone", 1), ("q2", "d3", 1)]
     )
     payload = _eval([str(data)], pipeline_dir, tmp_path / "rows.json")
@@ -125,7 +115,7 @@ def test_eval_warns_about_judged_documents_missing_from_the_corpus(pipeline_dir,
 
 
 def test_eval_strict_refuses_judged_documents_missing_from_the_corpus(pipeline_dir, tmp_path):
-    data = _beir(tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q1", "gone", 1)])
+    data = write_beir(tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q1", "gone", 1)])
     args = ["eval", str(data), "--pipeline", str(pipeline_dir), "--strict"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
@@ -137,8 +127,8 @@ def test_eval_strict_refuses_judged_documents_missing_from_the_corpus(pipeline_d
 def test_eval_drops_self_matches_unless_asked_to_keep_them(pipeline_dir, tmp_path):
     # the query is also a corpus document, with the same text: it would rank itself first
     corpus = [*CORPUS, {"_id": "q1", "text": "why do cats purr"}]
-    data = _beir(tmp_path / "beir", corpus, QUERIES[:1], [("q1", "d1", 1)])
-    without = _beir(tmp_path / "without", CORPUS, QUERIES[:1], [("q1", "d1", 1)])
+    data = write_beir(tmp_path / "beir", corpus, QUERIES[:1], [("q1", "d1", 1)])
+    without = write_beir(tmp_path / "without", CORPUS, QUERIES[:1], [("q1", "d1", 1)])
     dropped = _values(_eval([str(data)], pipeline_dir, tmp_path / "a.json")["rows"], "mrr@10")
     reference = _values(_eval([str(without)], pipeline_dir, tmp_path / "b.json")["rows"], "mrr@10")
     assert dropped == reference

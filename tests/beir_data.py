@@ -1,0 +1,17 @@
+"""Tiny BEIR folders written by the tests themselves (never copied from the benchmark data)."""
+
+import json
+from pathlib import Path
+
+
+def write_beir(
+    directory: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple]
+) -> Path:
+    """Write a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv."""
+    (directory / "qrels").mkdir(parents=True)
+    for name, records in (("corpus", corpus), ("queries", queries)):
+        lines = "".join(json.dumps(r) + "\n" for r in records)
+        (directory / f"{name}.jsonl").write_text(lines, encoding="utf-8")
+    rows = "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
+    (directory / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return directory
