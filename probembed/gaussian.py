@@ -10,7 +10,14 @@ import numpy as np
 
 from probembed import atomic
 
-_EPS = 1e-12
+#: Smallest squared norm a mean is divided by, so an all-zero row normalises to zero, not NaN.
+SQ_NORM_FLOOR = 1e-12
+
+
+def squared_norms(mean: np.ndarray) -> np.ndarray:
+    """Row-wise squared L2 norms (n, 1) in float64, floored: what normalisation divides by."""
+    sq_norm = np.einsum("nd,nd->n", mean, mean, dtype=np.float64)[:, None]
+    return np.maximum(sq_norm, SQ_NORM_FLOOR)
 
 
 def _as_matrix(name: str, values: np.ndarray | Sequence) -> np.ndarray:
@@ -76,8 +83,7 @@ class Gaussian:
 
     def normalize(self) -> Gaussian:
         """L2-normalise the means; the map x -> x/|mu| scales each variance by 1/|mu|^2."""
-        sq_norm = np.einsum("nd,nd->n", self.mean, self.mean, dtype=np.float64)[:, None]
-        sq_norm = np.maximum(sq_norm, _EPS)
+        sq_norm = squared_norms(self.mean)
         return Gaussian(
             (self.mean / np.sqrt(sq_norm)).astype(np.float32),
             (self.var / sq_norm).astype(np.float32),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from probembed.gaussian import Gaussian
+from probembed.gaussian import Gaussian, squared_norms
 
 #: Smallest uncertainty fusion sees, so log u is finite for zero-variance (deterministic) models.
 U_FLOOR = 1e-30
@@ -14,7 +14,6 @@ DEFAULT_TEMPERATURE = 1.0
 
 
 #: Floor on a squared norm, as in `Gaussian.normalize`: a zero mean does not divide by zero.
-_SQ_NORM_FLOOR = 1e-12
 
 
 def uncertainty(g: Gaussian) -> np.ndarray:
@@ -23,8 +22,7 @@ def uncertainty(g: Gaussian) -> np.ndarray:
     Σ_d σ²_d / |μ|², in float64 straight from the float32 moments (no float32 rounding of the
     normalised variances in between), so the weights add no rounding of their own.
     """
-    sq_norm = np.einsum("nd,nd->n", g.mean, g.mean, dtype=np.float64)
-    return g.total_variance() / np.maximum(sq_norm, _SQ_NORM_FLOOR)
+    return g.total_variance() / squared_norms(g.mean)[:, 0]
 
 
 def _validate_uncertainties(uncertainties: np.ndarray) -> np.ndarray:

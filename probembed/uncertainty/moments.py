@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probembed.gaussian import Gaussian
+from probembed.gaussian import Gaussian, squared_norms
 
 #: Floor on a squared norm, so an all-zero embedding maps to zero rather than to NaN.
-_SQ_NORM_FLOOR = 1e-12
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,5 +40,5 @@ class Moments:
 def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of x scaled to unit L2 norm in float64, and their squared norms (n, 1)."""
     x = np.asarray(x, dtype=np.float64)
-    sq_norm = np.maximum(np.einsum("nd,nd->n", x, x)[:, None], _SQ_NORM_FLOOR)
+    sq_norm = squared_norms(x)
     return x / np.sqrt(sq_norm), sq_norm
