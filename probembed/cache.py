@@ -106,6 +106,7 @@ class EmbeddingCache:
         self.max_bytes = default_max_bytes() if max_bytes is None else validate_max_bytes(max_bytes)
         self._db: sqlite3.Connection | None = None
         self._disabled = False
+        self._why = ""
         self._lock = threading.Lock()
 
     @property
@@ -158,6 +159,8 @@ class EmbeddingCache:
         if not self.path.is_file():
             return 0
         removed = self._run(lambda db: db.execute("DELETE FROM gaussians").rowcount, 0)
+        if self._disabled:
+            raise OSError(f"cannot clear the embedding cache at {self.path}: {self._why}")
         with self._lock:
             if self._db is not None:
                 self._db.execute("VACUUM")  # outside any transaction, as SQLite requires
@@ -217,7 +220,7 @@ class EmbeddingCache:
 
     def _disable(self, exc: Exception) -> None:
         """Stop using the cache for the rest of the process, saying where and why once."""
-        self._disabled = True
+        self._disabled, self._why = True, str(exc)
         if self._db is not None:
             self._db.close()
             self._db = None

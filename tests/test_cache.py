@@ -176,3 +176,12 @@ def test_cli_cache_info_and_clear(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "removed 4 entries" in result.output
     assert EmbeddingCache(directory).info().entries == 0
+
+
+def test_clearing_a_cache_that_cannot_be_used_is_an_error_not_a_silent_zero(tmp_path):
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    (directory / "embeddings.sqlite").write_bytes(b"not a database, " * 64)
+    cache = EmbeddingCache(directory)
+    with pytest.warns(RuntimeWarning, match="disabled"), pytest.raises(OSError, match="clear"):
+        cache.clear()
