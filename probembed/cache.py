@@ -152,7 +152,14 @@ class EmbeddingCache:
         empty = CacheInfo(self.path, 0, 0, self.max_bytes, [])
         if not self.path.is_file():  # asking must not create the file
             return empty
-        return self._run(self._summary, empty, write=False)
+        try:  # read-only: asking neither migrates an old file nor needs a writable one
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+            try:
+                return self._summary(db)
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            raise OSError(f"cannot read the embedding cache at {self.path}: {exc}") from exc
 
     def clear(self) -> int:
         """Remove every entry and shrink the file; returns how many entries went."""
@@ -175,22 +182,24 @@ class EmbeddingCache:
 
     def _summary(self, db: sqlite3.Connection) -> CacheInfo:
         """Entries and vector bytes per model, and the bytes in use, in one read."""
+        columns = {row[1] for row in db.execute("PRAGMA table_info(gaussians)")}
+        label = "MAX(label)" if "label" in columns else "NULL"  # a file of an older release
         query = (
-            "SELECT model, MAX(label), COUNT(*), SUM(LENGTH(mean) + LENGTH(var))"
+            f"SELECT model, {label}, COUNT(*), SUM(LENGTH(mean) + LENGTH(var))"
             " FROM gaussians GROUP BY model ORDER BY model"
         )
         models = [ModelEntries(*row) for row in db.execute(query)]
         entries = sum(m.entries for m in models)
         return CacheInfo(self.path, entries, _live_bytes(db), self.max_bytes, models)
 
-    def _run(self, work: Callable[[sqlite3.Connection], R], default: R, write: bool = True) -> R:
+    def _run(self, work: Callable[[sqlite3.Connection], R], default: R) -> R:
         """Work in one transaction under the lock; where the cache cannot be used, the default."""
         with self._lock:
             db = self._connect()
             if db is None:
                 return default
             try:
-                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                db.execute("BEGIN IMMEDIATE")
                 try:
                     result = work(db)
                 except BaseException:

@@ -185,3 +185,23 @@ def test_clearing_a_cache_that_cannot_be_used_is_an_error_not_a_silent_zero(tmp_
     cache = EmbeddingCache(directory)
     with pytest.warns(RuntimeWarning, match="disabled"), pytest.raises(OSError, match="clear"):
         cache.clear()
+
+
+def test_cache_info_reads_an_old_file_without_migrating_it(tmp_path):
+    path = tmp_path / "embeddings.sqlite"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE gaussians (model TEXT, text BLOB, dim INTEGER,"
+        " mean BLOB, var BLOB, PRIMARY KEY (model, text))"
+    )
+    g = _gaussians(1, 4, 0)
+    old.execute(
+        "INSERT INTO gaussians VALUES (?, ?, ?, ?, ?)",
+        ("m", text_key("old"), 4, g.mean[0].tobytes(), g.var[0].tobytes()),
+    )
+    old.commit()
+    old.close()
+    info = EmbeddingCache(tmp_path).info()
+    assert info.entries == 1 and info.models[0].label is None
+    columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(gaussians)")}
+    assert "used" not in columns  # asking changed nothing
