@@ -11,6 +11,7 @@ only: the evaluation reads BEIR data without the store's dependencies.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +44,12 @@ class Problem:
         return f"{self.source}: {self.message}"
 
 
-def read_jsonl(path: Path) -> Iterator[Record | Problem]:
-    """One record per non-blank line: `id` (or `_id`), `text`, optional `title`, metadata."""
+def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Problem]:
+    """One record per non-blank line: `id` (or `_id`), `text`, optional `title`, metadata.
+
+    A document with no text at all is a problem unless `allow_empty` (evaluation keeps such
+    BEIR documents, as BEIR does; a store has nothing to embed for them).
+    """
     with path.open(encoding="utf-8", errors="strict") as lines:
         lineno = 0
         while True:
@@ -57,14 +62,17 @@ def read_jsonl(path: Path) -> Iterator[Record | Problem]:
             if not line:
                 return
             if line.strip():
-                yield _parse_line(line, f"{path}:{lineno}")
+                yield _parse_line(line, f"{path}:{lineno}", allow_empty)
 
 
 def read_texts(path: Path) -> dict[str, str]:
-    """{id: text} of a JSONL file that must be clean: the first bad or repeated line raises."""
+    """{id: text} of a JSONL file that must be clean: the first bad or repeated line raises.
+
+    Documents with an empty text are kept (BEIR keeps them), with one warning that counts them.
+    """
     texts: dict[str, str] = {}
     first_seen: dict[str, str] = {}
-    for item in read_jsonl(path):
+    for item in read_jsonl(path, allow_empty=True):
         if isinstance(item, Problem):
             raise ValueError(str(item))
         if item.id in first_seen:
@@ -73,10 +81,17 @@ def read_texts(path: Path) -> dict[str, str]:
             )
         first_seen[item.id] = item.source
         texts[item.id] = item.text
+    empty = [doc_id for doc_id, text in texts.items() if not text]
+    if empty:
+        warnings.warn(
+            f"{path}: {len(empty)} document(s) with an empty text (e.g. {empty[0]!r}), kept and "
+            "embedded as empty strings",
+            stacklevel=2,
+        )
     return texts
 
 
-def _parse_line(line: str, source: str) -> Record | Problem:
+def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | Problem:
     """A JSON object with an id and a text, or the reason it is not one."""
     try:
         obj = json.loads(line)
@@ -93,7 +108,7 @@ def _parse_line(line: str, source: str) -> Record | Problem:
     if not isinstance(text, str) or not isinstance(title, str):
         return Problem(source, f"document {doc_id!r}: 'text' and 'title' must be strings")
     body = f"{title.strip()} {text.strip()}".strip()
-    if not body:
+    if not body and not allow_empty:
         return Problem(source, f"document {doc_id!r} has an empty text")
     nested = obj.get("metadata")
     metadata = {k: v for k, v in obj.items() if k not in _CORE_KEYS}

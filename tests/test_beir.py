@@ -115,3 +115,11 @@ def test_keep_self_matches_applies_to_retrieval_only():
     sts = Path(__file__).parent / "data" / "sts" / "toy"
     with pytest.raises(ValueError, match="keep_self_matches.*retrieval"):
         load_dataset(sts, keep_self_matches=True)
+
+
+def test_a_document_with_no_text_is_kept_with_a_warning_as_beir_does(tmp_path):
+    corpus = [*PLAIN, {"_id": "blank", "title": "", "text": "  "}]
+    path = write_beir(tmp_path / "b", corpus, QUERIES, QRELS_WITH_A_GAP[:1])
+    with pytest.warns(UserWarning, match="1 document.* empty text .*'blank'"):
+        data = load_retrieval(path)
+    assert data.corpus["blank"] == "" and len(data.corpus) == len(corpus)
