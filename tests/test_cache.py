@@ -133,20 +133,25 @@ def test_cache_max_bytes_comes_from_the_environment(tmp_path, monkeypatch):
         EmbeddingCache(tmp_path)
 
 
-def test_a_cache_file_of_the_previous_format_is_read_and_migrated(tmp_path):
-    old = sqlite3.connect(tmp_path / "embeddings.sqlite")
+def _old_format_cache(path):
+    """A cache file as the previous release wrote it (no `used`, no `label`), holding one entry."""
+    old = sqlite3.connect(path)
     old.execute(
         "CREATE TABLE gaussians (model TEXT, text BLOB, dim INTEGER,"
         " mean BLOB, var BLOB, PRIMARY KEY (model, text))"
     )
     g = _gaussians(1, 4, 0)
-
     old.execute(
         "INSERT INTO gaussians VALUES (?, ?, ?, ?, ?)",
         ("m", text_key("old"), 4, g.mean[0].tobytes(), g.var[0].tobytes()),
     )
     old.commit()
     old.close()
+    return g
+
+
+def test_a_cache_file_of_the_previous_format_is_read_and_migrated(tmp_path):
+    g = _old_format_cache(tmp_path / "embeddings.sqlite")
     cache = EmbeddingCache(tmp_path)
     found, hits = cache.get("m", ["old"])
     assert found.tolist() == [True]
@@ -189,18 +194,7 @@ def test_clearing_a_cache_that_cannot_be_used_is_an_error_not_a_silent_zero(tmp_
 
 def test_cache_info_reads_an_old_file_without_migrating_it(tmp_path):
     path = tmp_path / "embeddings.sqlite"
-    old = sqlite3.connect(path)
-    old.execute(
-        "CREATE TABLE gaussians (model TEXT, text BLOB, dim INTEGER,"
-        " mean BLOB, var BLOB, PRIMARY KEY (model, text))"
-    )
-    g = _gaussians(1, 4, 0)
-    old.execute(
-        "INSERT INTO gaussians VALUES (?, ?, ?, ?, ?)",
-        ("m", text_key("old"), 4, g.mean[0].tobytes(), g.var[0].tobytes()),
-    )
-    old.commit()
-    old.close()
+    _old_format_cache(path)
     info = EmbeddingCache(tmp_path).info()
     assert info.entries == 1 and info.models[0].label is None
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(gaussians)")}
