@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from probembed.interfaces.console import fail, literal, note, say
-from probembed.interfaces.store_commands import load_pipeline, print_result
+from probembed.interfaces.console import fail, literal, say
+from probembed.interfaces.store_commands import ingest_and_report, load_pipeline, print_result
 from probembed.paths import DATASETS_ENV, datasets_dir
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def demo_command(
 
 def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     """Index the bundled Python docs (or some topics) and answer questions about Python."""
-    from probembed.store import Database, StoreError, ingest
+    from probembed.store import Database
     from probembed.store.pydoc_corpus import read_pydoc_topics
 
     try:
@@ -86,11 +86,7 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
         f"indexing {len(records)} passages of the Python {platform.python_version()} docs "
         f"into {db} (cached: a re-run only adds what is missing)"
     )
-    try:
-        report = ingest(records, target, pipe, on_error="skip", progress=True)
-    except StoreError as exc:
-        raise fail(str(exc)) from exc
-    say(report.summary())
+    ingest_and_report(records, target, pipe, on_error="skip")
     where = _topic_filter(topics)
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
@@ -101,13 +97,14 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
     """A SQL filter keeping the given topics, so a partial run searches only what it chose."""
     if not topics:
         return None
-    quoted = ", ".join("'" + t.replace("'", "''") + "'" for t in topics)
-    return f"topic IN ({quoted})"
+    from probembed.store.collection import sql_list
+
+    return f"topic IN ({sql_list(topics)})"
 
 
 def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     """Index a corpus on disk; with BEIR test qrels, answer some queries and score them all."""
-    from probembed.store import Database, StoreError, ingest
+    from probembed.store import Database
 
     if not data.exists():
         raise fail(
@@ -121,13 +118,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     db = _demo_db(pipe.fingerprint)
     target = Database(db, create=True).collection(_collection_name(data))
     say(f"indexing {data} into {db} (cached: a re-run only adds what is missing)")
-    try:
-        report = ingest(data, target, pipe, on_error="skip", progress=True)
-    except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise fail(str(exc)) from exc
-    for problem in report.problems:
-        note("skipped", "yellow", str(problem))
-    say(report.summary())
+    ingest_and_report(data, target, pipe, on_error="skip")
     if not (data / "qrels" / "test.tsv").is_file():
         say(
             f"{target.count()} items indexed; search them with: probembed search "

@@ -15,7 +15,7 @@ from rich.table import Table
 from probembed.interfaces.console import err, fail, literal, note, say
 
 if TYPE_CHECKING:
-    from probembed.store import Collection, QueryResult
+    from probembed.store import Collection, IngestReport, QueryResult
 
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
@@ -60,6 +60,20 @@ def _open_collection(db: Path, name: str) -> Collection:
         raise fail(str(exc)) from exc
 
 
+def ingest_and_report(source: Any, target: Collection, pipe: Any, **options: Any) -> IngestReport:
+    """Ingest with a progress bar, then say what happened: each skipped item, one summary."""
+    from probembed.store import StoreError, ingest
+
+    try:
+        report = ingest(source, target, pipe, progress=True, **options)
+    except (StoreError, ValueError, FileNotFoundError) as exc:
+        raise fail(str(exc)) from exc
+    for problem in report.problems:
+        note("skipped", "yellow", str(problem))
+    say(report.summary())
+    return report
+
+
 def ingest_command(
     path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
     db: DbOption = None,
@@ -77,7 +91,7 @@ def ingest_command(
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
-    from probembed.store import Database, StoreError, ingest
+    from probembed.store import Database, StoreError
 
     db = resolve_db(db)
     try:
@@ -86,12 +100,10 @@ def ingest_command(
             pipe = target.load_pipeline()
         else:
             pipe = load_pipeline(pipeline or "default")
-        report = ingest(path, target, pipe, batch_size, on_error, upsert, progress=True)  # type: ignore[arg-type]
-    except (StoreError, ValueError, FileNotFoundError) as exc:
+    except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    for problem in report.problems:
-        note("skipped", "yellow", str(problem))
-    say(report.summary())
+    options = {"batch_size": batch_size, "on_error": on_error, "upsert": upsert}
+    report = ingest_and_report(path, target, pipe, **options)
     say(f"collection {collection!r} in {db}: {target.count()} items")
     if report.added:
         with err.status("building the search graph"):
