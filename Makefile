@@ -63,6 +63,7 @@ bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 
 	$(BIN)/python benchmarks/encode_overhead.py
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/search.py
+	$(BIN)/python benchmarks/stored_size.py
 	$(BIN)/python benchmarks/readme_tables.py
 
 clean:  ## Remove the virtual environment and caches
