@@ -64,9 +64,10 @@ class IndexSettings:
     #: OpenMP threads for the graph build. FAISS inserts rows in parallel in an unspecified
     #: order, so with more than one thread the graph (and which candidates its search finds)
     #: may depend on thread timing; with one it is a function of the vectors alone (FAISS
-    #: wiki, "Threads and asynchronous calls"). Cost, 20,000 x 64-d rows on 2 shared, busy
-    #: cores: 9.9-12.1 s with one thread, 15.1-22.1 s with two; on idle cores two threads
-    #: can build up to about twice as fast. None: FAISS's default (every core).
+    #: wiki, "Threads and asynchronous calls"). The cost is the build's parallelism: on idle
+    #: cores a build with two threads can be up to twice as fast (not measured here by a
+    #: benchmark; one by-hand timing on busy cores found one thread no slower). None: FAISS's
+    #: default (every core).
     build_threads: int | None = 1
     #: HNSW search beam width (raised to the pool size when that is larger). On 100,000 real
     #: texts (1,536-d fused means, 500 held-out queries) 128 found 97.9% of the exact uec and
