@@ -5,6 +5,7 @@ data from a judged dataset (`probembed.calibration.training`) needs the `eval` e
 """
 
 from probembed.calibration.calibrator import CALIBRATION_FILE, RelevanceCalibrator
+from probembed.calibration.confidence import CONFIDENCE_DEPTH, QueryConfidence, query_features
 from probembed.calibration.features import (
     BASE_FEATURES,
     DISAGREEMENT,
@@ -16,9 +17,12 @@ from probembed.calibration.features import (
 __all__ = [
     "BASE_FEATURES",
     "CALIBRATION_FILE",
+    "CONFIDENCE_DEPTH",
     "DISAGREEMENT",
+    "QueryConfidence",
     "RelevanceCalibrator",
     "disagreement",
     "hit_features",
     "member_cosines",
+    "query_features",
 ]

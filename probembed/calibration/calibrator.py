@@ -1,7 +1,8 @@
 """P(relevant) per hit: a logistic regression on standardised hit features, optionally isotonic.
 
 Fitting needs scikit-learn; predicting, saving and loading need numpy only, so a pipeline that
-ships a calibrator loads and searches without scikit-learn.
+ships a calibrator loads and searches without scikit-learn. A calibrator may also carry a
+learned query confidence (`confidence.QueryConfidence`), fitted on the same training queries.
 """
 
 from __future__ import annotations
@@ -9,24 +10,26 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from probembed import atomic
+from probembed.calibration.confidence import QueryConfidence
 from probembed.calibration.features import (
     BASE_FEATURES,
     DISAGREEMENT,
     disagreement,
     hit_features,
 )
+from probembed.calibration.logistic import Logistic, floats
 
 CALIBRATION_FILE = "calibration.json"
 FORMAT_VERSION = 1
 _KIND = "relevance-calibrator"
-_KEYS = ("format", "kind", "features", "mean", "scale", "coef", "intercept", "isotonic", "fit")
+_KEYS = ("format", "kind", "features", "model", "isotonic", "query_confidence", "fit")
 #: Share of training queries held out to decide whether the isotonic step improves calibration.
 HOLDOUT = 0.2
 
@@ -36,18 +39,19 @@ class RelevanceCalibrator:
     """Hit features (see `features.hit_features`) -> P(the hit is relevant)."""
 
     features: tuple[str, ...]
-    mean: np.ndarray
-    scale: np.ndarray
-    coef: np.ndarray
-    intercept: float
+    logistic: Logistic
     #: Isotonic knots (x = logistic output, y = calibrated probability), or None.
     isotonic: tuple[np.ndarray, np.ndarray] | None = None
+    #: A learned query confidence to report instead of the outrank probability, or None.
+    confidence: QueryConfidence | None = None
     #: How it was fitted (data, sizes, the isotonic decision): shown, never used to predict.
     fit_info: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        """Check names and shapes once, so predict and save can trust them."""
-        _check_model(self, "calibrator")
+        """Known feature names, one coefficient each, monotone knots: predict can trust them."""
+        _check_features(self.features, self.logistic)
+        if self.isotonic is not None:
+            _check_knots(*self.isotonic)
 
     @property
     def uses_disagreement(self) -> bool:
@@ -56,14 +60,7 @@ class RelevanceCalibrator:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """P(relevant) in [0, 1] for each row of an (n, F) float64 feature matrix."""
-        x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != len(self.features):
-            raise ValueError(
-                f"features must be (n, {len(self.features)}) for {list(self.features)}, "
-                f"got shape {x.shape}"
-            )
-        logit = ((x - self.mean) / self.scale) @ self.coef + self.intercept
-        p = 0.5 * (1.0 + np.tanh(0.5 * logit))  # the logistic function, without overflow
+        p = self.logistic.predict(features)
         if self.isotonic is not None:
             p = np.interp(p, *self.isotonic)
         return np.clip(p, 0.0, 1.0)
@@ -86,16 +83,14 @@ class RelevanceCalibrator:
 
     def to_json(self) -> dict[str, Any]:
         """The calibrator as plain JSON: coefficients, scaler and knots, with a format version."""
-        knots = None if self.isotonic is None else [v.tolist() for v in self.isotonic]
+        knots = self.isotonic
         return {
             "format": FORMAT_VERSION,
             "kind": _KIND,
             "features": list(self.features),
-            "mean": self.mean.tolist(),
-            "scale": self.scale.tolist(),
-            "coef": self.coef.tolist(),
-            "intercept": float(self.intercept),
-            "isotonic": None if knots is None else {"x": knots[0], "y": knots[1]},
+            "model": self.logistic.to_json(),
+            "isotonic": None if knots is None else {"x": knots[0].tolist(), "y": knots[1].tolist()},
+            "query_confidence": None if self.confidence is None else self.confidence.to_json(),
             "fit": self.fit_info,
         }
 
@@ -125,31 +120,31 @@ class RelevanceCalibrator:
         if not isinstance(data, dict):
             raise ValueError(f"a calibrator must be a JSON object, got {type(data).__name__}")
         unknown = [key for key in data if key not in _KEYS]
-        missing = [key for key in _KEYS[:-2] if key not in data]
+        missing = [key for key in _KEYS if key not in data]
         if unknown or missing:
             raise ValueError(
-                f"unknown keys {unknown} / missing keys {missing}; a calibrator has {list(_KEYS)}"
+                f"unknown keys {unknown}, missing keys {missing}; a calibrator has {list(_KEYS)}"
             )
         if data["format"] != FORMAT_VERSION or data["kind"] != _KIND:
             raise ValueError(
-                f"format {data['format']!r}, kind {data['kind']!r}: expected format "
-                f"{FORMAT_VERSION} of kind {_KIND!r}"
+                f"format {data['format']!r} of kind {data['kind']!r}: expected format "
+                f"{FORMAT_VERSION} of kind {_KIND!r}; refit with scripts/fit_calibration.py"
             )
-        knots = data.get("isotonic")
-        if knots is not None and (not isinstance(knots, dict) or set(knots) != {"x", "y"}):
-            raise ValueError('"isotonic" must be null or {"x": [...], "y": [...]}')
         if not isinstance(data["features"], list):
             raise ValueError('"features" must be a list of feature names')
+        knots, confidence = data["isotonic"], data["query_confidence"]
+        if knots is not None and (not isinstance(knots, dict) or set(knots) != {"x", "y"}):
+            raise ValueError('"isotonic" must be null or {"x": [...], "y": [...]}')
         return cls(
             features=tuple(data["features"]),
-            mean=_floats(data["mean"], "mean"),
-            scale=_floats(data["scale"], "scale"),
-            coef=_floats(data["coef"], "coef"),
-            intercept=float(_floats([data["intercept"]], "intercept")[0]),
+            logistic=Logistic.from_json(data["model"], '"model"'),
             isotonic=None
             if knots is None
-            else (_floats(knots["x"], "isotonic.x"), _floats(knots["y"], "isotonic.y")),
-            fit_info=data.get("fit"),
+            else (floats(knots["x"], "isotonic.x"), floats(knots["y"], "isotonic.y")),
+            confidence=None
+            if confidence is None
+            else QueryConfidence.from_json(confidence, '"query_confidence"'),
+            fit_info=data["fit"],
         )
 
     @classmethod
@@ -160,63 +155,52 @@ class RelevanceCalibrator:
         groups: np.ndarray,
         names: Sequence[str] = BASE_FEATURES,
         seed: int = 0,
+        isotonic: bool | None = None,
     ) -> RelevanceCalibrator:
         """Fit on hits grouped by query; keep the isotonic step only if held-out ECE improves.
 
-        A seeded HOLDOUT share of the queries (never split across parts) decides the isotonic
-        step; the chosen model is then refitted on every hit.
+        A seeded HOLDOUT share of the queries (a query's hits never split) decides the
+        isotonic step (unless `isotonic` forces it on or off); the chosen model is then
+        refitted on every hit.
         """
         x, y, groups = _validate_training(features, relevant, groups, names)
-        rng = np.random.default_rng(seed)
         queries = np.unique(groups)
-        held = np.isin(groups, rng.permutation(queries)[: max(1, round(HOLDOUT * len(queries)))])
-        plain = _fit_logistic(x[~held], y[~held], names, seed, isotonic=False)
-        stepped = _fit_logistic(x[~held], y[~held], names, seed, isotonic=True)
+        count = max(1, round(HOLDOUT * len(queries)))
+        held = np.isin(groups, np.random.default_rng(seed).permutation(queries)[:count])
+        plain = _fit(x[~held], y[~held], names, seed, isotonic=False)
+        stepped = _fit(x[~held], y[~held], names, seed, isotonic=True)
         held_ece = {
             "logistic": _ece(plain.predict(x[held]), y[held]),
             "logistic+isotonic": _ece(stepped.predict(x[held]), y[held]),
         }
-        use_isotonic = held_ece["logistic+isotonic"] < held_ece["logistic"]
-        final = _fit_logistic(x, y, names, seed, isotonic=use_isotonic)
+        use_isotonic = (
+            held_ece["logistic+isotonic"] < held_ece["logistic"] if isotonic is None else isotonic
+        )
         info = {
             "hits": len(y),
             "queries": len(queries),
             "relevant": int(y.sum()),
             "seed": seed,
-            "holdout_queries": len(np.unique(groups[held])),
+            "holdout_queries": count,
             "holdout_ece": held_ece,
             "isotonic": bool(use_isotonic),
         }
-        return cls(
-            final.features,
-            final.mean,
-            final.scale,
-            final.coef,
-            final.intercept,
-            final.isotonic,
-            info,
-        )
+        final = _fit(x, y, names, seed, isotonic=use_isotonic)
+        return replace(final, fit_info=info)
 
 
-def _fit_logistic(
+def _fit(
     x: np.ndarray, y: np.ndarray, names: Sequence[str], seed: int, isotonic: bool
 ) -> RelevanceCalibrator:
-    """Standardise, fit a logistic regression, and optionally an isotonic map of its output."""
+    """A logistic regression, optionally followed by an isotonic map of its output."""
     from sklearn.isotonic import IsotonicRegression
-    from sklearn.linear_model import LogisticRegression
 
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)  # a constant feature: centred, left unscaled
-    model = LogisticRegression(max_iter=1000, random_state=seed).fit((x - mean) / scale, y)
-    plain = RelevanceCalibrator(
-        tuple(names), mean, scale, model.coef_[0].astype(np.float64), float(model.intercept_[0])
-    )
+    plain = RelevanceCalibrator(tuple(names), Logistic.fit(x, y, seed))
     if not isotonic:
         return plain
-    raw = plain.predict(x)
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(raw, y)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(plain.predict(x), y)
     knots = (iso.X_thresholds_.astype(np.float64), iso.y_thresholds_.astype(np.float64))
-    return RelevanceCalibrator(plain.features, mean, scale, plain.coef, plain.intercept, knots)
+    return replace(plain, isotonic=knots)
 
 
 def _ece(prob: np.ndarray, outcome: np.ndarray) -> float:
@@ -250,39 +234,22 @@ def _validate_training(
     return x, y.astype(np.int64), groups
 
 
-def _floats(values: object, name: str) -> np.ndarray:
-    """A finite float64 vector from a JSON list, or a ValueError naming the field."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f'"{name}" must be a list of numbers, got {values!r:.60}') from None
-    if arr.ndim != 1 or not np.isfinite(arr).all():
-        raise ValueError(f'"{name}" must be a flat list of finite numbers, got {values!r:.60}')
-    return arr
-
-
-def _check_model(model: RelevanceCalibrator, what: str) -> None:
-    """Known feature names in order, one mean/scale/coef per feature, monotone isotonic knots."""
-    known = (*BASE_FEATURES, DISAGREEMENT)
-    if model.features not in (BASE_FEATURES, known):
+def _check_features(names: tuple[str, ...], logistic: Logistic) -> None:
+    """The base features in order, optionally then disagreement; one coefficient each."""
+    if names not in (BASE_FEATURES, (*BASE_FEATURES, DISAGREEMENT)):
         raise ValueError(
-            f"{what} features must be {list(BASE_FEATURES)}, optionally followed by "
-            f"{DISAGREEMENT!r}; got {list(model.features)}"
+            f"calibrator features must be {list(BASE_FEATURES)}, optionally followed by "
+            f"{DISAGREEMENT!r}; got {list(names)}"
         )
-    width = len(model.features)
-    for name in ("mean", "scale", "coef"):
-        if np.shape(getattr(model, name)) != (width,):
-            raise ValueError(
-                f'"{name}" must hold {width} numbers, one per feature, got '
-                f"{np.shape(getattr(model, name))}"
-            )
-    if (model.scale <= 0).any():
-        raise ValueError('"scale" must be positive')
-    if model.isotonic is not None:
-        x, y = model.isotonic
-        if x.shape != y.shape or len(x) < 2:
-            raise ValueError("isotonic x and y must be two lists of one length >= 2")
-        if (np.diff(x) < 0).any() or (np.diff(y) < 0).any():
-            raise ValueError("isotonic knots must be non-decreasing in x and in y")
-        if y.min() < 0 or y.max() > 1:
-            raise ValueError("isotonic y must be probabilities in [0, 1]")
+    if logistic.width != len(names):
+        raise ValueError(f"{len(names)} features but {logistic.width} coefficients")
+
+
+def _check_knots(x: np.ndarray, y: np.ndarray) -> None:
+    """Isotonic knots: two aligned lists, non-decreasing, y in [0, 1]."""
+    if x.shape != y.shape or len(x) < 2:
+        raise ValueError("isotonic x and y must be two lists of one length >= 2")
+    if (np.diff(x) < 0).any() or (np.diff(y) < 0).any():
+        raise ValueError("isotonic knots must be non-decreasing in x and in y")
+    if y.min() < 0 or y.max() > 1:
+        raise ValueError("isotonic y must be probabilities in [0, 1]")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from probembed.calibration import member_cosines
+from probembed.calibration import CONFIDENCE_DEPTH, member_cosines
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, outrank_probability, parse_score
@@ -54,7 +54,9 @@ class QueryResult(TypedDict):
     """One query's answer: its text, its confidence, and its hits, best first."""
 
     query: str | None
-    #: P(the first hit truly outranks the second); None without hits, 1.0 with a single one.
+    #: With a pipeline calibrator's learned query confidence: P(the query is answered well,
+    #: nDCG@10 at least the median of its training queries). Otherwise P(the first hit truly
+    #: outranks the second). None without hits, 1.0 with a single one.
     confidence: float | None
     hits: list[Hit]
 
@@ -114,8 +116,9 @@ class Searcher:
 
         One hit more than `k` is ranked, so that the confidence compares the first with the
         second even when only one is returned, and the k-th hit's p_relevant sees its gap to
-        the next. p_relevant comes from a calibrator fitted on the pipeline's own dense
-        ranking: with `hybrid` or another `score` it is an approximation.
+        the next; a learned query confidence reads CONFIDENCE_DEPTH hits, whatever `k`.
+        p_relevant and a learned confidence come from a calibrator fitted on the pipeline's
+        own dense ranking: with `hybrid` or another `score` they are approximations.
         """
         _validate_k(k)
         self._validate_min_p(min_p_relevant)
@@ -135,7 +138,9 @@ class Searcher:
         if not self._positions:
             return [QueryResult(query=t, confidence=None, hits=[]) for t in labels]
         allowed = self._allowed(where)
-        depth = k + 1
+        calibrator = self.pipeline.calibrator
+        learned = calibrator is not None and calibrator.confidence is not None
+        depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
         if hybrid:
             assert texts is not None
             ranked = self._hybrid(queries, texts, depth, kind, exact, allowed, where, beta)
@@ -251,20 +256,27 @@ class Searcher:
                 "relevance calibrator (calibration.json); search without min_p_relevant"
             )
 
-    def _p_relevant(self, ranked: Ranked, k: int, fused: Fused, row: int) -> list[float | None]:
-        """The calibrator's P(relevant) of the first k hits of query `row`, or None each."""
+    def _calibrated(
+        self, ranked: Ranked, k: int, fused: Fused, row: int
+    ) -> tuple[list[float | None], float | None]:
+        """Query `row`'s p_relevant of its first k hits (None each without a calibrator) and
+        its confidence: the calibrator's learned one if it has one, else the outrank one."""
         calibrator = self.pipeline.calibrator
-        n = min(k, len(ranked.positions))
+        outrank = confidence(ranked.dots, ranked.variances)
         if calibrator is None:
-            return [None] * n
+            return [None] * min(k, len(ranked.positions)), outrank
+        learned = calibrator.confidence is not None and len(ranked.positions) >= 2
         cosines = None
-        if calibrator.uses_disagreement:
+        if calibrator.uses_disagreement or learned:
             assert self._vectors is not None
             dims = [m.encoder.dim for m in self.pipeline.members]
             docs = self._vectors.mean[ranked.positions], self._vectors.weights[ranked.positions]
-            query = fused.gaussian.mean[row], fused.weights[row]
-            cosines = member_cosines(*query, *docs, dims)
-        return calibrator.predict_ranked(ranked.dots, ranked.variances, k, cosines).tolist()
+            cosines = member_cosines(fused.gaussian.mean[row], fused.weights[row], *docs, dims)
+        p_relevant = calibrator.predict_ranked(ranked.dots, ranked.variances, k, cosines)
+        if learned:
+            assert calibrator.confidence is not None and cosines is not None
+            outrank = calibrator.confidence.predict(ranked.dots, cosines)
+        return p_relevant.tolist(), outrank
 
     def _results(
         self, ranked: list[Ranked], texts: Sequence[str | None], k: int, fused: Fused
@@ -278,21 +290,20 @@ class Searcher:
         )
         out = []
         for row, (text, hit_ranked) in enumerate(zip(texts, ranked, strict=True)):
-            positions, scores, dots, variances = hit_ranked
-            kept = positions[:k]
-            hit_ids = [ids[p] for p in kept.tolist()]
+            kept = hit_ranked.positions[:k]
+            p_relevant, query_confidence = self._calibrated(hit_ranked, k, fused, row)
             columns = (
-                hit_ids,
-                scores[:k].tolist(),
-                np.sqrt(variances[:k]).tolist(),
+                [ids[p] for p in kept.tolist()],
+                hit_ranked.scores[:k].tolist(),
+                np.sqrt(hit_ranked.variances[:k]).tolist(),
                 weights[kept].tolist(),
-                self._p_relevant(hit_ranked, k, fused, row),
+                p_relevant,
             )
             hits = [
                 _hit(doc_id, value, std, models, w, p, rows.get(doc_id, {}))
                 for doc_id, value, std, w, p in zip(*columns, strict=True)
             ]
-            out.append(QueryResult(query=text, confidence=confidence(dots, variances), hits=hits))
+            out.append(QueryResult(query=text, confidence=query_confidence, hits=hits))
         return out
 
 
