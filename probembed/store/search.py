@@ -259,8 +259,10 @@ class Searcher:
     def _calibrated(
         self, ranked: Ranked, k: int, fused: Fused, row: int
     ) -> tuple[list[float | None], float | None]:
-        """Query `row`'s p_relevant of its first k hits (None each without a calibrator) and
-        its confidence: the calibrator's learned one if it has one, else the outrank one."""
+        """Query `row`'s p_relevant per hit (None without a calibrator) and its confidence.
+
+        The confidence is the calibrator's learned one if it has one, else the outrank one.
+        """
         calibrator = self.pipeline.calibrator
         outrank = confidence(ranked.dots, ranked.variances)
         if calibrator is None:
