@@ -21,6 +21,7 @@ import numpy as np
 
 from probembed import atomic
 from probembed.cache import EmbeddingCache
+from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.encoders import get_encoder
 from probembed.encoders.base import validate_texts
 from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
@@ -158,6 +159,7 @@ class Pipeline:
         score: ScoreConfig | None = None,
         name: str = "custom",
         cache: EmbeddingCache | bool = True,
+        calibrator: RelevanceCalibrator | None = None,
     ) -> None:
         if not members:
             raise ValueError("a pipeline needs at least one model")
@@ -167,6 +169,9 @@ class Pipeline:
         self.name = name
         self.fusion.check(self.models)
         self.cache = EmbeddingCache() if cache is True else (cache or None)
+        #: Hit features -> P(relevant), fitted for this fusion and score; None: no p_relevant.
+        #: Not part of the fingerprint: it changes no vector.
+        self.calibrator = calibrator
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -208,7 +213,7 @@ class Pipeline:
         return cls(members, fusion, score, name, cache)
 
     def with_fusion(self, fusion: FusionConfig) -> Pipeline:
-        """The same fitted members under another fusion (shares the cache)."""
+        """The same fitted members under another fusion (shares the cache; no calibrator)."""
         return Pipeline(self.members, fusion, self.score, self.name, self.cache or False)
 
     def encode_members(self, texts: Sequence[str], progress: bool = False) -> list[Gaussian]:
@@ -280,6 +285,8 @@ class Pipeline:
         }
         text = json.dumps(config, indent=2, allow_nan=False)
         atomic.write_bytes(directory / CONFIG_FILE, text.encode())
+        if self.calibrator is not None:
+            self.calibrator.save(directory / CALIBRATION_FILE)
 
     @classmethod
     def load(cls, name_or_dir: str | os.PathLike, cache: EmbeddingCache | bool = True) -> Pipeline:
@@ -295,10 +302,13 @@ class Pipeline:
                 raise ValueError(f"{directory / CONFIG_FILE}: models[{i}]: {exc}") from exc
             kind = estimator_class(entry["estimator"])
             members.append(kind.load(directory / entry["dir"], encoder))
+        calibration = directory / CALIBRATION_FILE
+        calibrator = RelevanceCalibrator.load(calibration) if calibration.is_file() else None
         try:
             fusion = FusionConfig(**config.get("fusion", {}))
             score = ScoreConfig(**config.get("score", {}))
-            return cls(members, fusion, score, config.get("name", directory.name), cache)
+            name = config.get("name", directory.name)
+            return cls(members, fusion, score, name, cache, calibrator)
         except ValueError as exc:
             raise ValueError(f"{directory / CONFIG_FILE}: {exc}") from exc
 

@@ -24,7 +24,12 @@ from probembed.evaluation.metrics import (
     run_from_scores,
     spearman,
 )
-from probembed.evaluation.plots import plot_binned, plot_calibration, plot_risk_coverage
+from probembed.evaluation.plots import (
+    plot_binned,
+    plot_calibration,
+    plot_reliability,
+    plot_risk_coverage,
+)
 from probembed.evaluation.uncertainty import (
     NDCG_BELOW_MEDIAN,
     RECALL10_ZERO,
@@ -33,6 +38,7 @@ from probembed.evaluation.uncertainty import (
     auroc,
     binned_quality,
     confidence_signals,
+    expected_calibration_error,
     failed_queries,
     quality_at_coverage,
     risk_coverage,
@@ -53,6 +59,7 @@ __all__ = [
     "auroc",
     "binned_quality",
     "confidence_signals",
+    "expected_calibration_error",
     "failed_queries",
     "load_classification",
     "load_dataset",
@@ -62,6 +69,7 @@ __all__ = [
     "per_query_metrics",
     "plot_binned",
     "plot_calibration",
+    "plot_reliability",
     "plot_risk_coverage",
     "probe_accuracy",
     "quality_at_coverage",

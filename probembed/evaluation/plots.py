@@ -1,4 +1,4 @@
-"""PNG figures for reports: risk–coverage curves, quality per uncertainty bin, STS calibration.
+"""PNG figures for reports: risk–coverage, quality per uncertainty bin, calibration (STS, hits).
 
 Figures are drawn on an explicit Agg canvas, never through pyplot, so plotting neither needs a
 display nor changes matplotlib's global backend for the caller.
@@ -59,6 +59,32 @@ def plot_calibration(
     axes.errorbar(pred, gold, xerr=pred_std, fmt="o", markersize=2, alpha=0.3, elinewidth=0.5)
     axes.set(xlabel="predicted similarity", ylabel="gold score")
     return _save(figure, axes, path, title, legend=False)
+
+
+def plot_reliability(
+    curves: Mapping[str, Curve],
+    path: str | Path,
+    title: str = "Reliability: observed rate per predicted-probability bin",
+    counts: ArrayLike | None = None,
+) -> Path:
+    """Observed frequency against mean predicted probability per bin, beside the diagonal.
+
+    `curves` maps a label to (mean predicted, observed rate) per non-empty bin; `counts`, the
+    items per bin of the first curve, is drawn as bars on a second axis to show where mass is.
+    """
+    figure, axes = _new_figure()
+    axes.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect calibration")
+    for label, (predicted, observed) in _validate_curves(curves).items():
+        axes.plot(predicted, observed, marker="o", label=label)
+    if counts is not None:
+        predicted = np.asarray(next(iter(curves.values()))[0], dtype=np.float64)
+        if np.shape(counts) != predicted.shape:
+            raise ValueError(f"counts has shape {np.shape(counts)}; expected {predicted.shape}")
+        share = axes.twinx()
+        share.bar(predicted, counts, width=0.03, alpha=0.25, color="grey")
+        share.set(ylabel="items per bin", yscale="log")
+    axes.set(xlabel="predicted probability", ylabel="observed frequency", xlim=(0, 1), ylim=(0, 1))
+    return _save(figure, axes, path, title)
 
 
 def _new_figure() -> tuple[Figure, Axes]:

@@ -127,6 +127,26 @@ def top_quartile(values: ArrayLike) -> np.ndarray:
     return values >= np.quantile(values, 0.75)
 
 
+def expected_calibration_error(prob: ArrayLike, outcome: ArrayLike, n_bins: int = 15) -> float:
+    """Mean |observed rate − mean predicted probability| over equal-width bins, by bin share.
+
+    Bins are [0, 1/n), ..., [(n−1)/n, 1] (a probability of exactly 1 falls in the last);
+    empty bins count nothing. 0 is perfect calibration.
+    """
+    prob, outcome = _validate_pair(prob, outcome, "prob", "outcome")
+    prob = prob.astype(np.float64)
+    if (prob < 0).any() or (prob > 1).any():
+        raise ValueError("prob must hold probabilities in [0, 1]")
+    if not np.isin(outcome, (0, 1)).all():
+        raise ValueError("outcome must hold booleans (or 0/1), one per prediction")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    which = np.minimum((prob * n_bins).astype(np.int64), n_bins - 1)
+    predicted = np.bincount(which, weights=prob, minlength=n_bins)
+    observed = np.bincount(which, weights=outcome.astype(np.float64), minlength=n_bins)
+    return float(np.abs(observed - predicted).sum() / len(prob))
+
+
 def confidence_signals(
     top_scores: ArrayLike, top_vars: ArrayLike, query_uncertainty: ArrayLike
 ) -> dict[str, np.ndarray]:

@@ -121,13 +121,22 @@ def search_command(
     exact: Annotated[bool, typer.Option(help="Scan every item instead of the ANN graph.")] = False,
     where: Annotated[str | None, typer.Option(help='SQL filter, e.g. "year > 2015".')] = None,
     hybrid: Annotated[bool, typer.Option(help="Fuse with BM25 by reciprocal rank.")] = False,
+    min_p_relevant: Annotated[
+        float | None,
+        typer.Option(
+            "--min-p-relevant",
+            help="Drop hits whose probability of being relevant is below this (0..1); needs a "
+            "pipeline with a relevance calibrator.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
             "--json",
             help="Print a JSON list, one result per question, even for one: "
-            '[{"query", "confidence", "hits": [{"id", "score", "std", "weights", "text", '
-            '"metadata"}]}].',
+            '[{"query", "confidence", "hits": [{"id", "score", "std", "weights", '
+            '"p_relevant", "text", "metadata"}]}].',
         ),
     ] = False,
 ) -> None:
@@ -136,7 +145,9 @@ def search_command(
 
     target = _open_collection(resolve_db(db), collection)
     try:
-        results = target.search(question, k, score, exact, where, hybrid)
+        results = target.search(
+            question, k, score, exact, where, hybrid, min_p_relevant=min_p_relevant
+        )
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
     if as_json:
@@ -149,8 +160,9 @@ def search_command(
 def print_result(result: QueryResult, console: Console | None = None) -> None:
     """A rich table of one query's hits, titled with the query and its confidence.
 
-    Per-hit weights get a column only when they differ between hits; weights every hit shares
-    (a static prior, T = inf) are shown once, under the table, leaving the width to the text.
+    p_relevant gets a column when the pipeline computes it. Per-hit weights get a column only
+    when they differ between hits; weights every hit shares (a static prior, T = inf) are
+    shown once, under the table, leaving the width to the text.
     """
     conf = result["confidence"]
     shown = "n/a" if conf is None else f"{conf:.2f}"
@@ -165,15 +177,20 @@ def print_result(result: QueryResult, console: Console | None = None) -> None:
     )
     for column, justify in (("#", "right"), ("id", "left"), ("score ± std", "right")):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    calibrated = any(h.get("p_relevant") is not None for h in hits)
+    if calibrated:
+        table.add_column("p_relevant", justify="right", no_wrap=True)
     if not shared:
         table.add_column("weights")
     table.add_column("text", overflow="fold")
     for rank, hit in enumerate(hits, start=1):
+        p_relevant = [f"{hit['p_relevant']:.2f}"] if calibrated else []
         weights = [] if shared else [literal(_weights(hit["weights"]))]
         table.add_row(
             str(rank),
             literal(hit["id"]),
             f"{hit['score']:.4f} ± {hit['std']:.4f}",
+            *p_relevant,
             *weights,
             literal(_snippet(hit.get("text") or "")),
         )

@@ -277,6 +277,7 @@ class Collection:
         where: str | None = ...,
         hybrid: bool = ...,
         beta: float | None = ...,
+        min_p_relevant: float | None = ...,
     ) -> QueryResult: ...
 
     @overload
@@ -289,6 +290,7 @@ class Collection:
         where: str | None = ...,
         hybrid: bool = ...,
         beta: float | None = ...,
+        min_p_relevant: float | None = ...,
     ) -> list[QueryResult]: ...
 
     def search(
@@ -300,14 +302,16 @@ class Collection:
         where: str | None = None,
         hybrid: bool = False,
         beta: float | None = None,
+        min_p_relevant: float | None = None,
     ) -> QueryResult | list[QueryResult]:
         """The k best items for one query (-> one result) or several (-> one result each).
 
         Queries are encoded by the collection's own pipeline (`load_pipeline`); see
-        `Searcher.search` for `score`, `exact`, `where`, `hybrid` and `beta`.
+        `Searcher.search` for `score`, `exact`, `where`, `hybrid`, `beta` and `min_p_relevant`.
         """
         batch = [queries] if isinstance(queries, str) else queries
-        results = self.searcher().search(batch, k, score, exact, where, hybrid, beta)
+        searcher = self.searcher()
+        results = searcher.search(batch, k, score, exact, where, hybrid, beta, min_p_relevant)
         return results[0] if isinstance(queries, str) else results
 
     def check_pipeline(self, pipeline: PipelineInfo) -> None:

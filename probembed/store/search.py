@@ -1,8 +1,9 @@
 """Probabilistic search over a collection: candidates, exact rescoring, std and confidence.
 
 Every hit carries its exact score under the chosen similarity, the standard deviation of its
-dot-product score, and the per-model fusion weights of the stored item; every query carries
-the probability that its first hit truly outranks its second.
+dot-product score, the per-model fusion weights of the stored item and, when the pipeline
+ships a relevance calibrator, the probability that it is relevant; every query carries the
+probability that its first hit truly outranks its second.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
+from probembed.calibration import CONFIDENCE_DEPTH, member_cosines
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, outrank_probability, parse_score
@@ -42,6 +44,8 @@ class Hit(TypedDict):
     std: float
     #: The stored item's fusion weight per model.
     weights: dict[str, float]
+    #: P(the hit is relevant) from the pipeline's calibrator; None when it has none.
+    p_relevant: float | None
     text: str | None
     metadata: dict[str, Any]
 
@@ -50,7 +54,9 @@ class QueryResult(TypedDict):
     """One query's answer: its text, its confidence, and its hits, best first."""
 
     query: str | None
-    #: P(the first hit truly outranks the second); None without hits, 1.0 with a single one.
+    #: With a pipeline calibrator's learned query confidence: P(the query is answered well,
+    #: nDCG@10 at least the median of its training queries). Otherwise P(the first hit truly
+    #: outranks the second). None without hits, 1.0 with a single one.
     confidence: float | None
     hits: list[Hit]
 
@@ -79,17 +85,20 @@ class Searcher:
         where: str | None = None,
         hybrid: bool = False,
         beta: float | None = None,
+        min_p_relevant: float | None = None,
     ) -> list[QueryResult]:
         """One result per query: {"query", "confidence", "hits": [{"id", "score", "std", ...}]}.
 
         `score` defaults to the pipeline's; `exact` scans every row instead of the graph;
         `where` is a SQL filter on id, text and metadata columns; `hybrid` fuses the ranking
-        with BM25 by reciprocal rank (each hit's score is then its fused RRF score).
+        with BM25 by reciprocal rank (each hit's score is then its fused RRF score);
+        `min_p_relevant` drops the hits whose p_relevant is below it (needs a calibrator).
         """
         texts = _validate_queries(queries)
         _validate_k(k)
+        self._validate_min_p(min_p_relevant)
         fused = self.pipeline.encode(texts)
-        return self.search_fused(fused, k, score, exact, where, hybrid, texts, beta)
+        return self.search_fused(fused, k, score, exact, where, hybrid, texts, beta, min_p_relevant)
 
     def search_fused(
         self,
@@ -101,13 +110,18 @@ class Searcher:
         hybrid: bool = False,
         texts: Sequence[str] | None = None,
         beta: float | None = None,
+        min_p_relevant: float | None = None,
     ) -> list[QueryResult]:
         """Results for already-encoded queries; `texts` are shown and needed for hybrid BM25.
 
-        At least two hits are ranked whatever `k`, so that the confidence compares the first
-        with the second even when only one is returned.
+        One hit more than `k` is ranked, so that the confidence compares the first with the
+        second even when only one is returned, and the k-th hit's p_relevant sees its gap to
+        the next; a learned query confidence reads CONFIDENCE_DEPTH hits, whatever `k`.
+        p_relevant and a learned confidence come from a calibrator fitted on the pipeline's
+        own dense ranking: with `hybrid` or another `score` they are approximations.
         """
         _validate_k(k)
+        self._validate_min_p(min_p_relevant)
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         beta = self.pipeline.score.beta if beta is None else beta
         if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
@@ -124,13 +138,19 @@ class Searcher:
         if not self._positions:
             return [QueryResult(query=t, confidence=None, hits=[]) for t in labels]
         allowed = self._allowed(where)
-        depth = max(k, 2)
+        calibrator = self.pipeline.calibrator
+        learned = calibrator is not None and calibrator.confidence is not None
+        depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
         if hybrid:
             assert texts is not None
             ranked = self._hybrid(queries, texts, depth, kind, exact, allowed, where, beta)
         else:
             ranked = self._rank(queries, depth, kind, exact, allowed, beta)
-        return self._results(ranked, labels, k, models)
+        results = self._results(ranked, labels, k, fused)
+        if min_p_relevant is not None:
+            for result in results:
+                result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
+        return results
 
     def warm(self, score: Score | str | None = None) -> bool:
         """Load the vectors and build (or load) the graph a search with `score` would use.
@@ -222,26 +242,70 @@ class Searcher:
             fused += with_moments(queries[row], self._docs, positions[None], scores[None])
         return fused
 
+    def _validate_min_p(self, min_p_relevant: float | None) -> None:
+        """A threshold is a probability, and needs a pipeline that computes p_relevant."""
+        if min_p_relevant is None:
+            return
+        if isinstance(min_p_relevant, bool) or not isinstance(min_p_relevant, (int, float)):
+            raise ValueError(f"min_p_relevant must be a number in [0, 1], got {min_p_relevant!r}")
+        if not 0.0 <= min_p_relevant <= 1.0:
+            raise ValueError(f"min_p_relevant must be in [0, 1], got {min_p_relevant!r}")
+        if self.pipeline.calibrator is None:
+            raise ValueError(
+                f"min_p_relevant needs p_relevant, but pipeline {self.pipeline.name!r} has no "
+                "relevance calibrator (calibration.json); search without min_p_relevant"
+            )
+
+    def _calibrated(
+        self, ranked: Ranked, k: int, fused: Fused, row: int
+    ) -> tuple[list[float | None], float | None]:
+        """Query `row`'s p_relevant per hit (None without a calibrator) and its confidence.
+
+        The confidence is the calibrator's learned one if it has one, else the outrank one.
+        """
+        calibrator = self.pipeline.calibrator
+        outrank = confidence(ranked.dots, ranked.variances)
+        if calibrator is None:
+            return [None] * min(k, len(ranked.positions)), outrank
+        learned = calibrator.confidence is not None and len(ranked.positions) >= 2
+        cosines = None
+        if calibrator.uses_disagreement or learned:
+            assert self._vectors is not None
+            dims = [m.encoder.dim for m in self.pipeline.members]
+            docs = self._vectors.mean[ranked.positions], self._vectors.weights[ranked.positions]
+            cosines = member_cosines(fused.gaussian.mean[row], fused.weights[row], *docs, dims)
+        p_relevant = calibrator.predict_ranked(ranked.dots, ranked.variances, k, cosines)
+        if learned:
+            assert calibrator.confidence is not None and cosines is not None
+            outrank = calibrator.confidence.predict(ranked.dots, cosines)
+        return p_relevant.tolist(), outrank
+
     def _results(
-        self, ranked: list[Ranked], texts: Sequence[str | None], k: int, models: Sequence[str]
+        self, ranked: list[Ranked], texts: Sequence[str | None], k: int, fused: Fused
     ) -> list[QueryResult]:
-        """Per ranking its k best hits (std, weights, text: read at once) and its confidence."""
+        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence."""
         assert self._vectors is not None
-        ids, weights = self._vectors.ids, self._vectors.weights
+        ids, weights, models = self._vectors.ids, self._vectors.weights, fused.models
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
         rows = self.collection.rows(
             ids[hit_rows].tolist(), ("text", "metadata"), self._vectors.row_ids[hit_rows]
         )
         out = []
-        for text, (positions, scores, dots, variances) in zip(texts, ranked, strict=True):
-            kept = positions[:k]
-            hit_ids = [ids[p] for p in kept.tolist()]
-            columns = (hit_ids, scores[:k].tolist(), np.sqrt(variances[:k]).tolist())
+        for row, (text, hit_ranked) in enumerate(zip(texts, ranked, strict=True)):
+            kept = hit_ranked.positions[:k]
+            p_relevant, query_confidence = self._calibrated(hit_ranked, k, fused, row)
+            columns = (
+                [ids[p] for p in kept.tolist()],
+                hit_ranked.scores[:k].tolist(),
+                np.sqrt(hit_ranked.variances[:k]).tolist(),
+                weights[kept].tolist(),
+                p_relevant,
+            )
             hits = [
-                _hit(doc_id, value, std, models, w, rows.get(doc_id, {}))
-                for doc_id, value, std, w in zip(*columns, weights[kept].tolist(), strict=True)
+                _hit(doc_id, value, std, models, w, p, rows.get(doc_id, {}))
+                for doc_id, value, std, w, p in zip(*columns, strict=True)
             ]
-            out.append(QueryResult(query=text, confidence=confidence(dots, variances), hits=hits))
+            out.append(QueryResult(query=text, confidence=query_confidence, hits=hits))
         return out
 
 
@@ -264,6 +328,7 @@ def _hit(
     std: float,
     models: Sequence[str],
     weights: Sequence[float],
+    p_relevant: float | None,
     row: dict[str, Any],
 ) -> Hit:
     """One hit as the public typed dict."""
@@ -272,6 +337,7 @@ def _hit(
         score=score,
         std=std,
         weights=dict(zip(models, weights, strict=True)),
+        p_relevant=p_relevant,
         text=row.get("text"),
         metadata=_metadata(row.get("metadata")),
     )

@@ -1,0 +1,190 @@
+"""Calibrated relevance and query confidence of the shipped `default` on SciFact TEST.
+
+    python benchmarks/calibration.py
+
+The calibrator shipped in probembed/pipelines/default/calibration.json (fitted on SciFact train
+by scripts/fit_calibration.py) scores the top-10 hits of each of the 300 judged test queries,
+ranked by the pipeline's own fusion and score, exactly as a search computes p_relevant:
+- expected calibration error with 15 equal-width bins (target <= 0.05);
+- at the threshold that keeps 90% of the relevant top-10 hits, the share of irrelevant top-10
+  hits dropped (target >= 0.5), and the same at min_p_relevant = 0.5;
+- a reliability diagram, benchmarks/results/plots/reliability.png;
+- the variants tried (isotonic step, member disagreement as a feature), refitted on train;
+- query confidence: test AUROC for "nDCG@10 below median" of every signal: the outrank
+  probability a search reported so far, report.py's signals, each learned-confidence feature
+  and the learned confidence itself (target >= 0.85).
+Writes benchmarks/results/calibration.json.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from probembed.calibration import BASE_FEATURES, DISAGREEMENT, RelevanceCalibrator
+from probembed.calibration.confidence import feature_names
+from probembed.calibration.training import TOP, RankedSplit, rank_split
+from probembed.evaluation import (
+    auroc,
+    confidence_signals,
+    expected_calibration_error,
+    failed_queries,
+    load_dataset,
+    plot_reliability,
+)
+from probembed.evaluation.datasets import RetrievalDataset
+from probembed.evaluation.harness import Method, embed, evaluate
+from probembed.evaluation.report import write_json
+from probembed.paths import datasets_dir
+from probembed.pipeline import Pipeline
+from probembed.scoring import outrank_probability
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "calibration.json"
+PLOT = ROOT / "benchmarks" / "results" / "plots" / "reliability.png"
+SCIFACT = datasets_dir() / "retrieval" / "scifact"
+BINS = 15
+KEEP_RELEVANT = 0.9
+SEED = 0
+
+
+def hit_figures(p: np.ndarray, relevant: np.ndarray) -> dict[str, float]:
+    """ECE, and what thresholds keep of the relevant and drop of the irrelevant hits."""
+    ranked = np.sort(p[relevant])[::-1]
+    threshold = float(ranked[math.ceil(KEEP_RELEVANT * len(ranked)) - 1])
+    return {
+        "ece15": expected_calibration_error(p, relevant, BINS),
+        "hits": len(p),
+        "relevant_rate": float(relevant.mean()),
+        "mean_p_relevant": float(p.mean()),
+        "threshold_keep90": threshold,
+        "kept_relevant_at_threshold": float((p[relevant] >= threshold).mean()),
+        "dropped_irrelevant_at_threshold": float((p[~relevant] < threshold).mean()),
+        "kept_relevant_at_0.5": float((p[relevant] >= 0.5).mean()),
+        "dropped_irrelevant_at_0.5": float((p[~relevant] < 0.5).mean()),
+    }
+
+
+def predicted(calibrator: RelevanceCalibrator, split: RankedSplit) -> np.ndarray:
+    """p_relevant of every top-10 hit, by the searcher's own call (`predict_ranked`)."""
+    cosines = split.cosines if split.cosines is not None else [None] * len(split.ranked)
+    return np.concatenate(
+        [
+            calibrator.predict_ranked(r.dots, r.variances, TOP, c)
+            for r, c in zip(split.ranked, cosines, strict=True)
+        ]
+    )
+
+
+def reliability(p: np.ndarray, relevant: np.ndarray) -> dict[str, list[float]]:
+    """Per non-empty equal-width bin: mean prediction, observed rate and count."""
+    which = np.minimum((p * BINS).astype(np.int64), BINS - 1)
+    bins = [b for b in range(BINS) if (which == b).any()]
+    return {
+        "mean_predicted": [float(p[which == b].mean()) for b in bins],
+        "observed": [float(relevant[which == b].mean()) for b in bins],
+        "count": [int((which == b).sum()) for b in bins],
+    }
+
+
+def variants(train: RankedSplit, test: RankedSplit) -> dict[str, dict]:
+    """Test figures of the calibrators tried, each fitted on train: isotonic step chosen on a
+    held-out part of train, forced off, forced on; with and without member disagreement."""
+    out = {}
+    for name, with_spread in (("logistic", False), ("logistic+disagreement", True)):
+        features, labels, groups = train.table(TOP, with_spread)
+        names = (*BASE_FEATURES, DISAGREEMENT) if with_spread else BASE_FEATURES
+        test_labels = test.table(TOP, with_spread)[1].astype(bool)
+        for choice, isotonic in (("chosen", None), ("no isotonic", False), ("isotonic", True)):
+            model = RelevanceCalibrator.fit(features, labels, groups, names, SEED, isotonic)
+            figures = hit_figures(predicted(model, test), test_labels)
+            out[f"{name} ({choice})"] = {
+                "ece15": figures["ece15"],
+                "dropped_irrelevant_at_threshold": figures["dropped_irrelevant_at_threshold"],
+                "isotonic": model.isotonic is not None,
+                "train_holdout_ece": (model.fit_info or {}).get("holdout_ece"),
+            }
+    return out
+
+
+def query_confidence(
+    calibrator: RelevanceCalibrator, test: RankedSplit, dataset: RetrievalDataset, per_item: dict
+) -> dict[str, float]:
+    """Test AUROC ("nDCG@10 below median") of every query-level signal, higher = less sure."""
+    failed = test.failed(dataset)
+    d = np.stack([r.dots[:2] for r in test.ranked])
+    v = np.stack([r.variances[:2] for r in test.ranked])
+    figures = {
+        "outrank (search confidence until now)": auroc(
+            1 - outrank_probability(d[:, 0], d[:, 1], v[:, 0], v[:, 1]), failed
+        )
+    }
+    harness_failed = failed_queries(
+        dict(enumerate(per_item["ndcg@10"])), dict(enumerate(per_item["recall@10"]))
+    )["ndcg_below_median"]
+    signals = confidence_signals(
+        per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"]
+    )
+    figures.update({f"report:{k}": auroc(s, harness_failed) for k, s in signals.items()})
+    if calibrator.confidence is None:
+        return figures
+    features = test.query_table()
+    for j, name in enumerate(feature_names(calibrator.confidence.members)):
+        sure = -1.0 if "margin" in name else 1.0  # a wide margin is sure, a flat top 10 is not
+        figures[f"feature:{name}"] = auroc(sure * features[:, j], failed)
+    sum_p = predicted(calibrator, test).reshape(len(test.ranked), TOP).sum(axis=1)
+    figures["sum_p_relevant_top10"] = auroc(-sum_p, failed)
+    learned = calibrator.confidence.logistic.predict(features)
+    figures["learned (search confidence now)"] = auroc(1 - learned, failed)
+    return figures
+
+
+def main() -> None:
+    """Measure on SciFact test, draw the reliability diagram, write the JSON."""
+    pipeline = Pipeline.load("default")
+    calibrator = pipeline.calibrator
+    if calibrator is None:
+        raise SystemExit(
+            "the default pipeline ships no calibration.json: run scripts/fit_calibration.py"
+        )
+    test_set = load_dataset(SCIFACT, "test")
+    embedded = embed(pipeline, test_set, progress=True)
+    test = rank_split(pipeline, test_set, embedded=embedded)
+    train = rank_split(pipeline, load_dataset(SCIFACT, "train"))
+    relevant = test.table(TOP, calibrator.uses_disagreement)[1].astype(bool)
+    p = predicted(calibrator, test)
+    curve = reliability(p, relevant)
+    plot_reliability(
+        {"default on SciFact test": (curve["mean_predicted"], curve["observed"])},
+        PLOT,
+        "SciFact test: p_relevant of the top-10 hits (default)",
+        counts=curve["count"],
+    )
+    outcome = evaluate(embedded, test_set, Method("default", pipeline.fusion, pipeline.score))
+    figures = {
+        "hits": hit_figures(p, relevant),
+        "reliability": curve,
+        "variants": variants(train, test),
+        "query_confidence_auroc": query_confidence(calibrator, test, test_set, outcome.per_item),
+        "ndcg@10": outcome.metrics["ndcg@10"],
+    }
+    config = {
+        "dataset": "scifact/test",
+        "top": TOP,
+        "bins": BINS,
+        "keep_relevant": KEEP_RELEVANT,
+        "pipeline_fingerprint": pipeline.fingerprint,
+        "calibrator_fit": calibrator.fit_info,
+        "seed": SEED,
+    }
+    write_json(OUT, [figures], config)
+    print(f"wrote {OUT} and {PLOT}")
+    print({k: figures[k] for k in ("hits", "query_confidence_auroc")})
+
+
+if __name__ == "__main__":
+    main()

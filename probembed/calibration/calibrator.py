@@ -1,0 +1,255 @@
+"""P(relevant) per hit: a logistic regression on standardised hit features, optionally isotonic.
+
+Fitting needs scikit-learn; predicting, saving and loading need numpy only, so a pipeline that
+ships a calibrator loads and searches without scikit-learn. A calibrator may also carry a
+learned query confidence (`confidence.QueryConfidence`), fitted on the same training queries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probembed import atomic
+from probembed.calibration.confidence import QueryConfidence
+from probembed.calibration.features import (
+    BASE_FEATURES,
+    DISAGREEMENT,
+    disagreement,
+    hit_features,
+)
+from probembed.calibration.logistic import Logistic, floats
+
+CALIBRATION_FILE = "calibration.json"
+FORMAT_VERSION = 1
+_KIND = "relevance-calibrator"
+_KEYS = ("format", "kind", "features", "model", "isotonic", "query_confidence", "fit")
+#: Share of training queries held out to decide whether the isotonic step improves calibration.
+HOLDOUT = 0.2
+
+
+@dataclass(frozen=True, eq=False)
+class RelevanceCalibrator:
+    """Hit features (see `features.hit_features`) -> P(the hit is relevant)."""
+
+    features: tuple[str, ...]
+    logistic: Logistic
+    #: Isotonic knots (x = logistic output, y = calibrated probability), or None.
+    isotonic: tuple[np.ndarray, np.ndarray] | None = None
+    #: A learned query confidence to report instead of the outrank probability, or None.
+    confidence: QueryConfidence | None = None
+    #: How it was fitted (data, sizes, the isotonic decision): shown, never used to predict.
+    fit_info: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        """Known feature names, one coefficient each, monotone knots: predict can trust them."""
+        _check_features(self.features, self.logistic)
+        if self.isotonic is not None:
+            _check_knots(*self.isotonic)
+
+    @property
+    def uses_disagreement(self) -> bool:
+        """Whether predictions need each hit's member disagreement as the last feature."""
+        return DISAGREEMENT in self.features
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """P(relevant) in [0, 1] for each row of an (n, F) float64 feature matrix."""
+        p = self.logistic.predict(features)
+        if self.isotonic is not None:
+            p = np.interp(p, *self.isotonic)
+        return np.clip(p, 0.0, 1.0)
+
+    def predict_ranked(
+        self, dots: np.ndarray, variances: np.ndarray, k: int, cosines: np.ndarray | None = None
+    ) -> np.ndarray:
+        """P(relevant) of a query's first k ranked hits, from its ranked dots and variances.
+
+        `cosines` (ranked hits x member models, see `features.member_cosines`) is needed only
+        by a calibrator that uses member disagreement.
+        """
+        if self.uses_disagreement and cosines is None:
+            raise ValueError("this calibrator uses member disagreement: pass the member cosines")
+        spread = disagreement(cosines) if self.uses_disagreement else None
+        return self.predict(hit_features(dots, variances, k, spread))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RelevanceCalibrator) and self.to_json() == other.to_json()
+
+    def to_json(self) -> dict[str, Any]:
+        """The calibrator as plain JSON: coefficients, scaler and knots, with a format version."""
+        knots = self.isotonic
+        return {
+            "format": FORMAT_VERSION,
+            "kind": _KIND,
+            "features": list(self.features),
+            "model": self.logistic.to_json(),
+            "isotonic": None if knots is None else {"x": knots[0].tolist(), "y": knots[1].tolist()},
+            "query_confidence": None if self.confidence is None else self.confidence.to_json(),
+            "fit": self.fit_info,
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the JSON atomically: a crash leaves the old file or the new one."""
+        path = Path(path)
+        text = json.dumps(self.to_json(), indent=1, allow_nan=False)
+        atomic.write_bytes(path, (text + "\n").encode())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RelevanceCalibrator:
+        """Read a saved calibrator; a malformed file is a ValueError naming it and the problem."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+        try:
+            return cls.from_json(data)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, data: object) -> RelevanceCalibrator:
+        """A calibrator from its JSON form, every field checked."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a calibrator must be a JSON object, got {type(data).__name__}")
+        unknown = [key for key in data if key not in _KEYS]
+        missing = [key for key in _KEYS if key not in data]
+        if unknown or missing:
+            raise ValueError(
+                f"unknown keys {unknown}, missing keys {missing}; a calibrator has {list(_KEYS)}"
+            )
+        if data["format"] != FORMAT_VERSION or data["kind"] != _KIND:
+            raise ValueError(
+                f"format {data['format']!r} of kind {data['kind']!r}: expected format "
+                f"{FORMAT_VERSION} of kind {_KIND!r}; refit with scripts/fit_calibration.py"
+            )
+        if not isinstance(data["features"], list):
+            raise ValueError('"features" must be a list of feature names')
+        knots, confidence = data["isotonic"], data["query_confidence"]
+        if knots is not None and (not isinstance(knots, dict) or set(knots) != {"x", "y"}):
+            raise ValueError('"isotonic" must be null or {"x": [...], "y": [...]}')
+        return cls(
+            features=tuple(data["features"]),
+            logistic=Logistic.from_json(data["model"], '"model"'),
+            isotonic=None
+            if knots is None
+            else (floats(knots["x"], "isotonic.x"), floats(knots["y"], "isotonic.y")),
+            confidence=None
+            if confidence is None
+            else QueryConfidence.from_json(confidence, '"query_confidence"'),
+            fit_info=data["fit"],
+        )
+
+    @classmethod
+    def fit(
+        cls,
+        features: np.ndarray,
+        relevant: np.ndarray,
+        groups: np.ndarray,
+        names: Sequence[str] = BASE_FEATURES,
+        seed: int = 0,
+        isotonic: bool | None = None,
+    ) -> RelevanceCalibrator:
+        """Fit on hits grouped by query; keep the isotonic step only if held-out ECE improves.
+
+        A seeded HOLDOUT share of the queries (a query's hits never split) decides the
+        isotonic step (unless `isotonic` forces it on or off); the chosen model is then
+        refitted on every hit.
+        """
+        x, y, groups = _validate_training(features, relevant, groups, names)
+        queries = np.unique(groups)
+        count = max(1, round(HOLDOUT * len(queries)))
+        held = np.isin(groups, np.random.default_rng(seed).permutation(queries)[:count])
+        plain = _fit(x[~held], y[~held], names, seed, isotonic=False)
+        stepped = _fit(x[~held], y[~held], names, seed, isotonic=True)
+        held_ece = {
+            "logistic": _ece(plain.predict(x[held]), y[held]),
+            "logistic+isotonic": _ece(stepped.predict(x[held]), y[held]),
+        }
+        use_isotonic = (
+            held_ece["logistic+isotonic"] < held_ece["logistic"] if isotonic is None else isotonic
+        )
+        info = {
+            "hits": len(y),
+            "queries": len(queries),
+            "relevant": int(y.sum()),
+            "seed": seed,
+            "holdout_queries": count,
+            "holdout_ece": held_ece,
+            "isotonic": bool(use_isotonic),
+        }
+        final = _fit(x, y, names, seed, isotonic=use_isotonic)
+        return replace(final, fit_info=info)
+
+
+def _fit(
+    x: np.ndarray, y: np.ndarray, names: Sequence[str], seed: int, isotonic: bool
+) -> RelevanceCalibrator:
+    """A logistic regression, optionally followed by an isotonic map of its output."""
+    from sklearn.isotonic import IsotonicRegression
+
+    plain = RelevanceCalibrator(tuple(names), Logistic.fit(x, y, seed))
+    if not isotonic:
+        return plain
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(plain.predict(x), y)
+    knots = (iso.X_thresholds_.astype(np.float64), iso.y_thresholds_.astype(np.float64))
+    return replace(plain, isotonic=knots)
+
+
+def _ece(prob: np.ndarray, outcome: np.ndarray) -> float:
+    """Expected calibration error, with the evaluation package's definition."""
+    from probembed.evaluation.uncertainty import expected_calibration_error
+
+    return expected_calibration_error(prob, outcome)
+
+
+def _validate_training(
+    features: np.ndarray, relevant: np.ndarray, groups: np.ndarray, names: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Aligned finite features, 0/1 labels with both classes, and a query id per hit."""
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(relevant)
+    groups = np.asarray(groups)
+    if x.ndim != 2 or x.shape[1] != len(names):
+        raise ValueError(f"features must be (n, {len(names)}) for {list(names)}, got {x.shape}")
+    if y.shape != (len(x),) or groups.shape != (len(x),):
+        raise ValueError(
+            f"relevant {y.shape} and groups {groups.shape} must have one entry per hit ({len(x)})"
+        )
+    if not np.isfinite(x).all():
+        raise ValueError(f"features hold {int((~np.isfinite(x)).sum())} non-finite values")
+    if not np.isin(y, (0, 1)).all() or len(np.unique(y)) < 2:
+        raise ValueError(
+            "relevant must be 0/1 (or booleans) with both relevant and irrelevant hits"
+        )
+    if len(np.unique(groups)) < 2:
+        raise ValueError("hits must come from at least two queries, to hold some out")
+    return x, y.astype(np.int64), groups
+
+
+def _check_features(names: tuple[str, ...], logistic: Logistic) -> None:
+    """The base features in order, optionally then disagreement; one coefficient each."""
+    if names not in (BASE_FEATURES, (*BASE_FEATURES, DISAGREEMENT)):
+        raise ValueError(
+            f"calibrator features must be {list(BASE_FEATURES)}, optionally followed by "
+            f"{DISAGREEMENT!r}; got {list(names)}"
+        )
+    if logistic.width != len(names):
+        raise ValueError(f"{len(names)} features but {logistic.width} coefficients")
+
+
+def _check_knots(x: np.ndarray, y: np.ndarray) -> None:
+    """Isotonic knots: two aligned lists, non-decreasing, y in [0, 1]."""
+    if x.shape != y.shape or len(x) < 2:
+        raise ValueError("isotonic x and y must be two lists of one length >= 2")
+    if (np.diff(x) < 0).any() or (np.diff(y) < 0).any():
+        raise ValueError("isotonic knots must be non-decreasing in x and in y")
+    if y.min() < 0 or y.max() > 1:
+        raise ValueError("isotonic y must be probabilities in [0, 1]")

@@ -1,0 +1,89 @@
+"""Per-hit features of a ranked list, computed from what a search already has (numpy only).
+
+Scores are dot products: the score whose variance is known, in the same units whatever
+similarity ranked the hits, so one calibrator serves every score a collection is searched with.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
+from probembed.scoring import outrank_probability
+
+#: Feature names, in column order. `disagreement` is present only for calibrators that use it.
+BASE_FEATURES = ("dot", "std", "log_rank", "gap_next", "gap_top", "query_margin")
+DISAGREEMENT = "disagreement"
+
+
+def hit_features(
+    dots: np.ndarray,
+    variances: np.ndarray,
+    k: int,
+    disagreement: np.ndarray | None = None,
+) -> np.ndarray:
+    """(min(k, n), F) float64 features of a query's first k ranked hits, from n ≥ k ranked.
+
+    Ranking one hit more than is returned gives the k-th its gap to the next; the last item
+    of a whole collection has no rival below and gets a gap of 0.
+    """
+    dots = np.asarray(dots, dtype=np.float64)
+    variances = np.asarray(variances, dtype=np.float64)
+    if dots.ndim != 1 or variances.shape != dots.shape:
+        raise ValueError(
+            f"dots and variances must be 1-D of one length, got {dots.shape}, {variances.shape}"
+        )
+    n = min(k, len(dots))
+    if n == 0:
+        return np.empty((0, len(BASE_FEATURES) + (disagreement is not None)))
+    following = np.append(dots[1:], dots[-1])
+    margin = 1.0 if len(dots) == 1 else outrank_probability(*dots[:2], *variances[:2])
+    columns = [
+        dots[:n],
+        np.sqrt(variances[:n]),
+        np.log(np.arange(1, n + 1, dtype=np.float64)),
+        (dots - following)[:n],
+        dots[0] - dots[:n],
+        np.full(n, float(margin)),
+    ]
+    if disagreement is not None:
+        columns.append(np.asarray(disagreement, dtype=np.float64)[:n])
+    return np.stack(columns, axis=1)
+
+
+def member_cosines(
+    query_mean: np.ndarray,
+    query_weights: np.ndarray,
+    doc_means: np.ndarray,
+    doc_weights: np.ndarray,
+    dims: Sequence[int],
+) -> np.ndarray:
+    """(p, K) cosine of each member model, from concat-fused means; nan where a weight is 0.
+
+    Block k of a concat-fused mean holds √π_k·μ_k with μ_k unit-norm, so
+    cos_k = block_q·block_d / √(π_k(q)·π_k(d)).
+    """
+    edges = np.cumsum([0, *dims])
+    if edges[-1] != np.shape(query_mean)[-1]:
+        raise ValueError(
+            f"member dimensions {list(dims)} sum to {edges[-1]}, but the fused means have "
+            f"{np.shape(query_mean)[-1]} dimensions: member cosines need concat fusion"
+        )
+    q = np.asarray(query_mean, dtype=np.float64)
+    d = np.asarray(doc_means, dtype=np.float64)
+    blocks = [d[:, a:b] @ q[a:b] for a, b in itertools.pairwise(edges)]
+    scale = np.sqrt(np.asarray(doc_weights, dtype=np.float64) * np.asarray(query_weights))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(scale > 0, np.stack(blocks, axis=1) / scale, np.nan)
+
+
+def disagreement(cosines: np.ndarray) -> np.ndarray:
+    """Per hit, the spread (std) of the member cosines it has; 0 with fewer than two members."""
+    have = ~np.isnan(cosines)
+    count = have.sum(axis=1)
+    filled = np.where(have, cosines, 0.0)
+    mean = filled.sum(axis=1) / np.maximum(count, 1)
+    spread = np.where(have, (filled - mean[:, None]) ** 2, 0.0).sum(axis=1)
+    return np.where(count > 1, np.sqrt(spread / np.maximum(count, 1)), 0.0)

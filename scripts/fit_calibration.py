@@ -1,0 +1,63 @@
+"""Fit a built-in pipeline's relevance calibrator on SciFact TRAIN qrels and ship it with it.
+
+    python scripts/fit_calibration.py [--pipeline default] [--seed 0]
+
+The top-10 hits of each of the 809 judged train queries, ranked by the pipeline's own fusion
+and score, are the training data (label: judged relevant); the same queries train the learned
+query confidence (label: nDCG@10 at least the train median), which searches then report
+instead of the outrank probability (it measured better on SciFact test: see
+benchmarks/calibration.py). Writes
+probembed/pipelines/<name>/calibration.json; rerun it whenever the pipeline's fusion or score
+changes (tests/test_calibration.py checks the recorded fingerprint). Seeded and deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+
+from probembed.calibration import CALIBRATION_FILE, QueryConfidence, RelevanceCalibrator
+from probembed.calibration.training import TOP, rank_split
+from probembed.evaluation.datasets import load_dataset
+from probembed.paths import datasets_dir
+from probembed.pipeline import Pipeline, builtin_dir
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+SCIFACT = datasets_dir() / "retrieval" / "scifact"
+SPLIT = "train"
+
+
+def fit(name: str, seed: int) -> RelevanceCalibrator:
+    """The calibrator of a built-in, fitted on its ranked SciFact train hits."""
+    pipeline = Pipeline.load(name)
+    dataset = load_dataset(SCIFACT, SPLIT)
+    ranked = rank_split(pipeline, dataset)
+    features, relevant, groups = ranked.table(TOP)
+    calibrator = RelevanceCalibrator.fit(features, relevant, groups, seed=seed)
+    members = len(pipeline.members)
+    confidence = QueryConfidence.fit(ranked.query_table(), ranked.failed(dataset), members, seed)
+    info = {
+        **(calibrator.fit_info or {}),
+        "dataset": f"{dataset.name}/{SPLIT}",
+        "top": TOP,
+        "pipeline": name,
+        "pipeline_fingerprint": pipeline.fingerprint,
+        "score": {"name": pipeline.score.name, "beta": pipeline.score.beta},
+    }
+    return replace(calibrator, confidence=confidence, fit_info=info)
+
+
+def main() -> None:
+    """Fit and write probembed/pipelines/<name>/calibration.json."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pipeline", default="default", help="a built-in pipeline name")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    calibrator = fit(args.pipeline, args.seed)
+    path = calibrator.save(builtin_dir() / args.pipeline / CALIBRATION_FILE)
+    print(f"wrote {path}: {calibrator.fit_info}")
+
+
+if __name__ == "__main__":
+    main()

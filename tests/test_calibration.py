@@ -1,0 +1,372 @@
+"""Calibrated relevance: the model's maths, its JSON, p_relevant and min_p_relevant in search."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from probembed.calibration import (
+    BASE_FEATURES,
+    CALIBRATION_FILE,
+    QueryConfidence,
+    RelevanceCalibrator,
+    hit_features,
+    member_cosines,
+    query_features,
+)
+from probembed.calibration.confidence import CONFIDENCE_DEPTH
+from probembed.evaluation import expected_calibration_error
+from probembed.gaussian import Gaussian
+from probembed.interfaces.store_commands import register
+from probembed.pipeline import Pipeline
+from probembed.store import Database, ingest
+from probembed.store.ranking import scan
+from probembed.store.readers import Record
+
+SEED = 0
+DOCS = 300
+
+
+@pytest.fixture(scope="module")
+def ranked(hash_pipeline, sentences):
+    """Real ranked hits of the hash pipeline: 60 queries over 300 documents, 11 deep."""
+    docs = hash_pipeline.encode(sentences[:DOCS])
+    queries = hash_pipeline.encode(sentences[DOCS : DOCS + 60])
+    rows = np.arange(DOCS)
+    kind, beta = hash_pipeline.score.name, hash_pipeline.score.beta
+    return queries, docs, scan(queries.gaussian, docs.gaussian, rows, CONFIDENCE_DEPTH, kind, beta)
+
+
+def synthetic_labels(features: np.ndarray, seed: int = SEED) -> np.ndarray:
+    """Labels drawn from a known logistic law of the dot and the rank: a learnable target."""
+    z = 8.0 * (features[:, 0] - np.median(features[:, 0])) - 1.5 * features[:, 2]
+    return np.random.default_rng(seed).random(len(z)) < 1.0 / (1.0 + np.exp(-z))
+
+
+@pytest.fixture(scope="module")
+def training(ranked):
+    """(X, y, groups) of the real ranked hits with synthetic relevance labels."""
+    rows = [hit_features(r.dots, r.variances, 10) for r in ranked[2]]
+    x = np.concatenate(rows)
+    groups = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    return x, synthetic_labels(x), groups
+
+
+@pytest.fixture(scope="module")
+def confidence_model(ranked, hash_pipeline):
+    """A query confidence fitted on the real ranked lists with synthetic failure flags."""
+    queries, docs, hits = ranked
+    dims = [m.encoder.dim for m in hash_pipeline.members]
+    features = np.stack(
+        [
+            query_features(
+                r.dots,
+                member_cosines(
+                    queries.gaussian.mean[i],
+                    queries.weights[i],
+                    docs.gaussian.mean[r.positions],
+                    docs.weights[r.positions],
+                    dims,
+                ),
+            )
+            for i, r in enumerate(hits)
+        ]
+    )
+    failed = features[:, 0] < np.median(features[:, 0])  # a narrow dot margin "fails"
+    return QueryConfidence.fit(features, failed, len(dims), SEED)
+
+
+@pytest.fixture(scope="module")
+def calibrator(training, confidence_model):
+    """A calibrator fitted on the synthetic labels, carrying the query confidence."""
+    fitted = RelevanceCalibrator.fit(*training, seed=SEED)
+    return RelevanceCalibrator(fitted.features, fitted.logistic, fitted.isotonic, confidence_model)
+
+
+@pytest.fixture(scope="module")
+def isotonic(training):
+    """The same data with the isotonic step forced on."""
+    return RelevanceCalibrator.fit(*training, seed=SEED, isotonic=True)
+
+
+@pytest.fixture(scope="module")
+def collections(tmp_path_factory, hash_pipeline, calibrator, sentences):
+    """The 300 documents in two LanceDB collections: with and without a calibrator."""
+    db = Database(tmp_path_factory.mktemp("calibration") / "db", create=True)
+    records = [Record(f"s{i}", t, {}) for i, t in enumerate(sentences[:DOCS])]
+    calibrated = Pipeline(
+        hash_pipeline.members,
+        hash_pipeline.fusion,
+        hash_pipeline.score,
+        "hash-calibrated",
+        cache=False,
+        calibrator=calibrator,
+    )
+    ingest(records, db.collection("calibrated"), calibrated, batch_size=150)
+    ingest(records, db.collection("plain"), hash_pipeline, batch_size=150)
+    return db.open("calibrated"), db.open("plain")
+
+
+def test_fit_recovers_the_direction_of_the_synthetic_law(calibrator):
+    coef = dict(zip(BASE_FEATURES, calibrator.logistic.coef, strict=True))
+    assert coef["dot"] > 0 and coef["log_rank"] < 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    row=st.integers(0, 599),
+    steps=st.lists(st.floats(-0.5, 0.5, allow_nan=False), min_size=2, max_size=8),
+)
+def test_p_relevant_is_monotone_in_the_dot_as_its_coefficient_says(
+    calibrator, isotonic, training, row, steps
+):
+    x = np.repeat(training[0][row : row + 1], len(steps), axis=0)
+    x[:, 0] += np.sort(steps)
+    for model in (calibrator, isotonic):
+        sign = np.sign(model.logistic.coef[0])
+        change = np.diff(model.predict(x))
+        assert (sign * change >= 0).all()  # isotonic knots are non-decreasing: order is kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=6, max_size=6),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_p_relevant_is_a_probability_for_any_features(calibrator, isotonic, rows):
+    for model in (calibrator, isotonic):
+        p = model.predict(np.array(rows))
+        assert ((p >= 0) & (p <= 1)).all()
+
+
+def test_the_isotonic_step_is_kept_only_when_held_out_ece_improves(training):
+    fitted = RelevanceCalibrator.fit(*training, seed=SEED)
+    held = fitted.fit_info["holdout_ece"]
+    assert fitted.fit_info["isotonic"] == (held["logistic+isotonic"] < held["logistic"])
+    assert (fitted.isotonic is not None) == fitted.fit_info["isotonic"]
+
+
+def test_fitting_is_deterministic(training):
+    assert RelevanceCalibrator.fit(*training, seed=SEED) == RelevanceCalibrator.fit(
+        *training, seed=SEED
+    )
+
+
+@pytest.mark.parametrize("which", ["calibrator", "isotonic"])
+def test_save_load_round_trip(tmp_path, training, which, request):
+    model = request.getfixturevalue(which)
+    loaded = RelevanceCalibrator.load(model.save(tmp_path / CALIBRATION_FILE))
+    assert loaded == model
+    np.testing.assert_array_equal(loaded.predict(training[0]), model.predict(training[0]))
+    assert (loaded.confidence is None) == (model.confidence is None)
+
+
+def test_a_pipeline_saves_and_loads_its_calibrator(tmp_path, hash_pipeline, calibrator):
+    pipe = Pipeline(
+        hash_pipeline.members,
+        hash_pipeline.fusion,
+        hash_pipeline.score,
+        "c",
+        cache=False,
+        calibrator=calibrator,
+    )
+    loaded = Pipeline.load(pipe.save(tmp_path / "pipe"), cache=False)
+    assert loaded.calibrator == calibrator
+    assert loaded.fingerprint == hash_pipeline.fingerprint  # the calibrator changes no vector
+    plain = Pipeline.load(hash_pipeline.save(tmp_path / "plain"), cache=False)
+    assert plain.calibrator is None
+
+
+def test_a_calibrator_loads_and_predicts_without_scikit_learn(tmp_path, calibrator, training):
+    path = calibrator.save(tmp_path / CALIBRATION_FILE)
+    np.save(tmp_path / "x.npy", training[0])
+    code = (
+        "import sys; sys.modules['sklearn'] = None\n"  # any sklearn import now fails
+        "import numpy as np\n"
+        "from probembed.calibration import RelevanceCalibrator\n"
+        f"c = RelevanceCalibrator.load({str(path)!r})\n"
+        f"np.save({str(tmp_path / 'p.npy')!r}, c.predict(np.load({str(tmp_path / 'x.npy')!r})))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), calibrator.predict(training[0]))
+
+
+def corrupt(data: dict, change: str) -> dict:
+    """The calibrator's JSON with one thing broken."""
+    data = json.loads(json.dumps(data))
+    if change == "format":
+        data["format"] = 99
+    elif change == "missing":
+        del data["model"]
+    elif change == "unknown":
+        data["extra"] = 1
+    elif change == "features":
+        data["features"] = ["dot", "std"]
+    elif change == "coef":
+        data["model"]["coef"] = data["model"]["coef"][:3]
+    elif change == "scale":
+        data["model"]["scale"][0] = 0.0
+    elif change == "isotonic":
+        data["isotonic"] = {"x": [0.0, 0.5, 1.0], "y": [0.2, 0.1, 0.9]}
+    elif change == "confidence":
+        data["query_confidence"]["members"] = 5
+    return data
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["format", "missing", "unknown", "features", "coef", "scale", "isotonic", "confidence"],
+)
+def test_a_malformed_calibration_file_is_refused_naming_it(tmp_path, calibrator, change):
+    path = tmp_path / CALIBRATION_FILE
+    path.write_text(json.dumps(corrupt(calibrator.to_json(), change)))
+    with pytest.raises(ValueError, match=CALIBRATION_FILE):
+        RelevanceCalibrator.load(path)
+
+
+def test_a_pipeline_with_a_broken_calibration_file_names_it(tmp_path, hash_pipeline):
+    directory = hash_pipeline.save(tmp_path / "pipe")
+    (directory / CALIBRATION_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match=r"calibration\.json is not valid JSON"):
+        Pipeline.load(directory, cache=False)
+
+
+def test_fit_refuses_labels_of_one_class(training):
+    x, y, groups = training
+    with pytest.raises(ValueError, match="both relevant and irrelevant"):
+        RelevanceCalibrator.fit(x, np.zeros_like(y), groups)
+
+
+def test_hits_carry_p_relevant_and_min_p_relevant_drops_the_rest(collections, calibrator):
+    calibrated, _ = collections
+    queries = ["A man is playing a guitar.", "The cat sat on the mat.", "A woman is cooking."]
+    every = calibrated.search(queries, k=10)
+    threshold = float(np.median([h["p_relevant"] for r in every for h in r["hits"]]))
+    kept = calibrated.search(queries, k=10, min_p_relevant=threshold)
+    for full, filtered in zip(every, kept, strict=True):
+        p = [h["p_relevant"] for h in full["hits"]]
+        assert all(0.0 <= v <= 1.0 for v in p)
+        expected = [h["id"] for h in full["hits"] if h["p_relevant"] >= threshold]
+        assert [h["id"] for h in filtered["hits"]] == expected
+        assert filtered["confidence"] == full["confidence"]  # the ranking, not the filter
+    dropped = sum(len(f["hits"]) - len(k["hits"]) for f, k in zip(every, kept, strict=True))
+    assert dropped > 0  # the median threshold really removed something
+
+
+def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, calibrator):
+    calibrated, _ = collections
+    pipeline = calibrated.load_pipeline()
+    question = "A man is playing a guitar."
+    vectors = calibrated.vectors()
+    docs = Gaussian(vectors.mean, vectors.var)
+    query = pipeline.encode([question])
+    kind, beta = pipeline.score.name, pipeline.score.beta
+    (ranked,) = scan(query.gaussian, docs, np.arange(len(docs)), CONFIDENCE_DEPTH, kind, beta)
+    dims = [m.encoder.dim for m in pipeline.members]
+    cosines = member_cosines(
+        query.gaussian.mean[0],
+        query.weights[0],
+        vectors.mean[ranked.positions],
+        vectors.weights[ranked.positions],
+        dims,
+    )
+    for k in (5, 10):
+        result = calibrated.search(question, k=k)
+        expected = calibrator.predict_ranked(ranked.dots, ranked.variances, k)
+        # the same rows and float64 maths as the search's own scan; only the order of
+        # float64 sums may differ (~1e-16 relative)
+        np.testing.assert_allclose([h["p_relevant"] for h in result["hits"]], expected, rtol=1e-12)
+        assert result["confidence"] == pytest.approx(
+            calibrator.confidence.predict(ranked.dots, cosines), rel=1e-12
+        )
+
+
+def test_the_learned_confidence_is_a_probability_that_does_not_depend_on_k(collections):
+    calibrated, _ = collections
+    one = calibrated.search("The cat sat on the mat.", k=1)
+    three = calibrated.search("The cat sat on the mat.", k=3)
+    assert one["confidence"] == three["confidence"]
+    assert 0.0 < one["confidence"] < 1.0
+
+
+def test_without_a_calibrator_p_relevant_is_none_and_a_threshold_is_an_error(collections):
+    _, plain = collections
+    result = plain.search("A man is playing a guitar.", k=3)
+    assert all(h["p_relevant"] is None for h in result["hits"])
+    with pytest.raises(ValueError, match="no relevance calibrator"):
+        plain.search("A man is playing a guitar.", k=3, min_p_relevant=0.5)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "0.5", True])
+def test_a_threshold_outside_zero_one_is_refused(collections, bad):
+    calibrated, _ = collections
+    with pytest.raises(ValueError, match="min_p_relevant"):
+        calibrated.search("A man is playing a guitar.", k=3, min_p_relevant=bad)
+
+
+def test_cli_shows_p_relevant_and_refuses_a_bad_threshold(collections):
+    calibrated, _ = collections
+    app = typer.Typer()
+    register(app)
+    args = ["search", "a man plays guitar", "--db", str(calibrated.db.path), "-c", "calibrated"]
+    table = CliRunner().invoke(app, [*args, "-k", "3"])
+    assert table.exit_code == 0, table.output
+    assert "p_relevant" in table.stdout
+    bad = CliRunner().invoke(app, [*args, "--min-p-relevant", "1.5"])
+    assert bad.exit_code != 0 and "min_p_relevant must be in [0, 1]" in bad.output
+    assert "Traceback" not in bad.output
+    done = CliRunner().invoke(app, [*args, "-k", "10", "--min-p-relevant", "0.99", "--json"])
+    assert done.exit_code == 0, done.output
+    (result,) = json.loads(done.stdout)
+    assert all(h["p_relevant"] >= 0.99 for h in result["hits"])
+
+
+def test_expected_calibration_error_by_hand_and_against_sklearn():
+    from sklearn.calibration import calibration_curve
+
+    # two bins: [0.1, 0.1] observed 1/2 (|0.5 - 0.1| = 0.4), [0.9, 0.9] observed 1 (0.1)
+    p, y = np.array([0.1, 0.1, 0.9, 0.9]), np.array([0, 1, 1, 1])
+    assert expected_calibration_error(p, y, 2) == pytest.approx(0.5 * 0.4 + 0.5 * 0.1)
+    rng = np.random.default_rng(SEED)
+    p = rng.random(500)
+    y = rng.random(500) < p**2
+    observed, predicted = calibration_curve(y, p, n_bins=15)
+    which = np.minimum((p * 15).astype(int), 14)
+    share = np.bincount(which, minlength=15)[np.unique(which)] / len(p)
+    # same bins, summed in another order: equal up to float64 rounding (~1e-16)
+    expected = float((share * np.abs(observed - predicted)).sum())
+    assert expected_calibration_error(p, y, 15) == pytest.approx(expected, rel=1e-12)
+
+
+def test_member_cosines_read_each_model_block(hash_pipeline, sentences):
+    fused = hash_pipeline.encode(sentences[:4])
+    parts = [p.normalize() for p in hash_pipeline.encode_members(sentences[:4])]
+    dims = [m.encoder.dim for m in hash_pipeline.members]
+    got = member_cosines(
+        fused.gaussian.mean[0], fused.weights[0], fused.gaussian.mean, fused.weights, dims
+    )
+    expected = np.stack([p.mean.astype(np.float64) @ p.mean[0] for p in parts], axis=1)
+    # the fused means are float32 copies of √π·μ: a cosine carries float32 rounding (~1e-7)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_the_shipped_default_calibrator_was_fitted_for_its_current_fusion(default_pipeline):
+    calibrator = default_pipeline.calibrator
+    assert calibrator is not None, "run scripts/fit_calibration.py"
+    assert calibrator.fit_info["pipeline_fingerprint"] == default_pipeline.fingerprint, (
+        "the default's fusion changed since its calibrator was fitted: rerun "
+        "scripts/fit_calibration.py"
+    )
+    assert calibrator.fit_info["score"] == {
+        "name": default_pipeline.score.name,
+        "beta": default_pipeline.score.beta,
+    }
