@@ -30,7 +30,9 @@ def test_member_cosines_recover_each_models_cosine(seed: int, dims: list[int]) -
     fq = fuse(queries, models, temperature=0.5, prior=prior)
     fd = fuse(docs, models, temperature=0.5, prior=prior)
     candidates = np.tile(np.arange(5), (3, 1))
-    got = member_cosines(fq.gaussian, fd.gaussian, fq.weights, fd.weights, dims, candidates)
+    got = member_cosines(
+        fq.gaussian.mean, fq.weights, fd.gaussian.mean, fd.weights, dims, candidates
+    )
     for k in range(len(dims)):
         q = queries[k].normalize().mean.astype(np.float64)
         d = docs[k].normalize().mean.astype(np.float64)
@@ -61,7 +63,7 @@ def test_fused_dot_is_the_omega_weighted_sum_of_member_cosines() -> None:
     fq = fuse(_parts(rng, 2, dims), models, temperature=1.0)
     fd = fuse(_parts(rng, 4, dims), models, temperature=1.0)
     cand = np.array([[0, 1, 2], [3, 2, 1]])
-    cos = member_cosines(fq.gaussian, fd.gaussian, fq.weights, fd.weights, dims, cand)
+    cos = member_cosines(fq.gaussian.mean, fq.weights, fd.gaussian.mean, fd.weights, dims, cand)
     omega = pair_weights(fq.weights, fd.weights, cand)
     dots = np.einsum(
         "qd,qpd->qp", fq.gaussian.mean.astype(np.float64), fd.gaussian.mean[cand].astype(float)
@@ -73,6 +75,10 @@ def test_member_cosines_reject_dims_that_do_not_match_the_fused_rows() -> None:
     """A wrong block layout is an error naming both sums, not silently wrong cosines."""
     g = Gaussian(np.ones((1, 5)), np.zeros((1, 5)))
     with pytest.raises(ValueError, match="sum to 4, not the fused 5"):
-        member_cosines(g, g, np.ones((1, 2)), np.ones((1, 2)), [2, 2], np.zeros((1, 1), int))
+        member_cosines(
+            g.mean, np.ones((1, 2)), g.mean, np.ones((1, 2)), [2, 2], np.zeros((1, 1), int)
+        )
     with pytest.raises(ValueError, match="document weights must have shape"):
-        member_cosines(g, g, np.ones((1, 2)), np.ones((2, 2)), [2, 3], np.zeros((1, 1), int))
+        member_cosines(
+            g.mean, np.ones((1, 2)), g.mean, np.ones((2, 2)), [2, 3], np.zeros((1, 1), int)
+        )

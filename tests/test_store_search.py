@@ -12,6 +12,7 @@ from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
+from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, IndexSettings, Searcher, confidence, ingest
 from probembed.store.index import HnswIndex
 from probembed.store.ranking import RRF_K
@@ -47,6 +48,14 @@ def stored(collection) -> tuple[list[str], Gaussian]:
     return list(vectors.ids), Gaussian(vectors.mean, vectors.var)
 
 
+def spread(queries: Fused, collection, candidates) -> np.ndarray:
+    """The members' disagreement part of each candidate's variance, from the stored rows."""
+    vectors = collection.vectors()
+    dims = [m.encoder.dim for m in collection.load_pipeline().members]
+    q = queries.gaussian.mean[: len(candidates)], queries.weights[: len(candidates)]
+    return between_variance(*q, vectors.mean, vectors.weights, dims, np.asarray(candidates))
+
+
 def brute_force(queries: Gaussian, docs: Gaussian, score, k, beta):
     """Top-k positions and scores of an exhaustive score_matrix scan."""
     scores = score_matrix(queries, docs, score, beta)
@@ -61,7 +70,8 @@ def test_search_equals_brute_force_scan(small, hash_pipeline, queries, score, se
     beta = hash_pipeline.score.beta
     order, expected = brute_force(queries.gaussian, docs, score, 7, beta)
     results = Searcher(small, hash_pipeline, settings).search_fused(queries, k=7, score=score)
-    std = np.sqrt(dot_variance(queries.gaussian, docs))
+    everything = np.tile(np.arange(len(docs)), (len(queries.gaussian), 1))
+    std = np.sqrt(dot_variance(queries.gaussian, docs) + spread(queries, small, everything))
     for i, result in enumerate(results):
         assert [h["id"] for h in result["hits"]] == [ids[j] for j in order[i]]
         # Both sides score the same float32 rows in float64 (the search on candidate rows, the
@@ -85,8 +95,8 @@ def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, quer
     np.testing.assert_allclose(
         [first["weights"][m] for m in hash_pipeline.models], weights[row], rtol=1e-7
     )
-    d = docs[[row, ids.index(second["id"])]]
-    v = dot_variance(queries.gaussian[0], d)[0]
+    rows = [row, ids.index(second["id"])]
+    v = dot_variance(queries.gaussian[0], docs[rows])[0] + spread(queries, small, [rows])[0]
     expected = norm.cdf((first["score"] - second["score"]) / np.sqrt(v.sum()))
     # float64 throughout on the same stored rows; scipy's and math.erf's CDFs agree to ~1e-15.
     assert result["confidence"] == pytest.approx(expected, rel=1e-9)

@@ -6,12 +6,11 @@ similarity ranked the hits, so one calibrator serves every score a collection is
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
-from probembed.scoring import outrank_probability
+from probembed.scoring import ensemble, outrank_probability
 
 #: Feature names, in column order. `disagreement` is present only for calibrators that use it.
 BASE_FEATURES = ("dot", "std", "log_rank", "gap_next", "gap_top", "query_margin")
@@ -60,23 +59,16 @@ def member_cosines(
     doc_weights: np.ndarray,
     dims: Sequence[int],
 ) -> np.ndarray:
-    """(p, K) cosine of each member model, from concat-fused means; nan where a weight is 0.
-
-    Block k of a concat-fused mean holds √π_k·μ_k with μ_k unit-norm, so
-    cos_k = block_q·block_d / √(π_k(q)·π_k(d)).
-    """
-    edges = np.cumsum([0, *dims])
-    if edges[-1] != np.shape(query_mean)[-1]:
-        raise ValueError(
-            f"member dimensions {list(dims)} sum to {edges[-1]}, but the fused means have "
-            f"{np.shape(query_mean)[-1]} dimensions: member cosines need concat fusion"
-        )
-    q = np.asarray(query_mean, dtype=np.float64)
-    d = np.asarray(doc_means, dtype=np.float64)
-    blocks = [d[:, a:b] @ q[a:b] for a, b in itertools.pairwise(edges)]
-    scale = np.sqrt(np.asarray(doc_weights, dtype=np.float64) * np.asarray(query_weights))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(scale > 0, np.stack(blocks, axis=1) / scale, np.nan)
+    """(p, K) each member's cosine with one query, from concat-fused means; NaN at weight 0."""
+    rows = np.arange(len(doc_means))[None, :]
+    return ensemble.member_cosines(
+        np.asarray(query_mean)[None, :],
+        np.asarray(query_weights)[None, :],
+        doc_means,
+        doc_weights,
+        dims,
+        rows,
+    )[0]
 
 
 def disagreement(cosines: np.ndarray) -> np.ndarray:

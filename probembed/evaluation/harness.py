@@ -31,6 +31,7 @@ from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
+from probembed.scoring.ensemble import between_variance
 
 RETRIEVAL_DEPTH = 100
 COSINE = ScoreConfig("dot", 0.0)
@@ -66,6 +67,17 @@ class Embedded:
     def fused(self, role: str, fusion: FusionConfig) -> Fused:
         """Fuse one role's per-model Gaussians under a fusion setting."""
         return fusion.fuse(self.parts[role], self.models)
+
+    def between_variance(
+        self, q: Fused, d: Fused, fusion: FusionConfig, candidates: np.ndarray
+    ) -> np.ndarray:
+        """The members' disagreement part of each candidate's dot-product variance (concat)."""
+        dims = [p.dim for p in next(iter(self.parts.values()))]
+        if fusion.mode != "concat" or q.gaussian.dim != sum(dims):  # sum mode, single:<model>
+            return np.zeros(candidates.shape)
+        return between_variance(
+            q.gaussian.mean, q.weights, d.gaussian.mean, d.weights, dims, candidates
+        )
 
 
 def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embedded:
@@ -120,9 +132,11 @@ def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Ou
     a = embedded.fused("a", method.fusion)
     b = embedded.fused("b", method.fusion)
     pred = score_pairs(a.gaussian, b.gaussian, method.score.name, method.score.beta)
+    aligned = np.arange(len(pred))[:, None]
+    between = embedded.between_variance(a, b, method.fusion, aligned)[:, 0]
     per_item = {
         "pred": pred,
-        "std": np.sqrt(pair_variance(a.gaussian, b.gaussian)),
+        "std": np.sqrt(pair_variance(a.gaussian, b.gaussian) + between),
         "uncertainty": a.gaussian.total_variance() + b.gaussian.total_variance(),
         "weights_a": a.weights,
     }
@@ -131,8 +145,9 @@ def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Ou
 
 def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: Method) -> Outcome:
     """nDCG@10, Recall@100, MRR@10 of a full scan; per query: metrics and top-hit statistics."""
-    queries = embedded.fused("queries", method.fusion).gaussian
-    docs = embedded.fused("docs", method.fusion).gaussian
+    fused_queries = embedded.fused("queries", method.fusion)
+    fused_docs = embedded.fused("docs", method.fusion)
+    queries, docs = fused_queries.gaussian, fused_docs.gaussian
     scores = score_matrix(queries, docs, method.score.name, method.score.beta)
     qids, dids = embedded.ids["queries"], embedded.ids["docs"]
     if not dataset.keep_self_matches:
@@ -142,7 +157,9 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     metrics = {name: float(np.mean(list(per_query[name].values()))) for name in REPORTED}
     top = np.argsort(-scores, axis=1)[:, :2]
     top_scores = np.take_along_axis(scores, top, axis=1)
-    top_vars = dot_variance(queries, docs, candidates=top)
+    top_vars = dot_variance(queries, docs, candidates=top) + embedded.between_variance(
+        fused_queries, fused_docs, method.fusion, top
+    )
     per_item = {name: np.array([values[q] for q in qids]) for name, values in per_query.items()}
     per_item.update(top_scores=top_scores, top_vars=top_vars, uncertainty=queries.total_variance())
     return Outcome(metrics, per_item)

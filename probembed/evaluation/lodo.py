@@ -8,13 +8,19 @@ every dataset but D, so nothing of D is seen by any tuning step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from probembed.evaluation.datasets import ClassificationDataset, Dataset, load_dataset
+from probembed.evaluation.harness import Embedded, Method, embed, evaluate, primary_metric
+from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid
+from probembed.fusion.adapt import adapted_weights, agreement
+from probembed.gaussian import Gaussian
+from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 
 #: Classification texts per probe split (fit, held-out, test; seeded subsamples): enough for a
 #: stable linear probe, few enough that seven datasets times four models encode in minutes on
@@ -23,6 +29,9 @@ MAX_PROBE_TEXTS = 2000
 #: Share of a classification train split held out as its tuning split.
 TUNE_FRACTION = 0.2
 SEED = 0
+#: How far a collection's agreement may tilt the prior (0 keeps it): agreements differ by
+#: ~0.02-0.1 between members, so γ = 10 moves a weight by a factor of e^0.2 to e^1.
+GAMMAS = (0.0, 5.0, 10.0, 20.0, 40.0)
 
 #: name -> (path under the datasets dir, tuning split, test split); classification tunes on
 #: part of train ("train" here) and tests on test.
@@ -105,3 +114,115 @@ def fold_choice(dev: Mapping[str, Sequence[float]], left_out: str) -> int:
         raise ValueError(f"leaving out {left_out!r} leaves no dataset to tune on")
     mean = np.mean(others, axis=0)
     return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split embedded once, with the label-free agreement of its members on its texts."""
+
+    dataset: Dataset
+    embedded: Embedded
+    agreement: np.ndarray
+
+
+def collection_parts(embedded: Embedded) -> list[Gaussian]:
+    """Per member, every text of the split (its "collection"): what adaptation may look at."""
+    roles = [embedded.parts[r] for r in ("docs", "a", "b", "train", "test") if r in embedded.parts]
+    if "docs" in embedded.parts:  # a retrieval collection is its corpus
+        roles = [embedded.parts["docs"]]
+    return [Gaussian.concat([role[k] for role in roles]) for k in range(len(embedded.models))]
+
+
+def embed_split(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Split:
+    """Embed a split once per member and measure its members' agreement."""
+    embedded = embed(pipeline, dataset, progress)
+    return Split(dataset, embedded, agreement(collection_parts(embedded)))
+
+
+#: A tunable setting: given the split it is applied to, the method to evaluate there.
+Setting = Callable[[Split], Method]
+
+
+class Scores:
+    """Each (split, method) evaluated once: folds share tuning splits, grids share settings."""
+
+    def __init__(self, splits: Mapping[tuple[str, str], Split]) -> None:
+        self.splits = splits
+        self._memo: dict[tuple, float] = {}
+
+    def figure(self, name: str, role: str, setting: Setting) -> float:
+        """The primary metric of `setting` on dataset `name`'s "tune" or "test" split."""
+        split = self.splits[name, role]
+        method = setting(split)
+        score = None if isinstance(split.dataset, ClassificationDataset) else method.score
+        key = (name, role, method.fusion, score)
+        if key not in self._memo:
+            outcome = evaluate(split.embedded, split.dataset, method)
+            self._memo[key] = outcome.metrics[primary_metric(split.dataset)]
+        return self._memo[key]
+
+    def choose(self, settings: Sequence[Setting], left_out: str) -> int:
+        """The setting with the best mean tuning figure over every dataset but `left_out`."""
+        names = sorted({n for n, _ in self.splits} - {left_out})
+        dev = {n: [self.figure(n, "tune", s) for s in settings] for n in names}
+        return fold_choice(dev, left_out)
+
+
+def _fixed(method: Method) -> Setting:
+    """A setting that is the same method on every split."""
+    return lambda split: method
+
+
+def static_settings(k: int, step: float) -> list[Setting]:
+    """Static weights on the simplex grid, scored by cosine (the tuned static ensemble)."""
+    return [
+        _fixed(Method("weighted", FusionConfig("weighted", weights=w)))
+        for w in simplex_grid(k, step)
+    ]
+
+
+def uec_settings(prior: Sequence[float]) -> list[Setting]:
+    """Per-text uncertainty weights around a prior, and the uec score's beta."""
+    return [
+        _fixed(
+            Method(
+                "uec", FusionConfig("uec", temperature=t, prior=tuple(prior)), ScoreConfig("uec", b)
+            )
+        )
+        for t, b in itertools.product(TEMPERATURES, BETAS)
+    ]
+
+
+def adapted_settings(prior: Sequence[float]) -> list[Setting]:
+    """Collection-adapted weights: the prior tilted by each split's own member agreement."""
+
+    def setting(gamma: float) -> Setting:
+        def method(split: Split) -> Method:
+            w = adapted_weights(split.agreement, prior, gamma)
+            return Method("adapted", FusionConfig("weighted", weights=tuple(w)))
+
+        return method
+
+    return [setting(g) for g in GAMMAS]
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    """One left-out dataset: each family's test figure and the setting index it chose."""
+
+    left_out: str
+    test: dict[str, float]
+    chosen: dict[str, int]
+
+
+def run_fold(scores: Scores, left_out: str, k: int, step: float) -> FoldResult:
+    """Tune every family on the other datasets' tuning splits; score it on left_out's test."""
+    statics = static_settings(k, step)
+    i = scores.choose(statics, left_out)
+    prior = simplex_grid(k, step)[i]
+    families = {"static": (statics, i)}
+    for family, make in (("uec", uec_settings), ("adapted", adapted_settings)):
+        settings = make(prior)
+        families[family] = (settings, scores.choose(settings, left_out))
+    test = {f: scores.figure(left_out, "test", s[j]) for f, (s, j) in families.items()}
+    return FoldResult(left_out, test, {f: j for f, (_, j) in families.items()})

@@ -15,7 +15,7 @@ import numpy as np
 
 from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_pairs
-from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, available_pipelines
 from probembed.uncertainty import Estimator, make_estimator
 
 #: Every model tuning may choose from for the built-ins, in fusion order.
@@ -65,3 +65,24 @@ def fit_candidates(
         members = [fitted[s.encoder, s.estimator] for s in specs]
         pipelines[name] = Pipeline(members, FusionConfig("uec", "concat"), name=name, cache=cache)
     return pipelines
+
+
+def candidate_pipeline(
+    name: str, pairs: Sequence[tuple[str, str]], refit: bool = False, cache: bool = True
+) -> Pipeline:
+    """A built-in with every candidate member: the shipped members as they are, the rest fitted.
+
+    The shipped members were fitted by this recipe on the same seeded pairs, so reusing them
+    saves minutes of Fisher computation; `refit` fits every candidate from scratch instead.
+    """
+    if refit or name not in available_pipelines():
+        return fit_candidates([name], pairs, cache, progress=True)[name]
+    shipped = {m.encoder.name: m for m in Pipeline.load(name, cache=False).members}
+    members = []
+    for spec in candidate_specs(BUILTIN_ESTIMATORS[name]):
+        member = shipped.get(spec.encoder)
+        if member is None:
+            fresh = make_estimator(spec.estimator, get_encoder(spec.encoder), **spec.params)
+            member = fresh.fit(pairs, progress=True)
+        members.append(member)
+    return Pipeline(members, FusionConfig("uec", "concat"), name=name, cache=cache)

@@ -16,9 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from probembed.gaussian import Gaussian
-
-#: Weights below this carry no member: its cosine is taken as 0 and its share as 0.
+#: Weights below this carry no member: its cosine is NaN and its share 0.
 _WEIGHT_FLOOR = 1e-12
 
 
@@ -43,29 +41,37 @@ def _check_weights(weights: np.ndarray, rows: int, k: int, what: str) -> np.ndar
 
 
 def member_cosines(
-    q: Gaussian,
-    d: Gaussian,
+    q_mean: np.ndarray,
     q_weights: np.ndarray,
+    d_mean: np.ndarray,
     d_weights: np.ndarray,
     dims: Sequence[int],
     candidates: np.ndarray,
 ) -> np.ndarray:
-    """Float64 (nq, p, K): each member's cosine of each query with its (nq, p) candidate rows."""
-    blocks = _blocks(dims, q.dim)
-    if d.dim != q.dim:
-        raise ValueError(f"query and document dims differ: {q.dim} and {d.dim}")
-    wq = _check_weights(q_weights, len(q), len(blocks), "query")
-    wd = _check_weights(d_weights, len(d), len(blocks), "document")
+    """Float64 (nq, p, K): each member's cosine of each query with its (nq, p) candidate rows.
+
+    NaN where a member has weight 0 on either side: its block holds no direction to compare.
+    """
+    q_mean, d_mean = np.asarray(q_mean), np.asarray(d_mean)
+    blocks = _blocks(dims, q_mean.shape[-1])
+    if d_mean.shape[-1] != q_mean.shape[-1]:
+        raise ValueError(
+            f"query and document dims differ: {q_mean.shape[-1]} and {d_mean.shape[-1]}"
+        )
+    wq = _check_weights(q_weights, len(q_mean), len(blocks), "query")
+    wd = _check_weights(d_weights, len(d_mean), len(blocks), "document")
     cand = np.asarray(candidates)
-    if cand.ndim != 2 or cand.shape[0] != len(q):
-        raise ValueError(f"candidates must be an ({len(q)}, p) array, got {cand.shape}")
+    if cand.ndim != 2 or cand.shape[0] != len(q_mean):
+        raise ValueError(f"candidates must be an ({len(q_mean)}, p) array, got {cand.shape}")
     out = np.empty((*cand.shape, len(blocks)), dtype=np.float64)
     for k, cols in enumerate(blocks):
-        mq = q.mean[:, cols].astype(np.float64)
-        md = d.mean[cand, cols].astype(np.float64)
+        mq = q_mean[:, cols].astype(np.float64)
+        md = d_mean[cand, cols].astype(np.float64)
         scale = np.sqrt(wq[:, k, None] * wd[cand, k])
         raw = np.einsum("qd,qpd->qp", mq, md)
-        out[..., k] = np.divide(raw, scale, out=np.zeros_like(raw), where=scale > _WEIGHT_FLOOR)
+        out[..., k] = np.divide(
+            raw, scale, out=np.full_like(raw, np.nan), where=scale > _WEIGHT_FLOOR
+        )
     return out
 
 
@@ -82,6 +88,20 @@ def disagreement_variance(cosines: np.ndarray, omega: np.ndarray) -> np.ndarray:
     """(Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: the between-member part of the fused dot's variance."""
     total = omega.sum(axis=-1, keepdims=True)
     share = np.divide(omega, total, out=np.zeros_like(omega), where=total > _WEIGHT_FLOOR)
+    cosines = np.where(share > 0, cosines, 0.0)  # a weightless member's NaN counts for nothing
     mean = (share * cosines).sum(axis=-1, keepdims=True)
     spread = (share * (cosines - mean) ** 2).sum(axis=-1)
     return total[..., 0] ** 2 * spread
+
+
+def between_variance(
+    q_mean: np.ndarray,
+    q_weights: np.ndarray,
+    d_mean: np.ndarray,
+    d_weights: np.ndarray,
+    dims: Sequence[int],
+    candidates: np.ndarray,
+) -> np.ndarray:
+    """(nq, p) disagreement part of each candidate's dot-product variance, from fused rows."""
+    cosines = member_cosines(q_mean, q_weights, d_mean, d_weights, dims, candidates)
+    return disagreement_variance(cosines, pair_weights(q_weights, d_weights, candidates))

@@ -19,6 +19,7 @@ from probembed.calibration import CONFIDENCE_DEPTH, member_cosines
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, outrank_probability, parse_score
+from probembed.scoring.ensemble import between_variance
 from probembed.store.index import (
     FLAT_SPACES,
     FlatIndex,
@@ -40,7 +41,8 @@ class Hit(TypedDict):
     id: str
     #: Exact score under the similarity searched with (with `hybrid`, the fused RRF score).
     score: float
-    #: Standard deviation of the query-document dot product.
+    #: Standard deviation of the query-document dot product: the members' own variance plus
+    #: the spread of their cosines (law of total variance).
     std: float
     #: The stored item's fusion weight per model.
     weights: dict[str, float]
@@ -146,7 +148,7 @@ class Searcher:
             ranked = self._hybrid(queries, texts, depth, kind, exact, allowed, where, beta)
         else:
             ranked = self._rank(queries, depth, kind, exact, allowed, beta)
-        results = self._results(ranked, labels, k, fused)
+        results = self._results(self._with_disagreement(ranked, fused), labels, k, fused)
         if min_p_relevant is not None:
             for result in results:
                 result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
@@ -241,6 +243,25 @@ class Searcher:
             positions, scores = reciprocal_rank_fusion([ranked.positions, bm25], k)
             fused += with_moments(queries[row], self._docs, positions[None], scores[None])
         return fused
+
+    def _with_disagreement(self, ranked: list[Ranked], fused: Fused) -> list[Ranked]:
+        """Each hit's variance plus its members' spread (law of total variance; concat only)."""
+        if self.pipeline.fusion.mode != "concat" or len(fused.models) < 2:
+            return ranked
+        assert self._vectors is not None
+        dims = [m.encoder.dim for m in self.pipeline.members]
+        out = []
+        for row, hits in enumerate(ranked):
+            between = between_variance(
+                fused.gaussian.mean[row : row + 1],
+                fused.weights[row : row + 1],
+                self._vectors.mean,
+                self._vectors.weights,
+                dims,
+                hits.positions[None, :],
+            )[0]
+            out.append(hits._replace(variances=hits.variances + between))
+        return out
 
     def _validate_min_p(self, min_p_relevant: float | None) -> None:
         """A threshold is a probability, and needs a pipeline that computes p_relevant."""
