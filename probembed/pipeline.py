@@ -25,8 +25,9 @@ from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.encoders import get_encoder
 from probembed.encoders.base import validate_texts
 from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
+from probembed.fusion.adapt import adapted_weights
 from probembed.fusion.names import SINGLE_PREFIX
-from probembed.fusion.weights import DEFAULT_TEMPERATURE
+from probembed.fusion.weights import DEFAULT_TEMPERATURE, normalized_prior
 from probembed.gaussian import Gaussian
 from probembed.progress import map_chunks
 from probembed.scoring import parse_score, score_matrix
@@ -102,6 +103,24 @@ class ScoreConfig:
         score_matrix(_probe(), _probe(), self.name, self.beta)
 
 
+@dataclass(frozen=True)
+class AdaptConfig:
+    """How far a collection's own member agreement tilts the fusion prior (0 keeps the prior).
+
+    Not part of the fingerprint: stored rows are fused with the prior and tilted at search
+    time (probembed.fusion.adapt), so no vector depends on it.
+    """
+
+    gamma: float = 0.0
+
+    def __post_init__(self) -> None:
+        """gamma as a finite float >= 0."""
+        gamma = _number(self.gamma, "adapt gamma")
+        if not (math.isfinite(gamma) and gamma >= 0):
+            raise ValueError(f"adapt gamma must be a finite number >= 0, got {self.gamma!r}")
+        object.__setattr__(self, "gamma", gamma)
+
+
 def _probe() -> Gaussian:
     """One text in one dimension: enough to run fuse's or score's checks on a config."""
     return Gaussian(np.ones((1, 1)), np.ones((1, 1)))
@@ -160,6 +179,7 @@ class Pipeline:
         name: str = "custom",
         cache: EmbeddingCache | bool = True,
         calibrator: RelevanceCalibrator | None = None,
+        adapt: AdaptConfig | None = None,
     ) -> None:
         if not members:
             raise ValueError("a pipeline needs at least one model")
@@ -172,6 +192,7 @@ class Pipeline:
         #: Hit features -> P(relevant), fitted for this fusion and score; None: no p_relevant.
         #: Not part of the fingerprint: it changes no vector.
         self.calibrator = calibrator
+        self.adapt = adapt or AdaptConfig()
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -211,6 +232,20 @@ class Pipeline:
             estimator = make_estimator(spec.estimator, encoder, **spec.params)
             members.append(estimator.fit(pairs, progress=progress))
         return cls(members, fusion, score, name, cache)
+
+    def tilt(self, agreements: np.ndarray | None) -> np.ndarray | None:
+        """Per-member factors t = w/p that adapt this pipeline's prior p to a collection.
+
+        w = softmax(log p + γ·a) from the collection's member agreement a. None when there is
+        nothing to adapt: γ = 0, no agreement measured, or a fusion without a prior to tilt.
+        """
+        tiltable = self.fusion.method in ("uec", "weighted") and self.fusion.mode == "concat"
+        if agreements is None or self.adapt.gamma == 0 or not tiltable:
+            return None
+        prior = self.fusion.prior if self.fusion.method == "uec" else self.fusion.weights
+        p = normalized_prior(None if prior is None else np.asarray(prior), len(self.members))
+        w = adapted_weights(np.asarray(agreements), p, self.adapt.gamma)
+        return np.divide(w, p, out=np.zeros_like(w), where=p > 0)
 
     def with_fusion(self, fusion: FusionConfig) -> Pipeline:
         """The same fitted members under another fusion (shares the cache; no calibrator)."""
@@ -282,6 +317,7 @@ class Pipeline:
             "models": entries,
             "fusion": _fusion_to_json(self.fusion),
             "score": asdict(self.score),
+            "adapt": asdict(self.adapt),
         }
         text = json.dumps(config, indent=2, allow_nan=False)
         atomic.write_bytes(directory / CONFIG_FILE, text.encode())
@@ -307,8 +343,9 @@ class Pipeline:
         try:
             fusion = FusionConfig(**config.get("fusion", {}))
             score = ScoreConfig(**config.get("score", {}))
+            adapt = AdaptConfig(**config.get("adapt", {}))
             name = config.get("name", directory.name)
-            return cls(members, fusion, score, name, cache, calibrator)
+            return cls(members, fusion, score, name, cache, calibrator, adapt)
         except ValueError as exc:
             raise ValueError(f"{directory / CONFIG_FILE}: {exc}") from exc
 
@@ -386,10 +423,11 @@ def _read_config(directory: Path) -> dict[str, Any]:
             raise ValueError(f"{path}: models[{i}].encoder_params must be a JSON object")
     _check_keys(path, '"fusion"', config.get("fusion", {}), _field_names(FusionConfig))
     _check_keys(path, '"score"', config.get("score", {}), _field_names(ScoreConfig))
+    _check_keys(path, '"adapt"', config.get("adapt", {}), _field_names(AdaptConfig))
     return config
 
 
-_TOP_KEYS = ("format", "name", "models", "fusion", "score")
+_TOP_KEYS = ("format", "name", "models", "fusion", "score", "adapt")
 _MODEL_KEYS = ("encoder", "encoder_params", "estimator", "dir")
 
 

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probembed.evaluation.lodo import fold_choice
-from probembed.fusion.adapt import adapted_weights, agreement
+from probembed.fusion import Fused, fuse
+from probembed.fusion.adapt import adapted_weights, agreement, members_of, retilt
 from probembed.gaussian import Gaussian
 
 FAST = settings(max_examples=30, deadline=None)
@@ -16,9 +17,7 @@ def _members(seed: int, n: int = 200, noise: tuple[float, ...] = (0.1, 0.1, 2.0)
     """Members that see one shared latent point per text, each through its own noise level."""
     rng = np.random.default_rng(seed)
     truth = rng.normal(size=(n, 8))
-    return [
-        Gaussian(truth + s * rng.normal(size=truth.shape), np.zeros_like(truth)) for s in noise
-    ]
+    return [Gaussian(truth + s * rng.normal(size=truth.shape), np.zeros_like(truth)) for s in noise]
 
 
 def test_the_noisy_member_agrees_least() -> None:
@@ -69,3 +68,63 @@ def test_fold_choice_never_looks_at_the_left_out_dataset() -> None:
     dev["c"] = [-9.0, -9.0, 9.0]
     assert fold_choice(dev, "c") == 1
     assert fold_choice(dev, "a") == 2  # b and c: means -4.4, -4.1, 4.7
+
+
+def test_retilt_equals_fusing_with_the_tilted_prior() -> None:
+    """Re-weighting stored concat rows is exactly fusing again with prior p·t: no re-encoding."""
+    rng = np.random.default_rng(3)
+    dims, models = [4, 3, 2], ("a", "b", "c")
+    parts = [Gaussian(rng.normal(size=(6, d)), rng.uniform(1e-4, 1e-2, (6, d))) for d in dims]
+    prior, tilt = np.array([0.5, 0.3, 0.2]), np.array([2.0, 0.5, 1.0])
+    stored = fuse(parts, models, temperature=0.7, prior=prior)
+    direct = fuse(parts, models, temperature=0.7, prior=prior * tilt)
+    again = retilt(stored, dims, tilt)
+    # float32 rows scaled in float64 and stored again as float32: a few ulps (~1e-7 relative)
+    np.testing.assert_allclose(again.weights, direct.weights, rtol=1e-6)
+    np.testing.assert_allclose(again.gaussian.mean, direct.gaussian.mean, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(again.gaussian.var, direct.gaussian.var, rtol=1e-5, atol=1e-12)
+    back = members_of(stored, dims)
+    for k, part in enumerate(parts):
+        np.testing.assert_allclose(back[k].mean, part.normalize().mean, rtol=1e-5, atol=1e-6)
+
+
+def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
+    tmp_path, hash_pipeline, sentences
+) -> None:
+    """Ingest measures agreement; search equals a scan fused with the collection's weights."""
+    from dataclasses import replace
+
+    from probembed.pipeline import AdaptConfig, Pipeline
+    from probembed.scoring import score_matrix
+    from probembed.store import Database, ingest
+    from probembed.store.readers import Record
+
+    pipe = Pipeline(
+        hash_pipeline.members,
+        hash_pipeline.fusion,
+        hash_pipeline.score,
+        "hash-adapt",
+        cache=False,
+        adapt=AdaptConfig(gamma=20.0),
+    )
+    assert pipe.fingerprint == hash_pipeline.fingerprint  # adaptation changes no stored vector
+    texts = sentences[:300]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest([Record(f"{i:04d}", t) for i, t in enumerate(texts)], collection, pipe)
+    measured = collection.agreement()
+    dims = [m.encoder.dim for m in pipe.members]
+    encoded = pipe.encode(texts)  # weights stored as float32: round them the same way, since
+    # the hashing encoder's many exactly tied cosines make neighbour lists flip on any ulp
+    encoded = Fused(encoded.gaussian, encoded.weights.astype(np.float32), encoded.models)
+    fresh = agreement(members_of(encoded, dims))
+    # the same rows sampled (in id order) from float32 rows read back: neighbour lists equal
+    np.testing.assert_allclose(measured, fresh, atol=1e-12)
+    tilt = pipe.tilt(measured)
+    assert tilt is not None and not np.allclose(tilt, 1.0)
+    adapted = replace(pipe.fusion, prior=tuple(np.asarray(pipe.fusion.prior or (1, 1)) * tilt))
+    docs = adapted.fuse(pipe.encode_members(texts), pipe.models).gaussian
+    queries = adapted.fuse(pipe.encode_members(texts[:3]), pipe.models).gaussian
+    expected = np.argsort(-score_matrix(queries, docs, "dot"), axis=1, kind="stable")[:, :5]
+    results = collection.searcher().search(texts[:3], k=5, score="dot", exact=True)
+    for row, result in enumerate(results):
+        assert [h["id"] for h in result["hits"]] == [f"{j:04d}" for j in expected[row]]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from probembed.fusion.combine import Fused
 from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian, squared_norms
 
@@ -29,6 +30,8 @@ SEED = 0
 #: A text's score against itself: finite (sums and differences of tables stay exact) and
 #: far below any standardised cosine, so it is never its own neighbour.
 _SELF = -1e9
+#: Floor on a weight read back from a fused row, so a zero-weight block divides safely.
+_TINY = 1e-30
 
 
 def _unit_means(parts: Sequence[Gaussian], rows: np.ndarray) -> list[np.ndarray]:
@@ -99,3 +102,38 @@ def adapted_weights(
     logits -= logits.max()
     w = np.exp(logits)
     return w / w.sum()
+
+
+def members_of(fused: Fused, dims: Sequence[int]) -> list[Gaussian]:
+    """Each member's unit-norm Gaussian, read back from concat-fused rows (block / √π_k)."""
+    edges = np.cumsum([0, *dims])
+    if edges[-1] != fused.gaussian.dim or len(dims) != len(fused.models):
+        raise ValueError(
+            f"member dims {list(dims)} do not lay out {len(fused.models)} members over "
+            f"{fused.gaussian.dim} concat-fused dimensions"
+        )
+    weights = np.asarray(fused.weights, dtype=np.float64)
+    parts = []
+    for k in range(len(dims)):
+        cols = slice(int(edges[k]), int(edges[k + 1]))
+        w = np.maximum(weights[:, k, None], _TINY)
+        mean = fused.gaussian.mean[:, cols].astype(np.float64) / np.sqrt(w)
+        parts.append(Gaussian(mean, fused.gaussian.var[:, cols].astype(np.float64) / w))
+    return parts
+
+
+def retilt(fused: Fused, dims: Sequence[int], tilt: np.ndarray) -> Fused:
+    """Concat-fused rows with every text's weights multiplied by `tilt` and renormalised.
+
+    π'_k(x) ∝ π_k(x)·t_k is exactly softmax(-log u/T + log(p·t)): the fusion a prior p·t would
+    have given, so stored rows adapt without re-encoding (block k scales by √(π'_k/π_k)).
+    """
+    weights = np.asarray(fused.weights, dtype=np.float64)
+    new = weights * np.asarray(tilt, dtype=np.float64)
+    new /= new.sum(axis=1, keepdims=True)
+    ratio = np.divide(new, weights, out=np.zeros_like(new), where=weights > 0)
+    widths = np.asarray(dims)
+    per_column = np.repeat(ratio, widths, axis=1)
+    mean = fused.gaussian.mean.astype(np.float64) * np.sqrt(per_column)
+    var = fused.gaussian.var.astype(np.float64) * per_column
+    return Fused(Gaussian(mean, var), new, fused.models)

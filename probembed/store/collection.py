@@ -10,6 +10,7 @@ interrupted write leaves the last committed version.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,10 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
+from probembed import atomic
+from probembed.fusion import Fused
+from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
+from probembed.gaussian import Gaussian
 from probembed.store.errors import PipelineMismatchError, StoreError
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
@@ -42,6 +47,8 @@ if TYPE_CHECKING:
     from probembed.scoring import Score
 
 DEFAULT_COLLECTION = "default"
+#: The members' agreement on the collection's texts, beside the pipeline copy.
+AGREEMENT_FILE = "agreement.json"
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -243,6 +250,45 @@ class Collection:
         if not self.exists or not has_copy(self.pipeline_dir):
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
         self._pipeline = (pipeline, pipeline.fingerprint)
+
+    @property
+    def agreement_file(self) -> Path:
+        """Where the members' agreement on this collection's texts is kept."""
+        return self.derived_dir / AGREEMENT_FILE
+
+    def record_agreement(self, dims: Sequence[int]) -> np.ndarray | None:
+        """Measure how far each member agrees with the others on this corpus, and keep it.
+
+        Label-free (probembed.fusion.adapt): read back from the stored fused rows, so it needs
+        no re-encoding; `ingest` calls it after writing. None (and nothing kept) for one member
+        or too few rows to compare neighbour lists.
+        """
+        self.db.require_writable()
+        vectors = self.vectors()
+        models = self.pipeline.models
+        if len(models) < 2 or len(vectors.ids) <= NEIGHBOURS:
+            return None
+        order = np.argsort(vectors.ids.astype(str), kind="stable")  # storage order must not matter
+        stored = Gaussian(vectors.mean[order], vectors.var[order])
+        value = agreement(members_of(Fused(stored, vectors.weights[order], models), dims))
+        record = {"version": vectors.version, "models": list(models), "agreement": value.tolist()}
+        atomic.write_bytes(self.agreement_file, json.dumps(record).encode())
+        return value
+
+    def agreement(self) -> np.ndarray | None:
+        """The members' agreement last measured on this collection, or None if never."""
+        try:
+            record = json.loads(self.agreement_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, OSError) as exc:
+            raise StoreError(f"{self.agreement_file} is unreadable: {exc}") from exc
+        if record.get("models") != list(self.pipeline.models):
+            raise StoreError(
+                f"{self.agreement_file} measures models {record.get('models')}, but collection "
+                f"{self.name!r} holds {list(self.pipeline.models)}; re-run ingest to remeasure"
+            )
+        return np.asarray(record["agreement"], dtype=np.float64)
 
     def load_pipeline(self) -> Pipeline:
         """The pipeline that made the stored vectors, to encode queries exactly as they were.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH, member_cosines
 from probembed.fusion import Fused
+from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, outrank_probability, parse_score
 from probembed.scoring.ensemble import between_variance
@@ -77,6 +79,8 @@ class Searcher:
         self._docs: Gaussian | None = None
         self._positions: dict[str, int] = {}
         self._graphs: dict[str, HnswIndex | FlatIndex] = {}
+        #: Per-member factors adapting the prior to this collection (None: the prior as is).
+        self._tilt: np.ndarray | None = None
 
     def search(
         self,
@@ -135,6 +139,8 @@ class Searcher:
                 f"query vectors fuse models {fused.models}; collection {self.collection.name!r} "
                 f"holds vectors of {models}"
             )
+        if self._tilt is not None:
+            fused = retilt(fused, self._dims, self._tilt)
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
         if not self._positions:
@@ -171,8 +177,19 @@ class Searcher:
         version = self.collection.version
         if self._vectors is not None and self._vectors.version == version:
             return
-        self._vectors = self.collection.vectors()
-        self._docs = Gaussian(self._vectors.mean, self._vectors.var)
+        vectors = self.collection.vectors()
+        self._tilt = self.pipeline.tilt(self.collection.agreement())
+        if self._tilt is not None:  # the collection's own weights, applied to every stored row
+            stored = Fused(Gaussian(vectors.mean, vectors.var), vectors.weights, self._models)
+            adapted = retilt(stored, self._dims, self._tilt)
+            vectors = replace(
+                vectors,
+                mean=adapted.gaussian.mean,
+                var=adapted.gaussian.var,
+                weights=adapted.weights.astype(np.float32),
+            )
+        self._vectors = vectors
+        self._docs = Gaussian(vectors.mean, vectors.var)
         self._positions = {doc_id: i for i, doc_id in enumerate(self._vectors.ids)}
         self._graphs = {}
 
@@ -244,12 +261,22 @@ class Searcher:
             fused += with_moments(queries[row], self._docs, positions[None], scores[None])
         return fused
 
+    @property
+    def _dims(self) -> list[int]:
+        """Each member's dimension: the block layout of the concat-fused rows."""
+        return [m.encoder.dim for m in self.pipeline.members]
+
+    @property
+    def _models(self) -> tuple[str, ...]:
+        """The collection's member labels, in block order."""
+        return tuple(self.collection.pipeline.models)
+
     def _with_disagreement(self, ranked: list[Ranked], fused: Fused) -> list[Ranked]:
         """Each hit's variance plus its members' spread (law of total variance; concat only)."""
         if self.pipeline.fusion.mode != "concat" or len(fused.models) < 2:
             return ranked
         assert self._vectors is not None
-        dims = [m.encoder.dim for m in self.pipeline.members]
+        dims = self._dims
         out = []
         for row, hits in enumerate(ranked):
             between = between_variance(
