@@ -125,6 +125,9 @@ def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
     docs = adapted.fuse(pipe.encode_members(texts), pipe.models).gaussian
     queries = adapted.fuse(pipe.encode_members(texts[:3]), pipe.models).gaussian
     expected = np.argsort(-score_matrix(queries, docs, "dot"), axis=1, kind="stable")[:, :5]
+    shown = collection.stats().adapted_weights
+    assert shown is not None and sum(shown.values()) == pytest.approx(1.0)
+    np.testing.assert_allclose(list(shown.values()), np.asarray(adapted.prior) / sum(adapted.prior))
     results = collection.searcher().search(texts[:3], k=5, score="dot", exact=True)
     for row, result in enumerate(results):
         assert [h["id"] for h in result["hits"]] == [f"{j:04d}" for j in expected[row]]

@@ -225,11 +225,13 @@ def collections_command(
         sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
         return
     table = Table(title=literal(f"collections in {db}"))
-    for column in ("name", "items", "dim", "bytes/item", "pipeline", "models"):
+    for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
         table.add_column(column)
     for s in stats:
         row = (s.name, str(s.count), str(s.dim), f"{s.bytes_per_item:,.0f}", s.pipeline.name)
-        table.add_row(*map(literal, row), literal(", ".join(s.pipeline.models)))
+        adapted = s.adapted_weights or {}
+        shown = ", ".join(f"{m} {w:.2f}" for m, w in adapted.items()) or "the prior"
+        table.add_row(*map(literal, row), literal(", ".join(s.pipeline.models)), literal(shown))
     Console().print(table)
 
 

@@ -76,6 +76,8 @@ class CollectionStats:
     total_bytes: int
     version: int
     pipeline: PipelineInfo
+    #: The fusion weights this collection adapted its prior to (None: the prior as shipped).
+    adapted_weights: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict for the CLI and the service."""
@@ -87,6 +89,7 @@ class CollectionStats:
             "total_bytes": self.total_bytes,
             "version": self.version,
             "pipeline": self.pipeline.to_json(),
+            "adapted_weights": self.adapted_weights,
         }
 
 
@@ -256,7 +259,7 @@ class Collection:
         """Where the members' agreement on this collection's texts is kept."""
         return self.derived_dir / AGREEMENT_FILE
 
-    def record_agreement(self, dims: Sequence[int]) -> np.ndarray | None:
+    def record_agreement(self, pipeline: Pipeline) -> np.ndarray | None:
         """Measure how far each member agrees with the others on this corpus, and keep it.
 
         Label-free (probembed.fusion.adapt): read back from the stored fused rows, so it needs
@@ -270,13 +273,26 @@ class Collection:
             return None
         order = np.argsort(vectors.ids.astype(str), kind="stable")  # storage order must not matter
         stored = Gaussian(vectors.mean[order], vectors.var[order])
+        dims = [m.encoder.dim for m in pipeline.members]
         value = agreement(members_of(Fused(stored, vectors.weights[order], models), dims))
-        record = {"version": vectors.version, "models": list(models), "agreement": value.tolist()}
+        tilt = pipeline.tilt(value)
+        record = {
+            "version": vectors.version,
+            "models": list(models),
+            "agreement": value.tolist(),
+            "gamma": pipeline.adapt.gamma,
+            "weights": None if tilt is None else _tilted_prior(pipeline, tilt),
+        }
         atomic.write_bytes(self.agreement_file, json.dumps(record).encode())
         return value
 
     def agreement(self) -> np.ndarray | None:
         """The members' agreement last measured on this collection, or None if never."""
+        record = self._agreement_record()
+        return None if record is None else np.asarray(record["agreement"], dtype=np.float64)
+
+    def _agreement_record(self) -> dict[str, Any] | None:
+        """The kept agreement record, checked against the collection's models."""
         try:
             record = json.loads(self.agreement_file.read_text())
         except FileNotFoundError:
@@ -288,7 +304,7 @@ class Collection:
                 f"{self.agreement_file} measures models {record.get('models')}, but collection "
                 f"{self.name!r} holds {list(self.pipeline.models)}; re-run ingest to remeasure"
             )
-        return np.asarray(record["agreement"], dtype=np.float64)
+        return record
 
     def load_pipeline(self) -> Pipeline:
         """The pipeline that made the stored vectors, to encode queries exactly as they were.
@@ -386,8 +402,18 @@ class Collection:
         raw = table.stats()
         count = int(raw["num_rows"])
         total = int(raw["total_bytes"])
+        record = self._agreement_record() or {}
+        weights = record.get("weights")
+        adapted = None if weights is None else dict(zip(self.pipeline.models, weights, strict=True))
         return CollectionStats(
-            self.name, count, self.dim, total / max(count, 1), total, self.version, self.pipeline
+            self.name,
+            count,
+            self.dim,
+            total / max(count, 1),
+            total,
+            self.version,
+            self.pipeline,
+            adapted,
         )
 
     def ids(self) -> set[str]:
@@ -599,3 +625,12 @@ def _can_write(path: Path) -> bool:
             return True
     except OSError:
         return False
+
+
+def _tilted_prior(pipeline: Pipeline, tilt: np.ndarray) -> list[float]:
+    """The static weights the prior becomes on this collection, p·t renormalised."""
+    fusion = pipeline.fusion
+    prior = fusion.prior if fusion.method == "uec" else fusion.weights
+    p = np.full(len(tilt), 1.0) if prior is None else np.asarray(prior, dtype=np.float64)
+    w = p * tilt
+    return (w / w.sum()).tolist()

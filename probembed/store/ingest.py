@@ -101,7 +101,7 @@ def ingest(
                 on_commit(report.added)
     if report.added:
         collection.optimize()
-        collection.record_agreement([m.encoder.dim for m in pipeline.members])
+        collection.record_agreement(pipeline)
     return report
 
 
