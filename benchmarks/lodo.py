@@ -10,8 +10,9 @@ and scored on the left-out test split:
 
 - static: weights on the simplex grid, cosine score;
 - uec: per-text weights softmax(-log u/T + log p) around the static choice, uec score (T, β);
-- adapted: the static choice tilted by the left-out collection's own member agreement
-  (probembed.fusion.adapt, no labels), γ tuned like any setting.
+- static+adapted, uec+adapted: each tilted by the left-out collection's own member agreement
+  (probembed.fusion.adapt, no labels), γ tuned like any setting. uec+adapted is how the
+  built-ins are tuned (scripts/build_pipelines.py, on every tuning split).
 
 Singles and the plain mean need no tuning. Writes benchmarks/results/lodo.json.
 """
@@ -53,7 +54,7 @@ def main() -> None:
         print(f"{name}: embedded in {time.perf_counter() - start:.0f}s", flush=True)
     scores = Scores(splits)
     rows: list[dict] = []
-    chosen: dict[str, dict[str, int]] = {}
+    chosen: dict[str, dict] = {}
     for name in tasks:
         start = time.perf_counter()
         fold = run_fold(scores, name, len(pipe.models), args.step)
@@ -61,7 +62,10 @@ def main() -> None:
         figures = {m.name: scores.figure(name, "test", lambda _, m=m: m) for m in untuned}
         figures.update(fold.test)
         rows += [{"left_out": name, "method": m, "value": v} for m, v in figures.items()]
-        chosen[name] = fold.chosen
+        chosen[name] = {
+            "gamma": fold.gamma,
+            "methods": {f: {"fusion": m.fusion, "score": m.score} for f, m in fold.methods.items()},
+        }
         shown = ", ".join(f"{m} {100 * v:.2f}" for m, v in figures.items())
         print(f"{name} ({time.perf_counter() - start:.0f}s): {shown}", flush=True)
     config = {

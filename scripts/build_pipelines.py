@@ -4,7 +4,8 @@
 
 Every built-in is fitted on the same seeded sample of positive pairs from
 ../shared/datasets/pairs/*.tsv, so a user anywhere gets the fitted state with no data and no
-waiting. Fusion settings of `default` come from tuning on dev splits (see probembed.evaluation).
+waiting. Fusion settings come from tuning on the tuning splits of the seven LODO datasets
+(probembed.evaluation.lodo): never a test split.
 """
 
 from __future__ import annotations
@@ -12,36 +13,45 @@ from __future__ import annotations
 import argparse
 import os
 
-from probembed.evaluation.datasets import load_dataset
-from probembed.evaluation.harness import embed
-from probembed.evaluation.recipes import BUILTIN_ESTIMATORS, MAX_PAIRS, fit_candidates, sample_pairs
-from probembed.evaluation.tuning import tune, without_unweighted
+from probembed.evaluation.lodo import Scores, embed_split, load_tasks, tune_families
+from probembed.evaluation.recipes import (
+    BUILTIN_ESTIMATORS,
+    MAX_PAIRS,
+    candidate_pipeline,
+    fit_candidates,
+    sample_pairs,
+)
+from probembed.evaluation.tuning import without_unweighted
 from probembed.paths import datasets_dir
-from probembed.pipeline import Pipeline, builtin_dir
+from probembed.pipeline import AdaptConfig, Pipeline, builtin_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = datasets_dir()
-DEV_SPLITS = (  # tuning data only: never a split the README reports
-    (DATA / "sts" / "stsb", "dev"),
-    (DATA / "sts" / "sick", "dev"),
-    (DATA / "retrieval" / "scifact", "train"),
-)
+#: Grid step of the static weights: 56 points over four candidates.
+STATIC_STEP = 0.2
 
 
-def tune_fusion(name: str) -> None:
-    """Set a built-in's UEC prior, T and beta by the mean dev metric; drop members weighted 0."""
-    pipe = Pipeline.load(name)
+def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
+    """Tune a built-in on every LODO tuning split; drop members weighted 0.
+
+    The same steps as each fold of benchmarks/lodo.py, with no dataset left out: static
+    weights, then uec's (T, beta) around them, then the collection adaptation's gamma. No
+    test split is read.
+    """
+    pipe = candidate_pipeline(name, pairs)
     if len(pipe.members) < 2:
         return
-    splits = []
-    for path, split in DEV_SPLITS:
-        dev = load_dataset(path, split)
-        splits.append((embed(pipe, dev, progress=True), dev))
-    tuned = tune(splits, progress=True)
-    tuned_pipe = Pipeline(pipe.members, tuned.uec.fusion, tuned.uec.score, name, cache=False)
+    splits = {
+        (n, "tune"): embed_split(pipe, t.tune, progress=True) for n, t in load_tasks(DATA).items()
+    }
+    choice = tune_families(Scores(splits), len(pipe.models), STATIC_STEP)
+    # ship the untilted uec fusion: each collection tilts it by its own agreement and gamma
+    base = choice.settings["uec"](next(iter(splits.values())))
+    adapt = AdaptConfig(choice.gamma["uec+adapted"])
+    tuned_pipe = Pipeline(pipe.members, base.fusion, base.score, name, cache=False, adapt=adapt)
     kept = without_unweighted(tuned_pipe)
     kept.save(builtin_dir() / name)
-    print(f"{name}: {kept.models} {kept.fusion} {kept.score} (mean dev {tuned.dev['uec']:.4f})")
+    print(f"{name}: {kept.models} {kept.fusion} {kept.score} {kept.adapt}")
 
 
 def main() -> None:
@@ -52,17 +62,17 @@ def main() -> None:
     parser.add_argument("--tune-only", action="store_true", help="keep members, retune fusion")
     args = parser.parse_args()
     names = [n for n in BUILTIN_ESTIMATORS if not args.only or n in args.only]
+    pairs = sample_pairs(DATA / "pairs", args.max_pairs)
     if args.tune_only:
         for name in names:
-            tune_fusion(name)
+            tune_fusion(name, pairs)
         return
-    pairs = sample_pairs(DATA / "pairs", args.max_pairs)
     print(f"fitting on {len(pairs)} pairs from {DATA / 'pairs'}")
     for name, pipe in fit_candidates(names, pairs, cache=False, progress=True).items():
         out = pipe.save(builtin_dir() / name)
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{name}: {', '.join(pipe.models)} -> {out} ({size / 1e6:.1f} MB)")
-        tune_fusion(name)
+        tune_fusion(name, pairs)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +22,10 @@ from probembed.fusion.adapt import adapted_weights, agreement
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 
-#: Classification texts per probe split (fit, held-out, test; seeded subsamples): enough for a
+#: Classification texts per probe split (fit and test; half that held out): enough for a
 #: stable linear probe, few enough that seven datasets times four models encode in minutes on
 #: two cores (SST-2 alone has 67,349 train phrases).
-MAX_PROBE_TEXTS = 2000
+MAX_PROBE_TEXTS = 1000
 #: Share of a classification train split held out as its tuning split.
 TUNE_FRACTION = 0.2
 SEED = 0
@@ -103,7 +103,7 @@ def load_tasks(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, 
     return tasks
 
 
-def fold_choice(dev: Mapping[str, Sequence[float]], left_out: str) -> int:
+def fold_choice(dev: Mapping[str, Sequence[float]], left_out: str | None) -> int:
     """Index of the setting with the best mean tuning figure over every dataset but left_out.
 
     `dev[name][i]` is setting i's primary metric on that dataset's tuning split; the first
@@ -161,7 +161,7 @@ class Scores:
             self._memo[key] = outcome.metrics[primary_metric(split.dataset)]
         return self._memo[key]
 
-    def choose(self, settings: Sequence[Setting], left_out: str) -> int:
+    def choose(self, settings: Sequence[Setting], left_out: str | None = None) -> int:
         """The setting with the best mean tuning figure over every dataset but `left_out`."""
         names = sorted({n for n, _ in self.splits} - {left_out})
         dev = {n: [self.figure(n, "tune", s) for s in settings] for n in names}
@@ -173,33 +173,33 @@ def _fixed(method: Method) -> Setting:
     return lambda split: method
 
 
-def static_settings(k: int, step: float) -> list[Setting]:
+def static_methods(k: int, step: float) -> list[Method]:
     """Static weights on the simplex grid, scored by cosine (the tuned static ensemble)."""
-    return [
-        _fixed(Method("weighted", FusionConfig("weighted", weights=w)))
-        for w in simplex_grid(k, step)
-    ]
+    return [Method("static", FusionConfig("weighted", weights=w)) for w in simplex_grid(k, step)]
 
 
-def uec_settings(prior: Sequence[float]) -> list[Setting]:
+def uec_methods(prior: Sequence[float]) -> list[Method]:
     """Per-text uncertainty weights around a prior, and the uec score's beta."""
     return [
-        _fixed(
-            Method(
-                "uec", FusionConfig("uec", temperature=t, prior=tuple(prior)), ScoreConfig("uec", b)
-            )
-        )
+        Method("uec", FusionConfig("uec", temperature=t, prior=tuple(prior)), ScoreConfig("uec", b))
         for t, b in itertools.product(TEMPERATURES, BETAS)
     ]
 
 
-def adapted_settings(prior: Sequence[float]) -> list[Setting]:
-    """Collection-adapted weights: the prior tilted by each split's own member agreement."""
+def _best(scores: Scores, methods: Sequence[Method], left_out: str | None) -> Method:
+    """The method with the best mean tuning figure over the datasets but `left_out`."""
+    return methods[scores.choose([_fixed(m) for m in methods], left_out)]
+
+
+def adapted_settings(base: Method) -> list[Setting]:
+    """A method's prior (uec) or weights (weighted) tilted by each split's member agreement."""
+    field = "prior" if base.fusion.method == "uec" else "weights"
 
     def setting(gamma: float) -> Setting:
         def method(split: Split) -> Method:
-            w = adapted_weights(split.agreement, prior, gamma)
-            return Method("adapted", FusionConfig("weighted", weights=tuple(w)))
+            w = adapted_weights(split.agreement, getattr(base.fusion, field), gamma)
+            fusion = replace(base.fusion, **{field: tuple(w)})
+            return Method(f"{base.name}+adapted", fusion, base.score)
 
         return method
 
@@ -207,22 +207,45 @@ def adapted_settings(prior: Sequence[float]) -> list[Setting]:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """What tuning chose for each family, and the method it gives on each split."""
+
+    settings: dict[str, Setting]
+    gamma: dict[str, float]
+
+
+def tune_families(scores: Scores, k: int, step: float, left_out: str | None = None) -> Choice:
+    """static -> uec (T, beta) around it; each then tilted per collection by gamma.
+
+    Every choice reads only the tuning splits of the datasets other than `left_out`; with no
+    dataset left out this is how the built-ins are tuned.
+    """
+    static = _best(scores, static_methods(k, step), left_out)
+    assert static.fusion.weights is not None
+    uec = _best(scores, uec_methods(static.fusion.weights), left_out)
+    settings: dict[str, Setting] = {"static": _fixed(static), "uec": _fixed(uec)}
+    gamma: dict[str, float] = {}
+    for name, base in (("static", static), ("uec", uec)):
+        tilted = adapted_settings(base)
+        j = scores.choose(tilted, left_out)
+        settings[f"{name}+adapted"], gamma[f"{name}+adapted"] = tilted[j], GAMMAS[j]
+    return Choice(settings, gamma)
+
+
+@dataclass(frozen=True)
 class FoldResult:
-    """One left-out dataset: each family's test figure and the setting index it chose."""
+    """One left-out dataset: each family's test figure and the gamma its adaptation chose."""
 
     left_out: str
     test: dict[str, float]
-    chosen: dict[str, int]
+    gamma: dict[str, float]
+    methods: dict[str, Method]
 
 
 def run_fold(scores: Scores, left_out: str, k: int, step: float) -> FoldResult:
     """Tune every family on the other datasets' tuning splits; score it on left_out's test."""
-    statics = static_settings(k, step)
-    i = scores.choose(statics, left_out)
-    prior = simplex_grid(k, step)[i]
-    families = {"static": (statics, i)}
-    for family, make in (("uec", uec_settings), ("adapted", adapted_settings)):
-        settings = make(prior)
-        families[family] = (settings, scores.choose(settings, left_out))
-    test = {f: scores.figure(left_out, "test", s[j]) for f, (s, j) in families.items()}
-    return FoldResult(left_out, test, {f: j for f, (_, j) in families.items()})
+    choice = tune_families(scores, k, step, left_out)
+    split = scores.splits[left_out, "test"]
+    test = {f: scores.figure(left_out, "test", s) for f, s in choice.settings.items()}
+    methods = {f: s(split) for f, s in choice.settings.items()}
+    return FoldResult(left_out, test, choice.gamma, methods)

@@ -97,7 +97,14 @@ def without_unweighted(pipeline: Pipeline) -> Pipeline:
     keep = [w > 0 for w in weights]
     fusion = replace(fusion, **{field: _renormalised(weights, keep)})
     members = [m for m, kept in zip(pipeline.members, keep, strict=True) if kept]
-    return Pipeline(members, fusion, pipeline.score, pipeline.name, pipeline.cache or False)
+    return Pipeline(
+        members,
+        fusion,
+        pipeline.score,
+        pipeline.name,
+        pipeline.cache or False,
+        adapt=pipeline.adapt,
+    )
 
 
 def _renormalised(weights: Sequence[float], keep: Sequence[bool]) -> tuple[float, ...]:
