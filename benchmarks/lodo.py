@@ -10,8 +10,9 @@ and scored on the left-out test split:
 
 - static: weights on the simplex grid, cosine score;
 - uec: per-text weights softmax(-log u/T + log p) around the static choice, uec score (T, β);
-- static+adapted, uec+adapted: each tilted by the left-out collection's own member agreement
-  (probembed.fusion.adapt, no labels), γ tuned like any setting. uec+adapted is how the
+- mean+adapted, static+adapted, uec+adapted: the uniform mean, static and uec, each tilted
+  by the left-out collection's own member agreement (probembed.fusion.adapt, no labels), γ
+  tuned like any setting. uec+adapted is how the
   built-ins are tuned (scripts/build_pipelines.py, on every tuning split).
 
 Singles and the plain mean need no tuning. Writes benchmarks/results/lodo.json.

@@ -3,7 +3,8 @@
     python benchmarks/readme_tables.py [--check]
 
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
-`diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json.
+`diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
+`lodo` from lodo.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -164,7 +165,37 @@ def search(rows: Rows) -> str:
     return table(header, body, right_from=4)
 
 
+LODO_NAMES = {
+    "stsb": "STS-B",
+    "sick": "SICK-R",
+    "scifact": "SciFact",
+    "mr": "MR",
+    "cr": "CR",
+    "sst2": "SST-2",
+    "banking77": "Banking77",
+}
+ADAPTIVE = ("uec", "mean+adapted", "static+adapted", "uec+adapted")
+
+
+def lodo(rows: Rows) -> str:
+    """Per left-out dataset: singles, mean, static, each adaptive family and its gain."""
+    left_out = list(dict.fromkeys(r["left_out"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    singles = [m for m in methods if m.startswith("single:")]
+    header = ["left out", "best single", "mean", "static", *ADAPTIVE, "best adaptive − static"]
+    body = []
+    for name in left_out:
+        get = {r["method"]: r["value"] for r in rows if r["left_out"] == name}
+        best_single = max(get[m] for m in singles)
+        adaptive = [get.get(m) for m in ADAPTIVE]
+        gain = max(a for a in adaptive if a is not None) - get["static"]
+        cells = [pct(best_single), pct(get["mean"]), pct(get["static"]), *map(pct, adaptive)]
+        body.append([LODO_NAMES.get(name, name), *cells, pct(gain, signed=True)])
+    return table(header, body)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
+    "lodo": ("lodo.json", lodo),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),

@@ -31,7 +31,7 @@ TUNE_FRACTION = 0.2
 SEED = 0
 #: How far a collection's agreement may tilt the prior (0 keeps it): agreements differ by
 #: ~0.02-0.1 between members, so γ = 10 moves a weight by a factor of e^0.2 to e^1.
-GAMMAS = (0.0, 5.0, 10.0, 20.0, 40.0)
+GAMMAS = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
 
 #: name -> (path under the datasets dir, tuning split, test split); classification tunes on
 #: part of train ("train" here) and tests on test.
@@ -215,7 +215,7 @@ class Choice:
 
 
 def tune_families(scores: Scores, k: int, step: float, left_out: str | None = None) -> Choice:
-    """static -> uec (T, beta) around it; each then tilted per collection by gamma.
+    """static -> uec (T, beta) around it; each, and the uniform mean, tilted by gamma.
 
     Every choice reads only the tuning splits of the datasets other than `left_out`; with no
     dataset left out this is how the built-ins are tuned.
@@ -223,9 +223,10 @@ def tune_families(scores: Scores, k: int, step: float, left_out: str | None = No
     static = _best(scores, static_methods(k, step), left_out)
     assert static.fusion.weights is not None
     uec = _best(scores, uec_methods(static.fusion.weights), left_out)
+    uniform = Method("mean", FusionConfig("weighted", weights=(1.0 / k,) * k))
     settings: dict[str, Setting] = {"static": _fixed(static), "uec": _fixed(uec)}
     gamma: dict[str, float] = {}
-    for name, base in (("static", static), ("uec", uec)):
+    for name, base in (("mean", uniform), ("static", static), ("uec", uec)):
         tilted = adapted_settings(base)
         j = scores.choose(tilted, left_out)
         settings[f"{name}+adapted"], gamma[f"{name}+adapted"] = tilted[j], GAMMAS[j]

@@ -138,16 +138,19 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     query_ids = list(bench.queries)
     for result in target.search([bench.queries[q] for q in query_ids[:shown]], k=5):
         print_result(result)
-    fused = pipe.encode([bench.queries[q] for q in query_ids], progress=True)
+    texts = [bench.queries[q] for q in query_ids]
+    fused = pipe.encode(texts, progress=True)
     summary = Table(
         title=literal(f"{bench.name}: {len(query_ids)} test queries"), title_justify="left"
     )
-    for column in ("documents", "score", "nDCG@10"):
+    for column in ("documents", "score", "search", "nDCG@10"):
         summary.add_column(column, justify="right")
-    for score in dict.fromkeys([pipe.score.name, "dot"]):
-        results = searcher.search_fused(fused, k=11, score=score)  # 10 after a self-match
+    runs = [(score, False) for score in dict.fromkeys([pipe.score.name, "dot"])]
+    for score, hybrid in [*runs, (pipe.score.name, True)]:  # k = 11: 10 after a self-match
+        results = searcher.search_fused(fused, k=11, score=score, hybrid=hybrid, texts=texts)
         ndcg = retrieval_metrics(bench.qrels, _run(query_ids, results), ["ndcg@10"])["ndcg@10"]
-        summary.add_row(str(target.count()), score, f"{100 * ndcg:.2f}")
+        kind = "dense + BM25 (RRF)" if hybrid else "dense"
+        summary.add_row(str(target.count()), score, kind, f"{100 * ndcg:.2f}")
     Console().print(summary)
 
 
