@@ -24,8 +24,8 @@ from probembed.cache import EmbeddingCache
 from probembed.encoders import get_encoder
 from probembed.encoders.base import validate_texts
 from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
+from probembed.fusion.combine import default_temperature
 from probembed.fusion.names import SINGLE_PREFIX
-from probembed.fusion.weights import DEFAULT_TEMPERATURE
 from probembed.gaussian import Gaussian
 from probembed.progress import map_chunks
 from probembed.scoring import parse_score, score_matrix
@@ -46,7 +46,7 @@ class FusionConfig:
 
     method: str = "uec"
     mode: str = "concat"
-    temperature: float = DEFAULT_TEMPERATURE
+    temperature: float | None = None  # None: the method's default (see default_temperature)
     prior: tuple[float, ...] | None = None
     weights: tuple[float, ...] | None = None
 
@@ -56,7 +56,8 @@ class FusionConfig:
         method = f"{SINGLE_PREFIX}{model}" if model else str(parse_fusion(self.method))
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "mode", str(parse_mode(self.mode)))
-        object.__setattr__(self, "temperature", _number(self.temperature, "fusion temperature"))
+        temperature = default_temperature(method) if self.temperature is None else self.temperature
+        object.__setattr__(self, "temperature", _number(temperature, "fusion temperature"))
         object.__setattr__(self, "prior", _vector(self.prior, "fusion prior"))
         object.__setattr__(self, "weights", _vector(self.weights, "fusion weights"))
         self.check(None)
