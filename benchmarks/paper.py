@@ -8,7 +8,8 @@ Two member sets, each member a Laplace estimator fitted as the built-ins' candid
 minilm-int8, fused in sum mode as the paper does; `concat`, the default members minilm,
 paraphrase-l3 and wordllama, in the concat analogue. Rows: uec-paper scored by its uec.py
 similarity, by its MTEB script's and by plain dot, the uniform mean (dot) and each single
-model; Spearman on STS, nDCG@10 on SciFact, plus each model's mean uec-paper weight.
+model; Spearman on STS, nDCG@10 on SciFact, plus each model's mean uec-paper weight and the
+mean over texts of the largest weight (1 = one model per text).
 Members the shipped `default` pipeline carries are taken from it: `scripts/build_pipelines.py`
 fitted them by the same recipe, so they have the same fingerprints (and cached embeddings) a
 refit gives; `--refit` fits them anyway. `--fitted DIR` keeps the other fitted members there
@@ -84,10 +85,11 @@ def methods_for(models: Sequence[str], mode: str) -> list[Method]:
 
 
 def mean_weights(embedded: Embedded, fusion: FusionConfig) -> dict[str, float]:
-    """Each model's uec-paper weight averaged over every text the dataset embeds."""
+    """Each model's uec-paper weight averaged over every text, and the mean largest weight."""
     weights = np.concatenate([embedded.fused(role, fusion).weights for role in embedded.parts])
     average = weights.mean(axis=0)
-    return {f"weight:{m}": float(w) for m, w in zip(embedded.models, average, strict=True)}
+    shares = {f"weight:{m}": float(w) for m, w in zip(embedded.models, average, strict=True)}
+    return {**shares, "max_weight": float(weights.max(axis=1).mean())}
 
 
 def run_set(pipe: Pipeline, name: str, set_name: str, mode: str) -> list[dict]:
