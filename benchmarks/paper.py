@@ -130,8 +130,10 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     rows: list[dict] = []
+    fingerprints: dict[str, str] = {}
     if args.resume and args.out.is_file():
-        rows = json.loads(args.out.read_text())["rows"]
+        previous = json.loads(args.out.read_text())
+        rows, fingerprints = previous["rows"], previous["config"]["fingerprints"]
     done = {(r["dataset"], r["members"]) for r in rows}
     names = list(dict.fromkeys(m for s in args.sets for m in SETS[s][1]))
     members = fit_members(names, sample_pairs(DATA / "pairs"), args.fitted, args.refit)
@@ -141,7 +143,7 @@ def main() -> None:
         "temperature": PAPER_TEMPERATURE,
         "beta": PAPER_BETA,
         "sets": {s: {"mode": SETS[s][0], "models": list(SETS[s][1])} for s in SETS},
-        "fingerprints": {m: e.fingerprint for m, e in members.items()},
+        "fingerprints": fingerprints | {m: e.fingerprint for m, e in members.items()},
         "reused": "refit" if args.refit else f"the shipped {BUILTIN} pipeline's members",
         "note": 'e5-small embeds every text (queries, documents, both STS sides) with its "query: "'
         " prefix: a pipeline has one encoder per member, not one per role",
