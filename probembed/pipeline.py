@@ -26,8 +26,9 @@ from probembed.encoders import get_encoder
 from probembed.encoders.base import validate_texts
 from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
 from probembed.fusion.adapt import adapted_weights
+from probembed.fusion.combine import default_temperature
 from probembed.fusion.names import SINGLE_PREFIX
-from probembed.fusion.weights import DEFAULT_TEMPERATURE, normalized_prior
+from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian
 from probembed.progress import map_chunks
 from probembed.scoring import parse_score, score_matrix
@@ -48,7 +49,7 @@ class FusionConfig:
 
     method: str = "uec"
     mode: str = "concat"
-    temperature: float = DEFAULT_TEMPERATURE
+    temperature: float | None = None  # None: the method's default (see default_temperature)
     prior: tuple[float, ...] | None = None
     weights: tuple[float, ...] | None = None
 
@@ -58,7 +59,8 @@ class FusionConfig:
         method = f"{SINGLE_PREFIX}{model}" if model else str(parse_fusion(self.method))
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "mode", str(parse_mode(self.mode)))
-        object.__setattr__(self, "temperature", _number(self.temperature, "fusion temperature"))
+        temperature = default_temperature(method) if self.temperature is None else self.temperature
+        object.__setattr__(self, "temperature", _number(temperature, "fusion temperature"))
         object.__setattr__(self, "prior", _vector(self.prior, "fusion prior"))
         object.__setattr__(self, "weights", _vector(self.weights, "fusion weights"))
         self.check(None)

@@ -64,6 +64,10 @@ def _naive(score: Score, mq, vq, md, vd, beta: float = 1.0) -> float:
     if score is Score.UEC:
         v = np.sum(mq**2 * vd + vq * md**2 + vq * vd)
         return float(mq @ md / math.sqrt(1 + math.pi / 8 * beta * v))
+    if score is Score.UEC_MTEB:
+        v = np.sum(mq**2 * vd + vq * md**2 + vq * vd)
+        norms = max(np.linalg.norm(mq), 1e-12) * max(np.linalg.norm(md), 1e-12)
+        return float(mq @ md / norms / (1 + beta / math.pi * v))
     if score is Score.CSD:
         return float(-(diff2.sum() + vq.sum() + vd.sum()))
     if score is Score.W2:

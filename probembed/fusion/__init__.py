@@ -1,6 +1,6 @@
 """Fusing the Gaussians of K models into one per text, weighted by each model's uncertainty."""
 
-from probembed.fusion.combine import Fused, fuse
+from probembed.fusion.combine import Fused, default_temperature, fuse
 from probembed.fusion.names import Fusion, FusionMode, parse_fusion, parse_mode, single_model
 from probembed.fusion.weights import fusion_weights, uncertainty
 
@@ -8,6 +8,7 @@ __all__ = [
     "Fused",
     "Fusion",
     "FusionMode",
+    "default_temperature",
     "fuse",
     "fusion_weights",
     "parse_fusion",

@@ -10,8 +10,12 @@ import numpy as np
 from probembed.fusion.names import Fusion, FusionMode, parse_fusion, parse_mode, single_model
 from probembed.fusion.weights import (
     DEFAULT_TEMPERATURE,
+    PAPER_TEMPERATURE,
     fusion_weights,
     normalized_prior,
+    paper_logits,
+    paper_weights,
+    shape_variance,
     uncertainty,
 )
 from probembed.gaussian import Gaussian
@@ -20,7 +24,11 @@ from probembed.gaussian import Gaussian
 _USED_OPTIONS: dict[str, frozenset[str]] = {
     Fusion.UEC: frozenset({"temperature", "prior"}),
     Fusion.WEIGHTED: frozenset({"weights"}),
+    Fusion.UEC_PAPER: frozenset({"temperature"}),
 }
+
+#: The temperature of a method when none is given; DEFAULT_TEMPERATURE for the others.
+_DEFAULT_TEMPERATURES: dict[str, float] = {Fusion.UEC_PAPER: PAPER_TEMPERATURE}
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +73,11 @@ def _validate_parts(parts: Sequence[Gaussian], models: Sequence[str]) -> tuple[s
     return names
 
 
+def default_temperature(method: Fusion | str) -> float:
+    """The temperature a method runs at unless told otherwise: 2 for uec-paper, as published."""
+    return _DEFAULT_TEMPERATURES.get(str(method), DEFAULT_TEMPERATURE)
+
+
 def _reject_unused(
     method: str,
     temperature: float,
@@ -73,7 +86,7 @@ def _reject_unused(
 ) -> None:
     """Fail on options the chosen method would silently ignore."""
     given = {
-        "temperature": temperature != DEFAULT_TEMPERATURE,
+        "temperature": temperature != default_temperature(method),
         "prior": prior is not None,
         "weights": weights is not None,
     }
@@ -122,11 +135,13 @@ def _method_weights(
     prior: np.ndarray | None,
     weights: np.ndarray | None,
 ) -> np.ndarray:
-    """(n, K) weights of a method: uncertainty-driven, static or uniform."""
+    """(n, K) weights of a method: uncertainty-driven, as published, static or uniform."""
     n, k = len(parts[0]), len(parts)
     if method is Fusion.UEC:
         u = np.stack([uncertainty(p) for p in parts], axis=1)
         return fusion_weights(u, temperature, prior)
+    if method is Fusion.UEC_PAPER:
+        return paper_weights(np.stack([paper_logits(p) for p in parts], axis=1), temperature)
     if method is Fusion.WEIGHTED:
         if weights is None:
             raise ValueError("fusion method 'weighted' needs weights=, one per model")
@@ -134,33 +149,47 @@ def _method_weights(
     return np.full((n, k), 1.0 / k)
 
 
+def _paper_parts(parts: Sequence[Gaussian], normed: Sequence[Gaussian]) -> list[Gaussian]:
+    """Unit-norm means with the published UEC's ṽ = σ²/‖σ²‖² (of the part as given) as variance."""
+    return [Gaussian(n.mean, shape_variance(p)) for p, n in zip(parts, normed, strict=True)]
+
+
 def fuse(
     parts: Sequence[Gaussian],
     models: Sequence[str],
     method: Fusion | str = Fusion.UEC,
     mode: FusionMode | str = FusionMode.CONCAT,
-    temperature: float = DEFAULT_TEMPERATURE,
+    temperature: float | None = None,
     prior: np.ndarray | None = None,
     weights: np.ndarray | None = None,
 ) -> Fused:
     """Fuse K aligned Gaussians (one per model) of the same texts into one Gaussian per text.
 
-    Parts are L2-normalised first. `temperature` and `prior` drive the uec weights, `weights`
-    are the static per-model weights of method "weighted"; an option the method does not use is
-    an error. "single:<model>" returns that model's normalised Gaussian, whatever the mode.
+    Parts are L2-normalised first. `temperature` (default: the method's, see
+    `default_temperature`) and `prior` drive the uec weights, `weights` are the static
+    per-model weights of method "weighted"; an option the method does not use is an error.
+    "single:<model>" returns that model's normalised Gaussian, whatever the mode.
+
+    "uec-paper" reproduces the published UEC: weights softmax(Σ_d 1/ṽ_kd / T) with
+    ṽ_k = σ²_k/‖σ²_k‖² of each part as given, and ṽ in place of the normalised variance; sum
+    mode gives μ = Σ π_k μ_k, σ² = Σ π_k² ṽ_k as published, concat mode its analogue
+    μ = concat_k(√π_k μ_k), σ² = concat_k(π_k ṽ_k).
     """
     names = _validate_parts(parts, models)
     fusion_mode = parse_mode(mode)
     normed = [p.normalize() for p in parts]
     model = single_model(method)
+    label = str(method) if model is not None else str(parse_fusion(method))
+    t = default_temperature(label) if temperature is None else temperature
+    _reject_unused(label, t, prior, weights)
     if model is not None:
-        _reject_unused(str(method), temperature, prior, weights)
         return _single(normed, names, model)
     kind = parse_fusion(method)
-    _reject_unused(str(kind), temperature, prior, weights)
     if kind is Fusion.CONCAT and fusion_mode is not FusionMode.CONCAT:
         raise ValueError("method 'concat' always concatenates; for a uniform sum use 'mean'")
-    w = _method_weights(parts, kind, temperature, prior, weights)
+    w = _method_weights(parts, kind, t, prior, weights)
+    if kind is Fusion.UEC_PAPER:
+        normed = _paper_parts(parts, normed)
     if fusion_mode is FusionMode.SUM:
         return Fused(_sum(normed, w, names), w, names)
     return Fused(_concat(normed, w), w, names)

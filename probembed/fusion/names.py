@@ -21,6 +21,8 @@ class Fusion(StrEnum):
     WEIGHTED = "weighted"
     #: Plain concatenation of the normalised models (uniform weights, always concat mode).
     CONCAT = "concat"
+    #: The published UEC (MLAI-Yonsei/UEC): softmax(Σ_d 1/ṽ_d / T), ṽ = σ²/‖σ²‖², T = 2.
+    UEC_PAPER = "uec-paper"
 
 
 class FusionMode(StrEnum):

@@ -1,4 +1,8 @@
-"""Per-text model weights from per-model uncertainty: π = softmax(-log u / T + log p)."""
+"""Per-text model weights from per-model uncertainty: π = softmax(-log u / T + log p).
+
+Also the published UEC weighting (MLAI-Yonsei/UEC, its MTEB script), reproduced as a variant:
+π = softmax(Σ_d 1/ṽ_d / T) with ṽ = σ²/‖σ²‖², see docs/architecture.md.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ U_FLOOR = 1e-30
 #: T = 1 with a uniform prior is inverse-variance weighting, the Bayes-optimal combination.
 DEFAULT_TEMPERATURE = 1.0
 
-
-#: Floor on a squared norm, as in `Gaussian.normalize`: a zero mean does not divide by zero.
+#: The published UEC's temperature (its MTEB README runs run_uec.py with --temperature 2.0).
+PAPER_TEMPERATURE = 2.0
 
 
 def uncertainty(g: Gaussian) -> np.ndarray:
@@ -25,13 +29,13 @@ def uncertainty(g: Gaussian) -> np.ndarray:
     return g.total_variance() / squared_norms(g.mean)[:, 0]
 
 
-def _validate_uncertainties(uncertainties: np.ndarray) -> np.ndarray:
+def _validate_uncertainties(uncertainties: np.ndarray, what: str = "uncertainties") -> np.ndarray:
     """Float64 (n, K) array of finite values >= 0, or a ValueError saying what is wrong."""
     u = np.asarray(uncertainties, dtype=np.float64)
     if u.ndim != 2 or u.shape[1] == 0:
-        raise ValueError(f"uncertainties must be an (n, K) array with K >= 1, got shape {u.shape}")
+        raise ValueError(f"{what} must be an (n, K) array with K >= 1, got shape {u.shape}")
     if not np.all(np.isfinite(u)) or (u.size and u.min() < 0):
-        raise ValueError("uncertainties must be finite and >= 0")
+        raise ValueError(f"{what} must be finite and >= 0")
     return u
 
 
@@ -62,6 +66,12 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
+def _argmax_weights(logits: np.ndarray) -> np.ndarray:
+    """The T -> 0 limit of softmax(logits / T): the largest logits share all the weight."""
+    tied = logits == logits.max(axis=1, keepdims=True)
+    return tied / tied.sum(axis=1, keepdims=True)
+
+
 def _argmin_weights(u: np.ndarray, p: np.ndarray) -> np.ndarray:
     """The T -> 0 limit: all weight on the least uncertain models, shared in proportion to p."""
     masked = np.where(p > 0, u, np.inf)
@@ -86,3 +96,32 @@ def fusion_weights(
     if not np.all(np.isfinite(scaled)):  # T = 0, or so small that -log u / T overflows
         return _argmin_weights(u, p)
     return _softmax(scaled + log_p)
+
+
+def shape_variance(g: Gaussian) -> np.ndarray:
+    """ṽ = σ²/‖σ²‖² per text, (n, d) float64: the published UEC's variance, divided by its own
+    squared L2 norm over the dimensions (an all-zero row stays zero, as their code divides by 1).
+    """
+    var = g.var.astype(np.float64)
+    sq_norm = np.einsum("nd,nd->n", var, var)[:, None]
+    return var / np.where(sq_norm > 0, sq_norm, 1.0)
+
+
+def paper_logits(g: Gaussian) -> np.ndarray:
+    """Σ_d 1/ṽ_d per text, (n,): the published UEC's logit (ṽ floored at U_FLOOR; they add 1e-30).
+
+    Equal to ‖σ²‖² Σ_d 1/σ²_d, so it grows linearly with the size of the variance: σ² -> cσ²
+    multiplies the logit by c.
+    """
+    return (1.0 / np.maximum(shape_variance(g), U_FLOOR)).sum(axis=1)
+
+
+def paper_weights(logits: np.ndarray, temperature: float = PAPER_TEMPERATURE) -> np.ndarray:
+    """(n, K) weights softmax(logit / T) from (n, K) paper logits: inf uniform, 0 the argmax."""
+    z = _validate_uncertainties(logits, "paper logits")
+    t = _validate_temperature(temperature)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        scaled = z / t
+    if not np.all(np.isfinite(scaled)):  # T = 0, or so small that logit / T overflows
+        return _argmax_weights(z)
+    return _softmax(scaled)

@@ -12,6 +12,8 @@ class Score(StrEnum):
     DOT = "dot"
     #: Dot product shrunk by its own standard deviation (probit approximation), as in UEC.
     UEC = "uec"
+    #: Cosine divided by 1 + (β/π)·Var(dot), as the published UEC's MTEB script scores.
+    UEC_MTEB = "uec-mteb"
     #: Closed-form sampled distance of PCME++: squared mean distance plus both total variances.
     CSD = "csd"
     #: Negative squared 2-Wasserstein distance between the two Gaussians.

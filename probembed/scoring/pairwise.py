@@ -31,6 +31,10 @@ _BLOCK_TEMPORARIES = 2
 #: queries × 100 candidates of 1,536-d 2.3x faster at 4 MiB than at 256 MiB.
 _GATHER_BYTES = 4 * 2**20
 
+#: Smallest mean norm cosine divides by: the eps of torch.nn.functional.normalize, which the
+#: published UEC's MTEB script normalises with; an all-zero mean gets cosine 0, not NaN.
+_NORM_EPS = 1e-12
+
 #: A score over float64 moments (mq, vq, md, vd): queries (nq, d), documents (nd, d) or
 #: gathered per query (nq, p, d); returns (nq, nd) or (nq, p).
 _Formula = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -177,6 +181,28 @@ def _uec(beta: float) -> _Formula:
     return formula
 
 
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows (last axis) divided by their L2 norm, at least _NORM_EPS."""
+    return x / np.maximum(np.sqrt((x * x).sum(axis=-1, keepdims=True)), _NORM_EPS)
+
+
+def _uec_mteb(beta: float) -> _Formula:
+    """cos(μq, μd) / (1 + (β/π)·Var(μq·μd)), the variance of the raw (unnormalised) means' dot.
+
+    As the published UEC's MTEB script scores: its abs() of the variance and its 1e-20 added
+    to the denominator change nothing here (the variance is >= 0, the denominator >= 1).
+    """
+
+    def formula(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
+        variance = _dot_variance(mq, vq, md, vd)
+        return _contract(_unit(mq), _unit(md)) / (1.0 + (beta / np.pi) * variance)
+
+    return formula
+
+
+#: Scores with a variance penalty scaled by beta.
+_PENALISED: dict[Score, Callable[[float], _Formula]] = {Score.UEC: _uec, Score.UEC_MTEB: _uec_mteb}
+
 _SCORES: dict[Score, _Formula] = {
     Score.DOT: _dot,
     Score.CSD: _csd,
@@ -223,7 +249,7 @@ def score_matrix(
     beta: float = 1.0,
     candidates: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Float64 similarities, higher = more similar; beta scales uec's variance penalty.
+    """Float64 similarities, higher = more similar; beta scales uec's and uec-mteb's penalty.
 
     (nq, nd) against every document, or (nq, p) against each query's own candidate rows of d
     when `candidates` (an (nq, p) integer array) is given: the same numbers, without scoring
@@ -232,7 +258,7 @@ def score_matrix(
     kind = parse_score(score)
     if not (np.isfinite(beta) and beta >= 0):
         raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
-    formula = _uec(beta) if kind is Score.UEC else _SCORES[kind]
+    formula = _PENALISED[kind](beta) if kind in _PENALISED else _SCORES[kind]
     return _evaluate(formula, q, d, candidates)
 
 
