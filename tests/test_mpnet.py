@@ -1,7 +1,7 @@
 """mpnet: the split archive is rebuilt right, once, safely; the real model loads and encodes.
 
 The reassembly tests run on a small real zip split into five synthetic parts, so they need
-neither the 470 MB of part wheels nor a model; the last test loads the real one if installed.
+neither the 404 MB of part wheels nor a model; the last test loads the real one if installed.
 """
 
 import hashlib
