@@ -125,16 +125,17 @@ def timing(rounds: int) -> None:
                 encoders[name](texts)
                 seconds[text_set][name].append(time.perf_counter() - start)
             print(f"round {round_ + 1}/{rounds} {text_set}: " + summary(seconds[text_set]))
-        context = {
-            "rounds": rounds,
-            "rounds_done": round_ + 1,
-            "texts": {s: len(t) for s, t in sets.items()},
-            "default_members": list(default.models),
-            "threads": torch.get_num_threads(),
-            "machine": f"{platform.machine()} {os.cpu_count()} cores",
-            "load_average": {"start": load_at_start, "end": os.getloadavg()},
-        }
-        update(["timing"], {**context, **medians_and_ratios(seconds)})  # a cut run keeps rounds
+            context = {
+                "rounds": rounds,
+                "rounds_done": min(len(t["mpnet"]) for t in seconds.values()),
+                "texts": {s: len(t) for s, t in sets.items()},
+                "default_members": list(default.models),
+                "threads": torch.get_num_threads(),
+                "machine": f"{platform.machine()} {os.cpu_count()} cores",
+                "load_average": {"start": load_at_start, "end": os.getloadavg()},
+            }
+            timed = {s: t for s, t in seconds.items() if t["mpnet"]}  # a cut run keeps its part
+            update(["timing"], {**context, **medians_and_ratios(timed)})
 
 
 def medians_and_ratios(seconds: dict[str, dict[str, list[float]]]) -> dict:
