@@ -27,7 +27,7 @@ def replacing(path: str | os.PathLike) -> Iterator[Path]:
     tmp = _create_unique(path)
     try:
         yield tmp
-        _fsync_file(tmp)
+        fsync_file(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -58,7 +58,7 @@ def _create_unique(path: Path) -> Path:
         return tmp
 
 
-def _fsync_file(path: Path) -> None:
+def fsync_file(path: Path) -> None:
     """Flush the file's data to disk before it is renamed into place."""
     fd = os.open(path, os.O_RDONLY)
     try:

