@@ -236,7 +236,8 @@ def test_names_parse():
     assert single_model("single:use") == "use"
     assert single_model("mean") is None
     assert single_model(Fusion.MEAN) is None
-    with pytest.raises(ValueError, match=r"valid methods are: uec, mean, weighted, concat, uec-paper, single"):
+    valid = r"valid methods are: uec, mean, weighted, concat, uec-paper, single"
+    with pytest.raises(ValueError, match=valid):
         parse_fusion("meen")
     with pytest.raises(ValueError, match="valid modes are: sum, concat"):
         parse_mode("add")

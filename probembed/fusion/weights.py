@@ -99,8 +99,10 @@ def fusion_weights(
 
 
 def shape_variance(g: Gaussian) -> np.ndarray:
-    """ṽ = σ²/‖σ²‖² per text, (n, d) float64: the published UEC's variance, divided by its own
-    squared L2 norm over the dimensions (an all-zero row stays zero, as their code divides by 1).
+    """ṽ = σ²/‖σ²‖² per text, (n, d) float64: the published UEC's variance, scale divided out.
+
+    ‖σ²‖ is the L2 norm of the variance vector itself over the dimensions; an all-zero row stays
+    zero, as their code divides it by 1.
     """
     var = g.var.astype(np.float64)
     sq_norm = np.einsum("nd,nd->n", var, var)[:, None]
