@@ -185,9 +185,11 @@ def test_demo_with_scifact_reports_ndcg(hash_pipeline, datasets, tmp_path, monke
     assert done.exit_code == 0, done.output
     corpus = (datasets / "retrieval" / "scifact" / "corpus.jsonl").read_text(encoding="utf-8")
     documents = sum(1 for line in corpus.splitlines() if line.strip())
-    rows = re.findall(rf"│ +{documents} │ +([a-z]+) │ +(\d+\.\d\d) │", done.stdout)
+    rows = re.findall(rf"│ +{documents} │ +([a-z]+) │ +dense │ +(\d+\.\d\d) │", done.stdout)
     assert re.search(r"scifact: [1-9]\d* test queries", done.stdout)
     assert [name for name, _ in rows] == list(dict.fromkeys([hash_pipeline.score.name, "dot"]))
+    hybrid = rf"│ +{documents} │ +{hash_pipeline.score.name} │ +dense \+ BM25 \(RRF\) │"
+    assert re.search(hybrid + r" +\d+\.\d\d │", done.stdout)
     # the same pipeline and scores through the evaluation harness (an exact scan, as the demo's
     # 5,183 rows are scanned too): equal up to the two decimals printed
     bench = load_retrieval(datasets / "retrieval" / "scifact", "test")
