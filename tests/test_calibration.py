@@ -25,6 +25,7 @@ from probembed.evaluation import expected_calibration_error
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import Pipeline
+from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, ingest
 from probembed.store.ranking import scan
 from probembed.store.readers import Record
@@ -279,9 +280,18 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
         vectors.weights[ranked.positions],
         dims,
     )
+    spread = between_variance(
+        query.gaussian.mean,
+        query.weights,
+        vectors.mean,
+        vectors.weights,
+        dims,
+        ranked.positions[None, :],
+    )[0]
+    variances = ranked.variances + spread  # what every hit's std reports
     for k in (5, 10):
         result = calibrated.search(question, k=k)
-        expected = calibrator.predict_ranked(ranked.dots, ranked.variances, k)
+        expected = calibrator.predict_ranked(ranked.dots, variances, k)
         # the same rows and float64 maths as the search's own scan; only the order of
         # float64 sums may differ (~1e-16 relative)
         np.testing.assert_allclose([h["p_relevant"] for h in result["hits"]], expected, rtol=1e-12)

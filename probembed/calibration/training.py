@@ -19,6 +19,7 @@ from probembed.evaluation.metrics import per_query_metrics
 from probembed.evaluation.uncertainty import NDCG_BELOW_MEDIAN, failed_queries
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
+from probembed.scoring.ensemble import between_variance
 from probembed.store.ranking import Ranked, best, with_moments
 
 #: Hits per query the calibrator is fitted and evaluated on.
@@ -91,6 +92,19 @@ def rank_split(
     every = np.broadcast_to(np.arange(len(dids)), scores.shape)
     positions, top = best(every, scores, depth)
     ranked = with_moments(queries.gaussian, docs.gaussian, positions, top)
+    if pipeline.fusion.mode == "concat":  # the variance hits report: members' own plus spread
+        dims = [m.encoder.dim for m in pipeline.members]
+        between = between_variance(
+            queries.gaussian.mean,
+            queries.weights,
+            docs.gaussian.mean,
+            docs.weights,
+            dims,
+            positions,
+        )
+        ranked = [
+            r._replace(variances=r.variances + b) for r, b in zip(ranked, between, strict=True)
+        ]
     judged = [dataset.qrels[q] for q in qids]
     relevant = np.array(
         [[j.get(dids[p], 0) > 0 for p in row] for j, row in zip(judged, positions, strict=True)]
