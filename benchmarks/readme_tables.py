@@ -189,7 +189,6 @@ def lodo(rows: Rows) -> str:
         best_single = max(get[m] for m in singles)
         adaptive = [get.get(m) for m in ADAPTIVE]
         gain = max(a for a in adaptive if a is not None) - get["static"]
-        gain = 0.0 if abs(gain) < 1e-9 else gain  # equal figures: no "-0.00" from rounding
         cells = [pct(best_single), pct(get["mean"]), pct(get["static"]), *map(pct, adaptive)]
         body.append([LODO_NAMES.get(name, name), *cells, pct(gain, signed=True)])
     return table(header, body)
