@@ -235,10 +235,10 @@ class Pipeline:
             members.append(estimator.fit(pairs, progress=progress))
         return cls(members, fusion, score, name, cache)
 
-    def tilt(self, agreements: np.ndarray | None) -> np.ndarray | None:
-        """Per-member factors t = w/p that adapt this pipeline's prior p to a collection.
+    def adapted(self, agreements: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(w, t): a collection's weights w = softmax(log p + γ·a) and the factors t = w/p.
 
-        w = softmax(log p + γ·a) from the collection's member agreement a. None when there is
+        a is the collection's member agreement, p this pipeline's prior. None when there is
         nothing to adapt: γ = 0, no agreement measured, or a fusion without a prior to tilt.
         """
         tiltable = self.fusion.method in ("uec", "weighted") and self.fusion.mode == "concat"
@@ -247,7 +247,7 @@ class Pipeline:
         prior = self.fusion.prior if self.fusion.method == "uec" else self.fusion.weights
         p = normalized_prior(None if prior is None else np.asarray(prior), len(self.members))
         w = adapted_weights(np.asarray(agreements), p, self.adapt.gamma)
-        return np.divide(w, p, out=np.zeros_like(w), where=p > 0)
+        return w, np.divide(w, p, out=np.zeros_like(w), where=p > 0)
 
     def with_fusion(self, fusion: FusionConfig) -> Pipeline:
         """The same fitted members under another fusion (shares the cache; no calibrator)."""

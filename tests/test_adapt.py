@@ -119,8 +119,10 @@ def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
     fresh = agreement(members_of(encoded, dims))
     # the same rows sampled (in id order) from float32 rows read back: neighbour lists equal
     np.testing.assert_allclose(measured, fresh, atol=1e-12)
-    tilt = pipe.tilt(measured)
-    assert tilt is not None and not np.allclose(tilt, 1.0)
+    adapted_pair = pipe.adapted(measured)
+    assert adapted_pair is not None
+    tilt = adapted_pair[1]
+    assert not np.allclose(tilt, 1.0)
     adapted = replace(pipe.fusion, prior=tuple(np.asarray(pipe.fusion.prior or (1, 1)) * tilt))
     docs = adapted.fuse(pipe.encode_members(texts), pipe.models).gaussian
     queries = adapted.fuse(pipe.encode_members(texts[:3]), pipe.models).gaussian

@@ -275,13 +275,13 @@ class Collection:
         stored = Gaussian(vectors.mean[order], vectors.var[order])
         dims = [m.encoder.dim for m in pipeline.members]
         value = agreement(members_of(Fused(stored, vectors.weights[order], models), dims))
-        tilt = pipeline.tilt(value)
+        adapted = pipeline.adapted(value)
         record = {
             "version": vectors.version,
             "models": list(models),
             "agreement": value.tolist(),
             "gamma": pipeline.adapt.gamma,
-            "weights": None if tilt is None else _tilted_prior(pipeline, tilt),
+            "weights": None if adapted is None else adapted[0].tolist(),
         }
         atomic.write_bytes(self.agreement_file, json.dumps(record).encode())
         return value
@@ -625,12 +625,3 @@ def _can_write(path: Path) -> bool:
             return True
     except OSError:
         return False
-
-
-def _tilted_prior(pipeline: Pipeline, tilt: np.ndarray) -> list[float]:
-    """The static weights the prior becomes on this collection, p·t renormalised."""
-    fusion = pipeline.fusion
-    prior = fusion.prior if fusion.method == "uec" else fusion.weights
-    p = np.full(len(tilt), 1.0) if prior is None else np.asarray(prior, dtype=np.float64)
-    w = p * tilt
-    return (w / w.sum()).tolist()

@@ -178,7 +178,8 @@ class Searcher:
         if self._vectors is not None and self._vectors.version == version:
             return
         vectors = self.collection.vectors()
-        self._tilt = self.pipeline.tilt(self.collection.agreement())
+        adapted = self.pipeline.adapted(self.collection.agreement())
+        self._tilt = None if adapted is None else adapted[1]
         if self._tilt is not None:  # the collection's own weights, applied to every stored row
             stored = Fused(Gaussian(vectors.mean, vectors.var), vectors.weights, self._models)
             adapted = retilt(stored, self._dims, self._tilt)
