@@ -29,16 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import Embedded, Method, embed, evaluate
 from probembed.evaluation.paper import PAPER_BETA, paper_methods
-from probembed.evaluation.recipes import SEED, sample_pairs
+from probembed.evaluation.recipes import SEED, recipe_members, sample_pairs
 from probembed.evaluation.report import markdown_table, write_json
 from probembed.fusion.weights import PAPER_TEMPERATURE
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, Pipeline
-from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = datasets_dir()
@@ -58,27 +56,6 @@ ESTIMATOR = "laplace"
 #: The shipped pipeline whose members (fitted by recipes, estimator ESTIMATOR) are reused.
 BUILTIN = "default"
 HEADLINE = ("spearman", "ndcg@10")
-
-
-def fit_members(
-    names: Sequence[str], pairs: Sequence[tuple[str, str]], fitted: Path | None, refit: bool
-) -> dict[str, Estimator]:
-    """Each model's Laplace estimator, fitted as recipes fits them, or loaded already fitted."""
-    shipped = {} if refit else {m.encoder.name: m for m in Pipeline.load(BUILTIN).members}
-    members = {}
-    for name in names:
-        if name in shipped:
-            members[name] = shipped[name]
-            continue
-        saved = fitted / name if fitted is not None else None
-        if saved is not None and saved.is_dir():
-            members[name] = estimator_class(ESTIMATOR).load(saved, get_encoder(name))
-            continue
-        member = make_estimator(ESTIMATOR, get_encoder(name), seed=SEED).fit(pairs, progress=True)
-        if saved is not None:
-            member.save(saved)
-        members[name] = member
-    return members
 
 
 def methods_for(models: Sequence[str], mode: str) -> list[Method]:
@@ -137,7 +114,8 @@ def main() -> None:
         rows, fingerprints = previous["rows"], previous["config"]["fingerprints"]
     done = {(r["dataset"], r["members"]) for r in rows}
     names = list(dict.fromkeys(m for s in args.sets for m in SETS[s][1]))
-    members = fit_members(names, sample_pairs(DATA / "pairs"), args.fitted, args.refit)
+    pairs = sample_pairs(DATA / "pairs")
+    members = recipe_members(names, ESTIMATOR, pairs, args.refit, args.fitted)
     config = {
         "seed": SEED,
         "estimator": ESTIMATOR,

@@ -16,7 +16,7 @@ import numpy as np
 from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_pairs
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, available_pipelines
-from probembed.uncertainty import Estimator, make_estimator
+from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 #: Every model tuning may choose from for the built-ins, in fusion order.
 CANDIDATE_MODELS = ("minilm", "paraphrase-l3", "use", "wordllama")
@@ -67,22 +67,47 @@ def fit_candidates(
     return pipelines
 
 
+def recipe_members(
+    encoders: Sequence[str],
+    estimator: str,
+    pairs: Sequence[tuple[str, str]],
+    refit: bool = False,
+    saved: Path | None = None,
+) -> dict[str, Estimator]:
+    """Each encoder's member as this recipe fits it: shipped, saved under `saved`, or fitted.
+
+    The built-ins' members were fitted by this recipe on the same seeded pairs, so reusing
+    them saves minutes of Fisher computation; `refit` fits every member from scratch. A member
+    fitted here is saved under `saved/<encoder>` when given, for the next run to load.
+    """
+    builtin = next((b for b, e in BUILTIN_ESTIMATORS.items() if e == estimator), None)
+    shipped = {}
+    if not refit and builtin in available_pipelines():
+        shipped = {m.encoder.name: m for m in Pipeline.load(builtin, cache=False).members}
+    members = {}
+    for name in encoders:
+        path = saved / name if saved is not None else None
+        if name in shipped:
+            members[name] = shipped[name]
+        elif path is not None and path.is_dir() and not refit:
+            members[name] = estimator_class(estimator).load(path, get_encoder(name))
+        else:
+            member = make_estimator(estimator, get_encoder(name), seed=SEED)
+            members[name] = member.fit(pairs, progress=True)
+            if path is not None:
+                members[name].save(path)
+    return members
+
+
 def candidate_pipeline(
     name: str, pairs: Sequence[tuple[str, str]], refit: bool = False, cache: bool = True
 ) -> Pipeline:
-    """A built-in with every candidate member: the shipped members as they are, the rest fitted.
-
-    The shipped members were fitted by this recipe on the same seeded pairs, so reusing them
-    saves minutes of Fisher computation; `refit` fits every candidate from scratch instead.
-    """
-    if refit or name not in available_pipelines():
-        return fit_candidates([name], pairs, cache, progress=True)[name]
-    shipped = {m.encoder.name: m for m in Pipeline.load(name, cache=False).members}
-    members = []
-    for spec in candidate_specs(BUILTIN_ESTIMATORS[name]):
-        member = shipped.get(spec.encoder)
-        if member is None:
-            fresh = make_estimator(spec.estimator, get_encoder(spec.encoder), **spec.params)
-            member = fresh.fit(pairs, progress=True)
-        members.append(member)
-    return Pipeline(members, FusionConfig("uec", "concat"), name=name, cache=cache)
+    """A built-in with every candidate member: the shipped members as they are, the rest fitted."""
+    estimator = BUILTIN_ESTIMATORS[name]
+    members = recipe_members(CANDIDATE_MODELS, estimator, pairs, refit)
+    return Pipeline(
+        [members[m] for m in CANDIDATE_MODELS],
+        FusionConfig("uec", "concat"),
+        name=name,
+        cache=cache,
+    )
