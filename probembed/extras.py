@@ -16,6 +16,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "store": ("lancedb", "pyarrow", "faiss"),
     "eval": ("ranx", "sklearn", "matplotlib"),
     "cli": ("typer", "rich"),
+    "serve": ("fastapi", "uvicorn", "prometheus_client"),
 }
 
 

@@ -266,6 +266,11 @@ class Pipeline:
         """One fused Gaussian per text, with the per-model weights that made it."""
         return self.fuse(self.encode_members(texts, progress))
 
+    def empty(self) -> Fused:
+        """No texts, fused: this pipeline's output shape, for a collection created empty."""
+        dims = [member.encoder.dim for member in self.members]
+        return self.fuse([Gaussian.deterministic(np.zeros((0, d), np.float32)) for d in dims])
+
     def _encode_member(self, member: Estimator, texts: list[str], progress: bool) -> Gaussian:
         """Encode what the cache lacks in chunks (with a progress bar) and store it."""
         key = member.fingerprint

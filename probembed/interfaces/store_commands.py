@@ -105,7 +105,7 @@ def ingest_command(
     options = {"batch_size": batch_size, "on_error": on_error, "upsert": upsert}
     report = ingest_and_report(path, target, pipe, **options)
     say(f"collection {collection!r} in {db}: {target.count()} items")
-    if report.added:
+    if report.added or report.updated:
         with err.status("building the search graph"):
             target.searcher().warm()
 
@@ -261,3 +261,6 @@ def register(app: typer.Typer) -> None:
     from probembed.interfaces.demo_command import demo_command  # it builds on this module
 
     app.command("demo")(demo_command)
+    from probembed.interfaces.serve_command import serve_command
+
+    app.command("serve")(serve_command)

@@ -5,7 +5,12 @@ from probembed.extras import require
 require("store", "probembed.store")
 
 from probembed.store.collection import DEFAULT_COLLECTION, Collection, CollectionStats, Database
-from probembed.store.errors import PipelineMismatchError, StoreError
+from probembed.store.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    PipelineMismatchError,
+    StoreError,
+)
 from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest
 from probembed.store.readers import Problem, Record, read_records
@@ -16,6 +21,8 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "Batch",
     "Collection",
+    "CollectionExistsError",
+    "CollectionNotFoundError",
     "CollectionStats",
     "Database",
     "Hit",

@@ -28,7 +28,12 @@ from probembed import atomic
 from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
 from probembed.gaussian import Gaussian
-from probembed.store.errors import PipelineMismatchError, StoreError
+from probembed.store.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    PipelineMismatchError,
+    StoreError,
+)
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
@@ -142,7 +147,9 @@ class Database:
         handle = self.collection(name)
         if not handle.exists:
             known = ", ".join(self.collections()) or "none"
-            raise StoreError(f"no collection {name!r} in {self.path}; collections: {known}")
+            raise CollectionNotFoundError(
+                f"no collection {name!r} in {self.path}; collections: {known}"
+            )
         return handle
 
     def drop(self, name: str) -> None:
@@ -204,7 +211,7 @@ class Collection:
         """The table, or a clear error when the collection has no rows yet."""
         table = self._open()
         if table is None:
-            raise StoreError(f"no collection {self.name!r} in {self.db.path}")
+            raise CollectionNotFoundError(f"no collection {self.name!r} in {self.db.path}")
         return table
 
     @property
@@ -252,6 +259,24 @@ class Collection:
         self.db.require_writable()
         if not self.exists or not has_copy(self.pipeline_dir):
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
+        self._pipeline = (pipeline, pipeline.fingerprint)
+
+    def create(self, pipeline: Pipeline) -> None:
+        """Create the collection with no items, for this pipeline's vectors (one commit)."""
+        if self.exists:
+            raise CollectionExistsError(
+                f"collection {self.name!r} already exists in {self.db.path}"
+            )
+        self.record_pipeline(pipeline)
+        self.add(Batch([], [], [], pipeline.empty(), PipelineInfo.of(pipeline)))
+
+    def use_pipeline(self, pipeline: Pipeline) -> None:
+        """Search with a pipeline already in memory instead of loading the kept copy.
+
+        A service that serves the same pipeline for embeddings shares its models this way;
+        refused (PipelineMismatchError) unless it is the pipeline that made the vectors.
+        """
+        self.check_pipeline(PipelineInfo.of(pipeline))
         self._pipeline = (pipeline, pipeline.fingerprint)
 
     @property

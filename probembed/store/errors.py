@@ -7,3 +7,11 @@ class StoreError(ValueError):
 
 class PipelineMismatchError(StoreError):
     """Vectors from one pipeline offered to a collection made by another."""
+
+
+class CollectionNotFoundError(StoreError):
+    """A collection asked for by name that the database does not hold."""
+
+
+class CollectionExistsError(StoreError):
+    """A collection created under a name that is already taken."""

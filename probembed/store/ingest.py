@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import StoreError
@@ -45,17 +46,19 @@ class IngestError(StoreError):
 
 @dataclass
 class IngestReport:
-    """What an ingest did: rows added, ids already stored, and every input item skipped."""
+    """What an ingest did: rows added (and replaced, with upsert), ids already stored, skips."""
 
     source: str
     added: int = 0
     already_stored: int = 0
+    updated: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for a person."""
+        replaced = f", updated {self.updated}" if self.updated else ""
         return (
-            f"{self.source}: added {self.added}, already stored {self.already_stored}, "
+            f"{self.source}: added {self.added}{replaced}, already stored {self.already_stored}, "
             f"skipped {len(self.problems)} bad item(s)"
         )
 
@@ -69,11 +72,14 @@ def ingest(
     upsert: bool = False,
     progress: bool = False,
     on_commit: Callable[[int], None] | None = None,
+    encode: Callable[[list[str]], Fused] | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or records.
 
     Ids already in the collection are skipped (resume), or replaced when `upsert` is set.
     `on_commit` is called with the number of rows added so far after each committed batch.
+    `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
+    give what `pipeline.encode` gives.
     """
     _validate_options(batch_size, on_error)
     info = PipelineInfo.of(pipeline)
@@ -94,12 +100,13 @@ def ingest(
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
-            _write(collection, pipeline, info, chunk, upsert)
-            report.added += len(chunk)
+            inserted, updated = _write(collection, encode or pipeline.encode, info, chunk, upsert)
+            report.added += inserted
+            report.updated += updated
             bar.advance(len(chunk))
             if on_commit is not None:
                 on_commit(report.added)
-    if report.added:
+    if report.added or report.updated:
         collection.optimize()
         collection.record_agreement(pipeline)
     return report
@@ -141,17 +148,18 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
 
 
 def _write(
-    collection: Collection, pipeline: Any, info: PipelineInfo, chunk: list[Record], upsert: bool
-) -> None:
-    """Embed one chunk and commit it."""
+    collection: Collection,
+    encode: Callable[[list[str]], Fused],
+    info: PipelineInfo,
+    chunk: list[Record],
+    upsert: bool,
+) -> tuple[int, int]:
+    """Embed one chunk and commit it: (rows inserted, rows replaced)."""
     texts = [r.text for r in chunk]
-    batch = Batch(
-        [r.id for r in chunk], texts, [r.metadata for r in chunk], pipeline.encode(texts), info
-    )
+    batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], encode(texts), info)
     if upsert:
-        collection.upsert(batch)
-    else:
-        collection.add(batch)
+        return collection.upsert(batch)
+    return collection.add(batch), 0
 
 
 def _validate_options(batch_size: int, on_error: str) -> None:

@@ -1,0 +1,62 @@
+"""`probembed serve`: the HTTP service, parsed here and run by probembed.service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from probembed.interfaces.console import fail
+from probembed.interfaces.store_commands import DbOption, resolve_db
+
+
+def serve_command(
+    db: DbOption = None,
+    pipeline: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Built-in name or pipeline directory to serve (repeatable) [default: default].",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind (0: any free port).")] = 8000,
+    api_keys: Annotated[
+        Path | None,
+        typer.Option(
+            "--api-keys",
+            help="File of 'KEY [read,write]' lines [default: env PROBEMBED_API_KEYS, else none].",
+            show_default=False,
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option(help="Allow serving without keys on a non-loopback address.")
+    ] = False,
+    max_batch: Annotated[int, typer.Option(help="Texts per encode call (1: no batching).")] = 64,
+    max_wait_ms: Annotated[
+        float, typer.Option(help="How long a batch waits for more requests.")
+    ] = 5.0,
+    max_queue: Annotated[int, typer.Option(help="Texts queued before 429.")] = 4096,
+    max_inputs: Annotated[int, typer.Option(help="Texts per request.")] = 2048,
+    max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
+    max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
+    max_k: Annotated[int, typer.Option(help="Hits per query.")] = 1000,
+) -> None:
+    """Serve embeddings (OpenAI-compatible), collections and search over HTTP."""
+    from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys, serve
+
+    try:
+        settings = ServiceSettings(
+            db=resolve_db(db),
+            pipelines=tuple(pipeline or ["default"]),
+            host=host,
+            port=port,
+            keys=load_keys(api_keys),
+            insecure=insecure,
+            limits=Limits(max_inputs, max_chars, max_body_bytes, max_k),
+            batching=BatchSettings(max_batch, max_wait_ms, max_queue),
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    serve(settings)

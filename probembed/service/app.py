@@ -1,0 +1,416 @@
+"""The FastAPI application: routes that validate, hand work to the store and the batchers,
+and answer; the maths stays in the pipeline and the store."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, FastAPI, Request, Security
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from probembed import __version__
+from probembed.fusion import Fused
+from probembed.service import schemas
+from probembed.service.auth import READ, WRITE
+from probembed.service.batching import QueueFullError
+from probembed.service.gate import Gate
+from probembed.service.settings import Limits, ServiceSettings
+from probembed.service.state import NotReadyError, Service, UnknownModelError
+from probembed.store import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    IngestError,
+    PipelineMismatchError,
+    Record,
+    StoreError,
+    ingest,
+)
+
+
+class ApiError(Exception):
+    """A refusal with its status: auth, limits, and requests the store cannot serve."""
+
+    def __init__(self, status: int, detail: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(str(detail))
+        self.status, self.detail, self.headers = status, detail, headers or {}
+
+
+#: Exceptions of the layers below and the status each one means.
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotReadyError, 503),
+    (UnknownModelError, 404),
+    (CollectionNotFoundError, 404),
+    (CollectionExistsError, 409),
+    (PipelineMismatchError, 409),
+    (QueueFullError, 429),
+    (StoreError, 422),
+    (ValueError, 422),
+    (TypeError, 422),
+)
+#: OpenAI's error `type` per status, so its clients raise the matching exception class.
+_ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+}
+#: Statuses any route may answer besides its success, declared in the schema.
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": schemas.ErrorBody, "description": text}
+    for status, text in (
+        (401, "No or unknown API key"),
+        (403, "The key lacks the scope this route needs"),
+        (404, "Unknown collection or model"),
+        (409, "Collection exists, or holds another pipeline's vectors"),
+        (413, "Body or input count over the limit"),
+        (422, "Invalid input: the detail names it"),
+        (429, "Encode queue full: retry after Retry-After seconds"),
+        (503, "Still loading, or loading failed"),
+    )
+}
+
+
+def create_app(settings: ServiceSettings) -> FastAPI:
+    """The service as an ASGI app (start it with `probembed serve` or any ASGI server)."""
+    service = Service(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loading = asyncio.create_task(service.start())
+        try:
+            yield
+        finally:
+            loading.cancel()
+            await service.stop()
+
+    app = FastAPI(
+        title="probembed",
+        version=__version__,
+        summary="Probabilistic embeddings and search: every vector and hit says how sure it is.",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    _handle_errors(app)
+    app.include_router(_operations(service))
+    app.include_router(_embeddings(service))
+    app.include_router(_collections(service))
+    app.add_middleware(Gate, metrics=service.metrics, max_body_bytes=settings.limits.max_body_bytes)
+    return app
+
+
+def _handle_errors(app: FastAPI) -> None:
+    """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
+
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return refusal(exc.status, exc.detail, exc.headers)
+
+    async def invalid(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        problems = [_problem(e) for e in exc.errors()]
+        return refusal(422, "; ".join(problems), raw=jsonable_encoder(exc.errors()))
+
+    async def known(request: Request, exc: Exception) -> Response:
+        status = next(code for kind, code in _STATUS if isinstance(exc, kind))
+        headers = {}
+        if isinstance(exc, QueueFullError):
+            headers["Retry-After"] = str(exc.retry_after)
+        elif isinstance(exc, NotReadyError):
+            headers["Retry-After"] = "1"
+        if isinstance(exc, IngestError):
+            return refusal(status, str(exc), headers, raw=[str(p) for p in exc.problems])
+        return refusal(status, str(exc), headers)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    for kind, _ in _STATUS:
+        app.add_exception_handler(kind, known)
+
+
+def refusal(
+    status: int, message: str, headers: dict[str, str] | None = None, raw: Any = None
+) -> JSONResponse:
+    """An error body both FastAPI clients (`detail`) and OpenAI clients (`error`) can read."""
+    error = {"message": message, "type": _ERROR_TYPES.get(status, "invalid_request_error")}
+    body = {"detail": message if raw is None else raw, "error": error}
+    return JSONResponse(body, status, headers=headers)
+
+
+def _problem(error: dict[str, Any]) -> str:
+    """One validation error as words: where in the body, and what is wrong."""
+    where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+    return f"{where or 'body'}: {error.get('msg', 'invalid')}"
+
+
+def _scope(service: Service, needed: str) -> Callable[..., None]:
+    """A dependency that lets a request through only with a key granting `needed`."""
+    bearer = HTTPBearer(auto_error=False, description="An API key (when the server has keys).")
+
+    def check(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+        keys = service.settings.keys
+        if keys is None:
+            return
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if credentials is None:
+            raise ApiError(401, "missing API key: send 'Authorization: Bearer KEY'", challenge)
+        granted = keys.granted(credentials.credentials)
+        if granted is None:
+            raise ApiError(401, "unknown API key", challenge)
+        if needed not in granted:
+            raise ApiError(403, f"this key grants {sorted(granted)}; this route needs {needed!r}")
+
+    return check
+
+
+def check_texts(
+    texts: Sequence[str], field: str, limits: Limits, allow_empty: bool = False
+) -> None:
+    """Refuse too many texts (413), a text over the character limit or an empty one (422)."""
+    if len(texts) > limits.max_inputs:
+        raise ApiError(
+            413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
+        )
+    for i, text in enumerate(texts):
+        if len(text) > limits.max_chars:
+            raise ApiError(
+                422,
+                f"{field}[{i}] has {len(text)} characters; the limit is {limits.max_chars} "
+                "(--max-chars)",
+            )
+        if not allow_empty and not text.strip():
+            raise ApiError(422, f"{field}[{i}] is empty: there is nothing to embed")
+
+
+def _operations(service: Service) -> APIRouter:
+    """Liveness, readiness, metrics."""
+    router = APIRouter(tags=["operations"])
+    reader = _scope(service, READ)
+
+    @router.get("/healthz", response_model=schemas.Health)
+    async def healthz() -> schemas.Health:
+        """Alive: the process answers (it may still be loading)."""
+        return schemas.Health(status="ok")
+
+    @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
+    async def readyz() -> Response:
+        """Ready: pipelines loaded and database open; 503 while loading or after a failure."""
+        if not service.ready:
+            status = "failed" if service.failure else "loading"  # both are "not yet": 503
+            body = schemas.Health(status=status, error=service.failure)
+            return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "1"})
+        return JSONResponse(
+            schemas.Health(status="ready", pipelines=list(service.pipelines)).model_dump()
+        )
+
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        dependencies=[Security(reader)],
+        responses={200: {"content": {"text/plain": {}}}, 401: _ERRORS[401], 403: _ERRORS[403]},
+    )
+    async def metrics() -> Response:
+        """Prometheus text format."""
+        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return router
+
+
+def _embeddings(service: Service) -> APIRouter:
+    """OpenAI-compatible /v1/embeddings and /v1/models."""
+    router = APIRouter(tags=["embeddings"], dependencies=[Security(_scope(service, READ))])
+
+    @router.get("/v1/models", response_model=schemas.ModelList, responses=_ERRORS)
+    async def models() -> schemas.ModelList:
+        """The pipelines served, as OpenAI lists models."""
+        service.require_ready()
+        cards = [
+            schemas.ModelCard(id=name, dim=service.dim(name), models=list(p.models))
+            for name, p in service.pipelines.items()
+        ]
+        return schemas.ModelList(data=cards)
+
+    @router.post("/v1/embeddings", response_model=schemas.EmbeddingResponse, responses=_ERRORS)
+    async def embeddings(body: schemas.EmbeddingRequest) -> Response:
+        """Fused Gaussians of the inputs: mean as `embedding`, plus `variance` and `weights`."""
+        texts = [body.input] if isinstance(body.input, str) else list(body.input)
+        if not texts:
+            raise ApiError(422, "input is an empty list: pass at least one text")
+        check_texts(texts, "input", service.settings.limits)
+        pipeline = service.pipeline(body.model)
+        dim = service.dim(body.model)
+        if body.dimensions is not None and body.dimensions != dim:
+            raise ApiError(
+                422,
+                f"dimensions={body.dimensions}: pipeline {body.model!r} makes {dim}-dimensional "
+                f"vectors (members concatenated, not truncatable); omit it or pass {dim}",
+            )
+        fused = await service.batcher(pipeline).encode(texts)
+        return JSONResponse(_embedding_payload(fused, body.model, body.encoding_format, texts))
+
+    return router
+
+
+def _embedding_payload(fused: Fused, model: str, encoding: str, texts: list[str]) -> dict:
+    """OpenAI's response body, float lists or base64 little-endian float32."""
+
+    def encoded(row: np.ndarray) -> list[float] | str:
+        if encoding == "base64":
+            return base64.b64encode(row.astype("<f4").tobytes()).decode("ascii")
+        return row.tolist()
+
+    mean, var = fused.gaussian.mean, fused.gaussian.var
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": encoded(mean[i]),
+            "variance": encoded(var[i]),
+            "weights": fused.explain(i),
+        }
+        for i in range(len(texts))
+    ]
+    tokens = sum(len(t.split()) for t in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return {"object": "list", "data": data, "model": model, "usage": usage}
+
+
+def _collections(service: Service) -> APIRouter:
+    """Collections: list, create, stats, delete; documents: add/upsert, delete; search."""
+    router = APIRouter(prefix="/v1/collections", tags=["collections"], responses=_ERRORS)
+    reader = [Security(_scope(service, READ))]
+    writer = [Security(_scope(service, WRITE))]
+    limits = service.settings.limits
+
+    def info(name: str) -> schemas.CollectionInfo:
+        collection = service.collection(name)
+        service.count_items(collection)
+        return schemas.CollectionInfo.model_validate(collection.stats().to_json())
+
+    @router.get("", response_model=schemas.CollectionList, dependencies=reader)
+    async def list_collections() -> schemas.CollectionList:
+        """Every collection with its stats."""
+        db = service.require_ready()
+        names = await asyncio.to_thread(db.collections)
+        return schemas.CollectionList(
+            data=[await service.run(n, lambda n=n: info(n)) for n in names]
+        )
+
+    @router.post("", response_model=schemas.CollectionInfo, status_code=201, dependencies=writer)
+    async def create_collection(body: schemas.CollectionCreate) -> schemas.CollectionInfo:
+        """An empty collection for a served pipeline's vectors."""
+        pipeline = service.pipeline(body.pipeline)
+        db = service.require_ready()
+
+        def create() -> schemas.CollectionInfo:
+            db.collection(body.name).create(pipeline)
+            return info(body.name)
+
+        return await service.run(body.name, create)
+
+    @router.get("/{name}", response_model=schemas.CollectionInfo, dependencies=reader)
+    async def collection_stats(name: str) -> schemas.CollectionInfo:
+        """Count, bytes, version, pipeline and adapted weights of one collection."""
+        return await service.run(name, lambda: info(name))
+
+    @router.delete("/{name}", response_model=schemas.DeleteReport, dependencies=writer)
+    async def drop_collection(name: str) -> schemas.DeleteReport:
+        """Delete a collection and everything in it."""
+        db = service.require_ready()
+
+        def drop() -> schemas.DeleteReport:
+            count = service.collection(name).count()
+            db.drop(name)
+            service.forget(name)
+            return schemas.DeleteReport(collection=name, deleted=count, count=0)
+
+        return await service.run(name, drop)
+
+    @router.post("/{name}/documents", response_model=schemas.WriteReport, dependencies=writer)
+    async def add_documents(name: str, body: schemas.DocumentsWrite) -> schemas.WriteReport:
+        """Add documents (or replace them, with upsert) in one commit: all of them or none."""
+        texts = [d.text for d in body.documents]
+        check_texts(texts, "documents", limits, allow_empty=True)
+        collection = await service.run(name, lambda: service.collection(name))
+        pipeline = await asyncio.to_thread(collection.load_pipeline)
+        batcher = service.batcher(pipeline)
+        records = [
+            Record(d.id, d.text, d.metadata, f"documents[{i}]")
+            for i, d in enumerate(body.documents)
+        ]
+
+        def write() -> schemas.WriteReport:
+            report = ingest(
+                records,
+                collection,
+                pipeline,
+                batch_size=len(records),
+                on_error=body.on_error,
+                upsert=body.upsert,
+                encode=batcher.encode_blocking,
+            )
+            return schemas.WriteReport(
+                collection=name,
+                added=report.added,
+                updated=report.updated,
+                already_stored=report.already_stored,
+                skipped=[str(p) for p in report.problems],
+                count=service.count_items(collection),
+            )
+
+        return await service.run(name, write)
+
+    @router.post("/{name}/delete", response_model=schemas.DeleteReport, dependencies=writer)
+    async def delete_documents(name: str, body: schemas.DeleteDocuments) -> schemas.DeleteReport:
+        """Delete documents by id, in one commit."""
+        if len(body.ids) > limits.max_inputs:
+            raise ApiError(
+                413, f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs}"
+            )
+
+        def delete() -> schemas.DeleteReport:
+            collection = service.collection(name)
+            deleted = collection.delete(body.ids)
+            return schemas.DeleteReport(
+                collection=name, deleted=deleted, count=service.count_items(collection)
+            )
+
+        return await service.run(name, delete)
+
+    @router.post("/{name}/search", response_model=schemas.SearchResponse, dependencies=reader)
+    async def search(name: str, body: schemas.SearchRequest) -> schemas.SearchResponse:
+        """The k best items per query, each with score, std, weights, p_relevant, and a
+        confidence per query."""
+        texts = body.texts
+        check_texts(texts, "queries", limits)
+        if body.k > limits.max_k:
+            raise ApiError(422, f"k={body.k} exceeds the limit of {limits.max_k} hits (--max-k)")
+        collection = await service.run(name, lambda: service.collection(name))
+        pipeline = await asyncio.to_thread(collection.load_pipeline)
+        fused = await service.batcher(pipeline).encode(texts)
+
+        def run() -> list:
+            return collection.searcher().search_fused(
+                fused,
+                body.k,
+                body.score,
+                body.exact,
+                body.where,
+                body.hybrid,
+                texts,
+                min_p_relevant=body.min_p_relevant,
+            )
+
+        results = await service.run(name, run)
+        return schemas.SearchResponse.model_validate({"collection": name, "results": results})
+
+    return router

@@ -1,0 +1,79 @@
+"""API keys with scopes: `read` (embed, search, list) and `write` (create, ingest, delete).
+
+Keys come from a file (`--api-keys FILE`) or the environment (`PROBEMBED_API_KEYS`), one
+entry per line (or `;`-separated in the variable): `KEY [SCOPE[,SCOPE]]`, `#` starts a
+comment, and a key with no scope reads only. Keys are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+READ = "read"
+WRITE = "write"
+SCOPES = (READ, WRITE)
+ENV_VAR = "PROBEMBED_API_KEYS"
+#: Shorter keys are guessable: refused when loaded.
+MIN_KEY_CHARS = 16
+
+
+@dataclass(frozen=True)
+class ApiKeys:
+    """Key -> the scopes it grants."""
+
+    scopes: Mapping[str, frozenset[str]]
+
+    def __post_init__(self) -> None:
+        if not self.scopes:
+            raise ValueError("API keys were given but none was found; give at least one key")
+
+    def granted(self, key: str) -> frozenset[str] | None:
+        """The scopes of a presented key, or None if it is not one of ours."""
+        found: frozenset[str] | None = None
+        for known, scopes in self.scopes.items():
+            if hmac.compare_digest(known.encode(), key.encode()):
+                found = scopes
+        return found
+
+    @classmethod
+    def parse(cls, entries: list[str], source: str) -> ApiKeys:
+        """Keys from `KEY [SCOPES]` entries; a bad entry names its source and position."""
+        scopes: dict[str, frozenset[str]] = {}
+        for number, raw in enumerate(entries, 1):
+            entry = raw.split("#", 1)[0].strip()
+            if not entry:
+                continue
+            where = f"{source}: entry {number}"
+            key, *rest = entry.split()
+            if len(rest) > 1:
+                raise ValueError(
+                    f"{where}: expected 'KEY [SCOPE,SCOPE]', got {len(rest) + 1} words"
+                )
+            granted = frozenset(s.strip() for s in (rest[0].split(",") if rest else [READ]))
+            unknown = sorted(granted - set(SCOPES))
+            if unknown:
+                raise ValueError(f"{where}: unknown scope(s) {unknown}; scopes are {SCOPES}")
+            if len(key) < MIN_KEY_CHARS:
+                raise ValueError(f"{where}: key has {len(key)} characters; use {MIN_KEY_CHARS}+")
+            if key in scopes:
+                raise ValueError(f"{where}: key repeated")
+            scopes[key] = granted
+        return cls(scopes)
+
+
+def load_keys(file: Path | None = None, environ: Mapping[str, str] | None = None) -> ApiKeys | None:
+    """Keys from the file if given, else from PROBEMBED_API_KEYS, else None (no auth)."""
+    if file is not None:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ValueError(f"cannot read API keys from {file}: {exc.strerror}") from exc
+        return ApiKeys.parse(lines, str(file))
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    if not value.strip():
+        return None
+    return ApiKeys.parse(value.replace(";", "\n").splitlines(), f"${ENV_VAR}")

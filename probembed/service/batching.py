@@ -1,0 +1,182 @@
+"""Dynamic batching: concurrent requests' texts coalesced into one encode call, off the loop.
+
+Each request puts its texts on a bounded queue and awaits its share of the result. One task
+takes the first waiting request, lets others join it for at most `max_wait_ms` or until
+`max_batch` texts, and runs the pipeline on that batch in a worker thread (one per pipeline,
+so encoders never run concurrently with themselves). A request larger than `max_batch` is
+encoded whole, alone. When the queue holds `max_queue` texts, new requests are refused with a
+retry estimate from the recent throughput.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from probembed.fusion import Fused
+from probembed.service.metrics import Metrics
+from probembed.service.settings import BatchSettings
+
+#: Weight of the newest batch in the throughput estimate behind Retry-After.
+_RATE_SMOOTHING = 0.2
+
+
+class QueueFullError(Exception):
+    """The encode queue is full: try again after `retry_after` seconds."""
+
+    def __init__(self, pending: int, limit: int, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(
+            f"the encode queue holds {pending} texts (limit {limit}, --max-queue); "
+            f"retry in {retry_after} s"
+        )
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    future: asyncio.Future[Fused]
+
+
+class Batcher:
+    """Coalesces the encode requests of one pipeline; start() on the loop that will await it."""
+
+    def __init__(
+        self,
+        encode: Callable[[list[str]], Fused],
+        settings: BatchSettings,
+        metrics: Metrics,
+        label: str,
+    ) -> None:
+        self._encode = encode
+        self.settings = settings
+        self._metrics = metrics
+        self.label = label
+        self._queue: deque[_Request] = deque()
+        self._pending = 0
+        self._texts_per_second = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._arrived: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"encode-{label}")
+
+    def start(self) -> None:
+        """Begin serving on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self._arrived = asyncio.Event()
+        self._task = self._loop.create_task(self._serve(), name=f"batcher-{self.label}")
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop the worker."""
+        while self._queue:
+            await asyncio.sleep(0.01)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._executor.shutdown(wait=True)
+
+    async def encode(self, texts: Sequence[str]) -> Fused:
+        """The pipeline's Fused for these texts, encoded with whatever else is waiting."""
+        if self._arrived is None:
+            raise RuntimeError("Batcher.encode before start()")
+        texts = list(texts)
+        limit = self.settings.max_queue
+        if self._pending and self._pending + len(texts) > limit:
+            self._metrics.rejected.labels(self.label).inc()
+            raise QueueFullError(self._pending, limit, self._retry_after())
+        future: asyncio.Future[Fused] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Request(texts, future))
+        self._set_pending(self._pending + len(texts))
+        self._arrived.set()
+        return await future
+
+    def encode_blocking(self, texts: Sequence[str]) -> Fused:
+        """`encode` from a worker thread (ingest), waiting in that thread for the result."""
+        if self._loop is None:
+            raise RuntimeError("Batcher.encode_blocking before start()")
+        return asyncio.run_coroutine_threadsafe(self.encode(texts), self._loop).result()
+
+    async def _serve(self) -> None:
+        """Take batches off the queue and encode them, one at a time, forever."""
+        assert self._arrived is not None and self._loop is not None
+        while True:
+            while not self._queue:
+                self._arrived.clear()
+                await self._arrived.wait()
+            await self._gather()
+            batch = self._take()
+            texts = [t for request in batch for t in request.texts]
+            started = time.perf_counter()
+            try:
+                fused = await self._loop.run_in_executor(self._executor, self._encode, texts)
+            except Exception as exc:  # every waiter learns what went wrong
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(exc)
+            else:
+                _deliver(batch, fused)
+            finally:
+                self._set_pending(self._pending - len(texts))
+            self._observe(len(texts), time.perf_counter() - started)
+
+    async def _gather(self) -> None:
+        """Let requests join the first one for at most max_wait_ms or until the batch is full."""
+        assert self._arrived is not None
+        deadline = time.perf_counter() + self.settings.max_wait_ms / 1000
+        while sum(len(r.texts) for r in self._queue) < self.settings.max_batch:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                return
+
+    def _take(self) -> list[_Request]:
+        """Requests for one batch: at least one, then as many as fit in max_batch texts."""
+        batch = [self._queue.popleft()]
+        size = len(batch[0].texts)
+        while self._queue and size + len(self._queue[0].texts) <= self.settings.max_batch:
+            request = self._queue.popleft()
+            batch.append(request)
+            size += len(request.texts)
+        return batch
+
+    def _set_pending(self, pending: int) -> None:
+        """Texts queued or being encoded, exported as the queue depth."""
+        self._pending = pending
+        self._metrics.queue_depth.labels(self.label).set(pending)
+
+    def _observe(self, size: int, seconds: float) -> None:
+        """Record a batch's size and time, and update the throughput estimate."""
+        self._metrics.batch_size.labels(self.label).observe(size)
+        self._metrics.batch_seconds.labels(self.label).observe(seconds)
+        rate = size / max(seconds, 1e-6)
+        old = self._texts_per_second
+        self._texts_per_second = rate if old == 0 else old + _RATE_SMOOTHING * (rate - old)
+
+    def _retry_after(self) -> int:
+        """Whole seconds until the queue has drained at the recent rate (at least 1)."""
+        if self._texts_per_second <= 0:
+            return 1
+        return max(1, math.ceil(self._pending / self._texts_per_second))
+
+
+def _deliver(batch: list[_Request], fused: Fused) -> None:
+    """Give each request its own rows of the batch's result."""
+    start = 0
+    for request in batch:
+        stop = start + len(request.texts)
+        rows = np.arange(start, stop)
+        part = Fused(fused.gaussian[rows], fused.weights[start:stop], fused.models)
+        if not request.future.done():  # a client that went away cancelled its future
+            request.future.set_result(part)
+        start = stop

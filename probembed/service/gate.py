@@ -1,0 +1,126 @@
+"""Every request passes here: body-size limit, Prometheus counts and latency, access log.
+
+A pure ASGI middleware, so the limit holds before any route reads the body (a declared
+Content-Length over it is refused unread; a chunked body is refused once it passes it), and
+the route label is the matched template (`/v1/collections/{name}`), never the raw path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from probembed.service.metrics import Metrics
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("probembed.access")
+
+
+class Gate:
+    """Wraps the app: refuses bodies over the limit, measures and logs every request."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body_bytes: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            body = await self._read_body(scope, receive)
+            if body is None:
+                await _too_large(sending, self.max_body_bytes)
+            else:
+                await self.app(scope, _replay(body, receive), sending)
+        finally:
+            self._record(scope, status, time.perf_counter() - started)
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None as soon as it is known to exceed the limit."""
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+        """Count, time and log one request."""
+        route = getattr(scope.get("route"), "path", None) or "unmatched"
+        method = scope.get("method", "")
+        self.metrics.requests.labels(method, route, str(status)).inc()
+        self.metrics.latency.labels(method, route).observe(seconds)
+        client = scope.get("client")
+        access_log.info(
+            json.dumps(
+                {
+                    "method": method,
+                    "path": scope.get("path"),
+                    "route": route,
+                    "status": status,
+                    "ms": round(seconds * 1000, 2),
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                }
+            )
+        )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the buffered body once, then waits for the client as usual."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    """413 naming the limit."""
+    body = json.dumps({"detail": f"request body exceeds {limit} bytes (--max-body-bytes)"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,197 @@
+"""Request and response bodies: what the OpenAPI schema at /openapi.json promises.
+
+Embeddings follow OpenAI's shape exactly and add `variance` and `weights` per item; search
+answers the Python API's hit shape. Unknown fields are refused (a typo'd option is an error,
+not silently ignored), except on /v1/embeddings, where OpenAI clients may send fields of
+their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Collection names as the store accepts them.
+COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+
+
+class Strict(BaseModel):
+    """A body whose unknown fields are a 422."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbeddingRequest(BaseModel):
+    """OpenAI's embeddings request (token-id inputs are not supported)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: str | list[str] = Field(description="A text or a list of texts.")
+    model: str = Field(description="A pipeline this server serves (see /v1/models).")
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(
+        None, ge=1, description="Only the pipeline's own dimension: fused vectors do not truncate."
+    )
+    user: str | None = None
+
+
+class EmbeddingItem(BaseModel):
+    """One text's fused Gaussian: OpenAI's fields plus `variance` and `weights`."""
+
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str = Field(description="Mean; base64 float32 with base64 format.")
+    variance: list[float] | str = Field(description="Per-dimension variance, same format.")
+    weights: dict[str, float] = Field(description="Fusion weight per model for this text.")
+
+
+class Usage(BaseModel):
+    """Whitespace-separated words in, counted as tokens (members have their own tokenizers)."""
+
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingItem]
+    model: str
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "probembed"
+    dim: int
+    models: list[str] = Field(description="The member models fused by this pipeline.")
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class PipelineOut(BaseModel):
+    name: str
+    fingerprint: str
+    models: list[str]
+
+
+class CollectionInfo(BaseModel):
+    name: str
+    count: int
+    dim: int
+    bytes_per_item: float
+    total_bytes: int
+    version: int
+    pipeline: PipelineOut
+    adapted_weights: dict[str, float] | None
+
+
+class CollectionList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[CollectionInfo]
+
+
+class CollectionCreate(Strict):
+    name: str = Field(pattern=COLLECTION_NAME)
+    pipeline: str | None = Field(None, description="A served pipeline; default: the first.")
+
+
+class Document(Strict):
+    id: str = Field(min_length=1)
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class DocumentsWrite(Strict):
+    documents: list[Document] = Field(min_length=1)
+    upsert: bool = Field(False, description="Replace documents whose id is already stored.")
+    on_error: Literal["stop", "skip"] = Field(
+        "stop", description="On a bad document: write nothing (422), or skip it and report it."
+    )
+
+
+class WriteReport(BaseModel):
+    collection: str
+    added: int
+    updated: int
+    already_stored: int
+    #: With on_error="skip": each skipped document and why.
+    skipped: list[str] = Field(default_factory=list)
+    count: int
+
+
+class DeleteDocuments(Strict):
+    ids: list[str] = Field(min_length=1)
+
+
+class DeleteReport(BaseModel):
+    collection: str
+    deleted: int
+    count: int
+
+
+class SearchRequest(Strict):
+    query: str | None = None
+    queries: list[str] | None = Field(None, min_length=1)
+    k: int = Field(10, ge=1)
+    score: str | None = Field(None, description="uec, csd, kl, w2, mls, bhattacharyya or dot.")
+    where: str | None = Field(None, description='SQL filter, e.g. "year > 2015".')
+    hybrid: bool = False
+    exact: bool = False
+    min_p_relevant: float | None = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SearchRequest:
+        """Exactly one of query and queries."""
+        if (self.query is None) == (self.queries is None):
+            raise ValueError("give exactly one of 'query' (a text) and 'queries' (a list)")
+        return self
+
+    @property
+    def texts(self) -> list[str]:
+        """The queries as a list."""
+        return [self.query] if self.query is not None else list(self.queries or [])
+
+
+class HitOut(BaseModel):
+    id: str
+    score: float
+    std: float
+    weights: dict[str, float]
+    p_relevant: float | None
+    text: str | None
+    metadata: dict[str, Any]
+
+
+class QueryResultOut(BaseModel):
+    query: str | None
+    confidence: float | None
+    hits: list[HitOut]
+
+
+class SearchResponse(BaseModel):
+    collection: str
+    results: list[QueryResultOut]
+
+
+class ErrorMessage(BaseModel):
+    message: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every refusal: `detail` (a message, or a list of the problems) and OpenAI's `error`."""
+
+    detail: Any
+    error: ErrorMessage
+
+
+class Health(BaseModel):
+    status: str
+    pipelines: list[str] = Field(default_factory=list)
+    error: str | None = None

@@ -1,0 +1,92 @@
+"""What a running service is allowed to do: its database, pipelines, limits and batching."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from probembed.service.auth import ApiKeys
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-request limits: each refused with a status and a message that names the limit."""
+
+    #: Texts (embedding inputs, documents or queries) per request, as OpenAI's 2048.
+    max_inputs: int = 2048
+    #: Characters per text: the models read about 256 tokens; a megabyte is a mistake.
+    max_chars: int = 32_768
+    #: Bytes per request body.
+    max_body_bytes: int = 16 * 2**20
+    #: Hits per query.
+    max_k: int = 1000
+
+    def __post_init__(self) -> None:
+        _check_positive(self)
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """How concurrent requests are coalesced into one encode call."""
+
+    #: Texts per encode call; 1 switches batching off.
+    max_batch: int = 64
+    #: How long the first request of a batch waits for others to join it.
+    max_wait_ms: float = 5.0
+    #: Texts waiting to be encoded before new requests get 429.
+    max_queue: int = 4096
+
+    def __post_init__(self) -> None:
+        _check_positive(self, zero_ok=("max_wait_ms",))
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """Everything `probembed serve` was started with."""
+
+    db: Path
+    #: Built-in names or pipeline directories served by /v1/embeddings; the first is the
+    #: pipeline of collections created without one.
+    pipelines: tuple[str, ...] = ("default",)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    keys: ApiKeys | None = None
+    #: Serve without keys on an address other than loopback.
+    insecure: bool = False
+    limits: Limits = field(default_factory=Limits)
+    batching: BatchSettings = field(default_factory=BatchSettings)
+    #: Seconds in-flight requests get to finish after SIGTERM.
+    grace_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.pipelines:
+            raise ValueError("serve needs at least one pipeline (--pipeline NAME_OR_DIR)")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.keys is None and not self.insecure and not is_loopback(self.host):
+            raise ValueError(
+                f"refusing to serve on {self.host!r} without API keys: anyone who reaches it "
+                "could read and change the database. Give keys (--api-keys FILE or "
+                "PROBEMBED_API_KEYS), bind to 127.0.0.1, or pass --insecure"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_positive(settings: Limits | BatchSettings, zero_ok: tuple[str, ...] = ()) -> None:
+    """Every limit is a positive number (or zero, where named): a typo fails at start-up."""
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        low = 0 if f.name in zero_ok else 1e-300
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
+            kind = "a non-negative" if f.name in zero_ok else "a positive"
+            raise ValueError(f"{f.name} must be {kind} number, got {value!r}")

@@ -1,0 +1,159 @@
+"""What the routes share: the database, the served pipelines, their batchers, the locks.
+
+Loading (models, database, warm searchers) runs in a thread after start-up, so /healthz
+answers at once and /readyz says when the service can take work. Every LanceDB operation on a
+collection holds that collection's lock (searches and writes alike), so a searcher never
+refreshes while a write commits; encoding happens outside it, in the batchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from probembed.pipeline import Pipeline
+from probembed.service.batching import Batcher
+from probembed.service.metrics import Metrics
+from probembed.service.settings import ServiceSettings
+from probembed.store import Collection, Database
+
+T = TypeVar("T")
+log = logging.getLogger("probembed.service")
+
+
+class NotReadyError(Exception):
+    """A request arrived before the pipelines were loaded (or loading failed)."""
+
+
+class UnknownModelError(LookupError):
+    """An embedding request for a pipeline this server does not serve."""
+
+
+class Service:
+    """The service's shared state; `start` on the event loop, `stop` at shutdown."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.db: Database | None = None
+        #: Served pipelines by the name clients use as `model`.
+        self.pipelines: dict[str, Pipeline] = {}
+        self.failure: str | None = None
+        self._ready = asyncio.Event()
+        self._batchers: dict[str, Batcher] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._dims: dict[str, int] = {}
+
+    @property
+    def ready(self) -> bool:
+        """Pipelines loaded and database open."""
+        return self._ready.is_set()
+
+    async def start(self) -> None:
+        """Load in a thread, then start one batcher per served pipeline."""
+        try:
+            await asyncio.to_thread(self._load)
+        except Exception as exc:  # reported by /readyz and the log; the server stays up
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.error("service failed to load: %s", self.failure)
+            return
+        for pipeline in self.pipelines.values():
+            self.batcher(pipeline)
+        self._ready.set()
+        log.info("ready: pipelines %s, database %s", list(self.pipelines), self.settings.db)
+
+    async def stop(self) -> None:
+        """Finish queued encodes and stop the batchers; the database closes with the process."""
+        for batcher in list(self._batchers.values()):
+            await batcher.stop()
+        self.db = None
+
+    def _load(self) -> None:
+        """Open the database, load the pipelines, and warm every collection's searcher."""
+        db = Database(Path(self.settings.db), create=True)
+        for name in self.settings.pipelines:
+            pipeline = Pipeline.load(name)
+            if pipeline.name in self.pipelines:
+                raise ValueError(f"two pipelines are named {pipeline.name!r}; serve one of them")
+            self.pipelines[pipeline.name] = pipeline
+            self._dims[pipeline.name] = pipeline.empty().gaussian.dim
+        self.db = db
+        for name in db.collections():
+            collection = self._share_pipeline(db.open(name))
+            with self.lock(name):
+                collection.searcher().warm()
+                self.metrics.items.labels(name).set(collection.count())
+
+    def require_ready(self) -> Database:
+        """The database, or NotReadyError while loading."""
+        if not self.ready or self.db is None:
+            raise NotReadyError(self.failure or "the service is still loading its pipelines")
+        return self.db
+
+    def pipeline(self, name: str | None) -> Pipeline:
+        """A served pipeline by name (None: the first), or an error listing the served ones."""
+        self.require_ready()
+        if name is None:
+            return next(iter(self.pipelines.values()))
+        if name not in self.pipelines:
+            raise UnknownModelError(
+                f"model {name!r} is not served here; models: {', '.join(self.pipelines)}"
+            )
+        return self.pipelines[name]
+
+    def dim(self, name: str) -> int:
+        """The dimension of a served pipeline's fused vectors."""
+        return self._dims[self.pipeline(name).name]
+
+    def batcher(self, pipeline: Pipeline) -> Batcher:
+        """The batcher of a pipeline, made (on the loop) at first use."""
+        key = pipeline.fingerprint
+        if key not in self._batchers:
+            batcher = Batcher(pipeline.encode, self.settings.batching, self.metrics, pipeline.name)
+            batcher.start()
+            self._batchers[key] = batcher
+        return self._batchers[key]
+
+    def lock(self, name: str) -> threading.Lock:
+        """The lock of one collection's LanceDB operations."""
+        with self._guard:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def collection(self, name: str) -> Collection:
+        """An existing collection, or CollectionNotFoundError listing the ones there are."""
+        return self._share_pipeline(self.require_ready().open(name))
+
+    def _share_pipeline(self, collection: Collection) -> Collection:
+        """Search a collection with the served pipeline that made it, not a second copy."""
+        fingerprint = collection.pipeline.fingerprint
+        for pipeline in self.pipelines.values():
+            if pipeline.fingerprint == fingerprint:
+                collection.use_pipeline(pipeline)
+                break
+        return collection
+
+    async def run(self, name: str, work: Callable[[], T]) -> T:
+        """Run blocking work on a collection in a thread, holding the collection's lock."""
+
+        def locked() -> T:
+            with self.lock(name):
+                return work()
+
+        return await asyncio.to_thread(locked)
+
+    def count_items(self, collection: Collection) -> int:
+        """The collection's item count, exported as a metric."""
+        count = collection.count()
+        self.metrics.items.labels(collection.name).set(count)
+        return count
+
+    def forget(self, name: str) -> None:
+        """Drop a deleted collection's metric."""
+        with contextlib.suppress(KeyError):
+            self.metrics.items.remove(name)

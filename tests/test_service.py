@@ -1,0 +1,326 @@
+"""The HTTP service, end to end: a real `probembed serve` on a loopback port, real clients.
+
+Every server here is a subprocess started and stopped by its fixture; requests go to
+127.0.0.1 only. The pipeline is a saved two-model hashing pipeline (deterministic, no data
+needed), so vectors can be compared exactly with the same pipeline run in this process.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import openai
+import pytest
+from service_support import Server
+
+from probembed.pipeline import Pipeline
+from probembed.store import Database
+
+DOCS = [
+    {"id": "d1", "text": "The cat sat on the mat near the door.", "metadata": {"year": 2001}},
+    {"id": "d2", "text": "Stock markets fell sharply on Monday.", "metadata": {"year": 2015}},
+    {"id": "d3", "text": "A recipe for bread needs flour and water.", "metadata": {"year": 2020}},
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, pydoc_pipeline_dir):
+    """An open server (no keys, loopback) over an empty database."""
+    root = tmp_path_factory.mktemp("service")
+    with Server(root / "db", pydoc_pipeline_dir) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def local(pydoc_pipeline_dir) -> Pipeline:
+    """The served pipeline, run in this process, to compare vectors with."""
+    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+
+
+def test_openai_client_round_trip(server, local):
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-checked", max_retries=0)
+    texts = ["a probabilistic embedding", "how sure is this hit?"]
+    expected = local.encode(texts).gaussian.mean
+    for encoding in (openai.omit, "float", "base64"):  # omitted: the client asks for base64
+        answer = client.embeddings.create(model="hash", input=texts, encoding_format=encoding)
+        assert [d.index for d in answer.data] == [0, 1]
+        rows = [d.embedding for d in answer.data]
+        if encoding == "base64":  # asked for by the caller, the client leaves it encoded
+            rows = [np.frombuffer(base64.b64decode(r), "<f4") for r in rows]
+        np.testing.assert_array_equal(np.asarray(rows, np.float32), expected)  # exact: float32
+        assert answer.model == "hash" and answer.usage.total_tokens == 8
+    single = client.embeddings.create(model="hash", input="one text")
+    assert len(single.data) == 1 and len(single.data[0].embedding) == local.empty().gaussian.dim
+    with pytest.raises(openai.NotFoundError, match="models: hash"):
+        client.embeddings.create(model="text-embedding-3-small", input="x")
+
+
+def test_embeddings_carry_variance_and_weights(server, local):
+    with server.client() as http:
+        body = http.post("/v1/embeddings", json={"model": "hash", "input": ["x y z", "w"]}).json()
+        b64 = http.post(
+            "/v1/embeddings",
+            json={"model": "hash", "input": ["x y z"], "encoding_format": "base64"},
+        ).json()
+    fused = local.encode(["x y z", "w"])
+    assert body["object"] == "list" and body["usage"] == {"prompt_tokens": 4, "total_tokens": 4}
+    np.testing.assert_array_equal(
+        np.asarray([d["variance"] for d in body["data"]], np.float32), fused.gaussian.var
+    )
+    assert [d["weights"] for d in body["data"]] == [fused.explain(0), fused.explain(1)]
+    decoded = np.frombuffer(base64.b64decode(b64["data"][0]["variance"]), "<f4")
+    np.testing.assert_array_equal(decoded, fused.gaussian.var[0])
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "says"),
+    [
+        ({"model": "nope", "input": "x"}, 404, "models: hash"),
+        ({"model": "hash", "input": []}, 422, "empty list"),
+        ({"model": "hash", "input": ["ok", "  "]}, 422, r"input\[1\] is empty"),
+        ({"model": "hash", "input": [[1, 2, 3]]}, 422, "input"),
+        ({"model": "hash", "input": "x", "dimensions": 8}, 422, "makes 112-dimensional"),
+        ({"model": "hash", "input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
+        ({"input": "x"}, 422, "model"),
+    ],
+)
+def test_embedding_errors_name_the_input(server, payload, status, says):
+    with server.client() as http:
+        answer = http.post("/v1/embeddings", json=payload)
+    assert answer.status_code == status
+    assert re.search(says, answer.text)
+
+
+def test_collection_lifecycle(server):
+    with server.client() as http:
+        created = http.post("/v1/collections", json={"name": "life"})
+        assert created.status_code == 201 and created.json()["count"] == 0
+        assert http.post("/v1/collections", json={"name": "life"}).status_code == 409
+        assert http.post("/v1/collections", json={"name": "bad name!"}).status_code == 422
+        assert http.post("/v1/collections", json={"name": "x", "pipeline": "no"}).status_code == 404
+        wrote = http.post("/v1/collections/life/documents", json={"documents": DOCS}).json()
+        assert (wrote["added"], wrote["count"]) == (3, 3)
+        again = http.post("/v1/collections/life/documents", json={"documents": DOCS[:1]}).json()
+        assert (again["added"], again["already_stored"]) == (0, 1)
+        changed = {"id": "d1", "text": "A dog slept by the fire.", "metadata": {"year": 2001}}
+        upsert = {"documents": [changed], "upsert": True}
+        replaced = http.post("/v1/collections/life/documents", json=upsert).json()
+        assert (replaced["added"], replaced["updated"], replaced["count"]) == (0, 1, 3)
+        listed = http.get("/v1/collections").json()["data"]
+        assert [c["name"] for c in listed] == ["life"] and listed[0]["pipeline"]["name"] == "hash"
+        stats = http.get("/v1/collections/life").json()
+        assert stats["count"] == 3 and stats["dim"] == 112 and stats["version"] >= 3
+        gone = http.post("/v1/collections/life/delete", json={"ids": ["d2", "nope"]}).json()
+        assert (gone["deleted"], gone["count"]) == (1, 2)
+        assert http.delete("/v1/collections/life").json()["deleted"] == 2
+        for answer in (
+            http.get("/v1/collections/life"),
+            http.post("/v1/collections/life/search", json={"query": "cat"}),
+            http.post("/v1/collections/life/documents", json={"documents": DOCS}),
+            http.delete("/v1/collections/life"),
+        ):
+            assert answer.status_code == 404 and "no collection 'life'" in answer.text
+
+
+def test_acknowledged_writes_are_searchable_with_the_hit_shape(server):
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "find"})
+        assert http.post("/v1/collections/find/documents", json={"documents": DOCS}).is_success
+        result = http.post(
+            "/v1/collections/find/search", json={"query": DOCS[1]["text"], "k": 2}
+        ).json()
+    (only,) = result["results"]
+    assert only["query"] == DOCS[1]["text"] and 0 <= only["confidence"] <= 1
+    top = only["hits"][0]
+    assert top["id"] == "d2" and top["text"] == DOCS[1]["text"]
+    assert top["metadata"] == {"year": 2015} and top["std"] > 0
+    assert set(top["weights"]) == {"hash(dim=64)", "hash(dim=48)"} and top["p_relevant"] is None
+    assert len(only["hits"]) == 2
+
+
+def test_search_options_and_their_errors(server):
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "opts"})
+        http.post("/v1/collections/opts/documents", json={"documents": DOCS})
+
+        def search(**body):
+            return http.post("/v1/collections/opts/search", json=body)
+
+        filtered = search(queries=["bread", "cat"], k=3, where="year >= 2015", exact=True).json()
+        assert [len(r["hits"]) for r in filtered["results"]] == [2, 2]
+        assert {h["id"] for r in filtered["results"] for h in r["hits"]} == {"d2", "d3"}
+        hybrid = search(query="flour water bread", hybrid=True, score="dot").json()
+        assert hybrid["results"][0]["hits"][0]["id"] == "d3"
+        for body, says in (
+            ({"query": "x", "where": "year >>> 1"}, "invalid filter"),
+            ({"query": "x", "score": "cosine-ish"}, "cosine-ish"),
+            ({"query": "x", "min_p_relevant": 0.5}, "calibrator"),
+            ({"query": "x", "k": 0}, "k"),
+            ({"query": "x", "queries": ["y"]}, "exactly one"),
+            ({}, "exactly one"),
+            ({"query": "x", "top_k": 3}, "top_k"),
+        ):
+            answer = search(**body)
+            assert answer.status_code == 422, body
+            assert says in answer.text, (body, answer.text)
+
+
+def test_bad_documents_are_named_and_nothing_is_written(server):
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "strict"})
+        http.post("/v1/collections/strict/documents", json={"documents": DOCS[:1]})
+        for documents, says in (
+            ([DOCS[1], {"id": "e", "text": "   "}], r"documents\[1\].*'e' has an empty text"),
+            ([DOCS[1], DOCS[1]], "duplicate id 'd2'"),
+            ([{"id": "f", "text": "t", "metadata": {"year": "soon"}}], "year"),
+            ([{"id": "", "text": "t"}], "id"),
+        ):
+            answer = http.post("/v1/collections/strict/documents", json={"documents": documents})
+            assert answer.status_code == 422 and re.search(says, answer.text), answer.text
+        assert http.get("/v1/collections/strict").json()["count"] == 1
+        skipping = {"documents": [DOCS[1], {"id": "e", "text": " "}], "on_error": "skip"}
+        report = http.post("/v1/collections/strict/documents", json=skipping).json()
+        assert (report["added"], report["count"]) == (1, 2)
+        assert len(report["skipped"]) == 1 and "documents[1]" in report["skipped"][0]
+
+
+def test_metrics_export_requests_batches_and_items(server):
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "counted"})
+        http.post("/v1/collections/counted/documents", json={"documents": DOCS})
+        http.post("/v1/embeddings", json={"model": "hash", "input": "x"})
+        text = http.get("/metrics").text
+    assert 'probembed_requests_total{method="POST",route="/v1/embeddings",status="200"}' in text
+    assert 'route="/v1/collections/{name}/documents"' in text  # templates, never raw paths
+    assert 'probembed_collection_items{collection="counted"} 3.0' in text
+    count = re.search(r'probembed_encode_batch_texts_count\{pipeline="hash"\} (\d+)', text)
+    assert count is not None and int(count.group(1)) >= 2
+    assert "probembed_encode_queue_texts" in text and "probembed_request_duration_seconds" in text
+
+
+def test_health_and_readiness(server):
+    with server.client() as http:
+        assert http.get("/healthz").json()["status"] == "ok"
+        assert http.get("/readyz").json() == {
+            "status": "ready",
+            "pipelines": ["hash"],
+            "error": None,
+        }
+        assert http.get("/openapi.json").json()["info"]["title"] == "probembed"
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory, pydoc_pipeline_dir):
+    """A server with small limits, batches of 4 and a 3 s wait for a batch to fill."""
+    root = tmp_path_factory.mktemp("tight")
+    limits = ["--max-inputs", "4", "--max-chars", "50", "--max-body-bytes", "2000"]
+    batching = ["--max-batch", "4", "--max-queue", "4", "--max-wait-ms", "3000"]
+    with Server(root / "db", pydoc_pipeline_dir, *limits, *batching) as running:
+        yield running
+
+
+def test_limits_are_named(tight):
+    with tight.client() as http:
+        many = http.post("/v1/embeddings", json={"model": "hash", "input": ["a"] * 5})
+        long = http.post("/v1/embeddings", json={"model": "hash", "input": ["a" * 51]})
+        body = http.post("/v1/embeddings", json={"model": "hash", "input": ["a " * 1500]})
+    assert many.status_code == 413 and "--max-inputs" in many.text
+    assert long.status_code == 422 and "--max-chars" in long.text
+    assert body.status_code == 413 and "--max-body-bytes" in body.text
+
+
+def batch_counts(http) -> tuple[int, int]:
+    """(batches encoded, texts encoded) so far, from /metrics."""
+    text = http.get("/metrics").text
+    count = re.search(r'probembed_encode_batch_texts_count\{pipeline="hash"\} (\S+)', text)
+    total = re.search(r'probembed_encode_batch_texts_sum\{pipeline="hash"\} (\S+)', text)
+    return (0, 0) if count is None else (int(float(count.group(1))), int(float(total.group(1))))
+
+
+def test_concurrent_requests_share_one_encode_batch(tight):
+    # four single-text requests fill a batch of 4, which is released at once: no timing
+    with tight.client() as http:
+        before = batch_counts(http)
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda t: http.post(
+                "/v1/embeddings", json={"model": "hash", "input": t}), "abcd"))  # fmt: skip
+        after = batch_counts(http)
+    assert [a.status_code for a in answers] == [200] * 4
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 4)
+
+
+def test_full_queue_answers_429_with_retry_after(tight):
+    with tight.client() as http, ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(
+            http.post, "/v1/embeddings", json={"model": "hash", "input": ["a"] * 3}
+        )
+        deadline = time.monotonic() + 10
+        while 'probembed_encode_queue_texts{pipeline="hash"} 3.0' not in http.get("/metrics").text:
+            assert time.monotonic() < deadline, "the first request never reached the queue"
+            time.sleep(0.05)
+        refused = http.post("/v1/embeddings", json={"model": "hash", "input": ["b", "c"]})
+        assert waiting.result().status_code == 200  # released by the 3 s wait, not lost
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert "--max-queue" in refused.text
+
+
+def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):
+    running = Server(
+        tmp_path / "db", pydoc_pipeline_dir, "--max-batch", "8", "--max-wait-ms", "2000"
+    )
+    with running, running.client() as http, ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(http.post, "/v1/embeddings", json={"model": "hash", "input": "x"})
+        time.sleep(0.5)  # the request waits 2 s for a batch: SIGTERM lands while it is open
+        code = running.stop()
+        assert in_flight.result().status_code == 200
+    # uvicorn re-raises the signal once shut down, so the exit status says SIGTERM
+    assert code in (0, -signal.SIGTERM), running.output
+    assert "Application shutdown complete" in running.output
+
+
+def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
+    db = tmp_path / "db"
+    acknowledged: list[str] = []
+    running = Server(db, pydoc_pipeline_dir).start()
+    stop = threading.Event()
+
+    def writer() -> None:
+        with running.client() as http:
+            http.post("/v1/collections", json={"name": "durable"})
+            for n in range(10_000):
+                ids = [f"r{n}-{i}" for i in range(4)]
+                documents = [{"id": i, "text": f"document {i} of request {n}"} for i in ids]
+                try:
+                    answer = http.post(
+                        "/v1/collections/durable/documents", json={"documents": documents}
+                    )
+                except Exception:  # the server died mid-request: not acknowledged
+                    return
+                if answer.status_code == 200:
+                    acknowledged.extend(ids)
+                if stop.is_set():
+                    return
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    while len(acknowledged) < 40 and thread.is_alive():
+        time.sleep(0.01)
+    running.kill()
+    stop.set()
+    thread.join(30)
+    assert len(acknowledged) >= 40
+    stored = Database(db).open("durable").ids()
+    assert set(acknowledged) <= stored
+    with Server(db, pydoc_pipeline_dir) as again, again.client() as http:
+        count = http.get("/v1/collections/durable").json()["count"]
+        hit = http.post(
+            "/v1/collections/durable/search", json={"query": f"document {acknowledged[-1]}"}
+        ).json()
+    assert count == len(stored) >= len(acknowledged)
+    assert hit["results"][0]["hits"]
