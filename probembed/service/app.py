@@ -7,10 +7,10 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, FastAPI, Request, Security
+from fastapi import APIRouter, FastAPI, Path, Request, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -33,6 +33,9 @@ from probembed.store import (
     StoreError,
     ingest,
 )
+
+#: A collection name in a path, as the store accepts them.
+CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
 
 
 class ApiError(Exception):
@@ -105,7 +108,46 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(_embeddings(service))
     app.include_router(_collections(service))
     app.add_middleware(Gate, metrics=service.metrics, max_body_bytes=settings.limits.max_body_bytes)
+    _publish_limits(app, settings.limits)
     return app
+
+
+#: (schema, property) -> which limits bind it: texts (characters, non-blank), lists (count).
+_TEXTS = {("EmbeddingRequest", "input"), ("Document", "text"), ("SearchRequest", "query")}
+_TEXTS |= {("SearchRequest", "queries")}
+_LISTS = {("EmbeddingRequest", "input"), ("DocumentsWrite", "documents")}
+_LISTS |= {("DeleteDocuments", "ids"), ("SearchRequest", "queries")}
+
+
+def _publish_limits(app: FastAPI, limits: Limits) -> None:
+    """State this server's limits in its OpenAPI schema, so clients and fuzzers see them."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = plain()
+            components = schema["components"]["schemas"]
+            for name, prop in _TEXTS | _LISTS:
+                node = components[name]["properties"][prop]
+                _constrain(node, limits, (name, prop) in _TEXTS, (name, prop) in _LISTS)
+            components["SearchRequest"]["properties"]["k"]["maximum"] = limits.max_k
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _constrain(node: dict[str, Any], limits: Limits, text: bool, listed: bool) -> None:
+    """Add maxLength and a non-blank pattern to strings, maxItems to arrays, in anyOf too."""
+    for option in node.get("anyOf", []):
+        _constrain(option, limits, text, listed)
+    if node.get("type") == "string" and text:
+        node["maxLength"] = limits.max_chars
+        node["pattern"] = r"\S"
+    if node.get("type") == "array":
+        if listed:
+            node["minItems"], node["maxItems"] = 1, limits.max_inputs
+        _constrain(node.get("items", {}), limits, text, False)
 
 
 def _handle_errors(app: FastAPI) -> None:
@@ -318,12 +360,12 @@ def _collections(service: Service) -> APIRouter:
         return await service.run(body.name, create)
 
     @router.get("/{name}", response_model=schemas.CollectionInfo, dependencies=reader)
-    async def collection_stats(name: str) -> schemas.CollectionInfo:
+    async def collection_stats(name: CollectionName) -> schemas.CollectionInfo:
         """Count, bytes, version, pipeline and adapted weights of one collection."""
         return await service.run(name, lambda: info(name))
 
     @router.delete("/{name}", response_model=schemas.DeleteReport, dependencies=writer)
-    async def drop_collection(name: str) -> schemas.DeleteReport:
+    async def drop_collection(name: CollectionName) -> schemas.DeleteReport:
         """Delete a collection and everything in it."""
         db = service.require_ready()
 
@@ -336,7 +378,9 @@ def _collections(service: Service) -> APIRouter:
         return await service.run(name, drop)
 
     @router.post("/{name}/documents", response_model=schemas.WriteReport, dependencies=writer)
-    async def add_documents(name: str, body: schemas.DocumentsWrite) -> schemas.WriteReport:
+    async def add_documents(
+        name: CollectionName, body: schemas.DocumentsWrite
+    ) -> schemas.WriteReport:
         """Add documents (or replace them, with upsert) in one commit: all of them or none."""
         texts = [d.text for d in body.documents]
         check_texts(texts, "documents", limits, allow_empty=True)
@@ -370,7 +414,9 @@ def _collections(service: Service) -> APIRouter:
         return await service.run(name, write)
 
     @router.post("/{name}/delete", response_model=schemas.DeleteReport, dependencies=writer)
-    async def delete_documents(name: str, body: schemas.DeleteDocuments) -> schemas.DeleteReport:
+    async def delete_documents(
+        name: CollectionName, body: schemas.DeleteDocuments
+    ) -> schemas.DeleteReport:
         """Delete documents by id, in one commit."""
         if len(body.ids) > limits.max_inputs:
             raise ApiError(
@@ -387,7 +433,7 @@ def _collections(service: Service) -> APIRouter:
         return await service.run(name, delete)
 
     @router.post("/{name}/search", response_model=schemas.SearchResponse, dependencies=reader)
-    async def search(name: str, body: schemas.SearchRequest) -> schemas.SearchResponse:
+    async def search(name: CollectionName, body: schemas.SearchRequest) -> schemas.SearchResponse:
         """The k best items per query, each with score, std, weights, p_relevant, and a
         confidence per query."""
         texts = body.texts

@@ -76,7 +76,9 @@ class Gate:
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         """Count, time and log one request."""
-        route = getattr(scope.get("route"), "path", None) or "unmatched"
+        route = getattr(scope.get("route"), "path", None)
+        if route is None:  # the schema and docs pages have no template; a 404 has no route
+            route = scope.get("path", "") if status != 404 else "unmatched"
         method = scope.get("method", "")
         self.metrics.requests.labels(method, route, str(status)).inc()
         self.metrics.latency.labels(method, route).observe(seconds)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from probembed.scoring import Score
+
 #: Collection names as the store accepts them.
 COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
@@ -139,7 +141,7 @@ class SearchRequest(Strict):
     query: str | None = None
     queries: list[str] | None = Field(None, min_length=1)
     k: int = Field(10, ge=1)
-    score: str | None = Field(None, description="uec, csd, kl, w2, mls, bhattacharyya or dot.")
+    score: Score | None = Field(None, description="The similarity; default: the pipeline's.")
     where: str | None = Field(None, description='SQL filter, e.g. "year > 2015".')
     hybrid: bool = False
     exact: bool = False

@@ -1,0 +1,108 @@
+"""API keys and scopes on a live server, and the refusal to serve the network without them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import openai
+import pytest
+from service_support import Server
+
+from probembed.service import ApiKeys, ServiceSettings, load_keys
+
+READER = "reader-key-0123456789abcdef"
+WRITER = "writer-key-0123456789abcdef"
+ADMIN = "admin-key-0123456789abcdef0"
+DOCS = [{"id": "a", "text": "keys open doors"}, {"id": "b", "text": "scopes limit them"}]
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory, pydoc_pipeline_dir):
+    root = tmp_path_factory.mktemp("auth")
+    keys = root / "keys.txt"
+    keys.write_text(f"# who may do what\n{READER}\n{WRITER} write\n{ADMIN} read,write  # ops\n")
+    with Server(root / "db", pydoc_pipeline_dir, "--api-keys", str(keys)) as running:
+        with running.client(ADMIN) as admin:
+            admin.post("/v1/collections", json={"name": "kept"})
+            admin.post("/v1/collections/kept/documents", json={"documents": DOCS})
+        yield running
+
+
+EMBED = ("POST", "/v1/embeddings", {"model": "hash", "input": "x"})
+SEARCH = ("POST", "/v1/collections/kept/search", {"query": "doors"})
+WRITE = ("POST", "/v1/collections/kept/documents", {"documents": [{"id": "c", "text": "new"}]})
+DELETE = ("POST", "/v1/collections/kept/delete", {"ids": ["nope"]})
+CREATE = ("POST", "/v1/collections", {"name": "other"})
+
+
+@pytest.mark.parametrize(
+    ("key", "request_", "status"),
+    [
+        (None, EMBED, 401),
+        ("not-a-key-0123456789", EMBED, 401),
+        (READER, EMBED, 200),
+        (READER, SEARCH, 200),
+        (READER, WRITE, 403),
+        (READER, DELETE, 403),
+        (READER, CREATE, 403),
+        (WRITER, SEARCH, 403),
+        (WRITER, WRITE, 200),
+        (WRITER, DELETE, 200),
+        (ADMIN, SEARCH, 200),
+        (None, ("GET", "/metrics", None), 401),
+        (READER, ("GET", "/metrics", None), 200),
+        (None, ("GET", "/healthz", None), 200),
+        (None, ("GET", "/readyz", None), 200),
+    ],
+)
+def test_scopes(guarded, key, request_, status):
+    method, path, body = request_
+    with guarded.client(key) as http:
+        answer = http.request(method, path, json=body)
+    assert answer.status_code == status, answer.text
+    if status == 401:
+        assert answer.headers["WWW-Authenticate"] == "Bearer"
+    if status == 403:
+        assert "needs 'write'" in answer.text or "needs 'read'" in answer.text
+
+
+def test_openai_client_sends_its_key(guarded):
+    good = openai.OpenAI(base_url=f"{guarded.url}/v1", api_key=READER, max_retries=0)
+    assert len(good.embeddings.create(model="hash", input=["a", "b"]).data) == 2
+    bad = openai.OpenAI(base_url=f"{guarded.url}/v1", api_key="wrong-key-0123456789", max_retries=0)
+    with pytest.raises(openai.AuthenticationError, match="unknown API key"):
+        bad.embeddings.create(model="hash", input="a")
+
+
+def test_no_keys_means_loopback_only(tmp_path, pydoc_pipeline_dir):
+    command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
+    command += ["--pipeline", str(pydoc_pipeline_dir), "--host", "0.0.0.0"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # and no PROBEMBED_API_KEYS
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and "refusing to serve on '0.0.0.0' without API keys" in done.stderr
+    assert ServiceSettings(tmp_path, host="0.0.0.0", insecure=True).insecure
+    assert ServiceSettings(tmp_path, host="::1").host == "::1"
+
+
+@pytest.mark.parametrize(
+    ("entries", "says"),
+    [
+        (["short read"], "key has 5 characters"),
+        ([f"{READER} admin"], "unknown scope"),
+        ([READER, READER], "entry 2: key repeated"),
+        ([f"{READER} read write"], r"expected 'KEY \[SCOPE,SCOPE\]'"),
+        (["# only a comment"], "none was found"),
+    ],
+)
+def test_bad_key_entries_are_named(entries, says):
+    with pytest.raises(ValueError, match=says):
+        ApiKeys.parse(entries, "keys.txt")
+
+
+def test_keys_from_the_environment():
+    keys = load_keys(environ={"PROBEMBED_API_KEYS": f"{READER};{WRITER} read,write"})
+    assert keys is not None
+    assert keys.granted(READER) == {"read"} and keys.granted(WRITER) == {"read", "write"}
+    assert keys.granted("guess-0123456789abcdef") is None
+    assert load_keys(environ={}) is None
