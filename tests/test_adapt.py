@@ -133,3 +133,27 @@ def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
     results = collection.searcher().search(texts[:3], k=5, score="dot", exact=True)
     for row, result in enumerate(results):
         assert [h["id"] for h in result["hits"]] == [f"{j:04d}" for j in expected[row]]
+
+
+def test_agreement_is_measured_again_only_when_the_collection_grew(
+    tmp_path, hash_pipeline, sentences
+):
+    import json
+
+    from probembed.store import Database, ingest
+    from probembed.store.collection import REMEASURE_FRACTION
+    from probembed.store.readers import Record
+
+    collection = Database(tmp_path / "db", create=True).collection("grow")
+    records = [Record(f"{i:04d}", t) for i, t in enumerate(sentences[:400])]
+    ingest(records[:300], collection, hash_pipeline)
+
+    def measured_at() -> int:
+        return json.loads(collection.agreement_file.read_text())["count"]
+
+    assert measured_at() == 300
+    small = int(300 * REMEASURE_FRACTION) // 2  # a write of a few: the measurement stands
+    ingest(records[300 : 300 + small], collection, hash_pipeline)
+    assert measured_at() == 300 and not collection.agreement_due()
+    ingest(records[300 + small :], collection, hash_pipeline)  # grown by a third: measured again
+    assert measured_at() == 400

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 DEFAULT_COLLECTION = "default"
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
+#: Agreement is measured again once the item count moved by more than this fraction.
+REMEASURE_FRACTION = 0.1
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -303,6 +305,7 @@ class Collection:
         adapted = pipeline.adapted(value)
         record = {
             "version": vectors.version,
+            "count": len(vectors.ids),
             "models": list(models),
             "agreement": value.tolist(),
             "gamma": pipeline.adapt.gamma,
@@ -310,6 +313,18 @@ class Collection:
         }
         atomic.write_bytes(self.agreement_file, json.dumps(record).encode())
         return value
+
+    def agreement_due(self) -> bool:
+        """Whether the size moved enough since the last measurement to measure again.
+
+        Agreement is a property of the corpus: a write of a few documents to a large
+        collection barely moves it, and measuring reads every stored row.
+        """
+        record = self._agreement_record()
+        if record is None or "count" not in record:
+            return True
+        then = int(record["count"])
+        return abs(self.count() - then) > REMEASURE_FRACTION * max(then, 1)
 
     def agreement(self) -> np.ndarray | None:
         """The members' agreement last measured on this collection, or None if never."""

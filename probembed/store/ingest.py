@@ -108,7 +108,8 @@ def ingest(
                 on_commit(report.added)
     if report.added or report.updated:
         collection.optimize()
-        collection.record_agreement(pipeline)
+        if collection.agreement_due():
+            collection.record_agreement(pipeline)
     return report
 
 

@@ -1,0 +1,292 @@
+"""What the service sustains under concurrent clients, beside offline batched encoding.
+
+    python benchmarks/serve.py [--pipeline default] [--scale 1.0]
+
+In one run, on 127.0.0.1 only, with the real `probembed serve` in a subprocess:
+- offline: `Pipeline.encode` of 1,500 texts in one call, in this process (no server running);
+- single-text `/v1/embeddings` requests from 1, 8 and 50 concurrent clients (base64, as the
+  `openai` client asks), with dynamic batching on (the defaults);
+- the same 50 clients against a server started with `--max-batch 1` (batching off);
+- 50 clients mixing searches (3 in 4) and ingests of 4 new documents (1 in 4) over a
+  collection of 2,000 documents, after which every acknowledged write is looked for on disk.
+
+Texts are distinct STS-B train sentences, a disjoint slice per scenario, so no embedding
+cache answers for any of them (each server also starts with an empty cache). Every scenario is
+bounded by its request count. The load generator shares the two cores with the server, as a
+client on the same machine would. Writes benchmarks/results/serve.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx2
+
+from probembed.evaluation.datasets import load_dataset
+from probembed.paths import datasets_dir
+from probembed.pipeline import Pipeline
+from probembed.progress import progress_bar
+from probembed.service.process import ServerProcess
+from probembed.store import Database
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "serve.json"
+STSB = datasets_dir() / "sts" / "stsb" / "train.tsv"
+COLLECTION = "bench"
+#: Requests per scenario at --scale 1: each runs for tens of seconds on 2 cores.
+REQUESTS = {"embed-1": 150, "embed-8": 600, "embed-50": 1500, "embed-50-unbatched": 400}
+MIXED_REQUESTS = 800
+OFFLINE_TEXTS = 1500
+PREFILL = 2000
+DOCS_PER_INGEST = 4
+
+
+@dataclass
+class Outcome:
+    """One scenario's figures."""
+
+    scenario: str
+    batching: bool
+    clients: int
+    requests: int
+    texts: int
+    seconds: float
+    requests_per_s: float
+    texts_per_s: float
+    p50_ms: float
+    p99_ms: float
+    mean_batch: float | None
+    errors_5xx: int
+    refused_4xx: int
+    transport_errors: int
+    lost_writes: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def sentences() -> list[str]:
+    """Distinct STS-B train sentences, in file order."""
+    data = load_dataset(STSB)
+    return list(dict.fromkeys(t for t in data.sentence1 + data.sentence2 if t.strip()))
+
+
+def slices(texts: list[str]) -> Callable[[int], list[str]]:
+    """A taker of the next n unused texts: no two scenarios share a text."""
+    state = {"at": 0}
+
+    def take(n: int) -> list[str]:
+        start = state["at"]
+        if start + n > len(texts):
+            raise SystemExit(f"need {start + n} distinct texts, STS-B train has {len(texts)}")
+        state["at"] = start + n
+        return texts[start : start + n]
+
+    return take
+
+
+def batch_totals(url: str) -> tuple[float, float]:
+    """(texts, batches) encoded so far, summed over pipelines, from /metrics."""
+    text = httpx2.get(f"{url}/metrics", timeout=30).text
+    total = sum(
+        float(v) for v in re.findall(r"probembed_encode_batch_texts_sum\{[^}]*\} (\S+)", text)
+    )
+    count = sum(
+        float(v) for v in re.findall(r"probembed_encode_batch_texts_count\{[^}]*\} (\S+)", text)
+    )
+    return total, count
+
+
+async def drive(
+    url: str, clients: int, requests: list[tuple[str, dict]], label: str
+) -> tuple[list[float], list[int], int, float]:
+    """Send the requests from `clients` concurrent workers: latencies, statuses, errors, time."""
+    latencies: list[float] = []
+    statuses: list[int] = [0] * len(requests)  # by request; 0: no answer (transport error)
+    failures = 0
+    queue: Iterator[tuple[int, tuple[str, dict]]] = iter(enumerate(requests))
+    limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx2.AsyncClient(base_url=url, limits=limits, timeout=120) as http:
+        with progress_bar(label, len(requests), True) as bar:
+
+            async def worker() -> None:
+                nonlocal failures
+                for i, (path, body) in queue:
+                    started = time.perf_counter()
+                    try:
+                        answer = await http.post(path, json=body)
+                        statuses[i] = answer.status_code
+                    except httpx2.TransportError:
+                        failures += 1
+                    latencies.append(time.perf_counter() - started)
+                    bar.advance(1)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(clients)))
+            seconds = time.perf_counter() - started
+    return latencies, statuses, failures, seconds
+
+
+def run(
+    server: ServerProcess, scenario: str, clients: int, requests: list[tuple[str, dict]],
+    texts: int, batching: bool,
+) -> tuple[Outcome, list[int]]:  # fmt: skip
+    """One scenario against a running server, and each request's status."""
+    before = batch_totals(server.url)
+    latencies, statuses, failures, seconds = asyncio.run(
+        drive(server.url, clients, requests, scenario)
+    )
+    after = batch_totals(server.url)
+    batches = after[1] - before[1]
+    ms = sorted(1000 * x for x in latencies)
+    outcome = Outcome(
+        scenario=scenario,
+        batching=batching,
+        clients=clients,
+        requests=len(requests),
+        texts=texts,
+        seconds=round(seconds, 2),
+        requests_per_s=round(len(requests) / seconds, 1),
+        texts_per_s=round(texts / seconds, 1),
+        p50_ms=round(statistics.median(ms), 1),
+        p99_ms=round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+        mean_batch=round((after[0] - before[0]) / batches, 2) if batches else None,
+        errors_5xx=sum(s >= 500 for s in statuses),
+        refused_4xx=sum(400 <= s < 500 for s in statuses),
+        transport_errors=failures,
+    )
+    return outcome, statuses
+
+
+def embed_requests(model: str, texts: list[str]) -> list[tuple[str, dict]]:
+    """One single-text embedding request per text."""
+    body = {"model": model, "encoding_format": "base64"}
+    return [("/v1/embeddings", {**body, "input": t}) for t in texts]
+
+
+def offline(pipeline_name: str, texts: list[str]) -> float:
+    """Texts/s of one batched Pipeline.encode call (uncached), after a warm-up call."""
+    pipeline = Pipeline.load(pipeline_name, cache=False)
+    pipeline.encode(texts[:32])
+    started = time.perf_counter()
+    pipeline.encode(texts[32:])
+    return (len(texts) - 32) / (time.perf_counter() - started)
+
+
+def prefill(server: ServerProcess, texts: list[str]) -> float:
+    """Ingest the collection's starting documents in requests of 100: documents/s."""
+    documents = [{"id": f"p{i}", "text": t} for i, t in enumerate(texts)]
+    started = time.perf_counter()
+    with httpx2.Client(base_url=server.url, timeout=600) as http:
+        http.post("/v1/collections", json={"name": COLLECTION}).raise_for_status()
+        for start in range(0, len(documents), 100):
+            body = {"documents": documents[start : start + 100]}
+            http.post(f"/v1/collections/{COLLECTION}/documents", json=body).raise_for_status()
+    return len(documents) / (time.perf_counter() - started)
+
+
+def mixed_requests(
+    queries: list[str], new: list[str]
+) -> tuple[list[tuple[str, dict]], dict[int, list[str]]]:
+    """Searches and ingests interleaved 3:1, and the ids each ingest request writes."""
+    requests: list[tuple[str, dict]] = []
+    ids: dict[int, list[str]] = {}
+    writes = iter(range(0, len(new), DOCS_PER_INGEST))
+    for i, query in enumerate(queries):
+        requests.append((f"/v1/collections/{COLLECTION}/search", {"query": query, "k": 10}))
+        if i % 3 == 2:
+            start = next(writes, None)
+            if start is None:
+                continue
+            docs = [
+                {"id": f"n{start + j}", "text": t}
+                for j, t in enumerate(new[start : start + DOCS_PER_INGEST])
+            ]
+            ids[len(requests)] = [d["id"] for d in docs]
+            requests.append((f"/v1/collections/{COLLECTION}/documents", {"documents": docs}))
+    return requests, ids
+
+
+def main() -> None:
+    """Offline, then the batching server's scenarios, then the unbatched server's."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--pipeline", default="default")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every request count")
+    args = parser.parse_args()
+    count = {k: max(10, round(v * args.scale)) for k, v in REQUESTS.items()}
+    take = slices(sentences())
+    model = Pipeline.load(args.pipeline, cache=False).name
+    rate = offline(args.pipeline, take(OFFLINE_TEXTS))
+    print(f"offline Pipeline.encode: {rate:.1f} texts/s")
+    rows: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="probembed-serve-bench-") as tmp:
+        work = Path(tmp)
+
+        def server(name: str, *flags: str) -> ServerProcess:
+            env = {"PROBEMBED_CACHE_DIR": str(work / f"cache-{name}")}
+            return ServerProcess(work / f"db-{name}", args.pipeline, *flags, env=env)
+
+        with server("batched") as batched:
+            for clients in (1, 8, 50):
+                texts = take(count[f"embed-{clients}"])
+                requests = embed_requests(model, texts)
+                rows.append(
+                    run(batched, f"embed-{clients}", clients, requests, len(texts), True)[0]
+                )
+            ingest_rate = prefill(batched, take(PREFILL))
+            queries = take(max(10, round(MIXED_REQUESTS * 0.75 * args.scale)))
+            new = take(len(queries) // 3 * DOCS_PER_INGEST + DOCS_PER_INGEST)
+            requests, ids = mixed_requests(queries, new)
+            written = sum(len(v) for v in ids.values())
+            mixed, statuses = run(batched, "mixed-50", 50, requests, len(queries) + written, True)
+            acknowledged = {d for i, docs in ids.items() if statuses[i] == 200 for d in docs}
+            mixed.extra = {
+                "searches": len(queries),
+                "ingested_docs": written,
+                "acknowledged_docs": len(acknowledged),
+                "prefill_docs_per_s": round(ingest_rate, 1),
+            }
+            rows.append(mixed)
+        stored = Database(work / "db-batched").open(COLLECTION).ids()  # after SIGTERM
+        mixed.lost_writes = len(acknowledged - stored)
+        mixed.extra["stored"] = len(stored)
+        with server("unbatched", "--max-batch", "1") as unbatched:
+            texts = take(count["embed-50-unbatched"])
+            requests = embed_requests(model, texts)
+            rows.append(run(unbatched, "embed-50", 50, requests, len(texts), False)[0])
+    by = {(r.scenario, r.batching): r for r in rows}
+    best = by[("embed-50", True)].texts_per_s
+    summary = {
+        "offline_texts_per_s": round(rate, 1),
+        "batched_50_vs_offline": round(best / rate, 3),
+        "batched_50_vs_unbatched_50": round(best / by[("embed-50", False)].texts_per_s, 2),
+    }
+    result = {
+        "pipeline": args.pipeline,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "summary": summary,
+        "rows": [asdict(r) for r in rows],
+    }
+    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(summary, indent=2))
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""`probembed serve` in a subprocess, for tests and benchmarks that need the real server.
+
+Started on a free loopback port, ready once /readyz answers 200, stopped with SIGTERM (graceful)
+or SIGKILL; its output goes to a log file that errors quote.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+#: Start-up is imports plus loading the pipeline's models: seconds to a minute on 2 cores.
+READY_TIMEOUT = 180.0
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ServerProcess:
+    """A server subprocess; `with ServerProcess(...) as s:` waits until /readyz is 200."""
+
+    def __init__(
+        self,
+        db: Path,
+        pipeline: str | Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> None:
+        self.db, self.pipeline, self.args = Path(db), str(pipeline), list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log or self.db.parent / f"server-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> ServerProcess:
+        """Launch and wait for readiness; fail with the server's log if it never comes."""
+        command = [sys.executable, "-m", "probembed", "serve", "--db", str(self.db)]
+        command += ["--pipeline", self.pipeline, "--port", str(self.port), *self.args]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.output}")
+            if self._ready():
+                return self
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server not ready after {READY_TIMEOUT} s:\n{self.output}")
+
+    def _ready(self) -> bool:
+        """Whether /readyz answers 200 now."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as answer:
+                return answer.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    @property
+    def output(self) -> str:
+        """What the server wrote to stdout and stderr."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self, timeout: float = 60) -> int | None:
+        """SIGTERM and wait (graceful shutdown); SIGKILL if it does not exit in time."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
