@@ -266,6 +266,17 @@ class Pipeline:
         """One fused Gaussian per text, with the per-model weights that made it."""
         return self.fuse(self.encode_members(texts, progress))
 
+    @property
+    def max_tokens(self) -> int | None:
+        """The shortest member's token limit: a chunk past it would be cut by that member."""
+        limits = [m.encoder.max_tokens for m in self.members if m.encoder.max_tokens is not None]
+        return min(limits) if limits else None
+
+    def count_tokens(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, the most tokens any member's tokenizer makes of it (chunks must fit all)."""
+        counts = [m.encoder.count_tokens(texts) for m in self.members]
+        return np.max(np.asarray(counts, dtype=np.int64), axis=0)
+
     def empty(self) -> Fused:
         """No texts, fused: this pipeline's output shape, for a collection created empty."""
         dims = [member.encoder.dim for member in self.members]

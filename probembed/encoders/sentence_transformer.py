@@ -53,6 +53,17 @@ class SentenceTransformerEncoder(Encoder):
         """Model package (or directory contents) plus the library versions that run it."""
         return f"{self.name}:{self.dim}:{self.source}:{package_versions(*RUNTIME_PACKAGES)}"
 
+    @property
+    def max_tokens(self) -> int | None:
+        """The model's `max_seq_length`: longer inputs are truncated."""
+        return int(self.model.max_seq_length) if self.model.max_seq_length else None
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """The model tokenizer's tokens per text, special tokens included, untruncated."""
+        texts = validate_texts(texts)
+        encoded = self.model.tokenizer(texts, add_special_tokens=True, verbose=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """Run one batch through every module except `Normalize`."""
         with self.lock:

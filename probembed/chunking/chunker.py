@@ -1,0 +1,163 @@
+"""Cutting a document into chunks that every member model reads whole.
+
+Within each section, paragraphs are kept whole when they fit; a paragraph that does not is cut
+into sentences, a sentence that does not into runs of words. The pieces are then packed in
+order into chunks of at most `max_tokens`, counted with the pipeline's own tokenizers (the
+most any member makes of the text), and each chunk after the first of a section starts with
+the previous chunk's last pieces up to `overlap_tokens`. The result depends only on the text,
+the settings and the tokenizers: the same document always gives the same chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from probembed.chunking.structure import Section, Span, paragraphs, sentences, words
+
+#: Tokens per text, as the pipeline counts them (`Pipeline.count_tokens`).
+Counter = Callable[[Sequence[str]], Sequence[int]]
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """Chunk size and overlap in tokens; the size is capped at the pipeline's limit."""
+
+    max_tokens: int = 256
+    overlap_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
+            raise ValueError(f"max_tokens must be an integer, got {self.max_tokens!r}")
+        if self.max_tokens < 8:
+            raise ValueError(f"max_tokens must be at least 8, got {self.max_tokens}")
+        if not 0 <= self.overlap_tokens < self.max_tokens // 2:
+            raise ValueError(
+                f"overlap_tokens must be in [0, max_tokens / 2), got {self.overlap_tokens} "
+                f"for max_tokens={self.max_tokens}"
+            )
+
+    def capped(self, limit: int | None) -> ChunkSettings:
+        """These settings with the size at most `limit` (the shortest member's)."""
+        if limit is None or limit >= self.max_tokens:
+            return self
+        return ChunkSettings(limit, min(self.overlap_tokens, limit // 2 - 1))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One passage: its position in the document, its exact character span, its headings."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    headings: tuple[str, ...]
+    tokens: int
+
+
+def chunk_text(
+    text: str, sections: Sequence[Section], count: Counter, settings: ChunkSettings
+) -> list[Chunk]:
+    """The document's chunks, in order; each is `text[start:end]` and fits `max_tokens`."""
+    overhead = int(count([""])[0])  # special tokens ([CLS], [SEP]) every text pays once
+    budget = settings.max_tokens - overhead
+    chunks: list[Chunk] = []
+    for section in sections:
+        pieces = _fitting_pieces(text, (section.start, section.end), count, overhead, budget)
+        for start, end, tokens in _pack(pieces, budget, settings.overlap_tokens):
+            chunks.append(
+                Chunk(len(chunks), start, end, text[start:end], section.headings, tokens + overhead)
+            )
+    return _verified(chunks, count, settings.max_tokens, text, overhead, budget)
+
+
+def _costs(text: str, spans: list[Span], count: Counter, overhead: int) -> list[int]:
+    """Tokens of each span without the per-text special tokens."""
+    if not spans:
+        return []
+    return [max(int(n) - overhead, 1) for n in count([text[s:e] for s, e in spans])]
+
+
+def _fitting_pieces(
+    text: str, span: Span, count: Counter, overhead: int, budget: int
+) -> list[tuple[int, int, int]]:
+    """(start, end, tokens) pieces of a section, each within the budget: paragraphs, else
+    sentences, else runs of words."""
+    out: list[tuple[int, int, int]] = []
+    parts = paragraphs(text, span)
+    for (start, end), tokens in zip(parts, _costs(text, parts, count, overhead), strict=True):
+        if tokens <= budget:
+            out.append((start, end, tokens))
+            continue
+        inner = sentences(text, (start, end))
+        for (s, e), n in zip(inner, _costs(text, inner, count, overhead), strict=True):
+            if n <= budget:
+                out.append((s, e, n))
+            else:
+                out.extend(_word_runs(text, (s, e), count, overhead, budget))
+    return out
+
+
+def _word_runs(
+    text: str, span: Span, count: Counter, overhead: int, budget: int
+) -> list[tuple[int, int, int]]:
+    """A too-long sentence as consecutive runs of whole words, each within the budget."""
+    spans = words(text, span)
+    costs = _costs(text, spans, count, overhead)
+    runs: list[tuple[int, int, int]] = []
+    start, last, total = None, span[0], 0
+    for (s, e), n in zip(spans, costs, strict=True):
+        if start is not None and total + n > budget:
+            runs.append((start, last, total))
+            start, total = None, 0
+        if start is None:
+            start = s
+        last = e
+        total += n  # a single word longer than the budget is a run of its own (and is cut)
+    if start is not None:
+        runs.append((start, last, total))
+    return runs
+
+
+def _pack(
+    pieces: list[tuple[int, int, int]], budget: int, overlap: int
+) -> list[tuple[int, int, int]]:
+    """Consecutive pieces packed into (start, end, tokens) chunks, the sum of pieces within
+    the budget; a new chunk repeats the last pieces of the previous up to `overlap` tokens."""
+    chunks: list[tuple[int, int, int]] = []
+    i = 0
+    while i < len(pieces):
+        j, total = i, 0
+        while j < len(pieces) and (j == i or total + pieces[j][2] <= budget):
+            total += pieces[j][2]
+            j += 1
+        chunks.append((pieces[i][0], pieces[j - 1][1], total))
+        if j == len(pieces):
+            break
+        back, carried = j, 0
+        while back - 1 > i and carried + pieces[back - 1][2] <= overlap:
+            back -= 1
+            carried += pieces[back][2]
+        i = back
+    return chunks
+
+
+def _verified(
+    chunks: list[Chunk], count: Counter, max_tokens: int, text: str, overhead: int, budget: int
+) -> list[Chunk]:
+    """Chunks counted as a whole. WordPiece and word counts add up exactly over whitespace
+    joins, so this only catches a tokenizer that merges across them: such a chunk is cut
+    again into word runs."""
+    if not chunks:
+        return chunks
+    actual = [int(n) for n in count([c.text for c in chunks])]
+    out: list[Chunk] = []
+    for chunk, tokens in zip(chunks, actual, strict=True):
+        if tokens <= max_tokens:
+            out.append(Chunk(len(out), chunk.start, chunk.end, chunk.text, chunk.headings, tokens))
+            continue
+        runs = _word_runs(text, (chunk.start, chunk.end), count, overhead, budget // 2)
+        for s, e, n in runs:
+            out.append(Chunk(len(out), s, e, text[s:e], chunk.headings, n + overhead))
+    return out

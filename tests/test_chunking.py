@@ -1,0 +1,114 @@
+"""Chunking: exact slices, within the token budget, covering every word, deterministic."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probembed.chunking import ChunkSettings, chunk_text, markdown_sections, plain_sections
+
+WORD = re.compile(r"\S+")
+
+
+def word_counter(texts):
+    """Words plus 2 special tokens, like [CLS] ... [SEP]: adds up exactly over joins."""
+    return [len(t.split()) + 2 for t in texts]
+
+
+words = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
+sentence = st.lists(words, min_size=1, max_size=40).map(lambda ws: " ".join(ws) + ".")
+paragraph = st.lists(sentence, min_size=1, max_size=6).map(" ".join)
+document = st.lists(paragraph, min_size=1, max_size=8).map("\n\n".join)
+
+
+@given(document, st.integers(8, 64), st.integers(0, 3))
+@settings(max_examples=200, deadline=None)
+def test_chunks_are_exact_slices_within_budget_covering_every_word(text, size, overlap):
+    config = ChunkSettings(size, min(overlap, size // 2 - 1))
+    chunks = chunk_text(text, plain_sections(text), word_counter, config)
+    assert chunks and [c.index for c in chunks] == list(range(len(chunks)))
+    covered = set()
+    for chunk in chunks:
+        assert chunk.text == text[chunk.start : chunk.end]
+        assert chunk.tokens == word_counter([chunk.text])[0] <= size
+        covered |= {m.start() for m in WORD.finditer(text, chunk.start, chunk.end)}
+    assert covered == {m.start() for m in WORD.finditer(text)}
+    assert [c.start for c in chunks] == sorted(c.start for c in chunks)
+    assert chunk_text(text, plain_sections(text), word_counter, config) == chunks
+
+
+@given(document)
+@settings(max_examples=50, deadline=None)
+def test_overlap_repeats_at_most_the_overlap(text):
+    config = ChunkSettings(24, 6)
+    chunks = chunk_text(text, plain_sections(text), word_counter, config)
+    for before, after in itertools.pairwise(chunks):
+        shared = max(0, before.end - after.start)
+        assert len(text[after.start : after.start + shared].split()) <= config.overlap_tokens
+
+
+MARKDOWN = """Intro line.
+
+# Guide
+
+Some words.
+
+## Install
+
+```sh
+# not a heading: inside a fence
+pip install x
+```
+
+### Linux
+
+Use apt.
+
+## Use
+
+Call it.
+"""
+
+
+def test_markdown_sections_keep_the_heading_path_and_ignore_fences():
+    sections = markdown_sections(MARKDOWN)
+    paths = [s.headings for s in sections]
+    assert paths == [
+        (),
+        ("Guide",),
+        ("Guide", "Install"),
+        ("Guide", "Install", "Linux"),
+        ("Guide", "Use"),
+    ]
+    assert "# not a heading" in MARKDOWN[sections[2].start : sections[2].end]
+    assert sections[-1].end == len(MARKDOWN)
+    chunks = chunk_text(MARKDOWN, sections, word_counter, ChunkSettings(64, 0))
+    assert [c.headings for c in chunks] == paths  # each section is small: one chunk each
+
+
+def test_a_sentence_longer_than_the_budget_is_cut_into_word_runs():
+    text = " ".join(f"w{i}" for i in range(100))  # no sentence end, one paragraph
+    chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(12, 0))
+    assert all(c.tokens <= 12 for c in chunks) and len(chunks) == 10
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(4, 0), (32, 16), (32, -1), (True, 0)])
+def test_bad_settings_are_named(size, overlap):
+    with pytest.raises(ValueError, match="max_tokens|overlap_tokens"):
+        ChunkSettings(size, overlap)
+
+
+def test_default_pipeline_chunks_fit_every_member(default_pipeline):
+    text = (
+        "The jaguar is the largest cat species in the Americas and the third largest in the world. "
+    ) * 60
+    config = ChunkSettings().capped(default_pipeline.max_tokens)
+    chunks = chunk_text(text, plain_sections(text), default_pipeline.count_tokens, config)
+    assert len(chunks) > 1
+    for member in default_pipeline.members:
+        limit = member.encoder.max_tokens or config.max_tokens
+        assert max(member.encoder.count_tokens([c.text for c in chunks])) <= limit
