@@ -17,6 +17,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "eval": ("ranx", "sklearn", "matplotlib"),
     "cli": ("typer", "rich"),
     "serve": ("fastapi", "uvicorn", "prometheus_client"),
+    "documents": ("bs4", "pypdf"),
 }
 
 

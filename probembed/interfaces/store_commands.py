@@ -15,7 +15,7 @@ from rich.table import Table
 from probembed.interfaces.console import err, fail, literal, note, say
 
 if TYPE_CHECKING:
-    from probembed.store import Collection, IngestReport, QueryResult
+    from probembed.store import Collection, DocumentReport, IngestReport, QueryResult
 
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
@@ -60,12 +60,18 @@ def _open_collection(db: Path, name: str) -> Collection:
         raise fail(str(exc)) from exc
 
 
-def ingest_and_report(source: Any, target: Collection, pipe: Any, **options: Any) -> IngestReport:
-    """Ingest with a progress bar, then say what happened: each skipped item, one summary."""
-    from probembed.store import StoreError, ingest
+def ingest_and_report(
+    source: Any, target: Collection, pipe: Any, chunking: Any = None, **options: Any
+) -> IngestReport | DocumentReport:
+    """Ingest (chunked, when `chunking` is given) with a progress bar, then say what
+    happened: each skipped item, one summary."""
+    from probembed.store import StoreError, ingest, ingest_documents
 
     try:
-        report = ingest(source, target, pipe, progress=True, **options)
+        if chunking is not None:
+            report = ingest_documents(source, target, pipe, chunking, progress=True, **options)
+        else:
+            report = ingest(source, target, pipe, progress=True, **options)
     except (StoreError, ValueError, FileNotFoundError) as exc:
         raise fail(str(exc)) from exc
     for problem in report.problems:
@@ -89,8 +95,21 @@ def ingest_command(
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.")] = 512,
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
+    chunk: Annotated[
+        bool,
+        typer.Option(
+            help="Cut documents into chunks every model reads whole (Markdown, HTML, PDF, text "
+            "files; JSONL and BEIR records); a re-run re-embeds only changed documents."
+        ),
+    ] = False,
+    chunk_tokens: Annotated[int, typer.Option(help="Tokens per chunk, at most.")] = 256,
+    overlap: Annotated[int, typer.Option(help="Tokens a chunk repeats from the last.")] = 32,
+    sync: Annotated[
+        bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
+    ] = False,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
+    from probembed.chunking import ChunkSettings
     from probembed.store import Database, StoreError
 
     db = resolve_db(db)
@@ -102,8 +121,19 @@ def ingest_command(
             pipe = load_pipeline(pipeline or "default")
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    options = {"batch_size": batch_size, "on_error": on_error, "upsert": upsert}
-    report = ingest_and_report(path, target, pipe, **options)
+    options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
+    if sync and not chunk:
+        raise fail("--sync needs --chunk: only chunked documents carry a content hash")
+    if chunk:
+        if upsert:
+            raise fail("--upsert is implied by --chunk: changed documents are replaced")
+        try:
+            settings = ChunkSettings(chunk_tokens, overlap)
+        except ValueError as exc:
+            raise fail(str(exc)) from exc
+        report = ingest_and_report(path, target, pipe, settings, sync=sync, **options)
+    else:
+        report = ingest_and_report(path, target, pipe, upsert=upsert, **options)
     say(f"collection {collection!r} in {db}: {target.count()} items")
     if report.added or report.updated:
         with err.status("building the search graph"):
@@ -121,6 +151,13 @@ def search_command(
     exact: Annotated[bool, typer.Option(help="Scan every item instead of the ANN graph.")] = False,
     where: Annotated[str | None, typer.Option(help='SQL filter, e.g. "year > 2015".')] = None,
     hybrid: Annotated[bool, typer.Option(help="Fuse with BM25 by reciprocal rank.")] = False,
+    group_by_doc: Annotated[
+        bool,
+        typer.Option(
+            help="Chunked collections: the best chunk per document, with a count of "
+            "its other matching chunks."
+        ),
+    ] = False,
     min_p_relevant: Annotated[
         float | None,
         typer.Option(
@@ -146,7 +183,14 @@ def search_command(
     target = _open_collection(resolve_db(db), collection)
     try:
         results = target.search(
-            question, k, score, exact, where, hybrid, min_p_relevant=min_p_relevant
+            question,
+            k,
+            score,
+            exact,
+            where,
+            hybrid,
+            min_p_relevant=min_p_relevant,
+            group_by_doc=group_by_doc,
         )
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc

@@ -454,6 +454,7 @@ def _collections(service: Service) -> APIRouter:
                 body.hybrid,
                 texts,
                 min_p_relevant=body.min_p_relevant,
+                group_by_doc=body.group_by_doc,
             )
 
         results = await service.run(name, run)

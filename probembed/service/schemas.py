@@ -146,6 +146,9 @@ class SearchRequest(Strict):
     hybrid: bool = False
     exact: bool = False
     min_p_relevant: float | None = Field(None, ge=0, le=1)
+    group_by_doc: bool = Field(
+        False, description="Chunked collections: each document's best chunk only."
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> SearchRequest:
@@ -168,6 +171,9 @@ class HitOut(BaseModel):
     p_relevant: float | None
     text: str | None
     metadata: dict[str, Any]
+    other_chunks: int | None = Field(
+        None, description="With group_by_doc: the document's other chunks among the candidates."
+    )
 
 
 class QueryResultOut(BaseModel):

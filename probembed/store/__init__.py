@@ -4,6 +4,7 @@ from probembed.extras import require
 
 require("store", "probembed.store")
 
+from probembed.store.chunked import DocumentReport, ingest_documents, read_documents
 from probembed.store.collection import DEFAULT_COLLECTION, Collection, CollectionStats, Database
 from probembed.store.errors import (
     CollectionExistsError,
@@ -25,6 +26,7 @@ __all__ = [
     "CollectionNotFoundError",
     "CollectionStats",
     "Database",
+    "DocumentReport",
     "Hit",
     "IndexSettings",
     "IngestError",
@@ -38,5 +40,7 @@ __all__ = [
     "StoreError",
     "confidence",
     "ingest",
+    "ingest_documents",
+    "read_documents",
     "read_records",
 ]

@@ -70,6 +70,8 @@ class Vectors:
     version: int
     #: LanceDB row ids at this version: reading hits' text by row id is a direct take.
     row_ids: np.ndarray
+    #: Each row's document (chunked collections), else None.
+    doc_ids: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -380,6 +382,7 @@ class Collection:
         hybrid: bool = ...,
         beta: float | None = ...,
         min_p_relevant: float | None = ...,
+        group_by_doc: bool = ...,
     ) -> QueryResult: ...
 
     @overload
@@ -393,6 +396,7 @@ class Collection:
         hybrid: bool = ...,
         beta: float | None = ...,
         min_p_relevant: float | None = ...,
+        group_by_doc: bool = ...,
     ) -> list[QueryResult]: ...
 
     def search(
@@ -405,15 +409,19 @@ class Collection:
         hybrid: bool = False,
         beta: float | None = None,
         min_p_relevant: float | None = None,
+        group_by_doc: bool = False,
     ) -> QueryResult | list[QueryResult]:
         """The k best items for one query (-> one result) or several (-> one result each).
 
         Queries are encoded by the collection's own pipeline (`load_pipeline`); see
-        `Searcher.search` for `score`, `exact`, `where`, `hybrid`, `beta` and `min_p_relevant`.
+        `Searcher.search` for `score`, `exact`, `where`, `hybrid`, `beta`, `min_p_relevant`
+        and `group_by_doc`.
         """
         batch = [queries] if isinstance(queries, str) else queries
         searcher = self.searcher()
-        results = searcher.search(batch, k, score, exact, where, hybrid, beta, min_p_relevant)
+        results = searcher.search(
+            batch, k, score, exact, where, hybrid, beta, min_p_relevant, group_by_doc
+        )
         return results[0] if isinstance(queries, str) else results
 
     def check_pipeline(self, pipeline: PipelineInfo) -> None:
@@ -511,6 +519,22 @@ class Collection:
             table.delete(condition)
         return int(found)
 
+    def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
+        """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.
+
+        Empty for a collection without chunked documents (no `doc_id` and `doc_hash` columns).
+        """
+        table = self._open()
+        if table is None or not {"doc_id", "doc_hash"} <= set(self.metadata_columns()):
+            return {}
+        rows = _scan(table, ["id", "doc_id", "doc_hash"], "doc_id IS NOT NULL").to_pylist()
+        index: dict[str, tuple[set[str], list[str]]] = {}
+        for row in rows:
+            hashes, ids = index.setdefault(row["doc_id"], (set(), []))
+            hashes.add(row["doc_hash"])
+            ids.append(row["id"])
+        return index
+
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
         table = self._open()
@@ -523,7 +547,9 @@ class Collection:
         """All ids, means, variances and weights at the current version, as numpy arrays."""
         table = self._require()
         version = int(table.version)
-        data = _scan(table, ["id", "mean", "var", "weights"], row_ids=True)
+        chunked = "doc_id" in self.metadata_columns()
+        columns = ["id", "mean", "var", "weights", *(["doc_id"] if chunked else [])]
+        data = _scan(table, columns, row_ids=True)
         return Vectors(
             np.asarray(data.column("id").to_pylist(), dtype=object),
             to_matrix(data.column("mean")),
@@ -531,6 +557,7 @@ class Collection:
             to_matrix(data.column("weights")),
             version,
             data.column("_rowid").to_numpy(),
+            np.asarray(data.column("doc_id").to_pylist(), dtype=object) if chunked else None,
         )
 
     def rows(

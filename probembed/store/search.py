@@ -33,6 +33,10 @@ from probembed.store.index import (
 from probembed.store.ranking import Ranked, reciprocal_rank_fusion, rescore, scan, with_moments
 from probembed.store.rows import PipelineInfo
 
+#: With group_by_doc, chunks ranked per document wanted: documents rarely have more chunks
+#: than this among a query's best.
+GROUP_POOL = 10
+
 if TYPE_CHECKING:
     from probembed.store.collection import Collection, Vectors
 
@@ -52,6 +56,12 @@ class Hit(TypedDict):
     p_relevant: float | None
     text: str | None
     metadata: dict[str, Any]
+
+
+class GroupedHit(Hit, total=False):
+    """A hit of a `group_by_doc` search: its document's other chunks among the candidates."""
+
+    other_chunks: int
 
 
 class QueryResult(TypedDict):
@@ -92,19 +102,24 @@ class Searcher:
         hybrid: bool = False,
         beta: float | None = None,
         min_p_relevant: float | None = None,
+        group_by_doc: bool = False,
     ) -> list[QueryResult]:
         """One result per query: {"query", "confidence", "hits": [{"id", "score", "std", ...}]}.
 
         `score` defaults to the pipeline's; `exact` scans every row instead of the graph;
         `where` is a SQL filter on id, text and metadata columns; `hybrid` fuses the ranking
         with BM25 by reciprocal rank (each hit's score is then its fused RRF score);
-        `min_p_relevant` drops the hits whose p_relevant is below it (needs a calibrator).
+        `min_p_relevant` drops the hits whose p_relevant is below it (needs a calibrator);
+        `group_by_doc` (chunked collections) keeps each document's best chunk, the count of
+        its other chunks among the candidates in the hit's `other_chunks`.
         """
         texts = _validate_queries(queries)
         _validate_k(k)
         self._validate_min_p(min_p_relevant)
         fused = self.pipeline.encode(texts)
-        return self.search_fused(fused, k, score, exact, where, hybrid, texts, beta, min_p_relevant)
+        return self.search_fused(
+            fused, k, score, exact, where, hybrid, texts, beta, min_p_relevant, group_by_doc
+        )
 
     def search_fused(
         self,
@@ -117,6 +132,7 @@ class Searcher:
         texts: Sequence[str] | None = None,
         beta: float | None = None,
         min_p_relevant: float | None = None,
+        group_by_doc: bool = False,
     ) -> list[QueryResult]:
         """Results for already-encoded queries; `texts` are shown and needed for hybrid BM25.
 
@@ -149,16 +165,50 @@ class Searcher:
         calibrator = self.pipeline.calibrator
         learned = calibrator is not None and calibrator.confidence is not None
         depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
+        pool = self._group_pool(depth) if group_by_doc else depth
         if hybrid:
             assert texts is not None
-            ranked = self._hybrid(queries, texts, depth, kind, exact, allowed, where, beta)
+            ranked = self._hybrid(queries, texts, pool, kind, exact, allowed, where, beta)
         else:
-            ranked = self._rank(queries, depth, kind, exact, allowed, beta)
+            ranked = self._rank(queries, pool, kind, exact, allowed, beta)
+        others: list[list[int]] | None = None
+        if group_by_doc:
+            ranked, others = self._grouped(ranked, depth)
         results = self._results(self._with_disagreement(ranked, fused), labels, k, fused)
+        if others is not None:
+            for result, counts in zip(results, others, strict=True):
+                for hit, count in zip(result["hits"], counts, strict=False):
+                    hit["other_chunks"] = count
         if min_p_relevant is not None:
             for result in results:
                 result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
         return results
+
+    def _group_pool(self, depth: int) -> int:
+        """Chunks to rank so that `depth` documents remain after grouping, most of the time."""
+        if self._vectors is None or self._vectors.doc_ids is None:
+            raise ValueError(
+                f"group_by_doc needs chunked documents, but collection {self.collection.name!r} "
+                "has no doc_id column; ingest with chunking (`probembed ingest --chunk`)"
+            )
+        return min(len(self._vectors.ids), max(GROUP_POOL * depth, 100))
+
+    def _grouped(self, ranked: list[Ranked], depth: int) -> tuple[list[Ranked], list[list[int]]]:
+        """Per query, the best chunk of each document (at most `depth`), and how many other
+        chunks of that document were among the ranked candidates."""
+        assert self._vectors is not None and self._vectors.doc_ids is not None
+        doc_ids = self._vectors.doc_ids
+        out, others = [], []
+        for hits in ranked:
+            docs = doc_ids[hits.positions]
+            first: dict[str, int] = {}
+            for i, doc in enumerate(docs.tolist()):
+                first.setdefault(doc, i)
+            keep = np.array(sorted(first.values())[:depth], dtype=np.int64)
+            seen = {doc: int((docs == doc).sum()) - 1 for doc in docs[keep].tolist()}
+            out.append(Ranked(*(field[keep] for field in hits)))
+            others.append([seen[doc] for doc in docs[keep].tolist()])
+        return out, others
 
     def warm(self, score: Score | str | None = None) -> bool:
         """Load the vectors and build (or load) the graph a search with `score` would use.

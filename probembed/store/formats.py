@@ -1,0 +1,174 @@
+"""Files as documents: plain text, Markdown, HTML (a real parser) and PDF (its text layer).
+
+Each reader gives a `SourceDocument`, whose `text` is what chunk offsets point into (the file
+itself for text and Markdown, the extracted text for HTML and PDF), or a `Problem` naming the
+file and what is wrong with it: not UTF-8, binary, empty, encrypted or damaged PDF. HTML needs
+beautifulsoup4 and PDF pypdf (the `documents` extra); a missing one is a problem per file that
+names the extra.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probembed.chunking import Section, markdown_sections, plain_sections
+from probembed.documents import Problem
+from probembed.extras import MissingExtraError, require
+
+#: Elements whose text is page furniture, not content.
+_DROPPED = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "template")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_BLOCKS = (*_HEADINGS, "p", "li", "pre", "blockquote", "td", "th", "dt", "dd", "figcaption")
+#: Bytes inspected for NUL to tell a binary file from text.
+_SNIFF = 8192
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One file's text, ready to chunk; `markdown` says whether `#` headings structure it."""
+
+    id: str
+    text: str
+    source: str
+    kind: str
+    title: str | None = None
+    markdown: bool = False
+    #: Character offset where each PDF page starts (page n starts at page_starts[n - 1]).
+    page_starts: tuple[int, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def sections(self) -> list[Section]:
+        """Where chunks may not cross: Markdown sections, PDF pages, else the whole text."""
+        if self.markdown:
+            return markdown_sections(self.text)
+        if self.page_starts:
+            ends = [*self.page_starts[1:], len(self.text)]
+            return [Section((), s, e) for s, e in zip(self.page_starts, ends, strict=True) if e > s]
+        return plain_sections(self.text)
+
+    def page_of(self, offset: int) -> int | None:
+        """The 1-based PDF page holding a character offset (None for other kinds)."""
+        if not self.page_starts:
+            return None
+        return bisect.bisect_right(self.page_starts, offset)
+
+
+def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
+    """The document in a file, chosen by suffix, or the problem with it."""
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
+        return Problem(
+            str(path), f"unsupported file type {path.suffix!r}; use {', '.join(READERS)}"
+        )
+    try:
+        document = reader(path, doc_id)
+    except MissingExtraError as exc:
+        return Problem(str(path), str(exc))
+    except OSError as exc:
+        return Problem(str(path), f"cannot read: {exc.strerror or exc}")
+    if isinstance(document, SourceDocument) and not document.text.strip():
+        return Problem(str(path), "no text in it (empty file, or nothing but markup)")
+    return document
+
+
+def _utf8(path: Path) -> str | Problem:
+    """The file as UTF-8 text, or a problem: binary, or another encoding (with the byte)."""
+    data = path.read_bytes()
+    if b"\x00" in data[:_SNIFF]:
+        return Problem(str(path), "binary file (NUL bytes), not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1].hex()
+        return Problem(
+            str(path),
+            f"not UTF-8: byte 0x{bad} at offset {exc.start}; convert it, e.g. "
+            f"`iconv -f latin1 -t utf-8`",
+        )
+
+
+def read_plain(path: Path, doc_id: str) -> SourceDocument | Problem:
+    """A .txt file as it is."""
+    text = _utf8(path)
+    if isinstance(text, Problem):
+        return text
+    return SourceDocument(doc_id, text, str(path), "text", title=path.stem)
+
+
+def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
+    """A .md file as it is; its title is the first heading, else the file name."""
+    text = _utf8(path)
+    if isinstance(text, Problem):
+        return text
+    title = next(
+        (line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")), None
+    )
+    return SourceDocument(doc_id, text, str(path), "markdown", title or path.stem, markdown=True)
+
+
+def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
+    """Visible text of the content blocks, headings written as Markdown headings so sections
+    follow them; scripts, styles and navigation dropped."""
+    text = _utf8(path)
+    if isinstance(text, Problem):
+        return text
+    require("documents", "reading HTML")
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(text, "html.parser")
+    for element in soup.find_all(_DROPPED):
+        element.decompose()
+    lines = []
+    for element in soup.find_all(_BLOCKS):
+        if element.find_parent(_BLOCKS) is not None:
+            continue  # its text is in the enclosing block
+        words = " ".join(element.get_text(" ", strip=True).split())
+        if not words:
+            continue
+        if element.name in _HEADINGS:
+            words = "#" * int(element.name[1]) + " " + words
+        lines.append(words)
+    title_tag = soup.find("title")
+    title = title_tag.get_text(strip=True) if title_tag else None
+    heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
+    return SourceDocument(
+        doc_id, "\n\n".join(lines), str(path), "html", title or heading or path.stem, markdown=True
+    )
+
+
+def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
+    """The text layer of every page, pages separated by a blank line; page starts kept."""
+    require("documents", "reading PDF")
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(str(path))
+        if reader.is_encrypted and not reader.decrypt(""):
+            return Problem(str(path), "encrypted PDF: decrypt it first (e.g. `qpdf --decrypt`)")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        return Problem(str(path), f"damaged or truncated PDF: {exc}")
+    starts, parts, at = [], [], 0
+    for page in pages:
+        starts.append(at)
+        parts.append(page)
+        at += len(page) + 2
+    title = (reader.metadata.title if reader.metadata else None) or path.stem
+    return SourceDocument(
+        doc_id, "\n\n".join(parts), str(path), "pdf", str(title), page_starts=tuple(starts)
+    )
+
+
+READERS: dict[str, Callable[[Path, str], SourceDocument | Problem]] = {
+    ".txt": read_plain,
+    ".md": read_markdown,
+    ".markdown": read_markdown,
+    ".html": read_html,
+    ".htm": read_html,
+    ".pdf": read_pdf,
+}

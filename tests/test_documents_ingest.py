@@ -1,0 +1,187 @@
+"""Chunked ingest of real file formats: heading paths, offsets, pages, change detection, and
+a clear report for every file that cannot be read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fpdf import FPDF
+from typer.testing import CliRunner
+
+from probembed.chunking import ChunkSettings
+from probembed.interfaces.cli import app
+from probembed.pipeline import Pipeline
+from probembed.store import Database, IngestError, ingest_documents
+
+SMALL = ChunkSettings(48, 8)  # small chunks, so a long file has many
+
+
+def long_markdown(last: str) -> str:
+    """A guide whose answer sits in its last section, far past any model's token limit."""
+    sections = [
+        f"## Chapter {i}\n\n"
+        + " ".join(f"Routine step {i}.{j} of the procedure." for j in range(12))
+        for i in range(20)
+    ]
+    return (
+        "# Field guide\n\nAn introduction.\n\n"
+        + "\n\n".join(sections)
+        + f"\n\n## Troubleshooting\n\n{last}\n"
+    )
+
+
+HTML = """<html><head><title>Quarterly page</title><script>var tracking = "secret-tracker";</script>
+<style>body { color: red }</style></head><body>
+<nav><a href="/">Home</a> <a href="/menu">navigation-menu-item</a></nav>
+<h1>Quarterly review</h1><p>Revenue grew in the northern region.</p>
+<h2>Outlook</h2><ul><li>Hiring continues in <b>robotics</b> teams.</li></ul>
+<footer>copyright footer-text</footer></body></html>"""
+
+
+def write_pdf(path, pages):
+    """A real PDF (fpdf2) with one text block per page."""
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    for text in pages:
+        pdf.add_page()
+        pdf.multi_cell(0, 10, text)
+    pdf.output(str(path))
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "guide.md").write_text(long_markdown("The flux capacitor overheats when left on."))
+    (root / "page.html").write_text(HTML)
+    (root / "notes.txt").write_text("Plain notes about gardening and tomato plants.")
+    pages = [
+        "Introduction to the study.",
+        "Methods used in the lab.",
+        "Quantum entanglement results.",
+    ]
+    write_pdf(root / "report.pdf", pages)
+    return root
+
+
+@pytest.fixture(scope="module")
+def pipe(pydoc_pipeline_dir) -> Pipeline:
+    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+
+
+def test_folder_chunks_keep_headings_offsets_and_pages(tmp_path, folder, pipe):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    report = ingest_documents(folder, collection, pipe, SMALL)
+    assert (report.added, report.updated, report.unchanged, report.problems) == (4, 0, 0, [])
+    assert report.chunks_written == collection.count() > 20
+    hit = collection.search("flux capacitor overheats", k=3, exact=True, group_by_doc=True)["hits"][
+        0
+    ]
+    meta = hit["metadata"]
+    assert meta["doc_id"] == "guide.md" and meta["heading"] == "Field guide > Troubleshooting"
+    source = (folder / "guide.md").read_text()
+    assert source[meta["start"] : meta["end"]] == hit["text"] and "flux capacitor" in hit["text"]
+    assert meta["title"] == "Field guide" and hit["other_chunks"] >= 0
+    pdf_hit = collection.search("quantum entanglement results", k=1, exact=True)["hits"][0]
+    assert pdf_hit["metadata"]["doc_id"] == "report.pdf" and pdf_hit["metadata"]["page"] == 3
+    texts = " ".join(h["text"] for h in collection.search("page", k=200, exact=True)["hits"])
+    html = [h for h in collection.search("robotics hiring", k=5, exact=True)["hits"]
+            if h["metadata"]["doc_id"] == "page.html"]  # fmt: skip
+    assert html and html[0]["metadata"]["title"] == "Quarterly page"
+    for furniture in ("secret-tracker", "navigation-menu-item", "footer-text", "color: red"):
+        assert furniture not in texts
+
+
+def test_grouping_gives_one_hit_per_document(tmp_path, folder, pipe):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pipe, SMALL)
+    plain = collection.search("routine step of the procedure", k=5, exact=True)["hits"]
+    grouped = collection.search("routine step of the procedure", k=5, exact=True, group_by_doc=True)
+    docs = [h["metadata"]["doc_id"] for h in grouped["hits"]]
+    assert len(docs) == len(set(docs)) == 4  # four documents, each once
+    assert [h["metadata"]["doc_id"] for h in plain].count("guide.md") > 1
+    assert grouped["hits"][0]["id"] == plain[0]["id"] and grouped["hits"][0]["other_chunks"] >= 4
+
+
+def test_rerun_touches_only_what_changed(tmp_path, folder, pipe):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pipe, SMALL)
+    version = collection.version
+    again = ingest_documents(folder, collection, pipe, SMALL)
+    assert (again.unchanged, again.chunks_written, collection.version) == (4, 0, version)
+    (folder / "guide.md").write_text(long_markdown("Reset the gizmo twice."))
+    (folder / "notes.txt").unlink()
+    before = collection.document_index()
+    synced = ingest_documents(folder, collection, pipe, SMALL, sync=True)
+    assert (synced.added, synced.updated, synced.removed, synced.unchanged) == (0, 1, 1, 2)
+    after = collection.document_index()
+    assert set(after) == {"guide.md", "page.html", "report.pdf"}
+    assert after["page.html"] == before["page.html"] and after["report.pdf"] == before["report.pdf"]
+    assert len(after["guide.md"][0]) == 1 and after["guide.md"][0] != before["guide.md"][0]
+    assert collection.count() == sum(len(ids) for _, ids in after.values())
+    hit = collection.search("gizmo reset twice", k=1, exact=True)["hits"][0]
+    assert hit["metadata"]["doc_id"] == "guide.md" and "gizmo" in hit["text"]
+
+
+def bad_folder(tmp_path):
+    root = tmp_path / "bad"
+    root.mkdir()
+    (root / "good.md").write_text("# Fine\n\nA perfectly good file.")
+    (root / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (root / "latin1.txt").write_bytes("Un café très noir.".encode("latin-1"))
+    (root / "empty.txt").write_text("")
+    write_pdf(root / "whole.pdf", ["A page."])
+    data = (root / "whole.pdf").read_bytes()
+    (root / "truncated.pdf").write_bytes(data[: len(data) // 3])
+    (root / "whole.pdf").unlink()
+    locked = FPDF()
+    locked.set_encryption(owner_password="owner", user_password="secret")
+    locked.add_page()
+    locked.set_font("helvetica", size=12)
+    locked.cell(0, 10, "hidden")
+    locked.output(str(root / "locked.pdf"))
+    return root
+
+
+EXPECTED = {
+    "binary.md": "binary file",
+    "latin1.txt": "not UTF-8: byte 0xe9",
+    "empty.txt": "no text",
+    "truncated.pdf": "PDF",
+    "locked.pdf": "encrypted PDF",
+}
+
+
+def test_unreadable_files_are_each_reported_and_nothing_half_written(tmp_path, pipe):
+    root = bad_folder(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("bad")
+    with pytest.raises(IngestError) as stopped:
+        ingest_documents(root, collection, pipe, SMALL)
+    assert not collection.exists  # on_error="stop": nothing at all was written
+    said = {p.source.rsplit("/", 1)[-1]: p.message for p in stopped.value.problems}
+    assert set(said) == set(EXPECTED)
+    for name, words in EXPECTED.items():
+        assert words in said[name], (name, said[name])
+    report = ingest_documents(root, collection, pipe, SMALL, on_error="skip")
+    assert report.added == 1 and len(report.problems) == 5
+    assert collection.document_index().keys() == {"good.md"}
+
+
+def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline_dir):
+    runner = CliRunner()
+    db = str(tmp_path / "db")
+    args = ["ingest", str(folder), "--db", db, "--pipeline", str(pydoc_pipeline_dir), "--chunk"]
+    first = runner.invoke(app, [*args, "--chunk-tokens", "48", "--overlap", "8"])
+    assert first.exit_code == 0, first.output
+    assert "documents added 4, updated 0, removed 0, unchanged 0" in first.output
+    (folder / "notes.txt").unlink()
+    second = runner.invoke(app, [*args, "--chunk-tokens", "48", "--overlap", "8", "--sync"])
+    assert "added 0, updated 0, removed 1, unchanged 3" in second.output
+    found = runner.invoke(
+        app, ["search", "flux capacitor", "--db", db, "--group-by-doc", "--json", "--exact"]
+    )
+    hits = json.loads(found.output)[0]["hits"]
+    assert hits[0]["metadata"]["doc_id"] == "guide.md" and "other_chunks" in hits[0]
+    refused = runner.invoke(app, ["ingest", str(folder), "--db", db, "--sync"])
+    assert refused.exit_code == 2 and "--sync needs --chunk" in refused.output
