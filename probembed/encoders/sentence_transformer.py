@@ -16,7 +16,9 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules import Normalize
+from tokenizers import Tokenizer
 
+from probembed.encoders import tokens
 from probembed.encoders.base import (
     Encoder,
     length_sorted_batches,
@@ -47,6 +49,7 @@ class SentenceTransformerEncoder(Encoder):
         self.modules = [module for module in model if not isinstance(module, Normalize)]
         self.dim = int(model.get_embedding_dimension())
         self.lock = threading.Lock()
+        self._counter: Tokenizer | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -61,8 +64,13 @@ class SentenceTransformerEncoder(Encoder):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The model tokenizer's tokens per text, special tokens included, untruncated."""
         texts = validate_texts(texts)
-        encoded = self.model.tokenizer(texts, add_special_tokens=True, verbose=False)
-        return [len(ids) for ids in encoded["input_ids"]]
+        backend = getattr(self.model.tokenizer, "backend_tokenizer", None)
+        if backend is None:  # a slow (pure-python) tokenizer
+            encoded = self.model.tokenizer(texts, add_special_tokens=True, verbose=False)
+            return [len(ids) for ids in encoded["input_ids"]]
+        if self._counter is None:  # the fast tokenizer itself, without transformers' wrapper
+            self._counter = tokens.counting_tokenizer(backend)
+        return tokens.count_tokens(self._counter, texts)
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """Run one batch through every module except `Normalize`."""
