@@ -4,7 +4,7 @@
 
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
-`lodo` from lodo.json.
+`lodo` from lodo.json, `serve` from serve.json, `chunking` from chunking.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -194,12 +194,54 @@ def lodo(rows: Rows) -> str:
     return table(header, body)
 
 
+def serve(rows: Rows) -> str:
+    """Each load scenario beside offline batched encoding: throughput, latency, batches, errors."""
+    offline = next(r["texts_per_s"] for r in rows if r["scenario"] == "offline")
+    header = ["scenario", "batching", "clients", "requests", "texts/s", "÷ offline", "p50 ms"]
+    header += ["p99 ms", "mean batch", "5xx", "lost writes"]
+    body = []
+    for r in rows:
+        if r["scenario"] == "offline":
+            body.append(["offline `Pipeline.encode`", "one call", "", "", f"{offline:.1f}", "1.00"]
+                        + [""] * 5)  # fmt: skip
+            continue
+        body.append(
+            [
+                r["scenario"],
+                "on" if r["batching"] else "off (`--max-batch 1`)",
+                str(r["clients"]),
+                str(r["requests"]),
+                f"{r['texts_per_s']:.1f}",
+                f"{r['texts_per_s'] / offline:.2f}",
+                f"{r['p50_ms']:.0f}",
+                f"{r['p99_ms']:.0f}",
+                "" if r["mean_batch"] is None else f"{r['mean_batch']:.1f}",
+                str(r["errors_5xx"]),
+                "" if r["lost_writes"] is None else str(r["lost_writes"]),
+            ]
+        )
+    return table(header, body, right_from=2)
+
+
+def chunking(rows: Rows) -> str:
+    """SciFact nDCG@10, documents embedded whole against chunked with best-chunk scoring."""
+    header = ["score", "truncated (whole documents)", "chunked, best chunk", "difference"]
+    body = []
+    for score in dict.fromkeys(r["score"] for r in rows):
+        get = {r["mode"]: r for r in rows if r["score"] == score}
+        whole, parts = get["truncated"]["ndcg@10"], get["chunked"]["ndcg@10"]
+        body.append([score, pct(whole), pct(parts), pct(parts - whole, signed=True)])
+    return table(header, body)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),
     "search": ("search.json", search),
+    "serve": ("serve.json", serve),
+    "chunking": ("chunking.json", chunking),
 }
 
 

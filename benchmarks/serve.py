@@ -266,6 +266,8 @@ def main() -> None:
             texts = take(count["embed-50-unbatched"])
             requests = embed_requests(model, texts)
             rows.append(run(unbatched, "embed-50", 50, requests, len(texts), False)[0])
+    rows.insert(0, Outcome("offline", True, 0, 0, OFFLINE_TEXTS - 32, 0.0, 0.0, round(rate, 1),
+                           0.0, 0.0, None, 0, 0, 0))  # fmt: skip
     by = {(r.scenario, r.batching): r for r in rows}
     best = by[("embed-50", True)].texts_per_s
     summary = {
