@@ -30,6 +30,7 @@ from probembed.fusion.combine import default_temperature
 from probembed.fusion.names import SINGLE_PREFIX
 from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian
+from probembed.integrations.sentence_transformers import SentenceEncoder
 from probembed.progress import map_chunks
 from probembed.scoring import parse_score, score_matrix
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
@@ -265,6 +266,10 @@ class Pipeline:
     def encode(self, texts: Sequence[str], progress: bool = False) -> Fused:
         """One fused Gaussian per text, with the per-model weights that made it."""
         return self.fuse(self.encode_members(texts, progress))
+
+    def as_sentence_transformer(self) -> SentenceEncoder:
+        """This pipeline behind sentence-transformers' `encode`, for code written for ST or MTEB."""
+        return SentenceEncoder(self)
 
     def empty(self) -> Fused:
         """No texts, fused: this pipeline's output shape, for a collection created empty."""
