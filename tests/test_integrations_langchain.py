@@ -6,9 +6,6 @@ The store is a real probembed collection (LanceDB on disk) and the classes are L
 
 import numpy as np
 import pytest
-
-pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
-
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStoreRetriever
 

@@ -9,7 +9,7 @@
     index.as_retriever(similarity_top_k=4).retrieve("question")
 
 Nodes are stored with LlamaIndex's own node serialisation (`node_to_metadata_dict`), so they
-come back whole, relationships included; each returned node's metadata carries probembed's
+come back whole, text and relationships included; each returned node's metadata carries probembed's
 numbers under "probembed" (excluded from what LLMs and embedders see).
 """
 
@@ -134,10 +134,15 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         return self._collection
 
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        """Upsert nodes by node id in one validated write; returns their ids."""
+        """Upsert nodes by node id in one validated write; returns their ids.
+
+        What is encoded (and kept as the row's text, for BM25) is what LlamaIndex embeds,
+        `get_content(MetadataMode.EMBED)`: the text with the metadata not excluded from
+        embedding; the node itself, text included, is kept whole in the row's metadata.
+        """
         _no_options(kwargs, "add")
-        texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
-        metadatas = [node_to_metadata_dict(n, remove_text=True) for n in nodes]
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        metadatas = [node_to_metadata_dict(n) for n in nodes]
         ids = [n.node_id for n in nodes]
         return common.store_texts(self._collection, self._pipeline, texts, metadatas, ids)
 
@@ -199,11 +204,14 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         )
 
     def _where(self, query: VectorStoreQuery) -> str | None:
-        """The SQL filter of a query's filters, doc_ids and node_ids."""
+        """The SQL filter of a query's filters, doc_ids and node_ids.
+
+        An empty id list restricts nothing, as in LlamaIndex's own stores (an index over a
+        store that keeps text passes `node_ids=[]`).
+        """
         collection = self._collection
-        docs, nodes = query.doc_ids, query.node_ids
-        docs = None if docs is None else _ids_condition(collection, _REF_DOC, docs)
-        nodes = None if nodes is None else _ids_condition(collection, "id", nodes)
+        docs = _ids_condition(collection, _REF_DOC, query.doc_ids) if query.doc_ids else None
+        nodes = _ids_condition(collection, "id", query.node_ids) if query.node_ids else None
         return common.both(self._filters(query.filters), docs, nodes)
 
     def _filters(self, filters: MetadataFilters | None) -> str | None:
@@ -232,9 +240,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
 
 
 def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> str:
-    """A field equal to one of these ids (no row when the list is empty)."""
-    if not ids:
-        return "false"
+    """A field equal to one of these ids."""
     if field not in common.filter_columns(collection):
         return "false"  # no node was stored with that field, so none matches
     return common.sql_condition(collection, field, "IN", list(ids))
@@ -242,7 +248,7 @@ def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> st
 
 def _hit_node(hit: Any, confidence: float | None) -> BaseNode:
     """A search hit as the node that was stored, probembed's numbers in its metadata."""
-    node = metadata_dict_to_node(hit["metadata"], text=hit["text"])
+    node = metadata_dict_to_node(hit["metadata"])
     node.metadata[common.RESERVED_KEY] = common.uncertainty(hit, confidence)
     for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
         if common.RESERVED_KEY not in excluded:
