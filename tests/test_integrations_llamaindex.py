@@ -4,6 +4,9 @@ The store is a real probembed collection (LanceDB on disk) and every class used 
 own (`llama_index.core`); nothing is downloaded (its bundled NLTK and tiktoken data suffice).
 """
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from llama_index.core import Document, VectorStoreIndex
@@ -167,3 +170,20 @@ def test_an_empty_store_retrieves_nothing(tmp_path, pipeline):
         Database(tmp_path / "db", create=True).collection("docs"), pipeline
     )
     assert retriever(store, pipeline).retrieve(QUESTION) == []
+
+
+@pytest.mark.parametrize(
+    ("blocked", "module", "extra"),
+    [
+        ("llama_index", "probembed.integrations.llamaindex", "llamaindex"),
+        ("langchain_core", "probembed.integrations.langchain", "langchain"),
+    ],
+)
+def test_an_adapter_without_its_framework_names_the_extra(blocked, module, extra):
+    # a fresh interpreter where the framework cannot be imported (sys.modules[name] = None);
+    # llama_index.core is a dotted name, whose missing parent find_spec raises on
+    code = f"import sys\nsys.modules[{blocked!r}] = None\nimport {module}"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("probembed.extras.MissingExtraError: ")
+    assert f"pip install 'probembed[{extra}]'" in last
