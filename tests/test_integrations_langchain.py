@@ -9,11 +9,14 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStoreRetriever
 
+from probembed.calibration import RelevanceCalibrator, hit_features
 from probembed.integrations.common import text_id
 from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
 from probembed.pipeline import Pipeline
+from probembed.scoring import parse_score
 from probembed.store import Database
 from probembed.store.pydoc_corpus import read_pydoc_topics
+from probembed.store.ranking import scan
 
 TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
 QUESTION = "What does the assert statement do when debugging is on?"
@@ -167,3 +170,34 @@ def test_an_empty_store_answers_with_no_documents(tmp_path, pipeline):
     store = ProbembedVectorStore(collection, ProbembedEmbeddings(pipeline))
     assert store.as_retriever().invoke(QUESTION) == []
     assert store.delete(["nothing"]) is False
+
+
+@pytest.fixture(scope="module")
+def calibrated(pipeline, records) -> Pipeline:
+    """The pipeline with a relevance calibrator fitted on real labels: a hit of the same topic.
+
+    Queries are each passage's first 120 characters, ranked against every passage.
+    """
+    docs = pipeline.encode([r.text for r in records])
+    queries = pipeline.encode([r.text[:120] for r in records])
+    rows = np.arange(len(records))
+    ranked = scan(queries.gaussian, docs.gaussian, rows, 10, parse_score("uec"), 1.0)
+    x = np.concatenate([hit_features(r.dots, r.variances, 10) for r in ranked])
+    topics = np.array([r.metadata["topic"] for r in records])
+    y = np.concatenate([topics[r.positions] == topics[i] for i, r in enumerate(ranked)])
+    groups = np.repeat(np.arange(len(ranked)), [len(r.positions) for r in ranked])
+    calibrator = RelevanceCalibrator.fit(x, y, groups, seed=0)
+    return Pipeline(
+        pipeline.members, pipeline.fusion, pipeline.score, "hash-cal", False, calibrator
+    )
+
+
+def test_with_a_calibrator_the_relevance_score_is_p_relevant(tmp_path, calibrated, records):
+    store = ProbembedVectorStore.from_texts(
+        [r.text for r in records], ProbembedEmbeddings(calibrated), db=tmp_path / "db"
+    )
+    relevant = store.similarity_search_with_relevance_scores(QUESTION, k=5)
+    p = [d.metadata["probembed"]["p_relevant"] for d, _ in relevant]
+    assert all(v is not None for v in p) and [r for _, r in relevant] == p
+    scores = [d.metadata["probembed"]["score"] for d, _ in relevant]
+    assert [r for _, r in relevant] != [(1 + s) / 2 for s in scores]  # not the fallback map
