@@ -187,3 +187,30 @@ def test_an_adapter_without_its_framework_names_the_extra(blocked, module, extra
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and last.startswith("probembed.extras.MissingExtraError: ")
     assert f"pip install 'probembed[{extra}]'" in last
+
+
+def test_llamaindex_splits_and_tokenizes_without_the_network():
+    # LlamaIndex fetches NLTK stopwords/punkt and tiktoken's encoding on first use unless it
+    # finds them; its wheel ships them. Refuse every connection and use all three.
+    code = (
+        "import socket\n"
+        "tried = []\n"
+        "def refuse(self, address):\n"
+        "    tried.append(address)\n"
+        "    raise OSError('network refused in this test')\n"
+        "socket.socket.connect = refuse\n"
+        "from llama_index.core import Document\n"
+        "from llama_index.core.node_parser import SentenceSplitter\n"
+        "from llama_index.core.utils import get_tokenizer, globals_helper\n"
+        "text = ' '.join(['The assert statement checks a condition. It raises.'] * 80)\n"
+        "nodes = SentenceSplitter(chunk_size=64, chunk_overlap=0).get_nodes_from_documents("
+        "[Document(text=text)])\n"
+        "print(len(nodes), len(get_tokenizer()('a b c')), 'the' in globals_helper.stopwords)\n"
+        "print(tried)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    counts, tried = result.stdout.splitlines()
+    n_nodes, n_tokens, stopword = counts.split()
+    assert int(n_nodes) > 5 and int(n_tokens) == 3 and stopword == "True"
+    assert tried == "[]"
