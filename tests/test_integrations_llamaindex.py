@@ -128,6 +128,21 @@ def test_delete_by_source_document_removes_only_its_nodes(store, pipeline, nodes
     assert store.client.count() == count - assert_nodes
 
 
+def test_get_nodes_returns_the_stored_nodes_whole(store, nodes):
+    wanted = [nodes[0].node_id, nodes[5].node_id]
+    got = {n.node_id: n for n in store.get_nodes(node_ids=wanted)}
+    assert set(got) == set(wanted)
+    for node_id in wanted:
+        original = next(n for n in nodes if n.node_id == node_id)
+        assert got[node_id].get_content() == original.get_content()
+        assert got[node_id].metadata == original.metadata
+        assert got[node_id].ref_doc_id == original.ref_doc_id
+    only_del = MetadataFilters(filters=[MetadataFilter(key="topic", value="del")])
+    assert {n.node_id for n in store.get_nodes(filters=only_del)} == {
+        n.node_id for n in nodes if n.metadata["topic"] == "del"
+    }
+
+
 def test_adding_again_replaces_and_delete_nodes_removes_by_id(store, nodes):
     count = store.client.count()
     store.add(nodes[:3])  # the same node ids: replaced, not duplicated

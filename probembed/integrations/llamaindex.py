@@ -15,6 +15,7 @@ numbers under "probembed" (excluded from what LLMs and embedders see).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,18 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         metadatas = [node_to_metadata_dict(n) for n in nodes]
         ids = [n.node_id for n in nodes]
         return common.store_texts(self._collection, self._pipeline, texts, metadatas, ids)
+
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        """The stored nodes with these ids and/or matching these filters (all: neither)."""
+        collection = self._collection
+        if not collection.exists:
+            return []
+        ids_where = _ids_condition(collection, "id", node_ids) if node_ids else None
+        ids = collection.matching_ids(common.both(ids_where, self._filters(filters)) or "true")
+        rows = collection.rows(ids, ["metadata"])
+        return [metadata_dict_to_node(json.loads(rows[i]["metadata"])) for i in ids if i in rows]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of one source document, in one commit."""
