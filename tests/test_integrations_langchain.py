@@ -169,6 +169,7 @@ def test_an_empty_store_answers_with_no_documents(tmp_path, pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
     store = ProbembedVectorStore(collection, ProbembedEmbeddings(pipeline))
     assert store.as_retriever().invoke(QUESTION) == []
+    assert store.similarity_search_with_relevance_scores(QUESTION) == []
     assert store.delete(["nothing"]) is False
 
 

@@ -132,7 +132,7 @@ class ProbembedVectorStore(VectorStore):
         """(document, relevance in [0, 1]) pairs: the hit's p_relevant when the pipeline has a
         calibrator, else the monotone map of `common.relevance` ((1 + s)/2 for dot, uec and
         uec-mteb; the logistic for the other scores)."""
-        score = kwargs.get("score") or self.collection.load_pipeline().score.name
+        score = kwargs.get("score") or self._embedding.pipeline.score.name
         if kwargs.get("hybrid"):
             score = "rrf"
         return [(doc, common.relevance(hit, score)) for doc, hit in self._search(query, k, kwargs)]
