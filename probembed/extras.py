@@ -18,6 +18,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "cli": ("typer", "rich"),
     "serve": ("fastapi", "uvicorn", "prometheus_client"),
     "documents": ("bs4", "pypdf"),
+    "langchain": ("langchain_core", "lancedb", "pyarrow", "faiss"),
+    "llamaindex": ("llama_index.core", "lancedb", "pyarrow", "faiss"),
 }
 
 
@@ -32,9 +34,17 @@ def install_hint(extra: str) -> str:
 
 def require(extra: str, feature: str) -> None:
     """Fail before `feature` imports anything if a module of `extra` is missing, naming it."""
-    missing = [module for module in MODULES[extra] if find_spec(module) is None]
+    missing = [module for module in MODULES[extra] if not _installed(module)]
     if missing:
         raise MissingExtraError(
             f"{feature} needs {', '.join(missing)} (not installed): {install_hint(extra)}",
             name=missing[0],
         )
+
+
+def _installed(module: str) -> bool:
+    """Whether a module can be imported; a dotted name whose parent is missing is not."""
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False

@@ -30,6 +30,7 @@ from probembed.fusion.combine import default_temperature
 from probembed.fusion.names import SINGLE_PREFIX
 from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian
+from probembed.integrations.sentence_transformers import SentenceEncoder
 from probembed.progress import map_chunks
 from probembed.scoring import parse_score, score_matrix
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
@@ -276,6 +277,10 @@ class Pipeline:
         """Per text, the most tokens any member's tokenizer makes of it (chunks must fit all)."""
         counts = [m.encoder.count_tokens(texts) for m in self.members]
         return np.max(np.asarray(counts, dtype=np.int64), axis=0)
+
+    def as_sentence_transformer(self) -> SentenceEncoder:
+        """This pipeline behind sentence-transformers' `encode`, for code written for ST or MTEB."""
+        return SentenceEncoder(self)
 
     def empty(self) -> Fused:
         """No texts, fused: this pipeline's output shape, for a collection created empty."""

@@ -1,0 +1,159 @@
+"""What the framework adapters share: pipelines by name, writing texts, hits' uncertainty, filters.
+
+Plain calls into `Pipeline`, `ingest` and `Collection`; the framework modules only translate
+their own types to and from these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from probembed.store import Collection, Hit, QueryResult, Record, ingest
+from probembed.store.collection import sql_list
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
+
+#: The key of each returned document's metadata under which probembed's numbers are kept;
+#: user metadata may not use it, so the two can never clash.
+RESERVED_KEY = "probembed"
+#: Scores that lie in [-1, 1] for probembed's unit-norm fused means.
+_COSINE_RANGE = frozenset({"dot", "uec", "uec-mteb"})
+
+
+def resolve_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
+    """A pipeline object, loading a built-in name or a saved directory when given one."""
+    from probembed.pipeline import Pipeline
+
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    if isinstance(pipeline, (str, os.PathLike)):
+        return Pipeline.load(pipeline)
+    raise TypeError(
+        f"pipeline must be a probembed Pipeline, a built-in name or a saved directory, "
+        f"got {type(pipeline).__name__}"
+    )
+
+
+def text_id(text: str, metadata: Mapping[str, Any]) -> str:
+    """A deterministic id for a text and its metadata: the same item always gets the same id."""
+    key = json.dumps([text, dict(metadata)], sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def store_texts(
+    collection: Collection,
+    pipeline: Pipeline,
+    texts: Sequence[str],
+    metadatas: Sequence[Mapping[str, Any]] | None,
+    ids: Sequence[str | None] | None,
+) -> list[str]:
+    """Upsert texts with their metadata in one validated ingest; returns their ids.
+
+    Absent ids (None, or no list at all) are derived from text and metadata (`text_id`).
+    """
+    texts = list(texts)
+    metas = [dict(m or {}) for m in metadatas] if metadatas is not None else [{}] * len(texts)
+    given = list(ids) if ids is not None else [None] * len(texts)
+    if not len(texts) == len(metas) == len(given):
+        raise ValueError(
+            f"got {len(texts)} texts, {len(metas)} metadatas and {len(given)} ids: "
+            "give one of each per text"
+        )
+    for i, meta in enumerate(metas):
+        if RESERVED_KEY in meta:
+            raise ValueError(
+                f"metadatas[{i}] uses the key {RESERVED_KEY!r}, which probembed reserves for "
+                "the scores it returns; rename that field"
+            )
+    if not texts:
+        return []
+    triples = zip(given, texts, metas, strict=True)
+    final = [i if i is not None else text_id(t, m) for i, t, m in triples]
+    records = [Record(i, t, m) for i, t, m in zip(final, texts, metas, strict=True)]
+    ingest(records, collection, pipeline, upsert=True)
+    return final
+
+
+def search(collection: Collection, query: str, k: int, **options: Any) -> QueryResult:
+    """The collection's answer to one query; no hits while the collection has no rows yet."""
+    if not collection.exists:
+        return QueryResult(query=query, confidence=None, hits=[])
+    return collection.search(query, k=k, **options)
+
+
+def uncertainty(hit: Hit, confidence: float | None) -> dict[str, Any]:
+    """probembed's numbers for one hit, kept under RESERVED_KEY in a document's metadata."""
+    return {
+        "id": hit["id"],
+        "score": hit["score"],
+        "std": hit["std"],
+        "p_relevant": hit["p_relevant"],
+        "weights": hit["weights"],
+        "confidence": confidence,
+    }
+
+
+def relevance(hit: Hit, score: str) -> float:
+    """A hit's relevance in [0, 1]: its p_relevant if calibrated, else a monotone map of its score.
+
+    The map is (1 + s) / 2 (clipped) for the scores that lie in [-1, 1] (`dot`, `uec`,
+    `uec-mteb`) and the logistic 1 / (1 + e^-s) for the others (distances, log-likelihoods,
+    hybrid RRF): order-preserving, so comparable between the hits of one query, not a probability.
+    """
+    if hit["p_relevant"] is not None:
+        return float(hit["p_relevant"])
+    value = float(hit["score"])
+    if score in _COSINE_RANGE:
+        return min(1.0, max(0.0, (1.0 + value) / 2.0))
+    return 1.0 / (1.0 + math.exp(-value)) if value > -700 else 0.0
+
+
+def filter_columns(collection: Collection) -> set[str]:
+    """The fields a filter can name: id, text and the metadata promoted to columns."""
+    return {"id", "text", *collection.metadata_columns()}
+
+
+def sql_condition(collection: Collection, field: str, op: str, value: Any) -> str:
+    """One SQL comparison on a filterable field, with the value quoted as a literal."""
+    known = filter_columns(collection)
+    if field not in known:
+        raise ValueError(
+            f"cannot filter on {field!r}: collection {collection.name!r} can filter on "
+            f"{', '.join(sorted(known))} (scalar metadata fields become columns)"
+        )
+    if op in ("IN", "NOT IN"):
+        if not isinstance(value, (list, tuple)) or not value:
+            raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")
+        return f"{field} {op} ({', '.join(sql_literal(v) for v in value)})"
+    return f"{field} {op} {sql_literal(value)}"
+
+
+def sql_literal(value: Any) -> str:
+    """A str, bool, int or float as a SQL literal; anything else is refused."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return sql_list([value])
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return repr(value)
+    raise ValueError(f"filter values must be str, bool, int or finite float, got {value!r}")
+
+
+def equality_filter(collection: Collection, fields: Mapping[str, Any]) -> str:
+    """{"field": value, ...} as SQL: each field equal to its value (a list: one of them)."""
+    return " AND ".join(
+        sql_condition(collection, k, "IN" if isinstance(v, (list, tuple)) else "=", v)
+        for k, v in fields.items()
+    )
+
+
+def both(*conditions: str | None) -> str | None:
+    """The SQL conjunction of the conditions given, or None if there are none."""
+    present = [f"({c})" for c in conditions if c]
+    return " AND ".join(present) or None

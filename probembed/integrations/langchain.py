@@ -1,0 +1,204 @@
+"""LangChain: probembed as an `Embeddings` and a `VectorStore` backed by a probembed collection.
+
+    from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
+
+    store = ProbembedVectorStore(Database("my.db", create=True).collection("docs"),
+                                 ProbembedEmbeddings("default"))
+    store.add_texts(["..."], metadatas=[{"source": "a.md"}])
+    store.as_retriever(search_kwargs={"k": 4, "filter": {"source": "a.md"}}).invoke("question")
+
+Every returned Document carries its id and, under metadata["probembed"], the hit's score, std,
+p_relevant, per-model weights and the query's confidence (see `probembed.store.search.Hit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from probembed.extras import require
+
+require("langchain", "probembed.integrations.langchain")
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from probembed.integrations import common
+from probembed.store import Collection, Database, Hit
+
+if TYPE_CHECKING:
+    import os
+
+    from probembed.pipeline import Pipeline
+
+#: Search options passed through to `Collection.search` (see `Searcher.search`).
+_SEARCH_OPTIONS = ("score", "exact", "hybrid", "beta", "min_p_relevant")
+
+
+class ProbembedEmbeddings(Embeddings):
+    """A probembed pipeline as LangChain embeddings: each vector is the fused mean.
+
+    The variance and fusion weights are dropped here; `ProbembedVectorStore` keeps them.
+    """
+
+    def __init__(self, pipeline: Pipeline | str | os.PathLike) -> None:
+        self.pipeline = common.resolve_pipeline(pipeline)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """The fused means of the texts, one list of floats each."""
+        if not texts:
+            return []
+        return self.pipeline.encode(texts).gaussian.mean.tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """The fused mean of one query."""
+        return self.embed_documents([text])[0]
+
+
+class ProbembedVectorStore(VectorStore):
+    """A LangChain vector store over a probembed collection, searched with its uncertainty.
+
+    Queries are encoded by the collection's own pipeline (the embedding's, when given), as
+    text: a query's variance comes from its text, so there is no search by bare vector.
+    """
+
+    def __init__(
+        self, collection: Collection, embedding: ProbembedEmbeddings | None = None
+    ) -> None:
+        if embedding is not None and not isinstance(embedding, ProbembedEmbeddings):
+            raise TypeError(
+                f"embedding must be a ProbembedEmbeddings (its pipeline makes the stored "
+                f"Gaussians), got {type(embedding).__name__}"
+            )
+        self.collection = collection
+        if embedding is None:
+            embedding = ProbembedEmbeddings(collection.load_pipeline())
+        elif collection.exists:
+            collection.use_pipeline(embedding.pipeline)
+        self._embedding = embedding
+
+    @property
+    def embeddings(self) -> ProbembedEmbeddings:
+        """The embeddings of the collection's pipeline."""
+        return self._embedding
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Upsert texts in one validated write; absent ids are derived from text and metadata."""
+        _no_options(kwargs, "add_texts")
+        pipeline = self._embedding.pipeline
+        return common.store_texts(self.collection, pipeline, list(texts), metadatas, ids)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
+        """Delete these ids (None: every item) in one commit; True when any was there."""
+        _no_options(kwargs, "delete")
+        if not self.collection.exists:
+            return False
+        targets = sorted(self.collection.ids()) if ids is None else list(ids)
+        return self.collection.delete(targets) > 0
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents with these ids (missing ones are left out)."""
+        if not self.collection.exists:
+            return []
+        rows = self.collection.rows(list(ids), ["text", "metadata"])
+        return [_stored_document(row) for row in rows.values()]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """The k best documents, each with probembed's numbers in metadata["probembed"]."""
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """(document, score) pairs, best first; the score is probembed's (higher is closer).
+
+        Options: `filter` (a dict of field -> value, a list meaning one of them, or a SQL
+        string), `where` (SQL on id, text and metadata columns), and `score`, `exact`,
+        `hybrid`, `beta`, `min_p_relevant` as in `Collection.search`.
+        """
+        return [(doc, hit["score"]) for doc, hit in self._search(query, k, kwargs)]
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """(document, relevance in [0, 1]) pairs: the hit's p_relevant when the pipeline has a
+        calibrator, else the monotone map of `common.relevance` ((1 + s)/2 for dot, uec and
+        uec-mteb; the logistic for the other scores)."""
+        score = kwargs.get("score") or self._embedding.pipeline.score.name
+        if kwargs.get("hybrid"):
+            score = "rrf"
+        return [(doc, common.relevance(hit, score)) for doc, hit in self._search(query, k, kwargs)]
+
+    def _search(self, query: str, k: int, kwargs: dict[str, Any]) -> list[tuple[Document, Hit]]:
+        """Run one search, returning each hit as a Document beside the hit itself."""
+        options = dict(kwargs)
+        where = self._where(options.pop("filter", None), options.pop("where", None))
+        unknown = set(options) - set(_SEARCH_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"unknown search option(s) {sorted(unknown)}; probembed takes filter, where, "
+                f"{', '.join(_SEARCH_OPTIONS)}"
+            )
+        result = common.search(self.collection, query, k, where=where, **options)
+        return [(_hit_document(hit, result["confidence"]), hit) for hit in result["hits"]]
+
+    def _where(self, filter: Any, where: str | None) -> str | None:
+        """The SQL filter of a `filter` (dict or SQL) and a `where` together."""
+        if filter is None or isinstance(filter, str):
+            return common.both(filter, where)
+        if not isinstance(filter, dict):
+            raise TypeError(f"filter must be a dict of field -> value or SQL, got {filter!r}")
+        if not self.collection.exists:
+            return where
+        return common.both(common.equality_filter(self.collection, filter), where)
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        collection: Collection | None = None,
+        db: str | os.PathLike | None = None,
+        collection_name: str = "default",
+        **kwargs: Any,
+    ) -> ProbembedVectorStore:
+        """A store over `collection` (or `collection_name` in database directory `db`), with
+        these texts added."""
+        _no_options(kwargs, "from_texts")
+        if collection is None:
+            if db is None:
+                raise ValueError("from_texts needs collection=Collection or db=DIRECTORY")
+            collection = Database(db, create=True).collection(collection_name)
+        store = cls(collection, embedding)  # type: ignore[arg-type]  # checked in __init__
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+
+def _hit_document(hit: Hit, confidence: float | None) -> Document:
+    """A search hit as a LangChain Document, its numbers under metadata["probembed"]."""
+    metadata = {**hit["metadata"], common.RESERVED_KEY: common.uncertainty(hit, confidence)}
+    return Document(page_content=hit["text"] or "", metadata=metadata, id=hit["id"])
+
+
+def _stored_document(row: dict[str, Any]) -> Document:
+    """A stored row as a LangChain Document."""
+    import json
+
+    return Document(page_content=row["text"], metadata=json.loads(row["metadata"]), id=row["id"])
+
+
+def _no_options(kwargs: dict[str, Any], method: str) -> None:
+    """Refuse keyword arguments the store does not use rather than ignore them."""
+    if kwargs:
+        raise TypeError(f"ProbembedVectorStore.{method} got unknown option(s) {sorted(kwargs)}")

@@ -1,0 +1,275 @@
+"""LlamaIndex: probembed as a `BaseEmbedding` and a vector store backed by a probembed collection.
+
+    from llama_index.core import VectorStoreIndex
+    from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
+
+    store = ProbembedVectorStore(Database("my.db", create=True).collection("docs"), "default")
+    store.add(nodes)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding("default"))
+    index.as_retriever(similarity_top_k=4).retrieve("question")
+
+Nodes are stored with LlamaIndex's own node serialisation (`node_to_metadata_dict`), so they
+come back whole, text and relationships included; each returned node's metadata carries probembed's
+numbers under "probembed" (excluded from what LLMs and embedders see).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from probembed.extras import require
+
+require("llamaindex", "probembed.integrations.llamaindex")
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+from pydantic import PrivateAttr
+
+from probembed.integrations import common
+from probembed.store import Collection
+
+if TYPE_CHECKING:
+    import os
+
+    from probembed.pipeline import Pipeline
+
+#: LlamaIndex filter operators -> SQL.
+_OPERATORS = {
+    FilterOperator.EQ: "=",
+    FilterOperator.NE: "!=",
+    FilterOperator.GT: ">",
+    FilterOperator.GTE: ">=",
+    FilterOperator.LT: "<",
+    FilterOperator.LTE: "<=",
+    FilterOperator.IN: "IN",
+    FilterOperator.NIN: "NOT IN",
+}
+#: The metadata field node_to_metadata_dict keeps the source document's id in.
+_REF_DOC = "ref_doc_id"
+
+
+class ProbembedEmbedding(BaseEmbedding):
+    """A probembed pipeline as a LlamaIndex embedding model: each vector is the fused mean."""
+
+    _pipeline: Any = PrivateAttr()
+
+    def __init__(self, pipeline: Pipeline | str | os.PathLike, **kwargs: Any) -> None:
+        resolved = common.resolve_pipeline(pipeline)
+        super().__init__(model_name=f"probembed:{resolved.name}", **kwargs)
+        self._pipeline = resolved
+
+    @classmethod
+    def class_name(cls) -> str:
+        """LlamaIndex's name for this component."""
+        return "ProbembedEmbedding"
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The pipeline that makes the vectors."""
+        return self._pipeline
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        """The fused means of a batch of texts."""
+        return self._pipeline.encode(texts).gaussian.mean.tolist()
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        """The fused mean of one text."""
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        """The fused mean of one query (queries and documents are encoded alike)."""
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        """As `_get_query_embedding`: encoding is CPU-bound and synchronous."""
+        return self._get_query_embedding(query)
+
+
+class ProbembedVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store over a probembed collection, searched with its uncertainty.
+
+    `is_embedding_query` is False: retrievers pass the query text and the collection's
+    pipeline encodes it, since a query's variance comes from its text, not its mean. Nodes
+    given with embeddings are encoded again from their text for the same reason (a lookup
+    when the pipeline's embedding cache already holds them).
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = False
+    _collection: Collection = PrivateAttr()
+    _pipeline: Any = PrivateAttr()
+
+    def __init__(
+        self, collection: Collection, pipeline: Pipeline | str | os.PathLike | None = None
+    ) -> None:
+        super().__init__()
+        self._collection = collection
+        if pipeline is None:
+            self._pipeline = collection.load_pipeline()
+        else:
+            self._pipeline = common.resolve_pipeline(pipeline)
+            if collection.exists:
+                collection.use_pipeline(self._pipeline)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """LlamaIndex's name for this component."""
+        return "ProbembedVectorStore"
+
+    @property
+    def client(self) -> Collection:
+        """The probembed collection underneath."""
+        return self._collection
+
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """Upsert nodes by node id in one validated write; returns their ids.
+
+        What is encoded (and kept as the row's text, for BM25) is what LlamaIndex embeds,
+        `get_content(MetadataMode.EMBED)`: the text with the metadata not excluded from
+        embedding; the node itself, text included, is kept whole in the row's metadata.
+        """
+        _no_options(kwargs, "add")
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        metadatas = [node_to_metadata_dict(n) for n in nodes]
+        ids = [n.node_id for n in nodes]
+        return common.store_texts(self._collection, self._pipeline, texts, metadatas, ids)
+
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        """The stored nodes with these ids and/or matching these filters (all: neither)."""
+        collection = self._collection
+        if not collection.exists:
+            return []
+        ids_where = _ids_condition(collection, "id", node_ids) if node_ids else None
+        ids = collection.matching_ids(common.both(ids_where, self._filters(filters)) or "true")
+        rows = collection.rows(ids, ["metadata"])
+        return [metadata_dict_to_node(json.loads(rows[i]["metadata"])) for i in ids if i in rows]
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete every node of one source document, in one commit."""
+        _no_options(delete_kwargs, "delete")
+        collection = self._collection
+        if not collection.exists or _REF_DOC not in collection.metadata_columns():
+            return
+        where = common.sql_condition(collection, _REF_DOC, "=", ref_doc_id)
+        collection.delete(collection.matching_ids(where))
+
+    def delete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        """Delete the nodes with these ids and/or matching these filters, in one commit."""
+        _no_options(delete_kwargs, "delete_nodes")
+        collection = self._collection
+        if not collection.exists or (node_ids is None and filters is None):
+            return
+        ids_where = None if node_ids is None else _ids_condition(collection, "id", node_ids)
+        where = common.both(ids_where, self._filters(filters)) or "true"
+        collection.delete(collection.matching_ids(where))
+
+    def clear(self) -> None:
+        """Delete every node, in one commit."""
+        if self._collection.exists:
+            self._collection.delete(sorted(self._collection.ids()))
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """The top-k nodes for the query's text, with probembed's score as their similarity.
+
+        Modes: default (dense) and hybrid (dense fused with BM25 by reciprocal rank; `alpha` is
+        not used). `filters`, `doc_ids` and `node_ids` restrict the rows searched.
+        """
+        _no_options(kwargs, "query")
+        if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID):
+            raise NotImplementedError(f"probembed has no {query.mode.value!r} query mode")
+        if not query.query_str:
+            raise ValueError(
+                "probembed searches by query text (its variance comes from the text): "
+                "the VectorStoreQuery has no query_str"
+            )
+        if not self._collection.exists:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        result = self._collection.search(
+            query.query_str,
+            k=query.similarity_top_k,
+            where=self._where(query),
+            hybrid=query.mode == VectorStoreQueryMode.HYBRID,
+        )
+        hits = result["hits"]
+        nodes = [_hit_node(hit, result["confidence"]) for hit in hits]
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=[h["score"] for h in hits], ids=[h["id"] for h in hits]
+        )
+
+    def _where(self, query: VectorStoreQuery) -> str | None:
+        """The SQL filter of a query's filters, doc_ids and node_ids.
+
+        An empty id list restricts nothing, as in LlamaIndex's own stores (an index over a
+        store that keeps text passes `node_ids=[]`).
+        """
+        collection = self._collection
+        docs = _ids_condition(collection, _REF_DOC, query.doc_ids) if query.doc_ids else None
+        nodes = _ids_condition(collection, "id", query.node_ids) if query.node_ids else None
+        return common.both(self._filters(query.filters), docs, nodes)
+
+    def _filters(self, filters: MetadataFilters | None) -> str | None:
+        """LlamaIndex metadata filters (nested, and/or/not) as SQL."""
+        if filters is None or not filters.filters:
+            return None
+        parts = [
+            self._filters(f) if isinstance(f, MetadataFilters) else self._filter(f)
+            for f in filters.filters
+        ]
+        condition = filters.condition or FilterCondition.AND
+        if condition == FilterCondition.NOT:
+            return "NOT (" + " AND ".join(f"({p})" for p in parts) + ")"
+        joiner = " OR " if condition == FilterCondition.OR else " AND "
+        return joiner.join(f"({p})" for p in parts)
+
+    def _filter(self, item: MetadataFilter) -> str:
+        """One LlamaIndex metadata filter as a SQL comparison."""
+        operator = getattr(item, "operator", FilterOperator.EQ)
+        if operator not in _OPERATORS:
+            raise NotImplementedError(
+                f"probembed cannot filter with operator {operator.value!r} (field {item.key!r}); "
+                f"it supports {', '.join(o.value for o in _OPERATORS)}"
+            )
+        return common.sql_condition(self._collection, item.key, _OPERATORS[operator], item.value)
+
+
+def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> str:
+    """A field equal to one of these ids."""
+    if field not in common.filter_columns(collection):
+        return "false"  # no node was stored with that field, so none matches
+    return common.sql_condition(collection, field, "IN", list(ids))
+
+
+def _hit_node(hit: Any, confidence: float | None) -> BaseNode:
+    """A search hit as the node that was stored, probembed's numbers in its metadata."""
+    node = metadata_dict_to_node(hit["metadata"])
+    node.metadata[common.RESERVED_KEY] = common.uncertainty(hit, confidence)
+    for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+        if common.RESERVED_KEY not in excluded:
+            excluded.append(common.RESERVED_KEY)
+    return node
+
+
+def _no_options(kwargs: dict[str, Any], method: str) -> None:
+    """Refuse keyword arguments the store does not use rather than ignore them."""
+    if kwargs:
+        raise TypeError(f"ProbembedVectorStore.{method} got unknown option(s) {sorted(kwargs)}")

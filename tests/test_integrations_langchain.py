@@ -1,0 +1,204 @@
+"""LangChain on probembed: a retriever answers through LangChain's own public API.
+
+The store is a real probembed collection (LanceDB on disk) and the classes are LangChain's own
+(`langchain_core`), so these tests fail if either side's interface moves.
+"""
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStoreRetriever
+
+from probembed.calibration import RelevanceCalibrator, hit_features
+from probembed.integrations.common import text_id
+from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
+from probembed.pipeline import Pipeline
+from probembed.scoring import parse_score
+from probembed.store import Database
+from probembed.store.pydoc_corpus import read_pydoc_topics
+from probembed.store.ranking import scan
+
+TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
+QUESTION = "What does the assert statement do when debugging is on?"
+
+
+@pytest.fixture(scope="module")
+def pipeline(pydoc_pipeline_dir) -> Pipeline:
+    """The saved two-model hashing pipeline (needs no data)."""
+    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+
+
+@pytest.fixture(scope="module")
+def records():
+    """Passages of six topics of the bundled Python docs, with topic/title/section metadata."""
+    return read_pydoc_topics(TOPICS)
+
+
+@pytest.fixture
+def store(tmp_path, pipeline, records) -> ProbembedVectorStore:
+    """A store over a fresh collection holding the passages under their own ids."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    store = ProbembedVectorStore(collection, ProbembedEmbeddings(pipeline))
+    store.add_texts(
+        [r.text for r in records], [r.metadata for r in records], ids=[r.id for r in records]
+    )
+    return store
+
+
+def test_a_retriever_answers_a_question_through_langchain_alone(store):
+    retriever = store.as_retriever(search_kwargs={"k": 3})
+    assert isinstance(retriever, VectorStoreRetriever)
+    docs = retriever.invoke(QUESTION)
+    assert len(docs) == 3 and all(isinstance(d, Document) for d in docs)
+    assert docs[0].metadata["topic"] == "assert"
+    assert docs[0].id.startswith("assert#")
+    assert "assert" in docs[0].page_content
+
+
+def test_every_document_carries_the_hit_and_query_numbers_probembed_gives(store):
+    docs = store.similarity_search(QUESTION, k=4)
+    result = store.collection.search(QUESTION, k=4)
+    assert [d.id for d in docs] == [h["id"] for h in result["hits"]]
+    for doc, hit in zip(docs, result["hits"], strict=True):
+        numbers = doc.metadata["probembed"]
+        assert numbers["id"] == doc.id == hit["id"]
+        assert numbers["score"] == hit["score"] and numbers["std"] == hit["std"]
+        assert numbers["weights"] == hit["weights"] and numbers["p_relevant"] is None
+        assert numbers["confidence"] == result["confidence"]
+        assert {k: v for k, v in doc.metadata.items() if k != "probembed"} == hit["metadata"]
+
+
+def test_scores_and_relevance_scores_follow_the_hits(store, pipeline):
+    scored = store.similarity_search_with_score(QUESTION, k=5)
+    scores = [s for _, s in scored]
+    assert scores == sorted(scores, reverse=True)
+    assert pipeline.score.name == "uec"  # a score in [-1, 1]: the documented (1 + s) / 2 map
+    relevant = store.similarity_search_with_relevance_scores(QUESTION, k=5)
+    assert [d.id for d, _ in relevant] == [d.id for d, _ in scored]
+    # the same float64 arithmetic on the same stored score: equal to rounding of one division
+    assert [r for _, r in relevant] == pytest.approx([(1 + s) / 2 for s in scores], abs=1e-12)
+    assert all(0.0 <= r <= 1.0 for _, r in relevant)
+
+
+def test_a_relevance_threshold_retriever_keeps_only_hits_above_it(store):
+    relevant = store.similarity_search_with_relevance_scores(QUESTION, k=6)
+    cut = relevant[2][1]
+    retriever = store.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"k": 6, "score_threshold": cut}
+    )
+    kept = retriever.invoke(QUESTION)
+    assert [d.id for d in kept] == [d.id for d, r in relevant if r >= cut]
+    assert 3 <= len(kept) < 6
+
+
+def test_filter_and_where_pass_through_to_the_collection(store):
+    only_try = store.similarity_search(QUESTION, k=4, filter={"topic": "try"})
+    assert len(only_try) == 4 and {d.metadata["topic"] for d in only_try} == {"try"}
+    two = store.similarity_search(QUESTION, k=50, filter={"topic": ["with", "del"]})
+    assert {d.metadata["topic"] for d in two} == {"with", "del"}
+    sql = store.similarity_search(QUESTION, k=50, where="topic = 'lambda'")
+    assert sql and {d.metadata["topic"] for d in sql} == {"lambda"}
+    with pytest.raises(ValueError, match="cannot filter on 'colour'"):
+        store.similarity_search(QUESTION, filter={"colour": "red"})
+
+
+def test_add_without_ids_is_deterministic_and_delete_round_trips(store):
+    texts = ["A note about generators and yield.", "A note about decorators."]
+    metas = [{"topic": "notes", "n": 1}, {"topic": "notes", "n": 2}]
+    before = store.collection.count()
+    ids = store.add_texts(texts, metas)
+    assert ids == [text_id(t, m) for t, m in zip(texts, metas, strict=True)]
+    assert store.add_texts(texts, metas) == ids  # the same items again: replaced, not added
+    assert store.collection.count() == before + 2
+    stored = {d.id: d for d in store.get_by_ids(ids)}
+    assert stored[ids[1]].page_content == texts[1] and stored[ids[1]].metadata == metas[1]
+    assert store.delete([ids[0]]) is True
+    assert store.collection.count() == before + 1
+    assert [d.id for d in store.get_by_ids(ids)] == [ids[1]]
+    found = store.similarity_search("generators and yield", k=50, filter={"topic": "notes"})
+    assert [d.id for d in found] == [ids[1]]
+
+
+def test_documents_keep_their_ids_through_add_documents(store):
+    doc = Document(
+        page_content="The pass statement does nothing.", metadata={"topic": "pass"}, id="p1"
+    )
+    assert store.add_documents([doc]) == ["p1"]
+    hit = store.similarity_search("pass statement does nothing", k=1, filter={"topic": "pass"})[0]
+    assert hit.id == "p1" and hit.metadata["topic"] == "pass"
+
+
+def test_the_reserved_key_is_refused_and_nothing_is_written(store):
+    before = store.collection.count()
+    with pytest.raises(ValueError, match="reserves"):
+        store.add_texts(["fine", "clashing"], [{"a": 1}, {"probembed": 1}])
+    assert store.collection.count() == before
+
+
+def test_from_texts_builds_a_searchable_store_in_a_database_directory(tmp_path, pipeline, records):
+    texts = [r.text for r in records]
+    store = ProbembedVectorStore.from_texts(
+        texts, ProbembedEmbeddings(pipeline), [r.metadata for r in records], db=tmp_path / "db"
+    )
+    assert store.collection.count() == len(records)
+    assert store.similarity_search(QUESTION, k=1)[0].metadata["topic"] == "assert"
+    reopened = ProbembedVectorStore(Database(tmp_path / "db").open("default"))
+    assert reopened.embeddings.pipeline.fingerprint == pipeline.fingerprint
+    assert [d.id for d in reopened.similarity_search(QUESTION, k=3)] == [
+        d.id for d in store.similarity_search(QUESTION, k=3)
+    ]
+
+
+def test_embeddings_are_the_fused_means(pipeline, records):
+    embeddings = ProbembedEmbeddings(pipeline)
+    texts = [r.text for r in records[:4]]
+    means = pipeline.encode(texts).gaussian.mean
+    assert np.array_equal(np.asarray(embeddings.embed_documents(texts), np.float32), means)
+    assert np.array_equal(np.asarray(embeddings.embed_query(texts[2]), np.float32), means[2])
+
+
+def test_a_store_needs_probembed_embeddings(tmp_path):
+    from langchain_core.embeddings import FakeEmbeddings
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    with pytest.raises(TypeError, match="ProbembedEmbeddings"):
+        ProbembedVectorStore(collection, FakeEmbeddings(size=8))
+
+
+def test_an_empty_store_answers_with_no_documents(tmp_path, pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    store = ProbembedVectorStore(collection, ProbembedEmbeddings(pipeline))
+    assert store.as_retriever().invoke(QUESTION) == []
+    assert store.similarity_search_with_relevance_scores(QUESTION) == []
+    assert store.delete(["nothing"]) is False
+
+
+@pytest.fixture(scope="module")
+def calibrated(pipeline, records) -> Pipeline:
+    """The pipeline with a relevance calibrator fitted on real labels: a hit of the same topic.
+
+    Queries are each passage's first 120 characters, ranked against every passage.
+    """
+    docs = pipeline.encode([r.text for r in records])
+    queries = pipeline.encode([r.text[:120] for r in records])
+    rows = np.arange(len(records))
+    ranked = scan(queries.gaussian, docs.gaussian, rows, 10, parse_score("uec"), 1.0)
+    x = np.concatenate([hit_features(r.dots, r.variances, 10) for r in ranked])
+    topics = np.array([r.metadata["topic"] for r in records])
+    y = np.concatenate([topics[r.positions] == topics[i] for i, r in enumerate(ranked)])
+    groups = np.repeat(np.arange(len(ranked)), [len(r.positions) for r in ranked])
+    calibrator = RelevanceCalibrator.fit(x, y, groups, seed=0)
+    return Pipeline(
+        pipeline.members, pipeline.fusion, pipeline.score, "hash-cal", False, calibrator
+    )
+
+
+def test_with_a_calibrator_the_relevance_score_is_p_relevant(tmp_path, calibrated, records):
+    store = ProbembedVectorStore.from_texts(
+        [r.text for r in records], ProbembedEmbeddings(calibrated), db=tmp_path / "db"
+    )
+    relevant = store.similarity_search_with_relevance_scores(QUESTION, k=5)
+    p = [d.metadata["probembed"]["p_relevant"] for d, _ in relevant]
+    assert all(v is not None for v in p) and [r for _, r in relevant] == p
+    scores = [d.metadata["probembed"]["score"] for d, _ in relevant]
+    assert [r for _, r in relevant] != [(1 + s) / 2 for s in scores]  # not the fallback map

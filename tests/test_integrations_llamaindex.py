@@ -1,0 +1,231 @@
+"""LlamaIndex on probembed: `VectorStoreIndex.from_vector_store(...).as_retriever()` answers.
+
+The store is a real probembed collection (LanceDB on disk) and every class used is LlamaIndex's
+own (`llama_index.core`); nothing is downloaded (its bundled NLTK and tiktoken data suffice).
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, TextNode
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
+
+from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
+from probembed.pipeline import Pipeline
+from probembed.store import Database
+from probembed.store.pydoc_corpus import read_pydoc_topics
+
+TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
+QUESTION = "What does the assert statement do when debugging is on?"
+
+
+@pytest.fixture(scope="module")
+def pipeline(pydoc_pipeline_dir) -> Pipeline:
+    """The saved two-model hashing pipeline (needs no data)."""
+    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+
+
+@pytest.fixture(scope="module")
+def nodes() -> list[TextNode]:
+    """Passages of six topics of the Python docs as nodes, each from its topic's document."""
+    return [
+        TextNode(
+            id_=r.id,
+            text=r.text,
+            metadata=r.metadata,
+            relationships={
+                NodeRelationship.SOURCE: Document(id_=r.metadata["topic"]).as_related_node_info()
+            },
+        )
+        for r in read_pydoc_topics(TOPICS)
+    ]
+
+
+@pytest.fixture
+def store(tmp_path, pipeline, nodes) -> ProbembedVectorStore:
+    """A store over a fresh collection holding the nodes."""
+    store = ProbembedVectorStore(
+        Database(tmp_path / "db", create=True).collection("docs"), pipeline
+    )
+    assert store.add(nodes) == [n.node_id for n in nodes]
+    return store
+
+
+def retriever(store, pipeline, **kwargs):
+    """A retriever built with LlamaIndex's public API only."""
+    index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding(pipeline))
+    return index.as_retriever(**kwargs)
+
+
+def test_a_retriever_answers_a_question_through_llamaindex_alone(store, pipeline):
+    found = retriever(store, pipeline, similarity_top_k=3).retrieve(QUESTION)
+    assert len(found) == 3 and all(isinstance(n, NodeWithScore) for n in found)
+    assert found[0].node.metadata["topic"] == "assert"
+    assert found[0].node.node_id.startswith("assert#")
+    assert found[0].node.ref_doc_id == "assert"  # relationships survive the round trip
+    assert "assert" in found[0].node.get_content()
+
+
+def test_nodes_carry_the_hit_and_query_numbers_probembed_gives(store, pipeline, nodes):
+    found = retriever(store, pipeline, similarity_top_k=4).retrieve(QUESTION)
+    result = store.client.search(QUESTION, k=4)
+    assert [n.node.node_id for n in found] == [h["id"] for h in result["hits"]]
+    given = {n.node_id: n for n in nodes}
+    for scored, hit in zip(found, result["hits"], strict=True):
+        numbers = scored.node.metadata["probembed"]
+        assert scored.score == hit["score"] == numbers["score"]
+        assert numbers["std"] == hit["std"] and numbers["weights"] == hit["weights"]
+        assert numbers["confidence"] == result["confidence"] and numbers["id"] == hit["id"]
+        original = given[hit["id"]]
+        assert {
+            k: v for k, v in scored.node.metadata.items() if k != "probembed"
+        } == original.metadata
+        assert scored.node.get_content() == original.get_content()
+        assert "probembed" in scored.node.excluded_llm_metadata_keys  # not shown to an LLM
+    # what was encoded is what LlamaIndex embeds: the text with its metadata
+    first = found[0].node.node_id
+    stored = store.client.rows([first], ["text"])[first]["text"]
+    assert stored == given[first].get_content(metadata_mode=MetadataMode.EMBED) != given[first].text
+
+
+def test_metadata_filters_restrict_the_search(store, pipeline):
+    only_try = MetadataFilters(filters=[MetadataFilter(key="topic", value="try")])
+    found = retriever(store, pipeline, similarity_top_k=4, filters=only_try).retrieve(QUESTION)
+    assert len(found) == 4 and {n.node.metadata["topic"] for n in found} == {"try"}
+    either = MetadataFilters(
+        filters=[
+            MetadataFilter(key="topic", value="with"),
+            MetadataFilter(key="topic", value=["del", "lambda"], operator=FilterOperator.IN),
+        ],
+        condition=FilterCondition.OR,
+    )
+    found = retriever(store, pipeline, similarity_top_k=50, filters=either).retrieve(QUESTION)
+    assert {n.node.metadata["topic"] for n in found} == {"with", "del", "lambda"}
+    unsupported = MetadataFilters(
+        filters=[MetadataFilter(key="topic", value="x", operator=FilterOperator.TEXT_MATCH)]
+    )
+    with pytest.raises(NotImplementedError, match="text_match"):
+        retriever(store, pipeline, filters=unsupported).retrieve(QUESTION)
+
+
+def test_delete_by_source_document_removes_only_its_nodes(store, pipeline, nodes):
+    count = store.client.count()
+    assert_nodes = sum(1 for n in nodes if n.ref_doc_id == "assert")
+    store.delete("assert")
+    assert store.client.count() == count - assert_nodes
+    found = retriever(store, pipeline, similarity_top_k=50).retrieve(QUESTION)
+    assert found and all(n.node.metadata["topic"] != "assert" for n in found)
+    store.delete("no-such-document")
+    assert store.client.count() == count - assert_nodes
+
+
+def test_get_nodes_returns_the_stored_nodes_whole(store, nodes):
+    wanted = [nodes[0].node_id, nodes[5].node_id]
+    got = {n.node_id: n for n in store.get_nodes(node_ids=wanted)}
+    assert set(got) == set(wanted)
+    for node_id in wanted:
+        original = next(n for n in nodes if n.node_id == node_id)
+        assert got[node_id].get_content() == original.get_content()
+        assert got[node_id].metadata == original.metadata
+        assert got[node_id].ref_doc_id == original.ref_doc_id
+    only_del = MetadataFilters(filters=[MetadataFilter(key="topic", value="del")])
+    assert {n.node_id for n in store.get_nodes(filters=only_del)} == {
+        n.node_id for n in nodes if n.metadata["topic"] == "del"
+    }
+
+
+def test_adding_again_replaces_and_delete_nodes_removes_by_id(store, nodes):
+    count = store.client.count()
+    store.add(nodes[:3])  # the same node ids: replaced, not duplicated
+    assert store.client.count() == count
+    store.delete_nodes(node_ids=[nodes[0].node_id, nodes[1].node_id])
+    assert store.client.count() == count - 2
+    assert store.client.existing([n.node_id for n in nodes[:3]]) == {nodes[2].node_id}
+
+
+def test_documents_inserted_through_the_index_are_split_stored_and_found(tmp_path, pipeline):
+    store = ProbembedVectorStore(
+        Database(tmp_path / "db", create=True).collection("docs"), pipeline
+    )
+    splitter = SentenceSplitter(chunk_size=200, chunk_overlap=0)
+    index = VectorStoreIndex.from_vector_store(
+        store, embed_model=ProbembedEmbedding(pipeline), transformations=[splitter]
+    )
+    text = "\n\n".join(r.text for r in read_pydoc_topics(["try", "assert"]))
+    document = Document(text=text, id_="reference", metadata={"kind": "docs"})
+    index.insert(document)
+    stored = store.client.count()
+    assert stored > 5  # the document was split into many nodes, each stored
+    found = index.as_retriever(similarity_top_k=2).retrieve(QUESTION)
+    assert found[0].node.ref_doc_id == "reference" and "assert" in found[0].node.get_content()
+    assert found[0].node.metadata["kind"] == "docs"
+    index.delete_ref_doc("reference")
+    assert store.client.count() == 0
+
+
+def test_the_embedding_model_gives_the_fused_means(pipeline, nodes):
+    model = ProbembedEmbedding(pipeline)
+    texts = [n.get_content() for n in nodes[:5]]
+    means = pipeline.encode(texts).gaussian.mean
+    assert np.array_equal(np.asarray(model.get_text_embedding_batch(texts), np.float32), means)
+    assert np.array_equal(np.asarray(model.get_query_embedding(texts[1]), np.float32), means[1])
+
+
+def test_an_empty_store_retrieves_nothing(tmp_path, pipeline):
+    store = ProbembedVectorStore(
+        Database(tmp_path / "db", create=True).collection("docs"), pipeline
+    )
+    assert retriever(store, pipeline).retrieve(QUESTION) == []
+
+
+@pytest.mark.parametrize(
+    ("blocked", "module", "extra"),
+    [
+        ("llama_index", "probembed.integrations.llamaindex", "llamaindex"),
+        ("langchain_core", "probembed.integrations.langchain", "langchain"),
+    ],
+)
+def test_an_adapter_without_its_framework_names_the_extra(blocked, module, extra):
+    # a fresh interpreter where the framework cannot be imported (sys.modules[name] = None);
+    # llama_index.core is a dotted name, whose missing parent find_spec raises on
+    code = f"import sys\nsys.modules[{blocked!r}] = None\nimport {module}"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("probembed.extras.MissingExtraError: ")
+    assert f"pip install 'probembed[{extra}]'" in last
+
+
+def test_llamaindex_splits_and_tokenizes_without_the_network():
+    # LlamaIndex fetches NLTK stopwords/punkt and tiktoken's encoding on first use unless it
+    # finds them; its wheel ships them. Refuse every connection and use all three.
+    code = (
+        "import socket\n"
+        "tried = []\n"
+        "def refuse(self, address):\n"
+        "    tried.append(address)\n"
+        "    raise OSError('network refused in this test')\n"
+        "socket.socket.connect = refuse\n"
+        "from llama_index.core import Document\n"
+        "from llama_index.core.node_parser import SentenceSplitter\n"
+        "from llama_index.core.utils import get_tokenizer, globals_helper\n"
+        "text = ' '.join(['The assert statement checks a condition. It raises.'] * 80)\n"
+        "nodes = SentenceSplitter(chunk_size=64, chunk_overlap=0).get_nodes_from_documents("
+        "[Document(text=text)])\n"
+        "print(len(nodes), len(get_tokenizer()('a b c')), 'the' in globals_helper.stopwords)\n"
+        "print(tried)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    counts, tried = result.stdout.splitlines()
+    n_nodes, n_tokens, stopword = counts.split()
+    assert int(n_nodes) > 5 and int(n_tokens) == 3 and stopword == "True"
+    assert tried == "[]"

@@ -1,0 +1,104 @@
+"""`pipeline.as_sentence_transformer()`: sentence-transformers' encode contract on probembed.
+
+Shapes and containers are checked against what sentence-transformers documents, the vectors
+against `Pipeline.encode`, and the result is fed to sentence-transformers' own `util` functions.
+"""
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import util
+
+from probembed.pipeline import Pipeline
+from probembed.store.pydoc_corpus import read_pydoc_topics
+
+QUESTION = "What does the assert statement do when debugging is on?"
+
+
+@pytest.fixture(scope="module")
+def pipeline(pydoc_pipeline_dir) -> Pipeline:
+    """The saved two-model hashing pipeline (needs no data)."""
+    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+
+
+@pytest.fixture(scope="module")
+def model(pipeline):
+    """The pipeline behind the sentence-transformers interface."""
+    return pipeline.as_sentence_transformer()
+
+
+@pytest.fixture(scope="module")
+def passages() -> list[str]:
+    """Real passages of four topics of the bundled Python docs."""
+    return [r.text for r in read_pydoc_topics(["try", "with", "assert", "del"])]
+
+
+def test_a_string_gives_a_vector_and_a_list_a_matrix_of_the_fused_means(model, pipeline, passages):
+    means = pipeline.encode(passages).gaussian.mean
+    matrix = model.encode(passages)
+    assert isinstance(matrix, np.ndarray) and matrix.dtype == np.float32
+    assert matrix.shape == (len(passages), model.get_sentence_embedding_dimension())
+    assert np.array_equal(matrix, means)
+    vector = model.encode(passages[3])
+    assert vector.shape == (means.shape[1],) and np.array_equal(vector, means[3])
+    assert model.encode([]).shape == (0, means.shape[1])
+
+
+def test_the_dimension_is_the_pipelines(model, pipeline):
+    assert model.get_sentence_embedding_dimension() == 64 + 48
+    assert pipeline.encode(["x"]).gaussian.dim == 64 + 48
+
+
+def test_normalize_gives_unit_vectors_that_differ_from_the_means_by_rounding_only(model, passages):
+    raw = model.encode(passages)
+    unit = model.encode(passages, normalize_embeddings=True)
+    norms = np.linalg.norm(unit.astype(np.float64), axis=1)
+    # float32 rows of 112 entries: the norm of a normalised row is 1 to a few float32 ulps
+    assert np.allclose(norms, 1.0, atol=1e-6)
+    # concat fusion: the means are already unit-norm, so normalising moves them by rounding
+    assert np.allclose(raw, unit, atol=1e-6)
+
+
+def test_tensor_and_list_outputs_follow_sentence_transformers(model, pipeline, passages):
+    means = pipeline.encode(passages[:3]).gaussian.mean
+    tensor = model.encode(passages[:3], convert_to_tensor=True)
+    assert isinstance(tensor, torch.Tensor) and tuple(tensor.shape) == means.shape
+    assert np.array_equal(tensor.numpy(), means)
+    rows = model.encode(passages[:3], convert_to_numpy=False)
+    assert isinstance(rows, list) and len(rows) == 3
+    assert all(isinstance(r, torch.Tensor) and r.ndim == 1 for r in rows)
+    one = model.encode(passages[0], convert_to_tensor=True)
+    assert isinstance(one, torch.Tensor) and one.ndim == 1
+
+
+def test_similarity_is_the_cosine_sentence_transformers_computes(model, passages):
+    a, b = model.encode(passages[:2]), model.encode(passages[2:5])
+    ours = model.similarity(a, b)
+    assert isinstance(ours, torch.Tensor) and tuple(ours.shape) == (2, 3)
+    reference = util.cos_sim(torch.from_numpy(a), torch.from_numpy(b)).double()
+    # float64 here against float32 there: agreement to float32 rounding of a dot product
+    assert torch.allclose(ours, reference, atol=1e-6)
+    assert model.similarity_fn_name == "cosine"
+
+
+def test_code_written_for_sentence_transformers_runs_unchanged(model, passages):
+    corpus = model.encode(passages, convert_to_tensor=True, batch_size=8)
+    query = model.encode(QUESTION, convert_to_tensor=True)
+    best = util.semantic_search(query, corpus, top_k=1)[0][0]
+    assert "assert" in passages[best["corpus_id"]].split("\n")[0]
+
+
+def test_mteb_style_arguments_are_accepted_and_prompts_prepended(model, pipeline):
+    plain = model.encode(["a question"], task_name="SciFact", prompt_type="query")
+    assert np.array_equal(plain, pipeline.encode(["a question"]).gaussian.mean)
+    prompted = model.encode(["a question"], prompt="query: ")
+    assert np.array_equal(prompted, pipeline.encode(["query: a question"]).gaussian.mean)
+
+
+def test_bad_arguments_are_named(model):
+    with pytest.raises(TypeError, match="unsupported option"):
+        model.encode(["x"], output_value="token_embeddings")
+    with pytest.raises(ValueError, match="batch_size"):
+        model.encode(["x"], batch_size=0)
+    with pytest.raises(ValueError, match="precision"):
+        model.encode(["x"], precision="int8")
