@@ -8,10 +8,12 @@ every dataset but D, so nothing of D is seen by any tuning step.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid
 from probembed.fusion.adapt import adapted_weights, agreement
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.uncertainty import LaplaceEstimator
 
 #: Classification texts per probe split (fit and test; half that held out): enough for a
 #: stable linear probe, few enough that seven datasets times four models encode in minutes on
@@ -32,6 +35,13 @@ SEED = 0
 #: How far a collection's agreement may tilt the prior (0 keeps it): agreements differ by
 #: ~0.02-0.1 between members, so γ = 10 moves a weight by a factor of e^0.2 to e^1.
 GAMMAS = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+#: Prior precisions λ tried for the last-layer Laplace member (minilm; the others are adapters),
+#: the shipped 1 first (ties keep it). minilm's Fisher has quantiles 0.027 (1%), 0.058 (10%),
+#: 0.13 (median), 0.37 (90%), 1.1 (99%): at λ = 1 most of V = 1/(F + λ) is the prior, so the
+#: variance is nearly ‖a‖²/λ; λ = 0.3 and 0.1 sit at its upper decile and median, 0.03 near its
+#: 1st percentile, and at 0.01 V ≈ 1/F everywhere: a smaller λ only rescales V, which the
+#: refitted calibration scale absorbs. Half-decade steps span that range.
+PRIOR_PRECISIONS = (1.0, 0.3, 0.1, 0.03, 0.01)
 
 #: name -> (path under the datasets dir, tuning split, test split); classification tunes on
 #: part of train ("train" here) and tests on test.
@@ -212,6 +222,7 @@ class Choice:
 
     settings: dict[str, Setting]
     gamma: dict[str, float]
+    static: Method
 
 
 def tune_families(scores: Scores, k: int, step: float, left_out: str | None = None) -> Choice:
@@ -230,23 +241,125 @@ def tune_families(scores: Scores, k: int, step: float, left_out: str | None = No
         tilted = adapted_settings(base)
         j = scores.choose(tilted, left_out)
         settings[f"{name}+adapted"], gamma[f"{name}+adapted"] = tilted[j], GAMMAS[j]
-    return Choice(settings, gamma)
+    return Choice(settings, gamma, static)
 
 
 @dataclass(frozen=True)
 class FoldResult:
-    """One left-out dataset: each family's test figure and the gamma its adaptation chose."""
+    """One left-out dataset: each family's test figure, and the gamma and λ tuning chose."""
 
     left_out: str
     test: dict[str, float]
     gamma: dict[str, float]
     methods: dict[str, Method]
+    prior_precision: float | None = None
 
 
-def run_fold(scores: Scores, left_out: str, k: int, step: float) -> FoldResult:
-    """Tune every family on the other datasets' tuning splits; score it on left_out's test."""
+def run_fold(
+    scores: Scores,
+    left_out: str,
+    k: int,
+    step: float,
+    variants: Mapping[float, Scores] | None = None,
+) -> FoldResult:
+    """Tune every family on the other datasets' tuning splits; score it on left_out's test.
+
+    With `variants` (the same splits embedded at each prior precision λ), `uec+lambda` tunes
+    λ with uec's (T, β) around the same static choice.
+    """
     choice = tune_families(scores, k, step, left_out)
     split = scores.splits[left_out, "test"]
     test = {f: scores.figure(left_out, "test", s) for f, s in choice.settings.items()}
     methods = {f: s(split) for f, s in choice.settings.items()}
-    return FoldResult(left_out, test, choice.gamma, methods)
+    lam = None
+    if variants:
+        assert choice.static.fusion.weights is not None
+        lam, method = tune_prior_precision(variants, choice.static.fusion.weights, left_out)
+        test[method.name] = variants[lam].figure(left_out, "test", _fixed(method))
+        methods[method.name] = method
+    return FoldResult(left_out, test, choice.gamma, methods, lam)
+
+
+def tune_prior_precision(
+    variants: Mapping[float, Scores], prior: Sequence[float], left_out: str | None = None
+) -> tuple[float, Method]:
+    """λ × (T, β) of uec around the static prior, chosen as every setting is (first λ on ties)."""
+    grid = [(lam, replace(m, name="uec+lambda")) for lam in variants for m in uec_methods(prior)]
+    names = sorted({n for s in variants.values() for n, _ in s.splits} - {left_out})
+    dev = {n: [variants[lam].figure(n, "tune", _fixed(m)) for lam, m in grid] for n in names}
+    return grid[fold_choice(dev, left_out)]
+
+
+class RememberedActivations:
+    """An encoder that keeps each text's last-layer pass: every λ of a member costs one pass.
+
+    Everything but `encode_with_activations` (name, dim, fingerprint, ...) is the wrapped
+    encoder's, so an estimator around it has the same fingerprint and cache entries.
+    """
+
+    def __init__(self, encoder: Any) -> None:
+        self.inner = encoder
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode_with_activations(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(raw mean, last-layer input) per text; only texts never seen are encoded."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            means, acts = self.inner.encode_with_activations(missing)
+            self._memo.update(zip(missing, zip(means, acts, strict=True), strict=True))
+        rows = [self._memo[t] for t in texts]
+        return np.stack([m for m, _ in rows]), np.stack([a for _, a in rows])
+
+
+def varies_with_prior_precision(member: object) -> bool:
+    """A last-layer Laplace member: its variance follows the text beyond its norm.
+
+    The adapter form's variance moves by about 1% across texts (docs/architecture.md), so λ
+    would change little but its scale, which calibration absorbs; it is kept as it is.
+    """
+    return isinstance(member, LaplaceEstimator) and member.uses_last_layer
+
+
+def prior_precision_variants(
+    pipeline: Pipeline,
+    pairs: Sequence[tuple[str, str]],
+    lambdas: Sequence[float] = PRIOR_PRECISIONS,
+    progress: bool = False,
+) -> dict[float, Pipeline]:
+    """The pipeline at each λ: last-layer Laplace members re-made (scale refitted), others kept.
+
+    `pairs` are the pairs the members were fitted on. A λ equal to a member's own keeps that
+    member; the re-made ones share one remembered encoder per member, so the transformer runs
+    once per text whatever the number of λ.
+    """
+    shared = []
+    for member in pipeline.members:
+        if varies_with_prior_precision(member):
+            member = copy.copy(member)
+            member.encoder = RememberedActivations(member.encoder)
+        shared.append(member)
+    out = {}
+    for lam in lambdas:
+        members = [
+            m.with_prior_precision(lam, pairs, progress)
+            if varies_with_prior_precision(m) and m.params["prior_precision"] != lam
+            else original
+            for m, original in zip(shared, pipeline.members, strict=True)
+        ]
+        out[lam] = Pipeline(
+            members, pipeline.fusion, name=pipeline.name, cache=pipeline.cache or False
+        )
+    return out
+
+
+def variant_splits(
+    pipeline: Pipeline, base: Mapping[tuple[str, str], Split], progress: bool = False
+) -> dict[tuple[str, str], Split]:
+    """The base splits embedded by a λ variant; agreement is kept (means do not depend on λ)."""
+    return {
+        key: Split(split.dataset, embed(pipeline, split.dataset, progress), split.agreement)
+        for key, split in base.items()
+    }
