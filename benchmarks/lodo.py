@@ -18,7 +18,11 @@ and scored on the left-out test split:
   others are adapters, whose variance barely depends on the text) tuned with (T, β) around
   the same static choice; each λ re-makes minilm from its stored Fisher, refits its
   calibration scale on the fit's held-out pairs and embeds every split again (one
-  transformer pass per text serves every λ).
+  transformer pass per text serves every λ);
+- router: a learned reliability router (probembed.fusion.router) around the same static
+  choice: per member, a ridge regression of its per-item error (relative to the other
+  members') on cheap text features, fitted on the other datasets' tuning splits only; its
+  strength α tuned on them, each scored by a router fitted without it.
 
 Singles and the plain mean need no tuning. Writes benchmarks/results/lodo.json.
 """
@@ -38,11 +42,16 @@ from probembed.evaluation.lodo import (
     embed_split,
     load_tasks,
     prior_precision_variants,
+    role_features,
+    router_data,
+    router_fold,
+    router_transfer,
     run_fold,
     variant_splits,
 )
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
+from probembed.fusion.router import FEATURES
 from probembed.paths import datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +92,8 @@ def main() -> None:
         same = variant.fingerprint == pipe.fingerprint
         variants[lam] = scores if same else Scores(variant_splits(variant, splits, progress=True))
         print(f"lambda {lam:g}: embedded in {time.perf_counter() - start:.0f}s", flush=True)
+    features = {key: role_features(split) for key, split in splits.items()}
+    data = {n: router_data(splits[n, "tune"], features[n, "tune"]) for n in tasks}
     rows: list[dict] = []
     chosen: dict[str, dict] = {}
     for name in tasks:
@@ -93,10 +104,13 @@ def main() -> None:
         untuned: list[Method] = baseline_methods(pipe.models)[:-1]  # singles and the mean
         figures = {m.name: scores.figure(name, "test", lambda _, m=m: m) for m in untuned}
         figures.update(fold.test)
+        prior = fold.methods["static"].fusion.weights
+        alpha, figures["router"] = router_fold(splits, features, data, name, prior)
         rows += [{"left_out": name, "method": m, "value": v} for m, v in figures.items()]
         chosen[name] = {
             "gamma": fold.gamma,
             "prior_precision": fold.prior_precision,
+            "alpha": alpha,
             "methods": {f: {"fusion": m.fusion, "score": m.score} for f, m in fold.methods.items()},
         }
         shown = ", ".join(f"{m} {100 * v:.2f}" for m, v in figures.items())
@@ -114,6 +128,10 @@ def main() -> None:
             for lam, p in pipes.items()
         },
         "chosen": chosen,
+        "router": {
+            "features": list(FEATURES),
+            "transfer_rho": {n: router_transfer(data, n) for n in tasks},
+        },
     }
     write_json(args.out, rows, config)
     print(f"wrote {len(rows)} rows to {args.out}")

@@ -16,12 +16,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import rankdata
 
-from probembed.evaluation.datasets import ClassificationDataset, Dataset, load_dataset
-from probembed.evaluation.harness import Embedded, Method, embed, evaluate, primary_metric
+from probembed.evaluation.datasets import (
+    ClassificationDataset,
+    Dataset,
+    StsDataset,
+    load_dataset,
+)
+from probembed.evaluation.harness import (
+    Embedded,
+    Method,
+    dataset_roles,
+    embed,
+    evaluate,
+    primary_metric,
+)
+from probembed.evaluation.metrics import probe_losses, spearman
 from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid
 from probembed.fusion.adapt import adapted_weights, agreement
-from probembed.gaussian import Gaussian
+from probembed.fusion.router import (
+    Router,
+    anchor_rows,
+    fit_router,
+    relative_errors,
+    text_features,
+)
+from probembed.gaussian import Gaussian, squared_norms
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.uncertainty import LaplaceEstimator
 
@@ -363,3 +384,154 @@ def variant_splits(
         key: Split(split.dataset, embed(pipeline, split.dataset, progress), split.agreement)
         for key, split in base.items()
     }
+
+
+#: Router strengths α tried, 0 (the static prior) first: r̂ is in units of a dataset's error
+#: spread, so α = 1 moves a weight by e^r̂ and α = 16 lets a prediction of a tenth of a
+#: spread move it by a factor of ~5.
+ALPHAS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: The role whose texts are not routed: a retrieval corpus has no per-item error to learn from.
+UNROUTED = "docs"
+
+
+def item_errors(split: Split) -> np.ndarray:
+    """(items, K) each single member's own error per item: what the router learns to predict.
+
+    STS: |rank of its cosine − rank of gold| / n per pair (Spearman is a rank statistic);
+    retrieval: 1 − nDCG@10 per query; classification: the probe's −log p(true label).
+    """
+    dataset, embedded = split.dataset, split.embedded
+    columns = []
+    for k, model in enumerate(embedded.models):
+        if isinstance(dataset, ClassificationDataset):
+            train = embedded.parts["train"][k].normalize().mean
+            test = embedded.parts["test"][k].normalize().mean
+            columns.append(
+                probe_losses(train, dataset.train_labels, test, dataset.test_labels, seed=SEED)
+            )
+            continue
+        outcome = evaluate(embedded, dataset, Method(model, FusionConfig(f"single:{model}")))
+        if isinstance(dataset, StsDataset):
+            n = len(dataset.scores)
+            columns.append(
+                np.abs(rankdata(outcome.per_item["pred"]) - rankdata(dataset.scores)) / n
+            )
+        else:
+            columns.append(1.0 - outcome.per_item["ndcg@10"])
+    return np.stack(columns, axis=1)
+
+
+def role_features(split: Split) -> dict[str, np.ndarray]:
+    """Router features of every text of each routed role (anchors: that role's own texts)."""
+    out = {}
+    for role, texts in dataset_roles(split.dataset).items():
+        if role == UNROUTED:
+            continue
+        texts = list(texts.values()) if isinstance(texts, dict) else list(texts)
+        parts = split.embedded.parts[role]
+        out[role] = text_features(parts, texts, anchor_rows(len(texts)))
+    return out
+
+
+def item_features(features: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(items, K, F): a pair's features are the mean of its two texts'; else the text's own."""
+    if "a" in features:
+        return 0.5 * (features["a"] + features["b"])
+    return features["queries"] if "queries" in features else features["test"]
+
+
+@dataclass(frozen=True)
+class RouterData:
+    """One tuning split's router training items: features (n, K, F), relative errors (n, K)."""
+
+    features: np.ndarray
+    targets: np.ndarray
+
+
+def router_data(split: Split, features: Mapping[str, np.ndarray]) -> RouterData:
+    """Features and relative errors (in this dataset's own error spread) of a tuning split."""
+    return RouterData(item_features(features), relative_errors(item_errors(split)))
+
+
+def fit_on(data: Mapping[str, RouterData], names: Sequence[str]) -> Router:
+    """The router fitted on the items of the named datasets' tuning splits, pooled."""
+    return fit_router(
+        np.concatenate([data[n].features for n in names]),
+        np.concatenate([data[n].targets for n in names]),
+    )
+
+
+def routed(split: Split, features: Mapping[str, np.ndarray], router: Router, alpha: float) -> Split:
+    """The split with each routed text's member variances set to e^{-g}: a carrier, no more.
+
+    uec weights are softmax(−log u/T + log p); at T = 1 a member whose uncertainty u is
+    e^{−g_k(x)} gets softmax(log p + g)(x), the router's weight, so a routed split runs through
+    the ordinary fusion, scored by cosine (which never reads the variance). A retrieval
+    corpus has no per-item error to learn from and keeps g = 0 (the prior).
+    """
+    parts = {}
+    for role, members in split.embedded.parts.items():
+        n = len(members[0])
+        g = (
+            router.logits(features[role], alpha)
+            if role in features
+            else np.zeros((n, len(members)))
+        )
+        parts[role] = [
+            Gaussian(
+                m.mean, np.repeat(np.exp(-g[:, [k]]) / m.dim, m.dim, axis=1) * squared_norms(m.mean)
+            )
+            for k, m in enumerate(members)
+        ]
+    embedded = Embedded(split.embedded.models, parts, split.embedded.ids)
+    return Split(split.dataset, embedded, split.agreement)
+
+
+def router_method(prior: Sequence[float]) -> Method:
+    """uec at T = 1 around the static prior, cosine score: the fusion a routed split needs."""
+    return Method("router", FusionConfig("uec", temperature=1.0, prior=tuple(prior)))
+
+
+def _routed_figure(split: Split, features, router: Router, alpha: float, prior) -> float:
+    """The primary metric of the router at strength α on one split."""
+    outcome = evaluate(
+        routed(split, features, router, alpha).embedded, split.dataset, router_method(prior)
+    )
+    return outcome.metrics[primary_metric(split.dataset)]
+
+
+def router_fold(
+    splits: Mapping[tuple[str, str], Split],
+    features: Mapping[tuple[str, str], Mapping[str, np.ndarray]],
+    data: Mapping[str, RouterData],
+    left_out: str,
+    prior: Sequence[float],
+    alphas: Sequence[float] = ALPHAS,
+) -> tuple[float, float]:
+    """(α chosen, left-out test figure) of the router around the fold's static prior.
+
+    The router never sees the left-out dataset. α is chosen like every setting, by the mean
+    tuning figure over the other datasets, each scored by a router fitted without it (so α is
+    judged on domains the router did not learn from, as the test is); the test router is fitted
+    on every other dataset.
+    """
+    names = sorted({n for n, _ in splits} - {left_out})
+    dev = {}
+    for n in names:
+        router = fit_on(data, [m for m in names if m != n])
+        tune = splits[n, "tune"]
+        dev[n] = [_routed_figure(tune, features[n, "tune"], router, a, prior) for a in alphas]
+    alpha = alphas[fold_choice(dev, None)]
+    router = fit_on(data, names)
+    test = splits[left_out, "test"]
+    return alpha, _routed_figure(test, features[left_out, "test"], router, alpha, prior)
+
+
+def router_transfer(data: Mapping[str, RouterData], name: str) -> float:
+    """Spearman ρ of predicted against actual relative error on `name`, fitted on the others.
+
+    The router's diagnostic: how well per-member error transfers to a domain it never saw.
+    """
+    router = fit_on(data, [n for n in data if n != name])
+    predicted = router.predict(data[name].features).ravel()
+    return float(spearman(predicted, data[name].targets.ravel()))
