@@ -174,7 +174,7 @@ LODO_NAMES = {
     "sst2": "SST-2",
     "banking77": "Banking77",
 }
-ADAPTIVE = ("uec", "mean+adapted", "static+adapted", "uec+adapted")
+ADAPTIVE = ("uec", "mean+adapted", "static+adapted", "uec+adapted", "uec+lambda", "router")
 
 
 def lodo(rows: Rows) -> str:

@@ -80,20 +80,23 @@ class Embedded:
         )
 
 
+def dataset_roles(dataset: Dataset) -> dict[str, Sequence[str] | dict[str, str]]:
+    """The texts a dataset needs, by role (a dict of id -> text where items have ids)."""
+    if isinstance(dataset, StsDataset):
+        return {"a": dataset.sentence1, "b": dataset.sentence2}
+    if isinstance(dataset, RetrievalDataset):
+        return {"queries": dataset.queries, "docs": dataset.corpus}
+    if isinstance(dataset, ClassificationDataset):
+        return {"train": dataset.train_texts, "test": dataset.test_texts}
+    raise TypeError(
+        f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification"
+    )
+
+
 def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embedded:
     """Embed every text of the dataset once per model (cached) and keep them by role."""
-    if isinstance(dataset, StsDataset):
-        roles = {"a": dataset.sentence1, "b": dataset.sentence2}
-    elif isinstance(dataset, RetrievalDataset):
-        roles = {"queries": dataset.queries, "docs": dataset.corpus}
-    elif isinstance(dataset, ClassificationDataset):
-        roles = {"train": dataset.train_texts, "test": dataset.test_texts}
-    else:
-        raise TypeError(
-            f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification"
-        )
     parts, ids = {}, {}
-    for role, texts in roles.items():
+    for role, texts in dataset_roles(dataset).items():
         if isinstance(texts, dict):
             ids[role] = list(texts)
             texts = list(texts.values())

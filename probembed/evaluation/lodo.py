@@ -8,19 +8,43 @@ every dataset but D, so nothing of D is seen by any tuning step.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from scipy.stats import rankdata
 
-from probembed.evaluation.datasets import ClassificationDataset, Dataset, load_dataset
-from probembed.evaluation.harness import Embedded, Method, embed, evaluate, primary_metric
+from probembed.evaluation.datasets import (
+    ClassificationDataset,
+    Dataset,
+    StsDataset,
+    load_dataset,
+)
+from probembed.evaluation.harness import (
+    Embedded,
+    Method,
+    dataset_roles,
+    embed,
+    evaluate,
+    primary_metric,
+)
+from probembed.evaluation.metrics import probe_losses, spearman
 from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid
 from probembed.fusion.adapt import adapted_weights, agreement
-from probembed.gaussian import Gaussian
+from probembed.fusion.router import (
+    Router,
+    anchor_rows,
+    fit_router,
+    relative_errors,
+    text_features,
+)
+from probembed.gaussian import Gaussian, squared_norms
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.uncertainty import LaplaceEstimator
 
 #: Classification texts per probe split (fit and test; half that held out): enough for a
 #: stable linear probe, few enough that seven datasets times four models encode in minutes on
@@ -32,6 +56,13 @@ SEED = 0
 #: How far a collection's agreement may tilt the prior (0 keeps it): agreements differ by
 #: ~0.02-0.1 between members, so γ = 10 moves a weight by a factor of e^0.2 to e^1.
 GAMMAS = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+#: Prior precisions λ tried for the last-layer Laplace member (minilm; the others are adapters),
+#: the shipped 1 first (ties keep it). minilm's Fisher has quantiles 0.027 (1%), 0.058 (10%),
+#: 0.13 (median), 0.37 (90%), 1.1 (99%): at λ = 1 most of V = 1/(F + λ) is the prior, so the
+#: variance is nearly ‖a‖²/λ; λ = 0.3 and 0.1 sit at its upper decile and median, 0.03 near its
+#: 1st percentile, and at 0.01 V ≈ 1/F everywhere: a smaller λ only rescales V, which the
+#: refitted calibration scale absorbs. Half-decade steps span that range.
+PRIOR_PRECISIONS = (1.0, 0.3, 0.1, 0.03, 0.01)
 
 #: name -> (path under the datasets dir, tuning split, test split); classification tunes on
 #: part of train ("train" here) and tests on test.
@@ -212,6 +243,7 @@ class Choice:
 
     settings: dict[str, Setting]
     gamma: dict[str, float]
+    static: Method
 
 
 def tune_families(scores: Scores, k: int, step: float, left_out: str | None = None) -> Choice:
@@ -230,23 +262,276 @@ def tune_families(scores: Scores, k: int, step: float, left_out: str | None = No
         tilted = adapted_settings(base)
         j = scores.choose(tilted, left_out)
         settings[f"{name}+adapted"], gamma[f"{name}+adapted"] = tilted[j], GAMMAS[j]
-    return Choice(settings, gamma)
+    return Choice(settings, gamma, static)
 
 
 @dataclass(frozen=True)
 class FoldResult:
-    """One left-out dataset: each family's test figure and the gamma its adaptation chose."""
+    """One left-out dataset: each family's test figure, and the gamma and λ tuning chose."""
 
     left_out: str
     test: dict[str, float]
     gamma: dict[str, float]
     methods: dict[str, Method]
+    prior_precision: float | None = None
 
 
-def run_fold(scores: Scores, left_out: str, k: int, step: float) -> FoldResult:
-    """Tune every family on the other datasets' tuning splits; score it on left_out's test."""
+def run_fold(
+    scores: Scores,
+    left_out: str,
+    k: int,
+    step: float,
+    variants: Mapping[float, Scores] | None = None,
+) -> FoldResult:
+    """Tune every family on the other datasets' tuning splits; score it on left_out's test.
+
+    With `variants` (the same splits embedded at each prior precision λ), `uec+lambda` tunes
+    λ with uec's (T, β) around the same static choice.
+    """
     choice = tune_families(scores, k, step, left_out)
     split = scores.splits[left_out, "test"]
     test = {f: scores.figure(left_out, "test", s) for f, s in choice.settings.items()}
     methods = {f: s(split) for f, s in choice.settings.items()}
-    return FoldResult(left_out, test, choice.gamma, methods)
+    lam = None
+    if variants:
+        assert choice.static.fusion.weights is not None
+        lam, method = tune_prior_precision(variants, choice.static.fusion.weights, left_out)
+        test[method.name] = variants[lam].figure(left_out, "test", _fixed(method))
+        methods[method.name] = method
+    return FoldResult(left_out, test, choice.gamma, methods, lam)
+
+
+def tune_prior_precision(
+    variants: Mapping[float, Scores], prior: Sequence[float], left_out: str | None = None
+) -> tuple[float, Method]:
+    """λ × (T, β) of uec around the static prior, chosen as every setting is (first λ on ties)."""
+    grid = [(lam, replace(m, name="uec+lambda")) for lam in variants for m in uec_methods(prior)]
+    names = sorted({n for s in variants.values() for n, _ in s.splits} - {left_out})
+    dev = {n: [variants[lam].figure(n, "tune", _fixed(m)) for lam, m in grid] for n in names}
+    return grid[fold_choice(dev, left_out)]
+
+
+class RememberedActivations:
+    """An encoder that keeps each text's last-layer pass: every λ of a member costs one pass.
+
+    Everything but `encode_with_activations` (name, dim, fingerprint, ...) is the wrapped
+    encoder's, so an estimator around it has the same fingerprint and cache entries.
+    """
+
+    def __init__(self, encoder: Any) -> None:
+        self.inner = encoder
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode_with_activations(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(raw mean, last-layer input) per text; only texts never seen are encoded."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            means, acts = self.inner.encode_with_activations(missing)
+            self._memo.update(zip(missing, zip(means, acts, strict=True), strict=True))
+        rows = [self._memo[t] for t in texts]
+        return np.stack([m for m, _ in rows]), np.stack([a for _, a in rows])
+
+
+def varies_with_prior_precision(member: object) -> bool:
+    """A last-layer Laplace member: its variance follows the text beyond its norm.
+
+    The adapter form's variance moves by about 1% across texts (docs/architecture.md), so λ
+    would change little but its scale, which calibration absorbs; it is kept as it is.
+    """
+    return isinstance(member, LaplaceEstimator) and member.uses_last_layer
+
+
+def prior_precision_variants(
+    pipeline: Pipeline,
+    pairs: Sequence[tuple[str, str]],
+    lambdas: Sequence[float] = PRIOR_PRECISIONS,
+    progress: bool = False,
+) -> dict[float, Pipeline]:
+    """The pipeline at each λ: last-layer Laplace members re-made (scale refitted), others kept.
+
+    `pairs` are the pairs the members were fitted on. A λ equal to a member's own keeps that
+    member; the re-made ones share one remembered encoder per member, so the transformer runs
+    once per text whatever the number of λ.
+    """
+    shared = []
+    for member in pipeline.members:
+        if varies_with_prior_precision(member):
+            member = copy.copy(member)
+            member.encoder = RememberedActivations(member.encoder)
+        shared.append(member)
+    out = {}
+    for lam in lambdas:
+        members = [
+            m.with_prior_precision(lam, pairs, progress)
+            if varies_with_prior_precision(m) and m.params["prior_precision"] != lam
+            else original
+            for m, original in zip(shared, pipeline.members, strict=True)
+        ]
+        out[lam] = Pipeline(
+            members, pipeline.fusion, name=pipeline.name, cache=pipeline.cache or False
+        )
+    return out
+
+
+def variant_splits(
+    pipeline: Pipeline, base: Mapping[tuple[str, str], Split], progress: bool = False
+) -> dict[tuple[str, str], Split]:
+    """The base splits embedded by a λ variant; agreement is kept (means do not depend on λ)."""
+    return {
+        key: Split(split.dataset, embed(pipeline, split.dataset, progress), split.agreement)
+        for key, split in base.items()
+    }
+
+
+#: Router strengths α tried, 0 (the static prior) first: r̂ is in units of a dataset's error
+#: spread, so α = 1 moves a weight by e^r̂ and α = 16 lets a prediction of a tenth of a
+#: spread move it by a factor of ~5.
+ALPHAS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: The role whose texts are not routed: a retrieval corpus has no per-item error to learn from.
+UNROUTED = "docs"
+
+
+def item_errors(split: Split) -> np.ndarray:
+    """(items, K) each single member's own error per item: what the router learns to predict.
+
+    STS: |rank of its cosine − rank of gold| / n per pair (Spearman is a rank statistic);
+    retrieval: 1 − nDCG@10 per query; classification: the probe's −log p(true label).
+    """
+    dataset, embedded = split.dataset, split.embedded
+    columns = []
+    for k, model in enumerate(embedded.models):
+        if isinstance(dataset, ClassificationDataset):
+            train = embedded.parts["train"][k].normalize().mean
+            test = embedded.parts["test"][k].normalize().mean
+            columns.append(
+                probe_losses(train, dataset.train_labels, test, dataset.test_labels, seed=SEED)
+            )
+            continue
+        outcome = evaluate(embedded, dataset, Method(model, FusionConfig(f"single:{model}")))
+        if isinstance(dataset, StsDataset):
+            n = len(dataset.scores)
+            columns.append(
+                np.abs(rankdata(outcome.per_item["pred"]) - rankdata(dataset.scores)) / n
+            )
+        else:
+            columns.append(1.0 - outcome.per_item["ndcg@10"])
+    return np.stack(columns, axis=1)
+
+
+def role_features(split: Split) -> dict[str, np.ndarray]:
+    """Router features of every text of each routed role (anchors: that role's own texts)."""
+    out = {}
+    for role, texts in dataset_roles(split.dataset).items():
+        if role == UNROUTED:
+            continue
+        texts = list(texts.values()) if isinstance(texts, dict) else list(texts)
+        parts = split.embedded.parts[role]
+        out[role] = text_features(parts, texts, anchor_rows(len(texts)))
+    return out
+
+
+def item_features(features: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(items, K, F): a pair's features are the mean of its two texts'; else the text's own."""
+    if "a" in features:
+        return 0.5 * (features["a"] + features["b"])
+    return features["queries"] if "queries" in features else features["test"]
+
+
+@dataclass(frozen=True)
+class RouterData:
+    """One tuning split's router training items: features (n, K, F), relative errors (n, K)."""
+
+    features: np.ndarray
+    targets: np.ndarray
+
+
+def router_data(split: Split, features: Mapping[str, np.ndarray]) -> RouterData:
+    """Features and relative errors (in this dataset's own error spread) of a tuning split."""
+    return RouterData(item_features(features), relative_errors(item_errors(split)))
+
+
+def fit_on(data: Mapping[str, RouterData], names: Sequence[str]) -> Router:
+    """The router fitted on the items of the named datasets' tuning splits, pooled."""
+    return fit_router(
+        np.concatenate([data[n].features for n in names]),
+        np.concatenate([data[n].targets for n in names]),
+    )
+
+
+def routed(split: Split, features: Mapping[str, np.ndarray], router: Router, alpha: float) -> Split:
+    """The split with each routed text's member variances set to e^{-g}: a carrier, no more.
+
+    uec weights are softmax(−log u/T + log p); at T = 1 a member whose uncertainty u is
+    e^{−g_k(x)} gets softmax(log p + g)(x), the router's weight, so a routed split runs through
+    the ordinary fusion, scored by cosine (which never reads the variance). A retrieval
+    corpus has no per-item error to learn from and keeps g = 0 (the prior).
+    """
+    parts = {}
+    for role, members in split.embedded.parts.items():
+        n = len(members[0])
+        g = (
+            router.logits(features[role], alpha)
+            if role in features
+            else np.zeros((n, len(members)))
+        )
+        parts[role] = [
+            Gaussian(
+                m.mean, np.repeat(np.exp(-g[:, [k]]) / m.dim, m.dim, axis=1) * squared_norms(m.mean)
+            )
+            for k, m in enumerate(members)
+        ]
+    embedded = Embedded(split.embedded.models, parts, split.embedded.ids)
+    return Split(split.dataset, embedded, split.agreement)
+
+
+def router_method(prior: Sequence[float]) -> Method:
+    """uec at T = 1 around the static prior, cosine score: the fusion a routed split needs."""
+    return Method("router", FusionConfig("uec", temperature=1.0, prior=tuple(prior)))
+
+
+def _routed_figure(split: Split, features, router: Router, alpha: float, prior) -> float:
+    """The primary metric of the router at strength α on one split."""
+    outcome = evaluate(
+        routed(split, features, router, alpha).embedded, split.dataset, router_method(prior)
+    )
+    return outcome.metrics[primary_metric(split.dataset)]
+
+
+def router_fold(
+    splits: Mapping[tuple[str, str], Split],
+    features: Mapping[tuple[str, str], Mapping[str, np.ndarray]],
+    data: Mapping[str, RouterData],
+    left_out: str,
+    prior: Sequence[float],
+    alphas: Sequence[float] = ALPHAS,
+) -> tuple[float, float]:
+    """(α chosen, left-out test figure) of the router around the fold's static prior.
+
+    The router never sees the left-out dataset. α is chosen like every setting, by the mean
+    tuning figure over the other datasets, each scored by a router fitted without it (so α is
+    judged on domains the router did not learn from, as the test is); the test router is fitted
+    on every other dataset.
+    """
+    names = sorted({n for n, _ in splits} - {left_out})
+    dev = {}
+    for n in names:
+        router = fit_on(data, [m for m in names if m != n])
+        tune = splits[n, "tune"]
+        dev[n] = [_routed_figure(tune, features[n, "tune"], router, a, prior) for a in alphas]
+    alpha = alphas[fold_choice(dev, None)]
+    router = fit_on(data, names)
+    test = splits[left_out, "test"]
+    return alpha, _routed_figure(test, features[left_out, "test"], router, alpha, prior)
+
+
+def router_transfer(data: Mapping[str, RouterData], name: str) -> float:
+    """Spearman ρ of predicted against actual relative error on `name`, fitted on the others.
+
+    The router's diagnostic: how well per-member error transfers to a domain it never saw.
+    """
+    router = fit_on(data, [n for n in data if n != name])
+    predicted = router.predict(data[name].features).ravel()
+    return float(spearman(predicted, data[name].targets.ravel()))

@@ -7,10 +7,14 @@ seconds (numba) and most callers of this package never score a run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import spearmanr
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
 
 DEFAULT_RETRIEVAL_METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
@@ -91,15 +95,32 @@ def probe_accuracy(
     train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
 ) -> float:
     """Accuracy of a logistic regression fitted on frozen embeddings, as MTEB classification."""
-    from sklearn.linear_model import LogisticRegression
-
     train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
     test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"train_X has {train_X.shape[1]} columns but test_X {test_X.shape[1]}")
-    probe = LogisticRegression(max_iter=1000, random_state=seed)
-    probe.fit(train_X, train_y)
-    return float(np.mean(probe.predict(test_X) == test_y))
+    return float(np.mean(_probe(train_X, train_y, seed).predict(test_X) == test_y))
+
+
+def probe_losses(
+    train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
+) -> np.ndarray:
+    """Per test text, -log p(true label) under the probe `probe_accuracy` scores (its error)."""
+    train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
+    test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
+    probe = _probe(train_X, train_y, seed)
+    proba = probe.predict_proba(test_X)
+    column = {label: j for j, label in enumerate(probe.classes_)}
+    # a label never seen in training has probability 0: its loss is capped, not infinite
+    p_true = np.array([proba[i, column[y]] if y in column else 0.0 for i, y in enumerate(test_y)])
+    return -np.log(np.maximum(p_true, 1e-12))
+
+
+def _probe(train_X: np.ndarray, train_y: np.ndarray, seed: int) -> LogisticRegression:
+    """The logistic-regression probe of MTEB classification, fitted."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(max_iter=1000, random_state=seed).fit(train_X, train_y)
 
 
 def _validate_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:

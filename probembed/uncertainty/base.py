@@ -85,8 +85,19 @@ class Estimator(ABC):
         """Learn the estimator's state on part of the pairs and its variance scale on the rest."""
         text_a, text_b = validate_pairs(pairs)
         self._progress = progress
-        fit_idx, cal_idx = split_holdout(len(text_a), self.params["holdout"], self.params["seed"])
+        fit_idx, _ = split_holdout(len(text_a), self.params["holdout"], self.params["seed"])
         self._fit([text_a[i] for i in fit_idx], [text_b[i] for i in fit_idx])
+        return self.calibrate(pairs, progress)
+
+    def calibrate(self, pairs: Sequence[tuple[str, str]], progress: bool = False) -> Self:
+        """(Re)fit only the variance scale, on the held-out part of the pairs `fit` was given.
+
+        The held-out part is the same seeded split `fit` used, so an estimator whose
+        encode-time parameters change (e.g. a Laplace prior precision) is calibrated alike.
+        """
+        text_a, text_b = validate_pairs(pairs)
+        self._progress = progress
+        _, cal_idx = split_holdout(len(text_a), self.params["holdout"], self.params["seed"])
         self.scale = 1.0
         if self.params["calibrate"]:
             a = self._map(self._encode_raw, [text_a[i] for i in cal_idx], "calibrate")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -56,6 +57,22 @@ class LaplaceEstimator(Estimator):
             y_a, act_a, y_b, act_b, self.params["temperature"], self.params["batch_size"]
         )
         self.state = {"fisher": fisher.astype(np.float32)}
+
+    def with_prior_precision(
+        self, prior_precision: float, pairs: Sequence[tuple[str, str]], progress: bool = False
+    ) -> LaplaceEstimator:
+        """The same Fisher under another lambda, its scale refitted on the fit's held-out pairs.
+
+        V = 1/(F + lambda) is formed at encode, so no refit of F is needed; the calibration
+        scale is not lambda-consistent (it absorbs 1/lambda only where F << lambda) and is
+        fitted again. `pairs` must be the pairs this estimator was fitted on.
+        """
+        if not self.state:
+            raise RuntimeError(f"laplace estimator for {self.encoder.name} is not fitted yet")
+        params = {**self.params, "prior_precision": float(prior_precision)}
+        other = type(self)(self.encoder, **params)
+        other.state = dict(self.state)
+        return other.calibrate(pairs, progress)
 
     def _features_of(self, texts: list[str], step: str) -> tuple[np.ndarray, np.ndarray]:
         """`features` over many texts, in chunks with a progress bar."""
