@@ -2,4 +2,5 @@
 
 from probembed.interfaces import main
 
-main()
+if __name__ == "__main__":  # not when a spawned child process imports this module
+    main()

@@ -5,11 +5,18 @@ default pipeline takes 608 ms instead of 98 ms, a batch of 32 1,980 ms instead o
 since every step of the encoders' Python glue waits for the interpreter lock. A spawned
 process (never forked: torch and its threads do not survive a fork) loads the pipeline once
 and encodes whatever the batcher sends it; Fused results come back pickled.
+
+The child computes with all cores but one, the one left to the event loop, and its OpenMP
+threads sleep rather than spin when idle (an explicit OMP_NUM_THREADS or OMP_WAIT_POLICY in
+the environment wins). Measured with one core busy beside it, batches of 50 texts of the
+default pipeline: 51 texts/s with torch's two spinning threads, 77 with passive waiting,
+101 with one thread.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 from probembed.fusion import Fused
@@ -17,9 +24,11 @@ from probembed.fusion import Fused
 _PIPELINE = None
 
 
-def _load(source: str) -> None:
-    """In the child: load the pipeline once."""
+def _load(source: str, threads: int) -> None:
+    """In the child: set its thread use, then load the pipeline once."""
     global _PIPELINE
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from probembed.pipeline import Pipeline
 
     _PIPELINE = Pipeline.load(source)
@@ -37,8 +46,9 @@ class EncodeProcess:
     def __init__(self, source: str) -> None:
         self.source = source
         context = multiprocessing.get_context("spawn")
+        threads = max(1, (os.cpu_count() or 1) - 1)
         self._pool = ProcessPoolExecutor(
-            1, mp_context=context, initializer=_load, initargs=(source,)
+            1, mp_context=context, initializer=_load, initargs=(source, threads)
         )
 
     def __call__(self, texts: list[str]) -> Fused:
