@@ -92,3 +92,11 @@ def pydoc_pipeline_dir(tmp_path_factory) -> Path:
     ]
     pipeline = Pipeline.fit(specs, pairs, FusionConfig("uec"), name="hash", cache=False)
     return pipeline.save(tmp_path_factory.mktemp("pipelines") / "hash")
+
+
+@pytest.fixture(scope="session")
+def pydoc_pipeline(pydoc_pipeline_dir):
+    """The saved hashing pipeline loaded in this process, uncached (needs no data)."""
+    from probembed.pipeline import Pipeline
+
+    return Pipeline.load(pydoc_pipeline_dir, cache=False)

@@ -66,8 +66,9 @@ def folder(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pipe(pydoc_pipeline_dir) -> Pipeline:
-    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+def pipe(pydoc_pipeline) -> Pipeline:
+    """The shared hashing pipeline (conftest)."""
+    return pydoc_pipeline
 
 
 def test_folder_chunks_keep_headings_offsets_and_pages(tmp_path, folder, pipe):

@@ -29,9 +29,9 @@ QUESTION = "What does the assert statement do when debugging is on?"
 
 
 @pytest.fixture(scope="module")
-def pipeline(pydoc_pipeline_dir) -> Pipeline:
-    """The saved two-model hashing pipeline (needs no data)."""
-    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+def pipeline(pydoc_pipeline) -> Pipeline:
+    """The shared hashing pipeline (conftest)."""
+    return pydoc_pipeline
 
 
 @pytest.fixture(scope="module")

@@ -38,9 +38,9 @@ def server(tmp_path_factory, pydoc_pipeline_dir):
 
 
 @pytest.fixture(scope="module")
-def local(pydoc_pipeline_dir) -> Pipeline:
-    """The served pipeline, run in this process, to compare vectors with."""
-    return Pipeline.load(pydoc_pipeline_dir, cache=False)
+def local(pydoc_pipeline) -> Pipeline:
+    """The shared hashing pipeline (conftest)."""
+    return pydoc_pipeline
 
 
 def test_openai_client_round_trip(server, local):
