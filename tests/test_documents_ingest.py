@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
-from probembed.pipeline import Pipeline
 from probembed.store import Database, IngestError, ingest_documents
 
 SMALL = ChunkSettings(48, 8)  # small chunks, so a long file has many
@@ -65,15 +64,9 @@ def folder(tmp_path):
     return root
 
 
-@pytest.fixture(scope="module")
-def pipe(pydoc_pipeline) -> Pipeline:
-    """The shared hashing pipeline (conftest)."""
-    return pydoc_pipeline
-
-
-def test_folder_chunks_keep_headings_offsets_and_pages(tmp_path, folder, pipe):
+def test_folder_chunks_keep_headings_offsets_and_pages(tmp_path, folder, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    report = ingest_documents(folder, collection, pipe, SMALL)
+    report = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     assert (report.added, report.updated, report.unchanged, report.problems) == (4, 0, 0, [])
     assert report.chunks_written == collection.count() > 20
     hit = collection.search("flux capacitor overheats", k=3, exact=True, group_by_doc=True)["hits"][
@@ -94,9 +87,9 @@ def test_folder_chunks_keep_headings_offsets_and_pages(tmp_path, folder, pipe):
         assert furniture not in texts
 
 
-def test_grouping_gives_one_hit_per_document(tmp_path, folder, pipe):
+def test_grouping_gives_one_hit_per_document(tmp_path, folder, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    ingest_documents(folder, collection, pipe, SMALL)
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     plain = collection.search("routine step of the procedure", k=5, exact=True)["hits"]
     grouped = collection.search("routine step of the procedure", k=5, exact=True, group_by_doc=True)
     docs = [h["metadata"]["doc_id"] for h in grouped["hits"]]
@@ -105,16 +98,16 @@ def test_grouping_gives_one_hit_per_document(tmp_path, folder, pipe):
     assert grouped["hits"][0]["id"] == plain[0]["id"] and grouped["hits"][0]["other_chunks"] >= 4
 
 
-def test_rerun_touches_only_what_changed(tmp_path, folder, pipe):
+def test_rerun_touches_only_what_changed(tmp_path, folder, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    ingest_documents(folder, collection, pipe, SMALL)
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     version = collection.version
-    again = ingest_documents(folder, collection, pipe, SMALL)
+    again = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     assert (again.unchanged, again.chunks_written, collection.version) == (4, 0, version)
     (folder / "guide.md").write_text(long_markdown("Reset the gizmo twice."))
     (folder / "notes.txt").unlink()
     before = collection.document_index()
-    synced = ingest_documents(folder, collection, pipe, SMALL, sync=True)
+    synced = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
     assert (synced.added, synced.updated, synced.removed, synced.unchanged) == (0, 1, 1, 2)
     after = collection.document_index()
     assert set(after) == {"guide.md", "page.html", "report.pdf"}
@@ -154,17 +147,17 @@ EXPECTED = {
 }
 
 
-def test_unreadable_files_are_each_reported_and_nothing_half_written(tmp_path, pipe):
+def test_unreadable_files_are_each_reported_and_nothing_half_written(tmp_path, pydoc_pipeline):
     root = bad_folder(tmp_path)
     collection = Database(tmp_path / "db", create=True).collection("bad")
     with pytest.raises(IngestError) as stopped:
-        ingest_documents(root, collection, pipe, SMALL)
+        ingest_documents(root, collection, pydoc_pipeline, SMALL)
     assert not collection.exists  # on_error="stop": nothing at all was written
     said = {p.source.rsplit("/", 1)[-1]: p.message for p in stopped.value.problems}
     assert set(said) == set(EXPECTED)
     for name, words in EXPECTED.items():
         assert words in said[name], (name, said[name])
-    report = ingest_documents(root, collection, pipe, SMALL, on_error="skip")
+    report = ingest_documents(root, collection, pydoc_pipeline, SMALL, on_error="skip")
     assert report.added == 1 and len(report.problems) == 5
     assert collection.document_index().keys() == {"good.md"}
 

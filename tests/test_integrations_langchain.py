@@ -23,22 +23,16 @@ QUESTION = "What does the assert statement do when debugging is on?"
 
 
 @pytest.fixture(scope="module")
-def pipeline(pydoc_pipeline) -> Pipeline:
-    """The shared hashing pipeline (conftest)."""
-    return pydoc_pipeline
-
-
-@pytest.fixture(scope="module")
 def records():
     """Passages of six topics of the bundled Python docs, with topic/title/section metadata."""
     return read_pydoc_topics(TOPICS)
 
 
 @pytest.fixture
-def store(tmp_path, pipeline, records) -> ProbembedVectorStore:
+def store(tmp_path, pydoc_pipeline, records) -> ProbembedVectorStore:
     """A store over a fresh collection holding the passages under their own ids."""
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    store = ProbembedVectorStore(collection, ProbembedEmbeddings(pipeline))
+    store = ProbembedVectorStore(collection, ProbembedEmbeddings(pydoc_pipeline))
     store.add_texts(
         [r.text for r in records], [r.metadata for r in records], ids=[r.id for r in records]
     )
@@ -68,11 +62,11 @@ def test_every_document_carries_the_hit_and_query_numbers_probembed_gives(store)
         assert {k: v for k, v in doc.metadata.items() if k != "probembed"} == hit["metadata"]
 
 
-def test_scores_and_relevance_scores_follow_the_hits(store, pipeline):
+def test_scores_and_relevance_scores_follow_the_hits(store, pydoc_pipeline):
     scored = store.similarity_search_with_score(QUESTION, k=5)
     scores = [s for _, s in scored]
     assert scores == sorted(scores, reverse=True)
-    assert pipeline.score.name == "uec"  # a score in [-1, 1]: the documented (1 + s) / 2 map
+    assert pydoc_pipeline.score.name == "uec"  # a score in [-1, 1]: the documented (1 + s) / 2 map
     relevant = store.similarity_search_with_relevance_scores(QUESTION, k=5)
     assert [d.id for d, _ in relevant] == [d.id for d, _ in scored]
     # the same float64 arithmetic on the same stored score: equal to rounding of one division
@@ -135,24 +129,29 @@ def test_the_reserved_key_is_refused_and_nothing_is_written(store):
     assert store.collection.count() == before
 
 
-def test_from_texts_builds_a_searchable_store_in_a_database_directory(tmp_path, pipeline, records):
+def test_from_texts_builds_a_searchable_store_in_a_database_directory(
+    tmp_path, pydoc_pipeline, records
+):
     texts = [r.text for r in records]
     store = ProbembedVectorStore.from_texts(
-        texts, ProbembedEmbeddings(pipeline), [r.metadata for r in records], db=tmp_path / "db"
+        texts,
+        ProbembedEmbeddings(pydoc_pipeline),
+        [r.metadata for r in records],
+        db=tmp_path / "db",
     )
     assert store.collection.count() == len(records)
     assert store.similarity_search(QUESTION, k=1)[0].metadata["topic"] == "assert"
     reopened = ProbembedVectorStore(Database(tmp_path / "db").open("default"))
-    assert reopened.embeddings.pipeline.fingerprint == pipeline.fingerprint
+    assert reopened.embeddings.pipeline.fingerprint == pydoc_pipeline.fingerprint
     assert [d.id for d in reopened.similarity_search(QUESTION, k=3)] == [
         d.id for d in store.similarity_search(QUESTION, k=3)
     ]
 
 
-def test_embeddings_are_the_fused_means(pipeline, records):
-    embeddings = ProbembedEmbeddings(pipeline)
+def test_embeddings_are_the_fused_means(pydoc_pipeline, records):
+    embeddings = ProbembedEmbeddings(pydoc_pipeline)
     texts = [r.text for r in records[:4]]
-    means = pipeline.encode(texts).gaussian.mean
+    means = pydoc_pipeline.encode(texts).gaussian.mean
     assert np.array_equal(np.asarray(embeddings.embed_documents(texts), np.float32), means)
     assert np.array_equal(np.asarray(embeddings.embed_query(texts[2]), np.float32), means[2])
 
@@ -165,22 +164,22 @@ def test_a_store_needs_probembed_embeddings(tmp_path):
         ProbembedVectorStore(collection, FakeEmbeddings(size=8))
 
 
-def test_an_empty_store_answers_with_no_documents(tmp_path, pipeline):
+def test_an_empty_store_answers_with_no_documents(tmp_path, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    store = ProbembedVectorStore(collection, ProbembedEmbeddings(pipeline))
+    store = ProbembedVectorStore(collection, ProbembedEmbeddings(pydoc_pipeline))
     assert store.as_retriever().invoke(QUESTION) == []
     assert store.similarity_search_with_relevance_scores(QUESTION) == []
     assert store.delete(["nothing"]) is False
 
 
 @pytest.fixture(scope="module")
-def calibrated(pipeline, records) -> Pipeline:
+def calibrated(pydoc_pipeline, records) -> Pipeline:
     """The pipeline with a relevance calibrator fitted on real labels: a hit of the same topic.
 
     Queries are each passage's first 120 characters, ranked against every passage.
     """
-    docs = pipeline.encode([r.text for r in records])
-    queries = pipeline.encode([r.text[:120] for r in records])
+    docs = pydoc_pipeline.encode([r.text for r in records])
+    queries = pydoc_pipeline.encode([r.text[:120] for r in records])
     rows = np.arange(len(records))
     ranked = scan(queries.gaussian, docs.gaussian, rows, 10, parse_score("uec"), 1.0)
     x = np.concatenate([hit_features(r.dots, r.variances, 10) for r in ranked])
@@ -189,7 +188,12 @@ def calibrated(pipeline, records) -> Pipeline:
     groups = np.repeat(np.arange(len(ranked)), [len(r.positions) for r in ranked])
     calibrator = RelevanceCalibrator.fit(x, y, groups, seed=0)
     return Pipeline(
-        pipeline.members, pipeline.fusion, pipeline.score, "hash-cal", False, calibrator
+        pydoc_pipeline.members,
+        pydoc_pipeline.fusion,
+        pydoc_pipeline.score,
+        "hash-cal",
+        False,
+        calibrator,
     )
 
 

@@ -20,18 +20,11 @@ from llama_index.core.vector_stores.types import (
 )
 
 from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
-from probembed.pipeline import Pipeline
 from probembed.store import Database
 from probembed.store.pydoc_corpus import read_pydoc_topics
 
 TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
 QUESTION = "What does the assert statement do when debugging is on?"
-
-
-@pytest.fixture(scope="module")
-def pipeline(pydoc_pipeline) -> Pipeline:
-    """The shared hashing pipeline (conftest)."""
-    return pydoc_pipeline
 
 
 @pytest.fixture(scope="module")
@@ -51,23 +44,25 @@ def nodes() -> list[TextNode]:
 
 
 @pytest.fixture
-def store(tmp_path, pipeline, nodes) -> ProbembedVectorStore:
+def store(tmp_path, pydoc_pipeline, nodes) -> ProbembedVectorStore:
     """A store over a fresh collection holding the nodes."""
     store = ProbembedVectorStore(
-        Database(tmp_path / "db", create=True).collection("docs"), pipeline
+        Database(tmp_path / "db", create=True).collection("docs"), pydoc_pipeline
     )
     assert store.add(nodes) == [n.node_id for n in nodes]
     return store
 
 
-def retriever(store, pipeline, **kwargs):
+def retriever(store, pydoc_pipeline, **kwargs):
     """A retriever built with LlamaIndex's public API only."""
-    index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding(pipeline))
+    index = VectorStoreIndex.from_vector_store(
+        store, embed_model=ProbembedEmbedding(pydoc_pipeline)
+    )
     return index.as_retriever(**kwargs)
 
 
-def test_a_retriever_answers_a_question_through_llamaindex_alone(store, pipeline):
-    found = retriever(store, pipeline, similarity_top_k=3).retrieve(QUESTION)
+def test_a_retriever_answers_a_question_through_llamaindex_alone(store, pydoc_pipeline):
+    found = retriever(store, pydoc_pipeline, similarity_top_k=3).retrieve(QUESTION)
     assert len(found) == 3 and all(isinstance(n, NodeWithScore) for n in found)
     assert found[0].node.metadata["topic"] == "assert"
     assert found[0].node.node_id.startswith("assert#")
@@ -75,8 +70,8 @@ def test_a_retriever_answers_a_question_through_llamaindex_alone(store, pipeline
     assert "assert" in found[0].node.get_content()
 
 
-def test_nodes_carry_the_hit_and_query_numbers_probembed_gives(store, pipeline, nodes):
-    found = retriever(store, pipeline, similarity_top_k=4).retrieve(QUESTION)
+def test_nodes_carry_the_hit_and_query_numbers_probembed_gives(store, pydoc_pipeline, nodes):
+    found = retriever(store, pydoc_pipeline, similarity_top_k=4).retrieve(QUESTION)
     result = store.client.search(QUESTION, k=4)
     assert [n.node.node_id for n in found] == [h["id"] for h in result["hits"]]
     given = {n.node_id: n for n in nodes}
@@ -97,9 +92,11 @@ def test_nodes_carry_the_hit_and_query_numbers_probembed_gives(store, pipeline, 
     assert stored == given[first].get_content(metadata_mode=MetadataMode.EMBED) != given[first].text
 
 
-def test_metadata_filters_restrict_the_search(store, pipeline):
+def test_metadata_filters_restrict_the_search(store, pydoc_pipeline):
     only_try = MetadataFilters(filters=[MetadataFilter(key="topic", value="try")])
-    found = retriever(store, pipeline, similarity_top_k=4, filters=only_try).retrieve(QUESTION)
+    found = retriever(store, pydoc_pipeline, similarity_top_k=4, filters=only_try).retrieve(
+        QUESTION
+    )
     assert len(found) == 4 and {n.node.metadata["topic"] for n in found} == {"try"}
     either = MetadataFilters(
         filters=[
@@ -108,21 +105,21 @@ def test_metadata_filters_restrict_the_search(store, pipeline):
         ],
         condition=FilterCondition.OR,
     )
-    found = retriever(store, pipeline, similarity_top_k=50, filters=either).retrieve(QUESTION)
+    found = retriever(store, pydoc_pipeline, similarity_top_k=50, filters=either).retrieve(QUESTION)
     assert {n.node.metadata["topic"] for n in found} == {"with", "del", "lambda"}
     unsupported = MetadataFilters(
         filters=[MetadataFilter(key="topic", value="x", operator=FilterOperator.TEXT_MATCH)]
     )
     with pytest.raises(NotImplementedError, match="text_match"):
-        retriever(store, pipeline, filters=unsupported).retrieve(QUESTION)
+        retriever(store, pydoc_pipeline, filters=unsupported).retrieve(QUESTION)
 
 
-def test_delete_by_source_document_removes_only_its_nodes(store, pipeline, nodes):
+def test_delete_by_source_document_removes_only_its_nodes(store, pydoc_pipeline, nodes):
     count = store.client.count()
     assert_nodes = sum(1 for n in nodes if n.ref_doc_id == "assert")
     store.delete("assert")
     assert store.client.count() == count - assert_nodes
-    found = retriever(store, pipeline, similarity_top_k=50).retrieve(QUESTION)
+    found = retriever(store, pydoc_pipeline, similarity_top_k=50).retrieve(QUESTION)
     assert found and all(n.node.metadata["topic"] != "assert" for n in found)
     store.delete("no-such-document")
     assert store.client.count() == count - assert_nodes
@@ -152,13 +149,13 @@ def test_adding_again_replaces_and_delete_nodes_removes_by_id(store, nodes):
     assert store.client.existing([n.node_id for n in nodes[:3]]) == {nodes[2].node_id}
 
 
-def test_documents_inserted_through_the_index_are_split_stored_and_found(tmp_path, pipeline):
+def test_documents_inserted_through_the_index_are_split_stored_and_found(tmp_path, pydoc_pipeline):
     store = ProbembedVectorStore(
-        Database(tmp_path / "db", create=True).collection("docs"), pipeline
+        Database(tmp_path / "db", create=True).collection("docs"), pydoc_pipeline
     )
     splitter = SentenceSplitter(chunk_size=200, chunk_overlap=0)
     index = VectorStoreIndex.from_vector_store(
-        store, embed_model=ProbembedEmbedding(pipeline), transformations=[splitter]
+        store, embed_model=ProbembedEmbedding(pydoc_pipeline), transformations=[splitter]
     )
     text = "\n\n".join(r.text for r in read_pydoc_topics(["try", "assert"]))
     document = Document(text=text, id_="reference", metadata={"kind": "docs"})
@@ -172,19 +169,19 @@ def test_documents_inserted_through_the_index_are_split_stored_and_found(tmp_pat
     assert store.client.count() == 0
 
 
-def test_the_embedding_model_gives_the_fused_means(pipeline, nodes):
-    model = ProbembedEmbedding(pipeline)
+def test_the_embedding_model_gives_the_fused_means(pydoc_pipeline, nodes):
+    model = ProbembedEmbedding(pydoc_pipeline)
     texts = [n.get_content() for n in nodes[:5]]
-    means = pipeline.encode(texts).gaussian.mean
+    means = pydoc_pipeline.encode(texts).gaussian.mean
     assert np.array_equal(np.asarray(model.get_text_embedding_batch(texts), np.float32), means)
     assert np.array_equal(np.asarray(model.get_query_embedding(texts[1]), np.float32), means[1])
 
 
-def test_an_empty_store_retrieves_nothing(tmp_path, pipeline):
+def test_an_empty_store_retrieves_nothing(tmp_path, pydoc_pipeline):
     store = ProbembedVectorStore(
-        Database(tmp_path / "db", create=True).collection("docs"), pipeline
+        Database(tmp_path / "db", create=True).collection("docs"), pydoc_pipeline
     )
-    assert retriever(store, pipeline).retrieve(QUESTION) == []
+    assert retriever(store, pydoc_pipeline).retrieve(QUESTION) == []
 
 
 @pytest.mark.parametrize(

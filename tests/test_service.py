@@ -19,7 +19,6 @@ import openai
 import pytest
 from service_support import Server
 
-from probembed.pipeline import Pipeline
 from probembed.store import Database
 
 DOCS = [
@@ -37,16 +36,10 @@ def server(tmp_path_factory, pydoc_pipeline_dir):
         yield running
 
 
-@pytest.fixture(scope="module")
-def local(pydoc_pipeline) -> Pipeline:
-    """The shared hashing pipeline (conftest)."""
-    return pydoc_pipeline
-
-
-def test_openai_client_round_trip(server, local):
+def test_openai_client_round_trip(server, pydoc_pipeline):
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-checked", max_retries=0)
     texts = ["a probabilistic embedding", "how sure is this hit?"]
-    expected = local.encode(texts).gaussian.mean
+    expected = pydoc_pipeline.encode(texts).gaussian.mean
     for encoding in (openai.omit, "float", "base64"):  # omitted: the client asks for base64
         answer = client.embeddings.create(model="hash", input=texts, encoding_format=encoding)
         assert [d.index for d in answer.data] == [0, 1]
@@ -56,19 +49,22 @@ def test_openai_client_round_trip(server, local):
         np.testing.assert_array_equal(np.asarray(rows, np.float32), expected)  # exact: float32
         assert answer.model == "hash" and answer.usage.total_tokens == 8
     single = client.embeddings.create(model="hash", input="one text")
-    assert len(single.data) == 1 and len(single.data[0].embedding) == local.empty().gaussian.dim
+    assert (
+        len(single.data) == 1
+        and len(single.data[0].embedding) == pydoc_pipeline.empty().gaussian.dim
+    )
     with pytest.raises(openai.NotFoundError, match="models: hash"):
         client.embeddings.create(model="text-embedding-3-small", input="x")
 
 
-def test_embeddings_carry_variance_and_weights(server, local):
+def test_embeddings_carry_variance_and_weights(server, pydoc_pipeline):
     with server.client() as http:
         body = http.post("/v1/embeddings", json={"model": "hash", "input": ["x y z", "w"]}).json()
         b64 = http.post(
             "/v1/embeddings",
             json={"model": "hash", "input": ["x y z"], "encoding_format": "base64"},
         ).json()
-    fused = local.encode(["x y z", "w"])
+    fused = pydoc_pipeline.encode(["x y z", "w"])
     assert body["object"] == "list" and body["usage"] == {"prompt_tokens": 4, "total_tokens": 4}
     np.testing.assert_array_equal(
         np.asarray([d["variance"] for d in body["data"]], np.float32), fused.gaussian.var
