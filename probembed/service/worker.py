@@ -1,16 +1,14 @@
 """Encoding in a child process, so the event loop and the encoders never share a GIL.
 
-Measured on 2 cores: with one busy Python thread beside it, a single-text encode of the
-default pipeline takes 608 ms instead of 98 ms, a batch of 32 1,980 ms instead of 259 ms,
-since every step of the encoders' Python glue waits for the interpreter lock. A spawned
+With a busy Python thread beside it (an event loop serving many clients), every step of the
+encoders' Python glue waits for the interpreter lock, and encoding slows several-fold. A spawned
 process (never forked: torch and its threads do not survive a fork) loads the pipeline once
 and encodes whatever the batcher sends it; Fused results come back pickled.
 
 The child computes with all cores but one, the one left to the event loop, and its OpenMP
 threads sleep rather than spin when idle (an explicit OMP_NUM_THREADS or OMP_WAIT_POLICY in
-the environment wins). Measured with one core busy beside it, batches of 50 texts of the
-default pipeline: 51 texts/s with torch's two spinning threads, 77 with passive waiting,
-101 with one thread.
+the environment wins): with a core busy beside it, torch's spinning threads fight the
+event loop for it.
 """
 
 from __future__ import annotations
