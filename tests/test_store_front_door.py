@@ -67,23 +67,23 @@ def docs(tmp_path, hash_pipeline, sentences):
 def test_second_search_reuses_the_warm_searcher_vectors_and_pipeline(docs):
     first = docs.search(QUERY, k=3)
     searcher = docs.searcher()
-    vectors, pipeline = searcher._vectors, searcher.pipeline
+    vectors, pipeline = searcher._snapshot, searcher.pipeline
     handle = docs.db.collection("docs")  # asking again gives the same handle, so the same state
     second = handle.search(QUERY, k=3)
     assert handle is docs and handle.searcher() is searcher
-    assert searcher._vectors is vectors and searcher.pipeline is pipeline  # nothing reloaded
+    assert searcher._snapshot is vectors and searcher.pipeline is pipeline  # nothing reloaded
     assert first == second
 
 
 def test_search_after_an_add_sees_the_new_rows(docs, sentences):
     docs.search(QUERY, k=3)
     searcher = docs.searcher()
-    before = searcher._vectors.version
+    before = searcher._snapshot.version
     new = sentences[500]
     ingest(records([new], start=500), docs, docs.load_pipeline())
     hits = docs.search(new, k=1, exact=True)["hits"]
     assert hits[0]["id"] == "s500" and hits[0]["text"] == new
-    assert docs.searcher() is searcher and searcher._vectors.version > before
+    assert docs.searcher() is searcher and searcher._snapshot.version > before
 
 
 def test_a_custom_pipeline_round_trips_through_the_kept_copy(tmp_path, hash_pipeline, sentences):

@@ -120,7 +120,7 @@ def test_ann_recall_for_uec_is_at_least_099(tmp_path, hash_pipeline, sentences):
         ]
     )
     assert recall >= 0.99
-    graphs = list((collection.db.path / ".probembed" / "big").glob("hnsw-mean-v*.faiss"))
+    graphs = list((collection.db.path / ".probembed" / "big").glob("hnsw-mean-*-v*.faiss"))
     assert len(graphs) == 1  # persisted beside the table for the next process
 
 
@@ -130,7 +130,11 @@ def test_graph_build_is_a_function_of_the_vectors_alone():
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(4000, 32)).astype(np.float32)
     queries = vectors[:200] + rng.normal(scale=0.1, size=(200, 32)).astype(np.float32)
-    first, second = (HnswIndex.build(vectors, IndexSettings(m=8)) for _ in range(2))
+    centre, radius_sq = vectors.mean(axis=0), 100.0
+    graphs = [HnswIndex.create(centre, radius_sq, IndexSettings(m=8), vectors) for _ in range(2)]
+    for graph in graphs:
+        graph.add(vectors)
+    first, second = graphs
     np.testing.assert_array_equal(first.search(queries, 10, 16), second.search(queries, 10, 16))
 
 

@@ -44,8 +44,10 @@ from probembed.store.rows import (
     table_schema,
     to_arrow,
     to_matrix,
+    variance_basis,
 )
 from probembed.store.search import QueryResult, Searcher
+from probembed.store.variance import VarianceBasis
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -228,6 +230,16 @@ class Collection:
     def dim(self) -> int:
         """Dimension of the stored means and variances."""
         return int(self._header()["dim"])
+
+    @property
+    def variance_basis(self) -> VarianceBasis | None:
+        """The basis stored variances are coefficients on; None where they are stored whole."""
+        return variance_basis(self._header())
+
+    @property
+    def variance_column(self) -> str:
+        """The column that holds each row's variance: coefficients (format 2) or whole."""
+        return "var" if self.variance_basis is None else "var_coef"
 
     @property
     def version(self) -> int:
@@ -547,18 +559,43 @@ class Collection:
         """All ids, means, variances and weights at the current version, as numpy arrays."""
         table = self._require()
         version = int(table.version)
-        chunked = "doc_id" in self.metadata_columns()
-        columns = ["id", "mean", "var", "weights", *(["doc_id"] if chunked else [])]
+        chunked = self.chunked
+        column = self.variance_column
+        columns = ["id", "mean", column, "weights", *(["doc_id"] if chunked else [])]
         data = _scan(table, columns, row_ids=True)
         return Vectors(
             np.asarray(data.column("id").to_pylist(), dtype=object),
             to_matrix(data.column("mean")),
-            to_matrix(data.column("var")),
+            self.decode_variances(to_matrix(data.column(column))),
             to_matrix(data.column("weights")),
             version,
             data.column("_rowid").to_numpy(),
             np.asarray(data.column("doc_id").to_pylist(), dtype=object) if chunked else None,
         )
+
+    @property
+    def chunked(self) -> bool:
+        """Whether rows are chunks of documents (a doc_id column)."""
+        return "doc_id" in self.metadata_columns()
+
+    def decode_variances(self, stored: np.ndarray) -> np.ndarray:
+        """Full (n, dim) variances from what the variance column holds."""
+        basis = self.variance_basis
+        return stored if basis is None else basis.decode(stored)
+
+    def listing(self) -> tuple[int, pa.Table]:
+        """The version and every row's id, `_rowid` (and doc_id): what changed, cheaply."""
+        table = self._require()
+        version = int(table.version)
+        return version, _scan(table, ["id", *(["doc_id"] if self.chunked else [])], row_ids=True)
+
+    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> pa.Table:
+        """The columns of rows by LanceDB row id, in the order given."""
+        table = self._require()
+        taken = table.take_row_ids([int(r) for r in row_ids]).select(list(columns))
+        data = taken.with_row_id().to_arrow()
+        order = {int(r): i for i, r in enumerate(data.column("_rowid").to_pylist())}
+        return data.take([order[int(r)] for r in row_ids])
 
     def rows(
         self,

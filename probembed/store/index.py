@@ -47,6 +47,12 @@ FORM_SPACES = (Score.CSD, Score.W2, Score.KL)
 #: Spaces a graph cannot navigate (measured above): their candidates come from a flat scan.
 FLAT_SPACES = (Score.KL.value,)
 MEAN_SPACE = "mean"
+#: The graph's codecs: None keeps float32 rows, else a FAISS scalar quantiser.
+CODECS: dict[str, int | None] = {
+    "flat": None,
+    "sq8": faiss.ScalarQuantizer.QT_8bit,
+    "sq4": faiss.ScalarQuantizer.QT_4bit,
+}
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,10 @@ class IndexSettings:
     #: Candidates per requested hit where the graph ranks by the score itself (dot, csd, w2,
     #: kl): rescoring only undoes float32 rounding, so a few more than k suffice.
     refine_factor: int = 2
+    #: How the graph stores its rows: "flat" (float32), "sq8" or "sq4" (FAISS scalar
+    #: quantisers, 1 byte or half a byte per dimension); candidates are rescored exactly
+    #: from the full-precision rows whatever the codec.
+    codec: str = "flat"
 
     def pool_size(self, k: int) -> int:
         """How many candidates a ranking that the score reorders needs for k hits."""
@@ -126,19 +136,31 @@ def omp_threads(threads: int | None) -> Iterator[None]:
         faiss.omp_set_num_threads(previous)
 
 
+def selector(allowed: np.ndarray) -> tuple[faiss.IDSelector, np.ndarray]:
+    """A FAISS selector of the True positions, and the bitmap it reads (keep it alive)."""
+    bits = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
+    return faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits)), bits
+
+
 class FlatIndex:
     """Exact float32 inner products over every row (FAISS IndexFlatIP), addressed by position."""
 
-    def __init__(self, vectors: np.ndarray) -> None:
-        self._index = faiss.IndexFlatIP(vectors.shape[1])
+    def __init__(self, dim: int) -> None:
+        self._index = faiss.IndexFlatIP(dim)
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def add(self, vectors: np.ndarray) -> None:
+        """Append rows; their positions follow the existing ones."""
         self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
     def search(
         self, queries: np.ndarray, n: int, ef: int, allowed: np.ndarray | None = None
     ) -> np.ndarray:
         """(nq, n) row positions by inner product, best first; `ef` is unused (exact)."""
-        selector = None if allowed is None else faiss.IDSelectorBatch(allowed.astype(np.int64))
-        params = faiss.SearchParameters(sel=selector)
+        sel, _bits = selector(allowed) if allowed is not None else (None, None)
+        params = faiss.SearchParameters(sel=sel)
         _, positions = self._index.search(
             np.ascontiguousarray(queries, dtype=np.float32), n, params=params
         )
@@ -146,26 +168,54 @@ class FlatIndex:
 
 
 class HnswIndex:
-    """A FAISS HNSW graph that finds the largest inner products, addressed by row position."""
+    """A FAISS HNSW graph that finds the largest inner products, addressed by row position.
 
-    def __init__(self, index: faiss.Index) -> None:
+    The centre and radius of the reduction to Euclidean distance are fixed when the graph is
+    made, so rows can be added later: a row farther from the centre than the radius gets a
+    lift of 0 and is counted in `overflow`, a reason to rebuild (its candidates are still
+    rescored exactly, but the graph ranks it slightly wrongly).
+    """
+
+    def __init__(self, index: faiss.Index, centre: np.ndarray, radius_sq: float) -> None:
         self._index = index
+        self.centre = centre
+        self.radius_sq = radius_sq
+        self.overflow = 0
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
     @classmethod
-    def build(cls, vectors: np.ndarray, settings: IndexSettings) -> HnswIndex:
-        """Insert every (centred, lifted) row into a new Euclidean graph."""
-        centred = vectors.astype(np.float64) - vectors.mean(axis=0, dtype=np.float64)
-        sq_norm = np.einsum("nd,nd->n", centred, centred)
-        lift = np.sqrt(np.maximum(sq_norm.max(initial=0.0) - sq_norm, 0.0))[:, None]
-        index = faiss.IndexHNSWFlat(vectors.shape[1] + 1, settings.m, faiss.METRIC_L2)
+    def create(
+        cls, centre: np.ndarray, radius_sq: float, settings: IndexSettings, sample: np.ndarray
+    ) -> HnswIndex:
+        """An empty graph for rows around `centre`, its codec trained on `sample` rows."""
+        dim = len(centre) + 1
+        codec = CODECS[settings.codec]
+        if codec is None:
+            index = faiss.IndexHNSWFlat(dim, settings.m, faiss.METRIC_L2)
+        else:
+            index = faiss.IndexHNSWSQ(dim, codec, settings.m, faiss.METRIC_L2)
         index.hnsw.efConstruction = settings.ef_construction
-        rows = np.ascontiguousarray(np.hstack([centred, lift]), dtype=np.float32)
-        with omp_threads(settings.build_threads):
-            index.add(rows)
-        return cls(index)
+        graph = cls(index, np.asarray(centre, dtype=np.float64), float(radius_sq))
+        if not index.is_trained:
+            with omp_threads(settings.build_threads):
+                index.train(graph._lifted(sample, count=False))
+        return graph
+
+    def _lifted(self, vectors: np.ndarray, count: bool = True) -> np.ndarray:
+        """Rows centred, with the coordinate that turns inner product into distance."""
+        centred = vectors.astype(np.float64) - self.centre
+        sq_norm = np.einsum("nd,nd->n", centred, centred)
+        if count:
+            self.overflow += int((sq_norm > self.radius_sq).sum())
+        lift = np.sqrt(np.maximum(self.radius_sq - sq_norm, 0.0))[:, None]
+        return np.ascontiguousarray(np.hstack([centred, lift]), dtype=np.float32)
+
+    def add(self, vectors: np.ndarray, threads: int | None = 1) -> None:
+        """Insert rows; their positions follow the existing ones."""
+        with omp_threads(threads):
+            self._index.add(self._lifted(vectors))
 
     def search(
         self,
@@ -176,20 +226,35 @@ class HnswIndex:
     ) -> np.ndarray:
         """(nq, n) row positions by inner product, best first, -1 where fewer exist.
 
-        `allowed` restricts the search to those row positions (a filter).
+        `allowed` (a boolean mask over positions) restricts the search to those rows.
         """
-        selector = None if allowed is None else faiss.IDSelectorBatch(allowed.astype(np.int64))
-        params = faiss.SearchParametersHNSW(efSearch=max(ef, n), sel=selector)
+        sel, _bits = selector(allowed) if allowed is not None else (None, None)
+        params = faiss.SearchParametersHNSW(efSearch=max(ef, n), sel=sel)
         lifted = np.hstack([queries, np.zeros((len(queries), 1))]).astype(np.float32)
         _, positions = self._index.search(lifted, n, params=params)
         return positions
 
+    @property
+    def bytes(self) -> int:
+        """Size of the graph and its codes as FAISS serialises them."""
+        return int(faiss.serialize_index(self._index).size)
+
     def save(self, path: str | os.PathLike) -> None:
-        """Write atomically, so a reader never sees half a graph."""
+        """Write atomically, so a reader never sees half a graph: FAISS index, then centre."""
         with atomic.replacing(path) as tmp:
             faiss.write_index(self._index, str(tmp))
+        with atomic.replacing(_frame_path(path)) as tmp, open(tmp, "wb") as handle:
+            np.save(handle, np.append(self.centre, self.radius_sq))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> HnswIndex:
-        """Read a graph written by `save`."""
-        return cls(faiss.read_index(str(path)))
+    def load(cls, path: str | os.PathLike) -> HnswIndex | None:
+        """Read a graph written by `save` (None when half of it is missing)."""
+        if not os.path.isfile(_frame_path(path)):
+            return None
+        frame = np.load(_frame_path(path))
+        return cls(faiss.read_index(str(path)), frame[:-1], float(frame[-1]))
+
+
+def _frame_path(path: str | os.PathLike) -> str:
+    """Where a graph's centre and radius are kept, beside it."""
+    return f"{os.fspath(path)}.centre.npy"

@@ -1,12 +1,26 @@
 """Turning candidate rows into ranked hits: exact scans, exact rescoring, rank fusion.
 
 Every score here comes from `probembed.scoring.score_matrix`, so a hit's score is exactly the
-score a brute-force scan gives it, whichever way its candidates were found.
+score a brute-force scan gives it, whichever way its candidates were found. Rows are read
+through a `Rows` function (positions -> their stored Gaussians), so the collection's rows
+need not all be in memory.
+
+The exact scan of dot and uec is a float32 pre-selection with a proven error bound, then
+float64 rescoring: per query it keeps the SELECT_MARGIN + k rows of highest float32 upper
+bound, rescores them in float64, and accepts the result when the k-th exact score beats the
+upper bound of every row it dropped; otherwise (many near-ties) that query is scanned again
+in float64. The bound: a float32 dot product of length n, of inputs exact in float32 (the
+stored rows are float32; casting the query adds one rounding), errs by at most
+γ(n+2)·‖q‖·‖d‖ with γ(m) = m·u/(1 - m·u), u = 2⁻²⁴, in any summation order (Higham,
+Accuracy and Stability of Numerical Algorithms, §3.1); uec's variance is a sum of
+non-negative terms, so its float32 value is within a relative γ(n+4) of the true one, and
+uec = dot/√(1 + a·v) moves by at most (a/2)·|dot|·|Δv| with it. The result is therefore
+identical to the float64 scan, ties included (broken towards the lower position by both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -18,6 +32,13 @@ from probembed.scoring import Score, dot_variance, score_matrix
 RRF_K = 60
 #: Documents per block of the exact scan, to bound the score-matrix temporaries.
 SCAN_BLOCK = 4096
+#: Rows beyond k the float32 pre-selection keeps per query for float64 rescoring.
+SELECT_MARGIN = 16
+#: Unit roundoff of float32.
+_U32 = 2.0**-24
+
+#: The rows to rank: in memory, or positions -> the stored Gaussians of those rows.
+Rows = Gaussian | Callable[[np.ndarray], Gaussian]
 
 
 class Ranked(NamedTuple):
@@ -35,17 +56,29 @@ def best(positions: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray,
     return np.take_along_axis(positions, order, axis=1), np.take_along_axis(scores, order, axis=1)
 
 
+def _read(rows: Rows, positions: np.ndarray) -> Gaussian:
+    """The Gaussians of rows by position, wherever the rows live."""
+    return rows[positions] if isinstance(rows, Gaussian) else rows(positions)
+
+
+def gathered(rows: Rows, candidates: np.ndarray) -> tuple[Gaussian, np.ndarray]:
+    """The distinct candidate rows' Gaussians, and the (nq, p) candidates indexing into them."""
+    wanted = np.where(candidates >= 0, candidates, 0)
+    unique, local = np.unique(wanted, return_inverse=True)
+    return _read(rows, unique), local.reshape(wanted.shape)
+
+
 def with_moments(
-    queries: Gaussian, docs: Gaussian, positions: np.ndarray, scores: np.ndarray
+    queries: Gaussian, rows: Rows, positions: np.ndarray, scores: np.ndarray
 ) -> list[Ranked]:
     """Attach each hit's dot product and its variance (the std reported beside every score).
 
     `positions` is (nq, k) with -1 where a query has fewer hits; those are dropped.
     """
     found = positions >= 0
-    rows = np.where(found, positions, 0)
-    dots = score_matrix(queries, docs, Score.DOT, candidates=rows)
-    variances = dot_variance(queries, docs, candidates=rows)
+    docs, local = gathered(rows, positions)
+    dots = score_matrix(queries, docs, Score.DOT, candidates=local)
+    variances = dot_variance(queries, docs, candidates=local)
     return [
         Ranked(p[f], s[f], d[f], v[f])
         for p, s, d, v, f in zip(positions, scores, dots, variances, found, strict=True)
@@ -53,32 +86,112 @@ def with_moments(
 
 
 def scan(
-    queries: Gaussian, docs: Gaussian, rows: np.ndarray, k: int, score: Score, beta: float
+    queries: Gaussian, rows: Rows, positions: np.ndarray, k: int, score: Score, beta: float
 ) -> list[Ranked]:
-    """Exact top-k of every query over the given rows, scoring blocks of rows at a time."""
+    """Exact top-k of every query over the given positions, a block of rows at a time."""
+    if score in (Score.DOT, Score.UEC):
+        return _certified_scan(queries, rows, positions, k, score, beta)
+    return with_moments(queries, rows, *_float64_scan(queries, rows, positions, k, score, beta))
+
+
+def _float64_scan(
+    queries: Gaussian, rows: Rows, positions: np.ndarray, k: int, score: Score, beta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(nq, k) positions and float64 scores of the best rows, by scoring every one."""
     keep_pos = np.empty((len(queries), 0), dtype=np.int64)
     keep = np.empty((len(queries), 0))
-    for start in range(0, len(rows), SCAN_BLOCK):
-        block = rows[start : start + SCAN_BLOCK]
-        scores = np.hstack([keep, score_matrix(queries, docs[block], score, beta)])
-        positions = np.hstack([keep_pos, np.broadcast_to(block, (len(queries), len(block)))])
-        if scores.shape[1] > k:
-            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-            scores = np.take_along_axis(scores, top, axis=1)
-            positions = np.take_along_axis(positions, top, axis=1)
-        keep, keep_pos = scores, positions
-    return with_moments(queries, docs, *best(keep_pos, keep, k))
+    for start in range(0, len(positions), SCAN_BLOCK):
+        block = positions[start : start + SCAN_BLOCK]
+        scores = np.hstack([keep, score_matrix(queries, _read(rows, block), score, beta)])
+        keep, keep_pos = _top(scores, _beside(keep_pos, block, len(queries)), k)
+    return best(keep_pos, keep, k)
+
+
+def _beside(kept: np.ndarray, block: np.ndarray, nq: int) -> np.ndarray:
+    """Positions kept so far, then this block's, per query."""
+    return np.hstack([kept, np.broadcast_to(block, (nq, len(block)))])
+
+
+def _top(scores: np.ndarray, positions: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the k highest scores (unordered) and their positions."""
+    if scores.shape[1] <= k:
+        return scores, positions
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(scores, top, axis=1), np.take_along_axis(positions, top, axis=1)
+
+
+def _gamma(n: int) -> float:
+    """Higham's γ(n): the relative error bound of n float32 roundings."""
+    return n * _U32 / (1.0 - n * _U32)
+
+
+def _float32_bounds(
+    queries: Gaussian, docs: Gaussian, score: Score, beta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(nq, nd) float32-computed scores and a proven bound on their distance to float64."""
+    mq = queries.mean.astype(np.float32)
+    md = docs.mean
+    dim = md.shape[1]
+    dots = (mq @ md.T).astype(np.float64)
+    q_norm = np.sqrt(np.einsum("nd,nd->n", queries.mean, queries.mean, dtype=np.float64))
+    d_norm = np.sqrt(np.einsum("nd,nd->n", md, md, dtype=np.float64)) * (1.0 + 4 * _U32)
+    dot_err = _gamma(dim + 2) * q_norm[:, None] * d_norm[None, :]
+    if score is Score.DOT:
+        return dots, dot_err
+    vq, vd = queries.var.astype(np.float32), docs.var
+    var = ((mq * mq) @ vd.T + vq @ (md * md + vd).T).astype(np.float64)
+    var_err = _gamma(dim + 4) / (1.0 - _gamma(dim + 4)) * var
+    a = (np.pi / 8.0) * beta
+    scores = dots / np.sqrt(1.0 + a * var)
+    err = dot_err + (np.abs(dots) + dot_err) * (a / 2.0) * var_err + 1e-12 * np.abs(scores)
+    return scores, err
+
+
+def _certified_scan(
+    queries: Gaussian, rows: Rows, positions: np.ndarray, k: int, score: Score, beta: float
+) -> list[Ranked]:
+    """Exact top-k by float32 pre-selection under a proven bound, float64 rescoring."""
+    nq, keep_n = len(queries), k + SELECT_MARGIN
+    keep_pos = np.empty((nq, 0), dtype=np.int64)
+    keep_upper = np.empty((nq, 0))
+    dropped = np.full(nq, -np.inf)  # highest upper bound among the rows not kept
+    for start in range(0, len(positions), SCAN_BLOCK):
+        block = positions[start : start + SCAN_BLOCK]
+        approx, err = _float32_bounds(queries, _read(rows, block), score, beta)
+        upper = np.hstack([keep_upper, approx + err])
+        candidates = _beside(keep_pos, block, nq)
+        if upper.shape[1] > keep_n:
+            order = np.argpartition(-upper, keep_n - 1, axis=1)
+            rest = np.take_along_axis(upper, order[:, keep_n:], axis=1)
+            dropped = np.maximum(dropped, rest.max(axis=1, initial=-np.inf))
+            upper = np.take_along_axis(upper, order[:, :keep_n], axis=1)
+            candidates = np.take_along_axis(candidates, order[:, :keep_n], axis=1)
+        keep_upper, keep_pos = upper, candidates
+    ranked = rescore(queries, rows, keep_pos, k, score, beta)
+    unsure = [i for i, r in enumerate(ranked) if not _certain(r, k, dropped[i])]
+    if unsure:
+        again = _float64_scan(queries[unsure], rows, positions, k, score, beta)
+        for i, fixed in zip(unsure, with_moments(queries[unsure], rows, *again), strict=True):
+            ranked[i] = fixed
+    return ranked
+
+
+def _certain(ranked: Ranked, k: int, dropped: float) -> bool:
+    """Whether no dropped row could have reached this query's top k."""
+    if dropped == -np.inf:
+        return True
+    return len(ranked.scores) >= k and float(ranked.scores[k - 1]) > dropped
 
 
 def rescore(
-    queries: Gaussian, docs: Gaussian, candidates: np.ndarray, k: int, score: Score, beta: float
+    queries: Gaussian, rows: Rows, candidates: np.ndarray, k: int, score: Score, beta: float
 ) -> list[Ranked]:
     """Exact scores of each query's (nq, p) candidate rows (-1 = none), k best kept."""
     found = candidates >= 0
-    rows = np.where(found, candidates, 0)
-    scores = np.where(found, score_matrix(queries, docs, score, beta, candidates=rows), -np.inf)
+    docs, local = gathered(rows, candidates)
+    scores = np.where(found, score_matrix(queries, docs, score, beta, candidates=local), -np.inf)
     positions, scores = best(np.where(found, candidates, -1), scores, k)
-    return with_moments(queries, docs, positions, scores)
+    return with_moments(queries, rows, positions, scores)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

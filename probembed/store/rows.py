@@ -10,7 +10,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,12 +18,15 @@ import pyarrow as pa
 
 from probembed.fusion import Fused
 from probembed.store.errors import StoreError
+from probembed.store.variance import VarianceBasis
 
 #: Schema-metadata key under which the collection's pipeline is recorded.
 SCHEMA_KEY = b"probembed"
-FORMAT_VERSION = 1
+#: 2 stores each variance as coefficients on the header's basis (`var_coef`); 1, the whole
+#: variance (`var`), is written where a basis would not fit (probembed.store.variance).
+FORMAT_VERSION = 2
 #: Columns every collection has; metadata fields with these names stay in the JSON only.
-CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "weights")
+CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights")
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ARROW_TYPES: dict[type, pa.DataType] = {
     bool: pa.bool_(),
@@ -40,11 +43,17 @@ class PipelineInfo:
     name: str
     fingerprint: str
     models: tuple[str, ...]
+    #: Width of each member's block of the fused vectors (empty: one block, or unknown); it
+    #: shapes the stored variance basis, and is not part of the pipeline's identity.
+    blocks: tuple[int, ...] = field(default=(), compare=False)
 
     @classmethod
     def of(cls, pipeline: Any) -> PipelineInfo:
-        """Read name, fingerprint and models off a pipeline object."""
-        return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models))
+        """Read name, fingerprint, models and block widths off a pipeline object."""
+        members = getattr(pipeline, "members", None)
+        concat = getattr(getattr(pipeline, "fusion", None), "mode", None) == "concat"
+        blocks = tuple(int(m.encoder.dim) for m in members) if members and concat else ()
+        return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models), blocks)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, as stored in the schema metadata."""
@@ -83,13 +92,18 @@ class Batch:
 def table_schema(batch: Batch) -> pa.Schema:
     """The schema of a new collection, with its pipeline header, made for a first batch."""
     dim, models = batch.fused.gaussian.dim, batch.pipeline.models
-    header = {"format": FORMAT_VERSION, "pipeline": batch.pipeline.to_json(), "dim": dim}
+    basis = VarianceBasis.fitting(batch.fused.gaussian, batch.pipeline.blocks)
+    header: dict[str, Any] = {"format": 1, "pipeline": batch.pipeline.to_json(), "dim": dim}
+    variance = pa.field("var", pa.list_(pa.float32(), dim))
+    if basis is not None:
+        header |= {"format": FORMAT_VERSION, "variance": basis.to_json()}
+        variance = pa.field("var_coef", pa.list_(pa.float32(), basis.width))
     fields = [
         pa.field("id", pa.string(), nullable=False),
         pa.field("text", pa.string()),
         pa.field("metadata", pa.string()),
         pa.field("mean", pa.list_(pa.float32(), dim)),
-        pa.field("var", pa.list_(pa.float32(), dim)),
+        variance,
         pa.field("weights", pa.list_(pa.float32(), len(models))),
     ]
     extra = [pa.field(k, t) for k, t in metadata_types(batch, {}).items()]
@@ -100,6 +114,12 @@ def read_header(schema: pa.Schema) -> dict[str, Any] | None:
     """The probembed header of a table's schema, or None for a foreign table."""
     raw = (schema.metadata or {}).get(SCHEMA_KEY)
     return None if raw is None else json.loads(raw)
+
+
+def variance_basis(header: dict[str, Any]) -> VarianceBasis | None:
+    """The header's variance basis, or None where full variances are stored (format 1)."""
+    form = header.get("variance")
+    return None if form is None else VarianceBasis.from_json(form)
 
 
 def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
@@ -138,9 +158,13 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
             [_dumps(i, m) for i, m in zip(batch.ids, batch.metadata, strict=True)]
         ),
         "mean": _fixed_list(g.mean),
-        "var": _fixed_list(g.var),
         "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
     }
+    basis = variance_basis(read_header(schema) or {})
+    if basis is None:
+        columns["var"] = _fixed_list(g.var)
+    else:
+        columns["var_coef"] = _fixed_list(basis.encode(g.var))
     for f in schema:
         if f.name not in columns:
             columns[f.name] = pa.array([m.get(f.name) for m in batch.metadata], f.type)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -24,21 +23,35 @@ from probembed.scoring import Score, outrank_probability, parse_score
 from probembed.scoring.ensemble import between_variance
 from probembed.store.index import (
     FLAT_SPACES,
+    MEAN_SPACE,
     FlatIndex,
     HnswIndex,
     IndexSettings,
     ann_space,
     ann_vectors,
 )
-from probembed.store.ranking import Ranked, reciprocal_rank_fusion, rescore, scan, with_moments
+from probembed.store.ranking import (
+    SCAN_BLOCK,
+    Ranked,
+    reciprocal_rank_fusion,
+    rescore,
+    scan,
+    with_moments,
+)
 from probembed.store.rows import PipelineInfo
+from probembed.store.snapshot import Snapshot
 
 #: With group_by_doc, chunks ranked per document wanted: documents rarely have more chunks
 #: than this among a query's best.
 GROUP_POOL = 10
 
+#: Rows a candidate index is built from: enough to train a quantiser, few enough to be quick.
+TRAIN_ROWS = 50_000
+#: A graph is rebuilt rather than extended once more rows lie outside its radius than this.
+OVERFLOW_FRACTION = 0.01
+
 if TYPE_CHECKING:
-    from probembed.store.collection import Collection, Vectors
+    from probembed.store.collection import Collection
 
 
 class Hit(TypedDict):
@@ -85,9 +98,7 @@ class Searcher:
         self.collection = collection
         self.pipeline = pipeline
         self.settings = settings or IndexSettings()
-        self._vectors: Vectors | None = None
-        self._docs: Gaussian | None = None
-        self._positions: dict[str, int] = {}
+        self._snapshot: Snapshot | None = None
         self._graphs: dict[str, HnswIndex | FlatIndex] = {}
         #: Per-member factors adapting the prior to this collection (None: the prior as is).
         self._tilt: np.ndarray | None = None
@@ -159,7 +170,7 @@ class Searcher:
             fused = retilt(fused, self._dims, self._tilt)
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
-        if not self._positions:
+        if not self._snap.live:
             return [QueryResult(query=t, confidence=None, hits=[]) for t in labels]
         allowed = self._allowed(where)
         calibrator = self.pipeline.calibrator
@@ -186,18 +197,18 @@ class Searcher:
 
     def _group_pool(self, depth: int) -> int:
         """Chunks to rank so that `depth` documents remain after grouping, most of the time."""
-        if self._vectors is None or self._vectors.doc_ids is None:
+        if self._snap.doc_ids is None:
             raise ValueError(
                 f"group_by_doc needs chunked documents, but collection {self.collection.name!r} "
                 "has no doc_id column; ingest with chunking (`probembed ingest --chunk`)"
             )
-        return min(len(self._vectors.ids), max(GROUP_POOL * depth, 100))
+        return min(self._snap.live, max(GROUP_POOL * depth, 100))
 
     def _grouped(self, ranked: list[Ranked], depth: int) -> tuple[list[Ranked], list[list[int]]]:
         """Per query, the best chunk of each document (at most `depth`), and how many other
         chunks of that document were among the ranked candidates."""
-        assert self._vectors is not None and self._vectors.doc_ids is not None
-        doc_ids = self._vectors.doc_ids
+        doc_ids = self._snap.doc_ids
+        assert doc_ids is not None
         out, others = [], []
         for hits in ranked:
             docs = doc_ids[hits.positions]
@@ -217,39 +228,74 @@ class Searcher:
         """
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         self._refresh()
-        if len(self._positions) < self.settings.scan_below:
+        if self._snap.live < self.settings.scan_below:
             return False
         self._graph(ann_space(kind))
         return True
 
+    @property
+    def _snap(self) -> Snapshot:
+        """The current snapshot (after `_refresh`)."""
+        assert self._snapshot is not None
+        return self._snapshot
+
     def _refresh(self) -> None:
-        """Reload vectors (and drop graphs) when the collection moved to a new version."""
-        version = self.collection.version
-        if self._vectors is not None and self._vectors.version == version:
+        """Bring the rows to the collection's version: extend the graphs, or drop them.
+
+        Added rows extend each graph in place; deleted ones are masked at search time. A
+        snapshot loaded afresh (too many dead rows), a new collection adaptation, or too
+        many rows outside a graph's radius make the graphs be built again.
+        """
+        previous = self._snapshot
+        if previous is not None and previous.version == self.collection.version:
             return
-        vectors = self.collection.vectors()
         adapted = self.pipeline.adapted(self.collection.agreement())
-        self._tilt = None if adapted is None else adapted[1]
-        if self._tilt is not None:  # the collection's own weights, applied to every stored row
-            stored = Fused(Gaussian(vectors.mean, vectors.var), vectors.weights, self._models)
-            adapted = retilt(stored, self._dims, self._tilt)
-            vectors = replace(
-                vectors,
-                mean=adapted.gaussian.mean,
-                var=adapted.gaussian.var,
-                weights=adapted.weights.astype(np.float32),
-            )
-        self._vectors = vectors
-        self._docs = Gaussian(vectors.mean, vectors.var)
-        self._positions = {doc_id: i for i, doc_id in enumerate(self._vectors.ids)}
-        self._graphs = {}
+        tilt = None if adapted is None else adapted[1]
+        same_tilt = (tilt is None) == (self._tilt is None) and (
+            tilt is None or np.array_equal(tilt, self._tilt)
+        )
+        self._tilt = tilt
+        if previous is None or not same_tilt:
+            if previous is not None:
+                previous.close()
+            self._snapshot = Snapshot.load(self.collection)
+            self._graphs = {}
+            return
+        self._snapshot = previous.refreshed(self.collection)
+        if self._snapshot is not previous:
+            self._graphs = {}
+            return
+        added = self._snapshot.added
+        for space, graph in list(self._graphs.items()):
+            for start in range(0, len(added), SCAN_BLOCK):
+                block = added[start : start + SCAN_BLOCK]
+                graph.add(ann_vectors(self._gaussian(block), space, "doc"))
+            if isinstance(graph, HnswIndex) and graph.overflow > OVERFLOW_FRACTION * len(graph):
+                del self._graphs[space]
+
+    def _stored(self, positions: np.ndarray) -> Fused:
+        """Rows by position as fused Gaussians, with this collection's adaptation applied."""
+        snap = self._snap
+        fused = Fused(snap.gaussian(positions), snap.weights[positions], self._models)
+        return fused if self._tilt is None else retilt(fused, self._dims, self._tilt)
+
+    def _gaussian(self, positions: np.ndarray) -> Gaussian:
+        """Rows by position as the Gaussians search scores (the `Rows` of the ranking)."""
+        return self._stored(positions).gaussian
+
+    def _weights(self, positions: np.ndarray) -> np.ndarray:
+        """Rows' fusion weights as search reports them (adapted where the collection is)."""
+        if self._tilt is None:
+            return self._snap.weights[positions]
+        return self._stored(positions).weights.astype(np.float32)
 
     def _allowed(self, where: str | None) -> np.ndarray | None:
-        """Row positions a filter keeps, or None for no filter."""
+        """Live row positions a filter keeps, or None for no filter."""
         if where is None:
             return None
+        positions = self._snap.positions
         ids = self.collection.matching_ids(where)
-        rows = sorted(self._positions[i] for i in ids if i in self._positions)
+        rows = sorted(positions[i] for i in ids if i in positions)
         return np.array(rows, dtype=np.int64)
 
     def _rank(
@@ -262,31 +308,63 @@ class Searcher:
         beta: float,
     ) -> list[Ranked]:
         """Per query, the k best rows: an exact scan when small or asked, else graph + rescore."""
-        assert self._docs is not None
-        rows = np.arange(len(self._docs)) if allowed is None else allowed
+        snap = self._snap
+        rows = np.flatnonzero(snap.alive) if allowed is None else allowed
         if exact or len(rows) < self.settings.scan_below:
-            return scan(queries, self._docs, rows, k, kind, beta)
+            return scan(queries, self._gaussian, rows, k, kind, beta)
         space = ann_space(kind)
         pool = min(self.settings.candidates(k, kind), len(rows))
         vectors = ann_vectors(queries, space, "query")
-        found = self._graph(space).search(vectors, pool, self.settings.ef_search, allowed)
-        return rescore(queries, self._docs, found, k, kind, beta)
+        mask = snap.alive if allowed is None else np.isin(np.arange(len(snap)), allowed)
+        everyone = allowed is None and bool(snap.alive.all())
+        found = self._graph(space).search(
+            vectors, pool, self.settings.ef_search, None if everyone else mask
+        )
+        return rescore(queries, self._gaussian, found, k, kind, beta)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
         """The candidate index of a space: in memory, else on disk for this version, else built."""
         if space in self._graphs:
             return self._graphs[space]
-        assert self._vectors is not None and self._docs is not None
-        path = _graph_path(self.collection, space, self._vectors.version)
-        if space in FLAT_SPACES:
-            graph: HnswIndex | FlatIndex = FlatIndex(ann_vectors(self._docs, space, "doc"))
-        elif path.is_file():
+        snap = self._snap
+        path = _graph_path(self.collection, space, snap.version, self.settings)
+        fresh = bool(snap.alive.all())  # positions are the table's own order: shareable
+        graph: HnswIndex | FlatIndex | None = None
+        if fresh and space not in FLAT_SPACES and path.is_file():
             graph = HnswIndex.load(path)
-        else:
-            graph = HnswIndex.build(ann_vectors(self._docs, space, "doc"), self.settings)
-            if self.collection.db.writable:
+            graph = graph if graph is not None and len(graph) == len(snap) else None
+        if graph is None:
+            graph = self._build(space)
+            if fresh and isinstance(graph, HnswIndex) and self.collection.db.writable:
                 _save_graph(graph, path)
         self._graphs[space] = graph
+        return graph
+
+    def _build(self, space: str) -> HnswIndex | FlatIndex:
+        """A new candidate index over every position, streamed a block at a time."""
+        n = len(self._snap)
+        blocks = [np.arange(s, min(s + SCAN_BLOCK, n)) for s in range(0, n, SCAN_BLOCK)]
+        if space in FLAT_SPACES:
+            flat = FlatIndex(len(ann_vectors(self._gaussian(blocks[0][:1]), space, "doc")[0]))
+            for block in blocks:
+                flat.add(ann_vectors(self._gaussian(block), space, "doc"))
+            return flat
+        total, count, radius_sq = None, 0, 0.0
+        for block in blocks:  # first pass: the centre
+            rows = ann_vectors(self._gaussian(block), space, "doc").astype(np.float64)
+            total = rows.sum(axis=0) if total is None else total + rows.sum(axis=0)
+            count += len(rows)
+        centre = total / count
+        for block in blocks:  # second pass: the radius
+            rows = ann_vectors(self._gaussian(block), space, "doc").astype(np.float64) - centre
+            radius_sq = max(radius_sq, float(np.einsum("nd,nd->n", rows, rows).max()))
+        if space == MEAN_SPACE:  # fused means have norm <= 1: no later row can overflow
+            radius_sq = max(radius_sq, (1.0 + float(np.linalg.norm(centre))) ** 2)
+        train = np.arange(min(n, TRAIN_ROWS))
+        sample = ann_vectors(self._gaussian(train), space, "doc")
+        graph = HnswIndex.create(centre, radius_sq, self.settings, sample)
+        for block in blocks:
+            graph.add(ann_vectors(self._gaussian(block), space, "doc"), self.settings.build_threads)
         return graph
 
     def _hybrid(
@@ -303,13 +381,13 @@ class Searcher:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept."""
         depth = self.settings.pool_size(k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
-        assert self._docs is not None
+        known = self._snap.positions
         fused = []
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
             lexical = self.collection.text_search(text, depth, where)
-            bm25 = np.array([self._positions[i] for i in lexical if i in self._positions])
+            bm25 = np.array([known[i] for i in lexical if i in known], dtype=np.int64)
             positions, scores = reciprocal_rank_fusion([ranked.positions, bm25], k)
-            fused += with_moments(queries[row], self._docs, positions[None], scores[None])
+            fused += with_moments(queries[row], self._gaussian, positions[None], scores[None])
         return fused
 
     @property
@@ -326,17 +404,17 @@ class Searcher:
         """Each hit's variance plus its members' spread (law of total variance; concat only)."""
         if self.pipeline.fusion.mode != "concat" or len(fused.models) < 2:
             return ranked
-        assert self._vectors is not None
         dims = self._dims
         out = []
         for row, hits in enumerate(ranked):
+            docs = self._stored(hits.positions)
             between = between_variance(
                 fused.gaussian.mean[row : row + 1],
                 fused.weights[row : row + 1],
-                self._vectors.mean,
-                self._vectors.weights,
+                docs.gaussian.mean,
+                docs.weights,
                 dims,
-                hits.positions[None, :],
+                np.arange(len(hits.positions))[None, :],
             )[0]
             out.append(hits._replace(variances=hits.variances + between))
         return out
@@ -369,9 +447,9 @@ class Searcher:
         learned = calibrator.confidence is not None and len(ranked.positions) >= 2
         cosines = None
         if calibrator.uses_disagreement or learned:
-            assert self._vectors is not None
             dims = [m.encoder.dim for m in self.pipeline.members]
-            docs = self._vectors.mean[ranked.positions], self._vectors.weights[ranked.positions]
+            stored = self._stored(ranked.positions)
+            docs = stored.gaussian.mean, stored.weights
             cosines = member_cosines(fused.gaussian.mean[row], fused.weights[row], *docs, dims)
         p_relevant = calibrator.predict_ranked(ranked.dots, ranked.variances, k, cosines)
         if learned:
@@ -383,11 +461,11 @@ class Searcher:
         self, ranked: list[Ranked], texts: Sequence[str | None], k: int, fused: Fused
     ) -> list[QueryResult]:
         """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence."""
-        assert self._vectors is not None
-        ids, weights, models = self._vectors.ids, self._vectors.weights, fused.models
+        snap, models = self._snap, fused.models
+        ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
         rows = self.collection.rows(
-            ids[hit_rows].tolist(), ("text", "metadata"), self._vectors.row_ids[hit_rows]
+            ids[hit_rows].tolist(), ("text", "metadata"), snap.row_ids[hit_rows]
         )
         out = []
         for row, (text, hit_ranked) in enumerate(zip(texts, ranked, strict=True)):
@@ -397,7 +475,7 @@ class Searcher:
                 [ids[p] for p in kept.tolist()],
                 hit_ranked.scores[:k].tolist(),
                 np.sqrt(hit_ranked.variances[:k]).tolist(),
-                weights[kept].tolist(),
+                self._weights(kept).tolist(),
                 p_relevant,
             )
             hits = [
@@ -447,9 +525,10 @@ def _metadata(raw: str | None) -> dict[str, Any]:
     return json.loads(raw) if raw and raw != "{}" else {}
 
 
-def _graph_path(collection: Collection, space: str, version: int) -> Path:
-    """Where a collection's graph for one space and table version lives."""
-    return collection.derived_dir / f"hnsw-{space}-v{version}.faiss"
+def _graph_path(collection: Collection, space: str, version: int, settings: IndexSettings) -> Path:
+    """Where a collection's graph for one space, build settings and table version lives."""
+    name = f"hnsw-{space}-{settings.codec}-m{settings.m}-v{version}.faiss"
+    return collection.derived_dir / name
 
 
 def _save_graph(graph: HnswIndex, path: Path) -> None:

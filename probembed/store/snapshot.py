@@ -1,0 +1,202 @@
+"""A collection's rows as search needs them, kept current by applying what changed.
+
+Search holds in memory only what is small per row: ids, LanceDB row ids, document ids,
+fusion weights and the variance coefficients (format 2; a few floats per row). The float32
+means, the one large part, go to a memory-mapped file: the exact scan streams through it and
+rescoring reads its candidates' rows from it, so resident memory does not grow with the
+collection's float32 size (the operating system pages the file in and out). The file is
+derived from LanceDB, which stays the source of truth, and lives only as long as the process.
+
+When the table moves to a new version, only its listing (ids and row ids) is read: rows that
+are new are taken by row id and appended, rows that are gone are marked dead. Dead rows keep
+their position (so the candidate index need not be rebuilt); once more than
+REBUILD_DEAD_FRACTION of the positions are dead, the next refresh loads everything afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from probembed.gaussian import Gaussian
+from probembed.store.rows import to_matrix
+
+if TYPE_CHECKING:
+    from probembed.store.collection import Collection
+    from probembed.store.variance import VarianceBasis
+
+#: A snapshot with more dead positions than this fraction is loaded afresh at the next
+#: refresh (and its candidate index rebuilt): past it, dead rows cost more scan and graph
+#: work than the rebuild saves.
+REBUILD_DEAD_FRACTION = 0.2
+#: Rows fetched from LanceDB per take or per streamed batch, to bound the Arrow temporaries.
+FETCH_ROWS = 8192
+
+
+class MeanFile:
+    """A float32 (n, dim) matrix in an unlinked temporary file, mapped, growable by appending."""
+
+    def __init__(self, dim: int, directory: str | None = None) -> None:
+        self.dim = dim
+        handle, path = tempfile.mkstemp(prefix="probembed-means-", dir=directory)
+        os.unlink(path)  # the open descriptor keeps it; nothing is left behind on exit
+        self._file = os.fdopen(handle, "r+b")
+        self._rows = 0
+        self._capacity = 0
+        self._map: np.ndarray = np.zeros((0, dim), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def append(self, rows: np.ndarray) -> None:
+        """Add rows at the end, doubling the file when it is full."""
+        rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.dim)
+        need = self._rows + len(rows)
+        if need > self._capacity:
+            self._capacity = max(need, 2 * self._capacity, 1024)
+            self._file.truncate(self._capacity * self.dim * 4)
+            self._map = np.memmap(self._file, np.float32, "r+", shape=(self._capacity, self.dim))
+        self._map[self._rows : need] = rows
+        self._rows = need
+
+    def __getitem__(self, positions: np.ndarray | slice) -> np.ndarray:
+        """Rows by position (a copy in memory for an index array, a view for a slice)."""
+        return self._map[: self._rows][positions]
+
+    def close(self) -> None:
+        """Release the mapping and the file."""
+        self._map = np.zeros((0, self.dim), dtype=np.float32)
+        self._file.close()
+
+
+@dataclass
+class Snapshot:
+    """Rows of one collection version, by position; positions of deleted rows are dead."""
+
+    version: int
+    ids: np.ndarray
+    row_ids: np.ndarray
+    doc_ids: np.ndarray | None
+    weights: np.ndarray
+    #: Stored variance per row: coefficients on `basis`, or whole (format 1).
+    stored_var: np.ndarray | MeanFile
+    basis: VarianceBasis | None
+    means: MeanFile
+    alive: np.ndarray
+    #: Positions appended by the last refresh (the candidate index extends by these).
+    added: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    positions: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, collection: Collection) -> Snapshot:
+        """Every row of the collection's current version, streamed from LanceDB."""
+        version, listing = collection.listing()
+        snapshot = cls._empty(collection, version)
+        snapshot._append(collection, listing)
+        snapshot.added = np.zeros(0, dtype=np.int64)
+        return snapshot
+
+    @classmethod
+    def _empty(cls, collection: Collection, version: int) -> Snapshot:
+        """A snapshot with no rows yet, shaped for the collection."""
+        dim, basis = collection.dim, collection.variance_basis
+        directory = _scratch_dir(collection)
+        stored: np.ndarray | MeanFile = (
+            MeanFile(dim, directory) if basis is None else np.zeros((0, basis.width), np.float32)
+        )
+        k = len(collection.pipeline.models)
+        return cls(
+            version,
+            np.zeros(0, dtype=object),
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=object) if collection.chunked else None,
+            np.zeros((0, k), dtype=np.float32),
+            stored,
+            basis,
+            MeanFile(dim, directory),
+            np.zeros(0, dtype=bool),
+        )
+
+    def __len__(self) -> int:
+        """Positions, dead ones included."""
+        return len(self.ids)
+
+    @property
+    def live(self) -> int:
+        """Rows that exist at this version."""
+        return int(self.alive.sum())
+
+    def refreshed(self, collection: Collection) -> Snapshot:
+        """This snapshot moved to the collection's current version (itself if unchanged)."""
+        version, listing = collection.listing()
+        if version == self.version:
+            self.added = np.zeros(0, dtype=np.int64)
+            return self
+        row_ids = listing.column("_rowid").to_numpy()
+        gone = self.alive & ~np.isin(self.row_ids, row_ids)
+        new = ~np.isin(row_ids, self.row_ids[self.alive])
+        dead = (len(self) - self.live) + int(gone.sum())
+        if dead > REBUILD_DEAD_FRACTION * (len(self) + int(new.sum())):
+            self.close()
+            return Snapshot.load(collection)
+        for position in np.flatnonzero(gone).tolist():
+            self.alive[position] = False
+            self.positions.pop(self.ids[position], None)
+        self.version = version
+        self._append(collection, listing.filter(pa.array(new)))
+        return self
+
+    def _append(self, collection: Collection, listing: pa.Table) -> None:
+        """Take the listed rows' vectors from LanceDB and add them at the end."""
+        start = len(self)
+        row_ids = listing.column("_rowid").to_numpy().astype(np.int64)
+        column = collection.variance_column
+        weights, coefs = [self.weights], [self.stored_var]
+        for lo in range(0, len(row_ids), FETCH_ROWS):
+            data = collection.take(row_ids[lo : lo + FETCH_ROWS], ["mean", column, "weights"])
+            self.means.append(to_matrix(data.column("mean")))
+            weights.append(to_matrix(data.column("weights")))
+            coefs.append(to_matrix(data.column(column)))
+        self.weights = np.vstack(weights)
+        if isinstance(self.stored_var, MeanFile):
+            for block in coefs[1:]:
+                self.stored_var.append(block)
+        else:
+            self.stored_var = np.vstack(coefs)
+        ids = np.asarray(listing.column("id").to_pylist(), dtype=object)
+        self.ids = np.concatenate([self.ids, ids])
+        self.row_ids = np.concatenate([self.row_ids, row_ids])
+        if self.doc_ids is not None:
+            docs = np.asarray(listing.column("doc_id").to_pylist(), dtype=object)
+            self.doc_ids = np.concatenate([self.doc_ids, docs])
+        self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])
+        self.positions.update({doc_id: start + i for i, doc_id in enumerate(ids.tolist())})
+        self.added = np.arange(start, len(self), dtype=np.int64)
+
+    def variances(self, positions: np.ndarray | slice) -> np.ndarray:
+        """Full float32 variances of rows by position."""
+        stored = self.stored_var[positions]
+        return stored if self.basis is None else self.basis.decode(stored)
+
+    def gaussian(self, positions: np.ndarray | slice) -> Gaussian:
+        """The stored Gaussians of rows by position."""
+        return Gaussian(self.means[positions], self.variances(positions))
+
+    def close(self) -> None:
+        """Release the mapped files."""
+        self.means.close()
+        if isinstance(self.stored_var, MeanFile):
+            self.stored_var.close()
+
+
+def _scratch_dir(collection: Collection) -> str | None:
+    """The derived directory when it can be written (same disk as the table), else temp."""
+    if collection.db.writable:
+        collection.derived_dir.mkdir(parents=True, exist_ok=True)
+        return str(collection.derived_dir)
+    return None

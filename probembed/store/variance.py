@@ -1,0 +1,139 @@
+"""Compact stored variances: a low-rank basis per member block, a few coefficients per row.
+
+A fused variance is concat_k(π_k σ²_k), and each member's σ²_k barely changes shape from
+text to text (an adapter Laplace's profile is fixed up to a per-text scale; a full
+last-layer Laplace adds a second direction): on 5,183 SciFact abstracts of the default
+pipeline the second singular value of a block is 1% of the first, the third 0.2%. So a
+collection keeps, per block, the top RANK right singular vectors of its first batch's
+variances (in the table's header), and per row only the least-squares coefficients on them:
+RANK x (number of members) floats instead of the full dimension. What a search reads back is
+the reconstruction, floored at a fraction of the smallest variance the basis was fitted on;
+the error this makes on each score is measured in the README (benchmarks/search.py) and
+bounded by a test.
+
+Not every pipeline's variances are this regular: the hashing encoder's sparse n-gram
+features give a Laplace variance whose shape changes with each text (rank 2 errs by 1.3% on
+the score std, rank 6 still by 1%). A collection therefore stores coefficients only when its
+first batch has at least MIN_FIT_ROWS rows and the basis reproduces that batch's score
+std within MAX_STD_ERROR; otherwise it stores whole variances (format 1).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probembed.gaussian import Gaussian
+from probembed.scoring import dot_variance
+
+#: Basis vectors per member block. On SciFact, rank 2 per block kept the dot product's std
+#: within 5e-5 (of a median std of 0.077) and uec within 4e-7; rank 1 was 4x worse on both.
+RANK = 2
+#: Rows of the first batch the basis is fitted on (its SVD costs O(rows x dim²) at most).
+FIT_ROWS = 4096
+#: Fewest rows a basis is fitted on: fewer say too little of how variances vary.
+MIN_FIT_ROWS = 32
+#: Largest error of the score std, relative to its median, a basis may make on the rows it
+#: was fitted on (rows 0..63 against all): the default pipeline's makes 0.06% on SciFact.
+MAX_STD_ERROR = 0.005
+#: Reconstructions are floored at this fraction of the smallest fitted variance: a variance
+#: is positive, and the log- and ratio-scores divide by it.
+FLOOR_FRACTION = 0.5
+
+
+@dataclass(frozen=True, eq=False)
+class VarianceBasis:
+    """Per member block, the basis a row's variance is a combination of."""
+
+    #: Width of each block, in column order; they sum to the vector dimension.
+    blocks: tuple[int, ...]
+    #: Per block, a (rank, width) float32 basis.
+    bases: tuple[np.ndarray, ...]
+    #: Smallest variance a reconstruction returns.
+    floor: float
+
+    @classmethod
+    def fit(cls, var: np.ndarray, blocks: Sequence[int]) -> VarianceBasis:
+        """The top singular directions of each block of these (n, d) variances."""
+        var = np.asarray(var, dtype=np.float64)[:FIT_ROWS]
+        widths = tuple(int(b) for b in blocks) or (var.shape[1],)
+        if sum(widths) != var.shape[1] or len(var) == 0:
+            raise ValueError(
+                f"variance basis needs rows of width {sum(widths)} (blocks {widths}), "
+                f"got an array of shape {var.shape}"
+            )
+        bases = []
+        for part in np.split(var, np.cumsum(widths)[:-1], axis=1):
+            _, _, vt = np.linalg.svd(part, full_matrices=False)
+            bases.append(vt[: min(RANK, len(vt))].astype(np.float32))
+        floor = float(max(var.min(), np.finfo(np.float32).tiny) * FLOOR_FRACTION)
+        return cls(widths, tuple(bases), floor)
+
+    @classmethod
+    def fitting(cls, g: Gaussian, blocks: Sequence[int]) -> VarianceBasis | None:
+        """A basis for these rows if they are enough and it reproduces them, else None."""
+        if len(g) < MIN_FIT_ROWS:
+            return None
+        basis = cls.fit(g.var, blocks)
+        return basis if basis.std_error(g[:FIT_ROWS]) <= MAX_STD_ERROR else None
+
+    def std_error(self, g: Gaussian) -> float:
+        """Largest error of the dot-product std from decoded variances, relative to its median."""
+        compact = Gaussian(g.mean, self.decode(self.encode(g.var)))
+        want = np.sqrt(dot_variance(g[:64], g))
+        got = np.sqrt(dot_variance(g[:64], compact))
+        return float(np.abs(got - want).max() / max(np.median(want), np.finfo(float).tiny))
+
+    @property
+    def width(self) -> int:
+        """Coefficients per row."""
+        return sum(len(b) for b in self.bases)
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension the basis reconstructs."""
+        return sum(self.blocks)
+
+    def encode(self, var: np.ndarray) -> np.ndarray:
+        """(n, width) float32 least-squares coefficients of each row on the basis."""
+        var = np.asarray(var, dtype=np.float64)
+        if var.ndim != 2 or var.shape[1] != self.dim:
+            raise ValueError(f"variances must be (n, {self.dim}), got {var.shape}")
+        parts = np.split(var, np.cumsum(self.blocks)[:-1], axis=1)
+        pinvs = [np.linalg.pinv(b.astype(np.float64)) for b in self.bases]
+        coefs = [part @ p for part, p in zip(parts, pinvs, strict=True)]
+        return np.hstack(coefs).astype(np.float32)
+
+    def decode(self, coef: np.ndarray) -> np.ndarray:
+        """(n, dim) float32 variances rebuilt from coefficients, floored."""
+        coef = np.asarray(coef, dtype=np.float64)
+        if coef.ndim != 2 or coef.shape[1] != self.width:
+            raise ValueError(f"variance coefficients must be (n, {self.width}), got {coef.shape}")
+        ranks = np.cumsum([len(b) for b in self.bases])[:-1]
+        blocks = zip(np.split(coef, ranks, axis=1), self.bases, strict=True)
+        parts = [c @ b.astype(np.float64) for c, b in blocks]
+        return np.maximum(np.hstack(parts), self.floor).astype(np.float32)
+
+    def to_json(self) -> dict[str, Any]:
+        """The header form: block widths, ranks, floor and the basis as base64 float32."""
+        packed = np.concatenate([b.ravel() for b in self.bases]).astype("<f4").tobytes()
+        return {
+            "blocks": list(self.blocks),
+            "ranks": [len(b) for b in self.bases],
+            "floor": self.floor,
+            "basis": base64.b64encode(packed).decode("ascii"),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VarianceBasis:
+        """Read the header form back, exactly."""
+        flat = np.frombuffer(base64.b64decode(data["basis"]), dtype="<f4")
+        bases, start = [], 0
+        for width, rank in zip(data["blocks"], data["ranks"], strict=True):
+            bases.append(flat[start : start + rank * width].reshape(rank, width).copy())
+            start += rank * width
+        return cls(tuple(data["blocks"]), tuple(bases), float(data["floor"]))

@@ -1,0 +1,113 @@
+"""Compact stored variances: exact where the variances are low-rank, close on real pipelines."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probembed.gaussian import Gaussian
+from probembed.scoring import dot_variance, score_matrix
+from probembed.store import Database, ingest
+from probembed.store.pydoc_corpus import read_pydoc_topics
+from probembed.store.variance import MAX_STD_ERROR, MIN_FIT_ROWS, RANK, VarianceBasis
+
+
+def low_rank(rng: np.random.Generator, n: int, blocks: tuple[int, ...]) -> np.ndarray:
+    """Variances that are, per block, a positive combination of RANK positive profiles."""
+    parts = []
+    for width in blocks:
+        profiles = rng.uniform(1e-4, 1e-2, size=(RANK, width))
+        parts.append(rng.uniform(0.1, 1.0, size=(n, RANK)) @ profiles)
+    return np.hstack(parts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    blocks=st.lists(st.integers(1, 64), min_size=1, max_size=4).map(tuple),
+    n=st.integers(1, 50),
+)
+def test_variances_in_the_span_of_the_basis_come_back_exactly(seed, blocks, n):
+    rng = np.random.default_rng(seed)
+    var = low_rank(rng, n + 2 * RANK, blocks)
+    basis = VarianceBasis.fit(var[: max(n, 2 * RANK)], blocks)
+    back = basis.decode(basis.encode(var))
+    # float32 basis and coefficients: the round trip is exact up to a few float32 roundings
+    # per term, relative to the variance itself
+    np.testing.assert_allclose(back, var, rtol=1e-4)
+
+
+def test_the_header_form_reads_back_bit_for_bit():
+    rng = np.random.default_rng(0)
+    basis = VarianceBasis.fit(low_rank(rng, 30, (8, 5)), (8, 5))
+    again = VarianceBasis.from_json(basis.to_json())
+    coef = basis.encode(low_rank(rng, 4, (8, 5)))
+    np.testing.assert_array_equal(again.decode(coef), basis.decode(coef))
+    assert again.blocks == basis.blocks and again.floor == basis.floor
+
+
+def test_a_block_width_mismatch_is_refused():
+    with pytest.raises(ValueError, match="blocks"):
+        VarianceBasis.fit(np.ones((3, 10)), (4, 4))
+
+
+#: Tolerances of the scores computed from stored (compact) variances against the full ones,
+#: relative to the spread of each score (the std: to its median) over the corpus. A basis is
+#: only kept when it reproduces the first batch's std within MAX_STD_ERROR, so that bounds the
+#: std; the scores' tolerances are ten times what the default pipeline errs by on SciFact
+#: (uec 4e-7 of a 1.0 range, csd 2e-4 of 4.9, w2 2e-4 of 2.5).
+TOLERANCE = {"dot": 0.0, "uec": 4e-6, "csd": 5e-4, "w2": 1e-3, "std": MAX_STD_ERROR}
+
+
+def stored_and_full(directory, pipeline, records):
+    """A collection of the records, the Gaussians it stores, and the full ones, row-aligned."""
+    collection = Database(directory / "db", create=True).collection("d")
+    ingest(records, collection, pipeline)
+    vectors = collection.vectors()
+    order = {doc_id: i for i, doc_id in enumerate(vectors.ids)}
+    rows = [order[r.id] for r in records]
+    full = pipeline.encode([r.text for r in records]).gaussian
+    return collection, Gaussian(vectors.mean[rows], vectors.var[rows]), full
+
+
+@pytest.fixture(scope="module")
+def compact(tmp_path_factory, default_pipeline):
+    """120 passages of the bundled Python docs stored by the default pipeline."""
+    directory = tmp_path_factory.mktemp("compact")
+    return stored_and_full(directory, default_pipeline, read_pydoc_topics()[:120])
+
+
+def test_the_default_pipeline_stores_coefficients_not_whole_variances(compact):
+    collection, _, full = compact
+    assert collection.variance_column == "var_coef"
+    assert collection.variance_basis.width <= RANK * 3 < full.dim
+
+
+@pytest.mark.parametrize("score", ["dot", "uec", "csd", "w2"])
+def test_scores_from_stored_variances_stay_within_tolerance(compact, score):
+    _, stored, full = compact
+    want = score_matrix(full[:20], full, score)
+    got = score_matrix(full[:20], stored, score)
+    assert np.abs(got - want).max() <= TOLERANCE[score] * np.ptp(want)
+
+
+def test_score_std_from_stored_variances_stays_within_tolerance(compact):
+    _, stored, full = compact
+    want = np.sqrt(dot_variance(full[:20], full))
+    got = np.sqrt(dot_variance(full[:20], stored))
+    assert np.abs(got - want).max() <= TOLERANCE["std"] * np.median(want)
+
+
+def test_variances_a_basis_cannot_reproduce_are_stored_whole(tmp_path, pydoc_pipeline):
+    # the hashing encoder's variance changes shape with each text: no basis is kept, and the
+    # stored variances are the full ones
+    collection, stored, full = stored_and_full(tmp_path, pydoc_pipeline, read_pydoc_topics()[:100])
+    assert collection.variance_column == "var" and collection.variance_basis is None
+    np.testing.assert_array_equal(stored.var, full.var)
+
+
+def test_a_first_batch_too_small_to_fit_on_keeps_whole_variances(tmp_path, default_pipeline):
+    records = read_pydoc_topics()[: MIN_FIT_ROWS - 1]
+    collection, stored, full = stored_and_full(tmp_path, default_pipeline, records)
+    assert collection.variance_column == "var"
+    np.testing.assert_array_equal(stored.var, full.var)

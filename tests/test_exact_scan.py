@@ -1,0 +1,78 @@
+"""The fast exact scan: its float32 error bound holds, and its result is the float64 scan's."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probembed.gaussian import Gaussian
+from probembed.scoring import Score, score_matrix
+from probembed.store import ranking
+from probembed.store.ranking import _float32_bounds, _float64_scan, scan, with_moments
+
+
+def unit_gaussians(rng: np.random.Generator, n: int, dim: int, var_scale: float) -> Gaussian:
+    """Unit-norm means (as fused means are) with positive variances around var_scale."""
+    mean = rng.normal(size=(n, dim))
+    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+    var = var_scale * rng.uniform(0.1, 2.0, size=(n, dim))
+    return Gaussian(mean.astype(np.float32), var.astype(np.float32))
+
+
+def rows_of(docs: Gaussian):
+    """The `Rows` function of an in-memory Gaussian."""
+    return lambda positions: docs[positions]  # as a function, the way a snapshot is read
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    dim=st.integers(1, 700),
+    var_scale=st.sampled_from([0.0, 1e-6, 1e-3, 0.1]),
+    beta=st.sampled_from([0.0, 1.0, 40.0]),
+    score=st.sampled_from([Score.DOT, Score.UEC]),
+)
+def test_float32_scores_lie_within_their_bound_of_float64(seed, dim, var_scale, beta, score):
+    rng = np.random.default_rng(seed)
+    queries, docs = unit_gaussians(rng, 5, dim, var_scale), unit_gaussians(rng, 40, dim, var_scale)
+    approx, err = _float32_bounds(queries, docs, score, beta)
+    exact = score_matrix(queries, docs, score, beta)
+    assert np.all(np.abs(approx - exact) <= err)
+
+
+def near_ties(rng: np.random.Generator) -> Gaussian:
+    """Rows that tie exactly or within float32 rounding: the case the bound must catch."""
+    base = unit_gaussians(rng, 300, 64, 1e-3)
+    copies = base[np.repeat(np.arange(10), 30)]  # 30 exact copies of each of 10 rows
+    nudged = Gaussian(copies.mean + rng.normal(scale=1e-7, size=copies.mean.shape), copies.var)
+    return Gaussian.concat([base, nudged, copies], axis=0)
+
+
+@pytest.mark.parametrize("score", [Score.DOT, Score.UEC])
+@pytest.mark.parametrize("block", [7, 4096])
+def test_scan_is_identical_to_the_float64_scan_even_with_ties(monkeypatch, score, block):
+    monkeypatch.setattr(ranking, "SCAN_BLOCK", block)  # several blocks, and one
+    rng = np.random.default_rng(3)
+    docs = near_ties(rng)
+    queries = Gaussian.concat([docs[:10], unit_gaussians(rng, 20, 64, 1e-3)], axis=0)
+    positions = np.arange(len(docs))
+    got = scan(queries, rows_of(docs), positions, 10, score, 1.0)
+    want = with_moments(
+        queries, rows_of(docs), *_float64_scan(queries, rows_of(docs), positions, 10, score, 1.0)
+    )
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.positions, w.positions)
+        # the float64 rescoring sums per candidate, the float64 scan by matrix product: the
+        # same numbers up to float64 rounding of a 64-term sum (~1e-16 relative)
+        np.testing.assert_allclose(g.scores, w.scores, rtol=1e-12, atol=1e-15)
+
+
+def test_scan_of_a_subset_returns_only_those_positions():
+    rng = np.random.default_rng(4)
+    docs = unit_gaussians(rng, 500, 32, 1e-3)
+    allowed = np.arange(0, 500, 3)
+    got = scan(docs[:5], rows_of(docs), allowed, 10, Score.UEC, 1.0)
+    want = score_matrix(docs[:5], docs[allowed], Score.UEC, 1.0)
+    for g, w in zip(got, want, strict=True):
+        assert set(g.positions) <= set(allowed)
+        np.testing.assert_array_equal(g.positions, allowed[np.argsort(-w, kind="stable")[:10]])
