@@ -1,0 +1,311 @@
+"""Where a database lives: a local directory, or a prefix on object storage (s3, gs, az).
+
+LanceDB opens either kind itself; this module does the rest for probembed's own small files
+(a collection's pipeline copy and agreement record), which are kept with the database so any
+machine that opens the same URI can search it, and it picks where files derived from the table
+(search graphs) are cached: beside the table for a directory, under the user cache directory,
+keyed by a hash of the URI, for object storage. The object-store side goes through
+`pyarrow.fs`, configured from the same `storage_options` LanceDB gets (or, without them, the
+standard environment variables both read: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_REGION, AWS_ENDPOINT_URL, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from probembed import atomic
+from probembed.cache import default_cache_dir
+from probembed.store.errors import StoreError
+
+#: URI schemes LanceDB stores tables under on object storage.
+REMOTE_SCHEMES = ("s3", "gs", "az")
+#: probembed's own files inside the database, beside LanceDB's tables.
+OWN_DIR = ".probembed"
+#: LanceDB / object_store storage option names (lower case) -> pyarrow S3FileSystem arguments.
+_S3_OPTIONS = {
+    "aws_access_key_id": "access_key",
+    "access_key_id": "access_key",
+    "aws_secret_access_key": "secret_key",
+    "secret_access_key": "secret_key",
+    "aws_session_token": "session_token",
+    "session_token": "session_token",
+    "aws_region": "region",
+    "region": "region",
+    "aws_endpoint": "endpoint_override",
+    "endpoint": "endpoint_override",
+    "aws_endpoint_url": "endpoint_override",
+    "endpoint_url": "endpoint_override",
+}
+#: The same for Azure (pyarrow AzureFileSystem); GCS credentials come from the environment.
+_AZ_OPTIONS = {
+    "azure_storage_account_name": "account_name",
+    "account_name": "account_name",
+    "azure_storage_account_key": "account_key",
+    "account_key": "account_key",
+}
+
+
+def is_remote(target: str | os.PathLike) -> bool:
+    """Whether a --db value names object storage (scheme://...) rather than a directory."""
+    return isinstance(target, str) and target.split("://", 1)[0].lower() in REMOTE_SCHEMES
+
+
+def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
+    """KEY=VALUE strings (from --storage-option) as a dict, refusing one without '='."""
+    options: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"storage option {pair!r} is not KEY=VALUE")
+        options[key.strip()] = value
+    return options
+
+
+class Location:
+    """A database's root: LanceDB's URI, probembed's files in it, and the local derived cache."""
+
+    def __init__(
+        self, target: str | os.PathLike, storage_options: Mapping[str, str] | None = None
+    ) -> None:
+        self.storage_options = {str(k): str(v) for k, v in (storage_options or {}).items()}
+        self.remote = is_remote(target)
+        if self.remote:
+            self.uri = str(target).rstrip("/")
+            self.path: Path | str = self.uri
+            self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
+        else:
+            if self.storage_options:
+                raise StoreError(
+                    f"storage options {sorted(self.storage_options)} apply to object storage "
+                    f"(s3://, gs://, az://), not to the directory {target}"
+                )
+            self.path = Path(target)
+            self.uri = str(self.path)
+
+    def prepare(self, create: bool) -> None:
+        """Create the directory (create) or require it; for object storage, require the bucket."""
+        if self.remote:
+            bucket = self._root.split("/", 1)[0]
+            info = self._call(lambda: self._fs.get_file_info(bucket), f"reach {bucket}")
+            if info.type != pafs.FileType.Directory:
+                raise StoreError(f"no database at {self.uri}: bucket {bucket!r} does not exist")
+        elif create:
+            _make_directory(self.path)
+        elif not self.path.is_dir():
+            raise StoreError(
+                f"no database at {self.path}: the directory does not exist; "
+                "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
+            )
+
+    def connect(self) -> Any:
+        """The LanceDB connection to this database."""
+        import lancedb
+
+        if self.remote:
+            return lancedb.connect(self.uri, storage_options=self.storage_options or None)
+        return lancedb.connect(self.uri)
+
+    def derived_dir(self, collection: str) -> Path:
+        """Local directory for a collection's derived files: beside the table, or a cache."""
+        if not self.remote:
+            return self.path / OWN_DIR / collection
+        key = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
+        return default_cache_dir() / "remote" / key / collection
+
+    def name(self, collection: str, file: str) -> Path | str:
+        """Where one of a collection's own files is kept, for messages (a path or a URI)."""
+        if not self.remote:
+            return self.derived_dir(collection) / file
+        return f"{self.uri}/{OWN_DIR}/{collection}/{file}"
+
+    def read_bytes(self, collection: str, file: str) -> bytes | None:
+        """A collection's own file, or None if there is none."""
+        if not self.remote:
+            try:
+                return Path(self.name(collection, file)).read_bytes()
+            except FileNotFoundError:
+                return None
+        key = self._key(collection, file)
+        if self._info(key).type != pafs.FileType.File:
+            return None
+        return self._call(lambda: _read(self._fs, key), f"read {key}")
+
+    def write_bytes(self, collection: str, file: str, data: bytes) -> None:
+        """Replace a collection's own file whole (a rename locally; one PUT on object storage)."""
+        if not self.remote:
+            target = Path(self.name(collection, file))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_bytes(target, data)
+            return
+        key = self._key(collection, file)
+        self._call(lambda: _write(self._fs, key, data), f"write {key}")
+
+    def has_file(self, collection: str, file: str) -> bool:
+        """Whether a collection's own file exists."""
+        if not self.remote:
+            return Path(self.name(collection, file)).is_file()
+        return self._info(self._key(collection, file)).type == pafs.FileType.File
+
+    def upload_dir(self, local: Path, collection: str, folder: str, last: str) -> None:
+        """Copy a local directory to a collection's own folder, `last` written after the rest.
+
+        A reader takes the folder as present once `last` is there, so it never sees half of
+        it; an older copy's `last` is removed first, so no reader mixes the two.
+        """
+        prefix = self._key(collection, folder)
+        self._call(lambda: self._fs.delete_file(f"{prefix}/{last}"), "replace", missing_ok=True)
+        self._call(lambda: self._fs.delete_dir_contents(prefix), "replace", missing_ok=True)
+        files = sorted(p for p in local.rglob("*") if p.is_file())
+        for path in sorted(files, key=lambda p: p.relative_to(local).as_posix() == last):
+            key = f"{prefix}/{path.relative_to(local).as_posix()}"
+            self._call(lambda k=key, p=path: _write(self._fs, k, p.read_bytes()), f"write {key}")
+
+    def download_dir(self, collection: str, folder: str, local: Path) -> None:
+        """Copy a collection's own folder into a local directory, swapped in whole."""
+        prefix = self._key(collection, folder)
+        selector = pafs.FileSelector(prefix, recursive=True)
+        infos = self._call(lambda: self._fs.get_file_info(selector), f"list {prefix}")
+        staged = atomic.sibling_dir(local, "fetching")
+        try:
+            for info in infos:
+                if info.type == pafs.FileType.File:
+                    target = staged / info.path[len(prefix) + 1 :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    data = self._call(lambda p=info.path: _read(self._fs, p), f"read {info.path}")
+                    target.write_bytes(data)
+            atomic.replace_dir(staged, local)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+
+    def remove(self, collection: str) -> None:
+        """Delete a collection's own files and its local derived files."""
+        if self.remote:
+            prefix = self._key(collection, "")[:-1]
+            self._call(lambda: self._fs.delete_dir(prefix), f"delete {prefix}", missing_ok=True)
+        shutil.rmtree(self.derived_dir(collection), ignore_errors=True)
+
+    def can_write(self) -> bool:
+        """Whether writing works: a probe file locally, a probe object deleted straight after.
+
+        Creating something is the only check that is also true for root, read-only mounts
+        and bucket policies; the probe object is removed in the same call.
+        """
+        if not self.remote:
+            return _can_write(self.path)
+        key = f"{self._root}/{OWN_DIR}/.probe-{secrets.token_hex(8)}"
+        try:
+            _write(self._fs, key, b"")
+        except OSError:
+            return False
+        try:
+            self._fs.delete_file(key)
+        except OSError as exc:
+            raise StoreError(
+                f"database {self.uri}: a write probe was created but cannot be deleted "
+                f"({exc}); delete {key} and grant delete permission"
+            ) from exc
+        return True
+
+    def _key(self, collection: str, file: str) -> str:
+        """The object key of one of a collection's own files."""
+        return f"{self._root}/{OWN_DIR}/{collection}/{file}"
+
+    def _info(self, key: str) -> pafs.FileInfo:
+        """What is at an object key (FileType.NotFound when nothing is)."""
+        return self._call(lambda: self._fs.get_file_info(key), f"look up {key}")
+
+    def _call(self, run: Any, what: str, missing_ok: bool = False) -> Any:
+        """Run a pyarrow.fs call, turning its OSError into a StoreError naming the database."""
+        try:
+            return run()
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise
+        except OSError as exc:
+            if missing_ok and "not found" in str(exc).lower():
+                return None
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StoreError(f"database {self.uri}: cannot {what}: {message}") from exc
+
+
+def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow file system for an object-store URI, and the root path inside it."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    if not rest.strip("/"):
+        raise StoreError(f"database URI {uri!r} names no bucket ({scheme}://BUCKET/PREFIX)")
+    try:
+        if scheme == "s3":
+            return pafs.S3FileSystem(**_s3_arguments(options)), rest
+        if scheme == "az":
+            return pafs.AzureFileSystem(**_mapped(options, _AZ_OPTIONS)), rest
+        fs, root = pafs.FileSystem.from_uri(uri)
+        return fs, root
+    except (OSError, ValueError, TypeError) as exc:
+        raise StoreError(f"cannot open object storage for {uri}: {exc}") from exc
+
+
+def _s3_arguments(options: Mapping[str, str]) -> dict[str, Any]:
+    """pyarrow S3FileSystem arguments from LanceDB's storage options, else the environment."""
+    arguments = _mapped(options, _S3_OPTIONS)
+    endpoint = arguments.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = endpoint or os.environ.get("AWS_ENDPOINT")
+    allow_http = {k.lower(): v for k, v in options.items()}.get("allow_http")
+    allow_http = allow_http or os.environ.get("AWS_ALLOW_HTTP", "")
+    if endpoint:
+        scheme, sep, host = endpoint.partition("://")
+        if sep:
+            arguments["scheme"], endpoint = scheme, host
+        elif allow_http.lower() == "true":
+            arguments["scheme"] = "http"
+        arguments["endpoint_override"] = endpoint
+    return arguments
+
+
+def _mapped(options: Mapping[str, str], names: Mapping[str, str]) -> dict[str, str]:
+    """The storage options pyarrow understands, under pyarrow's argument names."""
+    return {names[k.lower()]: v for k, v in options.items() if k.lower() in names}
+
+
+def _read(fs: pafs.FileSystem, key: str) -> bytes:
+    """The whole content of one object."""
+    with fs.open_input_stream(key) as stream:
+        return stream.read()
+
+
+def _write(fs: pafs.FileSystem, key: str, data: bytes) -> None:
+    """One object with this content (a single PUT: readers see the old or the new one)."""
+    with fs.open_output_stream(key) as stream:
+        stream.write(data)
+
+
+def _make_directory(path: Path) -> None:
+    """Create the database directory, explaining a failure in terms of the path."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from exc
+    if not path.is_dir():
+        raise StoreError(f"database path {path} exists but is not a directory")
+
+
+def _can_write(path: Path) -> bool:
+    """Try to create a file: the only check that is also true for root and read-only mounts."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            return True
+    except OSError:
+        return False
