@@ -155,12 +155,16 @@ class Location:
             return Path(self.name(collection, file)).is_file()
         return self._info(self._key(collection, file)).type == pafs.FileType.File
 
-    def upload_dir(self, local: Path, collection: str, folder: str, last: str) -> None:
-        """Copy a local directory to a collection's own folder, `last` written after the rest.
+    def publish(self, collection: str, folder: str, last: str) -> None:
+        """Store a folder written in the local derived directory with the database (remote).
 
-        A reader takes the folder as present once `last` is there, so it never sees half of
-        it; an older copy's `last` is removed first, so no reader mixes the two.
+        A reader takes the folder as present once `last` is there, so `last` is written after
+        the rest, and an older copy's `last` is removed first: no reader mixes two copies.
+        Locally the derived directory is the database's own, so there is nothing to do.
         """
+        if not self.remote:
+            return
+        local = self.derived_dir(collection) / folder
         prefix = self._key(collection, folder)
         self._call(lambda: self._fs.delete_file(f"{prefix}/{last}"), "replace", missing_ok=True)
         self._call(lambda: self._fs.delete_dir_contents(prefix), "replace", missing_ok=True)
@@ -169,10 +173,13 @@ class Location:
             key = f"{prefix}/{path.relative_to(local).as_posix()}"
             self._call(lambda k=key, p=path: _write(self._fs, k, p.read_bytes()), f"write {key}")
 
-    def download_dir(self, collection: str, folder: str, local: Path) -> None:
-        """Copy a collection's own folder into a local directory, swapped in whole."""
+    def fetch(self, collection: str, folder: str) -> None:
+        """Mirror a stored folder into the local derived directory, swapped in whole (remote)."""
+        if not self.remote:
+            return
+        local = self.derived_dir(collection) / folder
         prefix = self._key(collection, folder)
-        selector = pafs.FileSelector(prefix, recursive=True)
+        selector = pafs.FileSelector(prefix, allow_not_found=True, recursive=True)
         infos = self._call(lambda: self._fs.get_file_info(selector), f"list {prefix}")
         staged = atomic.sibling_dir(local, "fetching")
         try:
