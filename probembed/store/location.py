@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +29,9 @@ from probembed.store.errors import StoreError
 REMOTE_SCHEMES = ("s3", "gs", "az")
 #: probembed's own files inside the database, beside LanceDB's tables.
 OWN_DIR = ".probembed"
+#: The object that marks a prefix as a probembed database; writing it probes writability.
+MARKER_FILE = "database.json"
+MARKER = b'{"written_by": "probembed"}\n'
 #: LanceDB / object_store storage option names (lower case) -> pyarrow S3FileSystem arguments.
 _S3_OPTIONS = {
     "aws_access_key_id": "access_key",
@@ -202,25 +204,20 @@ class Location:
         shutil.rmtree(self.derived_dir(collection), ignore_errors=True)
 
     def can_write(self) -> bool:
-        """Whether writing works: a probe file locally, a probe object deleted straight after.
+        """Whether writing works: a temporary file locally, the database's marker object remotely.
 
-        Creating something is the only check that is also true for root, read-only mounts
-        and bucket policies; the probe object is removed in the same call.
+        Creating something is the only check that is also true for root, read-only mounts and
+        bucket policies. On object storage a deleted probe would leave a directory marker
+        behind (pyarrow keeps the parent "directory"), so the probe is the one object every
+        probembed database on object storage holds anyway, rewritten with the same bytes.
         """
         if not self.remote:
             return _can_write(self.path)
-        key = f"{self._root}/{OWN_DIR}/.probe-{secrets.token_hex(8)}"
+        key = f"{self._root}/{OWN_DIR}/{MARKER_FILE}"
         try:
-            _write(self._fs, key, b"")
+            _write(self._fs, key, MARKER)
         except OSError:
             return False
-        try:
-            self._fs.delete_file(key)
-        except OSError as exc:
-            raise StoreError(
-                f"database {self.uri}: a write probe was created but cannot be deleted "
-                f"({exc}); delete {key} and grant delete permission"
-            ) from exc
         return True
 
     def _key(self, collection: str, file: str) -> str:
@@ -254,7 +251,8 @@ def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileS
         raise StoreError(f"database URI {uri!r} names no bucket ({scheme}://BUCKET/PREFIX)")
     try:
         if scheme == "s3":
-            return pafs.S3FileSystem(**_s3_arguments(options)), rest
+            # delayed open: a small file is one PutObject, not a multipart upload
+            return pafs.S3FileSystem(allow_delayed_open=True, **_s3_arguments(options)), rest
         if scheme == "az":
             return pafs.AzureFileSystem(**_mapped(options, _AZ_OPTIONS)), rest
         fs, root = pafs.FileSystem.from_uri(uri)
