@@ -254,7 +254,7 @@ class Collection:
     @property
     def pipeline_dir(self) -> Path:
         """Where the copy of the collection's pipeline is kept (a local mirror, remotely)."""
-        return self.derived_dir / PIPELINE_DIR
+        return self.db.location.own_dir(self.name) / PIPELINE_DIR
 
     def record_pipeline(self, pipeline: Pipeline) -> None:
         """Keep a copy of the pipeline that writes (or wrote) this collection, for search to load.

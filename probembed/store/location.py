@@ -29,6 +29,8 @@ from probembed.store.errors import StoreError
 REMOTE_SCHEMES = ("s3", "gs", "az")
 #: probembed's own files inside the database, beside LanceDB's tables.
 OWN_DIR = ".probembed"
+#: The collection's own file whose storing time tells one incarnation of it from another.
+MIRRORED = "pipeline/pipeline.json"
 #: The object that marks a prefix as a probembed database; writing it probes writability.
 MARKER_FILE = "database.json"
 MARKER = b'{"written_by": "probembed"}\n'
@@ -116,17 +118,30 @@ class Location:
             return lancedb.connect(self.uri, storage_options=self.storage_options or None)
         return lancedb.connect(self.uri)
 
-    def derived_dir(self, collection: str) -> Path:
-        """Local directory for a collection's derived files: beside the table, or a cache."""
+    def own_dir(self, collection: str) -> Path:
+        """Local directory of a collection's own files: the database's, or a cache mirror."""
         if not self.remote:
             return self.path / OWN_DIR / collection
         key = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
         return default_cache_dir() / "remote" / key / collection
 
+    def derived_dir(self, collection: str) -> Path:
+        """Local directory for files derived from the table (search graphs).
+
+        Remotely, graphs are cached per incarnation of the collection (when its pipeline copy
+        was stored, which happens at its creation): another machine may drop and re-create
+        it, and a graph of the old table must not serve the new one at the same version.
+        """
+        if not self.remote:
+            return self.own_dir(collection)
+        info = self._info(self._key(collection, MIRRORED))
+        stamp = "unrecorded" if info.type != pafs.FileType.File else str(info.mtime_ns)
+        return self.own_dir(collection) / f"graphs-{stamp}"
+
     def name(self, collection: str, file: str) -> Path | str:
         """Where one of a collection's own files is kept, for messages (a path or a URI)."""
         if not self.remote:
-            return self.derived_dir(collection) / file
+            return self.own_dir(collection) / file
         return f"{self.uri}/{OWN_DIR}/{collection}/{file}"
 
     def read_bytes(self, collection: str, file: str) -> bytes | None:
@@ -166,7 +181,7 @@ class Location:
         """
         if not self.remote:
             return
-        local = self.derived_dir(collection) / folder
+        local = self.own_dir(collection) / folder
         prefix = self._key(collection, folder)
         self._call(lambda: self._fs.delete_file(f"{prefix}/{last}"), "replace", missing_ok=True)
         self._call(lambda: self._fs.delete_dir_contents(prefix), "replace", missing_ok=True)
@@ -179,7 +194,7 @@ class Location:
         """Mirror a stored folder into the local derived directory, swapped in whole (remote)."""
         if not self.remote:
             return
-        local = self.derived_dir(collection) / folder
+        local = self.own_dir(collection) / folder
         prefix = self._key(collection, folder)
         selector = pafs.FileSelector(prefix, allow_not_found=True, recursive=True)
         infos = self._call(lambda: self._fs.get_file_info(selector), f"list {prefix}")
@@ -201,7 +216,7 @@ class Location:
         if self.remote:
             prefix = self._key(collection, "")[:-1]
             self._call(lambda: self._fs.delete_dir(prefix), f"delete {prefix}", missing_ok=True)
-        shutil.rmtree(self.derived_dir(collection), ignore_errors=True)
+        shutil.rmtree(self.own_dir(collection), ignore_errors=True)
 
     def can_write(self) -> bool:
         """Whether writing works: a temporary file locally, the database's marker object remotely.
