@@ -53,6 +53,11 @@ AddressOption = Annotated[
     ),
 ]
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
+CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
+GpusOption = Annotated[
+    float,
+    typer.Option(help="With --ray: GPUs each actor reserves (needs GPU builds of the models)."),
+]
 
 
 def resolve_db(db: str | Path | None) -> Path | str:
@@ -169,6 +174,8 @@ def ingest_command(
     ] = False,
     address: AddressOption = None,
     workers: WorkersOption = 1,
+    cpus_per_worker: CpusOption = 1.0,
+    gpus_per_worker: GpusOption = 0.0,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.chunking import ChunkSettings
@@ -199,7 +206,10 @@ def ingest_command(
             raise fail(str(exc)) from exc
         report = ingest_and_report(path, target, pipe, settings, sync=sync, **options)
     else:
-        on_ray = {"workers": workers, "address": address} if ray else None
+        on_ray = None
+        if ray:
+            on_ray = {"workers": workers, "address": address}
+            on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
         report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
     say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:
@@ -216,6 +226,8 @@ def embed_command(
     ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
     address: AddressOption = None,
     workers: WorkersOption = 1,
+    cpus_per_worker: CpusOption = 1.0,
+    gpus_per_worker: GpusOption = 0.0,
 ) -> None:
     """Embed documents into Parquet files (id, mean, var, weights) for another vector database."""
     from probembed.store import StoreError
@@ -226,7 +238,17 @@ def embed_command(
     pipe = load_pipeline(pipeline)
     try:
         report = embed_to_parquet(
-            path, out, pipe, batch_size, on_error, ray, workers, address, progress=True
+            path,
+            out,
+            pipe,
+            batch_size,
+            on_error,
+            ray,
+            workers,
+            address,
+            cpus_per_worker,
+            gpus_per_worker,
+            progress=True,
         )
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise fail(str(exc)) from exc

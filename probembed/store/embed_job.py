@@ -63,13 +63,22 @@ def embed_to_parquet(
     use_ray: bool = False,
     workers: int = 1,
     address: str | None = None,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
     progress: bool = False,
 ) -> EmbedReport:
     """Embed a JSONL file, BEIR folder or text folder into Parquet files under `out`.
 
-    `out` must be absent or empty: files of two runs (or two pipelines) never mix.
+    `out` must be absent or empty: files of two runs (or two pipelines) never mix. With
+    `use_ray`, `workers` actors embed, each reserving `cpus_per_worker` and `gpus_per_worker`.
     """
     validate_options(batch_size, on_error)
+    on_ray = None
+    if use_ray:
+        from probembed.store.ray_ingest import validate_workers
+
+        validate_workers(workers)
+        on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
     out = Path(out)
     records, problems = check_records(read_records(source), {})
     if problems and on_error == "stop":
@@ -78,7 +87,7 @@ def embed_to_parquet(
     report = EmbedReport(str(source), out, problems=problems)
     info = PipelineInfo.of(pipeline)
     with progress_bar(f"embed {Path(source).name}", len(records), progress) as bar:
-        for index, fused in _embedded(records, pipeline, batch_size, use_ray, workers, address):
+        for index, fused in _embedded(records, pipeline, batch_size, on_ray):
             _write_part(out, [records[i] for i in index], int(index.min()), fused, info)
             report.rows += len(index)
             report.files += 1
@@ -90,21 +99,21 @@ def _embedded(
     records: Sequence[Record],
     pipeline: Any,
     batch_size: int,
-    use_ray: bool,
-    workers: int,
-    address: str | None,
+    on_ray: tuple[int, str | None, float, float] | None,
 ) -> Iterator[tuple[np.ndarray, Fused]]:
-    """(row positions, their Gaussians) per batch: encoded here, or by Ray actors."""
+    """(row positions, their Gaussians) per batch: encoded here, or by Ray actors given
+    (workers, address, cpus_per_worker, gpus_per_worker)."""
     texts = [r.text for r in records]
-    if not use_ray:
+    if on_ray is None:
         for start in range(0, len(texts), batch_size):
             index = np.arange(start, min(start + batch_size, len(texts)))
             yield index, pipeline.encode(texts[start : start + batch_size])
         return
     from probembed.store.ray_ingest import embed_on_ray, ray_session
 
+    workers, address, cpus, gpus = on_ray
     with ray_session(address):
-        yield from embed_on_ray(texts, pipeline, batch_size, workers)
+        yield from embed_on_ray(texts, pipeline, batch_size, workers, cpus, gpus)
 
 
 def _write_part(

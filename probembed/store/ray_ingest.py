@@ -165,7 +165,7 @@ def ingest_ray(
     `cpus_per_worker` CPUs and `gpus_per_worker` GPUs. Same report as local ingest.
     """
     validate_options(batch_size, on_error)
-    _validate_workers(workers)
+    validate_workers(workers)
     info = PipelineInfo.of(pipeline)
     report, todo = prepare(source, collection, pipeline, on_error, upsert)
     if todo:
@@ -185,7 +185,7 @@ def ingest_ray(
     return report
 
 
-def _validate_workers(workers: int) -> None:
+def validate_workers(workers: int) -> None:
     """Reject a worker count that is not a positive integer."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
