@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -322,8 +323,6 @@ def _make_directory(path: Path) -> None:
 
 def _can_write(path: Path) -> bool:
     """Try to create a file: the only check that is also true for root and read-only mounts."""
-    import tempfile
-
     try:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
             return True
