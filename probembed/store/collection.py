@@ -169,7 +169,7 @@ class Database:
         del self._handles[name]
 
     def require_writable(self) -> None:
-        """Fail before writing anything if the directory cannot be written (probed, as root too)."""
+        """Fail before writing anything if the database cannot be written (probed, as root too)."""
         if self._writable is None:
             self._writable = self.location.can_write()
         if not self._writable:
