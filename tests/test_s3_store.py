@@ -19,6 +19,7 @@ import urllib.request
 
 import pyarrow.fs as pafs
 import pytest
+from service_support import Server
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
@@ -240,3 +241,37 @@ def test_cli_on_s3_gives_what_it_gives_on_disk(tmp_path, bucket, options, hash_p
         app, ["collections", "--db", f"s3://{bucket}/db", "--storage-option", "x"]
     )
     assert bad.exit_code != 0 and "KEY=VALUE" in bad.output
+
+
+#: A query the server encodes in its own process and batch: float32 encoders are not
+#: batch-invariant (test_store_front_door.REENCODED), and a score moves with its query.
+REENCODED = 1e-6
+DOCS = [
+    {"id": "d1", "text": "The cat sat on the mat near the door.", "metadata": {"year": 2001}},
+    {"id": "d2", "text": "Stock markets fell sharply on Monday.", "metadata": {"year": 2015}},
+    {"id": "d3", "text": "A recipe for bread needs flour and water.", "metadata": {"year": 2020}},
+]
+
+
+def test_the_service_serves_a_collection_on_s3(tmp_path, bucket, options, pydoc_pipeline_dir):
+    uri = f"s3://{bucket}/db"
+    flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+    query = {"query": DOCS[0]["text"], "k": 2}
+    with (
+        Server(uri, pydoc_pipeline_dir, *flags, log=tmp_path / "server.log") as server,
+        server.client() as http,
+    ):
+        assert http.post("/v1/collections", json={"name": "life"}).status_code == 201
+        assert http.post("/v1/collections/life/documents", json={"documents": DOCS}).is_success
+        assert http.post("/v1/collections/life/delete", json={"ids": ["d2"]}).is_success
+        served = http.post("/v1/collections/life/search", json=query).json()["results"]
+        listed = http.get("/v1/collections").json()
+    assert "life" in json.dumps(listed)
+    reopened = Database(uri, storage_options=options).open("life")
+    assert reopened.ids() == {"d1", "d3"}
+    want = reopened.search(DOCS[0]["text"], k=2)
+    (got,) = served
+    assert [h["id"] for h in got["hits"]] == [h["id"] for h in want["hits"]] == ["d1", "d3"]
+    for g, w in zip(got["hits"], want["hits"], strict=True):
+        assert (g["text"], g["metadata"]) == (w["text"], w["metadata"])
+        assert (g["score"], g["std"]) == pytest.approx((w["score"], w["std"]), rel=REENCODED)
