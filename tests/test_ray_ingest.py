@@ -157,8 +157,39 @@ def test_cli_ingest_ray_joins_the_given_cluster(tmp_path, hash_pipeline, sentenc
     assert result.exit_code == 0, result.output
     assert "added 300" in result.output
     assert Database(db).open("default").count() == 300
-    refused = CliRunner().invoke(app, [*args, "--chunk"])
-    assert refused.exit_code != 0 and "--chunk" in refused.output
+
+
+def test_chunked_ingest_on_ray_equals_chunked_ingest_here(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for d in range(12):  # 12 Markdown files of 20 sentences under two headings: several chunks
+        one, two = (" ".join(sentences[d * 20 + k : d * 20 + k + 10]) for k in (0, 10))
+        (folder / f"doc{d}.md").write_text(f"# Part one\n\n{one}\n\n# Part two\n\n{two}\n")
+    pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
+    args = [str(folder), "--pipeline", pipeline_dir, "--chunk"]
+    args += ["--chunk-tokens", "48", "--overlap", "8"]
+    on_ray = ["--ray", "--address", ray_address, "--workers", "2", "--batch-size", "16"]
+    for db, extra in (("here", []), ("ray", on_ray)):
+        result = CliRunner().invoke(app, ["ingest", *args, "--db", str(tmp_path / db), *extra])
+        assert result.exit_code == 0, result.output
+    here, there = (Database(tmp_path / db).open("default") for db in ("here", "ray"))
+    got, want = (c.db.table("default").to_arrow().to_pylist() for c in (there, here))
+    assert len(want) > 24  # more than two chunks per document
+    by_id = lambda rows: {r["id"]: r for r in rows}  # noqa: E731
+    got, want = by_id(got), by_id(want)
+    assert sorted(got) == sorted(want)
+    fields = ("text", "doc_id", "chunk", "start", "end", "heading", "doc_hash")
+    assert all([got[i][f] for f in fields] == [want[i][f] for f in fields] for i in want)
+    ids = sorted(want)
+    stack = lambda rows, k: np.array([rows[i][k] for i in ids], dtype=np.float32)  # noqa: E731
+    assert_within_batch_bound(
+        Gaussian(stack(got, "mean"), stack(got, "var")),
+        Gaussian(stack(want, "mean"), stack(want, "var")),
+    )
+    again = CliRunner().invoke(app, ["ingest", *args, "--db", str(tmp_path / "ray"), *on_ray])
+    assert again.exit_code == 0 and "unchanged 12" in again.output
 
 
 def test_embed_on_ray_writes_what_pipeline_encode_gives(

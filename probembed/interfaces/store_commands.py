@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -119,14 +120,15 @@ def ingest_and_report(
 ) -> IngestReport | DocumentReport:
     """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options) with a progress
     bar, then say what happened: each skipped item, one summary."""
-    from probembed.store import StoreError, ingest, ingest_documents
+    from probembed.store import StoreError, ingest, ingest_documents, ingest_ray
 
     try:
         if chunking is not None:
-            report = ingest_documents(source, target, pipe, chunking, progress=True, **options)
+            with_ray = None if ray is None else functools.partial(ingest_ray, **ray)
+            report = ingest_documents(
+                source, target, pipe, chunking, progress=True, ingest_with=with_ray, **options
+            )
         elif ray is not None:
-            from probembed.store.ray_ingest import ingest_ray
-
             report = ingest_ray(source, target, pipe, progress=True, **ray, **options)
         else:
             report = ingest(source, target, pipe, progress=True, **options)
@@ -181,8 +183,6 @@ def ingest_command(
     from probembed.chunking import ChunkSettings
     from probembed.store import StoreError
 
-    if ray and chunk:
-        raise fail("--ray does not take --chunk yet: chunked ingest runs on this machine only")
     if not ray and address is not None:
         raise fail("--address needs --ray")
     database = open_database(db, storage_option, create=True)
@@ -195,6 +195,10 @@ def ingest_command(
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
+    on_ray = None
+    if ray:
+        on_ray = {"workers": workers, "address": address}
+        on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
     if sync and not chunk:
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk:
@@ -204,12 +208,8 @@ def ingest_command(
             settings = ChunkSettings(chunk_tokens, overlap)
         except ValueError as exc:
             raise fail(str(exc)) from exc
-        report = ingest_and_report(path, target, pipe, settings, sync=sync, **options)
+        report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
     else:
-        on_ray = None
-        if ray:
-            on_ray = {"workers": workers, "address": address}
-            on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
         report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
     say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:

@@ -151,14 +151,18 @@ def ingest_ray(
     batch_size: int = DEFAULT_BATCH,
     on_error: OnError = "stop",
     upsert: bool = False,
+    progress: bool = False,
+    on_commit: Callable[[int], None] | None = None,
+    *,
     workers: int = 1,
     address: str | None = None,
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
-    progress: bool = False,
-    on_commit: Callable[[int], None] | None = None,
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
+
+    Its first eight arguments are ingest's, so it can stand in for it (chunked ingest's
+    `ingest_with`).
 
     Joins the cluster at `address`, else starts Ray on this machine (all its cores) and stops
     it afterwards; a session already initialised is used as it is. Each actor asks for
