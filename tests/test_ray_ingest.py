@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -127,10 +128,13 @@ def test_a_killed_job_rerun_stores_every_document_once(
     script.write_text(textwrap.dedent(KILLED_JOB))
     args = [sys.executable, str(script), str(db), str(pipeline_dir), str(source), ray_address]
     job = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    hung = threading.Timer(300, job.kill)  # only a guard against a hang: the kill is below
+    hung.start()
     try:
         first = job.stdout.readline()
         assert first.startswith("committed "), first
     finally:
+        hung.cancel()
         job.send_signal(signal.SIGKILL)
         job.wait()
     collection = Database(db).collection("c")
