@@ -20,6 +20,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "documents": ("bs4", "pypdf"),
     "langchain": ("langchain_core", "lancedb", "pyarrow", "faiss"),
     "llamaindex": ("llama_index.core", "lancedb", "pyarrow", "faiss"),
+    "ray": ("ray", "lancedb", "pyarrow", "faiss"),
 }
 
 

@@ -8,11 +8,17 @@ from typing import Annotated
 import typer
 
 from probembed.interfaces.console import fail
-from probembed.interfaces.store_commands import DbOption, resolve_db
+from probembed.interfaces.store_commands import (
+    DbOption,
+    StorageOption,
+    resolve_db,
+    storage_options,
+)
 
 
 def serve_command(
     db: DbOption = None,
+    storage_option: StorageOption = None,
     pipeline: Annotated[
         list[str] | None,
         typer.Option(
@@ -49,6 +55,7 @@ def serve_command(
     try:
         settings = ServiceSettings(
             db=resolve_db(db),
+            storage_options=storage_options(storage_option),
             pipelines=tuple(pipeline or ["default"]),
             host=host,
             port=port,

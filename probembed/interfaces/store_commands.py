@@ -1,7 +1,8 @@
-"""CLI commands of the store: ingest, search, collections, delete (and wiring for the demo)."""
+"""CLI commands of the store: ingest, embed, search, collections, delete (and the demo's wiring)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.table import Table
 from probembed.interfaces.console import err, fail, literal, note, say
 
 if TYPE_CHECKING:
-    from probembed.store import Collection, DocumentReport, IngestReport, QueryResult
+    from probembed.store import Collection, Database, DocumentReport, IngestReport, QueryResult
 
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
@@ -24,20 +25,69 @@ DEFAULT_COLLECTION = "default"
 _SNIPPET = 110
 
 DbOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--db",
         envvar="PROBEMBED_DB",
-        help="Database directory [default: env PROBEMBED_DB, else the user data directory].",
+        help="Database directory, or object storage: s3://BUCKET/PREFIX (gs://, az://) "
+        "[default: env PROBEMBED_DB, else the user data directory].",
+        show_default=False,
+    ),
+]
+StorageOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        help="KEY=VALUE for an object-storage --db, as LanceDB takes them (repeatable), e.g. "
+        "aws_endpoint=http://127.0.0.1:9000, allow_http=true [default: the AWS_* / "
+        "GOOGLE_* / AZURE_* environment variables].",
         show_default=False,
     ),
 ]
 CollectionOption = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="With --ray: the Ray cluster to join (e.g. ray://HEAD:10001, or auto) "
+        "[default: start Ray on this machine].",
+        show_default=False,
+    ),
+]
+WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
+CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
+GpusOption = Annotated[
+    float,
+    typer.Option(help="With --ray: GPUs each actor reserves (needs GPU builds of the models)."),
+]
 
 
-def resolve_db(db: Path | None) -> Path:
-    """The --db given, else the user's default database directory."""
-    return db if db is not None else Path(platformdirs.user_data_dir("probembed")) / "db"
+def resolve_db(db: str | Path | None) -> Path | str:
+    """The --db given (a directory, or an object-store URI kept as it is), else the default."""
+    from probembed.store.location import is_remote
+
+    if db is None:
+        return Path(platformdirs.user_data_dir("probembed")) / "db"
+    return str(db) if is_remote(str(db)) else Path(db)
+
+
+def storage_options(pairs: list[str] | None) -> dict[str, str]:
+    """--storage-option KEY=VALUE pairs as a dict, or a clean error."""
+    from probembed.store.location import parse_storage_options
+
+    try:
+        return parse_storage_options(pairs)
+    except ValueError as exc:
+        raise fail(f"--storage-option: {exc}") from exc
+
+
+def open_database(db: str | Path | None, options: list[str] | None, create: bool) -> Database:
+    """The database of --db and --storage-option, or a clean error."""
+    from probembed.store import Database, StoreError
+
+    try:
+        return Database(resolve_db(db), create=create, storage_options=storage_options(options))
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
 
 
 def load_pipeline(name: str) -> Any:
@@ -50,29 +100,39 @@ def load_pipeline(name: str) -> Any:
         raise fail(str(exc)) from exc
 
 
-def _open_collection(db: Path, name: str) -> Collection:
+def _open_collection(db: str | None, options: list[str] | None, name: str) -> Collection:
     """An existing collection of an existing database, or a clean error."""
-    from probembed.store import Database, StoreError
+    from probembed.store import StoreError
 
     try:
-        return Database(db).open(name)
+        return open_database(db, options, create=False).open(name)
     except StoreError as exc:
         raise fail(str(exc)) from exc
 
 
 def ingest_and_report(
-    source: Any, target: Collection, pipe: Any, chunking: Any = None, **options: Any
+    source: Any,
+    target: Collection,
+    pipe: Any,
+    chunking: Any = None,
+    ray: dict[str, Any] | None = None,
+    **options: Any,
 ) -> IngestReport | DocumentReport:
-    """Ingest (chunked, when `chunking` is given) with a progress bar, then say what
-    happened: each skipped item, one summary."""
-    from probembed.store import StoreError, ingest, ingest_documents
+    """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options) with a progress
+    bar, then say what happened: each skipped item, one summary."""
+    from probembed.store import StoreError, ingest, ingest_documents, ingest_ray
 
     try:
         if chunking is not None:
-            report = ingest_documents(source, target, pipe, chunking, progress=True, **options)
+            with_ray = None if ray is None else functools.partial(ingest_ray, **ray)
+            report = ingest_documents(
+                source, target, pipe, chunking, progress=True, ingest_with=with_ray, **options
+            )
+        elif ray is not None:
+            report = ingest_ray(source, target, pipe, progress=True, **ray, **options)
         else:
             report = ingest(source, target, pipe, progress=True, **options)
-    except (StoreError, ValueError, FileNotFoundError) as exc:
+    except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise fail(str(exc)) from exc
     for problem in report.problems:
         note("skipped", "yellow", str(problem))
@@ -83,6 +143,7 @@ def ingest_and_report(
 def ingest_command(
     path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
     db: DbOption = None,
+    storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
     pipeline: Annotated[
         str | None,
@@ -107,14 +168,26 @@ def ingest_command(
     sync: Annotated[
         bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
     ] = False,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray", help="Embed on Ray actors (a local Ray instance unless --address is given)."
+        ),
+    ] = False,
+    address: AddressOption = None,
+    workers: WorkersOption = 1,
+    cpus_per_worker: CpusOption = 1.0,
+    gpus_per_worker: GpusOption = 0.0,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.chunking import ChunkSettings
-    from probembed.store import Database, StoreError
+    from probembed.store import StoreError
 
-    db = resolve_db(db)
+    if not ray and address is not None:
+        raise fail("--address needs --ray")
+    database = open_database(db, storage_option, create=True)
     try:
-        target = Database(db, create=True).collection(collection)
+        target = database.collection(collection)
         if pipeline is None and target.exists:
             pipe = target.load_pipeline()
         else:
@@ -122,6 +195,10 @@ def ingest_command(
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
+    on_ray = None
+    if ray:
+        on_ray = {"workers": workers, "address": address}
+        on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
     if sync and not chunk:
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk:
@@ -131,18 +208,59 @@ def ingest_command(
             settings = ChunkSettings(chunk_tokens, overlap)
         except ValueError as exc:
             raise fail(str(exc)) from exc
-        report = ingest_and_report(path, target, pipe, settings, sync=sync, **options)
+        report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
     else:
-        report = ingest_and_report(path, target, pipe, upsert=upsert, **options)
-    say(f"collection {collection!r} in {db}: {target.count()} items")
+        report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
+    say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:
         with err.status("building the search graph"):
             target.searcher().warm()
 
 
+def embed_command(
+    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
+    out: Annotated[Path, typer.Option(help="New or empty directory for the Parquet files.")],
+    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
+    batch_size: Annotated[int, typer.Option(help="Documents per Parquet file.")] = 512,
+    ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
+    address: AddressOption = None,
+    workers: WorkersOption = 1,
+    cpus_per_worker: CpusOption = 1.0,
+    gpus_per_worker: GpusOption = 0.0,
+) -> None:
+    """Embed documents into Parquet files (id, mean, var, weights) for another vector database."""
+    from probembed.store import StoreError
+    from probembed.store.embed_job import embed_to_parquet
+
+    if not ray and address is not None:
+        raise fail("--address needs --ray")
+    pipe = load_pipeline(pipeline)
+    try:
+        report = embed_to_parquet(
+            path,
+            out,
+            pipe,
+            batch_size,
+            on_error,
+            ray,
+            workers,
+            address,
+            cpus_per_worker,
+            gpus_per_worker,
+            progress=True,
+        )
+    except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
+        raise fail(str(exc)) from exc
+    for problem in report.problems:
+        note("skipped", "yellow", str(problem))
+    say(report.summary())
+
+
 def search_command(
     question: Annotated[list[str], typer.Argument(help="One or more questions.")],
     db: DbOption = None,
+    storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
     k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.")] = 10,
     score: Annotated[
@@ -180,7 +298,7 @@ def search_command(
     """Search a collection with the pipeline that made it: hits with score ± std and weights."""
     from probembed.store import StoreError
 
-    target = _open_collection(resolve_db(db), collection)
+    target = _open_collection(db, storage_option, collection)
     try:
         results = target.search(
             question,
@@ -254,21 +372,21 @@ def _snippet(text: str) -> str:
 
 def collections_command(
     db: DbOption = None,
+    storage_option: StorageOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the collections of a database with their size and pipeline."""
-    from probembed.store import Database, StoreError
+    from probembed.store import StoreError
 
-    db = resolve_db(db)
+    database = open_database(db, storage_option, create=False)
     try:
-        database = Database(db)
         stats = [database.open(name).stats() for name in database.collections()]
     except StoreError as exc:
         raise fail(str(exc)) from exc
     if as_json:
         sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
         return
-    table = Table(title=literal(f"collections in {db}"))
+    table = Table(title=literal(f"collections in {database.path}"))
     for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
         table.add_column(column)
     for s in stats:
@@ -282,12 +400,13 @@ def collections_command(
 def delete_command(
     ids: Annotated[list[str], typer.Argument(help="Ids to delete.")],
     db: DbOption = None,
+    storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
 ) -> None:
     """Delete items by id."""
     from probembed.store import StoreError
 
-    target = _open_collection(resolve_db(db), collection)
+    target = _open_collection(db, storage_option, collection)
     try:
         removed = target.delete(ids)
     except StoreError as exc:
@@ -299,6 +418,7 @@ def delete_command(
 def register(app: typer.Typer) -> None:
     """Add the store's commands to the probembed CLI."""
     app.command("ingest")(ingest_command)
+    app.command("embed")(embed_command)
     app.command("search")(search_command)
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)

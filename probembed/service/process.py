@@ -32,17 +32,21 @@ class ServerProcess:
 
     def __init__(
         self,
-        db: Path,
+        db: Path | str,
         pipeline: str | Path,
         *args: str,
         env: dict[str, str] | None = None,
         log: Path | None = None,
     ) -> None:
-        self.db, self.pipeline, self.args = Path(db), str(pipeline), list(args)
+        remote = isinstance(db, str) and "://" in db  # an object-store URI stays as it is
+        if remote and log is None:
+            raise ValueError(f"a server on {db} needs log=PATH: there is no directory beside it")
+        self.db: Path | str = db if remote else Path(db)
+        self.pipeline, self.args = str(pipeline), list(args)
         self.env = {**os.environ, **(env or {})}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log or self.db.parent / f"server-{self.port}.log"
+        self.log = log or Path(db).parent / f"server-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> ServerProcess:

@@ -45,7 +45,8 @@ class BatchSettings:
 class ServiceSettings:
     """Everything `probembed serve` was started with."""
 
-    db: Path
+    #: A directory, or an object-store URI (s3://...) with its `storage_options`.
+    db: Path | str
     #: Built-in names or pipeline directories served by /v1/embeddings; the first is the
     #: pipeline of collections created without one.
     pipelines: tuple[str, ...] = ("default",)
@@ -58,6 +59,8 @@ class ServiceSettings:
     batching: BatchSettings = field(default_factory=BatchSettings)
     #: Seconds in-flight requests get to finish after SIGTERM.
     grace_seconds: float = 30.0
+    #: LanceDB storage options of an object-store `db` (credentials, endpoint, region).
+    storage_options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.pipelines:

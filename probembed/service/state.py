@@ -13,7 +13,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from probembed.pipeline import Pipeline
@@ -83,7 +82,8 @@ class Service:
 
     def _load(self) -> None:
         """Open the database, load the pipelines, and warm every collection's searcher."""
-        db = Database(Path(self.settings.db), create=True)
+        settings = self.settings
+        db = Database(settings.db, create=True, storage_options=settings.storage_options)
         for name in self.settings.pipelines:
             pipeline = Pipeline.load(name)
             if pipeline.name in self.pipelines:

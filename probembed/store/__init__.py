@@ -1,4 +1,8 @@
-"""Persistent probabilistic collections on LanceDB: ingest documents, search with uncertainty."""
+"""Persistent probabilistic collections on LanceDB: ingest documents, search with uncertainty.
+
+A database is a directory or an object-store URI; ingest runs here or as a Ray Data job
+(`ingest_ray`, the `ray` extra), and `embed_to_parquet` exports Gaussians for other stores.
+"""
 
 from probembed.extras import require
 
@@ -6,6 +10,7 @@ require("store", "probembed.store")
 
 from probembed.store.chunked import DocumentReport, ingest_documents, read_documents
 from probembed.store.collection import DEFAULT_COLLECTION, Collection, CollectionStats, Database
+from probembed.store.embed_job import EmbedReport, embed_to_parquet
 from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
@@ -14,6 +19,7 @@ from probembed.store.errors import (
 )
 from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest
+from probembed.store.ray_ingest import ingest_ray
 from probembed.store.readers import Problem, Record, read_records
 from probembed.store.rows import Batch, PipelineInfo
 from probembed.store.search import Hit, QueryResult, Searcher, confidence
@@ -27,6 +33,7 @@ __all__ = [
     "CollectionStats",
     "Database",
     "DocumentReport",
+    "EmbedReport",
     "Hit",
     "IndexSettings",
     "IngestError",
@@ -39,8 +46,10 @@ __all__ = [
     "Searcher",
     "StoreError",
     "confidence",
+    "embed_to_parquet",
     "ingest",
     "ingest_documents",
+    "ingest_ray",
     "read_documents",
     "read_records",
 ]

@@ -13,6 +13,7 @@ are removed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from probembed.chunking import ChunkSettings, chunk_text
 from probembed.fusion import Fused
 from probembed.store.collection import Collection
 from probembed.store.formats import READERS, SourceDocument, read_file
-from probembed.store.ingest import DEFAULT_BATCH, IngestError, OnError, ingest
+from probembed.store.ingest import DEFAULT_BATCH, IngestError, IngestReport, OnError, ingest
 from probembed.store.readers import Problem, Record, read_records
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
@@ -124,11 +125,14 @@ def ingest_documents(
     batch_size: int = DEFAULT_BATCH,
     progress: bool = False,
     encode: Callable[[list[str]], Fused] | None = None,
+    ingest_with: Callable[..., IngestReport] | None = None,
 ) -> DocumentReport:
     """Chunk and store documents, touching only those whose content changed since last time.
 
     Everything is read and chunked before anything is written: with `on_error="stop"` a bad
     file writes nothing. `sync` removes the chunks of documents absent from the input.
+    `ingest_with` writes the chunks instead of `ingest` with `encode` (e.g.
+    `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first seven arguments.
     """
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(str(source))
@@ -163,9 +167,8 @@ def ingest_documents(
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
     if records:
-        written = ingest(
-            records, collection, pipeline, batch_size, on_error, True, progress, encode=encode
-        )
+        write = ingest_with or functools.partial(ingest, encode=encode)
+        written = write(records, collection, pipeline, batch_size, on_error, True, progress)
         report.chunks_written = written.added + written.updated
         report.problems += written.problems
     if stale:

@@ -1,11 +1,12 @@
-"""A database directory of LanceDB tables: one collection of probabilistic embeddings per table.
+"""A database of LanceDB tables: one collection of probabilistic embeddings per table.
 
 A row holds id, text, metadata (JSON), the fused mean and variance, and the per-model fusion
 weights. Which pipeline made the vectors is kept in the table's schema metadata, written in the
 same commit as the first rows, so a collection can refuse vectors from any other pipeline, and a
 copy of that pipeline is kept beside the table (see `probembed.store.provenance`), so
 `collection.search(...)` needs no pipeline argument. Every write is one LanceDB commit: an
-interrupted write leaves the last committed version.
+interrupted write leaves the last committed version. A database is a directory or an
+object-store URI (s3://, gs://, az://); `probembed.store.location` keeps the difference.
 """
 
 from __future__ import annotations
@@ -13,28 +14,26 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 
-from probembed import atomic
 from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
 from probembed.gaussian import Gaussian
+from probembed.pipeline import CONFIG_FILE
 from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
     PipelineMismatchError,
     StoreError,
 )
-from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
+from probembed.store.location import Location
+from probembed.store.provenance import PIPELINE_DIR, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
     Batch,
@@ -105,18 +104,23 @@ class CollectionStats:
 
 
 class Database:
-    """A directory of collections; reading needs it to exist, writing creates it."""
+    """A directory (or object-store URI) of collections; reading needs it, writing creates it.
 
-    def __init__(self, path: str | os.PathLike, create: bool = False) -> None:
-        self.path = Path(path)
-        if create:
-            _make_directory(self.path)
-        elif not self.path.is_dir():
-            raise StoreError(
-                f"no database at {self.path}: the directory does not exist; "
-                "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
-            )
-        self._conn = lancedb.connect(str(self.path))
+    `storage_options` (object storage only) go to LanceDB as they are: credentials, endpoint
+    and region, else the standard environment variables (AWS_ACCESS_KEY_ID, ...) apply.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        create: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        self.location = Location(path, storage_options)
+        self.location.prepare(create)
+        #: The directory (a Path), or the URI (a str) of a database on object storage.
+        self.path: Path | str = self.location.path
+        self._conn = self.location.connect()
         self._writable: bool | None = None
         self._handles: dict[str, Collection] = {}
 
@@ -163,13 +167,13 @@ class Database:
         collection = self.open(name)
         self.require_writable()
         self._conn.drop_table(name)
-        shutil.rmtree(collection.derived_dir, ignore_errors=True)
+        self.location.remove(collection.name)
         del self._handles[name]
 
     def require_writable(self) -> None:
-        """Fail before writing anything if the directory cannot be written (probed, as root too)."""
+        """Fail before writing anything if the database cannot be written (probed, as root too)."""
         if self._writable is None:
-            self._writable = _can_write(self.path)
+            self._writable = self.location.can_write()
         if not self._writable:
             raise StoreError(f"database {self.path} is read-only: cannot write to it")
 
@@ -197,8 +201,8 @@ class Collection:
 
     @property
     def derived_dir(self) -> Path:
-        """Where files derived from the table (search graphs) live, outside LanceDB's own."""
-        return self.db.path / ".probembed" / self.name
+        """Where files derived from the table (search graphs) live, on local disk always."""
+        return self.db.location.derived_dir(self.name)
 
     @property
     def exists(self) -> bool:
@@ -261,8 +265,8 @@ class Collection:
 
     @property
     def pipeline_dir(self) -> Path:
-        """Where the copy of the collection's pipeline is kept."""
-        return self.derived_dir / PIPELINE_DIR
+        """Where the copy of the collection's pipeline is kept (a local mirror, remotely)."""
+        return self.db.location.own_dir(self.name) / PIPELINE_DIR
 
     def record_pipeline(self, pipeline: Pipeline) -> None:
         """Keep a copy of the pipeline that writes (or wrote) this collection, for search to load.
@@ -273,8 +277,10 @@ class Collection:
         """
         self.check_pipeline(PipelineInfo.of(pipeline))
         self.db.require_writable()
-        if not self.exists or not has_copy(self.pipeline_dir):
+        location = self.db.location
+        if not self.exists or not location.has_file(self.name, f"{PIPELINE_DIR}/{CONFIG_FILE}"):
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
+            location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
         self._pipeline = (pipeline, pipeline.fingerprint)
 
     def create(self, pipeline: Pipeline) -> None:
@@ -296,9 +302,9 @@ class Collection:
         self._pipeline = (pipeline, pipeline.fingerprint)
 
     @property
-    def agreement_file(self) -> Path:
-        """Where the members' agreement on this collection's texts is kept."""
-        return self.derived_dir / AGREEMENT_FILE
+    def agreement_file(self) -> Path | str:
+        """Where the members' agreement on this collection's texts is kept (a path or a URI)."""
+        return self.db.location.name(self.name, AGREEMENT_FILE)
 
     def record_agreement(self, pipeline: Pipeline) -> np.ndarray | None:
         """Measure how far each member agrees with the others on this corpus, and keep it.
@@ -325,7 +331,7 @@ class Collection:
             "gamma": pipeline.adapt.gamma,
             "weights": None if adapted is None else adapted[0].tolist(),
         }
-        atomic.write_bytes(self.agreement_file, json.dumps(record).encode())
+        self.db.location.write_bytes(self.name, AGREEMENT_FILE, json.dumps(record).encode())
         return value
 
     def agreement_due(self) -> bool:
@@ -348,9 +354,10 @@ class Collection:
     def _agreement_record(self) -> dict[str, Any] | None:
         """The kept agreement record, checked against the collection's models."""
         try:
-            record = json.loads(self.agreement_file.read_text())
-        except FileNotFoundError:
-            return None
+            data = self.db.location.read_bytes(self.name, AGREEMENT_FILE)
+            if data is None:
+                return None
+            record = json.loads(data)
         except (json.JSONDecodeError, OSError) as exc:
             raise StoreError(f"{self.agreement_file} is unreadable: {exc}") from exc
         if record.get("models") != list(self.pipeline.models):
@@ -368,6 +375,7 @@ class Collection:
         """
         info = self.pipeline
         if self._pipeline is None or self._pipeline[1] != info.fingerprint:
+            self.db.location.fetch(self.name, PIPELINE_DIR)
             pipeline = load_recorded(self.pipeline_dir, info, self.name)
             self._pipeline = (pipeline, info.fingerprint)
         return self._pipeline[0]
@@ -710,22 +718,3 @@ def _filtered(run: Any, where: str | None) -> Any:
             raise
         message = str(exc).splitlines()[0]
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
-
-
-def _make_directory(path: Path) -> None:
-    """Create the database directory, explaining a failure in terms of the path."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from exc
-    if not path.is_dir():
-        raise StoreError(f"database path {path} exists but is not a directory")
-
-
-def _can_write(path: Path) -> bool:
-    """Try to create a file: the only check that is also true for root and read-only mounts."""
-    try:
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-            return True
-    except OSError:
-        return False

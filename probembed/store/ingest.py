@@ -81,7 +81,33 @@ def ingest(
     `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
     give what `pipeline.encode` gives.
     """
-    _validate_options(batch_size, on_error)
+    validate_options(batch_size, on_error)
+    info = PipelineInfo.of(pipeline)
+    report, todo = prepare(source, collection, pipeline, on_error, upsert)
+    with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            fused = (encode or pipeline.encode)([r.text for r in chunk])
+            commit(collection, info, chunk, fused, upsert, report)
+            bar.advance(len(chunk))
+            if on_commit is not None:
+                on_commit(report.added)
+    finish(collection, pipeline, report)
+    return report
+
+
+def prepare(
+    source: str | Path | Iterable[Record | Problem],
+    collection: Collection,
+    pipeline: Any,
+    on_error: OnError,
+    upsert: bool,
+) -> tuple[IngestReport, list[Record]]:
+    """Everything before the first commit: read and check all input, keep the pipeline copy.
+
+    Returns the report so far and the records still to write (all, with `upsert`; else those
+    whose ids are not stored yet). Shared by local and Ray ingest, so both refuse the same.
+    """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
@@ -97,20 +123,34 @@ def ingest(
         stored = collection.ids()
         todo = [r for r in records if r.id not in stored]
         report.already_stored = len(records) - len(todo)
-    with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            inserted, updated = _write(collection, encode or pipeline.encode, info, chunk, upsert)
-            report.added += inserted
-            report.updated += updated
-            bar.advance(len(chunk))
-            if on_commit is not None:
-                on_commit(report.added)
+    return report, todo
+
+
+def commit(
+    collection: Collection,
+    info: PipelineInfo,
+    chunk: Sequence[Record],
+    fused: Fused,
+    upsert: bool,
+    report: IngestReport,
+) -> None:
+    """Store one embedded chunk in one commit and count it in the report."""
+    texts = [r.text for r in chunk]
+    batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], fused, info)
+    if upsert:
+        inserted, updated = collection.upsert(batch)
+    else:
+        inserted, updated = collection.add(batch), 0
+    report.added += inserted
+    report.updated += updated
+
+
+def finish(collection: Collection, pipeline: Any, report: IngestReport) -> None:
+    """After the last commit: compact, and measure agreement again when the size moved."""
     if report.added or report.updated:
         collection.optimize()
         if collection.agreement_due():
             collection.record_agreement(pipeline)
-    return report
 
 
 def check_records(
@@ -148,22 +188,7 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     return None
 
 
-def _write(
-    collection: Collection,
-    encode: Callable[[list[str]], Fused],
-    info: PipelineInfo,
-    chunk: list[Record],
-    upsert: bool,
-) -> tuple[int, int]:
-    """Embed one chunk and commit it: (rows inserted, rows replaced)."""
-    texts = [r.text for r in chunk]
-    batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], encode(texts), info)
-    if upsert:
-        return collection.upsert(batch)
-    return collection.add(batch), 0
-
-
-def _validate_options(batch_size: int, on_error: str) -> None:
+def validate_options(batch_size: int, on_error: str) -> None:
     """Reject a non-positive batch size or an unknown error policy."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")

@@ -1,0 +1,136 @@
+"""Gaussians for another vector database: a corpus embedded into Parquet files, one per batch.
+
+The input is read and checked as ingest reads it (`probembed.store.ingest.check_records`), so
+with `on_error="stop"` a bad line writes nothing. Each batch becomes one file
+`part-<first row>.parquet` with columns id, mean, var, weights in the collections' own types
+(float32 fixed-size lists) and the collections' pipeline header in the schema metadata; each is
+written to a temporary name and renamed into place, so a killed job leaves whole files only.
+The embedding runs here, or on Ray actors (`probembed.store.ray_ingest.embed_on_ray`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from probembed import atomic
+from probembed.fusion import Fused
+from probembed.progress import progress_bar
+from probembed.store.errors import StoreError
+from probembed.store.ingest import (
+    DEFAULT_BATCH,
+    IngestError,
+    OnError,
+    check_records,
+    validate_options,
+)
+from probembed.store.readers import Problem, Record, read_records
+from probembed.store.rows import Batch, PipelineInfo, table_schema, to_arrow
+
+#: The columns written: what a vector database needs of each row.
+COLUMNS = ("id", "mean", "var", "weights")
+
+
+@dataclass
+class EmbedReport:
+    """What an embedding job wrote, and the input it skipped."""
+
+    source: str
+    out: Path
+    rows: int = 0
+    files: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for a person."""
+        return (
+            f"{self.source}: wrote {self.rows} Gaussians in {self.files} Parquet file(s) to "
+            f"{self.out}, skipped {len(self.problems)} bad item(s)"
+        )
+
+
+def embed_to_parquet(
+    source: str | Path,
+    out: str | Path,
+    pipeline: Any,
+    batch_size: int = DEFAULT_BATCH,
+    on_error: OnError = "stop",
+    use_ray: bool = False,
+    workers: int = 1,
+    address: str | None = None,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
+    progress: bool = False,
+) -> EmbedReport:
+    """Embed a JSONL file, BEIR folder or text folder into Parquet files under `out`.
+
+    `out` must be absent or empty: files of two runs (or two pipelines) never mix. With
+    `use_ray`, `workers` actors embed, each reserving `cpus_per_worker` and `gpus_per_worker`.
+    """
+    validate_options(batch_size, on_error)
+    on_ray = None
+    if use_ray:
+        from probembed.store.ray_ingest import validate_workers
+
+        validate_workers(workers)
+        on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
+    out = Path(out)
+    records, problems = check_records(read_records(source), {})
+    if problems and on_error == "stop":
+        raise IngestError(problems)
+    _prepare_out(out)
+    report = EmbedReport(str(source), out, problems=problems)
+    info = PipelineInfo.of(pipeline)
+    with progress_bar(f"embed {Path(source).name}", len(records), progress) as bar:
+        for index, fused in _embedded(records, pipeline, batch_size, on_ray):
+            _write_part(out, [records[i] for i in index], int(index.min()), fused, info)
+            report.rows += len(index)
+            report.files += 1
+            bar.advance(len(index))
+    return report
+
+
+def _embedded(
+    records: Sequence[Record],
+    pipeline: Any,
+    batch_size: int,
+    on_ray: tuple[int, str | None, float, float] | None,
+) -> Iterator[tuple[np.ndarray, Fused]]:
+    """(row positions, their Gaussians) per batch: encoded here, or by Ray actors given
+    (workers, address, cpus_per_worker, gpus_per_worker)."""
+    texts = [r.text for r in records]
+    if on_ray is None:
+        for start in range(0, len(texts), batch_size):
+            index = np.arange(start, min(start + batch_size, len(texts)))
+            yield index, pipeline.encode(texts[start : start + batch_size])
+        return
+    from probembed.store.ray_ingest import embed_on_ray, ray_session
+
+    workers, address, cpus, gpus = on_ray
+    with ray_session(address):
+        yield from embed_on_ray(texts, pipeline, batch_size, workers, cpus, gpus)
+
+
+def _write_part(
+    out: Path, chunk: list[Record], first: int, fused: Fused, info: PipelineInfo
+) -> None:
+    """One batch as one Parquet file, renamed into place whole."""
+    batch = Batch([r.id for r in chunk], [r.text for r in chunk], [{}] * len(chunk), fused, info)
+    table = to_arrow(batch, table_schema(batch)).select(list(COLUMNS))
+    with atomic.replacing(out / f"part-{first:09d}.parquet") as tmp:
+        pq.write_table(table, tmp)
+
+
+def _prepare_out(out: Path) -> None:
+    """Create the output directory, refusing one that already holds anything."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StoreError(f"--out {out} must be a new or empty directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create --out directory {out}: {exc.strerror}") from exc

@@ -1,0 +1,330 @@
+"""Where a database lives: a local directory, or a prefix on object storage (s3, gs, az).
+
+LanceDB opens either kind itself; this module does the rest for probembed's own small files
+(a collection's pipeline copy and agreement record), which are kept with the database so any
+machine that opens the same URI can search it, and it picks where files derived from the table
+(search graphs) are cached: beside the table for a directory, under the user cache directory,
+keyed by a hash of the URI, for object storage. The object-store side goes through
+`pyarrow.fs`, configured from the same `storage_options` LanceDB gets (or, without them, the
+standard environment variables both read: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_REGION, AWS_ENDPOINT_URL, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from probembed import atomic
+from probembed.cache import default_cache_dir
+from probembed.store.errors import StoreError
+
+#: URI schemes LanceDB stores tables under on object storage.
+REMOTE_SCHEMES = ("s3", "gs", "az")
+#: probembed's own files inside the database, beside LanceDB's tables.
+OWN_DIR = ".probembed"
+#: The collection's own file whose storing time tells one incarnation of it from another.
+MIRRORED = "pipeline/pipeline.json"
+#: The object that marks a prefix as a probembed database; writing it probes writability.
+MARKER_FILE = "database.json"
+MARKER = b'{"written_by": "probembed"}\n'
+#: LanceDB / object_store storage option names (lower case) -> pyarrow S3FileSystem arguments.
+_S3_OPTIONS = {
+    "aws_access_key_id": "access_key",
+    "access_key_id": "access_key",
+    "aws_secret_access_key": "secret_key",
+    "secret_access_key": "secret_key",
+    "aws_session_token": "session_token",
+    "session_token": "session_token",
+    "aws_region": "region",
+    "region": "region",
+    "aws_endpoint": "endpoint_override",
+    "endpoint": "endpoint_override",
+    "aws_endpoint_url": "endpoint_override",
+    "endpoint_url": "endpoint_override",
+}
+#: The same for Azure (pyarrow AzureFileSystem); GCS credentials come from the environment.
+_AZ_OPTIONS = {
+    "azure_storage_account_name": "account_name",
+    "account_name": "account_name",
+    "azure_storage_account_key": "account_key",
+    "account_key": "account_key",
+}
+
+
+def is_remote(target: str | os.PathLike) -> bool:
+    """Whether a --db value names object storage (scheme://...) rather than a directory."""
+    return isinstance(target, str) and target.split("://", 1)[0].lower() in REMOTE_SCHEMES
+
+
+def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
+    """KEY=VALUE strings (from --storage-option) as a dict, refusing one without '='."""
+    options: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"storage option {pair!r} is not KEY=VALUE")
+        options[key.strip()] = value
+    return options
+
+
+class Location:
+    """A database's root: LanceDB's URI, probembed's files in it, and the local derived cache."""
+
+    def __init__(
+        self, target: str | os.PathLike, storage_options: Mapping[str, str] | None = None
+    ) -> None:
+        self.storage_options = {str(k): str(v) for k, v in (storage_options or {}).items()}
+        self.remote = is_remote(target)
+        if self.remote:
+            self.uri = str(target).rstrip("/")
+            self.path: Path | str = self.uri
+            self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
+        else:
+            if self.storage_options:
+                raise StoreError(
+                    f"storage options {sorted(self.storage_options)} apply to object storage "
+                    f"(s3://, gs://, az://), not to the directory {target}"
+                )
+            self.path = Path(target)
+            self.uri = str(self.path)
+
+    def prepare(self, create: bool) -> None:
+        """Create the directory (create) or require it; for object storage, require the bucket."""
+        if self.remote:
+            bucket = self._root.split("/", 1)[0]
+            info = self._call(lambda: self._fs.get_file_info(bucket), f"reach {bucket}")
+            if info.type != pafs.FileType.Directory:
+                raise StoreError(f"no database at {self.uri}: bucket {bucket!r} does not exist")
+        elif create:
+            _make_directory(self.path)
+        elif not self.path.is_dir():
+            raise StoreError(
+                f"no database at {self.path}: the directory does not exist; "
+                "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
+            )
+
+    def connect(self) -> Any:
+        """The LanceDB connection to this database."""
+        import lancedb
+
+        if self.remote:
+            return lancedb.connect(self.uri, storage_options=self.storage_options or None)
+        return lancedb.connect(self.uri)
+
+    def own_dir(self, collection: str) -> Path:
+        """Local directory of a collection's own files: the database's, or a cache mirror."""
+        if not self.remote:
+            return self.path / OWN_DIR / collection
+        key = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
+        return default_cache_dir() / "remote" / key / collection
+
+    def derived_dir(self, collection: str) -> Path:
+        """Local directory for files derived from the table (search graphs).
+
+        Remotely, graphs are cached per incarnation of the collection (when its pipeline copy
+        was stored, which happens at its creation): another machine may drop and re-create
+        it, and a graph of the old table must not serve the new one at the same version.
+        """
+        if not self.remote:
+            return self.own_dir(collection)
+        info = self._info(self._key(collection, MIRRORED))
+        stamp = "unrecorded" if info.type != pafs.FileType.File else str(info.mtime_ns)
+        return self.own_dir(collection) / f"graphs-{stamp}"
+
+    def name(self, collection: str, file: str) -> Path | str:
+        """Where one of a collection's own files is kept, for messages (a path or a URI)."""
+        if not self.remote:
+            return self.own_dir(collection) / file
+        return f"{self.uri}/{OWN_DIR}/{collection}/{file}"
+
+    def read_bytes(self, collection: str, file: str) -> bytes | None:
+        """A collection's own file, or None if there is none."""
+        if not self.remote:
+            try:
+                return Path(self.name(collection, file)).read_bytes()
+            except FileNotFoundError:
+                return None
+        key = self._key(collection, file)
+        if self._info(key).type != pafs.FileType.File:
+            return None
+        return self._call(lambda: _read(self._fs, key), f"read {key}")
+
+    def write_bytes(self, collection: str, file: str, data: bytes) -> None:
+        """Replace a collection's own file whole (a rename locally; one PUT on object storage)."""
+        if not self.remote:
+            target = Path(self.name(collection, file))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_bytes(target, data)
+            return
+        key = self._key(collection, file)
+        self._call(lambda: _write(self._fs, key, data), f"write {key}")
+
+    def has_file(self, collection: str, file: str) -> bool:
+        """Whether a collection's own file exists."""
+        if not self.remote:
+            return Path(self.name(collection, file)).is_file()
+        return self._info(self._key(collection, file)).type == pafs.FileType.File
+
+    def publish(self, collection: str, folder: str, last: str) -> None:
+        """Store a folder written in the local derived directory with the database (remote).
+
+        A reader takes the folder as present once `last` is there, so `last` is written after
+        the rest, and an older copy's `last` is removed first: no reader mixes two copies.
+        Locally the derived directory is the database's own, so there is nothing to do.
+        """
+        if not self.remote:
+            return
+        local = self.own_dir(collection) / folder
+        prefix = self._key(collection, folder)
+        self._call(lambda: self._fs.delete_file(f"{prefix}/{last}"), "replace", missing_ok=True)
+        self._call(lambda: self._fs.delete_dir_contents(prefix), "replace", missing_ok=True)
+        files = sorted(p for p in local.rglob("*") if p.is_file())
+        for path in sorted(files, key=lambda p: p.relative_to(local).as_posix() == last):
+            key = f"{prefix}/{path.relative_to(local).as_posix()}"
+            self._call(lambda k=key, p=path: _write(self._fs, k, p.read_bytes()), f"write {key}")
+
+    def fetch(self, collection: str, folder: str) -> None:
+        """Mirror a stored folder into the local derived directory, swapped in whole (remote)."""
+        if not self.remote:
+            return
+        local = self.own_dir(collection) / folder
+        prefix = self._key(collection, folder)
+        selector = pafs.FileSelector(prefix, allow_not_found=True, recursive=True)
+        infos = self._call(lambda: self._fs.get_file_info(selector), f"list {prefix}")
+        staged = atomic.sibling_dir(local, "fetching")
+        try:
+            for info in infos:
+                if info.type == pafs.FileType.File:
+                    target = staged / info.path[len(prefix) + 1 :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    data = self._call(lambda p=info.path: _read(self._fs, p), f"read {info.path}")
+                    target.write_bytes(data)
+            atomic.replace_dir(staged, local)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+
+    def remove(self, collection: str) -> None:
+        """Delete a collection's own files and its local derived files."""
+        if self.remote:
+            prefix = self._key(collection, "")[:-1]
+            self._call(lambda: self._fs.delete_dir(prefix), f"delete {prefix}", missing_ok=True)
+        shutil.rmtree(self.own_dir(collection), ignore_errors=True)
+
+    def can_write(self) -> bool:
+        """Whether writing works: a temporary file locally, the database's marker object remotely.
+
+        Creating something is the only check that is also true for root, read-only mounts and
+        bucket policies. On object storage a deleted probe would leave a directory marker
+        behind (pyarrow keeps the parent "directory"), so the probe is the one object every
+        probembed database on object storage holds anyway, rewritten with the same bytes.
+        """
+        if not self.remote:
+            return _can_write(self.path)
+        key = f"{self._root}/{OWN_DIR}/{MARKER_FILE}"
+        try:
+            _write(self._fs, key, MARKER)
+        except OSError:
+            return False
+        return True
+
+    def _key(self, collection: str, file: str) -> str:
+        """The object key of one of a collection's own files."""
+        return f"{self._root}/{OWN_DIR}/{collection}/{file}"
+
+    def _info(self, key: str) -> pafs.FileInfo:
+        """What is at an object key (FileType.NotFound when nothing is)."""
+        return self._call(lambda: self._fs.get_file_info(key), f"look up {key}")
+
+    def _call(self, run: Any, what: str, missing_ok: bool = False) -> Any:
+        """Run a pyarrow.fs call, turning its OSError into a StoreError naming the database."""
+        try:
+            return run()
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise
+        except OSError as exc:
+            if missing_ok and "not found" in str(exc).lower():
+                return None
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StoreError(f"database {self.uri}: cannot {what}: {message}") from exc
+
+
+def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow file system for an object-store URI, and the root path inside it."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    if not rest.strip("/"):
+        raise StoreError(f"database URI {uri!r} names no bucket ({scheme}://BUCKET/PREFIX)")
+    try:
+        if scheme == "s3":
+            # delayed open: a small file is one PutObject, not a multipart upload
+            return pafs.S3FileSystem(allow_delayed_open=True, **_s3_arguments(options)), rest
+        if scheme == "az":
+            return pafs.AzureFileSystem(**_mapped(options, _AZ_OPTIONS)), rest
+        fs, root = pafs.FileSystem.from_uri(uri)
+        return fs, root
+    except (OSError, ValueError, TypeError) as exc:
+        raise StoreError(f"cannot open object storage for {uri}: {exc}") from exc
+
+
+def _s3_arguments(options: Mapping[str, str]) -> dict[str, Any]:
+    """pyarrow S3FileSystem arguments from LanceDB's storage options, else the environment."""
+    arguments = _mapped(options, _S3_OPTIONS)
+    endpoint = arguments.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = endpoint or os.environ.get("AWS_ENDPOINT")
+    allow_http = {k.lower(): v for k, v in options.items()}.get("allow_http")
+    allow_http = allow_http or os.environ.get("AWS_ALLOW_HTTP", "")
+    if endpoint:
+        scheme, sep, host = endpoint.partition("://")
+        if sep:
+            arguments["scheme"], endpoint = scheme, host
+        elif allow_http.lower() == "true":
+            arguments["scheme"] = "http"
+        arguments["endpoint_override"] = endpoint
+    return arguments
+
+
+def _mapped(options: Mapping[str, str], names: Mapping[str, str]) -> dict[str, str]:
+    """The storage options pyarrow understands, under pyarrow's argument names."""
+    return {names[k.lower()]: v for k, v in options.items() if k.lower() in names}
+
+
+def _read(fs: pafs.FileSystem, key: str) -> bytes:
+    """The whole content of one object."""
+    with fs.open_input_stream(key) as stream:
+        return stream.read()
+
+
+def _write(fs: pafs.FileSystem, key: str, data: bytes) -> None:
+    """One object with this content (a single PUT: readers see the old or the new one)."""
+    with fs.open_output_stream(key) as stream:
+        stream.write(data)
+
+
+def _make_directory(path: Path) -> None:
+    """Create the database directory, explaining a failure in terms of the path."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from exc
+    if not path.is_dir():
+        raise StoreError(f"database path {path} exists but is not a directory")
+
+
+def _can_write(path: Path) -> bool:
+    """Try to create a file: the only check that is also true for root and read-only mounts."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,195 @@
+"""Ingest as a Ray Data job: the same collection and checks as local ingest, the encoding spread.
+
+The driver reads and checks the whole input with local ingest's own readers and checks
+(`probembed.store.ingest.prepare`: same validation, same pipeline identity check, same error
+report), and keeps the collection's pipeline copy. The texts still to write become a Ray
+Dataset of one block per batch; `map_batches` runs `Embedder`, a stateful class that loads
+the pipeline once per actor (an actor pool of `workers` actors), and the driver commits each
+embedded batch as it streams back (`iter_batches`), one LanceDB commit per batch, through
+`Collection.add` / `upsert`. So a killed job leaves whole batches, and a re-run skips the ids
+already committed, exactly as local ingest does.
+
+The pipeline reaches the actors as the files of `Pipeline.save` (a few MB: configs and fitted
+states; the encoders' weights come with their packages on every node), so a cluster needs
+probembed and the models installed on its nodes, nothing else. Actors load the pipeline
+without the embedding cache: a node-local cache rarely sees a text twice in one job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from probembed.extras import require
+from probembed.fusion import Fused
+from probembed.gaussian import Gaussian
+from probembed.progress import progress_bar
+from probembed.store.collection import Collection
+from probembed.store.ingest import (
+    DEFAULT_BATCH,
+    IngestReport,
+    OnError,
+    commit,
+    finish,
+    prepare,
+    validate_options,
+)
+from probembed.store.readers import Problem, Record
+from probembed.store.rows import PipelineInfo
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None) -> Iterator[None]:
+    """Ray as found (already initialised), or joined at `address`, or started on this machine.
+
+    A session this call started or joined is shut down when it ends; one found running is
+    left to whoever started it.
+    """
+    require("ray", "probembed.store.ray_ingest")
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    if address:
+        ray.init(address=address, logging_level="WARNING")
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def pipeline_files(pipeline: Any) -> dict[str, bytes]:
+    """The files `Pipeline.save` writes, by relative path: what an actor needs to load it."""
+    with tempfile.TemporaryDirectory(prefix="probembed-pipeline-") as tmp:
+        root = pipeline.save(Path(tmp) / "pipeline")
+        return {
+            p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()
+        }
+
+
+class Embedder:
+    """A Ray actor's encoder: loads the pipeline once, then embeds batch after batch."""
+
+    def __init__(self, files: dict[str, bytes], fingerprint: str) -> None:
+        from probembed.pipeline import Pipeline
+
+        self._dir = tempfile.TemporaryDirectory(prefix="probembed-actor-")
+        root = Path(self._dir.name)
+        for name, data in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(data)
+        self.pipeline = Pipeline.load(root, cache=False)
+        if self.pipeline.fingerprint != fingerprint:  # a node whose encoders differ
+            raise RuntimeError(
+                f"this node loads the pipeline with fingerprint {self.pipeline.fingerprint}, "
+                f"not {fingerprint}: its installed encoders differ from the driver's"
+            )
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The batch's row positions with their fused means, variances and weights."""
+        fused = self.pipeline.encode([str(t) for t in batch["text"]])
+        return {
+            "index": batch["index"],
+            "mean": fused.gaussian.mean,
+            "var": fused.gaussian.var,
+            "weights": np.asarray(fused.weights),
+        }
+
+
+def embed_on_ray(
+    texts: Sequence[str],
+    pipeline: Any,
+    batch_size: int = DEFAULT_BATCH,
+    workers: int = 1,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
+) -> Iterator[tuple[np.ndarray, Fused]]:
+    """(positions in `texts`, their Gaussians) per batch, in the order Ray finishes them.
+
+    Needs a Ray session (`ray_session`). One block per batch, so every actor gets work.
+    """
+    import ray.data
+
+    if not texts:
+        return
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # the caller shows one bar for the whole job
+    context.print_on_execution_start = False
+    table = pa.table({"index": np.arange(len(texts), dtype=np.int64), "text": list(texts)})
+    blocks = [table.slice(i, batch_size) for i in range(0, len(texts), batch_size)]
+    dataset = ray.data.from_arrow(blocks).map_batches(
+        Embedder,
+        fn_constructor_kwargs={
+            "files": pipeline_files(pipeline),
+            "fingerprint": pipeline.fingerprint,
+        },
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=cpus_per_worker,
+        num_gpus=gpus_per_worker or None,
+    )
+    for out in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+        gaussian = Gaussian(np.asarray(out["mean"]), np.asarray(out["var"]))
+        yield np.asarray(out["index"]), Fused(gaussian, np.asarray(out["weights"]), pipeline.models)
+
+
+def ingest_ray(
+    source: str | Path | Iterable[Record | Problem],
+    collection: Collection,
+    pipeline: Any,
+    batch_size: int = DEFAULT_BATCH,
+    on_error: OnError = "stop",
+    upsert: bool = False,
+    progress: bool = False,
+    on_commit: Callable[[int], None] | None = None,
+    *,
+    workers: int = 1,
+    address: str | None = None,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
+) -> IngestReport:
+    """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
+
+    Its first eight arguments are ingest's, so it can stand in for it (chunked ingest's
+    `ingest_with`).
+
+    Joins the cluster at `address`, else starts Ray on this machine (all its cores) and stops
+    it afterwards; a session already initialised is used as it is. Each actor asks for
+    `cpus_per_worker` CPUs and `gpus_per_worker` GPUs. Same report as local ingest.
+    """
+    validate_options(batch_size, on_error)
+    validate_workers(workers)
+    info = PipelineInfo.of(pipeline)
+    report, todo = prepare(source, collection, pipeline, on_error, upsert)
+    if todo:
+        with (
+            ray_session(address),
+            progress_bar(f"ingest {collection.name} (ray)", len(todo), progress) as bar,
+        ):
+            texts = [r.text for r in todo]
+            for index, fused in embed_on_ray(
+                texts, pipeline, batch_size, workers, cpus_per_worker, gpus_per_worker
+            ):
+                commit(collection, info, [todo[i] for i in index], fused, upsert, report)
+                bar.advance(len(index))
+                if on_commit is not None:
+                    on_commit(report.added)
+    finish(collection, pipeline, report)
+    return report
+
+
+def validate_workers(workers: int) -> None:
+    """Reject a worker count that is not a positive integer."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")

@@ -1,0 +1,65 @@
+"""`probembed embed`: Gaussians as Parquet files, read back equal to what Pipeline.encode gives."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_var_change
+from typer.testing import CliRunner
+
+from probembed.gaussian import Gaussian
+from probembed.interfaces.cli import app
+from probembed.store import IngestError, StoreError
+from probembed.store.embed_job import embed_to_parquet
+from probembed.store.rows import read_header
+
+
+@pytest.fixture
+def source(tmp_path, sentences):
+    """300 sentences as a JSONL file with ids d0, d1, ..."""
+    path = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "text": t}) for i, t in enumerate(sentences[:300])]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_embed_writes_what_pipeline_encode_gives(tmp_path, source, hash_pipeline, sentences):
+    pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
+    out = tmp_path / "out"
+    args = ["embed", str(source), "--out", str(out), "--pipeline", pipeline_dir]
+    result = CliRunner().invoke(app, [*args, "--batch-size", "128"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "part-000000000.parquet",
+        "part-000000128.parquet",
+        "part-000000256.parquet",
+    ]
+    table = pq.read_table(out)
+    assert table.column_names == ["id", "mean", "var", "weights"]
+    assert table.column("id").to_pylist() == [f"d{i}" for i in range(300)]
+    header = read_header(table.schema)
+    assert header["pipeline"]["fingerprint"] == hash_pipeline.fingerprint
+    want = hash_pipeline.encode(sentences[:300])  # one batch, the files were three
+    got = Gaussian(
+        np.array(table.column("mean").to_pylist(), dtype=np.float32),
+        np.array(table.column("var").to_pylist(), dtype=np.float32),
+    )
+    # the encoders' batch-to-batch bound (test_builtin_pipelines)
+    assert np.abs(got.mean - want.gaussian.mean).max() <= MEAN_BOUND
+    assert scaled_var_change(got, want.gaussian) <= VAR_BOUND
+    weights = np.array(table.column("weights").to_pylist())
+    assert np.abs(weights - want.weights).max() <= WEIGHT_BOUND
+
+
+def test_embed_writes_nothing_for_bad_input_and_refuses_a_used_directory(
+    tmp_path, source, hash_pipeline
+):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "a", "text": "twice"}\n')
+    with pytest.raises(IngestError, match="duplicate id 'a'"):
+        embed_to_parquet(bad, tmp_path / "never", hash_pipeline)
+    assert not (tmp_path / "never").exists()
+    embed_to_parquet(source, tmp_path / "out", hash_pipeline)
+    with pytest.raises(StoreError, match="new or empty directory"):
+        embed_to_parquet(source, tmp_path / "out", hash_pipeline)

@@ -1,0 +1,223 @@
+"""Ingest on Ray: the same collection as local ingest, resumable after a killed driver.
+
+One local Ray instance (2 CPUs) serves the module; the killed job joins it as a separate
+driver process, as a job submitted to a cluster would.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_var_change
+from typer.testing import CliRunner
+
+from probembed.gaussian import Gaussian
+from probembed.store import Database, IngestError, PipelineMismatchError, Record, ingest
+
+ray = pytest.importorskip("ray")
+
+from probembed.interfaces.cli import app  # noqa: E402
+from probembed.store.ray_ingest import ingest_ray  # noqa: E402
+
+#: Texts of the equality test: "a couple of thousand", several batches per actor.
+N = 2000
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A local Ray instance with 2 CPUs for this module; its address for other drivers."""
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def records(texts):
+    """Records with ids t0, t1, ... and metadata of two types (one promoted to a column)."""
+    return [Record(f"t{i}", t, {"n": i, "tag": f"g{i % 5}"}) for i, t in enumerate(texts)]
+
+
+def table_rows(collection):
+    """Every stored row as id -> (text, metadata JSON, mean, var, weights)."""
+    data = collection.db.table(collection.name).to_arrow().to_pylist()
+    return {
+        r["id"]: (r["text"], r["metadata"], r["n"], r["tag"], r["mean"], r["var"], r["weights"])
+        for r in data
+    }
+
+
+def assert_within_batch_bound(got, want):
+    """Vectors equal up to the encoders' batch-to-batch bound (test_builtin_pipelines)."""
+    assert np.abs(got.mean - want.mean).max() <= MEAN_BOUND
+    assert scaled_var_change(got, want) <= VAR_BOUND
+
+
+def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_address):
+    items = records(sentences[:N])
+    local = Database(tmp_path / "local", create=True).collection("c")
+    on_ray = Database(tmp_path / "ray", create=True).collection("c")
+    ingest(items, local, hash_pipeline, batch_size=512)
+    # other batches than local's, on two actors: a row's batch differs between the two
+    report = ingest_ray(items, on_ray, hash_pipeline, batch_size=96, workers=2)
+    assert (report.added, report.already_stored, report.problems) == (N, 0, [])
+    assert on_ray.pipeline == local.pipeline
+    assert on_ray.metadata_columns() == local.metadata_columns()
+    got, want = table_rows(on_ray), table_rows(local)
+    assert sorted(got) == sorted(want) == sorted(r.id for r in items)
+    ids = sorted(want)
+    assert [got[i][:4] for i in ids] == [want[i][:4] for i in ids]  # text and metadata exact
+    stack = lambda rows, k: np.array([rows[i][k] for i in ids], dtype=np.float32)  # noqa: E731
+    assert_within_batch_bound(
+        Gaussian(stack(got, 4), stack(got, 5)), Gaussian(stack(want, 4), stack(want, 5))
+    )
+    assert np.abs(stack(got, 6) - stack(want, 6)).max() <= WEIGHT_BOUND
+    again = ingest_ray(items, on_ray, hash_pipeline, batch_size=96, workers=2)
+    assert (again.added, again.already_stored) == (0, N)
+    assert on_ray.count() == N
+
+
+def test_ray_ingest_refuses_what_local_ingest_refuses(tmp_path, hash_pipeline, pydoc_pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    bad = [Record("a", "fine"), Record("a", "again"), Record("b", "  ")]
+    with pytest.raises(IngestError) as local_error:
+        ingest(bad, collection, hash_pipeline)
+    with pytest.raises(IngestError) as ray_error:
+        ingest_ray(bad, collection, hash_pipeline)
+    assert str(ray_error.value) == str(local_error.value)
+    assert not collection.exists  # nothing written, not even the table
+    ingest([Record("a", "fine")], collection, hash_pipeline)
+    with pytest.raises(PipelineMismatchError):
+        ingest_ray([Record("b", "other")], collection, pydoc_pipeline)
+    with pytest.raises(ValueError, match="workers"):
+        ingest_ray([Record("b", "other")], collection, hash_pipeline, workers=0)
+
+
+KILLED_JOB = """
+import sys, time
+import ray
+from probembed.pipeline import Pipeline
+from probembed.store import Database
+from probembed.store.ray_ingest import ingest_ray
+
+db, pipeline_dir, source, address = sys.argv[1:]
+def stall(added):
+    print(f"committed {added}", flush=True)
+    time.sleep(600)  # the test kills the process here, after its first commit
+ray.init(address=address, logging_level="WARNING")
+ingest_ray(source, Database(db, create=True).collection("c"),
+           Pipeline.load(pipeline_dir, cache=False), batch_size=100, workers=2, on_commit=stall)
+"""
+
+
+def test_a_killed_job_rerun_stores_every_document_once(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    texts = sentences[:600]
+    source = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "text": t}) for i, t in enumerate(texts)]
+    source.write_text("\n".join(lines) + "\n")
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    db = tmp_path / "db"
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(KILLED_JOB))
+    args = [sys.executable, str(script), str(db), str(pipeline_dir), str(source), ray_address]
+    job = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    hung = threading.Timer(300, job.kill)  # only a guard against a hang: the kill is below
+    hung.start()
+    try:
+        first = job.stdout.readline()
+        assert first.startswith("committed "), first
+    finally:
+        hung.cancel()
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    collection = Database(db).collection("c")
+    before = collection.count()
+    assert 0 < before < len(texts)  # killed mid-run, after whole committed batches
+    report = ingest_ray(source, collection, hash_pipeline, batch_size=100, workers=2)
+    assert (report.already_stored, report.added) == (before, len(texts) - before)
+    stored = collection.db.table("c").to_arrow().column("id").to_pylist()
+    assert sorted(stored) == sorted(f"d{i}" for i in range(len(texts)))  # each exactly once
+
+
+def test_cli_ingest_ray_joins_the_given_cluster(tmp_path, hash_pipeline, sentences, ray_address):
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(sentences[:300])
+        )
+    )
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    db = str(tmp_path / "db")
+    args = ["ingest", str(source), "--db", db, "--pipeline", str(pipeline_dir), "--ray"]
+    args += ["--batch-size", "100"]
+    result = CliRunner().invoke(app, [*args, "--address", ray_address, "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "added 300" in result.output
+    assert Database(db).open("default").count() == 300
+
+
+def test_chunked_ingest_on_ray_equals_chunked_ingest_here(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for d in range(12):  # 12 Markdown files of 20 sentences under two headings: several chunks
+        one, two = (" ".join(sentences[d * 20 + k : d * 20 + k + 10]) for k in (0, 10))
+        (folder / f"doc{d}.md").write_text(f"# Part one\n\n{one}\n\n# Part two\n\n{two}\n")
+    pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
+    args = [str(folder), "--pipeline", pipeline_dir, "--chunk"]
+    args += ["--chunk-tokens", "48", "--overlap", "8"]
+    on_ray = ["--ray", "--address", ray_address, "--workers", "2", "--batch-size", "16"]
+    for db, extra in (("here", []), ("ray", on_ray)):
+        result = CliRunner().invoke(app, ["ingest", *args, "--db", str(tmp_path / db), *extra])
+        assert result.exit_code == 0, result.output
+    here, there = (Database(tmp_path / db).open("default") for db in ("here", "ray"))
+    got, want = (c.db.table("default").to_arrow().to_pylist() for c in (there, here))
+    assert len(want) > 24  # more than two chunks per document
+    by_id = lambda rows: {r["id"]: r for r in rows}  # noqa: E731
+    got, want = by_id(got), by_id(want)
+    assert sorted(got) == sorted(want)
+    fields = ("text", "doc_id", "chunk", "start", "end", "heading", "doc_hash")
+    assert all([got[i][f] for f in fields] == [want[i][f] for f in fields] for i in want)
+    ids = sorted(want)
+    stack = lambda rows, k: np.array([rows[i][k] for i in ids], dtype=np.float32)  # noqa: E731
+    assert_within_batch_bound(
+        Gaussian(stack(got, "mean"), stack(got, "var")),
+        Gaussian(stack(want, "mean"), stack(want, "var")),
+    )
+    again = CliRunner().invoke(app, ["ingest", *args, "--db", str(tmp_path / "ray"), *on_ray])
+    assert again.exit_code == 0 and "unchanged 12" in again.output
+
+
+def test_embed_on_ray_writes_what_pipeline_encode_gives(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    texts = sentences[:500]
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    out = tmp_path / "out"
+    args = ["embed", str(source), "--out", str(out), "--pipeline", str(pipeline_dir), "--ray"]
+    result = CliRunner().invoke(app, [*args, "--batch-size", "64", "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert len(list(out.glob("part-*.parquet"))) == -(-len(texts) // 64)
+    table = pq.read_table(out).sort_by("id")
+    want = hash_pipeline.encode(texts)
+    order = np.argsort([f"d{i}" for i in range(len(texts))], kind="stable")
+    assert table.column("id").to_pylist() == [f"d{i}" for i in order]
+    got = Gaussian(
+        np.array(table.column("mean").to_pylist(), dtype=np.float32),
+        np.array(table.column("var").to_pylist(), dtype=np.float32),
+    )
+    assert_within_batch_bound(got, want.gaussian[order])
+    weights = np.array(table.column("weights").to_pylist())
+    assert np.abs(weights - want.weights[order]).max() <= WEIGHT_BOUND

@@ -1,0 +1,277 @@
+"""Collections on S3-compatible object storage: moto's server on loopback, compared with disk.
+
+moto's server runs in this process when moto is importable here (`ThreadedMotoServer`);
+otherwise in a child interpreter that has it ($PROBEMBED_MOTO_PYTHON, else the interpreter
+this virtualenv was made from): botocore, which moto needs, requires python-dateutil < 3, and
+the lock holds 4.0, so moto cannot always share the project's environment. Buckets are made
+with pyarrow, so the tests themselves need no boto3. Skipped where no interpreter has moto.
+"""
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pyarrow.fs as pafs
+import pytest
+from service_support import Server
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
+from probembed.store import Database, Record, StoreError, ingest
+
+#: moto accepts any credentials; these are what the client signs with.
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+#: Two reads of the same stored float32 rows scored by the same float64 code: equal up to
+#: the summation order numpy's SIMD kernels pick per array alignment (a few ulps of 1.0).
+SAME = 1e-12
+
+
+def _free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _moto_interpreter() -> str | None:
+    """A Python interpreter that can run moto's server, or None."""
+    candidates = [os.environ.get("PROBEMBED_MOTO_PYTHON"), sys._base_executable]
+    for python in filter(None, candidates):
+        check = [python, "-c", "import moto.server, flask"]
+        if subprocess.run(check, capture_output=True, timeout=60).returncode == 0:
+            return python
+    return None
+
+
+@contextlib.contextmanager
+def moto_server():
+    """moto's S3 on 127.0.0.1 for the duration; yields its endpoint URL."""
+    port = _free_port()
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        python = _moto_interpreter()
+        if python is None:
+            pytest.skip("moto's server is not installed (pip install 'moto[server]')")
+        command = [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_for(f"http://127.0.0.1:{port}/moto-api/", child)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            child.terminate()
+            child.wait(timeout=30)
+        return
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def _wait_for(url: str, child: subprocess.Popen) -> None:
+    """Return once the server answers; fail if it exits or takes over a minute."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"moto's server exited with {child.returncode}")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"moto's server did not answer at {url}")
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """The S3 endpoint of a moto server this module starts and stops."""
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def bucket(endpoint) -> str:
+    """A new empty bucket per test."""
+    name = f"test-{secrets.token_hex(4)}"
+    host = endpoint.removeprefix("http://")
+    fs = pafs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        endpoint_override=host,
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    fs.create_dir(name)
+    return name
+
+
+@pytest.fixture
+def options(endpoint) -> dict[str, str]:
+    """LanceDB storage options for the moto server."""
+    return {
+        **CREDENTIALS,
+        "aws_endpoint": endpoint,
+        "aws_region": "us-east-1",
+        "allow_http": "true",
+    }
+
+
+def object_keys(endpoint: str, bucket: str) -> list[str]:
+    """Every object key in a bucket, listed straight from the server (no directory guessing)."""
+    fs = pafs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+    )
+    infos = fs.get_file_info(pafs.FileSelector(bucket, recursive=True))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+
+
+def records(texts):
+    """Records with ids s0, s1, ... and an integer metadata field."""
+    return [Record(f"s{i}", t, {"n": i}) for i, t in enumerate(texts)]
+
+
+QUERIES = ["A man is playing a guitar.", "A woman is slicing an onion.", "Stocks fell."]
+
+
+def assert_same_hits(got, want):
+    """The same hits with the same stored values and the same scores."""
+    for g, w in zip(got, want, strict=True):
+        assert [h["id"] for h in g["hits"]] == [h["id"] for h in w["hits"]]
+        for gh, wh in zip(g["hits"], w["hits"], strict=True):
+            assert (gh["text"], gh["metadata"], gh["weights"]) == (
+                wh["text"],
+                wh["metadata"],
+                wh["weights"],
+            )
+            assert (gh["score"], gh["std"]) == pytest.approx((wh["score"], wh["std"]), rel=SAME)
+
+
+def test_s3_collection_equals_local_through_ingest_search_delete_and_reopen(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    uri = f"s3://{bucket}/db"
+    items = records(sentences[:400])
+    remote = Database(uri, create=True, storage_options=options).collection("c")
+    local = Database(tmp_path / "local", create=True).collection("c")
+    assert ingest(items, remote, hash_pipeline, batch_size=128).added == 400
+    ingest(items, local, hash_pipeline, batch_size=128)
+    assert_same_hits(remote.search(QUERIES, k=10), local.search(QUERIES, k=10))
+    assert remote.agreement() is not None
+    assert remote.agreement().tolist() == local.agreement().tolist()
+    gone = [f"s{i}" for i in range(0, 400, 7)]
+    assert remote.delete(gone) == local.delete(gone) == len(gone)
+    # another machine: a new Database object and an empty local cache, no pipeline given
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "elsewhere"))
+    reopened = Database(uri, storage_options=options)
+    assert reopened.collections() == ["c"]
+    again = reopened.open("c")
+    assert again.count() == local.count() == 400 - len(gone)
+    assert again.ids() == local.ids()
+    assert again.derived_dir.is_relative_to(tmp_path / "elsewhere")
+    assert_same_hits(again.search(QUERIES, k=10), local.search(QUERIES, k=10))
+    assert_same_hits(
+        again.search(QUERIES, k=5, where="n > 100"), local.search(QUERIES, k=5, where="n > 100")
+    )
+    assert again.stats().count == local.stats().count
+    reopened.drop("c")
+    assert reopened.collections() == []
+
+
+def test_standard_environment_variables_configure_the_store(
+    monkeypatch, endpoint, bucket, hash_pipeline, sentences
+):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    collection = Database(f"s3://{bucket}/db", create=True).collection("c")
+    ingest(records(sentences[:50]), collection, hash_pipeline)
+    assert Database(f"s3://{bucket}/db").open("c").search("A man plays.", k=3)["hits"]
+
+
+def test_probing_writability_leaves_only_the_database_marker(endpoint, bucket, options):
+    database = Database(f"s3://{bucket}/db", create=True, storage_options=options)
+    assert database.writable
+    assert object_keys(endpoint, bucket) == [f"{bucket}/db/.probembed/database.json"]
+
+
+def test_clear_errors_for_a_missing_bucket_and_misplaced_options(tmp_path, options):
+    with pytest.raises(StoreError, match="bucket 'no-such-bucket' does not exist"):
+        Database("s3://no-such-bucket/db", storage_options=options)
+    with pytest.raises(StoreError, match="apply to object storage"):
+        Database(tmp_path / "db", create=True, storage_options=options)
+
+
+def test_cli_on_s3_gives_what_it_gives_on_disk(tmp_path, bucket, options, hash_pipeline, sentences):
+    source = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "text": t}) for i, t in enumerate(sentences[:200])]
+    source.write_text("\n".join(lines) + "\n")
+    pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
+    flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+    outputs = []
+    for db in ([f"s3://{bucket}/db", *flags], [str(tmp_path / "local")]):
+        run = lambda *args, db=db: CliRunner().invoke(app, [*args, "--db", *db])  # noqa: E731
+        ingested = run("ingest", str(source), "--pipeline", pipeline_dir)
+        assert ingested.exit_code == 0, ingested.output
+        assert run("delete", "d1", "d2").exit_code == 0
+        listed = json.loads(run("collections", "--json").stdout)
+        found = run("search", *QUERIES, "--json")
+        assert found.exit_code == 0, found.output
+        outputs.append(([(c["name"], c["count"]) for c in listed], json.loads(found.stdout)))
+    (remote_list, remote_hits), (local_list, local_hits) = outputs
+    assert remote_list == local_list == [("default", 198)]
+    assert_same_hits(remote_hits, local_hits)
+    bad = CliRunner().invoke(
+        app, ["collections", "--db", f"s3://{bucket}/db", "--storage-option", "x"]
+    )
+    assert bad.exit_code != 0 and "KEY=VALUE" in bad.output
+
+
+#: A query the server encodes in its own process and batch: float32 encoders are not
+#: batch-invariant (test_store_front_door.REENCODED), and a score moves with its query.
+REENCODED = 1e-6
+DOCS = [
+    {"id": "d1", "text": "The cat sat on the mat near the door.", "metadata": {"year": 2001}},
+    {"id": "d2", "text": "Stock markets fell sharply on Monday.", "metadata": {"year": 2015}},
+    {"id": "d3", "text": "A recipe for bread needs flour and water.", "metadata": {"year": 2020}},
+]
+
+
+def test_the_service_serves_a_collection_on_s3(tmp_path, bucket, options, pydoc_pipeline_dir):
+    uri = f"s3://{bucket}/db"
+    flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+    query = {"query": DOCS[0]["text"], "k": 2}
+    with (
+        Server(uri, pydoc_pipeline_dir, *flags, log=tmp_path / "server.log") as server,
+        server.client() as http,
+    ):
+        assert http.post("/v1/collections", json={"name": "life"}).status_code == 201
+        assert http.post("/v1/collections/life/documents", json={"documents": DOCS}).is_success
+        assert http.post("/v1/collections/life/delete", json={"ids": ["d2"]}).is_success
+        served = http.post("/v1/collections/life/search", json=query).json()["results"]
+        listed = http.get("/v1/collections").json()
+    assert "life" in json.dumps(listed)
+    reopened = Database(uri, storage_options=options).open("life")
+    assert reopened.ids() == {"d1", "d3"}
+    want = reopened.search(DOCS[0]["text"], k=2)
+    (got,) = served
+    assert [h["id"] for h in got["hits"]] == [h["id"] for h in want["hits"]] == ["d1", "d3"]
+    for g, w in zip(got["hits"], want["hits"], strict=True):
+        assert (g["text"], g["metadata"]) == (w["text"], w["metadata"])
+        assert (g["score"], g["std"]) == pytest.approx((w["score"], w["std"]), rel=REENCODED)
