@@ -1,19 +1,14 @@
 """Collections on S3-compatible object storage: moto's server on loopback, compared with disk.
 
-moto's server runs in this process when moto is importable here (`ThreadedMotoServer`);
-otherwise in a child interpreter that has it ($PROBEMBED_MOTO_PYTHON, else the interpreter
-this virtualenv was made from): botocore, which moto needs, requires python-dateutil < 3, and
-the lock holds 4.0, so moto cannot always share the project's environment. Buckets are made
-with pyarrow, so the tests themselves need no boto3. Skipped where no interpreter has moto.
+moto's server (`ThreadedMotoServer`, the dev extra) runs in this process on a free port of
+127.0.0.1, started and stopped by the module. Buckets are made with pyarrow, the client the
+store itself uses.
 """
 
 import contextlib
 import json
-import os
 import secrets
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -39,49 +34,24 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _moto_interpreter() -> str | None:
-    """A Python interpreter that can run moto's server, or None."""
-    candidates = [os.environ.get("PROBEMBED_MOTO_PYTHON"), sys._base_executable]
-    for python in filter(None, candidates):
-        check = [python, "-c", "import moto.server, flask"]
-        if subprocess.run(check, capture_output=True, timeout=60).returncode == 0:
-            return python
-    return None
-
-
 @contextlib.contextmanager
 def moto_server():
     """moto's S3 on 127.0.0.1 for the duration; yields its endpoint URL."""
+    server_module = pytest.importorskip("moto.server", reason="needs moto[server] (dev extra)")
     port = _free_port()
-    try:
-        from moto.server import ThreadedMotoServer
-    except ImportError:
-        python = _moto_interpreter()
-        if python is None:
-            pytest.skip("moto's server is not installed (pip install 'moto[server]')")
-        command = [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            _wait_for(f"http://127.0.0.1:{port}/moto-api/", child)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            child.terminate()
-            child.wait(timeout=30)
-        return
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
+        _wait_for(f"http://127.0.0.1:{port}/moto-api/")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
 
 
-def _wait_for(url: str, child: subprocess.Popen) -> None:
-    """Return once the server answers; fail if it exits or takes over a minute."""
+def _wait_for(url: str) -> None:
+    """Return once the server answers; fail if it takes over a minute."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise RuntimeError(f"moto's server exited with {child.returncode}")
         with contextlib.suppress(OSError):
             urllib.request.urlopen(url, timeout=2).close()
             return

@@ -335,7 +335,7 @@ class Searcher:
             graph = graph if graph is not None and len(graph) == len(snap) else None
         if graph is None:
             graph = self._build(space)
-            if fresh and isinstance(graph, HnswIndex) and self.collection.db.writable:
+            if fresh and isinstance(graph, HnswIndex):
                 _save_graph(graph, path)
         self._graphs[space] = graph
         return graph
@@ -532,12 +532,16 @@ def _graph_path(collection: Collection, space: str, version: int, settings: Inde
 
 
 def _save_graph(graph: HnswIndex, path: Path) -> None:
-    """Persist a graph and remove this space's graphs of older versions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Keep a graph for the next process, dropping this space's older ones; it is a cache,
+    so a directory that cannot be written (a read-only database) only means no saving."""
     space_prefix = path.name.rsplit("-v", 1)[0]
-    for old in path.parent.glob(f"{space_prefix}-v*.faiss"):
-        old.unlink(missing_ok=True)
-    graph.save(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for old in path.parent.glob(f"{space_prefix}-v*.faiss*"):
+            old.unlink(missing_ok=True)
+        graph.save(path)
+    except OSError:
+        return
 
 
 def _validate_queries(queries: Sequence[str]) -> list[str]:

@@ -195,8 +195,9 @@ class Snapshot:
 
 
 def _scratch_dir(collection: Collection) -> str | None:
-    """The derived directory when it can be written (same disk as the table), else temp."""
-    if collection.db.writable:
+    """The collection's local derived directory when it can be written, else the temp dir."""
+    try:
         collection.derived_dir.mkdir(parents=True, exist_ok=True)
-        return str(collection.derived_dir)
-    return None
+    except OSError:
+        return None
+    return str(collection.derived_dir) if os.access(collection.derived_dir, os.W_OK) else None
