@@ -12,8 +12,9 @@ texts are the queries. Per size, each stage runs in a fresh process (`--worker`)
 resident memory is its own:
 
 - ingest: `probembed.store.ingest` in batches of --batch; items/s and the worker's peak RSS
-  (VmHWM). At the largest size the ingest is killed (SIGKILL) after KILL_AFTER commits and run
-  again: the row `resume` says whether it then holds exactly n rows with unique ids.
+  (VmHWM). At the largest size the ingest is killed (SIGKILL) once half its commits are
+  announced and run again: `resume_ok` says whether it then holds exactly n rows with unique
+  ids; its throughput is then the resumed run's (about n/2 rows, with the resume's own cost).
 - disk: bytes per item of the table directory as ingest leaves it (`du`: LanceDB keeps the
   pre-compaction files of `optimize` for 7 days), of the live version (`stats()`), and of the
   derived files (the search graph); the old versions are then pruned so 10^6 fits the disk.
@@ -46,6 +47,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -78,12 +80,12 @@ K = 10
 QUERIES = 200
 #: Queries whose exact top 10 is computed (an exact scan of 10^6 rows is slow).
 RECALL_QUERIES = 50
+#: Passes over the queries timed one at a time; each query keeps its best.
+REPEATS = 3
 #: Untimed queries before the latency loop (first LanceDB reads, lazy imports).
 WARMUP = 5
 #: Rows per ingest commit: 200 commits at 10^6.
 BATCH = 5000
-#: Commits after which the largest size's first ingest is killed.
-KILL_AFTER = 3
 SCORES = ("dot", "uec")
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
@@ -166,21 +168,17 @@ def estimate(n: int, dim: int, models: int, text_bytes: float) -> dict[str, floa
     return {"row": row, "graph": graph, "peak": n * max(2 * row, row + graph)}
 
 
-def check_disk(n: int, pipe: Pipeline, base: Sequence[str]) -> None:
-    """Print the disk estimate before writing, and refuse a size that would not fit."""
+def fits_disk(n: int, pipe: Pipeline, base: Sequence[str]) -> bool:
+    """Print the disk estimate of n items before writing; False when it exceeds the free disk."""
     dim = sum(m.encoder.dim for m in pipe.members)
     text = float(np.mean([len(t.encode()) for t in base[:10_000]])) + len(str(n))
     guess = estimate(n, dim, len(pipe.members), text)
     free = shutil.disk_usage(WORK).free
     log(
         f"n={n}: about {guess['row']:.0f} B/item stored + {guess['graph']:.0f} B/item of graph; "
-        f"peak {guess['peak'] / 1e9:.2f} GB on disk, {free / 1e9:.2f} GB free"
+        f"peak {guess['peak'] / 1e9:.2f} GB on disk, {free / 1e9:.2f} GB free under {WORK}"
     )
-    if guess["peak"] > free:
-        raise SystemExit(
-            f"n={n} needs about {guess['peak'] / 1e9:.1f} GB of disk under {WORK}, "
-            f"only {free / 1e9:.1f} GB are free: run smaller --sizes or free disk"
-        )
+    return guess["peak"] < free
 
 
 # ---- workers: one process per stage, so RSS is the stage's own ----------------------------
@@ -193,15 +191,22 @@ def worker_ingest(db_path: Path, n: int, batch: int) -> dict[str, Any]:
     collection = Database(db_path, create=True).collection(name_of(n))
     before = collection.count()
     start = time.perf_counter()
-    report = ingest(
-        records, collection, pipe, batch_size=batch, on_commit=lambda a: print(f"commit {a}")
-    )
+    commits: list[float] = []
+
+    def committed(added: int) -> None:
+        """Announce the commit to the parent (which may kill us now) and time it."""
+        commits.append(time.perf_counter() - start)
+        print(f"commit {added}")
+
+    report = ingest(records, collection, pipe, batch_size=batch, on_commit=committed)
     seconds = time.perf_counter() - start
     count = collection.count()
     return {
         "before": before,
         "added": report.added,
         "seconds": seconds,
+        "first_commit_s": commits[0] if commits else None,
+        "last_commit_s": commits[-1] if commits else None,
         "count": count,
         "unique": len(collection.ids()) == count,
         **memory(),
@@ -238,8 +243,11 @@ def disk_rows(db: Database, collection: Collection, prune: bool) -> list[dict]:
         metric("store", "disk_bytes_per_item", du(table_dir) / n),
         metric("store", "live_bytes_per_item", collection.stats().bytes_per_item),
     ]
-    if prune:  # only this harness uses the database: no reader needs the old versions
-        db.table(collection.name).optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    if prune:
+        with warnings.catch_warnings():  # it warns of readers of old versions: there are none
+            warnings.simplefilter("ignore", UserWarning)
+            table = db.table(collection.name)
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
         rows.append(metric("store", "pruned_bytes_per_item", du(table_dir) / n))
     return rows
 
@@ -254,13 +262,14 @@ def search_rows(searcher: Searcher, queries: Fused) -> list[dict]:
         metric("probembed", "rss_before_search_bytes", before),
         metric("probembed", "graph_bytes_per_item", graph_bytes(searcher.collection)),
     ]
+    subset = one(queries, slice(0, RECALL_QUERIES))
     for score in SCORES:
         single = latencies(lambda i, s=score: searcher.search_fused(one(queries, i), K, s))
         found, seconds = timed(lambda s=score: searcher.search_fused(queries, K, s))
-        subset = one(queries, slice(0, RECALL_QUERIES))
-        exact = searcher.search_fused(subset, K, score, exact=True)
+        exact, scan = timed(lambda s=score: searcher.search_fused(subset, K, s, exact=True), 1)
         got = recall(hit_ids(found)[:RECALL_QUERIES], hit_ids(exact))
-        rows += latency_rows("probembed", score, single, len(queries) / seconds, got)
+        rows += latency_rows("probembed", score, single, len(queries.gaussian) / seconds, got)
+        rows.append(metric("probembed-exact", "qps", RECALL_QUERIES / scan, score))
     rows += [metric("probembed", key, value) for key, value in memory().items()]
     return rows
 
@@ -290,7 +299,7 @@ def faiss_rows(collection: Collection, queries: Fused, ours: list[dict]) -> list
         got = by_ef[ef]
         rows += latency_rows("faiss-hnsw", score, single, len(qmeans) / seconds, got)
         rows.append(metric("faiss-hnsw", "ef_search", ef, score))
-    return rows
+    return rows + [metric("faiss-hnsw", key, value) for key, value in memory().items()]
 
 
 def graph_bytes(collection: Collection) -> float:
@@ -305,14 +314,19 @@ def one(queries: Fused, index: int | slice) -> Fused:
 
 
 def latencies(search: Callable[[int], Any]) -> np.ndarray:
-    """Seconds of each of QUERIES searches one query at a time, after WARMUP untimed ones."""
+    """Seconds of each of QUERIES searches one query at a time, after WARMUP untimed ones.
+
+    Each query's time is its best of REPEATS passes over all queries, as `timed` takes the
+    best of its calls: on shared cores a p99 of single passes measures the neighbours.
+    """
     for i in range(WARMUP):
         search(i)
-    out = np.empty(QUERIES)
-    for i in range(QUERIES):
-        start = time.perf_counter()
-        search(i)
-        out[i] = time.perf_counter() - start
+    out = np.full(QUERIES, np.inf)
+    for _ in range(REPEATS):
+        for i in range(QUERIES):
+            start = time.perf_counter()
+            search(i)
+            out[i] = min(out[i], time.perf_counter() - start)
     return out
 
 
@@ -385,9 +399,15 @@ def run_ingest(db_path: Path, n: int, batch: int, kill_after: int | None) -> lis
     done = finish(spawn(*args), "ingest")
     rows = [
         metric("ingest", "items_per_s", done["added"] / done["seconds"]),
+        metric("ingest", "rows", done["added"]),
         metric("ingest", "seconds", done["seconds"]),
         metric("ingest", "peak_rss_bytes", done["peak_rss_bytes"]),
     ]
+    if done["added"]:  # before the first commit: reading and checking; after the last:
+        rows += [  # optimize and the agreement measurement
+            metric("ingest", "first_commit_s", done["first_commit_s"]),
+            metric("ingest", "after_last_commit_s", done["seconds"] - done["last_commit_s"]),
+        ]
     if kill_after:
         ok = done["count"] == n and done["unique"]
         rows += [
@@ -404,7 +424,7 @@ def measure(n: int, batch: int, largest: bool, keep: bool) -> list[dict]:
     shutil.rmtree(db_path, ignore_errors=True)
     stages: dict[str, float] = {}
     start = time.perf_counter()
-    rows = run_ingest(db_path, n, batch, KILL_AFTER if largest else None)
+    rows = run_ingest(db_path, n, batch, max(1, n // (2 * batch)) if largest else None)
     stages["ingest"] = time.perf_counter() - start
     rows = [{"n": n, "data": "hash", **r} for r in rows]
     start = time.perf_counter()
@@ -413,7 +433,44 @@ def measure(n: int, batch: int, largest: bool, keep: bool) -> list[dict]:
     if not keep:
         shutil.rmtree(db_path)
     log(f"n={n}: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
-    return rows
+    return rows + [
+        {"n": n, "data": "hash", **metric("harness", f"{k}_stage_s", v)} for k, v in stages.items()
+    ]
+
+
+def worker_peak(rows: list[dict], n: int) -> float:
+    """The larger whole-process peak RSS of the ingest and search workers at n items."""
+    at = [r for r in rows if r["data"] == "hash" and r["n"] == n]
+    search = value_of(at, "probembed", None, "rss_before_search_bytes")
+    search += value_of(at, "faiss-hnsw", None, "peak_rss_bytes")  # the peak since the reset
+    return max(value_of(at, "ingest", None, "peak_rss_bytes"), search)
+
+
+def projected_peak(rows: list[dict], n: int) -> float | None:
+    """A worker's peak RSS at n items, linear through the two largest sizes measured so far."""
+    sizes = sorted({r["n"] for r in rows if r["data"] == "hash"})
+    if len(sizes) < 2:
+        return None
+    (m1, m2), (p1, p2) = sizes[-2:], [worker_peak(rows, m) for m in sizes[-2:]]
+    return p2 + (p2 - p1) / (m2 - m1) * (n - m2)
+
+
+def memory_available() -> int:
+    """Bytes the kernel says can be allocated without swapping (MemAvailable)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable line")
+
+
+def fits_memory(rows: list[dict], n: int) -> bool:
+    """Print the projected peak RSS of n items; False when it exceeds the available memory."""
+    peak = projected_peak(rows, n)
+    if peak is None:
+        return True
+    free = memory_available()
+    log(f"n={n}: projected worker peak RSS {peak / 1e9:.1f} GB, {free / 1e9:.1f} GB available")
+    return peak < free
 
 
 def name_of(n: int) -> str:
@@ -587,14 +644,17 @@ def main() -> None:
     base = split_texts(DATA)[0]
     rows: list[dict] = []
     for n in sizes:
-        check_disk(n, pipe, base)
+        if not (fits_disk(n, pipe, base) and fits_memory(rows, n)):
+            log(f"n={n} and larger skipped: they would not fit (free disk or memory first)")
+            break
         rows += measure(n, args.batch, largest=n == sizes[-1], keep=args.keep)
+    measured = tuple(sorted({r["n"] for r in rows}))
     if args.real:
         rows += real_rows()
     show(rows)
     for line in checks(rows):
         print(line)
-    out = args.out or (OUT if tuple(sizes) == SIZES else None)
+    out = args.out or (OUT if measured == SIZES else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
