@@ -70,7 +70,6 @@ from probembed.store.pydoc_corpus import read_pydoc_topics
 ROOT = Path(__file__).resolve().parents[1]
 DATA = datasets_dir()
 OUT = ROOT / "benchmarks" / "results" / "scale.json"
-WORK = default_cache_dir() / "bench-scale"
 SIZES = (10_000, 100_000, 1_000_000)
 #: Two hashing members; 512 fused dimensions.
 DIMS = (257, 255)
@@ -122,8 +121,14 @@ def corpus(base: Sequence[str], n: int) -> list[Record]:
     ]
 
 
-def fitted_pipeline(path: Path) -> Pipeline:
+def work_dir() -> Path:
+    """Where the harness keeps its pipeline and databases (the cache dir as it is now)."""
+    return default_cache_dir() / "bench-scale"
+
+
+def fitted_pipeline() -> Pipeline:
     """The hashing pipeline, fitted once on halves of the Python docs passages and kept."""
+    path = work_dir() / "pipeline"
     if not path.is_dir():
         passages = [r.text for r in read_pydoc_topics()[:160]]
         pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
@@ -173,10 +178,10 @@ def fits_disk(n: int, pipe: Pipeline, base: Sequence[str]) -> bool:
     dim = sum(m.encoder.dim for m in pipe.members)
     text = float(np.mean([len(t.encode()) for t in base[:10_000]])) + len(str(n))
     guess = estimate(n, dim, len(pipe.members), text)
-    free = shutil.disk_usage(WORK).free
+    free = shutil.disk_usage(work_dir()).free
     log(
         f"n={n}: about {guess['row']:.0f} B/item stored + {guess['graph']:.0f} B/item of graph; "
-        f"peak {guess['peak'] / 1e9:.2f} GB on disk, {free / 1e9:.2f} GB free under {WORK}"
+        f"peak {guess['peak'] / 1e9:.2f} GB on disk, {free / 1e9:.2f} GB free under {work_dir()}"
     )
     return guess["peak"] < free
 
@@ -186,7 +191,7 @@ def fits_disk(n: int, pipe: Pipeline, base: Sequence[str]) -> bool:
 
 def worker_ingest(db_path: Path, n: int, batch: int) -> dict[str, Any]:
     """Ingest n records (resuming what is stored), announcing each commit on stdout."""
-    pipe = fitted_pipeline(WORK / "pipeline")
+    pipe = fitted_pipeline()
     records = corpus(split_texts(DATA)[0], n)
     collection = Database(db_path, create=True).collection(name_of(n))
     before = collection.count()
@@ -220,7 +225,7 @@ def worker_search(db_path: Path, name: str, real: bool) -> list[dict]:
         pipe = Pipeline.load("default")
         query_texts = datasets(DATA, LIMIT, 500)["all"][1][:QUERIES]
     else:
-        pipe = fitted_pipeline(WORK / "pipeline")
+        pipe = fitted_pipeline()
         query_texts = split_texts(DATA)[1]
     db = Database(db_path)
     collection = db.open(name)
@@ -420,7 +425,7 @@ def run_ingest(db_path: Path, n: int, batch: int, kill_after: int | None) -> lis
 
 def measure(n: int, batch: int, largest: bool, keep: bool) -> list[dict]:
     """Ingest, disk, search and FAISS rows for one size of the hashing data."""
-    db_path = WORK / f"db-{n}"
+    db_path = work_dir() / f"db-{n}"
     shutil.rmtree(db_path, ignore_errors=True)
     stages: dict[str, float] = {}
     start = time.perf_counter()
@@ -639,8 +644,8 @@ def main() -> None:
         run_worker(args)
         return
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    WORK.mkdir(parents=True, exist_ok=True)
-    pipe = fitted_pipeline(WORK / "pipeline")
+    work_dir().mkdir(parents=True, exist_ok=True)
+    pipe = fitted_pipeline()
     base = split_texts(DATA)[0]
     rows: list[dict] = []
     for n in sizes:
