@@ -49,6 +49,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ from probembed.documents import Record
 from probembed.fusion import Fused
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
-from probembed.store import Collection, Database, Searcher, ingest
+from probembed.store import Collection, Database, IndexSettings, Searcher, ingest
 from probembed.store.pydoc_corpus import read_pydoc_topics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ BATCH = 5000
 SCORES = ("dot", "uec")
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
-HNSW_EFS = (16, 32, 64, 128, 256, 512)
+HNSW_EFS = (16, 32, 64, 128, 256, 512, 1024)
 #: The issue's targets at 10^6: RSS during search, p99 growth 10^4 -> 10^6, p99 against FAISS.
 TARGET_RSS = 4 * 1024**3
 TARGET_GROWTH = 3.0
@@ -233,7 +234,8 @@ def worker_search(db_path: Path, name: str, real: bool) -> list[dict]:
     data = "real" if real else "hash"
     rows = disk_rows(db, collection, prune=not real)
     queries = pipe.encode(query_texts)
-    searcher = Searcher(collection, pipe)
+    # every core for the build, as FAISS's own build below has (the default is one thread)
+    searcher = Searcher(collection, pipe, replace(IndexSettings(), build_threads=None))
     rows += search_rows(searcher, queries)
     del searcher
     rows += faiss_rows(collection, queries, rows)
@@ -571,13 +573,28 @@ def show(rows: list[dict]) -> None:
     Console().print(table)
 
 
-#: Panels of the plot: title, y label, and the (engine, score, metric) curves it shows.
-PANELS: tuple[tuple[str, str, tuple[tuple[str, str | None, str], ...]], ...] = (
-    ("ingest", "items/s", (("ingest", None, "items_per_s"),)),
-    ("index build", "s", (("probembed", None, "build_s"), ("faiss-hnsw", None, "build_s"))),
+#: One plot panel: title, y unit, what the values are divided by, whether y is log, curves.
+Panel = tuple[str, str, float, bool, tuple[tuple[str, str | None, str], ...]]
+PANELS: tuple[Panel, ...] = (
     (
-        "single-query latency",
+        "ingest (largest n: the resumed half)",
+        "items/s",
+        1,
+        False,
+        (("ingest", None, "items_per_s"),),
+    ),
+    (
+        "index build",
+        "s",
+        1,
+        True,
+        (("probembed", None, "build_s"), ("faiss-hnsw", None, "build_s")),
+    ),
+    (
+        "single-query latency (FAISS at the recall of our score)",
         "ms",
+        1,
+        True,
         tuple(
             (engine, score, stat)
             for engine in ("probembed", "faiss-hnsw")
@@ -586,8 +603,19 @@ PANELS: tuple[tuple[str, str, tuple[tuple[str, str | None, str], ...]], ...] = (
         ),
     ),
     (
-        "resident memory",
-        "bytes",
+        "batched queries per second",
+        "queries/s",
+        1,
+        True,
+        tuple(
+            (e, s, "qps") for e in ("probembed", "probembed-exact", "faiss-hnsw") for s in SCORES
+        ),
+    ),
+    (
+        "resident memory of the worker",
+        "GiB",
+        1024**3,
+        False,
         (
             ("probembed", None, "peak_rss_bytes"),
             ("probembed", None, "rss_bytes"),
@@ -597,6 +625,8 @@ PANELS: tuple[tuple[str, str, tuple[tuple[str, str | None, str], ...]], ...] = (
     (
         "bytes on disk per item",
         "bytes",
+        1,
+        False,
         (
             ("store", None, "disk_bytes_per_item"),
             ("store", None, "live_bytes_per_item"),
@@ -614,21 +644,24 @@ def plot(rows: list[dict], path: Path) -> Path:
     hashed = [r for r in rows if r["data"] == "hash"]
     figure = Figure(figsize=(16, 9), layout="constrained")
     FigureCanvasAgg(figure)
-    grid = figure.subplots(2, 3).ravel()
-    for axes, (title, unit, curves) in zip(grid, PANELS, strict=False):
+    for axes, (title, unit, divisor, log_y, curves) in zip(
+        figure.subplots(2, 3).ravel(), PANELS, strict=True
+    ):
         for engine, score, name in curves:
             points = sorted(
-                (r["n"], r["value"])
+                (r["n"], r["value"] / divisor)
                 for r in hashed
                 if (r["engine"], r["score"], r["metric"]) == (engine, score, name)
             )
             if points:
                 label = " ".join(p for p in (engine, score, name) if p)
                 axes.plot(*zip(*points, strict=True), marker="o", label=label)
+        if unit == "GiB":
+            axes.axhline(TARGET_RSS / divisor, color="grey", ls="--", label="target at 10^6")
         axes.set(title=title, xlabel="items", ylabel=unit, xscale="log")
+        axes.set_yscale("log" if log_y else "linear")
         axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
-    grid[-1].set_visible(False)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=110)
     return path
