@@ -473,8 +473,7 @@ def measure(n: int, batch: int, largest: bool, keep: bool) -> list[dict]:
 def worker_peak(rows: list[dict], n: int) -> float:
     """The larger whole-process peak RSS of the ingest and search workers at n items."""
     at = [r for r in rows if r["data"] == "hash" and r["n"] == n]
-    search = value_of(at, "probembed", None, "rss_before_search_bytes")
-    search += value_of(at, "faiss-hnsw", None, "peak_rss_bytes")  # the peak since the reset
+    search = value_of(at, "faiss-hnsw", None, "peak_rss_bytes")  # the last, since the reset
     return max(value_of(at, "ingest", None, "peak_rss_bytes"), search)
 
 
@@ -587,7 +586,8 @@ def show(rows: list[dict]) -> None:
             if (r["data"], r["engine"], r["score"], r["metric"]) == key
         }
         table.add_row(
-            *(str(k) for k in key), *(f"{values[n]:g}" if n in values else "" for n in sizes)
+            *("" if k is None else str(k) for k in key),
+            *(f"{values[n]:g}" if n in values else "" for n in sizes),
         )
     Console().print(table)
 
