@@ -103,6 +103,8 @@ WARMUP = 5
 #: Rows per ingest commit: 200 commits at 10^6.
 BATCH = 5000
 SCORES = ("dot", "uec")
+#: The smallest size measured: more items than the latency loop has queries.
+MIN_SIZE = 1000
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EFS = (16, 32, 64, 128, 256, 512, 1024)
@@ -177,12 +179,10 @@ def reset_peak() -> None:
 
 def du(path: Path) -> int:
     """Bytes the files under path occupy on disk, as `du` counts them (allocated blocks)."""
-    if not path.exists():
-        return 0
     return sum(
-        (root_path / name).stat().st_blocks * 512
+        os.stat(os.path.join(root, name)).st_blocks * 512
         for root, _, names in os.walk(path)
-        for name, root_path in ((name, Path(root)) for name in names)
+        for name in names
     )
 
 
@@ -371,16 +371,13 @@ def metric(engine: str, name: str, value: float, score: str | None = None) -> di
     return {"engine": engine, "score": score, "metric": name, "value": round(float(value), 4)}
 
 
-def value_of(rows: list[dict], engine: str, score: str | None, name: str, **where: Any) -> float:
-    """The value of the one row matching engine, score, metric and any further fields."""
+def value_of(rows: list[dict], engine: str, score: str | None, name: str) -> float:
+    """The value of the one row of these rows with this engine, score and metric."""
     found = [
-        r["value"]
-        for r in rows
-        if (r["engine"], r["score"], r["metric"]) == (engine, score, name)
-        and all(r.get(k) == v for k, v in where.items())
+        r["value"] for r in rows if (r["engine"], r["score"], r["metric"]) == (engine, score, name)
     ]
     if len(found) != 1:
-        raise KeyError(f"expected one {engine}/{score}/{name} row for {where}, got {len(found)}")
+        raise KeyError(f"expected one {engine}/{score}/{name} row, got {len(found)}")
     return found[0]
 
 
@@ -428,13 +425,13 @@ def run_ingest(db_path: Path, n: int, batch: int, kill_after: int | None) -> lis
         killed_after(spawn(*args), kill_after)
     done = finish(spawn(*args), "ingest")
     rows = [
-        metric("ingest", "items_per_s", done["added"] / done["seconds"]),
         metric("ingest", "rows", done["added"]),
         metric("ingest", "seconds", done["seconds"]),
         metric("ingest", "peak_rss_bytes", done["peak_rss_bytes"]),
     ]
     if done["added"]:  # before the first commit: reading and checking; after the last:
         rows += [  # optimize and the agreement measurement
+            metric("ingest", "items_per_s", done["added"] / done["seconds"]),
             metric("ingest", "first_commit_s", done["first_commit_s"]),
             metric("ingest", "after_last_commit_s", done["seconds"] - done["last_commit_s"]),
         ]
@@ -686,6 +683,19 @@ def plot(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def sizes_arg(text: str) -> tuple[int, ...]:
+    """--sizes as sorted distinct item counts, each large enough to hold the queries' top k."""
+    try:
+        sizes = tuple(sorted({int(s) for s in text.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--sizes {text!r}: give integers, e.g. 10000,20000"
+        ) from None
+    if sizes[0] < MIN_SIZE:
+        raise argparse.ArgumentTypeError(f"--sizes {text!r}: each size must be >= {MIN_SIZE}")
+    return sizes
+
+
 def run_worker(args: argparse.Namespace) -> None:
     """Run one stage in this process and print its RESULT line."""
     if args.worker == "ingest":
@@ -701,7 +711,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated")
+    parser.add_argument(
+        "--sizes", type=sizes_arg, default=SIZES, help="comma-separated item counts"
+    )
     parser.add_argument("--batch", type=int, default=BATCH, help=f"rows per commit [{BATCH}]")
     parser.add_argument("--real", action="store_true", help="add the real 10^5 point")
     parser.add_argument("--keep", action="store_true", help="keep each size's database")
@@ -714,7 +726,7 @@ def main() -> None:
         sys.stdout.reconfigure(line_buffering=True)
         run_worker(args)
         return
-    sizes = sorted(int(s) for s in args.sizes.split(","))
+    sizes = args.sizes
     work_dir().mkdir(parents=True, exist_ok=True)
     pipe = fitted_pipeline()
     base = split_texts(DATA)[0]
