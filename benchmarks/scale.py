@@ -223,7 +223,7 @@ def worker_ingest(db_path: Path, n: int, batch: int) -> dict[str, Any]:
         commits.append(time.perf_counter() - start)
         print(f"commit {added}")
 
-    report = ingest(records, collection, pipe, batch_size=batch, on_commit=committed)
+    report = ingest(records, collection, pipe, batch_size=batch, progress=True, on_commit=committed)
     seconds = time.perf_counter() - start
     count = collection.count()
     return {
@@ -282,6 +282,7 @@ def search_rows(searcher: Searcher, queries: Fused) -> list[dict]:
     """Build time, memory, latency, QPS and recall of probembed's search, per score."""
     reset_peak()
     before = memory()["rss_bytes"]
+    log(f"{searcher.collection.name}: loading and building the candidate index")
     _, build = timed(lambda: searcher.warm("dot"), 1)
     rows = [
         metric("probembed", "build_s", build),
@@ -290,6 +291,7 @@ def search_rows(searcher: Searcher, queries: Fused) -> list[dict]:
     ]
     subset = one(queries, slice(0, RECALL_QUERIES))
     for score in SCORES:
+        log(f"{searcher.collection.name}: timing {score}, then its exact scan")
         single = latencies(lambda i, s=score: searcher.search_fused(one(queries, i), K, s))
         found, seconds = timed(lambda s=score: searcher.search_fused(queries, K, s))
         exact, scan = timed(lambda s=score: searcher.search_fused(subset, K, s, exact=True), 1)
@@ -309,6 +311,7 @@ def faiss_rows(collection: Collection, queries: Fused, ours: list[dict]) -> list
     _, truth = faiss.knn(qmeans[:RECALL_QUERIES], means, K, metric=faiss.METRIC_INNER_PRODUCT)
     hnsw = faiss.IndexHNSWFlat(means.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
     hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    log(f"{collection.name}: building and timing FAISS HNSW")
     _, build = timed(lambda: hnsw.add(means), 1)
     rows = [metric("faiss-hnsw", "build_s", build)]
     by_ef = {}
