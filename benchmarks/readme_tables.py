@@ -149,7 +149,20 @@ def failure(rows: Rows) -> str:
 
 def search(rows: Rows) -> str:
     """Every search benchmark row: engine, score, QPS, recall against the exact scan, bytes."""
-    header = ["dataset", "n", "engine", "score", "queries/s", "Recall@10 vs exact", "bytes/item"]
+    header = [
+        "dataset",
+        "n",
+        "engine",
+        "score",
+        "queries/s",
+        "Recall@10 vs exact",
+        "bytes/item on disk",
+        "bytes/item in memory",
+    ]
+
+    def count(value: float | None) -> str:
+        return "" if value is None else f"{value:.0f}"
+
     body = [
         [
             r["dataset"],
@@ -158,11 +171,30 @@ def search(rows: Rows) -> str:
             r["score"],
             f"{r['qps']:.0f}",
             f"{r['recall@10']:.4f}",
-            "" if r["bytes_per_item"] is None else f"{r['bytes_per_item']:.0f}",
+            count(r["bytes_per_item"]),
+            count(r.get("memory_per_item")),
         ]
         for r in rows
     ]
     return table(header, body, right_from=4)
+
+
+def variance(rows: Rows) -> str:
+    """Per score, the largest error of compact stored variances against the full ones."""
+    header = ["score", "max abs error", "relative to", "ratio"]
+    body = []
+    for r in rows:
+        scale = r.get("score_range", r.get("median_std"))
+        what = "score range" if "score_range" in r else "median std"
+        body.append(
+            [
+                r["score"],
+                f"{r['max_abs_error']:.2e}",
+                f"{what} {scale:.3g}",
+                f"{r['max_abs_error'] / scale:.1e}",
+            ]
+        )
+    return table(header, body, right_from=1)
 
 
 LODO_NAMES = {
@@ -240,6 +272,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),
     "search": ("search.json", search),
+    "variance": ("variance.json", variance),
     "serve": ("serve.json", serve),
     "chunking": ("chunking.json", chunking),
 }

@@ -131,10 +131,10 @@ def test_graph_build_is_a_function_of_the_vectors_alone():
     vectors = rng.normal(size=(4000, 32)).astype(np.float32)
     queries = vectors[:200] + rng.normal(scale=0.1, size=(200, 32)).astype(np.float32)
     centre, radius_sq = vectors.mean(axis=0), 100.0
-    graphs = [HnswIndex.create(centre, radius_sq, IndexSettings(m=8), vectors) for _ in range(2)]
+    graphs = [HnswIndex.create(centre, radius_sq, IndexSettings(m=8)) for _ in range(2)]
     for graph in graphs:
         graph.add(vectors)
-    first, second = graphs
+    first, second = (graph.compressed("sq4", [vectors]) for graph in graphs)
     np.testing.assert_array_equal(first.search(queries, 10, 16), second.search(queries, 10, 16))
 
 

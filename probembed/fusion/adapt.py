@@ -61,6 +61,12 @@ def _neighbours(table: np.ndarray, n: int) -> np.ndarray:
     return np.argpartition(-table, n - 1, axis=1)[:, :n]
 
 
+def sampled(rows: int, sample: int = SAMPLE, seed: int = SEED) -> np.ndarray:
+    """The sorted rows agreement compares: a seeded sample, so a caller can read only those."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(rows, min(sample, rows), replace=False))
+
+
 def agreement(
     parts: Sequence[Gaussian], sample: int = SAMPLE, neighbours: int = NEIGHBOURS, seed: int = SEED
 ) -> np.ndarray:
@@ -74,8 +80,7 @@ def agreement(
         raise ValueError(
             f"agreement needs more than {neighbours} texts to compare neighbour lists, got {rows}"
         )
-    rng = np.random.default_rng(seed)
-    picked = np.sort(rng.choice(rows, min(sample, rows), replace=False))
+    picked = sampled(rows, sample, seed)
     tables = [_z_scored_cosines(m) for m in _unit_means(parts, picked)]
     total = np.sum(tables, axis=0)
     out = np.empty(len(tables))

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from probembed.fusion import Fused
-from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
+from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of, sampled
 from probembed.gaussian import Gaussian
 from probembed.pipeline import CONFIG_FILE
 from probembed.store.errors import (
@@ -36,6 +36,7 @@ from probembed.store.location import Location
 from probembed.store.provenance import PIPELINE_DIR, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
+    WRITE_TAG,
     Batch,
     PipelineInfo,
     metadata_types,
@@ -314,18 +315,22 @@ class Collection:
         or too few rows to compare neighbour lists.
         """
         self.db.require_writable()
-        vectors = self.vectors()
+        version, listing = self.listing()
         models = self.pipeline.models
-        if len(models) < 2 or len(vectors.ids) <= NEIGHBOURS:
+        if len(models) < 2 or len(listing) <= NEIGHBOURS:
             return None
-        order = np.argsort(vectors.ids.astype(str), kind="stable")  # storage order must not matter
-        stored = Gaussian(vectors.mean[order], vectors.var[order])
+        ids = np.asarray(listing.column("id").to_pylist(), dtype=object)
+        order = np.argsort(ids.astype(str), kind="stable")  # storage order must not matter
+        rows = listing.column("_rowid").to_numpy()[order[sampled(len(ids))]]
+        data = self.take(rows, ["mean", self.variance_column, "weights"])  # only those read
+        mean, weights = to_matrix(data.column("mean")), to_matrix(data.column("weights"))
+        stored = Gaussian(mean, self.decode_variances(to_matrix(data.column(self.variance_column))))
         dims = [m.encoder.dim for m in pipeline.members]
-        value = agreement(members_of(Fused(stored, vectors.weights[order], models), dims))
+        value = agreement(members_of(Fused(stored, weights, models), dims))
         adapted = pipeline.adapted(value)
         record = {
-            "version": vectors.version,
-            "count": len(vectors.ids),
+            "version": version,
+            "count": len(ids),
             "models": list(models),
             "agreement": value.tolist(),
             "gamma": pipeline.adapt.gamma,
@@ -592,10 +597,12 @@ class Collection:
         return stored if basis is None else basis.decode(stored)
 
     def listing(self) -> tuple[int, pa.Table]:
-        """The version and every row's id, `_rowid` (and doc_id): what changed, cheaply."""
+        """The version and every row's id, `_rowid`, write tag (and doc_id): what changed."""
         table = self._require()
         version = int(table.version)
-        return version, _scan(table, ["id", *(["doc_id"] if self.chunked else [])], row_ids=True)
+        names = table.schema.names
+        columns = ["id", *[c for c in (WRITE_TAG, "doc_id") if c in names]]
+        return version, _scan(table, columns, row_ids=True)
 
     def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> pa.Table:
         """The columns of rows by LanceDB row id, in the order given."""

@@ -86,12 +86,23 @@ def with_moments(
 
 
 def scan(
-    queries: Gaussian, rows: Rows, positions: np.ndarray, k: int, score: Score, beta: float
+    queries: Gaussian,
+    rows: Rows,
+    positions: np.ndarray,
+    k: int,
+    score: Score,
+    beta: float,
+    scored: Rows | None = None,
 ) -> list[Ranked]:
-    """Exact top-k of every query over the given positions, a block of rows at a time."""
+    """Exact top-k of every query over the given positions, a block of rows at a time.
+
+    `scored` reads rows for scoring only, where that can be cheaper than `rows` (means
+    alone for dot); the hits' moments are read from `rows`.
+    """
+    scored = rows if scored is None else scored
     if score in (Score.DOT, Score.UEC):
-        return _certified_scan(queries, rows, positions, k, score, beta)
-    return with_moments(queries, rows, *_float64_scan(queries, rows, positions, k, score, beta))
+        return _certified_scan(queries, rows, scored, positions, k, score, beta)
+    return with_moments(queries, rows, *_float64_scan(queries, scored, positions, k, score, beta))
 
 
 def _float64_scan(
@@ -148,7 +159,13 @@ def _float32_bounds(
 
 
 def _certified_scan(
-    queries: Gaussian, rows: Rows, positions: np.ndarray, k: int, score: Score, beta: float
+    queries: Gaussian,
+    rows: Rows,
+    scored: Rows,
+    positions: np.ndarray,
+    k: int,
+    score: Score,
+    beta: float,
 ) -> list[Ranked]:
     """Exact top-k by float32 pre-selection under a proven bound, float64 rescoring."""
     nq, keep_n = len(queries), k + SELECT_MARGIN
@@ -157,7 +174,7 @@ def _certified_scan(
     dropped = np.full(nq, -np.inf)  # highest upper bound among the rows not kept
     for start in range(0, len(positions), SCAN_BLOCK):
         block = positions[start : start + SCAN_BLOCK]
-        approx, err = _float32_bounds(queries, _read(rows, block), score, beta)
+        approx, err = _float32_bounds(queries, _read(scored, block), score, beta)
         upper = np.hstack([keep_upper, approx + err])
         candidates = _beside(keep_pos, block, nq)
         if upper.shape[1] > keep_n:
@@ -167,10 +184,10 @@ def _certified_scan(
             upper = np.take_along_axis(upper, order[:, :keep_n], axis=1)
             candidates = np.take_along_axis(candidates, order[:, :keep_n], axis=1)
         keep_upper, keep_pos = upper, candidates
-    ranked = rescore(queries, rows, keep_pos, k, score, beta)
+    ranked = rescore(queries, rows, keep_pos, k, score, beta, scored)
     unsure = [i for i, r in enumerate(ranked) if not _certain(r, k, dropped[i])]
     if unsure:
-        again = _float64_scan(queries[unsure], rows, positions, k, score, beta)
+        again = _float64_scan(queries[unsure], scored, positions, k, score, beta)
         for i, fixed in zip(unsure, with_moments(queries[unsure], rows, *again), strict=True):
             ranked[i] = fixed
     return ranked
@@ -184,11 +201,20 @@ def _certain(ranked: Ranked, k: int, dropped: float) -> bool:
 
 
 def rescore(
-    queries: Gaussian, rows: Rows, candidates: np.ndarray, k: int, score: Score, beta: float
+    queries: Gaussian,
+    rows: Rows,
+    candidates: np.ndarray,
+    k: int,
+    score: Score,
+    beta: float,
+    scored: Rows | None = None,
 ) -> list[Ranked]:
-    """Exact scores of each query's (nq, p) candidate rows (-1 = none), k best kept."""
+    """Exact scores of each query's (nq, p) candidate rows (-1 = none), k best kept.
+
+    `scored` as in `scan`: what the candidates are scored from.
+    """
     found = candidates >= 0
-    docs, local = gathered(rows, candidates)
+    docs, local = gathered(rows if scored is None else scored, candidates)
     scores = np.where(found, score_matrix(queries, docs, score, beta, candidates=local), -np.inf)
     positions, scores = best(np.where(found, candidates, -1), scores, k)
     return with_moments(queries, rows, positions, scores)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,10 @@ SCHEMA_KEY = b"probembed"
 #: variance (`var`), is written where a basis would not fit (probembed.store.variance).
 FORMAT_VERSION = 2
 #: Columns every collection has; metadata fields with these names stay in the JSON only.
-CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights")
+CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights", "written")
+#: A random tag per written batch: an (id, tag) pair names one version of a row, so search
+#: can tell rows it holds from rewritten ones even after a compaction moved every row id.
+WRITE_TAG = "written"
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ARROW_TYPES: dict[type, pa.DataType] = {
     bool: pa.bool_(),
@@ -105,6 +109,7 @@ def table_schema(batch: Batch) -> pa.Schema:
         pa.field("mean", pa.list_(pa.float32(), dim)),
         variance,
         pa.field("weights", pa.list_(pa.float32(), len(models))),
+        pa.field(WRITE_TAG, pa.int64()),
     ]
     extra = [pa.field(k, t) for k, t in metadata_types(batch, {}).items()]
     return pa.schema(fields + extra, metadata={SCHEMA_KEY: json.dumps(header).encode()})
@@ -160,6 +165,8 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
         "mean": _fixed_list(g.mean),
         "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
     }
+    if WRITE_TAG in schema.names:
+        columns[WRITE_TAG] = pa.array(np.full(len(ids), secrets.randbits(63), dtype=np.int64))
     basis = variance_basis(read_header(schema) or {})
     if basis is None:
         columns["var"] = _fixed_list(g.var)

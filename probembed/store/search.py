@@ -45,8 +45,6 @@ from probembed.store.snapshot import Snapshot
 #: than this among a query's best.
 GROUP_POOL = 10
 
-#: Rows a candidate index is built from: enough to train a quantiser, few enough to be quick.
-TRAIN_ROWS = 50_000
 #: A graph is rebuilt rather than extended once more rows lie outside its radius than this.
 OVERFLOW_FRACTION = 0.01
 
@@ -239,6 +237,16 @@ class Searcher:
         assert self._snapshot is not None
         return self._snapshot
 
+    def footprint(self) -> dict[str, int]:
+        """Bytes search holds: candidate indexes and per-row arrays in memory, rows mapped."""
+        self._refresh()
+        snap = self._snap
+        return {
+            "index": sum(g.bytes for g in self._graphs.values()),
+            "rows": snap.resident_bytes(),
+            "mapped": snap.mapped_bytes(),
+        }
+
     def _refresh(self) -> None:
         """Bring the rows to the collection's version: extend the graphs, or drop them.
 
@@ -283,6 +291,19 @@ class Searcher:
         """Rows by position as the Gaussians search scores (the `Rows` of the ranking)."""
         return self._stored(positions).gaussian
 
+    def _means(self, positions: np.ndarray) -> Gaussian:
+        """Rows' means alone, as zero-variance Gaussians: all that dot scores read."""
+        if self._tilt is None:
+            return Gaussian.deterministic(self._snap.means[positions])
+        return Gaussian.deterministic(self._stored(positions).gaussian.mean)
+
+    def _means_weights(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows' means and fusion weights (the members' cosines need no variances)."""
+        if self._tilt is None:
+            return self._snap.means[positions], self._snap.weights[positions]
+        stored = self._stored(positions)
+        return stored.gaussian.mean, stored.weights
+
     def _weights(self, positions: np.ndarray) -> np.ndarray:
         """Rows' fusion weights as search reports them (adapted where the collection is)."""
         if self._tilt is None:
@@ -310,8 +331,9 @@ class Searcher:
         """Per query, the k best rows: an exact scan when small or asked, else graph + rescore."""
         snap = self._snap
         rows = np.flatnonzero(snap.alive) if allowed is None else allowed
+        scored = self._means if kind is Score.DOT else None  # dot reads no variances
         if exact or len(rows) < self.settings.scan_below:
-            return scan(queries, self._gaussian, rows, k, kind, beta)
+            return scan(queries, self._gaussian, rows, k, kind, beta, scored)
         space = ann_space(kind)
         pool = min(self.settings.candidates(k, kind), len(rows))
         vectors = ann_vectors(queries, space, "query")
@@ -320,7 +342,7 @@ class Searcher:
         found = self._graph(space).search(
             vectors, pool, self.settings.ef_search, None if everyone else mask
         )
-        return rescore(queries, self._gaussian, found, k, kind, beta)
+        return rescore(queries, self._gaussian, found, k, kind, beta, scored)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
         """The candidate index of a space: in memory, else on disk for this version, else built."""
@@ -360,12 +382,11 @@ class Searcher:
             radius_sq = max(radius_sq, float(np.einsum("nd,nd->n", rows, rows).max()))
         if space == MEAN_SPACE:  # fused means have norm <= 1: no later row can overflow
             radius_sq = max(radius_sq, (1.0 + float(np.linalg.norm(centre))) ** 2)
-        train = np.arange(min(n, TRAIN_ROWS))
-        sample = ann_vectors(self._gaussian(train), space, "doc")
-        graph = HnswIndex.create(centre, radius_sq, self.settings, sample)
+        graph = HnswIndex.create(centre, radius_sq, self.settings)
         for block in blocks:
             graph.add(ann_vectors(self._gaussian(block), space, "doc"), self.settings.build_threads)
-        return graph
+        rows = (ann_vectors(self._gaussian(block), space, "doc") for block in blocks)
+        return graph.compressed(self.settings.codec, rows)
 
     def _hybrid(
         self,
@@ -397,8 +418,8 @@ class Searcher:
 
     @property
     def _models(self) -> tuple[str, ...]:
-        """The collection's member labels, in block order."""
-        return tuple(self.collection.pipeline.models)
+        """The member labels, in block order (the collection's: checked equal at creation)."""
+        return tuple(self.pipeline.models)
 
     def _with_disagreement(self, ranked: list[Ranked], fused: Fused) -> list[Ranked]:
         """Each hit's variance plus its members' spread (law of total variance; concat only)."""
@@ -407,12 +428,12 @@ class Searcher:
         dims = self._dims
         out = []
         for row, hits in enumerate(ranked):
-            docs = self._stored(hits.positions)
+            means, weights = self._means_weights(hits.positions)
             between = between_variance(
                 fused.gaussian.mean[row : row + 1],
                 fused.weights[row : row + 1],
-                docs.gaussian.mean,
-                docs.weights,
+                means,
+                weights,
                 dims,
                 np.arange(len(hits.positions))[None, :],
             )[0]
@@ -448,8 +469,7 @@ class Searcher:
         cosines = None
         if calibrator.uses_disagreement or learned:
             dims = [m.encoder.dim for m in self.pipeline.members]
-            stored = self._stored(ranked.positions)
-            docs = stored.gaussian.mean, stored.weights
+            docs = self._means_weights(ranked.positions)
             cosines = member_cosines(fused.gaussian.mean[row], fused.weights[row], *docs, dims)
         p_relevant = calibrator.predict_ranked(ranked.dots, ranked.variances, k, cosines)
         if learned:

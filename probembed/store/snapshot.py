@@ -7,8 +7,11 @@ rescoring reads its candidates' rows from it, so resident memory does not grow w
 collection's float32 size (the operating system pages the file in and out). The file is
 derived from LanceDB, which stays the source of truth, and lives only as long as the process.
 
-When the table moves to a new version, only its listing (ids and row ids) is read: rows that
-are new are taken by row id and appended, rows that are gone are marked dead. Dead rows keep
+When the table moves to a new version, only its listing (ids, write tags and row ids) is
+read: a row is known by its id and the random tag of the batch that wrote it, so a
+compaction (which moves every row id) changes nothing and an upsert shows as a new row and
+a dead one. Rows that are new are taken by row id and appended, rows that are gone are
+marked dead; tables written before write tags are known by row id instead. Dead rows keep
 their position (so the candidate index need not be rebuilt); once more than
 REBUILD_DEAD_FRACTION of the positions are dead, the next refresh loads everything afresh.
 """
@@ -24,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from probembed.gaussian import Gaussian
-from probembed.store.rows import to_matrix
+from probembed.store.rows import WRITE_TAG, to_matrix
 
 if TYPE_CHECKING:
     from probembed.store.collection import Collection
@@ -91,6 +94,9 @@ class Snapshot:
     #: Positions appended by the last refresh (the candidate index extends by these).
     added: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     positions: dict[str, int] = field(default_factory=dict)
+    #: (id, write tag) of every live row -> its position.
+    keys: dict[tuple[str, int], int] = field(default_factory=dict)
+    _tags: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def load(cls, collection: Collection) -> Snapshot:
@@ -137,18 +143,23 @@ class Snapshot:
         if version == self.version:
             self.added = np.zeros(0, dtype=np.int64)
             return self
-        row_ids = listing.column("_rowid").to_numpy()
-        gone = self.alive & ~np.isin(self.row_ids, row_ids)
-        new = ~np.isin(row_ids, self.row_ids[self.alive])
+        keys = _keys(listing)
+        known = np.array([self.keys.get(key, -1) for key in keys], dtype=np.int64)
+        present = known >= 0
+        gone = self.alive.copy()
+        gone[known[present]] = False
         dead = (len(self) - self.live) + int(gone.sum())
-        if dead > REBUILD_DEAD_FRACTION * (len(self) + int(new.sum())):
+        if dead > REBUILD_DEAD_FRACTION * (len(self) + int((~present).sum())):
             self.close()
             return Snapshot.load(collection)
+        self.row_ids[known[present]] = listing.column("_rowid").to_numpy()[present]
         for position in np.flatnonzero(gone).tolist():
             self.alive[position] = False
-            self.positions.pop(self.ids[position], None)
+            del self.keys[(self.ids[position], int(self._tags[position]))]
+            if self.positions.get(self.ids[position]) == position:
+                del self.positions[self.ids[position]]
         self.version = version
-        self._append(collection, listing.filter(pa.array(new)))
+        self._append(collection, listing.filter(pa.array(~present)))
         return self
 
     def _append(self, collection: Collection, listing: pa.Table) -> None:
@@ -175,8 +186,24 @@ class Snapshot:
             docs = np.asarray(listing.column("doc_id").to_pylist(), dtype=object)
             self.doc_ids = np.concatenate([self.doc_ids, docs])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])
+        keys = _keys(listing)
+        self._tags = np.concatenate([self._tags, np.array([t for _, t in keys], dtype=np.int64)])
         self.positions.update({doc_id: start + i for i, doc_id in enumerate(ids.tolist())})
+        self.keys.update({key: start + i for i, key in enumerate(keys)})
         self.added = np.arange(start, len(self), dtype=np.int64)
+
+    def resident_bytes(self) -> int:
+        """Memory the per-row arrays take (ids and id map by a typical 60 bytes per id)."""
+        arrays = (self.row_ids, self.weights, self.alive)
+        stored = 0 if isinstance(self.stored_var, MeanFile) else self.stored_var.nbytes
+        ids = (len(self.ids) + len(self.positions)) * (8 + 60)
+        docs = 0 if self.doc_ids is None else len(self.doc_ids) * (8 + 60)
+        return sum(a.nbytes for a in arrays) + stored + ids + docs
+
+    def mapped_bytes(self) -> int:
+        """Size of the memory-mapped rows (on disk; paged in as scans and rescoring read)."""
+        files = [self.means, *([self.stored_var] if isinstance(self.stored_var, MeanFile) else [])]
+        return sum(len(f) * f.dim * 4 for f in files)
 
     def variances(self, positions: np.ndarray | slice) -> np.ndarray:
         """Full float32 variances of rows by position."""
@@ -192,6 +219,12 @@ class Snapshot:
         self.means.close()
         if isinstance(self.stored_var, MeanFile):
             self.stored_var.close()
+
+
+def _keys(listing: pa.Table) -> list[tuple[str, int]]:
+    """Each listed row's (id, write tag), the row id standing in where tables have no tags."""
+    tags = listing.column(WRITE_TAG if WRITE_TAG in listing.column_names else "_rowid")
+    return list(zip(listing.column("id").to_pylist(), tags.to_pylist(), strict=True))
 
 
 def _scratch_dir(collection: Collection) -> str | None:

@@ -1,0 +1,82 @@
+"""Incremental search state: adds extend the graph, deletes are masked, a rebuild when it pays."""
+
+import pytest
+
+from probembed.store import Database, IndexSettings, Record, Searcher, ingest
+from probembed.store.pydoc_corpus import read_pydoc_topics
+from probembed.store.snapshot import REBUILD_DEAD_FRACTION
+
+#: Every collection here searched through its graph, however small.
+GRAPH = IndexSettings(scan_below=0, pool=400)
+
+
+@pytest.fixture
+def passages() -> list[Record]:
+    """Real passages with unique ids (the Python docs that ship with CPython)."""
+    return read_pydoc_topics()[:400]  # ids are unique
+
+
+@pytest.fixture
+def warm(tmp_path, pydoc_pipeline, passages):
+    """300 passages in a collection, and a searcher whose graph is built."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest(passages[:300], collection, pydoc_pipeline)
+    searcher = Searcher(collection, pydoc_pipeline, GRAPH)
+    searcher.search([passages[0].text], k=5)
+    return collection, searcher
+
+
+def ids_of(result) -> list[str]:
+    return [h["id"] for h in result["hits"]]
+
+
+def same_as_exact(searcher: Searcher, texts: list[str], k: int = 10) -> None:
+    """The graph search finds what the exact scan finds (pool 400 covers every row)."""
+    for got, want in zip(
+        searcher.search(texts, k=k), searcher.search(texts, k=k, exact=True), strict=True
+    ):
+        assert ids_of(got) == ids_of(want)
+
+
+def test_added_rows_extend_the_graph_instead_of_rebuilding_it(warm, pydoc_pipeline, passages):
+    collection, searcher = warm
+    graph, snapshot = searcher._graphs["mean"], searcher._snapshot
+    # 25 more rows: under REMEASURE_FRACTION, so the collection's adaptation (which retilts
+    # every row, and so does need a new graph) stays as it was
+    ingest(passages[300:325], collection, pydoc_pipeline)
+    hits = searcher.search([p.text for p in passages[300:310]], k=1)
+    assert [ids_of(r)[0] for r in hits] == [p.id for p in passages[300:310]]
+    assert searcher._graphs["mean"] is graph and len(graph) == 325  # extended in place
+    assert searcher._snapshot is snapshot
+    same_as_exact(searcher, [p.text for p in passages[295:305]])
+
+
+def test_deleted_rows_are_never_returned_and_cost_no_rebuild(warm, passages):
+    collection, searcher = warm
+    graph = searcher._graphs["mean"]
+    gone = [p.id for p in passages[:20]]
+    collection.delete(gone)
+    for result in searcher.search([p.text for p in passages[:20]], k=10):
+        assert not set(ids_of(result)) & set(gone)
+    assert searcher._graphs["mean"] is graph and searcher._snapshot.live == 280
+    same_as_exact(searcher, [p.text for p in passages[:5]])
+
+
+def test_many_deletes_load_the_rows_afresh_and_rebuild(warm, passages):
+    collection, searcher = warm
+    graph, snapshot = searcher._graphs["mean"], searcher._snapshot
+    dead = int(REBUILD_DEAD_FRACTION * 300) + 1
+    collection.delete([p.id for p in passages[:dead]])
+    searcher.search([passages[dead].text], k=5)
+    assert searcher._snapshot is not snapshot and len(searcher._snapshot) == 300 - dead
+    assert searcher._graphs["mean"] is not graph
+    same_as_exact(searcher, [p.text for p in passages[dead : dead + 5]])
+
+
+def test_an_upsert_replaces_the_row_the_search_returns(warm, pydoc_pipeline, passages):
+    collection, searcher = warm
+    first = passages[0]
+    changed = Record(first.id, passages[350].text, first.metadata)
+    ingest([changed], collection, pydoc_pipeline, upsert=True)
+    hit = searcher.search([passages[350].text], k=1)[0]["hits"][0]
+    assert hit["id"] == first.id and hit["text"] == passages[350].text
