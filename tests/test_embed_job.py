@@ -63,3 +63,24 @@ def test_embed_writes_nothing_for_bad_input_and_refuses_a_used_directory(
     embed_to_parquet(source, tmp_path / "out", hash_pipeline)
     with pytest.raises(StoreError, match="new or empty directory"):
         embed_to_parquet(source, tmp_path / "out", hash_pipeline)
+
+
+def test_embed_writes_whole_variances_where_a_collection_would_store_coefficients(
+    tmp_path, default_pipeline
+):
+    # the default pipeline's collections keep variance coefficients on a basis; files for other
+    # stores have no basis to decode them with, so they carry the whole variance
+    from probembed.store.pydoc_corpus import read_pydoc_topics
+
+    records = read_pydoc_topics()[:40]
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"_id": r.id, "text": r.text}) + "\n" for r in records))
+    embed_to_parquet(source, tmp_path / "out", default_pipeline, batch_size=40)
+    table = pq.read_table(tmp_path / "out")
+    assert table.column_names == ["id", "mean", "var", "weights"]
+    got = Gaussian(
+        np.array(table.column("mean").to_pylist(), dtype=np.float32),
+        np.array(table.column("var").to_pylist(), dtype=np.float32),
+    )
+    want = default_pipeline.encode([r.text for r in records]).gaussian  # the same one batch
+    assert scaled_var_change(got, want) <= VAR_BOUND

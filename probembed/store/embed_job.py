@@ -121,7 +121,7 @@ def _write_part(
 ) -> None:
     """One batch as one Parquet file, renamed into place whole."""
     batch = Batch([r.id for r in chunk], [r.text for r in chunk], [{}] * len(chunk), fused, info)
-    table = to_arrow(batch, table_schema(batch)).select(list(COLUMNS))
+    table = to_arrow(batch, table_schema(batch, compact=False)).select(list(COLUMNS))
     with atomic.replacing(out / f"part-{first:09d}.parquet") as tmp:
         pq.write_table(table, tmp)
 

@@ -93,10 +93,13 @@ class Batch:
             )
 
 
-def table_schema(batch: Batch) -> pa.Schema:
-    """The schema of a new collection, with its pipeline header, made for a first batch."""
+def table_schema(batch: Batch, compact: bool = True) -> pa.Schema:
+    """The schema of a new collection, with its pipeline header, made for a first batch.
+
+    `compact=False` keeps whole variances (files for other stores, which have no basis).
+    """
     dim, models = batch.fused.gaussian.dim, batch.pipeline.models
-    basis = VarianceBasis.fitting(batch.fused.gaussian, batch.pipeline.blocks)
+    basis = VarianceBasis.fitting(batch.fused.gaussian, batch.pipeline.blocks) if compact else None
     header: dict[str, Any] = {"format": 1, "pipeline": batch.pipeline.to_json(), "dim": dim}
     variance = pa.field("var", pa.list_(pa.float32(), dim))
     if basis is not None:
