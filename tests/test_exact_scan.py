@@ -67,6 +67,19 @@ def test_scan_is_identical_to_the_float64_scan_even_with_ties(monkeypatch, score
         np.testing.assert_allclose(g.scores, w.scores, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("block", [50, 65_536])
+def test_the_faiss_dot_scan_is_identical_to_the_float64_scan(monkeypatch, block):
+    monkeypatch.setattr(ranking, "DOT_BLOCK", block)
+    rng = np.random.default_rng(5)
+    docs = near_ties(rng)
+    queries = Gaussian.concat([docs[:10], unit_gaussians(rng, 20, 64, 1e-3)], axis=0)
+    positions = np.arange(len(docs))
+    got = scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0, means=lambda p: docs.mean[p])
+    want = _float64_scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0)
+    for g, w_pos in zip(got, want[0], strict=True):
+        np.testing.assert_array_equal(g.positions, w_pos)
+
+
 def test_scan_of_a_subset_returns_only_those_positions():
     rng = np.random.default_rng(4)
     docs = unit_gaussians(rng, 500, 32, 1e-3)

@@ -39,6 +39,10 @@ _U32 = 2.0**-24
 
 #: The rows to rank: in memory, or positions -> the stored Gaussians of those rows.
 Rows = Gaussian | Callable[[np.ndarray], Gaussian]
+#: Positions -> those rows' float32 means alone, (p, d): all the exact dot scan reads.
+Means = Callable[[np.ndarray], np.ndarray]
+#: Rows per FAISS call of the exact dot scan: large blocks keep FAISS's matrix products large.
+DOT_BLOCK = 65_536
 
 
 class Ranked(NamedTuple):
@@ -93,13 +97,17 @@ def scan(
     score: Score,
     beta: float,
     scored: Rows | None = None,
+    means: Means | None = None,
 ) -> list[Ranked]:
     """Exact top-k of every query over the given positions, a block of rows at a time.
 
     `scored` reads rows for scoring only, where that can be cheaper than `rows` (means
-    alone for dot); the hits' moments are read from `rows`.
+    alone for dot); the hits' moments are read from `rows`. With `means`, a dot scan
+    pre-selects with FAISS's exact float32 inner-product search (same bound).
     """
     scored = rows if scored is None else scored
+    if score is Score.DOT and means is not None:
+        return _certified_dot_scan(queries, rows, scored, means, positions, k)
     if score in (Score.DOT, Score.UEC):
         return _certified_scan(queries, rows, scored, positions, k, score, beta)
     return with_moments(queries, rows, *_float64_scan(queries, scored, positions, k, score, beta))
@@ -184,6 +192,58 @@ def _certified_scan(
             upper = np.take_along_axis(upper, order[:, :keep_n], axis=1)
             candidates = np.take_along_axis(candidates, order[:, :keep_n], axis=1)
         keep_upper, keep_pos = upper, candidates
+    return _certified(queries, rows, scored, positions, keep_pos, dropped, k, score, beta)
+
+
+def _certified_dot_scan(
+    queries: Gaussian, rows: Rows, scored: Rows, means: Means, positions: np.ndarray, k: int
+) -> list[Ranked]:
+    """The certified dot scan with FAISS's float32 search (`faiss.knn`) as pre-selection.
+
+    Per block, FAISS's k + SELECT_MARGIN + 1 best float32 products: the first k + margin are
+    kept, the next one bounds every row dropped from the block (its upper bound uses the
+    block's largest norm).
+    """
+    import faiss
+
+    nq, keep_n = len(queries), k + SELECT_MARGIN
+    q32 = np.ascontiguousarray(queries.mean, dtype=np.float32)
+    q_norm = np.sqrt(np.einsum("nd,nd->n", queries.mean, queries.mean, dtype=np.float64))
+    gamma = _gamma(queries.dim + 2)
+    kept_pos, kept_upper = [], []
+    dropped = np.full(nq, -np.inf)
+    for start in range(0, len(positions), DOT_BLOCK):
+        block = positions[start : start + DOT_BLOCK]
+        x = np.ascontiguousarray(means(block), dtype=np.float32)
+        width = min(keep_n + 1, len(block))
+        found, index = faiss.knn(q32, x, width, metric=faiss.METRIC_INNER_PRODUCT)
+        d_norm = np.sqrt(np.einsum("nd,nd->n", x, x, dtype=np.float64).max()) * (1 + 4 * _U32)
+        upper = found.astype(np.float64) + (gamma * q_norm * d_norm)[:, None]
+        if width > keep_n:
+            dropped = np.maximum(dropped, upper[:, keep_n])
+        kept_pos.append(block[index[:, :keep_n]])
+        kept_upper.append(upper[:, :keep_n])
+    keep_pos, upper = np.hstack(kept_pos), np.hstack(kept_upper)
+    if upper.shape[1] > keep_n:
+        order = np.argpartition(-upper, keep_n - 1, axis=1)
+        rest = np.take_along_axis(upper, order[:, keep_n:], axis=1)
+        dropped = np.maximum(dropped, rest.max(axis=1))
+        keep_pos = np.take_along_axis(keep_pos, order[:, :keep_n], axis=1)
+    return _certified(queries, rows, scored, positions, keep_pos, dropped, k, Score.DOT, 0.0)
+
+
+def _certified(
+    queries: Gaussian,
+    rows: Rows,
+    scored: Rows,
+    positions: np.ndarray,
+    keep_pos: np.ndarray,
+    dropped: np.ndarray,
+    k: int,
+    score: Score,
+    beta: float,
+) -> list[Ranked]:
+    """Rescore the pre-selected rows in float64; scan again in float64 where not certain."""
     ranked = rescore(queries, rows, keep_pos, k, score, beta, scored)
     unsure = [i for i, r in enumerate(ranked) if not _certain(r, k, dropped[i])]
     if unsure:

@@ -291,11 +291,15 @@ class Searcher:
         """Rows by position as the Gaussians search scores (the `Rows` of the ranking)."""
         return self._stored(positions).gaussian
 
+    def _mean_rows(self, positions: np.ndarray) -> np.ndarray:
+        """Rows' float32 means, as search scores them (adapted where the collection is)."""
+        if self._tilt is None:
+            return self._snap.means[positions]
+        return self._stored(positions).gaussian.mean
+
     def _means(self, positions: np.ndarray) -> Gaussian:
         """Rows' means alone, as zero-variance Gaussians: all that dot scores read."""
-        if self._tilt is None:
-            return Gaussian.deterministic(self._snap.means[positions])
-        return Gaussian.deterministic(self._stored(positions).gaussian.mean)
+        return Gaussian.deterministic(self._mean_rows(positions))
 
     def _means_weights(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows' means and fusion weights (the members' cosines need no variances)."""
@@ -333,7 +337,7 @@ class Searcher:
         rows = np.flatnonzero(snap.alive) if allowed is None else allowed
         scored = self._means if kind is Score.DOT else None  # dot reads no variances
         if exact or len(rows) < self.settings.scan_below:
-            return scan(queries, self._gaussian, rows, k, kind, beta, scored)
+            return scan(queries, self._gaussian, rows, k, kind, beta, scored, self._mean_rows)
         space = ann_space(kind)
         pool = min(self.settings.candidates(k, kind), len(rows))
         vectors = ann_vectors(queries, space, "query")

@@ -68,13 +68,28 @@ class MeanFile:
         self._rows = need
 
     def __getitem__(self, positions: np.ndarray | slice) -> np.ndarray:
-        """Rows by position (a copy in memory for an index array, a view for a slice)."""
-        return self._map[: self._rows][positions]
+        """Rows by position: a view of the mapped file for a slice or a run of consecutive
+        positions (what scans read), a copy in memory for any other index array."""
+        rows = self._map[: self._rows]
+        if isinstance(positions, np.ndarray) and _consecutive(positions):
+            return rows[int(positions[0]) : int(positions[-1]) + 1]
+        return rows[positions]
 
     def close(self) -> None:
         """Release the mapping and the file."""
         self._map = np.zeros((0, self.dim), dtype=np.float32)
         self._file.close()
+
+
+def _consecutive(positions: np.ndarray) -> bool:
+    """Whether an index array is a run start, start + 1, ... (a slice in disguise)."""
+    n = len(positions)
+    return (
+        n > 1
+        and positions.ndim == 1
+        and int(positions[-1]) - int(positions[0]) == n - 1
+        and bool(np.all(np.diff(positions) == 1))
+    )
 
 
 @dataclass
