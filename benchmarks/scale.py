@@ -37,17 +37,10 @@ compacts them, then rows + graph: 10^6 items about 8.7 GB), and the workers' pea
 projected linearly from the two sizes before it; a size that would not fit (disk, or 80% of
 MemAvailable) and all larger ones are skipped, and so is the rest after a worker fails.
 
-Cost, measured on the store as of this commit at 10^4 and 2*10^4 on 2 cores shared with a
-load average of 6-7 (so about half a core for the harness): ingest 690-1,020 items/s (the
-hashing pipeline's encoding alone runs at about 2,400 texts/s); graph build 5-9 s at 10^4,
-15-23 s at 2*10^4, FAISS's the same; exact scans of 50 queries at 2*10^4: dot 60-95 q/s, uec
-17-37 q/s; about 12 s of single-query timing per size. Extrapolated to 10^6 (builds as n log n,
-the rest linear) on idle cores: ingest about 12 min (about 7 of them encoding), each graph
-build 6-10 min, the exact scans about 3 min, so about 30-35 min for 10^6 and 35-45 min for the
-default sizes; on cores as loaded as above, twice that. Memory: with that store, each worker
-peaked at about 20 KB more per item (every mean and variance in float32, and float64
-temporaries: the graph build's centred copy, the ingest's agreement measurement), which
-projects to about 20 GB at 10^6: more than the check above lets through on this machine.
+Cost, measured by the committed run (benchmarks/results/scale.json, 2 cores): the three sizes
+and the real point took about 20 minutes; at 10^6, ingest ran at about 3,300 items/s and the
+graph build took 319 s (FAISS's 257 s); the search worker peaked at 3.55 GiB (the float32
+graph before its storage becomes 4-bit codes) and the ingest worker at 1.7 GiB.
 
 Writes tidy rows (n, data, engine, score, metric, value) to benchmarks/results/scale.json and
 one panel per figure against n to benchmarks/results/plots/scale.png.
