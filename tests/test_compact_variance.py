@@ -33,8 +33,9 @@ def test_variances_in_the_span_of_the_basis_come_back_exactly(seed, blocks, n):
     basis = VarianceBasis.fit(var[: max(n, 2 * RANK)], blocks)
     back = basis.decode(basis.encode(var))
     # float32 basis and coefficients: the round trip is exact up to a few float32 roundings
-    # per term, relative to the variance itself
-    np.testing.assert_allclose(back, var, rtol=1e-4)
+    # per term, relative to the variance itself; a row outside the fitted ones may lie below
+    # the floor (half the smallest fitted variance), where it is floored by design
+    np.testing.assert_allclose(back, np.maximum(var, basis.floor), rtol=1e-4)
 
 
 def test_the_header_form_reads_back_bit_for_bit():
