@@ -388,7 +388,7 @@ class Collection:
     def searcher(self) -> Searcher:
         """This collection's searcher with its pipeline, kept warm across calls.
 
-        Its vectors and graphs are reloaded only when the collection moves to a new version.
+        When the collection moves to a new version it takes in only the rows that changed.
         For other `IndexSettings`, build a `Searcher(collection, collection.load_pipeline(), s)`.
         """
         pipeline = self.load_pipeline()

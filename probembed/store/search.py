@@ -87,7 +87,7 @@ class QueryResult(TypedDict):
 
 
 class Searcher:
-    """Searches one collection with one pipeline, keeping vectors and graphs in memory."""
+    """Searches one collection with one pipeline, keeping its rows' snapshot and graphs."""
 
     def __init__(
         self, collection: Collection, pipeline: Any, settings: IndexSettings | None = None
