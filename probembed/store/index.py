@@ -80,8 +80,9 @@ class IndexSettings:
     #: default (every core).
     build_threads: int | None = 1
     #: HNSW search beam width (raised to the pool size when that is larger). On 100,000 real
-    #: texts (1,536-d fused means, 500 held-out queries) 128 found 97.9% of the exact uec and
-    #: dot top 10, 256 found 99.1% at 0.68x the speed of 128, 512 99.5% at 0.40x.
+    #: texts (1,280-d fused means, 4-bit graph, 500 held-out queries; search.json) 128 found
+    #: 98.8% of the exact uec and dot top 10, 256 found 99.4%, 512 99.6% at 0.75-0.8x the
+    #: speed of 256.
     ef_search: int = 256
     #: Minimum number of candidates rescored exactly per query, where the graph ranks by
     #: the means and the score reorders them (uec, mls, bhattacharyya).
@@ -93,9 +94,9 @@ class IndexSettings:
     refine_factor: int = 2
     #: How the graph stores its rows: "flat" (float32), "sq8" or "sq4" (FAISS scalar
     #: quantisers, 1 byte or half a byte per dimension); candidates are rescored exactly
-    #: from the full-precision rows whatever the codec. On 40,000 real 1,280-d means, sq4
-    #: took 913 bytes per row with its graph (flat 5,396, sq8 1,554, slower than flat to
-    #: search) and, rescored, found as many of the true top 10 as flat at 0.9x its speed.
+    #: from the full-precision rows whatever the codec. On 100,000 real 1,280-d means
+    #: (benchmarks/results/search.json) sq4 held 1,101 bytes per item in memory (flat 5,637,
+    #: sq8 1,749) with the same Recall@10 of dot and uec as both.
     codec: str = "sq4"
 
     def __post_init__(self) -> None:
@@ -216,8 +217,8 @@ class HnswIndex:
     def compressed(self, codec: str, blocks: Iterable[np.ndarray]) -> HnswIndex:
         """The same graph over scalar-quantised rows (`blocks`: the rows again, in order).
 
-        The graph is built on float32 rows, where each insertion's distances are cheap (on
-        40,000 real 1,280-d means, building over 4-bit codes took 5x longer), and only its
+        The graph is built on float32 rows, where each insertion's distances are cheapest
+        (inserting into a graph over 4-bit codes decodes them at every step), and only its
         storage is then swapped for codes, trained on the first TRAIN_ROWS rows.
         """
         kind = CODECS[codec]
@@ -303,8 +304,8 @@ class HnswIndex:
 
 
 def _padded(dim: int) -> int:
-    """A graph dimension FAISS's SIMD distance kernels take: a multiple of 16 (with a dim of
-    1,281, 4-bit codes fell back to scalar code and searched 5x slower)."""
+    """A graph dimension FAISS's SIMD distance kernels take: a multiple of 16 (an odd one such
+    as 1,281 sends 4-bit codes down FAISS's scalar path)."""
     return -(-dim // 16) * 16
 
 

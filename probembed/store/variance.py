@@ -2,20 +2,19 @@
 
 A fused variance is concat_k(π_k σ²_k), and each member's σ²_k barely changes shape from
 text to text (an adapter Laplace's profile is fixed up to a per-text scale; a full
-last-layer Laplace adds a second direction): on 5,183 SciFact abstracts of the default
-pipeline the second singular value of a block is 1% of the first, the third 0.2%. So a
-collection keeps, per block, the top RANK right singular vectors of its first batch's
-variances (in the table's header), and per row only the least-squares coefficients on them:
-RANK x (number of members) floats instead of the full dimension. What a search reads back is
-the reconstruction, floored at a fraction of the smallest variance the basis was fitted on;
-the error this makes on each score is measured in the README (benchmarks/search.py) and
+last-layer Laplace adds a second direction). So a collection keeps, per block, the top RANK
+right singular vectors of its first batch's variances (in the table's header), and per row
+only the least-squares coefficients on them: RANK x (number of members) floats instead of
+the full dimension. What a search reads back is the reconstruction, floored at a fraction
+of the smallest variance the basis was fitted on; the error this makes on each score is
+measured by benchmarks/search.py (benchmarks/results/variance.json, a README table) and
 bounded by a test.
 
 Not every pipeline's variances are this regular: the hashing encoder's sparse n-gram
-features give a Laplace variance whose shape changes with each text (rank 2 errs by 1.3% on
-the score std, rank 6 still by 1%). A collection therefore stores coefficients only when its
-first batch has at least MIN_FIT_ROWS rows and the basis reproduces that batch's score
-std within MAX_STD_ERROR; otherwise it stores whole variances (format 1).
+features give a Laplace variance whose shape changes with each text. A collection therefore
+stores coefficients only when its first batch has at least MIN_FIT_ROWS rows and the basis
+reproduces that batch's score std within MAX_STD_ERROR; otherwise it stores whole variances
+(format 1).
 """
 
 from __future__ import annotations
@@ -30,15 +29,15 @@ import numpy as np
 from probembed.gaussian import Gaussian
 from probembed.scoring import dot_variance
 
-#: Basis vectors per member block. On SciFact, rank 2 per block kept the dot product's std
-#: within 5e-5 (of a median std of 0.077) and uec within 4e-7; rank 1 was 4x worse on both.
+#: Basis vectors per member block: the default pipeline's second direction (minilm's full
+#: last-layer Laplace) is the one a per-text scale alone misses.
 RANK = 2
 #: Rows of the first batch the basis is fitted on (its SVD costs O(rows x dim²) at most).
 FIT_ROWS = 4096
 #: Fewest rows a basis is fitted on: fewer say too little of how variances vary.
 MIN_FIT_ROWS = 32
 #: Largest error of the score std, relative to its median, a basis may make on the rows it
-#: was fitted on (rows 0..63 against all): the default pipeline's makes 0.06% on SciFact.
+#: was fitted on (rows 0..63 against all); the hashing encoder's bases miss it (tested).
 MAX_STD_ERROR = 0.005
 #: Reconstructions are floored at this fraction of the smallest fitted variance: a variance
 #: is positive, and the log- and ratio-scores divide by it.
