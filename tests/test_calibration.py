@@ -380,3 +380,31 @@ def test_the_shipped_default_calibrator_was_fitted_for_its_current_fusion(defaul
         "name": default_pipeline.score.name,
         "beta": default_pipeline.score.beta,
     }
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 6),
+    depth=st.integers(1, 14),
+    k=st.integers(1, 12),
+)
+def test_batched_features_are_each_querys_own(seed, queries, depth, k):
+    """A search computes every query's features in one pass: row i of the batch must be what
+    query i alone gives. The maths is the same elementwise float64; only a vectorised exp or
+    log may round its last bit differently on another array shape (hence 1e-12)."""
+    rng = np.random.default_rng(seed)
+    dots = np.sort(rng.uniform(-1, 1, size=(queries, depth)), axis=1)[:, ::-1]
+    variances = rng.uniform(0, 1e-2, size=(queries, depth))
+    spread = rng.uniform(0, 0.1, size=(queries, depth))
+    cosines = rng.uniform(-1, 1, size=(queries, depth, 3))
+    cosines[rng.uniform(size=cosines.shape) < 0.1] = np.nan  # weightless members
+    batch = hit_features(dots, variances, k, spread)
+    for i in range(queries):
+        alone = hit_features(dots[i], variances[i], k, spread[i])
+        np.testing.assert_allclose(batch[i], alone, rtol=1e-12, atol=1e-15)
+    if depth >= 2:
+        together = query_features(dots, cosines)
+        for i in range(queries):
+            alone = query_features(dots[i], cosines[i])
+            np.testing.assert_allclose(together[i], alone, rtol=1e-12, atol=1e-15)

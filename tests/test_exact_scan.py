@@ -89,3 +89,38 @@ def test_scan_of_a_subset_returns_only_those_positions():
     for g, w in zip(got, want, strict=True):
         assert set(g.positions) <= set(allowed)
         np.testing.assert_array_equal(g.positions, allowed[np.argsort(-w, kind="stable")[:10]])
+
+
+def test_norm_bounds_are_upper_bounds_of_the_float64_norms():
+    rng = np.random.default_rng(6)
+    rows = (rng.normal(size=(200, 1280)) * rng.uniform(1e-3, 10, size=(200, 1))).astype(np.float32)
+    exact = np.linalg.norm(rows.astype(np.float64), axis=1)
+    bound = ranking._norm_bounds(rows)
+    assert np.all(bound >= exact)
+    # and tight: within the γ(1280) the bound adds (~8e-5 relative), not a loose guess
+    assert np.all(bound <= exact * (1 + 1e-4))
+
+
+@pytest.mark.parametrize("pool", [30, 200])
+def test_certified_dot_rescoring_equals_float64_rescoring_of_every_candidate(pool):
+    """Many candidates per query, many of them near-ties that the float32 bound cannot order
+    (so those queries take the float64 fallback): the result is that of scoring every
+    candidate in float64 (pool 30: few rows dropped)."""
+    rng = np.random.default_rng(7)
+    docs = near_ties(rng)
+    queries = Gaussian.concat([docs[:10], unit_gaussians(rng, 20, 64, 1e-3)], axis=0)
+    candidates = np.stack([rng.permutation(len(docs))[:pool] for _ in range(len(queries))])
+    for i in range(10):  # query i is row i: its 60 (nudged or exact) copies tie with it
+        ties = np.r_[i, 300 + 30 * i + np.arange(30), 600 + 30 * i + np.arange(30)]
+        candidates[i, : min(pool, 61)] = ties[:pool]
+    candidates[3, -4:] = -1  # a query with fewer candidates than the pool
+    rows = rows_of(docs)
+    got = ranking.rescore(
+        queries, rows, candidates, 10, Score.DOT, 0.0, means=lambda p: docs.mean[p]
+    )
+    want = ranking._rescored(queries, rows, candidates, 10, Score.DOT, 0.0, None)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.positions, w.positions)
+        # both float64 sums over one candidate's dimensions: equal up to their rounding
+        np.testing.assert_allclose(g.scores, w.scores, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(g.variances, w.variances, rtol=1e-12)

@@ -59,19 +59,21 @@ class RelevanceCalibrator:
         return DISAGREEMENT in self.features
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """P(relevant) in [0, 1] for each row of an (n, F) float64 feature matrix."""
-        p = self.logistic.predict(features)
+        """P(relevant) in [0, 1] for each row of an (..., F) float64 feature array."""
+        features = np.asarray(features, dtype=np.float64)
+        p = self.logistic.predict(features.reshape(-1, features.shape[-1]))
         if self.isotonic is not None:
             p = np.interp(p, *self.isotonic)
-        return np.clip(p, 0.0, 1.0)
+        return np.clip(p, 0.0, 1.0).reshape(features.shape[:-1])
 
     def predict_ranked(
         self, dots: np.ndarray, variances: np.ndarray, k: int, cosines: np.ndarray | None = None
     ) -> np.ndarray:
-        """P(relevant) of a query's first k ranked hits, from its ranked dots and variances.
+        """P(relevant) of the first k ranked hits, from the ranked dots and variances: (n,) for
+        one query or (..., n) for queries ranked to one depth, giving (..., min(k, n)).
 
-        `cosines` (ranked hits x member models, see `features.member_cosines`) is needed only
-        by a calibrator that uses member disagreement.
+        `cosines` ((..., n, K) member cosines of the ranked hits, see `features.member_cosines`)
+        is needed only by a calibrator that uses member disagreement.
         """
         if self.uses_disagreement and cosines is None:
             raise ValueError("this calibrator uses member disagreement: pass the member cosines")

@@ -23,22 +23,25 @@ TEMPERATURE = 0.02
 
 
 def query_features(dots: np.ndarray, cosines: np.ndarray) -> np.ndarray:
-    """(2 + 2K,) features: dot margin, dot entropy, then each member's margin and entropy.
+    """(..., 2 + 2K) features: dot margin, dot entropy, then each member's margin and entropy.
 
-    `cosines` is (n, K): each ranked hit's member cosines (see `features.member_cosines`), NaN
-    for a member with weight 0 (its features are NaN, which the model reads as average).
+    `dots` is (n,) for one query or (..., n) for queries ranked to one depth; `cosines` is
+    (..., n, K): each ranked hit's member cosines (see `features.member_cosines`), NaN for a
+    member with weight 0 (its features are NaN, which the model reads as average).
     """
-    dots = np.asarray(dots, dtype=np.float64)[:CONFIDENCE_DEPTH]
-    cosines = np.asarray(cosines, dtype=np.float64)[:CONFIDENCE_DEPTH]
-    if dots.ndim != 1 or len(dots) < 2 or cosines.ndim != 2 or len(cosines) != len(dots):
+    dots = np.asarray(dots, dtype=np.float64)[..., :CONFIDENCE_DEPTH]
+    cosines = np.asarray(cosines, dtype=np.float64)[..., :CONFIDENCE_DEPTH, :]
+    if dots.ndim < 1 or dots.shape[-1] < 2 or cosines.shape[:-1] != dots.shape:
         raise ValueError(
             f"need >= 2 ranked dots and one row of member cosines per hit, got {dots.shape} "
             f"and {cosines.shape}"
         )
-    scores = np.column_stack([dots, cosines])
-    margins = scores[0] - scores[1:].max(axis=0)
-    entropies = _entropy(scores[:ENTROPY_HITS])
-    return np.concatenate([margins[:1], entropies[:1], margins[1:], entropies[1:]])
+    scores = np.concatenate([dots[..., None], cosines], axis=-1)
+    margins = scores[..., 0, :] - scores[..., 1:, :].max(axis=-2)
+    entropies = _entropy(scores[..., :ENTROPY_HITS, :])
+    return np.concatenate(
+        [margins[..., :1], entropies[..., :1], margins[..., 1:], entropies[..., 1:]], axis=-1
+    )
 
 
 def feature_names(members: int) -> tuple[str, ...]:
@@ -50,11 +53,12 @@ def feature_names(members: int) -> tuple[str, ...]:
 
 
 def _entropy(scores: np.ndarray) -> np.ndarray:
-    """Per column, the entropy of softmax(scores / TEMPERATURE): high when no hit stands out."""
+    """Per column of (..., n, c) scores, the entropy of softmax(scores / TEMPERATURE) over the
+    n hits: high when no hit stands out."""
     z = scores / TEMPERATURE
-    z = z - z.max(axis=0)
-    p = np.exp(z) / np.exp(z).sum(axis=0)
-    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=0)
+    z = z - z.max(axis=-2, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(axis=-2, keepdims=True)
+    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=-2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,14 +79,17 @@ class QueryConfidence:
                 f"{len(feature_names(self.members))} features, got {self.logistic.width}"
             )
 
-    def predict(self, dots: np.ndarray, cosines: np.ndarray) -> float:
-        """P(answered well) of one query from its ranked dots and member cosines."""
+    def predict(self, dots: np.ndarray, cosines: np.ndarray) -> float | np.ndarray:
+        """P(answered well) from ranked dots and member cosines: a float for one query ((n,)
+        dots), an array for queries ranked to one depth ((..., n) dots)."""
         if np.shape(cosines)[-1] != self.members:
             raise ValueError(
                 f"this confidence needs the cosines of {self.members} members, got "
                 f"{np.shape(cosines)[-1]}"
             )
-        return float(self.logistic.predict(query_features(dots, cosines)[None])[0])
+        features = query_features(dots, cosines)
+        p = self.logistic.predict(features.reshape(-1, features.shape[-1]))
+        return float(p[0]) if features.ndim == 1 else p.reshape(features.shape[:-1])
 
     @classmethod
     def fit(

@@ -23,33 +23,42 @@ def hit_features(
     k: int,
     disagreement: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(min(k, n), F) float64 features of a query's first k ranked hits, from n ≥ k ranked.
+    """(..., min(k, n), F) float64 features of the first k of n ≥ k ranked hits per query.
 
-    Ranking one hit more than is returned gives the k-th its gap to the next; the last item
-    of a whole collection has no rival below and gets a gap of 0.
+    `dots` and `variances` are (n,) for one query or (..., n) for a batch of queries ranked
+    to the same depth: a search computes every query's features in one pass. Ranking one hit
+    more than is returned gives the k-th its gap to the next; the last item of a whole
+    collection has no rival below and gets a gap of 0.
     """
     dots = np.asarray(dots, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)
-    if dots.ndim != 1 or variances.shape != dots.shape:
+    if dots.ndim < 1 or variances.shape != dots.shape:
         raise ValueError(
-            f"dots and variances must be 1-D of one length, got {dots.shape}, {variances.shape}"
+            f"dots and variances must be (..., n) of one shape, got {dots.shape}, {variances.shape}"
         )
-    n = min(k, len(dots))
+    n = min(k, dots.shape[-1])
+    width = len(BASE_FEATURES) + (disagreement is not None)
     if n == 0:
-        return np.empty((0, len(BASE_FEATURES) + (disagreement is not None)))
-    following = np.append(dots[1:], dots[-1])
-    margin = 1.0 if len(dots) == 1 else outrank_probability(*dots[:2], *variances[:2])
+        return np.empty((*dots.shape[:-1], 0, width))
+    following = np.concatenate([dots[..., 1:], dots[..., -1:]], axis=-1)
+    if dots.shape[-1] == 1:
+        margin = np.ones(dots.shape[:-1])
+    else:
+        margin = outrank_probability(
+            dots[..., 0], dots[..., 1], variances[..., 0], variances[..., 1]
+        )
+    top = dots[..., :n]
     columns = [
-        dots[:n],
-        np.sqrt(variances[:n]),
-        np.log(np.arange(1, n + 1, dtype=np.float64)),
-        (dots - following)[:n],
-        dots[0] - dots[:n],
-        np.full(n, float(margin)),
+        top,
+        np.sqrt(variances[..., :n]),
+        np.broadcast_to(np.log(np.arange(1, n + 1, dtype=np.float64)), top.shape),
+        (dots - following)[..., :n],
+        dots[..., :1] - top,
+        np.broadcast_to(np.asarray(margin, dtype=np.float64)[..., None], top.shape),
     ]
     if disagreement is not None:
-        columns.append(np.asarray(disagreement, dtype=np.float64)[:n])
-    return np.stack(columns, axis=1)
+        columns.append(np.asarray(disagreement, dtype=np.float64)[..., :n])
+    return np.stack(columns, axis=-1)
 
 
 def member_cosines(
@@ -72,10 +81,11 @@ def member_cosines(
 
 
 def disagreement(cosines: np.ndarray) -> np.ndarray:
-    """Per hit, the spread (std) of the member cosines it has; 0 with fewer than two members."""
+    """(..., n) per hit the spread (std) of the member cosines it has, from (..., n, K); 0 with
+    fewer than two members."""
     have = ~np.isnan(cosines)
-    count = have.sum(axis=1)
+    count = have.sum(axis=-1)
     filled = np.where(have, cosines, 0.0)
-    mean = filled.sum(axis=1) / np.maximum(count, 1)
-    spread = np.where(have, (filled - mean[:, None]) ** 2, 0.0).sum(axis=1)
+    mean = filled.sum(axis=-1) / np.maximum(count, 1)
+    spread = np.where(have, (filled - mean[..., None]) ** 2, 0.0).sum(axis=-1)
     return np.where(count > 1, np.sqrt(spread / np.maximum(count, 1)), 0.0)

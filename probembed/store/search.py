@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from probembed.calibration import CONFIDENCE_DEPTH, member_cosines
+from probembed.calibration import CONFIDENCE_DEPTH
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, outrank_probability, parse_score
-from probembed.scoring.ensemble import between_variance
+from probembed.scoring.ensemble import disagreement_variance, member_cosines, pair_weights
 from probembed.store.index import (
     FLAT_SPACES,
     MEAN_SPACE,
@@ -183,7 +183,7 @@ class Searcher:
         others: list[list[int]] | None = None
         if group_by_doc:
             ranked, others = self._grouped(ranked, depth)
-        results = self._results(self._with_disagreement(ranked, fused), labels, k, fused)
+        results = self._results(ranked, labels, k, fused)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
@@ -346,7 +346,7 @@ class Searcher:
         found = self._graph(space).search(
             vectors, pool, self.settings.ef_search, None if everyone else mask
         )
-        return rescore(queries, self._gaussian, found, k, kind, beta, scored)
+        return rescore(queries, self._gaussian, found, k, kind, beta, scored, self._mean_rows)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
         """The candidate index of a space: in memory, else on disk for this version, else built."""
@@ -425,25 +425,6 @@ class Searcher:
         """The member labels, in block order (the collection's: checked equal at creation)."""
         return tuple(self.pipeline.models)
 
-    def _with_disagreement(self, ranked: list[Ranked], fused: Fused) -> list[Ranked]:
-        """Each hit's variance plus its members' spread (law of total variance; concat only)."""
-        if self.pipeline.fusion.mode != "concat" or len(fused.models) < 2:
-            return ranked
-        dims = self._dims
-        out = []
-        for row, hits in enumerate(ranked):
-            means, weights = self._means_weights(hits.positions)
-            between = between_variance(
-                fused.gaussian.mean[row : row + 1],
-                fused.weights[row : row + 1],
-                means,
-                weights,
-                dims,
-                np.arange(len(hits.positions))[None, :],
-            )[0]
-            out.append(hits._replace(variances=hits.variances + between))
-        return out
-
     def _validate_min_p(self, min_p_relevant: float | None) -> None:
         """A threshold is a probability, and needs a pipeline that computes p_relevant."""
         if min_p_relevant is None:
@@ -458,28 +439,54 @@ class Searcher:
                 "relevance calibrator (calibration.json); search without min_p_relevant"
             )
 
-    def _calibrated(
-        self, ranked: Ranked, k: int, fused: Fused, row: int
-    ) -> tuple[list[float | None], float | None]:
-        """Query `row`'s p_relevant per hit (None without a calibrator) and its confidence.
+    def _annotated(
+        self, ranked: list[Ranked], fused: Fused, k: int
+    ) -> tuple[list[Ranked], list[list[float | None]], list[float | None]]:
+        """Per query: its hits with the members' spread added to their variances (law of total
+        variance; concat only), the first k hits' p_relevant (None without a calibrator) and
+        its confidence (the calibrator's learned one if it has one, else the outrank one).
 
-        The confidence is the calibrator's learned one if it has one, else the outrank one.
+        Queries ranked to the same depth (all of them, but for filters and tiny collections)
+        are computed together, so a batch of queries costs a few array operations.
         """
         calibrator = self.pipeline.calibrator
-        outrank = confidence(ranked.dots, ranked.variances)
-        if calibrator is None:
-            return [None] * min(k, len(ranked.positions)), outrank
-        learned = calibrator.confidence is not None and len(ranked.positions) >= 2
-        cosines = None
-        if calibrator.uses_disagreement or learned:
-            dims = [m.encoder.dim for m in self.pipeline.members]
-            docs = self._means_weights(ranked.positions)
-            cosines = member_cosines(fused.gaussian.mean[row], fused.weights[row], *docs, dims)
-        p_relevant = calibrator.predict_ranked(ranked.dots, ranked.variances, k, cosines)
-        if learned:
-            assert calibrator.confidence is not None and cosines is not None
-            outrank = calibrator.confidence.predict(ranked.dots, cosines)
-        return p_relevant.tolist(), outrank
+        spread = self.pipeline.fusion.mode == "concat" and len(fused.models) >= 2
+        learned = calibrator is not None and calibrator.confidence is not None
+        wants_cosines = spread or (
+            calibrator is not None and (calibrator.uses_disagreement or learned)
+        )
+        out = list(ranked)
+        p_relevant: list[list[float | None]] = [[] for _ in ranked]
+        confidences: list[float | None] = [None] * len(ranked)
+        for depth, rows in _by_depth(ranked).items():
+            if depth == 0:
+                continue
+            positions = np.stack([ranked[i].positions for i in rows])
+            dots = np.stack([ranked[i].dots for i in rows])
+            variances = np.stack([ranked[i].variances for i in rows])
+            cosines = None
+            if wants_cosines:
+                unique, local = np.unique(positions, return_inverse=True)
+                means, weights = self._means_weights(unique)
+                local = local.reshape(positions.shape)
+                q_mean, q_weights = fused.gaussian.mean[rows], fused.weights[rows]
+                cosines = member_cosines(q_mean, q_weights, means, weights, self._dims, local)
+                if spread:
+                    omega = pair_weights(q_weights, weights, local)
+                    variances = variances + disagreement_variance(cosines, omega)
+            query_confidence = confidence(dots, variances)
+            if calibrator is None:
+                hit_p = np.full((len(rows), min(k, depth)), None, dtype=object)
+            else:
+                hit_p = calibrator.predict_ranked(dots, variances, k, cosines)
+                if learned and depth >= 2:
+                    assert calibrator.confidence is not None and cosines is not None
+                    query_confidence = calibrator.confidence.predict(dots, cosines)
+            for j, i in enumerate(rows):
+                out[i] = ranked[i]._replace(variances=variances[j])
+                p_relevant[i] = hit_p[j].tolist()
+                confidences[i] = float(query_confidence[j])
+        return out, p_relevant, confidences
 
     def _results(
         self, ranked: list[Ranked], texts: Sequence[str | None], k: int, fused: Fused
@@ -491,16 +498,18 @@ class Searcher:
         rows = self.collection.rows(
             ids[hit_rows].tolist(), ("text", "metadata"), snap.row_ids[hit_rows]
         )
+        ranked, p_relevant, confidences = self._annotated(ranked, fused, k)
         out = []
-        for row, (text, hit_ranked) in enumerate(zip(texts, ranked, strict=True)):
+        for text, hit_ranked, hit_p, query_confidence in zip(
+            texts, ranked, p_relevant, confidences, strict=True
+        ):
             kept = hit_ranked.positions[:k]
-            p_relevant, query_confidence = self._calibrated(hit_ranked, k, fused, row)
             columns = (
                 [ids[p] for p in kept.tolist()],
                 hit_ranked.scores[:k].tolist(),
                 np.sqrt(hit_ranked.variances[:k]).tolist(),
                 self._weights(kept).tolist(),
-                p_relevant,
+                hit_p,
             )
             hits = [
                 _hit(doc_id, value, std, models, w, p, rows.get(doc_id, {}))
@@ -510,17 +519,27 @@ class Searcher:
         return out
 
 
-def confidence(dots: np.ndarray, variances: np.ndarray) -> float | None:
+def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | None:
     """P(first hit truly outranks the second) = Φ((s₁ − s₂)/√(v₁ + v₂)) on dot-product scores.
 
-    The dot product is the score whose variance v is known, so s and v are in the same units
-    whatever similarity ranked the hits. A single hit has no rival: 1.0; none: None.
+    The dot product is the score whose variance is known, so s and v are in the same units
+    whatever similarity ranked the hits. For one query's (n,) ranked dots and variances a float
+    (a single hit has no rival: 1.0; none: None); for (nq, n) an array, one per query.
     """
-    if len(dots) == 0:
-        return None
-    if len(dots) == 1:
-        return 1.0
-    return float(outrank_probability(dots[0], dots[1], variances[0], variances[1]))
+    dots, variances = np.asarray(dots), np.asarray(variances)
+    if dots.ndim == 1:
+        return None if len(dots) == 0 else float(confidence(dots[None], variances[None])[0])
+    if dots.shape[1] == 1:
+        return np.ones(len(dots))
+    return outrank_probability(dots[:, 0], dots[:, 1], variances[:, 0], variances[:, 1])
+
+
+def _by_depth(ranked: Sequence[Ranked]) -> dict[int, list[int]]:
+    """Query indices grouped by how many hits each was ranked to."""
+    groups: dict[int, list[int]] = {}
+    for i, hits in enumerate(ranked):
+        groups.setdefault(len(hits.positions), []).append(i)
+    return groups
 
 
 def _hit(
