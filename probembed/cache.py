@@ -220,6 +220,10 @@ class EmbeddingCache:
                     self.path, timeout=60, check_same_thread=False, isolation_level=None
                 )
                 db.execute("PRAGMA journal_mode=WAL")
+                # Commits reach the OS, not the disk: a killed process loses nothing, a power
+                # cut at most the last entries, which are re-encoded on the next miss; each
+                # encode call then costs no fsync per member (SQLite's advice for WAL).
+                db.execute("PRAGMA synchronous=NORMAL")
                 _migrate(db)
             except (OSError, sqlite3.Error) as exc:
                 self._disable(exc)

@@ -52,9 +52,13 @@ class Gaussian:
 
     @classmethod
     def deterministic(cls, mean: np.ndarray) -> Gaussian:
-        """Zero-variance Gaussians, so deterministic vectors fit the same API."""
+        """Zero-variance Gaussians, so deterministic vectors fit the same API.
+
+        The variances are a read-only broadcast of one zero: no memory for them, which a
+        search scoring many rows' means alone would otherwise allocate and check.
+        """
         mean = _as_matrix("mean", mean)
-        return cls(mean, np.zeros_like(mean))
+        return cls._validated(mean, np.broadcast_to(np.float32(0.0), mean.shape))
 
     def __len__(self) -> int:
         return self.mean.shape[0]

@@ -214,21 +214,34 @@ _SCORES: dict[Score, _Formula] = {
 
 
 def _evaluate(
-    formula: _Formula, q: Gaussian, d: Gaussian, candidates: np.ndarray | None
+    formula: _Formula,
+    q: Gaussian,
+    d: Gaussian,
+    candidates: np.ndarray | None,
+    reads_var: bool = True,
 ) -> np.ndarray:
-    """A formula against every document, or gathered per query in memory-bounded blocks."""
+    """A formula against every document, or gathered per query in memory-bounded blocks.
+
+    A formula that `reads_var` not (dot) gets zero-size variances: gathering and converting
+    them would cost as much as the formula itself.
+    """
     _validate_pair(q, d)
-    mq, vq = q.mean.astype(np.float64), q.var.astype(np.float64)
+    unread = np.zeros((0, 0))
+
+    def variances(var: np.ndarray) -> np.ndarray:
+        return var.astype(np.float64) if reads_var else unread
+
+    mq, vq = q.mean.astype(np.float64), variances(q.var)
     if candidates is None:
-        return formula(mq, vq, d.mean.astype(np.float64), d.var.astype(np.float64))
+        return formula(mq, vq, d.mean.astype(np.float64), variances(d.var))
     cand = _validate_candidates(candidates, len(q), len(d))
     out = np.empty(cand.shape, dtype=np.float64)
     step = max(1, _GATHER_BYTES // (8 * _BLOCK_TEMPORARIES * max(1, cand.shape[1] * q.dim)))
     for start in range(0, len(q), step):
         rows = slice(start, start + step)
         md = d.mean[cand[rows]].astype(np.float64)
-        vd = d.var[cand[rows]].astype(np.float64)
-        out[rows] = formula(mq[rows], vq[rows], md, vd)
+        vd = d.var[cand[rows]].astype(np.float64) if reads_var else unread
+        out[rows] = formula(mq[rows], vq[rows] if reads_var else unread, md, vd)
     return out
 
 
@@ -259,7 +272,7 @@ def score_matrix(
     if not (np.isfinite(beta) and beta >= 0):
         raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
     formula = _PENALISED[kind](beta) if kind in _PENALISED else _SCORES[kind]
-    return _evaluate(formula, q, d, candidates)
+    return _evaluate(formula, q, d, candidates, reads_var=kind is not Score.DOT)
 
 
 def _aligned(a: Gaussian, b: Gaussian) -> np.ndarray:
