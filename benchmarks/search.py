@@ -11,7 +11,10 @@ held-out ones as queries. "scifact": the SciFact corpus with all 1,109 of its qu
 are embedded once by the pipeline (the embedding cache keeps them for later runs; the first
 run encodes them with the three models: about 25 minutes per 50,000 texts on 2 cores).
 
-For each dataset: queries per second (all queries in one batched call) and Recall@10 against
+For each dataset: queries per second (all queries in one batched call; the calls compared
+with FAISS and FAISS's own are timed side by side, every call once per round for ROUNDS
+rounds, each keeping its best, so a ratio is not skewed by the shared machine's load
+changing between them) and Recall@10 against
 the exact scan of the same score, for probembed's search (`dot`, `uec`, and the inner-product
 scores; for `dot` and `uec` with each candidate-index codec) and for FAISS IndexFlatIP and
 IndexHNSWFlat on the same means; bytes per item on disk (the LanceDB table) and in memory
@@ -43,9 +46,10 @@ from probembed.documents import read_texts
 from probembed.gaussian import Gaussian
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
+from probembed.progress import progress_bar
 from probembed.scoring import dot_variance, score_matrix
 from probembed.store import Batch, Collection, Database, PipelineInfo, Searcher
-from probembed.store.index import CODECS
+from probembed.store.index import CODECS, IndexSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = datasets_dir()
@@ -66,6 +70,8 @@ TARGETS = {"uec": 0.99, "dot": 0.98, "csd": 0.98, "w2": 0.98, "kl": 0.98}
 #: Graph beam widths tried besides the default, for the scores in SWEPT.
 PROBEMBED_EFS = (128, 256, 512)
 SWEPT = ("dot", "uec")
+#: Rounds of the side-by-side timing; each call keeps its best (the machine is shared).
+ROUNDS = 3
 
 
 def tsv_columns(path: Path, columns: Sequence[str]) -> Iterator[str]:
@@ -124,14 +130,37 @@ def stored_collection(db: Database, name: str, texts: list[str], pipe: Pipeline)
     return collection
 
 
-def timed(fn: Callable[[], Any], repeats: int = 3) -> tuple[Any, float]:
-    """Result and best wall time of a few calls: the machine is shared, the minimum is stable."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return out, best
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Result and wall time of one call (for the slow scans that nothing is compared with)."""
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+class Race:
+    """Calls timed side by side: every call runs once per round, so two calls whose speeds
+    form a ratio shared the machine's load of the same minutes; each keeps its best round."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[dict, int, Callable[[], Any]]] = []
+
+    def add(self, result: dict, queries: int, fn: Callable[[], Any]) -> None:
+        """Time `fn` (answering `queries` queries) into result["qps"]."""
+        self.entries.append((result, queries, fn))
+
+    def run(self, rounds: int) -> None:
+        """The rounds, with a progress bar; then every entry's queries per second."""
+        best = [float("inf")] * len(self.entries)
+        with progress_bar("timing side by side", rounds * len(self.entries)) as bar:
+            for _ in range(rounds):
+                for i, (_, _, fn) in enumerate(self.entries):
+                    start = time.perf_counter()
+                    fn()
+                    best[i] = min(best[i], time.perf_counter() - start)
+                    bar.advance(1)
+        for (result, queries, _), seconds in zip(self.entries, best, strict=True):
+            result["qps"] = round(queries / seconds, 1)
+        self.entries = []
 
 
 def recall(found: np.ndarray, truth: np.ndarray) -> float:
@@ -174,49 +203,61 @@ def bench_probembed(
     dataset: str,
     stats: Any,
     stored: Gaussian,
+    race: Race,
 ) -> tuple[list[dict], dict[str, np.ndarray]]:
     """Exact-scan and default-search rows per score (other beams and codecs for dot, uec).
 
-    Returns the rows and each score's exact top-k ids (the recall reference).
+    Returns the rows and each score's exact top-k ids (the recall reference). The searches
+    compared with FAISS (dot and uec) are timed in `race`; the other scores' exact scans,
+    compared with nothing, once here.
     """
     rows, truths = [], {}
     n, nq = stats.count, len(queries.gaussian)
     default = searcher.settings
     beta = searcher.pipeline.score.beta
     for score in scores:
-        repeats = 3 if score in SWEPT else 1  # best of 3 as FAISS's; the others' scans are slow
-        exact, t_exact = timed(
-            lambda s=score: searcher.search_fused(queries, K, s, exact=True), repeats
-        )
+        exact, t_exact = timed(lambda s=score: searcher.search_fused(queries, K, s, exact=True))
         truths[score] = hit_ids(exact)
         rows.append(row("probembed-exact", score, dataset, n, nq / t_exact, 1.0))
         if score in SWEPT:
+            race.add(rows[-1], nq, lambda s=score: searcher.search_fused(queries, K, s, exact=True))
             brute = float64_top(queries.gaussian, stored, score, beta)
             rows[-1]["identical_to_float64"] = float(np.mean(np.all(brute == truths[score], 1)))
         graph = searcher.warm(score)  # False: the collection is small enough to be scanned
         others = [e for e in PROBEMBED_EFS if e != default.ef_search]
         sweep = others if graph and score in SWEPT else []
         for ef in [default.ef_search, *sweep]:
-            searcher.settings = replace(default, ef_search=ef)
-            found, seconds = timed(lambda s=score: searcher.search_fused(queries, K, s))
+            settings = replace(default, ef_search=ef)
+
+            def search(s: str = score, settings: IndexSettings = settings) -> list:
+                searcher.settings = settings
+                return searcher.search_fused(queries, K, s)
+
+            found = search()
             engine = "probembed" if ef == default.ef_search else f"probembed-ef{ef}"
-            rows.append(
-                row(engine, score, dataset, n, nq / seconds, recall(hit_ids(found), truths[score]))
-            )
+            rows.append(row(engine, score, dataset, n, 0.0, recall(hit_ids(found), truths[score])))
             rows[-1]["memory_per_item"] = round(memory_per_item(searcher, n), 1)
+            race.add(rows[-1], nq, search)
         searcher.settings = default
         if graph and score in SWEPT:
-            rows += bench_codecs(searcher, queries, score, dataset, n, truths[score])
+            rows += bench_codecs(searcher, queries, score, dataset, n, truths[score], race)
     for r in rows:
         r["bytes_per_item"] = round(stats.bytes_per_item, 1)
     return rows, truths
 
 
 def bench_codecs(
-    searcher: Searcher, queries: Any, score: str, dataset: str, n: int, truth: np.ndarray
+    searcher: Searcher,
+    queries: Any,
+    score: str,
+    dataset: str,
+    n: int,
+    truth: np.ndarray,
+    race: Race,
 ) -> list[dict]:
     """The other candidate-index codecs at the default beam: memory, QPS, recall."""
     rows = []
+    nq = len(queries.gaussian)
     for codec in CODECS:
         if codec == searcher.settings.codec:
             continue
@@ -224,18 +265,12 @@ def bench_codecs(
             searcher.collection, searcher.pipeline, replace(searcher.settings, codec=codec)
         )
         other.warm(score)
-        found, seconds = timed(lambda o=other: o.search_fused(queries, K, score))
+        found = other.search_fused(queries, K, score)
         rows.append(
-            row(
-                f"probembed-{codec}",
-                score,
-                dataset,
-                n,
-                len(queries.gaussian) / seconds,
-                recall(hit_ids(found), truth),
-            )
+            row(f"probembed-{codec}", score, dataset, n, 0.0, recall(hit_ids(found), truth))
         )
         rows[-1]["memory_per_item"] = round(memory_per_item(other, n), 1)
+        race.add(rows[-1], nq, lambda o=other: o.search_fused(queries, K, score))
     return rows
 
 
@@ -266,24 +301,32 @@ def variance_errors(stored: Gaussian, full: Gaussian, queries: Gaussian, beta: f
     return out
 
 
-def bench_faiss(means: np.ndarray, queries: np.ndarray, truth: np.ndarray, dataset: str) -> list:
-    """FAISS IndexFlatIP and IndexHNSWFlat (at several ef) on the same means."""
+def bench_faiss(
+    means: np.ndarray, queries: np.ndarray, truth: np.ndarray, dataset: str, race: Race
+) -> list:
+    """FAISS IndexFlatIP and IndexHNSWFlat (at several ef) on the same means, timed in `race`."""
     n, d = means.shape
+    nq = len(queries)
     flat = faiss.IndexFlatIP(d)
     flat.add(means)
-    (_, found), seconds = timed(lambda: flat.search(queries, K))
-    rows = [row("faiss-flat-ip", "dot", dataset, n, len(queries) / seconds, recall(found, truth))]
+    _, found = flat.search(queries, K)
+    rows = [row("faiss-flat-ip", "dot", dataset, n, 0.0, recall(found, truth))]
     rows[-1]["bytes_per_item"] = rows[-1]["memory_per_item"] = 4 * d
+    race.add(rows[-1], nq, lambda: flat.search(queries, K))
     hnsw = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
     hnsw.hnsw.efConstruction = 80
     hnsw.add(means)
     size = faiss.serialize_index(hnsw).size / n
     for ef in HNSW_EFS:
-        hnsw.hnsw.efSearch = ef
-        (_, found), seconds = timed(lambda: hnsw.search(queries, K))
-        qps = len(queries) / seconds
-        rows.append(row(f"faiss-hnsw-ef{ef}", "dot", dataset, n, qps, recall(found, truth)))
+
+        def search(ef: int = ef) -> Any:
+            hnsw.hnsw.efSearch = ef
+            return hnsw.search(queries, K)
+
+        _, found = search()
+        rows.append(row(f"faiss-hnsw-ef{ef}", "dot", dataset, n, 0.0, recall(found, truth)))
         rows[-1]["bytes_per_item"] = rows[-1]["memory_per_item"] = round(size, 1)
+        race.add(rows[-1], nq, search)
     return rows
 
 
@@ -432,10 +475,12 @@ def main() -> None:
         order = np.argsort(vectors.ids.astype(int))  # ids are the texts' positions
         stored = Gaussian(vectors.mean[order], vectors.var[order])
         stats, dim = collection.stats(), collection.dim
-        ours, truths = bench_probembed(searcher, queries, scores, dataset, stats, stored)
+        race = Race()
+        ours, truths = bench_probembed(searcher, queries, scores, dataset, stats, stored, race)
         means = np.ascontiguousarray(full.mean)
         qmeans = np.ascontiguousarray(queries.gaussian.mean)
-        rows += ours + bench_faiss(means, qmeans, truths["dot"], dataset)
+        rows += ours + bench_faiss(means, qmeans, truths["dot"], dataset, race)
+        race.run(ROUNDS)
         if dataset == "all":
             variance = variance_errors(stored, full, queries.gaussian, pipe.score.beta)
     show(rows)
