@@ -71,7 +71,7 @@ TARGETS = {"uec": 0.99, "dot": 0.98, "csd": 0.98, "w2": 0.98, "kl": 0.98}
 PROBEMBED_EFS = (128, 256, 512)
 SWEPT = ("dot", "uec")
 #: Rounds of the side-by-side timing; each call keeps its best (the machine is shared).
-ROUNDS = 3
+ROUNDS = 5
 
 
 def tsv_columns(path: Path, columns: Sequence[str]) -> Iterator[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from importlib.metadata import version
@@ -53,8 +54,13 @@ def length_sorted_batches(
         yield positions, [texts[i] for i in positions]
 
 
+@functools.cache
 def package_versions(*distributions: str) -> str:
-    """`name==version` of installed distributions, for fingerprints that change on upgrade."""
+    """`name==version` of installed distributions, for fingerprints that change on upgrade.
+
+    Read once per process: the code a process runs is the version it imported, and reading
+    package metadata costs milliseconds, which every encode call (its cache key) would pay.
+    """
     return ",".join(f"{dist}=={version(dist)}" for dist in distributions)
 
 
