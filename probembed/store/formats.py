@@ -40,9 +40,14 @@ class SourceDocument:
     #: Character offset where each PDF page starts (page n starts at page_starts[n - 1]).
     page_starts: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Sections found by the reader itself (e.g. the Python docs' underlined headings).
+    outline: tuple[Section, ...] = ()
 
     def sections(self) -> list[Section]:
-        """Where chunks may not cross: Markdown sections, PDF pages, else the whole text."""
+        """Where chunks may not cross: the reader's outline, Markdown sections, PDF pages, else
+        the whole text."""
+        if self.outline:
+            return list(self.outline)
         if self.markdown:
             return markdown_sections(self.text)
         if self.page_starts:
