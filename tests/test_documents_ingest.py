@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
-from probembed.store import Database, IngestError, ingest_documents
+from probembed.store import Database, IngestError, ingest, ingest_documents
 
 SMALL = ChunkSettings(48, 8)  # small chunks, so a long file has many
 
@@ -116,6 +116,30 @@ def test_rerun_touches_only_what_changed(tmp_path, folder, pydoc_pipeline):
     assert collection.count() == sum(len(ids) for _, ids in after.values())
     hit = collection.search("gizmo reset twice", k=1, exact=True)["hits"][0]
     assert hit["metadata"]["doc_id"] == "guide.md" and "gizmo" in hit["text"]
+
+
+def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, pydoc_pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    calls: list[list[str]] = []
+
+    def recording(records, *args):
+        calls.append([r.id for r in records])
+        return ingest(records, *args)
+
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL, ingest_with=recording)
+    zeros = {i for ids in calls for i in ids if i.endswith("#0")}
+    assert len(calls) == 2 and set(calls[1]) == zeros and len(zeros) == 4  # chunk 0s last
+
+    def index():
+        return {
+            doc: (hashes, sorted(ids)) for doc, (hashes, ids) in collection.document_index().items()
+        }
+
+    whole = index()
+    collection.delete(["guide.md#0"])  # as a run stopped before its last write leaves it
+    again = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    assert (again.unchanged, again.updated, again.added) == (3, 1, 0)
+    assert index() == whole
 
 
 def bad_folder(tmp_path):

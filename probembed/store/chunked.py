@@ -6,25 +6,33 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
 `doc_hash` (SHA-256 of the document's text) beside the document's own metadata. A re-run
 compares hashes: unchanged documents are not touched, changed ones are re-chunked (new chunks
-upserted first, then the chunks they no longer have deleted, so a crash in between leaves a
-document that the next run sees as changed), and with `sync` documents no longer in the input
-are removed.
+upserted first, chunk 0 last of them, then the chunks they no longer have deleted, so a crash
+anywhere in between leaves a document that the next run sees as changed), and with `sync`
+documents no longer in the input are removed. A document is unchanged only when chunk 0 is
+stored and every stored chunk carries the document's current hash.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import ChunkSettings, chunk_text
+from probembed.chunking import Chunk, ChunkSettings, chunk_text
 from probembed.fusion import Fused
 from probembed.store.collection import Collection
 from probembed.store.formats import READERS, SourceDocument, read_file
-from probembed.store.ingest import DEFAULT_BATCH, IngestError, IngestReport, OnError, ingest
+from probembed.store.ingest import (
+    DEFAULT_BATCH,
+    IngestError,
+    IngestReport,
+    OnError,
+    check_records,
+    ingest,
+)
 from probembed.store.readers import Problem, Record, read_records
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
@@ -67,15 +75,22 @@ def read_documents(source: str | Path) -> Iterator[SourceDocument | Problem]:
         yield read_file(path, path.name)
     else:
         for item in read_records(path):
-            yield item if isinstance(item, Problem) else _from_record(item)
+            yield item if isinstance(item, Problem) else record_document(item)
 
 
-def _from_record(record: Record) -> SourceDocument:
-    """A JSONL/BEIR record as a plain document (its text already holds the title)."""
+def record_document(record: Record, markdown: bool = False) -> SourceDocument:
+    """A record (JSONL/BEIR line, service request) as a document; its text already holds the
+    title, taken from its metadata; `markdown`: sections at its Markdown headings."""
     metadata = dict(record.metadata)
     title = metadata.pop("title", None)
     return SourceDocument(
-        record.id, record.text, record.source, "record", title=title, metadata=metadata
+        record.id,
+        record.text,
+        record.source,
+        "record",
+        title=title,
+        markdown=markdown,
+        metadata=metadata,
     )
 
 
@@ -89,30 +104,39 @@ def content_hash(document: SourceDocument) -> str:
 def chunk_records(
     document: SourceDocument, count: Callable, settings: ChunkSettings
 ) -> list[Record] | Problem:
-    """The document's chunks as records to store, or the problem with its metadata."""
+    """The document's chunks as records to store, or the problem with its metadata or text."""
     clash = sorted(set(document.metadata) & set(RESERVED))
     if clash:
         return Problem(document.source, f"metadata uses {clash}, which chunking writes itself")
     digest = content_hash(document)
-    records = []
-    for chunk in chunk_text(document.text, document.sections(), count, settings):
-        metadata: dict[str, Any] = {
-            **document.metadata,
-            "doc_id": document.id,
-            "chunk": chunk.index,
-            "start": chunk.start,
-            "end": chunk.end,
-            "title": document.title or "",
-            "heading": " > ".join(chunk.headings),
-            "doc_hash": digest,
-        }
-        page = document.page_of(chunk.start)
-        if page is not None:
-            metadata["page"] = page
-        records.append(
-            Record(f"{document.id}#{chunk.index}", chunk.text, metadata, document.source)
-        )
-    return records
+    chunks = chunk_text(document.text, document.sections(), count, settings)
+    if not chunks:
+        return Problem(document.source, f"document {document.id!r} has no text to chunk")
+    return [chunk_record(document, chunk, digest) for chunk in chunks]
+
+
+def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
+    """One chunk as the record stored for it, with the document's metadata and its own."""
+    metadata: dict[str, Any] = {
+        **document.metadata,
+        "doc_id": document.id,
+        "chunk": chunk.index,
+        "start": chunk.start,
+        "end": chunk.end,
+        "title": document.title or "",
+        "heading": " > ".join(chunk.headings),
+        "doc_hash": digest,
+    }
+    page = document.page_of(chunk.start)
+    if page is not None:
+        metadata["page"] = page
+    return Record(f"{document.id}#{chunk.index}", chunk.text, metadata, document.source)
+
+
+def unchanged(document_id: str, digest: str, stored: tuple[set[str], list[str]] | None) -> bool:
+    """Whether a document is stored whole with this content: every chunk carries its hash and
+    chunk 0, which is always written last, is there (a half-written document is not)."""
+    return stored is not None and stored[0] == {digest} and f"{document_id}#0" in stored[1]
 
 
 def ingest_documents(
@@ -127,50 +151,97 @@ def ingest_documents(
     encode: Callable[[list[str]], Fused] | None = None,
     ingest_with: Callable[..., IngestReport] | None = None,
 ) -> DocumentReport:
-    """Chunk and store documents, touching only those whose content changed since last time.
+    """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
+    touching only those whose content changed since last time (see `ingest_parsed`)."""
+    return ingest_parsed(
+        read_documents(source),
+        collection,
+        pipeline,
+        chunking,
+        sync,
+        on_error,
+        batch_size,
+        progress,
+        encode,
+        ingest_with,
+        str(source),
+    )
+
+
+def ingest_parsed(
+    items: Iterable[SourceDocument | Problem],
+    collection: Collection,
+    pipeline: Any,
+    chunking: ChunkSettings | None = None,
+    sync: bool = False,
+    on_error: OnError = "stop",
+    batch_size: int = DEFAULT_BATCH,
+    progress: bool = False,
+    encode: Callable[[list[str]], Fused] | None = None,
+    ingest_with: Callable[..., IngestReport] | None = None,
+    label: str = "documents",
+) -> DocumentReport:
+    """Chunk and store documents already read, touching only those whose content changed.
 
     Everything is read and chunked before anything is written: with `on_error="stop"` a bad
-    file writes nothing. `sync` removes the chunks of documents absent from the input.
+    document writes nothing. `sync` removes the chunks of documents absent from the input.
     `ingest_with` writes the chunks instead of `ingest` with `encode` (e.g.
     `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first seven arguments.
+    Every document's chunk 0 is written after all other chunks (a second write, so Ray's
+    out-of-order commits keep it too): a run that stops part-way never leaves a document that
+    the next run takes as unchanged.
     """
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
-    report = DocumentReport(str(source))
+    report = DocumentReport(label)
     stored = collection.document_index()
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     records: list[Record] = []
+    marks: list[Record] = []  # every document's chunk 0, written last
     stale: list[str] = []
-    for item in read_documents(source):
+    for item in items:
         if isinstance(item, Problem):
             report.problems.append(item)
             continue
-        seen.add(item.id)
+        if item.id in seen:
+            report.problems.append(
+                Problem(
+                    item.source, f"duplicate document id {item.id!r} (first at {seen[item.id]})"
+                )
+            )
+            continue
+        seen[item.id] = item.source
         before = stored.get(item.id)
-        if before is not None and before[0] == {content_hash(item)}:
+        if unchanged(item.id, content_hash(item), before):
             report.unchanged += 1
             continue
         chunks = chunk_records(item, pipeline.count_tokens, settings)
         if isinstance(chunks, Problem):
             report.problems.append(chunks)
             continue
-        records += chunks
+        records += chunks[1:]
+        marks.append(chunks[0])
         if before is None:
             report.added += 1
         else:
             report.updated += 1
             kept = {r.id for r in chunks}
             stale += [i for i in before[1] if i not in kept]
+    good, bad = check_records([*records, *marks], collection.metadata_columns())
+    report.problems += bad  # e.g. a metadata type the collection stores otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)
+    kept = {r.id for r in good}
+    records, marks = [r for r in records if r.id in kept], [r for r in marks if r.id in kept]
     if sync:
         gone = [doc for doc in stored if doc not in seen]
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
-    if records:
-        write = ingest_with or functools.partial(ingest, encode=encode)
-        written = write(records, collection, pipeline, batch_size, on_error, True, progress)
-        report.chunks_written = written.added + written.updated
-        report.problems += written.problems
+    write = ingest_with or functools.partial(ingest, encode=encode)
+    for part in (records, marks):
+        if part:
+            written = write(part, collection, pipeline, batch_size, on_error, True, progress)
+            report.chunks_written += written.added + written.updated
+            report.problems += written.problems
     if stale:
         report.chunks_removed = collection.delete(stale)
     return report
