@@ -3,6 +3,7 @@ a clear report for every file that cannot be read."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, ingest, ingest_documents
+from probembed.store.chunked import ingest_parsed, read_documents
 
 SMALL = ChunkSettings(48, 8)  # small chunks, so a long file has many
 
@@ -203,3 +205,118 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     assert hits[0]["metadata"]["doc_id"] == "guide.md" and "other_chunks" in hits[0]
     refused = runner.invoke(app, ["ingest", str(folder), "--db", db, "--sync"])
     assert refused.exit_code == 2 and "--sync needs --chunk" in refused.output
+
+
+def big_markdown() -> str:
+    """A Markdown file with what a stream must carry across its cuts: multi-byte characters,
+    CRLF lines, a fence holding a # line, long paragraphs, a one-line section at the end."""
+    parts = ["# Handbook\r\n\r\nIntro with café and 🚀 rockets.\r\n"]
+    for i in range(40):
+        parts.append(f"\n## Section {i}\n\n")
+        parts.append("\n\n".join(
+            " ".join(f"Naïve step {i}.{j}.{k} goes on." for k in range(6 + (i * j) % 9))
+            for j in range(8)
+        ))  # fmt: skip
+        if i % 7 == 3:
+            parts.append("\n\n```sh\n# not a heading, inside a fence\nmake all\n```\n")
+        if i % 11 == 5:
+            parts.append("\n\n" + " ".join(f"long{n}" for n in range(900)) + "\n")
+    parts.append("\n### Last\nThe final answer sits here.\n")
+    return "".join(parts)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks and segments far smaller than the file, so every cut is exercised."""
+    from probembed.store import streamed
+
+    monkeypatch.setattr(streamed, "BLOCK_BYTES", 997)  # odd: cuts fall inside characters
+    monkeypatch.setattr(streamed, "SEGMENT_CHARS", 700)
+
+
+def stored_rows(collection) -> dict[str, tuple[str, dict]]:
+    """Every stored chunk: id -> (text, metadata)."""
+    rows = collection.rows(sorted(collection.ids()), ["text", "metadata"])
+    return {i: (r["text"], json.loads(r["metadata"])) for i, r in rows.items()}
+
+
+def test_a_streamed_file_gives_the_chunks_of_the_file_read_whole(
+    tmp_path, pydoc_pipeline, small_blocks
+):
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "handbook.md").write_bytes(big_markdown().encode("utf-8"))
+    (root / "notes.txt").write_bytes(big_markdown().replace("#", "=").encode("utf-8"))
+    db = Database(tmp_path / "db", create=True)
+    whole, streamed = db.collection("whole"), db.collection("streamed")
+    ingest_documents(root, whole, pydoc_pipeline, SMALL)
+    report = ingest_documents(root, streamed, pydoc_pipeline, SMALL, batch_size=50, stream_bytes=0)
+    assert (report.added, report.problems) == (2, [])
+    rows = stored_rows(streamed)
+    assert rows == stored_rows(whole) and report.chunks_written == len(rows) > 200
+    text = (root / "handbook.md").read_bytes().decode("utf-8")
+    for chunk_text, meta in rows.values():
+        source = text if meta["doc_id"] == "handbook.md" else text.replace("#", "=")
+        assert source[meta["start"] : meta["end"]] == chunk_text  # character offsets
+    last = max((m["chunk"], m["heading"]) for t, m in rows.values() if m["doc_id"] == "handbook.md")
+    assert last[1] == "Handbook > Section 39 > Last"
+    again = ingest_documents(root, streamed, pydoc_pipeline, SMALL)  # read whole: same hashes
+    assert (again.unchanged, again.chunks_written) == (2, 0)
+
+
+def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
+    tmp_path, pydoc_pipeline, small_blocks
+):
+    root = tmp_path / "bad"
+    root.mkdir()
+    (root / "late-latin1.txt").write_bytes(b"plain words " * 500 + "café".encode("latin-1"))
+    (root / "cut-short.md").write_bytes("# Title\n\nan ending é".encode()[:-1])
+    (root / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00" + b"x" * 3000)
+    (root / "blank.txt").write_bytes(b" \n\t\n" * 2000)
+    said = {}
+    for stream_bytes in (0, 10**9):
+        collection = Database(tmp_path / f"db{stream_bytes}", create=True).collection("bad")
+        with pytest.raises(IngestError) as stopped:
+            ingest_documents(root, collection, pydoc_pipeline, SMALL, stream_bytes=stream_bytes)
+        said[stream_bytes] = {
+            p.source.rsplit("/", 1)[-1]: p.message for p in stopped.value.problems
+        }
+        assert not collection.exists
+    assert said[0] == said[10**9]  # the same report, streamed or read whole
+    assert said[0]["late-latin1.txt"].startswith("not UTF-8: byte 0xe9 at offset 6003;")
+    assert said[0]["cut-short.md"].startswith("not UTF-8: byte 0xc3 at offset 19;")
+    assert "binary" in said[0]["binary.md"] and "no text" in said[0]["blank.txt"]
+
+
+def test_a_stream_that_fails_part_way_leaves_nothing_of_it(tmp_path, pydoc_pipeline, small_blocks):
+    root = tmp_path / "docs"
+    root.mkdir()
+    big = root / "big.md"
+    big.write_text(big_markdown())
+    (root / "small.md").write_text("# Small\n\nA small file.")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(root, collection, pydoc_pipeline, SMALL, batch_size=50, stream_bytes=0)
+    before, version = stored_rows(collection), collection.version
+    for on_error in ("stop", "skip"):
+        big.write_text(big_markdown().replace("final answer", "new answer"))
+        (root / "small.md").write_text(f"# Small\n\nA small file, edited ({on_error}).")
+        scanned = list(read_documents(root, stream_bytes=0))
+        with big.open("a") as handle:  # changed after its first pass: found at the end
+            handle.write("\nOne more line.\n")
+        run = functools.partial(ingest_parsed, scanned, collection, pydoc_pipeline, SMALL)
+        if on_error == "stop":
+            with pytest.raises(IngestError, match=r"big.md: the file changed while it was read"):
+                run(on_error=on_error, batch_size=50)
+            assert stored_rows(collection) == before  # every batch written was undone
+            assert collection.version > version
+            continue
+        report = run(on_error=on_error, batch_size=50)
+        assert [p.source for p in report.problems] == [str(big)]
+        assert (report.updated, report.chunks_written) == (1, 1)  # small.md only
+        after = stored_rows(collection)
+        assert {i: r for i, r in after.items() if i.startswith("big.md")} == {
+            i: r for i, r in before.items() if i.startswith("big.md")
+        }
+    rerun = ingest_documents(root, collection, pydoc_pipeline, SMALL, stream_bytes=0)
+    assert (rerun.updated, rerun.unchanged) == (1, 1)  # big.md, whose stored hash is stale
+    assert any("One more line." in text for text, _ in stored_rows(collection).values())

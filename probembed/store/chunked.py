@@ -15,25 +15,35 @@ stored and every stored chunk carries the document's current hash.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import Chunk, ChunkSettings, chunk_text
+from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
 from probembed.store.collection import Collection
-from probembed.store.formats import READERS, SourceDocument, read_file
+from probembed.store.formats import READERS, SourceDocument, content_digest, read_file
 from probembed.store.ingest import (
     DEFAULT_BATCH,
     IngestError,
     IngestReport,
     OnError,
     check_records,
+    commit,
+    finish,
     ingest,
+    prepare,
 )
 from probembed.store.readers import Problem, Record, read_records
+from probembed.store.rows import PipelineInfo
+from probembed.store.streamed import (
+    STREAM_BYTES,
+    STREAMED,
+    StreamedFile,
+    UnreadableError,
+    scan_file,
+)
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
 RESERVED = ("doc_id", "chunk", "start", "end", "title", "heading", "page", "doc_hash")
@@ -61,21 +71,33 @@ class DocumentReport:
         )
 
 
-def read_documents(source: str | Path) -> Iterator[SourceDocument | Problem]:
+def read_documents(
+    source: str | Path, stream_bytes: int = STREAM_BYTES
+) -> Iterator[SourceDocument | StreamedFile | Problem]:
     """Documents of a folder (every supported file below it, id = relative path), of one
-    file, or of a JSONL file / BEIR folder (one per record)."""
+    file, or of a JSONL file / BEIR folder (one per record); a text or Markdown file over
+    `stream_bytes` is scanned, not read, and chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not (path / "corpus.jsonl").is_file():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in READERS)
         if not files:
             raise FileNotFoundError(f"{path} holds no {', '.join(READERS)} files to ingest")
         for file in files:
-            yield read_file(file, file.relative_to(path).as_posix())
+            yield _read(file, file.relative_to(path).as_posix(), stream_bytes)
     elif path.is_file() and path.suffix.lower() in READERS:
-        yield read_file(path, path.name)
+        yield _read(path, path.name, stream_bytes)
     else:
         for item in read_records(path):
             yield item if isinstance(item, Problem) else record_document(item)
+
+
+def _read(path: Path, doc_id: str, stream_bytes: int) -> SourceDocument | StreamedFile | Problem:
+    """A file read whole, or, when it is large text, scanned for reading as a stream."""
+    try:
+        large = path.suffix.lower() in STREAMED and path.stat().st_size > stream_bytes
+    except OSError as exc:
+        return Problem(str(path), f"cannot read: {exc.strerror or exc}")
+    return scan_file(path, doc_id) if large else read_file(path, doc_id)
 
 
 def record_document(record: Record, markdown: bool = False) -> SourceDocument:
@@ -96,9 +118,7 @@ def record_document(record: Record, markdown: bool = False) -> SourceDocument:
 
 def content_hash(document: SourceDocument) -> str:
     """What decides whether a document changed: its text and its metadata."""
-    digest = hashlib.sha256(document.text.encode("utf-8"))
-    digest.update(repr(sorted(document.metadata.items())).encode("utf-8"))
-    return digest.hexdigest()[:32]
+    return content_digest([document.text.encode("utf-8")], document.metadata)
 
 
 def chunk_records(
@@ -150,11 +170,13 @@ def ingest_documents(
     progress: bool = False,
     encode: Callable[[list[str]], Fused] | None = None,
     ingest_with: Callable[..., IngestReport] | None = None,
+    stream_bytes: int = STREAM_BYTES,
 ) -> DocumentReport:
     """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
-    touching only those whose content changed since last time (see `ingest_parsed`)."""
+    touching only those whose content changed since last time (see `ingest_parsed`); text
+    and Markdown files over `stream_bytes` are read, chunked and written as streams."""
     return ingest_parsed(
-        read_documents(source),
+        read_documents(source, stream_bytes),
         collection,
         pipeline,
         chunking,
@@ -169,7 +191,7 @@ def ingest_documents(
 
 
 def ingest_parsed(
-    items: Iterable[SourceDocument | Problem],
+    items: Iterable[SourceDocument | StreamedFile | Problem],
     collection: Collection,
     pipeline: Any,
     chunking: ChunkSettings | None = None,
@@ -189,7 +211,8 @@ def ingest_parsed(
     `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first seven arguments.
     Every document's chunk 0 is written after all other chunks (a second write, so Ray's
     out-of-order commits keep it too): a run that stops part-way never leaves a document that
-    the next run takes as unchanged.
+    the next run takes as unchanged. A `StreamedFile` is chunked and written after the
+    others, in batches, always with `encode` (see `write_streamed`).
     """
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
@@ -197,6 +220,7 @@ def ingest_parsed(
     seen: dict[str, str] = {}
     records: list[Record] = []
     marks: list[Record] = []  # every document's chunk 0, written last
+    streamed: list[StreamedFile] = []
     stale: list[str] = []
     for item in items:
         if isinstance(item, Problem):
@@ -211,8 +235,12 @@ def ingest_parsed(
             continue
         seen[item.id] = item.source
         before = stored.get(item.id)
-        if unchanged(item.id, content_hash(item), before):
+        digest = item.digest if isinstance(item, StreamedFile) else content_hash(item)
+        if unchanged(item.id, digest, before):
             report.unchanged += 1
+            continue
+        if isinstance(item, StreamedFile):
+            streamed.append(item)
             continue
         chunks = chunk_records(item, pipeline.count_tokens, settings)
         if isinstance(chunks, Problem):
@@ -236,12 +264,77 @@ def ingest_parsed(
         gone = [doc for doc in stored if doc not in seen]
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
+    if streamed and not collection.exists:
+        collection.create(pipeline)  # so that a failed stream can be undone to a version
+    start = collection.version if streamed else 0
     write = ingest_with or functools.partial(ingest, encode=encode)
     for part in (records, marks):
         if part:
-            written = write(part, collection, pipeline, batch_size, on_error, True, progress)
-            report.chunks_written += written.added + written.updated
-            report.problems += written.problems
+            result = write(part, collection, pipeline, batch_size, on_error, True, progress)
+            report.chunks_written += result.added + result.updated
+            report.problems += result.problems
+    for item in streamed:
+        try:
+            written = write_streamed(item, collection, pipeline, settings, batch_size, encode)
+        except Exception as exc:
+            problem = (
+                exc.problem
+                if isinstance(exc, UnreadableError)
+                else Problem(item.source, f"failed part-way ({exc}); what it wrote was undone")
+            )
+            if on_error == "stop":  # nothing at all, as when a bad document stops the run
+                collection.restore(start)
+                raise IngestError([*report.problems, problem]) from exc
+            report.problems.append(problem)
+            continue
+        before = stored.get(item.id)
+        report.chunks_written += len(written)
+        if before is None:
+            report.added += 1
+        else:
+            report.updated += 1
+            stale += [i for i in before[1] if i not in written]
     if stale:
         report.chunks_removed = collection.delete(stale)
     return report
+
+
+def write_streamed(
+    file: StreamedFile,
+    collection: Collection,
+    pipeline: Any,
+    settings: ChunkSettings,
+    batch_size: int,
+    encode: Callable[[list[str]], Fused] | None = None,
+) -> set[str]:
+    """Chunk, embed and write a large file in batches of chunks, chunk 0 last; returns the
+    ids written. On any failure the collection is put back as it was before (an empty
+    collection is created first for that) and the error raised."""
+    if not collection.exists:
+        collection.create(pipeline)
+    version = collection.version
+    info, report = PipelineInfo.of(pipeline), IngestReport(file.source)
+    written: set[str] = set()
+    mark: list[Record] = []
+    batch: list[Record] = []
+
+    def flush(records: list[Record]) -> None:
+        _, todo = prepare(records, collection, pipeline, "stop", True)
+        commit(collection, info, todo, (encode or pipeline.encode)([r.text for r in todo]),
+               True, report)  # fmt: skip
+        written.update(r.id for r in todo)
+
+    try:
+        for chunk in stream_chunks(file.segments(), pipeline.count_tokens, settings):
+            (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, file.digest))
+            if len(batch) == batch_size:
+                flush(batch)
+                batch = []
+        for records in (batch, mark):
+            if records:
+                flush(records)
+    except BaseException:
+        collection.restore(version)
+        raise
+    finish(collection, pipeline, report)
+    return written

@@ -544,6 +544,14 @@ class Collection:
             table.delete(condition)
         return int(found)
 
+    def restore(self, version: int) -> None:
+        """Put the rows back as they were at `version`, in one new commit: undoes the writes of
+        an ingest stopped part-way."""
+        self.db.require_writable()
+        table = self._require()
+        if int(table.version) != version:
+            table.restore(version)
+
     def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
         """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.
 
