@@ -15,7 +15,7 @@ stored and every stored chunk carries the document's current hash.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,9 +264,7 @@ def ingest_parsed(
         gone = [doc for doc in stored if doc not in seen]
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
-    if streamed and not collection.exists:
-        collection.create(pipeline)  # so that a failed stream can be undone to a version
-    start = collection.version if streamed else 0
+    start = collection.version if collection.exists else None  # what a failed stream undoes to
     write = ingest_with or functools.partial(ingest, encode=encode)
     for part in (records, marks):
         if part:
@@ -274,8 +272,11 @@ def ingest_parsed(
             report.chunks_written += result.added + result.updated
             report.problems += result.problems
     for item in streamed:
+        before = stored.get(item.id, (set(), []))[1]
         try:
-            written = write_streamed(item, collection, pipeline, settings, batch_size, encode)
+            written = write_streamed(
+                item, collection, pipeline, settings, batch_size, encode, before
+            )
         except Exception as exc:
             problem = (
                 exc.problem
@@ -287,15 +288,12 @@ def ingest_parsed(
                 raise IngestError([*report.problems, problem]) from exc
             report.problems.append(problem)
             continue
-        before = stored.get(item.id)
         report.chunks_written += len(written)
-        if before is None:
-            report.added += 1
-        else:
-            report.updated += 1
-            stale += [i for i in before[1] if i not in written]
+        report.chunks_removed += len(set(before) - written)
+        report.added += not before
+        report.updated += bool(before)
     if stale:
-        report.chunks_removed = collection.delete(stale)
+        report.chunks_removed += collection.delete(stale)
     return report
 
 
@@ -306,13 +304,17 @@ def write_streamed(
     settings: ChunkSettings,
     batch_size: int,
     encode: Callable[[list[str]], Fused] | None = None,
+    replaced: Sequence[str] = (),
 ) -> set[str]:
-    """Chunk, embed and write a large file in batches of chunks, chunk 0 last; returns the
-    ids written. On any failure the collection is put back as it was before (an empty
-    collection is created first for that) and the error raised."""
-    if not collection.exists:
-        collection.create(pipeline)
-    version = collection.version
+    """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
+    deleting the chunks of its stored version (`replaced`); returns the ids written.
+
+    On any failure the collection is put back as it was (dropped, if this made it) and the
+    error raised. The batches are not compacted at the end: LanceDB's
+    compaction rewrites the table at once, with no bound on its memory (`Collection.optimize`
+    does it, as the next ordinary ingest does).
+    """
+    version = collection.version if collection.exists else None
     info, report = PipelineInfo.of(pipeline), IngestReport(file.source)
     written: set[str] = set()
     mark: list[Record] = []
@@ -320,11 +322,13 @@ def write_streamed(
 
     def flush(records: list[Record]) -> None:
         _, todo = prepare(records, collection, pipeline, "stop", True)
-        commit(collection, info, todo, (encode or pipeline.encode)([r.text for r in todo]),
-               True, report)  # fmt: skip
+        fused = (encode or pipeline.encode)([r.text for r in todo])
+        commit(collection, info, todo, fused, False, report)
         written.update(r.id for r in todo)
 
     try:
+        if replaced:
+            collection.delete(list(replaced))
         for chunk in stream_chunks(file.segments(), pipeline.count_tokens, settings):
             (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, file.digest))
             if len(batch) == batch_size:
@@ -336,5 +340,5 @@ def write_streamed(
     except BaseException:
         collection.restore(version)
         raise
-    finish(collection, pipeline, report)
+    finish(collection, pipeline, report, compact=False)
     return written
