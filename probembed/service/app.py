@@ -34,7 +34,7 @@ from probembed.store import (
     StoreError,
     ingest,
 )
-from probembed.store.chunked import ingest_parsed, record_document
+from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
 
 #: A collection name in a path, as the store accepts them.
 CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
@@ -304,6 +304,22 @@ def _embeddings(service: Service) -> APIRouter:
     return router
 
 
+def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
+    """What a chunked write did, documents and chunks, in the response's shape."""
+    return schemas.WriteReport(
+        collection=name,
+        added=report.added,
+        updated=report.updated,
+        already_stored=0,
+        skipped=[str(p) for p in report.problems],
+        count=count,
+        unchanged=report.unchanged,
+        removed=report.removed,
+        chunks_written=report.chunks_written,
+        chunks_removed=report.chunks_removed,
+    )
+
+
 def _embedding_payload(fused: Fused, model: str, encoding: str, texts: list[str]) -> dict:
     """OpenAI's response body, float lists or base64 little-endian float32."""
 
@@ -414,18 +430,7 @@ def _collections(service: Service) -> APIRouter:
                     encode=batcher.encode_blocking,
                     label=name,
                 )
-                return schemas.WriteReport(
-                    collection=name,
-                    added=report.added,
-                    updated=report.updated,
-                    already_stored=0,
-                    skipped=[str(p) for p in report.problems],
-                    count=service.count_items(collection),
-                    unchanged=report.unchanged,
-                    removed=report.removed,
-                    chunks_written=report.chunks_written,
-                    chunks_removed=report.chunks_removed,
-                )
+                return _chunked_report(name, report, service.count_items(collection))
 
             return await service.run(name, write_chunks)
 

@@ -112,8 +112,12 @@ class Document(Strict):
 class ChunkOptions(Strict):
     """How documents are cut into chunks (the CLI's --chunk-tokens, --overlap)."""
 
-    max_tokens: int = Field(256, description="Chunk size in tokens, capped at the pipeline's.")
-    overlap_tokens: int = Field(32, description="Tokens a chunk repeats of the one before.")
+    max_tokens: int = Field(
+        256, ge=8, description="Chunk size in tokens, capped at the pipeline's limit."
+    )
+    overlap_tokens: int = Field(
+        32, ge=0, description="Tokens a chunk repeats of the one before: under max_tokens / 2."
+    )
     markdown: bool = Field(False, description="Sections at Markdown headings (`heading` paths).")
 
 

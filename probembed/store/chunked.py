@@ -217,72 +217,32 @@ def ingest_parsed(
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()
-    seen: dict[str, str] = {}
-    records: list[Record] = []
-    marks: list[Record] = []  # every document's chunk 0, written last
-    streamed: list[StreamedFile] = []
-    stale: list[str] = []
-    for item in items:
-        if isinstance(item, Problem):
-            report.problems.append(item)
-            continue
-        if item.id in seen:
-            report.problems.append(
-                Problem(
-                    item.source, f"duplicate document id {item.id!r} (first at {seen[item.id]})"
-                )
-            )
-            continue
-        seen[item.id] = item.source
-        before = stored.get(item.id)
-        digest = item.digest if isinstance(item, StreamedFile) else content_hash(item)
-        if unchanged(item.id, digest, before):
-            report.unchanged += 1
-            continue
-        if isinstance(item, StreamedFile):
-            streamed.append(item)
-            continue
-        chunks = chunk_records(item, pipeline.count_tokens, settings)
-        if isinstance(chunks, Problem):
-            report.problems.append(chunks)
-            continue
-        records += chunks[1:]
-        marks.append(chunks[0])
-        if before is None:
-            report.added += 1
-        else:
-            report.updated += 1
-            kept = {r.id for r in chunks}
-            stale += [i for i in before[1] if i not in kept]
-    good, bad = check_records([*records, *marks], collection.metadata_columns())
+    plan = _plan(items, stored, pipeline.count_tokens, settings, report)
+    good, bad = check_records([*plan.records, *plan.marks], collection.metadata_columns())
     report.problems += bad  # e.g. a metadata type the collection stores otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)
     kept = {r.id for r in good}
-    records, marks = [r for r in records if r.id in kept], [r for r in marks if r.id in kept]
     if sync:
-        gone = [doc for doc in stored if doc not in seen]
+        gone = [doc for doc in stored if doc not in plan.seen]
         report.removed = len(gone)
-        stale += [i for doc in gone for i in stored[doc][1]]
+        plan.stale += [i for doc in gone for i in stored[doc][1]]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
     write = ingest_with or functools.partial(ingest, encode=encode)
-    for part in (records, marks):
+    for part in (plan.records, plan.marks):
+        part = [r for r in part if r.id in kept]
         if part:
             result = write(part, collection, pipeline, batch_size, on_error, True, progress)
             report.chunks_written += result.added + result.updated
             report.problems += result.problems
-    for item in streamed:
+    for item in plan.streamed:
         before = stored.get(item.id, (set(), []))[1]
         try:
             written = write_streamed(
                 item, collection, pipeline, settings, batch_size, encode, before
             )
         except Exception as exc:
-            problem = (
-                exc.problem
-                if isinstance(exc, UnreadableError)
-                else Problem(item.source, f"failed part-way ({exc}); what it wrote was undone")
-            )
+            problem = _failed(item, exc)
             if on_error == "stop":  # nothing at all, as when a bad document stops the run
                 collection.restore(start)
                 raise IngestError([*report.problems, problem]) from exc
@@ -292,9 +252,69 @@ def ingest_parsed(
         report.chunks_removed += len(set(before) - written)
         report.added += not before
         report.updated += bool(before)
-    if stale:
-        report.chunks_removed += collection.delete(stale)
+    if plan.stale:
+        report.chunks_removed += collection.delete(plan.stale)
     return report
+
+
+@dataclass
+class _Plan:
+    """What a chunked ingest writes: chunks (chunk 0s apart, written last), large files to
+    stream, chunks to delete, and the documents seen (id -> where)."""
+
+    records: list[Record] = field(default_factory=list)
+    marks: list[Record] = field(default_factory=list)
+    streamed: list[StreamedFile] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)
+
+
+def _plan(
+    items: Iterable[SourceDocument | StreamedFile | Problem],
+    stored: dict[str, tuple[set[str], list[str]]],
+    count: Callable,
+    settings: ChunkSettings,
+    report: DocumentReport,
+) -> _Plan:
+    """Sort the documents read into unchanged, to chunk and to stream; count them and their
+    problems in the report."""
+    plan = _Plan()
+    for item in items:
+        if isinstance(item, Problem):
+            report.problems.append(item)
+            continue
+        if item.id in plan.seen:
+            first = plan.seen[item.id]
+            report.problems.append(
+                Problem(item.source, f"duplicate document id {item.id!r} (first at {first})")
+            )
+            continue
+        plan.seen[item.id] = item.source
+        before = stored.get(item.id)
+        digest = item.digest if isinstance(item, StreamedFile) else content_hash(item)
+        if unchanged(item.id, digest, before):
+            report.unchanged += 1
+        elif isinstance(item, StreamedFile):
+            plan.streamed.append(item)  # counted once written
+        else:
+            chunks = chunk_records(item, count, settings)
+            if isinstance(chunks, Problem):
+                report.problems.append(chunks)
+                continue
+            plan.records += chunks[1:]
+            plan.marks.append(chunks[0])
+            report.added += before is None
+            report.updated += before is not None
+            kept = {r.id for r in chunks}
+            plan.stale += [i for i in (before or (set(), []))[1] if i not in kept]
+    return plan
+
+
+def _failed(item: StreamedFile, exc: Exception) -> Problem:
+    """The problem of a streamed file whose writes failed and were undone."""
+    if isinstance(exc, UnreadableError):
+        return exc.problem
+    return Problem(item.source, f"failed part-way ({exc}); what it wrote was undone")
 
 
 def write_streamed(

@@ -16,7 +16,7 @@ from typing import Any
 from probembed.chunking import ChunkSettings, Section
 from probembed.store.chunked import chunk_records
 from probembed.store.formats import SourceDocument
-from probembed.store.readers import Record
+from probembed.store.readers import Problem, Record
 
 #: Characters that underline a reStructuredText heading in the rendered topics.
 _UNDERLINE = frozenset("*=-~^")
@@ -47,7 +47,8 @@ def read_pydoc_topics(
     records: list[Record] = []
     for name in names:
         chunks = chunk_records(topic_document(name, source[name]), count, settings)
-        assert isinstance(chunks, list)  # only a metadata clash is a problem, and "topic" is not
+        if isinstance(chunks, Problem):  # a topic with no text: this Python's docs are broken
+            raise ValueError(str(chunks))
         records += chunks
     return records
 
