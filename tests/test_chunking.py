@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probembed.chunking import ChunkSettings, chunk_text, markdown_sections, plain_sections
+from probembed.chunking import (
+    ChunkSettings,
+    Segment,
+    chunk_text,
+    markdown_sections,
+    plain_sections,
+    stream_chunks,
+)
 
 WORD = re.compile(r"\S+")
 
@@ -112,3 +119,41 @@ def test_default_pipeline_chunks_fit_every_member(default_pipeline):
     for member in default_pipeline.members:
         limit = member.encoder.max_tokens or config.max_tokens
         assert max(member.encoder.count_tokens([c.text for c in chunks])) <= limit
+
+
+def segments_of(text, sections, cuts):
+    """The sections as stream segments, each also cut at the paragraph breaks `cuts` picks."""
+    breaks = iter(cuts)
+    for section in sections:
+        start, opens = section.start, True
+        for match in re.finditer(r"\n[ \t]*\n", text[section.start : section.end]):
+            end = section.start + match.end()
+            if next(breaks, False):
+                yield Segment(start, text[start:end], section.headings, opens)
+                start, opens = end, False
+        yield Segment(start, text[start : section.end], section.headings, opens)
+
+
+@given(document, st.integers(8, 48), st.integers(0, 3), st.lists(st.booleans(), max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_streamed_segments_give_the_chunks_of_the_whole_text(text, size, overlap, cuts):
+    config = ChunkSettings(size, min(overlap, size // 2 - 1))
+    sections = plain_sections(text)
+    whole = chunk_text(text, sections, word_counter, config)
+    assert list(stream_chunks(segments_of(text, sections, cuts), word_counter, config)) == whole
+
+
+@given(st.lists(st.booleans(), max_size=20))
+@settings(max_examples=30, deadline=None)
+def test_streamed_markdown_sections_give_the_chunks_of_the_whole_text(cuts):
+    text = MARKDOWN * 3
+    sections = markdown_sections(text)
+    whole = chunk_text(text, sections, word_counter, ChunkSettings(8, 2))
+    streamed = stream_chunks(segments_of(text, sections, cuts), word_counter, ChunkSettings(8, 2))
+    assert list(streamed) == whole and len({c.headings for c in whole}) == 5
+
+
+def test_segments_must_follow_each_other():
+    segments = [Segment(0, "one two.\n\n", (), True), Segment(12, "three.", (), False)]
+    with pytest.raises(ValueError, match="segment at 12 does not follow offset 10"):
+        list(stream_chunks(segments, word_counter, ChunkSettings(8, 0)))

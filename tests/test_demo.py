@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 import probembed
 from probembed import paths
+from probembed.chunking import ChunkSettings
 from probembed.encoders import available_encoders
 from probembed.evaluation.datasets import load_retrieval
 from probembed.evaluation.harness import Method, embed, evaluate
@@ -20,10 +22,12 @@ from probembed.interfaces.cli import app, inspect_table
 from probembed.interfaces.demo_command import PYTHON_QUESTIONS, _run
 from probembed.paths import DATASETS_ENV, datasets_dir
 from probembed.pipeline import ScoreConfig
-from probembed.store.pydoc_corpus import _paragraphs, read_pydoc_topics
+from probembed.store.pydoc_corpus import read_pydoc_topics, topic_document
 from probembed.uncertainty import ESTIMATORS
 
 #: Lines a third-party loader prints while it loads weights (transformers' tqdm bar).
+WORD = re.compile(r"\S+")
+UNDERLINE = re.compile(r"^[*=\-~^]{3,}$")
 NOISE = re.compile(r"Loading weights|\d+it/s\]|\|\s*\d+/\d+ \[")
 ROOT = Path(probembed.__file__).resolve().parents[1]
 
@@ -47,46 +51,65 @@ def test_datasets_dir_of_an_installed_package_is_beside_the_working_directory(
     assert datasets_dir() == Path("..", "shared", "datasets")
 
 
-def test_pydoc_passages_keep_every_paragraph_in_order_under_their_topic():
+def test_pydoc_passages_are_chunks_of_each_topic_covering_every_word_in_order():
     from pydoc_data.topics import topics
 
-    records = read_pydoc_topics(max_chars=400)
+    settings = ChunkSettings(64, 8)
+    records = read_pydoc_topics(chunking=settings)
     assert len({r.id for r in records}) == len(records)
-    assert records == read_pydoc_topics(max_chars=400)  # deterministic, ids included
+    assert records == read_pydoc_topics(chunking=settings)  # deterministic, ids included
     by_topic: dict[str, list] = {}
     for record in records:
-        by_topic.setdefault(record.metadata["topic"], []).append(record)
+        by_topic.setdefault(record.metadata["doc_id"], []).append(record)
     assert list(by_topic) == list(topics)
     for topic, passages in by_topic.items():
+        document = topic_document(topic, topics[topic])
         assert [p.id for p in passages] == [f"{topic}#{n}" for n in range(len(passages))]
-        expected = [text for text, heading in _paragraphs(topics[topic]) if heading is None]
-        bodies = []
+        covered: set[int] = set()
         for passage in passages:
-            head, body = passage.text.split("\n\n", 1)
             meta = passage.metadata
-            assert head == (
-                f"{meta['title']}: {meta['section']}" if meta["section"] else meta["title"]
-            )
-            parts = body.split("\n\n")
-            # Packing never exceeds the budget except for one paragraph that is longer alone.
-            assert len(parts) == 1 or sum(len(p) + 2 for p in parts) - 2 <= 400
-            bodies.append(body)
-        assert "\n\n".join(bodies) == "\n\n".join(expected)
+            assert passage.text == document.text[meta["start"] : meta["end"]]
+            assert len(passage.text.split()) <= settings.max_tokens  # tokens are words here
+            covered |= {m.start() for m in WORD.finditer(document.text, meta["start"], meta["end"])}
+        assert covered == {m.start() for m in WORD.finditer(document.text)}
+        # the document is the topic's own words, only the underlines of its headings left out
+        raw, kept = topics[topic].split(), iter(topics[topic].split())
+        assert all(word in kept for word in document.text.split())  # in order: a subsequence
+        dropped = Counter(raw) - Counter(document.text.split())
+        assert all(UNDERLINE.match(word) for word in dropped)
 
 
-def test_pydoc_passages_carry_titles_and_sections_of_the_topic():
+def test_pydoc_passages_carry_titles_and_heading_paths_of_the_topic():
     passages = read_pydoc_topics(["try"])
-    assert passages[0].metadata == {"topic": "try", "title": 'The "try" statement', "section": ""}
-    sections = {p.metadata["section"] for p in passages}
-    assert '"except" clause' in sections and '"finally" clause' in sections
-    assert all(p.text.startswith('The "try" statement') for p in passages)
+    first = passages[0].metadata
+    assert (first["topic"], first["doc_id"], first["title"]) == (
+        "try",
+        "try",
+        'The "try" statement',
+    )
+    assert first["heading"] == 'The "try" statement' and first["start"] == 0
+    headings = {p.metadata["heading"] for p in passages}
+    assert 'The "try" statement > "except" clause' in headings
+    assert 'The "try" statement > "finally" clause' in headings
+    for passage in passages:  # a section's first passage starts with its heading
+        heading = passage.metadata["heading"].split(" > ")[-1]
+        if passage.metadata["chunk"] == min(
+            p.metadata["chunk"] for p in passages if p.metadata["heading"].endswith(heading)
+        ):
+            assert passage.text.startswith(heading)
 
 
-def test_pydoc_reader_rejects_unknown_topics_and_budgets():
+def test_pydoc_passages_fit_the_pipeline_they_are_cut_for(default_pipeline):
+    passages = read_pydoc_topics(["try", "with"], default_pipeline)
+    limit = ChunkSettings().capped(default_pipeline.max_tokens).max_tokens
+    assert max(default_pipeline.count_tokens([p.text for p in passages])) <= limit
+    words = read_pydoc_topics(["try", "with"])  # counted in words: other cuts
+    assert [p.text for p in words] != [p.text for p in passages]
+
+
+def test_pydoc_reader_rejects_unknown_topics():
     with pytest.raises(ValueError, match=r"unknown pydoc topic\(s\) \['trie'\]; known: .*try"):
         read_pydoc_topics(["try", "trie"])
-    with pytest.raises(ValueError, match="max_chars must be a positive"):
-        read_pydoc_topics(max_chars=0)
 
 
 def test_inspect_table_fits_80_columns_with_every_model_name_whole():
@@ -171,7 +194,7 @@ def test_demo_without_data_falls_back_to_all_the_python_docs(hash_pipeline, tmp_
     done = CliRunner().invoke(app, ["demo", "--pipeline", pipe])
     assert done.exit_code == 0, done.output
     assert f"no SciFact at {tmp_path / 'no-datasets' / 'retrieval' / 'scifact'}" in done.output
-    assert f"indexing {len(read_pydoc_topics())} passages" in done.output
+    assert f"indexing {len(read_pydoc_topics(pipeline=hash_pipeline))} passages" in done.output
     assert all(question in done.stdout for question in PYTHON_QUESTIONS)
     assert set(re.findall(r"│ ([a-z-]+)#\d+ ", done.stdout)) <= set(topics)
 

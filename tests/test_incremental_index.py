@@ -2,6 +2,7 @@
 
 import pytest
 
+from probembed.chunking import ChunkSettings
 from probembed.store import Database, IndexSettings, Record, Searcher, ingest
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.snapshot import REBUILD_DEAD_FRACTION
@@ -12,8 +13,15 @@ GRAPH = IndexSettings(scan_below=0, pool=400)
 
 @pytest.fixture
 def passages() -> list[Record]:
-    """Real passages with unique ids (the Python docs that ship with CPython)."""
-    return read_pydoc_topics()[:400]  # ids are unique
+    """Real passages with unique ids and texts (the Python docs that ship with CPython).
+
+    Some topics repeat others' sections (`compound` holds `try`), so equal texts are dropped:
+    every passage must be its own best match.
+    """
+    unique: dict[str, Record] = {}
+    for record in read_pydoc_topics(chunking=ChunkSettings(128, 16)):
+        unique.setdefault(record.text, record)
+    return list(unique.values())[:400]
 
 
 @pytest.fixture

@@ -96,6 +96,27 @@ def test_filter_and_where_pass_through_to_the_collection(store):
         store.similarity_search(QUESTION, filter={"colour": "red"})
 
 
+def test_mmr_drops_near_duplicates_that_plain_similarity_keeps(store):
+    best = store.similarity_search(QUESTION, k=1)[0]
+    copies = [f"copy{i}" for i in range(3)]  # the best passage three more times, as other ids
+    store.add_texts([best.page_content] * 3, [{"topic": "copy"}] * 3, ids=copies)
+    plain = [d.id for d in store.similarity_search(QUESTION, k=4)]
+    assert set(plain) == {best.id, *copies}  # four identical texts fill the top 4
+    diverse = store.max_marginal_relevance_search(QUESTION, k=4, fetch_k=12, lambda_mult=0.5)
+    ids = [d.id for d in diverse]
+    assert len(ids) == 4 and len(set(ids) & {best.id, *copies}) == 1  # one of the copies only
+    assert set(ids) <= {d.id for d in store.similarity_search(QUESTION, k=12)}
+    assert all("probembed" in d.metadata for d in diverse)
+    retriever = store.as_retriever(search_type="mmr", search_kwargs={"k": 4, "fetch_k": 12})
+    assert [d.id for d in retriever.invoke(QUESTION)] == ids
+    relevance_only = store.max_marginal_relevance_search(QUESTION, k=4, lambda_mult=1.0)
+    assert set(d.id for d in relevance_only) == set(plain)  # lambda 1: no diversity term
+    only_try = store.max_marginal_relevance_search(QUESTION, k=3, filter={"topic": "try"})
+    assert len(only_try) == 3 and {d.metadata["topic"] for d in only_try} == {"try"}
+    with pytest.raises(ValueError, match="lambda_mult must be in"):
+        store.max_marginal_relevance_search(QUESTION, lambda_mult=1.5)
+
+
 def test_add_without_ids_is_deterministic_and_delete_round_trips(store):
     texts = ["A note about generators and yield.", "A note about decorators."]
     metas = [{"topic": "notes", "n": 1}, {"topic": "notes", "n": 2}]

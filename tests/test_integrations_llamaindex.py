@@ -18,6 +18,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
+from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
 from probembed.store import Database
@@ -107,11 +108,74 @@ def test_metadata_filters_restrict_the_search(store, pydoc_pipeline):
     )
     found = retriever(store, pydoc_pipeline, similarity_top_k=50, filters=either).retrieve(QUESTION)
     assert {n.node.metadata["topic"] for n in found} == {"with", "del", "lambda"}
-    unsupported = MetadataFilters(
-        filters=[MetadataFilter(key="topic", value="x", operator=FilterOperator.TEXT_MATCH)]
+    partial = MetadataFilters(
+        filters=[MetadataFilter(key="topic", value="ssert", operator=FilterOperator.TEXT_MATCH)]
     )
-    with pytest.raises(NotImplementedError, match="text_match"):
-        retriever(store, pydoc_pipeline, filters=unsupported).retrieve(QUESTION)
+    found = retriever(store, pydoc_pipeline, similarity_top_k=50, filters=partial).retrieve(
+        QUESTION
+    )
+    assert found and {n.node.metadata["topic"] for n in found} == {"assert"}
+
+
+#: Metadata with strings, numbers, missing and empty fields, to tell every operator apart.
+TAGGED = [
+    {"label": "Red apple", "kind": "fruit", "n": 1},
+    {"label": "red pepper", "kind": "vegetable", "n": 2},
+    {"label": "green apple", "n": 3},
+    {"label": "", "kind": "fruit"},
+    {"kind": "grain", "n": 5},
+    {"label": "Apple pie", "kind": "dessert", "n": 6},
+]
+F = FilterOperator
+FILTERS = [
+    [MetadataFilter(key="label", value="apple", operator=F.TEXT_MATCH)],
+    [MetadataFilter(key="label", value="APPLE", operator=F.TEXT_MATCH_INSENSITIVE)],
+    [MetadataFilter(key="label", value="red", operator=F.CONTAINS)],
+    [MetadataFilter(key="label", value=["pepper", "pie"], operator=F.ANY)],
+    [MetadataFilter(key="label", value=["apple", "green"], operator=F.ALL)],
+    [MetadataFilter(key="label", value=None, operator=F.IS_EMPTY)],
+    [MetadataFilter(key="n", value=None, operator=F.IS_EMPTY)],
+    [MetadataFilter(key="kind", value="fruit", operator=F.NE)],
+    [MetadataFilter(key="kind", value=["fruit", "grain"], operator=F.NIN)],
+    [MetadataFilter(key="n", value=3, operator=F.GTE)],
+]
+
+
+@pytest.mark.parametrize(
+    "condition", [FilterCondition.AND, FilterCondition.OR, FilterCondition.NOT]
+)
+def test_every_filter_operator_selects_what_llamaindex_itself_selects(
+    tmp_path, pydoc_pipeline, condition
+):
+    nodes = [TextNode(id_=f"n{i}", text=f"item {i}", metadata=m) for i, m in enumerate(TAGGED)]
+    store = ProbembedVectorStore(
+        Database(tmp_path / "db", create=True).collection("tags"), pydoc_pipeline
+    )
+    store.add(nodes)
+    metadata = {n.node_id: n.metadata for n in nodes}
+    for given in [*FILTERS, FILTERS[0] + FILTERS[7], FILTERS[3] + FILTERS[9]]:
+        filters = MetadataFilters(filters=given, condition=condition)
+        reference = build_metadata_filter_fn(metadata.__getitem__, filters)
+        expected = {n.node_id for n in nodes if reference(n.node_id)}
+        assert {n.node_id for n in store.get_nodes(filters=filters)} == expected, filters
+
+
+def test_filters_that_cannot_apply_are_refused_naming_the_field(tmp_path, pydoc_pipeline):
+    store = ProbembedVectorStore(
+        Database(tmp_path / "db", create=True).collection("tags"), pydoc_pipeline
+    )
+    store.add([TextNode(id_="a", text="item", metadata={"n": 1, "tags": ["x", "y"]})])
+    refused = {
+        "n": (F.TEXT_MATCH, "x", "'n' is stored as int64"),
+        "tags": (F.ANY, ["x"], "cannot filter on 'tags'"),  # a list is not a column
+    }
+    for key, (operator, value, words) in refused.items():
+        filters = MetadataFilters(filters=[MetadataFilter(key=key, value=value, operator=operator)])
+        with pytest.raises(ValueError, match=words):
+            store.get_nodes(filters=filters)
+    bad_value = MetadataFilters(filters=[MetadataFilter(key="text", value=[], operator=F.ALL)])
+    with pytest.raises(ValueError, match="needs a non-empty list of strings"):
+        store.get_nodes(filters=bad_value)
 
 
 def test_delete_by_source_document_removes_only_its_nodes(store, pydoc_pipeline, nodes):

@@ -19,6 +19,7 @@ import openai
 import pytest
 from service_support import Server
 
+from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
 from probembed.store import Database
 
 DOCS = [
@@ -184,6 +185,69 @@ def test_bad_documents_are_named_and_nothing_is_written(server):
         report = http.post("/v1/collections/strict/documents", json=skipping).json()
         assert (report["added"], report["count"]) == (1, 2)
         assert len(report["skipped"]) == 1 and "documents[1]" in report["skipped"][0]
+
+
+MANUAL = (
+    "# Manual\n\nAn introduction.\n\n"
+    + "\n\n".join(
+        f"## Part {i}\n\n" + " ".join(f"Routine step {i}.{j} of the procedure." for j in range(12))
+        for i in range(6)
+    )
+    + "\n\n## Troubleshooting\n\nThe flux capacitor overheats when left on.\n"
+)
+
+
+def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed(
+    server, pydoc_pipeline
+):
+    chunk = {"max_tokens": 48, "overlap_tokens": 8, "markdown": True}
+    docs = [
+        {"id": "manual", "text": MANUAL, "metadata": {"kind": "guide"}},
+        {"id": "note", "text": "Plain notes about tomato plants.", "metadata": {"kind": "note"}},
+    ]
+    settings = ChunkSettings(48, 8).capped(pydoc_pipeline.max_tokens)
+    expected = chunk_text(MANUAL, markdown_sections(MANUAL), pydoc_pipeline.count_tokens, settings)
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "chunks"})
+
+        def write(documents, **options):
+            body = {"documents": documents, "chunk": chunk, **options}
+            return http.post("/v1/collections/chunks/documents", json=body)
+
+        first = write(docs).json()
+        assert (first["added"], first["updated"], first["unchanged"], first["removed"]) == (
+            2, 0, 0, 0)  # fmt: skip
+        assert first["chunks_written"] == first["count"] == len(expected) + 1
+        again = write(docs).json()
+        assert (again["unchanged"], again["chunks_written"], again["count"]) == (
+            2,
+            0,
+            first["count"],
+        )
+        found = http.post(
+            "/v1/collections/chunks/search",
+            json={"query": "flux capacitor overheats", "k": 2, "exact": True, "group_by_doc": True},
+        ).json()["results"][0]["hits"]
+        top = found[0]
+        meta = top["metadata"]
+        assert (meta["doc_id"], meta["heading"], meta["kind"]) == (
+            "manual", "Manual > Troubleshooting", "guide")  # fmt: skip
+        assert MANUAL[meta["start"] : meta["end"]] == top["text"] and "flux" in top["text"]
+        assert top["other_chunks"] >= 0 and len({h["metadata"]["doc_id"] for h in found}) == 2
+        edited = {**docs[0], "text": MANUAL.replace("flux capacitor", "gizmo")}
+        synced = write([edited], sync=True).json()
+        assert (synced["added"], synced["updated"], synced["removed"], synced["unchanged"]) == (
+            0, 1, 1, 0)  # fmt: skip
+        assert synced["chunks_removed"] >= 1 and synced["count"] == len(expected)
+        for documents, options, says in (
+            ([docs[1], {"id": "blank", "text": "   "}], {}, r"documents\[1\].*'blank' has no text"),
+            ([docs[1], docs[1]], {}, "duplicate document id 'note'"),
+            ([docs[1]], {"chunk": {"max_tokens": 48, "overlap_tokens": 30}}, "overlap_tokens"),
+            ([docs[1]], {"chunk": False, "sync": True}, "sync needs chunk"),
+        ):
+            refused = write(documents, **options)
+            assert refused.status_code == 422 and re.search(says, refused.text), refused.text
+        assert http.get("/v1/collections/chunks").json()["count"] == len(expected)
 
 
 def test_metrics_export_requests_batches_and_items(server):

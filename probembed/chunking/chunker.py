@@ -6,12 +6,16 @@ order into chunks of at most `max_tokens`, counted with the pipeline's own token
 most any member makes of the text), and each chunk after the first of a section starts with
 the previous chunk's last pieces up to `overlap_tokens`. The result depends only on the text,
 the settings and the tokenizers: the same document always gives the same chunks.
+
+`stream_chunks` gives the same chunks for a document read in segments (a file too large to
+hold): packing is greedy, so a chunk is final once the next piece does not fit, and only the
+pieces of the chunk being filled are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 from probembed.chunking.structure import Section, Span, paragraphs, sentences, words
 
@@ -56,20 +60,78 @@ class Chunk:
     tokens: int
 
 
+@dataclass(frozen=True)
+class Segment:
+    """A run of a document read as a stream: whole lines at offset `start`, cut only where no
+    chunk can differ for it (a section's start, or the end of a paragraph break)."""
+
+    start: int
+    text: str
+    headings: tuple[str, ...]
+    #: Whether a new section (with these headings) starts here.
+    opens: bool
+
+
 def chunk_text(
     text: str, sections: Sequence[Section], count: Counter, settings: ChunkSettings
 ) -> list[Chunk]:
     """The document's chunks, in order; each is `text[start:end]` and fits `max_tokens`."""
-    overhead = int(count([""])[0]) if text.strip() else 0  # [CLS], [SEP]: paid once per text
-    budget = settings.max_tokens - overhead
+    overhead, budget = _budget(count, settings)
     chunks: list[Chunk] = []
     for section in sections:
         pieces = _fitting_pieces(text, (section.start, section.end), count, overhead, budget)
-        for start, end, tokens in _pack(pieces, budget, settings.overlap_tokens):
+        for start, end, tokens in _pack(pieces, budget, settings.overlap_tokens, True)[0]:
             chunks.append(
                 Chunk(len(chunks), start, end, text[start:end], section.headings, tokens + overhead)
             )
-    return _verified(chunks, count, settings.max_tokens, text, overhead, budget)
+    return _verified(chunks, count, settings.max_tokens, text, 0, overhead, budget)
+
+
+def stream_chunks(
+    segments: Iterable[Segment], count: Counter, settings: ChunkSettings
+) -> Iterator[Chunk]:
+    """The chunks `chunk_text` gives for the whole document, from its segments in order,
+    holding only the text of the chunk being filled and of the current segment."""
+    overhead, budget = _budget(count, settings)
+    index, buffer, base = 0, "", 0  # buffer: the document's text from offset base on
+    pending: list[tuple[int, int, int]] = []  # pieces not yet in a finished chunk (offsets)
+    headings: tuple[str, ...] = ()
+
+    def drain(final: bool) -> list[Chunk]:
+        nonlocal index, buffer, base, pending
+        spans, rest = _pack(pending, budget, settings.overlap_tokens, final)
+        pending = pending[rest:]
+        local = [
+            Chunk(0, s - base, e - base, buffer[s - base : e - base], headings, n + overhead)
+            for s, e, n in spans
+        ]
+        done = _verified(local, count, settings.max_tokens, buffer, index, overhead, budget)
+        index += len(done)
+        shifted = [replace(c, start=c.start + base, end=c.end + base) for c in done]
+        keep = pending[0][0] if pending else base + len(buffer)
+        buffer, base = buffer[keep - base :], keep
+        return shifted
+
+    for segment in segments:
+        if segment.opens:
+            yield from drain(True)
+            buffer, base, headings = "", segment.start, segment.headings
+        if segment.start != base + len(buffer):
+            raise ValueError(
+                f"segment at {segment.start} does not follow offset {base + len(buffer)}"
+            )
+        buffer += segment.text
+        span = (segment.start - base, len(buffer))
+        pieces = _fitting_pieces(buffer, span, count, overhead, budget)
+        pending += [(s + base, e + base, n) for s, e, n in pieces]
+        yield from drain(False)
+    yield from drain(True)
+
+
+def _budget(count: Counter, settings: ChunkSettings) -> tuple[int, int]:
+    """Tokens every text pays once ([CLS], [SEP]) and what is left of `max_tokens` for words."""
+    overhead = int(count([""])[0])
+    return overhead, settings.max_tokens - overhead
 
 
 def _costs(text: str, spans: list[Span], count: Counter, overhead: int) -> list[int]:
@@ -121,10 +183,14 @@ def _word_runs(
 
 
 def _pack(
-    pieces: list[tuple[int, int, int]], budget: int, overlap: int
-) -> list[tuple[int, int, int]]:
+    pieces: list[tuple[int, int, int]], budget: int, overlap: int, final: bool
+) -> tuple[list[tuple[int, int, int]], int]:
     """Consecutive pieces packed into (start, end, tokens) chunks, the sum of pieces within
-    the budget; a new chunk repeats the last pieces of the previous up to `overlap` tokens."""
+    the budget; a new chunk repeats the last pieces of the previous up to `overlap` tokens.
+
+    Also returns where the next chunk would start: unless `final`, a chunk that reaches the
+    last piece is left unpacked there, since pieces still to come may join it.
+    """
     chunks: list[tuple[int, int, int]] = []
     i = 0
     while i < len(pieces):
@@ -132,32 +198,40 @@ def _pack(
         while j < len(pieces) and (j == i or total + pieces[j][2] <= budget):
             total += pieces[j][2]
             j += 1
+        if j == len(pieces) and not final:
+            return chunks, i
         chunks.append((pieces[i][0], pieces[j - 1][1], total))
         if j == len(pieces):
-            break
+            return chunks, j
         back, carried = j, 0
         while back - 1 > i and carried + pieces[back - 1][2] <= overlap:
             back -= 1
             carried += pieces[back][2]
         i = back
-    return chunks
+    return chunks, i
 
 
 def _verified(
-    chunks: list[Chunk], count: Counter, max_tokens: int, text: str, overhead: int, budget: int
+    chunks: list[Chunk],
+    count: Counter,
+    max_tokens: int,
+    text: str,
+    first: int,
+    overhead: int,
+    budget: int,
 ) -> list[Chunk]:
-    """Chunks counted as a whole. WordPiece and word counts add up exactly over whitespace
-    joins, so this only catches a tokenizer that merges across them: such a chunk is cut
-    again into word runs."""
+    """Chunks counted as a whole and numbered from `first`. WordPiece and word counts add up
+    exactly over whitespace joins, so this only catches a tokenizer that merges across them:
+    such a chunk is cut again into word runs."""
     if not chunks:
         return chunks
     actual = [int(n) for n in count([c.text for c in chunks])]
     out: list[Chunk] = []
     for chunk, tokens in zip(chunks, actual, strict=True):
         if tokens <= max_tokens:
-            out.append(Chunk(len(out), chunk.start, chunk.end, chunk.text, chunk.headings, tokens))
+            out.append(replace(chunk, index=first + len(out), tokens=tokens))
             continue
         runs = _word_runs(text, (chunk.start, chunk.end), count, overhead, budget // 2)
         for s, e, n in runs:
-            out.append(Chunk(len(out), s, e, text[s:e], chunk.headings, n + overhead))
+            out.append(Chunk(first + len(out), s, e, text[s:e], chunk.headings, n + overhead))
     return out

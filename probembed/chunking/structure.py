@@ -33,28 +33,53 @@ def plain_sections(text: str) -> list[Section]:
     return [Section((), 0, len(text))]
 
 
+class HeadingTracker:
+    """Markdown heading paths, line by line, outside fenced code: what `markdown_sections`
+    and a document read as a stream share."""
+
+    def __init__(self) -> None:
+        self.path: list[tuple[int, str]] = []
+        self.fenced = False
+
+    def feed(self, line: str) -> tuple[str, ...] | None:
+        """The heading path this line opens, if it is an ATX heading (`#` … `######`)."""
+        if _FENCE.match(line):
+            self.fenced = not self.fenced
+        match = None if self.fenced else _HEADING.match(line.rstrip("\r\n"))
+        if match is None:
+            return None
+        level = len(match.group(1))
+        self.path = [(lvl, title) for lvl, title in self.path if lvl < level]
+        self.path.append((level, match.group(2)))
+        return tuple(title for _, title in self.path)
+
+
 def markdown_sections(text: str) -> list[Section]:
     """One section per ATX heading (`#` … `######`), outside fenced code; the heading line is
     part of its section, and text before the first heading is a section without headings."""
     sections: list[Section] = []
-    path: list[tuple[int, str]] = []
+    tracker = HeadingTracker()
     start, headings = 0, ()
-    fenced = False
     offset = 0
     for line in text.splitlines(keepends=True):
-        if _FENCE.match(line):
-            fenced = not fenced
-        match = None if fenced else _HEADING.match(line.rstrip("\r\n"))
-        if match:
+        opened = tracker.feed(line)
+        if opened is not None:
             if offset > start:
                 sections.append(Section(headings, start, offset))
-            level = len(match.group(1))
-            path = [(lvl, title) for lvl, title in path if lvl < level] + [(level, match.group(2))]
-            start, headings = offset, tuple(title for _, title in path)
+            start, headings = offset, opened
         offset += len(line)
     if offset > start or not sections:
         sections.append(Section(headings, start, len(text)))
     return sections
+
+
+def last_paragraph_break(text: str) -> int | None:
+    """Where the last paragraph break of a text ends (as `paragraphs` finds them), if any:
+    cutting there leaves every paragraph, sentence and word of the text as it was."""
+    end = None
+    for match in _PARAGRAPH_BREAK.finditer(text):
+        end = match.end()
+    return end
 
 
 def trimmed(text: str, start: int, end: int) -> Span | None:

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
 
@@ -119,14 +121,20 @@ def filter_columns(collection: Collection) -> set[str]:
     return {"id", "text", *collection.metadata_columns()}
 
 
-def sql_condition(collection: Collection, field: str, op: str, value: Any) -> str:
-    """One SQL comparison on a filterable field, with the value quoted as a literal."""
-    known = filter_columns(collection)
-    if field not in known:
+def field_type(collection: Collection, field: str) -> pa.DataType:
+    """The stored type of a filterable field; an unknown one is an error listing the known."""
+    types = {"id": pa.string(), "text": pa.string(), **collection.metadata_columns()}
+    if field not in types:
         raise ValueError(
             f"cannot filter on {field!r}: collection {collection.name!r} can filter on "
-            f"{', '.join(sorted(known))} (scalar metadata fields become columns)"
+            f"{', '.join(sorted(types))} (scalar metadata fields become columns)"
         )
+    return types[field]
+
+
+def sql_condition(collection: Collection, field: str, op: str, value: Any) -> str:
+    """One SQL comparison on a filterable field, with the value quoted as a literal."""
+    field_type(collection, field)
     if op in ("IN", "NOT IN"):
         if not isinstance(value, (list, tuple)) or not value:
             raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from probembed.extras import require
 
 require("langchain", "probembed.integrations.langchain")
@@ -23,6 +25,7 @@ require("langchain", "probembed.integrations.langchain")
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from probembed.integrations import common
 from probembed.store import Collection, Database, Hit
@@ -136,6 +139,29 @@ class ProbembedVectorStore(VectorStore):
         if kwargs.get("hybrid"):
             score = "rrf"
         return [(doc, common.relevance(hit, score)) for doc, hit in self._search(query, k, kwargs)]
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """k documents chosen among the fetch_k best for relevance and diversity at once.
+
+        LangChain's own `maximal_marginal_relevance` picks them by the cosines of the stored
+        fused means (float64) to the query's and to each other; the candidates come from the
+        ordinary search, so `filter`, `where` and the search options apply as there.
+        """
+        if not 0.0 <= lambda_mult <= 1.0:
+            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
+        candidates = self._search(query, max(k, fetch_k), kwargs)
+        if not candidates:
+            return []
+        ids = [hit["id"] for _, hit in candidates]
+        rows = self.collection.rows(ids, ["mean"])
+        means = np.asarray([rows[i]["mean"] for i in ids], dtype=np.float64)
+        query_mean = self._embedding.pipeline.encode([query]).gaussian.mean[0]
+        chosen = maximal_marginal_relevance(
+            query_mean.astype(np.float64), means.tolist(), lambda_mult=lambda_mult, k=k
+        )
+        return [candidates[i][0] for i in chosen]
 
     def _search(self, query: str, k: int, kwargs: dict[str, Any]) -> list[tuple[Document, Hit]]:
         """Run one search, returning each hit as a Document beside the hit itself."""

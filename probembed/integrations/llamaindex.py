@@ -23,6 +23,7 @@ from probembed.extras import require
 
 require("llamaindex", "probembed.integrations.llamaindex")
 
+import pyarrow as pa
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
@@ -57,6 +58,14 @@ _OPERATORS = {
     FilterOperator.IN: "IN",
     FilterOperator.NIN: "NOT IN",
 }
+#: Operators on a string field's text, as LlamaIndex's own stores evaluate them: the filter
+#: value (every one of a list for ALL, any one for ANY) is a substring of the field's value.
+_SUBSTRING = {
+    FilterOperator.TEXT_MATCH: False,
+    FilterOperator.CONTAINS: False,
+    FilterOperator.TEXT_MATCH_INSENSITIVE: True,
+}
+_LISTED = {FilterOperator.ANY: " OR ", FilterOperator.ALL: " AND "}
 #: The metadata field node_to_metadata_dict keeps the source document's id in.
 _REF_DOC = "ref_doc_id"
 
@@ -236,20 +245,68 @@ class ProbembedVectorStore(BasePydanticVectorStore):
             for f in filters.filters
         ]
         condition = filters.condition or FilterCondition.AND
-        if condition == FilterCondition.NOT:
-            return "NOT (" + " AND ".join(f"({p})" for p in parts) + ")"
+        if condition == FilterCondition.NOT:  # none of them, as LlamaIndex's own stores read it
+            # IS TRUE: a comparison with a missing (null) field is unknown in SQL, not false
+            return "NOT (" + " OR ".join(f"(({p}) IS TRUE)" for p in parts) + ")"
         joiner = " OR " if condition == FilterCondition.OR else " AND "
         return joiner.join(f"({p})" for p in parts)
 
     def _filter(self, item: MetadataFilter) -> str:
-        """One LlamaIndex metadata filter as a SQL comparison."""
+        """One LlamaIndex metadata filter as SQL on the metadata columns.
+
+        A missing (null) field matches only != and not-in, and `is_empty` (null or ""), as in
+        LlamaIndex's own stores. List-valued metadata is not a column, so it cannot be filtered.
+        """
         operator = getattr(item, "operator", FilterOperator.EQ)
-        if operator not in _OPERATORS:
-            raise NotImplementedError(
-                f"probembed cannot filter with operator {operator.value!r} (field {item.key!r}); "
-                f"it supports {', '.join(o.value for o in _OPERATORS)}"
-            )
-        return common.sql_condition(self._collection, item.key, _OPERATORS[operator], item.value)
+        collection, key = self._collection, item.key
+        if operator == FilterOperator.IS_EMPTY:
+            return _is_empty(collection, key)
+        if operator in _SUBSTRING:
+            return _substring(collection, key, operator, item.value)
+        if operator in _LISTED:
+            values = _string_list(key, operator, item.value)
+            found = (_substring(collection, key, operator, v) for v in values)
+            return _LISTED[operator].join(f"({f})" for f in found)
+        condition = common.sql_condition(collection, key, _OPERATORS[operator], item.value)
+        if operator in (FilterOperator.NE, FilterOperator.NIN):
+            return f"{key} IS NULL OR {condition}"
+        return condition
+
+
+def _string_field(collection: Collection, key: str, operator: FilterOperator) -> None:
+    """Refuse a text operator on a field that is not stored as a string column."""
+    kind = common.field_type(collection, key)
+    if not pa.types.is_string(kind):
+        raise ValueError(
+            f"filter {key!r} {operator.value}: {key!r} is stored as {kind}, and "
+            f"{operator.value} compares text; use ==, !=, <, >, in or nin on it"
+        )
+
+
+def _substring(collection: Collection, key: str, operator: FilterOperator, value: Any) -> str:
+    """The value is a substring of the field's text (case-blind for text_match_insensitive)."""
+    if not isinstance(value, str):
+        raise ValueError(f"filter {key!r} {operator.value} needs a string value, got {value!r}")
+    _string_field(collection, key, operator)
+    if _SUBSTRING.get(operator, False):
+        return f"strpos(lower({key}), lower({common.sql_literal(value)})) > 0"
+    return f"strpos({key}, {common.sql_literal(value)}) > 0"
+
+
+def _string_list(key: str, operator: FilterOperator, value: Any) -> list[str]:
+    """The non-empty list of strings that any / all need."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(
+            f"filter {key!r} {operator.value} needs a non-empty list of strings, got {value!r}"
+        )
+    return value
+
+
+def _is_empty(collection: Collection, key: str) -> str:
+    """The field is missing (null) or, for a string field, the empty string."""
+    if pa.types.is_string(common.field_type(collection, key)):
+        return f"{key} IS NULL OR {key} = ''"
+    return f"{key} IS NULL"
 
 
 def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> str:

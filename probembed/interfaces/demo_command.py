@@ -77,7 +77,7 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     from probembed.store.pydoc_corpus import read_pydoc_topics
 
     try:
-        records = read_pydoc_topics(topics)
+        records = read_pydoc_topics(topics, pipe)
     except (ValueError, ImportError) as exc:
         raise fail(str(exc)) from exc
     db = _demo_db(pipe.fingerprint)

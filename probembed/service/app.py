@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from probembed import __version__
+from probembed.chunking import ChunkSettings
 from probembed.fusion import Fused
 from probembed.service import schemas
 from probembed.service.auth import READ, WRITE
@@ -33,6 +34,7 @@ from probembed.store import (
     StoreError,
     ingest,
 )
+from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
 
 #: A collection name in a path, as the store accepts them.
 CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
@@ -302,6 +304,22 @@ def _embeddings(service: Service) -> APIRouter:
     return router
 
 
+def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
+    """What a chunked write did, documents and chunks, in the response's shape."""
+    return schemas.WriteReport(
+        collection=name,
+        added=report.added,
+        updated=report.updated,
+        already_stored=0,
+        skipped=[str(p) for p in report.problems],
+        count=count,
+        unchanged=report.unchanged,
+        removed=report.removed,
+        chunks_written=report.chunks_written,
+        chunks_removed=report.chunks_removed,
+    )
+
+
 def _embedding_payload(fused: Fused, model: str, encoding: str, texts: list[str]) -> dict:
     """OpenAI's response body, float lists or base64 little-endian float32."""
 
@@ -381,7 +399,11 @@ def _collections(service: Service) -> APIRouter:
     async def add_documents(
         name: CollectionName, body: schemas.DocumentsWrite
     ) -> schemas.WriteReport:
-        """Add documents (or replace them, with upsert) in one commit: all of them or none."""
+        """Add documents (or replace them, with upsert) in one commit: all of them or none.
+
+        With `chunk`, each document is stored as chunks, as `probembed ingest --chunk` does:
+        documents whose content is unchanged are left alone, and a bad one writes nothing.
+        """
         texts = [d.text for d in body.documents]
         check_texts(texts, "documents", limits, allow_empty=True)
         collection = await service.run(name, lambda: service.collection(name))
@@ -391,6 +413,26 @@ def _collections(service: Service) -> APIRouter:
             Record(d.id, d.text, d.metadata, f"documents[{i}]")
             for i, d in enumerate(body.documents)
         ]
+
+        options = body.chunking
+        if options is not None:
+            settings = ChunkSettings(options.max_tokens, options.overlap_tokens)
+            documents = [record_document(r, options.markdown) for r in records]
+
+            def write_chunks() -> schemas.WriteReport:
+                report = ingest_parsed(
+                    documents,
+                    collection,
+                    pipeline,
+                    settings,
+                    sync=body.sync,
+                    on_error=body.on_error,
+                    encode=batcher.encode_blocking,
+                    label=name,
+                )
+                return _chunked_report(name, report, service.count_items(collection))
+
+            return await service.run(name, write_chunks)
 
         def write() -> schemas.WriteReport:
             report = ingest(

@@ -109,12 +109,48 @@ class Document(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class ChunkOptions(Strict):
+    """How documents are cut into chunks (the CLI's --chunk-tokens, --overlap)."""
+
+    max_tokens: int = Field(
+        256, ge=8, description="Chunk size in tokens, capped at the pipeline's limit."
+    )
+    overlap_tokens: int = Field(
+        32, ge=0, description="Tokens a chunk repeats of the one before: under max_tokens / 2."
+    )
+    markdown: bool = Field(False, description="Sections at Markdown headings (`heading` paths).")
+
+
 class DocumentsWrite(Strict):
     documents: list[Document] = Field(min_length=1)
-    upsert: bool = Field(False, description="Replace documents whose id is already stored.")
+    upsert: bool = Field(
+        False, description="Replace documents whose id is already stored (chunked: always)."
+    )
     on_error: Literal["stop", "skip"] = Field(
         "stop", description="On a bad document: write nothing (422), or skip it and report it."
     )
+    chunk: ChunkOptions | bool = Field(
+        False,
+        description="Store each document as chunks `id#i` (true: 256 tokens, 32 overlap), "
+        "re-embedding only documents whose content changed since they were stored.",
+    )
+    sync: bool = Field(
+        False, description="With chunk: remove the stored documents this request does not hold."
+    )
+
+    @model_validator(mode="after")
+    def _sync_chunks(self) -> DocumentsWrite:
+        """sync compares documents, which only chunked writes keep."""
+        if self.sync and self.chunking is None:
+            raise ValueError("sync needs chunk: only chunked writes keep documents to compare")
+        return self
+
+    @property
+    def chunking(self) -> ChunkOptions | None:
+        """The chunk options asked for, or None for whole documents."""
+        if isinstance(self.chunk, ChunkOptions):
+            return self.chunk
+        return ChunkOptions() if self.chunk else None
 
 
 class WriteReport(BaseModel):
@@ -125,6 +161,11 @@ class WriteReport(BaseModel):
     #: With on_error="skip": each skipped document and why.
     skipped: list[str] = Field(default_factory=list)
     count: int
+    #: Chunked writes only: documents left as stored / removed (sync), chunks written / removed.
+    unchanged: int | None = None
+    removed: int | None = None
+    chunks_written: int | None = None
+    chunks_removed: int | None = None
 
 
 class DeleteDocuments(Strict):

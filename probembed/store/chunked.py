@@ -6,26 +6,44 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
 `doc_hash` (SHA-256 of the document's text) beside the document's own metadata. A re-run
 compares hashes: unchanged documents are not touched, changed ones are re-chunked (new chunks
-upserted first, then the chunks they no longer have deleted, so a crash in between leaves a
-document that the next run sees as changed), and with `sync` documents no longer in the input
-are removed.
+upserted first, chunk 0 last of them, then the chunks they no longer have deleted, so a crash
+anywhere in between leaves a document that the next run sees as changed), and with `sync`
+documents no longer in the input are removed. A document is unchanged only when chunk 0 is
+stored and every stored chunk carries the document's current hash.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import ChunkSettings, chunk_text
+from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
 from probembed.store.collection import Collection
-from probembed.store.formats import READERS, SourceDocument, read_file
-from probembed.store.ingest import DEFAULT_BATCH, IngestError, IngestReport, OnError, ingest
+from probembed.store.formats import READERS, SourceDocument, content_digest, read_file
+from probembed.store.ingest import (
+    DEFAULT_BATCH,
+    IngestError,
+    IngestReport,
+    OnError,
+    check_records,
+    commit,
+    finish,
+    ingest,
+    prepare,
+)
 from probembed.store.readers import Problem, Record, read_records
+from probembed.store.rows import PipelineInfo
+from probembed.store.streamed import (
+    STREAM_BYTES,
+    STREAMED,
+    StreamedFile,
+    UnreadableError,
+    scan_file,
+)
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
 RESERVED = ("doc_id", "chunk", "start", "end", "title", "heading", "page", "doc_hash")
@@ -53,66 +71,92 @@ class DocumentReport:
         )
 
 
-def read_documents(source: str | Path) -> Iterator[SourceDocument | Problem]:
+def read_documents(
+    source: str | Path, stream_bytes: int = STREAM_BYTES
+) -> Iterator[SourceDocument | StreamedFile | Problem]:
     """Documents of a folder (every supported file below it, id = relative path), of one
-    file, or of a JSONL file / BEIR folder (one per record)."""
+    file, or of a JSONL file / BEIR folder (one per record); a text or Markdown file over
+    `stream_bytes` is scanned, not read, and chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not (path / "corpus.jsonl").is_file():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in READERS)
         if not files:
             raise FileNotFoundError(f"{path} holds no {', '.join(READERS)} files to ingest")
         for file in files:
-            yield read_file(file, file.relative_to(path).as_posix())
+            yield _read(file, file.relative_to(path).as_posix(), stream_bytes)
     elif path.is_file() and path.suffix.lower() in READERS:
-        yield read_file(path, path.name)
+        yield _read(path, path.name, stream_bytes)
     else:
         for item in read_records(path):
-            yield item if isinstance(item, Problem) else _from_record(item)
+            yield item if isinstance(item, Problem) else record_document(item)
 
 
-def _from_record(record: Record) -> SourceDocument:
-    """A JSONL/BEIR record as a plain document (its text already holds the title)."""
+def _read(path: Path, doc_id: str, stream_bytes: int) -> SourceDocument | StreamedFile | Problem:
+    """A file read whole, or, when it is large text, scanned for reading as a stream."""
+    try:
+        large = path.suffix.lower() in STREAMED and path.stat().st_size > stream_bytes
+    except OSError as exc:
+        return Problem(str(path), f"cannot read: {exc.strerror or exc}")
+    return scan_file(path, doc_id) if large else read_file(path, doc_id)
+
+
+def record_document(record: Record, markdown: bool = False) -> SourceDocument:
+    """A record (JSONL/BEIR line, service request) as a document; its text already holds the
+    title, taken from its metadata; `markdown`: sections at its Markdown headings."""
     metadata = dict(record.metadata)
     title = metadata.pop("title", None)
     return SourceDocument(
-        record.id, record.text, record.source, "record", title=title, metadata=metadata
+        record.id,
+        record.text,
+        record.source,
+        "record",
+        title=title,
+        markdown=markdown,
+        metadata=metadata,
     )
 
 
 def content_hash(document: SourceDocument) -> str:
     """What decides whether a document changed: its text and its metadata."""
-    digest = hashlib.sha256(document.text.encode("utf-8"))
-    digest.update(repr(sorted(document.metadata.items())).encode("utf-8"))
-    return digest.hexdigest()[:32]
+    return content_digest([document.text.encode("utf-8")], document.metadata)
 
 
 def chunk_records(
     document: SourceDocument, count: Callable, settings: ChunkSettings
 ) -> list[Record] | Problem:
-    """The document's chunks as records to store, or the problem with its metadata."""
+    """The document's chunks as records to store, or the problem with its metadata or text."""
     clash = sorted(set(document.metadata) & set(RESERVED))
     if clash:
         return Problem(document.source, f"metadata uses {clash}, which chunking writes itself")
     digest = content_hash(document)
-    records = []
-    for chunk in chunk_text(document.text, document.sections(), count, settings):
-        metadata: dict[str, Any] = {
-            **document.metadata,
-            "doc_id": document.id,
-            "chunk": chunk.index,
-            "start": chunk.start,
-            "end": chunk.end,
-            "title": document.title or "",
-            "heading": " > ".join(chunk.headings),
-            "doc_hash": digest,
-        }
-        page = document.page_of(chunk.start)
-        if page is not None:
-            metadata["page"] = page
-        records.append(
-            Record(f"{document.id}#{chunk.index}", chunk.text, metadata, document.source)
-        )
-    return records
+    chunks = chunk_text(document.text, document.sections(), count, settings)
+    if not chunks:
+        return Problem(document.source, f"document {document.id!r} has no text to chunk")
+    return [chunk_record(document, chunk, digest) for chunk in chunks]
+
+
+def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
+    """One chunk as the record stored for it, with the document's metadata and its own."""
+    metadata: dict[str, Any] = {
+        **document.metadata,
+        "doc_id": document.id,
+        "chunk": chunk.index,
+        "start": chunk.start,
+        "end": chunk.end,
+        "title": document.title or "",
+        "heading": " > ".join(chunk.headings),
+        "doc_hash": digest,
+    }
+    page = document.page_of(chunk.start)
+    if page is not None:
+        metadata["page"] = page
+    return Record(f"{document.id}#{chunk.index}", chunk.text, metadata, document.source)
+
+
+def unchanged(document_id: str, digest: str, stored: tuple[set[str], list[str]] | None) -> bool:
+    """Whether a document is stored whole with this content: every chunk carries its hash and
+    chunk 0, which is always written last, is there (a half-written document is not)."""
+    return stored is not None and stored[0] == {digest} and f"{document_id}#0" in stored[1]
 
 
 def ingest_documents(
@@ -126,51 +170,195 @@ def ingest_documents(
     progress: bool = False,
     encode: Callable[[list[str]], Fused] | None = None,
     ingest_with: Callable[..., IngestReport] | None = None,
+    stream_bytes: int = STREAM_BYTES,
 ) -> DocumentReport:
-    """Chunk and store documents, touching only those whose content changed since last time.
+    """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
+    touching only those whose content changed since last time (see `ingest_parsed`); text
+    and Markdown files over `stream_bytes` are read, chunked and written as streams."""
+    return ingest_parsed(
+        read_documents(source, stream_bytes),
+        collection,
+        pipeline,
+        chunking,
+        sync,
+        on_error,
+        batch_size,
+        progress,
+        encode,
+        ingest_with,
+        str(source),
+    )
+
+
+def ingest_parsed(
+    items: Iterable[SourceDocument | StreamedFile | Problem],
+    collection: Collection,
+    pipeline: Any,
+    chunking: ChunkSettings | None = None,
+    sync: bool = False,
+    on_error: OnError = "stop",
+    batch_size: int = DEFAULT_BATCH,
+    progress: bool = False,
+    encode: Callable[[list[str]], Fused] | None = None,
+    ingest_with: Callable[..., IngestReport] | None = None,
+    label: str = "documents",
+) -> DocumentReport:
+    """Chunk and store documents already read, touching only those whose content changed.
 
     Everything is read and chunked before anything is written: with `on_error="stop"` a bad
-    file writes nothing. `sync` removes the chunks of documents absent from the input.
+    document writes nothing. `sync` removes the chunks of documents absent from the input.
     `ingest_with` writes the chunks instead of `ingest` with `encode` (e.g.
     `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first seven arguments.
+    Every document's chunk 0 is written after all other chunks (a second write, so Ray's
+    out-of-order commits keep it too): a run that stops part-way never leaves a document that
+    the next run takes as unchanged. A `StreamedFile` is chunked and written after the
+    others, in batches, always with `encode` (see `write_streamed`).
     """
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
-    report = DocumentReport(str(source))
+    report = DocumentReport(label)
     stored = collection.document_index()
-    seen: set[str] = set()
-    records: list[Record] = []
-    stale: list[str] = []
-    for item in read_documents(source):
+    plan = _plan(items, stored, pipeline.count_tokens, settings, report)
+    good, bad = check_records([*plan.records, *plan.marks], collection.metadata_columns())
+    report.problems += bad  # e.g. a metadata type the collection stores otherwise
+    if report.problems and on_error == "stop":
+        raise IngestError(report.problems)
+    kept = {r.id for r in good}
+    if sync:
+        gone = [doc for doc in stored if doc not in plan.seen]
+        report.removed = len(gone)
+        plan.stale += [i for doc in gone for i in stored[doc][1]]
+    start = collection.version if collection.exists else None  # what a failed stream undoes to
+    write = ingest_with or functools.partial(ingest, encode=encode)
+    for part in (plan.records, plan.marks):
+        part = [r for r in part if r.id in kept]
+        if part:
+            result = write(part, collection, pipeline, batch_size, on_error, True, progress)
+            report.chunks_written += result.added + result.updated
+            report.problems += result.problems
+    for item in plan.streamed:
+        before = stored.get(item.id, (set(), []))[1]
+        try:
+            written = write_streamed(
+                item, collection, pipeline, settings, batch_size, encode, before
+            )
+        except Exception as exc:
+            problem = _failed(item, exc)
+            if on_error == "stop":  # nothing at all, as when a bad document stops the run
+                collection.restore(start)
+                raise IngestError([*report.problems, problem]) from exc
+            report.problems.append(problem)
+            continue
+        report.chunks_written += len(written)
+        report.chunks_removed += len(set(before) - written)
+        report.added += not before
+        report.updated += bool(before)
+    if plan.stale:
+        report.chunks_removed += collection.delete(plan.stale)
+    return report
+
+
+@dataclass
+class _Plan:
+    """What a chunked ingest writes: chunks (chunk 0s apart, written last), large files to
+    stream, chunks to delete, and the documents seen (id -> where)."""
+
+    records: list[Record] = field(default_factory=list)
+    marks: list[Record] = field(default_factory=list)
+    streamed: list[StreamedFile] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)
+
+
+def _plan(
+    items: Iterable[SourceDocument | StreamedFile | Problem],
+    stored: dict[str, tuple[set[str], list[str]]],
+    count: Callable,
+    settings: ChunkSettings,
+    report: DocumentReport,
+) -> _Plan:
+    """Sort the documents read into unchanged, to chunk and to stream; count them and their
+    problems in the report."""
+    plan = _Plan()
+    for item in items:
         if isinstance(item, Problem):
             report.problems.append(item)
             continue
-        seen.add(item.id)
+        if item.id in plan.seen:
+            first = plan.seen[item.id]
+            report.problems.append(
+                Problem(item.source, f"duplicate document id {item.id!r} (first at {first})")
+            )
+            continue
+        plan.seen[item.id] = item.source
         before = stored.get(item.id)
-        if before is not None and before[0] == {content_hash(item)}:
+        digest = item.digest if isinstance(item, StreamedFile) else content_hash(item)
+        if unchanged(item.id, digest, before):
             report.unchanged += 1
-            continue
-        chunks = chunk_records(item, pipeline.count_tokens, settings)
-        if isinstance(chunks, Problem):
-            report.problems.append(chunks)
-            continue
-        records += chunks
-        if before is None:
-            report.added += 1
+        elif isinstance(item, StreamedFile):
+            plan.streamed.append(item)  # counted once written
         else:
-            report.updated += 1
+            chunks = chunk_records(item, count, settings)
+            if isinstance(chunks, Problem):
+                report.problems.append(chunks)
+                continue
+            plan.records += chunks[1:]
+            plan.marks.append(chunks[0])
+            report.added += before is None
+            report.updated += before is not None
             kept = {r.id for r in chunks}
-            stale += [i for i in before[1] if i not in kept]
-    if report.problems and on_error == "stop":
-        raise IngestError(report.problems)
-    if sync:
-        gone = [doc for doc in stored if doc not in seen]
-        report.removed = len(gone)
-        stale += [i for doc in gone for i in stored[doc][1]]
-    if records:
-        write = ingest_with or functools.partial(ingest, encode=encode)
-        written = write(records, collection, pipeline, batch_size, on_error, True, progress)
-        report.chunks_written = written.added + written.updated
-        report.problems += written.problems
-    if stale:
-        report.chunks_removed = collection.delete(stale)
-    return report
+            plan.stale += [i for i in (before or (set(), []))[1] if i not in kept]
+    return plan
+
+
+def _failed(item: StreamedFile, exc: Exception) -> Problem:
+    """The problem of a streamed file whose writes failed and were undone."""
+    if isinstance(exc, UnreadableError):
+        return exc.problem
+    return Problem(item.source, f"failed part-way ({exc}); what it wrote was undone")
+
+
+def write_streamed(
+    file: StreamedFile,
+    collection: Collection,
+    pipeline: Any,
+    settings: ChunkSettings,
+    batch_size: int,
+    encode: Callable[[list[str]], Fused] | None = None,
+    replaced: Sequence[str] = (),
+) -> set[str]:
+    """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
+    deleting the chunks of its stored version (`replaced`); returns the ids written.
+
+    On any failure the collection is put back as it was (dropped, if this made it) and the
+    error raised. The batches are not compacted at the end: LanceDB's
+    compaction rewrites the table at once, with no bound on its memory (`Collection.optimize`
+    does it, as the next ordinary ingest does).
+    """
+    version = collection.version if collection.exists else None
+    info, report = PipelineInfo.of(pipeline), IngestReport(file.source)
+    written: set[str] = set()
+    mark: list[Record] = []
+    batch: list[Record] = []
+
+    def flush(records: list[Record]) -> None:
+        _, todo = prepare(records, collection, pipeline, "stop", True)
+        fused = (encode or pipeline.encode)([r.text for r in todo])
+        commit(collection, info, todo, fused, False, report)
+        written.update(r.id for r in todo)
+
+    try:
+        if replaced:
+            collection.delete(list(replaced))
+        for chunk in stream_chunks(file.segments(), pipeline.count_tokens, settings):
+            (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, file.digest))
+            if len(batch) == batch_size:
+                flush(batch)
+                batch = []
+        for records in (batch, mark):
+            if records:
+                flush(records)
+    except BaseException:
+        collection.restore(version)
+        raise
+    finish(collection, pipeline, report, compact=False)
+    return written

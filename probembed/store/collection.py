@@ -544,6 +544,20 @@ class Collection:
             table.delete(condition)
         return int(found)
 
+    def restore(self, version: int | None) -> None:
+        """Put the rows back as they were at `version`, in one new commit (None: before the
+        first write, so the collection is dropped): undoes an ingest stopped part-way."""
+        self.db.require_writable()
+        if version is None:
+            if self.exists:
+                self.db.drop(self.name)
+                self._table, self._pipeline, self._searcher = None, None, None
+                self.db._handles[self.name] = self  # still the handle for this name
+            return
+        table = self._require()
+        if int(table.version) != version:
+            table.restore(version)
+
     def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
         """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.
 

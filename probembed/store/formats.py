@@ -10,7 +10,8 @@ names the extra.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ _DROPPED = ("script", "style", "noscript", "nav", "header", "footer", "aside", "
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _BLOCKS = (*_HEADINGS, "p", "li", "pre", "blockquote", "td", "th", "dt", "dd", "figcaption")
 #: Bytes inspected for NUL to tell a binary file from text.
-_SNIFF = 8192
+SNIFF = 8192
+NO_TEXT = "no text in it (empty file, or nothing but markup)"
+BINARY = "binary file (NUL bytes), not text"
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,14 @@ class SourceDocument:
     #: Character offset where each PDF page starts (page n starts at page_starts[n - 1]).
     page_starts: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Sections found by the reader itself (e.g. the Python docs' underlined headings).
+    outline: tuple[Section, ...] = ()
 
     def sections(self) -> list[Section]:
-        """Where chunks may not cross: Markdown sections, PDF pages, else the whole text."""
+        """Where chunks may not cross: the reader's outline, Markdown sections, PDF pages, else
+        the whole text."""
+        if self.outline:
+            return list(self.outline)
         if self.markdown:
             return markdown_sections(self.text)
         if self.page_starts:
@@ -71,24 +79,37 @@ def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}")
     if isinstance(document, SourceDocument) and not document.text.strip():
-        return Problem(str(path), "no text in it (empty file, or nothing but markup)")
+        return Problem(str(path), NO_TEXT)
     return document
 
 
 def _utf8(path: Path) -> str | Problem:
     """The file as UTF-8 text, or a problem: binary, or another encoding (with the byte)."""
     data = path.read_bytes()
-    if b"\x00" in data[:_SNIFF]:
-        return Problem(str(path), "binary file (NUL bytes), not text")
+    if b"\x00" in data[:SNIFF]:
+        return Problem(str(path), BINARY)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        bad = data[exc.start : exc.start + 1].hex()
-        return Problem(
-            str(path),
-            f"not UTF-8: byte 0x{bad} at offset {exc.start}; convert it, e.g. "
-            f"`iconv -f latin1 -t utf-8`",
-        )
+        return not_utf8(path, exc.start, data[exc.start : exc.start + 1])
+
+
+def not_utf8(path: Path, offset: int, byte: bytes) -> Problem:
+    """The problem of a file that is not UTF-8, naming the first bad byte and its offset."""
+    return Problem(
+        str(path),
+        f"not UTF-8: byte 0x{byte.hex()} at offset {offset}; convert it, e.g. "
+        f"`iconv -f latin1 -t utf-8`",
+    )
+
+
+def content_digest(parts: Iterable[bytes], metadata: dict[str, Any]) -> str:
+    """What decides whether a document changed: its text's UTF-8 bytes and its metadata."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    digest.update(repr(sorted(metadata.items())).encode("utf-8"))
+    return digest.hexdigest()[:32]
 
 
 def read_plain(path: Path, doc_id: str) -> SourceDocument | Problem:
@@ -104,10 +125,13 @@ def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
     text = _utf8(path)
     if isinstance(text, Problem):
         return text
-    title = next(
-        (line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")), None
-    )
+    title = next((t for t in map(heading_title, text.splitlines()) if t is not None), None)
     return SourceDocument(doc_id, text, str(path), "markdown", title or path.stem, markdown=True)
+
+
+def heading_title(line: str) -> str | None:
+    """A Markdown file's title if this line gives it (the first line starting with #)."""
+    return line.lstrip("#").strip() if line.startswith("#") else None
 
 
 def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:

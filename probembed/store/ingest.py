@@ -145,10 +145,13 @@ def commit(
     report.updated += updated
 
 
-def finish(collection: Collection, pipeline: Any, report: IngestReport) -> None:
+def finish(
+    collection: Collection, pipeline: Any, report: IngestReport, compact: bool = True
+) -> None:
     """After the last commit: compact, and measure agreement again when the size moved."""
     if report.added or report.updated:
-        collection.optimize()
+        if compact:
+            collection.optimize()
         if collection.agreement_due():
             collection.record_agreement(pipeline)
 

@@ -2,42 +2,60 @@
 
 `pydoc_data.topics` (what `help("try")` prints) holds about 80 topics of the language
 reference, some 465 kB of real text, on every machine with Python and no download. Each topic
-is cut into passages of whole paragraphs; each passage keeps its topic and section.
-
-Paragraph packing is a stand-in: when probembed gains real chunking, this corpus moves onto it.
+is one document, cut by `probembed.chunking` like any other (store/chunked.py): its
+underlined headings are its sections (the first is the topic's title), so every passage keeps
+its topic (`doc_id`), its offsets into the topic's text and its heading path.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Sequence
+from typing import Any
 
-from probembed.store.readers import Record
+from probembed.chunking import ChunkSettings, Section
+from probembed.store.chunked import chunk_records
+from probembed.store.formats import SourceDocument
+from probembed.store.readers import Problem, Record
 
-#: Passage budget in characters, about the 256-token window of minilm and paraphrase-l3, so
-#: little text is cut off; it gives about 590 passages (a few minutes to encode on 2 cores).
-PASSAGE_CHARS = 1000
 #: Characters that underline a reStructuredText heading in the rendered topics.
 _UNDERLINE = frozenset("*=-~^")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
 def read_pydoc_topics(
-    topics: Collection[str] | None = None, max_chars: int = PASSAGE_CHARS
+    topics: Collection[str] | None = None,
+    pipeline: Any | None = None,
+    chunking: ChunkSettings | None = None,
 ) -> list[Record]:
     """Passages of the bundled Python docs (all topics, or the named ones), ids `topic#n`.
 
-    Consecutive paragraphs of one section are packed up to `max_chars`; a paragraph longer than
-    that stays whole (the encoders truncate it). Metadata: `topic`, `title`, `section`.
+    Chunks fit `chunking` (default 256 tokens, 32 of overlap) counted with the pipeline's
+    tokenizers and capped at its shortest member's limit; without a pipeline, tokens are
+    words, as a model without a tokenizer counts them (the hashing models). Metadata: `topic`
+    and chunked ingest's (`doc_id`, `chunk`, `start`, `end`, `title`, `heading`, `doc_hash`).
     """
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be a positive number of characters, got {max_chars}")
     source = _topics()
     names = list(source) if topics is None else list(topics)
     unknown = [name for name in names if name not in source]
     if unknown:
         raise ValueError(f"unknown pydoc topic(s) {unknown}; known: {', '.join(sorted(source))}")
-    return [record for name in names for record in _passages(name, source[name], max_chars)]
+    settings = chunking or ChunkSettings()
+    count = _words
+    if pipeline is not None:
+        settings, count = settings.capped(pipeline.max_tokens), pipeline.count_tokens
+    records: list[Record] = []
+    for name in names:
+        chunks = chunk_records(topic_document(name, source[name]), count, settings)
+        if isinstance(chunks, Problem):  # a topic with no text: this Python's docs are broken
+            raise ValueError(str(chunks))
+        records += chunks
+    return records
+
+
+def _words(texts: Sequence[str]) -> list[int]:
+    """Whitespace-separated words per text: the tokens of a model without a tokenizer."""
+    return [len(text.split()) for text in texts]
 
 
 def _topics() -> dict[str, str]:
@@ -52,41 +70,44 @@ def _topics() -> dict[str, str]:
     return topics
 
 
-def _passages(topic: str, text: str, max_chars: int) -> Iterator[Record]:
-    """One topic's passages: paragraphs packed per section, headed by title and section."""
-    title: str | None = None
-    section, packed, size, n = "", [], 0, 0
-    for paragraph, heading in _paragraphs(text):
-        if packed and (heading is not None or size + len(paragraph) > max_chars):
-            yield _record(topic, n, title or topic, section, packed)
-            n, packed, size = n + 1, [], 0
-        if heading is None:
-            packed.append(paragraph)
-            size += len(paragraph) + 2
-        elif title is None:
-            title = heading
-        else:
-            section = heading
-    if packed:
-        yield _record(topic, n, title or topic, section, packed)
-
-
-def _paragraphs(text: str) -> Iterator[tuple[str, str | None]]:
-    """(paragraph, None) for text, ("", heading) for an underlined heading."""
-    for block in _BLANK_LINE.split(text.strip()):
+def topic_document(topic: str, raw: str) -> SourceDocument:
+    """One topic as a document: its paragraphs, each underlined heading kept as one line
+    (the underline dropped) that opens a section; the first heading is the title."""
+    parts: list[str] = []
+    starts: list[tuple[int, str]] = []
+    at = 0
+    for block in _BLANK_LINE.split(raw.strip()):
         block = block.strip("\n")
         if not block.strip():
             continue
         lines = block.split("\n")
         if len(lines) == 2 and len(lines[1]) >= 3 and set(lines[1]) <= _UNDERLINE:
-            yield "", lines[0].strip()
-        else:
-            yield block, None
+            block = lines[0].strip()
+            starts.append((at, block))
+        parts.append(block)
+        at += len(block) + 2
+    text = "\n\n".join(parts)
+    title = starts[0][1] if starts else topic
+    outline = _outline(starts, len(text))
+    return SourceDocument(
+        topic,
+        text,
+        f"pydoc_data.topics[{topic!r}]",
+        "pydoc",
+        title=title,
+        metadata={"topic": topic},
+        outline=tuple(outline),
+    )
 
 
-def _record(topic: str, n: int, title: str, section: str, packed: list[str]) -> Record:
-    """A passage whose text starts with where it stands, as a BEIR title would."""
-    where = f"{title}: {section}" if section else title
-    body = "\n\n".join(packed)
-    metadata = {"topic": topic, "title": title, "section": section}
-    return Record(f"{topic}#{n}", f"{where}\n\n{body}", metadata, f"pydoc_data.topics[{topic!r}]")
+def _outline(starts: list[tuple[int, str]], end: int) -> list[Section]:
+    """Sections from heading offsets: the title's, then (title, heading) for each other."""
+    sections: list[Section] = []
+    if not starts or starts[0][0] > 0:
+        sections.append(Section((), 0, starts[0][0] if starts else end))
+    title = starts[0][1] if starts else ""
+    bounds = [*(s for s, _ in starts[1:]), end]
+    for (start, heading), stop in zip(starts, bounds, strict=True):
+        path = (title,) if start == starts[0][0] else (title, heading)
+        sections.append(Section(path, start, stop))
+    return sections

@@ -1,0 +1,151 @@
+"""Text and Markdown files too large to hold: checked in one streaming pass, chunked in another.
+
+A file over `STREAM_BYTES` is never read whole. The first pass (`scan_file`) reads it block by
+block, hashes its bytes (the hash it would get read whole, so switching paths re-embeds
+nothing), decodes it with an incremental UTF-8 decoder (a bad byte is reported with its
+offset, as for a file read whole), checks that it holds text and finds a Markdown file's
+title. The second (`StreamedFile.segments`) reads it again as `Segment`s for
+`probembed.chunking.stream_chunks`: whole lines, cut where a section starts and, once a
+segment passes `SEGMENT_CHARS`, after its last paragraph break, so the chunks are exactly those
+of the file read whole. Memory holds a block, a segment and the chunk being filled; only a
+single paragraph (or line) longer than a segment is held whole.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probembed.chunking import HeadingTracker, Segment, last_paragraph_break
+from probembed.documents import Problem
+from probembed.store.formats import BINARY, NO_TEXT, SNIFF, heading_title, not_utf8
+
+#: Files larger than this (bytes) are read as a stream; smaller ones are read whole.
+STREAM_BYTES = 16 * 2**20
+#: Bytes read at a time.
+BLOCK_BYTES = 2**20
+#: Characters a segment grows to before it is cut at its last paragraph break.
+SEGMENT_CHARS = 2**20
+#: Suffixes read as a stream (the formats whose text is the file itself), and which are Markdown.
+STREAMED = {".txt": False, ".md": True, ".markdown": True}
+#: What ends a line for str.splitlines, which `markdown_sections` splits with.
+_LINE_ENDS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+class UnreadableError(Exception):
+    """A file that cannot be read as UTF-8 text, or that changed between its two passes."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class StreamedFile:
+    """A large text or Markdown file, checked and hashed: its chunks come from `segments`."""
+
+    id: str
+    path: Path
+    source: str
+    title: str
+    markdown: bool
+    #: The content hash, as `chunked.content_hash` gives for the file read whole.
+    digest: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def page_of(self, offset: int) -> None:
+        """No pages: the file is text."""
+        return None
+
+    def segments(self) -> Iterator[Segment]:
+        """The file's text as segments, in order; UnreadableError if it changed since scanned."""
+        digest = hashlib.sha256()
+        tracker = HeadingTracker() if self.markdown else None
+        start = offset = 0
+        headings: tuple[str, ...] = ()
+        parts: list[str] = []
+        size, opens, limit = 0, True, SEGMENT_CHARS
+        for line in _lines(self.path, digest):
+            opened = tracker.feed(line) if tracker is not None else None
+            if opened is not None:
+                if parts:
+                    yield Segment(start, "".join(parts), headings, opens)
+                start, parts, size, headings, opens = offset, [], 0, opened, True
+                limit = SEGMENT_CHARS
+            parts.append(line)
+            size += len(line)
+            offset += len(line)
+            if size >= limit:
+                text = "".join(parts)
+                cut = last_paragraph_break(text)
+                if cut is None:  # one long paragraph so far: look again a segment later
+                    parts, limit = [text], size + SEGMENT_CHARS
+                    continue
+                yield Segment(start, text[:cut], headings, opens)
+                start, parts, size, opens = start + cut, [text[cut:]], len(text) - cut, False
+                limit = SEGMENT_CHARS
+        if parts:
+            yield Segment(start, "".join(parts), headings, opens)
+        digest.update(repr([]).encode("utf-8"))
+        if digest.hexdigest()[:32] != self.digest:
+            raise UnreadableError(
+                Problem(self.source, "the file changed while it was read; ingest it again")
+            )
+
+
+def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
+    """The first pass over a large file: hash, UTF-8, some text, the Markdown title."""
+    markdown = STREAMED[path.suffix.lower()]
+    digest = hashlib.sha256()
+    title = None
+    blank = True
+    try:
+        with path.open("rb") as handle:
+            if b"\x00" in handle.read(SNIFF):
+                return Problem(str(path), BINARY)
+        for line in _lines(path, digest):
+            blank = blank and not line.strip()
+            if markdown and title is None:
+                title = heading_title(line)
+    except UnreadableError as exc:
+        return exc.problem
+    except OSError as exc:
+        return Problem(str(path), f"cannot read: {exc.strerror or exc}")
+    if blank:
+        return Problem(str(path), NO_TEXT)
+    digest.update(repr([]).encode("utf-8"))  # a file's document has no metadata of its own
+    return StreamedFile(
+        doc_id, path, str(path), title or path.stem, markdown, digest.hexdigest()[:32]
+    )
+
+
+def _lines(path: Path, digest: Any) -> Iterator[str]:
+    """The lines of the file's text (`splitlines(keepends=True)` of it read whole), decoded
+    block by block; every byte read goes into `digest`."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    consumed, carry = 0, ""
+    with path.open("rb") as handle:
+        while True:
+            data = handle.read(BLOCK_BYTES)
+            digest.update(data)
+            held = decoder.getstate()[0]  # bytes of a character the last block cut in two
+            try:
+                text = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raw = held + data
+                where = consumed - len(held) + exc.start
+                raise UnreadableError(
+                    not_utf8(path, where, raw[exc.start : exc.start + 1])
+                ) from exc
+            consumed += len(data)
+            lines = (carry + text).splitlines(keepends=True)
+            carry = ""
+            if data and lines and (lines[-1][-1] not in _LINE_ENDS or lines[-1][-1] == "\r"):
+                carry = lines.pop()  # unfinished, or a \r that a \n may follow
+            yield from lines
+            if not data:
+                return
