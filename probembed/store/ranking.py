@@ -289,7 +289,8 @@ def rescore(
     float64 work.
     """
     if score is Score.DOT and means is not None and candidates.shape[1] > k + SELECT_MARGIN:
-        return _certified_rescore(queries, rows, scored or rows, means, candidates, k)
+        scored = rows if scored is None else scored
+        return _certified_rescore(queries, rows, scored, means, candidates, k)
     return _rescored(queries, rows, candidates, k, score, beta, scored)
 
 
