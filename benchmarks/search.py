@@ -70,6 +70,9 @@ TARGETS = {"uec": 0.99, "dot": 0.98, "csd": 0.98, "w2": 0.98, "kl": 0.98}
 #: Graph beam widths tried besides the default, for the scores in SWEPT.
 PROBEMBED_EFS = (128, 256, 512)
 SWEPT = ("dot", "uec")
+#: Candidates per hit rescored for dot over the 4-bit graph (`quantised_factor`), besides the
+#: default.
+POOL_FACTORS = (2, 4, 11)
 #: Rounds of the side-by-side timing; each call keeps its best (the machine is shared).
 ROUNDS = 5
 
@@ -241,6 +244,19 @@ def bench_probembed(
             rows.append(row(engine, score, dataset, n, 0.0, recall(hit_ids(found), truths[score])))
             rows[-1]["memory_per_item"] = round(memory_per_item(searcher, n), 1)
             race.add(rows[-1], nq, search)
+        pools = [f for f in POOL_FACTORS if f != default.quantised_factor]
+        for factor in pools if graph and score == "dot" else []:
+            settings = replace(default, quantised_factor=factor)
+
+            def pooled(settings: IndexSettings = settings) -> list:
+                searcher.settings = settings
+                return searcher.search_fused(queries, K, "dot")
+
+            found = pooled()
+            engine = f"probembed-pool{factor * K}"
+            rows.append(row(engine, score, dataset, n, 0.0, recall(hit_ids(found), truths[score])))
+            rows[-1]["memory_per_item"] = round(memory_per_item(searcher, n), 1)
+            race.add(rows[-1], nq, pooled)
         searcher.settings = default
         if graph and score in SWEPT:
             rows += bench_codecs(searcher, queries, score, dataset, n, truths[score], race)

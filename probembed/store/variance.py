@@ -108,14 +108,26 @@ class VarianceBasis:
         return np.hstack(coefs).astype(np.float32)
 
     def decode(self, coef: np.ndarray) -> np.ndarray:
-        """(n, dim) float32 variances rebuilt from coefficients, floored."""
+        """(n, dim) float32 variances rebuilt from coefficients, floored.
+
+        Each block is a sum of rank-many scaled basis rows, written straight into the output:
+        elementwise float64 arithmetic, so no BLAS call (whose kernel and threads would choose
+        the rounding, and whose start-up dominates products this thin) and no temporaries of
+        the whole width.
+        """
         coef = np.asarray(coef, dtype=np.float64)
         if coef.ndim != 2 or coef.shape[1] != self.width:
             raise ValueError(f"variance coefficients must be (n, {self.width}), got {coef.shape}")
-        ranks = np.cumsum([len(b) for b in self.bases])[:-1]
-        blocks = zip(np.split(coef, ranks, axis=1), self.bases, strict=True)
-        parts = [c @ b.astype(np.float64) for c, b in blocks]
-        return np.maximum(np.hstack(parts), self.floor).astype(np.float32)
+        out = np.empty((len(coef), self.dim), dtype=np.float32)
+        column = start = 0
+        for basis in self.bases:
+            rank, width = basis.shape
+            block = coef[:, column, None] * basis[0].astype(np.float64)
+            for j in range(1, rank):
+                block += coef[:, column + j, None] * basis[j].astype(np.float64)
+            np.maximum(block, self.floor, out=out[:, start : start + width], casting="same_kind")
+            column, start = column + rank, start + width
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The header form: block widths, ranks, floor and the basis as base64 float32."""
