@@ -118,7 +118,7 @@ def test_certified_dot_rescoring_equals_float64_rescoring_of_every_candidate(poo
     got = ranking.rescore(
         queries, rows, candidates, 10, Score.DOT, 0.0, means=lambda p: docs.mean[p]
     )
-    want = ranking._rescored(queries, rows, candidates, 10, Score.DOT, 0.0, None)
+    want = ranking._rescored(queries, rows, candidates, 10, Score.DOT, 0.0, rows)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g.positions, w.positions)
         # both float64 sums over one candidate's dimensions: equal up to their rounding

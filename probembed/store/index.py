@@ -4,10 +4,10 @@ Small collections (and filters that leave few rows) are scanned exactly. Larger 
 FAISS HNSW graph, built over the means for dot/uec/mls/bhattacharyya and over the exact
 inner-product form of the score for csd/w2/kl (docs/architecture.md, scores), so the graph
 ranks by the score itself; its candidates are then rescored exactly: 2k of them where a
-float32 graph ranks by the score (only float32 rounding to undo), max(100, 10k) where the
-graph stores quantised codes (the default, `IndexSettings.codec`) or ranks by the means and
-the score reorders them (uec, mls, bhattacharyya). The measurements below were made with
-float32 graphs.
+float32 graph ranks by the score (only float32 rounding to undo), 4k for dot over quantised
+codes (the default, `IndexSettings.codec`), max(100, 10k) for the other scores over codes
+and where the graph ranks by the means and the score reorders them (uec, mls,
+bhattacharyya). The measurements below were made with float32 graphs.
 
 The graph searches inner products through an exact reduction to Euclidean distance: documents
 are centred (x - c) and given one extra coordinate sqrt(R² - |x - c|²), queries get a 0, so

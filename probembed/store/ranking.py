@@ -98,21 +98,28 @@ def scan(
     k: int,
     score: Score,
     beta: float,
-    scored: Rows | None = None,
     means: Means | None = None,
 ) -> list[Ranked]:
     """Exact top-k of every query over the given positions, a block of rows at a time.
 
-    `scored` reads rows for scoring only, where that can be cheaper than `rows` (means
-    alone for dot); the hits' moments are read from `rows`. With `means`, a dot scan
-    pre-selects with FAISS's exact float32 inner-product search (same bound).
+    With `means` (the rows' means alone, cheaper to read than the Gaussians), a dot scan
+    reads only them and pre-selects with FAISS's exact float32 inner-product search (same
+    bound); the hits' moments are read from `rows`.
     """
-    scored = rows if scored is None else scored
+    scored = _scored(rows, means, score)
     if score is Score.DOT and means is not None:
         return _certified_dot_scan(queries, rows, scored, means, positions, k)
     if score in (Score.DOT, Score.UEC):
         return _certified_scan(queries, rows, scored, positions, k, score, beta)
     return with_moments(queries, rows, *_float64_scan(queries, scored, positions, k, score, beta))
+
+
+def _scored(rows: Rows, means: Means | None, score: Score) -> Rows:
+    """What candidates are scored from: for dot (which reads no variances) the means alone
+    where they are given, else the rows."""
+    if score is Score.DOT and means is not None:
+        return lambda positions: Gaussian.deterministic(means(positions))
+    return rows
 
 
 def _float64_scan(
@@ -278,18 +285,16 @@ def rescore(
     k: int,
     score: Score,
     beta: float,
-    scored: Rows | None = None,
     means: Means | None = None,
 ) -> list[Ranked]:
     """Exact scores of each query's (nq, p) candidate rows (-1 = none), k best kept.
 
-    `scored` as in `scan`: what the candidates are scored from. With `means`, dot candidates
-    are pre-selected in float32 under the scan's proven bound and only the few that can
-    reach the top k are scored in float64: the same hits and scores, at a fraction of the
-    float64 work.
+    `means` as in `scan`. With them, dot candidates are pre-selected in float32 under the
+    scan's proven bound and only the few that can reach the top k are scored in float64:
+    the same hits and scores, at a fraction of the float64 work.
     """
+    scored = _scored(rows, means, score)
     if score is Score.DOT and means is not None and candidates.shape[1] > k + SELECT_MARGIN:
-        scored = rows if scored is None else scored
         return _certified_rescore(queries, rows, scored, means, candidates, k)
     return _rescored(queries, rows, candidates, k, score, beta, scored)
 
@@ -333,11 +338,12 @@ def _rescored(
     k: int,
     score: Score,
     beta: float,
-    scored: Rows | None,
+    scored: Rows,
 ) -> list[Ranked]:
-    """Float64 scores of every candidate, k best kept (what `rescore` guarantees)."""
+    """Float64 scores of every candidate (read from `scored`), k best kept (what `rescore`
+    guarantees); the hits' moments are read from `rows`."""
     found = candidates >= 0
-    docs, local = gathered(rows if scored is None else scored, candidates)
+    docs, local = gathered(scored, candidates)
     scores = np.where(found, score_matrix(queries, docs, score, beta, candidates=local), -np.inf)
     positions, scores = best(np.where(found, candidates, -1), scores, k)
     return with_moments(queries, rows, positions, scores)

@@ -297,10 +297,6 @@ class Searcher:
             return self._snap.means[positions]
         return self._stored(positions).gaussian.mean
 
-    def _means(self, positions: np.ndarray) -> Gaussian:
-        """Rows' means alone, as zero-variance Gaussians: all that dot scores read."""
-        return Gaussian.deterministic(self._mean_rows(positions))
-
     def _means_weights(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows' means and fusion weights (the members' cosines need no variances)."""
         if self._tilt is None:
@@ -335,9 +331,8 @@ class Searcher:
         """Per query, the k best rows: an exact scan when small or asked, else graph + rescore."""
         snap = self._snap
         rows = np.flatnonzero(snap.alive) if allowed is None else allowed
-        scored = self._means if kind is Score.DOT else None  # dot reads no variances
         if exact or len(rows) < self.settings.scan_below:
-            return scan(queries, self._gaussian, rows, k, kind, beta, scored, self._mean_rows)
+            return scan(queries, self._gaussian, rows, k, kind, beta, self._mean_rows)
         space = ann_space(kind)
         pool = min(self.settings.candidates(k, kind), len(rows))
         vectors = ann_vectors(queries, space, "query")
@@ -346,7 +341,7 @@ class Searcher:
         found = self._graph(space).search(
             vectors, pool, self.settings.ef_search, None if everyone else mask
         )
-        return rescore(queries, self._gaussian, found, k, kind, beta, scored, self._mean_rows)
+        return rescore(queries, self._gaussian, found, k, kind, beta, self._mean_rows)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
         """The candidate index of a space: in memory, else on disk for this version, else built."""
