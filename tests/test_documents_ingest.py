@@ -376,11 +376,11 @@ def test_a_50_mb_file_is_ingested_in_bounded_memory(tmp_path, pydoc_pipeline_dir
     measured = json.loads(done.stdout.splitlines()[-1])
     assert measured["problems"] == [] and measured["chunks"] > 6000
     # Holding the file would take at least its 50 MiB as bytes, again as text (ASCII: a byte a
-    # character) and about as much again as chunks (+ overlap): 150 MiB (read whole, this
-    # ingest's peak rose by 235 MiB). A stream holds a 1 MiB block, a 1 MiB segment and a
-    # batch of 512 chunks (~4 MiB) with LanceDB's copies of it; the warm-up ran the same steps
-    # on a 10 MiB file (and the agreement measure on a 1,000-row sample), so what the large
-    # file adds above its peak must stay well under the file's own size.
+    # character) and about as much again as chunks (+ overlap): 150 MiB. A stream holds a
+    # 1 MiB block, a 1 MiB segment and a batch of 512 chunks (~4 MiB) with LanceDB's copies
+    # of it; the warm-up ran the same steps on a 10 MiB file (and the agreement measure on
+    # a 1,000-row sample), so what the large file adds above its peak must stay well under
+    # the file's own size.
     assert measured["after"] - measured["before"] < 20 * 2**20, measured
     collection = Database(tmp_path / "db").open("large")
     last = f"large.txt#{measured['chunks'] - 1}"  # the warm-up file is another document
