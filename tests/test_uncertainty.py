@@ -87,6 +87,23 @@ def test_calibration_scale_is_applied_to_encoded_variances(toy_pairs):
     )
 
 
+def test_fitted_state_is_read_only_and_what_is_derived_from_it_follows_it(toy_pairs):
+    # the fingerprint and the posterior are computed once per state and prior, not per encode
+    estimator = fit_laplace(toy_pairs)
+    fingerprint, var = estimator.fingerprint, estimator.encode(PROBE).var
+    with pytest.raises(ValueError, match="read-only"):
+        estimator.state["fisher"][0, 0] = 1.0
+    assert estimator.fingerprint == fingerprint
+    estimator.params["prior_precision"] = 10.0
+    stronger = estimator.encode(PROBE).var
+    assert estimator.fingerprint != fingerprint and np.all(stronger < var)
+    estimator.params["prior_precision"] = 1.0
+    estimator.state = {"fisher": estimator.state["fisher"] * 4}  # a new state, as a refit gives
+    sharper = estimator.encode(PROBE).var
+    assert estimator.fingerprint != fingerprint
+    assert np.all(sharper <= var) and np.any(sharper < var)
+
+
 @pytest.mark.parametrize("kind", ["laplace", "perturb"])
 def test_save_load_round_trips_bit_exactly(kind, toy_pairs, tmp_path):
     encoder = get_encoder("hash")
@@ -119,7 +136,7 @@ def torch_head(state, dtype):
     import torch
 
     net = _network(state["0.weight"].shape[1], state["0.weight"].shape[0]).to(dtype)
-    net.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in state.items()})
+    net.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in state.items()})  # copies
     return net
 
 

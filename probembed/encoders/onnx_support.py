@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import onnxruntime
 from tokenizers import Tokenizer
 
-from probembed.encoders.base import package_versions
+from probembed.encoders.base import package_versions, thread_limit
 
 RUNTIME_PACKAGES = ("onnxruntime", "tokenizers")
 
@@ -39,8 +40,17 @@ def tokenize(tokenizer: Tokenizer, texts: list[str]) -> dict[str, np.ndarray]:
 
 
 def session(path: Path) -> onnxruntime.InferenceSession:
-    """A CPU inference session; onnxruntime picks its own thread count."""
-    return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    """A CPU inference session under the process's thread limit, idling as OpenMP's threads do.
+
+    onnxruntime's own pool spins between runs unless told not to; under OMP_WAIT_POLICY=PASSIVE
+    (the service's encoding children) it sleeps instead, leaving the core to the event loop.
+    """
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = thread_limit() or 0  # 0: onnxruntime's own choice
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    providers = ["CPUExecutionProvider"]
+    return onnxruntime.InferenceSession(str(path), options, providers=providers)
 
 
 def session_inputs(onnx: onnxruntime.InferenceSession, features: dict[str, np.ndarray]) -> dict:

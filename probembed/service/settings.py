@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -36,6 +37,8 @@ class BatchSettings:
     max_wait_ms: float = 5.0
     #: Texts waiting to be encoded before new requests get 429.
     max_queue: int = 4096
+    #: Encoding processes per pipeline, each encoding one batch at a time.
+    workers: int = field(default_factory=lambda: default_workers())
 
     def __post_init__(self) -> None:
         _check_positive(self, zero_ok=("max_wait_ms",))
@@ -73,6 +76,11 @@ class ServiceSettings:
                 "could read and change the database. Give keys (--api-keys FILE or "
                 "PROBEMBED_API_KEYS), bind to 127.0.0.1, or pass --insecure"
             )
+
+
+def default_workers() -> int:
+    """One encoding process per core, at most four (each holds its own copy of the models)."""
+    return min(4, os.cpu_count() or 1)
 
 
 def is_loopback(host: str) -> bool:

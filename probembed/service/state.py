@@ -13,13 +13,14 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from probembed.pipeline import Pipeline
 from probembed.service.batching import Batcher
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
-from probembed.service.worker import EncodeProcess
+from probembed.service.worker import EncodeProcess, child_threads
 from probembed.store import Collection, Database
 
 T = TypeVar("T")
@@ -51,8 +52,8 @@ class Service:
         self._dims: dict[str, int] = {}
         #: Served pipeline name -> what it was loaded from (a built-in name or a directory).
         self._sources: dict[str, str] = {}
-        #: Pipeline fingerprint -> its encoding child process.
-        self._workers: dict[str, EncodeProcess] = {}
+        #: Pipeline fingerprint -> its encoding child processes.
+        self._workers: dict[str, list[EncodeProcess]] = {}
 
     @property
     def ready(self) -> bool:
@@ -76,7 +77,7 @@ class Service:
         """Finish queued encodes and stop the batchers; the database closes with the process."""
         for batcher in list(self._batchers.values()):
             await batcher.stop()
-        for worker in list(self._workers.values()):
+        for worker in [w for workers in self._workers.values() for w in workers]:
             await asyncio.to_thread(worker.close)
         self.db = None
 
@@ -119,15 +120,18 @@ class Service:
         """The dimension of a served pipeline's fused vectors."""
         return self._dims[self.pipeline(name).name]
 
-    def _spawn(self, pipeline: Pipeline, source: str) -> EncodeProcess:
-        """Start (once) the child that encodes for a pipeline, and wait until it has loaded."""
-        key = pipeline.fingerprint
+    def _spawn(self, pipeline: Pipeline, source: str) -> None:
+        """Start (once) the children that encode for a pipeline, and wait until they have loaded."""
+        count = self.settings.batching.workers
         with self._guard:
-            if key not in self._workers:
-                self._workers[key] = EncodeProcess(source)
-            worker = self._workers[key]
-        worker(["warm up"])
-        return worker
+            if pipeline.fingerprint not in self._workers:
+                threads = child_threads(count)
+                self._workers[pipeline.fingerprint] = [
+                    EncodeProcess(source, threads) for _ in range(count)
+                ]
+            workers = self._workers[pipeline.fingerprint]
+        with ThreadPoolExecutor(len(workers)) as loading:  # the children load side by side
+            list(loading.map(lambda worker: worker(["warm up"]), workers))
 
     def source_of(self, collection: Collection) -> str:
         """Where a collection's pipeline loads from: a served one, or the collection's copy."""
@@ -141,8 +145,8 @@ class Service:
         """The batcher of a pipeline whose child process runs (`start` or `prepare`)."""
         key = pipeline.fingerprint
         if key not in self._batchers:
-            worker = self._workers[key]
-            batcher = Batcher(worker, self.settings.batching, self.metrics, pipeline.name)
+            workers = self._workers[key]
+            batcher = Batcher(workers, self.settings.batching, self.metrics, pipeline.name)
             batcher.start()
             self._batchers[key] = batcher
         return self._batchers[key]

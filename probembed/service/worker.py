@@ -5,10 +5,13 @@ encoders' Python glue waits for the interpreter lock, and encoding slows several
 process (never forked: torch and its threads do not survive a fork) loads the pipeline once
 and encodes whatever the batcher sends it; Fused results come back pickled.
 
-The child computes with all cores but one, the one left to the event loop, and its OpenMP
-threads sleep rather than spin when idle (an explicit OMP_NUM_THREADS or OMP_WAIT_POLICY in
-the environment wins): with a core busy beside it, torch's spinning threads fight the
-event loop for it.
+A service runs several such children per pipeline (`BatchSettings.workers`), each encoding
+its own batch. A small batch gains little from a second torch thread (its matrix products are
+too thin to split well), so two single-threaded children encoding two batches at once use two
+cores better than one child with two threads. The cores left over are shared out among the
+children, one kept back for the event loop, and their OpenMP threads sleep rather than spin
+when idle (an explicit OMP_NUM_THREADS or OMP_WAIT_POLICY in the environment wins): with a
+core busy beside it, torch's spinning threads fight the event loop for it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 
+from threadpoolctl import threadpool_limits
+
+from probembed.encoders.base import thread_limit
 from probembed.fusion import Fused
 
 _PIPELINE = None
@@ -27,6 +33,8 @@ def _load(source: str, threads: int) -> None:
     global _PIPELINE
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # numpy's BLAS was loaded with this module, before the variables above were set
+    threadpool_limits(thread_limit() or threads)
     from probembed.pipeline import Pipeline
 
     _PIPELINE = Pipeline.load(source)
@@ -41,10 +49,9 @@ def _encode(texts: list[str]) -> Fused:
 class EncodeProcess:
     """A pipeline (by built-in name or directory) encoding in its own process."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, threads: int) -> None:
         self.source = source
         context = multiprocessing.get_context("spawn")
-        threads = max(1, (os.cpu_count() or 1) - 1)
         self._pool = ProcessPoolExecutor(
             1, mp_context=context, initializer=_load, initargs=(source, threads)
         )
@@ -56,3 +63,8 @@ class EncodeProcess:
     def close(self) -> None:
         """Stop the child after what it was given."""
         self._pool.shutdown(wait=True)
+
+
+def child_threads(workers: int) -> int:
+    """Torch threads per encoding child: the cores but one, shared out, at least one each."""
+    return max(1, ((os.cpu_count() or 1) - 1) // workers)

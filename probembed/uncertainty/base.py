@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -47,6 +47,34 @@ def split_holdout(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.nd
     return np.sort(order[n_cal:]), np.sort(order[:n_cal])
 
 
+class Derived:
+    """A value computed from some inputs, computed again only when one of them is replaced.
+
+    Inputs compare by identity, which is sound for what estimators derive from: their state
+    arrays are read-only, so the same array object still holds the same numbers.
+    It keeps per-call costs (hashing or inverting a Fisher) out of every encode.
+    """
+
+    def __init__(self) -> None:
+        self._inputs: tuple[object, ...] | None = None
+        self._value: Any = None
+
+    def get(self, inputs: tuple[object, ...], compute: Callable[[], R]) -> R:
+        """The value for these inputs, from `compute` unless they are the last ones."""
+        last = self._inputs
+        same = last is not None and len(last) == len(inputs)
+        if not (same and all(a is b for a, b in zip(last, inputs, strict=True))):
+            self._value, self._inputs = compute(), inputs
+        return self._value
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """The array itself, no longer writable (fitted state is never changed in place)."""
+    array = np.asarray(array)
+    array.setflags(write=False)
+    return array
+
+
 class Estimator(ABC):
     """Turns one deterministic encoder into a probabilistic one.
 
@@ -70,9 +98,19 @@ class Estimator(ABC):
             )
         self.encoder = encoder
         self.params: dict[str, Any] = {**allowed, **params}
-        self.state: dict[str, np.ndarray] = {}
+        self.state = {}
         self.scale = 1.0
         self._progress = False
+        self._state_digest = Derived()
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The fitted arrays by name, each read-only: fit and load replace them whole."""
+        return self._state
+
+    @state.setter
+    def state(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self._state = {k: _read_only(v) for k, v in arrays.items()}
 
     @property
     def is_fitted(self) -> bool:
@@ -131,10 +169,17 @@ class Estimator(ABC):
         digest = hashlib.sha256()
         digest.update(self.encoder.fingerprint.encode())
         digest.update(json.dumps([self.kind, self.params, self.scale], sort_keys=True).encode())
+        state = (*self.state, *self.state.values())
+        digest.update(self._state_digest.get(state, self._hash_state))
+        return digest.hexdigest()[:16]
+
+    def _hash_state(self) -> bytes:
+        """SHA-256 of the fitted arrays by name: megabytes, so hashed once per state."""
+        digest = hashlib.sha256()
         for key in sorted(self.state):
             digest.update(key.encode())
             digest.update(np.ascontiguousarray(self.state[key]).tobytes())
-        return digest.hexdigest()[:16]
+        return digest.digest()
 
     def save(self, directory: str | os.PathLike) -> None:
         """Write parameters (JSON) and fitted arrays (npz); each file replaced atomically."""

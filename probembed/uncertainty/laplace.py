@@ -7,7 +7,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from probembed.uncertainty.base import Estimator
+from probembed.encoders.base import Encoder
+from probembed.uncertainty.base import Derived, Estimator
 from probembed.uncertainty.fisher import fisher_diagonal, posterior_variance, predictive_variance
 from probembed.uncertainty.moments import Moments, unit_rows
 
@@ -36,6 +37,10 @@ class LaplaceEstimator(Estimator):
         "batch_size": 32,
         "adapter": False,
     }
+
+    def __init__(self, encoder: Encoder, **params: Any) -> None:
+        super().__init__(encoder, **params)
+        self._posterior = Derived()
 
     @property
     def uses_last_layer(self) -> bool:
@@ -82,7 +87,10 @@ class LaplaceEstimator(Estimator):
     def _encode_raw(self, texts: list[str]) -> Moments:
         """Predictive variance in one matmul, then both moments rescaled to the unit sphere."""
         y, act = self.features(texts)
-        weight_var = posterior_variance(self.state["fisher"], self.params["prior_precision"])
+        fisher, prior_precision = self.state["fisher"], self.params["prior_precision"]
+        weight_var = self._posterior.get(
+            (fisher, prior_precision), lambda: posterior_variance(fisher, prior_precision)
+        )
         mean, sq_norm = unit_rows(y)
         return Moments(mean, predictive_variance(act, weight_var) / sq_norm)
 

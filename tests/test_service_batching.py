@@ -1,0 +1,63 @@
+"""The batcher on the event loop, with real pipelines behind it: several encoders at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from probembed.service.batching import Batcher
+from probembed.service.metrics import Metrics
+from probembed.service.settings import BatchSettings
+
+
+def meeting(pipeline, parties: int, timeout: float):
+    """An encoder that finishes only once `parties` batches are being encoded at the same time."""
+    barrier = threading.Barrier(parties, timeout=timeout)
+
+    def encode(texts: list[str]):
+        barrier.wait()  # BrokenBarrierError after `timeout` if the batches ran one at a time
+        return pipeline.encode(texts)
+
+    return encode
+
+
+async def encode_each(batcher: Batcher, texts: list[str]):
+    """Each text as its own concurrent request."""
+    batcher.start()
+    try:
+        return await asyncio.gather(*(batcher.encode([t]) for t in texts))
+    finally:
+        await batcher.stop()
+
+
+def test_two_encoders_encode_two_batches_at_once(pydoc_pipeline):
+    encode = meeting(pydoc_pipeline, 2, timeout=30)  # 30 s: only ever waited out on failure
+    settings = BatchSettings(max_batch=1, max_wait_ms=0, workers=2)
+    batcher = Batcher([encode, encode], settings, Metrics(), "hash")
+    texts = ["alpha", "beta", "gamma", "delta"]
+    results = asyncio.run(encode_each(batcher, texts))
+    expected = pydoc_pipeline.encode(texts)
+    for i, fused in enumerate(results):  # each request gets its own text's row back
+        np.testing.assert_array_equal(fused.gaussian.mean, expected.gaussian.mean[i : i + 1])
+
+
+def test_one_encoder_encodes_one_batch_at_a_time(pydoc_pipeline):
+    # the second batch can only start after the first has finished, so they never meet
+    encode = meeting(pydoc_pipeline, 2, timeout=1)
+    settings = BatchSettings(max_batch=1, max_wait_ms=0, workers=1)
+    batcher = Batcher([encode], settings, Metrics(), "hash")
+    with pytest.raises(threading.BrokenBarrierError):
+        asyncio.run(encode_each(batcher, ["alpha", "beta"]))
+
+
+def test_batch_settings_refuse_zero_workers():
+    with pytest.raises(ValueError, match="workers must be a positive number, got 0"):
+        BatchSettings(workers=0)
+
+
+def test_a_batcher_needs_an_encoder():
+    with pytest.raises(ValueError, match="at least one encoder"):
+        Batcher([], BatchSettings(), Metrics(), "hash")
