@@ -157,3 +157,49 @@ def test_agreement_is_measured_again_only_when_the_collection_grew(
     assert measured_at() == 300 and not collection.agreement_due()
     ingest(records[300 + small :], collection, hash_pipeline)  # grown by a third: measured again
     assert measured_at() == 400
+
+
+def test_an_adapted_collection_searches_the_rows_retilt_gives_also_after_a_write(
+    tmp_path, hash_pipeline, sentences
+) -> None:
+    """The searcher tilts each row once, as it enters its snapshot; rows added later alike."""
+    from probembed.pipeline import AdaptConfig, Pipeline
+    from probembed.scoring import score_matrix
+    from probembed.store import Database, ingest
+    from probembed.store.readers import Record
+
+    pipe = Pipeline(
+        hash_pipeline.members,
+        hash_pipeline.fusion,
+        hash_pipeline.score,
+        "hash-adapt",
+        cache=False,
+        adapt=AdaptConfig(gamma=20.0),
+    )
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest([Record(f"{i:04d}", t) for i, t in enumerate(sentences[:300])], collection, pipe)
+    searcher = collection.searcher()
+    queries = sentences[300:303]  # each one is first found as the row the write adds
+    searcher.search(queries, k=5, score="dot", exact=True)  # the snapshot, before the write
+    later = [Record(f"n{i}", t) for i, t in enumerate(sentences[300:310])]
+    ingest(later, collection, pipe)  # 10 rows: under the 10% that remeasures, same tilt
+    results = searcher.search(queries, k=5, score="dot", exact=True)
+    adapted = pipe.adapted(collection.agreement())
+    assert adapted is not None
+    dims = [m.encoder.dim for m in pipe.members]
+    stored = collection.vectors()
+    docs = retilt(Fused(Gaussian(stored.mean, stored.var), stored.weights, pipe.models), dims,
+                  adapted[1])  # fmt: skip
+    q = retilt(pipe.encode(queries), dims, adapted[1]).gaussian
+    scores = score_matrix(q, docs.gaussian, "dot")
+    for row, result in enumerate(results):
+        order = np.argsort(-scores[row], kind="stable")[:5]
+        assert [h["id"] for h in result["hits"]] == list(stored.ids[order])
+        assert result["hits"][0]["id"] == f"n{row}"
+        # float64 dot products of the same float32 rows; only the summation order may differ
+        np.testing.assert_allclose([h["score"] for h in result["hits"]], scores[row, order],
+                                   rtol=1e-12)  # fmt: skip
+        for hit, j in zip(result["hits"], order, strict=True):
+            np.testing.assert_array_equal(
+                list(hit["weights"].values()), docs.weights[j].astype(np.float32).tolist()
+            )

@@ -5,9 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probembed.fusion import Fused
+from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
 from probembed.scoring import dot_variance, score_matrix
-from probembed.store import Database, ingest
+from probembed.store import Database, ingest, snapshot
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.variance import MAX_STD_ERROR, MIN_FIT_ROWS, RANK, VarianceBasis
 
@@ -112,3 +114,32 @@ def test_a_first_batch_too_small_to_fit_on_keeps_whole_variances(tmp_path, defau
     collection, stored, full = stored_and_full(tmp_path, default_pipeline, records)
     assert collection.variance_column == "var"
     np.testing.assert_array_equal(stored.var, full.var)
+
+
+@pytest.mark.parametrize("decoded_rows", [10_000, 10])
+def test_search_reads_rows_as_stored_and_tilted_whether_kept_decoded_or_not(
+    tmp_path, default_pipeline, decoded_rows, monkeypatch
+):
+    # small snapshots keep every variance decoded and tilted; large ones decode on each read:
+    # both must give what retilt gives on the stored rows, also for rows appended later
+    monkeypatch.setattr(snapshot, "DECODED_ROWS", decoded_rows)
+    records = read_pydoc_topics()[:60]
+    collection = Database(tmp_path / "db", create=True).collection("d")
+    ingest(records[:48], collection, default_pipeline)
+    dims = tuple(m.encoder.dim for m in default_pipeline.members)
+    tilt = snapshot.Tilt(dims, np.array([1.5, 0.5, 1.0]))
+    snap = snapshot.Snapshot.load(collection, tilt)
+    snap.gaussian(np.arange(len(snap)))  # read once before the write, as a search would
+    ingest(records[48:], collection, default_pipeline)
+    snap = snap.refreshed(collection)
+    got = snap.gaussian(np.arange(len(snap)))
+    vectors = collection.vectors()
+    order = {doc_id: i for i, doc_id in enumerate(vectors.ids)}
+    rows = [order[i] for i in snap.ids]
+    stored = Fused(Gaussian(vectors.mean[rows], vectors.var[rows]), vectors.weights[rows],
+                   default_pipeline.models)  # fmt: skip
+    want = retilt(stored, dims, tilt.factors)
+    assert collection.variance_column == "var_coef" and len(snap) == 60
+    np.testing.assert_array_equal(got.mean, want.gaussian.mean)
+    np.testing.assert_array_equal(got.var, want.gaussian.var)
+    np.testing.assert_array_equal(snap.fusion_weights(np.arange(60)), want.weights)

@@ -133,12 +133,20 @@ def retilt(fused: Fused, dims: Sequence[int], tilt: np.ndarray) -> Fused:
     π'_k(x) ∝ π_k(x)·t_k is exactly softmax(-log u/T + log(p·t)): the fusion a prior p·t would
     have given, so stored rows adapt without re-encoding (block k scales by √(π'_k/π_k)).
     """
-    weights = np.asarray(fused.weights, dtype=np.float64)
+    new, ratio = tilted_weights(fused.weights, tilt)
+    mean = scaled_blocks(fused.gaussian.mean, np.sqrt(ratio), dims)
+    var = scaled_blocks(fused.gaussian.var, ratio, dims)
+    return Fused(Gaussian(mean, var), new, fused.models)
+
+
+def tilted_weights(weights: np.ndarray, tilt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per text, the tilted weights π' ∝ π·t (float64) and each member's π'/π (0 where π is)."""
+    weights = np.asarray(weights, dtype=np.float64)
     new = weights * np.asarray(tilt, dtype=np.float64)
     new /= new.sum(axis=1, keepdims=True)
-    ratio = np.divide(new, weights, out=np.zeros_like(new), where=weights > 0)
-    widths = np.asarray(dims)
-    per_column = np.repeat(ratio, widths, axis=1)
-    mean = fused.gaussian.mean.astype(np.float64) * np.sqrt(per_column)
-    var = fused.gaussian.var.astype(np.float64) * per_column
-    return Fused(Gaussian(mean, var), new, fused.models)
+    return new, np.divide(new, weights, out=np.zeros_like(new), where=weights > 0)
+
+
+def scaled_blocks(values: np.ndarray, factors: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """Rows in float64 with member k's block of columns times that row's factors[:, k]."""
+    return values.astype(np.float64) * np.repeat(factors, np.asarray(dims), axis=1)

@@ -39,7 +39,7 @@ from probembed.store.ranking import (
     with_moments,
 )
 from probembed.store.rows import PipelineInfo
-from probembed.store.snapshot import Snapshot
+from probembed.store.snapshot import Snapshot, Tilt
 
 #: With group_by_doc, chunks ranked per document wanted: documents rarely have more chunks
 #: than this among a query's best.
@@ -99,7 +99,7 @@ class Searcher:
         self._snapshot: Snapshot | None = None
         self._graphs: dict[str, HnswIndex | FlatIndex] = {}
         #: Per-member factors adapting the prior to this collection (None: the prior as is).
-        self._tilt: np.ndarray | None = None
+        self._tilt: Tilt | None = None
 
     def search(
         self,
@@ -165,7 +165,7 @@ class Searcher:
                 f"holds vectors of {models}"
             )
         if self._tilt is not None:
-            fused = retilt(fused, self._dims, self._tilt)
+            fused = retilt(fused, self._tilt.dims, self._tilt.factors)
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
         if not self._snap.live:
@@ -258,15 +258,13 @@ class Searcher:
         if previous is not None and previous.version == self.collection.version:
             return
         adapted = self.pipeline.adapted(self.collection.agreement())
-        tilt = None if adapted is None else adapted[1]
-        same_tilt = (tilt is None) == (self._tilt is None) and (
-            tilt is None or np.array_equal(tilt, self._tilt)
-        )
+        tilt = None if adapted is None else Tilt(tuple(self._dims), adapted[1])
+        same_tilt = tilt is self._tilt is None or (tilt is not None and tilt.same_as(self._tilt))
         self._tilt = tilt
         if previous is None or not same_tilt:
             if previous is not None:
                 previous.close()
-            self._snapshot = Snapshot.load(self.collection)
+            self._snapshot = Snapshot.load(self.collection, tilt)
             self._graphs = {}
             return
         self._snapshot = previous.refreshed(self.collection)
@@ -281,34 +279,13 @@ class Searcher:
             if isinstance(graph, HnswIndex) and graph.overflow > OVERFLOW_FRACTION * len(graph):
                 del self._graphs[space]
 
-    def _stored(self, positions: np.ndarray) -> Fused:
-        """Rows by position as fused Gaussians, with this collection's adaptation applied."""
-        snap = self._snap
-        fused = Fused(snap.gaussian(positions), snap.weights[positions], self._models)
-        return fused if self._tilt is None else retilt(fused, self._dims, self._tilt)
-
     def _gaussian(self, positions: np.ndarray) -> Gaussian:
         """Rows by position as the Gaussians search scores (the `Rows` of the ranking)."""
-        return self._stored(positions).gaussian
+        return self._snap.gaussian(positions)
 
     def _mean_rows(self, positions: np.ndarray) -> np.ndarray:
-        """Rows' float32 means, as search scores them (adapted where the collection is)."""
-        if self._tilt is None:
-            return self._snap.means[positions]
-        return self._stored(positions).gaussian.mean
-
-    def _means_weights(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows' means and fusion weights (the members' cosines need no variances)."""
-        if self._tilt is None:
-            return self._snap.means[positions], self._snap.weights[positions]
-        stored = self._stored(positions)
-        return stored.gaussian.mean, stored.weights
-
-    def _weights(self, positions: np.ndarray) -> np.ndarray:
-        """Rows' fusion weights as search reports them (adapted where the collection is)."""
-        if self._tilt is None:
-            return self._snap.weights[positions]
-        return self._stored(positions).weights.astype(np.float32)
+        """Rows' float32 means, as search scores them (the snapshot holds them adapted)."""
+        return self._snap.means[positions]
 
     def _allowed(self, where: str | None) -> np.ndarray | None:
         """Live row positions a filter keeps, or None for no filter."""
@@ -462,7 +439,7 @@ class Searcher:
             cosines = None
             if wants_cosines:
                 unique, local = np.unique(positions, return_inverse=True)
-                means, weights = self._means_weights(unique)
+                means, weights = self._snap.means[unique], self._snap.fusion_weights(unique)
                 local = local.reshape(positions.shape)
                 q_mean, q_weights = fused.gaussian.mean[rows], fused.weights[rows]
                 cosines = member_cosines(q_mean, q_weights, means, weights, self._dims, local)
@@ -503,7 +480,7 @@ class Searcher:
                 [ids[p] for p in kept.tolist()],
                 hit_ranked.scores[:k].tolist(),
                 np.sqrt(hit_ranked.variances[:k]).tolist(),
-                self._weights(kept).tolist(),
+                self._snap.fusion_weights(kept).astype(np.float32).tolist(),
                 hit_p,
             )
             hits = [

@@ -7,6 +7,10 @@ rescoring reads its candidates' rows from it, so resident memory does not grow w
 collection's float32 size (the operating system pages the file in and out). The file is
 derived from LanceDB, which stays the source of truth, and lives only as long as the process.
 
+A collection that adapts its fusion (a tilt of the members' weights, fusion/adapt.py) has the
+tilt applied to each mean as it enters the file, so no search re-weights every row it scans;
+the weights and variances, small or decoded on read anyway, are tilted as they are read.
+
 When the table moves to a new version, only its listing (ids, write tags and row ids) is
 read: a row is known by its id and the random tag of the batch that wrote it, so a
 compaction (which moves every row id) changes nothing and an upsert shows as a new row and
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from probembed.fusion.adapt import scaled_blocks, tilted_weights
 from probembed.gaussian import Gaussian
 from probembed.store.rows import WRITE_TAG, to_matrix
 
@@ -39,6 +44,11 @@ if TYPE_CHECKING:
 REBUILD_DEAD_FRACTION = 0.2
 #: Rows fetched from LanceDB per take or per streamed batch, to bound the Arrow temporaries.
 FETCH_ROWS = 8192
+#: Up to this many positions the variances are also kept decoded (and tilted) in memory: a
+#: collection this small is scanned whole for every query (`IndexSettings.scan_below`), and
+#: decoding every row's variance each time cost more than the scan. 10,000 rows of the
+#: 1,280-d default take 51 MB; larger collections keep only the coefficients.
+DECODED_ROWS = 10_000
 
 
 class MeanFile:
@@ -92,6 +102,22 @@ def _consecutive(positions: np.ndarray) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Tilt:
+    """A collection's adaptation as search applies it: member block widths and weight factors."""
+
+    dims: tuple[int, ...]
+    factors: np.ndarray
+
+    def same_as(self, other: Tilt | None) -> bool:
+        """Whether another tilt would weight every row alike."""
+        return (
+            other is not None
+            and other.dims == self.dims
+            and np.array_equal(other.factors, self.factors)
+        )
+
+
 @dataclass
 class Snapshot:
     """Rows of one collection version, by position; positions of deleted rows are dead."""
@@ -112,12 +138,17 @@ class Snapshot:
     #: (id, write tag) of every live row -> its position.
     keys: dict[tuple[str, int], int] = field(default_factory=dict)
     _tags: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: The collection's adaptation, applied to every row search reads (None: not adapted).
+    tilt: Tilt | None = None
+    #: Every position's float32 variance as search scores it, while len(self) <= DECODED_ROWS.
+    _decoded: np.ndarray | None = None
 
     @classmethod
-    def load(cls, collection: Collection) -> Snapshot:
+    def load(cls, collection: Collection, tilt: Tilt | None = None) -> Snapshot:
         """Every row of the collection's current version, streamed from LanceDB."""
         version, listing = collection.listing()
         snapshot = cls._empty(collection, version)
+        snapshot.tilt = tilt
         snapshot._append(collection, listing)
         snapshot.added = np.zeros(0, dtype=np.int64)
         return snapshot
@@ -166,7 +197,7 @@ class Snapshot:
         dead = (len(self) - self.live) + int(gone.sum())
         if dead > REBUILD_DEAD_FRACTION * (len(self) + int((~present).sum())):
             self.close()
-            return Snapshot.load(collection)
+            return Snapshot.load(collection, self.tilt)
         self.row_ids[known[present]] = listing.column("_rowid").to_numpy()[present]
         for position in np.flatnonzero(gone).tolist():
             self.alive[position] = False
@@ -185,8 +216,12 @@ class Snapshot:
         weights, coefs = [self.weights], [self.stored_var]
         for lo in range(0, len(row_ids), FETCH_ROWS):
             data = collection.take(row_ids[lo : lo + FETCH_ROWS], ["mean", column, "weights"])
-            self.means.append(to_matrix(data.column("mean")))
-            weights.append(to_matrix(data.column("weights")))
+            mean, block_weights = to_matrix(data.column("mean")), to_matrix(data.column("weights"))
+            if self.tilt is not None:
+                _, ratio = tilted_weights(block_weights, self.tilt.factors)
+                mean = scaled_blocks(mean, np.sqrt(ratio), self.tilt.dims)
+            self.means.append(mean)
+            weights.append(block_weights)
             coefs.append(to_matrix(data.column(column)))
         self.weights = np.vstack(weights)
         if isinstance(self.stored_var, MeanFile):
@@ -211,6 +246,7 @@ class Snapshot:
         """Memory the per-row arrays take (ids and id map by a typical 60 bytes per id)."""
         arrays = (self.row_ids, self.weights, self.alive)
         stored = 0 if isinstance(self.stored_var, MeanFile) else self.stored_var.nbytes
+        stored += 0 if self._decoded is None else self._decoded.nbytes
         ids = (len(self.ids) + len(self.positions)) * (8 + 60)
         docs = 0 if self.doc_ids is None else len(self.doc_ids) * (8 + 60)
         return sum(a.nbytes for a in arrays) + stored + ids + docs
@@ -226,8 +262,28 @@ class Snapshot:
         return stored if self.basis is None else self.basis.decode(stored)
 
     def gaussian(self, positions: np.ndarray | slice) -> Gaussian:
-        """The stored Gaussians of rows by position."""
-        return Gaussian(self.means[positions], self.variances(positions))
+        """Rows' Gaussians by position, as search scores them (tilted where adapted)."""
+        if len(self) > DECODED_ROWS:
+            self._decoded = None
+            return Gaussian(self.means[positions], self._scored_variances(positions))
+        done = 0 if self._decoded is None else len(self._decoded)
+        if done < len(self):  # rows appended since: decode just those
+            fresh = self._scored_variances(np.arange(done, len(self)))
+            self._decoded = fresh if self._decoded is None else np.vstack([self._decoded, fresh])
+        return Gaussian(self.means[positions], self._decoded[positions])
+
+    def _scored_variances(self, positions: np.ndarray | slice) -> np.ndarray:
+        """Rows' float32 variances decoded, and tilted where the collection is adapted."""
+        var = self.variances(positions)
+        if self.tilt is not None:
+            _, ratio = tilted_weights(self.weights[positions], self.tilt.factors)
+            var = scaled_blocks(var, ratio, self.tilt.dims).astype(np.float32)
+        return var
+
+    def fusion_weights(self, positions: np.ndarray | slice) -> np.ndarray:
+        """Rows' fusion weights by position, as search reports them (tilted where adapted)."""
+        weights = self.weights[positions]
+        return weights if self.tilt is None else tilted_weights(weights, self.tilt.factors)[0]
 
     def close(self) -> None:
         """Release the mapped files."""
