@@ -58,7 +58,7 @@ class Gaussian:
         search scoring many rows' means alone would otherwise allocate and check.
         """
         mean = _as_matrix("mean", mean)
-        return cls._validated(mean, np.broadcast_to(np.float32(0.0), mean.shape))
+        return cls.unchecked(mean, np.broadcast_to(np.float32(0.0), mean.shape))
 
     def __len__(self) -> int:
         return self.mean.shape[0]
@@ -75,11 +75,12 @@ class Gaussian:
         mean, var = self.mean[index], self.var[index]
         if mean.ndim != 2:
             raise IndexError(f"Gaussian rows must be selected along the batch axis, got {index!r}")
-        return Gaussian._validated(np.ascontiguousarray(mean), np.ascontiguousarray(var))
+        return Gaussian.unchecked(np.ascontiguousarray(mean), np.ascontiguousarray(var))
 
     @classmethod
-    def _validated(cls, mean: np.ndarray, var: np.ndarray) -> Gaussian:
-        """Wrap rows of a validated Gaussian unchecked: in search, checks cost more than scoring."""
+    def unchecked(cls, mean: np.ndarray, var: np.ndarray) -> Gaussian:
+        """Wrap contiguous float32 rows that were validated before (a Gaussian's own rows, or
+        rows this library stored from Gaussians): in search the checks cost more than scoring."""
         g = object.__new__(cls)
         object.__setattr__(g, "mean", mean)
         object.__setattr__(g, "var", var)

@@ -76,6 +76,25 @@ def test_rows_by_stale_row_ids_still_return_the_right_rows(collection, hash_pipe
     }
 
 
+def test_small_writes_are_compacted_only_once_fragments_pile_up(tmp_path, pydoc_pipeline):
+    from probembed.store.collection import COMPACT_SMALL_FRAGMENTS
+    from probembed.store.readers import Record
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+
+    def fragments() -> int:
+        return collection.db.table("docs").stats()["fragment_stats"]["num_fragments"]
+
+    counts = []
+    for i in range(COMPACT_SMALL_FRAGMENTS):
+        ingest([Record(f"d{i}", f"document {i} talks about topic {i}")], collection, pydoc_pipeline)
+        counts.append(fragments())
+    # each write adds a fragment until the 16th small one, whose ingest compacts them into one
+    assert counts[:-1] == list(range(1, COMPACT_SMALL_FRAGMENTS))
+    assert counts[-1] == 1
+    assert collection.count() == COMPACT_SMALL_FRAGMENTS
+
+
 def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline, toy_pairs):
     from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 

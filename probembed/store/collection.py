@@ -58,6 +58,9 @@ DEFAULT_COLLECTION = "default"
 AGREEMENT_FILE = "agreement.json"
 #: Agreement is measured again once the item count moved by more than this fraction.
 REMEASURE_FRACTION = 0.1
+#: Ingest compacts the table once this many small fragments have accumulated (one per commit
+#: of fewer rows than LanceDB's fragment target), not after every write.
+COMPACT_SMALL_FRAGMENTS = 16
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -689,6 +692,17 @@ class Collection:
         if table is None:
             return {}
         return {f.name: f.type for f in table.schema if f.name not in CORE_COLUMNS}
+
+    def compaction_due(self) -> bool:
+        """Whether enough small fragments have piled up for compacting to pay.
+
+        Compaction rewrites the small fragments (and brings the text index up to date), so
+        after every small write (a service's few documents) it would rewrite far more than
+        was written. Searches read unindexed and uncompacted rows as they are, so waiting
+        changes no answer.
+        """
+        stats = self._require().stats()["fragment_stats"]
+        return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
 
     def optimize(self) -> None:
         """Compact small fragments and bring indexes up to date after a large write."""

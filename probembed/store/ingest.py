@@ -148,9 +148,10 @@ def commit(
 def finish(
     collection: Collection, pipeline: Any, report: IngestReport, compact: bool = True
 ) -> None:
-    """After the last commit: compact, and measure agreement again when the size moved."""
+    """After the last commit: compact when fragments piled up, measure agreement again when
+    the size moved."""
     if report.added or report.updated:
-        if compact:
+        if compact and collection.compaction_due():
             collection.optimize()
         if collection.agreement_due():
             collection.record_agreement(pipeline)

@@ -265,12 +265,15 @@ class Snapshot:
         """Rows' Gaussians by position, as search scores them (tilted where adapted)."""
         if len(self) > DECODED_ROWS:
             self._decoded = None
-            return Gaussian(self.means[positions], self._scored_variances(positions))
-        done = 0 if self._decoded is None else len(self._decoded)
-        if done < len(self):  # rows appended since: decode just those
-            fresh = self._scored_variances(np.arange(done, len(self)))
-            self._decoded = fresh if self._decoded is None else np.vstack([self._decoded, fresh])
-        return Gaussian(self.means[positions], self._decoded[positions])
+            var = self._scored_variances(positions)
+        else:
+            done = 0 if self._decoded is None else len(self._decoded)
+            if done < len(self):  # rows appended since: decode just those
+                fresh = self._scored_variances(np.arange(done, len(self)))
+                self._decoded = fresh if done == 0 else np.vstack([self._decoded, fresh])
+            var = self._decoded[positions]
+        # rows written from validated Gaussians, decoded (floored) and tilted (by factors >= 0)
+        return Gaussian.unchecked(np.ascontiguousarray(self.means[positions]), var)
 
     def _scored_variances(self, positions: np.ndarray | slice) -> np.ndarray:
         """Rows' float32 variances decoded, and tilted where the collection is adapted."""
@@ -278,7 +281,7 @@ class Snapshot:
         if self.tilt is not None:
             _, ratio = tilted_weights(self.weights[positions], self.tilt.factors)
             var = scaled_blocks(var, ratio, self.tilt.dims).astype(np.float32)
-        return var
+        return np.ascontiguousarray(var, dtype=np.float32)
 
     def fusion_weights(self, positions: np.ndarray | slice) -> np.ndarray:
         """Rows' fusion weights by position, as search reports them (tilted where adapted)."""
