@@ -87,6 +87,23 @@ def test_calibration_scale_is_applied_to_encoded_variances(toy_pairs):
     )
 
 
+def test_the_fingerprint_is_the_digest_stored_collections_and_caches_were_keyed_by(toy_pairs):
+    # collections record their pipeline's fingerprint and refuse another: the digest's
+    # formula must not change with how it is computed (it is memoised, not redefined)
+    import hashlib
+    import json
+
+    estimator = fit_laplace(toy_pairs, calibrate=True)
+    digest = hashlib.sha256(estimator.encoder.fingerprint.encode())
+    params = [estimator.kind, estimator.params, estimator.scale]
+    digest.update(json.dumps(params, sort_keys=True).encode())
+    for key in sorted(estimator.state):
+        digest.update(key.encode())
+        digest.update(np.ascontiguousarray(estimator.state[key]).tobytes())
+    assert estimator.fingerprint == digest.hexdigest()[:16]
+    assert estimator.fingerprint == estimator.fingerprint  # the memoised value, again
+
+
 def test_fitted_state_is_read_only_and_what_is_derived_from_it_follows_it(toy_pairs):
     # the fingerprint and the posterior are computed once per state and prior, not per encode
     estimator = fit_laplace(toy_pairs)

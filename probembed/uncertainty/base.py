@@ -48,11 +48,12 @@ def split_holdout(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.nd
 
 
 class Derived:
-    """A value computed from some inputs, computed again only when one of them is replaced.
+    """A value computed from some inputs, computed again only when one of them changes.
 
-    Inputs compare by identity, which is sound for what estimators derive from: their state
-    arrays are read-only, so the same array object still holds the same numbers.
-    It keeps per-call costs (hashing or inverting a Fisher) out of every encode.
+    Arrays compare by identity, which is sound for what estimators derive from: their state
+    arrays are read-only, so the same array object still holds the same numbers. Any other
+    input compares by value. It keeps per-call costs (hashing or inverting a Fisher) out of
+    every encode.
     """
 
     def __init__(self) -> None:
@@ -63,9 +64,16 @@ class Derived:
         """The value for these inputs, from `compute` unless they are the last ones."""
         last = self._inputs
         same = last is not None and len(last) == len(inputs)
-        if not (same and all(a is b for a, b in zip(last, inputs, strict=True))):
+        if not (same and all(_same(a, b) for a, b in zip(last, inputs, strict=True))):
             self._value, self._inputs = compute(), inputs
         return self._value
+
+
+def _same(a: object, b: object) -> bool:
+    """The same array object, or equal values of the same type."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is b
+    return type(a) is type(b) and bool(a == b)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -101,7 +109,7 @@ class Estimator(ABC):
         self.state = {}
         self.scale = 1.0
         self._progress = False
-        self._state_digest = Derived()
+        self._fingerprint = Derived()
 
     @property
     def state(self) -> dict[str, np.ndarray]:
@@ -166,20 +174,21 @@ class Estimator(ABC):
     @property
     def fingerprint(self) -> str:
         """Changes whenever encode's output would: keys the embedding cache."""
-        digest = hashlib.sha256()
-        digest.update(self.encoder.fingerprint.encode())
-        digest.update(json.dumps([self.kind, self.params, self.scale], sort_keys=True).encode())
-        state = (*self.state, *self.state.values())
-        digest.update(self._state_digest.get(state, self._hash_state))
-        return digest.hexdigest()[:16]
+        params = json.dumps([self.kind, self.params, self.scale], sort_keys=True)
+        head = (self.encoder.fingerprint, params)
+        inputs = (*head, *self.state, *self.state.values())
+        return self._fingerprint.get(inputs, lambda: self._hash(*head))
 
-    def _hash_state(self) -> bytes:
-        """SHA-256 of the fitted arrays by name: megabytes, so hashed once per state."""
+    def _hash(self, encoder: str, params: str) -> str:
+        """SHA-256 of the encoder, the parameters and the fitted arrays (megabytes: hashed
+        once per state, not per encode)."""
         digest = hashlib.sha256()
+        digest.update(encoder.encode())
+        digest.update(params.encode())
         for key in sorted(self.state):
             digest.update(key.encode())
             digest.update(np.ascontiguousarray(self.state[key]).tobytes())
-        return digest.digest()
+        return digest.hexdigest()[:16]
 
     def save(self, directory: str | os.PathLike) -> None:
         """Write parameters (JSON) and fitted arrays (npz); each file replaced atomically."""
