@@ -88,25 +88,26 @@ def test_retilt_equals_fusing_with_the_tilted_prior() -> None:
         np.testing.assert_allclose(back[k].mean, part.normalize().mean, rtol=1e-5, atol=1e-6)
 
 
+def adapting(pipeline):
+    """The same fitted pipeline, with collections tilting its prior by their agreement."""
+    from probembed.pipeline import AdaptConfig, Pipeline
+
+    fusion, score = pipeline.fusion, pipeline.score
+    return Pipeline(pipeline.members, fusion, score, "hash-adapt", cache=False,
+                    adapt=AdaptConfig(gamma=20.0))  # fmt: skip
+
+
 def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
     tmp_path, hash_pipeline, sentences
 ) -> None:
     """Ingest measures agreement; search equals a scan fused with the collection's weights."""
     from dataclasses import replace
 
-    from probembed.pipeline import AdaptConfig, Pipeline
     from probembed.scoring import score_matrix
     from probembed.store import Database, ingest
     from probembed.store.readers import Record
 
-    pipe = Pipeline(
-        hash_pipeline.members,
-        hash_pipeline.fusion,
-        hash_pipeline.score,
-        "hash-adapt",
-        cache=False,
-        adapt=AdaptConfig(gamma=20.0),
-    )
+    pipe = adapting(hash_pipeline)
     assert pipe.fingerprint == hash_pipeline.fingerprint  # adaptation changes no stored vector
     texts = sentences[:300]
     collection = Database(tmp_path / "db", create=True).collection("c")
@@ -163,19 +164,11 @@ def test_an_adapted_collection_searches_the_rows_retilt_gives_also_after_a_write
     tmp_path, hash_pipeline, sentences
 ) -> None:
     """The searcher tilts each row once, as it enters its snapshot; rows added later alike."""
-    from probembed.pipeline import AdaptConfig, Pipeline
     from probembed.scoring import score_matrix
     from probembed.store import Database, ingest
     from probembed.store.readers import Record
 
-    pipe = Pipeline(
-        hash_pipeline.members,
-        hash_pipeline.fusion,
-        hash_pipeline.score,
-        "hash-adapt",
-        cache=False,
-        adapt=AdaptConfig(gamma=20.0),
-    )
+    pipe = adapting(hash_pipeline)
     collection = Database(tmp_path / "db", create=True).collection("c")
     ingest([Record(f"{i:04d}", t) for i, t in enumerate(sentences[:300])], collection, pipe)
     searcher = collection.searcher()
