@@ -39,7 +39,7 @@ from probembed.store.ranking import (
     with_moments,
 )
 from probembed.store.rows import PipelineInfo
-from probembed.store.snapshot import Snapshot, Tilt
+from probembed.store.snapshot import Snapshot, Tilt, same_tilt
 
 #: With group_by_doc, chunks ranked per document wanted: documents rarely have more chunks
 #: than this among a query's best.
@@ -259,9 +259,9 @@ class Searcher:
             return
         adapted = self.pipeline.adapted(self.collection.agreement())
         tilt = None if adapted is None else Tilt(tuple(self._dims), adapted[1])
-        same_tilt = tilt is self._tilt is None or (tilt is not None and tilt.same_as(self._tilt))
+        unchanged = same_tilt(tilt, self._tilt)
         self._tilt = tilt
-        if previous is None or not same_tilt:
+        if previous is None or not unchanged:
             if previous is not None:
                 previous.close()
             self._snapshot = Snapshot.load(self.collection, tilt)
@@ -439,7 +439,7 @@ class Searcher:
             cosines = None
             if wants_cosines:
                 unique, local = np.unique(positions, return_inverse=True)
-                means, weights = self._snap.means[unique], self._snap.fusion_weights(unique)
+                means, weights = self._mean_rows(unique), self._snap.fusion_weights(unique)
                 local = local.reshape(positions.shape)
                 q_mean, q_weights = fused.gaussian.mean[rows], fused.weights[rows]
                 cosines = member_cosines(q_mean, q_weights, means, weights, self._dims, local)

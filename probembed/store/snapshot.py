@@ -109,13 +109,12 @@ class Tilt:
     dims: tuple[int, ...]
     factors: np.ndarray
 
-    def same_as(self, other: Tilt | None) -> bool:
-        """Whether another tilt would weight every row alike."""
-        return (
-            other is not None
-            and other.dims == self.dims
-            and np.array_equal(other.factors, self.factors)
-        )
+
+def same_tilt(a: Tilt | None, b: Tilt | None) -> bool:
+    """Whether two adaptations (None: none) weight every row alike."""
+    if a is None or b is None:
+        return a is b
+    return a.dims == b.dims and np.array_equal(a.factors, b.factors)
 
 
 @dataclass
