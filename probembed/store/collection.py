@@ -202,6 +202,8 @@ class Collection:
         self._pipeline: tuple[Pipeline, str] | None = None
         self._searcher: Searcher | None = None
         self._header_at: tuple[int, dict[str, Any]] | None = None
+        #: The version of `_table` as last opened (None until asked): one read per look.
+        self._seen: int | None = None
 
     @property
     def derived_dir(self) -> Path:
@@ -219,7 +221,20 @@ class Collection:
             self._table = self.db.table(self.name)
         else:
             self._table.checkout_latest()
+        self._seen = None
         return self._table
+
+    def _as_seen(self) -> Any:
+        """The table as last opened, without looking for newer versions (each look costs a
+        round trip to LanceDB's event loop); opened if it never was."""
+        return self._require() if self._table is None else self._table
+
+    def _seen_version(self) -> int:
+        """The version of the table as last opened, read from LanceDB once per opening."""
+        table = self._as_seen()
+        if self._seen is None:
+            self._seen = int(table.version)
+        return self._seen
 
     def _require(self) -> Any:
         """The table, or a clear error when the collection has no rows yet."""
@@ -251,15 +266,19 @@ class Collection:
 
     @property
     def version(self) -> int:
-        """The table's current LanceDB version; every commit increments it."""
-        return int(self._require().version)
+        """The table's latest LanceDB version; every commit increments it."""
+        self._require()
+        return self._seen_version()
 
     def _header(self) -> dict[str, Any]:
-        """The probembed entry of the schema metadata, read once per table version."""
-        table = self._require()
-        version = int(table.version)
+        """The probembed entry of the schema metadata, read once per table version.
+
+        It is the header of the version last opened: `version` (and every read or write)
+        looks for a newer one first.
+        """
+        version = self._seen_version()
         if self._header_at is None or self._header_at[0] != version:
-            header = read_header(table.schema)
+            header = read_header(self._as_seen().schema)
             if header is None:
                 raise StoreError(
                     f"table {self.name!r} in {self.db.path} was not written by probembed"

@@ -467,9 +467,7 @@ class Searcher:
         snap, models = self._snap, fused.models
         ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
-        rows = self.collection.rows(
-            ids[hit_rows].tolist(), ("text", "metadata"), snap.row_ids[hit_rows]
-        )
+        rows = dict(zip(ids[hit_rows].tolist(), snap.hit_rows(hit_rows), strict=True))
         ranked, p_relevant, confidences = self._annotated(ranked, fused, k)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(

@@ -4,8 +4,10 @@ Search holds in memory only what is small per row: ids, LanceDB row ids, documen
 fusion weights and the variance coefficients (format 2; a few floats per row). The float32
 means, the one large part, go to a memory-mapped file: the exact scan streams through it and
 rescoring reads its candidates' rows from it, so resident memory does not grow with the
-collection's float32 size (the operating system pages the file in and out). The file is
-derived from LanceDB, which stays the source of truth, and lives only as long as the process.
+collection's float32 size (the operating system pages the file in and out). Each row's text
+and metadata go to files of their own beside it, so a hit's text is a file read rather than a
+LanceDB take (which costs milliseconds per query). The files are derived from LanceDB, which
+stays the source of truth, and live only as long as the process.
 
 A collection that adapts its fusion (a tilt of the members' weights, fusion/adapt.py) has the
 tilt applied to each mean as it enters the file, so no search re-weights every row it scans;
@@ -49,6 +51,8 @@ FETCH_ROWS = 8192
 #: decoding every row's variance each time cost more than the scan. 10,000 rows of the
 #: 1,280-d default take 51 MB; larger collections keep only the coefficients.
 DECODED_ROWS = 10_000
+#: The stored columns a hit shows besides its vectors, kept by the snapshot for every row.
+HIT_COLUMNS = ("text", "metadata")
 
 
 class MeanFile:
@@ -91,6 +95,64 @@ class MeanFile:
         self._file.close()
 
 
+class TextFile:
+    """Strings (or None) in an unlinked temporary file, appended in blocks, read by position.
+
+    Only each row's end offset and null flag stay in memory (9 bytes); a hit's text is one
+    `pread` away, where a LanceDB take of a query's hits costs milliseconds.
+    """
+
+    def __init__(self, directory: str | None = None) -> None:
+        handle, path = tempfile.mkstemp(prefix="probembed-texts-", dir=directory)
+        os.unlink(path)
+        self._fd = handle
+        self._ends = np.zeros(0, dtype=np.int64)
+        self._null = np.zeros(0, dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file."""
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    @property
+    def resident_bytes(self) -> int:
+        """Memory the offsets and null flags take."""
+        return self._ends.nbytes + self._null.nbytes
+
+    def append(self, column: pa.Array | pa.ChunkedArray) -> None:
+        """Add a string column's values at the end."""
+        values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        values = values.cast(pa.large_string())
+        n, first = len(values), values.offset
+        _, offsets_buffer, data = values.buffers()
+        offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[first : first + n + 1]
+        lo, hi = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
+        base = self.size
+        if hi > lo:
+            os.pwrite(self._fd, memoryview(data)[lo:hi], base)
+        self._ends = np.concatenate([self._ends, base + offsets[1:] - lo])
+        self._null = np.concatenate([self._null, values.is_null().to_numpy(zero_copy_only=False)])
+
+    def __getitem__(self, positions: np.ndarray) -> list[str | None]:
+        """The strings at these positions."""
+        out: list[str | None] = []
+        for position in np.asarray(positions, dtype=np.int64).tolist():
+            if self._null[position]:
+                out.append(None)
+                continue
+            start = int(self._ends[position - 1]) if position else 0
+            end = int(self._ends[position])
+            out.append(os.pread(self._fd, end - start, start).decode() if end > start else "")
+        return out
+
+    def close(self) -> None:
+        """Release the file."""
+        os.close(self._fd)
+
+
 def _consecutive(positions: np.ndarray) -> bool:
     """Whether an index array is a run start, start + 1, ... (a slice in disguise)."""
     n = len(positions)
@@ -131,6 +193,8 @@ class Snapshot:
     basis: VarianceBasis | None
     means: MeanFile
     alive: np.ndarray
+    #: Each row's HIT_COLUMNS (text, metadata JSON), so hits need no LanceDB read.
+    texts: dict[str, TextFile]
     #: Positions appended by the last refresh (the candidate index extends by these).
     added: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     positions: dict[str, int] = field(default_factory=dict)
@@ -171,6 +235,7 @@ class Snapshot:
             basis,
             MeanFile(dim, directory),
             np.zeros(0, dtype=bool),
+            {name: TextFile(directory) for name in HIT_COLUMNS},
         )
 
     def __len__(self) -> int:
@@ -214,7 +279,10 @@ class Snapshot:
         column = collection.variance_column
         weights, coefs = [self.weights], [self.stored_var]
         for lo in range(0, len(row_ids), FETCH_ROWS):
-            data = collection.take(row_ids[lo : lo + FETCH_ROWS], ["mean", column, "weights"])
+            columns = ["mean", column, "weights", *HIT_COLUMNS]
+            data = collection.take(row_ids[lo : lo + FETCH_ROWS], columns)
+            for name, texts in self.texts.items():
+                texts.append(data.column(name))
             mean, block_weights = to_matrix(data.column("mean")), to_matrix(data.column("weights"))
             if self.tilt is not None:
                 _, ratio = tilted_weights(block_weights, self.tilt.factors)
@@ -248,12 +316,21 @@ class Snapshot:
         stored += 0 if self._decoded is None else self._decoded.nbytes
         ids = (len(self.ids) + len(self.positions)) * (8 + 60)
         docs = 0 if self.doc_ids is None else len(self.doc_ids) * (8 + 60)
-        return sum(a.nbytes for a in arrays) + stored + ids + docs
+        texts = sum(t.resident_bytes for t in self.texts.values())
+        return sum(a.nbytes for a in arrays) + stored + ids + docs + texts
 
     def mapped_bytes(self) -> int:
-        """Size of the memory-mapped rows (on disk; paged in as scans and rescoring read)."""
+        """Size of the rows kept in files (on disk; paged in as scans, rescoring and hits
+        read)."""
         files = [self.means, *([self.stored_var] if isinstance(self.stored_var, MeanFile) else [])]
-        return sum(len(f) * f.dim * 4 for f in files)
+        texts = sum(t.size for t in self.texts.values())
+        return sum(len(f) * f.dim * 4 for f in files) + texts
+
+    def hit_rows(self, positions: np.ndarray) -> list[dict[str, str | None]]:
+        """The HIT_COLUMNS of rows by position, as of this version."""
+        columns = {name: texts[positions] for name, texts in self.texts.items()}
+        rows = zip(*columns.values(), strict=True)
+        return [dict(zip(columns, values, strict=True)) for values in rows]
 
     def variances(self, positions: np.ndarray | slice) -> np.ndarray:
         """Full float32 variances of rows by position."""
@@ -290,6 +367,8 @@ class Snapshot:
     def close(self) -> None:
         """Release the mapped files."""
         self.means.close()
+        for texts in self.texts.values():
+            texts.close()
         if isinstance(self.stored_var, MeanFile):
             self.stored_var.close()
 
