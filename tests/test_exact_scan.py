@@ -9,6 +9,7 @@ from probembed.gaussian import Gaussian
 from probembed.scoring import Score, score_matrix
 from probembed.store import ranking
 from probembed.store.ranking import _float32_bounds, _float64_scan, scan, with_moments
+from probembed.store.snapshot import MeanFile
 
 
 def unit_gaussians(rng: np.random.Generator, n: int, dim: int, var_scale: float) -> Gaussian:
@@ -74,7 +75,8 @@ def test_the_faiss_dot_scan_is_identical_to_the_float64_scan(monkeypatch, block)
     docs = near_ties(rng)
     queries = Gaussian.concat([docs[:10], unit_gaussians(rng, 20, 64, 1e-3)], axis=0)
     positions = np.arange(len(docs))
-    got = scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0, means=lambda p: docs.mean[p])
+    means = ranking.MeanArray(docs.mean)
+    got = scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0, means=means)
     want = _float64_scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0)
     for g, w_pos in zip(got, want[0], strict=True):
         np.testing.assert_array_equal(g.positions, w_pos)
@@ -99,6 +101,19 @@ def test_norm_bounds_are_upper_bounds_of_the_float64_norms():
     assert np.all(bound >= exact)
     # and tight: within the γ(1280) the bound adds (~8e-5 relative), not a loose guess
     assert np.all(bound <= exact * (1 + 1e-4))
+    # kept per row in float32 (rounded up), they still bound, in memory or in a mapped file
+    kept = ranking.float32_norm_bounds(rows)
+    assert kept.dtype == np.float32 and np.all(kept.astype(np.float64) >= bound)
+    assert np.all(kept <= exact * (1 + 2e-4))
+    file = MeanFile(rows.shape[1])
+    try:
+        file.append(rows[:50])
+        first = file.norm_bounds(np.arange(50))
+        file.append(rows[50:])  # rows appended after a first use get theirs too
+        np.testing.assert_array_equal(file.norm_bounds(np.arange(200)), kept)
+        np.testing.assert_array_equal(first, kept[:50])
+    finally:
+        file.close()
 
 
 @pytest.mark.parametrize("pool", [30, 200])
@@ -116,7 +131,7 @@ def test_certified_dot_rescoring_equals_float64_rescoring_of_every_candidate(poo
     candidates[3, -4:] = -1  # a query with fewer candidates than the pool
     rows = rows_of(docs)
     got = ranking.rescore(
-        queries, rows, candidates, 10, Score.DOT, 0.0, means=lambda p: docs.mean[p]
+        queries, rows, candidates, 10, Score.DOT, 0.0, means=ranking.MeanArray(docs.mean)
     )
     want = ranking._rescored(queries, rows, candidates, 10, Score.DOT, 0.0, rows)
     for g, w in zip(got, want, strict=True):

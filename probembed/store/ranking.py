@@ -21,7 +21,7 @@ identical to the float64 scan, ties included (broken towards the lower position 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -39,12 +39,35 @@ _U32 = 2.0**-24
 
 #: The rows to rank: in memory, or positions -> the stored Gaussians of those rows.
 Rows = Gaussian | Callable[[np.ndarray], Gaussian]
-#: Positions -> those rows' float32 means alone, (p, d): all the exact dot scan reads.
-Means = Callable[[np.ndarray], np.ndarray]
 #: Rows per FAISS call of the exact dot scan: large blocks keep FAISS's matrix products large.
 DOT_BLOCK = 65_536
 #: Candidate rows gathered at once by the float32 pre-selection of rescoring (~40 MB at 1,280-d).
 _GATHER_ROWS = 8192
+
+
+class Means(Protocol):
+    """Rows' float32 means alone by position, (p, d): all the exact dot scan reads; with an
+    upper bound of each row's norm, which its error bound needs and which is cheaper kept
+    than recomputed over every row scanned."""
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def norm_bounds(self, positions: np.ndarray) -> np.ndarray: ...
+
+
+class MeanArray:
+    """`Means` over a float32 (n, d) array in memory."""
+
+    def __init__(self, means: np.ndarray) -> None:
+        self.means = np.asarray(means, dtype=np.float32)
+        self.norms = float32_norm_bounds(self.means)
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        return self.means[positions]
+
+    def norm_bounds(self, positions: np.ndarray) -> np.ndarray:
+        """Upper bounds of these rows' norms."""
+        return self.norms[positions]
 
 
 class Ranked(NamedTuple):
@@ -118,7 +141,7 @@ def _scored(rows: Rows, means: Means | None, score: Score) -> Rows:
     """What candidates are scored from: for dot (which reads no variances) the means alone
     where they are given, else the rows."""
     if score is Score.DOT and means is not None:
-        return lambda positions: Gaussian.deterministic(means(positions))
+        return lambda positions: Gaussian.deterministic(means[positions])
     return rows
 
 
@@ -160,6 +183,14 @@ def _norm_bounds(rows: np.ndarray) -> np.ndarray:
     factor (1 + 4u) covers the float64 division and square root."""
     squares = np.einsum("nd,nd->n", rows, rows).astype(np.float64)
     return np.sqrt(squares / (1.0 - _gamma(rows.shape[1]))) * (1.0 + 4 * _U32)
+
+
+def float32_norm_bounds(rows: np.ndarray) -> np.ndarray:
+    """`_norm_bounds` kept in float32 (what `Means` hold per row), rounded up so that each
+    is still an upper bound."""
+    bounds = _norm_bounds(rows)
+    kept = bounds.astype(np.float32)
+    return np.where(kept < bounds, np.nextafter(kept, np.float32(np.inf)), kept)
 
 
 def _float32_bounds(
@@ -232,10 +263,10 @@ def _certified_dot_scan(
     dropped = np.full(nq, -np.inf)
     for start in range(0, len(positions), DOT_BLOCK):
         block = positions[start : start + DOT_BLOCK]
-        x = np.ascontiguousarray(means(block), dtype=np.float32)
+        x = np.ascontiguousarray(means[block], dtype=np.float32)
         width = min(keep_n + 1, len(block))
         found, index = faiss.knn(q32, x, width, metric=faiss.METRIC_INNER_PRODUCT)
-        d_norm = _norm_bounds(x).max()
+        d_norm = float(means.norm_bounds(block).max())
         upper = found.astype(np.float64) + (gamma * q_norm * d_norm)[:, None]
         if width > keep_n:
             dropped = np.maximum(dropped, upper[:, keep_n])
@@ -309,7 +340,7 @@ def _certified_rescore(
     found = candidates >= 0
     unique, local = np.unique(np.where(found, candidates, 0), return_inverse=True)
     local = local.reshape(candidates.shape)
-    x = np.ascontiguousarray(means(unique), dtype=np.float32)
+    x = np.ascontiguousarray(means[unique], dtype=np.float32)
     q32 = queries.mean
     approx = np.empty(candidates.shape)
     step = max(1, _GATHER_ROWS // candidates.shape[1])
@@ -317,7 +348,7 @@ def _certified_rescore(
         part = slice(start, start + step)
         approx[part] = np.einsum("qd,qpd->qp", q32[part], x[local[part]])
     q_norm = np.sqrt(np.einsum("nd,nd->n", q32, q32, dtype=np.float64))
-    err = _gamma(queries.dim + 2) * q_norm[:, None] * _norm_bounds(x)[local]
+    err = _gamma(queries.dim + 2) * q_norm[:, None] * means.norm_bounds(unique)[local]
     upper = np.where(found, approx + err, -np.inf)
     order = np.argpartition(-upper, keep_n - 1, axis=1)
     dropped = np.take_along_axis(upper, order[:, keep_n:], axis=1).max(axis=1)

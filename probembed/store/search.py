@@ -309,7 +309,7 @@ class Searcher:
         snap = self._snap
         rows = np.flatnonzero(snap.alive) if allowed is None else allowed
         if exact or len(rows) < self.settings.scan_below:
-            return scan(queries, self._gaussian, rows, k, kind, beta, self._mean_rows)
+            return scan(queries, self._gaussian, rows, k, kind, beta, self._snap.means)
         space = ann_space(kind)
         pool = min(self.settings.candidates(k, kind), len(rows))
         vectors = ann_vectors(queries, space, "query")
@@ -318,7 +318,7 @@ class Searcher:
         found = self._graph(space).search(
             vectors, pool, self.settings.ef_search, None if everyone else mask
         )
-        return rescore(queries, self._gaussian, found, k, kind, beta, self._mean_rows)
+        return rescore(queries, self._gaussian, found, k, kind, beta, self._snap.means)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
         """The candidate index of a space: in memory, else on disk for this version, else built."""

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from probembed.fusion.adapt import scaled_blocks, tilted_weights
 from probembed.gaussian import Gaussian
+from probembed.store.ranking import float32_norm_bounds
 from probembed.store.rows import WRITE_TAG, to_matrix
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ HIT_COLUMNS = ("text", "metadata")
 
 
 class MeanFile:
-    """A float32 (n, dim) matrix in an unlinked temporary file, mapped, growable by appending."""
+    """A float32 (n, dim) matrix in an unlinked temporary file, mapped, growable by appending;
+    with each row's norm bound in memory (`ranking.Means`)."""
 
     def __init__(self, dim: int, directory: str | None = None) -> None:
         self.dim = dim
@@ -66,6 +68,7 @@ class MeanFile:
         self._rows = 0
         self._capacity = 0
         self._map: np.ndarray = np.zeros((0, dim), dtype=np.float32)
+        self._norms = np.zeros(0, dtype=np.float32)
 
     def __len__(self) -> int:
         return self._rows
@@ -80,6 +83,19 @@ class MeanFile:
             self._map = np.memmap(self._file, np.float32, "r+", shape=(self._capacity, self.dim))
         self._map[self._rows : need] = rows
         self._rows = need
+
+    def norm_bounds(self, positions: np.ndarray | slice) -> np.ndarray:
+        """Upper bounds of rows' norms by position, computed once per row on first use."""
+        done = len(self._norms)
+        if done < self._rows:
+            fresh = float32_norm_bounds(self._map[done : self._rows])
+            self._norms = np.concatenate([self._norms, fresh])
+        return self._norms[positions]
+
+    @property
+    def resident_bytes(self) -> int:
+        """Memory the norm bounds take (the rows themselves are mapped)."""
+        return self._norms.nbytes
 
     def __getitem__(self, positions: np.ndarray | slice) -> np.ndarray:
         """Rows by position: a view of the mapped file for a slice or a run of consecutive
@@ -119,7 +135,7 @@ class TextFile:
 
     @property
     def resident_bytes(self) -> int:
-        """Memory the offsets and null flags take."""
+        """Memory the offsets and null flags take (the strings are in the file)."""
         return self._ends.nbytes + self._null.nbytes
 
     def append(self, column: pa.Array | pa.ChunkedArray) -> None:
@@ -316,8 +332,8 @@ class Snapshot:
         stored += 0 if self._decoded is None else self._decoded.nbytes
         ids = (len(self.ids) + len(self.positions)) * (8 + 60)
         docs = 0 if self.doc_ids is None else len(self.doc_ids) * (8 + 60)
-        texts = sum(t.resident_bytes for t in self.texts.values())
-        return sum(a.nbytes for a in arrays) + stored + ids + docs + texts
+        files = sum(f.resident_bytes for f in [self.means, *self.texts.values()])
+        return sum(a.nbytes for a in arrays) + stored + ids + docs + files
 
     def mapped_bytes(self) -> int:
         """Size of the rows kept in files (on disk; paged in as scans, rescoring and hits
