@@ -303,6 +303,17 @@ def batch_counts(http) -> tuple[int, int]:
     return (0, 0) if count is None else (int(float(count.group(1))), int(float(total.group(1))))
 
 
+def wait_for_queue(http, texts: int) -> None:
+    """Until `texts` texts wait in the hash pipeline's encode queue (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while (
+        f'probembed_encode_queue_texts{{pipeline="hash"}} {texts:.1f}'
+        not in http.get("/metrics").text
+    ):
+        assert time.monotonic() < deadline, f"{texts} texts never reached the queue"
+        time.sleep(0.05)
+
+
 def test_concurrent_requests_share_one_encode_batch(tight):
     # four single-text requests fill a batch of 4, which is released at once: no timing
     with tight.client() as http:
@@ -320,14 +331,28 @@ def test_full_queue_answers_429_with_retry_after(tight):
         waiting = pool.submit(
             http.post, "/v1/embeddings", json={"model": "hash", "input": ["a"] * 3}
         )
-        deadline = time.monotonic() + 10
-        while 'probembed_encode_queue_texts{pipeline="hash"} 3.0' not in http.get("/metrics").text:
-            assert time.monotonic() < deadline, "the first request never reached the queue"
-            time.sleep(0.05)
+        wait_for_queue(http, 3)
         refused = http.post("/v1/embeddings", json={"model": "hash", "input": ["b", "c"]})
         assert waiting.result().status_code == 200  # released by the 3 s wait, not lost
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert "--max-queue" in refused.text
+
+
+def test_a_write_waiting_for_the_encoder_does_not_hold_up_its_collection(tight):
+    # the write's one text waits for a batch of 4 or the 3 s wait; meanwhile its collection
+    # answers (a write that kept the collection's lock while encoding would make this wait
+    # until the text had left the queue), and then the write lands
+    document = {"documents": [{"id": "a", "text": "A cat sat."}]}
+    with tight.client() as http, ThreadPoolExecutor(1) as pool:
+        assert http.post("/v1/collections", json={"name": "busy"}).status_code == 201
+        writing = pool.submit(http.post, "/v1/collections/busy/documents", json=document)
+        wait_for_queue(http, 1)
+        stats = http.get("/v1/collections/busy")
+        still_waiting = (
+            'probembed_encode_queue_texts{pipeline="hash"} 1.0' in http.get("/metrics").text
+        )
+        assert stats.status_code == 200 and stats.json()["count"] == 0 and still_waiting
+        assert writing.result().json()["count"] == 1
 
 
 def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):

@@ -32,9 +32,10 @@ from probembed.store import (
     PipelineMismatchError,
     Record,
     StoreError,
-    ingest,
 )
 from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
+from probembed.store.ingest import IngestReport, commit, finish, prepare
+from probembed.store.rows import PipelineInfo
 
 #: A collection name in a path, as the store accepts them.
 CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
@@ -434,16 +435,19 @@ def _collections(service: Service) -> APIRouter:
 
             return await service.run(name, write_chunks)
 
+        def prepared() -> tuple[IngestReport, list[Record]]:
+            return prepare(records, collection, pipeline, body.on_error, body.upsert)
+
+        report, todo = await service.run(name, prepared)
+        # encoded on the event loop, with the collection unlocked: a write that waits for
+        # the encoders (seconds, under load) must not hold up the collection's searches.
+        # Each record is one row, and `add` refuses an id stored meanwhile.
+        fused = await batcher.encode([r.text for r in todo]) if todo else None
+
         def write() -> schemas.WriteReport:
-            report = ingest(
-                records,
-                collection,
-                pipeline,
-                batch_size=len(records),
-                on_error=body.on_error,
-                upsert=body.upsert,
-                encode=batcher.encode_blocking,
-            )
+            if fused is not None:
+                commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
+            finish(collection, pipeline, report)
             return schemas.WriteReport(
                 collection=name,
                 added=report.added,

@@ -3,7 +3,9 @@
 Loading (models, database, warm searchers) runs in a thread after start-up, so /healthz
 answers at once and /readyz says when the service can take work. Every LanceDB operation on a
 collection holds that collection's lock (searches and writes alike), so a searcher never
-refreshes while a write commits; encoding happens outside it, in the batchers.
+refreshes while a write commits; encoding happens outside it, in the batchers (a plain
+write reads the collection, then encodes its documents unlocked, then commits; a chunked
+write, which replaces a document's chunks as a whole, keeps the lock while it encodes).
 """
 
 from __future__ import annotations
