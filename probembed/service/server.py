@@ -11,7 +11,9 @@ import logging
 import sys
 
 import uvicorn
+from threadpoolctl import threadpool_limits
 
+from probembed.encoders.base import thread_limit
 from probembed.service.app import create_app
 from probembed.service.settings import ServiceSettings
 
@@ -30,6 +32,10 @@ def configure_logging(level: int = logging.INFO) -> None:
 def serve(settings: ServiceSettings) -> None:
     """Serve until SIGTERM/SIGINT."""
     configure_logging()
+    # The encoding children have the cores; this process's numpy work is each search's few
+    # small products, one search at a time per collection. A BLAS pool of a thread per core
+    # would only spin between them, against the children (serve.json's server CPU seconds).
+    threadpool_limits(thread_limit() or 1)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
