@@ -12,6 +12,7 @@ from probembed.gaussian import Gaussian
 from probembed.scoring import (
     VAR_FLOOR,
     Score,
+    dot_moments,
     dot_variance,
     inner_product_form,
     inner_product_offset,
@@ -317,6 +318,23 @@ def test_scoring_candidates_equals_picking_from_the_full_matrix(seed, shape, sco
     np.testing.assert_allclose(picked, full, rtol=1e-10, atol=1e-10)
     variances = np.take_along_axis(dot_variance(q, d), candidates, axis=1)
     np.testing.assert_allclose(dot_variance(q, d, candidates), variances, rtol=1e-10)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    shape=st.tuples(st.integers(1, 6), st.integers(1, 12), st.integers(1, 5)),
+)
+def test_dot_moments_are_the_dot_scores_and_their_variances_bit_for_bit(seed, shape):
+    nq, nd, p = shape
+    rng = np.random.default_rng(seed)
+    q = Gaussian(rng.normal(size=(nq, 7)), rng.uniform(0, 0.1, size=(nq, 7)))
+    d = Gaussian(rng.normal(size=(nd, 7)), rng.uniform(0, 0.1, size=(nd, 7)))
+    candidates = rng.integers(0, nd, size=(nq, p))
+    for cand in (None, candidates):  # against every document, and per query's candidates
+        dots, variances = dot_moments(q, d, cand)
+        np.testing.assert_array_equal(dots, score_matrix(q, d, Score.DOT, candidates=cand))
+        np.testing.assert_array_equal(variances, dot_variance(q, d, cand))
 
 
 def test_candidates_outside_the_documents_are_a_clear_error():

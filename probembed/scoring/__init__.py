@@ -9,6 +9,7 @@ from probembed.scoring.names import Score, parse_score
 from probembed.scoring.outrank import outrank_probability
 from probembed.scoring.pairwise import (
     VAR_FLOOR,
+    dot_moments,
     dot_variance,
     pair_variance,
     score_matrix,
@@ -19,6 +20,7 @@ from probembed.scoring.pairwise import (
 __all__ = [
     "VAR_FLOOR",
     "Score",
+    "dot_moments",
     "dot_variance",
     "inner_product_form",
     "inner_product_offset",

@@ -100,6 +100,11 @@ def _dot(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.n
     return _contract(mq, md)
 
 
+def _dot_moments(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
+    """μq·μd and its variance, stacked on a last axis."""
+    return np.stack([_dot(mq, vq, md, vd), _dot_variance(mq, vq, md, vd)], axis=-1)
+
+
 def _csd(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.ndarray:
     """-(|μq-μd|² + Σσq² + Σσd²)."""
     return -(_sq_distance(mq, md) + _row_sum(vq)[:, None] + _row_sum(vd))
@@ -219,11 +224,13 @@ def _evaluate(
     d: Gaussian,
     candidates: np.ndarray | None,
     reads_var: bool = True,
+    outputs: int | None = None,
 ) -> np.ndarray:
     """A formula against every document, or gathered per query in memory-bounded blocks.
 
     A formula that `reads_var` not (dot) gets zero-size variances: gathering and converting
-    them would cost as much as the formula itself.
+    them would cost as much as the formula itself. One that gives several numbers per pair
+    (`outputs`, stacked on a last axis) shares one gather of the rows between them.
     """
     _validate_pair(q, d)
     unread = np.zeros((0, 0))
@@ -235,7 +242,7 @@ def _evaluate(
     if candidates is None:
         return formula(mq, vq, d.mean.astype(np.float64), variances(d.var))
     cand = _validate_candidates(candidates, len(q), len(d))
-    out = np.empty(cand.shape, dtype=np.float64)
+    out = np.empty(cand.shape + (() if outputs is None else (outputs,)), dtype=np.float64)
     step = max(1, _GATHER_BYTES // (8 * _BLOCK_TEMPORARIES * max(1, cand.shape[1] * q.dim)))
     for start in range(0, len(q), step):
         rows = slice(start, start + step)
@@ -248,6 +255,15 @@ def _evaluate(
 def dot_variance(q: Gaussian, d: Gaussian, candidates: np.ndarray | None = None) -> np.ndarray:
     """Variance of each query's dot product with every document, or with its (nq, p) candidates."""
     return _evaluate(_dot_variance, q, d, candidates)
+
+
+def dot_moments(
+    q: Gaussian, d: Gaussian, candidates: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each dot product and its variance (what every hit reports), from one gather of the rows:
+    the same numbers as `score_matrix(..., DOT)` and `dot_variance`."""
+    both = _evaluate(_dot_moments, q, d, candidates, outputs=2)
+    return both[..., 0], both[..., 1]
 
 
 def score_std(q: Gaussian, d: Gaussian) -> np.ndarray:

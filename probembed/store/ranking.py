@@ -26,7 +26,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from probembed.gaussian import Gaussian
-from probembed.scoring import Score, dot_variance, score_matrix
+from probembed.scoring import Score, dot_moments, score_matrix
 
 #: Reciprocal-rank-fusion constant (Cormack, Clarke and Büttcher 2009).
 RRF_K = 60
@@ -41,8 +41,6 @@ _U32 = 2.0**-24
 Rows = Gaussian | Callable[[np.ndarray], Gaussian]
 #: Rows per FAISS call of the exact dot scan: large blocks keep FAISS's matrix products large.
 DOT_BLOCK = 65_536
-#: Candidate rows gathered at once by the float32 pre-selection of rescoring (~40 MB at 1,280-d).
-_GATHER_ROWS = 8192
 
 
 class Means(Protocol):
@@ -106,8 +104,7 @@ def with_moments(
     """
     found = positions >= 0
     docs, local = gathered(rows, positions)
-    dots = score_matrix(queries, docs, Score.DOT, candidates=local)
-    variances = dot_variance(queries, docs, candidates=local)
+    dots, variances = dot_moments(queries, docs, candidates=local)
     return [
         Ranked(p[f], s[f], d[f], v[f])
         for p, s, d, v, f in zip(positions, scores, dots, variances, found, strict=True)
@@ -338,17 +335,13 @@ def _certified_rescore(
     rescored over all its candidates in float64."""
     nq, keep_n = len(queries), k + SELECT_MARGIN
     found = candidates >= 0
-    unique, local = np.unique(np.where(found, candidates, 0), return_inverse=True)
-    local = local.reshape(candidates.shape)
-    x = np.ascontiguousarray(means[unique], dtype=np.float32)
-    q32 = queries.mean
+    wanted = np.where(found, candidates, 0)
+    q32 = np.asarray(queries.mean, dtype=np.float32)
     approx = np.empty(candidates.shape)
-    step = max(1, _GATHER_ROWS // candidates.shape[1])
-    for start in range(0, nq, step):
-        part = slice(start, start + step)
-        approx[part] = np.einsum("qd,qpd->qp", q32[part], x[local[part]])
+    for i in range(nq):  # one query's rows at a time: a small product, no gathered copy
+        approx[i] = means[wanted[i]] @ q32[i]
     q_norm = np.sqrt(np.einsum("nd,nd->n", q32, q32, dtype=np.float64))
-    err = _gamma(queries.dim + 2) * q_norm[:, None] * means.norm_bounds(unique)[local]
+    err = _gamma(queries.dim + 2) * q_norm[:, None] * means.norm_bounds(wanted)
     upper = np.where(found, approx + err, -np.inf)
     order = np.argpartition(-upper, keep_n - 1, axis=1)
     dropped = np.take_along_axis(upper, order[:, keep_n:], axis=1).max(axis=1)
