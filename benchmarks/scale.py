@@ -38,8 +38,8 @@ projected linearly from the two sizes before it; a size that would not fit (disk
 MemAvailable) and all larger ones are skipped, and so is the rest after a worker fails.
 
 Cost, measured by the committed run (benchmarks/results/scale.json, 2 cores): the three sizes
-and the real point took about 20 minutes; at 10^6, ingest ran at about 3,300 items/s and the
-graph build took 319 s (FAISS's 257 s); the search worker peaked at 3.55 GiB (the float32
+and the real point took about 23 minutes; at 10^6, ingest ran at about 2,700 items/s and the
+graph build took 379 s (FAISS's 302 s); the search worker peaked at 3.57 GiB (the float32
 graph before its storage becomes 4-bit codes) and the ingest worker at 1.7 GiB.
 
 Writes tidy rows (n, data, engine, score, metric, value) to benchmarks/results/scale.json and
