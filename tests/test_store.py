@@ -58,6 +58,24 @@ def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     assert Database(collection.db.path).collections() == ["docs"]
 
 
+def test_a_collection_dropped_by_restore_and_written_again_reads_its_new_header(
+    tmp_path, pydoc_pipeline
+):
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+    from probembed.store.pydoc_corpus import read_pydoc_topics
+
+    passages = [r.text for r in read_pydoc_topics()[:40]]
+    pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
+    spec = ModelSpec("hash", "laplace", {}, encoder_params={"dim": 40})
+    other = Pipeline.fit([spec], pairs, FusionConfig("uec"), name="other", cache=False)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    collection.add(batch(pydoc_pipeline, ["a", "b"]))
+    assert collection.dim == 112  # the header is read, and kept for this version
+    collection.restore(None)  # the table is dropped; this handle stays the collection's
+    collection.add(batch(other, ["c"]))  # a new table, whose first version may be the same
+    assert collection.dim == 40 and collection.pipeline == PipelineInfo.of(other)
+
+
 def test_rows_by_stale_row_ids_still_return_the_right_rows(collection, hash_pipeline):
     for start in range(0, 40, 10):  # several fragments, so compaction rewrites row ids
         collection.add(batch(hash_pipeline, [f"d{i}" for i in range(start, start + 10)]))

@@ -574,6 +574,7 @@ class Collection:
             if self.exists:
                 self.db.drop(self.name)
                 self._table, self._pipeline, self._searcher = None, None, None
+                self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name
             return
         table = self._require()
@@ -733,6 +734,7 @@ class Collection:
         schema = table_schema(batch)
         data = to_arrow(batch, schema)
         self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
+        self._seen, self._header_at = None, None  # a new table: its own versions and header
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""
