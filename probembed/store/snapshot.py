@@ -147,8 +147,10 @@ class TextFile:
         offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[first : first + n + 1]
         lo, hi = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
         base = self.size
-        if hi > lo:
-            os.pwrite(self._fd, memoryview(data)[lo:hi], base)
+        pending, at = memoryview(data)[lo:hi] if hi > lo else memoryview(b""), base
+        while pending:  # one write takes at most about 2 GB
+            written = os.pwrite(self._fd, pending, at)
+            pending, at = pending[written:], at + written
         self._ends = np.concatenate([self._ends, base + offsets[1:] - lo])
         self._null = np.concatenate([self._null, values.is_null().to_numpy(zero_copy_only=False)])
 
