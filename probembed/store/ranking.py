@@ -61,6 +61,7 @@ class MeanArray:
         self.norms = float32_norm_bounds(self.means)
 
     def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        """Rows by position."""
         return self.means[positions]
 
     def norm_bounds(self, positions: np.ndarray) -> np.ndarray:
