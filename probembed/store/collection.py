@@ -649,30 +649,13 @@ class Collection:
         order = {int(r): i for i, r in enumerate(data.column("_rowid").to_pylist())}
         return data.take([order[int(r)] for r in row_ids])
 
-    def rows(
-        self,
-        ids: Sequence[str],
-        columns: Sequence[str] = ("text",),
-        row_ids: Sequence[int] | None = None,
-    ) -> dict[str, dict]:
-        """The requested columns of these ids, keyed by id.
-
-        `row_ids` (from `vectors`) turn the filtered scan into a direct take; rows that moved
-        since (a compaction in between) are found by id instead.
-        """
+    def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
+        """The requested columns of these ids, keyed by id."""
         if not ids:
             return {}
         table = self._require()
-        wanted = set(ids)
-        found: dict[str, dict] = {}
-        if row_ids is not None:
-            taken = table.take_row_ids([int(r) for r in row_ids]).select(["id", *columns])
-            found = {r["id"]: r for r in taken.to_arrow().to_pylist() if r["id"] in wanted}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            data = _scan(table, ["id", *columns], f"id IN ({sql_list(missing)})")
-            found.update({row["id"]: row for row in data.to_pylist()})
-        return found
+        data = _scan(table, ["id", *columns], f"id IN ({sql_list(list(ids))})")
+        return {row["id"]: row for row in data.to_pylist()}
 
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
