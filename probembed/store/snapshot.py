@@ -56,15 +56,21 @@ DECODED_ROWS = 10_000
 HIT_COLUMNS = ("text", "metadata")
 
 
+def _unlinked_file(prefix: str, directory: str | None) -> int:
+    """A descriptor of a new temporary file already unlinked: the open descriptor keeps it,
+    and nothing is left behind on exit."""
+    handle, path = tempfile.mkstemp(prefix=prefix, dir=directory)
+    os.unlink(path)
+    return handle
+
+
 class MeanFile:
     """A float32 (n, dim) matrix in an unlinked temporary file, mapped, growable by appending;
     with each row's norm bound in memory (`ranking.Means`)."""
 
     def __init__(self, dim: int, directory: str | None = None) -> None:
         self.dim = dim
-        handle, path = tempfile.mkstemp(prefix="probembed-means-", dir=directory)
-        os.unlink(path)  # the open descriptor keeps it; nothing is left behind on exit
-        self._file = os.fdopen(handle, "r+b")
+        self._file = os.fdopen(_unlinked_file("probembed-means-", directory), "r+b")
         self._rows = 0
         self._capacity = 0
         self._map: np.ndarray = np.zeros((0, dim), dtype=np.float32)
@@ -119,9 +125,7 @@ class TextFile:
     """
 
     def __init__(self, directory: str | None = None) -> None:
-        handle, path = tempfile.mkstemp(prefix="probembed-texts-", dir=directory)
-        os.unlink(path)
-        self._fd = handle
+        self._fd = _unlinked_file("probembed-texts-", directory)
         self._ends = np.zeros(0, dtype=np.int64)
         self._null = np.zeros(0, dtype=bool)
 
