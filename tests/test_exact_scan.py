@@ -139,3 +139,38 @@ def test_certified_dot_rescoring_equals_float64_rescoring_of_every_candidate(poo
         # both float64 sums over one candidate's dimensions: equal up to their rounding
         np.testing.assert_allclose(g.scores, w.scores, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(g.variances, w.variances, rtol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    nq=st.integers(1, 4),
+    p=st.integers(1, 40),
+    k=st.integers(1, 12),
+    levels=st.integers(1, 50),
+)
+def test_within_reach_keeps_every_row_of_the_true_top_k(seed, nq, p, k, levels):
+    """Bounds around the true scores (ties among few levels, some bounds of width 0, some
+    candidates missing): every row of the true top k survives, and at least k rows where
+    there are k."""
+    rng = np.random.default_rng(seed)
+    candidates = np.stack([rng.permutation(1000)[:p] for _ in range(nq)])
+    candidates[rng.random(candidates.shape) < 0.2] = -1
+    true = rng.integers(0, levels, size=(nq, p)) / levels
+    width = rng.choice([0.0, 1e-3, 0.1], size=(nq, p)) * rng.random((nq, p))
+    lower = true - width * rng.random((nq, p))
+    upper = true + width * rng.random((nq, p))
+    kept = ranking.within_reach(candidates, lower, upper, k)
+    for i in range(nq):
+        found = candidates[i] >= 0
+        order = np.lexsort((candidates[i][found], -true[i][found]))[:k]
+        assert set(candidates[i][found][order]) <= set(kept[i][kept[i] >= 0])
+        assert (kept[i] >= 0).sum() >= min(k, found.sum())
+
+
+def test_within_reach_leaves_only_the_top_k_when_the_bounds_separate_them():
+    """What rescoring saves: well-separated scores leave k of the k + margin candidates."""
+    true = np.arange(30, dtype=float)[None, ::-1] / 30
+    candidates = np.arange(30)[None]
+    kept = ranking.within_reach(candidates, true - 1e-4, true + 1e-4, 10)
+    np.testing.assert_array_equal(kept, candidates[:, :10])
