@@ -39,6 +39,9 @@ MIN_FIT_ROWS = 32
 #: Largest error of the score std, relative to its median, a basis may make on the rows it
 #: was fitted on (rows 0..63 against all); the hashing encoder's bases miss it (tested).
 MAX_STD_ERROR = 0.005
+#: Rows decoded at a time: a block's float64 temporaries (128 x 512 x 8 bytes) stay in cache,
+#: which makes decoding a few thousand hits about a third faster than one pass over them all.
+DECODE_ROWS = 128
 #: Reconstructions are floored at this fraction of the smallest fitted variance: a variance
 #: is positive, and the log- and ratio-scores divide by it.
 FLOOR_FRACTION = 0.5
@@ -112,21 +115,24 @@ class VarianceBasis:
 
         Each block is a sum of rank-many scaled basis rows, written straight into the output:
         elementwise float64 arithmetic, so no BLAS call (whose kernel and threads would choose
-        the rounding, and whose start-up dominates products this thin) and no temporaries of
-        the whole width.
+        the rounding, and whose start-up dominates products this thin), DECODE_ROWS rows of
+        one block at a time.
         """
         coef = np.asarray(coef, dtype=np.float64)
         if coef.ndim != 2 or coef.shape[1] != self.width:
             raise ValueError(f"variance coefficients must be (n, {self.width}), got {coef.shape}")
         out = np.empty((len(coef), self.dim), dtype=np.float32)
-        column = start = 0
-        for basis in self.bases:
-            rank, width = basis.shape
-            block = coef[:, column, None] * basis[0].astype(np.float64)
-            for j in range(1, rank):
-                block += coef[:, column + j, None] * basis[j].astype(np.float64)
-            np.maximum(block, self.floor, out=out[:, start : start + width], casting="same_kind")
-            column, start = column + rank, start + width
+        rows = [b.astype(np.float64) for b in self.bases]
+        for first in range(0, len(coef), DECODE_ROWS):  # temporaries that stay in cache
+            part, column, start = coef[first : first + DECODE_ROWS], 0, 0
+            for basis in rows:
+                rank, width = basis.shape
+                block = part[:, column, None] * basis[0]
+                for j in range(1, rank):
+                    block += part[:, column + j, None] * basis[j]
+                target = out[first : first + DECODE_ROWS, start : start + width]
+                np.maximum(block, self.floor, out=target, casting="same_kind")
+                column, start = column + rank, start + width
         return out
 
     def to_json(self) -> dict[str, Any]:
