@@ -76,6 +76,29 @@ def test_a_collection_dropped_by_restore_and_written_again_reads_its_new_header(
     assert collection.dim == 40 and collection.pipeline == PipelineInfo.of(other)
 
 
+def test_a_search_sees_another_handles_commit_and_an_unmoved_table_is_not_reopened(
+    collection, hash_pipeline
+):
+    collection.add(batch(hash_pipeline, ["a", "b"]))
+    searcher = Searcher(collection, hash_pipeline)
+    assert searcher.search(["document b"], k=5)[0]["hits"]
+    table = collection._table
+    reopened = []
+    checkout = table.checkout_latest
+    table.checkout_latest = lambda: (reopened.append(1), checkout())[1]
+    before = collection.version
+    for _ in range(3):  # an unchanged table: asked once each, never reopened
+        assert collection.version == before
+        searcher.search(["document a"], k=5)
+    assert reopened == []
+    # a commit through another handle on the database (as from another process) is seen
+    other = Database(collection.db.path).collection("docs")
+    other.add(batch(hash_pipeline, ["c"], ["a brand new sentence about zebras"]))
+    assert collection.version > before and reopened == [1]
+    hits = searcher.search(["a brand new sentence about zebras"], k=1)[0]["hits"]
+    assert [h["id"] for h in hits] == ["c"]
+
+
 def test_rows_are_found_by_id_across_a_compaction(collection, hash_pipeline):
     for start in range(0, 40, 10):  # several fragments, so compaction rewrites them
         collection.add(batch(hash_pipeline, [f"d{i}" for i in range(start, start + 10)]))

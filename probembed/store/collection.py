@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -127,6 +128,10 @@ class Database:
         self._conn = self.location.connect()
         self._writable: bool | None = None
         self._handles: dict[str, Collection] = {}
+        #: Tables opened on a connection that reads the latest version on every read, only
+        #: to ask it: the tables rows are read from stay on the version they last opened.
+        self._watch: Any = None
+        self._watched: dict[str, Any] = {}
 
     def collections(self) -> list[str]:
         """Names of the collections with at least one commit, sorted."""
@@ -141,6 +146,19 @@ class Database:
             if "not found" in str(exc):
                 return None
             raise
+
+    def latest_version(self, name: str) -> int | None:
+        """A table's latest committed version in one round trip to LanceDB, where reopening
+        the table and reading its version takes two; None if it cannot be read (absent)."""
+        try:
+            if name not in self._watched:
+                if self._watch is None:
+                    self._watch = self.location.connect(consistency=timedelta(0))
+                self._watched[name] = self._watch.open_table(name)
+            return int(self._watched[name].version)
+        except (ValueError, OSError, RuntimeError):
+            self._watched.pop(name, None)
+            return None
 
     def collection(self, name: str = DEFAULT_COLLECTION) -> Collection:
         """A handle on a collection, created by its first write; one handle per name.
@@ -173,6 +191,7 @@ class Database:
         self._conn.drop_table(name)
         self.location.remove(collection.name)
         del self._handles[name]
+        self._watched.pop(name, None)
 
     def require_writable(self) -> None:
         """Fail before writing anything if the database cannot be written (probed, as root too)."""
@@ -266,7 +285,13 @@ class Collection:
 
     @property
     def version(self) -> int:
-        """The table's latest LanceDB version; every commit increments it."""
+        """The table's latest LanceDB version; every commit increments it.
+
+        Asked of the database's watching handle first: when the table has not moved (what
+        every search asks), that is the only round trip; when it has, the table is reopened.
+        """
+        if self._seen is not None and self.db.latest_version(self.name) == self._seen:
+            return self._seen
         self._require()
         return self._seen_version()
 

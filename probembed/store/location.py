@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -111,13 +112,15 @@ class Location:
                 "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
             )
 
-    def connect(self) -> Any:
-        """The LanceDB connection to this database."""
+    def connect(self, consistency: timedelta | None = None) -> Any:
+        """The LanceDB connection to this database; with `consistency`, its tables look for a
+        newer version on a read at most that often (0: every read), else only when told."""
         import lancedb
 
+        options = {"read_consistency_interval": consistency}
         if self.remote:
-            return lancedb.connect(self.uri, storage_options=self.storage_options or None)
-        return lancedb.connect(self.uri)
+            options["storage_options"] = self.storage_options or None
+        return lancedb.connect(self.uri, **options)
 
     def own_dir(self, collection: str) -> Path:
         """Local directory of a collection's own files: the database's, or a cache mirror."""
