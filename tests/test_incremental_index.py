@@ -66,7 +66,9 @@ def test_deleted_rows_are_never_returned_and_cost_no_rebuild(warm, passages):
     collection.delete(gone)
     for result in searcher.search([p.text for p in passages[:20]], k=10):
         assert not set(ids_of(result)) & set(gone)
-    assert searcher._graphs["mean"] is graph and searcher._snapshot.live == 280
+    snapshot = searcher._snapshot
+    assert searcher._graphs["mean"] is graph and snapshot.live == 280
+    assert snapshot.live == int(snapshot.alive.sum())  # counted by key, not by a pass
     same_as_exact(searcher, [p.text for p in passages[:5]])
 
 
@@ -88,3 +90,5 @@ def test_an_upsert_replaces_the_row_the_search_returns(warm, pydoc_pipeline, pas
     ingest([changed], collection, pydoc_pipeline, upsert=True)
     hit = searcher.search([passages[350].text], k=1)[0]["hits"][0]
     assert hit["id"] == first.id and hit["text"] == passages[350].text
+    snapshot = searcher._snapshot  # the old row is dead, the new one live
+    assert snapshot.live == int(snapshot.alive.sum()) == 300 and len(snapshot) == 301

@@ -307,17 +307,19 @@ class Searcher:
     ) -> list[Ranked]:
         """Per query, the k best rows: an exact scan when small or asked, else graph + rescore."""
         snap = self._snap
-        rows = np.flatnonzero(snap.alive) if allowed is None else allowed
-        if exact or len(rows) < self.settings.scan_below:
+        count = snap.live if allowed is None else len(allowed)  # no pass over every row
+        if exact or count < self.settings.scan_below:
+            rows = np.flatnonzero(snap.alive) if allowed is None else allowed
             return scan(queries, self._gaussian, rows, k, kind, beta, self._snap.means)
         space = ann_space(kind)
-        pool = min(self.settings.candidates(k, kind), len(rows))
+        pool = min(self.settings.candidates(k, kind), count)
         vectors = ann_vectors(queries, space, "query")
-        mask = snap.alive if allowed is None else np.isin(np.arange(len(snap)), allowed)
-        everyone = allowed is None and bool(snap.alive.all())
-        found = self._graph(space).search(
-            vectors, pool, self.settings.ef_search, None if everyone else mask
-        )
+        mask = None
+        if allowed is not None:
+            mask = np.isin(np.arange(len(snap)), allowed)
+        elif snap.live < len(snap):
+            mask = snap.alive
+        found = self._graph(space).search(vectors, pool, self.settings.ef_search, mask)
         return rescore(queries, self._gaussian, found, k, kind, beta, self._snap.means)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
