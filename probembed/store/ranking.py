@@ -267,11 +267,12 @@ def _certified_dot_scan(
         width = min(keep_n + 1, len(block))
         found, index = faiss.knn(q32, x, width, metric=faiss.METRIC_INNER_PRODUCT)
         err = (gamma * q_norm * float(means.norm_bounds(block).max()))[:, None]
-        upper = found.astype(np.float64) + err
+        approx = found.astype(np.float64)
+        upper = approx + err
         if width > keep_n:
             dropped = np.maximum(dropped, upper[:, keep_n])
         kept_pos.append(block[index[:, :keep_n]])
-        kept_lower.append(upper[:, :keep_n] - 2 * err)
+        kept_lower.append(approx[:, :keep_n] - err)
         kept_upper.append(upper[:, :keep_n])
     keep_pos, lower, upper = (np.hstack(a) for a in (kept_pos, kept_lower, kept_upper))
     if upper.shape[1] > keep_n:

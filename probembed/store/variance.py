@@ -122,10 +122,10 @@ class VarianceBasis:
         if coef.ndim != 2 or coef.shape[1] != self.width:
             raise ValueError(f"variance coefficients must be (n, {self.width}), got {coef.shape}")
         out = np.empty((len(coef), self.dim), dtype=np.float32)
-        rows = [b.astype(np.float64) for b in self.bases]
+        bases = [b.astype(np.float64) for b in self.bases]
         for first in range(0, len(coef), DECODE_ROWS):  # temporaries that stay in cache
             part, column, start = coef[first : first + DECODE_ROWS], 0, 0
-            for basis in rows:
+            for basis in bases:
                 rank, width = basis.shape
                 block = part[:, column, None] * basis[0]
                 for j in range(1, rank):
