@@ -58,12 +58,42 @@ def batches(items: Sequence, size: int) -> Iterator[Sequence]:
 
 
 def length_sorted_batches(
-    texts: Sequence[str], size: int
+    texts: Sequence[str], size: int, call_cost: float = 0.0
 ) -> Iterator[tuple[np.ndarray, list[str]]]:
-    """Yield (positions, texts) batches longest first, so each batch pads to similar lengths."""
+    """Yield (positions, texts) batches longest first, cut where padding costs more than a call.
+
+    A batch of n texts costs about `call_cost` plus n times its longest text, in characters
+    (every text is padded to the longest; the fixed part is the weights streamed through the
+    cache once per call). The cheapest cut of the length-sorted texts into batches of at most
+    `size` saves a quarter of the work of a batch of mixed lengths (see `Encoder.call_cost`).
+    """
     order = np.argsort([-len(text) for text in texts], kind="stable")
-    for positions in batches(order, size):
+    for start, stop in cheapest_cuts([len(texts[i]) + 1 for i in order], size, call_cost):
+        positions = order[start:stop]
         yield positions, [texts[i] for i in positions]
+
+
+def cheapest_cuts(lengths: Sequence[int], size: int, call_cost: float) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive groups of non-increasing `lengths`, at most `size` each,
+    minimising the sum over groups of call_cost + len(group) * lengths[start]."""
+    n = len(lengths)
+    if call_cost <= 0 or n <= 1:
+        return [(start, min(start + size, n)) for start in range(0, n, size)]
+    longest = np.asarray(lengths, dtype=np.float64)
+    best = np.zeros(n + 1)
+    cut = np.zeros(n + 1, dtype=np.int64)
+    for stop in range(1, n + 1):
+        low = max(0, stop - size)
+        starts = np.arange(low, stop)
+        cost = best[low:stop] + call_cost + (stop - starts) * longest[low:stop]
+        pick = int(np.argmin(cost))
+        best[stop], cut[stop] = cost[pick], low + pick
+    groups = []
+    stop = n
+    while stop > 0:
+        groups.append((int(cut[stop]), stop))
+        stop = int(cut[stop])
+    return groups[::-1]
 
 
 @functools.cache
@@ -90,6 +120,9 @@ class Encoder(ABC):
     batch_size: int = 64
     #: The longest input the model reads, in its own tokens; None: no token limit.
     max_tokens: int | None = None
+    #: What one more model call costs, in characters of padded input: a batch is cut in two
+    #: where the padding saved is worth more. 0 keeps full batches (models that do not pad).
+    call_cost: float = 0.0
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """How many tokens of this model each text takes, untruncated (chunking fits them).
@@ -103,7 +136,7 @@ class Encoder(ABC):
         texts = validate_texts(texts)
         size = validate_batch_size(batch_size, self.batch_size)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for positions, chunk in length_sorted_batches(texts, size):
+        for positions, chunk in length_sorted_batches(texts, size, self.call_cost):
             out[positions] = self._encode_batch(chunk)
         return out
 

@@ -41,6 +41,9 @@ class SentenceTransformerEncoder(Encoder):
     """
 
     batch_size = 32
+    #: Measured on MiniLM, one thread, batches of 15 and 30 STS-B sentences: 300 cut its CPU
+    #: time per text by 23% and 32% against full batches (100 and 1,000 did less).
+    call_cost = 300.0
 
     def __init__(self, model: SentenceTransformer, name: str, source: str):
         self.model = model.eval()
@@ -124,7 +127,7 @@ class LastLayerEncoder(SentenceTransformerEncoder):
         with self.lock:
             handle = self.last_block.intermediate.register_forward_hook(pooler)
             try:
-                for positions, chunk in length_sorted_batches(texts, size):
+                for positions, chunk in length_sorted_batches(texts, size, self.call_cost):
                     features = self.model.preprocess(chunk)
                     pooler.mask = features["attention_mask"]
                     means[positions] = self._pooled(features)

