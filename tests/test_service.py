@@ -12,6 +12,7 @@ import re
 import signal
 import threading
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -369,6 +370,23 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):
     assert "Application shutdown complete" in running.output
 
 
+PROC = Path("/proc/self/task").exists()
+
+
+def encoding_children(pid: int) -> list[int]:
+    """The processes a server spawned (its encoders), from /proc (none without it)."""
+    if not PROC:
+        return []
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    found = []
+    for task in tasks:
+        try:
+            found.extend(int(c) for c in (task / "children").read_text().split())
+        except FileNotFoundError:  # a thread that ended since it was listed
+            pass
+    return found
+
+
 def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
     db = tmp_path / "db"
     acknowledged: list[str] = []
@@ -396,10 +414,17 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
     thread.start()
     while len(acknowledged) < 40 and thread.is_alive():
         time.sleep(0.01)
+    children = encoding_children(running.process.pid)
     running.kill()
     stop.set()
     thread.join(30)
     assert len(acknowledged) >= 40
+    if PROC:  # the server encoded in child processes, which die with it
+        assert children
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
     stored = Database(db).open("durable").ids()
     assert set(acknowledged) <= stored
     with Server(db, pydoc_pipeline_dir) as again, again.client() as http:

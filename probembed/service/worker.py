@@ -17,7 +17,9 @@ core busy beside it, torch's spinning threads fight the event loop for it.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 
 from threadpoolctl import threadpool_limits
@@ -29,8 +31,9 @@ _PIPELINE = None
 
 
 def _load(source: str, threads: int) -> None:
-    """In the child: set its thread use, then load the pipeline once."""
+    """In the child: follow the server out, set its thread use, then load the pipeline once."""
     global _PIPELINE
+    _exit_with_parent()
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # numpy's BLAS was loaded with this module, before the variables above were set
@@ -38,6 +41,23 @@ def _load(source: str, threads: int) -> None:
     from probembed.pipeline import Pipeline
 
     _PIPELINE = Pipeline.load(source)
+
+
+def _exit_with_parent() -> None:
+    """End this process when the server that spawned it dies, even by SIGKILL.
+
+    Its work queue never reports a dead parent (the child holds both ends of its pipe), so
+    without this a killed server would leave its children, models loaded, running forever.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _encode(texts: list[str]) -> Fused:
