@@ -158,25 +158,15 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _read(path: Path) -> str:
-    """A /proc file's text, or "" for a thread that ended since it was listed."""
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return ""
-
-
 def cpu_split(server: ServerProcess) -> dict[str, float]:
     """CPU seconds so far of the server process, its encoding children and this process."""
     if server.process is None or not Path("/proc/self/stat").exists():
         return {}
     pid = server.process.pid
-    tasks = Path(f"/proc/{pid}/task").iterdir()  # each thread lists the children it started
-    children = [c for task in tasks for c in _read(task / "children").split()]
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "server": _cpu_of(pid),
-        "encoders": sum(_cpu_of(int(c)) for c in children),
+        "encoders": sum(_cpu_of(c) for c in server.children()),
         "load_generator": usage.ru_utime + usage.ru_stime,
     }
 

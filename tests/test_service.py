@@ -12,8 +12,8 @@ import re
 import signal
 import threading
 import time
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import openai
@@ -370,23 +370,6 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):
     assert "Application shutdown complete" in running.output
 
 
-PROC = Path("/proc/self/task").exists()
-
-
-def encoding_children(pid: int) -> list[int]:
-    """The processes a server spawned (its encoders), from /proc (none without it)."""
-    if not PROC:
-        return []
-    tasks = Path(f"/proc/{pid}/task").iterdir()
-    found = []
-    for task in tasks:
-        try:
-            found.extend(int(c) for c in (task / "children").read_text().split())
-        except FileNotFoundError:  # a thread that ended since it was listed
-            pass
-    return found
-
-
 def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
     db = tmp_path / "db"
     acknowledged: list[str] = []
@@ -414,12 +397,12 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
     thread.start()
     while len(acknowledged) < 40 and thread.is_alive():
         time.sleep(0.01)
-    children = encoding_children(running.process.pid)
+    children = running.children()
     running.kill()
     stop.set()
     thread.join(30)
     assert len(acknowledged) >= 40
-    if PROC:  # the server encoded in child processes, which die with it
+    if Path("/proc/self/task").exists():  # the server encoded in children, which die with it
         assert children
     deadline = time.monotonic() + 30
     while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ or SIGKILL; its output goes to a log file that errors quote.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -101,3 +102,13 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+    def children(self) -> list[int]:
+        """Process ids the server started (its encoders), from Linux's /proc; [] elsewhere."""
+        if self.process is None or not Path("/proc/self/task").exists():
+            return []
+        found: list[int] = []
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread that ended since listed
+                found.extend(int(pid) for pid in (task / "children").read_text().split())
+        return found
