@@ -278,10 +278,11 @@ def test_health_and_readiness(server):
 
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory, pydoc_pipeline_dir):
-    """A server with small limits, batches of 4 and a 3 s wait for a batch to fill."""
+    """A server with small limits, batches of 4 and a 3 s wait for a batch to fill, and one
+    encoder (several free at once would split a batch between them)."""
     root = tmp_path_factory.mktemp("tight")
     limits = ["--max-inputs", "4", "--max-chars", "50", "--max-body-bytes", "2000"]
-    batching = ["--max-batch", "4", "--max-queue", "4", "--max-wait-ms", "3000"]
+    batching = ["--max-batch", "4", "--max-queue", "4", "--max-wait-ms", "3000", "--workers", "1"]
     with Server(root / "db", pydoc_pipeline_dir, *limits, *batching) as running:
         yield running
 

@@ -2,8 +2,9 @@
 
 Each request puts its texts on a bounded queue and awaits its share of the result. One task
 waits for a free encoder (a pipeline has one or more, each encoding one batch at a time),
-takes the first waiting request, lets others join it for at most `max_wait_ms` or until
-`max_batch` texts, and hands that batch to the encoder in a worker thread. While every
+takes the first waiting request, lets others join it (only when no other encoder is busy) for
+at most `max_wait_ms` or until `max_batch` texts, and hands that batch, or its share of the
+queue when other encoders are free too, to the encoder in a worker thread. While every
 encoder is busy, requests gather in the queue, so batches grow with the load. A request
 larger than `max_batch` is encoded whole, alone. When the queue holds `max_queue` texts, new
 requests are refused with a retry estimate from the recent throughput.
@@ -146,8 +147,15 @@ class Batcher:
         self._observe(len(texts), time.perf_counter() - started)
 
     async def _gather(self) -> None:
-        """Let requests join the first one for at most max_wait_ms or until the batch is full."""
+        """Let requests join the first one for at most max_wait_ms or until the batch is full.
+
+        Only while no other encoder is busy: under load the queue fills while they encode, and
+        a free encoder that waited would idle a core (measured with 50 clients: waiting 5 ms
+        lowered throughput by about a tenth for batches larger by a third).
+        """
         assert self._arrived is not None
+        if self._running:
+            return
         deadline = time.perf_counter() + self.settings.max_wait_ms / 1000
         while sum(len(r.texts) for r in self._queue) < self.settings.max_batch:
             left = deadline - time.perf_counter()
@@ -160,10 +168,15 @@ class Batcher:
                 return
 
     def _take(self) -> list[_Request]:
-        """Requests for one batch: at least one, then as many as fit in max_batch texts."""
+        """Requests for one batch: at least one, then up to max_batch texts or this encoder's
+        share of the queue, so encoders that are free together split it and run at once."""
+        assert self._free is not None
+        queued = sum(len(request.texts) for request in self._queue)
+        share = math.ceil(queued / (1 + self._free.qsize()))
+        limit = min(self.settings.max_batch, share)
         batch = [self._queue.popleft()]
         size = len(batch[0].texts)
-        while self._queue and size + len(self._queue[0].texts) <= self.settings.max_batch:
+        while self._queue and size + len(self._queue[0].texts) <= limit:
             request = self._queue.popleft()
             batch.append(request)
             size += len(request.texts)
