@@ -2,6 +2,7 @@
 
     python benchmarks/mpnet.py quality [--datasets stsb sick scifact] [--fit-pairs 256]
     python benchmarks/mpnet.py timing [--rounds 3]
+    python benchmarks/mpnet.py default [--datasets stsb sick scifact]
 
 `quality` scores mpnet alone (cosine of its means, `single:mpnet`) on the test splits of STS-B,
 SICK-R and SciFact through the evaluation harness. The cosine of the means does not depend on
@@ -11,10 +12,16 @@ the probembed cache and reloaded by later runs; the embeddings go to the shared 
 
 `timing` encodes the same texts, 2,000 distinct STS-B test sentences and the first 300 SciFact
 abstracts, with mpnet alone, the shipped `default` pipeline (cache off, Laplace variances
-included) and MiniLM alone, alternating the order round by round in one process so machine
-noise hits all three alike; it reports median seconds and each one's ratio to mpnet.
+included), each candidate member of the built-ins alone (minilm, paraphrase-l3, use,
+wordllama: the encoder, no variance) and e5-small alone (its C engine, "query: " prefix),
+alternating the order round by round in one process so machine noise hits all alike; it
+reports median seconds and each one's ratio to mpnet.
 
-Each part updates its own key of benchmarks/results/mpnet.json, so the two can run at once.
+`default` scores the shipped `default` pipeline on the same test splits through the harness,
+with its own fusion and score and with dot on the same fused means (no collection: a search of
+a collection also tilts the prior by the collection's agreement, as `make run` shows).
+
+Each part updates its own key of benchmarks/results/mpnet.json, so the parts can run at once.
 """
 
 from __future__ import annotations
@@ -37,9 +44,9 @@ from probembed.cache import default_cache_dir
 from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import Method, embed, evaluate, primary_metric
-from probembed.evaluation.recipes import SEED, sample_pairs
+from probembed.evaluation.recipes import CANDIDATE_MODELS, SEED, sample_pairs
 from probembed.paths import datasets_dir
-from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, ScoreConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +99,20 @@ def quality(names: list[str], n_pairs: int) -> None:
         print(f"{name}: {outcome.metrics}")
 
 
+def ensemble_quality(names: list[str]) -> None:
+    """The shipped default on each test split, with its own fusion and score and with dot."""
+    pipeline = Pipeline.load("default")
+    for name in names:
+        dataset = load_dataset(DATASETS[name], "test")
+        embedded = embed(pipeline, dataset, progress=True)
+        row = {"fingerprint": pipeline.fingerprint, "split": dataset.split}
+        for label, score in (("score", pipeline.score), ("dot", ScoreConfig("dot", 0.0))):
+            method = Method(f"default:{label}", pipeline.fusion, score)
+            row[label] = evaluate(embedded, dataset, method).metrics
+        update(["default_quality", name], row)
+        print(f"{name}: {row}")
+
+
 def timing_texts() -> dict[str, list[str]]:
     """The two text sets every encoder is timed on."""
     sts = load_dataset(DATASETS["stsb"], "test")
@@ -103,14 +124,16 @@ def timing_texts() -> dict[str, list[str]]:
 
 
 def timing(rounds: int) -> None:
-    """Median encode seconds of mpnet, the default pipeline and MiniLM on the same texts."""
+    """Median encode seconds of mpnet, the default pipeline, each candidate member and
+    e5-small on the same texts."""
     torch.set_num_threads(os.cpu_count() or 1)
     load_at_start = os.getloadavg()
     default = Pipeline.load("default", cache=False)
     encoders: dict[str, Callable[[list[str]], object]] = {
         "mpnet": get_encoder("mpnet").encode,
         "default": default.encode,
-        "minilm": get_encoder("minilm").encode,
+        **{name: get_encoder(name).encode for name in CANDIDATE_MODELS},
+        "e5-small": get_encoder("e5-small").encode,
     }
     sets = timing_texts()
     for encode in encoders.values():  # warm-up: first calls pay for allocation and threads
@@ -181,9 +204,13 @@ def main() -> None:
     quality_part.add_argument("--fit-pairs", type=int, default=256)
     timing_part = parts.add_parser("timing")
     timing_part.add_argument("--rounds", type=int, default=3)
+    default_part = parts.add_parser("default")
+    default_part.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     args = parser.parse_args()
     if args.part == "quality":
         quality(args.datasets, args.fit_pairs)
+    elif args.part == "default":
+        ensemble_quality(args.datasets)
     else:
         timing(args.rounds)
 
