@@ -1,5 +1,6 @@
 """The store: collections on LanceDB, ingest from files, and every bad input a clear error."""
 
+import importlib
 import json
 import os
 import shutil
@@ -165,7 +166,14 @@ def test_search_rejects_k_below_one(collection, hash_pipeline):
             collection.search("topic", k=k)
 
 
-def test_ingest_jsonl_keeps_metadata_and_resumes(tmp_path, collection, hash_pipeline):
+@pytest.mark.parametrize("filtered_ids", [1024, 1])  # stored ids looked up by filter; read all
+def test_ingest_jsonl_keeps_metadata_and_resumes(
+    tmp_path, collection, hash_pipeline, monkeypatch, filtered_ids
+):
+    # the module, not the `ingest` function that probembed.store re-exports under its name
+    monkeypatch.setattr(
+        importlib.import_module("probembed.store.ingest"), "FILTERED_IDS", filtered_ids
+    )
     rows = [
         {"id": f"d{i}", "title": f"Title {i}", "text": f"body of document {i}", "year": 2000 + i}
         for i in range(30)

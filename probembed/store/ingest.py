@@ -26,6 +26,8 @@ OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
 #: Documents per commit: large enough to amortise a commit, small enough to lose little.
 DEFAULT_BATCH = 512
+#: Up to this many ids are looked up by an `id IN (...)` filter; more read every stored id.
+FILTERED_IDS = 1024
 #: Problems quoted in an error message; the report keeps them all.
 _SHOWN = 10
 
@@ -120,10 +122,18 @@ def prepare(
     report = IngestReport(label, problems=problems)
     todo = records
     if not upsert:
-        stored = collection.ids()
+        stored = stored_ids(collection, [r.id for r in records])
         todo = [r for r in records if r.id not in stored]
         report.already_stored = len(records) - len(todo)
     return report, todo
+
+
+def stored_ids(collection: Collection, ids: Sequence[str]) -> set[str]:
+    """Which of these ids the collection holds: a filtered read for a few (a service's small
+    writes), one read of every id for many (a bulk ingest), never one per id."""
+    if len(ids) <= FILTERED_IDS:
+        return collection.existing(ids)
+    return collection.ids()
 
 
 def commit(
