@@ -92,3 +92,57 @@ def test_an_upsert_replaces_the_row_the_search_returns(warm, pydoc_pipeline, pas
     assert hit["id"] == first.id and hit["text"] == passages[350].text
     snapshot = searcher._snapshot  # the old row is dead, the new one live
     assert snapshot.live == int(snapshot.alive.sum()) == 300 and len(snapshot) == 301
+
+
+def listed(collection, monkeypatch) -> list[int | None]:
+    """Record each listing's `after_row_id` (None: the whole listing); the real one runs."""
+    calls: list[int | None] = []
+    real = collection.listing
+
+    def listing(after_row_id=None):
+        calls.append(after_row_id)
+        return real(after_row_id)
+
+    monkeypatch.setattr(collection, "listing", listing)
+    return calls
+
+
+def test_an_append_reads_only_the_rows_written_since(warm, pydoc_pipeline, passages, monkeypatch):
+    collection, searcher = warm
+    calls = listed(collection, monkeypatch)
+    ingest(passages[300:310], collection, pydoc_pipeline)
+    hits = searcher.search([p.text for p in passages[300:310]], k=1)
+    assert [ids_of(r)[0] for r in hits] == [p.id for p in passages[300:310]]
+    assert calls and None not in calls  # never the whole listing
+    assert searcher._snapshot.live == 310
+
+
+def test_deletes_hidden_behind_as_many_adds_are_still_seen(
+    warm, pydoc_pipeline, passages, monkeypatch
+):
+    # 10 rows deleted and 10 added between two searches: the count alone matches an append
+    # of 10, but the deleted rows must still be found dead (the whole listing is read)
+    collection, searcher = warm
+    calls = listed(collection, monkeypatch)
+    gone = [p.id for p in passages[:10]]
+    collection.delete(gone)
+    ingest(passages[300:310], collection, pydoc_pipeline)
+    results = searcher.search([p.text for p in passages[:10]], k=10)
+    assert all(not set(ids_of(r)) & set(gone) for r in results)
+    assert None in calls
+    snapshot = searcher._snapshot
+    assert snapshot.live == int(snapshot.alive.sum()) == 300
+    same_as_exact(searcher, [p.text for p in passages[300:305]])
+
+
+def test_a_compaction_moves_rows_but_changes_no_answer(warm, pydoc_pipeline, passages):
+    collection, searcher = warm
+    for start in range(300, 310, 2):  # small fragments for the compaction to merge
+        ingest(passages[start : start + 2], collection, pydoc_pipeline)
+    before = [ids_of(r) for r in searcher.search([p.text for p in passages[:5]], k=10)]
+    rows_before = set(collection.listing()[2].column("_rowid").to_pylist())
+    collection.optimize()
+    assert set(collection.listing()[2].column("_rowid").to_pylist()) != rows_before  # moved
+    after = [ids_of(r) for r in searcher.search([p.text for p in passages[:5]], k=10)]
+    assert after == before and searcher._snapshot.live == 310
+    same_as_exact(searcher, [p.text for p in passages[:5]])

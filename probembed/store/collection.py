@@ -362,7 +362,7 @@ class Collection:
         or too few rows to compare neighbour lists.
         """
         self.db.require_writable()
-        version, listing = self.listing()
+        version, _, listing = self.listing()
         models = self.pipeline.models
         if len(models) < 2 or len(listing) <= NEIGHBOURS:
             return None
@@ -658,13 +658,16 @@ class Collection:
         basis = self.variance_basis
         return stored if basis is None else basis.decode(stored)
 
-    def listing(self) -> tuple[int, pa.Table]:
-        """The version and every row's id, `_rowid`, write tag (and doc_id): what changed."""
-        table = self._require()
+    def listing(self, after_row_id: int | None = None) -> tuple[int, int, pa.Table]:
+        """The version, its row count, and every row's id, `_rowid`, write tag (and doc_id):
+        what changed. With `after_row_id`, only rows whose `_rowid` is above it (rows written
+        since: LanceDB numbers new fragments, and so their rows, above every older one)."""
+        table = self._require()  # version, count and rows all read from this one handle
         version = int(table.version)
         names = table.schema.names
         columns = ["id", *[c for c in (WRITE_TAG, "doc_id") if c in names]]
-        return version, _scan(table, columns, row_ids=True)
+        where = None if after_row_id is None else f"_rowid > {int(after_row_id)}"
+        return version, table.count_rows(), _scan(table, columns, where, row_ids=True)
 
     def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> pa.Table:
         """The columns of rows by LanceDB row id, in the order given."""

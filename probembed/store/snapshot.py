@@ -13,11 +13,13 @@ A collection that adapts its fusion (a tilt of the members' weights, fusion/adap
 tilt applied to each mean as it enters the file, so no search re-weights every row it scans;
 the weights and variances, small or decoded on read anyway, are tilted as they are read.
 
-When the table moves to a new version, only its listing (ids, write tags and row ids) is
-read: a row is known by its id and the random tag of the batch that wrote it, so a
-compaction (which moves every row id) changes nothing and an upsert shows as a new row and
-a dead one. Rows that are new are taken by row id and appended, rows that are gone are
-marked dead; tables written before write tags are known by row id instead. Dead rows keep
+When the table moves to a new version, the rows written since are listed first (row ids
+above every one held); when the table's count shows that nothing else changed, they are all
+that is read. Otherwise its whole listing (ids, write tags and row ids) is read: a row is
+known by its id and the random tag of the batch that wrote it, so a compaction (which moves
+every row id) changes nothing and an upsert shows as a new row and a dead one. Rows that
+are new are taken by row id and appended, rows that are gone are marked dead; tables written
+before write tags are known by row id instead. Dead rows keep
 their position (so the candidate index need not be rebuilt); once more than
 REBUILD_DEAD_FRACTION of the positions are dead, the next refresh loads everything afresh.
 """
@@ -231,7 +233,7 @@ class Snapshot:
     @classmethod
     def load(cls, collection: Collection, tilt: Tilt | None = None) -> Snapshot:
         """Every row of the collection's current version, streamed from LanceDB."""
-        version, listing = collection.listing()
+        version, _, listing = collection.listing()
         snapshot = cls._empty(collection, version)
         snapshot.tilt = tilt
         snapshot._append(collection, listing)
@@ -271,11 +273,27 @@ class Snapshot:
         return len(self.keys)
 
     def refreshed(self, collection: Collection) -> Snapshot:
-        """This snapshot moved to the collection's current version (itself if unchanged)."""
-        version, listing = collection.listing()
+        """This snapshot moved to the collection's current version (itself if unchanged).
+
+        First only the rows written since are listed: those with row ids above every one it
+        holds (new fragments are numbered above the old). The table now holds the held rows
+        still in place (A), those a compaction moved (M) and new ones (N), and the listed rows
+        are M + N; the held live rows are A + M plus any deleted (D). A count of exactly
+        `live` + listed, A + M + N = A + M + D + M + N, proves D = M = 0: nothing held was
+        deleted, rewritten or moved, and the listed rows are all new. They are appended and
+        nothing else is read, so a write of a few rows costs a few rows, not a listing of the
+        whole collection. Otherwise the whole listing is compared.
+        """
+        after = int(self.row_ids.max()) if len(self.row_ids) else -1
+        version, count, fresh = collection.listing(after)
         if version == self.version:
             self.added = np.zeros(0, dtype=np.int64)
             return self
+        if count == self.live + len(fresh):
+            self.version = version
+            self._append(collection, fresh)
+            return self
+        version, _, listing = collection.listing()
         keys = _keys(listing)
         known = np.array([self.keys.get(key, -1) for key in keys], dtype=np.int64)
         present = known >= 0
