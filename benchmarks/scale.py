@@ -156,14 +156,25 @@ def fitted_pipeline() -> Pipeline:
     return Pipeline.load(path, cache=False)
 
 
+#: /proc/self/status fields read, by the name the results give them: the resident set now
+#: and at its peak, and now its anonymous part (what only swap could free) and its
+#: file-backed part (mapped files' pages, which the kernel reclaims under pressure).
+MEMORY_FIELDS = {
+    "VmRSS": "rss_bytes",
+    "VmHWM": "peak_rss_bytes",
+    "RssAnon": "rss_anon_bytes",
+    "RssFile": "rss_file_bytes",
+}
+
+
 def memory() -> dict[str, int]:
-    """This process's resident set now (VmRSS) and at its peak (VmHWM), in bytes."""
+    """This process's resident memory (MEMORY_FIELDS), in bytes."""
     fields = {}
     for line in Path("/proc/self/status").read_text().splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) * 1024
-    return {"rss_bytes": fields["VmRSS"], "peak_rss_bytes": fields["VmHWM"]}
+        if key in MEMORY_FIELDS:
+            fields[MEMORY_FIELDS[key]] = int(value.split()[0]) * 1024
+    return fields
 
 
 def reset_peak() -> None:

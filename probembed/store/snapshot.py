@@ -82,14 +82,23 @@ class MeanFile:
         return self._rows
 
     def append(self, rows: np.ndarray) -> None:
-        """Add rows at the end, doubling the file when it is full."""
+        """Add rows at the end, doubling the file when it is full.
+
+        Written with `pwrite`, not through the mapping: the page cache takes them either way
+        (a shared mapping sees them), but pages written through the mapping count in this
+        process's resident set until reclaimed, and a column read only for a few hits (the
+        whole variances of format 1) would hold its whole size there.
+        """
         rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.dim)
         need = self._rows + len(rows)
         if need > self._capacity:
             self._capacity = max(need, 2 * self._capacity, 1024)
             self._file.truncate(self._capacity * self.dim * 4)
-            self._map = np.memmap(self._file, np.float32, "r+", shape=(self._capacity, self.dim))
-        self._map[self._rows : need] = rows
+            self._map = np.memmap(self._file, np.float32, "r", shape=(self._capacity, self.dim))
+        data = memoryview(rows).cast("B")
+        offset, written = self._rows * self.dim * 4, 0
+        while written < len(data):  # pwrite may write less than asked
+            written += os.pwrite(self._file.fileno(), data[written:], offset + written)
         self._rows = need
 
     def norm_bounds(self, positions: np.ndarray | slice) -> np.ndarray:
