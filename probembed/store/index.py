@@ -81,8 +81,8 @@ class IndexSettings:
     build_threads: int | None = 1
     #: HNSW search beam width (raised to the pool size when that is larger). On 100,000 real
     #: texts (1,280-d fused means, 4-bit graph, 500 held-out queries; search.json) 128 found
-    #: 98.8% of the exact uec and dot top 10, 256 found 99.4%, 512 99.6% at 0.75-0.8x the
-    #: speed of 256.
+    #: 98.8% of the exact uec and dot top 10, 256 found 99.4%, 512 99.6% at 0.6-1.0x the
+    #: speed of 256 (over the last two runs and both scores).
     ef_search: int = 256
     #: Minimum number of candidates rescored exactly per query, where the graph ranks by
     #: the means and the score reorders them (uec, mls, bhattacharyya).
@@ -95,14 +95,14 @@ class IndexSettings:
     #: Candidates per requested hit for `dot` over quantised codes: the graph ranks by the
     #: dot product up to the codes' error, and rescoring only restores the exact order. On
     #: 100,000 real texts (search.json, `probembed-poolN` rows) 20, 40 and 110 candidates
-    #: for k = 10 gave the same Recall@10 at the default beam, whose width sets what the
-    #: graph finds.
+    #: for k = 10 gave the same Recall@10 (0.9934, 0.9936, 0.9936) at the default beam,
+    #: whose width sets what the graph finds.
     quantised_factor: int = 4
     #: How the graph stores its rows: "flat" (float32), "sq8" or "sq4" (FAISS scalar
     #: quantisers, 1 byte or half a byte per dimension); candidates are rescored exactly
     #: from the full-precision rows whatever the codec. On 100,000 real 1,280-d means
-    #: (benchmarks/results/search.json) sq4 held 1,101 bytes per item in memory (flat 5,637,
-    #: sq8 1,749) with the same Recall@10 of dot and uec as both.
+    #: (benchmarks/results/search.json) search held 1,123 bytes per item in memory over sq4
+    #: (flat 5,655, sq8 1,771) with the same Recall@10 of dot and uec as both.
     codec: str = "sq4"
 
     def __post_init__(self) -> None:
