@@ -109,6 +109,38 @@ def test_variances_a_basis_cannot_reproduce_are_stored_whole(tmp_path, pydoc_pip
     np.testing.assert_array_equal(stored.var, full.var)
 
 
+def test_loading_whole_variances_holds_arrow_buffers_of_one_batch_at_a_time(
+    tmp_path, pydoc_pipeline, monkeypatch
+):
+    # the variance column read from LanceDB is a zero-copy view of Arrow's buffer: written to
+    # the snapshot's file batch by batch, at most a couple of batches are alive at once; kept
+    # to the end of the load, every batch's column would be (at 10^6 rows of the hashing
+    # pipeline, 1 GB more at the peak)
+    import pyarrow as pa
+
+    monkeypatch.setattr(snapshot, "FETCH_ROWS", 8)  # 13 batches from 100 rows
+    collection, _, _ = stored_and_full(tmp_path, pydoc_pipeline, read_pydoc_topics()[:100])
+    assert collection.variance_column == "var"
+    seen, append = [], snapshot.MeanFile.append
+
+    def counting(self, rows):
+        seen.append(pa.total_allocated_bytes())
+        append(self, rows)
+
+    monkeypatch.setattr(snapshot.MeanFile, "append", counting)
+    before = pa.total_allocated_bytes()
+    loaded = snapshot.Snapshot.load(collection)
+    try:
+        # in rows of float32 variance: every batch's variances kept would be 100 on their
+        # own; what a load holds anyway (the listing, one or two batches' means, variances
+        # and texts, Arrow's 64-byte padding of each buffer) measured about 64 here
+        row = collection.dim * 4
+        assert max(seen) - before < 100 * row, (max(seen) - before) / row
+        np.testing.assert_array_equal(loaded.variances(np.arange(100)), collection.vectors().var)
+    finally:
+        loaded.close()
+
+
 def test_a_first_batch_too_small_to_fit_on_keeps_whole_variances(tmp_path, default_pipeline):
     records = read_pydoc_topics()[: MIN_FIT_ROWS - 1]
     collection, stored, full = stored_and_full(tmp_path, default_pipeline, records)
