@@ -327,7 +327,7 @@ class Snapshot:
         start = len(self)
         row_ids = listing.column("_rowid").to_numpy().astype(np.int64)
         column = collection.variance_column
-        weights, coefs = [self.weights], [self.stored_var]
+        weights, coefs = [self.weights], []
         for lo in range(0, len(row_ids), FETCH_ROWS):
             columns = ["mean", column, "weights", *HIT_COLUMNS]
             data = collection.take(row_ids[lo : lo + FETCH_ROWS], columns)
@@ -348,7 +348,7 @@ class Snapshot:
                 coefs.append(stored)
         self.weights = np.vstack(weights)
         if not isinstance(self.stored_var, MeanFile):
-            self.stored_var = np.vstack(coefs)
+            self.stored_var = np.vstack([self.stored_var, *coefs])
         ids = np.asarray(listing.column("id").to_pylist(), dtype=object)
         self.ids = np.concatenate([self.ids, ids])
         self.row_ids = np.concatenate([self.row_ids, row_ids])
@@ -361,7 +361,7 @@ class Snapshot:
         self.positions.update({doc_id: start + i for i, doc_id in enumerate(ids.tolist())})
         self.keys.update({key: start + i for i, key in enumerate(keys)})
         self.added = np.arange(start, len(self), dtype=np.int64)
-        release_arrow_memory()
+        _release_arrow_memory()
 
     def resident_bytes(self) -> int:
         """Memory the per-row arrays take (ids and id map by a typical 60 bytes per id)."""
@@ -427,7 +427,7 @@ class Snapshot:
             self.stored_var.close()
 
 
-def release_arrow_memory() -> None:
+def _release_arrow_memory() -> None:
     """Hand the buffers Arrow has freed back to the OS: its allocator (mimalloc) keeps them
     otherwise, and a load of 10⁶ rows left over 1 GB of anonymous memory resident after the
     data itself was gone."""
