@@ -37,10 +37,10 @@ compacts them, then rows + graph: 10^6 items about 8.7 GB), and the workers' pea
 projected linearly from the two sizes before it; a size that would not fit (disk, or 80% of
 MemAvailable) and all larger ones are skipped, and so is the rest after a worker fails.
 
-Cost, measured by the committed run (benchmarks/results/scale.json, 2 cores): the three sizes
-and the real point took about 23 minutes; at 10^6, ingest ran at about 2,700 items/s and the
-graph build took 379 s (FAISS's 302 s); the search worker peaked at 3.57 GiB (the float32
-graph before its storage becomes 4-bit codes) and the ingest worker at 1.7 GiB.
+Cost, measured by the committed run (benchmarks/results/scale.json, 2 cores, a quiet
+machine): the three sizes and the real point took about 10 minutes; at 10^6, ingest ran at
+about 5,500 items/s and the graph build took 163 s (FAISS's 125 s); the search worker peaked
+at 3.53 GiB and the ingest worker at 1.9 GiB.
 
 Writes tidy rows (n, data, engine, score, metric, value) to benchmarks/results/scale.json and
 one panel per figure against n to benchmarks/results/plots/scale.png.
