@@ -369,16 +369,18 @@ def test_member_cosines_read_each_model_block(hash_pipeline, sentences):
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-def test_the_shipped_default_calibrator_was_fitted_for_its_current_fusion(default_pipeline):
-    calibrator = default_pipeline.calibrator
-    assert calibrator is not None, "run scripts/fit_calibration.py"
-    assert calibrator.fit_info["pipeline_fingerprint"] == default_pipeline.fingerprint, (
-        "the default's fusion changed since its calibrator was fitted: rerun "
-        "scripts/fit_calibration.py"
+@pytest.mark.parametrize("name", ["default", "retrieval"])
+def test_the_shipped_calibrators_were_fitted_for_their_current_fusion(name):
+    pipeline = Pipeline.load(name, cache=False)
+    calibrator = pipeline.calibrator
+    assert calibrator is not None, f"run scripts/fit_calibration.py --pipeline {name}"
+    assert calibrator.fit_info["pipeline_fingerprint"] == pipeline.fingerprint, (
+        f"{name}'s fusion changed since its calibrator was fitted: rerun "
+        f"scripts/fit_calibration.py --pipeline {name}"
     )
     assert calibrator.fit_info["score"] == {
-        "name": default_pipeline.score.name,
-        "beta": default_pipeline.score.beta,
+        "name": pipeline.score.name,
+        "beta": pipeline.score.beta,
     }
 
 

@@ -20,8 +20,9 @@ from probembed.evaluation.datasets import load_retrieval
 from probembed.evaluation.harness import Method, embed, evaluate
 from probembed.interfaces.cli import app, inspect_table
 from probembed.interfaces.demo_command import PYTHON_QUESTIONS, _run
+from probembed.interfaces.store_commands import SEARCH_PIPELINE
 from probembed.paths import DATASETS_ENV, datasets_dir
-from probembed.pipeline import ScoreConfig
+from probembed.pipeline import Pipeline, ScoreConfig
 from probembed.store.pydoc_corpus import read_pydoc_topics, topic_document
 from probembed.uncertainty import ESTIMATORS
 
@@ -147,6 +148,9 @@ def test_demo_without_data_answers_python_questions_from_the_bundled_docs(
     done = _cli("demo", "--topic", "try", "--topic", "with", tmp_path=tmp_path, columns=200)
     assert done.returncode == 0, done.stderr
     assert "passages of the Python" in done.stderr
+    # documents are indexed by the built-in tuned for search unless --pipeline says otherwise
+    searched = Pipeline.load(SEARCH_PIPELINE, cache=False).fingerprint
+    assert [p.name for p in (tmp_path / "cache" / "demo").iterdir()] == [searched]
     assert not NOISE.search(done.stdout + done.stderr), done.stderr
     titles = [done.stdout.find(question) for question in PYTHON_QUESTIONS]
     assert -1 not in titles and titles == sorted(titles)  # every question answered, in order

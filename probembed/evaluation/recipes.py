@@ -20,8 +20,14 @@ from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 #: Every model tuning may choose from for the built-ins, in fusion order.
 CANDIDATE_MODELS = ("minilm", "paraphrase-l3", "use", "wordllama")
-#: Built-in name -> the estimator of its members.
-BUILTIN_ESTIMATORS = {"default": "laplace", "default-head": "head", "default-perturb": "perturb"}
+#: Built-in name -> the estimator of its members. `retrieval` is `default`'s members tuned for
+#: search (short queries against long documents) instead of for every task at once.
+BUILTIN_ESTIMATORS = {
+    "default": "laplace",
+    "default-head": "head",
+    "default-perturb": "perturb",
+    "retrieval": "laplace",
+}
 SEED = 0
 MAX_PAIRS = 8000
 
@@ -80,10 +86,11 @@ def recipe_members(
     them saves minutes of Fisher computation; `refit` fits every member from scratch. A member
     fitted here is saved under `saved/<encoder>` when given, for the next run to load.
     """
-    builtin = next((b for b, e in BUILTIN_ESTIMATORS.items() if e == estimator), None)
     shipped = {}
-    if not refit and builtin in available_pipelines():
-        shipped = {m.encoder.name: m for m in Pipeline.load(builtin, cache=False).members}
+    builtins = [b for b, e in BUILTIN_ESTIMATORS.items() if e == estimator]
+    for builtin in reversed(builtins):  # the first built-in's member wins
+        if not refit and builtin in available_pipelines():
+            shipped |= {m.encoder.name: m for m in Pipeline.load(builtin, cache=False).members}
     members = {}
     for name in encoders:
         path = saved / name if saved is not None else None

@@ -17,7 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from probembed.interfaces.console import fail, literal, say
-from probembed.interfaces.store_commands import ingest_and_report, load_pipeline, print_result
+from probembed.interfaces.store_commands import (
+    SEARCH_PIPELINE,
+    ingest_and_report,
+    load_pipeline,
+    print_result,
+)
 from probembed.paths import DATASETS_ENV, datasets_dir
 
 if TYPE_CHECKING:
@@ -46,7 +51,9 @@ def demo_command(
             show_default=False,
         ),
     ] = None,
-    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    pipeline: Annotated[
+        str, typer.Option(help="Built-in name or pipeline directory.")
+    ] = SEARCH_PIPELINE,
     queries: Annotated[
         int, typer.Option(help="How many queries to answer (of the Python docs: at most 5).")
     ] = DEMO_QUERIES,

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
 DEFAULT_COLLECTION = "default"
+#: The built-in that indexes documents unless told otherwise: `default`'s members tuned for
+#: short queries against documents (`default` is tuned for every task at once).
+SEARCH_PIPELINE = "retrieval"
 
 _SNIPPET = 110
 
@@ -149,7 +152,7 @@ def ingest_command(
         str | None,
         typer.Option(
             help="Built-in name or pipeline directory [default: the one that made the "
-            "collection, else 'default'].",
+            f"collection, else {SEARCH_PIPELINE!r}].",
             show_default=False,
         ),
     ] = None,
@@ -191,7 +194,7 @@ def ingest_command(
         if pipeline is None and target.exists:
             pipe = target.load_pipeline()
         else:
-            pipe = load_pipeline(pipeline or "default")
+            pipe = load_pipeline(pipeline or SEARCH_PIPELINE)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
@@ -220,7 +223,9 @@ def ingest_command(
 def embed_command(
     path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
     out: Annotated[Path, typer.Option(help="New or empty directory for the Parquet files.")],
-    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    pipeline: Annotated[
+        str, typer.Option(help="Built-in name or pipeline directory.")
+    ] = SEARCH_PIPELINE,
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per Parquet file.")] = 512,
     ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,

@@ -1,0 +1,114 @@
+"""Which built-in should index documents: `retrieval` or `default`, also where neither was tuned.
+
+    python benchmarks/retrieval.py
+
+`retrieval` is `default`'s candidate members with the fusion tuned on the SciFact train qrels
+only (`scripts/build_pipelines.py`, `TUNED_ON`); `default` is tuned on the tuning splits of all
+seven LODO datasets at once. Both are scored by nDCG@10 through the evaluation harness on
+
+- SciFact test: the test split of the one dataset `retrieval` was tuned on (`make run`'s);
+- LIMIT-small test: 1,000 queries over 46 documents, seen by no tuning step;
+- QNLI answers as retrieval: each of the 2,702 questions of `pairs/qnli-answers.tsv` against
+  every distinct answer sentence, seen by no fusion tuning (its pairs are in the sample every
+  member's variance was fitted on, for both pipelines alike).
+
+Per pipeline: its fusion and score on the prior; the same tilted by the collection's own
+member agreement (what a collection's search uses, γ from the pipeline); `dot` on the same
+tilted means. Beside them each candidate member alone and the plain mean of the four cosines.
+Writes benchmarks/results/retrieval.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import replace
+from pathlib import Path
+
+from probembed.evaluation.datasets import RetrievalDataset, load_dataset, load_pairs
+from probembed.evaluation.harness import Method, embed, evaluate
+from probembed.evaluation.lodo import collection_parts
+from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
+from probembed.fusion.adapt import agreement
+from probembed.paths import datasets_dir
+from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+DATA = datasets_dir()
+OUT = ROOT / "benchmarks" / "results" / "retrieval.json"
+PIPELINES = ("default", "retrieval")
+METRIC = "ndcg@10"
+
+
+def pairs_as_retrieval(path: Path) -> RetrievalDataset:
+    """Question -> answer pairs as a corpus of the distinct answers and one judged answer each."""
+    pairs = load_pairs(path)
+    ids = {text: f"d{i}" for i, text in enumerate(dict.fromkeys(pairs.text_b))}
+    queries = {f"q{i}": q for i, q in enumerate(pairs.text_a)}
+    qrels = {f"q{i}": {ids[a]: 1} for i, a in enumerate(pairs.text_b)}
+    return RetrievalDataset(pairs.name, "all", {d: t for t, d in ids.items()}, queries, qrels)
+
+
+def datasets() -> dict[str, RetrievalDataset]:
+    """The three retrieval test sets, by name."""
+    scifact = load_dataset(DATA / "retrieval" / "scifact", "test")
+    limit = load_dataset(DATA / "retrieval" / "limit-small", "test")
+    assert isinstance(scifact, RetrievalDataset) and isinstance(limit, RetrievalDataset)
+    qnli = pairs_as_retrieval(DATA / "pairs" / "qnli-answers.tsv")
+    return {"scifact": scifact, "limit-small": limit, "qnli": qnli}
+
+
+def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]:
+    """A built-in's nDCG@10 on the prior, tilted by the corpus's agreement, and dot when tilted."""
+    embedded = embed(pipe, dataset, progress=True)
+    adapted = pipe.adapted(agreement(collection_parts(embedded)))
+    tilted = pipe.fusion if adapted is None else replace(pipe.fusion, prior=tuple(adapted[0]))
+    methods = {
+        "prior": Method("prior", pipe.fusion, pipe.score),
+        "collection": Method("collection", tilted, pipe.score),
+        "collection, dot": Method("dot", tilted, ScoreConfig("dot")),
+    }
+    out = {k: 100 * evaluate(embedded, dataset, m).metrics[METRIC] for k, m in methods.items()}
+    out["weights"] = None if adapted is None else [round(float(w), 4) for w in adapted[0]]
+    return out
+
+
+def member_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]:
+    """Each candidate member alone and the plain mean of their cosines."""
+    embedded = embed(pipe, dataset, progress=True)
+    k = len(pipe.models)
+    methods = [Method(m, FusionConfig(f"single:{m}")) for m in pipe.models]
+    methods.append(Method("mean", FusionConfig("weighted", weights=(1 / k,) * k)))
+    return {m.name: 100 * evaluate(embedded, dataset, m).metrics[METRIC] for m in methods}
+
+
+def main() -> None:
+    """Score both built-ins and the members on the three sets; write the JSON."""
+    candidates = candidate_pipeline("default", sample_pairs(DATA / "pairs"))
+    results: dict[str, dict] = {}
+    for name, dataset in datasets().items():
+        print(f"{name}: {len(dataset.queries)} queries, {len(dataset.corpus)} documents")
+        row = {p: pipeline_rows(Pipeline.load(p), dataset) for p in PIPELINES}
+        row["members"] = member_rows(candidates, dataset)
+        results[name] = row
+        print(json.dumps(row, indent=1))
+    out = {
+        "metric": METRIC,
+        "pipelines": {
+            p: {
+                "models": Pipeline.load(p, cache=False).models,
+                "prior": Pipeline.load(p, cache=False).fusion.prior,
+            }
+            for p in PIPELINES
+        },
+        "results": results,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    }
+    OUT.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
