@@ -1,8 +1,8 @@
-"""Calibrated relevance and query confidence of the shipped `default` on SciFact TEST.
+"""Calibrated relevance and query confidence of a shipped built-in on SciFact TEST.
 
-    python benchmarks/calibration.py
+    python benchmarks/calibration.py [--pipeline default|retrieval]
 
-The calibrator shipped in probembed/pipelines/default/calibration.json (fitted on SciFact train
+The calibrator shipped in probembed/pipelines/<name>/calibration.json (fitted on SciFact train
 by scripts/fit_calibration.py) scores the top-10 hits of each of the 300 judged test queries,
 ranked by the pipeline's own fusion and score, exactly as a search computes p_relevant:
 - expected calibration error with 15 equal-width bins (target <= 0.05);
@@ -13,11 +13,13 @@ ranked by the pipeline's own fusion and score, exactly as a search computes p_re
 - query confidence: test AUROC for "nDCG@10 below median" of every signal: the outrank
   probability a search reported so far, report.py's signals, each learned-confidence feature
   and the learned confidence itself (target >= 0.85).
-Writes benchmarks/results/calibration.json.
+Writes benchmarks/results/calibration.json (`default`) or calibration-<name>.json, and
+plots/reliability.png or reliability-<name>.png.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from pathlib import Path
@@ -44,8 +46,7 @@ from probembed.scoring import outrank_probability
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "calibration.json"
-PLOT = ROOT / "benchmarks" / "results" / "plots" / "reliability.png"
+RESULTS = ROOT / "benchmarks" / "results"
 SCIFACT = datasets_dir() / "retrieval" / "scifact"
 BINS = 15
 KEEP_RELEVANT = 0.9
@@ -145,11 +146,17 @@ def query_confidence(
 
 def main() -> None:
     """Measure on SciFact test, draw the reliability diagram, write the JSON."""
-    pipeline = Pipeline.load("default")
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pipeline", default="default", help="a built-in with a calibrator")
+    name = parser.parse_args().pipeline
+    suffix = "" if name == "default" else f"-{name}"
+    out = RESULTS / f"calibration{suffix}.json"
+    plot = RESULTS / "plots" / f"reliability{suffix}.png"
+    pipeline = Pipeline.load(name)
     calibrator = pipeline.calibrator
     if calibrator is None:
         raise SystemExit(
-            "the default pipeline ships no calibration.json: run scripts/fit_calibration.py"
+            f"{name} ships no calibration.json: run scripts/fit_calibration.py --pipeline {name}"
         )
     test_set = load_dataset(SCIFACT, "test")
     embedded = embed(pipeline, test_set, progress=True)
@@ -159,12 +166,12 @@ def main() -> None:
     p = predicted(calibrator, test)
     curve = reliability(p, relevant)
     plot_reliability(
-        {"default on SciFact test": (curve["mean_predicted"], curve["observed"])},
-        PLOT,
-        "SciFact test: p_relevant of the top-10 hits (default)",
+        {f"{name} on SciFact test": (curve["mean_predicted"], curve["observed"])},
+        plot,
+        f"SciFact test: p_relevant of the top-10 hits ({name})",
         counts=curve["count"],
     )
-    outcome = evaluate(embedded, test_set, Method("default", pipeline.fusion, pipeline.score))
+    outcome = evaluate(embedded, test_set, Method(name, pipeline.fusion, pipeline.score))
     figures = {
         "hits": hit_figures(p, relevant),
         "reliability": curve,
@@ -177,12 +184,13 @@ def main() -> None:
         "top": TOP,
         "bins": BINS,
         "keep_relevant": KEEP_RELEVANT,
+        "pipeline": name,
         "pipeline_fingerprint": pipeline.fingerprint,
         "calibrator_fit": calibrator.fit_info,
         "seed": SEED,
     }
-    write_json(OUT, [figures], config)
-    print(f"wrote {OUT} and {PLOT}")
+    write_json(out, [figures], config)
+    print(f"wrote {out} and {plot}")
     print({k: figures[k] for k in ("hits", "query_confidence_auroc")})
 
 

@@ -14,8 +14,9 @@ seven LODO datasets at once. Both are scored by nDCG@10 through the evaluation h
 
 Per pipeline: its fusion and score on the prior; the same tilted by the collection's own
 member agreement (what a collection's search uses, γ from the pipeline); `dot` on the same
-tilted means. Beside them each candidate member alone and the plain mean of the four cosines.
-Writes benchmarks/results/retrieval.json.
+tilted means. Beside them each candidate member alone and the plain mean of the four cosines,
+and the standard error of the per-query difference `retrieval` − `default` (both on their prior):
+what the query count can resolve. Writes benchmarks/results/retrieval.json.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import os
 import platform
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
+from scipy.stats import sem
 
 from probembed.evaluation.datasets import RetrievalDataset, load_dataset, load_pairs
 from probembed.evaluation.harness import Method, embed, evaluate
@@ -60,8 +64,9 @@ def datasets() -> dict[str, RetrievalDataset]:
     return {"scifact": scifact, "limit-small": limit, "qnli": qnli}
 
 
-def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]:
-    """A built-in's nDCG@10 on the prior, tilted by the corpus's agreement, and dot when tilted."""
+def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> tuple[dict, np.ndarray]:
+    """A built-in's nDCG@10 on the prior, tilted by the corpus's agreement, and dot when tilted;
+    with the per-query nDCG@10 on the prior."""
     embedded = embed(pipe, dataset, progress=True)
     adapted = pipe.adapted(agreement(collection_parts(embedded)))
     tilted = pipe.fusion if adapted is None else replace(pipe.fusion, prior=tuple(adapted[0]))
@@ -70,9 +75,10 @@ def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]
         "collection": Method("collection", tilted, pipe.score),
         "collection, dot": Method("dot", tilted, ScoreConfig("dot")),
     }
-    out = {k: 100 * evaluate(embedded, dataset, m).metrics[METRIC] for k, m in methods.items()}
+    outcomes = {k: evaluate(embedded, dataset, m) for k, m in methods.items()}
+    out: dict = {k: 100 * o.metrics[METRIC] for k, o in outcomes.items()}
     out["weights"] = None if adapted is None else [round(float(w), 4) for w in adapted[0]]
-    return out
+    return out, 100 * np.asarray(outcomes["prior"].per_item[METRIC], dtype=np.float64)
 
 
 def member_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]:
@@ -90,7 +96,10 @@ def main() -> None:
     results: dict[str, dict] = {}
     for name, dataset in datasets().items():
         print(f"{name}: {len(dataset.queries)} queries, {len(dataset.corpus)} documents")
-        row = {p: pipeline_rows(Pipeline.load(p), dataset) for p in PIPELINES}
+        scored = {p: pipeline_rows(Pipeline.load(p), dataset) for p in PIPELINES}
+        row: dict = {p: figures for p, (figures, _) in scored.items()}
+        difference = scored["retrieval"][1] - scored["default"][1]
+        row["difference_prior"] = {"mean": float(difference.mean()), "se": float(sem(difference))}
         row["members"] = member_rows(candidates, dataset)
         results[name] = row
         print(json.dumps(row, indent=1))
