@@ -12,7 +12,10 @@ ranked by the pipeline's own fusion and score, exactly as a search computes p_re
 - the variants tried (isotonic step, member disagreement as a feature), refitted on train;
 - query confidence: test AUROC for "nDCG@10 below median" of every signal: the outrank
   probability a search reported so far, report.py's signals, each learned-confidence feature
-  and the learned confidence itself (target >= 0.85).
+  and the learned confidence itself (target >= 0.85);
+- the same for hybrid searches (dense + BM25 by reciprocal rank, BM25 from a temporary
+  LanceDB collection of the corpus), against the hybrid ranking's own median: the confidence
+  without and with the lexical model, and each lexical feature alone.
 Writes benchmarks/results/calibration.json (`default`) or calibration-<name>.json, and
 plots/reliability.png or reliability-<name>.png.
 """
@@ -22,13 +25,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from probembed.calibration import BASE_FEATURES, DISAGREEMENT, RelevanceCalibrator
-from probembed.calibration.confidence import feature_names
-from probembed.calibration.training import TOP, RankedSplit, rank_split
+from probembed.calibration.confidence import LEXICAL_FEATURES, feature_names
+from probembed.calibration.training import TOP, RankedSplit, hybrid_split, rank_split
 from probembed.evaluation import (
     auroc,
     confidence_signals,
@@ -38,11 +42,12 @@ from probembed.evaluation import (
     plot_reliability,
 )
 from probembed.evaluation.datasets import RetrievalDataset
-from probembed.evaluation.harness import Method, embed, evaluate
+from probembed.evaluation.harness import Embedded, Method, embed, evaluate
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.scoring import outrank_probability
+from probembed.store import Database, ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +149,33 @@ def query_confidence(
     return figures
 
 
+def hybrid_confidence(
+    pipeline: Pipeline, dataset: RetrievalDataset, embedded: Embedded
+) -> dict[str, float]:
+    """Test AUROC of the hybrid searches' confidences against hybrid failures, and nDCG@10."""
+    calibrator = pipeline.calibrator
+    assert calibrator is not None and calibrator.confidence is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Database(tmp, create=True).collection("scifact")
+        ingest(SCIFACT, corpus, pipeline, progress=True)
+        split, lexical = hybrid_split(pipeline, dataset, corpus.text_search, embedded)
+    failed = split.failed(dataset)
+    dots = np.stack([r.dots for r in split.ranked])
+    assert split.cosines is not None
+    figures = {
+        "ndcg@10": float(np.mean(list(split.per_query(dataset)["ndcg@10"].values()))),
+        "learned, dense features only": auroc(
+            1 - calibrator.confidence.predict(dots, split.cosines), failed
+        ),
+    }
+    if calibrator.confidence.lexical is not None:
+        learned = calibrator.confidence.predict(dots, split.cosines, lexical)
+        figures["learned with lexical features (search confidence)"] = auroc(1 - learned, failed)
+    for j, name in enumerate(LEXICAL_FEATURES):
+        figures[f"feature:{name}"] = auroc(-lexical[:, j], failed)
+    return figures
+
+
 def main() -> None:
     """Measure on SciFact test, draw the reliability diagram, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -177,6 +209,7 @@ def main() -> None:
         "reliability": curve,
         "variants": variants(train, test),
         "query_confidence_auroc": query_confidence(calibrator, test, test_set, outcome.per_item),
+        "hybrid_query_confidence_auroc": hybrid_confidence(pipeline, test_set, embedded),
         "ndcg@10": outcome.metrics["ndcg@10"],
     }
     config = {
@@ -191,7 +224,9 @@ def main() -> None:
     }
     write_json(out, [figures], config)
     print(f"wrote {out} and {plot}")
-    print({k: figures[k] for k in ("hits", "query_confidence_auroc")})
+    print(
+        {k: figures[k] for k in ("hits", "query_confidence_auroc", "hybrid_query_confidence_auroc")}
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ The top-10 hits of each of the 809 judged train queries, ranked by the pipeline'
 and score, are the training data (label: judged relevant); the same queries train the learned
 query confidence (label: nDCG@10 at least the train median), which searches then report
 instead of the outrank probability (it measured better on SciFact test: see
-benchmarks/calibration.py). Writes
+benchmarks/calibration.py). Its lexical model, for hybrid searches, is fitted on the same
+queries ranked as a hybrid search ranks them, with BM25 from a temporary LanceDB collection of
+the SciFact corpus (label: the hybrid ranking's nDCG@10 at least its train median). Writes
 probembed/pipelines/<name>/calibration.json; rerun it whenever the pipeline's fusion or score
 changes (tests/test_calibration.py checks the recorded fingerprint). Seeded and deterministic.
 """
@@ -15,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from dataclasses import replace
 
 from probembed.calibration import CALIBRATION_FILE, QueryConfidence, RelevanceCalibrator
-from probembed.calibration.training import TOP, rank_split
+from probembed.calibration.training import TOP, hybrid_split, rank_split
 from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.harness import embed
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline, builtin_dir
+from probembed.store import Database, ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SCIFACT = datasets_dir() / "retrieval" / "scifact"
@@ -32,11 +37,19 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
     """The calibrator of a built-in, fitted on its ranked SciFact train hits."""
     pipeline = Pipeline.load(name)
     dataset = load_dataset(SCIFACT, SPLIT)
-    ranked = rank_split(pipeline, dataset)
+    embedded = embed(pipeline, dataset)
+    ranked = rank_split(pipeline, dataset, embedded=embedded)
     features, relevant, groups = ranked.table(TOP)
     calibrator = RelevanceCalibrator.fit(features, relevant, groups, seed=seed)
     members = len(pipeline.members)
     confidence = QueryConfidence.fit(ranked.query_table(), ranked.failed(dataset), members, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Database(tmp, create=True).collection("scifact")
+        ingest(SCIFACT, corpus, pipeline, progress=True)
+        hybrid, lexical = hybrid_split(pipeline, dataset, corpus.text_search, embedded)
+    confidence = confidence.with_lexical(
+        hybrid.query_table(), lexical, hybrid.failed(dataset), seed
+    )
     info = {
         **(calibrator.fit_info or {}),
         "dataset": f"{dataset.name}/{SPLIT}",

@@ -20,8 +20,10 @@ from probembed.calibration import (
     member_cosines,
     query_features,
 )
-from probembed.calibration.confidence import CONFIDENCE_DEPTH
+from probembed.calibration.confidence import CONFIDENCE_DEPTH, LEXICAL_DEPTH, lexical_features
+from probembed.calibration.training import hybrid_split
 from probembed.evaluation import expected_calibration_error
+from probembed.evaluation.datasets import RetrievalDataset
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import Pipeline
@@ -80,7 +82,12 @@ def confidence_model(ranked, hash_pipeline):
         ]
     )
     failed = features[:, 0] < np.median(features[:, 0])  # a narrow dot margin "fails"
-    return QueryConfidence.fit(features, failed, len(dims), SEED)
+    # lexical features as a hybrid search reads them: a 0/1 flag and a margin in [0, 1)
+    rng = np.random.default_rng(SEED)
+    lexical = np.stack([rng.random(len(failed)) < 0.5, rng.random(len(failed))], axis=1)
+    return QueryConfidence.fit(features, failed, len(dims), SEED).with_lexical(
+        features, lexical.astype(np.float64), failed ^ (lexical[:, 1] < 0.2), SEED
+    )
 
 
 @pytest.fixture(scope="module")
@@ -298,6 +305,56 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
         assert result["confidence"] == pytest.approx(
             calibrator.confidence.predict(ranked.dots, cosines), rel=1e-12
         )
+
+
+def test_a_hybrid_search_reports_the_confidence_training_computes(
+    collections, calibrator, sentences
+):
+    calibrated, _ = collections
+    pipeline = calibrated.load_pipeline()
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:DOCS])}  # in ingest order
+    questions = ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply."]
+    queries = {f"q{i}": q for i, q in enumerate(questions)}
+    dataset = RetrievalDataset("sentences", "test", texts, queries, {q: {"s0": 1} for q in queries})
+    split, lexical = hybrid_split(pipeline, dataset, calibrated.text_search)
+    dots = np.stack([r.dots for r in split.ranked])
+    expected = calibrator.confidence.predict(dots, split.cosines, lexical)
+    dense_only = calibrator.confidence.predict(dots, split.cosines)
+    results = calibrated.search(questions, k=10, hybrid=True)
+    for result, r, want in zip(results, split.ranked, expected, strict=True):
+        assert [h["id"] for h in result["hits"]] == [split.doc_ids[p] for p in r.positions[:10]]
+        # the same rows and BM25 lists; training reads the fusion weights as fused (float64),
+        # the search as stored (float32, 6e-8 relative rounding), which moves a member cosine
+        # by ~1e-7 relative: measured 2e-7 on the confidence; 1e-5 leaves 50x margin
+        assert result["confidence"] == pytest.approx(want, rel=1e-5)
+    assert not np.allclose(expected, dense_only)  # the lexical model is the one used
+
+
+def test_lexical_features_flag_agreement_and_measure_bm25s_margin():
+    bm25 = np.array([7, 3, 9])
+    assert lexical_features(3, bm25, np.array([4.0, 3.0, 1.0])).tolist() == [1.0, 0.25]
+    assert lexical_features(5, bm25, np.array([4.0, 4.0, 1.0])).tolist() == [0.0, 0.0]
+    assert lexical_features(None, bm25[:1], np.array([2.0])).tolist() == [0.0, 0.0]
+    assert lexical_features(7, bm25[:0], np.array([])).tolist() == [0.0, 0.0]
+    beyond = np.arange(LEXICAL_DEPTH + 1)
+    assert lexical_features(LEXICAL_DEPTH, beyond, np.ones(len(beyond)))[0] == 0.0
+
+
+def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidence_model):
+    data = json.loads(json.dumps(confidence_model.to_json()))
+    loaded = QueryConfidence.from_json(data, "q")
+    rng = np.random.default_rng(1)
+    dots, cosines = rng.random((4, CONFIDENCE_DEPTH)), rng.random((4, CONFIDENCE_DEPTH, 2))
+    lexical = rng.random((4, 2))
+    for words in (None, lexical):
+        np.testing.assert_array_equal(
+            loaded.predict(dots, cosines, words), confidence_model.predict(dots, cosines, words)
+        )
+    with pytest.raises(ValueError, match=r"q\.lexical_features must be"):
+        QueryConfidence.from_json({**data, "lexical_features": ["idf", "margin"]}, "q")
+    del data["lexical_model"]
+    with pytest.raises(ValueError, match="exactly the keys"):
+        QueryConfidence.from_json(data, "q")
 
 
 def test_the_learned_confidence_is_a_probability_that_does_not_depend_on_k(collections):

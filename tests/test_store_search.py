@@ -143,7 +143,10 @@ def test_hybrid_is_reciprocal_rank_fusion_of_dense_and_bm25(small, hash_pipeline
     searcher = Searcher(collection, hash_pipeline)
     depth = searcher.settings.pool_size(5)
     dense = searcher.search_fused(first_query(queries), k=depth, score="uec")[0]["hits"]
-    lexical = collection.text_search(query, depth)
+    found = collection.text_search(query, depth)
+    lexical = [doc_id for doc_id, _ in found]
+    scores = [score for _, score in found]
+    assert scores == sorted(scores, reverse=True) and scores[-1] > 0  # BM25's, best first
     expected: dict[str, float] = {}
     for ranking in ([h["id"] for h in dense], lexical):
         for rank, doc_id in enumerate(ranking, start=1):

@@ -3,11 +3,16 @@
 Features are read off the first CONFIDENCE_DEPTH ranked hits: the margin and the spread
 (softmax entropy) of the fused dot products, and the same two for each member model's own
 cosines of those hits, so members that disagree about the top hit lower the confidence.
+
+A hybrid search has a second, independent ranker at hand: BM25. Where it is sure (a wide
+margin between its first two hits) and agrees with the dense ranking (the dense top hit is
+among its first LEXICAL_DEPTH), the query is more likely answered well; a hybrid search reads
+these two lexical features too, through a second model fitted on hybrid rankings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +25,9 @@ CONFIDENCE_DEPTH = 11
 ENTROPY_HITS = 10
 #: Softmax temperature of the entropies, in cosine units (top-10 cosines span ~0.05–0.2).
 TEMPERATURE = 0.02
+#: BM25 hits the dense top hit is looked for among.
+LEXICAL_DEPTH = 10
+LEXICAL_FEATURES = ("dense_top_in_bm25", "bm25_margin")
 
 
 def query_features(dots: np.ndarray, cosines: np.ndarray) -> np.ndarray:
@@ -52,6 +60,20 @@ def feature_names(members: int) -> tuple[str, ...]:
     return ("dot_margin", "dot_entropy", *per_member)
 
 
+def lexical_features(
+    dense_top: int | None, bm25: np.ndarray, bm25_scores: np.ndarray
+) -> np.ndarray:
+    """(2,) what BM25 says of a query: 1 if the dense top hit is among its first LEXICAL_DEPTH
+    hits, else 0; and its relative margin (s₁ − s₂)/s₁ (0 with fewer than two positive scores).
+
+    `bm25` are BM25's hits (positions, best first) and `bm25_scores` their scores.
+    """
+    found = dense_top is not None and bool(np.isin(dense_top, bm25[:LEXICAL_DEPTH]))
+    scores = np.sort(np.asarray(bm25_scores, dtype=np.float64))[::-1]
+    margin = (scores[0] - scores[1]) / scores[0] if len(scores) >= 2 and scores[0] > 0 else 0.0
+    return np.array([float(found), margin])
+
+
 def _entropy(scores: np.ndarray) -> np.ndarray:
     """Per column of (..., n, c) scores, the entropy of softmax(scores / TEMPERATURE) over the
     n hits: high when no hit stands out."""
@@ -68,27 +90,44 @@ class QueryConfidence:
     members: int
     logistic: Logistic
     fit_info: dict[str, Any] | None = None
+    #: For hybrid searches: the query features and LEXICAL_FEATURES -> P(the hybrid ranking
+    #: answers the query well), or None (hybrid searches then use `logistic`).
+    lexical: Logistic | None = None
 
     def __post_init__(self) -> None:
-        """One coefficient per feature of this many members."""
+        """One coefficient per feature of this many members (and the lexical ones)."""
         if isinstance(self.members, bool) or not isinstance(self.members, int) or self.members < 1:
             raise ValueError(f'"members" must be a positive integer, got {self.members!r}')
-        if self.logistic.width != len(feature_names(self.members)):
+        width = len(feature_names(self.members))
+        if self.logistic.width != width:
             raise ValueError(
-                f"a query confidence for {self.members} members has "
-                f"{len(feature_names(self.members))} features, got {self.logistic.width}"
+                f"a query confidence for {self.members} members has {width} features, got "
+                f"{self.logistic.width}"
+            )
+        if self.lexical is not None and self.lexical.width != width + len(LEXICAL_FEATURES):
+            raise ValueError(
+                f"a lexical query confidence for {self.members} members has "
+                f"{width + len(LEXICAL_FEATURES)} features, got {self.lexical.width}"
             )
 
-    def predict(self, dots: np.ndarray, cosines: np.ndarray) -> float | np.ndarray:
+    def predict(
+        self, dots: np.ndarray, cosines: np.ndarray, lexical: np.ndarray | None = None
+    ) -> float | np.ndarray:
         """P(answered well) from ranked dots and member cosines: a float for one query ((n,)
-        dots), an array for queries ranked to one depth ((..., n) dots)."""
+        dots), an array for queries ranked to one depth ((..., n) dots). With `lexical`
+        (the (..., 2) `lexical_features` of a hybrid search) and a lexical model, that model."""
         if np.shape(cosines)[-1] != self.members:
             raise ValueError(
                 f"this confidence needs the cosines of {self.members} members, got "
                 f"{np.shape(cosines)[-1]}"
             )
         features = query_features(dots, cosines)
-        p = self.logistic.predict(features.reshape(-1, features.shape[-1]))
+        model = self.logistic
+        if lexical is not None and self.lexical is not None:
+            lexical = np.asarray(lexical, dtype=np.float64)
+            features = np.concatenate([features, lexical.reshape(*features.shape[:-1], -1)], -1)
+            model = self.lexical
+        p = model.predict(features.reshape(-1, features.shape[-1]))
         return float(p[0]) if features.ndim == 1 else p.reshape(features.shape[:-1])
 
     @classmethod
@@ -96,29 +135,59 @@ class QueryConfidence:
         cls, features: np.ndarray, failed: np.ndarray, members: int, seed: int = 0
     ) -> QueryConfidence:
         """Fit on (nq, F) query features with a failure flag per query (needs scikit-learn)."""
-        failed = np.asarray(failed)
-        if failed.shape != (len(features),) or len(np.unique(failed)) != 2:
-            raise ValueError("failed must flag each query, with both failed and good queries")
-        logistic = Logistic.fit(features, ~failed.astype(bool), seed)
-        info = {"queries": len(failed), "failed": int(failed.sum()), "seed": seed}
+        flags = _flags(failed, len(features))
+        logistic = Logistic.fit(features, ~flags, seed)
+        info = {"queries": len(flags), "failed": int(flags.sum()), "seed": seed}
         return cls(members, logistic, info)
 
+    def with_lexical(
+        self, features: np.ndarray, lexical: np.ndarray, failed: np.ndarray, seed: int = 0
+    ) -> QueryConfidence:
+        """This confidence with a lexical model, fitted on hybrid rankings' (nq, F) query
+        features, their (nq, 2) lexical features and a failure flag per query."""
+        x = np.concatenate([features, lexical], axis=1)
+        logistic = Logistic.fit(x, ~_flags(failed, len(x)), seed)
+        info = {**(self.fit_info or {}), "lexical_queries": len(x), "lexical_seed": seed}
+        return replace(self, lexical=logistic, fit_info=info)
+
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON: the member count, the feature names and the logistic model."""
-        return {
+        """Plain JSON: the member count, the feature names and the logistic model(s)."""
+        data = {
             "members": self.members,
             "features": list(feature_names(self.members)),
             "model": self.logistic.to_json(),
             "fit": self.fit_info,
         }
+        if self.lexical is not None:
+            data["lexical_features"] = list(LEXICAL_FEATURES)
+            data["lexical_model"] = self.lexical.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: object, where: str) -> QueryConfidence:
         """The model from its JSON form, every field checked; errors name `where`."""
         keys = {"members", "features", "model", "fit"}
-        if not isinstance(data, dict) or set(data) != keys:
-            raise ValueError(f"{where} must be a JSON object with exactly the keys {sorted(keys)}")
+        lexical_keys = keys | {"lexical_features", "lexical_model"}
+        if not isinstance(data, dict) or set(data) not in (keys, lexical_keys):
+            raise ValueError(
+                f"{where} must be a JSON object with exactly the keys {sorted(keys)}, or "
+                f"those and {sorted(lexical_keys - keys)}"
+            )
         members = data["members"]
         if isinstance(members, int) and data["features"] != list(feature_names(members)):
             raise ValueError(f"{where}.features must be {list(feature_names(members))}")
-        return cls(members, Logistic.from_json(data["model"], f"{where}.model"), data["fit"])
+        lexical = None
+        if "lexical_model" in data:
+            if data["lexical_features"] != list(LEXICAL_FEATURES):
+                raise ValueError(f"{where}.lexical_features must be {list(LEXICAL_FEATURES)}")
+            lexical = Logistic.from_json(data["lexical_model"], f"{where}.lexical_model")
+        model = Logistic.from_json(data["model"], f"{where}.model")
+        return cls(members, model, data["fit"], lexical)
+
+
+def _flags(failed: np.ndarray, queries: int) -> np.ndarray:
+    """A boolean failure flag per query, with both kinds present, or a ValueError."""
+    failed = np.asarray(failed)
+    if failed.shape != (queries,) or len(np.unique(failed)) != 2:
+        raise ValueError("failed must flag each query, with both failed and good queries")
+    return failed.astype(bool)

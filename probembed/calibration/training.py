@@ -7,11 +7,12 @@ features a search computes. Needs the `eval` extra (dataset readers).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from probembed.calibration.confidence import CONFIDENCE_DEPTH, query_features
+from probembed.calibration.confidence import CONFIDENCE_DEPTH, lexical_features, query_features
 from probembed.calibration.features import disagreement, hit_features, member_cosines
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import Embedded, embed, exclude_self_matches
@@ -20,7 +21,8 @@ from probembed.evaluation.uncertainty import NDCG_BELOW_MEDIAN, failed_queries
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
 from probembed.scoring.ensemble import between_variance
-from probembed.store.ranking import Ranked, best, with_moments
+from probembed.store.index import IndexSettings
+from probembed.store.ranking import Ranked, best, reciprocal_rank_fusion, with_moments
 
 #: Hits per query the calibrator is fitted and evaluated on.
 TOP = 10
@@ -111,6 +113,48 @@ def rank_split(
     )
     cosines = _cosines(pipeline, queries, docs, positions)
     return RankedSplit(qids, dids, ranked, cosines, relevant)
+
+
+def hybrid_split(
+    pipeline: Pipeline,
+    dataset: RetrievalDataset,
+    bm25: Callable[[str, int], Sequence[tuple[str, float]]],
+    embedded: Embedded | None = None,
+) -> tuple[RankedSplit, np.ndarray]:
+    """Every judged query ranked as a hybrid search ranks it, with its lexical features.
+
+    The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
+    same corpus) each to the depth a search takes, fused by reciprocal rank to
+    CONFIDENCE_DEPTH hits; (nq, 2) `lexical_features` per query, as a hybrid search reads them.
+    """
+    embedded = embedded or embed(pipeline, dataset)
+    depth = IndexSettings().pool_size(CONFIDENCE_DEPTH)
+    dense = rank_split(pipeline, dataset, depth, embedded)
+    queries = pipeline.fuse(embedded.parts["queries"])
+    docs = pipeline.fuse(embedded.parts["docs"])
+    where = {doc_id: p for p, doc_id in enumerate(dense.doc_ids)}
+    ranked, lexical = [], []
+    for i, query_id in enumerate(dense.query_ids):
+        found = [(where[d], s) for d, s in bm25(dataset.queries[query_id], depth) if d in where]
+        lexical_positions = np.array([p for p, _ in found], dtype=np.int64)
+        scores = np.array([s for _, s in found], dtype=np.float64)
+        top = dense.ranked[i].positions
+        lexical.append(
+            lexical_features(int(top[0]) if len(top) else None, lexical_positions, scores)
+        )
+        positions, rrf = reciprocal_rank_fusion([top, lexical_positions], CONFIDENCE_DEPTH)
+        ranked += with_moments(queries.gaussian[i], docs.gaussian, positions[None], rrf[None])
+    positions = np.stack([r.positions for r in ranked])
+    judged = [dataset.qrels[q] for q in dense.query_ids]
+    relevant = np.array(
+        [
+            [j.get(dense.doc_ids[p], 0) > 0 for p in row]
+            for j, row in zip(judged, positions, strict=True)
+        ]
+    )
+    cosines = _cosines(pipeline, queries, docs, positions)
+    split = RankedSplit(dense.query_ids, dense.doc_ids, ranked, cosines, relevant)
+    return split, np.stack(lexical)
 
 
 def _cosines(pipeline: Pipeline, queries, docs, positions: np.ndarray) -> np.ndarray | None:

@@ -690,14 +690,18 @@ class Collection:
         table = self._require()
         return _filtered(lambda: _scan(table, ["id"], where), where).column("id").to_pylist()
 
-    def text_search(self, query: str, limit: int, where: str | None = None) -> list[str]:
-        """Ids ranked by BM25 over the text (LanceDB full-text search), best first."""
+    def text_search(
+        self, query: str, limit: int, where: str | None = None
+    ) -> list[tuple[str, float]]:
+        """(id, BM25 score) ranked by BM25 over the text (LanceDB full-text search), best first."""
         table = self._require()
         self._ensure_text_index(table)
         builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(limit)
         if where:
             builder = builder.where(where, prefilter=True)
-        return _filtered(builder.to_arrow, where).column("id").to_pylist()
+        found = _filtered(builder.to_arrow, where)
+        ids, scores = found.column("id").to_pylist(), found.column("_score").to_pylist()
+        return list(zip(ids, map(float, scores), strict=True))
 
     def index_text(self) -> None:
         """(Re)build the full-text index over the text so BM25 search covers every row."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH
+from probembed.calibration.confidence import LEXICAL_FEATURES, lexical_features
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
@@ -175,15 +176,16 @@ class Searcher:
         learned = calibrator is not None and calibrator.confidence is not None
         depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
         pool = self._group_pool(depth) if group_by_doc else depth
+        lexical = None
         if hybrid:
             assert texts is not None
-            ranked = self._hybrid(queries, texts, pool, kind, exact, allowed, where, beta)
+            ranked, lexical = self._hybrid(queries, texts, pool, kind, exact, allowed, where, beta)
         else:
             ranked = self._rank(queries, pool, kind, exact, allowed, beta)
         others: list[list[int]] | None = None
         if group_by_doc:
             ranked, others = self._grouped(ranked, depth)
-        results = self._results(ranked, labels, k, fused)
+        results = self._results(ranked, labels, k, fused, lexical)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
@@ -376,18 +378,22 @@ class Searcher:
         allowed: np.ndarray | None,
         where: str | None,
         beta: float,
-    ) -> list[Ranked]:
-        """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept."""
+    ) -> tuple[list[Ranked], np.ndarray]:
+        """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept; with each
+        query's `lexical_features` (what BM25 says of it, for the query confidence)."""
         depth = self.settings.pool_size(k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
-        fused = []
+        fused, lexical = [], []
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
-            lexical = self.collection.text_search(text, depth, where)
-            bm25 = np.array([known[i] for i in lexical if i in known], dtype=np.int64)
-            positions, scores = reciprocal_rank_fusion([ranked.positions, bm25], k)
-            fused += with_moments(queries[row], self._gaussian, positions[None], scores[None])
-        return fused
+            found = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
+            bm25 = np.array([p for p, _ in found if p is not None], dtype=np.int64)
+            scores = np.array([s for p, s in found if p is not None], dtype=np.float64)
+            top = int(ranked.positions[0]) if len(ranked.positions) else None
+            lexical.append(lexical_features(top, bm25, scores))
+            positions, rrf = reciprocal_rank_fusion([ranked.positions, bm25], k)
+            fused += with_moments(queries[row], self._gaussian, positions[None], rrf[None])
+        return fused, np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
 
     @property
     def _dims(self) -> list[int]:
@@ -414,11 +420,12 @@ class Searcher:
             )
 
     def _annotated(
-        self, ranked: list[Ranked], fused: Fused, k: int
+        self, ranked: list[Ranked], fused: Fused, k: int, lexical: np.ndarray | None = None
     ) -> tuple[list[Ranked], list[list[float | None]], list[float | None]]:
         """Per query: its hits with the members' spread added to their variances (law of total
         variance; concat only), the first k hits' p_relevant (None without a calibrator) and
-        its confidence (the calibrator's learned one if it has one, else the outrank one).
+        its confidence (the calibrator's learned one if it has one, else the outrank one; a
+        hybrid search's reads its `lexical` features too where the calibrator has that model).
 
         Queries ranked to the same depth (all of them, but for filters and tiny collections)
         are computed together, so a batch of queries costs a few array operations.
@@ -455,7 +462,8 @@ class Searcher:
                 hit_p = calibrator.predict_ranked(dots, variances, k, cosines)
                 if learned and depth >= 2:
                     assert calibrator.confidence is not None and cosines is not None
-                    query_confidence = calibrator.confidence.predict(dots, cosines)
+                    words = None if lexical is None else lexical[rows]
+                    query_confidence = calibrator.confidence.predict(dots, cosines, words)
             for j, i in enumerate(rows):
                 out[i] = ranked[i]._replace(variances=variances[j])
                 p_relevant[i] = hit_p[j].tolist()
@@ -463,14 +471,19 @@ class Searcher:
         return out, p_relevant, confidences
 
     def _results(
-        self, ranked: list[Ranked], texts: Sequence[str | None], k: int, fused: Fused
+        self,
+        ranked: list[Ranked],
+        texts: Sequence[str | None],
+        k: int,
+        fused: Fused,
+        lexical: np.ndarray | None = None,
     ) -> list[QueryResult]:
         """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence."""
         snap, models = self._snap, fused.models
         ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
         rows = dict(zip(ids[hit_rows].tolist(), snap.hit_rows(hit_rows), strict=True))
-        ranked, p_relevant, confidences = self._annotated(ranked, fused, k)
+        ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(
             texts, ranked, p_relevant, confidences, strict=True
