@@ -58,6 +58,8 @@ fix: $(STAMP)  ## Auto-fix lint and format
 
 pipelines: $(STAMP)  ## Refit the built-in pipelines from ../shared/datasets/pairs (seeded)
 	$(BIN)/python scripts/build_pipelines.py
+	$(BIN)/python scripts/fit_calibration.py --pipeline default
+	$(BIN)/python scripts/fit_calibration.py --pipeline retrieval
 
 bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 2 cores)
 	$(BIN)/python benchmarks/encode_overhead.py

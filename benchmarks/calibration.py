@@ -25,14 +25,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from probembed.calibration import BASE_FEATURES, DISAGREEMENT, RelevanceCalibrator
 from probembed.calibration.confidence import LEXICAL_FEATURES, feature_names
-from probembed.calibration.training import TOP, RankedSplit, hybrid_split, rank_split
+from probembed.calibration.training import (
+    TOP,
+    RankedSplit,
+    corpus_text_search,
+    hybrid_split,
+    rank_split,
+)
 from probembed.evaluation import (
     auroc,
     confidence_signals,
@@ -47,7 +52,6 @@ from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.scoring import outrank_probability
-from probembed.store import Database, ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,10 +159,8 @@ def hybrid_confidence(
     """Test AUROC of the hybrid searches' confidences against hybrid failures, and nDCG@10."""
     calibrator = pipeline.calibrator
     assert calibrator is not None and calibrator.confidence is not None
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Database(tmp, create=True).collection("scifact")
-        ingest(SCIFACT, corpus, pipeline, progress=True)
-        split, lexical = hybrid_split(pipeline, dataset, corpus.text_search, embedded)
+    with corpus_text_search(pipeline, SCIFACT) as bm25:
+        split, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
     failed = split.failed(dataset)
     dots = np.stack([r.dots for r in split.ranked])
     assert split.cosines is not None
@@ -168,7 +170,7 @@ def hybrid_confidence(
             1 - calibrator.confidence.predict(dots, split.cosines), failed
         ),
     }
-    if calibrator.confidence.lexical is not None:
+    if calibrator.confidence.lexical_model is not None:
         learned = calibrator.confidence.predict(dots, split.cosines, lexical)
         figures["learned with lexical features (search confidence)"] = auroc(1 - learned, failed)
     for j, name in enumerate(LEXICAL_FEATURES):

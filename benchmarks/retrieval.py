@@ -14,9 +14,12 @@ seven LODO datasets at once. Both are scored by nDCG@10 through the evaluation h
 
 Per pipeline: its fusion and score on the prior; the same tilted by the collection's own
 member agreement (what a collection's search uses, γ from the pipeline); `dot` on the same
-tilted means. Beside them each candidate member alone and the plain mean of the four cosines,
-and the standard error of the per-query difference `retrieval` − `default` (both on their prior):
-what the query count can resolve. Writes benchmarks/results/retrieval.json.
+tilted means. On SciFact also as `make run` computes it: the corpus ingested into a temporary
+LanceDB collection and searched (dense with the pipeline's score and with `dot`, and hybrid
+with BM25), the collection measuring its members' agreement on its stored rows. Beside them
+each candidate member alone and the plain mean of the four cosines, and the standard error of
+the per-query difference `retrieval` − `default` (both on their prior): what the query count
+can resolve. Writes benchmarks/results/retrieval.json.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,10 +37,12 @@ from scipy.stats import sem
 from probembed.evaluation.datasets import RetrievalDataset, load_dataset, load_pairs
 from probembed.evaluation.harness import Method, embed, evaluate
 from probembed.evaluation.lodo import collection_parts
+from probembed.evaluation.metrics import retrieval_metrics, run_from_results
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.fusion.adapt import agreement
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.store import Database, ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +87,28 @@ def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> tuple[dict, np.n
     return out, 100 * np.asarray(outcomes["prior"].per_item[METRIC], dtype=np.float64)
 
 
+def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> dict[str, float]:
+    """nDCG@10 of the test queries searched in a collection of the corpus, as `make run` does."""
+    with tempfile.TemporaryDirectory() as tmp:
+        collection = Database(tmp, create=True).collection("corpus")
+        ingest(corpus, collection, pipe, progress=True)
+        searcher = collection.searcher()
+        query_ids = list(dataset.queries)
+        texts = [dataset.queries[q] for q in query_ids]
+        fused = pipe.encode(texts)
+        out = {}
+        searches = {
+            f"dense {pipe.score.name}": (pipe.score.name, False),
+            "dense dot": ("dot", False),
+            f"hybrid {pipe.score.name}": (pipe.score.name, True),
+        }
+        for name, (score, hybrid) in searches.items():  # k = 11: 10 after a self-match
+            results = searcher.search_fused(fused, k=11, score=score, hybrid=hybrid, texts=texts)
+            run = run_from_results(query_ids, results)
+            out[name] = 100 * retrieval_metrics(dataset.qrels, run, [METRIC])[METRIC]
+        return out
+
+
 def member_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]:
     """Each candidate member alone and the plain mean of their cosines."""
     embedded = embed(pipe, dataset, progress=True)
@@ -93,24 +121,27 @@ def member_rows(pipe: Pipeline, dataset: RetrievalDataset) -> dict[str, float]:
 def main() -> None:
     """Score both built-ins and the members on the three sets; write the JSON."""
     candidates = candidate_pipeline("default", sample_pairs(DATA / "pairs"))
+    pipelines = {p: Pipeline.load(p) for p in PIPELINES}
     results: dict[str, dict] = {}
     for name, dataset in datasets().items():
         print(f"{name}: {len(dataset.queries)} queries, {len(dataset.corpus)} documents")
-        scored = {p: pipeline_rows(Pipeline.load(p), dataset) for p in PIPELINES}
+        scored = {p: pipeline_rows(pipe, dataset) for p, pipe in pipelines.items()}
         row: dict = {p: figures for p, (figures, _) in scored.items()}
         difference = scored["retrieval"][1] - scored["default"][1]
         row["difference_prior"] = {"mean": float(difference.mean()), "se": float(sem(difference))}
         row["members"] = member_rows(candidates, dataset)
+        if name == "scifact":
+            corpus = DATA / "retrieval" / "scifact"
+            row["as make run searches"] = {
+                p: collection_rows(pipe, dataset, corpus) for p, pipe in pipelines.items()
+            }
         results[name] = row
         print(json.dumps(row, indent=1))
     out = {
         "metric": METRIC,
         "pipelines": {
-            p: {
-                "models": Pipeline.load(p, cache=False).models,
-                "prior": Pipeline.load(p, cache=False).fusion.prior,
-            }
-            for p in PIPELINES
+            p: {"models": pipe.models, "prior": pipe.fusion.prior, "fingerprint": pipe.fingerprint}
+            for p, pipe in pipelines.items()
         },
         "results": results,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},

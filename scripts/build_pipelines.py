@@ -5,7 +5,8 @@
 Every built-in is fitted on the same seeded sample of positive pairs from
 ../shared/datasets/pairs/*.tsv, so a user anywhere gets the fitted state with no data and no
 waiting. Fusion settings come from tuning on the tuning splits of the seven LODO datasets
-(probembed.evaluation.lodo): never a test split.
+(probembed.evaluation.lodo), `retrieval`'s on SciFact's alone (TUNED_ON): never a test split.
+Rerun scripts/fit_calibration.py for `default` and `retrieval` afterwards.
 """
 
 from __future__ import annotations

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from dataclasses import replace
 
 from probembed.calibration import CALIBRATION_FILE, QueryConfidence, RelevanceCalibrator
-from probembed.calibration.training import TOP, hybrid_split, rank_split
+from probembed.calibration.training import TOP, corpus_text_search, hybrid_split, rank_split
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import embed
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline, builtin_dir
-from probembed.store import Database, ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SCIFACT = datasets_dir() / "retrieval" / "scifact"
@@ -43,10 +41,8 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
     calibrator = RelevanceCalibrator.fit(features, relevant, groups, seed=seed)
     members = len(pipeline.members)
     confidence = QueryConfidence.fit(ranked.query_table(), ranked.failed(dataset), members, seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = Database(tmp, create=True).collection("scifact")
-        ingest(SCIFACT, corpus, pipeline, progress=True)
-        hybrid, lexical = hybrid_split(pipeline, dataset, corpus.text_search, embedded)
+    with corpus_text_search(pipeline, SCIFACT) as bm25:
+        hybrid, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
     confidence = confidence.with_lexical(
         hybrid.query_table(), lexical, hybrid.failed(dataset), seed
     )

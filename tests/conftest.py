@@ -62,16 +62,27 @@ def sentences(datasets) -> list[str]:
     return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
-@pytest.fixture(scope="session")
-def default_pipeline():
-    """The shipped default pipeline, uncached; skip, naming what is missing, without its models."""
+def _builtin(name: str):
+    """A shipped pipeline, uncached; skip, naming what is missing, without its models."""
     from probembed.encoders import EncoderUnavailableError
     from probembed.pipeline import Pipeline
 
     try:
-        return Pipeline.load("default", cache=False)
+        return Pipeline.load(name, cache=False)
     except EncoderUnavailableError as exc:
-        pytest.skip(f"the default pipeline needs an encoder that is not installed: {exc}")
+        pytest.skip(f"the {name} pipeline needs an encoder that is not installed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def default_pipeline():
+    """The shipped default pipeline (skipped without its models)."""
+    return _builtin("default")
+
+
+@pytest.fixture(scope="session")
+def search_pipeline():
+    """The shipped built-in that indexes documents, `retrieval` (skipped without its models)."""
+    return _builtin("retrieval")
 
 
 @pytest.fixture(scope="session")

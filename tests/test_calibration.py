@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -357,6 +358,22 @@ def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidenc
         QueryConfidence.from_json(data, "q")
 
 
+def test_a_confidence_without_a_lexical_model_keeps_format_1_and_ignores_bm25(
+    calibrator, confidence_model
+):
+    dense = replace(confidence_model, lexical_model=None)
+    older = replace(calibrator, confidence=dense)
+    data = json.loads(json.dumps(older.to_json()))
+    assert data["format"] == 1 and "lexical_model" not in data["query_confidence"]
+    assert calibrator.to_json()["format"] == 2
+    loaded = RelevanceCalibrator.from_json(data).confidence
+    rng = np.random.default_rng(2)
+    dots, cosines = rng.random((3, CONFIDENCE_DEPTH)), rng.random((3, CONFIDENCE_DEPTH, 2))
+    np.testing.assert_array_equal(
+        loaded.predict(dots, cosines, rng.random((3, 2))), dense.predict(dots, cosines)
+    )
+
+
 def test_the_learned_confidence_is_a_probability_that_does_not_depend_on_k(collections):
     calibrated, _ = collections
     one = calibrated.search("The cat sat on the mat.", k=1)
@@ -426,10 +443,10 @@ def test_member_cosines_read_each_model_block(hash_pipeline, sentences):
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["default", "retrieval"])
-def test_the_shipped_calibrators_were_fitted_for_their_current_fusion(name):
-    pipeline = Pipeline.load(name, cache=False)
-    calibrator = pipeline.calibrator
+@pytest.mark.parametrize("fixture", ["default_pipeline", "search_pipeline"])
+def test_the_shipped_calibrators_were_fitted_for_their_current_fusion(fixture, request):
+    pipeline = request.getfixturevalue(fixture)
+    name, calibrator = pipeline.name, pipeline.calibrator
     assert calibrator is not None, f"run scripts/fit_calibration.py --pipeline {name}"
     assert calibrator.fit_info["pipeline_fingerprint"] == pipeline.fingerprint, (
         f"{name}'s fusion changed since its calibrator was fitted: rerun "

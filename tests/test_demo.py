@@ -18,11 +18,12 @@ from probembed.chunking import ChunkSettings
 from probembed.encoders import available_encoders
 from probembed.evaluation.datasets import load_retrieval
 from probembed.evaluation.harness import Method, embed, evaluate
+from probembed.evaluation.metrics import run_from_results
 from probembed.interfaces.cli import app, inspect_table
-from probembed.interfaces.demo_command import PYTHON_QUESTIONS, _run
+from probembed.interfaces.demo_command import PYTHON_QUESTIONS
 from probembed.interfaces.store_commands import SEARCH_PIPELINE
 from probembed.paths import DATASETS_ENV, datasets_dir
-from probembed.pipeline import Pipeline, ScoreConfig
+from probembed.pipeline import ScoreConfig
 from probembed.store.pydoc_corpus import read_pydoc_topics, topic_document
 from probembed.uncertainty import ESTIMATORS
 
@@ -100,10 +101,10 @@ def test_pydoc_passages_carry_titles_and_heading_paths_of_the_topic():
             assert passage.text.startswith(heading)
 
 
-def test_pydoc_passages_fit_the_pipeline_they_are_cut_for(default_pipeline):
-    passages = read_pydoc_topics(["try", "with"], default_pipeline)
-    limit = ChunkSettings().capped(default_pipeline.max_tokens).max_tokens
-    assert max(default_pipeline.count_tokens([p.text for p in passages])) <= limit
+def test_pydoc_passages_fit_the_pipeline_they_are_cut_for(search_pipeline):
+    passages = read_pydoc_topics(["try", "with"], search_pipeline)
+    limit = ChunkSettings().capped(search_pipeline.max_tokens).max_tokens
+    assert max(search_pipeline.count_tokens([p.text for p in passages])) <= limit
     words = read_pydoc_topics(["try", "with"])  # counted in words: other cuts
     assert [p.text for p in words] != [p.text for p in passages]
 
@@ -143,14 +144,16 @@ def _cli(*args: str, tmp_path: Path, columns: int) -> subprocess.CompletedProces
 
 
 def test_demo_without_data_answers_python_questions_from_the_bundled_docs(
-    default_pipeline, tmp_path
+    search_pipeline, tmp_path
 ):
     done = _cli("demo", "--topic", "try", "--topic", "with", tmp_path=tmp_path, columns=200)
     assert done.returncode == 0, done.stderr
     assert "passages of the Python" in done.stderr
     # documents are indexed by the built-in tuned for search unless --pipeline says otherwise
-    searched = Pipeline.load(SEARCH_PIPELINE, cache=False).fingerprint
-    assert [p.name for p in (tmp_path / "cache" / "demo").iterdir()] == [searched]
+    assert search_pipeline.name == SEARCH_PIPELINE
+    assert [p.name for p in (tmp_path / "cache" / "demo").iterdir()] == [
+        search_pipeline.fingerprint
+    ]
     assert not NOISE.search(done.stdout + done.stderr), done.stderr
     titles = [done.stdout.find(question) for question in PYTHON_QUESTIONS]
     assert -1 not in titles and titles == sorted(titles)  # every question answered, in order
@@ -237,5 +240,5 @@ def test_demo_rejects_bad_options_cleanly(tmp_path):
 
 def test_the_demo_run_drops_self_matches_and_keeps_k_hits_in_rank_order():
     hits = [{"id": i} for i in ("d1", "q1", "d2", "d3")]
-    run = _run(["q1"], [{"hits": hits}], k=2)
+    run = run_from_results(["q1"], [{"hits": hits}], k=2)
     assert run == {"q1": {"d1": 2.0, "d2": 1.0}}

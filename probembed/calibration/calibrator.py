@@ -27,7 +27,10 @@ from probembed.calibration.features import (
 from probembed.calibration.logistic import Logistic, floats
 
 CALIBRATION_FILE = "calibration.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Formats this version reads: 2 only adds a query confidence's lexical model, written only
+#: when there is one, so that a file without it stays readable by earlier versions.
+READABLE_FORMATS = (1, 2)
 _KIND = "relevance-calibrator"
 _KEYS = ("format", "kind", "features", "model", "isotonic", "query_confidence", "fit")
 #: Share of training queries held out to decide whether the isotonic step improves calibration.
@@ -87,7 +90,7 @@ class RelevanceCalibrator:
         """The calibrator as plain JSON: coefficients, scaler and knots, with a format version."""
         knots = self.isotonic
         return {
-            "format": FORMAT_VERSION,
+            "format": FORMAT_VERSION if self._has_lexical_model else 1,
             "kind": _KIND,
             "features": list(self.features),
             "model": self.logistic.to_json(),
@@ -95,6 +98,11 @@ class RelevanceCalibrator:
             "query_confidence": None if self.confidence is None else self.confidence.to_json(),
             "fit": self.fit_info,
         }
+
+    @property
+    def _has_lexical_model(self) -> bool:
+        """Whether the query confidence carries the hybrid searches' model (format 2)."""
+        return self.confidence is not None and self.confidence.lexical_model is not None
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the JSON atomically: a crash leaves the old file or the new one."""
@@ -127,10 +135,11 @@ class RelevanceCalibrator:
             raise ValueError(
                 f"unknown keys {unknown}, missing keys {missing}; a calibrator has {list(_KEYS)}"
             )
-        if data["format"] != FORMAT_VERSION or data["kind"] != _KIND:
+        if data["format"] not in READABLE_FORMATS or data["kind"] != _KIND:
             raise ValueError(
-                f"format {data['format']!r} of kind {data['kind']!r}: expected format "
-                f"{FORMAT_VERSION} of kind {_KIND!r}; refit with scripts/fit_calibration.py"
+                f"format {data['format']!r} of kind {data['kind']!r}: expected a format in "
+                f"{READABLE_FORMATS} of kind {_KIND!r}; refit with scripts/fit_calibration.py "
+                "or upgrade probembed"
             )
         if not isinstance(data["features"], list):
             raise ValueError('"features" must be a list of feature names')

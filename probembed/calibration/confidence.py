@@ -64,12 +64,12 @@ def lexical_features(
     dense_top: int | None, bm25: np.ndarray, bm25_scores: np.ndarray
 ) -> np.ndarray:
     """(2,) what BM25 says of a query: 1 if the dense top hit is among its first LEXICAL_DEPTH
-    hits, else 0; and its relative margin (s₁ − s₂)/s₁ (0 with fewer than two positive scores).
+    hits, else 0; and its relative margin (s₁ − s₂)/s₁ (0 with fewer than two hits, or s₁ ≤ 0).
 
-    `bm25` are BM25's hits (positions, best first) and `bm25_scores` their scores.
+    `bm25` are BM25's hits (positions) and `bm25_scores` their scores, both best first.
     """
     found = dense_top is not None and bool(np.isin(dense_top, bm25[:LEXICAL_DEPTH]))
-    scores = np.sort(np.asarray(bm25_scores, dtype=np.float64))[::-1]
+    scores = np.asarray(bm25_scores, dtype=np.float64)
     margin = (scores[0] - scores[1]) / scores[0] if len(scores) >= 2 and scores[0] > 0 else 0.0
     return np.array([float(found), margin])
 
@@ -92,7 +92,7 @@ class QueryConfidence:
     fit_info: dict[str, Any] | None = None
     #: For hybrid searches: the query features and LEXICAL_FEATURES -> P(the hybrid ranking
     #: answers the query well), or None (hybrid searches then use `logistic`).
-    lexical: Logistic | None = None
+    lexical_model: Logistic | None = None
 
     def __post_init__(self) -> None:
         """One coefficient per feature of this many members (and the lexical ones)."""
@@ -104,10 +104,11 @@ class QueryConfidence:
                 f"a query confidence for {self.members} members has {width} features, got "
                 f"{self.logistic.width}"
             )
-        if self.lexical is not None and self.lexical.width != width + len(LEXICAL_FEATURES):
+        lexical_width = width + len(LEXICAL_FEATURES)
+        if self.lexical_model is not None and self.lexical_model.width != lexical_width:
             raise ValueError(
-                f"a lexical query confidence for {self.members} members has "
-                f"{width + len(LEXICAL_FEATURES)} features, got {self.lexical.width}"
+                f"a lexical query confidence for {self.members} members has {lexical_width} "
+                f"features, got {self.lexical_model.width}"
             )
 
     def predict(
@@ -123,10 +124,10 @@ class QueryConfidence:
             )
         features = query_features(dots, cosines)
         model = self.logistic
-        if lexical is not None and self.lexical is not None:
+        if lexical is not None and self.lexical_model is not None:
             lexical = np.asarray(lexical, dtype=np.float64)
             features = np.concatenate([features, lexical.reshape(*features.shape[:-1], -1)], -1)
-            model = self.lexical
+            model = self.lexical_model
         p = model.predict(features.reshape(-1, features.shape[-1]))
         return float(p[0]) if features.ndim == 1 else p.reshape(features.shape[:-1])
 
@@ -146,9 +147,15 @@ class QueryConfidence:
         """This confidence with a lexical model, fitted on hybrid rankings' (nq, F) query
         features, their (nq, 2) lexical features and a failure flag per query."""
         x = np.concatenate([features, lexical], axis=1)
-        logistic = Logistic.fit(x, ~_flags(failed, len(x)), seed)
-        info = {**(self.fit_info or {}), "lexical_queries": len(x), "lexical_seed": seed}
-        return replace(self, lexical=logistic, fit_info=info)
+        flags = _flags(failed, len(x))
+        logistic = Logistic.fit(x, ~flags, seed)
+        info = {
+            **(self.fit_info or {}),
+            "lexical_queries": len(x),
+            "lexical_failed": int(flags.sum()),
+            "lexical_seed": seed,
+        }
+        return replace(self, lexical_model=logistic, fit_info=info)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: the member count, the feature names and the logistic model(s)."""
@@ -158,9 +165,9 @@ class QueryConfidence:
             "model": self.logistic.to_json(),
             "fit": self.fit_info,
         }
-        if self.lexical is not None:
+        if self.lexical_model is not None:
             data["lexical_features"] = list(LEXICAL_FEATURES)
-            data["lexical_model"] = self.lexical.to_json()
+            data["lexical_model"] = self.lexical_model.to_json()
         return data
 
     @classmethod

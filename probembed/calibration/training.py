@@ -2,27 +2,33 @@
 
 Hits are ranked exactly as a search ranks them (the pipeline's fusion and score, then
 `store.ranking.best` and `with_moments`), so the features a calibrator is fitted on are the
-features a search computes. Needs the `eval` extra (dataset readers).
+features a search computes; hybrid rankings fuse BM25 in as a hybrid search does. Needs the
+`eval` extra (dataset readers) and `store` (LanceDB, for BM25).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from probembed.calibration.confidence import CONFIDENCE_DEPTH, lexical_features, query_features
+from probembed.calibration.confidence import CONFIDENCE_DEPTH, query_features
 from probembed.calibration.features import disagreement, hit_features, member_cosines
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import Embedded, embed, exclude_self_matches
 from probembed.evaluation.metrics import per_query_metrics
 from probembed.evaluation.uncertainty import NDCG_BELOW_MEDIAN, failed_queries
+from probembed.fusion import Fused
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
 from probembed.scoring.ensemble import between_variance
+from probembed.store import Database, ingest
 from probembed.store.index import IndexSettings
-from probembed.store.ranking import Ranked, best, reciprocal_rank_fusion, with_moments
+from probembed.store.ranking import Ranked, best, hybrid_ranked, with_moments
 
 #: Hits per query the calibrator is fitted and evaluated on.
 TOP = 10
@@ -85,6 +91,43 @@ def rank_split(
 ) -> RankedSplit:
     """Rank the corpus for every judged query with the pipeline's own fusion and score."""
     embedded = embedded or embed(pipeline, dataset)
+    queries, docs, positions, top = _dense(pipeline, dataset, embedded, depth)
+    return _split(pipeline, dataset, embedded, queries, docs, positions, top)
+
+
+def hybrid_split(
+    pipeline: Pipeline,
+    dataset: RetrievalDataset,
+    bm25: Callable[[str, int], Sequence[tuple[str, float]]],
+    embedded: Embedded | None = None,
+) -> tuple[RankedSplit, np.ndarray]:
+    """Every judged query ranked as a hybrid search ranks it, with its lexical features.
+
+    The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
+    same corpus) each to the depth a search with default `IndexSettings` takes, fused by
+    reciprocal rank to CONFIDENCE_DEPTH hits (`store.ranking.hybrid_ranked`, as a search
+    does); (nq, 2) `lexical_features` per query.
+    """
+    embedded = embedded or embed(pipeline, dataset)
+    depth = IndexSettings().pool_size(CONFIDENCE_DEPTH)
+    queries, docs, dense, _ = _dense(pipeline, dataset, embedded, depth)
+    where = {doc_id: p for p, doc_id in enumerate(embedded.ids["docs"])}
+    hybrid = []
+    for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
+        found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
+        hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH))
+    if len({len(positions) for positions, _, _ in hybrid}) != 1:
+        raise ValueError(f"hybrid training needs at least {CONFIDENCE_DEPTH} documents")
+    positions = np.stack([positions for positions, _, _ in hybrid])
+    fused = np.stack([scores for _, scores, _ in hybrid])
+    split = _split(pipeline, dataset, embedded, queries, docs, positions, fused)
+    return split, np.stack([lexical for _, _, lexical in hybrid])
+
+
+def _dense(
+    pipeline: Pipeline, dataset: RetrievalDataset, embedded: Embedded, depth: int
+) -> tuple[Fused, Fused, np.ndarray, np.ndarray]:
+    """Fused queries and documents, and each query's `depth` best positions and scores."""
     queries = pipeline.fuse(embedded.parts["queries"])
     docs = pipeline.fuse(embedded.parts["docs"])
     scores = score_matrix(queries.gaussian, docs.gaussian, pipeline.score.name, pipeline.score.beta)
@@ -93,7 +136,20 @@ def rank_split(
         exclude_self_matches(scores, qids, dids)
     every = np.broadcast_to(np.arange(len(dids)), scores.shape)
     positions, top = best(every, scores, depth)
-    ranked = with_moments(queries.gaussian, docs.gaussian, positions, top)
+    return queries, docs, positions, top
+
+
+def _split(
+    pipeline: Pipeline,
+    dataset: RetrievalDataset,
+    embedded: Embedded,
+    queries: Fused,
+    docs: Fused,
+    positions: np.ndarray,
+    scores: np.ndarray,
+) -> RankedSplit:
+    """The ranked hits as a search reports them: moments, the members' spread, labels."""
+    ranked = with_moments(queries.gaussian, docs.gaussian, positions, scores)
     if pipeline.fusion.mode == "concat":  # the variance hits report: members' own plus spread
         dims = [m.encoder.dim for m in pipeline.members]
         between = between_variance(
@@ -107,6 +163,7 @@ def rank_split(
         ranked = [
             r._replace(variances=r.variances + b) for r, b in zip(ranked, between, strict=True)
         ]
+    qids, dids = embedded.ids["queries"], embedded.ids["docs"]
     judged = [dataset.qrels[q] for q in qids]
     relevant = np.array(
         [[j.get(dids[p], 0) > 0 for p in row] for j, row in zip(judged, positions, strict=True)]
@@ -115,46 +172,16 @@ def rank_split(
     return RankedSplit(qids, dids, ranked, cosines, relevant)
 
 
-def hybrid_split(
-    pipeline: Pipeline,
-    dataset: RetrievalDataset,
-    bm25: Callable[[str, int], Sequence[tuple[str, float]]],
-    embedded: Embedded | None = None,
-) -> tuple[RankedSplit, np.ndarray]:
-    """Every judged query ranked as a hybrid search ranks it, with its lexical features.
-
-    The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
-    same corpus) each to the depth a search takes, fused by reciprocal rank to
-    CONFIDENCE_DEPTH hits; (nq, 2) `lexical_features` per query, as a hybrid search reads them.
-    """
-    embedded = embedded or embed(pipeline, dataset)
-    depth = IndexSettings().pool_size(CONFIDENCE_DEPTH)
-    dense = rank_split(pipeline, dataset, depth, embedded)
-    queries = pipeline.fuse(embedded.parts["queries"])
-    docs = pipeline.fuse(embedded.parts["docs"])
-    where = {doc_id: p for p, doc_id in enumerate(dense.doc_ids)}
-    ranked, lexical = [], []
-    for i, query_id in enumerate(dense.query_ids):
-        found = [(where[d], s) for d, s in bm25(dataset.queries[query_id], depth) if d in where]
-        lexical_positions = np.array([p for p, _ in found], dtype=np.int64)
-        scores = np.array([s for _, s in found], dtype=np.float64)
-        top = dense.ranked[i].positions
-        lexical.append(
-            lexical_features(int(top[0]) if len(top) else None, lexical_positions, scores)
-        )
-        positions, rrf = reciprocal_rank_fusion([top, lexical_positions], CONFIDENCE_DEPTH)
-        ranked += with_moments(queries.gaussian[i], docs.gaussian, positions[None], rrf[None])
-    positions = np.stack([r.positions for r in ranked])
-    judged = [dataset.qrels[q] for q in dense.query_ids]
-    relevant = np.array(
-        [
-            [j.get(dense.doc_ids[p], 0) > 0 for p in row]
-            for j, row in zip(judged, positions, strict=True)
-        ]
-    )
-    cosines = _cosines(pipeline, queries, docs, positions)
-    split = RankedSplit(dense.query_ids, dense.doc_ids, ranked, cosines, relevant)
-    return split, np.stack(lexical)
+@contextmanager
+def corpus_text_search(
+    pipeline: Pipeline, corpus: Path
+) -> Iterator[Callable[[str, int], list[tuple[str, float]]]]:
+    """BM25 over a BEIR corpus as a collection searches it: the corpus ingested by the
+    pipeline into a temporary LanceDB collection, removed on exit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        collection = Database(tmp, create=True).collection("corpus")
+        ingest(corpus, collection, pipeline, progress=True)
+        yield collection.text_search
 
 
 def _cosines(pipeline: Pipeline, queries, docs, positions: np.ndarray) -> np.ndarray | None:

@@ -91,6 +91,20 @@ def run_from_scores(
     }
 
 
+def run_from_results(
+    query_ids: Sequence[str], results: Sequence[Mapping], k: int = 10
+) -> dict[str, dict[str, float]]:
+    """The top k hits of search results as the run the metrics read (rank order kept).
+
+    A hit with the query's own id is left out, as BEIR and `probembed eval` do.
+    """
+    run = {}
+    for q, result in zip(query_ids, results, strict=True):
+        ids = [h["id"] for h in result["hits"] if h["id"] != q][:k]
+        run[q] = {doc_id: float(len(ids) - rank) for rank, doc_id in enumerate(ids)}
+    return run
+
+
 def probe_accuracy(
     train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
 ) -> float:

@@ -138,7 +138,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
 def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> None:
     """Print hits for the first test queries, then nDCG@10 over all of them."""
     from probembed.evaluation.datasets import load_retrieval
-    from probembed.evaluation.metrics import retrieval_metrics
+    from probembed.evaluation.metrics import retrieval_metrics, run_from_results
 
     bench = load_retrieval(data, "test")
     searcher = target.searcher()
@@ -155,22 +155,11 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
     runs = [(score, False) for score in dict.fromkeys([pipe.score.name, "dot"])]
     for score, hybrid in [*runs, (pipe.score.name, True)]:  # k = 11: 10 after a self-match
         results = searcher.search_fused(fused, k=11, score=score, hybrid=hybrid, texts=texts)
-        ndcg = retrieval_metrics(bench.qrels, _run(query_ids, results), ["ndcg@10"])["ndcg@10"]
+        run = run_from_results(query_ids, results)
+        ndcg = retrieval_metrics(bench.qrels, run, ["ndcg@10"])["ndcg@10"]
         kind = "dense + BM25 (RRF)" if hybrid else "dense"
         summary.add_row(str(target.count()), score, kind, f"{100 * ndcg:.2f}")
     Console().print(summary)
-
-
-def _run(query_ids: Sequence[str], results: Sequence[dict[str, Any]], k: int = 10) -> dict:
-    """The top k hits as the {query: {doc: score}} run the metrics read (rank order kept).
-
-    A hit with the query's own id is left out, as BEIR and `probembed eval` do.
-    """
-    run = {}
-    for q, result in zip(query_ids, results, strict=True):
-        ids = [h["id"] for h in result["hits"] if h["id"] != q][:k]
-        run[q] = {doc_id: float(len(ids) - rank) for rank, doc_id in enumerate(ids)}
-    return run
 
 
 def _demo_db(fingerprint: str) -> Path:

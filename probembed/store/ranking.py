@@ -25,6 +25,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from probembed.calibration.confidence import lexical_features
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, dot_moments, score_matrix
 
@@ -407,6 +408,23 @@ def _rescored(
     scores = np.where(found, score_matrix(queries, docs, score, beta, candidates=local), -np.inf)
     positions, scores = best(np.where(found, candidates, -1), scores, k)
     return with_moments(queries, rows, positions, scores)
+
+
+def hybrid_ranked(
+    dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positions, fused scores, lexical features) of a hybrid search's k best for one query.
+
+    `dense` are the dense ranking's positions, `bm25` BM25's (position, score) pairs best
+    first, None for a hit the ranking does not know (it is dropped). Training and search both
+    call this, so a calibrator sees the features a search reads.
+    """
+    known = [(p, s) for p, s in bm25 if p is not None]
+    lexical = np.array([p for p, _ in known], dtype=np.int64)
+    scores = np.array([s for _, s in known], dtype=np.float64)
+    top = int(dense[0]) if len(dense) else None
+    positions, fused = reciprocal_rank_fusion([dense, lexical], k)
+    return positions, fused, lexical_features(top, lexical, scores)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH
-from probembed.calibration.confidence import LEXICAL_FEATURES, lexical_features
+from probembed.calibration.confidence import LEXICAL_FEATURES
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
@@ -34,7 +34,7 @@ from probembed.store.index import (
 from probembed.store.ranking import (
     SCAN_BLOCK,
     Ranked,
-    reciprocal_rank_fusion,
+    hybrid_ranked,
     rescore,
     scan,
     with_moments,
@@ -150,7 +150,9 @@ class Searcher:
         second even when only one is returned, and the k-th hit's p_relevant sees its gap to
         the next; a learned query confidence reads CONFIDENCE_DEPTH hits, whatever `k`.
         p_relevant and a learned confidence come from a calibrator fitted on the pipeline's
-        own dense ranking: with `hybrid` or another `score` they are approximations.
+        own dense ranking (a hybrid search's confidence on hybrid rankings, with BM25's
+        lexical features, where the calibrator has that model): with another `score`, or
+        `group_by_doc` (features of chunks, not documents), they are approximations.
         """
         _validate_k(k)
         self._validate_min_p(min_p_relevant)
@@ -386,12 +388,9 @@ class Searcher:
         known = self._snap.positions
         fused, lexical = [], []
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
-            found = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
-            bm25 = np.array([p for p, _ in found if p is not None], dtype=np.int64)
-            scores = np.array([s for p, s in found if p is not None], dtype=np.float64)
-            top = int(ranked.positions[0]) if len(ranked.positions) else None
-            lexical.append(lexical_features(top, bm25, scores))
-            positions, rrf = reciprocal_rank_fusion([ranked.positions, bm25], k)
+            bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
+            positions, rrf, words = hybrid_ranked(ranked.positions, bm25, k)
+            lexical.append(words)
             fused += with_moments(queries[row], self._gaussian, positions[None], rrf[None])
         return fused, np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
 
