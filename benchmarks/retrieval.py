@@ -16,7 +16,8 @@ Per pipeline: its fusion and score on the prior; the same tilted by the collecti
 member agreement (what a collection's search uses, γ from the pipeline); `dot` on the same
 tilted means. On SciFact also as `make run` computes it: the corpus ingested into a temporary
 LanceDB collection and searched (dense with the pipeline's score and with `dot`, and hybrid
-with BM25), the collection measuring its members' agreement on its stored rows. Beside them
+with BM25), the collection measuring its members' agreement on its stored rows; with the
+bytes a stored item takes. Beside them
 each candidate member alone and the plain mean of the four cosines, and the standard error of
 the per-query difference `retrieval` − `default` (both on their prior): what the query count
 can resolve. Writes benchmarks/results/retrieval.json.
@@ -88,7 +89,8 @@ def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> tuple[dict, np.n
 
 
 def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> dict[str, float]:
-    """nDCG@10 of the test queries searched in a collection of the corpus, as `make run` does."""
+    """nDCG@10 of the test queries searched in a collection of the corpus, as `make run` does,
+    and the collection's bytes per item."""
     with tempfile.TemporaryDirectory() as tmp:
         collection = Database(tmp, create=True).collection("corpus")
         ingest(corpus, collection, pipe, progress=True)
@@ -106,6 +108,7 @@ def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> 
             results = searcher.search_fused(fused, k=11, score=score, hybrid=hybrid, texts=texts)
             run = run_from_results(query_ids, results)
             out[name] = 100 * retrieval_metrics(dataset.qrels, run, [METRIC])[METRIC]
+        out["bytes_per_item"] = collection.stats().bytes_per_item
         return out
 
 

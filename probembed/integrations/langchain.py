@@ -3,7 +3,7 @@
     from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
 
     store = ProbembedVectorStore(Database("my.db", create=True).collection("docs"),
-                                 ProbembedEmbeddings("default"))
+                                 ProbembedEmbeddings("retrieval"))
     store.add_texts(["..."], metadatas=[{"source": "a.md"}])
     store.as_retriever(search_kwargs={"k": 4, "filter": {"source": "a.md"}}).invoke("question")
 

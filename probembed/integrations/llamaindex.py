@@ -3,9 +3,9 @@
     from llama_index.core import VectorStoreIndex
     from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
 
-    store = ProbembedVectorStore(Database("my.db", create=True).collection("docs"), "default")
+    store = ProbembedVectorStore(Database("my.db", create=True).collection("docs"), "retrieval")
     store.add(nodes)
-    index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding("default"))
+    index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding("retrieval"))
     index.as_retriever(similarity_top_k=4).retrieve("question")
 
 Nodes are stored with LlamaIndex's own node serialisation (`node_to_metadata_dict`), so they
