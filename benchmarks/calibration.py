@@ -11,8 +11,9 @@ ranked by the pipeline's own fusion and score, exactly as a search computes p_re
 - a reliability diagram, benchmarks/results/plots/reliability.png;
 - the variants tried (isotonic step, member disagreement as a feature), refitted on train;
 - query confidence: test AUROC for "nDCG@10 below median" of every signal: the outrank
-  probability a search reported so far, report.py's signals, each learned-confidence feature
-  and the learned confidence itself (target >= 0.85);
+  probability a search reported so far, report.py's signals, each learned-confidence feature,
+  the learned confidence on the dense features alone and with the coverage of the query's
+  words by the first hits' texts (what dense searches report; target >= 0.85);
 - the same for hybrid searches (dense + BM25 by reciprocal rank, BM25 from a temporary
   LanceDB collection of the corpus), against the hybrid ranking's own median: the confidence
   without and with the lexical model, and each lexical feature alone.
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.calibration import BASE_FEATURES, DISAGREEMENT, RelevanceCalibrator
-from probembed.calibration.confidence import LEXICAL_FEATURES, feature_names
+from probembed.calibration.confidence import LEXICAL_FEATURES, TEXT_FEATURES, feature_names
 from probembed.calibration.training import (
     TOP,
     RankedSplit,
@@ -149,7 +150,14 @@ def query_confidence(
     sum_p = predicted(calibrator, test).reshape(len(test.ranked), TOP).sum(axis=1)
     figures["sum_p_relevant_top10"] = auroc(-sum_p, failed)
     learned = calibrator.confidence.logistic.predict(features)
-    figures["learned (search confidence now)"] = auroc(1 - learned, failed)
+    figures["learned, dense features only"] = auroc(1 - learned, failed)
+    text_model = calibrator.confidence.text_model
+    if text_model is not None:
+        coverage = test.coverage_table(dataset)
+        for j, name in enumerate(TEXT_FEATURES):
+            figures[f"feature:{name}"] = auroc(-coverage[:, j], failed)
+        learned = text_model.predict(np.concatenate([features, coverage], axis=1))
+        figures["learned with coverage (search confidence)"] = auroc(1 - learned, failed)
     return figures
 
 

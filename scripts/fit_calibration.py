@@ -6,9 +6,11 @@ The top-10 hits of each of the 809 judged train queries, ranked by the pipeline'
 and score, are the training data (label: judged relevant); the same queries train the learned
 query confidence (label: nDCG@10 at least the train median), which searches then report
 instead of the outrank probability (it measured better on SciFact test: see
-benchmarks/calibration.py). Its lexical model, for hybrid searches, is fitted on the same
-queries ranked as a hybrid search ranks them, with BM25 from a temporary LanceDB collection of
-the SciFact corpus (label: the hybrid ranking's nDCG@10 at least its train median). Writes
+benchmarks/calibration.py). Its text model, for dense searches, adds the coverage of the
+query's words by the first hits' texts (same queries and labels). Its lexical model, for hybrid
+searches, is fitted on the same queries ranked as a hybrid search ranks them, with BM25 from a
+temporary LanceDB collection of the SciFact corpus (label: the hybrid ranking's nDCG@10 at
+least its train median). Writes
 probembed/pipelines/<name>/calibration.json; rerun it whenever the pipeline's fusion or score
 changes (tests/test_calibration.py checks the recorded fingerprint). Seeded and deterministic.
 """
@@ -40,11 +42,15 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
     features, relevant, groups = ranked.table(TOP)
     calibrator = RelevanceCalibrator.fit(features, relevant, groups, seed=seed)
     members = len(pipeline.members)
-    confidence = QueryConfidence.fit(ranked.query_table(), ranked.failed(dataset), members, seed)
+    failed = ranked.failed(dataset)
+    confidence = QueryConfidence.fit(ranked.query_table(), failed, members, seed)
+    confidence = confidence.with_model(
+        "text_model", ranked.query_table(), ranked.coverage_table(dataset), failed, seed
+    )
     with corpus_text_search(pipeline, SCIFACT) as bm25:
         hybrid, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
-    confidence = confidence.with_lexical(
-        hybrid.query_table(), lexical, hybrid.failed(dataset), seed
+    confidence = confidence.with_model(
+        "lexical_model", hybrid.query_table(), lexical, hybrid.failed(dataset), seed
     )
     info = {
         **(calibrator.fit_info or {}),

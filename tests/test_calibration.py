@@ -21,7 +21,13 @@ from probembed.calibration import (
     member_cosines,
     query_features,
 )
-from probembed.calibration.confidence import CONFIDENCE_DEPTH, LEXICAL_DEPTH, lexical_features
+from probembed.calibration.confidence import (
+    CONFIDENCE_DEPTH,
+    COVERAGE_HITS,
+    LEXICAL_DEPTH,
+    coverage_features,
+    lexical_features,
+)
 from probembed.calibration.training import hybrid_split
 from probembed.evaluation import expected_calibration_error
 from probembed.evaluation.datasets import RetrievalDataset
@@ -86,9 +92,13 @@ def confidence_model(ranked, hash_pipeline):
     # lexical features as a hybrid search reads them: a 0/1 flag and a margin in [0, 1)
     rng = np.random.default_rng(SEED)
     lexical = np.stack([rng.random(len(failed)) < 0.5, rng.random(len(failed))], axis=1)
-    return QueryConfidence.fit(features, failed, len(dims), SEED).with_lexical(
-        features, lexical.astype(np.float64), failed ^ (lexical[:, 1] < 0.2), SEED
+    # coverage features as a dense search reads them: shares of the query's words in [0, 1]
+    coverage = rng.random((len(failed), 2))
+    model = QueryConfidence.fit(features, failed, len(dims), SEED)
+    model = model.with_model(
+        "lexical_model", features, lexical.astype(np.float64), failed ^ (lexical[:, 1] < 0.2), SEED
     )
+    return model.with_model("text_model", features, coverage, failed ^ (coverage[:, 0] < 0.2), SEED)
 
 
 @pytest.fixture(scope="module")
@@ -297,6 +307,8 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
         ranked.positions[None, :],
     )[0]
     variances = ranked.variances + spread  # what every hit's std reports
+    texts = calibrated.rows(ids := [f"s{p}" for p in ranked.positions[:COVERAGE_HITS]])
+    coverage = coverage_features(question, [texts[i]["text"] for i in ids])
     for k in (5, 10):
         result = calibrated.search(question, k=k)
         expected = calibrator.predict_ranked(ranked.dots, variances, k)
@@ -304,8 +316,13 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
         # float64 sums may differ (~1e-16 relative)
         np.testing.assert_allclose([h["p_relevant"] for h in result["hits"]], expected, rtol=1e-12)
         assert result["confidence"] == pytest.approx(
-            calibrator.confidence.predict(ranked.dots, cosines), rel=1e-12
+            calibrator.confidence.predict(ranked.dots, cosines, coverage=coverage), rel=1e-12
         )
+    # searching by vector alone, no query text: the dense features only
+    alone = calibrated.searcher().search_fused(query, k=10)[0]
+    assert alone["confidence"] == pytest.approx(
+        calibrator.confidence.predict(ranked.dots, cosines), rel=1e-12
+    )
 
 
 def test_a_hybrid_search_reports_the_confidence_training_computes(
@@ -331,6 +348,18 @@ def test_a_hybrid_search_reports_the_confidence_training_computes(
     assert not np.allclose(expected, dense_only)  # the lexical model is the one used
 
 
+def test_coverage_weighs_the_words_only_the_first_hit_has_most():
+    # n = 3 hits; "cat" is in all three: weight 1 + log(4/4) = 1; "mat" only in the first:
+    # 1 + log(4/2)
+    hits = ["the cat on the mat", "a cat", "cat food"]
+    shares = coverage_features("Cat MAT", hits)
+    mat = 1 + np.log(2.0)
+    np.testing.assert_allclose(shares, [1.0, (1.0 + 1 / (1 + mat) * 2) / 3])
+    assert np.isnan(coverage_features("!!", hits)).all()  # no words
+    assert np.isnan(coverage_features("cat", [])).all()  # no hits
+    assert coverage_features("dog", hits).tolist() == [0.0, 0.0]
+
+
 def test_lexical_features_flag_agreement_and_measure_bm25s_margin():
     bm25 = np.array([7, 3, 9])
     assert lexical_features(3, bm25, np.array([4.0, 3.0, 1.0])).tolist() == [1.0, 0.25]
@@ -347,9 +376,10 @@ def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidenc
     rng = np.random.default_rng(1)
     dots, cosines = rng.random((4, CONFIDENCE_DEPTH)), rng.random((4, CONFIDENCE_DEPTH, 2))
     lexical = rng.random((4, 2))
-    for words in (None, lexical):
+    for words, shares in ((None, None), (lexical, None), (None, lexical)):
         np.testing.assert_array_equal(
-            loaded.predict(dots, cosines, words), confidence_model.predict(dots, cosines, words)
+            loaded.predict(dots, cosines, words, shares),
+            confidence_model.predict(dots, cosines, words, shares),
         )
     with pytest.raises(ValueError, match=r"q\.lexical_features must be"):
         QueryConfidence.from_json({**data, "lexical_features": ["idf", "margin"]}, "q")
@@ -358,10 +388,10 @@ def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidenc
         QueryConfidence.from_json(data, "q")
 
 
-def test_a_confidence_without_a_lexical_model_keeps_format_1_and_ignores_bm25(
+def test_a_confidence_without_extra_models_keeps_format_1_and_ignores_bm25_and_texts(
     calibrator, confidence_model
 ):
-    dense = replace(confidence_model, lexical_model=None)
+    dense = replace(confidence_model, lexical_model=None, text_model=None)
     older = replace(calibrator, confidence=dense)
     data = json.loads(json.dumps(older.to_json()))
     assert data["format"] == 1 and "lexical_model" not in data["query_confidence"]
@@ -370,7 +400,8 @@ def test_a_confidence_without_a_lexical_model_keeps_format_1_and_ignores_bm25(
     rng = np.random.default_rng(2)
     dots, cosines = rng.random((3, CONFIDENCE_DEPTH)), rng.random((3, CONFIDENCE_DEPTH, 2))
     np.testing.assert_array_equal(
-        loaded.predict(dots, cosines, rng.random((3, 2))), dense.predict(dots, cosines)
+        loaded.predict(dots, cosines, rng.random((3, 2)), rng.random((3, 2))),
+        dense.predict(dots, cosines),
     )
 
 

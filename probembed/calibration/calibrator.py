@@ -28,8 +28,9 @@ from probembed.calibration.logistic import Logistic, floats
 
 CALIBRATION_FILE = "calibration.json"
 FORMAT_VERSION = 2
-#: Formats this version reads: 2 only adds a query confidence's lexical model, written only
-#: when there is one, so that a file without it stays readable by earlier versions.
+#: Formats this version reads: 2 only adds a query confidence's lexical and text models,
+#: written only when there is one, so that a file without them stays readable by earlier
+#: versions.
 READABLE_FORMATS = (1, 2)
 _KIND = "relevance-calibrator"
 _KEYS = ("format", "kind", "features", "model", "isotonic", "query_confidence", "fit")
@@ -90,7 +91,7 @@ class RelevanceCalibrator:
         """The calibrator as plain JSON: coefficients, scaler and knots, with a format version."""
         knots = self.isotonic
         return {
-            "format": FORMAT_VERSION if self._has_lexical_model else 1,
+            "format": FORMAT_VERSION if self._has_extra_models else 1,
             "kind": _KIND,
             "features": list(self.features),
             "model": self.logistic.to_json(),
@@ -100,9 +101,10 @@ class RelevanceCalibrator:
         }
 
     @property
-    def _has_lexical_model(self) -> bool:
-        """Whether the query confidence carries the hybrid searches' model (format 2)."""
-        return self.confidence is not None and self.confidence.lexical_model is not None
+    def _has_extra_models(self) -> bool:
+        """Whether the query confidence carries a lexical or text model (format 2)."""
+        c = self.confidence
+        return c is not None and (c.lexical_model is not None or c.text_model is not None)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the JSON atomically: a crash leaves the old file or the new one."""

@@ -4,6 +4,11 @@ Features are read off the first CONFIDENCE_DEPTH ranked hits: the margin and the
 (softmax entropy) of the fused dot products, and the same two for each member model's own
 cosines of those hits, so members that disagree about the top hit lower the confidence.
 
+The hits' texts say more: a query whose words the first hit contains, where the other hits
+do not, is more often answered well. A search reads two coverage features of the first
+COVERAGE_HITS hits' texts (`coverage_features`) through a text model, where the calibrator has
+one.
+
 A hybrid search has a second, independent ranker at hand: BM25. Where it is sure (a wide
 margin between its first two hits) and agrees with the dense ranking (the dense top hit is
 among its first LEXICAL_DEPTH), the query is more likely answered well; a hybrid search reads
@@ -12,6 +17,9 @@ these two lexical features too, through a second model fitted on hybrid rankings
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +36,10 @@ TEMPERATURE = 0.02
 #: BM25 hits the dense top hit is looked for among.
 LEXICAL_DEPTH = 10
 LEXICAL_FEATURES = ("dense_top_in_bm25", "bm25_margin")
+#: Hits whose texts the coverage features read.
+COVERAGE_HITS = 10
+TEXT_FEATURES = ("top_hit_coverage", "mean_coverage")
+_WORD = re.compile(r"\w+")
 
 
 def query_features(dots: np.ndarray, cosines: np.ndarray) -> np.ndarray:
@@ -74,6 +86,26 @@ def lexical_features(
     return np.array([float(found), margin])
 
 
+def coverage_features(query: str, hits: Sequence[str]) -> np.ndarray:
+    """(2,) the share of the query's words the first hit's text contains, and the mean share
+    over the first COVERAGE_HITS hits; NaN (read as average) without words or hits.
+
+    Words are lower-cased runs of word characters. Each query word w weighs
+    1 + log((n + 1)/(1 + n_w)), with n_w of the n hits containing it: a word every hit has says
+    little about which hit is right, a word only the first hit has says most. No list of stop
+    words and no collection statistics are needed.
+    """
+    words = set(_WORD.findall(query.lower()))
+    texts = [set(_WORD.findall(t.lower())) for t in hits[:COVERAGE_HITS]]
+    if not words or not texts:
+        return np.full(len(TEXT_FEATURES), np.nan)
+    counts = {w: sum(w in t for t in texts) for w in words}
+    weight = {w: 1.0 + math.log((len(texts) + 1) / (1 + c)) for w, c in counts.items()}
+    total = sum(weight.values())
+    shares = [sum(weight[w] for w in words & t) / total for t in texts]
+    return np.array([shares[0], float(np.mean(shares))])
+
+
 def _entropy(scores: np.ndarray) -> np.ndarray:
     """Per column of (..., n, c) scores, the entropy of softmax(scores / TEMPERATURE) over the
     n hits: high when no hit stands out."""
@@ -93,6 +125,9 @@ class QueryConfidence:
     #: For hybrid searches: the query features and LEXICAL_FEATURES -> P(the hybrid ranking
     #: answers the query well), or None (hybrid searches then use `logistic`).
     lexical_model: Logistic | None = None
+    #: For searches whose hits' texts are known (dense searches): the query features and
+    #: TEXT_FEATURES -> P(answered well), or None (they then use `logistic`).
+    text_model: Logistic | None = None
 
     def __post_init__(self) -> None:
         """One coefficient per feature of this many members (and the lexical ones)."""
@@ -104,30 +139,41 @@ class QueryConfidence:
                 f"a query confidence for {self.members} members has {width} features, got "
                 f"{self.logistic.width}"
             )
-        lexical_width = width + len(LEXICAL_FEATURES)
-        if self.lexical_model is not None and self.lexical_model.width != lexical_width:
-            raise ValueError(
-                f"a lexical query confidence for {self.members} members has {lexical_width} "
-                f"features, got {self.lexical_model.width}"
-            )
+        for model, extra in (
+            (self.lexical_model, LEXICAL_FEATURES),
+            (self.text_model, TEXT_FEATURES),
+        ):
+            if model is not None and model.width != width + len(extra):
+                raise ValueError(
+                    f"a query confidence for {self.members} members reading {extra} has "
+                    f"{width + len(extra)} features, got {model.width}"
+                )
 
     def predict(
-        self, dots: np.ndarray, cosines: np.ndarray, lexical: np.ndarray | None = None
+        self,
+        dots: np.ndarray,
+        cosines: np.ndarray,
+        lexical: np.ndarray | None = None,
+        coverage: np.ndarray | None = None,
     ) -> float | np.ndarray:
         """P(answered well) from ranked dots and member cosines: a float for one query ((n,)
         dots), an array for queries ranked to one depth ((..., n) dots). With `lexical`
-        (the (..., 2) `lexical_features` of a hybrid search) and a lexical model, that model."""
+        (the (..., 2) `lexical_features` of a hybrid search) and a lexical model, that model;
+        else with `coverage` (the (..., 2) `coverage_features`) and a text model, that one."""
         if np.shape(cosines)[-1] != self.members:
             raise ValueError(
                 f"this confidence needs the cosines of {self.members} members, got "
                 f"{np.shape(cosines)[-1]}"
             )
         features = query_features(dots, cosines)
-        model = self.logistic
+        model, extra = self.logistic, None
         if lexical is not None and self.lexical_model is not None:
-            lexical = np.asarray(lexical, dtype=np.float64)
-            features = np.concatenate([features, lexical.reshape(*features.shape[:-1], -1)], -1)
-            model = self.lexical_model
+            model, extra = self.lexical_model, lexical
+        elif coverage is not None and self.text_model is not None:
+            model, extra = self.text_model, coverage
+        if extra is not None:
+            extra = np.asarray(extra, dtype=np.float64).reshape(*features.shape[:-1], -1)
+            features = np.concatenate([features, extra], -1)
         p = model.predict(features.reshape(-1, features.shape[-1]))
         return float(p[0]) if features.ndim == 1 else p.reshape(features.shape[:-1])
 
@@ -141,21 +187,29 @@ class QueryConfidence:
         info = {"queries": len(flags), "failed": int(flags.sum()), "seed": seed}
         return cls(members, logistic, info)
 
-    def with_lexical(
-        self, features: np.ndarray, lexical: np.ndarray, failed: np.ndarray, seed: int = 0
+    def with_model(
+        self,
+        field: str,
+        features: np.ndarray,
+        extra: np.ndarray,
+        failed: np.ndarray,
+        seed: int = 0,
     ) -> QueryConfidence:
-        """This confidence with a lexical model, fitted on hybrid rankings' (nq, F) query
-        features, their (nq, 2) lexical features and a failure flag per query."""
-        x = np.concatenate([features, lexical], axis=1)
+        """This confidence with its `lexical_model` or `text_model`, fitted on (nq, F) query
+        features, their (nq, 2) lexical or coverage features and a failure flag per query."""
+        if field not in ("lexical_model", "text_model"):
+            raise ValueError(f"field must be lexical_model or text_model, got {field!r}")
+        x = np.concatenate([features, extra], axis=1)
         flags = _flags(failed, len(x))
         logistic = Logistic.fit(x, ~flags, seed)
+        kind = field.removesuffix("_model")
         info = {
             **(self.fit_info or {}),
-            "lexical_queries": len(x),
-            "lexical_failed": int(flags.sum()),
-            "lexical_seed": seed,
+            f"{kind}_queries": len(x),
+            f"{kind}_failed": int(flags.sum()),
+            f"{kind}_seed": seed,
         }
-        return replace(self, lexical_model=logistic, fit_info=info)
+        return replace(self, **{field: logistic}, fit_info=info)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: the member count, the feature names and the logistic model(s)."""
@@ -165,31 +219,46 @@ class QueryConfidence:
             "model": self.logistic.to_json(),
             "fit": self.fit_info,
         }
-        if self.lexical_model is not None:
-            data["lexical_features"] = list(LEXICAL_FEATURES)
-            data["lexical_model"] = self.lexical_model.to_json()
+        for kind, model, names in self._extra_models():
+            if model is not None:
+                data[f"{kind}_features"] = list(names)
+                data[f"{kind}_model"] = model.to_json()
         return data
+
+    def _extra_models(self) -> list[tuple[str, Logistic | None, tuple[str, ...]]]:
+        """(JSON prefix, model, its extra feature names) of the optional models."""
+        return [
+            ("lexical", self.lexical_model, LEXICAL_FEATURES),
+            ("text", self.text_model, TEXT_FEATURES),
+        ]
 
     @classmethod
     def from_json(cls, data: object, where: str) -> QueryConfidence:
         """The model from its JSON form, every field checked; errors name `where`."""
         keys = {"members", "features", "model", "fit"}
-        lexical_keys = keys | {"lexical_features", "lexical_model"}
-        if not isinstance(data, dict) or set(data) not in (keys, lexical_keys):
+        optional = {"lexical", "text"}
+        if not isinstance(data, dict) or not keys <= set(data):
+            raise ValueError(f"{where} must be a JSON object with the keys {sorted(keys)}")
+        extras = {k.removesuffix("_model") for k in data if k.endswith("_model")}
+        allowed = keys | {f"{kind}_{part}" for kind in extras for part in ("features", "model")}
+        if not extras <= optional or set(data) != allowed:
             raise ValueError(
-                f"{where} must be a JSON object with exactly the keys {sorted(keys)}, or "
-                f"those and {sorted(lexical_keys - keys)}"
+                f"{where} must hold exactly the keys {sorted(keys)}, and for each optional "
+                f"model in {sorted(optional)} its _features and _model; got {sorted(data)}"
             )
         members = data["members"]
         if isinstance(members, int) and data["features"] != list(feature_names(members)):
             raise ValueError(f"{where}.features must be {list(feature_names(members))}")
-        lexical = None
-        if "lexical_model" in data:
-            if data["lexical_features"] != list(LEXICAL_FEATURES):
-                raise ValueError(f"{where}.lexical_features must be {list(LEXICAL_FEATURES)}")
-            lexical = Logistic.from_json(data["lexical_model"], f"{where}.lexical_model")
+        models = {}
+        for kind, names in (("lexical", LEXICAL_FEATURES), ("text", TEXT_FEATURES)):
+            if kind in extras:
+                if data[f"{kind}_features"] != list(names):
+                    raise ValueError(f"{where}.{kind}_features must be {list(names)}")
+                models[f"{kind}_model"] = Logistic.from_json(
+                    data[f"{kind}_model"], f"{where}.{kind}_model"
+                )
         model = Logistic.from_json(data["model"], f"{where}.model")
-        return cls(members, model, data["fit"], lexical)
+        return cls(members, model, data["fit"], **models)
 
 
 def _flags(failed: np.ndarray, queries: int) -> np.ndarray:

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from probembed.calibration.confidence import CONFIDENCE_DEPTH, query_features
+from probembed.calibration.confidence import (
+    CONFIDENCE_DEPTH,
+    COVERAGE_HITS,
+    coverage_features,
+    query_features,
+)
 from probembed.calibration.features import disagreement, hit_features, member_cosines
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import Embedded, embed, exclude_self_matches
@@ -63,6 +68,19 @@ class RankedSplit:
             raise ValueError("query features need member cosines, i.e. a concat-fused pipeline")
         return np.stack(
             [query_features(r.dots, c) for r, c in zip(self.ranked, self.cosines, strict=True)]
+        )
+
+    def coverage_table(self, dataset: RetrievalDataset) -> np.ndarray:
+        """(nq, 2) `coverage_features` of every query's first hits' texts, as a search reads
+        them (the store keeps the reader's text, as the dataset does)."""
+        return np.stack(
+            [
+                coverage_features(
+                    dataset.queries[q],
+                    [dataset.corpus[self.doc_ids[p]] for p in r.positions[:COVERAGE_HITS]],
+                )
+                for q, r in zip(self.query_ids, self.ranked, strict=True)
+            ]
         )
 
     def per_query(self, dataset: RetrievalDataset, k: int = TOP) -> dict[str, dict[str, float]]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH
-from probembed.calibration.confidence import LEXICAL_FEATURES
+from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
@@ -418,13 +418,26 @@ class Searcher:
                 "relevance calibrator (calibration.json); search without min_p_relevant"
             )
 
+    @property
+    def _reads_coverage(self) -> bool:
+        """Whether the pipeline's query confidence reads the hits' texts."""
+        calibrator = self.pipeline.calibrator
+        confidence = None if calibrator is None else calibrator.confidence
+        return confidence is not None and confidence.text_model is not None
+
     def _annotated(
-        self, ranked: list[Ranked], fused: Fused, k: int, lexical: np.ndarray | None = None
+        self,
+        ranked: list[Ranked],
+        fused: Fused,
+        k: int,
+        lexical: np.ndarray | None = None,
+        coverage: np.ndarray | None = None,
     ) -> tuple[list[Ranked], list[list[float | None]], list[float | None]]:
         """Per query: its hits with the members' spread added to their variances (law of total
         variance; concat only), the first k hits' p_relevant (None without a calibrator) and
         its confidence (the calibrator's learned one if it has one, else the outrank one; a
-        hybrid search's reads its `lexical` features too where the calibrator has that model).
+        hybrid search's reads its `lexical` features too, a dense one the `coverage` of its
+        hits' texts, where the calibrator has that model).
 
         Queries ranked to the same depth (all of them, but for filters and tiny collections)
         are computed together, so a batch of queries costs a few array operations.
@@ -462,7 +475,8 @@ class Searcher:
                 if learned and depth >= 2:
                     assert calibrator.confidence is not None and cosines is not None
                     words = None if lexical is None else lexical[rows]
-                    query_confidence = calibrator.confidence.predict(dots, cosines, words)
+                    shares = None if coverage is None else coverage[rows]
+                    query_confidence = calibrator.confidence.predict(dots, cosines, words, shares)
             for j, i in enumerate(rows):
                 out[i] = ranked[i]._replace(variances=variances[j])
                 p_relevant[i] = hit_p[j].tolist()
@@ -482,7 +496,17 @@ class Searcher:
         ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
         rows = dict(zip(ids[hit_rows].tolist(), snap.hit_rows(hit_rows), strict=True))
-        ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical)
+        coverage = None
+        if lexical is None and None not in texts and self._reads_coverage:
+            coverage = np.stack(
+                [
+                    coverage_features(
+                        t, [h["text"] or "" for h in snap.hit_rows(r.positions[:COVERAGE_HITS])]
+                    )
+                    for t, r in zip(texts, ranked, strict=True)
+                ]
+            )
+        ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical, coverage)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(
             texts, ranked, p_relevant, confidences, strict=True
