@@ -178,9 +178,13 @@ def hybrid_confidence(
             1 - calibrator.confidence.predict(dots, split.cosines), failed
         ),
     }
+    coverage = split.coverage_table(dataset)
+    for j, name in enumerate(TEXT_FEATURES):
+        figures[f"feature:{name}"] = auroc(-coverage[:, j], failed)
     if calibrator.confidence.lexical_model is not None:
-        learned = calibrator.confidence.predict(dots, split.cosines, lexical)
-        figures["learned with lexical features (search confidence)"] = auroc(1 - learned, failed)
+        learned = calibrator.confidence.predict(dots, split.cosines, lexical, coverage)
+        name = "learned with lexical and coverage features (search confidence)"
+        figures[name] = auroc(1 - learned, failed)
     for j, name in enumerate(LEXICAL_FEATURES):
         figures[f"feature:{name}"] = auroc(-lexical[:, j], failed)
     return figures

@@ -8,8 +8,9 @@ query confidence (label: nDCG@10 at least the train median), which searches then
 instead of the outrank probability (it measured better on SciFact test: see
 benchmarks/calibration.py). Its text model, for dense searches, adds the coverage of the
 query's words by the first hits' texts (same queries and labels). Its lexical model, for hybrid
-searches, is fitted on the same queries ranked as a hybrid search ranks them, with BM25 from a
-temporary LanceDB collection of the SciFact corpus (label: the hybrid ranking's nDCG@10 at
+searches, reads BM25's two features and the coverage of the hybrid hits, fitted on the same
+queries ranked as a hybrid search ranks them, with BM25 from a temporary LanceDB collection of
+the SciFact corpus (label: the hybrid ranking's nDCG@10 at
 least its train median). Writes
 probembed/pipelines/<name>/calibration.json; rerun it whenever the pipeline's fusion or score
 changes (tests/test_calibration.py checks the recorded fingerprint). Seeded and deterministic.
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import replace
+
+import numpy as np
 
 from probembed.calibration import CALIBRATION_FILE, QueryConfidence, RelevanceCalibrator
 from probembed.calibration.training import TOP, corpus_text_search, hybrid_split, rank_split
@@ -49,8 +52,9 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
     )
     with corpus_text_search(pipeline, SCIFACT) as bm25:
         hybrid, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
+    hybrid_features = np.concatenate([lexical, hybrid.coverage_table(dataset)], axis=1)
     confidence = confidence.with_model(
-        "lexical_model", hybrid.query_table(), lexical, hybrid.failed(dataset), seed
+        "lexical_model", hybrid.query_table(), hybrid_features, hybrid.failed(dataset), seed
     )
     info = {
         **(calibrator.fit_info or {}),

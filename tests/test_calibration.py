@@ -92,11 +92,12 @@ def confidence_model(ranked, hash_pipeline):
     # lexical features as a hybrid search reads them: a 0/1 flag and a margin in [0, 1)
     rng = np.random.default_rng(SEED)
     lexical = np.stack([rng.random(len(failed)) < 0.5, rng.random(len(failed))], axis=1)
-    # coverage features as a dense search reads them: shares of the query's words in [0, 1]
+    # coverage features as a search reads them: shares of the query's words in [0, 1]
     coverage = rng.random((len(failed), 2))
     model = QueryConfidence.fit(features, failed, len(dims), SEED)
+    hybrid = np.concatenate([lexical.astype(np.float64), coverage], axis=1)
     model = model.with_model(
-        "lexical_model", features, lexical.astype(np.float64), failed ^ (lexical[:, 1] < 0.2), SEED
+        "lexical_model", features, hybrid, failed ^ (lexical[:, 1] < 0.2), SEED
     )
     return model.with_model("text_model", features, coverage, failed ^ (coverage[:, 0] < 0.2), SEED)
 
@@ -336,7 +337,8 @@ def test_a_hybrid_search_reports_the_confidence_training_computes(
     dataset = RetrievalDataset("sentences", "test", texts, queries, {q: {"s0": 1} for q in queries})
     split, lexical = hybrid_split(pipeline, dataset, calibrated.text_search)
     dots = np.stack([r.dots for r in split.ranked])
-    expected = calibrator.confidence.predict(dots, split.cosines, lexical)
+    coverage = split.coverage_table(dataset)
+    expected = calibrator.confidence.predict(dots, split.cosines, lexical, coverage)
     dense_only = calibrator.confidence.predict(dots, split.cosines)
     results = calibrated.search(questions, k=10, hybrid=True)
     for result, r, want in zip(results, split.ranked, expected, strict=True):
@@ -375,12 +377,18 @@ def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidenc
     loaded = QueryConfidence.from_json(data, "q")
     rng = np.random.default_rng(1)
     dots, cosines = rng.random((4, CONFIDENCE_DEPTH)), rng.random((4, CONFIDENCE_DEPTH, 2))
-    lexical = rng.random((4, 2))
-    for words, shares in ((None, None), (lexical, None), (None, lexical)):
+    lexical, coverage = rng.random((4, 2)), rng.random((4, 2))
+    cases = ((None, None), (lexical, None), (None, coverage), (lexical, coverage))
+    for words, shares in cases:
         np.testing.assert_array_equal(
             loaded.predict(dots, cosines, words, shares),
             confidence_model.predict(dots, cosines, words, shares),
         )
+    # a hybrid search reads both; without the coverage it counts as average (NaN), which
+    # differs from what the text model alone or the lexical model with coverage gives
+    both = confidence_model.predict(dots, cosines, lexical, coverage)
+    assert not np.allclose(both, confidence_model.predict(dots, cosines, lexical))
+    assert not np.allclose(both, confidence_model.predict(dots, cosines, coverage=coverage))
     with pytest.raises(ValueError, match=r"q\.lexical_features must be"):
         QueryConfidence.from_json({**data, "lexical_features": ["idf", "margin"]}, "q")
     del data["lexical_model"]

@@ -12,7 +12,8 @@ one.
 A hybrid search has a second, independent ranker at hand: BM25. Where it is sure (a wide
 margin between its first two hits) and agrees with the dense ranking (the dense top hit is
 among its first LEXICAL_DEPTH), the query is more likely answered well; a hybrid search reads
-these two lexical features too, through a second model fitted on hybrid rankings.
+these two lexical features and the coverage of its own hits (HYBRID_FEATURES) through a third
+model, fitted on hybrid rankings.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ LEXICAL_FEATURES = ("dense_top_in_bm25", "bm25_margin")
 #: Hits whose texts the coverage features read.
 COVERAGE_HITS = 10
 TEXT_FEATURES = ("top_hit_coverage", "mean_coverage")
+#: What the hybrid searches' model reads beyond the query features.
+HYBRID_FEATURES = LEXICAL_FEATURES + TEXT_FEATURES
 _WORD = re.compile(r"\w+")
 
 
@@ -122,7 +125,7 @@ class QueryConfidence:
     members: int
     logistic: Logistic
     fit_info: dict[str, Any] | None = None
-    #: For hybrid searches: the query features and LEXICAL_FEATURES -> P(the hybrid ranking
+    #: For hybrid searches: the query features and HYBRID_FEATURES -> P(the hybrid ranking
     #: answers the query well), or None (hybrid searches then use `logistic`).
     lexical_model: Logistic | None = None
     #: For searches whose hits' texts are known (dense searches): the query features and
@@ -140,7 +143,7 @@ class QueryConfidence:
                 f"{self.logistic.width}"
             )
         for model, extra in (
-            (self.lexical_model, LEXICAL_FEATURES),
+            (self.lexical_model, HYBRID_FEATURES),
             (self.text_model, TEXT_FEATURES),
         ):
             if model is not None and model.width != width + len(extra):
@@ -158,8 +161,9 @@ class QueryConfidence:
     ) -> float | np.ndarray:
         """P(answered well) from ranked dots and member cosines: a float for one query ((n,)
         dots), an array for queries ranked to one depth ((..., n) dots). With `lexical`
-        (the (..., 2) `lexical_features` of a hybrid search) and a lexical model, that model;
-        else with `coverage` (the (..., 2) `coverage_features`) and a text model, that one."""
+        (the (..., 2) `lexical_features` of a hybrid search) and a lexical model, that model,
+        reading `coverage` too (NaN, read as average, when None); else with `coverage` (the
+        (..., 2) `coverage_features`) and a text model, that one."""
         if np.shape(cosines)[-1] != self.members:
             raise ValueError(
                 f"this confidence needs the cosines of {self.members} members, got "
@@ -168,7 +172,11 @@ class QueryConfidence:
         features = query_features(dots, cosines)
         model, extra = self.logistic, None
         if lexical is not None and self.lexical_model is not None:
-            model, extra = self.lexical_model, lexical
+            lexical = np.asarray(lexical, dtype=np.float64)
+            if coverage is None:
+                coverage = np.full((*lexical.shape[:-1], len(TEXT_FEATURES)), np.nan)
+            model = self.lexical_model
+            extra = np.concatenate([lexical, np.asarray(coverage, dtype=np.float64)], -1)
         elif coverage is not None and self.text_model is not None:
             model, extra = self.text_model, coverage
         if extra is not None:
@@ -196,7 +204,8 @@ class QueryConfidence:
         seed: int = 0,
     ) -> QueryConfidence:
         """This confidence with its `lexical_model` or `text_model`, fitted on (nq, F) query
-        features, their (nq, 2) lexical or coverage features and a failure flag per query."""
+        features, their (nq, 4) HYBRID_FEATURES or (nq, 2) TEXT_FEATURES and a failure flag per
+        query."""
         if field not in ("lexical_model", "text_model"):
             raise ValueError(f"field must be lexical_model or text_model, got {field!r}")
         x = np.concatenate([features, extra], axis=1)
@@ -228,7 +237,7 @@ class QueryConfidence:
     def _extra_models(self) -> list[tuple[str, Logistic | None, tuple[str, ...]]]:
         """(JSON prefix, model, its extra feature names) of the optional models."""
         return [
-            ("lexical", self.lexical_model, LEXICAL_FEATURES),
+            ("lexical", self.lexical_model, HYBRID_FEATURES),
             ("text", self.text_model, TEXT_FEATURES),
         ]
 
@@ -250,7 +259,7 @@ class QueryConfidence:
         if isinstance(members, int) and data["features"] != list(feature_names(members)):
             raise ValueError(f"{where}.features must be {list(feature_names(members))}")
         models = {}
-        for kind, names in (("lexical", LEXICAL_FEATURES), ("text", TEXT_FEATURES)):
+        for kind, names in (("lexical", HYBRID_FEATURES), ("text", TEXT_FEATURES)):
             if kind in extras:
                 if data[f"{kind}_features"] != list(names):
                     raise ValueError(f"{where}.{kind}_features must be {list(names)}")

@@ -420,10 +420,12 @@ class Searcher:
 
     @property
     def _reads_coverage(self) -> bool:
-        """Whether the pipeline's query confidence reads the hits' texts."""
+        """Whether the pipeline's query confidence reads the hits' texts (either extra model)."""
         calibrator = self.pipeline.calibrator
         confidence = None if calibrator is None else calibrator.confidence
-        return confidence is not None and confidence.text_model is not None
+        return confidence is not None and (
+            confidence.text_model is not None or confidence.lexical_model is not None
+        )
 
     def _annotated(
         self,
@@ -497,7 +499,7 @@ class Searcher:
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
         rows = dict(zip(ids[hit_rows].tolist(), snap.hit_rows(hit_rows), strict=True))
         coverage = None
-        if lexical is None and None not in texts and self._reads_coverage:
+        if None not in texts and self._reads_coverage:
             coverage = np.stack(
                 [
                     coverage_features(
