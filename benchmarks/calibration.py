@@ -16,7 +16,7 @@ ranked by the pipeline's own fusion and score, exactly as a search computes p_re
   words by the first hits' texts (what dense searches report; target >= 0.85);
 - the same for hybrid searches (dense + BM25 by reciprocal rank, BM25 from a temporary
   LanceDB collection of the corpus), against the hybrid ranking's own median: the confidence
-  without and with the lexical model, and each lexical feature alone.
+  without and with the hybrid model (lexical and coverage features), and each feature alone.
 Writes benchmarks/results/calibration.json (`default`) or calibration-<name>.json, and
 plots/reliability.png or reliability-<name>.png.
 """
@@ -181,7 +181,7 @@ def hybrid_confidence(
     coverage = split.coverage_table(dataset)
     for j, name in enumerate(TEXT_FEATURES):
         figures[f"feature:{name}"] = auroc(-coverage[:, j], failed)
-    if calibrator.confidence.lexical_model is not None:
+    if calibrator.confidence.hybrid_model is not None:
         learned = calibrator.confidence.predict(dots, split.cosines, lexical, coverage)
         name = "learned with lexical and coverage features (search confidence)"
         figures[name] = auroc(1 - learned, failed)

@@ -7,7 +7,7 @@ and score, are the training data (label: judged relevant); the same queries trai
 query confidence (label: nDCG@10 at least the train median), which searches then report
 instead of the outrank probability (it measured better on SciFact test: see
 benchmarks/calibration.py). Its text model, for dense searches, adds the coverage of the
-query's words by the first hits' texts (same queries and labels). Its lexical model, for hybrid
+query's words by the first hits' texts (same queries and labels). Its hybrid model, for hybrid
 searches, reads BM25's two features and the coverage of the hybrid hits, fitted on the same
 queries ranked as a hybrid search ranks them, with BM25 from a temporary LanceDB collection of
 the SciFact corpus (label: the hybrid ranking's nDCG@10 at
@@ -54,7 +54,7 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
         hybrid, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
     hybrid_features = np.concatenate([lexical, hybrid.coverage_table(dataset)], axis=1)
     confidence = confidence.with_model(
-        "lexical_model", hybrid.query_table(), hybrid_features, hybrid.failed(dataset), seed
+        "hybrid_model", hybrid.query_table(), hybrid_features, hybrid.failed(dataset), seed
     )
     info = {
         **(calibrator.fit_info or {}),

@@ -96,9 +96,7 @@ def confidence_model(ranked, hash_pipeline):
     coverage = rng.random((len(failed), 2))
     model = QueryConfidence.fit(features, failed, len(dims), SEED)
     hybrid = np.concatenate([lexical.astype(np.float64), coverage], axis=1)
-    model = model.with_model(
-        "lexical_model", features, hybrid, failed ^ (lexical[:, 1] < 0.2), SEED
-    )
+    model = model.with_model("hybrid_model", features, hybrid, failed ^ (lexical[:, 1] < 0.2), SEED)
     return model.with_model("text_model", features, coverage, failed ^ (coverage[:, 0] < 0.2), SEED)
 
 
@@ -347,7 +345,7 @@ def test_a_hybrid_search_reports_the_confidence_training_computes(
         # the search as stored (float32, 6e-8 relative rounding), which moves a member cosine
         # by ~1e-7 relative: measured 2e-7 on the confidence; 1e-5 leaves 50x margin
         assert result["confidence"] == pytest.approx(want, rel=1e-5)
-    assert not np.allclose(expected, dense_only)  # the lexical model is the one used
+    assert not np.allclose(expected, dense_only)  # the hybrid model is the one used
 
 
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():
@@ -385,13 +383,13 @@ def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidenc
             confidence_model.predict(dots, cosines, words, shares),
         )
     # a hybrid search reads both; without the coverage it counts as average (NaN), which
-    # differs from what the text model alone or the lexical model with coverage gives
+    # differs from what the text model alone or the hybrid model with coverage gives
     both = confidence_model.predict(dots, cosines, lexical, coverage)
     assert not np.allclose(both, confidence_model.predict(dots, cosines, lexical))
     assert not np.allclose(both, confidence_model.predict(dots, cosines, coverage=coverage))
-    with pytest.raises(ValueError, match=r"q\.lexical_features must be"):
-        QueryConfidence.from_json({**data, "lexical_features": ["idf", "margin"]}, "q")
-    del data["lexical_model"]
+    with pytest.raises(ValueError, match=r"q\.hybrid_features must be"):
+        QueryConfidence.from_json({**data, "hybrid_features": ["idf", "margin"]}, "q")
+    del data["hybrid_model"]
     with pytest.raises(ValueError, match="exactly the keys"):
         QueryConfidence.from_json(data, "q")
 
@@ -399,10 +397,10 @@ def test_a_lexical_confidence_round_trips_and_refuses_unknown_features(confidenc
 def test_a_confidence_without_extra_models_keeps_format_1_and_ignores_bm25_and_texts(
     calibrator, confidence_model
 ):
-    dense = replace(confidence_model, lexical_model=None, text_model=None)
+    dense = replace(confidence_model, hybrid_model=None, text_model=None)
     older = replace(calibrator, confidence=dense)
     data = json.loads(json.dumps(older.to_json()))
-    assert data["format"] == 1 and "lexical_model" not in data["query_confidence"]
+    assert data["format"] == 1 and "hybrid_model" not in data["query_confidence"]
     assert calibrator.to_json()["format"] == 2
     loaded = RelevanceCalibrator.from_json(data).confidence
     rng = np.random.default_rng(2)

@@ -28,7 +28,7 @@ from probembed.calibration.logistic import Logistic, floats
 
 CALIBRATION_FILE = "calibration.json"
 FORMAT_VERSION = 2
-#: Formats this version reads: 2 only adds a query confidence's lexical and text models,
+#: Formats this version reads: 2 only adds a query confidence's hybrid and text models,
 #: written only when there is one, so that a file without them stays readable by earlier
 #: versions.
 READABLE_FORMATS = (1, 2)
@@ -102,9 +102,9 @@ class RelevanceCalibrator:
 
     @property
     def _has_extra_models(self) -> bool:
-        """Whether the query confidence carries a lexical or text model (format 2)."""
+        """Whether the query confidence carries a hybrid or text model (format 2)."""
         c = self.confidence
-        return c is not None and (c.lexical_model is not None or c.text_model is not None)
+        return c is not None and (c.hybrid_model is not None or c.text_model is not None)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the JSON atomically: a crash leaves the old file or the new one."""

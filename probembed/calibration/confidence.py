@@ -98,14 +98,14 @@ def coverage_features(query: str, hits: Sequence[str]) -> np.ndarray:
     little about which hit is right, a word only the first hit has says most. No list of stop
     words and no collection statistics are needed.
     """
-    words = set(_WORD.findall(query.lower()))
+    words = sorted(set(_WORD.findall(query.lower())))  # sums in one order, whatever the hash seed
     texts = [set(_WORD.findall(t.lower())) for t in hits[:COVERAGE_HITS]]
     if not words or not texts:
         return np.full(len(TEXT_FEATURES), np.nan)
     counts = {w: sum(w in t for t in texts) for w in words}
     weight = {w: 1.0 + math.log((len(texts) + 1) / (1 + c)) for w, c in counts.items()}
     total = sum(weight.values())
-    shares = [sum(weight[w] for w in words & t) / total for t in texts]
+    shares = [sum(weight[w] for w in words if w in t) / total for t in texts]
     return np.array([shares[0], float(np.mean(shares))])
 
 
@@ -127,13 +127,13 @@ class QueryConfidence:
     fit_info: dict[str, Any] | None = None
     #: For hybrid searches: the query features and HYBRID_FEATURES -> P(the hybrid ranking
     #: answers the query well), or None (hybrid searches then use `logistic`).
-    lexical_model: Logistic | None = None
+    hybrid_model: Logistic | None = None
     #: For searches whose hits' texts are known (dense searches): the query features and
     #: TEXT_FEATURES -> P(answered well), or None (they then use `logistic`).
     text_model: Logistic | None = None
 
     def __post_init__(self) -> None:
-        """One coefficient per feature of this many members (and the lexical ones)."""
+        """One coefficient per feature of this many members (and each extra model's)."""
         if isinstance(self.members, bool) or not isinstance(self.members, int) or self.members < 1:
             raise ValueError(f'"members" must be a positive integer, got {self.members!r}')
         width = len(feature_names(self.members))
@@ -143,7 +143,7 @@ class QueryConfidence:
                 f"{self.logistic.width}"
             )
         for model, extra in (
-            (self.lexical_model, HYBRID_FEATURES),
+            (self.hybrid_model, HYBRID_FEATURES),
             (self.text_model, TEXT_FEATURES),
         ):
             if model is not None and model.width != width + len(extra):
@@ -161,7 +161,7 @@ class QueryConfidence:
     ) -> float | np.ndarray:
         """P(answered well) from ranked dots and member cosines: a float for one query ((n,)
         dots), an array for queries ranked to one depth ((..., n) dots). With `lexical`
-        (the (..., 2) `lexical_features` of a hybrid search) and a lexical model, that model,
+        (the (..., 2) `lexical_features` of a hybrid search) and a hybrid model, that model,
         reading `coverage` too (NaN, read as average, when None); else with `coverage` (the
         (..., 2) `coverage_features`) and a text model, that one."""
         if np.shape(cosines)[-1] != self.members:
@@ -171,11 +171,11 @@ class QueryConfidence:
             )
         features = query_features(dots, cosines)
         model, extra = self.logistic, None
-        if lexical is not None and self.lexical_model is not None:
+        if lexical is not None and self.hybrid_model is not None:
             lexical = np.asarray(lexical, dtype=np.float64)
             if coverage is None:
                 coverage = np.full((*lexical.shape[:-1], len(TEXT_FEATURES)), np.nan)
-            model = self.lexical_model
+            model = self.hybrid_model
             extra = np.concatenate([lexical, np.asarray(coverage, dtype=np.float64)], -1)
         elif coverage is not None and self.text_model is not None:
             model, extra = self.text_model, coverage
@@ -203,11 +203,11 @@ class QueryConfidence:
         failed: np.ndarray,
         seed: int = 0,
     ) -> QueryConfidence:
-        """This confidence with its `lexical_model` or `text_model`, fitted on (nq, F) query
+        """This confidence with its `hybrid_model` or `text_model`, fitted on (nq, F) query
         features, their (nq, 4) HYBRID_FEATURES or (nq, 2) TEXT_FEATURES and a failure flag per
         query."""
-        if field not in ("lexical_model", "text_model"):
-            raise ValueError(f"field must be lexical_model or text_model, got {field!r}")
+        if field not in ("hybrid_model", "text_model"):
+            raise ValueError(f"field must be hybrid_model or text_model, got {field!r}")
         x = np.concatenate([features, extra], axis=1)
         flags = _flags(failed, len(x))
         logistic = Logistic.fit(x, ~flags, seed)
@@ -237,7 +237,7 @@ class QueryConfidence:
     def _extra_models(self) -> list[tuple[str, Logistic | None, tuple[str, ...]]]:
         """(JSON prefix, model, its extra feature names) of the optional models."""
         return [
-            ("lexical", self.lexical_model, HYBRID_FEATURES),
+            ("hybrid", self.hybrid_model, HYBRID_FEATURES),
             ("text", self.text_model, TEXT_FEATURES),
         ]
 
@@ -245,7 +245,7 @@ class QueryConfidence:
     def from_json(cls, data: object, where: str) -> QueryConfidence:
         """The model from its JSON form, every field checked; errors name `where`."""
         keys = {"members", "features", "model", "fit"}
-        optional = {"lexical", "text"}
+        optional = {"hybrid", "text"}
         if not isinstance(data, dict) or not keys <= set(data):
             raise ValueError(f"{where} must be a JSON object with the keys {sorted(keys)}")
         extras = {k.removesuffix("_model") for k in data if k.endswith("_model")}
@@ -259,7 +259,7 @@ class QueryConfidence:
         if isinstance(members, int) and data["features"] != list(feature_names(members)):
             raise ValueError(f"{where}.features must be {list(feature_names(members))}")
         models = {}
-        for kind, names in (("lexical", HYBRID_FEATURES), ("text", TEXT_FEATURES)):
+        for kind, names in (("hybrid", HYBRID_FEATURES), ("text", TEXT_FEATURES)):
             if kind in extras:
                 if data[f"{kind}_features"] != list(names):
                     raise ValueError(f"{where}.{kind}_features must be {list(names)}")

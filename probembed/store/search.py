@@ -424,7 +424,7 @@ class Searcher:
         calibrator = self.pipeline.calibrator
         confidence = None if calibrator is None else calibrator.confidence
         return confidence is not None and (
-            confidence.text_model is not None or confidence.lexical_model is not None
+            confidence.text_model is not None or confidence.hybrid_model is not None
         )
 
     def _annotated(
