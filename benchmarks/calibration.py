@@ -16,7 +16,9 @@ ranked by the pipeline's own fusion and score, exactly as a search computes p_re
   words by the first hits' texts (what dense searches report; target >= 0.85);
 - the same for hybrid searches (dense + BM25 by reciprocal rank, BM25 from a temporary
   LanceDB collection of the corpus), against the hybrid ranking's own median: the confidence
-  without and with the hybrid model (lexical and coverage features), and each feature alone.
+  without and with the hybrid model (lexical and coverage features), and each feature alone;
+- how those features were chosen: 5-fold cross-validated AUROC on the *train* queries of each
+  feature set tried, for dense and hybrid rankings.
 Writes benchmarks/results/calibration.json (`default`) or calibration-<name>.json, and
 plots/reliability.png or reliability-<name>.png.
 """
@@ -32,9 +34,11 @@ import numpy as np
 
 from probembed.calibration import BASE_FEATURES, DISAGREEMENT, RelevanceCalibrator
 from probembed.calibration.confidence import LEXICAL_FEATURES, TEXT_FEATURES, feature_names
+from probembed.calibration.logistic import Logistic
 from probembed.calibration.training import (
     TOP,
     RankedSplit,
+    TextSearch,
     corpus_text_search,
     hybrid_split,
     rank_split,
@@ -162,13 +166,12 @@ def query_confidence(
 
 
 def hybrid_confidence(
-    pipeline: Pipeline, dataset: RetrievalDataset, embedded: Embedded
+    pipeline: Pipeline, dataset: RetrievalDataset, embedded: Embedded, bm25: TextSearch
 ) -> dict[str, float]:
     """Test AUROC of the hybrid searches' confidences against hybrid failures, and nDCG@10."""
     calibrator = pipeline.calibrator
     assert calibrator is not None and calibrator.confidence is not None
-    with corpus_text_search(pipeline, SCIFACT) as bm25:
-        split, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
+    split, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
     failed = split.failed(dataset)
     dots = np.stack([r.dots for r in split.ranked])
     assert split.cosines is not None
@@ -188,6 +191,33 @@ def hybrid_confidence(
     for j, name in enumerate(LEXICAL_FEATURES):
         figures[f"feature:{name}"] = auroc(-lexical[:, j], failed)
     return figures
+
+
+def cross_validated(x: np.ndarray, failed: np.ndarray) -> float:
+    """AUROC of a query-confidence model on train queries it was not fitted on (5 seeded folds)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    p = np.empty(len(x))
+    for fit, held in StratifiedKFold(5, shuffle=True, random_state=SEED).split(x, failed):
+        p[held] = Logistic.fit(x[fit], ~failed[fit], SEED).predict(x[held])
+    return auroc(1 - p, failed)
+
+
+def feature_choice(pipeline: Pipeline, train: RankedSplit, bm25: TextSearch) -> dict[str, float]:
+    """Cross-validated train AUROC of each feature set tried, dense and hybrid: how the shipped
+    models' features were chosen (train queries only; the largest set is kept where it wins)."""
+    dataset = load_dataset(SCIFACT, "train")
+    hybrid, lexical = hybrid_split(pipeline, dataset, bm25)
+    out = {}
+    for kind, split, bm25_features in (("dense", train, None), ("hybrid", hybrid, lexical)):
+        base, coverage = split.query_table(), split.coverage_table(dataset)
+        failed = split.failed(dataset)
+        sets = {"margin and entropy": base, "+ coverage": np.hstack([base, coverage])}
+        if bm25_features is not None:
+            sets["+ BM25"] = np.hstack([base, bm25_features])
+            sets["+ BM25 + coverage"] = np.hstack([base, bm25_features, coverage])
+        out |= {f"{kind}: {name}": cross_validated(x, failed) for name, x in sets.items()}
+    return out
 
 
 def main() -> None:
@@ -218,14 +248,18 @@ def main() -> None:
         counts=curve["count"],
     )
     outcome = evaluate(embedded, test_set, Method(name, pipeline.fusion, pipeline.score))
-    figures = {
-        "hits": hit_figures(p, relevant),
-        "reliability": curve,
-        "variants": variants(train, test),
-        "query_confidence_auroc": query_confidence(calibrator, test, test_set, outcome.per_item),
-        "hybrid_query_confidence_auroc": hybrid_confidence(pipeline, test_set, embedded),
-        "ndcg@10": outcome.metrics["ndcg@10"],
-    }
+    with corpus_text_search(pipeline, SCIFACT) as bm25:
+        figures = {
+            "hits": hit_figures(p, relevant),
+            "reliability": curve,
+            "variants": variants(train, test),
+            "query_confidence_auroc": query_confidence(
+                calibrator, test, test_set, outcome.per_item
+            ),
+            "hybrid_query_confidence_auroc": hybrid_confidence(pipeline, test_set, embedded, bm25),
+            "feature_choice_train_cv_auroc": feature_choice(pipeline, train, bm25),
+            "ndcg@10": outcome.metrics["ndcg@10"],
+        }
     config = {
         "dataset": "scifact/test",
         "top": TOP,

@@ -37,6 +37,9 @@ from probembed.store.ranking import Ranked, best, hybrid_ranked, with_moments
 
 #: Hits per query the calibrator is fitted and evaluated on.
 TOP = 10
+#: BM25 over a corpus: (query text, depth) -> (document id, score) pairs, best first, as
+#: `Collection.text_search` gives them.
+TextSearch = Callable[[str, int], Sequence[tuple[str, float]]]
 
 
 @dataclass
@@ -116,7 +119,7 @@ def rank_split(
 def hybrid_split(
     pipeline: Pipeline,
     dataset: RetrievalDataset,
-    bm25: Callable[[str, int], Sequence[tuple[str, float]]],
+    bm25: TextSearch,
     embedded: Embedded | None = None,
 ) -> tuple[RankedSplit, np.ndarray]:
     """Every judged query ranked as a hybrid search ranks it, with its lexical features.
@@ -191,9 +194,7 @@ def _split(
 
 
 @contextmanager
-def corpus_text_search(
-    pipeline: Pipeline, corpus: Path
-) -> Iterator[Callable[[str, int], list[tuple[str, float]]]]:
+def corpus_text_search(pipeline: Pipeline, corpus: Path) -> Iterator[TextSearch]:
     """BM25 over a BEIR corpus as a collection searches it: the corpus ingested by the
     pipeline into a temporary LanceDB collection, removed on exit."""
     with tempfile.TemporaryDirectory() as tmp:
