@@ -361,6 +361,35 @@ class Pipeline:
                 raise ValueError(f"{directory / CONFIG_FILE}: models[{i}]: {exc}") from exc
             kind = estimator_class(entry["estimator"])
             members.append(kind.load(directory / entry["dir"], encoder))
+        return cls._assemble(directory, config, members, cache)
+
+    def with_settings_of(self, directory: str | os.PathLike) -> Pipeline:
+        """This pipeline's loaded members under the settings kept in another pipeline directory.
+
+        A collection's kept copy may carry a score, collection adaptation or calibrator that an
+        upgraded built-in of the same fingerprint no longer has (none of them changes a
+        vector): a server that shares its loaded models with the collection must still answer
+        as the copy does. Member states are not read; a fingerprint check stays the caller's.
+        """
+        directory = Path(directory)
+        config = _read_config(directory)
+        kept = [(e["encoder"], e["estimator"]) for e in config["models"]]
+        mine = [(m.encoder.name, m.kind) for m in self.members]
+        if kept != mine:
+            raise ValueError(
+                f"{directory / CONFIG_FILE}: its members {kept} are not this pipeline's {mine}"
+            )
+        return self._assemble(directory, config, self.members, self.cache or False)
+
+    @classmethod
+    def _assemble(
+        cls,
+        directory: Path,
+        config: dict[str, Any],
+        members: Sequence[Estimator],
+        cache: EmbeddingCache | bool,
+    ) -> Pipeline:
+        """Fitted members plus the fusion, score, adaptation and calibrator a directory keeps."""
         calibration = directory / CALIBRATION_FILE
         calibrator = RelevanceCalibrator.load(calibration) if calibration.is_file() else None
         try:

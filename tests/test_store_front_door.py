@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from probembed.interfaces.store_commands import register
-from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.pipeline import AdaptConfig, FusionConfig, ModelSpec, Pipeline, ScoreConfig
 from probembed.store import (
     Batch,
     Database,
@@ -106,6 +106,39 @@ def test_a_custom_pipeline_round_trips_through_the_kept_copy(tmp_path, hash_pipe
 def source_pipe(directory):
     """A pipeline loaded from a directory, as `probembed ingest --pipeline DIR` does."""
     return Pipeline.load(directory, cache=False)
+
+
+def test_a_shared_pipeline_answers_with_the_kept_copys_settings(docs, hash_pipeline):
+    """A server's upgraded pipeline of the same fingerprint (another score, adaptation and no
+    calibrator: none changes a vector) lends its models, not its settings."""
+    want = Database(docs.db.path).open("docs").search(QUERY, k=5)  # the kept copy alone
+    upgraded = Pipeline(
+        hash_pipeline.members,
+        hash_pipeline.fusion,
+        ScoreConfig("dot"),
+        "hash",
+        False,
+        adapt=AdaptConfig(gamma=5.0),
+    )
+    assert upgraded.fingerprint == hash_pipeline.fingerprint
+    assert upgraded.score != hash_pipeline.score
+    fresh = Database(docs.db.path).open("docs")
+    fresh.use_pipeline(upgraded)
+    used = fresh.load_pipeline()
+    assert all(a is b for a, b in zip(used.members, upgraded.members, strict=True))  # shared
+    assert (used.score, used.adapt) == (hash_pipeline.score, hash_pipeline.adapt)
+    assert_same_results([fresh.search(QUERY, k=5)], [want])
+    searcher = fresh.searcher()
+    fresh.use_pipeline(upgraded)  # every request of a server does this: nothing is rebuilt
+    assert fresh.load_pipeline() is used and fresh.searcher() is searcher
+
+
+def test_a_pipeline_with_other_members_cannot_take_a_copys_settings(docs, toy_pairs):
+    spec = ModelSpec("hash", "laplace", encoder_params={"dim": 64})
+    other = Pipeline.fit([spec], toy_pairs[:40], FusionConfig("single:hash"), name="hash")
+    kept = r"\[\('hash', 'laplace'\), \('hash', 'laplace'\)\]"
+    with pytest.raises(ValueError, match=rf"members {kept} are not this pipeline's"):
+        other.with_settings_of(docs.pipeline_dir)
 
 
 def test_a_replaced_copy_is_refused_by_fingerprint(docs, hash_pipeline, toy_pairs):

@@ -34,7 +34,7 @@ from probembed.store.errors import (
     StoreError,
 )
 from probembed.store.location import Location
-from probembed.store.provenance import PIPELINE_DIR, load_recorded
+from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
     WRITE_TAG,
@@ -219,6 +219,8 @@ class Collection:
         self._table: Any = None
         #: The pipeline that made the vectors, once loaded or recorded, and its fingerprint.
         self._pipeline: tuple[Pipeline, str] | None = None
+        #: The in-memory pipeline whose models `_pipeline` shares, if one was handed in.
+        self._shares: Pipeline | None = None
         self._searcher: Searcher | None = None
         self._header_at: tuple[int, dict[str, Any]] | None = None
         #: The version of `_table` as last opened (None until asked): one read per look.
@@ -329,7 +331,7 @@ class Collection:
         if not self.exists or not location.has_file(self.name, f"{PIPELINE_DIR}/{CONFIG_FILE}"):
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
             location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
-        self._pipeline = (pipeline, pipeline.fingerprint)
+        self._share(pipeline)
 
     def create(self, pipeline: Pipeline) -> None:
         """Create the collection with no items, for this pipeline's vectors (one commit)."""
@@ -344,10 +346,30 @@ class Collection:
         """Search with a pipeline already in memory instead of loading the kept copy.
 
         A service that serves the same pipeline for embeddings shares its models this way;
-        refused (PipelineMismatchError) unless it is the pipeline that made the vectors.
+        refused (PipelineMismatchError) unless it is the pipeline that made the vectors. The
+        score, adaptation and calibrator stay the kept copy's (they are not in the
+        fingerprint), so every front door answers a collection alike.
         """
         self.check_pipeline(PipelineInfo.of(pipeline))
-        self._pipeline = (pipeline, pipeline.fingerprint)
+        if not self._holds(pipeline):
+            self.db.location.fetch(self.name, PIPELINE_DIR)
+            self._share(pipeline)
+
+    def _holds(self, pipeline: Pipeline) -> bool:
+        """Whether searches run on `pipeline` already, or on its models with the copy's settings."""
+        held = None if self._pipeline is None else self._pipeline[0]
+        return pipeline is held or pipeline is self._shares
+
+    def _share(self, pipeline: Pipeline) -> None:
+        """Hold `pipeline`'s models under the kept copy's settings (itself if none is kept)."""
+        if self._holds(pipeline):
+            return
+        own = (
+            pipeline.with_settings_of(self.pipeline_dir)
+            if has_copy(self.pipeline_dir)
+            else pipeline
+        )
+        self._pipeline, self._shares = (own, own.fingerprint), pipeline
 
     @property
     def agreement_file(self) -> Path | str:
@@ -429,7 +451,7 @@ class Collection:
         if self._pipeline is None or self._pipeline[1] != info.fingerprint:
             self.db.location.fetch(self.name, PIPELINE_DIR)
             pipeline = load_recorded(self.pipeline_dir, info, self.name)
-            self._pipeline = (pipeline, info.fingerprint)
+            self._pipeline, self._shares = (pipeline, info.fingerprint), None
         return self._pipeline[0]
 
     def searcher(self) -> Searcher:
@@ -599,6 +621,7 @@ class Collection:
             if self.exists:
                 self.db.drop(self.name)
                 self._table, self._pipeline, self._searcher = None, None, None
+                self._shares = None
                 self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name
             return
