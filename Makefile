@@ -66,6 +66,8 @@ bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/search.py
 	$(BIN)/python benchmarks/stored_size.py
+	$(BIN)/python benchmarks/lodo_headroom.py
+	$(BIN)/python benchmarks/confidence_cost.py
 	$(BIN)/python benchmarks/readme_tables.py
 
 clean:  ## Remove the virtual environment and caches

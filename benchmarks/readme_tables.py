@@ -4,7 +4,8 @@
 
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
-`lodo` from lodo.json, `serve` from serve.json, `chunking` from chunking.json.
+`lodo` from lodo.json, `headroom` from lodo_headroom.json, `serve` from serve.json,
+`chunking` from chunking.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -226,6 +227,23 @@ def lodo(rows: Rows) -> str:
     return table(header, body)
 
 
+def headroom(rows: Rows) -> str:
+    """Per dataset: static weights chosen by LODO, in domain and on the test, with intervals."""
+    header = ["dataset", "static (LODO)", "tuned in domain", "in domain − LODO [95% CI]"]
+    header += ["test oracle", "oracle − LODO [95% CI]"]
+    body = []
+    for name in dict.fromkeys(r["left_out"] for r in rows):
+        get = {r["chosen_on"]: r for r in rows if r["left_out"] == name}
+        cells = [LODO_NAMES.get(name, name), pct(get["lodo"]["value"])]
+        for how in ("in domain", "test oracle"):
+            d = get[how]["vs_lodo"]
+            low, high = pct(d["low"], signed=True), pct(d["high"], signed=True)
+            gap = f"{pct(d['difference'], signed=True)} [{low}, {high}]"
+            cells += [pct(get[how]["value"]), gap]
+        body.append(cells)
+    return table(header, body)
+
+
 def serve(rows: Rows) -> str:
     """Each load scenario beside offline batched encoding: throughput, latency, batches, errors."""
     offline = next(r["texts_per_s"] for r in rows if r["scenario"] == "offline")
@@ -268,6 +286,7 @@ def chunking(rows: Rows) -> str:
 
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
+    "headroom": ("lodo_headroom.json", headroom),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),

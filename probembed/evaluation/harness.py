@@ -23,7 +23,7 @@ from probembed.evaluation.metrics import (
 )
 from probembed.evaluation.metrics import (
     per_query_metrics,
-    probe_accuracy,
+    probe_correct,
     run_from_scores,
     spearman,
 )
@@ -185,5 +185,5 @@ def _evaluate_classification(
     """Accuracy of a logistic-regression probe on the fused means, as MTEB does."""
     train = embedded.fused("train", method.fusion).gaussian.mean
     test = embedded.fused("test", method.fusion).gaussian.mean
-    acc = probe_accuracy(train, dataset.train_labels, test, dataset.test_labels)
-    return Outcome({"accuracy": acc})
+    correct = probe_correct(train, dataset.train_labels, test, dataset.test_labels)
+    return Outcome({"accuracy": float(correct.mean())}, {"correct": correct.astype(np.float64)})

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import bootstrap, rankdata
 
 from probembed.evaluation.datasets import (
     ClassificationDataset,
@@ -27,6 +27,7 @@ from probembed.evaluation.datasets import (
 from probembed.evaluation.harness import (
     Embedded,
     Method,
+    Outcome,
     dataset_roles,
     embed,
     evaluate,
@@ -263,6 +264,53 @@ def tune_families(scores: Scores, k: int, step: float, left_out: str | None = No
         j = scores.choose(tilted, left_out)
         settings[f"{name}+adapted"], gamma[f"{name}+adapted"] = tilted[j], GAMMAS[j]
     return Choice(settings, gamma, static)
+
+
+def static_headroom(scores: Scores, name: str, k: int, step: float) -> dict[str, Method]:
+    """The static grid's weights for dataset `name`, chosen on three kinds of data.
+
+    "lodo": the other datasets' tuning splits (the `static` baseline); "in domain": the
+    dataset's own tuning split, which the protocol forbids, so what knowing the domain's labels
+    would give any domain-level adaptation; "test oracle": its test split itself, a ceiling
+    that overfits the test, never a method. Ties keep the first (simplest) setting.
+    """
+    grid = static_methods(k, step)
+    fixed = [_fixed(m) for m in grid]
+    own = {name: [scores.figure(name, "tune", s) for s in fixed]}
+    test = {name: [scores.figure(name, "test", s) for s in fixed]}
+    return {
+        "lodo": _best(scores, grid, name),
+        "in domain": grid[fold_choice(own, None)],
+        "test oracle": grid[fold_choice(test, None)],
+    }
+
+
+def paired_difference(
+    dataset: Dataset, base: Outcome, other: Outcome, resamples: int = 2000, seed: int = SEED
+) -> dict[str, float]:
+    """other − base in the primary metric, with a paired bootstrap 95% interval over test items.
+
+    Both outcomes are of the same items, so resampling items together cancels what is shared
+    (how hard each item is); STS resamples pairs and recomputes both Spearmans.
+    """
+    rng = np.random.default_rng(seed)
+    options = {"paired": True, "n_resamples": resamples, "method": "percentile", "rng": rng}
+    if isinstance(dataset, StsDataset):
+        data = (base.per_item["pred"], other.per_item["pred"], dataset.scores)
+
+        def statistic(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
+            """Spearman gain on one resample of pairs."""
+            return spearman(b, gold) - spearman(a, gold)
+
+        result = bootstrap(data, statistic, vectorized=False, **options)
+        point = statistic(*data)
+    else:
+        item = "correct" if isinstance(dataset, ClassificationDataset) else "ndcg@10"
+        gain = other.per_item[item] - base.per_item[item]
+        result = bootstrap((gain,), np.mean, **options)
+        point = float(gain.mean())
+    low, high = result.confidence_interval
+    return {"difference": float(point), "low": float(low), "high": float(high)}
 
 
 @dataclass(frozen=True)

@@ -109,11 +109,18 @@ def probe_accuracy(
     train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
 ) -> float:
     """Accuracy of a logistic regression fitted on frozen embeddings, as MTEB classification."""
+    return float(np.mean(probe_correct(train_X, train_y, test_X, test_y, seed)))
+
+
+def probe_correct(
+    train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
+) -> np.ndarray:
+    """Per test text, whether the `probe_accuracy` probe labels it right: paired comparisons."""
     train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
     test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"train_X has {train_X.shape[1]} columns but test_X {test_X.shape[1]}")
-    return float(np.mean(_probe(train_X, train_y, seed).predict(test_X) == test_y))
+    return _probe(train_X, train_y, seed).predict(test_X) == test_y
 
 
 def probe_losses(
