@@ -86,6 +86,16 @@ def test_search_after_an_add_sees_the_new_rows(docs, sentences):
     assert docs.searcher() is searcher and searcher._snapshot.version > before
 
 
+def test_a_collection_searched_while_empty_finds_what_is_added_later(tmp_path, hash_pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    collection.create(hash_pipeline)
+    assert collection.search(QUERY, k=3)["hits"] == []  # the warm searcher holds no row
+    ingest(records(["the cat sat on the mat", "dogs bark at night"]), collection, hash_pipeline)
+    for exact in (True, False):
+        hits = collection.search("the cat sat on the mat", k=3, exact=exact)["hits"]
+        assert [h["id"] for h in hits][:1] == ["s0"] and len(hits) == 2
+
+
 def test_a_custom_pipeline_round_trips_through_the_kept_copy(tmp_path, hash_pipeline, sentences):
     source = hash_pipeline.save(tmp_path / "my-pipeline")
     path = tmp_path / "db"

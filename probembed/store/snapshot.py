@@ -293,7 +293,8 @@ class Snapshot:
         nothing else is read, so a write of a few rows costs a few rows, not a listing of the
         whole collection. Otherwise the whole listing is compared.
         """
-        after = int(self.row_ids.max()) if len(self.row_ids) else -1
+        # a snapshot holding no row lists everything: LanceDB's row ids are unsigned
+        after = int(self.row_ids.max()) if len(self.row_ids) else None
         version, count, fresh = collection.listing(after)
         if version == self.version:
             self.added = np.zeros(0, dtype=np.int64)
