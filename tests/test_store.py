@@ -231,6 +231,24 @@ def test_metadata_type_clash_is_a_reported_line(tmp_path, collection, hash_pipel
         ingest(source, collection, hash_pipeline)
 
 
+def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(
+    tmp_path, collection, hash_pipeline
+):
+    ingest(
+        write_jsonl(tmp_path / "a.jsonl", [{"id": "a", "text": "x y"}]), collection, hash_pipeline
+    )
+    version, columns = collection.version, collection.metadata_columns()
+    rows = [{"id": "big", "text": "y z", "n": 2**63}]
+    source = write_jsonl(tmp_path / "big.jsonl", rows)
+    with pytest.raises(IngestError, match=r"big.jsonl:1: item 'big': metadata field 'n' = 9223"):
+        ingest(source, collection, hash_pipeline)
+    assert (collection.version, collection.metadata_columns()) == (version, columns)
+    assert collection.ids() == {"a"}
+    ok = [{"id": "edge", "text": "y z", "n": 2**63 - 1}, {"id": "low", "text": "z", "n": -(2**63)}]
+    ingest(write_jsonl(tmp_path / "ok.jsonl", ok), collection, hash_pipeline)
+    assert collection.rows(["edge"], ["n"])["edge"]["n"] == 2**63 - 1
+
+
 def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
     beir = tmp_path / "beir"
     beir.mkdir()

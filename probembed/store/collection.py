@@ -782,10 +782,14 @@ class Collection:
                 f"stores dimension {self.dim}"
             )
         known = self.metadata_columns()
-        new = {k: t for k, t in metadata_types(batch, known).items() if k not in known}
+        new = [pa.field(k, t) for k, t in metadata_types(batch, known).items() if k not in known]
+        schema = table.schema
+        for field in new:
+            schema = schema.append(field)
+        data = to_arrow(batch, schema)  # every value converts before a column is committed
         if new:
-            table.add_columns([pa.field(k, t) for k, t in new.items()])
-        return to_arrow(batch, table.schema)
+            table.add_columns(new)
+        return data
 
 
 def sql_list(values: Sequence[str]) -> str:

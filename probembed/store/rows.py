@@ -31,6 +31,7 @@ CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights", 
 #: A random tag per written batch: an (id, tag) pair names one version of a row, so search
 #: can tell rows it holds from rewritten ones even after a compaction moved every row id.
 WRITE_TAG = "written"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _ARROW_TYPES: dict[type, pa.DataType] = {
     bool: pa.bool_(),
@@ -148,6 +149,11 @@ def promote_metadata(
         kind = _ARROW_TYPES.get(type(value))
         if kind is None:
             continue
+        if kind == pa.int64() and not _INT64_MIN <= value <= _INT64_MAX:
+            raise StoreError(
+                f"item {doc_id!r}: metadata field {key!r} = {value} does not fit a 64-bit "
+                "integer column; store it as a string"
+            )
         have = types.setdefault(key, kind)
         if have != kind and not (have == pa.float64() and kind == pa.int64()):
             raise StoreError(
