@@ -96,6 +96,20 @@ def test_a_collection_searched_while_empty_finds_what_is_added_later(tmp_path, h
         assert [h["id"] for h in hits][:1] == ["s0"] and len(hits) == 2
 
 
+def test_rows_without_a_doc_id_are_each_their_own_document(tmp_path, hash_pipeline, sentences):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    items = records(sentences[:6])
+    items[2] = Record(items[2].id, items[2].text, {"doc_id": "d"})  # one row names a document
+    items[3] = Record(items[3].id, items[3].text, {"doc_id": "d"})
+    ingest(items, collection, hash_pipeline)
+    plain = collection.search(sentences[0], k=6, exact=True)["hits"]
+    grouped = collection.search(sentences[0], k=6, exact=True, group_by_doc=True)["hits"]
+    first_of_d = next(h["id"] for h in plain if h["id"] in ("s2", "s3"))
+    want = [h["id"] for h in plain if h["id"] not in ("s2", "s3") or h["id"] == first_of_d]
+    assert [h["id"] for h in grouped] == want  # five documents: four plain rows and d
+    assert [h["other_chunks"] for h in grouped] == [1 if i == first_of_d else 0 for i in want]
+
+
 def test_a_custom_pipeline_round_trips_through_the_kept_copy(tmp_path, hash_pipeline, sentences):
     source = hash_pipeline.save(tmp_path / "my-pipeline")
     path = tmp_path / "db"

@@ -9,6 +9,7 @@ probability that its first hit truly outranks its second.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -208,19 +209,23 @@ class Searcher:
 
     def _grouped(self, ranked: list[Ranked], depth: int) -> tuple[list[Ranked], list[list[int]]]:
         """Per query, the best chunk of each document (at most `depth`), and how many other
-        chunks of that document were among the ranked candidates."""
+        chunks of that document were among the ranked candidates. A row with no doc_id (written
+        without chunking) is a document of its own."""
         doc_ids = self._snap.doc_ids
         assert doc_ids is not None
         out, others = [], []
         for hits in ranked:
-            docs = doc_ids[hits.positions]
-            first: dict[str, int] = {}
-            for i, doc in enumerate(docs.tolist()):
+            docs = [
+                ("row", int(p)) if d is None else d
+                for d, p in zip(doc_ids[hits.positions].tolist(), hits.positions, strict=True)
+            ]
+            first: dict[object, int] = {}
+            for i, doc in enumerate(docs):
                 first.setdefault(doc, i)
             keep = np.array(sorted(first.values())[:depth], dtype=np.int64)
-            seen = {doc: int((docs == doc).sum()) - 1 for doc in docs[keep].tolist()}
+            count = Counter(docs)
             out.append(Ranked(*(field[keep] for field in hits)))
-            others.append([seen[doc] for doc in docs[keep].tolist()])
+            others.append([count[docs[i]] - 1 for i in keep.tolist()])
         return out, others
 
     def warm(self, score: Score | str | None = None) -> bool:
