@@ -328,6 +328,23 @@ def test_concurrent_requests_share_one_encode_batch(tight):
     assert (after[0] - before[0], after[1] - before[1]) == (1, 4)
 
 
+def test_writers_racing_for_one_new_id_each_get_a_200_and_one_row_is_stored(tight):
+    # all four pass the stored-id check before any commits, since their texts are encoded in
+    # one batch of 4 released together; then they commit one by one: the first adds the row,
+    # the others find it stored (no timing: the batch is released only when full)
+    document = {"documents": [{"id": "same", "text": "One id, four writers."}]}
+    with tight.client() as http:
+        assert http.post("/v1/collections", json={"name": "race"}).status_code == 201
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: http.post(
+                "/v1/collections/race/documents", json=document), range(4)))  # fmt: skip
+    assert [a.status_code for a in answers] == [200] * 4
+    reports = [a.json() for a in answers]
+    assert sorted(r["added"] for r in reports) == [0, 0, 0, 1]
+    assert sum(r["already_stored"] for r in reports) == 3
+    assert {r["count"] for r in reports} == {1}
+
+
 def test_full_queue_answers_429_with_retry_after(tight):
     with tight.client() as http, ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(

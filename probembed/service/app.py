@@ -34,7 +34,7 @@ from probembed.store import (
     StoreError,
 )
 from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
-from probembed.store.ingest import IngestReport, commit, finish, prepare
+from probembed.store.ingest import IngestReport, commit, finish, not_yet_stored, prepare
 from probembed.store.rows import PipelineInfo
 
 #: A collection name in a path, as the store accepts them.
@@ -441,12 +441,15 @@ def _collections(service: Service) -> APIRouter:
         report, todo = await service.run(name, prepared)
         # encoded on the event loop, with the collection unlocked: a write that waits for
         # the encoders (seconds, under load) must not hold up the collection's searches.
-        # Each record is one row, and `add` refuses an id stored meanwhile.
+        # Each record is one row; an id another request stored meanwhile counts as stored.
         fused = await batcher.encode([r.text for r in todo]) if todo else None
 
         def write() -> schemas.WriteReport:
-            if fused is not None:
-                commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
+            rows, vectors = todo, fused
+            if vectors is not None and not body.upsert:
+                rows, vectors = not_yet_stored(collection, todo, vectors, report)
+            if vectors is not None:
+                commit(collection, PipelineInfo.of(pipeline), rows, vectors, body.upsert, report)
             finish(collection, pipeline, report)
             return schemas.WriteReport(
                 collection=name,

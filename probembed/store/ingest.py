@@ -136,6 +136,23 @@ def stored_ids(collection: Collection, ids: Sequence[str]) -> set[str]:
     return collection.ids()
 
 
+def not_yet_stored(
+    collection: Collection, records: Sequence[Record], fused: Fused, report: IngestReport
+) -> tuple[list[Record], Fused | None]:
+    """The records (with their fused rows) whose ids are still not stored, the rest counted as
+    already stored: a write encoded with the collection unlocked can lose the race for an id
+    to another writer, which ends as if the id had been found stored. None when none is left."""
+    stored = stored_ids(collection, [r.id for r in records])
+    if not stored:
+        return list(records), fused
+    keep = [i for i, r in enumerate(records) if r.id not in stored]
+    report.already_stored += len(records) - len(keep)
+    if not keep:
+        return [], None
+    rows = Fused(fused.gaussian[keep], fused.weights[keep], fused.models)
+    return [records[i] for i in keep], rows
+
+
 def commit(
     collection: Collection,
     info: PipelineInfo,
