@@ -295,6 +295,22 @@ def test_limits_are_named(tight):
     assert many.status_code == 413 and "--max-inputs" in many.text
     assert long.status_code == 422 and "--max-chars" in long.text
     assert body.status_code == 413 and "--max-body-bytes" in body.text
+    assert body.json()["error"]["message"] == body.json()["detail"]  # what OpenAI clients read
+
+
+def test_a_body_that_cannot_be_parsed_and_an_unknown_route_carry_the_error_object(server):
+    with server.client() as http:
+        garbled = http.post(
+            "/v1/embeddings",
+            content=b'{"model": "hash", "input": "\xff\xfe"}\xff',
+            headers={"content-type": "application/json"},
+        )
+        nowhere = http.get("/v1/nowhere")
+    assert garbled.status_code in (400, 422)  # refused by the JSON parser, never a 5xx
+    assert nowhere.status_code == 404
+    for answer in (garbled, nowhere):
+        error = answer.json()["error"]
+        assert error["message"] and error["type"] in ("invalid_request_error", "not_found_error")
 
 
 def batch_counts(http) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
 from probembed.chunking import ChunkSettings
@@ -61,15 +62,6 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ValueError, 422),
     (TypeError, 422),
 )
-#: OpenAI's error `type` per status, so its clients raise the matching exception class.
-_ERROR_TYPES = {
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    429: "rate_limit_error",
-    503: "service_unavailable",
-}
 #: Statuses any route may answer besides its success, declared in the schema.
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": schemas.ErrorBody, "description": text}
@@ -176,8 +168,13 @@ def _handle_errors(app: FastAPI) -> None:
             return refusal(status, str(exc), headers, raw=[str(p) for p in exc.problems])
         return refusal(status, str(exc), headers)
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        return refusal(exc.status_code, str(exc.detail), exc.headers)
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(StarletteHTTPException, http_error)  # unparsable body, no route
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, known)
 
@@ -186,9 +183,7 @@ def refusal(
     status: int, message: str, headers: dict[str, str] | None = None, raw: Any = None
 ) -> JSONResponse:
     """An error body both FastAPI clients (`detail`) and OpenAI clients (`error`) can read."""
-    error = {"message": message, "type": _ERROR_TYPES.get(status, "invalid_request_error")}
-    body = {"detail": message if raw is None else raw, "error": error}
-    return JSONResponse(body, status, headers=headers)
+    return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
 
 
 def _problem(error: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from probembed.service.metrics import Metrics
+from probembed.service.schemas import error_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -113,7 +114,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 async def _too_large(send: Send, limit: int) -> None:
     """413 naming the limit."""
-    body = json.dumps({"detail": f"request body exceeds {limit} bytes (--max-body-bytes)"}).encode()
+    message = f"request body exceeds {limit} bytes (--max-body-bytes)"
+    body = json.dumps(error_body(413, message)).encode()
     await send(
         {
             "type": "http.response.start",

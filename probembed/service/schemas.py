@@ -233,6 +233,23 @@ class ErrorMessage(BaseModel):
     type: str
 
 
+#: OpenAI's error `type` per status, so its clients raise the matching exception class.
+ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+}
+
+
+def error_body(status: int, message: str, detail: Any = None) -> dict[str, Any]:
+    """A refusal's JSON: `detail` (the message, or the problems) and OpenAI's `error` object."""
+    error = {"message": message, "type": ERROR_TYPES.get(status, "invalid_request_error")}
+    return {"detail": message if detail is None else detail, "error": error}
+
+
 class ErrorBody(BaseModel):
     """Every refusal: `detail` (a message, or a list of the problems) and OpenAI's `error`."""
 
