@@ -14,6 +14,7 @@ from probembed.encoders import (
     available_encoders,
     get_encoder,
 )
+from probembed.encoders.base import is_blank
 
 INFOS = {info.name: info for info in available_encoders()}
 NAMES = list(INFOS)
@@ -329,3 +330,11 @@ def test_use_keeps_the_process_thread_limit(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert UniversalSentenceEncoder().threads == 1
     assert UniversalSentenceEncoder(threads=3).threads == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "blank"),
+    [("", True), (" \t\n", True), ("\u200b\u200d\ufeff", True), ("\u200ba", False), ("é", False)],
+)
+def test_only_white_space_and_invisible_format_characters_are_blank(text, blank):
+    assert is_blank(text) is blank

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from importlib.metadata import version
@@ -29,6 +30,12 @@ def validate_texts(texts: object, what: str = "texts") -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__}: {text!r:.60}")
     return list(texts)
+
+
+def is_blank(text: str) -> bool:
+    """Whether a text holds nothing to embed: only white space and invisible format characters
+    (zero-width spaces and joiners, byte-order marks), which str.strip() keeps."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
 
 
 def thread_limit() -> int | None:

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
 from probembed.chunking import ChunkSettings
+from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.service import schemas
 from probembed.service.auth import READ, WRITE
@@ -227,7 +228,7 @@ def check_texts(
                 f"{field}[{i}] has {len(text)} characters; the limit is {limits.max_chars} "
                 "(--max-chars)",
             )
-        if not allow_empty and not text.strip():
+        if not allow_empty and is_blank(text):
             raise ApiError(422, f"{field}[{i}] is empty: there is nothing to embed")
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
@@ -205,7 +206,7 @@ def check_records(
 def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) -> Problem | None:
     """The problem with one record, or None."""
     where = record.source or f"id {record.id!r}"
-    if not isinstance(record.text, str) or not record.text.strip():
+    if not isinstance(record.text, str) or is_blank(record.text):
         return Problem(where, f"document {record.id!r} has an empty text")
     if record.id in first_seen:
         first = first_seen[record.id] or "earlier"
