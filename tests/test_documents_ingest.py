@@ -126,6 +126,18 @@ def test_rerun_touches_only_what_changed(tmp_path, folder, pydoc_pipeline):
     assert hit["metadata"]["doc_id"] == "guide.md" and "gizmo" in hit["text"]
 
 
+def test_other_chunk_settings_re_chunk_every_document(tmp_path, folder, pydoc_pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    count = collection.count()
+    bigger = ChunkSettings(SMALL.max_tokens * 4, SMALL.overlap_tokens)
+    again = ingest_documents(folder, collection, pydoc_pipeline, bigger)
+    assert (again.unchanged, again.updated) == (0, 4)
+    assert collection.count() < count  # fewer, larger chunks replace the old ones
+    same = ingest_documents(folder, collection, pydoc_pipeline, bigger)
+    assert (same.unchanged, same.chunks_written) == (4, 0)
+
+
 def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
     calls: list[list[str]] = []

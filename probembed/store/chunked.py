@@ -4,10 +4,12 @@ Each document (a file of a folder, or a JSONL/BEIR record) is cut by `probembed.
 into chunks that every member model reads whole; chunk `i` of document `d` is stored under id
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
-`doc_hash` (SHA-256 of the document's text) beside the document's own metadata. A re-run
-compares hashes: unchanged documents are not touched, changed ones are re-chunked (new chunks
-upserted first, chunk 0 last of them, then the chunks they no longer have deleted, so a crash
-anywhere in between leaves a document that the next run sees as changed), and with `sync`
+`doc_hash` (SHA-256 of the document's text and metadata and of the chunk size and overlap
+that cut it) beside the document's own metadata. A re-run compares hashes: unchanged
+documents are not touched, changed ones (or all, after a change of chunk settings) are
+re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
+have deleted, so a crash anywhere in between leaves a document that the next run sees as
+changed), and with `sync`
 documents no longer in the input are removed. A document is unchanged only when chunk 0 is
 stored and every stored chunk carries the document's current hash.
 """
@@ -15,6 +17,7 @@ stored and every stored chunk carries the document's current hash.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +124,13 @@ def content_hash(document: SourceDocument) -> str:
     return content_digest([document.text.encode("utf-8")], document.metadata)
 
 
+def chunked_digest(content: str, settings: ChunkSettings) -> str:
+    """A chunk's doc_hash: the document's content digest and the settings that cut it, so a
+    re-run with another chunk size or overlap re-chunks the document as a changed one does."""
+    key = f"{content}:{settings.max_tokens}:{settings.overlap_tokens}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
 def chunk_records(
     document: SourceDocument, count: Callable, settings: ChunkSettings
 ) -> list[Record] | Problem:
@@ -128,7 +138,7 @@ def chunk_records(
     clash = sorted(set(document.metadata) & set(RESERVED))
     if clash:
         return Problem(document.source, f"metadata uses {clash}, which chunking writes itself")
-    digest = content_hash(document)
+    digest = chunked_digest(content_hash(document), settings)
     chunks = chunk_text(document.text, document.sections(), count, settings)
     if not chunks:
         return Problem(document.source, f"document {document.id!r} has no text to chunk")
@@ -291,7 +301,8 @@ def _plan(
             continue
         plan.seen[item.id] = item.source
         before = stored.get(item.id)
-        digest = item.digest if isinstance(item, StreamedFile) else content_hash(item)
+        content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
+        digest = chunked_digest(content, settings)
         if unchanged(item.id, digest, before):
             report.unchanged += 1
         elif isinstance(item, StreamedFile):
@@ -349,8 +360,9 @@ def write_streamed(
     try:
         if replaced:
             collection.delete(list(replaced))
+        digest = chunked_digest(file.digest, settings)
         for chunk in stream_chunks(file.segments(), pipeline.count_tokens, settings):
-            (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, file.digest))
+            (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, digest))
             if len(batch) == batch_size:
                 flush(batch)
                 batch = []
