@@ -43,11 +43,13 @@ from probembed.evaluation.lodo import (
     Scores,
     collection_parts,
     embed_split,
+    kept_members_gamma,
     load_tasks,
     tune_families,
 )
 from probembed.evaluation.metrics import retrieval_metrics, run_from_results
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
+from probembed.evaluation.tuning import without_unweighted
 from probembed.fusion.adapt import agreement
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
@@ -141,14 +143,17 @@ def grid_rows(candidates: Pipeline) -> dict[str, dict]:
     out = {}
     for step in (0.2, 0.1):
         choice = tune_families(scores, len(candidates.models), step)
-        setting = choice.settings["uec+adapted"]
         base = choice.settings["uec"](splits["scifact", "tune"])
+        tuned = Pipeline(candidates.members, base.fusion, base.score, "retrieval", cache=False)
+        kept = without_unweighted(tuned)
+        gamma, setting, mine = kept_members_gamma(kept, splits)
         out[str(step)] = {
-            "prior": base.fusion.prior,
-            "beta": base.score.beta,
-            "gamma": choice.gamma["uec+adapted"],
-            "train": 100 * scores.figure("scifact", "tune", setting),
-            "test": 100 * scores.figure("scifact", "test", setting),
+            "models": list(kept.models),
+            "prior": kept.fusion.prior,
+            "beta": kept.score.beta,
+            "gamma": gamma,
+            "train": 100 * mine.figure("scifact", "tune", setting),
+            "test": 100 * mine.figure("scifact", "test", setting),
         }
     return out
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from probembed.evaluation.lodo import Scores, embed_split, load_tasks, tune_families
+from probembed.evaluation.lodo import (
+    Scores,
+    embed_split,
+    kept_members_gamma,
+    load_tasks,
+    tune_families,
+)
 from probembed.evaluation.recipes import (
     BUILTIN_ESTIMATORS,
     MAX_PAIRS,
@@ -41,8 +47,8 @@ def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
     """Tune a built-in on its LODO tuning splits (TUNED_ON, else all seven); drop 0-weight members.
 
     The same steps as each fold of benchmarks/lodo.py, with no dataset left out: static
-    weights, then uec's (T, beta) around them, then the collection adaptation's gamma. No
-    test split is read.
+    weights, then uec's (T, beta) around them, then (once the 0-weight members are dropped)
+    the collection adaptation's gamma. No test split is read.
     """
     pipe = candidate_pipeline(name, pairs)
     if len(pipe.members) < 2:
@@ -53,9 +59,9 @@ def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
     choice = tune_families(Scores(splits), len(pipe.models), step)
     # ship the untilted uec fusion: each collection tilts it by its own agreement and gamma
     base = choice.settings["uec"](next(iter(splits.values())))
-    adapt = AdaptConfig(choice.gamma["uec+adapted"])
-    tuned_pipe = Pipeline(pipe.members, base.fusion, base.score, name, cache=False, adapt=adapt)
+    tuned_pipe = Pipeline(pipe.members, base.fusion, base.score, name, cache=False)
     kept = without_unweighted(tuned_pipe)
+    kept.adapt = AdaptConfig(kept_members_gamma(kept, splits)[0])
     kept.save(builtin_dir() / name)
     print(f"{name}: {kept.models} {kept.fusion} {kept.score} {kept.adapt}")
 

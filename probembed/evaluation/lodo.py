@@ -313,6 +313,20 @@ def paired_difference(
     return {"difference": float(point), "low": float(low), "high": float(high)}
 
 
+def kept_members_gamma(
+    kept: Pipeline, splits: Mapping[tuple[str, str], Split]
+) -> tuple[float, Setting, Scores]:
+    """The collection adaptation's gamma for a tuned pipeline, chosen on the splits' "tune"
+    roles with agreement measured among the members it keeps (as a shipped collection does;
+    the candidates tuning dropped would change it); with the chosen setting and the kept
+    members' Scores over every split given."""
+    cached = Pipeline(kept.members, kept.fusion, kept.score, kept.name)  # tuning embedded these
+    mine = Scores({key: embed_split(cached, s.dataset, progress=True) for key, s in splits.items()})
+    tilted = adapted_settings(Method("uec", kept.fusion, kept.score))
+    j = mine.choose(tilted)
+    return GAMMAS[j], tilted[j], mine
+
+
 @dataclass(frozen=True)
 class FoldResult:
     """One left-out dataset: each family's test figure, and the gamma and λ tuning chose."""
