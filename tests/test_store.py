@@ -249,6 +249,18 @@ def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(
     assert collection.rows(["edge"], ["n"])["edge"]["n"] == 2**63 - 1
 
 
+@pytest.mark.parametrize(
+    "metadata", [{"score": float("nan")}, {"score": float("-inf")}, {"nested": [float("inf")]}]
+)
+def test_non_finite_metadata_is_refused_by_name(collection, hash_pipeline, metadata):
+    from probembed.store.readers import Record
+
+    says = "item 'n': metadata is not JSON-serialisable: Out of range float"
+    with pytest.raises(IngestError, match=says):
+        ingest([Record("n", "some text", metadata)], collection, hash_pipeline)
+    assert not collection.exists
+
+
 def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
     beir = tmp_path / "beir"
     beir.mkdir()

@@ -21,7 +21,7 @@ from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import StoreError
 from probembed.store.readers import Problem, Record, read_records
-from probembed.store.rows import Batch, PipelineInfo, promote_metadata
+from probembed.store.rows import Batch, PipelineInfo, metadata_json, promote_metadata
 
 OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
@@ -213,6 +213,7 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
         return Problem(where, f"duplicate id {record.id!r} (first at {first})")
     trial = dict(types)
     try:
+        metadata_json(record.id, record.metadata)  # stored as JSON: refuse what JSON cannot hold
         promote_metadata(record.id, record.metadata, trial)
     except StoreError as exc:
         return Problem(where, str(exc))

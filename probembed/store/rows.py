@@ -169,7 +169,7 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
         "id": pa.array(ids, pa.string()),
         "text": pa.array(list(batch.texts), pa.string()),
         "metadata": pa.array(
-            [_dumps(i, m) for i, m in zip(batch.ids, batch.metadata, strict=True)]
+            [metadata_json(i, m) for i, m in zip(batch.ids, batch.metadata, strict=True)]
         ),
         "mean": _fixed_list(g.mean),
         "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
@@ -193,10 +193,10 @@ def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1])
 
 
-def _dumps(doc_id: str, metadata: Mapping[str, Any]) -> str:
+def metadata_json(doc_id: str, metadata: Mapping[str, Any]) -> str:
     """Metadata as JSON, naming the item when a value is not JSON-serialisable."""
     try:
-        return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+        return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"item {doc_id!r}: metadata is not JSON-serialisable: {exc}") from exc
 
