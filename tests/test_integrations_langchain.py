@@ -14,7 +14,7 @@ from probembed.integrations.common import text_id
 from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
 from probembed.pipeline import Pipeline
 from probembed.scoring import parse_score
-from probembed.store import Database
+from probembed.store import Database, IngestError
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.ranking import scan
 
@@ -132,6 +132,15 @@ def test_add_without_ids_is_deterministic_and_delete_round_trips(store):
     assert [d.id for d in store.get_by_ids(ids)] == [ids[1]]
     found = store.similarity_search("generators and yield", k=50, filter={"topic": "notes"})
     assert [d.id for d in found] == [ids[1]]
+
+
+def test_the_same_text_twice_without_ids_is_one_row_with_one_id(store):
+    before = store.collection.count()
+    ids = store.add_texts(["Boilerplate footer.", "Boilerplate footer.", "Another text."])
+    assert ids[0] == ids[1] != ids[2]
+    assert store.collection.count() == before + 2
+    with pytest.raises(IngestError, match="duplicate id 'x'"):  # ids given twice: an error
+        store.add_texts(["one", "two"], ids=["x", "x"])
 
 
 def test_documents_keep_their_ids_through_add_documents(store):

@@ -210,6 +210,9 @@ def test_adding_again_replaces_and_delete_nodes_removes_by_id(store, nodes):
     assert store.client.count() == count
     store.delete_nodes(node_ids=[nodes[0].node_id, nodes[1].node_id])
     assert store.client.count() == count - 2
+    store.delete_nodes(node_ids=[])  # an empty id list selects no node
+    assert store.client.count() == count - 2
+    assert store.get_nodes(node_ids=[]) == []
     assert store.client.existing([n.node_id for n in nodes[:3]]) == {nodes[2].node_id}
 
 

@@ -77,7 +77,12 @@ def store_texts(
         return []
     triples = zip(given, texts, metas, strict=True)
     final = [i if i is not None else text_id(t, m) for i, t, m in triples]
-    records = [Record(i, t, m) for i, t, m in zip(final, texts, metas, strict=True)]
+    records, derived = [], set()
+    for gave, i, t, m in zip(given, final, texts, metas, strict=True):
+        if gave is None and i in derived:
+            continue  # the same text and metadata twice without ids: one row, one id for both
+        derived.update([i] if gave is None else [])
+        records.append(Record(i, t, m))
     ingest(records, collection, pipeline, upsert=True)
     return final
 
@@ -127,7 +132,8 @@ def field_type(collection: Collection, field: str) -> pa.DataType:
     if field not in types:
         raise ValueError(
             f"cannot filter on {field!r}: collection {collection.name!r} can filter on "
-            f"{', '.join(sorted(types))} (scalar metadata fields become columns)"
+            f"{', '.join(sorted(types))} (scalar metadata fields named in lower-case "
+            "snake_case become columns; other fields stay in the metadata JSON only)"
         )
     return types[field]
 

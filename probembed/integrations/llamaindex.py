@@ -161,9 +161,9 @@ class ProbembedVectorStore(BasePydanticVectorStore):
     ) -> list[BaseNode]:
         """The stored nodes with these ids and/or matching these filters (all: neither)."""
         collection = self._collection
-        if not collection.exists:
-            return []
-        ids_where = _ids_condition(collection, "id", node_ids) if node_ids else None
+        if not collection.exists or (node_ids is not None and not node_ids):
+            return []  # an empty id list selects no node
+        ids_where = None if node_ids is None else _ids_condition(collection, "id", node_ids)
         ids = collection.matching_ids(common.both(ids_where, self._filters(filters)) or "true")
         rows = collection.rows(ids, ["metadata"])
         return [metadata_dict_to_node(json.loads(rows[i]["metadata"])) for i in ids if i in rows]
@@ -188,6 +188,8 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         collection = self._collection
         if not collection.exists or (node_ids is None and filters is None):
             return
+        if node_ids is not None and not node_ids:
+            return  # an empty id list selects no node, as in LlamaIndex's own stores
         ids_where = None if node_ids is None else _ids_condition(collection, "id", node_ids)
         where = common.both(ids_where, self._filters(filters)) or "true"
         collection.delete(collection.matching_ids(where))
