@@ -43,7 +43,6 @@ from probembed.evaluation.lodo import (
     Scores,
     collection_parts,
     embed_split,
-    kept_members_gamma,
     load_tasks,
     tune_families,
 )
@@ -143,17 +142,17 @@ def grid_rows(candidates: Pipeline) -> dict[str, dict]:
     out = {}
     for step in (0.2, 0.1):
         choice = tune_families(scores, len(candidates.models), step)
+        setting = choice.settings["uec+adapted"]
         base = choice.settings["uec"](splits["scifact", "tune"])
         tuned = Pipeline(candidates.members, base.fusion, base.score, "retrieval", cache=False)
         kept = without_unweighted(tuned)
-        gamma, setting, mine = kept_members_gamma(kept, splits)
         out[str(step)] = {
             "models": list(kept.models),
             "prior": kept.fusion.prior,
             "beta": kept.score.beta,
-            "gamma": gamma,
-            "train": 100 * mine.figure("scifact", "tune", setting),
-            "test": 100 * mine.figure("scifact", "test", setting),
+            "gamma": choice.gamma["uec+adapted"],
+            "train": 100 * scores.figure("scifact", "tune", setting),
+            "test": 100 * scores.figure("scifact", "test", setting),
         }
     return out
 

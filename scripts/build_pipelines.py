@@ -17,7 +17,6 @@ import os
 from probembed.evaluation.lodo import (
     Scores,
     embed_split,
-    kept_members_gamma,
     load_tasks,
     tune_families,
 )
@@ -47,8 +46,9 @@ def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
     """Tune a built-in on its LODO tuning splits (TUNED_ON, else all seven); drop 0-weight members.
 
     The same steps as each fold of benchmarks/lodo.py, with no dataset left out: static
-    weights, then uec's (T, beta) around them, then (once the 0-weight members are dropped)
-    the collection adaptation's gamma. No test split is read.
+    weights, then uec's (T, beta) around them, then the collection adaptation's gamma (with
+    agreement among the members kept, as their collections measure it). No test split is
+    read.
     """
     pipe = candidate_pipeline(name, pairs)
     if len(pipe.members) < 2:
@@ -61,7 +61,7 @@ def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
     base = choice.settings["uec"](next(iter(splits.values())))
     tuned_pipe = Pipeline(pipe.members, base.fusion, base.score, name, cache=False)
     kept = without_unweighted(tuned_pipe)
-    kept.adapt = AdaptConfig(kept_members_gamma(kept, splits)[0])
+    kept.adapt = AdaptConfig(choice.gamma["uec+adapted"])
     kept.save(builtin_dir() / name)
     print(f"{name}: {kept.models} {kept.fusion} {kept.score} {kept.adapt}")
 

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probembed.evaluation.lodo import fold_choice
+from probembed.evaluation.harness import Embedded
+from probembed.evaluation.lodo import Split, fold_choice
 from probembed.fusion import Fused, fuse
 from probembed.fusion.adapt import adapted_weights, agreement, members_of, retilt
 from probembed.gaussian import Gaussian
@@ -68,6 +69,17 @@ def test_fold_choice_never_looks_at_the_left_out_dataset() -> None:
     dev["c"] = [-9.0, -9.0, 9.0]
     assert fold_choice(dev, "c") == 1
     assert fold_choice(dev, "a") == 2  # b and c: means -4.4, -4.1, 4.7
+
+
+def test_a_tilt_reads_the_agreement_among_the_members_it_weights() -> None:
+    """A member the prior drops does not take part, as in a collection without it."""
+    parts = _members(2, noise=(0.1, 0.3, 2.0))
+    split = Split(None, Embedded(("a", "b", "c"), {"a": parts}), agreement(parts))
+    among = split.agreement_among((0.6, 0.0, 0.4))
+    np.testing.assert_array_equal(among[[0, 2]], agreement([parts[0], parts[2]]))
+    assert among[1] == 0 and split.agreement_among((0.6, 0.0, 0.4)) is among  # measured once
+    assert split.agreement_among((0.2, 0.3, 0.5)) is split.agreement  # every member weighted
+    assert split.agreement_among((1.0, 0.0, 0.0)) is split.agreement  # one member: no tilt
 
 
 def test_retilt_equals_fusing_with_the_tilted_prior() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +155,21 @@ class Split:
     dataset: Dataset
     embedded: Embedded
     agreement: np.ndarray
+    #: Agreement among subsets of the members, by the subset's indices, measured once each.
+    among: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict, compare=False)
+
+    def agreement_among(self, prior: Sequence[float]) -> np.ndarray:
+        """(K,) each member's agreement with the others that `prior` gives weight, as a
+        collection of just those members measures it (0 for the rest; all K: `agreement`)."""
+        keep = tuple(k for k, p in enumerate(prior) if p > 0)
+        if len(keep) == len(prior) or len(keep) < 2:  # one member: no tilt to measure
+            return self.agreement
+        if keep not in self.among:
+            parts = collection_parts(self.embedded)
+            out = np.zeros(len(prior))
+            out[list(keep)] = agreement([parts[k] for k in keep])
+            self.among[keep] = out
+        return self.among[keep]
 
 
 def collection_parts(embedded: Embedded) -> list[Gaussian]:
@@ -224,13 +239,15 @@ def _best(scores: Scores, methods: Sequence[Method], left_out: str | None) -> Me
 
 
 def adapted_settings(base: Method) -> list[Setting]:
-    """A method's prior (uec) or weights (weighted) tilted by each split's member agreement."""
-    field = "prior" if base.fusion.method == "uec" else "weights"
+    """A method's prior (uec) or weights (weighted) tilted by each split's member agreement,
+    measured among the members it gives weight (as a collection of just those measures it)."""
+    slot = "prior" if base.fusion.method == "uec" else "weights"
 
     def setting(gamma: float) -> Setting:
         def method(split: Split) -> Method:
-            w = adapted_weights(split.agreement, getattr(base.fusion, field), gamma)
-            fusion = replace(base.fusion, **{field: tuple(w)})
+            prior = getattr(base.fusion, slot)
+            w = adapted_weights(split.agreement_among(prior), prior, gamma)
+            fusion = replace(base.fusion, **{slot: tuple(w)})
             return Method(f"{base.name}+adapted", fusion, base.score)
 
         return method
@@ -311,20 +328,6 @@ def paired_difference(
         point = float(gain.mean())
     low, high = result.confidence_interval
     return {"difference": float(point), "low": float(low), "high": float(high)}
-
-
-def kept_members_gamma(
-    kept: Pipeline, splits: Mapping[tuple[str, str], Split]
-) -> tuple[float, Setting, Scores]:
-    """The collection adaptation's gamma for a tuned pipeline, chosen on the splits' "tune"
-    roles with agreement measured among the members it keeps (as a shipped collection does;
-    the candidates tuning dropped would change it); with the chosen setting and the kept
-    members' Scores over every split given."""
-    cached = Pipeline(kept.members, kept.fusion, kept.score, kept.name)  # tuning embedded these
-    mine = Scores({key: embed_split(cached, s.dataset, progress=True) for key, s in splits.items()})
-    tilted = adapted_settings(Method("uec", kept.fusion, kept.score))
-    j = mine.choose(tilted)
-    return GAMMAS[j], tilted[j], mine
 
 
 @dataclass(frozen=True)
