@@ -71,7 +71,7 @@ def validate_max_bytes(max_bytes: object) -> int:
 
 def text_key(text: str) -> bytes:
     """A fixed-size digest of the text, so the cache never stores the text itself."""
-    return hashlib.sha256(text.encode("utf-8")).digest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()  # lone surrogates too
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class EmbeddingCache:
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
-            except sqlite3.OperationalError as exc:  # read-only file, full disk, locked too long
+            except sqlite3.DatabaseError as exc:  # read-only, full disk, locked, or corrupted
                 self._disable(exc)
                 return default
             return result

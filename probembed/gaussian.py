@@ -71,6 +71,8 @@ class Gaussian:
     def __getitem__(self, index: int | slice | np.ndarray | Sequence[int]) -> Gaussian:
         """Select rows; an integer keeps the batch axis so the result is still a Gaussian."""
         if isinstance(index, (int, np.integer)):
+            if not -len(self) <= index < len(self):
+                raise IndexError(f"row {int(index)} is out of range for {len(self)} Gaussians")
             index = slice(int(index), int(index) + 1) if index != -1 else slice(-1, None)
         mean, var = self.mean[index], self.var[index]
         if mean.ndim != 2:

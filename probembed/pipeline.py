@@ -191,6 +191,10 @@ class Pipeline:
         self.score = score or ScoreConfig()
         self.name = name
         self.fusion.check(self.models)
+        dims = [m.encoder.dim for m in self.members]
+        if self.fusion.mode == "sum" and len(set(dims)) > 1:
+            widths = ", ".join(f"{n}: {d}" for n, d in zip(self.models, dims, strict=True))
+            raise ValueError(f"sum fusion needs members of one dimension, got {widths}")
         self.cache = EmbeddingCache() if cache is True else (cache or None)
         #: Hit features -> P(relevant), fitted for this fusion and score; None: no p_relevant.
         #: Not part of the fingerprint: it changes no vector.
@@ -437,11 +441,12 @@ def _check_replaceable(directory: Path) -> None:
 
 
 def _resolve(name_or_dir: str | os.PathLike) -> Path:
-    """A path that exists wins; otherwise a built-in name; otherwise a helpful error."""
+    """A pipeline directory wins; otherwise a built-in name; otherwise a helpful error (a
+    directory without a pipeline is reported when no built-in has its name)."""
     path = Path(name_or_dir)
-    if path.is_dir():
-        return path
     builtin = builtin_dir() / str(name_or_dir)
+    if path.is_dir() and ((path / CONFIG_FILE).exists() or not (builtin / CONFIG_FILE).is_file()):
+        return path
     if (builtin / CONFIG_FILE).is_file():
         return builtin
     raise ValueError(

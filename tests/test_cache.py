@@ -109,6 +109,30 @@ def test_unwritable_cache_directory_falls_back_to_no_cache_with_a_warning(hash_p
         pipe.encode(SENTENCES[:2])
 
 
+def test_a_corrupted_cache_file_turns_the_cache_off_with_a_warning(hash_pipeline, tmp_path):
+    cache = EmbeddingCache(tmp_path / "cache")
+    pipe = Pipeline(hash_pipeline.members, cache=cache)
+    pipe.encode([f"{s} {i}" for i in range(300) for s in SENTENCES[:2]])  # a few pages of rows
+    pipe.cache.close()
+    raw = cache.path.read_bytes()  # the schema page stays, every page of rows is garbage
+    cache.path.write_bytes(raw[:4096] + b"\xff" * (len(raw) - 4096))
+    fresh = Pipeline(hash_pipeline.members, cache=EmbeddingCache(tmp_path / "cache"))
+    with pytest.warns(RuntimeWarning, match="embedding cache at .* disabled"):
+        fused = fresh.encode(SENTENCES)
+    assert not fresh.cache.enabled
+    np.testing.assert_array_equal(
+        fused.gaussian.mean, hash_pipeline.encode(SENTENCES).gaussian.mean
+    )
+
+
+def test_a_text_with_a_lone_surrogate_is_cached_like_any_other(hash_pipeline, tmp_path):
+    pipe = Pipeline(hash_pipeline.members, cache=EmbeddingCache(tmp_path / "cache"))
+    text = "broken \ud800 surrogate"
+    first = pipe.encode([text]).gaussian.mean
+    np.testing.assert_array_equal(pipe.encode([text]).gaussian.mean, first)  # from the cache
+    assert text_key(text) != text_key("broken  surrogate")
+
+
 def test_size_cap_evicts_least_recently_used_entries(tmp_path):
     probe = EmbeddingCache(tmp_path / "probe")
     probe.put("m", [f"x{i}" for i in range(50)], _gaussians(50, 384, 0))

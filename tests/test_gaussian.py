@@ -80,3 +80,11 @@ def test_loading_something_else_is_a_clear_error(tmp_path):
     np.savez(tmp_path / "other.npz", x=np.zeros(3))
     with pytest.raises(ValueError, match="is not a saved Gaussian"):
         Gaussian.load(tmp_path / "other.npz")
+
+
+@pytest.mark.parametrize("row", [3, 5, -4])
+def test_a_row_index_out_of_range_is_an_index_error(row):
+    g = Gaussian(np.ones((3, 4)), np.ones((3, 4)))
+    with pytest.raises(IndexError, match=f"row {row} is out of range for 3 Gaussians"):
+        g[row]
+    assert len(g[-3]) == len(g[2]) == 1

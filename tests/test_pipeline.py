@@ -11,6 +11,7 @@ from probembed.pipeline import (
     FusionConfig,
     ModelSpec,
     Pipeline,
+    _resolve,
     available_pipelines,
     builtin_dir,
 )
@@ -112,3 +113,19 @@ def test_corrupted_pipeline_directories_raise_clear_errors(two_hash_pipeline, tm
     config.unlink()
     with pytest.raises(ValueError, match="pipeline.json is missing"):
         Pipeline.load(directory)
+
+
+def test_sum_fusion_of_members_of_different_widths_is_refused_when_made(hash_pipeline):
+    widths = {m.encoder.dim for m in hash_pipeline.members}
+    assert len(widths) == 2  # the fixture's members are 128 and 96 wide
+    with pytest.raises(ValueError, match=r"sum fusion needs members of one dimension, got hash"):
+        Pipeline(hash_pipeline.members, FusionConfig("mean", "sum"), cache=False)
+
+
+def test_a_folder_named_like_a_built_in_without_a_pipeline_does_not_hide_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "default").mkdir()  # e.g. a project's own folder, holding no pipeline.json
+    assert _resolve("default") == builtin_dir() / "default"
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(ValueError, match="mine is not a pipeline directory"):
+        Pipeline.load("mine")  # no built-in of that name: the folder is what was meant

@@ -343,3 +343,10 @@ def test_candidates_outside_the_documents_are_a_clear_error():
         score_matrix(g, g, "dot", candidates=np.array([[0], [2]]))
     with pytest.raises(ValueError, match=r"integer \(n_queries=2, p\)"):
         score_matrix(g, g, "dot", candidates=np.array([0, 1]))
+
+
+@pytest.mark.parametrize("beta", ["1", None, True])
+def test_a_beta_that_is_not_a_number_is_named(beta):
+    g = Gaussian(np.ones((2, 3)), np.ones((2, 3)))
+    with pytest.raises(TypeError, match="beta must be a number"):
+        score_matrix(g, g, "uec", beta)

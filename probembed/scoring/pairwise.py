@@ -285,6 +285,8 @@ def score_matrix(
     the documents a query does not need.
     """
     kind = parse_score(score)
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.number)):
+        raise TypeError(f"beta must be a number, got {type(beta).__name__}: {beta!r}")
     if not (np.isfinite(beta) and beta >= 0):
         raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
     formula = _PENALISED[kind](beta) if kind in _PENALISED else _SCORES[kind]
