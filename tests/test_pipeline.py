@@ -129,3 +129,22 @@ def test_a_folder_named_like_a_built_in_without_a_pipeline_does_not_hide_it(tmp_
     (tmp_path / "mine").mkdir()
     with pytest.raises(ValueError, match="mine is not a pipeline directory"):
         Pipeline.load("mine")  # no built-in of that name: the folder is what was meant
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda m: {**m, "scale": float("nan")}, "scale must be finite and >= 0, got nan"),
+        (lambda m: {**m, "scale": -1.0}, "scale must be finite and >= 0, got -1.0"),
+        (lambda m: {**m, "scale": None}, "scale must be a number, got None"),
+        (lambda m: {k: v for k, v in m.items() if k != "params"}, "needs an object with kind"),
+        (lambda m: [1], "needs an object with kind"),
+        (lambda m: {**m, "params": {**m["params"], "unknown": 1}}, "unknown"),
+    ],
+)
+def test_a_hand_edited_estimator_file_is_refused_naming_it(two_hash_pipeline, tmp_path, edit, says):
+    directory = two_hash_pipeline.save(tmp_path / "pipe")
+    meta_file = directory / "models" / "0-hash" / "estimator.json"
+    meta_file.write_text(json.dumps(edit(json.loads(meta_file.read_text()))))
+    with pytest.raises(ValueError, match=rf"0-hash/estimator.json: .*{says}"):
+        Pipeline.load(directory)

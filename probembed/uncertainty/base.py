@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -209,12 +210,24 @@ class Estimator(ABC):
                 state = {key: data[key] for key in data.files}
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"cannot load estimator from {directory}: {exc}") from exc
-        if meta.get("kind") != cls.kind:
-            found = meta.get("kind")
-            raise ValueError(f"{directory} holds a {found!r} estimator, not {cls.kind!r}")
-        estimator = cls(encoder, **meta["params"])
+        where = directory / PARAMS_FILE
+        if not isinstance(meta, dict) or not {"kind", "params", "scale"} <= meta.keys():
+            raise ValueError(f"{where}: needs an object with kind, params and scale")
+        if meta["kind"] != cls.kind:
+            raise ValueError(f"{directory} holds a {meta['kind']!r} estimator, not {cls.kind!r}")
+        scale = meta["scale"]
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise ValueError(f"{where}: scale must be a number, got {scale!r}")
+        if not (math.isfinite(scale) and scale >= 0):
+            raise ValueError(f"{where}: scale must be finite and >= 0, got {scale!r}")
+        if not isinstance(meta["params"], dict):
+            raise ValueError(f"{where}: params must be an object, got {meta['params']!r}")
+        try:
+            estimator = cls(encoder, **meta["params"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from exc
         estimator._check_state(state)
-        estimator.state, estimator.scale = state, float(meta["scale"])
+        estimator.state, estimator.scale = state, float(scale)
         return estimator
 
     @abstractmethod
