@@ -464,7 +464,7 @@ def _read_config(directory: Path) -> dict[str, Any]:
         raise ValueError(
             f"{directory} is not a pipeline directory: {CONFIG_FILE} is missing"
         ) from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # not JSON, or not UTF-8
         raise ValueError(f"{path} is corrupted: {exc}") from exc
     _check_keys(path, "the top level", config, _TOP_KEYS)
     if config.get("format") != FORMAT_VERSION:

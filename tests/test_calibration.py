@@ -253,9 +253,10 @@ def test_a_malformed_calibration_file_is_refused_naming_it(tmp_path, calibrator,
 
 def test_a_pipeline_with_a_broken_calibration_file_names_it(tmp_path, hash_pipeline):
     directory = hash_pipeline.save(tmp_path / "pipe")
-    (directory / CALIBRATION_FILE).write_text("{not json")
-    with pytest.raises(ValueError, match=r"calibration\.json is not valid JSON"):
-        Pipeline.load(directory, cache=False)
+    for broken in (b"{not json", b"\xff\xfe{}"):  # not JSON; not UTF-8
+        (directory / CALIBRATION_FILE).write_bytes(broken)
+        with pytest.raises(ValueError, match=r"calibration\.json is not valid JSON"):
+            Pipeline.load(directory, cache=False)
 
 
 def test_fit_refuses_labels_of_one_class(training):

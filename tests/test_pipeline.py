@@ -103,6 +103,9 @@ def test_corrupted_pipeline_directories_raise_clear_errors(two_hash_pipeline, tm
     config.write_text("{ not json")
     with pytest.raises(ValueError, match="pipeline.json is corrupted"):
         Pipeline.load(directory)
+    config.write_bytes(b"\xff\xfe{}")  # not UTF-8
+    with pytest.raises(ValueError, match="pipeline.json is corrupted"):
+        Pipeline.load(directory)
     config.write_text(json.dumps({**json.loads(original), "models": []}))
     with pytest.raises(ValueError, match="lists no models"):
         Pipeline.load(directory)

@@ -119,7 +119,7 @@ class RelevanceCalibrator:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # not JSON, or not UTF-8
             raise ValueError(f"{path} is not valid JSON: {exc}") from exc
         try:
             return cls.from_json(data)
