@@ -117,7 +117,7 @@ class EmbeddingCache:
     def get(self, model: str, texts: Sequence[str]) -> tuple[np.ndarray, Gaussian | None]:
         """Which texts are cached (bool mask) and their Gaussians in input order (None if none)."""
         keys = [text_key(t) for t in texts]
-        rows = self._run(lambda db: _select(db, model, keys), {})
+        rows = _whole(self._run(lambda db: _select(db, model, keys), {}))
         found = np.array([k in rows for k in keys], dtype=bool)
         if not found.any():
             return found, None
@@ -273,6 +273,20 @@ def _select(db: sqlite3.Connection, model: str, keys: list[bytes]) -> dict:
             rows[key] = (dim, mean, var)
         db.execute(f"UPDATE gaussians SET used=? WHERE {where}", [now, model, *chunk])
     return rows
+
+
+def _whole(rows: dict[bytes, tuple[int, bytes, bytes]]) -> dict:
+    """The rows whose vectors are as long as their dim says, all of the most common dim.
+
+    A row damaged on disk, or written by a model key that changed width, is a miss: it is
+    encoded again and overwritten, rather than failing every encode that reads it.
+    """
+    whole = {k: r for k, r in rows.items() if len(r[1]) == len(r[2]) == 4 * r[0] > 0}
+    if not whole:
+        return whole
+    dims, counts = np.unique([r[0] for r in whole.values()], return_counts=True)
+    dim = dims[np.argmax(counts)]
+    return {k: r for k, r in whole.items() if r[0] == dim}
 
 
 def _live_bytes(db: sqlite3.Connection) -> int:

@@ -223,3 +223,20 @@ def test_cache_info_reads_an_old_file_without_migrating_it(tmp_path):
     assert info.entries == 1 and info.models[0].label is None
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(gaussians)")}
     assert "used" not in columns  # asking changed nothing
+
+
+def test_a_damaged_cache_row_is_encoded_again_and_overwritten(hash_pipeline, tmp_path):
+    cache = EmbeddingCache(tmp_path / "cache")
+    pipe = Pipeline(hash_pipeline.members, cache=cache)
+    expected = pipe.encode(SENTENCES[:3]).gaussian.mean
+    model = pipe.members[0].fingerprint
+    cache.close()
+    with sqlite3.connect(cache.path) as db:  # one row cut short, one of another width
+        db.execute(
+            "UPDATE gaussians SET mean=substr(mean, 1, 8) WHERE text=?", (text_key(SENTENCES[0]),)
+        )
+        db.execute("UPDATE gaussians SET dim=dim + 1 WHERE text=?", (text_key(SENTENCES[1]),))
+    found, _ = cache.get(model, SENTENCES[:3])
+    assert found.tolist() == [False, False, True]
+    np.testing.assert_array_equal(pipe.encode(SENTENCES[:3]).gaussian.mean, expected)
+    assert cache.get(model, SENTENCES[:3])[0].all()  # the two rows were written again
