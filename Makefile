@@ -68,6 +68,7 @@ bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 
 	$(BIN)/python benchmarks/paper.py
 	$(BIN)/python benchmarks/lodo.py
 	$(BIN)/python benchmarks/lodo_headroom.py
+	$(BIN)/python benchmarks/error_signals.py
 	$(BIN)/python benchmarks/retrieval.py
 	$(BIN)/python benchmarks/calibration.py
 	$(BIN)/python benchmarks/calibration.py --pipeline retrieval

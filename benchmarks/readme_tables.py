@@ -4,8 +4,8 @@
 
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
-`lodo` from lodo.json, `headroom` from lodo_headroom.json, `serve` from serve.json,
-`chunking` from chunking.json.
+`lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
+`serve` from serve.json, `chunking` from chunking.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -244,6 +244,28 @@ def headroom(rows: Rows) -> str:
     return table(header, body)
 
 
+def errors(rows: Rows) -> str:
+    """Test-split ρ(u_k, own error) per dataset and member: the estimators' own variance, the
+    anchor-profile disagreement, and the neighbour disagreement chosen on the tuning splits."""
+    test = [r for r in rows if r["split"] == "test"]
+    models = list(test[0]["rho"])
+    chosen = next(r["signal"] for r in test if "interval" in r)
+    header = ["dataset", "signal", *models]
+    body = []
+    for r in test:
+        if r["signal"] not in ("laplace", "anchors", chosen):
+            continue
+        cells = []
+        for m in models:
+            cell = f"{r['rho'][m]:+.2f}"
+            if "interval" in r:
+                low, high = r["interval"][m]
+                cell += f" [{low:+.2f}, {high:+.2f}]"
+            cells.append(f"**{cell}**" if r["rho"][m] >= 0.3 else cell)
+        body.append([LODO_NAMES.get(r["dataset"], r["dataset"]), r["signal"], *cells])
+    return table(header, body, right_from=2)
+
+
 def serve(rows: Rows) -> str:
     """Each load scenario beside offline batched encoding: throughput, latency, batches, errors."""
     offline = next(r["texts_per_s"] for r in rows if r["scenario"] == "offline")
@@ -287,6 +309,7 @@ def chunking(rows: Rows) -> str:
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
     "headroom": ("lodo_headroom.json", headroom),
+    "errors": ("error_signals.json", errors),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),

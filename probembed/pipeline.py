@@ -478,10 +478,24 @@ def _read_config(directory: Path) -> dict[str, Any]:
             raise ValueError(f"{path}: model entry {entry} needs encoder, estimator and dir")
         if not isinstance(entry.get("encoder_params", {}), dict):
             raise ValueError(f"{path}: models[{i}].encoder_params must be a JSON object")
+        if not _inside(directory, entry["dir"]):
+            raise ValueError(
+                f"{path}: models[{i}].dir must name a sub-directory of {directory}, "
+                f"got {entry['dir']!r}"
+            )
     _check_keys(path, '"fusion"', config.get("fusion", {}), _field_names(FusionConfig))
     _check_keys(path, '"score"', config.get("score", {}), _field_names(ScoreConfig))
     _check_keys(path, '"adapt"', config.get("adapt", {}), _field_names(AdaptConfig))
     return config
+
+
+def _inside(directory: Path, sub: object) -> bool:
+    """Whether `sub` names a folder within the pipeline directory: a shared pipeline must not
+    make its loader read state from elsewhere on the machine."""
+    if not isinstance(sub, str) or not sub:
+        return False
+    root = directory.resolve()
+    return (root / sub).resolve().is_relative_to(root) and (root / sub).resolve() != root
 
 
 _TOP_KEYS = ("format", "name", "models", "fusion", "score", "adapt")

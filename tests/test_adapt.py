@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 from probembed.evaluation.harness import Embedded
 from probembed.evaluation.lodo import Split, fold_choice
 from probembed.fusion import Fused, fuse
-from probembed.fusion.adapt import adapted_weights, agreement, members_of, retilt
+from probembed.fusion.adapt import (
+    adapted_weights,
+    agreement,
+    members_of,
+    neighbour_disagreement,
+    retilt,
+)
 from probembed.gaussian import Gaussian
 
 FAST = settings(max_examples=30, deadline=None)
@@ -34,6 +40,54 @@ def test_agreement_is_seeded_and_order_equivariant() -> None:
     a = agreement(parts, sample=100)
     np.testing.assert_array_equal(a, agreement(parts, sample=100))
     np.testing.assert_allclose(agreement(parts[::-1], sample=100), a[::-1], rtol=1e-12)
+
+
+def test_a_member_that_misreads_some_texts_disagrees_on_exactly_those() -> None:
+    """Member 0 embeds texts 0-19 at random: its per-text disagreement singles them out."""
+    parts = _members(2, noise=(0.1, 0.1, 0.1))
+    scrambled = parts[0].mean.copy()
+    scrambled[:20] = np.random.default_rng(9).normal(size=(20, scrambled.shape[1]))
+    parts[0] = Gaussian(scrambled, np.zeros_like(scrambled))
+    u = neighbour_disagreement(parts, scales=(5, 10, 20))
+    assert u.shape == (200, 3)
+    assert (u[:20].argmax(axis=1) == 0).all()  # on each misread text, member 0 stands out
+    assert u[:20, 0].mean() > 0.8 > 0.4 > u[20:, 0].mean()
+    # The others' consensus counts member 0 too, so they disagree more there, but far less.
+    assert u[:20, 0].mean() > 0.2 + u[:20, 1:].mean()
+
+
+def test_per_text_disagreement_is_the_complement_of_agreement_text_by_text() -> None:
+    """At one scale over every text, agreement is 1 − the mean per-text disagreement."""
+    parts = _members(3, n=120)
+    u = neighbour_disagreement(parts, scales=(10,))
+    np.testing.assert_allclose(1.0 - u.mean(axis=0), agreement(parts, sample=120), rtol=1e-12)
+
+
+def test_queries_are_compared_with_a_reference_and_bad_input_is_named() -> None:
+    """A query set against a corpus: one row per query; scales and shapes are checked."""
+    corpus, queries = _members(4), _members(5, n=30)
+    u = neighbour_disagreement(queries, corpus, scales=(5, 200))
+    assert u.shape == (30, 3) and ((u >= 0) & (u <= 1)).all()
+    with pytest.raises(ValueError, match=r"scales must be neighbour counts in 1\.\.200"):
+        neighbour_disagreement(queries, corpus, scales=(201,))
+    with pytest.raises(ValueError, match=r"scales must be neighbour counts in 1\.\.199"):
+        neighbour_disagreement(corpus, scales=(200,))  # a text is not its own neighbour
+    with pytest.raises(ValueError, match="reference needs every member"):
+        neighbour_disagreement(queries, corpus[:2])
+    with pytest.raises(ValueError, match="at least 2 members"):
+        neighbour_disagreement(queries[:1])
+
+
+@FAST
+@given(st.integers(0, 10_000), st.permutations([0, 1, 2]))
+def test_neighbour_disagreement_is_a_share_and_member_order_equivariant(seed, order) -> None:
+    """Every value is a share in [0, 1]; permuting members permutes the columns."""
+    parts = _members(seed, n=40, noise=(0.2, 0.5, 1.0))
+    u = neighbour_disagreement(parts, scales=(3, 7))
+    assert ((u >= 0) & (u <= 1)).all()
+    np.testing.assert_allclose(
+        neighbour_disagreement([parts[i] for i in order], scales=(3, 7)), u[:, order], atol=1e-12
+    )
 
 
 @FAST

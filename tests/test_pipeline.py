@@ -109,6 +109,10 @@ def test_corrupted_pipeline_directories_raise_clear_errors(two_hash_pipeline, tm
     config.write_text(json.dumps({**json.loads(original), "models": []}))
     with pytest.raises(ValueError, match="lists no models"):
         Pipeline.load(directory)
+    for outside in ("../elsewhere", "/etc", ".", 3):
+        config.write_text(original.replace('"models/0-hash"', json.dumps(outside)))
+        with pytest.raises(ValueError, match=r"models\[0\]\.dir must name a sub-directory"):
+            Pipeline.load(directory)
     config.write_text(original)
     (directory / "models" / "0-hash" / "state.npz").write_bytes(b"\x00" * 10)
     with pytest.raises(ValueError, match="cannot load estimator"):

@@ -26,6 +26,10 @@ from probembed.gaussian import Gaussian, squared_norms
 #: Texts the agreement is measured on: the K (n, n) cosine tables stay ~40 MB in float64.
 SAMPLE = 1000
 NEIGHBOURS = 10
+#: Neighbour-list lengths a text's disagreement averages over, from near duplicates to a
+#: topic: which scale tells depends on the task, and the average was the best choice on the
+#: tuning splits (`benchmarks/error_signals.py`).
+SCALES = (5, 10, 20, 50, 100, 200)
 SEED = 0
 #: A text's score against itself: finite (sums and differences of tables stay exact) and
 #: far below any standardised cosine, so it is never its own neighbour.
@@ -34,22 +38,24 @@ _SELF = -1e9
 _TINY = 1e-30
 
 
-def _unit_means(parts: Sequence[Gaussian], rows: np.ndarray) -> list[np.ndarray]:
-    """Float64 unit-norm means of the sampled rows, one (n, d_k) array per member."""
+def _unit_means(parts: Sequence[Gaussian]) -> list[np.ndarray]:
+    """Float64 unit-norm means, one (n, d_k) array per member."""
     out = []
     for part in parts:
-        mean = part.mean[rows].astype(np.float64)
+        mean = part.mean.astype(np.float64)
         out.append(mean / np.sqrt(squared_norms(mean)))
     return out
 
 
-def _z_scored_cosines(mean: np.ndarray) -> np.ndarray:
-    """(n, n) cosines standardised over the off-diagonal pairs; the diagonal never a neighbour.
+def _z_scored(cos: np.ndarray, self_table: bool) -> np.ndarray:
+    """Cosines standardised over the pairs of two different texts; a text never its own
+    neighbour.
 
     Members' cosines live on different scales (a static model's sit higher), so the
     consensus averages standardised ones.
     """
-    cos = mean @ mean.T
+    if not self_table:
+        return (cos - cos.mean()) / max(float(cos.std()), 1e-12)
     off = ~np.eye(len(cos), dtype=bool)
     cos = (cos - cos[off].mean()) / max(float(cos[off].std()), 1e-12)
     np.fill_diagonal(cos, _SELF)
@@ -59,6 +65,39 @@ def _z_scored_cosines(mean: np.ndarray) -> np.ndarray:
 def _neighbours(table: np.ndarray, n: int) -> np.ndarray:
     """(rows, n) column indices of each row's n highest entries (order within is irrelevant)."""
     return np.argpartition(-table, n - 1, axis=1)[:, :n]
+
+
+def _shared(tables: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """(rows, K) how many of member k's n nearest columns the others' consensus also lists."""
+    total = np.sum(tables, axis=0)
+    out = np.empty((len(tables[0]), len(tables)))
+    for k, own in enumerate(tables):
+        mine = np.zeros(own.shape, dtype=bool)
+        theirs = np.zeros(own.shape, dtype=bool)
+        np.put_along_axis(mine, _neighbours(own, n), True, axis=1)
+        np.put_along_axis(theirs, _neighbours((total - own) / (len(tables) - 1), n), True, axis=1)
+        out[:, k] = np.count_nonzero(mine & theirs, axis=1)
+    return out
+
+
+def _check_members(parts: Sequence[Gaussian]) -> None:
+    """At least two members, each embedding the same texts."""
+    if len(parts) < 2:
+        raise ValueError(f"member agreement needs at least 2 members, got {len(parts)}")
+    if any(len(p) != len(parts[0]) for p in parts):
+        raise ValueError("every member must embed the same texts")
+
+
+def _tables(parts: Sequence[Gaussian], reference: Sequence[Gaussian] | None) -> list[np.ndarray]:
+    """Per member, the z-scored cosines of every text to every reference text (or to each
+    other, when there is no reference)."""
+    _check_members(parts)
+    texts = _unit_means(parts)
+    if reference is None:
+        return [_z_scored(m @ m.T, self_table=True) for m in texts]
+    if len(reference) != len(parts) or any(len(r) != len(reference[0]) for r in reference):
+        raise ValueError("the reference needs every member's embedding of the same texts")
+    return [_z_scored(m @ r.T, False) for m, r in zip(texts, _unit_means(reference), strict=True)]
 
 
 def sampled(rows: int, sample: int = SAMPLE, seed: int = SEED) -> np.ndarray:
@@ -71,25 +110,36 @@ def agreement(
     parts: Sequence[Gaussian], sample: int = SAMPLE, neighbours: int = NEIGHBOURS, seed: int = SEED
 ) -> np.ndarray:
     """(K,) share of each member's nearest neighbours that the other members' consensus shares."""
-    if len(parts) < 2:
-        raise ValueError(f"agreement needs at least 2 members, got {len(parts)}")
+    _check_members(parts)
     rows = len(parts[0])
-    if any(len(p) != rows for p in parts):
-        raise ValueError("every member must embed the same texts")
     if rows <= neighbours:
         raise ValueError(
             f"agreement needs more than {neighbours} texts to compare neighbour lists, got {rows}"
         )
     picked = sampled(rows, sample, seed)
-    tables = [_z_scored_cosines(m) for m in _unit_means(parts, picked)]
-    total = np.sum(tables, axis=0)
-    out = np.empty(len(tables))
-    for k, own in enumerate(tables):
-        mine = _neighbours(own, neighbours)
-        theirs = _neighbours((total - own) / (len(tables) - 1), neighbours)
-        shared = (mine[:, :, None] == theirs[:, None, :]).any(axis=2).sum(axis=1)
-        out[k] = shared.mean() / neighbours
-    return out
+    tables = _tables([part[picked] for part in parts], None)
+    return _shared(tables, neighbours).mean(axis=0) / neighbours
+
+
+def neighbour_disagreement(
+    parts: Sequence[Gaussian],
+    reference: Sequence[Gaussian] | None = None,
+    scales: Sequence[int] = SCALES,
+) -> np.ndarray:
+    """(n, K) per text, the share of member k's nearest reference texts that the other
+    members' consensus does not list, averaged over the neighbour-list lengths `scales`.
+
+    The per-text reading of `agreement`, usable as an uncertainty u_k(x) that no single
+    model's estimator can see: a member whose neighbours for a text depart from what the others
+    say together is more likely wrong about that text. `reference` None compares the texts
+    with each other (a collection); else each text is compared with the reference texts (a
+    query with a corpus). Costs K (n, m) float64 tables for m reference texts.
+    """
+    tables = _tables(parts, reference)
+    width = tables[0].shape[1] - (reference is None)
+    if not scales or any(not 0 < int(s) <= width for s in scales):
+        raise ValueError(f"scales must be neighbour counts in 1..{width}, got {list(scales)}")
+    return 1.0 - np.mean([_shared(tables, int(s)) / int(s) for s in scales], axis=0)
 
 
 def adapted_weights(
