@@ -131,6 +131,8 @@ def _probe() -> Gaussian:
 
 def _number(value: object, what: str) -> float:
     """A float from a number (or "inf"), or a ValueError naming the setting."""
+    if isinstance(value, bool | np.bool_):  # float(True) is 1.0: a JSON true is not a number
+        raise ValueError(f"{what} must be a number, got {value!r}")
     try:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -141,6 +143,8 @@ def _vector(value: object, what: str) -> tuple[float, ...] | None:
     """A tuple of floats (JSON- and hash-friendly) from any flat sequence, or None."""
     if value is None:
         return None
+    if any(isinstance(v, bool | np.bool_) for v in np.asarray(value, dtype=object).ravel()):
+        raise ValueError(f"{what} must be numbers, one per model, got {value!r}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from probembed.evaluation.harness import Embedded
 from probembed.interfaces.cli import app
-from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline, ScoreConfig
 
 runner = CliRunner()
 
@@ -29,6 +29,9 @@ runner = CliRunner()
         ({"temperature": float("nan")}, r"temperature must be >= 0"),
         ({"prior": (0.5, -0.5)}, r"prior must be finite, >= 0"),
         ({"method": "weighted", "weights": (0.0, 0.0)}, r"weights must be finite, >= 0"),
+        ({"temperature": True}, r"fusion temperature must be a number, got True"),
+        ({"prior": [True, 1.0]}, r"fusion prior must be numbers, one per model, got \[True"),
+        ({"prior": np.array([True, False])}, r"fusion prior must be numbers"),
     ],
 )
 def test_bad_fusion_settings_fail_at_construction(kwargs, message):
@@ -172,3 +175,12 @@ def test_bad_fusion_value_in_pipeline_json_names_the_file(hash_pipeline, tmp_pat
     path.write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"pipeline.json: prior must have shape \(2,\)"):
         Pipeline.load(directory, cache=False)
+
+
+def test_a_json_true_is_not_a_number_for_any_setting():
+    """float(True) is 1.0: a pipeline.json that says `"beta": true` is refused, not read as 1."""
+    with pytest.raises(ValueError, match="score beta must be a number, got False"):
+        ScoreConfig("uec", beta=False)
+    with pytest.raises(ValueError, match="adapt gamma must be a number, got True"):
+        AdaptConfig(gamma=True)
+    assert ScoreConfig("uec", beta=np.float32(2)).beta == 2.0  # numpy numbers still are
