@@ -23,7 +23,7 @@ from probembed import atomic
 from probembed.cache import EmbeddingCache
 from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.encoders import get_encoder
-from probembed.encoders.base import validate_texts
+from probembed.encoders.base import Encoder, validate_texts
 from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
 from probembed.fusion.adapt import adapted_weights
 from probembed.fusion.combine import default_temperature
@@ -208,13 +208,7 @@ class Pipeline:
     @property
     def models(self) -> tuple[str, ...]:
         """Unique labels of the member models, in fusion order: the name, plus params if shared."""
-        names = [m.encoder.name for m in self.members]
-        return tuple(
-            _label(m.encoder.name, m.encoder.params)
-            if names.count(m.encoder.name) > 1
-            else m.encoder.name
-            for m in self.members
-        )
+        return _labels([m.encoder for m in self.members])
 
     @property
     def fingerprint(self) -> str:
@@ -237,11 +231,17 @@ class Pipeline:
         progress: bool = False,
     ) -> Pipeline:
         """Fit each member's estimator on the same positive pairs."""
-        members = []
+        estimators = []
         for spec in specs:
             encoder = get_encoder(spec.encoder, **spec.encoder_params)
-            estimator = make_estimator(spec.estimator, encoder, **spec.params)
-            members.append(estimator.fit(pairs, progress=progress))
+            estimators.append(make_estimator(spec.estimator, encoder, **spec.params))
+        labels = _labels([e.encoder for e in estimators])
+        if len(set(labels)) < len(labels):  # refused before any member is fitted
+            raise ValueError(
+                f"model names must be unique, got {list(labels)}: one encoder with the same "
+                "params can be a member only once"
+            )
+        members = [e.fit(pairs, progress=progress) for e in estimators]
         return cls(members, fusion, score, name, cache)
 
     def adapted(self, agreements: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -413,9 +413,15 @@ class Pipeline:
         return f"Pipeline(name={self.name!r}, models={self.models}, fusion={self.fusion.method!r})"
 
 
-def _label(name: str, params: dict[str, object]) -> str:
-    """A model label that tells apart two members sharing an encoder name."""
-    return name + "(" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) + ")"
+def _labels(encoders: Sequence[Encoder]) -> tuple[str, ...]:
+    """Member labels: an encoder's name, plus its params where two members share the name."""
+    names = [e.name for e in encoders]
+    return tuple(
+        e.name + "(" + ",".join(f"{k}={v}" for k, v in sorted(e.params.items())) + ")"
+        if names.count(e.name) > 1
+        else e.name
+        for e in encoders
+    )
 
 
 def _merge(found: Sequence[bool], cached: Gaussian | None, fresh: list[Gaussian]) -> Gaussian:

@@ -155,3 +155,14 @@ def test_a_hand_edited_estimator_file_is_refused_naming_it(two_hash_pipeline, tm
     meta_file.write_text(json.dumps(edit(json.loads(meta_file.read_text()))))
     with pytest.raises(ValueError, match=rf"0-hash/estimator.json: .*{says}"):
         Pipeline.load(directory)
+
+
+def test_one_encoder_twice_with_the_same_params_is_refused_before_any_fit():
+    """Two estimators of one hash(dim=32) would share a model label: refused before fitting
+    (with no pairs, fitting the first member would fail with another error)."""
+    specs = [
+        ModelSpec("hash", "laplace", encoder_params={"dim": 32}),
+        ModelSpec("hash", "head", encoder_params={"dim": 32}),
+    ]
+    with pytest.raises(ValueError, match=r"model names must be unique, got \['hash\(dim=32\)'"):
+        Pipeline.fit(specs, [], cache=False)
