@@ -1,5 +1,6 @@
 """Calibrated relevance: the model's maths, its JSON, p_relevant and min_p_relevant in search."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -279,6 +280,32 @@ def test_hits_carry_p_relevant_and_min_p_relevant_drops_the_rest(collections, ca
         assert filtered["confidence"] == full["confidence"]  # the ranking, not the filter
     dropped = sum(len(f["hits"]) - len(k["hits"]) for f, k in zip(every, kept, strict=True))
     assert dropped > 0  # the median threshold really removed something
+
+
+def test_p_relevant_never_rises_down_a_list_and_more_hits_change_none_shown(collections):
+    """A threshold keeps a prefix of the ranked list, and k=3 shows what k=10 shows first."""
+    calibrated, _ = collections
+    queries = [f"{s} {w}" for s in ("A man is playing", "The cat sat", "A woman is") for w in
+               ("a guitar.", "on the mat.", "cooking.", "outside.")]  # fmt: skip
+    every, first = calibrated.search(queries, k=10), calibrated.search(queries, k=3)
+    for full, few in zip(every, first, strict=True):
+        p = [h["p_relevant"] for h in full["hits"]]
+        assert all(a >= b for a, b in itertools.pairwise(p))
+        assert [h["p_relevant"] for h in few["hits"]] == p[:3]
+        for threshold in p:
+            kept = [h["p_relevant"] >= threshold for h in full["hits"]]
+            assert kept == sorted(kept, reverse=True)  # a prefix: True..., then False...
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-1, 1), min_size=2, max_size=12), st.integers(1, 12))
+def test_predict_ranked_is_the_running_minimum_of_the_hits_own_predictions(calibrator, dots, k):
+    """Each hit's p is its own prediction capped by the ones above it: never more."""
+    dots = np.sort(np.asarray(dots))[::-1]
+    variances = np.full_like(dots, 0.01)
+    own = calibrator.predict(hit_features(dots, variances, k))
+    ranked = calibrator.predict_ranked(dots, variances, k)
+    np.testing.assert_array_equal(ranked, np.minimum.accumulate(own))
 
 
 def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, calibrator):

@@ -74,7 +74,8 @@ class RelevanceCalibrator:
         self, dots: np.ndarray, variances: np.ndarray, k: int, cosines: np.ndarray | None = None
     ) -> np.ndarray:
         """P(relevant) of the first k ranked hits, from the ranked dots and variances: (n,) for
-        one query or (..., n) for queries ranked to one depth, giving (..., min(k, n)).
+        one query or (..., n) for queries ranked to one depth, giving (..., min(k, n)), never
+        rising down a query's list (see `non_increasing`).
 
         `cosines` ((..., n, K) member cosines of the ranked hits, see `features.member_cosines`)
         is needed only by a calibrator that uses member disagreement.
@@ -82,7 +83,7 @@ class RelevanceCalibrator:
         if self.uses_disagreement and cosines is None:
             raise ValueError("this calibrator uses member disagreement: pass the member cosines")
         spread = disagreement(cosines) if self.uses_disagreement else None
-        return self.predict(hit_features(dots, variances, k, spread))
+        return non_increasing(self.predict(hit_features(dots, variances, k, spread)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RelevanceCalibrator) and self.to_json() == other.to_json()
@@ -200,6 +201,18 @@ class RelevanceCalibrator:
         }
         final = _fit(x, y, names, seed, isotonic=use_isotonic)
         return replace(final, fit_info=info)
+
+
+def non_increasing(p: np.ndarray) -> np.ndarray:
+    """Each query's hit probabilities (last axis) capped by every one ranked above them.
+
+    The calibrator reads each hit's own features, so a hit can come out a little more likely
+    relevant than one ranked above it; a list whose p_relevant rises would make
+    `min_p_relevant` drop a hit and keep one below it. A running minimum keeps what a hit
+    shows independent of the hits below it, so asking for more hits never changes the
+    p_relevant of those already returned (pooling adjacent violators would not).
+    """
+    return np.minimum.accumulate(np.asarray(p, dtype=np.float64), axis=-1)
 
 
 def _fit(
