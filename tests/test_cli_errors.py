@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +25,9 @@ def saved_pipeline(hash_pipeline, tmp_path_factory):
 def damaged_pipeline(saved_pipeline, tmp_path_factory):
     """A pipeline whose encoder takes an argument it does not know: a TypeError on load."""
     directory = tmp_path_factory.mktemp("damaged") / "pipe"
-    directory.mkdir()
-    config = json.loads((saved_pipeline / "pipeline.json").read_text())
+    shutil.copytree(saved_pipeline, directory)
+    config = json.loads((directory / "pipeline.json").read_text())
     config["models"][0]["encoder_params"] = {"bogus": 1}
-    for entry in config["models"]:
-        entry["dir"] = str(saved_pipeline / entry["dir"])
     (directory / "pipeline.json").write_text(json.dumps(config))
     return directory
 

@@ -272,11 +272,23 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
     (notes / "sub" / "b.txt").write_text("more notes", encoding="utf-8")
     (notes / "skip.pdf").write_bytes(b"%PDF")
     db = Database(tmp_path / "db", create=True)
+    (notes / "photo.png").write_bytes(b"\x89PNG")  # not a document: passed over
     ingest(beir, db.collection("beir"), hash_pipeline)
-    ingest(notes, db.collection("notes"), hash_pipeline)
+    with pytest.raises(IngestError, match=r"skip\.pdf: a \.pdf document is read only by chunked"):
+        ingest(notes, db.collection("notes"), hash_pipeline)  # not left out without a word
+    report = ingest(notes, db.collection("notes"), hash_pipeline, on_error="skip")
+    assert [p.source.rsplit("/", 1)[-1] for p in report.problems] == ["skip.pdf"]
     assert db.open("beir").rows(["1"])["1"]["text"] == "Cats Cats purr."
     assert db.open("beir").ids() == {"1", "2"}
     assert db.open("notes").ids() == {"a.md", "sub/b.txt"}
+    only_pdf = tmp_path / "pdfs"
+    only_pdf.mkdir()
+    (only_pdf / "x.pdf").write_bytes(b"%PDF")
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"no \.txt/\.md/\.markdown files .* \.pdf files are read with --chunk",
+    ):
+        ingest(only_pdf, db.collection("pdfs"), hash_pipeline)
     with pytest.raises(FileNotFoundError, match="no documents at"):
         ingest(tmp_path / "absent", db.collection("x"), hash_pipeline)
 

@@ -11,11 +11,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from probembed.documents import Problem, Record, read_jsonl
+from probembed.store.formats import READERS
 
-__all__ = ["TEXT_SUFFIXES", "Problem", "Record", "read_jsonl", "read_records", "read_text_folder"]
+__all__ = [
+    "CHUNKED_ONLY",
+    "TEXT_SUFFIXES",
+    "Problem",
+    "Record",
+    "read_jsonl",
+    "read_records",
+    "read_text_folder",
+]
 
 #: File suffixes read from a folder of plain documents.
-TEXT_SUFFIXES = (".txt", ".md")
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+#: Documents only chunked ingestion reads (it extracts their text): a problem here, not silence.
+CHUNKED_ONLY = tuple(s for s in READERS if s not in TEXT_SUFFIXES)
 
 
 def read_records(path: str | Path) -> Iterator[Record | Problem]:
@@ -34,10 +45,21 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
 
 
 def read_text_folder(root: Path) -> Iterator[Record | Problem]:
-    """One record per .txt/.md file below root, id = path relative to root."""
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+    """One record per .txt/.md file below root, id = path relative to root; a PDF or HTML
+    file is a problem that says to chunk it, so no document is left out without a word."""
+    found = sorted(p for p in root.rglob("*") if p.is_file())
+    files = [p for p in found if p.suffix.lower() in TEXT_SUFFIXES]
     if not files:
-        raise FileNotFoundError(f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest")
+        others = sorted({p.suffix.lower() for p in found} & set(CHUNKED_ONLY))
+        hint = f"; its {'/'.join(others)} files are read with --chunk" if others else ""
+        raise FileNotFoundError(f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}")
+    for file in found:
+        if file.suffix.lower() in CHUNKED_ONLY:
+            yield Problem(
+                str(file),
+                f"a {file.suffix.lower()} document is read only by chunked ingestion "
+                "(`probembed ingest --chunk`, `ingest_documents`); this run reads .txt/.md",
+            )
     for file in files:
         rel = file.relative_to(root).as_posix()
         try:
