@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +166,33 @@ def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
     )
 
 
+class _QuietLogger:
+    """A library's warnings held back while any thread is inside: for pypdf, whose "EOF marker
+    not found" on stderr would break the progress bar while the file's problem says it all."""
+
+    def __init__(self, name: str) -> None:
+        self.log = logging.getLogger(name)
+        self.lock = threading.Lock()
+        self.inside = 0
+        self.level = logging.NOTSET
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.inside == 0:
+                self.level = self.log.level
+                self.log.setLevel(logging.ERROR)
+            self.inside += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.inside -= 1
+            if self.inside == 0:
+                self.log.setLevel(self.level)
+
+
+_PYPDF_QUIET = _QuietLogger("pypdf")
+
+
 def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
     """The text layer of every page, pages separated by a blank line; page starts kept."""
     require("documents", "reading PDF")
@@ -171,10 +200,11 @@ def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
     from pypdf.errors import PdfReadError
 
     try:
-        reader = PdfReader(str(path))
-        if reader.is_encrypted and not reader.decrypt(""):
-            return Problem(str(path), "encrypted PDF: decrypt it first (e.g. `qpdf --decrypt`)")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        with _PYPDF_QUIET:
+            reader = PdfReader(str(path))
+            if reader.is_encrypted and not reader.decrypt(""):
+                return Problem(str(path), "encrypted PDF: decrypt it first (e.g. `qpdf --decrypt`)")
+            pages = [page.extract_text() or "" for page in reader.pages]
     except (PdfReadError, ValueError, KeyError, TypeError) as exc:
         return Problem(str(path), f"damaged or truncated PDF: {exc}")
     starts, parts, at = [], [], 0
