@@ -39,6 +39,9 @@ class Problem:
 
     source: str
     message: str
+    #: The document it is about, when known (a file that exists but cannot be read): a sync
+    #: keeps that document's stored version rather than taking it for gone.
+    doc_id: str | None = None
 
     def __str__(self) -> str:
         return f"{self.source}: {self.message}"

@@ -212,6 +212,45 @@ def test_unreadable_files_are_each_reported_and_nothing_half_written(
     assert collection.document_index().keys() == {"good.md"}
 
 
+def test_sync_keeps_a_document_that_is_there_but_cannot_be_read(tmp_path, pydoc_pipeline):
+    """A file that turned unreadable is skipped, not taken for deleted: its version stays."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nalpha beta gamma.\n")
+    (docs / "b.md").write_text("# B\n\ndelta epsilon zeta.\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    before = collection.document_index()["b.md"]
+    (docs / "b.md").write_bytes("# B\n\ndelta epsilon zeta caf\xe9.\n".encode("latin-1"))
+    report = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    assert (report.removed, report.unchanged, len(report.problems)) == (0, 1, 1)
+    assert "not UTF-8" in report.problems[0].message
+    assert collection.document_index()["b.md"] == before
+
+
+def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
+    tmp_path, pydoc_pipeline
+):
+    """New chunks that fail the checks (metadata of another type) write and delete nothing
+    of that document, and it is not counted as updated."""
+    source = tmp_path / "docs.jsonl"
+
+    def write(text, year):
+        rows = [{"id": "a", "text": text, "year": year}, {"id": "b", "text": "delta", "year": 1}]
+        source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    write("\n\n".join(" ".join(f"w{p}_{k}" for k in range(30)) for p in range(3)), 2020)
+    ingest_documents(source, collection, pydoc_pipeline, SMALL)
+    before = collection.document_index()["a"]
+    assert len(before[1]) > 1  # several chunks, so a shorter new version would leave stale ones
+    write("a short new text", "2020")  # changed, and its year is now a string
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
+    assert (report.updated, report.chunks_written, report.chunks_removed) == (0, 0, 0)
+    assert "stores 'year' as int64" in report.problems[0].message
+    assert collection.document_index()["a"] == before
+
+
 def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline_dir):
     runner = CliRunner()
     db = str(tmp_path / "db")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +95,14 @@ def read_documents(
 
 
 def _read(path: Path, doc_id: str, stream_bytes: int) -> SourceDocument | StreamedFile | Problem:
-    """A file read whole, or, when it is large text, scanned for reading as a stream."""
+    """A file read whole, or, when it is large text, scanned for reading as a stream; a
+    problem names the document, which exists even when it cannot be read."""
     try:
         large = path.suffix.lower() in STREAMED and path.stat().st_size > stream_bytes
     except OSError as exc:
-        return Problem(str(path), f"cannot read: {exc.strerror or exc}")
-    return scan_file(path, doc_id) if large else read_file(path, doc_id)
+        return Problem(str(path), f"cannot read: {exc.strerror or exc}", doc_id)
+    item = scan_file(path, doc_id) if large else read_file(path, doc_id)
+    return replace(item, doc_id=doc_id) if isinstance(item, Problem) else item
 
 
 def record_document(record: Record, markdown: bool = False) -> SourceDocument:
@@ -233,14 +235,22 @@ def ingest_parsed(
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)
     kept = {r.id for r in good}
+    refused = {r.metadata["doc_id"] for r in (*plan.records, *plan.marks) if r.id not in kept}
+    stale = []
+    for doc, (new, old) in plan.changed.items():
+        if doc in refused:  # none of its chunks is written and its stored version stays whole
+            continue
+        report.added += new
+        report.updated += not new
+        stale += old
     if sync:
         gone = [doc for doc in stored if doc not in plan.seen]
         report.removed = len(gone)
-        plan.stale += [i for doc in gone for i in stored[doc][1]]
+        stale += [i for doc in gone for i in stored[doc][1]]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
     write = ingest_with or functools.partial(ingest, encode=encode)
     for part in (plan.records, plan.marks):
-        part = [r for r in part if r.id in kept]
+        part = [r for r in part if r.metadata["doc_id"] not in refused]
         if part:
             result = write(part, collection, pipeline, batch_size, on_error, True, progress)
             report.chunks_written += result.added + result.updated
@@ -262,21 +272,23 @@ def ingest_parsed(
         report.chunks_removed += len(set(before) - written)
         report.added += not before
         report.updated += bool(before)
-    if plan.stale:
-        report.chunks_removed += collection.delete(plan.stale)
+    if stale:
+        report.chunks_removed += collection.delete(stale)
     return report
 
 
 @dataclass
 class _Plan:
     """What a chunked ingest writes: chunks (chunk 0s apart, written last), large files to
-    stream, chunks to delete, and the documents seen (id -> where)."""
+    stream, the documents seen (id -> where), and per changed document whether it is new and
+    which of its stored chunks the new ones leave behind (counted and deleted only once its
+    chunks pass the checks)."""
 
     records: list[Record] = field(default_factory=list)
     marks: list[Record] = field(default_factory=list)
     streamed: list[StreamedFile] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
 
 
 def _plan(
@@ -292,6 +304,8 @@ def _plan(
     for item in items:
         if isinstance(item, Problem):
             report.problems.append(item)
+            if item.doc_id is not None:  # there, but unreadable: not gone
+                plan.seen.setdefault(item.doc_id, item.source)
             continue
         if item.id in plan.seen:
             first = plan.seen[item.id]
@@ -314,10 +328,9 @@ def _plan(
                 continue
             plan.records += chunks[1:]
             plan.marks.append(chunks[0])
-            report.added += before is None
-            report.updated += before is not None
             kept = {r.id for r in chunks}
-            plan.stale += [i for i in (before or (set(), []))[1] if i not in kept]
+            old = [i for i in (before or (set(), []))[1] if i not in kept]
+            plan.changed[item.id] = (before is None, old)
     return plan
 
 
