@@ -20,6 +20,7 @@ from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, ingest, ingest_documents
 from probembed.store.chunked import ingest_parsed, read_documents
+from probembed.store.formats import read_file
 
 SMALL = ChunkSettings(48, 8)
 ROOT = Path(__file__).resolve().parents[1]  # small chunks, so a long file has many
@@ -161,6 +162,30 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
     again = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     assert (again.unchanged, again.updated, again.added) == (3, 1, 0)
     assert index() == whole
+
+
+@pytest.mark.parametrize(
+    ("html", "text"),
+    [
+        (  # text straight in divs and in the body is content like any paragraph
+            "<html><body><div>The pump overheats.</div><div>Clean the <b>filter</b>.</div>"
+            "<h1>Pump</h1>Unplug it first.<p>Monthly.</p></body></html>",
+            "The pump overheats.\n\nClean the filter.\n\n# Pump\n\nUnplug it first.\n\nMonthly.",
+        ),
+        ("A fragment with <b>bold</b> text.", "A fragment with bold text."),
+        (  # the page's tags structure it: its text is never re-read as Markdown syntax
+            "<h1>Notes</h1><p># 1 priority is speed.</p><pre>```python</pre><h2>Fixes</h2>",
+            "# Notes\n\n\\# 1 priority is speed.\n\n\\```python\n\n## Fixes",
+        ),
+    ],
+)
+def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, text):
+    path = tmp_path / "page.html"
+    path.write_text(html, encoding="utf-8")
+    document = read_file(path, "page.html")
+    assert document.text == text
+    headings = {section.headings[-1] for section in document.sections() if section.headings}
+    assert headings <= {"Pump", "Notes", "Fixes"}
 
 
 def bad_folder(tmp_path):

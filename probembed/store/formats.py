@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,7 +26,14 @@ from probembed.extras import MissingExtraError, require
 #: Elements whose text is page furniture, not content.
 _DROPPED = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "template")
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
-_BLOCKS = (*_HEADINGS, "p", "li", "pre", "blockquote", "td", "th", "dt", "dd", "figcaption")
+#: Elements that end the paragraph before them and start a new one.
+_HTML_BREAKS = frozenset(
+    (*_HEADINGS, "p", "li", "pre", "blockquote", "td", "th", "dt", "dd", "figcaption", "div",
+     "section", "article", "main", "body", "table", "tr", "ul", "ol", "dl", "br", "hr",
+     "details", "summary", "figure", "address", "fieldset", "caption")
+)  # fmt: skip
+#: A paragraph start Markdown reads as a heading or a code fence.
+_MARKDOWN_SYNTAX = re.compile(r"#|```|~~~")
 #: Bytes inspected for NUL to tell a binary file from text.
 SNIFF = 8192
 NO_TEXT = "no text in it (empty file, or nothing but markup)"
@@ -137,8 +145,8 @@ def heading_title(line: str) -> str | None:
 
 
 def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
-    """Visible text of the content blocks, headings written as Markdown headings so sections
-    follow them; scripts, styles and navigation dropped."""
+    """Visible text, one paragraph per block of the page, headings written as Markdown
+    headings so sections follow them; scripts, styles and navigation dropped."""
     text = _utf8(path)
     if isinstance(text, Problem):
         return text
@@ -146,24 +154,52 @@ def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(text, "html.parser")
-    for element in soup.find_all(_DROPPED):
-        element.decompose()
-    lines = []
-    for element in soup.find_all(_BLOCKS):
-        if element.find_parent(_BLOCKS) is not None:
-            continue  # its text is in the enclosing block
-        words = " ".join(element.get_text(" ", strip=True).split())
-        if not words:
-            continue
-        if element.name in _HEADINGS:
-            words = "#" * int(element.name[1]) + " " + words
-        lines.append(words)
     title_tag = soup.find("title")
     title = title_tag.get_text(strip=True) if title_tag else None
+    for element in soup.find_all([*_DROPPED, "head"]):
+        element.decompose()
+    lines: list[str] = []
+    words: list[str] = []
+    _html_blocks(soup, lines, words)
+    _flush(lines, words)  # text after the last block, or a fragment with no block at all
     heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
     return SourceDocument(
         doc_id, "\n\n".join(lines), str(path), "html", title or heading or path.stem, markdown=True
     )
+
+
+def _html_blocks(node: Any, lines: list[str], words: list[str]) -> None:
+    """Append the paragraphs below `node` to `lines`: text between block boundaries is one
+    paragraph, whatever element holds it (text straight in a div or the body too)."""
+    from bs4 import NavigableString, Tag
+
+    for child in node.children:
+        if isinstance(child, NavigableString):
+            if type(child) is NavigableString:  # not a comment, doctype or CDATA
+                words.append(str(child))
+            continue
+        if not isinstance(child, Tag):
+            continue
+        if child.name not in _HTML_BREAKS:
+            _html_blocks(child, lines, words)  # inline: part of the paragraph around it
+            continue
+        _flush(lines, words)
+        if child.name in _HEADINGS:
+            heading = " ".join(child.get_text(" ", strip=True).split())
+            if heading:
+                lines.append("#" * int(child.name[1]) + " " + heading)
+            continue
+        _html_blocks(child, lines, words)
+        _flush(lines, words)
+
+
+def _flush(lines: list[str], words: list[str]) -> None:
+    """End the paragraph being gathered; one that Markdown would read as a heading or a code
+    fence is escaped, since the page's text is structured by its tags alone."""
+    line = " ".join("".join(words).split())  # inline tags join their text as a browser does
+    if line:
+        lines.append("\\" + line if _MARKDOWN_SYNTAX.match(line) else line)
+    words.clear()
 
 
 class _QuietLogger:
