@@ -159,16 +159,16 @@ def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
     for element in soup.find_all([*_DROPPED, "head"]):
         element.decompose()
     lines: list[str] = []
-    words: list[str] = []
-    _html_blocks(soup, lines, words)
-    _flush(lines, words)  # text after the last block, or a fragment with no block at all
+    pieces: list[str] = []
+    _html_blocks(soup, lines, pieces)
+    _flush(lines, pieces)  # text after the last block, or a fragment with no block at all
     heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
     return SourceDocument(
         doc_id, "\n\n".join(lines), str(path), "html", title or heading or path.stem, markdown=True
     )
 
 
-def _html_blocks(node: Any, lines: list[str], words: list[str]) -> None:
+def _html_blocks(node: Any, lines: list[str], pieces: list[str]) -> None:
     """Append the paragraphs below `node` to `lines`: text between block boundaries is one
     paragraph, whatever element holds it (text straight in a div or the body too)."""
     from bs4 import NavigableString, Tag
@@ -176,30 +176,30 @@ def _html_blocks(node: Any, lines: list[str], words: list[str]) -> None:
     for child in node.children:
         if isinstance(child, NavigableString):
             if type(child) is NavigableString:  # not a comment, doctype or CDATA
-                words.append(str(child))
+                pieces.append(str(child))
             continue
         if not isinstance(child, Tag):
             continue
         if child.name not in _HTML_BREAKS:
-            _html_blocks(child, lines, words)  # inline: part of the paragraph around it
+            _html_blocks(child, lines, pieces)  # inline: part of the paragraph around it
             continue
-        _flush(lines, words)
+        _flush(lines, pieces)
         if child.name in _HEADINGS:
             heading = " ".join(child.get_text(" ", strip=True).split())
             if heading:
                 lines.append("#" * int(child.name[1]) + " " + heading)
             continue
-        _html_blocks(child, lines, words)
-        _flush(lines, words)
+        _html_blocks(child, lines, pieces)
+        _flush(lines, pieces)
 
 
-def _flush(lines: list[str], words: list[str]) -> None:
+def _flush(lines: list[str], pieces: list[str]) -> None:
     """End the paragraph being gathered; one that Markdown would read as a heading or a code
     fence is escaped, since the page's text is structured by its tags alone."""
-    line = " ".join("".join(words).split())  # inline tags join their text as a browser does
+    line = " ".join("".join(pieces).split())  # inline tags join their text as a browser shows it
     if line:
         lines.append("\\" + line if _MARKDOWN_SYNTAX.match(line) else line)
-    words.clear()
+    pieces.clear()
 
 
 class _QuietLogger:
