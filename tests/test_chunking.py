@@ -56,6 +56,43 @@ def test_overlap_repeats_at_most_the_overlap(text):
     for before, after in itertools.pairwise(chunks):
         shared = max(0, before.end - after.start)
         assert len(text[after.start : after.start + shared].split()) <= config.overlap_tokens
+        assert after.end > before.end  # never a chunk of nothing but the repeated words
+
+
+@given(document, st.integers(8, 40))
+@settings(max_examples=100, deadline=None)
+def test_crlf_line_ends_cut_where_lf_line_ends_do(text, size):
+    """A file saved on Windows is chunked as the same file with LF line ends."""
+    config = ChunkSettings(size, 2)
+    lf = chunk_text(text, plain_sections(text), word_counter, config)
+    crlf_text = text.replace("\n", "\r\n")
+    crlf = chunk_text(crlf_text, plain_sections(crlf_text), word_counter, config)
+    assert [c.text.split() for c in crlf] == [c.text.split() for c in lf]
+
+
+def piece_counter(texts):
+    """Tokens of at most 4 characters, as a subword tokenizer cuts a long word."""
+    return [sum(-(-len(w) // 4) for w in t.split()) + 2 for t in texts]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see https://example.org/" + "a-very-long-path-segment/" * 40 + " for details",
+        "機械学習は" * 120 + "。短い文です。",  # unspaced CJK: one "word" until a full stop
+    ],
+)
+def test_a_word_longer_than_the_budget_is_cut_within_it(text):
+    """Every chunk fits the model, however long a single word is, and no character is lost."""
+    chunks = chunk_text(text, plain_sections(text), piece_counter, ChunkSettings(16, 0))
+    assert all(c.tokens == piece_counter([c.text])[0] <= 16 for c in chunks)
+    assert "".join(c.text.replace(" ", "") for c in chunks) == text.replace(" ", "")
+
+
+def test_cjk_sentences_end_at_their_full_stops():
+    text = "一二三四五六七八。" * 6
+    chunks = chunk_text(text, plain_sections(text), piece_counter, ChunkSettings(8, 0))
+    assert [c.text for c in chunks] == ["一二三四五六七八。" * 2] * 3  # whole sentences, packed
 
 
 MARKDOWN = """Intro line.
@@ -95,6 +132,21 @@ def test_markdown_sections_keep_the_heading_path_and_ignore_fences():
     assert sections[-1].end == len(MARKDOWN)
     chunks = chunk_text(MARKDOWN, sections, word_counter, ChunkSettings(64, 0))
     assert [c.headings for c in chunks] == paths  # each section is small: one chunk each
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ("# A\n~~~md\n```py\n# no\n```\n# no\n~~~\n# B\n", [("A",), ("B",)]),
+        ("# A\n````md\n```\n# no\n```\n````\n## B\n", [("A",), ("A", "B")]),
+        ("\ufeff# Title\nintro\n## Part\ntext\n", [("Title",), ("Title", "Part")]),
+        ("# A\r\n```\r\n# no\r\n```\r\n# B\r\n", [("A",), ("B",)]),
+    ],
+)
+def test_fences_close_only_on_their_own_kind_and_a_bom_hides_no_heading(text, paths):
+    """A fence shown inside a longer or other fence stays code (CommonMark); a byte order mark
+    before the first heading is looked past."""
+    assert [s.headings for s in markdown_sections(text)] == paths
 
 
 def test_a_sentence_longer_than_the_budget_is_cut_into_word_runs():

@@ -205,6 +205,9 @@ def bad_folder(tmp_path):
     locked.set_font("helvetica", size=12)
     locked.cell(0, 10, "hidden")
     locked.output(str(root / "locked.pdf"))
+    scanned = FPDF()
+    scanned.add_page()  # a page with no text layer, as a scanner makes it
+    scanned.output(str(root / "scanned.pdf"))
     return root
 
 
@@ -214,6 +217,7 @@ EXPECTED = {
     "empty.txt": "no text",
     "truncated.pdf": "PDF",
     "locked.pdf": "encrypted PDF",
+    "scanned.pdf": "no text layer (a scanned PDF?): run OCR",
 }
 
 
@@ -233,7 +237,7 @@ def test_unreadable_files_are_each_reported_and_nothing_half_written(
     for name, words in EXPECTED.items():
         assert words in said[name], (name, said[name])
     report = ingest_documents(root, collection, pydoc_pipeline, SMALL, on_error="skip")
-    assert report.added == 1 and len(report.problems) == 5
+    assert report.added == 1 and len(report.problems) == 6
     assert collection.document_index().keys() == {"good.md"}
 
 

@@ -173,13 +173,36 @@ def _word_runs(
         if start is not None and total + n > budget:
             runs.append((start, last, total))
             start, total = None, 0
+        if n > budget:  # one word longer than the budget: cut within it
+            runs.extend(_cut_word(text, (s, e), count, overhead, budget))
+            continue
         if start is None:
             start = s
         last = e
-        total += n  # a single word longer than the budget is a run of its own (and is cut)
+        total += n
     if start is not None:
         runs.append((start, last, total))
     return runs
+
+
+def _cut_word(
+    text: str, span: Span, count: Counter, overhead: int, budget: int
+) -> list[tuple[int, int, int]]:
+    """A word over the budget (a long URL, unspaced CJK text) as the longest consecutive
+    pieces that fit, found by bisection on the tokens of each prefix."""
+    out: list[tuple[int, int, int]] = []
+    start, end = span
+    while start < end:
+        low, high = start + 1, end  # text[start:low] fits (or is one character)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if _costs(text, [(start, mid)], count, overhead)[0] <= budget:
+                low = mid
+            else:
+                high = mid - 1
+        out.append((start, low, _costs(text, [(start, low)], count, overhead)[0]))
+        start = low
+    return out
 
 
 def _pack(
@@ -207,6 +230,9 @@ def _pack(
         while back - 1 > i and carried + pieces[back - 1][2] <= overlap:
             back -= 1
             carried += pieces[back][2]
+        while back < j and carried + pieces[j][2] > budget:  # the next piece must fit beside
+            carried -= pieces[back][2]  # what is repeated, or a chunk would repeat only that
+            back += 1
         i = back
     return chunks, i
 

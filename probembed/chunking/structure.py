@@ -12,10 +12,16 @@ from dataclasses import dataclass
 Span = tuple[int, int]
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
-#: A sentence ends at . ! ? (optionally closed by quotes or brackets) before whitespace.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+")
+#: A code fence: three or more backticks or tildes; it is closed only by a fence of the same
+#: character at least as long, with nothing after it (CommonMark).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+#: A blank line, with LF or CRLF line ends.
+_PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
+#: A sentence ends at . ! ? (optionally closed by quotes or brackets) before whitespace, or
+#: at a CJK full stop, ! or ?, which need no space after them.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？])[」』”’)\]]*\s*")
+#: A byte order mark before the first line, which a heading or fence test must look past.
+_BOM = "\ufeff"
 _WORD = re.compile(r"\S+")
 
 
@@ -39,13 +45,22 @@ class HeadingTracker:
 
     def __init__(self) -> None:
         self.path: list[tuple[int, str]] = []
-        self.fenced = False
+        #: The fence that opened the code block the lines are in ("" outside one).
+        self.fence = ""
 
     def feed(self, line: str) -> tuple[str, ...] | None:
         """The heading path this line opens, if it is an ATX heading (`#` … `######`)."""
-        if _FENCE.match(line):
-            self.fenced = not self.fenced
-        match = None if self.fenced else _HEADING.match(line.rstrip("\r\n"))
+        line = line.rstrip("\r\n").lstrip(_BOM)
+        fence = _FENCE.match(line)
+        if fence and not self.fence:
+            self.fence = fence.group(1)
+            return None
+        if self.fence:
+            closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
+            if closing and len(fence.group(1)) >= len(self.fence):
+                self.fence = ""
+            return None
+        match = _HEADING.match(line)
         if match is None:
             return None
         level = len(match.group(1))

@@ -37,6 +37,7 @@ _MARKDOWN_SYNTAX = re.compile(r"#|```|~~~")
 #: Bytes inspected for NUL to tell a binary file from text.
 SNIFF = 8192
 NO_TEXT = "no text in it (empty file, or nothing but markup)"
+NO_TEXT_LAYER = "no text layer (a scanned PDF?): run OCR on it first, e.g. `ocrmypdf`"
 BINARY = "binary file (NUL bytes), not text"
 
 
@@ -89,7 +90,7 @@ def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}")
     if isinstance(document, SourceDocument) and not document.text.strip():
-        return Problem(str(path), NO_TEXT)
+        return Problem(str(path), NO_TEXT_LAYER if document.kind == "pdf" else NO_TEXT)
     return document
 
 
@@ -141,7 +142,8 @@ def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
 
 def heading_title(line: str) -> str | None:
     """A Markdown file's title if this line gives it (the first line starting with #)."""
-    return line.lstrip("#").strip() if line.startswith("#") else None
+    line = line.lstrip("\ufeff")  # a byte order mark before the first heading
+    return line.lstrip("#").strip() or None if line.startswith("#") else None
 
 
 def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
