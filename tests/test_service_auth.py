@@ -93,11 +93,20 @@ def test_no_keys_means_loopback_only(tmp_path, pydoc_pipeline_dir):
         ([READER, READER], "entry 2: key repeated"),
         ([f"{READER} read write"], r"expected 'KEY \[SCOPE,SCOPE\]'"),
         (["# only a comment"], "none was found"),
+        (["clé-0123456789abcdef"], "entry 1: a key must be printable ASCII"),
     ],
 )
 def test_bad_key_entries_are_named(entries, says):
     with pytest.raises(ValueError, match=says):
         ApiKeys.parse(entries, "keys.txt")
+
+
+def test_a_hash_inside_a_key_is_the_keys_and_a_comment_needs_a_space_before_it():
+    """`key#rest write` is one key with write, not `key` read-only; `# …` after a space is a
+    comment."""
+    keys = ApiKeys.parse(["hashkey-0123456789#abcdefgh read,write  # laptop", "#note"], "k")
+    assert keys.granted("hashkey-0123456789#abcdefgh") == {"read", "write"}
+    assert keys.granted("hashkey-0123456789") is None
 
 
 def test_keys_from_the_environment():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,10 @@ SCOPES = (READ, WRITE)
 ENV_VAR = "PROBEMBED_API_KEYS"
 #: Shorter keys are guessable: refused when loaded.
 MIN_KEY_CHARS = 16
+
+
+#: A comment: `#` at the start of an entry or after a space (a `#` inside a key is the key's).
+_COMMENT = re.compile(r"(?:^|\s)#")
 
 
 @dataclass(frozen=True)
@@ -44,11 +49,16 @@ class ApiKeys:
         """Keys from `KEY [SCOPES]` entries; a bad entry names its source and position."""
         scopes: dict[str, frozenset[str]] = {}
         for number, raw in enumerate(entries, 1):
-            entry = raw.split("#", 1)[0].strip()
+            entry = _COMMENT.split(raw, maxsplit=1)[0].strip()
             if not entry:
                 continue
             where = f"{source}: entry {number}"
             key, *rest = entry.split()
+            if not (key.isascii() and key.isprintable()):
+                raise ValueError(
+                    f"{where}: a key must be printable ASCII (HTTP headers carry it), "
+                    f"got {key[:4]!r}…"
+                )
             if len(rest) > 1:
                 raise ValueError(
                     f"{where}: expected 'KEY [SCOPE,SCOPE]', got {len(rest) + 1} words"
