@@ -293,7 +293,9 @@ def test_limits_are_named(tight):
         many = http.post("/v1/embeddings", json={"model": "hash", "input": ["a"] * 5})
         long = http.post("/v1/embeddings", json={"model": "hash", "input": ["a" * 51]})
         body = http.post("/v1/embeddings", json={"model": "hash", "input": ["a " * 1500]})
+        ids = http.post("/v1/collections/any/delete", json={"ids": list("abcde")})
     assert many.status_code == 413 and "--max-inputs" in many.text
+    assert ids.status_code == 413 and "--max-inputs" in ids.text
     assert long.status_code == 422 and "--max-chars" in long.text
     assert body.status_code == 413 and "--max-body-bytes" in body.text
     assert body.json()["error"]["message"] == body.json()["detail"]  # what OpenAI clients read

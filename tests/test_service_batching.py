@@ -10,7 +10,7 @@ import pytest
 
 from probembed.service.batching import Batcher
 from probembed.service.metrics import Metrics
-from probembed.service.settings import BatchSettings
+from probembed.service.settings import BatchSettings, Limits
 
 
 def meeting(pipeline, parties: int, timeout: float):
@@ -53,9 +53,24 @@ def test_one_encoder_encodes_one_batch_at_a_time(pydoc_pipeline):
         asyncio.run(encode_each(batcher, ["alpha", "beta"]))
 
 
-def test_batch_settings_refuse_zero_workers():
-    with pytest.raises(ValueError, match="workers must be a positive number, got 0"):
-        BatchSettings(workers=0)
+def test_a_max_k_below_the_default_k_is_refused_at_start():
+    """A search that gives no k asks for 10 hits: a lower --max-k would refuse every one."""
+    with pytest.raises(ValueError, match=r"--max-k \(max_k\) must be at least 10"):
+        Limits(max_k=5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"workers": 0}, r"--workers \(workers\) must be a finite positive number, got 0"),
+        ({"max_wait_ms": float("inf")}, r"--max-wait-ms \(max_wait_ms\) must be a finite"),
+        ({"max_wait_ms": 1e9}, r"--max-wait-ms \(max_wait_ms\) must be at most 60000"),
+    ],
+)
+def test_batch_settings_refuse_what_would_hang_or_starve(kwargs, says):
+    """No worker, or a wait without end (requests and SIGTERM would hang), fails at start."""
+    with pytest.raises(ValueError, match=says):
+        BatchSettings(**kwargs)
 
 
 def test_a_batcher_needs_an_encoder():

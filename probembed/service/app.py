@@ -465,7 +465,9 @@ def _collections(service: Service) -> APIRouter:
         """Delete documents by id, in one commit."""
         if len(body.ids) > limits.max_inputs:
             raise ApiError(
-                413, f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs}"
+                413,
+                f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs} "
+                "(--max-inputs)",
             )
 
         def delete() -> schemas.DeleteReport:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from probembed.scoring import Score
+from probembed.service.settings import DEFAULT_K
 
 #: Collection names as the store accepts them.
 COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
@@ -181,7 +182,7 @@ class DeleteReport(BaseModel):
 class SearchRequest(Strict):
     query: str | None = None
     queries: list[str] | None = Field(None, min_length=1)
-    k: int = Field(10, ge=1)
+    k: int = Field(DEFAULT_K, ge=1)
     score: Score | None = Field(None, description="The similarity; default: the pipeline's.")
     where: str | None = Field(None, description='SQL filter, e.g. "year > 2015".')
     hybrid: bool = False

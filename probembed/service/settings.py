@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from probembed.service.auth import ApiKeys
+
+#: Hits of a search request that does not say how many.
+DEFAULT_K = 10
+#: Longest a first request may wait for others to join its batch: a minute is already a typo.
+MAX_WAIT_MS = 60_000.0
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,11 @@ class Limits:
 
     def __post_init__(self) -> None:
         _check_positive(self)
+        if self.max_k < DEFAULT_K:
+            raise ValueError(
+                f"--max-k (max_k) must be at least {DEFAULT_K}, the k of a search that gives "
+                f"none, got {self.max_k}"
+            )
 
 
 @dataclass(frozen=True)
@@ -94,10 +105,20 @@ def is_loopback(host: str) -> bool:
 
 
 def _check_positive(settings: Limits | BatchSettings, zero_ok: tuple[str, ...] = ()) -> None:
-    """Every limit is a positive number (or zero, where named): a typo fails at start-up."""
+    """Every limit is a finite positive number (or zero, where named): a typo fails at
+    start-up, named as the option that sets it (an infinite wait would hang requests and
+    shutdown)."""
     for f in fields(settings):
         value = getattr(settings, f.name)
         low = 0 if f.name in zero_ok else 1e-300
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
-            kind = "a non-negative" if f.name in zero_ok else "a positive"
-            raise ValueError(f"{f.name} must be {kind} number, got {value!r}")
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if not (number and math.isfinite(value) and value >= low):
+            kind = "a finite non-negative" if f.name in zero_ok else "a finite positive"
+            option = "--" + f.name.replace("_", "-")
+            raise ValueError(f"{option} ({f.name}) must be {kind} number, got {value!r}")
+    wait = getattr(settings, "max_wait_ms", 0)
+    if wait > MAX_WAIT_MS:
+        raise ValueError(
+            f"--max-wait-ms (max_wait_ms) must be at most {MAX_WAIT_MS:g}: a request waits "
+            f"that long for others to join its batch, got {wait!r}"
+        )
