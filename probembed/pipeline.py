@@ -450,6 +450,14 @@ def _check_replaceable(directory: Path) -> None:
         raise ValueError(f"cannot save a pipeline to {directory}: it is a file")
 
 
+def find_pipeline(name_or_dir: str | os.PathLike) -> Path:
+    """The directory of a pipeline, its pipeline.json checked, without loading a model: a
+    server or a job refuses a wrong name at once rather than after it has started."""
+    directory = _resolve(name_or_dir)
+    _read_config(directory)
+    return directory
+
+
 def _resolve(name_or_dir: str | os.PathLike) -> Path:
     """A pipeline directory wins; otherwise a built-in name; otherwise a helpful error (a
     directory without a pipeline is reported when no built-in has its name)."""

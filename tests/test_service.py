@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import re
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +24,7 @@ import pytest
 from service_support import Server
 
 from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
+from probembed.service.process import FAILED, READY_TIMEOUT
 from probembed.store import Database
 
 DOCS = [
@@ -454,3 +458,37 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
         ).json()
     assert count == len(stored) >= len(acknowledged)
     assert hit["results"][0]["hits"]
+
+
+def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
+    tmp_path, pydoc_pipeline_dir
+):
+    """A name that is no pipeline: one line, exit 2, no database. A pipeline that fails to
+    load: /readyz says failed without Retry-After, no database, and start() says so."""
+    command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
+    done = subprocess.run(
+        [*command, "--pipeline", str(tmp_path / "no-such")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "no pipeline" in done.stderr, done.stderr
+    assert not (tmp_path / "db").exists()
+    damaged = tmp_path / "damaged"
+    shutil.copytree(pydoc_pipeline_dir, damaged)
+    for state in damaged.rglob("*.npz"):
+        state.write_bytes(b"\x00" * 10)  # pipeline.json is fine; the fitted state is not
+    server = Server(tmp_path / "db2", damaged)
+    server.launch()
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        status, headers = server.readiness()
+        while status not in (200, FAILED) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status, headers = server.readiness()
+        assert status == FAILED and "Retry-After" not in headers
+        assert not (tmp_path / "db2").exists()
+    finally:
+        server.stop()
+    with pytest.raises(RuntimeError, match="server failed to load"):
+        Server(tmp_path / "db3", damaged).start()

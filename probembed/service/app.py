@@ -163,7 +163,7 @@ def _handle_errors(app: FastAPI) -> None:
         headers = {}
         if isinstance(exc, QueueFullError):
             headers["Retry-After"] = str(exc.retry_after)
-        elif isinstance(exc, NotReadyError):
+        elif isinstance(exc, NotReadyError) and not exc.failed:
             headers["Retry-After"] = "1"
         if isinstance(exc, IngestError):
             return refusal(status, str(exc), headers, raw=[str(p) for p in exc.problems])
@@ -248,7 +248,8 @@ def _operations(service: Service) -> APIRouter:
         if not service.ready:
             status = "failed" if service.failure else "loading"  # both are "not yet": 503
             body = schemas.Health(status=status, error=service.failure)
-            return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "1"})
+            retry = {} if service.failure else {"Retry-After": "1"}  # a failure stays failed
+            return JSONResponse(body.model_dump(), 503, headers=retry)
         return JSONResponse(
             schemas.Health(status="ready", pipelines=list(service.pipelines)).model_dump()
         )

@@ -19,6 +19,8 @@ from pathlib import Path
 
 #: Start-up is imports plus loading the pipeline's models: seconds to a minute on 2 cores.
 READY_TIMEOUT = 180.0
+#: `readiness` of a server whose loading failed (its /readyz is a 503 with status "failed").
+FAILED = -503
 
 
 def free_port() -> int:
@@ -57,29 +59,43 @@ class ServerProcess:
         self.stop()
 
     def start(self) -> ServerProcess:
-        """Launch and wait for readiness; fail with the server's log if it never comes."""
+        """Launch and wait for readiness; fail with the server's log if it never comes, or as
+        soon as it reports that loading failed."""
+        self.launch()
+        assert self.process is not None
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.output}")
+            status, _ = self.readiness()
+            if status == 200:
+                return self
+            if status == FAILED:
+                self.stop()
+                raise RuntimeError(f"server failed to load:\n{self.output}")
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server not ready after {READY_TIMEOUT} s:\n{self.output}")
+
+    def launch(self) -> None:
+        """Start the server process without waiting for it."""
         command = [sys.executable, "-m", "probembed", "serve", "--db", str(self.db)]
         command += ["--pipeline", self.pipeline, "--port", str(self.port), *self.args]
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.output}")
-            if self._ready():
-                return self
-            time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"server not ready after {READY_TIMEOUT} s:\n{self.output}")
 
-    def _ready(self) -> bool:
-        """Whether /readyz answers 200 now."""
+    def readiness(self) -> tuple[int | None, dict[str, str]]:
+        """/readyz now: 200, 503 while loading, FAILED once loading failed, or None while
+        nothing answers; with the answer's headers."""
         try:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as answer:
-                return answer.status == 200
+                return answer.status, dict(answer.headers)
+        except urllib.error.HTTPError as refused:
+            failed = b'"failed"' in refused.read()
+            return (FAILED if failed else refused.code), dict(refused.headers)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+            return None, {}
 
     @property
     def output(self) -> str:

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from probembed.pipeline import find_pipeline
 from probembed.service.auth import ApiKeys
 
 #: Hits of a search request that does not say how many.
@@ -79,6 +80,8 @@ class ServiceSettings:
     def __post_init__(self) -> None:
         if not self.pipelines:
             raise ValueError("serve needs at least one pipeline (--pipeline NAME_OR_DIR)")
+        for name in self.pipelines:
+            find_pipeline(name)  # a wrong name fails here, not after the server is up
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.keys is None and not self.insecure and not is_loopback(self.host):

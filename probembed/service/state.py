@@ -32,6 +32,11 @@ log = logging.getLogger("probembed.service")
 class NotReadyError(Exception):
     """A request arrived before the pipelines were loaded (or loading failed)."""
 
+    def __init__(self, message: str, failed: bool = False) -> None:
+        super().__init__(message)
+        #: Loading failed: retrying will not help, so no Retry-After is sent.
+        self.failed = failed
+
 
 class UnknownModelError(LookupError):
     """An embedding request for a pipeline this server does not serve."""
@@ -86,7 +91,6 @@ class Service:
     def _load(self) -> None:
         """Open the database, load the pipelines, and warm every collection's searcher."""
         settings = self.settings
-        db = Database(settings.db, create=True, storage_options=settings.storage_options)
         for name in self.settings.pipelines:
             pipeline = Pipeline.load(name)
             if pipeline.name in self.pipelines:
@@ -94,6 +98,8 @@ class Service:
             self.pipelines[pipeline.name] = pipeline
             self._sources[pipeline.name] = str(name)
             self._dims[pipeline.name] = pipeline.empty().gaussian.dim
+        # Only once every pipeline loaded: a server that cannot start creates no database.
+        db = Database(settings.db, create=True, storage_options=settings.storage_options)
         self.db = db
         for name in db.collections():
             collection = self._share_pipeline(db.open(name))
@@ -104,7 +110,9 @@ class Service:
     def require_ready(self) -> Database:
         """The database, or NotReadyError while loading."""
         if not self.ready or self.db is None:
-            raise NotReadyError(self.failure or "the service is still loading its pipelines")
+            if self.failure:
+                raise NotReadyError(self.failure, failed=True)
+            raise NotReadyError("the service is still loading its pipelines")
         return self.db
 
     def pipeline(self, name: str | None) -> Pipeline:
