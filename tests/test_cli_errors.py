@@ -113,3 +113,22 @@ def test_error_messages_keep_brackets_in_paths_literal(tmp_path):
     result = runner.invoke(app, ["search", "a question", "--db", str(missing)])
     assert result.exit_code == 2
     assert f"no database at {missing}" in "".join(result.output.split("\n"))
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["absent.jsonl"], "no documents at absent.jsonl"),
+        (["docs.jsonl", "--pipeline", "no-such-pipeline"], "no pipeline 'no-such-pipeline'"),
+        (["docs.jsonl", "--sync"], "--sync needs --chunk"),
+        (["docs.jsonl", "--batch-size", "0"], "--batch-size"),
+        (["docs.jsonl", "--chunk", "--overlap", "-1"], "overlap_tokens"),
+    ],
+)
+def test_a_refused_ingest_creates_no_database(tmp_path, monkeypatch, args, says):
+    """A run refused for its input or options leaves no empty database behind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "some text"}\n')
+    result = runner.invoke(app, ["ingest", *args, "--db", "made.db"])
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert not (tmp_path / "made.db").exists()

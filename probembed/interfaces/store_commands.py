@@ -157,7 +157,7 @@ def ingest_command(
         ),
     ] = None,
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
-    batch_size: Annotated[int, typer.Option(help="Documents per commit.")] = 512,
+    batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
     upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
     chunk: Annotated[
         bool,
@@ -186,15 +186,24 @@ def ingest_command(
     from probembed.chunking import ChunkSettings
     from probembed.store import StoreError
 
+    # Every check that needs no database comes first: a refused run creates none.
     if not ray and address is not None:
         raise fail("--address needs --ray")
-    database = open_database(db, storage_option, create=True)
+    if sync and not chunk:
+        raise fail("--sync needs --chunk: only chunked documents carry a content hash")
+    if chunk and upsert:
+        raise fail("--upsert is implied by --chunk: changed documents are replaced")
+    if not path.exists():
+        raise fail(f"no documents at {path}: no such file or folder")
     try:
+        settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
+        given = load_pipeline(pipeline) if pipeline is not None else None
+        database = open_database(db, storage_option, create=True)
         target = database.collection(collection)
-        if pipeline is None and target.exists:
-            pipe = target.load_pipeline()
+        if given is not None:
+            pipe = given
         else:
-            pipe = load_pipeline(pipeline or SEARCH_PIPELINE)
+            pipe = target.load_pipeline() if target.exists else load_pipeline(SEARCH_PIPELINE)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
@@ -202,15 +211,7 @@ def ingest_command(
     if ray:
         on_ray = {"workers": workers, "address": address}
         on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
-    if sync and not chunk:
-        raise fail("--sync needs --chunk: only chunked documents carry a content hash")
-    if chunk:
-        if upsert:
-            raise fail("--upsert is implied by --chunk: changed documents are replaced")
-        try:
-            settings = ChunkSettings(chunk_tokens, overlap)
-        except ValueError as exc:
-            raise fail(str(exc)) from exc
+    if settings is not None:
         report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
     else:
         report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
@@ -227,7 +228,7 @@ def embed_command(
         str, typer.Option(help="Built-in name or pipeline directory.")
     ] = SEARCH_PIPELINE,
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
-    batch_size: Annotated[int, typer.Option(help="Documents per Parquet file.")] = 512,
+    batch_size: Annotated[int, typer.Option(help="Documents per Parquet file.", min=1)] = 512,
     ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
     address: AddressOption = None,
     workers: WorkersOption = 1,
