@@ -64,6 +64,17 @@ def test_encode_reads_stdin_and_writes_npz(hash_pipeline, tmp_path):
         assert data["texts"].tolist() == ["one", "two"]
 
 
+def test_encode_names_the_file_it_wrote_and_refuses_a_directory(hash_pipeline, tmp_path):
+    """numpy adds .npz to a name without it: the message says where the vectors really are."""
+    base = ["encode", "--pipeline", str(hash_pipeline), "one"]
+    result = runner.invoke(app, [*base, "--out", str(tmp_path / "vecs")])
+    assert result.exit_code == 0 and f"to {tmp_path / 'vecs.npz'}" in result.output
+    assert (tmp_path / "vecs.npz").is_file() and not (tmp_path / "vecs").exists()
+    refused = runner.invoke(app, [*base, "--out", str(tmp_path)])
+    assert refused.exit_code == 2 and "is a directory" in refused.output
+    assert not tmp_path.with_name(tmp_path.name + ".npz").exists()
+
+
 def test_encode_with_unknown_pipeline_is_a_clear_error():
     result = runner.invoke(app, ["encode", "--pipeline", "nope", "text"])
     assert result.exit_code == 2

@@ -184,6 +184,10 @@ def encode(
     from probembed.pipeline import Pipeline
 
     items = read_texts(texts, file)
+    if out is not None:
+        if out.is_dir():
+            raise fail(f"--out {out} is a directory; give a file name, e.g. {out / 'vectors.npz'}")
+        out = out if out.suffix == ".npz" else out.with_name(out.name + ".npz")  # numpy's rule
     try:
         pipe = Pipeline.load(pipeline)
     except ValueError as exc:

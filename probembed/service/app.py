@@ -467,8 +467,7 @@ def _collections(service: Service) -> APIRouter:
         if len(body.ids) > limits.max_inputs:
             raise ApiError(
                 413,
-                f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs} "
-                "(--max-inputs)",
+                f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs} (--max-inputs)",
             )
 
         def delete() -> schemas.DeleteReport:
