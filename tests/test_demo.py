@@ -242,3 +242,22 @@ def test_the_demo_run_drops_self_matches_and_keeps_k_hits_in_rank_order():
     hits = [{"id": i} for i in ("d1", "q1", "d2", "d3")]
     run = run_from_results(["q1"], [{"hits": hits}], k=2)
     assert run == {"q1": {"d1": 2.0, "d2": 1.0}}
+
+
+def test_demo_keeps_two_corpora_of_one_name_apart(hash_pipeline, tmp_path, monkeypatch):
+    """d1/corpus.jsonl and d2/corpus.jsonl: each run searches its own documents only."""
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    for folder, text in (("d1", "the jaguar is a large cat"), ("d2", "rivers flow to the sea")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "corpus.jsonl").write_text(f'{{"id": "{folder}", "text": "{text}"}}\n')
+    runs = [
+        CliRunner().invoke(
+            app, ["demo", "--pipeline", pipe, "--data", str(tmp_path / d / "corpus.jsonl")]
+        )
+        for d in ("d1", "d2")
+    ]
+    assert all(run.exit_code == 0 for run in runs), [run.output for run in runs]
+    assert "1 items indexed" in runs[1].output  # not 2: d1's document is not in d2's collection
+    names = [re.search(r"--collection (\S+)", run.output).group(1) for run in runs]
+    assert names[0] != names[1] and all(n.startswith("corpus-") for n in names)

@@ -6,6 +6,7 @@ any data it indexes the Python documentation that ships with CPython and asks it
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import re
 from collections.abc import Sequence
@@ -170,6 +171,9 @@ def _demo_db(fingerprint: str) -> Path:
 
 
 def _collection_name(data: Path) -> str:
-    """A valid collection name from the corpus path."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", data.resolve().stem or "corpus").strip("-.")
-    return name or "corpus"
+    """A valid collection name for the corpus at this path: its name, and a digest of the
+    whole path, so two corpora that share a name (d1/corpus.jsonl, d2/corpus.jsonl) never
+    share a collection."""
+    where = data.resolve()
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", where.stem or "corpus").strip("-.") or "corpus"
+    return f"{name}-{hashlib.sha256(str(where).encode()).hexdigest()[:8]}"
