@@ -318,7 +318,7 @@ class Pipeline:
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the pipeline beside any old one, then swap it in: a crash leaves one of them."""
         directory = Path(directory)
-        _check_replaceable(directory)
+        check_save_target(directory)
         staged = atomic.sibling_dir(directory, "saving")
         try:
             self._write(staged)
@@ -439,8 +439,9 @@ def _merge(found: Sequence[bool], cached: Gaussian | None, fresh: list[Gaussian]
     return Gaussian(mean, var)
 
 
-def _check_replaceable(directory: Path) -> None:
-    """Saving replaces the whole directory: refuse one that holds anything but a pipeline."""
+def check_save_target(directory: Path) -> None:
+    """Saving replaces the whole directory: refuse one that holds anything but a pipeline
+    (a caller about to fit checks first, so a long fit is not lost to a bad --out)."""
     if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
         raise ValueError(
             f"cannot save a pipeline to {directory}: it is not empty and holds no "

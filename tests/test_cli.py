@@ -89,6 +89,17 @@ def test_fit_with_a_missing_pairs_file_is_a_clear_error(tmp_path):
     assert "missing.tsv" in result.output
 
 
+def test_fit_refuses_a_bad_out_or_max_pairs_before_reading_any_pair(tmp_path):
+    """--out a file, or --max-pairs 0, is refused at once (the pairs file is never read, so
+    the missing one is not what the error names)."""
+    (tmp_path / "taken").write_text("not a pipeline")
+    base = ["fit", "--pairs", str(tmp_path / "missing.tsv"), "--model", "hash"]
+    as_file = runner.invoke(app, [*base, "--out", str(tmp_path / "taken")])
+    assert as_file.exit_code == 2 and "taken: it is a file" in as_file.output
+    no_pairs = runner.invoke(app, [*base, "--out", str(tmp_path / "p"), "--max-pairs", "0"])
+    assert no_pairs.exit_code == 2 and "--max-pairs" in no_pairs.output
+
+
 def test_eval_compare_on_a_small_sts_split_writes_tidy_rows(hash_pipeline, datasets, tmp_path):
     sts = tmp_path / "sts"
     sts.mkdir()

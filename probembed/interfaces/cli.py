@@ -247,13 +247,13 @@ def fit(
     ] = None,
     prior_precision: Annotated[float, typer.Option(help="Laplace prior precision lambda.")] = 1.0,
     max_pairs: Annotated[
-        int, typer.Option(help="Use at most this many pairs (seeded sample).")
+        int, typer.Option(help="Use at most this many pairs (seeded sample).", min=1)
     ] = 8000,
     seed: Annotated[int, typer.Option(help="Seed for sampling and the calibration split.")] = 0,
 ) -> None:
     """Fit a pipeline on positive pairs and save it as a directory."""
     from probembed.evaluation.datasets import load_pairs
-    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, check_save_target
 
     options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
     try:
@@ -261,6 +261,10 @@ def fit(
         fusion_config.check(model)
     except ValueError as exc:
         raise fail(f"bad fusion settings: {exc}") from exc
+    try:
+        check_save_target(out)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
     collected: list[tuple[str, str]] = []
     for path in pairs:
         try:
