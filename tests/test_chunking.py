@@ -141,6 +141,7 @@ def test_markdown_sections_keep_the_heading_path_and_ignore_fences():
         ("# A\n````md\n```\n# no\n```\n````\n## B\n", [("A",), ("A", "B")]),
         ("\ufeff# Title\nintro\n## Part\ntext\n", [("Title",), ("Title", "Part")]),
         ("# A\r\n```\r\n# no\r\n```\r\n# B\r\n", [("A",), ("B",)]),
+        ("# A\n#  \ntext\n## B\n", [("A",), ("A", "B")]),
     ],
 )
 def test_fences_close_only_on_their_own_kind_and_a_bom_hides_no_heading(text, paths):

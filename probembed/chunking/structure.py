@@ -61,7 +61,7 @@ class HeadingTracker:
                 self.fence = ""
             return None
         match = _HEADING.match(line)
-        if match is None:
+        if match is None or not match.group(2).strip():  # "#" and blanks: no title to show
             return None
         level = len(match.group(1))
         self.path = [(lvl, title) for lvl, title in self.path if lvl < level]
