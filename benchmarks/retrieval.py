@@ -97,9 +97,9 @@ def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> tuple[dict, np.n
     return out, 100 * np.asarray(outcomes["prior"].per_item[METRIC], dtype=np.float64)
 
 
-def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> dict[str, float]:
+def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> dict:
     """nDCG@10 of the test queries searched in a collection of the corpus, as `make run` does,
-    and the collection's bytes per item."""
+    the collection's bytes per item and its adapted weights."""
     with tempfile.TemporaryDirectory() as tmp:
         collection = Database(tmp, create=True).collection("corpus")
         ingest(corpus, collection, pipe, progress=True)
@@ -117,7 +117,12 @@ def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> 
             results = searcher.search_fused(fused, k=11, score=score, hybrid=hybrid, texts=texts)
             run = run_from_results(query_ids, results)
             out[name] = 100 * retrieval_metrics(dataset.qrels, run, [METRIC])[METRIC]
-        out["bytes_per_item"] = collection.stats().bytes_per_item
+        stats = collection.stats()
+        out["bytes_per_item"] = stats.bytes_per_item
+        # The collection samples its rows for the agreement in id order, the harness in
+        # corpus order: the weights say how far the two samples tilt apart.
+        weights = stats.adapted_weights
+        out["weights"] = None if weights is None else [round(w, 4) for w in weights.values()]
         return out
 
 
