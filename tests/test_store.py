@@ -301,6 +301,10 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
     assert all(h["metadata"]["year"] > 2015 for h in result["hits"])
     with pytest.raises(StoreError, match="invalid filter where='colour = 1'"):
         collection.search("paper", where="colour = 1")
+    for score in ("dot", "uec", "kl"):  # a filter that keeps nothing: no hits, for every score
+        for hybrid in (False, True):
+            found = collection.search("paper", k=3, where="year > 3000", score=score, hybrid=hybrid)
+            assert found["hits"] == [], (score, hybrid)
 
 
 READ_ONLY_CHILD = textwrap.dedent(

@@ -129,7 +129,7 @@ def scan(
     bound); the hits' moments are read from `rows`.
     """
     scored = _scored(rows, means, score)
-    if score is Score.DOT and means is not None:
+    if score is Score.DOT and means is not None and len(positions):  # a filter may keep none
         return _certified_dot_scan(queries, rows, scored, means, positions, k)
     if score in (Score.DOT, Score.UEC):
         return _certified_scan(queries, rows, scored, positions, k, score, beta)
