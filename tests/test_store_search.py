@@ -196,3 +196,28 @@ def test_filtered_search_equals_brute_force_over_the_kept_rows(
     results = searcher.search_fused(queries, k=5, score="uec", where="n >= 150")
     for i, result in enumerate(results):
         assert [h["id"] for h in result["hits"]] == [ids[kept[j]] for j in order[i]]
+
+
+def test_a_snapshot_reads_its_rows_at_the_version_it_listed(tmp_path, hash_pipeline, sentences):
+    """A write from another handle between the listing and the reads it drives (a delete here)
+    changes nothing the snapshot takes: it reads the version it listed."""
+    from probembed.store.snapshot import Snapshot
+
+    records = [Record(f"r{i}", s, {}) for i, s in enumerate(sentences[:60])]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash_pipeline)
+    other = Database(tmp_path / "db").collection("c")
+    listing = collection.listing
+
+    def listing_then_a_delete(*args):
+        listed = listing(*args)
+        other.delete([f"r{i}" for i in range(0, 60, 2)])  # lands before the rows are read
+        return listed
+
+    collection.listing = listing_then_a_delete
+    snapshot = Snapshot.load(collection)
+    assert snapshot.live == 60 and sorted(snapshot.ids.tolist()) == sorted(r.id for r in records)
+    collection.listing = listing
+    assert {h["id"] for h in collection.search("x", k=60, exact=True)["hits"]} == {
+        f"r{i}" for i in range(1, 60, 2)
+    }

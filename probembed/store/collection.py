@@ -391,7 +391,7 @@ class Collection:
         ids = np.asarray(listing.column("id").to_pylist(), dtype=object)
         order = np.argsort(ids.astype(str), kind="stable")  # storage order must not matter
         rows = listing.column("_rowid").to_numpy()[order[sampled(len(ids))]]
-        data = self.take(rows, ["mean", self.variance_column, "weights"])  # only those read
+        data = self.take(rows, ["mean", self.variance_column, "weights"], version)
         mean, weights = to_matrix(data.column("mean")), to_matrix(data.column("weights"))
         stored = Gaussian(mean, self.decode_variances(to_matrix(data.column(self.variance_column))))
         dims = [m.encoder.dim for m in pipeline.members]
@@ -692,13 +692,26 @@ class Collection:
         where = None if after_row_id is None else f"_rowid > {int(after_row_id)}"
         return version, table.count_rows(), _scan(table, columns, where, row_ids=True)
 
-    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> pa.Table:
-        """The columns of rows by LanceDB row id, in the order given."""
-        table = self._require()
+    def take(
+        self, row_ids: Sequence[int], columns: Sequence[str], version: int | None = None
+    ) -> pa.Table:
+        """The columns of rows by LanceDB row id, in the order given; at `version` (the one a
+        `listing` gave the row ids at, so a write in between cannot move them), else latest."""
+        table = self._require() if version is None else self._at_version(version)
         taken = table.take_row_ids([int(r) for r in row_ids]).select(list(columns))
         data = taken.with_row_id().to_arrow()
         order = {int(r): i for i, r in enumerate(data.column("_rowid").to_pylist())}
         return data.take([order[int(r)] for r in row_ids])
+
+    def _at_version(self, version: int) -> Any:
+        """The table at `version`: the handle as last opened when it is there (a listing
+        just opened it), else a handle of its own checked out at that version."""
+        table = self._as_seen()
+        if int(table.version) == version:
+            return table
+        pinned = self.db.table(self.name)
+        pinned.checkout(version)
+        return pinned
 
     def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
         """The requested columns of these ids, keyed by id."""

@@ -245,7 +245,7 @@ class Snapshot:
         version, _, listing = collection.listing()
         snapshot = cls._empty(collection, version)
         snapshot.tilt = tilt
-        snapshot._append(collection, listing)
+        snapshot._append(collection, listing, version)
         snapshot.added = np.zeros(0, dtype=np.int64)
         return snapshot
 
@@ -301,7 +301,7 @@ class Snapshot:
             return self
         if count == self.live + len(fresh):
             self.version = version
-            self._append(collection, fresh)
+            self._append(collection, fresh, version)
             return self
         version, _, listing = collection.listing()
         keys = _keys(listing)
@@ -320,18 +320,19 @@ class Snapshot:
             if self.positions.get(self.ids[position]) == position:
                 del self.positions[self.ids[position]]
         self.version = version
-        self._append(collection, listing.filter(pa.array(~present)))
+        self._append(collection, listing.filter(pa.array(~present)), version)
         return self
 
-    def _append(self, collection: Collection, listing: pa.Table) -> None:
-        """Take the listed rows' vectors from LanceDB and add them at the end."""
+    def _append(self, collection: Collection, listing: pa.Table, version: int) -> None:
+        """Take the listed rows' vectors from LanceDB, at the version they were listed at, and
+        add them at the end."""
         start = len(self)
         row_ids = listing.column("_rowid").to_numpy().astype(np.int64)
         column = collection.variance_column
         weights, coefs = [self.weights], []
         for lo in range(0, len(row_ids), FETCH_ROWS):
             columns = ["mean", column, "weights", *HIT_COLUMNS]
-            data = collection.take(row_ids[lo : lo + FETCH_ROWS], columns)
+            data = collection.take(row_ids[lo : lo + FETCH_ROWS], columns, version)
             for name, texts in self.texts.items():
                 texts.append(data.column(name))
             mean, block_weights = to_matrix(data.column("mean")), to_matrix(data.column("weights"))
