@@ -221,3 +221,20 @@ def test_a_snapshot_reads_its_rows_at_the_version_it_listed(tmp_path, hash_pipel
     assert {h["id"] for h in collection.search("x", k=60, exact=True)["hits"]} == {
         f"r{i}" for i in range(1, 60, 2)
     }
+
+
+def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
+    """Rows a restore brings back keep their old row ids: a searcher made before it serves
+    them again, and none of the rows it undid."""
+    records = [Record(f"r{i}", s, {}) for i, s in enumerate(sentences[:40])]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash_pipeline)
+    start = collection.version
+    assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"
+    collection.delete(["r0"])
+    ingest([Record("new0", "zebra quantum marmalade", {})], collection, hash_pipeline)
+    assert collection.search("zebra quantum marmalade", k=1, exact=True)["hits"][0]["id"] == "new0"
+    collection.restore(start)
+    found = {h["id"] for h in collection.search(sentences[0], k=40, exact=True)["hits"]}
+    assert found == {r.id for r in records}  # r0 is back, new0 is gone
+    assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"

@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 DEFAULT_COLLECTION = "default"
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
+#: The versions `restore` made: rows they bring back keep their old row ids, which a
+#: searcher's cheap refresh cannot tell from rows it holds.
+RESTORES_FILE = "restores.json"
 #: Agreement is measured again once the item count moved by more than this fraction.
 REMEASURE_FRACTION = 0.1
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
@@ -628,6 +631,17 @@ class Collection:
         table = self._require()
         if int(table.version) != version:
             table.restore(version)
+            made = [*self._restores(), int(self._require().version)]
+            self.db.location.write_bytes(self.name, RESTORES_FILE, json.dumps(made).encode())
+
+    def restored_after(self, version: int) -> bool:
+        """Whether a `restore` made a version after this one (rows may have come back)."""
+        return any(made > version for made in self._restores())
+
+    def _restores(self) -> list[int]:
+        """The versions `restore` made, oldest first."""
+        data = self.db.location.read_bytes(self.name, RESTORES_FILE)
+        return [] if data is None else [int(v) for v in json.loads(data)]
 
     def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
         """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.

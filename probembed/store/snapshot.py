@@ -291,7 +291,8 @@ class Snapshot:
         `live` + listed, A + M + N = A + M + D + M + N, proves D = M = 0: nothing held was
         deleted, rewritten or moved, and the listed rows are all new. They are appended and
         nothing else is read, so a write of a few rows costs a few rows, not a listing of the
-        whole collection. Otherwise the whole listing is compared.
+        whole collection. Otherwise, or after a `restore` (whose rows come back with their old
+        row ids), the whole listing is compared.
         """
         # a snapshot holding no row lists everything: LanceDB's row ids are unsigned
         after = int(self.row_ids.max()) if len(self.row_ids) else None
@@ -299,7 +300,7 @@ class Snapshot:
         if version == self.version:
             self.added = np.zeros(0, dtype=np.int64)
             return self
-        if count == self.live + len(fresh):
+        if count == self.live + len(fresh) and not collection.restored_after(self.version):
             self.version = version
             self._append(collection, fresh, version)
             return self
