@@ -262,3 +262,29 @@ def test_an_adapted_collection_searches_the_rows_retilt_gives_also_after_a_write
             np.testing.assert_array_equal(
                 list(hit["weights"].values()), docs.weights[j].astype(np.float32).tolist()
             )
+
+
+def test_a_searcher_warmed_during_ingest_takes_in_the_agreement_measured_after_it(
+    tmp_path, hash_pipeline, sentences
+) -> None:
+    """Agreement is kept after an ingest's last commit, without a new version: a searcher that
+    searched during the ingest (as a service may) then searches with it, as a fresh one does."""
+    from probembed.store import Database, ingest
+    from probembed.store.readers import Record
+
+    pipe = adapting(hash_pipeline)
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    records = [Record(f"d{i}", s, {}) for i, s in enumerate(sentences[:400])]
+    queries = sentences[400:405]
+
+    def search_now(_: int) -> None:
+        collection.searcher().search(queries, k=5, score="dot", exact=True)
+
+    ingest(records, collection, pipe, batch_size=100, on_commit=search_now)
+    warm = collection.searcher().search(queries, k=5, score="dot", exact=True)
+    other = Database(tmp_path / "db").collection("c")
+    fresh = other.searcher().search(queries, k=5, score="dot", exact=True)
+    assert collection.stats().adapted_weights is not None
+    for a, b in zip(warm, fresh, strict=True):
+        assert [h["weights"] for h in a["hits"]] == [h["weights"] for h in b["hits"]]
+        assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]]

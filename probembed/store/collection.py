@@ -409,6 +409,8 @@ class Collection:
             "weights": None if adapted is None else adapted[0].tolist(),
         }
         self.db.location.write_bytes(self.name, AGREEMENT_FILE, json.dumps(record).encode())
+        if self._searcher is not None:
+            self._searcher.agreement_moved()
         return value
 
     def agreement_due(self) -> bool:

@@ -8,6 +8,7 @@ probability that its first hit truly outranks its second.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -102,6 +103,13 @@ class Searcher:
         self._graphs: dict[str, HnswIndex | FlatIndex] = {}
         #: Per-member factors adapting the prior to this collection (None: the prior as is).
         self._tilt: Tilt | None = None
+        #: The collection kept a new agreement without a new version (it is measured after
+        #: the last commit of an ingest): read it at the next search.
+        self._agreement_moved = False
+
+    def agreement_moved(self) -> None:
+        """Take in a newly kept agreement at the next search, though the version is the same."""
+        self._agreement_moved = True
 
     def search(
         self,
@@ -264,8 +272,10 @@ class Searcher:
         many rows outside a graph's radius make the graphs be built again.
         """
         previous = self._snapshot
-        if previous is not None and previous.version == self.collection.version:
+        current = previous is not None and previous.version == self.collection.version
+        if current and not self._agreement_moved:
             return
+        self._agreement_moved = False
         adapted = self.pipeline.adapted(self.collection.agreement())
         tilt = None if adapted is None else Tilt(tuple(self._dims), adapted[1])
         unchanged = same_tilt(tilt, self._tilt)
@@ -336,7 +346,7 @@ class Searcher:
         if space in self._graphs:
             return self._graphs[space]
         snap = self._snap
-        path = _graph_path(self.collection, space, snap.version, self.settings)
+        path = _graph_path(self.collection, space, snap.version, self.settings, self._tilt)
         fresh = bool(snap.alive.all())  # positions are the table's own order: shareable
         graph: HnswIndex | FlatIndex | None = None
         if fresh and space not in FLAT_SPACES and path.is_file():
@@ -583,9 +593,13 @@ def _metadata(raw: str | None) -> dict[str, Any]:
     return json.loads(raw) if raw and raw != "{}" else {}
 
 
-def _graph_path(collection: Collection, space: str, version: int, settings: IndexSettings) -> Path:
-    """Where a collection's graph for one space, build settings and table version lives."""
-    name = f"hnsw-{space}-{settings.codec}-m{settings.m}-v{version}.faiss"
+def _graph_path(
+    collection: Collection, space: str, version: int, settings: IndexSettings, tilt: Tilt | None
+) -> Path:
+    """Where a collection's graph for one space, build settings, table version and adaptation
+    lives (a graph is built on the rows as tilted: another tilt needs another graph)."""
+    tilted = "none" if tilt is None else hashlib.sha256(tilt.factors.tobytes()).hexdigest()[:12]
+    name = f"hnsw-{space}-{settings.codec}-m{settings.m}-v{version}-t{tilted}.faiss"
     return collection.derived_dir / name
 
 
