@@ -238,3 +238,20 @@ def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
     found = {h["id"] for h in collection.search(sentences[0], k=40, exact=True)["hits"]}
     assert found == {r.id for r in records}  # r0 is back, new0 is gone
     assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"
+
+
+def test_group_by_doc_ranks_deeper_when_one_document_fills_the_pool(
+    tmp_path, hash_pipeline, sentences
+):
+    """A document of 150 near-identical chunks takes the first candidates: k documents still
+    come back, each once, and the long one's other chunks are all counted."""
+    query = "a man is playing a guitar on stage"
+    records = [Record(f"big#{i}", f"{query} {i}", {"doc_id": "big"}) for i in range(150)]
+    records += [Record(f"d{j}#0", sentences[j], {"doc_id": f"d{j}"}) for j in range(50)]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash_pipeline)
+    for options in ({}, {"exact": True}, {"hybrid": True}):
+        hits = collection.search(query, k=5, group_by_doc=True, **options)["hits"]
+        docs = [h["metadata"]["doc_id"] for h in hits]
+        assert len(docs) == 5 == len(set(docs)) and docs[0] == "big", options
+        assert hits[0]["other_chunks"] == 149

@@ -187,15 +187,25 @@ class Searcher:
         learned = calibrator is not None and calibrator.confidence is not None
         depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
         pool = self._group_pool(depth) if group_by_doc else depth
-        lexical = None
-        if hybrid:
-            assert texts is not None
-            ranked, lexical = self._hybrid(queries, texts, pool, kind, exact, allowed, where, beta)
-        else:
-            ranked = self._rank(queries, pool, kind, exact, allowed, beta)
         others: list[list[int]] | None = None
-        if group_by_doc:
-            ranked, others = self._grouped(ranked, depth)
+        while True:
+            lexical = None
+            if hybrid:
+                assert texts is not None
+                ranked, lexical = self._hybrid(
+                    queries, texts, pool, kind, exact, allowed, where, beta
+                )
+            else:
+                ranked = self._rank(queries, pool, kind, exact, allowed, beta)
+            if not group_by_doc:
+                break
+            grouped, others = self._grouped(ranked, depth)
+            # One long document can fill the pool with its chunks: rank deeper until every
+            # query has `depth` documents or the pool holds every row.
+            if pool >= self._snap.live or all(len(r.positions) >= depth for r in grouped):
+                ranked = grouped
+                break
+            pool = min(self._snap.live, GROUP_POOL * pool)
         results = self._results(ranked, labels, k, fused, lexical)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
@@ -207,7 +217,8 @@ class Searcher:
         return results
 
     def _group_pool(self, depth: int) -> int:
-        """Chunks to rank so that `depth` documents remain after grouping, most of the time."""
+        """Chunks to rank first so that `depth` documents remain after grouping, most of the
+        time (a search ranks deeper when they do not)."""
         if self._snap.doc_ids is None:
             raise ValueError(
                 f"group_by_doc needs chunked documents, but collection {self.collection.name!r} "
