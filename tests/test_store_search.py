@@ -255,3 +255,19 @@ def test_group_by_doc_ranks_deeper_when_one_document_fills_the_pool(
         docs = [h["metadata"]["doc_id"] for h in hits]
         assert len(docs) == 5 == len(set(docs)) and docs[0] == "big", options
         assert hits[0]["other_chunks"] == 149
+
+
+def test_search_fused_refuses_no_queries_and_a_query_of_nan(small, hash_pipeline):
+    """Vectors built by hand are checked: none, or one holding NaN, is a named error on the
+    exact and the approximate path alike."""
+    good = hash_pipeline.encode(["a cat"])
+    nan = good.gaussian.mean.copy()
+    nan[0, 0] = np.nan
+    bad = Fused(Gaussian.unchecked(nan, good.gaussian.var), good.weights, good.models)
+    none = Fused(Gaussian.unchecked(nan[:0], nan[:0]), good.weights[:0], good.models)
+    searcher = small.searcher()
+    for exact in (True, False):
+        with pytest.raises(ValueError, match="query vector 0 holds NaN or infinity"):
+            searcher.search_fused(bad, k=3, exact=exact)
+        with pytest.raises(ValueError, match="at least one query vector"):
+            searcher.search_fused(none, k=3, exact=exact)

@@ -169,6 +169,16 @@ class Searcher:
         beta = self.pipeline.score.beta if beta is None else beta
         if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
             raise ValueError("hybrid search needs one query text per query vector, for BM25")
+        if len(fused.gaussian) == 0:
+            raise ValueError("search_fused needs at least one query vector, got none")
+        finite = np.isfinite(fused.gaussian.mean).all(axis=1) & np.isfinite(fused.gaussian.var).all(
+            axis=1
+        )
+        if not finite.all():
+            raise ValueError(
+                f"query vector {int(np.flatnonzero(~finite)[0])} holds NaN or infinity; "
+                "encode queries with the collection's pipeline"
+            )
         self._refresh()
         models = self.collection.pipeline.models
         if tuple(fused.models) != models:
