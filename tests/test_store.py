@@ -20,6 +20,7 @@ from probembed.store import (
     StoreError,
     ingest,
 )
+from probembed.store.readers import Record
 
 
 def batch(pipeline, ids, texts=None, metadata=None):
@@ -365,3 +366,27 @@ def test_batch_validation_names_the_problem(hash_pipeline):
         Batch(["x", "x"], ["one", "two"], [{}, {}], fused, info)
     with pytest.raises(StoreError, match="2 ids but"):
         Batch(["x", "y"], ["one"], [{}, {}], fused, info)
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        (Record("s1", "bad \ud800 surrogate", {}), "text"),
+        (Record("s\udc80", "fine text", {}), "id"),
+        (Record("s3", "fine text", {"note": "x\ud800"}), "metadata"),
+    ],
+)
+def test_a_lone_surrogate_is_a_named_problem_not_a_half_written_ingest(
+    tmp_path, hash_pipeline, record, field
+):
+    """A JSON "\\ud800" escape makes a str no store can hold: refused by name before any
+    write (stop), or skipped while the rest is stored (skip)."""
+    good = [Record(f"g{i}", f"good text {i}", {}) for i in range(150)]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    with pytest.raises(IngestError, match=f"its {field} is not valid Unicode"):
+        ingest([*good[:100], record, *good[100:]], collection, hash_pipeline, batch_size=64)
+    assert not collection.exists
+    report = ingest(
+        [*good[:100], record, *good[100:]], collection, hash_pipeline, 64, on_error="skip"
+    )
+    assert report.added == 150 and len(report.problems) == 1

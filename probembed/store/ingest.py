@@ -8,6 +8,7 @@ ingest resumes where it stopped and never duplicates a row.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,6 +212,9 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     if record.id in first_seen:
         first = first_seen[record.id] or "earlier"
         return Problem(where, f"duplicate id {record.id!r} (first at {first})")
+    unencodable = _not_unicode(record)
+    if unencodable is not None:
+        return Problem(where, f"document {record.id!r}: {unencodable}")
     trial = dict(types)
     try:
         metadata_json(record.id, record.metadata)  # stored as JSON: refuse what JSON cannot hold
@@ -218,6 +222,24 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     except StoreError as exc:
         return Problem(where, str(exc))
     types.update(trial)
+    return None
+
+
+def _not_unicode(record: Record) -> str | None:
+    """What of a record cannot be stored as UTF-8 (a lone surrogate, as a JSON "\\ud800"
+    escape or a bad decode makes), or None: Arrow would fail on it mid-ingest."""
+    fields = {"id": record.id, "text": record.text, "metadata": record.metadata}
+    for name, value in fields.items():
+        raw = (
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
+        )
+        try:
+            raw.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (
+                f"its {name} is not valid Unicode (a lone surrogate "
+                f"{raw[exc.start]!r} at position {exc.start})"
+            )
     return None
 
 
