@@ -88,6 +88,23 @@ def test_an_unexpected_failure_is_one_line_with_the_exception(saved_pipeline, mo
     assert "the encoder broke" in lines[0] and "--debug" in lines[0]
 
 
+def test_a_failure_message_never_shows_a_storage_option_value(tmp_path, monkeypatch):
+    """Storage options carry credentials: the command line a failure repeats hides them."""
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("could not reach the cluster")
+
+    monkeypatch.setattr("probembed.interfaces.store_commands.open_database", broken)
+    result = runner.invoke(
+        app,
+        ["collections", "--db", "s3://bucket/db", "--storage-option",
+         "aws_secret_access_key=SUPERSECRET123", "--storage-option=aws_session_token=TOKEN456"],
+    )  # fmt: skip
+    assert result.exit_code in (1, 2) and "could not reach the cluster" in result.output
+    assert "SUPERSECRET123" not in result.output and "TOKEN456" not in result.output
+    assert "aws_secret_access_key=***" in result.output
+
+
 def test_a_failing_subcommand_of_a_group_is_named_in_full(monkeypatch):
     monkeypatch.setenv("PROBEMBED_CACHE_MAX_BYTES", "-5")
     result = runner.invoke(app, ["cache", "info"])

@@ -63,11 +63,27 @@ class ProbembedGroup(TyperGroup):
         sub = self.commands.get(words[0]) if words else None
         if words[1:] and words[1] in getattr(sub, "commands", {}):
             command = words[:2]
-        given = shlex.join(words[len(command) :])
+        given = shlex.join(_redacted(words[len(command) :]))
         if len(given) > _SHOWN_INPUT:
             given = given[: _SHOWN_INPUT - 3] + "..."
         return " ".join(command), given
 
+
+def _redacted(words: list[str]) -> list[str]:
+    """The command line with every --storage-option value hidden: they hold credentials, and a
+    failure message must not print a secret key."""
+    prefix = _SECRET_OPTION + "="
+    out = []
+    for i, word in enumerate(words):
+        if i and words[i - 1] == _SECRET_OPTION:
+            word = word.partition("=")[0] + "=***"
+        elif word.startswith(prefix):
+            word = prefix + word[len(prefix) :].partition("=")[0] + "=***"
+        out.append(word)
+    return out
+
+
+_SECRET_OPTION = "--storage-option"
 
 app = typer.Typer(
     cls=ProbembedGroup,
