@@ -221,3 +221,23 @@ def test_embed_on_ray_writes_what_pipeline_encode_gives(
     assert_within_batch_bound(got, want.gaussian[order])
     weights = np.array(table.column("weights").to_pylist())
     assert np.abs(weights - want.weights[order]).max() <= WEIGHT_BOUND
+
+
+def test_a_request_no_node_can_meet_is_refused_not_waited_for(tmp_path, hash_pipeline, ray_address):
+    """A GPU per worker on a cluster without one (Ray would wait forever), or a negative CPU
+    count, is a named error; nothing is written, and the CLI creates no database."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    texts = [Record(f"t{i}", f"text number {i}") for i in range(20)]
+    with pytest.raises(ValueError, match=r"asks for 1 CPU\(s\) and 1 GPU\(s\), but no node"):
+        ingest_ray(texts, collection, hash_pipeline, gpus_per_worker=1.0)
+    with pytest.raises(ValueError, match="--cpus-per-worker must be a positive number, got -1"):
+        ingest_ray(texts, collection, hash_pipeline, cpus_per_worker=-1.0)
+    assert not collection.exists
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "some text"}\n')
+    for option in (["--workers", "0"], ["--cpus-per-worker", "-1"]):
+        result = CliRunner().invoke(
+            app, ["ingest", str(source), "--db", str(tmp_path / "cli-db"), "--ray", *option]
+        )
+        assert result.exit_code == 2 and "must be a positive" in result.output, result.output
+        assert not (tmp_path / "cli-db").exists()

@@ -196,6 +196,10 @@ def ingest_command(
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
     try:
+        if ray:
+            from probembed.store.ray_ingest import validate_workers
+
+            validate_workers(workers, cpus_per_worker, gpus_per_worker)
         settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
         given = load_pipeline(pipeline) if pipeline is not None else None
         database = open_database(db, storage_option, create=True)

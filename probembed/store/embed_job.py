@@ -77,7 +77,7 @@ def embed_to_parquet(
     if use_ray:
         from probembed.store.ray_ingest import validate_workers
 
-        validate_workers(workers)
+        validate_workers(workers, cpus_per_worker, gpus_per_worker)
         on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
     out = Path(out)
     records, problems = check_records(read_records(source), {})

@@ -18,6 +18,7 @@ without the embedding cache: a node-local cache rarely sees a text twice in one 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -122,6 +123,7 @@ def embed_on_ray(
 
     if not texts:
         return
+    check_fits(cpus_per_worker, gpus_per_worker)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller shows one bar for the whole job
     context.print_on_execution_start = False
@@ -169,7 +171,7 @@ def ingest_ray(
     `cpus_per_worker` CPUs and `gpus_per_worker` GPUs. Same report as local ingest.
     """
     validate_options(batch_size, on_error)
-    validate_workers(workers)
+    validate_workers(workers, cpus_per_worker, gpus_per_worker)
     info = PipelineInfo.of(pipeline)
     report, todo = prepare(source, collection, pipeline, on_error, upsert)
     if todo:
@@ -189,7 +191,34 @@ def ingest_ray(
     return report
 
 
-def validate_workers(workers: int) -> None:
-    """Reject a worker count that is not a positive integer."""
+def validate_workers(
+    workers: int, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0
+) -> None:
+    """Reject a worker count that is not a positive integer, or a resource request that is not
+    a finite number (CPUs > 0, GPUs >= 0): before anything is read or written."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    for name, value, zero_ok in (("cpus", cpus_per_worker, False), ("gpus", gpus_per_worker, True)):
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if not (number and math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+            kind = "a non-negative" if zero_ok else "a positive"
+            raise ValueError(f"--{name}-per-worker must be {kind} number, got {value!r}")
+
+
+def check_fits(cpus_per_worker: float, gpus_per_worker: float) -> None:
+    """Refuse a per-worker request no node of the Ray cluster can meet: Ray would wait for
+    such a node forever (a cluster that adds nodes on demand must have them up first)."""
+    import ray
+
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    if not nodes or any(
+        r.get("CPU", 0) >= cpus_per_worker and r.get("GPU", 0) >= gpus_per_worker for r in nodes
+    ):
+        return
+    most_cpus = max(r.get("CPU", 0) for r in nodes)
+    most_gpus = max(r.get("GPU", 0) for r in nodes)
+    raise ValueError(
+        f"each Ray worker asks for {cpus_per_worker:g} CPU(s) and {gpus_per_worker:g} GPU(s), "
+        f"but no node of the cluster has that many (at most {most_cpus:g} CPUs and "
+        f"{most_gpus:g} GPUs); lower --cpus-per-worker or --gpus-per-worker"
+    )
