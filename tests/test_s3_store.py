@@ -188,6 +188,14 @@ def test_clear_errors_for_a_missing_bucket_and_misplaced_options(tmp_path, optio
         Database(tmp_path / "db", create=True, storage_options=options)
 
 
+def test_reading_a_prefix_that_holds_nothing_is_no_database(bucket, options):
+    """A mistyped prefix is refused as a missing local directory is, not read as empty."""
+    assert Database(f"s3://{bucket}/db", create=True, storage_options=options).writable
+    with pytest.raises(StoreError, match="nothing is stored under that prefix"):
+        Database(f"s3://{bucket}/dbtypo", storage_options=options)
+    assert Database(f"s3://{bucket}/db", storage_options=options).collections() == []
+
+
 def test_cli_on_s3_gives_what_it_gives_on_disk(tmp_path, bucket, options, hash_pipeline, sentences):
     source = tmp_path / "docs.jsonl"
     lines = [json.dumps({"_id": f"d{i}", "text": t}) for i, t in enumerate(sentences[:200])]

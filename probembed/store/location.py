@@ -104,6 +104,13 @@ class Location:
             info = self._call(lambda: self._fs.get_file_info(bucket), f"reach {bucket}")
             if info.type != pafs.FileType.Directory:
                 raise StoreError(f"no database at {self.uri}: bucket {bucket!r} does not exist")
+            if not create and self._root != bucket:  # reading: a mistyped prefix is no database
+                found = self._call(lambda: self._fs.get_file_info(self._root), f"read {self.uri}")
+                if found.type == pafs.FileType.NotFound:
+                    raise StoreError(
+                        f"no database at {self.uri}: nothing is stored under that prefix; "
+                        "create it by ingesting documents (`probembed ingest PATH --db URI`)"
+                    )
         elif create:
             _make_directory(self.path)
         elif not self.path.is_dir():
