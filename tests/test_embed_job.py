@@ -65,6 +65,21 @@ def test_embed_writes_nothing_for_bad_input_and_refuses_a_used_directory(
         embed_to_parquet(source, tmp_path / "out", hash_pipeline)
 
 
+def test_embed_refuses_an_object_store_out_and_makes_no_local_folder_of_it(
+    tmp_path, source, hash_pipeline, monkeypatch
+):
+    """`--out s3://bucket/x` would become a local folder s3:/bucket/x: refused by name."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="is an object-store URI"):
+        embed_to_parquet(source, "s3://bucket/vectors", hash_pipeline)
+    pipe = str(hash_pipeline.save(tmp_path / "pipe"))
+    result = CliRunner().invoke(
+        app, ["embed", str(source), "--out", "s3://bucket/vectors", "--pipeline", pipe]
+    )
+    assert result.exit_code == 2 and "is an object-store URI" in result.output, result.output
+    assert not (tmp_path / "s3:").exists()
+
+
 def test_embed_writes_whole_variances_where_a_collection_would_store_coefficients(
     tmp_path, default_pipeline
 ):

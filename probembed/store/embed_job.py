@@ -10,6 +10,7 @@ The embedding runs here, or on Ray actors (`probembed.store.ray_ingest.embed_on_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,11 @@ def embed_to_parquet(
     `use_ray`, `workers` actors embed, each reserving `cpus_per_worker` and `gpus_per_worker`.
     """
     validate_options(batch_size, on_error)
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):  # s3://..., which Path would mangle
+        raise StoreError(
+            f"--out {str(out)!r} is an object-store URI; probembed embed writes its Parquet "
+            "files to a local folder (copy them to object storage afterwards)"
+        )
     on_ray = None
     if use_ray:
         from probembed.store.ray_ingest import validate_workers
