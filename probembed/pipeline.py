@@ -514,7 +514,8 @@ def _inside(directory: Path, sub: object) -> bool:
     if not isinstance(sub, str) or not sub:
         return False
     root = directory.resolve()
-    return (root / sub).resolve().is_relative_to(root) and (root / sub).resolve() != root
+    target = (root / sub).resolve()
+    return target != root and target.is_relative_to(root)
 
 
 _TOP_KEYS = ("format", "name", "models", "fusion", "score", "adapt")

@@ -7,6 +7,7 @@ or SIGKILL; its output goes to a log file that errors quote.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -92,7 +93,10 @@ class ServerProcess:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as answer:
                 return answer.status, dict(answer.headers)
         except urllib.error.HTTPError as refused:
-            failed = b'"failed"' in refused.read()
+            try:
+                failed = json.loads(refused.read()).get("status") == "failed"
+            except (ValueError, AttributeError):  # not the service's JSON body
+                failed = False
             return (FAILED if failed else refused.code), dict(refused.headers)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return None, {}

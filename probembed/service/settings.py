@@ -54,6 +54,11 @@ class BatchSettings:
 
     def __post_init__(self) -> None:
         _check_positive(self, zero_ok=("max_wait_ms",))
+        if self.max_wait_ms > MAX_WAIT_MS:
+            raise ValueError(
+                f"--max-wait-ms (max_wait_ms) must be at most {MAX_WAIT_MS:g}: a request waits "
+                f"that long for others to join its batch, got {self.max_wait_ms!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,3 @@ def _check_positive(settings: Limits | BatchSettings, zero_ok: tuple[str, ...] =
             kind = "a finite non-negative" if f.name in zero_ok else "a finite positive"
             option = "--" + f.name.replace("_", "-")
             raise ValueError(f"{option} ({f.name}) must be {kind} number, got {value!r}")
-    wait = getattr(settings, "max_wait_ms", 0)
-    if wait > MAX_WAIT_MS:
-        raise ValueError(
-            f"--max-wait-ms (max_wait_ms) must be at most {MAX_WAIT_MS:g}: a request waits "
-            f"that long for others to join its batch, got {wait!r}"
-        )

@@ -143,7 +143,7 @@ def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
 def heading_title(line: str) -> str | None:
     """A Markdown file's title if this line gives it (the first line starting with #)."""
     line = line.lstrip("\ufeff")  # a byte order mark before the first heading
-    return line.lstrip("#").strip() or None if line.startswith("#") else None
+    return (line.lstrip("#").strip() or None) if line.startswith("#") else None
 
 
 def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:

@@ -171,12 +171,11 @@ class Searcher:
             raise ValueError("hybrid search needs one query text per query vector, for BM25")
         if len(fused.gaussian) == 0:
             raise ValueError("search_fused needs at least one query vector, got none")
-        finite = np.isfinite(fused.gaussian.mean).all(axis=1) & np.isfinite(fused.gaussian.var).all(
-            axis=1
-        )
-        if not finite.all():
+        means, variances = fused.gaussian.mean, fused.gaussian.var
+        bad = np.flatnonzero(~(np.isfinite(means).all(axis=1) & np.isfinite(variances).all(axis=1)))
+        if len(bad):
             raise ValueError(
-                f"query vector {int(np.flatnonzero(~finite)[0])} holds NaN or infinity; "
+                f"query vector {int(bad[0])} holds NaN or infinity; "
                 "encode queries with the collection's pipeline"
             )
         self._refresh()
