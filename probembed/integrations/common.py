@@ -79,9 +79,10 @@ def store_texts(
     final = [i if i is not None else text_id(t, m) for i, t, m in triples]
     records, derived = [], set()
     for gave, i, t, m in zip(given, final, texts, metas, strict=True):
-        if gave is None and i in derived:
-            continue  # the same text and metadata twice without ids: one row, one id for both
-        derived.update([i] if gave is None else [])
+        if gave is None:
+            if i in derived:
+                continue  # the same text and metadata twice without ids: one row, one id for both
+            derived.add(i)
         records.append(Record(i, t, m))
     ingest(records, collection, pipeline, upsert=True)
     return final
