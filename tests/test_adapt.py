@@ -288,3 +288,34 @@ def test_a_searcher_warmed_during_ingest_takes_in_the_agreement_measured_after_i
     for a, b in zip(warm, fresh, strict=True):
         assert [h["weights"] for h in a["hits"]] == [h["weights"] for h in b["hits"]]
         assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]]
+
+
+def test_a_searcher_in_another_process_takes_in_agreement_kept_without_a_new_version(
+    tmp_path, hash_pipeline, sentences, monkeypatch
+) -> None:
+    """A reader's searcher (a service) that searched during another handle's ingest (a CLI
+    in another process, which keeps agreement after its last commit at the same version)
+    reads the agreement again once AGREEMENT_RECHECK_S has passed: here at once."""
+    import probembed.store.search as search
+    from probembed.store import Database, ingest
+    from probembed.store.readers import Record
+
+    pipe = adapting(hash_pipeline)
+    writer = Database(tmp_path / "db", create=True).collection("c")
+    records = [Record(f"d{i}", s, {}) for i, s in enumerate(sentences[:400])]
+    queries = sentences[400:405]
+    ingest(records[:100], writer, pipe)  # the collection exists for the reader to open
+    reader = Database(tmp_path / "db").collection("c")
+    warm = reader.searcher()
+
+    def search_now(_: int) -> None:
+        warm.search(queries, k=5, score="dot", exact=True)
+
+    ingest(records[100:], writer, pipe, batch_size=100, on_commit=search_now)
+    monkeypatch.setattr(search, "AGREEMENT_RECHECK_S", 0.0)
+    later = warm.search(queries, k=5, score="dot", exact=True)
+    fresh = Database(tmp_path / "db").collection("c").searcher()
+    expected = fresh.search(queries, k=5, score="dot", exact=True)
+    for a, b in zip(later, expected, strict=True):
+        assert [h["weights"] for h in a["hits"]] == [h["weights"] for h in b["hits"]]
+        assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]]

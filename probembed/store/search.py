@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +51,11 @@ GROUP_POOL = 10
 
 #: A graph is rebuilt rather than extended once more rows lie outside its radius than this.
 OVERFLOW_FRACTION = 0.01
+
+#: Seconds a searcher goes on with the agreement it read while the version stands still.
+#: Another process's ingest keeps agreement after its last commit, at the same version: this
+#: bounds how long such a searcher (a service beside a CLI ingest) searches with the old tilt.
+AGREEMENT_RECHECK_S = 1.0
 
 if TYPE_CHECKING:
     from probembed.store.collection import Collection
@@ -106,6 +112,8 @@ class Searcher:
         #: The collection kept a new agreement without a new version (it is measured after
         #: the last commit of an ingest): read it at the next search.
         self._agreement_moved = False
+        #: When (time.monotonic) the agreement was last read.
+        self._agreement_read = -float("inf")
 
     def agreement_moved(self) -> None:
         """Take in a newly kept agreement at the next search, though the version is the same."""
@@ -293,13 +301,17 @@ class Searcher:
         """
         previous = self._snapshot
         current = previous is not None and previous.version == self.collection.version
-        if current and not self._agreement_moved:
+        read_due = time.monotonic() - self._agreement_read >= AGREEMENT_RECHECK_S
+        if current and not self._agreement_moved and not read_due:
             return
         self._agreement_moved = False
+        self._agreement_read = time.monotonic()
         adapted = self.pipeline.adapted(self.collection.agreement())
         tilt = None if adapted is None else Tilt(tuple(self._dims), adapted[1])
         unchanged = same_tilt(tilt, self._tilt)
         self._tilt = tilt
+        if current and unchanged:
+            return
         if previous is None or not unchanged:
             if previous is not None:
                 previous.close()
