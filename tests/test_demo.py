@@ -261,3 +261,28 @@ def test_demo_keeps_two_corpora_of_one_name_apart(hash_pipeline, tmp_path, monke
     assert "1 items indexed" in runs[1].output  # not 2: d1's document is not in d2's collection
     names = [re.search(r"--collection (\S+)", run.output).group(1) for run in runs]
     assert names[0] != names[1] and all(n.startswith("corpus-") for n in names)
+
+
+def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_path, monkeypatch):
+    """The demo's cached collection is upserted: an edited document is stored as it now
+    reads, an unchanged one is left alone."""
+    from probembed.store import Database
+
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    corpus = tmp_path / "corpus.jsonl"
+    lines = ['{"id": "a", "text": "the jaguar is a large cat"}', '{"id": "b", "text": "%s"}']
+
+    def run(text: str) -> str:
+        corpus.write_text("\n".join(lines) % text + "\n")
+        result = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(corpus)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("rivers flow to the sea")
+    output = run("glaciers carve the valleys")
+    assert "updated 1, unchanged 1" in output
+    db = re.search(r"--db (\S+)", output).group(1)
+    name = re.search(r"--collection (\S+)", output).group(1)
+    rows = Database(db).open(name).rows(["b"])
+    assert rows["b"]["text"] == "glaciers carve the valleys"

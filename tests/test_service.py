@@ -114,6 +114,8 @@ def test_collection_lifecycle(server):
         upsert = {"documents": [changed], "upsert": True}
         replaced = http.post("/v1/collections/life/documents", json=upsert).json()
         assert (replaced["added"], replaced["updated"], replaced["count"]) == (0, 1, 3)
+        same = http.post("/v1/collections/life/documents", json=upsert).json()
+        assert (same["added"], same["updated"], same["unchanged"]) == (0, 0, 1)
         listed = http.get("/v1/collections").json()["data"]
         assert [c["name"] for c in listed] == ["life"] and listed[0]["pipeline"]["name"] == "hash"
         stats = http.get("/v1/collections/life").json()

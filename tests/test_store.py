@@ -192,6 +192,34 @@ def test_ingest_jsonl_keeps_metadata_and_resumes(
     assert row["year"] == 2003
 
 
+@pytest.mark.parametrize("filtered_ids", [1024, 1])  # stored rows read by filter; read all
+def test_an_upsert_writes_only_what_changed_and_leaves_the_rest_as_stored(
+    collection, hash_pipeline, monkeypatch, filtered_ids
+):
+    """A re-run of an unchanged corpus with upsert commits nothing; a changed text or a
+    changed metadata value replaces just that row, a new id is added."""
+    monkeypatch.setattr(
+        importlib.import_module("probembed.store.ingest"), "FILTERED_IDS", filtered_ids
+    )
+    records = [Record(f"d{i}", f"body of document {i}", {"year": 2000 + i}) for i in range(20)]
+    first = ingest(records, collection, hash_pipeline, batch_size=7, upsert=True)
+    assert (first.added, first.updated, first.unchanged) == (20, 0, 0)
+    version = collection.version
+    again = ingest(records, collection, hash_pipeline, upsert=True)
+    assert (again.added, again.updated, again.unchanged) == (0, 0, 20)
+    assert collection.version == version  # not one commit
+    edited = list(records)
+    edited[3] = Record("d3", "a new body for document 3", {"year": 2003})
+    edited[5] = Record("d5", "body of document 5", {"year": 1999})
+    edited.append(Record("d20", "body of document 20", {}))
+    third = ingest(edited, collection, hash_pipeline, upsert=True)
+    assert (third.added, third.updated, third.unchanged) == (1, 2, 18)
+    assert "unchanged 18" in third.summary()
+    rows = collection.rows(["d3", "d5"], ("text", "year"))
+    assert (rows["d3"]["text"], rows["d5"]["year"]) == ("a new body for document 3", 1999)
+    assert collection.count() == 21
+
+
 BAD_LINES = [
     {"id": "ok1", "text": "a fine document"},
     '{"id": "broken", "text": ',

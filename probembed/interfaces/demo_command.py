@@ -92,9 +92,9 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     target = Database(db, create=True).collection(f"pydoc-{platform.python_version()}")
     say(
         f"indexing {len(records)} passages of the Python {platform.python_version()} docs "
-        f"into {db} (cached: a re-run only adds what is missing)"
+        f"into {db} (cached: a re-run only writes what is new or changed)"
     )
-    ingest_and_report(records, target, pipe, on_error="skip")
+    ingest_and_report(records, target, pipe, on_error="skip", upsert=True)
     where = _topic_filter(topics)
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
@@ -125,8 +125,8 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     pipe = load_pipeline(pipeline)
     db = _demo_db(pipe.fingerprint)
     target = Database(db, create=True).collection(_collection_name(data))
-    say(f"indexing {data} into {db} (cached: a re-run only adds what is missing)")
-    ingest_and_report(data, target, pipe, on_error="skip")
+    say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
+    ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
     if not (data / "qrels" / "test.tsv").is_file():
         say(
             f"{target.count()} items indexed; search them with: probembed search "

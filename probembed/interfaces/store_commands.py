@@ -158,7 +158,9 @@ def ingest_command(
     ] = None,
     on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
-    upsert: Annotated[bool, typer.Option(help="Replace ids already stored.")] = False,
+    upsert: Annotated[
+        bool, typer.Option(help="Replace ids stored with another text or metadata.")
+    ] = False,
     chunk: Annotated[
         bool,
         typer.Option(

@@ -455,6 +455,7 @@ def _collections(service: Service) -> APIRouter:
                 already_stored=report.already_stored,
                 skipped=[str(p) for p in report.problems],
                 count=service.count_items(collection),
+                unchanged=report.unchanged if body.upsert else None,
             )
 
         return await service.run(name, write)

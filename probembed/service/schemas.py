@@ -162,8 +162,9 @@ class WriteReport(BaseModel):
     #: With on_error="skip": each skipped document and why.
     skipped: list[str] = Field(default_factory=list)
     count: int
-    #: Chunked writes only: documents left as stored / removed (sync), chunks written / removed.
+    #: Chunked writes and upserts: documents left as stored, their content unchanged.
     unchanged: int | None = None
+    #: Chunked writes only: documents removed (sync), chunks written / removed.
     removed: int | None = None
     chunks_written: int | None = None
     chunks_removed: int | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -736,6 +736,19 @@ class Collection:
         table = self._require()
         data = _scan(table, ["id", *columns], f"id IN ({sql_list(list(ids))})")
         return {row["id"]: row for row in data.to_pylist()}
+
+    def batches(
+        self, columns: Sequence[str], ids: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The id and these columns of every row (or of these ids), a batch at a time, so a
+        read of a whole large collection holds one batch in memory, not every text."""
+        table = self._open()
+        if table is None or (ids is not None and not ids):
+            return
+        builder = table.search().select(["id", *columns]).limit(None)
+        if ids is not None:
+            builder = builder.where(f"id IN ({sql_list(list(ids))})")
+        yield from builder.to_batches()
 
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""

@@ -57,13 +57,16 @@ class IngestReport:
     already_stored: int = 0
     updated: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: With upsert: ids already stored with this very text and metadata, left as they are.
+    unchanged: int = 0
 
     def summary(self) -> str:
         """One line for a person."""
         replaced = f", updated {self.updated}" if self.updated else ""
+        same = f", unchanged {self.unchanged}" if self.unchanged else ""
         return (
-            f"{self.source}: added {self.added}{replaced}, already stored {self.already_stored}, "
-            f"skipped {len(self.problems)} bad item(s)"
+            f"{self.source}: added {self.added}{replaced}{same}, already stored "
+            f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
         )
 
 
@@ -109,8 +112,9 @@ def prepare(
 ) -> tuple[IngestReport, list[Record]]:
     """Everything before the first commit: read and check all input, keep the pipeline copy.
 
-    Returns the report so far and the records still to write (all, with `upsert`; else those
-    whose ids are not stored yet). Shared by local and Ray ingest, so both refuse the same.
+    Returns the report so far and the records still to write: those whose ids are not stored
+    yet, and with `upsert` also those stored with another text or metadata (a re-run of an
+    unchanged corpus writes nothing). Shared by local and Ray ingest, so both refuse the same.
     """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
@@ -122,12 +126,30 @@ def prepare(
         raise IngestError(problems)
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
-    todo = records
-    if not upsert:
+    if upsert:
+        same = unchanged_ids(collection, records)
+        todo = [r for r in records if r.id not in same]
+        report.unchanged = len(records) - len(todo)
+    else:
         stored = stored_ids(collection, [r.id for r in records])
         todo = [r for r in records if r.id not in stored]
         report.already_stored = len(records) - len(todo)
     return report, todo
+
+
+def unchanged_ids(collection: Collection, records: Sequence[Record]) -> set[str]:
+    """Ids stored with the very text and metadata given: replacing them would write the same
+    row again (the pipeline is the collection's, so the vectors too), leave a dead row in every
+    searcher's snapshot and make each graph grow."""
+    given = {r.id: (r.text, metadata_json(r.id, r.metadata)) for r in records}
+    ids = list(given) if len(given) <= FILTERED_IDS else None
+    same: set[str] = set()
+    for batch in collection.batches(["text", "metadata"], ids):
+        columns = (batch.column(name).to_pylist() for name in ("id", "text", "metadata"))
+        for doc_id, text, metadata in zip(*columns, strict=True):
+            if given.get(doc_id) == (text, metadata):
+                same.add(doc_id)
+    return same
 
 
 def stored_ids(collection: Collection, ids: Sequence[str]) -> set[str]:
