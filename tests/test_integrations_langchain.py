@@ -85,6 +85,45 @@ def test_a_relevance_threshold_retriever_keeps_only_hits_above_it(store):
     assert 3 <= len(kept) < 6
 
 
+def test_the_async_relevance_search_and_threshold_retriever_give_what_the_sync_ones_give(store):
+    import asyncio
+
+    relevant = store.similarity_search_with_relevance_scores(QUESTION, k=6)
+    cut = relevant[2][1]
+    retriever = store.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"k": 6, "score_threshold": cut}
+    )
+
+    async def both():
+        return (
+            await store.asimilarity_search_with_relevance_scores(QUESTION, k=6),
+            await retriever.ainvoke(QUESTION),
+        )
+
+    pairs, kept = asyncio.run(both())
+    assert [(d.id, r) for d, r in pairs] == [(d.id, r) for d, r in relevant]
+    assert [d.id for d in kept] == [d.id for d, r in relevant if r >= cut]
+
+
+def test_the_relevance_map_follows_the_score_the_collection_searches_with(store, pydoc_pipeline):
+    """An alias of dot maps as dot does; an embedding whose pipeline has another score setting
+    (same vectors) is mapped by the score the collection's kept copy searches with."""
+    from dataclasses import replace
+
+    by_dot = store.similarity_search_with_relevance_scores(QUESTION, k=3, score="dot")
+    by_alias = store.similarity_search_with_relevance_scores(QUESTION, k=3, score="cosine")
+    assert [r for _, r in by_alias] == [r for _, r in by_dot]
+    other = replace(pydoc_pipeline.score, name="w2")
+    assert other.name != pydoc_pipeline.score.name  # a score outside [-1, 1]
+    w2 = Pipeline(pydoc_pipeline.members, pydoc_pipeline.fusion, other, pydoc_pipeline.name,
+                  cache=False)  # fmt: skip
+    assert w2.fingerprint == pydoc_pipeline.fingerprint
+    second = ProbembedVectorStore(store.collection, ProbembedEmbeddings(w2))
+    scored = second.similarity_search_with_score(QUESTION, k=3)
+    relevant = second.similarity_search_with_relevance_scores(QUESTION, k=3)
+    assert [r for _, r in relevant] == pytest.approx([(1 + s) / 2 for _, s in scored], abs=1e-12)
+
+
 def test_filter_and_where_pass_through_to_the_collection(store):
     only_try = store.similarity_search(QUESTION, k=4, filter={"topic": "try"})
     assert len(only_try) == 4 and {d.metadata["topic"] for d in only_try} == {"try"}

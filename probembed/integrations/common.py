@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
 
@@ -107,17 +108,18 @@ def uncertainty(hit: Hit, confidence: float | None) -> dict[str, Any]:
     }
 
 
-def relevance(hit: Hit, score: str) -> float:
+def relevance(hit: Hit, score: Score | str | None) -> float:
     """A hit's relevance in [0, 1]: its p_relevant if calibrated, else a monotone map of its score.
 
     The map is (1 + s) / 2 (clipped) for the scores that lie in [-1, 1] (`dot`, `uec`,
     `uec-mteb`) and the logistic 1 / (1 + e^-s) for the others (distances, log-likelihoods,
-    hybrid RRF): order-preserving, so comparable between the hits of one query, not a probability.
+    hybrid RRF, given as None): order-preserving, so comparable between the hits of one query,
+    not a probability.
     """
     if hit["p_relevant"] is not None:
         return float(hit["p_relevant"])
     value = float(hit["score"])
-    if score in _COSINE_RANGE:
+    if score is not None and str(parse_score(score)) in _COSINE_RANGE:  # "cosine" is "dot"
         return min(1.0, max(0.0, (1.0 + value) / 2.0))
     return 1.0 / (1.0 + math.exp(-value)) if value > -700 else 0.0
 

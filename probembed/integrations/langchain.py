@@ -24,6 +24,7 @@ require("langchain", "probembed.integrations.langchain")
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     import os
 
     from probembed.pipeline import Pipeline
+    from probembed.scoring import Score
 
 #: Search options passed through to `Collection.search` (see `Searcher.search`).
 _SEARCH_OPTIONS = ("score", "exact", "hybrid", "beta", "min_p_relevant")
@@ -135,10 +137,24 @@ class ProbembedVectorStore(VectorStore):
         """(document, relevance in [0, 1]) pairs: the hit's p_relevant when the pipeline has a
         calibrator, else the monotone map of `common.relevance` ((1 + s)/2 for dot, uec and
         uec-mteb; the logistic for the other scores)."""
-        score = kwargs.get("score") or self._embedding.pipeline.score.name
+        score: Score | str | None
         if kwargs.get("hybrid"):
-            score = "rrf"
+            score = None  # reciprocal-rank fusion, not a similarity
+        elif kwargs.get("score"):
+            score = kwargs["score"]
+        elif self.collection.exists:  # the score it searches with: its kept copy's
+            score = self.collection.load_pipeline().score.name
+        else:
+            score = self._embedding.pipeline.score.name
         return [(doc, common.relevance(hit, score)) for doc, hit in self._search(query, k, kwargs)]
+
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The same pairs as the synchronous search, computed in an executor thread."""
+        return await run_in_executor(
+            None, self._similarity_search_with_relevance_scores, query, k, **kwargs
+        )
 
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
