@@ -12,6 +12,7 @@ cache turns itself off with a warning and encoding goes on without it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -35,6 +36,10 @@ DEFAULT_MAX_BYTES = 2 * 1024**3
 FILE_NAME = "embeddings.sqlite"
 #: Eviction goes down to this share of the cap, so not every insert past the cap evicts again.
 _EVICT_TO = 0.9
+#: The write-ahead log is cut back to this size whenever SQLite resets it: without a limit it
+#: keeps the largest size it ever reached, which processes sharing the cache (a service's
+#: encoding children) drive far past the cap.
+_WAL_LIMIT = 4 * 1024**2
 _CHUNK = 500
 R = TypeVar("R")
 
@@ -125,6 +130,12 @@ class EmbeddingCache:
         dim = hits[0][0]
         mean = np.frombuffer(b"".join(h[1] for h in hits), dtype=np.float32).reshape(-1, dim)
         var = np.frombuffer(b"".join(h[2] for h in hits), dtype=np.float32).reshape(-1, dim)
+        sound = np.isfinite(mean).all(axis=1) & np.isfinite(var).all(axis=1) & (var >= 0).all(1)
+        if not sound.all():  # damaged on disk: a miss, encoded again and overwritten
+            found[np.flatnonzero(found)[~sound]] = False
+            if not found.any():
+                return found, None
+            mean, var = mean[sound], var[sound]
         return found, Gaussian(mean, var)
 
     def put(
@@ -146,6 +157,7 @@ class EmbeddingCache:
             _evict(db, self.max_bytes)
 
         self._run(insert, None)
+        self._checkpoint()
 
     def info(self) -> CacheInfo:
         """Path, entries, bytes counted against the cap, and entries per model."""
@@ -211,6 +223,18 @@ class EmbeddingCache:
                 return default
             return result
 
+    def _checkpoint(self) -> None:
+        """Copy the log into the file as far as no other connection reads it, without waiting.
+
+        SQLite's own checkpoint runs only in the commit that crosses 1,000 pages, which
+        another process's open transaction often blocks; trying after every insert lets the
+        log be reset (and cut to _WAL_LIMIT) at the next write. A failure costs nothing.
+        """
+        with self._lock:
+            if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def _connect(self) -> sqlite3.Connection | None:
         """Open, create or migrate the database on first use; None where it cannot be written."""
         if self._db is None and not self._disabled:
@@ -224,6 +248,7 @@ class EmbeddingCache:
                 # cut at most the last entries, which are re-encoded on the next miss; each
                 # encode call then costs no fsync per member (SQLite's advice for WAL).
                 db.execute("PRAGMA synchronous=NORMAL")
+                db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
                 _migrate(db)
             except (OSError, sqlite3.Error) as exc:
                 self._disable(exc)

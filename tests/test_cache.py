@@ -240,3 +240,50 @@ def test_a_damaged_cache_row_is_encoded_again_and_overwritten(hash_pipeline, tmp
     assert found.tolist() == [False, False, True]
     np.testing.assert_array_equal(pipe.encode(SENTENCES[:3]).gaussian.mean, expected)
     assert cache.get(model, SENTENCES[:3])[0].all()  # the two rows were written again
+
+
+@pytest.mark.parametrize("column", ["mean", "var"])
+def test_a_cache_row_of_non_finite_or_negative_values_is_a_miss(hash_pipeline, tmp_path, column):
+    """Bytes of the right length that decode to NaN (or a negative variance) are damage too."""
+    cache = EmbeddingCache(tmp_path / "cache")
+    pipe = Pipeline(hash_pipeline.members, cache=cache)
+    expected = pipe.encode(SENTENCES[:3])
+    model = pipe.members[0].fingerprint
+    cache.close()
+    dim = pipe.members[0].encoder.dim  # the right length: only the values are damaged
+    nan, negative = np.full(dim, np.nan, np.float32), np.full(dim, -1.0, np.float32)
+    with sqlite3.connect(cache.path) as db:
+        db.execute(f"UPDATE gaussians SET {column}=? WHERE model=? AND text=?",
+                   (nan.tobytes(), model, text_key(SENTENCES[0])))  # fmt: skip
+        if column == "var":
+            db.execute("UPDATE gaussians SET var=? WHERE model=? AND text=?",
+                       (negative.tobytes(), model, text_key(SENTENCES[2])))  # fmt: skip
+    found, gaussian = cache.get(model, SENTENCES[:3])
+    assert found.tolist() == [False, True, column == "mean"]
+    assert gaussian is not None and len(gaussian) == found.sum()
+    again = pipe.encode(SENTENCES[:3])
+    np.testing.assert_array_equal(again.gaussian.mean, expected.gaussian.mean)
+    np.testing.assert_array_equal(again.gaussian.var, expected.gaussian.var)
+    assert cache.get(model, SENTENCES[:3])[0].all()  # written again
+
+
+def test_the_write_ahead_log_is_cut_back_once_no_other_process_reads_it(tmp_path):
+    """Another process in the middle of a read keeps SQLite from resetting the log, which
+    grows past the cap; once it is done, the next writes reset it to _WAL_LIMIT at most."""
+    from probembed.cache import _WAL_LIMIT
+
+    cache = EmbeddingCache(tmp_path, max_bytes=2 * 1024**2)
+    cache.put("m", ["first"], _gaussians(1, 384, 0))
+    wal = cache.path.with_name(cache.path.name + "-wal")
+    other = sqlite3.connect(cache.path, isolation_level=None)
+    other.execute("BEGIN")
+    other.execute("SELECT COUNT(*) FROM gaussians").fetchone()  # holds its snapshot
+    for step in range(60):  # 60 x 64 rows of 3 kB: about 12 MB through the log
+        cache.put("m", [f"s{step} t{i}" for i in range(64)], _gaussians(64, 384, step))
+    assert wal.stat().st_size > 2 * _WAL_LIMIT  # nothing could be reset under the snapshot
+    other.execute("COMMIT")
+    other.close()
+    cache.put("m", ["after"], _gaussians(1, 384, 1))  # copies the whole log into the file
+    cache.put("m", ["after, again"], _gaussians(1, 384, 2))  # resets the log and cuts it back
+    assert wal.stat().st_size <= _WAL_LIMIT
+    assert cache.info().bytes <= cache.max_bytes
