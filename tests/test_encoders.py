@@ -292,6 +292,27 @@ def test_e5_truncation_keeps_the_longest_prefix_that_fits():
     assert e5.engine.token_count(cut, True) <= 512 < e5.engine.token_count(cut + " word", True)
 
 
+def test_e5_counts_its_own_tokens_so_chunks_of_unspaced_text_fit_it():
+    """A CJK paragraph is one whitespace word but hundreds of e5 tokens: chunking by e5's own
+    count (prefix and specials included, as `fits` counts) makes chunks e5 reads whole."""
+    require("e5-small")
+    from probembed.chunking import ChunkSettings, chunk_text
+    from probembed.chunking.structure import plain_sections
+
+    e5 = get_encoder("e5-small", prefix="passage: ")
+    assert e5.max_tokens == 512
+    cjk = "東京は日本の首都であり、世界最大の都市圏の一つである。" * 40
+    assert e5.count_tokens([cjk]) == [e5.engine.token_count(cjk, False)]
+    assert e5.count_tokens([cjk])[0] > 512 and not e5.fits(cjk)
+
+    def count(texts):
+        return np.asarray(e5.count_tokens(texts))
+
+    chunks = chunk_text(cjk, plain_sections(cjk), count, ChunkSettings(512, 0))
+    assert len(chunks) > 1 and "".join(c.text for c in chunks) == cjk
+    assert all(e5.fits(c.text) and e5.truncate(c.text) == c.text for c in chunks)
+
+
 def test_wordllama_leaves_root_logging_alone():
     require("wordllama")
     # In a fresh interpreter, compared with itself before the load: no assumption about what
