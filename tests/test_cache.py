@@ -125,12 +125,20 @@ def test_a_corrupted_cache_file_turns_the_cache_off_with_a_warning(hash_pipeline
     )
 
 
-def test_a_text_with_a_lone_surrogate_is_cached_like_any_other(hash_pipeline, tmp_path):
-    pipe = Pipeline(hash_pipeline.members, cache=EmbeddingCache(tmp_path / "cache"))
+def test_a_text_with_a_lone_surrogate_is_keyed_like_any_other(tmp_path):
+    """Encoders refuse such text, but the cache is keyed by any str and never fails on one."""
+    cache = EmbeddingCache(tmp_path / "cache")
     text = "broken \ud800 surrogate"
-    first = pipe.encode([text]).gaussian.mean
-    np.testing.assert_array_equal(pipe.encode([text]).gaussian.mean, first)  # from the cache
+    cache.put("m", [text], _gaussians(1, 8, 0))
+    found, gaussian = cache.get("m", [text, "broken  surrogate"])
+    assert found.tolist() == [True, False] and gaussian is not None
+    np.testing.assert_array_equal(gaussian.mean, _gaussians(1, 8, 0).mean.astype(np.float32))
     assert text_key(text) != text_key("broken  surrogate")
+
+
+def test_a_pipeline_refuses_a_lone_surrogate_by_position(hash_pipeline):
+    with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode.*'\\ud800' at position 7"):
+        hash_pipeline.encode(["fine", "broken \ud800 surrogate"])
 
 
 def test_size_cap_evicts_least_recently_used_entries(tmp_path):

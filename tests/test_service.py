@@ -175,6 +175,20 @@ def test_search_options_and_their_errors(server):
             assert says in answer.text, (body, answer.text)
 
 
+def test_a_lone_surrogate_is_a_422_naming_the_text(server):
+    """A JSON "\\ud800" escape parses to a str no tokenizer reads: refused by position."""
+    json_type = {"content-type": "application/json"}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "uni"})
+        for path, body, says in (
+            ("/v1/embeddings", '{"model": "hash", "input": ["ok", "a \\ud800 b"]}', "input[1]"),
+            ("/v1/collections/uni/search", '{"query": "x \\udc80"}', "queries[0]"),
+        ):
+            answer = http.post(path, content=body, headers=json_type)
+            assert answer.status_code == 422, answer.text
+            assert says in answer.text and "lone surrogate" in answer.text, answer.text
+
+
 def test_bad_documents_are_named_and_nothing_is_written(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "strict"})

@@ -29,7 +29,20 @@ def validate_texts(texts: object, what: str = "texts") -> list[str]:
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__}: {text!r:.60}")
+        surrogate = lone_surrogate(text)
+        if surrogate is not None:
+            raise ValueError(f"{what}[{i}] is not valid Unicode: it holds {surrogate}")
     return list(texts)
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Where a text holds a lone surrogate (a JSON "\\ud800" escape or a bad decode makes one),
+    which no tokenizer reads and UTF-8 cannot store; None for valid text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate {text[exc.start]!r} at position {exc.start}"
+    return None
 
 
 def is_blank(text: str) -> bool:

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
 from probembed.chunking import ChunkSettings
-from probembed.encoders.base import is_blank
+from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.service import schemas
 from probembed.service.auth import READ, WRITE
@@ -230,6 +230,9 @@ def check_texts(
             )
         if not allow_empty and is_blank(text):
             raise ApiError(422, f"{field}[{i}] is empty: there is nothing to embed")
+        surrogate = lone_surrogate(text)
+        if surrogate is not None:
+            raise ApiError(422, f"{field}[{i}] is not valid Unicode: it holds {surrogate}")
 
 
 def _operations(service: Service) -> APIRouter:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from probembed.encoders.base import is_blank
+from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
@@ -248,20 +248,16 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
 
 
 def _not_unicode(record: Record) -> str | None:
-    """What of a record cannot be stored as UTF-8 (a lone surrogate, as a JSON "\\ud800"
-    escape or a bad decode makes), or None: Arrow would fail on it mid-ingest."""
+    """What of a record cannot be stored as UTF-8 (a lone surrogate), or None: Arrow would
+    fail on it mid-ingest."""
     fields = {"id": record.id, "text": record.text, "metadata": record.metadata}
     for name, value in fields.items():
         raw = (
             value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
         )
-        try:
-            raw.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return (
-                f"its {name} is not valid Unicode (a lone surrogate "
-                f"{raw[exc.start]!r} at position {exc.start})"
-            )
+        surrogate = lone_surrogate(raw)
+        if surrogate is not None:
+            return f"its {name} is not valid Unicode ({surrogate})"
     return None
 
 
