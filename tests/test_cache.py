@@ -137,7 +137,8 @@ def test_a_text_with_a_lone_surrogate_is_keyed_like_any_other(tmp_path):
 
 
 def test_a_pipeline_refuses_a_lone_surrogate_by_position(hash_pipeline):
-    with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode.*'\\ud800' at position 7"):
+    says = r"texts\[1\] is not valid Unicode.*'\\ud800' at position 7"
+    with pytest.raises(ValueError, match=says):
         hash_pipeline.encode(["fine", "broken \ud800 surrogate"])
 
 
