@@ -124,6 +124,14 @@ def test_the_relevance_map_follows_the_score_the_collection_searches_with(store,
     assert [r for _, r in relevant] == pytest.approx([(1 + s) / 2 for _, s in scored], abs=1e-12)
 
 
+def test_k_of_zero_finds_nothing_as_langchains_own_stores_do(store):
+    assert store.similarity_search(QUESTION, k=0) == []
+    assert store.similarity_search_with_relevance_scores(QUESTION, k=0) == []
+    assert store.max_marginal_relevance_search(QUESTION, k=0, fetch_k=0) == []
+    with pytest.raises(ValueError, match="k"):
+        store.similarity_search(QUESTION, k=-1)
+
+
 def test_filter_and_where_pass_through_to_the_collection(store):
     only_try = store.similarity_search(QUESTION, k=4, filter={"topic": "try"})
     assert len(only_try) == 4 and {d.metadata["topic"] for d in only_try} == {"try"}

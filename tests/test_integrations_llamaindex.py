@@ -251,6 +251,13 @@ def test_an_empty_store_retrieves_nothing(tmp_path, pydoc_pipeline):
     assert retriever(store, pydoc_pipeline).retrieve(QUESTION) == []
 
 
+def test_a_top_k_of_zero_retrieves_nothing_and_a_negative_one_is_refused(store, pydoc_pipeline):
+    """As LlamaIndex's own stores answer similarity_top_k=0: with nothing, not an error."""
+    assert retriever(store, pydoc_pipeline, similarity_top_k=0).retrieve(QUESTION) == []
+    with pytest.raises(ValueError, match="k"):
+        retriever(store, pydoc_pipeline, similarity_top_k=-1).retrieve(QUESTION)
+
+
 @pytest.mark.parametrize(
     ("blocked", "module", "extra"),
     [

@@ -75,9 +75,11 @@ def test_similarity_is_the_cosine_sentence_transformers_computes(model, passages
     a, b = model.encode(passages[:2]), model.encode(passages[2:5])
     ours = model.similarity(a, b)
     assert isinstance(ours, torch.Tensor) and tuple(ours.shape) == (2, 3)
-    reference = util.cos_sim(torch.from_numpy(a), torch.from_numpy(b)).double()
-    # float64 here against float32 there: agreement to float32 rounding of a dot product
+    reference = util.cos_sim(torch.from_numpy(a), torch.from_numpy(b))
+    assert ours.dtype == reference.dtype == torch.float32  # so the two mix in one expression
+    # float64 rounded to float32 here against float32 arithmetic there: a few float32 ulps
     assert torch.allclose(ours, reference, atol=1e-6)
+    assert torch.allclose(ours - reference, torch.zeros(2, 3), atol=1e-6)
     assert model.similarity_fn_name == "cosine"
 
 

@@ -90,8 +90,9 @@ def store_texts(
 
 
 def search(collection: Collection, query: str, k: int, **options: Any) -> QueryResult:
-    """The collection's answer to one query; no hits while the collection has no rows yet."""
-    if not collection.exists:
+    """The collection's answer to one query; no hits while the collection has no rows yet, or
+    for k = 0 (the frameworks' own stores answer it with nothing, not an error)."""
+    if not collection.exists or (k == 0 and not isinstance(k, bool)):
         return QueryResult(query=query, confidence=None, hits=[])
     return collection.search(query, k=k, **options)
 

@@ -213,11 +213,12 @@ class ProbembedVectorStore(BasePydanticVectorStore):
                 "probembed searches by query text (its variance comes from the text): "
                 "the VectorStoreQuery has no query_str"
             )
-        if not self._collection.exists:
+        if not self._collection.exists:  # before the filters, which read its columns
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        result = self._collection.search(
+        result = common.search(
+            self._collection,
             query.query_str,
-            k=query.similarity_top_k,
+            query.similarity_top_k,
             where=self._where(query),
             hybrid=query.mode == VectorStoreQueryMode.HYBRID,
         )

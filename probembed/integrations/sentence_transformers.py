@@ -82,11 +82,12 @@ class SentenceEncoder:
         return self.pipeline.empty().gaussian.dim
 
     def similarity(self, a: Any, b: Any) -> Any:
-        """Cosine similarities of every row of `a` with every row of `b`, as a torch tensor."""
+        """Cosine similarities of every row of `a` with every row of `b`, as a float32 torch
+        tensor (sentence-transformers' dtype, so the two mix); computed in float64."""
         import torch
 
         left, right = (Gaussian.deterministic(_matrix(x)).normalize() for x in (a, b))
-        return torch.from_numpy(score_matrix(left, right, "dot"))
+        return torch.from_numpy(score_matrix(left, right, "dot").astype(np.float32))
 
 
 def _matrix(x: Any) -> np.ndarray:
