@@ -260,6 +260,20 @@ def test_metadata_type_clash_is_a_reported_line(tmp_path, collection, hash_pipel
         ingest(source, collection, hash_pipeline)
 
 
+def test_a_float_after_whole_numbers_is_refused_with_the_way_out_and_floats_take_ints(
+    collection, hash_pipeline
+):
+    """A column's type is its first value's: 4 then 4.5 is refused saying to write 4.0 (LanceDB
+    cannot widen a stored column); 4.5 then 4 stores both in a float column."""
+    ints_first = [Record("a", "one text", {"rating": 4}), Record("b", "two text", {"rating": 4.5})]
+    with pytest.raises(IngestError, match=r"'rating' as int64 \(its first value .* 4\.0"):
+        ingest(ints_first, collection, hash_pipeline)
+    ingest(ints_first[::-1], collection, hash_pipeline)
+    rows = collection.rows(["a", "b"], ("rating", "metadata"))
+    assert (rows["a"]["rating"], rows["b"]["rating"]) == (4.0, 4.5)
+    assert json.loads(rows["a"]["metadata"]) == {"rating": 4}  # the JSON keeps what was given
+
+
 def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(
     tmp_path, collection, hash_pipeline
 ):

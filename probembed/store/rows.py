@@ -156,9 +156,15 @@ def promote_metadata(
             )
         have = types.setdefault(key, kind)
         if have != kind and not (have == pa.float64() and kind == pa.int64()):
+            hint = (
+                f" (its first value was a whole number: write {key!r} as a float everywhere, "
+                "e.g. 4.0, where it can hold fractions)"
+                if (have, kind) == (pa.int64(), pa.float64())
+                else ""
+            )
             raise StoreError(
                 f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
-                f"{type(value).__name__}, but the collection stores {key!r} as {have}"
+                f"{type(value).__name__}, but the collection stores {key!r} as {have}{hint}"
             )
 
 
