@@ -56,6 +56,24 @@ def test_disagreement_is_the_weighted_spread_of_the_cosines(seed: int, k: int) -
     np.testing.assert_allclose(disagreement_variance(same, omega), 0.0, atol=1e-15)
 
 
+def test_a_member_weighted_next_to_nothing_counts_for_nothing_not_nan() -> None:
+    """A query weight of 1e-28 (a sharp member at a low temperature) leaves that member no
+    direction to compare (NaN cosine): the spread is the other members' alone, finite."""
+    rng = np.random.default_rng(0)
+    dims, models = [4, 3, 5], ["a", "b", "c"]
+    fq = fuse(_parts(rng, 1, dims), models, temperature=1.0)
+    weights = np.array([[1e-28, 0.6, 0.4]], dtype=np.float32)
+    fd = fuse(_parts(rng, 3, dims), models, temperature=1.0)
+    cand = np.array([[0, 1, 2]])
+    cos = member_cosines(fq.gaussian.mean, weights, fd.gaussian.mean, fd.weights, dims, cand)
+    assert np.isnan(cos[..., 0]).all() and np.isfinite(cos[..., 1:]).all()
+    omega = pair_weights(weights, fd.weights, cand)
+    assert (omega[..., 0] > 0).all()  # tiny, but not 0
+    got = disagreement_variance(cos, omega)
+    np.testing.assert_array_equal(got, disagreement_variance(cos[..., 1:], omega[..., 1:]))
+    assert np.isfinite(got).all() and (got > 0).all()
+
+
 def test_fused_dot_is_the_omega_weighted_sum_of_member_cosines() -> None:
     """Σ_k ω_k cos_k is the fused dot product, so ω is what each member contributes."""
     rng = np.random.default_rng(0)

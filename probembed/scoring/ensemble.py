@@ -85,10 +85,15 @@ def pair_weights(
 
 
 def disagreement_variance(cosines: np.ndarray, omega: np.ndarray) -> np.ndarray:
-    """(Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: the between-member part of the fused dot's variance."""
+    """(Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: the between-member part of the fused dot's variance.
+
+    A member whose cosine is NaN (ω at most member_cosines' floor: a weight of 1e-30 is as
+    good as 0) counts for nothing, in the sums and in the shares.
+    """
+    omega = np.where(np.isnan(cosines), 0.0, omega)
     total = omega.sum(axis=-1, keepdims=True)
     share = np.divide(omega, total, out=np.zeros_like(omega), where=total > _WEIGHT_FLOOR)
-    cosines = np.where(share > 0, cosines, 0.0)  # a weightless member's NaN counts for nothing
+    cosines = np.where(share > 0, cosines, 0.0)
     mean = (share * cosines).sum(axis=-1, keepdims=True)
     spread = (share * (cosines - mean) ** 2).sum(axis=-1)
     return total[..., 0] ** 2 * spread
