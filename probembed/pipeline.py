@@ -211,6 +211,15 @@ class Pipeline:
         return _labels([m.encoder for m in self.members])
 
     @property
+    def blocks(self) -> tuple[int, ...]:
+        """Each member's width in the fused rows when they hold one block per member (concat
+        fusion of every member), else (): sum mode and `single:<model>` have no such layout,
+        so nothing that reads members back out of fused rows applies to them."""
+        if self.fusion.mode != "concat" or single_model(self.fusion.method) is not None:
+            return ()
+        return tuple(int(m.encoder.dim) for m in self.members)
+
+    @property
     def fingerprint(self) -> str:
         """Identifies what vectors this pipeline makes: stores refuse vectors from another."""
         digest = hashlib.sha256()
@@ -250,7 +259,7 @@ class Pipeline:
         a is the collection's member agreement, p this pipeline's prior. None when there is
         nothing to adapt: γ = 0, no agreement measured, or a fusion without a prior to tilt.
         """
-        tiltable = self.fusion.method in ("uec", "weighted") and self.fusion.mode == "concat"
+        tiltable = self.fusion.method in ("uec", "weighted") and bool(self.blocks)
         if agreements is None or self.adapt.gamma == 0 or not tiltable:
             return None
         prior = self.fusion.prior if self.fusion.method == "uec" else self.fusion.weights

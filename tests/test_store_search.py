@@ -271,3 +271,38 @@ def test_search_fused_refuses_no_queries_and_a_query_of_nan(small, hash_pipeline
             searcher.search_fused(bad, k=3, exact=exact)
         with pytest.raises(ValueError, match="at least one query vector"):
             searcher.search_fused(none, k=3, exact=exact)
+
+
+def _sum_of_two(default_pipeline):
+    """minilm and paraphrase-l3 (384-d each) fused in sum mode, as the UEC paper does."""
+    from probembed.pipeline import FusionConfig, Pipeline
+
+    return Pipeline(default_pipeline.members[:2], FusionConfig("uec", "sum"), cache=False)
+
+
+def _single(hash_pipeline):
+    """One member's Gaussians out of a two-member pipeline (fusion `single:`, mode concat)."""
+    from probembed.pipeline import FusionConfig, Pipeline
+
+    return Pipeline(hash_pipeline.members, FusionConfig("single:hash(dim=128)"), cache=False)
+
+
+@pytest.mark.parametrize("make", [_single, _sum_of_two])
+def test_pipelines_without_a_block_per_member_ingest_and_search(tmp_path, request, sentences, make):
+    """Sum mode and `single:` lay no member out in a block of its own: ingest stores the rows
+    and keeps no agreement, search ranks as a scan and every hit has a finite std."""
+    fixture = "default_pipeline" if make is _sum_of_two else "hash_pipeline"
+    pipe = make(request.getfixturevalue(fixture))
+    assert pipe.blocks == ()
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    texts = sentences[:40]
+    report = ingest([Record(f"d{i}", t) for i, t in enumerate(texts)], collection, pipe)
+    assert report.added == 40 and collection.agreement() is None
+    queries = sentences[40:43]
+    results = collection.search(queries, k=5, score="dot", exact=True)
+    docs, q = pipe.encode(texts).gaussian, pipe.encode(queries).gaussian
+    scores = score_matrix(q, docs, "dot")
+    for row, result in enumerate(results):
+        order = np.argsort(-scores[row], kind="stable")[:5]
+        assert [h["id"] for h in result["hits"]] == [f"d{j}" for j in order]
+        assert all(np.isfinite(h["std"]) and h["std"] > 0 for h in result["hits"])

@@ -171,14 +171,13 @@ def _split(
 ) -> RankedSplit:
     """The ranked hits as a search reports them: moments, the members' spread, labels."""
     ranked = with_moments(queries.gaussian, docs.gaussian, positions, scores)
-    if pipeline.fusion.mode == "concat":  # the variance hits report: members' own plus spread
-        dims = [m.encoder.dim for m in pipeline.members]
+    if pipeline.blocks:  # the variance hits report: members' own plus spread
         between = between_variance(
             queries.gaussian.mean,
             queries.weights,
             docs.gaussian.mean,
             docs.weights,
-            dims,
+            pipeline.blocks,
             positions,
         )
         ranked = [
@@ -204,10 +203,10 @@ def corpus_text_search(pipeline: Pipeline, corpus: Path) -> Iterator[TextSearch]
 
 
 def _cosines(pipeline: Pipeline, queries, docs, positions: np.ndarray) -> np.ndarray | None:
-    """Member cosines of every ranked hit, or None for a pipeline that does not concatenate."""
-    if pipeline.fusion.mode != "concat":
+    """Member cosines of every ranked hit, or None for a pipeline without a block per member."""
+    if not pipeline.blocks:
         return None
-    dims = [m.encoder.dim for m in pipeline.members]
+    dims = pipeline.blocks
     mean_q, mean_d = queries.gaussian.mean, docs.gaussian.mean
     return np.stack(
         [

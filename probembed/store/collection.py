@@ -387,9 +387,11 @@ class Collection:
         or too few rows to compare neighbour lists.
         """
         self.db.require_writable()
-        version, _, listing = self.listing()
         models = self.pipeline.models
-        if len(models) < 2 or len(listing) <= NEIGHBOURS:
+        if len(models) < 2 or not pipeline.blocks:  # no member to read back out of the rows
+            return None
+        version, _, listing = self.listing()
+        if len(listing) <= NEIGHBOURS:
             return None
         ids = np.asarray(listing.column("id").to_pylist(), dtype=object)
         order = np.argsort(ids.astype(str), kind="stable")  # storage order must not matter
@@ -397,8 +399,7 @@ class Collection:
         data = self.take(rows, ["mean", self.variance_column, "weights"], version)
         mean, weights = to_matrix(data.column("mean")), to_matrix(data.column("weights"))
         stored = Gaussian(mean, self.decode_variances(to_matrix(data.column(self.variance_column))))
-        dims = [m.encoder.dim for m in pipeline.members]
-        value = agreement(members_of(Fused(stored, weights, models), dims))
+        value = agreement(members_of(Fused(stored, weights, models), pipeline.blocks))
         adapted = pipeline.adapted(value)
         record = {
             "version": version,

@@ -55,9 +55,7 @@ class PipelineInfo:
     @classmethod
     def of(cls, pipeline: Any) -> PipelineInfo:
         """Read name, fingerprint, models and block widths off a pipeline object."""
-        members = getattr(pipeline, "members", None)
-        concat = getattr(getattr(pipeline, "fusion", None), "mode", None) == "concat"
-        blocks = tuple(int(m.encoder.dim) for m in members) if members and concat else ()
+        blocks = tuple(getattr(pipeline, "blocks", ()))
         return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models), blocks)
 
     def to_json(self) -> dict[str, Any]:

@@ -444,7 +444,7 @@ class Searcher:
     @property
     def _dims(self) -> list[int]:
         """Each member's dimension: the block layout of the concat-fused rows."""
-        return [m.encoder.dim for m in self.pipeline.members]
+        return list(self.pipeline.blocks)
 
     @property
     def _models(self) -> tuple[str, ...]:
@@ -492,7 +492,7 @@ class Searcher:
         are computed together, so a batch of queries costs a few array operations.
         """
         calibrator = self.pipeline.calibrator
-        spread = self.pipeline.fusion.mode == "concat" and len(fused.models) >= 2
+        spread = bool(self.pipeline.blocks) and len(fused.models) >= 2
         learned = calibrator is not None and calibrator.confidence is not None
         wants_cosines = spread or (
             calibrator is not None and (calibrator.uses_disagreement or learned)
