@@ -127,11 +127,29 @@ def test_unit_temperature_is_inverse_variance_weighting(u):
     )
 
 
-def test_zero_uncertainty_is_floored_not_infinite():
+def test_zero_uncertainty_is_unknown_not_certain():
+    """u = 0 (no spread seen) weighs as the geometric mean of the row's other members."""
     w = fusion_weights(np.array([[0.0, 0.0], [0.0, 1.0]]))
-    np.testing.assert_allclose(w[0], [0.5, 0.5])
-    # u = 0 is floored at U_FLOOR = 1e-30: inverse-variance weights 1e30 : 1.
-    np.testing.assert_allclose(w[1], [1.0, 1e-30], rtol=1e-12)
+    np.testing.assert_allclose(w, [[0.5, 0.5], [0.5, 0.5]], rtol=1e-12)
+    w3 = fusion_weights(np.array([[0.0, 0.01, 1.0]]), 1.0, prior=np.array([0.2, 0.4, 0.4]))
+    expected = fusion_weights(np.array([[0.1, 0.01, 1.0]]), 1.0, prior=np.array([0.2, 0.4, 0.4]))
+    np.testing.assert_allclose(w3, expected, rtol=1e-12)  # √(0.01·1) = 0.1
+    # a tiny but positive u is a measurement: floored at U_FLOOR = 1e-30, it takes the weight
+    np.testing.assert_allclose(fusion_weights(np.array([[1e-40, 1.0]]))[0], [1.0, 1e-30],
+                               rtol=1e-12)  # fmt: skip
+
+
+@FAST
+@given(_uncertainties(lo=1e-3), st.integers(0, 3), _floats(0.1, 10.0))
+def test_a_zero_uncertainty_never_takes_more_than_an_average_members_weight(u, k, t):
+    """Replacing u_k by 0 gives member k the weight the geometric mean of the others gives."""
+    k = k % u.shape[1]
+    zeroed = u.copy()
+    zeroed[:, k] = 0.0
+    others = np.delete(u, k, axis=1)
+    neutral = u.copy()
+    neutral[:, k] = np.exp(np.log(others).mean(axis=1)) if others.size else 1.0
+    np.testing.assert_allclose(fusion_weights(zeroed, t), fusion_weights(neutral, t), rtol=1e-9)
 
 
 @FAST
