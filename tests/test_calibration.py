@@ -22,6 +22,7 @@ from probembed.calibration import (
     member_cosines,
     query_features,
 )
+from probembed.calibration.calibrator import HOLDOUT
 from probembed.calibration.confidence import (
     CONFIDENCE_DEPTH,
     COVERAGE_HITS,
@@ -172,6 +173,21 @@ def test_the_isotonic_step_is_kept_only_when_held_out_ece_improves(training):
     held = fitted.fit_info["holdout_ece"]
     assert fitted.fit_info["isotonic"] == (held["logistic+isotonic"] < held["logistic"])
     assert (fitted.isotonic is not None) == fitted.fit_info["isotonic"]
+
+
+def test_a_hold_out_holding_every_relevant_hit_fits_without_the_isotonic_step(training):
+    """Where the queries outside the hold-out hold one class only, there is nothing to judge
+    the isotonic step on: the logistic alone is fitted on every hit (forcing still works)."""
+    x, _, groups = training
+    queries = np.unique(groups)
+    count = max(1, round(HOLDOUT * len(queries)))
+    held = np.random.default_rng(SEED).permutation(queries)[:count]  # as `fit` draws them
+    y = np.isin(groups, held[:1]) & (np.arange(len(groups)) % 2 == 0)
+    fitted = RelevanceCalibrator.fit(x, y.astype(int), groups, seed=SEED)
+    assert fitted.fit_info["holdout_ece"] is None and fitted.isotonic is None
+    assert fitted.fit_info["relevant"] == int(y.sum())
+    forced = RelevanceCalibrator.fit(x, y.astype(int), groups, seed=SEED, isotonic=True)
+    assert forced.isotonic is not None
 
 
 def test_fitting_is_deterministic(training):

@@ -174,22 +174,27 @@ class RelevanceCalibrator:
         """Fit on hits grouped by query; keep the isotonic step only if held-out ECE improves.
 
         A seeded HOLDOUT share of the queries (a query's hits never split) decides the
-        isotonic step (unless `isotonic` forces it on or off); the chosen model is then
-        refitted on every hit.
+        isotonic step (unless `isotonic` forces it on or off; off, where the other queries
+        hold hits of one class only); the chosen model is then refitted on every hit.
         """
         x, y, groups = _validate_training(features, relevant, groups, names)
         queries = np.unique(groups)
         count = max(1, round(HOLDOUT * len(queries)))
         held = np.isin(groups, np.random.default_rng(seed).permutation(queries)[:count])
-        plain = _fit(x[~held], y[~held], names, seed, isotonic=False)
-        stepped = _fit(x[~held], y[~held], names, seed, isotonic=True)
-        held_ece = {
-            "logistic": _ece(plain.predict(x[held]), y[held]),
-            "logistic+isotonic": _ece(stepped.predict(x[held]), y[held]),
-        }
-        use_isotonic = (
-            held_ece["logistic+isotonic"] < held_ece["logistic"] if isotonic is None else isotonic
-        )
+        held_ece: dict[str, float] | None = None
+        if len(np.unique(y[~held])) == 2:  # else the held-out queries hold a whole class
+            plain = _fit(x[~held], y[~held], names, seed, isotonic=False)
+            stepped = _fit(x[~held], y[~held], names, seed, isotonic=True)
+            held_ece = {
+                "logistic": _ece(plain.predict(x[held]), y[held]),
+                "logistic+isotonic": _ece(stepped.predict(x[held]), y[held]),
+            }
+        if isotonic is not None:
+            use_isotonic = isotonic
+        else:  # without a hold-out to judge it, the step that can overfit stays off
+            use_isotonic = held_ece is not None and (
+                held_ece["logistic+isotonic"] < held_ece["logistic"]
+            )
         info = {
             "hits": len(y),
             "queries": len(queries),
