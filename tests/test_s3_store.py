@@ -253,3 +253,18 @@ def test_the_service_serves_a_collection_on_s3(tmp_path, bucket, options, pydoc_
     for g, w in zip(got["hits"], want["hits"], strict=True):
         assert (g["text"], g["metadata"]) == (w["text"], w["metadata"])
         assert (g["score"], g["std"]) == pytest.approx((w["score"], w["std"]), rel=REENCODED)
+
+
+def test_an_upsert_on_s3_writes_only_what_changed(bucket, options, hash_pipeline, sentences):
+    """The stored texts and metadata are read back from the object store, batch by batch."""
+    remote = Database(f"s3://{bucket}/db", create=True, storage_options=options).collection("c")
+    items = records(sentences[:1500])  # more than FILTERED_IDS: the whole table is read
+    ingest(items, remote, hash_pipeline, batch_size=512, upsert=True)
+    version = remote.version
+    items[7] = Record("s7", "an edited text", {"n": 7})
+    items[9] = Record("s9", items[9].text, {"n": -9})
+    again = ingest(items, remote, hash_pipeline, upsert=True)
+    assert (again.added, again.updated, again.unchanged) == (0, 2, 1498)
+    assert remote.version == version + 1  # one commit, of the two changed rows
+    rows = remote.rows(["s7", "s9"], ("text", "n"))
+    assert (rows["s7"]["text"], rows["s9"]["n"]) == ("an edited text", -9)
