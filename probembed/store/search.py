@@ -378,8 +378,8 @@ class Searcher:
         if space in self._graphs:
             return self._graphs[space]
         snap = self._snap
-        path = _graph_path(self.collection, space, snap.version, self.settings, self._tilt)
-        fresh = bool(snap.alive.all())  # positions are the table's own order: shareable
+        path = _graph_path(self.collection, space, snap, self.settings, self._tilt)
+        fresh = bool(snap.alive.all())  # no dead positions: another process can have these
         graph: HnswIndex | FlatIndex | None = None
         if fresh and space not in FLAT_SPACES and path.is_file():
             graph = HnswIndex.load(path)
@@ -626,12 +626,15 @@ def _metadata(raw: str | None) -> dict[str, Any]:
 
 
 def _graph_path(
-    collection: Collection, space: str, version: int, settings: IndexSettings, tilt: Tilt | None
+    collection: Collection, space: str, snap: Snapshot, settings: IndexSettings, tilt: Tilt | None
 ) -> Path:
-    """Where a collection's graph for one space, build settings, table version and adaptation
-    lives (a graph is built on the rows as tilted: another tilt needs another graph)."""
+    """Where a collection's graph for one space, build settings, table version, adaptation and
+    row order lives: a graph is built on the rows as tilted, and its nodes are positions, which
+    only the same rows in the same order (not, after a restore, the table's own) mean alike."""
     tilted = "none" if tilt is None else hashlib.sha256(tilt.factors.tobytes()).hexdigest()[:12]
-    name = f"hnsw-{space}-{settings.codec}-m{settings.m}-v{version}-t{tilted}.faiss"
+    order = hashlib.sha256(np.ascontiguousarray(snap.row_ids, np.int64).tobytes()).hexdigest()
+    build = f"m{settings.m}-e{settings.ef_construction}"
+    name = f"hnsw-{space}-{settings.codec}-{build}-v{snap.version}-t{tilted}-r{order[:12]}.faiss"
     return collection.derived_dir / name
 
 
