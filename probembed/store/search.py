@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -51,6 +52,9 @@ GROUP_POOL = 10
 
 #: A graph is rebuilt rather than extended once more rows lie outside its radius than this.
 OVERFLOW_FRACTION = 0.01
+
+#: A filtered graph search widens its beam by √(live rows / rows kept), up to this factor.
+FILTER_BEAM_GROWTH = 8.0
 
 #: Seconds a searcher goes on with the agreement it read while the version stands still.
 #: Another process's ingest keeps agreement after its last commit, at the same version: this
@@ -359,18 +363,21 @@ class Searcher:
         """Per query, the k best rows: an exact scan when small or asked, else graph + rescore."""
         snap = self._snap
         count = snap.live if allowed is None else len(allowed)  # no pass over every row
-        if exact or count < self.settings.scan_below:
+        if exact or count < self.settings.scan_below or count == 0:
             rows = np.flatnonzero(snap.alive) if allowed is None else allowed
             return scan(queries, self._gaussian, rows, k, kind, beta, self._snap.means)
         space = ann_space(kind)
         pool = min(self.settings.candidates(k, kind), count)
         vectors = ann_vectors(queries, space, "query")
-        mask = None
+        mask, ef = None, self.settings.ef_search
         if allowed is not None:
             mask = np.isin(np.arange(len(snap)), allowed)
+            # the beam meets fewer rows the filter keeps: widen it (recall@10 on 8,000 rows
+            # with a 2% filter: 0.89 at 256, 0.99 at 1,024 and above)
+            ef = round(ef * min(math.sqrt(snap.live / count), FILTER_BEAM_GROWTH))
         elif snap.live < len(snap):
             mask = snap.alive
-        found = self._graph(space).search(vectors, pool, self.settings.ef_search, mask)
+        found = self._graph(space).search(vectors, pool, ef, mask)
         return rescore(queries, self._gaussian, found, k, kind, beta, self._snap.means)
 
     def _graph(self, space: str) -> HnswIndex | FlatIndex:
