@@ -167,6 +167,24 @@ def test_graph_build_is_a_function_of_the_vectors_alone():
     np.testing.assert_array_equal(first.search(queries, 10, 16), second.search(queries, 10, 16))
 
 
+def test_bm25_ties_rank_by_id_so_hybrid_answers_the_same_every_time(tmp_path, hash_pipeline):
+    """Rows written after the text index was built are searched unindexed, and LanceDB lists
+    their tied BM25 scores in an order that varies between calls: ties go by id."""
+    collection = Database(tmp_path / "db", create=True).collection("ties")
+    first = [Record(f"d{i}", f"a note about cats number {i}") for i in range(3)]
+    ingest(first, collection, hash_pipeline)
+    collection.search("cats", k=2, hybrid=True)  # the text index, over these three
+    same = [Record(f"t{i}", "the same sentence about dogs") for i in range(8)]
+    ingest(same, collection, hash_pipeline)
+    found = collection.text_search("dogs", 5)
+    assert [i for i, _ in found] == ["t0", "t1", "t2", "t3", "t4"]  # the 8 tie: first by id
+    answers = {
+        tuple((h["id"], h["score"]) for h in collection.search("dogs", k=5, hybrid=True)["hits"])
+        for _ in range(10)
+    }
+    assert len(answers) == 1
+
+
 def test_hybrid_is_reciprocal_rank_fusion_of_dense_and_bm25(small, hash_pipeline, queries):
     collection, query = small, QUERIES[0]
     searcher = Searcher(collection, hash_pipeline)

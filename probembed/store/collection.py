@@ -759,15 +759,19 @@ class Collection:
     def text_search(
         self, query: str, limit: int, where: str | None = None
     ) -> list[tuple[str, float]]:
-        """(id, BM25 score) ranked by BM25 over the text (LanceDB full-text search), best first."""
+        """(id, BM25 score) ranked by BM25 over the text (LanceDB full-text search), best first,
+        ties by id: LanceDB lists tied rows (those not in the text index yet, until a
+        compaction) in an order that varies from call to call, and hybrid ranks by position.
+        Twice the rows are read, so a tie across the cut rarely decides which rows make it."""
         table = self._require()
         self._ensure_text_index(table)
-        builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(limit)
+        builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(2 * limit)
         if where:
             builder = builder.where(where, prefilter=True)
         found = _filtered(builder.to_arrow, where)
         ids, scores = found.column("id").to_pylist(), found.column("_score").to_pylist()
-        return list(zip(ids, map(float, scores), strict=True))
+        ranked = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: (-h[1], h[0]))
+        return ranked[:limit]
 
     def index_text(self) -> None:
         """(Re)build the full-text index over the text so BM25 search covers every row."""
