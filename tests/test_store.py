@@ -1,5 +1,6 @@
 """The store: collections on LanceDB, ingest from files, and every bad input a clear error."""
 
+import contextlib
 import importlib
 import json
 import os
@@ -432,3 +433,34 @@ def test_a_lone_surrogate_is_a_named_problem_not_a_half_written_ingest(
         [*good[:100], record, *good[100:]], collection, hash_pipeline, 64, on_error="skip"
     )
     assert report.added == 150 and len(report.problems) == 1
+
+
+def _unlinked_snapshot_files() -> int:
+    """Open descriptors of this process on probembed's unlinked temporary files."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            count += "probembed-" in target and "(deleted)" in target
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self/fd (Linux)")
+def test_searchers_let_go_of_their_temporary_files(tmp_path, hash_pipeline):
+    """A searcher keeps texts in unlinked files: one dropped unclosed (a handle opened per
+    request) lets go of them when collected, a dropped collection's at once."""
+    import gc
+
+    db = Database(tmp_path / "db", create=True)
+    records = [Record(f"d{i}", f"document {i} talks about topic {i}") for i in range(50)]
+    ingest(records, db.collection("c"), hash_pipeline)
+    gc.collect()
+    before = _unlinked_snapshot_files()
+    for _ in range(5):
+        Database(tmp_path / "db").collection("c").search("topic 3", k=2)
+    gc.collect()
+    assert _unlinked_snapshot_files() == before
+    db.collection("c").search("topic 3", k=2)
+    assert _unlinked_snapshot_files() > before  # the warm searcher holds its files
+    db.drop("c")
+    assert _unlinked_snapshot_files() == before

@@ -193,6 +193,7 @@ class Database:
         self.require_writable()
         self._conn.drop_table(name)
         self.location.remove(collection.name)
+        collection.close()
         del self._handles[name]
         self._watched.pop(name, None)
 
@@ -460,6 +461,13 @@ class Collection:
             self._pipeline, self._shares = (pipeline, info.fingerprint), None
         return self._pipeline[0]
 
+    def close(self) -> None:
+        """Release the warm searcher's files (its snapshot's unlinked temporary files hold
+        their disk space until closed); the next search loads the rows again."""
+        if self._searcher is not None:
+            self._searcher.close()
+            self._searcher = None
+
     def searcher(self) -> Searcher:
         """This collection's searcher with its pipeline, kept warm across calls.
 
@@ -468,6 +476,8 @@ class Collection:
         """
         pipeline = self.load_pipeline()
         if self._searcher is None or self._searcher.pipeline is not pipeline:
+            if self._searcher is not None:
+                self._searcher.close()
             self._searcher = Searcher(self, pipeline)
         return self._searcher
 
@@ -626,7 +636,7 @@ class Collection:
         if version is None:
             if self.exists:
                 self.db.drop(self.name)
-                self._table, self._pipeline, self._searcher = None, None, None
+                self._table, self._pipeline = None, None
                 self._shares = None
                 self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name

@@ -119,6 +119,12 @@ class Searcher:
         #: When (time.monotonic) the agreement was last read.
         self._agreement_read = -float("inf")
 
+    def close(self) -> None:
+        """Release the snapshot's files and the graphs now, not when garbage is collected."""
+        if self._snapshot is not None:
+            self._snapshot.close()
+        self._snapshot, self._graphs = None, {}
+
     def agreement_moved(self) -> None:
         """Take in a newly kept agreement at the next search, though the version is the same."""
         self._agreement_moved = True

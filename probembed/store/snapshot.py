@@ -27,6 +27,7 @@ REBUILD_DEAD_FRACTION of the positions are dead, the next refresh loads everythi
 from __future__ import annotations
 
 import os
+import weakref
 import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -137,6 +138,9 @@ class TextFile:
 
     def __init__(self, directory: str | None = None) -> None:
         self._fd = _unlinked_file("probembed-texts-", directory)
+        #: Closes the descriptor when the file is dropped unclosed (a discarded searcher):
+        #: an unlinked file's disk space is held until then.
+        self._closer = weakref.finalize(self, os.close, self._fd)
         self._ends = np.zeros(0, dtype=np.int64)
         self._null = np.zeros(0, dtype=bool)
 
@@ -182,8 +186,8 @@ class TextFile:
         return out
 
     def close(self) -> None:
-        """Release the file."""
-        os.close(self._fd)
+        """Release the file (once, however often asked)."""
+        self._closer()
 
 
 def _consecutive(positions: np.ndarray) -> bool:
