@@ -27,8 +27,8 @@ REBUILD_DEAD_FRACTION of the positions are dead, the next refresh loads everythi
 from __future__ import annotations
 
 import os
-import weakref
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
