@@ -464,3 +464,28 @@ def test_searchers_let_go_of_their_temporary_files(tmp_path, hash_pipeline):
     assert _unlinked_snapshot_files() > before  # the warm searcher holds its files
     db.drop("c")
     assert _unlinked_snapshot_files() == before
+
+
+def test_a_warm_searcher_follows_the_doc_id_column_as_it_comes_and_goes(tmp_path, hash_pipeline):
+    """Chunks (rows with a doc_id) joining plain records, then a restore to before them: the
+    warm searcher groups and finds as a fresh one does at each step."""
+    texts = [f"document {i} talks about topic {i}" for i in range(60)]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    collection.record_pipeline(hash_pipeline)
+    collection.add(batch(hash_pipeline, [f"plain{i}" for i in range(40)], texts[:40]))
+    start = collection.version
+    collection.search(texts[0], k=3)  # warm: no doc_id column yet
+    collection.delete(["plain7"])
+    chunks = [f"doc{i // 4}#{i % 4}" for i in range(20)]
+    meta = [{"doc_id": f"doc{i // 4}", "chunk": i % 4} for i in range(20)]
+    collection.add(batch(hash_pipeline, chunks, texts[40:], meta))
+
+    def both(query, **options):
+        fresh = Database(tmp_path / "db").collection("c").search(query, k=3, **options)
+        warm = collection.search(query, k=3, **options)
+        assert [h["id"] for h in warm["hits"]] == [h["id"] for h in fresh["hits"]]
+        return [h["id"] for h in warm["hits"]]
+
+    assert both(texts[41], group_by_doc=True)[0] == "doc0#1"
+    collection.restore(start)  # plain7 back, the chunks and their column gone
+    assert both(texts[7])[0] == "plain7"

@@ -190,6 +190,14 @@ class TextFile:
         self._closer()
 
 
+def _doc_ids(listing: pa.Table) -> np.ndarray | None:
+    """The listed rows' doc_id (None where a row has none), or None without the column: chunks
+    can join a collection of plain records, and a restore can go back to before them."""
+    if "doc_id" not in listing.column_names:
+        return None
+    return np.asarray(listing.column("doc_id").to_pylist(), dtype=object)
+
+
 def _consecutive(positions: np.ndarray) -> bool:
     """Whether an index array is a run start, start + 1, ... (a slice in disguise)."""
     n = len(positions)
@@ -333,6 +341,7 @@ class Snapshot:
         add them at the end."""
         start = len(self)
         row_ids = listing.column("_rowid").to_numpy().astype(np.int64)
+        docs = _doc_ids(listing)  # before any change: a failure leaves the snapshot as it was
         column = collection.variance_column
         weights, coefs = [self.weights], []
         for lo in range(0, len(row_ids), FETCH_ROWS):
@@ -359,9 +368,10 @@ class Snapshot:
         ids = np.asarray(listing.column("id").to_pylist(), dtype=object)
         self.ids = np.concatenate([self.ids, ids])
         self.row_ids = np.concatenate([self.row_ids, row_ids])
-        if self.doc_ids is not None:
-            docs = np.asarray(listing.column("doc_id").to_pylist(), dtype=object)
-            self.doc_ids = np.concatenate([self.doc_ids, docs])
+        if self.doc_ids is not None or docs is not None:  # the column may come or go
+            held = np.full(start, None, dtype=object) if self.doc_ids is None else self.doc_ids
+            added = np.full(len(ids), None, dtype=object) if docs is None else docs
+            self.doc_ids = np.concatenate([held, added])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])
         keys = _keys(listing)
         self._tags = np.concatenate([self._tags, np.array([t for _, t in keys], dtype=np.int64)])
