@@ -489,3 +489,28 @@ def test_a_warm_searcher_follows_the_doc_id_column_as_it_comes_and_goes(tmp_path
     assert both(texts[41], group_by_doc=True)[0] == "doc0#1"
     collection.restore(start)  # plain7 back, the chunks and their column gone
     assert both(texts[7])[0] == "plain7"
+
+
+def test_a_restore_is_on_record_before_its_commit_lands(collection, hash_pipeline, monkeypatch):
+    """Another process that refreshes between the restore's commit and its record must
+    already see it (else a restore that brings back as many rows as it removes looks like no
+    change): the coming version is recorded first, the one made after."""
+    collection.record_pipeline(hash_pipeline)
+    collection.add(batch(hash_pipeline, ["a", "b"]))
+    start = collection.version
+    collection.delete(["a"])
+    collection.add(batch(hash_pipeline, ["c"]))
+    current = collection.version
+    table = collection._require()
+    real = table.restore
+    seen = []
+
+    def restore(version):
+        seen.append(collection.restored_after(current))  # what a reader sees before it lands
+        return real(version)
+
+    monkeypatch.setattr(table, "restore", restore)
+    collection.restore(start)
+    assert seen == [True]
+    assert collection.restored_after(current) and not collection.restored_after(collection.version)
+    assert sorted(collection.ids()) == ["a", "b"]

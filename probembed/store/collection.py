@@ -643,9 +643,17 @@ class Collection:
             return
         table = self._require()
         if int(table.version) != version:
+            # the version it will make, at the earliest, is kept first: a searcher in another
+            # process that refreshes between the restore and the record must not take the
+            # rows that came back for rows it held (the count alone can look unchanged)
+            before = self._restores()
+            self._record_restores([*before, int(table.version) + 1])
             table.restore(version)
-            made = [*self._restores(), int(self._require().version)]
-            self.db.location.write_bytes(self.name, RESTORES_FILE, json.dumps(made).encode())
+            self._record_restores([*before, int(self._require().version)])
+
+    def _record_restores(self, made: list[int]) -> None:
+        """Keep the versions `restore` made beside the table (read by `restored_after`)."""
+        self.db.location.write_bytes(self.name, RESTORES_FILE, json.dumps(made).encode())
 
     def restored_after(self, version: int) -> bool:
         """Whether a `restore` made a version after this one (rows may have come back)."""
