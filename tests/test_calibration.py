@@ -316,12 +316,24 @@ def test_p_relevant_never_rises_down_a_list_and_more_hits_change_none_shown(coll
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.floats(-1, 1), min_size=2, max_size=12), st.integers(1, 12))
 def test_predict_ranked_is_the_running_minimum_of_the_hits_own_predictions(calibrator, dots, k):
-    """Each hit's p is its own prediction capped by the ones above it: never more."""
+    """Each hit's p is its own prediction capped by the ones above it: never more; a hit that
+    ties the one above (same dot and variance) takes its p."""
     dots = np.sort(np.asarray(dots))[::-1]
     variances = np.full_like(dots, 0.01)
     own = calibrator.predict(hit_features(dots, variances, k))
+    for i in range(1, len(own)):
+        own[i] = own[i - 1] if dots[i] == dots[i - 1] else own[i]
     ranked = calibrator.predict_ranked(dots, variances, k)
     np.testing.assert_array_equal(ranked, np.minimum.accumulate(own))
+
+
+def test_duplicate_hits_get_the_same_p_relevant(calibrator):
+    """Two copies of one passage score alike: rank alone must not make the second less likely."""
+    dots, variances = np.array([0.8, 0.6, 0.6, 0.6, 0.3]), np.full(5, 0.01)
+    ranked = calibrator.predict_ranked(dots, variances, 5)
+    assert ranked[1] == ranked[2] == ranked[3] and ranked[0] >= ranked[1] >= ranked[4]
+    other = calibrator.predict_ranked(dots, np.array([0.01, 0.01, 0.02, 0.01, 0.01]), 5)
+    assert other[2] <= other[1]  # a different variance is no tie
 
 
 def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, calibrator):

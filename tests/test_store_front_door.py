@@ -221,6 +221,15 @@ def test_confidence_of_one_hit_is_that_of_the_first_two(docs, score, hybrid):
     assert 0.0 < one["confidence"] < 1.0  # not the certainty a lone hit used to report
 
 
+@pytest.mark.parametrize("score", ["uec", "dot"])
+def test_a_filter_that_leaves_one_hit_reports_no_confidence(docs, score):
+    """One hit has no rival to outrank: its confidence is unknown (None), not the 1.0 that
+    made a filtered search look certain."""
+    first = docs.search(QUERY, k=1, score=score)["hits"][0]["id"]
+    alone = docs.search(QUERY, k=5, score=score, where=f"id = '{first}'")
+    assert [h["id"] for h in alone["hits"]] == [first] and alone["confidence"] is None
+
+
 @pytest.mark.parametrize(
     "questions", [[QUERY], [QUERY, "The cat sat on the mat.", "Stocks fell sharply today."]]
 )

@@ -101,7 +101,7 @@ def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, quer
     # float64 throughout on the same stored rows; scipy's and math.erf's CDFs agree to ~1e-15.
     assert result["confidence"] == pytest.approx(expected, rel=1e-9)
     assert confidence(np.array([]), np.array([])) is None
-    assert confidence(np.array([0.5]), np.array([0.1])) == 1.0
+    assert confidence(np.array([0.5]), np.array([0.1])) is None  # no rival: unknown
 
 
 def test_ann_recall_for_uec_is_at_least_099(tmp_path, hash_pipeline, sentences):
@@ -220,6 +220,11 @@ def test_cli_search_json_has_the_documented_shape(small):
     assert {"id", "score", "std", "weights", "text"} <= set(result["hits"][0])
     table = CliRunner().invoke(app, [*args, "-k", "2"])
     assert table.exit_code == 0 and "confidence" in table.stdout and "±" in table.stdout
+    hybrid = CliRunner().invoke(app, [*args, "-k", "2", "--hybrid"])
+    assert hybrid.exit_code == 0 and "RRF score · dense std" in hybrid.stdout
+    assert "±" not in hybrid.stdout  # the RRF score is not in the std's units
+    none = CliRunner().invoke(app, [*args, "--where", "id = 'nothing'"])
+    assert none.exit_code == 0 and "no hits" in none.stdout
 
 
 def test_cli_reports_missing_database_and_corpus_without_traceback(tmp_path):

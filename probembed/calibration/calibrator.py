@@ -83,7 +83,8 @@ class RelevanceCalibrator:
         if self.uses_disagreement and cosines is None:
             raise ValueError("this calibrator uses member disagreement: pass the member cosines")
         spread = disagreement(cosines) if self.uses_disagreement else None
-        return non_increasing(self.predict(hit_features(dots, variances, k, spread)))
+        p = self.predict(hit_features(dots, variances, k, spread))
+        return non_increasing(_ties_alike(p, np.asarray(dots), np.asarray(variances)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RelevanceCalibrator) and self.to_json() == other.to_json()
@@ -206,6 +207,19 @@ class RelevanceCalibrator:
         }
         final = _fit(x, y, names, seed, isotonic=use_isotonic)
         return replace(final, fit_info=info)
+
+
+def _ties_alike(p: np.ndarray, dots: np.ndarray, variances: np.ndarray) -> np.ndarray:
+    """A hit that ties the one above it (the same dot and variance: a duplicate passage) gets
+    its probability, not a lower one for its rank alone."""
+    n = p.shape[-1]
+    tied = (dots[..., 1:n] == dots[..., : n - 1]) & (variances[..., 1:n] == variances[..., : n - 1])
+    if not tied.any():
+        return p
+    p = np.array(p, dtype=np.float64)
+    for i in range(1, n):  # a run of ties takes its first hit's value
+        p[..., i] = np.where(tied[..., i - 1], p[..., i - 1], p[..., i])
+    return p
 
 
 def non_increasing(p: np.ndarray) -> np.ndarray:

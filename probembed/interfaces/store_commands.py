@@ -328,28 +328,32 @@ def search_command(
         sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return
     for result in results:
-        print_result(result)
+        print_result(result, hybrid=hybrid)
 
 
-def print_result(result: QueryResult, console: Console | None = None) -> None:
+def print_result(result: QueryResult, console: Console | None = None, hybrid: bool = False) -> None:
     """A rich table of one query's hits, titled with the query and its confidence.
 
     p_relevant gets a column when the pipeline computes it. Per-hit weights get a column only
     when they differ between hits; weights every hit shares (a static prior, T = inf) are
-    shown once, under the table, leaving the width to the text.
+    shown once, under the table, leaving the width to the text. A hybrid search's score is
+    its reciprocal-rank fusion, in other units than the dense score's std beside it.
     """
     conf = result["confidence"]
     shown = "n/a" if conf is None else f"{conf:.2f}"
     hits = result["hits"]
     shared = len({tuple(h["weights"].items()) for h in hits}) == 1
     caption = literal(f"weights {_weights(hits[0]['weights'])}") if hits and shared else None
+    if not hits:
+        caption = "no hits: the collection is empty, or the filter keeps no row"
+    score_column, between = ("RRF score · dense std", " · ") if hybrid else ("score ± std", " ± ")
     table = Table(
         title=literal(f"{result['query']!r}  confidence {shown}"),
         title_justify="left",
         caption=caption,
         caption_justify="left",
     )
-    for column, justify in (("#", "right"), ("id", "left"), ("score ± std", "right")):
+    for column, justify in (("#", "right"), ("id", "left"), (score_column, "right")):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     calibrated = any(h.get("p_relevant") is not None for h in hits)
     if calibrated:
@@ -363,7 +367,7 @@ def print_result(result: QueryResult, console: Console | None = None) -> None:
         table.add_row(
             str(rank),
             literal(hit["id"]),
-            f"{hit['score']:.4f} ± {hit['std']:.4f}",
+            f"{hit['score']:.4f}{between}{hit['std']:.4f}",
             *p_relevant,
             *weights,
             literal(_snippet(hit.get("text") or "")),

@@ -542,7 +542,8 @@ class Searcher:
             for j, i in enumerate(rows):
                 out[i] = ranked[i]._replace(variances=variances[j])
                 p_relevant[i] = hit_p[j].tolist()
-                confidences[i] = float(query_confidence[j])
+                value = float(query_confidence[j])
+                confidences[i] = None if math.isnan(value) else value  # one hit: no rival
         return out, p_relevant, confidences
 
     def _results(
@@ -593,14 +594,16 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
     """P(first hit truly outranks the second) = Φ((s₁ − s₂)/√(v₁ + v₂)) on dot-product scores.
 
     The dot product is the score whose variance is known, so s and v are in the same units
-    whatever similarity ranked the hits. For one query's (n,) ranked dots and variances a float
-    (a single hit has no rival: 1.0; none: None); for (nq, n) an array, one per query.
+    whatever similarity ranked the hits. For one query's (n,) ranked dots and variances a float,
+    or None below two hits (no rival to outrank: a filter that leaves one hit says nothing of
+    it, and 1.0 would read as certainty); for (nq, n) an array, one per query (NaN below two).
     """
     dots, variances = np.asarray(dots), np.asarray(variances)
     if dots.ndim == 1:
-        return None if len(dots) == 0 else float(confidence(dots[None], variances[None])[0])
-    if dots.shape[1] == 1:
-        return np.ones(len(dots))
+        value = float(confidence(dots[None], variances[None])[0]) if len(dots) else math.nan
+        return None if math.isnan(value) else value
+    if dots.shape[1] < 2:
+        return np.full(len(dots), np.nan)
     return outrank_probability(dots[:, 0], dots[:, 1], variances[:, 0], variances[:, 1])
 
 
