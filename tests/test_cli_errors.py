@@ -149,3 +149,18 @@ def test_a_refused_ingest_creates_no_database(tmp_path, monkeypatch, args, says)
     result = runner.invoke(app, ["ingest", *args, "--db", "made.db"])
     assert result.exit_code == 2 and says in result.output, result.output
     assert not (tmp_path / "made.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["ingest"], "[default: the one that made the"),
+        (["ingest"], "[default: env PROBEMBED_DB"),
+        (["serve"], "File of 'KEY [read,write]' lines [default: env"),
+        (["serve"], "[default: one per core, at most 4]"),
+    ],
+)
+def test_help_shows_the_bracketed_defaults_rich_would_take_for_markup(command, says):
+    """rich reads "[default: ...]" as a markup tag and drops it unless escaped."""
+    shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0 and says in " ".join(shown.stdout.split()), shown.stdout

@@ -255,7 +255,7 @@ def fit(
         str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")
     ] = "uec",
     temperature: Annotated[
-        float | None, typer.Option(help="Fusion temperature T of uec [default: 1].")
+        float | None, typer.Option(help="Fusion temperature T of uec \\[default: 1].")
     ] = None,
     weights: Annotated[
         str | None,

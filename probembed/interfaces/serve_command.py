@@ -22,7 +22,7 @@ def serve_command(
     pipeline: Annotated[
         list[str] | None,
         typer.Option(
-            help="Built-in name or pipeline directory to serve (repeatable) [default: default].",
+            help="Built-in name or pipeline directory to serve (repeatable) \\[default: default].",
             show_default=False,
         ),
     ] = None,
@@ -32,7 +32,7 @@ def serve_command(
         Path | None,
         typer.Option(
             "--api-keys",
-            help="File of 'KEY [read,write]' lines [default: env PROBEMBED_API_KEYS, else none].",
+            help="File of 'KEY \\[read,write]' lines \\[default: env PROBEMBED_API_KEYS, else none].",
             show_default=False,
         ),
     ] = None,
@@ -47,7 +47,7 @@ def serve_command(
     workers: Annotated[
         int | None,
         typer.Option(
-            help="Encoding processes per pipeline [default: one per core, at most 4].",
+            help="Encoding processes per pipeline \\[default: one per core, at most 4].",
             show_default=False,
         ),
     ] = None,

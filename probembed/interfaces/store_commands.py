@@ -33,7 +33,7 @@ DbOption = Annotated[
         "--db",
         envvar="PROBEMBED_DB",
         help="Database directory, or object storage: s3://BUCKET/PREFIX (gs://, az://) "
-        "[default: env PROBEMBED_DB, else the user data directory].",
+        "\\[default: env PROBEMBED_DB, else the user data directory].",
         show_default=False,
     ),
 ]
@@ -42,7 +42,7 @@ StorageOption = Annotated[
     typer.Option(
         "--storage-option",
         help="KEY=VALUE for an object-storage --db, as LanceDB takes them (repeatable), e.g. "
-        "aws_endpoint=http://127.0.0.1:9000, allow_http=true [default: the AWS_* / "
+        "aws_endpoint=http://127.0.0.1:9000, allow_http=true \\[default: the AWS_* / "
         "GOOGLE_* / AZURE_* environment variables].",
         show_default=False,
     ),
@@ -52,7 +52,7 @@ AddressOption = Annotated[
     str | None,
     typer.Option(
         help="With --ray: the Ray cluster to join (e.g. ray://HEAD:10001, or auto) "
-        "[default: start Ray on this machine].",
+        "\\[default: start Ray on this machine].",
         show_default=False,
     ),
 ]
@@ -151,7 +151,7 @@ def ingest_command(
     pipeline: Annotated[
         str | None,
         typer.Option(
-            help="Built-in name or pipeline directory [default: the one that made the "
+            help="Built-in name or pipeline directory \\[default: the one that made the "
             f"collection, else {SEARCH_PIPELINE!r}].",
             show_default=False,
         ),
