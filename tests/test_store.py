@@ -337,6 +337,18 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
         ingest(tmp_path / "absent", db.collection("x"), hash_pipeline)
 
 
+def test_one_text_file_is_one_document_not_lines_of_json(tmp_path, hash_pipeline):
+    """A lone .md/.txt is read as the folder reads its files (a .pdf says to chunk)."""
+    (tmp_path / "cats.md").write_text("# Big cats\n\nThe jaguar is a cat.\n", encoding="utf-8")
+    (tmp_path / "paper.pdf").write_bytes(b"%PDF")
+    db = Database(tmp_path / "db", create=True)
+    report = ingest(tmp_path / "cats.md", db.collection("one"), hash_pipeline)
+    assert (report.added, report.problems) == (1, [])
+    assert db.open("one").rows(["cats.md"])["cats.md"]["text"] == "# Big cats\n\nThe jaguar is a cat."
+    with pytest.raises(ValueError, match=r"paper\.pdf is a \.pdf document, read only by chunked"):
+        ingest(tmp_path / "paper.pdf", db.collection("two"), hash_pipeline)
+
+
 def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
     rows = [{"id": f"p{i}", "text": f"paper number {i}", "year": 2010 + i} for i in range(10)]
     ingest(write_jsonl(tmp_path / "p.jsonl", rows), collection, hash_pipeline)

@@ -144,7 +144,7 @@ def ingest_and_report(
 
 
 def ingest_command(
-    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
+    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, folder of .txt/.md, or one such file.")],
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
@@ -228,7 +228,7 @@ def ingest_command(
 
 
 def embed_command(
-    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, or folder of .txt/.md.")],
+    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, folder of .txt/.md, or one such file.")],
     out: Annotated[Path, typer.Option(help="New or empty directory for the Parquet files.")],
     pipeline: Annotated[
         str, typer.Option(help="Built-in name or pipeline directory.")

@@ -30,8 +30,17 @@ CHUNKED_ONLY = tuple(s for s in READERS if s not in TEXT_SUFFIXES)
 
 
 def read_records(path: str | Path) -> Iterator[Record | Problem]:
-    """Records from a JSONL file, a BEIR folder (corpus.jsonl) or a folder of .txt/.md files."""
+    """Records from a JSONL file, a BEIR folder (corpus.jsonl), a folder of .txt/.md files or
+    one such file."""
     path = Path(path)
+    suffix = path.suffix.lower()
+    if path.is_file() and suffix in TEXT_SUFFIXES:  # one document, not lines of JSON
+        return iter([_text_file(path, path.name)])
+    if path.is_file() and suffix in CHUNKED_ONLY:
+        raise ValueError(
+            f"{path} is a {suffix} document, read only by chunked ingestion "
+            "(`probembed ingest --chunk`, `ingest_documents`)"
+        )
     if path.is_file():
         return read_jsonl(path)
     if (path / "corpus.jsonl").is_file():
@@ -40,7 +49,7 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
         return read_text_folder(path)
     raise FileNotFoundError(
         f"no documents at {path}: expected a JSONL file, a BEIR folder with corpus.jsonl, "
-        "or a folder of .txt/.md files"
+        "a folder of .txt/.md files or one such file"
     )
 
 
@@ -61,13 +70,15 @@ def read_text_folder(root: Path) -> Iterator[Record | Problem]:
                 "(`probembed ingest --chunk`, `ingest_documents`); this run reads .txt/.md",
             )
     for file in files:
-        rel = file.relative_to(root).as_posix()
-        try:
-            text = file.read_text(encoding="utf-8").strip()
-        except (UnicodeDecodeError, OSError) as exc:
-            yield Problem(str(file), f"cannot read as UTF-8 text: {exc}")
-            continue
-        if not text:
-            yield Problem(str(file), "empty file")
-            continue
-        yield Record(rel, text, {}, str(file))
+        yield _text_file(file, file.relative_to(root).as_posix())
+
+
+def _text_file(file: Path, doc_id: str) -> Record | Problem:
+    """One .txt/.md file as a record with this id, or the problem reading it."""
+    try:
+        text = file.read_text(encoding="utf-8").strip()
+    except (UnicodeDecodeError, OSError) as exc:
+        return Problem(str(file), f"cannot read as UTF-8 text: {exc}")
+    if not text:
+        return Problem(str(file), "empty file")
+    return Record(doc_id, text, {}, str(file))
