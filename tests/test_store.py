@@ -344,7 +344,8 @@ def test_one_text_file_is_one_document_not_lines_of_json(tmp_path, hash_pipeline
     db = Database(tmp_path / "db", create=True)
     report = ingest(tmp_path / "cats.md", db.collection("one"), hash_pipeline)
     assert (report.added, report.problems) == (1, [])
-    assert db.open("one").rows(["cats.md"])["cats.md"]["text"] == "# Big cats\n\nThe jaguar is a cat."
+    stored = db.open("one").rows(["cats.md"])["cats.md"]["text"]
+    assert stored == "# Big cats\n\nThe jaguar is a cat."
     with pytest.raises(ValueError, match=r"paper\.pdf is a \.pdf document, read only by chunked"):
         ingest(tmp_path / "paper.pdf", db.collection("two"), hash_pipeline)
 

@@ -24,6 +24,8 @@ DEFAULT_COLLECTION = "default"
 #: The built-in that indexes documents unless told otherwise: `default`'s members tuned for
 #: short queries against documents (`default` is tuned for every task at once).
 SEARCH_PIPELINE = "retrieval"
+#: What `ingest` and `embed` read.
+SOURCE_HELP = "JSONL file, BEIR folder, folder of .txt/.md, or one such file."
 
 _SNIPPET = 110
 
@@ -144,7 +146,7 @@ def ingest_and_report(
 
 
 def ingest_command(
-    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, folder of .txt/.md, or one such file.")],
+    path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
@@ -228,7 +230,7 @@ def ingest_command(
 
 
 def embed_command(
-    path: Annotated[Path, typer.Argument(help="JSONL file, BEIR folder, folder of .txt/.md, or one such file.")],
+    path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
     out: Annotated[Path, typer.Option(help="New or empty directory for the Parquet files.")],
     pipeline: Annotated[
         str, typer.Option(help="Built-in name or pipeline directory.")
