@@ -295,6 +295,16 @@ class Pipeline:
         counts = [m.encoder.count_tokens(texts) for m in self.members]
         return np.max(np.asarray(counts, dtype=np.int64), axis=0)
 
+    def cut(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, whether some member reads only its start (more tokens than that member's
+        limit): what plain ingest embeds of a long document; chunking fits such texts."""
+        out = np.zeros(len(texts), dtype=bool)
+        for member in self.members:
+            limit = member.encoder.max_tokens
+            if limit is not None:
+                out |= np.asarray(member.encoder.count_tokens(texts)) > limit
+        return out
+
     def as_sentence_transformer(self) -> SentenceEncoder:
         """This pipeline behind sentence-transformers' `encode`, for code written for ST or MTEB."""
         return SentenceEncoder(self)

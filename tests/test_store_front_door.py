@@ -302,3 +302,26 @@ def test_printed_text_ids_and_queries_stay_literal_not_markup():
     print_result({"query": "q[i]", "confidence": 0.5, "hits": [hit]}, console)
     shown = console.export_text()
     assert text in shown and "a[1]" in shown and "'q[i]'" in shown
+
+
+def test_a_plain_ingest_says_how_many_documents_the_models_read_only_the_start_of(
+    tmp_path, search_pipeline
+):
+    """A document past the shortest member's limit is embedded from its start alone: the CLI
+    says how many, and that --chunk fits them; a chunked ingest has nothing to say."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "short.md").write_text("Jaguars are big cats.", encoding="utf-8")
+    long = " ".join(f"word{i}" for i in range(600)) + " Octopuses have three hearts."
+    (folder / "long.md").write_text(long, encoding="utf-8")
+    assert search_pipeline.cut(["Jaguars are big cats.", long]).tolist() == [False, True]
+    app = typer.Typer()
+    register(app)
+    pipe = str(search_pipeline.save(tmp_path / "pipe"))
+    base = [str(folder), "--db", str(tmp_path / "db"), "--pipeline", pipe]
+    plain = CliRunner().invoke(app, ["ingest", *base, "-c", "plain"])
+    assert plain.exit_code == 0, plain.output
+    said = " ".join(plain.output.split())
+    assert "1 of 2 documents are longer than" in said and "--chunk" in said
+    chunked = CliRunner().invoke(app, ["ingest", *base, "-c", "chunked", "--chunk"])
+    assert chunked.exit_code == 0 and "longer than" not in chunked.output

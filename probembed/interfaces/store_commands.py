@@ -142,7 +142,25 @@ def ingest_and_report(
     for problem in report.problems:
         note("skipped", "yellow", str(problem))
     say(report.summary())
+    if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
+        _say_what_is_cut(source, pipe)
     return report
+
+
+def _say_what_is_cut(source: Path, pipe: Any) -> None:
+    """Warn when whole documents are longer than the models read: only their start is found."""
+    from probembed.store.ingest import CUT_SAMPLE, cut_documents
+
+    cut, seen = cut_documents(source, pipe)
+    if cut:
+        among = f"of the first {seen:,}" if seen == CUT_SAMPLE else f"of {seen:,}"
+        note(
+            "cut short",
+            "yellow",
+            f"{cut:,} {among} documents are longer than {pipe.name!r} reads "
+            f"({pipe.max_tokens} tokens): only their start is embedded, so what comes later "
+            "is not found; `--chunk` (`probembed ingest --chunk`) splits them into passages",
+        )
 
 
 def ingest_command(

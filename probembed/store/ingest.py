@@ -8,6 +8,7 @@ ingest resumes where it stopped and never duplicates a row.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -150,6 +151,21 @@ def unchanged_ids(collection: Collection, records: Sequence[Record]) -> set[str]
             if given.get(doc_id) == (text, metadata):
                 same.add(doc_id)
     return same
+
+
+#: Documents `cut_documents` reads: enough to say how common long ones are, at little cost.
+CUT_SAMPLE = 2_000
+
+
+def cut_documents(source: str | Path, pipeline: Any) -> tuple[int, int]:
+    """(documents some member reads only the start of, documents looked at): the first
+    CUT_SAMPLE of the source, so a plain ingest can say how much of a corpus it cuts short."""
+    texts = [
+        item.text
+        for item in itertools.islice(read_records(source), CUT_SAMPLE)
+        if isinstance(item, Record) and isinstance(item.text, str)
+    ]
+    return (int(pipeline.cut(texts).sum()), len(texts)) if texts else (0, 0)
 
 
 def stored_ids(collection: Collection, ids: Sequence[str]) -> set[str]:
