@@ -508,3 +508,24 @@ def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
         server.stop()
     with pytest.raises(RuntimeError, match="server failed to load"):
         Server(tmp_path / "db3", damaged).start()
+
+
+def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path, pydoc_pipeline_dir):
+    """The socket is bound first: a second server on a taken port says so and exits at once
+    (it used to load every model, then fail with uvicorn's own error)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
+        done = subprocess.run(
+            [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "loading" not in done.stderr.lower()

@@ -77,4 +77,7 @@ def serve_command(
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    serve(settings)
+    try:
+        serve(settings)
+    except OSError as exc:  # the port: checked before any model loads
+        raise fail(str(exc)) from exc

@@ -8,6 +8,7 @@ queues. Every write the service acknowledged was committed before its 200 was se
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 import uvicorn
@@ -45,4 +46,18 @@ def serve(settings: ServiceSettings) -> None:
         timeout_graceful_shutdown=settings.grace_seconds,
         lifespan="on",
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[listening_socket(settings.host, settings.port)])
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the models load (uvicorn binds after its start-up,
+    so a port in use cost the whole load before its error); OSError names the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
