@@ -356,8 +356,20 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
     result = collection.search("paper", k=10, where="year > 2015")
     assert {h["id"] for h in result["hits"]} == {f"p{i}" for i in range(6, 10)}
     assert all(h["metadata"]["year"] > 2015 for h in result["hits"])
-    with pytest.raises(StoreError, match="invalid filter where='colour = 1'"):
+    with pytest.raises(StoreError, match="invalid filter where='colour = 1'") as unknown:
         collection.search("paper", where="colour = 1")
+    # the fields a filter can name, not the vector columns; no engine source paths
+    assert "no field colour; filters can name id, text, year" in str(unknown.value)
+    for where, says in (
+        ("year = 'soon'", "could not convert"),
+        ("year >", r"cannot parse it \(Expected: an expression"),
+        ("year > 1; DROP TABLE docs", "one SQL condition; ';' is not allowed"),
+    ):
+        with pytest.raises(StoreError, match=says) as bad:
+            collection.search("paper", where=where)
+        assert ".rs:" not in str(bad.value) and "SELECT" not in str(bad.value)
+    quoted = collection.search("paper", k=3, where="text = 'a;b'")  # inside quotes: a value
+    assert quoted["hits"] == []
     for score in ("dot", "uec", "kl"):  # a filter that keeps nothing: no hits, for every score
         for hybrid in (False, True):
             found = collection.search("paper", k=3, where="year > 3000", score=score, hybrid=hybrid)

@@ -552,7 +552,7 @@ class Collection:
         table = self._open()
         if table is None:
             return 0
-        return int(_filtered(lambda: table.count_rows(where), where))
+        return int(_filtered(lambda: table.count_rows(where), where, self.filter_fields()))
 
     def stats(self) -> CollectionStats:
         """Count, bytes on disk per item, and the pipeline."""
@@ -772,7 +772,8 @@ class Collection:
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
         table = self._require()
-        return _filtered(lambda: _scan(table, ["id"], where), where).column("id").to_pylist()
+        found = _filtered(lambda: _scan(table, ["id"], where), where, self.filter_fields())
+        return found.column("id").to_pylist()
 
     def text_search(
         self, query: str, limit: int, where: str | None = None
@@ -786,7 +787,7 @@ class Collection:
         builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(2 * limit)
         if where:
             builder = builder.where(where, prefilter=True)
-        found = _filtered(builder.to_arrow, where)
+        found = _filtered(builder.to_arrow, where, self.filter_fields())
         ids, scores = found.column("id").to_pylist(), found.column("_score").to_pylist()
         ranked = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: (-h[1], h[0]))
         return ranked[:limit]
@@ -808,6 +809,10 @@ class Collection:
                 "read-only; run a hybrid search once where it is writable"
             )
         self.index_text()
+
+    def filter_fields(self) -> list[str]:
+        """What a `where` filter can name: id, text and the metadata columns."""
+        return ["id", "text", *self.metadata_columns()]
 
     def metadata_columns(self) -> dict[str, pa.DataType]:
         """Metadata fields stored as columns of their own (filterable with `where`)."""
@@ -872,12 +877,32 @@ def _scan(
     return builder.to_arrow()
 
 
-def _filtered(run: Any, where: str | None) -> Any:
-    """Run a LanceDB call, turning a bad filter's engine error into a clear StoreError."""
+#: The engine's source location that ends some of its error messages.
+_ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+\s*$")
+#: The engine's parse error quotes the SQL statement it wrapped the filter in.
+_UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$")
+#: "No field named x. Valid fields are ..." lists every column, vectors included.
+_NO_FIELD = re.compile(r"No field named (\S+?)\.\s*Valid fields are .*$")
+
+
+def _filtered(run: Any, where: str | None, fields: Sequence[str] = ()) -> Any:
+    """Run a LanceDB call with a filter, refusing more than one SQL condition and turning a
+    bad filter's engine error into a clear StoreError: no engine source paths, and for an
+    unknown field the fields a filter can name (`fields`), not every column."""
+    if where and ";" in re.sub(r"'(?:[^']|'')*'", "", where):
+        raise StoreError(
+            f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
+            "outside a quoted string"
+        )
     try:
         return run()
     except (ValueError, RuntimeError, OSError) as exc:
         if not where:
             raise
-        message = str(exc).splitlines()[0]
+        message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
+        known = ", ".join(fields) if fields else "id, text and the metadata columns"
+        message = _NO_FIELD.sub(
+            lambda m: f"no field {m.group(1)}; filters can name {known}", message
+        )
+        message = _UNPARSED.sub(r"cannot parse it (\1)", message)
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
