@@ -56,16 +56,23 @@ def test_datasets_dir_of_an_installed_package_is_beside_the_working_directory(
 def test_pydoc_passages_are_chunks_of_each_topic_covering_every_word_in_order():
     from pydoc_data.topics import topics
 
+    from probembed.store.chunked import chunk_records
+
     settings = ChunkSettings(64, 8)
     records = read_pydoc_topics(chunking=settings)
     assert len({r.id for r in records}) == len(records)
+    assert len({r.text for r in records}) == len(records)  # a passage repeated is left out
     assert records == read_pydoc_topics(chunking=settings)  # deterministic, ids included
     by_topic: dict[str, list] = {}
     for record in records:
         by_topic.setdefault(record.metadata["doc_id"], []).append(record)
-    assert list(by_topic) == list(topics)
-    for topic, passages in by_topic.items():
+    seen: set[str] = set()
+    for topic in topics:
         document = topic_document(topic, topics[topic])
+        passages = chunk_records(document, lambda ts: [len(t.split()) for t in ts], settings)
+        # what is read: the topic's passages but those an earlier topic gave word for word
+        assert by_topic.get(topic, []) == [p for p in passages if p.text not in seen]
+        seen.update(p.text for p in passages)
         assert [p.id for p in passages] == [f"{topic}#{n}" for n in range(len(passages))]
         covered: set[int] = set()
         for passage in passages:
@@ -264,8 +271,8 @@ def test_demo_keeps_two_corpora_of_one_name_apart(hash_pipeline, tmp_path, monke
 
 
 def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_path, monkeypatch):
-    """The demo's cached collection is upserted: an edited document is stored as it now
-    reads, an unchanged one is left alone."""
+    """The demo's cached collection follows its corpus: an edited document is stored as it
+    now reads, an unchanged one is left alone, a removed one goes."""
     from probembed.store import Database
 
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
@@ -286,3 +293,6 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     name = re.search(r"--collection (\S+)", output).group(1)
     rows = Database(db).open(name).rows(["b"])
     assert rows["b"]["text"] == "glaciers carve the valleys"
+    lines.pop(0)  # the corpus loses a document: so does the demo's collection
+    assert "removed 1 items no longer in the corpus" in " ".join(run("glaciers").split())
+    assert Database(db).open(name).ids() == {"b"}

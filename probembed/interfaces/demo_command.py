@@ -95,10 +95,21 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
         f"into {db} (cached: a re-run only writes what is new or changed)"
     )
     ingest_and_report(records, target, pipe, on_error="skip", upsert=True)
+    if topics is None:  # all of them: passages an earlier release cut otherwise go
+        _keep_only(target, {r.id for r in records})
     where = _topic_filter(topics)
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
     say(f'ask your own: probembed search "your question" --db {db} --collection {target.name}')
+
+
+def _keep_only(target: Collection, ids: set[str]) -> None:
+    """Remove what the demo's cached collection holds beyond these ids: documents gone from
+    the corpus, passages an earlier release cut otherwise."""
+    gone = sorted(target.ids() - ids) if target.exists else []
+    if gone:
+        target.delete(gone)
+        say(f"removed {len(gone)} items no longer in the corpus")
 
 
 def _topic_filter(topics: Sequence[str] | None) -> str | None:
@@ -112,7 +123,7 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
 
 def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     """Index a corpus on disk; with BEIR test qrels, answer some queries and score them all."""
-    from probembed.store import Database
+    from probembed.store import Database, Record, read_records
 
     if not data.exists():
         raise fail(
@@ -127,6 +138,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     target = Database(db, create=True).collection(_collection_name(data))
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
     ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
+    _keep_only(target, {r.id for r in read_records(data) if isinstance(r, Record)})
     if not (data / "qrels" / "test.tsv").is_file():
         say(
             f"{target.count()} items indexed; search them with: probembed search "

@@ -34,6 +34,7 @@ def read_pydoc_topics(
     tokenizers and capped at its shortest member's limit; without a pipeline, tokens are
     words, as a model without a tokenizer counts them (the hashing models). Metadata: `topic`
     and chunked ingest's (`doc_id`, `chunk`, `start`, `end`, `title`, `heading`, `doc_hash`).
+    A passage whose text an earlier topic already gave is left out.
     """
     source = _topics()
     names = list(source) if topics is None else list(topics)
@@ -45,11 +46,15 @@ def read_pydoc_topics(
     if pipeline is not None:
         settings, count = settings.capped(pipeline.max_tokens), pipeline.count_tokens
     records: list[Record] = []
+    seen: set[str] = set()
     for name in names:
         chunks = chunk_records(topic_document(name, source[name]), count, settings)
         if isinstance(chunks, Problem):  # a topic with no text: this Python's docs are broken
             raise ValueError(str(chunks))
-        records += chunks
+        # topics repeat each other's sections (`compound` holds `try`): a passage read twice
+        # would fill two places of every answer and halve its confidence
+        records += [chunk for chunk in chunks if chunk.text not in seen]
+        seen.update(chunk.text for chunk in chunks)
     return records
 
 
