@@ -136,6 +136,20 @@ def test_inspect_table_fits_80_columns_with_every_model_name_whole():
     assert "…" not in console.export_text()
 
 
+def test_inspect_shows_a_zero_variance_as_unmeasured_not_as_certain():
+    """Word dropout has nothing to drop in one word: u = 0 there means no measurement."""
+    rows = [("minilm", "perturb", np.array([0.0, 0.002, 0.001])),
+            ("minilm", "laplace", np.array([0.004, 0.003, 0.002]))]  # fmt: skip
+    console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(inspect_table(3, rows))
+    text = console.export_text()
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines()
+             if line.startswith("│")]  # fmt: skip
+    assert cells == [["minilm", "perturb", "n/a", "2.0", "1.0", "n/a"],
+                     ["minilm", "laplace", "4.0", "3.0", "2.0", "2.00"]]  # fmt: skip
+    assert "no spread measured" in " ".join(text.split())
+
+
 def _cli(*args: str, tmp_path: Path, columns: int) -> subprocess.CompletedProcess:
     """Run the probembed CLI as `make run` does: a fresh process, its own cache, no data."""
     env = {

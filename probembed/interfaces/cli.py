@@ -342,10 +342,10 @@ def inspect(
 def inspect_table(n_texts: int, rows: list[tuple[str, str, np.ndarray]]) -> Table:
     """Rows of (model, estimator, u per text), narrow enough for 80 columns at 5 texts."""
     last = f"t{n_texts}"
-    table = Table(
-        title="u = total variance of the unit-norm embedding, x1000",
-        caption=f"t1/{last} = u(t1) / u({last}): short text over long",
-    )
+    caption = f"t1/{last} = u(t1) / u({last}): short text over long"
+    if any((u == 0).any() for _, _, u in rows):  # zero is no measurement, not certainty
+        caption += "; n/a: no spread measured (word dropout cannot perturb one word)"
+    table = Table(title="u = total variance of the unit-norm embedding, x1000", caption=caption)
     longest = max((len(model) for model, _, _ in rows), default=5)
     table.add_column("model", justify="right", no_wrap=True, min_width=longest)
     table.add_column("estimator", justify="right")
@@ -353,8 +353,9 @@ def inspect_table(n_texts: int, rows: list[tuple[str, str, np.ndarray]]) -> Tabl
         table.add_column(f"t{i}", justify="right")
     table.add_column(f"t1/{last}", justify="right")
     for model, kind, u in rows:
-        ratio = u[0] / u[-1] if u[-1] > 0 else float("inf")
-        table.add_row(model, kind, *[f"{1e3 * value:.1f}" for value in u], f"{ratio:.2f}")
+        shown = [f"{1e3 * value:.1f}" if value > 0 else "n/a" for value in u]
+        ratio = f"{u[0] / u[-1]:.2f}" if u[0] > 0 and u[-1] > 0 else "n/a"
+        table.add_row(model, kind, *shown, ratio)
     return table
 
 
