@@ -313,6 +313,20 @@ def test_e5_counts_its_own_tokens_so_chunks_of_unspaced_text_fit_it():
     assert all(e5.fits(c.text) and e5.truncate(c.text) == c.text for c in chunks)
 
 
+def test_loading_a_sentence_transformer_shows_no_loading_bar_and_keeps_the_setting():
+    """Our load holds transformers' "Loading weights" bar back and leaves its switch as found."""
+    require("minilm")
+    code = (
+        "import sys; import transformers.utils.logging as hf; "
+        "from probembed.encoders import get_encoder; "
+        "get_encoder('minilm'); print(hf.is_progress_bar_enabled())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={k: v for k, v in os.environ.items()
+                               if k != "HF_HUB_DISABLE_PROGRESS_BARS"})  # fmt: skip
+    assert done.stdout.strip() == "True" and "Loading weights" not in done.stderr, done.stderr
+
+
 def test_wordllama_leaves_root_logging_alone():
     require("wordllama")
     # In a fresh interpreter, compared with itself before the load: no assumption about what

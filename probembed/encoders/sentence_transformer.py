@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -163,10 +164,26 @@ def last_transformer_block(model: SentenceTransformer) -> torch.nn.Module | None
     return block
 
 
+@contextmanager
+def _no_loading_bar() -> Iterator[None]:
+    """transformers' "Loading weights" bar held back for our own loads (a few milliseconds of
+    a local file, between probembed's own progress lines), its setting restored after."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
 def load(path: str | Path, name: str | None = None, package: str | None = None) -> Encoder:
     """Load a local model; it exposes last-layer activations when its backbone has them."""
     path = Path(path).resolve()
-    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    with _no_loading_bar():
+        model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
     source = package_versions(package) if package else _directory_signature(path)
     kind = SentenceTransformerEncoder if last_transformer_block(model) is None else LastLayerEncoder
     return kind(model, name or str(path), source)
