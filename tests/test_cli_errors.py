@@ -88,6 +88,32 @@ def test_an_unexpected_failure_is_one_line_with_the_exception(saved_pipeline, mo
     assert "the encoder broke" in lines[0] and "--debug" in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["ingest", "docs"], "probembed ingest interrupted: committed batches are kept; the same "
+                             "command resumes"),
+        (["encode", "a big cat"], "probembed encode interrupted"),
+    ],
+)  # fmt: skip
+def test_ctrl_c_is_one_line_exit_130_saying_what_is_kept(
+    saved_pipeline, tmp_path, monkeypatch, command, says
+):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("probembed.pipeline.Pipeline.load", interrupted)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("a big cat", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    options = ["--pipeline", str(saved_pipeline)]
+    if command[0] == "ingest":
+        options += ["--db", str(tmp_path / "db")]
+    result = runner.invoke(app, [*command, *options])
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines() == [f"error: {says}"]
+
+
 def test_a_failure_message_never_shows_a_storage_option_value(tmp_path, monkeypatch):
     """Storage options carry credentials: the command line a failure repeats hides them."""
 

@@ -47,6 +47,13 @@ class ProbembedGroup(TyperGroup):
             return super().invoke(ctx)
         except _CLICK_EXITS:
             raise
+        except KeyboardInterrupt:
+            if ctx.params.get("debug"):
+                raise
+            command, _ = self._split(words)
+            resumes = command.split(" ")[0] in ("ingest", "embed")
+            kept = ": committed batches are kept; the same command resumes" if resumes else ""
+            raise fail(f"probembed {command} interrupted{kept}", code=130) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
