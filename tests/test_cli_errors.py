@@ -177,6 +177,21 @@ def test_a_refused_ingest_creates_no_database(tmp_path, monkeypatch, args, says)
     assert not (tmp_path / "made.db").exists()
 
 
+def test_an_ingest_whose_input_fails_the_checks_leaves_no_empty_database(
+    tmp_path, monkeypatch, saved_pipeline
+):
+    """Bad lines stop the run before any write: the database it made for them goes too; one
+    that was there before stays."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "fine"}\n{"id": "b"}\n')
+    args = ["ingest", "bad.jsonl", "--pipeline", str(saved_pipeline), "--db", "made.db"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "bad input item" in result.output, result.output
+    assert not (tmp_path / "made.db").exists()
+    (tmp_path / "made.db").mkdir()
+    assert runner.invoke(app, args).exit_code == 2 and (tmp_path / "made.db").is_dir()
+
+
 @pytest.mark.parametrize(
     ("command", "says"),
     [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -224,6 +225,8 @@ def ingest_command(
             validate_workers(workers, cpus_per_worker, gpus_per_worker)
         settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
         given = load_pipeline(pipeline) if pipeline is not None else None
+        where = resolve_db(db)
+        made_here = isinstance(where, Path) and not where.exists()
         database = open_database(db, storage_option, create=True)
         target = database.collection(collection)
         if given is not None:
@@ -237,10 +240,15 @@ def ingest_command(
     if ray:
         on_ray = {"workers": workers, "address": address}
         on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
-    if settings is not None:
-        report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
-    else:
-        report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
+    try:
+        if settings is not None:
+            report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
+        else:
+            report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
+    except (typer.Exit, KeyboardInterrupt):
+        if made_here and not database.collections():  # leave no empty database behind
+            shutil.rmtree(database.path, ignore_errors=True)
+        raise
     say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:
         with err.status("building the search graph"):
