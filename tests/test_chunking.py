@@ -150,6 +150,22 @@ def test_fences_close_only_on_their_own_kind_and_a_bom_hides_no_heading(text, pa
     assert [s.headings for s in markdown_sections(text)] == paths
 
 
+@pytest.mark.parametrize(
+    ("text", "paths", "first"),
+    [
+        ("# A\n\n## B\ntext\n## C\n## D\nx\n", [("A", "B"), ("A", "C"), ("A", "D")], 0),
+        ("intro\n# A\n## B\n### C\nx\n", [(), ("A", "B", "C")], 0),
+        ("# A\n# B\ntext\n", [("A",), ("B",)], 0),
+    ],
+)
+def test_a_heading_with_nothing_under_it_joins_its_first_subsection(text, paths, first):
+    """No chunk is a bare heading: `# A` then `## B` is one section under A > B that starts at
+    `# A`; an empty heading followed by a sibling (`## C`, `# A`) stays its own section."""
+    sections = markdown_sections(text)
+    assert [s.headings for s in sections] == paths and sections[0].start == first
+    assert "".join(text[s.start : s.end] for s in sections) == text
+
+
 def test_a_sentence_longer_than_the_budget_is_cut_into_word_runs():
     text = " ".join(f"w{i}" for i in range(100))  # no sentence end, one paragraph
     chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(12, 0))

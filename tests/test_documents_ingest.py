@@ -301,10 +301,13 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
 
 def big_markdown() -> str:
     """A Markdown file with what a stream must carry across its cuts: multi-byte characters,
-    CRLF lines, a fence holding a # line, long paragraphs, a one-line section at the end."""
+    CRLF lines, a fence holding a # line, long paragraphs, headings with nothing under them
+    before their subsection, a one-line section at the end."""
     parts = ["# Handbook\r\n\r\nIntro with café and 🚀 rockets.\r\n"]
     for i in range(40):
         parts.append(f"\n## Section {i}\n\n")
+        if i % 13 == 6:  # a heading with nothing under it: it joins its subsection
+            parts.append(f"### Part {i}\r\n\r\n")
         parts.append("\n\n".join(
             " ".join(f"Naïve step {i}.{j}.{k} goes on." for k in range(6 + (i * j) % 9))
             for j in range(8)

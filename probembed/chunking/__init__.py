@@ -4,6 +4,7 @@ from probembed.chunking.chunker import Chunk, ChunkSettings, Segment, chunk_text
 from probembed.chunking.structure import (
     HeadingTracker,
     Section,
+    joins_subsection,
     last_paragraph_break,
     markdown_sections,
     plain_sections,
@@ -16,6 +17,7 @@ __all__ = [
     "Section",
     "Segment",
     "chunk_text",
+    "joins_subsection",
     "last_paragraph_break",
     "markdown_sections",
     "plain_sections",

@@ -69,19 +69,32 @@ class HeadingTracker:
         return tuple(title for _, title in self.path)
 
 
+def joins_subsection(headings: tuple[str, ...], body: str, opened: tuple[str, ...]) -> bool:
+    """Whether a section whose text under its heading is `body` joins the section `opened`
+    starts: so no chunk is a bare heading, and a subsection's text carries its parent's title."""
+    nested = len(opened) > len(headings) and opened[: len(headings)] == headings
+    return bool(headings) and nested and not body.strip()
+
+
 def markdown_sections(text: str) -> list[Section]:
     """One section per ATX heading (`#` … `######`), outside fenced code; the heading line is
-    part of its section, and text before the first heading is a section without headings."""
+    part of its section, and text before the first heading is a section without headings.
+
+    A heading with nothing under it before its first subheading (`# Big cats` then
+    `## Jaguar`) opens no section of its own (see `joins_subsection`).
+    """
     sections: list[Section] = []
     tracker = HeadingTracker()
     start, headings = 0, ()
-    offset = 0
+    offset, body = 0, 0  # body: where the open section's text after its heading line starts
     for line in text.splitlines(keepends=True):
         opened = tracker.feed(line)
         if opened is not None:
-            if offset > start:
+            joins = joins_subsection(headings, text[body:offset], opened)
+            if offset > start and not joins:
                 sections.append(Section(headings, start, offset))
-            start, headings = offset, opened
+            start, headings = (start if joins else offset), opened
+            body = offset + len(line)
         offset += len(line)
     if offset > start or not sections:
         sections.append(Section(headings, start, len(text)))

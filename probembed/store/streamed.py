@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import HeadingTracker, Segment, last_paragraph_break
+from probembed.chunking import HeadingTracker, Segment, joins_subsection, last_paragraph_break
 from probembed.documents import Problem
 from probembed.store.formats import BINARY, NO_TEXT, SNIFF, heading_title, not_utf8
 
@@ -72,10 +72,15 @@ class StreamedFile:
         for line in _lines(self.path, digest):
             opened = tracker.feed(line) if tracker is not None else None
             if opened is not None:
-                if parts:
+                joins = opens and bool(parts) and joins_subsection(
+                    headings, "".join(parts[1:]), opened
+                )
+                if parts and not joins:
                     yield Segment(start, "".join(parts), headings, opens)
-                start, parts, size, headings, opens = offset, [], 0, opened, True
-                limit = SEGMENT_CHARS
+                if not joins:
+                    start, parts, size, opens = offset, [], 0, True
+                    limit = SEGMENT_CHARS
+                headings = opened
             parts.append(line)
             size += len(line)
             offset += len(line)
