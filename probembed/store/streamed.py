@@ -72,8 +72,8 @@ class StreamedFile:
         for line in _lines(self.path, digest):
             opened = tracker.feed(line) if tracker is not None else None
             if opened is not None:
-                joins = opens and bool(parts) and joins_subsection(
-                    headings, "".join(parts[1:]), opened
+                joins = (
+                    opens and bool(parts) and joins_subsection(headings, "".join(parts[1:]), opened)
                 )
                 if parts and not joins:
                     yield Segment(start, "".join(parts), headings, opens)
