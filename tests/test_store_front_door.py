@@ -325,3 +325,9 @@ def test_a_plain_ingest_says_how_many_documents_the_models_read_only_the_start_o
     assert "1 of 2 documents are longer than" in said and "--chunk" in said
     chunked = CliRunner().invoke(app, ["ingest", *base, "-c", "chunked", "--chunk"])
     assert chunked.exit_code == 0 and "longer than" not in chunked.output
+    lines = tmp_path / "some-bad.jsonl"
+    lines.write_text(f'{{"id": "a", "text": "{long}"}}\n{{"id": "b", "text": "bad \\ud800"}}\n')
+    source = [str(lines), "--db", str(tmp_path / "db"), "--pipeline", pipe, "--on-error", "skip"]
+    skipped = CliRunner().invoke(app, ["ingest", *source, "-c", "skipped"])
+    said = " ".join(skipped.output.split())  # the record skipped for its text is not counted
+    assert skipped.exit_code == 0 and "1 of 1 documents are longer" in said, skipped.output

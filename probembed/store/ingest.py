@@ -159,11 +159,12 @@ CUT_SAMPLE = 2_000
 
 def cut_documents(source: str | Path, pipeline: Any) -> tuple[int, int]:
     """(documents some member reads only the start of, documents looked at): the first
-    CUT_SAMPLE of the source, so a plain ingest can say how much of a corpus it cuts short."""
+    CUT_SAMPLE of the source, so a plain ingest can say how much of a corpus it cuts short.
+    Records ingest refuses (a blank text, a lone surrogate) are not looked at: it skipped them."""
     texts = [
         item.text
         for item in itertools.islice(read_records(source), CUT_SAMPLE)
-        if isinstance(item, Record) and isinstance(item.text, str)
+        if isinstance(item, Record) and _check(item, {}, {}) is None
     ]
     return (int(pipeline.cut(texts).sum()), len(texts)) if texts else (0, 0)
 
