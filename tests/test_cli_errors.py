@@ -93,6 +93,9 @@ def test_an_unexpected_failure_is_one_line_with_the_exception(saved_pipeline, mo
     [
         (["ingest", "docs"], "probembed ingest interrupted: committed batches are kept; the same "
                              "command resumes"),
+        (["embed", "docs", "--out", "vectors"], "probembed embed interrupted: the Parquet files "
+                                                "written so far stay in --out; a new run needs an "
+                                                "empty one"),
         (["encode", "a big cat"], "probembed encode interrupted"),
     ],
 )  # fmt: skip
@@ -112,6 +115,38 @@ def test_ctrl_c_is_one_line_exit_130_saying_what_is_kept(
     result = runner.invoke(app, [*command, *options])
     assert result.exit_code == 130, result.output
     assert result.output.strip().splitlines() == [f"error: {says}"]
+
+
+def test_ctrl_c_before_a_first_commit_leaves_nothing_but_what_another_run_wrote(
+    saved_pipeline, hash_pipeline, tmp_path, monkeypatch
+):
+    """A first ingest stopped while the built-in pipeline loads leaves no database directory;
+    one stopped while another run is writing its first batch into the same new database takes
+    away only its own pipeline copy, not the other run's."""
+    from probembed.interfaces import store_commands
+    from probembed.store import DEFAULT_COLLECTION, Database
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a big cat"}\n')
+    with monkeypatch.context() as patched:
+        patched.setattr(store_commands, "load_pipeline", interrupted)
+        loading = runner.invoke(app, ["ingest", str(tmp_path / "a.jsonl"), "--db", "one"])
+    assert loading.exit_code == 130 and not (tmp_path / "one").exists()
+
+    def another_run_starts(source, target, pipe, *args, **kwargs):
+        target.record_pipeline(pipe)  # as ingest does before its first commit
+        Database(tmp_path / "two").collection("theirs").record_pipeline(hash_pipeline)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_commands, "ingest_and_report", another_run_starts)
+    args = ["ingest", str(tmp_path / "a.jsonl"), "--db", "two", "--pipeline", str(saved_pipeline)]
+    assert runner.invoke(app, args).exit_code == 130
+    database = Database(tmp_path / "two")
+    assert (database.collection("theirs").pipeline_dir / "pipeline.json").is_file()
+    assert not database.collection(DEFAULT_COLLECTION).pipeline_dir.exists()
 
 
 def test_a_failure_message_never_shows_a_storage_option_value(tmp_path, monkeypatch):

@@ -25,6 +25,11 @@ KNOWN_FAILURES = (ValueError, OSError, ImportError)
 _CLICK_EXITS = (typer.Exit, typer.Abort, typer.TyperException, EOFError)
 _SHOWN_INPUT = 120
 _COMMAND_LINE = "probembed.command_line"
+#: What a command stopped by Ctrl-C has kept, said after "interrupted".
+_INTERRUPTED_KEEPS = {
+    "ingest": ": committed batches are kept; the same command resumes",
+    "embed": ": the Parquet files written so far stay in --out; a new run needs an empty one",
+}
 
 
 class ProbembedGroup(TyperGroup):
@@ -51,8 +56,7 @@ class ProbembedGroup(TyperGroup):
             if ctx.params.get("debug"):
                 raise
             command, _ = self._split(words)
-            resumes = command.split(" ")[0] in ("ingest", "embed")
-            kept = ": committed batches are kept; the same command resumes" if resumes else ""
+            kept = _INTERRUPTED_KEEPS.get(command.split(" ")[0], "")
             raise fail(f"probembed {command} interrupted{kept}", code=130) from None
         except Exception as exc:
             if ctx.params.get("debug"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -228,31 +228,41 @@ def ingest_command(
         where = resolve_db(db)
         made_here = isinstance(where, Path) and not where.exists()
         database = open_database(db, storage_option, create=True)
-        target = database.collection(collection)
-        if given is not None:
-            pipe = given
-        else:
-            pipe = target.load_pipeline() if target.exists else load_pipeline(SEARCH_PIPELINE)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
+    target = database.collection(collection)
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
     on_ray = None
     if ray:
         on_ray = {"workers": workers, "address": address}
         on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
     try:
+        pipe = given if given is not None else _own_or_default_pipeline(target)
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
             report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
     except (typer.Exit, KeyboardInterrupt):
-        if made_here and not database.collections():  # leave no empty database behind
-            shutil.rmtree(database.path, ignore_errors=True)
+        database.discard_unmade(collection)  # a first run stopped before its first commit
+        if made_here:
+            with contextlib.suppress(OSError):  # only when empty: another run's files keep it
+                Path(where).rmdir()
         raise
     say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:
         with err.status("building the search graph"):
             target.searcher().warm()
+
+
+def _own_or_default_pipeline(target: Collection) -> Any:
+    """The pipeline a collection was made with, or the built-in for documents for a new one
+    (a model load long enough that a Ctrl-C often lands in it)."""
+    from probembed.store import StoreError
+
+    try:
+        return target.load_pipeline() if target.exists else load_pipeline(SEARCH_PIPELINE)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc)) from exc
 
 
 def embed_command(

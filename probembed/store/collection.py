@@ -11,6 +11,7 @@ object-store URI (s3://, gs://, az://); `probembed.store.location` keeps the dif
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from probembed.store.errors import (
     PipelineMismatchError,
     StoreError,
 )
-from probembed.store.location import Location
+from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
@@ -196,6 +197,17 @@ class Database:
         collection.close()
         del self._handles[name]
         self._watched.pop(name, None)
+
+    def discard_unmade(self, name: str) -> None:
+        """Remove what a first write of `name` that never committed left (its pipeline copy),
+        so a first ingest stopped before its first commit leaves nothing of the collection.
+        What another writer has put in the database stays."""
+        if self.collection(name).exists:
+            return
+        self.location.remove(name)
+        if not self.location.remote:
+            with contextlib.suppress(OSError):  # only when empty: another run's files keep it
+                (Path(self.path) / OWN_DIR).rmdir()
 
     def require_writable(self) -> None:
         """Fail before writing anything if the database cannot be written (probed, as root too)."""
