@@ -154,7 +154,8 @@ def test_fences_close_only_on_their_own_kind_and_a_bom_hides_no_heading(text, pa
     ("text", "paths", "first"),
     [
         ("# A\n\n## B\ntext\n## C\n## D\nx\n", [("A", "B"), ("A", "C"), ("A", "D")], 0),
-        ("intro\n# A\n## B\n### C\nx\n", [(), ("A", "B", "C")], 0),
+        ("intro\n# A\n## B\n\n### C\nx\n", [(), ("A", "B", "C")], 0),
+        ("# A\n" + "word " * 300 + "\n## B\nx\n", [("A",), ("A", "B")], 0),
         ("# A\n# B\ntext\n", [("A",), ("B",)], 0),
     ],
 )

@@ -306,16 +306,17 @@ def big_markdown() -> str:
     parts = ["# Handbook\r\n\r\nIntro with café and 🚀 rockets.\r\n"]
     for i in range(40):
         parts.append(f"\n## Section {i}\n\n")
-        if i % 13 == 6:  # a heading with nothing under it: it joins its subsection
-            parts.append(f"### Part {i}\r\n\r\n")
+        if i % 13 == 6:  # headings with nothing under them: they join their subsection
+            parts.append(f"### Part {i}\r\n\r\n#### Step {i}\n")
         parts.append("\n\n".join(
             " ".join(f"Naïve step {i}.{j}.{k} goes on." for k in range(6 + (i * j) % 9))
             for j in range(8)
         ))  # fmt: skip
         if i % 7 == 3:
             parts.append("\n\n```sh\n# not a heading, inside a fence\nmake all\n```\n")
-        if i % 11 == 5:
+        if i % 11 == 5:  # a paragraph longer than a segment, then a subsection
             parts.append("\n\n" + " ".join(f"long{n}" for n in range(900)) + "\n")
+            parts.append(f"### After {i}\n\nShort.\n")
     parts.append("\n### Last\nThe final answer sits here.\n")
     return "".join(parts)
 

@@ -69,11 +69,12 @@ class HeadingTracker:
         return tuple(title for _, title in self.path)
 
 
-def joins_subsection(headings: tuple[str, ...], body: str, opened: tuple[str, ...]) -> bool:
-    """Whether a section whose text under its heading is `body` joins the section `opened`
-    starts: so no chunk is a bare heading, and a subsection's text carries its parent's title."""
+def joins_subsection(headings: tuple[str, ...], opened: tuple[str, ...], bare: bool) -> bool:
+    """Whether the open section (under `headings`, `bare` when nothing but blank lines follows
+    its heading line) joins the section `opened` starts: so no chunk is a bare heading, and a
+    subsection's text carries its parent's title."""
     nested = len(opened) > len(headings) and opened[: len(headings)] == headings
-    return bool(headings) and nested and not body.strip()
+    return bare and bool(headings) and nested
 
 
 def markdown_sections(text: str) -> list[Section]:
@@ -90,7 +91,7 @@ def markdown_sections(text: str) -> list[Section]:
     for line in text.splitlines(keepends=True):
         opened = tracker.feed(line)
         if opened is not None:
-            joins = joins_subsection(headings, text[body:offset], opened)
+            joins = joins_subsection(headings, opened, not text[body:offset].strip())
             if offset > start and not joins:
                 sections.append(Section(headings, start, offset))
             start, headings = (start if joins else offset), opened

@@ -67,20 +67,20 @@ class StreamedFile:
         tracker = HeadingTracker() if self.markdown else None
         start = offset = 0
         headings: tuple[str, ...] = ()
+        bare = False  # nothing but blank lines since the last heading line
         parts: list[str] = []
         size, opens, limit = 0, True, SEGMENT_CHARS
         for line in _lines(self.path, digest):
             opened = tracker.feed(line) if tracker is not None else None
             if opened is not None:
-                joins = (
-                    opens and bool(parts) and joins_subsection(headings, "".join(parts[1:]), opened)
-                )
+                joins = joins_subsection(headings, opened, bare)
                 if parts and not joins:
                     yield Segment(start, "".join(parts), headings, opens)
                 if not joins:
                     start, parts, size, opens = offset, [], 0, True
                     limit = SEGMENT_CHARS
                 headings = opened
+            bare = opened is not None or (bare and not line.strip())
             parts.append(line)
             size += len(line)
             offset += len(line)
