@@ -292,6 +292,30 @@ def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
     assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"
 
 
+def test_a_refresh_that_fails_reading_leaves_no_half_moved_snapshot(
+    tmp_path, hash_pipeline, sentences, monkeypatch
+):
+    """A read that fails while a warm searcher takes in new rows (a timeout on object storage)
+    fails that search; the next one serves the new rows instead of a snapshot that took the
+    new version without them."""
+    records = [Record(f"r{i}", s, {}) for i, s in enumerate(sentences[:40])]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash_pipeline)
+    assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"
+    ingest([Record("new0", "zebra quantum marmalade", {})], collection, hash_pipeline)
+    take = type(collection).take
+
+    def times_out_once(self, *args, **kwargs):
+        monkeypatch.setattr(type(collection), "take", take)
+        raise OSError("read timed out")
+
+    monkeypatch.setattr(type(collection), "take", times_out_once)
+    with pytest.raises(OSError, match="read timed out"):
+        collection.search("zebra quantum marmalade", k=1, exact=True)
+    hits = collection.search("zebra quantum marmalade", k=41, exact=True)["hits"]
+    assert hits[0]["id"] == "new0" and len(hits) == 41
+
+
 def test_group_by_doc_ranks_deeper_when_one_document_fills_the_pool(
     tmp_path, hash_pipeline, sentences
 ):

@@ -322,6 +322,14 @@ class Searcher:
         self._tilt = tilt
         if current and unchanged:
             return
+        try:
+            self._move(previous, tilt, unchanged)
+        except BaseException:
+            self.close()  # rows read half way would pass for current: the next search loads anew
+            raise
+
+    def _move(self, previous: Snapshot | None, tilt: Tilt | None, unchanged: bool) -> None:
+        """Load the snapshot afresh (none yet, or a new tilt), or move it to the new version."""
         if previous is None or not unchanged:
             if previous is not None:
                 previous.close()

@@ -341,7 +341,7 @@ class Snapshot:
         add them at the end."""
         start = len(self)
         row_ids = listing.column("_rowid").to_numpy().astype(np.int64)
-        docs = _doc_ids(listing)  # before any change: a failure leaves the snapshot as it was
+        docs = _doc_ids(listing)
         column = collection.variance_column
         weights, coefs = [self.weights], []
         for lo in range(0, len(row_ids), FETCH_ROWS):
