@@ -40,6 +40,9 @@ _EVICT_TO = 0.9
 #: keeps the largest size it ever reached, which processes sharing the cache (a service's
 #: encoding children) drive far past the cap.
 _WAL_LIMIT = 4 * 1024**2
+#: Bytes of vectors a connection inserts between its checkpoints: each checkpoint syncs the
+#: file, so a service putting one short request at a time pays it once per many requests.
+_CHECKPOINT_BYTES = 1024**2
 _CHUNK = 500
 R = TypeVar("R")
 
@@ -113,6 +116,8 @@ class EmbeddingCache:
         self._disabled = False
         self._why = ""
         self._lock = threading.Lock()
+        #: Bytes inserted since the last checkpoint that copied the whole log.
+        self._unchecked = 0
 
     @property
     def enabled(self) -> bool:
@@ -157,7 +162,7 @@ class EmbeddingCache:
             _evict(db, self.max_bytes)
 
         self._run(insert, None)
-        self._checkpoint()
+        self._checkpoint(sum(len(row[3]) + len(row[4]) for row in rows))
 
     def info(self) -> CacheInfo:
         """Path, entries, bytes counted against the cap, and entries per model."""
@@ -223,17 +228,23 @@ class EmbeddingCache:
                 return default
             return result
 
-    def _checkpoint(self) -> None:
-        """Copy the log into the file as far as no other connection reads it, without waiting.
+    def _checkpoint(self, written: int) -> None:
+        """Copy the log into the file as far as no other connection reads it, without waiting,
+        once _CHECKPOINT_BYTES were inserted since the last whole copy.
 
         SQLite's own checkpoint runs only in the commit that crosses 1,000 pages, which
-        another process's open transaction often blocks; trying after every insert lets the
-        log be reset (and cut to _WAL_LIMIT) at the next write. A failure costs nothing.
+        another process's open transaction often blocks; trying again after each insert until
+        one copies the whole log lets the log be reset (and cut to _WAL_LIMIT) at the next
+        write. A failure costs nothing.
         """
         with self._lock:
-            if self._db is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._unchecked += written
+            if self._db is None or self._unchecked < _CHECKPOINT_BYTES:
+                return
+            with contextlib.suppress(sqlite3.Error):
+                _, log, copied = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if log == copied:  # all of it: the next write starts the log again
+                    self._unchecked = 0
 
     def _connect(self) -> sqlite3.Connection | None:
         """Open, create or migrate the database on first use; None where it cannot be written."""

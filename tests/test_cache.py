@@ -1,5 +1,6 @@
 """The embedding cache: made on first use, safe across threads, capped, and optional."""
 
+import contextlib
 import sqlite3
 import threading
 import warnings
@@ -296,3 +297,24 @@ def test_the_write_ahead_log_is_cut_back_once_no_other_process_reads_it(tmp_path
     cache.put("m", ["after, again"], _gaussians(1, 384, 2))  # resets the log and cuts it back
     assert wal.stat().st_size <= _WAL_LIMIT
     assert cache.info().bytes <= cache.max_bytes
+
+
+def test_a_few_rows_wait_in_the_log_and_a_megabyte_is_copied_into_the_file(tmp_path):
+    """A checkpoint syncs the file to disk: a put of a few rows (a service's request) leaves
+    them in the log, read from there as ever; once a megabyte has come, the log is copied."""
+    cache = EmbeddingCache(tmp_path)
+
+    def rows_in_the_file() -> int:
+        """Rows the database file itself holds, the log aside."""
+        uri = f"file:{cache.path}?immutable=1"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            try:
+                return db.execute("SELECT COUNT(*) FROM gaussians").fetchone()[0]
+            except sqlite3.OperationalError:  # not even the table is copied yet
+                return 0
+
+    cache.put("m", ["one"], _gaussians(1, 384, 0))
+    assert cache.get("m", ["one"])[0].all() and rows_in_the_file() == 0
+    for step in range(6):  # 6 x 64 rows of 3 kB: past the megabyte
+        cache.put("m", [f"s{step} t{i}" for i in range(64)], _gaussians(64, 384, step))
+    assert rows_in_the_file() == 1 + 6 * 64
