@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -564,7 +564,7 @@ class Collection:
         table = self._open()
         if table is None:
             return 0
-        return int(_filtered(lambda: table.count_rows(where), where, self.filter_fields()))
+        return int(_filtered(lambda: table.count_rows(where), where, self.filter_fields))
 
     def stats(self) -> CollectionStats:
         """Count, bytes on disk per item, and the pipeline."""
@@ -784,7 +784,7 @@ class Collection:
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
         table = self._require()
-        found = _filtered(lambda: _scan(table, ["id"], where), where, self.filter_fields())
+        found = _filtered(lambda: _scan(table, ["id"], where), where, self.filter_fields)
         return found.column("id").to_pylist()
 
     def text_search(
@@ -799,7 +799,7 @@ class Collection:
         builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(2 * limit)
         if where:
             builder = builder.where(where, prefilter=True)
-        found = _filtered(builder.to_arrow, where, self.filter_fields())
+        found = _filtered(builder.to_arrow, where, self.filter_fields)
         ids, scores = found.column("id").to_pylist(), found.column("_score").to_pylist()
         ranked = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: (-h[1], h[0]))
         return ranked[:limit]
@@ -897,10 +897,11 @@ _UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$
 _NO_FIELD = re.compile(r"No field named (\S+?)\.\s*Valid fields are .*$")
 
 
-def _filtered(run: Any, where: str | None, fields: Sequence[str] = ()) -> Any:
+def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) -> Any:
     """Run a LanceDB call with a filter, refusing more than one SQL condition and turning a
     bad filter's engine error into a clear StoreError: no engine source paths, and for an
-    unknown field the fields a filter can name (`fields`), not every column."""
+    unknown field the fields a filter can name (`fields()`, asked only then), not every
+    column."""
     if where and ";" in re.sub(r"'(?:[^']|'')*'", "", where):
         raise StoreError(
             f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
@@ -912,7 +913,7 @@ def _filtered(run: Any, where: str | None, fields: Sequence[str] = ()) -> Any:
         if not where:
             raise
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
-        known = ", ".join(fields) if fields else "id, text and the metadata columns"
+        known = ", ".join(fields())
         message = _NO_FIELD.sub(
             lambda m: f"no field {m.group(1)}; filters can name {known}", message
         )
