@@ -280,6 +280,26 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     assert collection.document_index()["a"] == before
 
 
+def test_a_document_with_a_lone_surrogate_is_a_problem_not_a_failure(tmp_path, pydoc_pipeline):
+    """A JSON escape like \\ud800 (in a text or in metadata) cannot be hashed or stored as
+    UTF-8: that document is named as a problem, the others are written (or, by default,
+    nothing is)."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        '{"id": "a", "text": "a fine document about cats"}\n'
+        '{"id": "b", "text": "broken \\ud800 text"}\n'
+        '{"id": "c", "text": "fine", "tag": "\\udfff"}\n'
+    )
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    with pytest.raises(IngestError, match="'b': its text is not valid Unicode"):
+        ingest_documents(source, collection, pydoc_pipeline, SMALL)
+    assert not collection.exists
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
+    assert report.added == 1 and collection.ids() == {"a#0"}
+    said = sorted(p.message for p in report.problems)
+    assert said[0].startswith("document 'b': its text") and "'c': its metadata" in said[1]
+
+
 def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline_dir):
     runner = CliRunner()
     db = str(tmp_path / "db")

@@ -36,6 +36,7 @@ from probembed.store.ingest import (
     commit,
     finish,
     ingest,
+    not_unicode,
     prepare,
 )
 from probembed.store.readers import Problem, Record, read_records
@@ -314,6 +315,14 @@ def _plan(
             )
             continue
         plan.seen[item.id] = item.source
+        unencodable = (
+            None
+            if isinstance(item, StreamedFile)
+            else not_unicode(item.id, item.text, item.metadata)
+        )
+        if unencodable is not None:
+            report.problems.append(Problem(item.source, f"document {item.id!r}: {unencodable}"))
+            continue
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
         digest = chunked_digest(content, settings)

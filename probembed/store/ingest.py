@@ -251,7 +251,7 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     if record.id in first_seen:
         first = first_seen[record.id] or "earlier"
         return Problem(where, f"duplicate id {record.id!r} (first at {first})")
-    unencodable = _not_unicode(record)
+    unencodable = not_unicode(record.id, record.text, record.metadata)
     if unencodable is not None:
         return Problem(where, f"document {record.id!r}: {unencodable}")
     trial = dict(types)
@@ -264,10 +264,10 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     return None
 
 
-def _not_unicode(record: Record) -> str | None:
-    """What of a record cannot be stored as UTF-8 (a lone surrogate), or None: Arrow would
-    fail on it mid-ingest."""
-    fields = {"id": record.id, "text": record.text, "metadata": record.metadata}
+def not_unicode(doc_id: str, text: str, metadata: dict[str, Any]) -> str | None:
+    """What of a document cannot be stored as UTF-8 (a lone surrogate), or None: Arrow (or
+    the content hash) would fail on it mid-ingest."""
+    fields = {"id": doc_id, "text": text, "metadata": metadata}
     for name, value in fields.items():
         raw = (
             value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
