@@ -201,6 +201,7 @@ def test_error_messages_keep_brackets_in_paths_literal(tmp_path):
         (["docs.jsonl", "--sync"], "--sync needs --chunk"),
         (["docs.jsonl", "--batch-size", "0"], "--batch-size"),
         (["docs.jsonl", "--chunk", "--overlap", "-1"], "overlap_tokens"),
+        (["docs.jsonl", "--collection", "bad name"], "invalid collection name 'bad name'"),
     ],
 )
 def test_a_refused_ingest_creates_no_database(tmp_path, monkeypatch, args, says):

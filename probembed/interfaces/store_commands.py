@@ -208,6 +208,7 @@ def ingest_command(
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.chunking import ChunkSettings
     from probembed.store import StoreError
+    from probembed.store.collection import check_collection_name
 
     # Every check that needs no database comes first: a refused run creates none.
     if not ray and address is not None:
@@ -224,6 +225,7 @@ def ingest_command(
 
             validate_workers(workers, cpus_per_worker, gpus_per_worker)
         settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
+        check_collection_name(collection)
         given = load_pipeline(pipeline) if pipeline is not None else None
         where = resolve_db(db)
         made_here = isinstance(where, Path) and not where.exists()

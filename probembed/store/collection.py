@@ -112,6 +112,15 @@ class CollectionStats:
         }
 
 
+def check_collection_name(name: object) -> None:
+    """Refuse a name LanceDB cannot use as a table (checked before any database is made)."""
+    if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
+        raise StoreError(
+            f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit, at most 128 characters)"
+        )
+
+
 class Database:
     """A directory (or object-store URI) of collections; reading needs it, writing creates it.
 
@@ -169,11 +178,7 @@ class Database:
 
         The same handle for a name means its searcher stays warm however often it is asked for.
         """
-        if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
-            raise StoreError(
-                f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' "
-                "(starting with a letter or digit, at most 128 characters)"
-            )
+        check_collection_name(name)
         if name not in self._handles:
             self._handles[name] = Collection(self, name)
         return self._handles[name]
