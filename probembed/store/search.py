@@ -608,7 +608,7 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
     """
     dots, variances = np.asarray(dots), np.asarray(variances)
     if dots.ndim == 1:
-        value = float(confidence(dots[None], variances[None])[0]) if len(dots) else math.nan
+        value = float(confidence(dots[None], variances[None])[0])
         return None if math.isnan(value) else value
     if dots.shape[1] < 2:
         return np.full(len(dots), np.nan)
