@@ -21,6 +21,7 @@ from probembed.store import (
     StoreError,
     ingest,
 )
+from probembed.store import collection as collection_module
 from probembed.store.readers import Record
 
 
@@ -80,8 +81,11 @@ def test_a_collection_dropped_by_restore_and_written_again_reads_its_new_header(
 
 
 def test_a_search_sees_another_handles_commit_and_an_unmoved_table_is_not_reopened(
-    collection, hash_pipeline
+    collection, hash_pipeline, monkeypatch
 ):
+    # the once-a-second look for a collection made again is a reopen too: off here, so the
+    # count does not depend on how fast the searches run
+    monkeypatch.setattr(collection_module, "RECREATION_RECHECK_S", float("inf"))
     collection.add(batch(hash_pipeline, ["a", "b"]))
     searcher = Searcher(collection, hash_pipeline)
     assert searcher.search(["document b"], k=5)[0]["hits"]

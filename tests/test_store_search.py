@@ -14,6 +14,7 @@ from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
 from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, IndexSettings, Searcher, confidence, ingest
+from probembed.store import collection as collection_module
 from probembed.store.index import HnswIndex
 from probembed.store.ranking import RRF_K
 from probembed.store.readers import Record
@@ -290,6 +291,28 @@ def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
     found = {h["id"] for h in collection.search(sentences[0], k=40, exact=True)["hits"]}
     assert found == {r.id for r in records}  # r0 is back, new0 is gone
     assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"
+
+
+def test_a_warm_searcher_follows_a_collection_made_again_at_the_same_version(
+    tmp_path, pydoc_pipeline, monkeypatch
+):
+    """A service's searcher (one database handle) beside a CLI that drops the collection and
+    ingests an edited corpus (another handle): the new collection reaches the very version
+    number the searcher holds, and the searcher serves the new rows, not the dropped ones."""
+    monkeypatch.setattr(collection_module, "RECREATION_RECHECK_S", 0.0)  # look at every search
+    old = [Record(f"d{i}", f"old passage about cats and their whiskers {i}", {}) for i in range(30)]
+    new = [Record(f"d{i}", f"new passage about databases and indexes {i}", {}) for i in range(30)]
+    service, cli = Database(tmp_path / "db", create=True), Database(tmp_path / "db")
+    ingest(old, cli.collection("c"), pydoc_pipeline, batch_size=10)
+    held = service.open("c")
+    assert held.search("whiskers", k=1, exact=True)["hits"][0]["text"].startswith("old")
+    before = held.version
+    cli.drop("c")
+    ingest(new, cli.collection("c"), pydoc_pipeline, batch_size=10)
+    assert cli.collection("c").version == before  # the case a version number cannot tell
+    hits = held.search("databases", k=30, exact=True)["hits"]
+    assert {h["text"] for h in hits} == {r.text for r in new}
+    assert service.open("c").search("indexes", k=1)["hits"][0]["text"].startswith("new")
 
 
 def test_a_refresh_that_fails_reading_leaves_no_half_moved_snapshot(

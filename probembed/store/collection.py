@@ -15,6 +15,8 @@ import contextlib
 import json
 import os
 import re
+import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -66,6 +68,10 @@ REMEASURE_FRACTION = 0.1
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
 #: of fewer rows than LanceDB's fragment target), not after every write.
 COMPACT_SMALL_FRAGMENTS = 16
+#: At most this often (seconds) a handle reopens its table at an unchanged version number, to
+#: see whether another process dropped the collection and made it again under the same name
+#: (a re-ingest of the same corpus reaches the same version number).
+RECREATION_RECHECK_S = 1.0
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -244,6 +250,8 @@ class Collection:
         self._shares: Pipeline | None = None
         self._searcher: Searcher | None = None
         self._header_at: tuple[int, dict[str, Any]] | None = None
+        #: When (time.monotonic) the header was last read.
+        self._header_read = -float("inf")
         #: The version of `_table` as last opened (None until asked): one read per look.
         self._seen: int | None = None
 
@@ -311,27 +319,42 @@ class Collection:
         """The table's latest LanceDB version; every commit increments it.
 
         Asked of the database's watching handle first: when the table has not moved (what
-        every search asks), that is the only round trip; when it has, the table is reopened.
+        every search asks), that is the only round trip; when it has, or once a second to
+        catch a collection made again under this name, the table is reopened.
         """
-        if self._seen is not None and self.db.latest_version(self.name) == self._seen:
+        due = time.monotonic() - self._header_read >= RECREATION_RECHECK_S
+        if not due and self._seen is not None and self.db.latest_version(self.name) == self._seen:
             return self._seen
-        self._require()
+        self._header(reopen=True)
         return self._seen_version()
 
-    def _header(self) -> dict[str, Any]:
+    @property
+    def created(self) -> str | None:
+        """The token of this collection's creation (None for tables made before tokens)."""
+        return self._header().get("created")
+
+    def _header(self, reopen: bool = False) -> dict[str, Any]:
         """The probembed entry of the schema metadata, read once per table version.
 
         It is the header of the version last opened: `version` (and every read or write)
-        looks for a newer one first.
+        looks for a newer one first (`reopen`). Once a second it is read again from the latest
+        version even at the same number; a new creation token there means the collection was
+        dropped and made again, and what was kept of the old one (its pipeline) is forgotten.
         """
+        due = time.monotonic() - self._header_read >= RECREATION_RECHECK_S
+        if due or reopen:
+            self._require()
         version = self._seen_version()
-        if self._header_at is None or self._header_at[0] != version:
+        if due or self._header_at is None or self._header_at[0] != version:
             header = read_header(self._as_seen().schema)
             if header is None:
                 raise StoreError(
                     f"table {self.name!r} in {self.db.path} was not written by probembed"
                 )
-            self._header_at = (version, header)
+            held = self._header_at
+            if held is not None and held[1].get("created") != header.get("created"):
+                self._pipeline, self._shares = None, None
+            self._header_at, self._header_read = (version, header), time.monotonic()
         return self._header_at[1]
 
     @property
@@ -856,7 +879,7 @@ class Collection:
 
     def _create(self, batch: Batch) -> None:
         """Create the table with its first rows and its pipeline header in one commit."""
-        schema = table_schema(batch)
+        schema = table_schema(batch, created=uuid.uuid4().hex)
         data = to_arrow(batch, schema)
         self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
         self._seen, self._header_at = None, None  # a new table: its own versions and header

@@ -92,14 +92,18 @@ class Batch:
             )
 
 
-def table_schema(batch: Batch, compact: bool = True) -> pa.Schema:
+def table_schema(batch: Batch, compact: bool = True, created: str | None = None) -> pa.Schema:
     """The schema of a new collection, with its pipeline header, made for a first batch.
 
     `compact=False` keeps whole variances (files for other stores, which have no basis).
+    `created` marks one creation of a collection: a reader that held the collection tells it
+    from one dropped and made again under its name, even at the same version number.
     """
     dim, models = batch.fused.gaussian.dim, batch.pipeline.models
     basis = VarianceBasis.fitting(batch.fused.gaussian, batch.pipeline.blocks) if compact else None
     header: dict[str, Any] = {"format": 1, "pipeline": batch.pipeline.to_json(), "dim": dim}
+    if created is not None:
+        header["created"] = created
     variance = pa.field("var", pa.list_(pa.float32(), dim))
     if basis is not None:
         header |= {"format": FORMAT_VERSION, "variance": basis.to_json()}

@@ -94,7 +94,7 @@ class QueryResult(TypedDict):
     query: str | None
     #: With a pipeline calibrator's learned query confidence: P(the query is answered well,
     #: nDCG@10 at least the median of its training queries). Otherwise P(the first hit truly
-    #: outranks the second). None without hits, 1.0 with a single one.
+    #: outranks the second). None below two hits.
     confidence: float | None
     hits: list[Hit]
 
@@ -310,7 +310,11 @@ class Searcher:
         many rows outside a graph's radius make the graphs be built again.
         """
         previous = self._snapshot
-        current = previous is not None and previous.version == self.collection.version
+        current = (
+            previous is not None
+            and previous.version == self.collection.version
+            and previous.created == self.collection.created
+        )
         read_due = time.monotonic() - self._agreement_read >= AGREEMENT_RECHECK_S
         if current and not self._agreement_moved and not read_due:
             return

@@ -250,13 +250,15 @@ class Snapshot:
     tilt: Tilt | None = None
     #: Every position's float32 variance as search scores it, while len(self) <= DECODED_ROWS.
     _decoded: np.ndarray | None = None
+    #: The creation token of the collection the rows are from (`Collection.created`).
+    created: str | None = None
 
     @classmethod
     def load(cls, collection: Collection, tilt: Tilt | None = None) -> Snapshot:
         """Every row of the collection's current version, streamed from LanceDB."""
         version, _, listing = collection.listing()
         snapshot = cls._empty(collection, version)
-        snapshot.tilt = tilt
+        snapshot.tilt, snapshot.created = tilt, collection.created
         snapshot._append(collection, listing, version)
         snapshot.added = np.zeros(0, dtype=np.int64)
         return snapshot
@@ -304,8 +306,12 @@ class Snapshot:
         deleted, rewritten or moved, and the listed rows are all new. They are appended and
         nothing else is read, so a write of a few rows costs a few rows, not a listing of the
         whole collection. Otherwise, or after a `restore` (whose rows come back with their old
-        row ids), the whole listing is compared.
+        row ids), the whole listing is compared. A collection made again under the same name
+        is loaded afresh.
         """
+        if collection.created != self.created:  # dropped and made again: no row is the same
+            self.close()
+            return Snapshot.load(collection, self.tilt)
         # a snapshot holding no row lists everything: LanceDB's row ids are unsigned
         after = int(self.row_ids.max()) if len(self.row_ids) else None
         version, count, fresh = collection.listing(after)
