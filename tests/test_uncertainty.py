@@ -141,6 +141,20 @@ def test_perturb_is_deterministic_and_independent_of_batch(toy_pairs):
     assert together.var[1].sum() > 0
 
 
+def test_perturb_gives_a_text_it_cannot_perturb_no_spread_and_fusion_weighs_it_by_the_prior():
+    """A one-word text has eight identical views: its variance is exactly 0 (unknown), not
+    the rounding residue of their mean (~1e-32 here), which at a finite temperature took
+    every fusion weight and made calibration's scale explode."""
+    from probembed.pipeline import FusionConfig, Pipeline
+
+    estimators = [PerturbEstimator(get_encoder("hash", dim=d)) for d in (64, 48)]
+    moments = estimators[0]._encode_raw(["Python", "car", "two words", PROBE[1]])
+    assert np.all(moments.var[:2] == 0) and moments.var[3].sum() > 0
+    fused = Pipeline(estimators, FusionConfig("uec", temperature=1.0, prior=(0.7, 0.3)))
+    fused = fused.encode(["Python", PROBE[1]])
+    np.testing.assert_allclose(fused.weights[0], [0.7, 0.3], rtol=1e-6)  # float32 weights
+
+
 @pytest.fixture(scope="module")
 def small_head(toy_pairs):
     """A head trained briefly on a hash encoder: real trained weights in a second."""

@@ -41,11 +41,17 @@ class PerturbEstimator(Estimator):
         m, rate, seed = self.params["views"], self.params["rate"], self.params["seed"]
         if m < 2:
             raise ValueError(f"perturb needs views >= 2 to estimate a variance, got {m}")
-        views = [v for text in texts for v in dropout_views(text, m, rate, seed)]
-        vectors = self.encoder.encode(texts + views)
+        per_text = [dropout_views(text, m, rate, seed) for text in texts]
+        vectors = self.encoder.encode(texts + [v for views in per_text for v in views])
         base, _ = unit_rows(vectors[: len(texts)])
         perturbed, _ = unit_rows(vectors[len(texts) :])
-        return Moments(base, perturbed.reshape(len(texts), m, -1).var(axis=1, ddof=1))
+        spread = perturbed.reshape(len(texts), m, -1).var(axis=1, ddof=1)
+        # views that are all one string (a one-word text) saw no spread: exactly 0, the
+        # unknown that fusion and calibration skip, not the ~1e-32 that rounding of the mean
+        # (or an encoder whose float32 output shifts with the batch) leaves, which would
+        # read as the most certain text there is
+        spread[[len(set(views)) == 1 for views in per_text]] = 0.0
+        return Moments(base, spread)
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """Perturbation keeps no arrays; anything stored means the directory is not ours."""
