@@ -577,3 +577,24 @@ def test_batched_features_are_each_querys_own(seed, queries, depth, k):
         for i in range(queries):
             alone = query_features(dots[i], cosines[i])
             np.testing.assert_allclose(together[i], alone, rtol=1e-12, atol=1e-15)
+
+
+def test_a_logistic_fits_features_that_are_missing_as_it_predicts_them():
+    """A member weighted 0 gives NaN features (its cosines). `predict` reads NaN as the
+    training mean; fitting on them failed inside scikit-learn. A column missing on every row
+    carries nothing: the fit equals one without it; one missing on some rows still fits."""
+    from probembed.calibration.logistic import Logistic
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(200, 3))
+    labels = x[:, 0] + 0.5 * rng.normal(size=200) > 0
+    without = Logistic.fit(x, labels, seed=0)
+    missing = np.column_stack([x, np.full(200, np.nan)])
+    fitted = Logistic.fit(missing, labels, seed=0)
+    assert fitted.coef[3] == 0.0
+    np.testing.assert_allclose(fitted.predict(missing), without.predict(x), rtol=1e-9)
+    assert Logistic.from_json(fitted.to_json(), "model").width == 4  # every number finite
+    some = x.copy()
+    some[::3, 1] = np.nan
+    p = Logistic.fit(some, labels, seed=0).predict(some)
+    assert np.all((p > 0) & (p < 1)) and np.corrcoef(p, labels)[0, 1] > 0.5

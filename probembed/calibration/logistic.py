@@ -5,6 +5,7 @@ The one model behind both the per-hit relevance calibrator and the learned query
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,14 +70,19 @@ class Logistic:
 
     @classmethod
     def fit(cls, features: np.ndarray, labels: np.ndarray, seed: int) -> Logistic:
-        """Standardise, then fit scikit-learn's L2-regularised logistic regression (C = 1)."""
+        """Standardise, then fit scikit-learn's L2-regularised logistic regression (C = 1).
+
+        A NaN feature (a member weighted 0) counts as its mean, as in `predict`.
+        """
         from sklearn.linear_model import LogisticRegression
 
         x = np.asarray(features, dtype=np.float64)
-        mean, scale = x.mean(axis=0), x.std(axis=0)
+        with warnings.catch_warnings():  # a column of NaN only: mean 0, scale 1 below
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, scale = np.nan_to_num(np.nanmean(x, axis=0)), np.nanstd(x, axis=0)
         scale = np.where(scale > 0, scale, 1.0)  # a constant feature: centred, left unscaled
         model = LogisticRegression(max_iter=1000, random_state=seed)
-        model.fit((x - mean) / scale, labels)
+        model.fit(np.nan_to_num((x - mean) / scale, nan=0.0), labels)
         return cls(mean, scale, model.coef_[0].astype(np.float64), float(model.intercept_[0]))
 
 
