@@ -160,7 +160,7 @@ def query_confidence(
         dict(enumerate(per_item["ndcg@10"])), dict(enumerate(per_item["recall@10"]))
     )["ndcg_below_median"]
     signals = confidence_signals(
-        per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"]
+        per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"], per_item["top_dots"]
     )
     figures.update({f"report:{k}": auroc(s, harness_failed) for k, s in signals.items()})
     if calibrator.confidence is None:

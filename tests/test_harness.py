@@ -105,3 +105,26 @@ def test_retrieval_evaluation_on_a_toy_beir_folder(pipe):
     # mapping or metric would fall below.
     assert outcome.metrics == {"ndcg@10": 1.0, "recall@100": 1.0, "mrr@10": 1.0}
     assert outcome.per_item["top_scores"].shape == (len(data.queries), 2)
+
+
+@pytest.mark.parametrize("score", ["csd", "kl"])
+def test_the_outrank_signal_reads_dot_products_whatever_score_ranked(pipe, score):
+    """The variances a query's outrank probability divides by are of the hits' dot products;
+    a KL or CSD margin over them mixed units and put nearly every query at 0."""
+    from probembed.evaluation.uncertainty import confidence_signals
+    from probembed.scoring import outrank_probability, score_matrix
+
+    data = load_dataset(TOY / "retrieval" / "toy")
+    embedded, fusion = embed(pipe, data), FusionConfig("mean")
+    item = evaluate(embedded, data, Method(score, fusion, ScoreConfig(score, 1))).per_item
+    queries = embedded.fused("queries", fusion).gaussian
+    docs = embedded.fused("docs", fusion).gaussian
+    top = np.argsort(-score_matrix(queries, docs, score, 1), axis=1)[:, :2]
+    dots = np.einsum("qd,qkd->qk", queries.mean.astype(np.float64), docs.mean[top])
+    np.testing.assert_allclose(item["top_dots"], dots, rtol=1e-12)
+    assert np.abs(item["top_scores"] - dots).max() > 0.1  # the score is in other units
+    d, v = dots, item["top_vars"]
+    signals = confidence_signals(item["top_scores"], v, item["uncertainty"], item["top_dots"])
+    np.testing.assert_allclose(
+        signals["margin_prob"], outrank_probability(d[:, 1], d[:, 0], v[:, 1], v[:, 0])
+    )

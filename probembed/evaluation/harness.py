@@ -160,11 +160,19 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     metrics = {name: float(np.mean(list(per_query[name].values()))) for name in REPORTED}
     top = np.argsort(-scores, axis=1)[:, :2]
     top_scores = np.take_along_axis(scores, top, axis=1)
+    top_dots = np.einsum(  # what the variances are of, whatever score ranked the hits
+        "qd,qkd->qk", queries.mean.astype(np.float64), docs.mean[top].astype(np.float64)
+    )
     top_vars = dot_variance(queries, docs, candidates=top) + embedded.between_variance(
         fused_queries, fused_docs, method.fusion, top
     )
     per_item = {name: np.array([values[q] for q in qids]) for name, values in per_query.items()}
-    per_item.update(top_scores=top_scores, top_vars=top_vars, uncertainty=queries.total_variance())
+    per_item.update(
+        top_scores=top_scores,
+        top_dots=top_dots,
+        top_vars=top_vars,
+        uncertainty=queries.total_variance(),
+    )
     return Outcome(metrics, per_item)
 
 

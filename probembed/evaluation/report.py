@@ -111,7 +111,7 @@ def uncertainty_quality(dataset: Dataset, result: Comparison, method: str) -> li
 def _retrieval_uncertainty(per_item: dict[str, np.ndarray]) -> tuple[dict, dict]:
     """Per query-level signal: AUROC for both failure definitions, coverage and decile figures."""
     signals = confidence_signals(
-        per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"]
+        per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"], per_item["top_dots"]
     )
     ndcg = per_item["ndcg@10"]
     failed = failed_queries(dict(enumerate(ndcg)), dict(enumerate(per_item["recall@10"])))

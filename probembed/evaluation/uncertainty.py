@@ -148,22 +148,34 @@ def expected_calibration_error(prob: ArrayLike, outcome: ArrayLike, n_bins: int 
 
 
 def confidence_signals(
-    top_scores: ArrayLike, top_vars: ArrayLike, query_uncertainty: ArrayLike
+    top_scores: ArrayLike,
+    top_vars: ArrayLike,
+    query_uncertainty: ArrayLike,
+    top_dots: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-query uncertainty signals from the ranked scores, all oriented higher = less sure.
 
-    `margin_prob`: 1 − Φ((s1 − s2) / sqrt(v1 + v2)), the chance the runner-up truly beats the
-        top hit if the two scores are independent Gaussians; 0.5 for a tie.
+    `top_vars` are the variances of the hits' dot products; `top_dots` those dot products,
+    when another score ranked the hits (None: the scores are dot products).
+    `margin_prob`: 1 − Φ((d1 − d2) / sqrt(v1 + v2)) on the dot products of the two best hits,
+        the chance the runner-up truly beats the top hit if the two are independent
+        Gaussians; 0.5 for a tie. A margin of another score over these variances would mix
+        units (a KL score's margin is hundreds of times a dot product's).
     `query_var`: the query embedding's own uncertainty, as given.
     `neg_top1`: −s1, a weak best match.
     `neg_margin`: −(s1 − s2), a close call between the two best documents.
     `top1_std`: sqrt(v1), how unsure the best score itself is.
     """
     scores, variances, query_uncertainty = _validate_ranked(top_scores, top_vars, query_uncertainty)
+    dots = scores if top_dots is None else np.asarray(top_dots, dtype=np.float64)
+    if dots.shape != scores.shape or np.isnan(dots).any():
+        raise ValueError(
+            f"top_dots must be NaN-free and shaped like top_scores {scores.shape}, got {dots.shape}"
+        )
     margin = scores[:, 0] - scores[:, 1]
     return {
         "margin_prob": outrank_probability(
-            scores[:, 1], scores[:, 0], variances[:, 1], variances[:, 0]
+            dots[:, 1], dots[:, 0], variances[:, 1], variances[:, 0]
         ),
         "query_var": query_uncertainty,
         "neg_top1": -scores[:, 0],
