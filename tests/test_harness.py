@@ -2,14 +2,17 @@
 
 import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from probembed.evaluation import tuning as tuning_module
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import (
     Method,
+    Outcome,
     baseline_methods,
     embed,
     evaluate,
@@ -48,6 +51,31 @@ def test_simplex_grid_covers_the_simplex(k, step):
     units = round(1 / step)
     assert len(grid) == math.comb(units + k - 1, k - 1)
     assert all(len(w) == k and math.isclose(sum(w), 1.0) and min(w) >= 0 for w in grid)
+
+
+@pytest.mark.parametrize("step", [0.3, 0.0, -0.5, 1.5])
+def test_a_grid_step_that_does_not_divide_one_is_refused(step):
+    """0.3 quietly became thirds; 0 divided by zero."""
+    with pytest.raises(ValueError, match="step must be 1/n"):
+        simplex_grid(2, step)
+
+
+def test_tuning_on_a_split_whose_gold_scores_are_all_equal_is_refused(pipe, small_sts):
+    """Every candidate's Spearman was NaN, NaN lost every comparison, and tuning returned the
+    first grid point with a dev figure of -inf and no word."""
+    dev = load_dataset(small_sts, "dev")
+    flat = replace(dev, scores=np.full(len(dev.scores), 3.0))
+    with pytest.raises(ValueError, match="gold scores are all equal"):
+        tune([(embed(pipe, flat), flat)], step=0.5)
+
+
+def test_tuning_refuses_a_candidate_that_scores_nan(pipe, small_sts, monkeypatch):
+    """A NaN objective (predictions all equal) names the candidate instead of being skipped."""
+    dev = load_dataset(small_sts, "dev")
+    embedded = embed(pipe, dev)
+    monkeypatch.setattr(tuning_module, "evaluate", lambda *a: Outcome({"spearman": np.nan}, {}))
+    with pytest.raises(ValueError, match="tune weights: .* scores NaN"):
+        tune([(embedded, dev)], step=0.5)
 
 
 def test_tuning_reports_the_best_dev_figure_of_each_grid(pipe, small_sts):

@@ -23,8 +23,11 @@ Run = Mapping[str, Mapping[str, float]]
 
 
 def spearman(pred: ArrayLike, gold: ArrayLike) -> float:
-    """Rank correlation in [-1, 1], the STS metric (tables show it times 100)."""
+    """Rank correlation in [-1, 1], the STS metric (tables show it times 100); NaN for
+    predictions that are all equal (they rank nothing)."""
     pred, gold = _validate_paired(pred, gold, "pred", "gold")
+    if np.all(gold == gold[0]):
+        raise ValueError(f"gold scores are all equal ({gold[0]!r}): no ranking to correlate with")
     return float(spearmanr(pred, gold).statistic)
 
 

@@ -12,6 +12,7 @@ stored, and the other members' weights, hence every fused vector and score, are 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -38,7 +39,9 @@ class Tuned:
 
 def simplex_grid(k: int, step: float) -> list[tuple[float, ...]]:
     """Every weight vector on the K-simplex with coordinates in multiples of step."""
-    units = round(1 / step)
+    units = round(1 / step) if 0 < step <= 1 else 0
+    if units == 0 or not math.isclose(units * step, 1.0, rel_tol=1e-9):
+        raise ValueError(f"step must be 1/n for a whole n (0.5, 0.25, 0.1, ...), got {step}")
     points = [c for c in itertools.product(range(units + 1), repeat=k - 1) if sum(c) <= units]
     return [tuple(x / units for x in (*c, units - sum(c))) for c in points]
 
@@ -51,6 +54,8 @@ def _best(
     with progress_bar(label, len(candidates), progress) as bar:
         for method in candidates:
             value = objective(method)
+            if math.isnan(value):  # would lose every comparison, and tuning would pass it by
+                raise ValueError(f"{label}: {method} scores NaN on the tuning data")
             if value > best_value + 1e-12:
                 best, best_value = method, value
             bar.advance(1)
