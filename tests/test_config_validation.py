@@ -184,3 +184,29 @@ def test_a_json_true_is_not_a_number_for_any_setting():
     with pytest.raises(ValueError, match="adapt gamma must be a number, got True"):
         AdaptConfig(gamma=True)
     assert ScoreConfig("uec", beta=np.float32(2)).beta == 2.0  # numpy numbers still are
+
+
+@pytest.mark.parametrize(
+    "kind, params, message",
+    [
+        ("laplace", {"prior_precision": 0}, "laplace prior_precision must be a finite number > 0"),
+        ("laplace", {"prior_precision": "1"}, "laplace prior_precision must be a finite number"),
+        ("laplace", {"prior_precision": float("nan")}, "prior_precision must be a finite"),
+        ("laplace", {"temperature": -1.0}, "laplace temperature must be a finite number > 0"),
+        ("laplace", {"batch_size": 0}, "laplace batch_size must be a whole number > 0"),
+        ("laplace", {"batch_size": True}, "laplace batch_size must be a whole number > 0"),
+        ("laplace", {"holdout": 1.0}, r"laplace holdout must be a number in \(0, 1\)"),
+        ("laplace", {"seed": 1.5}, "laplace seed must be a whole number"),
+        ("laplace", {"calibrate": "yes"}, "laplace calibrate must be true or false"),
+        ("perturb", {"views": 1}, "perturb views must be a whole number >= 2"),
+        ("perturb", {"rate": 1.0}, r"perturb rate must be a number in \[0, 1\), got 1.0"),
+    ],
+)
+def test_bad_estimator_settings_fail_when_it_is_made(kind, params, message):
+    """Not minutes into a Fisher pass (λ = 0 failed only in the calibration after it, and
+    λ = "1" with a TypeError comparing str and int)."""
+    from probembed.encoders import get_encoder
+    from probembed.uncertainty import make_estimator
+
+    with pytest.raises(ValueError, match=message):
+        make_estimator(kind, get_encoder("hash", dim=16), **params)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -84,6 +85,17 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def is_number(value: object) -> bool:
+    """A finite real number and not a bool (JSON's true would pass as 1)."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return real and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def is_count(value: object) -> bool:
+    """A whole number and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class Estimator(ABC):
     """Turns one deterministic encoder into a probabilistic one.
 
@@ -107,6 +119,7 @@ class Estimator(ABC):
             )
         self.encoder = encoder
         self.params: dict[str, Any] = {**allowed, **params}
+        self._check_params()
         self.state = {}
         self.scale = 1.0
         self._progress = False
@@ -167,6 +180,21 @@ class Estimator(ABC):
     @abstractmethod
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Learn `self.state` from positive pairs."""
+
+    def _check_params(self) -> None:
+        """Refuse a bad hyper-parameter when the estimator is made, not minutes into a fit.
+
+        Subclasses check their own DEFAULTS after these.
+        """
+        holdout = self.params["holdout"]
+        self._require("holdout", is_number(holdout) and 0 < holdout < 1, "a number in (0, 1)")
+        self._require("seed", is_count(self.params["seed"]), "a whole number")
+        self._require("calibrate", isinstance(self.params["calibrate"], bool), "true or false")
+
+    def _require(self, name: str, ok: bool, what: str) -> None:
+        """A ValueError naming the estimator, the parameter, what it must be and what it is."""
+        if not ok:
+            raise ValueError(f"{self.kind} {name} must be {what}, got {self.params[name]!r}")
 
     @abstractmethod
     def _encode_raw(self, texts: list[str]) -> Moments:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from probembed.encoders.base import Encoder
-from probembed.uncertainty.base import Derived, Estimator
+from probembed.uncertainty.base import Derived, Estimator, is_count, is_number
 from probembed.uncertainty.fisher import fisher_diagonal, posterior_variance, predictive_variance
 from probembed.uncertainty.moments import Moments, unit_rows
 
@@ -41,6 +41,15 @@ class LaplaceEstimator(Estimator):
     def __init__(self, encoder: Encoder, **params: Any) -> None:
         super().__init__(encoder, **params)
         self._posterior = Derived()
+
+    def _check_params(self) -> None:
+        """λ and the temperature divide and take roots; the batch size counts texts."""
+        super()._check_params()
+        for name in ("prior_precision", "temperature"):
+            value = self.params[name]
+            self._require(name, is_number(value) and value > 0, "a finite number > 0")
+        size = self.params["batch_size"]
+        self._require("batch_size", is_count(size) and size > 0, "a whole number > 0")
 
     @property
     def uses_last_layer(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from probembed.uncertainty.base import Estimator
+from probembed.uncertainty.base import Estimator, is_count, is_number
 from probembed.uncertainty.moments import Moments, unit_rows
 
 
@@ -33,14 +33,19 @@ class PerturbEstimator(Estimator):
     needs_fit = False
     DEFAULTS: ClassVar[dict[str, Any]] = {"views": 8, "rate": 0.15}
 
+    def _check_params(self) -> None:
+        """A variance needs two views; a rate of 1 would drop every word."""
+        super()._check_params()
+        views, rate = self.params["views"], self.params["rate"]
+        self._require("views", is_count(views) and views >= 2, "a whole number >= 2")
+        self._require("rate", is_number(rate) and 0 <= rate < 1, "a number in [0, 1)")
+
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Nothing to learn: the only fitted quantity is the calibration scale."""
 
     def _encode_raw(self, texts: list[str]) -> Moments:
         """Encode the texts and all their views in one call, then take per-dimension variances."""
         m, rate, seed = self.params["views"], self.params["rate"], self.params["seed"]
-        if m < 2:
-            raise ValueError(f"perturb needs views >= 2 to estimate a variance, got {m}")
         per_text = [dropout_views(text, m, rate, seed) for text in texts]
         vectors = self.encoder.encode(texts + [v for views in per_text for v in views])
         base, _ = unit_rows(vectors[: len(texts)])
