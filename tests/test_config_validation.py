@@ -198,6 +198,8 @@ def test_a_json_true_is_not_a_number_for_any_setting():
         ("laplace", {"holdout": 1.0}, r"laplace holdout must be a number in \(0, 1\)"),
         ("laplace", {"seed": 1.5}, "laplace seed must be a whole number"),
         ("laplace", {"calibrate": "yes"}, "laplace calibrate must be true or false"),
+        ("head", {"hidden": 0}, "head hidden must be a whole number > 0"),
+        ("head", {"lr": -0.1}, "head lr must be a finite number >= 0"),
         ("perturb", {"views": 1}, "perturb views must be a whole number >= 2"),
         ("perturb", {"rate": 1.0}, r"perturb rate must be a number in \[0, 1\), got 1.0"),
     ],

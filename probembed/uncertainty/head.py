@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import torch
 
 from probembed.gaussian import Gaussian
-from probembed.uncertainty.base import Estimator
+from probembed.uncertainty.base import Estimator, is_count, is_number
 from probembed.uncertainty.moments import Moments
 
 _LOG_VAR_MIN, _LOG_VAR_MAX = -20.0, 5.0
@@ -65,6 +65,16 @@ class HeadEstimator(Estimator):
         "weight_decay": 1e-4,
         "batch_size": 256,
     }
+
+    def _check_params(self) -> None:
+        """Sizes count units, epochs and texts; the optimiser's rates are not negative."""
+        super()._check_params()
+        for name in ("hidden", "epochs", "batch_size"):
+            value = self.params[name]
+            self._require(name, is_count(value) and value > 0, "a whole number > 0")
+        for name in ("lr", "weight_decay"):
+            value = self.params[name]
+            self._require(name, is_number(value) and value >= 0, "a finite number >= 0")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unit-norm embeddings: the head's input and the Gaussian's mean."""
