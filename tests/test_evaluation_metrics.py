@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import norm
 
 from probembed.evaluation import (
@@ -87,6 +89,35 @@ def test_run_from_scores_keeps_the_top_k_in_order() -> None:
     assert run == {"q1": {"b": 0.9, "c": 0.5}, "q2": {"a": 0.8, "d": 0.6}}
     assert list(run["q1"]) == ["b", "c"]
     assert len(run_from_scores(["q1", "q2"], ["a", "b", "c", "d"], scores, k=100)["q1"]) == 4
+
+
+def test_tied_scores_rank_by_document_id_whatever_the_corpus_order() -> None:
+    """A relevant document tied with a duplicate scored nDCG 1.0 or 0.63 by where it sat in
+    the corpus; ties now rank as trec_eval ranks them (id descending), in and at the cut."""
+    qrels = {"q": {"rel": 1}}
+    for ids in (["rel", "dup"], ["dup", "rel"]):
+        run = run_from_scores(["q"], ids, [[0.5, 0.5]])
+        assert list(run["q"]) == ["rel", "dup"]
+        assert per_query_metrics(qrels, run, ["ndcg@10"])["ndcg@10"]["q"] == 1.0
+    run = run_from_scores(["q"], ["b", "a", "d", "c"], [[0.9, 0.2, 0.2, 0.2]], k=2)
+    assert list(run["q"]) == ["b", "d"]  # the cut falls inside a tie: d before c and a
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=4, max_size=12),
+    st.integers(1, 12),
+    st.randoms(use_true_random=False),
+)
+def test_a_run_does_not_depend_on_the_order_of_the_corpus(levels, k, rng) -> None:
+    ids = [f"d{i}" for i in range(len(levels))]
+    order = list(range(len(ids)))
+    rng.shuffle(order)
+    scores = np.array(levels, dtype=np.float64)[None]  # few levels: many ties
+    run = run_from_scores(["q"], ids, scores, k=k)
+    shuffled = run_from_scores(["q"], [ids[i] for i in order], scores[:, order], k=k)
+    assert list(run["q"].items()) == list(shuffled["q"].items())
+    assert len(run["q"]) == min(k, len(ids))
 
 
 def test_run_from_scores_rejects_a_wrong_shape() -> None:

@@ -70,6 +70,9 @@ def run_from_scores(
     """Keep each query's k best-scoring documents, the run format the metrics read.
 
     A score of -inf marks a document the query may not retrieve: it never enters the run.
+    Tied scores rank as trec_eval ranks them, by document id descending, both for which
+    enter the k and in what order (ranx keeps a run's order), so no figure depends on the
+    order of the corpus.
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (len(query_ids), len(doc_ids)):
@@ -82,16 +85,14 @@ def run_from_scores(
     if np.isnan(scores).any():
         raise ValueError(f"scores holds {int(np.isnan(scores).sum())} NaN values")
     k = min(k, len(doc_ids))
-    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    top_scores = np.take_along_axis(scores, top, axis=1)
-    order = np.argsort(-top_scores, axis=1, kind="stable")
-    top, top_scores = np.take_along_axis(top, order, 1), np.take_along_axis(top_scores, order, 1)
-    return {
-        query_id: {
-            doc_ids[j]: float(s) for j, s in zip(row, row_scores, strict=True) if s > -np.inf
-        }
-        for query_id, row, row_scores in zip(query_ids, top, top_scores, strict=True)
-    }
+    kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1]
+    id_rank = np.argsort(np.argsort(np.asarray(doc_ids, dtype=str), kind="stable"))
+    run = {}
+    for query_id, row, floor in zip(query_ids, scores, kth, strict=True):
+        tied_in = np.flatnonzero(row >= floor)  # every document tied with the k-th one too
+        best = tied_in[np.lexsort((-id_rank[tied_in], -row[tied_in]))][:k]
+        run[query_id] = {doc_ids[j]: float(row[j]) for j in best if row[j] > -np.inf}
+    return run
 
 
 def run_from_results(
