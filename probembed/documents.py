@@ -10,6 +10,7 @@ only: the evaluation reads BEIR data without the store's dependencies.
 
 from __future__ import annotations
 
+import codecs
 import json
 import warnings
 from collections.abc import Iterator
@@ -51,21 +52,21 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     """One record per non-blank line: `id` (or `_id`), `text`, optional `title`, metadata.
 
     A document with no text at all is a problem unless `allow_empty` (evaluation keeps such
-    BEIR documents, as BEIR does; a store has nothing to embed for them).
+    BEIR documents, as BEIR does; a store has nothing to embed for them). Each line is decoded
+    on its own, so a line that is not UTF-8 is a problem of that line (naming its document
+    when the rest of it is readable) and the lines after it are still read; a byte order
+    mark before the first line is skipped.
     """
-    with path.open(encoding="utf-8", errors="strict") as lines:
-        lineno = 0
-        while True:
-            lineno += 1
+    with path.open("rb") as lines:
+        for lineno, raw in enumerate(lines, 1):
+            source = f"{path}:{lineno}"
             try:
-                line = lines.readline()
+                line = (raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw).decode()
             except UnicodeDecodeError as exc:
-                yield Problem(f"{path}:{lineno}", f"not UTF-8 ({exc.reason}); reading stopped")
-                return
-            if not line:
-                return
+                yield _undecodable(raw, source, exc)
+                continue
             if line.strip():
-                yield _parse_line(line, f"{path}:{lineno}", allow_empty)
+                yield _parse_line(line, source, allow_empty)
 
 
 def read_texts(path: Path) -> dict[str, str]:
@@ -94,8 +95,17 @@ def read_texts(path: Path) -> dict[str, str]:
     return texts
 
 
+def _undecodable(raw: bytes, source: str, exc: UnicodeDecodeError) -> Problem:
+    """The problem of a line that is not UTF-8, naming its document if the id can be read."""
+    message = f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} of the line"
+    read = _parse_line(raw.decode(errors="replace"), source)
+    doc_id = read.id if isinstance(read, Record) else read.doc_id
+    return Problem(source, message if doc_id is None else f"document {doc_id!r}: {message}", doc_id)
+
+
 def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | Problem:
-    """A JSON object with an id and a text, or the reason it is not one."""
+    """A JSON object with an id and a text, or the reason it is not one (naming the document,
+    once its id is read: a sync keeps a document whose line is bad)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -106,19 +116,19 @@ def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | P
     if isinstance(doc_id, Problem):
         return Problem(source, doc_id.message)
     if "text" not in obj:
-        return Problem(source, f"document {doc_id!r} has no 'text' field")
+        return Problem(source, f"document {doc_id!r} has no 'text' field", doc_id)
     text, title = obj["text"], obj.get("title") or ""
     if not isinstance(text, str) or not isinstance(title, str):
-        return Problem(source, f"document {doc_id!r}: 'text' and 'title' must be strings")
+        return Problem(source, f"document {doc_id!r}: 'text' and 'title' must be strings", doc_id)
     body = f"{title.strip()} {text.strip()}".strip()
     if not body and not allow_empty:
-        return Problem(source, f"document {doc_id!r} has an empty text")
+        return Problem(source, f"document {doc_id!r} has an empty text", doc_id)
     nested = obj.get("metadata")
     metadata = {k: v for k, v in obj.items() if k not in _CORE_KEYS}
     if isinstance(nested, dict):
         metadata.update(nested)
     elif nested is not None:
-        return Problem(source, f"document {doc_id!r}: 'metadata' must be a JSON object")
+        return Problem(source, f"document {doc_id!r}: 'metadata' must be a JSON object", doc_id)
     return Record(doc_id, body, metadata, source)
 
 

@@ -257,6 +257,57 @@ def test_sync_keeps_a_document_that_is_there_but_cannot_be_read(tmp_path, pydoc_
     assert collection.document_index()["b.md"] == before
 
 
+def jsonl_lines(n: int) -> list[bytes]:
+    """n one-line JSONL documents d1 ... dn."""
+    return [
+        json.dumps({"_id": f"d{i}", "text": f"Document {i}."}).encode() for i in range(1, n + 1)
+    ]
+
+
+def test_a_jsonl_line_that_is_not_utf8_is_its_own_problem_and_a_sync_keeps_its_document(
+    tmp_path, pydoc_pipeline
+):
+    """A stream decoder met the bad byte of line 40 a buffer early: it named line 1, dropped
+    the good lines before it, and a sync then removed all 79 documents."""
+    source = tmp_path / "docs.jsonl"
+    lines = jsonl_lines(79)
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    lines[39] = b'{"_id": "d40", "text": "Caf\xe9 menu."}'  # one Latin-1 byte
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    assert (report.removed, report.unchanged) == (0, 78)
+    assert [str(p) for p in report.problems] == [
+        f"{source}:40: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line"
+    ]
+    assert collection.count() == 79
+
+
+def test_a_sync_removes_nothing_when_a_line_names_no_document(tmp_path, pydoc_pipeline):
+    """A line that is not JSON may be any document: removing the ones not read would remove it."""
+    source = tmp_path / "docs.jsonl"
+    lines = jsonl_lines(3)
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    source.write_bytes(b"\n".join([lines[0], b'{"_id": "d2", "text": "trunc']) + b"\n")
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    assert report.removed == 0 and collection.count() == 3
+    assert "sync removed no document: 1 item(s)" in str(report.problems[-1])
+    source.write_bytes(lines[0] + b"\n")  # every line read: the others are gone
+    assert ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True).removed == 2
+
+
+def test_a_byte_order_mark_before_the_first_jsonl_line_is_skipped(tmp_path):
+    from probembed.documents import read_jsonl, read_texts
+
+    source = tmp_path / "bom.jsonl"
+    source.write_bytes(b"\xef\xbb\xbf" + b"\n".join(jsonl_lines(2)) + b"\n")
+    assert [r.id for r in read_jsonl(source)] == ["d1", "d2"]
+    assert read_texts(source) == {"d1": "Document 1.", "d2": "Document 2."}
+
+
 def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     tmp_path, pydoc_pipeline
 ):

@@ -244,7 +244,15 @@ def ingest_parsed(
         report.added += new
         report.updated += not new
         stale += old
-    if sync:
+    if sync and plan.unplaced:
+        report.problems.append(
+            Problem(
+                report.source,
+                f"sync removed no document: {plan.unplaced} item(s) could not be read far "
+                "enough to name their document, which may be one still there",
+            )
+        )
+    elif sync:
         gone = [doc for doc in stored if doc not in plan.seen]
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
@@ -290,6 +298,9 @@ class _Plan:
     streamed: list[StreamedFile] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
+    #: Problems that name no document (a line that is not JSON): a sync cannot tell what
+    #: is gone.
+    unplaced: int = 0
 
 
 def _plan(
@@ -307,6 +318,8 @@ def _plan(
             report.problems.append(item)
             if item.doc_id is not None:  # there, but unreadable: not gone
                 plan.seen.setdefault(item.doc_id, item.source)
+            else:
+                plan.unplaced += 1
             continue
         if item.id in plan.seen:
             first = plan.seen[item.id]
