@@ -27,7 +27,11 @@ def word_counter(texts):
 
 
 words = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
-sentence = st.lists(words, min_size=1, max_size=40).map(lambda ws: " ".join(ws) + ".")
+#: Sentence ends with the quotes and brackets that close them, which belong to the sentence.
+ENDS = (".", ".)", '!"', "?\u201d", ".]", "?')")
+sentence = st.tuples(st.lists(words, min_size=1, max_size=40), st.sampled_from(ENDS)).map(
+    lambda parts: " ".join(parts[0]) + parts[1]
+)
 paragraph = st.lists(sentence, min_size=1, max_size=6).map(" ".join)
 document = st.lists(paragraph, min_size=1, max_size=8).map("\n\n".join)
 
@@ -42,8 +46,9 @@ def test_chunks_are_exact_slices_within_budget_covering_every_word(text, size, o
     for chunk in chunks:
         assert chunk.text == text[chunk.start : chunk.end]
         assert chunk.tokens == word_counter([chunk.text])[0] <= size
-        covered |= {m.start() for m in WORD.finditer(text, chunk.start, chunk.end)}
-    assert covered == {m.start() for m in WORD.finditer(text)}
+        covered |= set(range(chunk.start, chunk.end))
+    # every character but whitespace is in a chunk (closing quotes and brackets were lost)
+    assert {i for i, c in enumerate(text) if not c.isspace()} <= covered
     assert [c.start for c in chunks] == sorted(c.start for c in chunks)
     assert chunk_text(text, plain_sections(text), word_counter, config) == chunks
 
@@ -93,6 +98,9 @@ def test_cjk_sentences_end_at_their_full_stops():
     text = "一二三四五六七八。" * 6
     chunks = chunk_text(text, plain_sections(text), piece_counter, ChunkSettings(8, 0))
     assert [c.text for c in chunks] == ["一二三四五六七八。" * 2] * 3  # whole sentences, packed
+    quoted = "彼は「はい。」と言った。" * 3 + "最後に「終わり。」"
+    chunks = chunk_text(quoted, plain_sections(quoted), piece_counter, ChunkSettings(8, 0))
+    assert "".join(c.text for c in chunks) == quoted  # the closing 」 stays with its sentence
 
 
 MARKDOWN = """Intro line.

@@ -18,8 +18,9 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 #: A blank line, with LF or CRLF line ends.
 _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
 #: A sentence ends at . ! ? (optionally closed by quotes or brackets) before whitespace, or
-#: at a CJK full stop, ! or ?, which need no space after them.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？])[」』”’)\]]*\s*")
+#: at a CJK full stop, ! or ?, which need no space after them. The closers belong to the
+#: sentence; only the whitespace (group 1) lies between sentences.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])[\"'”’)\]]*(?=\s)|(?<=[。！？])[」』”’)\]]*)(\s*)")
 #: A byte order mark before the first line, which a heading or fence test must look past.
 _BOM = "\ufeff"
 _WORD = re.compile(r"\S+")
@@ -121,11 +122,12 @@ def trimmed(text: str, start: int, end: int) -> Span | None:
 
 
 def split_span(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
-    """The non-blank pieces of a span between matches of a separator."""
+    """The non-blank pieces of a span between matches of a separator (between its group 1,
+    when it has one: what the match holds before it ends the piece before)."""
     start, end = span
     pieces, at = [], start
     for match in separator.finditer(text, start, end):
-        piece = trimmed(text, at, match.start())
+        piece = trimmed(text, at, match.start(1) if separator.groups else match.start())
         if piece:
             pieces.append(piece)
         at = match.end()
