@@ -299,6 +299,26 @@ def test_a_sync_removes_nothing_when_a_line_names_no_document(tmp_path, pydoc_pi
     assert ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True).removed == 2
 
 
+def test_a_record_read_as_markdown_or_retitled_is_a_changed_document(tmp_path, pydoc_pipeline):
+    """A service client that turns on Markdown sections, or renames a document whose text does
+    not hold its title, got "unchanged" and kept the old chunks and title."""
+    from probembed.store.chunked import record_document
+    from probembed.store.readers import Record
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    text = "# Cats\n\nCats purr.\n\n# Dogs\n\nDogs bark loudly."
+
+    def put(markdown: bool, title: str):
+        document = record_document(Record("d1", text, {"title": title}, "req"), markdown)
+        return ingest_parsed([document], collection, pydoc_pipeline, SMALL)
+
+    assert put(False, "Pets").added == 1
+    assert put(False, "Pets").unchanged == 1
+    assert put(True, "Pets").updated == 1 and collection.count() == 2  # one chunk per section
+    assert put(True, "Pets v2").updated == 1
+    assert {meta["title"] for _, meta in stored_rows(collection).values()} == {"Pets v2"}
+
+
 def test_a_byte_order_mark_before_the_first_jsonl_line_is_skipped(tmp_path):
     from probembed.documents import read_jsonl, read_texts
 

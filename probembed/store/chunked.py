@@ -123,8 +123,18 @@ def record_document(record: Record, markdown: bool = False) -> SourceDocument:
 
 
 def content_hash(document: SourceDocument) -> str:
-    """What decides whether a document changed: its text and its metadata."""
-    return content_digest([document.text.encode("utf-8")], document.metadata)
+    """What decides whether a document changed: its text and its metadata, and for a record
+    (a JSONL line, a service request) its title where the text does not hold it and whether
+    it is read as Markdown. Those two add nothing at their defaults, so a record stored
+    before they counted still reads as unchanged."""
+    parts = [document.text.encode("utf-8")]
+    if document.kind == "record":
+        title = str(document.title or "").strip()
+        if title and not document.text.startswith(title):
+            parts.append(b"\0title\0" + title.encode("utf-8"))
+        if document.markdown:
+            parts.append(b"\0markdown")
+    return content_digest(parts, document.metadata)
 
 
 def chunked_digest(content: str, settings: ChunkSettings) -> str:
