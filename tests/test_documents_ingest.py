@@ -319,6 +319,23 @@ def test_a_record_read_as_markdown_or_retitled_is_a_changed_document(tmp_path, p
     assert {meta["title"] for _, meta in stored_rows(collection).values()} == {"Pets v2"}
 
 
+def test_a_byte_order_mark_is_not_text(tmp_path):
+    """Notepad saves an empty file as a BOM: it was a document of one junk chunk, and every
+    BOM file's first chunk began with U+FEFF."""
+    from probembed.store.chunked import chunk_records
+
+    def count(texts):
+        return [len(t.split()) + 2 for t in texts]
+
+    (tmp_path / "empty.txt").write_bytes(b"\xef\xbb\xbf")
+    (tmp_path / "blank.md").write_bytes(b"\xef\xbb\xbf\r\n\r\n")
+    for name in ("empty.txt", "blank.md"):
+        assert "no text" in str(read_file(tmp_path / name, name))
+    (tmp_path / "a.md").write_bytes(b"\xef\xbb\xbf# Title\n\nSome words here.\n")
+    chunks = chunk_records(read_file(tmp_path / "a.md", "a.md"), count, SMALL)
+    assert chunks[0].text == "# Title\n\nSome words here."
+
+
 def test_a_byte_order_mark_before_the_first_jsonl_line_is_skipped(tmp_path):
     from probembed.documents import read_jsonl, read_texts
 

@@ -113,10 +113,11 @@ def last_paragraph_break(text: str) -> int | None:
 
 
 def trimmed(text: str, start: int, end: int) -> Span | None:
-    """The span without the whitespace at its ends, or None if nothing is left."""
-    while start < end and text[start].isspace():
+    """The span without the whitespace (or a byte order mark) at its ends, or None if nothing
+    is left."""
+    while start < end and (text[start].isspace() or text[start] == _BOM):
         start += 1
-    while end > start and text[end - 1].isspace():
+    while end > start and (text[end - 1].isspace() or text[end - 1] == _BOM):
         end -= 1
     return (start, end) if start < end else None
 

@@ -89,7 +89,7 @@ def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
         return Problem(str(path), str(exc))
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}")
-    if isinstance(document, SourceDocument) and not document.text.strip():
+    if isinstance(document, SourceDocument) and not document.text.lstrip("\ufeff").strip():
         return Problem(str(path), NO_TEXT_LAYER if document.kind == "pdf" else NO_TEXT)
     return document
 
