@@ -94,6 +94,24 @@ def test_a_word_longer_than_the_budget_is_cut_within_it(text):
     assert "".join(c.text.replace(" ", "") for c in chunks) == text.replace(" ", "")
 
 
+def test_cutting_a_long_word_tokenizes_it_a_bounded_number_of_times():
+    """A minified line or base64 blob: each cut bisected over the whole rest of the word, so
+    the text sent to the tokenizer grew with the square of its length (22.6 M characters for
+    200,000). Counted, not timed."""
+    sent = []
+
+    def counting(texts):
+        sent.append(sum(map(len, texts)))
+        return piece_counter(texts)
+
+    for n in (50_000, 100_000):
+        sent.clear()
+        text = "x" * n
+        chunks = chunk_text(text, plain_sections(text), counting, ChunkSettings(256, 32))
+        assert "".join(c.text for c in chunks) == text
+        assert sum(sent) < 20 * n  # 16 n here at both lengths; the bisection sent 64 n at 100,000
+
+
 def test_cjk_sentences_end_at_their_full_stops():
     text = "一二三四五六七八。" * 6
     chunks = chunk_text(text, plain_sections(text), piece_counter, ChunkSettings(8, 0))

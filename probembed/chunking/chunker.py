@@ -189,14 +189,26 @@ def _cut_word(
     text: str, span: Span, count: Counter, overhead: int, budget: int
 ) -> list[tuple[int, int, int]]:
     """A word over the budget (a long URL, unspaced CJK text) as the longest consecutive
-    pieces that fit, found by bisection on the tokens of each prefix."""
+    pieces that fit, found on the tokens of each prefix by doubling, then bisection: no prefix
+    tried is over twice the piece it finds, so the time is linear in the word's length (a
+    bisection over the whole rest of the word tokenized it again for every piece)."""
+
+    def fits(stop: int) -> bool:
+        return _costs(text, [(start, stop)], count, overhead)[0] <= budget
+
     out: list[tuple[int, int, int]] = []
     start, end = span
     while start < end:
         low, high = start + 1, end  # text[start:low] fits (or is one character)
+        while low < end:
+            probe = min(end, start + 2 * (low - start))
+            if not fits(probe):
+                high = probe - 1
+                break
+            low = probe
         while low < high:
             mid = (low + high + 1) // 2
-            if _costs(text, [(start, mid)], count, overhead)[0] <= budget:
+            if fits(mid):
                 low = mid
             else:
                 high = mid - 1
