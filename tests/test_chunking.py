@@ -193,6 +193,16 @@ def test_a_heading_with_nothing_under_it_joins_its_first_subsection(text, paths,
     assert "".join(text[s.start : s.end] for s in sections) == text
 
 
+def test_a_closing_run_of_hashes_counts_only_after_a_space():
+    """`## C#` is the heading "C#" (CommonMark), `## Go ##` is "Go"."""
+    text = "# Languages\n\nintro\n\n## C#\n\ncode\n\n## Go ##\n\nmore\n"
+    assert [s.headings for s in markdown_sections(text)] == [
+        ("Languages",),
+        ("Languages", "C#"),
+        ("Languages", "Go"),
+    ]
+
+
 def test_a_sentence_longer_than_the_budget_is_cut_into_word_runs():
     text = " ".join(f"w{i}" for i in range(100))  # no sentence end, one paragraph
     chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(12, 0))

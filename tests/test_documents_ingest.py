@@ -336,6 +336,16 @@ def test_a_byte_order_mark_is_not_text(tmp_path):
     assert chunks[0].text == "# Title\n\nSome words here."
 
 
+def test_a_markdown_title_is_its_first_heading_outside_code(tmp_path):
+    """A file opening with a fenced shell script was titled "!/bin/sh"."""
+    (tmp_path / "run.md").write_text(
+        "```sh\n#!/bin/sh\necho hi\n```\n#tag\n\n## Usage #\n\nRun it.\n"
+    )
+    assert read_file(tmp_path / "run.md", "run.md").title == "Usage"
+    (tmp_path / "plain.md").write_text("no heading at all\n")
+    assert read_file(tmp_path / "plain.md", "plain.md").title == "plain"
+
+
 def test_a_byte_order_mark_before_the_first_jsonl_line_is_skipped(tmp_path):
     from probembed.documents import read_jsonl, read_texts
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 Span = tuple[int, int]
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+#: An ATX heading; a closing run of # counts only after a space (CommonMark: `## C#` is "C#").
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 #: A code fence: three or more backticks or tildes; it is closed only by a fence of the same
 #: character at least as long, with nothing after it (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")

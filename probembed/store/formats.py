@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import Section, markdown_sections, plain_sections
+from probembed.chunking import HeadingTracker, Section, markdown_sections, plain_sections
 from probembed.documents import Problem
 from probembed.extras import MissingExtraError, require
 
@@ -136,14 +136,19 @@ def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
     text = _utf8(path)
     if isinstance(text, Problem):
         return text
-    title = next((t for t in map(heading_title, text.splitlines()) if t is not None), None)
+    title = first_heading(text.splitlines())
     return SourceDocument(doc_id, text, str(path), "markdown", title or path.stem, markdown=True)
 
 
-def heading_title(line: str) -> str | None:
-    """A Markdown file's title if this line gives it (the first line starting with #)."""
-    line = line.lstrip("\ufeff")  # a byte order mark before the first heading
-    return (line.lstrip("#").strip() or None) if line.startswith("#") else None
+def first_heading(lines: Iterable[str], tracker: HeadingTracker | None = None) -> str | None:
+    """A Markdown file's title: the first heading among these lines, outside fenced code
+    (`tracker` keeps the fences of the lines before, when they come one at a time)."""
+    tracker = tracker or HeadingTracker()
+    for line in lines:
+        opened = tracker.feed(line)
+        if opened is not None:
+            return opened[-1]
+    return None
 
 
 def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:

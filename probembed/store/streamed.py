@@ -22,7 +22,7 @@ from typing import Any
 
 from probembed.chunking import HeadingTracker, Segment, joins_subsection, last_paragraph_break
 from probembed.documents import Problem
-from probembed.store.formats import BINARY, NO_TEXT, SNIFF, heading_title, not_utf8
+from probembed.store.formats import BINARY, NO_TEXT, SNIFF, first_heading, not_utf8
 
 #: Files larger than this (bytes) are read as a stream; smaller ones are read whole.
 STREAM_BYTES = 16 * 2**20
@@ -107,6 +107,7 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
     markdown = STREAMED[path.suffix.lower()]
     digest = hashlib.sha256()
     title = None
+    headings = HeadingTracker()
     blank = True
     try:
         with path.open("rb") as handle:
@@ -115,7 +116,7 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
         for line in _lines(path, digest):
             blank = blank and not line.strip()
             if markdown and title is None:
-                title = heading_title(line)
+                title = first_heading([line], headings)
     except UnreadableError as exc:
         return exc.problem
     except OSError as exc:
