@@ -177,6 +177,12 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
             "<h1>Notes</h1><p># 1 priority is speed.</p><pre>```python</pre><h2>Fixes</h2>",
             "# Notes\n\n\\# 1 priority is speed.\n\n\\```python\n\n## Fixes",
         ),
+        (  # an article's own header holds its headline and byline; the page's header is a menu
+            "<header>Site menu</header><article><header><h1>Jaguars hunt</h1><p>By Ann</p>"
+            "</header><p>Body.</p><footer>Tags: cats</footer></article><footer>(c)</footer>",
+            "# Jaguars hunt\n\nBy Ann\n\nBody.\n\nTags: cats",
+        ),
+        ("<title>T</title><p>x</p>", "x"),  # a fragment's title is its title, not its text
     ],
 )
 def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, text):
@@ -185,7 +191,7 @@ def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, t
     document = read_file(path, "page.html")
     assert document.text == text
     headings = {section.headings[-1] for section in document.sections() if section.headings}
-    assert headings <= {"Pump", "Notes", "Fixes"}
+    assert headings <= {"Pump", "Notes", "Fixes", "Jaguars hunt"}
 
 
 def bad_folder(tmp_path):

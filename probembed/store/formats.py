@@ -24,7 +24,10 @@ from probembed.documents import Problem
 from probembed.extras import MissingExtraError, require
 
 #: Elements whose text is page furniture, not content.
-_DROPPED = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "template")
+_DROPPED = ("script", "style", "noscript", "nav", "form", "template")
+#: Furniture of the page, but content inside an article, section or main (HTML5 puts an
+#: article's headline and byline in its own <header>).
+_PAGE_PARTS = ("header", "footer", "aside")
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 #: Elements that end the paragraph before them and start a new one.
 _HTML_BREAKS = frozenset(
@@ -165,11 +168,16 @@ def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
     title = title_tag.get_text(strip=True) if title_tag else None
     for element in soup.find_all([*_DROPPED, "head"]):
         element.decompose()
+    if title_tag:  # read; in a fragment with no <head> it would be body text too
+        title_tag.decompose()
+    for element in soup.find_all(_PAGE_PARTS):
+        if element.find_parent(("article", "section", "main")) is None:
+            element.decompose()
     lines: list[str] = []
     pieces: list[str] = []
     _html_blocks(soup, lines, pieces)
     _flush(lines, pieces)  # text after the last block, or a fragment with no block at all
-    heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
+    heading = first_heading(lines)
     return SourceDocument(
         doc_id, "\n\n".join(lines), str(path), "html", title or heading or path.stem, markdown=True
     )
