@@ -179,15 +179,17 @@ def test_fences_close_only_on_their_own_kind_and_a_bom_hides_no_heading(text, pa
 @pytest.mark.parametrize(
     ("text", "paths", "first"),
     [
-        ("# A\n\n## B\ntext\n## C\n## D\nx\n", [("A", "B"), ("A", "C"), ("A", "D")], 0),
+        ("# A\n\n## B\ntext\n## C\n## D\nx\n", [("A", "B"), ("A", "D")], 0),
         ("intro\n# A\n## B\n\n### C\nx\n", [(), ("A", "B", "C")], 0),
         ("# A\n" + "word " * 300 + "\n## B\nx\n", [("A",), ("A", "B")], 0),
-        ("# A\n# B\ntext\n", [("A",), ("B",)], 0),
+        ("# A\n# B\ntext\n", [("B",)], 0),
+        ("### A\n# B\ntext\n# C\n", [("B",), ("C",)], 0),
     ],
 )
-def test_a_heading_with_nothing_under_it_joins_its_first_subsection(text, paths, first):
-    """No chunk is a bare heading: `# A` then `## B` is one section under A > B that starts at
-    `# A`; an empty heading followed by a sibling (`## C`, `# A`) stays its own section."""
+def test_a_heading_with_nothing_under_it_joins_the_next_section(text, paths, first):
+    """No chunk is a bare heading but one that ends the document: `# A` then `## B` is one
+    section under A > B that starts at `# A`, and so is an empty heading followed by a sibling
+    (`## C` then `## D`) or a shallower one (a sibling stayed a chunk of its heading alone)."""
     sections = markdown_sections(text)
     assert [s.headings for s in sections] == paths and sections[0].start == first
     assert "".join(text[s.start : s.end] for s in sections) == text

@@ -426,7 +426,8 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
 def big_markdown() -> str:
     """A Markdown file with what a stream must carry across its cuts: multi-byte characters,
     CRLF lines, a fence holding a # line, long paragraphs, headings with nothing under them
-    before their subsection, a one-line section at the end."""
+    before their subsection or sibling (one over more blank lines than a segment holds), a
+    one-line section at the end."""
     parts = ["# Handbook\r\n\r\nIntro with café and 🚀 rockets.\r\n"]
     for i in range(40):
         parts.append(f"\n## Section {i}\n\n")
@@ -438,6 +439,10 @@ def big_markdown() -> str:
         ))  # fmt: skip
         if i % 7 == 3:
             parts.append("\n\n```sh\n# not a heading, inside a fence\nmake all\n```\n")
+        if i % 9 == 2:  # a heading with nothing under it before a sibling: joins it too
+            parts.append(f"\n\n### Empty {i}\n\n### Sibling {i}\n\nText {i}.\n")
+        if i % 17 == 8:  # more blank lines after a heading than a segment holds
+            parts.append(f"\n\n### Gap {i}" + "\n" * 800 + f"#### Filled {i}\n\nText.\n")
         if i % 11 == 5:  # a paragraph longer than a segment, then a subsection
             parts.append("\n\n" + " ".join(f"long{n}" for n in range(900)) + "\n")
             parts.append(f"### After {i}\n\nShort.\n")

@@ -73,18 +73,18 @@ class HeadingTracker:
 
 def joins_subsection(headings: tuple[str, ...], opened: tuple[str, ...], bare: bool) -> bool:
     """Whether the open section (under `headings`, `bare` when nothing but blank lines follows
-    its heading line) joins the section `opened` starts: so no chunk is a bare heading, and a
-    subsection's text carries its parent's title."""
-    nested = len(opened) > len(headings) and opened[: len(headings)] == headings
-    return bare and bool(headings) and nested
+    its heading line) joins the section `opened` starts, whatever that one's level: so no
+    chunk is a bare heading but one that ends the document, and a subsection's text carries
+    its parent's title."""
+    return bare and bool(headings) and bool(opened)
 
 
 def markdown_sections(text: str) -> list[Section]:
     """One section per ATX heading (`#` … `######`), outside fenced code; the heading line is
     part of its section, and text before the first heading is a section without headings.
 
-    A heading with nothing under it before its first subheading (`# Big cats` then
-    `## Jaguar`) opens no section of its own (see `joins_subsection`).
+    A heading with nothing under it before the next heading (`# Big cats` then `## Jaguar`,
+    or `## Install` then `## Usage`) opens no section of its own (see `joins_subsection`).
     """
     sections: list[Section] = []
     tracker = HeadingTracker()

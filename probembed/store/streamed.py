@@ -84,7 +84,7 @@ class StreamedFile:
             parts.append(line)
             size += len(line)
             offset += len(line)
-            if size >= limit:
+            if size >= limit and not bare:  # a heading over blank lines waits for its section
                 text = "".join(parts)
                 cut = last_paragraph_break(text)
                 if cut is None:  # one long paragraph so far: look again a segment later
