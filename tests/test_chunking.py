@@ -211,7 +211,9 @@ def test_a_sentence_longer_than_the_budget_is_cut_into_word_runs():
     assert all(c.tokens <= 12 for c in chunks) and len(chunks) == 10
 
 
-@pytest.mark.parametrize(("size", "overlap"), [(4, 0), (32, 16), (32, -1), (True, 0)])
+@pytest.mark.parametrize(
+    ("size", "overlap"), [(4, 0), (32, 16), (32, -1), (True, 0), (32, 2.0), (32, True)]
+)
 def test_bad_settings_are_named(size, overlap):
     with pytest.raises(ValueError, match="max_tokens|overlap_tokens"):
         ChunkSettings(size, overlap)

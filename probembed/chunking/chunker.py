@@ -31,8 +31,10 @@ class ChunkSettings:
     overlap_tokens: int = 32
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
-            raise ValueError(f"max_tokens must be an integer, got {self.max_tokens!r}")
+        for name in ("max_tokens", "overlap_tokens"):  # 2.0 would key other digests than 2
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
         if self.max_tokens < 8:
             raise ValueError(f"max_tokens must be at least 8, got {self.max_tokens}")
         if not 0 <= self.overlap_tokens < self.max_tokens // 2:
