@@ -112,6 +112,18 @@ def test_cutting_a_long_word_tokenizes_it_a_bounded_number_of_times():
         assert sum(sent) < 20 * n  # 16 n here at both lengths; the bisection sent 64 n at 100,000
 
 
+def test_a_long_word_is_never_cut_between_a_letter_and_its_accent():
+    """e + U+0301 written out, no spaces: 4 of 9 pieces began with a lone combining mark."""
+    word = "e\u0301" * 30
+
+    def per_code_point(texts):
+        return [len(t) + 2 for t in texts]
+
+    chunks = chunk_text(word, plain_sections(word), per_code_point, ChunkSettings(9, 0))
+    assert "".join(c.text for c in chunks) == word and len(chunks) > 5
+    assert all(c.text[0] == "e" and c.tokens <= 9 for c in chunks)
+
+
 def test_cjk_sentences_end_at_their_full_stops():
     text = "一二三四五六七八。" * 6
     chunks = chunk_text(text, plain_sections(text), piece_counter, ChunkSettings(8, 0))

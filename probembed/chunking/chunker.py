@@ -14,6 +14,7 @@ pieces of the chunk being filled are kept.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -214,6 +215,8 @@ def _cut_word(
                 low = mid
             else:
                 high = mid - 1
+        while low - start > 1 and low < end and unicodedata.combining(text[low]):
+            low -= 1  # an accent stays with its letter, in the next piece
         out.append((start, low, _costs(text, [(start, low)], count, overhead)[0]))
         start = low
     return out
