@@ -227,6 +227,24 @@ EXPECTED = {
 }
 
 
+def test_any_error_inside_the_pdf_parser_is_that_files_problem(tmp_path, monkeypatch):
+    """pypdf fails on some damaged files with errors of its own internals (an AttributeError
+    on a null object): they stopped the whole run instead of naming the file."""
+    import pypdf
+
+    write_pdf(tmp_path / "odd.pdf", ["A page."])
+
+    def broken(self, *args, **kwargs):  # what a damaged page tree makes pypdf raise
+        raise AttributeError("'NullObject' object has no attribute 'get_object'")
+
+    monkeypatch.setattr(pypdf.PageObject, "extract_text", broken)
+    problem = read_file(tmp_path / "odd.pdf", "odd.pdf")
+    assert str(problem) == (
+        f"{tmp_path / 'odd.pdf'}: damaged or truncated PDF: AttributeError: 'NullObject' "
+        "object has no attribute 'get_object'"
+    )
+
+
 def test_unreadable_files_are_each_reported_and_nothing_half_written(
     tmp_path, pydoc_pipeline, caplog
 ):

@@ -248,7 +248,7 @@ def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
     """The text layer of every page, pages separated by a blank line; page starts kept."""
     require("documents", "reading PDF")
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import DependencyError
 
     try:
         with _PYPDF_QUIET:
@@ -256,14 +256,16 @@ def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
             if reader.is_encrypted and not reader.decrypt(""):
                 return Problem(str(path), "encrypted PDF: decrypt it first (e.g. `qpdf --decrypt`)")
             pages = [page.extract_text() or "" for page in reader.pages]
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
-        return Problem(str(path), f"damaged or truncated PDF: {exc}")
+            title = (reader.metadata.title if reader.metadata else None) or path.stem
+    except DependencyError as exc:  # AES without the `cryptography` package
+        return Problem(str(path), f"encrypted PDF that pypdf cannot open here: {exc}")
+    except Exception as exc:  # a parser on any file it is given: a bad one is that file's problem
+        return Problem(str(path), f"damaged or truncated PDF: {type(exc).__name__}: {exc}")
     starts, parts, at = [], [], 0
     for page in pages:
         starts.append(at)
         parts.append(page)
         at += len(page) + 2
-    title = (reader.metadata.title if reader.metadata else None) or path.stem
     return SourceDocument(
         doc_id, "\n\n".join(parts), str(path), "pdf", str(title), page_starts=tuple(starts)
     )
