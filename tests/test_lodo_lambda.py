@@ -57,7 +57,7 @@ def test_remaking_needs_a_fitted_estimator_and_a_positive_precision(toy_pairs) -
     with pytest.raises(RuntimeError, match="not fitted"):
         LaplaceEstimator(get_encoder("hash")).with_prior_precision(0.1, toy_pairs)
     fitted = LaplaceEstimator(get_encoder("hash")).fit(toy_pairs[:40])
-    with pytest.raises(ValueError, match="prior_precision must be > 0"):
+    with pytest.raises(ValueError, match="prior_precision must be a finite number > 0"):
         fitted.with_prior_precision(0.0, toy_pairs[:40])
 
 
