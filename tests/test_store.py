@@ -543,3 +543,17 @@ def test_a_restore_is_on_record_before_its_commit_lands(collection, hash_pipelin
     assert seen == [True]
     assert collection.restored_after(current) and not collection.restored_after(collection.version)
     assert sorted(collection.ids()) == ["a", "b"]
+
+
+def test_a_lancedb_table_of_the_users_own_is_not_a_collection(tmp_path, pydoc_pipeline):
+    """A database shared with other LanceDB tables: listing collections (the CLI's
+    `collections`, the service's start) failed on the first table probembed did not write."""
+    import lancedb
+    import pyarrow as pa
+
+    db = Database(tmp_path / "db", create=True)
+    db.collection("docs").add(batch(pydoc_pipeline, ["a", "b"]))
+    lancedb.connect(tmp_path / "db").create_table("theirs", pa.table({"x": [1, 2]}))
+    assert db.collections() == ["docs"]
+    with pytest.raises(StoreError, match="'theirs' .* was not written by probembed"):
+        db.open("theirs").pipeline  # noqa: B018 (read for its error)

@@ -153,8 +153,15 @@ class Database:
         self._watched: dict[str, Any] = {}
 
     def collections(self) -> list[str]:
-        """Names of the collections with at least one commit, sorted."""
-        return sorted(n for n in self._conn.list_tables().tables if self.table(n) is not None)
+        """Names of the collections with at least one commit, sorted; other LanceDB tables in
+        the same database (a user's own) are not collections, and listing or serving the
+        database does not fail on them."""
+        names = []
+        for name in self._conn.list_tables().tables:
+            table = self.table(name)
+            if table is not None and read_header(table.schema) is not None:
+                names.append(name)
+        return sorted(names)
 
     def table(self, name: str) -> Any:
         """The LanceDB table, or None if it has no committed version (absent or being created)."""
