@@ -4,7 +4,7 @@ from probembed.chunking.chunker import Chunk, ChunkSettings, Segment, chunk_text
 from probembed.chunking.structure import (
     HeadingTracker,
     Section,
-    joins_subsection,
+    joins_next,
     last_paragraph_break,
     markdown_sections,
     plain_sections,
@@ -17,7 +17,7 @@ __all__ = [
     "Section",
     "Segment",
     "chunk_text",
-    "joins_subsection",
+    "joins_next",
     "last_paragraph_break",
     "markdown_sections",
     "plain_sections",

@@ -71,12 +71,12 @@ class HeadingTracker:
         return tuple(title for _, title in self.path)
 
 
-def joins_subsection(headings: tuple[str, ...], opened: tuple[str, ...], bare: bool) -> bool:
+def joins_next(headings: tuple[str, ...], bare: bool) -> bool:
     """Whether the open section (under `headings`, `bare` when nothing but blank lines follows
-    its heading line) joins the section `opened` starts, whatever that one's level: so no
+    its heading line) joins the section the next heading starts, whatever its level: so no
     chunk is a bare heading but one that ends the document, and a subsection's text carries
     its parent's title."""
-    return bare and bool(headings) and bool(opened)
+    return bare and bool(headings)
 
 
 def markdown_sections(text: str) -> list[Section]:
@@ -84,7 +84,7 @@ def markdown_sections(text: str) -> list[Section]:
     part of its section, and text before the first heading is a section without headings.
 
     A heading with nothing under it before the next heading (`# Big cats` then `## Jaguar`,
-    or `## Install` then `## Usage`) opens no section of its own (see `joins_subsection`).
+    or `## Install` then `## Usage`) opens no section of its own (see `joins_next`).
     """
     sections: list[Section] = []
     tracker = HeadingTracker()
@@ -93,7 +93,7 @@ def markdown_sections(text: str) -> list[Section]:
     for line in text.splitlines(keepends=True):
         opened = tracker.feed(line)
         if opened is not None:
-            joins = joins_subsection(headings, opened, not text[body:offset].strip())
+            joins = joins_next(headings, not text[body:offset].strip())
             if offset > start and not joins:
                 sections.append(Section(headings, start, offset))
             start, headings = (start if joins else offset), opened

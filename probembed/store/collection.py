@@ -329,11 +329,19 @@ class Collection:
         every search asks), that is the only round trip; when it has, or once a second to
         catch a collection made again under this name, the table is reopened.
         """
-        due = time.monotonic() - self._header_read >= RECREATION_RECHECK_S
-        if not due and self._seen is not None and self.db.latest_version(self.name) == self._seen:
+        if (
+            not self._recheck_due()
+            and self._seen is not None
+            and self.db.latest_version(self.name) == self._seen
+        ):
             return self._seen
         self._header(reopen=True)
         return self._seen_version()
+
+    def _recheck_due(self) -> bool:
+        """Whether the header should be read again from the latest version whatever its
+        number (`RECREATION_RECHECK_S` after the last read)."""
+        return time.monotonic() - self._header_read >= RECREATION_RECHECK_S
 
     @property
     def created(self) -> str | None:
@@ -348,7 +356,7 @@ class Collection:
         version even at the same number; a new creation token there means the collection was
         dropped and made again, and what was kept of the old one (its pipeline) is forgotten.
         """
-        due = time.monotonic() - self._header_read >= RECREATION_RECHECK_S
+        due = self._recheck_due()
         if due or reopen:
             self._require()
         version = self._seen_version()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import HeadingTracker, Segment, joins_subsection, last_paragraph_break
+from probembed.chunking import HeadingTracker, Segment, joins_next, last_paragraph_break
 from probembed.documents import Problem
 from probembed.store.formats import BINARY, NO_TEXT, SNIFF, first_heading, not_utf8
 
@@ -73,7 +73,7 @@ class StreamedFile:
         for line in _lines(self.path, digest):
             opened = tracker.feed(line) if tracker is not None else None
             if opened is not None:
-                joins = joins_subsection(headings, opened, bare)
+                joins = joins_next(headings, bare)
                 if parts and not joins:
                     yield Segment(start, "".join(parts), headings, opens)
                 if not joins:
