@@ -175,7 +175,11 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
         ("A fragment with <b>bold</b> text.", "A fragment with bold text."),
         (  # the page's tags structure it: its text is never re-read as Markdown syntax
             "<h1>Notes</h1><p># 1 priority is speed.</p><pre>```python</pre><h2>Fixes</h2>",
-            "# Notes\n\n\\# 1 priority is speed.\n\n\\```python\n\n## Fixes",
+            "# Notes\n\n\\# 1 priority is speed.\n\n````\n```python\n````\n\n## Fixes",
+        ),
+        (  # preformatted text keeps its lines, fenced: its `# ` line is code, not a heading
+            "<p>Run:</p><pre>\n# set up\nmake install  \n\n  make run\n</pre><p>Done.</p>",
+            "Run:\n\n```\n# set up\nmake install\n\n  make run\n```\n\nDone.",
         ),
         (  # an article's own header holds its headline and byline; the page's header is a menu
             "<header>Site menu</header><article><header><h1>Jaguars hunt</h1><p>By Ann</p>"

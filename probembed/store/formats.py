@@ -204,8 +204,20 @@ def _html_blocks(node: Any, lines: list[str], pieces: list[str]) -> None:
             if heading:
                 lines.append("#" * int(child.name[1]) + " " + heading)
             continue
+        if child.name == "pre":
+            _code_block(child.get_text(), lines)
+            continue
         _html_blocks(child, lines, pieces)
         _flush(lines, pieces)
+
+
+def _code_block(code: str, lines: list[str]) -> None:
+    """Preformatted text as a fenced Markdown code block, so its line breaks survive and a
+    `#` line in it is not read as a heading; the fence is longer than any backtick run inside."""
+    code = "\n".join(line.rstrip() for line in code.strip("\n").splitlines())
+    if code.strip():
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", code)), default=0))
+        lines.append(f"{fence}\n{code}\n{fence}")
 
 
 def _flush(lines: list[str], pieces: list[str]) -> None:
