@@ -65,13 +65,21 @@ class DocumentReport:
     chunks_written: int = 0
     chunks_removed: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: Bad items that named no document, so a sync removed nothing (any might be one kept).
+    sync_withheld: int = 0
 
     def summary(self) -> str:
         """One line for a person."""
+        withheld = (
+            f"; sync removed nothing: {self.sync_withheld} bad item(s) name no document, "
+            "which may be one still there"
+            if self.sync_withheld
+            else ""
+        )
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}, unchanged {self.unchanged}; chunks written {self.chunks_written}, "
-            f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s)"
+            f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
         )
 
 
@@ -255,13 +263,7 @@ def ingest_parsed(
         report.updated += not new
         stale += old
     if sync and plan.unplaced:
-        report.problems.append(
-            Problem(
-                report.source,
-                f"sync removed no document: {plan.unplaced} item(s) could not be read far "
-                "enough to name their document, which may be one still there",
-            )
-        )
+        report.sync_withheld = plan.unplaced
     elif sync:
         gone = [doc for doc in stored if doc not in plan.seen]
         report.removed = len(gone)
