@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -150,6 +150,22 @@ def test_a_zero_uncertainty_never_takes_more_than_an_average_members_weight(u, k
     neutral = u.copy()
     neutral[:, k] = np.exp(np.log(others).mean(axis=1)) if others.size else 1.0
     np.testing.assert_allclose(fusion_weights(zeroed, t), fusion_weights(neutral, t), rtol=1e-9)
+
+
+@FAST
+@given(_uncertainties(), st.integers(0, 3), _floats(0.1, 10.0))
+def test_a_member_of_prior_zero_changes_no_weight_when_dropped(u, k, t):
+    """A saved pipeline drops the members its prior gives 0; with a u = 0 elsewhere in the row
+    the dropped member's u entered the stand-in for it and moved every weight."""
+    assume(u.shape[1] > 1)
+    k = k % u.shape[1]
+    prior = np.ones(u.shape[1])
+    prior[k] = 0.0
+    full = fusion_weights(u, t, prior=prior)
+    dropped = fusion_weights(np.delete(u, k, axis=1), t, prior=np.delete(prior, k))
+    assert np.all(full[:, k] == 0.0)
+    # the same float64 operations on the same numbers (the dropped column adds exp(-inf) = 0)
+    np.testing.assert_allclose(np.delete(full, k, axis=1), dropped, rtol=1e-12)
 
 
 @FAST

@@ -80,17 +80,19 @@ def _argmin_weights(u: np.ndarray, p: np.ndarray) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
-def _zero_as_unknown(u: np.ndarray) -> np.ndarray:
+def _zero_as_unknown(u: np.ndarray, p: np.ndarray) -> np.ndarray:
     """u = 0 means the estimator saw no spread at all (a deterministic model, or dropout views
     of a one- or two-word text that all came out the same), not that the model is certain:
     such a member gets the geometric mean of the row's other uncertainties, so it weighs as
     an average member of its prior share, instead of taking every weight (a row of zeros
-    gets the prior)."""
+    gets the prior). Members of prior 0 are left out of the mean, so dropping them (as a
+    saved pipeline does) leaves every weight as it was."""
     zero = u <= 0
     if not zero.any():
         return u
-    known = (~zero).sum(axis=1, keepdims=True)
-    logs = np.log(np.where(zero, 1.0, u)).sum(axis=1, keepdims=True)
+    measured = ~zero & (p > 0)
+    known = measured.sum(axis=1, keepdims=True)
+    logs = np.log(np.where(measured, u, 1.0)).sum(axis=1, keepdims=True)
     neutral = np.exp(np.divide(logs, known, out=np.zeros_like(logs), where=known > 0))
     return np.where(zero, neutral, u)
 
@@ -104,7 +106,7 @@ def fusion_weights(
     u = _validate_uncertainties(uncertainties)
     t = _validate_temperature(temperature)
     p = normalized_prior(prior, u.shape[1])
-    u = np.maximum(_zero_as_unknown(u), U_FLOOR)
+    u = np.maximum(_zero_as_unknown(u, p), U_FLOOR)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         scaled = -np.log(u) / t
         log_p = np.log(p)
