@@ -312,6 +312,22 @@ def test_a_jsonl_line_that_is_not_utf8_is_its_own_problem_and_a_sync_keeps_its_d
     assert collection.count() == 79
 
 
+def test_reordered_keys_of_a_nested_object_leave_a_document_unchanged(tmp_path, pydoc_pipeline):
+    """A JSON writer may write an object's keys in any order: the document is the same."""
+    source = tmp_path / "docs.jsonl"
+    meta = {"author": {"name": "Ann", "ids": [{"orcid": 1, "isni": 2}]}, "year": 2020}
+    source.write_text(json.dumps({"_id": "d1", "text": "A note.", **meta}) + "\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(source, collection, pydoc_pipeline, SMALL)
+    meta = {"year": 2020, "author": {"ids": [{"isni": 2, "orcid": 1}], "name": "Ann"}}
+    source.write_text(json.dumps({"_id": "d1", "text": "A note.", **meta}) + "\n")
+    again = ingest_documents(source, collection, pydoc_pipeline, SMALL)
+    assert (again.unchanged, again.updated, again.chunks_written) == (1, 0, 0)
+    meta["author"]["ids"].insert(0, {"isni": 3})  # a list's items and order are its value
+    source.write_text(json.dumps({"_id": "d1", "text": "A note.", **meta}) + "\n")
+    assert ingest_documents(source, collection, pydoc_pipeline, SMALL).updated == 1
+
+
 def test_a_sync_removes_nothing_when_a_line_names_no_document(tmp_path, pydoc_pipeline):
     """A line that is not JSON may be any document: removing the ones not read would remove it."""
     source = tmp_path / "docs.jsonl"

@@ -122,8 +122,19 @@ def content_digest(parts: Iterable[bytes], metadata: dict[str, Any]) -> str:
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)
-    digest.update(repr(sorted(metadata.items())).encode("utf-8"))
+    digest.update(repr(sorted(_key_ordered(metadata).items())).encode("utf-8"))
     return digest.hexdigest()[:32]
+
+
+def _key_ordered(value: Any) -> Any:
+    """Mappings at every depth with their keys in order, since a JSON writer may reorder an
+    object's keys without changing it; a mapping already in order keeps its repr, so stored
+    digests stay valid."""
+    if isinstance(value, dict):
+        return {k: _key_ordered(value[k]) for k in sorted(value, key=lambda k: (str(type(k)), k))}
+    if isinstance(value, list | tuple):
+        return type(value)(_key_ordered(v) for v in value)
+    return value
 
 
 def read_plain(path: Path, doc_id: str) -> SourceDocument | Problem:
