@@ -21,6 +21,7 @@ from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, ingest, ingest_documents
 from probembed.store.chunked import ingest_parsed, read_documents
 from probembed.store.formats import read_file
+from probembed.store.readers import Record
 
 SMALL = ChunkSettings(48, 8)
 ROOT = Path(__file__).resolve().parents[1]  # small chunks, so a long file has many
@@ -138,6 +139,26 @@ def test_other_chunk_settings_re_chunk_every_document(tmp_path, folder, pydoc_pi
     assert collection.count() < count  # fewer, larger chunks replace the old ones
     same = ingest_documents(folder, collection, pydoc_pipeline, bigger)
     assert (same.unchanged, same.chunks_written) == (4, 0)
+
+
+def test_one_bar_counts_every_chunk_and_a_replaced_row_counts_as_written(
+    tmp_path, folder, pydoc_pipeline, capsys
+):
+    """The chunks and then the chunks 0 were two bars (46 of 46, then 3 of 3); and a commit
+    that replaced rows told `on_commit` nothing, so a bar over an update stood still."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL, progress=True)
+    n = collection.count()
+    err = capsys.readouterr().err
+    assert err.count("ingest docs") == 1 and f"{n}/{n}" in err
+    records = [Record(f"r{i}", f"Text {i}.", {}) for i in range(5)]
+    commits: list[int] = []
+    ingest(records, collection, pydoc_pipeline, batch_size=2)
+    replaced = [Record(r.id, r.text + " Changed.", {}) for r in records]
+    ingest(
+        replaced, collection, pydoc_pipeline, batch_size=2, upsert=True, on_commit=commits.append
+    )
+    assert commits == [2, 4, 5]
 
 
 def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, pydoc_pipeline):
@@ -351,7 +372,6 @@ def test_a_record_read_as_markdown_or_retitled_is_a_changed_document(tmp_path, p
     """A service client that turns on Markdown sections, or renames a document whose text does
     not hold its title, got "unchanged" and kept the old chunks and title."""
     from probembed.store.chunked import record_document
-    from probembed.store.readers import Record
 
     collection = Database(tmp_path / "db", create=True).collection("docs")
     text = "# Cats\n\nCats purr.\n\n# Dogs\n\nDogs bark loudly."

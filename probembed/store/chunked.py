@@ -25,6 +25,7 @@ from typing import Any
 
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
+from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.formats import READERS, SourceDocument, content_digest, read_file
 from probembed.store.ingest import (
@@ -270,12 +271,19 @@ def ingest_parsed(
         stale += [i for doc in gone for i in stored[doc][1]]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
     write = ingest_with or functools.partial(ingest, encode=encode)
-    for part in (plan.records, plan.marks):
-        part = [r for r in part if r.metadata["doc_id"] not in refused]
-        if part:
-            result = write(part, collection, pipeline, batch_size, on_error, True, progress)
-            report.chunks_written += result.added + result.updated
-            report.problems += result.problems
+    parts = [
+        [r for r in part if r.metadata["doc_id"] not in refused]
+        for part in (plan.records, plan.marks)
+    ]
+    total = sum(map(len, parts))
+    with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
+        for part in parts:  # one bar over both writes: a person sees chunks, not two phases
+            if part:
+                moved = _Advance(bar)
+                result = write(part, collection, pipeline, batch_size, on_error, True, False, moved)
+                report.chunks_written += result.added + result.updated
+                report.problems += result.problems
+                bar.advance(len(part) - moved.seen)  # skipped bad chunks count as looked at
     for item in plan.streamed:
         before = stored.get(item.id, (set(), []))[1]
         try:
@@ -296,6 +304,17 @@ def ingest_parsed(
     if stale:
         report.chunks_removed += collection.delete(stale)
     return report
+
+
+class _Advance:
+    """An `on_commit` that moves a bar by what each commit wrote (it is told the running total)."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar, self.seen = bar, 0
+
+    def __call__(self, written: int) -> None:
+        self.bar.advance(written - self.seen)
+        self.seen = written
 
 
 @dataclass

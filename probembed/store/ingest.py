@@ -85,7 +85,8 @@ def ingest(
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or records.
 
     Ids already in the collection are skipped (resume), or replaced when `upsert` is set.
-    `on_commit` is called with the number of rows added so far after each committed batch.
+    `on_commit` is called with the number of rows written so far (added or replaced) after
+    each committed batch.
     `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
     give what `pipeline.encode` gives.
     """
@@ -99,7 +100,7 @@ def ingest(
             commit(collection, info, chunk, fused, upsert, report)
             bar.advance(len(chunk))
             if on_commit is not None:
-                on_commit(report.added)
+                on_commit(report.added + report.updated)
     finish(collection, pipeline, report)
     return report
 

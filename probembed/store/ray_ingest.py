@@ -186,7 +186,7 @@ def ingest_ray(
                 commit(collection, info, [todo[i] for i in index], fused, upsert, report)
                 bar.advance(len(index))
                 if on_commit is not None:
-                    on_commit(report.added)
+                    on_commit(report.added + report.updated)
     finish(collection, pipeline, report)
     return report
 
