@@ -141,6 +141,9 @@ def test_filter_and_where_pass_through_to_the_collection(store):
     assert sql and {d.metadata["topic"] for d in sql} == {"lambda"}
     with pytest.raises(ValueError, match="cannot filter on 'colour'"):
         store.similarity_search(QUESTION, filter={"colour": "red"})
+    store.add_texts(["A note."], [{"null": 1, "select": "x"}], ids=["note"])  # SQL words
+    assert [d.id for d in store.similarity_search(QUESTION, filter={"null": 1})] == ["note"]
+    assert [d.id for d in store.similarity_search(QUESTION, filter={"select": "x"})] == ["note"]
 
 
 def test_mmr_drops_near_duplicates_that_plain_similarity_keeps(store):

@@ -117,27 +117,28 @@ def test_metadata_filters_restrict_the_search(store, pydoc_pipeline):
     assert found and {n.node.metadata["topic"] for n in found} == {"assert"}
 
 
-#: Metadata with strings, numbers, missing and empty fields, to tell every operator apart.
+#: Metadata with strings, numbers, missing and empty fields, to tell every operator apart;
+#: named like SQL words (`select`, `null`), which the SQL must quote to read as fields.
 TAGGED = [
-    {"label": "Red apple", "kind": "fruit", "n": 1},
-    {"label": "red pepper", "kind": "vegetable", "n": 2},
-    {"label": "green apple", "n": 3},
-    {"label": "", "kind": "fruit"},
-    {"kind": "grain", "n": 5},
-    {"label": "Apple pie", "kind": "dessert", "n": 6},
+    {"select": "Red apple", "kind": "fruit", "null": 1},
+    {"select": "red pepper", "kind": "vegetable", "null": 2},
+    {"select": "green apple", "null": 3},
+    {"select": "", "kind": "fruit"},
+    {"kind": "grain", "null": 5},
+    {"select": "Apple pie", "kind": "dessert", "null": 6},
 ]
 F = FilterOperator
 FILTERS = [
-    [MetadataFilter(key="label", value="apple", operator=F.TEXT_MATCH)],
-    [MetadataFilter(key="label", value="APPLE", operator=F.TEXT_MATCH_INSENSITIVE)],
-    [MetadataFilter(key="label", value="red", operator=F.CONTAINS)],
-    [MetadataFilter(key="label", value=["pepper", "pie"], operator=F.ANY)],
-    [MetadataFilter(key="label", value=["apple", "green"], operator=F.ALL)],
-    [MetadataFilter(key="label", value=None, operator=F.IS_EMPTY)],
-    [MetadataFilter(key="n", value=None, operator=F.IS_EMPTY)],
+    [MetadataFilter(key="select", value="apple", operator=F.TEXT_MATCH)],
+    [MetadataFilter(key="select", value="APPLE", operator=F.TEXT_MATCH_INSENSITIVE)],
+    [MetadataFilter(key="select", value="red", operator=F.CONTAINS)],
+    [MetadataFilter(key="select", value=["pepper", "pie"], operator=F.ANY)],
+    [MetadataFilter(key="select", value=["apple", "green"], operator=F.ALL)],
+    [MetadataFilter(key="select", value=None, operator=F.IS_EMPTY)],
+    [MetadataFilter(key="null", value=None, operator=F.IS_EMPTY)],
     [MetadataFilter(key="kind", value="fruit", operator=F.NE)],
     [MetadataFilter(key="kind", value=["fruit", "grain"], operator=F.NIN)],
-    [MetadataFilter(key="n", value=3, operator=F.GTE)],
+    [MetadataFilter(key="null", value=3, operator=F.GTE)],
 ]
 
 

@@ -142,14 +142,21 @@ def field_type(collection: Collection, field: str) -> pa.DataType:
     return types[field]
 
 
+def sql_field(collection: Collection, field: str) -> str:
+    """A filterable field as a quoted SQL identifier: a metadata column may be named `null`,
+    `select` or `current_date`, which SQL would read as a keyword or a value."""
+    field_type(collection, field)
+    return f"`{field}`"  # column names are [a-z][a-z0-9_]*: nothing inside needs escaping
+
+
 def sql_condition(collection: Collection, field: str, op: str, value: Any) -> str:
     """One SQL comparison on a filterable field, with the value quoted as a literal."""
-    field_type(collection, field)
+    name = sql_field(collection, field)
     if op in ("IN", "NOT IN"):
         if not isinstance(value, (list, tuple)) or not value:
             raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")
-        return f"{field} {op} ({', '.join(sql_literal(v) for v in value)})"
-    return f"{field} {op} {sql_literal(value)}"
+        return f"{name} {op} ({', '.join(sql_literal(v) for v in value)})"
+    return f"{name} {op} {sql_literal(value)}"
 
 
 def sql_literal(value: Any) -> str:

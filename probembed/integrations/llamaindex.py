@@ -272,7 +272,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
             return _LISTED[operator].join(f"({f})" for f in found)
         condition = common.sql_condition(collection, key, _OPERATORS[operator], item.value)
         if operator in (FilterOperator.NE, FilterOperator.NIN):
-            return f"{key} IS NULL OR {condition}"
+            return f"{common.sql_field(collection, key)} IS NULL OR {condition}"
         return condition
 
 
@@ -291,9 +291,10 @@ def _substring(collection: Collection, key: str, operator: FilterOperator, value
     if not isinstance(value, str):
         raise ValueError(f"filter {key!r} {operator.value} needs a string value, got {value!r}")
     _string_field(collection, key, operator)
+    name, literal = common.sql_field(collection, key), common.sql_literal(value)
     if _SUBSTRING.get(operator, False):
-        return f"strpos(lower({key}), lower({common.sql_literal(value)})) > 0"
-    return f"strpos({key}, {common.sql_literal(value)}) > 0"
+        return f"strpos(lower({name}), lower({literal})) > 0"
+    return f"strpos({name}, {literal}) > 0"
 
 
 def _string_list(key: str, operator: FilterOperator, value: Any) -> list[str]:
@@ -307,9 +308,10 @@ def _string_list(key: str, operator: FilterOperator, value: Any) -> list[str]:
 
 def _is_empty(collection: Collection, key: str) -> str:
     """The field is missing (null) or, for a string field, the empty string."""
+    name = common.sql_field(collection, key)
     if pa.types.is_string(common.field_type(collection, key)):
-        return f"{key} IS NULL OR {key} = ''"
-    return f"{key} IS NULL"
+        return f"{name} IS NULL OR {name} = ''"
+    return f"{name} IS NULL"
 
 
 def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> str:
