@@ -315,6 +315,26 @@ def test_a_warm_searcher_follows_a_collection_made_again_at_the_same_version(
     assert service.open("c").search("indexes", k=1)["hits"][0]["text"].startswith("new")
 
 
+def test_a_warm_handle_follows_a_collection_made_again_at_a_lower_version(
+    tmp_path, pydoc_pipeline
+):
+    """Made again empty (version 1) where the handle held version 4: the handle's table found
+    no newer version and read the dropped table's deleted files, so searches served the old
+    rows and every write failed (the service answered 500) until the process restarted."""
+    old = [Record(f"d{i}", f"old passage about cats and their whiskers {i}", {}) for i in range(30)]
+    service, cli = Database(tmp_path / "db", create=True), Database(tmp_path / "db")
+    ingest(old, cli.collection("c"), pydoc_pipeline, batch_size=10)
+    held = service.open("c")
+    assert held.search("whiskers", k=1, exact=True)["hits"][0]["text"].startswith("old")
+    before = held.version
+    cli.drop("c")
+    cli.collection("c").create(pydoc_pipeline)
+    assert cli.collection("c").version < before
+    assert held.search("whiskers", k=5, exact=True)["hits"] == []
+    ingest([Record("n1", "new passage about databases", {})], held, pydoc_pipeline)
+    assert held.ids() == {"n1"} and cli.open("c").ids() == {"n1"}
+
+
 def test_a_refresh_that_fails_reading_leaves_no_half_moved_snapshot(
     tmp_path, hash_pipeline, sentences, monkeypatch
 ):

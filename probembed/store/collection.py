@@ -118,6 +118,11 @@ class CollectionStats:
         }
 
 
+def files_gone(exc: BaseException) -> bool:
+    """Whether a LanceDB error says files of the table are missing (dropped under a handle)."""
+    return "Not found" in str(exc)
+
+
 def check_collection_name(name: object) -> None:
     """Refuse a name LanceDB cannot use as a table (checked before any database is made)."""
     if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
@@ -172,6 +177,12 @@ class Database:
             if "not found" in str(exc):
                 return None
             raise
+
+    def reconnect(self) -> None:
+        """A new LanceDB connection for tables opened from now on: a table dropped and made
+        again by another process at a version this one has seen would read the old table's
+        cached manifest and fail on its deleted files."""
+        self._conn = self.location.connect()
 
     def latest_version(self, name: str) -> int | None:
         """A table's latest committed version in one round trip to LanceDB, where reopening
@@ -273,11 +284,25 @@ class Collection:
         return self._open() is not None
 
     def _open(self) -> Any:
-        """The LanceDB table at its latest version, or None before the first write."""
+        """The LanceDB table at its latest version, or None before the first write.
+
+        A table dropped and made again elsewhere at a lower version cannot be followed from
+        the old table (its files are gone) nor reopened on the same connection (which keeps
+        the old table's manifests by version number): that takes a new connection.
+        """
+        if self._table is not None:
+            try:
+                self._table.checkout_latest()
+                behind = (self.db.latest_version(self.name) or 0) < int(self._table.version)
+            except RuntimeError as exc:
+                if not files_gone(exc):
+                    raise
+                behind = True
+            if behind:  # the latest version is older than this one: the table was made again
+                self.db.reconnect()
+                self._table = None
         if self._table is None:
             self._table = self.db.table(self.name)
-        else:
-            self._table.checkout_latest()
         self._seen = None
         return self._table
 
