@@ -413,6 +413,25 @@ def test_a_write_waiting_for_the_encoder_does_not_hold_up_its_collection(tight):
         assert writing.result().json()["count"] == 1
 
 
+def test_a_collection_dropped_while_requests_wait_for_the_encoder_answers_them_404(tight):
+    # a search and a write wait in the queue with the handle they took; the drop closes it,
+    # then two more texts fill the batch of 4 and release them (a 500 before: they ran on
+    # the closed handle, whose files were gone)
+    with tight.client() as http, ThreadPoolExecutor(2) as pool:
+        assert http.post("/v1/collections", json={"name": "gone"}).status_code == 201
+        document = {"documents": [{"id": "a", "text": "A cat sat."}]}
+        searching = pool.submit(http.post, "/v1/collections/gone/search", json={"query": "cat"})
+        writing = pool.submit(http.post, "/v1/collections/gone/documents", json=document)
+        wait_for_queue(http, 2)
+        assert http.delete("/v1/collections/gone").status_code == 200
+        filler = http.post("/v1/embeddings", json={"model": "hash", "input": ["b", "c"]})
+        answers = [searching.result(), writing.result()]
+    assert filler.status_code == 200
+    for answer in answers:
+        assert answer.status_code == 404, answer.text
+        assert "'gone' was dropped while this request ran" in answer.json()["detail"]
+
+
 def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):
     running = Server(
         tmp_path / "db", pydoc_pipeline_dir, "--max-batch", "8", "--max-wait-ms", "2000"

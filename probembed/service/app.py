@@ -423,7 +423,7 @@ def _collections(service: Service) -> APIRouter:
             def write_chunks() -> schemas.WriteReport:
                 report = ingest_parsed(
                     documents,
-                    collection,
+                    service.still(collection),
                     pipeline,
                     settings,
                     sync=body.sync,
@@ -436,7 +436,7 @@ def _collections(service: Service) -> APIRouter:
             return await service.run(name, write_chunks)
 
         def prepared() -> tuple[IngestReport, list[Record]]:
-            return prepare(records, collection, pipeline, body.on_error, body.upsert)
+            return prepare(records, service.still(collection), pipeline, body.on_error, body.upsert)
 
         report, todo = await service.run(name, prepared)
         # encoded on the event loop, with the collection unlocked: a write that waits for
@@ -445,6 +445,7 @@ def _collections(service: Service) -> APIRouter:
         fused = await batcher.encode([r.text for r in todo]) if todo else None
 
         def write() -> schemas.WriteReport:
+            service.still(collection)
             rows, vectors = todo, fused
             if vectors is not None and not body.upsert:
                 rows, vectors = not_yet_stored(collection, todo, vectors, report)
@@ -496,16 +497,20 @@ def _collections(service: Service) -> APIRouter:
         fused = await service.batcher(pipeline).encode(texts)
 
         def run() -> list:
-            return collection.searcher().search_fused(
-                fused,
-                body.k,
-                body.score,
-                body.exact,
-                body.where,
-                body.hybrid,
-                texts,
-                min_p_relevant=body.min_p_relevant,
-                group_by_doc=body.group_by_doc,
+            return (
+                service.still(collection)
+                .searcher()
+                .search_fused(
+                    fused,
+                    body.k,
+                    body.score,
+                    body.exact,
+                    body.where,
+                    body.hybrid,
+                    texts,
+                    min_p_relevant=body.min_p_relevant,
+                    group_by_doc=body.group_by_doc,
+                )
             )
 
         results = await service.run(name, run)

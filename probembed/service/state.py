@@ -23,7 +23,7 @@ from probembed.service.batching import Batcher
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
 from probembed.service.worker import EncodeProcess, child_threads
-from probembed.store import Collection, Database
+from probembed.store import Collection, CollectionNotFoundError, Database
 
 T = TypeVar("T")
 log = logging.getLogger("probembed.service")
@@ -176,6 +176,19 @@ class Service:
     def collection(self, name: str) -> Collection:
         """An existing collection, or CollectionNotFoundError listing the ones there are."""
         return self._share_pipeline(self.require_ready().open(name))
+
+    def still(self, collection: Collection) -> Collection:
+        """The collection a request began with, if it is still the one under its name: a drop
+        (and a make again) between a request's steps closed it, and its work would fail."""
+        try:
+            current = self.collection(collection.name)
+        except CollectionNotFoundError:
+            current = None
+        if current is not collection:
+            raise CollectionNotFoundError(
+                f"collection {collection.name!r} was dropped while this request ran"
+            )
+        return collection
 
     def _share_pipeline(self, collection: Collection) -> Collection:
         """Search a collection with the served pipeline that made it, not a second copy."""
