@@ -103,7 +103,13 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(_operations(service))
     app.include_router(_embeddings(service))
     app.include_router(_collections(service))
-    app.add_middleware(Gate, metrics=service.metrics, max_body_bytes=settings.limits.max_body_bytes)
+    pages = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    app.add_middleware(
+        Gate,
+        metrics=service.metrics,
+        max_body_bytes=settings.limits.max_body_bytes,
+        pages=frozenset(p for p in pages if p),
+    )
     _publish_limits(app, settings.limits)
     return app
 

@@ -2,7 +2,8 @@
 
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
 Content-Length over it is refused unread; a chunked body is refused once it passes it), and
-the route label is the matched template (`/v1/collections/{name}`), never the raw path.
+the route label is the matched template (`/v1/collections/{name}`), never a raw path a client
+chose (one label, "unmatched", for every path no route matched).
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ access_log = logging.getLogger("probembed.access")
 class Gate:
     """Wraps the app: refuses bodies over the limit, measures and logs every request."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, max_body_bytes: int, pages: frozenset[str]
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
+        #: Paths with no route template that are still labelled by path: the schema and docs.
+        self.pages = pages
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,8 +83,11 @@ class Gate:
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         """Count, time and log one request."""
         route = getattr(scope.get("route"), "path", None)
-        if route is None:  # the schema and docs pages have no template; a 404 has no route
-            route = scope.get("path", "") if status != 404 else "unmatched"
+        if route is None:  # the schema and docs pages have no template; any other path a
+            # client sends (a 404, a 413 refused before routing, a redirect) is one label,
+            # or each made-up path would be a new metric series
+            path = scope.get("path", "")
+            route = path if path in self.pages else "unmatched"
         method = scope.get("method", "")
         self.metrics.requests.labels(method, route, str(status)).inc()
         self.metrics.latency.labels(method, route).observe(seconds)
