@@ -183,10 +183,33 @@ def test_a_lone_surrogate_is_a_422_naming_the_text(server):
         for path, body, says in (
             ("/v1/embeddings", '{"model": "hash", "input": ["ok", "a \\ud800 b"]}', "input[1]"),
             ("/v1/collections/uni/search", '{"query": "x \\udc80"}', "queries[0]"),
+            ("/v1/collections/uni/delete", '{"ids": ["a", "b\\ud800"]}', "ids[1]"),
+            (  # chunking hashed the title before any check: a message about the codec
+                "/v1/collections/uni/documents",
+                '{"documents": [{"id": "t", "text": "x", "metadata": {"title": "\\ud800"}}],'
+                ' "chunk": true}',
+                "documents[0]: its metadata",
+            ),
         ):
             answer = http.post(path, content=body, headers=json_type)
             assert answer.status_code == 422, answer.text
             assert says in answer.text and "lone surrogate" in answer.text, answer.text
+
+
+def test_a_refusal_that_echoes_nan_or_a_surrogate_still_names_the_field(server):
+    """Pydantic echoes the input; a NaN or a lone surrogate in it made the refusal itself
+    fail to render, and the client read "Out of range float values are not JSON compliant"."""
+    json_type = {"content-type": "application/json"}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "echo"})
+        for body, says in (
+            ('{"query": "x", "min_p_relevant": NaN}', "min_p_relevant:"),
+            ('{"query": "x", "k": Infinity}', "k:"),
+            ('{"query": "x", "score": "\\ud800"}', "score:"),
+        ):
+            answer = http.post("/v1/collections/echo/search", content=body, headers=json_type)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["error"]["message"].startswith(says), answer.text
 
 
 def test_bad_documents_are_named_and_nothing_is_written(server):

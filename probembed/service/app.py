@@ -36,7 +36,14 @@ from probembed.store import (
     StoreError,
 )
 from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
-from probembed.store.ingest import IngestReport, commit, finish, not_yet_stored, prepare
+from probembed.store.ingest import (
+    IngestReport,
+    commit,
+    finish,
+    not_unicode,
+    not_yet_stored,
+    prepare,
+)
 from probembed.store.rows import PipelineInfo
 
 #: A collection name in a path, as the store accepts them.
@@ -423,6 +430,10 @@ def _collections(service: Service) -> APIRouter:
 
         options = body.chunking
         if options is not None:
+            for record in records:  # chunking hashes them first, the checks come after it
+                unencodable = not_unicode(record.id, record.text, record.metadata)
+                if unencodable is not None:
+                    raise ApiError(422, f"{record.source}: {unencodable}")
             settings = ChunkSettings(options.max_tokens, options.overlap_tokens)
             documents = [record_document(r, options.markdown) for r in records]
 
@@ -480,6 +491,11 @@ def _collections(service: Service) -> APIRouter:
                 413,
                 f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs} (--max-inputs)",
             )
+
+        for i, doc_id in enumerate(body.ids):
+            surrogate = lone_surrogate(doc_id)
+            if surrogate is not None:
+                raise ApiError(422, f"ids[{i}] is not valid Unicode: it holds {surrogate}")
 
         def delete() -> schemas.DeleteReport:
             collection = service.collection(name)

@@ -8,6 +8,7 @@ their own.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -247,9 +248,26 @@ ERROR_TYPES = {
 
 
 def error_body(status: int, message: str, detail: Any = None) -> dict[str, Any]:
-    """A refusal's JSON: `detail` (the message, or the problems) and OpenAI's `error` object."""
+    """A refusal's JSON: `detail` (the message, or the problems) and OpenAI's `error` object.
+
+    What it echoes of the request is made writable as JSON: a NaN or an infinity, or a lone
+    surrogate, made rendering the refusal fail and the client got that failure's message.
+    """
     error = {"message": message, "type": ERROR_TYPES.get(status, "invalid_request_error")}
-    return {"detail": message if detail is None else detail, "error": error}
+    return _json_safe({"detail": message if detail is None else detail, "error": error})
+
+
+def _json_safe(value: Any) -> Any:
+    """The value with non-finite floats as their names and lone surrogates escaped."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 class ErrorBody(BaseModel):
