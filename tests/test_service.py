@@ -8,6 +8,7 @@ needed), so vectors can be compared exactly with the same pipeline run in this p
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shutil
 import signal
@@ -461,6 +462,24 @@ def test_a_collection_dropped_while_requests_wait_for_the_encoder_answers_them_4
     for answer in answers:
         assert answer.status_code == 404, answer.text
         assert "'gone' was dropped while this request ran" in answer.json()["detail"]
+
+
+def test_an_encoding_child_that_dies_is_replaced(tmp_path, pydoc_pipeline_dir):
+    """Killed as the OOM killer kills it, the child left every later request a 500."""
+    running = Server(tmp_path / "db", pydoc_pipeline_dir, "--workers", "1")
+    body = {"model": "hash", "input": "hello"}
+    with running, running.client() as http:
+        first = http.post("/v1/embeddings", json=body)
+        encoders = [
+            pid
+            for pid in running.children()
+            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(encoders) == 1
+        os.kill(encoders[0], signal.SIGKILL)
+        again = [http.post("/v1/embeddings", json=body) for _ in range(2)]
+    assert first.status_code == 200 and [a.status_code for a in again] == [200, 200]
+    assert again[0].json()["data"][0]["embedding"] == first.json()["data"][0]["embedding"]
 
 
 def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):

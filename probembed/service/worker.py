@@ -21,6 +21,7 @@ import multiprocessing.connection
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from threadpoolctl import threadpool_limits
 
@@ -70,15 +71,26 @@ class EncodeProcess:
     """A pipeline (by built-in name or directory) encoding in its own process."""
 
     def __init__(self, source: str, threads: int) -> None:
-        self.source = source
+        self.source, self.threads = source, threads
+        self._pool = self._spawn()
+
+    def _spawn(self) -> ProcessPoolExecutor:
+        """A new child, loading the pipeline."""
         context = multiprocessing.get_context("spawn")
-        self._pool = ProcessPoolExecutor(
-            1, mp_context=context, initializer=_load, initargs=(source, threads)
+        return ProcessPoolExecutor(
+            1, mp_context=context, initializer=_load, initargs=(self.source, self.threads)
         )
 
     def __call__(self, texts: list[str]) -> Fused:
-        """Encode in the child and wait for it."""
-        return self._pool.submit(_encode, list(texts)).result()
+        """Encode in the child and wait for it; a child that died (the OOM killer, a crash in
+        a native encoder) is replaced and the batch sent once more, else every later batch
+        of the service failed with it."""
+        try:
+            return self._pool.submit(_encode, list(texts)).result()
+        except BrokenProcessPool:
+            self._pool.shutdown(wait=False)
+            self._pool = self._spawn()
+            return self._pool.submit(_encode, list(texts)).result()
 
     def close(self) -> None:
         """Stop the child after what it was given."""
