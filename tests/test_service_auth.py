@@ -67,6 +67,26 @@ def test_scopes(guarded, key, request_, status):
         assert "needs 'write'" in answer.text or "needs 'read'" in answer.text
 
 
+def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(guarded):
+    """Parsed first, a stranger's malformed body got a 422 describing the parser's complaint,
+    and any stranger could make the server buffer a body up to the size limit."""
+    json_type = {"content-type": "application/json"}
+    for key in (None, "not-a-key-0123456789"):
+        with guarded.client(key) as http:
+            garbled = http.post("/v1/embeddings", content=b'{"model": ', headers=json_type)
+            bulky = http.post("/v1/collections/kept/documents", content=b"x" * 20_000_000)
+            unknown = http.get("/v1/nowhere")
+        for answer in (garbled, bulky, unknown):
+            assert answer.status_code == 401, answer.text
+            assert answer.json()["error"]["message"] in (
+                "missing API key: send 'Authorization: Bearer KEY'",
+                "unknown API key",
+            )
+    with guarded.client() as http:  # the schema and docs stay open
+        assert http.get("/openapi.json").status_code == 200
+        assert http.get("/docs").status_code == 200
+
+
 def test_openai_client_sends_its_key(guarded):
     good = openai.OpenAI(base_url=f"{guarded.url}/v1", api_key=READER, max_retries=0)
     assert len(good.embeddings.create(model="hash", input=["a", "b"]).data) == 2

@@ -110,12 +110,18 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(_operations(service))
     app.include_router(_embeddings(service))
     app.include_router(_collections(service))
-    pages = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    pages = frozenset(
+        p
+        for p in (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+        if p
+    )
     app.add_middleware(
         Gate,
         metrics=service.metrics,
         max_body_bytes=settings.limits.max_body_bytes,
-        pages=frozenset(p for p in pages if p),
+        pages=pages,
+        keys=settings.keys,
+        open_paths=pages | {"/healthz", "/readyz"},
     )
     _publish_limits(app, settings.limits)
     return app
@@ -214,12 +220,8 @@ def _scope(service: Service, needed: str) -> Callable[..., None]:
         keys = service.settings.keys
         if keys is None:
             return
-        challenge = {"WWW-Authenticate": "Bearer"}
-        if credentials is None:
-            raise ApiError(401, "missing API key: send 'Authorization: Bearer KEY'", challenge)
-        granted = keys.granted(credentials.credentials)
-        if granted is None:
-            raise ApiError(401, "unknown API key", challenge)
+        # the gate answered 401 to a missing or unknown key before the body was read
+        granted = (keys.granted(credentials.credentials) if credentials else None) or frozenset()
         if needed not in granted:
             raise ApiError(403, f"this key grants {sorted(granted)}; this route needs {needed!r}")
 

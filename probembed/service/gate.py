@@ -1,4 +1,4 @@
-"""Every request passes here: body-size limit, Prometheus counts and latency, access log.
+"""Every request passes here: API key, body-size limit, Prometheus counts and latency, access log.
 
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
 Content-Length over it is refused unread; a chunked body is refused once it passes it), and
@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from probembed.service.auth import ApiKeys
 from probembed.service.metrics import Metrics
 from probembed.service.schemas import error_body
 
@@ -30,13 +31,22 @@ class Gate:
     """Wraps the app: refuses bodies over the limit, measures and logs every request."""
 
     def __init__(
-        self, app: ASGIApp, metrics: Metrics, max_body_bytes: int, pages: frozenset[str]
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        max_body_bytes: int,
+        pages: frozenset[str],
+        keys: ApiKeys | None,
+        open_paths: frozenset[str],
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         #: Paths with no route template that are still labelled by path: the schema and docs.
         self.pages = pages
+        self.keys = keys
+        #: Paths any client may ask without a key (health, readiness, the schema and docs).
+        self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,13 +62,30 @@ class Gate:
             await send(message)
 
         try:
+            unknown = self._unauthenticated(scope)
+            if unknown is not None:  # before the body is read or parsed: a stranger's costs nothing
+                await _refuse(sending, 401, unknown, [(b"www-authenticate", b"Bearer")])
+                return
             body = await self._read_body(scope, receive)
             if body is None:
-                await _too_large(sending, self.max_body_bytes)
+                message = f"request body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
+                await _refuse(sending, 413, message)
             else:
                 await self.app(scope, _replay(body, receive), sending)
         finally:
             self._record(scope, status, time.perf_counter() - started)
+
+    def _unauthenticated(self, scope: Scope) -> str | None:
+        """Why a request needing a key has no valid one, or None (the routes check scopes)."""
+        if self.keys is None or scope.get("path") in self.open_paths:
+            return None
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            return "missing API key: send 'Authorization: Bearer KEY'"
+        if self.keys.granted(key.strip()) is None:
+            return "unknown API key"
+        return None
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it is known to exceed the limit."""
@@ -120,18 +147,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    """413 naming the limit."""
-    message = f"request body exceeds {limit} bytes (--max-body-bytes)"
-    body = json.dumps(error_body(413, message)).encode()
+async def _refuse(send: Send, status: int, message: str, headers: list | None = None) -> None:
+    """A refusal made before the app ran, its body unread (so the connection closes)."""
+    body = json.dumps(error_body(status, message)).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
+                *(headers or []),
             ],
         }
     )
