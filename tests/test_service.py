@@ -296,6 +296,32 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
         assert http.get("/v1/collections/chunks").json()["count"] == len(expected)
 
 
+def test_listing_collections_while_one_is_dropped_and_made_again_lists_the_others(server):
+    # a collection dropped between reading the names and reading its stats made the whole
+    # listing a 404 (12 of 150 listings); whenever the drops land, every listing is a 200
+    # with the kept collections in it
+    stop = threading.Event()
+
+    def churn() -> None:
+        with server.client() as own:
+            while not stop.is_set():
+                own.post("/v1/collections", json={"name": "churn"})
+                own.delete("/v1/collections/churn")
+
+    with server.client() as http:
+        for name in ("keep0", "keep1"):
+            http.post("/v1/collections", json={"name": name})
+        churning = threading.Thread(target=churn)
+        churning.start()
+        try:
+            listings = [http.get("/v1/collections") for _ in range(100)]
+        finally:
+            stop.set()
+            churning.join()
+    assert [a.status_code for a in listings] == [200] * 100
+    assert all({"keep0", "keep1"} <= {c["name"] for c in a.json()["data"]} for a in listings)
+
+
 def test_metrics_export_requests_batches_and_items(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "counted"})

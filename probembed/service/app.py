@@ -377,9 +377,15 @@ def _collections(service: Service) -> APIRouter:
         """Every collection with its stats."""
         db = service.require_ready()
         names = await asyncio.to_thread(db.collections)
-        return schemas.CollectionList(
-            data=[await service.run(n, lambda n=n: info(n)) for n in names]
-        )
+
+        def listed(name: str) -> schemas.CollectionInfo | None:
+            try:
+                return info(name)
+            except CollectionNotFoundError:  # dropped since the names were read: not listed
+                return None
+
+        found = [await service.run(n, lambda n=n: listed(n)) for n in names]
+        return schemas.CollectionList(data=[i for i in found if i is not None])
 
     @router.post("", response_model=schemas.CollectionInfo, status_code=201, dependencies=writer)
     async def create_collection(body: schemas.CollectionCreate) -> schemas.CollectionInfo:
