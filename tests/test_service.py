@@ -471,6 +471,33 @@ def test_a_write_waiting_for_the_encoder_does_not_hold_up_its_collection(tight):
         assert writing.result().json()["count"] == 1
 
 
+def test_chunked_writes_queued_on_one_collection_leave_the_others_answering(tight):
+    # a chunked write encodes holding its collection's lock; writes queued behind it waited
+    # for the lock inside the event loop's threads, more of them than it has, and a request
+    # for another collection waited for the first write's batch (its 3 s wait) to get one
+    writers = min(32, (os.cpu_count() or 1) + 4) + 2  # more than the loop's default threads
+    with tight.client() as http, ThreadPoolExecutor(writers) as pool:
+        for name in ("crowded", "quiet"):
+            assert http.post("/v1/collections", json={"name": name}).status_code == 201
+        writes = [
+            pool.submit(
+                http.post,
+                "/v1/collections/crowded/documents",
+                json={"documents": [{"id": f"d{i}", "text": f"Text {i}."}], "chunk": True},
+            )
+            for i in range(writers)
+        ]
+        wait_for_queue(http, 1)  # one write holds the lock, its text waits for a batch of 4
+        quiet = http.get("/v1/collections/quiet")
+        still_waiting = (
+            'probembed_encode_queue_texts{pipeline="hash"} 1.0' in http.get("/metrics").text
+        )
+        while not all(w.done() for w in writes):  # three more texts release each write's one
+            http.post("/v1/embeddings", json={"model": "hash", "input": ["x", "y", "z"]})
+    assert quiet.status_code == 200 and still_waiting
+    assert [w.result().status_code for w in writes] == [200] * writers
+
+
 def test_a_collection_dropped_while_requests_wait_for_the_encoder_answers_them_404(tight):
     # a search and a write wait in the queue with the handle they took; the drop closes it,
     # then two more texts fill the batch of 4 and release them (a 500 before: they ran on

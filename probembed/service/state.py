@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from probembed.pipeline import Pipeline
@@ -42,6 +43,14 @@ class UnknownModelError(LookupError):
     """An embedding request for a pipeline this server does not serve."""
 
 
+@dataclass
+class _Held:
+    """A collection's lock and the requests holding or waiting for it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class Service:
     """The service's shared state; `start` on the event loop, `stop` at shutdown."""
 
@@ -54,7 +63,8 @@ class Service:
         self.failure: str | None = None
         self._ready = asyncio.Event()
         self._batchers: dict[str, Batcher] = {}
-        self._locks: dict[str, threading.Lock] = {}
+        #: Per collection: its lock and how many requests hold or wait for it (then dropped).
+        self._locks: dict[str, _Held] = {}
         self._guard = threading.Lock()
         self._dims: dict[str, int] = {}
         #: Served pipeline name -> what it was loaded from (a built-in name or a directory).
@@ -102,10 +112,9 @@ class Service:
         db = Database(settings.db, create=True, storage_options=settings.storage_options)
         self.db = db
         for name in db.collections():
-            collection = self._share_pipeline(db.open(name))
-            with self.lock(name):
-                collection.searcher().warm()
-                self.metrics.items.labels(name).set(collection.count())
+            collection = self._share_pipeline(db.open(name))  # no request runs before ready
+            collection.searcher().warm()
+            self.metrics.items.labels(name).set(collection.count())
 
     def require_ready(self) -> Database:
         """The database, or NotReadyError while loading."""
@@ -168,11 +177,6 @@ class Service:
             await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
         return pipeline
 
-    def lock(self, name: str) -> threading.Lock:
-        """The lock of one collection's LanceDB operations."""
-        with self._guard:
-            return self._locks.setdefault(name, threading.Lock())
-
     def collection(self, name: str) -> Collection:
         """An existing collection, or CollectionNotFoundError listing the ones there are."""
         return self._share_pipeline(self.require_ready().open(name))
@@ -200,13 +204,26 @@ class Service:
         return collection
 
     async def run(self, name: str, work: Callable[[], T]) -> T:
-        """Run blocking work on a collection in a thread, holding the collection's lock."""
+        """Run blocking work on a collection in a thread, holding the collection's lock.
 
-        def locked() -> T:
-            with self.lock(name):
-                return work()
-
-        return await asyncio.to_thread(locked)
+        The lock is waited for on the event loop, not in a thread: requests queued behind a
+        long chunked write held every thread of the loop's pool, and stalled every other
+        collection's requests. A cancelled request keeps the lock until its thread ends.
+        """
+        held = self._locks.setdefault(name, _Held())
+        held.users += 1
+        try:
+            async with held.lock:
+                task = asyncio.ensure_future(asyncio.to_thread(work))
+                try:
+                    return await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    await asyncio.wait([task])  # a thread cannot be stopped: wait for it
+                    raise
+        finally:
+            held.users -= 1
+            if not held.users:
+                del self._locks[name]
 
     def count_items(self, collection: Collection) -> int:
         """The collection's item count, exported as a metric."""
