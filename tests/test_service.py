@@ -344,6 +344,26 @@ def test_metrics_export_requests_batches_and_items(server):
     assert "probembed_encode_queue_texts" in text and "probembed_request_duration_seconds" in text
 
 
+def test_a_collections_own_pipeline_named_like_a_served_one_has_its_own_metric_series(
+    tmp_path, pydoc_pipeline_dir
+):
+    """Both batchers wrote pipeline="hash": the queue gauge read whichever moved last."""
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+    spec = ModelSpec("hash", "laplace", encoder_params={"dim": 40})
+    pairs = [("a cat", "the cat"), ("a dog", "one dog"), ("red car", "a red car")]
+    theirs = Pipeline.fit([spec], pairs, FusionConfig("mean"), name="hash", cache=False)
+    Database(tmp_path / "db", create=True).collection("theirs").create(theirs)
+    with Server(tmp_path / "db", pydoc_pipeline_dir) as running, running.client() as http:
+        assert http.post("/v1/embeddings", json={"model": "hash", "input": "x"}).status_code == 200
+        answer = http.post("/v1/collections/theirs/search", json={"query": "cat"})
+        text = http.get("/metrics").text
+    assert answer.status_code == 200, answer.text
+    own = f"hash@{theirs.fingerprint[:8]}"
+    assert f'probembed_encode_batch_texts_count{{pipeline="{own}"}} 1.0' in text
+    assert 'probembed_encode_batch_texts_count{pipeline="hash"} 1.0' in text
+
+
 def test_health_and_readiness(server):
     with server.client() as http:
         assert http.get("/healthz").json()["status"] == "ok"

@@ -165,7 +165,14 @@ class Service:
         key = pipeline.fingerprint
         if key not in self._batchers:
             workers = self._workers[key]
-            batcher = Batcher(workers, self.settings.batching, self.metrics, pipeline.name)
+            served = self.pipelines.get(pipeline.name)
+            # a collection's own pipeline may share a served one's name: its own metric series
+            label = (
+                pipeline.name
+                if served and served.fingerprint == key
+                else f"{pipeline.name}@{key[:8]}"
+            )
+            batcher = Batcher(workers, self.settings.batching, self.metrics, label)
             batcher.start()
             self._batchers[key] = batcher
         return self._batchers[key]
