@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from probembed.service.batching import Batcher
 from probembed.service.metrics import Metrics
-from probembed.service.settings import BatchSettings, Limits
+from probembed.service.settings import BatchSettings, Limits, ServiceSettings
 
 
 def meeting(pipeline, parties: int, timeout: float):
@@ -62,15 +63,35 @@ def test_a_max_k_below_the_default_k_is_refused_at_start():
 @pytest.mark.parametrize(
     ("kwargs", "says"),
     [
-        ({"workers": 0}, r"--workers \(workers\) must be a finite positive number, got 0"),
+        ({"workers": 0}, r"--workers \(workers\) must be a positive integer, got 0"),
+        ({"workers": 2.5}, r"--workers \(workers\) must be a positive integer, got 2.5"),
+        ({"max_batch": 0.25}, r"--max-batch \(max_batch\) must be a positive integer"),
         ({"max_wait_ms": float("inf")}, r"--max-wait-ms \(max_wait_ms\) must be a finite"),
         ({"max_wait_ms": 1e9}, r"--max-wait-ms \(max_wait_ms\) must be at most 60000"),
     ],
 )
 def test_batch_settings_refuse_what_would_hang_or_starve(kwargs, says):
-    """No worker, or a wait without end (requests and SIGTERM would hang), fails at start."""
+    """No worker, half a worker, or a wait without end (requests and SIGTERM would hang),
+    fails at start."""
     with pytest.raises(ValueError, match=says):
         BatchSettings(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: Limits(max_inputs=0.5), r"--max-inputs \(max_inputs\) must be a positive integer"),
+        (lambda: Limits(max_k=True), r"--max-k \(max_k\) must be a positive integer"),
+        (lambda: ServiceSettings("db", port=True), "port must be an integer"),
+        (lambda: ServiceSettings("db", grace_seconds=float("nan")), "grace_seconds must be a"),
+        (lambda: ServiceSettings("db", grace_seconds=-5), "grace_seconds must be a number >= 0"),
+        (lambda: ServiceSettings("db", grace_seconds=math.inf), "grace_seconds must be finite"),
+    ],
+)
+def test_service_settings_made_in_python_refuse_what_the_cli_would(make, says):
+    """The CLI passes whole numbers; the Python API took half a text or NaN seconds."""
+    with pytest.raises(ValueError, match=says):
+        make()
 
 
 def test_a_batcher_needs_an_encoder():

@@ -87,8 +87,15 @@ class ServiceSettings:
             raise ValueError("serve needs at least one pipeline (--pipeline NAME_OR_DIR)")
         for name in self.pipelines:
             find_pipeline(name)  # a wrong name fails here, not after the server is up
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise ValueError(f"port must be an integer in 0..65535, got {self.port!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
+        grace = self.grace_seconds
+        if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+            raise ValueError(f"grace_seconds must be a number >= 0, got {grace!r}")
+        if not math.isfinite(grace):
+            raise ValueError(f"grace_seconds must be finite, got {grace!r}")
         if self.keys is None and not self.insecure and not is_loopback(self.host):
             raise ValueError(
                 f"refusing to serve on {self.host!r} without API keys: anyone who reaches it "
@@ -119,8 +126,10 @@ def _check_positive(settings: Limits | BatchSettings, zero_ok: tuple[str, ...] =
     for f in fields(settings):
         value = getattr(settings, f.name)
         low = 0 if f.name in zero_ok else 1e-300
-        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        counts = f.type == "int"  # texts, bytes, hits, processes: whole numbers
+        number = not isinstance(value, bool) and isinstance(value, int if counts else (int, float))
         if not (number and math.isfinite(value) and value >= low):
-            kind = "a finite non-negative" if f.name in zero_ok else "a finite positive"
+            sign = "non-negative" if f.name in zero_ok else "positive"
+            kind = f"a {sign} integer" if counts else f"a finite {sign} number"
             option = "--" + f.name.replace("_", "-")
-            raise ValueError(f"{option} ({f.name}) must be {kind} number, got {value!r}")
+            raise ValueError(f"{option} ({f.name}) must be {kind}, got {value!r}")
