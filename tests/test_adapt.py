@@ -319,3 +319,33 @@ def test_a_searcher_in_another_process_takes_in_agreement_kept_without_a_new_ver
     for a, b in zip(later, expected, strict=True):
         assert [h["weights"] for h in a["hits"]] == [h["weights"] for h in b["hits"]]
         assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]]
+
+
+def test_a_rerun_after_a_run_killed_before_measuring_measures_the_agreement(
+    tmp_path, hash_pipeline, sentences, monkeypatch
+) -> None:
+    """Killed after its last commit, while measuring: the re-run found every id stored, wrote
+    nothing, and so never measured; the collection searched with the unadapted prior."""
+    from probembed.store import Database, ingest
+    from probembed.store.collection import Collection
+    from probembed.store.readers import Record
+
+    pipe = adapting(hash_pipeline)
+    records = [Record(f"d{i}", s, {}) for i, s in enumerate(sentences[:300])]
+    clean = Database(tmp_path / "clean", create=True).collection("c")
+    ingest(records, clean, pipe, batch_size=100)
+
+    def killed(self, pipeline):
+        raise KeyboardInterrupt("killed while measuring agreement")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Collection, "record_agreement", killed)
+        with pytest.raises(KeyboardInterrupt):
+            rerun = Database(tmp_path / "rerun", create=True).collection("c")
+            ingest(records, rerun, pipe, batch_size=100)  # clean's batches: the same rows
+    rerun = Database(tmp_path / "rerun").collection("c")
+    assert rerun.agreement() is None
+    report = ingest(records, rerun, pipe, batch_size=100)
+    assert (report.added, report.already_stored) == (0, 300)
+    # the same rows in the same order of ids: the same float64 measurement, bit for bit
+    np.testing.assert_array_equal(rerun.agreement(), clean.agreement())

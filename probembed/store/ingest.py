@@ -218,12 +218,14 @@ def finish(
     collection: Collection, pipeline: Any, report: IngestReport, compact: bool = True
 ) -> None:
     """After the last commit: compact when fragments piled up, measure agreement again when
-    the size moved."""
-    if report.added or report.updated:
-        if compact and collection.compaction_due():
-            collection.optimize()
-        if collection.agreement_due():
-            collection.record_agreement(pipeline)
+    the size moved. Also when this run wrote nothing: a run killed after its last commit left
+    them undone, and its re-run finds every id stored."""
+    if not collection.exists:
+        return
+    if compact and collection.compaction_due():
+        collection.optimize()
+    if collection.agreement_due():
+        collection.record_agreement(pipeline)
 
 
 def check_records(
