@@ -6,12 +6,15 @@ their own types to and from these.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -27,6 +30,36 @@ if TYPE_CHECKING:
 RESERVED_KEY = "probembed"
 #: Scores that lie in [-1, 1] for probembed's unit-norm fused means.
 _COSINE_RANGE = frozenset({"dot", "uec", "uec-mteb"})
+#: One lock per collection handle, for every adapter over it.
+_LOCKS: weakref.WeakKeyDictionary[Collection, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def collection_lock(collection: Collection) -> threading.RLock:
+    """The lock of a collection handle: LangChain's and LlamaIndex's async methods run the
+    sync ones in executor threads, and a handle is not safe to use from several at once (a
+    table created twice, a snapshot written through a file another thread closed)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(collection)
+        if lock is None:
+            lock = _LOCKS[collection] = threading.RLock()
+        return lock
+
+
+def serialised(attribute: str) -> Callable[[F], F]:
+    """A method that holds the lock of the collection in `self.<attribute>` while it runs."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with collection_lock(getattr(self, attribute)):
+                return method(self, *args, **kwargs)
+
+        return locked  # type: ignore[return-value]
+
+    return wrap
 
 
 def resolve_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:

@@ -88,6 +88,7 @@ class ProbembedVectorStore(VectorStore):
         """The embeddings of the collection's pipeline."""
         return self._embedding
 
+    @common.serialised("collection")
     def add_texts(
         self,
         texts: Iterable[str],
@@ -101,6 +102,7 @@ class ProbembedVectorStore(VectorStore):
         pipeline = self._embedding.pipeline
         return common.store_texts(self.collection, pipeline, list(texts), metadatas, ids)
 
+    @common.serialised("collection")
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete these ids (None: every item) in one commit; True when any was there."""
         _no_options(kwargs, "delete")
@@ -109,6 +111,7 @@ class ProbembedVectorStore(VectorStore):
         targets = sorted(self.collection.ids()) if ids is None else list(ids)
         return self.collection.delete(targets) > 0
 
+    @common.serialised("collection")
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents with these ids (missing ones are left out)."""
         if not self.collection.exists:
@@ -131,6 +134,7 @@ class ProbembedVectorStore(VectorStore):
         """
         return [(doc, hit["score"]) for doc, hit in self._search(query, k, kwargs)]
 
+    @common.serialised("collection")
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
@@ -156,6 +160,7 @@ class ProbembedVectorStore(VectorStore):
             None, self._similarity_search_with_relevance_scores, query, k, **kwargs
         )
 
+    @common.serialised("collection")
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
@@ -179,6 +184,7 @@ class ProbembedVectorStore(VectorStore):
         )
         return [candidates[i][0] for i in chosen]
 
+    @common.serialised("collection")
     def _search(self, query: str, k: int, kwargs: dict[str, Any]) -> list[tuple[Document, Hit]]:
         """Run one search, returning each hit as a Document beside the hit itself."""
         options = dict(kwargs)

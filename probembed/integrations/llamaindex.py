@@ -143,6 +143,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """The probembed collection underneath."""
         return self._collection
 
+    @common.serialised("_collection")
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Upsert nodes by node id in one validated write; returns their ids.
 
@@ -156,6 +157,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         ids = [n.node_id for n in nodes]
         return common.store_texts(self._collection, self._pipeline, texts, metadatas, ids)
 
+    @common.serialised("_collection")
     def get_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
@@ -168,6 +170,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         rows = collection.rows(ids, ["metadata"])
         return [metadata_dict_to_node(json.loads(rows[i]["metadata"])) for i in ids if i in rows]
 
+    @common.serialised("_collection")
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of one source document, in one commit."""
         _no_options(delete_kwargs, "delete")
@@ -177,6 +180,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         where = common.sql_condition(collection, _REF_DOC, "=", ref_doc_id)
         collection.delete(collection.matching_ids(where))
 
+    @common.serialised("_collection")
     def delete_nodes(
         self,
         node_ids: list[str] | None = None,
@@ -194,11 +198,13 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         where = common.both(ids_where, self._filters(filters)) or "true"
         collection.delete(collection.matching_ids(where))
 
+    @common.serialised("_collection")
     def clear(self) -> None:
         """Delete every node, in one commit."""
         if self._collection.exists:
             self._collection.delete(sorted(self._collection.ids()))
 
+    @common.serialised("_collection")
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The top-k nodes for the query's text, with probembed's score as their similarity.
 
