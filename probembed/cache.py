@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -103,6 +104,11 @@ class CacheInfo:
     models: list[ModelEntries]
 
 
+#: What SQLite says of a file that is not (or no longer) a database.
+_DAMAGED = re.compile(r"file is not a database|database disk image is malformed")
+#: The files SQLite keeps beside a database in WAL mode.
+_LOGS = ("-wal", "-shm")
+
 class EmbeddingCache:
     """Gaussians by (model key, text); lookups and inserts are batched and thread-safe."""
 
@@ -178,11 +184,18 @@ class EmbeddingCache:
         except sqlite3.Error as exc:
             raise OSError(f"cannot read the embedding cache at {self.path}: {exc}") from exc
 
-    def clear(self) -> int:
-        """Remove every entry and shrink the file; returns how many entries went."""
+    def clear(self) -> int | None:
+        """Remove every entry and shrink the file; returns how many entries went, or None
+        where the file was damaged (not a database, or malformed) and was deleted whole:
+        otherwise every later run would warn until the user found and deleted it by hand."""
         if not self.path.is_file():
             return 0
         removed = self._run(lambda db: db.execute("DELETE FROM gaussians").rowcount, 0)
+        if self._disabled and _DAMAGED.search(self._why):
+            for path in (self.path, *(self.path.with_name(self.path.name + s) for s in _LOGS)):
+                path.unlink(missing_ok=True)
+            self._disabled, self._why = False, ""
+            return None
         if self._disabled:
             raise OSError(f"cannot clear the embedding cache at {self.path}: {self._why}")
         with self._lock:

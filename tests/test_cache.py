@@ -217,13 +217,27 @@ def test_cli_cache_info_and_clear(tmp_path, monkeypatch):
     assert EmbeddingCache(directory).info().entries == 0
 
 
-def test_clearing_a_cache_that_cannot_be_used_is_an_error_not_a_silent_zero(tmp_path):
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_clearing_a_damaged_cache_deletes_the_file_and_the_cache_works_again(
+    tmp_path, monkeypatch, damage
+):
+    """`cache clear` failed on the file it is there to clear, and every run warned until the
+    user deleted it by hand."""
     directory = tmp_path / "cache"
-    directory.mkdir()
-    (directory / "embeddings.sqlite").write_bytes(b"not a database, " * 64)
     cache = EmbeddingCache(directory)
-    with pytest.warns(RuntimeWarning, match="disabled"), pytest.raises(OSError, match="clear"):
-        cache.clear()
+    cache.put("m", [f"text {i}" for i in range(400)], _gaussians(400, 64, 0))
+    cache.close()
+    raw = cache.path.read_bytes()
+    bad = b"not a database, " * 64 if damage == "garbage" else raw[:4096] + b"\xff" * 8192
+    cache.path.write_bytes(bad)
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(directory))
+    with pytest.warns(RuntimeWarning, match="disabled"):
+        result = runner.invoke(app, ["cache", "clear"])
+    assert result.exit_code == 0, result.output
+    assert "it was damaged" in " ".join(result.output.split())
+    fresh = EmbeddingCache(directory)
+    fresh.put("m", ["again"], _gaussians(1, 8, 0))
+    assert fresh.enabled and fresh.info().entries == 1
 
 
 def test_cache_info_reads_an_old_file_without_migrating_it(tmp_path):

@@ -176,7 +176,10 @@ def cache_clear() -> None:
 
     cache = EmbeddingCache()
     removed = cache.clear()
-    say(f"removed {removed} entries from {cache.path}")
+    if removed is None:
+        say(f"removed {cache.path}: it was damaged (its entries are re-encoded when needed)")
+    else:
+        say(f"removed {removed} entries from {cache.path}")
 
 
 def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
