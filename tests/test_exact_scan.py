@@ -1,5 +1,7 @@
 """The fast exact scan: its float32 error bound holds, and its result is the float64 scan's."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -173,4 +175,17 @@ def test_within_reach_leaves_only_the_top_k_when_the_bounds_separate_them():
     true = np.arange(30, dtype=float)[None, ::-1] / 30
     candidates = np.arange(30)[None]
     kept = ranking.within_reach(candidates, true - 1e-4, true + 1e-4, 10)
+    np.testing.assert_array_equal(kept, candidates[:, :10])
+
+
+def test_within_reach_of_a_graph_that_found_fewer_candidates_warns_nothing():
+    """Missing candidates (-1, bounds -inf) made `inf - inf` a RuntimeWarning on every such
+    search (a filtered graph search with a narrow beam)."""
+    true = np.arange(20, dtype=float)[None, ::-1] / 20
+    candidates = np.where(np.arange(20) < 15, np.arange(20), -1)[None]
+    lower = np.where(candidates >= 0, true - 1e-4, -np.inf)
+    upper = np.where(candidates >= 0, true + 1e-4, -np.inf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept = ranking.within_reach(candidates, lower, upper, 10)
     np.testing.assert_array_equal(kept, candidates[:, :10])

@@ -1,6 +1,8 @@
 """Search: equal to a brute-force scan for every score, ANN recall, hybrid RRF, CLI JSON."""
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -315,9 +317,7 @@ def test_a_warm_searcher_follows_a_collection_made_again_at_the_same_version(
     assert service.open("c").search("indexes", k=1)["hits"][0]["text"].startswith("new")
 
 
-def test_a_warm_handle_follows_a_collection_made_again_at_a_lower_version(
-    tmp_path, pydoc_pipeline
-):
+def test_a_warm_handle_follows_a_collection_made_again_at_a_lower_version(tmp_path, pydoc_pipeline):
     """Made again empty (version 1) where the handle held version 4: the handle's table found
     no newer version and read the dropped table's deleted files, so searches served the old
     rows and every write failed (the service answered 500) until the process restarted."""
@@ -425,3 +425,30 @@ def test_pipelines_without_a_block_per_member_ingest_and_search(tmp_path, reques
         order = np.argsort(-scores[row], kind="stable")[:5]
         assert [h["id"] for h in result["hits"]] == [f"d{j}" for j in order]
         assert all(np.isfinite(h["std"]) and h["std"] > 0 for h in result["hits"])
+
+
+def test_threads_searching_one_handle_after_a_write_elsewhere_each_see_it(
+    tmp_path, hash_pipeline, sentences
+):
+    """Both threads refreshed the warm snapshot at once: some answered without the new row,
+    and rows appended twice left the snapshot's arrays of different lengths, so every later
+    search on the handle failed with an IndexError."""
+    path = tmp_path / "db"
+    records = [Record(f"s{i}", t, {}) for i, t in enumerate(sentences[:200])]
+    ingest(records, Database(path, create=True).collection("c"), hash_pipeline)
+    held, writer = Database(path).open("c"), Database(path).open("c")
+    held.search("warm up", k=3)
+    for n in range(30):
+        text = sentences[1000 + n]
+        ingest([Record(f"r{n}", text, {})], writer, hash_pipeline)
+        start = threading.Barrier(2)
+
+        def search(text: str = text, start: threading.Barrier = start) -> str:
+            start.wait()
+            return held.search([text], k=1, exact=True)[0]["hits"][0]["id"]
+
+        with ThreadPoolExecutor(2) as pool:
+            found = [f.result() for f in [pool.submit(search) for _ in range(2)]]
+        assert found == [f"r{n}", f"r{n}"]
+    snapshot = held.searcher()._snap
+    assert len(snapshot) == len(snapshot.weights) == snapshot.live == 230

@@ -301,8 +301,9 @@ def within_reach(
     if candidates.shape[1] <= k:
         return candidates
     found = candidates >= 0
+    width = np.where(found, upper, 0.0) - np.where(found, lower, 0.0)  # no inf - inf for -1s
     lower = np.where(found, lower, -np.inf)
-    slack = 1e-6 * np.where(found, upper - lower, 0.0).max(axis=1, keepdims=True)
+    slack = 1e-6 * width.max(axis=1, keepdims=True)
     kth = -np.partition(-lower, k - 1, axis=1)[:, k - 1 : k]
     reach = found & (upper >= kth - slack)
     order = np.argsort(~reach, axis=1, kind="stable")[:, : int(reach.sum(axis=1).max())]

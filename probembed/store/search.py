@@ -8,14 +8,16 @@ probability that its first hit truly outranks its second.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import numpy as np
 
@@ -99,8 +101,27 @@ class QueryResult(TypedDict):
     hits: list[Hit]
 
 
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+def _one_at_a_time(method: M) -> M:
+    """A Searcher method that holds the searcher's lock: two threads refreshing one snapshot
+    at once appended rows twice and left its arrays of different lengths for good."""
+
+    @functools.wraps(method)
+    def locked(self: Searcher, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked  # type: ignore[return-value]
+
+
 class Searcher:
-    """Searches one collection with one pipeline, keeping its rows' snapshot and graphs."""
+    """Searches one collection with one pipeline, keeping its rows' snapshot and graphs.
+
+    Safe to share between threads: queries are encoded side by side, and each search then
+    reads and refreshes the snapshot alone.
+    """
 
     def __init__(
         self, collection: Collection, pipeline: Any, settings: IndexSettings | None = None
@@ -118,7 +139,9 @@ class Searcher:
         self._agreement_moved = False
         #: When (time.monotonic) the agreement was last read.
         self._agreement_read = -float("inf")
+        self._lock = threading.RLock()
 
+    @_one_at_a_time
     def close(self) -> None:
         """Release the snapshot's files and the graphs now, not when garbage is collected."""
         if self._snapshot is not None:
@@ -158,6 +181,7 @@ class Searcher:
             fused, k, score, exact, where, hybrid, texts, beta, min_p_relevant, group_by_doc
         )
 
+    @_one_at_a_time
     def search_fused(
         self,
         fused: Fused,
@@ -274,6 +298,7 @@ class Searcher:
             others.append([count[docs[i]] - 1 for i in keep.tolist()])
         return out, others
 
+    @_one_at_a_time
     def warm(self, score: Score | str | None = None) -> bool:
         """Load the vectors and build (or load) the graph a search with `score` would use.
 
@@ -292,6 +317,7 @@ class Searcher:
         assert self._snapshot is not None
         return self._snapshot
 
+    @_one_at_a_time
     def footprint(self) -> dict[str, int]:
         """Bytes search holds: candidate indexes and per-row arrays in memory, rows mapped."""
         self._refresh()
