@@ -1,6 +1,9 @@
 """The command line end to end on the hash encoder: fit, encode, models, eval."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -73,6 +76,38 @@ def test_encode_names_the_file_it_wrote_and_refuses_a_directory(hash_pipeline, t
     refused = runner.invoke(app, [*base, "--out", str(tmp_path)])
     assert refused.exit_code == 2 and "is a directory" in refused.output
     assert not tmp_path.with_name(tmp_path.name + ".npz").exists()
+
+
+def test_encode_reads_lines_ended_by_newlines_only_and_checks_out_before_encoding(
+    hash_pipeline, tmp_path
+):
+    """str.splitlines cut at a form feed or U+2028 inside a line: 5 vectors for 3 lines."""
+    source = tmp_path / "texts.txt"
+    source.write_text("page one\fpage two\r\nfirst\u2028second\n\nplain line\n", "utf-8")
+    out = tmp_path / "g.npz"
+    base = ["encode", "--pipeline", str(hash_pipeline)]
+    result = runner.invoke(app, [*base, "--file", str(source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as data:
+        assert data["texts"].tolist() == ["page one\fpage two", "first\u2028second", "plain line"]
+    missing = runner.invoke(app, [*base, "one", "--out", str(tmp_path / "nodir" / "g.npz")])
+    assert missing.exit_code == 2 and f"no directory {tmp_path / 'nodir'}" in missing.output
+
+
+def test_encode_into_a_reader_that_stops_early_or_from_a_closed_stdin(hash_pipeline, tmp_path):
+    """`encode | head -n 1` was an error (Broken pipe), and a closed stdin an AttributeError."""
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"text number {i}\n" for i in range(3000)))
+    command = [sys.executable, "-m", "probembed", "encode", "--pipeline", str(hash_pipeline)]
+    job = subprocess.Popen(
+        [*command, "--file", str(many)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert json.loads(job.stdout.readline())["text"] == "text number 0"
+    job.stdout.close()  # as `head -n 1` does
+    assert job.wait(timeout=120) == 0, job.stderr.read().decode()
+    closed = subprocess.run(command, stdin=None, capture_output=True, text=True,
+                            preexec_fn=lambda: os.close(0))  # fmt: skip
+    assert closed.returncode == 2 and "no texts: pass them as arguments" in closed.stderr
 
 
 def test_encode_with_unknown_pipeline_is_a_clear_error():

@@ -52,6 +52,9 @@ class ProbembedGroup(TyperGroup):
             return super().invoke(ctx)
         except _CLICK_EXITS:
             raise
+        except BrokenPipeError:  # `probembed encode ... | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+            raise typer.Exit(0) from None
         except KeyboardInterrupt:
             if ctx.params.get("debug"):
                 raise
@@ -188,17 +191,23 @@ def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
         return texts
     if file is not None:
         try:
-            lines = file.read_text(encoding="utf-8").splitlines()
+            lines = _lines(file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
-    elif not sys.stdin.isatty():
-        lines = sys.stdin.read().splitlines()
+    elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
+        lines = _lines(sys.stdin.read())
     else:
         raise fail("no texts: pass them as arguments, with --file, or on stdin")
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise fail("no texts: the input holds only blank lines")
     return lines
+
+
+def _lines(text: str) -> list[str]:
+    """Lines ended by \n (or \r\n) only: str.splitlines also cuts at form feeds, U+2028 and
+    other separators inside a line, and the vectors no longer lined up with the input lines."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 @app.command()
@@ -217,6 +226,8 @@ def encode(
     if out is not None:
         if out.is_dir():
             raise fail(f"--out {out} is a directory; give a file name, e.g. {out / 'vectors.npz'}")
+        if not out.absolute().parent.is_dir():  # before encoding, not after
+            raise fail(f"--out {out}: no directory {out.absolute().parent}")
         out = out if out.suffix == ".npz" else out.with_name(out.name + ".npz")  # numpy's rule
     try:
         pipe = Pipeline.load(pipeline)
