@@ -505,7 +505,7 @@ def _read_config(directory: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # not JSON, or not UTF-8
         raise ValueError(f"{path} is corrupted: {exc}") from exc
     _check_keys(path, "the top level", config, _TOP_KEYS)
-    if config.get("format") != FORMAT_VERSION:
+    if config.get("format") != FORMAT_VERSION or isinstance(config.get("format"), bool):
         raise ValueError(f"{path} has format {config.get('format')!r}; expected {FORMAT_VERSION}")
     models = config.get("models")
     if not isinstance(models, list) or not models:
@@ -514,6 +514,13 @@ def _read_config(directory: Path) -> dict[str, Any]:
         _check_keys(path, f"models[{i}]", entry, _MODEL_KEYS)
         if not {"encoder", "estimator", "dir"} <= set(entry):
             raise ValueError(f"{path}: model entry {entry} needs encoder, estimator and dir")
+        for key in ("encoder", "estimator"):  # dir: `_inside` below says what it must be
+            if not isinstance(entry[key], str):
+                raise ValueError(f"{path}: models[{i}].{key} must be a string, got {entry[key]!r}")
+        try:
+            estimator_class(entry["estimator"])
+        except ValueError as exc:
+            raise ValueError(f"{path}: models[{i}]: {exc}") from exc
         if not isinstance(entry.get("encoder_params", {}), dict):
             raise ValueError(f"{path}: models[{i}].encoder_params must be a JSON object")
         if not _inside(directory, entry["dir"]):
@@ -524,6 +531,14 @@ def _read_config(directory: Path) -> dict[str, Any]:
     _check_keys(path, '"fusion"', config.get("fusion", {}), _field_names(FusionConfig))
     _check_keys(path, '"score"', config.get("score", {}), _field_names(ScoreConfig))
     _check_keys(path, '"adapt"', config.get("adapt", {}), _field_names(AdaptConfig))
+    if not isinstance(config.get("name", ""), str):
+        raise ValueError(f"{path}: name must be a string, got {config['name']!r}")
+    try:  # the values too, so a server refuses a bad one before it starts, not when loading
+        FusionConfig(**config.get("fusion", {}))
+        ScoreConfig(**config.get("score", {}))
+        AdaptConfig(**config.get("adapt", {}))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
     return config
 
 

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from probembed.evaluation.harness import Embedded
 from probembed.interfaces.cli import app
-from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline, ScoreConfig
+from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline, ScoreConfig, find_pipeline
 
 runner = CliRunner()
 
@@ -177,6 +177,32 @@ def test_bad_fusion_value_in_pipeline_json_names_the_file(hash_pipeline, tmp_pat
         Pipeline.load(directory, cache=False)
 
 
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda c: c["score"].update(beta=float("nan")), "beta must be a finite number"),
+        (lambda c: c["fusion"].update(temperature="abc"), "temperature"),
+        (lambda c: c["models"][0].update(estimator=["laplace"]), "models[0].estimator must be a"),
+        (lambda c: c["models"][0].update(estimator="bayes"), "unknown estimator 'bayes'"),
+        (lambda c: c.update(name=123), "name must be a string, got 123"),
+        (lambda c: c.update(format=True), "has format True"),
+    ],
+)
+def test_find_pipeline_checks_the_values_a_server_checks_before_it_starts(
+    hash_pipeline, tmp_path, edit, says
+):
+    """Only keys were checked: `serve` started on a NaN beta and answered 503 "failed" for
+    good; a list as estimator was a TypeError."""
+    directory = hash_pipeline.save(tmp_path / "pipe")
+    path = directory / "pipeline.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError) as caught:
+        find_pipeline(directory)
+    assert str(caught.value).startswith(str(path)) and says in str(caught.value)
+
+
 def test_a_json_true_is_not_a_number_for_any_setting():
     """float(True) is 1.0: a pipeline.json that says `"beta": true` is refused, not read as 1."""
     with pytest.raises(ValueError, match="score beta must be a number, got False"):
@@ -197,6 +223,7 @@ def test_a_json_true_is_not_a_number_for_any_setting():
         ("laplace", {"batch_size": True}, "laplace batch_size must be a whole number > 0"),
         ("laplace", {"holdout": 1.0}, r"laplace holdout must be a number in \(0, 1\)"),
         ("laplace", {"seed": 1.5}, "laplace seed must be a whole number"),
+        ("laplace", {"seed": -1}, "laplace seed must be a whole number >= 0, got -1"),
         ("laplace", {"calibrate": "yes"}, "laplace calibrate must be true or false"),
         ("head", {"hidden": 0}, "head hidden must be a whole number > 0"),
         ("head", {"lr": -0.1}, "head lr must be a finite number >= 0"),

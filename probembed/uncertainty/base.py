@@ -188,7 +188,8 @@ class Estimator(ABC):
         """
         holdout = self.params["holdout"]
         self._require("holdout", is_number(holdout) and 0 < holdout < 1, "a number in (0, 1)")
-        self._require("seed", is_count(self.params["seed"]), "a whole number")
+        seed = self.params["seed"]
+        self._require("seed", is_count(seed) and seed >= 0, "a whole number >= 0")
         self._require("calibrate", isinstance(self.params["calibrate"], bool), "true or false")
 
     def _require(self, name: str, ok: bool, what: str) -> None:
