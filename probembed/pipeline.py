@@ -338,7 +338,7 @@ class Pipeline:
         """Write the pipeline beside any old one, then swap it in: a crash leaves one of them."""
         directory = Path(directory)
         check_save_target(directory)
-        staged = atomic.sibling_dir(directory, "saving")
+        staged = atomic.sibling_dir(directory.absolute(), "saving")  # `.` has no name
         try:
             self._write(staged)
             atomic.replace_dir(staged, directory)
@@ -468,6 +468,11 @@ def check_save_target(directory: Path) -> None:
         )
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"cannot save a pipeline to {directory}: it is a file")
+    ancestor = directory.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"cannot save a pipeline to {directory}: {ancestor} is a file")
 
 
 def find_pipeline(name_or_dir: str | os.PathLike) -> Path:

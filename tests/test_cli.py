@@ -133,6 +133,22 @@ def test_fit_refuses_a_bad_out_or_max_pairs_before_reading_any_pair(tmp_path):
     assert as_file.exit_code == 2 and "taken: it is a file" in as_file.output
     no_pairs = runner.invoke(app, [*base, "--out", str(tmp_path / "p"), "--max-pairs", "0"])
     assert no_pairs.exit_code == 2 and "--max-pairs" in no_pairs.output
+    under_file = runner.invoke(app, [*base, "--out", str(tmp_path / "taken" / "sub")])
+    assert under_file.exit_code == 2 and f"{tmp_path / 'taken'} is a file" in under_file.output
+
+
+def test_fit_out_dot_saves_into_the_current_directory_named_after_it(
+    pairs_file, tmp_path, monkeypatch
+):
+    """`--out .` fitted everything, then failed: the staging folder of `.` had no name."""
+    here = tmp_path / "my-pipeline"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    fitted = runner.invoke(
+        app, ["fit", "--pairs", str(pairs_file), "--model", "hash", "--out", "."]
+    )
+    assert fitted.exit_code == 0, fitted.output
+    assert Pipeline.load(here, cache=False).name == "my-pipeline"
 
 
 def test_eval_compare_on_a_small_sts_split_writes_tidy_rows(hash_pipeline, datasets, tmp_path):

@@ -302,6 +302,7 @@ def fit(
         fusion_config.check(model)
     except ValueError as exc:
         raise fail(f"bad fusion settings: {exc}") from exc
+    out = out.absolute()  # `--out .` names the pipeline after the current directory
     try:
         check_save_target(out)
     except ValueError as exc:
