@@ -109,6 +109,7 @@ _DAMAGED = re.compile(r"file is not a database|database disk image is malformed"
 #: The files SQLite keeps beside a database in WAL mode.
 _LOGS = ("-wal", "-shm")
 
+
 class EmbeddingCache:
     """Gaussians by (model key, text); lookups and inserts are batched and thread-safe."""
 
