@@ -3,6 +3,7 @@
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
@@ -295,6 +296,19 @@ def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
     assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"
 
 
+def warm_beside_a_dropper(tmp_path, pipeline) -> tuple[Database, Database, Any, int]:
+    """A service's handle (warm, 30 old rows) and a CLI's handle that has just dropped the
+    collection: (service db, cli db, the warm collection, the version it held)."""
+    old = [Record(f"d{i}", f"old passage about cats and their whiskers {i}", {}) for i in range(30)]
+    service, cli = Database(tmp_path / "db", create=True), Database(tmp_path / "db")
+    ingest(old, cli.collection("c"), pipeline, batch_size=10)
+    held = service.open("c")
+    assert held.search("whiskers", k=1, exact=True)["hits"][0]["text"].startswith("old")
+    before = held.version
+    cli.drop("c")
+    return service, cli, held, before
+
+
 def test_a_warm_searcher_follows_a_collection_made_again_at_the_same_version(
     tmp_path, pydoc_pipeline, monkeypatch
 ):
@@ -302,14 +316,8 @@ def test_a_warm_searcher_follows_a_collection_made_again_at_the_same_version(
     ingests an edited corpus (another handle): the new collection reaches the very version
     number the searcher holds, and the searcher serves the new rows, not the dropped ones."""
     monkeypatch.setattr(collection_module, "RECREATION_RECHECK_S", 0.0)  # look at every search
-    old = [Record(f"d{i}", f"old passage about cats and their whiskers {i}", {}) for i in range(30)]
     new = [Record(f"d{i}", f"new passage about databases and indexes {i}", {}) for i in range(30)]
-    service, cli = Database(tmp_path / "db", create=True), Database(tmp_path / "db")
-    ingest(old, cli.collection("c"), pydoc_pipeline, batch_size=10)
-    held = service.open("c")
-    assert held.search("whiskers", k=1, exact=True)["hits"][0]["text"].startswith("old")
-    before = held.version
-    cli.drop("c")
+    service, cli, held, before = warm_beside_a_dropper(tmp_path, pydoc_pipeline)
     ingest(new, cli.collection("c"), pydoc_pipeline, batch_size=10)
     assert cli.collection("c").version == before  # the case a version number cannot tell
     hits = held.search("databases", k=30, exact=True)["hits"]
@@ -321,13 +329,7 @@ def test_a_warm_handle_follows_a_collection_made_again_at_a_lower_version(tmp_pa
     """Made again empty (version 1) where the handle held version 4: the handle's table found
     no newer version and read the dropped table's deleted files, so searches served the old
     rows and every write failed (the service answered 500) until the process restarted."""
-    old = [Record(f"d{i}", f"old passage about cats and their whiskers {i}", {}) for i in range(30)]
-    service, cli = Database(tmp_path / "db", create=True), Database(tmp_path / "db")
-    ingest(old, cli.collection("c"), pydoc_pipeline, batch_size=10)
-    held = service.open("c")
-    assert held.search("whiskers", k=1, exact=True)["hits"][0]["text"].startswith("old")
-    before = held.version
-    cli.drop("c")
+    _, cli, held, before = warm_beside_a_dropper(tmp_path, pydoc_pipeline)
     cli.collection("c").create(pydoc_pipeline)
     assert cli.collection("c").version < before
     assert held.search("whiskers", k=5, exact=True)["hits"] == []
