@@ -95,6 +95,20 @@ def test_eval_on_a_pairs_file_is_a_clear_error(compare_flag, pipeline_dir):
     assert "Traceback" not in result.output
 
 
+def test_eval_json_into_a_missing_directory_is_refused_before_the_evaluation(
+    pipeline_dir, tmp_path
+):
+    """It ran the whole evaluation, then failed naming a hidden temporary file."""
+    out = tmp_path / "nodir" / "rows.json"
+    result = runner.invoke(
+        app,
+        ["eval", str(tmp_path / "nothing"), "--pipeline", str(pipeline_dir), "--json", str(out)],
+    )
+    assert result.exit_code == 2, result.output
+    said = f"--json {out}: no directory {tmp_path / 'nodir'}"
+    assert "".join(said.split()) in "".join(result.output.split())  # however the line wraps
+
+
 CORPUS = [
     {"_id": "d1", "title": "Cats", "text": "Cats purr when content."},
     {"_id": "d2", "title": "", "text": "Dogs bark at strangers."},

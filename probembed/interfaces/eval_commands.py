@@ -117,6 +117,8 @@ def register(app: typer.Typer) -> None:
         from probembed.interfaces.console import fail
         from probembed.pipeline import Pipeline
 
+        if json_path is not None and not json_path.absolute().parent.is_dir():  # not after it
+            raise fail(f"--json {json_path}: no directory {json_path.absolute().parent}")
         console = Console()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         with warnings_as_lines(Console(stderr=True)):
