@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from probembed.encoders import EncoderUnavailableError, available_encoders, get_encoder
-from probembed.encoders.mpnet import Part, installed_parts, settle, unpacked
+from probembed.encoders.mpnet import SIZES_FILE, Part, installed_parts, settle, unpacked
 
 FOLDER = "model"
 PACKAGES = tuple(f"fake-part-{i:03d}" for i in range(1, 6))
@@ -50,11 +50,11 @@ def split_archive(tmp_path, tree: dict[str, bytes]) -> tuple[list[Part], str]:
 
 
 def read_tree(directory) -> dict[str, bytes]:
-    """Every file under directory by its relative POSIX path."""
+    """Every file under directory by its relative POSIX path (the kept sizes aside)."""
     return {
         p.relative_to(directory).as_posix(): p.read_bytes()
         for p in directory.rglob("*")
-        if p.is_file()
+        if p.is_file() and p.name != SIZES_FILE
     }
 
 
@@ -80,6 +80,18 @@ def test_second_use_loads_the_unzipped_folder_without_the_parts(tmp_path, tree, 
     assert unpacked(*parts, target, FOLDER) == target
     assert read_tree(target) == tree
     assert (target / "weights.bin").stat().st_mtime_ns == stamp
+
+
+def test_a_damaged_unzipped_folder_is_built_again_from_the_parts(tmp_path, tree, parts):
+    """A truncated weights file (a full disk, a bad copy) was loaded on every use and failed
+    inside safetensors, with no hint to delete the folder."""
+    target = tmp_path / "cache" / "model"
+    unpacked(*parts, target, FOLDER)
+    weights = target / "weights.bin"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    assert unpacked(*parts, target, FOLDER) == target
+    assert read_tree(target) == tree
+    assert [p.name for p in target.parent.iterdir()] == ["model"]  # the damaged copy is gone
 
 
 def test_checksum_mismatch_names_the_packages_and_leaves_nothing(tmp_path, parts):

