@@ -228,6 +228,19 @@ def test_an_ingest_whose_input_fails_the_checks_leaves_no_empty_database(
     assert runner.invoke(app, args).exit_code == 2 and (tmp_path / "made.db").is_dir()
 
 
+def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatch, saved_pipeline):
+    """It said "collection 'default' in made.db: 0 items", and then no such collection was
+    listed or searchable."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.jsonl").write_text("")
+    args = ["ingest", "empty.jsonl", "--pipeline", str(saved_pipeline), "--db", "made.db"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "nothing stored: collection 'default' in made.db was not made" in said
+    assert "0 items" not in said
+
+
 @pytest.mark.parametrize(
     ("command", "says"),
     [

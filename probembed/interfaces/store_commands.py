@@ -250,6 +250,9 @@ def ingest_command(
             with contextlib.suppress(OSError):  # only when empty: another run's files keep it
                 Path(where).rmdir()
         raise
+    if not target.exists:  # nothing to write (an empty file): no collection was made
+        say(f"nothing stored: collection {collection!r} in {database.path} was not made")
+        return
     say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:
         with err.status("building the search graph"):
