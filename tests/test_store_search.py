@@ -454,3 +454,18 @@ def test_threads_searching_one_handle_after_a_write_elsewhere_each_see_it(
         assert found == [f"r{n}", f"r{n}"]
     snapshot = held.searcher()._snap
     assert len(snapshot) == len(snapshot.weights) == snapshot.live == 230
+
+
+def test_a_larger_k_never_reorders_what_a_hybrid_search_showed(tmp_path, hash_pipeline, sentences):
+    """The BM25 and dense lists were cut at a depth that grew with k before their fusion, so
+    k=5 was not the first five of k=20 (4 of 60 queries in a review's run)."""
+    records = [Record(f"s{i}", t, {}) for i, t in enumerate(sentences[:3000])]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash_pipeline)
+    queries = sentences[3000:3060]
+    for small, large in ((5, 20), (10, 40)):
+        few = collection.search(queries, k=small, hybrid=True, exact=True)
+        many = collection.search(queries, k=large, hybrid=True, exact=True)
+        for a, b in zip(few, many, strict=True):
+            assert [h["id"] for h in a["hits"]] == [h["id"] for h in b["hits"]][:small]
+            assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]][:small]

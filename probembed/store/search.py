@@ -481,7 +481,10 @@ class Searcher:
     ) -> tuple[list[Ranked], np.ndarray]:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept; with each
         query's `lexical_features` (what BM25 says of it, for the query confidence)."""
-        depth = self.settings.pool_size(k)
+        # Both lists are cut at one depth whatever k is (the depth the query confidence was
+        # trained at), so a larger k never reorders what a smaller one showed; only a k
+        # beyond it lengthens them.
+        depth = max(self.settings.pool_size(CONFIDENCE_DEPTH), k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
         fused, lexical = [], []
