@@ -28,7 +28,8 @@ access_log = logging.getLogger("probembed.access")
 
 
 class Gate:
-    """Wraps the app: refuses bodies over the limit, measures and logs every request."""
+    """Wraps the app: refuses a request without a valid API key or with a body over the limit
+    before the app reads it, measures and logs every request."""
 
     def __init__(
         self,

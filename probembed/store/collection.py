@@ -118,7 +118,7 @@ class CollectionStats:
         }
 
 
-def files_gone(exc: BaseException) -> bool:
+def _files_gone(exc: BaseException) -> bool:
     """Whether a LanceDB error says files of the table are missing (dropped under a handle)."""
     return "Not found" in str(exc)
 
@@ -295,7 +295,7 @@ class Collection:
                 self._table.checkout_latest()
                 behind = (self.db.latest_version(self.name) or 0) < int(self._table.version)
             except RuntimeError as exc:
-                if not files_gone(exc):
+                if not _files_gone(exc):
                     raise
                 behind = True
             if behind:  # the latest version is older than this one: the table was made again
