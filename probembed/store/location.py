@@ -209,8 +209,7 @@ class Location:
         prefix = self._key(collection, folder)
         selector = pafs.FileSelector(prefix, allow_not_found=True, recursive=True)
         infos = self._call(lambda: self._fs.get_file_info(selector), f"list {prefix}")
-        staged = atomic.sibling_dir(local, "fetching")
-        try:
+        with atomic.staging_dir(local, "fetching") as staged:
             for info in infos:
                 if info.type == pafs.FileType.File:
                     target = staged / info.path[len(prefix) + 1 :]
@@ -218,9 +217,6 @@ class Location:
                     data = self._call(lambda p=info.path: _read(self._fs, p), f"read {info.path}")
                     target.write_bytes(data)
             atomic.replace_dir(staged, local)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
 
     def remove(self, collection: str) -> None:
         """Delete a collection's own files and its local derived files."""
