@@ -74,6 +74,8 @@ class MeanFile:
     def __init__(self, dim: int, directory: str | None = None) -> None:
         self.dim = dim
         self._file = os.fdopen(_unlinked_file("probembed-means-", directory), "r+b")
+        # a searcher dropped unclosed still gives its descriptor back, without a ResourceWarning
+        self._release = weakref.finalize(self, self._file.close)
         self._rows = 0
         self._capacity = 0
         self._map: np.ndarray = np.zeros((0, dim), dtype=np.float32)
@@ -126,7 +128,7 @@ class MeanFile:
     def close(self) -> None:
         """Release the mapping and the file."""
         self._map = np.zeros((0, self.dim), dtype=np.float32)
-        self._file.close()
+        self._release()
 
 
 class TextFile:
