@@ -56,6 +56,20 @@ def test_encode_prints_one_json_line_per_text(hash_pipeline):
     assert lines[0]["weights"] == {"hash": 1.0}
 
 
+def test_a_warning_outside_eval_is_one_warning_line_not_pythons_format(
+    hash_pipeline, tmp_path, monkeypatch
+):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(blocked))
+    result = runner.invoke(app, ["encode", "--pipeline", str(hash_pipeline), "jaguar"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["text"] == "jaguar"  # stdout stays the JSON alone
+    said = " ".join(result.stderr.split())
+    assert said.startswith(f"warning: embedding cache at {blocked} disabled"), said
+    assert "RuntimeWarning" not in result.output and "warnings.warn" not in result.output
+
+
 def test_encode_reads_stdin_and_writes_npz(hash_pipeline, tmp_path):
     out = tmp_path / "g.npz"
     result = runner.invoke(

@@ -17,7 +17,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from probembed.interfaces import eval_commands, store_commands
-from probembed.interfaces.console import fail, literal, say
+from probembed.interfaces.console import fail, literal, say, warnings_as_lines
 
 #: Failures probembed raises on purpose, with a message that says what to fix.
 KNOWN_FAILURES = (ValueError, OSError, ImportError)
@@ -49,7 +49,8 @@ class ProbembedGroup(TyperGroup):
         """Run the command, reporting an escaped exception once, here, for every command."""
         words = ctx.meta.get(_COMMAND_LINE, [])
         try:
-            return super().invoke(ctx)
+            with warnings_as_lines():
+                return super().invoke(ctx)
         except _CLICK_EXITS:
             raise
         except BrokenPipeError:  # `probembed encode ... | head`: the reader has what it wanted

@@ -7,6 +7,10 @@ goes through `Text`, so only the styles written in this package are styles.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
+
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -34,3 +38,20 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error to stderr and give the exit to raise."""
     note("error:", "bold red", message)
     return typer.Exit(code=code)
+
+
+@contextlib.contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Show each distinct warning once as a `warning:` line on stderr, not as Python's
+    `file:line: Category:` with a source excerpt; probembed's own ones every time they differ."""
+    shown: set[str] = set()
+
+    def show(message: Warning | str, *_: object) -> None:
+        if str(message) not in shown:
+            shown.add(str(message))
+            note("warning:", "yellow", str(message))
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("always", module=r"probembed(\.|$)")
+        warnings.showwarning = show
+        yield

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.text import Text
 
 if TYPE_CHECKING:
     from probembed.evaluation.datasets import Dataset
@@ -31,22 +27,6 @@ def find_dev(path: Path, test_split: str) -> str | None:
         ):
             return split
     return None
-
-
-@contextmanager
-def warnings_as_lines(console: Console) -> Iterator[None]:
-    """Show each distinct warning once, as one `warning:` line instead of a source excerpt."""
-    shown: set[str] = set()
-
-    def show(message: Warning | str, *_: object) -> None:
-        if str(message) not in shown:
-            shown.add(str(message))
-            console.print(Text.assemble(("warning:", "yellow"), " ", str(message)), soft_wrap=True)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = show
-        yield
 
 
 def load_evaluable(path: Path, split: str | None, **options: bool) -> Dataset:
@@ -121,31 +101,30 @@ def register(app: typer.Typer) -> None:
             raise fail(f"--json {json_path}: no directory {json_path.absolute().parent}")
         console = Console()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
-        with warnings_as_lines(Console(stderr=True)):
-            try:
-                test, dev = load_test_and_dev(path, split, compare, tune_on, options)
-                pipe = Pipeline.load(pipeline)
-            except (OSError, ValueError) as exc:
-                raise fail(str(exc)) from exc
-            if compare:
-                result = run_compare(pipe, test, dev, progress=True)
-                rows = result.rows
-                if plots is not None:
-                    for png in write_plots(result, test, plots):
-                        console.print(f"plot: {png}")
-            else:
-                method = Method("uec", pipe.fusion, pipe.score)
-                outcome = evaluate(embed(pipe, test, progress=True), test, method)
-                rows = [
-                    {
-                        "dataset": test.name,
-                        "split": test.split,
-                        "method": pipe.name,
-                        "metric": k,
-                        "value": v,
-                    }
-                    for k, v in outcome.metrics.items()
-                ]
+        try:
+            test, dev = load_test_and_dev(path, split, compare, tune_on, options)
+            pipe = Pipeline.load(pipeline)
+        except (OSError, ValueError) as exc:
+            raise fail(str(exc)) from exc
+        if compare:
+            result = run_compare(pipe, test, dev, progress=True)
+            rows = result.rows
+            if plots is not None:
+                for png in write_plots(result, test, plots):
+                    console.print(f"plot: {png}")
+        else:
+            method = Method("uec", pipe.fusion, pipe.score)
+            outcome = evaluate(embed(pipe, test, progress=True), test, method)
+            rows = [
+                {
+                    "dataset": test.name,
+                    "split": test.split,
+                    "method": pipe.name,
+                    "metric": k,
+                    "value": v,
+                }
+                for k, v in outcome.metrics.items()
+            ]
         headline = [
             m
             for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
