@@ -203,10 +203,9 @@ class RelevanceCalibrator:
             "seed": seed,
             "holdout_queries": count,
             "holdout_ece": held_ece,
-            "isotonic": bool(use_isotonic),
         }
         final = _fit(x, y, names, seed, isotonic=use_isotonic)
-        return replace(final, fit_info=info)
+        return replace(final, fit_info={**info, "isotonic": final.isotonic is not None})
 
 
 def _ties_alike(p: np.ndarray, dots: np.ndarray, variances: np.ndarray) -> np.ndarray:
@@ -237,7 +236,8 @@ def non_increasing(p: np.ndarray) -> np.ndarray:
 def _fit(
     x: np.ndarray, y: np.ndarray, names: Sequence[str], seed: int, isotonic: bool
 ) -> RelevanceCalibrator:
-    """A logistic regression, optionally followed by an isotonic map of its output."""
+    """A logistic regression, optionally followed by an isotonic map of its output (not where
+    that output is one value: a map of one point is the logistic's constant again)."""
     from sklearn.isotonic import IsotonicRegression
 
     plain = RelevanceCalibrator(tuple(names), Logistic.fit(x, y, seed))
@@ -245,6 +245,8 @@ def _fit(
         return plain
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(plain.predict(x), y)
     knots = (iso.X_thresholds_.astype(np.float64), iso.y_thresholds_.astype(np.float64))
+    if len(knots[0]) < 2:
+        return plain
     return replace(plain, isotonic=knots)
 
 
