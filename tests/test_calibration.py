@@ -190,6 +190,18 @@ def test_a_hold_out_holding_every_relevant_hit_fits_without_the_isotonic_step(tr
     assert forced.isotonic is not None
 
 
+@pytest.mark.parametrize("isotonic", [None, False, True])
+def test_features_of_one_value_fit_the_base_rate_without_an_isotonic_map(training, isotonic):
+    """Every hit alike (one feature row): the logistic's output is one value and an isotonic
+    map of one point cannot be kept; the fit failed on it even with the step turned off."""
+    x, y, groups = training
+    same = np.tile(x[0], (len(x), 1))
+    fitted = RelevanceCalibrator.fit(same, y, groups, seed=SEED, isotonic=isotonic)
+    assert fitted.isotonic is None and fitted.fit_info["isotonic"] is False
+    p = fitted.predict(same[:3])
+    assert np.all(p == p[0]) and abs(p[0] - y.mean()) < 0.01  # the base rate; L2 pulls a little
+
+
 def test_fitting_is_deterministic(training):
     assert RelevanceCalibrator.fit(*training, seed=SEED) == RelevanceCalibrator.fit(
         *training, seed=SEED
@@ -598,3 +610,20 @@ def test_a_logistic_fits_features_that_are_missing_as_it_predicts_them():
     some[::3, 1] = np.nan
     p = Logistic.fit(some, labels, seed=0).predict(some)
     assert np.all((p > 0) & (p < 1)) and np.corrcoef(p, labels)[0, 1] > 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), width=st.integers(1, 9), rows=st.integers(2, 700))
+def test_a_logistic_gives_a_row_the_same_bits_alone_or_in_any_batch(seed, width, rows):
+    """A hit's p_relevant must not depend on the hits beside it (a larger k, a batch of
+    queries): a matrix-vector product rounded one row differently from a batch."""
+    from probembed.calibration.logistic import Logistic
+
+    rng = np.random.default_rng(seed)
+    model = Logistic(
+        rng.normal(size=width), rng.uniform(0.01, 2, width), rng.normal(size=width), 0.3
+    )
+    x = rng.normal(size=(rows, width))
+    together = model.predict(x)
+    assert all(model.predict(x[i : i + 1])[0] == together[i] for i in range(rows))
+    np.testing.assert_array_equal(model.predict(x[: rows // 2]), together[: rows // 2])

@@ -44,7 +44,12 @@ class Logistic:
         if x.ndim != 2 or x.shape[1] != self.width:
             raise ValueError(f"features must be (n, {self.width}), got shape {x.shape}")
         z = np.nan_to_num((x - self.mean) / self.scale, nan=0.0)
-        return 0.5 * (1.0 + np.tanh(0.5 * (z @ self.coef + self.intercept)))  # σ, no overflow
+        # summed column by column, not `z @ coef`: a matrix-vector product rounds one row alone
+        # differently from a batch, and a hit's p_relevant must not depend on its neighbours
+        logit = np.full(len(z), self.intercept)
+        for column, weight in zip(z.T, self.coef, strict=True):
+            logit = logit + column * weight
+        return 0.5 * (1.0 + np.tanh(0.5 * logit))  # σ, no overflow
 
     def to_json(self) -> dict[str, Any]:
         """The four parameters as plain lists and a float."""
