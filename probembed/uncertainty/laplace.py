@@ -104,13 +104,20 @@ class LaplaceEstimator(Estimator):
         return Moments(mean, predictive_variance(act, weight_var) / sq_norm)
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        """The Fisher must have one row per output dimension of this encoder and be >= 0."""
-        fisher = state.get("fisher")
-        if fisher is None or fisher.ndim != 2 or fisher.shape[0] != self.encoder.dim:
+        """The Fisher must have one row per output dimension of this encoder (and, over an
+        adapter on the output, one column too) and be >= 0: else the first encode fails."""
+        fisher, dim = state.get("fisher"), self.encoder.dim
+        width = "h" if self.uses_last_layer else str(dim)
+        if (
+            fisher is None
+            or fisher.ndim != 2
+            or fisher.shape[0] != dim
+            or (not self.uses_last_layer and fisher.shape[1] != dim)
+        ):
             shape = None if fisher is None else fisher.shape
             raise ValueError(
                 f"laplace state for {self.encoder.name} needs a fisher array of shape "
-                f"({self.encoder.dim}, h), found {shape}"
+                f"({dim}, {width}), found {shape}"
             )
         if not np.all(np.isfinite(fisher)) or fisher.min() < 0:
             raise ValueError(
