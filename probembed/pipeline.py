@@ -573,7 +573,7 @@ def _check_keys(path: Path, where: str, data: object, allowed: Sequence[str]) ->
 
 
 def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
-    """Strict JSON: an infinite temperature (uniform weights) is written as the string "inf"."""
+    """Strict JSON: an infinite temperature (weights = the prior) is written as the string "inf"."""
     data = asdict(fusion)
     if math.isinf(fusion.temperature):
         data["temperature"] = "inf"

@@ -4,9 +4,11 @@ A concat-fused mean holds block k = √π_k(x)·μ_k(x) with μ_k unit-norm, so 
 cosine is recoverable from the stored fused means and weights alone:
 cos_k = block_k(q)·block_k(d) / √(π_k(q)·π_k(d)). The fused dot product is
 Σ_k ω_k cos_k with ω_k = √(π_k(q)·π_k(d)); read as a mixture over members (weights ω/Σω), its
-variance by the law of total variance is the members' own variance (what the estimators know)
-plus the spread of their cosines, (Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: disagreement, which only an
-ensemble sees.
+variance by the law of total variance is a within-member part plus the spread of their cosines,
+(Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: disagreement, which only an ensemble sees. Search adds this
+spread to the fused dot variance (members as an independent weighted sum, each own variance
+weighted about ω_k²), not to the mixture's own within term (Σω)·Σ_k ω_k·v_k: see
+docs/architecture.md, "Disagreement".
 """
 
 from __future__ import annotations
