@@ -80,6 +80,16 @@ def test_calibration_recovers_a_known_scale(scale, seed):
     assert calibration_scale(a, b) == pytest.approx(scale, rel=0.05)
 
 
+@pytest.mark.parametrize("kind", [LaplaceEstimator, HeadEstimator])
+def test_pairs_of_a_text_and_itself_are_refused_not_scaled_to_zero_variance(kind, toy_pairs):
+    """Every residual is zero: the scale came out 0 and every variance with it (the head's
+    state also held -inf), silently."""
+    same = [(a, a) for a, _ in toy_pairs]
+    params = {"epochs": 2} if kind is HeadEstimator else {}
+    with pytest.raises(ValueError, match="pairs of two different texts"):
+        kind(get_encoder("hash", dim=64), **params).fit(same)
+
+
 def test_calibration_scale_is_applied_to_encoded_variances(toy_pairs):
     raw = fit_laplace(toy_pairs)
     calibrated = fit_laplace(toy_pairs, calibrate=True)

@@ -19,4 +19,10 @@ def calibration_scale(a: Gaussian | Moments, b: Gaussian | Moments) -> float:
     keep = total_var > 0
     if not keep.any():
         raise ValueError("calibration needs some non-zero variance; every variance is zero")
-    return float(np.mean(residual_sq[keep] / total_var[keep]))
+    scale = float(np.mean(residual_sq[keep] / total_var[keep]))
+    if scale == 0:
+        raise ValueError(
+            "calibration needs pairs of two different texts: every held-out pair embeds to "
+            "one point (identical texts?), which would scale every variance to zero"
+        )
+    return scale

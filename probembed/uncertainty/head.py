@@ -90,7 +90,8 @@ class HeadEstimator(Estimator):
         net = _network(mu_a.shape[1], self.params["hidden"])
         with torch.no_grad():  # start at the pooled residual variance, a sensible constant
             net[2].weight.mul_(0.01)
-            net[2].bias.fill_(float(((mu_a - mu_b).square().mean() / 2).log()))
+            start = float(((mu_a - mu_b).square().mean() / 2).log())  # -inf: identical pairs
+            net[2].bias.fill_(max(start, _LOG_VAR_MIN))
         optimiser = torch.optim.AdamW(
             net.parameters(), lr=self.params["lr"], weight_decay=self.params["weight_decay"]
         )
