@@ -31,17 +31,15 @@ import json
 import os
 import platform
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import sem
 
 from probembed.evaluation.datasets import RetrievalDataset, load_dataset, load_pairs
-from probembed.evaluation.harness import Method, embed, evaluate
+from probembed.evaluation.harness import Method, embed, evaluate, searched_as
 from probembed.evaluation.lodo import (
     Scores,
-    collection_parts,
     embed_split,
     load_tasks,
     tune_families,
@@ -49,7 +47,6 @@ from probembed.evaluation.lodo import (
 from probembed.evaluation.metrics import retrieval_metrics, run_from_results
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.tuning import without_unweighted
-from probembed.fusion.adapt import agreement
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.store import Database, ingest
@@ -84,16 +81,16 @@ def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> tuple[dict, np.n
     """A built-in's nDCG@10 on the prior, tilted by the corpus's agreement, and dot when tilted;
     with the per-query nDCG@10 on the prior."""
     embedded = embed(pipe, dataset, progress=True)
-    adapted = pipe.adapted(agreement(collection_parts(embedded)))
-    tilted = pipe.fusion if adapted is None else replace(pipe.fusion, prior=tuple(adapted[0]))
+    collection = searched_as(pipe, embedded, dataset, "collection")
+    tilted = collection.fusion
     methods = {
         "prior": Method("prior", pipe.fusion, pipe.score),
-        "collection": Method("collection", tilted, pipe.score),
+        "collection": collection,
         "collection, dot": Method("dot", tilted, ScoreConfig("dot")),
     }
     outcomes = {k: evaluate(embedded, dataset, m) for k, m in methods.items()}
     out: dict = {k: 100 * o.metrics[METRIC] for k, o in outcomes.items()}
-    out["weights"] = None if adapted is None else [round(float(w), 4) for w in adapted[0]]
+    out["weights"] = None if tilted == pipe.fusion else [round(w, 4) for w in tilted.prior]
     return out, 100 * np.asarray(outcomes["prior"].per_item[METRIC], dtype=np.float64)
 
 

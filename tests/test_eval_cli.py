@@ -12,7 +12,7 @@ from probembed.evaluation.harness import Method, embed, evaluate, primary_metric
 from probembed.evaluation.report import compare
 from probembed.interfaces.cli import app
 from probembed.interfaces.eval_commands import find_dev
-from probembed.pipeline import Pipeline
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -95,18 +95,43 @@ def test_eval_on_a_pairs_file_is_a_clear_error(compare_flag, pipeline_dir):
     assert "Traceback" not in result.output
 
 
-def test_eval_json_into_a_missing_directory_is_refused_before_the_evaluation(
-    pipeline_dir, tmp_path
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (
+            ["--json", "{tmp}/nodir/rows.json"],
+            "--json {tmp}/nodir/rows.json: no directory {tmp}/nodir",
+        ),
+        (["--json", "{tmp}"], "--json {tmp}: is a directory"),
+        (
+            ["--compare", "--plots", "{tmp}/file/plots"],
+            "--plots {tmp}/file/plots: {tmp}/file is a file",
+        ),
+        (["--plots", "{tmp}/plots"], "--plots needs --compare"),
+        (["--tune-on", "dev"], "--tune-on needs --compare"),
+    ],
+)
+def test_eval_refuses_outputs_and_options_it_cannot_honour_before_the_evaluation(
+    pipeline_dir, tmp_path, options, said
 ):
-    """It ran the whole evaluation, then failed naming a hidden temporary file."""
-    out = tmp_path / "nodir" / "rows.json"
+    """Each failed (or was ignored) only after the whole evaluation ran; the dataset path
+    does not exist, so a refusal naming the option came first."""
+    (tmp_path / "file").write_text("not a folder")
+    options = [o.format(tmp=tmp_path) for o in options]
     result = runner.invoke(
-        app,
-        ["eval", str(tmp_path / "nothing"), "--pipeline", str(pipeline_dir), "--json", str(out)],
+        app, ["eval", str(tmp_path / "nothing"), "--pipeline", str(pipeline_dir), *options]
     )
     assert result.exit_code == 2, result.output
-    said = f"--json {out}: no directory {tmp_path / 'nodir'}"
-    assert "".join(said.split()) in "".join(result.output.split())  # however the line wraps
+    assert "".join(said.format(tmp=tmp_path).split()) in "".join(result.output.split())
+
+
+def test_eval_refuses_to_tune_on_the_split_it_reports(pipeline_dir, tmp_path):
+    """Tuned on the reported split, `weighted` and `uec` beat every baseline by 10 points."""
+    args = [str(KINDS["sts"]), "--compare", "--tune-on", "test", "--json", str(tmp_path / "r")]
+    result = runner.invoke(app, ["eval", *args, "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2, result.output
+    assert "--tune-on test is the split being reported" in _unwrapped(result.output)
+    assert not (tmp_path / "r").exists()
 
 
 CORPUS = [
@@ -151,3 +176,48 @@ def test_eval_drops_self_matches_unless_asked_to_keep_them(pipeline_dir, tmp_pat
     test = load_dataset(data, keep_self_matches=True)
     direct = evaluate(embed(pipe, test), test, Method("uec", pipe.fusion, pipe.score)).metrics
     assert _values(kept["rows"], "mrr@10") == {"hash": direct["mrr@10"]}
+
+
+def test_eval_of_a_corpus_reports_what_a_search_of_it_finds_with_the_adapted_weights(
+    hash_pipeline, toy_pairs, tmp_path
+):
+    """A pipeline with γ > 0 tilts a collection's weights by its members' agreement; eval
+    scored the untilted prior, so it reported another figure than a search of the corpus."""
+    from probembed.evaluation.metrics import retrieval_metrics, run_from_results
+    from probembed.pipeline import AdaptConfig
+    from probembed.store import Database, ingest
+
+    # distinct documents: SICK repeats sentences, and the harness and a search order exact
+    # ties differently (by id, by position)
+    first: dict[str, tuple[str, str]] = {}
+    for a, b in toy_pairs:
+        first.setdefault(b, (a, b))
+    pairs = list(first.values())[:80]
+    assert len(pairs) == 80
+    corpus = [{"_id": f"d{i}", "text": b} for i, (_, b) in enumerate(pairs)]
+    queries = [{"_id": f"q{i}", "text": a} for i, (a, _) in enumerate(pairs)]
+    data = write_beir(
+        tmp_path / "beir", corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(80)]
+    )
+    # three members: two agree with their ensemble equally, whatever they embed
+    specs = [ModelSpec("hash", "laplace", encoder_params={"dim": d}) for d in (128, 64, 16)]
+    fusion = FusionConfig("uec", temperature=float("inf"), prior=(0.4, 0.3, 0.3))  # as `default`
+    members, score = Pipeline.fit(specs, toy_pairs, fusion).members, hash_pipeline.score
+    adapted = Pipeline(members, fusion, score, "adapted", cache=False, adapt=AdaptConfig(20.0))
+    payload = _eval([str(data)], adapted.save(tmp_path / "pipe"), tmp_path / "rows.json")
+    reported = _values(payload["rows"], "ndcg@10")["adapted"]
+
+    collection = Database(tmp_path / "db", create=True).collection("corpus")
+    ingest(data / "corpus.jsonl", collection, adapted)
+    weights = list(collection.stats().adapted_weights.values())
+    assert abs(weights[0] - fusion.prior[0]) > 0.1  # the tilt is far from the prior
+    results = collection.searcher().search_fused(
+        adapted.encode([q["text"] for q in queries]), k=10, exact=True
+    )
+    run = run_from_results([q["_id"] for q in queries], results)
+    test = load_dataset(data)
+    searched = retrieval_metrics(test.qrels, run, ["ndcg@10"])["ndcg@10"]
+    on_prior = evaluate(embed(adapted, test), test, Method("uec", fusion, score))
+    assert abs(on_prior.metrics["ndcg@10"] - searched) > 0.005  # so the test can fail
+    # float32 stored rows against the harness's float64 fusion: no near-tie flips here
+    assert reported == pytest.approx(searched, abs=1e-9)

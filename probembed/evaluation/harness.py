@@ -8,7 +8,7 @@ more than one method.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from probembed.evaluation.metrics import (
     spearman,
 )
 from probembed.fusion import Fused
+from probembed.fusion.adapt import NEIGHBOURS, agreement
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
@@ -102,6 +103,32 @@ def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embed
             texts = list(texts.values())
         parts[role] = pipeline.encode_members(list(texts), progress)
     return Embedded(pipeline.models, parts, ids)
+
+
+def corpus_agreement(embedded: Embedded) -> np.ndarray | None:
+    """The members' agreement on a retrieval corpus as a collection of it measures it: over
+    the documents in id order (the collection's sample is drawn in that order), None for too
+    few documents to compare neighbour lists."""
+    ids = np.asarray(embedded.ids["docs"], dtype=str)
+    if len(ids) <= NEIGHBOURS:
+        return None
+    order = np.argsort(ids, kind="stable")
+    return agreement([part[order] for part in embedded.parts["docs"]])
+
+
+def searched_as(pipeline: Pipeline, embedded: Embedded, dataset: Dataset, name: str) -> Method:
+    """The pipeline's own method as a search of it runs: on a retrieval corpus (a collection)
+    with the weights tilted by the corpus's member agreement, as the collection's would be;
+    on pairs and labelled texts, which `Pipeline.encode` fuses on the prior, the prior."""
+    fusion = pipeline.fusion
+    adapted = None
+    if isinstance(dataset, RetrievalDataset) and pipeline.adapt.gamma > 0:
+        adapted = pipeline.adapted(corpus_agreement(embedded))
+    if adapted is not None:
+        tilted = tuple(float(w) for w in adapted[0])
+        key = "prior" if fusion.method == "uec" else "weights"
+        fusion = replace(fusion, **{key: tilted})
+    return Method(name, fusion, pipeline.score)
 
 
 @dataclass

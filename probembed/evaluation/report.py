@@ -25,6 +25,7 @@ from probembed.evaluation.harness import (
     baseline_methods,
     embed,
     evaluate,
+    searched_as,
 )
 from probembed.evaluation.plots import plot_binned, plot_risk_coverage
 from probembed.evaluation.tuning import Tuned, tune
@@ -70,8 +71,8 @@ def compare(
         tuned = tune([(embed(pipeline, dev, progress), dev)], progress=progress)
     if tuned is not None:
         methods += [tuned.weighted, tuned.uec]
-    else:  # no dev split: the pipeline's own fusion stands in for a tuned one
-        methods.append(Method("uec", pipeline.fusion, pipeline.score))
+    else:  # no dev split: the pipeline's own method, as its search runs it, stands in
+        methods.append(searched_as(pipeline, embedded, test, "uec"))
     result = Comparison(methods={m.name: m for m in methods})
     for method in methods:
         outcome = evaluate(embedded, test, method)

@@ -52,10 +52,34 @@ def load_test_and_dev(
     # a classification probe is trained on the train split: nothing left to tune on
     if not compare or isinstance(test, ClassificationDataset):
         return test, None
+    if tune_on == test.split:
+        raise ValueError(
+            f"--tune-on {tune_on} is the split being reported: methods tuned on it would be "
+            "scored on the data they were tuned on; tune on another split (dev or train)"
+        )
     dev_split = tune_on or find_dev(path, test.split)
     if dev_split is None:
         return test, None
     return test, load_evaluable(path.parent if path.is_file() else path, dev_split, **options)
+
+
+def check_outputs(
+    json_path: Path | None, plots: Path | None, tune_on: str | None, compare: bool
+) -> None:
+    """Refuse what would fail or be ignored only after the whole evaluation has run."""
+    if not compare:
+        for option, value in (("--plots", plots), ("--tune-on", tune_on)):
+            if value is not None:
+                raise ValueError(f"{option} needs --compare: only a comparison tunes and plots")
+    if json_path is not None:
+        if not json_path.absolute().parent.is_dir():
+            raise ValueError(f"--json {json_path}: no directory {json_path.absolute().parent}")
+        if json_path.is_dir():
+            raise ValueError(f"--json {json_path}: is a directory; name the file to write")
+    if plots is not None:
+        existing = next((p for p in (plots, *plots.absolute().parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            raise ValueError(f"--plots {plots}: {existing} is a file, not a folder")
 
 
 def register(app: typer.Typer) -> None:
@@ -91,30 +115,27 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
-        from probembed.evaluation.harness import Method, embed, evaluate
+        from probembed.evaluation.harness import embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
         from probembed.interfaces.console import fail
         from probembed.pipeline import Pipeline
 
-        if json_path is not None and not json_path.absolute().parent.is_dir():  # not after it
-            raise fail(f"--json {json_path}: no directory {json_path.absolute().parent}")
         console = Console()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
+            check_outputs(json_path, plots, tune_on, compare)
             test, dev = load_test_and_dev(path, split, compare, tune_on, options)
             pipe = Pipeline.load(pipeline)
         except (OSError, ValueError) as exc:
             raise fail(str(exc)) from exc
+        result = None
         if compare:
             result = run_compare(pipe, test, dev, progress=True)
             rows = result.rows
-            if plots is not None:
-                for png in write_plots(result, test, plots):
-                    console.print(f"plot: {png}")
         else:
-            method = Method("uec", pipe.fusion, pipe.score)
-            outcome = evaluate(embed(pipe, test, progress=True), test, method)
+            embedded = embed(pipe, test, progress=True)
+            outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, "uec"))
             rows = [
                 {
                     "dataset": test.name,
@@ -147,3 +168,6 @@ def register(app: typer.Typer) -> None:
             }
             write_json(json_path, rows, config)
             console.print(f"wrote {len(rows)} rows to {json_path}")
+        if result is not None and plots is not None:  # after the rows: a plot may still fail
+            for png in write_plots(result, test, plots):
+                console.print(f"plot: {png}")
