@@ -123,6 +123,9 @@ def test_fold_choice_never_looks_at_the_left_out_dataset() -> None:
     dev["c"] = [-9.0, -9.0, 9.0]
     assert fold_choice(dev, "c") == 1
     assert fold_choice(dev, "a") == 2  # b and c: means -4.4, -4.1, 4.7
+    dev["b"] = [0.2, float("nan"), 0.4]
+    with pytest.raises(ValueError, match="setting 1 scores NaN on b's tuning split"):
+        fold_choice(dev, "c")
 
 
 def test_a_tilt_reads_the_agreement_among_the_members_it_weights() -> None:

@@ -261,6 +261,18 @@ def test_malformed_line_gives_file_and_line() -> None:
         load_dataset(DATA / "bad" / "malformed" / "test.tsv")
 
 
+@pytest.mark.parametrize("score", ["nan", "inf", "-Infinity"])
+def test_a_gold_score_that_is_not_finite_is_refused_naming_file_and_line(
+    tmp_path: Path, score: str
+) -> None:
+    """float() reads them; the Spearman came out NaN, or tuning blamed a method for it."""
+    path = tmp_path / "sts" / "test.tsv"
+    path.parent.mkdir()
+    path.write_text(f"sentence1\tsentence2\tscore\na\tb\t1.0\nc\td\t{score}\n")
+    with pytest.raises(ValueError, match=rf"test\.tsv:3: '{score}' is not a finite number"):
+        load_dataset(path)
+
+
 def test_missing_split_lists_what_exists() -> None:
     with pytest.raises(FileNotFoundError, match=r"dev\.tsv: missing.*\['test', 'train'\]"):
         load_dataset(DATA / "sts" / "toy", split="dev")

@@ -8,6 +8,7 @@ never retrieved, and warned about (or refused with `strict=True`).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -259,11 +260,14 @@ def _read_tsv(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[s
 
 
 def _parse_number(path: Path, lineno: int, value: str, kind: type) -> float | int:
-    """Convert one field, naming file and line when it is not a number."""
+    """Convert one field, naming file and line when it is not a finite number."""
     try:
-        return kind(value)
+        number = kind(value)
     except ValueError:
         raise ValueError(f"{path}:{lineno}: {value!r} is not a valid {kind.__name__}") from None
+    if not math.isfinite(number):  # float() reads "nan" and "inf": a Spearman of NaN later
+        raise ValueError(f"{path}:{lineno}: {value!r} is not a finite number")
+    return number
 
 
 def _read_labelled(path: Path) -> tuple[list[str], list[str]]:

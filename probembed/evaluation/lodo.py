@@ -141,10 +141,14 @@ def fold_choice(dev: Mapping[str, Sequence[float]], left_out: str | None) -> int
     `dev[name][i]` is setting i's primary metric on that dataset's tuning split; the first
     setting wins ties, so grids should list simpler settings first.
     """
-    others = [np.asarray(v, dtype=np.float64) for k, v in dev.items() if k != left_out]
+    others = {k: np.asarray(v, dtype=np.float64) for k, v in dev.items() if k != left_out}
     if not others:
         raise ValueError(f"leaving out {left_out!r} leaves no dataset to tune on")
-    mean = np.mean(others, axis=0)
+    for name, figures in others.items():  # max() would be NaN and no setting chosen
+        if np.isnan(figures).any():
+            bad = int(np.flatnonzero(np.isnan(figures))[0])
+            raise ValueError(f"setting {bad} scores NaN on {name}'s tuning split")
+    mean = np.mean(list(others.values()), axis=0)
     return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])
 
 
