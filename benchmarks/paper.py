@@ -15,13 +15,14 @@ Members the shipped `default` pipeline carries are taken from it: `scripts/build
 fitted them by the same recipe, so they have the same fingerprints (and cached embeddings) a
 refit gives; `--refit` fits them anyway. `--fitted DIR` keeps the other fitted members there
 (e5-small's fit encodes 16,000 texts) and reuses them. Writes benchmarks/results/paper.json
-after every (dataset, set).
+after every (dataset, set); rows of datasets and sets not asked for stay, those asked for are
+run again unless `--resume` finds them made by the same members (each row carries the set's
+fingerprint).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import Embedded, Method, embed, evaluate
 from probembed.evaluation.paper import PAPER_BETA, paper_methods
 from probembed.evaluation.recipes import SEED, recipe_members, sample_pairs
-from probembed.evaluation.report import markdown_table, write_json
+from probembed.evaluation.report import earlier_rows, markdown_table, write_json
 from probembed.fusion.weights import PAPER_TEMPERATURE
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, Pipeline
@@ -104,42 +105,54 @@ def main() -> None:
     parser.add_argument("--fitted", type=Path, default=None, help="keep fitted members here")
     parser.add_argument("--refit", action="store_true", help=f"refit {BUILTIN}'s members too")
     parser.add_argument("--out", type=Path, default=RESULTS / "paper.json")
-    parser.add_argument("--resume", action="store_true", help="keep --out's rows, run the rest")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep --out's rows made by today's members"
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    rows: list[dict] = []
-    fingerprints: dict[str, str] = {}
-    if args.resume and args.out.is_file():
-        previous = json.loads(args.out.read_text())
-        rows, fingerprints = previous["rows"], previous["config"]["fingerprints"]
-    done = {(r["dataset"], r["members"]) for r in rows}
     names = list(dict.fromkeys(m for s in args.sets for m in SETS[s][1]))
     pairs = sample_pairs(DATA / "pairs")
     members = recipe_members(names, ESTIMATOR, pairs, args.refit, args.fitted)
+    pipes = {
+        s: Pipeline([members[m] for m in SETS[s][1]], FusionConfig("mean"), name=s)
+        for s in args.sets
+    }
+    to_run = {(DATASETS[d][0].name, s): pipes[s].fingerprint for d in args.datasets for s in pipes}
+    # rows of other datasets and sets stay; stale ones of those asked for are run again
+    rows, previous, done = earlier_rows(
+        args.out, lambda r: (r["dataset"], r["members"]), to_run, args.resume
+    )
     config = {
         "seed": SEED,
         "estimator": ESTIMATOR,
         "temperature": PAPER_TEMPERATURE,
         "beta": PAPER_BETA,
         "sets": {s: {"mode": SETS[s][0], "models": list(SETS[s][1])} for s in SETS},
-        "fingerprints": fingerprints | {m: e.fingerprint for m, e in members.items()},
+        "fingerprints": previous.get("fingerprints", {})
+        | {m: e.fingerprint for m, e in members.items()},
         "reused": "refit" if args.refit else f"the shipped {BUILTIN} pipeline's members",
         "note": 'e5-small embeds every text (queries, documents, both STS sides) with its "query: "'
         " prefix: a pipeline has one encoder per member, not one per role",
     }
+    ran = 0
     for name in args.datasets:
-        for set_name in args.sets:
-            mode, models = SETS[set_name]
+        for set_name, pipe in pipes.items():
             if (DATASETS[name][0].name, set_name) in done:
                 continue
             start = time.perf_counter()
-            pipe = Pipeline([members[m] for m in models], FusionConfig("mean"), name=set_name)
-            new = run_set(pipe, name, set_name, mode)
+            new = run_set(pipe, name, set_name, SETS[set_name][0])
+            for row in new:
+                row["fingerprint"] = pipe.fingerprint
             rows += new
-            print(f"\n## {name}, {set_name} ({mode}) in {time.perf_counter() - start:.0f}s")
+            ran += 1
+            seconds = time.perf_counter() - start
+            print(f"\n## {name}, {set_name} ({SETS[set_name][0]}) in {seconds:.0f}s")
             print(markdown_table(new, HEADLINE))
             write_json(args.out, rows, config)
-    print(f"\nwrote {len(rows)} rows to {args.out}")
+    if ran == 0:
+        print(f"nothing to run: {args.out} holds every row asked for, made by these members")
+    else:
+        print(f"\nran {ran} (dataset, set) pairs; {args.out} holds {len(rows)} rows")
 
 
 if __name__ == "__main__":

@@ -156,3 +156,24 @@ def test_the_outrank_signal_reads_dot_products_whatever_score_ranked(pipe, score
     np.testing.assert_allclose(
         signals["margin_prob"], outrank_probability(d[:, 1], d[:, 0], v[:, 1], v[:, 0])
     )
+
+
+def test_a_results_file_keeps_rows_not_asked_for_and_resumes_only_rows_of_todays_pipeline(
+    tmp_path,
+):
+    from probembed.evaluation.report import earlier_rows, write_json
+
+    path = tmp_path / "rows.json"
+    assert earlier_rows(path, lambda r: r["dataset"], {"a": "f1"}, True) == ([], {}, set())
+    rows = [
+        {"dataset": "a", "value": 1.0, "fingerprint": "f1"},
+        {"dataset": "b", "value": 2.0, "fingerprint": "old"},
+        {"dataset": "b", "value": 2.5},  # from before rows carried their fingerprint
+        {"dataset": "c", "value": 3.0, "fingerprint": "old"},
+    ]
+    write_json(path, rows, {"seed": 0})
+    to_run = {"a": "f1", "b": "f1"}
+    kept, config, done = earlier_rows(path, lambda r: r["dataset"], to_run, resume=True)
+    assert [r["value"] for r in kept] == [1.0, 3.0] and done == {"a"} and config == {"seed": 0}
+    kept, _, done = earlier_rows(path, lambda r: r["dataset"], to_run, resume=False)
+    assert [r["value"] for r in kept] == [3.0] and done == set()  # c was not asked for: it stays

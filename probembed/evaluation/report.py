@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -218,6 +218,30 @@ def markdown_table(rows: Sequence[dict], metrics: Sequence[str]) -> str:
         cells = [f"{100 * value[(method, m)]:.2f}" if (method, m) in value else "" for m in metrics]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def earlier_rows(
+    path: Path, key: Callable[[dict], Hashable], to_run: Mapping[Hashable, str], resume: bool
+) -> tuple[list[dict], dict, set[Hashable]]:
+    """A results file's rows worth keeping, its config, and the keys they already answer.
+
+    `to_run` maps each key about to run to the fingerprint it would run with now. A key not
+    to run keeps its rows as they are; with `resume`, a key whose rows carry that fingerprint
+    keeps them and is done; any other rows of a key to run are dropped (run again): kept, they
+    would stand beside the new ones, or under a fingerprint that did not make them.
+    """
+    if not path.is_file():
+        return [], {}, set()
+    previous = json.loads(path.read_text())
+    kept, done = [], set()
+    for row in previous["rows"]:
+        name = key(row)
+        if name not in to_run:
+            kept.append(row)
+        elif resume and row.get("fingerprint") == to_run[name]:
+            kept.append(row)
+            done.add(name)
+    return kept, previous["config"], done
 
 
 def write_json(path: str | os.PathLike, rows: Sequence[dict], config: dict) -> None:
