@@ -208,6 +208,16 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
             "# Jaguars hunt\n\nBy Ann\n\nBody.\n\nTags: cats",
         ),
         ("<title>T</title><p>x</p>", "x"),  # a fragment's title is its title, not its text
+        (  # a page wrapped in one <form> (ASP.NET WebForms): its controls go, not its text
+            '<form id="f"><input type="hidden" value="STATE"><h1>Pump</h1><p>Unplug it.</p>'
+            "<select><option>English</option></select><button>Send</button></form>",
+            "# Pump\n\nUnplug it.",
+        ),
+        (  # an icon's <title> is neither text nor the page's title
+            "<p>Close <svg><title>icon-close</title><path d='M0'/></svg>the lid.</p>",
+            "Close the lid.",
+        ),
+        ("<pre>line one<br>line two</pre>", "```\nline one\nline two\n```"),
     ],
 )
 def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, text):
@@ -215,6 +225,7 @@ def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, t
     path.write_text(html, encoding="utf-8")
     document = read_file(path, "page.html")
     assert document.text == text
+    assert document.title != "icon-close"
     headings = {section.headings[-1] for section in document.sections() if section.headings}
     assert headings <= {"Pump", "Notes", "Fixes", "Jaguars hunt"}
 

@@ -23,8 +23,13 @@ from probembed.chunking import HeadingTracker, Section, markdown_sections, plain
 from probembed.documents import Problem
 from probembed.extras import MissingExtraError, require
 
-#: Elements whose text is page furniture, not content.
-_DROPPED = ("script", "style", "noscript", "nav", "form", "template")
+#: Elements whose text is page furniture, not content: form controls, not the form itself
+#: (ASP.NET and many CMS pages wrap the whole body in one), and inline graphics (an icon's
+#: <title> is not the page's).
+_DROPPED = (
+    "script", "style", "noscript", "nav", "template", "svg",
+    "input", "select", "option", "button", "textarea",
+)  # fmt: skip
 #: Furniture of the page, but content inside an article, section or main (HTML5 puts an
 #: article's headline and byline in its own <header>).
 _PAGE_PARTS = ("header", "footer", "aside")
@@ -175,7 +180,7 @@ def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(text, "html.parser")
-    title_tag = soup.find("title")
+    title_tag = next((t for t in soup.find_all("title") if t.find_parent("svg") is None), None)
     title = title_tag.get_text(strip=True) if title_tag else None
     for element in soup.find_all([*_DROPPED, "head"]):
         element.decompose()
@@ -216,6 +221,8 @@ def _html_blocks(node: Any, lines: list[str], pieces: list[str]) -> None:
                 lines.append("#" * int(child.name[1]) + " " + heading)
             continue
         if child.name == "pre":
+            for br in child.find_all("br"):  # a line break in code written as markup
+                br.replace_with("\n")
             _code_block(child.get_text(), lines)
             continue
         _html_blocks(child, lines, pieces)
