@@ -682,3 +682,27 @@ def test_a_50_mb_file_is_ingested_in_bounded_memory(tmp_path, pydoc_pipeline_dir
         handle.seek(meta["start"])
         assert handle.read(meta["end"] - meta["start"]) == row["text"]
     assert row["text"].endswith("zeppelin hangar.") and meta["end"] == large.stat().st_size - 1
+
+
+def test_a_changed_html_title_is_a_changed_document_and_one_its_text_gives_changes_no_digest(
+    tmp_path, pydoc_pipeline
+):
+    from probembed.store.chunked import content_hash
+    from probembed.store.formats import content_digest
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = "<html><head><title>{}</title></head><body><h1>Pump</h1><p>Unplug it.</p></body></html>"
+    (docs / "p.html").write_text(page.format("Old title"))
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest_documents(docs, collection, pydoc_pipeline, SMALL)
+    (docs / "p.html").write_text(page.format("New title"))
+    again = ingest_documents(docs, collection, pydoc_pipeline, SMALL)
+    assert (again.updated, again.unchanged) == (1, 0)  # it read "unchanged 1"
+    assert collection.rows(["p.html#0"], ["title"])["p.html#0"]["title"] == "New title"
+    # a title the text or the file name gives counts as before: nothing stored is re-embedded
+    for title in ("Pump", ""):
+        (docs / "p.html").write_text(page.format(title))
+        document = read_file(docs / "p.html", "p.html")
+        assert document.title == "Pump"
+        assert content_hash(document) == content_digest([document.text.encode()], {})

@@ -27,7 +27,13 @@ from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
-from probembed.store.formats import READERS, SourceDocument, content_digest, read_file
+from probembed.store.formats import (
+    READERS,
+    SourceDocument,
+    content_digest,
+    first_heading,
+    read_file,
+)
 from probembed.store.ingest import (
     DEFAULT_BATCH,
     IngestError,
@@ -134,15 +140,20 @@ def record_document(record: Record, markdown: bool = False) -> SourceDocument:
 def content_hash(document: SourceDocument) -> str:
     """What decides whether a document changed: its text and its metadata, and for a record
     (a JSONL line, a service request) its title where the text does not hold it and whether
-    it is read as Markdown. Those two add nothing at their defaults, so a record stored
-    before they counted still reads as unchanged."""
+    it is read as Markdown; for HTML and PDF a title from outside the text (<title>, the PDF's
+    own metadata). These add nothing at their defaults, so a document stored before they
+    counted still reads as unchanged."""
     parts = [document.text.encode("utf-8")]
+    title = str(document.title or "").strip()
     if document.kind == "record":
-        title = str(document.title or "").strip()
         if title and not document.text.startswith(title):
             parts.append(b"\0title\0" + title.encode("utf-8"))
         if document.markdown:
             parts.append(b"\0markdown")
+    elif document.kind in ("html", "pdf"):
+        given = (Path(document.source).stem, first_heading(document.text.splitlines()))
+        if title not in given:  # not what the file name or the text would give
+            parts.append(b"\0title\0" + title.encode("utf-8"))
     return content_digest(parts, document.metadata)
 
 
