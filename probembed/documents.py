@@ -60,8 +60,10 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     with path.open("rb") as lines:
         for lineno, raw in enumerate(lines, 1):
             source = f"{path}:{lineno}"
+            if lineno == 1:  # offsets of a bad byte count from after the mark, as it is read
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             try:
-                line = (raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw).decode()
+                line = raw.decode()
             except UnicodeDecodeError as exc:
                 yield _undecodable(raw, source, exc)
                 continue

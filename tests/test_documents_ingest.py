@@ -342,6 +342,14 @@ def test_a_jsonl_line_that_is_not_utf8_is_its_own_problem_and_a_sync_keeps_its_d
         f"{source}:40: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line"
     ]
     assert collection.count() == 79
+    # on the first line, after a byte order mark: the same byte named, and its document kept
+    lines[39], lines[0] = lines[0], b"\xef\xbb\xbf" + lines[39]
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    assert [str(p) for p in report.problems] == [
+        f"{source}:1: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line"
+    ]
+    assert report.removed == 0 and collection.count() == 79
 
 
 def test_reordered_keys_of_a_nested_object_leave_a_document_unchanged(tmp_path, pydoc_pipeline):
