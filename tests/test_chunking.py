@@ -124,6 +124,41 @@ def test_a_long_word_is_never_cut_between_a_letter_and_its_accent():
     assert all(c.text[0] == "e" and c.tokens <= 9 for c in chunks)
 
 
+@pytest.mark.parametrize(
+    ("word", "grapheme"),
+    [
+        ("\u0915\u093f" * 20, "\u0915\u093f"),  # Devanagari: a spacing vowel sign, combining() 0
+        ("\u2764\ufe0f" * 20, "\u2764\ufe0f"),  # an emoji and its variation selector
+        ("\U0001f468\u200d\U0001f469" * 10, "\U0001f468\u200d\U0001f469"),  # joined by a ZWJ
+    ],
+)
+def test_a_long_word_is_cut_only_between_whole_characters(word, grapheme):
+    """Pieces began with a dependent vowel sign, a variation selector or a joined emoji."""
+
+    def per_code_point(texts):
+        return [len(t) + 2 for t in texts]
+
+    chunks = chunk_text(word, plain_sections(word), per_code_point, ChunkSettings(9, 0))
+    assert "".join(c.text for c in chunks) == word and len(chunks) > 2
+    assert all(len(c.text) % len(grapheme) == 0 and c.text.startswith(grapheme) for c in chunks)
+
+
+@given(document, st.integers(8, 64), st.sampled_from(["\u200b", "\u200e", "\u2060", "\ufeff"]))
+@settings(max_examples=100, deadline=None)
+def test_no_chunk_is_only_invisible_characters(text, size, invisible):
+    """A paragraph of zero-width spaces alone was a chunk, which ingest refused as empty
+    (and with it the whole document)."""
+    from probembed.encoders.base import is_blank
+
+    parts = text.split("\n\n")
+    text = f"\n\n{invisible * 3}\n\n".join(parts) + f"\n\n{invisible}"
+    chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(size, 0))
+    assert chunks and not any(is_blank(c.text) for c in chunks)
+    assert all(c.text == text[c.start : c.end] for c in chunks)
+    visible = {i for i, c in enumerate(text) if not is_blank(c)}
+    assert visible <= {i for c in chunks for i in range(c.start, c.end)}
+
+
 def test_cjk_sentences_end_at_their_full_stops():
     text = "一二三四五六七八。" * 6
     chunks = chunk_text(text, plain_sections(text), piece_counter, ChunkSettings(8, 0))

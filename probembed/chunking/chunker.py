@@ -215,11 +215,26 @@ def _cut_word(
                 low = mid
             else:
                 high = mid - 1
-        while low - start > 1 and low < end and unicodedata.combining(text[low]):
+        while low - start > 1 and low < end and _joins_previous(text, low):
             low -= 1  # an accent stays with its letter, in the next piece
         out.append((start, low, _costs(text, [(start, low)], count, overhead)[0]))
         start = low
     return out
+
+
+def _joins_previous(text: str, i: int) -> bool:
+    """Whether text[i] is part of the character before it, so no cut falls between them: a
+    mark (an accent, a Devanagari vowel sign, which `unicodedata.combining` calls 0), a
+    variation selector or skin tone, a zero-width joiner, or whatever a joiner joins."""
+    code = ord(text[i])
+    return (
+        unicodedata.category(text[i])[0] == "M"
+        or 0xFE00 <= code <= 0xFE0F
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0100 <= code <= 0xE01EF
+        or code == 0x200D
+        or text[i - 1] == "\u200d"
+    )
 
 
 def _pack(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from probembed.encoders.base import is_blank
+
 Span = tuple[int, int]
 
 #: An ATX heading; a closing run of # counts only after a space (CommonMark: `## C#` is "C#").
@@ -114,11 +116,12 @@ def last_paragraph_break(text: str) -> int | None:
 
 
 def trimmed(text: str, start: int, end: int) -> Span | None:
-    """The span without the whitespace (or a byte order mark) at its ends, or None if nothing
-    is left."""
-    while start < end and (text[start].isspace() or text[start] == _BOM):
+    """The span without what the encoders read as blank at its ends (white space, byte order
+    marks, zero-width characters), or None if nothing is left: a piece of zero-width spaces
+    alone became a chunk that ingest refused as empty, with its whole document."""
+    while start < end and is_blank(text[start]):
         start += 1
-    while end > start and (text[end - 1].isspace() or text[end - 1] == _BOM):
+    while end > start and is_blank(text[end - 1]):
         end -= 1
     return (start, end) if start < end else None
 
