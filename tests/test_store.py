@@ -22,6 +22,7 @@ from probembed.store import (
     ingest,
 )
 from probembed.store import collection as collection_module
+from probembed.store.chunked import read_documents
 from probembed.store.readers import Record
 
 
@@ -352,6 +353,15 @@ def test_one_text_file_is_one_document_not_lines_of_json(tmp_path, hash_pipeline
     assert stored == "# Big cats\n\nThe jaguar is a cat."
     with pytest.raises(ValueError, match=r"paper\.pdf is a \.pdf document, read only by chunked"):
         ingest(tmp_path / "paper.pdf", db.collection("two"), hash_pipeline)
+    # any other suffix was read as JSON lines: one "malformed JSON" problem per line
+    (tmp_path / "table.csv").write_text("id,text\na,some text\n")
+    for chunk in (False, True):
+        with pytest.raises(ValueError, match=r"table\.csv: probembed does not read \.csv files"):
+            if chunk:
+                list(read_documents(tmp_path / "table.csv"))
+            else:
+                ingest(tmp_path / "table.csv", db.collection("three"), hash_pipeline)
+    assert not db.collection("three").exists
 
 
 def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):

@@ -15,6 +15,7 @@ from probembed.store.formats import READERS
 
 __all__ = [
     "CHUNKED_ONLY",
+    "JSONL_SUFFIXES",
     "TEXT_SUFFIXES",
     "Problem",
     "Record",
@@ -27,6 +28,8 @@ __all__ = [
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 #: Documents only chunked ingestion reads (it extracts their text): a problem here, not silence.
 CHUNKED_ONLY = tuple(s for s in READERS if s not in TEXT_SUFFIXES)
+#: Files read as JSON lines: any other suffix would give one "malformed JSON" per line.
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", "")
 
 
 def read_records(path: str | Path) -> Iterator[Record | Problem]:
@@ -41,8 +44,14 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
             f"{path} is a {suffix} document, read only by chunked ingestion "
             "(`probembed ingest --chunk`, `ingest_documents`)"
         )
-    if path.is_file():
+    if path.is_file() and suffix in JSONL_SUFFIXES:
         return read_jsonl(path)
+    if path.is_file():
+        raise ValueError(
+            f"{path}: probembed does not read {suffix} files; give JSON lines "
+            f"({', '.join(JSONL_SUFFIXES[:-1])}), documents ({', '.join(READERS)}), "
+            "a folder of them, or a BEIR folder"
+        )
     if (path / "corpus.jsonl").is_file():
         return read_jsonl(path / "corpus.jsonl")
     if path.is_dir():
