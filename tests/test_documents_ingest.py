@@ -579,6 +579,9 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     (root / "cut-short.md").write_bytes("# Title\n\nan ending é".encode()[:-1])
     (root / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00" + b"x" * 3000)
     (root / "blank.txt").write_bytes(b" \n\t\n" * 2000)
+    # a byte order mark and invisible characters are no text either (streamed, it was
+    # "added" with no chunk, on every run)
+    (root / "marks.txt").write_bytes(b"\xef\xbb\xbf\n\n" + "\u200b \n".encode() * 2000)
     said = {}
     for stream_bytes in (0, 10**9):
         collection = Database(tmp_path / f"db{stream_bytes}", create=True).collection("bad")
@@ -592,6 +595,7 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     assert said[0]["late-latin1.txt"].startswith("not UTF-8: byte 0xe9 at offset 6003;")
     assert said[0]["cut-short.md"].startswith("not UTF-8: byte 0xc3 at offset 19;")
     assert "binary" in said[0]["binary.md"] and "no text" in said[0]["blank.txt"]
+    assert "no text" in said[0]["marks.txt"]
 
 
 def test_a_stream_that_fails_part_way_leaves_nothing_of_it(tmp_path, pydoc_pipeline, small_blocks):

@@ -21,6 +21,7 @@ from typing import Any
 
 from probembed.chunking import HeadingTracker, Section, markdown_sections, plain_sections
 from probembed.documents import Problem
+from probembed.encoders.base import is_blank
 from probembed.extras import MissingExtraError, require
 
 #: Elements whose text is page furniture, not content: form controls, not the form itself
@@ -97,7 +98,7 @@ def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
         return Problem(str(path), str(exc))
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}")
-    if isinstance(document, SourceDocument) and not document.text.lstrip("\ufeff").strip():
+    if isinstance(document, SourceDocument) and is_blank(document.text):
         return Problem(str(path), NO_TEXT_LAYER if document.kind == "pdf" else NO_TEXT)
     return document
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from probembed.chunking import HeadingTracker, Segment, joins_next, last_paragraph_break
 from probembed.documents import Problem
+from probembed.encoders.base import is_blank
 from probembed.store.formats import BINARY, NO_TEXT, SNIFF, first_heading, not_utf8
 
 #: Files larger than this (bytes) are read as a stream; smaller ones are read whole.
@@ -114,7 +115,7 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
             if b"\x00" in handle.read(SNIFF):
                 return Problem(str(path), BINARY)
         for line in _lines(path, digest):
-            blank = blank and not line.strip()
+            blank = blank and is_blank(line)  # as a file read whole: a BOM is not text
             if markdown and title is None:
                 title = first_heading([line], headings)
     except UnreadableError as exc:
