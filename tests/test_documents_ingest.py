@@ -718,3 +718,17 @@ def test_a_changed_html_title_is_a_changed_document_and_one_its_text_gives_chang
         document = read_file(docs / "p.html", "p.html")
         assert document.title == "Pump"
         assert content_hash(document) == content_digest([document.text.encode()], {})
+
+
+@pytest.mark.parametrize(("option", "value"), [("on_error", "abort"), ("batch_size", 0)])
+def test_a_bad_option_is_refused_before_a_sync_deletes_anything(
+    tmp_path, folder, pydoc_pipeline, option, value
+):
+    """With nothing to write, a misspelt on_error went ahead as "skip" and the sync ran."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    count = collection.count()
+    (folder / "guide.md").unlink()
+    with pytest.raises(ValueError, match=option):
+        ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True, **{option: value})
+    assert collection.count() == count

@@ -45,6 +45,7 @@ from probembed.store.ingest import (
     ingest,
     not_unicode,
     prepare,
+    validate_options,
 )
 from probembed.store.readers import Problem, Record, read_records
 from probembed.store.rows import PipelineInfo
@@ -257,6 +258,7 @@ def ingest_parsed(
     the next run takes as unchanged. A `StreamedFile` is chunked and written after the
     others, in batches, always with `encode` (see `write_streamed`).
     """
+    validate_options(batch_size, on_error)  # before any delete a sync would make
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()
