@@ -582,6 +582,7 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     # a byte order mark and invisible characters are no text either (streamed, it was
     # "added" with no chunk, on every run)
     (root / "marks.txt").write_bytes(b"\xef\xbb\xbf\n\n" + "\u200b \n".encode() * 2000)
+    (root / "notepad.txt").write_bytes("\ufeffA note saved as Unicode.\n".encode("utf-16-le"))
     said = {}
     for stream_bytes in (0, 10**9):
         collection = Database(tmp_path / f"db{stream_bytes}", create=True).collection("bad")
@@ -596,6 +597,7 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     assert said[0]["cut-short.md"].startswith("not UTF-8: byte 0xc3 at offset 19;")
     assert "binary" in said[0]["binary.md"] and "no text" in said[0]["blank.txt"]
     assert "no text" in said[0]["marks.txt"]
+    assert said[0]["notepad.txt"].startswith("UTF-16 text, not UTF-8; convert it")
 
 
 def test_a_stream_that_fails_part_way_leaves_nothing_of_it(tmp_path, pydoc_pipeline, small_blocks):

@@ -106,12 +106,21 @@ def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
 def _utf8(path: Path) -> str | Problem:
     """The file as UTF-8 text, or a problem: binary, or another encoding (with the byte)."""
     data = path.read_bytes()
-    if b"\x00" in data[:SNIFF]:
-        return Problem(str(path), BINARY)
+    refused = not_text(data[:SNIFF])
+    if refused is not None:
+        return Problem(str(path), refused)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return not_utf8(path, exc.start, data[exc.start : exc.start + 1])
+
+
+def not_text(head: bytes) -> str | None:
+    """Why a file that starts with `head` is not UTF-8 text worth decoding: UTF-16 (Windows
+    Notepad's "Unicode"), which has NUL bytes too but wants converting, or binary; else None."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text, not UTF-8; convert it, e.g. `iconv -f UTF-16 -t UTF-8`"
+    return BINARY if b"\x00" in head else None
 
 
 def not_utf8(path: Path, offset: int, byte: bytes) -> Problem:

@@ -23,7 +23,7 @@ from typing import Any
 from probembed.chunking import HeadingTracker, Segment, joins_next, last_paragraph_break
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
-from probembed.store.formats import BINARY, NO_TEXT, SNIFF, first_heading, not_utf8
+from probembed.store.formats import NO_TEXT, SNIFF, first_heading, not_text, not_utf8
 
 #: Files larger than this (bytes) are read as a stream; smaller ones are read whole.
 STREAM_BYTES = 16 * 2**20
@@ -112,8 +112,9 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
     blank = True
     try:
         with path.open("rb") as handle:
-            if b"\x00" in handle.read(SNIFF):
-                return Problem(str(path), BINARY)
+            refused = not_text(handle.read(SNIFF))
+            if refused is not None:
+                return Problem(str(path), refused)
         for line in _lines(path, digest):
             blank = blank and is_blank(line)  # as a file read whole: a BOM is not text
             if markdown and title is None:
