@@ -153,6 +153,14 @@ def _sweep(target: Path) -> None:
             os.close(held)
 
 
+def fsync_tree(root: Path) -> None:
+    """Flush every file and directory below root, then root, so a rename of root that
+    survives a power cut finds them whole (a fetched mirror's files were never flushed)."""
+    for path in sorted(root.rglob("*"), reverse=True):
+        (fsync_dir if path.is_dir() else fsync_file)(path)
+    fsync_dir(root)
+
+
 def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
     """Swap a fully written directory in for target; the old one is removed afterwards.
 
@@ -162,10 +170,7 @@ def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> None:
     without `target` (both copies survive it as hidden siblings).
     """
     staged, target = Path(staged), resolved(target)
-    for path in sorted(staged.rglob("*"), reverse=True):
-        if path.is_dir():
-            fsync_dir(path)
-    fsync_dir(staged)
+    fsync_tree(staged)
     if target.is_dir() and _exchange(staged, target):
         fsync_dir(target.parent)
         shutil.rmtree(staged, ignore_errors=True)  # it now holds the old directory

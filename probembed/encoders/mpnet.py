@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probembed.atomic import fsync_dir, fsync_file, staging_dir
+from probembed.atomic import fsync_dir, fsync_tree, staging_dir
 from probembed.cache import default_cache_dir
 from probembed.encoders.base import Encoder, EncoderUnavailableError
 from probembed.extras import install_hint
@@ -150,9 +150,7 @@ def settle(model: Path, target: Path) -> None:
     files = sorted(p for p in model.rglob("*") if p.is_file())
     sizes = {p.relative_to(model).as_posix(): p.stat().st_size for p in files}
     (model / SIZES_FILE).write_text(json.dumps(sizes))
-    for path in sorted(model.rglob("*"), reverse=True):
-        (fsync_dir if path.is_dir() else fsync_file)(path)
-    fsync_dir(model)
+    fsync_tree(model)
     try:
         os.rename(model, target)
     except OSError:
