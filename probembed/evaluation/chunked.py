@@ -13,6 +13,7 @@ import numpy as np
 
 from probembed.chunking import ChunkSettings, chunk_text, plain_sections
 from probembed.evaluation.datasets import RetrievalDataset
+from probembed.evaluation.harness import exclude_self_matches
 from probembed.evaluation.metrics import retrieval_metrics, run_from_scores
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
@@ -74,8 +75,8 @@ def chunked_vs_truncated(
             ("truncated", score_matrix(queries, whole, name, beta)),
             ("chunked", max_pooled(score_matrix(queries, parts, name, beta), chunked.owner)),
         ):
-            if not dataset.keep_self_matches:
-                matrix = _without_self_matches(matrix, query_ids, chunked.doc_ids)
+            if not dataset.keep_self_matches:  # a fresh matrix: marked in place
+                exclude_self_matches(matrix, query_ids, chunked.doc_ids)
             run = run_from_scores(query_ids, chunked.doc_ids, matrix)
             ndcg = retrieval_metrics(dataset.qrels, run, ("ndcg@10",))["ndcg@10"]
             rows.append(
@@ -93,15 +94,3 @@ def chunked_vs_truncated(
                 }
             )
     return rows
-
-
-def _without_self_matches(
-    matrix: np.ndarray, query_ids: list[str], doc_ids: list[str]
-) -> np.ndarray:
-    """A document whose id is the query's own is never retrieved for it (BEIR's rule)."""
-    where = {d: j for j, d in enumerate(doc_ids)}
-    out = matrix.copy()
-    for i, q in enumerate(query_ids):
-        if q in where:
-            out[i, where[q]] = -np.inf
-    return out
