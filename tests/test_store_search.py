@@ -469,3 +469,15 @@ def test_a_larger_k_never_reorders_what_a_hybrid_search_showed(tmp_path, hash_pi
         for a, b in zip(few, many, strict=True):
             assert [h["id"] for h in a["hits"]] == [h["id"] for h in b["hits"]][:small]
             assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]][:small]
+
+
+@pytest.mark.parametrize("score", ["uec", "kl"])
+def test_warming_an_empty_collection_builds_no_graph_whatever_the_settings(
+    tmp_path, hash_pipeline, score
+):
+    """With scan_below=0 it built a graph over no rows and failed (TypeError, IndexError)."""
+    collection = Database(tmp_path / "db", create=True).collection("empty")
+    collection.create(hash_pipeline)
+    searcher = Searcher(collection, hash_pipeline, IndexSettings(scan_below=0))
+    assert searcher.warm(score) is False
+    assert searcher.search(["anything"], k=3)[0]["hits"] == []

@@ -306,7 +306,7 @@ class Searcher:
         """
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         self._refresh()
-        if self._snap.live < self.settings.scan_below:
+        if self._snap.live < self.settings.scan_below or self._snap.live == 0:  # as search
             return False
         self._graph(ann_space(kind))
         return True
