@@ -352,3 +352,29 @@ def test_a_rerun_after_a_run_killed_before_measuring_measures_the_agreement(
     assert (report.added, report.already_stored) == (0, 300)
     # the same rows in the same order of ids: the same float64 measurement, bit for bit
     np.testing.assert_array_equal(rerun.agreement(), clean.agreement())
+
+
+def test_an_agreement_file_an_earlier_collection_of_the_name_left_is_not_this_ones(
+    tmp_path, hash_pipeline, sentences, toy_pairs
+):
+    """A drop killed between the table and its files (or a table deleted by hand) left the
+    old agreement.json: another pipeline's made every ingest and search of the new collection
+    fail for good; the same pipeline's was taken as measured on the new rows."""
+    import json
+
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+    from probembed.store import Database, ingest
+    from probembed.store.readers import Record
+
+    records = [Record(f"{i:04d}", t) for i, t in enumerate(sentences[:300])]
+    specs = [ModelSpec("hash", "laplace", encoder_params={"dim": d}) for d in (64, 48)]
+    other = Pipeline.fit(specs, toy_pairs, FusionConfig("uec"), name="other", cache=False)
+    for second, count in ((other, 300), (hash_pipeline, 290)):  # 290: within the 10% remeasure
+        db = Database(tmp_path / f"db-{second.name}", create=True)
+        ingest(records, db.collection("c"), hash_pipeline)
+        db._conn.drop_table("c")  # what a drop killed before removing the files leaves
+        fresh = Database(tmp_path / f"db-{second.name}").collection("c")
+        ingest(records[:count], fresh, second)
+        kept = json.loads(fresh.agreement_file.read_text())
+        assert (kept["created"], kept["count"]) == (fresh.created, count)  # measured anew
+        assert len(fresh.search(sentences[0], k=3)["hits"]) == 3

@@ -483,6 +483,7 @@ class Collection:
         value = agreement(members_of(Fused(stored, weights, models), pipeline.blocks))
         adapted = pipeline.adapted(value)
         record = {
+            "created": self.created,
             "version": version,
             "count": len(ids),
             "models": list(models),
@@ -513,7 +514,7 @@ class Collection:
         return None if record is None else np.asarray(record["agreement"], dtype=np.float64)
 
     def _agreement_record(self) -> dict[str, Any] | None:
-        """The kept agreement record, checked against the collection's models."""
+        """The kept agreement record if it is this collection's (its creation, its models)."""
         try:
             data = self.db.location.read_bytes(self.name, AGREEMENT_FILE)
             if data is None:
@@ -521,11 +522,12 @@ class Collection:
             record = json.loads(data)
         except (json.JSONDecodeError, OSError) as exc:
             raise StoreError(f"{self.agreement_file} is unreadable: {exc}") from exc
+        # left by an earlier collection of this name (a drop killed before it removed the file,
+        # a table deleted by hand): not this one's, so never measured, not an error for good
+        if record.get("created", self.created) != self.created:
+            return None
         if record.get("models") != list(self.pipeline.models):
-            raise StoreError(
-                f"{self.agreement_file} measures models {record.get('models')}, but collection "
-                f"{self.name!r} holds {list(self.pipeline.models)}; re-run ingest to remeasure"
-            )
+            return None
         return record
 
     def load_pipeline(self) -> Pipeline:
