@@ -9,8 +9,10 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from probembed.store import Database, ingest
+from probembed.store.readers import Record
 
 N_DOCS = 4000
 BATCH = 20
@@ -117,3 +119,56 @@ def _wait_for_commit_marker(child: subprocess.Popen, at_least: int, errors: Path
         guard.cancel()
     child.wait(timeout=30)
     raise AssertionError(f"child ended before {at_least} rows: {errors.read_text()[-2000:]}")
+
+
+RACING_WRITER = """
+import sys, time
+from pathlib import Path
+from probembed.pipeline import Pipeline
+from probembed.store import Database
+from probembed.store.rows import Batch, PipelineInfo
+
+db, pipeline_dir, go, upsert = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4] == "1"
+pipe = Pipeline.load(pipeline_dir, cache=False)
+collection = Database(db).collection("c")
+texts = [f"racing text number {i}" for i in range(200)]
+batches = [
+    Batch([f"d{i}" for i in range(b, b + 10)], texts[b : b + 10], [{}] * 10,
+          pipe.encode(texts[b : b + 10]), PipelineInfo.of(pipe))
+    for b in range(0, 200, 10)
+]
+collection.count()
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+for batch in batches:
+    try:
+        collection.upsert(batch) if upsert else collection.add(batch)
+    except Exception:  # an id the other writer stored first: refused, as it should be
+        pass
+"""
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+def test_two_processes_writing_the_same_ids_store_each_id_once(tmp_path, hash_pipeline, upsert):
+    """Both passed the 'already stored?' check before either committed: 340 of 400 ids were
+    stored twice, and search returned the same id twice."""
+    root = tmp_path / "db"
+    ingest([Record("seed", "seed text", {})], Database(root, create=True).collection("c"),
+           hash_pipeline)  # fmt: skip
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    script, go = tmp_path / "writer.py", tmp_path / "go"
+    script.write_text(textwrap.dedent(RACING_WRITER))
+    args = [sys.executable, str(script), str(root), str(pipeline_dir), str(go), str(int(upsert))]
+    writers = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        for writer in writers:  # both loaded and waiting: then they start together
+            assert writer.stdout.readline().strip() == "ready"
+        go.touch()
+        for writer in writers:
+            assert writer.wait(timeout=300) == 0
+    finally:
+        for writer in writers:
+            writer.kill()
+    ids = Database(root).collection("c").vectors().ids.tolist()
+    assert len(ids) == len(set(ids)) == 201

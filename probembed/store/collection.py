@@ -63,6 +63,8 @@ AGREEMENT_FILE = "agreement.json"
 #: The versions `restore` made: rows they bring back keep their old row ids, which a
 #: searcher's cheap refresh cannot tell from rows it holds.
 RESTORES_FILE = "restores.json"
+#: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
+WRITE_LOCK = "write.lock"
 #: Agreement is measured again once the item count moved by more than this fraction.
 REMEASURE_FRACTION = 0.1
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
@@ -663,38 +665,57 @@ class Collection:
             return set()
         return set(_scan(table, ["id"]).column("id").to_pylist())
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold this collection's write lock on this machine (other processes, other threads):
+        "append unless stored" is a check and then a commit, and two writers passing the check
+        together stored an id twice (search then showed it twice). Writers on other machines of
+        one object store are not held back; where the system has no flock, nothing is held."""
+        directory = self.db.location.own_dir(self.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / WRITE_LOCK, "a") as handle:
+            try:
+                import fcntl
+            except ImportError:  # Windows
+                yield
+                return
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
     def add(self, batch: Batch) -> int:
         """Append new items in one commit; ids already stored are an error (use upsert)."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
-        table = self._open()
-        if table is None:
-            self._create(batch)
-            return len(batch.ids)
-        existing = self.existing(batch.ids)
-        if existing:
-            raise StoreError(
-                f"{len(existing)} ids are already in collection {self.name!r} "
-                f"(e.g. {sorted(existing)[:5]}); use upsert to replace them"
-            )
-        table.add(self._arrow(batch, table))
+        with self._writing():
+            table = self._open()
+            if table is None:
+                self._create(batch)
+                return len(batch.ids)
+            existing = self.existing(batch.ids)
+            if existing:
+                raise StoreError(
+                    f"{len(existing)} ids are already in collection {self.name!r} "
+                    f"(e.g. {sorted(existing)[:5]}); use upsert to replace them"
+                )
+            table.add(self._arrow(batch, table))
         return len(batch.ids)
 
     def upsert(self, batch: Batch) -> tuple[int, int]:
         """Insert new ids and replace stored ones, in one commit; returns (inserted, updated)."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
-        table = self._open()
-        if table is None:
-            self._create(batch)
-            return len(batch.ids), 0
-        data = self._arrow(batch, table)
-        result = (
-            table.merge_insert("id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(data)
-        )
+        with self._writing():
+            table = self._open()
+            if table is None:
+                self._create(batch)
+                return len(batch.ids), 0
+            data = self._arrow(batch, table)
+            result = (
+                table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
         return int(result.num_inserted_rows), int(result.num_updated_rows)
 
     def delete(self, ids: Sequence[str]) -> int:
