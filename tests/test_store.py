@@ -322,11 +322,16 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
     (notes / "skip.pdf").write_bytes(b"%PDF")
     db = Database(tmp_path / "db", create=True)
     (notes / "photo.png").write_bytes(b"\x89PNG")  # not a document: passed over
+    # refused as chunked ingestion refuses them (binary bytes were stored as text)
+    (notes / "bin.txt").write_bytes(b"abc\x00\x01\x02")
+    (notes / "notepad.txt").write_bytes("\ufeffsaved as Unicode".encode("utf-16-le"))
     ingest(beir, db.collection("beir"), hash_pipeline)
     with pytest.raises(IngestError, match=r"skip\.pdf: a \.pdf document is read only by chunked"):
         ingest(notes, db.collection("notes"), hash_pipeline)  # not left out without a word
     report = ingest(notes, db.collection("notes"), hash_pipeline, on_error="skip")
-    assert [p.source.rsplit("/", 1)[-1] for p in report.problems] == ["skip.pdf"]
+    said = {p.source.rsplit("/", 1)[-1]: p.message for p in report.problems}
+    assert sorted(said) == ["bin.txt", "notepad.txt", "skip.pdf"]
+    assert said["bin.txt"].startswith("binary file") and said["notepad.txt"].startswith("UTF-16")
     assert db.open("beir").rows(["1"])["1"]["text"] == "Cats Cats purr."
     assert db.open("beir").ids() == {"1", "2"}
     assert db.open("notes").ids() == {"a.md", "sub/b.txt"}

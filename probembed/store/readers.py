@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from probembed.documents import Problem, Record, read_jsonl
-from probembed.store.formats import READERS
+from probembed.store.formats import READERS, read_file
 
 __all__ = [
     "CHUNKED_ONLY",
@@ -83,11 +83,10 @@ def read_text_folder(root: Path) -> Iterator[Record | Problem]:
 
 
 def _text_file(file: Path, doc_id: str) -> Record | Problem:
-    """One .txt/.md file as a record with this id, or the problem reading it."""
-    try:
-        text = file.read_text(encoding="utf-8").strip()
-    except (UnicodeDecodeError, OSError) as exc:
-        return Problem(str(file), f"cannot read as UTF-8 text: {exc}")
-    if not text:
-        return Problem(str(file), "empty file")
-    return Record(doc_id, text, {}, str(file))
+    """One .txt/.md file as a record with this id, or the problem reading it: read as chunked
+    ingestion reads it, so a binary, UTF-16 or blank file is refused alike (binary bytes were
+    stored as text here)."""
+    document = read_file(file, doc_id)
+    if isinstance(document, Problem):
+        return document
+    return Record(doc_id, document.text.strip(), {}, str(file))
