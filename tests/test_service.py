@@ -8,6 +8,7 @@ needed), so vectors can be compared exactly with the same pipeline run in this p
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -392,6 +393,13 @@ def test_limits_are_named(tight):
         long = http.post("/v1/embeddings", json={"model": "hash", "input": ["a" * 51]})
         body = http.post("/v1/embeddings", json={"model": "hash", "input": ["a " * 1500]})
         ids = http.post("/v1/collections/any/delete", json={"ids": list("abcde")})
+        schema = http.get("/openapi.json").json()
+    # the schema states this server's limits, the body's too (no JSON Schema keyword has it)
+    texts = schema["components"]["schemas"]["EmbeddingRequest"]["properties"]["input"]
+    assert (
+        schema["info"]["x-max-body-bytes"] == 2000 and "2000 bytes" in schema["info"]["description"]
+    )
+    assert '"maxItems": 4' in json.dumps(texts) and '"maxLength": 50' in json.dumps(texts)
     assert many.status_code == 413 and "--max-inputs" in many.text
     assert ids.status_code == 413 and "--max-inputs" in ids.text
     assert long.status_code == 422 and "--max-chars" in long.text

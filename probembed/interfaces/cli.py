@@ -276,7 +276,7 @@ def fit(
     model: Annotated[
         list[str], typer.Option("--model", help="Encoder short name or path; repeatable.")
     ] = ["minilm"],  # noqa: B006
-    estimator: Annotated[str, typer.Option(help="laplace or perturb.")] = "laplace",
+    estimator: Annotated[str, typer.Option(help="laplace, head or perturb.")] = "laplace",
     fusion: Annotated[
         str, typer.Option(help="uec, mean, weighted, concat or single:<model>.")
     ] = "uec",

@@ -319,7 +319,8 @@ def search_command(
     collection: CollectionOption = DEFAULT_COLLECTION,
     k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.")] = 10,
     score: Annotated[
-        str | None, typer.Option(help="uec, csd, kl, w2, mls, bhattacharyya or dot.")
+        str | None,
+        typer.Option(help="uec, uec-mteb, csd, kl, w2, mls, bhattacharyya or dot (alias cosine)."),
     ] = None,
     exact: Annotated[bool, typer.Option(help="Scan every item instead of the ANN graph.")] = False,
     where: Annotated[str | None, typer.Option(help='SQL filter, e.g. "year > 2015".')] = None,

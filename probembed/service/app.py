@@ -146,6 +146,11 @@ def _publish_limits(app: FastAPI, limits: Limits) -> None:
                 node = components[name]["properties"][prop]
                 _constrain(node, limits, (name, prop) in _TEXTS, (name, prop) in _LISTS)
             components["SearchRequest"]["properties"]["k"]["maximum"] = limits.max_k
+            # no JSON Schema keyword bounds a whole body: said in words and as an extension
+            info = schema["info"]
+            info["x-max-body-bytes"] = limits.max_body_bytes
+            body = f"Request bodies up to {limits.max_body_bytes} bytes (413 beyond)."
+            info["description"] = f"{info.get('description', '')}\n\n{body}".strip()
             app.openapi_schema = schema
         return app.openapi_schema
 
