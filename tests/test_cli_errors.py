@@ -254,3 +254,17 @@ def test_help_shows_the_bracketed_defaults_rich_would_take_for_markup(command, s
     """rich reads "[default: ...]" as a markup tag and drops it unless escaped."""
     shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"})
     assert shown.exit_code == 0 and says in " ".join(shown.stdout.split()), shown.stdout
+
+
+@pytest.mark.parametrize("command", ["ingest", "embed"])
+@pytest.mark.parametrize(
+    "option", [["--workers", "3"], ["--cpus-per-worker", "2"], ["--address", "x:1"]]
+)
+def test_a_ray_option_without_ray_is_refused_before_anything_is_read(tmp_path, command, option):
+    """`--workers 3` without `--ray` was ignored without a word."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "some text"}\n')
+    out = ["--db", str(tmp_path / "db")] if command == "ingest" else ["--out", str(tmp_path / "o")]
+    result = runner.invoke(app, [command, str(source), *out, *option])
+    assert result.exit_code == 2 and f"{option[0]} needs --ray" in result.output, result.output
+    assert not (tmp_path / "db").exists() and not (tmp_path / "o").exists()

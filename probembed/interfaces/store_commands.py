@@ -67,6 +67,19 @@ GpusOption = Annotated[
 ]
 
 
+def check_ray_options(
+    ray: bool, address: str | None, workers: int, cpus: float, gpus: float
+) -> None:
+    """Refuse Ray's options without --ray: they were ignored without a word."""
+    if ray:
+        return
+    given = {"--address": address is not None, "--workers": workers != 1}
+    given |= {"--cpus-per-worker": cpus != 1.0, "--gpus-per-worker": gpus != 0.0}
+    for option, set_ in given.items():
+        if set_:
+            raise fail(f"{option} needs --ray")
+
+
 def resolve_db(db: str | Path | None) -> Path | str:
     """The --db given (a directory, or an object-store URI kept as it is), else the default."""
     from probembed.store.location import is_remote
@@ -211,8 +224,7 @@ def ingest_command(
     from probembed.store.collection import check_collection_name
 
     # Every check that needs no database comes first: a refused run creates none.
-    if not ray and address is not None:
-        raise fail("--address needs --ray")
+    check_ray_options(ray, address, workers, cpus_per_worker, gpus_per_worker)
     if sync and not chunk:
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk and upsert:
@@ -288,8 +300,7 @@ def embed_command(
     from probembed.store import StoreError
     from probembed.store.embed_job import embed_to_parquet
 
-    if not ray and address is not None:
-        raise fail("--address needs --ray")
+    check_ray_options(ray, address, workers, cpus_per_worker, gpus_per_worker)
     pipe = load_pipeline(pipeline)
     try:
         report = embed_to_parquet(
