@@ -124,6 +124,17 @@ def test_encode_into_a_reader_that_stops_early_or_from_a_closed_stdin(hash_pipel
     assert closed.returncode == 2 and "no texts: pass them as arguments" in closed.stderr
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("", "no texts: stdin was empty; pass them"), ("\n \n", "no texts: stdin holds only blank")],
+)
+def test_encode_of_an_empty_or_blank_stdin_says_which(hash_pipeline, given, said):
+    """An empty stdin (a script running `probembed encode` with no arguments) was said to
+    hold 'only blank lines'."""
+    result = runner.invoke(app, ["encode", "--pipeline", str(hash_pipeline)], input=given)
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
 def test_encode_with_unknown_pipeline_is_a_clear_error():
     result = runner.invoke(app, ["encode", "--pipeline", "nope", "text"])
     assert result.exit_code == 2

@@ -192,16 +192,18 @@ def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
         return texts
     if file is not None:
         try:
-            lines = _lines(file.read_text(encoding="utf-8"))
+            raw, where = file.read_text(encoding="utf-8"), f"--file {file}"
         except OSError as exc:
             raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
     elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
-        lines = _lines(sys.stdin.read())
+        raw, where = sys.stdin.read(), "stdin"
     else:
         raise fail("no texts: pass them as arguments, with --file, or on stdin")
-    lines = [line for line in lines if line.strip()]
+    if not raw:  # e.g. `probembed encode` with no arguments, run from a script
+        raise fail(f"no texts: {where} was empty; pass them as arguments, with --file, or on stdin")
+    lines = [line for line in _lines(raw) if line.strip()]
     if not lines:
-        raise fail("no texts: the input holds only blank lines")
+        raise fail(f"no texts: {where} holds only blank lines")
     return lines
 
 
