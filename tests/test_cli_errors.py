@@ -268,3 +268,19 @@ def test_a_ray_option_without_ray_is_refused_before_anything_is_read(tmp_path, c
     result = runner.invoke(app, [command, str(source), *out, *option])
     assert result.exit_code == 2 and f"{option[0]} needs --ray" in result.output, result.output
     assert not (tmp_path / "db").exists() and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--on-error", "maybe"], "--on-error must be skip or stop, got 'maybe'"),
+        (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens 4 --overlap 32: max_tokens must"),
+    ],
+)
+def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):
+    """They named the library's parameters (on_error, max_tokens), not the options."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "some text"}\n')
+    result = runner.invoke(app, ["ingest", str(source), "--db", str(tmp_path / "db"), *options])
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "db").exists()

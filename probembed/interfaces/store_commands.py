@@ -67,10 +67,15 @@ GpusOption = Annotated[
 ]
 
 
-def check_ray_options(
-    ray: bool, address: str | None, workers: int, cpus: float, gpus: float
+def check_run_options(
+    on_error: str, ray: bool, address: str | None, workers: int, cpus: float, gpus: float
 ) -> None:
-    """Refuse Ray's options without --ray: they were ignored without a word."""
+    """Refuse, naming the option, an unknown --on-error (the library's message named its
+    parameter) and Ray's options without --ray (they were ignored without a word)."""
+    from probembed.store.ingest import ON_ERROR
+
+    if on_error not in ON_ERROR:
+        raise fail(f"--on-error must be {' or '.join(ON_ERROR)}, got {on_error!r}")
     if ray:
         return
     given = {"--address": address is not None, "--workers": workers != 1}
@@ -224,7 +229,7 @@ def ingest_command(
     from probembed.store.collection import check_collection_name
 
     # Every check that needs no database comes first: a refused run creates none.
-    check_ray_options(ray, address, workers, cpus_per_worker, gpus_per_worker)
+    check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     if sync and not chunk:
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk and upsert:
@@ -236,7 +241,10 @@ def ingest_command(
             from probembed.store.ray_ingest import validate_workers
 
             validate_workers(workers, cpus_per_worker, gpus_per_worker)
-        settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
+        try:
+            settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
+        except ValueError as exc:  # its message names max_tokens and overlap_tokens
+            raise fail(f"--chunk-tokens {chunk_tokens} --overlap {overlap}: {exc}") from exc
         check_collection_name(collection)
         given = load_pipeline(pipeline) if pipeline is not None else None
         where = resolve_db(db)
@@ -300,7 +308,7 @@ def embed_command(
     from probembed.store import StoreError
     from probembed.store.embed_job import embed_to_parquet
 
-    check_ray_options(ray, address, workers, cpus_per_worker, gpus_per_worker)
+    check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     pipe = load_pipeline(pipeline)
     try:
         report = embed_to_parquet(
