@@ -274,8 +274,6 @@ class Collection:
         self._header_read = -float("inf")
         #: The version of `_table` as last opened (None until asked): one read per look.
         self._seen: int | None = None
-        #: (the `_table` it was pinned under, version, a handle checked out there).
-        self._pinned: tuple[Any, int, Any] | None = None
 
     @property
     def derived_dir(self) -> Path:
@@ -825,14 +823,12 @@ class Collection:
         """The version, its row count, and every row's id, `_rowid`, write tag (and doc_id):
         what changed. With `after_row_id`, only rows whose `_rowid` is above it (rows written
         since: LanceDB numbers new fragments, and so their rows, above every older one)."""
-        # count and rows read at one version, from a handle no other thread's open or write
-        # moves between the reads
-        table = self._at_version(int(self._require().version))
+        table = self._require()  # version, count and rows all read from this one handle
+        version = int(table.version)
         names = table.schema.names
         columns = ["id", *[c for c in (WRITE_TAG, "doc_id") if c in names]]
         where = None if after_row_id is None else f"_rowid > {int(after_row_id)}"
-        rows = _scan(table, columns, where, row_ids=True)
-        return int(table.version), table.count_rows(), rows
+        return version, table.count_rows(), _scan(table, columns, where, row_ids=True)
 
     def take(
         self, row_ids: Sequence[int], columns: Sequence[str], version: int | None = None
@@ -846,16 +842,13 @@ class Collection:
         return data.take([order[int(r)] for r in row_ids])
 
     def _at_version(self, version: int) -> Any:
-        """A handle of its own checked out at `version`, kept for the next read at it (a
-        listing and its takes). Not the shared one: another thread's open or write moves that
-        between two reads, and row ids listed at one version were taken at another."""
-        current = self._as_seen()
-        held = self._pinned
-        if held is not None and held[0] is current and held[1] == version:
-            return held[2]
+        """The table at `version`: the handle as last opened when it is there (a listing
+        just opened it), else a handle of its own checked out at that version."""
+        table = self._as_seen()
+        if int(table.version) == version:
+            return table
         pinned = self.db.table(self.name)
         pinned.checkout(version)
-        self._pinned = (current, version, pinned)
         return pinned
 
     def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
