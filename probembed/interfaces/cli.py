@@ -17,7 +17,13 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from probembed.interfaces import eval_commands, store_commands
-from probembed.interfaces.console import fail, literal, say, warnings_as_lines
+from probembed.interfaces.console import (
+    check_output_file,
+    fail,
+    literal,
+    say,
+    warnings_as_lines,
+)
 
 #: Failures probembed raises on purpose, with a message that says what to fix.
 KNOWN_FAILURES = (ValueError, OSError, ImportError)
@@ -227,10 +233,7 @@ def encode(
 
     items = read_texts(texts, file)
     if out is not None:
-        if out.is_dir():
-            raise fail(f"--out {out} is a directory; give a file name, e.g. {out / 'vectors.npz'}")
-        if not out.absolute().parent.is_dir():  # before encoding, not after
-            raise fail(f"--out {out}: no directory {out.absolute().parent}")
+        check_output_file("--out", out)
         out = out if out.suffix == ".npz" else out.with_name(out.name + ".npz")  # numpy's rule
     try:
         pipe = Pipeline.load(pipeline)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -38,6 +39,15 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error to stderr and give the exit to raise."""
     note("error:", "bold red", message)
     return typer.Exit(code=code)
+
+
+def check_output_file(option: str, path: Path) -> None:
+    """Refuse, before any work, a file to write that is a directory or has no directory to go
+    in: found only after encoding or evaluating everything, it failed naming a temporary file."""
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a directory; name the file to write in it")
+    if not path.absolute().parent.is_dir():
+        raise fail(f"{option} {path}: no directory {path.absolute().parent}")
 
 
 @contextlib.contextmanager

@@ -67,15 +67,14 @@ def check_outputs(
     json_path: Path | None, plots: Path | None, tune_on: str | None, compare: bool
 ) -> None:
     """Refuse what would fail or be ignored only after the whole evaluation has run."""
+    from probembed.interfaces.console import check_output_file
+
     if not compare:
         for option, value in (("--plots", plots), ("--tune-on", tune_on)):
             if value is not None:
                 raise ValueError(f"{option} needs --compare: only a comparison tunes and plots")
     if json_path is not None:
-        if not json_path.absolute().parent.is_dir():
-            raise ValueError(f"--json {json_path}: no directory {json_path.absolute().parent}")
-        if json_path.is_dir():
-            raise ValueError(f"--json {json_path}: is a directory; name the file to write")
+        check_output_file("--json", json_path)
     if plots is not None:
         existing = next((p for p in (plots, *plots.absolute().parents) if p.exists()), None)
         if existing is not None and not existing.is_dir():
