@@ -18,6 +18,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,12 +116,32 @@ def resolved(target: str | os.PathLike) -> Path:
     return target.resolve() if target.is_symlink() else target.absolute()
 
 
+def _fcntl() -> Any:
+    """The fcntl module, or None where the system has none (Windows): nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    return fcntl
+
+
+@contextlib.contextmanager
+def locked(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on lock_file (made if absent) while the block runs, against
+    other processes and other threads of this one alike (flock locks an open file)."""
+    fcntl = _fcntl()
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def _hold(directory: Path) -> int | None:
     """An open descriptor holding an exclusive lock on directory for the writer's lifetime;
     None where the system or file system has no such locks (nothing is swept there)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
+    fcntl = _fcntl()
+    if fcntl is None:
         return None
     fd = os.open(directory, os.O_RDONLY)
     try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 import pyarrow as pa
 
+from probembed import atomic
 from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of, sampled
 from probembed.gaussian import Gaussian
@@ -665,22 +666,12 @@ class Collection:
             return set()
         return set(_scan(table, ["id"]).column("id").to_pylist())
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Hold this collection's write lock on this machine (other processes, other threads):
         "append unless stored" is a check and then a commit, and two writers passing the check
         together stored an id twice (search then showed it twice). Writers on other machines of
-        one object store are not held back; where the system has no flock, nothing is held."""
-        directory = self.db.location.own_dir(self.name)
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / WRITE_LOCK, "a") as handle:
-            try:
-                import fcntl
-            except ImportError:  # Windows
-                yield
-                return
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
+        one object store are not held back."""
+        return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
 
     def add(self, batch: Batch) -> int:
         """Append new items in one commit; ids already stored are an error (use upsert)."""
