@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +53,7 @@ from probembed.store.rows import (
     variance_basis,
 )
 from probembed.store.search import QueryResult, Searcher
+from probembed.store.threads import one_at_a_time
 from probembed.store.variance import VarianceBasis
 
 if TYPE_CHECKING:
@@ -275,6 +277,11 @@ class Collection:
         self._header_read = -float("inf")
         #: The version of `_table` as last opened (None until asked): one read per look.
         self._seen: int | None = None
+        #: Held while the shared table handle is moved (opened at its latest version, written
+        #: through) or read in several steps (a listing's version and rows, a take at that
+        #: version): a search beside an upsert on one handle took row ids listed at one
+        #: version from rows another thread had moved (KeyError).
+        self._lock = threading.RLock()
 
     @property
     def derived_dir(self) -> Path:
@@ -286,6 +293,7 @@ class Collection:
         """Whether the table has been created (by a first write)."""
         return self._open() is not None
 
+    @one_at_a_time
     def _open(self) -> Any:
         """The LanceDB table at its latest version, or None before the first write.
 
@@ -376,6 +384,7 @@ class Collection:
         """The token of this collection's creation (None for tables made before tokens)."""
         return self._header().get("created")
 
+    @one_at_a_time
     def _header(self, reopen: bool = False) -> dict[str, Any]:
         """The probembed entry of the schema metadata, read once per table version.
 
@@ -673,6 +682,7 @@ class Collection:
         one object store are not held back."""
         return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
 
+    @one_at_a_time
     def add(self, batch: Batch) -> int:
         """Append new items in one commit; ids already stored are an error (use upsert)."""
         self.db.require_writable()
@@ -691,6 +701,7 @@ class Collection:
             table.add(self._arrow(batch, table))
         return len(batch.ids)
 
+    @one_at_a_time
     def upsert(self, batch: Batch) -> tuple[int, int]:
         """Insert new ids and replace stored ones, in one commit; returns (inserted, updated)."""
         self.db.require_writable()
@@ -709,6 +720,7 @@ class Collection:
             )
         return int(result.num_inserted_rows), int(result.num_updated_rows)
 
+    @one_at_a_time
     def delete(self, ids: Sequence[str]) -> int:
         """Delete items by id in one commit; returns how many were there."""
         self.db.require_writable()
@@ -723,6 +735,7 @@ class Collection:
             table.delete(condition)
         return int(found)
 
+    @one_at_a_time
     def restore(self, version: int | None) -> None:
         """Put the rows back as they were at `version`, in one new commit (None: before the
         first write, so the collection is dropped): undoes an ingest stopped part-way."""
@@ -810,6 +823,7 @@ class Collection:
         basis = self.variance_basis
         return stored if basis is None else basis.decode(stored)
 
+    @one_at_a_time
     def listing(self, after_row_id: int | None = None) -> tuple[int, int, pa.Table]:
         """The version, its row count, and every row's id, `_rowid`, write tag (and doc_id):
         what changed. With `after_row_id`, only rows whose `_rowid` is above it (rows written
@@ -821,6 +835,7 @@ class Collection:
         where = None if after_row_id is None else f"_rowid > {int(after_row_id)}"
         return version, table.count_rows(), _scan(table, columns, where, row_ids=True)
 
+    @one_at_a_time
     def take(
         self, row_ids: Sequence[int], columns: Sequence[str], version: int | None = None
     ) -> pa.Table:

@@ -8,16 +8,15 @@ probability that its first hit truly outranks its second.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -47,6 +46,7 @@ from probembed.store.ranking import (
 )
 from probembed.store.rows import PipelineInfo
 from probembed.store.snapshot import Snapshot, Tilt, same_tilt
+from probembed.store.threads import one_at_a_time
 
 #: With group_by_doc, chunks ranked per document wanted: documents rarely have more chunks
 #: than this among a query's best.
@@ -101,21 +101,6 @@ class QueryResult(TypedDict):
     hits: list[Hit]
 
 
-M = TypeVar("M", bound=Callable[..., Any])
-
-
-def _one_at_a_time(method: M) -> M:
-    """A Searcher method that holds the searcher's lock: two threads refreshing one snapshot
-    at once appended rows twice and left its arrays of different lengths for good."""
-
-    @functools.wraps(method)
-    def locked(self: Searcher, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return locked  # type: ignore[return-value]
-
-
 class Searcher:
     """Searches one collection with one pipeline, keeping its rows' snapshot and graphs.
 
@@ -139,9 +124,11 @@ class Searcher:
         self._agreement_moved = False
         #: When (time.monotonic) the agreement was last read.
         self._agreement_read = -float("inf")
+        #: Held by each search and refresh: two threads refreshing one snapshot at once
+        #: appended rows twice and left its arrays of different lengths for good.
         self._lock = threading.RLock()
 
-    @_one_at_a_time
+    @one_at_a_time
     def close(self) -> None:
         """Release the snapshot's files and the graphs now, not when garbage is collected."""
         if self._snapshot is not None:
@@ -181,7 +168,7 @@ class Searcher:
             fused, k, score, exact, where, hybrid, texts, beta, min_p_relevant, group_by_doc
         )
 
-    @_one_at_a_time
+    @one_at_a_time
     def search_fused(
         self,
         fused: Fused,
@@ -298,7 +285,7 @@ class Searcher:
             others.append([count[docs[i]] - 1 for i in keep.tolist()])
         return out, others
 
-    @_one_at_a_time
+    @one_at_a_time
     def warm(self, score: Score | str | None = None) -> bool:
         """Load the vectors and build (or load) the graph a search with `score` would use.
 
@@ -317,7 +304,7 @@ class Searcher:
         assert self._snapshot is not None
         return self._snapshot
 
-    @_one_at_a_time
+    @one_at_a_time
     def footprint(self) -> dict[str, int]:
         """Bytes search holds: candidate indexes and per-row arrays in memory, rows mapped."""
         self._refresh()
