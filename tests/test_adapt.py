@@ -205,9 +205,11 @@ def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
         assert [h["id"] for h in result["hits"]] == [f"{j:04d}" for j in expected[row]]
 
 
-def test_agreement_is_measured_again_only_when_the_collection_grew(
+def test_agreement_is_measured_again_only_when_enough_of_the_collection_changed(
     tmp_path, hash_pipeline, sentences
 ):
+    """A size check alone kept the measurement through an upsert that replaced a quarter of
+    the texts (the count did not move) and through deletes."""
     import json
 
     from probembed.store import Database, ingest
@@ -227,6 +229,19 @@ def test_agreement_is_measured_again_only_when_the_collection_grew(
     assert measured_at() == 300 and not collection.agreement_due()
     ingest(records[300 + small :], collection, hash_pipeline)  # grown by a third: measured again
     assert measured_at() == 400
+
+    def measured_version() -> int:
+        return json.loads(collection.agreement_file.read_text())["version"]
+
+    before = measured_version()
+    replaced = [Record(f"{i:04d}", t) for i, t in enumerate(sentences[1000:1100])]
+    ingest(replaced, collection, hash_pipeline, upsert=True)  # same count, a quarter new
+    assert measured_at() == 400 and measured_version() > before
+    before = measured_version()
+    collection.delete([f"{i:04d}" for i in range(small)])  # a few gone: the measurement stands
+    assert not collection.agreement_due()
+    collection.delete([f"{i:04d}" for i in range(small, 100)])
+    assert collection.agreement_due() and measured_version() == before
 
 
 def test_an_adapted_collection_searches_the_rows_retilt_gives_also_after_a_write(

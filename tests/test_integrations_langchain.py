@@ -5,6 +5,8 @@ The store is a real probembed collection (LanceDB on disk) and the classes are L
 """
 
 import asyncio
+import itertools
+import json
 
 import numpy as np
 import pytest
@@ -126,6 +128,29 @@ def test_the_relevance_map_follows_the_score_the_collection_searches_with(store,
     assert [r for _, r in relevant] == pytest.approx([(1 + s) / 2 for _, s in scored], abs=1e-12)
 
 
+@pytest.mark.parametrize("score", ["w2", "kl", "bhattacharyya", "csd", "mls"])
+def test_relevance_without_a_calibrator_ranks_every_score_within_0_and_1(store, records, score):
+    """A logistic of the raw score made an exact duplicate 0.5 under w2, every kl and
+    bhattacharyya hit 0, and every mls hit 1 (ties where the scores differ)."""
+    hits = store.similarity_search_with_score(records[0].text, k=5, score=score)
+    relevant = store.similarity_search_with_relevance_scores(records[0].text, k=5, score=score)
+    scores, values = [s for _, s in hits], [r for _, r in relevant]
+    assert all(0.0 <= v <= 1.0 for v in values)
+    for (a, b), (ra, rb) in zip(
+        itertools.pairwise(scores), itertools.pairwise(values), strict=True
+    ):
+        assert ra >= rb and (ra > rb) == (a > b)  # as the scores order them, ties only as theirs
+    if score in ("w2", "kl", "bhattacharyya"):  # 0 for identical Gaussians: the text itself
+        assert relevant[0][0].id == records[0].id and values[0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_hybrid_relevance_is_the_rrf_score_over_its_most(store):
+    """RRF scores are about 1/60: a logistic made every hybrid hit about 0.5."""
+    hits = store.similarity_search_with_score(QUESTION, k=5, hybrid=True)
+    relevant = store.similarity_search_with_relevance_scores(QUESTION, k=5, hybrid=True)
+    assert [r for _, r in relevant] == pytest.approx([s * 61 / 2 for _, s in hits], abs=1e-12)
+
+
 def test_k_of_zero_finds_nothing_as_langchains_own_stores_do(store):
     assert store.similarity_search(QUESTION, k=0) == []
     assert store.similarity_search_with_relevance_scores(QUESTION, k=0) == []
@@ -184,6 +209,16 @@ def test_add_without_ids_is_deterministic_and_delete_round_trips(store):
     assert [d.id for d in store.get_by_ids(ids)] == [ids[1]]
     found = store.similarity_search("generators and yield", k=50, filter={"topic": "notes"})
     assert [d.id for d in found] == [ids[1]]
+
+
+def test_a_delete_of_a_large_part_measures_the_agreement_again(store, sentences):
+    """The adapter deleted through the collection alone: the agreement (and so the fusion
+    weights searches tilt by) stayed that of the corpus before the delete."""
+    ids = store.add_texts(sentences[:40])
+    measured, count = store.collection.agreement_file, store.collection.count()
+    assert json.loads(measured.read_text())["count"] == count
+    store.delete(ids[:20])
+    assert json.loads(measured.read_text())["count"] == count - 20
 
 
 def test_the_same_text_twice_without_ids_is_one_row_with_one_id(store):

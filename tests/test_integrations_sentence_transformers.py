@@ -97,9 +97,33 @@ def test_mteb_style_arguments_are_accepted_and_prompts_prepended(model, pipeline
     assert np.array_equal(prompted, pipeline.encode(["query: a question"]).gaussian.mean)
 
 
+def test_sentence_transformers_defaults_given_explicitly_change_nothing(model, pipeline):
+    """Code that forwards ST 6's defaults (prompt_name=None, output_value, truncate_dim=None,
+    device) failed with TypeError, and a positional call took ST's fourth argument for
+    normalize_embeddings."""
+    want = pipeline.encode(["a b", "c d"]).gaussian.mean
+    forwarded = model.encode(
+        inputs=["a b", "c d"], prompt_name=None, output_value="sentence_embedding",
+        truncate_dim=None, device="cpu", show_progress_bar=None,
+    )  # fmt: skip
+    assert np.array_equal(forwarded, want)
+    assert np.array_equal(model.encode(["a b", "c d"], None, None, 8, False), want)
+    assert np.array_equal(model.encode(sentences=["a b", "c d"]), want)  # ST before 6
+    assert np.array_equal(model.encode_query(["a b", "c d"]), want)
+    assert np.array_equal(model.encode_document(["a b", "c d"]), want)
+    assert model.get_embedding_dimension() == want.shape[1] and model.prompts == {}
+    pairs = model.similarity_pairwise(want, want[::-1]).numpy()
+    # both are float64 cosines rounded to float32: at most one float32 step (6e-8 near 1) apart
+    assert np.allclose(pairs, np.diag(model.similarity(want, want[::-1]).numpy()), atol=1e-7)
+
+
 def test_bad_arguments_are_named(model):
     with pytest.raises(TypeError, match="unsupported option"):
-        model.encode(["x"], output_value="token_embeddings")
+        model.encode(["x"], colour="red")
+    for option, value in (("output_value", "token_embeddings"), ("truncate_dim", 64),
+                          ("prompt_name", "query")):  # fmt: skip
+        with pytest.raises(ValueError, match=option):
+            model.encode(["x"], **{option: value})
     with pytest.raises(ValueError, match="batch_size"):
         model.encode(["x"], batch_size=0)
     with pytest.raises(ValueError, match="precision"):

@@ -101,6 +101,24 @@ def test_embedding_errors_name_the_input(server, payload, status, says):
     assert re.search(says, answer.text)
 
 
+def test_a_delete_of_a_large_part_measures_the_agreement_again(server, sentences):
+    """A delete through the service kept the agreement measured before it (and the tilt)."""
+    kept = Database(server.db).collection("agree").agreement_file
+    documents = [{"id": f"s{i}", "text": t} for i, t in enumerate(sentences[:60])]
+    with server.client() as http:
+        assert http.post("/v1/collections", json={"name": "agree"}).status_code == 201
+        written = http.post("/v1/collections/agree/documents", json={"documents": documents})
+        assert written.json()["added"] == 60
+        assert json.loads(kept.read_text())["count"] == 60
+        few = {"ids": ["s0", "s1"]}  # under a tenth: the measurement stands
+        assert http.post("/v1/collections/agree/delete", json=few).json()["deleted"] == 2
+        assert json.loads(kept.read_text())["count"] == 60
+        many = {"ids": [f"s{i}" for i in range(2, 20)]}
+        assert http.post("/v1/collections/agree/delete", json=many).json()["count"] == 40
+        assert json.loads(kept.read_text())["count"] == 40
+        assert http.delete("/v1/collections/agree").status_code == 200  # the server is shared
+
+
 def test_collection_lifecycle(server):
     with server.client() as http:
         created = http.post("/v1/collections", json={"name": "life"})

@@ -254,6 +254,28 @@ def test_cli_search_names_a_missing_pipeline_copy_without_traceback(docs):
     assert "Traceback" not in done.output
 
 
+def test_cli_delete_of_a_large_part_measures_the_agreement_again(
+    tmp_path, hash_pipeline, sentences
+):
+    """A delete outside ingest kept the models' agreement of the corpus as it was before."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest([Record(f"s{i}", t) for i, t in enumerate(sentences[:100])], collection, hash_pipeline)
+
+    def measured() -> dict:
+        return json.loads(collection.agreement_file.read_text())
+
+    first = measured()
+    assert first["count"] == 100
+    app = typer.Typer()
+    register(app)
+    db = ["--db", str(tmp_path / "db"), "-c", "c"]
+    few = CliRunner().invoke(app, ["delete", "s0", "s1", *db])  # a few: the measurement stands
+    assert few.exit_code == 0 and "agreement" not in few.output and measured() == first
+    many = CliRunner().invoke(app, ["delete", *[f"s{i}" for i in range(2, 40)], *db])
+    assert many.exit_code == 0, many.output
+    assert "agreement" in many.output and measured()["count"] == 60
+
+
 def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash_pipeline):
     pipe_dir = hash_pipeline.save(tmp_path / "pipe")
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"

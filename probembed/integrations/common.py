@@ -21,6 +21,7 @@ import pyarrow as pa
 from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
+from probembed.store.ranking import RRF_K
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 RESERVED_KEY = "probembed"
 #: Scores that lie in [-1, 1] for probembed's unit-norm fused means.
 _COSINE_RANGE = frozenset({"dot", "uec", "uec-mteb"})
+#: Scores that are a distance negated: at most 0, for identical Gaussians (csd: their variance).
+_DISTANCES = frozenset({"csd", "w2", "kl", "bhattacharyya"})
 #: One lock per collection handle, for every adapter over it.
 _LOCKS: weakref.WeakKeyDictionary[Collection, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
@@ -146,16 +149,23 @@ def relevance(hit: Hit, score: Score | str | None) -> float:
     """A hit's relevance in [0, 1]: its p_relevant if calibrated, else a monotone map of its score.
 
     The map is (1 + s) / 2 (clipped) for the scores that lie in [-1, 1] (`dot`, `uec`,
-    `uec-mteb`) and the logistic 1 / (1 + e^-s) for the others (distances, log-likelihoods,
-    hybrid RRF, given as None): order-preserving, so comparable between the hits of one query,
-    not a probability.
+    `uec-mteb`); 1 / (1 - s) for the negated distances (`csd`, `w2`, `kl`, `bhattacharyya`:
+    0 is identical, and a logistic made an exact duplicate 0.5 and every kl hit 0); the hybrid
+    RRF score (given as None) over the most it can be, first in both lists; and
+    1/2 + atan(s)/π for log-likelihoods (`mls`, hundreds: a logistic made them all 1).
+    Order-preserving, so comparable between the hits of one query, not a probability.
     """
     if hit["p_relevant"] is not None:
         return float(hit["p_relevant"])
     value = float(hit["score"])
-    if score is not None and str(parse_score(score)) in _COSINE_RANGE:  # "cosine" is "dot"
+    if score is None:
+        return min(1.0, max(0.0, value * (RRF_K + 1) / 2.0))
+    name = str(parse_score(score))  # "cosine" is "dot"
+    if name in _COSINE_RANGE:
         return min(1.0, max(0.0, (1.0 + value) / 2.0))
-    return 1.0 / (1.0 + math.exp(-value)) if value > -700 else 0.0
+    if name in _DISTANCES:
+        return 1.0 / (1.0 - min(value, 0.0))
+    return 0.5 + math.atan(value) / math.pi
 
 
 def filter_columns(collection: Collection) -> set[str]:

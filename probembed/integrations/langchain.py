@@ -29,7 +29,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from probembed.integrations import common
-from probembed.store import Collection, Database, Hit
+from probembed.store import Collection, Database, Hit, remove
 
 if TYPE_CHECKING:
     import os
@@ -109,7 +109,7 @@ class ProbembedVectorStore(VectorStore):
         if not self.collection.exists:
             return False
         targets = sorted(self.collection.ids()) if ids is None else list(ids)
-        return self.collection.delete(targets) > 0
+        return remove(self.collection, targets, self._embedding.pipeline) > 0
 
     @common.serialised("collection")
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
@@ -140,7 +140,7 @@ class ProbembedVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """(document, relevance in [0, 1]) pairs: the hit's p_relevant when the pipeline has a
         calibrator, else the monotone map of `common.relevance` ((1 + s)/2 for dot, uec and
-        uec-mteb; the logistic for the other scores)."""
+        uec-mteb; 1 for identical texts under the distances; hybrid RRF over its most)."""
         score: Score | str | None
         if kwargs.get("hybrid"):
             score = None  # reciprocal-rank fusion, not a similarity

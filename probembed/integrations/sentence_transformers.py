@@ -18,29 +18,39 @@ if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
 
 #: Keyword arguments that sentence-transformers or MTEB pass and that change nothing here:
-#: MTEB's task metadata, and the device (probembed's members choose their own).
+#: MTEB's task metadata, and ST's multi-process pool and its chunking of the input.
 _IGNORED = frozenset(
-    {"task_name", "prompt_type", "task_metadata", "hf_split", "hf_subset", "device"}
+    {"task_name", "prompt_type", "task_metadata", "hf_split", "hf_subset", "pool", "chunk_size"}
 )
 
 
 class SentenceEncoder:
-    """`encode`, `get_sentence_embedding_dimension` and `similarity`, as sentence-transformers."""
+    """`encode` (and `encode_query`/`encode_document`), the embedding dimension, `similarity`
+    and `similarity_pairwise`, as sentence-transformers 6 has them, arguments in its order."""
 
     #: As `SentenceTransformer.similarity_fn_name`: what `similarity` computes.
     similarity_fn_name = "cosine"
 
+    #: As `SentenceTransformer.prompts`: none are defined (queries and documents alike).
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
+        #: As `SentenceTransformer.prompts`: none are defined (queries and documents alike).
+        self.prompts: dict[str, str] = {}
 
     def encode(
         self,
-        sentences: str | Sequence[str],
+        inputs: str | Sequence[str] | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = False,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
+        device: Any = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
         **kwargs: Any,
     ) -> Any:
         """Fused means: a 1-d array for one str, an (n, d) float32 array for a list, as ST does.
@@ -52,23 +62,45 @@ class SentenceEncoder:
         fusion (Σ π_k μ_k) is shorter than 1 and is rescaled. `batch_size` is checked but the
         pipeline batches on its own (each member in its own chunks, through the embedding
         cache), so the vectors are exactly `Pipeline.encode`'s. `prompt` is prepended to every
-        sentence, as in sentence-transformers; MTEB's task metadata is accepted and unused.
+        sentence, as in sentence-transformers; ST's defaults for the rest (no prompt name,
+        sentence embeddings, no truncation, any device) and MTEB's task metadata are accepted;
+        asking for more than they give is an error (a truncated concat-fused mean would drop
+        whole members). `sentences=` (ST before 6) names the input too.
         """
-        prompt = kwargs.pop("prompt", None)
-        precision = kwargs.pop("precision", "float32")
+        if inputs is None and "sentences" in kwargs:
+            inputs = kwargs.pop("sentences")
         unknown = set(kwargs) - _IGNORED
         if unknown:
             raise TypeError(f"encode got unsupported option(s) {sorted(unknown)}")
-        if precision != "float32":
-            raise ValueError(f"precision {precision!r} is not supported: probembed gives float32")
+        if inputs is None:
+            raise TypeError("encode needs the texts to encode (inputs)")
+        for name, value, default in (
+            ("prompt_name", prompt_name, None),
+            ("output_value", output_value, "sentence_embedding"),
+            ("precision", precision, "float32"),
+            ("truncate_dim", truncate_dim, None),
+        ):
+            if value != default:
+                raise ValueError(
+                    f"{name}={value!r} is not supported: probembed gives each text's fused mean "
+                    f"as float32, whole ({name}={default!r})"
+                )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        single = isinstance(sentences, str)
-        texts = [sentences] if single else list(sentences)
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else list(inputs)
         if prompt:
             texts = [prompt + t for t in texts]
-        means = self._means(texts, show_progress_bar, normalize_embeddings)
+        means = self._means(texts, bool(show_progress_bar), normalize_embeddings)
         return _convert(means[0] if single else means, convert_to_numpy, convert_to_tensor)
+
+    def encode_query(self, inputs: str | Sequence[str], **options: Any) -> Any:
+        """As `encode`: probembed encodes queries and documents alike."""
+        return self.encode(inputs, **options)
+
+    def encode_document(self, inputs: str | Sequence[str], **options: Any) -> Any:
+        """As `encode`: probembed encodes queries and documents alike."""
+        return self.encode(inputs, **options)
 
     def _means(self, texts: list[str], progress: bool, normalize: bool) -> np.ndarray:
         """The fused means of the texts (normalised if asked), (0, d) for no texts."""
@@ -81,6 +113,10 @@ class SentenceEncoder:
         """The dimension of the fused means."""
         return self.pipeline.empty().gaussian.dim
 
+    def get_embedding_dimension(self) -> int:
+        """As `get_sentence_embedding_dimension` (sentence-transformers 6's name)."""
+        return self.get_sentence_embedding_dimension()
+
     def similarity(self, a: Any, b: Any) -> Any:
         """Cosine similarities of every row of `a` with every row of `b`, as a float32 torch
         tensor (sentence-transformers' dtype, so the two mix); computed in float64."""
@@ -88,6 +124,17 @@ class SentenceEncoder:
 
         left, right = (Gaussian.deterministic(_matrix(x)).normalize() for x in (a, b))
         return torch.from_numpy(score_matrix(left, right, "dot").astype(np.float32))
+
+    def similarity_pairwise(self, a: Any, b: Any) -> Any:
+        """Cosine similarity of each row of `a` with the same row of `b`, as a float32 torch
+        tensor; computed in float64."""
+        import torch
+
+        left, right = (Gaussian.deterministic(_matrix(x)).normalize().mean for x in (a, b))
+        if left.shape != right.shape:
+            raise ValueError(f"pairwise similarity needs equal shapes: {left.shape}, {right.shape}")
+        pairs = np.einsum("ij,ij->i", left.astype(np.float64), right.astype(np.float64))
+        return torch.from_numpy(pairs.astype(np.float32))
 
 
 def _matrix(x: Any) -> np.ndarray:

@@ -484,14 +484,18 @@ def delete_command(
 ) -> None:
     """Delete items by id."""
     from probembed.store import StoreError
+    from probembed.store.ingest import finish
 
     target = _open_collection(db, storage_option, collection)
     try:
         removed = target.delete(ids)
+        missing = len(set(ids)) - removed
+        say(f"deleted {removed} item(s)" + (f"; {missing} id(s) were not there" if missing else ""))
+        if removed and target.agreement_due():
+            say("measuring the models' agreement on what is left (loads the pipeline)")
+            finish(target, target.load_pipeline())
     except StoreError as exc:
         raise fail(str(exc)) from exc
-    missing = len(set(ids)) - removed
-    say(f"deleted {removed} item(s)" + (f"; {missing} id(s) were not there" if missing else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -43,6 +43,7 @@ from probembed.store.ingest import (
     not_unicode,
     not_yet_stored,
     prepare,
+    remove,
 )
 from probembed.store.rows import PipelineInfo
 
@@ -481,7 +482,7 @@ def _collections(service: Service) -> APIRouter:
                 rows, vectors = not_yet_stored(collection, todo, vectors, report)
             if vectors is not None:
                 commit(collection, PipelineInfo.of(pipeline), rows, vectors, body.upsert, report)
-            finish(collection, pipeline, report)
+            finish(collection, pipeline)
             return schemas.WriteReport(
                 collection=name,
                 added=report.added,
@@ -512,7 +513,7 @@ def _collections(service: Service) -> APIRouter:
 
         def delete() -> schemas.DeleteReport:
             collection = service.collection(name)
-            deleted = collection.delete(body.ids)
+            deleted = remove(collection, body.ids, collection.load_pipeline())
             return schemas.DeleteReport(
                 collection=name, deleted=deleted, count=service.count_items(collection)
             )

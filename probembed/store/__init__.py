@@ -18,7 +18,7 @@ from probembed.store.errors import (
     StoreError,
 )
 from probembed.store.index import IndexSettings
-from probembed.store.ingest import IngestError, IngestReport, ingest
+from probembed.store.ingest import IngestError, IngestReport, ingest, remove
 from probembed.store.ray_ingest import ingest_ray
 from probembed.store.readers import Problem, Record, read_records
 from probembed.store.rows import Batch, PipelineInfo
@@ -52,4 +52,5 @@ __all__ = [
     "ingest_ray",
     "read_documents",
     "read_records",
+    "remove",
 ]

@@ -451,5 +451,5 @@ def write_streamed(
     except BaseException:
         collection.restore(version)
         raise
-    finish(collection, pipeline, report, compact=False)
+    finish(collection, pipeline, compact=False)
     return written

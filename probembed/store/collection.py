@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from probembed import atomic
 from probembed.fusion import Fused
@@ -68,7 +69,7 @@ AGREEMENT_FILE = "agreement.json"
 RESTORES_FILE = "restores.json"
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
 WRITE_LOCK = "write.lock"
-#: Agreement is measured again once the item count moved by more than this fraction.
+#: Agreement is measured again once more than this fraction of the rows was replaced.
 REMEASURE_FRACTION = 0.1
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
 #: of fewer rows than LanceDB's fragment target), not after every write.
@@ -498,6 +499,7 @@ class Collection:
             "created": self.created,
             "version": version,
             "count": len(ids),
+            "last_rowid": int(pc.max(listing.column("_rowid")).as_py()),
             "models": list(models),
             "agreement": value.tolist(),
             "gamma": pipeline.adapt.gamma,
@@ -509,16 +511,26 @@ class Collection:
         return value
 
     def agreement_due(self) -> bool:
-        """Whether the size moved enough since the last measurement to measure again.
+        """Whether enough of the corpus changed since the last measurement to measure again.
 
         Agreement is a property of the corpus: a write of a few documents to a large
-        collection barely moves it, and measuring reads every stored row.
+        collection barely moves it, and measuring reads a sample of every stored row. Rows
+        written since (appended or upserted: LanceDB numbers them above every row listed then)
+        and rows gone (the count tells the rest) are what changed; an upsert writes each row
+        anew and removes the old one, so the larger of the two is how much was replaced. A
+        size check alone missed an upsert that replaced every text. A compaction renumbers
+        rows, so it counts as a change once. Never due where there is nothing to measure (one
+        member, too few rows to compare neighbour lists).
         """
+        if len(self.pipeline.models) < 2 or self.count() <= NEIGHBOURS:
+            return False
         record = self._agreement_record()
-        if record is None or "count" not in record:
+        if record is None or "last_rowid" not in record:
             return True
         then = int(record["count"])
-        return abs(self.count() - then) > REMEASURE_FRACTION * max(then, 1)
+        _, now, written = self.listing(int(record["last_rowid"]))
+        changed = max(len(written), abs(then + len(written) - now))
+        return changed > REMEASURE_FRACTION * max(then, 1)
 
     def agreement(self) -> np.ndarray | None:
         """The members' agreement last measured on this collection, or None if never."""

@@ -101,7 +101,7 @@ def ingest(
             bar.advance(len(chunk))
             if on_commit is not None:
                 on_commit(report.added + report.updated)
-    finish(collection, pipeline, report)
+    finish(collection, pipeline)
     return report
 
 
@@ -214,18 +214,25 @@ def commit(
     report.updated += updated
 
 
-def finish(
-    collection: Collection, pipeline: Any, report: IngestReport, compact: bool = True
-) -> None:
-    """After the last commit: compact when fragments piled up, measure agreement again when
-    the size moved. Also when this run wrote nothing: a run killed after its last commit left
-    them undone, and its re-run finds every id stored."""
+def finish(collection: Collection, pipeline: Any, compact: bool = True) -> None:
+    """After the last commit (of a write or a delete): compact when fragments piled up,
+    measure agreement again when enough rows changed. Also when this run wrote nothing: a run
+    killed after its last commit left them undone, and its re-run finds every id stored."""
     if not collection.exists:
         return
     if compact and collection.compaction_due():
         collection.optimize()
     if collection.agreement_due():
         collection.record_agreement(pipeline)
+
+
+def remove(collection: Collection, ids: Sequence[str], pipeline: Any) -> int:
+    """Delete these ids in one commit, then what the end of a write does (`finish`): once
+    enough of the corpus went, the models' agreement is measured again. How many were there."""
+    removed = collection.delete(ids)
+    if removed:
+        finish(collection, pipeline)
+    return removed
 
 
 def check_records(

@@ -187,7 +187,7 @@ def ingest_ray(
                 bar.advance(len(index))
                 if on_commit is not None:
                     on_commit(report.added + report.updated)
-    finish(collection, pipeline, report)
+    finish(collection, pipeline)
     return report
 
 
