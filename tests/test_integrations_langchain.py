@@ -171,6 +171,12 @@ def test_filter_and_where_pass_through_to_the_collection(store):
     store.add_texts(["A note."], [{"null": 1, "select": "x"}], ids=["note"])  # SQL words
     assert [d.id for d in store.similarity_search(QUESTION, filter={"null": 1})] == ["note"]
     assert [d.id for d in store.similarity_search(QUESTION, filter={"select": "x"})] == ["note"]
+    # 1.0 == 1 as in Python (LanceDB refused to turn the float into the integer column's type)
+    assert [d.id for d in store.similarity_search(QUESTION, filter={"null": 1.0})] == ["note"]
+    with pytest.raises(
+        ValueError, match="'1' .str. cannot be compared with null, which holds int64"
+    ):
+        store.similarity_search(QUESTION, filter={"null": "1"})
 
 
 def test_mmr_drops_near_duplicates_that_plain_similarity_keeps(store):

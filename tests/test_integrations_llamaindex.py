@@ -121,9 +121,9 @@ def test_metadata_filters_restrict_the_search(store, pydoc_pipeline):
 #: Metadata with strings, numbers, missing and empty fields, to tell every operator apart;
 #: named like SQL words (`select`, `null`), which the SQL must quote to read as fields.
 TAGGED = [
-    {"select": "Red apple", "kind": "fruit", "null": 1},
-    {"select": "red pepper", "kind": "vegetable", "null": 2},
-    {"select": "green apple", "null": 3},
+    {"select": "Red apple", "kind": "fruit", "null": 1, "ripe": True},
+    {"select": "red pepper", "kind": "vegetable", "null": 2, "ripe": False},
+    {"select": "green apple", "null": 3, "ripe": False},
     {"select": "", "kind": "fruit"},
     {"kind": "grain", "null": 5},
     {"select": "Apple pie", "kind": "dessert", "null": 6},
@@ -140,6 +140,11 @@ FILTERS = [
     [MetadataFilter(key="kind", value="fruit", operator=F.NE)],
     [MetadataFilter(key="kind", value=["fruit", "grain"], operator=F.NIN)],
     [MetadataFilter(key="null", value=3, operator=F.GTE)],
+    # across number types, as Python compares them (LanceDB refused a fraction for an integer)
+    [MetadataFilter(key="null", value=2.5, operator=F.GT)],
+    [MetadataFilter(key="null", value=[1.0, 5], operator=F.IN)],
+    [MetadataFilter(key="ripe", value=1)],
+    [MetadataFilter(key="ripe", value=0.0, operator=F.NE)],
 ]
 
 

@@ -193,23 +193,49 @@ def sql_field(collection: Collection, field: str) -> str:
 
 
 def sql_condition(collection: Collection, field: str, op: str, value: Any) -> str:
-    """One SQL comparison on a filterable field, with the value quoted as a literal."""
+    """One SQL comparison on a filterable field, each value a literal of the field's type.
+
+    Python compares across number types (`4 > 3.5`, `True == 1`, as the frameworks' own
+    in-memory stores do) where LanceDB refuses to turn 3.5 into an integer: an integer field
+    compared with a fraction is compared as a float, 0 and 1 stand for a boolean's values.
+    """
+    kind = field_type(collection, field)
+    listed = op in ("IN", "NOT IN")
+    if listed and (not isinstance(value, (list, tuple)) or not value):
+        raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")
+    values = list(value) if listed else [value]
+    literals = [sql_literal(v, kind, field) for v in values]
     name = sql_field(collection, field)
-    if op in ("IN", "NOT IN"):
-        if not isinstance(value, (list, tuple)) or not value:
-            raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")
-        return f"{name} {op} ({', '.join(sql_literal(v) for v in value)})"
-    return f"{name} {op} {sql_literal(value)}"
+    if pa.types.is_integer(kind) and any(isinstance(v, float) for v in values):
+        name = f"CAST({name} AS DOUBLE)"
+    return f"{name} {op} ({', '.join(literals)})" if listed else f"{name} {op} {literals[0]}"
 
 
-def sql_literal(value: Any) -> str:
-    """A str, bool, int or float as a SQL literal; anything else is refused."""
+def sql_literal(value: Any, kind: pa.DataType | None = None, field: str = "") -> str:
+    """A str, bool, int or finite float as a SQL literal that a field of this type compares
+    with; anything else, or a text against a number, is refused naming the field's type."""
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None  # refused below
+    if kind is not None and pa.types.is_boolean(kind) and value in (0, 1):
+        value = bool(value)  # 0.0 and 1.0 too, as Python's True == 1.0
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is not None and value is not None and isinstance(value, (str, bool, int, float)):
+        fits = (
+            (pa.types.is_string(kind) and isinstance(value, str))
+            or (pa.types.is_boolean(kind) and isinstance(value, bool))
+            or ((pa.types.is_integer(kind) or pa.types.is_floating(kind)) and numeric)
+        )
+        if not fits:
+            raise ValueError(
+                f"filter value {value!r} ({type(value).__name__}) cannot be compared with "
+                f"{field or 'the field'}, which holds {kind}"
+            )
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return sql_list([value])
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return repr(value)
+    if numeric:
+        return repr(float(value)) if isinstance(value, float) else str(int(value))
     raise ValueError(f"filter values must be str, bool, int or finite float, got {value!r}")
 
 
