@@ -281,6 +281,24 @@ def test_a_float_after_whole_numbers_is_refused_with_the_way_out_and_floats_take
     assert json.loads(rows["a"]["metadata"]) == {"rating": 4}  # the JSON keeps what was given
 
 
+def test_a_list_where_a_column_holds_scalars_is_a_reported_item_and_can_be_skipped(
+    collection, hash_pipeline
+):
+    """A list for an integer column reached Arrow (a raw "Could not convert [1]" naming no
+    item, field or way out, and on_error='skip' did not skip it); a list first and a number
+    later in one write failed the same way."""
+    ingest([Record("a", "one text", {"year": 2001})], collection, hash_pipeline)
+    listed = [Record("b", "two text", {"year": [1]}), Record("c", "three text", {"year": 2})]
+    with pytest.raises(IngestError, match=r"item 'b': metadata field 'year' = \[1\] is a list"):
+        ingest(listed, collection, hash_pipeline)
+    report = ingest(listed, collection, hash_pipeline, on_error="skip")
+    assert report.added == 1 and collection.ids() == {"a", "c"}
+    mixed = [Record("d", "four text", {"tags": ["x"]}), Record("e", "five text", {"tags": 3})]
+    ingest(mixed, collection, hash_pipeline)  # the first value, a list: JSON only
+    assert "tags" not in collection.metadata_columns()
+    assert json.loads(collection.rows(["e"], ["metadata"])["e"]["metadata"]) == {"tags": 3}
+
+
 def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(
     tmp_path, collection, hash_pipeline
 ):

@@ -133,12 +133,17 @@ def variance_basis(header: dict[str, Any]) -> VarianceBasis | None:
     return None if form is None else VarianceBasis.from_json(form)
 
 
+#: The type `promote_metadata` gives a field whose first value in a write is a list or a
+#: dict: it stays in the metadata JSON only, whatever later items of that write hold.
+NOT_A_COLUMN = pa.null()
+
+
 def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
     """Arrow type of every promotable metadata field, checking values against known columns."""
     types = dict(known)
     for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
         promote_metadata(doc_id, meta, types)
-    return types
+    return {k: t for k, t in types.items() if t != NOT_A_COLUMN}
 
 
 def promote_metadata(
@@ -149,7 +154,15 @@ def promote_metadata(
         if value is None or key in CORE_COLUMNS or not _METADATA_COLUMN.match(key):
             continue
         kind = _ARROW_TYPES.get(type(value))
-        if kind is None:
+        if kind is None:  # a list or a dict: JSON only, unless the field is a column already
+            have = types.setdefault(key, NOT_A_COLUMN)
+            if have != NOT_A_COLUMN:
+                raise StoreError(
+                    f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
+                    f"{type(value).__name__}, but the collection stores {key!r} as {have}"
+                )
+            continue
+        if types.get(key) == NOT_A_COLUMN:
             continue
         if kind == pa.int64() and not _INT64_MIN <= value <= _INT64_MAX:
             raise StoreError(
