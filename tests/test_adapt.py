@@ -393,3 +393,25 @@ def test_an_agreement_file_an_earlier_collection_of_the_name_left_is_not_this_on
         kept = json.loads(fresh.agreement_file.read_text())
         assert (kept["created"], kept["count"]) == (fresh.created, count)  # measured anew
         assert len(fresh.search(sentences[0], k=3)["hits"]) == 3
+
+
+@pytest.mark.parametrize("content", [b"{", b"[1, 2]", b"\xff\xfe"])
+def test_a_broken_agreement_file_is_measured_again_not_an_error_for_good(
+    tmp_path, hash_pipeline, sentences, content
+):
+    """A truncated agreement.json made every search, write and stats of the collection fail
+    (the service answered them all 422, a write after committing its rows)."""
+    import json
+
+    from probembed.store import Database, ingest
+    from probembed.store.readers import Record
+
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    records = [Record(f"{i:04d}", t) for i, t in enumerate(sentences[:60])]
+    ingest(records[:50], collection, hash_pipeline)
+    collection.agreement_file.write_bytes(content)
+    with pytest.warns(UserWarning, match="not an agreement record"):
+        assert len(collection.search(sentences[0], k=3)["hits"]) == 3
+        collection.stats()
+        ingest(records[50:], collection, hash_pipeline)  # measures it again
+    assert json.loads(collection.agreement_file.read_text())["count"] == 60

@@ -18,6 +18,7 @@ import re
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -541,11 +542,22 @@ class Collection:
         """The kept agreement record if it is this collection's (its creation, its models)."""
         try:
             data = self.db.location.read_bytes(self.name, AGREEMENT_FILE)
-            if data is None:
-                return None
-            record = json.loads(data)
-        except (json.JSONDecodeError, OSError) as exc:
+        except OSError as exc:
             raise StoreError(f"{self.agreement_file} is unreadable: {exc}") from exc
+        if data is None:
+            return None
+        try:
+            record = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            record = None
+        if not isinstance(record, dict) or "agreement" not in record:
+            # derived from the rows, so never worth failing every read and write of the
+            # collection for: taken as never measured, and the next write measures it again
+            warnings.warn(
+                f"{self.agreement_file} is not an agreement record; it will be measured again",
+                stacklevel=2,
+            )
+            return None
         # left by an earlier collection of this name (a drop killed before it removed the file,
         # a table deleted by hand): not this one's, so never measured, not an error for good
         if record.get("created", self.created) != self.created:
