@@ -314,3 +314,13 @@ def test_segments_must_follow_each_other():
     segments = [Segment(0, "one two.\n\n", (), True), Segment(12, "three.", (), False)]
     with pytest.raises(ValueError, match="segment at 12 does not follow offset 10"):
         list(stream_chunks(segments, word_counter, ChunkSettings(8, 0)))
+
+
+@pytest.mark.parametrize("size, overlap", [(8, 3), (64, 31), (65, 31), (66, 32), (256, 32)])
+def test_a_size_given_alone_gets_the_default_overlap_where_it_fits(size, overlap):
+    """A size under 66 given without an overlap was refused for the default 32, which the
+    caller never chose (the CLI's --chunk-tokens 48, the service's {"max_tokens": 8})."""
+    assert ChunkSettings.sized(size) == ChunkSettings(size, overlap)
+    assert ChunkSettings.sized(size, 0) == ChunkSettings(size, 0)
+    with pytest.raises(ValueError, match="max_tokens must be at least 8"):
+        ChunkSettings.sized(7)

@@ -274,7 +274,7 @@ def test_a_ray_option_without_ray_is_refused_before_anything_is_read(tmp_path, c
     ("options", "said"),
     [
         (["--on-error", "maybe"], "--on-error must be skip or stop, got 'maybe'"),
-        (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens 4 --overlap 32: max_tokens must"),
+        (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens 4: max_tokens must"),
     ],
 )
 def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):

@@ -31,6 +31,15 @@ class ChunkSettings:
     max_tokens: int = 256
     overlap_tokens: int = 32
 
+    @classmethod
+    def sized(cls, max_tokens: int, overlap_tokens: int | None = None) -> ChunkSettings:
+        """Settings of this size; without an overlap, the default 32 where it fits (under half
+        the size), else the most that does: a size of 8 given alone was refused for an
+        overlap the caller never chose."""
+        if overlap_tokens is None and isinstance(max_tokens, int) and max_tokens >= 8:
+            overlap_tokens = min(cls.overlap_tokens, max_tokens // 2 - 1)
+        return cls(max_tokens, cls.overlap_tokens if overlap_tokens is None else overlap_tokens)
+
     def __post_init__(self) -> None:
         for name in ("max_tokens", "overlap_tokens"):  # 2.0 would key other digests than 2
             value = getattr(self, name)

@@ -208,7 +208,12 @@ def ingest_command(
         ),
     ] = False,
     chunk_tokens: Annotated[int, typer.Option(help="Tokens per chunk, at most.")] = 256,
-    overlap: Annotated[int, typer.Option(help="Tokens a chunk repeats from the last.")] = 32,
+    overlap: Annotated[
+        int | None,
+        typer.Option(
+            help="Tokens a chunk repeats from the last [default: 32, or under half the size]."
+        ),
+    ] = None,
     sync: Annotated[
         bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
     ] = False,
@@ -242,9 +247,10 @@ def ingest_command(
 
             validate_workers(workers, cpus_per_worker, gpus_per_worker)
         try:
-            settings = ChunkSettings(chunk_tokens, overlap) if chunk else None
+            settings = ChunkSettings.sized(chunk_tokens, overlap) if chunk else None
         except ValueError as exc:  # its message names max_tokens and overlap_tokens
-            raise fail(f"--chunk-tokens {chunk_tokens} --overlap {overlap}: {exc}") from exc
+            given = "" if overlap is None else f" --overlap {overlap}"
+            raise fail(f"--chunk-tokens {chunk_tokens}{given}: {exc}") from exc
         check_collection_name(collection)
         given = load_pipeline(pipeline) if pipeline is not None else None
         where = resolve_db(db)

@@ -448,7 +448,7 @@ def _collections(service: Service) -> APIRouter:
                 unencodable = not_unicode(record.id, record.text, record.metadata)
                 if unencodable is not None:
                     raise ApiError(422, f"{record.source}: {unencodable}")
-            settings = ChunkSettings(options.max_tokens, options.overlap_tokens)
+            settings = ChunkSettings.sized(options.max_tokens, options.overlap_tokens)
             documents = [record_document(r, options.markdown) for r in records]
 
             def write_chunks() -> schemas.WriteReport:

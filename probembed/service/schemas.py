@@ -117,10 +117,23 @@ class ChunkOptions(Strict):
     max_tokens: int = Field(
         256, ge=8, description="Chunk size in tokens, capped at the pipeline's limit."
     )
-    overlap_tokens: int = Field(
-        32, ge=0, description="Tokens a chunk repeats of the one before: under max_tokens / 2."
+    overlap_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens a chunk repeats of the one before, under max_tokens / 2; "
+        "default: 32, or the most under max_tokens / 2 for smaller chunks.",
     )
     markdown: bool = Field(False, description="Sections at Markdown headings (`heading` paths).")
+
+    @model_validator(mode="after")
+    def _overlap_fits(self) -> ChunkOptions:
+        """An overlap given is under half the size (a 422 naming both, not a later refusal)."""
+        if self.overlap_tokens is not None and self.overlap_tokens >= self.max_tokens // 2:
+            raise ValueError(
+                f"overlap_tokens must be under max_tokens / 2, got {self.overlap_tokens} "
+                f"for max_tokens={self.max_tokens}"
+            )
+        return self
 
 
 class DocumentsWrite(Strict):
