@@ -119,6 +119,26 @@ def test_a_delete_of_a_large_part_measures_the_agreement_again(server, sentences
         assert http.delete("/v1/collections/agree").status_code == 200  # the server is shared
 
 
+def test_a_collection_the_server_cannot_load_is_its_fault_a_500_logged_not_a_422(
+    server, hash_pipeline
+):
+    """A corrupt kept pipeline copy answered every search 422 "invalid input", and the
+    server's log held nothing: the client could mend nothing, the operator saw nothing."""
+    from probembed.store import ingest
+    from probembed.store.readers import Record
+
+    collection = Database(server.db).collection("broken")
+    ingest([Record("a", "a text to find"), Record("b", "another one")], collection, hash_pipeline)
+    collection.record_pipeline(hash_pipeline)
+    (collection.pipeline_dir / "pipeline.json").write_text("{ truncated", encoding="utf-8")
+    with server.client() as http:
+        answer = http.post("/v1/collections/broken/search", json={"query": "a text"})
+        assert answer.status_code == 500 and "cannot load" in answer.json()["detail"]
+        assert answer.json()["error"]["type"] == "server_error"
+    Database(server.db).drop("broken")  # the server is shared
+    assert "cannot load" in server.log.read_text(encoding="utf-8")
+
+
 def test_collection_lifecycle(server):
     with server.client() as http:
         created = http.post("/v1/collections", json={"name": "life"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -32,8 +33,10 @@ from probembed.store import (
     CollectionNotFoundError,
     IngestError,
     PipelineMismatchError,
+    ReadOnlyError,
     Record,
     StoreError,
+    StoreStateError,
 )
 from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
 from probembed.store.ingest import (
@@ -46,6 +49,8 @@ from probembed.store.ingest import (
     remove,
 )
 from probembed.store.rows import PipelineInfo
+
+log = logging.getLogger("probembed.service")
 
 #: A collection name in a path, as the store accepts them.
 CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
@@ -67,9 +72,9 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (CollectionExistsError, 409),
     (PipelineMismatchError, 409),
     (QueueFullError, 429),
+    (ReadOnlyError, 503),
+    (StoreStateError, 500),
     (StoreError, 422),
-    (ValueError, 422),
-    (TypeError, 422),
 )
 #: Statuses any route may answer besides its success, declared in the schema.
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -82,7 +87,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (413, "Body or input count over the limit"),
         (422, "Invalid input: the detail names it"),
         (429, "Encode queue full: retry after Retry-After seconds"),
-        (503, "Still loading, or loading failed"),
+        (500, "The server's own storage or state failed, or a bug: its log says why"),
+        (503, "Still loading, loading failed, or the database is read-only"),
     )
 }
 
@@ -185,6 +191,8 @@ def _handle_errors(app: FastAPI) -> None:
 
     async def known(request: Request, exc: Exception) -> Response:
         status = next(code for kind, code in _STATUS if isinstance(exc, kind))
+        if isinstance(exc, StoreStateError):  # the operator's to mend, so it goes in the log
+            log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         headers = {}
         if isinstance(exc, QueueFullError):
             headers["Retry-After"] = str(exc.retry_after)
@@ -198,11 +206,18 @@ def _handle_errors(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return refusal(exc.status_code, str(exc.detail), exc.headers)
 
+    async def internal(request: Request, exc: Exception) -> Response:
+        """Any other exception is the server's fault, never the client's (a numpy ValueError
+        deep in search was a 422 "invalid input" and left no trace): 500 in the error body
+        every route answers, while the server logs the traceback."""
+        return refusal(500, "internal error: the server's log holds the details")
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)  # unparsable body, no route
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, known)
+    app.add_exception_handler(Exception, internal)
 
 
 def refusal(

@@ -256,6 +256,7 @@ ERROR_TYPES = {
     404: "not_found_error",
     409: "conflict_error",
     429: "rate_limit_error",
+    500: "server_error",
     503: "service_unavailable",
 }
 

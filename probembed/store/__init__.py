@@ -15,7 +15,9 @@ from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
     PipelineMismatchError,
+    ReadOnlyError,
     StoreError,
+    StoreStateError,
 )
 from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest, remove
@@ -42,9 +44,11 @@ __all__ = [
     "PipelineMismatchError",
     "Problem",
     "QueryResult",
+    "ReadOnlyError",
     "Record",
     "Searcher",
     "StoreError",
+    "StoreStateError",
     "confidence",
     "embed_to_parquet",
     "ingest",

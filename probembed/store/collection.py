@@ -38,7 +38,9 @@ from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
     PipelineMismatchError,
+    ReadOnlyError,
     StoreError,
+    StoreStateError,
 )
 from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
@@ -250,7 +252,7 @@ class Database:
         if self._writable is None:
             self._writable = self.location.can_write()
         if not self._writable:
-            raise StoreError(f"database {self.path} is read-only: cannot write to it")
+            raise ReadOnlyError(f"database {self.path} is read-only: cannot write to it")
 
     @property
     def writable(self) -> bool:
@@ -402,7 +404,7 @@ class Collection:
         if due or self._header_at is None or self._header_at[0] != version:
             header = read_header(self._as_seen().schema)
             if header is None:
-                raise StoreError(
+                raise StoreStateError(
                     f"table {self.name!r} in {self.db.path} was not written by probembed"
                 )
             held = self._header_at
@@ -543,7 +545,7 @@ class Collection:
         try:
             data = self.db.location.read_bytes(self.name, AGREEMENT_FILE)
         except OSError as exc:
-            raise StoreError(f"{self.agreement_file} is unreadable: {exc}") from exc
+            raise StoreStateError(f"{self.agreement_file} is unreadable: {exc}") from exc
         if data is None:
             return None
         try:
@@ -937,7 +939,7 @@ class Collection:
         if any(ix.index_type == "FTS" for ix in table.list_indices()):
             return
         if not self.db.writable:
-            raise StoreError(
+            raise ReadOnlyError(
                 f"collection {self.name!r} has no full-text index and {self.db.path} is "
                 "read-only; run a hybrid search once where it is writable"
             )

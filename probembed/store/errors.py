@@ -15,3 +15,12 @@ class CollectionNotFoundError(StoreError):
 
 class CollectionExistsError(StoreError):
     """A collection created under a name that is already taken."""
+
+
+class StoreStateError(StoreError):
+    """The database's own files or storage fail, or hold what cannot be served: not the
+    caller's input (a service answers it 500 and logs it, never 4xx)."""
+
+
+class ReadOnlyError(StoreStateError):
+    """A write asked of a database that cannot be written."""

@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 
 from probembed import atomic
 from probembed.cache import default_cache_dir
-from probembed.store.errors import StoreError
+from probembed.store.errors import StoreError, StoreStateError
 
 #: URI schemes LanceDB stores tables under on object storage.
 REMOTE_SCHEMES = ("s3", "gs", "az")
@@ -262,7 +262,7 @@ class Location:
             if missing_ok and "not found" in str(exc).lower():
                 return None
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise StoreError(f"database {self.uri}: cannot {what}: {message}") from exc
+            raise StoreStateError(f"database {self.uri}: cannot {what}: {message}") from exc
 
 
 def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:

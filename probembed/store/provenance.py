@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from probembed.pipeline import CONFIG_FILE, Pipeline, available_pipelines
-from probembed.store.errors import PipelineMismatchError, StoreError
+from probembed.store.errors import PipelineMismatchError, StoreStateError
 from probembed.store.rows import PipelineInfo
 
 #: Name of the kept copy inside a collection's derived directory.
@@ -37,7 +37,7 @@ def load_recorded(directory: Path, info: PipelineInfo, collection: str) -> Pipel
         source = f"the built-in pipeline {info.name!r}"
         pipeline = _load(info.name, source)
     else:
-        raise StoreError(
+        raise StoreStateError(
             f"collection {collection!r} was made by pipeline {info.name!r} (fingerprint "
             f"{info.fingerprint}), which is not a built-in, and no copy of it is kept at "
             f"{directory}; record it once with collection.record_pipeline(Pipeline.load(DIR)), "
@@ -58,4 +58,4 @@ def _load(name_or_dir: str | Path, source: str) -> Pipeline:
     try:
         return Pipeline.load(name_or_dir)
     except (ValueError, ImportError, OSError) as exc:
-        raise StoreError(f"cannot load {source}: {exc}") from exc
+        raise StoreStateError(f"cannot load {source}: {exc}") from exc

@@ -27,6 +27,7 @@ from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, outrank_probability, parse_score
 from probembed.scoring.ensemble import disagreement_variance, member_cosines, pair_weights
+from probembed.store.errors import StoreError
 from probembed.store.index import (
     FLAT_SPACES,
     MEAN_SPACE,
@@ -258,7 +259,7 @@ class Searcher:
         """Chunks to rank first so that `depth` documents remain after grouping, most of the
         time (a search ranks deeper when they do not)."""
         if self._snap.doc_ids is None:
-            raise ValueError(
+            raise StoreError(
                 f"group_by_doc needs chunked documents, but collection {self.collection.name!r} "
                 "has no doc_id column; ingest with chunking (`probembed ingest --chunk`)"
             )
@@ -497,11 +498,11 @@ class Searcher:
         if min_p_relevant is None:
             return
         if isinstance(min_p_relevant, bool) or not isinstance(min_p_relevant, (int, float)):
-            raise ValueError(f"min_p_relevant must be a number in [0, 1], got {min_p_relevant!r}")
+            raise StoreError(f"min_p_relevant must be a number in [0, 1], got {min_p_relevant!r}")
         if not 0.0 <= min_p_relevant <= 1.0:
-            raise ValueError(f"min_p_relevant must be in [0, 1], got {min_p_relevant!r}")
+            raise StoreError(f"min_p_relevant must be in [0, 1], got {min_p_relevant!r}")
         if self.pipeline.calibrator is None:
-            raise ValueError(
+            raise StoreError(
                 f"min_p_relevant needs p_relevant, but pipeline {self.pipeline.name!r} has no "
                 "relevance calibrator (calibration.json); search without min_p_relevant"
             )
@@ -698,14 +699,14 @@ def _save_graph(graph: HnswIndex, path: Path) -> None:
 def _validate_queries(queries: Sequence[str]) -> list[str]:
     """A non-empty list of non-blank strings."""
     if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
-        raise ValueError(f"queries must be a non-empty list of strings, got {queries!r:.60}")
+        raise StoreError(f"queries must be a non-empty list of strings, got {queries!r:.60}")
     for q in queries:
         if not isinstance(q, str) or not q.strip():
-            raise ValueError(f"every query must be a non-empty string, got {q!r:.60}")
+            raise StoreError(f"every query must be a non-empty string, got {q!r:.60}")
     return list(queries)
 
 
 def _validate_k(k: int) -> None:
     """k must be a positive integer."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-        raise ValueError(f"k must be a positive integer (number of hits), got {k!r}")
+        raise StoreError(f"k must be a positive integer (number of hits), got {k!r}")
