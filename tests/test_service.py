@@ -243,13 +243,30 @@ def test_a_refusal_that_echoes_nan_or_a_surrogate_still_names_the_field(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "echo"})
         for body, says in (
-            ('{"query": "x", "min_p_relevant": NaN}', "min_p_relevant:"),
+            ('{"query": "x", "min_p_relevant": NaN}', "min_p_relevant: Input should be a finite"),
             ('{"query": "x", "k": Infinity}', "k:"),
             ('{"query": "x", "score": "\\ud800"}', "score:"),
         ):
             answer = http.post("/v1/collections/echo/search", content=body, headers=json_type)
             assert answer.status_code == 422, answer.text
             assert answer.json()["error"]["message"].startswith(says), answer.text
+
+
+def test_search_takes_the_score_names_the_cli_takes(server):
+    """`--score cosine` worked on the command line and was a 422 over HTTP."""
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "alias"})
+        http.post("/v1/collections/alias/documents", json={"documents": DOCS})
+        found = {}
+        for score in ("dot", "cosine", " Dot ", "uec", "UEC"):
+            answer = http.post(
+                "/v1/collections/alias/search", json={"query": "a cat", "score": score}
+            )
+            assert answer.status_code == 200, answer.text
+            found[score] = [(h["id"], h["score"]) for h in answer.json()["results"][0]["hits"]]
+        assert found["dot"] == found["cosine"] == found[" Dot "] and found["uec"] == found["UEC"]
+        assert found["dot"] != found["uec"]
+        assert http.delete("/v1/collections/alias").status_code == 200  # the server is shared
 
 
 def test_bad_documents_are_named_and_nothing_is_written(server):

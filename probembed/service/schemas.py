@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from probembed.scoring import Score
+from probembed.scoring import Score, parse_score
 from probembed.service.settings import DEFAULT_K
 
 #: Collection names as the store accepts them.
@@ -198,14 +198,26 @@ class SearchRequest(Strict):
     query: str | None = None
     queries: list[str] | None = Field(None, min_length=1)
     k: int = Field(DEFAULT_K, ge=1)
-    score: Score | None = Field(None, description="The similarity; default: the pipeline's.")
+    score: Score | None = Field(
+        None, description="The similarity (`cosine` names `dot`); default: the pipeline's."
+    )
     where: str | None = Field(None, description='SQL filter, e.g. "year > 2015".')
     hybrid: bool = False
     exact: bool = False
-    min_p_relevant: float | None = Field(None, ge=0, le=1)
+    min_p_relevant: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     group_by_doc: bool = Field(
         False, description="Chunked collections: each document's best chunk only."
     )
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _alias(cls, value: object) -> object:
+        """The names the CLI and the library take (`cosine`, any case) name the same score;
+        anything else is left for the enum to refuse, listing the valid names."""
+        try:
+            return parse_score(value) if isinstance(value, str) else value
+        except ValueError:
+            return value
 
     @model_validator(mode="after")
     def _one_of(self) -> SearchRequest:
