@@ -139,6 +139,11 @@ def test_a_collection_the_server_cannot_load_is_its_fault_a_500_logged_not_a_422
     assert "cannot load" in server.log.read_text(encoding="utf-8")
 
 
+def test_a_server_on_an_empty_database_says_so_in_its_log(server):
+    """`serve --db` on a mistyped path made an empty database and said nothing."""
+    assert f"database {server.db} holds no collections yet" in server.log.read_text("utf-8")
+
+
 def test_collection_lifecycle(server):
     with server.client() as http:
         created = http.post("/v1/collections", json={"name": "life"})

@@ -111,7 +111,14 @@ class Service:
         # Only once every pipeline loaded: a server that cannot start creates no database.
         db = Database(settings.db, create=True, storage_options=settings.storage_options)
         self.db = db
-        for name in db.collections():
+        names = db.collections()
+        if not names:  # a mistyped --db is a fresh empty database: say so where it shows
+            log.warning(
+                "database %s holds no collections yet (made now if it was not there); "
+                "create one with POST /v1/collections",
+                settings.db,
+            )
+        for name in names:
             collection = self._share_pipeline(db.open(name))  # no request runs before ready
             collection.searcher().warm()
             self.metrics.items.labels(name).set(collection.count())
