@@ -398,6 +398,8 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
         collection.search("paper", where="colour = 1")
     # the fields a filter can name, not the vector columns; no engine source paths
     assert "no field colour; filters can name id, text, year" in str(unknown.value)
+    with pytest.raises(StoreError, match="no field .a b.; filters can name id, text, year$"):
+        collection.search("paper", where='"a b" = 1')  # a quoted name with a space in it
     for where, says in (
         ("year = 'soon'", "could not convert"),
         ("year >", r"cannot parse it \(Expected: an expression"),

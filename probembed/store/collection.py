@@ -1017,7 +1017,7 @@ _ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+\s*$")
 #: The engine's parse error quotes the SQL statement it wrapped the filter in.
 _UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$")
 #: "No field named x. Valid fields are ..." lists every column, vectors included.
-_NO_FIELD = re.compile(r"No field named (\S+?)\.\s*Valid fields are .*$")
+_NO_FIELD = re.compile(r"No field named (.+?)\.\s*Valid fields are .*$")
 
 
 def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) -> Any:
