@@ -16,7 +16,7 @@ from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
 from probembed.scoring.ensemble import between_variance
-from probembed.store import Database, IndexSettings, Searcher, confidence, ingest
+from probembed.store import Database, IndexSettings, Searcher, StoreError, confidence, ingest
 from probembed.store import collection as collection_module
 from probembed.store.index import HnswIndex
 from probembed.store.ranking import RRF_K
@@ -481,3 +481,5 @@ def test_warming_an_empty_collection_builds_no_graph_whatever_the_settings(
     searcher = Searcher(collection, hash_pipeline, IndexSettings(scan_below=0))
     assert searcher.warm(score) is False
     assert searcher.search(["anything"], k=3)[0]["hits"] == []
+    with pytest.raises(StoreError, match="no field colour"):  # refused before it holds rows
+        searcher.search(["anything"], k=3, where="colour = 'red'")

@@ -219,9 +219,9 @@ class Searcher:
             fused = retilt(fused, self._tilt.dims, self._tilt.factors)
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
+        allowed = self._allowed(where)  # a bad filter is refused on an empty collection too
         if not self._snap.live:
             return [QueryResult(query=t, confidence=None, hits=[]) for t in labels]
-        allowed = self._allowed(where)
         calibrator = self.pipeline.calibrator
         learned = calibrator is not None and calibrator.confidence is not None
         depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
