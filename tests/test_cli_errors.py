@@ -239,6 +239,7 @@ def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatc
     said = " ".join(result.output.split())
     assert "nothing stored: collection 'default' in made.db was not made" in said
     assert "0 items" not in said
+    assert not (tmp_path / "made.db").exists()  # its kept files and folder left behind too
 
 
 @pytest.mark.parametrize(
@@ -275,6 +276,8 @@ def test_a_ray_option_without_ray_is_refused_before_anything_is_read(tmp_path, c
     [
         (["--on-error", "maybe"], "--on-error must be skip or stop, got 'maybe'"),
         (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens 4: max_tokens must"),
+        (["--chunk-tokens", "64"], "--chunk-tokens and --overlap need --chunk"),  # were ignored
+        (["--overlap", "8"], "--chunk-tokens and --overlap need --chunk"),
     ],
 )
 def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):

@@ -734,3 +734,22 @@ def test_a_bad_option_is_refused_before_a_sync_deletes_anything(
     with pytest.raises(ValueError, match=option):
         ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True, **{option: value})
     assert collection.count() == count
+
+
+def test_chunks_and_whole_documents_never_share_a_collection(tmp_path, hash_pipeline):
+    """`ingest --chunk` into a collection of whole documents (or the reverse) stored both, and
+    a grouped search returned the same document twice: `d0` and `d0#0`."""
+    from probembed.store import StoreError
+    from probembed.store.chunked import record_document
+
+    whole = Database(tmp_path / "db", create=True).collection("whole")
+    ingest([Record("d0", "a whole document about jaguars")], whole, hash_pipeline)
+    with pytest.raises(StoreError, match="'whole' holds whole documents"):
+        ingest_parsed([record_document(Record("d1", "another one"))], whole, hash_pipeline)
+    chunks = Database(tmp_path / "db").collection("chunks")
+    ingest_parsed([record_document(Record("d0", "a document about jaguars"))], chunks,
+                  hash_pipeline)  # fmt: skip
+    with pytest.raises(StoreError, match="'chunks' holds documents as chunks"):
+        ingest([Record("d1", "another one")], chunks, hash_pipeline)
+    ingest_parsed([record_document(Record("d1", "another one"))], chunks, hash_pipeline)
+    assert (whole.ids(), chunks.ids()) == ({"d0"}, {"d0#0", "d1#0"})

@@ -207,7 +207,9 @@ def ingest_command(
             "files; JSONL and BEIR records); a re-run re-embeds only changed documents."
         ),
     ] = False,
-    chunk_tokens: Annotated[int, typer.Option(help="Tokens per chunk, at most.")] = 256,
+    chunk_tokens: Annotated[
+        int | None, typer.Option(help="Tokens per chunk, at most [default: 256].")
+    ] = None,
     overlap: Annotated[
         int | None,
         typer.Option(
@@ -239,6 +241,8 @@ def ingest_command(
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk and upsert:
         raise fail("--upsert is implied by --chunk: changed documents are replaced")
+    if not chunk and (chunk_tokens is not None or overlap is not None):
+        raise fail("--chunk-tokens and --overlap need --chunk: without it documents are whole")
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
     try:
@@ -247,10 +251,11 @@ def ingest_command(
 
             validate_workers(workers, cpus_per_worker, gpus_per_worker)
         try:
-            settings = ChunkSettings.sized(chunk_tokens, overlap) if chunk else None
+            size = ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens
+            settings = ChunkSettings.sized(size, overlap) if chunk else None
         except ValueError as exc:  # its message names max_tokens and overlap_tokens
             given = "" if overlap is None else f" --overlap {overlap}"
-            raise fail(f"--chunk-tokens {chunk_tokens}{given}: {exc}") from exc
+            raise fail(f"--chunk-tokens {size}{given}: {exc}") from exc
         check_collection_name(collection)
         given = load_pipeline(pipeline) if pipeline is not None else None
         where = resolve_db(db)
@@ -271,18 +276,25 @@ def ingest_command(
         else:
             report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
     except (typer.Exit, KeyboardInterrupt):
-        database.discard_unmade(collection)  # a first run stopped before its first commit
-        if made_here:
-            with contextlib.suppress(OSError):  # only when empty: another run's files keep it
-                Path(where).rmdir()
+        _discard_unmade(database, collection, where if made_here else None)
         raise
     if not target.exists:  # nothing to write (an empty file): no collection was made
+        _discard_unmade(database, collection, where if made_here else None)
         say(f"nothing stored: collection {collection!r} in {database.path} was not made")
         return
     say(f"collection {collection!r} in {database.path}: {target.count()} items")
     if report.added or report.updated:
         with err.status("building the search graph"):
             target.searcher().warm()
+
+
+def _discard_unmade(database: Database, collection: str, made: Path | str | None) -> None:
+    """Leave nothing of a collection a run never committed to: its kept files, and the
+    database folder the run made (only when empty: another run's files keep it)."""
+    database.discard_unmade(collection)
+    if made is not None:
+        with contextlib.suppress(OSError):
+            Path(made).rmdir()
 
 
 def _own_or_default_pipeline(target: Collection) -> Any:

@@ -27,6 +27,7 @@ from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
+from probembed.store.errors import StoreError
 from probembed.store.formats import (
     READERS,
     SourceDocument,
@@ -259,6 +260,12 @@ def ingest_parsed(
     others, in batches, always with `encode` (see `write_streamed`).
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
+    if collection.exists and "chunk" not in collection.metadata_columns() and collection.count():
+        raise StoreError(
+            f"collection {collection.name!r} holds whole documents: chunks beside them would "
+            "be found twice (the document and a chunk of it); ingest without chunking, or "
+            "into another collection"
+        )
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()

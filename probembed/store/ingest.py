@@ -123,9 +123,16 @@ def prepare(
     collection.check_pipeline(info)
     items = read_records(source) if isinstance(source, (str, Path)) else source
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    records, problems = check_records(items, collection.metadata_columns())
+    columns = collection.metadata_columns()
+    records, problems = check_records(items, columns)
     if problems and on_error == "stop":
         raise IngestError(problems)
+    if {"doc_id", "chunk"} <= columns.keys() and any("chunk" not in r.metadata for r in records):
+        raise StoreError(
+            f"collection {collection.name!r} holds documents as chunks: whole documents "
+            "beside them would be found twice (a chunk and the document); ingest with "
+            "chunking (--chunk, or the service's \"chunk\"), or into another collection"
+        )
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if upsert:
