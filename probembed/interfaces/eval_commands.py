@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markdown import Markdown
 
 if TYPE_CHECKING:
@@ -117,10 +116,10 @@ def register(app: typer.Typer) -> None:
         from probembed.evaluation.harness import embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
-        from probembed.interfaces.console import fail
+        from probembed.interfaces.console import fail, out
         from probembed.pipeline import Pipeline
 
-        console = Console()
+        console = out()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
             check_outputs(json_path, plots, tune_on, compare)

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from probembed.interfaces.console import err, fail, literal, note, say
+from probembed.interfaces.console import err, fail, literal, note, out, say
 
 if TYPE_CHECKING:
     from probembed.store import Collection, Database, DocumentReport, IngestReport, QueryResult
@@ -453,7 +453,7 @@ def print_result(result: QueryResult, console: Console | None = None, hybrid: bo
             *weights,
             literal(_snippet(hit.get("text") or "")),
         )
-    (console or Console()).print(table)
+    (console or out()).print(table)
 
 
 def _weights(weights: dict[str, float]) -> str:
@@ -491,7 +491,7 @@ def collections_command(
         adapted = s.adapted_weights or {}
         shown = ", ".join(f"{m} {w:.2f}" for m, w in adapted.items()) or "the prior"
         table.add_row(*map(literal, row), literal(", ".join(s.pipeline.models)), literal(shown))
-    Console().print(table)
+    out().print(table)
 
 
 def delete_command(

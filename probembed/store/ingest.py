@@ -131,7 +131,7 @@ def prepare(
         raise StoreError(
             f"collection {collection.name!r} holds documents as chunks: whole documents "
             "beside them would be found twice (a chunk and the document); ingest with "
-            "chunking (--chunk, or the service's \"chunk\"), or into another collection"
+            'chunking (--chunk, or the service\'s "chunk"), or into another collection'
         )
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
