@@ -217,3 +217,28 @@ def test_a_table_into_a_reader_that_has_gone_ends_as_any_broken_pipe_does():
     _, said = child.communicate(timeout=120)
     assert child.returncode == 0, said.decode()
     assert b"Traceback" not in said
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"caf\xe9 au lait\n", "not UTF-8: byte 0xe9 at offset 3; convert it, e.g. `iconv"),
+        ("two lines\nin UTF-16\n".encode("utf-16"), "UTF-16 text, not UTF-8; convert it"),
+    ],
+)
+def test_encode_of_a_file_that_is_not_utf8_says_what_it_is(hash_pipeline, tmp_path, content, said):
+    """It printed the codec's own "'utf-8' codec can't decode byte 0xff", where ingest says
+    what the file is and how to convert it."""
+    source = tmp_path / "texts.txt"
+    source.write_bytes(content)
+    result = runner.invoke(app, ["encode", "--pipeline", str(hash_pipeline), "--file", str(source)])
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_encode_refuses_texts_and_a_file_together(hash_pipeline, tmp_path):
+    """The file was ignored without a word when texts were given too."""
+    source = tmp_path / "texts.txt"
+    source.write_text("from the file\n", encoding="utf-8")
+    args = ["encode", "--pipeline", str(hash_pipeline), "an argument", "--file", str(source)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "not both" in result.output, result.output

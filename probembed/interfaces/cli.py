@@ -192,15 +192,31 @@ def cache_clear() -> None:
         say(f"removed {removed} entries from {cache.path}")
 
 
+def _utf8_file(file: Path) -> str:
+    """A file's text, or a refusal that says what the file is instead and how to convert it
+    (as ingest says it of a document), not the codec's own message."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        from probembed.store.formats import not_text, not_utf8
+
+        bad = data[exc.start : exc.start + 1]
+        why = not_text(data[:4096]) or not_utf8(file, exc.start, bad).message
+        raise fail(f"cannot read --file {file}: {why}") from exc
+
+
 def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
     """Texts from arguments, else one per line of a file, else one per line of stdin."""
+    if texts and file is not None:
+        raise fail("give the texts as arguments or with --file, not both")
     if texts:
         return texts
     if file is not None:
-        try:
-            raw, where = file.read_text(encoding="utf-8"), f"--file {file}"
-        except OSError as exc:
-            raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
+        raw, where = _utf8_file(file), f"--file {file}"
     elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
         raw, where = sys.stdin.read(), "stdin"
     else:
