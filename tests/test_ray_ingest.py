@@ -163,6 +163,29 @@ def test_cli_ingest_ray_joins_the_given_cluster(tmp_path, hash_pipeline, sentenc
     assert Database(db).open("default").count() == 300
 
 
+def test_cli_ingest_ray_joins_the_cluster_ray_address_names(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """Under `ray job submit` (RAY_ADDRESS set) it asked Ray for a local instance of its own
+    CPUs, and Ray refused: "When connecting to an existing cluster, num_cpus ... must not be
+    provided"."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n"
+                              for i, t in enumerate(sentences[:50])))  # fmt: skip
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    db = str(tmp_path / "db")
+    args = ["ingest", str(source), "--db", db, "--pipeline", str(pipeline_dir), "--ray"]
+    child = subprocess.run(
+        [sys.executable, "-m", "probembed", *args],
+        env={**os.environ, "RAY_ADDRESS": ray_address},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr
+    assert Database(db).open("default").count() == 50
+
+
 def test_chunked_ingest_on_ray_equals_chunked_ingest_here(
     tmp_path, hash_pipeline, sentences, ray_address
 ):

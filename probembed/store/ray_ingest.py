@@ -59,6 +59,7 @@ def ray_session(address: str | None = None) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
+    address = address or os.environ.get("RAY_ADDRESS")  # `ray job submit` sets it: join it
     if address:
         ray.init(address=address, logging_level="WARNING")
     else:
