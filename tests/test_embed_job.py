@@ -65,6 +65,18 @@ def test_embed_writes_nothing_for_bad_input_and_refuses_a_used_directory(
         embed_to_parquet(source, tmp_path / "out", hash_pipeline)
 
 
+def test_embed_takes_documents_whose_metadata_a_collection_would_refuse(tmp_path, hash_pipeline):
+    """The files hold no metadata, yet a type clash across documents ("year" a number, then
+    a word) refused the run, naming a collection that does not exist."""
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"_id": "a", "text": "a cat", "year": 2001}\n'
+                     '{"_id": "b", "text": "a dog", "year": "unknown"}\n')  # fmt: skip
+    report = embed_to_parquet(mixed, tmp_path / "out", hash_pipeline)
+    assert report.rows == 2 and not report.problems
+    ids = pq.read_table(tmp_path / "out").column("id").to_pylist()
+    assert ids == ["a", "b"]
+
+
 def test_embed_refuses_an_object_store_out_and_makes_no_local_folder_of_it(
     tmp_path, source, hash_pipeline, monkeypatch
 ):

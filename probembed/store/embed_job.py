@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,9 @@ def embed_to_parquet(
         validate_workers(workers, cpus_per_worker, gpus_per_worker)
         on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
     out = Path(out)
-    records, problems = check_records(read_records(source), {})
+    # the files hold no metadata: its types and values are no reason to refuse a document
+    items = (i if isinstance(i, Problem) else replace(i, metadata={}) for i in read_records(source))
+    records, problems = check_records(items, {})
     if problems and on_error == "stop":
         raise IngestError(problems)
     _prepare_out(out)
