@@ -188,6 +188,15 @@ def test_clear_errors_for_a_missing_bucket_and_misplaced_options(tmp_path, optio
         Database(tmp_path / "db", create=True, storage_options=options)
 
 
+@pytest.mark.parametrize("prefix", ["team#1", "q?z", "pct%41", "./db", "db/../x"])
+def test_a_prefix_lancedb_would_read_as_a_url_is_refused(bucket, options, prefix):
+    """With `#` every collection wrote one table (LanceDB drops the fragment) while
+    probembed's own files went under the literal prefix: collections() was [] and one
+    collection held the rows of both; `.`/`..` wrote where a reopen could not find it."""
+    with pytest.raises(StoreError, match="LanceDB would read it as a URL"):
+        Database(f"s3://{bucket}/{prefix}", create=True, storage_options=options)
+
+
 def test_reading_a_prefix_that_holds_nothing_is_no_database(bucket, options):
     """A mistyped prefix is refused as a missing local directory is, not read as empty."""
     assert Database(f"s3://{bucket}/db", create=True, storage_options=options).writable

@@ -271,6 +271,13 @@ def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileS
     scheme = scheme.lower()
     if not rest.strip("/"):
         raise StoreError(f"database URI {uri!r} names no bucket ({scheme}://BUCKET/PREFIX)")
+    odd = sorted({c for c in rest if c in "#?%"}) + [s for s in rest.split("/") if s in (".", "..")]
+    if odd:  # LanceDB reads the URI as a URL (and normalises it), its own files would not
+        raise StoreError(
+            f"database URI {uri!r} holds {', '.join(map(repr, odd))}: LanceDB would read it "
+            "as a URL and put the tables elsewhere than probembed's own files; name the "
+            "prefix without them"
+        )
     try:
         if scheme == "s3":
             # delayed open: a small file is one PutObject, not a multipart upload
