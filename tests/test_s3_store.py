@@ -197,6 +197,28 @@ def test_a_prefix_lancedb_would_read_as_a_url_is_refused(bucket, options, prefix
         Database(f"s3://{bucket}/{prefix}", create=True, storage_options=options)
 
 
+def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
+    tmp_path, bucket, options, hash_pipeline, sentences, monkeypatch
+):
+    """A second machine (no mirror yet) ingesting with a pipeline of the same models but
+    another score searched with its own score, where a fresh handle used the kept copy's."""
+    from dataclasses import replace
+
+    from probembed.pipeline import Pipeline
+
+    score = replace(hash_pipeline.score, name="dot")
+    dot = Pipeline(hash_pipeline.members, hash_pipeline.fusion, score, "hash", cache=False)
+    assert hash_pipeline.score.name != "dot" and dot.fingerprint == hash_pipeline.fingerprint
+    uri = f"s3://{bucket}/db"
+    records = [Record(f"s{i}", t) for i, t in enumerate(sentences[:60])]
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-1"))
+    ingest(records[:30], Database(uri, create=True, storage_options=options).collection("c"), dot)
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-2"))
+    second = Database(uri, storage_options=options).collection("c")
+    ingest(records[30:], second, hash_pipeline)
+    assert second.load_pipeline().score.name == "dot"
+
+
 def test_reading_a_prefix_that_holds_nothing_is_no_database(bucket, options):
     """A mistyped prefix is refused as a missing local directory is, not read as empty."""
     assert Database(f"s3://{bucket}/db", create=True, storage_options=options).writable

@@ -431,6 +431,8 @@ class Collection:
         if not self.exists or not location.has_file(self.name, f"{PIPELINE_DIR}/{CONFIG_FILE}"):
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
             location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
+        else:  # this machine's mirror may be missing, or an earlier collection's of the name
+            location.fetch(self.name, PIPELINE_DIR)
         self._share(pipeline)
 
     def create(self, pipeline: Pipeline) -> None:
