@@ -287,3 +287,19 @@ def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):
     result = runner.invoke(app, ["ingest", str(source), "--db", str(tmp_path / "db"), *options])
     assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
     assert not (tmp_path / "db").exists()
+
+
+def test_embed_checks_its_input_and_out_before_loading_a_pipeline(tmp_path):
+    """Both were refused only after the pipeline had loaded (about 9 s for the built-in)."""
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "part.parquet").write_text("x")
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"_id": "a", "text": "some text"}\n')
+    unloadable = ["--pipeline", str(tmp_path / "no-such-pipeline")]
+    for args, said in (
+        ([str(tmp_path / "nosuch.jsonl"), "--out", str(tmp_path / "o")], "no documents at"),
+        ([str(source), "--out", str(used)], "must be a new or empty directory"),
+    ):
+        result = runner.invoke(app, ["embed", *args, *unloadable])
+        assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output

@@ -153,11 +153,10 @@ def test_one_bar_counts_every_chunk_and_a_replaced_row_counts_as_written(
     assert err.count("ingest docs") == 1 and f"{n}/{n}" in err
     records = [Record(f"r{i}", f"Text {i}.", {}) for i in range(5)]
     commits: list[int] = []
-    ingest(records, collection, pydoc_pipeline, batch_size=2)
+    plain = Database(tmp_path / "db").collection("plain")  # whole records: not beside chunks
+    ingest(records, plain, pydoc_pipeline, batch_size=2)
     replaced = [Record(r.id, r.text + " Changed.", {}) for r in records]
-    ingest(
-        replaced, collection, pydoc_pipeline, batch_size=2, upsert=True, on_commit=commits.append
-    )
+    ingest(replaced, plain, pydoc_pipeline, batch_size=2, upsert=True, on_commit=commits.append)
     assert commits == [2, 4, 5]
 
 
@@ -738,9 +737,10 @@ def test_a_bad_option_is_refused_before_a_sync_deletes_anything(
 
 def test_chunks_and_whole_documents_never_share_a_collection(tmp_path, hash_pipeline):
     """`ingest --chunk` into a collection of whole documents (or the reverse) stored both, and
-    a grouped search returned the same document twice: `d0` and `d0#0`."""
+    a grouped search returned the same document twice: `d0` and `d0#0`. (The library's
+    `ingest` and the framework adapters write records as given: their metadata decides.)"""
     from probembed.store import StoreError
-    from probembed.store.chunked import record_document
+    from probembed.store.chunked import record_document, refuse_mixing
 
     whole = Database(tmp_path / "db", create=True).collection("whole")
     ingest([Record("d0", "a whole document about jaguars")], whole, hash_pipeline)
@@ -750,6 +750,22 @@ def test_chunks_and_whole_documents_never_share_a_collection(tmp_path, hash_pipe
     ingest_parsed([record_document(Record("d0", "a document about jaguars"))], chunks,
                   hash_pipeline)  # fmt: skip
     with pytest.raises(StoreError, match="'chunks' holds documents as chunks"):
-        ingest([Record("d1", "another one")], chunks, hash_pipeline)
+        refuse_mixing(chunks, chunks=False)  # what `ingest` without --chunk and the service ask
     ingest_parsed([record_document(Record("d1", "another one"))], chunks, hash_pipeline)
     assert (whole.ids(), chunks.ids()) == ({"d0"}, {"d0#0", "d1#0"})
+
+
+def test_the_cli_refuses_chunks_into_whole_documents_and_the_reverse(tmp_path, hash_pipeline):
+    """The reviewer's case: `ingest docs.jsonl` then `ingest docs.jsonl --chunk` stored both."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"_id": "d0", "text": "a document about jaguars"}\n', encoding="utf-8")
+    pipe = str(hash_pipeline.save(tmp_path / "pipe"))
+    cases = [
+        (["-c", "w"], ["-c", "w", "--chunk"], "holds whole documents"),
+        (["-c", "k", "--chunk"], ["-c", "k"], "holds documents as chunks"),
+    ]
+    for first, second, said in cases:
+        base = ["ingest", str(source), "--db", str(tmp_path / "db"), "--pipeline", pipe]
+        assert CliRunner().invoke(app, [*base, *first]).exit_code == 0
+        refused = CliRunner().invoke(app, [*base, *second])
+        assert refused.exit_code == 2 and said in " ".join(refused.output.split()), refused.output

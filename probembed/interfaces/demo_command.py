@@ -129,8 +129,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
             f"no corpus at {data}. Point the demo at your documents: "
             "`make run DATA=/path/to/corpus` (or `probembed demo --data PATH`), where PATH is a "
             "BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv), a JSONL file with "
-            "id and text fields, or a folder of .txt/.md files",
-            code=1,
+            "id and text fields, or a folder of .txt/.md files"
         )
     pipe = load_pipeline(pipeline)
     db = _demo_db(pipe.fingerprint)

@@ -233,6 +233,7 @@ def ingest_command(
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.chunking import ChunkSettings
     from probembed.store import StoreError
+    from probembed.store.chunked import refuse_mixing
     from probembed.store.collection import check_collection_name
 
     # Every check that needs no database comes first: a refused run creates none.
@@ -269,6 +270,10 @@ def ingest_command(
     if ray:
         on_ray = {"workers": workers, "address": address}
         on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
+    try:
+        refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
     try:
         pipe = given if given is not None else _own_or_default_pipeline(target)
         if settings is not None:
@@ -324,9 +329,16 @@ def embed_command(
 ) -> None:
     """Embed documents into Parquet files (id, mean, var, weights) for another vector database."""
     from probembed.store import StoreError
-    from probembed.store.embed_job import embed_to_parquet
+    from probembed.store.embed_job import check_out, embed_to_parquet
 
+    # what needs no pipeline first: loading one takes seconds
     check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
+    if not path.exists():
+        raise fail(f"no documents at {path}: no such file or folder")
+    try:
+        check_out(out)
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
     pipe = load_pipeline(pipeline)
     try:
         report = embed_to_parquet(

@@ -38,13 +38,17 @@ from probembed.store import (
     StoreError,
     StoreStateError,
 )
-from probembed.store.chunked import DocumentReport, ingest_parsed, record_document
+from probembed.store.chunked import (
+    DocumentReport,
+    ingest_parsed,
+    record_document,
+    refuse_mixing,
+)
 from probembed.store.ingest import (
     IngestReport,
     commit,
     finish,
     not_unicode,
-    not_yet_stored,
     prepare,
     remove,
 )
@@ -482,7 +486,8 @@ def _collections(service: Service) -> APIRouter:
             return await service.run(name, write_chunks)
 
         def prepared() -> tuple[IngestReport, list[Record]]:
-            return prepare(records, service.still(collection), pipeline, body.on_error, body.upsert)
+            refuse_mixing(service.still(collection), chunks=False)
+            return prepare(records, collection, pipeline, body.on_error, body.upsert)
 
         report, todo = await service.run(name, prepared)
         # encoded on the event loop, with the collection unlocked: a write that waits for
@@ -492,11 +497,8 @@ def _collections(service: Service) -> APIRouter:
 
         def write() -> schemas.WriteReport:
             service.still(collection)
-            rows, vectors = todo, fused
-            if vectors is not None and not body.upsert:
-                rows, vectors = not_yet_stored(collection, todo, vectors, report)
-            if vectors is not None:
-                commit(collection, PipelineInfo.of(pipeline), rows, vectors, body.upsert, report)
+            if fused is not None:
+                commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
             finish(collection, pipeline)
             return schemas.WriteReport(
                 collection=name,

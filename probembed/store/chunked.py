@@ -235,6 +235,27 @@ def ingest_documents(
     )
 
 
+def refuse_mixing(collection: Collection, chunks: bool) -> None:
+    """Refuse to write chunks into a collection of whole documents, or the reverse: a grouped
+    search found a document twice (`d0` and its chunk `d0#0`). For the front doors that
+    choose between the two (ingest with or without chunking, the service's "chunk")."""
+    if not collection.exists or not collection.count():
+        return
+    holds_chunks = {"doc_id", "chunk"} <= collection.metadata_columns().keys()
+    if chunks and not holds_chunks:
+        raise StoreError(
+            f"collection {collection.name!r} holds whole documents: chunks beside them would "
+            "be found twice (the document and a chunk of it); ingest without chunking, or "
+            "into another collection"
+        )
+    if holds_chunks and not chunks:
+        raise StoreError(
+            f"collection {collection.name!r} holds documents as chunks: whole documents "
+            "beside them would be found twice (a chunk and the document); ingest with "
+            'chunking (--chunk, or the service\'s "chunk"), or into another collection'
+        )
+
+
 def ingest_parsed(
     items: Iterable[SourceDocument | StreamedFile | Problem],
     collection: Collection,
@@ -260,12 +281,7 @@ def ingest_parsed(
     others, in batches, always with `encode` (see `write_streamed`).
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
-    if collection.exists and "chunk" not in collection.metadata_columns() and collection.count():
-        raise StoreError(
-            f"collection {collection.name!r} holds whole documents: chunks beside them would "
-            "be found twice (the document and a chunk of it); ingest without chunking, or "
-            "into another collection"
-        )
+    refuse_mixing(collection, chunks=True)
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()

@@ -711,8 +711,10 @@ class Collection:
         return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
 
     @one_at_a_time
-    def add(self, batch: Batch) -> int:
-        """Append new items in one commit; ids already stored are an error (use upsert)."""
+    def add(self, batch: Batch, skip_stored: bool = False) -> int:
+        """Append new items in one commit; returns how many. Ids already stored are an error
+        (use upsert), or with `skip_stored` left as they are: decided under the write lock,
+        so a writer that lost the race for an id to another one counts it as stored."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
         with self._writing():
@@ -721,12 +723,14 @@ class Collection:
                 self._create(batch)
                 return len(batch.ids)
             existing = self.existing(batch.ids)
-            if existing:
+            if existing and not skip_stored:
                 raise StoreError(
                     f"{len(existing)} ids are already in collection {self.name!r} "
                     f"(e.g. {sorted(existing)[:5]}); use upsert to replace them"
                 )
-            table.add(self._arrow(batch, table))
+            batch = batch.without(existing) if existing else batch
+            if batch.ids:
+                table.add(self._arrow(batch, table))
         return len(batch.ids)
 
     @one_at_a_time
@@ -970,9 +974,12 @@ class Collection:
         return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
 
     def optimize(self) -> None:
-        """Compact small fragments and bring indexes up to date after a large write."""
+        """Compact small fragments and bring indexes up to date after a large write; under
+        the write lock: two ingests finishing together both compacted, and LanceDB failed the
+        second ("Rewrite transaction was preempted by concurrent transaction Rewrite")."""
         self.db.require_writable()
-        self._require().optimize()
+        with self._writing():
+            self._require().optimize()
 
     def _create(self, batch: Batch) -> None:
         """Create the table with its first rows and its pipeline header in one commit."""

@@ -134,10 +134,15 @@ def _write_part(
         pq.write_table(table, tmp)
 
 
-def _prepare_out(out: Path) -> None:
-    """Create the output directory, refusing one that already holds anything."""
+def check_out(out: Path) -> None:
+    """Refuse an output that is a file or a directory that already holds anything."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise StoreError(f"--out {out} must be a new or empty directory")
+
+
+def _prepare_out(out: Path) -> None:
+    """Create the output directory, refusing one that already holds anything."""
+    check_out(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

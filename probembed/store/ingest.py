@@ -123,16 +123,9 @@ def prepare(
     collection.check_pipeline(info)
     items = read_records(source) if isinstance(source, (str, Path)) else source
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    columns = collection.metadata_columns()
-    records, problems = check_records(items, columns)
+    records, problems = check_records(items, collection.metadata_columns())
     if problems and on_error == "stop":
         raise IngestError(problems)
-    if {"doc_id", "chunk"} <= columns.keys() and any("chunk" not in r.metadata for r in records):
-        raise StoreError(
-            f"collection {collection.name!r} holds documents as chunks: whole documents "
-            "beside them would be found twice (a chunk and the document); ingest with "
-            'chunking (--chunk, or the service\'s "chunk"), or into another collection'
-        )
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if upsert:
@@ -185,23 +178,6 @@ def stored_ids(collection: Collection, ids: Sequence[str]) -> set[str]:
     return collection.ids()
 
 
-def not_yet_stored(
-    collection: Collection, records: Sequence[Record], fused: Fused, report: IngestReport
-) -> tuple[list[Record], Fused | None]:
-    """The records (with their fused rows) whose ids are still not stored, the rest counted as
-    already stored: a write encoded with the collection unlocked can lose the race for an id
-    to another writer, which ends as if the id had been found stored. None when none is left."""
-    stored = stored_ids(collection, [r.id for r in records])
-    if not stored:
-        return list(records), fused
-    keep = [i for i, r in enumerate(records) if r.id not in stored]
-    report.already_stored += len(records) - len(keep)
-    if not keep:
-        return [], None
-    rows = Fused(fused.gaussian[keep], fused.weights[keep], fused.models)
-    return [records[i] for i in keep], rows
-
-
 def commit(
     collection: Collection,
     info: PipelineInfo,
@@ -210,13 +186,15 @@ def commit(
     upsert: bool,
     report: IngestReport,
 ) -> None:
-    """Store one embedded chunk in one commit and count it in the report."""
+    """Store one embedded chunk in one commit and count it in the report. An id another
+    writer stored since it was read counts as already stored (it was embedded unlocked)."""
     texts = [r.text for r in chunk]
     batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], fused, info)
     if upsert:
         inserted, updated = collection.upsert(batch)
     else:
-        inserted, updated = collection.add(batch), 0
+        inserted, updated = collection.add(batch, skip_stored=True), 0
+        report.already_stored += len(chunk) - inserted
     report.added += inserted
     report.updated += updated
 

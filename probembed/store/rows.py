@@ -91,6 +91,19 @@ class Batch:
                 f"{self.pipeline.name!r} has {self.pipeline.models}"
             )
 
+    def without(self, ids: set[str]) -> Batch:
+        """The batch less the rows of these ids."""
+        keep = [i for i, item in enumerate(self.ids) if item not in ids]
+        g, fused = self.fused.gaussian, self.fused
+        rows = Fused(g[keep], fused.weights[keep], fused.models)
+        return Batch(
+            [self.ids[i] for i in keep],
+            [self.texts[i] for i in keep],
+            [self.metadata[i] for i in keep],
+            rows,
+            self.pipeline,
+        )
+
 
 def table_schema(batch: Batch, compact: bool = True, created: str | None = None) -> pa.Schema:
     """The schema of a new collection, with its pipeline header, made for a first batch.
