@@ -973,6 +973,7 @@ class Collection:
         stats = self._require().stats()["fragment_stats"]
         return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
 
+    @one_at_a_time  # the handle's lock before the write lock, as add and upsert take them
     def optimize(self) -> None:
         """Compact small fragments and bring indexes up to date after a large write; under
         the write lock: two ingests finishing together both compacted, and LanceDB failed the
