@@ -311,8 +311,3 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     assert "removed 1 items no longer in the corpus" in " ".join(run("glaciers").split())
     assert Database(db).open(name).ids() == {"b"}
 
-
-def test_demo_on_a_corpus_that_is_not_there_is_a_usage_error(tmp_path):
-    """It exited 1, where every other command's usage error exits 2."""
-    result = CliRunner().invoke(app, ["demo", "--data", str(tmp_path / "nosuch.jsonl")])
-    assert result.exit_code == 2 and "no corpus at" in result.output, result.output

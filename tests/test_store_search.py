@@ -238,7 +238,7 @@ def test_cli_reports_missing_database_and_corpus_without_traceback(tmp_path):
     assert missing.exit_code == 2 and "no database at" in missing.output
     assert "Traceback" not in missing.output
     demo = CliRunner().invoke(app, ["demo", "--data", str(tmp_path / "no-corpus")])
-    assert demo.exit_code == 1 and "make run DATA=" in demo.output
+    assert demo.exit_code == 2 and "make run DATA=" in demo.output  # a usage error, as all are
 
 
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(scan_below=0, pool=1000)])
