@@ -310,4 +310,3 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     lines.pop(0)  # the corpus loses a document: so does the demo's collection
     assert "removed 1 items no longer in the corpus" in " ".join(run("glaciers").split())
     assert Database(db).open(name).ids() == {"b"}
-
