@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probembed.gaussian import Gaussian
-from probembed.scoring import score_matrix
+from probembed.scoring import score_matrix, score_pairs
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -31,7 +31,6 @@ class SentenceEncoder:
     #: As `SentenceTransformer.similarity_fn_name`: what `similarity` computes.
     similarity_fn_name = "cosine"
 
-    #: As `SentenceTransformer.prompts`: none are defined (queries and documents alike).
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         #: As `SentenceTransformer.prompts`: none are defined (queries and documents alike).
@@ -130,11 +129,8 @@ class SentenceEncoder:
         tensor; computed in float64."""
         import torch
 
-        left, right = (Gaussian.deterministic(_matrix(x)).normalize().mean for x in (a, b))
-        if left.shape != right.shape:
-            raise ValueError(f"pairwise similarity needs equal shapes: {left.shape}, {right.shape}")
-        pairs = np.einsum("ij,ij->i", left.astype(np.float64), right.astype(np.float64))
-        return torch.from_numpy(pairs.astype(np.float32))
+        left, right = (Gaussian.deterministic(_matrix(x)).normalize() for x in (a, b))
+        return torch.from_numpy(score_pairs(left, right, "dot").astype(np.float32))
 
 
 def _matrix(x: Any) -> np.ndarray:
