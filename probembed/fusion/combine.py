@@ -46,6 +46,11 @@ class Fused:
                 f"weights must have shape {expected} (texts, models), got {np.shape(self.weights)}"
             )
 
+    def rows(self, index: slice | np.ndarray | Sequence[int]) -> Fused:
+        """These texts' fused Gaussians and weights (a slice, or row positions)."""
+        positions = np.arange(len(self.gaussian))[index]
+        return Fused(self.gaussian[positions], self.weights[positions], self.models)
+
     def explain(self, i: int) -> dict[str, float]:
         """Model -> weight for text i, to see which model was trusted and how much."""
         n = len(self.gaussian)

@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
-
 from probembed.fusion import Fused
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings
@@ -203,8 +201,7 @@ def _deliver(batch: list[_Request], fused: Fused) -> None:
     start = 0
     for request in batch:
         stop = start + len(request.texts)
-        rows = np.arange(start, stop)
-        part = Fused(fused.gaussian[rows], fused.weights[start:stop], fused.models)
+        part = fused.rows(slice(start, stop))
         if not request.future.done():  # a client that went away cancelled its future
             request.future.set_result(part)
         start = stop

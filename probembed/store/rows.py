@@ -94,13 +94,11 @@ class Batch:
     def without(self, ids: set[str]) -> Batch:
         """The batch less the rows of these ids."""
         keep = [i for i, item in enumerate(self.ids) if item not in ids]
-        g, fused = self.fused.gaussian, self.fused
-        rows = Fused(g[keep], fused.weights[keep], fused.models)
         return Batch(
             [self.ids[i] for i in keep],
             [self.texts[i] for i in keep],
             [self.metadata[i] for i in keep],
-            rows,
+            self.fused.rows(keep),
             self.pipeline,
         )
 
