@@ -25,6 +25,7 @@ from probembed.store import (
 from probembed.store import collection as collection_module
 from probembed.store.chunked import read_documents
 from probembed.store.readers import Record
+from probembed.store.rows import MAX_METADATA_COLUMNS
 
 
 def batch(pipeline, ids, texts=None, metadata=None):
@@ -410,10 +411,39 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
         assert ".rs:" not in str(bad.value) and "SELECT" not in str(bad.value)
     quoted = collection.search("paper", k=3, where="text = 'a;b'")  # inside quotes: a value
     assert quoted["hits"] == []
+    everything = collection.search("paper", k=10)["hits"]
+    for blank in ("", "   "):  # an empty filter (a form's empty field) filters nothing
+        for hybrid in (False, True):
+            found = collection.search("paper", k=10, where=blank, hybrid=hybrid)["hits"]
+            assert len(found) == 10, (blank, hybrid)
+    assert [h["id"] for h in collection.search("paper", k=10, where=" ")["hits"]] == [
+        h["id"] for h in everything
+    ]
     for score in ("dot", "uec", "kl"):  # a filter that keeps nothing: no hits, for every score
         for hybrid in (False, True):
             found = collection.search("paper", k=3, where="year > 3000", score=score, hybrid=hybrid)
             assert found["hits"] == [], (score, hybrid)
+
+
+def test_metadata_columns_stop_at_the_cap_and_later_fields_stay_in_the_json(
+    collection, hash_pipeline
+):
+    """Free-form keys cannot make a table thousands of columns wide: the first
+    MAX_METADATA_COLUMNS fields become columns, later ones (in this write or the next) stay
+    in the JSON, returned with the hit but not filterable."""
+    wide = {f"f{j}": j for j in range(MAX_METADATA_COLUMNS + 20)}
+    collection.add(batch(hash_pipeline, ["a"], ["first text"], [wide]))
+    columns = collection.metadata_columns()
+    assert list(columns) == [f"f{j}" for j in range(MAX_METADATA_COLUMNS)]
+    collection.add(batch(hash_pipeline, ["b"], ["second text"], [{"late": 1, "f3": 4}]))
+    collection.record_pipeline(hash_pipeline)
+    assert "late" not in collection.metadata_columns()
+    stored = collection.rows(["a", "b"], ["metadata"])
+    assert json.loads(stored["a"]["metadata"]) == wide  # nothing of the item is lost
+    assert json.loads(stored["b"]["metadata"]) == {"late": 1, "f3": 4}
+    assert [h["id"] for h in collection.search("text", where="f3 = 4")["hits"]] == ["b"]
+    with pytest.raises(StoreError, match="no field late"):
+        collection.search("text", where="late = 1")
 
 
 READ_ONLY_CHILD = textwrap.dedent(

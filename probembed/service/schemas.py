@@ -16,14 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from probembed.scoring import Score, parse_score
 from probembed.service.settings import DEFAULT_K
 
+#: Longest document id a write takes (characters): an id is a key, not a place for content.
+MAX_ID_LENGTH = 1024
 #: Collection names as the store accepts them.
 COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
 
 class Strict(BaseModel):
-    """A body whose unknown fields are a 422."""
+    """A body whose unknown fields are a 422, and whose values are not coerced: `k: true`,
+    `k: "5"` or `upsert: "yes"` are refused rather than read as 1, 5 and true."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class EmbeddingRequest(BaseModel):
@@ -106,7 +109,7 @@ class CollectionCreate(Strict):
 
 
 class Document(Strict):
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     text: str
     metadata: dict[str, Any] = Field(default_factory=dict)
 

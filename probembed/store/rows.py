@@ -1,7 +1,8 @@
 """Rows of a collection as Arrow: the schema, its pipeline header, and metadata columns.
 
-Scalar metadata fields with simple names get columns of their own, so `where` filters such as
-"year > 2015" work; every other field stays in the JSON `metadata` column only.
+Scalar metadata fields with simple names get columns of their own (up to
+MAX_METADATA_COLUMNS per collection), so `where` filters such as "year > 2015" work; every
+other field stays in the JSON `metadata` column only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights", 
 WRITE_TAG = "written"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+#: Metadata columns a collection gets at most; later fields stay in the JSON only, so items
+#: with free-form keys cannot grow a table thousands of columns wide.
+MAX_METADATA_COLUMNS = 128
 _ARROW_TYPES: dict[type, pa.DataType] = {
     bool: pa.bool_(),
     int: pa.int64(),
@@ -161,6 +165,7 @@ def promote_metadata(
     doc_id: str, metadata: Mapping[str, Any], types: dict[str, pa.DataType]
 ) -> None:
     """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
+    columns = sum(t != NOT_A_COLUMN for t in types.values())
     for key, value in metadata.items():
         if value is None or key in CORE_COLUMNS or not _METADATA_COLUMN.match(key):
             continue
@@ -175,6 +180,11 @@ def promote_metadata(
             continue
         if types.get(key) == NOT_A_COLUMN:
             continue
+        if key not in types:
+            if columns >= MAX_METADATA_COLUMNS:
+                types[key] = NOT_A_COLUMN
+                continue
+            columns += 1
         if kind == pa.int64() and not _INT64_MIN <= value <= _INT64_MAX:
             raise StoreError(
                 f"item {doc_id!r}: metadata field {key!r} = {value} does not fit a 64-bit "

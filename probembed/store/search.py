@@ -195,6 +195,7 @@ class Searcher:
         """
         _validate_k(k)
         self._validate_min_p(min_p_relevant)
+        where = where if where is None or where.strip() else None  # "" and "  ": no filter
         kind = parse_score(score if score is not None else self.pipeline.score.name)
         beta = self.pipeline.score.beta if beta is None else beta
         if hybrid and (texts is None or len(texts) != len(fused.gaussian)):
