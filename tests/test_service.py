@@ -201,6 +201,10 @@ def test_search_options_and_their_errors(server):
         def search(**body):
             return http.post("/v1/collections/opts/search", json=body)
 
+        everything = search(query="bread", k=4).json()["results"][0]["hits"]
+        for blank in ("", "  "):  # a form's empty filter field: no filter, not a parse error
+            hits = search(query="bread", k=4, where=blank).json()["results"][0]["hits"]
+            assert [h["id"] for h in hits] == [h["id"] for h in everything]
         filtered = search(queries=["bread", "cat"], k=3, where="year >= 2015", exact=True).json()
         assert [len(r["hits"]) for r in filtered["results"]] == [2, 2]
         assert {h["id"] for r in filtered["results"] for h in r["hits"]} == {"d2", "d3"}
@@ -214,6 +218,9 @@ def test_search_options_and_their_errors(server):
             ({"query": "x", "queries": ["y"]}, "exactly one"),
             ({}, "exactly one"),
             ({"query": "x", "top_k": 3}, "top_k"),
+            ({"query": "x", "k": True}, "valid integer"),  # was read as k=1
+            ({"query": "x", "k": "5"}, "valid integer"),
+            ({"query": "x", "exact": "yes"}, "valid boolean"),
         ):
             answer = search(**body)
             assert answer.status_code == 422, body
@@ -284,6 +291,7 @@ def test_bad_documents_are_named_and_nothing_is_written(server):
             ([DOCS[1], DOCS[1]], "duplicate id 'd2'"),
             ([{"id": "f", "text": "t", "metadata": {"year": "soon"}}], "year"),
             ([{"id": "", "text": "t"}], "id"),
+            ([{"id": "i" * 1025, "text": "t"}], "at most 1024 characters"),
         ):
             answer = http.post("/v1/collections/strict/documents", json={"documents": documents})
             assert answer.status_code == 422 and re.search(says, answer.text), answer.text
