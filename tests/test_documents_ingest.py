@@ -633,6 +633,55 @@ def test_a_stream_that_fails_part_way_leaves_nothing_of_it(tmp_path, pydoc_pipel
     assert any("One more line." in text for text, _ in stored_rows(collection).values())
 
 
+@pytest.mark.parametrize("on_error", ["stop", "skip"])
+def test_a_failed_stream_keeps_what_another_writer_committed_meanwhile(
+    tmp_path, pydoc_pipeline, small_blocks, on_error
+):
+    """Undoing a failed stream rolled the whole table back to where the stream began, and a
+    document the service stored during it was gone."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "big.md").write_text(big_markdown())
+    (root / "small.md").write_text("# Small\n\nA small file.")
+    db = Database(tmp_path / "db", create=True)
+    collection = db.collection("docs")
+    ingest_documents(root / "small.md", collection, pydoc_pipeline, SMALL)
+    before = stored_rows(collection)
+    calls = []
+
+    def encode(texts):
+        """The pipeline's encode; another writer commits after the first batch, then a fault."""
+        calls.append(len(texts))
+        if len(calls) == 2:  # the service, through its own handle
+            Database(tmp_path / "db").collection("docs").add(_service_chunk(pydoc_pipeline))
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return pydoc_pipeline.encode(texts)
+
+    run = functools.partial(
+        ingest_documents, root / "big.md", collection, pydoc_pipeline, SMALL,
+        batch_size=20, stream_bytes=0, encode=encode, on_error=on_error,
+    )  # fmt: skip
+    if on_error == "stop":
+        with pytest.raises(IngestError, match="disk full"):
+            run()
+    else:
+        assert "disk full" in str(run().problems[0])
+    assert len(calls) == 3
+    after = stored_rows(Database(tmp_path / "db").collection("docs"))
+    assert not any(i.startswith("big.md") for i in after)  # the stream's chunks are undone
+    assert after == {**before, "service#0": after["service#0"]}  # the other writer's stays
+
+
+def _service_chunk(pipeline):
+    """A one-chunk document as the service would store it."""
+    from probembed.store.rows import Batch, PipelineInfo
+
+    meta = {"doc_id": "service", "chunk": 0}
+    text = "a note the service stored during the stream"
+    return Batch(["service#0"], [text], [meta], pipeline.encode([text]), PipelineInfo.of(pipeline))
+
+
 def write_large_text(path, size: int) -> None:
     """A plain-text file of `size` bytes or a little more, written a block at a time: real
     paragraphs of long words, so the hashing models embed it fast (their cost is per word)."""

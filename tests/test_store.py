@@ -65,7 +65,7 @@ def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     assert Database(collection.db.path).collections() == ["docs"]
 
 
-def test_a_collection_dropped_by_restore_and_written_again_reads_its_new_header(
+def test_a_collection_dropped_by_a_revert_and_written_again_reads_its_new_header(
     tmp_path, pydoc_pipeline
 ):
     from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
@@ -78,7 +78,7 @@ def test_a_collection_dropped_by_restore_and_written_again_reads_its_new_header(
     collection = Database(tmp_path / "db", create=True).collection("docs")
     collection.add(batch(pydoc_pipeline, ["a", "b"]))
     assert collection.dim == 112  # the header is read, and kept for this version
-    collection.restore(None)  # the table is dropped; this handle stays the collection's
+    collection.revert(None, ["a", "b"])  # emptied, dropped; this handle stays the collection's
     collection.add(batch(other, ["c"]))  # a new table, whose first version may be the same
     assert collection.dim == 40 and collection.pipeline == PipelineInfo.of(other)
 
@@ -562,7 +562,7 @@ def test_searchers_let_go_of_their_temporary_files(tmp_path, hash_pipeline):
 
 
 def test_a_warm_searcher_follows_the_doc_id_column_as_it_comes_and_goes(tmp_path, hash_pipeline):
-    """Chunks (rows with a doc_id) joining plain records, then a restore to before them: the
+    """Chunks (rows with a doc_id) joining plain records, then a revert to before them: the
     warm searcher groups and finds as a fresh one does at each step."""
     texts = [f"document {i} talks about topic {i}" for i in range(60)]
     collection = Database(tmp_path / "db", create=True).collection("c")
@@ -582,33 +582,36 @@ def test_a_warm_searcher_follows_the_doc_id_column_as_it_comes_and_goes(tmp_path
         return [h["id"] for h in warm["hits"]]
 
     assert both(texts[41], group_by_doc=True)[0] == "doc0#1"
-    collection.restore(start)  # plain7 back, the chunks and their column gone
+    collection.revert(start, ["plain7", *chunks])  # plain7 back, the chunks gone
     assert both(texts[7])[0] == "plain7"
+    assert both(texts[41], group_by_doc=True)[0] != "doc0#1"
 
 
-def test_a_restore_is_on_record_before_its_commit_lands(collection, hash_pipeline, monkeypatch):
-    """Another process that refreshes between the restore's commit and its record must
-    already see it (else a restore that brings back as many rows as it removes looks like no
-    change): the coming version is recorded first, the one made after."""
+def test_a_revert_puts_back_its_own_ids_and_keeps_what_another_writer_committed(
+    collection, hash_pipeline
+):
+    """A write stopped part-way is undone id by id: a rollback of the whole table erased
+    what the service beside it committed meanwhile."""
     collection.record_pipeline(hash_pipeline)
-    collection.add(batch(hash_pipeline, ["a", "b"]))
-    start = collection.version
+    collection.add(batch(hash_pipeline, ["a", "b", "c"], metadata=[{"n": 1}] * 3))
+    start, before = collection.version, collection.rows(["a", "b"], ["text", "metadata"])
+    warm = collection.search("document a", k=3)  # a searcher that follows the undo
+    other = Database(collection.db.path).collection("docs")
     collection.delete(["a"])
-    collection.add(batch(hash_pipeline, ["c"]))
-    current = collection.version
-    table = collection._require()
-    real = table.restore
-    seen = []
-
-    def restore(version):
-        seen.append(collection.restored_after(current))  # what a reader sees before it lands
-        return real(version)
-
-    monkeypatch.setattr(table, "restore", restore)
-    collection.restore(start)
-    assert seen == [True]
-    assert collection.restored_after(current) and not collection.restored_after(collection.version)
-    assert sorted(collection.ids()) == ["a", "b"]
+    collection.upsert(batch(hash_pipeline, ["b"], ["b rewritten"], [{"n": 2}]))
+    other.add(batch(hash_pipeline, ["theirs"]))  # another writer, between this run's writes
+    collection.add(batch(hash_pipeline, ["new"], metadata=[{"tag": "late"}]))  # a new column
+    collection.revert(start, ["a", "b", "new"])
+    assert collection.ids() == {"a", "b", "c", "theirs"}
+    assert collection.rows(["a", "b"], ["text", "metadata"]) == before
+    assert warm["hits"] and collection.count("tag IS NOT NULL") == 0
+    fresh = Database(collection.db.path).collection("docs")
+    for query in ("document a talks about topic a", "document theirs talks about topic theirs"):
+        found = [h["id"] for h in collection.search(query, k=4, exact=True)["hits"]]
+        assert found == [h["id"] for h in fresh.search(query, k=4, exact=True)["hits"]]
+        assert found[0] == query.split()[1]
+    collection.revert(None, ["a", "b", "c"])  # not dropped: "theirs" is still in it
+    assert collection.ids() == {"theirs"}
 
 
 def test_a_lancedb_table_of_the_users_own_is_not_a_collection(tmp_path, pydoc_pipeline):

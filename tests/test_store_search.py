@@ -279,9 +279,9 @@ def test_a_snapshot_reads_its_rows_at_the_version_it_listed(tmp_path, hash_pipel
     }
 
 
-def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
-    """Rows a restore brings back keep their old row ids: a searcher made before it serves
-    them again, and none of the rows it undid."""
+def test_a_warm_searcher_follows_a_revert(tmp_path, hash_pipeline, sentences):
+    """Rows a revert brings back: a searcher made before it serves them again, and none of
+    the rows it undid."""
     records = [Record(f"r{i}", s, {}) for i, s in enumerate(sentences[:40])]
     collection = Database(tmp_path / "db", create=True).collection("c")
     ingest(records, collection, hash_pipeline)
@@ -290,7 +290,7 @@ def test_a_warm_searcher_follows_a_restore(tmp_path, hash_pipeline, sentences):
     collection.delete(["r0"])
     ingest([Record("new0", "zebra quantum marmalade", {})], collection, hash_pipeline)
     assert collection.search("zebra quantum marmalade", k=1, exact=True)["hits"][0]["id"] == "new0"
-    collection.restore(start)
+    collection.revert(start, ["r0", "new0"])
     found = {h["id"] for h in collection.search(sentences[0], k=40, exact=True)["hits"]}
     assert found == {r.id for r in records}  # r0 is back, new0 is gone
     assert collection.search(sentences[0], k=1, exact=True)["hits"][0]["id"] == "r0"

@@ -306,6 +306,7 @@ def ingest_parsed(
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
+    touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
     write = ingest_with or functools.partial(ingest, encode=encode)
     parts = [
         [r for r in part if r.metadata["doc_id"] not in refused]
@@ -315,6 +316,7 @@ def ingest_parsed(
     with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
         for part in parts:  # one bar over both writes: a person sees chunks, not two phases
             if part:
+                touched.update(r.id for r in part)
                 moved = _Advance(bar)
                 result = write(part, collection, pipeline, batch_size, on_error, True, False, moved)
                 report.chunks_written += result.added + result.updated
@@ -329,10 +331,11 @@ def ingest_parsed(
         except Exception as exc:
             problem = _failed(item, exc)
             if on_error == "stop":  # nothing at all, as when a bad document stops the run
-                collection.restore(start)
+                collection.revert(start, touched)
                 raise IngestError([*report.problems, problem]) from exc
             report.problems.append(problem)
             continue
+        touched.update(written, before)
         report.chunks_written += len(written)
         report.chunks_removed += len(set(before) - written)
         report.added += not before
@@ -442,8 +445,9 @@ def write_streamed(
     """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
     deleting the chunks of its stored version (`replaced`); returns the ids written.
 
-    On any failure the collection is put back as it was (dropped, if this made it) and the
-    error raised. The batches are not compacted at the end: LanceDB's
+    On any failure the file's chunks are put back as they were (the collection dropped, if
+    this made it and nothing else was written since) and the error raised; what other
+    writers committed meanwhile stays. The batches are not compacted at the end: LanceDB's
     compaction rewrites the table at once, with no bound on its memory (`Collection.optimize`
     does it, as the next ordinary ingest does).
     """
@@ -472,7 +476,7 @@ def write_streamed(
             if records:
                 flush(records)
     except BaseException:
-        collection.restore(version)
+        collection.revert(version, {*replaced, *written, *(r.id for r in (*batch, *mark))})
         raise
     finish(collection, pipeline, compact=False)
     return written

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -67,9 +67,6 @@ if TYPE_CHECKING:
 DEFAULT_COLLECTION = "default"
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
-#: The versions `restore` made: rows they bring back keep their old row ids, which a
-#: searcher's cheap refresh cannot tell from rows it holds.
-RESTORES_FILE = "restores.json"
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
 WRITE_LOCK = "write.lock"
 #: Agreement is measured again once more than this fraction of the rows was replaced.
@@ -768,40 +765,39 @@ class Collection:
         return int(found)
 
     @one_at_a_time
-    def restore(self, version: int | None) -> None:
-        """Put the rows back as they were at `version`, in one new commit (None: before the
-        first write, so the collection is dropped): undoes an ingest stopped part-way."""
+    def revert(self, version: int | None, ids: Iterable[str]) -> None:
+        """Put these ids back as they were at `version` (None: not there), in one commit, and
+        leave every other row as it is: undoes a write stopped part-way without undoing what
+        another writer (the service beside a CLI ingest) committed since, as a rollback of the
+        whole table did. A collection this write made (`version` None) that holds nothing
+        afterwards is dropped."""
         self.db.require_writable()
-        if version is None:
-            if self.exists:
+        ids = sorted(set(ids))
+        with self._writing():
+            table = self._open()
+            if table is None or not ids:
+                return
+            condition = f"id IN ({sql_list(ids)})"
+            old = None
+            if version is not None:
+                then = self._at_version(version)
+                old = _in_schema(_scan(then, then.schema.names, condition), table.schema)
+            if old is None or not old.num_rows:
+                table.delete(condition)
+            else:
+                (
+                    table.merge_insert("id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .when_not_matched_by_source_delete(condition)
+                    .execute(old)
+                )
+            if version is None and not table.count_rows():
                 self.db.drop(self.name)
                 self._table, self._pipeline = None, None
                 self._shares = None
                 self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name
-            return
-        table = self._require()
-        if int(table.version) != version:
-            # the version it will make, at the earliest, is kept first: a searcher in another
-            # process that refreshes between the restore and the record must not take the
-            # rows that came back for rows it held (the count alone can look unchanged)
-            before = self._restores()
-            self._record_restores([*before, int(table.version) + 1])
-            table.restore(version)
-            self._record_restores([*before, int(self._require().version)])
-
-    def _record_restores(self, made: list[int]) -> None:
-        """Keep the versions `restore` made beside the table (read by `restored_after`)."""
-        self.db.location.write_bytes(self.name, RESTORES_FILE, json.dumps(made).encode())
-
-    def restored_after(self, version: int) -> bool:
-        """Whether a `restore` made a version after this one (rows may have come back)."""
-        return any(made > version for made in self._restores())
-
-    def _restores(self) -> list[int]:
-        """The versions `restore` made, oldest first."""
-        data = self.db.location.read_bytes(self.name, RESTORES_FILE)
-        return [] if data is None else [int(v) for v in json.loads(data)]
 
     def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
         """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.
@@ -1020,6 +1016,15 @@ def _scan(
     if where:
         builder = builder.where(where)
     return builder.to_arrow()
+
+
+def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows read at an earlier version in the table's schema now: metadata columns added
+    since are null in them."""
+    missing = [f for f in schema if f.name not in data.column_names]
+    for field in missing:
+        data = data.append_column(field, pa.nulls(data.num_rows, field.type))
+    return data.select(schema.names).cast(schema)
 
 
 #: The engine's source location that ends some of its error messages.

@@ -676,7 +676,8 @@ def _graph_path(
 ) -> Path:
     """Where a collection's graph for one space, build settings, table version, adaptation and
     row order lives: a graph is built on the rows as tilted, and its nodes are positions, which
-    only the same rows in the same order (not, after a restore, the table's own) mean alike."""
+    only the same rows in the same order mean alike (a warm searcher keeps its positions as
+    rows move, so its order need not be a fresh one's)."""
     tilted = "none" if tilt is None else hashlib.sha256(tilt.factors.tobytes()).hexdigest()[:12]
     order = hashlib.sha256(np.ascontiguousarray(snap.row_ids, np.int64).tobytes()).hexdigest()
     build = f"m{settings.m}-e{settings.ef_construction}"

@@ -194,7 +194,7 @@ class TextFile:
 
 def _doc_ids(listing: pa.Table) -> np.ndarray | None:
     """The listed rows' doc_id (None where a row has none), or None without the column: chunks
-    can join a collection of plain records, and a restore can go back to before them."""
+    can join a collection of plain records (and a reverted write leaves the column empty)."""
     if "doc_id" not in listing.column_names:
         return None
     return np.asarray(listing.column("doc_id").to_pylist(), dtype=object)
@@ -307,9 +307,8 @@ class Snapshot:
         `live` + listed, A + M + N = A + M + D + M + N, proves D = M = 0: nothing held was
         deleted, rewritten or moved, and the listed rows are all new. They are appended and
         nothing else is read, so a write of a few rows costs a few rows, not a listing of the
-        whole collection. Otherwise, or after a `restore` (whose rows come back with their old
-        row ids), the whole listing is compared. A collection made again under the same name
-        is loaded afresh.
+        whole collection. Otherwise the whole listing is compared. A collection made again
+        under the same name is loaded afresh.
         """
         if collection.created != self.created:  # dropped and made again: no row is the same
             self.close()
@@ -320,7 +319,7 @@ class Snapshot:
         if version == self.version:
             self.added = np.zeros(0, dtype=np.int64)
             return self
-        if count == self.live + len(fresh) and not collection.restored_after(self.version):
+        if count == self.live + len(fresh):
             self.version = version
             self._append(collection, fresh, version)
             return self
