@@ -103,6 +103,22 @@ def test_tied_scores_rank_by_document_id_whatever_the_corpus_order() -> None:
     assert list(run["q"]) == ["b", "d"]  # the cut falls inside a tie: d before c and a
 
 
+@pytest.mark.parametrize("tied", [2, 12, 40])
+def test_a_large_tie_is_scored_in_the_order_the_run_ranks_it(tied) -> None:
+    """ranx re-sorts a run with an unstable quicksort: with a few dozen tied documents the
+    relevant one that trec_eval ranks first was scored anywhere in the tie (MRR 0.1, not 1)."""
+    ids = [f"d{i:02d}" for i in range(tied)] + ["low"]
+    run = run_from_scores(["q"], ids, [[1.0] * tied + [0.0]])
+    first = next(iter(run["q"]))
+    assert first == ids[tied - 1]  # id descending
+    scored = per_query_metrics({"q": {first: 1}}, run, ["mrr@10", "ndcg@10"])
+    assert scored["mrr@10"]["q"] == 1.0 and scored["ndcg@10"]["q"] == 1.0
+    last = list(run["q"])[min(tied, 10) - 1]  # the tenth of the tie, or its last
+    assert per_query_metrics({"q": {last: 1}}, run, ["mrr@10"])["mrr@10"]["q"] == pytest.approx(
+        1 / min(tied, 10)
+    )
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.integers(0, 3), min_size=4, max_size=12),

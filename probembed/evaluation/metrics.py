@@ -56,12 +56,20 @@ def per_query_metrics(
     if not qrels:
         raise ValueError("qrels is empty: pass {query id: {doc id: relevance}} for >= 1 query")
     ranx_qrels = RanxQrels({q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
-    ranx_run = RanxRun({q: {d: float(s) for d, s in run.get(q, {}).items()} for q in qrels})
+    ranx_run = RanxRun({q: _ranked(run.get(q, {})) for q in qrels})
     scores = evaluate(ranx_qrels, ranx_run, list(metrics), return_mean=False)
     if len(metrics) == 1:
         scores = {metrics[0]: scores}
     query_ids = ranx_run.get_query_ids()
     return {name: dict(zip(query_ids, map(float, scores[name]), strict=True)) for name in metrics}
+
+
+def _ranked(docs: Mapping[str, float]) -> dict[str, float]:
+    """A query's run as strictly falling scores in the order trec_eval ranks it (score, then
+    doc id, descending): ranx sorts a run with an unstable quicksort, so ten or more tied
+    documents (identical texts embed alike) came out in any order."""
+    order = sorted(((float(s), d) for d, s in docs.items()), reverse=True)
+    return {d: float(len(order) - rank) for rank, (_, d) in enumerate(order)}
 
 
 def run_from_scores(
@@ -71,8 +79,8 @@ def run_from_scores(
 
     A score of -inf marks a document the query may not retrieve: it never enters the run.
     Tied scores rank as trec_eval ranks them, by document id descending, both for which
-    enter the k and in what order (ranx keeps a run's order), so no figure depends on the
-    order of the corpus.
+    enter the k and in what order (`per_query_metrics` scores them in that order), so no
+    figure depends on the order of the corpus.
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (len(query_ids), len(doc_ids)):
