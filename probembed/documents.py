@@ -128,6 +128,15 @@ def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | P
     nested = obj.get("metadata")
     metadata = {k: v for k, v in obj.items() if k not in _CORE_KEYS}
     if isinstance(nested, dict):
+        clash = sorted(k for k in nested.keys() & metadata.keys() if nested[k] != metadata[k])
+        if clash:  # one of the two would be dropped without a word
+            return Problem(
+                source,
+                f"document {doc_id!r}: field {clash[0]!r} is given twice, at the top "
+                f"({metadata[clash[0]]!r:.40}) and in 'metadata' ({nested[clash[0]]!r:.40}); "
+                "keep one",
+                doc_id,
+            )
         metadata.update(nested)
     elif nested is not None:
         return Problem(source, f"document {doc_id!r}: 'metadata' must be a JSON object", doc_id)

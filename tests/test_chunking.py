@@ -17,6 +17,7 @@ from probembed.chunking import (
     plain_sections,
     stream_chunks,
 )
+from probembed.evaluation.chunked import chunk_corpus
 
 WORD = re.compile(r"\S+")
 
@@ -324,3 +325,12 @@ def test_a_size_given_alone_gets_the_default_overlap_where_it_fits(size, overlap
     assert ChunkSettings.sized(size, 0) == ChunkSettings(size, 0)
     with pytest.raises(ValueError, match="max_tokens must be at least 8"):
         ChunkSettings.sized(7)
+
+
+def test_a_long_document_with_no_text_keeps_its_place_in_a_chunked_corpus(hash_pipeline):
+    """Four hundred zero-width spaces count as 400 words but give no chunk: the document had
+    no text in the corpus, and the pooled scores one column too few for the doc ids."""
+    corpus = {"a": "short text", "z": "\u200b " * 400, "b": "another short text"}
+    assert hash_pipeline.count_tokens([corpus["z"]])[0] > 48
+    chunked = chunk_corpus(corpus, hash_pipeline, ChunkSettings(48, 8))
+    assert chunked.owner.tolist() == [0, 1, 2] and chunked.texts[1] == corpus["z"]

@@ -308,6 +308,18 @@ def test_bad_json_line_gives_file_and_line(tmp_path: Path) -> None:
         load_dataset(tmp_path)
 
 
+def test_a_pair_judged_twice_differently_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """The later line silently won: d1 scored as irrelevant with no word of the conflict."""
+    (tmp_path / "qrels").mkdir()
+    qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq1\td2\t0\nq1\td1\t0\n"
+    (tmp_path / "qrels" / "test.tsv").write_text(qrels)
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "a query"}\n')
+    corpus = '{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": "b"}\n'
+    (tmp_path / "corpus.jsonl").write_text(corpus)
+    with pytest.raises(ValueError, match=r"test\.tsv:5: .*'d1' 0, but line 2 judged it 1"):
+        load_dataset(tmp_path)
+
+
 def test_real_datasets_have_the_documented_counts(datasets: Path) -> None:
     stsb = load_dataset(datasets / "sts" / "stsb")
     assert isinstance(stsb, StsDataset)

@@ -24,7 +24,7 @@ from probembed.store import (
 )
 from probembed.store import collection as collection_module
 from probembed.store.chunked import read_documents
-from probembed.store.readers import Record
+from probembed.store.readers import Record, read_records
 from probembed.store.rows import MAX_METADATA_COLUMNS
 
 
@@ -387,6 +387,28 @@ def test_one_text_file_is_one_document_not_lines_of_json(tmp_path, hash_pipeline
             else:
                 ingest(tmp_path / "table.csv", db.collection("three"), hash_pipeline)
     assert not db.collection("three").exists
+
+
+def test_a_byte_order_mark_is_not_stored_as_text(tmp_path, hash_pipeline):
+    """Windows editors begin UTF-8 files with U+FEFF; chunked ingest dropped it, a plain one
+    stored it as the text's first character."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "bom.md").write_bytes("\ufeff# Title\n\nBody.\n".encode())
+    db = Database(tmp_path / "db", create=True)
+    ingest(folder, db.collection("c"), hash_pipeline)
+    assert db.open("c").rows(["bom.md"])["bom.md"]["text"] == "# Title\n\nBody."
+
+
+def test_a_field_given_at_the_top_and_in_metadata_with_two_values_is_a_named_problem(tmp_path):
+    """{"lang": "fr", "metadata": {"lang": "en"}} stored "en" and dropped "fr" unsaid."""
+    rows = [
+        {"id": "same", "text": "t", "lang": "fr", "metadata": {"lang": "fr", "year": 1}},
+        {"id": "two", "text": "t", "lang": "fr", "metadata": {"lang": "en"}},
+    ]
+    same, two = read_records(write_jsonl(tmp_path / "d.jsonl", rows))
+    assert same.metadata == {"lang": "fr", "year": 1}
+    assert "field 'lang' is given twice, at the top ('fr') and in 'metadata' ('en')" in str(two)
 
 
 def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):

@@ -43,10 +43,8 @@ def chunk_corpus(
         if tokens <= settings.max_tokens or not text.strip():
             parts = [text]
         else:
-            parts = [
-                c.text
-                for c in chunk_text(text, plain_sections(text), pipeline.count_tokens, settings)
-            ]
+            chunks = chunk_text(text, plain_sections(text), pipeline.count_tokens, settings)
+            parts = [c.text for c in chunks] or [text]  # long, yet all blank: kept as it is
         texts += parts
         owner += [position] * len(parts)
     long_docs = int((lengths > settings.max_tokens).sum())

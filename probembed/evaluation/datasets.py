@@ -279,8 +279,16 @@ def _read_labelled(path: Path) -> tuple[list[str], list[str]]:
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """Read a BEIR qrels TSV into {query id: {doc id: relevance}}."""
     qrels: dict[str, dict[str, int]] = {}
+    first: dict[tuple[str, str], int] = {}
     for lineno, (query_id, doc_id, score) in _read_tsv(path, QRELS_HEADER):
-        qrels.setdefault(query_id, {})[doc_id] = int(_parse_number(path, lineno, score, int))
+        grade, judged = int(_parse_number(path, lineno, score, int)), qrels.get(query_id, {})
+        if judged.get(doc_id, grade) != grade:  # the later line silently won
+            raise ValueError(
+                f"{path}:{lineno}: query {query_id!r} judges document {doc_id!r} {grade}, but "
+                f"line {first[query_id, doc_id]} judged it {judged[doc_id]}; keep one judgement"
+            )
+        first.setdefault((query_id, doc_id), lineno)
+        qrels.setdefault(query_id, {})[doc_id] = grade
     if not qrels:
         raise ValueError(f"{path}: no judgements; expected {_show(QRELS_HEADER)} rows")
     return qrels

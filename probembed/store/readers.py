@@ -89,4 +89,4 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
     document = read_file(file, doc_id)
     if isinstance(document, Problem):
         return document
-    return Record(doc_id, document.text.strip(), {}, str(file))
+    return Record(doc_id, document.text.removeprefix("\ufeff").strip(), {}, str(file))
