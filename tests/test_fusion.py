@@ -153,6 +153,15 @@ def test_a_zero_uncertainty_never_takes_more_than_an_average_members_weight(u, k
 
 
 @FAST
+@given(_floats(1e-6, 1e3), st.integers(1, 3))
+def test_at_zero_temperature_an_unknown_member_ties_with_equal_measured_ones(a, others):
+    """The stand-in for u = 0 was exp(log a), one ulp off a: at T = 0 the unknown member took
+    every weight or none, as the rounding fell (in about two rows of three)."""
+    w = fusion_weights(np.array([[0.0] + [a] * others]), 0.0)
+    np.testing.assert_array_equal(w, np.full((1, others + 1), 1 / (others + 1)))
+
+
+@FAST
 @given(_uncertainties(), st.integers(0, 3), _floats(0.1, 10.0))
 def test_a_member_of_prior_zero_changes_no_weight_when_dropped(u, k, t):
     """A saved pipeline drops the members its prior gives 0; with a u = 0 elsewhere in the row

@@ -94,6 +94,11 @@ def _zero_as_unknown(u: np.ndarray, p: np.ndarray) -> np.ndarray:
     known = measured.sum(axis=1, keepdims=True)
     logs = np.log(np.where(measured, u, 1.0)).sum(axis=1, keepdims=True)
     neutral = np.exp(np.divide(logs, known, out=np.zeros_like(logs), where=known > 0))
+    # within the measured values, as a geometric mean is: exp(log a) is not a to the last
+    # bit, and at T = 0 that bit gave the unknown member every weight or none
+    low = np.where(measured, u, np.inf).min(axis=1, keepdims=True)
+    high = np.where(measured, u, -np.inf).max(axis=1, keepdims=True)
+    neutral = np.where(known > 0, np.clip(neutral, low, high), neutral)
     return np.where(zero, neutral, u)
 
 
