@@ -339,6 +339,19 @@ def test_predict_ranked_is_the_running_minimum_of_the_hits_own_predictions(calib
     np.testing.assert_array_equal(ranked, np.minimum.accumulate(own))
 
 
+def test_a_lone_hit_has_no_margin_rather_than_a_certain_one(calibrator):
+    """A filter that keeps one row: its margin over a rival was 1.0 (certain), a value
+    training never saw beside a gap of 0; it is unknown now, read as the training mean."""
+    features = hit_features(np.array([0.55]), np.array([0.01]), 1)
+    margin = list(BASE_FEATURES).index("query_margin")
+    assert np.isnan(features[0, margin])
+    average = features.copy()
+    average[0, margin] = calibrator.logistic.mean[margin]
+    assert calibrator.predict_ranked(np.array([0.55]), np.array([0.01]), 1)[0] == pytest.approx(
+        calibrator.predict(average)[0], rel=1e-12
+    )
+
+
 def test_duplicate_hits_get_the_same_p_relevant(calibrator):
     """Two copies of one passage score alike: rank alone must not make the second less likely."""
     dots, variances = np.array([0.8, 0.6, 0.6, 0.6, 0.3]), np.full(5, 0.01)

@@ -28,7 +28,8 @@ def hit_features(
     `dots` and `variances` are (n,) for one query or (..., n) for a batch of queries ranked
     to the same depth: a search computes every query's features in one pass. Ranking one hit
     more than is returned gives the k-th its gap to the next; the last item of a whole
-    collection has no rival below and gets a gap of 0.
+    collection has no rival below and gets a gap of 0, and a lone hit a NaN margin (which
+    the model reads as its training mean).
     """
     dots = np.asarray(dots, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)
@@ -41,8 +42,8 @@ def hit_features(
     if n == 0:
         return np.empty((*dots.shape[:-1], 0, width))
     following = np.concatenate([dots[..., 1:], dots[..., -1:]], axis=-1)
-    if dots.shape[-1] == 1:
-        margin = np.ones(dots.shape[:-1])
+    if dots.shape[-1] == 1:  # no rival (a filter kept one row): unknown, read as average;
+        margin = np.full(dots.shape[:-1], np.nan)  # 1.0 read as certainty, never trained on
     else:
         margin = outrank_probability(
             dots[..., 0], dots[..., 1], variances[..., 0], variances[..., 1]
