@@ -175,6 +175,21 @@ def test_search_rejects_k_below_one(collection, hash_pipeline):
             collection.search("topic", k=k)
 
 
+def test_bad_search_arguments_are_refused_before_the_pipeline_loads(collection, hash_pipeline):
+    """A typo'd score waited for the pipeline to load (~9 s for a built-in) to be refused:
+    here no copy of the pipeline is kept, so anything that loads it fails otherwise."""
+    collection.add(batch(hash_pipeline, ["a", "b"]))
+    for options, says in (
+        ({"score": "cosine-ish"}, "unknown score 'cosine-ish'"),
+        ({"k": 0}, "k must be a positive integer"),
+        ({"min_p_relevant": 1.5}, r"min_p_relevant must be in \[0, 1\]"),
+    ):
+        with pytest.raises(StoreError, match=says):
+            collection.search("topic", **options)
+    with pytest.raises(StoreError, match="no copy of it is kept"):
+        collection.search("topic", score="cosine")  # valid: the pipeline is what fails
+
+
 @pytest.mark.parametrize("filtered_ids", [1024, 1])  # stored ids looked up by filter; read all
 def test_ingest_jsonl_keeps_metadata_and_resumes(
     tmp_path, collection, hash_pipeline, monkeypatch, filtered_ids

@@ -1,7 +1,8 @@
 """Training data for a calibrator: a pipeline's ranked top hits on a judged retrieval split.
 
-Hits are ranked exactly as a search ranks them (the pipeline's fusion and score, then
-`store.ranking.best` and `with_moments`), so the features a calibrator is fitted on are the
+Hits are ranked exactly as a search of a collection of the corpus ranks them (the pipeline's
+fusion, tilted by the corpus's member agreement, and score, then `store.ranking.best` and
+`with_moments`), so the features a calibrator is fitted on are the
 features a search computes; hybrid rankings fuse BM25 in as a hybrid search does. Needs the
 `eval` extra (dataset readers) and `store` (LanceDB, for BM25).
 """
@@ -24,10 +25,16 @@ from probembed.calibration.confidence import (
 )
 from probembed.calibration.features import disagreement, hit_features, member_cosines
 from probembed.evaluation.datasets import RetrievalDataset
-from probembed.evaluation.harness import Embedded, embed, exclude_self_matches
+from probembed.evaluation.harness import (
+    Embedded,
+    corpus_agreement,
+    embed,
+    exclude_self_matches,
+)
 from probembed.evaluation.metrics import per_query_metrics
 from probembed.evaluation.uncertainty import NDCG_BELOW_MEDIAN, failed_queries
 from probembed.fusion import Fused
+from probembed.fusion.adapt import retilt
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
 from probembed.scoring.ensemble import between_variance
@@ -151,6 +158,9 @@ def _dense(
     """Fused queries and documents, and each query's `depth` best positions and scores."""
     queries = pipeline.fuse(embedded.parts["queries"])
     docs = pipeline.fuse(embedded.parts["docs"])
+    adapted = pipeline.adapted(corpus_agreement(embedded))
+    if adapted is not None:  # as a collection of the corpus serves it: tilted by its agreement
+        queries, docs = (retilt(f, pipeline.blocks, adapted[1]) for f in (queries, docs))
     scores = score_matrix(queries.gaussian, docs.gaussian, pipeline.score.name, pipeline.score.beta)
     qids, dids = embedded.ids["queries"], embedded.ids["docs"]
     if not dataset.keep_self_matches:

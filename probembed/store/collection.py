@@ -56,7 +56,7 @@ from probembed.store.rows import (
     to_matrix,
     variance_basis,
 )
-from probembed.store.search import QueryResult, Searcher
+from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
 from probembed.store.variance import VarianceBasis
 
@@ -647,6 +647,7 @@ class Collection:
         and `group_by_doc`.
         """
         batch = [queries] if isinstance(queries, str) else queries
+        check_arguments(batch, k, score, min_p_relevant)  # before the pipeline loads
         searcher = self.searcher()
         results = searcher.search(
             batch, k, score, exact, where, hybrid, beta, min_p_relevant, group_by_doc

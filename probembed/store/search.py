@@ -498,10 +498,7 @@ class Searcher:
         """A threshold is a probability, and needs a pipeline that computes p_relevant."""
         if min_p_relevant is None:
             return
-        if isinstance(min_p_relevant, bool) or not isinstance(min_p_relevant, (int, float)):
-            raise StoreError(f"min_p_relevant must be a number in [0, 1], got {min_p_relevant!r}")
-        if not 0.0 <= min_p_relevant <= 1.0:
-            raise StoreError(f"min_p_relevant must be in [0, 1], got {min_p_relevant!r}")
+        _validate_threshold(min_p_relevant)
         if self.pipeline.calibrator is None:
             raise StoreError(
                 f"min_p_relevant needs p_relevant, but pipeline {self.pipeline.name!r} has no "
@@ -706,6 +703,30 @@ def _validate_queries(queries: Sequence[str]) -> list[str]:
         if not isinstance(q, str) or not q.strip():
             raise StoreError(f"every query must be a non-empty string, got {q!r:.60}")
     return list(queries)
+
+
+def check_arguments(
+    queries: Sequence[str], k: int, score: Score | str | None, min_p_relevant: float | None
+) -> None:
+    """Refuse what a search can refuse before its pipeline is loaded (seconds for a
+    built-in): the queries, k, the score's name and the threshold's range."""
+    _validate_queries(queries)
+    _validate_k(k)
+    if score is not None:
+        try:
+            parse_score(score)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+    if min_p_relevant is not None:
+        _validate_threshold(min_p_relevant)
+
+
+def _validate_threshold(min_p_relevant: float) -> None:
+    """A threshold is a probability."""
+    if isinstance(min_p_relevant, bool) or not isinstance(min_p_relevant, (int, float)):
+        raise StoreError(f"min_p_relevant must be a number in [0, 1], got {min_p_relevant!r}")
+    if not 0.0 <= min_p_relevant <= 1.0:
+        raise StoreError(f"min_p_relevant must be in [0, 1], got {min_p_relevant!r}")
 
 
 def _validate_k(k: int) -> None:
