@@ -484,6 +484,15 @@ def test_a_document_with_a_lone_surrogate_is_a_problem_not_a_failure(tmp_path, p
     assert said[0].startswith("document 'b': its text") and "'c': its metadata" in said[1]
 
 
+def test_cli_ingest_says_when_the_chunk_size_is_over_the_pipelines_limit(tmp_path):
+    """--chunk-tokens 1000 with members that read 256 tokens was cut at 256 without a word."""
+    (tmp_path / "note.md").write_text("# Note\n\nA short note about chunk sizes.\n")
+    args = ["ingest", str(tmp_path / "note.md"), "--db", str(tmp_path / "db"), "--chunk"]
+    done = CliRunner().invoke(app, [*args, "--pipeline", "retrieval", "--chunk-tokens", "1000"])
+    assert done.exit_code == 0, done.output
+    assert "--chunk-tokens 1000 is more than the 256 tokens" in " ".join(done.output.split())
+
+
 def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline_dir):
     runner = CliRunner()
     db = str(tmp_path / "db")

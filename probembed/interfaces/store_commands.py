@@ -276,6 +276,13 @@ def ingest_command(
         raise fail(str(exc)) from exc
     try:
         pipe = given if given is not None else _own_or_default_pipeline(target)
+        if settings is not None and pipe.max_tokens is not None and chunk_tokens is not None:
+            if chunk_tokens > pipe.max_tokens:  # capped by the library: said, not silent
+                say(
+                    f"--chunk-tokens {chunk_tokens} is more than the {pipe.max_tokens} tokens "
+                    f"pipeline {pipe.name!r}'s shortest member reads: chunks are cut at "
+                    f"{pipe.max_tokens}"
+                )
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
