@@ -292,6 +292,14 @@ def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash
     found = CliRunner().invoke(app, ["search", "dogs bark loudly", *db, "-k", "1", "--json"])
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)[0]["hits"][0]["id"] == "b"
+    assert "--upsert" not in more.output  # nothing was already stored
+    first.write_text(json.dumps({"id": "a", "text": "cats purr loudly"}) + "\n")  # edited
+    again = CliRunner().invoke(app, ["ingest", str(first), *db])
+    said = " ".join(again.output.split())
+    assert again.exit_code == 0 and "1 id(s) already stored were left as stored" in said
+    assert "--upsert replaces those whose text or metadata changed" in said
+    upserted = CliRunner().invoke(app, ["ingest", str(first), *db, "--upsert"])
+    assert upserted.exit_code == 0 and "left as stored" not in upserted.output
 
 
 def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():

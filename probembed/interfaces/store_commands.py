@@ -161,6 +161,11 @@ def ingest_and_report(
     for problem in report.problems:
         note("skipped", "yellow", str(problem))
     say(report.summary())
+    if chunking is None and report.already_stored and not options.get("upsert"):
+        say(  # a re-run after editing documents kept the old texts, and said only "stored"
+            f"{report.already_stored} id(s) already stored were left as stored, edited or "
+            "not; --upsert replaces those whose text or metadata changed"
+        )
     if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
         _say_what_is_cut(source, pipe)
     return report
@@ -276,13 +281,12 @@ def ingest_command(
         raise fail(str(exc)) from exc
     try:
         pipe = given if given is not None else _own_or_default_pipeline(target)
-        if settings is not None and pipe.max_tokens is not None and chunk_tokens is not None:
-            if chunk_tokens > pipe.max_tokens:  # capped by the library: said, not silent
-                say(
-                    f"--chunk-tokens {chunk_tokens} is more than the {pipe.max_tokens} tokens "
-                    f"pipeline {pipe.name!r}'s shortest member reads: chunks are cut at "
-                    f"{pipe.max_tokens}"
-                )
+        limit = pipe.max_tokens
+        if settings is not None and limit is not None and (chunk_tokens or 0) > limit:
+            say(  # capped by the library: said, not silent
+                f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
+                f"{pipe.name!r}'s shortest member reads: chunks are cut at {limit}"
+            )
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
