@@ -38,6 +38,7 @@ def _eval(args: list[str], pipeline_dir: Path, out: Path) -> dict:
     assert result.exit_code == 0, result.output
     payload = json.loads(out.read_text())
     payload["output"] = _unwrapped(result.output)
+    payload["stdout"], payload["stderr"] = result.stdout, _unwrapped(result.stderr)
     return payload
 
 
@@ -64,7 +65,8 @@ def test_eval_reports_the_harness_figures(kind, pipeline_dir, tmp_path):
     assert reported == direct
     assert {r["split"] for r in payload["rows"]} == {"test"}
     metric = primary_metric(test)
-    assert f"{100 * direct[metric]:.2f}" in payload["output"]
+    assert f"{100 * direct[metric]:.2f}" in payload["stdout"]  # the table on stdout,
+    assert "wrote" not in payload["stdout"] and "rows to" in payload["stderr"]  # notes not
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

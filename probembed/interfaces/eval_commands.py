@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         from probembed.evaluation.harness import embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
-        from probembed.interfaces.console import fail, out
+        from probembed.interfaces.console import fail, out, say
         from probembed.pipeline import Pipeline
 
         console = out()
@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
                 "seed": 0,
             }
             write_json(json_path, rows, config)
-            console.print(f"wrote {len(rows)} rows to {json_path}")
+            say(f"wrote {len(rows)} rows to {json_path}")  # notes on stderr, the table on stdout
         if result is not None and plots is not None:  # after the rows: a plot may still fail
             for png in write_plots(result, test, plots):
-                console.print(f"plot: {png}")
+                say(f"plot: {png}")
