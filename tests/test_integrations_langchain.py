@@ -5,6 +5,7 @@ The store is a real probembed collection (LanceDB on disk) and the classes are L
 """
 
 import asyncio
+import datetime
 import itertools
 import json
 
@@ -243,6 +244,31 @@ def test_documents_keep_their_ids_through_add_documents(store):
     assert store.add_documents([doc]) == ["p1"]
     hit = store.similarity_search("pass statement does nothing", k=1, filter={"topic": "pass"})[0]
     assert hit.id == "p1" and hit.metadata["topic"] == "pass"
+
+
+def test_numpy_and_date_metadata_from_dataframes_are_stored_and_filterable(store):
+    """Documents made from a pandas frame carry numpy scalars (np.int64 years, np.float64
+    ratings): they were refused, and a np.float64 was no column to filter on."""
+    meta = {
+        "year": np.int64(2015),
+        "rating": np.float64(4.5),
+        "public": np.bool_(True),
+        "day": datetime.date(2024, 5, 1),
+        "seen": datetime.datetime(2024, 5, 1, 12, 30),
+        "tags": [np.int32(1), "x"],
+    }
+    (added,) = store.add_texts(["The with statement wraps a block."], [meta])
+    found = store.similarity_search(
+        "with statement", k=1, filter={"year": 2015, "rating": 4.5, "public": True}
+    )
+    assert [d.id for d in found] == [added]
+    stored = {k: v for k, v in found[0].metadata.items() if k != "probembed"}
+    assert stored == {
+        "year": 2015, "rating": 4.5, "public": True, "day": "2024-05-01",
+        "seen": "2024-05-01T12:30:00", "tags": [1, "x"],
+    }  # fmt: skip
+    assert type(stored["year"]) is int and type(stored["public"]) is bool
+    assert [d.id for d in store.similarity_search("with", k=1, where="day >= '2024'")] == [added]
 
 
 def test_the_reserved_key_is_refused_and_nothing_is_written(store):

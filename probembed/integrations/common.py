@@ -6,6 +6,7 @@ their own types to and from these.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import json
@@ -16,6 +17,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from probembed.scoring import Score, parse_score
@@ -85,6 +87,27 @@ def text_id(text: str, metadata: Mapping[str, Any]) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+def plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata as the store holds it: numpy scalars (pandas-made documents carry them) as
+    Python numbers, which become filterable columns, and dates, times and datetimes as ISO
+    8601 strings (they compare in order as strings); anything else as given, refused by name
+    later if JSON cannot hold it."""
+    return {key: _plain(value) for key, value in metadata.items()}
+
+
+def _plain(value: Any) -> Any:
+    """One metadata value as `plain` makes it, lists and nested objects included."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {key: _plain(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def store_texts(
     collection: Collection,
     pipeline: Pipeline,
@@ -97,7 +120,7 @@ def store_texts(
     Absent ids (None, or no list at all) are derived from text and metadata (`text_id`).
     """
     texts = list(texts)
-    metas = [dict(m or {}) for m in metadatas] if metadatas is not None else [{}] * len(texts)
+    metas = [plain(m or {}) for m in metadatas] if metadatas is not None else [{}] * len(texts)
     given = list(ids) if ids is not None else [None] * len(texts)
     if not len(texts) == len(metas) == len(given):
         raise ValueError(
