@@ -247,6 +247,8 @@ def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatc
     [
         (["ingest"], "[default: the one that made the"),
         (["ingest"], "[default: env PROBEMBED_DB"),
+        (["ingest"], "Tokens per chunk, at most [default: 256]"),
+        (["ingest"], "[default: 32, or the most under half a smaller size]"),
         (["serve"], "File of 'KEY [read,write]' lines [default: env"),
         (["serve"], "[default: one per core, at most 4]"),
     ],

@@ -213,12 +213,13 @@ def ingest_command(
         ),
     ] = False,
     chunk_tokens: Annotated[
-        int | None, typer.Option(help="Tokens per chunk, at most [default: 256].")
+        int | None, typer.Option(help="Tokens per chunk, at most \\[default: 256].")
     ] = None,
     overlap: Annotated[
         int | None,
         typer.Option(
-            help="Tokens a chunk repeats from the last [default: 32, or under half the size]."
+            help="Tokens a chunk repeats from the last "
+            "\\[default: 32, or the most under half a smaller size]."
         ),
     ] = None,
     sync: Annotated[

@@ -94,8 +94,8 @@ class IndexSettings:
     refine_factor: int = 2
     #: Candidates per requested hit for `dot` over quantised codes: the graph ranks by the
     #: dot product up to the codes' error, and rescoring only restores the exact order. On
-    #: 100,000 real texts (search.json, `probembed-poolN` rows) 20, 40 and 110 candidates
-    #: for k = 10 gave the same Recall@10 (0.9934, 0.9936, 0.9936) at the default beam,
+    #: 100,000 real texts (search.json, `probembed-poolN` rows) 22, 44 and 121 candidates
+    #: for k = 10 (11 ranked) gave the same Recall@10 (0.9934, 0.9936, 0.9936) at the default beam,
     #: whose width sets what the graph finds.
     quantised_factor: int = 4
     #: How the graph stores its rows: "flat" (float32), "sq8" or "sq4" (FAISS scalar
