@@ -682,6 +682,34 @@ def test_a_failed_stream_keeps_what_another_writer_committed_meanwhile(
     assert after == {**before, "service#0": after["service#0"]}  # the other writer's stays
 
 
+def test_a_chunked_write_that_fails_between_commits_leaves_the_collection_as_it_was(
+    tmp_path, pydoc_pipeline
+):
+    """Chunks are written in batches, one commit each: a fault in a later batch left the
+    earlier ones committed (a service's chunked write answered 500 with part of it stored)."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "big.md").write_text(big_markdown())
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(root / "big.md", collection, pydoc_pipeline, SMALL, batch_size=50)
+    before = stored_rows(collection)
+    (root / "big.md").write_text(big_markdown().replace("Section", "Part"))  # every chunk new
+    (root / "small.md").write_text("# Small\n\nA small file.")
+    calls = []
+
+    def encode(texts):
+        """The pipeline's encode, failing on its third batch."""
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return pydoc_pipeline.encode(texts)
+
+    with pytest.raises(OSError, match="disk full"):
+        ingest_documents(root, collection, pydoc_pipeline, SMALL, batch_size=50, encode=encode)
+    assert stored_rows(collection) == before
+    assert not any(i.startswith("small.md") for i in collection.ids())
+
+
 def _service_chunk(pipeline):
     """A one-chunk document as the service would store it."""
     from probembed.store.rows import Batch, PipelineInfo

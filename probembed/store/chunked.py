@@ -314,14 +314,20 @@ def ingest_parsed(
     ]
     total = sum(map(len, parts))
     with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
-        for part in parts:  # one bar over both writes: a person sees chunks, not two phases
-            if part:
-                touched.update(r.id for r in part)
-                moved = _Advance(bar)
-                result = write(part, collection, pipeline, batch_size, on_error, True, False, moved)
-                report.chunks_written += result.added + result.updated
-                report.problems += result.problems
-                bar.advance(len(part) - moved.seen)  # skipped bad chunks count as looked at
+        try:
+            for part in parts:  # one bar over both writes: a person sees chunks, not two phases
+                if part:
+                    touched.update(r.id for r in part)
+                    moved = _Advance(bar)
+                    result = write(
+                        part, collection, pipeline, batch_size, on_error, True, False, moved
+                    )
+                    report.chunks_written += result.added + result.updated
+                    report.problems += result.problems
+                    bar.advance(len(part) - moved.seen)  # skipped bad chunks count as looked at
+        except Exception:  # a fault between commits (storage, the encoder): none of it stays
+            collection.revert(start, touched)
+            raise
     for item in plan.streamed:
         before = stored.get(item.id, (set(), []))[1]
         try:
