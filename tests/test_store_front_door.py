@@ -302,6 +302,33 @@ def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash
     assert upserted.exit_code == 0 and "left as stored" not in upserted.output
 
 
+def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there(
+    tmp_path, hash_pipeline
+):
+    """There was no way to drop a collection from the command line (only HTTP DELETE)."""
+    pipe_dir = hash_pipeline.save(tmp_path / "pipe")
+    source = tmp_path / "pets.jsonl"
+    source.write_text(json.dumps({"id": "a", "text": "cats purr softly"}) + "\n")
+    app = typer.Typer()
+    register(app)
+    db = ["--db", str(tmp_path / "db")]
+    for name in ("pets", "keep"):
+        made = CliRunner().invoke(
+            app, ["ingest", str(source), *db, "-c", name, "--pipeline", str(pipe_dir)]
+        )
+        assert made.exit_code == 0, made.output
+    declined = CliRunner().invoke(app, ["drop", "pets", *db], input="n\n")
+    assert declined.exit_code == 1 and "nothing dropped" in declined.output
+    assert Database(tmp_path / "db").collections() == ["keep", "pets"]
+    dropped = CliRunner().invoke(app, ["drop", "pets", *db], input="y\n")
+    assert dropped.exit_code == 0 and "dropped collection 'pets' (1 items)" in dropped.output
+    assert Database(tmp_path / "db").collections() == ["keep"]
+    missing = CliRunner().invoke(app, ["drop", "pets", *db, "--yes"])
+    assert missing.exit_code == 2 and "no collection 'pets'" in " ".join(missing.output.split())
+    assert CliRunner().invoke(app, ["drop", "keep", *db, "-y"]).exit_code == 0
+    assert Database(tmp_path / "db").collections() == []
+
+
 def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():
     from rich.console import Console
 

@@ -540,6 +540,28 @@ def delete_command(
         raise fail(str(exc)) from exc
 
 
+def drop_command(
+    collection: Annotated[str, typer.Argument(help="The collection to delete.")],
+    db: DbOption = None,
+    storage_option: StorageOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Drop without asking.")] = False,
+) -> None:
+    """Delete a collection with everything in it: its items, kept pipeline copy and graphs."""
+    from probembed.store import StoreError
+
+    database = open_database(db, storage_option, create=False)
+    try:
+        count = database.open(collection).count()
+        asked = f"drop collection {collection!r} in {database.path} and its {count} item(s)?"
+        if not yes and not typer.confirm(asked, err=True):
+            say("nothing dropped")
+            raise typer.Exit(1)
+        database.drop(collection)
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+    say(f"dropped collection {collection!r} ({count} items)")
+
+
 def register(app: typer.Typer) -> None:
     """Add the store's commands to the probembed CLI."""
     app.command("ingest")(ingest_command)
@@ -547,6 +569,7 @@ def register(app: typer.Typer) -> None:
     app.command("search")(search_command)
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)
+    app.command("drop")(drop_command)
     from probembed.interfaces.demo_command import demo_command  # it builds on this module
 
     app.command("demo")(demo_command)
