@@ -148,10 +148,16 @@ def ingest_and_report(
 
     try:
         if chunking is not None:
-            with_ray = None if ray is None else functools.partial(ingest_ray, **ray)
-            report = ingest_documents(
-                source, target, pipe, chunking, progress=True, ingest_with=with_ray, **options
-            )
+            with_ray, session = None, contextlib.nullcontext()
+            if ray is not None:
+                from probembed.store.ray_ingest import ray_session
+
+                with_ray = functools.partial(ingest_ray, **ray)
+                session = ray_session(ray["address"])  # one Ray for the chunks and chunks 0
+            with session:
+                report = ingest_documents(
+                    source, target, pipe, chunking, progress=True, ingest_with=with_ray, **options
+                )
         elif ray is not None:
             report = ingest_ray(source, target, pipe, progress=True, **ray, **options)
         else:
