@@ -348,6 +348,26 @@ def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():
     assert "a 0.60 b 0.40" in differing and "a 0.30 b 0.70" in differing
 
 
+@pytest.mark.parametrize("width", [40, 71])
+def test_a_narrow_terminal_prints_hits_as_lines_that_keep_the_text(width):
+    """At 40 columns the table's fixed columns took the width and the text was gone."""
+    from rich.console import Console
+
+    from probembed.interfaces.store_commands import print_result
+
+    text = "The jaguar is the largest cat species native to the Americas"
+    hits = [
+        {"id": f"d{i}", "score": 0.8, "std": 0.01, "weights": w, "p_relevant": 0.42, "text": text}
+        for i, w in enumerate([{"a": 0.6, "b": 0.4}, {"a": 0.3, "b": 0.7}])
+    ]
+    console = Console(width=width, record=True)
+    print_result({"query": "big [cats]", "confidence": 0.7, "hits": hits}, console)
+    shown = console.export_text()
+    assert " ".join(shown.split()).count(text) == 2 and "'big [cats]'  confidence 0.70" in shown
+    assert "1. d0  0.8000 ± 0.0100  p 0.42" in shown and "a 0.30 b 0.70" in shown
+    assert max(len(line.rstrip()) for line in shown.splitlines()) <= width
+
+
 def test_printed_text_ids_and_queries_stay_literal_not_markup():
     from rich.console import Console
 

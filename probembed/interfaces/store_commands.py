@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import platformdirs
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 
 from probembed.interfaces.console import err, fail, literal, note, out, say
@@ -442,6 +443,10 @@ def search_command(
         print_result(result, hybrid=hybrid)
 
 
+#: Terminal columns below which hits print as lines: the table's fixed columns take ~50.
+NARROW = 72
+
+
 def print_result(result: QueryResult, console: Console | None = None, hybrid: bool = False) -> None:
     """A rich table of one query's hits, titled with the query and its confidence.
 
@@ -458,6 +463,10 @@ def print_result(result: QueryResult, console: Console | None = None, hybrid: bo
     if not hits:
         caption = "no hits: the collection is empty, or the filter keeps no row"
     score_column, between = ("RRF score · dense std", " · ") if hybrid else ("score ± std", " ± ")
+    console = console or out()
+    if console.width < NARROW:  # a table's fixed columns left the text no width at all
+        _print_lines(result, console, between, shown, caption)
+        return
     table = Table(
         title=literal(f"{result['query']!r}  confidence {shown}"),
         title_justify="left",
@@ -483,7 +492,25 @@ def print_result(result: QueryResult, console: Console | None = None, hybrid: bo
             *weights,
             literal(_snippet(hit.get("text") or "")),
         )
-    (console or out()).print(table)
+    console.print(table)
+
+
+def _print_lines(
+    result: QueryResult, console: Console, between: str, shown: str, caption: object
+) -> None:
+    """The hits as lines, for a terminal too narrow for the table: rank, id, score, p_relevant
+    (and weights, where they differ) on one line, the text folded below."""
+    console.print(literal(f"{result['query']!r}  confidence {shown}"))
+    for rank, hit in enumerate(result["hits"], start=1):
+        p = "" if hit.get("p_relevant") is None else f"  p {hit['p_relevant']:.2f}"
+        console.print(
+            literal(f"{rank}. {hit['id']}  {hit['score']:.4f}{between}{hit['std']:.4f}{p}")
+        )
+        if caption is None:
+            console.print(Padding(literal(_weights(hit["weights"])), (0, 0, 0, 3)))
+        console.print(Padding(literal(_snippet(hit.get("text") or "")), (0, 0, 0, 3)))
+    if caption is not None:
+        console.print(caption)
 
 
 def _weights(weights: dict[str, float]) -> str:
