@@ -5,6 +5,8 @@ rich is imported only when a bar is shown, so encoding with progress off needs o
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -14,6 +16,47 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+#: Seconds between the lines progress writes where stderr is not a terminal.
+LINE_SECONDS = 30.0
+
+
+class _Lines:
+    """Progress where stderr is not a terminal (a log file, a container's log): a plain line
+    every LINE_SECONDS and one at the end, where a live bar shows only its final state."""
+
+    def __init__(self, description: str, total: int) -> None:
+        self._description, self._total, self._done = description, total, 0
+        self._start = self._last = time.monotonic()
+
+    def advance(self, amount: int) -> None:
+        """Count `amount` more items; write a line when LINE_SECONDS have passed."""
+        self._done += amount
+        now = time.monotonic()
+        if now - self._last >= LINE_SECONDS:
+            self._write(now)
+
+    def finish(self) -> None:
+        """The last line: everything counted."""
+        self._write(time.monotonic())
+
+    def _write(self, now: float) -> None:
+        """One line: done of total, elapsed and the time left at the rate so far."""
+        self._last, elapsed = now, now - self._start
+        left = elapsed * (self._total - self._done) / self._done if self._done else None
+        eta = "?" if left is None else _clock(left)
+        sys.stderr.write(
+            f"{self._description}: {self._done:,}/{self._total:,} "
+            f"elapsed {_clock(elapsed)} eta {eta}\n"
+        )
+        sys.stderr.flush()
+
+
+def _clock(seconds: float) -> str:
+    """Seconds as h:mm:ss."""
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 class _Bar:
@@ -29,12 +72,20 @@ class _Bar:
 
 
 @contextmanager
-def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[_Bar]:
-    """A counting bar with ETA on stderr; a no-op when disabled."""
+def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[_Bar | _Lines]:
+    """A counting bar with ETA on stderr (lines every LINE_SECONDS where stderr is not a
+    terminal); a no-op when disabled."""
     if not enabled:
         yield _Bar(None, None)
         return
     from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        lines = _Lines(description, total)
+        yield lines
+        lines.finish()
+        return
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -52,7 +103,7 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+    with Progress(*columns, console=console, transient=False) as progress:
         yield _Bar(progress, progress.add_task(description, total=total))
 
 

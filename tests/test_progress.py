@@ -1,0 +1,49 @@
+"""Progress where stderr is not a terminal: plain lines, not a bar shown only at the end."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from probembed import progress
+from probembed.progress import progress_bar
+
+
+@pytest.fixture(autouse=True)
+def not_forced(monkeypatch):
+    """rich takes these as a terminal whatever stderr is."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_log_gets_a_line_per_interval_and_a_last_one(capsys, monkeypatch):
+    """A live bar on a non-terminal printed nothing until the work was done: an ingest of
+    hours in a container's log said nothing for hours."""
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)  # every advance is an interval
+    with progress_bar("ingest docs", 1200) as bar:
+        for _ in range(3):
+            bar.advance(400)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" elapsed")[0] for line in lines] == [
+        "ingest docs: 400/1,200",
+        "ingest docs: 800/1,200",
+        "ingest docs: 1,200/1,200",
+        "ingest docs: 1,200/1,200",
+    ]
+    assert all(re.fullmatch(r".* elapsed \d+:\d\d:\d\d eta \d+:\d\d:\d\d", line) for line in lines)
+    assert lines[-1].endswith("eta 0:00:00")
+
+
+def test_between_intervals_only_the_last_line_is_written(capsys):
+    with progress_bar("embed", 10) as bar:
+        bar.advance(4)
+        bar.advance(6)
+    (line,) = capsys.readouterr().err.splitlines()  # unless 30 s passed between the two
+    assert re.fullmatch(r"embed: 10/10 elapsed \d+:\d\d:\d\d eta 0:00:00", line)
+
+
+def test_a_disabled_bar_writes_nothing(capsys):
+    with progress_bar("quiet", 5, enabled=False) as bar:
+        bar.advance(5)
+    assert capsys.readouterr().err == ""
