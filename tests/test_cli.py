@@ -46,6 +46,15 @@ def test_fit_writes_a_loadable_pipeline_directory(hash_pipeline):
     assert (hash_pipeline / "models" / "0-hash" / "state.npz").is_file()
 
 
+def test_fit_over_a_pipeline_says_it_replaced_it(tmp_path, pairs_file):
+    """A fit to an existing pipeline's --out replaced it without a word."""
+    args = ["fit", "--pairs", str(pairs_file), "--model", "hash", "--out", str(tmp_path / "p")]
+    first, second = runner.invoke(app, args), runner.invoke(app, args)
+    assert first.exit_code == second.exit_code == 0, second.output
+    assert "replaced" not in first.output
+    assert "(it replaced the pipeline there)" in " ".join(second.output.split())
+
+
 def test_encode_prints_one_json_line_per_text(hash_pipeline):
     result = runner.invoke(app, ["encode", "--pipeline", str(hash_pipeline), "jaguar", "a big cat"])
     assert result.exit_code == 0, result.output

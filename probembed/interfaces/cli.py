@@ -316,7 +316,7 @@ def fit(
 ) -> None:
     """Fit a pipeline on positive pairs and save it as a directory."""
     from probembed.evaluation.datasets import load_pairs
-    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, check_save_target
+    from probembed.pipeline import CONFIG_FILE, FusionConfig, ModelSpec, Pipeline, check_save_target
 
     options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
     try:
@@ -348,8 +348,10 @@ def fit(
         pipe = Pipeline.fit(specs, collected, fusion_config, name=out.name, progress=True)
     except (ValueError, TypeError, ImportError) as exc:
         raise fail(str(exc)) from exc
+    replaced = (out / CONFIG_FILE).is_file()
     pipe.save(out)
-    say(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}")
+    said = " (it replaced the pipeline there)" if replaced else ""
+    say(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}{said}")
 
 
 INSPECTED = ("default", "default-head", "default-perturb")
