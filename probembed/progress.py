@@ -27,7 +27,7 @@ class _Lines:
     every LINE_SECONDS and one at the end, where a live bar shows only its final state."""
 
     def __init__(self, description: str, total: int) -> None:
-        self._description, self._total, self._done = description, total, 0
+        self._description, self._total, self._done, self._shown = description, total, 0, -1
         self._start = self._last = time.monotonic()
 
     def advance(self, amount: int) -> None:
@@ -38,12 +38,13 @@ class _Lines:
             self._write(now)
 
     def finish(self) -> None:
-        """The last line: everything counted."""
-        self._write(time.monotonic())
+        """The last line: everything counted (unless the last interval's line said it)."""
+        if self._done != self._shown:
+            self._write(time.monotonic())
 
     def _write(self, now: float) -> None:
         """One line: done of total, elapsed and the time left at the rate so far."""
-        self._last, elapsed = now, now - self._start
+        self._last, self._shown, elapsed = now, self._done, now - self._start
         left = elapsed * (self._total - self._done) / self._done if self._done else None
         eta = "?" if left is None else _clock(left)
         sys.stderr.write(
