@@ -497,9 +497,15 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     runner = CliRunner()
     db = str(tmp_path / "db")
     args = ["ingest", str(folder), "--db", db, "--pipeline", str(pydoc_pipeline_dir), "--chunk"]
+    for name in ("sheet.csv", "photo.PNG", "more.png", ".DS_Store", ".git/config", "Makefile"):
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_text("x")  # files no reader takes: said, not silently left out
     first = runner.invoke(app, [*args, "--chunk-tokens", "48", "--overlap", "8"])
     assert first.exit_code == 0, first.output
     assert "documents added 4, updated 0, removed 0, unchanged 0" in first.output
+    said = " ".join(first.output.split())
+    assert "4 file(s) in" in said and "not read" in said
+    assert "ingest: .csv (1), .png (2), Makefile (1); it reads .txt, .md" in said
     (folder / "notes.txt").unlink()
     second = runner.invoke(app, [*args, "--chunk-tokens", "48", "--overlap", "8", "--sync"])
     assert "added 0, updated 0, removed 1, unchanged 3" in second.output

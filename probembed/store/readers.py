@@ -7,6 +7,7 @@ without a word. JSON lines go through `probembed.documents`, the reader the eval
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ __all__ = [
     "read_jsonl",
     "read_records",
     "read_text_folder",
+    "unread_files",
 ]
 
 #: File suffixes read from a folder of plain documents.
@@ -90,3 +92,13 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
     if isinstance(document, Problem):
         return document
     return Record(doc_id, document.text.removeprefix("\ufeff").strip(), {}, str(file))
+
+
+def unread_files(folder: Path) -> Counter[str]:
+    """Files below a folder that no reader takes, counted by suffix (hidden ones aside): a
+    .docx among Markdown files is not ingested, and a caller can say so."""
+    if not folder.is_dir() or (folder / "corpus.jsonl").is_file():
+        return Counter()
+    found = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    visible = (p for p in found if not any(part.startswith(".") for part in p.parts))
+    return Counter(p.suffix.lower() or p.name for p in visible if p.suffix.lower() not in READERS)
