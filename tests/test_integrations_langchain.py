@@ -19,7 +19,7 @@ from probembed.integrations.common import text_id
 from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
 from probembed.pipeline import Pipeline
 from probembed.scoring import parse_score
-from probembed.store import Database, IngestError
+from probembed.store import Database
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.ranking import scan
 
@@ -233,8 +233,22 @@ def test_the_same_text_twice_without_ids_is_one_row_with_one_id(store):
     ids = store.add_texts(["Boilerplate footer.", "Boilerplate footer.", "Another text."])
     assert ids[0] == ids[1] != ids[2]
     assert store.collection.count() == before + 2
-    with pytest.raises(IngestError, match="duplicate id 'x'"):  # ids given twice: an error
-        store.add_texts(["one", "two"], ids=["x", "x"])
+
+
+def test_an_id_given_twice_keeps_its_last_text_as_langchains_own_store_does(store):
+    """It failed the whole call ("duplicate id"), where InMemoryVectorStore keeps the last."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    texts, ids = ["one", "two", "three"], ["x", "y", "x"]
+    metadatas = [{"n": 1}, {"n": 2}, {"n": 3}]
+    reference = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    assert store.add_texts(texts, metadatas, ids=ids) == reference.add_texts(
+        texts, metadatas, ids=ids
+    )
+    ours = {d.id: (d.page_content, d.metadata["n"]) for d in store.get_by_ids(["x", "y"])}
+    theirs = {d.id: (d.page_content, d.metadata["n"]) for d in reference.get_by_ids(["x", "y"])}
+    assert ours == theirs == {"x": ("three", 3), "y": ("two", 2)}
 
 
 def test_documents_keep_their_ids_through_add_documents(store):

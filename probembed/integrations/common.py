@@ -137,14 +137,10 @@ def store_texts(
         return []
     triples = zip(given, texts, metas, strict=True)
     final = [i if i is not None else text_id(t, m) for i, t, m in triples]
-    records, derived = [], set()
-    for gave, i, t, m in zip(given, final, texts, metas, strict=True):
-        if gave is None:
-            if i in derived:
-                continue  # the same text and metadata twice without ids: one row, one id for both
-            derived.add(i)
-        records.append(Record(i, t, m))
-    ingest(records, collection, pipeline, upsert=True)
+    # an id twice keeps its last text and metadata, as writing each in turn would (LangChain's
+    # InMemoryVectorStore does); the same text and metadata twice without ids is one row
+    latest = {i: Record(i, t, m) for i, t, m in zip(final, texts, metas, strict=True)}
+    ingest(list(latest.values()), collection, pipeline, upsert=True)
     return final
 
 
