@@ -235,6 +235,16 @@ def test_the_same_text_twice_without_ids_is_one_row_with_one_id(store):
     assert store.collection.count() == before + 2
 
 
+def test_a_blank_text_is_named_by_its_position_and_nothing_is_written(store):
+    """The store's message named a derived hash id and told to pass on_error, which the
+    adapters do not take."""
+    before = store.collection.count()
+    docs = [Document(page_content="A page of text."), Document(page_content=" \n ")]
+    with pytest.raises(ValueError, match=r"texts\[1\] is blank: there is nothing to embed"):
+        store.add_documents(docs)
+    assert store.collection.count() == before
+
+
 def test_an_id_given_twice_keeps_its_last_text_as_langchains_own_store_does(store):
     """It failed the whole call ("duplicate id"), where InMemoryVectorStore keeps the last."""
     from langchain_core.embeddings import DeterministicFakeEmbedding

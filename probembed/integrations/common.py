@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
@@ -127,6 +128,13 @@ def store_texts(
             f"got {len(texts)} texts, {len(metas)} metadatas and {len(given)} ids: "
             "give one of each per text"
         )
+    for i, text in enumerate(texts):  # by position: the store's message names a derived id
+        if not isinstance(text, str) or is_blank(text):  # and on_error, which adapters lack
+            raise ValueError(
+                f"texts[{i}] is {'blank' if isinstance(text, str) else type(text).__name__}: "
+                "there is nothing to embed; drop such documents (a loader's blank pages) "
+                "before adding them (nothing was written)"
+            )
     for i, meta in enumerate(metas):
         if RESERVED_KEY in meta:
             raise ValueError(
