@@ -135,8 +135,11 @@ def test_a_collection_the_server_cannot_load_is_its_fault_a_500_logged_not_a_422
         answer = http.post("/v1/collections/broken/search", json={"query": "a text"})
         assert answer.status_code == 500 and "cannot load" in answer.json()["detail"]
         assert answer.json()["error"]["type"] == "server_error"
+        # where the database lives is the operator's, in the log, not the client's
+        assert "<db>/" in answer.text and str(server.db) not in answer.text
     Database(server.db).drop("broken")  # the server is shared
-    assert "cannot load" in server.log.read_text(encoding="utf-8")
+    logged = server.log.read_text(encoding="utf-8")
+    assert "cannot load" in logged and str(server.db) in logged
 
 
 def test_a_server_on_an_empty_database_says_so_in_its_log(server):

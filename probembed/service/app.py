@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import pathlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -117,7 +118,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
-    _handle_errors(app)
+    _handle_errors(app, settings.db)
     app.include_router(_operations(service))
     app.include_router(_embeddings(service))
     app.include_router(_collections(service))
@@ -181,8 +182,9 @@ def _constrain(node: dict[str, Any], limits: Limits, text: bool, listed: bool) -
         _constrain(node.get("items", {}), limits, text, False)
 
 
-def _handle_errors(app: FastAPI) -> None:
+def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
     """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
+    roots = _spellings(db)
 
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -204,7 +206,11 @@ def _handle_errors(app: FastAPI) -> None:
             headers["Retry-After"] = "1"
         if isinstance(exc, IngestError):
             return refusal(status, str(exc), headers, raw=[str(p) for p in exc.problems])
-        return refusal(status, str(exc), headers)
+        message = str(exc)
+        if isinstance(exc, StoreStateError):  # where the database lives is the operator's
+            for root in roots:
+                message = message.replace(root, "<db>")
+        return refusal(status, message, headers)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -222,6 +228,14 @@ def _handle_errors(app: FastAPI) -> None:
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, known)
     app.add_exception_handler(Exception, internal)
+
+
+def _spellings(db: pathlib.Path | str) -> list[str]:
+    """The ways a message may spell the database's location, longest first."""
+    if isinstance(db, str) and "://" in db:
+        return [db.rstrip("/")]
+    path = pathlib.Path(db)
+    return sorted({str(path), str(path.absolute()), str(path.resolve())}, key=len, reverse=True)
 
 
 def refusal(
