@@ -17,7 +17,7 @@ from langchain_core.vectorstores import VectorStoreRetriever
 from probembed.calibration import RelevanceCalibrator, hit_features
 from probembed.integrations.common import text_id
 from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVectorStore
-from probembed.pipeline import Pipeline
+from probembed.pipeline import AdaptConfig, FusionConfig, ModelSpec, Pipeline
 from probembed.scoring import parse_score
 from probembed.store import Database
 from probembed.store.pydoc_corpus import read_pydoc_topics
@@ -199,6 +199,37 @@ def test_mmr_drops_near_duplicates_that_plain_similarity_keeps(store):
     assert len(only_try) == 3 and {d.metadata["topic"] for d in only_try} == {"try"}
     with pytest.raises(ValueError, match="lambda_mult must be in"):
         store.max_marginal_relevance_search(QUESTION, lambda_mult=1.5)
+
+
+def test_mmr_compares_the_vectors_the_search_ranked_with(tmp_path):
+    """A collection that tilts its members by their agreement searches with tilted means:
+    MMR read the stored (untilted) ones, so its relevance term was not the search's."""
+    records = read_pydoc_topics()[:200]
+    pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in (r.text for r in records)]
+    specs = [  # three members: two agree with each other alike, whatever their neighbours
+        ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": dim})
+        for dim in (64, 48, 16)
+    ]
+    fitted = Pipeline.fit(specs, pairs, FusionConfig("uec"), name="hash3", cache=False)
+    adapting = Pipeline(
+        fitted.members, fitted.fusion, fitted.score, "hash3", False, adapt=AdaptConfig(gamma=20.0)
+    )
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    store = ProbembedVectorStore(collection, ProbembedEmbeddings(adapting))
+    store.add_texts([r.text for r in records], ids=[r.id for r in records])
+    tilted = list(collection.stats().adapted_weights.values())
+    assert max(abs(w - 1 / 3) for w in tilted) > 0.2  # far from the even prior: dots move
+    hits = collection.search(QUESTION, k=20, score="dot", exact=True)["hits"]
+    query, means = collection.searcher().vectors(QUESTION, [h["id"] for h in hits] + ["gone"])
+    assert list(means) == [h["id"] for h in hits]  # an id not stored is left out
+    # float32 dots of unit vectors against float64: equal to a few float32 ulps (1e-5 is ~80)
+    assert [float(query @ means[h["id"]]) for h in hits] == pytest.approx(
+        [h["score"] for h in hits], abs=1e-5
+    )
+    relevance_only = store.max_marginal_relevance_search(
+        QUESTION, k=6, fetch_k=20, lambda_mult=1.0, score="dot", exact=True
+    )  # lambda 1: MMR picks by cosine alone, which for unit means is the dot the search ranks by
+    assert {d.id for d in relevance_only} == {h["id"] for h in hits[:6]}
 
 
 def test_add_without_ids_is_deterministic_and_delete_round_trips(store):

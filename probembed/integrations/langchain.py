@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from probembed.extras import require
 
 require("langchain", "probembed.integrations.langchain")
@@ -166,9 +164,10 @@ class ProbembedVectorStore(VectorStore):
     ) -> list[Document]:
         """k documents chosen among the fetch_k best for relevance and diversity at once.
 
-        LangChain's own `maximal_marginal_relevance` picks them by the cosines of the stored
-        fused means (float64) to the query's and to each other; the candidates come from the
-        ordinary search, so `filter`, `where` and the search options apply as there.
+        LangChain's own `maximal_marginal_relevance` picks them by the cosines (float64) of
+        the fused means the search compared (the collection's adaptation applied) to the
+        query's and to each other; the candidates come from the ordinary search, so
+        `filter`, `where` and the search options apply as there.
         """
         if not 0.0 <= lambda_mult <= 1.0:
             raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
@@ -176,12 +175,10 @@ class ProbembedVectorStore(VectorStore):
         if not candidates:
             return []
         ids = [hit["id"] for _, hit in candidates]
-        rows = self.collection.rows(ids, ["mean"])
-        means = np.asarray([rows[i]["mean"] for i in ids], dtype=np.float64)
-        query_mean = self._embedding.pipeline.encode([query]).gaussian.mean[0]
-        chosen = maximal_marginal_relevance(
-            query_mean.astype(np.float64), means.tolist(), lambda_mult=lambda_mult, k=k
-        )
+        query_mean, means = self.collection.searcher().vectors(query, ids)
+        candidates = [c for c, i in zip(candidates, ids, strict=True) if i in means]
+        listed = [means[hit["id"]] for _, hit in candidates]  # a row deleted since: left out
+        chosen = maximal_marginal_relevance(query_mean, listed, lambda_mult=lambda_mult, k=k)
         return [candidates[i][0] for i in chosen]
 
     @common.serialised("collection")

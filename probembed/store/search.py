@@ -170,6 +170,22 @@ class Searcher:
         )
 
     @one_at_a_time
+    def vectors(self, query: str, ids: Sequence[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The query's fused mean and these rows' (by id; ids not stored left out), float64,
+        as search scores them: with the collection's adaptation, so a re-ranker such as MMR
+        compares what the ranking compared."""
+        fused = self.pipeline.encode(_validate_queries([query]))
+        self._refresh()
+        if self._tilt is not None:
+            fused = retilt(fused, self._tilt.dims, self._tilt.factors)
+        snap = self._snapshot
+        assert snap is not None
+        found = [(i, snap.positions[i]) for i in ids if i in snap.positions]  # live rows only
+        rows = snap.means[np.array([p for _, p in found], dtype=np.int64)]
+        means = {i: row.astype(np.float64) for (i, _), row in zip(found, rows, strict=True)}
+        return fused.gaussian.mean[0].astype(np.float64), means
+
+    @one_at_a_time
     def search_fused(
         self,
         fused: Fused,
