@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -45,6 +46,9 @@ from probembed.store.ingest import (
 from probembed.store.readers import Problem, Record
 from probembed.store.rows import PipelineInfo
 
+#: Seconds to wait for a Ray address to accept a connection before it is called unreachable.
+RAY_CONNECT_SECONDS = 10.0
+
 
 @contextlib.contextmanager
 def ray_session(address: str | None = None) -> Iterator[None]:
@@ -59,8 +63,10 @@ def ray_session(address: str | None = None) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
+    given = "address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS")  # `ray job submit` sets it: join it
     if address:
+        check_reachable(address, given)
         ray.init(address=address, logging_level="WARNING")
     else:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
@@ -68,6 +74,24 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def check_reachable(address: str, given: str = "address") -> None:
+    """Refuse a Ray address (host:port, ray://host:port) where nothing answers, within
+    RAY_CONNECT_SECONDS: ray.init retried such an address for minutes without a word."""
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"Ray {given} {address!r} is not host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise ValueError(
+            f"Ray {given} {address!r}: nothing answers there ({exc.strerror or exc}); start "
+            "Ray there (`ray start --head`), or give no address (--address, RAY_ADDRESS) to "
+            "run Ray on this machine"
+        ) from exc
 
 
 def pipeline_files(pipeline: Any) -> dict[str, bytes]:

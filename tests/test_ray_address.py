@@ -1,0 +1,51 @@
+"""A Ray address where nothing answers is refused at once, naming it.
+
+Apart from test_ray_ingest, whose module-wide Ray instance would be found running and
+joined instead: here no Ray is started at all.
+"""
+
+import json
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from probembed.store import Database
+
+ray = pytest.importorskip("ray")
+
+from probembed.interfaces.cli import app  # noqa: E402
+from probembed.store.ray_ingest import ray_session  # noqa: E402
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound, then released (connecting is refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_address_where_no_ray_answers_is_refused_at_once(tmp_path, hash_pipeline, monkeypatch):
+    """ray.init retried such an address for minutes (over 200 s measured), saying nothing a
+    user could act on; the CLI now names it and exits 2, before any collection is made."""
+    assert not ray.is_initialized()  # else ray_session joins the running one, as documented
+    address = f"127.0.0.1:{closed_port()}"
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps({"_id": "d0", "text": "one document"}) + "\n")
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    db = tmp_path / "db"
+    args = ["ingest", str(source), "--db", str(db), "--pipeline", str(pipeline_dir), "--ray"]
+    result = CliRunner().invoke(app, [*args, "--address", address])
+    assert result.exit_code == 2, result.output
+    assert f"Ray address '{address}': nothing answers there" in " ".join(result.output.split())
+    assert "Traceback" not in result.output and not ray.is_initialized()
+    assert Database(db, create=True).collections() == []
+    monkeypatch.setenv("RAY_ADDRESS", address)  # as `ray job submit` would set it
+    refused = f"Ray RAY_ADDRESS '{address}': nothing answers"
+    with pytest.raises(ValueError, match=refused), ray_session():
+        pass
+    with (
+        pytest.raises(ValueError, match="is not host:port, ray://host:port or auto"),
+        ray_session("headnode"),
+    ):
+        pass
