@@ -178,21 +178,6 @@ def ingest_and_report(
     return report
 
 
-def _say_unread(path: Path) -> None:
-    """Say which files of a folder no reader takes: not an error (images, spreadsheets beside
-    the documents), but a .docx among Markdown files would otherwise be left out unsaid."""
-    from probembed.store.formats import READERS
-    from probembed.store.readers import unread_files
-
-    unread = unread_files(path)
-    if unread:
-        kinds = ", ".join(f"{suffix} ({count})" for suffix, count in sorted(unread.items()))
-        say(
-            f"{unread.total()} file(s) in {path} are not read, of types probembed does not "
-            f"ingest: {kinds}; it reads {', '.join(READERS)}"
-        )
-
-
 def _say_what_is_cut(source: Path, pipe: Any) -> None:
     """Warn when whole documents are longer than the models read: only their start is found."""
     from probembed.store.ingest import CUT_SAMPLE, cut_documents
@@ -274,7 +259,6 @@ def ingest_command(
         raise fail("--chunk-tokens and --overlap need --chunk: without it documents are whole")
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
-    _say_unread(path)
     try:
         if ray:
             from probembed.store.ray_ingest import validate_workers
@@ -370,7 +354,6 @@ def embed_command(
     check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
-    _say_unread(path)
     try:
         check_out(out)
     except StoreError as exc:

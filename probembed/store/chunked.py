@@ -48,7 +48,7 @@ from probembed.store.ingest import (
     prepare,
     validate_options,
 )
-from probembed.store.readers import Problem, Record, read_records
+from probembed.store.readers import Problem, Record, read_records, unread_files, unread_note
 from probembed.store.rows import PipelineInfo
 from probembed.store.streamed import (
     STREAM_BYTES,
@@ -76,6 +76,8 @@ class DocumentReport:
     problems: list[Problem] = field(default_factory=list)
     #: Bad items that named no document, so a sync removed nothing (any might be one kept).
     sync_withheld: int = 0
+    #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
+    unread: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for a person."""
@@ -89,6 +91,7 @@ class DocumentReport:
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}, unchanged {self.unchanged}; chunks written {self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
+            f"{unread_note(self.unread)}"
         )
 
 
@@ -220,7 +223,7 @@ def ingest_documents(
     """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
     touching only those whose content changed since last time (see `ingest_parsed`); text
     and Markdown files over `stream_bytes` are read, chunked and written as streams."""
-    return ingest_parsed(
+    report = ingest_parsed(
         read_documents(source, stream_bytes),
         collection,
         pipeline,
@@ -233,6 +236,8 @@ def ingest_documents(
         ingest_with,
         str(source),
     )
+    report.unread = unread_files(source)
+    return report
 
 
 def refuse_mixing(collection: Collection, chunks: bool) -> None:

@@ -30,7 +30,7 @@ from probembed.store.ingest import (
     check_records,
     validate_options,
 )
-from probembed.store.readers import Problem, Record, read_records
+from probembed.store.readers import Problem, Record, read_records, unread_files, unread_note
 from probembed.store.rows import Batch, PipelineInfo, table_schema, to_arrow
 
 #: The columns written: what a vector database needs of each row.
@@ -46,12 +46,14 @@ class EmbedReport:
     rows: int = 0
     files: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
+    unread: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for a person."""
         return (
             f"{self.source}: wrote {self.rows} Gaussians in {self.files} Parquet file(s) to "
-            f"{self.out}, skipped {len(self.problems)} bad item(s)"
+            f"{self.out}, skipped {len(self.problems)} bad item(s){unread_note(self.unread)}"
         )
 
 
@@ -92,7 +94,7 @@ def embed_to_parquet(
     if problems and on_error == "stop":
         raise IngestError(problems)
     _prepare_out(out)
-    report = EmbedReport(str(source), out, problems=problems)
+    report = EmbedReport(str(source), out, problems=problems, unread=unread_files(source))
     info = PipelineInfo.of(pipeline)
     with progress_bar(f"embed {Path(source).name}", len(records), progress) as bar:
         for index, fused in _embedded(records, pipeline, batch_size, on_ray):

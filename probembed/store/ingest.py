@@ -22,7 +22,7 @@ from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import StoreError
-from probembed.store.readers import Problem, Record, read_records
+from probembed.store.readers import Problem, Record, read_records, unread_files, unread_note
 from probembed.store.rows import Batch, PipelineInfo, metadata_json, promote_metadata
 
 OnError = Literal["skip", "stop"]
@@ -60,6 +60,8 @@ class IngestReport:
     problems: list[Problem] = field(default_factory=list)
     #: With upsert: ids already stored with this very text and metadata, left as they are.
     unchanged: int = 0
+    #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
+    unread: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for a person."""
@@ -68,6 +70,7 @@ class IngestReport:
         return (
             f"{self.source}: added {self.added}{replaced}{same}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
+            f"{unread_note(self.unread)}"
         )
 
 
@@ -128,6 +131,8 @@ def prepare(
         raise IngestError(problems)
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
+    if isinstance(source, (str, Path)):
+        report.unread = unread_files(source)
     if upsert:
         same = unchanged_ids(collection, records)
         todo = [r for r in records if r.id not in same]

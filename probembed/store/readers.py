@@ -94,11 +94,25 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
     return Record(doc_id, document.text.removeprefix("\ufeff").strip(), {}, str(file))
 
 
-def unread_files(folder: Path) -> Counter[str]:
-    """Files below a folder that no reader takes, counted by suffix (hidden ones aside): a
-    .docx among Markdown files is not ingested, and a caller can say so."""
+def unread_files(source: str | Path) -> dict[str, int]:
+    """Files below a folder source that no reader takes, counted by suffix (hidden ones
+    aside; none for a file or a BEIR folder): a .docx among Markdown files is not ingested,
+    and a report says so."""
+    folder = Path(source)
     if not folder.is_dir() or (folder / "corpus.jsonl").is_file():
-        return Counter()
+        return {}
     found = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
     visible = (p for p in found if not any(part.startswith(".") for part in p.parts))
-    return Counter(p.suffix.lower() or p.name for p in visible if p.suffix.lower() not in READERS)
+    kinds = Counter(p.suffix.lower() or p.name for p in visible if p.suffix.lower() not in READERS)
+    return dict(sorted(kinds.items()))
+
+
+def unread_note(unread: dict[str, int]) -> str:
+    """The words a report's summary ends with for the files `unread_files` found ('' if none)."""
+    if not unread:
+        return ""
+    kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
+    return (
+        f"; not read: {sum(unread.values())} file(s) of types probembed does not ingest, "
+        f"{kinds} (it reads {', '.join(READERS)})"
+    )
