@@ -556,6 +556,14 @@ def test_cli_shows_p_relevant_and_refuses_a_bad_threshold(collections):
     assert done.exit_code == 0, done.output
     (result,) = json.loads(done.stdout)
     assert all(h["p_relevant"] >= 0.99 for h in result["hits"])
+    stray = ["search", "zq xv wk", *args[2:]]  # words no stored text holds
+    probe = CliRunner().invoke(app, [*stray, "-k", "10", "--json"])
+    assert max(h["p_relevant"] for h in json.loads(probe.stdout)[0]["hits"]) < 0.9
+    emptied = CliRunner().invoke(app, [*stray, "-k", "10", "--min-p-relevant", "0.9"])
+    said = " ".join(emptied.stdout.split())
+    assert emptied.exit_code == 0 and "no hits: the collection is empty, or no hit has " in said
+    assert "p_relevant >= 0.9" in said and "filter" not in said  # it blamed a filter not given
+    assert "weights" not in said  # nor showed a weights column for no hits
 
 
 def test_expected_calibration_error_by_hand_and_against_sklearn():

@@ -439,21 +439,39 @@ def search_command(
     if as_json:
         sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return
+    empty = _why_no_hits(where, min_p_relevant)
     for result in results:
-        print_result(result, hybrid=hybrid)
+        print_result(result, hybrid=hybrid, empty=empty)
+
+
+def _why_no_hits(where: str | None, min_p_relevant: float | None) -> str:
+    """What an empty answer can come from, given the options: the threshold emptied a
+    result of a collection that holds rows, and was blamed on the filter."""
+    causes = ["the collection is empty"]
+    if where and where.strip():
+        causes.append("the filter keeps no row")
+    if min_p_relevant is not None:
+        causes.append(f"no hit has p_relevant >= {min_p_relevant:g}")
+    return f"no hits: {', or '.join(causes)}"
 
 
 #: Terminal columns below which hits print as lines: the table's fixed columns take ~50.
 NARROW = 72
 
 
-def print_result(result: QueryResult, console: Console | None = None, hybrid: bool = False) -> None:
+def print_result(
+    result: QueryResult,
+    console: Console | None = None,
+    hybrid: bool = False,
+    empty: str = "no hits: the collection is empty",
+) -> None:
     """A rich table of one query's hits, titled with the query and its confidence.
 
     p_relevant gets a column when the pipeline computes it. Per-hit weights get a column only
     when they differ between hits; weights every hit shares (a static prior, T = inf) are
     shown once, under the table, leaving the width to the text. A hybrid search's score is
-    its reciprocal-rank fusion, in other units than the dense score's std beside it.
+    its reciprocal-rank fusion, in other units than the dense score's std beside it. `empty`
+    is the caption of a result with no hits.
     """
     conf = result["confidence"]
     shown = "n/a" if conf is None else f"{conf:.2f}"
@@ -461,7 +479,7 @@ def print_result(result: QueryResult, console: Console | None = None, hybrid: bo
     shared = len({tuple(h["weights"].items()) for h in hits}) == 1
     caption = literal(f"weights {_weights(hits[0]['weights'])}") if hits and shared else None
     if not hits:
-        caption = "no hits: the collection is empty, or the filter keeps no row"
+        caption = empty
     score_column, between = ("RRF score · dense std", " · ") if hybrid else ("score ± std", " ± ")
     console = console or out()
     if console.width < NARROW:  # a table's fixed columns left the text no width at all
@@ -478,7 +496,7 @@ def print_result(result: QueryResult, console: Console | None = None, hybrid: bo
     calibrated = any(h.get("p_relevant") is not None for h in hits)
     if calibrated:
         table.add_column("p_relevant", justify="right", no_wrap=True)
-    if not shared:
+    if hits and not shared:
         table.add_column("weights")
     table.add_column("text", overflow="fold")
     for rank, hit in enumerate(hits, start=1):
