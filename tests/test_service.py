@@ -215,7 +215,8 @@ def test_search_options_and_their_errors(server):
         assert hybrid["results"][0]["hits"][0]["id"] == "d3"
         for body, says in (
             ({"query": "x", "where": "year >>> 1"}, "invalid filter"),
-            ({"query": "x", "score": "cosine-ish"}, "cosine-ish"),
+            ({"query": "x", "score": "cosine-ish"}, "valid scores are: dot, uec"),
+            ({"query": "x", "score": 5}, "valid scores are: dot, uec"),
             ({"query": "x", "min_p_relevant": 0.5}, "calibrator"),
             ({"query": "x", "k": 0}, "k"),
             ({"query": "x", "queries": ["y"]}, "exactly one"),

@@ -216,11 +216,9 @@ class SearchRequest(Strict):
     @classmethod
     def _alias(cls, value: object) -> object:
         """The names the CLI and the library take (`cosine`, any case) name the same score;
-        anything else is left for the enum to refuse, listing the valid names."""
-        try:
-            return parse_score(value) if isinstance(value, str) else value
-        except ValueError:
-            return value
+        anything else is refused listing the valid names (the strict enum said only "Input
+        should be an instance of Score")."""
+        return None if value is None else parse_score(value)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
     def _one_of(self) -> SearchRequest:
