@@ -61,6 +61,19 @@ def hash_pipeline(toy_pairs):
 
 
 @pytest.fixture(scope="session")
+def hash3_pipeline(toy_pairs):
+    """Three hashing models, one of 16 dimensions: members that disagree, so a collection's
+    agreement tilts them (two members agree with each other alike, by construction)."""
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+    specs = [
+        ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": dim})
+        for dim in (128, 96, 16)
+    ]
+    return Pipeline.fit(specs, toy_pairs, FusionConfig("uec"), name="hash3", cache=False)
+
+
+@pytest.fixture(scope="session")
 def sentences(datasets) -> list[str]:
     """A few thousand distinct real sentences (STS-B train), for search and recall tests."""
     lines = (datasets / "sts" / "stsb" / "train.tsv").read_text(encoding="utf-8").splitlines()

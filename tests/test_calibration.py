@@ -33,6 +33,7 @@ from probembed.calibration.confidence import (
 from probembed.calibration.training import hybrid_split, rank_split
 from probembed.evaluation import expected_calibration_error
 from probembed.evaluation.datasets import RetrievalDataset
+from probembed.evaluation.harness import corpus_agreement, embed
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import AdaptConfig, Pipeline
@@ -405,27 +406,33 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
     )
 
 
-def test_training_ranks_as_a_search_of_a_collection_that_adapts(tmp_path, hash_pipeline, sentences):
+def test_training_ranks_as_a_search_of_a_collection_that_adapts(
+    tmp_path, hash3_pipeline, sentences
+):
     """A pipeline whose collections tilt their weights by the members' agreement: training
     fused without the tilt, so the shipped calibrator was fitted on rankings, dots and
     margins no search of the corpus gives."""
     adapting = Pipeline(
-        hash_pipeline.members,
-        hash_pipeline.fusion,
-        hash_pipeline.score,
+        hash3_pipeline.members,
+        hash3_pipeline.fusion,
+        hash3_pipeline.score,
         "hash-adapting",
         cache=False,
-        adapt=AdaptConfig(gamma=2000.0),
-    )  # fmt: skip  (the two hashing members agree alike to ~3e-4: a large γ to tilt them)
+        adapt=AdaptConfig(gamma=20.0),
+    )  # fmt: skip
     texts = {f"s{i}": t for i, t in enumerate(sentences[:DOCS])}
     collection = Database(tmp_path / "db", create=True).collection("c")
     ingest([Record(i, t, {}) for i, t in texts.items()], collection, adapting)
     tilted = list(collection.stats().adapted_weights.values())
-    assert abs(tilted[0] - 0.5) > 0.05  # the tilt is large enough to move rankings
+    assert max(abs(w - 1 / 3) for w in tilted) > 0.05  # a tilt large enough to move rankings
     questions = [sentences[DOCS + i] for i in range(0, 40, 2)]
     queries = {f"q{i}": q for i, q in enumerate(questions)}
     dataset = RetrievalDataset("sentences", "test", texts, queries, {q: {"s0": 1} for q in queries})
     split = rank_split(adapting, dataset)
+    # the same float32 rows through the same products on either side: equal bit for bit (one
+    # tied neighbour flipped when training read float64 weights, and so did the tilt)
+    measured = corpus_agreement(adapting, embed(adapting, dataset))
+    np.testing.assert_array_equal(measured, collection.agreement())
     results = collection.search(questions, k=10, exact=True)
     for result, r in zip(results, split.ranked, strict=True):
         assert [h["id"] for h in result["hits"]] == [split.doc_ids[p] for p in r.positions[:10]]

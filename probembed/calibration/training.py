@@ -158,7 +158,7 @@ def _dense(
     """Fused queries and documents, and each query's `depth` best positions and scores."""
     queries = pipeline.fuse(embedded.parts["queries"])
     docs = pipeline.fuse(embedded.parts["docs"])
-    adapted = pipeline.adapted(corpus_agreement(embedded))
+    adapted = pipeline.adapted(corpus_agreement(pipeline, embedded))
     if adapted is not None:  # as a collection of the corpus serves it: tilted by its agreement
         queries, docs = (retilt(f, pipeline.blocks, adapted[1]) for f in (queries, docs))
     scores = score_matrix(queries.gaussian, docs.gaussian, pipeline.score.name, pipeline.score.beta)

@@ -28,7 +28,7 @@ from probembed.evaluation.metrics import (
     spearman,
 )
 from probembed.fusion import Fused
-from probembed.fusion.adapt import NEIGHBOURS, agreement
+from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
@@ -105,15 +105,18 @@ def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embed
     return Embedded(pipeline.models, parts, ids)
 
 
-def corpus_agreement(embedded: Embedded) -> np.ndarray | None:
+def corpus_agreement(pipeline: Pipeline, embedded: Embedded) -> np.ndarray | None:
     """The members' agreement on a retrieval corpus as a collection of it measures it: over
-    the documents in id order (the collection's sample is drawn in that order), None for too
-    few documents to compare neighbour lists."""
+    the documents in id order (the collection's sample is drawn in that order), from the
+    fused rows as stored (weights in float32: an ulp flips a tied neighbour, and the tilt
+    would not be the collection's); None for too few documents or no member blocks."""
     ids = np.asarray(embedded.ids["docs"], dtype=str)
-    if len(ids) <= NEIGHBOURS:
+    if len(ids) <= NEIGHBOURS or not pipeline.blocks:
         return None
     order = np.argsort(ids, kind="stable")
-    return agreement([part[order] for part in embedded.parts["docs"]])
+    fused = pipeline.fuse([part[order] for part in embedded.parts["docs"]])
+    stored = Fused(fused.gaussian, fused.weights.astype(np.float32), fused.models)
+    return agreement(members_of(stored, pipeline.blocks))
 
 
 def searched_as(pipeline: Pipeline, embedded: Embedded, dataset: Dataset, name: str) -> Method:
@@ -123,7 +126,7 @@ def searched_as(pipeline: Pipeline, embedded: Embedded, dataset: Dataset, name: 
     fusion = pipeline.fusion
     adapted = None
     if isinstance(dataset, RetrievalDataset) and pipeline.adapt.gamma > 0:
-        adapted = pipeline.adapted(corpus_agreement(embedded))
+        adapted = pipeline.adapted(corpus_agreement(pipeline, embedded))
     if adapted is not None:
         tilted = tuple(float(w) for w in adapted[0])
         key = "prior" if fusion.method == "uec" else "weights"

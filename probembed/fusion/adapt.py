@@ -68,14 +68,18 @@ def _neighbours(table: np.ndarray, n: int) -> np.ndarray:
 
 
 def _shared(tables: Sequence[np.ndarray], n: int) -> np.ndarray:
-    """(rows, K) how many of member k's n nearest columns the others' consensus also lists."""
-    total = np.sum(tables, axis=0)
+    """(rows, K) how many of member k's n nearest columns the others' consensus also lists.
+
+    The consensus sums the others' tables, not the total less its own: with two members each
+    is then exactly the other's table and their agreements are equal, as they must be (the
+    subtraction's rounding flipped tied neighbours and made a tilt of noise)."""
     out = np.empty((len(tables[0]), len(tables)))
     for k, own in enumerate(tables):
         mine = np.zeros(own.shape, dtype=bool)
         theirs = np.zeros(own.shape, dtype=bool)
+        consensus = np.sum([t for j, t in enumerate(tables) if j != k], axis=0)
         np.put_along_axis(mine, _neighbours(own, n), True, axis=1)
-        np.put_along_axis(theirs, _neighbours((total - own) / (len(tables) - 1), n), True, axis=1)
+        np.put_along_axis(theirs, _neighbours(consensus, n), True, axis=1)
         out[:, k] = np.count_nonzero(mine & theirs, axis=1)
     return out
 
