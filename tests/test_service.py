@@ -450,11 +450,12 @@ def test_health_and_readiness(server):
 
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory, pydoc_pipeline_dir):
-    """A server with small limits, batches of 4 and a 3 s wait for a batch to fill, and one
-    encoder (several free at once would split a batch between them)."""
+    """A server with small limits, batches of 4 and one encoder (several free at once would
+    split a batch between them). A batch waits up to 60 s (the most the settings take) to
+    fill: each test fills its own, so none rests on how soon a stalled runner gets on."""
     root = tmp_path_factory.mktemp("tight")
     limits = ["--max-inputs", "4", "--max-chars", "50", "--max-body-bytes", "2000"]
-    batching = ["--max-batch", "4", "--max-queue", "4", "--max-wait-ms", "3000", "--workers", "1"]
+    batching = ["--max-batch", "4", "--max-queue", "4", "--max-wait-ms", "60000", "--workers", "1"]
     with Server(root / "db", pydoc_pipeline_dir, *limits, *batching) as running:
         yield running
 
@@ -549,13 +550,14 @@ def test_full_queue_answers_429_with_retry_after(tight):
         )
         wait_for_queue(http, 3)
         refused = http.post("/v1/embeddings", json={"model": "hash", "input": ["b", "c"]})
-        assert waiting.result().status_code == 200  # released by the 3 s wait, not lost
+        filler = http.post("/v1/embeddings", json={"model": "hash", "input": ["d"]})
+        assert filler.status_code == waiting.result().status_code == 200  # a batch of 4: not lost
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert "--max-queue" in refused.text
 
 
 def test_a_write_waiting_for_the_encoder_does_not_hold_up_its_collection(tight):
-    # the write's one text waits for a batch of 4 or the 3 s wait; meanwhile its collection
+    # the write's one text waits for a batch of 4 (three more texts); meanwhile its collection
     # answers (a write that kept the collection's lock while encoding would make this wait
     # until the text had left the queue), and then the write lands
     document = {"documents": [{"id": "a", "text": "A cat sat."}]}
@@ -568,13 +570,14 @@ def test_a_write_waiting_for_the_encoder_does_not_hold_up_its_collection(tight):
             'probembed_encode_queue_texts{pipeline="hash"} 1.0' in http.get("/metrics").text
         )
         assert stats.status_code == 200 and stats.json()["count"] == 0 and still_waiting
+        http.post("/v1/embeddings", json={"model": "hash", "input": ["x", "y", "z"]})
         assert writing.result().json()["count"] == 1
 
 
 def test_chunked_writes_queued_on_one_collection_leave_the_others_answering(tight):
     # a chunked write encodes holding its collection's lock; writes queued behind it waited
     # for the lock inside the event loop's threads, more of them than it has, and a request
-    # for another collection waited for the first write's batch (its 3 s wait) to get one
+    # for another collection waited for the first write's batch to be released to get one
     writers = min(32, (os.cpu_count() or 1) + 4) + 2  # more than the loop's default threads
     with tight.client() as http, ThreadPoolExecutor(writers) as pool:
         for name in ("crowded", "quiet"):
@@ -593,7 +596,10 @@ def test_chunked_writes_queued_on_one_collection_leave_the_others_answering(tigh
             'probembed_encode_queue_texts{pipeline="hash"} 1.0' in http.get("/metrics").text
         )
         while not all(w.done() for w in writes):  # three more texts release each write's one
-            http.post("/v1/embeddings", json={"model": "hash", "input": ["x", "y", "z"]})
+            if 'probembed_encode_queue_texts{pipeline="hash"} 1.0' in http.get("/metrics").text:
+                http.post("/v1/embeddings", json={"model": "hash", "input": ["x", "y", "z"]})
+            else:  # the next write is not queued yet: a filler now would wait for a batch
+                time.sleep(0.02)
     assert quiet.status_code == 200 and still_waiting
     assert [w.result().status_code for w in writes] == [200] * writers
 
@@ -641,7 +647,7 @@ def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):
     )
     with running, running.client() as http, ThreadPoolExecutor(1) as pool:
         in_flight = pool.submit(http.post, "/v1/embeddings", json={"model": "hash", "input": "x"})
-        time.sleep(0.5)  # the request waits 2 s for a batch: SIGTERM lands while it is open
+        wait_for_queue(http, 1)  # the request waits 2 s for a batch: SIGTERM lands while open
         code = running.stop()
         assert in_flight.result().status_code == 200
     # uvicorn re-raises the signal once shut down, so the exit status says SIGTERM
