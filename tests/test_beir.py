@@ -97,7 +97,12 @@ def test_a_document_with_the_query_id_is_not_retrieved_by_default(hash_pipeline,
     dropped = evaluate(embed(hash_pipeline, with_self), with_self, COSINE_MEAN)
     reference = evaluate(embed(hash_pipeline, without), without, COSINE_MEAN)
     assert dropped.metrics == reference.metrics
-    np.testing.assert_array_equal(dropped.per_item["top_scores"], reference.per_item["top_scores"])
+    # products over 5 and 4 documents: OpenBLAS may round a column differently as the matrix
+    # widens (measured: most shapes change the float64 value in the last bits); 1e-12 is
+    # far above that and far below any gap between two documents' scores
+    np.testing.assert_allclose(
+        dropped.per_item["top_scores"], reference.per_item["top_scores"], rtol=1e-12
+    )
 
 
 def test_keep_self_matches_ranks_the_query_document_first(hash_pipeline, tmp_path):

@@ -38,9 +38,10 @@ def test_a_string_gives_a_vector_and_a_list_a_matrix_of_the_fused_means(model, p
     matrix = model.encode(passages)
     assert isinstance(matrix, np.ndarray) and matrix.dtype == np.float32
     assert matrix.shape == (len(passages), model.get_sentence_embedding_dimension())
-    assert np.array_equal(matrix, means)
+    np.testing.assert_array_max_ulp(matrix, means, maxulp=1)  # batch sizes differ: an ulp
     vector = model.encode(passages[3])
-    assert vector.shape == (means.shape[1],) and np.array_equal(vector, means[3])
+    assert vector.shape == (means.shape[1],)
+    np.testing.assert_array_max_ulp(vector, means[3], maxulp=1)
     assert model.encode([]).shape == (0, means.shape[1])
 
 
