@@ -55,8 +55,12 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     BEIR documents, as BEIR does; a store has nothing to embed for them). Each line is decoded
     on its own, so a line that is not UTF-8 is a problem of that line (naming its document
     when the rest of it is readable) and the lines after it are still read; a byte order
-    mark before the first line is skipped.
+    mark before the first line is skipped. A file that is one JSON array of such objects (a
+    `.json` export) is read whole, each element `path[i]`.
     """
+    if _is_array(path):
+        yield from _read_array(path, allow_empty)
+        return
     with path.open("rb") as lines:
         for lineno, raw in enumerate(lines, 1):
             source = f"{path}:{lineno}"
@@ -105,6 +109,28 @@ def _undecodable(raw: bytes, source: str, exc: UnicodeDecodeError) -> Problem:
     return Problem(source, message if doc_id is None else f"document {doc_id!r}: {message}", doc_id)
 
 
+def _is_array(path: Path) -> bool:
+    """Whether the file's first character (after a byte order mark and blanks) opens an array."""
+    with path.open("rb") as file:
+        head = file.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
+    return head.startswith(b"[")
+
+
+def _read_array(path: Path, allow_empty: bool) -> Iterator[Record | Problem]:
+    """The records of a file that is one JSON array, or the one problem that it cannot be read."""
+    try:
+        items = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8).decode())
+    except UnicodeDecodeError as exc:
+        yield Problem(str(path), f"not UTF-8: byte {exc.start} is {exc.object[exc.start]:#04x}")
+        return
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        yield Problem(str(path), f"malformed JSON array ({exc.msg} at {where})")
+        return
+    for i, obj in enumerate(items):
+        yield _record(obj, f"{path}[{i}]", allow_empty)
+
+
 def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | Problem:
     """A JSON object with an id and a text, or the reason it is not one (naming the document,
     once its id is read: a sync keeps a document whose line is bad)."""
@@ -112,6 +138,11 @@ def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | P
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return Problem(source, f"malformed JSON ({exc.msg} at character {exc.pos + 1})")
+    return _record(obj, source, allow_empty)
+
+
+def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
+    """A parsed JSON object as a record, or the reason it is not one."""
     if not isinstance(obj, dict):
         return Problem(source, f"expected a JSON object, got {type(obj).__name__}")
     doc_id = _find_id(obj)

@@ -382,6 +382,29 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
         ingest(tmp_path / "absent", db.collection("x"), hash_pipeline)
 
 
+def test_a_json_array_file_is_read_as_its_records(tmp_path, hash_pipeline):
+    """A `.json` export holding one array of objects was read as JSON lines: one 'malformed
+    JSON' problem per line and nothing written."""
+    rows = [{"id": "a", "text": "A cat sat."}, {"_id": 7, "text": "Dogs bark.", "lang": "en"}]
+    path = tmp_path / "export.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(rows, indent=2).encode())  # with a BOM
+    db = Database(tmp_path / "db", create=True)
+    report = ingest(path, db.collection("docs"), hash_pipeline)
+    assert (report.added, report.problems) == (2, [])
+    assert db.open("docs").rows(["7"], ["text", "lang"])["7"] == {
+        "id": "7", "text": "Dogs bark.", "lang": "en"
+    }  # fmt: skip
+    path.write_text(json.dumps([*rows, 5, {"id": "c"}]))
+    odd = list(read_records(path))
+    assert [str(p) for p in odd[2:]] == [
+        f"{path}[2]: expected a JSON object, got int",
+        f"{path}[3]: document 'c' has no 'text' field",
+    ]
+    path.write_text('[{"id": "a", "text": "x"},\n')
+    (problem,) = read_records(path)  # one problem for the file, not one per line
+    assert "malformed JSON array (Expecting value at line 2 column 1)" in str(problem)
+
+
 def test_one_text_file_is_one_document_not_lines_of_json(tmp_path, hash_pipeline):
     """A lone .md/.txt is read as the folder reads its files (a .pdf says to chunk)."""
     (tmp_path / "cats.md").write_text("# Big cats\n\nThe jaguar is a cat.\n", encoding="utf-8")
