@@ -105,17 +105,18 @@ def test_every_report_of_a_folder_names_the_files_no_reader_takes(tmp_path, fold
     for name in ("draft.docx", "sheet.csv", "more/sheet2.CSV", ".hidden.docx"):
         (folder / name).parent.mkdir(exist_ok=True)
         (folder / name).write_text("x")
-    unread = {".csv": 2, ".docx": 1}
     db = Database(tmp_path / "db", create=True)
     chunked = ingest_documents(folder, db.collection("chunks"), pydoc_pipeline, SMALL)
-    plain = ingest(folder, db.collection("plain"), pydoc_pipeline, on_error="skip")
-    embedded = embed_to_parquet(folder, tmp_path / "parquet", pydoc_pipeline, on_error="skip")
-    for report in (chunked, plain, embedded):
-        assert report.unread == unread
-        assert "not read: 3 file(s) of types probembed does not ingest, .csv (2), .docx (1)" in (
-            report.summary()
-        )
-    assert chunked.added == 4  # what is read is written as before
+    assert chunked.unread == {".csv": 2, ".docx": 1}
+    assert "; not read: 3 file(s), .csv (2), .docx (1) (this run reads .txt, .md, " in (
+        chunked.summary()
+    )
+    plain = ingest(folder, db.collection("plain"), pydoc_pipeline)  # the PDF stops nothing
+    embedded = embed_to_parquet(folder, tmp_path / "parquet", pydoc_pipeline)
+    for report in (plain, embedded):  # these read text files only: the PDF and HTML too
+        assert report.unread == {".csv": 2, ".docx": 1, ".html": 1, ".pdf": 1}
+        assert "chunked ingestion (--chunk) also .html, .htm, .pdf)" in report.summary()
+    assert chunked.added == 4 and plain.added == embedded.rows == 2
     one_file = ingest_documents(folder / "notes.txt", db.collection("one"), pydoc_pipeline, SMALL)
     assert one_file.unread == {} and "not read" not in one_file.summary()
 
@@ -526,8 +527,7 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     assert first.exit_code == 0, first.output
     assert "documents added 4, updated 0, removed 0, unchanged 0" in first.output
     said = " ".join(first.output.split())
-    assert "not read: 4 file(s) of types probembed does not ingest, .csv (1), .png (2), " in said
-    assert "Makefile (1) (it reads .txt, .md" in said
+    assert "not read: 4 file(s), .csv (1), .png (2), Makefile (1) (this run reads .txt, .md" in said
     (folder / "notes.txt").unlink()
     second = runner.invoke(app, [*args, "--chunk-tokens", "48", "--overlap", "8", "--sync"])
     assert "added 0, updated 0, removed 1, unchanged 3" in second.output

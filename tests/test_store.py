@@ -361,11 +361,16 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
     (notes / "bin.txt").write_bytes(b"abc\x00\x01\x02")
     (notes / "notepad.txt").write_bytes("\ufeffsaved as Unicode".encode("utf-16-le"))
     ingest(beir, db.collection("beir"), hash_pipeline)
-    with pytest.raises(IngestError, match=r"skip\.pdf: a \.pdf document is read only by chunked"):
-        ingest(notes, db.collection("notes"), hash_pipeline)  # not left out without a word
+    with pytest.raises(IngestError, match=r"bin\.txt: binary file") as raised:
+        ingest(notes, db.collection("notes"), hash_pipeline)
+    assert "skip.pdf" not in str(raised.value)  # a PDF is no bad input: it stopped the ingest
     report = ingest(notes, db.collection("notes"), hash_pipeline, on_error="skip")
     said = {p.source.rsplit("/", 1)[-1]: p.message for p in report.problems}
-    assert sorted(said) == ["bin.txt", "notepad.txt", "skip.pdf"]
+    assert sorted(said) == ["bin.txt", "notepad.txt"]
+    assert report.unread == {".pdf": 1, ".png": 1}  # not left out without a word
+    assert "(this run reads .txt, .md, .markdown; chunked ingestion (--chunk) also .html, " in (
+        report.summary()
+    )
     assert said["bin.txt"].startswith("binary file") and said["notepad.txt"].startswith("UTF-16")
     assert db.open("beir").rows(["1"])["1"]["text"] == "Cats Cats purr."
     assert db.open("beir").ids() == {"1", "2"}

@@ -30,7 +30,14 @@ from probembed.store.ingest import (
     check_records,
     validate_options,
 )
-from probembed.store.readers import Problem, Record, read_records, unread_files, unread_note
+from probembed.store.readers import (
+    TEXT_SUFFIXES,
+    Problem,
+    Record,
+    read_records,
+    unread_files,
+    unread_note,
+)
 from probembed.store.rows import Batch, PipelineInfo, table_schema, to_arrow
 
 #: The columns written: what a vector database needs of each row.
@@ -53,7 +60,8 @@ class EmbedReport:
         """One line for a person."""
         return (
             f"{self.source}: wrote {self.rows} Gaussians in {self.files} Parquet file(s) to "
-            f"{self.out}, skipped {len(self.problems)} bad item(s){unread_note(self.unread)}"
+            f"{self.out}, skipped {len(self.problems)} bad item(s)"
+            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
 
 
@@ -94,7 +102,9 @@ def embed_to_parquet(
     if problems and on_error == "stop":
         raise IngestError(problems)
     _prepare_out(out)
-    report = EmbedReport(str(source), out, problems=problems, unread=unread_files(source))
+    report = EmbedReport(
+        str(source), out, problems=problems, unread=unread_files(source, TEXT_SUFFIXES)
+    )
     info = PipelineInfo.of(pipeline)
     with progress_bar(f"embed {Path(source).name}", len(records), progress) as bar:
         for index, fused in _embedded(records, pipeline, batch_size, on_ray):

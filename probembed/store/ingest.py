@@ -22,7 +22,14 @@ from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import StoreError
-from probembed.store.readers import Problem, Record, read_records, unread_files, unread_note
+from probembed.store.readers import (
+    TEXT_SUFFIXES,
+    Problem,
+    Record,
+    read_records,
+    unread_files,
+    unread_note,
+)
 from probembed.store.rows import Batch, PipelineInfo, metadata_json, promote_metadata
 
 OnError = Literal["skip", "stop"]
@@ -70,7 +77,7 @@ class IngestReport:
         return (
             f"{self.source}: added {self.added}{replaced}{same}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread)}"
+            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
 
 
@@ -132,7 +139,7 @@ def prepare(
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
-        report.unread = unread_files(source)
+        report.unread = unread_files(source, TEXT_SUFFIXES)
     if upsert:
         same = unchanged_ids(collection, records)
         todo = [r for r in records if r.id not in same]

@@ -8,7 +8,7 @@ without a word. JSON lines go through `probembed.documents`, the reader the eval
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from probembed.documents import Problem, Record, read_jsonl
@@ -28,7 +28,7 @@ __all__ = [
 
 #: File suffixes read from a folder of plain documents.
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
-#: Documents only chunked ingestion reads (it extracts their text): a problem here, not silence.
+#: Documents only chunked ingestion reads (it extracts their text): named in a plain report.
 CHUNKED_ONLY = tuple(s for s in READERS if s not in TEXT_SUFFIXES)
 #: Files read as JSON lines: any other suffix would give one "malformed JSON" per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", "")
@@ -65,21 +65,15 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
 
 
 def read_text_folder(root: Path) -> Iterator[Record | Problem]:
-    """One record per .txt/.md file below root, id = path relative to root; a PDF or HTML
-    file is a problem that says to chunk it, so no document is left out without a word."""
+    """One record per .txt/.md file below root, id = path relative to root. PDF and HTML
+    files are left to chunked ingestion: the report names them (`unread_files`), and they
+    stop nothing, as a problem did with on_error="stop"."""
     found = sorted(p for p in root.rglob("*") if p.is_file())
     files = [p for p in found if p.suffix.lower() in TEXT_SUFFIXES]
     if not files:
         others = sorted({p.suffix.lower() for p in found} & set(CHUNKED_ONLY))
         hint = f"; its {'/'.join(others)} files are read with --chunk" if others else ""
         raise FileNotFoundError(f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}")
-    for file in found:
-        if file.suffix.lower() in CHUNKED_ONLY:
-            yield Problem(
-                str(file),
-                f"a {file.suffix.lower()} document is read only by chunked ingestion "
-                "(`probembed ingest --chunk`, `ingest_documents`); this run reads .txt/.md",
-            )
     for file in files:
         yield _text_file(file, file.relative_to(root).as_posix())
 
@@ -94,25 +88,27 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
     return Record(doc_id, document.text.removeprefix("\ufeff").strip(), {}, str(file))
 
 
-def unread_files(source: str | Path) -> dict[str, int]:
-    """Files below a folder source that no reader takes, counted by suffix (hidden ones
-    aside; none for a file or a BEIR folder): a .docx among Markdown files is not ingested,
-    and a report says so."""
+def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) -> dict[str, int]:
+    """Files below a folder source that a run reading these suffixes leaves out, counted by
+    suffix (hidden ones aside; none for a file or a BEIR folder): a .docx among Markdown
+    files is not ingested, nor a PDF by a plain ingest, and a report says so."""
     folder = Path(source)
     if not folder.is_dir() or (folder / "corpus.jsonl").is_file():
         return {}
     found = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
     visible = (p for p in found if not any(part.startswith(".") for part in p.parts))
-    kinds = Counter(p.suffix.lower() or p.name for p in visible if p.suffix.lower() not in READERS)
+    kinds = Counter(p.suffix.lower() or p.name for p in visible if p.suffix.lower() not in reads)
     return dict(sorted(kinds.items()))
 
 
-def unread_note(unread: dict[str, int]) -> str:
+def unread_note(unread: dict[str, int], reads: Collection[str] = tuple(READERS)) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none)."""
     if not unread:
         return ""
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
+    chunked = [s for s in CHUNKED_ONLY if s not in reads]
+    also = f"; chunked ingestion (--chunk) also {', '.join(chunked)}" if chunked else ""
     return (
-        f"; not read: {sum(unread.values())} file(s) of types probembed does not ingest, "
-        f"{kinds} (it reads {', '.join(READERS)})"
+        f"; not read: {sum(unread.values())} file(s), {kinds} (this run reads "
+        f"{', '.join(reads)}{also})"
     )
