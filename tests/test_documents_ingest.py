@@ -538,6 +538,17 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     assert hits[0]["metadata"]["doc_id"] == "guide.md" and "other_chunks" in hits[0]
     refused = runner.invoke(app, ["ingest", str(folder), "--db", db, "--sync"])
     assert refused.exit_code == 2 and "--sync needs --chunk" in refused.output
+    # a document's id names no row of a chunked collection: said, with how to delete it
+    by_id = runner.invoke(app, ["delete", "guide.md", "--db", db])
+    said = " ".join(by_id.output.split())
+    assert "deleted 0 item(s); 1 id(s) were not there (1 of them are documents stored as " in said
+    assert "--doc deletes a document's chunks" in said
+    chunks = len(Database(db).open("default").document_index()["guide.md"][1])
+    by_doc = runner.invoke(app, ["delete", "--doc", "guide.md", "nothere.md", "--db", db])
+    said = " ".join(by_doc.output.split())
+    assert by_doc.exit_code == 0 and chunks > 1
+    assert f"deleted {chunks} chunk(s) of 1 document(s); 1 document(s) were not there" in said
+    assert "guide.md" not in Database(db).open("default").document_index()
 
 
 def big_markdown() -> str:

@@ -574,16 +574,40 @@ def delete_command(
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
+    doc: Annotated[
+        bool,
+        typer.Option(
+            "--doc", help="The ids are documents of a chunked collection: delete their chunks."
+        ),
+    ] = False,
 ) -> None:
-    """Delete items by id."""
+    """Delete items by id (with --doc, every chunk of these documents)."""
     from probembed.store import StoreError
     from probembed.store.ingest import finish
 
     target = _open_collection(db, storage_option, collection)
     try:
+        documents = target.document_index() if doc or target.chunked else {}
+        asked = ids
+        if doc:
+            if not target.chunked:
+                raise fail(f"collection {collection!r} holds no chunked documents: drop --doc")
+            ids = [c for d in dict.fromkeys(asked) if d in documents for c in documents[d][1]]
         removed = target.delete(ids)
-        missing = len(set(ids)) - removed
-        say(f"deleted {removed} item(s)" + (f"; {missing} id(s) were not there" if missing else ""))
+        if doc:
+            gone = [d for d in dict.fromkeys(asked) if d not in documents]
+            missing = f"; {len(gone)} document(s) were not there" if gone else ""
+            say(f"deleted {removed} chunk(s) of {len(set(asked)) - len(gone)} document(s){missing}")
+        else:
+            missing = len(set(ids)) - removed
+            said = f"; {missing} id(s) were not there" if missing else ""
+            chunked = [i for i in dict.fromkeys(ids) if i in documents]
+            if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
+                said += (
+                    f" ({len(chunked)} of them are documents stored as chunks, e.g. "
+                    f"{chunked[0]!r}: --doc deletes a document's chunks)"
+                )
+            say(f"deleted {removed} item(s){said}")
         if removed and target.agreement_due():
             say("measuring the models' agreement on what is left (loads the pipeline)")
             finish(target, target.load_pipeline())

@@ -545,8 +545,9 @@ def _collections(service: Service) -> APIRouter:
         def delete() -> schemas.DeleteReport:
             collection = service.collection(name)
             deleted = remove(collection, body.ids, collection.load_pipeline())
+            count, missing = service.count_items(collection), len(set(body.ids)) - deleted
             return schemas.DeleteReport(
-                collection=name, deleted=deleted, count=service.count_items(collection)
+                collection=name, deleted=deleted, count=count, not_found=missing
             )
 
         return await service.run(name, delete)

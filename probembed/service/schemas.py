@@ -195,6 +195,7 @@ class DeleteReport(BaseModel):
     collection: str
     deleted: int
     count: int
+    not_found: int = Field(0, description="Ids asked for that were not stored (each counted once).")
 
 
 class SearchRequest(Strict):
