@@ -223,3 +223,17 @@ def test_eval_of_a_corpus_reports_what_a_search_of_it_finds_with_the_adapted_wei
     assert abs(on_prior.metrics["ndcg@10"] - searched) > 0.005  # so the test can fail
     # float32 stored rows against the harness's float64 fusion: no near-tie flips here
     assert reported == pytest.approx(searched, abs=1e-9)
+
+
+def test_a_beir_set_is_scored_with_the_built_in_ingest_indexes_documents_with(tmp_path):
+    """Without --pipeline a BEIR set was scored with `default` while ingest, search and
+    make run index documents with `retrieval`: a user evaluating retrieval saw other figures."""
+    out = tmp_path / "rows.json"
+    result = runner.invoke(app, ["eval", str(KINDS["retrieval"]), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(out.read_text())
+    assert payload["config"]["pipeline"] == "retrieval"
+    assert {row["method"] for row in payload["rows"]} == {"retrieval"}
+    data = load_dataset(KINDS["retrieval"])
+    texts = len(data.corpus) + len(data.queries)  # said before the long part starts
+    assert f"{texts} texts, each embedded by retrieval's models" in _unwrapped(result.stderr)

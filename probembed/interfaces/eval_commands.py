@@ -87,8 +87,12 @@ def register(app: typer.Typer) -> None:
     def eval_command(
         path: Annotated[Path, typer.Argument(help="Dataset directory or a single split file.")],
         pipeline: Annotated[
-            str, typer.Option(help="Built-in name or pipeline directory.")
-        ] = "default",
+            str | None,
+            typer.Option(
+                help="Built-in name or pipeline directory (default: `retrieval` on a BEIR set, "
+                "the built-in ingest indexes documents with; else `default`)."
+            ),
+        ] = None,
         split: Annotated[str | None, typer.Option(help="Split to report (default: test).")] = None,
         compare: Annotated[
             bool, typer.Option(help="Every single model and ensemble side by side.")
@@ -113,7 +117,9 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
-        from probembed.evaluation.harness import embed, evaluate, searched_as
+        from probembed.evaluation.datasets import RetrievalDataset
+        from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
+        from probembed.interfaces.store_commands import SEARCH_PIPELINE
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
         from probembed.interfaces.console import fail, out, say
@@ -124,9 +130,13 @@ def register(app: typer.Typer) -> None:
         try:
             check_outputs(json_path, plots, tune_on, compare)
             test, dev = load_test_and_dev(path, split, compare, tune_on, options)
+            if pipeline is None:
+                pipeline = SEARCH_PIPELINE if isinstance(test, RetrievalDataset) else "default"
             pipe = Pipeline.load(pipeline)
         except (OSError, ValueError) as exc:
             raise fail(str(exc)) from exc
+        texts = sum(len(t) for t in dataset_roles(test).values())
+        say(f"{test.name} {test.split}: {texts} texts, each embedded by {pipe.name}'s models")
         result = None
         if compare:
             result = run_compare(pipe, test, dev, progress=True)
