@@ -119,10 +119,10 @@ def register(app: typer.Typer) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
         from probembed.evaluation.datasets import RetrievalDataset
         from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
-        from probembed.interfaces.store_commands import SEARCH_PIPELINE
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
         from probembed.interfaces.console import fail, out, say
+        from probembed.interfaces.store_commands import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
 
         console = out()
