@@ -439,7 +439,8 @@ def test_a_collections_own_pipeline_named_like_a_served_one_has_its_own_metric_s
 
 def test_health_and_readiness(server):
     with server.client() as http:
-        assert http.get("/healthz").json()["status"] == "ok"
+        assert http.get("/healthz").json() == {"status": "ok", "pipelines": ["hash"], "error": None}
+        assert f"ready on {server.url}: pipelines ['hash']" in server.output  # where to call it
         assert http.get("/readyz").json() == {
             "status": "ready",
             "pipelines": ["hash"],

@@ -296,8 +296,8 @@ def _operations(service: Service) -> APIRouter:
 
     @router.get("/healthz", response_model=schemas.Health)
     async def healthz() -> schemas.Health:
-        """Alive: the process answers (it may still be loading)."""
-        return schemas.Health(status="ok")
+        """Alive: the process answers (it may still be loading: the pipelines loaded so far)."""
+        return schemas.Health(status="ok", pipelines=list(service.pipelines))
 
     @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     async def readyz() -> Response:

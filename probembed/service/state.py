@@ -88,7 +88,12 @@ class Service:
         for name, source in self._sources.items():
             await asyncio.to_thread(self._spawn, self.pipelines[name], source)
         self._ready.set()
-        log.info("ready: pipelines %s, database %s", list(self.pipelines), self.settings.db)
+        host, settings = self.settings.host, self.settings
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
+        log.info(
+            "ready on http://%s:%d: pipelines %s, database %s",
+            *(shown, settings.port, list(self.pipelines), settings.db),
+        )
 
     async def stop(self) -> None:
         """Finish queued encodes and stop the batchers; the database closes with the process."""
