@@ -466,6 +466,8 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
     assert "no field colour; filters can name id, text, year" in str(unknown.value)
     with pytest.raises(StoreError, match="no field .a b.; filters can name id, text, year$"):
         collection.search("paper", where='"a b" = 1')  # a quoted name with a space in it
+    with pytest.raises(StoreError, match="a string takes single quotes in SQL: 'p1'$"):
+        collection.search("paper", where='id = "p1"')  # "p1" is a column to SQL
     for where, says in (
         ("year = 'soon'", "could not convert"),
         ("year >", r"cannot parse it \(Expected: an expression"),

@@ -1056,5 +1056,9 @@ def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) 
         message = _NO_FIELD.sub(
             lambda m: f"no field {m.group(1)}; filters can name {known}", message
         )
+        # `source = "b"`: SQL reads "b" as a column, 'b' as a string (a quoted name stays)
+        quoted = re.search(r'(?:[=<>,(]|\blike)\s*"([^"]*)"', where, re.IGNORECASE)
+        if quoted and "no field" in message:
+            message += f"; a string takes single quotes in SQL: '{quoted.group(1)}'"
         message = _UNPARSED.sub(r"cannot parse it (\1)", message)
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
