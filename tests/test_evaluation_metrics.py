@@ -38,6 +38,7 @@ from probembed.evaluation import (
     spearman,
     top_quartile,
 )
+from probembed.evaluation.datasets import load_retrieval
 
 DATA = Path(__file__).resolve().parent / "data"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -265,6 +266,9 @@ def test_retrieval_directory_and_qrels_file() -> None:
 def test_missing_qrels_directory_is_named() -> None:
     with pytest.raises(FileNotFoundError, match=r"no_qrels/qrels: missing"):
         load_dataset(DATA / "bad" / "no_qrels")
+    judged = r"qrels/dev\.tsv: missing; the splits judged here are: test$"
+    with pytest.raises(FileNotFoundError, match=judged):
+        load_retrieval(DATA / "retrieval" / "toy", "dev")  # it named the file only
 
 
 def test_unknown_header_is_named() -> None:

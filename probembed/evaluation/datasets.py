@@ -177,7 +177,12 @@ def load_retrieval(
             f"{qrels_dir}: missing; a BEIR retrieval dataset needs corpus.jsonl, queries.jsonl "
             "and qrels/<split>.tsv"
         )
-    qrels = _read_qrels(_require_file(qrels_dir / f"{split}.tsv"))
+    if not (qrels_dir / f"{split}.tsv").is_file():
+        splits = ", ".join(sorted(p.stem for p in qrels_dir.glob("*.tsv"))) or "none"
+        raise FileNotFoundError(
+            f"{qrels_dir / f'{split}.tsv'}: missing; the splits judged here are: {splits}"
+        )
+    qrels = _read_qrels(qrels_dir / f"{split}.tsv")
     corpus = read_texts(_require_file(directory / "corpus.jsonl"))
     all_queries = read_texts(_require_file(directory / "queries.jsonl"))
     _check_judged_queries(directory, qrels, all_queries)
