@@ -163,6 +163,9 @@ def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipelin
     db = Database(tmp_path / "db", create=True)
     with pytest.raises(StoreError, match=r"no collection 'missing'.*collections: none"):
         db.open("missing")
+    ingest([Record("a", "some text")], db.collection("default"), hash_pipeline)
+    with pytest.raises(StoreError, match=r"no collection 'defualt' in .*; collections: default$"):
+        db.collection("defualt").search("text")  # a handle by name: the same list as open()
     with pytest.raises(StoreError, match="invalid collection name"):
         db.collection("../escape")
 

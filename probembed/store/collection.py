@@ -334,7 +334,10 @@ class Collection:
         """The table, or a clear error when the collection has no rows yet."""
         table = self._open()
         if table is None:
-            raise CollectionNotFoundError(f"no collection {self.name!r} in {self.db.path}")
+            known = ", ".join(self.db.collections()) or "none"  # a typo in the name, often
+            raise CollectionNotFoundError(
+                f"no collection {self.name!r} in {self.db.path}; collections: {known}"
+            )
         return table
 
     @property
