@@ -160,6 +160,9 @@ def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline,
 def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipeline):
     with pytest.raises(StoreError, match=r"no database at .*does not exist"):
         Database(tmp_path / "nowhere")
+    (tmp_path / "docs.jsonl").write_text("{}\n")
+    with pytest.raises(StoreError, match=r"docs\.jsonl: it is a file; a database is a directory"):
+        Database(tmp_path / "docs.jsonl")  # it said the directory does not exist
     db = Database(tmp_path / "db", create=True)
     with pytest.raises(StoreError, match=r"no collection 'missing'.*collections: none"):
         db.open("missing")

@@ -113,6 +113,11 @@ class Location:
                     )
         elif create:
             _make_directory(self.path)
+        elif self.path.is_file():  # `--db docs.jsonl`: the corpus in the database's place
+            raise StoreError(
+                f"no database at {self.path}: it is a file; a database is a directory "
+                "(`probembed ingest PATH --db DIR` makes one)"
+            )
         elif not self.path.is_dir():
             raise StoreError(
                 f"no database at {self.path}: the directory does not exist; "
