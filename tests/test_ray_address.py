@@ -5,7 +5,10 @@ joined instead: here no Ray is started at all.
 """
 
 import json
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -49,3 +52,21 @@ def test_an_address_where_no_ray_answers_is_refused_at_once(tmp_path, hash_pipel
         ray_session("headnode"),
     ):
         pass
+
+
+def test_a_local_ray_session_starts_without_lancedb_fork_warnings(tmp_path, hash_pipeline):
+    """Ray forks its service processes with lancedb already imported: lancedb warned five
+    times that a fork reset its runtime, though each process execs at once."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": f"text {i}"}) + "\n" for i in range(20))
+    )
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    args = ["ingest", str(source), "--db", str(tmp_path / "db"), "--pipeline", str(pipeline_dir)]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a Ray of its own
+    done = subprocess.run(
+        [sys.executable, "-m", "probembed", *args, "--ray", "--workers", "1"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "added 20" in done.stderr and "fork support is experimental" not in done.stderr

@@ -22,6 +22,7 @@ import math
 import os
 import socket
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,11 +66,15 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         return
     given = "address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS")  # `ray job submit` sets it: join it
-    if address:
-        check_reachable(address, given)
-        ray.init(address=address, logging_level="WARNING")
-    else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    with warnings.catch_warnings():
+        # Ray forks its service processes, which exec at once: lancedb's warning that a fork
+        # reset its runtime was printed once per process (five times) and concerns none of them
+        warnings.filterwarnings("ignore", "lancedb fork support is experimental", RuntimeWarning)
+        if address:
+            check_reachable(address, given)
+            ray.init(address=address, logging_level="WARNING")
+        else:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
     try:
         yield
     finally:
