@@ -35,6 +35,8 @@ from probembed.scoring import parse_score, score_matrix
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 CONFIG_FILE = "pipeline.json"
+#: The labelled splits that chose a pipeline's settings, beside its config (absent: none known).
+TUNING_FILE = "tuning.json"
 FORMAT_VERSION = 1
 _CHUNK = 256
 
@@ -186,6 +188,7 @@ class Pipeline:
         cache: EmbeddingCache | bool = True,
         calibrator: RelevanceCalibrator | None = None,
         adapt: AdaptConfig | None = None,
+        tuned_on: Sequence[str] = (),
     ) -> None:
         if not members:
             raise ValueError("a pipeline needs at least one model")
@@ -203,6 +206,19 @@ class Pipeline:
         #: Not part of the fingerprint: it changes no vector.
         self.calibrator = calibrator
         self.adapt = adapt or AdaptConfig()
+        #: The labelled splits ("retrieval/scifact:train") its fusion, score or calibrator were
+        #: chosen on: a figure measured on one of them is not held out.
+        self.tuned_on = tuple(tuned_on)
+
+    def tuned_on_split(self, kind: str, dataset: str, split: str) -> str | None:
+        """The `tuned_on` entry naming this kind of dataset ("retrieval"), its directory name
+        and split, if any."""
+        for entry in self.tuned_on:
+            path, _, tuned_split = entry.rpartition(":")
+            parts = Path(path).parts
+            if (parts[0], parts[-1], tuned_split) == (kind, dataset, split):
+                return entry
+        return None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -368,6 +384,8 @@ class Pipeline:
         atomic.write_bytes(directory / CONFIG_FILE, text.encode())
         if self.calibrator is not None:
             self.calibrator.save(directory / CALIBRATION_FILE)
+        if self.tuned_on:
+            write_tuning(directory, self.tuned_on)
 
     @classmethod
     def load(cls, name_or_dir: str | os.PathLike, cache: EmbeddingCache | bool = True) -> Pipeline:
@@ -414,17 +432,35 @@ class Pipeline:
         """Fitted members plus the fusion, score, adaptation and calibrator a directory keeps."""
         calibration = directory / CALIBRATION_FILE
         calibrator = RelevanceCalibrator.load(calibration) if calibration.is_file() else None
+        tuned_on = read_tuning(directory)
         try:
             fusion = FusionConfig(**config.get("fusion", {}))
             score = ScoreConfig(**config.get("score", {}))
             adapt = AdaptConfig(**config.get("adapt", {}))
             name = config.get("name", directory.name)
-            return cls(members, fusion, score, name, cache, calibrator, adapt)
+            return cls(members, fusion, score, name, cache, calibrator, adapt, tuned_on)
         except ValueError as exc:
             raise ValueError(f"{directory / CONFIG_FILE}: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, models={self.models}, fusion={self.fusion.method!r})"
+
+
+def read_tuning(directory: Path) -> tuple[str, ...]:
+    """The splits a pipeline directory's settings were tuned on (none recorded: ())."""
+    path = directory / TUNING_FILE
+    if not path.is_file():
+        return ()
+    entries = json.loads(path.read_text(encoding="utf-8")).get("tuned_on")
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ValueError(f"{path}: 'tuned_on' must be a list of \"dataset/path:split\" strings")
+    return tuple(entries)
+
+
+def write_tuning(directory: Path, tuned_on: Sequence[str]) -> None:
+    """Record the splits a pipeline directory's settings were tuned on, in order, once each."""
+    record = json.dumps({"tuned_on": list(dict.fromkeys(tuned_on))}, indent=2)
+    atomic.write_bytes(directory / TUNING_FILE, record.encode())
 
 
 def _labels(encoders: Sequence[Encoder]) -> tuple[str, ...]:

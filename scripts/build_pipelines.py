@@ -15,6 +15,7 @@ import argparse
 import os
 
 from probembed.evaluation.lodo import (
+    LODO_DATASETS,
     Scores,
     embed_split,
     load_tasks,
@@ -62,6 +63,7 @@ def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
     tuned_pipe = Pipeline(pipe.members, base.fusion, base.score, name, cache=False)
     kept = without_unweighted(tuned_pipe)
     kept.adapt = AdaptConfig(choice.gamma["uec+adapted"])
+    kept.tuned_on = tuple(f"{LODO_DATASETS[n][0]}:{LODO_DATASETS[n][1]}" for n in tasks)
     kept.save(builtin_dir() / name)
     print(f"{name}: {kept.models} {kept.fusion} {kept.score} {kept.adapt}")
 

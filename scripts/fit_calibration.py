@@ -29,7 +29,7 @@ from probembed.calibration.training import TOP, corpus_text_search, hybrid_split
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import embed
 from probembed.paths import datasets_dir
-from probembed.pipeline import Pipeline, builtin_dir
+from probembed.pipeline import Pipeline, builtin_dir, read_tuning, write_tuning
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SCIFACT = datasets_dir() / "retrieval" / "scifact"
@@ -74,7 +74,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     calibrator = fit(args.pipeline, args.seed)
-    path = calibrator.save(builtin_dir() / args.pipeline / CALIBRATION_FILE)
+    directory = builtin_dir() / args.pipeline
+    path = calibrator.save(directory / CALIBRATION_FILE)
+    write_tuning(directory, [*read_tuning(directory), "retrieval/scifact:train"])  # its qrels
     print(f"wrote {path}: {calibrator.fit_info}")
 
 

@@ -237,3 +237,22 @@ def test_a_beir_set_is_scored_with_the_built_in_ingest_indexes_documents_with(tm
     data = load_dataset(KINDS["retrieval"])
     texts = len(data.corpus) + len(data.queries)  # said before the long part starts
     assert f"{texts} texts, each embedded by retrieval's models" in _unwrapped(result.stderr)
+
+
+def test_a_split_the_pipeline_was_tuned_on_is_reported_as_not_held_out(hash_pipeline, tmp_path):
+    """`probembed eval --split train` of `default` on SciFact scored the split its calibrator
+    and fusion were chosen on, without a word: the figure looked held out."""
+    from probembed.pipeline import builtin_dir, read_tuning
+
+    tuned = Pipeline(
+        hash_pipeline.members, hash_pipeline.fusion, hash_pipeline.score, "hash",
+        cache=False, tuned_on=("retrieval/toy:test", "sts/toy:dev"),
+    )  # fmt: skip
+    directory = tuned.save(tmp_path / "tuned")
+    assert Pipeline.load(directory, cache=False).tuned_on == tuned.tuned_on  # kept by save
+    warned = _eval([str(KINDS["retrieval"])], directory, tmp_path / "a.json")["stderr"]
+    assert "hash was tuned on retrieval/toy:test: figures on this split are not held out" in warned
+    quiet = _eval([str(KINDS["sts"])], directory, tmp_path / "b.json")["stderr"]  # dev, not test
+    assert "tuned on" not in quiet
+    assert "retrieval/scifact:train" in read_tuning(builtin_dir() / "default")  # its calibrator's
+    assert read_tuning(builtin_dir() / "retrieval") == ("retrieval/scifact:train",)

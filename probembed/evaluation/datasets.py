@@ -84,6 +84,17 @@ class PairsDataset:
 
 
 Dataset = StsDataset | RetrievalDataset | ClassificationDataset | PairsDataset
+_KINDS = {
+    StsDataset: "sts",
+    RetrievalDataset: "retrieval",
+    ClassificationDataset: "classification",
+    PairsDataset: "pairs",
+}
+
+
+def dataset_kind(dataset: Dataset) -> str:
+    """The folder of the benchmark data that holds this kind (a pipeline's `tuned_on` names it)."""
+    return _KINDS[type(dataset)]
 
 
 def load_dataset(

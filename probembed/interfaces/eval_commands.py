@@ -117,11 +117,11 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
-        from probembed.evaluation.datasets import RetrievalDataset
+        from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
         from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
-        from probembed.interfaces.console import fail, out, say
+        from probembed.interfaces.console import fail, note, out, say
         from probembed.interfaces.store_commands import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
 
@@ -137,6 +137,14 @@ def register(app: typer.Typer) -> None:
             raise fail(str(exc)) from exc
         texts = sum(len(t) for t in dataset_roles(test).values())
         say(f"{test.name} {test.split}: {texts} texts, each embedded by {pipe.name}'s models")
+        tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)
+        if tuned is not None:  # a figure on a split that chose the settings is not held out
+            note(
+                "warning",
+                "yellow",
+                f"{pipe.name} was tuned on {tuned}: figures on this split are not held out; "
+                "report a split it was not tuned on",
+            )
         result = None
         if compare:
             result = run_compare(pipe, test, dev, progress=True)
