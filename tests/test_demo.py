@@ -310,3 +310,15 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     lines.pop(0)  # the corpus loses a document: so does the demo's collection
     assert "removed 1 items no longer in the corpus" in " ".join(run("glaciers").split())
     assert Database(db).open(name).ids() == {"b"}
+    # an export whose one bad byte makes the whole array one bad item that names no document:
+    # the re-run took its documents for gone and emptied the cached collection
+    export = tmp_path / "export.json"
+    args = ["demo", "--pipeline", pipe, "--data", str(export)]
+    export.write_text('[{"id": "x", "text": "the jaguar"}, {"id": "y", "text": "rivers"}]')
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    kept = re.search(r"--collection (\S+)", first.output).group(1)
+    export.write_bytes(b'[{"id": "x", "text": "the jaguar"}, {"id": "y", "text": "caf\xe9"}]')
+    again = CliRunner().invoke(app, args)
+    assert "removed nothing: 1 bad item(s) name no document" in " ".join(again.output.split())
+    assert Database(db).open(kept).ids() == {"x", "y"}

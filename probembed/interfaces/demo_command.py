@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
+from probembed.documents import Problem, Record
 from probembed.interfaces.console import fail, literal, out, say
 from probembed.interfaces.store_commands import (
     SEARCH_PIPELINE,
@@ -95,16 +96,22 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     )
     ingest_and_report(records, target, pipe, on_error="skip", upsert=True)
     if topics is None:  # all of them: passages an earlier release cut otherwise go
-        _keep_only(target, {r.id for r in records})
+        _keep_only(target, records)
     where = _topic_filter(topics)
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
     say(f'ask your own: probembed search "your question" --db {db} --collection {target.name}')
 
 
-def _keep_only(target: Collection, ids: set[str]) -> None:
-    """Remove what the demo's cached collection holds beyond these ids: documents gone from
-    the corpus, passages an earlier release cut otherwise."""
+def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
+    """Remove what the demo's cached collection holds beyond the items' ids: documents gone
+    from the corpus, passages an earlier release cut otherwise. Nothing when a bad item names
+    no document (a JSON array that does not parse is one such item): any may be one kept."""
+    unplaced = sum(isinstance(i, Problem) and i.doc_id is None for i in items)
+    if unplaced:
+        say(f"removed nothing: {unplaced} bad item(s) name no document, which may be one kept")
+        return
+    ids = {i.id for i in items if isinstance(i, Record)}
     gone = sorted(target.ids() - ids) if target.exists else []
     if gone:
         target.delete(gone)
@@ -122,7 +129,7 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
 
 def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     """Index a corpus on disk; with BEIR test qrels, answer some queries and score them all."""
-    from probembed.store import Database, Record, read_records
+    from probembed.store import Database, read_records
 
     if not data.exists():
         raise fail(
@@ -136,7 +143,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     target = Database(db, create=True).collection(_collection_name(data))
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
     ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
-    _keep_only(target, {r.id for r in read_records(data) if isinstance(r, Record)})
+    _keep_only(target, list(read_records(data)))
     if not (data / "qrels" / "test.tsv").is_file():
         say(
             f"{target.count()} items indexed; search them with: probembed search "
