@@ -169,12 +169,18 @@ class Searcher:
             fused, k, score, exact, where, hybrid, texts, beta, min_p_relevant, group_by_doc
         )
 
-    @one_at_a_time
     def vectors(self, query: str, ids: Sequence[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The query's fused mean and these rows' (by id; ids not stored left out), float64,
         as search scores them: with the collection's adaptation, so a re-ranker such as MMR
-        compares what the ranking compared."""
-        fused = self.pipeline.encode(_validate_queries([query]))
+        compares what the ranking compared. The query is encoded outside the lock, as a
+        search's is."""
+        return self._vectors(self.pipeline.encode(_validate_queries([query])), ids)
+
+    @one_at_a_time
+    def _vectors(
+        self, fused: Fused, ids: Sequence[str]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """`vectors` for an encoded query, under the lock: the tilt and rows of one version."""
         self._refresh()
         if self._tilt is not None:
             fused = retilt(fused, self._tilt.dims, self._tilt.factors)
