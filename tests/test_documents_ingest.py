@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
-from probembed.store import Database, IngestError, ingest, ingest_documents
+from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
 from probembed.store.chunked import ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
@@ -119,6 +119,21 @@ def test_every_report_of_a_folder_names_the_files_no_reader_takes(tmp_path, fold
     assert chunked.added == 4 and plain.added == embedded.rows == 2
     one_file = ingest_documents(folder / "notes.txt", db.collection("one"), pydoc_pipeline, SMALL)
     assert one_file.unread == {} and "not read" not in one_file.summary()
+
+
+def test_a_documents_chunks_are_deleted_by_its_id_in_one_commit(tmp_path, folder, pydoc_pipeline):
+    db = Database(tmp_path / "db", create=True)
+    collection = db.collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    chunks = len(collection.document_index()["guide.md"][1])
+    version = collection.version
+    assert collection.delete_documents(["guide.md", "guide.md", "none"]) == (chunks, ["none"])
+    assert collection.version == version + 1  # one commit
+    assert "guide.md" not in collection.document_index() and chunks > 1
+    whole = db.collection("whole")
+    ingest([Record("a", "some text")], whole, pydoc_pipeline)
+    with pytest.raises(StoreError, match="holds no chunked documents"):
+        whole.delete_documents(["a"])
 
 
 def test_grouping_gives_one_hit_per_document(tmp_path, folder, pydoc_pipeline):

@@ -587,20 +587,15 @@ def delete_command(
 
     target = _open_collection(db, storage_option, collection)
     try:
-        documents = target.document_index() if doc or target.chunked else {}
-        asked = ids
         if doc:
-            if not target.chunked:
-                raise fail(f"collection {collection!r} holds no chunked documents: drop --doc")
-            ids = [c for d in dict.fromkeys(asked) if d in documents for c in documents[d][1]]
-        removed = target.delete(ids)
-        if doc:
-            gone = [d for d in dict.fromkeys(asked) if d not in documents]
+            removed, gone = target.delete_documents(ids)
             missing = f"; {len(gone)} document(s) were not there" if gone else ""
-            say(f"deleted {removed} chunk(s) of {len(set(asked)) - len(gone)} document(s){missing}")
+            say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
+            removed = target.delete(ids)
             missing = len(set(ids)) - removed
             said = f"; {missing} id(s) were not there" if missing else ""
+            documents = target.document_index() if missing and target.chunked else {}
             chunked = [i for i in dict.fromkeys(ids) if i in documents]
             if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
                 said += (

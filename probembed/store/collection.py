@@ -769,6 +769,25 @@ class Collection:
         return int(found)
 
     @one_at_a_time
+    def delete_documents(self, doc_ids: Sequence[str]) -> tuple[int, list[str]]:
+        """Delete every chunk of these documents, in one commit by their doc_id (a chunk a
+        re-chunk writes meanwhile goes too); returns the chunks deleted and the documents
+        that had none."""
+        self.db.require_writable()
+        if isinstance(doc_ids, str):
+            raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
+        table = self._require()
+        if not self.chunked:
+            raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
+        if not doc_ids:
+            return 0, []
+        condition = f"doc_id IN ({sql_list(doc_ids)})"
+        present = _scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
+        if present:
+            table.delete(condition)
+        return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
+
+    @one_at_a_time
     def revert(self, version: int | None, ids: Iterable[str]) -> None:
         """Put these ids back as they were at `version` (None: not there), in one commit, and
         leave every other row as it is: undoes a write stopped part-way without undoing what
