@@ -1058,6 +1058,13 @@ _UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$
 _NO_FIELD = re.compile(r"No field named (.+?)\.\s*Valid fields are .*$")
 
 
+def _compared_as_string(name: str, where: str) -> bool:
+    """Whether the filter compares with "name" in double quotes (`source = "b"`), which SQL
+    reads as a column, not a string; a quoted column name on its own (`"a b" = 1`) is not."""
+    value = rf'(?:[=<>,]|\blike|\bin\s*\()\s*"{re.escape(name)}"'
+    return re.search(value, where, re.IGNORECASE) is not None
+
+
 def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) -> Any:
     """Run a LanceDB call with a filter, refusing more than one SQL condition and turning a
     bad filter's engine error into a clear StoreError: no engine source paths, and for an
@@ -1075,12 +1082,11 @@ def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) 
             raise
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
         known = ", ".join(fields())
+        unknown = _NO_FIELD.search(message)
         message = _NO_FIELD.sub(
             lambda m: f"no field {m.group(1)}; filters can name {known}", message
         )
-        # `source = "b"`: SQL reads "b" as a column, 'b' as a string (a quoted name stays)
-        quoted = re.search(r'(?:[=<>,(]|\blike)\s*"([^"]*)"', where, re.IGNORECASE)
-        if quoted and "no field" in message:
-            message += f"; a string takes single quotes in SQL: '{quoted.group(1)}'"
+        if unknown and _compared_as_string(unknown.group(1), where):
+            message += f"; a string takes single quotes in SQL: '{unknown.group(1)}'"
         message = _UNPARSED.sub(r"cannot parse it (\1)", message)
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
