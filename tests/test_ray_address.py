@@ -18,7 +18,7 @@ from probembed.store import Database
 ray = pytest.importorskip("ray")
 
 from probembed.interfaces.cli import app  # noqa: E402
-from probembed.store.ray_ingest import ray_session  # noqa: E402
+from probembed.store.ray_ingest import check_reachable, ray_session  # noqa: E402
 
 
 def closed_port() -> int:
@@ -52,6 +52,8 @@ def test_an_address_where_no_ray_answers_is_refused_at_once(tmp_path, hash_pipel
         ray_session("headnode"),
     ):
         pass
+    with pytest.raises(ValueError, match="is not host:port, ray://host:port or auto"):
+        check_reachable("http://127.0.0.1:8265")  # the dashboard's jobs address: not Ray's
 
 
 def test_a_local_ray_session_starts_without_lancedb_fork_warnings(tmp_path, hash_pipeline):

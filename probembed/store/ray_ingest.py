@@ -87,7 +87,7 @@ def check_reachable(address: str, given: str = "address") -> None:
     if address in ("auto", "local"):
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or "://" in host:  # http://: the dashboard's, not Ray's
         raise ValueError(f"Ray {given} {address!r} is not host:port, ray://host:port or auto")
     try:
         socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_SECONDS).close()
