@@ -644,11 +644,11 @@ def test_an_encoding_child_that_dies_is_replaced(tmp_path, pydoc_pipeline_dir):
 
 def test_sigterm_finishes_the_request_in_flight(tmp_path, pydoc_pipeline_dir):
     running = Server(
-        tmp_path / "db", pydoc_pipeline_dir, "--max-batch", "8", "--max-wait-ms", "2000"
+        tmp_path / "db", pydoc_pipeline_dir, "--max-batch", "8", "--max-wait-ms", "8000"
     )
     with running, running.client() as http, ThreadPoolExecutor(1) as pool:
         in_flight = pool.submit(http.post, "/v1/embeddings", json={"model": "hash", "input": "x"})
-        wait_for_queue(http, 1)  # the request waits 2 s for a batch: SIGTERM lands while open
+        wait_for_queue(http, 1)  # it waits 8 s for a batch: seen queued, SIGTERM lands in time
         code = running.stop()
         assert in_flight.result().status_code == 200
     # uvicorn re-raises the signal once shut down, so the exit status says SIGTERM
