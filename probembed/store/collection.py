@@ -217,11 +217,13 @@ class Database:
         """An existing collection, or an error listing the ones there are."""
         handle = self.collection(name)
         if not handle.exists:
-            known = ", ".join(self.collections()) or "none"
-            raise CollectionNotFoundError(
-                f"no collection {name!r} in {self.path}; collections: {known}"
-            )
+            raise self.not_found(name)
         return handle
+
+    def not_found(self, name: str) -> CollectionNotFoundError:
+        """The error for a collection that is not here, listing those that are (a typo, often)."""
+        known = ", ".join(self.collections()) or "none"
+        return CollectionNotFoundError(f"no collection {name!r} in {self.path}; collections: {known}")
 
     def drop(self, name: str) -> None:
         """Delete a collection, its derived files, and everything in it."""
@@ -334,10 +336,7 @@ class Collection:
         """The table, or a clear error when the collection has no rows yet."""
         table = self._open()
         if table is None:
-            known = ", ".join(self.db.collections()) or "none"  # a typo in the name, often
-            raise CollectionNotFoundError(
-                f"no collection {self.name!r} in {self.db.path}; collections: {known}"
-            )
+            raise self.db.not_found(self.name)
         return table
 
     @property
