@@ -223,7 +223,9 @@ class Database:
     def not_found(self, name: str) -> CollectionNotFoundError:
         """The error for a collection that is not here, listing those that are (a typo, often)."""
         known = ", ".join(self.collections()) or "none"
-        return CollectionNotFoundError(f"no collection {name!r} in {self.path}; collections: {known}")
+        return CollectionNotFoundError(
+            f"no collection {name!r} in {self.path}; collections: {known}"
+        )
 
     def drop(self, name: str) -> None:
         """Delete a collection, its derived files, and everything in it."""
