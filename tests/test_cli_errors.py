@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
+from probembed.pipeline import Pipeline
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,6 +227,32 @@ def test_an_ingest_whose_input_fails_the_checks_leaves_no_empty_database(
     assert not (tmp_path / "made.db").exists()
     (tmp_path / "made.db").mkdir()
     assert runner.invoke(app, args).exit_code == 2 and (tmp_path / "made.db").is_dir()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ingest", "bad.jsonl", "--db", "made.db"],
+        ["ingest", "bad.jsonl", "--db", "made.db", "--pipeline", "default"],
+        ["embed", "bad.jsonl", "--out", "parts"],
+    ],
+)
+def test_bad_input_is_refused_before_a_model_loads(tmp_path, monkeypatch, command):
+    """Loading a built-in takes seconds: a malformed line was reported only after it. A loader
+    that breaks if called shows that the input is checked first."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the pipeline was loaded")
+
+    monkeypatch.setattr(Pipeline, "load", broken)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "text": "fine"}\n{"id": "b"\n')
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "1 bad input item(s); nothing was written" in said
+    assert "bad.jsonl:2: malformed JSON" in said
+    assert not (tmp_path / "made.db").exists() and not (tmp_path / "parts").exists()
 
 
 def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatch, saved_pipeline):

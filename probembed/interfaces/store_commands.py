@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -248,6 +249,7 @@ def ingest_command(
     from probembed.store import StoreError
     from probembed.store.chunked import refuse_mixing
     from probembed.store.collection import check_collection_name
+    from probembed.store.ingest import read_checked
 
     # Every check that needs no database comes first: a refused run creates none.
     check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
@@ -271,7 +273,6 @@ def ingest_command(
             given = "" if overlap is None else f" --overlap {overlap}"
             raise fail(f"--chunk-tokens {size}{given}: {exc}") from exc
         check_collection_name(collection)
-        given = load_pipeline(pipeline) if pipeline is not None else None
         where = resolve_db(db)
         made_here = isinstance(where, Path) and not where.exists()
         database = open_database(db, storage_option, create=True)
@@ -288,7 +289,9 @@ def ingest_command(
     except StoreError as exc:
         raise fail(str(exc)) from exc
     try:
-        pipe = given if given is not None else _own_or_default_pipeline(target)
+        if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
+            _refuse_bad_input(lambda: read_checked(path, target.metadata_columns(), on_error))
+        pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         limit = pipe.max_tokens
         if settings is not None and limit is not None and (chunk_tokens or 0) > limit:
             say(  # capped by the library: said, not silent
@@ -321,6 +324,17 @@ def _discard_unmade(database: Database, collection: str, made: Path | str | None
             Path(made).rmdir()
 
 
+def _refuse_bad_input(read: Callable[[], object]) -> None:
+    """Read and check the whole input before a model loads, so that bad input is refused in
+    a second rather than after the load (the run reads it again: far cheaper than embedding)."""
+    from probembed.store import StoreError
+
+    try:
+        read()
+    except (StoreError, ValueError, FileNotFoundError) as exc:
+        raise fail(str(exc)) from exc
+
+
 def _own_or_default_pipeline(target: Collection) -> Any:
     """The pipeline a collection was made with, or the built-in for documents for a new one
     (a model load long enough that a Ctrl-C often lands in it)."""
@@ -348,7 +362,7 @@ def embed_command(
 ) -> None:
     """Embed documents into Parquet files (id, mean, var, weights) for another vector database."""
     from probembed.store import StoreError
-    from probembed.store.embed_job import check_out, embed_to_parquet
+    from probembed.store.embed_job import check_out, embed_to_parquet, read_input
 
     # what needs no pipeline first: loading one takes seconds
     check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
@@ -358,6 +372,8 @@ def embed_command(
         check_out(out)
     except StoreError as exc:
         raise fail(str(exc)) from exc
+    if on_error == "stop":
+        _refuse_bad_input(lambda: read_input(path, on_error))
     pipe = load_pipeline(pipeline)
     try:
         report = embed_to_parquet(

@@ -1,6 +1,6 @@
 """Gaussians for another vector database: a corpus embedded into Parquet files, one per batch.
 
-The input is read and checked as ingest reads it (`probembed.store.ingest.check_records`), so
+The input is read and checked as ingest reads it (`probembed.store.ingest.read_checked`), so
 with `on_error="stop"` a bad line writes nothing. Each batch becomes one file
 `part-<first row>.parquet` with columns id, mean, var, weights in the collections' own types
 (float32 fixed-size lists) and the collections' pipeline header in the schema metadata; each is
@@ -23,13 +23,7 @@ from probembed import atomic
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.errors import StoreError
-from probembed.store.ingest import (
-    DEFAULT_BATCH,
-    IngestError,
-    OnError,
-    check_records,
-    validate_options,
-)
+from probembed.store.ingest import DEFAULT_BATCH, OnError, read_checked, validate_options
 from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
@@ -96,11 +90,7 @@ def embed_to_parquet(
         validate_workers(workers, cpus_per_worker, gpus_per_worker)
         on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
     out = Path(out)
-    # the files hold no metadata: its types and values are no reason to refuse a document
-    items = (i if isinstance(i, Problem) else replace(i, metadata={}) for i in read_records(source))
-    records, problems = check_records(items, {})
-    if problems and on_error == "stop":
-        raise IngestError(problems)
+    records, problems = read_input(source, on_error)
     _prepare_out(out)
     report = EmbedReport(
         str(source), out, problems=problems, unread=unread_files(source, TEXT_SUFFIXES)
@@ -113,6 +103,14 @@ def embed_to_parquet(
             report.files += 1
             bar.advance(len(index))
     return report
+
+
+def read_input(source: str | Path, on_error: OnError) -> tuple[list[Record], list[Problem]]:
+    """The input read and checked as the files keep it, which needs no model (a caller can
+    refuse bad input before it loads one); under on_error="stop" a problem raises."""
+    # the files hold no metadata: its types and values are no reason to refuse a document
+    items = (i if isinstance(i, Problem) else replace(i, metadata={}) for i in read_records(source))
+    return read_checked(items, {}, on_error)
 
 
 def _embedded(

@@ -131,11 +131,8 @@ def prepare(
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
-    items = read_records(source) if isinstance(source, (str, Path)) else source
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    records, problems = check_records(items, collection.metadata_columns())
-    if problems and on_error == "stop":
-        raise IngestError(problems)
+    records, problems = read_checked(source, collection.metadata_columns(), on_error)
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
@@ -149,6 +146,21 @@ def prepare(
         todo = [r for r in records if r.id not in stored]
         report.already_stored = len(records) - len(todo)
     return report, todo
+
+
+def read_checked(
+    source: str | Path | Iterable[Record | Problem],
+    columns: dict[str, pa.DataType],
+    on_error: OnError,
+) -> tuple[list[Record], list[Problem]]:
+    """The whole input read and checked against a collection's metadata columns: this needs no
+    model, so a caller can refuse bad input before it loads one. Under on_error="stop" any
+    problem raises `IngestError`."""
+    items = read_records(source) if isinstance(source, (str, Path)) else source
+    records, problems = check_records(items, columns)
+    if problems and on_error == "stop":
+        raise IngestError(problems)
+    return records, problems
 
 
 def unchanged_ids(collection: Collection, records: Sequence[Record]) -> set[str]:
