@@ -20,6 +20,13 @@ def squared_norms(mean: np.ndarray) -> np.ndarray:
     return np.maximum(sq_norm, SQ_NORM_FLOOR)
 
 
+def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of x scaled to unit L2 norm in float64, and their squared norms (n, 1)."""
+    x = np.asarray(x, dtype=np.float64)
+    sq_norm = squared_norms(x)
+    return x / np.sqrt(sq_norm), sq_norm
+
+
 def _as_matrix(name: str, values: np.ndarray | Sequence) -> np.ndarray:
     """Coerce to a C-contiguous float32 (n, d) array, naming the argument when it is not one."""
     arr = np.ascontiguousarray(values, dtype=np.float32)

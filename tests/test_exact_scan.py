@@ -14,6 +14,22 @@ from probembed.store.ranking import _float32_bounds, _float64_scan, scan, with_m
 from probembed.store.snapshot import MeanFile
 
 
+class MeanArray:
+    """`ranking.Means` over a float32 (n, d) array in memory (the store reads a `MeanFile`)."""
+
+    def __init__(self, means: np.ndarray) -> None:
+        self.means = np.asarray(means, dtype=np.float32)
+        self.norms = ranking.float32_norm_bounds(self.means)
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        """Rows by position."""
+        return self.means[positions]
+
+    def norm_bounds(self, positions: np.ndarray) -> np.ndarray:
+        """Upper bounds of these rows' norms."""
+        return self.norms[positions]
+
+
 def unit_gaussians(rng: np.random.Generator, n: int, dim: int, var_scale: float) -> Gaussian:
     """Unit-norm means (as fused means are) with positive variances around var_scale."""
     mean = rng.normal(size=(n, dim))
@@ -77,7 +93,7 @@ def test_the_faiss_dot_scan_is_identical_to_the_float64_scan(monkeypatch, block)
     docs = near_ties(rng)
     queries = Gaussian.concat([docs[:10], unit_gaussians(rng, 20, 64, 1e-3)], axis=0)
     positions = np.arange(len(docs))
-    means = ranking.MeanArray(docs.mean)
+    means = MeanArray(docs.mean)
     got = scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0, means=means)
     want = _float64_scan(queries, rows_of(docs), positions, 10, Score.DOT, 1.0)
     for g, w_pos in zip(got, want[0], strict=True):
@@ -132,9 +148,7 @@ def test_certified_dot_rescoring_equals_float64_rescoring_of_every_candidate(poo
         candidates[i, : min(pool, 61)] = ties[:pool]
     candidates[3, -4:] = -1  # a query with fewer candidates than the pool
     rows = rows_of(docs)
-    got = ranking.rescore(
-        queries, rows, candidates, 10, Score.DOT, 0.0, means=ranking.MeanArray(docs.mean)
-    )
+    got = ranking.rescore(queries, rows, candidates, 10, Score.DOT, 0.0, means=MeanArray(docs.mean))
     want = ranking._rescored(queries, rows, candidates, 10, Score.DOT, 0.0, rows)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g.positions, w.positions)

@@ -15,6 +15,17 @@ def test_pair_sample_is_seeded_sized_and_drawn_from_every_file(datasets):
     assert set(first) <= set(every)
 
 
+def test_files_given_are_sampled_in_their_order_as_a_folder_is_in_name_order(tmp_path):
+    """`probembed fit --pairs A --pairs B` samples as the built-ins' recipe samples a folder."""
+    for name, n in (("a.tsv", 30), ("b.tsv", 20)):
+        rows = [f"{name} first {i}\t{name} second {i}" for i in range(n)]
+        (tmp_path / name).write_text("text_a\ttext_b\n" + "\n".join(rows) + "\n")
+    files = [tmp_path / "a.tsv", tmp_path / "b.tsv"]
+    assert sample_pairs(files, 25, seed=3) == sample_pairs(tmp_path, 25, seed=3)
+    assert len(sample_pairs(files, 25)) == 25 and len(sample_pairs(files, 10**9)) == 50
+    assert sample_pairs(files[::-1], 10**9)[0] == ("b.tsv first 0", "b.tsv second 0")
+
+
 def test_an_empty_pairs_folder_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no positive pairs in"):
         sample_pairs(tmp_path)

@@ -33,15 +33,18 @@ MAX_PAIRS = 8000
 
 
 def sample_pairs(
-    pairs_dir: Path, max_pairs: int = MAX_PAIRS, seed: int = SEED
+    source: Path | Sequence[Path], max_pairs: int = MAX_PAIRS, seed: int = SEED
 ) -> list[tuple[str, str]]:
-    """A seeded sample from every pairs file, in file order so the sample is reproducible."""
+    """A seeded sample from a folder's pairs files (by name) or the files given (in their
+    order): a fixed file order makes the sample reproducible."""
+    files = sorted(source.glob("*.tsv")) if isinstance(source, Path) else list(source)
     pairs: list[tuple[str, str]] = []
-    for path in sorted(pairs_dir.glob("*.tsv")):
+    for path in files:
         data = load_pairs(path)
         pairs.extend(zip(data.text_a, data.text_b, strict=True))
     if not pairs:
-        raise ValueError(f"no positive pairs in {pairs_dir} (expected *.tsv files)")
+        where = source if isinstance(source, Path) else ", ".join(map(str, files))
+        raise ValueError(f"no positive pairs in {where} (expected *.tsv files)")
     if len(pairs) > max_pairs:
         keep = np.sort(np.random.default_rng(seed).choice(len(pairs), max_pairs, replace=False))
         pairs = [pairs[i] for i in keep]

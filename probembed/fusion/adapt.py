@@ -21,7 +21,7 @@ import numpy as np
 
 from probembed.fusion.combine import Fused
 from probembed.fusion.weights import normalized_prior
-from probembed.gaussian import Gaussian, squared_norms
+from probembed.gaussian import Gaussian, unit_rows
 
 #: Texts the agreement is measured on: the K (n, n) cosine tables stay ~40 MB in float64.
 SAMPLE = 1000
@@ -36,15 +36,6 @@ SEED = 0
 _SELF = -1e9
 #: Floor on a weight read back from a fused row, so a zero-weight block divides safely.
 _TINY = 1e-30
-
-
-def _unit_means(parts: Sequence[Gaussian]) -> list[np.ndarray]:
-    """Float64 unit-norm means, one (n, d_k) array per member."""
-    out = []
-    for part in parts:
-        mean = part.mean.astype(np.float64)
-        out.append(mean / np.sqrt(squared_norms(mean)))
-    return out
 
 
 def _z_scored(cos: np.ndarray, self_table: bool) -> np.ndarray:
@@ -96,12 +87,13 @@ def _tables(parts: Sequence[Gaussian], reference: Sequence[Gaussian] | None) -> 
     """Per member, the z-scored cosines of every text to every reference text (or to each
     other, when there is no reference)."""
     _check_members(parts)
-    texts = _unit_means(parts)
+    texts = [unit_rows(p.mean)[0] for p in parts]
     if reference is None:
         return [_z_scored(m @ m.T, self_table=True) for m in texts]
     if len(reference) != len(parts) or any(len(r) != len(reference[0]) for r in reference):
         raise ValueError("the reference needs every member's embedding of the same texts")
-    return [_z_scored(m @ r.T, False) for m, r in zip(texts, _unit_means(reference), strict=True)]
+    refs = [unit_rows(r.mean)[0] for r in reference]
+    return [_z_scored(m @ r.T, False) for m, r in zip(texts, refs, strict=True)]
 
 
 def sampled(rows: int, sample: int = SAMPLE, seed: int = SEED) -> np.ndarray:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probembed.fusion.weights import normalized_prior, uncertainty
+from probembed.fusion.weights import uncertainty
 from probembed.gaussian import Gaussian, squared_norms
 
 #: Per member and text: own log-uncertainty, own disagreement, the mean disagreement of all
@@ -135,14 +135,3 @@ def fit_router(features: np.ndarray, targets: np.ndarray, ridge: float = RIDGE) 
         gram = z[:, k].T @ z[:, k] + ridge * np.eye(f)
         coef[k] = np.linalg.solve(gram, z[:, k].T @ (y[:, k] - bias[k]))
     return Router(centre, scale, coef, bias)
-
-
-def routed_weights(prior: Sequence[float] | None, logits: np.ndarray) -> np.ndarray:
-    """(n, K) π = softmax(log p + g): zero-prior members stay at weight 0."""
-    g = np.asarray(logits, dtype=np.float64)
-    p = normalized_prior(None if prior is None else np.asarray(prior), g.shape[1])
-    with np.errstate(divide="ignore"):
-        z = np.log(p) + g
-    z -= z.max(axis=1, keepdims=True)
-    w = np.exp(z)
-    return w / w.sum(axis=1, keepdims=True)

@@ -316,7 +316,7 @@ def fit(
     seed: Annotated[int, typer.Option(help="Seed for sampling and the calibration split.")] = 0,
 ) -> None:
     """Fit a pipeline on positive pairs and save it as a directory."""
-    from probembed.evaluation.datasets import load_pairs
+    from probembed.evaluation.recipes import sample_pairs
     from probembed.pipeline import CONFIG_FILE, FusionConfig, ModelSpec, Pipeline, check_save_target
 
     options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
@@ -330,16 +330,10 @@ def fit(
         check_save_target(out)
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    collected: list[tuple[str, str]] = []
-    for path in pairs:
-        try:
-            data = load_pairs(path)
-        except (OSError, ValueError) as exc:
-            raise fail(str(exc)) from exc
-        collected.extend(zip(data.text_a, data.text_b, strict=True))
-    if len(collected) > max_pairs:
-        keep = np.random.default_rng(seed).choice(len(collected), max_pairs, replace=False)
-        collected = [collected[i] for i in sorted(keep)]
+    try:
+        collected = sample_pairs(pairs, max_pairs, seed)
+    except (OSError, ValueError) as exc:
+        raise fail(str(exc)) from exc
     params = {"seed": seed}
     if estimator == "laplace":
         params["prior_precision"] = prior_precision

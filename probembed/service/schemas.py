@@ -61,6 +61,8 @@ class Usage(BaseModel):
 
 
 class EmbeddingResponse(BaseModel):
+    """OpenAI's embeddings response: one item per input text, in input order."""
+
     object: Literal["list"] = "list"
     data: list[EmbeddingItem]
     model: str
@@ -68,6 +70,8 @@ class EmbeddingResponse(BaseModel):
 
 
 class ModelCard(BaseModel):
+    """A served pipeline as OpenAI lists a model, with its dimension and members."""
+
     id: str
     object: Literal["model"] = "model"
     created: int = 0
@@ -77,17 +81,24 @@ class ModelCard(BaseModel):
 
 
 class ModelList(BaseModel):
+    """Every served pipeline (`GET /v1/models`)."""
+
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
 
 class PipelineOut(BaseModel):
+    """The pipeline that wrote a collection: its name, fingerprint and members."""
+
     name: str
     fingerprint: str
     models: list[str]
 
 
 class CollectionInfo(BaseModel):
+    """A collection's size, storage cost, version, pipeline, and the weights its members'
+    agreement gives (None: not adapted)."""
+
     name: str
     count: int
     dim: int
@@ -99,16 +110,22 @@ class CollectionInfo(BaseModel):
 
 
 class CollectionList(BaseModel):
+    """Every collection of the database (`GET /v1/collections`)."""
+
     object: Literal["list"] = "list"
     data: list[CollectionInfo]
 
 
 class CollectionCreate(Strict):
+    """A new, empty collection and the served pipeline that will write it."""
+
     name: str = Field(pattern=COLLECTION_NAME)
     pipeline: str | None = Field(None, description="A served pipeline; default: the first.")
 
 
 class Document(Strict):
+    """One document to store: an id (at most 1,024 characters), its text, JSON metadata."""
+
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     text: str
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -140,6 +157,8 @@ class ChunkOptions(Strict):
 
 
 class DocumentsWrite(Strict):
+    """Documents to embed and store, whole or as chunks."""
+
     documents: list[Document] = Field(min_length=1)
     upsert: bool = Field(
         False, description="Replace documents whose id is already stored (chunked: always)."
@@ -172,6 +191,8 @@ class DocumentsWrite(Strict):
 
 
 class WriteReport(BaseModel):
+    """What a write stored, replaced, left and skipped, and the collection's count after it."""
+
     collection: str
     added: int
     updated: int
@@ -188,10 +209,14 @@ class WriteReport(BaseModel):
 
 
 class DeleteDocuments(Strict):
+    """Ids to delete."""
+
     ids: list[str] = Field(min_length=1)
 
 
 class DeleteReport(BaseModel):
+    """What a delete removed, and the collection's count after it."""
+
     collection: str
     deleted: int
     count: int
@@ -199,6 +224,9 @@ class DeleteReport(BaseModel):
 
 
 class SearchRequest(Strict):
+    """One query's hits, best first, and its `confidence`: P(the query is answered well) from
+    a learned confidence, else P(the first hit truly outranks the second); None below two hits."""
+
     query: str | None = None
     queries: list[str] | None = Field(None, min_length=1)
     k: int = Field(DEFAULT_K, ge=1)
@@ -235,6 +263,9 @@ class SearchRequest(Strict):
 
 
 class HitOut(BaseModel):
+    """One hit: its exact score, the score's std, the stored weights, P(relevant), text and
+    metadata."""
+
     id: str
     score: float
     std: float
@@ -248,17 +279,23 @@ class HitOut(BaseModel):
 
 
 class QueryResultOut(BaseModel):
+    """One query's hits, best first, and how likely its top hit is right (`confidence`)."""
+
     query: str | None
     confidence: float | None
     hits: list[HitOut]
 
 
 class SearchResponse(BaseModel):
+    """Every query's result, in request order."""
+
     collection: str
     results: list[QueryResultOut]
 
 
 class ErrorMessage(BaseModel):
+    """OpenAI's error object: the message and the error type its clients map to an exception."""
+
     message: str
     type: str
 
@@ -306,6 +343,8 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
+    """Liveness or readiness: the state, the pipelines loaded so far, and a failed load's error."""
+
     status: str
     pipelines: list[str] = Field(default_factory=list)
     error: str | None = None

@@ -49,25 +49,13 @@ class Means(Protocol):
     upper bound of each row's norm, which its error bound needs and which is cheaper kept
     than recomputed over every row scanned."""
 
-    def __getitem__(self, positions: np.ndarray) -> np.ndarray: ...
-
-    def norm_bounds(self, positions: np.ndarray) -> np.ndarray: ...
-
-
-class MeanArray:
-    """`Means` over a float32 (n, d) array in memory."""
-
-    def __init__(self, means: np.ndarray) -> None:
-        self.means = np.asarray(means, dtype=np.float32)
-        self.norms = float32_norm_bounds(self.means)
-
     def __getitem__(self, positions: np.ndarray) -> np.ndarray:
-        """Rows by position."""
-        return self.means[positions]
+        """(p, d) float32 means of the rows at these positions."""
+        ...
 
     def norm_bounds(self, positions: np.ndarray) -> np.ndarray:
-        """Upper bounds of these rows' norms."""
-        return self.norms[positions]
+        """(p,) float32 upper bounds of those rows' norms (`float32_norm_bounds`)."""
+        ...
 
 
 class Ranked(NamedTuple):

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -83,12 +83,9 @@ class Hit(TypedDict):
     p_relevant: float | None
     text: str | None
     metadata: dict[str, Any]
-
-
-class GroupedHit(Hit, total=False):
-    """A hit of a `group_by_doc` search: its document's other chunks among the candidates."""
-
-    other_chunks: int
+    #: Only in a `group_by_doc` search: how many of its document's other chunks were among
+    #: the candidates.
+    other_chunks: NotRequired[int]
 
 
 class QueryResult(TypedDict):
@@ -510,11 +507,6 @@ class Searcher:
     def _dims(self) -> list[int]:
         """Each member's dimension: the block layout of the concat-fused rows."""
         return list(self.pipeline.blocks)
-
-    @property
-    def _models(self) -> tuple[str, ...]:
-        """The member labels, in block order (the collection's: checked equal at creation)."""
-        return tuple(self.pipeline.models)
 
     def _validate_min_p(self, min_p_relevant: float | None) -> None:
         """A threshold is a probability, and needs a pipeline that computes p_relevant."""

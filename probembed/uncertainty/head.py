@@ -81,7 +81,7 @@ class HeadEstimator(Estimator):
         return Gaussian.deterministic(self.encoder.encode(texts)).normalize().mean
 
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
-        """Adam on the MLS of each positive pair with the encoder frozen; seeded."""
+        """AdamW on the MLS of each positive pair with the encoder frozen; seeded."""
         import torch
 
         torch.manual_seed(self.params["seed"])

@@ -8,9 +8,10 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from probembed.encoders.base import Encoder
+from probembed.gaussian import unit_rows
 from probembed.uncertainty.base import Derived, Estimator, is_count, is_number
 from probembed.uncertainty.fisher import fisher_diagonal, posterior_variance, predictive_variance
-from probembed.uncertainty.moments import Moments, unit_rows
+from probembed.uncertainty.moments import Moments
 
 
 @runtime_checkable

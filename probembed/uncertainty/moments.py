@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probembed.gaussian import Gaussian, squared_norms
+from probembed.gaussian import Gaussian
 
 #: Floor on a squared norm, so an all-zero embedding maps to zero rather than to NaN.
 
@@ -35,10 +35,3 @@ class Moments:
     def gaussian(self, scale: float = 1.0) -> Gaussian:
         """The float32 Gaussian with variances times the calibration scale: the one cast."""
         return Gaussian(self.mean, self.var * float(scale))
-
-
-def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of x scaled to unit L2 norm in float64, and their squared norms (n, 1)."""
-    x = np.asarray(x, dtype=np.float64)
-    sq_norm = squared_norms(x)
-    return x / np.sqrt(sq_norm), sq_norm

@@ -7,8 +7,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from probembed.gaussian import unit_rows
 from probembed.uncertainty.base import Estimator, is_count, is_number
-from probembed.uncertainty.moments import Moments, unit_rows
+from probembed.uncertainty.moments import Moments
 
 
 def dropout_views(text: str, views: int, rate: float, seed: int) -> list[str]:
