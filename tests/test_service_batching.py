@@ -113,3 +113,27 @@ def test_encoders_free_together_split_the_queue_and_run_at_once(pydoc_pipeline):
     batcher = Batcher([encode, encode], settings, Metrics(), "hash")
     asyncio.run(asyncio.wait_for(encode_each(batcher, ["a", "b", "c", "d"]), 20))
     assert sizes == [2, 2]
+
+
+def test_an_encoding_child_leaves_the_cache_it_wrote_whole(
+    tmp_path, monkeypatch, pydoc_pipeline_dir
+):
+    """The child ends without unloading its models (a second each with the built-ins): what it
+    cached is committed and closed first, so the next process reads every entry back."""
+    from probembed.cache import EmbeddingCache
+    from probembed.pipeline import Pipeline
+    from probembed.service.worker import EncodeProcess
+
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))  # the child inherits it
+    texts = [f"passage {i} about sockets" for i in range(40)]
+    child = EncodeProcess(str(pydoc_pipeline_dir), threads=1)
+    child(texts)
+    child.close()
+    reference = Pipeline.load(pydoc_pipeline_dir, cache=False)
+    cache = EmbeddingCache()
+    for member in reference.members:
+        found, cached = cache.get(member.fingerprint, texts)
+        assert found.all() and cached is not None
+        # the same 40 texts in one call, on this machine: the same float32 rows
+        np.testing.assert_array_equal(cached.mean, member.encode(texts).mean)
+    cache.close()

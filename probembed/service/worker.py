@@ -16,9 +16,11 @@ core busy beside it, torch's spinning threads fight the event loop for it.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import multiprocessing.connection
 import os
+import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -42,6 +44,18 @@ def _load(source: str, threads: int) -> None:
     from probembed.pipeline import Pipeline
 
     _PIPELINE = Pipeline.load(source)
+    atexit.register(_leave)  # registered last, so it runs first
+
+
+def _leave() -> None:
+    """In the child at exit (its pool was shut down, every result sent): close the embedding
+    cache, flush, and end without the interpreter unloading the models object by object,
+    which took 1.5 s per child with the built-ins and held up the server's SIGTERM."""
+    if _PIPELINE is not None and _PIPELINE.cache is not None:
+        _PIPELINE.cache.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _exit_with_parent() -> None:
