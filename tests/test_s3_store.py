@@ -11,6 +11,7 @@ import secrets
 import socket
 import time
 import urllib.request
+import warnings
 
 import pyarrow.fs as pafs
 import pytest
@@ -186,6 +187,17 @@ def test_clear_errors_for_a_missing_bucket_and_misplaced_options(tmp_path, optio
         Database("s3://no-such-bucket/db", storage_options=options)
     with pytest.raises(StoreError, match="apply to object storage"):
         Database(tmp_path / "db", create=True, storage_options=options)
+
+
+def test_a_misspelt_storage_option_is_named_with_the_key_it_is_close_to(bucket, options):
+    """LanceDB ignores a key it does not know: a misspelt region or key fell back to the
+    environment's in silence. Known keys, and unknown ones near none, pass without a word."""
+    uri = f"s3://{bucket}/db"
+    with pytest.warns(UserWarning, match=r"'aws_regoin' is not one .* did you mean 'aws_region'"):
+        Database(uri, create=True, storage_options={**options, "aws_regoin": "us-east-1"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Database(uri, create=True, storage_options={**options, "lance_x": "1"})
 
 
 @pytest.mark.parametrize("prefix", ["team#1", "q?z", "pct%41", "./db", "db/../x"])

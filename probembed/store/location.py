@@ -12,10 +12,12 @@ AWS_REGION, AWS_ENDPOINT_URL, ...).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -59,6 +61,39 @@ _AZ_OPTIONS = {
     "account_key": "account_key",
 }
 
+#: Other keys LanceDB's object store reads (its client, retry and provider options): with the
+#: two tables above, what a storage option is checked against for a misspelling.
+_OTHER_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "timeout",
+        "connect_timeout",
+        "proxy_url",
+        "user_agent",
+        "download_retry_count",
+        "client_max_retries",
+        "client_retry_timeout",
+        "aws_default_region",
+        "aws_virtual_hosted_style_request",
+        "aws_server_side_encryption",
+        "aws_sse_kms_key_id",
+        "aws_s3_express",
+        "aws_skip_signature",
+        "aws_unsigned_payload",
+        "azure_client_id",
+        "azure_client_secret",
+        "azure_tenant_id",
+        "azure_storage_sas_key",
+        "azure_storage_token",
+        "azure_use_emulator",
+        "google_service_account",
+        "google_service_account_key",
+        "google_application_credentials",
+    }
+)
+_KNOWN_OPTIONS = frozenset(_S3_OPTIONS) | frozenset(_AZ_OPTIONS) | _OTHER_OPTIONS
+
 
 def is_remote(target: str | os.PathLike) -> bool:
     """Whether a --db value names object storage (scheme://...) rather than a directory."""
@@ -88,6 +123,7 @@ class Location:
             self.uri = str(target).rstrip("/")
             self.path: Path | str = self.uri
             self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
+            _warn_misspelt(self.storage_options)
         else:
             if self.storage_options:
                 raise StoreError(
@@ -268,6 +304,19 @@ class Location:
                 return None
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise StoreStateError(f"database {self.uri}: cannot {what}: {message}") from exc
+
+
+def _warn_misspelt(options: Mapping[str, str]) -> None:
+    """LanceDB ignores a key it does not know, so a misspelt credential or region fell back to
+    the environment's without a word: name a key that is one letter or two off a known one."""
+    for key in options:
+        near = difflib.get_close_matches(key.lower(), _KNOWN_OPTIONS, n=1, cutoff=0.85)
+        if key.lower() not in _KNOWN_OPTIONS and near:
+            warnings.warn(
+                f"storage option {key!r} is not one the object store reads (it is ignored); "
+                f"did you mean {near[0]!r}?",
+                stacklevel=3,
+            )
 
 
 def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
