@@ -462,6 +462,29 @@ def test_a_hybrid_search_reports_the_confidence_training_computes(
     assert not np.allclose(expected, dense_only)  # the hybrid model is the one used
 
 
+def test_a_hybrid_hit_has_the_p_relevant_its_dense_ranking_gives_it(collections):
+    """The calibrator reads a hit's rank and gaps in a dense ranking; read along the RRF order
+    one document got one probability from a dense search and another from a hybrid one, and
+    `min_p_relevant` with `hybrid` dropped the dense search's best hit (a reviewer's find)."""
+    calibrated, _ = collections
+    questions = ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply."]
+    dense = calibrated.search(questions, k=60, exact=True)
+    hybrid = calibrated.search(questions, k=10, hybrid=True, exact=True)
+    moved = 0
+    for d, h in zip(dense, hybrid, strict=True):
+        of = {hit["id"]: hit["p_relevant"] for hit in d["hits"]}
+        floor = min(of.values())
+        for rank, hit in enumerate(h["hits"]):
+            if hit["id"] in of:
+                # the same float32 rows and float64 features on either side; only the member
+                # cosines' gather differs in shape, a few ulps of 1e-16
+                assert hit["p_relevant"] == pytest.approx(of[hit["id"]], rel=1e-9, abs=1e-12)
+                moved += [x["id"] for x in d["hits"]].index(hit["id"]) != rank
+            else:  # BM25 alone brought it: below every dense hit
+                assert hit["p_relevant"] <= floor
+    assert moved  # BM25 reordered some hits, so the check above tells the two readings apart
+
+
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():
     # n = 3 hits; "cat" is in all three: weight 1 + log(4/4) = 1; "mat" only in the first:
     # 1 + log(4/2)

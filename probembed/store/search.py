@@ -248,10 +248,10 @@ class Searcher:
         pool = self._group_pool(depth) if group_by_doc else depth
         others: list[list[int]] | None = None
         while True:
-            lexical = None
+            lexical, as_dense = None, None
             if hybrid:
                 assert texts is not None
-                ranked, lexical = self._hybrid(
+                ranked, lexical, as_dense = self._hybrid(
                     queries, texts, pool, kind, exact, allowed, where, beta
                 )
             else:
@@ -265,7 +265,7 @@ class Searcher:
                 ranked = grouped
                 break
             pool = min(self._snap.live, GROUP_POOL * pool)
-        results = self._results(ranked, labels, k, fused, lexical)
+        results = self._results(ranked, labels, k, fused, lexical, as_dense)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
@@ -486,22 +486,42 @@ class Searcher:
         allowed: np.ndarray | None,
         where: str | None,
         beta: float,
-    ) -> tuple[list[Ranked], np.ndarray]:
+    ) -> tuple[list[Ranked], np.ndarray, list[Ranked]]:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept; with each
-        query's `lexical_features` (what BM25 says of it, for the query confidence)."""
+        query's `lexical_features` (what BM25 says of it, for the query confidence) and its
+        dense ranking, the hits BM25 alone brought appended by dot product (what each hit's
+        p_relevant is read from: `_dense_p_relevant`)."""
         # Both lists are cut at one depth whatever k is (the depth the query confidence was
         # trained at), so a larger k never reorders what a smaller one showed; only a k
         # beyond it lengthens them.
         depth = max(self.settings.pool_size(CONFIDENCE_DEPTH), k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
-        fused, lexical = [], []
+        fused, lexical, as_dense = [], [], []
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
             bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
             positions, rrf, words = hybrid_ranked(ranked.positions, bm25, k)
             lexical.append(words)
-            fused += with_moments(queries[row], self._gaussian, positions[None], rrf[None])
-        return fused, np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
+            hits = with_moments(queries[row], self._gaussian, positions[None], rrf[None])[0]
+            fused.append(hits)
+            as_dense.append(_extended(ranked, hits))
+        words = np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
+        return fused, words, as_dense
+
+    def _dense_p_relevant(
+        self, ranked: list[Ranked], as_dense: list[Ranked], fused: Fused, k: int
+    ) -> list[list[float | None]]:
+        """A hybrid hit's p_relevant as its query's dense ranking gives it: the calibrator
+        reads a hit's rank and its gaps to the hits around it in a dense ranking, and read
+        along the RRF order (BM25 moving hits up and down) it gave one document different
+        probabilities in a dense and a hybrid search."""
+        depth = max(len(r.positions) for r in as_dense)
+        _, dense_p, _ = self._annotated(as_dense, fused, depth)
+        out = []
+        for hits, order, p in zip(ranked, as_dense, dense_p, strict=True):
+            of = dict(zip(order.positions.tolist(), p, strict=True))
+            out.append([of[position] for position in hits.positions[:k].tolist()])
+        return out
 
     @property
     def _dims(self) -> list[int]:
@@ -594,8 +614,10 @@ class Searcher:
         k: int,
         fused: Fused,
         lexical: np.ndarray | None = None,
+        as_dense: list[Ranked] | None = None,
     ) -> list[QueryResult]:
-        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence."""
+        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence; a
+        hybrid search's p_relevant read from its dense rankings (`as_dense`)."""
         snap, models = self._snap, fused.models
         ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
@@ -611,6 +633,8 @@ class Searcher:
                 ]
             )
         ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical, coverage)
+        if as_dense is not None and self.pipeline.calibrator is not None:
+            p_relevant = self._dense_p_relevant(ranked, as_dense, fused, k)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(
             texts, ranked, p_relevant, confidences, strict=True
@@ -646,6 +670,15 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
     if dots.shape[1] < 2:
         return np.full(len(dots), np.nan)
     return outrank_probability(dots[:, 0], dots[:, 1], variances[:, 0], variances[:, 1])
+
+
+def _extended(dense: Ranked, hits: Ranked) -> Ranked:
+    """A dense ranking with the hits it lacks appended, highest dot product first: a hit that
+    BM25 alone brought ranks below every dense one, so the p_relevant it is given is at most
+    theirs."""
+    extra = np.flatnonzero(~np.isin(hits.positions, dense.positions))
+    extra = extra[np.argsort(-hits.dots[extra], kind="stable")]
+    return Ranked(*(np.concatenate([a, b[extra]]) for a, b in zip(dense, hits, strict=True)))
 
 
 def _by_depth(ranked: Sequence[Ranked]) -> dict[int, list[int]]:
