@@ -125,10 +125,15 @@ def _read_array(path: Path, allow_empty: bool) -> Iterator[Record | Problem]:
         return
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
-        yield Problem(str(path), f"malformed JSON array ({exc.msg} at {where})")
+        yield Problem(str(path), f"malformed JSON array ({_at(exc.msg)} {where})")
         return
     for i, obj in enumerate(items):
         yield _record(obj, f"{path}[{i}]", allow_empty)
+
+
+def _at(message: str) -> str:
+    """json's message followed by "at": some end in it already ("...string starting at")."""
+    return message if message.endswith(" at") else f"{message} at"
 
 
 def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | Problem:
@@ -137,8 +142,14 @@ def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | P
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return Problem(source, f"malformed JSON ({exc.msg} at character {exc.pos + 1})")
+        return Problem(source, f"malformed JSON ({_at(exc.msg)} character {exc.pos + 1})")
     return _record(obj, source, allow_empty)
+
+
+def record_from(obj: object, source: str) -> Record | Problem:
+    """A dict given in Python read as a JSON line is (`id` or `_id`, `text`, optional
+    `title`, the rest metadata), or the reason it cannot be one."""
+    return _record(obj, source, allow_empty=False)
 
 
 def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:

@@ -260,6 +260,39 @@ BAD_LINES = [
 ]
 
 
+def test_dicts_given_in_python_are_read_as_json_lines_are(collection, hash_pipeline):
+    """A RAG app holds its documents in memory: a list of dicts crashed with AttributeError
+    ('dict' object has no attribute 'source'), and two Records with one id said "(first at
+    earlier)"."""
+    given = [
+        {"id": "a", "title": "Cats", "text": "They sleep all day.", "lang": "en"},
+        Record("b", "Dogs fetch sticks."),
+        {"_id": 3, "text": "Birds sing at dawn.", "metadata": {"lang": "en"}},
+    ]
+    assert ingest(given, collection, hash_pipeline).added == 3
+    assert collection.ids() == {"a", "b", "3"}
+    assert collection.rows(["a"])["a"]["text"] == "Cats They sleep all day."
+    assert collection.rows(["a", "3"], ("lang",)) == {
+        "a": {"id": "a", "lang": "en"},
+        "3": {"id": "3", "lang": "en"},
+    }
+    bad = [{"id": "c", "body": "no text"}, Record("b", "again"), Record("b", "and again"), 7]
+    with pytest.raises(IngestError) as info:
+        ingest(bad, collection, hash_pipeline)
+    message = str(info.value)
+    assert "records[0]: document 'c' has no 'text' field" in message
+    assert "records[2]: duplicate id 'b' (first at records[1])" in message
+    assert "records[3]: expected a Record or a dict with 'id' and 'text', got int" in message
+
+
+def test_a_json_message_ending_in_at_gets_no_second_at(tmp_path, collection, hash_pipeline):
+    """It read "Unterminated string starting at at character 21"."""
+    source = tmp_path / "cut.jsonl"
+    source.write_text('{"id": "a", "text": "cut off')
+    with pytest.raises(IngestError, match=r"Unterminated string starting at character 21\)"):
+        ingest(source, collection, hash_pipeline)
+
+
 def test_bad_lines_stop_the_run_before_anything_is_written(tmp_path, collection, hash_pipeline):
     source = write_jsonl(tmp_path / "bad.jsonl", BAD_LINES)
     with pytest.raises(IngestError) as info:

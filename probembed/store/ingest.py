@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 
+from probembed.documents import record_from
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
@@ -82,7 +83,7 @@ class IngestReport:
 
 
 def ingest(
-    source: str | Path | Iterable[Record | Problem],
+    source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
     pipeline: Any,
     batch_size: int = DEFAULT_BATCH,
@@ -92,7 +93,9 @@ def ingest(
     on_commit: Callable[[int], None] | None = None,
     encode: Callable[[list[str]], Fused] | None = None,
 ) -> IngestReport:
-    """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or records.
+    """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
+    given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
+    ...metadata}`).
 
     Ids already in the collection are skipped (resume), or replaced when `upsert` is set.
     `on_commit` is called with the number of rows written so far (added or replaced) after
@@ -116,7 +119,7 @@ def ingest(
 
 
 def prepare(
-    source: str | Path | Iterable[Record | Problem],
+    source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
     pipeline: Any,
     on_error: OnError,
@@ -149,18 +152,36 @@ def prepare(
 
 
 def read_checked(
-    source: str | Path | Iterable[Record | Problem],
+    source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     columns: dict[str, pa.DataType],
     on_error: OnError,
 ) -> tuple[list[Record], list[Problem]]:
     """The whole input read and checked against a collection's metadata columns: this needs no
     model, so a caller can refuse bad input before it loads one. Under on_error="stop" any
     problem raises `IngestError`."""
-    items = read_records(source) if isinstance(source, (str, Path)) else source
+    items = read_records(source) if isinstance(source, (str, Path)) else _given(source)
     records, problems = check_records(items, columns)
     if problems and on_error == "stop":
         raise IngestError(problems)
     return records, problems
+
+
+def _given(items: Iterable[Record | Problem | Mapping[str, Any]]) -> Iterator[Record | Problem]:
+    """Items given in Python, each named `records[i]` where a problem is reported: a dict is
+    read as a JSON line is; anything else but a Record is a problem naming what it is."""
+    for i, item in enumerate(items):
+        where = f"records[{i}]"
+        if isinstance(item, Record):
+            yield item if item.source else replace(item, source=where)
+        elif isinstance(item, Problem):
+            yield item
+        elif isinstance(item, Mapping):
+            yield record_from(dict(item), where)
+        else:
+            yield Problem(
+                where,
+                f"expected a Record or a dict with 'id' and 'text', got {type(item).__name__}",
+            )
 
 
 def unchanged_ids(collection: Collection, records: Sequence[Record]) -> set[str]:

@@ -23,7 +23,7 @@ import os
 import socket
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +177,7 @@ def embed_on_ray(
 
 
 def ingest_ray(
-    source: str | Path | Iterable[Record | Problem],
+    source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
     pipeline: Any,
     batch_size: int = DEFAULT_BATCH,
