@@ -268,6 +268,40 @@ def test_a_refusal_that_echoes_nan_or_a_surrogate_still_names_the_field(server):
             assert answer.json()["error"]["message"].startswith(says), answer.text
 
 
+def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
+    """What `error.message` said (what OpenAI clients show) lost the cause: a form-encoded
+    body ("Input should be a valid dictionary"), a trailing comma ("22: JSON decode error"),
+    pydantic's union tags (`chunk.function-after[_overlap_fits(), ChunkOptions].max_tokens`
+    beside `chunk.bool`), `--on-error skip` to an HTTP client, "model" for a `pipeline`."""
+    json_type = {"content-type": "application/json"}
+    search = "/v1/collections/words/search"
+
+    def said(answer, status=422):
+        assert answer.status_code == status, answer.text
+        return answer.json()["error"]["message"]
+
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "words"})
+        form = http.post(search, content=b'{"query": "leak"}')  # curl -d: no JSON content type
+        assert said(form) == (
+            "the body must be a JSON object; send JSON encoded as UTF-8, with the header "
+            "Content-Type: application/json"
+        )
+        comma = http.post(search, content=b'{"query": "leak", "k": 1,}', headers=json_type)
+        assert said(comma).startswith("the body is not valid JSON at character 26: Expecting")
+        garbled = http.post(search, content=b'{"query": "\xff"}', headers=json_type)
+        assert said(garbled, 400).startswith("the body cannot be read: it is not UTF-8 text")
+        documents = "/v1/collections/words/documents"
+        chunk = {"documents": [{"id": "a", "text": "x"}], "chunk": {"max_tokens": 5}}
+        assert said(http.post(documents, json=chunk)) == (
+            "chunk.max_tokens: Input should be greater than or equal to 8"
+        )
+        skipped = http.post(documents, json={"documents": [{"id": "a", "text": " "}]})
+        assert 'send "on_error": "skip" to skip them' in said(skipped)
+        unknown = http.post("/v1/collections", json={"name": "y", "pipeline": "nope"})
+        assert said(unknown, 404) == "pipeline 'nope' is not served here; pipelines: hash"
+
+
 def test_search_takes_the_score_names_the_cli_takes(server):
     """`--score cosine` worked on the command line and was a 422 over HTTP."""
     with server.client() as http:

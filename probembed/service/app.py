@@ -182,6 +182,14 @@ def _constrain(node: dict[str, Any], limits: Limits, text: bool, listed: bool) -
         _constrain(node.get("items", {}), limits, text, False)
 
 
+#: What FastAPI answers (400) when a body cannot be decoded at all.
+UNPARSABLE = "There was an error parsing the body"
+#: How a client sends what the routes read.
+SEND_JSON = "send JSON encoded as UTF-8, with the header Content-Type: application/json"
+#: Pydantic's tags for the member of a union that an error is about (`chunk.bool`).
+_UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
+
+
 def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
     """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
     roots = _spellings(db)
@@ -192,7 +200,7 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
 
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        problems = [_problem(e) for e in exc.errors()]
+        problems = _problems(exc.errors(), request.headers.get("content-type", ""))
         return refusal(422, "; ".join(problems), raw=jsonable_encoder(exc.errors()))
 
     async def known(request: Request, exc: Exception) -> Response:
@@ -205,7 +213,8 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
         elif isinstance(exc, NotReadyError) and not exc.failed:
             headers["Retry-After"] = "1"
         if isinstance(exc, IngestError):
-            return refusal(status, str(exc), headers, raw=[str(p) for p in exc.problems])
+            message = exc.told('send "on_error": "skip"')
+            return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
         message = str(exc)
         if isinstance(exc, StoreStateError):  # where the database lives is the operator's
             for root in roots:
@@ -214,7 +223,10 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        return refusal(exc.status_code, str(exc.detail), exc.headers)
+        message = str(exc.detail)
+        if exc.status_code == 400 and message == UNPARSABLE:  # FastAPI's words for bad UTF-8
+            message = f"the body cannot be read: it is not UTF-8 text; {SEND_JSON}"
+        return refusal(exc.status_code, message, exc.headers)
 
     async def internal(request: Request, exc: Exception) -> Response:
         """Any other exception is the server's fault, never the client's (a numpy ValueError
@@ -245,10 +257,37 @@ def refusal(
     return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
 
 
-def _problem(error: dict[str, Any]) -> str:
-    """One validation error as words: where in the body, and what is wrong."""
-    where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-    return f"{where or 'body'}: {error.get('msg', 'invalid')}"
+def _problems(errors: Sequence[Any], content_type: str) -> list[str]:
+    """Validation errors as words, each where in the body and what is wrong. A field that may
+    be one of several shapes (`chunk`: true or an object) is reported for the shape the body
+    gave it (pydantic lists every shape's error, under tags like `function-after[...]`)."""
+    found = [(_where(e), e) for e in errors]
+    deepest = [
+        (where, e)
+        for where, e in found
+        if not any(o[: len(where)] == where and len(o) > len(where) for o, _ in found)
+    ]
+    words = []
+    for where, error in dict((".".join(w), (w, e)) for w, e in deepest).values():
+        words.append(_problem(where, error, content_type))
+    return words
+
+
+def _where(error: Any) -> tuple[str, ...]:
+    """The error's place in the body, without `body` and pydantic's union-member tags."""
+    loc = [str(part) for part in error.get("loc", ()) if part != "body"]
+    return tuple(p for p in loc if "[" not in p and p not in _UNION_TAGS)
+
+
+def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
+    """One validation error as words."""
+    if error.get("type") == "json_invalid":
+        position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
+        at = "" if position is None else f" at character {position + 1}"
+        return f"the body is not valid JSON{at}: {error.get('ctx', {}).get('error', '')}"
+    if not where and "json" not in content_type.lower():
+        return f"the body must be a JSON object; {SEND_JSON}"
+    return f"{'.'.join(where) or 'body'}: {error.get('msg', 'invalid')}"
 
 
 def _scope(service: Service, needed: str) -> Callable[..., None]:
@@ -429,7 +468,13 @@ def _collections(service: Service) -> APIRouter:
     @router.post("", response_model=schemas.CollectionInfo, status_code=201, dependencies=writer)
     async def create_collection(body: schemas.CollectionCreate) -> schemas.CollectionInfo:
         """An empty collection for a served pipeline's vectors."""
-        pipeline = service.pipeline(body.pipeline)
+        try:
+            pipeline = service.pipeline(body.pipeline)
+        except UnknownModelError as exc:  # the body names it a pipeline, not a model
+            served = ", ".join(service.pipelines)
+            raise UnknownModelError(
+                f"pipeline {body.pipeline!r} is not served here; pipelines: {served}"
+            ) from exc
         db = service.require_ready()
 
         def create() -> schemas.CollectionInfo:

@@ -24,7 +24,7 @@ from probembed.store.ingest import IngestError, IngestReport, ingest, remove
 from probembed.store.ray_ingest import ingest_ray
 from probembed.store.readers import Problem, Record, read_records
 from probembed.store.rows import Batch, PipelineInfo
-from probembed.store.search import Hit, QueryResult, Searcher, confidence
+from probembed.store.search import GroupedHit, Hit, QueryResult, Searcher, confidence
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -36,6 +36,7 @@ __all__ = [
     "Database",
     "DocumentReport",
     "EmbedReport",
+    "GroupedHit",
     "Hit",
     "IndexSettings",
     "IngestError",

@@ -48,12 +48,17 @@ class IngestError(StoreError):
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = list(problems)
+        super().__init__(self.told("pass on_error='skip' / --on-error skip"))
+
+    def told(self, skip: str) -> str:
+        """The message, with how the caller skips bad items in its own terms (an HTTP client
+        sends `"on_error": "skip"`)."""
         shown = "\n  ".join(str(p) for p in self.problems[:_SHOWN])
         more = len(self.problems) - _SHOWN
         tail = f"\n  ... and {more} more" if more > 0 else ""
-        super().__init__(
+        return (
             f"{len(self.problems)} bad input item(s); nothing was written "
-            f"(fix them, or pass on_error='skip' / --on-error skip to skip them):\n  {shown}{tail}"
+            f"(fix them, or {skip} to skip them):\n  {shown}{tail}"
         )
 
 

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -83,9 +83,13 @@ class Hit(TypedDict):
     p_relevant: float | None
     text: str | None
     metadata: dict[str, Any]
-    #: Only in a `group_by_doc` search: how many of its document's other chunks were among
-    #: the candidates.
-    other_chunks: NotRequired[int]
+
+
+class GroupedHit(Hit, total=False):
+    """A hit of a `group_by_doc` search: how many of its document's other chunks were among
+    the candidates."""
+
+    other_chunks: int
 
 
 class QueryResult(TypedDict):
@@ -269,7 +273,7 @@ class Searcher:
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
-                    hit["other_chunks"] = count
+                    cast(GroupedHit, hit)["other_chunks"] = count
         if min_p_relevant is not None:
             for result in results:
                 result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
