@@ -302,6 +302,22 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
         assert said(unknown, 404) == "pipeline 'nope' is not served here; pipelines: hash"
 
 
+def test_a_document_to_chunk_is_bounded_by_the_body_not_the_character_limit(server):
+    """Chunking exists for long documents, yet over HTTP one of 45,000 characters was refused
+    by --max-chars (32,768), which bounds what one encode reads: a chunk here."""
+    long = " ".join(f"word{i}" for i in range(6_000))  # 52,889 characters
+    document = {"documents": [{"id": "long", "text": long}]}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "long"})
+        whole = http.post("/v1/collections/long/documents", json=document)
+        chunked = http.post("/v1/collections/long/documents", json={**document, "chunk": True})
+        schema = http.get("/openapi.json").json()["components"]["schemas"]
+    assert whole.status_code == 422 and "--max-chars" in whole.text
+    assert chunked.status_code == 200 and chunked.json()["chunks_written"] > 1, chunked.text
+    text = schema["Document"]["properties"]["text"]
+    assert "maxLength" not in text and "unless the write chunks" in text["description"]
+
+
 def test_search_takes_the_score_names_the_cli_takes(server):
     """`--score cosine` worked on the command line and was a 422 over HTTP."""
     with server.client() as http:

@@ -140,7 +140,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
 
 #: (schema, property) -> which limits bind it: texts (characters, non-blank), lists (count).
-_TEXTS = {("EmbeddingRequest", "input"), ("Document", "text"), ("SearchRequest", "query")}
+_TEXTS = {("EmbeddingRequest", "input"), ("SearchRequest", "query")}
 _TEXTS |= {("SearchRequest", "queries")}
 _LISTS = {("EmbeddingRequest", "input"), ("DocumentsWrite", "documents")}
 _LISTS |= {("DeleteDocuments", "ids"), ("SearchRequest", "queries")}
@@ -158,6 +158,10 @@ def _publish_limits(app: FastAPI, limits: Limits) -> None:
                 node = components[name]["properties"][prop]
                 _constrain(node, limits, (name, prop) in _TEXTS, (name, prop) in _LISTS)
             components["SearchRequest"]["properties"]["k"]["maximum"] = limits.max_k
+            components["Document"]["properties"]["text"]["description"] = (
+                f"At most {limits.max_chars} characters (--max-chars), unless the write chunks "
+                "its documents: then only the body's size bounds it."
+            )
             # no JSON Schema keyword bounds a whole body: said in words and as an extension
             info = schema["info"]
             info["x-max-body-bytes"] = limits.max_body_bytes
@@ -307,15 +311,20 @@ def _scope(service: Service, needed: str) -> Callable[..., None]:
 
 
 def check_texts(
-    texts: Sequence[str], field: str, limits: Limits, allow_empty: bool = False
+    texts: Sequence[str],
+    field: str,
+    limits: Limits,
+    allow_empty: bool = False,
+    chunked: bool = False,
 ) -> None:
-    """Refuse too many texts (413), a text over the character limit or an empty one (422)."""
+    """Refuse too many texts (413), a text over the character limit or an empty one (422).
+    Documents to chunk have no character limit but the body's: each chunk is what is embedded."""
     if len(texts) > limits.max_inputs:
         raise ApiError(
             413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
         )
     for i, text in enumerate(texts):
-        if len(text) > limits.max_chars:
+        if not chunked and len(text) > limits.max_chars:
             raise ApiError(
                 422,
                 f"{field}[{i}] has {len(text)} characters; the limit is {limits.max_chars} "
@@ -511,7 +520,7 @@ def _collections(service: Service) -> APIRouter:
         documents whose content is unchanged are left alone, and a bad one writes nothing.
         """
         texts = [d.text for d in body.documents]
-        check_texts(texts, "documents", limits, allow_empty=True)
+        check_texts(texts, "documents", limits, allow_empty=True, chunked=body.chunking is not None)
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)
         batcher = service.batcher(pipeline)
