@@ -167,7 +167,7 @@ def ingest_and_report(
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise fail(str(exc)) from exc
     for problem in report.problems:
-        note("skipped", "yellow", str(problem))
+        note("skipped:", "yellow", str(problem))
     say(report.summary())
     if chunking is None and report.already_stored and not options.get("upsert"):
         say(  # a re-run after editing documents kept the old texts, and said only "stored"
@@ -187,7 +187,7 @@ def _say_what_is_cut(source: Path, pipe: Any) -> None:
     if cut:
         among = f"of the first {seen:,}" if seen == CUT_SAMPLE else f"of {seen:,}"
         note(
-            "cut short",
+            "cut short:",
             "yellow",
             f"{cut:,} {among} documents are longer than {pipe.name!r} reads "
             f"({pipe.max_tokens} tokens): only their start is embedded, so what comes later "
@@ -392,7 +392,7 @@ def embed_command(
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise fail(str(exc)) from exc
     for problem in report.problems:
-        note("skipped", "yellow", str(problem))
+        note("skipped:", "yellow", str(problem))
     say(report.summary())
 
 

@@ -204,7 +204,14 @@ def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
 def unchanged(document_id: str, digest: str, stored: tuple[set[str], list[str]] | None) -> bool:
     """Whether a document is stored whole with this content: every chunk carries its hash and
     chunk 0, which is always written last, is there (a half-written document is not)."""
-    return stored is not None and stored[0] == {digest} and f"{document_id}#0" in stored[1]
+    return stored is not None and stored[0] == {digest} and was_whole(document_id, stored)
+
+
+def was_whole(document_id: str, stored: tuple[set[str], list[str]] | None) -> bool:
+    """Whether some version of a document was stored whole (its chunk 0, written last of its
+    chunks, is there): rewriting it is an update, where finishing a run that was stopped
+    part-way through its first write is an addition."""
+    return stored is not None and f"{document_id}#0" in stored[1]
 
 
 def ingest_documents(
@@ -349,8 +356,9 @@ def ingest_parsed(
         touched.update(written, before)
         report.chunks_written += len(written)
         report.chunks_removed += len(set(before) - written)
-        report.added += not before
-        report.updated += bool(before)
+        whole = was_whole(item.id, stored.get(item.id))
+        report.added += not whole
+        report.updated += whole
     if stale:
         report.chunks_removed += collection.delete(stale)
     return report
@@ -433,7 +441,7 @@ def _plan(
             plan.marks.append(chunks[0])
             kept = {r.id for r in chunks}
             old = [i for i in (before or (set(), []))[1] if i not in kept]
-            plan.changed[item.id] = (before is None, old)
+            plan.changed[item.id] = (not was_whole(item.id, before), old)
     return plan
 
 
