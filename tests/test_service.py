@@ -298,6 +298,10 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
         )
         skipped = http.post(documents, json={"documents": [{"id": "a", "text": " "}]})
         assert 'send "on_error": "skip" to skip them' in said(skipped)
+        shapeless = http.post("/v1/embeddings", json={"model": "hash", "input": 5})
+        assert said(shapeless) == (
+            "input: Input should be a valid string or Input should be a valid list"
+        )
         unknown = http.post("/v1/collections", json={"name": "y", "pipeline": "nope"})
         assert said(unknown, 404) == "pipeline 'nope' is not served here; pipelines: hash"
 

@@ -262,19 +262,22 @@ def refusal(
 
 
 def _problems(errors: Sequence[Any], content_type: str) -> list[str]:
-    """Validation errors as words, each where in the body and what is wrong. A field that may
-    be one of several shapes (`chunk`: true or an object) is reported for the shape the body
-    gave it (pydantic lists every shape's error, under tags like `function-after[...]`)."""
+    """Validation errors as words, one per place in the body: what is wrong there. A field
+    that may take several shapes (`chunk`: true or an object) is reported for the shape the
+    body gave it, and a value that fits none of them (`input`: a string or a list) lists each
+    shape's complaint once (pydantic repeats the place under tags like `function-after[...]`)."""
     found = [(_where(e), e) for e in errors]
     deepest = [
         (where, e)
         for where, e in found
         if not any(o[: len(where)] == where and len(o) > len(where) for o, _ in found)
     ]
-    words = []
-    for where, error in dict((".".join(w), (w, e)) for w, e in deepest).values():
-        words.append(_problem(where, error, content_type))
-    return words
+    said: dict[tuple[str, ...], list[str]] = {}
+    for where, error in deepest:
+        words = said.setdefault(where, [])
+        if (text := _problem(where, error, content_type)) not in words:
+            words.append(text)
+    return [_placed(where, words) for where, words in said.items()]
 
 
 def _where(error: Any) -> tuple[str, ...]:
@@ -284,14 +287,22 @@ def _where(error: Any) -> tuple[str, ...]:
 
 
 def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
-    """One validation error as words."""
+    """What one validation error says is wrong, in a client's terms."""
     if error.get("type") == "json_invalid":
         position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
         at = "" if position is None else f" at character {position + 1}"
         return f"the body is not valid JSON{at}: {error.get('ctx', {}).get('error', '')}"
     if not where and "json" not in content_type.lower():
         return f"the body must be a JSON object; {SEND_JSON}"
-    return f"{'.'.join(where) or 'body'}: {error.get('msg', 'invalid')}"
+    return str(error.get("msg", "invalid"))
+
+
+def _placed(where: tuple[str, ...], words: list[str]) -> str:
+    """A place's complaints after its name; the body's own stand alone."""
+    text = " or ".join(words)
+    if text.startswith("the body "):
+        return text
+    return f"{'.'.join(where) or 'body'}: {text}"
 
 
 def _scope(service: Service, needed: str) -> Callable[..., None]:
