@@ -16,6 +16,9 @@ Accuracy and Stability of Numerical Algorithms, §3.1); uec's variance is a sum 
 non-negative terms, so its float32 value is within a relative γ(n+4) of the true one, and
 uec = dot/√(1 + a·v) moves by at most (a/2)·|dot|·|Δv| with it. The result is therefore
 identical to the float64 scan, ties included (broken towards the lower position by both).
+A tie here is two equal float64 scores: two identical rows can score a few ulps apart when
+BLAS sums their products in different orders (rows in different blocks, another kernel), and
+then the higher one ranks first on either path.
 """
 
 from __future__ import annotations
