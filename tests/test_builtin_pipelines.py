@@ -26,7 +26,8 @@ MEAN_BOUND = 1e-6
 #: variance of nearly equal views can be ~0, where any noise is a large relative change).
 #: Measured worst case per estimator: laplace 3.0e-7 (Σ a² V moves with a²: twice a's
 #: relative noise), head 1.5e-6 (its MLP's gain on the input noise), perturb 1.7e-6 (a sample
-#: variance of views ~1e-2 apart). 1e-5 leaves ~6x margin over the worst.
+#: variance of views ~1e-2 apart) on this machine's kernels; 2.5e-6 with torch forced to
+#: AVX2 or no SIMD (a reviewer's run). 1e-5 leaves 4x margin over the worst seen.
 VAR_BOUND = 1e-5
 #: Max |Δπ|: weights are a softmax of -log u / T, so |Δπ| ≤ |Δu|/u / (4 T); u moved by
 #: ≤ 1.2e-6 relative, so even the smallest tuned T (0.25) keeps |Δπ| ≤ 1.2e-6.
