@@ -56,6 +56,30 @@ def test_an_address_where_no_ray_answers_is_refused_at_once(tmp_path, hash_pipel
         check_reachable("http://127.0.0.1:8265")  # the dashboard's jobs address: not Ray's
 
 
+@pytest.mark.parametrize("command", ["ingest", "embed"])
+def test_the_address_is_checked_before_the_input_is_read_or_a_model_loads(
+    tmp_path, monkeypatch, command
+):
+    """It was probed when the Ray session began: after the input was read and the pipeline
+    loaded (seconds with a built-in). A loader that breaks if called, and an input that
+    would be refused, show that the address comes first."""
+    from probembed.pipeline import Pipeline
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the pipeline was loaded")
+
+    monkeypatch.setattr(Pipeline, "load", broken)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.jsonl").write_text('{"id": "a"\n')
+    address = f"127.0.0.1:{closed_port()}"
+    where = ["--db", "made.db"] if command == "ingest" else ["--out", "parts"]
+    result = CliRunner().invoke(app, [command, "bad.jsonl", *where, "--ray", "--address", address])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert f"Ray address '{address}': nothing answers there" in said and "bad input" not in said
+    assert not (tmp_path / "made.db").exists() and not (tmp_path / "parts").exists()
+
+
 def test_a_local_ray_session_starts_without_lancedb_fork_warnings(tmp_path, hash_pipeline):
     """Ray forks its service processes with lancedb already imported: lancedb warned five
     times that a fork reset its runtime, though each process execs at once."""

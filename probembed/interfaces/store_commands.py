@@ -73,12 +73,21 @@ def check_run_options(
     on_error: str, ray: bool, address: str | None, workers: int, cpus: float, gpus: float
 ) -> None:
     """Refuse, naming the option, an unknown --on-error (the library's message named its
-    parameter) and Ray's options without --ray (they were ignored without a word)."""
+    parameter), Ray's options without --ray (they were ignored without a word), and with it
+    workers no node can hold or an address where no Ray answers: all before the input is
+    read and a pipeline loads."""
     from probembed.store.ingest import ON_ERROR
 
     if on_error not in ON_ERROR:
         raise fail(f"--on-error must be {' or '.join(ON_ERROR)}, got {on_error!r}")
     if ray:
+        from probembed.store.ray_ingest import joined_address, validate_workers
+
+        try:
+            validate_workers(workers, cpus, gpus)
+            joined_address(address)
+        except ValueError as exc:
+            raise fail(str(exc)) from exc
         return
     given = {"--address": address is not None, "--workers": workers != 1}
     given |= {"--cpus-per-worker": cpus != 1.0, "--gpus-per-worker": gpus != 0.0}
@@ -262,10 +271,6 @@ def ingest_command(
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
     try:
-        if ray:
-            from probembed.store.ray_ingest import validate_workers
-
-            validate_workers(workers, cpus_per_worker, gpus_per_worker)
         try:
             size = ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens
             settings = ChunkSettings.sized(size, overlap) if chunk else None

@@ -64,14 +64,12 @@ def ray_session(address: str | None = None) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
-    given = "address" if address else "RAY_ADDRESS"
-    address = address or os.environ.get("RAY_ADDRESS")  # `ray job submit` sets it: join it
+    address = joined_address(address)
     with warnings.catch_warnings():
         # Ray forks its service processes, which exec at once: lancedb's warning that a fork
         # reset its runtime was printed once per process (five times) and concerns none of them
         warnings.filterwarnings("ignore", "lancedb fork support is experimental", RuntimeWarning)
         if address:
-            check_reachable(address, given)
             ray.init(address=address, logging_level="WARNING")
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
@@ -79,6 +77,16 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def joined_address(address: str | None) -> str | None:
+    """The Ray address a session joins: the one given, else RAY_ADDRESS (`ray job submit`
+    sets it), checked to answer (`check_reachable`); None starts Ray on this machine."""
+    given = "address" if address else "RAY_ADDRESS"
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        check_reachable(address, given)
+    return address
 
 
 def check_reachable(address: str, given: str = "address") -> None:
