@@ -485,6 +485,40 @@ def test_a_hybrid_hit_has_the_p_relevant_its_dense_ranking_gives_it(collections)
     assert moved  # BM25 reordered some hits, so the check above tells the two readings apart
 
 
+def test_a_grouped_hybrid_hit_has_its_documents_dense_p_relevant(
+    tmp_path, hash_pipeline, calibrator, sentences
+):
+    """With group_by_doc a dense search reads each document at its best chunk along the
+    grouped list; the hybrid one read the chunk-level dense list (16 of 50 hits differed, in a
+    reviewer's run), and annotated every chunk of the pool to do it."""
+    pipeline = Pipeline(
+        hash_pipeline.members,
+        hash_pipeline.fusion,
+        hash_pipeline.score,
+        "hash-calibrated",
+        cache=False,
+        calibrator=calibrator,
+    )  # fmt: skip
+    chunks = [
+        Record(f"d{i // 3}#{i % 3}", t, {"doc_id": f"d{i // 3}"})
+        for i, t in enumerate(sentences[:300])
+    ]
+    collection = Database(tmp_path / "db", create=True).collection("chunks")
+    ingest(chunks, collection, pipeline)
+    moved = 0
+    for question in ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell."]:
+        dense = collection.search(question, k=40, exact=True, group_by_doc=True)["hits"]
+        hybrid = collection.search(question, k=10, exact=True, group_by_doc=True, hybrid=True)
+        of = {hit["metadata"]["doc_id"]: hit["p_relevant"] for hit in dense}
+        order = [hit["metadata"]["doc_id"] for hit in dense]
+        for rank, hit in enumerate(hybrid["hits"]):
+            doc = hit["metadata"]["doc_id"]
+            if doc in of:  # the same float64 features of the same rows, as above
+                assert hit["p_relevant"] == pytest.approx(of[doc], rel=1e-9, abs=1e-12), doc
+                moved += order.index(doc) != rank
+    assert moved
+
+
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():
     # n = 3 hits; "cat" is in all three: weight 1 + log(4/4) = 1; "mat" only in the first:
     # 1 + log(4/2)

@@ -224,8 +224,8 @@ class DeleteReport(BaseModel):
 
 
 class SearchRequest(Strict):
-    """One query's hits, best first, and its `confidence`: P(the query is answered well) from
-    a learned confidence, else P(the first hit truly outranks the second); None below two hits."""
+    """One query (`query`) or several (`queries`), with the score, filter and depth to search
+    by."""
 
     query: str | None = None
     queries: list[str] | None = Field(None, min_length=1)
@@ -279,7 +279,8 @@ class HitOut(BaseModel):
 
 
 class QueryResultOut(BaseModel):
-    """One query's hits, best first, and how likely its top hit is right (`confidence`)."""
+    """One query's hits, best first, and its `confidence`: P(the query is answered well) from
+    a learned confidence, else P(the first hit truly outranks the second); None below two hits."""
 
     query: str | None
     confidence: float | None

@@ -269,7 +269,9 @@ class Searcher:
                 ranked = grouped
                 break
             pool = min(self._snap.live, GROUP_POOL * pool)
-        results = self._results(ranked, labels, k, fused, lexical, as_dense)
+        if as_dense is not None and group_by_doc:  # each document read at its best dense chunk
+            as_dense = self._grouped(as_dense, self._snap.live)[0]
+        results = self._results(ranked, labels, k, fused, lexical, as_dense, group_by_doc)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
@@ -293,14 +295,9 @@ class Searcher:
         """Per query, the best chunk of each document (at most `depth`), and how many other
         chunks of that document were among the ranked candidates. A row with no doc_id (written
         without chunking) is a document of its own."""
-        doc_ids = self._snap.doc_ids
-        assert doc_ids is not None
         out, others = [], []
         for hits in ranked:
-            docs = [
-                ("row", int(p)) if d is None else d
-                for d, p in zip(doc_ids[hits.positions].tolist(), hits.positions, strict=True)
-            ]
+            docs = self._documents(hits.positions)
             first: dict[object, int] = {}
             for i, doc in enumerate(docs):
                 first.setdefault(doc, i)
@@ -309,6 +306,15 @@ class Searcher:
             out.append(Ranked(*(field[keep] for field in hits)))
             others.append([count[docs[i]] - 1 for i in keep.tolist()])
         return out, others
+
+    def _documents(self, positions: np.ndarray) -> list[object]:
+        """The document of each row: its doc_id, or the row itself when it was written whole."""
+        doc_ids = self._snap.doc_ids
+        assert doc_ids is not None
+        return [
+            ("row", int(p)) if d is None else d
+            for d, p in zip(doc_ids[positions].tolist(), positions.tolist(), strict=True)
+        ]
 
     @one_at_a_time
     def warm(self, score: Score | str | None = None) -> bool:
@@ -513,18 +519,26 @@ class Searcher:
         return fused, words, as_dense
 
     def _dense_p_relevant(
-        self, ranked: list[Ranked], as_dense: list[Ranked], fused: Fused, k: int
+        self,
+        ranked: list[Ranked],
+        as_dense: list[Ranked],
+        fused: Fused,
+        k: int,
+        by_document: bool = False,
     ) -> list[list[float | None]]:
         """A hybrid hit's p_relevant as its query's dense ranking gives it: the calibrator
         reads a hit's rank and its gaps to the hits around it in a dense ranking, and read
         along the RRF order (BM25 moving hits up and down) it gave one document different
-        probabilities in a dense and a hybrid search."""
+        probabilities in a dense and a hybrid search. `by_document`: `as_dense` is grouped
+        (one chunk per document, as a dense `group_by_doc` search ranks), looked up by
+        document, since the chunk RRF kept may be another of the document's chunks."""
         depth = max(len(r.positions) for r in as_dense)
         _, dense_p, _ = self._annotated(as_dense, fused, depth)
+        key = self._documents if by_document else (lambda positions: positions.tolist())
         out = []
         for hits, order, p in zip(ranked, as_dense, dense_p, strict=True):
-            of = dict(zip(order.positions.tolist(), p, strict=True))
-            out.append([of[position] for position in hits.positions[:k].tolist()])
+            of = dict(zip(key(order.positions), p, strict=True))
+            out.append([of[doc] for doc in key(hits.positions[:k])])
         return out
 
     @property
@@ -619,6 +633,7 @@ class Searcher:
         fused: Fused,
         lexical: np.ndarray | None = None,
         as_dense: list[Ranked] | None = None,
+        grouped: bool = False,
     ) -> list[QueryResult]:
         """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence; a
         hybrid search's p_relevant read from its dense rankings (`as_dense`)."""
@@ -638,7 +653,7 @@ class Searcher:
             )
         ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical, coverage)
         if as_dense is not None and self.pipeline.calibrator is not None:
-            p_relevant = self._dense_p_relevant(ranked, as_dense, fused, k)
+            p_relevant = self._dense_p_relevant(ranked, as_dense, fused, k, grouped)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(
             texts, ranked, p_relevant, confidences, strict=True
