@@ -228,8 +228,11 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         message = str(exc.detail)
-        if exc.status_code == 400 and message == UNPARSABLE:  # FastAPI's words for bad UTF-8
-            message = f"the body cannot be read: it is not UTF-8 text; {SEND_JSON}"
+        if exc.status_code == 400 and message == UNPARSABLE:  # FastAPI's, for any read failure
+            message = (
+                "the body cannot be read as JSON: it is not UTF-8 text, or it nests arrays or "
+                f"objects too deeply; {SEND_JSON}"
+            )
         return refusal(exc.status_code, message, exc.headers)
 
     async def internal(request: Request, exc: Exception) -> Response:
@@ -292,9 +295,17 @@ def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
         position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
         at = "" if position is None else f" at character {position + 1}"
         return f"the body is not valid JSON{at}: {error.get('ctx', {}).get('error', '')}"
-    if not where and "json" not in content_type.lower():
+    if not where and not _reads_as_json(content_type):
         return f"the body must be a JSON object; {SEND_JSON}"
     return str(error.get("msg", "invalid"))
+
+
+def _reads_as_json(content_type: str) -> bool:
+    """Whether FastAPI parses a body of this type as JSON: application/json or
+    application/*+json (none given, form data, NDJSON and text it passes on unparsed)."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    major, _, minor = kind.partition("/")
+    return major == "application" and (minor == "json" or minor.endswith("+json"))
 
 
 def _placed(where: tuple[str, ...], words: list[str]) -> str:

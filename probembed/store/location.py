@@ -61,36 +61,42 @@ _AZ_OPTIONS = {
     "account_key": "account_key",
 }
 
-#: Other keys LanceDB's object store reads (its client, retry and provider options): with the
-#: two tables above, what a storage option is checked against for a misspelling.
+#: Other keys LanceDB's object store reads (object_store's S3, Azure and GCS config keys with
+#: their aliases, its client options, lance's retry options): with the two tables above, what
+#: a storage option is checked against for a misspelling.
 _OTHER_OPTIONS = frozenset(
-    {
-        "allow_http",
-        "allow_invalid_certificates",
-        "timeout",
-        "connect_timeout",
-        "proxy_url",
-        "user_agent",
-        "download_retry_count",
-        "client_max_retries",
-        "client_retry_timeout",
-        "aws_default_region",
-        "aws_virtual_hosted_style_request",
-        "aws_server_side_encryption",
-        "aws_sse_kms_key_id",
-        "aws_s3_express",
-        "aws_skip_signature",
-        "aws_unsigned_payload",
-        "azure_client_id",
-        "azure_client_secret",
-        "azure_tenant_id",
-        "azure_storage_sas_key",
-        "azure_storage_token",
-        "azure_use_emulator",
-        "google_service_account",
-        "google_service_account_key",
-        "google_application_credentials",
-    }
+    """
+    allow_http allow_invalid_certificates connect_timeout timeout user_agent proxy_url
+    proxy_ca_certificate proxy_excludes pool_idle_timeout pool_max_idle_per_host http1_only
+    http2_only http2_keep_alive_interval http2_keep_alive_timeout
+    http2_keep_alive_while_idle http2_max_frame_size randomize_addresses
+    default_content_type download_retry_count client_max_retries client_retry_timeout
+    aws_default_region default_region aws_token token aws_bucket aws_bucket_name bucket
+    bucket_name aws_virtual_hosted_style_request virtual_hosted_style_request aws_s3_express
+    s3_express aws_imdsv1_fallback imdsv1_fallback aws_metadata_endpoint metadata_endpoint
+    aws_unsigned_payload unsigned_payload aws_checksum_algorithm checksum_algorithm
+    aws_container_credentials_relative_uri aws_container_credentials_full_uri
+    aws_container_authorization_token_file aws_skip_signature skip_signature
+    aws_copy_if_not_exists copy_if_not_exists aws_conditional_put conditional_put
+    aws_disable_tagging disable_tagging aws_request_payer request_payer
+    aws_server_side_encryption aws_sse_kms_key_id aws_sse_bucket_key_enabled
+    aws_sse_customer_key_base64 aws_sts_endpoint aws_web_identity_token_file aws_role_arn
+    aws_role_session_name azure_storage_access_key azure_storage_master_key access_key
+    master_key azure_storage_client_id azure_client_id client_id azure_storage_client_secret
+    azure_client_secret client_secret azure_storage_tenant_id azure_storage_authority_id
+    azure_tenant_id azure_authority_id tenant_id authority_id azure_storage_sas_key
+    azure_storage_sas_token sas_key sas_token azure_storage_token bearer_token
+    azure_storage_use_emulator azure_use_emulator use_emulator azure_storage_endpoint
+    azure_endpoint azure_msi_endpoint azure_identity_endpoint identity_endpoint msi_endpoint
+    azure_object_id object_id azure_msi_resource_id msi_resource_id
+    azure_federated_token_file federated_token_file azure_use_fabric_endpoint
+    use_fabric_endpoint azure_use_azure_cli use_azure_cli azure_skip_signature
+    azure_container_name container_name azure_disable_tagging azure_fabric_token_service_url
+    azure_fabric_workspace_id azure_fabric_session_token azure_fabric_cluster_identifier
+    google_service_account service_account google_service_account_path service_account_path
+    google_service_account_key service_account_key google_bucket google_bucket_name
+    google_application_credentials google_skip_signature
+    """.split()  # noqa: SIM905 (a list literal would be one line per key)
 )
 _KNOWN_OPTIONS = frozenset(_S3_OPTIONS) | frozenset(_AZ_OPTIONS) | _OTHER_OPTIONS
 
@@ -313,8 +319,8 @@ def _warn_misspelt(options: Mapping[str, str]) -> None:
         near = difflib.get_close_matches(key.lower(), _KNOWN_OPTIONS, n=1, cutoff=0.85)
         if key.lower() not in _KNOWN_OPTIONS and near:
             warnings.warn(
-                f"storage option {key!r} is not one the object store reads (it is ignored); "
-                f"did you mean {near[0]!r}?",
+                f"storage option {key!r} is not a key LanceDB's object store is known to "
+                f"read (an unknown key is ignored); did you mean {near[0]!r}?",
                 stacklevel=3,
             )
 
