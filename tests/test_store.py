@@ -1,6 +1,7 @@
 """The store: collections on LanceDB, ingest from files, and every bad input a clear error."""
 
 import contextlib
+import datetime
 import importlib
 import json
 import os
@@ -10,6 +11,7 @@ import sys
 import textwrap
 import threading
 
+import numpy as np
 import pytest
 
 from probembed.store import (
@@ -268,9 +270,11 @@ def test_dicts_given_in_python_are_read_as_json_lines_are(collection, hash_pipel
         {"id": "a", "title": "Cats", "text": "They sleep all day.", "lang": "en"},
         Record("b", "Dogs fetch sticks."),
         {"_id": 3, "text": "Birds sing at dawn.", "metadata": {"lang": "en"}},
+        {"id": np.int64(4), "text": "A pandas row.", "day": datetime.date(2024, 1, 2)},
     ]
-    assert ingest(given, collection, hash_pipeline).added == 3
-    assert collection.ids() == {"a", "b", "3"}
+    assert ingest(given, collection, hash_pipeline).added == 4
+    assert collection.ids() == {"a", "b", "3", "4"}
+    assert collection.rows(["4"], ("day",))["4"]["day"] == "2024-01-02"
     assert collection.rows(["a"])["a"]["text"] == "Cats They sleep all day."
     assert collection.rows(["a", "3"], ("lang",)) == {
         "a": {"id": "a", "lang": "en"},
@@ -281,8 +285,10 @@ def test_dicts_given_in_python_are_read_as_json_lines_are(collection, hash_pipel
         ingest(bad, collection, hash_pipeline)
     message = str(info.value)
     assert "records[0]: document 'c' has no 'text' field" in message
-    assert "records[2]: duplicate id 'b' (first at records[1])" in message
+    assert "id 'b': duplicate id 'b' (given twice)" in message  # a Record is named by its id
     assert "records[3]: expected a Record or a dict with 'id' and 'text', got int" in message
+    with pytest.raises(TypeError, match="a path or a list of records or dicts, got one dict"):
+        ingest({"id": "d", "text": "one"}, collection, hash_pipeline)
 
 
 def test_a_json_message_ending_in_at_gets_no_second_at(tmp_path, collection, hash_pipeline):

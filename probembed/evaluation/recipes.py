@@ -43,8 +43,9 @@ def sample_pairs(
         data = load_pairs(path)
         pairs.extend(zip(data.text_a, data.text_b, strict=True))
     if not pairs:
-        where = source if isinstance(source, Path) else ", ".join(map(str, files))
-        raise ValueError(f"no positive pairs in {where} (expected *.tsv files)")
+        if isinstance(source, Path):
+            raise ValueError(f"no positive pairs in {source} (expected *.tsv files)")
+        raise ValueError(f"no positive pairs in {', '.join(map(str, files)) or 'no files'}")
     if len(pairs) > max_pairs:
         keep = np.sort(np.random.default_rng(seed).choice(len(pairs), max_pairs, replace=False))
         pairs = [pairs[i] for i in keep]

@@ -6,7 +6,6 @@ their own types to and from these.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import hashlib
 import json
@@ -17,7 +16,6 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 
 from probembed.encoders.base import is_blank
@@ -25,6 +23,7 @@ from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
 from probembed.store.ranking import RRF_K
+from probembed.store.rows import plain
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -86,27 +85,6 @@ def text_id(text: str, metadata: Mapping[str, Any]) -> str:
     """A deterministic id for a text and its metadata: the same item always gets the same id."""
     key = json.dumps([text, dict(metadata)], sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata as the store holds it: numpy scalars (pandas-made documents carry them) as
-    Python numbers, which become filterable columns, and dates, times and datetimes as ISO
-    8601 strings (they compare in order as strings); anything else as given, refused by name
-    later if JSON cannot hold it."""
-    return {key: _plain(value) for key, value in metadata.items()}
-
-
-def _plain(value: Any) -> Any:
-    """One metadata value as `plain` makes it, lists and nested objects included."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {key: _plain(v) for key, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def store_texts(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +31,7 @@ from probembed.store.readers import (
     unread_files,
     unread_note,
 )
-from probembed.store.rows import Batch, PipelineInfo, metadata_json, promote_metadata
+from probembed.store.rows import Batch, PipelineInfo, metadata_json, plain, promote_metadata
 
 OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
@@ -172,19 +172,19 @@ def read_checked(
 
 
 def _given(items: Iterable[Record | Problem | Mapping[str, Any]]) -> Iterator[Record | Problem]:
-    """Items given in Python, each named `records[i]` where a problem is reported: a dict is
-    read as a JSON line is; anything else but a Record is a problem naming what it is."""
+    """Items given in Python: Records as they are (a problem names one by its id, or by its
+    own source), a dict read as a JSON line is once its numpy and date values are made plain
+    (a pandas row's) and named `records[i]`, anything else a problem naming what it is."""
+    if isinstance(items, Mapping):
+        raise TypeError("ingest takes a path or a list of records or dicts, got one dict")
     for i, item in enumerate(items):
-        where = f"records[{i}]"
-        if isinstance(item, Record):
-            yield item if item.source else replace(item, source=where)
-        elif isinstance(item, Problem):
+        if isinstance(item, (Record, Problem)):
             yield item
         elif isinstance(item, Mapping):
-            yield record_from(dict(item), where)
+            yield record_from(plain(item), f"records[{i}]")
         else:
             yield Problem(
-                where,
+                f"records[{i}]",
                 f"expected a Record or a dict with 'id' and 'text', got {type(item).__name__}",
             )
 
@@ -294,8 +294,9 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     if not isinstance(record.text, str) or is_blank(record.text):
         return Problem(where, f"document {record.id!r} has an empty text")
     if record.id in first_seen:
-        first = first_seen[record.id] or "earlier"
-        return Problem(where, f"duplicate id {record.id!r} (first at {first})")
+        first = first_seen[record.id]
+        said = f"first at {first}" if first else "given twice"
+        return Problem(where, f"duplicate id {record.id!r} ({said})")
     unencodable = not_unicode(record.id, record.text, record.metadata)
     if unencodable is not None:
         return Problem(where, f"document {record.id!r}: {unencodable}")

@@ -7,6 +7,7 @@ other field stays in the JSON `metadata` column only.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import secrets
@@ -255,3 +256,25 @@ def to_matrix(column: pa.ChunkedArray) -> np.ndarray:
 def _duplicates(values: Sequence[str]) -> list[str]:
     """Values that occur more than once, in first-seen order."""
     return [value for value, count in Counter(values).items() if count > 1]
+
+
+def plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata as the store holds it: numpy scalars (pandas-made documents carry them) as
+    Python numbers, which become filterable columns, and dates, times and datetimes as ISO
+    8601 strings (they compare in order as strings); anything else as given, refused by name
+    later if JSON cannot hold it. For what Python callers hand over: the adapters, `ingest`'s
+    dicts."""
+    return {key: _plain(value) for key, value in metadata.items()}
+
+
+def _plain(value: Any) -> Any:
+    """One metadata value as `plain` makes it, lists and nested objects included."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {key: _plain(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
