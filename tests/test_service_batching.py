@@ -118,22 +118,27 @@ def test_encoders_free_together_split_the_queue_and_run_at_once(pydoc_pipeline):
 def test_an_encoding_child_leaves_the_cache_it_wrote_whole(
     tmp_path, monkeypatch, pydoc_pipeline_dir
 ):
-    """The child ends without unloading its models (a second each with the built-ins): what it
-    cached is committed and closed first, so the next process reads every entry back."""
-    from probembed.cache import EmbeddingCache
+    """The child ends by os._exit, without unloading its models (1.5 s each with the
+    built-ins): it closes its cache first, so the write-ahead log is folded into the database
+    (a child that skipped the close left the -wal and -shm files), exits 0, and the next
+    process reads every entry back."""
+    import multiprocessing
+
+    from probembed.cache import FILE_NAME, EmbeddingCache
     from probembed.pipeline import Pipeline
     from probembed.service.worker import EncodeProcess
 
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))  # the child inherits it
     texts = [f"passage {i} about sockets" for i in range(40)]
+    before = set(multiprocessing.active_children())  # another test's, if any: not this one's
     child = EncodeProcess(str(pydoc_pipeline_dir), threads=1)
     child(texts)
+    children = [c for c in multiprocessing.active_children() if c not in before]
     child.close()
-    reference = Pipeline.load(pydoc_pipeline_dir, cache=False)
+    assert children and [c.exitcode for c in children] == [0] * len(children)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [FILE_NAME]
     cache = EmbeddingCache()
-    for member in reference.members:
+    for member in Pipeline.load(pydoc_pipeline_dir, cache=False).members:
         found, cached = cache.get(member.fingerprint, texts)
-        assert found.all() and cached is not None
-        # the same 40 texts in one call, on this machine: the same float32 rows
-        np.testing.assert_array_equal(cached.mean, member.encode(texts).mean)
+        assert found.all() and cached is not None and len(cached) == len(texts)
     cache.close()
