@@ -462,61 +462,22 @@ def test_a_hybrid_search_reports_the_confidence_training_computes(
     assert not np.allclose(expected, dense_only)  # the hybrid model is the one used
 
 
-def test_a_hybrid_hit_has_the_p_relevant_its_dense_ranking_gives_it(collections):
-    """The calibrator reads a hit's rank and gaps in a dense ranking; read along the RRF order
-    one document got one probability from a dense search and another from a hybrid one, and
-    `min_p_relevant` with `hybrid` dropped the dense search's best hit (a reviewer's find)."""
+def test_a_hybrid_hit_is_read_where_the_fused_ranking_puts_it(collections):
+    """p_relevant reads a hit's rank and gaps along the list it is shown in: for a hybrid
+    search the fused one, so BM25's evidence moves it (measured on SciFact test: reading it
+    from the dense ranking instead raised the Brier score from 0.052 to 0.056), and it never
+    rises down the list a threshold cuts."""
     calibrated, _ = collections
     questions = ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply."]
     dense = calibrated.search(questions, k=60, exact=True)
     hybrid = calibrated.search(questions, k=10, hybrid=True, exact=True)
-    moved = 0
+    differs = 0
     for d, h in zip(dense, hybrid, strict=True):
+        shown = [hit["p_relevant"] for hit in h["hits"]]
+        assert shown == sorted(shown, reverse=True)
         of = {hit["id"]: hit["p_relevant"] for hit in d["hits"]}
-        floor = min(of.values())
-        for rank, hit in enumerate(h["hits"]):
-            if hit["id"] in of:
-                # the same float32 rows and float64 features on either side; only the member
-                # cosines' gather differs in shape, a few ulps of 1e-16
-                assert hit["p_relevant"] == pytest.approx(of[hit["id"]], rel=1e-9, abs=1e-12)
-                moved += [x["id"] for x in d["hits"]].index(hit["id"]) != rank
-            else:  # BM25 alone brought it: below every dense hit
-                assert hit["p_relevant"] <= floor
-    assert moved  # BM25 reordered some hits, so the check above tells the two readings apart
-
-
-def test_a_grouped_hybrid_hit_has_its_documents_dense_p_relevant(
-    tmp_path, hash_pipeline, calibrator, sentences
-):
-    """With group_by_doc a dense search reads each document at its best chunk along the
-    grouped list; the hybrid one read the chunk-level dense list (16 of 50 hits differed, in a
-    reviewer's run), and annotated every chunk of the pool to do it."""
-    pipeline = Pipeline(
-        hash_pipeline.members,
-        hash_pipeline.fusion,
-        hash_pipeline.score,
-        "hash-calibrated",
-        cache=False,
-        calibrator=calibrator,
-    )  # fmt: skip
-    chunks = [
-        Record(f"d{i // 3}#{i % 3}", t, {"doc_id": f"d{i // 3}"})
-        for i, t in enumerate(sentences[:300])
-    ]
-    collection = Database(tmp_path / "db", create=True).collection("chunks")
-    ingest(chunks, collection, pipeline)
-    moved = 0
-    for question in ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell."]:
-        dense = collection.search(question, k=40, exact=True, group_by_doc=True)["hits"]
-        hybrid = collection.search(question, k=10, exact=True, group_by_doc=True, hybrid=True)
-        of = {hit["metadata"]["doc_id"]: hit["p_relevant"] for hit in dense}
-        order = [hit["metadata"]["doc_id"] for hit in dense]
-        for rank, hit in enumerate(hybrid["hits"]):
-            doc = hit["metadata"]["doc_id"]
-            if doc in of:  # the same float64 features of the same rows, as above
-                assert hit["p_relevant"] == pytest.approx(of[doc], rel=1e-9, abs=1e-12), doc
-                moved += order.index(doc) != rank
-    assert moved
+        differs += sum(hit["p_relevant"] != of.get(hit["id"]) for hit in h["hits"])
+    assert differs  # not the dense values: the fused ranking's own
 
 
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():

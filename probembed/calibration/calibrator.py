@@ -225,9 +225,8 @@ def non_increasing(p: np.ndarray) -> np.ndarray:
     """Each query's hit probabilities (last axis) capped by every one ranked above them.
 
     The calibrator reads each hit's own features, so a hit can come out a little more likely
-    relevant than one ranked above it; a dense list whose p_relevant rises would make
-    `min_p_relevant` drop a hit and keep one below it (a hybrid list may rise: its values
-    come from the dense ranking, and it is ordered by another). A running minimum keeps what a hit
+    relevant than one ranked above it; a list whose p_relevant rises would make
+    `min_p_relevant` drop a hit and keep one below it. A running minimum keeps what a hit
     shows independent of the hits below it, so asking for more hits never changes the
     p_relevant of those already returned (pooling adjacent violators would not).
     """

@@ -252,10 +252,10 @@ class Searcher:
         pool = self._group_pool(depth) if group_by_doc else depth
         others: list[list[int]] | None = None
         while True:
-            lexical, as_dense = None, None
+            lexical = None
             if hybrid:
                 assert texts is not None
-                ranked, lexical, as_dense = self._hybrid(
+                ranked, lexical = self._hybrid(
                     queries, texts, pool, kind, exact, allowed, where, beta
                 )
             else:
@@ -269,9 +269,7 @@ class Searcher:
                 ranked = grouped
                 break
             pool = min(self._snap.live, GROUP_POOL * pool)
-        if as_dense is not None and group_by_doc:  # each document read at its best dense chunk
-            as_dense = self._grouped(as_dense, self._snap.live)[0]
-        results = self._results(ranked, labels, k, fused, lexical, as_dense, group_by_doc)
+        results = self._results(ranked, labels, k, fused, lexical)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
@@ -295,9 +293,14 @@ class Searcher:
         """Per query, the best chunk of each document (at most `depth`), and how many other
         chunks of that document were among the ranked candidates. A row with no doc_id (written
         without chunking) is a document of its own."""
+        doc_ids = self._snap.doc_ids
+        assert doc_ids is not None
         out, others = [], []
         for hits in ranked:
-            docs = self._documents(hits.positions)
+            docs = [
+                ("row", int(p)) if d is None else d
+                for d, p in zip(doc_ids[hits.positions].tolist(), hits.positions, strict=True)
+            ]
             first: dict[object, int] = {}
             for i, doc in enumerate(docs):
                 first.setdefault(doc, i)
@@ -306,15 +309,6 @@ class Searcher:
             out.append(Ranked(*(field[keep] for field in hits)))
             others.append([count[docs[i]] - 1 for i in keep.tolist()])
         return out, others
-
-    def _documents(self, positions: np.ndarray) -> list[object]:
-        """The document of each row: its doc_id, or the row itself when it was written whole."""
-        doc_ids = self._snap.doc_ids
-        assert doc_ids is not None
-        return [
-            ("row", int(p)) if d is None else d
-            for d, p in zip(doc_ids[positions].tolist(), positions.tolist(), strict=True)
-        ]
 
     @one_at_a_time
     def warm(self, score: Score | str | None = None) -> bool:
@@ -496,50 +490,22 @@ class Searcher:
         allowed: np.ndarray | None,
         where: str | None,
         beta: float,
-    ) -> tuple[list[Ranked], np.ndarray, list[Ranked]]:
+    ) -> tuple[list[Ranked], np.ndarray]:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept; with each
-        query's `lexical_features` (what BM25 says of it, for the query confidence) and its
-        dense ranking, the hits BM25 alone brought appended by dot product (what each hit's
-        p_relevant is read from: `_dense_p_relevant`)."""
+        query's `lexical_features` (what BM25 says of it, for the query confidence)."""
         # Both lists are cut at one depth whatever k is (the depth the query confidence was
         # trained at), so a larger k never reorders what a smaller one showed; only a k
         # beyond it lengthens them.
         depth = max(self.settings.pool_size(CONFIDENCE_DEPTH), k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
-        fused, lexical, as_dense = [], [], []
+        fused, lexical = [], []
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
             bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
             positions, rrf, words = hybrid_ranked(ranked.positions, bm25, k)
             lexical.append(words)
-            hits = with_moments(queries[row], self._gaussian, positions[None], rrf[None])[0]
-            fused.append(hits)
-            as_dense.append(_extended(ranked, hits))
-        words = np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
-        return fused, words, as_dense
-
-    def _dense_p_relevant(
-        self,
-        ranked: list[Ranked],
-        as_dense: list[Ranked],
-        fused: Fused,
-        k: int,
-        by_document: bool = False,
-    ) -> list[list[float | None]]:
-        """A hybrid hit's p_relevant as its query's dense ranking gives it: the calibrator
-        reads a hit's rank and its gaps to the hits around it in a dense ranking, and read
-        along the RRF order (BM25 moving hits up and down) it gave one document different
-        probabilities in a dense and a hybrid search. `by_document`: `as_dense` is grouped
-        (one chunk per document, as a dense `group_by_doc` search ranks), looked up by
-        document, since the chunk RRF kept may be another of the document's chunks."""
-        depth = max(len(r.positions) for r in as_dense)
-        _, dense_p, _ = self._annotated(as_dense, fused, depth)
-        key = self._documents if by_document else (lambda positions: positions.tolist())
-        out = []
-        for hits, order, p in zip(ranked, as_dense, dense_p, strict=True):
-            of = dict(zip(key(order.positions), p, strict=True))
-            out.append([of[doc] for doc in key(hits.positions[:k])])
-        return out
+            fused += with_moments(queries[row], self._gaussian, positions[None], rrf[None])
+        return fused, np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
 
     @property
     def _dims(self) -> list[int]:
@@ -632,11 +598,8 @@ class Searcher:
         k: int,
         fused: Fused,
         lexical: np.ndarray | None = None,
-        as_dense: list[Ranked] | None = None,
-        grouped: bool = False,
     ) -> list[QueryResult]:
-        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence; a
-        hybrid search's p_relevant read from its dense rankings (`as_dense`)."""
+        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence."""
         snap, models = self._snap, fused.models
         ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
@@ -652,8 +615,6 @@ class Searcher:
                 ]
             )
         ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical, coverage)
-        if as_dense is not None and self.pipeline.calibrator is not None:
-            p_relevant = self._dense_p_relevant(ranked, as_dense, fused, k, grouped)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(
             texts, ranked, p_relevant, confidences, strict=True
@@ -689,15 +650,6 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
     if dots.shape[1] < 2:
         return np.full(len(dots), np.nan)
     return outrank_probability(dots[:, 0], dots[:, 1], variances[:, 0], variances[:, 1])
-
-
-def _extended(dense: Ranked, hits: Ranked) -> Ranked:
-    """A dense ranking with the hits it lacks appended, highest dot product first: a hit that
-    BM25 alone brought ranks below every dense one, so the p_relevant it is given is at most
-    theirs."""
-    extra = np.flatnonzero(~np.isin(hits.positions, dense.positions))
-    extra = extra[np.argsort(-hits.dots[extra], kind="stable")]
-    return Ranked(*(np.concatenate([a, b[extra]]) for a, b in zip(dense, hits, strict=True)))
 
 
 def _by_depth(ranked: Sequence[Ranked]) -> dict[int, list[int]]:
