@@ -290,7 +290,11 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
         comma = http.post(search, content=b'{"query": "leak", "k": 1,}', headers=json_type)
         assert said(comma).startswith("the body is not valid JSON at character 26: Expecting")
         garbled = http.post(search, content=b'{"query": "\xff"}', headers=json_type)
-        assert said(garbled, 400).startswith("the body cannot be read as JSON: it is not UTF-8")
+        assert said(garbled, 400).startswith("the body is not UTF-8 text (byte 0xff at offset 11)")
+        deep = b'{"query": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # past the parser's depth
+        assert said(http.post(search, content=deep, headers=json_type), 400).startswith(
+            "the body nests arrays or objects too deeply to be read"
+        )
         ndjson = {"content-type": "application/x-ndjson"}  # a JSON body FastAPI does not parse
         assert said(http.post(search, content=b'{"query": "leak"}', headers=ndjson)) == said(form)
         documents = "/v1/collections/words/documents"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import pathlib
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -229,10 +230,7 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
         assert isinstance(exc, StarletteHTTPException)
         message = str(exc.detail)
         if exc.status_code == 400 and message == UNPARSABLE:  # FastAPI's, for any read failure
-            message = (
-                "the body cannot be read as JSON: it is not UTF-8 text, or it nests arrays or "
-                f"objects too deeply; {SEND_JSON}"
-            )
+            message = _unreadable(await request.body())
         return refusal(exc.status_code, message, exc.headers)
 
     async def internal(request: Request, exc: Exception) -> Response:
@@ -247,6 +245,23 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, known)
     app.add_exception_handler(Exception, internal)
+
+
+def _unreadable(body: bytes) -> str:
+    """Why FastAPI could not read a body it says nothing more of: its first byte that is not
+    UTF-8, or JSON nested deeper than the parser goes."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{body[exc.start]:02x} at offset {exc.start}"
+        return f"the body is not UTF-8 text ({where}); {SEND_JSON}"
+    try:
+        json.loads(text)
+    except RecursionError:
+        return f"the body nests arrays or objects too deeply to be read; {SEND_JSON}"
+    except ValueError:
+        pass
+    return f"the body cannot be read as JSON; {SEND_JSON}"
 
 
 def _spellings(db: pathlib.Path | str) -> list[str]:
