@@ -74,8 +74,8 @@ def check_run_options(
 ) -> None:
     """Refuse, naming the option, an unknown --on-error (the library's message named its
     parameter), Ray's options without --ray (they were ignored without a word), and with it
-    workers no node can hold or an address where no Ray answers: all before the input is
-    read and a pipeline loads."""
+    a worker count or resource that is no valid number or an address where no Ray answers:
+    all before the input is read and a pipeline loads."""
     from probembed.store.ingest import ON_ERROR
 
     if on_error not in ON_ERROR:

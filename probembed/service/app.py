@@ -514,13 +514,7 @@ def _collections(service: Service) -> APIRouter:
     @router.post("", response_model=schemas.CollectionInfo, status_code=201, dependencies=writer)
     async def create_collection(body: schemas.CollectionCreate) -> schemas.CollectionInfo:
         """An empty collection for a served pipeline's vectors."""
-        try:
-            pipeline = service.pipeline(body.pipeline)
-        except UnknownModelError as exc:  # the body names it a pipeline, not a model
-            served = ", ".join(service.pipelines)
-            raise UnknownModelError(
-                f"pipeline {body.pipeline!r} is not served here; pipelines: {served}"
-            ) from exc
+        pipeline = service.pipeline(body.pipeline, field="pipeline")
         db = service.require_ready()
 
         def create() -> schemas.CollectionInfo:

@@ -136,14 +136,15 @@ class Service:
             raise NotReadyError("the service is still loading its pipelines")
         return self.db
 
-    def pipeline(self, name: str | None) -> Pipeline:
-        """A served pipeline by name (None: the first), or an error listing the served ones."""
+    def pipeline(self, name: str | None, field: str = "model") -> Pipeline:
+        """A served pipeline by name (None: the first), or an error listing the served ones,
+        called by the request's own `field` (OpenAI's `model`, a collection's `pipeline`)."""
         self.require_ready()
         if name is None:
             return next(iter(self.pipelines.values()))
         if name not in self.pipelines:
             raise UnknownModelError(
-                f"model {name!r} is not served here; models: {', '.join(self.pipelines)}"
+                f"{field} {name!r} is not served here; {field}s: {', '.join(self.pipelines)}"
             )
         return self.pipelines[name]
 
