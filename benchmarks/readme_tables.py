@@ -5,7 +5,8 @@
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
-`serve` from serve.json, `chunking` from chunking.json.
+`serve` from serve.json, `chunking` from chunking.json, `hybrid_calibration` from
+hybrid_calibration.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -306,6 +307,40 @@ def chunking(rows: Rows) -> str:
     return table(header, body)
 
 
+HYBRID_READINGS = {
+    "hybrid": "hybrid hits, hybrid calibrator (shipped)",
+    "hybrid, dense calibrator along the fused list": "hybrid hits, dense calibrator read along "
+    "the fused list (before; still what a calibrator without a hybrid one gives)",
+    "dense": "dense hits",
+}
+
+
+def hybrid_calibration(rows: Rows) -> str:
+    """p_relevant of hybrid and dense hits on SciFact test, by calibrator."""
+    header = [
+        "p_relevant of",
+        "ECE, 15 bins",
+        "Brier",
+        "AUROC",
+        "at p ≥ 0.03: relevant kept / irrelevant dropped",
+    ]
+    got = {r["search"]: r for r in rows}
+    body = []
+    for search, label in HYBRID_READINGS.items():
+        r = got[search]
+        at = r["at_0.03"]
+        body.append(
+            [
+                label,
+                f"{r['ece15']:.3f}",
+                f"{r['brier']:.4f}",
+                f"{r['auroc']:.3f}",
+                f"{at['relevant_kept']:.1%} / {at['irrelevant_dropped']:.1%}",
+            ]
+        )
+    return table(header, body)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
     "headroom": ("lodo_headroom.json", headroom),
@@ -317,6 +352,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "variance": ("variance.json", variance),
     "serve": ("serve.json", serve),
     "chunking": ("chunking.json", chunking),
+    "hybrid_calibration": ("hybrid_calibration.json", hybrid_calibration),
 }
 
 

@@ -11,7 +11,9 @@ query's words by the first hits' texts (same queries and labels). Its hybrid mod
 searches, reads BM25's two features and the coverage of the hybrid hits, fitted on the same
 queries ranked as a hybrid search ranks them, with BM25 from a temporary LanceDB collection of
 the SciFact corpus (label: the hybrid ranking's nDCG@10 at
-least its train median). Writes
+least its train median). Hybrid searches read p_relevant from a second calibrator fitted on
+those hybrid rankings' top-10 hits, with each hit's BM25 rank and relative score as well
+(`features.LEXICAL_HIT_FEATURES`). Writes
 probembed/pipelines/<name>/calibration.json; rerun it whenever the pipeline's fusion or score
 changes (tests/test_calibration.py checks the recorded fingerprint). Seeded and deterministic.
 """
@@ -24,7 +26,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from probembed.calibration import CALIBRATION_FILE, QueryConfidence, RelevanceCalibrator
+from probembed.calibration import (
+    BASE_FEATURES,
+    CALIBRATION_FILE,
+    LEXICAL_HIT_FEATURES,
+    QueryConfidence,
+    RelevanceCalibrator,
+)
 from probembed.calibration.training import TOP, corpus_text_search, hybrid_split, rank_split
 from probembed.evaluation.datasets import load_dataset
 from probembed.evaluation.harness import embed
@@ -56,6 +64,11 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
     confidence = confidence.with_model(
         "hybrid_model", hybrid.query_table(), hybrid_features, hybrid.failed(dataset), seed
     )
+    hybrid_hits, hybrid_relevant, hybrid_groups = hybrid.table(TOP, with_lexical=True)
+    names = (*BASE_FEATURES, *LEXICAL_HIT_FEATURES)
+    for_hybrid = RelevanceCalibrator.fit(
+        hybrid_hits, hybrid_relevant, hybrid_groups, names, seed=seed
+    )
     info = {
         **(calibrator.fit_info or {}),
         "dataset": f"{dataset.name}/{SPLIT}",
@@ -64,7 +77,13 @@ def fit(name: str, seed: int) -> RelevanceCalibrator:
         "pipeline_fingerprint": pipeline.fingerprint,
         "score": {"name": pipeline.score.name, "beta": pipeline.score.beta},
     }
-    return replace(calibrator, confidence=confidence, fit_info=info)
+    hybrid_info = {**(for_hybrid.fit_info or {}), "dataset": info["dataset"], "ranking": "hybrid"}
+    return replace(
+        calibrator,
+        confidence=confidence,
+        fit_info=info,
+        hybrid=replace(for_hybrid, fit_info=hybrid_info),
+    )
 
 
 def main() -> None:

@@ -16,9 +16,11 @@ from typer.testing import CliRunner
 from probembed.calibration import (
     BASE_FEATURES,
     CALIBRATION_FILE,
+    LEXICAL_HIT_FEATURES,
     QueryConfidence,
     RelevanceCalibrator,
     hit_features,
+    lexical_hit_features,
     member_cosines,
     query_features,
 )
@@ -30,6 +32,7 @@ from probembed.calibration.confidence import (
     coverage_features,
     lexical_features,
 )
+from probembed.calibration.features import BM25_RANK_CAP
 from probembed.calibration.training import hybrid_split, rank_split
 from probembed.evaluation import expected_calibration_error
 from probembed.evaluation.datasets import RetrievalDataset
@@ -478,6 +481,94 @@ def test_a_hybrid_hit_is_read_where_the_fused_ranking_puts_it(collections):
         of = {hit["id"]: hit["p_relevant"] for hit in d["hits"]}
         differs += sum(hit["p_relevant"] != of.get(hit["id"]) for hit in h["hits"])
     assert differs  # not the dense values: the fused ranking's own
+
+
+@pytest.fixture(scope="module")
+def hybrid_calibrated(tmp_path_factory, collections, calibrator, sentences):
+    """A collection whose calibrator carries a hybrid one, fitted on hybrid rankings of the
+    300 documents for 60 queries (synthetic labels that favour a high dot and a high BM25
+    rank); with the training split and its questions."""
+    calibrated, _ = collections
+    pipeline = calibrated.load_pipeline()
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:DOCS])}  # in ingest order
+    questions = sentences[DOCS : DOCS + 60]
+    queries = {f"q{i}": q for i, q in enumerate(questions)}
+    dataset = RetrievalDataset("sentences", "test", texts, queries, {q: {"s0": 1} for q in queries})
+    split, _ = hybrid_split(pipeline, dataset, calibrated.text_search)
+    x, _, groups = split.table(10, with_lexical=True)
+    z = 8.0 * (x[:, 0] - np.median(x[:, 0])) - 1.5 * x[:, len(BASE_FEATURES)]
+    y = np.random.default_rng(SEED).random(len(z)) < 1.0 / (1.0 + np.exp(-z))
+    names = (*BASE_FEATURES, *LEXICAL_HIT_FEATURES)
+    hybrid = RelevanceCalibrator.fit(x, y, groups, names, seed=SEED)
+    both = Pipeline(
+        pipeline.members,
+        pipeline.fusion,
+        pipeline.score,
+        "hash-hybrid-calibrated",
+        cache=False,
+        calibrator=replace(calibrator, hybrid=hybrid),
+    )
+    collection = Database(tmp_path_factory.mktemp("hybrid-calibrated") / "db", create=True)
+    records = [Record(i, t, {}) for i, t in texts.items()]
+    ingest(records, collection.collection("c"), both, batch_size=150)
+    return collection.open("c"), split, questions
+
+
+def test_a_hybrid_search_reads_p_relevant_from_the_hybrid_calibrator_as_training_does(
+    hybrid_calibrated, collections
+):
+    collection, split, questions = hybrid_calibrated
+    hybrid = collection.load_pipeline().calibrator.hybrid
+    bm25_rank = dict(zip(hybrid.features, hybrid.logistic.coef, strict=True))["bm25_log_rank"]
+    assert bm25_rank < 0  # it learned the synthetic law: a worse BM25 rank, less relevant
+    results = collection.search(questions, k=10, hybrid=True)
+    for result, i in zip(results, range(len(questions)), strict=True):
+        r = split.ranked[i]
+        assert [h["id"] for h in result["hits"]] == [split.doc_ids[p] for p in r.positions[:10]]
+        want = hybrid.predict_ranked(r.dots, r.variances, 10, split.cosines[i], split.lexical[i])
+        # training reads the fusion weights as fused (float64), the search as stored (float32,
+        # 6e-8 relative), which moves a hit's variance by ~1e-7 relative; 1e-5 is the
+        # tolerance the hybrid query confidence's test measured 50x margin for
+        np.testing.assert_allclose([h["p_relevant"] for h in result["hits"]], want, rtol=1e-5)
+    # without a hybrid calibrator a hybrid search reads the dense one along the fused list,
+    # and a dense search reads the dense one whichever the pipeline carries
+    fallback = collections[0].search(questions, k=10, hybrid=True)
+    assert [h["p_relevant"] for r in fallback for h in r["hits"]] != [
+        h["p_relevant"] for r in results for h in r["hits"]
+    ]
+    dense = collection.search(questions, k=10, exact=True)
+    assert dense == collections[0].search(questions, k=10, exact=True)
+
+
+def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hybrid_calibrated):
+    collection, split, _ = hybrid_calibrated
+    both = collection.load_pipeline().calibrator
+    data = json.loads(json.dumps(both.to_json()))
+    assert data["format"] == 3 and data["hybrid"]["features"][-2:] == list(LEXICAL_HIT_FEATURES)
+    loaded = RelevanceCalibrator.load(both.save(tmp_path / CALIBRATION_FILE))
+    assert loaded == both and loaded.hybrid == both.hybrid
+    assert "hybrid" not in replace(both, hybrid=None).to_json()  # earlier versions read it
+    with pytest.raises(ValueError, match=r'"hybrid": calibrator features must be'):
+        RelevanceCalibrator.from_json({**data, "hybrid": {**data["hybrid"], "features": []}})
+    with pytest.raises(ValueError, match="reads the BM25 hit features"):
+        replace(both, hybrid=replace(both, hybrid=None, confidence=None))  # a dense one
+    r = split.ranked[0]
+    with pytest.raises(ValueError, match="BM25's hit features"):
+        both.hybrid.predict_ranked(r.dots, r.variances, 10)
+    assert both.for_search(hybrid=True) is both.hybrid and both.for_search(hybrid=False) is both
+
+
+def test_lexical_hit_features_read_bm25s_rank_and_relative_score():
+    bm25, scores = np.array([7, 3, 9, 3]), np.array([4.0, 3.0, 1.0, 0.5])
+    got = lexical_hit_features(np.array([3, 7, 5, 9]), bm25, scores)
+    want = [[np.log(2), 0.75], [0.0, 1.0], [np.log(BM25_RANK_CAP + 1), 0.0], [np.log(3), 0.25]]
+    np.testing.assert_allclose(got, want)  # row 3 listed twice keeps its better rank
+    deep = np.arange(BM25_RANK_CAP + 5)
+    past = lexical_hit_features(np.array([BM25_RANK_CAP + 2]), deep, np.ones(len(deep)))
+    assert past.tolist() == [[np.log(BM25_RANK_CAP + 1), 0.0]]  # past the cap: not found
+    assert lexical_hit_features(np.array([1]), bm25[:0], scores[:0]).shape == (1, 2)
+    zero = lexical_hit_features(np.array([7]), bm25[:1], np.array([0.0]))
+    assert zero.tolist() == [[0.0, 0.0]]  # no positive best score: nothing to be relative to
 
 
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():

@@ -9,8 +9,10 @@ from probembed.calibration.confidence import CONFIDENCE_DEPTH, QueryConfidence, 
 from probembed.calibration.features import (
     BASE_FEATURES,
     DISAGREEMENT,
+    LEXICAL_HIT_FEATURES,
     disagreement,
     hit_features,
+    lexical_hit_features,
     member_cosines,
 )
 
@@ -19,10 +21,12 @@ __all__ = [
     "CALIBRATION_FILE",
     "CONFIDENCE_DEPTH",
     "DISAGREEMENT",
+    "LEXICAL_HIT_FEATURES",
     "QueryConfidence",
     "RelevanceCalibrator",
     "disagreement",
     "hit_features",
+    "lexical_hit_features",
     "member_cosines",
     "query_features",
 ]

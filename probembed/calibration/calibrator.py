@@ -2,7 +2,9 @@
 
 Fitting needs scikit-learn; predicting, saving and loading need numpy only, so a pipeline that
 ships a calibrator loads and searches without scikit-learn. A calibrator may also carry a
-learned query confidence (`confidence.QueryConfidence`), fitted on the same training queries.
+learned query confidence (`confidence.QueryConfidence`), fitted on the same training queries,
+and a second calibrator for hybrid searches, fitted on hybrid rankings of those queries with
+each hit's BM25 features (`features.LEXICAL_HIT_FEATURES`).
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ from probembed.calibration.confidence import QueryConfidence
 from probembed.calibration.features import (
     BASE_FEATURES,
     DISAGREEMENT,
+    LEXICAL_HIT_FEATURES,
     disagreement,
     hit_features,
 )
 from probembed.calibration.logistic import Logistic, floats
 
 CALIBRATION_FILE = "calibration.json"
-FORMAT_VERSION = 2
-#: Formats this version reads: 2 only adds a query confidence's hybrid and text models,
-#: written only when there is one, so that a file without them stays readable by earlier
-#: versions.
-READABLE_FORMATS = (1, 2)
+#: Formats this version reads: 2 adds a query confidence's hybrid and text models, 3 the
+#: "hybrid" calibrator; each is written only when the file holds what it adds, so that a file
+#: without them stays readable by earlier versions.
+READABLE_FORMATS = (1, 2, 3)
 _KIND = "relevance-calibrator"
 _KEYS = ("format", "kind", "features", "model", "isotonic", "query_confidence", "fit")
+#: Keys only some files hold (format 3).
+_OPTIONAL_KEYS = ("hybrid",)
 #: Share of training queries held out to decide whether the isotonic step improves calibration.
 HOLDOUT = 0.2
 
@@ -50,17 +54,38 @@ class RelevanceCalibrator:
     confidence: QueryConfidence | None = None
     #: How it was fitted (data, sizes, the isotonic decision): shown, never used to predict.
     fit_info: dict[str, Any] | None = None
+    #: For hybrid searches: a calibrator fitted on hybrid rankings that also reads each hit's
+    #: BM25 features, or None (hybrid searches then read this one along the fused list).
+    hybrid: RelevanceCalibrator | None = None
 
     def __post_init__(self) -> None:
         """Known feature names, one coefficient each, monotone knots: predict can trust them."""
         _check_features(self.features, self.logistic)
         if self.isotonic is not None:
             _check_knots(*self.isotonic)
+        if self.hybrid is not None and (
+            not self.hybrid.uses_lexical
+            or self.hybrid.hybrid is not None
+            or self.hybrid.confidence is not None
+        ):
+            raise ValueError(
+                "a hybrid calibrator reads the BM25 hit features and holds no query confidence "
+                "or hybrid calibrator of its own"
+            )
 
     @property
     def uses_disagreement(self) -> bool:
-        """Whether predictions need each hit's member disagreement as the last feature."""
+        """Whether predictions need each hit's member disagreement as a feature."""
         return DISAGREEMENT in self.features
+
+    @property
+    def uses_lexical(self) -> bool:
+        """Whether predictions need each hit's BM25 features (a hybrid search's calibrator)."""
+        return LEXICAL_HIT_FEATURES[0] in self.features
+
+    def for_search(self, hybrid: bool) -> RelevanceCalibrator:
+        """The calibrator a search of this kind reads: the hybrid one where there is one."""
+        return self.hybrid if hybrid and self.hybrid is not None else self
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """P(relevant) in [0, 1] for each row of an (..., F) float64 feature array."""
@@ -71,19 +96,28 @@ class RelevanceCalibrator:
         return np.clip(p, 0.0, 1.0).reshape(features.shape[:-1])
 
     def predict_ranked(
-        self, dots: np.ndarray, variances: np.ndarray, k: int, cosines: np.ndarray | None = None
+        self,
+        dots: np.ndarray,
+        variances: np.ndarray,
+        k: int,
+        cosines: np.ndarray | None = None,
+        lexical: np.ndarray | None = None,
     ) -> np.ndarray:
         """P(relevant) of the first k ranked hits, from the ranked dots and variances: (n,) for
         one query or (..., n) for queries ranked to one depth, giving (..., min(k, n)), never
         rising down a query's list (see `non_increasing`).
 
         `cosines` ((..., n, K) member cosines of the ranked hits, see `features.member_cosines`)
-        is needed only by a calibrator that uses member disagreement.
+        is needed only by a calibrator that uses member disagreement, `lexical` ((..., n, 2)
+        `features.lexical_hit_features`) only by a hybrid search's.
         """
         if self.uses_disagreement and cosines is None:
             raise ValueError("this calibrator uses member disagreement: pass the member cosines")
+        if self.uses_lexical and lexical is None:
+            raise ValueError("this calibrator reads BM25's hit features: pass them (`lexical`)")
         spread = disagreement(cosines) if self.uses_disagreement else None
-        p = self.predict(hit_features(dots, variances, k, spread))
+        words = lexical if self.uses_lexical else None
+        p = self.predict(hit_features(dots, variances, k, spread, words))
         return non_increasing(_ties_alike(p, np.asarray(dots), np.asarray(variances)))
 
     def __eq__(self, other: object) -> bool:
@@ -92,8 +126,8 @@ class RelevanceCalibrator:
     def to_json(self) -> dict[str, Any]:
         """The calibrator as plain JSON: coefficients, scaler and knots, with a format version."""
         knots = self.isotonic
-        return {
-            "format": FORMAT_VERSION if self._has_extra_models else 1,
+        data = {
+            "format": self._format,
             "kind": _KIND,
             "features": list(self.features),
             "model": self.logistic.to_json(),
@@ -101,12 +135,19 @@ class RelevanceCalibrator:
             "query_confidence": None if self.confidence is None else self.confidence.to_json(),
             "fit": self.fit_info,
         }
+        if self.hybrid is not None:
+            data["hybrid"] = self.hybrid.to_json()
+        return data
 
     @property
-    def _has_extra_models(self) -> bool:
-        """Whether the query confidence carries a hybrid or text model (format 2)."""
+    def _format(self) -> int:
+        """The earliest format that holds this calibrator: 3 with a hybrid calibrator, 2 with a
+        query confidence's hybrid or text model, else 1."""
         c = self.confidence
-        return c is not None and (c.hybrid_model is not None or c.text_model is not None)
+        if self.hybrid is not None:
+            return 3
+        extra = c is not None and (c.hybrid_model is not None or c.text_model is not None)
+        return 2 if extra else 1
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the JSON atomically: a crash leaves the old file or the new one."""
@@ -133,7 +174,7 @@ class RelevanceCalibrator:
         """A calibrator from its JSON form, every field checked."""
         if not isinstance(data, dict):
             raise ValueError(f"a calibrator must be a JSON object, got {type(data).__name__}")
-        unknown = [key for key in data if key not in _KEYS]
+        unknown = [key for key in data if key not in _KEYS + _OPTIONAL_KEYS]
         missing = [key for key in _KEYS if key not in data]
         if unknown or missing:
             raise ValueError(
@@ -147,9 +188,14 @@ class RelevanceCalibrator:
             )
         if not isinstance(data["features"], list):
             raise ValueError('"features" must be a list of feature names')
-        knots, confidence = data["isotonic"], data["query_confidence"]
+        knots, confidence, hybrid = data["isotonic"], data["query_confidence"], data.get("hybrid")
         if knots is not None and (not isinstance(knots, dict) or set(knots) != {"x", "y"}):
             raise ValueError('"isotonic" must be null or {"x": [...], "y": [...]}')
+        if hybrid is not None:
+            try:
+                hybrid = cls.from_json(hybrid)
+            except ValueError as exc:
+                raise ValueError(f'"hybrid": {exc}') from exc
         return cls(
             features=tuple(data["features"]),
             logistic=Logistic.from_json(data["model"], '"model"'),
@@ -160,6 +206,7 @@ class RelevanceCalibrator:
             if confidence is None
             else QueryConfidence.from_json(confidence, '"query_confidence"'),
             fit_info=data["fit"],
+            hybrid=hybrid,
         )
 
     @classmethod
@@ -282,11 +329,18 @@ def _validate_training(
 
 
 def _check_features(names: tuple[str, ...], logistic: Logistic) -> None:
-    """The base features in order, optionally then disagreement; one coefficient each."""
-    if names not in (BASE_FEATURES, (*BASE_FEATURES, DISAGREEMENT)):
+    """The base features in order, optionally then disagreement, optionally then the BM25 hit
+    features; one coefficient each."""
+    allowed = [
+        (*BASE_FEATURES, *spread, *words)
+        for spread in ((), (DISAGREEMENT,))
+        for words in ((), LEXICAL_HIT_FEATURES)
+    ]
+    if names not in allowed:
         raise ValueError(
             f"calibrator features must be {list(BASE_FEATURES)}, optionally followed by "
-            f"{DISAGREEMENT!r}; got {list(names)}"
+            f"{DISAGREEMENT!r}, optionally followed by {list(LEXICAL_HIT_FEATURES)}; "
+            f"got {list(names)}"
         )
     if logistic.width != len(names):
         raise ValueError(f"{len(names)} features but {logistic.width} coefficients")

@@ -23,7 +23,12 @@ from probembed.calibration.confidence import (
     coverage_features,
     query_features,
 )
-from probembed.calibration.features import disagreement, hit_features, member_cosines
+from probembed.calibration.features import (
+    disagreement,
+    hit_features,
+    lexical_hit_features,
+    member_cosines,
+)
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import (
     Embedded,
@@ -60,13 +65,20 @@ class RankedSplit:
     cosines: np.ndarray | None
     #: (nq, depth) whether each ranked hit is judged relevant.
     relevant: np.ndarray
+    #: (nq, depth, 2) each ranked hit's `lexical_hit_features` (hybrid rankings), or None.
+    lexical: np.ndarray | None = None
 
-    def table(self, k: int = TOP, with_disagreement: bool = False) -> tuple[np.ndarray, ...]:
+    def table(
+        self, k: int = TOP, with_disagreement: bool = False, with_lexical: bool = False
+    ) -> tuple[np.ndarray, ...]:
         """(X, y, query index) over the first k hits of every query."""
+        if with_lexical and self.lexical is None:
+            raise ValueError("BM25 hit features exist only for hybrid rankings (hybrid_split)")
         rows, labels, owner = [], [], []
         for i, r in enumerate(self.ranked):
             spread = disagreement(self.cosines[i]) if with_disagreement else None
-            features = hit_features(r.dots, r.variances, k, spread)
+            words = self.lexical[i] if with_lexical and self.lexical is not None else None
+            features = hit_features(r.dots, r.variances, k, spread, words)
             rows.append(features)
             labels.append(self.relevant[i, : len(features)])
             owner.append(np.full(len(features), i))
@@ -134,7 +146,7 @@ def hybrid_split(
     The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
     same corpus) each to the depth a search with default `IndexSettings` takes, fused by
     reciprocal rank to CONFIDENCE_DEPTH hits (`store.ranking.hybrid_ranked`, as a search
-    does); (nq, 2) `lexical_features` per query.
+    does), with each hit's `lexical_hit_features`; (nq, 2) `lexical_features` per query.
     """
     embedded = embedded or embed(pipeline, dataset)
     depth = IndexSettings().pool_size(CONFIDENCE_DEPTH)
@@ -144,12 +156,15 @@ def hybrid_split(
     for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
         found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
         hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH))
-    if len({len(positions) for positions, _, _ in hybrid}) != 1:
+    if len({len(h.positions) for h in hybrid}) != 1:
         raise ValueError(f"hybrid training needs at least {CONFIDENCE_DEPTH} documents")
-    positions = np.stack([positions for positions, _, _ in hybrid])
-    fused = np.stack([scores for _, scores, _ in hybrid])
+    positions = np.stack([h.positions for h in hybrid])
+    fused = np.stack([h.scores for h in hybrid])
     split = _split(pipeline, dataset, embedded, queries, docs, positions, fused)
-    return split, np.stack([lexical for _, _, lexical in hybrid])
+    split.lexical = np.stack(
+        [lexical_hit_features(h.positions, h.bm25_positions, h.bm25_scores) for h in hybrid]
+    )
+    return split, np.stack([h.lexical for h in hybrid])
 
 
 def _dense(

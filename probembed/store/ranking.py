@@ -402,10 +402,21 @@ def _rescored(
     return with_moments(queries, rows, positions, scores)
 
 
-def hybrid_ranked(
-    dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(positions, fused scores, lexical features) of a hybrid search's k best for one query.
+class Hybrid(NamedTuple):
+    """One query's hybrid ranking, with what BM25 said (for the calibrator's features)."""
+
+    #: The k best row positions by reciprocal-rank fusion, and their fused scores.
+    positions: np.ndarray
+    scores: np.ndarray
+    #: (2,) `lexical_features` of the query.
+    lexical: np.ndarray
+    #: BM25's own hits, best first: row positions and scores.
+    bm25_positions: np.ndarray
+    bm25_scores: np.ndarray
+
+
+def hybrid_ranked(dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int) -> Hybrid:
+    """A hybrid search's k best for one query.
 
     `dense` are the dense ranking's positions, `bm25` BM25's (position, score) pairs best
     first, None for a hit the ranking does not know (it is dropped). Training and search both
@@ -416,7 +427,7 @@ def hybrid_ranked(
     scores = np.array([s for _, s in known], dtype=np.float64)
     top = int(dense[0]) if len(dense) else None
     positions, fused = reciprocal_rank_fusion([dense, lexical], k)
-    return positions, fused, lexical_features(top, lexical, scores)
+    return Hybrid(positions, fused, lexical_features(top, lexical, scores), lexical, scores)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
-from probembed.calibration import CONFIDENCE_DEPTH
+from probembed.calibration import CONFIDENCE_DEPTH, lexical_hit_features
 from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
@@ -252,10 +252,10 @@ class Searcher:
         pool = self._group_pool(depth) if group_by_doc else depth
         others: list[list[int]] | None = None
         while True:
-            lexical = None
+            lexical = bm25 = None
             if hybrid:
                 assert texts is not None
-                ranked, lexical = self._hybrid(
+                ranked, lexical, bm25 = self._hybrid(
                     queries, texts, pool, kind, exact, allowed, where, beta
                 )
             else:
@@ -269,7 +269,7 @@ class Searcher:
                 ranked = grouped
                 break
             pool = min(self._snap.live, GROUP_POOL * pool)
-        results = self._results(ranked, labels, k, fused, lexical)
+        results = self._results(ranked, labels, k, fused, lexical, bm25)
         if others is not None:
             for result, counts in zip(results, others, strict=True):
                 for hit, count in zip(result["hits"], counts, strict=False):
@@ -490,22 +490,25 @@ class Searcher:
         allowed: np.ndarray | None,
         where: str | None,
         beta: float,
-    ) -> tuple[list[Ranked], np.ndarray]:
+    ) -> tuple[list[Ranked], np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept; with each
-        query's `lexical_features` (what BM25 says of it, for the query confidence)."""
+        query's `lexical_features` (what BM25 says of it, for the query confidence) and BM25's
+        own hits (positions and scores, for the hybrid calibrator's hit features)."""
         # Both lists are cut at one depth whatever k is (the depth the query confidence was
         # trained at), so a larger k never reorders what a smaller one showed; only a k
         # beyond it lengthens them.
         depth = max(self.settings.pool_size(CONFIDENCE_DEPTH), k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
-        fused, lexical = [], []
+        fused, lexical, lists = [], [], []
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
             bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
-            positions, rrf, words = hybrid_ranked(ranked.positions, bm25, k)
-            lexical.append(words)
-            fused += with_moments(queries[row], self._gaussian, positions[None], rrf[None])
-        return fused, np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
+            h = hybrid_ranked(ranked.positions, bm25, k)
+            lexical.append(h.lexical)
+            lists.append((h.bm25_positions, h.bm25_scores))
+            fused += with_moments(queries[row], self._gaussian, h.positions[None], h.scores[None])
+        words = np.stack(lexical) if lexical else np.zeros((0, len(LEXICAL_FEATURES)))
+        return fused, words, lists
 
     @property
     def _dims(self) -> list[int]:
@@ -539,22 +542,24 @@ class Searcher:
         k: int,
         lexical: np.ndarray | None = None,
         coverage: np.ndarray | None = None,
+        bm25: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[list[Ranked], list[list[float | None]], list[float | None]]:
         """Per query: its hits with the members' spread added to their variances (law of total
         variance; concat only), the first k hits' p_relevant (None without a calibrator) and
         its confidence (the calibrator's learned one if it has one, else the outrank one; a
         hybrid search's reads its `lexical` features too, a dense one the `coverage` of its
-        hits' texts, where the calibrator has that model).
+        hits' texts, where the calibrator has that model). A hybrid search (`bm25`: BM25's
+        hits per query) reads p_relevant from the calibrator's hybrid one where it has one,
+        with each hit's BM25 rank and score.
 
         Queries ranked to the same depth (all of them, but for filters and tiny collections)
         are computed together, so a batch of queries costs a few array operations.
         """
         calibrator = self.pipeline.calibrator
+        per_hit = None if calibrator is None else calibrator.for_search(hybrid=bm25 is not None)
         spread = bool(self.pipeline.blocks) and len(fused.models) >= 2
         learned = calibrator is not None and calibrator.confidence is not None
-        wants_cosines = spread or (
-            calibrator is not None and (calibrator.uses_disagreement or learned)
-        )
+        wants_cosines = spread or learned or (per_hit is not None and per_hit.uses_disagreement)
         out = list(ranked)
         p_relevant: list[list[float | None]] = [[] for _ in ranked]
         confidences: list[float | None] = [None] * len(ranked)
@@ -575,12 +580,18 @@ class Searcher:
                     omega = pair_weights(q_weights, weights, local)
                     variances = variances + disagreement_variance(cosines, omega)
             query_confidence = confidence(dots, variances)
-            if calibrator is None:
+            if per_hit is None:
                 hit_p = np.full((len(rows), min(k, depth)), None, dtype=object)
             else:
-                hit_p = calibrator.predict_ranked(dots, variances, k, cosines)
+                found = None
+                if per_hit.uses_lexical and bm25 is not None:
+                    found = np.stack(
+                        [lexical_hit_features(ranked[i].positions, *bm25[i]) for i in rows]
+                    )
+                hit_p = per_hit.predict_ranked(dots, variances, k, cosines, found)
                 if learned and depth >= 2:
-                    assert calibrator.confidence is not None and cosines is not None
+                    assert calibrator is not None and calibrator.confidence is not None
+                    assert cosines is not None
                     words = None if lexical is None else lexical[rows]
                     shares = None if coverage is None else coverage[rows]
                     query_confidence = calibrator.confidence.predict(dots, cosines, words, shares)
@@ -598,8 +609,10 @@ class Searcher:
         k: int,
         fused: Fused,
         lexical: np.ndarray | None = None,
+        bm25: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> list[QueryResult]:
-        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence."""
+        """Per ranking its k best hits (std, weights, p_relevant, text) and its confidence;
+        `lexical` and `bm25` as `_annotated` reads them, for a hybrid search."""
         snap, models = self._snap, fused.models
         ids = snap.ids
         hit_rows = np.unique(np.concatenate([r.positions[:k] for r in ranked]))
@@ -614,7 +627,7 @@ class Searcher:
                     for t, r in zip(texts, ranked, strict=True)
                 ]
             )
-        ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical, coverage)
+        ranked, p_relevant, confidences = self._annotated(ranked, fused, k, lexical, coverage, bm25)
         out = []
         for text, hit_ranked, hit_p, query_confidence in zip(
             texts, ranked, p_relevant, confidences, strict=True
