@@ -6,8 +6,9 @@ benchmark indexes the SciFact corpus with `retrieval` as `probembed ingest` does
 test queries (k = 10) through a searcher of the shipped pipeline: dense; hybrid with the hybrid
 calibrator (what a hybrid search reports); and hybrid with the dense calibrator read along the
 fused list (what a calibrator without a hybrid one gives, and what hybrid searches reported
-before it). It scores every hit's p_relevant against the test qrels: ECE (15 bins), Brier score,
-AUROC, and what thresholds keep and drop.
+before it); and dense under each other score a search can ask for (the calibrator was fitted
+on the pipeline's own). It scores every hit's p_relevant against the test qrels: ECE (15 bins),
+Brier score, AUROC, and what thresholds keep and drop.
 
     python benchmarks/hybrid_calibration.py [--db DIR] [--out FILE]
 
@@ -34,6 +35,7 @@ import probembed
 from probembed.evaluation import expected_calibration_error, load_dataset
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
+from probembed.scoring import Score
 from probembed.store import Database, Searcher, ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,14 +102,16 @@ def main() -> None:
     qids = list(dataset.queries)
     texts = [dataset.queries[q] for q in qids]
     rows, per_query = [], {}
-    runs = (
-        ("dense", shipped, False),
-        ("hybrid", shipped, True),
-        ("hybrid, dense calibrator along the fused list", fallback, True),
-    )
-    for mode, pipeline, hybrid in runs:
+    runs = [
+        ("dense", shipped, False, None),
+        ("hybrid", shipped, True, None),
+        ("hybrid, dense calibrator along the fused list", fallback, True, None),
+    ]
+    own = shipped.score.name
+    runs += [(f"dense, score={s}", shipped, False, s) for s in Score if s != own]
+    for mode, pipeline, hybrid, score in runs:
         searcher = Searcher(target, pipeline)
-        results = searcher.search(texts, k=K, hybrid=hybrid)
+        results = searcher.search(texts, k=K, hybrid=hybrid, score=score)
         p = np.array([h["p_relevant"] for r in results for h in r["hits"]], dtype=np.float64)
         judged = zip(qids, results, strict=True)
         relevant = np.array(

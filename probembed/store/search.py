@@ -212,9 +212,9 @@ class Searcher:
         second even when only one is returned, and the k-th hit's p_relevant sees its gap to
         the next; a learned query confidence reads CONFIDENCE_DEPTH hits, whatever `k`.
         p_relevant and a learned confidence come from a calibrator fitted on the pipeline's
-        own dense ranking (a hybrid search's confidence on hybrid rankings, with BM25's
-        lexical features, where the calibrator has that model): with another `score`, or
-        `group_by_doc` (features of chunks, not documents), they are approximations.
+        own dense ranking (a hybrid search's on hybrid rankings, with BM25's features of the
+        query and of each hit, where the calibrator has those models): with another `score`,
+        or `group_by_doc` (features of chunks, not documents), they are approximations.
         """
         _validate_k(k)
         self._validate_min_p(min_p_relevant)
