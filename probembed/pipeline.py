@@ -21,6 +21,7 @@ import numpy as np
 from probembed import atomic
 from probembed.cache import EmbeddingCache
 from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
+from probembed.calibration.calibrator import require_dense
 from probembed.encoders import get_encoder
 from probembed.encoders.base import Encoder, validate_texts
 from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
@@ -204,7 +205,7 @@ class Pipeline:
         self.cache = EmbeddingCache() if cache is True else (cache or None)
         #: Hit features -> P(relevant), fitted for this fusion and score; None: no p_relevant.
         #: Not part of the fingerprint: it changes no vector.
-        self.calibrator = calibrator
+        self.calibrator = None if calibrator is None else require_dense(calibrator)
         self.adapt = adapt or AdaptConfig()
         #: The labelled splits ("retrieval/scifact:train") its fusion, score or calibrator were
         #: chosen on: a figure measured on one of them is not held out.

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from probembed.calibration import (
     BASE_FEATURES,
+    BM25_HIT_FEATURES,
     CALIBRATION_FILE,
-    LEXICAL_HIT_FEATURES,
     QueryConfidence,
     RelevanceCalibrator,
+    bm25_hit_features,
     hit_features,
-    lexical_hit_features,
     member_cosines,
     query_features,
 )
@@ -41,8 +41,9 @@ from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import AdaptConfig, Pipeline
 from probembed.scoring.ensemble import between_variance
-from probembed.store import Database, ingest
-from probembed.store.ranking import scan
+from probembed.store import Database, Searcher, ingest
+from probembed.store.index import IndexSettings
+from probembed.store.ranking import hybrid_ranked, scan
 from probembed.store.readers import Record
 
 SEED = 0
@@ -495,10 +496,10 @@ def hybrid_calibrated(tmp_path_factory, collections, calibrator, sentences):
     queries = {f"q{i}": q for i, q in enumerate(questions)}
     dataset = RetrievalDataset("sentences", "test", texts, queries, {q: {"s0": 1} for q in queries})
     split, _ = hybrid_split(pipeline, dataset, calibrated.text_search)
-    x, _, groups = split.table(10, with_lexical=True)
+    x, _, groups = split.table(10, with_bm25=True)
     z = 8.0 * (x[:, 0] - np.median(x[:, 0])) - 1.5 * x[:, len(BASE_FEATURES)]
     y = np.random.default_rng(SEED).random(len(z)) < 1.0 / (1.0 + np.exp(-z))
-    names = (*BASE_FEATURES, *LEXICAL_HIT_FEATURES)
+    names = (*BASE_FEATURES, *BM25_HIT_FEATURES)
     hybrid = RelevanceCalibrator.fit(x, y, groups, names, seed=SEED)
     both = Pipeline(
         pipeline.members,
@@ -525,7 +526,7 @@ def test_a_hybrid_search_reads_p_relevant_from_the_hybrid_calibrator_as_training
     for result, i in zip(results, range(len(questions)), strict=True):
         r = split.ranked[i]
         assert [h["id"] for h in result["hits"]] == [split.doc_ids[p] for p in r.positions[:10]]
-        want = hybrid.predict_ranked(r.dots, r.variances, 10, split.cosines[i], split.lexical[i])
+        want = hybrid.predict_ranked(r.dots, r.variances, 10, split.cosines[i], split.bm25_hits[i])
         # training reads the fusion weights as fused (float64), the search as stored (float32,
         # 6e-8 relative), which moves a hit's variance by ~1e-7 relative; 1e-5 is the
         # tolerance the hybrid query confidence's test measured 50x margin for
@@ -544,7 +545,7 @@ def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hy
     collection, split, _ = hybrid_calibrated
     both = collection.load_pipeline().calibrator
     data = json.loads(json.dumps(both.to_json()))
-    assert data["format"] == 3 and data["hybrid"]["features"][-2:] == list(LEXICAL_HIT_FEATURES)
+    assert data["format"] == 3 and data["hybrid"]["features"][-2:] == list(BM25_HIT_FEATURES)
     loaded = RelevanceCalibrator.load(both.save(tmp_path / CALIBRATION_FILE))
     assert loaded == both and loaded.hybrid == both.hybrid
     assert "hybrid" not in replace(both, hybrid=None).to_json()  # earlier versions read it
@@ -552,23 +553,73 @@ def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hy
         RelevanceCalibrator.from_json({**data, "hybrid": {**data["hybrid"], "features": []}})
     with pytest.raises(ValueError, match="reads the BM25 hit features"):
         replace(both, hybrid=replace(both, hybrid=None, confidence=None))  # a dense one
+    with pytest.raises(ValueError, match="no query confidence"):
+        replace(both, hybrid=replace(both.hybrid, confidence=both.confidence))
+    with pytest.raises(ValueError, match="hybrid calibrator of its own"):
+        replace(both, hybrid=replace(both.hybrid, hybrid=both.hybrid))
+    # one reading BM25 features cannot serve dense searches: refused as a pipeline's own
+    with pytest.raises(ValueError, match=r'calibration\.json: .*belongs under "hybrid"'):
+        RelevanceCalibrator.load(both.hybrid.save(tmp_path / CALIBRATION_FILE))
+    pipeline = collection.load_pipeline()
+    with pytest.raises(ValueError, match='belongs under "hybrid"'):
+        Pipeline(pipeline.members, pipeline.fusion, cache=False, calibrator=both.hybrid)
     r = split.ranked[0]
     with pytest.raises(ValueError, match="BM25's hit features"):
         both.hybrid.predict_ranked(r.dots, r.variances, 10)
     assert both.for_search(hybrid=True) is both.hybrid and both.for_search(hybrid=False) is both
 
 
-def test_lexical_hit_features_read_bm25s_rank_and_relative_score():
-    bm25, scores = np.array([7, 3, 9, 3]), np.array([4.0, 3.0, 1.0, 0.5])
-    got = lexical_hit_features(np.array([3, 7, 5, 9]), bm25, scores)
+def test_bm25_hit_features_read_bm25s_rank_and_relative_score():
+    bm25, scores = np.array([7, 3, 9, 2]), np.array([4.0, 3.0, 1.0, 0.5])
+    got = bm25_hit_features(np.array([3, 7, 5, 9, 2]), bm25, scores)
     want = [[np.log(2), 0.75], [0.0, 1.0], [np.log(BM25_RANK_CAP + 1), 0.0], [np.log(3), 0.25]]
-    np.testing.assert_allclose(got, want)  # row 3 listed twice keeps its better rank
-    deep = np.arange(BM25_RANK_CAP + 5)
-    past = lexical_hit_features(np.array([BM25_RANK_CAP + 2]), deep, np.ones(len(deep)))
-    assert past.tolist() == [[np.log(BM25_RANK_CAP + 1), 0.0]]  # past the cap: not found
-    assert lexical_hit_features(np.array([1]), bm25[:0], scores[:0]).shape == (1, 2)
-    zero = lexical_hit_features(np.array([7]), bm25[:1], np.array([0.0]))
+    np.testing.assert_allclose(got, [*want, [np.log(4), 0.125]])
+    deep = np.arange(BM25_RANK_CAP + 5)  # row r at rank r + 1
+    cap = BM25_RANK_CAP
+    edge = bm25_hit_features(np.array([cap - 1, cap]), deep, np.ones(len(deep)))
+    # rank CAP is read; rank CAP + 1 is past the cap: not found, whatever BM25 scored it
+    np.testing.assert_allclose(edge, [[np.log(cap), 1.0], [np.log(cap + 1), 0.0]])
+    assert bm25_hit_features(np.array([1]), bm25[:0], scores[:0]).shape == (1, 2)
+    zero = bm25_hit_features(np.array([7]), bm25[:1], np.array([0.0]))
     assert zero.tolist() == [[0.0, 0.0]]  # no positive best score: nothing to be relative to
+
+
+def test_hit_features_put_disagreement_then_bm25_after_the_base_columns():
+    rng = np.random.default_rng(SEED)
+    dots, variances = np.sort(rng.random((3, 12)))[:, ::-1], rng.random((3, 12)) * 0.01
+    spread, bm25 = rng.random((3, 12)), rng.random((3, 12, 2))
+    features = hit_features(dots, variances, 10, spread, bm25)
+    base = hit_features(dots, variances, 10)
+    width = len(BASE_FEATURES)
+    np.testing.assert_array_equal(features[..., :width], base)
+    np.testing.assert_array_equal(features[..., width], spread[:, :10])
+    np.testing.assert_array_equal(features[..., width + 1 :], bm25[:, :10, :])
+
+
+def test_a_hybrid_search_reads_bm25_to_the_cap_whatever_its_pool(hybrid_calibrated, monkeypatch):
+    """A searcher with a small pool fuses as deep a BM25 list as its dense one, but reads the
+    hit features from one as deep as training's: a hit BM25 ranks past the pool but within
+    BM25_RANK_CAP reads its rank, not "not found"."""
+    collection, _, questions = hybrid_calibrated
+    asked = []
+    real = type(collection).text_search
+
+    def recorded(self, text, k, where=None):
+        asked.append(k)
+        return real(self, text, k, where)
+
+    monkeypatch.setattr(type(collection), "text_search", recorded)
+    small = Searcher(collection, collection.load_pipeline(), IndexSettings(pool=1, pool_factor=1))
+    small.search(questions[:3], k=10, hybrid=True)
+    assert asked == [BM25_RANK_CAP] * 3
+    # fused: BM25's first `depth` only; its whole list kept for the hit features
+    dense = np.array([5, 6, 7])
+    bm25 = [(9, 3.0), (None, 2.5), (8, 2.0), (5, 1.0)]
+    h = hybrid_ranked(dense, bm25, k=10, depth=2)
+    assert sorted(h.positions.tolist()) == [5, 6, 7, 9]  # 8 and 5's BM25 rank are past depth 2
+    assert h.bm25_positions.tolist() == [9, 8, 5] and h.bm25_scores.tolist() == [3.0, 2.0, 1.0]
+    found = bm25_hit_features(h.positions, h.bm25_positions, h.bm25_scores)
+    assert found[h.positions.tolist().index(5)].tolist() == [np.log(3), 1 / 3]
 
 
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():
@@ -724,6 +775,11 @@ def test_the_shipped_calibrators_were_fitted_for_their_current_fusion(fixture, r
         "name": pipeline.score.name,
         "beta": pipeline.score.beta,
     }
+    hybrid = calibrator.hybrid
+    assert hybrid is not None, f"run scripts/fit_calibration.py --pipeline {name}"
+    for key in ("pipeline_fingerprint", "score", "dataset", "top"):
+        assert hybrid.fit_info[key] == calibrator.fit_info[key], key
+    assert hybrid.isotonic is None  # no step mapping the surest hits to exactly 1.0
 
 
 @settings(max_examples=40, deadline=None)

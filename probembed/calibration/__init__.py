@@ -8,25 +8,25 @@ from probembed.calibration.calibrator import CALIBRATION_FILE, RelevanceCalibrat
 from probembed.calibration.confidence import CONFIDENCE_DEPTH, QueryConfidence, query_features
 from probembed.calibration.features import (
     BASE_FEATURES,
+    BM25_HIT_FEATURES,
     DISAGREEMENT,
-    LEXICAL_HIT_FEATURES,
+    bm25_hit_features,
     disagreement,
     hit_features,
-    lexical_hit_features,
     member_cosines,
 )
 
 __all__ = [
     "BASE_FEATURES",
+    "BM25_HIT_FEATURES",
     "CALIBRATION_FILE",
     "CONFIDENCE_DEPTH",
     "DISAGREEMENT",
-    "LEXICAL_HIT_FEATURES",
     "QueryConfidence",
     "RelevanceCalibrator",
+    "bm25_hit_features",
     "disagreement",
     "hit_features",
-    "lexical_hit_features",
     "member_cosines",
     "query_features",
 ]

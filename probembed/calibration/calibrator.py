@@ -4,7 +4,7 @@ Fitting needs scikit-learn; predicting, saving and loading need numpy only, so a
 ships a calibrator loads and searches without scikit-learn. A calibrator may also carry a
 learned query confidence (`confidence.QueryConfidence`), fitted on the same training queries,
 and a second calibrator for hybrid searches, fitted on hybrid rankings of those queries with
-each hit's BM25 features (`features.LEXICAL_HIT_FEATURES`).
+each hit's BM25 features (`features.BM25_HIT_FEATURES`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from probembed import atomic
 from probembed.calibration.confidence import QueryConfidence
 from probembed.calibration.features import (
     BASE_FEATURES,
+    BM25_HIT_FEATURES,
     DISAGREEMENT,
-    LEXICAL_HIT_FEATURES,
     disagreement,
     hit_features,
 )
@@ -64,7 +64,7 @@ class RelevanceCalibrator:
         if self.isotonic is not None:
             _check_knots(*self.isotonic)
         if self.hybrid is not None and (
-            not self.hybrid.uses_lexical
+            not self.hybrid.uses_bm25
             or self.hybrid.hybrid is not None
             or self.hybrid.confidence is not None
         ):
@@ -79,11 +79,11 @@ class RelevanceCalibrator:
         return DISAGREEMENT in self.features
 
     @property
-    def uses_lexical(self) -> bool:
+    def uses_bm25(self) -> bool:
         """Whether predictions need each hit's BM25 features (a hybrid search's calibrator)."""
-        return LEXICAL_HIT_FEATURES[0] in self.features
+        return BM25_HIT_FEATURES[0] in self.features
 
-    def for_search(self, hybrid: bool) -> RelevanceCalibrator:
+    def for_search(self, *, hybrid: bool) -> RelevanceCalibrator:
         """The calibrator a search of this kind reads: the hybrid one where there is one."""
         return self.hybrid if hybrid and self.hybrid is not None else self
 
@@ -101,23 +101,23 @@ class RelevanceCalibrator:
         variances: np.ndarray,
         k: int,
         cosines: np.ndarray | None = None,
-        lexical: np.ndarray | None = None,
+        bm25: np.ndarray | None = None,
     ) -> np.ndarray:
         """P(relevant) of the first k ranked hits, from the ranked dots and variances: (n,) for
         one query or (..., n) for queries ranked to one depth, giving (..., min(k, n)), never
         rising down a query's list (see `non_increasing`).
 
         `cosines` ((..., n, K) member cosines of the ranked hits, see `features.member_cosines`)
-        is needed only by a calibrator that uses member disagreement, `lexical` ((..., n, 2)
-        `features.lexical_hit_features`) only by a hybrid search's.
+        is needed only by a calibrator that uses member disagreement, `bm25` ((..., n, 2)
+        `features.bm25_hit_features`) only by a hybrid search's.
         """
         if self.uses_disagreement and cosines is None:
             raise ValueError("this calibrator uses member disagreement: pass the member cosines")
-        if self.uses_lexical and lexical is None:
-            raise ValueError("this calibrator reads BM25's hit features: pass them (`lexical`)")
+        if self.uses_bm25 and bm25 is None:
+            raise ValueError("this calibrator reads BM25's hit features: pass them (`bm25`)")
         spread = disagreement(cosines) if self.uses_disagreement else None
-        words = lexical if self.uses_lexical else None
-        p = self.predict(hit_features(dots, variances, k, spread, words))
+        found = bm25 if self.uses_bm25 else None
+        p = self.predict(hit_features(dots, variances, k, spread, found))
         return non_increasing(_ties_alike(p, np.asarray(dots), np.asarray(variances)))
 
     def __eq__(self, other: object) -> bool:
@@ -172,13 +172,20 @@ class RelevanceCalibrator:
     @classmethod
     def from_json(cls, data: object) -> RelevanceCalibrator:
         """A calibrator from its JSON form, every field checked."""
+        return require_dense(cls._parsed(data))
+
+    @classmethod
+    def _parsed(cls, data: object) -> RelevanceCalibrator:
+        """A calibrator of either kind from its JSON form (the nested "hybrid" one reads the
+        BM25 hit features), every field checked."""
         if not isinstance(data, dict):
             raise ValueError(f"a calibrator must be a JSON object, got {type(data).__name__}")
         unknown = [key for key in data if key not in _KEYS + _OPTIONAL_KEYS]
         missing = [key for key in _KEYS if key not in data]
         if unknown or missing:
             raise ValueError(
-                f"unknown keys {unknown}, missing keys {missing}; a calibrator has {list(_KEYS)}"
+                f"unknown keys {unknown}, missing keys {missing}; a calibrator has "
+                f"{list(_KEYS)}, and optionally {list(_OPTIONAL_KEYS)}"
             )
         if data["format"] not in READABLE_FORMATS or data["kind"] != _KIND:
             raise ValueError(
@@ -193,7 +200,7 @@ class RelevanceCalibrator:
             raise ValueError('"isotonic" must be null or {"x": [...], "y": [...]}')
         if hybrid is not None:
             try:
-                hybrid = cls.from_json(hybrid)
+                hybrid = cls._parsed(hybrid)
             except ValueError as exc:
                 raise ValueError(f'"hybrid": {exc}') from exc
         return cls(
@@ -253,6 +260,17 @@ class RelevanceCalibrator:
         }
         final = _fit(x, y, names, seed, isotonic=use_isotonic)
         return replace(final, fit_info={**info, "isotonic": final.isotonic is not None})
+
+
+def require_dense(calibrator: RelevanceCalibrator) -> RelevanceCalibrator:
+    """The calibrator, if it can serve dense searches: one that reads BM25 hit features would
+    fail every dense search, and belongs as another calibrator's `hybrid`."""
+    if calibrator.uses_bm25:
+        raise ValueError(
+            f"a pipeline's calibrator serves dense searches, which have no BM25 hit features "
+            f'{list(BM25_HIT_FEATURES)}: a calibrator reading them belongs under "hybrid"'
+        )
+    return calibrator
 
 
 def _ties_alike(p: np.ndarray, dots: np.ndarray, variances: np.ndarray) -> np.ndarray:
@@ -334,12 +352,12 @@ def _check_features(names: tuple[str, ...], logistic: Logistic) -> None:
     allowed = [
         (*BASE_FEATURES, *spread, *words)
         for spread in ((), (DISAGREEMENT,))
-        for words in ((), LEXICAL_HIT_FEATURES)
+        for words in ((), BM25_HIT_FEATURES)
     ]
     if names not in allowed:
         raise ValueError(
             f"calibrator features must be {list(BASE_FEATURES)}, optionally followed by "
-            f"{DISAGREEMENT!r}, optionally followed by {list(LEXICAL_HIT_FEATURES)}; "
+            f"{DISAGREEMENT!r}, optionally followed by {list(BM25_HIT_FEATURES)}; "
             f"got {list(names)}"
         )
     if logistic.width != len(names):

@@ -19,9 +19,10 @@ DISAGREEMENT = "disagreement"
 #: What a hybrid search's calibrator reads of each hit beyond those: its BM25 rank (log) and
 #: its BM25 score over the query's best (0 when BM25 did not find it). BM25's evidence is what
 #: moves a hit up a hybrid list, and the dense features alone cannot see it.
-LEXICAL_HIT_FEATURES = ("bm25_log_rank", "bm25_relative")
-#: BM25 ranks past this read as not found: a hybrid search asks BM25 for at least its pool
-#: (110 hits with default settings), so every search sees the same features to this depth.
+BM25_HIT_FEATURES = ("bm25_log_rank", "bm25_relative")
+#: BM25 ranks past this read as not found. Training and every hybrid search ask BM25 for at
+#: least this many hits (and fuse only as many as their dense ranking holds), so the features
+#: are the same to this depth whatever a collection's index settings are.
 BM25_RANK_CAP = 100
 
 
@@ -30,7 +31,7 @@ def hit_features(
     variances: np.ndarray,
     k: int,
     disagreement: np.ndarray | None = None,
-    lexical: np.ndarray | None = None,
+    bm25: np.ndarray | None = None,
 ) -> np.ndarray:
     """(..., min(k, n), F) float64 features of the first k of n ≥ k ranked hits per query.
 
@@ -38,8 +39,8 @@ def hit_features(
     to the same depth: a search computes every query's features in one pass. Ranking one hit
     more than is returned gives the k-th its gap to the next; the last item of a whole
     collection has no rival below and gets a gap of 0, and a lone hit a NaN margin (which
-    the model reads as its training mean). `disagreement` ((..., n)) and `lexical`
-    ((..., n, 2) `lexical_hit_features`) add their columns, in that order.
+    the model reads as its training mean). `disagreement` ((..., n)) and `bm25`
+    ((..., n, 2) `bm25_hit_features`) add their columns, in that order.
     """
     dots = np.asarray(dots, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)
@@ -51,7 +52,7 @@ def hit_features(
     width = (
         len(BASE_FEATURES)
         + (disagreement is not None)
-        + (len(LEXICAL_HIT_FEATURES) if lexical is not None else 0)
+        + (len(BM25_HIT_FEATURES) if bm25 is not None else 0)
     )
     if n == 0:
         return np.empty((*dots.shape[:-1], 0, width))
@@ -73,22 +74,21 @@ def hit_features(
     ]
     if disagreement is not None:
         columns.append(np.asarray(disagreement, dtype=np.float64)[..., :n])
-    if lexical is not None:
-        words = np.asarray(lexical, dtype=np.float64)[..., :n, :]
-        columns += [words[..., j] for j in range(len(LEXICAL_HIT_FEATURES))]
+    if bm25 is not None:
+        found = np.asarray(bm25, dtype=np.float64)[..., :n, :]
+        columns += [found[..., j] for j in range(len(BM25_HIT_FEATURES))]
     return np.stack(columns, axis=-1)
 
 
-def lexical_hit_features(
+def bm25_hit_features(
     positions: np.ndarray, bm25_positions: np.ndarray, bm25_scores: np.ndarray
 ) -> np.ndarray:
-    """(n, 2) `LEXICAL_HIT_FEATURES` of one query's ranked hits (row positions), from BM25's
+    """(n, 2) `BM25_HIT_FEATURES` of one query's ranked hits (row positions), from BM25's
     hits for it (positions and scores, best first): log of the hit's BM25 rank, capped at
     BM25_RANK_CAP + 1 for a hit BM25 did not find that deep, and its score over BM25's best
     (0 if not found, or if the best score is not positive)."""
-    rank: dict[int, int] = {}
-    for r, p in enumerate(np.asarray(bm25_positions)[:BM25_RANK_CAP].tolist(), start=1):
-        rank.setdefault(int(p), r)  # a row BM25 lists twice keeps its better rank
+    listed = np.asarray(bm25_positions)[:BM25_RANK_CAP].tolist()
+    rank = {int(p): r for r, p in enumerate(listed, start=1)}  # BM25 lists a row once
     scores = np.asarray(bm25_scores, dtype=np.float64)
     best = float(scores[0]) if len(scores) else 0.0
     found = [rank.get(int(p)) for p in np.asarray(positions).tolist()]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +24,10 @@ from probembed.calibration.confidence import (
     query_features,
 )
 from probembed.calibration.features import (
+    BM25_RANK_CAP,
+    bm25_hit_features,
     disagreement,
     hit_features,
-    lexical_hit_features,
     member_cosines,
 )
 from probembed.evaluation.datasets import RetrievalDataset
@@ -65,20 +66,20 @@ class RankedSplit:
     cosines: np.ndarray | None
     #: (nq, depth) whether each ranked hit is judged relevant.
     relevant: np.ndarray
-    #: (nq, depth, 2) each ranked hit's `lexical_hit_features` (hybrid rankings), or None.
-    lexical: np.ndarray | None = None
+    #: (nq, depth, 2) each ranked hit's `bm25_hit_features` (hybrid rankings), or None.
+    bm25_hits: np.ndarray | None = None
 
     def table(
-        self, k: int = TOP, with_disagreement: bool = False, with_lexical: bool = False
+        self, k: int = TOP, with_disagreement: bool = False, with_bm25: bool = False
     ) -> tuple[np.ndarray, ...]:
         """(X, y, query index) over the first k hits of every query."""
-        if with_lexical and self.lexical is None:
+        if with_bm25 and self.bm25_hits is None:
             raise ValueError("BM25 hit features exist only for hybrid rankings (hybrid_split)")
         rows, labels, owner = [], [], []
         for i, r in enumerate(self.ranked):
             spread = disagreement(self.cosines[i]) if with_disagreement else None
-            words = self.lexical[i] if with_lexical and self.lexical is not None else None
-            features = hit_features(r.dots, r.variances, k, spread, words)
+            found = self.bm25_hits[i] if with_bm25 and self.bm25_hits is not None else None
+            features = hit_features(r.dots, r.variances, k, spread, found)
             rows.append(features)
             labels.append(self.relevant[i, : len(features)])
             owner.append(np.full(len(features), i))
@@ -146,7 +147,7 @@ def hybrid_split(
     The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
     same corpus) each to the depth a search with default `IndexSettings` takes, fused by
     reciprocal rank to CONFIDENCE_DEPTH hits (`store.ranking.hybrid_ranked`, as a search
-    does), with each hit's `lexical_hit_features`; (nq, 2) `lexical_features` per query.
+    does), with each hit's `bm25_hit_features`; (nq, 2) `lexical_features` per query.
     """
     embedded = embedded or embed(pipeline, dataset)
     depth = IndexSettings().pool_size(CONFIDENCE_DEPTH)
@@ -154,17 +155,16 @@ def hybrid_split(
     where = {doc_id: p for p, doc_id in enumerate(embedded.ids["docs"])}
     hybrid = []
     for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
-        found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
-        hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH))
+        listed = bm25(dataset.queries[query_id], max(depth, BM25_RANK_CAP))
+        found = [(where.get(d), s) for d, s in listed]
+        hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH, depth))
     if len({len(h.positions) for h in hybrid}) != 1:
         raise ValueError(f"hybrid training needs at least {CONFIDENCE_DEPTH} documents")
     positions = np.stack([h.positions for h in hybrid])
     fused = np.stack([h.scores for h in hybrid])
     split = _split(pipeline, dataset, embedded, queries, docs, positions, fused)
-    split.lexical = np.stack(
-        [lexical_hit_features(h.positions, h.bm25_positions, h.bm25_scores) for h in hybrid]
-    )
-    return split, np.stack([h.lexical for h in hybrid])
+    found = [bm25_hit_features(h.positions, h.bm25_positions, h.bm25_scores) for h in hybrid]
+    return replace(split, bm25_hits=np.stack(found)), np.stack([h.lexical for h in hybrid])
 
 
 def _dense(

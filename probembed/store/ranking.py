@@ -415,19 +415,25 @@ class Hybrid(NamedTuple):
     bm25_scores: np.ndarray
 
 
-def hybrid_ranked(dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int) -> Hybrid:
+def hybrid_ranked(
+    dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int, depth: int
+) -> Hybrid:
     """A hybrid search's k best for one query.
 
     `dense` are the dense ranking's positions, `bm25` BM25's (position, score) pairs best
-    first, None for a hit the ranking does not know (it is dropped). Training and search both
-    call this, so a calibrator sees the features a search reads.
+    first, None for a hit the ranking does not know (it is dropped). BM25's first `depth`
+    are fused with the dense ranking; all of them are kept, for the hit features to read to
+    BM25_RANK_CAP whatever the depth. Training and search both call this, so a calibrator
+    sees the features a search reads.
     """
     known = [(p, s) for p, s in bm25 if p is not None]
-    lexical = np.array([p for p, _ in known], dtype=np.int64)
+    bm25_positions = np.array([p for p, _ in known], dtype=np.int64)
     scores = np.array([s for _, s in known], dtype=np.float64)
     top = int(dense[0]) if len(dense) else None
-    positions, fused = reciprocal_rank_fusion([dense, lexical], k)
-    return Hybrid(positions, fused, lexical_features(top, lexical, scores), lexical, scores)
+    fused_part = np.array([p for p, _ in bm25[:depth] if p is not None], dtype=np.int64)
+    positions, fused = reciprocal_rank_fusion([dense, fused_part], k)
+    words = lexical_features(top, bm25_positions, scores)
+    return Hybrid(positions, fused, words, bm25_positions, scores)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:

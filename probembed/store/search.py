@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
-from probembed.calibration import CONFIDENCE_DEPTH, lexical_hit_features
+from probembed.calibration import CONFIDENCE_DEPTH, bm25_hit_features
 from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
+from probembed.calibration.features import BM25_RANK_CAP
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
@@ -501,9 +502,10 @@ class Searcher:
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
         fused, lexical, lists = [], [], []
+        asked = max(depth, BM25_RANK_CAP)  # the depth the hit features read, with any settings
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
-            bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
-            h = hybrid_ranked(ranked.positions, bm25, k)
+            bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, asked, where)]
+            h = hybrid_ranked(ranked.positions, bm25, k, depth)
             lexical.append(h.lexical)
             lists.append((h.bm25_positions, h.bm25_scores))
             fused += with_moments(queries[row], self._gaussian, h.positions[None], h.scores[None])
@@ -584,9 +586,9 @@ class Searcher:
                 hit_p = np.full((len(rows), min(k, depth)), None, dtype=object)
             else:
                 found = None
-                if per_hit.uses_lexical and bm25 is not None:
+                if per_hit.uses_bm25 and bm25 is not None:
                     found = np.stack(
-                        [lexical_hit_features(ranked[i].positions, *bm25[i]) for i in rows]
+                        [bm25_hit_features(ranked[i].positions, *bm25[i]) for i in rows]
                     )
                 hit_p = per_hit.predict_ranked(dots, variances, k, cosines, found)
                 if learned and depth >= 2:
