@@ -5,8 +5,8 @@
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
-`serve` from serve.json, `chunking` from chunking.json, `hybrid_calibration` from
-hybrid_calibration.json.
+`serve` from serve.json, `chunking` from chunking.json, `calibration_by_search` and
+`calibration_by_score` from search_calibration.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -307,37 +307,51 @@ def chunking(rows: Rows) -> str:
     return table(header, body)
 
 
-HYBRID_READINGS = {
-    "hybrid": "hybrid hits, hybrid calibrator (shipped)",
-    "hybrid, dense calibrator along the fused list": "hybrid hits, dense calibrator read along "
-    "the fused list (before; still what a calibrator without a hybrid one gives)",
-    "dense": "dense hits, the pipeline's own score (`uec`)",
+SEARCH_LABELS = {
+    "hybrid": "hybrid, hybrid calibrator (shipped)",
+    "hybrid, dense calibrator along the fused list": "hybrid, dense calibrator read along the "
+    "fused list (before; still what a calibrator without a hybrid one gives)",
+    "dense": "dense",
 }
 
 
-def hybrid_calibration(rows: Rows) -> str:
-    """p_relevant of hybrid and dense hits on SciFact test, by calibrator, then dense hits
-    under each other score."""
+def calibration_by_search(rows: Rows) -> str:
+    """p_relevant on SciFact test by kind of search, under the pipeline's own score."""
     header = [
-        "p_relevant of",
+        "p_relevant of hits of a search",
         "ECE, 15 bins",
         "Brier",
         "AUROC",
         "at p ≥ 0.03: relevant kept / irrelevant dropped",
     ]
-    got = {r["search"]: r for r in rows if "ece15" in r}  # not the paired interval
-    order = [*HYBRID_READINGS, *(s for s in got if s not in HYBRID_READINGS)]
     body = []
-    for search in order:
-        r = got[search]
+    for r in (r for r in rows if r["table"] == "main"):
         at = r["at_0.03"]
         body.append(
             [
-                HYBRID_READINGS.get(search, search.replace("score=", "score `") + "`"),
+                SEARCH_LABELS.get(r["search"], r["search"]),
                 f"{r['ece15']:.3f}",
                 f"{r['brier']:.4f}",
                 f"{r['auroc']:.3f}",
                 f"{at['relevant_kept']:.1%} / {at['irrelevant_dropped']:.1%}",
+            ]
+        )
+    return table(header, body)
+
+
+def calibration_by_score(rows: Rows) -> str:
+    """p_relevant on SciFact test of dense and hybrid searches under each other score."""
+    header = ["score", "ECE dense / hybrid", "AUROC dense / hybrid"]
+    got = {r["search"]: r for r in rows if r["table"] == "score"}
+    scores = dict.fromkeys(name.split("score=")[1] for name in got)
+    body = []
+    for score in scores:
+        dense, hybrid = got[f"dense, score={score}"], got[f"hybrid, score={score}"]
+        body.append(
+            [
+                f"`{score}`",
+                f"{dense['ece15']:.3f} / {hybrid['ece15']:.3f}",
+                f"{dense['auroc']:.3f} / {hybrid['auroc']:.3f}",
             ]
         )
     return table(header, body)
@@ -354,7 +368,8 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "variance": ("variance.json", variance),
     "serve": ("serve.json", serve),
     "chunking": ("chunking.json", chunking),
-    "hybrid_calibration": ("hybrid_calibration.json", hybrid_calibration),
+    "calibration_by_search": ("search_calibration.json", calibration_by_search),
+    "calibration_by_score": ("search_calibration.json", calibration_by_score),
 }
 
 
