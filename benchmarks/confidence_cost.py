@@ -7,12 +7,12 @@ The SciFact corpus (5,183 abstracts) goes into a temporary collection of the pip
 one batched `search_fused` call) dense and hybrid, by three searchers over the same
 collection that differ only in the calibrator: the shipped one (its dense searches read the
 first ten hits' texts for `coverage_features`, its hybrid ones BM25's features and the same
-coverage), the same calibrator without its text-reading models (margin and entropy features
-only), and none (no p_relevant, the outrank confidence). Calls are interleaved, each keeps
-its best of --rounds rounds, so a ratio is not skewed by the machine's load changing between
-them. Writes benchmarks/results/confidence_cost.json: ms per query and the ratio to the
-searcher without a calibrator, and for scale what encoding the queries costs (one batched
-call, no cache).
+coverage, and its hybrid p_relevant BM25's hit features), the same calibrator without its
+text- and BM25-reading models (margin and entropy features only), and none (no p_relevant,
+the outrank confidence). Calls are interleaved, each keeps its best of --rounds rounds, so a
+ratio is not skewed by the machine's load changing between them. Writes
+benchmarks/results/confidence_cost.json: ms per query and the ratio to the searcher without
+a calibrator, and for scale what encoding the queries costs (one batched call, no cache).
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ K = 10
 
 
 def without_text(calibrator: RelevanceCalibrator) -> RelevanceCalibrator:
-    """The calibrator with a query confidence that reads no hit text and no BM25 feature."""
+    """The calibrator with a query confidence that reads no hit text and no BM25 feature, and
+    no hybrid calibrator (which reads BM25's hit features)."""
     assert calibrator.confidence is not None
     confidence = replace(calibrator.confidence, text_model=None, hybrid_model=None)
-    return replace(calibrator, confidence=confidence)
+    return replace(calibrator, confidence=confidence, hybrid=None)
 
 
 def variants(pipe: Pipeline) -> dict[str, Pipeline]:
