@@ -9,8 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -24,7 +26,12 @@ from probembed.store import Database, IngestError, PipelineMismatchError, Record
 ray = pytest.importorskip("ray")
 
 from probembed.interfaces.cli import app  # noqa: E402
-from probembed.store.ray_ingest import ingest_ray  # noqa: E402
+from probembed.store.ray_ingest import (  # noqa: E402
+    ACTOR_DIR_PREFIX,
+    Embedder,
+    ingest_ray,
+    pipeline_files,
+)
 
 #: Texts of the equality test: "a couple of thousand", several batches per actor.
 N = 2000
@@ -56,6 +63,22 @@ def assert_within_batch_bound(got, want):
     """Vectors equal up to the encoders' batch-to-batch bound (test_builtin_pipelines)."""
     assert np.abs(got.mean - want.mean).max() <= MEAN_BOUND
     assert scaled_var_change(got, want) <= VAR_BOUND
+
+
+def actor_dirs() -> set[str]:
+    """The pipeline folders Ray actors on this machine have written and not removed."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob(f"{ACTOR_DIR_PREFIX}*")}
+
+
+def test_an_actor_keeps_no_folder_once_its_pipeline_is_loaded(hash_pipeline, sentences):
+    """Ray ends an actor without running its finalizers: a folder kept for the actor's life
+    stayed in the temporary directory after jobs (2 to 6 per run of this suite)."""
+    before = actor_dirs()
+    embedder = Embedder(pipeline_files(hash_pipeline), hash_pipeline.fingerprint)
+    assert actor_dirs() <= before
+    texts = sentences[:3]
+    out = embedder({"index": np.arange(3), "text": np.array(texts, dtype=object)})
+    assert np.abs(out["mean"] - hash_pipeline.encode(texts).gaussian.mean).max() <= MEAN_BOUND
 
 
 def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_address):

@@ -49,6 +49,8 @@ from probembed.store.rows import PipelineInfo
 
 #: Seconds to wait for a Ray address to accept a connection before it is called unreachable.
 RAY_CONNECT_SECONDS = 10.0
+#: Prefix of the temporary folder an actor writes its pipeline to, to load it.
+ACTOR_DIR_PREFIX = "probembed-actor-"
 
 
 @contextlib.contextmanager
@@ -122,12 +124,14 @@ class Embedder:
     def __init__(self, files: dict[str, bytes], fingerprint: str) -> None:
         from probembed.pipeline import Pipeline
 
-        self._dir = tempfile.TemporaryDirectory(prefix="probembed-actor-")
-        root = Path(self._dir.name)
-        for name, data in files.items():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_bytes(data)
-        self.pipeline = Pipeline.load(root, cache=False)
+        # Loading reads every file into memory, so the folder goes at once: Ray ends an actor
+        # without running finalizers, and a folder kept for the actor's life stayed behind.
+        with tempfile.TemporaryDirectory(prefix=ACTOR_DIR_PREFIX) as tmp:
+            root = Path(tmp)
+            for name, data in files.items():
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_bytes(data)
+            self.pipeline = Pipeline.load(root, cache=False)
         if self.pipeline.fingerprint != fingerprint:  # a node whose encoders differ
             raise RuntimeError(
                 f"this node loads the pipeline with fingerprint {self.pipeline.fingerprint}, "
