@@ -19,7 +19,7 @@ of the two hybrid readings.
 `--db` keeps the collections between runs (default: a folder in the system's temporary
 directory, made on the first run); the calibrators are the installed package's, whatever
 copy the collections kept. Another probembed tree can be scored on the same collections with
-PYTHONPATH=<tree> and another `--out`: that is how the reading tried in stop 34 (values from the
+PYTHONPATH=<tree> and another `--out`: that is how the reading tried before (values from the
 dense ranking, commit 69c35dd; `search_calibration-dense-reading.json`, written by this script
 under its earlier name, hybrid_calibration.py) was compared.
 """

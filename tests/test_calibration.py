@@ -43,7 +43,7 @@ from probembed.pipeline import AdaptConfig, Pipeline
 from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, Searcher, ingest
 from probembed.store.index import IndexSettings
-from probembed.store.ranking import hybrid_ranked, scan
+from probembed.store.ranking import HYBRID_DEPTH, scan
 from probembed.store.readers import Record
 
 SEED = 0
@@ -570,10 +570,10 @@ def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hy
 
 
 def test_bm25_hit_features_read_bm25s_rank_and_relative_score():
-    bm25, scores = np.array([7, 3, 9, 2]), np.array([4.0, 3.0, 1.0, 0.5])
+    bm25, scores = np.array([7, 3, 9, 2, 3]), np.array([4.0, 3.0, 1.0, 0.5, 0.25])
     got = bm25_hit_features(np.array([3, 7, 5, 9, 2]), bm25, scores)
     want = [[np.log(2), 0.75], [0.0, 1.0], [np.log(BM25_RANK_CAP + 1), 0.0], [np.log(3), 0.25]]
-    np.testing.assert_allclose(got, [*want, [np.log(4), 0.125]])
+    np.testing.assert_allclose(got, [*want, [np.log(4), 0.125]])  # 3 listed twice: its better
     deep = np.arange(BM25_RANK_CAP + 5)  # row r at rank r + 1
     cap = BM25_RANK_CAP
     edge = bm25_hit_features(np.array([cap - 1, cap]), deep, np.ones(len(deep)))
@@ -596,11 +596,13 @@ def test_hit_features_put_disagreement_then_bm25_after_the_base_columns():
     np.testing.assert_array_equal(features[..., width + 1 :], bm25[:, :10, :])
 
 
-def test_a_hybrid_search_reads_bm25_to_the_cap_whatever_its_pool(hybrid_calibrated, monkeypatch):
-    """A searcher with a small pool fuses as deep a BM25 list as its dense one, but reads the
-    hit features from one as deep as training's: a hit BM25 ranks past the pool but within
-    BM25_RANK_CAP reads its rank, not "not found"."""
+def test_a_hybrid_search_answers_the_same_whatever_the_pool(hybrid_calibrated, monkeypatch):
+    """The lists a hybrid search fuses are HYBRID_DEPTH deep whatever the index settings: with
+    a small pool they followed it (BM25 asked for 11 hits), so the fused list, its p_relevant
+    and its confidence were other than with the default settings and than training's, and a
+    hit BM25 ranked past the pool read as not found."""
     collection, _, questions = hybrid_calibrated
+    assert HYBRID_DEPTH >= BM25_RANK_CAP  # BM25's list reaches every rank the features read
     asked = []
     real = type(collection).text_search
 
@@ -609,17 +611,11 @@ def test_a_hybrid_search_reads_bm25_to_the_cap_whatever_its_pool(hybrid_calibrat
         return real(self, text, k, where)
 
     monkeypatch.setattr(type(collection), "text_search", recorded)
-    small = Searcher(collection, collection.load_pipeline(), IndexSettings(pool=1, pool_factor=1))
-    small.search(questions[:3], k=10, hybrid=True)
-    assert asked == [BM25_RANK_CAP] * 3
-    # fused: BM25's first `depth` only; its whole list kept for the hit features
-    dense = np.array([5, 6, 7])
-    bm25 = [(9, 3.0), (None, 2.5), (8, 2.0), (5, 1.0)]
-    h = hybrid_ranked(dense, bm25, k=10, depth=2)
-    assert sorted(h.positions.tolist()) == [5, 6, 7, 9]  # 8 and 5's BM25 rank are past depth 2
-    assert h.bm25_positions.tolist() == [9, 8, 5] and h.bm25_scores.tolist() == [3.0, 2.0, 1.0]
-    found = bm25_hit_features(h.positions, h.bm25_positions, h.bm25_scores)
-    assert found[h.positions.tolist().index(5)].tolist() == [np.log(3), 1 / 3]
+    pipeline = collection.load_pipeline()
+    small = Searcher(collection, pipeline, IndexSettings(pool=1, pool_factor=1))
+    got = small.search(questions, k=10, hybrid=True, exact=True)
+    assert asked == [HYBRID_DEPTH] * len(questions)
+    assert got == Searcher(collection, pipeline).search(questions, k=10, hybrid=True, exact=True)
 
 
 def test_coverage_weighs_the_words_only_the_first_hit_has_most():

@@ -12,7 +12,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -65,20 +64,17 @@ def assert_within_batch_bound(got, want):
     assert scaled_var_change(got, want) <= VAR_BOUND
 
 
-def actor_dirs() -> set[str]:
-    """The pipeline folders Ray actors on this machine have written and not removed."""
-    return {p.name for p in Path(tempfile.gettempdir()).glob(f"{ACTOR_DIR_PREFIX}*")}
-
-
-def test_an_actor_keeps_no_folder_once_its_pipeline_is_loaded(hash_pipeline, sentences):
+def test_an_actor_keeps_no_folder_once_its_pipeline_is_loaded(
+    tmp_path, monkeypatch, pydoc_pipeline
+):
     """Ray ends an actor without running its finalizers: a folder kept for the actor's life
     stayed in the temporary directory after jobs (2 to 6 per run of this suite)."""
-    before = actor_dirs()
-    embedder = Embedder(pipeline_files(hash_pipeline), hash_pipeline.fingerprint)
-    assert actor_dirs() <= before
-    texts = sentences[:3]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's folders only
+    embedder = Embedder(pipeline_files(pydoc_pipeline), pydoc_pipeline.fingerprint)
+    assert list(tmp_path.glob(f"{ACTOR_DIR_PREFIX}*")) == []
+    texts = ["a list comprehension", "the with statement", "raising an exception"]
     out = embedder({"index": np.arange(3), "text": np.array(texts, dtype=object)})
-    assert np.abs(out["mean"] - hash_pipeline.encode(texts).gaussian.mean).max() <= MEAN_BOUND
+    assert np.abs(out["mean"] - pydoc_pipeline.encode(texts).gaussian.mean).max() <= MEAN_BOUND
 
 
 def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_address):

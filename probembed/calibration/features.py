@@ -20,9 +20,8 @@ DISAGREEMENT = "disagreement"
 #: its BM25 score over the query's best (0 when BM25 did not find it). BM25's evidence is what
 #: moves a hit up a hybrid list, and the dense features alone cannot see it.
 BM25_HIT_FEATURES = ("bm25_log_rank", "bm25_relative")
-#: BM25 ranks past this read as not found. Training and every hybrid search ask BM25 for at
-#: least this many hits (and fuse only as many as their dense ranking holds), so the features
-#: are the same to this depth whatever a collection's index settings are.
+#: BM25 ranks past this read as not found. Training and every hybrid search ask BM25 for
+#: `store.ranking.HYBRID_DEPTH` (≥ this) hits or more, so the features are the same to here.
 BM25_RANK_CAP = 100
 
 
@@ -87,8 +86,9 @@ def bm25_hit_features(
     hits for it (positions and scores, best first): log of the hit's BM25 rank, capped at
     BM25_RANK_CAP + 1 for a hit BM25 did not find that deep, and its score over BM25's best
     (0 if not found, or if the best score is not positive)."""
-    listed = np.asarray(bm25_positions)[:BM25_RANK_CAP].tolist()
-    rank = {int(p): r for r, p in enumerate(listed, start=1)}  # BM25 lists a row once
+    rank: dict[int, int] = {}
+    for r, p in enumerate(np.asarray(bm25_positions)[:BM25_RANK_CAP].tolist(), start=1):
+        rank.setdefault(int(p), r)  # a row listed twice keeps its better rank
     scores = np.asarray(bm25_scores, dtype=np.float64)
     best = float(scores[0]) if len(scores) else 0.0
     found = [rank.get(int(p)) for p in np.asarray(positions).tolist()]

@@ -24,7 +24,6 @@ from probembed.calibration.confidence import (
     query_features,
 )
 from probembed.calibration.features import (
-    BM25_RANK_CAP,
     bm25_hit_features,
     disagreement,
     hit_features,
@@ -45,8 +44,7 @@ from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
 from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, ingest
-from probembed.store.index import IndexSettings
-from probembed.store.ranking import Ranked, best, hybrid_ranked, with_moments
+from probembed.store.ranking import Ranked, best, hybrid_depth, hybrid_ranked, with_moments
 
 #: Hits per query the calibrator is fitted and evaluated on.
 TOP = 10
@@ -145,19 +143,18 @@ def hybrid_split(
     """Every judged query ranked as a hybrid search ranks it, with its lexical features.
 
     The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
-    same corpus) each to the depth a search with default `IndexSettings` takes, fused by
+    same corpus) each to the depth a search takes (`store.ranking.hybrid_depth`), fused by
     reciprocal rank to CONFIDENCE_DEPTH hits (`store.ranking.hybrid_ranked`, as a search
     does), with each hit's `bm25_hit_features`; (nq, 2) `lexical_features` per query.
     """
     embedded = embedded or embed(pipeline, dataset)
-    depth = IndexSettings().pool_size(CONFIDENCE_DEPTH)
+    depth = hybrid_depth(CONFIDENCE_DEPTH)
     queries, docs, dense, _ = _dense(pipeline, dataset, embedded, depth)
     where = {doc_id: p for p, doc_id in enumerate(embedded.ids["docs"])}
     hybrid = []
     for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
-        listed = bm25(dataset.queries[query_id], max(depth, BM25_RANK_CAP))
-        found = [(where.get(d), s) for d, s in listed]
-        hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH, depth))
+        found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
+        hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH))
     if len({len(h.positions) for h in hybrid}) != 1:
         raise ValueError(f"hybrid training needs at least {CONFIDENCE_DEPTH} documents")
     positions = np.stack([h.positions for h in hybrid])

@@ -402,6 +402,13 @@ def _rescored(
     return with_moments(queries, rows, positions, scores)
 
 
+#: Depth of the dense and BM25 lists a hybrid search fuses: fixed, not the index settings'
+#: pool, so every search fuses the lists its calibrator and query confidence were fitted on,
+#: and BM25's list reaches BM25_RANK_CAP for the hit features (the default pool's depth for
+#: CONFIDENCE_DEPTH hits, which training used before this was fixed).
+HYBRID_DEPTH = 110
+
+
 class Hybrid(NamedTuple):
     """One query's hybrid ranking, with what BM25 said (for the calibrator's features)."""
 
@@ -415,23 +422,25 @@ class Hybrid(NamedTuple):
     bm25_scores: np.ndarray
 
 
-def hybrid_ranked(
-    dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int, depth: int
-) -> Hybrid:
+def hybrid_depth(k: int) -> int:
+    """How deep a hybrid search ranks dense and asks BM25 for k hits: HYBRID_DEPTH, or k past
+    it (a larger k never reorders what a smaller one showed; only a k beyond lengthens)."""
+    return max(HYBRID_DEPTH, k)
+
+
+def hybrid_ranked(dense: np.ndarray, bm25: Sequence[tuple[int | None, float]], k: int) -> Hybrid:
     """A hybrid search's k best for one query.
 
     `dense` are the dense ranking's positions, `bm25` BM25's (position, score) pairs best
-    first, None for a hit the ranking does not know (it is dropped). BM25's first `depth`
-    are fused with the dense ranking; all of them are kept, for the hit features to read to
-    BM25_RANK_CAP whatever the depth. Training and search both call this, so a calibrator
-    sees the features a search reads.
+    first, None for a hit the ranking does not know (it is dropped), each `hybrid_depth`
+    deep. Training and search both call this, so a calibrator sees the features a search
+    reads.
     """
     known = [(p, s) for p, s in bm25 if p is not None]
     bm25_positions = np.array([p for p, _ in known], dtype=np.int64)
     scores = np.array([s for _, s in known], dtype=np.float64)
     top = int(dense[0]) if len(dense) else None
-    fused_part = np.array([p for p, _ in bm25[:depth] if p is not None], dtype=np.int64)
-    positions, fused = reciprocal_rank_fusion([dense, fused_part], k)
+    positions, fused = reciprocal_rank_fusion([dense, bm25_positions], k)
     words = lexical_features(top, bm25_positions, scores)
     return Hybrid(positions, fused, words, bm25_positions, scores)
 

@@ -22,7 +22,6 @@ import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH, bm25_hit_features
 from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
-from probembed.calibration.features import BM25_RANK_CAP
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
@@ -41,6 +40,7 @@ from probembed.store.index import (
 from probembed.store.ranking import (
     SCAN_BLOCK,
     Ranked,
+    hybrid_depth,
     hybrid_ranked,
     rescore,
     scan,
@@ -495,17 +495,13 @@ class Searcher:
         """Reciprocal-rank fusion of the probabilistic ranking and BM25, k best kept; with each
         query's `lexical_features` (what BM25 says of it, for the query confidence) and BM25's
         own hits (positions and scores, for the hybrid calibrator's hit features)."""
-        # Both lists are cut at one depth whatever k is (the depth the query confidence was
-        # trained at), so a larger k never reorders what a smaller one showed; only a k
-        # beyond it lengthens them.
-        depth = max(self.settings.pool_size(CONFIDENCE_DEPTH), k)
+        depth = hybrid_depth(k)
         dense = self._rank(queries, depth, kind, exact, allowed, beta)
         known = self._snap.positions
         fused, lexical, lists = [], [], []
-        asked = max(depth, BM25_RANK_CAP)  # the depth the hit features read, with any settings
         for row, (ranked, text) in enumerate(zip(dense, texts, strict=True)):
-            bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, asked, where)]
-            h = hybrid_ranked(ranked.positions, bm25, k, depth)
+            bm25 = [(known.get(i), s) for i, s in self.collection.text_search(text, depth, where)]
+            h = hybrid_ranked(ranked.positions, bm25, k)
             lexical.append(h.lexical)
             lists.append((h.bm25_positions, h.bm25_scores))
             fused += with_moments(queries[row], self._gaussian, h.positions[None], h.scores[None])
