@@ -549,6 +549,9 @@ def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hy
     loaded = RelevanceCalibrator.load(both.save(tmp_path / CALIBRATION_FILE))
     assert loaded == both and loaded.hybrid == both.hybrid
     assert "hybrid" not in replace(both, hybrid=None).to_json()  # earlier versions read it
+    for older in (1, 2):  # a file that says an earlier format holds only what that one had
+        with pytest.raises(ValueError, match=f"format {older} cannot hold .*hybrid calibrator"):
+            RelevanceCalibrator.from_json({**data, "format": older})
     with pytest.raises(ValueError, match=r'"hybrid": calibrator features must be'):
         RelevanceCalibrator.from_json({**data, "hybrid": {**data["hybrid"], "features": []}})
     with pytest.raises(ValueError, match="reads the BM25 hit features"):
@@ -557,9 +560,14 @@ def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hy
         replace(both, hybrid=replace(both.hybrid, confidence=both.confidence))
     with pytest.raises(ValueError, match="hybrid calibrator of its own"):
         replace(both, hybrid=replace(both.hybrid, hybrid=both.hybrid))
-    # one reading BM25 features cannot serve dense searches: refused as a pipeline's own
-    with pytest.raises(ValueError, match=r'calibration\.json: .*belongs under "hybrid"'):
-        RelevanceCalibrator.load(both.hybrid.save(tmp_path / CALIBRATION_FILE))
+    # one reading BM25 features cannot serve dense searches: refused as a pipeline's own,
+    # whether saved alone or written by hand
+    with pytest.raises(ValueError, match='belongs under "hybrid"'):
+        both.hybrid.save(tmp_path / "alone.json")
+    assert not (tmp_path / "alone.json").exists()
+    (tmp_path / "hand.json").write_text(json.dumps(both.hybrid.to_json()))
+    with pytest.raises(ValueError, match=r'hand\.json: .*belongs under "hybrid"'):
+        RelevanceCalibrator.load(tmp_path / "hand.json")
     pipeline = collection.load_pipeline()
     with pytest.raises(ValueError, match='belongs under "hybrid"'):
         Pipeline(pipeline.members, pipeline.fusion, cache=False, calibrator=both.hybrid)
@@ -672,6 +680,8 @@ def test_a_confidence_without_extra_models_keeps_format_1_and_ignores_bm25_and_t
     data = json.loads(json.dumps(older.to_json()))
     assert data["format"] == 1 and "hybrid_model" not in data["query_confidence"]
     assert calibrator.to_json()["format"] == 2
+    with pytest.raises(ValueError, match="format 1 cannot hold .*query confidence's models"):
+        RelevanceCalibrator.from_json({**calibrator.to_json(), "format": 1})
     loaded = RelevanceCalibrator.from_json(data).confidence
     rng = np.random.default_rng(2)
     dots, cosines = rng.random((3, CONFIDENCE_DEPTH)), rng.random((3, CONFIDENCE_DEPTH, 2))

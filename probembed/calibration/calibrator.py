@@ -150,9 +150,10 @@ class RelevanceCalibrator:
         return 2 if extra else 1
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the JSON atomically: a crash leaves the old file or the new one."""
+        """Write the JSON atomically: a crash leaves the old file or the new one; only a
+        calibrator `load` would read back (a hybrid one is saved within its dense one's)."""
         path = Path(path)
-        text = json.dumps(self.to_json(), indent=1, allow_nan=False)
+        text = json.dumps(require_dense(self).to_json(), indent=1, allow_nan=False)
         atomic.write_bytes(path, (text + "\n").encode())
         return path
 
@@ -203,7 +204,7 @@ class RelevanceCalibrator:
                 hybrid = cls._parsed(hybrid)
             except ValueError as exc:
                 raise ValueError(f'"hybrid": {exc}') from exc
-        return cls(
+        calibrator = cls(
             features=tuple(data["features"]),
             logistic=Logistic.from_json(data["model"], '"model"'),
             isotonic=None
@@ -215,6 +216,13 @@ class RelevanceCalibrator:
             fit_info=data["fit"],
             hybrid=hybrid,
         )
+        if data["format"] < calibrator._format:  # what earlier versions would read wrongly
+            raise ValueError(
+                f"format {data['format']} cannot hold what this file holds: its "
+                + ("hybrid calibrator" if hybrid is not None else "query confidence's models")
+                + f" came with format {calibrator._format}"
+            )
+        return calibrator
 
     @classmethod
     def fit(
