@@ -5,8 +5,8 @@
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
-`serve` from serve.json, `chunking` from chunking.json, `calibration_by_search` and
-`calibration_by_score` from search_calibration.json.
+`geometry` from lodo_geometry.json, `serve` from serve.json, `chunking` from chunking.json,
+`calibration_by_search` and `calibration_by_score` from search_calibration.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -245,6 +245,28 @@ def headroom(rows: Rows) -> str:
     return table(header, body)
 
 
+def geometry(rows: Rows) -> str:
+    """Per left-out dataset: each geometric adaptation against static, with intervals, and
+    how much centring moves the best single member (is a gain the ensemble's?)."""
+    families = ["centred", "centred or not", "static+spread", "mean+spread"]
+    header = ["left out", "static", *(f"{f} − static [95% CI]" for f in families)]
+    header.append("best single: plain → centred")
+    body = []
+    for name in dict.fromkeys(r["left_out"] for r in rows):
+        get = {r["method"]: r for r in rows if r["left_out"] == name}
+        cells = [LODO_NAMES.get(name, name), pct(get["static"]["value"])]
+        for family in families:
+            d = get[family]["vs_static"]
+            low, high = pct(d["low"], signed=True), pct(d["high"], signed=True)
+            cells.append(f"{pct(d['difference'], signed=True)} [{low}, {high}]")
+        singles = [m[: -len(" plain")] for m in get if m.endswith(" plain")]
+        best = max(singles, key=lambda m: get[f"{m} plain"]["value"])
+        plain, centred = get[f"{best} plain"]["value"], get[f"{best} centred"]["value"]
+        cells.append(f"{best.removeprefix('single:')} {pct(plain)} → {pct(centred)}")
+        body.append(cells)
+    return table(header, body)
+
+
 def errors(rows: Rows) -> str:
     """Test-split ρ(u_k, own error) per dataset and member: the estimators' own variance, the
     anchor-profile disagreement, and the neighbour disagreement chosen on the tuning splits."""
@@ -361,6 +383,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
     "headroom": ("lodo_headroom.json", headroom),
     "errors": ("error_signals.json", errors),
+    "geometry": ("lodo_geometry.json", geometry),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),

@@ -184,6 +184,42 @@ def collection_parts(embedded: Embedded) -> list[Gaussian]:
     return [Gaussian.concat([role[k] for role in roles]) for k in range(len(embedded.models))]
 
 
+#: Random pairs of a collection's texts whose cosines measure each member's spread there.
+SPREAD_PAIRS = 5000
+
+
+def centred_split(split: Split) -> Split:
+    """The split with every member's unit vectors moved by minus that member's mean over the
+    collection (fusion normalises them again): a label-free adaptation of each member's
+    geometry to the domain (its common direction removed), for `benchmarks/lodo_geometry.py`."""
+    centres = [
+        part.normalize().mean.mean(axis=0, dtype=np.float64)
+        for part in collection_parts(split.embedded)
+    ]
+    parts = {}
+    for role, members in split.embedded.parts.items():
+        unit = [member.normalize() for member in members]
+        parts[role] = [
+            Gaussian((u.mean - c).astype(np.float32), u.var)
+            for u, c in zip(unit, centres, strict=True)
+        ]
+    return Split(split.dataset, replace(split.embedded, parts=parts), split.agreement)
+
+
+def cosine_spread(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) -> np.ndarray:
+    """(K,) the standard deviation of each member's cosines over seeded random pairs of the
+    collection's texts (no labels): how widely the member spreads that domain's texts."""
+    parts = collection_parts(split.embedded)
+    first, second = np.random.default_rng(seed).integers(0, len(parts[0]), (2, pairs))
+    distinct = first != second
+    first, second = first[distinct], second[distinct]
+    spread = []
+    for part in parts:
+        unit = part.normalize().mean.astype(np.float64)
+        spread.append(np.einsum("nd,nd->n", unit[first], unit[second]).std())
+    return np.array(spread)
+
+
 def embed_split(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Split:
     """Embed a split once per member and measure its members' agreement."""
     embedded = embed(pipeline, dataset, progress)
@@ -242,21 +278,35 @@ def _best(scores: Scores, methods: Sequence[Method], left_out: str | None) -> Me
     return methods[scores.choose([_fixed(m) for m in methods], left_out)]
 
 
-def adapted_settings(base: Method) -> list[Setting]:
-    """A method's prior (uec) or weights (weighted) tilted by each split's member agreement,
-    measured among the members it gives weight (as a collection of just those measures it)."""
+#: What a label-free tilt reads from a split: (K,) one figure per member, given the prior
+#: (whose members are the ones the tilt may move).
+Statistic = Callable[[Split, Sequence[float]], np.ndarray]
+
+
+def tilted_settings(
+    base: Method, statistic: Statistic, gammas: Sequence[float], name: str
+) -> list[Setting]:
+    """A method's prior (uec) or weights (weighted) tilted by softmax(log p + γ·statistic) of
+    each split, one setting per γ (what `adapted_weights` computes)."""
     slot = "prior" if base.fusion.method == "uec" else "weights"
 
     def setting(gamma: float) -> Setting:
         def method(split: Split) -> Method:
             prior = getattr(base.fusion, slot)
-            w = adapted_weights(split.agreement_among(prior), prior, gamma)
-            fusion = replace(base.fusion, **{slot: tuple(w)})
-            return Method(f"{base.name}+adapted", fusion, base.score)
+            w = adapted_weights(statistic(split, prior), prior, gamma)
+            return Method(name, replace(base.fusion, **{slot: tuple(w)}), base.score)
 
         return method
 
-    return [setting(g) for g in GAMMAS]
+    return [setting(g) for g in gammas]
+
+
+def adapted_settings(base: Method) -> list[Setting]:
+    """A method tilted by each split's member agreement, measured among the members it gives
+    weight (as a collection of just those measures it)."""
+    return tilted_settings(
+        base, lambda split, prior: split.agreement_among(prior), GAMMAS, f"{base.name}+adapted"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""Label-free geometric adaptations measured by benchmarks/lodo_geometry.py: a member's
+collection centring, its cosine spread, and the tilt of weights by a per-member statistic."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probembed.evaluation.datasets import RetrievalDataset, StsDataset
+from probembed.evaluation.harness import Embedded, Method
+from probembed.evaluation.lodo import (
+    Split,
+    centred_split,
+    cosine_spread,
+    tilted_settings,
+)
+from probembed.gaussian import Gaussian
+from probembed.pipeline import FusionConfig, ScoreConfig
+
+
+def gaussians(rng: np.random.Generator, n: int, dim: int, offset: float) -> Gaussian:
+    """n random Gaussians around a shared direction (a narrow cone, as embeddings are)."""
+    mean = rng.normal(size=(n, dim)) + offset
+    return Gaussian(mean.astype(np.float32), rng.random((n, dim)).astype(np.float32) * 1e-3)
+
+
+def sts_split(seed: int, n: int = 40) -> Split:
+    """Two members (dims 6 and 4) on n pairs of an STS split."""
+    rng = np.random.default_rng(seed)
+    parts = {role: [gaussians(rng, n, 6, 3.0), gaussians(rng, n, 4, 1.0)] for role in "ab"}
+    dataset = StsDataset("toy", "test", [f"a{i}" for i in range(n)], [""] * n, rng.random(n))
+    return Split(dataset, Embedded(("m1", "m2"), parts), np.array([0.3, 0.4]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_centring_removes_each_members_mean_over_its_collection(seed: int) -> None:
+    split = sts_split(seed)
+    centred = centred_split(split)
+    assert centred.dataset is split.dataset and centred.agreement is split.agreement
+    for k in range(2):
+        unit = [split.embedded.parts[r][k].normalize() for r in "ab"]
+        moved = [centred.embedded.parts[r][k] for r in "ab"]
+        both = np.vstack([m.mean for m in moved]).astype(np.float64)
+        # float32 rows of norm <= 1 averaged over 80: the mean is 0 to a few float32 ulps
+        np.testing.assert_allclose(both.mean(axis=0), 0.0, atol=1e-6)
+        centre = np.vstack([u.mean for u in unit]).mean(axis=0, dtype=np.float64)
+        np.testing.assert_allclose(moved[0].mean, unit[0].mean - centre, atol=1e-6)
+        np.testing.assert_array_equal(moved[1].var, unit[1].var)  # fusion rescales it later
+
+
+def test_a_retrieval_split_is_centred_on_its_corpus_alone() -> None:
+    rng = np.random.default_rng(0)
+    docs, queries = gaussians(rng, 30, 5, 2.0), gaussians(rng, 7, 5, -4.0)
+    dataset = RetrievalDataset("toy", "test", {f"d{i}": "" for i in range(30)}, {}, {})
+    embedded = Embedded(("m",), {"docs": [docs], "queries": [queries]})
+    centred = centred_split(Split(dataset, embedded, np.zeros(1)))
+    centre = docs.normalize().mean.mean(axis=0, dtype=np.float64)
+    np.testing.assert_allclose(
+        centred.embedded.parts["queries"][0].mean, queries.normalize().mean - centre, atol=1e-6
+    )
+    np.testing.assert_allclose(centred.embedded.parts["docs"][0].mean.mean(axis=0), 0, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.01, 100.0))
+def test_cosine_spread_is_seeded_scale_free_and_zero_for_a_collapsed_member(
+    seed: int, scale: float
+) -> None:
+    split = sts_split(seed)
+    spread = cosine_spread(split, pairs=500, seed=seed)
+    assert spread.shape == (2,) and np.all(spread > 0)
+    np.testing.assert_array_equal(cosine_spread(split, pairs=500, seed=seed), spread)
+    rescaled = {
+        r: [Gaussian(g.mean * np.float32(scale), g.var) for g in gs]
+        for r, gs in split.embedded.parts.items()
+    }
+    scaled = Split(split.dataset, Embedded(("m1", "m2"), rescaled), split.agreement)
+    # the cosines of float32 unit rows move by float32 rounding only
+    np.testing.assert_allclose(cosine_spread(scaled, pairs=500, seed=seed), spread, atol=1e-6)
+    one = np.ones((40, 4), dtype=np.float32)
+    collapsed = {r: [gs[0], Gaussian(one, one * 0)] for r, gs in split.embedded.parts.items()}
+    flat = cosine_spread(
+        Split(split.dataset, Embedded(("m1", "m2"), collapsed), split.agreement),
+        pairs=500,
+        seed=seed,
+    )
+    assert flat[1] == 0.0 and flat[0] == spread[0]  # every cosine 1; the same pairs drawn
+
+
+def test_a_tilt_moves_the_prior_by_the_statistic_and_keeps_zero_weights() -> None:
+    split = sts_split(0)
+    base = Method("static", FusionConfig("weighted", weights=(0.5, 0.3, 0.2, 0.0)))
+    statistic = np.array([0.0, 1.0, 0.0, 5.0])
+    tilts = tilted_settings(base, lambda s, prior: statistic, (0.0, 1.0), "static+x")
+    kept, moved = (t(split) for t in tilts)
+    assert kept.name == moved.name == "static+x" and kept.score == base.score
+    np.testing.assert_allclose(kept.fusion.weights, base.fusion.weights, rtol=1e-15)
+    want = np.array([0.5, 0.3 * np.e, 0.2, 0.0]) / (0.7 + 0.3 * np.e)
+    np.testing.assert_allclose(moved.fusion.weights, want, rtol=1e-12)
+    uec = Method("uec", FusionConfig("uec", prior=(0.5, 0.3, 0.2, 0.0)), ScoreConfig("uec", 4.0))
+    tilted = tilted_settings(uec, lambda s, prior: statistic, (1.0,), "uec+x")[0](split)
+    assert tilted.fusion.weights is None
+    np.testing.assert_allclose(tilted.fusion.prior, want, rtol=1e-12)
