@@ -9,7 +9,8 @@ calibrator (what a hybrid search reports); hybrid with the dense calibrator read
 fused list (what a calibrator without a hybrid one gives, and what hybrid searches reported
 before it); over a second collection of the corpus cut into chunks of CHUNK_TOKENS tokens
 (`probembed ingest --chunk`), dense and hybrid with `group_by_doc` (a document's best chunk,
-read with chunk-level features); and dense and hybrid under each other score a search can
+read with chunk-level features); dense and hybrid filtered by `where` to half the corpus;
+and dense and hybrid under each other score a search can
 ask for. It scores every hit's p_relevant against the test qrels (a chunk by its document):
 ECE (15 bins), Brier score, AUROC, and what thresholds keep and drop; and a paired bootstrap
 of the two hybrid readings.
@@ -55,6 +56,9 @@ THRESHOLDS = (0.03, 0.5)
 RESAMPLES = 2000
 #: The hybrid search that reads the dense calibrator along its fused list.
 FALLBACK = "hybrid, dense calibrator along the fused list"
+#: A filter that keeps half the corpus whatever a query asks (ids are numbers): a filtered
+#: search ranks, and BM25 ranks, among the rows it keeps, which training never saw.
+WHERE = "CAST(id AS BIGINT) % 2 = 0"
 #: Chunk size of the chunked collection: SciFact abstracts average ~300 tokens, so most are
 #: cut into two to four chunks and `group_by_doc` has something to group.
 CHUNK_TOKENS = 128
@@ -119,6 +123,14 @@ def runs_of(
         ("main", FALLBACK, whole, fallback, {"hybrid": True}),
         ("main", f"dense, group_by_doc ({cut})", chunked, pipeline, grouped),
         ("main", f"hybrid, group_by_doc ({cut})", chunked, pipeline, grouped | {"hybrid": True}),
+        ("main", "dense, where (half the corpus)", whole, pipeline, {"where": WHERE}),
+        (
+            "main",
+            "hybrid, where (half the corpus)",
+            whole,
+            pipeline,
+            {"where": WHERE, "hybrid": True},
+        ),
     ]
     for score in (s for s in Score if s != pipeline.score.name):
         for kind, hybrid in (("dense", False), ("hybrid", True)):
