@@ -15,20 +15,24 @@ leave-one-dataset-out protocol, members, weight grid and tuning splits:
   they are summed, γ ∈ {0, 0.5, 1, 1.5, 2} tuned like every setting.
 
 Also each single member plain and centred (no tuning), which says whether a gain is the
-ensemble's or every member's. Every tuned family gets the paired bootstrap 95% interval of its
-difference from `static` (2,000 resamples of test items, seeded).
-Writes benchmarks/results/lodo_geometry.json.
+ensemble's or every member's, and on classification its probe accuracy with a tenth of the
+probe's L2 penalty (C = 10 against MTEB's 1), which says how much of a gain is the penalty's.
+Every tuned family gets the paired bootstrap 95% interval of its difference from `static`
+(2,000 resamples of test items, seeded); the mean tuning figure of the best plain and best
+centred weights per fold (what `centred or not` compares) and each tuning split's best figure
+either way are kept too. Writes benchmarks/results/lodo_geometry.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from probembed.evaluation.datasets import ClassificationDataset
 from probembed.evaluation.harness import Method, baseline_methods, evaluate
 from probembed.evaluation.lodo import (
     LODO_DATASETS,
@@ -36,14 +40,15 @@ from probembed.evaluation.lodo import (
     Setting,
     Split,
     centred_split,
+    choose_across,
     cosine_spread,
     embed_split,
-    fold_choice,
     load_tasks,
     paired_difference,
     static_methods,
     tilted_settings,
 )
+from probembed.evaluation.metrics import probe_correct
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
@@ -54,19 +59,29 @@ RESULTS = ROOT / "benchmarks" / "results"
 #: Spread tilts: members' σ differ by up to ×1.3 on a collection, so γ = 2 moves a weight by
 #: up to ×1.7; γ = 1 z-scores each member's cosines.
 SPREAD_GAMMAS = (0.0, 0.5, 1.0, 1.5, 2.0)
+#: The probe's C for the diagnostic beside MTEB's 1: a tenth of the L2 penalty.
+WEAKER_PENALTY = 10.0
 
 
-def tuned(
-    variants: Mapping[str, Scores], settings: Sequence[Setting], left_out: str
-) -> tuple[str, Setting]:
-    """The (variant, setting) with the best mean tuning figure over the datasets but left_out."""
-    names = sorted({n for s in variants.values() for n, _ in s.splits} - {left_out})
-    dev = {
-        n: [scores.figure(n, "tune", s) for scores in variants.values() for s in settings]
-        for n in names
+def mean_tuning(scores: Scores, setting: Setting, left_out: str) -> float:
+    """A setting's mean tuning figure over every dataset but left_out (what tuning compares)."""
+    names = sorted({n for n, _ in scores.splits} - {left_out})
+    return float(np.mean([scores.figure(n, "tune", setting) for n in names]))
+
+
+def probe_penalty(split: Split, member: Method) -> dict[str, float]:
+    """A single member's probe accuracy at C = 1 and at WEAKER_PENALTY: how much of a figure
+    is the probe's penalty."""
+    dataset = split.dataset
+    assert isinstance(dataset, ClassificationDataset)
+    train = split.embedded.fused("train", member.fusion).gaussian.mean
+    test = split.embedded.fused("test", member.fusion).gaussian.mean
+    return {
+        f"C={c:g}": float(
+            probe_correct(train, dataset.train_labels, test, dataset.test_labels, 0, c).mean()
+        )
+        for c in (1.0, WEAKER_PENALTY)
     }
-    j = fold_choice(dev, left_out)
-    return list(variants)[j // len(settings)], settings[j % len(settings)]
 
 
 def main() -> None:
@@ -87,58 +102,69 @@ def main() -> None:
     }
     plain = Scores(splits)
     centred = Scores({key: centred_split(split) for key, split in splits.items()})
+    variants = {"plain": plain, "centred": centred}
     spreads = {key: cosine_spread(split) for key, split in splits.items()}
-    by_split = {id(split): spreads[key] for key, split in splits.items()}
 
     def narrow(split: Split, prior: Sequence[float]) -> np.ndarray:
         """−log σ_k of the split: a tilt towards the members that spread its texts least."""
-        return -np.log(by_split[id(split)])
+        key = next(key for key, known in splits.items() if known is split)
+        return -np.log(spreads[key])
 
     k = len(pipe.models)
     grid = [lambda _, m=m: m for m in static_methods(k, args.step)]
     uniform = Method("mean", FusionConfig("weighted", weights=(1.0 / k,) * k))
-    singles = baseline_methods(pipe.models)[:-2]
+    singles = [m for m in baseline_methods(pipe.models) if m.fusion.method.startswith("single:")]
     rows: list[dict] = []
+    tuning: dict[str, dict] = {}
     for name in args.datasets:
-        _, static = tuned({"plain": plain}, grid, name)
+        static = grid[plain.choose(grid, name)]
         base = static(splits[name, "test"])
+        chosen = {v: grid[scores.choose(grid, name)] for v, scores in variants.items()}
+        tuning[name] = {v: mean_tuning(variants[v], s, name) for v, s in chosen.items()}
+        either, j = choose_across(variants, grid, name)
         families: dict[str, tuple[Scores, Setting]] = {
             "static": (plain, static),
-            "centred": (centred, tuned({"centred": centred}, grid, name)[1]),
+            "centred": (centred, chosen["centred"]),
+            "centred or not": (variants[either], grid[j]),
         }
-        either, setting = tuned({"plain": plain, "centred": centred}, grid, name)
-        families["centred or not"] = ({"plain": plain, "centred": centred}[either], setting)
         for label, around in (("static", base), ("mean", uniform)):
             tilts = tilted_settings(around, narrow, SPREAD_GAMMAS, f"{label}+spread")
-            families[f"{label}+spread"] = (plain, tuned({"plain": plain}, tilts, name)[1])
+            families[f"{label}+spread"] = (plain, tilts[plain.choose(tilts, name)])
         reference = evaluate(splits[name, "test"].embedded, tasks[name].test, base)
         for family, (scores, setting) in families.items():
             split = scores.splits[name, "test"]
             method = setting(split)
-            row = {
-                "left_out": name,
-                "method": family,
-                "value": scores.figure(name, "test", setting),
-            }
-            row["fusion"] = method.fusion
+            value = scores.figure(name, "test", setting)
+            row = {"left_out": name, "method": family, "value": value, "fusion": method.fusion}
             if family != "static":
                 outcome = evaluate(split.embedded, split.dataset, method)
                 row["vs_static"] = paired_difference(split.dataset, reference, outcome)
             rows.append(row)
         for member in singles:
-            for label, scores in (("plain", plain), ("centred", centred)):
+            for label, scores in variants.items():
+                split = scores.splits[name, "test"]
                 value = scores.figure(name, "test", lambda _, m=member: m)
-                rows.append({"left_out": name, "method": f"{member.name} {label}", "value": value})
-        shown = ", ".join(
-            f"{r['method']} {100 * r['value']:.2f}" for r in rows if r["left_out"] == name
-        )
+                row = {"left_out": name, "method": f"{member.name} {label}", "value": value}
+                if isinstance(split.dataset, ClassificationDataset):
+                    row["probe_penalty"] = probe_penalty(split, member)
+                rows.append(row)
+        ours = [r for r in rows if r["left_out"] == name]
+        shown = ", ".join(f"{r['method']} {100 * r['value']:.2f}" for r in ours)
         print(f"{name}: {shown}", flush=True)
+    best_tuning = {
+        f"{n}/{v}": max(scores.figure(n, "tune", s) for s in grid)
+        for n in LODO_DATASETS
+        for v, scores in variants.items()
+    }
     config = {
         "models": list(pipe.models),
         "fingerprint": pipe.fingerprint,
         "static_step": args.step,
         "spread_gammas": list(SPREAD_GAMMAS),
         "spread": {f"{n}/{r}": [round(float(v), 4) for v in s] for (n, r), s in spreads.items()},
+        "mean_tuning_figure": tuning,
+        "best_tuning_figure": best_tuning,
+        "weaker_penalty": WEAKER_PENALTY,
         "datasets": {n: LODO_DATASETS[n] for n in args.datasets},
         "bootstrap": {"resamples": 2000, "interval": 0.95, "method": "percentile", "seed": 0},
     }

@@ -682,6 +682,8 @@ def test_a_confidence_without_extra_models_keeps_format_1_and_ignores_bm25_and_t
     assert calibrator.to_json()["format"] == 2
     with pytest.raises(ValueError, match="format 1 cannot hold .*query confidence's models"):
         RelevanceCalibrator.from_json({**calibrator.to_json(), "format": 1})
+    later = RelevanceCalibrator.from_json({**calibrator.to_json(), "format": 3})  # more is fine
+    assert later == calibrator
     loaded = RelevanceCalibrator.from_json(data).confidence
     rng = np.random.default_rng(2)
     dots, cosines = rng.random((3, CONFIDENCE_DEPTH)), rng.random((3, CONFIDENCE_DEPTH, 2))

@@ -81,3 +81,15 @@ def test_probe_correct_is_what_probe_accuracy_averages() -> None:
     assert correct.dtype == bool and correct.shape == (100,)
     assert 0 < correct.mean() < 1  # overlapping classes: some right, some wrong
     assert probe_accuracy(x[:200], labels[:200], x[200:], labels[200:]) == correct.mean()
+
+
+def test_a_weaker_probe_penalty_fits_what_the_default_one_under_fits() -> None:
+    # half the texts in class 0, five in each of ten others, on features of norm ~0.05: C = 1
+    # shrinks the weights until the (unpenalised) intercept labels every text 0; C = 1000 all
+    # but removes the penalty and fits them all
+    rng = np.random.default_rng(4)
+    labels = np.concatenate([np.zeros(50, dtype=int), np.repeat(np.arange(1, 11), 5)])
+    x = (np.eye(11)[labels] + rng.normal(0, 0.05, (100, 11))) * 0.05
+    strict = probe_correct(x, labels, x, labels)
+    assert np.array_equal(strict, labels == 0)
+    assert probe_correct(x, labels, x, labels, inverse_penalty=1000.0).all()

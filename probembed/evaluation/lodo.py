@@ -191,7 +191,9 @@ SPREAD_PAIRS = 5000
 def centred_split(split: Split) -> Split:
     """The split with every member's unit vectors moved by minus that member's mean over the
     collection (fusion normalises them again): a label-free adaptation of each member's
-    geometry to the domain (its common direction removed), for `benchmarks/lodo_geometry.py`."""
+    geometry to the domain (its common direction removed), for `benchmarks/lodo_geometry.py`.
+    Its agreement is the plain split's (measured before centring), and `agreement_among`
+    measures the centred members afresh: tilt a centred split by neither."""
     centres = [
         part.normalize().mean.mean(axis=0, dtype=np.float64)
         for part in collection_parts(split.embedded)
@@ -420,14 +422,25 @@ def run_fold(
     return FoldResult(left_out, test, choice.gamma, methods, lam)
 
 
+def choose_across(
+    variants: Mapping[Any, Scores], settings: Sequence[Setting], left_out: str | None = None
+) -> tuple[Any, int]:
+    """The variant and the index of the setting with the best mean tuning figure over every
+    dataset but `left_out`, each setting scored on each variant's splits (the same data
+    embedded or adapted another way); ties keep the first variant, then the first setting."""
+    names = sorted({n for s in variants.values() for n, _ in s.splits} - {left_out})
+    dev = {n: [v.figure(n, "tune", s) for v in variants.values() for s in settings] for n in names}
+    j = fold_choice(dev, left_out)
+    return list(variants)[j // len(settings)], j % len(settings)
+
+
 def tune_prior_precision(
     variants: Mapping[float, Scores], prior: Sequence[float], left_out: str | None = None
 ) -> tuple[float, Method]:
     """λ × (T, β) of uec around the static prior, chosen as every setting is (first λ on ties)."""
-    grid = [(lam, replace(m, name="uec+lambda")) for lam in variants for m in uec_methods(prior)]
-    names = sorted({n for s in variants.values() for n, _ in s.splits} - {left_out})
-    dev = {n: [variants[lam].figure(n, "tune", _fixed(m)) for lam, m in grid] for n in names}
-    return grid[fold_choice(dev, left_out)]
+    methods = [replace(m, name="uec+lambda") for m in uec_methods(prior)]
+    lam, j = choose_across(variants, [_fixed(m) for m in methods], left_out)
+    return lam, methods[j]
 
 
 class RememberedActivations:

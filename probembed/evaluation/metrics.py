@@ -125,14 +125,22 @@ def probe_accuracy(
 
 
 def probe_correct(
-    train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
+    train_X: ArrayLike,
+    train_y: ArrayLike,
+    test_X: ArrayLike,
+    test_y: ArrayLike,
+    seed: int = 0,
+    inverse_penalty: float = 1.0,
 ) -> np.ndarray:
-    """Per test text, whether the `probe_accuracy` probe labels it right: paired comparisons."""
+    """Per test text, whether the `probe_accuracy` probe labels it right: paired comparisons.
+
+    `inverse_penalty` is the probe's C (MTEB's 1 unless a diagnostic asks how much a figure
+    owes to the probe's L2 penalty)."""
     train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
     test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"train_X has {train_X.shape[1]} columns but test_X {test_X.shape[1]}")
-    return _probe(train_X, train_y, seed).predict(test_X) == test_y
+    return _probe(train_X, train_y, seed, inverse_penalty).predict(test_X) == test_y
 
 
 def probe_losses(
@@ -149,11 +157,14 @@ def probe_losses(
     return -np.log(np.maximum(p_true, 1e-12))
 
 
-def _probe(train_X: np.ndarray, train_y: np.ndarray, seed: int) -> LogisticRegression:
+def _probe(
+    train_X: np.ndarray, train_y: np.ndarray, seed: int, inverse_penalty: float = 1.0
+) -> LogisticRegression:
     """The logistic-regression probe of MTEB classification, fitted."""
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(max_iter=1000, random_state=seed).fit(train_X, train_y)
+    probe = LogisticRegression(C=inverse_penalty, max_iter=1000, random_state=seed)
+    return probe.fit(train_X, train_y)
 
 
 def _validate_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
