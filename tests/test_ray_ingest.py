@@ -12,6 +12,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -27,6 +28,7 @@ ray = pytest.importorskip("ray")
 from probembed.interfaces.cli import app  # noqa: E402
 from probembed.store.ray_ingest import (  # noqa: E402
     ACTOR_DIR_PREFIX,
+    STALE_ACTOR_DIR_SECONDS,
     Embedder,
     ingest_ray,
     pipeline_files,
@@ -70,8 +72,18 @@ def test_an_actor_keeps_no_folder_once_its_pipeline_is_loaded(
     """Ray ends an actor without running its finalizers: a folder kept for the actor's life
     stayed in the temporary directory after jobs (2 to 6 per run of this suite)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's folders only
+    # what actors killed while loading left (a killed job): an old one, and one that may be
+    # another actor's loading now; and a folder of another name
+    old, recent = tmp_path / f"{ACTOR_DIR_PREFIX}old", tmp_path / f"{ACTOR_DIR_PREFIX}recent"
+    other = tmp_path / "probembed-pipeline-x"
+    for folder in (old, recent, other):
+        (folder / "models").mkdir(parents=True)
+        (folder / "pipeline.json").write_text("{}")
+    past = time.time() - STALE_ACTOR_DIR_SECONDS - 60
+    os.utime(old, (past, past))
+    os.utime(other, (past, past))
     embedder = Embedder(pipeline_files(pydoc_pipeline), pydoc_pipeline.fingerprint)
-    assert list(tmp_path.glob(f"{ACTOR_DIR_PREFIX}*")) == []
+    assert sorted(tmp_path.iterdir()) == [recent, other]  # its own gone, the old one swept
     texts = ["a list comprehension", "the with statement", "raising an exception"]
     out = embedder({"index": np.arange(3), "text": np.array(texts, dtype=object)})
     assert np.abs(out["mean"] - pydoc_pipeline.encode(texts).gaussian.mean).max() <= MEAN_BOUND

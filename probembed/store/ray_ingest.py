@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import socket
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -51,6 +53,10 @@ from probembed.store.rows import PipelineInfo
 RAY_CONNECT_SECONDS = 10.0
 #: Prefix of the temporary folder an actor writes its pipeline to, to load it.
 ACTOR_DIR_PREFIX = "probembed-actor-"
+#: Age past which such a folder is an actor's that died loading (a killed job: Ray kills its
+#: actors without running their cleanup) and the next actor on the node removes it. A folder
+#: lives only while a pipeline loads, seconds to a minute; an hour leaves ample room.
+STALE_ACTOR_DIR_SECONDS = 3600.0
 
 
 @contextlib.contextmanager
@@ -118,6 +124,16 @@ def pipeline_files(pipeline: Any) -> dict[str, bytes]:
         }
 
 
+def remove_stale_actor_dirs(parent: Path, max_age: float = STALE_ACTOR_DIR_SECONDS) -> None:
+    """Remove the pipeline folders of actors killed while loading, once older than max_age
+    (what another user's folder refuses, or another actor removed first, is left)."""
+    now = time.time()
+    for folder in parent.glob(f"{ACTOR_DIR_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and now - folder.stat().st_mtime > max_age:
+                shutil.rmtree(folder)
+
+
 class Embedder:
     """A Ray actor's encoder: loads the pipeline once, then embeds batch after batch."""
 
@@ -126,6 +142,8 @@ class Embedder:
 
         # Loading reads every file into memory, so the folder goes at once: Ray ends an actor
         # without running finalizers, and a folder kept for the actor's life stayed behind.
+        # An actor killed while it loads still leaves its folder: the next one sweeps it.
+        remove_stale_actor_dirs(Path(tempfile.gettempdir()))
         with tempfile.TemporaryDirectory(prefix=ACTOR_DIR_PREFIX) as tmp:
             root = Path(tmp)
             for name, data in files.items():
