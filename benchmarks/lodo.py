@@ -39,7 +39,7 @@ from probembed.evaluation.lodo import (
     LODO_DATASETS,
     PRIOR_PRECISIONS,
     Scores,
-    embed_split,
+    embed_tasks,
     load_tasks,
     prior_precision_variants,
     role_features,
@@ -81,8 +81,7 @@ def main() -> None:
     splits = {}
     for name, task in tasks.items():
         start = time.perf_counter()
-        for role, dataset in (("tune", task.tune), ("test", task.test)):
-            splits[name, role] = embed_split(pipe, dataset, progress=True)
+        splits.update(embed_tasks(pipe, {name: task}, progress=True))
         print(f"{name}: embedded in {time.perf_counter() - start:.0f}s", flush=True)
     scores = Scores(splits)
     pipes = prior_precision_variants(pipe, pairs, args.lambdas, progress=True)

@@ -42,7 +42,7 @@ from probembed.evaluation.lodo import (
     centred_split,
     choose_across,
     cosine_spread,
-    embed_split,
+    embed_tasks,
     load_tasks,
     paired_difference,
     static_methods,
@@ -95,11 +95,7 @@ def main() -> None:
     data = datasets_dir()
     pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
     tasks = load_tasks(data, list(LODO_DATASETS))  # every fold tunes on all the others
-    splits: dict[tuple[str, str], Split] = {
-        (name, role): embed_split(pipe, dataset, progress=True)
-        for name, task in tasks.items()
-        for role, dataset in (("tune", task.tune), ("test", task.test))
-    }
+    splits = embed_tasks(pipe, tasks, progress=True)
     plain = Scores(splits)
     centred = Scores({key: centred_split(split) for key, split in splits.items()})
     variants = {"plain": plain, "centred": centred}

@@ -28,7 +28,7 @@ from probembed.evaluation.harness import evaluate
 from probembed.evaluation.lodo import (
     LODO_DATASETS,
     Scores,
-    embed_split,
+    embed_tasks,
     load_tasks,
     paired_difference,
     static_headroom,
@@ -52,11 +52,7 @@ def main() -> None:
     data = datasets_dir()
     pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
     tasks = load_tasks(data, list(LODO_DATASETS))  # every fold tunes on all the others
-    splits = {
-        (name, role): embed_split(pipe, dataset, progress=True)
-        for name, task in tasks.items()
-        for role, dataset in (("tune", task.tune), ("test", task.test))
-    }
+    splits = embed_tasks(pipe, tasks, progress=True)
     scores = Scores(splits)
     rows: list[dict] = []
     for name in args.datasets:

@@ -228,6 +228,18 @@ def embed_split(pipeline: Pipeline, dataset: Dataset, progress: bool = False) ->
     return Split(dataset, embedded, agreement(collection_parts(embedded)))
 
 
+def embed_tasks(
+    pipeline: Pipeline, tasks: Mapping[str, Task], progress: bool = False
+) -> dict[tuple[str, str], Split]:
+    """Every task's tuning and test split embedded once, by (name, "tune" | "test"): what
+    every fold of every LODO benchmark reads."""
+    return {
+        (name, role): embed_split(pipeline, dataset, progress)
+        for name, task in tasks.items()
+        for role, dataset in (("tune", task.tune), ("test", task.test))
+    }
+
+
 #: A tunable setting: given the split it is applied to, the method to evaluate there.
 Setting = Callable[[Split], Method]
 
