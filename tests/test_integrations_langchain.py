@@ -292,6 +292,51 @@ def test_an_id_given_twice_keeps_its_last_text_as_langchains_own_store_does(stor
     assert ours == theirs == {"x": ("three", 3), "y": ("two", 2)}
 
 
+def test_langchains_indexing_api_writes_skips_and_cleans_up_through_the_store(store):
+    """`langchain_core.indexing.index` calls add_documents(..., batch_size=...), which the
+    store refused as an unknown option: LangChain's own sync-and-dedupe path could not write."""
+    from langchain_core.indexing import InMemoryRecordManager, index
+
+    manager = InMemoryRecordManager("probembed")
+    manager.create_schema()
+    docs = [
+        Document(page_content=f"Indexed note {i} about context managers.", metadata={"src": s})
+        for i, s in enumerate("aab")
+    ]
+    before = store.collection.count()
+    first = index(
+        docs,
+        manager,
+        store,
+        cleanup="incremental",
+        source_id_key="src",
+        batch_size=2,
+        key_encoder="sha256",
+    )
+    assert (first["num_added"], store.collection.count()) == (3, before + 3)
+    again = index(
+        docs, manager, store, cleanup="incremental", source_id_key="src", key_encoder="sha256"
+    )
+    assert (again["num_added"], again["num_skipped"]) == (0, 3)
+    changed = [docs[0], Document(page_content="A new note from source a.", metadata={"src": "a"})]
+    result = index(
+        changed, manager, store, cleanup="incremental", source_id_key="src", key_encoder="sha256"
+    )
+    assert (result["num_added"], result["num_deleted"]) == (1, 1)
+    found = store.similarity_search("note", k=50, filter={"src": "a"})
+    assert {d.page_content for d in found} == {docs[0].page_content, changed[1].page_content}
+
+
+def test_add_texts_embeds_and_commits_batch_size_texts_at_a_time(store):
+    version = store.collection.version
+    store.add_texts([f"Batched text number {i}." for i in range(5)], batch_size=2)
+    assert store.collection.version == version + 3  # ceil(5 / 2) commits
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        store.add_texts(["never written"], batch_size=0)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['bogus'\]"):
+        store.add_texts(["never written"], bogus=1)
+
+
 def test_documents_keep_their_ids_through_add_documents(store):
     doc = Document(
         page_content="The pass statement does nothing.", metadata={"topic": "pass"}, id="p1"

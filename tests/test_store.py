@@ -12,6 +12,7 @@ import textwrap
 import threading
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from probembed.store import (
@@ -358,6 +359,47 @@ def test_a_list_where_a_column_holds_scalars_is_a_reported_item_and_can_be_skipp
     ingest(mixed, collection, hash_pipeline)  # the first value, a list: JSON only
     assert "tags" not in collection.metadata_columns()
     assert json.loads(collection.rows(["e"], ["metadata"])["e"]["metadata"]) == {"tags": 3}
+
+
+@pytest.mark.parametrize("batch_size", [1, 512])
+def test_a_field_kept_in_the_json_stays_there_in_later_batches_and_writes(
+    collection, hash_pipeline, batch_size
+):
+    """A list first made a field JSON only for its own batch: a later batch or write gave it a
+    column that missed the scalars written before, so `where tags = 'y'` found 'c' and passed
+    over 'b' without a word. The place a field's first value gave it is kept; a field whose
+    first values were null still becomes a column."""
+    first = [
+        Record("a", "one text", {"tags": ["x"], "note": None}),
+        Record("b", "two text", {"tags": "y"}),
+    ]
+    ingest(first, collection, hash_pipeline, batch_size=batch_size)
+    ingest([Record("c", "three text", {"tags": "y", "note": "n"})], collection, hash_pipeline)
+    assert "tags" not in collection.metadata_columns()
+    assert collection.metadata_columns()["note"] == pa.string()
+    with pytest.raises(StoreError, match="no field tags"):
+        collection.search("text", where="tags = 'y'")
+    stored = collection.rows(["b", "c"], ["metadata"])
+    assert [json.loads(stored[i]["metadata"])["tags"] for i in "bc"] == ["y", "y"]
+    assert [h["id"] for h in collection.search("text", where="note = 'n'")["hits"]] == ["c"]
+
+
+def test_a_bad_id_or_metadata_key_past_the_first_batch_writes_nothing(collection, hash_pipeline):
+    """Ids were checked a batch at a time, as each was committed: a blank id in the second
+    batch left the first one stored, against "all or nothing" (and an integer metadata key
+    raised a bare TypeError, also under on_error='skip')."""
+    good = [Record(f"d{i}", f"text number {i}", {}) for i in range(3)]
+    for bad, said in [
+        (Record("", "blank id", {}), "ids must be non-empty strings, got ''"),
+        (Record(17, "number id", {}), "ids must be non-empty strings, got 17"),
+        (Record("k", "int key", {1: "x"}), "metadata keys must be strings, got 1"),
+    ]:
+        with pytest.raises(IngestError, match=said):
+            ingest([*good, bad], collection, hash_pipeline, batch_size=1)
+        assert not collection.exists
+    report = ingest([*good, bad], collection, hash_pipeline, batch_size=1, on_error="skip")
+    assert (report.added, len(report.problems)) == (3, 1)
+    assert collection.ids() == {"d0", "d1", "d2"}
 
 
 def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(

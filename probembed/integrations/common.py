@@ -22,6 +22,7 @@ from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
+from probembed.store.ingest import DEFAULT_BATCH, validate_options
 from probembed.store.ranking import RRF_K
 from probembed.store.rows import plain
 
@@ -82,9 +83,10 @@ def resolve_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
 
 
 def text_id(text: str, metadata: Mapping[str, Any]) -> str:
-    """A deterministic id for a text and its metadata: the same item always gets the same id."""
+    """A deterministic id for a text and its metadata: the same item always gets the same id
+    (a lone surrogate too, so that ingest refuses it by name rather than this hash failing)."""
     key = json.dumps([text, dict(metadata)], sort_keys=True, ensure_ascii=False, default=repr)
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def store_texts(
@@ -93,11 +95,14 @@ def store_texts(
     texts: Sequence[str],
     metadatas: Sequence[Mapping[str, Any]] | None,
     ids: Sequence[str | None] | None,
+    batch_size: int = DEFAULT_BATCH,
 ) -> list[str]:
     """Upsert texts with their metadata in one validated ingest; returns their ids.
 
-    Absent ids (None, or no list at all) are derived from text and metadata (`text_id`).
+    Absent ids (None, or no list at all) are derived from text and metadata (`text_id`);
+    `batch_size` texts are embedded per commit.
     """
+    validate_options(batch_size, "stop")  # before anything is embedded
     texts = list(texts)
     metas = [plain(m or {}) for m in metadatas] if metadatas is not None else [{}] * len(texts)
     given = list(ids) if ids is not None else [None] * len(texts)
@@ -126,7 +131,7 @@ def store_texts(
     # an id twice keeps its last text and metadata, as writing each in turn would (LangChain's
     # InMemoryVectorStore does); the same text and metadata twice without ids is one row
     latest = {i: Record(i, t, m) for i, t, m in zip(final, texts, metas, strict=True)}
-    ingest(list(latest.values()), collection, pipeline, upsert=True)
+    ingest(list(latest.values()), collection, pipeline, batch_size, upsert=True)
     return final
 
 

@@ -28,6 +28,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from probembed.integrations import common
 from probembed.store import Collection, Database, Hit, remove
+from probembed.store.ingest import DEFAULT_BATCH
 
 if TYPE_CHECKING:
     import os
@@ -93,12 +94,15 @@ class ProbembedVectorStore(VectorStore):
         metadatas: list[dict[str, Any]] | None = None,
         *,
         ids: list[str | None] | None = None,
+        batch_size: int = DEFAULT_BATCH,
         **kwargs: Any,
     ) -> list[str]:
-        """Upsert texts in one validated write; absent ids are derived from text and metadata."""
+        """Upsert texts in one validated write; absent ids are derived from text and metadata.
+        `batch_size` texts are embedded per commit (LangChain's `index()` passes it)."""
         _no_options(kwargs, "add_texts")
         pipeline = self._embedding.pipeline
-        return common.store_texts(self.collection, pipeline, list(texts), metadatas, ids)
+        texts = list(texts)
+        return common.store_texts(self.collection, pipeline, texts, metadatas, ids, batch_size)
 
     @common.serialised("collection")
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:

@@ -295,7 +295,7 @@ def ingest_command(
         raise fail(str(exc)) from exc
     try:
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
-            _refuse_bad_input(lambda: read_checked(path, target.metadata_columns(), on_error))
+            _refuse_bad_input(lambda: read_checked(path, target, on_error))
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         limit = pipe.max_tokens
         if settings is not None and limit is not None and (chunk_tokens or 0) > limit:

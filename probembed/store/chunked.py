@@ -41,6 +41,7 @@ from probembed.store.ingest import (
     IngestReport,
     OnError,
     check_records,
+    column_types,
     commit,
     finish,
     ingest,
@@ -298,7 +299,8 @@ def ingest_parsed(
     report = DocumentReport(label)
     stored = collection.document_index()
     plan = _plan(items, stored, pipeline.count_tokens, settings, report)
-    good, bad = check_records([*plan.records, *plan.marks], collection.metadata_columns())
+    planned = [*plan.records, *plan.marks]
+    good, bad = check_records(planned, column_types(collection, planned))
     report.problems += bad  # e.g. a metadata type the collection stores otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)

@@ -46,9 +46,11 @@ from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
+    NOT_A_COLUMN,
     WRITE_TAG,
     Batch,
     PipelineInfo,
+    fresh_scalar_fields,
     metadata_types,
     read_header,
     table_schema,
@@ -278,6 +280,9 @@ class Collection:
         self._shares: Pipeline | None = None
         self._searcher: Searcher | None = None
         self._header_at: tuple[int, dict[str, Any]] | None = None
+        #: Fields stored rows hold in their JSON only, as found so far, for the creation of
+        #: the table named by the header's "created" (`_held_in_json`).
+        self._held: tuple[str | None, set[str]] = ("", set())
         #: When (time.monotonic) the header was last read.
         self._header_read = -float("inf")
         #: The version of `_table` as last opened (None until asked): one read per look.
@@ -982,6 +987,39 @@ class Collection:
             return {}
         return {f.name: f.type for f in table.schema if f.name not in CORE_COLUMNS}
 
+    def column_types(self, metadata: Iterable[Mapping[str, Any]]) -> dict[str, pa.DataType]:
+        """The metadata columns, and NOT_A_COLUMN for each scalar field of these items that
+        stored rows hold in their JSON only (its first value was a list or a dict, or it came
+        past the column cap): a column made by a later write would miss those rows' values,
+        and a filter on it would silently pass them over."""
+        known = self.metadata_columns()
+        return known | dict.fromkeys(
+            self._held_in_json(fresh_scalar_fields(metadata, known)), NOT_A_COLUMN
+        )
+
+    def _held_in_json(self, fields: set[str]) -> set[str]:
+        """Which of these fields some stored row holds a value (not null) of: one scan of the
+        rows whose JSON names one of them, made only when a write brings a field new to the
+        columns. Found fields are kept per creation of the table, since rows never lose one."""
+        table = self._open()
+        if table is None or not fields:
+            return set()
+        created = self._header().get("created")
+        if self._held[0] != created:
+            self._held = (created, set())
+        held = self._held[1]
+        asked = fields - held
+        if asked:
+            where = " OR ".join(f"metadata LIKE '%\"{name}\": %'" for name in sorted(asked))
+            rows = table.search().select(["metadata"]).where(where).limit(None)
+            for batch in rows.to_batches():
+                for text in batch.column("metadata").to_pylist():
+                    stored = json.loads(text)
+                    held |= {name for name in asked if stored.get(name) is not None}
+                if asked <= held:
+                    break
+        return fields & held
+
     def compaction_due(self) -> bool:
         """Whether enough small fragments have piled up for compacting to pay.
 
@@ -1016,7 +1054,7 @@ class Collection:
                 f"vectors have dimension {batch.fused.gaussian.dim}; collection {self.name!r} "
                 f"stores dimension {self.dim}"
             )
-        known = self.metadata_columns()
+        known = self.column_types(batch.metadata)
         new = [pa.field(k, t) for k, t in metadata_types(batch, known).items() if k not in known]
         schema = table.schema
         for field in new:

@@ -140,7 +140,7 @@ def prepare(
     collection.db.require_writable()
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    records, problems = read_checked(source, collection.metadata_columns(), on_error)
+    records, problems = read_checked(source, collection, on_error)
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
@@ -158,14 +158,14 @@ def prepare(
 
 def read_checked(
     source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
-    columns: dict[str, pa.DataType],
+    collection: Collection | None,
     on_error: OnError,
 ) -> tuple[list[Record], list[Problem]]:
-    """The whole input read and checked against a collection's metadata columns: this needs no
-    model, so a caller can refuse bad input before it loads one. Under on_error="stop" any
-    problem raises `IngestError`."""
-    items = read_records(source) if isinstance(source, (str, Path)) else _given(source)
-    records, problems = check_records(items, columns)
+    """The whole input read and checked against the collection's metadata columns (None:
+    against none): this needs no model, so a caller can refuse bad input before it loads one.
+    Under on_error="stop" any problem raises `IngestError`."""
+    items = list(read_records(source) if isinstance(source, (str, Path)) else _given(source))
+    records, problems = check_records(items, column_types(collection, items))
     if problems and on_error == "stop":
         raise IngestError(problems)
     return records, problems
@@ -270,6 +270,16 @@ def remove(collection: Collection, ids: Sequence[str], pipeline: Any) -> int:
     return removed
 
 
+def column_types(
+    collection: Collection | None, items: Sequence[Record | Problem]
+) -> dict[str, pa.DataType]:
+    """What `check_records` checks these items against: the collection's columns, and the
+    fields its rows keep in the JSON only (`Collection.column_types`)."""
+    if collection is None:
+        return {}
+    return collection.column_types(i.metadata for i in items if isinstance(i, Record))
+
+
 def check_records(
     items: Iterable[Record | Problem], columns: dict[str, pa.DataType]
 ) -> tuple[list[Record], list[Problem]]:
@@ -291,6 +301,8 @@ def check_records(
 def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) -> Problem | None:
     """The problem with one record, or None."""
     where = record.source or f"id {record.id!r}"
+    if not isinstance(record.id, str) or not record.id:  # refused here, not mid-write
+        return Problem(where, f"ids must be non-empty strings, got {record.id!r}")
     if not isinstance(record.text, str) or is_blank(record.text):
         return Problem(where, f"document {record.id!r} has an empty text")
     if record.id in first_seen:
@@ -300,6 +312,11 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     unencodable = not_unicode(record.id, record.text, record.metadata)
     if unencodable is not None:
         return Problem(where, f"document {record.id!r}: {unencodable}")
+    keys = [key for key in record.metadata if not isinstance(key, str)]
+    if keys:  # JSON would store 1 as "1" without a word
+        return Problem(
+            where, f"document {record.id!r}: metadata keys must be strings, got {keys[0]!r}"
+        )
     trial = dict(types)
     try:
         metadata_json(record.id, record.metadata)  # stored as JSON: refuse what JSON cannot hold

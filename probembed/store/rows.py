@@ -12,7 +12,7 @@ import json
 import re
 import secrets
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,8 +149,9 @@ def variance_basis(header: dict[str, Any]) -> VarianceBasis | None:
     return None if form is None else VarianceBasis.from_json(form)
 
 
-#: The type `promote_metadata` gives a field whose first value in a write is a list or a
-#: dict: it stays in the metadata JSON only, whatever later items of that write hold.
+#: The type `promote_metadata` gives a field whose first value is a list or a dict (or that
+#: came past MAX_METADATA_COLUMNS): it stays in the metadata JSON only, whatever later items
+#: hold, in this write and in later ones (`Collection.column_types` finds it in stored rows).
 NOT_A_COLUMN = pa.null()
 
 
@@ -160,6 +161,23 @@ def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, 
     for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
         promote_metadata(doc_id, meta, types)
     return {k: t for k, t in types.items() if t != NOT_A_COLUMN}
+
+
+def fresh_scalar_fields(
+    metadata: Iterable[Mapping[str, Any]], known: Mapping[str, pa.DataType]
+) -> set[str]:
+    """Fields these items hold a scalar of that would be columns but are not in `known`: the
+    only ones whose place (a column, or the JSON only) a write may still have to decide."""
+    return {
+        key
+        for meta in metadata
+        for key, value in meta.items()
+        if type(value) in _ARROW_TYPES
+        and isinstance(key, str)
+        and key not in known
+        and key not in CORE_COLUMNS
+        and _METADATA_COLUMN.match(key)
+    }
 
 
 def promote_metadata(
