@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -295,6 +296,8 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
         assert said(http.post(search, content=deep, headers=json_type), 400).startswith(
             "the body nests arrays or objects too deeply to be read"
         )
+        listed = http.get("/openapi.json").json()["paths"][search.replace("words", "{name}")]
+        assert "400" in listed["post"]["responses"]  # schemathesis: a status it did not list
         ndjson = {"content-type": "application/x-ndjson"}  # a JSON body FastAPI does not parse
         assert said(http.post(search, content=b'{"query": "leak"}', headers=ndjson)) == said(form)
         documents = "/v1/collections/words/documents"
@@ -345,6 +348,14 @@ def test_search_takes_the_score_names_the_cli_takes(server):
         assert http.delete("/v1/collections/alias").status_code == 200  # the server is shared
 
 
+def deep(levels: int) -> list:
+    """A value nested this many lists deep."""
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 def test_bad_documents_are_named_and_nothing_is_written(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "strict"})
@@ -356,6 +367,9 @@ def test_bad_documents_are_named_and_nothing_is_written(server):
             ([{"id": "f", "text": "t", "metadata": {"year": "soon"}}], "year"),
             ([{"id": "", "text": "t"}], "id"),
             ([{"id": "i" * 1025, "text": "t"}], "at most 1024 characters"),
+            # stored, then every search that found it was a 500 (the response's serialiser
+            # gives up some 255 levels down)
+            ([{"id": "n", "text": "t", "metadata": {"zz": deep(300)}}], "more than 32 levels"),
         ):
             answer = http.post("/v1/collections/strict/documents", json={"documents": documents})
             assert answer.status_code == 422 and re.search(says, answer.text), answer.text
@@ -818,3 +832,28 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path, pydoc_pipeli
     assert done.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "loading" not in done.stderr.lower()
+
+
+def test_port_0_binds_a_free_port_and_the_ready_line_names_it(tmp_path, pydoc_pipeline_dir):
+    """The ready line said http://127.0.0.1:0: the port taken could only be found with ss."""
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", "0"],
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        deadline, ready = time.monotonic() + 120, None
+        while ready is None and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            ready = re.search(r"ready on http://127\.0\.0\.1:(\d+)", log.read_text())
+        assert ready is not None, log.read_text()
+        port = int(ready.group(1))
+        assert port != 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

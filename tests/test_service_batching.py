@@ -142,3 +142,137 @@ def test_an_encoding_child_leaves_the_cache_it_wrote_whole(
         found, cached = cache.get(member.fingerprint, texts)
         assert found.all() and cached is not None and len(cached) == len(texts)
     cache.close()
+
+
+def test_a_chunked_write_running_when_the_service_stops_is_refused_and_undone(
+    tmp_path, pydoc_pipeline
+):
+    """At shutdown the batcher stopped serving while a chunked write still ran in its thread:
+    the write's next encode waited forever, the process died with half a document stored
+    (chunks 1-512 of 1,500, searchable, no chunk 0) and the client got no answer. Now a
+    stopping batcher refuses new texts, so the write fails at its next batch and undoes
+    itself; the first batch's encode is held until the stop has begun, so the order is fixed."""
+    from probembed.chunking import ChunkSettings
+    from probembed.service.batching import StoppingError
+    from probembed.store import Database, Record
+    from probembed.store.chunked import ingest_parsed, record_document
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_parsed(
+        [record_document(Record("kept", "A document stored before the write.", {}))],
+        collection,
+        pydoc_pipeline,
+    )
+    before = {i: r["text"] for i, r in collection.rows(sorted(collection.ids()), ["text"]).items()}
+    stopping, calls = threading.Event(), []
+
+    def encode(texts: list[str]):
+        calls.append(len(texts))
+        assert stopping.wait(30)  # 30 s: only ever waited out on failure
+        return pydoc_pipeline.encode(texts)
+
+    batcher = Batcher([encode], BatchSettings(max_wait_ms=0), Metrics(), "hash")
+    words = " ".join(f"word{i}" for i in range(400))
+    document = record_document(Record("long", words, {}))
+
+    async def write_then_stop() -> None:
+        batcher.start()
+        write = asyncio.create_task(
+            asyncio.to_thread(
+                ingest_parsed,
+                [document],
+                collection,
+                pydoc_pipeline,
+                ChunkSettings(max_tokens=16, overlap_tokens=0),
+                batch_size=4,
+                encode=batcher.encode_blocking,
+            )
+        )
+        while not calls:  # the first batch is being encoded
+            await asyncio.sleep(0.01)
+        stop = asyncio.create_task(batcher.stop())
+        await asyncio.sleep(0)  # the stop has begun: new texts are refused
+        stopping.set()
+        with pytest.raises(StoppingError, match="shutting down"):
+            await write
+        await stop
+
+    asyncio.run(write_then_stop())
+    assert calls == [4]  # one batch encoded and committed, the next refused
+    after = {i: r["text"] for i, r in collection.rows(sorted(collection.ids()), ["text"]).items()}
+    assert after == before
+
+
+def test_a_request_cancelled_at_shutdown_answers_with_what_its_thread_did(tmp_path):
+    """uvicorn cancels the requests still running when its grace ends; a thread cannot be
+    stopped, so the request waited for it and then raised: the client got a bare 500 (or
+    nothing) even when the work had been committed. It now answers with the thread's own
+    result or error, and the service's stop waits for such work to end."""
+    from probembed.service.state import Service
+
+    service = Service(ServiceSettings(db=tmp_path / "db"))
+    began, release, ended = threading.Event(), threading.Event(), []
+
+    def work() -> str:
+        began.set()
+        assert release.wait(30)  # 30 s: only ever waited out on failure
+        ended.append(True)
+        return "committed"
+
+    def failing() -> str:
+        raise RuntimeError("the write's own error")
+
+    async def cancel_while_running() -> None:
+        task = asyncio.create_task(service.run("docs", work))
+        while not began.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        stop = asyncio.create_task(service.stop())
+        await asyncio.sleep(0.05)
+        assert not stop.done()  # the stop waits for the work
+        release.set()
+        assert await task == "committed"
+        await stop
+        assert ended == [True]
+        failed = asyncio.create_task(service.run("docs", failing))
+        await asyncio.sleep(0)
+        failed.cancel()
+        with pytest.raises(RuntimeError, match="the write's own error"):
+            await failed
+
+    asyncio.run(cancel_while_running())
+
+
+def test_a_request_cancelled_before_it_answered_gets_a_json_503():
+    """The cancelled request reached uvicorn, which answered with a plain-text 500."""
+    import json
+
+    from probembed.service.gate import Gate
+
+    entered = asyncio.Event()
+
+    async def app(scope, receive, send) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # a request still running
+
+    gate = Gate(app, Metrics(), 1000, frozenset(), None, frozenset())
+    scope = {"type": "http", "method": "POST", "path": "/v1/collections/docs/documents"}
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message) -> None:
+        sent.append(message)
+
+    async def cancelled() -> None:
+        task = asyncio.create_task(gate(scope, receive, send))
+        await entered.wait()
+        task.cancel()
+        await task
+
+    asyncio.run(cancelled())
+    assert sent[0]["status"] == 503
+    assert json.loads(sent[1]["body"])["detail"] == (
+        "the service shut down before this request finished"
+    )

@@ -2,6 +2,7 @@
 
 import contextlib
 import datetime
+import functools
 import importlib
 import json
 import os
@@ -384,15 +385,22 @@ def test_a_field_kept_in_the_json_stays_there_in_later_batches_and_writes(
     assert [h["id"] for h in collection.search("text", where="note = 'n'")["hits"]] == ["c"]
 
 
+def nested(levels: int) -> list:
+    """An empty list this many lists deep."""
+    return functools.reduce(lambda value, _: [value], range(levels - 1), [])
+
+
 def test_a_bad_id_or_metadata_key_past_the_first_batch_writes_nothing(collection, hash_pipeline):
     """Ids were checked a batch at a time, as each was committed: a blank id in the second
     batch left the first one stored, against "all or nothing" (and an integer metadata key
-    raised a bare TypeError, also under on_error='skip')."""
-    good = [Record(f"d{i}", f"text number {i}", {}) for i in range(3)]
+    raised a bare TypeError, also under on_error='skip'); metadata nested past 32 levels
+    is refused too (the service stored it, then answered every search finding it with a 500)."""
+    good = [Record(f"d{i}", f"text number {i}", {"a": nested(32)}) for i in range(3)]
     for bad, said in [
         (Record("", "blank id", {}), "ids must be non-empty strings, got ''"),
         (Record(17, "number id", {}), "ids must be non-empty strings, got 17"),
         (Record("k", "int key", {1: "x"}), "metadata keys must be strings, got 1"),
+        (Record("n", "deep", {"a": nested(33)}), "more than 32 levels deep"),
     ]:
         with pytest.raises(IngestError, match=said):
             ingest([*good, bad], collection, hash_pipeline, batch_size=1)

@@ -26,7 +26,7 @@ from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.service import schemas
 from probembed.service.auth import READ, WRITE
-from probembed.service.batching import QueueFullError
+from probembed.service.batching import QueueFullError, StoppingError
 from probembed.service.gate import Gate
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service, UnknownModelError
@@ -78,6 +78,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (CollectionExistsError, 409),
     (PipelineMismatchError, 409),
     (QueueFullError, 429),
+    (StoppingError, 503),
     (ReadOnlyError, 503),
     (StoreStateError, 500),
     (StoreError, 422),
@@ -86,6 +87,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": schemas.ErrorBody, "description": text}
     for status, text in (
+        (400, "Body not UTF-8, or nested too deeply to be read: the detail says where"),
         (401, "No or unknown API key"),
         (403, "The key lacks the scope this route needs"),
         (404, "Unknown collection or model"),

@@ -30,6 +30,11 @@ from probembed.service.settings import BatchSettings
 _RATE_SMOOTHING = 0.2
 
 
+class StoppingError(Exception):
+    """The service is shutting down: its encoders take no more work (a write in progress
+    fails at its next batch, and a chunked one is undone)."""
+
+
 class QueueFullError(Exception):
     """The encode queue is full: try again after `retry_after` seconds."""
 
@@ -72,6 +77,9 @@ class Batcher:
         self._free: asyncio.Queue[Callable[[list[str]], Fused]] | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._executor = ThreadPoolExecutor(len(encoders), thread_name_prefix=f"encode-{label}")
+        #: Set by `stop`: new texts are refused, so a write still running learns it at once
+        #: instead of waiting for an encoder that will never answer.
+        self._stopping = False
 
     def start(self) -> None:
         """Begin serving on the running loop."""
@@ -83,7 +91,8 @@ class Batcher:
         self._task = self._loop.create_task(self._serve(), name=f"batcher-{self.label}")
 
     async def stop(self) -> None:
-        """Finish what is queued and being encoded, then stop the workers."""
+        """Refuse new texts, finish what is queued and being encoded, then stop the workers."""
+        self._stopping = True
         while self._queue:
             await asyncio.sleep(0.01)
         if self._task is not None:
@@ -96,6 +105,8 @@ class Batcher:
         """The pipeline's Fused for these texts, encoded with whatever else is waiting."""
         if self._arrived is None:
             raise RuntimeError("Batcher.encode before start()")
+        if self._stopping:
+            raise StoppingError("the service is shutting down and takes no more work; retry later")
         texts = list(texts)
         limit = self.settings.max_queue
         if self._pending and self._pending + len(texts) > limit:

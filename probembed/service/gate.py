@@ -8,6 +8,7 @@ chose (one label, "unmatched", for every path no route matched).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -54,12 +55,12 @@ class Gate:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500
+        status, answered = 500, False
 
         async def sending(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, answered = message["status"], True
             await send(message)
 
         try:
@@ -73,6 +74,10 @@ class Gate:
                 await _refuse(sending, 413, message)
             else:
                 await self.app(scope, _replay(body, receive), sending)
+        except asyncio.CancelledError:  # uvicorn's shutdown grace ran out: JSON, not a bare 500
+            if answered:
+                raise
+            await _refuse(sending, 503, "the service shut down before this request finished")
         finally:
             self._record(scope, status, time.perf_counter() - started)
 

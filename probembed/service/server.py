@@ -1,12 +1,15 @@
 """Running the app on uvicorn: JSON access logs on stderr, graceful shutdown on SIGTERM.
 
 uvicorn handles SIGTERM and SIGINT: it stops accepting connections, lets in-flight requests
-finish (for at most `grace_seconds`), then runs the app's shutdown, which drains the encode
-queues. Every write the service acknowledged was committed before its 200 was sent.
+finish (for at most `grace_seconds`), cancels those still running, then runs the app's
+shutdown, which drains the encode queues and refuses more texts (a write still running fails
+at its next encode and undoes itself) and waits for collection work to end. Every write the
+service acknowledged was committed before its 200 was sent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import sys
@@ -37,6 +40,8 @@ def serve(settings: ServiceSettings) -> None:
     # small products, one search at a time per collection. A BLAS pool of a thread per core
     # would only spin between them, against the children (serve.json's server CPU seconds).
     threadpool_limits(thread_limit() or 1)
+    sock = listening_socket(settings.host, settings.port)
+    settings = dataclasses.replace(settings, port=sock.getsockname()[1])  # --port 0: the one taken
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
@@ -46,7 +51,7 @@ def serve(settings: ServiceSettings) -> None:
         timeout_graceful_shutdown=settings.grace_seconds,
         lifespan="on",
     )
-    uvicorn.Server(config).run(sockets=[listening_socket(settings.host, settings.port)])
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

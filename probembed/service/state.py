@@ -71,6 +71,8 @@ class Service:
         self._sources: dict[str, str] = {}
         #: Pipeline fingerprint -> its encoding child processes.
         self._workers: dict[str, list[EncodeProcess]] = {}
+        #: Collection work running in threads (`run`), which `stop` waits for.
+        self._running: set[asyncio.Future[object]] = set()
 
     @property
     def ready(self) -> bool:
@@ -96,9 +98,13 @@ class Service:
         )
 
     async def stop(self) -> None:
-        """Finish queued encodes and stop the batchers; the database closes with the process."""
+        """Finish queued encodes and stop the batchers, then wait for collection work still
+        running (a write whose next encode was refused undoes itself); the database closes
+        with the process."""
         for batcher in list(self._batchers.values()):
             await batcher.stop()
+        if self._running:
+            await asyncio.wait(list(self._running))
         for worker in [w for workers in self._workers.values() for w in workers]:
             await asyncio.to_thread(worker.close)
         self.db = None
@@ -228,18 +234,23 @@ class Service:
 
         The lock is waited for on the event loop, not in a thread: requests queued behind a
         long chunked write held every thread of the loop's pool, and stalled every other
-        collection's requests. A cancelled request keeps the lock until its thread ends.
+        collection's requests. A cancelled request (uvicorn cancels those still running when
+        its shutdown grace ends) keeps the lock until its thread ends, and answers with what
+        the thread did: its result, or its error (once the service stops, the encoders refuse
+        more work, and a chunked write part-way undoes itself).
         """
         held = self._locks.setdefault(name, _Held())
         held.users += 1
         try:
             async with held.lock:
                 task = asyncio.ensure_future(asyncio.to_thread(work))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
                 try:
                     return await asyncio.shield(task)
                 except asyncio.CancelledError:
                     await asyncio.wait([task])  # a thread cannot be stopped: wait for it
-                    raise
+                    return task.result()
         finally:
             held.users -= 1
             if not held.users:

@@ -31,7 +31,15 @@ from probembed.store.readers import (
     unread_files,
     unread_note,
 )
-from probembed.store.rows import Batch, PipelineInfo, metadata_json, plain, promote_metadata
+from probembed.store.rows import (
+    MAX_METADATA_DEPTH,
+    Batch,
+    PipelineInfo,
+    metadata_json,
+    nests_too_deep,
+    plain,
+    promote_metadata,
+)
 
 OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
@@ -316,6 +324,12 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     if keys:  # JSON would store 1 as "1" without a word
         return Problem(
             where, f"document {record.id!r}: metadata keys must be strings, got {keys[0]!r}"
+        )
+    if nests_too_deep(record.metadata):
+        return Problem(
+            where,
+            f"document {record.id!r}: metadata nests lists or objects more than "
+            f"{MAX_METADATA_DEPTH} levels deep",
         )
     trial = dict(types)
     try:

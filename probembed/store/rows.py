@@ -254,6 +254,30 @@ def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1])
 
 
+#: How deep lists and objects may nest in an item's metadata: real metadata needs a few
+#: levels, and a response serialiser gives up past a few hundred (the service answered every
+#: search that returned such an item with a 500).
+MAX_METADATA_DEPTH = 32
+
+
+def nests_too_deep(metadata: Mapping[str, Any]) -> bool:
+    """Whether a field's value nests lists and objects more than MAX_METADATA_DEPTH levels
+    deep (walked without recursion, and only as far as the limit)."""
+    stack = [(value, 1) for value in metadata.values()]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if level > MAX_METADATA_DEPTH:
+            return True
+        stack.extend((child, level + 1) for child in children)
+    return False
+
+
 def metadata_json(doc_id: str, metadata: Mapping[str, Any]) -> str:
     """Metadata as JSON, naming the item when a value is not JSON-serialisable."""
     try:
