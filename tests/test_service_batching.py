@@ -151,7 +151,8 @@ def test_a_chunked_write_running_when_the_service_stops_is_refused_and_undone(
     the write's next encode waited forever, the process died with half a document stored
     (chunks 1-512 of 1,500, searchable, no chunk 0) and the client got no answer. Now a
     stopping batcher refuses new texts, so the write fails at its next batch and undoes
-    itself; the first batch's encode is held until the stop has begun, so the order is fixed."""
+    itself, told at once rather than after the batch being encoded; the second batch's
+    encode is held until the stop has begun, so the order is fixed."""
     from probembed.chunking import ChunkSettings
     from probembed.service.batching import StoppingError
     from probembed.store import Database, Record
@@ -168,7 +169,8 @@ def test_a_chunked_write_running_when_the_service_stops_is_refused_and_undone(
 
     def encode(texts: list[str]):
         calls.append(len(texts))
-        assert stopping.wait(30)  # 30 s: only ever waited out on failure
+        if len(calls) > 1:
+            assert stopping.wait(30)  # 30 s: only ever waited out on failure
         return pydoc_pipeline.encode(texts)
 
     batcher = Batcher([encode], BatchSettings(max_wait_ms=0), Metrics(), "hash")
@@ -188,17 +190,17 @@ def test_a_chunked_write_running_when_the_service_stops_is_refused_and_undone(
                 encode=batcher.encode_blocking,
             )
         )
-        while not calls:  # the first batch is being encoded
+        while len(calls) < 2:  # the first batch is committed, the second being encoded
             await asyncio.sleep(0.01)
         stop = asyncio.create_task(batcher.stop())
-        await asyncio.sleep(0)  # the stop has begun: new texts are refused
-        stopping.set()
+        await asyncio.sleep(0)  # the stop has begun: the second batch's request is failed
         with pytest.raises(StoppingError, match="shutting down"):
-            await write
+            await write  # undone while the second batch is still being encoded
+        stopping.set()
         await stop
 
     asyncio.run(write_then_stop())
-    assert calls == [4]  # one batch encoded and committed, the next refused
+    assert calls == [4, 4]  # one batch committed, then undone
     after = {i: r["text"] for i, r in collection.rows(sorted(collection.ids()), ["text"]).items()}
     assert after == before
 

@@ -26,6 +26,8 @@ from probembed.fusion import Fused
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings
 
+#: What a request to a stopping batcher is told.
+_STOPPING = "the service is shutting down and takes no more work; retry later"
 #: Weight of the newest batch in the throughput estimate behind Retry-After.
 _RATE_SMOOTHING = 0.2
 
@@ -80,6 +82,8 @@ class Batcher:
         #: Set by `stop`: new texts are refused, so a write still running learns it at once
         #: instead of waiting for an encoder that will never answer.
         self._stopping = False
+        #: Requests not answered yet, queued or being encoded.
+        self._waiting: set[asyncio.Future[Fused]] = set()
 
     def start(self) -> None:
         """Begin serving on the running loop."""
@@ -91,10 +95,16 @@ class Batcher:
         self._task = self._loop.create_task(self._serve(), name=f"batcher-{self.label}")
 
     async def stop(self) -> None:
-        """Refuse new texts, finish what is queued and being encoded, then stop the workers."""
+        """Refuse new texts and fail those not answered yet, then stop the workers once the
+        batches being encoded are done. By now uvicorn has answered or cancelled every
+        request, so only a write running in a thread still waits for an encode: told at once,
+        it undoes itself now, not after an encode it cannot use."""
         self._stopping = True
-        while self._queue:
-            await asyncio.sleep(0.01)
+        for future in list(self._waiting):
+            if not future.done():
+                future.set_exception(StoppingError(_STOPPING))
+        self._set_pending(self._pending - sum(len(request.texts) for request in self._queue))
+        self._queue.clear()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -106,13 +116,15 @@ class Batcher:
         if self._arrived is None:
             raise RuntimeError("Batcher.encode before start()")
         if self._stopping:
-            raise StoppingError("the service is shutting down and takes no more work; retry later")
+            raise StoppingError(_STOPPING)
         texts = list(texts)
         limit = self.settings.max_queue
         if self._pending and self._pending + len(texts) > limit:
             self._metrics.rejected.labels(self.label).inc()
             raise QueueFullError(self._pending, limit, self._retry_after())
         future: asyncio.Future[Fused] = asyncio.get_running_loop().create_future()
+        self._waiting.add(future)
+        future.add_done_callback(self._waiting.discard)
         self._queue.append(_Request(texts, future))
         self._set_pending(self._pending + len(texts))
         self._arrived.set()

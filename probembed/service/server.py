@@ -2,8 +2,8 @@
 
 uvicorn handles SIGTERM and SIGINT: it stops accepting connections, lets in-flight requests
 finish (for at most `grace_seconds`), cancels those still running, then runs the app's
-shutdown, which drains the encode queues and refuses more texts (a write still running fails
-at its next encode and undoes itself) and waits for collection work to end. Every write the
+shutdown, which fails the encodes not answered yet and refuses more (a write still running
+learns it at once and undoes itself) and waits for collection work to end. Every write the
 service acknowledged was committed before its 200 was sent.
 """
 
