@@ -337,6 +337,22 @@ def test_add_texts_embeds_and_commits_batch_size_texts_at_a_time(store):
         store.add_texts(["never written"], bogus=1)
 
 
+def test_a_lone_string_of_ids_is_refused_not_read_as_one_id_per_character(store):
+    """delete("ab") deleted the items "a" and "b" and kept "ab"."""
+    store.add_texts(["one", "two", "both"], ids=["a", "b", "ab"])
+    for call in (store.delete, store.get_by_ids, lambda ids: store.add_texts(["x"], ids=ids)):
+        with pytest.raises(TypeError, match="takes a list of ids, got the string 'ab'"):
+            call("ab")
+    assert {d.id for d in store.get_by_ids(["a", "b", "ab"])} == {"a", "b", "ab"}
+
+
+def test_a_lone_surrogate_without_an_id_is_refused_by_name(store):
+    """The id derived from the text failed first, with a bare UnicodeEncodeError."""
+    with pytest.raises(Exception, match="not valid Unicode") as refused:
+        store.add_texts(["broken \ud800 text"])
+    assert not isinstance(refused.value, UnicodeError)
+
+
 def test_documents_keep_their_ids_through_add_documents(store):
     doc = Document(
         page_content="The pass statement does nothing.", metadata={"topic": "pass"}, id="p1"
@@ -369,6 +385,23 @@ def test_numpy_and_date_metadata_from_dataframes_are_stored_and_filterable(store
     }  # fmt: skip
     assert type(stored["year"]) is int and type(stored["public"]) is bool
     assert [d.id for d in store.similarity_search("with", k=1, where="day >= '2024'")] == [added]
+    # the filter's values as the stored ones were made: they were refused
+    typed = {"year": np.int64(2015), "rating": np.float32(4.5), "day": datetime.date(2024, 5, 1)}
+    assert [d.id for d in store.similarity_search("with", k=1, filter=typed)] == [added]
+
+
+def test_datetimes_with_time_zones_are_stored_in_utc_so_they_sort_in_time_order(store):
+    """ISO strings with other offsets did not compare in time order: 09:00+02:00 (07:00 UTC)
+    sorted after 08:00+00:00."""
+    zone = datetime.timezone(datetime.timedelta(hours=2))
+    early = datetime.datetime(2024, 5, 1, 9, 0, tzinfo=zone)
+    late = datetime.datetime(2024, 5, 1, 8, 0, tzinfo=datetime.UTC)
+    ids = store.add_texts(["An early note.", "A late note."], [{"at": early}, {"at": late}])
+    cut = datetime.datetime(2024, 5, 1, 7, 30, tzinfo=datetime.UTC)
+    found = store.similarity_search("note", k=50, where=f"at > '{cut.isoformat()}'")
+    assert [d.id for d in found] == [ids[1]]
+    later = store.similarity_search("note", k=50, filter={"at": late})
+    assert [d.metadata["at"] for d in later] == ["2024-05-01T08:00:00+00:00"]
 
 
 def test_the_reserved_key_is_refused_and_nothing_is_written(store):

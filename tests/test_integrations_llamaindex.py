@@ -18,6 +18,8 @@ from llama_index.core.vector_stores.types import (
     FilterOperator,
     MetadataFilter,
     MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
 )
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
@@ -331,3 +333,36 @@ def test_llamaindex_splits_and_tokenizes_without_the_network():
     n_nodes, n_tokens, stopword = counts.split()
     assert int(n_nodes) > 5 and int(n_tokens) == 3 and stopword == "True"
     assert tried == "[]"
+
+
+def test_query_modes_given_as_strings_hybrid_top_k_and_empty_filter_groups(store, nodes):
+    """A mode given as a plain string raised AttributeError ('str' has no 'value'); hybrid
+    mode gave similarity_top_k nodes whatever hybrid_top_k said; an empty nested filter group
+    became the SQL "(None)" (LlamaIndex's own stores read it as matching every node)."""
+
+    def query(**options):
+        return store.query(VectorStoreQuery(query_str=QUESTION, **options))
+
+    dense = query(similarity_top_k=3, mode="default")
+    assert dense.ids == query(similarity_top_k=3, mode=VectorStoreQueryMode.DEFAULT).ids
+    with pytest.raises(NotImplementedError, match="no 'sparse' query mode"):
+        query(similarity_top_k=3, mode="sparse")
+    hybrid = query(similarity_top_k=2, hybrid_top_k=5, mode="hybrid")
+    assert len(hybrid.ids) == 5
+    assert query(similarity_top_k=2, mode="hybrid").ids == hybrid.ids[:2]
+    empty = MetadataFilters(filters=[])
+    grouped = MetadataFilters(filters=[empty, MetadataFilter(key="topic", value="del")])
+    only_del = MetadataFilters(filters=[MetadataFilter(key="topic", value="del")])
+    assert query(similarity_top_k=50, filters=grouped).ids == (
+        query(similarity_top_k=50, filters=only_del).ids
+    )
+
+
+def test_a_lone_string_of_ids_is_refused_not_read_as_one_id_per_character(store, nodes):
+    """get_nodes(node_ids="ab") looked up "a" and "b"; delete_nodes deleted them."""
+    count = store.client.count()
+    with pytest.raises(TypeError, match="takes a list of ids, got the string 'ab'"):
+        store.delete_nodes(node_ids="ab")
+    with pytest.raises(TypeError, match="got the string"):
+        store.get_nodes(node_ids=nodes[0].node_id)
+    assert store.client.count() == count

@@ -13,7 +13,7 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
 from probembed.store.ingest import DEFAULT_BATCH, validate_options
 from probembed.store.ranking import RRF_K
-from probembed.store.rows import plain
+from probembed.store.rows import plain, plain_value
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -82,6 +82,13 @@ def resolve_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
     )
 
 
+def id_list(ids: Iterable[Any], what: str) -> list[Any]:
+    """Ids given as a list; a lone string is refused, not read as one id per character."""
+    if isinstance(ids, str):
+        raise TypeError(f"{what} takes a list of ids, got the string {ids!r}: pass [{ids!r}]")
+    return list(ids)
+
+
 def text_id(text: str, metadata: Mapping[str, Any]) -> str:
     """A deterministic id for a text and its metadata: the same item always gets the same id
     (a lone surrogate too, so that ingest refuses it by name rather than this hash failing)."""
@@ -105,7 +112,7 @@ def store_texts(
     validate_options(batch_size, "stop")  # before anything is embedded
     texts = list(texts)
     metas = [plain(m or {}) for m in metadatas] if metadatas is not None else [{}] * len(texts)
-    given = list(ids) if ids is not None else [None] * len(texts)
+    given = id_list(ids, "ids") if ids is not None else [None] * len(texts)
     if not len(texts) == len(metas) == len(given):
         raise ValueError(
             f"got {len(texts)} texts, {len(metas)} metadatas and {len(given)} ids: "
@@ -210,6 +217,7 @@ def sql_condition(collection: Collection, field: str, op: str, value: Any) -> st
     compared with a fraction is compared as a float, 0 and 1 stand for a boolean's values.
     """
     kind = field_type(collection, field)
+    value = plain_value(value)  # a numpy number or a date, as the stored value was made
     listed = op in ("IN", "NOT IN")
     if listed and (not isinstance(value, (list, tuple)) or not value):
         raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")

@@ -110,7 +110,7 @@ class ProbembedVectorStore(VectorStore):
         _no_options(kwargs, "delete")
         if not self.collection.exists:
             return False
-        targets = sorted(self.collection.ids()) if ids is None else list(ids)
+        targets = sorted(self.collection.ids()) if ids is None else common.id_list(ids, "delete")
         return remove(self.collection, targets, self._embedding.pipeline) > 0
 
     @common.serialised("collection")
@@ -118,7 +118,7 @@ class ProbembedVectorStore(VectorStore):
         """The stored documents with these ids (missing ones are left out)."""
         if not self.collection.exists:
             return []
-        rows = self.collection.rows(list(ids), ["text", "metadata"])
+        rows = self.collection.rows(common.id_list(ids, "get_by_ids"), ["text", "metadata"])
         return [_stored_document(row) for row in rows.values()]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:

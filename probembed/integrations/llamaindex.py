@@ -218,12 +218,15 @@ class ProbembedVectorStore(BasePydanticVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The top-k nodes for the query's text, with probembed's score as their similarity.
 
-        Modes: default (dense) and hybrid (dense fused with BM25 by reciprocal rank; `alpha` is
-        not used). `filters`, `doc_ids` and `node_ids` restrict the rows searched.
+        Modes: default (dense) and hybrid (dense fused with BM25 by reciprocal rank, giving
+        `hybrid_top_k` nodes where it is set; `alpha` is not used). `filters`, `doc_ids` and
+        `node_ids` restrict the rows searched.
         """
         _no_options(kwargs, "query")
-        if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID):
-            raise NotImplementedError(f"probembed has no {query.mode.value!r} query mode")
+        mode = VectorStoreQueryMode(query.mode)  # a plain string names a mode too
+        if mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID):
+            raise NotImplementedError(f"probembed has no {mode.value!r} query mode")
+        hybrid = mode == VectorStoreQueryMode.HYBRID
         if not query.query_str:
             raise ValueError(
                 "probembed searches by query text (its variance comes from the text): "
@@ -234,9 +237,9 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         result = common.search(
             self._collection,
             query.query_str,
-            query.similarity_top_k,
+            (query.hybrid_top_k or query.similarity_top_k) if hybrid else query.similarity_top_k,
             where=self._where(query),
-            hybrid=query.mode == VectorStoreQueryMode.HYBRID,
+            hybrid=hybrid,
         )
         hits = result["hits"]
         nodes = [_hit_node(hit, result["confidence"]) for hit in hits]
@@ -259,8 +262,8 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """LlamaIndex metadata filters (nested, and/or/not) as SQL."""
         if filters is None or not filters.filters:
             return None
-        parts = [
-            self._filters(f) if isinstance(f, MetadataFilters) else self._filter(f)
+        parts = [  # an empty group matches every node, as in LlamaIndex's own stores
+            (self._filters(f) or "true") if isinstance(f, MetadataFilters) else self._filter(f)
             for f in filters.filters
         ]
         condition = filters.condition or FilterCondition.AND
@@ -332,9 +335,10 @@ def _is_empty(collection: Collection, key: str) -> str:
 
 def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> str:
     """A field equal to one of these ids."""
+    ids = common.id_list(ids, f"{field} filter")
     if field not in common.filter_columns(collection):
         return "false"  # no node was stored with that field, so none matches
-    return common.sql_condition(collection, field, "IN", list(ids))
+    return common.sql_condition(collection, field, "IN", ids)
 
 
 def _hit_node(hit: Any, confidence: float | None) -> BaseNode:

@@ -303,20 +303,22 @@ def _duplicates(values: Sequence[str]) -> list[str]:
 def plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """Metadata as the store holds it: numpy scalars (pandas-made documents carry them) as
     Python numbers, which become filterable columns, and dates, times and datetimes as ISO
-    8601 strings (they compare in order as strings); anything else as given, refused by name
-    later if JSON cannot hold it. For what Python callers hand over: the adapters, `ingest`'s
-    dicts."""
-    return {key: _plain(value) for key, value in metadata.items()}
+    8601 strings (they compare in order as strings; a datetime with a time zone is written
+    in UTC, or two offsets would not); anything else as given, refused by name later if JSON
+    cannot hold it. For what Python callers hand over: the adapters, `ingest`'s dicts."""
+    return {key: plain_value(value) for key, value in metadata.items()}
 
 
-def _plain(value: Any) -> Any:
-    """One metadata value as `plain` makes it, lists and nested objects included."""
+def plain_value(value: Any) -> Any:
+    """One metadata value (or a filter's) as `plain` makes it, lists and objects included."""
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, datetime.datetime) and value.utcoffset() is not None:
+        return value.astimezone(datetime.UTC).isoformat()
     if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
         return value.isoformat()
     if isinstance(value, Mapping):
-        return {key: _plain(v) for key, v in value.items()}
+        return {key: plain_value(v) for key, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     return value
