@@ -334,3 +334,17 @@ def test_a_long_document_with_no_text_keeps_its_place_in_a_chunked_corpus(hash_p
     assert hash_pipeline.count_tokens([corpus["z"]])[0] > 48
     chunked = chunk_corpus(corpus, hash_pipeline, ChunkSettings(48, 8))
     assert chunked.owner.tolist() == [0, 1, 2] and chunked.texts[1] == corpus["z"]
+
+
+def test_a_section_ending_in_a_combining_mark_keeps_it_and_lone_marks_are_no_chunk():
+    """A text of combining marks alone is blank (nothing to embed), but the edges of a chunk
+    drop only what shows nothing: "cafe\\u0301" keeps its accent, and lone marks are kept
+    within a chunk rather than dropped or made a chunk of their own."""
+    first = "Un cafe\u0301 " + " ".join(f"mot{i}" for i in range(6)) + " cafe\u0301"
+    text = f"{first}\n\n\u0301\u0301\n\nLa suite du texte."
+    chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(8, 0))
+    assert [c.text for c in chunks] == [
+        "Un cafe\u0301 mot0 mot1 mot2 mot3",
+        "mot4 mot5 cafe\u0301\n\n\u0301\u0301",  # the marks join a chunk, none of their own
+        "La suite du texte.",
+    ]

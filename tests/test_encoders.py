@@ -400,7 +400,16 @@ def test_use_keeps_the_process_thread_limit(monkeypatch):
 
 @pytest.mark.parametrize(
     ("text", "blank"),
-    [("", True), (" \t\n", True), ("\u200b\u200d\ufeff", True), ("\u200ba", False), ("é", False)],
+    [
+        ("", True),
+        (" \t\n", True),
+        ("\u200b\u200d\ufeff", True),
+        ("\x00\x01 \x7f", True),  # control characters: stored, then found for any query
+        ("\u0301\u0301", True),  # combining marks on nothing
+        ("\u200ba", False),
+        ("é", False),
+        ("e\u0301", False),
+    ],
 )
-def test_only_white_space_and_invisible_format_characters_are_blank(text, blank):
+def test_only_white_space_invisible_characters_and_lone_marks_are_blank(text, blank):
     assert is_blank(text) is blank

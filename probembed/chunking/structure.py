@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from probembed.encoders.base import is_blank
+from probembed.encoders.base import is_invisible
 
 Span = tuple[int, int]
 
@@ -119,9 +119,9 @@ def trimmed(text: str, start: int, end: int) -> Span | None:
     """The span without what the encoders read as blank at its ends (white space, byte order
     marks, zero-width characters), or None if nothing is left: a piece of zero-width spaces
     alone became a chunk that ingest refused as empty, with its whole document."""
-    while start < end and is_blank(text[start]):
+    while start < end and is_invisible(text[start]):
         start += 1
-    while end > start and is_blank(text[end - 1]):
+    while end > start and is_invisible(text[end - 1]):
         end -= 1
     return (start, end) if start < end else None
 

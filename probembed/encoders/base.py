@@ -45,10 +45,23 @@ def lone_surrogate(text: str) -> str | None:
     return None
 
 
+#: Categories of characters that show nothing: format characters (zero-width spaces and
+#: joiners, byte-order marks), which str.strip() keeps, and control characters.
+_INVISIBLE = frozenset({"Cf", "Cc"})
+#: Combining marks: text only on the character before them (the edges of a chunk keep them).
+_MARKS = frozenset({"Mn", "Me"})
+
+
+def is_invisible(char: str) -> bool:
+    """Whether a character shows nothing, so the edges of a chunk may drop it."""
+    return char.isspace() or unicodedata.category(char) in _INVISIBLE
+
+
 def is_blank(text: str) -> bool:
-    """Whether a text holds nothing to embed: only white space and invisible format characters
-    (zero-width spaces and joiners, byte-order marks), which str.strip() keeps."""
-    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+    """Whether a text holds nothing to embed: invisible characters and combining marks with
+    nothing to combine with (a text of them embedded as an empty one, and as a stored chunk
+    came first for unrelated queries)."""
+    return all(is_invisible(c) or unicodedata.category(c) in _MARKS for c in text)
 
 
 def thread_limit() -> int | None:
