@@ -64,6 +64,11 @@ def test_openai_client_round_trip(server, pydoc_pipeline):
     )
     with pytest.raises(openai.NotFoundError, match="models: hash"):
         client.embeddings.create(model="text-embedding-3-small", input="x")
+    assert [m.id for m in client.models.list()] == ["hash"]
+    retrieved = client.models.retrieve("hash")  # it was a 404: no such route
+    assert (retrieved.id, retrieved.dim) == ("hash", pydoc_pipeline.empty().gaussian.dim)
+    with pytest.raises(openai.NotFoundError, match="models: hash"):
+        client.models.retrieve("text-embedding-3-small")
 
 
 def test_embeddings_carry_variance_and_weights(server, pydoc_pipeline):
@@ -179,6 +184,7 @@ def test_collection_lifecycle(server):
             http.delete("/v1/collections/life"),
         ):
             assert answer.status_code == 404 and "no collection 'life'" in answer.text
+            assert str(server.db) not in answer.text  # the operator's path, not the client's
 
 
 def test_acknowledged_writes_are_searchable_with_the_hit_shape(server):

@@ -223,9 +223,8 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
             message = exc.told('send "on_error": "skip"')
             return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
         message = str(exc)
-        if isinstance(exc, StoreStateError):  # where the database lives is the operator's
-            for root in roots:
-                message = message.replace(root, "<db>")
+        for root in roots:  # where the database lives is the operator's, not the client's
+            message = message.replace(root, "<db>")
         return refusal(status, message, headers)
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -415,15 +414,21 @@ def _embeddings(service: Service) -> APIRouter:
     """OpenAI-compatible /v1/embeddings and /v1/models."""
     router = APIRouter(tags=["embeddings"], dependencies=[Security(_scope(service, READ))])
 
+    def card(name: str) -> schemas.ModelCard:
+        """A served pipeline as OpenAI describes a model."""
+        pipeline = service.pipeline(name)
+        return schemas.ModelCard(id=name, dim=service.dim(name), models=list(pipeline.models))
+
     @router.get("/v1/models", response_model=schemas.ModelList, responses=_ERRORS)
     async def models() -> schemas.ModelList:
         """The pipelines served, as OpenAI lists models."""
         service.require_ready()
-        cards = [
-            schemas.ModelCard(id=name, dim=service.dim(name), models=list(p.models))
-            for name, p in service.pipelines.items()
-        ]
-        return schemas.ModelList(data=cards)
+        return schemas.ModelList(data=[card(name) for name in service.pipelines])
+
+    @router.get("/v1/models/{model}", response_model=schemas.ModelCard, responses=_ERRORS)
+    async def model(model: str) -> schemas.ModelCard:
+        """One served pipeline (OpenAI's `models.retrieve`); 404 lists the served ones."""
+        return card(model)
 
     @router.post("/v1/embeddings", response_model=schemas.EmbeddingResponse, responses=_ERRORS)
     async def embeddings(body: schemas.EmbeddingRequest) -> Response:
