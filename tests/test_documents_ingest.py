@@ -895,6 +895,14 @@ def test_chunks_and_whole_documents_never_share_a_collection(tmp_path, hash_pipe
         refuse_mixing(chunks, chunks=False)  # what `ingest` without --chunk and the service ask
     ingest_parsed([record_document(Record("d1", "another one"))], chunks, hash_pipeline)
     assert (whole.ids(), chunks.ids()) == ({"d0"}, {"d0#0", "d1#0"})
+    # a corpus exported as chunks, with its own doc_id and chunk fields, is whole records:
+    # it was taken for chunked ingest's and refused every later write, its resume included
+    exported = Database(tmp_path / "db").collection("exported")
+    part = [Record("m-1", "Reset: hold the button.", {"doc_id": "m", "chunk": 1})]
+    ingest(part, exported, hash_pipeline)
+    refuse_mixing(exported, chunks=False)
+    rest = [*part, Record("f-1", "Warranty is two years.", {"doc_id": "f", "chunk": 1})]
+    assert ingest(rest, exported, hash_pipeline).added == 1
 
 
 def test_the_cli_refuses_chunks_into_whole_documents_and_the_reverse(tmp_path, hash_pipeline):
