@@ -408,3 +408,28 @@ def test_a_plain_ingest_says_how_many_documents_the_models_read_only_the_start_o
     skipped = CliRunner().invoke(app, ["ingest", *source, "-c", "skipped"])
     said = " ".join(skipped.output.split())  # the record skipped for its text is not counted
     assert skipped.exit_code == 0 and "1 of 1 documents are longer" in said, skipped.output
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_long_ids_print_hits_as_lines_rather_than_squeeze_out_the_text(width):
+    """A chunked folder's ids (`path/to/file.md#12`) took the table's width: at 80 and 100
+    columns the text column was dropped and the score cut, at 120 the text had 7 characters
+    a line. Stored escape sequences reached the terminal too (colours, the window title)."""
+    from rich.console import Console
+
+    from probembed.interfaces.store_commands import print_result
+
+    long_id = "projects/backend/services/authentication/docs/troubleshooting-guide.md#12"
+    text = "Login fails when the token has expired \x1b[31mred\x1b[0m \x1b]0;pwned\x07"
+    hit = {"id": long_id, "score": 0.4722, "std": 0.0123, "weights": {"m": 1.0}, "text": text}
+    console = Console(width=width, record=True)
+    print_result({"query": "login fails", "confidence": 0.5, "hits": [hit]}, console)
+    shown = console.export_text()
+    assert f"1. {long_id} 0.4722 ± 0.0123" in " ".join(shown.split())  # wrapped at 80
+    folded = "".join(shown.split())
+    assert "Loginfailswhenthetokenhasexpired\\x1b[31mred\\x1b[0m\\x1b]0;pwned\\x07" in folded
+    assert "\x1b" not in shown and "\x07" not in shown
+    short = {**hit, "id": "d0"}
+    console = Console(width=width, record=True)
+    print_result({"query": "login fails", "confidence": 0.5, "hits": [short]}, console)
+    assert "┃ text" in console.export_text()  # a short id still leaves the text its table

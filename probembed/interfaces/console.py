@@ -8,6 +8,7 @@ goes through `Text`, so only the styles written in this package are styles.
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,9 +34,15 @@ def out() -> Console:
     return _Out()
 
 
+#: Control characters but tab and newline: a stored text's escape sequences reached the
+#: terminal, which acted on them (colours, the window's title).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def literal(text: object) -> Text:
-    """User or document text as rich shows it: never parsed as markup."""
-    return Text(str(text))
+    """User or document text as rich shows it: never parsed as markup, and its control
+    characters shown as escapes (\\x1b), never sent to the terminal."""
+    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
 
 
 def note(label: str, style: str, message: str) -> None:

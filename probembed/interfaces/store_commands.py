@@ -19,7 +19,14 @@ from rich.table import Table
 from probembed.interfaces.console import err, fail, literal, note, out, say
 
 if TYPE_CHECKING:
-    from probembed.store import Collection, Database, DocumentReport, IngestReport, QueryResult
+    from probembed.store import (
+        Collection,
+        Database,
+        DocumentReport,
+        Hit,
+        IngestReport,
+        QueryResult,
+    )
 
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
@@ -478,6 +485,8 @@ def _why_no_hits(where: str | None, min_p_relevant: float | None) -> str:
 
 #: Terminal columns below which hits print as lines: the table's fixed columns take ~50.
 NARROW = 72
+#: The least width a table leaves the text before hits print as lines instead.
+MIN_TEXT = 30
 
 
 def print_result(
@@ -503,7 +512,9 @@ def print_result(
         caption = empty
     score_column, between = ("RRF score · dense std", " · ") if hybrid else ("score ± std", " ± ")
     console = console or out()
-    if console.width < NARROW:  # a table's fixed columns left the text no width at all
+    calibrated = any(h.get("p_relevant") is not None for h in hits)
+    room = _room_for_text(hits, console.width, len(score_column), calibrated, shared)
+    if console.width < NARROW or room < MIN_TEXT:  # the other columns leave the text too little
         _print_lines(result, console, between, shown, caption)
         return
     table = Table(
@@ -514,7 +525,6 @@ def print_result(
     )
     for column, justify in (("#", "right"), ("id", "left"), (score_column, "right")):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    calibrated = any(h.get("p_relevant") is not None for h in hits)
     if calibrated:
         table.add_column("p_relevant", justify="right", no_wrap=True)
     if hits and not shared:
@@ -532,6 +542,21 @@ def print_result(
             literal(_snippet(hit.get("text") or "")),
         )
     console.print(table)
+
+
+def _room_for_text(
+    hits: list[Hit], width: int, score_header: int, calibrated: bool, shared: bool
+) -> int:
+    """Columns the table would leave the text: long ids (a chunked folder's `path/to/file.md#12`)
+    took the width, and the table dropped the text column and cut the scores."""
+    if not hits:
+        return width
+    cells = [len(str(len(hits))), max(len(h["id"]) for h in hits), max(score_header, 15)]
+    if calibrated:
+        cells.append(len("p_relevant"))
+    if not shared:
+        cells.append(max(len(_weights(h["weights"])) for h in hits))
+    return width - sum(cells) - 3 * len(cells) - 4  # each column's padding and rule, the edges
 
 
 def _print_lines(
