@@ -1,7 +1,9 @@
 """Cutting a document into chunks that every member model reads whole.
 
 Within each section, paragraphs are kept whole when they fit; a paragraph that does not is cut
-into sentences, a sentence that does not into runs of words. The pieces are then packed in
+into sentences, a sentence that does not into lines, a line that does not into runs of words.
+Only what a decision needs is tokenized: a long span's start first (PROBE_CHARS), and at most
+BATCH_CHARS of text per call of the counter. The pieces are then packed in
 order into chunks of at most `max_tokens`, counted with the pipeline's own tokenizers (the
 most any member makes of the text), and each chunk after the first of a section starts with
 the previous chunk's last pieces up to `overlap_tokens`. The result depends only on the text,
@@ -18,10 +20,15 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from probembed.chunking.structure import Section, Span, paragraphs, sentences, words
+from probembed.chunking.structure import Section, Span, lines, paragraphs, sentences, words
 
 #: Tokens per text, as the pipeline counts them (`Pipeline.count_tokens`).
 Counter = Callable[[Sequence[str]], Sequence[int]]
+#: Characters of a long span counted first: far more than any budget's worth of text, so a
+#: span whose start is already over the budget is cut without tokenizing the rest.
+PROBE_CHARS = 2**14
+#: Characters of text per call of the counter, so its encodings stay small.
+BATCH_CHARS = 2**18
 
 
 @dataclass(frozen=True)
@@ -146,30 +153,76 @@ def _budget(count: Counter, settings: ChunkSettings) -> tuple[int, int]:
     return overhead, settings.max_tokens - overhead
 
 
-def _costs(text: str, spans: list[Span], count: Counter, overhead: int) -> list[int]:
-    """Tokens of each span without the per-text special tokens."""
-    if not spans:
-        return []
-    return [max(int(n) - overhead, 1) for n in count([text[s:e] for s, e in spans])]
+def _costs(text: str, spans: list[Span], count: Counter, overhead: int, budget: int) -> list[int]:
+    """Tokens of each span without the per-text special tokens: exact up to the budget; a span
+    over it may get any count over it (all a caller needs to know), so a long span is counted
+    on its first PROBE_CHARS characters first and whole only if those fit. Counted in calls of
+    at most BATCH_CHARS characters: a 17 MiB file without blank lines was tokenized whole,
+    then each of its sentences and words in one call (6.3 GB)."""
+    probes = [_probe(text, s, e) for s, e in spans]
+    costs = [max(n - overhead, 1) for n in _counted([text[s:e] for s, e in probes], count)]
+    again = [i for i, (span, probe) in enumerate(zip(spans, probes, strict=True))
+             if probe != span and costs[i] <= budget]  # fmt: skip
+    whole = _counted([text[slice(*spans[i])] for i in again], count)
+    for i, n in zip(again, whole, strict=True):
+        costs[i] = max(n - overhead, 1)
+    return costs
+
+
+def _probe(text: str, start: int, end: int) -> Span:
+    """The span, or for a long one its start up to white space near PROBE_CHARS: tokenizers
+    count whitespace-separated words apart, so the start's count is a lower bound."""
+    if end - start <= PROBE_CHARS:
+        return start, end
+    cut = start + PROBE_CHARS
+    while cut > start + PROBE_CHARS // 2 and not text[cut].isspace():
+        cut -= 1
+    return start, cut if text[cut].isspace() else start + PROBE_CHARS
+
+
+def _counted(texts: list[str], count: Counter) -> list[int]:
+    """Tokens of each text, in calls of at most BATCH_CHARS characters (or one text)."""
+    counts: list[int] = []
+    batch: list[str] = []
+    size = 0
+    for text in texts:
+        if batch and size + len(text) > BATCH_CHARS:
+            counts += map(int, count(batch))
+            batch, size = [], 0
+        batch.append(text)
+        size += len(text)
+    if batch:
+        counts += map(int, count(batch))
+    return counts
 
 
 def _fitting_pieces(
     text: str, span: Span, count: Counter, overhead: int, budget: int
 ) -> list[tuple[int, int, int]]:
     """(start, end, tokens) pieces of a section, each within the budget: paragraphs, else
-    sentences, else runs of words."""
+    sentences, else lines, else runs of words."""
+    return _split(text, span, (paragraphs, sentences, lines), count, overhead, budget)
+
+
+def _split(
+    text: str,
+    span: Span,
+    levels: tuple[Callable[[str, Span], list[Span]], ...],
+    count: Counter,
+    overhead: int,
+    budget: int,
+) -> list[tuple[int, int, int]]:
+    """A span cut at the first level into pieces; those over the budget cut at the next
+    level, and past the last into runs of words."""
     out: list[tuple[int, int, int]] = []
-    parts = paragraphs(text, span)
-    for (start, end), tokens in zip(parts, _costs(text, parts, count, overhead), strict=True):
-        if tokens <= budget:
-            out.append((start, end, tokens))
-            continue
-        inner = sentences(text, (start, end))
-        for (s, e), n in zip(inner, _costs(text, inner, count, overhead), strict=True):
-            if n <= budget:
-                out.append((s, e, n))
-            else:
-                out.extend(_word_runs(text, (s, e), count, overhead, budget))
+    parts = levels[0](text, span)
+    for (s, e), n in zip(parts, _costs(text, parts, count, overhead, budget), strict=True):
+        if n <= budget:
+            out.append((s, e, n))
+        elif len(levels) > 1:
+            out += _split(text, (s, e), levels[1:], count, overhead, budget)
+        else:
+            out += _word_runs(text, (s, e), count, overhead, budget)
     return out
 
 
@@ -178,7 +231,7 @@ def _word_runs(
 ) -> list[tuple[int, int, int]]:
     """A too-long sentence as consecutive runs of whole words, each within the budget."""
     spans = words(text, span)
-    costs = _costs(text, spans, count, overhead)
+    costs = _costs(text, spans, count, overhead, budget)
     runs: list[tuple[int, int, int]] = []
     start, last, total = None, span[0], 0
     for (s, e), n in zip(spans, costs, strict=True):
@@ -206,7 +259,7 @@ def _cut_word(
     bisection over the whole rest of the word tokenized it again for every piece)."""
 
     def fits(stop: int) -> bool:
-        return _costs(text, [(start, stop)], count, overhead)[0] <= budget
+        return _costs(text, [(start, stop)], count, overhead, budget)[0] <= budget
 
     out: list[tuple[int, int, int]] = []
     start, end = span
@@ -226,7 +279,7 @@ def _cut_word(
                 high = mid - 1
         while low - start > 1 and low < end and _joins_previous(text, low):
             low -= 1  # an accent stays with its letter, in the next piece
-        out.append((start, low, _costs(text, [(start, low)], count, overhead)[0]))
+        out.append((start, low, _costs(text, [(start, low)], count, overhead, budget)[0]))
         start = low
     return out
 
@@ -292,7 +345,7 @@ def _verified(
     such a chunk is cut again into word runs."""
     if not chunks:
         return chunks
-    actual = [int(n) for n in count([c.text for c in chunks])]
+    actual = _counted([c.text for c in chunks], count)
     out: list[Chunk] = []
     for chunk, tokens in zip(chunks, actual, strict=True):
         if tokens <= max_tokens:

@@ -24,6 +24,8 @@ _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
 #: at a CJK full stop, ! or ?, which need no space after them. The closers belong to the
 #: sentence; only the whitespace (group 1) lies between sentences.
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])[\"'”’)\]]*(?=\s)|(?<=[。！？])[」』”’)\]]*)(\s*)")
+#: A line break (LF, CRLF or CR).
+_LINE_BREAK = re.compile(r"\r\n|[\n\r]")
 #: A byte order mark before the first line, which a heading or fence test must look past.
 _BOM = "\ufeff"
 _WORD = re.compile(r"\S+")
@@ -150,6 +152,12 @@ def paragraphs(text: str, span: Span) -> list[Span]:
 def sentences(text: str, span: Span) -> list[Span]:
     """Sentences, cut after . ! ? followed by whitespace."""
     return split_span(text, span, _SENTENCE_END)
+
+
+def lines(text: str, span: Span) -> list[Span]:
+    """Lines: a sentence over the budget that holds line breaks (a log, a list, a poem) is cut
+    there before it is cut between words."""
+    return split_span(text, span, _LINE_BREAK)
 
 
 def words(text: str, span: Span) -> list[Span]:
