@@ -307,6 +307,10 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     name = re.search(r"--collection (\S+)", output).group(1)
     rows = Database(db).open(name).rows(["b"])
     assert rows["b"]["text"] == "glaciers carve the valleys"
+    lines[1] = '{"id": "b", "text": "%s", "title": 5}'  # a line turned bad names 'b'
+    assert "removed" not in run("glaciers")  # it was deleted, where --sync keeps it
+    assert Database(db).open(name).ids() == {"a", "b"}
+    lines[1] = '{"id": "b", "text": "%s"}'
     lines.pop(0)  # the corpus loses a document: so does the demo's collection
     assert "removed 1 items no longer in the corpus" in " ".join(run("glaciers").split())
     assert Database(db).open(name).ids() == {"b"}

@@ -105,14 +105,16 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
 
 def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
     """Remove what the demo's cached collection holds beyond the items' ids: documents gone
-    from the corpus, passages an earlier release cut otherwise. Nothing when a bad item names
-    no document (a JSON array that does not parse is one such item): any may be one kept."""
+    from the corpus, passages an earlier release cut otherwise. A document whose line turned
+    bad but still names it stays, as `--sync` keeps it; nothing goes when a bad item names no
+    document (a JSON array that does not parse is one such item): any may be one kept."""
     unplaced = sum(isinstance(i, Problem) and i.doc_id is None for i in items)
     if unplaced:
         say(f"removed nothing: {unplaced} bad item(s) name no document, which may be one kept")
         return
     ids = {i.id for i in items if isinstance(i, Record)}
-    gone = sorted(target.ids() - ids) if target.exists else []
+    ids |= {i.doc_id for i in items if isinstance(i, Problem) and i.doc_id is not None}
+    gone = sorted(target.ids() - ids) if target.exists else []  # a bad line still names one
     if gone:
         target.delete(gone)
         say(f"removed {len(gone)} items no longer in the corpus")

@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
         tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)
         if tuned is not None:  # a figure on a split that chose the settings is not held out
             note(
-                "warning",
+                "warning:",
                 "yellow",
                 f"{pipe.name} was tuned on {tuned}: figures on this split are not held out; "
                 "report a split it was not tuned on",
