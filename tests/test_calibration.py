@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -721,9 +722,11 @@ def test_cli_shows_p_relevant_and_refuses_a_bad_threshold(collections):
     app = typer.Typer()
     register(app)
     args = ["search", "a man plays guitar", "--db", str(calibrated.db.path), "-c", "calibrated"]
-    table = CliRunner().invoke(app, [*args, "-k", "3"])
+    table = CliRunner().invoke(app, [*args, "-k", "3"], env={"COLUMNS": "160"})
     assert table.exit_code == 0, table.output
     assert "p_relevant" in table.stdout
+    lines = CliRunner().invoke(app, [*args, "-k", "3"], env={"COLUMNS": "80"})
+    assert re.search(r"1\. \S+  [\d.]+ ± [\d.]+  p [\d.]+", lines.stdout), lines.stdout
     bad = CliRunner().invoke(app, [*args, "--min-p-relevant", "1.5"])
     assert bad.exit_code != 0 and "min_p_relevant must be in [0, 1]" in bad.output
     assert "Traceback" not in bad.output

@@ -487,6 +487,8 @@ def _why_no_hits(where: str | None, min_p_relevant: float | None) -> str:
 NARROW = 72
 #: The least width a table leaves the text before hits print as lines instead.
 MIN_TEXT = 30
+#: The width the weights column is counted at: longer weights wrap within it.
+WEIGHTS_WIDTH = 20
 
 
 def print_result(
@@ -554,8 +556,8 @@ def _room_for_text(
     cells = [len(str(len(hits))), max(len(h["id"]) for h in hits), max(score_header, 15)]
     if calibrated:
         cells.append(len("p_relevant"))
-    if not shared:
-        cells.append(max(len(_weights(h["weights"])) for h in hits))
+    if not shared:  # the weights wrap: a few members' worth on a line
+        cells.append(min(WEIGHTS_WIDTH, max(len(_weights(h["weights"])) for h in hits)))
     return width - sum(cells) - 3 * len(cells) - 4  # each column's padding and rule, the edges
 
 
