@@ -98,6 +98,19 @@ def test_mteb_style_arguments_are_accepted_and_prompts_prepended(model, pipeline
     assert np.array_equal(prompted, pipeline.encode(["query: a question"]).gaussian.mean)
 
 
+def test_mteb_2s_dataloader_of_text_batches_is_read_as_its_texts(model, pipeline, passages):
+    """MTEB 2 hands encode a torch DataLoader of {"text": [...]} batches with its task
+    metadata; the texts were taken for the batches ("texts[0] must be a str, got dict")."""
+    from torch.utils.data import DataLoader
+
+    rows = [{"text": t} for t in passages[:5]]
+    loader = DataLoader(rows, batch_size=2)  # default collation: {"text": [two texts]}
+    means = model.encode(loader, task_metadata=None, hf_split="test", hf_subset="default")
+    assert np.array_equal(means, pipeline.encode(passages[:5]).gaussian.mean)
+    with pytest.raises(TypeError, match="batches of"):
+        model.encode(iter([("not", "a batch")]))
+
+
 def test_sentence_transformers_defaults_given_explicitly_change_nothing(model, pipeline):
     """Code that forwards ST 6's defaults (prompt_name=None, output_value, truncate_dim=None,
     device) failed with TypeError, and a positional call took ST's fourth argument for

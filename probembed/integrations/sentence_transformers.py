@@ -6,7 +6,7 @@ The embeddings are the fused means; variances and fusion weights stay with `Pipe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +22,21 @@ if TYPE_CHECKING:
 _IGNORED = frozenset(
     {"task_name", "prompt_type", "task_metadata", "hf_split", "hf_subset", "pool", "chunk_size"}
 )
+
+
+def _texts(inputs: Iterable[Any]) -> list[Any]:
+    """The texts of a list, or of MTEB 2's DataLoader of {"text": [...]} batches, in order."""
+    if isinstance(inputs, Sequence):
+        return list(inputs)
+    texts: list[Any] = []
+    for batch in inputs:
+        if not isinstance(batch, Mapping) or "text" not in batch:
+            raise TypeError(
+                "encode takes a str, a list of str or batches of {'text': [...]} (MTEB 2's "
+                f"DataLoader), got an iterable of {type(batch).__name__}"
+            )
+        texts += batch["text"]
+    return texts
 
 
 class SentenceEncoder:
@@ -87,7 +102,7 @@ class SentenceEncoder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         single = isinstance(inputs, str)
-        texts = [inputs] if single else list(inputs)
+        texts = [inputs] if single else _texts(inputs)
         if prompt:
             texts = [prompt + t for t in texts]
         means = self._means(texts, bool(show_progress_bar), normalize_embeddings)
