@@ -229,7 +229,7 @@ def test_cli_search_json_has_the_documented_shape(small):
     assert {"id", "score", "std", "weights", "text"} <= set(result["hits"][0])
     table = CliRunner().invoke(app, [*args, "-k", "2"])
     assert table.exit_code == 0 and "confidence" in table.stdout and "±" in table.stdout
-    hybrid = CliRunner().invoke(app, [*args, "-k", "2", "--hybrid"])
+    hybrid = CliRunner().invoke(app, [*args, "-k", "2", "--hybrid"], env={"COLUMNS": "160"})
     assert hybrid.exit_code == 0 and "RRF score · dense std" in hybrid.stdout
     assert "±" not in hybrid.stdout  # the RRF score is not in the std's units
     none = CliRunner().invoke(app, [*args, "--where", "id = 'nothing'"])
