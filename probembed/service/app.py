@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import numpy as np
+import orjson
 from fastapi import APIRouter, FastAPI, Path, Request, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -463,7 +464,12 @@ def _embeddings(service: Service) -> APIRouter:
                 f"vectors (members concatenated, not truncatable); omit it or pass {dim}",
             )
         fused = await service.batcher(pipeline).encode(texts)
-        return JSONResponse(_embedding_payload(fused, body.model, body.encoding_format, texts))
+        payload = _embedding_payload(fused, body.model, body.encoding_format, texts)
+        # orjson writes the float32 rows as they are (shortest repr, read back exactly): the
+        # standard library took 5.3 s and 82 MB for 2,048 rows of 1,024 means and variances,
+        # holding the event loop (no other request, not even /healthz, answered meanwhile)
+        body_bytes = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+        return Response(body_bytes, media_type="application/json")
 
     return router
 
@@ -487,10 +493,10 @@ def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.Wr
 def _embedding_payload(fused: Fused, model: str, encoding: str, texts: list[str]) -> dict:
     """OpenAI's response body, float lists or base64 little-endian float32."""
 
-    def encoded(row: np.ndarray) -> list[float] | str:
+    def encoded(row: np.ndarray) -> np.ndarray | str:
         if encoding == "base64":
             return base64.b64encode(row.astype("<f4").tobytes()).decode("ascii")
-        return row.tolist()
+        return np.ascontiguousarray(row)  # orjson writes C-ordered arrays only
 
     mean, var = fused.gaussian.mean, fused.gaussian.var
     data = [
