@@ -351,11 +351,13 @@ def test_query_modes_given_as_strings_hybrid_top_k_and_empty_filter_groups(store
     assert len(hybrid.ids) == 5
     assert query(similarity_top_k=2, mode="hybrid").ids == hybrid.ids[:2]
     empty = MetadataFilters(filters=[])
-    grouped = MetadataFilters(filters=[empty, MetadataFilter(key="topic", value="del")])
     only_del = MetadataFilters(filters=[MetadataFilter(key="topic", value="del")])
-    assert query(similarity_top_k=50, filters=grouped).ids == (
-        query(similarity_top_k=50, filters=only_del).ids
-    )
+    expected = query(similarity_top_k=50, filters=only_del).ids
+    for condition in (FilterCondition.AND, FilterCondition.OR):  # an empty group is left out
+        grouped = MetadataFilters(
+            filters=[empty, MetadataFilter(key="topic", value="del")], condition=condition
+        )
+        assert query(similarity_top_k=50, filters=grouped).ids == expected
 
 
 def test_a_lone_string_of_ids_is_refused_not_read_as_one_id_per_character(store, nodes):

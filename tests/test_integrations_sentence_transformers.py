@@ -107,8 +107,12 @@ def test_mteb_2s_dataloader_of_text_batches_is_read_as_its_texts(model, pipeline
     loader = DataLoader(rows, batch_size=2)  # default collation: {"text": [two texts]}
     means = model.encode(loader, task_metadata=None, hf_split="test", hf_subset="default")
     assert np.array_equal(means, pipeline.encode(passages[:5]).gaussian.mean)
-    with pytest.raises(TypeError, match="batches of"):
-        model.encode(iter([("not", "a batch")]))
+    with pytest.raises(TypeError, match="batch of type dict without 'text'"):
+        model.encode(iter([{"text": ["a"]}, {"sentence": ["b"]}]))
+    # texts given otherwise than as a list are still texts, as sentence-transformers reads them
+    expected = pipeline.encode(passages[:3]).gaussian.mean
+    for given in (np.array(passages[:3]), (t for t in passages[:3]), iter(passages[:3])):
+        assert np.array_equal(model.encode(given), expected)
 
 
 def test_sentence_transformers_defaults_given_explicitly_change_nothing(model, pipeline):

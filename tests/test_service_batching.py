@@ -191,6 +191,7 @@ def test_a_chunked_write_running_when_the_service_stops_is_refused_and_undone(
             )
         )
         while len(calls) < 2:  # the first batch is committed, the second being encoded
+            assert not write.done(), write.exception()  # the write failed before its second
             await asyncio.sleep(0.01)
         stop = asyncio.create_task(batcher.stop())
         await asyncio.sleep(0)  # the stop has begun: the second batch's request is failed
@@ -210,6 +211,7 @@ def test_a_request_cancelled_at_shutdown_answers_with_what_its_thread_did(tmp_pa
     stopped, so the request waited for it and then raised: the client got a bare 500 (or
     nothing) even when the work had been committed. It now answers with the thread's own
     result or error, and the service's stop waits for such work to end."""
+    from probembed.service.batching import StoppingError
     from probembed.service.state import Service
 
     service = Service(ServiceSettings(db=tmp_path / "db"))
@@ -227,6 +229,7 @@ def test_a_request_cancelled_at_shutdown_answers_with_what_its_thread_did(tmp_pa
     async def cancel_while_running() -> None:
         task = asyncio.create_task(service.run("docs", work))
         while not began.is_set():
+            assert not task.done(), task.exception()
             await asyncio.sleep(0.01)
         task.cancel()
         stop = asyncio.create_task(service.stop())
@@ -236,7 +239,10 @@ def test_a_request_cancelled_at_shutdown_answers_with_what_its_thread_did(tmp_pa
         assert await task == "committed"
         await stop
         assert ended == [True]
-        failed = asyncio.create_task(service.run("docs", failing))
+        with pytest.raises(StoppingError):  # stopped: a cancelled handler starts nothing more
+            await service.run("docs", work)
+        running = Service(ServiceSettings(db=tmp_path / "db"))
+        failed = asyncio.create_task(running.run("docs", failing))
         await asyncio.sleep(0)
         failed.cancel()
         with pytest.raises(RuntimeError, match="the write's own error"):

@@ -401,6 +401,7 @@ def test_a_bad_id_or_metadata_key_past_the_first_batch_writes_nothing(collection
         (Record(17, "number id", {}), "ids must be non-empty strings, got 17"),
         (Record("k", "int key", {1: "x"}), "metadata keys must be strings, got 1"),
         (Record("n", "deep", {"a": nested(33)}), "more than 32 levels deep"),
+        (Record("n", "deeper", {"a": nested(5000)}), "more than 32 levels deep"),  # no recursion
     ]:
         with pytest.raises(IngestError, match=said):
             ingest([*good, bad], collection, hash_pipeline, batch_size=1)

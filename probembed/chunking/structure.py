@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from probembed.encoders.base import is_invisible
+from probembed.encoders.base import is_blank, is_invisible
 
 Span = tuple[int, int]
 
@@ -119,13 +119,16 @@ def last_paragraph_break(text: str) -> int | None:
 
 def trimmed(text: str, start: int, end: int) -> Span | None:
     """The span without what the encoders read as blank at its ends (white space, byte order
-    marks, zero-width characters), or None if nothing is left: a piece of zero-width spaces
-    alone became a chunk that ingest refused as empty, with its whole document."""
+    marks, zero-width characters), or None if nothing (or only combining marks) is left: a
+    piece of zero-width spaces alone became a chunk that ingest refused as empty, with its
+    whole document."""
     while start < end and is_invisible(text[start]):
         start += 1
     while end > start and is_invisible(text[end - 1]):
         end -= 1
-    return (start, end) if start < end else None
+    if is_blank(text[start:end]):  # lone combining marks: nothing to embed either
+        return None
+    return start, end
 
 
 def split_span(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
@@ -161,5 +164,5 @@ def lines(text: str, span: Span) -> list[Span]:
 
 
 def words(text: str, span: Span) -> list[Span]:
-    """Whitespace-separated words."""
-    return [m.span() for m in _WORD.finditer(text, *span)]
+    """Whitespace-separated words (a run of combining marks alone is none)."""
+    return [m.span() for m in _WORD.finditer(text, *span) if not is_blank(m.group())]

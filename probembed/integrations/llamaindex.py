@@ -262,10 +262,13 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """LlamaIndex metadata filters (nested, and/or/not) as SQL."""
         if filters is None or not filters.filters:
             return None
-        parts = [  # an empty group matches every node, as in LlamaIndex's own stores
-            (self._filters(f) or "true") if isinstance(f, MetadataFilters) else self._filter(f)
+        found = (
+            self._filters(f) if isinstance(f, MetadataFilters) else self._filter(f)
             for f in filters.filters
-        ]
+        )
+        parts = [part for part in found if part is not None]  # an empty group restricts nothing
+        if not parts:
+            return None
         condition = filters.condition or FilterCondition.AND
         if condition == FilterCondition.NOT:  # none of them, as LlamaIndex's own stores read it
             # IS TRUE: a comparison with a missing (null) field is unknown in SQL, not false

@@ -6,6 +6,7 @@ The embeddings are the fused means; variances and fusion weights stay with `Pipe
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +26,20 @@ _IGNORED = frozenset(
 
 
 def _texts(inputs: Iterable[Any]) -> list[Any]:
-    """The texts of a list, or of MTEB 2's DataLoader of {"text": [...]} batches, in order."""
+    """The texts of a list (a numpy array, a pandas column, a generator), or of MTEB 2's
+    DataLoader of {"text": [...]} batches, told apart by the first item, in order."""
     if isinstance(inputs, Sequence):
         return list(inputs)
+    items = iter(inputs)
+    first = next(items, None)
+    if not isinstance(first, Mapping):
+        return [] if first is None else [first, *items]
     texts: list[Any] = []
-    for batch in inputs:
+    for batch in itertools.chain([first], items):
         if not isinstance(batch, Mapping) or "text" not in batch:
             raise TypeError(
-                "encode takes a str, a list of str or batches of {'text': [...]} (MTEB 2's "
-                f"DataLoader), got an iterable of {type(batch).__name__}"
+                "encode takes texts or batches of {'text': [...]} (MTEB 2's DataLoader), "
+                f"got a batch of type {type(batch).__name__} without 'text'"
             )
         texts += batch["text"]
     return texts

@@ -47,7 +47,7 @@ def literal(text: object) -> Text:
 
 def note(label: str, style: str, message: str) -> None:
     """A one-line `label: message` on stderr, with only the label styled."""
-    err.print(Text.assemble((f"{label} ", style), message), soft_wrap=True)
+    err.print(Text.assemble((f"{label} ", style), literal(message)), soft_wrap=True)
 
 
 def say(message: str) -> None:

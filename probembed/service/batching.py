@@ -26,8 +26,6 @@ from probembed.fusion import Fused
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings
 
-#: What a request to a stopping batcher is told.
-_STOPPING = "the service is shutting down and takes no more work; retry later"
 #: Weight of the newest batch in the throughput estimate behind Retry-After.
 _RATE_SMOOTHING = 0.2
 
@@ -35,6 +33,9 @@ _RATE_SMOOTHING = 0.2
 class StoppingError(Exception):
     """The service is shutting down: its encoders take no more work (a write in progress
     fails at its next batch, and a chunked one is undone)."""
+
+    def __init__(self) -> None:
+        super().__init__("the service is shutting down and takes no more work; retry later")
 
 
 class QueueFullError(Exception):
@@ -94,17 +95,20 @@ class Batcher:
             self._free.put_nowait(encoder)
         self._task = self._loop.create_task(self._serve(), name=f"batcher-{self.label}")
 
-    async def stop(self) -> None:
-        """Refuse new texts and fail those not answered yet, then stop the workers once the
-        batches being encoded are done. By now uvicorn has answered or cancelled every
-        request, so only a write running in a thread still waits for an encode: told at once,
-        it undoes itself now, not after an encode it cannot use."""
+    def refuse(self) -> None:
+        """Refuse new texts and fail those not answered yet. By now uvicorn has answered or
+        cancelled every request, so only a write running in a thread still waits for an
+        encode: told at once, it undoes itself now, not after an encode it cannot use."""
         self._stopping = True
         for future in list(self._waiting):
             if not future.done():
-                future.set_exception(StoppingError(_STOPPING))
+                future.set_exception(StoppingError())
         self._set_pending(self._pending - sum(len(request.texts) for request in self._queue))
         self._queue.clear()
+
+    async def stop(self) -> None:
+        """`refuse`, then stop the workers once the batches being encoded are done."""
+        self.refuse()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -116,7 +120,7 @@ class Batcher:
         if self._arrived is None:
             raise RuntimeError("Batcher.encode before start()")
         if self._stopping:
-            raise StoppingError(_STOPPING)
+            raise StoppingError()
         texts = list(texts)
         limit = self.settings.max_queue
         if self._pending and self._pending + len(texts) > limit:

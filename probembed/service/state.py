@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from probembed.pipeline import Pipeline
-from probembed.service.batching import Batcher
+from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
 from probembed.service.worker import EncodeProcess, child_threads
@@ -73,6 +73,8 @@ class Service:
         self._workers: dict[str, list[EncodeProcess]] = {}
         #: Collection work running in threads (`run`), which `stop` waits for.
         self._running: set[asyncio.Future[object]] = set()
+        #: Set by `stop`: no new collection work, children or batchers (StoppingError, 503).
+        self.stopping = False
 
     @property
     def ready(self) -> bool:
@@ -98,11 +100,15 @@ class Service:
         )
 
     async def stop(self) -> None:
-        """Finish queued encodes and stop the batchers, then wait for collection work still
-        running (a write whose next encode was refused undoes itself); the database closes
-        with the process."""
-        for batcher in list(self._batchers.values()):
-            await batcher.stop()
+        """Refuse new work and fail the encodes not answered yet in every batcher at once (a
+        write whose encode failed undoes itself), then stop them as their running batches
+        end and wait for collection work still running; the database closes with the
+        process."""
+        self.stopping = True
+        batchers = list(self._batchers.values())
+        for batcher in batchers:  # all before any waits: a second pipeline's write is told too
+            batcher.refuse()
+        await asyncio.gather(*(batcher.stop() for batcher in batchers))
         if self._running:
             await asyncio.wait(list(self._running))
         for worker in [w for workers in self._workers.values() for w in workers]:
@@ -179,8 +185,15 @@ class Service:
                 return self._sources[name]
         return str(collection.pipeline_dir)
 
+    def refuse_if_stopping(self) -> None:
+        """StoppingError once `stop` has begun: a request the shutdown cancelled answers with
+        what its thread did, and must not start more (a child, a batcher `stop` never sees)."""
+        if self.stopping:
+            raise StoppingError
+
     def batcher(self, pipeline: Pipeline) -> Batcher:
         """The batcher of a pipeline whose child process runs (`start` or `prepare`)."""
+        self.refuse_if_stopping()
         key = pipeline.fingerprint
         if key not in self._batchers:
             workers = self._workers[key]
@@ -198,6 +211,7 @@ class Service:
 
     async def prepare(self, collection: Collection) -> Pipeline:
         """A collection's pipeline, with its encoding child running."""
+        self.refuse_if_stopping()
         pipeline = await asyncio.to_thread(collection.load_pipeline)
         if pipeline.fingerprint not in self._workers:
             await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
@@ -239,6 +253,7 @@ class Service:
         the thread did: its result, or its error (once the service stops, the encoders refuse
         more work, and a chunked write part-way undoes itself).
         """
+        self.refuse_if_stopping()
         held = self._locks.setdefault(name, _Held())
         held.users += 1
         try:
@@ -250,6 +265,9 @@ class Service:
                     return await asyncio.shield(task)
                 except asyncio.CancelledError:
                     await asyncio.wait([task])  # a thread cannot be stopped: wait for it
+                    current = asyncio.current_task()
+                    if current is not None:  # answered as the thread ended, not cancelled
+                        current.uncancel()
                     return task.result()
         finally:
             held.users -= 1

@@ -46,6 +46,7 @@ from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
+    MAX_METADATA_COLUMNS,
     NOT_A_COLUMN,
     WRITE_TAG,
     Batch,
@@ -993,16 +994,20 @@ class Collection:
         past the column cap): a column made by a later write would miss those rows' values,
         and a filter on it would silently pass them over."""
         known = self.metadata_columns()
-        return known | dict.fromkeys(
-            self._held_in_json(fresh_scalar_fields(metadata, known)), NOT_A_COLUMN
-        )
+        fresh = fresh_scalar_fields(metadata, known)
+        # past the cap every new field stays in the JSON: nothing to look for
+        held = fresh if len(known) >= MAX_METADATA_COLUMNS else self._held_in_json(fresh)
+        return known | dict.fromkeys(held, NOT_A_COLUMN)
 
     def _held_in_json(self, fields: set[str]) -> set[str]:
         """Which of these fields some stored row holds a value (not null) of: one scan of the
         rows whose JSON names one of them, made only when a write brings a field new to the
-        columns. Found fields are kept per creation of the table, since rows never lose one."""
+        columns. Found fields are kept per creation of the table: a field once kept in the
+        JSON stays there, even after a delete took the rows that held it."""
+        if not fields:
+            return set()
         table = self._open()
-        if table is None or not fields:
+        if table is None:
             return set()
         created = self._header().get("created")
         if self._held[0] != created:

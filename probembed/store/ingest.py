@@ -317,6 +317,12 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
         first = first_seen[record.id]
         said = f"first at {first}" if first else "given twice"
         return Problem(where, f"duplicate id {record.id!r} ({said})")
+    if nests_too_deep(record.metadata):  # before anything that walks it recursively
+        return Problem(
+            where,
+            f"document {record.id!r}: metadata nests lists or objects more than "
+            f"{MAX_METADATA_DEPTH} levels deep",
+        )
     unencodable = not_unicode(record.id, record.text, record.metadata)
     if unencodable is not None:
         return Problem(where, f"document {record.id!r}: {unencodable}")
@@ -324,12 +330,6 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     if keys:  # JSON would store 1 as "1" without a word
         return Problem(
             where, f"document {record.id!r}: metadata keys must be strings, got {keys[0]!r}"
-        )
-    if nests_too_deep(record.metadata):
-        return Problem(
-            where,
-            f"document {record.id!r}: metadata nests lists or objects more than "
-            f"{MAX_METADATA_DEPTH} levels deep",
         )
     trial = dict(types)
     try:
