@@ -385,6 +385,23 @@ def test_bad_documents_are_named_and_nothing_is_written(server):
         report = http.post("/v1/collections/strict/documents", json=skipping).json()
         assert (report["added"], report["count"]) == (1, 2)
         assert len(report["skipped"]) == 1 and "documents[1]" in report["skipped"][0]
+        # an over-long text or a lone surrogate refused the whole write, "skip" or not
+        long, broken = {"id": "l", "text": "x " * 16_500}, {"id": "u", "text": "ok \ud800"}
+        for chunk in (False, True):
+            name = f"skips-{chunk}"
+            http.post("/v1/collections", json={"name": name})
+            body = {"documents": [DOCS[2], long, broken], "on_error": "skip", "chunk": chunk}
+            raw = json.dumps(body)  # ASCII escapes: "\\ud800" reaches the server as sent
+            answer = http.post(
+                f"/v1/collections/{name}/documents",
+                content=raw,
+                headers={"content-type": "application/json"},
+            )
+            assert answer.status_code == 200, answer.text
+            report = answer.json()
+            skipped = ["documents[2]"] if chunk else ["documents[1]", "documents[2]"]
+            assert [s.split(":")[0] for s in report["skipped"]] == skipped, report
+            assert report["added"] == (2 if chunk else 1)  # chunked: no character limit
 
 
 MANUAL = (

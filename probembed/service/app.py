@@ -37,6 +37,7 @@ from probembed.store import (
     CollectionNotFoundError,
     IngestError,
     PipelineMismatchError,
+    Problem,
     ReadOnlyError,
     Record,
     StoreError,
@@ -382,17 +383,22 @@ def check_texts(
             413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
         )
     for i, text in enumerate(texts):
-        if not chunked and len(text) > limits.max_chars:
-            raise ApiError(
-                422,
-                f"{field}[{i}] has {len(text)} characters; the limit is {limits.max_chars} "
-                "(--max-chars)",
-            )
         if not allow_empty and is_blank(text):
             raise ApiError(422, f"{field}[{i}] is empty: there is nothing to embed")
-        surrogate = lone_surrogate(text)
-        if surrogate is not None:
-            raise ApiError(422, f"{field}[{i}] is not valid Unicode: it holds {surrogate}")
+        problem = text_problem(text, limits, chunked)
+        if problem is not None:
+            raise ApiError(422, f"{field}[{i}] {problem}")
+
+
+def text_problem(text: str, limits: Limits, chunked: bool = False) -> str | None:
+    """Why a text cannot be embedded as sent (over the character limit, unless it is chunked;
+    a lone surrogate), or None: a write with on_error "skip" skips it, others refuse it."""
+    if not chunked and len(text) > limits.max_chars:
+        return f"has {len(text)} characters; the limit is {limits.max_chars} (--max-chars)"
+    surrogate = lone_surrogate(text)
+    if surrogate is not None:
+        return f"is not valid Unicode: it holds {surrogate}"
+    return None
 
 
 def _operations(service: Service) -> APIRouter:
@@ -474,6 +480,18 @@ def _embeddings(service: Service) -> APIRouter:
         return Response(body_bytes, media_type="application/json")
 
     return router
+
+
+def _document(
+    document: schemas.Document, i: int, limits: Limits, chunked: bool
+) -> Record | Problem:
+    """A document of a write as the record ingest reads, or, where its text cannot be embedded
+    as sent, the problem a skipping write reports (a refusing one was refused before)."""
+    source = f"documents[{i}]"
+    problem = text_problem(document.text, limits, chunked)
+    if problem is not None:
+        return Problem(source, f"document {document.id!r}: its text {problem}", document.id)
+    return Record(document.id, document.text, document.metadata, source)
 
 
 def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
@@ -582,24 +600,34 @@ def _collections(service: Service) -> APIRouter:
         With `chunk`, each document is stored as chunks, as `probembed ingest --chunk` does:
         documents whose content is unchanged are left alone, and a bad one writes nothing.
         """
-        texts = [d.text for d in body.documents]
-        check_texts(texts, "documents", limits, allow_empty=True, chunked=body.chunking is not None)
+        options, skip = body.chunking, body.on_error == "skip"
+        if not skip:
+            texts = [d.text for d in body.documents]
+            check_texts(texts, "documents", limits, allow_empty=True, chunked=options is not None)
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)
         batcher = service.batcher(pipeline)
         records = [
-            Record(d.id, d.text, d.metadata, f"documents[{i}]")
-            for i, d in enumerate(body.documents)
+            _document(d, i, limits, options is not None) for i, d in enumerate(body.documents)
         ]
 
-        options = body.chunking
         if options is not None:
-            for record in records:  # chunking hashes them first, the checks come after it
+            for i, record in enumerate(records):  # chunking hashes them first, checks after
+                if isinstance(record, Problem):
+                    continue
                 unencodable = not_unicode(record.id, record.text, record.metadata)
-                if unencodable is not None:
+                if unencodable is None:
+                    continue
+                if not skip:
                     raise ApiError(422, f"{record.source}: {unencodable}")
+                records[i] = Problem(
+                    record.source, f"document {record.id!r}: {unencodable}", record.id
+                )
             settings = ChunkSettings.sized(options.max_tokens, options.overlap_tokens)
-            documents = [record_document(r, options.markdown) for r in records]
+            documents = [
+                r if isinstance(r, Problem) else record_document(r, options.markdown)
+                for r in records
+            ]
 
             def write_chunks() -> schemas.WriteReport:
                 report = ingest_parsed(
@@ -616,7 +644,7 @@ def _collections(service: Service) -> APIRouter:
 
             return await service.run(name, write_chunks)
 
-        def prepared() -> tuple[IngestReport, list[Record]]:
+        def prepared() -> tuple[IngestReport, list[Record]]:  # Problems are reported, skipped
             refuse_mixing(service.still(collection), chunks=False)
             return prepare(records, collection, pipeline, body.on_error, body.upsert)
 
