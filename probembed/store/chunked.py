@@ -254,9 +254,9 @@ def refuse_mixing(collection: Collection, chunks: bool) -> None:
     choose between the two (ingest with or without chunking, the service's "chunk")."""
     if not collection.exists or not collection.count():
         return
-    # doc_hash too: only chunked ingest writes it, and a plain corpus exported as chunks
-    # (its own doc_id and chunk fields) was refused every later write, its resume included
-    holds_chunks = {"doc_id", "chunk", "doc_hash"} <= collection.metadata_columns().keys()
+    # not doc_id and chunk alone: a plain corpus exported as chunks has them, and was
+    # refused every later write, its resume included
+    holds_chunks = collection.holds_chunks
     if chunks and not holds_chunks:
         raise StoreError(
             f"collection {collection.name!r} holds whole documents: chunks beside them would "

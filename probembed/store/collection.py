@@ -68,6 +68,8 @@ if TYPE_CHECKING:
     from probembed.scoring import Score
 
 DEFAULT_COLLECTION = "default"
+#: The columns that together mark chunked ingest's chunks (`Collection.holds_chunks`).
+CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
@@ -832,10 +834,10 @@ class Collection:
     def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
         """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.
 
-        Empty for a collection without chunked documents (no `doc_id` and `doc_hash` columns).
+        Empty for a collection without chunked ingest's documents (`holds_chunks`).
         """
         table = self._open()
-        if table is None or not {"doc_id", "doc_hash"} <= set(self.metadata_columns()):
+        if table is None or not self.holds_chunks:
             return {}
         rows = _scan(table, ["id", "doc_id", "doc_hash"], "doc_id IS NOT NULL").to_pylist()
         index: dict[str, tuple[set[str], list[str]]] = {}
@@ -873,8 +875,15 @@ class Collection:
 
     @property
     def chunked(self) -> bool:
-        """Whether rows are chunks of documents (a doc_id column)."""
+        """Whether rows name the document they are part of (a doc_id column: chunked ingest's
+        chunks, or a corpus exported as chunks), which grouping and deletes by document read."""
         return "doc_id" in self.metadata_columns()
+
+    @property
+    def holds_chunks(self) -> bool:
+        """Whether rows are chunked ingest's chunks: only it writes doc_hash beside doc_id and
+        chunk (a corpus exported as chunks has its own doc_id and chunk, and is whole records)."""
+        return self.metadata_columns().keys() >= CHUNK_COLUMNS
 
     def decode_variances(self, stored: np.ndarray) -> np.ndarray:
         """Full (n, dim) variances from what the variance column holds."""
