@@ -41,7 +41,7 @@ from probembed.store.ingest import (
     IngestReport,
     OnError,
     check_records,
-    column_types,
+    columns_to_check,
     commit,
     finish,
     ingest,
@@ -302,7 +302,7 @@ def ingest_parsed(
     stored = collection.document_index()
     plan = _plan(items, stored, pipeline.count_tokens, settings, report)
     planned = [*plan.records, *plan.marks]
-    good, bad = check_records(planned, column_types(collection, planned))
+    good, bad = check_records(planned, columns_to_check(collection, planned))
     report.problems += bad  # e.g. a metadata type the collection stores otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)

@@ -173,7 +173,7 @@ def read_checked(
     against none): this needs no model, so a caller can refuse bad input before it loads one.
     Under on_error="stop" any problem raises `IngestError`."""
     items = list(read_records(source) if isinstance(source, (str, Path)) else _given(source))
-    records, problems = check_records(items, column_types(collection, items))
+    records, problems = check_records(items, columns_to_check(collection, items))
     if problems and on_error == "stop":
         raise IngestError(problems)
     return records, problems
@@ -278,7 +278,7 @@ def remove(collection: Collection, ids: Sequence[str], pipeline: Any) -> int:
     return removed
 
 
-def column_types(
+def columns_to_check(
     collection: Collection | None, items: Sequence[Record | Problem]
 ) -> dict[str, pa.DataType]:
     """What `check_records` checks these items against: the collection's columns, and the
