@@ -157,8 +157,8 @@ def _costs(text: str, spans: list[Span], count: Counter, overhead: int, budget: 
     """Tokens of each span without the per-text special tokens: exact up to the budget; a span
     over it may get any count over it (all a caller needs to know), so a long span is counted
     on its first PROBE_CHARS characters first and whole only if those fit. Counted in calls of
-    at most BATCH_CHARS characters: a 17 MiB file without blank lines was tokenized whole,
-    then each of its sentences and words in one call (7.2 GB RSS)."""
+    at most BATCH_CHARS characters: a large file without blank lines was tokenized whole,
+    then each of its sentences and words in one call, taking gigabytes."""
     probes = [_probe(text, s, e) for s, e in spans]
     costs = [max(n - overhead, 1) for n in _counted([text[s:e] for s, e in probes], count)]
     again = [i for i, (span, probe) in enumerate(zip(spans, probes, strict=True))
