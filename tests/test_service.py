@@ -565,6 +565,8 @@ def test_limits_are_named(tight):
         long = http.post("/v1/embeddings", json={"model": "hash", "input": ["a" * 51]})
         body = http.post("/v1/embeddings", json={"model": "hash", "input": ["a " * 1500]})
         ids = http.post("/v1/collections/any/delete", json={"ids": list("abcde")})
+        skipping = {"documents": [{"id": i, "text": i} for i in "abcde"], "on_error": "skip"}
+        docs = http.post("/v1/collections/any/documents", json=skipping)  # skip skips no limit
         schema = http.get("/openapi.json").json()
     # the schema states this server's limits, the body's too (no JSON Schema keyword has it)
     texts = schema["components"]["schemas"]["EmbeddingRequest"]["properties"]["input"]
@@ -574,6 +576,7 @@ def test_limits_are_named(tight):
     assert '"maxItems": 4' in json.dumps(texts) and '"maxLength": 50' in json.dumps(texts)
     assert many.status_code == 413 and "--max-inputs" in many.text
     assert ids.status_code == 413 and "--max-inputs" in ids.text
+    assert docs.status_code == 413 and "--max-inputs" in docs.text
     assert long.status_code == 422 and "--max-chars" in long.text
     assert body.status_code == 413 and "--max-body-bytes" in body.text
     assert body.json()["error"]["message"] == body.json()["detail"]  # what OpenAI clients read

@@ -375,9 +375,11 @@ def check_texts(
     limits: Limits,
     allow_empty: bool = False,
     chunked: bool = False,
+    each: bool = True,
 ) -> None:
     """Refuse too many texts (413), a text over the character limit or an empty one (422).
-    Documents to chunk have no character limit but the body's: each chunk is what is embedded."""
+    Documents to chunk have no character limit but the body's: each chunk is what is embedded.
+    Without `each`, only the count (a write that skips what it cannot embed)."""
     if len(texts) > limits.max_inputs:
         raise ApiError(
             413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
@@ -385,7 +387,7 @@ def check_texts(
     for i, text in enumerate(texts):
         if not allow_empty and is_blank(text):
             raise ApiError(422, f"{field}[{i}] is empty: there is nothing to embed")
-        problem = text_problem(text, limits, chunked)
+        problem = text_problem(text, limits, chunked) if each else None
         if problem is not None:
             raise ApiError(422, f"{field}[{i}] {problem}")
 
@@ -600,15 +602,13 @@ def _collections(service: Service) -> APIRouter:
         documents whose content is unchanged are left alone, and a bad one writes nothing.
         """
         options, skip = body.chunking, body.on_error == "skip"
-        if not skip:
-            texts = [d.text for d in body.documents]
-            check_texts(texts, "documents", limits, allow_empty=True, chunked=options is not None)
+        texts = [d.text for d in body.documents]
+        chunked = options is not None
+        check_texts(texts, "documents", limits, allow_empty=True, chunked=chunked, each=not skip)
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)
         batcher = service.batcher(pipeline)
-        records = [
-            _document(d, i, limits, options is not None) for i, d in enumerate(body.documents)
-        ]
+        records = [_document(d, i, limits, chunked) for i, d in enumerate(body.documents)]
 
         if options is not None:
             for i, record in enumerate(records):  # chunking hashes them first, checks after
