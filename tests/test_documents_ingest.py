@@ -121,6 +121,33 @@ def test_every_report_of_a_folder_names_the_files_no_reader_takes(tmp_path, fold
     assert one_file.unread == {} and "not read" not in one_file.summary()
 
 
+def test_a_beir_folder_reports_the_documents_beside_its_corpus(tmp_path, pydoc_pipeline):
+    """A corpus.jsonl makes a folder a BEIR folder, read by its corpus alone: Markdown beside
+    it was left out without a word."""
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "Python lists are mutable."}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "lists"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (beir / "guide.md").write_text("# Guide\n\nTuples are not.")
+    (beir / "more").mkdir()
+    (beir / "more" / "notes.txt").write_text("Sets hold unique items.")
+    db = Database(tmp_path / "db", create=True)
+    plain = ingest(beir, db.collection("plain"), pydoc_pipeline)
+    chunked = ingest_documents(beir, db.collection("chunks"), pydoc_pipeline, SMALL)
+    for report in (plain, chunked):
+        assert report.unread == {".md": 1, ".txt": 1}  # not queries.jsonl or qrels/: BEIR's
+        assert report.summary().endswith(
+            "; not read: 2 file(s), .md (1), .txt (1) (a folder with a corpus.jsonl is a BEIR "
+            "folder: only its corpus is read)"
+        )
+    assert plain.added == 1 and chunked.added == 1
+    (beir / "guide.md").unlink()
+    (beir / "more" / "notes.txt").unlink()
+    again = ingest(beir, db.collection("plain"), pydoc_pipeline)
+    assert again.unread == {} and "not read" not in again.summary()
+
+
 def test_a_documents_chunks_are_deleted_by_its_id_in_one_commit(tmp_path, folder, pydoc_pipeline):
     db = Database(tmp_path / "db", create=True)
     collection = db.collection("docs")

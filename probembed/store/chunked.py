@@ -49,7 +49,14 @@ from probembed.store.ingest import (
     prepare,
     validate_options,
 )
-from probembed.store.readers import Problem, Record, read_records, unread_files, unread_note
+from probembed.store.readers import (
+    Problem,
+    Record,
+    is_beir,
+    read_records,
+    unread_files,
+    unread_note,
+)
 from probembed.store.rows import PipelineInfo
 from probembed.store.streamed import (
     STREAM_BYTES,
@@ -92,7 +99,7 @@ class DocumentReport:
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}, unchanged {self.unchanged}; chunks written {self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
-            f"{unread_note(self.unread)}"
+            f"{unread_note(self.unread, self.source)}"
         )
 
 
@@ -103,7 +110,7 @@ def read_documents(
     file, or of a JSONL file / BEIR folder (one per record); a text or Markdown file over
     `stream_bytes` is scanned, not read, and chunked as a stream when written."""
     path = Path(source)
-    if path.is_dir() and not (path / "corpus.jsonl").is_file():
+    if path.is_dir() and not is_beir(path):
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in READERS)
         if not files:
             raise FileNotFoundError(f"{path} holds no {', '.join(READERS)} files to ingest")

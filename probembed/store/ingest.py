@@ -91,7 +91,7 @@ class IngestReport:
         return (
             f"{self.source}: added {self.added}{replaced}{same}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
+            f"{unread_note(self.unread, self.source, TEXT_SUFFIXES)}"
         )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "TEXT_SUFFIXES",
     "Problem",
     "Record",
+    "is_beir",
     "read_jsonl",
     "read_records",
     "read_text_folder",
@@ -32,6 +33,13 @@ TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 CHUNKED_ONLY = tuple(s for s in READERS if s not in TEXT_SUFFIXES)
 #: Files read as JSON lines: any other suffix would give one "malformed JSON" per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", "")
+#: What a BEIR folder holds besides the corpus an ingest reads: the evaluation's, not documents.
+BEIR_PARTS = ("corpus.jsonl", "queries.jsonl", "qrels")
+
+
+def is_beir(path: Path) -> bool:
+    """A folder read as a BEIR corpus: its corpus.jsonl alone, whatever else it holds."""
+    return (path / "corpus.jsonl").is_file()
 
 
 def read_records(path: str | Path) -> Iterator[Record | Problem]:
@@ -54,7 +62,7 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
             f"({', '.join(JSONL_SUFFIXES[:-1])}), documents ({', '.join(READERS)}), "
             "a folder of them, or a BEIR folder"
         )
-    if (path / "corpus.jsonl").is_file():
+    if is_beir(path):
         return read_jsonl(path / "corpus.jsonl")
     if path.is_dir():
         return read_text_folder(path)
@@ -90,22 +98,33 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
 
 def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) -> dict[str, int]:
     """Files below a folder source that a run reading these suffixes leaves out, counted by
-    suffix (hidden ones aside; none for a file or a BEIR folder): a .docx among Markdown
-    files is not ingested, nor a PDF by a plain ingest, and a report says so."""
+    suffix (hidden ones aside; none for a file): a .docx among Markdown files is not ingested,
+    nor a PDF by a plain ingest, nor a Markdown file beside a BEIR folder's corpus.jsonl, and
+    a report says so."""
     folder = Path(source)
-    if not folder.is_dir() or (folder / "corpus.jsonl").is_file():
+    if not folder.is_dir():
         return {}
     found = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
-    visible = (p for p in found if not any(part.startswith(".") for part in p.parts))
-    kinds = Counter(p.suffix.lower() or p.name for p in visible if p.suffix.lower() not in reads)
-    return dict(sorted(kinds.items()))
+    visible = [p for p in found if not any(part.startswith(".") for part in p.parts)]
+    if is_beir(folder):  # its corpus is read; anything but the BEIR parts is not
+        left = [p for p in visible if p.parts[0] not in BEIR_PARTS]
+    else:
+        left = [p for p in visible if p.suffix.lower() not in reads]
+    return dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
 
 
-def unread_note(unread: dict[str, int], reads: Collection[str] = tuple(READERS)) -> str:
+def unread_note(
+    unread: dict[str, int], source: str | Path, reads: Collection[str] = tuple(READERS)
+) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none)."""
     if not unread:
         return ""
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
+    if is_beir(Path(source)):
+        return (
+            f"; not read: {sum(unread.values())} file(s), {kinds} (a folder with a "
+            "corpus.jsonl is a BEIR folder: only its corpus is read)"
+        )
     chunked = [s for s in CHUNKED_ONLY if s not in reads]
     also = f"; chunked ingestion (--chunk) also {', '.join(chunked)}" if chunked else ""
     return (
