@@ -194,6 +194,20 @@ def test_rerun_touches_only_what_changed(tmp_path, folder, pydoc_pipeline):
     assert hit["metadata"]["doc_id"] == "guide.md" and "gizmo" in hit["text"]
 
 
+def test_a_rerun_writes_again_a_chunk_deleted_from_the_middle(tmp_path, folder, pydoc_pipeline):
+    """A document missing a middle chunk (deleted by id) was taken as unchanged for good."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    whole = sorted(collection.document_index()["guide.md"][1])
+    assert len(whole) > 2 and collection.delete(["guide.md#1"]) == 1
+    again = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    assert (again.updated, again.unchanged) == (1, 3)
+    assert sorted(collection.document_index()["guide.md"][1]) == whole
+    assert collection.rows(["guide.md#1"])["guide.md#1"]["text"]
+    settled = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    assert (settled.updated, settled.unchanged, settled.chunks_written) == (0, 4, 0)
+
+
 def test_other_chunk_settings_re_chunk_every_document(tmp_path, folder, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(folder, collection, pydoc_pipeline, SMALL)

@@ -210,9 +210,15 @@ def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
 
 
 def unchanged(document_id: str, digest: str, stored: tuple[set[str], list[str]] | None) -> bool:
-    """Whether a document is stored whole with this content: every chunk carries its hash and
-    chunk 0, which is always written last, is there (a half-written document is not)."""
-    return stored is not None and stored[0] == {digest} and was_whole(document_id, stored)
+    """Whether a document is stored whole with this content: every chunk carries its hash,
+    chunk 0, which is always written last, is there (a half-written document is not), and no
+    chunk between is missing (one deleted by id is written again; a deleted last chunk
+    leaves no gap to see)."""
+    if stored is None or stored[0] != {digest} or not was_whole(document_id, stored):
+        return False
+    prefix = f"{document_id}#"
+    numbers = {i.removeprefix(prefix) for i in stored[1] if i.startswith(prefix)}
+    return numbers == {str(n) for n in range(len(stored[1]))}
 
 
 def was_whole(document_id: str, stored: tuple[set[str], list[str]] | None) -> bool:
