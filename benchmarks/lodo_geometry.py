@@ -13,6 +13,10 @@ leave-one-dataset-out protocol, members, weight grid and tuning splits:
   softmax(log p − γ·log σ_k), σ_k the standard deviation of member k's cosines over 5,000
   seeded random pairs of the collection's texts; γ = 1 z-scores each member's cosines before
   they are summed, γ ∈ {0, 0.5, 1, 1.5, 2} tuned like every setting.
+- static+factor, mean+factor: the same tilt by log w_k, the weights a one-factor measurement
+  model of those cosines gives each member (`lodo.factor_weights`: a shared similarity plus
+  each member's own noise; γ = 1 around the uniform mean is the model's least-noise reading),
+  γ from the same grid.
 
 Also each single member plain and centred (no tuning), which says whether a gain is the
 ensemble's or every member's, and on classification its probe accuracy with a tenth of the
@@ -43,6 +47,7 @@ from probembed.evaluation.lodo import (
     choose_across,
     cosine_spread,
     embed_tasks,
+    factor_weights,
     load_tasks,
     paired_difference,
     static_methods,
@@ -100,11 +105,19 @@ def main() -> None:
     centred = Scores({key: centred_split(split) for key, split in splits.items()})
     variants = {"plain": plain, "centred": centred}
     spreads = {key: cosine_spread(split) for key, split in splits.items()}
+    factors = {key: factor_weights(split) for key, split in splits.items()}
+
+    def key_of(split: Split) -> tuple[str, str]:
+        """Which split of the benchmark's this is (the statistics are measured once each)."""
+        return next(key for key, known in splits.items() if known is split)
 
     def narrow(split: Split, prior: Sequence[float]) -> np.ndarray:
         """−log σ_k of the split: a tilt towards the members that spread its texts least."""
-        key = next(key for key, known in splits.items() if known is split)
-        return -np.log(spreads[key])
+        return -np.log(spreads[key_of(split)])
+
+    def reliable(split: Split, prior: Sequence[float]) -> np.ndarray:
+        """log w_k of the split's one-factor model: a tilt towards its least-noise reading."""
+        return np.log(factors[key_of(split)])
 
     k = len(pipe.models)
     grid = [lambda _, m=m: m for m in static_methods(k, args.step)]
@@ -123,9 +136,10 @@ def main() -> None:
             "centred": (centred, chosen["centred"]),
             "centred or not": (variants[either], grid[j]),
         }
-        for label, around in (("static", base), ("mean", uniform)):
-            tilts = tilted_settings(around, narrow, SPREAD_GAMMAS, f"{label}+spread")
-            families[f"{label}+spread"] = (plain, tilts[plain.choose(tilts, name)])
+        for statistic, tilt in (("spread", narrow), ("factor", reliable)):
+            for label, around in (("static", base), ("mean", uniform)):
+                tilts = tilted_settings(around, tilt, SPREAD_GAMMAS, f"{label}+{statistic}")
+                families[f"{label}+{statistic}"] = (plain, tilts[plain.choose(tilts, name)])
         reference = evaluate(splits[name, "test"].embedded, tasks[name].test, base)
         for family, (scores, setting) in families.items():
             split = scores.splits[name, "test"]
@@ -158,6 +172,9 @@ def main() -> None:
         "static_step": args.step,
         "spread_gammas": list(SPREAD_GAMMAS),
         "spread": {f"{n}/{r}": [round(float(v), 4) for v in s] for (n, r), s in spreads.items()},
+        "factor_weights": {
+            f"{n}/{r}": [round(float(v), 4) for v in w] for (n, r), w in factors.items()
+        },
         "mean_tuning_figure": tuning,
         "best_tuning_figure": best_tuning,
         "weaker_penalty": WEAKER_PENALTY,

@@ -248,7 +248,14 @@ def headroom(rows: Rows) -> str:
 def geometry(rows: Rows) -> str:
     """Per left-out dataset: each geometric adaptation against static, with intervals, and
     how much centring moves the best single member (is a gain the ensemble's?)."""
-    families = ["centred", "centred or not", "static+spread", "mean+spread"]
+    families = [
+        "centred",
+        "centred or not",
+        "static+spread",
+        "mean+spread",
+        "static+factor",
+        "mean+factor",
+    ]
     header = ["left out", "static", *(f"{f} − static [95% CI]" for f in families)]
     header.append("best single: plain → centred")
     body = []

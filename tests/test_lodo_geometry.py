@@ -1,5 +1,6 @@
 """Label-free geometric adaptations measured by benchmarks/lodo_geometry.py: a member's
-collection centring, its cosine spread, and the tilt of weights by a per-member statistic."""
+collection centring, its cosine spread, the one-factor weights of the members' cosines, and
+the tilt of weights by a per-member statistic."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from probembed.evaluation.lodo import (
     centred_split,
     choose_across,
     cosine_spread,
+    factor_weights,
     tilted_settings,
 )
 from probembed.gaussian import Gaussian
@@ -102,6 +104,61 @@ def test_a_retrieval_spread_is_its_corpus_alone_and_its_pairs_distinct() -> None
     distinct = cosines[np.triu_indices(3, 1)]
     spread = cosine_spread(split, pairs=2000, seed=3)[0]
     assert distinct.std() * 0.9 < spread < distinct.std() * 1.1  # 3 values drawn ~445 times each
+
+
+def noisy_views(seed: int, noise: list[float], n: int = 150) -> Split:
+    """Members that each read one shared 12-d latent of every text in their own rotated
+    coordinates (cosines kept), plus their own noise of the given size: the measurement model
+    factor_weights fits."""
+    rng = np.random.default_rng(seed)
+    latent = {role: rng.normal(size=(n, 12)) for role in "ab"}
+    maps = [np.linalg.qr(rng.normal(size=(12, 12)))[0] for _ in noise]
+    parts = {
+        role: [
+            Gaussian((z @ m + s * rng.normal(size=(n, 12))).astype(np.float32), np.zeros((n, 12)))
+            for m, s in zip(maps, noise, strict=True)
+        ]
+        for role, z in latent.items()
+    }
+    dataset = StsDataset("toy", "test", [f"a{i}" for i in range(n)], [""] * n, rng.random(n))
+    names = tuple(f"m{k}" for k in range(len(noise)))
+    return Split(dataset, Embedded(names, parts), np.zeros(len(noise)))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_factor_weights_favour_the_member_with_least_noise_of_its_own(seed: int) -> None:
+    split = noisy_views(seed, [0.1, 0.6, 2.0])
+    weights = factor_weights(split, pairs=3000, seed=seed)
+    assert weights.shape == (3,) and abs(weights.sum() - 1.0) < 1e-12
+    # weights apply to raw cosines, and noise shrinks a member's cosines towards 0: what each
+    # member contributes to the fused cosine's standardised reading is w_k·σ_k. Noise variances
+    # 0.01, 0.36 and 4 against a signal of variance ~1 per coordinate: the loadings differ by
+    # far more than 3,000 pairs' sampling error
+    share = weights * cosine_spread(split, pairs=3000, seed=seed)
+    assert share[0] > share[1] > share[2] > 0
+    np.testing.assert_array_equal(factor_weights(split, pairs=3000, seed=seed), weights)
+    # the model reads members, not their order
+    order = [2, 0, 1]
+    swapped = Split(
+        split.dataset,
+        Embedded(
+            tuple(split.embedded.models[k] for k in order),
+            {r: [gs[k] for k in order] for r, gs in split.embedded.parts.items()},
+        ),
+        split.agreement,
+    )
+    np.testing.assert_allclose(factor_weights(swapped, pairs=3000, seed=seed), weights[order])
+
+
+def test_factor_weights_need_three_members_that_spread_the_collection() -> None:
+    # two readings of one factor cannot tell their noises apart: no tilt (uniform)
+    np.testing.assert_array_equal(factor_weights(noisy_views(0, [0.1, 2.0])), [0.5, 0.5])
+    split = noisy_views(0, [0.1, 0.6, 2.0])
+    one = np.ones((150, 12), dtype=np.float32)
+    collapsed = {r: [*gs[:2], Gaussian(one, one * 0)] for r, gs in split.embedded.parts.items()}
+    flat = Split(split.dataset, Embedded(split.embedded.models, collapsed), split.agreement)
+    np.testing.assert_array_equal(factor_weights(flat), [1 / 3] * 3)  # every cosine 1
 
 
 def test_a_tilt_moves_the_prior_by_the_statistic_and_keeps_zero_weights() -> None:

@@ -208,18 +208,45 @@ def centred_split(split: Split) -> Split:
     return Split(split.dataset, replace(split.embedded, parts=parts), split.agreement)
 
 
-def cosine_spread(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) -> np.ndarray:
-    """(K,) the standard deviation of each member's cosines over seeded random pairs of the
-    collection's texts (no labels): how widely the member spreads that domain's texts."""
+def pair_cosines(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) -> np.ndarray:
+    """(pairs drawn, K) each member's cosines over the same seeded random pairs of two distinct
+    texts of the collection (no labels): what the label-free geometry statistics read."""
     parts = collection_parts(split.embedded)
     first, second = np.random.default_rng(seed).integers(0, len(parts[0]), (2, pairs))
     distinct = first != second
     first, second = first[distinct], second[distinct]
-    spread = []
+    cosines = []
     for part in parts:
         unit = part.normalize().mean.astype(np.float64)
-        spread.append(np.einsum("nd,nd->n", unit[first], unit[second]).std())
-    return np.array(spread)
+        cosines.append(np.einsum("nd,nd->n", unit[first], unit[second]))
+    return np.stack(cosines, axis=1)
+
+
+def cosine_spread(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) -> np.ndarray:
+    """(K,) the standard deviation of each member's cosines over seeded random pairs of the
+    collection's texts (no labels): how widely the member spreads that domain's texts."""
+    return pair_cosines(split, pairs, seed).std(axis=0)
+
+
+def factor_weights(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) -> np.ndarray:
+    """(K,) weights summing to 1 that a one-factor measurement model of the collection gives
+    each member's cosines: every member reads one shared similarity plus its own noise, and
+    the least-noise linear reading weights member k by ℓ_k / (ψ_k σ_k) (loading ℓ_k and
+    noise variance ψ_k of its standardised cosines, σ_k their spread). No labels: a member
+    that tracks what the others share, scaled for its spread, counts for more."""
+    from sklearn.decomposition import FactorAnalysis
+
+    cosines = pair_cosines(split, pairs, seed)
+    spread = cosines.std(axis=0)
+    # one factor is identified from three readings; a member whose cosines vary by no more
+    # than float32 unit rows round (~1e-7) reads nothing to standardise
+    if len(spread) < 3 or spread.min() < 1e-6:
+        return np.full(len(spread), 1.0 / len(spread))
+    model = FactorAnalysis(n_components=1, svd_method="lapack")
+    model.fit((cosines - cosines.mean(axis=0)) / spread)
+    loading = np.abs(model.components_[0])
+    weights = loading / (model.noise_variance_ * spread)
+    return weights / weights.sum()
 
 
 def embed_split(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Split:
