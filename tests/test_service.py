@@ -27,6 +27,8 @@ import pytest
 from service_support import Server
 
 from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
+from probembed.service import schemas
+from probembed.service.app import _search_body
 from probembed.service.process import FAILED, READY_TIMEOUT
 from probembed.store import Database
 
@@ -201,6 +203,29 @@ def test_acknowledged_writes_are_searchable_with_the_hit_shape(server):
     assert top["metadata"] == {"year": 2015} and top["std"] > 0
     assert set(top["weights"]) == {"hash(dim=64)", "hash(dim=48)"} and top["p_relevant"] is None
     assert len(only["hits"]) == 2
+
+
+def test_a_search_answer_is_the_response_model_written_a_query_at_a_time():
+    """The body is written off the event loop, per query: it must be what the model gives."""
+    hit = {
+        "id": "d\u00e9j\u00e0 \U0001f600",
+        "score": 0.1 + 0.2,  # a float with a long shortest form
+        "std": 1e-300,
+        "weights": {"minilm": 0.6, "use": 0.4},
+        "p_relevant": None,
+        "text": 'quotes " and \\ and \n',
+        "metadata": {"year": 2015, "tags": ["a", {"b": None}], "x": 2.5},
+    }
+    results = [
+        {"query": "q1", "confidence": 0.75, "hits": [hit, {**hit, "other_chunks": 3}]},
+        {"query": None, "confidence": None, "hits": []},
+    ]
+    written = _search_body("col\u00e9", results)
+    model = schemas.SearchResponse.model_validate({"collection": "col\u00e9", "results": results})
+    assert json.loads(written) == json.loads(model.model_dump_json())
+    assert json.loads(written)["results"][0]["hits"][0]["score"] == 0.1 + 0.2  # read back exactly
+    with pytest.raises(ValueError, match="hits"):  # still validated, not written as it came
+        _search_body("c", [{"query": "q", "confidence": None}])
 
 
 def test_search_options_and_their_errors(server):
