@@ -135,3 +135,31 @@ def test_keys_from_the_environment():
     assert keys.granted(READER) == {"read"} and keys.granted(WRITER) == {"read", "write"}
     assert keys.granted("guess-0123456789abcdef") is None
     assert load_keys(environ={}) is None
+
+
+def test_a_probe_with_a_trailing_slash_is_redirected_not_refused(guarded):
+    """A load balancer's /healthz/ got 401 from a server with keys (307 to /healthz without)."""
+    with guarded.client() as http:
+        for path in ("/healthz/", "/readyz/"):
+            answer = http.get(path, follow_redirects=True)
+            assert answer.status_code == 200, answer.text
+            assert [r.status_code for r in answer.history] == [307]
+        assert http.get("/metrics/").status_code == 401  # open paths only, slash or not
+
+
+def test_a_key_without_the_routes_scope_is_refused_before_its_body_is_judged(guarded):
+    """FastAPI parses and validates a body before the route's scope is checked: a read-only
+    key's malformed or invalid writes got 400s and 422s describing the write schema."""
+    json_type = {"content-type": "application/json"}
+    bodies = (b'{"documents": ', b'{"documents": 5}', b'{"nothing": 1}', b"\xff")
+    with guarded.client(READER) as http:
+        for body in bodies:
+            answer = http.post("/v1/collections/kept/documents", content=body, headers=json_type)
+            assert answer.status_code == 403, (body, answer.text)
+            assert "needs 'write'" in answer.text
+        invalid = http.post("/v1/collections/kept/search", json={"k": 0})
+    assert invalid.status_code == 422 and "greater than or equal to 1" in invalid.text  # judged
+    with guarded.client(WRITER) as http:
+        garbled = http.post("/v1/collections/kept/documents", content=bodies[0], headers=json_type)
+        searched = http.post("/v1/collections/kept/search", json={"k": 0})
+    assert garbled.status_code == 422 and searched.status_code == 403

@@ -28,7 +28,7 @@ from probembed.chunking import ChunkSettings
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.service import schemas
-from probembed.service.auth import READ, WRITE
+from probembed.service.auth import READ, WRITE, ApiKeys, bearer_key
 from probembed.service.batching import QueueFullError, StoppingError
 from probembed.service.gate import Gate
 from probembed.service.settings import Limits, ServiceSettings
@@ -125,7 +125,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
-    _handle_errors(app, settings.db)
+    _handle_errors(app, settings.db, settings.keys)
     app.include_router(_operations(service))
     app.include_router(_embeddings(service))
     app.include_router(_collections(service))
@@ -219,7 +219,7 @@ SEND_JSON = "send JSON encoded as UTF-8, with the header Content-Type: applicati
 _UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
 
 
-def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
+def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -> None:
     """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
     roots = _spellings(db)
 
@@ -229,6 +229,9 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
 
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        lacking = _lacking_scope(request, keys)  # FastAPI reads the body before the scope
+        if lacking is not None:
+            return refusal(403, lacking)
         problems = _problems(exc.errors(), request.headers.get("content-type", ""))
         return refusal(422, "; ".join(problems), raw=jsonable_encoder(exc.errors()))
 
@@ -253,6 +256,9 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str) -> None:
         assert isinstance(exc, StarletteHTTPException)
         message = str(exc.detail)
         if exc.status_code == 400 and message == UNPARSABLE:  # FastAPI's, for any read failure
+            lacking = _lacking_scope(request, keys)
+            if lacking is not None:
+                return refusal(403, lacking)
             message = _unreadable(await request.body())
         return refusal(exc.status_code, message, exc.headers)
 
@@ -359,15 +365,39 @@ def _scope(service: Service, needed: str) -> Callable[..., None]:
     bearer = HTTPBearer(auto_error=False, description="An API key (when the server has keys).")
 
     def check(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
-        keys = service.settings.keys
-        if keys is None:
-            return
-        # the gate answered 401 to a missing or unknown key before the body was read
-        granted = (keys.granted(credentials.credentials) if credentials else None) or frozenset()
-        if needed not in granted:
-            raise ApiError(403, f"this key grants {sorted(granted)}; this route needs {needed!r}")
+        key = credentials.credentials if credentials else None
+        lacking = _refused_scope(service.settings.keys, key, needed)
+        if lacking is not None:
+            raise ApiError(403, lacking)
 
+    check.needed_scope = needed  # type: ignore[attr-defined]  # read by _lacking_scope
     return check
+
+
+def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | None:
+    """Why this key may not use a route needing `needed`, or None (no keys: anyone may).
+    The gate answered 401 to a missing or unknown key before the body was read."""
+    if keys is None:
+        return None
+    granted = (keys.granted(key) if key else None) or frozenset()
+    if needed in granted:
+        return None
+    return f"this key grants {sorted(granted)}; this route needs {needed!r}"
+
+
+def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:
+    """The 403 a request's key earns on its route, for refusals FastAPI makes before the
+    route's scope is checked (a body that does not parse or validate): a read-only key learnt
+    a write route's schema from its 422s."""
+    route = request.scope.get("route")
+    key = bearer_key(request.headers.get("authorization", ""))
+    for dependency in getattr(route, "dependencies", ()):
+        needed = getattr(dependency.dependency, "needed_scope", None)
+        if needed is not None:
+            lacking = _refused_scope(keys, key, needed)
+            if lacking is not None:
+                return lacking
+    return None
 
 
 def check_texts(

@@ -26,6 +26,14 @@ MIN_KEY_CHARS = 16
 _COMMENT = re.compile(r"(?:^|\s)#")
 
 
+def bearer_key(authorization: str) -> str | None:
+    """The key an Authorization header presents (`Bearer KEY`), or None."""
+    scheme, _, key = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return key.strip() or None
+
+
 @dataclass(frozen=True)
 class ApiKeys:
     """Key -> the scopes it grants."""

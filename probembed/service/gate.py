@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from probembed.service.auth import ApiKeys
+from probembed.service.auth import ApiKeys, bearer_key
 from probembed.service.metrics import Metrics
 from probembed.service.schemas import error_body
 
@@ -83,13 +83,15 @@ class Gate:
 
     def _unauthenticated(self, scope: Scope) -> str | None:
         """Why a request needing a key has no valid one, or None (the routes check scopes)."""
-        if self.keys is None or scope.get("path") in self.open_paths:
+        # /healthz/ too: a probe configured with the slash was refused 401, not redirected
+        path = str(scope.get("path", "")).rstrip("/") or "/"
+        if self.keys is None or path in self.open_paths:
             return None
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        scheme, _, key = header.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
+        key = bearer_key(header)
+        if key is None:
             return "missing API key: send 'Authorization: Bearer KEY'"
-        if self.keys.granted(key.strip()) is None:
+        if self.keys.granted(key) is None:
             return "unknown API key"
         return None
 
