@@ -1,6 +1,8 @@
 """Search: equal to a brute-force scan for every score, ANN recall, hybrid RRF, CLI JSON."""
 
+import errno
 import json
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,6 +20,7 @@ from probembed.scoring import Score, dot_variance, score_matrix
 from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, IndexSettings, Searcher, StoreError, confidence, ingest
 from probembed.store import collection as collection_module
+from probembed.store.errors import StoreStateError
 from probembed.store.index import HnswIndex
 from probembed.store.ranking import RRF_K
 from probembed.store.readers import Record
@@ -131,6 +134,33 @@ def test_ann_recall_for_uec_is_at_least_099(tmp_path, hash_pipeline, sentences):
     assert recall >= 0.99
     graphs = list((collection.db.path / ".probembed" / "big").glob("hnsw-mean-*-v*.faiss"))
     assert len(graphs) == 1  # persisted beside the table for the next process
+
+
+def test_a_full_disk_is_named_and_a_graph_it_cannot_keep_is_still_searched(
+    tmp_path, monkeypatch, hash_pipeline, sentences
+):
+    """The snapshot's files failed with a bare "[Errno 28]"; FAISS's failed write of the
+    graph (a RuntimeError, not an OSError) failed the search the graph was built for."""
+    collection = Database(tmp_path / "db", create=True).collection("full")
+    ingest([Record(str(i), t) for i, t in enumerate(sentences[:300])], collection, hash_pipeline)
+    real_pwrite = os.pwrite
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(StoreStateError, match="no space left in .*full for the search snapshot"):
+        collection.search("a query", k=3, exact=True)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)  # room again: the next search loads afresh
+    assert len(collection.search("a query", k=3, exact=True)["hits"]) == 3
+
+    def unwritable(self, path):
+        raise RuntimeError("Error: 'ret == (size)' failed: write error in fwrite")
+
+    monkeypatch.setattr(HnswIndex, "save", unwritable)
+    fresh = Searcher(collection, hash_pipeline, IndexSettings(scan_below=0))
+    assert len(fresh.search(["a query"], k=3)[0]["hits"]) == 3
+    assert not list((tmp_path / "db" / ".probembed" / "full").glob("hnsw-*.faiss"))
 
 
 def test_a_selective_filter_keeps_graph_recall_and_one_that_keeps_nothing_finds_nothing(

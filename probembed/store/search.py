@@ -713,14 +713,15 @@ def _graph_path(
 
 def _save_graph(graph: HnswIndex, path: Path) -> None:
     """Keep a graph for the next process, dropping this space's older ones; it is a cache,
-    so a directory that cannot be written (a read-only database) only means no saving."""
+    so a directory that cannot be written (a read-only database, a full disk) only means no
+    saving."""
     space_prefix = path.name.rsplit("-v", 1)[0]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         for old in path.parent.glob(f"{space_prefix}-v*.faiss*"):
             old.unlink(missing_ok=True)
         graph.save(path)
-    except OSError:
+    except (OSError, RuntimeError):  # FAISS reports a failed write as RuntimeError
         return
 
 

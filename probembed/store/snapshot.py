@@ -26,6 +26,7 @@ REBUILD_DEAD_FRACTION of the positions are dead, the next refresh loads everythi
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import weakref
@@ -37,6 +38,7 @@ import pyarrow as pa
 
 from probembed.fusion.adapt import scaled_blocks, tilted_weights
 from probembed.gaussian import Gaussian
+from probembed.store.errors import StoreStateError
 from probembed.store.ranking import float32_norm_bounds
 from probembed.store.rows import WRITE_TAG, to_matrix
 
@@ -67,12 +69,29 @@ def _unlinked_file(prefix: str, directory: str | None) -> int:
     return handle
 
 
+def _write_all(fd: int, data: memoryview, offset: int, directory: str) -> None:
+    """Write every byte at `offset` (pwrite may write fewer; one call takes at most ~2 GB); a
+    full disk is named with its directory, where search failed with a bare Errno 28."""
+    try:
+        while data:
+            written = os.pwrite(fd, data, offset)
+            data, offset = data[written:], offset + written
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise StoreStateError(
+            f"no space left in {directory} for the search snapshot ({len(data)} bytes still to "
+            "write): free space on that disk"
+        ) from exc
+
+
 class MeanFile:
     """A float32 (n, dim) matrix in an unlinked temporary file, mapped, growable by appending;
     with each row's norm bound in memory (`ranking.Means`)."""
 
     def __init__(self, dim: int, directory: str | None = None) -> None:
         self.dim = dim
+        self._directory = directory or tempfile.gettempdir()
         self._file = os.fdopen(_unlinked_file("probembed-means-", directory), "r+b")
         # a searcher dropped unclosed still gives its descriptor back, without a ResourceWarning
         self._release = weakref.finalize(self, self._file.close)
@@ -98,10 +117,8 @@ class MeanFile:
             self._capacity = max(need, 2 * self._capacity, 1024)
             self._file.truncate(self._capacity * self.dim * 4)
             self._map = np.memmap(self._file, np.float32, "r", shape=(self._capacity, self.dim))
-        data = memoryview(rows).cast("B")
-        offset, written = self._rows * self.dim * 4, 0
-        while written < len(data):  # pwrite may write less than asked
-            written += os.pwrite(self._file.fileno(), data[written:], offset + written)
+        offset = self._rows * self.dim * 4
+        _write_all(self._file.fileno(), memoryview(rows).cast("B"), offset, self._directory)
         self._rows = need
 
     def norm_bounds(self, positions: np.ndarray | slice) -> np.ndarray:
@@ -139,6 +156,7 @@ class TextFile:
     """
 
     def __init__(self, directory: str | None = None) -> None:
+        self._directory = directory or tempfile.gettempdir()
         self._fd = _unlinked_file("probembed-texts-", directory)
         #: Closes the descriptor when the file is dropped unclosed (a discarded searcher):
         #: an unlinked file's disk space is held until then.
@@ -168,10 +186,8 @@ class TextFile:
         offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[first : first + n + 1]
         lo, hi = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
         base = self.size
-        pending, at = memoryview(data)[lo:hi] if hi > lo else memoryview(b""), base
-        while pending:  # one write takes at most about 2 GB
-            written = os.pwrite(self._fd, pending, at)
-            pending, at = pending[written:], at + written
+        if hi > lo:
+            _write_all(self._fd, memoryview(data)[lo:hi], base, self._directory)
         self._ends = np.concatenate([self._ends, base + offsets[1:] - lo])
         self._null = np.concatenate([self._null, values.is_null().to_numpy(zero_copy_only=False)])
 
