@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from typing import Any
 ID_KEYS = ("id", "_id")
 #: JSON keys that are not metadata; a `metadata` object is merged into the other fields.
 _CORE_KEYS = frozenset({*ID_KEYS, "text", "metadata"})
+#: What JSON allows between values.
+_JSON_BLANKS = re.compile(r"[ \t\n\r]*")
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,17 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     on its own, so a line that is not UTF-8 is a problem of that line (naming its document
     when the rest of it is readable) and the lines after it are still read; a byte order
     mark before the first line is skipped. A file that is one JSON array of such objects (a
-    `.json` export) is read whole, each element `path[i]`.
+    `.json` export) is read whole, each element `path[i]`; so are objects spread over lines
+    (pretty-printed, one after another), each named by the line it starts on, when the whole
+    file reads as such (else line by line, each bad line its own problem).
     """
     if _is_array(path):
         yield from _read_array(path, allow_empty)
+        return
+    spread = _spread_objects(path)
+    if spread is not None:
+        for lineno, obj in spread:
+            yield _record(obj, f"{path}:{lineno}", allow_empty)
         return
     with path.open("rb") as lines:
         for lineno, raw in enumerate(lines, 1):
@@ -114,6 +124,38 @@ def _is_array(path: Path) -> bool:
     with path.open("rb") as file:
         head = file.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
     return head.startswith(b"[")
+
+
+def _spread_objects(path: Path) -> list[tuple[int, Any]] | None:
+    """(starting line, object) of each JSON object of a file whose first line opens an object
+    it does not close (pretty-printed), or None when that is not what the file holds: read as
+    lines, every line of one such object was a problem of its own."""
+    with path.open("rb") as file:
+        lines = (raw.removeprefix(codecs.BOM_UTF8) if i == 0 else raw for i, raw in enumerate(file))
+        first = next((line.strip() for line in lines if line.strip()), b"")
+    if not first.startswith(b"{"):
+        return None
+    try:
+        json.loads(first)
+        return None  # an object per line: JSON lines
+    except (ValueError, RecursionError):
+        pass
+    try:
+        text = path.read_bytes().removeprefix(codecs.BOM_UTF8).decode()
+    except UnicodeDecodeError:
+        return None
+    decoder, found, at, line, counted = json.JSONDecoder(), [], 0, 1, 0
+    while True:
+        at = _JSON_BLANKS.match(text, at).end()  # type: ignore[union-attr]  # always matches
+        if at == len(text):
+            return found
+        try:
+            obj, end = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return None
+        line += text.count("\n", counted, at)
+        found.append((line, obj))
+        counted, at = at, end
 
 
 def _read_array(path: Path, allow_empty: bool) -> Iterator[Record | Problem]:

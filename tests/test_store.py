@@ -506,6 +506,28 @@ def test_a_json_array_file_is_read_as_its_records(tmp_path, hash_pipeline):
     assert "malformed JSON array (Expecting value at line 2 column 1)" in str(problem)
 
 
+def test_pretty_printed_objects_are_read_as_records_named_by_their_first_line(tmp_path):
+    """One object spread over lines (a pretty-printed export) was one 'malformed JSON'
+    problem per line; a file of JSON lines whose first line is bad is still read by line."""
+    first = {"id": "a", "text": "A cat sat.", "tags": {"x": [1, 2]}}
+    second = {"id": "b", "text": "Dogs bark."}
+    path = tmp_path / "doc.json"
+    path.write_bytes(
+        b"\xef\xbb\xbf\n" + json.dumps(first, indent=2).encode() + b"\n\n"
+        + json.dumps(second, indent=4).encode() + b"\n"
+    )  # fmt: skip
+    records = list(read_records(path))
+    assert [(r.id, r.source) for r in records] == [("a", f"{path}:2"), ("b", f"{path}:13")]
+    assert records[0].metadata == {"tags": {"x": [1, 2]}}
+    path.write_text(json.dumps(first, indent=2) + "\n5\n")
+    *_, odd = read_records(path)
+    assert str(odd) == f"{path}:11: expected a JSON object, got int"
+    lines = '{"id": "a", "text": \n{"id": "b", "text": "fine"}\n{"id": "c", "text": "too"}\n'
+    path.write_text(lines)  # a truncated first line: not one object spread over lines
+    bad, *good = read_records(path)
+    assert str(bad).startswith(f"{path}:1: ") and [r.id for r in good] == ["b", "c"]
+
+
 def test_one_text_file_is_one_document_not_lines_of_json(tmp_path, hash_pipeline):
     """A lone .md/.txt is read as the folder reads its files (a .pdf says to chunk)."""
     (tmp_path / "cats.md").write_text("# Big cats\n\nThe jaguar is a cat.\n", encoding="utf-8")
