@@ -115,6 +115,49 @@ def test_encoders_free_together_split_the_queue_and_run_at_once(pydoc_pipeline):
     assert sizes == [2, 2]
 
 
+def test_a_request_over_max_batch_is_cut_one_piece_per_encoder_and_joined(pydoc_pipeline):
+    """One large request was encoded whole by one encoder while the others idled."""
+    sizes: list[int] = []
+    meet = meeting(pydoc_pipeline, 2, timeout=30)  # the two pieces must run at once
+
+    def encode(texts: list[str]):
+        sizes.append(len(texts))
+        return meet(texts)
+
+    texts = [f"text number {i}" for i in range(9)]
+
+    async def run(batcher: Batcher):
+        batcher.start()
+        try:
+            return await batcher.encode(texts)
+        finally:
+            await batcher.stop()
+
+    settings = BatchSettings(max_batch=4, max_wait_ms=0, workers=2)
+    batcher = Batcher([encode, encode], settings, Metrics(), "hash")
+    fused = asyncio.run(asyncio.wait_for(run(batcher), 20))
+    assert sorted(sizes) == [4, 5]
+    expected = pydoc_pipeline.encode(texts)  # rows back in request order
+    np.testing.assert_array_equal(fused.gaussian.mean, expected.gaussian.mean)
+    np.testing.assert_array_equal(fused.weights, expected.weights)
+    for encoders, max_batch in ((1, 4), (2, 9)):  # one encoder, or within max_batch: whole
+        sizes.clear()
+
+        def counted(texts: list[str]):
+            sizes.append(len(texts))
+            return pydoc_pipeline.encode(texts)
+
+        plain = Batcher(
+            [counted] * encoders,
+            BatchSettings(max_batch=max_batch, max_wait_ms=0, workers=encoders),
+            Metrics(),
+            "hash",
+        )
+        joined = asyncio.run(run(plain))
+        np.testing.assert_array_equal(joined.gaussian.mean, expected.gaussian.mean)
+        assert sizes == [9]
+
+
 def test_an_encoding_child_leaves_the_cache_it_wrote_whole(
     tmp_path, monkeypatch, pydoc_pipeline_dir
 ):

@@ -46,6 +46,18 @@ class Fused:
                 f"weights must have shape {expected} (texts, models), got {np.shape(self.weights)}"
             )
 
+    @staticmethod
+    def concat(parts: Sequence[Fused]) -> Fused:
+        """The texts of several results of one pipeline, in order (a request encoded in
+        pieces)."""
+        models = parts[0].models
+        if any(part.models != models for part in parts):
+            raise ValueError(
+                f"cannot join results of different models: {[p.models for p in parts]}"
+            )
+        gaussian = Gaussian.concat([part.gaussian for part in parts])
+        return Fused(gaussian, np.concatenate([part.weights for part in parts]), models)
+
     def rows(self, index: slice | np.ndarray | Sequence[int]) -> Fused:
         """These texts' fused Gaussians and weights (a slice, or row positions)."""
         positions = np.arange(len(self.gaussian))[index]

@@ -8,8 +8,10 @@ free too, to the encoder in a worker thread. Encoders free at once split the que
 light load runs on every core), and the next one waits out its own gathering, which keeps
 them out of step: under load each finds the queue refilled by the time it is free. While every
 encoder is busy, requests gather in the queue, so batches grow with the load. A request
-larger than `max_batch` is encoded whole, alone. When the queue holds `max_queue` texts, new
-requests are refused with a retry estimate from the recent throughput.
+larger than `max_batch` is cut into one near-equal piece per encoder, which free encoders
+take at once (a piece over `max_batch` is encoded alone): a large request kept one encoder
+busy while the others idled. When the queue holds `max_queue` texts, new requests are refused with
+a retry estimate from the recent throughput.
 """
 
 from __future__ import annotations
@@ -126,13 +128,22 @@ class Batcher:
         if self._pending and self._pending + len(texts) > limit:
             self._metrics.rejected.labels(self.label).inc()
             raise QueueFullError(self._pending, limit, self._retry_after())
+        pieces = _pieces(texts, self.settings.max_batch, len(self._encoders))
+        futures = [self._enqueue(piece) for piece in pieces]
+        if len(futures) == 1:
+            return await futures[0]
+        return Fused.concat(await asyncio.gather(*futures))
+
+    def _enqueue(self, texts: list[str]) -> asyncio.Future[Fused]:
+        """Queue texts as one request; the future its batch answers."""
+        assert self._arrived is not None
         future: asyncio.Future[Fused] = asyncio.get_running_loop().create_future()
         self._waiting.add(future)
         future.add_done_callback(self._waiting.discard)
         self._queue.append(_Request(texts, future))
         self._set_pending(self._pending + len(texts))
         self._arrived.set()
-        return await future
+        return future
 
     def encode_blocking(self, texts: Sequence[str]) -> Fused:
         """`encode` from a worker thread (ingest), waiting in that thread for the result."""
@@ -221,6 +232,15 @@ class Batcher:
             return 1
         rate = self._texts_per_second * len(self._encoders)
         return max(1, math.ceil(self._pending / rate))
+
+
+def _pieces(texts: list[str], max_batch: int, encoders: int) -> list[list[str]]:
+    """A request as queued: whole up to max_batch texts (or with one encoder), else one
+    near-equal piece per encoder."""
+    if len(texts) <= max_batch or encoders == 1:
+        return [texts]
+    size = math.ceil(len(texts) / encoders)
+    return [texts[i : i + size] for i in range(0, len(texts), size)]
 
 
 def _deliver(batch: list[_Request], fused: Fused) -> None:
