@@ -142,6 +142,9 @@ def test_a_beir_folder_reports_the_documents_beside_its_corpus(tmp_path, pydoc_p
             "folder: only its corpus is read)"
         )
     assert plain.added == 1 and chunked.added == 1
+    moved = beir.rename(tmp_path / "moved")  # the report says what the run did, not what is now
+    assert plain.summary().endswith("only its corpus is read)") and not (beir.exists())
+    beir = moved.rename(beir)
     (beir / "guide.md").unlink()
     (beir / "more" / "notes.txt").unlink()
     again = ingest(beir, db.collection("plain"), pydoc_pipeline)

@@ -3,6 +3,7 @@ collection centring, its cosine spread, the one-factor weights of the members' c
 the tilt of weights by a per-member statistic."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -149,6 +150,16 @@ def test_factor_weights_favour_the_member_with_least_noise_of_its_own(seed: int)
         split.agreement,
     )
     np.testing.assert_allclose(factor_weights(swapped, pairs=3000, seed=seed), weights[order])
+
+
+def test_near_duplicate_members_do_not_take_all_the_factor_weight() -> None:
+    split = noisy_views(0, [0.1, 0.1, 0.6])
+    parts = {r: [gs[0], gs[0], gs[2]] for r, gs in split.embedded.parts.items()}  # a copy
+    twins = Split(split.dataset, Embedded(split.embedded.models, parts), split.agreement)
+    weights = factor_weights(twins, pairs=3000)
+    assert weights[0] == pytest.approx(weights[1], rel=1e-6)  # one reading, twice
+    # the copies' noise is floored at MIN_NOISE, not ~1e-12: the third keeps a share
+    assert weights[2] > 1e-3
 
 
 def test_factor_weights_need_three_members_that_spread_the_collection() -> None:

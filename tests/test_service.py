@@ -7,6 +7,7 @@ needed), so vectors can be compared exactly with the same pipeline run in this p
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -15,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -25,12 +27,15 @@ import numpy as np
 import openai
 import pytest
 from service_support import Server
+from starlette.requests import Request
 
+from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
-from probembed.service import schemas
-from probembed.service.app import _search_body
+from probembed.service import ServiceSettings, schemas
+from probembed.service.app import _search_body, create_app
 from probembed.service.process import FAILED, READY_TIMEOUT
 from probembed.store import Database
+from probembed.store.errors import CollectionNotFoundError, StoreStateError
 
 DOCS = [
     {"id": "d1", "text": "The cat sat on the mat near the door.", "metadata": {"year": 2001}},
@@ -226,6 +231,24 @@ def test_a_search_answer_is_the_response_model_written_a_query_at_a_time():
     assert json.loads(written)["results"][0]["hits"][0]["score"] == 0.1 + 0.2  # read back exactly
     with pytest.raises(ValueError, match="hits"):  # still validated, not written as it came
         _search_body("c", [{"query": "q", "confidence": None}])
+
+
+def test_the_servers_own_folders_are_not_shown_to_clients():
+    """A full disk names the search snapshot's folder: for an object-storage database that is
+    the operator's local cache (their home directory), for an unwritable one the temp dir."""
+    app = create_app(ServiceSettings(db="s3://bucket/prefix", pipelines=("default",)))
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+    cache, tmp = default_cache_dir() / "remote" / "ab12" / "docs", tempfile.gettempdir()
+
+    def answer(exc: Exception) -> str:
+        handler = app.exception_handlers[type(exc)]
+        return asyncio.run(handler(Request(scope), exc)).body.decode()
+
+    full = answer(StoreStateError(f"no space left in {cache} (or {tmp}/x) at s3://bucket/prefix"))
+    assert "<cache>/remote/ab12/docs" in full and "<tmp>/x" in full and "<db>" in full
+    assert str(default_cache_dir()) not in full and f"{tmp}/" not in full
+    named = answer(CollectionNotFoundError(f"no collection '{tmp}/x'"))  # the client's words
+    assert f"{tmp}/x" in named
 
 
 def test_search_options_and_their_errors(server):

@@ -145,21 +145,25 @@ def test_a_full_disk_is_named_and_a_graph_it_cannot_keep_is_still_searched(
     ingest([Record(str(i), t) for i, t in enumerate(sentences[:300])], collection, hash_pipeline)
     real_pwrite = os.pwrite
 
-    def full(fd, data, offset):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    for code in (errno.ENOSPC, errno.EDQUOT):  # a full disk, a full quota
 
-    monkeypatch.setattr(os, "pwrite", full)
-    with pytest.raises(StoreStateError, match="no space left in .*full for the search snapshot"):
-        collection.search("a query", k=3, exact=True)
-    monkeypatch.setattr(os, "pwrite", real_pwrite)  # room again: the next search loads afresh
-    assert len(collection.search("a query", k=3, exact=True)["hits"]) == 3
+        def full(fd, data, offset, code=code):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(os, "pwrite", full)
+        says = f"search snapshot in .*full: {os.strerror(code)} \\(\\d+ bytes still to write"
+        fresh = Database(tmp_path / "db").collection("full")  # a handle with no snapshot yet
+        with pytest.raises(StoreStateError, match=says):
+            fresh.search("a query", k=3, exact=True)
+        monkeypatch.setattr(os, "pwrite", real_pwrite)  # room again: the next search loads
+        assert len(fresh.search("a query", k=3, exact=True)["hits"]) == 3
 
     def unwritable(self, path):
         raise RuntimeError("Error: 'ret == (size)' failed: write error in fwrite")
 
     monkeypatch.setattr(HnswIndex, "save", unwritable)
-    fresh = Searcher(collection, hash_pipeline, IndexSettings(scan_below=0))
-    assert len(fresh.search(["a query"], k=3)[0]["hits"]) == 3
+    graphed = Searcher(collection, hash_pipeline, IndexSettings(scan_below=0))
+    assert len(graphed.search(["a query"], k=3)[0]["hits"]) == 3
     assert not list((tmp_path / "db" / ".probembed" / "full").glob("hnsw-*.faiss"))
 
 

@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 import pathlib
+import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -24,6 +25,7 @@ from pydantic import TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
+from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
@@ -248,8 +250,9 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -
             message = exc.told('send "on_error": "skip"')
             return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
         message = str(exc)
-        for root in roots:  # where the database lives is the operator's, not the client's
-            message = message.replace(root, "<db>")
+        local = _local_places() if isinstance(exc, StoreStateError) else []
+        for root, shown in [*roots, *local]:  # where the server keeps things is the operator's
+            message = message.replace(root, shown)
         return refusal(status, message, headers)
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -293,12 +296,25 @@ def _unreadable(body: bytes) -> str:
     return f"the body cannot be read as JSON; {SEND_JSON}"
 
 
-def _spellings(db: pathlib.Path | str) -> list[str]:
-    """The ways a message may spell the database's location, longest first."""
+def _spellings(db: pathlib.Path | str) -> list[tuple[str, str]]:
+    """(spelling, what a client reads instead) of the operator's locations a message may
+    name, longest first: the database; in a message about the server's own storage
+    (`StoreStateError`: a full disk names the search snapshot's folder) also the local cache
+    of an object-storage database and the temp dir."""
     if isinstance(db, str) and "://" in db:
-        return [db.rstrip("/")]
+        return [(db.rstrip("/"), "<db>")]
     path = pathlib.Path(db)  # absolute only: a relative `--db db` is also in users' words
-    return sorted({str(path.absolute()), str(path.resolve())}, key=len, reverse=True)
+    spellings = {str(path.absolute()), str(path.resolve())}
+    return [(spelling, "<db>") for spelling in sorted(spellings, key=len, reverse=True)]
+
+
+def _local_places() -> list[tuple[str, str]]:
+    """(spelling, shown) of the temp dir and the local cache, longest first."""
+    places = {}
+    for shown, where in (("<tmp>", tempfile.gettempdir()), ("<cache>", str(default_cache_dir()))):
+        for path in (pathlib.Path(where).absolute(), pathlib.Path(where).resolve()):
+            places[str(path)] = shown
+    return sorted(places.items(), key=lambda place: len(place[0]), reverse=True)
 
 
 def refusal(
@@ -387,8 +403,8 @@ def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | 
 
 def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:
     """The 403 a request's key earns on its route, for refusals FastAPI makes before the
-    route's scope is checked (a body that does not parse or validate): a read-only key learnt
-    a write route's schema from its 422s."""
+    route's scope is checked (a body that is not UTF-8 or not JSON): a read-only key's garbled
+    write got the parser's 400 or 422."""
     route = request.scope.get("route")
     key = bearer_key(request.headers.get("authorization", ""))
     for dependency in getattr(route, "dependencies", ()):
@@ -440,11 +456,13 @@ def _operations(service: Service) -> APIRouter:
     reader = _scope(service, READ)
 
     @router.get("/healthz", response_model=schemas.Health)
+    @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
     async def healthz() -> schemas.Health:
         """Alive: the process answers (it may still be loading: the pipelines loaded so far)."""
         return schemas.Health(status="ok", pipelines=list(service.pipelines))
 
     @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
+    @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
     async def readyz() -> Response:
         """Ready: pipelines loaded and database open; 503 while loading or after a failure."""
         if not service.ready:

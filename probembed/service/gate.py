@@ -87,8 +87,11 @@ class Gate:
         path = str(scope.get("path", "")).rstrip("/") or "/"
         if self.keys is None or path in self.open_paths:
             return None
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        key = bearer_key(header)
+        # the first Authorization header, as the routes' scope check reads it (a dict of the
+        # headers kept the last: the gate and the routes judged different keys)
+        headers = scope.get("headers") or []
+        header = next((value for name, value in headers if name == b"authorization"), b"")
+        key = bearer_key(header.decode("latin-1"))
         if key is None:
             return "missing API key: send 'Authorization: Bearer KEY'"
         if self.keys.granted(key) is None:

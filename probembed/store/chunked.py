@@ -86,6 +86,8 @@ class DocumentReport:
     sync_withheld: int = 0
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
     unread: dict[str, int] = field(default_factory=dict)
+    #: Whether the source was a BEIR folder, read by its corpus alone (known at run time).
+    beir: bool = False
 
     def summary(self) -> str:
         """One line for a person."""
@@ -99,7 +101,7 @@ class DocumentReport:
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}, unchanged {self.unchanged}; chunks written {self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
-            f"{unread_note(self.unread, self.source)}"
+            f"{unread_note(self.unread, self.beir)}"
         )
 
 
@@ -258,6 +260,7 @@ def ingest_documents(
         str(source),
     )
     report.unread = unread_files(source)
+    report.beir = is_beir(Path(source))
     return report
 
 

@@ -113,14 +113,12 @@ def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) ->
     return dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
 
 
-def unread_note(
-    unread: dict[str, int], source: str | Path, reads: Collection[str] = tuple(READERS)
-) -> str:
+def unread_note(unread: dict[str, int], beir: bool, reads: Collection[str] = tuple(READERS)) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none)."""
     if not unread:
         return ""
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
-    if is_beir(Path(source)):
+    if beir:
         return (
             f"; not read: {sum(unread.values())} file(s), {kinds} (a folder with a "
             "corpus.jsonl is a BEIR folder: only its corpus is read)"

@@ -77,11 +77,11 @@ def _write_all(fd: int, data: memoryview, offset: int, directory: str) -> None:
             written = os.pwrite(fd, data, offset)
             data, offset = data[written:], offset + written
     except OSError as exc:
-        if exc.errno != errno.ENOSPC:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         raise StoreStateError(
-            f"no space left in {directory} for the search snapshot ({len(data)} bytes still to "
-            "write): free space on that disk"
+            f"cannot write the search snapshot in {directory}: {exc.strerror} ({len(data)} "
+            "bytes still to write); free space on that disk"
         ) from exc
 
 
