@@ -26,14 +26,17 @@ from pathlib import Path
 import numpy as np
 import openai
 import pytest
+from fastapi.testclient import TestClient
 from service_support import Server
 from starlette.requests import Request
 
 from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
 from probembed.service import ServiceSettings, schemas
+from probembed.service import app as app_module
 from probembed.service.app import _search_body, create_app
 from probembed.service.process import FAILED, READY_TIMEOUT
+from probembed.service.settings import BatchSettings
 from probembed.store import Database
 from probembed.store.errors import CollectionNotFoundError, StoreStateError
 
@@ -231,6 +234,36 @@ def test_a_search_answer_is_the_response_model_written_a_query_at_a_time():
     assert json.loads(written)["results"][0]["hits"][0]["score"] == 0.1 + 0.2  # read back exactly
     with pytest.raises(ValueError, match="hits"):  # still validated, not written as it came
         _search_body("c", [{"query": "q", "confidence": None}])
+
+
+def test_a_search_answer_is_written_off_the_event_loop(tmp_path, pydoc_pipeline_dir, monkeypatch):
+    """Written on the loop, a large answer held every other request (/healthz 2 s behind
+    200 queries of 1,000 hits); the app runs in this process to see which thread writes."""
+    on_loop: list[bool] = []
+
+    def watched(name: str, results: list) -> bytes:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:  # no loop runs in a worker thread
+            on_loop.append(False)
+        return _search_body(name, results)
+
+    monkeypatch.setattr(app_module, "_search_body", watched)
+    settings = ServiceSettings(
+        db=tmp_path / "db", pipelines=(str(pydoc_pipeline_dir),), batching=BatchSettings(workers=1)
+    )
+    with TestClient(create_app(settings)) as http:
+        for _ in range(1200):  # loading runs beside the app; a minute at most
+            if http.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.05)
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        written = http.post("/v1/collections/c/documents", json={"documents": DOCS})
+        assert written.status_code == 200, written.text
+        answer = http.post("/v1/collections/c/search", json={"queries": ["cat", "bread"], "k": 2})
+    assert answer.status_code == 200 and len(answer.json()["results"]) == 2
+    assert on_loop == [False]
 
 
 def test_the_servers_own_folders_are_not_shown_to_clients():
