@@ -451,6 +451,60 @@ def test_reordered_keys_of_a_nested_object_leave_a_document_unchanged(tmp_path, 
     assert ingest_documents(source, collection, pydoc_pipeline, SMALL).updated == 1
 
 
+def test_a_sync_that_would_keep_no_stored_document_is_refused(tmp_path, folder, pydoc_pipeline):
+    """A sync of a subfolder (its ids relative to it), of an empty file or of the folder once a
+    corpus.jsonl made it a BEIR folder named none of the stored documents, and removed them all."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "extra.md").write_text("# Extra\n\nA page in a subfolder.")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    before = collection.document_index()
+    for source in (folder / "sub", empty):
+        with pytest.raises(StoreError, match="sync would remove all 4 documents of collection"):
+            ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    assert collection.document_index() == before  # nothing written, nothing removed
+    one = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
+    assert (one.added, one.removed, one.unchanged) == (1, 0, 4)  # a sync that keeps some runs
+
+
+def test_a_sync_keeps_what_a_folder_it_cannot_list_or_a_broken_link_holds(
+    tmp_path, folder, pydoc_pipeline, monkeypatch
+):
+    """Path.rglob passed over a folder it could not list and a link whose target was gone
+    without a word, and a sync removed their documents; hidden files were ingested."""
+    (folder / "sub" / "deeper").mkdir(parents=True)
+    (folder / "sub" / "deeper" / "nested.md").write_text("# Nested\n\nSubmarines dive deep.")
+    (folder / "target.txt").write_text("A linked note about bicycles.")
+    (folder / "link.txt").symlink_to(folder / "target.txt")
+    (folder / ".hidden").mkdir()
+    (folder / ".hidden" / "secret.md").write_text("# Secret\n\nAn editor's own notes.")
+    (folder / ".dotfile.md").write_text("# Dot\n\nA tool's settings.")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    first = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
+    stored = set(collection.document_index())
+    assert first.added == 7 and "sub/deeper/nested.md" in stored and "link.txt" in stored
+    assert not any(doc.startswith(".") for doc in stored)  # hidden files and folders aside
+    (folder / "target.txt").rename(folder / "moved.txt")
+    unlistable = str(folder / "sub" / "deeper")
+    listing = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == unlistable:
+            raise PermissionError(13, "Permission denied", unlistable)
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    problems = {p.source: p.message for p in report.problems}
+    assert problems[unlistable] == "cannot list this folder (Permission denied)"
+    assert problems[str(folder / "link.txt")] == "a link whose target is missing"
+    # the unlisted folder names no document, so the sync removes nothing, not even target.txt
+    assert (report.removed, report.sync_withheld, report.added) == (0, 1, 1)
+    assert {"sub/deeper/nested.md", "link.txt", "target.txt"} <= set(collection.document_index())
+
+
 def test_a_sync_removes_nothing_when_a_line_names_no_document(tmp_path, pydoc_pipeline):
     """A line that is not JSON may be any document: removing the ones not read would remove it."""
     source = tmp_path / "docs.jsonl"

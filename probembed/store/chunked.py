@@ -56,6 +56,7 @@ from probembed.store.readers import (
     read_records,
     unread_files,
     unread_note,
+    walk_folder,
 )
 from probembed.store.rows import PipelineInfo
 from probembed.store.streamed import (
@@ -113,9 +114,10 @@ def read_documents(
     `stream_bytes` is scanned, not read, and chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in READERS)
-        if not files:
+        files, problems = walk_folder(path, READERS)
+        if not files and not problems:
             raise FileNotFoundError(f"{path} holds no {', '.join(READERS)} files to ingest")
+        yield from problems
         for file in files:
             yield _read(file, file.relative_to(path).as_posix(), stream_bytes)
     elif path.is_file() and path.suffix.lower() in READERS:
@@ -303,7 +305,9 @@ def ingest_parsed(
     """Chunk and store documents already read, touching only those whose content changed.
 
     Everything is read and chunked before anything is written: with `on_error="stop"` a bad
-    document writes nothing. `sync` removes the chunks of documents absent from the input.
+    document writes nothing. `sync` removes the chunks of documents absent from the input,
+    and is refused when that would be every stored document (a source that names none of
+    them, e.g. an empty file, or a subfolder of the folder the collection was made from).
     `ingest_with` writes the chunks instead of `ingest` with `encode` (e.g.
     `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first seven arguments.
     Every document's chunk 0 is written after all other chunks (a second write, so Ray's
@@ -335,6 +339,14 @@ def ingest_parsed(
         report.sync_withheld = plan.unplaced
     elif sync:
         gone = [doc for doc in stored if doc not in plan.seen]
+        if gone and len(gone) == len(stored):
+            raise StoreError(
+                f"sync would remove all {len(stored)} documents of collection "
+                f"{collection.name!r} and keep none: the source names none of them (a folder's "
+                "document ids are paths relative to the folder given, so a subfolder or a parent "
+                "names them otherwise; a folder holding a corpus.jsonl is read by that corpus "
+                "alone). Ingest without sync, or into another collection"
+            )
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc][1]]
     start = collection.version if collection.exists else None  # what a failed stream undoes to

@@ -7,6 +7,7 @@ without a word. JSON lines go through `probembed.documents`, the reader the eval
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "read_records",
     "read_text_folder",
     "unread_files",
+    "walk_folder",
 ]
 
 #: File suffixes read from a folder of plain documents.
@@ -72,16 +74,43 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
     )
 
 
+def walk_folder(root: Path, suffixes: Collection[str]) -> tuple[list[Path], list[Problem]]:
+    """The files below root with these suffixes, sorted, hidden files and folders aside (an
+    editor's or a tool's: `.obsidian/`, `.venv/`), and a problem for each folder that cannot
+    be listed (naming no document, so a sync removes nothing) and each link with such a
+    suffix whose target is gone (naming its document, so a sync keeps it). `Path.rglob`
+    passed over both without a word, and a sync took what they held for deleted."""
+    files: list[Path] = []
+    problems: list[Problem] = []
+
+    def unlisted(exc: OSError) -> None:
+        where = exc.filename or root
+        problems.append(Problem(str(where), f"cannot list this folder ({exc.strerror})"))
+
+    for folder, subfolders, names in os.walk(root, onerror=unlisted):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        for name in names:
+            path = Path(folder, name)
+            if name.startswith(".") or path.suffix.lower() not in suffixes:
+                continue
+            if path.is_file():
+                files.append(path)
+            elif path.is_symlink():
+                doc_id = path.relative_to(root).as_posix()
+                problems.append(Problem(str(path), "a link whose target is missing", doc_id))
+    return sorted(files), problems
+
+
 def read_text_folder(root: Path) -> Iterator[Record | Problem]:
     """One record per .txt/.md file below root, id = path relative to root. PDF and HTML
     files are left to chunked ingestion: the report names them (`unread_files`), and they
     stop nothing, as a problem did with on_error="stop"."""
-    found = sorted(p for p in root.rglob("*") if p.is_file())
-    files = [p for p in found if p.suffix.lower() in TEXT_SUFFIXES]
-    if not files:
-        others = sorted({p.suffix.lower() for p in found} & set(CHUNKED_ONLY))
+    files, problems = walk_folder(root, TEXT_SUFFIXES)
+    if not files and not problems:
+        others = sorted({p.suffix.lower() for p in walk_folder(root, CHUNKED_ONLY)[0]})
         hint = f"; its {'/'.join(others)} files are read with --chunk" if others else ""
         raise FileNotFoundError(f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}")
+    yield from problems
     for file in files:
         yield _text_file(file, file.relative_to(root).as_posix())
 
