@@ -197,6 +197,16 @@ def test_inspect_prints_no_loader_progress_and_fits_80_columns(default_pipeline,
         assert re.search(rf"│ +{name} │", done.stdout)
 
 
+def test_inspect_shows_a_texts_control_characters_as_escapes(hash_pipeline, tmp_path):
+    """`inspect` printed a text as given: an escape sequence in it reached the terminal."""
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    done = CliRunner().invoke(
+        app, ["inspect", "--pipeline", pipe, "--text", "evil\x1b]0;TITLE\x07"]
+    )
+    assert done.exit_code == 0, done.output
+    assert "evil\\x1b]0;TITLE\\x07" in done.stdout and "\x1b]0;" not in done.stdout
+
+
 def test_demo_restricts_search_to_the_topics_asked_for(hash_pipeline, tmp_path, monkeypatch):
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "200")

@@ -239,7 +239,9 @@ def test_a_beir_set_is_scored_with_the_built_in_ingest_indexes_documents_with(tm
     assert f"{texts} texts, each embedded by retrieval's models" in _unwrapped(result.stderr)
 
 
-def test_a_split_the_pipeline_was_tuned_on_is_reported_as_not_held_out(hash_pipeline, tmp_path):
+def test_a_split_the_pipeline_was_tuned_on_is_reported_as_not_held_out(
+    hash_pipeline, tmp_path, monkeypatch
+):
     """`probembed eval --split train` of `default` on SciFact scored the split its calibrator
     and fusion were chosen on, without a word: the figure looked held out."""
     from probembed.pipeline import builtin_dir, read_tuning
@@ -252,7 +254,29 @@ def test_a_split_the_pipeline_was_tuned_on_is_reported_as_not_held_out(hash_pipe
     assert Pipeline.load(directory, cache=False).tuned_on == tuned.tuned_on  # kept by save
     warned = _eval([str(KINDS["retrieval"])], directory, tmp_path / "a.json")["stderr"]
     assert "hash was tuned on retrieval/toy:test: figures on this split are not held out" in warned
+    monkeypatch.chdir(KINDS["retrieval"])  # `eval .` named the dataset "" and said nothing
+    here = _eval(["."], directory, tmp_path / "c.json")
+    assert "hash was tuned on retrieval/toy:test" in here["stderr"]
+    assert {r["dataset"] for r in here["rows"]} == {"toy"}
     quiet = _eval([str(KINDS["sts"])], directory, tmp_path / "b.json")["stderr"]  # dev, not test
     assert "tuned on" not in quiet
     assert "retrieval/scifact:train" in read_tuning(builtin_dir() / "default")  # its calibrator's
     assert read_tuning(builtin_dir() / "retrieval") == ("retrieval/scifact:train",)
+
+
+def test_a_tsv_that_is_not_utf8_is_named_by_line_and_a_bom_is_skipped(pipeline_dir, tmp_path):
+    """The codec's message named neither the file nor the line; a BOM made the header wrong."""
+    sts = tmp_path / "sts" / "mine"
+    sts.mkdir(parents=True)
+    lines = [
+        "sentence1\tsentence2\tscore",
+        *(f"a cat number {i}\ta dog number {i}\t{i % 5}" for i in range(8)),
+    ]
+    (sts / "test.tsv").write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n")
+    rows = _eval([str(sts)], pipeline_dir, tmp_path / "a.json")["rows"]
+    assert {r["dataset"] for r in rows} == {"mine"}
+    (sts / "test.tsv").write_bytes("\n".join(lines).encode() + b"\ncaf\xe9\tx\t1\n")
+    result = runner.invoke(app, ["eval", str(sts), "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2
+    said = _unwrapped(result.output)
+    assert f"{sts / 'test.tsv'}:10: not UTF-8: byte 0xe9 at offset 3 of the line" in said

@@ -8,6 +8,7 @@ never retrieved, and warned about (or refused with `strict=True`).
 
 from __future__ import annotations
 
+import codecs
 import math
 import warnings
 from collections.abc import Iterator
@@ -137,7 +138,7 @@ def load_sts(path: str | Path) -> StsDataset:
     rows = list(_read_tsv(path, STS_HEADER))
     scores = np.array([_parse_number(path, lineno, row[2], float) for lineno, row in rows])
     return StsDataset(
-        name=path.parent.name,
+        name=path.resolve().parent.name,  # `eval .` names its folder too
         split=path.stem,
         sentence1=[row[0] for _, row in rows],
         sentence2=[row[1] for _, row in rows],
@@ -165,7 +166,7 @@ def load_classification(directory: str | Path, split: str = DEFAULT_SPLIT) -> Cl
     train_texts, train_labels = _read_labelled(_require_file(directory / f"{TRAIN_SPLIT}.tsv"))
     test_texts, test_labels = _read_labelled(_require_file(directory / f"{split}.tsv"))
     return ClassificationDataset(
-        directory.name, split, train_texts, train_labels, test_texts, test_labels
+        directory.resolve().name, split, train_texts, train_labels, test_texts, test_labels
     )
 
 
@@ -199,7 +200,8 @@ def load_retrieval(
     _check_judged_queries(directory, qrels, all_queries)
     _check_judged_documents(directory, split, qrels, corpus, strict)
     queries = {query_id: all_queries[query_id] for query_id in qrels}
-    return RetrievalDataset(directory.name, split, corpus, queries, qrels, keep_self_matches)
+    name = directory.resolve().name  # `eval .` names its folder too
+    return RetrievalDataset(name, split, corpus, queries, qrels, keep_self_matches)
 
 
 def _load_directory(directory: Path, split: str, strict: bool) -> Dataset:
@@ -250,29 +252,43 @@ def _split_line(line: str) -> list[str]:
     return line.rstrip("\n").removesuffix("\r").split("\t")
 
 
+def _tsv_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file, a byte order mark before the first line skipped;
+    a bad byte names its line and offset (the codec's own message named neither the file
+    nor the line, and an offset in the middle of its buffer)."""
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                yield lineno, raw.decode()
+            except UnicodeDecodeError as exc:
+                where = f"byte 0x{raw[exc.start]:02x} at offset {exc.start} of the line"
+                raise ValueError(f"{path}:{lineno}: not UTF-8: {where}") from None
+
+
 def _read_header(path: Path) -> tuple[str, ...]:
     """Return the first line's tab-separated fields."""
-    with path.open(encoding="utf-8", newline="\n") as handle:
-        return tuple(_split_line(handle.readline()))
+    return tuple(_split_line(next((line for _, line in _tsv_lines(path)), "")))
 
 
 def _read_tsv(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
     """Yield (line number, fields) of a headed TSV, checking the header and field counts."""
     _require_file(path)
-    with path.open(encoding="utf-8", newline="\n") as handle:
-        found = tuple(_split_line(handle.readline()))
-        if found != header:
-            raise ValueError(f"{path}:1: header {_show(found)}, expected {_show(header)}")
-        for lineno, line in enumerate(handle, start=2):
-            if not line.strip():
-                continue
-            fields = _split_line(line)
-            if len(fields) != len(header):
-                raise ValueError(
-                    f"{path}:{lineno}: expected {len(header)} tab-separated fields "
-                    f"({', '.join(header)}), got {len(fields)}"
-                )
-            yield lineno, fields
+    lines = _tsv_lines(path)
+    found = tuple(_split_line(next(lines, (1, ""))[1]))
+    if found != header:
+        raise ValueError(f"{path}:1: header {_show(found)}, expected {_show(header)}")
+    for lineno, line in lines:
+        if not line.strip():
+            continue
+        fields = _split_line(line)
+        if len(fields) != len(header):
+            raise ValueError(
+                f"{path}:{lineno}: expected {len(header)} tab-separated fields "
+                f"({', '.join(header)}), got {len(fields)}"
+            )
+        yield lineno, fields
 
 
 def _parse_number(path: Path, lineno: int, value: str, kind: type) -> float | int:

@@ -380,7 +380,7 @@ def inspect(
             rows.append((member.encoder.name, member.kind, part.total_variance()))
     console = out()
     for i, t in enumerate(texts, 1):
-        console.print(Text.assemble(("  t" + str(i), "bold"), " ", t))
+        console.print(Text.assemble(("  t" + str(i), "bold"), " ", literal(t)))
     console.print(inspect_table(len(texts), rows))
 
 
