@@ -301,6 +301,11 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
             "Close the lid.",
         ),
         ("<pre>line one<br>line two</pre>", "```\nline one\nline two\n```"),
+        (  # an article's header, asides and footer are blocks: their words were glued on
+            "<article><h1>Post</h1><header>By Ann</header>Intro.<aside>Tip: unplug.</aside>"
+            "<aside>Hot.</aside><footer>Tags: pumps</footer></article>",
+            "# Post\n\nBy Ann\n\nIntro.\n\nTip: unplug.\n\nHot.\n\nTags: pumps",
+        ),
     ],
 )
 def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, text):
@@ -310,7 +315,7 @@ def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, t
     assert document.text == text
     assert document.title != "icon-close"
     headings = {section.headings[-1] for section in document.sections() if section.headings}
-    assert headings <= {"Pump", "Notes", "Fixes", "Jaguars hunt"}
+    assert headings <= {"Pump", "Notes", "Fixes", "Jaguars hunt", "Post"}
 
 
 def bad_folder(tmp_path):
@@ -740,6 +745,8 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     (root / "late-latin1.txt").write_bytes(b"plain words " * 500 + "café".encode("latin-1"))
     (root / "cut-short.md").write_bytes("# Title\n\nan ending é".encode()[:-1])
     (root / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00" + b"x" * 3000)
+    # NUL bytes past the first 8 KiB were stored as text
+    (root / "late-nul.txt").write_bytes(b"plain words " * 900 + b"\x00" * 64 + b" more words")
     (root / "blank.txt").write_bytes(b" \n\t\n" * 2000)
     # a byte order mark and invisible characters are no text either (streamed, it was
     # "added" with no chunk, on every run)
@@ -758,6 +765,7 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     assert said[0]["late-latin1.txt"].startswith("not UTF-8: byte 0xe9 at offset 6003;")
     assert said[0]["cut-short.md"].startswith("not UTF-8: byte 0xc3 at offset 19;")
     assert "binary" in said[0]["binary.md"] and "no text" in said[0]["blank.txt"]
+    assert said[0]["late-nul.txt"] == "binary file, not text: a NUL byte at offset 10800"
     assert "no text" in said[0]["marks.txt"]
     assert said[0]["notepad.txt"].startswith("UTF-16 text, not UTF-8; convert it")
 

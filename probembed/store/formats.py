@@ -39,7 +39,8 @@ _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _HTML_BREAKS = frozenset(
     (*_HEADINGS, "p", "li", "pre", "blockquote", "td", "th", "dt", "dd", "figcaption", "div",
      "section", "article", "main", "body", "table", "tr", "ul", "ol", "dl", "br", "hr",
-     "details", "summary", "figure", "address", "fieldset", "caption")
+     "details", "summary", "figure", "address", "fieldset", "caption", *_PAGE_PARTS,
+     "hgroup", "legend", "menu", "dialog", "center")
 )  # fmt: skip
 #: A paragraph start Markdown reads as a heading or a code fence.
 _MARKDOWN_SYNTAX = re.compile(r"#|```|~~~")
@@ -47,7 +48,7 @@ _MARKDOWN_SYNTAX = re.compile(r"#|```|~~~")
 SNIFF = 8192
 NO_TEXT = "no text in it (empty file, or nothing but markup)"
 NO_TEXT_LAYER = "no text layer (a scanned PDF?): run OCR on it first, e.g. `ocrmypdf`"
-BINARY = "binary file (NUL bytes), not text"
+BINARY = "binary file, not text"
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
 def _utf8(path: Path) -> str | Problem:
     """The file as UTF-8 text, or a problem: binary, or another encoding (with the byte)."""
     data = path.read_bytes()
-    refused = not_text(data[:SNIFF])
+    refused = not_text(data)
     if refused is not None:
         return Problem(str(path), refused)
     try:
@@ -115,12 +116,14 @@ def _utf8(path: Path) -> str | Problem:
         return not_utf8(path, exc.start, data[exc.start : exc.start + 1])
 
 
-def not_text(head: bytes) -> str | None:
-    """Why a file that starts with `head` is not UTF-8 text worth decoding: UTF-16 (Windows
-    Notepad's "Unicode"), which has NUL bytes too but wants converting, or binary; else None."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+def not_text(data: bytes, offset: int = 0) -> str | None:
+    """Why these bytes of a file, from `offset` on, are not UTF-8 text worth decoding: UTF-16
+    at its start (Windows Notepad's "Unicode"), which has NUL bytes too but wants converting,
+    or a NUL byte anywhere (binary; one past the first block was stored as text); else None."""
+    if offset == 0 and data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "UTF-16 text, not UTF-8; convert it, e.g. `iconv -f UTF-16 -t UTF-8`"
-    return BINARY if b"\x00" in head else None
+    nul = data.find(b"\x00")
+    return None if nul < 0 else f"{BINARY}: a NUL byte at offset {offset + nul}"
 
 
 def not_utf8(path: Path, offset: int, byte: bytes) -> Problem:

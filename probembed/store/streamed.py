@@ -140,6 +140,9 @@ def _lines(path: Path, digest: Any) -> Iterator[str]:
         while True:
             data = handle.read(BLOCK_BYTES)
             digest.update(data)
+            refused = not_text(data, consumed)
+            if refused is not None:
+                raise UnreadableError(Problem(str(path), refused))
             held = decoder.getstate()[0]  # bytes of a character the last block cut in two
             try:
                 text = decoder.decode(data, final=not data)
