@@ -655,7 +655,13 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
         app, ["search", "flux capacitor", "--db", db, "--group-by-doc", "--json", "--exact"]
     )
     hits = json.loads(found.output)[0]["hits"]
-    assert hits[0]["metadata"]["doc_id"] == "guide.md" and "other_chunks" in hits[0]
+    assert hits[0]["metadata"]["doc_id"] == "guide.md" and hits[0]["other_chunks"] > 0
+    shown = runner.invoke(  # the table says the count too (only --json did)
+        app,
+        ["search", "flux capacitor", "--db", db, "--group-by-doc", "--exact"],
+        env={"COLUMNS": "160"},
+    )
+    assert f"{hits[0]['id']} (+{hits[0]['other_chunks']} chunks)" in shown.output
     refused = runner.invoke(app, ["ingest", str(folder), "--db", db, "--sync"])
     assert refused.exit_code == 2 and "--sync needs --chunk" in refused.output
     # a document's id names no row of a chunked collection: said, with how to delete it

@@ -537,7 +537,7 @@ def print_result(
         weights = [] if shared else [literal(_weights(hit["weights"]))]
         table.add_row(
             str(rank),
-            literal(hit["id"]),
+            literal(_hit_id(hit)),
             f"{hit['score']:.4f}{between}{hit['std']:.4f}",
             *p_relevant,
             *weights,
@@ -553,7 +553,7 @@ def _room_for_text(
     took the width, and the table dropped the text column and cut the scores."""
     if not hits:
         return width
-    cells = [len(str(len(hits))), max(len(h["id"]) for h in hits), max(score_header, 15)]
+    cells = [len(str(len(hits))), max(len(_hit_id(h)) for h in hits), max(score_header, 15)]
     if calibrated:
         cells.append(len("p_relevant"))
     if not shared:  # the weights wrap: a few members' worth on a line
@@ -570,13 +570,20 @@ def _print_lines(
     for rank, hit in enumerate(result["hits"], start=1):
         p = "" if hit.get("p_relevant") is None else f"  p {hit['p_relevant']:.2f}"
         console.print(
-            literal(f"{rank}. {hit['id']}  {hit['score']:.4f}{between}{hit['std']:.4f}{p}")
+            literal(f"{rank}. {_hit_id(hit)}  {hit['score']:.4f}{between}{hit['std']:.4f}{p}")
         )
         if caption is None:
             console.print(Padding(literal(_weights(hit["weights"])), (0, 0, 0, 3)))
         console.print(Padding(literal(_snippet(hit.get("text") or "")), (0, 0, 0, 3)))
     if caption is not None:
         console.print(caption)
+
+
+def _hit_id(hit: Hit) -> str:
+    """A hit's id, with how many other chunks of its document matched when grouped by
+    document (the count `--group-by-doc` promises; only `--json` carried it)."""
+    others = hit.get("other_chunks")
+    return f"{hit['id']} (+{others} chunks)" if others else hit["id"]
 
 
 def _weights(weights: dict[str, float]) -> str:
