@@ -280,3 +280,47 @@ def test_a_tsv_that_is_not_utf8_is_named_by_line_and_a_bom_is_skipped(pipeline_d
     assert result.exit_code == 2
     said = _unwrapped(result.output)
     assert f"{sts / 'test.tsv'}:10: not UTF-8: byte 0xe9 at offset 3 of the line" in said
+
+
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        (
+            {"sts/one/test.tsv": "sentence1\tsentence2\tscore\na\tb\t1\n"},
+            "1 pair(s) after the header",
+        ),
+        (
+            {
+                "classification/one/train.tsv": "text\tlabel\na\tpos\nb\tpos\n",
+                "classification/one/test.tsv": "text\tlabel\nc\tpos\n",
+            },
+            "train.tsv: 1 label(s); a probe needs at least 2",
+        ),
+        (
+            {
+                "classification/one/train.tsv": "text\tlabel\na\tpos\nb\tneg\n",
+                "classification/one/test.tsv": "text\tlabel\n",
+            },
+            "test.tsv: no rows after the header",
+        ),
+        (
+            {
+                "retrieval/one/corpus.jsonl": "",
+                "retrieval/one/queries.jsonl": '{"_id": "q", "text": "x"}\n',
+                "retrieval/one/qrels/test.tsv": "query-id\tcorpus-id\tscore\nq\td\t1\n",
+            },
+            "corpus.jsonl: no documents to search",
+        ),
+    ],
+)
+def test_a_split_too_small_to_score_is_refused_by_name_before_encoding(
+    files, says, pipeline_dir, tmp_path
+):
+    """Empty or one-row splits failed after embedding with the metric's or sklearn's words."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    dataset = tmp_path / next(iter(files)).rsplit("/", 1)[0].removesuffix("/qrels")
+    result = runner.invoke(app, ["eval", str(dataset), "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2, result.output
+    assert says in _unwrapped(result.output) and "embedded" not in result.output

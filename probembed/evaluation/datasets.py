@@ -136,6 +136,8 @@ def load_sts(path: str | Path) -> StsDataset:
     """Read one STS split file (`sentence1`, `sentence2`, `score`)."""
     path = Path(path)
     rows = list(_read_tsv(path, STS_HEADER))
+    if len(rows) < 2:  # a Spearman correlation needs two pairs; found after embedding before
+        raise ValueError(f"{path}: {len(rows)} pair(s) after the header; a score needs at least 2")
     scores = np.array([_parse_number(path, lineno, row[2], float) for lineno, row in rows])
     return StsDataset(
         name=path.resolve().parent.name,  # `eval .` names its folder too
@@ -163,8 +165,14 @@ def load_classification(directory: str | Path, split: str = DEFAULT_SPLIT) -> Cl
             f"{directory}: split='train' would score the probe on the data it was fitted on; "
             "choose an evaluation split such as 'test'"
         )
-    train_texts, train_labels = _read_labelled(_require_file(directory / f"{TRAIN_SPLIT}.tsv"))
-    test_texts, test_labels = _read_labelled(_require_file(directory / f"{split}.tsv"))
+    train = _require_file(directory / f"{TRAIN_SPLIT}.tsv")
+    train_texts, train_labels = _read_labelled(train)
+    if len(set(train_labels)) < 2:  # sklearn's refusal came after embedding, naming no file
+        raise ValueError(f"{train}: {len(set(train_labels))} label(s); a probe needs at least 2")
+    test = _require_file(directory / f"{split}.tsv")
+    test_texts, test_labels = _read_labelled(test)
+    if not test_texts:
+        raise ValueError(f"{test}: no rows after the header")
     return ClassificationDataset(
         directory.resolve().name, split, train_texts, train_labels, test_texts, test_labels
     )
@@ -196,6 +204,8 @@ def load_retrieval(
         )
     qrels = _read_qrels(qrels_dir / f"{split}.tsv")
     corpus = read_texts(_require_file(directory / "corpus.jsonl"))
+    if not corpus:
+        raise ValueError(f"{directory / 'corpus.jsonl'}: no documents to search")
     all_queries = read_texts(_require_file(directory / "queries.jsonl"))
     _check_judged_queries(directory, qrels, all_queries)
     _check_judged_documents(directory, split, qrels, corpus, strict)
