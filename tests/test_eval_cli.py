@@ -324,3 +324,15 @@ def test_a_split_too_small_to_score_is_refused_by_name_before_encoding(
     result = runner.invoke(app, ["eval", str(dataset), "--pipeline", str(pipeline_dir)])
     assert result.exit_code == 2, result.output
     assert says in _unwrapped(result.output) and "embedded" not in result.output
+
+
+def test_plots_that_cannot_be_drawn_are_said_not_left_an_empty_folder(pipeline_dir, tmp_path):
+    """A classification set's --plots left an empty folder and exited 0 without a word."""
+    plots = tmp_path / "plots"
+    args = [str(KINDS["classification"]), "--compare", "--plots", str(plots)]
+    said = _eval(args, pipeline_dir, tmp_path / "rows.json")["stderr"]
+    assert f"warning: no plots written to {plots}: risk-coverage needs per-item" in said
+    drawn = _eval(
+        [str(KINDS["sts"]), "--compare", "--plots", str(plots)], pipeline_dir, tmp_path / "b.json"
+    )
+    assert "no plots written" not in drawn["stderr"] and list(plots.glob("*.png"))

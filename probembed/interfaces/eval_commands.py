@@ -185,5 +185,13 @@ def register(app: typer.Typer) -> None:
             write_json(json_path, rows, config)
             say(f"wrote {len(rows)} rows to {json_path}")  # notes on stderr, the table on stdout
         if result is not None and plots is not None:  # after the rows: a plot may still fail
-            for png in write_plots(result, test, plots):
+            written = write_plots(result, test, plots)
+            for png in written:
                 say(f"plot: {png}")
+            if not written:  # an empty folder, and not a word, looked like a failure
+                note(
+                    "warning:",
+                    "yellow",
+                    f"no plots written to {plots}: risk-coverage needs per-item uncertainty "
+                    "of at least 2 items (an STS or retrieval split; classification has none)",
+                )
