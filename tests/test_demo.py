@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from beir_data import write_beir
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -336,3 +337,20 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     again = CliRunner().invoke(app, args)
     assert "removed nothing: 1 bad item(s) name no document" in " ".join(again.output.split())
     assert Database(db).open(kept).ids() == {"x", "y"}
+
+
+def test_demo_refuses_a_beir_set_it_cannot_score_before_indexing_it(
+    hash_pipeline, tmp_path, monkeypatch
+):
+    """One bad corpus line was skipped while everything else was indexed, then the scoring
+    read the set strictly and failed on it: minutes of indexing for an error."""
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    docs = [{"_id": f"d{i}", "text": f"document {i} about cats"} for i in range(5)]
+    beir = write_beir(tmp_path / "set", docs, [{"_id": "q", "text": "cats"}], [("q", "d1", 1)])
+    with (beir / "corpus.jsonl").open("a") as corpus:
+        corpus.write('{"_id": "d9", "text": \n')
+    result = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(beir)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "corpus.jsonl:6: malformed JSON" in said and "indexing" not in said

@@ -27,6 +27,7 @@ from probembed.interfaces.store_commands import (
 from probembed.paths import DATASETS_ENV, datasets_dir
 
 if TYPE_CHECKING:
+    from probembed.evaluation.datasets import RetrievalDataset
     from probembed.store import Collection
 
 DEMO_QUERIES = 5
@@ -140,27 +141,29 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
             "BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv), a JSONL file with "
             "id and text fields, or a folder of .txt/.md files"
         )
+    from probembed.evaluation.datasets import load_retrieval
+
+    # a BEIR set is read whole first: a line it cannot score failed after minutes of indexing
+    bench = load_retrieval(data, "test") if (data / "qrels" / "test.tsv").is_file() else None
     pipe = load_pipeline(pipeline)
     db = _demo_db(pipe.fingerprint)
     target = Database(db, create=True).collection(_collection_name(data))
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
     ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
     _keep_only(target, list(read_records(data)))
-    if not (data / "qrels" / "test.tsv").is_file():
+    if bench is None:
         say(
             f"{target.count()} items indexed; search them with: probembed search "
             f'"your question" --db {db} --collection {target.name}'
         )
         return
-    _answer_and_score(data, target, pipe, queries)
+    _answer_and_score(bench, target, pipe, queries)
 
 
-def _answer_and_score(data: Path, target: Collection, pipe: Any, shown: int) -> None:
+def _answer_and_score(bench: RetrievalDataset, target: Collection, pipe: Any, shown: int) -> None:
     """Print hits for the first test queries, then nDCG@10 over all of them."""
-    from probembed.evaluation.datasets import load_retrieval
     from probembed.evaluation.metrics import retrieval_metrics, run_from_results
 
-    bench = load_retrieval(data, "test")
     searcher = target.searcher()
     query_ids = list(bench.queries)
     for result in target.search([bench.queries[q] for q in query_ids[:shown]], k=5):
