@@ -306,6 +306,13 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
             "<aside>Hot.</aside><footer>Tags: pumps</footer></article>",
             "# Post\n\nBy Ann\n\nIntro.\n\nTip: unplug.\n\nHot.\n\nTags: pumps",
         ),
+        (  # a table row is one paragraph, its cells side by side (a cell each split a key
+            # from its value at a chunk cut); an empty cell keeps its place
+            "<table><caption>Specs</caption><tr><th>Key</th><th>Value</th></tr>"
+            "<tr><td>Weight</td><td>5 <b>kg</b></td></tr><tr><td># Ports</td><td></td></tr>"
+            "</table>",
+            "Specs\n\nKey | Value\n\nWeight | 5 kg\n\n\\# Ports |",
+        ),
     ],
 )
 def test_html_keeps_all_visible_text_and_only_its_own_headings(tmp_path, html, text):

@@ -233,6 +233,12 @@ def _html_blocks(node: Any, lines: list[str], pieces: list[str]) -> None:
             if heading:
                 lines.append("#" * int(child.name[1]) + " " + heading)
             continue
+        cells = child.find_all(("td", "th"), recursive=False) if child.name == "tr" else []
+        if cells:  # a row is one paragraph, its cells side by side: a chunk cut kept a key
+            # from its value when each cell was a paragraph of its own
+            pieces.append(" | ".join(" ".join(c.get_text(" ", strip=True).split()) for c in cells))
+            _flush(lines, pieces)
+            continue
         if child.name == "pre":
             for br in child.find_all("br"):  # a line break in code written as markup
                 br.replace_with("\n")
