@@ -52,6 +52,7 @@ from probembed.store.ingest import (
 from probembed.store.readers import (
     Problem,
     Record,
+    Unread,
     is_beir,
     read_records,
     unread_files,
@@ -86,9 +87,7 @@ class DocumentReport:
     #: Bad items that named no document, so a sync removed nothing (any might be one kept).
     sync_withheld: int = 0
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
-    unread: dict[str, int] = field(default_factory=dict)
-    #: Whether the source was a BEIR folder, read by its corpus alone (known at run time).
-    beir: bool = False
+    unread: Unread = field(default_factory=Unread)
 
     def summary(self) -> str:
         """One line for a person."""
@@ -102,7 +101,7 @@ class DocumentReport:
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}, unchanged {self.unchanged}; chunks written {self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
-            f"{unread_note(self.unread, self.beir)}"
+            f"{unread_note(self.unread)}"
         )
 
 
@@ -262,7 +261,6 @@ def ingest_documents(
         str(source),
     )
     report.unread = unread_files(source)
-    report.beir = is_beir(Path(source))
     return report
 
 

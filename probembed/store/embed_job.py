@@ -28,7 +28,7 @@ from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
     Record,
-    is_beir,
+    Unread,
     read_records,
     unread_files,
     unread_note,
@@ -49,16 +49,14 @@ class EmbedReport:
     files: int = 0
     problems: list[Problem] = field(default_factory=list)
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
-    unread: dict[str, int] = field(default_factory=dict)
-    #: Whether the source was a BEIR folder, read by its corpus alone (known at run time).
-    beir: bool = False
+    unread: Unread = field(default_factory=Unread)
 
     def summary(self) -> str:
         """One line for a person."""
         return (
             f"{self.source}: wrote {self.rows} Gaussians in {self.files} Parquet file(s) to "
             f"{self.out}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread, self.beir, TEXT_SUFFIXES)}"
+            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
 
 
@@ -100,7 +98,6 @@ def embed_to_parquet(
         out,
         problems=problems,
         unread=unread_files(source, TEXT_SUFFIXES),
-        beir=is_beir(Path(source)),
     )
     info = PipelineInfo.of(pipeline)
     with progress_bar(f"embed {Path(source).name}", len(records), progress) as bar:

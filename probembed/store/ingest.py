@@ -27,7 +27,7 @@ from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
     Record,
-    is_beir,
+    Unread,
     read_records,
     unread_files,
     unread_note,
@@ -83,9 +83,7 @@ class IngestReport:
     #: With upsert: ids already stored with this very text and metadata, left as they are.
     unchanged: int = 0
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
-    unread: dict[str, int] = field(default_factory=dict)
-    #: Whether the source was a BEIR folder, read by its corpus alone (known at run time).
-    beir: bool = False
+    unread: Unread = field(default_factory=Unread)
 
     def summary(self) -> str:
         """One line for a person."""
@@ -94,7 +92,7 @@ class IngestReport:
         return (
             f"{self.source}: added {self.added}{replaced}{same}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread, self.beir, TEXT_SUFFIXES)}"
+            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
 
 
@@ -156,7 +154,6 @@ def prepare(
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
         report.unread = unread_files(source, TEXT_SUFFIXES)
-        report.beir = is_beir(Path(source))
     if upsert:
         same = unchanged_ids(collection, records)
         todo = [r for r in records if r.id not in same]

@@ -21,6 +21,7 @@ __all__ = [
     "TEXT_SUFFIXES",
     "Problem",
     "Record",
+    "Unread",
     "is_beir",
     "read_jsonl",
     "read_records",
@@ -74,12 +75,14 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
     )
 
 
-def walk_folder(root: Path, suffixes: Collection[str]) -> tuple[list[Path], list[Problem]]:
-    """The files below root with these suffixes, sorted, hidden files and folders aside (an
-    editor's or a tool's: `.obsidian/`, `.venv/`), and a problem for each folder that cannot
-    be listed (naming no document, so a sync removes nothing) and each link with such a
-    suffix whose target is gone (naming its document, so a sync keeps it). `Path.rglob`
-    passed over both without a word, and a sync took what they held for deleted."""
+def walk_folder(
+    root: Path, suffixes: Collection[str] | None = None
+) -> tuple[list[Path], list[Problem]]:
+    """The files below root with these suffixes (None: any), sorted, hidden files and folders
+    aside (an editor's or a tool's: `.obsidian/`, `.venv/`), and a problem for each folder
+    that cannot be listed (naming no document, so a sync removes nothing) and each link with
+    such a suffix whose target is gone (naming its document, so a sync keeps it).
+    `Path.rglob` passed over both without a word, and a sync took what they held for deleted."""
     files: list[Path] = []
     problems: list[Problem] = []
 
@@ -91,7 +94,9 @@ def walk_folder(root: Path, suffixes: Collection[str]) -> tuple[list[Path], list
         subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
         for name in names:
             path = Path(folder, name)
-            if name.startswith(".") or path.suffix.lower() not in suffixes:
+            if name.startswith(".") or (
+                suffixes is not None and path.suffix.lower() not in suffixes
+            ):
                 continue
             if path.is_file():
                 files.append(path)
@@ -125,29 +130,38 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
     return Record(doc_id, document.text.removeprefix("\ufeff").strip(), {}, str(file))
 
 
-def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) -> dict[str, int]:
+class Unread(dict[str, int]):
+    """Files a run left out, counted by suffix, and whether that is because the folder is a
+    BEIR folder (read by its corpus alone), decided when the run read it."""
+
+    def __init__(self, counts: dict[str, int] | None = None, beir: bool = False) -> None:
+        super().__init__(counts or {})
+        self.beir = beir
+
+
+def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) -> Unread:
     """Files below a folder source that a run reading these suffixes leaves out, counted by
     suffix (hidden ones aside; none for a file): a .docx among Markdown files is not ingested,
     nor a PDF by a plain ingest, nor a Markdown file beside a BEIR folder's corpus.jsonl, and
     a report says so."""
     folder = Path(source)
     if not folder.is_dir():
-        return {}
-    found = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
-    visible = [p for p in found if not any(part.startswith(".") for part in p.parts)]
-    if is_beir(folder):  # its corpus is read; anything but the BEIR parts is not
-        left = [p for p in visible if p.parts[0] not in BEIR_PARTS]
+        return Unread()
+    found = [p.relative_to(folder) for p in walk_folder(folder)[0]]
+    beir = is_beir(folder)
+    if beir:  # its corpus is read; anything but the BEIR parts is not
+        left = [p for p in found if p.parts[0] not in BEIR_PARTS]
     else:
-        left = [p for p in visible if p.suffix.lower() not in reads]
-    return dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
+        left = [p for p in found if p.suffix.lower() not in reads]
+    return Unread(dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items())), beir)
 
 
-def unread_note(unread: dict[str, int], beir: bool, reads: Collection[str] = tuple(READERS)) -> str:
+def unread_note(unread: Unread, reads: Collection[str] = tuple(READERS)) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none)."""
     if not unread:
         return ""
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
-    if beir:
+    if unread.beir:
         return (
             f"; not read: {sum(unread.values())} file(s), {kinds} (a folder with a "
             "corpus.jsonl is a BEIR folder: only its corpus is read)"
