@@ -965,3 +965,61 @@ def test_port_0_binds_a_free_port_and_the_ready_line_names_it(tmp_path, pydoc_pi
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def test_dropping_the_last_collection_of_an_unserved_pipeline_stops_its_children(
+    tmp_path, pydoc_pipeline, pydoc_pipeline_dir
+):
+    """A collection made with a pipeline the server does not serve is searched by children
+    spawned for its own pipeline; dropping it left them running (a loaded copy of its
+    models each) until shutdown. They now stop once no collection uses that pipeline, and
+    a later collection of it spawns them again."""
+    from dataclasses import replace
+
+    from probembed.store import ingest
+    from probembed.store.readers import Record
+
+    other = pydoc_pipeline.with_fusion(replace(pydoc_pipeline.fusion, temperature=2.0))
+    assert other.fingerprint != pydoc_pipeline.fingerprint
+    db = tmp_path / "db"
+
+    def make(name: str) -> None:
+        collection = Database(db, create=True).collection(name)
+        ingest([Record("a", "a text to find"), Record("b", "another one")], collection, other)
+        collection.record_pipeline(other)
+
+    def encoders(running: Server) -> set[int]:
+        return {
+            pid
+            for pid in running.children()
+            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        }
+
+    def settle(running: Server, expected: int) -> set[int]:
+        deadline = time.monotonic() + 60  # 60 s: only ever waited out on failure
+        while len(encoders(running)) != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return encoders(running)
+
+    make("own")
+    make("twin")
+    search = {"query": "a text", "k": 1}
+    with Server(db, pydoc_pipeline_dir, "--workers", "1") as running, running.client() as http:
+        if not Path("/proc/self/task").exists():
+            pytest.skip("counts the server's children through Linux's /proc")
+        served = settle(running, 1)
+        assert http.post("/v1/collections/own/search", json=search).status_code == 200
+        spawned = settle(running, 2) - served
+        assert len(spawned) == 1
+        assert http.delete("/v1/collections/own").status_code == 200
+        time.sleep(0.5)  # a retiring would have begun: "twin" still uses the pipeline
+        assert encoders(running) == served | spawned
+        assert http.post("/v1/collections/twin/search", json=search).status_code == 200
+        assert http.delete("/v1/collections/twin").status_code == 200
+        assert settle(running, 1) == served
+        make("again")
+        answer = http.post("/v1/collections/again/search", json=search)
+        assert answer.status_code == 200 and answer.json()["results"][0]["hits"][0]["id"] == "a"
+        assert len(settle(running, 2) - served) == 1
+    logged = running.log.read_text("utf-8")
+    assert f"pipeline {other.fingerprint[:8]} is used by no collection" in logged

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from probembed.service.batching import Batcher
+from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings, Limits, ServiceSettings
 
@@ -52,6 +52,28 @@ def test_one_encoder_encodes_one_batch_at_a_time(pydoc_pipeline):
     batcher = Batcher([encode], settings, Metrics(), "hash")
     with pytest.raises(threading.BrokenBarrierError):
         asyncio.run(encode_each(batcher, ["alpha", "beta"]))
+
+
+def test_close_answers_every_queued_request_before_it_stops(pydoc_pipeline):
+    """`stop` fails what is queued (shutdown); `close`, for a batcher whose pipeline no
+    collection uses any more, lets the requests already queued finish first."""
+    settings = BatchSettings(max_batch=1, max_wait_ms=0, workers=1)
+    texts = ["alpha", "beta", "gamma"]
+
+    async def queue_then(end: str) -> list:
+        batcher = Batcher([pydoc_pipeline.encode], settings, Metrics(), "hash")
+        batcher.start()
+        requests = [asyncio.ensure_future(batcher.encode([t])) for t in texts]
+        await asyncio.sleep(0)  # every request queued, the first batch not yet answered
+        await (batcher.close() if end == "close" else batcher.stop())
+        return await asyncio.gather(*requests, return_exceptions=True)
+
+    closed = asyncio.run(queue_then("close"))
+    expected = pydoc_pipeline.encode(texts).gaussian.mean
+    for i, fused in enumerate(closed):
+        np.testing.assert_array_equal(fused.gaussian.mean, expected[i : i + 1])
+    stopped = asyncio.run(queue_then("stop"))
+    assert any(isinstance(answer, StoppingError) for answer in stopped)
 
 
 def test_a_max_k_below_the_default_k_is_refused_at_start():

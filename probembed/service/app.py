@@ -645,13 +645,16 @@ def _collections(service: Service) -> APIRouter:
         """Delete a collection and everything in it."""
         db = service.require_ready()
 
-        def drop() -> schemas.DeleteReport:
-            count = service.collection(name).count()
+        def drop() -> tuple[schemas.DeleteReport, str]:
+            collection = service.collection(name)
+            count, fingerprint = collection.count(), collection.pipeline.fingerprint
             db.drop(name)
             service.forget(name)
-            return schemas.DeleteReport(collection=name, deleted=count, count=0)
+            return schemas.DeleteReport(collection=name, deleted=count, count=0), fingerprint
 
-        return await service.run(name, drop)
+        report, fingerprint = await service.run(name, drop)
+        service.retire(fingerprint)
+        return report
 
     @router.post("/{name}/documents", response_model=schemas.WriteReport, dependencies=writer)
     async def add_documents(

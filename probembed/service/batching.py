@@ -117,6 +117,13 @@ class Batcher:
         await asyncio.gather(*self._running, return_exceptions=True)
         self._executor.shutdown(wait=True)
 
+    async def close(self) -> None:
+        """`stop` once every request already queued is answered: for a batcher no new request
+        can reach (its pipeline's last collection was dropped), whose callers still wait."""
+        while self._waiting:
+            await asyncio.wait(list(self._waiting))  # not gather: a cancelled close cancels none
+        await self.stop()
+
     async def encode(self, texts: Sequence[str]) -> Fused:
         """The pipeline's Fused for these texts, encoded with whatever else is waiting."""
         if self._arrived is None:

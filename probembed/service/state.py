@@ -71,7 +71,8 @@ class Service:
         self._sources: dict[str, str] = {}
         #: Pipeline fingerprint -> its encoding child processes.
         self._workers: dict[str, list[EncodeProcess]] = {}
-        #: Collection work running in threads (`run`), which `stop` waits for.
+        #: Collection work running in threads (`run`) and children retiring, which `stop`
+        #: waits for.
         self._running: set[asyncio.Future[object]] = set()
         #: Set by `stop`: no new collection work, children or batchers (StoppingError, 503).
         self.stopping = False
@@ -284,3 +285,49 @@ class Service:
         """Drop a deleted collection's metric."""
         with contextlib.suppress(KeyError):
             self.metrics.items.remove(name)
+
+    def retire(self, fingerprint: str) -> None:
+        """Stop, in the background, the encoding children of a pipeline that no served name
+        and no collection uses any more: a dropped collection's own pipeline kept its
+        children (each a loaded copy of its models) until shutdown. A later collection of
+        that pipeline spawns them again (`prepare`); `stop` waits for the retiring."""
+        task = asyncio.ensure_future(self._retire(fingerprint))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        task.add_done_callback(_log_failure)
+
+    async def _retire(self, fingerprint: str) -> None:
+        """`retire`'s work, on the loop."""
+        served = {pipeline.fingerprint for pipeline in self.pipelines.values()}
+        if fingerprint in served or fingerprint not in self._workers or self.db is None:
+            return
+        if fingerprint in await asyncio.to_thread(self._fingerprints_in_use, self.db):
+            return
+        # taken off the loop's tables at once: `prepare` then `batcher` has no await between
+        # them, so no request gets a batcher whose children are closing
+        with self._guard:
+            workers = self._workers.pop(fingerprint, [])
+        batcher = self._batchers.pop(fingerprint, None)
+        if batcher is not None:
+            await batcher.close()
+        for worker in workers:
+            await asyncio.to_thread(worker.close)
+        log.info(
+            "pipeline %s is used by no collection: stopped its %d encoding children",
+            *(fingerprint[:8], len(workers)),
+        )
+
+    @staticmethod
+    def _fingerprints_in_use(db: Database) -> set[str]:
+        """The pipelines of the database's collections."""
+        found = set()
+        for name in db.collections():
+            with contextlib.suppress(CollectionNotFoundError):  # dropped since it was listed
+                found.add(db.open(name).pipeline.fingerprint)
+        return found
+
+
+def _log_failure(task: asyncio.Future[object]) -> None:
+    """Log what a background task raised; nobody awaits it to see."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("retiring encoding children failed: %r", task.exception())
