@@ -332,3 +332,19 @@ def test_embed_checks_its_input_and_out_before_loading_a_pipeline(tmp_path):
     ):
         result = runner.invoke(app, ["embed", *args, *unloadable])
         assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_a_library_warning_is_one_plain_line_and_numbas_compile_note_is_not_shown(capsys):
+    """A first `eval` on a machine printed numba's note on compiling ranx's metrics, with its
+    colour codes shown as text: `warning: \\x1b[1m\\x1b[1munsafe cast from uint64 to int64`."""
+    import warnings
+
+    from probembed.interfaces.console import warnings_as_lines
+
+    bold, plain = "\x1b[1m", "\x1b[0m"
+    with warnings_as_lines():
+        note = f"{bold}{bold}unsafe cast from uint64 to int64. Precision may be lost."
+        warnings.warn(note, stacklevel=1)
+        warnings.warn(f"{bold}a library's own warning{plain}", stacklevel=1)
+    said = capsys.readouterr().err
+    assert said.strip() == "warning: a library's own warning"

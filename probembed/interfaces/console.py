@@ -70,6 +70,10 @@ def check_output_file(option: str, path: Path) -> None:
         raise fail(f"{option} {path}: no directory {path.absolute().parent}")
 
 
+#: A terminal colour or style code (SGR), which some libraries put in their warnings.
+_ANSI_STYLE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 @contextlib.contextmanager
 def warnings_as_lines() -> Iterator[None]:
     """Show each distinct warning once as a `warning:` line on stderr, not as Python's
@@ -77,11 +81,14 @@ def warnings_as_lines() -> Iterator[None]:
     shown: set[str] = set()
 
     def show(message: Warning | str, *_: object) -> None:
-        if str(message) not in shown:
-            shown.add(str(message))
-            note("warning:", "yellow", str(message))
+        text = _ANSI_STYLE.sub("", str(message))  # numba colours its own: shown as \x1b[1m
+        if text not in shown:
+            shown.add(text)
+            note("warning:", "yellow", text)
 
     with warnings.catch_warnings():
         warnings.filterwarnings("always", module=r"probembed(\.|$)")
+        # numba's note on compiling ranx's metrics (first run only): nothing a user can do
+        warnings.filterwarnings("ignore", r".*unsafe cast from \w+ to \w+\. Precision may be lost")
         warnings.showwarning = show
         yield
