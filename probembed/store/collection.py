@@ -1107,6 +1107,8 @@ def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
 _ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+\s*$")
 #: The engine's parse error quotes the SQL statement it wrapped the filter in.
 _UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$")
+#: `= NULL`, `NULL <> x` and the like, which SQL never holds true (outside quotes).
+_NULL_COMPARED = re.compile(r"(?:[=<>]\s*NULL\b)|(?:\bNULL\s*(?:[=<>]|!=))", re.IGNORECASE)
 #: "No field named x. Valid fields are ..." lists every column, vectors included.
 _NO_FIELD = re.compile(r"No field named (.+?)\.\s*Valid fields are .*$")
 
@@ -1123,10 +1125,16 @@ def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) 
     bad filter's engine error into a clear StoreError: no engine source paths, and for an
     unknown field the fields a filter can name (`fields()`, asked only then), not every
     column."""
-    if where and ";" in re.sub(r"'(?:[^']|'')*'", "", where):
+    bare = re.sub(r"'(?:[^']|'')*'", "", where or "")
+    if ";" in bare:
         raise StoreError(
             f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
             "outside a quoted string"
+        )
+    if _NULL_COMPARED.search(re.sub(r'"(?:[^"]|"")*"', "", bare)):
+        raise StoreError(
+            f"invalid filter where={where!r}: a comparison with NULL is never true in SQL, so "
+            "it keeps no row; write `field IS NULL` or `field IS NOT NULL`"
         )
     try:
         return run()
