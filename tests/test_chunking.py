@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probembed.chunking import (
+    FRONT_MATTER_LINES,
     ChunkSettings,
     Segment,
     chunk_text,
+    front_matter,
     markdown_sections,
     plain_sections,
     stream_chunks,
@@ -241,6 +243,55 @@ def test_a_heading_with_nothing_under_it_joins_the_next_section(text, paths, fir
     sections = markdown_sections(text)
     assert [s.headings for s in sections] == paths and sections[0].start == first
     assert "".join(text[s.start : s.end] for s in sections) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        (
+            "intro\n\nGuide\n=====\n\ntext\n\nInstall\n---\ntext\n",
+            [(), ("Guide",), ("Guide", "Install")],
+        ),
+        ("# A\ntext\n\nB\n--\nx\n", [("A",), ("A", "B")]),  # after a paragraph's blank line
+        ("para\n\n---\n\ntext\n", [()]),  # a thematic break
+        ("line one\nline two\n===\n\nx\n", [()]),  # two lines: not taken as a title
+        ("- item\n---\n\n> quote\n===\n\n    code\n---\nx\n", [()]),
+        ("```\nTitle\n---\n```\nx\n", [()]),  # in a fence
+        ("===\n\nx\n", [()]),
+        ("---\ntitle: Page\n---\n\nBody\n===\ntext\n", [(), ("Body",)]),  # front matter
+    ],
+)
+def test_an_underlined_line_is_a_heading_and_front_matter_in_no_section(text, paths):
+    """Setext headings (`Title` over `===` or `---`) open sections as `#` ones do, for a
+    one-line paragraph only; a page's YAML front matter is in no section (its closing `---`
+    would underline its last key)."""
+    sections = markdown_sections(text)
+    assert [s.headings for s in sections] == paths
+    front = text.index("\n---\n", 1) + 5 if text.startswith("---\ntitle") else 0
+    assert sections[0].start == front and sections[-1].end == len(text)
+    assert "".join(text[s.start : s.end] for s in sections) == text[front:]
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ('---\ntitle: "A: \\"quoted\\""  # note\n---\nx', 'A: "quoted"'),
+        ("---\nlayout: post\ntitle: 'It''s here'\n---\nx", "It's here"),
+        ("---\ntitle: C# in a day # a comment\n---\nx", "C# in a day"),
+        ("---\ntitle: >-\n  folded\n---\nx", None),  # a block scalar: not read
+        ("\ufeff---\r\ntitle: Windows\r\n...\r\nx", "Windows"),
+    ],
+)
+def test_front_matter_gives_its_title(text, title):
+    found = front_matter(text)
+    assert found is not None and found.title == title and text[found.end :] == text[-1:]
+
+
+def test_front_matter_must_close_within_its_bounds():
+    assert front_matter("---\ntitle: x\nno closing line\n") is None
+    long = "---\n" + "k: v\n" * FRONT_MATTER_LINES + "---\nx"
+    assert front_matter(long) is None and markdown_sections(long)[0].start == 0
+    assert front_matter("---\n" + "k: v\n" * (FRONT_MATTER_LINES - 2) + "---\nx") is not None
 
 
 def test_a_closing_run_of_hashes_counts_only_after_a_space():

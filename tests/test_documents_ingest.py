@@ -750,6 +750,46 @@ def test_a_streamed_file_gives_the_chunks_of_the_file_read_whole(
     assert (again.unchanged, again.chunks_written) == (2, 0)
 
 
+def test_front_matter_and_underlined_headings_stream_as_they_read_whole(
+    tmp_path, pydoc_pipeline, small_blocks
+):
+    """A static-site page's YAML front matter was chunked as text (its closing `---` made
+    its last key a heading once underlines counted), and `Title` over `=====` was no
+    heading. Front matter is now in no chunk and gives the title; underlined headings open
+    sections, the same read whole or streamed, wherever a segment is cut."""
+    parts = ['---\ntitle: "Field guide: birds"\ntags: [owls, larks]\n---\n\n', big_markdown()]
+    for i in range(24):
+        words = 40 if i % 5 else 400  # every fifth runs past a segment before its heading
+        parts.append(f"\n\nTopic {i}\n{'=-'[i % 2] * (3 + i % 4)}\n\n")
+        parts.append(" ".join(f"Bird {i}.{k} sings." for k in range(words)))
+    parts.append("\n\nA paragraph\nof two lines\n---\n\n- a list item\n---\n\nEnd.\n")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "guide.md").write_text("".join(parts), encoding="utf-8")
+    (root / "alone.md").write_text("---\ntitle: Only front matter\n---\n", encoding="utf-8")
+    db = Database(tmp_path / "db", create=True)
+    whole, streamed = db.collection("whole"), db.collection("streamed")
+    ingest_documents(root, whole, pydoc_pipeline, SMALL)
+    report = ingest_documents(root, streamed, pydoc_pipeline, SMALL, batch_size=50, stream_bytes=0)
+    assert (report.added, report.problems) == (2, [])
+    rows = stored_rows(streamed)
+    assert rows == stored_rows(whole)
+    guide = {i: r for i, r in rows.items() if r[1]["doc_id"] == "guide.md"}
+    assert {meta["title"] for _, meta in guide.values()} == {"Field guide: birds"}
+    assert not any("tags:" in text or "title:" in text for text, _ in guide.values())
+    assert min(meta["start"] for _, meta in guide.values()) == len(parts[0])
+    headings = {meta["heading"] for _, meta in guide.values()}
+    assert {"Topic 0", "Topic 0 > Topic 1", "Topic 22 > Topic 23"} <= headings
+    assert not any("two lines" in h or "list item" in h for h in headings)
+    topic = next(t for t, m in guide.values() if m["heading"] == "Topic 4 > Topic 5")
+    assert topic.startswith("Topic 5\n-")  # the heading's line is in its section
+    # a page of front matter alone keeps it as its text, and its title
+    alone = [r for r in rows.values() if r[1]["doc_id"] == "alone.md"]
+    assert [(t, m["title"]) for t, m in alone] == [
+        ("---\ntitle: Only front matter\n---", "Only front matter")
+    ]
+
+
 def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     tmp_path, pydoc_pipeline, small_blocks
 ):

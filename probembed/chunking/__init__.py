@@ -2,8 +2,12 @@
 
 from probembed.chunking.chunker import Chunk, ChunkSettings, Segment, chunk_text, stream_chunks
 from probembed.chunking.structure import (
+    FRONT_MATTER_CHARS,
+    FRONT_MATTER_LINES,
+    FrontMatter,
     HeadingTracker,
     Section,
+    front_matter,
     joins_next,
     last_paragraph_break,
     markdown_sections,
@@ -11,12 +15,16 @@ from probembed.chunking.structure import (
 )
 
 __all__ = [
+    "FRONT_MATTER_CHARS",
+    "FRONT_MATTER_LINES",
     "Chunk",
     "ChunkSettings",
+    "FrontMatter",
     "HeadingTracker",
     "Section",
     "Segment",
     "chunk_text",
+    "front_matter",
     "joins_next",
     "last_paragraph_break",
     "markdown_sections",

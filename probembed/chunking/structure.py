@@ -18,6 +18,27 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 #: A code fence: three or more backticks or tildes; it is closed only by a fence of the same
 #: character at least as long, with nothing after it (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+#: A setext heading's underline: `===` (level 1) or `---` (level 2) under a line of text.
+_SETEXT = re.compile(r"^ {0,3}(?:(=+)|-+)[ \t]*$")
+#: A line an underline cannot make a heading of (CommonMark): a list item, a quote, a table
+#: row, an HTML block, indented code.
+_NOT_PARAGRAPH = re.compile(r"^(?: {0,3}(?:[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>|<])| {4}|\t)")
+#: YAML front matter: a first line `---`, the YAML, a closing `---` or `...`.
+_FRONT_MATTER = re.compile(
+    r"\A\ufeff?---[ \t]*\r?\n(?:.*?\r?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S
+)
+#: Front matter spans at most this many lines and characters (a stream holds no more).
+FRONT_MATTER_LINES = 256
+FRONT_MATTER_CHARS = 2**16
+#: Its title: `title: Text`, the value quoted or not.
+_FRONT_TITLE = re.compile(
+    r"""^title:[ \t]*
+    (?: "((?:[^"\\]|\\.)*)"         # "double quoted", with backslash escapes
+      | '((?:[^']|'')*)'            # 'single quoted', '' for '
+      | ([^\s|>'"\#][^\r\n]*?) )     # plain (not a | or > block)
+    (?:[ \t]+\#[^\r\n]*)?[ \t]*\r?$""",  # a comment starts at " #"
+    re.M | re.X,
+)
 #: A blank line, with LF or CRLF line ends.
 _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
 #: A sentence ends at . ! ? (optionally closed by quotes or brackets) before whitespace, or
@@ -45,6 +66,34 @@ def plain_sections(text: str) -> list[Section]:
     return [Section((), 0, len(text))]
 
 
+@dataclass(frozen=True)
+class FrontMatter:
+    """A Markdown file's YAML front matter: where it ends, and the title it gives."""
+
+    end: int
+    title: str | None
+
+
+def front_matter(text: str) -> FrontMatter | None:
+    """The YAML block a static-site page starts with (`---` … `---`), within its first
+    `FRONT_MATTER_LINES` lines, else None: its `title` is the page's, and it is not chunked
+    (its closing `---` would read as a heading's underline) unless nothing follows it."""
+    match = _FRONT_MATTER.match(text)
+    if match is None or len(match.group()) > FRONT_MATTER_CHARS:
+        return None
+    if match.group().count("\n") > FRONT_MATTER_LINES:
+        return None
+    found = _FRONT_TITLE.search(match.group())
+    title = None
+    if found:
+        double, single, bare = found.groups()
+        if double is not None:
+            title = re.sub(r"\\(.)", r"\1", double)
+        else:
+            title = single.replace("''", "'") if single is not None else bare
+    return FrontMatter(match.end(), title.strip() or None if title else None)
+
+
 class HeadingTracker:
     """Markdown heading paths, line by line, outside fenced code: what `markdown_sections`
     and a document read as a stream share."""
@@ -53,26 +102,50 @@ class HeadingTracker:
         self.path: list[tuple[int, str]] = []
         #: The fence that opened the code block the lines are in ("" outside one).
         self.fence = ""
+        #: The last line, if it is a one-line paragraph an underline would make a heading of.
+        self.title_line: str | None = None
+        #: Whether the heading `feed` last returned began on the line before (setext).
+        self.setext = False
+        self._after_break = True  # the last line ended a block: blank, a heading, a fence
 
     def feed(self, line: str) -> tuple[str, ...] | None:
-        """The heading path this line opens, if it is an ATX heading (`#` … `######`)."""
+        """The heading path this line opens: an ATX heading (`#` … `######`), or the
+        underline (`===`, `---`) of a setext heading, which opens it at the line before
+        (`setext` is then set)."""
         line = line.rstrip("\r\n").lstrip(_BOM)
+        title_line, self.title_line, self.setext = self.title_line, None, False
+        after_break, self._after_break = self._after_break, False
         fence = _FENCE.match(line)
         if fence and not self.fence:
-            self.fence = fence.group(1)
+            self.fence, self._after_break = fence.group(1), True
             return None
         if self.fence:
             closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
             if closing and len(fence.group(1)) >= len(self.fence):
-                self.fence = ""
+                self.fence, self._after_break = "", True
+            return None
+        underline = _SETEXT.match(line)
+        if underline and title_line is not None:
+            self.setext, self._after_break = True, True
+            return self._open(1 if underline.group(1) else 2, title_line.strip())
+        if underline:  # `---` alone is a thematic break; `===` alone is text, no title
+            self._after_break = underline.group(1) is None
             return None
         match = _HEADING.match(line)
         if match is None or not match.group(2).strip():  # "#" and blanks: no title to show
+            if not line.strip():
+                self._after_break = True
+            elif after_break and not _NOT_PARAGRAPH.match(line):
+                self.title_line = line  # a paragraph's first line: a title if underlined
             return None
-        level = len(match.group(1))
-        self.path = [(lvl, title) for lvl, title in self.path if lvl < level]
-        self.path.append((level, match.group(2)))
-        return tuple(title for _, title in self.path)
+        self._after_break = True
+        return self._open(len(match.group(1)), match.group(2))
+
+    def _open(self, level: int, title: str) -> tuple[str, ...]:
+        """The heading path once a heading of this level opens."""
+        self.path = [(lvl, kept) for lvl, kept in self.path if lvl < level]
+        self.path.append((level, title))
+        return tuple(kept for _, kept in self.path)
 
 
 def joins_next(headings: tuple[str, ...], bare: bool) -> bool:
@@ -84,24 +157,31 @@ def joins_next(headings: tuple[str, ...], bare: bool) -> bool:
 
 
 def markdown_sections(text: str) -> list[Section]:
-    """One section per ATX heading (`#` … `######`), outside fenced code; the heading line is
-    part of its section, and text before the first heading is a section without headings.
+    """One section per heading (ATX `#` … `######`, or setext: a line underlined with `===`
+    or `---`), outside fenced code; the heading's lines are part of its section, and text
+    before the first heading is a section without headings. YAML front matter is in none.
 
     A heading with nothing under it before the next heading (`# Big cats` then `## Jaguar`,
     or `## Install` then `## Usage`) opens no section of its own (see `joins_next`).
     """
     sections: list[Section] = []
     tracker = HeadingTracker()
-    start, headings = 0, ()
-    offset, body = 0, 0  # body: where the open section's text after its heading line starts
-    for line in text.splitlines(keepends=True):
+    front = front_matter(text)
+    if front and is_blank(text[front.end :]):  # a page of front matter alone: its text
+        return plain_sections(text)
+    start = offset = body = front.end if front else 0  # body: the open section's text after
+    headings: tuple[str, ...] = ()  # its heading's lines
+    previous = ""
+    for line in text[offset:].splitlines(keepends=True):
         opened = tracker.feed(line)
         if opened is not None:
-            joins = joins_next(headings, not text[body:offset].strip())
-            if offset > start and not joins:
-                sections.append(Section(headings, start, offset))
-            start, headings = (start if joins else offset), opened
+            at = offset - len(previous) if tracker.setext else offset
+            joins = joins_next(headings, not text[body:at].strip())
+            if at > start and not joins:
+                sections.append(Section(headings, start, at))
+            start, headings = (start if joins else at), opened
             body = offset + len(line)
+        previous = line
         offset += len(line)
     if offset > start or not sections:
         sections.append(Section(headings, start, len(text)))

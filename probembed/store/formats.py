@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import HeadingTracker, Section, markdown_sections, plain_sections
+from probembed.chunking import (
+    HeadingTracker,
+    Section,
+    front_matter,
+    markdown_sections,
+    plain_sections,
+)
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
 from probembed.extras import MissingExtraError, require
@@ -164,11 +170,14 @@ def read_plain(path: Path, doc_id: str) -> SourceDocument | Problem:
 
 
 def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
-    """A .md file as it is; its title is the first heading, else the file name."""
+    """A .md file as it is; its title is its front matter's, else the first heading, else
+    the file name."""
     text = _utf8(path)
     if isinstance(text, Problem):
         return text
-    title = first_heading(text.splitlines())
+    front = front_matter(text)
+    body = text[front.end :] if front else text
+    title = (front.title if front else None) or first_heading(body.splitlines())
     return SourceDocument(doc_id, text, str(path), "markdown", title or path.stem, markdown=True)
 
 

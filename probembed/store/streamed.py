@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probembed.chunking import HeadingTracker, Segment, joins_next, last_paragraph_break
+from probembed.chunking import (
+    FRONT_MATTER_CHARS,
+    FRONT_MATTER_LINES,
+    HeadingTracker,
+    Segment,
+    front_matter,
+    joins_next,
+    last_paragraph_break,
+)
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
 from probembed.store.formats import NO_TEXT, SNIFF, first_heading, not_text, not_utf8
@@ -57,6 +66,8 @@ class StreamedFile:
     #: The content hash, as `chunked.content_hash` gives for the file read whole.
     digest: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Characters of front matter before the text to chunk (`chunking.front_matter`).
+    skip: int = 0
 
     def page_of(self, offset: int) -> None:
         """No pages: the file is text."""
@@ -68,21 +79,29 @@ class StreamedFile:
         tracker = HeadingTracker() if self.markdown else None
         start = offset = 0
         headings: tuple[str, ...] = ()
-        bare = False  # nothing but blank lines since the last heading line
+        bare = was_bare = False  # nothing but blank lines since the last heading's lines
         parts: list[str] = []
+        previous = ""
         size, opens, limit = 0, True, SEGMENT_CHARS
         for line in _lines(self.path, digest):
+            if offset < self.skip:  # front matter: in no chunk
+                offset = start = offset + len(line)
+                continue
             opened = tracker.feed(line) if tracker is not None else None
             if opened is not None:
-                joins = joins_next(headings, bare)
-                if parts and not joins:
-                    yield Segment(start, "".join(parts), headings, opens)
+                # a setext heading began on the line before, which ends the parts
+                held = len(previous) if tracker is not None and tracker.setext else 0
+                text = "".join(parts)
+                joins = joins_next(headings, was_bare if held else bare)
+                if len(text) > held and not joins:
+                    yield Segment(start, text[: len(text) - held], headings, opens)
                 if not joins:
-                    start, parts, size, opens = offset, [], 0, True
-                    limit = SEGMENT_CHARS
+                    start, parts, size = offset - held, [text[len(text) - held :]], held
+                    opens, limit = True, SEGMENT_CHARS
                 headings = opened
-            bare = opened is not None or (bare and not line.strip())
+            was_bare, bare = bare, opened is not None or (bare and not line.strip())
             parts.append(line)
+            previous = line
             size += len(line)
             offset += len(line)
             if size >= limit and not bare:  # a heading over blank lines waits for its section
@@ -107,18 +126,26 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
     """The first pass over a large file: hash, UTF-8, some text, the Markdown title."""
     markdown = STREAMED[path.suffix.lower()]
     digest = hashlib.sha256()
-    title = None
     headings = HeadingTracker()
-    blank = True
+    blank = body_blank = True  # the whole file; what follows its front matter
     try:
         with path.open("rb") as handle:
             refused = not_text(handle.read(SNIFF))
             if refused is not None:
                 return Problem(str(path), refused)
-        for line in _lines(path, digest):
+        lines = _lines(path, digest)
+        head = _leading(lines) if markdown else []
+        front = front_matter("".join(head)) if head else None
+        skip = front.end if front else 0
+        title = front.title if front else None
+        offset = 0
+        for line in itertools.chain(head, lines):
             blank = blank and is_blank(line)  # as a file read whole: a BOM is not text
-            if markdown and title is None:
-                title = first_heading([line], headings)
+            if offset >= skip:
+                body_blank = body_blank and is_blank(line)
+                if markdown and title is None:
+                    title = first_heading([line], headings)
+            offset += len(line)
     except UnreadableError as exc:
         return exc.problem
     except OSError as exc:
@@ -126,9 +153,27 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
     if blank:
         return Problem(str(path), NO_TEXT)
     digest.update(repr([]).encode("utf-8"))  # a file's document has no metadata of its own
+    alone = front is not None and body_blank  # front matter alone is the text, headingless
     return StreamedFile(
-        doc_id, path, str(path), title or path.stem, markdown, digest.hexdigest()[:32]
+        doc_id,
+        path,
+        str(path),
+        title or path.stem,
+        markdown and not alone,
+        digest.hexdigest()[:32],
+        skip=0 if alone else skip,
     )
+
+
+def _leading(lines: Iterator[str]) -> list[str]:
+    """The first lines, as many as front matter may span (`chunking.front_matter`)."""
+    head, size = [], 0
+    for line in lines:
+        head.append(line)
+        size += len(line)
+        if len(head) > FRONT_MATTER_LINES or size > FRONT_MATTER_CHARS:
+            break
+    return head
 
 
 def _lines(path: Path, digest: Any) -> Iterator[str]:
