@@ -1023,3 +1023,60 @@ def test_dropping_the_last_collection_of_an_unserved_pipeline_stops_its_children
         assert len(settle(running, 2) - served) == 1
     logged = running.log.read_text("utf-8")
     assert f"pipeline {other.fingerprint[:8]} is used by no collection" in logged
+
+
+def test_a_chunked_write_lets_searches_run_while_it_encodes_and_a_drop_waits_for_it(
+    tmp_path, pydoc_pipeline_dir, monkeypatch
+):
+    """A chunked write held the collection's lock while its documents encoded: a search of
+    the collection waited for the whole write. Searches now run while it encodes; a drop
+    still waits for it (the app runs in this process so an encode can be held at will)."""
+    from probembed.service import batching
+
+    holding, encoding, release = threading.Event(), threading.Event(), threading.Event()
+    original = batching.Batcher.encode_blocking
+
+    def held(self, texts):
+        if holding.is_set() and not encoding.is_set():
+            encoding.set()
+            assert release.wait(60)  # 60 s: only ever waited out on failure
+        return original(self, texts)
+
+    monkeypatch.setattr(batching.Batcher, "encode_blocking", held)
+    settings = ServiceSettings(
+        db=tmp_path / "db", pipelines=(str(pydoc_pipeline_dir),), batching=BatchSettings(workers=1)
+    )
+    app = create_app(settings)
+    chunked = {"chunk": {"max_tokens": 16}}
+    long_doc = {"id": "long", "text": " ".join(f"word{i}." for i in range(200))}
+    with TestClient(app) as http, ThreadPoolExecutor(3) as pool:
+        for _ in range(1200):  # loading runs beside the app; a minute at most
+            if http.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.05)
+        http.post("/v1/collections", json={"name": "c"})
+        first = http.post("/v1/collections/c/documents", json={"documents": DOCS, **chunked})
+        assert first.status_code == 200, first.text
+        holding.set()
+        writing = pool.submit(
+            http.post, "/v1/collections/c/documents", json={"documents": [long_doc], **chunked}
+        )
+        try:
+            assert encoding.wait(60)
+            searching = pool.submit(http.post, "/v1/collections/c/search", json={"query": "cat"})
+            answer = searching.result(timeout=60)  # waited out only if the write holds the lock
+            assert answer.status_code == 200 and answer.json()["results"][0]["hits"]
+            assert not writing.done()
+            dropping = pool.submit(http.delete, "/v1/collections/c")
+            locks = app.state.service._locks
+            deadline = time.monotonic() + 60  # until the drop waits beside the write
+            while locks["c"].users < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert locks["c"].users == 2
+        finally:
+            release.set()
+        written = writing.result(timeout=60)
+        assert written.status_code == 200, written.text
+        assert written.json()["added"] == 1 and written.json()["chunks_written"] > 10
+        assert dropping.result(timeout=60).status_code == 200
+        assert http.get("/v1/collections/c").status_code == 404

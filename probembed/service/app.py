@@ -652,7 +652,7 @@ def _collections(service: Service) -> APIRouter:
             service.forget(name)
             return schemas.DeleteReport(collection=name, deleted=count, count=0), fingerprint
 
-        report, fingerprint = await service.run(name, drop)
+        report, fingerprint = await service.run(name, drop, writer=True)  # after chunked writes
         service.retire(fingerprint)
         return report
 
@@ -692,6 +692,12 @@ def _collections(service: Service) -> APIRouter:
                 for r in records
             ]
 
+            loop = asyncio.get_running_loop()
+
+            def encode(texts: list[str]) -> Fused:  # the collection searchable meanwhile
+                with service.unlocked(name, loop):
+                    return batcher.encode_blocking(texts)
+
             def write_chunks() -> schemas.WriteReport:
                 report = ingest_parsed(
                     documents,
@@ -700,12 +706,12 @@ def _collections(service: Service) -> APIRouter:
                     settings,
                     sync=body.sync,
                     on_error=body.on_error,
-                    encode=batcher.encode_blocking,
+                    encode=encode,
                     label=name,
                 )
                 return _chunked_report(name, report, service.count_items(collection))
 
-            return await service.run(name, write_chunks)
+            return await service.run(name, write_chunks, writer=True)
 
         def prepared() -> tuple[IngestReport, list[Record]]:  # Problems are reported, skipped
             refuse_mixing(service.still(collection), chunks=False)

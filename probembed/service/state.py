@@ -5,7 +5,9 @@ answers at once and /readyz says when the service can take work. Every LanceDB o
 collection holds that collection's lock (searches and writes alike), so a searcher never
 refreshes while a write commits; encoding happens outside it, in the batchers (a plain
 write reads the collection, then encodes its documents unlocked, then commits; a chunked
-write, which replaces a document's chunks as a whole, keeps the lock while it encodes).
+write, which replaces a document's chunks as a whole, holds the collection's write lock
+throughout, so no other chunked write or drop comes between its steps, and lets the
+collection's lock go while each batch encodes).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -45,9 +47,12 @@ class UnknownModelError(LookupError):
 
 @dataclass
 class _Held:
-    """A collection's lock and the requests holding or waiting for it."""
+    """A collection's locks and the requests holding or waiting for them."""
 
+    #: Held by every LanceDB operation on the collection.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Held through a chunked write, which lets `lock` go while it encodes, and by a drop.
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
 
 
@@ -244,8 +249,10 @@ class Service:
                 break
         return collection
 
-    async def run(self, name: str, work: Callable[[], T]) -> T:
-        """Run blocking work on a collection in a thread, holding the collection's lock.
+    async def run(self, name: str, work: Callable[[], T], writer: bool = False) -> T:
+        """Run blocking work on a collection in a thread, holding the collection's lock (a
+        `writer` holds the collection's write lock around it, so its work may let the
+        collection's lock go for a while: `unlocked`).
 
         The lock is waited for on the event loop, not in a thread: requests queued behind a
         long chunked write held every thread of the loop's pool, and stalled every other
@@ -258,7 +265,7 @@ class Service:
         held = self._locks.setdefault(name, _Held())
         held.users += 1
         try:
-            async with held.lock:
+            async with held.writing if writer else contextlib.nullcontext(), held.lock:
                 task = asyncio.ensure_future(asyncio.to_thread(work))
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
@@ -274,6 +281,19 @@ class Service:
             held.users -= 1
             if not held.users:
                 del self._locks[name]
+
+    @contextlib.contextmanager
+    def unlocked(self, name: str, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        """In the thread of a `writer`'s work: let the collection's lock go (its searches
+        and other work run meanwhile; other writers and a drop still wait), then take it
+        back. A chunked write encodes so: holding the lock, it held up the collection's
+        searches for as long as its documents took to encode."""
+        lock = self._locks[name].lock
+        loop.call_soon_threadsafe(lock.release)
+        try:
+            yield
+        finally:
+            asyncio.run_coroutine_threadsafe(lock.acquire(), loop).result()
 
     def count_items(self, collection: Collection) -> int:
         """The collection's item count, exported as a metric."""
