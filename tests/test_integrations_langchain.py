@@ -20,6 +20,7 @@ from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVecto
 from probembed.pipeline import AdaptConfig, FusionConfig, ModelSpec, Pipeline
 from probembed.scoring import parse_score
 from probembed.store import Database
+from probembed.store.errors import StoreError
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.ranking import scan
 
@@ -178,6 +179,43 @@ def test_filter_and_where_pass_through_to_the_collection(store):
         ValueError, match="'1' .str. cannot be compared with null, which holds int64"
     ):
         store.similarity_search(QUESTION, filter={"null": "1"})
+    # None is a missing value, as IS NULL (it was refused as no str, bool, int or float)
+    lacking = store.similarity_search(QUESTION, k=1000, filter={"select": None})
+    assert "note" not in {d.id for d in lacking} and len(lacking) == store.collection.count() - 1
+
+
+def test_metadata_from_pandas_keeps_dates_as_dates_and_missing_values_as_missing(store):
+    """A DataFrame's values: datetime64 was stored as nanoseconds (an int64 column) or
+    refused; NaT crashed the write before any check, and NaN was refused."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "when": pd.to_datetime(
+                ["2024-01-01 10:00:00", None, "2024-03-05 08:30:15.5"], format="ISO8601"
+            ),
+            "price": [1.5, float("nan"), 3.0],
+        }
+    )
+    ids = ["d0", "d1", "d2"]
+    rows = [dict(zip(frame.columns, row, strict=True)) for row in frame.to_numpy()]
+    assert isinstance(rows[0]["when"], pd.Timestamp | np.datetime64)
+    store.add_texts(["first", "second", "third"], rows, ids=ids)
+    rows += [{"when": frame["when"].to_numpy()[0]}]  # a bare numpy datetime64[ns]
+    store.add_texts(["fourth"], rows[3:], ids=["d3"])
+    got = {d.id: d.metadata for d in store.get_by_ids([*ids, "d3"])}
+    assert [got[i].get("when") for i in [*ids, "d3"]] == [
+        "2024-01-01T10:00:00",
+        None,
+        "2024-03-05T08:30:15.500000",
+        "2024-01-01T10:00:00",
+    ]
+    assert [got[i].get("price") for i in ids] == [1.5, None, 3.0]
+    when = pd.Timestamp("2024-01-01 10:00")
+    found = store.similarity_search("first", k=10, filter={"when": when})
+    assert {d.id for d in found} == {"d0", "d3"}
+    with pytest.raises(StoreError, match="metadata field 'price' = inf is not JSON"):
+        store.add_texts(["fifth"], [{"price": float("inf")}], ids=["d4"])
 
 
 def test_mmr_drops_near_duplicates_that_plain_similarity_keeps(store):

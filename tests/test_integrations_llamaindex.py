@@ -147,6 +147,19 @@ FILTERS = [
     [MetadataFilter(key="null", value=[1.0, 5], operator=F.IN)],
     [MetadataFilter(key="ripe", value=1)],
     [MetadataFilter(key="ripe", value=0.0, operator=F.NE)],
+    # a field no node has: every node misses it (they raised "cannot filter on 'nope'")
+    *(
+        [MetadataFilter(key="nope", value=value, operator=operator)]
+        for operator, value in [
+            (F.EQ, 1),
+            (F.NE, 1),
+            (F.NIN, [1, 2]),
+            (F.IS_EMPTY, None),
+            (F.GT, 0),
+            (F.TEXT_MATCH, "a"),
+            (F.ANY, ["a"]),
+        ]
+    ),
 ]
 
 
@@ -162,7 +175,7 @@ def test_every_filter_operator_selects_what_llamaindex_itself_selects(
     )
     store.add(nodes)
     metadata = {n.node_id: n.metadata for n in nodes}
-    for given in [*FILTERS, FILTERS[0] + FILTERS[7], FILTERS[3] + FILTERS[9]]:
+    for given in [*FILTERS, FILTERS[0] + FILTERS[7], FILTERS[3] + FILTERS[9], FILTERS[-6]]:
         filters = MetadataFilters(filters=given, condition=condition)
         reference = build_metadata_filter_fn(metadata.__getitem__, filters)
         expected = {n.node_id for n in nodes if reference(n.node_id)}

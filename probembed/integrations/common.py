@@ -258,9 +258,12 @@ def sql_literal(value: Any, kind: pa.DataType | None = None, field: str = "") ->
 
 
 def equality_filter(collection: Collection, fields: Mapping[str, Any]) -> str:
-    """{"field": value, ...} as SQL: each field equal to its value (a list: one of them)."""
+    """{"field": value, ...} as SQL: each field equal to its value (a list: one of them;
+    None: missing, as SQL's IS NULL)."""
     return " AND ".join(
-        sql_condition(collection, k, "IN" if isinstance(v, (list, tuple)) else "=", v)
+        f"{sql_field(collection, k)} IS NULL"
+        if v is None
+        else sql_condition(collection, k, "IN" if isinstance(v, (list, tuple)) else "=", v)
         for k, v in fields.items()
     )
 

@@ -67,6 +67,8 @@ _SUBSTRING = {
     FilterOperator.TEXT_MATCH_INSENSITIVE: True,
 }
 _LISTED = {FilterOperator.ANY: " OR ", FilterOperator.ALL: " AND "}
+#: The operators a node without the field matches (LlamaIndex's `build_metadata_filter_fn`).
+_MISSING_MATCHES = frozenset({FilterOperator.NE, FilterOperator.NIN, FilterOperator.IS_EMPTY})
 #: The metadata field node_to_metadata_dict keeps the source document's id in.
 _REF_DOC = "ref_doc_id"
 
@@ -280,10 +282,13 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """One LlamaIndex metadata filter as SQL on the metadata columns.
 
         A missing (null) field matches only != and not-in, and `is_empty` (null or ""), as in
-        LlamaIndex's own stores. List-valued metadata is not a column, so it cannot be filtered.
+        LlamaIndex's own stores, also where no node has the field at all. List-valued metadata
+        is not a column, so it cannot be filtered.
         """
         operator = getattr(item, "operator", FilterOperator.EQ)
         collection, key = self._collection, item.key
+        if collection.exists and collection.lacks_field(key):  # no node has it: all miss it
+            return "true" if operator in _MISSING_MATCHES else "false"
         if operator == FilterOperator.IS_EMPTY:
             return _is_empty(collection, key)
         if operator in _SUBSTRING:

@@ -172,11 +172,11 @@ def fresh_scalar_fields(
         key
         for meta in metadata
         for key, value in meta.items()
-        if type(value) in _ARROW_TYPES and key not in known and _column_name(key)
+        if type(value) in _ARROW_TYPES and key not in known and may_be_column(key)
     }
 
 
-def _column_name(key: object) -> bool:
+def may_be_column(key: object) -> bool:
     """Whether a metadata field may get a column by its name (lower-case snake_case, not one
     of the core columns); other fields stay in the JSON only."""
     return isinstance(key, str) and key not in CORE_COLUMNS and bool(_METADATA_COLUMN.match(key))
@@ -188,7 +188,7 @@ def promote_metadata(
     """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
     columns = sum(t != NOT_A_COLUMN for t in types.values())
     for key, value in metadata.items():
-        if value is None or not _column_name(key):
+        if value is None or not may_be_column(key):
             continue
         kind = _ARROW_TYPES.get(type(value))
         if kind is None:  # a list or a dict: JSON only, unless the field is a column already
@@ -281,10 +281,18 @@ def nests_too_deep(metadata: Mapping[str, Any]) -> bool:
 
 
 def metadata_json(doc_id: str, metadata: Mapping[str, Any]) -> str:
-    """Metadata as JSON, naming the item when a value is not JSON-serialisable."""
+    """Metadata as JSON, naming the item and the field when a value is not JSON-serialisable."""
     try:
         return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
+        for key, value in metadata.items():
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError):
+                raise StoreError(
+                    f"item {doc_id!r}: metadata field {key!r} = {value!r:.60} is not "
+                    f"JSON-serialisable: {exc}"
+                ) from exc
         raise StoreError(f"item {doc_id!r}: metadata is not JSON-serialisable: {exc}") from exc
 
 
@@ -312,9 +320,17 @@ def plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plain_value(value: Any) -> Any:
-    """One metadata value (or a filter's) as `plain` makes it, lists and objects included."""
+    """One metadata value (or a filter's) as `plain` makes it, lists and objects included.
+    A missing value as pandas writes it (NaN, NaT) is None, as a missing one is."""
+    if isinstance(value, np.datetime64):  # .item() gives nanoseconds as an int
+        if np.isnat(value):
+            return None
+        unit = np.datetime_data(value.dtype)[0]
+        value = value.astype("datetime64[D]" if unit in ("Y", "M", "W", "D") else "datetime64[us]")
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float | datetime.date) and value != value:  # NaN, NaT
+        return None
     if isinstance(value, datetime.datetime) and value.utcoffset() is not None:
         return value.astimezone(datetime.UTC).isoformat()
     if isinstance(value, datetime.date | datetime.time):  # a datetime is a date
