@@ -146,3 +146,43 @@ def test_bad_arguments_are_named(model):
         model.encode(["x"], batch_size=0)
     with pytest.raises(ValueError, match="precision"):
         model.encode(["x"], precision="int8")
+
+
+@pytest.mark.parametrize(
+    ("name", "matrix", "pairwise"),
+    [
+        ("cosine", util.cos_sim, util.pairwise_cos_sim),
+        ("dot", util.dot_score, util.pairwise_dot_score),
+        ("euclidean", util.euclidean_sim, util.pairwise_euclidean_sim),
+        ("manhattan", util.manhattan_sim, util.pairwise_manhattan_sim),
+    ],
+)
+def test_the_similarity_function_named_is_the_one_sentence_transformers_computes(
+    pipeline, passages, name, matrix, pairwise
+):
+    """Setting `similarity_fn_name` was ignored: `similarity` stayed the cosine."""
+    from sentence_transformers import SimilarityFunction
+
+    model = pipeline.as_sentence_transformer()
+    model.similarity_fn_name = SimilarityFunction(name)  # ST's enum, or its name
+    assert model.similarity_fn_name == name
+    a, b = model.encode(passages[:3]), model.encode(passages[3:6])
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    # float64 rounded to float32 here against float32 arithmetic there; distances over a
+    # few hundred dimensions of values below 1 sum to at most a few units: 1e-5 relative
+    assert torch.allclose(model.similarity(a, b), matrix(ta, tb), rtol=1e-5, atol=1e-6)
+    paired = model.similarity_pairwise(a, b)
+    assert torch.allclose(paired, pairwise(ta, tb), rtol=1e-5, atol=1e-6)
+    # any float tensor, bfloat16 included (numpy has none: it raised TypeError)
+    ha, hb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
+    expected = matrix(ha.float(), hb.float())
+    assert torch.allclose(model.similarity(ha, hb), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_unknown_similarity_and_a_dict_input_are_refused(pipeline):
+    model = pipeline.as_sentence_transformer()
+    with pytest.raises(ValueError, match="'maxsim' is not one of cosine, dot"):
+        model.similarity_fn_name = "maxsim"
+    assert model.similarity_fn_name == "cosine"
+    with pytest.raises(TypeError, match="got a dict"):  # it embedded the key "text"
+        model.encode({"text": "hello"})

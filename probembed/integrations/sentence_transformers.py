@@ -28,6 +28,11 @@ _IGNORED = frozenset(
 def _texts(inputs: Iterable[Any]) -> list[Any]:
     """The texts of a list (a numpy array, a pandas column, a generator), or of MTEB 2's
     DataLoader of {"text": [...]} batches, told apart by the first item, in order."""
+    if isinstance(inputs, Mapping):  # iterated, it gave its keys: {"text": "hi"} -> "text"
+        raise TypeError(
+            "encode takes a text or a list of texts, got a dict; pass its text (or a "
+            "DataLoader of {'text': [...]} batches, as MTEB 2 does)"
+        )
     if isinstance(inputs, Sequence):
         return list(inputs)
     items = iter(inputs)
@@ -49,13 +54,27 @@ class SentenceEncoder:
     """`encode` (and `encode_query`/`encode_document`), the embedding dimension, `similarity`
     and `similarity_pairwise`, as sentence-transformers 6 has them, arguments in its order."""
 
-    #: As `SentenceTransformer.similarity_fn_name`: what `similarity` computes.
-    similarity_fn_name = "cosine"
-
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         #: As `SentenceTransformer.prompts`: none are defined (queries and documents alike).
         self.prompts: dict[str, str] = {}
+        self._similarity_fn = "cosine"
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """As `SentenceTransformer.similarity_fn_name`: what `similarity` computes, one of
+        cosine (the default), dot, euclidean and manhattan (negative distances, as ST's)."""
+        return self._similarity_fn
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, name: Any) -> None:
+        """Set by name or by ST's `SimilarityFunction` (whose value is the name)."""
+        name = getattr(name, "value", name)
+        if name not in _SIMILARITIES:
+            raise ValueError(
+                f"similarity_fn_name {name!r} is not one of {', '.join(_SIMILARITIES)}"
+            )
+        self._similarity_fn = name
 
     def encode(
         self,
@@ -138,26 +157,52 @@ class SentenceEncoder:
         return self.get_sentence_embedding_dimension()
 
     def similarity(self, a: Any, b: Any) -> Any:
-        """Cosine similarities of every row of `a` with every row of `b`, as a float32 torch
+        """`similarity_fn_name` of every row of `a` with every row of `b`, as a float32 torch
         tensor (sentence-transformers' dtype, so the two mix); computed in float64."""
-        import torch
-
-        left, right = (Gaussian.deterministic(_matrix(x)).normalize() for x in (a, b))
-        return torch.from_numpy(score_matrix(left, right, "dot").astype(np.float32))
+        return self._similarities(a, b, pairwise=False)
 
     def similarity_pairwise(self, a: Any, b: Any) -> Any:
-        """Cosine similarity of each row of `a` with the same row of `b`, as a float32 torch
-        tensor; computed in float64."""
-        import torch
+        """`similarity_fn_name` of each row of `a` with the same row of `b`, as a float32
+        torch tensor; computed in float64."""
+        return self._similarities(a, b, pairwise=True)
 
-        left, right = (Gaussian.deterministic(_matrix(x)).normalize() for x in (a, b))
-        return torch.from_numpy(score_pairs(left, right, "dot").astype(np.float32))
+    def _similarities(self, a: Any, b: Any, pairwise: bool) -> Any:
+        """What `similarity` and `similarity_pairwise` share."""
+        import torch
+        from scipy.spatial.distance import cdist
+
+        left, right = _matrix(a), _matrix(b)
+        name = self.similarity_fn_name
+        if name in ("cosine", "dot"):
+            pair = [Gaussian.deterministic(x) for x in (left, right)]
+            if name == "cosine":
+                pair = [g.normalize() for g in pair]
+            values = (score_pairs if pairwise else score_matrix)(*pair, "dot")
+        else:  # negative distances, as sentence-transformers gives them
+            metric, order = _SIMILARITIES[name]
+            left, right = left.astype(np.float64), right.astype(np.float64)
+            if pairwise:
+                values = -np.linalg.norm(left - right, ord=order, axis=1)
+            else:
+                values = -cdist(left, right, metric)
+        return torch.from_numpy(np.asarray(values).astype(np.float32))
+
+
+#: sentence-transformers' similarity functions -> scipy's distance and its vector norm
+#: (None: a dot product).
+_SIMILARITIES: dict[str, tuple[str, int] | None] = {
+    "cosine": None,
+    "dot": None,
+    "euclidean": ("euclidean", 2),
+    "manhattan": ("cityblock", 1),
+}
 
 
 def _matrix(x: Any) -> np.ndarray:
-    """Embeddings (array, tensor, list; one row or many) as an (n, d) numpy array."""
+    """Embeddings (array, tensor of any float type, list; one row or many) as an (n, d)
+    float32 numpy array."""
     if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu().float().numpy()  # numpy has no bfloat16
     arr = np.asarray(x, dtype=np.float32)
     return arr[None, :] if arr.ndim == 1 else arr
 
