@@ -179,6 +179,10 @@ def test_filter_and_where_pass_through_to_the_collection(store):
         ValueError, match="'1' .str. cannot be compared with null, which holds int64"
     ):
         store.similarity_search(QUESTION, filter={"null": "1"})
+    with pytest.raises(ValueError, match="2361183241434822606848 on null does not fit a 64-bit"):
+        store.similarity_search(QUESTION, filter={"null": 2**71})  # the engine's own words
+    with pytest.raises(NotImplementedError, match="searches by a query's text"):
+        store.similarity_search_by_vector([0.0] * 8)  # LangChain's default said nothing
     # None is a missing value, as IS NULL (it was refused as no str, bool, int or float)
     lacking = store.similarity_search(QUESTION, k=1000, filter={"select": None})
     assert "note" not in {d.id for d in lacking} and len(lacking) == store.collection.count() - 1

@@ -250,6 +250,11 @@ def sql_literal(value: Any, kind: pa.DataType | None = None, field: str = "") ->
             )
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValueError(
+            f"filter value {value} on {field or 'the field'} does not fit a 64-bit integer, "
+            "as every stored integer does"
+        )
     if isinstance(value, str):
         return sql_list([value])
     if numeric:

@@ -60,6 +60,14 @@ class ProbembedEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
+#: Why a search takes the query's text.
+_BY_TEXT = (
+    "probembed searches by a query's text: it scores with the query's variance and per-model "
+    "weights, which a bare vector does not carry; use similarity_search(query) (or "
+    "max_marginal_relevance_search) with the text"
+)
+
+
 class ProbembedVectorStore(VectorStore):
     """A LangChain vector store over a probembed collection, searched with its uncertainty.
 
@@ -184,6 +192,23 @@ class ProbembedVectorStore(VectorStore):
         listed = [means[hit["id"]] for _, hit in candidates]  # a row deleted since: left out
         chosen = maximal_marginal_relevance(query_mean, listed, lambda_mult=lambda_mult, k=k)
         return [candidates[i][0] for i in chosen]
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        """Refused with the reason (LangChain's default raised NotImplementedError, no words)."""
+        raise NotImplementedError(_BY_TEXT)
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Refused with the reason, as `similarity_search_by_vector`."""
+        raise NotImplementedError(_BY_TEXT)
 
     @common.serialised("collection")
     def _search(self, query: str, k: int, kwargs: dict[str, Any]) -> list[tuple[Document, Hit]]:
