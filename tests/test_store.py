@@ -430,15 +430,36 @@ def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(
 
 
 @pytest.mark.parametrize(
-    "metadata", [{"score": float("nan")}, {"score": float("-inf")}, {"nested": [float("inf")]}]
+    ("metadata", "field"),
+    [
+        ({"score": float("nan")}, "score"),
+        ({"score": float("-inf")}, "score"),
+        ({"ok": 1, "nested": [float("inf")]}, "nested"),
+    ],
 )
-def test_non_finite_metadata_is_refused_by_name(collection, hash_pipeline, metadata):
+def test_non_finite_metadata_of_a_record_is_refused_naming_its_field(
+    collection, hash_pipeline, metadata, field
+):
     from probembed.store.readers import Record
 
-    says = "item 'n': metadata is not JSON-serialisable: Out of range float"
+    says = f"item 'n': metadata field '{field}' = .* is not JSON-serialisable: Out of range float"
     with pytest.raises(IngestError, match=says):
         ingest([Record("n", "some text", metadata)], collection, hash_pipeline)
     assert not collection.exists
+
+
+def test_nan_in_a_dict_given_in_python_is_a_missing_value(collection, hash_pipeline):
+    """A dict made from a pandas frame holds NaN for a missing number: stored as null, as
+    the frameworks' metadata is (it was refused, so a frame with one gap was not stored)."""
+    items = [
+        {"id": "a", "text": "one", "score": np.float64("nan"), "nested": [float("nan")]},
+        {"id": "b", "text": "two", "score": 2.5},
+    ]
+    ingest(items, collection, hash_pipeline)
+    rows = collection.rows(["a", "b"], ["score", "metadata"])
+    assert rows["a"]["score"] is None and rows["b"]["score"] == 2.5
+    assert json.loads(rows["a"]["metadata"]) == {"score": None, "nested": [None]}
+    assert collection.search("one", where="score IS NULL")["hits"][0]["id"] == "a"
 
 
 def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
