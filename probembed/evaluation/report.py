@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from probembed import atomic
 from probembed.evaluation.datasets import Dataset, RetrievalDataset, StsDataset
@@ -37,6 +36,7 @@ from probembed.evaluation.uncertainty import (
     failed_queries,
     quality_at_coverage,
     risk_coverage,
+    spearman,
     top_quartile,
 )
 from probembed.fusion import uncertainty
@@ -139,7 +139,8 @@ def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tu
     for name in ("uncertainty", "std"):
         signal = per_item[name]
         figures[f"auroc:{name}"] = auroc(signal, worst)
-        figures[f"abs_rank_error_spearman:{name}"] = float(spearmanr(signal, error).statistic)
+        rho = spearman(signal, error, f"{name} with rank error")
+        figures[f"abs_rank_error_spearman:{name}"] = rho
         curves["risk_coverage"][name] = risk_coverage(signal, 1 - error)
         centers, quality, _ = binned_quality(signal, 1 - error, _bins(signal))
         curves["binned"][name] = (centers, quality)
@@ -180,7 +181,7 @@ def _own_error_tracking(dataset: Dataset, u: dict[str, np.ndarray], single: Outc
         signal = u["queries"]
     else:
         return {}
-    return {"u_error_spearman": float(spearmanr(signal, error).statistic)}
+    return {"u_error_spearman": spearman(signal, error, "a model's uncertainty with its error")}
 
 
 def write_plots(result: Comparison, dataset: Dataset, directory: str | os.PathLike) -> list[Path]:
