@@ -510,6 +510,17 @@ def test_a_larger_k_never_reorders_what_a_hybrid_search_showed(tmp_path, hash_pi
             assert [h["score"] for h in a["hits"]] == [h["score"] for h in b["hits"]][:small]
 
 
+def test_a_hybrid_k_past_what_lancedb_can_count_finds_every_row(tmp_path, hash_pipeline):
+    """k = 2^31 overflowed LanceDB's limit in the BM25 list (OverflowError), where a dense
+    search took it."""
+    records = [Record(f"s{i}", f"cats and dogs number {i}", {}) for i in range(12)]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash_pipeline)
+    huge = collection.search("cats", k=2**31, hybrid=True)["hits"]
+    some = collection.search("cats", k=12, hybrid=True)["hits"]
+    assert [h["id"] for h in huge] == [h["id"] for h in some] and len(huge) == 12
+
+
 @pytest.mark.parametrize("score", ["uec", "kl"])
 def test_warming_an_empty_collection_builds_no_graph_whatever_the_settings(
     tmp_path, hash_pipeline, score

@@ -961,7 +961,8 @@ class Collection:
         Twice the rows are read, so a tie across the cut rarely decides which rows make it."""
         table = self._require()
         self._ensure_text_index(table)
-        builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(2 * limit)
+        wanted = max(1, min(2 * limit, table.count_rows()))  # a k past 2^31 overflowed LanceDB
+        builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(wanted)
         if where:
             builder = builder.where(where, prefilter=True)
         found = _filtered(builder.to_arrow, where, self.filter_fields)
