@@ -245,6 +245,34 @@ def test_cli_json_is_a_list_of_results_for_one_or_many_questions(docs, questions
     assert all(set(h) == set(Hit.__annotations__) for r in results for h in r["hits"])
 
 
+def test_cli_search_reads_questions_from_a_file_or_stdin_and_refuses_a_blank_one(docs, tmp_path):
+    """Only arguments were questions: `search -` searched the text "-", and a list of
+    questions had to go on the command line; a blank one was "not a non-empty string"."""
+    app = typer.Typer()
+    register(app)
+    questions = [QUERY, "The cat sat on the mat."]
+    base = ["--db", str(docs.db.path), "-c", "docs", "-k", "2", "--json"]
+    listed = tmp_path / "questions.txt"
+    listed.write_text(f"{questions[0]}\n\n{questions[1]}\r\n", encoding="utf-8")
+    expected = docs.search(questions, k=2)
+    for args, given in (
+        (["search", "--file", str(listed)], None),
+        (["search"], "\n".join(questions)),
+        (["search", "-"], "\n".join(questions)),
+    ):
+        done = CliRunner().invoke(app, [*args, *base], input=given)
+        assert done.exit_code == 0, done.output
+        results = json.loads(done.stdout)
+        assert [r["query"] for r in results] == questions
+        assert_same_results(results, expected)
+    blank = CliRunner().invoke(app, ["search", QUERY, "  ", *base])
+    assert blank.exit_code == 2 and "argument 2 ('  ') is blank: it holds no text" in blank.output
+    both = CliRunner().invoke(app, ["search", QUERY, "--file", str(listed), *base])
+    assert both.exit_code == 2 and "questions as arguments or with --file, not both" in both.output
+    with pytest.raises(StoreError, match=r"queries\[1\] \('\\t'\) is blank"):
+        docs.search([QUERY, "\t"])
+
+
 def test_cli_search_names_a_missing_pipeline_copy_without_traceback(docs):
     shutil.rmtree(docs.pipeline_dir)
     app = typer.Typer()

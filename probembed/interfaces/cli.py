@@ -24,6 +24,7 @@ from probembed.interfaces.console import (
     say,
     warnings_as_lines,
 )
+from probembed.interfaces.inputs import read_texts
 
 #: Failures probembed raises on purpose, with a message that says what to fix.
 KNOWN_FAILURES = (ValueError, OSError, ImportError)
@@ -193,49 +194,6 @@ def cache_clear() -> None:
         say(f"removed {removed} entries from {cache.path}")
 
 
-def _utf8_file(file: Path) -> str:
-    """A file's text, or a refusal that says what the file is instead and how to convert it
-    (as ingest says it of a document), not the codec's own message."""
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        from probembed.store.formats import not_text, not_utf8
-
-        bad = data[exc.start : exc.start + 1]
-        why = not_text(data[:4096]) or not_utf8(file, exc.start, bad).message
-        raise fail(f"cannot read --file {file}: {why}") from exc
-
-
-def read_texts(texts: list[str] | None, file: Path | None) -> list[str]:
-    """Texts from arguments, else one per line of a file, else one per line of stdin."""
-    if texts and file is not None:
-        raise fail("give the texts as arguments or with --file, not both")
-    if texts:
-        return texts
-    if file is not None:
-        raw, where = _utf8_file(file), f"--file {file}"
-    elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
-        raw, where = sys.stdin.read(), "stdin"
-    else:
-        raise fail("no texts: pass them as arguments, with --file, or on stdin")
-    if not raw:  # e.g. `probembed encode` with no arguments, run from a script
-        raise fail(f"no texts: {where} was empty; pass them as arguments, with --file, or on stdin")
-    lines = [line for line in _lines(raw) if line.strip()]
-    if not lines:
-        raise fail(f"no texts: {where} holds only blank lines")
-    return lines
-
-
-def _lines(text: str) -> list[str]:
-    """Lines ended by \n (or \r\n) only: str.splitlines also cuts at form feeds, U+2028 and
-    other separators inside a line, and the vectors no longer lined up with the input lines."""
-    return [line.removesuffix("\r") for line in text.split("\n")]
-
-
 @app.command()
 def encode(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
@@ -369,7 +327,7 @@ def inspect(
     """Each model's uncertainty per text under each estimator, and short-vs-long ratios."""
     from probembed.pipeline import Pipeline
 
-    texts = text or EXAMPLES
+    texts = read_texts(text, None) if text else EXAMPLES
     rows: list[tuple[str, str, np.ndarray]] = []
     for name in pipeline or INSPECTED:
         try:

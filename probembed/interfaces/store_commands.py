@@ -17,6 +17,7 @@ from rich.padding import Padding
 from rich.table import Table
 
 from probembed.interfaces.console import err, fail, literal, note, out, say
+from probembed.interfaces.inputs import read_texts
 
 if TYPE_CHECKING:
     from probembed.store import (
@@ -409,7 +410,13 @@ def embed_command(
 
 
 def search_command(
-    question: Annotated[list[str], typer.Argument(help="One or more questions.")],
+    question: Annotated[
+        list[str] | None,
+        typer.Argument(help="One or more questions; none (or -): one per line of stdin."),
+    ] = None,
+    file: Annotated[
+        Path | None, typer.Option(help="Read the questions from this file, one per line.")
+    ] = None,
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
@@ -450,10 +457,11 @@ def search_command(
     """Search a collection with the pipeline that made it: hits with score ± std and weights."""
     from probembed.store import StoreError
 
+    questions = read_texts(question, file, "questions")
     target = _open_collection(db, storage_option, collection)
     try:
         results = target.search(
-            question,
+            questions,
             k,
             score,
             exact,

@@ -729,9 +729,11 @@ def _validate_queries(queries: Sequence[str]) -> list[str]:
     """A non-empty list of non-blank strings."""
     if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
         raise StoreError(f"queries must be a non-empty list of strings, got {queries!r:.60}")
-    for q in queries:
-        if not isinstance(q, str) or not q.strip():
-            raise StoreError(f"every query must be a non-empty string, got {q!r:.60}")
+    for i, q in enumerate(queries):
+        if not isinstance(q, str):
+            raise StoreError(f"queries[{i}] is not a string: {q!r:.60}")
+        if not q.strip():
+            raise StoreError(f"queries[{i}] ({q!r:.40}) is blank: there is nothing to search for")
     return list(queries)
 
 
