@@ -347,6 +347,8 @@ def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there
         assert made.exit_code == 0, made.output
     declined = CliRunner().invoke(app, ["drop", "pets", *db], input="n\n")
     assert declined.exit_code == 1 and "nothing dropped" in declined.output
+    # the question and its answer on stderr: typer's confirm put a space on stdout
+    assert declined.stdout == "" and "item(s)? [y/N]: \nnothing dropped" in declined.stderr
     assert Database(tmp_path / "db").collections() == ["keep", "pets"]
     dropped = CliRunner().invoke(app, ["drop", "pets", *db], input="y\n")
     assert dropped.exit_code == 0 and "dropped collection 'pets' (1 items)" in dropped.output
@@ -355,6 +357,8 @@ def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there
     assert missing.exit_code == 2 and "no collection 'pets'" in " ".join(missing.output.split())
     assert CliRunner().invoke(app, ["drop", "keep", *db, "-y"]).exit_code == 0
     assert Database(tmp_path / "db").collections() == []
+    listed = CliRunner().invoke(app, ["collections", *db])  # an empty table said nothing
+    assert listed.exit_code == 0 and f"no collections in {tmp_path / 'db'}" in listed.stderr
 
 
 def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():

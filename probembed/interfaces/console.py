@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +60,16 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error to stderr and give the exit to raise."""
     note("error:", "bold red", message)
     return typer.Exit(code=code)
+
+
+def ask(question: str) -> bool:
+    """A yes/no question on stderr, answered on stdin (anything but y or yes, and no answer,
+    is no): typer's confirm wrote the prompt's last space to stdout."""
+    err.print(literal(f"{question} [y/N]: "), end="", soft_wrap=True)
+    answer = sys.stdin.readline() if sys.stdin is not None else ""
+    if not sys.stdin or not sys.stdin.isatty():  # a terminal echoes the answer's newline
+        err.print()
+    return answer.strip().lower() in ("y", "yes")
 
 
 def check_output_file(option: str, path: Path) -> None:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 
-from probembed.interfaces.console import err, fail, literal, note, out, say
+from probembed.interfaces.console import ask, err, fail, literal, note, out, say
 from probembed.interfaces.inputs import read_texts
 
 if TYPE_CHECKING:
@@ -618,6 +618,13 @@ def collections_command(
         stats = [database.open(name).stats() for name in database.collections()]
     except StoreError as exc:
         raise fail(str(exc)) from exc
+    if not stats:  # a --db one folder off lists an empty table, and nothing said why
+        note(
+            "warning:",
+            "yellow",
+            f"no collections in {database.path}: an empty database, or a folder that is not "
+            "one (`probembed ingest` makes a collection)",
+        )
     if as_json:
         sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
         return
@@ -686,7 +693,7 @@ def drop_command(
     try:
         count = database.open(collection).count()
         asked = f"drop collection {collection!r} in {database.path} and its {count} item(s)?"
-        if not yes and not typer.confirm(asked, err=True):
+        if not yes and not ask(asked):
             say("nothing dropped")
             raise typer.Exit(1)
         database.drop(collection)
