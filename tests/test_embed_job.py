@@ -111,3 +111,15 @@ def test_embed_writes_whole_variances_where_a_collection_would_store_coefficient
     )
     want = default_pipeline.encode([r.text for r in records]).gaussian  # the same one batch
     assert scaled_var_change(got, want) <= VAR_BOUND
+
+
+def test_embed_of_a_folder_names_the_command_that_reads_what_it_left(tmp_path, hash_pipeline):
+    """embed's summary pointed at --chunk, an option embed does not have."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Notes\nsome notes", encoding="utf-8")
+    (folder / "b.pdf").write_bytes(b"%PDF-1.4")
+    report = embed_to_parquet(folder, tmp_path / "out", hash_pipeline)
+    said = report.summary()
+    assert "not read: 1 file(s), .pdf (1)" in said and "--chunk` (not embed) also .html" in said
+    assert "`probembed ingest --chunk`" in said

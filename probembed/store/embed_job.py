@@ -56,7 +56,7 @@ class EmbedReport:
         return (
             f"{self.source}: wrote {self.rows} Gaussians in {self.files} Parquet file(s) to "
             f"{self.out}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
+            f"{unread_note(self.unread, TEXT_SUFFIXES, '`probembed ingest --chunk` (not embed)')}"
         )
 
 

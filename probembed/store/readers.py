@@ -156,8 +156,13 @@ def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) ->
     return Unread(dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items())), beir)
 
 
-def unread_note(unread: Unread, reads: Collection[str] = tuple(READERS)) -> str:
-    """The words a report's summary ends with for the files `unread_files` found ('' if none)."""
+def unread_note(
+    unread: Unread,
+    reads: Collection[str] = tuple(READERS),
+    chunking: str = "chunked ingestion (--chunk)",
+) -> str:
+    """The words a report's summary ends with for the files `unread_files` found ('' if none);
+    `chunking` names what reads the files only chunked ingestion does, for this command."""
     if not unread:
         return ""
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
@@ -167,7 +172,7 @@ def unread_note(unread: Unread, reads: Collection[str] = tuple(READERS)) -> str:
             "corpus.jsonl is a BEIR folder: only its corpus is read)"
         )
     chunked = [s for s in CHUNKED_ONLY if s not in reads]
-    also = f"; chunked ingestion (--chunk) also {', '.join(chunked)}" if chunked else ""
+    also = f"; {chunking} also {', '.join(chunked)}" if chunked else ""
     return (
         f"; not read: {sum(unread.values())} file(s), {kinds} (this run reads "
         f"{', '.join(reads)}{also})"
