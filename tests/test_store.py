@@ -620,13 +620,20 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
         assert ".rs:" not in str(bad.value) and "SELECT" not in str(bad.value)
     quoted = collection.search("paper", k=3, where="text = 'a;b'")  # inside quotes: a value
     assert quoted["hits"] == []
+    # a field the items hold in their JSON only read like a typo ("no field")
+    ingest([Record("j", "paper j", {"Venue": "web", "tags": ["x"]})], collection, hash_pipeline)
+    for field, where in (('"Venue"', "\"Venue\" = 'web'"), ("tags", "tags = 'x'")):
+        with pytest.raises(StoreError, match=f"the items hold {field} in their metadata JSON only"):
+            collection.search("paper", where=where)
+    with pytest.raises(StoreError, match="filters can name id, text, year$"):
+        collection.search("paper", where="venue = 'web'")  # held by no item
     # `= NULL` kept no row, silently: SQL never holds a comparison with NULL true
     for never in ("year = NULL", "year != null", "NULL <> year", "year<=null", "(year = NULL)"):
         with pytest.raises(StoreError, match="comparison with NULL is never true.*IS NULL"):
             collection.search("paper", where=never)
     for fine in ("year IS NULL", "text = 'x = null'", "year IS NOT NULL AND year > 2018"):
         found = collection.search("paper", k=10, where=fine)["hits"]
-        assert len(found) == {"year IS NULL": 0, "text = 'x = null'": 0}.get(fine, 1), fine
+        assert len(found) == {"text = 'x = null'": 0}.get(fine, 1), fine  # j has no year
     everything = collection.search("paper", k=10)["hits"]
     for blank in ("", "   "):  # an empty filter (a form's empty field) filters nothing
         for hybrid in (False, True):

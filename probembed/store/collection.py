@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -685,7 +685,7 @@ class Collection:
         table = self._open()
         if table is None:
             return 0
-        return int(_filtered(lambda: table.count_rows(where), where, self.filter_fields))
+        return int(_filtered(lambda: table.count_rows(where), where, self))
 
     def stats(self) -> CollectionStats:
         """Count, bytes on disk per item, and the pipeline."""
@@ -949,7 +949,7 @@ class Collection:
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
         table = self._require()
-        found = _filtered(lambda: _scan(table, ["id"], where), where, self.filter_fields)
+        found = _filtered(lambda: _scan(table, ["id"], where), where, self)
         return found.column("id").to_pylist()
 
     def text_search(
@@ -965,7 +965,7 @@ class Collection:
         builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(wanted)
         if where:
             builder = builder.where(where, prefilter=True)
-        found = _filtered(builder.to_arrow, where, self.filter_fields)
+        found = _filtered(builder.to_arrow, where, self)
         ids, scores = found.column("id").to_pylist(), found.column("_score").to_pylist()
         ranked = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: (-h[1], h[0]))
         return ranked[:limit]
@@ -1044,6 +1044,20 @@ class Collection:
                 if asked <= held:
                     break
         return fields & held
+
+    def holds_in_json(self, field: str) -> bool:
+        """Whether some item's metadata JSON holds this field with a value (not null)."""
+        table = self._open()
+        if table is None:
+            return False
+        pattern = json.dumps(field, ensure_ascii=False)[1:-1].replace("'", "''")
+        where = f"metadata LIKE '%\"{pattern}\": %'"
+        rows = table.search().select(["metadata"]).where(where).limit(None)
+        for batch in rows.to_batches():
+            for text in batch.column("metadata").to_pylist():
+                if json.loads(text).get(field) is not None:
+                    return True
+        return False
 
     def compaction_due(self) -> bool:
         """Whether enough small fragments have piled up for compacting to pay.
@@ -1131,11 +1145,11 @@ def _compared_as_string(name: str, where: str) -> bool:
     return re.search(value, where, re.IGNORECASE) is not None
 
 
-def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) -> Any:
+def _filtered(run: Any, where: str | None, owner: Collection) -> Any:
     """Run a LanceDB call with a filter, refusing more than one SQL condition and turning a
     bad filter's engine error into a clear StoreError: no engine source paths, and for an
-    unknown field the fields a filter can name (`fields()`, asked only then), not every
-    column."""
+    unknown field the fields a filter can name (asked of `owner` only then), not every
+    column, and whether the items hold it in their metadata JSON only."""
     bare = re.sub(r"'(?:[^']|'')*'", "", where or "")
     if ";" in bare:
         raise StoreError(
@@ -1153,12 +1167,19 @@ def _filtered(run: Any, where: str | None, fields: Callable[[], Sequence[str]]) 
         if not where:
             raise
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
-        known = ", ".join(fields())
+        known = ", ".join(owner.filter_fields())
         unknown = _NO_FIELD.search(message)
         message = _NO_FIELD.sub(
             lambda m: f"no field {m.group(1)}; filters can name {known}", message
         )
         if unknown and _compared_as_string(unknown.group(1), where):
             message += f"; a string takes single quotes in SQL: '{unknown.group(1)}'"
+        elif unknown and owner.holds_in_json(unknown.group(1).strip('"`')):
+            message += (
+                f"; the items hold {unknown.group(1)} in their metadata JSON only (a field gets "
+                "a column when its name is lower-case snake_case and its first value a scalar), "
+                "so it cannot be filtered on as a field; `metadata LIKE '%...%'` matches the "
+                "JSON's text"
+            )
         message = _UNPARSED.sub(r"cannot parse it (\1)", message)
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
