@@ -668,7 +668,8 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
         ["search", "flux capacitor", "--db", db, "--group-by-doc", "--exact"],
         env={"COLUMNS": "160"},
     )
-    assert f"{hits[0]['id']} (+{hits[0]['other_chunks']} chunks)" in shown.output
+    others = hits[0]["other_chunks"]
+    assert f"{hits[0]['id']} (+{others} chunk{'s' if others > 1 else ''})" in shown.output
     refused = runner.invoke(app, ["ingest", str(folder), "--db", db, "--sync"])
     assert refused.exit_code == 2 and "--sync needs --chunk" in refused.output
     # a document's id names no row of a chunked collection: said, with how to delete it

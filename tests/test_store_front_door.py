@@ -411,6 +411,11 @@ def test_printed_text_ids_and_queries_stay_literal_not_markup():
     print_result({"query": "q[i]", "confidence": 0.5, "hits": [hit]}, console)
     shown = console.export_text()
     assert text in shown and "a[1]" in shown and "'q[i]'" in shown
+    long = "why " * 20_000  # a 80,000-character query was the whole title
+    console = Console(width=200, record=True)
+    print_result({"query": long, "confidence": 0.5, "hits": [hit]}, console)
+    shown = " ".join(console.export_text().split())
+    assert "why why w…' confidence 0.50" in shown and shown.count("why") == 27  # 109 chars
 
 
 def test_a_plain_ingest_says_how_many_documents_the_models_read_only_the_start_of(

@@ -528,7 +528,7 @@ def print_result(
         _print_lines(result, console, between, shown, caption)
         return
     table = Table(
-        title=literal(f"{result['query']!r}  confidence {shown}"),
+        title=literal(_heading(result, shown)),
         title_justify="left",
         caption=caption,
         caption_justify="left",
@@ -574,7 +574,7 @@ def _print_lines(
 ) -> None:
     """The hits as lines, for a terminal too narrow for the table: rank, id, score, p_relevant
     (and weights, where they differ) on one line, the text folded below."""
-    console.print(literal(f"{result['query']!r}  confidence {shown}"))
+    console.print(literal(_heading(result, shown)))
     for rank, hit in enumerate(result["hits"], start=1):
         p = "" if hit.get("p_relevant") is None else f"  p {hit['p_relevant']:.2f}"
         console.print(
@@ -591,12 +591,18 @@ def _hit_id(hit: Hit) -> str:
     """A hit's id, with how many other chunks of its document matched when grouped by
     document (the count `--group-by-doc` promises; only `--json` carried it)."""
     others = hit.get("other_chunks")
-    return f"{hit['id']} (+{others} chunks)" if others else hit["id"]
+    return f"{hit['id']} (+{others} chunk{'s' if others > 1 else ''})" if others else hit["id"]
 
 
 def _weights(weights: dict[str, float]) -> str:
     """Per-model weights on one line."""
     return " ".join(f"{m} {w:.2f}" for m, w in weights.items())
+
+
+def _heading(result: QueryResult, confidence: str) -> str:
+    """A result's title: the query (its start, as a hit's text: a 75,000-character query
+    filled the screen) and its confidence."""
+    return f"{_snippet(result['query'])!r}  confidence {confidence}"
 
 
 def _snippet(text: str) -> str:
