@@ -167,6 +167,9 @@ def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipelin
     (tmp_path / "docs.jsonl").write_text("{}\n")
     with pytest.raises(StoreError, match=r"docs\.jsonl: it is a file; a database is a directory"):
         Database(tmp_path / "docs.jsonl")  # it said the directory does not exist
+    for made in ("docs.jsonl", "docs.jsonl/sub"):  # to create: it said "File exists"
+        with pytest.raises(StoreError, match=r"docs\.jsonl is a file; a database is a directory"):
+            Database(tmp_path / made, create=True)
     db = Database(tmp_path / "db", create=True)
     with pytest.raises(StoreError, match=r"no collection 'missing'.*collections: none"):
         db.open("missing")

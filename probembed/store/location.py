@@ -388,6 +388,12 @@ def _make_directory(path: Path) -> None:
     """Create the database directory, explaining a failure in terms of the path."""
     try:
         path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:  # it, or a folder above, is a file
+        blocking = next((p for p in (path, *path.parents) if p.is_file()), path)
+        raise StoreError(
+            f"cannot create database directory {path}: {blocking} is a file; a database is "
+            "a directory"
+        ) from exc
     except OSError as exc:
         raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from exc
     if not path.is_dir():
