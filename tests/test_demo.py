@@ -354,3 +354,19 @@ def test_demo_refuses_a_beir_set_it_cannot_score_before_indexing_it(
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "corpus.jsonl:6: malformed JSON" in said and "indexing" not in said
+
+
+def test_inspect_of_ones_own_texts_claims_no_order_and_one_text_no_ratio():
+    """The caption said "short text over long" whatever texts were given, and one text got a
+    t1/t1 = 1.00 column."""
+    rows = [("minilm", "laplace", np.array([0.004, 0.003]))]
+    for n, examples, caption in (
+        (2, True, "t1/t2 = u(t1) / u(t2): short text over long"),
+        (2, False, "t1/t2 = u(t1) / u(t2)"),
+        (1, False, None),
+    ):
+        table = inspect_table(n, [(m, k, u[:n]) for m, k, u in rows], examples=examples)
+        assert table.caption == caption
+        assert [c.header for c in table.columns][2:] == [f"t{i}" for i in range(1, n + 1)] + (
+            [f"t1/t{n}"] if n > 1 else []
+        )

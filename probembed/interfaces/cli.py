@@ -328,37 +328,51 @@ def inspect(
     from probembed.pipeline import Pipeline
 
     texts = read_texts(text, None) if text else EXAMPLES
+    names = list(dict.fromkeys(pipeline or INSPECTED))  # one given twice: its rows once
     rows: list[tuple[str, str, np.ndarray]] = []
-    for name in pipeline or INSPECTED:
+    for name in names:
         try:
             pipe = Pipeline.load(name)
         except ValueError as exc:
             raise fail(str(exc)) from exc
         for member, part in zip(pipe.members, pipe.encode_members(texts), strict=True):
-            rows.append((member.encoder.name, member.kind, part.total_variance()))
+            # several pipelines may share a member: each row says whose it is
+            model = member.encoder.name if len(names) == 1 else f"{pipe.name}/{member.encoder.name}"
+            rows.append((model, member.kind, part.total_variance()))
     console = out()
     for i, t in enumerate(texts, 1):
         console.print(Text.assemble(("  t" + str(i), "bold"), " ", literal(t)))
-    console.print(inspect_table(len(texts), rows))
+    console.print(inspect_table(len(texts), rows, examples=not text))
 
 
-def inspect_table(n_texts: int, rows: list[tuple[str, str, np.ndarray]]) -> Table:
-    """Rows of (model, estimator, u per text), narrow enough for 80 columns at 5 texts."""
+def inspect_table(
+    n_texts: int, rows: list[tuple[str, str, np.ndarray]], examples: bool = True
+) -> Table:
+    """Rows of (model, estimator, u per text), narrow enough for 80 columns at 5 texts, and
+    the first text's u over the last's (the examples run from short to long; a user's texts
+    in any order)."""
     last = f"t{n_texts}"
-    caption = f"t1/{last} = u(t1) / u({last}): short text over long"
+    notes = []
+    if n_texts >= 2:  # a text over itself says nothing
+        order = ": short text over long" if examples else ""
+        notes.append(f"t1/{last} = u(t1) / u({last}){order}")
     if any((u == 0).any() for _, _, u in rows):  # zero is no measurement, not certainty
-        caption += "; n/a: no spread measured (word dropout cannot perturb one word)"
-    table = Table(title="u = total variance of the unit-norm embedding, x1000", caption=caption)
+        notes.append("n/a: no spread measured (word dropout cannot perturb one word)")
+    table = Table(
+        title="u = total variance of the unit-norm embedding, x1000",
+        caption="; ".join(notes) or None,
+    )
     longest = max((len(model) for model, _, _ in rows), default=5)
     table.add_column("model", justify="right", no_wrap=True, min_width=longest)
     table.add_column("estimator", justify="right")
     for i in range(1, n_texts + 1):
         table.add_column(f"t{i}", justify="right")
-    table.add_column(f"t1/{last}", justify="right")
+    if n_texts >= 2:
+        table.add_column(f"t1/{last}", justify="right")
     for model, kind, u in rows:
         shown = [f"{1e3 * value:.1f}" if value > 0 else "n/a" for value in u]
         ratio = f"{u[0] / u[-1]:.2f}" if u[0] > 0 and u[-1] > 0 else "n/a"
-        table.add_row(model, kind, *shown, ratio)
+        table.add_row(model, kind, *shown, *([ratio] if n_texts >= 2 else []))
     return table
 
 
