@@ -316,6 +316,60 @@ def test_a_request_cancelled_at_shutdown_answers_with_what_its_thread_did(tmp_pa
     asyncio.run(cancel_while_running())
 
 
+#: `Service.run` with as many chunked writes, on as many collections, as the loop's default
+#: pool has threads, each leaving its `unlocked` block (encoding) only once a search holds its
+#: collection's lock; then those searches. Prints what answered.
+_WRITES_AND_SEARCHES = """
+import asyncio, os, sys, time
+from probembed.service.settings import ServiceSettings
+from probembed.service.state import Service
+
+service = Service(ServiceSettings(db=sys.argv[1]))
+names = [f"c{i}" for i in range(min(32, (os.cpu_count() or 1) + 4))]  # the default pool's size
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+
+    def chunked_write(name):
+        def work():
+            with service.unlocked(name, loop):
+                while not service._locks[name].lock.locked():  # until a search holds it
+                    time.sleep(0.01)
+            return "wrote"
+        return work
+
+    writes = [service.run(n, chunked_write(n), writer=True) for n in names]
+    searches = [service.run(n, lambda: "searched") for n in names]
+    print(sorted(await asyncio.gather(*writes, *searches)).count("wrote"), len(names))
+
+
+asyncio.run(main())
+"""
+
+
+def test_chunked_writes_waiting_for_their_locks_leave_threads_for_the_searches_holding_them(
+    tmp_path,
+):
+    """A chunked write lets its collection's lock go while it encodes and blocks its thread
+    to take it back. In the loop's default pool, as many such writes as the pool has
+    threads, each waiting for a search holding its lock, left the searches no thread: every
+    request hung (found by a reviewer). Run in a child process, which a hang cannot keep."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITES_AND_SEARCHES, str(tmp_path / "db")],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a second or two when it works; only a hang waits it out
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    wrote, writes = map(int, done.stdout.split())
+    assert wrote == writes >= 5
+
+
 def test_a_request_cancelled_before_it_answered_gets_a_json_503():
     """The cancelled request reached uvicorn, which answered with a plain-text 500."""
     import json

@@ -81,6 +81,10 @@ class Service:
         self._running: set[asyncio.Future[object]] = set()
         #: Set by `stop`: no new collection work, children or batchers (StoppingError, 503).
         self.stopping = False
+        #: Threads of `writer` work, apart from the loop's default pool: a chunked write
+        #: waiting to take its collection's lock back holds its thread, and in the default
+        #: pool enough of them left none for the searches holding those locks (a deadlock).
+        self._writers = ThreadPoolExecutor(thread_name_prefix="chunked-write")
 
     @property
     def ready(self) -> bool:
@@ -119,6 +123,7 @@ class Service:
             await asyncio.wait(list(self._running))
         for worker in [w for workers in self._workers.values() for w in workers]:
             await asyncio.to_thread(worker.close)
+        self._writers.shutdown(wait=False)  # its work is done: `_running` was waited for
         self.db = None
 
     def _load(self) -> None:
@@ -266,7 +271,8 @@ class Service:
         held.users += 1
         try:
             async with held.writing if writer else contextlib.nullcontext(), held.lock:
-                task = asyncio.ensure_future(asyncio.to_thread(work))
+                pool = self._writers if writer else None
+                task = asyncio.ensure_future(asyncio.get_running_loop().run_in_executor(pool, work))
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
                 try:
