@@ -317,15 +317,16 @@ def test_a_request_cancelled_at_shutdown_answers_with_what_its_thread_did(tmp_pa
 
 
 #: `Service.run` with as many chunked writes, on as many collections, as the loop's default
-#: pool has threads, each leaving its `unlocked` block (encoding) only once a search holds its
-#: collection's lock; then those searches. Prints what answered.
+#: pool has threads, each leaving its `unlocked` block (encoding) only once a search of its
+#: collection has run in the lock it let go; then those searches. Prints what answered.
 _WRITES_AND_SEARCHES = """
-import asyncio, os, sys, time
+import asyncio, os, sys, threading
 from probembed.service.settings import ServiceSettings
 from probembed.service.state import Service
 
 service = Service(ServiceSettings(db=sys.argv[1]))
 names = [f"c{i}" for i in range(min(32, (os.cpu_count() or 1) + 4))]  # the default pool's size
+searched = {name: threading.Event() for name in names}
 
 
 async def main():
@@ -334,13 +335,18 @@ async def main():
     def chunked_write(name):
         def work():
             with service.unlocked(name, loop):
-                while not service._locks[name].lock.locked():  # until a search holds it
-                    time.sleep(0.01)
+                searched[name].wait()
             return "wrote"
         return work
 
+    def search(name):
+        def work():
+            searched[name].set()
+            return "searched"
+        return work
+
     writes = [service.run(n, chunked_write(n), writer=True) for n in names]
-    searches = [service.run(n, lambda: "searched") for n in names]
+    searches = [service.run(n, search(n)) for n in names]
     print(sorted(await asyncio.gather(*writes, *searches)).count("wrote"), len(names))
 
 
@@ -353,8 +359,9 @@ def test_chunked_writes_waiting_for_their_locks_leave_threads_for_the_searches_h
 ):
     """A chunked write lets its collection's lock go while it encodes and blocks its thread
     to take it back. In the loop's default pool, as many such writes as the pool has
-    threads, each waiting for a search holding its lock, left the searches no thread: every
-    request hung (found by a reviewer). Run in a child process, which a hang cannot keep."""
+    threads, waiting for searches holding their locks, left those searches no thread: every
+    request hung (found by a reviewer). Here each write waits, encoding, for a search of its
+    collection to run. In a child process, which a hang cannot keep."""
     import subprocess
     import sys
 
