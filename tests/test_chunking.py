@@ -259,6 +259,7 @@ def test_a_heading_with_nothing_under_it_joins_the_next_section(text, paths, fir
         ("```\nTitle\n---\n```\nx\n", [()]),  # in a fence
         ("===\n\nx\n", [()]),
         ("---\ntitle: Page\n---\n\nBody\n===\ntext\n", [(), ("Body",)]),  # front matter
+        ("# Guide\n\n#\n===\n\ntext\n", [("Guide",)]),  # `#` alone is no title to underline
     ],
 )
 def test_an_underlined_line_is_a_heading_and_front_matter_in_no_section(text, paths):
@@ -285,6 +286,21 @@ def test_an_underlined_line_is_a_heading_and_front_matter_in_no_section(text, pa
 def test_front_matter_gives_its_title(text, title):
     found = front_matter(text)
     assert found is not None and found.title == title and text[found.end :] == text[-1:]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\n\nThis intro paragraph matters.\n\n---\n\n## Usage\n\nRun it.\n",
+        "---\nSummary line one\n...\n\n# Title\n",
+    ],
+)
+def test_a_rule_over_a_paragraph_is_not_front_matter(text):
+    """A page opening with a thematic break lost everything up to the next one, in no chunk
+    (found by a reviewer); front matter starts with a `key:` line, as Pandoc and MkDocs read it."""
+    assert front_matter(text) is None
+    sections = markdown_sections(text)
+    assert sections[0].start == 0 and "".join(text[s.start : s.end] for s in sections) == text
 
 
 def test_front_matter_must_close_within_its_bounds():

@@ -113,9 +113,10 @@ def test_every_report_of_a_folder_names_the_files_no_reader_takes(tmp_path, fold
     )
     plain = ingest(folder, db.collection("plain"), pydoc_pipeline)  # the PDF stops nothing
     embedded = embed_to_parquet(folder, tmp_path / "parquet", pydoc_pipeline)
-    for report in (plain, embedded):  # these read text files only: the PDF and HTML too
-        assert report.unread == {".csv": 2, ".docx": 1, ".html": 1, ".pdf": 1}
-        assert "chunked ingestion (--chunk) also .html, .htm, .pdf)" in report.summary()
+    for report, reads in ((plain, "chunked ingestion (--chunk)"),
+                          (embedded, "`probembed ingest --chunk` (not embed)")):  # fmt: skip
+        assert report.unread == {".csv": 2, ".docx": 1, ".html": 1, ".pdf": 1}  # text files only
+        assert f"{reads} also .html, .htm, .pdf)" in report.summary()
     assert chunked.added == 4 and plain.added == embedded.rows == 2
     one_file = ingest_documents(folder / "notes.txt", db.collection("one"), pydoc_pipeline, SMALL)
     assert one_file.unread == {} and "not read" not in one_file.summary()
@@ -789,6 +790,31 @@ def test_front_matter_and_underlined_headings_stream_as_they_read_whole(
     assert [(t, m["title"]) for t, m in alone] == [
         ("---\ntitle: Only front matter\n---", "Only front matter")
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Guide\n\nIntro.\n\n## Parent\n" + "\n" * 700 + "Child\n-----\n\nBody text.\n",
+        "## Parent\n\n" + "x" * 800 + "\n-----\n\nBody text.\n",
+        "Title\u2028===\u2028body text here\n",
+    ],
+)
+def test_setext_headings_after_a_long_gap_or_odd_line_ends_stream_as_read_whole(
+    tmp_path, pydoc_pipeline, small_blocks, text
+):
+    """A segment was cut between an empty heading and a setext title more than a segment
+    later, so the stream kept the empty heading's path where read whole joined it; a title
+    underlined across U+2028 was the file's title read whole, not streamed (a reviewer)."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "page.md").write_text(text, encoding="utf-8")
+    db = Database(tmp_path / "db", create=True)
+    whole, streamed = db.collection("whole"), db.collection("streamed")
+    ingest_documents(root, whole, pydoc_pipeline, SMALL)
+    ingest_documents(root, streamed, pydoc_pipeline, SMALL, stream_bytes=0)
+    rows = stored_rows(streamed)
+    assert rows == stored_rows(whole) and rows
 
 
 def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(

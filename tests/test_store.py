@@ -451,6 +451,18 @@ def test_non_finite_metadata_of_a_record_is_refused_naming_its_field(
     assert not collection.exists
 
 
+def test_numpy_datetimes_are_iso_strings_even_past_pythons_years():
+    """datetime64 became an int (nanoseconds, or days past year 9999); Python's datetime
+    holds years 1 to 9999 only, numpy's own string goes beyond (found by a reviewer)."""
+    from probembed.store.rows import plain_value
+
+    assert plain_value(np.datetime64("2024-01-01T10:00:00.5", "ns")) == "2024-01-01T10:00:00.500000"
+    assert plain_value(np.datetime64("2024-03", "M")) == "2024-03-01"
+    assert plain_value(np.datetime64("12000-01-01")) == "12000-01-01"
+    assert plain_value(np.datetime64("12000-01-01T00:00:00")).startswith("12000-01-01T00:00:00")
+    assert plain_value(np.datetime64("NaT")) is None
+
+
 def test_nan_in_a_dict_given_in_python_is_a_missing_value(collection, hash_pipeline):
     """A dict made from a pandas frame holds NaN for a missing number: stored as null, as
     the frameworks' metadata is (it was refused, so a frame with one gap was not stored)."""
@@ -634,6 +646,9 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
     for never in ("year = NULL", "year != null", "NULL <> year", "year<=null", "(year = NULL)"):
         with pytest.raises(StoreError, match="comparison with NULL is never true.*IS NULL"):
             collection.search("paper", where=never)
+    with pytest.raises(StoreError, match="invalid filter where='year <=> NULL'") as safe:
+        collection.search("paper", where="year <=> NULL")  # null-safe: the engine's refusal
+    assert "never true" not in str(safe.value)
     for fine in ("year IS NULL", "text = 'x = null'", "year IS NOT NULL AND year > 2018"):
         found = collection.search("paper", k=10, where=fine)["hits"]
         assert len(found) == {"text = 'x = null'": 0}.get(fine, 1), fine  # j has no year

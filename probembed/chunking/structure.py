@@ -18,14 +18,20 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 #: A code fence: three or more backticks or tildes; it is closed only by a fence of the same
 #: character at least as long, with nothing after it (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+#: An ATX heading with no title (`#`, `## `), which ends a paragraph as any heading does.
+_EMPTY_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]*$")
 #: A setext heading's underline: `===` (level 1) or `---` (level 2) under a line of text.
 _SETEXT = re.compile(r"^ {0,3}(?:(=+)|-+)[ \t]*$")
 #: A line an underline cannot make a heading of (CommonMark): a list item, a quote, a table
 #: row, an HTML block, indented code.
 _NOT_PARAGRAPH = re.compile(r"^(?: {0,3}(?:[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>|<])| {4}|\t)")
-#: YAML front matter: a first line `---`, the YAML, a closing `---` or `...`.
+#: YAML front matter: a first line `---`, the YAML (starting with a `key:` line, as Pandoc
+#: and MkDocs require: a page opening with a rule over a paragraph is not front matter), a
+#: closing `---` or `...`.
 _FRONT_MATTER = re.compile(
-    r"\A\ufeff?---[ \t]*\r?\n(?:.*?\r?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S
+    r"\A\ufeff?---[ \t]*\r?\n(?:[A-Za-z_][\w .-]*:(?:[ \t].*?)?\r?\n)??"
+    r"(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)",
+    re.S,
 )
 #: Front matter spans at most this many lines and characters (a stream holds no more).
 FRONT_MATTER_LINES = 256
@@ -47,6 +53,8 @@ _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])[\"'”’)\]]*(?=\s)|(?<=[。！？])[」』”’)\]]*)(\s*)")
 #: A line break (LF, CRLF or CR).
 _LINE_BREAK = re.compile(r"\r\n|[\n\r]")
+#: What ends a line for str.splitlines (a stream's lines end so, and keep it).
+_LINE_ENDS = "\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 #: A byte order mark before the first line, which a heading or fence test must look past.
 _BOM = "\ufeff"
 _WORD = re.compile(r"\S+")
@@ -112,7 +120,7 @@ class HeadingTracker:
         """The heading path this line opens: an ATX heading (`#` … `######`), or the
         underline (`===`, `---`) of a setext heading, which opens it at the line before
         (`setext` is then set)."""
-        line = line.rstrip("\r\n").lstrip(_BOM)
+        line = line.rstrip(_LINE_ENDS).lstrip(_BOM)
         title_line, self.title_line, self.setext = self.title_line, None, False
         after_break, self._after_break = self._after_break, False
         fence = _FENCE.match(line)
@@ -133,9 +141,9 @@ class HeadingTracker:
             return None
         match = _HEADING.match(line)
         if match is None or not match.group(2).strip():  # "#" and blanks: no title to show
-            if not line.strip():
+            if not line.strip() or _EMPTY_HEADING.match(line):
                 self._after_break = True
-            elif after_break and not _NOT_PARAGRAPH.match(line):
+            elif after_break and not _NOT_PARAGRAPH.match(line) and match is None:
                 self.title_line = line  # a paragraph's first line: a title if underlined
             return None
         self._after_break = True

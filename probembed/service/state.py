@@ -223,7 +223,12 @@ class Service:
     async def prepare(self, collection: Collection) -> Pipeline:
         """A collection's pipeline, with its encoding child running."""
         self.refuse_if_stopping()
-        pipeline = await asyncio.to_thread(collection.load_pipeline)
+
+        def load() -> Pipeline:  # a collection dropped meanwhile: children none would retire
+            self.still(collection)
+            return collection.load_pipeline()
+
+        pipeline = await asyncio.to_thread(load)
         if pipeline.fingerprint not in self._workers:
             await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
         return pipeline

@@ -1156,7 +1156,8 @@ def _filtered(run: Any, where: str | None, owner: Collection) -> Any:
             f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
             "outside a quoted string"
         )
-    if _NULL_COMPARED.search(re.sub(r'"(?:[^"]|"")*"', "", bare)):
+    unquoted = re.sub(r'"(?:[^"]|"")*"', "", bare).replace("<=>", " ")  # <=>: null-safe
+    if _NULL_COMPARED.search(unquoted):
         raise StoreError(
             f"invalid filter where={where!r}: a comparison with NULL is never true in SQL, so "
             "it keeps no row; write `field IS NULL` or `field IS NOT NULL`"

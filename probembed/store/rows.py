@@ -327,6 +327,8 @@ def plain_value(value: Any) -> Any:
             return None
         unit = np.datetime_data(value.dtype)[0]
         value = value.astype("datetime64[D]" if unit in ("Y", "M", "W", "D") else "datetime64[us]")
+        if not isinstance(value.item(), datetime.date):  # past year 9999 or before year 1
+            return str(np.datetime_as_string(value))
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float | datetime.date) and value != value:  # NaN, NaT

@@ -104,7 +104,10 @@ class StreamedFile:
             previous = line
             size += len(line)
             offset += len(line)
-            if size >= limit and not bare:  # a heading over blank lines waits for its section
+            # a heading over blank lines waits for its section, also when the line after them
+            # may be a setext title: its underline would join the heading to that section
+            waits = was_bare and tracker is not None and tracker.title_line is not None
+            if size >= limit and not bare and not waits:
                 text = "".join(parts)
                 cut = last_paragraph_break(text)
                 if cut is None:  # one long paragraph so far: look again a segment later
