@@ -329,16 +329,17 @@ def inspect(
 
     texts = read_texts(text, None) if text else EXAMPLES
     names = list(dict.fromkeys(pipeline or INSPECTED))  # one given twice: its rows once
-    rows: list[tuple[str, str, np.ndarray]] = []
+    found: list[tuple[str, str, str, np.ndarray]] = []
     for name in names:
         try:
             pipe = Pipeline.load(name)
         except ValueError as exc:
             raise fail(str(exc)) from exc
         for member, part in zip(pipe.members, pipe.encode_members(texts), strict=True):
-            # several pipelines may share a member: each row says whose it is
-            model = member.encoder.name if len(names) == 1 else f"{pipe.name}/{member.encoder.name}"
-            rows.append((model, member.kind, part.total_variance()))
+            found.append((pipe.name, member.encoder.name, member.kind, part.total_variance()))
+    # rows alike in model and estimator (two pipelines sharing a member) say whose they are
+    shared = len({(m, k) for _, m, k, _ in found}) < len(found)
+    rows = [(f"{p}/{m}" if shared else m, k, u) for p, m, k, u in found]
     console = out()
     for i, t in enumerate(texts, 1):
         console.print(Text.assemble(("  t" + str(i), "bold"), " ", literal(t)))
