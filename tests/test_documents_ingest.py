@@ -728,6 +728,16 @@ def stored_rows(collection) -> dict[str, tuple[str, dict]]:
     return {i: (r["text"], json.loads(r["metadata"])) for i, r in rows.items()}
 
 
+def read_whole_and_streamed(root, db_path, pipeline):
+    """A folder ingested read whole into one collection and streamed (in batches of 50) into
+    another: the streamed run's report, its rows and the whole run's rows."""
+    db = Database(db_path, create=True)
+    whole, streamed = db.collection("whole"), db.collection("streamed")
+    ingest_documents(root, whole, pipeline, SMALL)
+    report = ingest_documents(root, streamed, pipeline, SMALL, batch_size=50, stream_bytes=0)
+    return report, stored_rows(streamed), stored_rows(whole)
+
+
 def test_a_streamed_file_gives_the_chunks_of_the_file_read_whole(
     tmp_path, pydoc_pipeline, small_blocks
 ):
@@ -735,19 +745,16 @@ def test_a_streamed_file_gives_the_chunks_of_the_file_read_whole(
     root.mkdir()
     (root / "handbook.md").write_bytes(big_markdown().encode("utf-8"))
     (root / "notes.txt").write_bytes(big_markdown().replace("#", "=").encode("utf-8"))
-    db = Database(tmp_path / "db", create=True)
-    whole, streamed = db.collection("whole"), db.collection("streamed")
-    ingest_documents(root, whole, pydoc_pipeline, SMALL)
-    report = ingest_documents(root, streamed, pydoc_pipeline, SMALL, batch_size=50, stream_bytes=0)
+    report, rows, whole = read_whole_and_streamed(root, tmp_path / "db", pydoc_pipeline)
     assert (report.added, report.problems) == (2, [])
-    rows = stored_rows(streamed)
-    assert rows == stored_rows(whole) and report.chunks_written == len(rows) > 200
+    assert rows == whole and report.chunks_written == len(rows) > 200
     text = (root / "handbook.md").read_bytes().decode("utf-8")
     for chunk_text, meta in rows.values():
         source = text if meta["doc_id"] == "handbook.md" else text.replace("#", "=")
         assert source[meta["start"] : meta["end"]] == chunk_text  # character offsets
     last = max((m["chunk"], m["heading"]) for t, m in rows.values() if m["doc_id"] == "handbook.md")
     assert last[1] == "Handbook > Section 39 > Last"
+    streamed = Database(tmp_path / "db").collection("streamed")
     again = ingest_documents(root, streamed, pydoc_pipeline, SMALL)  # read whole: same hashes
     assert (again.unchanged, again.chunks_written) == (2, 0)
 
@@ -769,13 +776,9 @@ def test_front_matter_and_underlined_headings_stream_as_they_read_whole(
     root.mkdir()
     (root / "guide.md").write_text("".join(parts), encoding="utf-8")
     (root / "alone.md").write_text("---\ntitle: Only front matter\n---\n", encoding="utf-8")
-    db = Database(tmp_path / "db", create=True)
-    whole, streamed = db.collection("whole"), db.collection("streamed")
-    ingest_documents(root, whole, pydoc_pipeline, SMALL)
-    report = ingest_documents(root, streamed, pydoc_pipeline, SMALL, batch_size=50, stream_bytes=0)
+    report, rows, whole = read_whole_and_streamed(root, tmp_path / "db", pydoc_pipeline)
     assert (report.added, report.problems) == (2, [])
-    rows = stored_rows(streamed)
-    assert rows == stored_rows(whole)
+    assert rows == whole
     guide = {i: r for i, r in rows.items() if r[1]["doc_id"] == "guide.md"}
     assert {meta["title"] for _, meta in guide.values()} == {"Field guide: birds"}
     assert not any("tags:" in text or "title:" in text for text, _ in guide.values())
@@ -809,12 +812,8 @@ def test_setext_headings_after_a_long_gap_or_odd_line_ends_stream_as_read_whole(
     root = tmp_path / "docs"
     root.mkdir()
     (root / "page.md").write_text(text, encoding="utf-8")
-    db = Database(tmp_path / "db", create=True)
-    whole, streamed = db.collection("whole"), db.collection("streamed")
-    ingest_documents(root, whole, pydoc_pipeline, SMALL)
-    ingest_documents(root, streamed, pydoc_pipeline, SMALL, stream_bytes=0)
-    rows = stored_rows(streamed)
-    assert rows == stored_rows(whole) and rows
+    _, rows, whole = read_whole_and_streamed(root, tmp_path / "db", pydoc_pipeline)
+    assert rows == whole and rows
 
 
 def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
