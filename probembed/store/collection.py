@@ -52,7 +52,6 @@ from probembed.store.rows import (
     Batch,
     PipelineInfo,
     fresh_scalar_fields,
-    may_be_column,
     metadata_types,
     read_header,
     table_schema,
@@ -993,13 +992,10 @@ class Collection:
         return ["id", "text", *self.metadata_columns()]
 
     def lacks_field(self, field: str) -> bool:
-        """Whether no stored item has this metadata field: not a column and, for a name a
-        column could have, in no item's JSON either (a filter on it then reads every item as
-        missing it, as a framework's in-memory store does). A field whose name cannot be a
-        column may be in the JSON, so it is never taken as lacking."""
-        if field in self.filter_fields() or not may_be_column(field):
-            return False
-        return field not in self._held_in_json({field})
+        """Whether no stored item has this metadata field, as a column or in its JSON (a
+        filter on it then reads every item as missing it, as a framework's in-memory store
+        does)."""
+        return field not in self.filter_fields() and not self.holds_in_json(field)
 
     def metadata_columns(self) -> dict[str, pa.DataType]:
         """Metadata fields stored as columns of their own (filterable with `where`)."""
