@@ -156,7 +156,7 @@ def test_a_documents_chunks_are_deleted_by_its_id_in_one_commit(tmp_path, folder
     db = Database(tmp_path / "db", create=True)
     collection = db.collection("docs")
     ingest_documents(folder, collection, pydoc_pipeline, SMALL)
-    chunks = len(collection.document_index()["guide.md"][1])
+    chunks = len(collection.document_index()["guide.md"].ids)
     version = collection.version
     assert collection.delete_documents(["guide.md", "guide.md", "none"]) == (chunks, ["none"])
     assert collection.version == version + 1  # one commit
@@ -165,6 +165,79 @@ def test_a_documents_chunks_are_deleted_by_its_id_in_one_commit(tmp_path, folder
     ingest([Record("a", "some text")], whole, pydoc_pipeline)
     with pytest.raises(StoreError, match="holds no chunked documents"):
         whole.delete_documents(["a"])
+
+
+def sources(collection) -> dict[str, set[str]]:
+    """doc_id -> the `source` its chunks name, as a search reads them."""
+    hits = collection.search("gizmo flux notes quarterly study", k=500, exact=True)["hits"]
+    named: dict[str, set[str]] = {}
+    for hit in hits:
+        named.setdefault(hit["metadata"]["doc_id"], set()).add(hit["metadata"].get("source"))
+    return named
+
+
+def test_a_file_of_another_folder_with_the_same_id_is_refused_not_written_over(
+    tmp_path, pydoc_pipeline
+):
+    """A single file's id is its name: `a/README.md` then `b/README.md` replaced the first
+    document with the second. While the stored one's file is still there, the second is a
+    problem that names both and what to do; once it is deleted, the second goes in."""
+    first, second = tmp_path / "a" / "README.md", tmp_path / "b" / "README.md"
+    for path, text in ((first, "Alpha install steps."), (second, "Beta release notes.")):
+        path.parent.mkdir()
+        path.write_text(text)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(first, collection, pydoc_pipeline, SMALL)
+    version = collection.version
+    with pytest.raises(IngestError) as refused:
+        ingest_documents(second, collection, pydoc_pipeline, SMALL)
+    told = str(refused.value)
+    assert str(first) in told and str(second) in told and "delete --doc README.md" in told
+    assert collection.version == version  # nothing written
+    other = tmp_path / "b" / "notes.txt"
+    other.write_text("Gamma notes.")
+    skipped = ingest_documents(second.parent, collection, pydoc_pipeline, SMALL, on_error="skip")
+    assert (skipped.added, len(skipped.problems)) == (1, 1)  # notes.txt, not README.md
+    assert sources(collection) == {"README.md": {str(first)}, "notes.txt": {str(other)}}
+    collection.delete_documents(["README.md"])
+    ingest_documents(second, collection, pydoc_pipeline, SMALL)
+    assert sources(collection)["README.md"] == {str(second)}
+
+
+def test_a_moved_folder_is_unchanged_and_its_chunks_name_where_it_is_now(
+    tmp_path, folder, pydoc_pipeline
+):
+    """A folder moved (its old files gone) is the same documents: nothing is re-embedded,
+    and every chunk's `source`, as a search already open reads it, names the new path."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    names = sorted(p.name for p in folder.iterdir())
+    assert sources(collection) == {n: {str(folder / n)} for n in names}
+    moved = folder.rename(tmp_path / "moved")
+    report = ingest_documents(moved, collection, pydoc_pipeline, SMALL)
+    assert (report.unchanged, report.chunks_written) == (len(names), 0)
+    assert sources(collection) == {n: {str(moved / n)} for n in names}
+    version = collection.version
+    ingest_documents(moved, collection, pydoc_pipeline, SMALL)
+    assert collection.version == version  # the sources are current: nothing to write
+
+
+def test_sources_are_set_on_a_collection_written_before_chunks_had_them(tmp_path, pydoc_pipeline):
+    """A collection whose chunks have no `source` column gets one (a commit), then every
+    chunk of the documents named gets it in one more, in the metadata JSON and the column
+    alike; the records' other metadata stays."""
+    source = tmp_path / "docs.jsonl"
+    rows = [{"id": "a", "text": "gizmo one", "year": 1}, {"id": "b", "text": "flux two"}]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(source, collection, pydoc_pipeline, SMALL)
+    assert "source" not in collection.metadata_columns()  # a record names no file of ours
+    version = collection.version
+    collection.set_sources({"a": "/x/a"})
+    assert collection.version == version + 2  # the new column, then the rows
+    assert sources(collection) == {"a": {"/x/a"}, "b": {None}}
+    (hit,) = collection.search("gizmo", k=1, where="source = '/x/a'", exact=True)["hits"]
+    assert hit["metadata"]["year"] == 1 and hit["text"] == "gizmo one"
 
 
 def test_grouping_gives_one_hit_per_document(tmp_path, folder, pydoc_pipeline):
@@ -192,8 +265,9 @@ def test_rerun_touches_only_what_changed(tmp_path, folder, pydoc_pipeline):
     after = collection.document_index()
     assert set(after) == {"guide.md", "page.html", "report.pdf"}
     assert after["page.html"] == before["page.html"] and after["report.pdf"] == before["report.pdf"]
-    assert len(after["guide.md"][0]) == 1 and after["guide.md"][0] != before["guide.md"][0]
-    assert collection.count() == sum(len(ids) for _, ids in after.values())
+    assert len(after["guide.md"].hashes) == 1
+    assert after["guide.md"].hashes != before["guide.md"].hashes
+    assert collection.count() == sum(len(doc.ids) for doc in after.values())
     hit = collection.search("gizmo reset twice", k=1, exact=True)["hits"][0]
     assert hit["metadata"]["doc_id"] == "guide.md" and "gizmo" in hit["text"]
 
@@ -202,11 +276,11 @@ def test_a_rerun_writes_again_a_chunk_deleted_from_the_middle(tmp_path, folder, 
     """A document missing a middle chunk (deleted by id) was taken as unchanged for good."""
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(folder, collection, pydoc_pipeline, SMALL)
-    whole = sorted(collection.document_index()["guide.md"][1])
+    whole = sorted(collection.document_index()["guide.md"].ids)
     assert len(whole) > 2 and collection.delete(["guide.md#1"]) == 1
     again = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     assert (again.updated, again.unchanged) == (1, 3)
-    assert sorted(collection.document_index()["guide.md"][1]) == whole
+    assert sorted(collection.document_index()["guide.md"].ids) == whole
     assert collection.rows(["guide.md#1"])["guide.md#1"]["text"]
     settled = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     assert (settled.updated, settled.unchanged, settled.chunks_written) == (0, 4, 0)
@@ -257,7 +331,8 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
 
     def index():
         return {
-            doc: (hashes, sorted(ids)) for doc, (hashes, ids) in collection.document_index().items()
+            doc: (stored.hashes, sorted(stored.ids))
+            for doc, stored in collection.document_index().items()
         }
 
     whole = index()
@@ -607,7 +682,7 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     write("\n\n".join(" ".join(f"w{p}_{k}" for k in range(30)) for p in range(3)), 2020)
     ingest_documents(source, collection, pydoc_pipeline, SMALL)
     before = collection.document_index()["a"]
-    assert len(before[1]) > 1  # several chunks, so a shorter new version would leave stale ones
+    assert len(before.ids) > 1  # several chunks, so a shorter new version would leave stale ones
     write("a short new text", "2020")  # changed, and its year is now a string
     report = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
     assert (report.updated, report.chunks_written, report.chunks_removed) == (0, 0, 0)
@@ -678,7 +753,7 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     said = " ".join(by_id.output.split())
     assert "deleted 0 item(s); 1 id(s) were not there (1 of them are documents stored as " in said
     assert "--doc deletes a document's chunks" in said
-    chunks = len(Database(db).open("default").document_index()["guide.md"][1])
+    chunks = len(Database(db).open("default").document_index()["guide.md"].ids)
     by_doc = runner.invoke(app, ["delete", "--doc", "guide.md", "nothere.md", "--db", db])
     said = " ".join(by_doc.output.split())
     assert by_doc.exit_code == 0 and chunks > 1

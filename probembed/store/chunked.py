@@ -5,7 +5,8 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
 `doc_hash` (SHA-256 of the document's text and metadata and of the chunk size and overlap
-that cut it) beside the document's own metadata. A re-run compares hashes: unchanged
+that cut it), for a file `source` (its absolute path), beside the document's own
+metadata. A re-run compares hashes: unchanged
 documents are not touched, changed ones (or all, after a change of chunk settings) are
 re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
 have deleted, so a crash anywhere in between leaves a document that the next run sees as
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
-from probembed.store.collection import Collection
+from probembed.store.collection import SOURCE_FIELD, Collection, StoredDocument
 from probembed.store.errors import StoreError
 from probembed.store.formats import (
     READERS,
@@ -70,6 +72,9 @@ from probembed.store.streamed import (
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
 RESERVED = ("doc_id", "chunk", "start", "end", "title", "heading", "page", "doc_hash")
+#: Documents read from a file of their own, whose chunks name it (`source`); a record's
+#: metadata is its own, `source` included.
+FILE_KINDS = frozenset({"text", "markdown", "html", "pdf"})
 
 
 @dataclass
@@ -209,26 +214,55 @@ def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
     page = document.page_of(chunk.start)
     if page is not None:
         metadata["page"] = page
+    source = file_source(document)
+    if source is not None:
+        metadata[SOURCE_FIELD] = source
     return Record(f"{document.id}#{chunk.index}", chunk.text, metadata, document.source)
 
 
-def unchanged(document_id: str, digest: str, stored: tuple[set[str], list[str]] | None) -> bool:
+def file_source(document: SourceDocument | StreamedFile) -> str | None:
+    """The absolute path of the file a document was read from (links kept as named), or
+    None for a record: what its chunks record as `source`."""
+    if isinstance(document, StreamedFile):
+        return os.path.abspath(document.path)
+    return os.path.abspath(document.source) if document.kind in FILE_KINDS else None
+
+
+def other_file(doc_id: str, source: str | None, stored: StoredDocument | None) -> str | None:
+    """The file a stored document of this id was read from, when that is another file and
+    still there: a single file's id is its name, and a folder's ids are paths relative to
+    it, so `a/README.md` then `b/README.md` name one document, and writing the second
+    replaced the first. A stored file that is gone was moved or renamed: that is an update.
+    Only a stored source that is a path ending in the id counts (a record's own `source`
+    metadata is no file of ours)."""
+    before = stored.source if stored is not None else None
+    if source is None or before is None or before == source:
+        return None
+    if not before.replace(os.sep, "/").endswith(f"/{doc_id}") or not os.path.isfile(before):
+        return None
+    try:
+        return None if os.path.samefile(before, source) else before
+    except OSError:  # the new file went between reading and here: not ours to judge
+        return None
+
+
+def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> bool:
     """Whether a document is stored whole with this content: every chunk carries its hash,
     chunk 0, which is always written last, is there (a half-written document is not), and no
     chunk between is missing (one deleted by id is written again; a deleted last chunk
     leaves no gap to see)."""
-    if stored is None or stored[0] != {digest} or not was_whole(document_id, stored):
+    if stored is None or stored.hashes != {digest} or not was_whole(document_id, stored):
         return False
     prefix = f"{document_id}#"
-    numbers = {i.removeprefix(prefix) for i in stored[1] if i.startswith(prefix)}
-    return numbers == {str(n) for n in range(len(stored[1]))}
+    numbers = {i.removeprefix(prefix) for i in stored.ids if i.startswith(prefix)}
+    return numbers == {str(n) for n in range(len(stored.ids))}
 
 
-def was_whole(document_id: str, stored: tuple[set[str], list[str]] | None) -> bool:
+def was_whole(document_id: str, stored: StoredDocument | None) -> bool:
     """Whether some version of a document was stored whole (its chunk 0, written last of its
     chunks, is there): rewriting it is an update, where finishing a run that was stopped
     part-way through its first write is an addition."""
-    return stored is not None and f"{document_id}#0" in stored[1]
+    return stored is not None and f"{document_id}#0" in stored.ids
 
 
 def ingest_documents(
@@ -346,7 +380,7 @@ def ingest_parsed(
                 "alone). Ingest without sync, or into another collection"
             )
         report.removed = len(gone)
-        stale += [i for doc in gone for i in stored[doc][1]]
+        stale += [i for doc in gone for i in stored[doc].ids]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
     touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
     write = ingest_with or functools.partial(ingest, encode=encode)
@@ -371,7 +405,7 @@ def ingest_parsed(
             collection.revert(start, touched)
             raise
     for item in plan.streamed:
-        before = stored.get(item.id, (set(), []))[1]
+        before = stored[item.id].ids if item.id in stored else []
         try:
             written = write_streamed(
                 item, collection, pipeline, settings, batch_size, encode, before
@@ -391,6 +425,8 @@ def ingest_parsed(
         report.updated += whole
     if stale:
         report.chunks_removed += collection.delete(stale)
+    if plan.moved:
+        collection.set_sources(plan.moved)
     return report
 
 
@@ -417,6 +453,9 @@ class _Plan:
     streamed: list[StreamedFile] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
+    #: Unchanged documents whose stored `source` is not the file read now (moved, renamed,
+    #: or stored before chunks named their file) -> that file.
+    moved: dict[str, str] = field(default_factory=dict)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
@@ -424,7 +463,7 @@ class _Plan:
 
 def _plan(
     items: Iterable[SourceDocument | StreamedFile | Problem],
-    stored: dict[str, tuple[set[str], list[str]]],
+    stored: dict[str, StoredDocument],
     count: Callable,
     settings: ChunkSettings,
     report: DocumentReport,
@@ -458,8 +497,14 @@ def _plan(
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
         digest = chunked_digest(content, settings)
+        source = file_source(item)
+        elsewhere = other_file(item.id, source, before)
         if unchanged(item.id, digest, before):
             report.unchanged += 1
+            if source is not None and elsewhere is None and before.source != source:
+                plan.moved[item.id] = source
+        elif elsewhere is not None:
+            report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))
         elif isinstance(item, StreamedFile):
             plan.streamed.append(item)  # counted once written
         else:
@@ -470,9 +515,20 @@ def _plan(
             plan.records += chunks[1:]
             plan.marks.append(chunks[0])
             kept = {r.id for r in chunks}
-            old = [i for i in (before or (set(), []))[1] if i not in kept]
+            old = [i for i in (before.ids if before else []) if i not in kept]
             plan.changed[item.id] = (not was_whole(item.id, before), old)
     return plan
+
+
+def _same_id(doc_id: str, stored: str) -> str:
+    """Why a file is not written over the stored document of its id, and what to do."""
+    return (
+        f"document {doc_id!r} is stored from {stored}, which is still there; this file has "
+        "the same id (a folder's ids are paths relative to the folder given, a single file's "
+        "its name), and writing it would replace that document. Ingest their common folder, "
+        f"or into another collection, or delete the stored one first (probembed delete --doc "
+        f"{doc_id})"
+    )
 
 
 def _failed(item: StreamedFile, exc: Exception) -> Problem:

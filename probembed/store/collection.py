@@ -52,12 +52,14 @@ from probembed.store.rows import (
     Batch,
     PipelineInfo,
     fresh_scalar_fields,
+    metadata_json,
     metadata_types,
     read_header,
     table_schema,
     to_arrow,
     to_matrix,
     variance_basis,
+    write_tags,
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
@@ -70,6 +72,8 @@ if TYPE_CHECKING:
 DEFAULT_COLLECTION = "default"
 #: The columns that together mark chunked ingest's chunks (`Collection.holds_chunks`).
 CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
+#: Where chunked ingest records the file a document was read from (absolute path).
+SOURCE_FIELD = "source"
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
@@ -831,21 +835,60 @@ class Collection:
                 self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name
 
-    def document_index(self) -> dict[str, tuple[set[str], list[str]]]:
-        """doc_id -> (the content hashes its chunks carry, its chunk ids), for chunked ingest.
+    def document_index(self) -> dict[str, StoredDocument]:
+        """doc_id -> what chunked ingest compares a document with: the content hashes its
+        chunks carry, its chunk ids and the file it was read from (its chunk 0's `source`).
 
         Empty for a collection without chunked ingest's documents (`holds_chunks`).
         """
         table = self._open()
         if table is None or not self.holds_chunks:
             return {}
-        rows = _scan(table, ["id", "doc_id", "doc_hash"], "doc_id IS NOT NULL").to_pylist()
-        index: dict[str, tuple[set[str], list[str]]] = {}
+        sourced = self.metadata_columns().get(SOURCE_FIELD) == pa.string()
+        columns = ["id", "doc_id", "doc_hash", *([SOURCE_FIELD] if sourced else [])]
+        rows = _scan(table, columns, "doc_id IS NOT NULL").to_pylist()
+        index: dict[str, StoredDocument] = {}
         for row in rows:
-            hashes, ids = index.setdefault(row["doc_id"], (set(), []))
-            hashes.add(row["doc_hash"])
-            ids.append(row["id"])
+            doc = index.setdefault(row["doc_id"], StoredDocument(set(), []))
+            doc.hashes.add(row["doc_hash"])
+            doc.ids.append(row["id"])
+            if row["id"] == f"{row['doc_id']}#0":
+                doc.source = row.get(SOURCE_FIELD)
         return index
+
+    @one_at_a_time
+    def set_sources(self, sources: Mapping[str, str]) -> None:
+        """Set the `source` of every chunk of these documents (doc_id -> file), in one commit:
+        a folder moved since its documents were written keeps them unchanged, and their
+        chunks would name files that are gone. The rows are rewritten whole under a new write
+        tag, so a search's snapshot takes them up as it takes an upsert. Nothing is done
+        where `source` cannot be a text column (the items' own field of another type, or one
+        past the column cap): chunked ingest then reads no stored source either."""
+        self.db.require_writable()
+        table = self._require()
+        kind = self.column_types([{SOURCE_FIELD: ""}]).get(SOURCE_FIELD)
+        if not sources or kind not in (None, pa.string()):
+            return
+        with self._writing():
+            rows = _scan(table, table.schema.names, f"doc_id IN ({sql_list(list(sources))})")
+            if not rows.num_rows:
+                return
+            ids = rows.column("id").to_pylist()
+            metadata = [json.loads(text or "{}") for text in rows.column("metadata").to_pylist()]
+            for held in metadata:
+                held[SOURCE_FIELD] = sources[held["doc_id"]]
+            if kind is None:  # a collection written before chunks had a source
+                table.add_columns([pa.field(SOURCE_FIELD, pa.string())])
+                rows = rows.append_column(SOURCE_FIELD, pa.nulls(rows.num_rows, pa.string()))
+            replaced = {
+                "metadata": pa.array(list(map(metadata_json, ids, metadata))),
+                SOURCE_FIELD: pa.array([m[SOURCE_FIELD] for m in metadata], pa.string()),
+                WRITE_TAG: write_tags(rows.num_rows),
+            }
+            for name, column in replaced.items():
+                if name in rows.column_names:
+                    rows = rows.set_column(rows.column_names.index(name), name, column)
+            table.merge_insert("id").when_matched_update_all().execute(rows)
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
@@ -1098,6 +1141,17 @@ class Collection:
         if new:
             table.add_columns(new)
         return data
+
+
+@dataclass
+class StoredDocument:
+    """A document as chunked ingest stored it: its chunks' content hashes (one, when written
+    whole), their ids, and the file it was read from (None: a record, or stored before
+    chunks named their file)."""
+
+    hashes: set[str]
+    ids: list[str]
+    source: str | None = None
 
 
 def sql_list(values: Sequence[str]) -> str:
