@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
+from probembed.store import collection as collection_module
 from probembed.store.chunked import ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
@@ -222,20 +223,27 @@ def test_a_moved_folder_is_unchanged_and_its_chunks_name_where_it_is_now(
     assert collection.version == version  # the sources are current: nothing to write
 
 
-def test_sources_are_set_on_a_collection_written_before_chunks_had_them(tmp_path, pydoc_pipeline):
-    """A collection whose chunks have no `source` column gets one (a commit), then every
-    chunk of the documents named gets it in one more, in the metadata JSON and the column
-    alike; the records' other metadata stays."""
+def test_sources_are_set_on_a_collection_written_before_chunks_had_them(
+    tmp_path, pydoc_pipeline, monkeypatch
+):
+    """A collection whose chunks have no `source` column gets one (a commit), then the
+    chunks of the documents named get it, REWRITE_ROWS per commit, in the metadata JSON and
+    the column alike; the records' other metadata stays."""
+    monkeypatch.setattr(collection_module, "REWRITE_ROWS", 1)
     source = tmp_path / "docs.jsonl"
-    rows = [{"id": "a", "text": "gizmo one", "year": 1}, {"id": "b", "text": "flux two"}]
+    rows = [
+        {"id": "a", "text": "gizmo one", "year": 1},
+        {"id": "b", "text": "flux two"},
+        {"id": "c", "text": "notes three"},
+    ]
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(source, collection, pydoc_pipeline, SMALL)
     assert "source" not in collection.metadata_columns()  # a record names no file of ours
     version = collection.version
-    collection.set_sources({"a": "/x/a"})
-    assert collection.version == version + 2  # the new column, then the rows
-    assert sources(collection) == {"a": {"/x/a"}, "b": {None}}
+    collection.set_sources({"a": "/x/a", "b": "/x/b"})
+    assert collection.version == version + 3  # the new column, then one row per commit
+    assert sources(collection) == {"a": {"/x/a"}, "b": {"/x/b"}, "c": {None}}
     (hit,) = collection.search("gizmo", k=1, where="source = '/x/a'", exact=True)["hits"]
     assert hit["metadata"]["year"] == 1 and hit["text"] == "gizmo one"
 

@@ -74,6 +74,9 @@ DEFAULT_COLLECTION = "default"
 CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
 #: Where chunked ingest records the file a document was read from (absolute path).
 SOURCE_FIELD = "source"
+#: Rows `Collection.set_sources` rewrites per commit: its memory stays that of a few
+#: thousand rows, whatever the collection holds.
+REWRITE_ROWS = 2048
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
@@ -858,37 +861,40 @@ class Collection:
 
     @one_at_a_time
     def set_sources(self, sources: Mapping[str, str]) -> None:
-        """Set the `source` of every chunk of these documents (doc_id -> file), in one commit:
-        a folder moved since its documents were written keeps them unchanged, and their
-        chunks would name files that are gone. The rows are rewritten whole under a new write
-        tag, so a search's snapshot takes them up as it takes an upsert. Nothing is done
-        where `source` cannot be a text column (the items' own field of another type, or one
-        past the column cap): chunked ingest then reads no stored source either."""
+        """Set the `source` of every chunk of these documents (doc_id -> file): a folder
+        moved since its documents were written keeps them unchanged, and their chunks would
+        name files that are gone. The rows are rewritten whole under a new write tag, so a
+        search's snapshot takes them up as it takes an upsert, REWRITE_ROWS per commit (a
+        collection written before chunks had a source has every row rewritten once). Nothing
+        is done where `source` cannot be a text column (the items' own field of another type,
+        or one past the column cap): chunked ingest then reads no stored source either."""
         self.db.require_writable()
         table = self._require()
         kind = self.column_types([{SOURCE_FIELD: ""}]).get(SOURCE_FIELD)
         if not sources or kind not in (None, pa.string()):
             return
         with self._writing():
-            rows = _scan(table, table.schema.names, f"doc_id IN ({sql_list(list(sources))})")
-            if not rows.num_rows:
-                return
-            ids = rows.column("id").to_pylist()
-            metadata = [json.loads(text or "{}") for text in rows.column("metadata").to_pylist()]
-            for held in metadata:
-                held[SOURCE_FIELD] = sources[held["doc_id"]]
-            if kind is None:  # a collection written before chunks had a source
+            where = f"doc_id IN ({sql_list(list(sources))})"
+            ids = _scan(table, ["id"], where).column("id").to_pylist()
+            if ids and kind is None:  # a collection written before chunks had a source
                 table.add_columns([pa.field(SOURCE_FIELD, pa.string())])
-                rows = rows.append_column(SOURCE_FIELD, pa.nulls(rows.num_rows, pa.string()))
-            replaced = {
-                "metadata": pa.array(list(map(metadata_json, ids, metadata))),
-                SOURCE_FIELD: pa.array([m[SOURCE_FIELD] for m in metadata], pa.string()),
-                WRITE_TAG: write_tags(rows.num_rows),
-            }
-            for name, column in replaced.items():
-                if name in rows.column_names:
-                    rows = rows.set_column(rows.column_names.index(name), name, column)
-            table.merge_insert("id").when_matched_update_all().execute(rows)
+            for start in range(0, len(ids), REWRITE_ROWS):
+                some = ids[start : start + REWRITE_ROWS]
+                rows = _scan(table, table.schema.names, f"id IN ({sql_list(some)})")
+                metadata = [json.loads(t or "{}") for t in rows.column("metadata").to_pylist()]
+                for held in metadata:
+                    held[SOURCE_FIELD] = sources[held["doc_id"]]
+                replaced = {
+                    "metadata": pa.array(
+                        list(map(metadata_json, rows.column("id").to_pylist(), metadata))
+                    ),
+                    SOURCE_FIELD: pa.array([m[SOURCE_FIELD] for m in metadata], pa.string()),
+                    WRITE_TAG: write_tags(rows.num_rows),
+                }
+                for name, column in replaced.items():
+                    if name in rows.column_names:
+                        rows = rows.set_column(rows.column_names.index(name), name, column)
+                table.merge_insert("id").when_matched_update_all().execute(rows)
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
