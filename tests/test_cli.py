@@ -171,6 +171,18 @@ def test_fit_refuses_a_bad_out_or_max_pairs_before_reading_any_pair(tmp_path):
     assert under_file.exit_code == 2 and f"{tmp_path / 'taken'} is a file" in under_file.output
 
 
+def test_fit_refuses_an_unknown_model_or_estimator_before_announcing_any_work(pairs_file, tmp_path):
+    """`fit --model nosuch` said "fitting laplace on 2 pairs for nosuch" and then refused."""
+    base = ["fit", "--pairs", str(pairs_file), "--out", str(tmp_path / "p")]
+    for args, told in (
+        (["--model", "nosuch"], "unknown encoder 'nosuch'"),
+        (["--model", "hash", "--estimator", "bogus"], "unknown estimator 'bogus'"),
+    ):
+        result = runner.invoke(app, [*base, *args])
+        assert result.exit_code == 2 and told in result.output
+        assert "fitting" not in result.output and not (tmp_path / "p").exists()
+
+
 def test_fit_out_dot_saves_into_the_current_directory_named_after_it(
     pairs_file, tmp_path, monkeypatch
 ):

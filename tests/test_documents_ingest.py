@@ -759,13 +759,17 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     # a document's id names no row of a chunked collection: said, with how to delete it
     by_id = runner.invoke(app, ["delete", "guide.md", "--db", db])
     said = " ".join(by_id.output.split())
-    assert "deleted 0 item(s); 1 id(s) were not there (1 of them are documents stored as " in said
+    assert by_id.exit_code == 1  # as rm: something asked for was not there
+    assert "deleted 0 item(s); 1 id(s) were not there: 'guide.md' (1 of them are documents " in said
     assert "--doc deletes a document's chunks" in said
     chunks = len(Database(db).open("default").document_index()["guide.md"].ids)
     by_doc = runner.invoke(app, ["delete", "--doc", "guide.md", "nothere.md", "--db", db])
     said = " ".join(by_doc.output.split())
-    assert by_doc.exit_code == 0 and chunks > 1
-    assert f"deleted {chunks} chunk(s) of 1 document(s); 1 document(s) were not there" in said
+    assert by_doc.exit_code == 1 and chunks > 1
+    assert f"deleted {chunks} chunk(s) of 1 document(s); 1 document(s) were not there: " in said
+    assert "'nothere.md'" in said
+    again = runner.invoke(app, ["delete", "--doc", "guide.md", "--db", db, "--missing-ok"])
+    assert again.exit_code == 0 and "1 document(s) were not there: 'guide.md'" in again.output
     assert "guide.md" not in Database(db).open("default").document_index()
 
 

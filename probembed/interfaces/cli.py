@@ -274,8 +274,10 @@ def fit(
     seed: Annotated[int, typer.Option(help="Seed for sampling and the calibration split.")] = 0,
 ) -> None:
     """Fit a pipeline on positive pairs and save it as a directory."""
+    from probembed.encoders import resolve
     from probembed.evaluation.recipes import sample_pairs
     from probembed.pipeline import CONFIG_FILE, FusionConfig, ModelSpec, Pipeline, check_save_target
+    from probembed.uncertainty import estimator_class
 
     options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
     try:
@@ -289,6 +291,9 @@ def fit(
     except ValueError as exc:
         raise fail(str(exc)) from exc
     try:
+        for name in model:  # before any work is announced
+            resolve(name)
+        estimator_class(estimator)
         collected = sample_pairs(pairs, max_pairs, seed)
     except (OSError, ValueError) as exc:
         raise fail(str(exc)) from exc

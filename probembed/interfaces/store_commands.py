@@ -656,8 +656,12 @@ def delete_command(
             "--doc", help="The ids are documents of a chunked collection: delete their chunks."
         ),
     ] = False,
+    missing_ok: Annotated[
+        bool, typer.Option("--missing-ok", help="Exit 0 when some ids were not there.")
+    ] = False,
 ) -> None:
-    """Delete items by id (with --doc, every chunk of these documents)."""
+    """Delete items by id (with --doc, every chunk of these documents); exits 1, as rm does,
+    when some were not there."""
     from probembed.store import StoreError
     from probembed.store.ingest import finish
 
@@ -665,14 +669,15 @@ def delete_command(
     try:
         if doc:
             removed, gone = target.delete_documents(ids)
-            missing = f"; {len(gone)} document(s) were not there" if gone else ""
+            missing = f"; {_not_there(gone, 'document')}" if gone else ""
             say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
+            present = target.existing(ids)
             removed = target.delete(ids)
-            missing = len(set(ids)) - removed
-            said = f"; {missing} id(s) were not there" if missing else ""
-            documents = target.document_index() if missing and target.chunked else {}
-            chunked = [i for i in dict.fromkeys(ids) if i in documents]
+            gone = [i for i in dict.fromkeys(ids) if i not in present]
+            said = f"; {_not_there(gone, 'id')}" if gone else ""
+            documents = target.document_index() if gone and target.chunked else {}
+            chunked = [i for i in gone if i in documents]
             if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
                 said += (
                     f" ({len(chunked)} of them are documents stored as chunks, e.g. "
@@ -684,6 +689,14 @@ def delete_command(
             finish(target, target.load_pipeline())
     except StoreError as exc:
         raise fail(str(exc)) from exc
+    if gone and not missing_ok:
+        raise typer.Exit(1)
+
+
+def _not_there(gone: list[str], kind: str) -> str:
+    """The ids a delete did not find, the first few named."""
+    named = ", ".join(map(repr, gone[:5])) + (", ..." if len(gone) > 5 else "")
+    return f"{len(gone)} {kind}(s) were not there: {named}"
 
 
 def drop_command(
