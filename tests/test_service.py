@@ -1080,3 +1080,63 @@ def test_a_chunked_write_lets_searches_run_while_it_encodes_and_a_drop_waits_for
         assert written.json()["added"] == 1 and written.json()["chunks_written"] > 10
         assert dropping.result(timeout=60).status_code == 200
         assert http.get("/v1/collections/c").status_code == 404
+
+
+@pytest.mark.parametrize("held_write", ["chunked", "plain"])
+def test_a_plain_and_a_chunked_write_racing_into_an_empty_collection_do_not_mix(
+    tmp_path, pydoc_pipeline_dir, monkeypatch, held_write
+):
+    """Each write checked the collection empty before it encoded, with the lock let go while
+    it encoded; the other kind committed meanwhile, and the collection held whole documents
+    and chunks (a grouped search found a document twice). The write that commits second is
+    now refused, and nothing of it stays."""
+    from probembed.service import batching
+
+    encoding, release = threading.Event(), threading.Event()
+    held_chunked = held_write == "chunked"
+    blocking, queued = batching.Batcher.encode_blocking, batching.Batcher.encode
+
+    def hold() -> None:
+        if not encoding.is_set():
+            encoding.set()
+            assert release.wait(60)  # 60 s: only ever waited out on failure
+
+    def chunked_encode(self, texts):
+        if held_chunked:
+            hold()
+        return blocking(self, texts)
+
+    async def plain_encode(self, texts):
+        if not held_chunked:
+            await asyncio.to_thread(hold)
+        return await queued(self, texts)
+
+    monkeypatch.setattr(batching.Batcher, "encode_blocking", chunked_encode)
+    monkeypatch.setattr(batching.Batcher, "encode", plain_encode)
+    settings = ServiceSettings(
+        db=tmp_path / "db", pipelines=(str(pydoc_pipeline_dir),), batching=BatchSettings(workers=1)
+    )
+    bodies = {
+        "chunked": {"documents": [DOCS[0]], "chunk": {"max_tokens": 16}},
+        "plain": {"documents": [DOCS[1]]},
+    }
+    second = "plain" if held_chunked else "chunked"
+    with TestClient(create_app(settings)) as http, ThreadPoolExecutor(2) as pool:
+        for _ in range(1200):  # loading runs beside the app; a minute at most
+            if http.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.05)
+        assert http.post("/v1/collections", json={"name": "m"}).status_code == 201
+        writing = pool.submit(http.post, "/v1/collections/m/documents", json=bodies[held_write])
+        try:
+            assert encoding.wait(60)
+            other = http.post("/v1/collections/m/documents", json=bodies[second])
+            assert other.status_code == 200, other.text
+        finally:
+            release.set()
+        refused = writing.result(timeout=60)
+        assert refused.status_code == 422 and "found twice" in refused.json()["detail"]
+    stored = Database(tmp_path / "db").open("m")
+    assert stored.holds_chunks == (second == "chunked")
+    kept = DOCS[0]["id"] if second == "chunked" else DOCS[1]["id"]
+    assert {row.split("#")[0] for row in stored.vectors().ids} == {kept}

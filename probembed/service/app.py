@@ -696,7 +696,11 @@ def _collections(service: Service) -> APIRouter:
 
             def encode(texts: list[str]) -> Fused:  # the collection searchable meanwhile
                 with service.unlocked(name, loop):
-                    return batcher.encode_blocking(texts)
+                    fused = batcher.encode_blocking(texts)
+                # a plain write may have filled the empty collection meanwhile: this write
+                # then fails, and ingest_parsed takes back what it wrote
+                refuse_mixing(collection, chunks=True)
+                return fused
 
             def write_chunks() -> schemas.WriteReport:
                 report = ingest_parsed(
@@ -724,7 +728,8 @@ def _collections(service: Service) -> APIRouter:
         fused = await batcher.encode([r.text for r in todo]) if todo else None
 
         def write() -> schemas.WriteReport:
-            service.still(collection)
+            # a chunked write may have filled the empty collection while this one encoded
+            refuse_mixing(service.still(collection), chunks=False)
             if fused is not None:
                 commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
             finish(collection, pipeline)
