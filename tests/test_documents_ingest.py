@@ -123,6 +123,31 @@ def test_every_report_of_a_folder_names_the_files_no_reader_takes(tmp_path, fold
     assert one_file.unread == {} and "not read" not in one_file.summary()
 
 
+def test_every_report_of_a_folder_names_the_links_to_folders_it_did_not_follow(
+    tmp_path, folder, pydoc_pipeline
+):
+    """A link to a folder was passed over without a word (os.walk does not follow it): its
+    documents were never ingested and nothing said so."""
+    shared = tmp_path / "shared"
+    (shared / "deep").mkdir(parents=True)
+    (shared / "deep" / "faq.md").write_text("# FAQ\n\nLinked answers.")
+    (folder / "shared").symlink_to(shared, target_is_directory=True)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "loop").symlink_to(folder, target_is_directory=True)  # a cycle
+    db = Database(tmp_path / "db", create=True)
+    chunked = ingest_documents(folder, db.collection("chunks"), pydoc_pipeline, SMALL)
+    plain = ingest(folder, db.collection("plain"), pydoc_pipeline)
+    embedded = embed_to_parquet(folder, tmp_path / "parquet", pydoc_pipeline)
+    assert chunked.added == 4 and plain.added == embedded.rows == 2  # faq.md is not read
+    for report in (chunked, plain, embedded):
+        assert report.unread.linked == ["shared", "sub/loop"]
+        assert "; not followed: 2 link(s) to a folder, shared/, sub/loop/ (ingest its target " in (
+            report.summary()
+        )
+    alone = ingest_documents(shared, db.collection("shared"), pydoc_pipeline, SMALL)
+    assert alone.added == 1 and "not followed" not in alone.summary()
+
+
 def test_a_beir_folder_reports_the_documents_beside_its_corpus(tmp_path, pydoc_pipeline):
     """A corpus.jsonl makes a folder a BEIR folder, read by its corpus alone: Markdown beside
     it was left out without a word."""

@@ -118,7 +118,7 @@ def read_documents(
     `stream_bytes` is scanned, not read, and chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        files, problems = walk_folder(path, READERS)
+        files, problems, _ = walk_folder(path, READERS)
         if not files and not problems:
             raise FileNotFoundError(f"{path} holds no {', '.join(READERS)} files to ingest")
         yield from problems

@@ -11,6 +11,7 @@ import os
 from collections import Counter
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from probembed.documents import Problem, Record, read_jsonl
 from probembed.store.formats import READERS, read_file
@@ -22,6 +23,7 @@ __all__ = [
     "Problem",
     "Record",
     "Unread",
+    "Walk",
     "is_beir",
     "read_jsonl",
     "read_records",
@@ -75,16 +77,27 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
     )
 
 
-def walk_folder(
-    root: Path, suffixes: Collection[str] | None = None
-) -> tuple[list[Path], list[Problem]]:
+class Walk(NamedTuple):
+    """What `walk_folder` found below a folder."""
+
+    files: list[Path]
+    problems: list[Problem]
+    #: Links to folders, not followed (as git, ripgrep and `Path.rglob` do not follow them),
+    #: relative to the root.
+    linked: list[str]
+
+
+def walk_folder(root: Path, suffixes: Collection[str] | None = None) -> Walk:
     """The files below root with these suffixes (None: any), sorted, hidden files and folders
-    aside (an editor's or a tool's: `.obsidian/`, `.venv/`), and a problem for each folder
-    that cannot be listed (naming no document, so a sync removes nothing) and each link with
-    such a suffix whose target is gone (naming its document, so a sync keeps it).
-    `Path.rglob` passed over both without a word, and a sync took what they held for deleted."""
+    aside (an editor's or a tool's: `.obsidian/`, `.venv/`), a problem for each folder that
+    cannot be listed (naming no document, so a sync removes nothing) and each link with such
+    a suffix whose target is gone (naming its document, so a sync keeps it), and the links to
+    folders, which are not followed (a cycle of them would never end) and which a report
+    names. `Path.rglob` passed over all three without a word, and a sync took what the first
+    two held for deleted."""
     files: list[Path] = []
     problems: list[Problem] = []
+    linked: list[str] = []
 
     def unlisted(exc: OSError) -> None:
         where = exc.filename or root
@@ -92,6 +105,11 @@ def walk_folder(
 
     for folder, subfolders, names in os.walk(root, onerror=unlisted):
         subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        linked += [
+            Path(folder, d).relative_to(root).as_posix()
+            for d in subfolders
+            if os.path.islink(os.path.join(folder, d))
+        ]
         for name in names:
             path = Path(folder, name)
             if name.startswith(".") or (
@@ -103,16 +121,16 @@ def walk_folder(
             elif path.is_symlink():
                 doc_id = path.relative_to(root).as_posix()
                 problems.append(Problem(str(path), "a link whose target is missing", doc_id))
-    return sorted(files), problems
+    return Walk(sorted(files), problems, sorted(linked))
 
 
 def read_text_folder(root: Path) -> Iterator[Record | Problem]:
     """One record per .txt/.md file below root, id = path relative to root. PDF and HTML
     files are left to chunked ingestion: the report names them (`unread_files`), and they
     stop nothing, as a problem did with on_error="stop"."""
-    files, problems = walk_folder(root, TEXT_SUFFIXES)
+    files, problems, _ = walk_folder(root, TEXT_SUFFIXES)
     if not files and not problems:
-        others = sorted({p.suffix.lower() for p in walk_folder(root, CHUNKED_ONLY)[0]})
+        others = sorted({p.suffix.lower() for p in walk_folder(root, CHUNKED_ONLY).files})
         hint = f"; its {'/'.join(others)} files are read with --chunk" if others else ""
         raise FileNotFoundError(f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}")
     yield from problems
@@ -131,12 +149,16 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
 
 
 class Unread(dict[str, int]):
-    """Files a run left out, counted by suffix, and whether that is because the folder is a
-    BEIR folder (read by its corpus alone), decided when the run read it."""
+    """Files a run left out, counted by suffix, whether that is because the folder is a
+    BEIR folder (read by its corpus alone), decided when the run read it, and the links to
+    folders it did not follow."""
 
-    def __init__(self, counts: dict[str, int] | None = None, beir: bool = False) -> None:
+    def __init__(
+        self, counts: dict[str, int] | None = None, beir: bool = False, linked: Collection[str] = ()
+    ) -> None:
         super().__init__(counts or {})
         self.beir = beir
+        self.linked = list(linked)
 
 
 def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) -> Unread:
@@ -147,13 +169,15 @@ def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) ->
     folder = Path(source)
     if not folder.is_dir():
         return Unread()
-    found = [p.relative_to(folder) for p in walk_folder(folder)[0]]
+    walk = walk_folder(folder)
+    found = [p.relative_to(folder) for p in walk.files]
     beir = is_beir(folder)
     if beir:  # its corpus is read; anything but the BEIR parts is not
         left = [p for p in found if p.parts[0] not in BEIR_PARTS]
     else:
         left = [p for p in found if p.suffix.lower() not in reads]
-    return Unread(dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items())), beir)
+    counts = dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
+    return Unread(counts, beir, [] if beir else walk.linked)
 
 
 def unread_note(
@@ -163,8 +187,9 @@ def unread_note(
 ) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none);
     `chunking` names what reads the files only chunked ingestion does, for this command."""
+    links = _not_followed(unread.linked)
     if not unread:
-        return ""
+        return links
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
     if unread.beir:
         return (
@@ -175,5 +200,15 @@ def unread_note(
     also = f"; {chunking} also {', '.join(chunked)}" if chunked else ""
     return (
         f"; not read: {sum(unread.values())} file(s), {kinds} (this run reads "
-        f"{', '.join(reads)}{also})"
+        f"{', '.join(reads)}{also}){links}"
+    )
+
+
+def _not_followed(linked: list[str]) -> str:
+    """The words for links to folders a run did not follow ('' if none)."""
+    if not linked:
+        return ""
+    named = ", ".join(f"{name}/" for name in linked[:3]) + (", ..." if len(linked) > 3 else "")
+    return (
+        f"; not followed: {len(linked)} link(s) to a folder, {named} (ingest its target on its own)"
     )
