@@ -165,6 +165,25 @@ def test_a_key_without_the_routes_scope_is_refused_before_its_body_is_judged(gua
     assert garbled.status_code == 422 and searched.status_code == 403
 
 
+def test_a_key_without_the_routes_scope_gets_403_before_413_for_a_body_over_the_limit(guarded):
+    """The gate refuses a body over the limit before routing: a read-only key's write got
+    413 over the limit and 403 within it. The scope is now judged first; a key that has it
+    still gets 413, and so does a path no route matches."""
+    bulky = b"x" * 20_000_000  # over the default 16 MiB
+    write = "/v1/collections/kept/documents"
+    with guarded.client(READER) as http:
+        refused = http.post(write, content=bulky)
+        nowhere = http.post("/v1/nowhere", content=bulky)
+    assert refused.status_code == 403 and "needs 'write'" in refused.text
+    assert refused.json()["error"]["type"] == "permission_error"
+    assert nowhere.status_code == 413
+    with guarded.client(WRITER) as http:
+        for path in (write, "/v1/collections/kept/delete"):
+            assert http.post(path, content=bulky).status_code == 413
+        searched = http.post("/v1/collections/kept/search", content=bulky)
+    assert searched.status_code == 403 and "needs 'read'" in searched.text
+
+
 def test_the_gate_and_the_routes_judge_the_same_of_two_authorization_headers(guarded):
     """The gate read the last header, the routes' scope check the first."""
     with guarded.client() as http:

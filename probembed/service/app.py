@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from probembed import __version__
 from probembed.cache import default_cache_dir
@@ -128,9 +129,9 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     )
     app.state.service = service
     _handle_errors(app, settings.db, settings.keys)
-    app.include_router(_operations(service))
-    app.include_router(_embeddings(service))
-    app.include_router(_collections(service))
+    routers = (_operations(service), _embeddings(service), _collections(service))
+    for router in routers:
+        app.include_router(router)
     pages = frozenset(
         p
         for p in (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
@@ -143,6 +144,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         pages=pages,
         keys=settings.keys,
         open_paths=pages | {"/healthz", "/readyz"},
+        refused=_scope_refusal([r for router in routers for r in router.routes], settings.keys),
     )
     _publish_limits(app, settings.limits)
     return app
@@ -405,8 +407,32 @@ def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:
     """The 403 a request's key earns on its route, for refusals FastAPI makes before the
     route's scope is checked (a body that is not UTF-8 or not JSON): a read-only key's garbled
     write got the parser's 400 or 422."""
-    route = request.scope.get("route")
-    key = bearer_key(request.headers.get("authorization", ""))
+    header = request.headers.get("authorization", "")
+    return _route_refusal(request.scope.get("route"), header, keys)
+
+
+def _scope_refusal(
+    routes: Sequence[BaseRoute], keys: ApiKeys | None
+) -> Callable[[dict], str | None]:
+    """For the gate, which refuses before routing: the 403 a request's key earns on the route
+    its method and path match, or None. A read-only key's write over the body limit got 413,
+    where a write in the limit got 403."""
+
+    def refusal(scope: dict) -> str | None:
+        if keys is None:
+            return None
+        route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
+        headers = scope.get("headers") or []
+        header = next((value for name, value in headers if name == b"authorization"), b"")
+        return _route_refusal(route, header.decode("latin-1"), keys)
+
+    return refusal
+
+
+def _route_refusal(route: object, authorization: str, keys: ApiKeys | None) -> str | None:
+    """Why the key of this Authorization header may not use this route (its first scope
+    dependency the key lacks), or None."""
+    key = bearer_key(authorization)
     for dependency in getattr(route, "dependencies", ()):
         needed = getattr(dependency.dependency, "needed_scope", None)
         if needed is not None:

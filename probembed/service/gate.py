@@ -40,6 +40,7 @@ class Gate:
         pages: frozenset[str],
         keys: ApiKeys | None,
         open_paths: frozenset[str],
+        refused: Callable[[Scope], str | None] = lambda scope: None,
     ) -> None:
         self.app = app
         self.metrics = metrics
@@ -49,6 +50,9 @@ class Gate:
         self.keys = keys
         #: Paths any client may ask without a key (health, readiness, the schema and docs).
         self.open_paths = open_paths
+        #: Why the request's key may not use the route it matches (the routes' 403), or None:
+        #: asked before a 413, so a key that may not write learns that first.
+        self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -69,7 +73,10 @@ class Gate:
                 await _refuse(sending, 401, unknown, [(b"www-authenticate", b"Bearer")])
                 return
             body = await self._read_body(scope, receive)
-            if body is None:
+            lacking = self.refused(scope) if body is None else None
+            if lacking is not None:
+                await _refuse(sending, 403, lacking)
+            elif body is None:
                 message = f"request body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
                 await _refuse(sending, 413, message)
             else:
