@@ -14,6 +14,12 @@ from probembed import atomic
 SQ_NORM_FLOOR = 1e-12
 
 
+def decimals(values: np.ndarray) -> list:
+    """float32 values as (nested lists of) the Python floats their shortest decimals read as:
+    `float(np.float32(0.6))` is 0.6000000238418579, noise that JSON and reprs then show."""
+    return np.asarray(values, dtype=np.float32).astype(str).astype(np.float64).tolist()
+
+
 def squared_norms(mean: np.ndarray) -> np.ndarray:
     """Row-wise squared L2 norms (n, 1) in float64, floored: what normalisation divides by."""
     sq_norm = np.einsum("nd,nd->n", mean, mean, dtype=np.float64)[:, None]

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probembed.gaussian import Gaussian
+from probembed.fusion import Fused
+from probembed.gaussian import Gaussian, decimals
 
 
 def random_gaussian(seed: int, n: int = 5, d: int = 7) -> Gaussian:
@@ -88,3 +89,23 @@ def test_a_row_index_out_of_range_is_an_index_error(row):
     with pytest.raises(IndexError, match=f"row {row} is out of range for 3 Gaussians"):
         g[row]
     assert len(g[-3]) == len(g[2]) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=1))
+def test_decimals_read_back_as_the_same_float32_in_no_more_digits(values):
+    """Each float32 comes back as a Python float that is the same float32 and whose repr is
+    no longer than the float64 widening's (0.6, not 0.6000000238418579)."""
+    stored = np.asarray(values, dtype=np.float32)
+    shown = decimals(stored)
+    assert np.array_equal(np.asarray(shown, dtype=np.float32), stored)
+    widened = stored.astype(np.float64).tolist()
+    assert all(len(repr(a)) <= len(repr(b)) for a, b in zip(shown, widened, strict=True))
+
+
+def test_a_texts_weights_read_as_the_numbers_they_were_set_to():
+    """explain() showed a weight of 0.6 stored as float32 as 0.6000000238418579."""
+    g = Gaussian(np.ones((1, 3)), np.ones((1, 3)))
+    fused = Fused(g, np.array([[0.6, 0.3, 0.1]], dtype=np.float32), ("a", "b", "c"))
+    assert fused.explain(0) == {"a": 0.6, "b": 0.3, "c": 0.1}
+    assert decimals(np.float32([[0.6], [0.1]])) == [[0.6], [0.1]]

@@ -204,6 +204,7 @@ def encode(
     out: Annotated[Path | None, typer.Option(help="Write mean, var, weights to this .npz.")] = None,
 ) -> None:
     """Embed texts as Gaussians: one JSON line per text, or an .npz with --out."""
+    from probembed.gaussian import decimals
     from probembed.pipeline import Pipeline
 
     items = read_texts(texts, file)
@@ -229,8 +230,8 @@ def encode(
     for i, text in enumerate(items):
         row = {
             "text": text,
-            "mean": fused.gaussian.mean[i].round(6).tolist(),
-            "var": fused.gaussian.var[i].tolist(),
+            "mean": decimals(fused.gaussian.mean[i].round(6)),
+            "var": decimals(fused.gaussian.var[i]),
             "weights": fused.explain(i),
         }
         sys.stdout.write(json.dumps(row) + "\n")

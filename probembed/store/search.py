@@ -24,7 +24,7 @@ from probembed.calibration import CONFIDENCE_DEPTH, bm25_hit_features
 from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
-from probembed.gaussian import Gaussian
+from probembed.gaussian import Gaussian, decimals
 from probembed.scoring import Score, outrank_probability, parse_score
 from probembed.scoring.ensemble import disagreement_variance, member_cosines, pair_weights
 from probembed.store.errors import StoreError
@@ -635,7 +635,7 @@ class Searcher:
                 [ids[p] for p in kept.tolist()],
                 hit_ranked.scores[:k].tolist(),
                 np.sqrt(hit_ranked.variances[:k]).tolist(),
-                self._snap.fusion_weights(kept).astype(np.float32).tolist(),
+                decimals(self._snap.fusion_weights(kept)),
                 hit_p,
             )
             hits = [
