@@ -221,6 +221,19 @@ def test_a_collection_keeps_its_agreement_and_searches_with_its_own_weights(
     results = collection.searcher().search(texts[:3], k=5, score="dot", exact=True)
     for row, result in enumerate(results):
         assert [h["id"] for h in result["hits"]] == [f"{j:04d}" for j in expected[row]]
+    # `collections` at 80 columns: each model on a line of its own with its weight, none cut
+    # (a comma-joined list wrapped "paraphrase-l3" to "paraphrase…", and the weights apart)
+    from typer.testing import CliRunner
+
+    from probembed.interfaces.cli import app
+
+    db = ["--db", str(tmp_path / "db")]
+    listed = CliRunner().invoke(app, ["collections", *db], env={"COLUMNS": "80"})
+    lines = listed.output.splitlines()
+    assert listed.exit_code == 0 and "…" not in listed.output
+    assert max(map(len, lines)) <= 80
+    for model, weight in shown.items():
+        assert sum(f" {model} " in line and f" {weight:.2f} " in line for line in lines) == 1
 
 
 def test_agreement_is_measured_again_only_when_enough_of_the_collection_changed(

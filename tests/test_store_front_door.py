@@ -400,6 +400,22 @@ def test_a_narrow_terminal_prints_hits_as_lines_that_keep_the_text(width):
     assert max(len(line.rstrip()) for line in shown.splitlines()) <= width
 
 
+@pytest.mark.parametrize("width", [40, 120])
+def test_an_id_with_a_line_break_is_printed_on_one_line(width):
+    """An id "b\\nc" printed as two lines, "b" and "c", in the table and in the narrow
+    layout alike: it read as two hits' ids."""
+    from rich.console import Console
+
+    from probembed.interfaces.store_commands import print_result
+
+    hit = {"id": "b\nc\td", "score": 0.5, "std": 0.1, "weights": {"m": 1.0}, "text": "t"}
+    console = Console(width=width, record=True)
+    print_result({"query": "q", "confidence": 0.5, "hits": [hit]}, console)
+    shown = console.export_text()
+    assert "b\\nc\\td" in shown
+    assert not any(line.strip(" │").startswith("c") for line in shown.splitlines())
+
+
 def test_printed_text_ids_and_queries_stay_literal_not_markup():
     from rich.console import Console
 

@@ -46,6 +46,12 @@ def literal(text: object) -> Text:
     return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
 
 
+def one_line(text: str) -> str:
+    """An id on one line: its line breaks and tabs shown as \\n and \\t (an id holding a
+    newline read as two ids in the results)."""
+    return text.replace("\n", "\\n").replace("\t", "\\t")
+
+
 def note(label: str, style: str, message: str) -> None:
     """A one-line `label: message` on stderr, with only the label styled."""
     err.print(Text.assemble((f"{label} ", style), literal(message)), soft_wrap=True)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 
-from probembed.interfaces.console import ask, err, fail, literal, note, out, say
+from probembed.interfaces.console import ask, err, fail, literal, note, one_line, out, say
 from probembed.interfaces.inputs import read_texts
 
 if TYPE_CHECKING:
@@ -591,7 +591,8 @@ def _hit_id(hit: Hit) -> str:
     """A hit's id, with how many other chunks of its document matched when grouped by
     document (the count `--group-by-doc` promises; only `--json` carried it)."""
     others = hit.get("other_chunks")
-    return f"{hit['id']} (+{others} chunk{'s' if others > 1 else ''})" if others else hit["id"]
+    shown = one_line(hit["id"])
+    return f"{shown} (+{others} chunk{'s' if others > 1 else ''})" if others else shown
 
 
 def _weights(weights: dict[str, float]) -> str:
@@ -635,13 +636,16 @@ def collections_command(
         sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
         return
     table = Table(title=literal(f"collections in {database.path}"))
+    # a model a line, never cut (at 80 columns "paraphrase-l3" read "paraphrase…"), and its
+    # adapted weight beside it
     for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column == "models")
     for s in stats:
         row = (s.name, str(s.count), str(s.dim), f"{s.bytes_per_item:,.0f}", s.pipeline.name)
-        adapted = s.adapted_weights or {}
-        shown = ", ".join(f"{m} {w:.2f}" for m, w in adapted.items()) or "the prior"
-        table.add_row(*map(literal, row), literal(", ".join(s.pipeline.models)), literal(shown))
+        models = s.pipeline.models
+        adapted = s.adapted_weights
+        shown = "\n".join(f"{adapted[m]:.2f}" for m in models) if adapted else "the prior"
+        table.add_row(*map(literal, row), literal("\n".join(models)), literal(shown))
     out().print(table)
 
 
