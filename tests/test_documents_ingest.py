@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,6 @@ from typer.testing import CliRunner
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
-from probembed.store import collection as collection_module
 from probembed.store.chunked import ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
@@ -146,6 +146,12 @@ def test_every_report_of_a_folder_names_the_links_to_folders_it_did_not_follow(
         )
     alone = ingest_documents(shared, db.collection("shared"), pydoc_pipeline, SMALL)
     assert alone.added == 1 and "not followed" not in alone.summary()
+    only_links = tmp_path / "only"  # where a word matters most: there is nothing else
+    only_links.mkdir()
+    (only_links / "shared").symlink_to(shared, target_is_directory=True)
+    for write in (ingest_documents, ingest):
+        with pytest.raises(FileNotFoundError, match="not followed: 1 link.s. to a folder, shared/"):
+            write(only_links, db.collection("none"), pydoc_pipeline)
 
 
 def test_a_beir_folder_reports_the_documents_beside_its_corpus(tmp_path, pydoc_pipeline):
@@ -193,84 +199,64 @@ def test_a_documents_chunks_are_deleted_by_its_id_in_one_commit(tmp_path, folder
         whole.delete_documents(["a"])
 
 
-def sources(collection) -> dict[str, set[str]]:
-    """doc_id -> the `source` its chunks name, as a search reads them."""
+def file_paths(collection) -> dict[str, set[str]]:
+    """doc_id -> the `file_path` its chunks name, as a search reads them."""
     hits = collection.search("gizmo flux notes quarterly study", k=500, exact=True)["hits"]
     named: dict[str, set[str]] = {}
     for hit in hits:
-        named.setdefault(hit["metadata"]["doc_id"], set()).add(hit["metadata"].get("source"))
+        named.setdefault(hit["metadata"]["doc_id"], set()).add(hit["metadata"].get("file_path"))
     return named
 
 
-def test_a_file_of_another_folder_with_the_same_id_is_refused_not_written_over(
+def test_a_file_given_alone_is_refused_where_another_file_still_there_holds_its_id(
     tmp_path, pydoc_pipeline
 ):
-    """A single file's id is its name: `a/README.md` then `b/README.md` replaced the first
-    document with the second. While the stored one's file is still there, the second is a
-    problem that names both and what to do; once it is deleted, the second goes in."""
+    """A file given alone has its name as its id: `a/README.md` then `b/README.md` replaced
+    the first document with the second. While the stored one's file is still there, the
+    second is a problem that names both and what to do; once it is gone (moved, renamed),
+    the second is an update."""
     first, second = tmp_path / "a" / "README.md", tmp_path / "b" / "README.md"
     for path, text in ((first, "Alpha install steps."), (second, "Beta release notes.")):
         path.parent.mkdir()
         path.write_text(text)
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(first, collection, pydoc_pipeline, SMALL)
+    assert file_paths(collection) == {"README.md": {str(first)}}
     version = collection.version
     with pytest.raises(IngestError) as refused:
         ingest_documents(second, collection, pydoc_pipeline, SMALL)
     told = str(refused.value)
     assert str(first) in told and str(second) in told and "delete --doc README.md" in told
-    assert collection.version == version  # nothing written
-    other = tmp_path / "b" / "notes.txt"
-    other.write_text("Gamma notes.")
-    skipped = ingest_documents(second.parent, collection, pydoc_pipeline, SMALL, on_error="skip")
-    assert (skipped.added, len(skipped.problems)) == (1, 1)  # notes.txt, not README.md
-    assert sources(collection) == {"README.md": {str(first)}, "notes.txt": {str(other)}}
-    collection.delete_documents(["README.md"])
-    ingest_documents(second, collection, pydoc_pipeline, SMALL)
-    assert sources(collection)["README.md"] == {str(second)}
+    skipped = ingest_documents(second, collection, pydoc_pipeline, SMALL, on_error="skip")
+    assert (skipped.added, skipped.updated, len(skipped.problems)) == (0, 0, 1)
+    assert collection.version == version  # nothing written either time
+    first.rename(first.with_name("OLD.md"))
+    moved = ingest_documents(second, collection, pydoc_pipeline, SMALL)
+    assert (moved.updated, file_paths(collection)) == (1, {"README.md": {str(second)}})
 
 
-def test_a_moved_folder_is_unchanged_and_its_chunks_name_where_it_is_now(
+def test_a_folder_moved_or_checked_out_again_updates_its_documents(
     tmp_path, folder, pydoc_pipeline
 ):
-    """A folder moved (its old files gone) is the same documents: nothing is re-embedded,
-    and every chunk's `source`, as a search already open reads it, names the new path."""
+    """A folder's ids are paths relative to it: the same folder moved, or a second checkout
+    of it beside the first, holds the same documents. Unchanged ones are not touched (their
+    `file_path` stays where they were read when written); a changed one is an update, even
+    while the first folder is still there, and names its new file."""
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     names = sorted(p.name for p in folder.iterdir())
-    assert sources(collection) == {n: {str(folder / n)} for n in names}
+    assert file_paths(collection) == {n: {str(folder / n)} for n in names}
+    version = collection.version
     moved = folder.rename(tmp_path / "moved")
     report = ingest_documents(moved, collection, pydoc_pipeline, SMALL)
-    assert (report.unchanged, report.chunks_written) == (len(names), 0)
-    assert sources(collection) == {n: {str(moved / n)} for n in names}
-    version = collection.version
-    ingest_documents(moved, collection, pydoc_pipeline, SMALL)
-    assert collection.version == version  # the sources are current: nothing to write
-
-
-def test_sources_are_set_on_a_collection_written_before_chunks_had_them(
-    tmp_path, pydoc_pipeline, monkeypatch
-):
-    """A collection whose chunks have no `source` column gets one (a commit), then the
-    chunks of the documents named get it, REWRITE_ROWS per commit, in the metadata JSON and
-    the column alike; the records' other metadata stays."""
-    monkeypatch.setattr(collection_module, "REWRITE_ROWS", 1)
-    source = tmp_path / "docs.jsonl"
-    rows = [
-        {"id": "a", "text": "gizmo one", "year": 1},
-        {"id": "b", "text": "flux two"},
-        {"id": "c", "text": "notes three"},
-    ]
-    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    collection = Database(tmp_path / "db", create=True).collection("docs")
-    ingest_documents(source, collection, pydoc_pipeline, SMALL)
-    assert "source" not in collection.metadata_columns()  # a record names no file of ours
-    version = collection.version
-    collection.set_sources({"a": "/x/a", "b": "/x/b"})
-    assert collection.version == version + 3  # the new column, then one row per commit
-    assert sources(collection) == {"a": {"/x/a"}, "b": {"/x/b"}, "c": {None}}
-    (hit,) = collection.search("gizmo", k=1, where="source = '/x/a'", exact=True)["hits"]
-    assert hit["metadata"]["year"] == 1 and hit["text"] == "gizmo one"
+    assert (report.unchanged, collection.version) == (len(names), version)
+    checkout = tmp_path / "checkout"
+    shutil.copytree(moved, checkout)
+    (checkout / "notes.txt").write_text("Notes about flux and tomato plants.")
+    again = ingest_documents(checkout, collection, pydoc_pipeline, SMALL)
+    assert (again.updated, again.unchanged, again.problems) == (1, len(names) - 1, [])
+    assert file_paths(collection)["notes.txt"] == {str(checkout / "notes.txt")}
+    assert file_paths(collection)["guide.md"] == {str(folder / "guide.md")}
 
 
 def test_grouping_gives_one_hit_per_document(tmp_path, folder, pydoc_pipeline):

@@ -18,7 +18,7 @@ from probembed.fusion.weights import (
     shape_variance,
     uncertainty,
 )
-from probembed.gaussian import Gaussian, decimals
+from probembed.gaussian import Gaussian
 
 #: The options each method reads; any other option given is an error, not silently ignored.
 _USED_OPTIONS: dict[str, frozenset[str]] = {
@@ -68,7 +68,7 @@ class Fused:
         n = len(self.gaussian)
         if not -n <= i < n:
             raise IndexError(f"text index {i} out of range for {n} fused texts")
-        return dict(zip(self.models, decimals(self.weights[i]), strict=True))
+        return {m: float(w) for m, w in zip(self.models, self.weights[i], strict=True)}
 
 
 def _validate_parts(parts: Sequence[Gaussian], models: Sequence[str]) -> tuple[str, ...]:

@@ -5,8 +5,8 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
 `doc_hash` (SHA-256 of the document's text and metadata and of the chunk size and overlap
-that cut it), for a file `source` (its absolute path), beside the document's own
-metadata. A re-run compares hashes: unchanged
+that cut it), for a file `file_path` (its absolute path when written), beside the
+document's own metadata. A re-run compares hashes: unchanged
 documents are not touched, changed ones (or all, after a change of chunk settings) are
 re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
 have deleted, so a crash anywhere in between leaves a document that the next run sees as
@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
-from probembed.store.collection import SOURCE_FIELD, Collection, StoredDocument
+from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
 from probembed.store.errors import StoreError
 from probembed.store.formats import (
     READERS,
@@ -56,6 +57,7 @@ from probembed.store.readers import (
     Record,
     Unread,
     is_beir,
+    not_followed,
     read_records,
     unread_files,
     unread_note,
@@ -118,9 +120,11 @@ def read_documents(
     `stream_bytes` is scanned, not read, and chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        files, problems, _ = walk_folder(path, READERS)
+        files, problems, linked = walk_folder(path, READERS)
         if not files and not problems:
-            raise FileNotFoundError(f"{path} holds no {', '.join(READERS)} files to ingest")
+            raise FileNotFoundError(
+                f"{path} holds no {', '.join(READERS)} files to ingest{not_followed(linked)}"
+            )
         yield from problems
         for file in files:
             yield _read(file, file.relative_to(path).as_posix(), stream_bytes)
@@ -214,34 +218,33 @@ def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
     page = document.page_of(chunk.start)
     if page is not None:
         metadata["page"] = page
-    source = file_source(document)
-    if source is not None:
-        metadata[SOURCE_FIELD] = source
+    path = file_path(document)
+    if path is not None:
+        metadata[FILE_FIELD] = path
     return Record(f"{document.id}#{chunk.index}", chunk.text, metadata, document.source)
 
 
-def file_source(document: SourceDocument | StreamedFile) -> str | None:
+def file_path(document: SourceDocument | StreamedFile) -> str | None:
     """The absolute path of the file a document was read from (links kept as named), or
-    None for a record: what its chunks record as `source`."""
+    None for a record: what its chunks record as `file_path`."""
     if isinstance(document, StreamedFile):
         return os.path.abspath(document.path)
     return os.path.abspath(document.source) if document.kind in FILE_KINDS else None
 
 
-def other_file(doc_id: str, source: str | None, stored: StoredDocument | None) -> str | None:
+def other_file(doc_id: str, path: str | None, stored: StoredDocument | None) -> str | None:
     """The file a stored document of this id was read from, when that is another file and
-    still there: a single file's id is its name, and a folder's ids are paths relative to
-    it, so `a/README.md` then `b/README.md` name one document, and writing the second
-    replaced the first. A stored file that is gone was moved or renamed: that is an update.
-    Only a stored source that is a path ending in the id counts (a record's own `source`
-    metadata is no file of ours)."""
-    before = stored.source if stored is not None else None
-    if source is None or before is None or before == source:
+    still there: a single file given alone has its name as its id, so `a/README.md` then
+    `b/README.md` name one document, and writing the second replaced the first. A stored
+    file that is gone was moved or renamed: that is an update. Only a stored path ending in
+    the id counts (a record's own `file_path` metadata is no file of ours)."""
+    before = stored.file_path if stored is not None else None
+    if path is None or before is None or before == path:
         return None
     if not before.replace(os.sep, "/").endswith(f"/{doc_id}") or not os.path.isfile(before):
         return None
     try:
-        return None if os.path.samefile(before, source) else before
+        return None if os.path.samefile(before, path) else before
     except OSError:  # the new file went between reading and here: not ours to judge
         return None
 
@@ -293,6 +296,7 @@ def ingest_documents(
         encode,
         ingest_with,
         str(source),
+        alone=Path(source).is_file() and Path(source).suffix.lower() in READERS,
     )
     report.unread = unread_files(source)
     return report
@@ -333,6 +337,7 @@ def ingest_parsed(
     encode: Callable[[list[str]], Fused] | None = None,
     ingest_with: Callable[..., IngestReport] | None = None,
     label: str = "documents",
+    alone: bool = False,
 ) -> DocumentReport:
     """Chunk and store documents already read, touching only those whose content changed.
 
@@ -345,14 +350,16 @@ def ingest_parsed(
     Every document's chunk 0 is written after all other chunks (a second write, so Ray's
     out-of-order commits keep it too): a run that stops part-way never leaves a document that
     the next run takes as unchanged. A `StreamedFile` is chunked and written after the
-    others, in batches, always with `encode` (see `write_streamed`).
+    others, in batches, always with `encode` (see `write_streamed`). `alone`: the items are
+    one file given alone, whose id is its name; a document of that id stored from another
+    file that is still there is a problem, not an update (`other_file`).
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()
-    plan = _plan(items, stored, pipeline.count_tokens, settings, report)
+    plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone)
     planned = [*plan.records, *plan.marks]
     good, bad = check_records(planned, columns_to_check(collection, planned))
     report.problems += bad  # e.g. a metadata type the collection stores otherwise
@@ -425,8 +432,6 @@ def ingest_parsed(
         report.updated += whole
     if stale:
         report.chunks_removed += collection.delete(stale)
-    if plan.moved:
-        collection.set_sources(plan.moved)
     return report
 
 
@@ -453,9 +458,6 @@ class _Plan:
     streamed: list[StreamedFile] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
-    #: Unchanged documents whose stored `source` is not the file read now (moved, renamed,
-    #: or stored before chunks named their file) -> that file.
-    moved: dict[str, str] = field(default_factory=dict)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
@@ -467,9 +469,10 @@ def _plan(
     count: Callable,
     settings: ChunkSettings,
     report: DocumentReport,
+    alone: bool = False,
 ) -> _Plan:
     """Sort the documents read into unchanged, to chunk and to stream; count them and their
-    problems in the report."""
+    problems in the report (with `alone`, a file whose id another file still there holds)."""
     plan = _Plan()
     for item in items:
         if isinstance(item, Problem):
@@ -497,12 +500,9 @@ def _plan(
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
         digest = chunked_digest(content, settings)
-        source = file_source(item)
-        elsewhere = other_file(item.id, source, before)
+        elsewhere = other_file(item.id, file_path(item), before) if alone else None
         if unchanged(item.id, digest, before):
             report.unchanged += 1
-            if source is not None and elsewhere is None and before.source != source:
-                plan.moved[item.id] = source
         elif elsewhere is not None:
             report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))
         elif isinstance(item, StreamedFile):
@@ -524,10 +524,9 @@ def _same_id(doc_id: str, stored: str) -> str:
     """Why a file is not written over the stored document of its id, and what to do."""
     return (
         f"document {doc_id!r} is stored from {stored}, which is still there; this file has "
-        "the same id (a folder's ids are paths relative to the folder given, a single file's "
-        "its name), and writing it would replace that document. Ingest their common folder, "
-        f"or into another collection, or delete the stored one first (probembed delete --doc "
-        f"{doc_id})"
+        "the same id (a file given alone has its name as its id), and writing it would "
+        "replace that document. Ingest their common folder, or into another collection, or "
+        f"delete the stored one first (probembed delete --doc {shlex.quote(doc_id)})"
     )
 
 

@@ -52,14 +52,12 @@ from probembed.store.rows import (
     Batch,
     PipelineInfo,
     fresh_scalar_fields,
-    metadata_json,
     metadata_types,
     read_header,
     table_schema,
     to_arrow,
     to_matrix,
     variance_basis,
-    write_tags,
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
@@ -72,11 +70,9 @@ if TYPE_CHECKING:
 DEFAULT_COLLECTION = "default"
 #: The columns that together mark chunked ingest's chunks (`Collection.holds_chunks`).
 CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
-#: Where chunked ingest records the file a document was read from (absolute path).
-SOURCE_FIELD = "source"
-#: Rows `Collection.set_sources` rewrites per commit: its memory stays that of a few
-#: thousand rows, whatever the collection holds.
-REWRITE_ROWS = 2048
+#: Where chunked ingest records the file a document was read from (its absolute path, as
+#: LlamaIndex's file readers name it).
+FILE_FIELD = "file_path"
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
@@ -840,15 +836,15 @@ class Collection:
 
     def document_index(self) -> dict[str, StoredDocument]:
         """doc_id -> what chunked ingest compares a document with: the content hashes its
-        chunks carry, its chunk ids and the file it was read from (its chunk 0's `source`).
+        chunks carry, its chunk ids and the file it was read from (its chunk 0's `file_path`).
 
         Empty for a collection without chunked ingest's documents (`holds_chunks`).
         """
         table = self._open()
         if table is None or not self.holds_chunks:
             return {}
-        sourced = self.metadata_columns().get(SOURCE_FIELD) == pa.string()
-        columns = ["id", "doc_id", "doc_hash", *([SOURCE_FIELD] if sourced else [])]
+        named = self.metadata_columns().get(FILE_FIELD) == pa.string()
+        columns = ["id", "doc_id", "doc_hash", *([FILE_FIELD] if named else [])]
         rows = _scan(table, columns, "doc_id IS NOT NULL").to_pylist()
         index: dict[str, StoredDocument] = {}
         for row in rows:
@@ -856,45 +852,8 @@ class Collection:
             doc.hashes.add(row["doc_hash"])
             doc.ids.append(row["id"])
             if row["id"] == f"{row['doc_id']}#0":
-                doc.source = row.get(SOURCE_FIELD)
+                doc.file_path = row.get(FILE_FIELD)
         return index
-
-    @one_at_a_time
-    def set_sources(self, sources: Mapping[str, str]) -> None:
-        """Set the `source` of every chunk of these documents (doc_id -> file): a folder
-        moved since its documents were written keeps them unchanged, and their chunks would
-        name files that are gone. The rows are rewritten whole under a new write tag, so a
-        search's snapshot takes them up as it takes an upsert, REWRITE_ROWS per commit (a
-        collection written before chunks had a source has every row rewritten once). Nothing
-        is done where `source` cannot be a text column (the items' own field of another type,
-        or one past the column cap): chunked ingest then reads no stored source either."""
-        self.db.require_writable()
-        table = self._require()
-        kind = self.column_types([{SOURCE_FIELD: ""}]).get(SOURCE_FIELD)
-        if not sources or kind not in (None, pa.string()):
-            return
-        with self._writing():
-            where = f"doc_id IN ({sql_list(list(sources))})"
-            ids = _scan(table, ["id"], where).column("id").to_pylist()
-            if ids and kind is None:  # a collection written before chunks had a source
-                table.add_columns([pa.field(SOURCE_FIELD, pa.string())])
-            for start in range(0, len(ids), REWRITE_ROWS):
-                some = ids[start : start + REWRITE_ROWS]
-                rows = _scan(table, table.schema.names, f"id IN ({sql_list(some)})")
-                metadata = [json.loads(t or "{}") for t in rows.column("metadata").to_pylist()]
-                for held in metadata:
-                    held[SOURCE_FIELD] = sources[held["doc_id"]]
-                replaced = {
-                    "metadata": pa.array(
-                        list(map(metadata_json, rows.column("id").to_pylist(), metadata))
-                    ),
-                    SOURCE_FIELD: pa.array([m[SOURCE_FIELD] for m in metadata], pa.string()),
-                    WRITE_TAG: write_tags(rows.num_rows),
-                }
-                for name, column in replaced.items():
-                    if name in rows.column_names:
-                        rows = rows.set_column(rows.column_names.index(name), name, column)
-                table.merge_insert("id").when_matched_update_all().execute(rows)
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
@@ -1152,12 +1111,12 @@ class Collection:
 @dataclass
 class StoredDocument:
     """A document as chunked ingest stored it: its chunks' content hashes (one, when written
-    whole), their ids, and the file it was read from (None: a record, or stored before
-    chunks named their file)."""
+    whole), their ids, and the file it was read from when written (None: a record, or
+    written before chunks named their file)."""
 
     hashes: set[str]
     ids: list[str]
-    source: str | None = None
+    file_path: str | None = None
 
 
 def sql_list(values: Sequence[str]) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "Unread",
     "Walk",
     "is_beir",
+    "not_followed",
     "read_jsonl",
     "read_records",
     "read_text_folder",
@@ -128,11 +129,13 @@ def read_text_folder(root: Path) -> Iterator[Record | Problem]:
     """One record per .txt/.md file below root, id = path relative to root. PDF and HTML
     files are left to chunked ingestion: the report names them (`unread_files`), and they
     stop nothing, as a problem did with on_error="stop"."""
-    files, problems, _ = walk_folder(root, TEXT_SUFFIXES)
+    files, problems, linked = walk_folder(root, TEXT_SUFFIXES)
     if not files and not problems:
         others = sorted({p.suffix.lower() for p in walk_folder(root, CHUNKED_ONLY).files})
         hint = f"; its {'/'.join(others)} files are read with --chunk" if others else ""
-        raise FileNotFoundError(f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}")
+        raise FileNotFoundError(
+            f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}{not_followed(linked)}"
+        )
     yield from problems
     for file in files:
         yield _text_file(file, file.relative_to(root).as_posix())
@@ -187,7 +190,7 @@ def unread_note(
 ) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none);
     `chunking` names what reads the files only chunked ingestion does, for this command."""
-    links = _not_followed(unread.linked)
+    links = not_followed(unread.linked)
     if not unread:
         return links
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
@@ -204,8 +207,9 @@ def unread_note(
     )
 
 
-def _not_followed(linked: list[str]) -> str:
-    """The words for links to folders a run did not follow ('' if none)."""
+def not_followed(linked: list[str]) -> str:
+    """The words a report or error ends with for links to folders a run did not follow ('' if
+    none)."""
     if not linked:
         return ""
     named = ", ".join(f"{name}/" for name in linked[:3]) + (", ..." if len(linked) > 3 else "")
