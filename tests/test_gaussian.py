@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probembed.fusion import Fused
 from probembed.gaussian import Gaussian, decimals
 
 
@@ -105,3 +106,13 @@ def test_decimals_read_back_as_the_same_float32_in_no_more_digits(values):
 def test_decimals_keep_the_shape_of_what_they_are_given():
     assert decimals(np.float32([[0.6], [0.1]])) == [[0.6], [0.1]]
     assert decimals(np.float32(0.3)) == 0.3
+
+
+def test_a_texts_weights_read_as_the_prior_says_them():
+    """explain() showed a prior's 0.6, normalised in float64, as 0.5999999999999999."""
+    g = Gaussian(np.ones((1, 3)), np.ones((1, 3)))
+    # the default pipeline's weights for any text (prior 0.6, 0.2, 0.2), as its fusion gave
+    # them before explain() read them to 15 digits
+    weights = np.array([[0.5999999999999999, 0.19999999999999998, 0.19999999999999998]])
+    fused = Fused(g, weights, ("a", "b", "c"))
+    assert fused.explain(0) == {"a": 0.6, "b": 0.2, "c": 0.2}

@@ -64,11 +64,12 @@ class Fused:
         return Fused(self.gaussian[positions], self.weights[positions], self.models)
 
     def explain(self, i: int) -> dict[str, float]:
-        """Model -> weight for text i, to see which model was trusted and how much."""
+        """Model -> weight for text i, to see which model was trusted and how much; to 15
+        significant digits, as float64 arithmetic leaves 0.5999999999999999 for a prior's 0.6."""
         n = len(self.gaussian)
         if not -n <= i < n:
             raise IndexError(f"text index {i} out of range for {n} fused texts")
-        return {m: float(w) for m, w in zip(self.models, self.weights[i], strict=True)}
+        return {m: float(f"{w:.15g}") for m, w in zip(self.models, self.weights[i], strict=True)}
 
 
 def _validate_parts(parts: Sequence[Gaussian], models: Sequence[str]) -> tuple[str, ...]:

@@ -230,7 +230,7 @@ def encode(
     for i, text in enumerate(items):
         row = {
             "text": text,
-            "mean": decimals(fused.gaussian.mean[i].round(6)),
+            "mean": fused.gaussian.mean[i].astype(np.float64).round(6).tolist(),
             "var": decimals(fused.gaussian.var[i]),
             "weights": fused.explain(i),
         }
