@@ -86,6 +86,8 @@ def test_eval_compare_reports_the_harness_figures(kind, pipeline_dir, tmp_path):
     )
     assert cli == expected  # identical for the reason given in the test above
     assert f"{100 * expected['uec']:.2f}" in payload["output"]
+    # without a split to tune on, the uec row is the pipeline as shipped, and it is said
+    assert ("the uec row is hash as shipped" in payload["stderr"]) == (dev is None)
 
 
 @pytest.mark.parametrize("compare_flag", [[], ["--compare"]])

@@ -149,6 +149,12 @@ def register(app: typer.Typer) -> None:
         if compare:
             result = run_compare(pipe, test, dev, progress=True)
             rows = result.rows
+            if dev is None:  # the row would read as a tuned uec, as it does with a dev split
+                say(
+                    f"no split to tune on ({test.name} has none besides {test.split}, or a "
+                    f"classification probe trains on train): the uec row is {pipe.name} as "
+                    "shipped, with its own weights and score"
+                )
         else:
             embedded = embed(pipe, test, progress=True)
             outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, "uec"))
