@@ -90,6 +90,21 @@ def test_encode_reads_stdin_and_writes_npz(hash_pipeline, tmp_path):
         assert data["texts"].tolist() == ["one", "two"]
 
 
+def test_a_byte_order_mark_is_no_part_of_the_first_text(hash_pipeline, tmp_path):
+    """A file saved by a Windows editor starts with U+FEFF: the first question was searched
+    with it, and scored apart from the same question without it."""
+    source = tmp_path / "q.txt"
+    source.write_bytes("\ufeffone\ntwo\n".encode())
+    for given in (["--file", str(source)], []):
+        out = tmp_path / "g.npz"
+        stdin = None if given else "\ufeffone\ntwo\n"
+        args = ["encode", "--pipeline", str(hash_pipeline), *given, "--out", str(out)]
+        result = runner.invoke(app, args, input=stdin)
+        assert result.exit_code == 0, result.output
+        with np.load(out) as data:
+            assert data["texts"].tolist() == ["one", "two"]
+
+
 def test_encode_names_the_file_it_wrote_and_refuses_a_directory(hash_pipeline, tmp_path):
     """numpy adds .npz to a name without it: the message says where the vectors really are."""
     base = ["encode", "--pipeline", str(hash_pipeline), "one"]

@@ -214,6 +214,17 @@ def test_a_refused_ingest_creates_no_database(tmp_path, monkeypatch, args, says)
     assert not (tmp_path / "made.db").exists()
 
 
+@pytest.mark.parametrize("command", [["ingest", "docs.jsonl"], ["collections"], ["serve"]])
+def test_an_empty_db_is_refused_not_taken_for_the_current_directory(tmp_path, monkeypatch, command):
+    """`--db "$DB"` with DB unset wrote default.lance/ and .probembed/ into the working
+    directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "some text"}\n')
+    result = runner.invoke(app, [*command, "--db", ""])
+    assert result.exit_code == 2 and "--db is empty (an unset variable?)" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+
+
 def test_an_ingest_whose_input_fails_the_checks_leaves_no_empty_database(
     tmp_path, monkeypatch, saved_pipeline
 ):

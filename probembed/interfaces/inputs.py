@@ -44,6 +44,7 @@ def read_texts(texts: list[str] | None, file: Path | None, kind: str = "texts") 
         raw, where = sys.stdin.read(), "stdin"
     else:
         raise fail(f"no {kind}: pass them as arguments, with --file, or on stdin")
+    raw = raw.removeprefix("\ufeff")  # a Windows editor's byte order mark is no text
     if not raw:  # e.g. `probembed encode` with no arguments, run from a script
         raise fail(
             f"no {kind}: {where} was empty; pass them as arguments, with --file, or on stdin"

@@ -110,6 +110,8 @@ def resolve_db(db: str | Path | None) -> Path | str:
 
     if db is None:
         return Path(platformdirs.user_data_dir("probembed")) / "db"
+    if not str(db).strip():  # Path("") is the current directory, which filled up with tables
+        raise fail("--db is empty (an unset variable?): give a path or URI, or leave it out")
     return str(db) if is_remote(str(db)) else Path(db)
 
 
