@@ -235,6 +235,29 @@ def test_a_file_given_alone_is_refused_where_another_file_still_there_holds_its_
     assert (moved.updated, file_paths(collection)) == (1, {"README.md": {str(second)}})
 
 
+def test_a_file_of_an_ingested_folder_given_alone_updates_its_document(
+    tmp_path, folder, pydoc_pipeline
+):
+    """Re-ingesting the one file just edited stored it a second time, under its name beside
+    its folder id (`notes/a.md` and `a.md`), and a search found it twice. With --sync it
+    removed every other document of the collection."""
+    nested = folder / "sub" / "tips.md"
+    nested.parent.mkdir()
+    nested.write_text("# Tips\n\nWater tomato plants early.")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    stored = set(collection.document_index())
+    nested.write_text("# Tips\n\nWater tomato plants late, and the flux capacitor never.")
+    report = ingest_documents(nested, collection, pydoc_pipeline, SMALL)
+    assert (report.added, report.updated) == (0, 1)
+    assert set(collection.document_index()) == stored  # no second tips.md
+    assert "late" in " ".join(h["text"] for h in collection.search("tomato", k=50)["hits"])
+    version = collection.version
+    with pytest.raises(StoreError, match="sync with one file would remove the 4 other documents"):
+        ingest_documents(nested, collection, pydoc_pipeline, SMALL, sync=True)
+    assert collection.version == version and set(collection.document_index()) == stored
+
+
 def test_a_folder_moved_or_checked_out_again_updates_its_documents(
     tmp_path, folder, pydoc_pipeline
 ):

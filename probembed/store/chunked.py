@@ -381,10 +381,17 @@ def ingest_parsed(
         if gone and len(gone) == len(stored):
             raise StoreError(
                 f"sync would remove all {len(stored)} documents of collection "
-                f"{collection.name!r} and keep none: the source names none of them (a folder's "
+                f"{collection.name!r} and keep none: the input names none of them (a folder's "
                 "document ids are paths relative to the folder given, so a subfolder or a parent "
                 "names them otherwise; a folder holding a corpus.jsonl is read by that corpus "
-                "alone). Ingest without sync, or into another collection"
+                "alone). Leave out sync, or use another collection"
+            )
+        if gone and alone:  # "sync the file I changed" emptied the collection but for it
+            raise StoreError(
+                f"sync with one file would remove the {len(gone)} other documents of "
+                f"collection {collection.name!r} (e.g. {gone[0]!r}): a sync makes the "
+                "collection hold what its input holds. Ingest the file without sync, or sync "
+                "the folder it is in"
             )
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc].ids]
@@ -482,6 +489,11 @@ def _plan(
             else:
                 plan.unplaced += 1
             continue
+        if alone and item.id not in stored:  # a file a folder ingest stored: that document
+            path = file_path(item)
+            item = replace(
+                item, id=next((d for d, s in stored.items() if s.file_path == path), item.id)
+            )
         if item.id in plan.seen:
             first = plan.seen[item.id]
             report.problems.append(
