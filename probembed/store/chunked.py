@@ -352,7 +352,9 @@ def ingest_parsed(
     the next run takes as unchanged. A `StreamedFile` is chunked and written after the
     others, in batches, always with `encode` (see `write_streamed`). `alone`: the items are
     one file given alone, whose id is its name; a document of that id stored from another
-    file that is still there is a problem, not an update (`other_file`).
+    file that is still there is a problem, not an update (`other_file`), the file stored by
+    a folder ingest under another id takes that id, and a sync that would remove any other
+    document is refused.
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
