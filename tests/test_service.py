@@ -197,6 +197,29 @@ def test_collection_lifecycle(server):
             assert str(server.db) not in answer.text  # the operator's path, not the client's
 
 
+def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
+    """The service deleted by row id only: a chunked document's id deleted nothing, and the
+    answer said only "not_found": 1 (the CLI has --doc)."""
+    long_doc = {"id": "long", "text": " ".join(f"word{i}." for i in range(200))}
+    body = {"documents": [long_doc, DOCS[0]], "chunk": {"max_tokens": 16}}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "chunks"})
+        written = http.post("/v1/collections/chunks/documents", json=body).json()
+        total = written["count"]
+        by_row = http.post("/v1/collections/chunks/delete", json={"ids": ["long"]}).json()
+        assert (by_row["deleted"], by_row["not_found"], by_row["count"]) == (0, 1, total)
+        asked = {"ids": ["long", "nope"], "doc": True}
+        by_doc = http.post("/v1/collections/chunks/delete", json=asked).json()
+        assert by_doc["deleted"] == total - 1 and by_doc["not_found"] == 1
+        assert by_doc["count"] == 1  # DOCS[0], one chunk, stays
+        http.post("/v1/collections", json={"name": "whole"})
+        http.post("/v1/collections/whole/documents", json={"documents": DOCS})
+        refused = http.post("/v1/collections/whole/delete", json={"ids": ["d1"], "doc": True})
+        assert refused.status_code == 422 and "holds no chunked documents" in refused.text
+        for name in ("chunks", "whole"):
+            http.delete(f"/v1/collections/{name}")
+
+
 def test_acknowledged_writes_are_searchable_with_the_hit_shape(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "find"})

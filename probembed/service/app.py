@@ -775,7 +775,7 @@ def _collections(service: Service) -> APIRouter:
     async def delete_documents(
         name: CollectionName, body: schemas.DeleteDocuments
     ) -> schemas.DeleteReport:
-        """Delete documents by id, in one commit."""
+        """Delete items by id, or with `doc` every chunk of these documents, in one commit."""
         if len(body.ids) > limits.max_inputs:
             raise ApiError(
                 413,
@@ -789,8 +789,15 @@ def _collections(service: Service) -> APIRouter:
 
         def delete() -> schemas.DeleteReport:
             collection = service.collection(name)
-            deleted = remove(collection, body.ids, collection.load_pipeline())
-            count, missing = service.count_items(collection), len(set(body.ids)) - deleted
+            if body.doc:
+                deleted, gone = collection.delete_documents(body.ids)
+                missing = len(gone)
+                if deleted:
+                    finish(collection, collection.load_pipeline())
+            else:
+                deleted = remove(collection, body.ids, collection.load_pipeline())
+                missing = len(set(body.ids)) - deleted
+            count = service.count_items(collection)
             return schemas.DeleteReport(
                 collection=name, deleted=deleted, count=count, not_found=missing
             )

@@ -212,6 +212,11 @@ class DeleteDocuments(Strict):
     """Ids to delete."""
 
     ids: list[str] = Field(min_length=1)
+    doc: bool = Field(
+        False,
+        description="The ids are documents of a chunked collection: delete every chunk of "
+        "each (as `probembed delete --doc`); a chunk's id is `doc#i`.",
+    )
 
 
 class DeleteReport(BaseModel):
@@ -220,7 +225,11 @@ class DeleteReport(BaseModel):
     collection: str
     deleted: int
     count: int
-    not_found: int = Field(0, description="Ids asked for that were not stored (each counted once).")
+    not_found: int = Field(
+        0,
+        description="Ids asked for that were not stored (each counted once); with `doc`, "
+        "documents that had no chunk.",
+    )
 
 
 class SearchRequest(Strict):
