@@ -161,7 +161,9 @@ class DocumentsWrite(Strict):
 
     documents: list[Document] = Field(min_length=1)
     upsert: bool = Field(
-        False, description="Replace documents whose id is already stored (chunked: always)."
+        False,
+        description="Replace documents whose id is already stored (chunked: always, and an "
+        "explicit false is refused).",
     )
     on_error: Literal["stop", "skip"] = Field(
         "stop", description="On a bad document: write nothing (422), or skip it and report it."
@@ -180,6 +182,11 @@ class DocumentsWrite(Strict):
         """sync compares documents, which only chunked writes keep."""
         if self.sync and self.chunking is None:
             raise ValueError("sync needs chunk: only chunked writes keep documents to compare")
+        if self.chunking is not None and "upsert" in self.model_fields_set and not self.upsert:
+            raise ValueError(  # asked not to replace, and a changed document was replaced
+                "upsert false does not apply with chunk: a chunked write always replaces a "
+                "stored document whose content changed; leave upsert out"
+            )
         return self
 
     @property
