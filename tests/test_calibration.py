@@ -727,9 +727,11 @@ def test_cli_shows_p_relevant_and_refuses_a_bad_threshold(collections):
     assert "p_relevant" in table.stdout
     lines = CliRunner().invoke(app, [*args, "-k", "3"], env={"COLUMNS": "80"})
     assert re.search(r"1\. \S+  [\d.]+ ± [\d.]+  p [\d.]+", lines.stdout), lines.stdout
-    bad = CliRunner().invoke(app, [*args, "--min-p-relevant", "1.5"])
-    assert bad.exit_code != 0 and "min_p_relevant must be in [0, 1]" in bad.output
-    assert "Traceback" not in bad.output
+    for option, value in (("--min-p-relevant", "1.5"), ("--min-p-relevant", "nan"), ("-k", "0")):
+        bad = CliRunner().invoke(app, [*args, option, value])  # named as the option, not as
+        said = " ".join(bad.output.split())  # the Python parameter (min_p_relevant, k)
+        assert bad.exit_code == 2 and f"Invalid value for '{option}'" in said, said
+        assert "Traceback" not in bad.output
     done = CliRunner().invoke(app, [*args, "-k", "10", "--min-p-relevant", "0.99", "--json"])
     assert done.exit_code == 0, done.output
     (result,) = json.loads(done.stdout)

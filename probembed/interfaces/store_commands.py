@@ -422,7 +422,7 @@ def search_command(
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
-    k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.")] = 10,
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.", min=1)] = 10,
     score: Annotated[
         str | None,
         typer.Option(help="uec, uec-mteb, csd, kl, w2, mls, bhattacharyya or dot (alias cosine)."),
@@ -444,6 +444,8 @@ def search_command(
             help="Drop hits whose probability of being relevant is below this (0..1); needs a "
             "pipeline with a relevance calibrator.",
             show_default=False,
+            min=0.0,
+            max=1.0,
         ),
     ] = None,
     as_json: Annotated[
