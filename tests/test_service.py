@@ -185,7 +185,8 @@ def test_collection_lifecycle(server):
         stats = http.get("/v1/collections/life").json()
         assert stats["count"] == 3 and stats["dim"] == 112 and stats["version"] >= 3
         gone = http.post("/v1/collections/life/delete", json={"ids": ["d2", "nope", "nope"]})
-        assert gone.json() == {"collection": "life", "deleted": 1, "count": 2, "not_found": 1}
+        expected = {"collection": "life", "deleted": 1, "count": 2, "not_found": 1}
+        assert gone.json() == {**expected, "hint": None}  # d2 is a row, nope no document
         assert http.delete("/v1/collections/life").json()["deleted"] == 2
         for answer in (
             http.get("/v1/collections/life"),
@@ -208,6 +209,10 @@ def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
         total = written["count"]
         by_row = http.post("/v1/collections/chunks/delete", json={"ids": ["long"]}).json()
         assert (by_row["deleted"], by_row["not_found"], by_row["count"]) == (0, 1, total)
+        assert by_row["hint"] == (
+            "1 id(s) are documents stored as chunks (e.g. 'long'): send \"doc\": true to delete "
+            "their chunks"
+        )
         asked = {"ids": ["long", "nope"], "doc": True}
         by_doc = http.post("/v1/collections/chunks/delete", json=asked).json()
         assert by_doc["deleted"] == total - 1 and by_doc["not_found"] == 1

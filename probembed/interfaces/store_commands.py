@@ -684,7 +684,7 @@ def delete_command(
             removed = target.delete(ids)
             gone = [i for i in dict.fromkeys(ids) if i not in present]
             said = f"; {_not_there(gone, 'id')}" if gone else ""
-            documents = target.document_index() if gone and target.chunked else {}
+            documents = target.stored_documents(gone)
             chunked = [i for i in gone if i in documents]
             if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
                 said += (

@@ -797,9 +797,17 @@ def _collections(service: Service) -> APIRouter:
             else:
                 deleted = remove(collection, body.ids, collection.load_pipeline())
                 missing = len(set(body.ids)) - deleted
+            documents = collection.stored_documents(body.ids) if missing and not body.doc else ()
+            named = [i for i in dict.fromkeys(body.ids) if i in documents]
+            hint = (  # a document's id names no row of a chunked collection
+                f"{len(named)} id(s) are documents stored as chunks (e.g. {named[0]!r}): "
+                'send "doc": true to delete their chunks'
+                if named
+                else None
+            )
             count = service.count_items(collection)
             return schemas.DeleteReport(
-                collection=name, deleted=deleted, count=count, not_found=missing
+                collection=name, deleted=deleted, count=count, not_found=missing, hint=hint
             )
 
         return await service.run(name, delete)

@@ -237,6 +237,9 @@ class DeleteReport(BaseModel):
         description="Ids asked for that were not stored (each counted once); with `doc`, "
         "documents that had no chunk.",
     )
+    hint: str | None = Field(
+        None, description="Why an id was not found, where it names a chunked document."
+    )
 
 
 class SearchRequest(Strict):

@@ -855,6 +855,15 @@ class Collection:
                 doc.file_path = row.get(FILE_FIELD)
         return index
 
+    def stored_documents(self, doc_ids: Sequence[str]) -> set[str]:
+        """Which of these ids are documents of rows that name theirs (`chunked`: what
+        `delete_documents` deletes), found by a scan of those rows only."""
+        table = self._open()
+        if table is None or not doc_ids or not self.chunked:
+            return set()
+        rows = _scan(table, ["doc_id"], f"doc_id IN ({sql_list(doc_ids)})")
+        return set(rows.column("doc_id").to_pylist())
+
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
         table = self._open()
