@@ -253,9 +253,41 @@ def test_a_file_of_an_ingested_folder_given_alone_updates_its_document(
     assert set(collection.document_index()) == stored  # no second tips.md
     assert "late" in " ".join(h["text"] for h in collection.search("tomato", k=50)["hits"])
     version = collection.version
-    with pytest.raises(StoreError, match="sync with one file would remove the 4 other documents"):
+    with pytest.raises(
+        StoreError, match=r"sync with one file would remove the 4 other document\(s\)"
+    ):
         ingest_documents(nested, collection, pydoc_pipeline, SMALL, sync=True)
     assert collection.version == version and set(collection.document_index()) == stored
+
+
+def test_a_file_given_alone_finds_its_document_by_its_file_not_its_name(tmp_path, pydoc_pipeline):
+    """The file given alone was matched by its name first: `proj/docs/README.md` after the
+    folder `proj` was refused as the root README.md's namesake (and the hint would have
+    deleted the root one); a path through a linked folder was another file; a record whose
+    own metadata holds a `file_path` was taken for the file and overwritten."""
+    proj = tmp_path / "proj"
+    (proj / "docs").mkdir(parents=True)
+    (proj / "README.md").write_text("# Root\n\nThe project's front page.")
+    (proj / "docs" / "README.md").write_text("# Docs\n\nHow to read the docs.")
+    (tmp_path / "alias").symlink_to(proj, target_is_directory=True)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(tmp_path / "alias", collection, pydoc_pipeline, SMALL)  # paths via the link
+    (proj / "docs" / "README.md").write_text("# Docs\n\nHow to read the docs, revised.")
+    report = ingest_documents(proj / "docs" / "README.md", collection, pydoc_pipeline, SMALL)
+    assert (report.added, report.updated, report.problems) == (0, 1, [])
+    assert set(collection.document_index()) == {"README.md", "docs/README.md"}
+    texts = {h["id"]: h["text"] for h in collection.search("docs", k=20, exact=True)["hits"]}
+    assert "revised" in texts["docs/README.md#0"] and "front page" in texts["README.md#0"]
+    records = tmp_path / "records.jsonl"
+    notes = tmp_path / "notes.md"
+    notes.write_text("Notes on gardening.")
+    row = {"id": "doc-1", "text": "The moon landing.", "file_path": str(notes)}
+    records.write_text(json.dumps(row) + "\n")
+    mixed = Database(tmp_path / "db", create=True).collection("mixed")
+    ingest_documents(records, mixed, pydoc_pipeline, SMALL)
+    alone = ingest_documents(notes, mixed, pydoc_pipeline, SMALL)
+    assert (alone.added, alone.updated) == (1, 0)  # its own document, the record kept
+    assert set(mixed.document_index()) == {"doc-1", "notes.md"}
 
 
 def test_a_folder_moved_or_checked_out_again_updates_its_documents(

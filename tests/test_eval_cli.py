@@ -88,6 +88,9 @@ def test_eval_compare_reports_the_harness_figures(kind, pipeline_dir, tmp_path):
     assert f"{100 * expected['uec']:.2f}" in payload["output"]
     # without a split to tune on, the uec row is the pipeline as shipped, and it is said
     assert ("the uec row is hash as shipped" in payload["stderr"]) == (dev is None)
+    if dev is None:  # the reason that holds, not both
+        why = "its probe trains on" if kind == "classification" else "it has no dev or train"
+        assert f"({why}" in payload["stderr"] and payload["stderr"].count("(it") == 1
 
 
 @pytest.mark.parametrize("compare_flag", [[], ["--compare"]])

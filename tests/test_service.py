@@ -218,6 +218,8 @@ def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
         assert by_doc["deleted"] == total - 1 and by_doc["not_found"] == 1
         assert by_doc["count"] == 1  # DOCS[0], one chunk, stays
         http.post("/v1/collections", json={"name": "whole"})
+        empty = http.post("/v1/collections/whole/delete", json={"ids": ["d1"], "doc": True})
+        assert empty.status_code == 200 and empty.json()["not_found"] == 1  # holds none yet
         http.post("/v1/collections/whole/documents", json={"documents": DOCS})
         refused = http.post("/v1/collections/whole/delete", json={"ids": ["d1"], "doc": True})
         assert refused.status_code == 422 and "holds no chunked documents" in refused.text

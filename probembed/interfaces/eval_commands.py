@@ -117,7 +117,11 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
-        from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
+        from probembed.evaluation.datasets import (
+            ClassificationDataset,
+            RetrievalDataset,
+            dataset_kind,
+        )
         from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
@@ -150,10 +154,14 @@ def register(app: typer.Typer) -> None:
             result = run_compare(pipe, test, dev, progress=True)
             rows = result.rows
             if dev is None:  # the row would read as a tuned uec, as it does with a dev split
+                why = (
+                    "its probe trains on the train split"
+                    if isinstance(test, ClassificationDataset)
+                    else f"it has no dev or train split besides {test.split}"
+                )
                 say(
-                    f"no split to tune on ({test.name} has none besides {test.split}, or a "
-                    f"classification probe trains on train): the uec row is {pipe.name} as "
-                    "shipped, with its own weights and score"
+                    f"no split of {test.name} to tune on ({why}): the uec row is {pipe.name} "
+                    "as shipped, with its own weights and score"
                 )
         else:
             embedded = embed(pipe, test, progress=True)

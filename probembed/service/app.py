@@ -794,11 +794,14 @@ def _collections(service: Service) -> APIRouter:
                 missing = len(gone)
                 if deleted:
                     finish(collection, collection.load_pipeline())
+                named = []
             else:
+                present = collection.existing(body.ids) if collection.chunked else set()
                 deleted = remove(collection, body.ids, collection.load_pipeline())
                 missing = len(set(body.ids)) - deleted
-            documents = collection.stored_documents(body.ids) if missing and not body.doc else ()
-            named = [i for i in dict.fromkeys(body.ids) if i in documents]
+                gone = [i for i in dict.fromkeys(body.ids) if i not in present]
+                documents = collection.stored_documents(gone) if missing else set()
+                named = [i for i in gone if i in documents]
             hint = (  # a document's id names no row of a chunked collection
                 f"{len(named)} id(s) are documents stored as chunks (e.g. {named[0]!r}): "
                 'send "doc": true to delete their chunks'

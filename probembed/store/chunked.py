@@ -243,10 +243,32 @@ def other_file(doc_id: str, path: str | None, stored: StoredDocument | None) -> 
         return None
     if not before.replace(os.sep, "/").endswith(f"/{doc_id}") or not os.path.isfile(before):
         return None
-    try:
-        return None if os.path.samefile(before, path) else before
-    except OSError:  # the new file went between reading and here: not ours to judge
+    return None if _same_file(before, path) else before
+
+
+def stored_as(path: str | None, stored: dict[str, StoredDocument]) -> str | None:
+    """The id of the stored document read from this very file (`docs/sub/tips.md`, stored by
+    a folder ingest as `sub/tips.md`), or None. Only a stored path ending in its id counts
+    (a record's own `file_path` metadata is no file of ours); a link and its target, or a
+    path through a linked folder, are the same file."""
+    if path is None:
         return None
+    name = os.path.basename(path)
+    for doc_id, doc in stored.items():
+        before = doc.file_path
+        if before is None or not before.replace(os.sep, "/").endswith(f"/{doc_id}"):
+            continue
+        if before == path or (os.path.basename(before) == name and _same_file(before, path)):
+            return doc_id
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (False when either is gone)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> bool:
@@ -390,7 +412,7 @@ def ingest_parsed(
             )
         if gone and alone:  # "sync the file I changed" emptied the collection but for it
             raise StoreError(
-                f"sync with one file would remove the {len(gone)} other documents of "
+                f"sync with one file would remove the {len(gone)} other document(s) of "
                 f"collection {collection.name!r} (e.g. {gone[0]!r}): a sync makes the "
                 "collection hold what its input holds. Ingest the file without sync, or sync "
                 "the folder it is in"
@@ -491,11 +513,8 @@ def _plan(
             else:
                 plan.unplaced += 1
             continue
-        if alone and item.id not in stored:  # a file a folder ingest stored: that document
-            path = file_path(item)
-            item = replace(
-                item, id=next((d for d, s in stored.items() if s.file_path == path), item.id)
-            )
+        if alone:  # the file a folder ingest stored is that document, whatever its name
+            item = replace(item, id=stored_as(file_path(item), stored) or item.id)
         if item.id in plan.seen:
             first = plan.seen[item.id]
             report.problems.append(

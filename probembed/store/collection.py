@@ -789,10 +789,10 @@ class Collection:
         if isinstance(doc_ids, str):
             raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
         table = self._require()
-        if not self.chunked:
+        if not self.chunked and table.count_rows():  # an empty one holds none of them
             raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
-        if not doc_ids:
-            return 0, []
+        if not doc_ids or not self.chunked:
+            return 0, list(dict.fromkeys(doc_ids))
         condition = f"doc_id IN ({sql_list(doc_ids)})"
         present = _scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
         if present:
@@ -836,7 +836,7 @@ class Collection:
 
     def document_index(self) -> dict[str, StoredDocument]:
         """doc_id -> what chunked ingest compares a document with: the content hashes its
-        chunks carry, its chunk ids and the file it was read from (its chunk 0's `file_path`).
+        chunks carry, its chunk ids and the file it was read from (its chunks' `file_path`).
 
         Empty for a collection without chunked ingest's documents (`holds_chunks`).
         """
@@ -851,7 +851,7 @@ class Collection:
             doc = index.setdefault(row["doc_id"], StoredDocument(set(), []))
             doc.hashes.add(row["doc_hash"])
             doc.ids.append(row["id"])
-            if row["id"] == f"{row['doc_id']}#0":
+            if doc.file_path is None:  # any chunk's: a run stopped part-way lacks chunk 0
                 doc.file_path = row.get(FILE_FIELD)
         return index
 
