@@ -74,8 +74,8 @@ from probembed.store.streamed import (
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
 RESERVED = ("doc_id", "chunk", "start", "end", "title", "heading", "page", "doc_hash")
-#: Documents read from a file of their own, whose chunks name it (`source`); a record's
-#: metadata is its own, `source` included.
+#: Documents read from a file of their own, whose chunks name it (`file_path`); a record's
+#: metadata is its own, `file_path` included.
 FILE_KINDS = frozenset({"text", "markdown", "html", "pdf"})
 
 
@@ -237,30 +237,36 @@ def other_file(doc_id: str, path: str | None, stored: StoredDocument | None) -> 
     still there: a single file given alone has its name as its id, so `a/README.md` then
     `b/README.md` name one document, and writing the second replaced the first. A stored
     file that is gone was moved or renamed: that is an update. Only a stored path ending in
-    the id counts (a record's own `file_path` metadata is no file of ours)."""
-    before = stored.file_path if stored is not None else None
-    if path is None or before is None or before == path:
-        return None
-    if not before.replace(os.sep, "/").endswith(f"/{doc_id}") or not os.path.isfile(before):
+    the id counts (`_read_from`)."""
+    before = _read_from(doc_id, stored)
+    if path is None or before is None or before == path or not os.path.isfile(before):
         return None
     return None if _same_file(before, path) else before
 
 
 def stored_as(path: str | None, stored: dict[str, StoredDocument]) -> str | None:
     """The id of the stored document read from this very file (`docs/sub/tips.md`, stored by
-    a folder ingest as `sub/tips.md`), or None. Only a stored path ending in its id counts
-    (a record's own `file_path` metadata is no file of ours); a link and its target, or a
+    a folder ingest as `sub/tips.md`), or None (`_read_from`); a link and its target, or a
     path through a linked folder, are the same file."""
     if path is None:
         return None
     name = os.path.basename(path)
     for doc_id, doc in stored.items():
-        before = doc.file_path
-        if before is None or not before.replace(os.sep, "/").endswith(f"/{doc_id}"):
-            continue
-        if before == path or (os.path.basename(before) == name and _same_file(before, path)):
+        before = _read_from(doc_id, doc)
+        if before is not None and (
+            before == path or (os.path.basename(before) == name and _same_file(before, path))
+        ):
             return doc_id
     return None
+
+
+def _read_from(doc_id: str, stored: StoredDocument | None) -> str | None:
+    """The file chunked ingest read a stored document from: its `file_path` when that is a
+    path ending in its id (a record's own `file_path` metadata is no file of ours)."""
+    before = stored.file_path if stored is not None else None
+    if before is None or not before.replace(os.sep, "/").endswith(f"/{doc_id}"):
+        return None
+    return before
 
 
 def _same_file(a: str, b: str) -> bool:
