@@ -31,7 +31,7 @@ from probembed.chunking import ChunkSettings
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.service import schemas
-from probembed.service.auth import READ, WRITE, ApiKeys, bearer_key
+from probembed.service.auth import READ, WRITE, ApiKeys, bearer_key, scope_authorization
 from probembed.service.batching import QueueFullError, StoppingError
 from probembed.service.gate import Gate
 from probembed.service.settings import Limits, ServiceSettings
@@ -422,9 +422,7 @@ def _scope_refusal(
         if keys is None:
             return None
         route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
-        headers = scope.get("headers") or []
-        header = next((value for name, value in headers if name == b"authorization"), b"")
-        return _route_refusal(route, header.decode("latin-1"), keys)
+        return _route_refusal(route, scope_authorization(scope), keys)
 
     return refusal
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 READ = "read"
 WRITE = "write"
@@ -24,6 +25,14 @@ MIN_KEY_CHARS = 16
 
 #: A comment: `#` at the start of an entry or after a space (a `#` inside a key is the key's).
 _COMMENT = re.compile(r"(?:^|\s)#")
+
+
+def scope_authorization(scope: Mapping[str, Any]) -> str:
+    """An ASGI request's first Authorization header, as the routes' scope check reads it (a
+    dict of the headers kept the last: the gate and the routes judged different keys)."""
+    headers = scope.get("headers") or []
+    header = next((value for name, value in headers if name == b"authorization"), b"")
+    return header.decode("latin-1")
 
 
 def bearer_key(authorization: str) -> str | None:

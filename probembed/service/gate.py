@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from probembed.service.auth import ApiKeys, bearer_key
+from probembed.service.auth import ApiKeys, bearer_key, scope_authorization
 from probembed.service.metrics import Metrics
 from probembed.service.schemas import error_body
 
@@ -94,11 +94,7 @@ class Gate:
         path = str(scope.get("path", "")).rstrip("/") or "/"
         if self.keys is None or path in self.open_paths:
             return None
-        # the first Authorization header, as the routes' scope check reads it (a dict of the
-        # headers kept the last: the gate and the routes judged different keys)
-        headers = scope.get("headers") or []
-        header = next((value for name, value in headers if name == b"authorization"), b"")
-        key = bearer_key(header.decode("latin-1"))
+        key = bearer_key(scope_authorization(scope))
         if key is None:
             return "missing API key: send 'Authorization: Bearer KEY'"
         if self.keys.granted(key) is None:
