@@ -215,6 +215,16 @@ def test_a_refused_ingest_creates_no_database(tmp_path, monkeypatch, args, says)
 
 
 @pytest.mark.parametrize("command", [["ingest", "docs.jsonl"], ["collections"], ["serve"]])
+def test_a_db_uri_of_no_store_is_refused_by_the_option(tmp_path, monkeypatch, command):
+    """`--db s3a://b/x` made ./s3a:/b/x before LanceDB's raw "No object store provider"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "some text"}\n')
+    result = runner.invoke(app, [*command, "--db", "s3a://b/x"])
+    assert result.exit_code == 2 and "--db: database URI 's3a://b/x'" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+
+
+@pytest.mark.parametrize("command", [["ingest", "docs.jsonl"], ["collections"], ["serve"]])
 def test_an_empty_db_is_refused_not_taken_for_the_current_directory(tmp_path, monkeypatch, command):
     """`--db "$DB"` with DB unset wrote default.lance/ and .probembed/ into the working
     directory."""

@@ -180,6 +180,31 @@ def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipelin
         db.collection("../escape")
 
 
+def test_a_file_uri_is_its_directory_and_other_schemes_are_refused(
+    tmp_path, monkeypatch, hash_pipeline
+):
+    """`file:///abs` put LanceDB's tables at /abs and probembed's own files under ./file:/abs,
+    so the collection's kept pipeline was found by neither spelling; `s3a://` and the like
+    made ./s3a: before LanceDB refused the scheme."""
+    monkeypatch.chdir(tmp_path)
+    uri = (tmp_path / "my db").as_uri()  # file:///.../my%20db
+    ingest([Record("a", "some text")], Database(uri, create=True).collection("c"), hash_pipeline)
+    by_path = Database(tmp_path / "my db")
+    assert by_path.collections() == ["c"] and by_path.open("c").search("text")["hits"][0]["id"] == "a"
+    assert Database(f"file://localhost{tmp_path}/my%20db").collections() == ["c"]
+    for uri, says in [
+        ("s3a://bucket/db", "probembed stores on s3, gs, az .* not 's3a'"),
+        ("gcs://bucket/db", "not 'gcs'"),
+        ("file://elsewhere/db", "names no local directory"),
+        ("", "database path is empty"),
+        ("s3://", r"'s3://' names no bucket \(s3://BUCKET/PREFIX\)"),
+        ("s3://bucket//db", r"has an empty part \('//'\)"),
+    ]:
+        with pytest.raises(StoreError, match=says):
+            Database(uri, create=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my db"]
+
+
 def test_search_rejects_k_below_one(collection, hash_pipeline):
     collection.add(batch(hash_pipeline, ["a", "b"]))
     collection.record_pipeline(hash_pipeline)

@@ -106,13 +106,17 @@ def check_run_options(
 
 def resolve_db(db: str | Path | None) -> Path | str:
     """The --db given (a directory, or an object-store URI kept as it is), else the default."""
-    from probembed.store.location import is_remote
+    from probembed.store.errors import StoreError
+    from probembed.store.location import database_target
 
     if db is None:
         return Path(platformdirs.user_data_dir("probembed")) / "db"
     if not str(db).strip():  # Path("") is the current directory, which filled up with tables
         raise fail("--db is empty (an unset variable?): give a path or URI, or leave it out")
-    return str(db) if is_remote(str(db)) else Path(db)
+    try:
+        return database_target(str(db))
+    except StoreError as exc:
+        raise fail(f"--db: {exc}") from exc
 
 
 def storage_options(pairs: list[str] | None) -> dict[str, str]:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import re
 import shutil
 import tempfile
+import urllib.parse
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
@@ -31,6 +33,8 @@ from probembed.store.errors import StoreError, StoreStateError
 
 #: URI schemes LanceDB stores tables under on object storage.
 REMOTE_SCHEMES = ("s3", "gs", "az")
+#: An URI scheme (RFC 3986): what makes `NAME://...` a URI rather than a relative path.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 #: probembed's own files inside the database, beside LanceDB's tables.
 OWN_DIR = ".probembed"
 #: The collection's own file whose storing time tells one incarnation of it from another.
@@ -101,9 +105,29 @@ _OTHER_OPTIONS = frozenset(
 _KNOWN_OPTIONS = frozenset(_S3_OPTIONS) | frozenset(_AZ_OPTIONS) | _OTHER_OPTIONS
 
 
-def is_remote(target: str | os.PathLike) -> bool:
-    """Whether a --db value names object storage (scheme://...) rather than a directory."""
-    return isinstance(target, str) and target.split("://", 1)[0].lower() in REMOTE_SCHEMES
+def database_target(target: str | os.PathLike) -> str | Path:
+    """What a database argument names: object storage (its URI, kept as given) or a directory
+    (a `file://` URI read as its path). Any other scheme is refused before anything is made:
+    taken for a directory, `file://` and `s3a://` URIs had left folders named `file:` and
+    `s3a:` in the working directory, apart from the tables LanceDB put elsewhere."""
+    if not isinstance(target, str):
+        return Path(target)
+    if not target.strip():
+        raise StoreError("database path is empty: give a directory or an object-store URI")
+    scheme, sep, _ = target.partition("://")
+    if not sep or not _SCHEME.fullmatch(scheme):
+        return Path(target)
+    if scheme.lower() in REMOTE_SCHEMES:
+        return target
+    if scheme.lower() == "file":
+        url = urllib.parse.urlsplit(target)
+        if url.netloc not in ("", "localhost") or not url.path:
+            raise StoreError(f"database URI {target!r} names no local directory (file:///PATH)")
+        return Path(urllib.parse.unquote(url.path))
+    raise StoreError(
+        f"database URI {target!r}: probembed stores on {', '.join(REMOTE_SCHEMES)} "
+        f"(s3://BUCKET/PREFIX) or a directory, not {scheme!r}"
+    )
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
@@ -124,9 +148,10 @@ class Location:
         self, target: str | os.PathLike, storage_options: Mapping[str, str] | None = None
     ) -> None:
         self.storage_options = {str(k): str(v) for k, v in (storage_options or {}).items()}
-        self.remote = is_remote(target)
-        if self.remote:
-            self.uri = str(target).rstrip("/")
+        named = database_target(target)
+        self.remote = isinstance(named, str)
+        if isinstance(named, str):
+            self.uri = named.rstrip("/") if named.rstrip("/").partition("://")[2] else named
             self.path: Path | str = self.uri
             self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
             _warn_misspelt(self.storage_options)
@@ -136,7 +161,7 @@ class Location:
                     f"storage options {sorted(self.storage_options)} apply to object storage "
                     f"(s3://, gs://, az://), not to the directory {target}"
                 )
-            self.path = Path(target)
+            self.path = named
             self.uri = str(self.path)
 
     def prepare(self, create: bool) -> None:
@@ -331,6 +356,8 @@ def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileS
     scheme = scheme.lower()
     if not rest.strip("/"):
         raise StoreError(f"database URI {uri!r} names no bucket ({scheme}://BUCKET/PREFIX)")
+    if "" in rest.rstrip("/").split("/"):  # pyarrow refuses it deep inside a first read
+        raise StoreError(f"database URI {uri!r} has an empty part ('//') in its path")
     odd = sorted({c for c in rest if c in "#?%"}) + [s for s in rest.split("/") if s in (".", "..")]
     if odd:  # LanceDB reads the URI as a URL (and normalises it), its own files would not
         raise StoreError(
