@@ -447,6 +447,19 @@ class Pipeline:
         return f"Pipeline(name={self.name!r}, models={self.models}, fusion={self.fusion.method!r})"
 
 
+def as_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
+    """A pipeline object, loading a built-in name or a saved directory when given one: what
+    every function that takes a pipeline accepts."""
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    if isinstance(pipeline, (str, os.PathLike)):
+        return Pipeline.load(pipeline)
+    raise TypeError(
+        f"pipeline must be a probembed Pipeline, a built-in name or a saved directory, "
+        f"got {type(pipeline).__name__}"
+    )
+
+
 def read_tuning(directory: Path) -> tuple[str, ...]:
     """The splits a pipeline directory's settings were tuned on (none recorded: ())."""
     path = directory / TUNING_FILE

@@ -127,6 +127,34 @@ def test_a_custom_pipeline_round_trips_through_the_kept_copy(tmp_path, hash_pipe
     assert_same_results(got, want)
 
 
+def test_a_write_takes_a_pipeline_by_name_or_directory_or_none_for_the_collections_own(
+    tmp_path, hash_pipeline, sentences
+):
+    """`ingest(records, coll, "retrieval")` and `ingest(records, coll)` failed with
+    AttributeError: 'str' (or 'NoneType') object has no attribute 'name'."""
+    from probembed.store import ingest_documents, remove
+
+    source = hash_pipeline.save(tmp_path / "my-pipeline")
+    db = Database(tmp_path / "db", create=True)
+    docs = db.collection("docs")
+    with pytest.raises(StoreError, match="'docs' in .* holds nothing yet: pass the pipeline"):
+        ingest(records(sentences[:4]), docs)
+    with pytest.raises(TypeError, match="pipeline must be a probembed Pipeline.*got int"):
+        ingest(records(sentences[:4]), docs, 7)
+    assert not docs.exists
+    assert ingest(records(sentences[:30]), docs, str(source)).added == 30
+    assert ingest(records(sentences[30:60], start=30), docs).added == 30  # its own pipeline
+    assert docs.pipeline.fingerprint == hash_pipeline.fingerprint and docs.count() == 60
+    assert remove(docs, ["s0", "s1"]) == 2 and docs.count() == 58
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# Guitars\n\nA man is playing a guitar.\n")
+    chunks = db.collection("chunks")
+    assert ingest_documents(tmp_path / "notes", chunks, source).added == 1
+    (tmp_path / "notes" / "b.md").write_text("# Stocks\n\nStocks fell sharply today.\n")
+    report = ingest_documents(tmp_path / "notes", chunks)
+    assert (report.added, report.unchanged) == (1, 1)
+
+
 def source_pipe(directory):
     """A pipeline loaded from a directory, as `probembed ingest --pipeline DIR` does."""
     return Pipeline.load(directory, cache=False)

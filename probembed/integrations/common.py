@@ -10,7 +10,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -66,20 +65,6 @@ def serialised(attribute: str) -> Callable[[F], F]:
         return locked  # type: ignore[return-value]
 
     return wrap
-
-
-def resolve_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
-    """A pipeline object, loading a built-in name or a saved directory when given one."""
-    from probembed.pipeline import Pipeline
-
-    if isinstance(pipeline, Pipeline):
-        return pipeline
-    if isinstance(pipeline, (str, os.PathLike)):
-        return Pipeline.load(pipeline)
-    raise TypeError(
-        f"pipeline must be a probembed Pipeline, a built-in name or a saved directory, "
-        f"got {type(pipeline).__name__}"
-    )
 
 
 def id_list(ids: Iterable[Any], what: str) -> list[Any]:

@@ -27,6 +27,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from probembed.integrations import common
+from probembed.pipeline import as_pipeline
 from probembed.store import Collection, Database, Hit, remove
 from probembed.store.ingest import DEFAULT_BATCH
 
@@ -47,7 +48,7 @@ class ProbembedEmbeddings(Embeddings):
     """
 
     def __init__(self, pipeline: Pipeline | str | os.PathLike) -> None:
-        self.pipeline = common.resolve_pipeline(pipeline)
+        self.pipeline = as_pipeline(pipeline)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """The fused means of the texts, one list of floats each."""

@@ -41,6 +41,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 from pydantic import PrivateAttr
 
 from probembed.integrations import common
+from probembed.pipeline import as_pipeline
 from probembed.store import Collection, remove
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class ProbembedEmbedding(BaseEmbedding):
     _pipeline: Any = PrivateAttr()
 
     def __init__(self, pipeline: Pipeline | str | os.PathLike, **kwargs: Any) -> None:
-        resolved = common.resolve_pipeline(pipeline)
+        resolved = as_pipeline(pipeline)
         super().__init__(model_name=f"probembed:{resolved.name}", **kwargs)
         self._pipeline = resolved
 
@@ -141,7 +142,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         if pipeline is None:
             self._pipeline = collection.load_pipeline()
         else:
-            self._pipeline = common.resolve_pipeline(pipeline)
+            self._pipeline = as_pipeline(pipeline)
             if collection.exists:
                 collection.use_pipeline(self._pipeline)
 

@@ -791,11 +791,11 @@ def _collections(service: Service) -> APIRouter:
                 deleted, gone = collection.delete_documents(body.ids)
                 missing = len(gone)
                 if deleted:
-                    finish(collection, collection.load_pipeline())
+                    finish(collection, None)  # loads the pipeline only to measure agreement
                 named = []
             else:
                 present = collection.existing(body.ids) if collection.chunked else set()
-                deleted = remove(collection, body.ids, collection.load_pipeline())
+                deleted = remove(collection, body.ids)
                 missing = len(set(body.ids)) - deleted
                 gone = [i for i in dict.fromkeys(body.ids) if i not in present]
                 documents = collection.stored_documents(gone) if missing else set()

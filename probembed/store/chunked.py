@@ -24,7 +24,7 @@ import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.fusion import Fused
@@ -51,6 +51,7 @@ from probembed.store.ingest import (
     not_unicode,
     prepare,
     validate_options,
+    writing_pipeline,
 )
 from probembed.store.readers import (
     Problem,
@@ -71,6 +72,9 @@ from probembed.store.streamed import (
     UnreadableError,
     scan_file,
 )
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
 
 #: Metadata keys chunking writes; a document's own metadata may not use them.
 RESERVED = ("doc_id", "chunk", "start", "end", "title", "heading", "page", "doc_hash")
@@ -299,7 +303,7 @@ def was_whole(document_id: str, stored: StoredDocument | None) -> bool:
 def ingest_documents(
     source: str | Path,
     collection: Collection,
-    pipeline: Any,
+    pipeline: Pipeline | str | os.PathLike | None = None,
     chunking: ChunkSettings | None = None,
     sync: bool = False,
     on_error: OnError = "stop",
@@ -356,7 +360,7 @@ def refuse_mixing(collection: Collection, chunks: bool) -> None:
 def ingest_parsed(
     items: Iterable[SourceDocument | StreamedFile | Problem],
     collection: Collection,
-    pipeline: Any,
+    pipeline: Pipeline | str | os.PathLike | None = None,
     chunking: ChunkSettings | None = None,
     sync: bool = False,
     on_error: OnError = "stop",
@@ -386,6 +390,7 @@ def ingest_parsed(
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
+    pipeline = writing_pipeline(collection, pipeline)
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -41,6 +42,9 @@ from probembed.store.rows import (
     plain,
     promote_metadata,
 )
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
 
 OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
@@ -99,7 +103,7 @@ class IngestReport:
 def ingest(
     source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
-    pipeline: Any,
+    pipeline: Pipeline | str | os.PathLike | None = None,
     batch_size: int = DEFAULT_BATCH,
     on_error: OnError = "stop",
     upsert: bool = False,
@@ -111,13 +115,16 @@ def ingest(
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
     ...metadata}`).
 
-    Ids already in the collection are skipped (resume), or replaced when `upsert` is set.
+    `pipeline` is a `Pipeline`, a built-in name or a saved directory; left out, the
+    collection's own. Ids already in the collection are skipped (resume), or replaced when
+    `upsert` is set.
     `on_commit` is called with the number of rows written so far (added or replaced) after
     each committed batch.
     `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
     give what `pipeline.encode` gives.
     """
     validate_options(batch_size, on_error)
+    pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     report, todo = prepare(source, collection, pipeline, on_error, upsert)
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
@@ -130,6 +137,24 @@ def ingest(
                 on_commit(report.added + report.updated)
     finish(collection, pipeline)
     return report
+
+
+def writing_pipeline(
+    collection: Collection, pipeline: Pipeline | str | os.PathLike | None
+) -> Pipeline:
+    """The pipeline a write or a delete works with: the one given, else the collection's own
+    (one front door: who has a collection need not pass its pipeline again)."""
+    from probembed.pipeline import as_pipeline
+
+    if pipeline is not None:
+        return as_pipeline(pipeline)
+    if not collection.exists:
+        raise StoreError(
+            f"collection {collection.name!r} in {collection.db.path} holds nothing yet: pass "
+            "the pipeline to write it with (a Pipeline, a built-in name such as 'retrieval', "
+            "or a saved directory)"
+        )
+    return collection.load_pipeline()
 
 
 def prepare(
@@ -258,7 +283,9 @@ def commit(
     report.updated += updated
 
 
-def finish(collection: Collection, pipeline: Any, compact: bool = True) -> None:
+def finish(
+    collection: Collection, pipeline: Pipeline | str | os.PathLike | None, compact: bool = True
+) -> None:
     """After the last commit (of a write or a delete): compact when fragments piled up,
     measure agreement again when enough rows changed. Also when this run wrote nothing: a run
     killed after its last commit left them undone, and its re-run finds every id stored."""
@@ -267,12 +294,17 @@ def finish(collection: Collection, pipeline: Any, compact: bool = True) -> None:
     if compact and collection.compaction_due():
         collection.optimize()
     if collection.agreement_due():
-        collection.record_agreement(pipeline)
+        collection.record_agreement(writing_pipeline(collection, pipeline))
 
 
-def remove(collection: Collection, ids: Sequence[str], pipeline: Any) -> int:
+def remove(
+    collection: Collection,
+    ids: Sequence[str],
+    pipeline: Pipeline | str | os.PathLike | None = None,
+) -> int:
     """Delete these ids in one commit, then what the end of a write does (`finish`): once
-    enough of the corpus went, the models' agreement is measured again. How many were there."""
+    enough of the corpus went, the models' agreement is measured again (with `pipeline`,
+    else the collection's own, loaded only then). How many were there."""
     removed = collection.delete(ids)
     if removed:
         finish(collection, pipeline)
