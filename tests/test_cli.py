@@ -198,6 +198,28 @@ def test_fit_refuses_an_unknown_model_or_estimator_before_announcing_any_work(pa
         assert "fitting" not in result.output and not (tmp_path / "p").exists()
 
 
+def test_fit_names_its_options_and_what_is_wrong_with_the_pairs(pairs_file, tmp_path):
+    """`--prior-precision 0` was refused after "fitting ..." as `laplace prior_precision`;
+    `--temperature` with `single:` named the parameter; a folder given to --pairs was
+    "missing"; a pair with a blank side was fitted on."""
+    out = ["--out", str(tmp_path / "p"), "--model", "hash"]
+    blank = tmp_path / "blank.tsv"
+    blank.write_text(pairs_file.read_text() + "lonely\t \n")
+    for args, told in (
+        (["--pairs", str(pairs_file), "--prior-precision", "0"], "--prior-precision must be"),
+        (
+            ["--pairs", str(pairs_file), "--fusion", "single:hash", "--temperature", "3"],
+            "--temperature not used by --fusion 'single:hash'",
+        ),
+        (["--pairs", str(tmp_path)], f"{tmp_path}: a folder, where a TSV file is expected"),
+        (["--pairs", str(blank)], f"{blank}:{len(blank.read_text().splitlines())}: text_b is"),
+    ):
+        result = runner.invoke(app, ["fit", *args, *out])
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and told in said and "Traceback" not in said, said
+        assert "fitting" not in said and not (tmp_path / "p").exists()
+
+
 def test_fit_out_dot_saves_into_the_current_directory_named_after_it(
     pairs_file, tmp_path, monkeypatch
 ):

@@ -325,7 +325,9 @@ def test_a_ray_option_without_ray_is_refused_before_anything_is_read(tmp_path, c
     ("options", "said"),
     [
         (["--on-error", "maybe"], "--on-error must be skip or stop, got 'maybe'"),
-        (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens 4: max_tokens must"),
+        (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens must be at least 8, got 4"),
+        (["--chunk", "--overlap", "500"], "--overlap must be in [0, --chunk-tokens / 2), got 500"),
+        (["--ray", "--workers", "0"], "--workers must be a positive integer, got 0"),
         (["--chunk-tokens", "64"], "--chunk-tokens and --overlap need --chunk"),  # were ignored
         (["--overlap", "8"], "--chunk-tokens and --overlap need --chunk"),
     ],
@@ -337,6 +339,28 @@ def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):
     result = runner.invoke(app, ["ingest", str(source), "--db", str(tmp_path / "db"), *options])
     assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
     assert not (tmp_path / "db").exists()
+
+
+def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, saved_pipeline):
+    """They said `group_by_doc needs chunked documents` and `invalid filter where=...`."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "some text", "year": 2020}\n')
+    db = ["--db", str(tmp_path / "db")]
+    assert runner.invoke(app, ["ingest", str(source), *db, "--pipeline", str(saved_pipeline)])
+    for option, said in [
+        (["--group-by-doc"], "--group-by-doc needs chunked documents"),
+        (["--where", "year >"], "invalid filter --where 'year >'"),
+    ]:
+        result = runner.invoke(app, ["search", "text", *db, *option])
+        assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_a_blank_text_or_a_port_out_of_range_is_named_by_its_option():
+    """inspect said `argument 1 ('') is blank` of `--text ""`; serve `port must be in ...`."""
+    result = runner.invoke(app, ["inspect", "--text", "a cat", "--text", " "])
+    assert result.exit_code == 2 and "--text 2 (' ') is blank" in result.output, result.output
+    result = runner.invoke(app, ["serve", "--port", "99999"])
+    assert result.exit_code == 2 and "'--port'" in result.output, result.output
 
 
 def test_embed_checks_its_input_and_out_before_loading_a_pipeline(tmp_path):

@@ -170,6 +170,30 @@ def test_eval_strict_refuses_judged_documents_missing_from_the_corpus(pipeline_d
     assert "Traceback" not in output
 
 
+def test_eval_options_are_named_in_refusals_and_an_unlearnable_label_in_a_warning(
+    pipeline_dir, tmp_path
+):
+    """They said `keep_self_matches applies to ...` and `without strict they count ...`;
+    a test label no train row has was scored as wrong without a word."""
+    classification = KINDS["classification"]
+    result = runner.invoke(app, ["eval", str(classification), "--keep-self-matches"])
+    assert result.exit_code == 2 and "--keep-self-matches applies to retrieval datasets only" in (
+        _unwrapped(result.output)
+    )
+    data = write_beir(tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q1", "gone", 1)])
+    result = runner.invoke(app, ["eval", str(data), "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 0 and "without --strict they count" not in result.output
+    result = runner.invoke(app, ["eval", str(data), "--pipeline", str(pipeline_dir), "--strict"])
+    assert result.exit_code == 2 and " strict " not in _unwrapped(result.output)
+    odd = tmp_path / "cls"
+    odd.mkdir()
+    (odd / "train.tsv").write_text((classification / "train.tsv").read_text())
+    test = (classification / "test.tsv").read_text()
+    (odd / "test.tsv").write_text(test + "an odd one\tweird\n")
+    payload = _eval([str(odd)], pipeline_dir, tmp_path / "odd.json")
+    assert "1 label(s) in no row of train.tsv ('weird')" in payload["stderr"]
+
+
 def test_eval_drops_self_matches_unless_asked_to_keep_them(pipeline_dir, tmp_path):
     # the query is also a corpus document, with the same text: it would rank itself first
     corpus = [*CORPUS, {"_id": "q1", "text": "why do cats purr"}]
@@ -315,6 +339,21 @@ def test_a_tsv_that_is_not_utf8_is_named_by_line_and_a_bom_is_skipped(pipeline_d
                 "retrieval/one/qrels/test.tsv": "query-id\tcorpus-id\tscore\nq\td\t1\n",
             },
             "corpus.jsonl: no documents to search",
+        ),
+        (  # the blank sentence was embedded as "" and counted in the Spearman score
+            {"sts/one/test.tsv": "sentence1\tsentence2\tscore\na cat\t\t3.0\nb\tc\t1\n"},
+            "test.tsv:2: sentence2 is blank",
+        ),
+        (
+            {
+                "classification/one/train.tsv": "text\tlabel\na\tpos\nx\t \nb\tneg\n",
+                "classification/one/test.tsv": "text\tlabel\nc\tpos\n",
+            },
+            "train.tsv:3: label is blank",
+        ),
+        (
+            {"sts/one/test.tsv": "sentence1\tsentence2\tscore\na\tb\t3.0\nc\td\t3\n"},
+            "test.tsv: every score is 3: no ranking",  # after embedding, as np.float64(3.0)
         ),
     ],
 )

@@ -139,6 +139,8 @@ def load_sts(path: str | Path) -> StsDataset:
     if len(rows) < 2:  # a Spearman correlation needs two pairs; found after embedding before
         raise ValueError(f"{path}: {len(rows)} pair(s) after the header; a score needs at least 2")
     scores = np.array([_parse_number(path, lineno, row[2], float) for lineno, row in rows])
+    if np.all(scores == scores[0]):  # found by the metric, after embedding, before
+        raise ValueError(f"{path}: every score is {scores[0]:g}: no ranking to correlate with")
     return StsDataset(
         name=path.resolve().parent.name,  # `eval .` names its folder too
         split=path.stem,
@@ -173,6 +175,14 @@ def load_classification(directory: str | Path, split: str = DEFAULT_SPLIT) -> Cl
     test_texts, test_labels = _read_labelled(test)
     if not test_texts:
         raise ValueError(f"{test}: no rows after the header")
+    unseen = sorted(set(test_labels) - set(train_labels))
+    if unseen:  # scored as wrong, and nothing said why
+        shown = ", ".join(map(repr, unseen[:5])) + (", ..." if len(unseen) > 5 else "")
+        warnings.warn(
+            f"{test}: {len(unseen)} label(s) in no row of {train.name} ({shown}): the probe "
+            "can never predict them, so their rows count as wrong",
+            stacklevel=2,
+        )
     return ClassificationDataset(
         directory.resolve().name, split, train_texts, train_labels, test_texts, test_labels
     )
@@ -247,6 +257,8 @@ def _load_file(path: Path, strict: bool) -> Dataset:
 
 def _require_file(path: Path) -> Path:
     """Fail with the missing path rather than a bare open() error deep in a reader."""
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, where a TSV file is expected")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing")
     return path
@@ -298,6 +310,10 @@ def _read_tsv(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[s
                 f"{path}:{lineno}: expected {len(header)} tab-separated fields "
                 f"({', '.join(header)}), got {len(fields)}"
             )
+        blank = [name for name, value in zip(header, fields, strict=True) if not value.strip()]
+        if blank:  # an empty text was embedded and scored, an empty label was a class
+            verb = "is" if len(blank) == 1 else "are"
+            raise ValueError(f"{path}:{lineno}: {' and '.join(blank)} {verb} blank")
         yield lineno, fields
 
 

@@ -27,7 +27,7 @@ def spearman(pred: ArrayLike, gold: ArrayLike) -> float:
     predictions that are all equal (they rank nothing)."""
     pred, gold = _validate_paired(pred, gold, "pred", "gold")
     if np.all(gold == gold[0]):
-        raise ValueError(f"gold scores are all equal ({gold[0]!r}): no ranking to correlate with")
+        raise ValueError(f"gold scores are all equal ({gold[0]:g}): no ranking to correlate with")
     return float(spearmanr(pred, gold).statistic)
 
 

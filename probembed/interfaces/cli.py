@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -20,12 +21,19 @@ from probembed.interfaces.console import (
     check_output_file,
     fail,
     literal,
+    named,
     out,
     say,
     warnings_as_lines,
 )
 from probembed.interfaces.inputs import read_texts
 
+#: Fusion settings `fit` takes, as the library's messages name them -> the options.
+FUSION_OPTIONS = {
+    "temperature": "--temperature",
+    "weights": "--weights",
+    "fusion method": "--fusion",
+}
 #: Failures probembed raises on purpose, with a message that says what to fix.
 KNOWN_FAILURES = (ValueError, OSError, ImportError)
 #: The CLI's own ways to stop (usage errors, --help, typer.Exit, Ctrl-C): click reports them.
@@ -272,7 +280,9 @@ def fit(
     max_pairs: Annotated[
         int, typer.Option(help="Use at most this many pairs (seeded sample).", min=1)
     ] = 8000,
-    seed: Annotated[int, typer.Option(help="Seed for sampling and the calibration split.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed for sampling and the calibration split.", min=0)
+    ] = 0,
 ) -> None:
     """Fit a pipeline on positive pairs and save it as a directory."""
     from probembed.encoders import resolve
@@ -285,7 +295,9 @@ def fit(
         fusion_config = FusionConfig(fusion, **{k: v for k, v in options.items() if v is not None})
         fusion_config.check(model)
     except ValueError as exc:
-        raise fail(f"bad fusion settings: {exc}") from exc
+        raise fail(f"bad fusion settings: {named(str(exc), FUSION_OPTIONS)}") from exc
+    if not (math.isfinite(prior_precision) and prior_precision > 0):  # before any work
+        raise fail(f"--prior-precision must be a finite number > 0, got {prior_precision}")
     out = out.absolute()  # `--out .` names the pipeline after the current directory
     try:
         check_save_target(out)
@@ -333,7 +345,7 @@ def inspect(
     """Each model's uncertainty per text under each estimator, and short-vs-long ratios."""
     from probembed.pipeline import Pipeline
 
-    texts = read_texts(text, None) if text else EXAMPLES
+    texts = read_texts(text, None, given="--text") if text else EXAMPLES
     names = list(dict.fromkeys(pipeline or INSPECTED))  # one given twice: its rows once
     found: list[tuple[str, str, str, np.ndarray]] = []
     for name in names:

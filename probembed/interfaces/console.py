@@ -11,7 +11,7 @@ import contextlib
 import re
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import typer
@@ -60,6 +60,14 @@ def note(label: str, style: str, message: str) -> None:
 def say(message: str) -> None:
     """A plain line on stderr."""
     err.print(literal(message), soft_wrap=True)
+
+
+def named(message: str, options: Mapping[str, str]) -> str:
+    """A library's message with the Python parameter names it holds read as the options the
+    command's user typed (`group_by_doc` as `--group-by-doc`), each where it stands alone."""
+    for name, option in options.items():
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}(?!\w)", option, message)
+    return message
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from probembed.evaluation.datasets import Dataset
 
 DEV_SPLITS = ("dev", "train")
+#: The loaders' parameter names in their messages -> the options that set them.
+DATASET_OPTIONS = {"keep_self_matches": "--keep-self-matches", "without strict": "without --strict"}
 
 
 def find_dev(path: Path, test_split: str) -> str | None:
@@ -125,7 +127,7 @@ def register(app: typer.Typer) -> None:
         from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import markdown_table, write_json, write_plots
-        from probembed.interfaces.console import fail, note, out, say
+        from probembed.interfaces.console import fail, named, note, out, say
         from probembed.interfaces.store_commands import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
 
@@ -138,7 +140,7 @@ def register(app: typer.Typer) -> None:
                 pipeline = SEARCH_PIPELINE if isinstance(test, RetrievalDataset) else "default"
             pipe = Pipeline.load(pipeline)
         except (OSError, ValueError) as exc:
-            raise fail(str(exc)) from exc
+            raise fail(named(str(exc), DATASET_OPTIONS)) from exc
         texts = sum(len(t) for t in dataset_roles(test).values())
         say(f"{test.name} {test.split}: {texts} texts, each embedded by {pipe.name}'s models")
         tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)

@@ -26,9 +26,12 @@ def _utf8_file(file: Path) -> str:
         raise fail(f"cannot read --file {file}: {why}") from exc
 
 
-def read_texts(texts: list[str] | None, file: Path | None, kind: str = "texts") -> list[str]:
-    """Texts from arguments, else one per line of a file, else one per line of stdin (also
-    for a lone `-` argument); blank lines of a file are passed over, a blank argument refused."""
+def read_texts(
+    texts: list[str] | None, file: Path | None, kind: str = "texts", given: str = "argument"
+) -> list[str]:
+    """Texts from arguments (or an option, `given`), else one per line of a file, else one
+    per line of stdin (also for a lone `-` argument); blank lines of a file are passed over,
+    a blank argument refused."""
     if texts == ["-"]:
         texts = None
     if texts and file is not None:
@@ -36,7 +39,7 @@ def read_texts(texts: list[str] | None, file: Path | None, kind: str = "texts") 
     if texts:
         for i, text in enumerate(texts, 1):
             if is_blank(text):
-                raise fail(f"argument {i} ({text!r:.40}) is blank: it holds no text")
+                raise fail(f"{given} {i} ({text!r:.40}) is blank: it holds no text")
         return texts
     if file is not None:
         raw, where = _utf8_file(file), f"--file {file}"

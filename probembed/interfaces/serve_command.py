@@ -27,7 +27,9 @@ def serve_command(
         ),
     ] = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind (0: any free port).")] = 8000,
+    port: Annotated[
+        int, typer.Option(help="Port to bind (0: any free port).", min=0, max=65535)
+    ] = 8000,
     api_keys: Annotated[
         Path | None,
         typer.Option(

@@ -16,7 +16,17 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 
-from probembed.interfaces.console import ask, err, fail, literal, note, one_line, out, say
+from probembed.interfaces.console import (
+    ask,
+    err,
+    fail,
+    literal,
+    named,
+    note,
+    one_line,
+    out,
+    say,
+)
 from probembed.interfaces.inputs import read_texts
 
 if TYPE_CHECKING:
@@ -69,6 +79,18 @@ AddressOption = Annotated[
         show_default=False,
     ),
 ]
+#: The library's parameter names in its messages -> the options that set them.
+RAY_OPTIONS = {
+    "workers": "--workers",
+    "cpus_per_worker": "--cpus-per-worker",
+    "gpus_per_worker": "--gpus-per-worker",
+}
+CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
+SEARCH_OPTIONS = {
+    "group_by_doc": "--group-by-doc",
+    "min_p_relevant": "--min-p-relevant",
+    "where=": "--where ",
+}
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
 CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
 GpusOption = Annotated[
@@ -95,7 +117,7 @@ def check_run_options(
             validate_workers(workers, cpus, gpus)
             joined_address(address)
         except ValueError as exc:
-            raise fail(str(exc)) from exc
+            raise fail(named(str(exc), RAY_OPTIONS)) from exc
         return
     given = {"--address": address is not None, "--workers": workers != 1}
     given |= {"--cpus-per-worker": cpus != 1.0, "--gpus-per-worker": gpus != 0.0}
@@ -288,9 +310,8 @@ def ingest_command(
         try:
             size = ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens
             settings = ChunkSettings.sized(size, overlap) if chunk else None
-        except ValueError as exc:  # its message names max_tokens and overlap_tokens
-            given = "" if overlap is None else f" --overlap {overlap}"
-            raise fail(f"--chunk-tokens {size}{given}: {exc}") from exc
+        except ValueError as exc:
+            raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
         check_collection_name(collection)
         where = resolve_db(db)
         made_here = isinstance(where, Path) and not where.exists()
@@ -479,7 +500,7 @@ def search_command(
             group_by_doc=group_by_doc,
         )
     except (StoreError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+        raise fail(named(str(exc), SEARCH_OPTIONS)) from exc
     if as_json:
         sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return
@@ -698,7 +719,7 @@ def delete_command(
             say(f"deleted {removed} item(s){said}")
         if removed and target.agreement_due():
             say("measuring the models' agreement on what is left (loads the pipeline)")
-            finish(target, target.load_pipeline())
+            finish(target, None)
     except StoreError as exc:
         raise fail(str(exc)) from exc
     if gone and not missing_ok:

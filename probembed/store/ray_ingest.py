@@ -27,7 +27,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,9 +45,13 @@ from probembed.store.ingest import (
     finish,
     prepare,
     validate_options,
+    writing_pipeline,
 )
 from probembed.store.readers import Problem, Record
 from probembed.store.rows import PipelineInfo
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
 
 #: Seconds to wait for a Ray address to accept a connection before it is called unreachable.
 RAY_CONNECT_SECONDS = 10.0
@@ -209,7 +213,7 @@ def embed_on_ray(
 def ingest_ray(
     source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
-    pipeline: Any,
+    pipeline: Pipeline | str | os.PathLike | None = None,
     batch_size: int = DEFAULT_BATCH,
     on_error: OnError = "stop",
     upsert: bool = False,
@@ -232,6 +236,7 @@ def ingest_ray(
     """
     validate_options(batch_size, on_error)
     validate_workers(workers, cpus_per_worker, gpus_per_worker)
+    pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     report, todo = prepare(source, collection, pipeline, on_error, upsert)
     if todo:
@@ -262,7 +267,7 @@ def validate_workers(
         number = not isinstance(value, bool) and isinstance(value, (int, float))
         if not (number and math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
             kind = "a non-negative" if zero_ok else "a positive"
-            raise ValueError(f"--{name}-per-worker must be {kind} number, got {value!r}")
+            raise ValueError(f"{name}_per_worker must be {kind} number, got {value!r}")
 
 
 def check_fits(cpus_per_worker: float, gpus_per_worker: float) -> None:
