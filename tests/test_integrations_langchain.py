@@ -168,8 +168,11 @@ def test_filter_and_where_pass_through_to_the_collection(store):
     assert {d.metadata["topic"] for d in two} == {"with", "del"}
     sql = store.similarity_search(QUESTION, k=50, where="topic = 'lambda'")
     assert sql and {d.metadata["topic"] for d in sql} == {"lambda"}
-    with pytest.raises(ValueError, match="cannot filter on 'colour'"):
-        store.similarity_search(QUESTION, filter={"colour": "red"})
+    # a field no item has: every item misses it, as in LangChain's own stores (it raised
+    # "cannot filter on 'colour'" once the store held anything, and matched nothing before)
+    assert store.similarity_search(QUESTION, filter={"colour": "red"}) == []
+    everything = store.similarity_search(QUESTION, k=1000, filter={"colour": None})
+    assert len(everything) == store.collection.count()
     store.add_texts(["A note."], [{"null": 1, "select": "x"}], ids=["note"])  # SQL words
     assert [d.id for d in store.similarity_search(QUESTION, filter={"null": 1})] == ["note"]
     assert [d.id for d in store.similarity_search(QUESTION, filter={"select": "x"})] == ["note"]

@@ -249,12 +249,20 @@ def sql_literal(value: Any, kind: pa.DataType | None = None, field: str = "") ->
 
 def equality_filter(collection: Collection, fields: Mapping[str, Any]) -> str:
     """{"field": value, ...} as SQL: each field equal to its value (a list: one of them;
-    None: missing, as SQL's IS NULL)."""
-    return " AND ".join(
-        f"{sql_field(collection, k)} IS NULL"
-        if v is None
-        else sql_condition(collection, k, "IN" if isinstance(v, (list, tuple)) else "=", v)
-        for k, v in fields.items()
+    None: missing, as SQL's IS NULL). A field no item has is missing from every item, as in
+    the frameworks' own stores and the LlamaIndex adapter: it matches None only (it was an
+    error once the collection held anything, and no match while it was empty)."""
+    return " AND ".join(_equal(collection, k, v) for k, v in fields.items())
+
+
+def _equal(collection: Collection, field: str, value: Any) -> str:
+    """One field of `equality_filter` as SQL."""
+    if collection.lacks_field(field):
+        return "true" if value is None else "false"
+    if value is None:
+        return f"{sql_field(collection, field)} IS NULL"
+    return sql_condition(
+        collection, field, "IN" if isinstance(value, (list, tuple)) else "=", value
     )
 
 
