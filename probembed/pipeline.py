@@ -531,6 +531,11 @@ def find_pipeline(name_or_dir: str | os.PathLike) -> Path:
 def _resolve(name_or_dir: str | os.PathLike) -> Path:
     """A pipeline directory wins; otherwise a built-in name; otherwise a helpful error (a
     directory without a pipeline is reported when no built-in has its name)."""
+    if not str(name_or_dir).strip():  # Path("") is the working directory
+        raise ValueError(
+            f"no pipeline {str(name_or_dir)!r}: give a built-in name ({available_pipelines()}) "
+            "or a pipeline directory"
+        )
     path = Path(name_or_dir)
     builtin = builtin_dir() / str(name_or_dir)
     if path.is_dir() and ((path / CONFIG_FILE).exists() or not (builtin / CONFIG_FILE).is_file()):

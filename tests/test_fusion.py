@@ -352,3 +352,7 @@ def test_fused_checks_its_weights_and_index():
         Fused(g, np.ones((2, 3)), ("a", "b"))
     with pytest.raises(IndexError, match="out of range"):
         Fused(g, np.full((2, 2), 0.5), ("a", "b")).explain(2)
+    for index in (True, 1.0, "0"):  # numpy's and Python's words about formats and indexing
+        with pytest.raises(TypeError, match=f"text index must be an integer, got {index!r}"):
+            Fused(g, np.full((2, 2), 0.5), ("a", "b")).explain(index)
+    assert Fused(g, np.full((2, 2), 0.5), ("a", "b")).explain(np.int64(1)) == {"a": 0.5, "b": 0.5}

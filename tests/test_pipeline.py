@@ -91,9 +91,12 @@ def test_builtin_pipelines_ship_inside_the_package():
     assert {"default", "default-head", "default-perturb"} <= set(available_pipelines())
 
 
-def test_unknown_pipeline_names_the_builtins(tmp_path):
+def test_unknown_pipeline_names_the_builtins(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a built-in.*default"):
         Pipeline.load("no-such-pipeline")
+    monkeypatch.chdir(tmp_path)  # "" was the working directory: ". is not a pipeline directory"
+    with pytest.raises(ValueError, match=r"no pipeline '': give a built-in name \(\[.*default"):
+        Pipeline.load("")
 
 
 def test_corrupted_pipeline_directories_raise_clear_errors(two_hash_pipeline, tmp_path):

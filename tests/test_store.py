@@ -67,6 +67,10 @@ def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     assert stats.pipeline == PipelineInfo.of(hash_pipeline)
     assert stats.bytes_per_item > 2 * 224 * 4  # mean + var as float32, plus text and weights
     assert Database(collection.db.path).collections() == ["docs"]
+    assert collection.delete(["b", "c", "d"]) == 3
+    emptied = collection.stats()  # it said total_bytes / 1 per item
+    assert emptied.count == 0 and emptied.bytes_per_item is None
+    assert emptied.to_json()["bytes_per_item"] is None
 
 
 def test_a_collection_dropped_by_a_revert_and_written_again_reads_its_new_header(
@@ -225,6 +229,8 @@ def test_bad_search_arguments_are_refused_before_the_pipeline_loads(collection, 
     ):
         with pytest.raises(StoreError, match=says):
             collection.search("topic", **options)
+    with pytest.raises(StoreError, match=r"queries are bytes \(b'abc'\): decode them"):
+        collection.search(b"abc")  # it said `queries[0] is not a string: 97`
     with pytest.raises(StoreError, match="no copy of it is kept"):
         collection.search("topic", score="cosine")  # valid: the pipeline is what fails
 

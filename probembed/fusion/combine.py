@@ -66,6 +66,8 @@ class Fused:
     def explain(self, i: int) -> dict[str, float]:
         """Model -> weight for text i, to see which model was trusted and how much; to 15
         significant digits, as float64 arithmetic leaves 0.5999999999999999 for a prior's 0.6."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"text index must be an integer, got {i!r:.40}")
         n = len(self.gaussian)
         if not -n <= i < n:
             raise IndexError(f"text index {i} out of range for {n} fused texts")

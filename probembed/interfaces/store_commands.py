@@ -670,7 +670,8 @@ def collections_command(
     for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
         table.add_column(column, no_wrap=column == "models")
     for s in stats:
-        row = (s.name, str(s.count), str(s.dim), f"{s.bytes_per_item:,.0f}", s.pipeline.name)
+        size = "-" if s.bytes_per_item is None else f"{s.bytes_per_item:,.0f}"
+        row = (s.name, str(s.count), str(s.dim), size, s.pipeline.name)
         models = s.pipeline.models
         adapted = s.adapted_weights
         shown = "\n".join(f"{adapted[m]:.2f}" for m in models) if adapted else "the prior"

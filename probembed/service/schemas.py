@@ -102,7 +102,7 @@ class CollectionInfo(BaseModel):
     name: str
     count: int
     dim: int
-    bytes_per_item: float
+    bytes_per_item: float | None
     total_bytes: int
     version: int
     pipeline: PipelineOut

@@ -111,7 +111,8 @@ class CollectionStats:
     name: str
     count: int
     dim: int
-    bytes_per_item: float
+    #: None when it holds no item (the files may still hold deleted rows until compaction).
+    bytes_per_item: float | None
     total_bytes: int
     version: int
     pipeline: PipelineInfo
@@ -124,7 +125,9 @@ class CollectionStats:
             "name": self.name,
             "count": self.count,
             "dim": self.dim,
-            "bytes_per_item": round(self.bytes_per_item, 1),
+            "bytes_per_item": None
+            if self.bytes_per_item is None
+            else round(self.bytes_per_item, 1),
             "total_bytes": self.total_bytes,
             "version": self.version,
             "pipeline": self.pipeline.to_json(),
@@ -702,7 +705,7 @@ class Collection:
             self.name,
             count,
             self.dim,
-            total / max(count, 1),
+            total / count if count else None,
             total,
             self.version,
             self.pipeline,

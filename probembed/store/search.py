@@ -727,6 +727,8 @@ def _save_graph(graph: HnswIndex, path: Path) -> None:
 
 def _validate_queries(queries: Sequence[str]) -> list[str]:
     """A non-empty list of non-blank strings."""
+    if isinstance(queries, (bytes, bytearray)):  # a Sequence: it was read as integers
+        raise StoreError(f"queries are bytes ({queries!r:.40}): decode them to str first")
     if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
         raise StoreError(f"queries must be a non-empty list of strings, got {queries!r:.60}")
     for i, q in enumerate(queries):
