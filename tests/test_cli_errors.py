@@ -350,6 +350,10 @@ def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, 
     for option, said in [
         (["--group-by-doc"], "--group-by-doc needs chunked documents"),
         (["--where", "year >"], "invalid filter --where 'year >'"),
+        (  # a field's name is the user's: kept as typed, in the quote and after it
+            ["--where", "group_by_doc = 1"],
+            "invalid filter --where 'group_by_doc = 1': Schema error: no field group_by_doc;",
+        ),
     ]:
         result = runner.invoke(app, ["search", "text", *db, *option])
         assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output

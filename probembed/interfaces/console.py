@@ -37,6 +37,8 @@ def out() -> Console:
 
 #: Control characters but tab and newline: a stored text's escape sequences reached the
 #: terminal, which acted on them (colours, the window's title).
+#: A value quoted as Python's repr quotes it (an apostrophe inside a word opens nothing).
+_QUOTED = re.compile(r"""((?<!\w)'(?:[^'\\]|\\.)*'|(?<!\w)"(?:[^"\\]|\\.)*")""")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -64,10 +66,13 @@ def say(message: str) -> None:
 
 def named(message: str, options: Mapping[str, str]) -> str:
     """A library's message with the Python parameter names it holds read as the options the
-    command's user typed (`group_by_doc` as `--group-by-doc`), each where it stands alone."""
+    command's user typed (`group_by_doc` as `--group-by-doc`), each where it stands alone and
+    outside the quoted values it shows (a filter on a field named `group_by_doc` keeps it)."""
+    parts = _QUOTED.split(message)  # odd positions: the quoted values, kept as they are
     for name, option in options.items():
-        message = re.sub(rf"(?<![\w-]){re.escape(name)}(?!\w)", option, message)
-    return message
+        word = re.compile(rf"(?<![\w-]){re.escape(name)}(?!\w)")
+        parts[::2] = [word.sub(option, part) for part in parts[::2]]
+    return "".join(parts)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -79,17 +79,18 @@ AddressOption = Annotated[
         show_default=False,
     ),
 ]
-#: The library's parameter names in its messages -> the options that set them.
+#: The library's parameter names in its messages -> the options that set them; a phrase
+#: where the message may also name a user's field (`no field group_by_doc`).
 RAY_OPTIONS = {
-    "workers": "--workers",
-    "cpus_per_worker": "--cpus-per-worker",
-    "gpus_per_worker": "--gpus-per-worker",
+    "workers must": "--workers must",
+    "cpus_per_worker must": "--cpus-per-worker must",
+    "gpus_per_worker must": "--gpus-per-worker must",
 }
 CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
 SEARCH_OPTIONS = {
-    "group_by_doc": "--group-by-doc",
-    "min_p_relevant": "--min-p-relevant",
-    "where=": "--where ",
+    "group_by_doc needs": "--group-by-doc needs",
+    "min_p_relevant needs": "--min-p-relevant needs",
+    "filter where=": "filter --where ",
 }
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
 CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
