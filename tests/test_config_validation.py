@@ -115,10 +115,10 @@ def _fit(pairs_file, out, *options):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--fusion", "weighted"], "'weighted' needs weights"),
-        (["--fusion", "mean", "--temperature", "2"], "temperature not used by fusion method"),
-        (["--fusion", "uec", "--weights", "1,2"], "weights not used by fusion method 'uec'"),
-        (["--fusion", "weighted", "--weights", "1,2,3"], "weights must have shape (2,)"),
+        (["--fusion", "weighted"], "'weighted' needs --weights"),
+        (["--fusion", "mean", "--temperature", "2"], "--temperature not used by --fusion"),
+        (["--fusion", "uec", "--weights", "1,2"], "--weights not used by --fusion 'uec'"),
+        (["--fusion", "weighted", "--weights", "1,2,3"], "--weights must have shape (2,)"),
         (["--fusion", "weighted", "--weights", "1,x"], "--weights"),
         (["--fusion", "sideways"], "valid methods are"),
     ],
