@@ -173,6 +173,8 @@ def test_filter_and_where_pass_through_to_the_collection(store):
     assert store.similarity_search(QUESTION, filter={"colour": "red"}) == []
     everything = store.similarity_search(QUESTION, k=1000, filter={"colour": None})
     assert len(everything) == store.collection.count()
+    with pytest.raises(ValueError, match="cannot filter on 'Colour'"):  # never a column
+        store.similarity_search(QUESTION, filter={"Colour": "red"})
     store.add_texts(["A note."], [{"null": 1, "select": "x"}], ids=["note"])  # SQL words
     assert [d.id for d in store.similarity_search(QUESTION, filter={"null": 1})] == ["note"]
     assert [d.id for d in store.similarity_search(QUESTION, filter={"select": "x"})] == ["note"]

@@ -25,6 +25,7 @@ from probembed.store import (
     Searcher,
     StoreError,
     ingest,
+    remove,
 )
 from probembed.store import collection as collection_module
 from probembed.store.chunked import read_documents
@@ -162,6 +163,10 @@ def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline,
         Searcher(collection, other)
     with pytest.raises(PipelineMismatchError):
         collection.record_pipeline(other)
+    with pytest.raises(PipelineMismatchError):  # before the rows go, not after
+        remove(collection, ["a"], other)
+    with pytest.raises(ValueError, match="no pipeline 'hsah'"):  # it was read only if needed
+        remove(collection, ["a"], "hsah")
     assert collection.count() == 1
 
 
@@ -197,7 +202,9 @@ def test_a_file_uri_is_its_directory_and_other_schemes_are_refused(
     assert by_path.collections() == ["c"]
     assert by_path.open("c").search("text")["hits"][0]["id"] == "a"  # with its kept pipeline
     assert Database(f"file://localhost{tmp_path}/my%20db").collections() == ["c"]
+    assert Database(f"file:{tmp_path}/my%20db").collections() == ["c"]  # RFC 8089's short form
     for uri, says in [
+        (f"file://{tmp_path}/my%20db?mode=ro", "names no local directory"),
         ("s3a://bucket/db", "probembed stores on s3, gs, az .* not 's3a'"),
         ("gcs://bucket/db", "not 'gcs'"),
         ("file://elsewhere/db", "names no local directory"),

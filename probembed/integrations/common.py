@@ -23,7 +23,7 @@ from probembed.store import Collection, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
 from probembed.store.ingest import DEFAULT_BATCH, validate_options
 from probembed.store.ranking import RRF_K
-from probembed.store.rows import plain, plain_value
+from probembed.store.rows import column_name, plain, plain_value
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -256,7 +256,10 @@ def equality_filter(collection: Collection, fields: Mapping[str, Any]) -> str:
 
 
 def _equal(collection: Collection, field: str, value: Any) -> str:
-    """One field of `equality_filter` as SQL."""
+    """One field of `equality_filter` as SQL. A key that can never be a column (`Author`,
+    `id` aside) is refused at once, not only once some item holds it."""
+    if field not in ("id", "text") and not column_name(field):
+        field_type(collection, field)  # raises: it lists the fields there are
     if collection.lacks_field(field):
         return "true" if value is None else "false"
     if value is None:

@@ -231,8 +231,6 @@ class ProbembedVectorStore(VectorStore):
             return common.both(filter, where)
         if not isinstance(filter, dict):
             raise TypeError(f"filter must be a dict of field -> value or SQL, got {filter!r}")
-        if not self.collection.exists:
-            return where
         return common.both(common.equality_filter(self.collection, filter), where)
 
     @classmethod

@@ -296,7 +296,7 @@ def fit(
         fusion_config.check(model)
     except ValueError as exc:
         raise fail(f"bad fusion settings: {named(str(exc), FUSION_OPTIONS)}") from exc
-    if not (math.isfinite(prior_precision) and prior_precision > 0):  # before any work
+    if estimator == "laplace" and not (math.isfinite(prior_precision) and prior_precision > 0):
         raise fail(f"--prior-precision must be a finite number > 0, got {prior_precision}")
     out = out.absolute()  # `--out .` names the pipeline after the current directory
     try:

@@ -61,6 +61,7 @@ from probembed.store.ingest import (
     prepare,
     remove,
 )
+from probembed.store.location import database_target
 from probembed.store.rows import PipelineInfo
 
 log = logging.getLogger("probembed.service")
@@ -303,9 +304,10 @@ def _spellings(db: pathlib.Path | str) -> list[tuple[str, str]]:
     name, longest first: the database; in a message about the server's own storage
     (`StoreStateError`: a full disk names the search snapshot's folder) also the local cache
     of an object-storage database and the temp dir."""
-    if isinstance(db, str) and "://" in db:
+    db = database_target(db)
+    if isinstance(db, str):
         return [(db.rstrip("/"), "<db>")]
-    path = pathlib.Path(db)  # absolute only: a relative `--db db` is also in users' words
+    path = db  # absolute only: a relative `--db db` is also in users' words
     spellings = {str(path.absolute()), str(path.resolve())}
     return [(spelling, "<db>") for spelling in sorted(spellings, key=len, reverse=True)]
 

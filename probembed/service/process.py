@@ -42,7 +42,10 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         log: Path | None = None,
     ) -> None:
-        remote = isinstance(db, str) and "://" in db  # an object-store URI stays as it is
+        from probembed.store.location import database_target
+
+        db = database_target(db)  # an object-store URI stays as it is, file: is its path
+        remote = isinstance(db, str)
         if remote and log is None:
             raise ValueError(f"a server on {db} needs log=PATH: there is no directory beside it")
         self.db: Path | str = db if remote else Path(db)

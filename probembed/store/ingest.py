@@ -147,7 +147,9 @@ def writing_pipeline(
     from probembed.pipeline import as_pipeline
 
     if pipeline is not None:
-        return as_pipeline(pipeline)
+        resolved = as_pipeline(pipeline)
+        collection.check_pipeline(PipelineInfo.of(resolved))  # before anything is written
+        return resolved
     if not collection.exists:
         raise StoreError(
             f"collection {collection.name!r} in {collection.db.path} holds nothing yet: pass "
@@ -305,6 +307,8 @@ def remove(
     """Delete these ids in one commit, then what the end of a write does (`finish`): once
     enough of the corpus went, the models' agreement is measured again (with `pipeline`,
     else the collection's own, loaded only then). How many were there."""
+    if pipeline is not None:  # a wrong one is refused before the rows go
+        pipeline = writing_pipeline(collection, pipeline)
     removed = collection.delete(ids)
     if removed:
         finish(collection, pipeline)

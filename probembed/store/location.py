@@ -19,6 +19,7 @@ import re
 import shutil
 import tempfile
 import urllib.parse
+import urllib.request
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
@@ -114,16 +115,16 @@ def database_target(target: str | os.PathLike) -> str | Path:
         return Path(target)
     if not target.strip():
         raise StoreError("database path is empty: give a directory or an object-store URI")
+    if target[:5].lower() == "file:":  # file:///abs, file:/abs (RFC 8089), file://localhost/
+        url = urllib.parse.urlsplit(target)
+        if url.netloc not in ("", "localhost") or not url.path or url.query or url.fragment:
+            raise StoreError(f"database URI {target!r} names no local directory (file:///PATH)")
+        return Path(urllib.request.url2pathname(url.path))
     scheme, sep, _ = target.partition("://")
-    if not sep or not _SCHEME.fullmatch(scheme):
+    if not sep or not _SCHEME.fullmatch(scheme) or len(scheme) == 1:  # C://x: a drive
         return Path(target)
     if scheme.lower() in REMOTE_SCHEMES:
         return target
-    if scheme.lower() == "file":
-        url = urllib.parse.urlsplit(target)
-        if url.netloc not in ("", "localhost") or not url.path:
-            raise StoreError(f"database URI {target!r} names no local directory (file:///PATH)")
-        return Path(urllib.parse.unquote(url.path))
     raise StoreError(
         f"database URI {target!r}: probembed stores on {', '.join(REMOTE_SCHEMES)} "
         f"(s3://BUCKET/PREFIX) or a directory, not {scheme!r}"

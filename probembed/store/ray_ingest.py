@@ -285,5 +285,6 @@ def check_fits(cpus_per_worker: float, gpus_per_worker: float) -> None:
     raise ValueError(
         f"each Ray worker asks for {cpus_per_worker:g} CPU(s) and {gpus_per_worker:g} GPU(s), "
         f"but no node of the cluster has that many (at most {most_cpus:g} CPUs and "
-        f"{most_gpus:g} GPUs); lower --cpus-per-worker or --gpus-per-worker"
+        f"{most_gpus:g} GPUs); lower cpus_per_worker or gpus_per_worker "
+        "(--cpus-per-worker, --gpus-per-worker)"
     )

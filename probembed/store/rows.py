@@ -172,11 +172,11 @@ def fresh_scalar_fields(
         key
         for meta in metadata
         for key, value in meta.items()
-        if type(value) in _ARROW_TYPES and key not in known and _column_name(key)
+        if type(value) in _ARROW_TYPES and key not in known and column_name(key)
     }
 
 
-def _column_name(key: object) -> bool:
+def column_name(key: object) -> bool:
     """Whether a metadata field may get a column by its name (lower-case snake_case, not one
     of the core columns); other fields stay in the JSON only."""
     return isinstance(key, str) and key not in CORE_COLUMNS and bool(_METADATA_COLUMN.match(key))
@@ -188,7 +188,7 @@ def promote_metadata(
     """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
     columns = sum(t != NOT_A_COLUMN for t in types.values())
     for key, value in metadata.items():
-        if value is None or not _column_name(key):
+        if value is None or not column_name(key):
             continue
         kind = _ARROW_TYPES.get(type(value))
         if kind is None:  # a list or a dict: JSON only, unless the field is a column already
