@@ -42,8 +42,9 @@ lock:  ## Re-resolve '.[all,dev]' in a fresh venv and write its exact versions t
 	rm -rf $(LOCK_VENV)
 
 run: $(STAMP)  ## The main job: uncertainty per model, then index and search DATA (SciFact, else Python docs)
+	@test -z "$(DATA)" || test -e "$(DATA)" || { echo "error: DATA=$(DATA): no such file or folder" >&2; exit 2; }
 	$(BIN)/probembed inspect
-	$(BIN)/probembed demo $(if $(DATA),--data $(DATA))
+	$(BIN)/probembed demo $(if $(DATA),--data "$(DATA)")
 
 test: $(STAMP)  ## Run the fast test suite
 	$(BIN)/pytest -q

@@ -105,6 +105,30 @@ def test_a_byte_order_mark_is_no_part_of_the_first_text(hash_pipeline, tmp_path)
             assert data["texts"].tolist() == ["one", "two"]
 
 
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"caf\xe9\n", "not UTF-8: byte 0xe9 at offset 3; convert it"),
+        (b"\xff\xfeh\x00i\x00", "UTF-16 text, not UTF-8"),
+        (b"h\x00i\x00\n", "binary file, not text: a NUL byte at offset 1"),
+    ],
+)
+def test_input_that_is_not_utf8_text_is_refused_alike_from_a_file_and_stdin(
+    hash_pipeline, tmp_path, data, said
+):
+    """On stdin Latin-1 read as a lone surrogate ('texts[0] ... holds a lone surrogate'),
+    and NUL bytes in --file (UTF-16 without its mark) were embedded as text."""
+    source = tmp_path / "q.txt"
+    source.write_bytes(data)
+    base = ["encode", "--pipeline", str(hash_pipeline)]
+    for given, where, stdin in (
+        (["--file", str(source)], f"--file {source}", None),
+        ([], "stdin", data),
+    ):
+        result = runner.invoke(app, [*base, *given], input=stdin)
+        assert result.exit_code == 2 and f"cannot read {where}: {said}" in result.output
+
+
 def test_encode_names_the_file_it_wrote_and_refuses_a_directory(hash_pipeline, tmp_path):
     """numpy adds .npz to a name without it: the message says where the vectors really are."""
     base = ["encode", "--pipeline", str(hash_pipeline), "one"]

@@ -338,8 +338,39 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     kept = re.search(r"--collection (\S+)", first.output).group(1)
     export.write_bytes(b'[{"id": "x", "text": "the jaguar"}, {"id": "y", "text": "caf\xe9"}]')
     again = CliRunner().invoke(app, args)
-    assert "removed nothing: 1 bad item(s) name no document" in " ".join(again.output.split())
+    said = "kept 2 stored item(s) the corpus no longer holds: 1 bad item(s) name no document"
+    assert said in " ".join(again.output.split())
     assert Database(db).open(kept).ids() == {"x", "y"}
+
+
+def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
+    hash_pipeline, tmp_path, monkeypatch
+):
+    """An empty (or binary, or Latin-1) file named no document, so nothing was removed and a
+    deleted file stayed searchable; a corpus of nothing but bad items exited 0 and suggested
+    a search of a collection that was never made."""
+    from probembed.store import Database
+
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Apples grow on trees in orchards.")
+    (notes / "b.txt").write_text("Volcanoes erupt molten lava.")
+    (notes / "empty.txt").write_text("")
+    args = ["demo", "--pipeline", pipe, "--data", str(notes)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0 and "name no document" not in first.output, first.output
+    (notes / "b.txt").unlink()
+    again = CliRunner().invoke(app, args)
+    assert "removed 1 items no longer in the corpus" in " ".join(again.output.split())
+    db = re.search(r"--db (\S+)", again.output).group(1)
+    name = re.search(r"--collection (\S+)", again.output).group(1)
+    assert Database(db).open(name).ids() == {"a.txt"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": ""}\n{"text": "no id"}\n')
+    nothing = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(bad)])
+    assert nothing.exit_code == 2 and f"nothing indexed from {bad}" in nothing.output
 
 
 def test_demo_refuses_a_beir_set_it_cannot_score_before_indexing_it(

@@ -109,14 +109,16 @@ def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
     from the corpus, passages an earlier release cut otherwise. A document whose line turned
     bad but still names it stays, as `--sync` keeps it; nothing goes when a bad item names no
     document (a JSON array that does not parse is one such item): any may be one kept."""
-    unplaced = sum(isinstance(i, Problem) and i.doc_id is None for i in items)
-    if unplaced:
-        say(f"removed nothing: {unplaced} bad item(s) name no document, which may be one kept")
-        return
     ids = {i.id for i in items if isinstance(i, Record)}
     ids |= {i.doc_id for i in items if isinstance(i, Problem) and i.doc_id is not None}
     gone = sorted(target.ids() - ids) if target.exists else []  # a bad line still names one
-    if gone:
+    unplaced = sum(isinstance(i, Problem) and i.doc_id is None for i in items)
+    if gone and unplaced:
+        say(
+            f"kept {len(gone)} stored item(s) the corpus no longer holds: {unplaced} bad "
+            "item(s) name no document, and any of them may be one of those"
+        )
+    elif gone:
         target.delete(gone)
         say(f"removed {len(gone)} items no longer in the corpus")
 
@@ -151,6 +153,8 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
     ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
     _keep_only(target, list(read_records(data)))
+    if not target.exists or not target.count():  # what `ingest` refuses: nothing to search
+        raise fail(f"nothing indexed from {data}: every item was skipped (see above)")
     if bench is None:
         say(
             f"{target.count()} items indexed; search them with: probembed search "

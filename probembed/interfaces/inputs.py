@@ -10,20 +10,27 @@ from probembed.interfaces.console import fail
 
 
 def _utf8_file(file: Path) -> str:
-    """A file's text, or a refusal that says what the file is instead and how to convert it
-    (as ingest says it of a document), not the codec's own message."""
+    """A file's text, or a refusal naming the file."""
     try:
         data = file.read_bytes()
     except OSError as exc:
         raise fail(f"cannot read --file {file}: {exc.strerror}") from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        from probembed.store.formats import not_text, not_utf8
+    return _utf8(data, f"--file {file}")
 
-        bad = data[exc.start : exc.start + 1]
-        why = not_text(data[:4096]) or not_utf8(file, exc.start, bad).message
-        raise fail(f"cannot read --file {file}: {why}") from exc
+
+def _utf8(data: bytes, where: str) -> str:
+    """Bytes read as UTF-8 text, or a refusal that says what they are instead and how to
+    convert them, as ingest says it of a document: UTF-16 or a NUL byte (binary) was embedded
+    as text, and other encodings met on stdin read as lone surrogates."""
+    from probembed.store.formats import not_text, not_utf8
+
+    why = not_text(data)
+    if why is None:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            why = not_utf8(Path(where), exc.start, data[exc.start : exc.start + 1]).message
+    raise fail(f"cannot read {where}: {why}")
 
 
 def read_texts(
@@ -44,7 +51,9 @@ def read_texts(
     if file is not None:
         raw, where = _utf8_file(file), f"--file {file}"
     elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
-        raw, where = sys.stdin.read(), "stdin"
+        stream = getattr(sys.stdin, "buffer", None)  # bytes: its text decoder hid bad ones
+        raw = sys.stdin.read() if stream is None else _utf8(stream.read(), "stdin")
+        where = "stdin"
     else:
         raise fail(f"no {kind}: pass them as arguments, with --file, or on stdin")
     raw = raw.removeprefix("\ufeff")  # a Windows editor's byte order mark is no text

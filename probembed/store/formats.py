@@ -15,7 +15,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,14 @@ class SourceDocument:
 
 
 def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
-    """The document in a file, chosen by suffix, or the problem with it."""
+    """The document in a file, chosen by suffix, or the problem with it, naming the document
+    (the file exists: a sync keeps its stored version rather than taking it for gone)."""
+    item = _read_file(path, doc_id)
+    return replace(item, doc_id=doc_id) if isinstance(item, Problem) else item
+
+
+def _read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
+    """`read_file` but for the problem's document."""
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         return Problem(
