@@ -47,7 +47,8 @@ def demo_command(
     data: Annotated[
         Path | None,
         typer.Option(
-            help="BEIR folder, JSONL file, or folder of .txt/.md to index. Default: "
+            help="BEIR folder, JSONL file, or documents (.txt/.md/.html/.pdf, or a folder of "
+            "them: cut into passages) to index. Default: "
             f"retrieval/scifact under ${DATASETS_ENV} (or ../shared/datasets), "
             "else the Python documentation that ships with Python.",
             show_default=False,
@@ -134,6 +135,7 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
 
 def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     """Index a corpus on disk; with BEIR test qrels, answer some queries and score them all."""
+    from probembed.chunking import ChunkSettings
     from probembed.store import Database, read_records
 
     if not data.exists():
@@ -149,19 +151,37 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     bench = load_retrieval(data, "test") if (data / "qrels" / "test.tsv").is_file() else None
     pipe = load_pipeline(pipeline)
     db = _demo_db(pipe.fingerprint)
-    target = Database(db, create=True).collection(_collection_name(data))
+    documents = _documents(data)
+    name = _collection_name(data) + ("-chunks" if documents else "")  # never one of both kinds
+    target = Database(db, create=True).collection(name)
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
-    ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
-    _keep_only(target, list(read_records(data)))
+    if documents:  # passages the models read whole, kept in step with the files (sync)
+        ingest_and_report(data, target, pipe, ChunkSettings(), on_error="skip", sync=True)
+    else:
+        ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
+        _keep_only(target, list(read_records(data)))
     if not target.exists or not target.count():  # what `ingest` refuses: nothing to search
         raise fail(f"nothing indexed from {data}: every item was skipped (see above)")
     if bench is None:
+        kind = "passages" if documents else "items"
+        grouped = " (--group-by-doc: one hit per document)" if documents else ""
         say(
-            f"{target.count()} items indexed; search them with: probembed search "
-            f'"your question" --db {db} --collection {target.name}'
+            f"{target.count()} {kind} indexed; search them with: probembed search "
+            f'"your question" --db {db} --collection {target.name}{grouped}'
         )
         return
     _answer_and_score(bench, target, pipe, queries)
+
+
+def _documents(data: Path) -> bool:
+    """Whether the corpus is documents to cut into passages (a folder of files, or one file
+    that a document reader takes), not records (JSON lines, a BEIR corpus) already cut."""
+    from probembed.store.formats import READERS
+    from probembed.store.readers import is_beir
+
+    if data.is_dir():
+        return not is_beir(data)
+    return data.suffix.lower() in READERS
 
 
 def _answer_and_score(bench: RetrievalDataset, target: Collection, pipe: Any, shown: int) -> None:
