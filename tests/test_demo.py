@@ -2,6 +2,7 @@
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -349,10 +350,11 @@ def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
     """A folder is cut into passages kept in step with its files: an empty (or binary, or
     Latin-1) file named no document, so nothing was removed and a deleted file stayed
     searchable; each file was one vector of its start. A corpus of nothing but bad items
-    exited 0 and suggested a search of a collection that was never made."""
+    exited 0 and suggested a search of a collection that was never made. The suggested
+    search runs as printed, from a cache whose path holds a space."""
     from probembed.store import Database
 
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "my cache"))
     pipe = str(hash_pipeline.save(tmp_path / "hash"))
     notes = tmp_path / "notes"
     notes.mkdir()
@@ -365,10 +367,14 @@ def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
     (notes / "b.txt").unlink()
     again = CliRunner().invoke(app, args)
     assert "documents added 0, updated 0, removed 1, unchanged 1" in again.output, again.output
-    db = re.search(r"--db (\S+)", again.output).group(1)
-    name = re.search(r"--collection (\S+)", again.output).group(1)
+    suggested = again.output.split("search them with: probembed ")[1].split(" (--group")[0]
+    command = shlex.split(suggested)
+    assert command[:2] == ["search", "your question"]
+    db, name = command[command.index("--db") + 1], command[command.index("--collection") + 1]
     ids = Database(db).open(name).ids()
     assert len(ids) > 1 and {i.partition("#")[0] for i in ids} == {"a.txt"}
+    searched = CliRunner().invoke(app, [*command, "--group-by-doc", "--json"])
+    assert searched.exit_code == 0 and '"doc_id": "a.txt"' in searched.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "text": ""}\n{"text": "no id"}\n')
     nothing = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(bad)])

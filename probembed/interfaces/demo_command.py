@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -102,7 +103,7 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     where = _topic_filter(topics)
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
-    say(f'ask your own: probembed search "your question" --db {db} --collection {target.name}')
+    say(f'ask your own: probembed search "your question" {_where_stored(db, target)}')
 
 
 def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
@@ -167,10 +168,16 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
         grouped = " (--group-by-doc: one hit per document)" if documents else ""
         say(
             f"{target.count()} {kind} indexed; search them with: probembed search "
-            f'"your question" --db {db} --collection {target.name}{grouped}'
+            f'"your question" {_where_stored(db, target)}{grouped}'
         )
         return
     _answer_and_score(bench, target, pipe, queries)
+
+
+def _where_stored(db: Path, target: Collection) -> str:
+    """The --db and --collection options of a suggested command, quoted for a shell (a cache
+    directory with a space in its path)."""
+    return f"--db {shlex.quote(str(db))} --collection {shlex.quote(target.name)}"
 
 
 def _documents(data: Path) -> bool:
