@@ -37,9 +37,9 @@ def out() -> Console:
 
 #: Control characters but tab and newline: a stored text's escape sequences reached the
 #: terminal, which acted on them (colours, the window's title).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: A value quoted as Python's repr quotes it (an apostrophe inside a word opens nothing).
 _QUOTED = re.compile(r"""((?<!\w)'(?:[^'\\]|\\.)*'|(?<!\w)"(?:[^"\\]|\\.)*")""")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def literal(text: object) -> Text:

@@ -304,11 +304,11 @@ def _spellings(db: pathlib.Path | str) -> list[tuple[str, str]]:
     name, longest first: the database; in a message about the server's own storage
     (`StoreStateError`: a full disk names the search snapshot's folder) also the local cache
     of an object-storage database and the temp dir."""
-    db = database_target(db)
-    if isinstance(db, str):
-        return [(db.rstrip("/"), "<db>")]
-    path = db  # absolute only: a relative `--db db` is also in users' words
-    spellings = {str(path.absolute()), str(path.resolve())}
+    target = database_target(db)
+    if isinstance(target, str):
+        return [(target.rstrip("/"), "<db>")]
+    # absolute only: a relative `--db db` is also in users' words
+    spellings = {str(target.absolute()), str(target.resolve())}
     return [(spelling, "<db>") for spelling in sorted(spellings, key=len, reverse=True)]
 
 

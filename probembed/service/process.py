@@ -44,16 +44,16 @@ class ServerProcess:
     ) -> None:
         from probembed.store.location import database_target
 
-        db = database_target(db)  # an object-store URI stays as it is, file: is its path
-        remote = isinstance(db, str)
+        #: A directory (a `file:` URI is one), or an object-store URI kept as it is.
+        self.db: Path | str = database_target(db)
+        remote = isinstance(self.db, str)
         if remote and log is None:
             raise ValueError(f"a server on {db} needs log=PATH: there is no directory beside it")
-        self.db: Path | str = db if remote else Path(db)
         self.pipeline, self.args = str(pipeline), list(args)
         self.env = {**os.environ, **(env or {})}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log or Path(db).parent / f"server-{self.port}.log"
+        self.log = log or Path(self.db).parent / f"server-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> ServerProcess:

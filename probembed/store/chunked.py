@@ -146,7 +146,9 @@ def _read(path: Path, doc_id: str, stream_bytes: int) -> SourceDocument | Stream
         large = path.suffix.lower() in STREAMED and path.stat().st_size > stream_bytes
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}", doc_id)
-    item = scan_file(path, doc_id) if large else read_file(path, doc_id)
+    if not large:
+        return read_file(path, doc_id)  # its problem names the document
+    item = scan_file(path, doc_id)
     return replace(item, doc_id=doc_id) if isinstance(item, Problem) else item
 
 

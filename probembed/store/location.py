@@ -152,7 +152,8 @@ class Location:
         named = database_target(target)
         self.remote = isinstance(named, str)
         if isinstance(named, str):
-            self.uri = named.rstrip("/") if named.rstrip("/").partition("://")[2] else named
+            scheme, _, rest = named.partition("://")
+            self.uri = f"{scheme}://{rest.rstrip('/')}"  # `s3://` stays whole in messages
             self.path: Path | str = self.uri
             self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
             _warn_misspelt(self.storage_options)
