@@ -294,24 +294,47 @@ def test_a_folder_moved_or_checked_out_again_updates_its_documents(
     tmp_path, folder, pydoc_pipeline
 ):
     """A folder's ids are paths relative to it: the same folder moved, or a second checkout
-    of it beside the first, holds the same documents. Unchanged ones are not touched (their
-    `file_path` stays where they were read when written); a changed one is an update, even
-    while the first folder is still there, and names its new file."""
+    of it beside the first, holds the same documents. Unchanged ones are not embedded again,
+    but their `file_path` names where they are now (it named the old place, and a citation
+    built from it led nowhere); a changed one is an update, even while the first folder is
+    still there, and names its new file. The same files through a linked folder are not
+    moved."""
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(folder, collection, pydoc_pipeline, SMALL)
     names = sorted(p.name for p in folder.iterdir())
     assert file_paths(collection) == {n: {str(folder / n)} for n in names}
-    version = collection.version
+    before = {h["id"]: h["score"] for h in collection.search("flux", k=50, exact=True)["hits"]}
+
+    def hybrid(collection):
+        return collection.search("flux tomato", k=50, exact=True, hybrid=True)["hits"]
+
+    lexical_before = {h["id"] for h in hybrid(collection)}
+
+    def no_encoding(texts):
+        raise AssertionError(f"an unchanged document was embedded again: {texts[:1]}")
+
     moved = folder.rename(tmp_path / "moved")
-    report = ingest_documents(moved, collection, pydoc_pipeline, SMALL)
-    assert (report.unchanged, collection.version) == (len(names), version)
+    report = ingest_documents(moved, collection, pydoc_pipeline, SMALL, encode=no_encoding)
+    assert (report.unchanged, report.relocated) == (len(names), len(names))
+    assert "unchanged 4 (4 at a new path)" in report.summary()
+    assert file_paths(collection) == {n: {str(moved / n)} for n in names}
+    after = {h["id"]: h["score"] for h in collection.search("flux", k=50, exact=True)["hits"]}
+    assert after == before  # the same rows and vectors, only the path rewritten
+    lexical = {h["id"]: h["metadata"]["file_path"] for h in hybrid(collection)}
+    assert set(lexical) == set(lexical_before)  # the text index built before still finds them
+    assert set(lexical.values()) <= {str(moved / n) for n in names}
+    version = collection.version
+    (tmp_path / "alias").symlink_to(moved, target_is_directory=True)
+    linked = ingest_documents(tmp_path / "alias", collection, pydoc_pipeline, SMALL)
+    assert (linked.relocated, collection.version) == (0, version)
+    again = ingest_documents(moved, collection, pydoc_pipeline, SMALL)
+    assert (again.relocated, collection.version) == (0, version)
     checkout = tmp_path / "checkout"
     shutil.copytree(moved, checkout)
     (checkout / "notes.txt").write_text("Notes about flux and tomato plants.")
     again = ingest_documents(checkout, collection, pydoc_pipeline, SMALL)
     assert (again.updated, again.unchanged, again.problems) == (1, len(names) - 1, [])
-    assert file_paths(collection)["notes.txt"] == {str(checkout / "notes.txt")}
-    assert file_paths(collection)["guide.md"] == {str(folder / "guide.md")}
+    assert file_paths(collection) == {n: {str(checkout / n)} for n in names}
 
 
 def test_grouping_gives_one_hit_per_document(tmp_path, folder, pydoc_pipeline):

@@ -94,6 +94,8 @@ class DocumentReport:
     unchanged: int = 0
     chunks_written: int = 0
     chunks_removed: int = 0
+    #: Unchanged documents read from another place than stored, whose `file_path` now names it.
+    relocated: int = 0
     problems: list[Problem] = field(default_factory=list)
     #: Bad items that named no document, so a sync removed nothing (any might be one kept).
     sync_withheld: int = 0
@@ -108,9 +110,11 @@ class DocumentReport:
             if self.sync_withheld
             else ""
         )
+        moved = f" ({self.relocated} at a new path)" if self.relocated else ""
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
-            f"{self.removed}, unchanged {self.unchanged}; chunks written {self.chunks_written}, "
+            f"{self.removed}, unchanged {self.unchanged}{moved}; chunks written "
+            f"{self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
             f"{unread_note(self.unread)}"
         )
@@ -264,6 +268,18 @@ def stored_as(path: str | None, stored: dict[str, StoredDocument]) -> str | None
         ):
             return doc_id
     return None
+
+
+def moved_to(
+    doc_id: str, path: str | None, stored: StoredDocument | None, elsewhere: str | None
+) -> bool:
+    """Whether an unchanged document was read from another file than its chunks name (a
+    folder moved, a second checkout): not the same file under another spelling (a link), not
+    one given alone while the stored file is still there (`other_file`), not a record."""
+    before = _read_from(doc_id, stored)
+    if path is None or before is None or before == path or elsewhere is not None:
+        return False
+    return not _same_file(before, path)
 
 
 def _read_from(doc_id: str, stored: StoredDocument | None) -> str | None:
@@ -476,6 +492,9 @@ def ingest_parsed(
         report.updated += whole
     if stale:
         report.chunks_removed += collection.delete(stale)
+    if plan.relocated:
+        collection.relocate(plan.relocated)
+        report.relocated = len(plan.relocated)
     return report
 
 
@@ -502,6 +521,8 @@ class _Plan:
     streamed: list[StreamedFile] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
+    #: Unchanged documents read from another file than their chunks name: doc_id -> path.
+    relocated: dict[str, str] = field(default_factory=dict)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
@@ -549,6 +570,8 @@ def _plan(
         elsewhere = other_file(item.id, file_path(item), before) if alone else None
         if unchanged(item.id, digest, before):
             report.unchanged += 1
+            if moved_to(item.id, file_path(item), before, elsewhere):
+                plan.relocated[item.id] = file_path(item)
         elif elsewhere is not None:
             report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))
         elif isinstance(item, StreamedFile):

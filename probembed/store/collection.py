@@ -52,12 +52,14 @@ from probembed.store.rows import (
     Batch,
     PipelineInfo,
     fresh_scalar_fields,
+    metadata_json,
     metadata_types,
     read_header,
     table_schema,
     to_arrow,
     to_matrix,
     variance_basis,
+    write_tags,
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
@@ -801,6 +803,37 @@ class Collection:
         if present:
             table.delete(condition)
         return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
+
+    @one_at_a_time
+    def relocate(self, paths: Mapping[str, str]) -> int:
+        """Point the `file_path` of these documents (doc_id -> path) at where they are now, in
+        one commit that rewrites that field alone (nothing is embedded again): a folder moved
+        and synced kept naming the old place, and a citation built from it led nowhere. The
+        rows get a new write tag, so a searcher holding them reads them again. Returns the
+        chunks changed."""
+        self.db.require_writable()
+        table = self._require()
+        if not paths or self.metadata_columns().get(FILE_FIELD) != pa.string():
+            return 0
+        with self._writing():
+            where = f"doc_id IN ({sql_list(list(paths))})"
+            chunks = _scan(table, ["id", "doc_id", "metadata"], where).to_pylist()
+            if not chunks:
+                return 0
+            named = [paths[row["doc_id"]] for row in chunks]
+            metadata = [
+                metadata_json(row["id"], {**json.loads(row["metadata"]), FILE_FIELD: path})
+                for row, path in zip(chunks, named, strict=True)
+            ]
+            columns = {
+                "id": pa.array([row["id"] for row in chunks], pa.string()),
+                "metadata": pa.array(metadata, pa.string()),
+                FILE_FIELD: pa.array(named, pa.string()),
+            }
+            if WRITE_TAG in table.schema.names:
+                columns[WRITE_TAG] = write_tags(len(chunks))
+            result = table.merge_insert("id").when_matched_update_all().execute(pa.table(columns))
+        return int(result.num_updated_rows)
 
     @one_at_a_time
     def revert(self, version: int | None, ids: Iterable[str]) -> None:

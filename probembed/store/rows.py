@@ -238,7 +238,7 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
         "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
     }
     if WRITE_TAG in schema.names:
-        columns[WRITE_TAG] = pa.array(np.full(len(ids), secrets.randbits(63), dtype=np.int64))
+        columns[WRITE_TAG] = write_tags(len(ids))
     basis = variance_basis(read_header(schema) or {})
     if basis is None:
         columns["var"] = _fixed_list(g.var)
@@ -248,6 +248,11 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
         if f.name not in columns:
             columns[f.name] = pa.array([m.get(f.name) for m in batch.metadata], f.type)
     return pa.Table.from_pydict(columns, schema=schema)
+
+
+def write_tags(n: int) -> pa.Array:
+    """One new random tag for n rows written together (`WRITE_TAG`)."""
+    return pa.array(np.full(n, secrets.randbits(63), dtype=np.int64))
 
 
 def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:
