@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from probembed.service.batching import Batcher, StoppingError
+from probembed.service.batching import Batcher, QueueFullError, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings, Limits, ServiceSettings
 
@@ -74,6 +74,44 @@ def test_close_answers_every_queued_request_before_it_stops(pydoc_pipeline):
         np.testing.assert_array_equal(fused.gaussian.mean, expected[i : i + 1])
     stopped = asyncio.run(queue_then("stop"))
     assert any(isinstance(answer, StoppingError) for answer in stopped)
+
+
+def test_a_full_queue_refuses_a_new_request_but_a_running_write_waits_for_room(pydoc_pipeline):
+    """A chunked write's later batches (`encode_blocking`) were refused with a 429 when the
+    queue was full, and the write was undone part-way: they wait for room instead, and learn
+    of a shutdown while they wait. A new request is still refused, told what it brings."""
+    settings = BatchSettings(max_batch=2, max_wait_ms=0, workers=1, max_queue=2)
+
+    async def full_then(end: str) -> tuple[object, str]:
+        gate = threading.Event()
+
+        def held(texts: list[str]):
+            gate.wait(30)  # 30 s: only ever waited out on failure
+            return pydoc_pipeline.encode(texts)
+
+        batcher = Batcher([held], settings, Metrics(), "hash")
+        batcher.start()
+        first = asyncio.ensure_future(batcher.encode(["alpha", "beta"]))
+        await asyncio.sleep(0)  # queued: the queue holds its limit
+        with pytest.raises(QueueFullError) as refused:
+            await batcher.encode(["gamma"])
+        loop = asyncio.get_running_loop()
+        write = loop.run_in_executor(None, batcher.encode_blocking, ["delta"])
+        await asyncio.sleep(0.2)  # the write reaches the full queue (refused there before)
+        if end == "stop":
+            batcher.refuse()
+        gate.set()
+        answer = await asyncio.gather(write, return_exceptions=True)
+        await asyncio.gather(first, return_exceptions=True)
+        await batcher.stop()
+        return answer[0], str(refused.value)
+
+    waited, told = asyncio.run(full_then("room"))
+    assert "holds 2 texts and this request brings 1, over the limit of 2" in told
+    expected = pydoc_pipeline.encode(["delta"]).gaussian.mean
+    np.testing.assert_array_equal(waited.gaussian.mean, expected)
+    stopped, _ = asyncio.run(full_then("stop"))
+    assert isinstance(stopped, StoppingError)
 
 
 def test_a_max_k_below_the_default_k_is_refused_at_start():

@@ -11,7 +11,8 @@ encoder is busy, requests gather in the queue, so batches grow with the load. A 
 larger than `max_batch` is cut into one near-equal piece per encoder, which free encoders
 take at once (a piece over `max_batch` is encoded alone): a large request kept one encoder
 busy while the others idled. When the queue holds `max_queue` texts, new requests are refused with
-a retry estimate from the recent throughput.
+a retry estimate from the recent throughput; a write already running (`encode_blocking`: a
+chunked ingest's later batches) waits for room instead, so a moment's spike does not undo it.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ class StoppingError(Exception):
 class QueueFullError(Exception):
     """The encode queue is full: try again after `retry_after` seconds."""
 
-    def __init__(self, pending: int, limit: int, retry_after: int) -> None:
+    def __init__(self, pending: int, asked: int, limit: int, retry_after: int) -> None:
         self.retry_after = retry_after
         super().__init__(
-            f"the encode queue holds {pending} texts (limit {limit}, --max-queue); "
-            f"retry in {retry_after} s"
+            f"the encode queue holds {pending} texts and this request brings {asked}, over "
+            f"the limit of {limit} (--max-queue); retry in {retry_after} s"
         )
 
 
@@ -87,11 +88,14 @@ class Batcher:
         self._stopping = False
         #: Requests not answered yet, queued or being encoded.
         self._waiting: set[asyncio.Future[Fused]] = set()
+        #: Set (and replaced) whenever the queue shrinks: writes waiting for room look again.
+        self._room: asyncio.Event | None = None
 
     def start(self) -> None:
         """Begin serving on the running loop."""
         self._loop = asyncio.get_running_loop()
         self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
         self._free = asyncio.Queue()
         for encoder in self._encoders:
             self._free.put_nowait(encoder)
@@ -102,6 +106,8 @@ class Batcher:
         cancelled every request, so only a write running in a thread still waits for an
         encode: told at once, it undoes itself now, not after an encode it cannot use."""
         self._stopping = True
+        if self._room is not None:  # writes waiting for room learn it too
+            self._room.set()
         for future in list(self._waiting):
             if not future.done():
                 future.set_exception(StoppingError())
@@ -124,17 +130,20 @@ class Batcher:
             await asyncio.wait(list(self._waiting))  # not gather: a cancelled close cancels none
         await self.stop()
 
-    async def encode(self, texts: Sequence[str]) -> Fused:
-        """The pipeline's Fused for these texts, encoded with whatever else is waiting."""
-        if self._arrived is None:
+    async def encode(self, texts: Sequence[str], wait: bool = False) -> Fused:
+        """The pipeline's Fused for these texts, encoded with whatever else is waiting; over
+        `max_queue` refused, or with `wait` queued once there is room."""
+        if self._arrived is None or self._room is None:
             raise RuntimeError("Batcher.encode before start()")
-        if self._stopping:
-            raise StoppingError()
         texts = list(texts)
         limit = self.settings.max_queue
-        if self._pending and self._pending + len(texts) > limit:
-            self._metrics.rejected.labels(self.label).inc()
-            raise QueueFullError(self._pending, limit, self._retry_after())
+        while not self._stopping and self._pending and self._pending + len(texts) > limit:
+            if not wait:
+                self._metrics.rejected.labels(self.label).inc()
+                raise QueueFullError(self._pending, len(texts), limit, self._retry_after())
+            await self._room.wait()
+        if self._stopping:
+            raise StoppingError()
         pieces = _pieces(texts, self.settings.max_batch, len(self._encoders))
         futures = [self._enqueue(piece) for piece in pieces]
         if len(futures) == 1:
@@ -153,10 +162,11 @@ class Batcher:
         return future
 
     def encode_blocking(self, texts: Sequence[str]) -> Fused:
-        """`encode` from a worker thread (ingest), waiting in that thread for the result."""
+        """`encode` from a worker thread (a write already running), waiting in that thread
+        for room in the queue and for the result."""
         if self._loop is None:
             raise RuntimeError("Batcher.encode_blocking before start()")
-        return asyncio.run_coroutine_threadsafe(self.encode(texts), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(self.encode(texts, wait=True), self._loop).result()
 
     async def _serve(self) -> None:
         """Whenever an encoder is free and texts wait, give it the next batch, forever."""
@@ -221,7 +231,11 @@ class Batcher:
         return batch
 
     def _set_pending(self, pending: int) -> None:
-        """Texts queued or being encoded, exported as the queue depth."""
+        """Texts queued or being encoded, exported as the queue depth; a shrink wakes the
+        writes waiting for room."""
+        if pending < self._pending and self._room is not None:
+            self._room.set()
+            self._room = asyncio.Event()
         self._pending = pending
         self._metrics.queue_depth.labels(self.label).set(pending)
 
