@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -768,7 +769,8 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     tmp_path, pydoc_pipeline
 ):
     """New chunks that fail the checks (metadata of another type) write and delete nothing
-    of that document, and it is not counted as updated."""
+    of that document, and it is not counted as updated; the problem is told once for the
+    document, not once per chunk."""
     source = tmp_path / "docs.jsonl"
 
     def write(text, year):
@@ -784,6 +786,12 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     report = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
     assert (report.updated, report.chunks_written, report.chunks_removed) == (0, 0, 0)
     assert "stores 'year' as int64" in report.problems[0].message
+    write("\n\n".join(" ".join(f"v{p}_{k}" for k in range(30)) for p in range(4)), "2020")
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
+    assert len(report.problems) == 1 and report.problems[0].doc_id == "a"
+    assert re.search(
+        r"stores 'year' as int64.* \(and \d+ more of its chunks\)$", str(report.problems[0])
+    )
     assert collection.document_index()["a"] == before
 
 

@@ -1138,10 +1138,10 @@ def test_a_plain_and_a_chunked_write_racing_into_an_empty_collection_do_not_mix(
             hold()
         return blocking(self, texts)
 
-    async def plain_encode(self, texts):
-        if not held_chunked:
+    async def plain_encode(self, texts, wait=False):
+        if not held_chunked and not wait:
             await asyncio.to_thread(hold)
-        return await queued(self, texts)
+        return await queued(self, texts, wait)
 
     monkeypatch.setattr(batching.Batcher, "encode_blocking", chunked_encode)
     monkeypatch.setattr(batching.Batcher, "encode", plain_encode)

@@ -415,7 +415,7 @@ def ingest_parsed(
     plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone)
     planned = [*plan.records, *plan.marks]
     good, bad = check_records(planned, columns_to_check(collection, planned))
-    report.problems += bad  # e.g. a metadata type the collection stores otherwise
+    report.problems += per_document(planned, good, bad)  # e.g. a metadata type stored otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)
     kept = {r.id for r in good}
@@ -496,6 +496,25 @@ def ingest_parsed(
         collection.relocate(plan.relocated)
         report.relocated = len(plan.relocated)
     return report
+
+
+def per_document(planned: list[Record], good: list[Record], bad: list[Problem]) -> list[Problem]:
+    """The checks' problems, one per document: its first chunk's, counting the others (a
+    metadata field of the wrong type was reported once for each of a document's 1,057
+    chunks)."""
+    kept = {r.id for r in good}
+    refused = [r for r in planned if r.id not in kept]  # one problem each, in this order
+    by_doc: dict[str, list[Problem]] = {}
+    for record, problem in zip(refused, bad, strict=True):
+        by_doc.setdefault(record.metadata["doc_id"], []).append(problem)
+    return [
+        Problem(
+            found[0].source,
+            found[0].message + (f" (and {len(found) - 1} more of its chunks)" if found[1:] else ""),
+            doc,
+        )
+        for doc, found in by_doc.items()
+    ]
 
 
 class _Advance:
