@@ -722,8 +722,14 @@ def test_metadata_columns_stop_at_the_cap_and_later_fields_stay_in_the_json(
     assert json.loads(stored["a"]["metadata"]) == wide  # nothing of the item is lost
     assert json.loads(stored["b"]["metadata"]) == {"late": 1, "f3": 4}
     assert [h["id"] for h in collection.search("text", where="f3 = 4")["hits"]] == ["b"]
-    with pytest.raises(StoreError, match="no field late"):
+    with pytest.raises(StoreError, match="no field late") as late:
         collection.search("text", where="late = 1")
+    told = str(late.value)  # the cap is the reason, and 128 fields are not all listed
+    assert f"fewer than {MAX_METADATA_COLUMNS} metadata columns" in told
+    assert "f17 and 110 more;" in told and "f18" not in told  # id, text, f0..f17
+    with pytest.raises(StoreError, match="no field f0x; filters can name id, text, f0, ") as typo:
+        collection.search("text", where="f0x IS NULL")  # the planner's "Did you mean" variant
+    assert ".rs:" not in str(typo.value) and "Did you mean" not in str(typo.value)
 
 
 READ_ONLY_CHILD = textwrap.dedent(

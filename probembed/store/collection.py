@@ -1189,13 +1189,24 @@ def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 #: The engine's source location that ends some of its error messages.
-_ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+\s*$")
+_ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 #: The engine's parse error quotes the SQL statement it wrapped the filter in.
 _UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$")
 #: `= NULL`, `NULL <> x` and the like, which SQL never holds true (outside quotes).
 _NULL_COMPARED = re.compile(r"(?:[=<>]\s*NULL\b)|(?:\bNULL\s*(?:[=<>]|!=))", re.IGNORECASE)
-#: "No field named x. Valid fields are ..." lists every column, vectors included.
-_NO_FIELD = re.compile(r"No field named (.+?)\.\s*Valid fields are .*$")
+#: "No field named x. Valid fields are ..." lists every column, vectors included; the
+#: planner's variant ("... Did you mean 'y'?.") comes wrapped in the filter it optimised.
+_NO_FIELD = re.compile(r"No field named (.+?)\.\s*(?:Valid fields are|Did you mean) .*$")
+#: Fields a refusal lists by name before it counts the rest.
+_FIELDS_LISTED = 20
+
+
+def _listed(owner: Collection) -> str:
+    """The fields a filter can name, the first `_FIELDS_LISTED` by name and the rest counted
+    (a collection at its column cap listed 128)."""
+    fields = owner.filter_fields()
+    more = len(fields) - _FIELDS_LISTED
+    return ", ".join(fields[:_FIELDS_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
 def _compared_as_string(name: str, where: str) -> bool:
@@ -1228,19 +1239,18 @@ def _filtered(run: Any, where: str | None, owner: Collection) -> Any:
         if not where:
             raise
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
-        known = ", ".join(owner.filter_fields())
         unknown = _NO_FIELD.search(message)
-        message = _NO_FIELD.sub(
-            lambda m: f"no field {m.group(1)}; filters can name {known}", message
-        )
+        if unknown:
+            message = f"no field {unknown.group(1)}; filters can name {_listed(owner)}"
         if unknown and _compared_as_string(unknown.group(1), where):
             message += f"; a string takes single quotes in SQL: '{unknown.group(1)}'"
         elif unknown and owner.holds_in_json(unknown.group(1).strip('"`')):
             message += (
                 f"; the items hold {unknown.group(1)} in their metadata JSON only (a field gets "
-                "a column when its name is lower-case snake_case and its first value a scalar), "
-                "so it cannot be filtered on as a field; `metadata LIKE '%...%'` matches the "
-                "JSON's text"
+                "a column when its name is lower-case snake_case, its first value a scalar, "
+                f"and the collection had fewer than {MAX_METADATA_COLUMNS} metadata columns "
+                "then), so it cannot be filtered on as a field; `metadata LIKE '%...%'` "
+                "matches the JSON's text"
             )
         message = _UNPARSED.sub(r"cannot parse it (\1)", message)
         raise StoreError(f"invalid filter where={where!r}: {message}") from exc
