@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,19 @@ def save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
     """Replace `path` with a compressed .npz of the arrays atomically (loads with np.load)."""
     with replacing(path) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **arrays)
+
+
+def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays of an .npz `save_npz` wrote; a file that is no zip archive (damaged,
+    replaced) is a ValueError saying so, where numpy spoke of pickled data and allow_pickle."""
+    damaged = f"{path} is not an .npz archive: the file is damaged or was replaced"
+    if not zipfile.is_zipfile(path):
+        raise ValueError(damaged)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (zipfile.BadZipFile, EOFError) as exc:  # a zip cut short
+        raise ValueError(f"{damaged} ({exc})") from exc
 
 
 def _create_unique(path: Path) -> Path:

@@ -133,8 +133,8 @@ class Gaussian:
     def load(cls, path: str | os.PathLike) -> Gaussian:
         """Read a file written by `save`, failing clearly on a file that is not one."""
         try:
-            with np.load(path, allow_pickle=False) as data:
-                return cls(data["mean"], data["var"])
+            data = atomic.load_npz(path)
+            return cls(data["mean"], data["var"])
         except (KeyError, ValueError, OSError) as exc:
             raise ValueError(f"{path} is not a saved Gaussian: {exc}") from exc
 

@@ -430,6 +430,42 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
         )
         unknown = http.post("/v1/collections", json={"name": "y", "pipeline": "nope"})
         assert said(unknown, 404) == "pipeline 'nope' is not served here; pipelines: hash"
+        # the shape the body gave, not "or Input should be a valid boolean" beside it
+        overlap = {
+            "documents": [{"id": "a", "text": "x"}],
+            "chunk": {"max_tokens": 8, "overlap_tokens": 4},
+        }
+        told = said(http.post(documents, json=overlap))
+        assert told.startswith("chunk: Value error, overlap") and "boolean" not in told
+        # token ids: one sentence, not a complaint per id
+        tokens = http.post("/v1/embeddings", json={"model": "hash", "input": list(range(2000))})
+        assert said(tokens) == (
+            "input: Value error, token ids are not supported here: send text, a string or a "
+            "list of strings"
+        )
+        # places named as the app's own checks name them, a lone surrogate in its words
+        placed = http.post(
+            documents,
+            content=b'{"documents": [{"id": "a", "text": "x"}, {"id": 5, "text": "y"}]}',
+            headers=json_type,
+        )
+        assert said(placed) == "documents[1].id: Input should be a valid string"
+        lone = http.post(
+            documents, content=b'{"documents": [{"id": "\\ud800", "text": "y"}]}', headers=json_type
+        )
+        assert said(lone).startswith(
+            "documents[0].id is not valid Unicode: it holds a lone surrogate"
+        )
+        assert said(http.post(search, content=b"", headers=json_type)).startswith(
+            "the body is empty;"
+        )
+        # a large refused body is not echoed whole, and 300 bad items are not all listed
+        many = {"documents": [{"id": i, "text": "y" * 20_000} for i in range(300)], "sync": True}
+        answer = http.post(documents, json=many)
+        assert said(answer).endswith(
+            "documents[9].id: Input should be a valid string; and 290 more"
+        )
+        assert len(answer.content) < 20_000, len(answer.content)
 
 
 def test_a_document_to_chunk_is_bounded_by_the_body_not_the_character_limit(server):
@@ -923,7 +959,8 @@ def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
     tmp_path, pydoc_pipeline_dir
 ):
     """A name that is no pipeline: one line, exit 2, no database. A pipeline that fails to
-    load: /readyz says failed without Retry-After, no database, and start() says so."""
+    load: /readyz says failed without Retry-After, /healthz 503 (it stayed 200, so nothing
+    restarted it), no database, and start() says so."""
     command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
     done = subprocess.run(
         [*command, "--pipeline", str(tmp_path / "no-such")],
@@ -947,6 +984,10 @@ def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
             status, headers = server.readiness()
         assert status == FAILED and "Retry-After" not in headers
         assert not (tmp_path / "db2").exists()
+        with server.client() as http:  # alive, but a liveness probe must restart it
+            health = http.get("/healthz")
+        assert health.status_code == 503 and health.json()["status"] == "failed"
+        assert "is not an .npz archive: the file is damaged" in health.json()["error"]
     finally:
         server.stop()
     with pytest.raises(RuntimeError, match="server failed to load"):

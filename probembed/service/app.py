@@ -222,6 +222,10 @@ UNPARSABLE = "There was an error parsing the body"
 SEND_JSON = "send JSON encoded as UTF-8, with the header Content-Type: application/json"
 #: Pydantic's tags for the member of a union that an error is about (`chunk.bool`).
 _UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
+#: Places a 422 names (and errors its `detail` lists) before it counts the rest.
+_PROBLEMS_TOLD = 10
+#: Characters of a refused value a 422 echoes.
+_ECHO_CHARS = 200
 
 
 def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -> None:
@@ -238,7 +242,9 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -
         if lacking is not None:
             return refusal(403, lacking)
         problems = _problems(exc.errors(), request.headers.get("content-type", ""))
-        return refusal(422, "; ".join(problems), raw=jsonable_encoder(exc.errors()))
+        more = len(problems) - _PROBLEMS_TOLD
+        told = "; ".join(problems[:_PROBLEMS_TOLD]) + (f"; and {more} more" if more > 0 else "")
+        return refusal(422, told, raw=_echoed(exc.errors()))
 
     async def known(request: Request, exc: Exception) -> Response:
         status = next(code for kind, code in _STATUS if isinstance(exc, kind))
@@ -328,10 +334,24 @@ def refusal(
     return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
 
 
+def _echoed(errors: Sequence[Any]) -> list[Any]:
+    """Pydantic's errors as `detail` lists them, the first `_PROBLEMS_TOLD` with each
+    `input` cut short: a 9 MB body refused as a whole was echoed back whole."""
+    echoed = []
+    for error in jsonable_encoder(list(errors[:_PROBLEMS_TOLD])):
+        if "input" in error:
+            text = json.dumps(error["input"], default=str)
+            if len(text) > _ECHO_CHARS:
+                error["input"] = f"{text[:_ECHO_CHARS]}... ({len(text):,} characters as JSON)"
+        echoed.append(error)
+    return echoed
+
+
 def _problems(errors: Sequence[Any], content_type: str) -> list[str]:
     """Validation errors as words, one per place in the body: what is wrong there. A field
     that may take several shapes (`chunk`: true or an object) is reported for the shape the
-    body gave it, and a value that fits none of them (`input`: a string or a list) lists each
+    body gave it (a shape it has but whose values fail, rather than "should be a valid
+    boolean"), and a value that fits none of them (`input`: a string or a list) lists each
     shape's complaint once (pydantic repeats the place under tags like `function-after[...]`)."""
     found = [(_where(e), e) for e in errors]
     deepest = [
@@ -339,18 +359,27 @@ def _problems(errors: Sequence[Any], content_type: str) -> list[str]:
         for where, e in found
         if not any(o[: len(where)] == where and len(o) > len(where) for o, _ in found)
     ]
-    said: dict[tuple[str, ...], list[str]] = {}
+    fitted = {where for where, e in deepest if not _wrong_shape(e)}
+    said: dict[tuple[str | int, ...], list[str]] = {}
     for where, error in deepest:
+        if where in fitted and _wrong_shape(error):
+            continue
         words = said.setdefault(where, [])
         if (text := _problem(where, error, content_type)) not in words:
             words.append(text)
     return [_placed(where, words) for where, words in said.items()]
 
 
-def _where(error: Any) -> tuple[str, ...]:
+def _wrong_shape(error: Any) -> bool:
+    """Whether pydantic refused the value for its type ("Input should be a valid boolean"),
+    not for what it holds."""
+    return str(error.get("type", "")).endswith("_type")
+
+
+def _where(error: Any) -> tuple[str | int, ...]:
     """The error's place in the body, without `body` and pydantic's union-member tags."""
-    loc = [str(part) for part in error.get("loc", ()) if part != "body"]
-    return tuple(p for p in loc if "[" not in p and p not in _UNION_TAGS)
+    loc = [part for part in error.get("loc", ()) if part != "body"]
+    return tuple(p for p in loc if isinstance(p, int) or ("[" not in p and p not in _UNION_TAGS))
 
 
 def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
@@ -361,6 +390,10 @@ def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
         return f"the body is not valid JSON{at}: {error.get('ctx', {}).get('error', '')}"
     if not where and not _reads_as_json(content_type):
         return f"the body must be a JSON object; {SEND_JSON}"
+    if not where and error.get("type") == "missing":
+        return f"the body is empty; {SEND_JSON}"
+    if error.get("type") == "string_unicode":  # as the app's own checks say it
+        return "is not valid Unicode: it holds a lone surrogate (a \\ud800-\\udfff escape alone)"
     return str(error.get("msg", "invalid"))
 
 
@@ -372,12 +405,15 @@ def _reads_as_json(content_type: str) -> bool:
     return major == "application" and (minor == "json" or minor.endswith("+json"))
 
 
-def _placed(where: tuple[str, ...], words: list[str]) -> str:
-    """A place's complaints after its name; the body's own stand alone."""
+def _placed(where: tuple[str | int, ...], words: list[str]) -> str:
+    """A place's complaints after its name (`documents[1].id`, as the app's own checks name
+    it); the body's own stand alone."""
     text = " or ".join(words)
     if text.startswith("the body "):
         return text
-    return f"{'.'.join(where) or 'body'}: {text}"
+    name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")
+    joiner = " " if text.startswith("is not valid Unicode") else ": "
+    return f"{name or 'body'}{joiner}{text}"
 
 
 def _scope(service: Service, needed: str) -> Callable[..., None]:
@@ -481,11 +517,18 @@ def _operations(service: Service) -> APIRouter:
     router = APIRouter(tags=["operations"])
     reader = _scope(service, READ)
 
-    @router.get("/healthz", response_model=schemas.Health)
+    @router.get("/healthz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
-    async def healthz() -> schemas.Health:
-        """Alive: the process answers (it may still be loading: the pipelines loaded so far)."""
-        return schemas.Health(status="ok", pipelines=list(service.pipelines))
+    async def healthz() -> Response:
+        """Alive: the process answers (it may still be loading: the pipelines loaded so far);
+        503 once loading failed, which no wait mends, so a liveness probe restarts it (it
+        answered 200 for ever while /readyz said failed)."""
+        if service.failure:
+            body = schemas.Health(status="failed", error=service.failure)
+            return JSONResponse(body.model_dump(), 503)
+        return JSONResponse(
+            schemas.Health(status="ok", pipelines=list(service.pipelines)).model_dump()
+        )
 
     @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)

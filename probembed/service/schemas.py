@@ -42,6 +42,23 @@ class EmbeddingRequest(BaseModel):
     )
     user: str | None = None
 
+    @field_validator("input", mode="before")
+    @classmethod
+    def _no_token_ids(cls, value: Any) -> Any:
+        """OpenAI's token-id inputs, refused in one sentence (each id was a complaint)."""
+        if isinstance(value, list) and value and all(_token_ids(item) for item in value):
+            raise ValueError(
+                "token ids are not supported here: send text, a string or a list of strings"
+            )
+        return value
+
+
+def _token_ids(item: Any) -> bool:
+    """Whether an input item is a token id or a list of them (OpenAI's other input shapes)."""
+    if isinstance(item, list):
+        return all(isinstance(i, int) and not isinstance(i, bool) for i in item)
+    return isinstance(item, int) and not isinstance(item, bool)
+
 
 class EmbeddingItem(BaseModel):
     """One text's fused Gaussian: OpenAI's fields plus `variance` and `weights`."""

@@ -235,8 +235,7 @@ class Estimator(ABC):
         directory = Path(directory)
         try:
             meta = json.loads((directory / PARAMS_FILE).read_text())
-            with np.load(directory / STATE_FILE, allow_pickle=False) as data:
-                state = {key: data[key] for key in data.files}
+            state = atomic.load_npz(directory / STATE_FILE)
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"cannot load estimator from {directory}: {exc}") from exc
         where = directory / PARAMS_FILE
