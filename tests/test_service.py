@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,21 @@ def test_a_collection_the_server_cannot_load_is_its_fault_a_500_logged_not_a_422
 def test_a_server_on_an_empty_database_says_so_in_its_log(server):
     """`serve --db` on a mistyped path made an empty database and said nothing."""
     assert f"database {server.db} holds no collections yet" in server.log.read_text("utf-8")
+
+
+def test_an_access_line_is_one_json_object_a_log_shipper_reads_whole(server):
+    """Access lines had the time, logger and level before their JSON, so no line parsed."""
+    with server.client() as http:
+        assert http.get("/v1/models/nope-for-the-log").status_code == 404
+    deadline = time.monotonic() + 30  # the line is written once the answer has gone out
+    while True:
+        lines = server.log.read_text("utf-8").splitlines()
+        access = [json.loads(line) for line in lines if "nope-for-the-log" in line]
+        if access or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert access and access[-1]["status"] == 404 and access[-1]["route"] == "/v1/models/{model}"
+    assert datetime.fromisoformat(access[-1]["time"]).tzinfo is not None
 
 
 def test_collection_lifecycle(server):

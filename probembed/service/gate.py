@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime
 from typing import Any
 
 from probembed.service.auth import ApiKeys, bearer_key, scope_authorization
@@ -136,6 +137,7 @@ class Gate:
         access_log.info(
             json.dumps(
                 {
+                    "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
                     "method": method,
                     "path": scope.get("path"),
                     "route": route,

@@ -23,12 +23,15 @@ from probembed.service.settings import ServiceSettings
 
 
 def configure_logging(level: int = logging.INFO) -> None:
-    """One line per event on stderr; access lines are JSON objects."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    """One line per event on stderr; an access line is a JSON object alone (with its own
+    time), so a log shipper reads it as one: a prefix of time, logger and level made it none."""
+    events = logging.StreamHandler(sys.stderr)
+    events.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    access = logging.StreamHandler(sys.stderr)
+    access.setFormatter(logging.Formatter("%(message)s"))
     for name in ("probembed.access", "probembed.service", "uvicorn.error"):
         logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
+        logger.handlers[:] = [access if name == "probembed.access" else events]
         logger.setLevel(level)
         logger.propagate = False
 
