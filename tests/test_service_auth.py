@@ -82,6 +82,12 @@ def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(guarde
                 "missing API key: send 'Authorization: Bearer KEY'",
                 "unknown API key",
             )
+    with guarded.client() as http:  # a key sent as Basic was "missing"
+        basic = http.get("/v1/models", headers={"Authorization": "Basic dXNlcjpwYXNz"})
+    assert basic.status_code == 401
+    assert basic.json()["error"]["message"] == (
+        "expected 'Authorization: Bearer KEY', got the scheme 'Basic'"
+    )
     with guarded.client() as http:  # the schema and docs stay open
         assert http.get("/openapi.json").status_code == 200
         assert http.get("/docs").status_code == 200

@@ -95,7 +95,11 @@ class Gate:
         path = str(scope.get("path", "")).rstrip("/") or "/"
         if self.keys is None or path in self.open_paths:
             return None
-        key = bearer_key(scope_authorization(scope))
+        authorization = scope_authorization(scope)
+        key = bearer_key(authorization)
+        scheme = authorization.strip().partition(" ")[0]
+        if key is None and scheme and scheme.lower() != "bearer":  # a key sent another way
+            return f"expected 'Authorization: Bearer KEY', got the scheme {scheme[:20]!r}"
         if key is None:
             return "missing API key: send 'Authorization: Bearer KEY'"
         if self.keys.granted(key) is None:
