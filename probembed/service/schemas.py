@@ -316,7 +316,9 @@ class HitOut(BaseModel):
 
 class QueryResultOut(BaseModel):
     """One query's hits, best first, and its `confidence`: P(the query is answered well) from
-    a learned confidence, else P(the first hit truly outranks the second); None below two hits."""
+    a learned confidence, else P(the first hit truly outranks the second); a property of the
+    query's ranking before `min_p_relevant` drops hits (it may stand beside no hit), None when
+    that ranking has fewer than two."""
 
     query: str | None
     confidence: float | None

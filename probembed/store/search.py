@@ -99,7 +99,8 @@ class QueryResult(TypedDict):
     query: str | None
     #: With a pipeline calibrator's learned query confidence: P(the query is answered well,
     #: nDCG@10 at least the median of its training queries). Otherwise P(the first hit truly
-    #: outranks the second). None below two hits.
+    #: outranks the second). Read from the ranking before `min_p_relevant` drops hits, so it
+    #: may stand beside none; None when that ranking has fewer than two hits.
     confidence: float | None
     hits: list[Hit]
 
