@@ -860,6 +860,10 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     assert "deleted 0 item(s); 1 id(s) were not there: 'guide.md' (1 of them are documents " in said
     assert "--doc deletes a document's chunks" in said
     chunks = len(Database(db).open("default").document_index()["guide.md"].ids)
+    chunk_id = runner.invoke(app, ["delete", "--doc", "guide.md#1", "--db", db])  # a chunk's
+    said = " ".join(chunk_id.output.split())
+    assert chunk_id.exit_code == 1 and "(1 of them are chunk ids, e.g. 'guide.md#1': " in said
+    assert "without --doc it deletes that chunk, and its document is 'guide.md')" in said
     by_doc = runner.invoke(app, ["delete", "--doc", "guide.md", "nothere.md", "--db", db])
     said = " ".join(by_doc.output.split())
     assert by_doc.exit_code == 1 and chunks > 1

@@ -229,6 +229,11 @@ def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
             "1 id(s) are documents stored as chunks (e.g. 'long'): send \"doc\": true to delete "
             "their chunks"
         )
+        chunk = http.post("/v1/collections/chunks/delete", json={"ids": ["long#3"], "doc": True})
+        assert chunk.json()["hint"] == (
+            "1 id(s) are chunk ids (e.g. 'long#3'): without \"doc\" they delete that chunk; "
+            "its document is 'long'"
+        )
         asked = {"ids": ["long", "nope"], "doc": True}
         by_doc = http.post("/v1/collections/chunks/delete", json=asked).json()
         assert by_doc["deleted"] == total - 1 and by_doc["not_found"] == 1

@@ -832,25 +832,30 @@ def _collections(service: Service) -> APIRouter:
 
         def delete() -> schemas.DeleteReport:
             collection = service.collection(name)
+            hint = None
             if body.doc:
                 deleted, gone = collection.delete_documents(body.ids)
                 missing = len(gone)
                 if deleted:
                     finish(collection, None)  # loads the pipeline only to measure agreement
-                named = []
+                chunks = collection.named_otherwise(gone, documents=True)
+                if chunks:  # a chunk's id names no document
+                    hint = (
+                        f"{len(chunks)} id(s) are chunk ids (e.g. {chunks[0]!r}): without "
+                        f'"doc" they delete that chunk; its document is '
+                        f"{chunks[0].rpartition('#')[0]!r}"
+                    )
             else:
                 present = collection.existing(body.ids) if collection.chunked else set()
                 deleted = remove(collection, body.ids)
                 missing = len(set(body.ids)) - deleted
                 gone = [i for i in dict.fromkeys(body.ids) if i not in present]
-                documents = collection.stored_documents(gone) if missing else set()
-                named = [i for i in gone if i in documents]
-            hint = (  # a document's id names no row of a chunked collection
-                f"{len(named)} id(s) are documents stored as chunks (e.g. {named[0]!r}): "
-                'send "doc": true to delete their chunks'
-                if named
-                else None
-            )
+                named = collection.named_otherwise(gone, documents=False) if missing else []
+                if named:  # a document's id names no row of a chunked collection
+                    hint = (
+                        f"{len(named)} id(s) are documents stored as chunks (e.g. "
+                        f'{named[0]!r}): send "doc": true to delete their chunks'
+                    )
             count = service.count_items(collection)
             return schemas.DeleteReport(
                 collection=name, deleted=deleted, count=count, not_found=missing, hint=hint

@@ -900,6 +900,15 @@ class Collection:
         rows = _scan(table, ["doc_id"], f"doc_id IN ({sql_list(doc_ids)})")
         return set(rows.column("doc_id").to_pylist())
 
+    def named_otherwise(self, gone: Sequence[str], documents: bool) -> list[str]:
+        """Of ids a delete found nothing for, those naming the other kind: a chunk's id
+        (`doc#i`) sent as a document's (`documents`), or a chunked document's id sent as an
+        item's; a delete of either deleted nothing and said only "not found"."""
+        if not gone:
+            return []
+        found = self.existing(gone) if documents else self.stored_documents(gone)
+        return [i for i in gone if i in found]
+
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
         table = self._open()
