@@ -146,6 +146,10 @@ def test_batch_settings_refuse_what_would_hang_or_starve(kwargs, says):
         (lambda: ServiceSettings("db", grace_seconds=float("nan")), "grace_seconds must be a"),
         (lambda: ServiceSettings("db", grace_seconds=-5), "grace_seconds must be a number >= 0"),
         (lambda: ServiceSettings("db", grace_seconds=math.inf), "grace_seconds must be finite"),
+        (  # ignored beside a directory: the server took them and failed only once loading
+            lambda: ServiceSettings("db", storage_options={"region": "eu"}),
+            r"storage options \['region'\] apply to object storage .* not to the directory db",
+        ),
     ],
 )
 def test_service_settings_made_in_python_refuse_what_the_cli_would(make, says):

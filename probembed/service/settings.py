@@ -10,6 +10,7 @@ from pathlib import Path
 
 from probembed.pipeline import find_pipeline
 from probembed.service.auth import ApiKeys
+from probembed.store.location import refuse_local_options
 
 #: Hits of a search request that does not say how many.
 DEFAULT_K = 10
@@ -96,6 +97,7 @@ class ServiceSettings:
             raise ValueError(f"grace_seconds must be a number >= 0, got {grace!r}")
         if not math.isfinite(grace):
             raise ValueError(f"grace_seconds must be finite, got {grace!r}")
+        refuse_local_options(self.db, self.storage_options)  # before serving, not at load
         if self.keys is None and not self.insecure and not is_loopback(self.host):
             raise ValueError(
                 f"refusing to serve on {self.host!r} without API keys: anyone who reaches it "

@@ -131,6 +131,16 @@ def database_target(target: str | os.PathLike) -> str | Path:
     )
 
 
+def refuse_local_options(target: str | os.PathLike, options: Mapping[str, str]) -> None:
+    """Refuse storage options beside a directory, which LanceDB would ignore unsaid (a server
+    took them and failed only once loading, or a typo'd URI read as a directory kept them)."""
+    if options and not isinstance(database_target(target), str):
+        raise StoreError(
+            f"storage options {sorted(options)} apply to object storage (s3://, gs://, az://), "
+            f"not to the directory {target}"
+        )
+
+
 def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
     """KEY=VALUE strings (from --storage-option) as a dict, refusing one without '='."""
     options: dict[str, str] = {}
@@ -158,11 +168,7 @@ class Location:
             self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
             _warn_misspelt(self.storage_options)
         else:
-            if self.storage_options:
-                raise StoreError(
-                    f"storage options {sorted(self.storage_options)} apply to object storage "
-                    f"(s3://, gs://, az://), not to the directory {target}"
-                )
+            refuse_local_options(target, self.storage_options)
             self.path = named
             self.uri = str(self.path)
 
