@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from probembed.chunking import ChunkSettings
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
+from probembed.store.chunked import STREAM_BYTES as STREAM_DEFAULT
 from probembed.store.chunked import ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
@@ -370,18 +371,45 @@ def test_rerun_touches_only_what_changed(tmp_path, folder, pydoc_pipeline):
     assert hit["metadata"]["doc_id"] == "guide.md" and "gizmo" in hit["text"]
 
 
-def test_a_rerun_writes_again_a_chunk_deleted_from_the_middle(tmp_path, folder, pydoc_pipeline):
-    """A document missing a middle chunk (deleted by id) was taken as unchanged for good."""
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("which", ["middle", "last"])
+def test_a_rerun_writes_again_a_chunk_deleted_by_id(
+    tmp_path, folder, pydoc_pipeline, which, streamed
+):
+    """A document missing a chunk deleted by id was taken as unchanged for good: a middle
+    one until gaps were looked for, the last one (no gap) until chunk 0 counted the chunks;
+    a file read as a stream counts them too."""
+    stream_bytes = 64 if streamed else STREAM_DEFAULT
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL, stream_bytes=stream_bytes)
+    whole = sorted(collection.document_index()["guide.md"].ids, key=lambda i: int(i[9:]))
+    gone = whole[1] if which == "middle" else whole[-1]
+    assert len(whole) > 2 and collection.delete([gone]) == 1
+    again = ingest_documents(folder, collection, pydoc_pipeline, SMALL, stream_bytes=stream_bytes)
+    assert (again.updated, again.unchanged) == (1, 3)
+    assert sorted(collection.document_index()["guide.md"].ids) == sorted(whole)
+    assert collection.rows([gone])[gone]["text"]
+    settled = ingest_documents(folder, collection, pydoc_pipeline, SMALL, stream_bytes=stream_bytes)
+    assert (settled.updated, settled.unchanged, settled.chunks_written) == (0, 4, 0)
+
+
+def test_a_chunk_0_stored_before_it_counted_the_chunks_is_still_unchanged(
+    tmp_path, folder, pydoc_pipeline
+):
+    """Collections chunked before chunk 0 carried the count are read by the old rule (no gap
+    from 0): upgrading probembed embeds none of their documents again."""
+    import lancedb
+
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(folder, collection, pydoc_pipeline, SMALL)
-    whole = sorted(collection.document_index()["guide.md"].ids)
-    assert len(whole) > 2 and collection.delete(["guide.md#1"]) == 1
+    table = lancedb.connect(tmp_path / "db").open_table("docs")
+    marks = table.search().where("chunk = 0").select(["id", "doc_hash"]).limit(None).to_list()
+    for mark in marks:  # as an older probembed wrote them: the digest alone
+        assert "+" in mark["doc_hash"]
+        digest = mark["doc_hash"].rpartition("+")[0]
+        table.update(where=f"id = '{mark['id']}'", values={"doc_hash": digest})
     again = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
-    assert (again.updated, again.unchanged) == (1, 3)
-    assert sorted(collection.document_index()["guide.md"].ids) == whole
-    assert collection.rows(["guide.md#1"])["guide.md#1"]["text"]
-    settled = ingest_documents(folder, collection, pydoc_pipeline, SMALL)
-    assert (settled.updated, settled.unchanged, settled.chunks_written) == (0, 4, 0)
+    assert (again.unchanged, again.chunks_written) == (4, 0)
 
 
 def test_other_chunk_settings_re_chunk_every_document(tmp_path, folder, pydoc_pipeline):

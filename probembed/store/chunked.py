@@ -5,14 +5,14 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
 `doc_hash` (SHA-256 of the document's text and metadata and of the chunk size and overlap
-that cut it), for a file `file_path` (its absolute path when written), beside the
+that cut it; chunk 0's adds `+N`, the document's chunk count), for a file `file_path` (its absolute path when written), beside the
 document's own metadata. A re-run compares hashes: unchanged
 documents are not touched, changed ones (or all, after a change of chunk settings) are
 re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
 have deleted, so a crash anywhere in between leaves a document that the next run sees as
 changed), and with `sync`
 documents no longer in the input are removed. A document is unchanged only when chunk 0 is
-stored and every stored chunk carries the document's current hash.
+stored, every stored chunk carries the document's current hash, and all N chunks are there.
 """
 
 from __future__ import annotations
@@ -210,7 +210,8 @@ def chunk_records(
     chunks = chunk_text(document.text, document.sections(), count, settings)
     if not chunks:
         return Problem(document.source, f"document {document.id!r} has no text to chunk")
-    return [chunk_record(document, chunk, digest) for chunk in chunks]
+    records = [chunk_record(document, chunk, digest) for chunk in chunks]
+    return [counted(records[0], len(records)), *records[1:]]
 
 
 def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
@@ -301,14 +302,26 @@ def _same_file(a: str, b: str) -> bool:
 
 def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> bool:
     """Whether a document is stored whole with this content: every chunk carries its hash,
-    chunk 0, which is always written last, is there (a half-written document is not), and no
-    chunk between is missing (one deleted by id is written again; a deleted last chunk
-    leaves no gap to see)."""
-    if stored is None or stored.hashes != {digest} or not was_whole(document_id, stored):
+    chunk 0, which is always written last, is there (a half-written document is not), and
+    every chunk it counts is there (`counted`: one deleted by id, the last one too, is
+    written again). A chunk 0 written before it counted them leaves a deleted last chunk
+    no gap to see."""
+    if stored is None or not was_whole(document_id, stored):
         return False
+    marks = stored.hashes - {digest}
+    if len(marks) > 1 or not all(m.startswith(f"{digest}+") for m in marks):
+        return False
+    total = int(marks.pop().rpartition("+")[2]) if marks else len(stored.ids)
     prefix = f"{document_id}#"
     numbers = {i.removeprefix(prefix) for i in stored.ids if i.startswith(prefix)}
-    return numbers == {str(n) for n in range(len(stored.ids))}
+    return numbers == {str(n) for n in range(total)}
+
+
+def counted(mark: Record, chunks: int) -> Record:
+    """Chunk 0 with the document's chunk count in its doc_hash (`DIGEST+N`): the rest carry
+    the digest alone, so a document missing its last chunks is not taken for whole."""
+    digest = mark.metadata["doc_hash"]
+    return replace(mark, metadata={**mark.metadata, "doc_hash": f"{digest}+{chunks}"})
 
 
 def was_whole(document_id: str, stored: StoredDocument | None) -> bool:
@@ -658,12 +671,14 @@ def write_streamed(
     try:
         if replaced:
             collection.delete(list(replaced))
-        digest = chunked_digest(file.digest, settings)
+        digest, chunks = chunked_digest(file.digest, settings), 0
         for chunk in stream_chunks(file.segments(), pipeline.count_tokens, settings):
             (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, digest))
+            chunks += 1
             if len(batch) == batch_size:
                 flush(batch)
                 batch = []
+        mark = [counted(record, chunks) for record in mark]
         for records in (batch, mark):
             if records:
                 flush(records)
