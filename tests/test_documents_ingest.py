@@ -683,6 +683,21 @@ def test_a_sync_that_would_keep_no_stored_document_is_refused(tmp_path, folder, 
     assert (one.added, one.removed, one.unchanged) == (1, 0, 4)  # a sync that keeps some runs
 
 
+def test_a_sync_of_a_folder_whose_files_were_all_renamed_replaces_them(tmp_path, pydoc_pipeline):
+    """Renaming a folder's only file and syncing was refused as "would remove all", and the
+    advice (leave out sync) left the old document beside the new; with the stored files gone
+    from disk, the sync goes ahead."""
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Only\n\nLlamas graze on the high plain.")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    (folder / "a.md").rename(folder / "b.md")
+    report = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
+    assert (report.added, report.removed) == (1, 1)
+    assert set(collection.document_index()) == {"b.md"}
+
+
 def test_a_sync_keeps_what_a_folder_it_cannot_list_or_a_broken_link_holds(
     tmp_path, folder, pydoc_pipeline, monkeypatch
 ):

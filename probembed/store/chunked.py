@@ -283,6 +283,14 @@ def moved_to(
     return not _same_file(before, path)
 
 
+def files_gone(stored: dict[str, StoredDocument]) -> bool:
+    """Whether every stored document was read from a file that is no longer there: a folder
+    whose files were all renamed or replaced, which a sync may empty of its old documents
+    (refused, as a subfolder given by mistake is, it left the old ones beside the new)."""
+    paths = [_read_from(doc_id, doc) for doc_id, doc in stored.items()]
+    return all(p is not None and not os.path.lexists(p) for p in paths)
+
+
 def _read_from(doc_id: str, stored: StoredDocument | None) -> str | None:
     """The file chunked ingest read a stored document from: its `file_path` when that is a
     path ending in its id (a record's own `file_path` metadata is no file of ours)."""
@@ -444,13 +452,15 @@ def ingest_parsed(
         report.sync_withheld = plan.unplaced
     elif sync:
         gone = [doc for doc in stored if doc not in plan.seen]
-        if gone and len(gone) == len(stored):
+        if gone and len(gone) == len(stored) and not files_gone(stored):
             raise StoreError(
                 f"sync would remove all {len(stored)} documents of collection "
                 f"{collection.name!r} and keep none: the input names none of them (a folder's "
                 "document ids are paths relative to the folder given, so a subfolder or a parent "
                 "names them otherwise; a folder holding a corpus.jsonl is read by that corpus "
-                "alone). Leave out sync, or use another collection"
+                "alone), and their files are still there. Leave out sync, or use another "
+                "collection; `probembed delete --doc ID` removes a stored document, "
+                "`probembed drop` the collection"
             )
         if gone and alone:  # "sync the file I changed" emptied the collection but for it
             raise StoreError(
