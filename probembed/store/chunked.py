@@ -5,8 +5,9 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
 text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
 `doc_hash` (SHA-256 of the document's text and metadata and of the chunk size and overlap
-that cut it; chunk 0's adds `+N`, the document's chunk count), for a file `file_path` (its absolute path when written), beside the
-document's own metadata. A re-run compares hashes: unchanged
+that cut it; chunk 0's adds `+N`, the document's chunk count), for a file `file_path`
+(its absolute path where last read), beside the document's own metadata. A re-run compares
+hashes: unchanged
 documents are not touched, changed ones (or all, after a change of chunk settings) are
 re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
 have deleted, so a crash anywhere in between leaves a document that the next run sees as
