@@ -1334,4 +1334,6 @@ def test_the_cli_refuses_chunks_into_whole_documents_and_the_reverse(tmp_path, h
         base = ["ingest", str(source), "--db", str(tmp_path / "db"), "--pipeline", pipe]
         assert CliRunner().invoke(app, [*base, *first]).exit_code == 0
         refused = CliRunner().invoke(app, [*base, *second])
-        assert refused.exit_code == 2 and said in " ".join(refused.output.split()), refused.output
+        told = " ".join(refused.output.split())
+        assert refused.exit_code == 2 and said in told, refused.output
+        assert told.endswith("or into another collection (-c NAME)")  # the option, named

@@ -87,6 +87,7 @@ RAY_OPTIONS = {
     "gpus_per_worker must": "--gpus-per-worker must",
 }
 CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
+MIXING_OPTIONS = {"into another collection": "into another collection (-c NAME)"}
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
     "min_p_relevant needs": "--min-p-relevant needs",
@@ -328,7 +329,7 @@ def ingest_command(
     try:
         refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise fail(named(str(exc), MIXING_OPTIONS)) from exc
     try:
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(lambda: read_checked(path, target, on_error))
@@ -505,20 +506,25 @@ def search_command(
     if as_json:
         sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return
-    empty = _why_no_hits(where, min_p_relevant)
+    empty = ""
+    if any(not result["hits"] for result in results):  # counted only when it is asked
+        empty = _why_no_hits(target.count(), where, min_p_relevant)
     for result in results:
         print_result(result, hybrid=hybrid, empty=empty)
 
 
-def _why_no_hits(where: str | None, min_p_relevant: float | None) -> str:
-    """What an empty answer can come from, given the options: the threshold emptied a
-    result of a collection that holds rows, and was blamed on the filter."""
-    causes = ["the collection is empty"]
+def _why_no_hits(count: int, where: str | None, min_p_relevant: float | None) -> str:
+    """What an empty answer comes from, given the collection's count and the options (a
+    threshold that emptied a result of nine rows was said to be the collection's emptiness,
+    or the filter's)."""
+    if count == 0:
+        return "no hits: the collection is empty"
+    causes = []
     if where and where.strip():
         causes.append("the filter keeps no row")
     if min_p_relevant is not None:
         causes.append(f"no hit has p_relevant >= {min_p_relevant:g}")
-    return f"no hits: {', or '.join(causes)}"
+    return f"no hits: {', or '.join(causes)}" if causes else "no hits"
 
 
 #: Terminal columns below which hits print as lines: the table's fixed columns take ~50.
