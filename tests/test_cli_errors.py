@@ -272,6 +272,7 @@ def test_bad_input_is_refused_before_a_model_loads(tmp_path, monkeypatch, comman
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "1 bad input item(s); nothing was written" in said
+    assert "(fix them, or pass --on-error skip to skip them)" in said  # not on_error='skip'
     assert "bad.jsonl:2: malformed JSON" in said
     assert not (tmp_path / "made.db").exists() and not (tmp_path / "parts").exists()
 
@@ -397,3 +398,16 @@ def test_a_library_warning_is_one_plain_line_and_numbas_compile_note_is_not_show
         warnings.warn(f"{bold}a library's own warning{plain}", stacklevel=1)
     said = capsys.readouterr().err
     assert said.strip() == "warning: a library's own warning"
+
+
+def test_a_threshold_without_a_calibrator_is_told_in_options(tmp_path, saved_pipeline):
+    """The refusal ended "search without min_p_relevant", a Python parameter."""
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"id": "a", "text": "a text about rivers"}\n')
+    db = ["--db", str(tmp_path / "db")]
+    made = runner.invoke(app, ["ingest", str(records), *db, "--pipeline", str(saved_pipeline)])
+    assert made.exit_code == 0, made.output
+    refused = runner.invoke(app, ["search", "rivers", *db, "--min-p-relevant", "0.5"])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and said.startswith("error: --min-p-relevant needs p_relevant")
+    assert said.endswith("search without --min-p-relevant"), said

@@ -91,6 +91,7 @@ MIXING_OPTIONS = {"into another collection": "into another collection (-c NAME)"
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
     "min_p_relevant needs": "--min-p-relevant needs",
+    "without min_p_relevant": "without --min-p-relevant",
     "filter where=": "filter --where ",
 }
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
@@ -212,7 +213,7 @@ def ingest_and_report(
         else:
             report = ingest(source, target, pipe, progress=True, **options)
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise fail(str(exc)) from exc
+        raise fail(_told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(report.summary())
@@ -338,7 +339,7 @@ def ingest_command(
         if settings is not None and limit is not None and (chunk_tokens or 0) > limit:
             say(  # capped by the library: said, not silent
                 f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
-                f"{pipe.name!r}'s shortest member reads: chunks are cut at {limit}"
+                f"{pipe.name}'s shortest member reads: chunks are cut at {limit}"
             )
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
@@ -374,7 +375,14 @@ def _refuse_bad_input(read: Callable[[], object]) -> None:
     try:
         read()
     except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise fail(str(exc)) from exc
+        raise fail(_told(exc)) from exc
+
+
+def _told(exc: Exception) -> str:
+    """An error's message in a command line's terms: bad input is skipped with --on-error."""
+    from probembed.store import IngestError
+
+    return exc.told("pass --on-error skip") if isinstance(exc, IngestError) else str(exc)
 
 
 def _own_or_default_pipeline(target: Collection) -> Any:
@@ -432,7 +440,7 @@ def embed_command(
             progress=True,
         )
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise fail(str(exc)) from exc
+        raise fail(_told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(report.summary())
