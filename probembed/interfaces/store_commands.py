@@ -46,7 +46,10 @@ DEFAULT_COLLECTION = "default"
 #: short queries against documents (`default` is tuned for every task at once).
 SEARCH_PIPELINE = "retrieval"
 #: What `ingest` and `embed` read.
-SOURCE_HELP = "JSONL file, BEIR folder, folder of .txt/.md, or one such file."
+SOURCE_HELP = (
+    "JSONL or JSON file of records, BEIR folder, folder of .txt/.md files (.html and .pdf "
+    "too with ingest --chunk), or one such file."
+)
 
 _SNIPPET = 110
 
@@ -256,7 +259,9 @@ def ingest_command(
             show_default=False,
         ),
     ] = None,
-    on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
+    on_error: Annotated[
+        str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
+    ] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
     upsert: Annotated[
         bool, typer.Option(help="Replace ids stored with another text or metadata.")
@@ -402,7 +407,9 @@ def embed_command(
     pipeline: Annotated[
         str, typer.Option(help="Built-in name or pipeline directory.")
     ] = SEARCH_PIPELINE,
-    on_error: Annotated[str, typer.Option(help="On a bad input line: skip it or stop.")] = "stop",
+    on_error: Annotated[
+        str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
+    ] = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per Parquet file.", min=1)] = 512,
     ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
     address: AddressOption = None,

@@ -113,7 +113,8 @@ class CollectionStats:
     name: str
     count: int
     dim: int
-    #: None when it holds no item (the files may still hold deleted rows until compaction).
+    #: The table's bytes on disk over its live items: rows deleted or replaced (an upsert,
+    #: a re-chunk) still count until a compaction rewrites them. None when it holds no item.
     bytes_per_item: float | None
     total_bytes: int
     version: int
