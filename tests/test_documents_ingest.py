@@ -1337,3 +1337,23 @@ def test_the_cli_refuses_chunks_into_whole_documents_and_the_reverse(tmp_path, h
         told = " ".join(refused.output.split())
         assert refused.exit_code == 2 and said in told, refused.output
         assert told.endswith("or into another collection (-c NAME)")  # the option, named
+
+
+def test_a_whole_markdown_document_embeds_its_text_not_its_front_matter(tmp_path, pydoc_pipeline):
+    """Without chunking, a page's YAML front matter was embedded as the start of its text
+    (what each member reads most of) and its title dropped; a page of front matter alone
+    is still its own text."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "page.md").write_text(
+        "---\ntitle: Espresso Guide\nauthor: Jane\n---\n# Brewing\n\nGrind fine.\n"
+    )
+    (folder / "only.md").write_text("---\ntitle: Only front\n---\n")
+    (folder / "notes.txt").write_text("---\nnot: yaml here\n---\nplain notes\n")
+    collection = Database(tmp_path / "db", create=True).collection("site")
+    ingest(folder, collection, pydoc_pipeline)
+    rows = collection.rows(["page.md", "only.md", "notes.txt"], ["text", "metadata"])
+    assert rows["page.md"]["text"] == "# Brewing\n\nGrind fine."
+    assert json.loads(rows["page.md"]["metadata"]) == {"title": "Espresso Guide"}
+    assert rows["only.md"]["text"] == "---\ntitle: Only front\n---"
+    assert rows["notes.txt"]["text"].startswith("---\nnot: yaml")  # a text file is as it is

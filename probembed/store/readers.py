@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from probembed.chunking import front_matter
 from probembed.documents import Problem, Record, read_jsonl
 from probembed.store.formats import READERS, read_file
 
@@ -148,7 +149,13 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
     document = read_file(file, doc_id)
     if isinstance(document, Problem):
         return document
-    return Record(doc_id, document.text.removeprefix("\ufeff").strip(), {}, str(file))
+    text = document.text.removeprefix("\ufeff")
+    front = front_matter(text) if document.markdown else None
+    if front is None or not text[front.end :].strip():  # front matter alone is the page's text
+        return Record(doc_id, text.strip(), {}, str(file))
+    # the YAML is no text to embed (it took the start each member reads): its title is kept
+    metadata = {"title": front.title} if front.title else {}
+    return Record(doc_id, text[front.end :].strip(), metadata, str(file))
 
 
 class Unread(dict[str, int]):
