@@ -411,3 +411,22 @@ def test_a_threshold_without_a_calibrator_is_told_in_options(tmp_path, saved_pip
     said = " ".join(refused.output.split())
     assert refused.exit_code == 2 and said.startswith("error: --min-p-relevant needs p_relevant")
     assert said.endswith("search without --min-p-relevant"), said
+
+
+def test_a_sync_that_would_empty_the_collection_is_told_in_commands(tmp_path, saved_pipeline):
+    """The refusal the library gives (and the service sends) names the CLI's own way out
+    here only: --sync, delete --doc and drop."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.md").write_text("# A\n\nRivers run.")
+    (docs / "sub" / "b.md").write_text("# B\n\nHills stand.")
+    db = ["--db", str(tmp_path / "db"), "--pipeline", str(saved_pipeline), "--chunk"]
+    made = runner.invoke(app, ["ingest", str(docs), *db])
+    assert made.exit_code == 0, made.output
+    (docs / "sub" / "b.md").unlink()
+    (docs / "sub" / "c.md").write_text("# C\n\nLakes lie.")
+    refused = runner.invoke(app, ["ingest", str(docs / "sub"), *db, "--sync"])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "sync would remove all 2 documents" in said, said
+    assert "Leave out --sync" in said
+    assert "(probembed delete --doc ID, or probembed drop)" in said

@@ -696,6 +696,16 @@ def test_a_sync_of_a_folder_whose_files_were_all_renamed_replaces_them(tmp_path,
     report = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
     assert (report.added, report.removed) == (1, 1)
     assert set(collection.document_index()) == {"b.md"}
+    # files gone from another place than the folder synced are no rename: still refused
+    (folder / "sub").mkdir()
+    (folder / "sub" / "c.md").write_text("# Sub\n\nAlpacas too.")
+    moved = folder.rename(tmp_path / "moved")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for source in (moved / "sub", empty):
+        with pytest.raises(StoreError, match="sync would remove all 1 documents"):
+            ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    assert set(collection.document_index()) == {"b.md"}
 
 
 def test_a_sync_keeps_what_a_folder_it_cannot_list_or_a_broken_link_holds(
@@ -832,6 +842,12 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     write("\n\n".join(" ".join(f"v{p}_{k}" for k in range(30)) for p in range(4)), "2020")
     report = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
     assert len(report.problems) == 1 and report.problems[0].doc_id == "a"
+    assert "item 'a#0'" in str(report.problems[0])  # the document's first chunk, not #1
+    long = "\n\n".join(" ".join(f"u{p}_{k}" for k in range(30)) for p in range(4))
+    rows = [{"id": "one", "text": "short", "year": "x"}, {"id": "many", "text": long, "year": "y"}]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    both = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
+    assert [p.doc_id for p in both.problems] == ["one", "many"]  # in the input's order
     assert re.search(
         r"stores 'year' as int64.* \(and \d+ more of its chunks\)$", str(report.problems[0])
     )

@@ -91,6 +91,12 @@ RAY_OPTIONS = {
 }
 CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
 MIXING_OPTIONS = {"into another collection": "into another collection (-c NAME)"}
+SYNC_OPTIONS = {
+    "Leave out sync": "Leave out --sync",
+    "delete the stored documents first": (
+        "delete the stored documents first (probembed delete --doc ID, or probembed drop)"
+    ),
+}
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
     "min_p_relevant needs": "--min-p-relevant needs",
@@ -387,7 +393,9 @@ def _told(exc: Exception) -> str:
     """An error's message in a command line's terms: bad input is skipped with --on-error."""
     from probembed.store import IngestError
 
-    return exc.told("pass --on-error skip") if isinstance(exc, IngestError) else str(exc)
+    if isinstance(exc, IngestError):
+        return exc.told("pass --on-error skip")
+    return named(str(exc), SYNC_OPTIONS)
 
 
 def _own_or_default_pipeline(target: Collection) -> Any:

@@ -22,7 +22,7 @@ import functools
 import hashlib
 import os
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -284,12 +284,19 @@ def moved_to(
     return not _same_file(before, path)
 
 
-def files_gone(stored: dict[str, StoredDocument]) -> bool:
-    """Whether every stored document was read from a file that is no longer there: a folder
-    whose files were all renamed or replaced, which a sync may empty of its old documents
-    (refused, as a subfolder given by mistake is, it left the old ones beside the new)."""
+def renamed_all(
+    stored: dict[str, StoredDocument], folder: str | None, seen: Mapping[str, str]
+) -> bool:
+    """Whether a sync of this folder, which read documents, may replace every stored one:
+    each was read from a file in this very folder that is no longer there (its files all
+    renamed). Refused as "would remove all", the advice to leave out sync left the old
+    documents beside the new; a moved folder's subfolder, an empty input or files gone
+    elsewhere (another machine, an unmounted drive) are still refused."""
+    if folder is None or not seen:
+        return False
+    inside = folder.rstrip(os.sep) + os.sep
     paths = [_read_from(doc_id, doc) for doc_id, doc in stored.items()]
-    return all(p is not None and not os.path.lexists(p) for p in paths)
+    return all(p is not None and p.startswith(inside) and not os.path.lexists(p) for p in paths)
 
 
 def _read_from(doc_id: str, stored: StoredDocument | None) -> str | None:
@@ -318,9 +325,16 @@ def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> b
     if stored is None or not was_whole(document_id, stored):
         return False
     marks = stored.hashes - {digest}
-    if len(marks) > 1 or not all(m.startswith(f"{digest}+") for m in marks):
+    if len(marks) > 1:
         return False
-    total = int(marks.pop().rpartition("+")[2]) if marks else len(stored.ids)
+    mark = marks.pop() if marks else None
+    if mark is not None and not (
+        isinstance(mark, str)
+        and mark.startswith(f"{digest}+")
+        and mark[len(digest) + 1 :].isdigit()
+    ):
+        return False
+    total = len(stored.ids) if mark is None else int(mark[len(digest) + 1 :])
     prefix = f"{document_id}#"
     numbers = {i.removeprefix(prefix) for i in stored.ids if i.startswith(prefix)}
     return numbers == {str(n) for n in range(total)}
@@ -369,6 +383,9 @@ def ingest_documents(
         ingest_with,
         str(source),
         alone=Path(source).is_file() and Path(source).suffix.lower() in READERS,
+        folder=os.path.abspath(source)
+        if Path(source).is_dir() and not is_beir(Path(source))
+        else None,
     )
     report.unread = unread_files(source)
     return report
@@ -410,6 +427,7 @@ def ingest_parsed(
     ingest_with: Callable[..., IngestReport] | None = None,
     label: str = "documents",
     alone: bool = False,
+    folder: str | None = None,
 ) -> DocumentReport:
     """Chunk and store documents already read, touching only those whose content changed.
 
@@ -426,7 +444,8 @@ def ingest_parsed(
     one file given alone, whose id is its name; a document of that id stored from another
     file that is still there is a problem, not an update (`other_file`), the file stored by
     a folder ingest under another id takes that id, and a sync that would remove any other
-    document is refused.
+    document is refused. `folder`: the folder the items were read from (absolute), where a
+    sync may replace every stored document whose file was in it and is gone (`renamed_all`).
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
@@ -437,7 +456,7 @@ def ingest_parsed(
     plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone)
     planned = [*plan.records, *plan.marks]
     good, bad = check_records(planned, columns_to_check(collection, planned))
-    report.problems += per_document(planned, good, bad)  # e.g. a metadata type stored otherwise
+    report.problems += per_document(planned, good, bad, list(plan.seen))  # a type stored otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)
     kept = {r.id for r in good}
@@ -453,15 +472,14 @@ def ingest_parsed(
         report.sync_withheld = plan.unplaced
     elif sync:
         gone = [doc for doc in stored if doc not in plan.seen]
-        if gone and len(gone) == len(stored) and not files_gone(stored):
+        if gone and len(gone) == len(stored) and not renamed_all(stored, folder, plan.seen):
             raise StoreError(
                 f"sync would remove all {len(stored)} documents of collection "
                 f"{collection.name!r} and keep none: the input names none of them (a folder's "
                 "document ids are paths relative to the folder given, so a subfolder or a parent "
                 "names them otherwise; a folder holding a corpus.jsonl is read by that corpus "
-                "alone), and their files are still there. Leave out sync, or use another "
-                "collection; `probembed delete --doc ID` removes a stored document, "
-                "`probembed drop` the collection"
+                "alone). Leave out sync, or use another collection, or delete the stored "
+                "documents first"
             )
         if gone and alone:  # "sync the file I changed" emptied the collection but for it
             raise StoreError(
@@ -522,23 +540,25 @@ def ingest_parsed(
     return report
 
 
-def per_document(planned: list[Record], good: list[Record], bad: list[Problem]) -> list[Problem]:
-    """The checks' problems, one per document: its first chunk's, counting the others (a
-    metadata field of the wrong type was reported once for each of a document's 1,057
-    chunks)."""
+def per_document(
+    planned: list[Record], good: list[Record], bad: list[Problem], order: list[str]
+) -> list[Problem]:
+    """The checks' problems, one per document in the input's `order`: chunk 0's (else its
+    first chunk's), counting the others (a metadata field of the wrong type was reported once
+    for each of a document's 1,057 chunks)."""
     kept = {r.id for r in good}
     refused = [r for r in planned if r.id not in kept]  # one problem each, in this order
-    by_doc: dict[str, list[Problem]] = {}
+    by_doc: dict[str, list[tuple[Record, Problem]]] = {}
     for record, problem in zip(refused, bad, strict=True):
-        by_doc.setdefault(record.metadata["doc_id"], []).append(problem)
-    return [
-        Problem(
-            found[0].source,
-            found[0].message + (f" (and {len(found) - 1} more of its chunks)" if found[1:] else ""),
-            doc,
-        )
-        for doc, found in by_doc.items()
-    ]
+        by_doc.setdefault(record.metadata["doc_id"], []).append((record, problem))
+    place = {doc: i for i, doc in enumerate(order)}
+    out = []
+    for doc in sorted(by_doc, key=lambda d: place.get(d, len(place))):
+        found = sorted(by_doc[doc], key=lambda pair: pair[0].metadata["chunk"])
+        first = found[0][1]
+        more = f" (and {len(found) - 1} more of its chunks)" if found[1:] else ""
+        out.append(Problem(first.source, first.message + more, doc))
+    return out
 
 
 class _Advance:
