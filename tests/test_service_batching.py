@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -77,12 +78,13 @@ def test_close_answers_every_queued_request_before_it_stops(pydoc_pipeline):
 
 
 def test_a_full_queue_refuses_a_new_request_but_a_running_write_waits_for_room(pydoc_pipeline):
-    """A chunked write's later batches (`encode_blocking`) were refused with a 429 when the
-    queue was full, and the write was undone part-way: they wait for room instead, and learn
-    of a shutdown while they wait. A new request is still refused, told what it brings."""
-    settings = BatchSettings(max_batch=2, max_wait_ms=0, workers=1, max_queue=2)
+    """A chunked write's batches (`encode_blocking`) were refused with a 429 when the queue
+    was full, and the write was undone part-way: they wait for room instead, the room is
+    held for them (new requests that would take it are refused), and a shutdown wakes them.
+    A new request is still refused, told what it brings."""
+    settings = BatchSettings(max_batch=2, max_wait_ms=0, workers=1, max_queue=3)
 
-    async def full_then(end: str) -> tuple[object, str]:
+    async def full_then(end: str) -> tuple[object, str, str]:
         gate = threading.Event()
 
         def held(texts: list[str]):
@@ -92,25 +94,34 @@ def test_a_full_queue_refuses_a_new_request_but_a_running_write_waits_for_room(p
         batcher = Batcher([held], settings, Metrics(), "hash")
         batcher.start()
         first = asyncio.ensure_future(batcher.encode(["alpha", "beta"]))
-        await asyncio.sleep(0)  # queued: the queue holds its limit
+        await asyncio.sleep(0)  # queued: 2 of 3
         with pytest.raises(QueueFullError) as refused:
-            await batcher.encode(["gamma"])
+            await batcher.encode(["gamma", "delta"])
         loop = asyncio.get_running_loop()
-        write = loop.run_in_executor(None, batcher.encode_blocking, ["delta"])
-        await asyncio.sleep(0.2)  # the write reaches the full queue (refused there before)
+        write = loop.run_in_executor(None, batcher.encode_blocking, ["delta", "eps"])
+        deadline = time.monotonic() + 30  # until the write waits (its room held for it)
+        while batcher._reserved == 0 and not write.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert not write.done()  # waiting, not refused: the encoder has not moved
+        with pytest.raises(QueueFullError) as held_for_write:  # 2 + 1 fits, 2 + 2 + 1 not
+            await batcher.encode(["zeta"])
         if end == "stop":
             batcher.refuse()
-        gate.set()
-        answer = await asyncio.gather(write, return_exceptions=True)
+            answer = await asyncio.wait_for(asyncio.gather(write, return_exceptions=True), 5)
+            gate.set()  # the write learnt of the stop while the encoder was still held
+        else:
+            gate.set()
+            answer = await asyncio.gather(write, return_exceptions=True)
         await asyncio.gather(first, return_exceptions=True)
         await batcher.stop()
-        return answer[0], str(refused.value)
+        return answer[0], str(refused.value), str(held_for_write.value)
 
-    waited, told = asyncio.run(full_then("room"))
-    assert "holds 2 texts and this request brings 1, over the limit of 2" in told
-    expected = pydoc_pipeline.encode(["delta"]).gaussian.mean
+    waited, told, held_told = asyncio.run(full_then("room"))
+    assert "holds 2 texts and this request brings 2, over the limit of 3" in told
+    assert "holds 4 texts and this request brings 1" in held_told
+    expected = pydoc_pipeline.encode(["delta", "eps"]).gaussian.mean
     np.testing.assert_array_equal(waited.gaussian.mean, expected)
-    stopped, _ = asyncio.run(full_then("stop"))
+    stopped, _, _ = asyncio.run(full_then("stop"))
     assert isinstance(stopped, StoppingError)
 
 

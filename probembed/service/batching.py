@@ -11,8 +11,9 @@ encoder is busy, requests gather in the queue, so batches grow with the load. A 
 larger than `max_batch` is cut into one near-equal piece per encoder, which free encoders
 take at once (a piece over `max_batch` is encoded alone): a large request kept one encoder
 busy while the others idled. When the queue holds `max_queue` texts, new requests are refused with
-a retry estimate from the recent throughput; a write already running (`encode_blocking`: a
-chunked ingest's later batches) waits for room instead, so a moment's spike does not undo it.
+a retry estimate from the recent throughput; a chunked write once accepted
+(`encode_blocking`, each of its batches) waits for room instead, so a moment's spike does
+not undo it, and the room it waits for is held for it: new requests are refused meanwhile.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class Batcher:
         self._waiting: set[asyncio.Future[Fused]] = set()
         #: Set (and replaced) whenever the queue shrinks: writes waiting for room look again.
         self._room: asyncio.Event | None = None
+        #: Texts of the writes waiting for room: held for them, so new requests do not take
+        #: the room as it frees (searches kept a write of 512 texts waiting for ever).
+        self._reserved = 0
 
     def start(self) -> None:
         """Begin serving on the running loop."""
@@ -137,11 +141,16 @@ class Batcher:
             raise RuntimeError("Batcher.encode before start()")
         texts = list(texts)
         limit = self.settings.max_queue
-        while not self._stopping and self._pending and self._pending + len(texts) > limit:
-            if not wait:
-                self._metrics.rejected.labels(self.label).inc()
-                raise QueueFullError(self._pending, len(texts), limit, self._retry_after())
-            await self._room.wait()
+        held = 0 if wait else self._reserved  # a new request leaves waiting writes their room
+        if self._pending and self._pending + held + len(texts) > limit and not wait:
+            self._metrics.rejected.labels(self.label).inc()
+            raise QueueFullError(self._pending + held, len(texts), limit, self._retry_after())
+        self._reserved += len(texts) if wait else 0
+        try:
+            while not self._stopping and self._pending and self._pending + len(texts) > limit:
+                await self._room.wait()
+        finally:
+            self._reserved -= len(texts) if wait else 0
         if self._stopping:
             raise StoppingError()
         pieces = _pieces(texts, self.settings.max_batch, len(self._encoders))
