@@ -55,13 +55,15 @@ def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The arrays of an .npz `save_npz` wrote; a file that is no zip archive (damaged,
     replaced) is a ValueError saying so, where numpy spoke of pickled data and allow_pickle."""
     damaged = f"{path} is not an .npz archive: the file is damaged or was replaced"
-    if not zipfile.is_zipfile(path):
-        raise ValueError(damaged)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (zipfile.BadZipFile, EOFError) as exc:  # a zip cut short
-        raise ValueError(f"{damaged} ({exc})") from exc
+    with open(path, "rb") as fh:  # a missing or unreadable file is that OSError, not "damaged"
+        if not zipfile.is_zipfile(fh):
+            raise ValueError(damaged)
+        fh.seek(0)
+        try:
+            with np.load(fh, allow_pickle=False) as data:
+                return {key: data[key] for key in data.files}
+        except (zipfile.BadZipFile, EOFError) as exc:  # a zip cut short
+            raise ValueError(f"{damaged} ({exc})") from exc
 
 
 def _create_unique(path: Path) -> Path:

@@ -430,3 +430,18 @@ def test_a_sync_that_would_empty_the_collection_is_told_in_commands(tmp_path, sa
     assert refused.exit_code == 2 and "sync would remove all 2 documents" in said, said
     assert "Leave out --sync" in said
     assert "(probembed delete --doc ID, or probembed drop)" in said
+
+
+def test_a_chunk_id_given_as_a_document_is_told_its_stored_document(tmp_path, saved_pipeline):
+    """A corpus exported as chunks names its documents in doc_id, not in its ids: the hint
+    said "its document is ''" for an id without '#'."""
+    records = tmp_path / "r.jsonl"
+    rows = [{"id": f"p{i}", "text": f"passage {i} on rivers", "doc_id": "d1"} for i in range(3)]
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = ["--db", str(tmp_path / "db")]
+    made = runner.invoke(app, ["ingest", str(records), *db, "--pipeline", str(saved_pipeline)])
+    assert made.exit_code == 0, made.output
+    told = runner.invoke(app, ["delete", "--doc", "p1", *db])
+    said = " ".join(told.output.split())
+    assert told.exit_code == 1 and "e.g. 'p1': without --doc it deletes that chunk" in said
+    assert "its document is 'd1')" in said, said

@@ -84,10 +84,13 @@ def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(guarde
             )
     with guarded.client() as http:  # a key sent as Basic was "missing"
         basic = http.get("/v1/models", headers={"Authorization": "Basic dXNlcjpwYXNz"})
+        bare = http.get("/v1/models", headers={"Authorization": "sk-live-0123456789abcdef"})
     assert basic.status_code == 401
     assert basic.json()["error"]["message"] == (
         "expected 'Authorization: Bearer KEY', got the scheme 'Basic'"
     )
+    assert bare.status_code == 401 and "sk-live" not in bare.text  # a key is never echoed
+    assert bare.json()["error"]["message"].startswith("the Authorization header has no scheme")
     with guarded.client() as http:  # the schema and docs stay open
         assert http.get("/openapi.json").status_code == 200
         assert http.get("/docs").status_code == 200

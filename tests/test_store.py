@@ -727,7 +727,9 @@ def test_metadata_columns_stop_at_the_cap_and_later_fields_stay_in_the_json(
     told = str(late.value)  # the cap is the reason, and 128 fields are not all listed
     assert f"fewer than {MAX_METADATA_COLUMNS} metadata columns" in told
     assert "f17 and 110 more;" in told and "f18" not in told  # id, text, f0..f17
-    with pytest.raises(StoreError, match="no field f0x; filters can name id, text, f0, ") as typo:
+    with pytest.raises(
+        StoreError, match="no field f0x; did you mean 'f0'.; filters can name id, text, f0, "
+    ) as typo:
         collection.search("text", where="f0x IS NULL")  # the planner's "Did you mean" variant
     assert ".rs:" not in str(typo.value) and "Did you mean" not in str(typo.value)
 

@@ -736,9 +736,10 @@ def delete_command(
             missing = f"; {_not_there(gone, 'document')}" if gone else ""
             chunks = target.named_otherwise(gone, documents=True)
             if chunks:  # `delete --doc cars.md#3` deleted nothing
+                chunk, document = next(iter(chunks.items()))
                 missing += (
-                    f" ({len(chunks)} of them are chunk ids, e.g. {chunks[0]!r}: without --doc "
-                    f"it deletes that chunk, and its document is {chunks[0].rpartition('#')[0]!r})"
+                    f" ({len(chunks)} of them are chunk ids, e.g. {chunk!r}: without --doc "
+                    f"it deletes that chunk, and its document is {document!r})"
                 )
             say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
@@ -746,7 +747,7 @@ def delete_command(
             removed = target.delete(ids)
             gone = [i for i in dict.fromkeys(ids) if i not in present]
             said = f"; {_not_there(gone, 'id')}" if gone else ""
-            chunked = target.named_otherwise(gone, documents=False)
+            chunked = list(target.named_otherwise(gone, documents=False))
             if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
                 said += (
                     f" ({len(chunked)} of them are documents stored as chunks, e.g. "

@@ -840,17 +840,17 @@ def _collections(service: Service) -> APIRouter:
                     finish(collection, None)  # loads the pipeline only to measure agreement
                 chunks = collection.named_otherwise(gone, documents=True)
                 if chunks:  # a chunk's id names no document
+                    chunk, document = next(iter(chunks.items()))
                     hint = (
-                        f"{len(chunks)} id(s) are chunk ids (e.g. {chunks[0]!r}): without "
-                        f'"doc" they delete that chunk; its document is '
-                        f"{chunks[0].rpartition('#')[0]!r}"
+                        f"{len(chunks)} id(s) are chunk ids (e.g. {chunk!r}): without "
+                        f'"doc" they delete that chunk; its document is {document!r}'
                     )
             else:
                 present = collection.existing(body.ids) if collection.chunked else set()
                 deleted = remove(collection, body.ids)
                 missing = len(set(body.ids)) - deleted
                 gone = [i for i in dict.fromkeys(body.ids) if i not in present]
-                named = collection.named_otherwise(gone, documents=False) if missing else []
+                named = list(collection.named_otherwise(gone, documents=False) if missing else {})
                 if named:  # a document's id names no row of a chunked collection
                     hint = (
                         f"{len(named)} id(s) are documents stored as chunks (e.g. "

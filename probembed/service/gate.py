@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
@@ -27,6 +28,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 access_log = logging.getLogger("probembed.access")
+#: An Authorization scheme worth naming back (`Basic`, `Token`): short letters, never a key.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z-]{0,19}")
 
 
 class Gate:
@@ -95,11 +98,13 @@ class Gate:
         path = str(scope.get("path", "")).rstrip("/") or "/"
         if self.keys is None or path in self.open_paths:
             return None
-        authorization = scope_authorization(scope)
+        authorization = scope_authorization(scope).strip()
         key = bearer_key(authorization)
-        scheme = authorization.strip().partition(" ")[0]
-        if key is None and scheme and scheme.lower() != "bearer":  # a key sent another way
-            return f"expected 'Authorization: Bearer KEY', got the scheme {scheme[:20]!r}"
+        scheme, space, _ = authorization.partition(" ")
+        if key is None and space and _SCHEME.fullmatch(scheme) and scheme.lower() != "bearer":
+            return f"expected 'Authorization: Bearer KEY', got the scheme {scheme!r}"
+        if key is None and authorization and not space:  # a bare key: never echoed back
+            return "the Authorization header has no scheme: send 'Authorization: Bearer KEY'"
         if key is None:
             return "missing API key: send 'Authorization: Bearer KEY'"
         if self.keys.granted(key) is None:

@@ -901,14 +901,20 @@ class Collection:
         rows = _scan(table, ["doc_id"], f"doc_id IN ({sql_list(doc_ids)})")
         return set(rows.column("doc_id").to_pylist())
 
-    def named_otherwise(self, gone: Sequence[str], documents: bool) -> list[str]:
-        """Of ids a delete found nothing for, those naming the other kind: a chunk's id
-        (`doc#i`) sent as a document's (`documents`), or a chunked document's id sent as an
-        item's; a delete of either deleted nothing and said only "not found"."""
-        if not gone:
-            return []
-        found = self.existing(gone) if documents else self.stored_documents(gone)
-        return [i for i in gone if i in found]
+    def named_otherwise(self, gone: Sequence[str], documents: bool) -> dict[str, str]:
+        """Of ids a delete found nothing for, those naming the other kind, each with its
+        document: a chunk's id sent as a document's (`documents`; its row's `doc_id`), or a
+        chunked document's id sent as an item's; a delete of either deleted nothing and said
+        only "not found"."""
+        if not gone or self._open() is None:  # an empty collection holds neither kind
+            return {}
+        if not documents:
+            found = self.stored_documents(gone)
+            return {i: i for i in gone if i in found}
+        if not self.chunked:
+            return {}
+        rows = self.rows(list(dict.fromkeys(gone)), ["doc_id"])
+        return {i: rows[i]["doc_id"] for i in gone if i in rows}
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
@@ -1207,6 +1213,8 @@ _NULL_COMPARED = re.compile(r"(?:[=<>]\s*NULL\b)|(?:\bNULL\s*(?:[=<>]|!=))", re.
 #: "No field named x. Valid fields are ..." lists every column, vectors included; the
 #: planner's variant ("... Did you mean 'y'?.") comes wrapped in the filter it optimised.
 _NO_FIELD = re.compile(r"No field named (.+?)\.\s*(?:Valid fields are|Did you mean) .*$")
+#: The planner's "Did you mean 'year'?" after an unknown field.
+_CLOSE_FIELD = re.compile(r"Did you mean ('[^']+')\?")
 #: Fields a refusal lists by name before it counts the rest.
 _FIELDS_LISTED = 20
 
@@ -1251,7 +1259,9 @@ def _filtered(run: Any, where: str | None, owner: Collection) -> Any:
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
         unknown = _NO_FIELD.search(message)
         if unknown:
-            message = f"no field {unknown.group(1)}; filters can name {_listed(owner)}"
+            close = _CLOSE_FIELD.search(message)  # the planner's guess, often past the list
+            guess = f"; did you mean {close.group(1)}?" if close else ""
+            message = f"no field {unknown.group(1)}{guess}; filters can name {_listed(owner)}"
         if unknown and _compared_as_string(unknown.group(1), where):
             message += f"; a string takes single quotes in SQL: '{unknown.group(1)}'"
         elif unknown and owner.holds_in_json(unknown.group(1).strip('"`')):
