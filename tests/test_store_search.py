@@ -267,7 +267,8 @@ def test_cli_search_json_has_the_documented_shape(small):
     assert hybrid.exit_code == 0 and "RRF score · dense std" in hybrid.stdout
     assert "±" not in hybrid.stdout  # the RRF score is not in the std's units
     none = CliRunner().invoke(app, [*args, "--where", "id = 'nothing'"])
-    assert none.exit_code == 0 and "or the filter keeps no row" in " ".join(none.stdout.split())
+    said = " ".join(none.stdout.split())  # the collection holds rows: not said to be empty
+    assert none.exit_code == 0 and "no hits: the filter keeps no row" in said, said
 
 
 def test_cli_reports_missing_database_and_corpus_without_traceback(tmp_path):
