@@ -46,6 +46,7 @@ from probembed.store import Database, Searcher, ingest
 from probembed.store.index import IndexSettings
 from probembed.store.ranking import HYBRID_DEPTH, scan
 from probembed.store.readers import Record
+from probembed.store.search import CONTEXT_DEPTH
 
 SEED = 0
 DOCS = 300
@@ -329,6 +330,35 @@ def test_p_relevant_never_rises_down_a_list_and_more_hits_change_none_shown(coll
         for threshold in p:
             kept = [h["p_relevant"] >= threshold for h in full["hits"]]
             assert kept == sorted(kept, reverse=True)  # a prefix: True..., then False...
+
+
+def test_a_filter_leaves_each_hit_the_p_relevant_it_has_without_one(collections):
+    """Read along the filtered list, a hit's rank and gaps were counted among the rows kept:
+    a filter to a few middling rows made the first of them look like a search's best (a
+    chunk filtered to its own document went from 0.10 to 0.82). Each hit now reads its p
+    in the same search without the filter; one ranked past that search's CONTEXT_DEPTH
+    reads its last value. Equal to 1e-9: the same features, batched otherwise."""
+    calibrated, _ = collections
+    for query in ("A man is playing a guitar.", "The cat sat on the mat.", "A woman is cooking."):
+        every = calibrated.search(query, k=CONTEXT_DEPTH, exact=True)["hits"]
+        p_of = {h["id"]: h["p_relevant"] for h in every}
+        middling = [h["id"] for h in every[4:40:5]]
+        where = "id IN (" + ", ".join(f"'{i}'" for i in middling) + ")"
+        kept = calibrated.search(query, k=5, exact=True, where=where)["hits"]
+        assert [h["id"] for h in kept] == middling[:5]
+        for hit in kept:
+            assert hit["p_relevant"] == pytest.approx(p_of[hit["id"]], rel=1e-9, abs=1e-12)
+        last = every[-1]["p_relevant"]
+        deep = calibrated.search(
+            query, k=3, exact=True, where=f"id = '{_unreached(calibrated, every)}'"
+        )
+        assert deep["hits"][0]["p_relevant"] == pytest.approx(last, rel=1e-9, abs=1e-12)
+
+
+def _unreached(collection, ranked) -> str:
+    """An id of the collection that a search's ranked hits do not hold."""
+    shown = {h["id"] for h in ranked}
+    return next(f"s{i}" for i in range(collection.count()) if f"s{i}" not in shown)
 
 
 @settings(max_examples=50, deadline=None)

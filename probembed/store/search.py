@@ -8,13 +8,14 @@ probability that its first hit truly outranks its second.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -53,6 +54,9 @@ from probembed.store.threads import one_at_a_time
 #: With group_by_doc, chunks ranked per document wanted: documents rarely have more chunks
 #: than this among a query's best.
 GROUP_POOL = 10
+#: Hits of a filtered search's unfiltered ranking whose p_relevant its hits read (the
+#: calibrators were fitted on top-10 hits; past this a hit reads the last value).
+CONTEXT_DEPTH = 100
 
 #: A graph is rebuilt rather than extended once more rows lie outside its radius than this.
 OVERFLOW_FRACTION = 0.01
@@ -251,8 +255,48 @@ class Searcher:
         calibrator = self.pipeline.calibrator
         learned = calibrator is not None and calibrator.confidence is not None
         depth = max(k + 1, CONFIDENCE_DEPTH) if learned else k + 1
+        search = functools.partial(
+            self._ranking, queries, texts, kind, exact, beta, hybrid, group_by_doc
+        )
+        ranked, lexical, bm25, others = search(depth, allowed, where)
+        results = self._results(ranked, labels, k, fused, lexical, bm25)
+        if others is not None:
+            for result, counts in zip(results, others, strict=True):
+                for hit, count in zip(result["hits"], counts, strict=False):
+                    cast(GroupedHit, hit)["other_chunks"] = count
+        if allowed is not None and calibrator is not None:
+            context, context_lexical, context_bm25, _ = search(CONTEXT_DEPTH + 1, None, None)
+            _, context_p, _ = self._annotated(
+                context, fused, CONTEXT_DEPTH, context_lexical, None, context_bm25
+            )
+            for result, seen, values in zip(results, context, context_p, strict=True):
+                _read_unfiltered(result["hits"], self._snap.positions, seen.positions, values)
+        if min_p_relevant is not None:
+            for result in results:
+                result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
+        return results
+
+    def _ranking(
+        self,
+        queries: Gaussian,
+        texts: Sequence[str] | None,
+        kind: Score,
+        exact: bool,
+        beta: float,
+        hybrid: bool,
+        group_by_doc: bool,
+        depth: int,
+        allowed: np.ndarray | None,
+        where: str | None,
+    ) -> tuple[
+        list[Ranked],
+        np.ndarray | None,
+        list[tuple[np.ndarray, np.ndarray]] | None,
+        list[list[int]] | None,
+    ]:
+        """Per query its ranking to `depth` (hybrid, or per document, as asked), with what a
+        hybrid search's calibrators read and, grouped, each document's other chunks."""
         pool = self._group_pool(depth) if group_by_doc else depth
-        others: list[list[int]] | None = None
         while True:
             lexical = bm25 = None
             if hybrid:
@@ -263,23 +307,13 @@ class Searcher:
             else:
                 ranked = self._rank(queries, pool, kind, exact, allowed, beta)
             if not group_by_doc:
-                break
+                return ranked, lexical, bm25, None
             grouped, others = self._grouped(ranked, depth)
             # One long document can fill the pool with its chunks: rank deeper until every
             # query has `depth` documents or the pool holds every row.
             if pool >= self._snap.live or all(len(r.positions) >= depth for r in grouped):
-                ranked = grouped
-                break
+                return grouped, lexical, bm25, others
             pool = min(self._snap.live, GROUP_POOL * pool)
-        results = self._results(ranked, labels, k, fused, lexical, bm25)
-        if others is not None:
-            for result, counts in zip(results, others, strict=True):
-                for hit, count in zip(result["hits"], counts, strict=False):
-                    cast(GroupedHit, hit)["other_chunks"] = count
-        if min_p_relevant is not None:
-            for result in results:
-                result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
-        return results
 
     def _group_pool(self, depth: int) -> int:
         """Chunks to rank first so that `depth` documents remain after grouping, most of the
@@ -662,6 +696,24 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
     if dots.shape[1] < 2:
         return np.full(len(dots), np.nan)
     return outrank_probability(dots[:, 0], dots[:, 1], variances[:, 0], variances[:, 1])
+
+
+def _read_unfiltered(
+    hits: list[Hit], positions: Mapping[str, int], unfiltered: np.ndarray, values: list
+) -> None:
+    """Give a filtered search's hits the p_relevant they have in the same search without the
+    filter (`values` along its ranking `unfiltered`, row positions): read along the filtered
+    list, a hit's rank and gaps were counted among the rows kept, and a chunk filtered to its
+    own document went from 0.10 to 0.82. A hit the unfiltered ranking did not reach takes
+    its last value, and each is capped by the one above it, as along any list (a hybrid
+    list filtered can order hits otherwise)."""
+    if not values:
+        return
+    found = dict(zip(unfiltered[: len(values)].tolist(), values, strict=True))
+    cap = math.inf
+    for hit in hits:
+        cap = min(cap, found.get(positions[hit["id"]], values[-1]))
+        hit["p_relevant"] = cap
 
 
 def _by_depth(ranked: Sequence[Ranked]) -> dict[int, list[int]]:
