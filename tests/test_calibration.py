@@ -355,6 +355,30 @@ def test_a_filter_leaves_each_hit_the_p_relevant_it_has_without_one(collections)
         assert deep["hits"][0]["p_relevant"] == pytest.approx(last, rel=1e-9, abs=1e-12)
 
 
+def test_a_grouped_hit_filtered_to_another_chunk_reads_its_documents_p_relevant(
+    collections, tmp_path, sentences
+):
+    """Grouped, a hit stands for its document: filtered to chunks that are not its best, it
+    was looked up by row in an unfiltered grouped list that shows only best chunks, and got
+    the list's last value (below documents it outranks)."""
+    calibrated, _ = collections
+    pipeline = calibrated.load_pipeline()
+    chunks = Database(tmp_path / "db", create=True).collection("chunks")
+    records = [
+        Record(f"d{i // 3}#{i % 3}", t, {"doc_id": f"d{i // 3}", "part": i % 3})
+        for i, t in enumerate(sentences[:DOCS])
+    ]
+    ingest(records, chunks, pipeline, batch_size=150)
+    for query in ("A man is playing a guitar.", "The cat sat on the mat."):
+        every = chunks.search(query, k=CONTEXT_DEPTH, exact=True, group_by_doc=True)["hits"]
+        p_of = {h["metadata"]["doc_id"]: h["p_relevant"] for h in every}
+        kept = chunks.search(query, k=5, exact=True, group_by_doc=True, where="part = 2")
+        for hit in kept["hits"]:
+            document = hit["metadata"]["doc_id"]
+            if document in p_of:
+                assert hit["p_relevant"] == pytest.approx(p_of[document], rel=1e-9, abs=1e-12)
+
+
 def _unreached(collection, ranked) -> str:
     """An id of the collection that a search's ranked hits do not hold."""
     shown = {h["id"] for h in ranked}

@@ -1372,4 +1372,5 @@ def test_a_whole_markdown_document_embeds_its_text_not_its_front_matter(tmp_path
     assert rows["page.md"]["text"] == "# Brewing\n\nGrind fine."
     assert json.loads(rows["page.md"]["metadata"]) == {"title": "Espresso Guide"}
     assert rows["only.md"]["text"] == "---\ntitle: Only front\n---"
+    assert json.loads(rows["only.md"]["metadata"]) == {"title": "Only front"}  # as chunked
     assert rows["notes.txt"]["text"].startswith("---\nnot: yaml")  # a text file is as it is

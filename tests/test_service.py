@@ -456,13 +456,14 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
             "documents": [{"id": "a", "text": "x"}],
             "chunk": {"max_tokens": 8, "overlap_tokens": 4},
         }
-        told = said(http.post(documents, json=overlap))
-        assert told.startswith("chunk: Value error, overlap") and "boolean" not in told
+        refused = http.post(documents, json=overlap)
+        told = said(refused)
+        assert told.startswith("chunk: overlap") and "boolean" not in told
+        assert [e["loc"] for e in refused.json()["detail"]] == [["body", "chunk"]]  # no tags
         # token ids: one sentence, not a complaint per id
         tokens = http.post("/v1/embeddings", json={"model": "hash", "input": list(range(2000))})
         assert said(tokens) == (
-            "input: Value error, token ids are not supported here: send text, a string or a "
-            "list of strings"
+            "input: token ids are not supported here: send text, a string or a list of strings"
         )
         # places named as the app's own checks name them, a lone surrogate in its words
         placed = http.post(

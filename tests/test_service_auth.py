@@ -85,12 +85,18 @@ def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(guarde
     with guarded.client() as http:  # a key sent as Basic was "missing"
         basic = http.get("/v1/models", headers={"Authorization": "Basic dXNlcjpwYXNz"})
         bare = http.get("/v1/models", headers={"Authorization": "sk-live-0123456789abcdef"})
+        alone = {
+            word: http.get("/v1/models", headers={"Authorization": word}).json()["error"]
+            for word in ("Bearer", "Negotiate")
+        }
     assert basic.status_code == 401
     assert basic.json()["error"]["message"] == (
         "expected 'Authorization: Bearer KEY', got the scheme 'Basic'"
     )
     assert bare.status_code == 401 and "sk-live" not in bare.text  # a key is never echoed
     assert bare.json()["error"]["message"].startswith("the Authorization header has no scheme")
+    assert alone["Bearer"]["message"].startswith("missing API key")  # a scheme, no key
+    assert alone["Negotiate"]["message"].endswith("got the scheme 'Negotiate'")
     with guarded.client() as http:  # the schema and docs stay open
         assert http.get("/openapi.json").status_code == 200
         assert http.get("/docs").status_code == 200

@@ -241,10 +241,11 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -
         lacking = _lacking_scope(request, keys)  # FastAPI reads the body before the scope
         if lacking is not None:
             return refusal(403, lacking)
-        problems = _problems(exc.errors(), request.headers.get("content-type", ""))
+        kept = _kept(exc.errors())
+        problems = _problems(kept, request.headers.get("content-type", ""))
         more = len(problems) - _PROBLEMS_TOLD
         told = "; ".join(problems[:_PROBLEMS_TOLD]) + (f"; and {more} more" if more > 0 else "")
-        return refusal(422, told, raw=_echoed(exc.errors()))
+        return refusal(422, told, raw=_echoed(kept))
 
     async def known(request: Request, exc: Exception) -> Response:
         status = next(code for kind, code in _STATUS if isinstance(exc, kind))
@@ -334,11 +335,13 @@ def refusal(
     return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
 
 
-def _echoed(errors: Sequence[Any]) -> list[Any]:
-    """Pydantic's errors as `detail` lists them, the first `_PROBLEMS_TOLD` with each
-    `input` cut short: a 9 MB body refused as a whole was echoed back whole."""
+def _echoed(kept: Sequence[tuple[tuple[str | int, ...], Any]]) -> list[Any]:
+    """The errors told, as `detail` lists them: the first `_PROBLEMS_TOLD`, each at its place
+    in the body without pydantic's union tags and with its `input` cut short (a 9 MB body
+    refused as a whole was echoed back whole)."""
     echoed = []
-    for error in jsonable_encoder(list(errors[:_PROBLEMS_TOLD])):
+    for where, error in kept[:_PROBLEMS_TOLD]:
+        error = jsonable_encoder({**error, "loc": ["body", *where]})
         if "input" in error:
             text = json.dumps(error["input"], default=str)
             if len(text) > _ECHO_CHARS:
@@ -347,12 +350,11 @@ def _echoed(errors: Sequence[Any]) -> list[Any]:
     return echoed
 
 
-def _problems(errors: Sequence[Any], content_type: str) -> list[str]:
-    """Validation errors as words, one per place in the body: what is wrong there. A field
-    that may take several shapes (`chunk`: true or an object) is reported for the shape the
-    body gave it (a shape it has but whose values fail, rather than "should be a valid
-    boolean"), and a value that fits none of them (`input`: a string or a list) lists each
-    shape's complaint once (pydantic repeats the place under tags like `function-after[...]`)."""
+def _kept(errors: Sequence[Any]) -> list[tuple[tuple[str | int, ...], Any]]:
+    """The validation errors worth telling, each with its place: the deepest at each place,
+    and for a field that may take several shapes (`chunk`: true or an object) those of the
+    shape the body gave it (a shape it has but whose values fail, not "should be a valid
+    boolean" beside it); a value that fits none of them keeps every shape's complaint."""
     found = [(_where(e), e) for e in errors]
     deepest = [
         (where, e)
@@ -360,10 +362,14 @@ def _problems(errors: Sequence[Any], content_type: str) -> list[str]:
         if not any(o[: len(where)] == where and len(o) > len(where) for o, _ in found)
     ]
     fitted = {where for where, e in deepest if not _wrong_shape(e)}
+    return [(w, e) for w, e in deepest if not (w in fitted and _wrong_shape(e))]
+
+
+def _problems(kept: Sequence[tuple[tuple[str | int, ...], Any]], content_type: str) -> list[str]:
+    """The errors told as words, one per place in the body: what is wrong there, each
+    complaint once (pydantic repeats a place under tags like `function-after[...]`)."""
     said: dict[tuple[str | int, ...], list[str]] = {}
-    for where, error in deepest:
-        if where in fitted and _wrong_shape(error):
-            continue
+    for where, error in kept:
         words = said.setdefault(where, [])
         if (text := _problem(where, error, content_type)) not in words:
             words.append(text)
@@ -394,7 +400,7 @@ def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
         return f"the body is empty; {SEND_JSON}"
     if error.get("type") == "string_unicode":  # as the app's own checks say it
         return "is not valid Unicode: it holds a lone surrogate (a \\ud800-\\udfff escape alone)"
-    return str(error.get("msg", "invalid"))
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 def _reads_as_json(content_type: str) -> bool:

@@ -30,6 +30,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 access_log = logging.getLogger("probembed.access")
 #: An Authorization scheme worth naming back (`Basic`, `Token`): short letters, never a key.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z-]{0,19}")
+#: Schemes named back when the header holds them alone (no credentials after).
+_KNOWN_SCHEMES = frozenset({"basic", "digest", "negotiate", "ntlm", "token"})
 
 
 class Gate:
@@ -101,9 +103,12 @@ class Gate:
         authorization = scope_authorization(scope).strip()
         key = bearer_key(authorization)
         scheme, space, _ = authorization.partition(" ")
-        if key is None and space and _SCHEME.fullmatch(scheme) and scheme.lower() != "bearer":
+        # `Basic ...`, or a known scheme alone (`Negotiate`): a lone word may be a key
+        named = scheme.lower() in _KNOWN_SCHEMES or (space and _SCHEME.fullmatch(scheme))
+        if key is None and named:
             return f"expected 'Authorization: Bearer KEY', got the scheme {scheme!r}"
-        if key is None and authorization and not space:  # a bare key: never echoed back
+        if key is None and authorization and not space and scheme.lower() != "bearer":
+            # a bare key: never echoed back
             return "the Authorization header has no scheme: send 'Authorization: Bearer KEY'"
         if key is None:
             return "missing API key: send 'Authorization: Bearer KEY'"

@@ -151,11 +151,12 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
         return document
     text = document.text.removeprefix("\ufeff")
     front = front_matter(text) if document.markdown else None
-    if front is None or not text[front.end :].strip():  # front matter alone is the page's text
+    if front is None:
         return Record(doc_id, text.strip(), {}, str(file))
-    # the YAML is no text to embed (it took the start each member reads): its title is kept
-    metadata = {"title": front.title} if front.title else {}
-    return Record(doc_id, text[front.end :].strip(), metadata, str(file))
+    # the YAML is no text to embed (it took the start each member reads), unless it is all
+    # the page holds; its title is kept, as chunked ingest keeps it
+    body = text[front.end :].strip() or text.strip()
+    return Record(doc_id, body, {"title": front.title} if front.title else {}, str(file))
 
 
 class Unread(dict[str, int]):

@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -271,8 +271,12 @@ class Searcher:
             _, context_p, _ = self._annotated(
                 context, fused, CONTEXT_DEPTH, context_lexical, None, context_bm25
             )
+            key = self._document_of if group_by_doc else int  # a grouped hit is its document
+            positions = self._snap.positions
             for result, seen, values in zip(results, context, context_p, strict=True):
-                _read_unfiltered(result["hits"], self._snap.positions, seen.positions, values)
+                order = [key(p) for p in seen.positions[: len(values)].tolist()]
+                hits = result["hits"]
+                _read_unfiltered(hits, [key(positions[h["id"]]) for h in hits], order, values)
         if min_p_relevant is not None:
             for result in results:
                 result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
@@ -316,6 +320,13 @@ class Searcher:
             if pool >= self._snap.live or all(len(r.positions) >= depth for r in grouped):
                 return grouped, lexical, bm25, others
             pool = min(self._snap.live, GROUP_POOL * pool)
+
+    def _document_of(self, position: int) -> Hashable:
+        """The document a row belongs to, as grouping counts it (a row with no doc_id is
+        one of its own)."""
+        doc_ids = self._snap.doc_ids
+        doc = None if doc_ids is None else doc_ids[position]
+        return ("row", position) if doc is None else doc
 
     def _group_pool(self, depth: int) -> int:
         """Chunks to rank first so that `depth` documents remain after grouping, most of the
@@ -701,20 +712,20 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
 
 
 def _read_unfiltered(
-    hits: list[Hit], positions: Mapping[str, int], unfiltered: np.ndarray, values: list
+    hits: list[Hit], keys: Sequence[Hashable], unfiltered: Sequence[Hashable], values: list
 ) -> None:
-    """Give a filtered search's hits the p_relevant they have in the same search without the
-    filter (`values` along its ranking `unfiltered`, row positions): read along the filtered
-    list, a hit's rank and gaps were counted among the rows kept, and a chunk filtered to its
-    own document went from 0.10 to 0.82. A hit the unfiltered ranking did not reach takes
-    its last value, and each is capped by the one above it, as along any list (a hybrid
-    list filtered can order hits otherwise)."""
+    """Give a filtered search's hits (`keys`: each one's row, or document when grouped) the
+    p_relevant they have in the same search without the filter (`values` along its ranking,
+    `unfiltered`): read along the filtered list, a hit's rank and gaps were counted among the
+    rows kept, and a chunk filtered to its own document went from 0.10 to 0.82. A hit the
+    unfiltered ranking did not reach takes its last value, and each is capped by the one
+    above it, as along any list (a hybrid list filtered can order hits otherwise)."""
     if not values:
         return
-    found = dict(zip(unfiltered[: len(values)].tolist(), values, strict=True))
+    found = dict(zip(unfiltered, values, strict=True))
     cap = math.inf
-    for hit in hits:
-        cap = min(cap, found.get(positions[hit["id"]], values[-1]))
+    for hit, key in zip(hits, keys, strict=True):
+        cap = min(cap, found.get(key, values[-1]))
         hit["p_relevant"] = cap
 
 
