@@ -630,6 +630,12 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
             ([docs[1], docs[1]], {}, "duplicate document id 'note'"),
             ([docs[1]], {"chunk": {"max_tokens": 48, "overlap_tokens": 30}}, "overlap_tokens"),
             ([docs[1]], {"chunk": False, "sync": True}, "sync needs chunk"),
+            # no folder to explain to an API client: the refusal says what is true of its input
+            (
+                [{"id": "other", "text": "Another text."}],
+                {"sync": True},
+                r"the input names none of them\. Leave out sync(?!.*folder)",
+            ),
             # asked not to replace, a changed document was replaced all the same
             ([edited], {"upsert": False}, "upsert false does not apply with chunk"),
         ):

@@ -383,9 +383,7 @@ def ingest_documents(
         ingest_with,
         str(source),
         alone=Path(source).is_file() and Path(source).suffix.lower() in READERS,
-        folder=os.path.abspath(source)
-        if Path(source).is_dir() and not is_beir(Path(source))
-        else None,
+        folder=os.path.abspath(source) if Path(source).is_dir() else None,
     )
     report.unread = unread_files(source)
     return report
@@ -444,8 +442,9 @@ def ingest_parsed(
     one file given alone, whose id is its name; a document of that id stored from another
     file that is still there is a problem, not an update (`other_file`), the file stored by
     a folder ingest under another id takes that id, and a sync that would remove any other
-    document is refused. `folder`: the folder the items were read from (absolute), where a
-    sync may replace every stored document whose file was in it and is gone (`renamed_all`).
+    document is refused. `folder`: the folder the items were read from (absolute; a BEIR
+    folder too, whose records name no file), where a sync may replace every stored document
+    whose file was in it and is gone (`renamed_all`), and whose ids a refusal explains.
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
@@ -473,13 +472,17 @@ def ingest_parsed(
     elif sync:
         gone = [doc for doc in stored if doc not in plan.seen]
         if gone and len(gone) == len(stored) and not renamed_all(stored, folder, plan.seen):
+            why = (
+                " (a folder's document ids are paths relative to the folder given, so a "
+                "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl is "
+                "read by that corpus alone)"
+                if folder is not None
+                else ""
+            )
             raise StoreError(
                 f"sync would remove all {len(stored)} documents of collection "
-                f"{collection.name!r} and keep none: the input names none of them (a folder's "
-                "document ids are paths relative to the folder given, so a subfolder or a parent "
-                "names them otherwise; a folder holding a corpus.jsonl is read by that corpus "
-                "alone). Leave out sync, or use another collection, or delete the stored "
-                "documents first"
+                f"{collection.name!r} and keep none: the input names none of them{why}. "
+                "Leave out sync, or use another collection, or delete the stored documents first"
             )
         if gone and alone:  # "sync the file I changed" emptied the collection but for it
             raise StoreError(
