@@ -19,25 +19,18 @@ Writes benchmarks/results/filtered_search.json.
 
 from __future__ import annotations
 
-import argparse
 import copy
-import tempfile
 import time
-from pathlib import Path
+
+from search_calibration import RESULTS, SCIFACT, WHERE, arguments, suffix_of, whole_collection
 
 import probembed
 from probembed.evaluation import load_dataset
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
-from probembed.store import Database, Searcher, ingest
+from probembed.store import Database, Searcher
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-SCIFACT = datasets_dir() / "retrieval" / "scifact"
 K = 10
 ROUNDS = 7
-#: The filter of search_calibration.py: half the corpus whatever the query asks.
-WHERE = "CAST(id AS BIGINT) % 2 = 0"
 
 
 def best_seconds(calls: dict[str, object], rounds: int) -> dict[str, float]:
@@ -53,18 +46,12 @@ def best_seconds(calls: dict[str, object], rounds: int) -> dict[str, float]:
 
 def main() -> None:
     """Index (once), time the four searches, write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_db = Path(tempfile.gettempdir()) / "probembed-search-calibration-db"
-    parser.add_argument("--pipeline", default="retrieval", help="a built-in with a calibrator")
-    parser.add_argument("--db", type=Path, default=default_db)
-    args = parser.parse_args()
-    suffix = "" if args.pipeline == "retrieval" else f"-{args.pipeline}"
+    args = arguments(__doc__.splitlines()[0]).parse_args()
     shipped = probembed.load(args.pipeline)
     if shipped.calibrator is None:
         raise SystemExit(f"the installed {args.pipeline} pipeline has no calibrator")
-    collection = Database(args.db, create=True).collection(f"scifact{suffix}")
-    if not collection.exists:
-        ingest(SCIFACT, collection, shipped, progress=True)
+    db = Database(args.db, create=True)
+    collection = whole_collection(db, shipped, suffix_of(args.pipeline))
     bare = copy.copy(shipped)
     bare.calibrator = None
     dataset = load_dataset(SCIFACT, "test")

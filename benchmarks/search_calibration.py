@@ -139,25 +139,43 @@ def runs_of(
     return runs
 
 
-def main() -> None:
-    """Index (once), run every search, score p_relevant, write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a benchmark on this script's collections: which built-in, which --db
+    (kept between runs, so another benchmark on SciFact reuses what this one indexed)."""
+    parser = argparse.ArgumentParser(description=description)
     default_db = Path(tempfile.gettempdir()) / "probembed-search-calibration-db"
     parser.add_argument("--pipeline", default="retrieval", help="a built-in with a calibrator")
     parser.add_argument("--db", type=Path, default=default_db)
+    return parser
+
+
+def suffix_of(pipeline: str) -> str:
+    """What a built-in other than `retrieval` adds to its collections' and results' names."""
+    return "" if pipeline == "retrieval" else f"-{pipeline}"
+
+
+def whole_collection(db: Database, pipeline: Pipeline, suffix: str) -> Collection:
+    """The SciFact corpus as `probembed ingest` stores it, indexed on first use."""
+    whole = db.collection(f"scifact{suffix}")
+    if not whole.exists:
+        ingest(SCIFACT, whole, pipeline, progress=True)
+    return whole
+
+
+def main() -> None:
+    """Index (once), run every search, score p_relevant, write the JSON."""
+    parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="default: results/search_calibration[-NAME].json")
     args = parser.parse_args()
-    suffix = "" if args.pipeline == "retrieval" else f"-{args.pipeline}"
+    suffix = suffix_of(args.pipeline)
     out = args.out or RESULTS / f"search_calibration{suffix}.json"
     dataset = load_dataset(SCIFACT, "test")
     shipped = probembed.load(args.pipeline)
     if shipped.calibrator is None or shipped.calibrator.hybrid is None:
         raise SystemExit(f"the installed {args.pipeline} pipeline has no hybrid calibrator")
     db = Database(args.db, create=True)
-    whole = db.collection(f"scifact{suffix}")
+    whole = whole_collection(db, shipped, suffix)
     chunked = db.collection(f"scifact-chunks-{CHUNK_TOKENS}{suffix}")
-    if not whole.exists:
-        ingest(SCIFACT, whole, shipped, progress=True)
     if not chunked.exists:
         ingest_documents(
             SCIFACT, chunked, shipped, ChunkSettings.sized(CHUNK_TOKENS), progress=True
