@@ -139,25 +139,37 @@ class Batcher:
         `max_queue` refused, or with `wait` queued once there is room."""
         if self._arrived is None or self._room is None:
             raise RuntimeError("Batcher.encode before start()")
-        texts = list(texts)
-        limit = self.settings.max_queue
-        held = 0 if wait else self._reserved  # a new request leaves waiting writes their room
-        if self._pending and self._pending + held + len(texts) > limit and not wait:
-            self._metrics.rejected.labels(self.label).inc()
-            raise QueueFullError(self._pending + held, len(texts), limit, self._retry_after())
-        self._reserved += len(texts) if wait else 0
-        try:
-            while not self._stopping and self._pending and self._pending + len(texts) > limit:
-                await self._room.wait()
-        finally:
-            self._reserved -= len(texts) if wait else 0
         if self._stopping:
             raise StoppingError()
+        texts = list(texts)
+        limit = self.settings.max_queue
+        queued = self._pending + self._reserved  # a new request leaves waiting writes their room
+        if not wait and self._pending and queued + len(texts) > limit:
+            self._metrics.rejected.labels(self.label).inc()
+            raise QueueFullError(queued, len(texts), limit, self._retry_after())
+        if wait:
+            await self._wait_for_room(len(texts))
+            if self._stopping:  # it stopped while the write waited
+                raise StoppingError()
         pieces = _pieces(texts, self.settings.max_batch, len(self._encoders))
         futures = [self._enqueue(piece) for piece in pieces]
         if len(futures) == 1:
             return await futures[0]
         return Fused.concat(await asyncio.gather(*futures))
+
+    async def _wait_for_room(self, size: int) -> None:
+        """Hold `size` texts' room for a write until the queue has it (or the batcher stops)."""
+        assert self._room is not None
+        self._reserved += size
+        try:
+            while (
+                not self._stopping
+                and self._pending
+                and self._pending + size > self.settings.max_queue
+            ):
+                await self._room.wait()
+        finally:
+            self._reserved -= size
 
     def _enqueue(self, texts: list[str]) -> asyncio.Future[Fused]:
         """Queue texts as one request; the future its batch answers."""

@@ -324,17 +324,12 @@ def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> b
     no gap to see."""
     if stored is None or not was_whole(document_id, stored):
         return False
-    marks = stored.hashes - {digest}
-    if len(marks) > 1:
+    marks = stored.hashes - {digest}  # chunk 0's DIGEST+N, or none (written before it counted)
+    counted = f"{digest}+"
+    counts = [m[len(counted) :] for m in marks if isinstance(m, str) and m.startswith(counted)]
+    if len(marks) > 1 or not all(c.isdigit() for c in counts) or len(counts) != len(marks):
         return False
-    mark = marks.pop() if marks else None
-    if mark is not None and not (
-        isinstance(mark, str)
-        and mark.startswith(f"{digest}+")
-        and mark[len(digest) + 1 :].isdigit()
-    ):
-        return False
-    total = len(stored.ids) if mark is None else int(mark[len(digest) + 1 :])
+    total = int(counts[0]) if counts else len(stored.ids)
     prefix = f"{document_id}#"
     numbers = {i.removeprefix(prefix) for i in stored.ids if i.startswith(prefix)}
     return numbers == {str(n) for n in range(total)}

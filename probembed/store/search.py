@@ -342,14 +342,10 @@ class Searcher:
         """Per query, the best chunk of each document (at most `depth`), and how many other
         chunks of that document were among the ranked candidates. A row with no doc_id (written
         without chunking) is a document of its own."""
-        doc_ids = self._snap.doc_ids
-        assert doc_ids is not None
+        assert self._snap.doc_ids is not None
         out, others = [], []
         for hits in ranked:
-            docs = [
-                ("row", int(p)) if d is None else d
-                for d, p in zip(doc_ids[hits.positions].tolist(), hits.positions, strict=True)
-            ]
+            docs = [self._document_of(p) for p in hits.positions.tolist()]
             first: dict[object, int] = {}
             for i, doc in enumerate(docs):
                 first.setdefault(doc, i)
