@@ -15,7 +15,7 @@ import json
 import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +238,14 @@ def _find_id(obj: dict[str, Any]) -> str | Problem:
                 return Problem("", f"'{key}' is empty")
             return str(value)
     return Problem("", f"no id field (one of {', '.join(ID_KEYS)})")
+
+
+def under_prefix(item: Any, prefix: str) -> Any:
+    """The item (a Record, a document read for chunking, or a Problem) with its document id
+    under `prefix`: two sources ingested into one collection (two folders' `README.md`) keep
+    apart, and a sync of one leaves the other's documents."""
+    if not prefix:
+        return item
+    if isinstance(item, Problem):
+        return item if item.doc_id is None else replace(item, doc_id=prefix + item.doc_id)
+    return replace(item, id=prefix + item.id)

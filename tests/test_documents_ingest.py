@@ -708,6 +708,66 @@ def test_a_sync_of_a_folder_whose_files_were_all_renamed_replaces_them(tmp_path,
     assert set(collection.document_index()) == {"b.md"}
 
 
+def test_folders_under_their_own_prefixes_share_a_collection_and_sync_apart(
+    tmp_path, pydoc_pipeline
+):
+    """Two folders' `README.md` were one document (ids are paths relative to the folder), and
+    a sync of one folder removed the other's documents. Under a prefix each folder keeps its
+    own documents, a sync removes only those under its prefix, a move is still found by path
+    (not embedded again) and a file of the folder given alone updates its prefixed document."""
+    sources = {}
+    for name, extra in (("api", "endpoints.md"), ("guide", "install.md")):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "README.md").write_text(f"# {name}\n\nThe {name} pages, about llamas.")
+        (root / extra).write_text(f"# {extra}\n\nHow {name} treats alpacas.")
+        sources[name] = root
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    for name, root in sources.items():
+        report = ingest_documents(root, collection, pydoc_pipeline, SMALL, prefix=f"{name}/")
+        assert (report.added, report.problems) == (2, [])
+    ids = {"api/README.md", "api/endpoints.md", "guide/README.md", "guide/install.md"}
+    assert set(collection.document_index()) == ids
+    (sources["guide"] / "install.md").unlink()
+    synced = ingest_documents(
+        sources["guide"], collection, pydoc_pipeline, SMALL, sync=True, prefix="guide/"
+    )
+    assert (synced.removed, synced.unchanged) == (1, 1)
+    assert set(collection.document_index()) == ids - {"guide/install.md"}
+
+    def no_encoding(texts):
+        raise AssertionError(f"an unchanged document was embedded again: {texts[:1]}")
+
+    moved = sources["api"].rename(tmp_path / "api-moved")
+    again = ingest_documents(
+        moved, collection, pydoc_pipeline, SMALL, encode=no_encoding, prefix="api/"
+    )
+    assert (again.unchanged, again.relocated) == (2, 2)
+    assert file_paths(collection)["api/README.md"] == {str(moved / "README.md")}
+    (moved / "README.md").write_text("# api\n\nThe api pages, now about vicunas.")
+    alone = ingest_documents(moved / "README.md", collection, pydoc_pipeline, SMALL, prefix="api/")
+    assert (alone.updated, alone.added, alone.problems) == (1, 0, [])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(StoreError, match="remove all 2 documents under prefix 'api/'"):
+        ingest_documents(empty, collection, pydoc_pipeline, SMALL, sync=True, prefix="api/")
+    assert set(collection.document_index()) == ids - {"guide/install.md"}
+
+
+def test_plain_ingest_puts_every_id_under_its_prefix(tmp_path, pydoc_pipeline):
+    """Whole documents of two folders under their prefixes: the second `README.md` was
+    "already stored" and left out."""
+    collection = Database(tmp_path / "db", create=True).collection("whole")
+    for name in ("one", "two"):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "README.md").write_text(f"# {name}\n\nPages of folder {name}.")
+        report = ingest(root, collection, pydoc_pipeline, prefix=f"{name}/")
+        assert (report.added, report.already_stored) == (1, 0)
+    hits = collection.search("pages of folder", k=5, exact=True)["hits"]
+    assert sorted(h["id"] for h in hits) == ["one/README.md", "two/README.md"]
+
+
 def test_a_sync_keeps_what_a_folder_it_cannot_list_or_a_broken_link_holds(
     tmp_path, folder, pydoc_pipeline, monkeypatch
 ):
@@ -898,6 +958,27 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     (folder / "notes.txt").unlink()
     second = runner.invoke(app, [*args, "--chunk-tokens", "48", "--overlap", "8", "--sync"])
     assert "added 0, updated 0, removed 1, unchanged 3" in second.output
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "guide.md").write_text("# Another guide\n\nNothing about capacitors.")
+    beside = runner.invoke(  # a second folder, synced under its prefix, beside the first
+        app,
+        [
+            "ingest",
+            str(other),
+            *args[2:],
+            "--chunk-tokens",
+            "48",
+            "--overlap",
+            "8",
+            "--sync",
+            "--prefix",
+            "other/",
+        ],
+    )
+    assert "added 1, updated 0, removed 0, unchanged 0" in beside.output, beside.output
+    stored = set(Database(db).open("default").document_index())
+    assert {"guide.md", "other/guide.md"} <= stored and len(stored) == 4
     found = runner.invoke(
         app, ["search", "flux capacitor", "--db", db, "--group-by-doc", "--json", "--exact"]
     )

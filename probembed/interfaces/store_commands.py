@@ -292,6 +292,13 @@ def ingest_command(
     sync: Annotated[
         bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
     ] = False,
+    prefix: Annotated[
+        str,
+        typer.Option(
+            help="Put every document id under this prefix (e.g. 'api/'): several folders "
+            "share a collection, and --sync removes only documents under it."
+        ),
+    ] = "",
     ray: Annotated[
         bool,
         typer.Option(
@@ -333,7 +340,7 @@ def ingest_command(
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from exc
     target = database.collection(collection)
-    options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error}
+    options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error, "prefix": prefix}
     on_ray = None
     if ray:
         on_ray = {"workers": workers, "address": address}
@@ -344,7 +351,7 @@ def ingest_command(
         raise fail(named(str(exc), MIXING_OPTIONS)) from exc
     try:
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
-            _refuse_bad_input(lambda: read_checked(path, target, on_error))
+            _refuse_bad_input(lambda: read_checked(path, target, on_error, prefix))
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         limit = pipe.max_tokens
         if settings is not None and limit is not None and (chunk_tokens or 0) > limit:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
+from probembed.documents import under_prefix
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
@@ -244,19 +245,21 @@ def file_path(document: SourceDocument | StreamedFile) -> str | None:
     return os.path.abspath(document.source) if document.kind in FILE_KINDS else None
 
 
-def other_file(doc_id: str, path: str | None, stored: StoredDocument | None) -> str | None:
+def other_file(
+    doc_id: str, path: str | None, stored: StoredDocument | None, prefix: str = ""
+) -> str | None:
     """The file a stored document of this id was read from, when that is another file and
     still there: a single file given alone has its name as its id, so `a/README.md` then
     `b/README.md` name one document, and writing the second replaced the first. A stored
     file that is gone was moved or renamed: that is an update. Only a stored path ending in
     the id counts (`_read_from`)."""
-    before = _read_from(doc_id, stored)
+    before = _read_from(doc_id, stored, prefix)
     if path is None or before is None or before == path or not os.path.isfile(before):
         return None
     return None if _same_file(before, path) else before
 
 
-def stored_as(path: str | None, stored: dict[str, StoredDocument]) -> str | None:
+def stored_as(path: str | None, stored: dict[str, StoredDocument], prefix: str = "") -> str | None:
     """The id of the stored document read from this very file (`docs/sub/tips.md`, stored by
     a folder ingest as `sub/tips.md`), or None (`_read_from`); a link and its target, or a
     path through a linked folder, are the same file."""
@@ -264,7 +267,7 @@ def stored_as(path: str | None, stored: dict[str, StoredDocument]) -> str | None
         return None
     name = os.path.basename(path)
     for doc_id, doc in stored.items():
-        before = _read_from(doc_id, doc)
+        before = _read_from(doc_id, doc, prefix)
         if before is not None and (
             before == path or (os.path.basename(before) == name and _same_file(before, path))
         ):
@@ -273,19 +276,23 @@ def stored_as(path: str | None, stored: dict[str, StoredDocument]) -> str | None
 
 
 def moved_to(
-    doc_id: str, path: str | None, stored: StoredDocument | None, elsewhere: str | None
+    doc_id: str,
+    path: str | None,
+    stored: StoredDocument | None,
+    elsewhere: str | None,
+    prefix: str = "",
 ) -> bool:
     """Whether an unchanged document was read from another file than its chunks name (a
     folder moved, a second checkout): not the same file under another spelling (a link), not
     one given alone while the stored file is still there (`other_file`), not a record."""
-    before = _read_from(doc_id, stored)
+    before = _read_from(doc_id, stored, prefix)
     if path is None or before is None or before == path or elsewhere is not None:
         return False
     return not _same_file(before, path)
 
 
 def renamed_all(
-    stored: dict[str, StoredDocument], folder: str | None, seen: Mapping[str, str]
+    stored: dict[str, StoredDocument], folder: str | None, seen: Mapping[str, str], prefix: str = ""
 ) -> bool:
     """Whether a sync of this folder, which read documents, may replace every stored one:
     each was read from a file in this very folder that is no longer there (its files all
@@ -295,15 +302,17 @@ def renamed_all(
     if folder is None or not seen:
         return False
     inside = folder.rstrip(os.sep) + os.sep
-    paths = [_read_from(doc_id, doc) for doc_id, doc in stored.items()]
+    paths = [_read_from(doc_id, doc, prefix) for doc_id, doc in stored.items()]
     return all(p is not None and p.startswith(inside) and not os.path.lexists(p) for p in paths)
 
 
-def _read_from(doc_id: str, stored: StoredDocument | None) -> str | None:
+def _read_from(doc_id: str, stored: StoredDocument | None, prefix: str = "") -> str | None:
     """The file chunked ingest read a stored document from: its `file_path` when that is a
-    path ending in its id (a record's own `file_path` metadata is no file of ours)."""
+    path ending in its id less the prefix it was ingested under (a record's own `file_path`
+    metadata is no file of ours)."""
     before = stored.file_path if stored is not None else None
-    if before is None or not before.replace(os.sep, "/").endswith(f"/{doc_id}"):
+    name = doc_id.removeprefix(prefix)
+    if before is None or not before.replace(os.sep, "/").endswith(f"/{name}"):
         return None
     return before
 
@@ -361,10 +370,12 @@ def ingest_documents(
     encode: Callable[[list[str]], Fused] | None = None,
     ingest_with: Callable[..., IngestReport] | None = None,
     stream_bytes: int = STREAM_BYTES,
+    prefix: str = "",
 ) -> DocumentReport:
     """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
-    touching only those whose content changed since last time (see `ingest_parsed`); text
-    and Markdown files over `stream_bytes` are read, chunked and written as streams."""
+    touching only those whose content changed since last time (see `ingest_parsed`, and its
+    `prefix`); text and Markdown files over `stream_bytes` are read, chunked and written as
+    streams."""
     report = ingest_parsed(
         read_documents(source, stream_bytes),
         collection,
@@ -379,6 +390,7 @@ def ingest_documents(
         str(source),
         alone=Path(source).is_file() and Path(source).suffix.lower() in READERS,
         folder=os.path.abspath(source) if Path(source).is_dir() else None,
+        prefix=prefix,
     )
     report.unread = unread_files(source)
     return report
@@ -421,6 +433,7 @@ def ingest_parsed(
     label: str = "documents",
     alone: bool = False,
     folder: str | None = None,
+    prefix: str = "",
 ) -> DocumentReport:
     """Chunk and store documents already read, touching only those whose content changed.
 
@@ -440,6 +453,9 @@ def ingest_parsed(
     document is refused. `folder`: the folder the items were read from (absolute; a BEIR
     folder too, whose records name no file), where a sync may replace every stored document
     whose file was in it and is gone (`renamed_all`), and whose ids a refusal explains.
+    `prefix`: every document's id is put under it (`docs/` makes `README.md` `docs/README.md`),
+    and a sync removes only stored documents under it: several sources share a collection,
+    each synced on its own.
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
@@ -447,7 +463,9 @@ def ingest_parsed(
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     stored = collection.document_index()
-    plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone)
+    scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
+    items = (under_prefix(item, prefix) for item in items)
+    plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone, prefix)
     planned = [*plan.records, *plan.marks]
     good, bad = check_records(planned, columns_to_check(collection, planned))
     report.problems += per_document(planned, good, bad, list(plan.seen))  # a type stored otherwise
@@ -465,8 +483,8 @@ def ingest_parsed(
     if sync and plan.unplaced:
         report.sync_withheld = plan.unplaced
     elif sync:
-        gone = [doc for doc in stored if doc not in plan.seen]
-        if gone and len(gone) == len(stored) and not renamed_all(stored, folder, plan.seen):
+        gone = [doc for doc in scope if doc not in plan.seen]
+        if gone and len(gone) == len(scope) and not renamed_all(scope, folder, plan.seen, prefix):
             why = (
                 " (a folder's document ids are paths relative to the folder given, so a "
                 "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl is "
@@ -474,8 +492,9 @@ def ingest_parsed(
                 if folder is not None
                 else ""
             )
+            under = f" under prefix {prefix!r}" if prefix else ""
             raise StoreError(
-                f"sync would remove all {len(stored)} documents of collection "
+                f"sync would remove all {len(scope)} documents{under} of collection "
                 f"{collection.name!r} and keep none: the input names none of them{why}. "
                 "Leave out sync, or use another collection, or delete the stored documents first"
             )
@@ -596,9 +615,11 @@ def _plan(
     settings: ChunkSettings,
     report: DocumentReport,
     alone: bool = False,
+    prefix: str = "",
 ) -> _Plan:
-    """Sort the documents read into unchanged, to chunk and to stream; count them and their
-    problems in the report (with `alone`, a file whose id another file still there holds)."""
+    """Sort the documents read (their ids under `prefix`) into unchanged, to chunk and to
+    stream; count them and their problems in the report (with `alone`, a file whose id
+    another file still there holds)."""
     plan = _Plan()
     for item in items:
         if isinstance(item, Problem):
@@ -609,7 +630,8 @@ def _plan(
                 plan.unplaced += 1
             continue
         if alone:  # the file a folder ingest stored is that document, whatever its name
-            item = replace(item, id=stored_as(file_path(item), stored) or item.id)
+            mine = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}
+            item = replace(item, id=stored_as(file_path(item), mine, prefix) or item.id)
         if item.id in plan.seen:
             first = plan.seen[item.id]
             report.problems.append(
@@ -628,10 +650,10 @@ def _plan(
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
         digest = chunked_digest(content, settings)
-        elsewhere = other_file(item.id, file_path(item), before) if alone else None
+        elsewhere = other_file(item.id, file_path(item), before, prefix) if alone else None
         if unchanged(item.id, digest, before):
             report.unchanged += 1
-            if moved_to(item.id, file_path(item), before, elsewhere):
+            if moved_to(item.id, file_path(item), before, elsewhere, prefix):
                 plan.relocated[item.id] = file_path(item)
         elif elsewhere is not None:
             report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from probembed.documents import record_from
+from probembed.documents import record_from, under_prefix
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
@@ -110,6 +110,7 @@ def ingest(
     progress: bool = False,
     on_commit: Callable[[int], None] | None = None,
     encode: Callable[[list[str]], Fused] | None = None,
+    prefix: str = "",
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -122,11 +123,13 @@ def ingest(
     each committed batch.
     `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
     give what `pipeline.encode` gives.
+    `prefix` is put before every id read (`docs/` makes a folder's `README.md`
+    `docs/README.md`): two sources in one collection keep apart.
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
-    report, todo = prepare(source, collection, pipeline, on_error, upsert)
+    report, todo = prepare(source, collection, pipeline, on_error, upsert, prefix)
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
@@ -165,18 +168,20 @@ def prepare(
     pipeline: Any,
     on_error: OnError,
     upsert: bool,
+    prefix: str = "",
 ) -> tuple[IngestReport, list[Record]]:
     """Everything before the first commit: read and check all input, keep the pipeline copy.
 
     Returns the report so far and the records still to write: those whose ids are not stored
     yet, and with `upsert` also those stored with another text or metadata (a re-run of an
     unchanged corpus writes nothing). Shared by local and Ray ingest, so both refuse the same.
+    Every id read is put under `prefix`.
     """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    records, problems = read_checked(source, collection, on_error)
+    records, problems = read_checked(source, collection, on_error, prefix)
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
@@ -196,11 +201,13 @@ def read_checked(
     source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection | None,
     on_error: OnError,
+    prefix: str = "",
 ) -> tuple[list[Record], list[Problem]]:
-    """The whole input read and checked against the collection's metadata columns (None:
-    against none): this needs no model, so a caller can refuse bad input before it loads one.
-    Under on_error="stop" any problem raises `IngestError`."""
-    items = list(read_records(source) if isinstance(source, (str, Path)) else _given(source))
+    """The whole input read, its ids put under `prefix`, and checked against the collection's
+    metadata columns (None: against none): this needs no model, so a caller can refuse bad
+    input before it loads one. Under on_error="stop" any problem raises `IngestError`."""
+    read = read_records(source) if isinstance(source, (str, Path)) else _given(source)
+    items = [under_prefix(item, prefix) for item in read]
     records, problems = check_records(items, columns_to_check(collection, items))
     if problems and on_error == "stop":
         raise IngestError(problems)

@@ -224,6 +224,7 @@ def ingest_ray(
     address: str | None = None,
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
+    prefix: str = "",
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
 
@@ -238,7 +239,7 @@ def ingest_ray(
     validate_workers(workers, cpus_per_worker, gpus_per_worker)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
-    report, todo = prepare(source, collection, pipeline, on_error, upsert)
+    report, todo = prepare(source, collection, pipeline, on_error, upsert, prefix)
     if todo:
         with (
             ray_session(address),
