@@ -415,7 +415,7 @@ def test_a_threshold_without_a_calibrator_is_told_in_options(tmp_path, saved_pip
 
 def test_a_sync_that_would_empty_the_collection_is_told_in_commands(tmp_path, saved_pipeline):
     """The refusal the library gives (and the service sends) names the CLI's own way out
-    here only: --sync, delete --doc and drop."""
+    here only: --sync, --prefix, delete --doc and drop."""
     docs = tmp_path / "docs"
     (docs / "sub").mkdir(parents=True)
     (docs / "a.md").write_text("# A\n\nRivers run.")
@@ -429,6 +429,7 @@ def test_a_sync_that_would_empty_the_collection_is_told_in_commands(tmp_path, sa
     said = " ".join(refused.output.split())
     assert refused.exit_code == 2 and "sync would remove all 2 documents" in said, said
     assert "Leave out --sync" in said
+    assert "or sync this folder under a prefix of its own (--prefix NAME/)" in said
     assert "(probembed delete --doc ID, or probembed drop)" in said
 
 

@@ -93,6 +93,7 @@ CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
 MIXING_OPTIONS = {"into another collection": "into another collection (-c NAME)"}
 SYNC_OPTIONS = {
     "Leave out sync": "Leave out --sync",
+    "under a prefix of its own": "under a prefix of its own (--prefix NAME/)",
     "delete the stored documents first": (
         "delete the stored documents first (probembed delete --doc ID, or probembed drop)"
     ),

@@ -485,18 +485,20 @@ def ingest_parsed(
     elif sync:
         gone = [doc for doc in scope if doc not in plan.seen]
         if gone and len(gone) == len(scope) and not renamed_all(scope, folder, plan.seen, prefix):
-            why = (
-                " (a folder's document ids are paths relative to the folder given, so a "
-                "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl is "
-                "read by that corpus alone)"
-                if folder is not None
-                else ""
-            )
+            why, own = "", ""
+            if folder is not None:
+                why = (
+                    " (a folder's document ids are paths relative to the folder given, so a "
+                    "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl "
+                    "is read by that corpus alone)"
+                )
+                own = "" if prefix else ", or sync this folder under a prefix of its own"
             under = f" under prefix {prefix!r}" if prefix else ""
             raise StoreError(
                 f"sync would remove all {len(scope)} documents{under} of collection "
                 f"{collection.name!r} and keep none: the input names none of them{why}. "
-                "Leave out sync, or use another collection, or delete the stored documents first"
+                f"Leave out sync, or use another collection{own}, or delete the stored "
+                "documents first"
             )
         if gone and alone:  # "sync the file I changed" emptied the collection but for it
             raise StoreError(
