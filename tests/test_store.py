@@ -366,10 +366,16 @@ def test_bad_lines_are_skipped_and_reported_on_request(tmp_path, collection, has
 
 
 def test_metadata_type_clash_is_a_reported_line(tmp_path, collection, hash_pipeline):
+    """A clash within one input is with an earlier item's value: it said "the collection
+    stores", of a collection that stored nothing yet; with a stored column, it says so."""
     rows = [{"id": "a", "text": "x y", "year": 2001}, {"id": "b", "text": "y z", "year": "soon"}]
     source = write_jsonl(tmp_path / "clash.jsonl", rows)
-    with pytest.raises(IngestError, match=r"clash.jsonl:2: item 'b': metadata field 'year'"):
+    with pytest.raises(IngestError, match=r"clash.jsonl:2: item 'b': metadata field 'year'") as e:
         ingest(source, collection, hash_pipeline)
+    assert "but earlier items of this input give 'year' as int64" in str(e.value)
+    ingest(source, collection, hash_pipeline, on_error="skip")
+    with pytest.raises(IngestError, match="but the collection stores 'year' as int64"):
+        ingest([Record("c", "z w", {"year": "later"})], collection, hash_pipeline)
 
 
 def test_a_float_after_whole_numbers_is_refused_with_the_way_out_and_floats_take_ints(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -341,7 +341,7 @@ def check_records(
     first_seen: dict[str, str] = {}
     types = dict(columns)
     for item in items:
-        problem = item if isinstance(item, Problem) else _check(item, first_seen, types)
+        problem = item if isinstance(item, Problem) else _check(item, first_seen, types, columns)
         if problem is None:
             first_seen[item.id] = item.source
             records.append(item)
@@ -350,7 +350,9 @@ def check_records(
     return records, problems
 
 
-def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) -> Problem | None:
+def _check(
+    record: Record, first_seen: dict[str, str], types: dict[str, Any], stored: Container[str]
+) -> Problem | None:
     """The problem with one record, or None."""
     where = record.source or f"id {record.id!r}"
     if not isinstance(record.id, str) or not record.id:  # refused here, not mid-write
@@ -378,7 +380,7 @@ def _check(record: Record, first_seen: dict[str, str], types: dict[str, Any]) ->
     trial = dict(types)
     try:
         metadata_json(record.id, record.metadata)  # stored as JSON: refuse what JSON cannot hold
-        promote_metadata(record.id, record.metadata, trial)
+        promote_metadata(record.id, record.metadata, trial, stored)
     except StoreError as exc:
         return Problem(where, str(exc))
     types.update(trial)

@@ -12,7 +12,7 @@ import json
 import re
 import secrets
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,7 +159,7 @@ def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, 
     """Arrow type of every promotable metadata field, checking values against known columns."""
     types = dict(known)
     for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
-        promote_metadata(doc_id, meta, types)
+        promote_metadata(doc_id, meta, types, known)
     return {k: t for k, t in types.items() if t != NOT_A_COLUMN}
 
 
@@ -183,9 +183,13 @@ def column_name(key: object) -> bool:
 
 
 def promote_metadata(
-    doc_id: str, metadata: Mapping[str, Any], types: dict[str, pa.DataType]
+    doc_id: str,
+    metadata: Mapping[str, Any],
+    types: dict[str, pa.DataType],
+    stored: Container[str],
 ) -> None:
-    """Add the column types this item's scalar fields need to `types`, or fail on a clash."""
+    """Add the column types this item's scalar fields need to `types`, or fail on a clash
+    (with the collection's, for a field in `stored`; else with an earlier item's)."""
     columns = sum(t != NOT_A_COLUMN for t in types.values())
     for key, value in metadata.items():
         if value is None or not column_name(key):
@@ -194,10 +198,7 @@ def promote_metadata(
         if kind is None:  # a list or a dict: JSON only, unless the field is a column already
             have = types.setdefault(key, NOT_A_COLUMN)
             if have != NOT_A_COLUMN:
-                raise StoreError(
-                    f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
-                    f"{type(value).__name__}, but the collection stores {key!r} as {have}"
-                )
+                raise _clash(doc_id, key, value, have, key in stored)
             continue
         if types.get(key) == NOT_A_COLUMN:
             continue
@@ -219,10 +220,20 @@ def promote_metadata(
                 if (have, kind) == (pa.int64(), pa.float64())
                 else ""
             )
-            raise StoreError(
-                f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
-                f"{type(value).__name__}, but the collection stores {key!r} as {have}{hint}"
-            )
+            raise _clash(doc_id, key, value, have, key in stored, hint)
+
+
+def _clash(
+    doc_id: str, key: str, value: Any, have: pa.DataType, stored: bool, hint: str = ""
+) -> StoreError:
+    """A field's value of another type than its column's: the collection's column, or the
+    one earlier items of the same write set (before anything is stored, so not the
+    collection's)."""
+    where = "the collection stores" if stored else "earlier items of this input give"
+    return StoreError(
+        f"item {doc_id!r}: metadata field {key!r} = {value!r:.40} is a "
+        f"{type(value).__name__}, but {where} {key!r} as {have}{hint}"
+    )
 
 
 def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
