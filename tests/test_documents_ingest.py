@@ -447,9 +447,9 @@ def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, py
     collection = Database(tmp_path / "db", create=True).collection("docs")
     calls: list[list[str]] = []
 
-    def recording(records, *args):
+    def recording(records, *args, **kwargs):
         calls.append([r.id for r in records])
-        return ingest(records, *args)
+        return ingest(records, *args, **kwargs)
 
     ingest_documents(folder, collection, pydoc_pipeline, SMALL, ingest_with=recording)
     zeros = {i for ids in calls for i in ids if i.endswith("#0")}
@@ -912,6 +912,24 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
         r"stores 'year' as int64.* \(and \d+ more of its chunks\)$", str(report.problems[0])
     )
     assert collection.document_index()["a"] == before
+
+
+def test_whole_numbers_then_fractions_make_one_float_column_across_the_two_parts(
+    tmp_path, pydoc_pipeline
+):
+    """Chunks 1.. of every document are written before the chunks 0: a price of 10 on a long
+    document's later chunks made an integer column, and a one-chunk document's 9.99 (in the
+    second part) then failed, the run undone."""
+    long = "\n\n".join(" ".join(f"w{p}_{k}" for k in range(30)) for p in range(3))
+    rows = [{"id": "many", "text": long, "price": 10}, {"id": "one", "text": "short", "price": 9.99}]
+    source = tmp_path / "prices.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    done = ingest_documents(source, collection, pydoc_pipeline, SMALL)
+    assert (done.added, done.problems) == (2, [])
+    assert len(collection.document_index()["many"].ids) > 1
+    prices = {h["metadata"]["price"] for h in collection.search("short", k=20)["hits"]}
+    assert prices == {10, 9.99}
 
 
 def test_a_document_with_a_lone_surrogate_is_a_problem_not_a_failure(tmp_path, pydoc_pipeline):

@@ -378,18 +378,24 @@ def test_metadata_type_clash_is_a_reported_line(tmp_path, collection, hash_pipel
         ingest([Record("c", "z w", {"year": "later"})], collection, hash_pipeline)
 
 
-def test_a_float_after_whole_numbers_is_refused_with_the_way_out_and_floats_take_ints(
-    collection, hash_pipeline
+def test_whole_numbers_then_fractions_in_one_write_make_a_float_column(
+    tmp_path, collection, hash_pipeline
 ):
-    """A column's type is its first value's: 4 then 4.5 is refused saying to write 4.0 (LanceDB
-    cannot widen a stored column); 4.5 then 4 stores both in a float column."""
+    """A price of 10 then 9.99 was refused (the column's type was its first value's); within
+    one write the field is a float column from its first commit, however many commits the
+    write takes (batch_size=1: the first made an integer column, the second failed). A
+    stored integer column cannot widen (LanceDB): a fraction there is refused saying to
+    write 4.0."""
     ints_first = [Record("a", "one text", {"rating": 4}), Record("b", "two text", {"rating": 4.5})]
-    with pytest.raises(IngestError, match=r"'rating' as int64 \(its first value .* 4\.0"):
-        ingest(ints_first, collection, hash_pipeline)
-    ingest(ints_first[::-1], collection, hash_pipeline)
+    report = ingest(ints_first, collection, hash_pipeline, batch_size=1)
+    assert (report.added, report.problems) == (2, [])
     rows = collection.rows(["a", "b"], ("rating", "metadata"))
     assert (rows["a"]["rating"], rows["b"]["rating"]) == (4.0, 4.5)
     assert json.loads(rows["a"]["metadata"]) == {"rating": 4}  # the JSON keeps what was given
+    whole = Database(tmp_path / "whole", create=True).collection("c")
+    ingest([Record("c", "three text", {"rating": 3})], whole, hash_pipeline)
+    with pytest.raises(IngestError, match=r"stores 'rating' as int64 \(a stored column .* 4\.0"):
+        ingest([Record("d", "four text", {"rating": 4.5})], whole, hash_pipeline)
 
 
 def test_a_list_where_a_column_holds_scalars_is_a_reported_item_and_can_be_skipped(

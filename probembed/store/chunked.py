@@ -51,6 +51,7 @@ from probembed.store.ingest import (
     finish,
     ingest,
     not_unicode,
+    planned_columns,
     prepare,
     validate_options,
     writing_pipeline,
@@ -442,7 +443,8 @@ def ingest_parsed(
     and is refused when that would be every stored document (a source that names none of
     them, e.g. an empty file, or a subfolder of the folder the collection was made from).
     `ingest_with` writes the chunks instead of `ingest` with `encode` (e.g.
-    `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first seven arguments.
+    `functools.partial(ingest_ray, workers=4)`); it takes `ingest`'s first eight arguments
+    and its `columns`.
     Every document's chunk 0 is written after all other chunks (a second write, so Ray's
     out-of-order commits keep it too): a run that stops part-way never leaves a document that
     the next run takes as unchanged. A `StreamedFile` is chunked and written after the
@@ -517,6 +519,7 @@ def ingest_parsed(
         for part in (plan.records, plan.marks)
     ]
     total = sum(map(len, parts))
+    columns = planned_columns(collection, [*parts[0], *parts[1]])  # one plan for both parts
     with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
         try:
             for part in parts:  # one bar over both writes: a person sees chunks, not two phases
@@ -524,7 +527,15 @@ def ingest_parsed(
                     touched.update(r.id for r in part)
                     moved = _Advance(bar)
                     result = write(
-                        part, collection, pipeline, batch_size, on_error, True, False, moved
+                        part,
+                        collection,
+                        pipeline,
+                        batch_size,
+                        on_error,
+                        True,
+                        False,
+                        moved,
+                        columns=columns,
                     )
                     report.chunks_written += result.added + result.updated
                     report.problems += result.problems

@@ -111,6 +111,7 @@ def ingest(
     on_commit: Callable[[int], None] | None = None,
     encode: Callable[[list[str]], Fused] | None = None,
     prefix: str = "",
+    columns: Mapping[str, pa.DataType] | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -124,17 +125,19 @@ def ingest(
     `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
     give what `pipeline.encode` gives.
     `prefix` is put before every id read (`docs/` makes a folder's `README.md`
-    `docs/README.md`): two sources in one collection keep apart.
+    `docs/README.md`): two sources in one collection keep apart. `columns`: column types a
+    larger write this one is part of decided (`planned_columns`; chunked ingest's parts).
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     report, todo = prepare(source, collection, pipeline, on_error, upsert, prefix)
+    planned = planned_columns(collection, todo, columns)
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
             fused = (encode or pipeline.encode)([r.text for r in chunk])
-            commit(collection, info, chunk, fused, upsert, report)
+            commit(collection, info, chunk, fused, upsert, report, planned)
             bar.advance(len(chunk))
             if on_commit is not None:
                 on_commit(report.added + report.updated)
@@ -278,11 +281,13 @@ def commit(
     fused: Fused,
     upsert: bool,
     report: IngestReport,
+    columns: Mapping[str, pa.DataType] | None = None,
 ) -> None:
     """Store one embedded chunk in one commit and count it in the report. An id another
-    writer stored since it was read counts as already stored (it was embedded unlocked)."""
-    texts = [r.text for r in chunk]
-    batch = Batch([r.id for r in chunk], texts, [r.metadata for r in chunk], fused, info)
+    writer stored since it was read counts as already stored (it was embedded unlocked).
+    `columns`: what the whole write decided (`planned_columns`), when it takes commits."""
+    texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
+    batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
     if upsert:
         inserted, updated = collection.upsert(batch)
     else:
@@ -330,6 +335,22 @@ def columns_to_check(
     if collection is None:
         return {}
     return collection.column_types(i.metadata for i in items if isinstance(i, Record))
+
+
+def planned_columns(
+    collection: Collection,
+    records: Sequence[Record],
+    given: Mapping[str, pa.DataType] | None = None,
+) -> dict[str, pa.DataType]:
+    """The column type of every metadata field over a whole write of checked records, from
+    `given` on (what a larger write decided): its first commit makes each column, and a
+    field whose early rows hold whole numbers and later ones fractions must be made a
+    float column then (a stored column cannot widen, and a later commit would fail)."""
+    stored = columns_to_check(collection, records)
+    types = {**(given or {}), **stored}
+    for record in records:
+        promote_metadata(record.id, record.metadata, types, stored)
+    return types
 
 
 def check_records(

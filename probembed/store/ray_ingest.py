@@ -43,6 +43,7 @@ from probembed.store.ingest import (
     OnError,
     commit,
     finish,
+    planned_columns,
     prepare,
     validate_options,
     writing_pipeline,
@@ -225,11 +226,12 @@ def ingest_ray(
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
     prefix: str = "",
+    columns: Mapping[str, pa.DataType] | None = None,
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
 
-    Its first eight arguments are ingest's, so it can stand in for it (chunked ingest's
-    `ingest_with`).
+    Its first eight arguments and `columns` are ingest's, so it can stand in for it (chunked
+    ingest's `ingest_with`).
 
     Joins the cluster at `address`, else starts Ray on this machine (all its cores) and stops
     it afterwards; a session already initialised is used as it is. Each actor asks for
@@ -240,6 +242,7 @@ def ingest_ray(
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     report, todo = prepare(source, collection, pipeline, on_error, upsert, prefix)
+    planned = planned_columns(collection, todo, columns)
     if todo:
         with (
             ray_session(address),
@@ -249,7 +252,8 @@ def ingest_ray(
             for index, fused in embed_on_ray(
                 texts, pipeline, batch_size, workers, cpus_per_worker, gpus_per_worker
             ):
-                commit(collection, info, [todo[i] for i in index], fused, upsert, report)
+                batch = [todo[i] for i in index]
+                commit(collection, info, batch, fused, upsert, report, planned)
                 bar.advance(len(index))
                 if on_commit is not None:
                     on_commit(report.added + report.updated)

@@ -77,6 +77,9 @@ class Batch:
     metadata: Sequence[Mapping[str, Any]]
     fused: Fused
     pipeline: PipelineInfo
+    #: Column types the whole write decided (`ingest.planned_columns`): a field whose first
+    #: batch holds whole numbers and a later one fractions is a float column from the start.
+    columns: Mapping[str, pa.DataType] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.ids)
@@ -105,6 +108,7 @@ class Batch:
             [self.metadata[i] for i in keep],
             self.fused.rows(keep),
             self.pipeline,
+            self.columns,
         )
 
 
@@ -156,8 +160,9 @@ NOT_A_COLUMN = pa.null()
 
 
 def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
-    """Arrow type of every promotable metadata field, checking values against known columns."""
-    types = dict(known)
+    """Arrow type of every promotable metadata field, checking values against known columns
+    (and, for fields with no column yet, starting from what the whole write decided)."""
+    types = {**batch.columns, **known}
     for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
         promote_metadata(doc_id, meta, types, known)
     return {k: t for k, t in types.items() if t != NOT_A_COLUMN}
@@ -189,7 +194,9 @@ def promote_metadata(
     stored: Container[str],
 ) -> None:
     """Add the column types this item's scalar fields need to `types`, or fail on a clash
-    (with the collection's, for a field in `stored`; else with an earlier item's)."""
+    (with the collection's, for a field in `stored`; else with an earlier item's). A field
+    earlier items of the write gave whole numbers becomes a float column at a fraction (10
+    then 9.99, as a price); a stored integer column cannot widen, so there it is refused."""
     columns = sum(t != NOT_A_COLUMN for t in types.values())
     for key, value in metadata.items():
         if value is None or not column_name(key):
@@ -213,10 +220,12 @@ def promote_metadata(
                 "integer column; store it as a string"
             )
         have = types.setdefault(key, kind)
-        if have != kind and not (have == pa.float64() and kind == pa.int64()):
+        if (have, kind) == (pa.int64(), pa.float64()) and key not in stored:
+            types[key] = kind
+        elif have != kind and not (have == pa.float64() and kind == pa.int64()):
             hint = (
-                f" (its first value was a whole number: write {key!r} as a float everywhere, "
-                "e.g. 4.0, where it can hold fractions)"
+                f" (a stored column of whole numbers cannot widen: write {key!r} as a float, "
+                "e.g. 4.0, from a collection's first write where it can hold fractions)"
                 if (have, kind) == (pa.int64(), pa.float64())
                 else ""
             )
