@@ -921,7 +921,10 @@ def test_whole_numbers_then_fractions_make_one_float_column_across_the_two_parts
     document's later chunks made an integer column, and a one-chunk document's 9.99 (in the
     second part) then failed, the run undone."""
     long = "\n\n".join(" ".join(f"w{p}_{k}" for k in range(30)) for p in range(3))
-    rows = [{"id": "many", "text": long, "price": 10}, {"id": "one", "text": "short", "price": 9.99}]
+    rows = [
+        {"id": "many", "text": long, "price": 10},
+        {"id": "one", "text": "short", "price": 9.99},
+    ]
     source = tmp_path / "prices.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     collection = Database(tmp_path / "db", create=True).collection("c")
