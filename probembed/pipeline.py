@@ -528,6 +528,13 @@ def find_pipeline(name_or_dir: str | os.PathLike) -> Path:
     return directory
 
 
+def pipeline_name(name_or_dir: str | os.PathLike) -> str:
+    """The name a pipeline loads under, read from its pipeline.json without loading a model:
+    a server states the pipelines it serves in its schema before they have loaded."""
+    directory = _resolve(name_or_dir)
+    return str(_read_config(directory).get("name", directory.name))
+
+
 def _resolve(name_or_dir: str | os.PathLike) -> Path:
     """A pipeline directory wins; otherwise a built-in name; otherwise a helpful error (a
     directory without a pipeline is reported when no built-in has its name)."""

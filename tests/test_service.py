@@ -179,13 +179,30 @@ def test_an_access_line_is_one_json_object_a_log_shipper_reads_whole(server):
     assert datetime.fromisoformat(access[-1]["time"]).tzinfo is not None
 
 
+def test_a_new_collection_naming_a_pipeline_not_served_is_invalid_input(server):
+    """The pipeline is a value of the body, not a resource of the path: 422 (it was a 404),
+    as the schema says by listing the served pipelines; a model named in a path stays 404."""
+    with server.client() as http:
+        unserved = http.post("/v1/collections", json={"name": "x", "pipeline": "no"})
+        schema = http.get("/openapi.json").json()
+        assert http.get("/v1/collections/x").status_code == 404  # nothing was made
+        assert http.get("/v1/models/no").status_code == 404
+    assert unserved.status_code == 422
+    assert unserved.json()["detail"] == "pipeline 'no' is not served here; pipelines: hash"
+    assert unserved.json()["error"]["type"] == "invalid_request_error"
+    named = schema["components"]["schemas"]["CollectionCreate"]["properties"]["pipeline"]
+    assert {"type": "string", "enum": ["hash"]} in named["anyOf"]
+    responses = schema["paths"]["/v1/collections"]["post"]["responses"]
+    assert "422" in responses and "404" not in responses
+
+
 def test_collection_lifecycle(server):
     with server.client() as http:
         created = http.post("/v1/collections", json={"name": "life"})
         assert created.status_code == 201 and created.json()["count"] == 0
         assert http.post("/v1/collections", json={"name": "life"}).status_code == 409
         assert http.post("/v1/collections", json={"name": "bad name!"}).status_code == 422
-        assert http.post("/v1/collections", json={"name": "x", "pipeline": "no"}).status_code == 404
+        assert http.post("/v1/collections", json={"name": "x", "pipeline": "no"}).status_code == 422
         wrote = http.post("/v1/collections/life/documents", json={"documents": DOCS}).json()
         assert (wrote["added"], wrote["count"]) == (3, 3)
         again = http.post("/v1/collections/life/documents", json={"documents": DOCS[:1]}).json()
@@ -450,7 +467,7 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
             "input: Input should be a valid string or Input should be a valid list"
         )
         unknown = http.post("/v1/collections", json={"name": "y", "pipeline": "nope"})
-        assert said(unknown, 404) == "pipeline 'nope' is not served here; pipelines: hash"
+        assert said(unknown) == "pipeline 'nope' is not served here; pipelines: hash"
         # the shape the body gave, not "or Input should be a valid boolean" beside it
         overlap = {
             "documents": [{"id": "a", "text": "x"}],

@@ -30,6 +30,7 @@ from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
+from probembed.pipeline import pipeline_name
 from probembed.service import schemas
 from probembed.service.auth import READ, WRITE, ApiKeys, bearer_key, scope_authorization
 from probembed.service.batching import QueueFullError, StoppingError
@@ -109,6 +110,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _errors(but: int) -> dict[int | str, dict[str, Any]]:
+    """`_ERRORS` without a status the route never answers, so its schema does not promise it."""
+    return {status: response for status, response in _ERRORS.items() if status != but}
+
+
 def create_app(settings: ServiceSettings) -> FastAPI:
     """The service as an ASGI app (start it with `probembed serve` or any ASGI server)."""
     service = Service(settings)
@@ -147,7 +153,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         open_paths=pages | {"/healthz", "/readyz"},
         refused=_scope_refusal([r for router in routers for r in router.routes], settings.keys),
     )
-    _publish_limits(app, settings.limits)
+    _publish_limits(app, settings.limits, [pipeline_name(p) for p in settings.pipelines])
     return app
 
 
@@ -158,8 +164,9 @@ _LISTS = {("EmbeddingRequest", "input"), ("DocumentsWrite", "documents")}
 _LISTS |= {("DeleteDocuments", "ids"), ("SearchRequest", "queries")}
 
 
-def _publish_limits(app: FastAPI, limits: Limits) -> None:
-    """State this server's limits in its OpenAPI schema, so clients and fuzzers see them."""
+def _publish_limits(app: FastAPI, limits: Limits, pipelines: Sequence[str]) -> None:
+    """State this server's limits and pipelines in its OpenAPI schema, so clients and fuzzers
+    see them (a collection naming another pipeline is a 422, as a value over a limit is)."""
     plain = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -170,6 +177,10 @@ def _publish_limits(app: FastAPI, limits: Limits) -> None:
                 node = components[name]["properties"][prop]
                 _constrain(node, limits, (name, prop) in _TEXTS, (name, prop) in _LISTS)
             components["SearchRequest"]["properties"]["k"]["maximum"] = limits.max_k
+            named = components["CollectionCreate"]["properties"]["pipeline"]
+            for option in named.get("anyOf", [named]):
+                if option.get("type") == "string":
+                    option["enum"] = list(pipelines)
             components["Document"]["properties"]["text"]["description"] = (
                 f"At most {limits.max_chars} characters (--max-chars), unless the write chunks "
                 "its documents: then only the body's size bounds it."
@@ -673,7 +684,7 @@ def _embedding_payload(fused: Fused, model: str, encoding: str, texts: list[str]
 
 def _collections(service: Service) -> APIRouter:
     """Collections: list, create, stats, delete; documents: add/upsert, delete; search."""
-    router = APIRouter(prefix="/v1/collections", tags=["collections"], responses=_ERRORS)
+    router = APIRouter(prefix="/v1/collections", tags=["collections"])
     reader = [Security(_scope(service, READ))]
     writer = [Security(_scope(service, WRITE))]
     limits = service.settings.limits
@@ -683,7 +694,7 @@ def _collections(service: Service) -> APIRouter:
         service.count_items(collection)
         return schemas.CollectionInfo.model_validate(collection.stats().to_json())
 
-    @router.get("", response_model=schemas.CollectionList, dependencies=reader)
+    @router.get("", response_model=schemas.CollectionList, dependencies=reader, responses=_ERRORS)
     async def list_collections() -> schemas.CollectionList:
         """Every collection with its stats."""
         db = service.require_ready()
@@ -698,10 +709,20 @@ def _collections(service: Service) -> APIRouter:
         found = [await service.run(n, lambda n=n: listed(n)) for n in names]
         return schemas.CollectionList(data=[i for i in found if i is not None])
 
-    @router.post("", response_model=schemas.CollectionInfo, status_code=201, dependencies=writer)
+    @router.post(
+        "",
+        response_model=schemas.CollectionInfo,
+        status_code=201,
+        dependencies=writer,
+        responses=_errors(but=404),  # nothing in its path to miss: an unserved pipeline is a 422
+    )
     async def create_collection(body: schemas.CollectionCreate) -> schemas.CollectionInfo:
-        """An empty collection for a served pipeline's vectors."""
-        pipeline = service.pipeline(body.pipeline, field="pipeline")
+        """An empty collection for a served pipeline's vectors (422 naming the served ones if
+        `pipeline` is not one of them)."""
+        try:
+            pipeline = service.pipeline(body.pipeline, field="pipeline")
+        except UnknownModelError as exc:  # 404 is for a name in the path (GET /v1/models/x)
+            raise ApiError(422, str(exc)) from exc
         db = service.require_ready()
 
         def create() -> schemas.CollectionInfo:
@@ -710,12 +731,16 @@ def _collections(service: Service) -> APIRouter:
 
         return await service.run(body.name, create)
 
-    @router.get("/{name}", response_model=schemas.CollectionInfo, dependencies=reader)
+    @router.get(
+        "/{name}", response_model=schemas.CollectionInfo, dependencies=reader, responses=_ERRORS
+    )
     async def collection_stats(name: CollectionName) -> schemas.CollectionInfo:
         """Count, bytes, version, pipeline and adapted weights of one collection."""
         return await service.run(name, lambda: info(name))
 
-    @router.delete("/{name}", response_model=schemas.DeleteReport, dependencies=writer)
+    @router.delete(
+        "/{name}", response_model=schemas.DeleteReport, dependencies=writer, responses=_ERRORS
+    )
     async def drop_collection(name: CollectionName) -> schemas.DeleteReport:
         """Delete a collection and everything in it."""
         db = service.require_ready()
@@ -731,7 +756,12 @@ def _collections(service: Service) -> APIRouter:
         service.retire(fingerprint)
         return report
 
-    @router.post("/{name}/documents", response_model=schemas.WriteReport, dependencies=writer)
+    @router.post(
+        "/{name}/documents",
+        response_model=schemas.WriteReport,
+        dependencies=writer,
+        responses=_ERRORS,
+    )
     async def add_documents(
         name: CollectionName, body: schemas.DocumentsWrite
     ) -> schemas.WriteReport:
@@ -820,7 +850,12 @@ def _collections(service: Service) -> APIRouter:
 
         return await service.run(name, write)
 
-    @router.post("/{name}/delete", response_model=schemas.DeleteReport, dependencies=writer)
+    @router.post(
+        "/{name}/delete",
+        response_model=schemas.DeleteReport,
+        dependencies=writer,
+        responses=_ERRORS,
+    )
     async def delete_documents(
         name: CollectionName, body: schemas.DeleteDocuments
     ) -> schemas.DeleteReport:
@@ -869,7 +904,12 @@ def _collections(service: Service) -> APIRouter:
 
         return await service.run(name, delete)
 
-    @router.post("/{name}/search", response_model=schemas.SearchResponse, dependencies=reader)
+    @router.post(
+        "/{name}/search",
+        response_model=schemas.SearchResponse,
+        dependencies=reader,
+        responses=_ERRORS,
+    )
     async def search(name: CollectionName, body: schemas.SearchRequest) -> Response:
         """The k best items per query, each with score, std, weights, p_relevant, and a
         confidence per query."""
