@@ -609,11 +609,10 @@ def _embeddings(service: Service) -> APIRouter:
                 f"vectors (members concatenated, not truncatable); omit it or pass {dim}",
             )
         fused = await service.batcher(pipeline).encode(texts)
-        payload = _embedding_payload(fused, body.model, body.encoding_format, texts)
-        # orjson writes the float32 rows as they are (shortest repr, read back exactly): the
-        # standard library's floats of a large answer held the event loop, /healthz included
-        body_bytes = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
-        return Response(body_bytes, media_type="application/json")
+        written = await asyncio.to_thread(
+            _embedding_body, fused, body.model, body.encoding_format, texts
+        )
+        return Response(written, media_type="application/json")
 
     return router
 
@@ -654,8 +653,44 @@ def _search_body(name: str, results: list[dict]) -> bytes:
     """A search's JSON answer, each query's result validated and written by its own call: one
     call over every hit (2,048 queries of 1,000 hits are within the default limits) holds
     the GIL throughout, and on a worker thread stalls the event loop as much as on it."""
-    written = (_QUERY_RESULT.dump_json(_QUERY_RESULT.validate_python(r)) for r in results)
-    return b'{"collection":%b,"results":[%b]}' % (orjson.dumps(name), b",".join(written))
+    answer = {"collection": name, "results": results}
+    return _written_by_item(answer, "results", _query_json)
+
+
+def _query_json(result: dict) -> bytes:
+    """One query's result as the response model validates and writes it."""
+    return _QUERY_RESULT.dump_json(_QUERY_RESULT.validate_python(result))
+
+
+def _embedding_body(fused: Fused, model: str, encoding: str, texts: list[str]) -> bytes:
+    """OpenAI's response body as JSON bytes, the bytes `orjson.dumps` gives the whole payload,
+    written an item per call: one call over 2,048 rows held the GIL (and so the event loop,
+    /healthz included) as long on a worker thread as on the loop. orjson writes the float32
+    rows as they are: each float's shortest decimal, read back exactly."""
+    payload = _embedding_payload(fused, model, encoding, texts)
+    return _written_by_item(payload, "data", _numpy_json)
+
+
+def _numpy_json(value: Any) -> bytes:
+    """A value as JSON, numpy arrays as lists of their numbers."""
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _written_by_item(answer: dict[str, Any], listed: str, write: Callable[[Any], bytes]) -> bytes:
+    """`answer` as compact JSON (orjson's bytes), the list under `listed` written one item
+    per `write` call, so no one call holds the GIL for the whole answer."""
+    pieces: list[bytes] = [b"{"]
+    for i, (key, value) in enumerate(answer.items()):
+        pieces += [b"," if i else b"", orjson.dumps(key), b":"]
+        if key == listed:
+            pieces.append(b"[")
+            for j, item in enumerate(value):
+                pieces += [b"," if j else b"", write(item)]
+            pieces.append(b"]")
+        else:
+            pieces.append(_numpy_json(value))
+    pieces.append(b"}")
+    return b"".join(pieces)
 
 
 def _embedding_payload(fused: Fused, model: str, encoding: str, texts: list[str]) -> dict:
