@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -92,7 +93,10 @@ class Service:
         return self._ready.is_set()
 
     async def start(self) -> None:
-        """Load in a thread, then start one batcher per served pipeline."""
+        """Load in a thread, start one batcher per served pipeline, then freeze what loading
+        made out of the garbage collector's reach (`gc.freeze`): a full collection, which a
+        large search's allocations set off in any thread, traversed the loaded models and
+        modules with the GIL held, and the event loop, /healthz included, waited for it."""
         try:
             await asyncio.to_thread(self._load)
         except Exception as exc:  # reported by /readyz and the log; the server stays up
@@ -101,6 +105,7 @@ class Service:
             return
         for name, source in self._sources.items():
             await asyncio.to_thread(self._spawn, self.pipelines[name], source)
+        gc.freeze()  # live for the server's life: reference counts still free what is dropped
         self._ready.set()
         host, settings = self.settings.host, self.settings
         shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
