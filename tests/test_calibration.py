@@ -336,8 +336,10 @@ def test_a_filter_leaves_each_hit_the_p_relevant_it_has_without_one(collections)
     """Read along the filtered list, a hit's rank and gaps were counted among the rows kept:
     a filter to a few middling rows made the first of them look like a search's best (a
     chunk filtered to its own document went from 0.10 to 0.82). Each hit now reads its p
-    in the same search without the filter; one ranked past that search's CONTEXT_DEPTH
-    reads its last value. Equal to 1e-9: the same features, batched otherwise."""
+    in the same search without the filter (equal to 1e-9: the same features, batched
+    otherwise). Hits ranked past that search's CONTEXT_DEPTH read their own value there, at
+    most its last one's: they all read the last one's, and a filter to another tenant's rows
+    gave its best and its worst hit the same p."""
     calibrated, _ = collections
     for query in ("A man is playing a guitar.", "The cat sat on the mat.", "A woman is cooking."):
         every = calibrated.search(query, k=CONTEXT_DEPTH, exact=True)["hits"]
@@ -352,7 +354,33 @@ def test_a_filter_leaves_each_hit_the_p_relevant_it_has_without_one(collections)
         deep = calibrated.search(
             query, k=3, exact=True, where=f"id = '{_unreached(calibrated, every)}'"
         )
-        assert deep["hits"][0]["p_relevant"] == pytest.approx(last, rel=1e-9, abs=1e-12)
+        assert deep["hits"][0]["p_relevant"] <= last
+
+
+def test_a_filter_to_rows_past_the_unfiltered_context_keeps_them_apart(
+    collections, tmp_path, sentences
+):
+    """A tenant's rows ranked below another tenant's 40 near-copies of the answer all read
+    the last value of the unfiltered ranking: its answer and an unrelated row got the same
+    p_relevant. Each now reads its own value past that ranking, at most its last one's."""
+    calibrated, _ = collections
+    pipeline = calibrated.load_pipeline()
+    shared = Database(tmp_path / "db", create=True).collection("tenants")
+    query = "A man is playing a guitar."
+    records = [Record(f"a{i}", query, {"tenant": "acme"}) for i in range(40)]
+    records += [
+        Record("answer", "A man plays the guitar.", {"tenant": "globex"}),
+        Record("other", sentences[DOCS - 1], {"tenant": "globex"}),
+    ]
+    ingest(
+        records + [Record(f"s{i}", t, {}) for i, t in enumerate(sentences[:100])], shared, pipeline
+    )
+    every = shared.search(query, k=CONTEXT_DEPTH, exact=True)["hits"]
+    assert {h["metadata"].get("tenant") for h in every} == {"acme"}
+    last = every[-1]["p_relevant"]
+    hits = shared.search(query, k=2, exact=True, where="tenant = 'globex'")["hits"]
+    assert [h["id"] for h in hits] == ["answer", "other"]
+    assert last >= hits[0]["p_relevant"] > hits[1]["p_relevant"]
 
 
 def test_a_grouped_hit_filtered_to_another_chunk_reads_its_documents_p_relevant(

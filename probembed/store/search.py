@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -272,11 +272,18 @@ class Searcher:
                 context, fused, CONTEXT_DEPTH, context_lexical, None, context_bm25
             )
             key = self._document_of if group_by_doc else int  # a grouped hit is its document
+            orders = [
+                [key(p) for p in seen.positions[: len(values)].tolist()]
+                for seen, values in zip(context, context_p, strict=True)
+            ]
+            past = self._past_context(
+                ranked, results, context, orders, fused, key, context_lexical, context_bm25
+            )
             positions = self._snap.positions
-            for result, seen, values in zip(results, context, context_p, strict=True):
-                order = [key(p) for p in seen.positions[: len(values)].tolist()]
+            for i, (result, values) in enumerate(zip(results, context_p, strict=True)):
                 hits = result["hits"]
-                _read_unfiltered(hits, [key(positions[h["id"]]) for h in hits], order, values)
+                keys = [key(positions[h["id"]]) for h in hits]
+                _read_unfiltered(hits, keys, orders[i], values, past.get(i, {}))
         if min_p_relevant is not None:
             for result in results:
                 result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
@@ -320,6 +327,44 @@ class Searcher:
             if pool >= self._snap.live or all(len(r.positions) >= depth for r in grouped):
                 return grouped, lexical, bm25, others
             pool = min(self._snap.live, GROUP_POOL * pool)
+
+    def _past_context(
+        self,
+        ranked: list[Ranked],
+        results: list[QueryResult],
+        context: list[Ranked],
+        orders: list[list[Hashable]],
+        fused: Fused,
+        key: Callable[[int], Hashable],
+        lexical: np.ndarray | None,
+        bm25: Sequence[tuple[np.ndarray, np.ndarray]] | None,
+    ) -> dict[int, dict[int, float]]:
+        """Per query, by hit index: the p_relevant of each filtered hit the unfiltered ranking
+        did not reach, as if it came right after that ranking's last hit (its rank a lower
+        bound; its gap to the top and the query's margin the unfiltered ones; its gap to the
+        next the filtered list's). Given the last hit's value, every hit of a filter to
+        another tenant's rows read the same p, the relevant and the irrelevant alike."""
+        lists, owners, places = [], [], []
+        for i, (filtered, result) in enumerate(zip(ranked, results, strict=True)):
+            reached, depth = set(orders[i]), len(orders[i])
+            last = len(filtered.positions) - 1
+            for j in range(len(result["hits"])):
+                if key(int(filtered.positions[j])) in reached:
+                    continue
+                pick, seen = [j, min(j + 1, last)], context[i]
+                parts = zip(seen, filtered, strict=True)
+                lists.append(Ranked(*(np.concatenate([a[:depth], b[pick]]) for a, b in parts)))
+                owners.append(i)
+                places.append((i, j, depth))
+        if not lists:
+            return {}
+        words = None if lexical is None else lexical[owners]
+        found = None if bm25 is None else [bm25[i] for i in owners]
+        _, p, _ = self._annotated(lists, fused.rows(owners), CONTEXT_DEPTH + 1, words, None, found)
+        past: dict[int, dict[int, float]] = {}
+        for (i, j, depth), values in zip(places, p, strict=True):
+            past.setdefault(i, {})[j] = values[depth]
+        return past
 
     def _document_of(self, position: int) -> Hashable:
         """The document a row belongs to, as grouping counts it (a row with no doc_id is
@@ -708,20 +753,25 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
 
 
 def _read_unfiltered(
-    hits: list[Hit], keys: Sequence[Hashable], unfiltered: Sequence[Hashable], values: list
+    hits: list[Hit],
+    keys: Sequence[Hashable],
+    unfiltered: Sequence[Hashable],
+    values: list,
+    past: Mapping[int, float],
 ) -> None:
     """Give a filtered search's hits (`keys`: each one's row, or document when grouped) the
     p_relevant they have in the same search without the filter (`values` along its ranking,
     `unfiltered`): read along the filtered list, a hit's rank and gaps were counted among the
     rows kept, and a chunk filtered to its own document went from 0.10 to 0.82. A hit the
-    unfiltered ranking did not reach takes its last value, and each is capped by the one
-    above it, as along any list (a hybrid list filtered can order hits otherwise)."""
+    unfiltered ranking did not reach takes its own value past it (`past`, by hit index), at
+    most the last one's, and each is capped by the one above it, as along any list (a hybrid
+    list filtered can order hits otherwise)."""
     if not values:
         return
     found = dict(zip(unfiltered, values, strict=True))
     cap = math.inf
-    for hit, key in zip(hits, keys, strict=True):
-        cap = min(cap, found.get(key, values[-1]))
+    for j, (hit, key) in enumerate(zip(hits, keys, strict=True)):
+        cap = min(cap, found.get(key, min(values[-1], past.get(j, values[-1]))))
         hit["p_relevant"] = cap
 
 
