@@ -138,8 +138,7 @@ def test_sentence_transformers_defaults_given_explicitly_change_nothing(model, p
 def test_bad_arguments_are_named(model):
     with pytest.raises(TypeError, match="unsupported option"):
         model.encode(["x"], colour="red")
-    for option, value in (("output_value", "token_embeddings"), ("truncate_dim", 64),
-                          ("prompt_name", "query")):  # fmt: skip
+    for option, value in (("output_value", "token_embeddings"), ("truncate_dim", 64)):
         with pytest.raises(ValueError, match=option):
             model.encode(["x"], **{option: value})
     with pytest.raises(ValueError, match="batch_size"):
@@ -186,3 +185,30 @@ def test_an_unknown_similarity_and_a_dict_input_are_refused(pipeline):
     assert model.similarity_fn_name == "cosine"
     with pytest.raises(TypeError, match="got a dict"):  # it embedded the key "text"
         model.encode({"text": "hello"})
+
+
+def test_a_prompt_name_is_looked_up_in_prompts_as_sentence_transformers_does(model, pipeline):
+    """The message said probembed gives "fused means as float32, whole (prompt_name=None)",
+    not that the name is missing from `prompts`."""
+    with pytest.raises(ValueError, match=r"Prompt name 'query' not found .* keys \[\]"):
+        model.encode("cat", prompt_name="query")
+    # a prompt given beside a name wins, as in sentence-transformers
+    want = pipeline.encode(["query: cat"]).gaussian.mean[0]
+    assert np.array_equal(model.encode("cat", prompt="query: ", prompt_name="query"), want)
+
+
+def test_a_device_it_cannot_use_is_refused_and_device_and_length_are_told(model, pipeline):
+    """device="cuda" was accepted silently while every member encoded on the CPU."""
+    for device in ("cuda", "cuda:0", torch.device("meta")):
+        with pytest.raises(ValueError, match="encode on the CPU"):
+            model.encode(["x"], device=device)
+    with pytest.raises(ValueError, match="not a torch device"):
+        model.encode(["x"], device="gpu-please")
+    want = pipeline.encode(["x"]).gaussian.mean
+    for device in ("cpu", "cpu:0", torch.device("cpu")):
+        assert np.array_equal(model.encode(["x"], device=device), want)
+    assert model.device == "cpu" and model.max_seq_length == pipeline.max_tokens
+    with pytest.raises(AttributeError):
+        model.device = "cuda"
+    with pytest.raises(AttributeError):
+        model.max_seq_length = 8

@@ -101,8 +101,10 @@ class SentenceEncoder:
         fusion (Σ π_k μ_k) is shorter than 1 and is rescaled. `batch_size` is checked but the
         pipeline batches on its own (each member in its own chunks, through the embedding
         cache), so the vectors are exactly `Pipeline.encode`'s. `prompt` is prepended to every
-        sentence, as in sentence-transformers; ST's defaults for the rest (no prompt name,
-        sentence embeddings, no truncation, any device) and MTEB's task metadata are accepted;
+        sentence, as in sentence-transformers, and `prompt_name` names one of `prompts` (there
+        are none: a name is refused as ST refuses one it lacks); `device` may be None or the
+        CPU, where the members encode; ST's defaults for the rest (sentence embeddings, no
+        truncation) and MTEB's task metadata are accepted;
         asking for more than they give is an error (a truncated concat-fused mean would drop
         whole members). `sentences=` (ST before 6) names the input too.
         """
@@ -113,8 +115,9 @@ class SentenceEncoder:
             raise TypeError(f"encode got unsupported option(s) {sorted(unknown)}")
         if inputs is None:
             raise TypeError("encode needs the texts to encode (inputs)")
+        prompt = self._prompt(prompt_name, prompt)
+        _check_device(device)
         for name, value, default in (
-            ("prompt_name", prompt_name, None),
             ("output_value", output_value, "sentence_embedding"),
             ("precision", precision, "float32"),
             ("truncate_dim", truncate_dim, None),
@@ -132,6 +135,30 @@ class SentenceEncoder:
             texts = [prompt + t for t in texts]
         means = self._means(texts, bool(show_progress_bar), normalize_embeddings)
         return _convert(means[0] if single else means, convert_to_numpy, convert_to_tensor)
+
+    def _prompt(self, prompt_name: str | None, prompt: str | None) -> str | None:
+        """The prompt to prepend: `prompt`, else the one `prompt_name` names in `prompts`,
+        refused as sentence-transformers refuses a name it does not have."""
+        if prompt is not None or prompt_name is None:
+            return prompt
+        if prompt_name not in self.prompts:
+            raise ValueError(
+                f"Prompt name {prompt_name!r} not found in the configured prompts dictionary "
+                f"with keys {list(self.prompts)!r} (probembed encodes queries and documents "
+                "alike and defines no prompts; pass prompt='...' to prepend a text)"
+            )
+        return self.prompts[prompt_name]
+
+    @property
+    def device(self) -> str:
+        """As `SentenceTransformer.device`: probembed's members encode on the CPU."""
+        return "cpu"
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """As `SentenceTransformer.max_seq_length`: the shortest member's token limit (a
+        longer text is cut by that member; None when no member has a limit)."""
+        return self.pipeline.max_tokens
 
     def encode_query(self, inputs: str | Sequence[str], **options: Any) -> Any:
         """As `encode`: probembed encodes queries and documents alike."""
@@ -196,6 +223,24 @@ _SIMILARITIES: dict[str, tuple[str, int] | None] = {
     "euclidean": ("euclidean", 2),
     "manhattan": ("cityblock", 1),
 }
+
+
+def _check_device(device: Any) -> None:
+    """Accept no device or the CPU; refuse another rather than ignore it (sentence-
+    transformers moves the model there, and fails where it cannot)."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a torch device: {exc}") from None
+    if kind != "cpu":
+        raise ValueError(
+            f"device={device!r} cannot be used: probembed's members encode on the CPU "
+            "(pass device=None or 'cpu')"
+        )
 
 
 def _matrix(x: Any) -> np.ndarray:
