@@ -561,3 +561,93 @@ def test_concurrent_async_writes_and_searches_each_land_once(tmp_path, pydoc_pip
     outcomes = asyncio.run(together())
     assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
     assert store.collection.count() == len(texts)
+
+
+def test_a_lone_string_of_texts_or_documents_is_refused_not_stored_per_character(store):
+    """add_texts("hello") stored five documents, one per character."""
+    before = store.collection.count()
+    with pytest.raises(TypeError, match=r"texts takes a list, got one str: pass \['hello'\]"):
+        store.add_texts("hello")
+    for lone in ("hello", Document(page_content="hello")):
+        with pytest.raises(TypeError, match="documents takes a list, got one"):
+            store.add_documents(lone)
+    with pytest.raises(TypeError, match=r"documents\[0\] is str 'plain string'"):
+        store.add_documents(["plain string"])
+    assert store.collection.count() == before
+
+
+def test_a_bad_item_is_told_to_be_left_out_not_to_pass_on_error(store):
+    """The message said "pass on_error='skip'", an option add_texts refuses."""
+    before = store.collection.count()
+    with pytest.raises(StoreError, match="leave those items out of the call") as caught:
+        store.add_texts(["fine", "infinite"], [{"x": 1.0}, {"x": float("inf")}])
+    assert "on_error" not in str(caught.value) and len(caught.value.problems) == 1
+    assert store.collection.count() == before
+
+
+def test_documents_just_retrieved_can_be_added_again(store):
+    """Re-adding search results was refused for the `probembed` key the adapter put there."""
+    before = store.collection.count()
+    docs = store.similarity_search(QUESTION, k=3)
+    assert store.add_documents(docs) == [d.id for d in docs]
+    assert store.collection.count() == before
+    stored = store.get_by_ids([d.id for d in docs])
+    assert all("probembed" not in d.metadata for d in stored)
+    with pytest.raises(ValueError, match="reserves"):  # a user's own field of that name
+        store.add_texts(["clashing"], [{"probembed": {"id": "x", "score": 1.0}}])
+
+
+def test_wrong_argument_types_are_named_with_what_is_expected(tmp_path, pydoc_pipeline, store):
+    """They failed as "'Database' object has no attribute 'exists'", "'str' object has no
+    attribute 'items'", or a message about blank pages for a number."""
+    database = Database(tmp_path / "other", create=True)
+    embedding = ProbembedEmbeddings(pydoc_pipeline)
+    with pytest.raises(TypeError, match=r"takes a probembed Collection, got a Database .*"
+                                        r"database\.collection\('docs'\)"):  # fmt: skip
+        ProbembedVectorStore(database, embedding)
+    with pytest.raises(TypeError, match=r"got str 'my\.db': pass Database\(path"):
+        ProbembedVectorStore("my.db", embedding)
+    with pytest.raises(TypeError, match=r"metadatas takes a list, got one dict: pass \[\{"):
+        store.add_texts(["a"], metadatas={"source": "x"})
+    with pytest.raises(TypeError, match=r"metadatas\[0\] is str 'x'; metadatas takes dict or"):
+        store.add_texts(["a"], metadatas=["x"])
+    with pytest.raises(TypeError, match=r"texts\[0\] is int 123: texts are strings"):
+        store.add_texts([123])
+    with pytest.raises(StoreError, match=r"pass embedding=ProbembedEmbeddings\('retrieval'\)"):
+        ProbembedVectorStore(database.collection("new"))
+
+
+def test_operator_dicts_point_to_where_and_an_empty_list_matches_nothing(store):
+    """{"$eq": ...} was refused as a bad value; an empty list raised "needs a non-empty list"
+    where a UI with no source selected expects no hits."""
+    for value in ({"$eq": "assert"}, {"$gte": 2023}):
+        with pytest.raises(ValueError, match=r"operator dicts .* not supported.*where="):
+            store.similarity_search(QUESTION, filter={"topic": value})
+    assert store.similarity_search(QUESTION, filter={"topic": []}) == []
+    assert store.similarity_search(QUESTION, filter={"nope": []}) == []  # a field none has
+    kept = store.similarity_search(QUESTION, k=3, filter={"topic": ["assert"]})
+    assert kept and {d.metadata["topic"] for d in kept} == {"assert"}
+
+
+def test_a_relevance_score_fn_maps_each_hits_own_score(tmp_path, calibrated, records):
+    """The relevance was always p_relevant, which reads the hit's rank and gaps: a chosen
+    per-pair map of the raw score is what LangChain's own stores let a user give."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    texts, metas = [r.text for r in records], [r.metadata for r in records]
+    calibrated_store = ProbembedVectorStore(collection, ProbembedEmbeddings(calibrated))
+    calibrated_store.add_texts(texts, metas)
+    scored = calibrated_store.similarity_search_with_score(QUESTION, k=5)
+    default = calibrated_store.similarity_search_with_relevance_scores(QUESTION, k=5)
+    assert [r for _, r in default] == [d.metadata["probembed"]["p_relevant"] for d, _ in default]
+    chosen = ProbembedVectorStore(collection, relevance_score_fn=lambda s: (1 + s) / 2)
+    mapped = chosen.similarity_search_with_relevance_scores(QUESTION, k=5)
+    assert [d.id for d, _ in mapped] == [d.id for d, _ in scored]
+    assert [r for _, r in mapped] == [(1 + s) / 2 for _, s in scored]
+    assert chosen._select_relevance_score_fn()(0.5) == 0.75
+    kept = chosen.as_retriever(
+        search_type="similarity_score_threshold",
+        search_kwargs={"k": 5, "score_threshold": mapped[2][1]},
+    ).invoke(QUESTION)
+    assert [d.id for d in kept] == [d.id for d, _ in mapped[:3]]
+    with pytest.raises(TypeError, match="relevance_score_fn must be a function"):
+        ProbembedVectorStore(collection, relevance_score_fn=0.5)

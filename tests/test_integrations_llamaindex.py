@@ -381,3 +381,118 @@ def test_a_lone_string_of_ids_is_refused_not_read_as_one_id_per_character(store,
     with pytest.raises(TypeError, match="got the string"):
         store.get_nodes(node_ids=nodes[0].node_id)
     assert store.client.count() == count
+
+
+def test_custom_embedding_strs_as_hyde_sets_them_are_what_is_searched(store, pydoc_pipeline):
+    """The retriever passed the store only query_str: HyDE's hypothetical document (in
+    custom_embedding_strs) changed nothing."""
+    from llama_index.core.schema import QueryBundle
+
+    ids = lambda found: [n.node.node_id for n in found]  # noqa: E731
+    top = retriever(store, pydoc_pipeline, similarity_top_k=4)
+    plain = ids(top.retrieve(QueryBundle(query_str="zzz qqq")))
+    wanted = ids(top.retrieve(QUESTION))
+    assert plain != wanted
+    hyde = QueryBundle(query_str="zzz qqq", custom_embedding_strs=[QUESTION])
+    assert ids(top.retrieve(hyde)) == wanted
+    again = QueryBundle(query_str="zzz qqq", custom_embedding_strs=[QUESTION])
+    assert ids(asyncio.run(top.aretrieve(again))) == wanted
+    # several texts (HyDE's document and the question): each node as close as its closest text
+    both = top.retrieve(QueryBundle(query_str="zzz", custom_embedding_strs=[QUESTION, "zzz"]))
+    alone = [top.retrieve(text) for text in (QUESTION, "zzz")]
+    best = {}
+    for found in alone:
+        for n in found:
+            best[n.node.node_id] = max(best.get(n.node.node_id, -np.inf), n.score)
+    expected = sorted(best.items(), key=lambda item: item[1], reverse=True)[:4]
+    assert [(n.node.node_id, n.score) for n in both] == expected
+
+
+def test_a_bare_query_embedding_is_refused_saying_why(store, pydoc_pipeline):
+    """A given QueryBundle.embedding was silently replaced by a search for query_str."""
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.schema import QueryBundle
+
+    embedding = ProbembedEmbedding(pydoc_pipeline).get_text_embedding(QUESTION)
+    bundle = QueryBundle(query_str="zzz qqq", embedding=embedding)
+    with pytest.raises(ValueError, match="bare embedding: probembed searches by a query's text"):
+        retriever(store, pydoc_pipeline).retrieve(bundle)
+    other = VectorStoreIndex.from_vector_store(store, embed_model=MockEmbedding(embed_dim=8))
+    with pytest.raises(ValueError, match="embed_model is ProbembedEmbedding"):
+        other.as_retriever().retrieve(QUESTION)
+    with pytest.raises(ValueError, match="no text to search by"):
+        store.query(VectorStoreQuery(similarity_top_k=2))
+
+
+def test_a_lone_string_or_node_is_refused_not_added_per_character(store, nodes):
+    count = store.client.count()
+    with pytest.raises(TypeError, match="nodes takes a list, got one str"):
+        store.add("hello")
+    with pytest.raises(TypeError, match="nodes takes a list, got one TextNode"):
+        store.add(nodes[0])
+    with pytest.raises(TypeError, match=r"nodes\[1\] is str"):
+        store.add([nodes[0], "hello"])
+    assert store.client.count() == count
+
+
+def test_nodes_just_retrieved_can_be_inserted_again(store, pydoc_pipeline, nodes):
+    """insert_nodes of retrieved nodes was refused for the key the store put there."""
+    index = VectorStoreIndex.from_vector_store(
+        store, embed_model=ProbembedEmbedding(pydoc_pipeline)
+    )
+    count = store.client.count()
+    found = index.as_retriever(similarity_top_k=3).retrieve(QUESTION)
+    index.insert_nodes([n.node for n in found])
+    assert store.client.count() == count
+    for node in store.get_nodes(node_ids=[n.node.node_id for n in found]):
+        assert "probembed" not in node.metadata
+        assert "probembed" not in node.excluded_llm_metadata_keys
+    assert "probembed" in found[0].node.metadata  # the caller's nodes are left as they were
+
+
+def test_the_async_methods_leave_the_event_loop_free(store, nodes):
+    """LlamaIndex's defaults ran add, query, delete... on the loop (a 10 ms ticker stalled
+    0.83 s during async_add of 40 nodes); each must yield while it works in a thread."""
+    query = VectorStoreQuery(query_str=QUESTION, similarity_top_k=3)
+    calls = [
+        lambda: store.async_add(nodes[:5]),
+        lambda: store.aquery(query),
+        lambda: store.aget_nodes(node_ids=[nodes[0].node_id]),
+        lambda: store.adelete_nodes(node_ids=[nodes[1].node_id]),
+        lambda: store.adelete(nodes[2].ref_doc_id),
+        lambda: store.aclear(),
+    ]
+
+    async def waits(call):
+        """Whether the call was still running when the loop next ran another task."""
+        task = asyncio.create_task(call())
+        await asyncio.sleep(0)  # the task's first step runs: a sync body finishes in it
+        running = not task.done()
+        await task
+        return running
+
+    assert [asyncio.run(waits(call)) for call in calls] == [True] * len(calls)
+    assert store.client.count() == 0
+
+
+def test_wrong_collection_arguments_are_named(tmp_path, pydoc_pipeline):
+    database = Database(tmp_path / "db", create=True)
+    with pytest.raises(TypeError, match="takes a probembed Collection, got a Database"):
+        ProbembedVectorStore(database, pydoc_pipeline)
+    with pytest.raises(TypeError, match=r"got str 'my\.db'"):
+        ProbembedVectorStore("my.db", pydoc_pipeline)
+    with pytest.raises(ValueError, match=r"pass pipeline='retrieval'"):
+        ProbembedVectorStore(database.collection("new"))
+
+
+def test_in_an_empty_list_matches_nothing_and_not_in_it_everything(store, nodes):
+    """`in []` raised "needs a non-empty list"; LlamaIndex's own stores select no node."""
+    metadata = {n.node_id: n.metadata for n in nodes}
+    for operator in (F.IN, F.NIN):
+        filters = MetadataFilters(
+            filters=[MetadataFilter(key="topic", value=[], operator=operator)]
+        )
+        reference = build_metadata_filter_fn(metadata.__getitem__, filters)
+        expected = {n.node_id for n in nodes if reference(n.node_id)}
+        assert {n.node_id for n in store.get_nodes(filters=filters)} == expected
+        assert len(expected) == (0 if operator == F.IN else len(nodes))

@@ -19,9 +19,10 @@ import pyarrow as pa
 
 from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
-from probembed.store import Collection, Hit, QueryResult, Record, ingest
+from probembed.store import Collection, Database, Hit, QueryResult, Record, ingest
 from probembed.store.collection import sql_list
-from probembed.store.ingest import DEFAULT_BATCH, validate_options
+from probembed.store.errors import CollectionNotFoundError
+from probembed.store.ingest import DEFAULT_BATCH, IngestError, validate_options
 from probembed.store.ranking import RRF_K
 from probembed.store.rows import column_name, plain, plain_value
 
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 #: The key of each returned document's metadata under which probembed's numbers are kept;
 #: user metadata may not use it, so the two can never clash.
 RESERVED_KEY = "probembed"
+#: The fields of what the adapters put under RESERVED_KEY (`uncertainty`): a value of exactly
+#: this shape is the search output of a document or node being added again, and is dropped.
+RESULT_FIELDS = frozenset({"id", "score", "std", "p_relevant", "weights", "confidence"})
 #: Scores that lie in [-1, 1] for probembed's unit-norm fused means.
 _COSINE_RANGE = frozenset({"dot", "uec", "uec-mteb"})
 #: Scores that are a distance negated: at most 0, for identical Gaussians (csd: their variance).
@@ -74,6 +78,95 @@ def id_list(ids: Iterable[Any], what: str) -> list[Any]:
     return list(ids)
 
 
+def checked_collection(collection: Any, store: str) -> Collection:
+    """The collection a store is built over; a Database or a path is refused naming the fix
+    (they failed later as "'Database' object has no attribute 'exists'")."""
+    if isinstance(collection, Collection):
+        return collection
+    if isinstance(collection, Database):
+        given = f"a Database ({collection.path})"
+        fix = "its collection: database.collection('docs')"
+    else:
+        given = f"{type(collection).__name__} {collection!r}"
+        fix = "Database(path, create=True).collection('docs')"
+    raise TypeError(f"{store} takes a probembed Collection, got {given}: pass {fix}")
+
+
+def own_pipeline(collection: Collection, argument: str) -> Pipeline:
+    """The pipeline a collection keeps; a collection with none yet is an error naming the
+    store's argument that gives one."""
+    try:
+        return collection.load_pipeline()
+    except CollectionNotFoundError as exc:
+        raise CollectionNotFoundError(
+            f"collection {collection.name!r} in {collection.db.path} holds nothing yet, so it "
+            f"has no pipeline of its own to write and search with: pass {argument}"
+        ) from exc
+
+
+def item_list(items: Any, what: str, kind: type | tuple[type, ...] | None = None) -> list[Any]:
+    """Items given as a list (of `kind`, when given); a lone string, dict or item is refused,
+    not iterated (a string gave one document per character)."""
+    lone = isinstance(items, (str, Mapping)) or (kind is not None and isinstance(items, kind))
+    if lone or not isinstance(items, Iterable):
+        raise TypeError(
+            f"{what} takes a list, got one {type(items).__name__}: pass [{_short(items)}]"
+        )
+    listed = list(items)
+    for i, item in enumerate(listed):
+        if kind is not None and not isinstance(item, kind):
+            raise TypeError(
+                f"{what}[{i}] is {type(item).__name__} {_short(item)}; {what} takes "
+                f"{_names(kind)} items"
+            )
+    return listed
+
+
+#: Names for the types a message lists, as a user writes them.
+_TYPE_NAMES: dict[type, str] = {Mapping: "dict", type(None): "None"}
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    """Type names for a message: `dict or NoneType`."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+
+
+def _short(value: Any) -> str:
+    """A value quoted for a message, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def metadata_list(metadatas: Any, count: int) -> list[dict[str, Any]]:
+    """One plain metadata dict per text (None: empty), the adapter's own search output under
+    RESERVED_KEY dropped; anything else under that key, or not a dict, is refused by position."""
+    if metadatas is None:
+        return [{} for _ in range(count)]
+    given = item_list(metadatas, "metadatas", (Mapping, type(None)))
+    metas = [without_result(plain(m or {})) for m in given]
+    for i, meta in enumerate(metas):
+        if RESERVED_KEY in meta:
+            raise ValueError(
+                f"metadatas[{i}] uses the key {RESERVED_KEY!r}, which probembed reserves for "
+                "the scores it returns; rename that field"
+            )
+    return metas
+
+
+def is_result(value: Any) -> bool:
+    """Whether a value under RESERVED_KEY is an adapter's own search output (`uncertainty`)."""
+    return isinstance(value, Mapping) and set(value) == RESULT_FIELDS
+
+
+def without_result(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata without the search output a retrieved document carries: it describes one past
+    query, and re-adding what was retrieved was refused for a key the adapter put there."""
+    if is_result(metadata.get(RESERVED_KEY)):
+        return {k: v for k, v in metadata.items() if k != RESERVED_KEY}
+    return metadata
+
+
 def text_id(text: str, metadata: Mapping[str, Any]) -> str:
     """A deterministic id for a text and its metadata: the same item always gets the same id
     (a lone surrogate too, so that ingest refuses it by name rather than this hash failing)."""
@@ -84,7 +177,7 @@ def text_id(text: str, metadata: Mapping[str, Any]) -> str:
 def store_texts(
     collection: Collection,
     pipeline: Pipeline,
-    texts: Sequence[str],
+    texts: Iterable[str],
     metadatas: Sequence[Mapping[str, Any]] | None,
     ids: Sequence[str | None] | None,
     batch_size: int = DEFAULT_BATCH,
@@ -95,8 +188,8 @@ def store_texts(
     `batch_size` texts are embedded per commit.
     """
     validate_options(batch_size, "stop")  # before anything is embedded
-    texts = list(texts)
-    metas = [plain(m or {}) for m in metadatas] if metadatas is not None else [{}] * len(texts)
+    texts = item_list(texts, "texts")
+    metas = metadata_list(metadatas, len(texts))
     given = id_list(ids, "ids") if ids is not None else [None] * len(texts)
     if not len(texts) == len(metas) == len(given):
         raise ValueError(
@@ -104,18 +197,7 @@ def store_texts(
             "give one of each per text"
         )
     for i, text in enumerate(texts):  # by position: the store's message names a derived id
-        if not isinstance(text, str) or is_blank(text):  # and on_error, which adapters lack
-            raise ValueError(
-                f"texts[{i}] is {'blank' if isinstance(text, str) else type(text).__name__}: "
-                "there is nothing to embed; drop such documents (a loader's blank pages) "
-                "before adding them (nothing was written)"
-            )
-    for i, meta in enumerate(metas):
-        if RESERVED_KEY in meta:
-            raise ValueError(
-                f"metadatas[{i}] uses the key {RESERVED_KEY!r}, which probembed reserves for "
-                "the scores it returns; rename that field"
-            )
+        _check_text(i, text)
     if not texts:
         return []
     triples = zip(given, texts, metas, strict=True)
@@ -123,8 +205,29 @@ def store_texts(
     # an id twice keeps its last text and metadata, as writing each in turn would (LangChain's
     # InMemoryVectorStore does); the same text and metadata twice without ids is one row
     latest = {i: Record(i, t, m) for i, t, m in zip(final, texts, metas, strict=True)}
-    ingest(list(latest.values()), collection, pipeline, batch_size, upsert=True)
+    try:
+        ingest(list(latest.values()), collection, pipeline, batch_size, upsert=True)
+    except IngestError as exc:  # its message says on_error='skip', which adapters do not take
+        raise retold(exc, "leave those items out of the call") from None
     return final
+
+
+def _check_text(i: int, text: Any) -> None:
+    """A text to embed: a str that is not blank, refused by position otherwise."""
+    if not isinstance(text, str):
+        raise TypeError(f"texts[{i}] is {type(text).__name__} {_short(text)}: texts are strings")
+    if is_blank(text):
+        raise ValueError(
+            f"texts[{i}] is blank: there is nothing to embed; drop such documents (a loader's "
+            "blank pages) before adding them (nothing was written)"
+        )
+
+
+def retold(exc: IngestError, skip: str) -> IngestError:
+    """The same IngestError, its way out worded for the adapters (`IngestError.told`)."""
+    again = IngestError(exc.problems)
+    again.args = (exc.told(skip),)
+    return again
 
 
 def search(collection: Collection, query: str, k: int, **options: Any) -> QueryResult:
@@ -204,8 +307,10 @@ def sql_condition(collection: Collection, field: str, op: str, value: Any) -> st
     kind = field_type(collection, field)
     value = plain_value(value)  # a numpy number or a date, as the stored value was made
     listed = op in ("IN", "NOT IN")
-    if listed and (not isinstance(value, (list, tuple)) or not value):
-        raise ValueError(f"filter {field} {op} needs a non-empty list, got {value!r}")
+    if listed and not isinstance(value, (list, tuple)):
+        raise ValueError(f"filter {field} {op} needs a list, got {value!r}")
+    if listed and not value:  # one of no values: none matches (not in them: all do)
+        return "false" if op == "IN" else "true"
     values = list(value) if listed else [value]
     literals = [sql_literal(v, kind, field) for v in values]
     name = sql_field(collection, field)
@@ -249,7 +354,8 @@ def sql_literal(value: Any, kind: pa.DataType | None = None, field: str = "") ->
 
 def equality_filter(collection: Collection, fields: Mapping[str, Any]) -> str:
     """{"field": value, ...} as SQL: each field equal to its value (a list: one of them;
-    None: missing, as SQL's IS NULL). A field no item has is missing from every item, as in
+    None: missing, as SQL's IS NULL; an empty list: no item, as a UI with nothing selected
+    expects). A field no item has is missing from every item, as in
     the frameworks' own stores and the LlamaIndex adapter: it matches None only (it was an
     error once the collection held anything, and no match while it was empty)."""
     return " AND ".join(_equal(collection, k, v) for k, v in fields.items())
@@ -260,6 +366,13 @@ def _equal(collection: Collection, field: str, value: Any) -> str:
     `id` aside) is refused at once, not only once some item holds it."""
     if field not in ("id", "text") and not column_name(field):
         field_type(collection, field)  # raises: it lists the fields there are
+    if isinstance(value, Mapping):
+        raise ValueError(
+            f"filter {{{field!r}: {_short(value)}}}: operator dicts ($eq, $gte, $in, ...) are "
+            f"not supported; a filter maps a field to a value or a list of values (equal to "
+            f"one of them); for other comparisons pass SQL as where=, e.g. "
+            f'where="{field} >= ..."'
+        )
     if collection.lacks_field(field):
         return "true" if value is None else "false"
     if value is None:

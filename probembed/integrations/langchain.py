@@ -13,7 +13,7 @@ p_relevant, per-model weights and the query's confidence (see `probembed.store.s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from probembed.extras import require
@@ -74,22 +74,34 @@ class ProbembedVectorStore(VectorStore):
 
     Queries are encoded by the collection's own pipeline (the embedding's, when given), as
     text: a query's variance comes from its text, so there is no search by bare vector.
+    `relevance_score_fn` (as LangChain's own stores take it) maps a hit's raw score to the
+    relevance in [0, 1] instead of the default, p_relevant (see `common.relevance`).
     """
 
     def __init__(
-        self, collection: Collection, embedding: ProbembedEmbeddings | None = None
+        self,
+        collection: Collection,
+        embedding: ProbembedEmbeddings | None = None,
+        relevance_score_fn: Callable[[float], float] | None = None,
     ) -> None:
         if embedding is not None and not isinstance(embedding, ProbembedEmbeddings):
             raise TypeError(
                 f"embedding must be a ProbembedEmbeddings (its pipeline makes the stored "
                 f"Gaussians), got {type(embedding).__name__}"
             )
-        self.collection = collection
+        if relevance_score_fn is not None and not callable(relevance_score_fn):
+            raise TypeError(
+                "relevance_score_fn must be a function of a hit's score to [0, 1], got "
+                f"{type(relevance_score_fn).__name__}"
+            )
+        self.collection = common.checked_collection(collection, "ProbembedVectorStore")
         if embedding is None:
-            embedding = ProbembedEmbeddings(collection.load_pipeline())
+            pipeline = common.own_pipeline(collection, "embedding=ProbembedEmbeddings('retrieval')")
+            embedding = ProbembedEmbeddings(pipeline)
         elif collection.exists:
             collection.use_pipeline(embedding.pipeline)
         self._embedding = embedding
+        self.override_relevance_score_fn = relevance_score_fn
 
     @property
     def embeddings(self) -> ProbembedEmbeddings:
@@ -110,8 +122,13 @@ class ProbembedVectorStore(VectorStore):
         `batch_size` texts are embedded per commit (LangChain's `index()` passes it)."""
         _no_options(kwargs, "add_texts")
         pipeline = self._embedding.pipeline
-        texts = list(texts)
         return common.store_texts(self.collection, pipeline, texts, metadatas, ids, batch_size)
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        """LangChain's `add_documents`, a lone string or Document refused rather than iterated
+        (a string was stored one character per document)."""
+        listed = common.item_list(documents, "documents", Document)
+        return super().add_documents(listed, **kwargs)
 
     @common.serialised("collection")
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
@@ -149,9 +166,13 @@ class ProbembedVectorStore(VectorStore):
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """(document, relevance in [0, 1]) pairs: the hit's p_relevant when the pipeline has a
-        calibrator, else the monotone map of `common.relevance` ((1 + s)/2 for dot, uec and
-        uec-mteb; 1 for identical texts under the distances; hybrid RRF over its most)."""
+        """(document, relevance in [0, 1]) pairs: `relevance_score_fn` of the hit's score when
+        given, else the hit's p_relevant when the pipeline has a calibrator, else the monotone
+        map of `common.relevance` ((1 + s)/2 for dot, uec and uec-mteb; 1 for identical texts
+        under the distances; hybrid RRF over its most)."""
+        if self.override_relevance_score_fn is not None:
+            chosen = self.override_relevance_score_fn
+            return [(doc, chosen(hit["score"])) for doc, hit in self._search(query, k, kwargs)]
         score: Score | str | None
         if kwargs.get("hybrid"):
             score = None  # reciprocal-rank fusion, not a similarity
@@ -170,6 +191,17 @@ class ProbembedVectorStore(VectorStore):
         return await run_in_executor(
             None, self._similarity_search_with_relevance_scores, query, k, **kwargs
         )
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        """The `relevance_score_fn` given; without one the default relevance is not a function
+        of the score alone (p_relevant reads the hit's rank and gaps too)."""
+        if self.override_relevance_score_fn is None:
+            raise NotImplementedError(
+                "without relevance_score_fn the relevance is the hit's p_relevant (or a map of "
+                "the score the collection searches with): use "
+                "similarity_search_with_relevance_scores"
+            )
+        return self.override_relevance_score_fn
 
     @common.serialised("collection")
     def max_marginal_relevance_search(
@@ -244,6 +276,7 @@ class ProbembedVectorStore(VectorStore):
         collection: Collection | None = None,
         db: str | os.PathLike | None = None,
         collection_name: str = "default",
+        relevance_score_fn: Callable[[float], float] | None = None,
         **kwargs: Any,
     ) -> ProbembedVectorStore:
         """A store over `collection` (or `collection_name` in database directory `db`), with
@@ -253,7 +286,7 @@ class ProbembedVectorStore(VectorStore):
             if db is None:
                 raise ValueError("from_texts needs collection=Collection or db=DIRECTORY")
             collection = Database(db, create=True).collection(collection_name)
-        store = cls(collection, embedding)  # type: ignore[arg-type]  # checked in __init__
+        store = cls(collection, embedding, relevance_score_fn)  # type: ignore[arg-type]
         store.add_texts(texts, metadatas, ids=ids)
         return store
 

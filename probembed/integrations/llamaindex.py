@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from probembed.extras import require
@@ -42,7 +42,7 @@ from pydantic import PrivateAttr
 
 from probembed.integrations import common
 from probembed.pipeline import as_pipeline
-from probembed.store import Collection, remove
+from probembed.store import Collection, Hit, remove
 
 if TYPE_CHECKING:
     import os
@@ -72,6 +72,23 @@ _LISTED = {FilterOperator.ANY: " OR ", FilterOperator.ALL: " AND "}
 _MISSING_MATCHES = frozenset({FilterOperator.NE, FilterOperator.NIN, FilterOperator.IS_EMPTY})
 #: The metadata field node_to_metadata_dict keeps the source document's id in.
 _REF_DOC = "ref_doc_id"
+#: Why a bare query embedding is refused.
+_BY_TEXT = (
+    "probembed searches by a query's text (its variance and per-model weights come from the "
+    "text, which a bare vector does not carry): retrieve through an index whose embed_model is "
+    "ProbembedEmbedding (it passes the texts along, custom_embedding_strs such as HyDE's "
+    "too) and give no precomputed QueryBundle.embedding"
+)
+
+
+class QueryEmbedding(list):  # type: ignore[type-arg]
+    """A query's fused mean that also carries the texts it was made from, so that the store
+    searches by those texts (LlamaIndex passes a store only the query's embedding and
+    query_str; HyDE's `custom_embedding_strs` reach it only inside the embedding)."""
+
+    def __init__(self, mean: Sequence[float], texts: Sequence[str]) -> None:
+        super().__init__(mean)
+        self.texts = list(texts)
 
 
 class ProbembedEmbedding(BaseEmbedding):
@@ -119,18 +136,34 @@ class ProbembedEmbedding(BaseEmbedding):
         text per call (100 calls for 100 texts, 13x slower than a batch with `default`)."""
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
+    def get_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., list[float]] | None = None
+    ) -> list[float]:
+        """LlamaIndex's aggregate of the queries' means, carrying the query texts along
+        (`QueryEmbedding`): the retriever's way to hand a store `custom_embedding_strs`."""
+        return QueryEmbedding(super().get_agg_embedding_from_queries(queries, agg_fn), queries)
+
+    async def aget_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., list[float]] | None = None
+    ) -> list[float]:
+        """As `get_agg_embedding_from_queries`, each mean made in a worker thread."""
+        mean = await super().aget_agg_embedding_from_queries(queries, agg_fn)
+        return QueryEmbedding(mean, queries)
+
 
 class ProbembedVectorStore(BasePydanticVectorStore):
     """A LlamaIndex vector store over a probembed collection, searched with its uncertainty.
 
-    `is_embedding_query` is False: retrievers pass the query text and the collection's
-    pipeline encodes it, since a query's variance comes from its text, not its mean. Nodes
-    given with embeddings are encoded again from their text for the same reason (a lookup
-    when the pipeline's embedding cache already holds them).
+    Searches are by text, since a query's variance comes from its text, not its mean: the
+    retriever asks `ProbembedEmbedding` for the query's embedding (`is_embedding_query`), which
+    carries the texts embedded (`custom_embedding_strs` when set, as HyDE sets them, else
+    query_str), and the collection's pipeline encodes those. Nodes given with embeddings are
+    encoded again from their text for the same reason (a lookup when the pipeline's embedding
+    cache already holds them).
     """
 
     stores_text: bool = True
-    is_embedding_query: bool = False
+    is_embedding_query: bool = True
     _collection: Collection = PrivateAttr()
     _pipeline: Any = PrivateAttr()
 
@@ -138,9 +171,9 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         self, collection: Collection, pipeline: Pipeline | str | os.PathLike | None = None
     ) -> None:
         super().__init__()
-        self._collection = collection
+        self._collection = common.checked_collection(collection, "ProbembedVectorStore")
         if pipeline is None:
-            self._pipeline = collection.load_pipeline()
+            self._pipeline = common.own_pipeline(collection, "pipeline='retrieval' (any name)")
         else:
             self._pipeline = as_pipeline(pipeline)
             if collection.exists:
@@ -165,6 +198,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         embedding; the node itself, text included, is kept whole in the row's metadata.
         """
         _no_options(kwargs, "add")
+        nodes = [_without_result(n) for n in common.item_list(nodes, "nodes", BaseNode)]
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
         metadatas = [node_to_metadata_dict(n) for n in nodes]
         ids = [n.node_id for n in nodes]
@@ -230,25 +264,50 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         if mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID):
             raise NotImplementedError(f"probembed has no {mode.value!r} query mode")
         hybrid = mode == VectorStoreQueryMode.HYBRID
-        if not query.query_str:
-            raise ValueError(
-                "probembed searches by query text (its variance comes from the text): "
-                "the VectorStoreQuery has no query_str"
-            )
+        texts = _query_texts(query)
         if not self._collection.exists:  # before the filters, which read its columns
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        result = common.search(
-            self._collection,
-            query.query_str,
-            (query.hybrid_top_k or query.similarity_top_k) if hybrid else query.similarity_top_k,
-            where=self._where(query),
-            hybrid=hybrid,
-        )
-        hits = result["hits"]
-        nodes = [_hit_node(hit, result["confidence"]) for hit in hits]
+        k = (query.hybrid_top_k or query.similarity_top_k) if hybrid else query.similarity_top_k
+        where = self._where(query)
+        found = [common.search(self._collection, t, k, where=where, hybrid=hybrid) for t in texts]
+        hits = _best_hits(found, k)
+        nodes = [_hit_node(hit, confidence) for hit, confidence in hits]
         return VectorStoreQueryResult(
-            nodes=nodes, similarities=[h["score"] for h in hits], ids=[h["id"] for h in hits]
+            nodes=nodes,
+            similarities=[h["score"] for h, _ in hits],
+            ids=[h["id"] for h, _ in hits],
         )
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """As `add`, in a worker thread: LlamaIndex's default ran it on the event loop."""
+        return await asyncio.to_thread(self.add, nodes, **kwargs)
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        """As `get_nodes`, in a worker thread."""
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """As `delete`, in a worker thread."""
+        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
+
+    async def adelete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        """As `delete_nodes`, in a worker thread (LlamaIndex's default dropped delete_kwargs)."""
+        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    async def aclear(self) -> None:
+        """As `clear`, in a worker thread."""
+        await asyncio.to_thread(self.clear)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """As `query`, in a worker thread: encoding and search are CPU-bound."""
+        return await asyncio.to_thread(self.query, query, **kwargs)
 
     def _where(self, query: VectorStoreQuery) -> str | None:
         """The SQL filter of a query's filters, doc_ids and node_ids.
@@ -348,6 +407,48 @@ def _ids_condition(collection: Collection, field: str, ids: Sequence[str]) -> st
     if field not in common.filter_columns(collection):
         return "false"  # no node was stored with that field, so none matches
     return common.sql_condition(collection, field, "IN", ids)
+
+
+def _query_texts(query: VectorStoreQuery) -> list[str]:
+    """The texts to search by: those a `ProbembedEmbedding` query embedding carries (HyDE's
+    custom_embedding_strs among them), else query_str; a bare vector is refused."""
+    if query.query_embedding is not None:
+        texts = getattr(query.query_embedding, "texts", None)
+        if texts is None:
+            raise ValueError(f"the query came with a bare embedding: {_BY_TEXT}")
+    else:
+        texts = [query.query_str] if query.query_str else []
+    if not texts or not all(isinstance(t, str) and t for t in texts):
+        raise ValueError(f"the query has no text to search by: {_BY_TEXT}")
+    return texts
+
+
+def _best_hits(results: list[Any], k: int) -> list[tuple[Hit, float | None]]:
+    """The k best hits over the results of several query texts, each node with its best score
+    (and its query's confidence): a node is as close as the closest text (one text: its hits)."""
+    if len(results) == 1:
+        return [(hit, results[0]["confidence"]) for hit in results[0]["hits"]]
+    best: dict[str, tuple[Hit, float | None]] = {}
+    for result in results:
+        for hit in result["hits"]:
+            kept = best.get(hit["id"])
+            if kept is None or hit["score"] > kept[0]["score"]:
+                best[hit["id"]] = (hit, result["confidence"])
+    ranked = sorted(best.values(), key=lambda pair: pair[0]["score"], reverse=True)
+    return ranked[:k]
+
+
+def _without_result(node: BaseNode) -> BaseNode:
+    """The node without the search output a retrieved node carries (`common.without_result`):
+    a copy, the caller's node left as it is."""
+    if not common.is_result(node.metadata.get(common.RESERVED_KEY)):
+        return node
+    copy = node.model_copy(deep=True)
+    del copy.metadata[common.RESERVED_KEY]
+    for excluded in (copy.excluded_llm_metadata_keys, copy.excluded_embed_metadata_keys):
+        if common.RESERVED_KEY in excluded:
+            excluded.remove(common.RESERVED_KEY)
+    return copy
 
 
 def _hit_node(hit: Any, confidence: float | None) -> BaseNode:
