@@ -477,6 +477,11 @@ def test_a_lone_surrogate_is_a_422_naming_the_text(server):
                 ' "chunk": true}',
                 "documents[0]: its metadata",
             ),
+            (  # every id takes the prefix: refused once, not per document
+                "/v1/collections/uni/documents",
+                '{"documents": [{"id": "t", "text": "x"}], "prefix": "\\ud800/"}',
+                "prefix is not valid Unicode",
+            ),
         ):
             answer = http.post(path, content=body, headers=json_type)
             assert answer.status_code == 422, answer.text
@@ -734,6 +739,22 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
             refused = write(documents, **options)
             assert refused.status_code == 422 and re.search(says, refused.text), refused.text
         assert http.get("/v1/collections/chunks").json()["count"] == len(expected)
+        # a second source under its own prefix: its sync leaves the documents above alone
+        crm = [
+            {"id": "7", "text": "A customer asked about the gizmo."},
+            {"id": "8", "text": "Another customer."},
+        ]
+        beside = write(crm, sync=True, prefix="crm/").json()
+        assert (beside["added"], beside["removed"], beside["count"]) == (2, 0, len(expected) + 2)
+        kept = write(crm[1:], sync=True, prefix="crm/").json()
+        assert (kept["unchanged"], kept["removed"], kept["count"]) == (1, 1, len(expected) + 1)
+        ids = {
+            h["metadata"]["doc_id"]
+            for h in http.post(
+                "/v1/collections/chunks/search", json={"query": "customer", "k": 20}
+            ).json()["results"][0]["hits"]
+        }
+        assert ids == {"manual", "crm/8"}  # "note" went with the sync above
 
 
 def test_listing_collections_while_one_is_dropped_and_made_again_lists_the_others(server):

@@ -852,6 +852,7 @@ def _collections(service: Service) -> APIRouter:
                     on_error=body.on_error,
                     encode=encode,
                     label=name,
+                    prefix=body.prefix,
                 )
                 return _chunked_report(name, report, service.count_items(collection))
 
@@ -859,7 +860,7 @@ def _collections(service: Service) -> APIRouter:
 
         def prepared() -> tuple[IngestReport, list[Record]]:  # Problems are reported, skipped
             refuse_mixing(service.still(collection), chunks=False)
-            return prepare(records, collection, pipeline, body.on_error, body.upsert)
+            return prepare(records, collection, pipeline, body.on_error, body.upsert, body.prefix)
 
         report, todo = await service.run(name, prepared)
         # encoded on the event loop, with the collection unlocked: a write that waits for

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from probembed.encoders.base import lone_surrogate
 from probembed.scoring import Score, parse_score
 from probembed.service.settings import DEFAULT_K
 
@@ -193,6 +194,22 @@ class DocumentsWrite(Strict):
     sync: bool = Field(
         False, description="With chunk: remove the stored documents this request does not hold."
     )
+    prefix: str = Field(
+        "",
+        max_length=256,
+        description="Put every document id under this prefix (`crm/` stores `7` as `crm/7`); "
+        "with sync, only documents under it are removed, so several sources share a "
+        "collection, each synced on its own.",
+    )
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_unicode(cls, value: str) -> str:
+        """A prefix every id takes: one that cannot be stored refuses the request, not each id."""
+        surrogate = lone_surrogate(value)
+        if surrogate is not None:
+            raise ValueError(f"prefix is not valid Unicode: it holds {surrogate}")
+        return value
 
     @model_validator(mode="after")
     def _sync_chunks(self) -> DocumentsWrite:
