@@ -9,7 +9,8 @@ calibrator (what a hybrid search reports); hybrid with the dense calibrator read
 fused list (what a calibrator without a hybrid one gives, and what hybrid searches reported
 before it); over a second collection of the corpus cut into chunks of CHUNK_TOKENS tokens
 (`probembed ingest --chunk`), dense and hybrid with `group_by_doc` (a document's best chunk,
-read with chunk-level features); dense and hybrid filtered by `where` to half the corpus;
+read with chunk-level features); dense and hybrid filtered by `where` to half the corpus and
+to a tenth of it;
 and dense and hybrid under each other score a search can
 ask for. It scores every hit's p_relevant against the test qrels (a chunk by its document):
 ECE (15 bins), Brier score, AUROC, and what thresholds keep and drop; and a paired bootstrap
@@ -59,6 +60,9 @@ FALLBACK = "hybrid, dense calibrator along the fused list"
 #: A filter that keeps half the corpus whatever a query asks (ids are numbers): a filtered
 #: search ranks, and BM25 ranks, among the rows it keeps, which training never saw.
 WHERE = "CAST(id AS BIGINT) % 2 = 0"
+#: A filter to a tenth of the corpus (a tenant's share): most of what it keeps for a query
+#: ranks past the unfiltered search's CONTEXT_DEPTH, where each hit reads its own value.
+NARROW = "CAST(id AS BIGINT) % 10 = 0"
 #: Chunk size of the chunked collection: SciFact abstracts average ~300 tokens, so most are
 #: cut into two to four chunks and `group_by_doc` has something to group.
 CHUNK_TOKENS = 128
@@ -130,6 +134,14 @@ def runs_of(
             whole,
             pipeline,
             {"where": WHERE, "hybrid": True},
+        ),
+        ("main", "dense, where (a tenth of the corpus)", whole, pipeline, {"where": NARROW}),
+        (
+            "main",
+            "hybrid, where (a tenth of the corpus)",
+            whole,
+            pipeline,
+            {"where": NARROW, "hybrid": True},
         ),
     ]
     for score in (s for s in Score if s != pipeline.score.name):
