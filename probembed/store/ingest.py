@@ -261,7 +261,7 @@ def cut_documents(source: str | Path, pipeline: Any) -> tuple[int, int]:
     texts = [
         item.text
         for item in itertools.islice(read_records(source), CUT_SAMPLE)
-        if isinstance(item, Record) and _check(item, {}, {}) is None
+        if isinstance(item, Record) and _check(item, {}, {}, ()) is None
     ]
     return (int(pipeline.cut(texts).sum()), len(texts)) if texts else (0, 0)
 
