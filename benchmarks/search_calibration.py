@@ -127,23 +127,11 @@ def runs_of(
         ("main", FALLBACK, whole, fallback, {"hybrid": True}),
         ("main", f"dense, group_by_doc ({cut})", chunked, pipeline, grouped),
         ("main", f"hybrid, group_by_doc ({cut})", chunked, pipeline, grouped | {"hybrid": True}),
-        ("main", "dense, where (half the corpus)", whole, pipeline, {"where": WHERE}),
-        (
-            "main",
-            "hybrid, where (half the corpus)",
-            whole,
-            pipeline,
-            {"where": WHERE, "hybrid": True},
-        ),
-        ("main", "dense, where (a tenth of the corpus)", whole, pipeline, {"where": NARROW}),
-        (
-            "main",
-            "hybrid, where (a tenth of the corpus)",
-            whole,
-            pipeline,
-            {"where": NARROW, "hybrid": True},
-        ),
     ]
+    for share, where in (("half the corpus", WHERE), ("a tenth of the corpus", NARROW)):
+        for kind, hybrid in (("dense", False), ("hybrid", True)):
+            options = {"where": where, "hybrid": hybrid}
+            runs.append(("main", f"{kind}, where ({share})", whole, pipeline, options))
     for score in (s for s in Score if s != pipeline.score.name):
         for kind, hybrid in (("dense", False), ("hybrid", True)):
             options = {"score": score, "hybrid": hybrid}
