@@ -48,7 +48,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
     """Replace `path` with a compressed .npz of the arrays atomically (loads with np.load)."""
     with replacing(path) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        # a **dict may reach the stub's `allow_pickle: bool`; every value here is an array
+        np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
 
 
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:

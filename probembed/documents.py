@@ -144,7 +144,8 @@ def _spread_objects(path: Path) -> list[tuple[int, Any]] | None:
         text = path.read_bytes().removeprefix(codecs.BOM_UTF8).decode()
     except UnicodeDecodeError:
         return None
-    decoder, found, at, line, counted = json.JSONDecoder(), [], 0, 1, 0
+    found: list[tuple[int, Any]] = []
+    decoder, at, line, counted = json.JSONDecoder(), 0, 1, 0
     while True:
         at = _JSON_BLANKS.match(text, at).end()  # type: ignore[union-attr]  # always matches
         if at == len(text):

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -333,6 +333,7 @@ class Pipeline:
     def _encode_member(self, member: Estimator, texts: list[str], progress: bool) -> Gaussian:
         """Encode what the cache lacks in chunks (with a progress bar) and store it."""
         key = member.fingerprint
+        found: Sequence[bool] | np.ndarray
         if self.cache is None:
             found, cached = [False] * len(texts), None
         else:
@@ -488,7 +489,9 @@ def _labels(encoders: Sequence[Encoder]) -> tuple[str, ...]:
     )
 
 
-def _merge(found: Sequence[bool], cached: Gaussian | None, fresh: list[Gaussian]) -> Gaussian:
+def _merge(
+    found: Sequence[bool] | np.ndarray, cached: Gaussian | None, fresh: list[Gaussian]
+) -> Gaussian:
     """Interleave cached and freshly encoded rows back into input order."""
     found = np.asarray(found, dtype=bool)
     if cached is not None and not fresh:
@@ -637,6 +640,6 @@ def _check_keys(path: Path, where: str, data: object, allowed: Sequence[str]) ->
 def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
     """Strict JSON: an infinite temperature (weights = the prior) is written as the string "inf"."""
     data = asdict(fusion)
-    if math.isinf(fusion.temperature):
+    if math.isinf(cast(float, fusion.temperature)):  # never None once made (__post_init__)
         data["temperature"] = "inf"
     return data

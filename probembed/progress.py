@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,7 +63,7 @@ def _clock(seconds: float) -> str:
 class _Bar:
     """A handle that advances one task, or does nothing when progress is off."""
 
-    def __init__(self, progress: Progress | None, task: int | None) -> None:
+    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
         self._progress, self._task = progress, task
 
     def advance(self, amount: int) -> None:

@@ -218,7 +218,8 @@ class QueryConfidence:
             f"{kind}_failed": int(flags.sum()),
             f"{kind}_seed": seed,
         }
-        return replace(self, **{field: logistic}, fit_info=info)
+        # the field is named at run time: mypy matches the ** against every field's type
+        return replace(self, **{field: logistic}, fit_info=info)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: the member count, the feature names and the logistic model(s)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -75,7 +76,8 @@ class RankedSplit:
             raise ValueError("BM25 hit features exist only for hybrid rankings (hybrid_split)")
         rows, labels, owner = [], [], []
         for i, r in enumerate(self.ranked):
-            spread = disagreement(self.cosines[i]) if with_disagreement else None
+            # asked for only where there are member cosines (a concat-fused pipeline)
+            spread = disagreement(cast(np.ndarray, self.cosines)[i]) if with_disagreement else None
             found = self.bm25_hits[i] if with_bm25 and self.bm25_hits is not None else None
             features = hit_features(r.dots, r.variances, k, spread, found)
             rows.append(features)
@@ -160,8 +162,8 @@ def hybrid_split(
     positions = np.stack([h.positions for h in hybrid])
     fused = np.stack([h.scores for h in hybrid])
     split = _split(pipeline, dataset, embedded, queries, docs, positions, fused)
-    found = [bm25_hit_features(h.positions, h.bm25_positions, h.bm25_scores) for h in hybrid]
-    return replace(split, bm25_hits=np.stack(found)), np.stack([h.lexical for h in hybrid])
+    hits = [bm25_hit_features(h.positions, h.bm25_positions, h.bm25_scores) for h in hybrid]
+    return replace(split, bm25_hits=np.stack(hits)), np.stack([h.lexical for h in hybrid])
 
 
 def _dense(

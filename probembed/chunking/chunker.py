@@ -19,11 +19,15 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from probembed.chunking.structure import Section, Span, lines, paragraphs, sentences, words
 
+if TYPE_CHECKING:
+    import numpy as np
+
 #: Tokens per text, as the pipeline counts them (`Pipeline.count_tokens`).
-Counter = Callable[[Sequence[str]], Sequence[int]]
+Counter = Callable[[Sequence[str]], "Sequence[int] | np.ndarray"]
 #: Characters of a long span counted first: far more than any budget's worth of text, so a
 #: span whose start is already over the budget is cut without tokenizing the rest.
 PROBE_CHARS = 2**14

@@ -129,7 +129,7 @@ class HeadingTracker:
             return None
         if self.fence:
             closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
-            if closing and len(fence.group(1)) >= len(self.fence):
+            if fence and closing and len(fence.group(1)) >= len(self.fence):
                 self.fence, self._after_break = "", True
             return None
         underline = _SETEXT.match(line)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -51,7 +52,7 @@ class SentenceTransformerEncoder(Encoder):
         self.name = name
         self.source = source
         self.modules = [module for module in model if not isinstance(module, Normalize)]
-        self.dim = int(model.get_embedding_dimension())
+        self.dim = int(model.get_embedding_dimension())  # type: ignore[arg-type]  # never None here
         self.lock = threading.Lock()
         self._counter: Tokenizer | None = None
 
@@ -61,7 +62,7 @@ class SentenceTransformerEncoder(Encoder):
         return f"{self.name}:{self.dim}:{self.source}:{package_versions(*RUNTIME_PACKAGES)}"
 
     @property
-    def max_tokens(self) -> int | None:
+    def max_tokens(self) -> int | None:  # type: ignore[override]  # read-only: the model's limit
         """The model's `max_seq_length`: longer inputs are truncated."""
         return int(self.model.max_seq_length) if self.model.max_seq_length else None
 
@@ -102,7 +103,8 @@ class LastLayerEncoder(SentenceTransformerEncoder):
         block = last_transformer_block(model)
         if block is None:
             raise ValueError(f"{name} has no BERT-style encoder.layer[-1] with dense layers")
-        self.last_block = block
+        #: Modules reached by attribute (`output.dense`, `intermediate`): torch types them loosely.
+        self.last_block: Any = block
 
     @property
     def last_layer_shape(self) -> tuple[int, int]:
@@ -132,7 +134,7 @@ class LastLayerEncoder(SentenceTransformerEncoder):
                     features = self.model.preprocess(chunk)
                     pooler.mask = features["attention_mask"]
                     means[positions] = self._pooled(features)
-                    acts[positions] = pooler.pooled.float().numpy()
+                    acts[positions] = cast(torch.Tensor, pooler.pooled).float().numpy()
             finally:
                 handle.remove()
         return means, acts
@@ -147,7 +149,7 @@ class MaskedMeanHook:
 
     def __call__(self, module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         """One batched matmul, so pooling costs a sliver of the layer that produced `output`."""
-        mask = self.mask.to(output.dtype).unsqueeze(1)
+        mask = cast(torch.Tensor, self.mask).to(output.dtype).unsqueeze(1)
         self.pooled = torch.bmm(mask, output).squeeze(1) / mask.sum(dim=2).clamp(min=1)
 
 

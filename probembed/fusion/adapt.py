@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from probembed.fusion.combine import Fused
 from probembed.fusion.weights import normalized_prior
@@ -138,9 +139,7 @@ def neighbour_disagreement(
     return 1.0 - np.mean([_shared(tables, int(s)) / int(s) for s in scales], axis=0)
 
 
-def adapted_weights(
-    agreements: np.ndarray, prior: Sequence[float] | None, gamma: float
-) -> np.ndarray:
+def adapted_weights(agreements: np.ndarray, prior: ArrayLike | None, gamma: float) -> np.ndarray:
     """(K,) softmax(log p + γ·a): the prior tilted towards the members that agree most."""
     a = np.asarray(agreements, dtype=np.float64)
     if a.ndim != 1 or not np.all(np.isfinite(a)):

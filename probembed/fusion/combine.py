@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from probembed.fusion.names import Fusion, FusionMode, parse_fusion, parse_mode, single_model
 from probembed.fusion.weights import (
@@ -101,8 +102,8 @@ def default_temperature(method: Fusion | str) -> float:
 def _reject_unused(
     method: str,
     temperature: float,
-    prior: np.ndarray | None,
-    weights: np.ndarray | None,
+    prior: ArrayLike | None,
+    weights: ArrayLike | None,
 ) -> None:
     """Fail on options the chosen method would silently ignore."""
     given = {
@@ -152,8 +153,8 @@ def _method_weights(
     parts: Sequence[Gaussian],
     method: Fusion,
     temperature: float,
-    prior: np.ndarray | None,
-    weights: np.ndarray | None,
+    prior: ArrayLike | None,
+    weights: ArrayLike | None,
 ) -> np.ndarray:
     """(n, K) weights of a method: uncertainty-driven, as published, static or uniform."""
     n, k = len(parts[0]), len(parts)
@@ -180,8 +181,8 @@ def fuse(
     method: Fusion | str = Fusion.UEC,
     mode: FusionMode | str = FusionMode.CONCAT,
     temperature: float | None = None,
-    prior: np.ndarray | None = None,
-    weights: np.ndarray | None = None,
+    prior: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
 ) -> Fused:
     """Fuse K aligned Gaussians (one per model) of the same texts into one Gaussian per text.
 

@@ -7,6 +7,7 @@ Also the published UEC weighting (MLAI-Yonsei/UEC, its MTEB script), reproduced 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from probembed.gaussian import Gaussian, squared_norms
 
@@ -47,7 +48,7 @@ def _validate_temperature(temperature: float) -> float:
     return t
 
 
-def normalized_prior(prior: np.ndarray | None, k: int, what: str = "prior") -> np.ndarray:
+def normalized_prior(prior: ArrayLike | None, k: int, what: str = "prior") -> np.ndarray:
     """A (K,) probability vector from non-negative weights summing to > 0; uniform for None."""
     if prior is None:
         return np.full(k, 1.0 / k)
@@ -105,7 +106,7 @@ def _zero_as_unknown(u: np.ndarray, p: np.ndarray) -> np.ndarray:
 def fusion_weights(
     uncertainties: np.ndarray,
     temperature: float = DEFAULT_TEMPERATURE,
-    prior: np.ndarray | None = None,
+    prior: ArrayLike | None = None,
 ) -> np.ndarray:
     """(n, K) weights summing to 1 per text: T=1 is inverse-variance, inf the prior, 0 argmin."""
     u = _validate_uncertainties(uncertainties)

@@ -66,7 +66,11 @@ class Derived:
         """The value for these inputs, from `compute` unless they are the last ones."""
         last = self._inputs
         same = last is not None and len(last) == len(inputs)
-        if not (same and all(_same(a, b) for a, b in zip(last, inputs, strict=True))):
+        if not (
+            same
+            and last is not None
+            and all(_same(a, b) for a, b in zip(last, inputs, strict=True))
+        ):
             self._value, self._inputs = compute(), inputs
         return self._value
 
@@ -224,7 +228,11 @@ class Estimator(ABC):
         """Write parameters (JSON) and fitted arrays (npz); each file replaced atomically."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        meta = {"kind": self.kind, "encoder": self.encoder.name, "params": self.params}
+        meta: dict[str, Any] = {
+            "kind": self.kind,
+            "encoder": self.encoder.name,
+            "params": self.params,
+        }
         meta["scale"] = self.scale
         atomic.write_bytes(directory / PARAMS_FILE, json.dumps(meta, indent=2).encode())
         atomic.save_npz(directory / STATE_FILE, **self.state)

@@ -8,7 +8,7 @@ encoder (torch, ONNX, numpy, static vectors) gets it at negligible cost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from scipy.special import erf
@@ -89,9 +89,9 @@ class HeadEstimator(Estimator):
         mu_b = torch.from_numpy(np.concatenate(self._map(self._embed, text_b, "encode text_b")))
         net = _network(mu_a.shape[1], self.params["hidden"])
         with torch.no_grad():  # start at the pooled residual variance, a sensible constant
-            net[2].weight.mul_(0.01)
+            cast("torch.nn.Linear", net[2]).weight.mul_(0.01)
             start = float(((mu_a - mu_b).square().mean() / 2).log())  # -inf: identical pairs
-            net[2].bias.fill_(max(start, _LOG_VAR_MIN))
+            cast("torch.nn.Linear", net[2]).bias.fill_(max(start, _LOG_VAR_MIN))
         optimiser = torch.optim.AdamW(
             net.parameters(), lr=self.params["lr"], weight_decay=self.params["weight_decay"]
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class LaplaceEstimator(Estimator):
     def features(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Layer output y and input a for each text, from one pass of the encoder."""
         if self.uses_last_layer:
-            return self.encoder.encode_with_activations(texts)
+            return cast(ExposesLastLayer, self.encoder).encode_with_activations(texts)
         embedding = self.encoder.encode(texts)
         return embedding, embedding
 
