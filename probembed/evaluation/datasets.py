@@ -85,6 +85,8 @@ class PairsDataset:
 
 
 Dataset = StsDataset | RetrievalDataset | ClassificationDataset | PairsDataset
+#: The kinds the harness scores: every one but pairs, each with a split.
+Evaluable = StsDataset | RetrievalDataset | ClassificationDataset
 _KINDS = {
     StsDataset: "sts",
     RetrievalDataset: "retrieval",

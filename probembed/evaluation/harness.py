@@ -130,7 +130,7 @@ def searched_as(pipeline: Pipeline, embedded: Embedded, dataset: Dataset, name: 
     if adapted is not None:
         tilted = tuple(float(w) for w in adapted[0])
         key = "prior" if fusion.method == "uec" else "weights"
-        fusion = replace(fusion, **{key: tilted})
+        fusion = replace(fusion, **{key: tilted})  # type: ignore[arg-type]  # a field by name
     return Method(name, fusion, pipeline.score)
 
 
@@ -148,7 +148,8 @@ def evaluate(embedded: Embedded, dataset: Dataset, method: Method) -> Outcome:
         return _evaluate_sts(embedded, dataset, method)
     if isinstance(dataset, RetrievalDataset):
         return _evaluate_retrieval(embedded, dataset, method)
-    return _evaluate_classification(embedded, dataset, method)
+    # pairs datasets are not scored (`load_evaluable` refuses them)
+    return _evaluate_classification(embedded, dataset, method)  # type: ignore[arg-type]
 
 
 def primary_metric(dataset: Dataset) -> str:

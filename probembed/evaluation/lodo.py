@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from scipy.stats import bootstrap, rankdata
@@ -127,6 +127,7 @@ def load_tasks(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, 
         relative, tune_split, test_split = LODO_DATASETS[name]
         path = data_dir / relative
         test = load_dataset(path, test_split)
+        tune: Dataset
         if isinstance(test, ClassificationDataset):
             tune, test = classification_splits(test)
         else:
@@ -341,7 +342,8 @@ def tilted_settings(
         def method(split: Split) -> Method:
             prior = getattr(base.fusion, slot)
             w = adapted_weights(statistic(split, prior), prior, gamma)
-            return Method(name, replace(base.fusion, **{slot: tuple(w)}), base.score)
+            changed = replace(base.fusion, **{slot: tuple(w)})  # type: ignore[arg-type]  # by name
+            return Method(name, changed, base.score)
 
         return method
 
@@ -512,7 +514,7 @@ class RememberedActivations:
         return np.stack([m for m, _ in rows]), np.stack([a for _, a in rows])
 
 
-def varies_with_prior_precision(member: object) -> bool:
+def varies_with_prior_precision(member: object) -> TypeGuard[LaplaceEstimator]:
     """A last-layer Laplace member: its variance follows the text beyond its norm.
 
     The adapter form's variance moves by about 1% across texts (docs/architecture.md), so λ
@@ -537,7 +539,8 @@ def prior_precision_variants(
     for member in pipeline.members:
         if varies_with_prior_precision(member):
             member = copy.copy(member)
-            member.encoder = RememberedActivations(member.encoder)
+            # a duck-typed proxy: every attribute but the activations is the encoder's
+            member.encoder = RememberedActivations(member.encoder)  # type: ignore[assignment]
         shared.append(member)
     out = {}
     for lam in lambdas:

@@ -90,7 +90,7 @@ def recipe_members(
     them saves minutes of Fisher computation; `refit` fits every member from scratch. A member
     fitted here is saved under `saved/<encoder>` when given, for the next run to load.
     """
-    shipped = {}
+    shipped: dict[str, Estimator] = {}
     builtins = [b for b, e in BUILTIN_ESTIMATORS.items() if e == estimator]
     for builtin in reversed(builtins):  # the first built-in's member wins
         if not refit and builtin in available_pipelines():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed import atomic
-from probembed.evaluation.datasets import Dataset, RetrievalDataset, StsDataset
+from probembed.evaluation.datasets import Dataset, Evaluable, RetrievalDataset, StsDataset
 from probembed.evaluation.harness import (
     Embedded,
     Method,
@@ -59,8 +59,8 @@ class Comparison:
 
 def compare(
     pipeline: Pipeline,
-    test: Dataset,
-    dev: Dataset | None,
+    test: Evaluable,
+    dev: Evaluable | None,
     progress: bool = False,
     tuned: Tuned | None = None,
 ) -> Comparison:
@@ -86,7 +86,7 @@ def compare(
     return result
 
 
-def _rows(dataset: Dataset, method: str, metrics: dict[str, float]) -> list[dict]:
+def _rows(dataset: Evaluable, method: str, metrics: dict[str, float]) -> list[dict]:
     """Tidy rows for one method's figures."""
     return [
         {"dataset": dataset.name, "split": dataset.split, "method": method, "metric": k, "value": v}
@@ -153,7 +153,7 @@ def _bins(signal: np.ndarray) -> int:
 
 
 def model_diagnostics(
-    embedded: Embedded, dataset: Dataset, outcomes: dict[str, Outcome]
+    embedded: Embedded, dataset: Evaluable, outcomes: dict[str, Outcome]
 ) -> list[dict]:
     """Per model: how much u_k varies across texts (CV) and whether it tracks its own errors."""
     rows: list[dict] = []
@@ -184,7 +184,7 @@ def _own_error_tracking(dataset: Dataset, u: dict[str, np.ndarray], single: Outc
     return {"u_error_spearman": spearman(signal, error, "a model's uncertainty with its error")}
 
 
-def write_plots(result: Comparison, dataset: Dataset, directory: str | os.PathLike) -> list[Path]:
+def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.PathLike) -> list[Path]:
     """Risk-coverage and per-bin quality plots of each method's uncertainty signals, as PNG."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -260,8 +260,8 @@ def _finite(value: object) -> object:
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return _finite(asdict(value))
+    if hasattr(value, "__dataclass_fields__"):  # a dataclass instance, as configs hold
+        return _finite(asdict(value))  # type: ignore[call-overload]
     return value
 
 
@@ -269,6 +269,6 @@ def _jsonable(value: object) -> object:
     """Numpy scalars and dataclasses in configs, as plain JSON."""
     if isinstance(value, np.generic):
         return value.item()
-    if hasattr(value, "__dataclass_fields__"):
-        return asdict(value)
+    if hasattr(value, "__dataclass_fields__"):  # a dataclass instance, as configs hold
+        return asdict(value)  # type: ignore[call-overload]
     raise TypeError(f"cannot write {type(value).__name__} to JSON")

@@ -95,12 +95,14 @@ def without_unweighted(pipeline: Pipeline) -> Pipeline:
     """The pipeline minus the members its prior or static weights give 0, weights renormalised."""
     fusion = pipeline.fusion
     method = single_model(fusion.method) or parse_fusion(fusion.method)
-    field = {Fusion.UEC: "prior", Fusion.WEIGHTED: "weights"}.get(method)
+    slots: dict[str, str] = {Fusion.UEC: "prior", Fusion.WEIGHTED: "weights"}
+    field = slots.get(method)
     weights = getattr(fusion, field) if field else None
     if weights is None or min(weights) > 0:  # every member can receive weight
         return pipeline
     keep = [w > 0 for w in weights]
-    fusion = replace(fusion, **{field: _renormalised(weights, keep)})
+    # the field is named at run time: mypy matches the ** against every field's type
+    fusion = replace(fusion, **{field: _renormalised(weights, keep)})  # type: ignore[arg-type]
     members = [m for m, kept in zip(pipeline.members, keep, strict=True) if kept]
     return Pipeline(
         members,

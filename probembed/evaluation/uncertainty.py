@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import rankdata, spearmanr
 
 from probembed.scoring import outrank_probability
+
+#: A query's key: its id, or its position.
+Q = TypeVar("Q", bound=Hashable)
 
 NDCG_BELOW_MEDIAN = "ndcg_below_median"
 RECALL10_ZERO = "recall10_zero"
@@ -108,9 +112,9 @@ def binned_quality(
 
 
 def failed_queries(
-    per_query_ndcg: Mapping[str, float],
-    per_query_recall10: Mapping[str, float],
-    query_ids: Sequence[str] | None = None,
+    per_query_ndcg: Mapping[Q, float],
+    per_query_recall10: Mapping[Q, float],
+    query_ids: Sequence[Q] | None = None,
 ) -> dict[str, np.ndarray]:
     """The two failure labels, as boolean arrays in `query_ids` order (default: nDCG's keys).
 
