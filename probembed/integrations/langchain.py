@@ -114,7 +114,7 @@ class ProbembedVectorStore(VectorStore):
         texts: Iterable[str],
         metadatas: list[dict[str, Any]] | None = None,
         *,
-        ids: list[str | None] | None = None,
+        ids: Sequence[str | None] | None = None,
         batch_size: int = DEFAULT_BATCH,
         **kwargs: Any,
     ) -> list[str]:
@@ -223,7 +223,8 @@ class ProbembedVectorStore(VectorStore):
         query_mean, means = self.collection.searcher().vectors(query, ids)
         candidates = [c for c, i in zip(candidates, ids, strict=True) if i in means]
         listed = [means[hit["id"]] for _, hit in candidates]  # a row deleted since: left out
-        chosen = maximal_marginal_relevance(query_mean, listed, lambda_mult=lambda_mult, k=k)
+        # typed list[list[float]], it takes any rows np.array stacks
+        chosen = maximal_marginal_relevance(query_mean, listed, lambda_mult=lambda_mult, k=k)  # type: ignore[arg-type]
         return [candidates[i][0] for i in chosen]
 
     def similarity_search_by_vector(

@@ -170,7 +170,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
     def __init__(
         self, collection: Collection, pipeline: Pipeline | str | os.PathLike | None = None
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[call-arg]  # stores_text has its default above
         self._collection = common.checked_collection(collection, "ProbembedVectorStore")
         if pipeline is None:
             self._pipeline = common.own_pipeline(collection, "pipeline='retrieval' (any name)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -130,7 +130,7 @@ class SentenceEncoder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         single = isinstance(inputs, str)
-        texts = [inputs] if single else _texts(inputs)
+        texts = [inputs] if isinstance(inputs, str) else _texts(inputs)
         if prompt:
             texts = [prompt + t for t in texts]
         means = self._means(texts, bool(show_progress_bar), normalize_embeddings)
@@ -204,9 +204,9 @@ class SentenceEncoder:
             pair = [Gaussian.deterministic(x) for x in (left, right)]
             if name == "cosine":
                 pair = [g.normalize() for g in pair]
-            values = (score_pairs if pairwise else score_matrix)(*pair, "dot")
+            values = (score_pairs if pairwise else score_matrix)(pair[0], pair[1], "dot")
         else:  # negative distances, as sentence-transformers gives them
-            metric, order = _SIMILARITIES[name]
+            metric, order = cast(tuple[str, int], _SIMILARITIES[name])  # None: cosine and dot
             left, right = left.astype(np.float64), right.astype(np.float64)
             if pairwise:
                 values = -np.linalg.norm(left - right, ord=order, axis=1)
