@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -54,13 +54,14 @@ class ProbembedGroup(TyperGroup):
     and the exception (exit 1). `--debug` lets the traceback through instead.
     """
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    # click hands these typer's own Context, the subclass they are annotated with
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         """Keep the command line after the root's own flags (--debug), to name it on failure."""
         first = next((i for i, word in enumerate(args) if not word.startswith("-")), len(args))
         ctx.meta[_COMMAND_LINE] = list(args[first:])
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx: typer.Context) -> object:
+    def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
         """Run the command, reporting an escaped exception once, here, for every command."""
         words = ctx.meta.get(_COMMAND_LINE, [])
         try:
@@ -290,7 +291,10 @@ def fit(
     from probembed.pipeline import CONFIG_FILE, FusionConfig, ModelSpec, Pipeline, check_save_target
     from probembed.uncertainty import estimator_class
 
-    options = {"temperature": temperature, "weights": parse_numbers(weights, "--weights")}
+    options: dict[str, Any] = {
+        "temperature": temperature,
+        "weights": parse_numbers(weights, "--weights"),
+    }
     try:
         fusion_config = FusionConfig(fusion, **{k: v for k, v in options.items() if v is not None})
         fusion_config.check(model)
@@ -310,7 +314,7 @@ def fit(
         collected = sample_pairs(pairs, max_pairs, seed)
     except (OSError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    params = {"seed": seed}
+    params: dict[str, Any] = {"seed": seed}
     if estimator == "laplace":
         params["prior_precision"] = prior_precision
     specs = [ModelSpec(m, estimator, params) for m in model]

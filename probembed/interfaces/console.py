@@ -120,5 +120,5 @@ def warnings_as_lines() -> Iterator[None]:
         warnings.filterwarnings("always", module=r"probembed(\.|$)")
         # numba's note on compiling ranx's metrics (first run only): nothing a user can do
         warnings.filterwarnings("ignore", r".*unsafe cast from \w+ to \w+\. Precision may be lost")
-        warnings.showwarning = show
+        warnings.showwarning = show  # type: ignore[assignment]  # called positionally
         yield

@@ -9,7 +9,7 @@ import typer
 from rich.markdown import Markdown
 
 if TYPE_CHECKING:
-    from probembed.evaluation.datasets import Dataset
+    from probembed.evaluation.datasets import Evaluable
 
 DEV_SPLITS = ("dev", "train")
 #: The loaders' parameter names in their messages -> the options that set them.
@@ -30,7 +30,7 @@ def find_dev(path: Path, test_split: str) -> str | None:
     return None
 
 
-def load_evaluable(path: Path, split: str | None, **options: bool) -> Dataset:
+def load_evaluable(path: Path, split: str | None, **options: bool) -> Evaluable:
     """Load a dataset the harness can score: STS, retrieval or classification, not pairs."""
     from probembed.evaluation.datasets import PairsDataset, load_dataset
 
@@ -45,7 +45,7 @@ def load_evaluable(path: Path, split: str | None, **options: bool) -> Dataset:
 
 def load_test_and_dev(
     path: Path, split: str | None, compare: bool, tune_on: str | None, options: dict[str, bool]
-) -> tuple[Dataset, Dataset | None]:
+) -> tuple[Evaluable, Evaluable | None]:
     """The split to report and, for `--compare`, the one to tune on (dev, else train)."""
     from probembed.evaluation.datasets import ClassificationDataset
 

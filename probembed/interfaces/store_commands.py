@@ -8,13 +8,14 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import platformdirs
 import typer
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from probembed.interfaces.console import (
     ask,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         IngestReport,
         QueryResult,
     )
+    from probembed.store.ingest import OnError
 
 #: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
 #: other command of the CLI would pay for it.
@@ -204,8 +206,10 @@ def ingest_and_report(
 ) -> IngestReport | DocumentReport:
     """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options) with a progress
     bar, then say what happened: each skipped item, one summary."""
-    from probembed.store import StoreError, ingest, ingest_documents, ingest_ray
+    from probembed.store import IngestReport, StoreError, ingest, ingest_documents, ingest_ray
 
+    report: IngestReport | DocumentReport
+    session: contextlib.AbstractContextManager[None]
     try:
         if chunking is not None:
             with_ray, session = None, contextlib.nullcontext()
@@ -227,7 +231,7 @@ def ingest_and_report(
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(report.summary())
-    if chunking is None and report.already_stored and not options.get("upsert"):
+    if isinstance(report, IngestReport) and report.already_stored and not options.get("upsert"):
         say(  # a re-run after editing documents kept the old texts, and said only "stored"
             f"{report.already_stored} id(s) already stored were left as stored, edited or "
             "not; --upsert replaces those whose text or metadata changed"
@@ -342,7 +346,7 @@ def ingest_command(
         raise fail(str(exc)) from exc
     target = database.collection(collection)
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error, "prefix": prefix}
-    on_ray = None
+    on_ray: dict[str, Any] | None = None
     if ray:
         on_ray = {"workers": workers, "address": address}
         on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
@@ -352,7 +356,7 @@ def ingest_command(
         raise fail(named(str(exc), MIXING_OPTIONS)) from exc
     try:
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
-            _refuse_bad_input(lambda: read_checked(path, target, on_error, prefix))
+            _refuse_bad_input(lambda: read_checked(path, target, "stop", prefix))
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         limit = pipe.max_tokens
         if settings is not None and limit is not None and (chunk_tokens or 0) > limit:
@@ -446,7 +450,7 @@ def embed_command(
     except StoreError as exc:
         raise fail(str(exc)) from exc
     if on_error == "stop":
-        _refuse_bad_input(lambda: read_input(path, on_error))
+        _refuse_bad_input(lambda: read_input(path, "stop"))
     pipe = load_pipeline(pipeline)
     try:
         report = embed_to_parquet(
@@ -454,7 +458,7 @@ def embed_command(
             out,
             pipe,
             batch_size,
-            on_error,
+            cast("OnError", on_error),  # checked by check_run_options
             ray,
             workers,
             address,
@@ -584,6 +588,7 @@ def print_result(
     shown = "n/a" if conf is None else f"{conf:.2f}"
     hits = result["hits"]
     shared = len({tuple(h["weights"].items()) for h in hits}) == 1
+    caption: Text | str | None
     caption = literal(f"weights {_weights(hits[0]['weights'])}") if hits and shared else None
     if not hits:
         caption = empty
@@ -657,7 +662,7 @@ def _print_lines(
 def _hit_id(hit: Hit) -> str:
     """A hit's id, with how many other chunks of its document matched when grouped by
     document (the count `--group-by-doc` promises; only `--json` carried it)."""
-    others = hit.get("other_chunks")
+    others = cast("int | None", hit.get("other_chunks"))  # a GroupedHit's
     shown = one_line(hit["id"])
     return f"{shown} (+{others} chunk{'s' if others > 1 else ''})" if others else shown
 
@@ -670,7 +675,7 @@ def _weights(weights: dict[str, float]) -> str:
 def _heading(result: QueryResult, confidence: str) -> str:
     """A result's title: the query (its start, as a hit's text: a 75,000-character query
     filled the screen) and its confidence."""
-    return f"{_snippet(result['query'])!r}  confidence {confidence}"
+    return f"{_snippet(cast(str, result['query']))!r}  confidence {confidence}"  # searched by text
 
 
 def _snippet(text: str) -> str:
