@@ -10,7 +10,7 @@ import json
 import logging
 import pathlib
 import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -340,7 +340,7 @@ def _local_places() -> list[tuple[str, str]]:
 
 
 def refusal(
-    status: int, message: str, headers: dict[str, str] | None = None, raw: Any = None
+    status: int, message: str, headers: Mapping[str, str] | None = None, raw: Any = None
 ) -> JSONResponse:
     """An error body both FastAPI clients (`detail`) and OpenAI clients (`error`) can read."""
     return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
@@ -399,7 +399,7 @@ def _where(error: Any) -> tuple[str | int, ...]:
     return tuple(p for p in loc if isinstance(p, int) or ("[" not in p and p not in _UNION_TAGS))
 
 
-def _problem(where: tuple[str, ...], error: Any, content_type: str) -> str:
+def _problem(where: tuple[str | int, ...], error: Any, content_type: str) -> str:
     """What one validation error says is wrong, in a client's terms."""
     if error.get("type") == "json_invalid":
         position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
@@ -468,12 +468,12 @@ def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:
 
 def _scope_refusal(
     routes: Sequence[BaseRoute], keys: ApiKeys | None
-) -> Callable[[dict], str | None]:
+) -> Callable[[MutableMapping[str, Any]], str | None]:
     """For the gate, which refuses before routing: the 403 a request's key earns on the route
     its method and path match, or None. A read-only key's write over the body limit got 413,
     where a write in the limit got 403."""
 
-    def refusal(scope: dict) -> str | None:
+    def refusal(scope: MutableMapping[str, Any]) -> str | None:
         if keys is None:
             return None
         route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
@@ -741,7 +741,7 @@ def _collections(service: Service) -> APIRouter:
             except CollectionNotFoundError:  # dropped since the names were read: not listed
                 return None
 
-        found = [await service.run(n, lambda n=n: listed(n)) for n in names]
+        found = [await service.run(n, lambda n=n: listed(n)) for n in names]  # type: ignore[misc]
         return schemas.CollectionList(data=[i for i in found if i is not None])
 
     @router.post(

@@ -51,7 +51,7 @@ def serve(settings: ServiceSettings) -> None:
         port=settings.port,
         access_log=False,
         log_config=None,
-        timeout_graceful_shutdown=settings.grace_seconds,
+        timeout_graceful_shutdown=settings.grace_seconds,  # type: ignore[arg-type]  # a float waits too
         lifespan="on",
     )
     uvicorn.Server(config).run(sockets=[sock])

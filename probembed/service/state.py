@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from probembed.pipeline import Pipeline
 from probembed.service.batching import Batcher, StoppingError
@@ -79,7 +79,7 @@ class Service:
         self._workers: dict[str, list[EncodeProcess]] = {}
         #: Collection work running in threads (`run`) and children retiring, which `stop`
         #: waits for.
-        self._running: set[asyncio.Future[object]] = set()
+        self._running: set[asyncio.Future[Any]] = set()
         #: Set by `stop`: no new collection work, children or batchers (StoppingError, 503).
         self.stopping = False
         #: Threads of `writer` work, apart from the loop's default pool: a chunked write
@@ -363,7 +363,7 @@ class Service:
         return found
 
 
-def _log_failure(task: asyncio.Future[object]) -> None:
+def _log_failure(task: asyncio.Future[Any]) -> None:
     """Log what a background task raised; nobody awaits it to see."""
     if not task.cancelled() and task.exception() is not None:
         log.error("retiring encoding children failed: %r", task.exception())
