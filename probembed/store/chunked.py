@@ -25,7 +25,7 @@ import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.documents import under_prefix
@@ -667,7 +667,7 @@ def _plan(
         if unchanged(item.id, digest, before):
             report.unchanged += 1
             if moved_to(item.id, file_path(item), before, elsewhere, prefix):
-                plan.relocated[item.id] = file_path(item)
+                plan.relocated[item.id] = cast(str, file_path(item))  # moved: read from a file
         elif elsewhere is not None:
             report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))
         elif isinstance(item, StreamedFile):

@@ -622,7 +622,7 @@ class Collection:
         return self._searcher
 
     @overload
-    def search(
+    def search(  # type: ignore[overload-overlap]  # a str, a Sequence too, matches here first
         self,
         queries: str,
         k: int = ...,

@@ -43,6 +43,7 @@ import numpy as np
 from probembed import atomic
 from probembed.gaussian import Gaussian
 from probembed.scoring import Score, inner_product_form, parse_score
+from probembed.scoring.inner_product import Side
 
 #: Scores whose candidates come from their exact inner-product form, not from the means.
 FORM_SPACES = (Score.CSD, Score.W2, Score.KL)
@@ -139,7 +140,7 @@ def ann_space(score: Score | str) -> str:
     return kind.value if kind in FORM_SPACES else MEAN_SPACE
 
 
-def ann_vectors(g: Gaussian, space: str, side: str) -> np.ndarray:
+def ann_vectors(g: Gaussian, space: str, side: Side) -> np.ndarray:
     """The float32 vectors of a space: means, or a score's query- or doc-side form."""
     if space == MEAN_SPACE:
         return np.ascontiguousarray(g.mean, dtype=np.float32)
@@ -191,7 +192,7 @@ class FlatIndex:
     ) -> np.ndarray:
         """(nq, n) row positions by inner product, best first; `ef` is unused (exact)."""
         sel, _bits = selector(allowed) if allowed is not None else (None, None)
-        params = faiss.SearchParameters(sel=sel)
+        params = faiss.SearchParameters(sel=sel)  # type: ignore[call-arg]  # SWIG keywords: unstubbed
         _, positions = self._index.search(
             np.ascontiguousarray(queries, dtype=np.float32), n, params=params
         )
@@ -233,8 +234,12 @@ class HnswIndex:
         kind = CODECS[codec]
         if kind is None:
             return self
+        # faiss's stub misses the SWIG API: `kind` is a QuantizerType number, `hnsw` exists
         index = faiss.IndexHNSWSQ(
-            self._index.d, kind, self._index.hnsw.nb_neighbors(1), faiss.METRIC_L2
+            self._index.d,
+            kind,  # type: ignore[arg-type]
+            self._index.hnsw.nb_neighbors(1),  # type: ignore[attr-defined]
+            faiss.METRIC_L2,
         )
         rows = iter(blocks)
         first = [self._lifted(next(rows), count=False)]
@@ -248,7 +253,8 @@ class HnswIndex:
             index.storage.add(block)
         for block in rows:
             index.storage.add(self._lifted(block, count=False))
-        index.hnsw = self._index.hnsw  # a copy of the graph's links, over the new storage
+        # a copy of the graph's links, over the new storage
+        index.hnsw = self._index.hnsw  # type: ignore[attr-defined]
         index.ntotal = self._index.ntotal
         index.is_trained = True
         compact = HnswIndex(index, self.centre, self.radius_sq)
@@ -287,7 +293,7 @@ class HnswIndex:
         `allowed` (a boolean mask over positions) restricts the search to those rows.
         """
         sel, _bits = selector(allowed) if allowed is not None else (None, None)
-        params = faiss.SearchParametersHNSW(efSearch=max(ef, n), sel=sel)
+        params = faiss.SearchParametersHNSW(efSearch=max(ef, n), sel=sel)  # type: ignore[attr-defined]
         _, positions = self._index.search(self._pad(queries), n, params=params)
         return positions
 

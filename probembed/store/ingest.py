@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
@@ -364,8 +364,9 @@ def check_records(
     for item in items:
         problem = item if isinstance(item, Problem) else _check(item, first_seen, types, columns)
         if problem is None:
-            first_seen[item.id] = item.source
-            records.append(item)
+            record = cast(Record, item)  # no Problem: a Problem is its own problem
+            first_seen[record.id] = record.source
+            records.append(record)
         else:
             problems.append(problem)
     return records, problems

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow.fs as pafs
 
@@ -187,13 +187,13 @@ class Location:
                         "create it by ingesting documents (`probembed ingest PATH --db URI`)"
                     )
         elif create:
-            _make_directory(self.path)
-        elif self.path.is_file():  # `--db docs.jsonl`: the corpus in the database's place
+            _make_directory(cast(Path, self.path))  # local: a Path
+        elif cast(Path, self.path).is_file():  # `--db docs.jsonl`: the corpus in its place
             raise StoreError(
                 f"no database at {self.path}: it is a file; a database is a directory "
                 "(`probembed ingest PATH --db DIR` makes one)"
             )
-        elif not self.path.is_dir():
+        elif not cast(Path, self.path).is_dir():
             raise StoreError(
                 f"no database at {self.path}: the directory does not exist; "
                 "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
@@ -204,7 +204,7 @@ class Location:
         newer version on a read at most that often (0: every read), else only when told."""
         import lancedb
 
-        options = {"read_consistency_interval": consistency}
+        options: dict[str, Any] = {"read_consistency_interval": consistency}
         if self.remote:
             options["storage_options"] = self.storage_options or None
         return lancedb.connect(self.uri, **options)
@@ -212,7 +212,7 @@ class Location:
     def own_dir(self, collection: str) -> Path:
         """Local directory of a collection's own files: the database's, or a cache mirror."""
         if not self.remote:
-            return self.path / OWN_DIR / collection
+            return cast(Path, self.path) / OWN_DIR / collection
         key = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
         return default_cache_dir() / "remote" / key / collection
 
@@ -314,7 +314,7 @@ class Location:
         probembed database on object storage holds anyway, rewritten with the same bytes.
         """
         if not self.remote:
-            return _can_write(self.path)
+            return _can_write(cast(Path, self.path))
         key = f"{self._root}/{OWN_DIR}/{MARKER_FILE}"
         try:
             _write(self._fs, key, MARKER)

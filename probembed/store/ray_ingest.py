@@ -82,10 +82,11 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         # Ray forks its service processes, which exec at once: lancedb's warning that a fork
         # reset its runtime was printed once per process (five times) and concerns none of them
         warnings.filterwarnings("ignore", "lancedb fork support is experimental", RuntimeWarning)
+        # logging_level is typed int; Ray hands it to logging, which takes level names too
         if address:
-            ray.init(address=address, logging_level="WARNING")
+            ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]
         else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")  # type: ignore[arg-type]
     try:
         yield
     finally:

@@ -286,7 +286,9 @@ class Searcher:
                 _read_unfiltered(hits, keys, orders[i], values, past.get(i, {}))
         if min_p_relevant is not None:
             for result in results:
-                result["hits"] = [h for h in result["hits"] if h["p_relevant"] >= min_p_relevant]
+                result["hits"] = [  # each with a p_relevant: min_p_relevant needs a calibrator
+                    h for h in result["hits"] if cast(float, h["p_relevant"]) >= min_p_relevant
+                ]
         return results
 
     def _ranking(
@@ -363,7 +365,7 @@ class Searcher:
         _, p, _ = self._annotated(lists, fused.rows(owners), CONTEXT_DEPTH + 1, words, None, found)
         past: dict[int, dict[int, float]] = {}
         for (i, j, depth), values in zip(places, p, strict=True):
-            past.setdefault(i, {})[j] = values[depth]
+            past.setdefault(i, {})[j] = cast(float, values[depth])  # calibrated: a number
         return past
 
     def _document_of(self, position: int) -> Hashable:
@@ -558,7 +560,7 @@ class Searcher:
             rows = ann_vectors(self._gaussian(block), space, "doc").astype(np.float64)
             total = rows.sum(axis=0) if total is None else total + rows.sum(axis=0)
             count += len(rows)
-        centre = total / count
+        centre = cast(np.ndarray, total) / count  # at least one block
         for block in blocks:  # second pass: the radius
             rows = ann_vectors(self._gaussian(block), space, "doc").astype(np.float64) - centre
             radius_sq = max(radius_sq, float(np.einsum("nd,nd->n", rows, rows).max()))
@@ -567,8 +569,8 @@ class Searcher:
         graph = HnswIndex.create(centre, radius_sq, self.settings)
         for block in blocks:
             graph.add(ann_vectors(self._gaussian(block), space, "doc"), self.settings.build_threads)
-        rows = (ann_vectors(self._gaussian(block), space, "doc") for block in blocks)
-        return graph.compressed(self.settings.codec, rows)
+        vectors = (ann_vectors(self._gaussian(block), space, "doc") for block in blocks)
+        return graph.compressed(self.settings.codec, vectors)
 
     def _hybrid(
         self,
@@ -666,7 +668,7 @@ class Searcher:
                 if spread:
                     omega = pair_weights(q_weights, weights, local)
                     variances = variances + disagreement_variance(cosines, omega)
-            query_confidence = confidence(dots, variances)
+            query_confidence = cast(np.ndarray, confidence(dots, variances))  # (nq, n): an array
             if per_hit is None:
                 hit_p = np.full((len(rows), min(k, depth)), None, dtype=object)
             else:
@@ -709,7 +711,8 @@ class Searcher:
             coverage = np.stack(
                 [
                     coverage_features(
-                        t, [h["text"] or "" for h in snap.hit_rows(r.positions[:COVERAGE_HITS])]
+                        cast(str, t),
+                        [h["text"] or "" for h in snap.hit_rows(r.positions[:COVERAGE_HITS])],
                     )
                     for t, r in zip(texts, ranked, strict=True)
                 ]
@@ -745,7 +748,7 @@ def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | 
     """
     dots, variances = np.asarray(dots), np.asarray(variances)
     if dots.ndim == 1:
-        value = float(confidence(dots[None], variances[None])[0])
+        value = float(cast(np.ndarray, confidence(dots[None], variances[None]))[0])
         return None if math.isnan(value) else value
     if dots.shape[1] < 2:
         return np.full(len(dots), np.nan)

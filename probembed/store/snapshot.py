@@ -118,7 +118,9 @@ class MeanFile:
             self._file.truncate(self._capacity * self.dim * 4)
             self._map = np.memmap(self._file, np.float32, "r", shape=(self._capacity, self.dim))
         offset = self._rows * self.dim * 4
-        _write_all(self._file.fileno(), memoryview(rows).cast("B"), offset, self._directory)
+        # an ndarray is a buffer: numpy types its __buffer__ for Python 3.12 on only
+        view = memoryview(rows).cast("B")  # type: ignore[arg-type]
+        _write_all(self._file.fileno(), view, offset, self._directory)
         self._rows = need
 
     def norm_bounds(self, positions: np.ndarray | slice) -> np.ndarray:
@@ -410,7 +412,8 @@ class Snapshot:
         stored += 0 if self._decoded is None else self._decoded.nbytes
         ids = (len(self.ids) + len(self.positions)) * (8 + 60)
         docs = 0 if self.doc_ids is None else len(self.doc_ids) * (8 + 60)
-        files = sum(f.resident_bytes for f in [self.means, *self.texts.values()])
+        held: list[MeanFile | TextFile] = [self.means, *self.texts.values()]
+        files = sum(f.resident_bytes for f in held)
         return sum(a.nbytes for a in arrays) + stored + ids + docs + files
 
     def mapped_bytes(self) -> int:
@@ -440,8 +443,9 @@ class Snapshot:
             done = 0 if self._decoded is None else len(self._decoded)
             if done < len(self):  # rows appended since: decode just those
                 fresh = self._scored_variances(np.arange(done, len(self)))
-                self._decoded = fresh if done == 0 else np.vstack([self._decoded, fresh])
-            var = self._decoded[positions]
+                # done > 0: _decoded is an array
+                self._decoded = fresh if done == 0 else np.vstack([self._decoded, fresh])  # type: ignore[list-item]
+            var = self._decoded[positions]  # type: ignore[index]  # decoded above
         # rows written from validated Gaussians, decoded (floored) and tilted (by factors >= 0)
         return Gaussian.unchecked(np.ascontiguousarray(self.means[positions]), var)
 
