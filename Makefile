@@ -49,9 +49,10 @@ run: $(STAMP)  ## The main job: uncertainty per model, then index and search DAT
 test: $(STAMP)  ## Run the fast test suite
 	$(BIN)/pytest -q
 
-check: $(STAMP)  ## Lint and format check
+check: $(STAMP)  ## Lint, format check and type check (mypy on probembed/)
 	$(BIN)/ruff check probembed tests benchmarks scripts
 	$(BIN)/ruff format --check probembed tests benchmarks scripts
+	$(BIN)/mypy probembed
 
 fix: $(STAMP)  ## Auto-fix lint and format
 	$(BIN)/ruff check --fix probembed tests benchmarks scripts
@@ -84,4 +85,4 @@ bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 
 	$(BIN)/python benchmarks/readme_tables.py
 
 clean:  ## Remove the virtual environment and caches
-	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
