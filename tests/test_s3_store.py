@@ -191,10 +191,15 @@ def test_clear_errors_for_a_missing_bucket_and_misplaced_options(tmp_path, optio
 
 def test_a_misspelt_storage_option_is_named_with_the_key_it_is_close_to(bucket, options):
     """LanceDB ignores a key it does not know: a misspelt region or key fell back to the
-    environment's in silence. Known keys, and unknown ones near none, pass without a word."""
+    environment's in silence; `s3_endpoint` was told Azure's `msi_endpoint`, and a key near
+    none was not told at all. Known keys, and lance's own, pass without a word."""
     uri = f"s3://{bucket}/db"
     with pytest.warns(UserWarning, match=r"'aws_regoin' is not a key .* did you mean 'aws_region'"):
         Database(uri, create=True, storage_options={**options, "aws_regoin": "us-east-1"})
+    with pytest.warns(UserWarning, match=r"'s3_endpoint' is not a key .* mean 'aws_endpoint'"):
+        Database(uri, create=True, storage_options={**options, "s3_endpoint": "http://x"})
+    with pytest.warns(UserWarning, match=r"'zzz' is not a key .* include aws_endpoint, "):
+        Database(uri, create=True, storage_options={**options, "zzz": "1"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # object_store's short aliases are keys too (they were taken for misspellings)

@@ -104,6 +104,10 @@ _OTHER_OPTIONS = frozenset(
     """.split()  # noqa: SIM905 (a list literal would be one line per key)
 )
 _KNOWN_OPTIONS = frozenset(_S3_OPTIONS) | frozenset(_AZ_OPTIONS) | _OTHER_OPTIONS
+#: Keys a warning about an unknown one names, for a key close to none of them.
+_EXAMPLES = "aws_endpoint, aws_region, aws_access_key_id, allow_http, azure_storage_account_name"
+#: The prefixes of a store's own keys, by URI scheme: what a misspelt key is matched against.
+_FAMILIES = {"s3": ("aws_",), "az": ("azure_",), "gs": ("google_",)}
 
 
 def database_target(target: str | os.PathLike) -> str | Path:
@@ -166,7 +170,7 @@ class Location:
             self.uri = f"{scheme}://{rest.rstrip('/')}"  # `s3://` stays whole in messages
             self.path: Path | str = self.uri
             self._fs, self._root = _remote_filesystem(self.uri, self.storage_options)
-            _warn_misspelt(self.storage_options)
+            _warn_misspelt(self.storage_options, scheme.lower())
         else:
             refuse_local_options(target, self.storage_options)
             self.path = named
@@ -345,17 +349,23 @@ class Location:
             raise StoreStateError(f"database {self.uri}: cannot {what}: {message}") from exc
 
 
-def _warn_misspelt(options: Mapping[str, str]) -> None:
+def _warn_misspelt(options: Mapping[str, str], scheme: str) -> None:
     """LanceDB ignores a key it does not know, so a misspelt credential or region fell back to
-    the environment's without a word: name a key that is one letter or two off a known one."""
+    the environment's without a word: say so of every key it is not known to read, naming a
+    known key of this store one letter or two off (`s3_endpoint` was told Azure's
+    `msi_endpoint`) or else a few it reads."""
+    family = _FAMILIES.get(scheme, ())
+    mine = [k for k in _KNOWN_OPTIONS if k.startswith(family)] or list(_KNOWN_OPTIONS)
     for key in options:
-        near = difflib.get_close_matches(key.lower(), _KNOWN_OPTIONS, n=1, cutoff=0.85)
-        if key.lower() not in _KNOWN_OPTIONS and near:
-            warnings.warn(
-                f"storage option {key!r} is not a key LanceDB's object store is known to "
-                f"read (an unknown key is ignored); did you mean {near[0]!r}?",
-                stacklevel=3,
-            )
+        if key.lower() in _KNOWN_OPTIONS or key.lower().startswith("lance"):  # lance's own
+            continue
+        near = difflib.get_close_matches(key.lower(), mine, n=1, cutoff=0.85)
+        guess = f"did you mean {near[0]!r}?" if near else f"known keys include {_EXAMPLES}"
+        warnings.warn(
+            f"storage option {key!r} is not a key LanceDB's object store is known to read "
+            f"(an unknown key is ignored); {guess}",
+            stacklevel=3,
+        )
 
 
 def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
