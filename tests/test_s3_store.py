@@ -321,3 +321,46 @@ def test_an_upsert_on_s3_writes_only_what_changed(bucket, options, hash_pipeline
     assert remote.version == version + 1  # one commit, of the two changed rows
     rows = remote.rows(["s7", "s9"], ("text", "n"))
     assert (rows["s7"]["text"], rows["s9"]["n"]) == ("an edited text", -9)
+
+
+def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipeline_dir):
+    """Object storage that stops answering under a running server gave every route a 500
+    ("internal error") after lance's retries, and /readyz stayed "ready": a 503 saying the
+    storage did not answer, with Retry-After, lets a client retry and a balancer route away."""
+    name = f"test-{secrets.token_hex(4)}"
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(moto_server())
+        fs = pafs.S3FileSystem(
+            access_key="testing",
+            secret_key="testing",
+            region="us-east-1",
+            endpoint_override=url.removeprefix("http://"),
+            scheme="http",
+            allow_bucket_creation=True,
+        )
+        fs.create_dir(name)
+        options = {**CREDENTIALS, "aws_endpoint": url, "aws_region": "us-east-1"}
+        flags = [
+            a
+            for k, v in {**options, "allow_http": "true"}.items()
+            for a in ("--storage-option", f"{k}={v}")
+        ]
+        server = Server(f"s3://{name}/db", pydoc_pipeline_dir, *flags, log=tmp_path / "server.log")
+        with server, server.client() as http:
+            assert http.post("/v1/collections", json={"name": "life"}).status_code == 201
+            assert http.post("/v1/collections/life/documents", json={"documents": DOCS}).is_success
+            stack.close()  # moto stops; the server goes on
+            for method, path, body in (
+                ("POST", "/v1/collections/life/search", {"query": "cells", "k": 2}),
+                ("GET", "/v1/collections", None),
+                ("POST", "/v1/collections/life/documents", {"documents": DOCS[:1]}),
+            ):
+                answer = http.request(method, path, json=body, timeout=120)
+                assert answer.status_code == 503, (path, answer.text)
+                assert answer.headers["retry-after"] == "5"
+                assert "the database's storage failed: " in answer.json()["detail"]
+            ready = http.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["status"] == "storage", ready.text
+            assert http.get("/healthz").status_code == 200  # alive: no restart mends storage
+        log = (tmp_path / "server.log").read_text()
+        assert "storage failed" in log and "Exception in ASGI application" not in log

@@ -45,6 +45,7 @@ from probembed.store import (
     Problem,
     ReadOnlyError,
     Record,
+    StorageUnavailableError,
     StoreError,
     StoreStateError,
 )
@@ -54,6 +55,7 @@ from probembed.store.chunked import (
     record_document,
     refuse_mixing,
 )
+from probembed.store.errors import storage_failure
 from probembed.store.ingest import (
     IngestReport,
     commit,
@@ -89,6 +91,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (QueueFullError, 429),
     (StoppingError, 503),
     (ReadOnlyError, 503),
+    (StorageUnavailableError, 503),
     (StoreStateError, 500),
     (StoreError, 422),
 )
@@ -105,7 +108,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "Invalid input: the detail names it"),
         (429, "Encode queue full: retry after Retry-After seconds"),
         (500, "The server's own storage or state failed, or a bug: its log says why"),
-        (503, "Still loading, loading failed, or the database is read-only"),
+        (503, "Still loading, loading failed, the database is read-only, or its storage failed"),
     )
 }
 
@@ -135,7 +138,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
-    _handle_errors(app, settings.db, settings.keys)
+    _handle_errors(app, service)
     routers = (_operations(service), _embeddings(service), _collections(service))
     for router in routers:
         app.include_router(router)
@@ -239,9 +242,11 @@ _PROBLEMS_TOLD = 10
 _ECHO_CHARS = 200
 
 
-def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -> None:
+def _handle_errors(app: FastAPI, service: Service) -> None:
     """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
+    db, keys = service.settings.db, service.settings.keys
     roots = _spellings(db)
+    remote = isinstance(database_target(db), str)
 
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -263,6 +268,8 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -
         if isinstance(exc, StoreStateError):  # the operator's to mend, so it goes in the log
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         headers = {}
+        if isinstance(exc, StorageUnavailableError):
+            return storage_down(request, str(exc))
         if isinstance(exc, QueueFullError):
             headers["Retry-After"] = str(exc.retry_after)
         elif isinstance(exc, NotReadyError) and not exc.failed:
@@ -286,17 +293,38 @@ def _handle_errors(app: FastAPI, db: pathlib.Path | str, keys: ApiKeys | None) -
             message = _unreadable(await request.body())
         return refusal(exc.status_code, message, exc.headers)
 
+    def storage_down(request: Request, said: str) -> Response:
+        """503 with Retry-After for a failure of the database's object storage, which the
+        same request may not meet later; logged in a line, and /readyz says so a while."""
+        for root, shown in roots:
+            said = said.replace(root, shown)
+        log.warning("%s %s: storage failed: %s", request.method, request.url.path, said)
+        service.storage_failed(said)
+        return refusal(503, f"the database's storage failed: {said}", {"Retry-After": "5"})
+
     async def internal(request: Request, exc: Exception) -> Response:
         """Any other exception is the server's fault, never the client's (a numpy ValueError
         deep in search was a 422 "invalid input" and left no trace): 500 in the error body
         every route answers, while the server logs the traceback."""
         return refusal(500, "internal error: the server's log holds the details")
 
+    async def engine_error(request: Request, exc: Exception) -> Response:
+        """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a
+        503 (it was a 500 and a trace); any other such error is `internal`, its traceback
+        logged here (a handler for its own class is not re-raised to the server's log)."""
+        said = storage_failure(exc) if remote else None
+        if said is not None:
+            return storage_down(request, said)
+        log.error("%s %s: internal error", request.method, request.url.path, exc_info=exc)
+        return await internal(request, exc)
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)  # unparsable body, no route
     for kind, _ in _STATUS:
         app.add_exception_handler(kind, known)
+    app.add_exception_handler(RuntimeError, engine_error)
+    app.add_exception_handler(OSError, engine_error)
     app.add_exception_handler(Exception, internal)
 
 
@@ -550,12 +578,19 @@ def _operations(service: Service) -> APIRouter:
     @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
     async def readyz() -> Response:
-        """Ready: pipelines loaded and database open; 503 while loading or after a failure."""
+        """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
+        for STORAGE_HOLD seconds after the database's object storage failed a request."""
         if not service.ready:
             status = "failed" if service.failure else "loading"  # both are "not yet": 503
             body = schemas.Health(status=status, error=service.failure)
             retry = {} if service.failure else {"Retry-After": "1"}  # a failure stays failed
             return JSONResponse(body.model_dump(), 503, headers=retry)
+        trouble = service.storage_trouble()
+        if trouble is not None:
+            body = schemas.Health(
+                status="storage", pipelines=list(service.pipelines), error=trouble
+            )
+            return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
         return JSONResponse(
             schemas.Health(status="ready", pipelines=list(service.pipelines)).model_dump()
         )

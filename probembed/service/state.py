@@ -17,6 +17,7 @@ import contextlib
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ from probembed.service.worker import EncodeProcess, child_threads
 from probembed.store import Collection, CollectionNotFoundError, Database
 
 T = TypeVar("T")
+#: Seconds /readyz answers 503 after the database's object storage failed a request: long
+#: enough for a balancer's probe to see it, short enough that a recovered storage is served
+#: again without a restart (no probe of the storage itself: that would cost a call per probe).
+STORAGE_HOLD = 10.0
 log = logging.getLogger("probembed.service")
 
 
@@ -67,6 +72,9 @@ class Service:
         #: Served pipelines by the name clients use as `model`.
         self.pipelines: dict[str, Pipeline] = {}
         self.failure: str | None = None
+        #: The last failure of the database's object storage, and when (`time.monotonic`):
+        #: /readyz says so for STORAGE_HOLD seconds, so a balancer routes away meanwhile.
+        self.storage_failure: tuple[str, float] | None = None
         self._ready = asyncio.Event()
         self._batchers: dict[str, Batcher] = {}
         #: Per collection: its lock and how many requests hold or wait for it (then dropped).
@@ -91,6 +99,17 @@ class Service:
     def ready(self) -> bool:
         """Pipelines loaded and database open."""
         return self._ready.is_set()
+
+    def storage_failed(self, message: str) -> None:
+        """Note a failure of the database's object storage (what /readyz reports)."""
+        self.storage_failure = (message, time.monotonic())
+
+    def storage_trouble(self) -> str | None:
+        """The storage's last failure if it is under STORAGE_HOLD seconds old, else None."""
+        if self.storage_failure is None:
+            return None
+        message, when = self.storage_failure
+        return message if time.monotonic() - when < STORAGE_HOLD else None
 
     async def start(self) -> None:
         """Load in a thread, start one batcher per served pipeline, then freeze what loading

@@ -16,6 +16,7 @@ from probembed.store.errors import (
     CollectionNotFoundError,
     PipelineMismatchError,
     ReadOnlyError,
+    StorageUnavailableError,
     StoreError,
     StoreStateError,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "ReadOnlyError",
     "Record",
     "Searcher",
+    "StorageUnavailableError",
     "StoreError",
     "StoreStateError",
     "confidence",

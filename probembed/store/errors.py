@@ -1,5 +1,7 @@
 """Errors of the store layer: each message names the input and what would be right."""
 
+import re
+
 
 class StoreError(ValueError):
     """A store operation that cannot be done as asked; the message says why and what to do."""
@@ -24,3 +26,24 @@ class StoreStateError(StoreError):
 
 class ReadOnlyError(StoreStateError):
     """A write asked of a database that cannot be written."""
+
+
+class StorageUnavailableError(StoreStateError):
+    """The database's object storage failed a call (unreachable, refused, timed out): the
+    same request may succeed later (a service answers it 503 with Retry-After)."""
+
+
+#: How LanceDB words an I/O failure of its object store, before the store's own words.
+_LANCE_IO = "LanceError(IO): "
+#: Where its Rust source location starts, at the end of such a message.
+_SOURCE = re.compile(r",\s*/\S+\.rs:\d+:\d+\s*$")
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """What the storage said, when LanceDB raised an I/O failure of its object store (a
+    RuntimeError or OSError whose text is `lance error: LanceError(IO): ...`), else None:
+    deep in any read or write, it is the storage's failing, not the request's."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    if not isinstance(exc, (RuntimeError, OSError)) or _LANCE_IO not in text:
+        return None
+    return _SOURCE.sub("", text.split(_LANCE_IO, 1)[1]).strip()

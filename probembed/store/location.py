@@ -30,7 +30,7 @@ import pyarrow.fs as pafs
 
 from probembed import atomic
 from probembed.cache import default_cache_dir
-from probembed.store.errors import StoreError, StoreStateError
+from probembed.store.errors import StorageUnavailableError, StoreError
 
 #: URI schemes LanceDB stores tables under on object storage.
 REMOTE_SCHEMES = ("s3", "gs", "az")
@@ -346,7 +346,7 @@ class Location:
             if missing_ok and "not found" in str(exc).lower():
                 return None
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise StoreStateError(f"database {self.uri}: cannot {what}: {message}") from exc
+            raise StorageUnavailableError(f"database {self.uri}: cannot {what}: {message}") from exc
 
 
 def _warn_misspelt(options: Mapping[str, str], scheme: str) -> None:
