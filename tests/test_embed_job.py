@@ -123,3 +123,28 @@ def test_embed_of_a_folder_names_the_command_that_reads_what_it_left(tmp_path, h
     said = report.summary()
     assert "not read: 1 file(s), .pdf (1)" in said and "--chunk` (not embed) also .html" in said
     assert "`probembed ingest --chunk`" in said
+
+
+def test_embed_says_how_many_documents_the_models_read_only_the_start_of(tmp_path, search_pipeline):
+    """embed wrote every Gaussian without a word while most documents were longer than the
+    models read; ingest says it (`cut_documents`), and so does embed now, with its remedy."""
+    long = " ".join(f"word{i}" for i in range(600)) + " Octopuses have three hearts."
+    source = tmp_path / "corpus.jsonl"
+    rows = [{"id": "short", "text": "Jaguars are big cats."}, {"id": "long", "text": long}]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert search_pipeline.cut([r["text"] for r in rows]).tolist() == [False, True]
+    pipe = str(search_pipeline.save(tmp_path / "pipe"))
+    args = ["embed", str(source), "--out", str(tmp_path / "out"), "--pipeline", pipe]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "wrote 2 Gaussians" in said
+    assert "cut short: 1 of 2 documents are longer than" in said
+    assert f"({search_pipeline.max_tokens} tokens)" in said
+    assert "embed does not chunk" in said and "`probembed ingest --chunk`" in said
+    short = tmp_path / "short.jsonl"
+    short.write_text(json.dumps(rows[0]) + "\n")
+    quiet = CliRunner().invoke(
+        app, [*args[:1], str(short), "--out", str(tmp_path / "o2"), *args[4:]]
+    )
+    assert quiet.exit_code == 0 and "longer than" not in quiet.output

@@ -241,7 +241,11 @@ def ingest_and_report(
     return report
 
 
-def _say_what_is_cut(source: Path, pipe: Any) -> None:
+#: What `_say_what_is_cut` tells ingest to do about documents cut short.
+CHUNK_REMEDY = "`--chunk` (`probembed ingest --chunk`) splits them into passages"
+
+
+def _say_what_is_cut(source: Path, pipe: Any, remedy: str = CHUNK_REMEDY) -> None:
     """Warn when whole documents are longer than the models read: only their start is found."""
     from probembed.store.ingest import CUT_SAMPLE, cut_documents
 
@@ -253,7 +257,7 @@ def _say_what_is_cut(source: Path, pipe: Any) -> None:
             "yellow",
             f"{cut:,} {among} documents are longer than {pipe.name!r} reads "
             f"({pipe.max_tokens} tokens): only their start is embedded, so what comes later "
-            "is not found; `--chunk` (`probembed ingest --chunk`) splits them into passages",
+            f"is not found; {remedy}",
         )
 
 
@@ -471,6 +475,13 @@ def embed_command(
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(report.summary())
+    if pipe.max_tokens is not None:  # as ingest says it: embed does not chunk either
+        _say_what_is_cut(
+            path,
+            pipe,
+            "embed does not chunk: cut them into passages first, or use "
+            "`probembed ingest --chunk`, which does",
+        )
 
 
 def search_command(
