@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from beir_data import write_beir
 from typer.testing import CliRunner
@@ -82,10 +83,13 @@ def test_eval_compare_reports_the_harness_figures(kind, pipeline_dir, tmp_path):
     metric = primary_metric(test)
     cli, expected = _values(payload["rows"], metric), _values(direct.rows, metric)
     assert set(cli) == {*(f"single:{m}" for m in pipe.models), "mean", "concat", "uec"} | (
-        {"weighted"} if dev else set()
+        {"weighted", "hash as shipped"} if dev else set()
     )
     assert cli == expected  # identical for the reason given in the test above
     assert f"{100 * expected['uec']:.2f}" in payload["output"]
+    # the split tuned on is said, on stderr and in the table's heading, not only in the JSON
+    assert (f"tuning on toy {dev_split}" in payload["stderr"]) == (dev is not None)
+    assert (f"tuned on {dev_split}" in payload["stdout"]) == (dev is not None)
     # without a split to tune on, the uec row is the pipeline as shipped, and it is said
     assert ("the uec row is hash as shipped" in payload["stderr"]) == (dev is None)
     if dev is None:  # the reason that holds, not both
@@ -380,3 +384,100 @@ def test_plots_that_cannot_be_drawn_are_said_not_left_an_empty_folder(pipeline_d
         [str(KINDS["sts"]), "--compare", "--plots", str(plots)], pipeline_dir, tmp_path / "b.json"
     )
     assert "no plots written" not in drawn["stderr"] and list(plots.glob("*.png"))
+
+
+def test_queries_judged_with_no_relevant_document_are_left_out_said_and_counted(
+    pipeline_dir, tmp_path
+):
+    """Queries whose every judgement is grade 0 scored 0 on every metric (as ranx scores
+    them): half the queries so judged halved nDCG, and the run exited 0 without a word."""
+    queries = [*QUERIES, {"_id": "q3", "text": "do dogs bark"}]
+    judged = [("q1", "d1", 1), ("q2", "d3", 1)]
+    zero = [("q3", "d2", 0), ("q3", "d1", 0)]
+    with_zero = write_beir(tmp_path / "zero", CORPUS, queries, judged + zero)
+    without = write_beir(tmp_path / "without", CORPUS, QUERIES, judged)
+    payload = _eval([str(with_zero)], pipeline_dir, tmp_path / "a.json")
+    reference = _eval([str(without)], pipeline_dir, tmp_path / "b.json")
+    figures = {r["metric"]: r["value"] for r in payload["rows"]}
+    assert figures == {r["metric"]: r["value"] for r in reference["rows"]}  # of q1 and q2 alone
+    said = payload["stderr"]
+    assert "warning:" in said and "1 of 3 judged queries have no document judged relevant" in said
+    assert "'q3'" in said and "left out of every mean" in said
+    assert payload["config"]["queries_without_relevant"] == 1
+    assert payload["config"]["queries_without_relevant_ids"] == ["q3"]
+    assert payload["config"]["queries_scored"] == 2
+    assert reference["config"]["queries_without_relevant"] == 0
+    # the Python API leaves them out alike
+    with pytest.warns(UserWarning, match="1 of 3 judged queries"):
+        test = load_dataset(with_zero)
+    assert test.without_relevant == ("q3",) and set(test.queries) == {"q1", "q2"}
+    none = write_beir(tmp_path / "none", CORPUS, QUERIES[:1], [("q1", "d1", 0)])
+    result = runner.invoke(app, ["eval", str(none), "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2, result.output
+    assert "none of the 1 judged queries has a document judged relevant" in _unwrapped(
+        result.output
+    )
+
+
+def _sts_file(path: Path, rows: int = 6) -> Path:
+    """An STS split of `rows` pairs taken from the toy set, repeated as needed."""
+    lines = (KINDS["sts"] / "test.tsv").read_text().splitlines()
+    body = [lines[1 + i % (len(lines) - 1)] for i in range(rows)]
+    body = [
+        f"{a} {i}\t{b}\t{(i % 5) + 0.5}" for i, (a, b, _) in enumerate(r.split("\t") for r in body)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([lines[0], *body]) + "\n")
+    return path
+
+
+def test_a_file_alone_is_named_after_itself_and_a_split_after_its_folder(pipeline_dir, tmp_path):
+    """`eval mypairs.tsv` labelled the rows after the folder the file happened to lie in."""
+    alone = _sts_file(tmp_path / "h-scale" / "mypairs.tsv")
+    payload = _eval([str(alone)], pipeline_dir, tmp_path / "a.json")
+    assert {r["dataset"] for r in payload["rows"]} == {"mypairs"}
+    assert payload["stdout"].lstrip().startswith("mypairs ") and "h-scale" not in payload["output"]
+    split = _sts_file(tmp_path / "mysts" / "test2.tsv")
+    _sts_file(tmp_path / "mysts" / "dev.tsv", rows=8)
+    beside = _eval([str(split)], pipeline_dir, tmp_path / "b.json")
+    assert {r["dataset"] for r in beside["rows"]} == {"mysts"}
+    assert {r["split"] for r in beside["rows"]} == {"test2"}
+
+
+def test_compare_says_where_it_tuned_and_shows_the_pipeline_as_shipped(pipeline_dir, tmp_path):
+    """`eval mysts/test2.tsv --compare` tuned on the sibling dev.tsv saying so only in the
+    JSON, and its uec row (retuned) was not the figure a run without --compare reports."""
+    split = _sts_file(tmp_path / "mysts" / "test2.tsv")
+    dev = _sts_file(tmp_path / "mysts" / "dev.tsv", rows=8)
+    compared = _eval([str(split), "--compare"], pipeline_dir, tmp_path / "a.json")
+    plain = _eval([str(split)], pipeline_dir, tmp_path / "b.json")
+    assert compared["config"]["tuned_on"] == "dev"
+    assert f"tuning on mysts dev ({dev}" in compared["stderr"]
+    assert "mysts (test2); weighted and uec tuned on dev" in compared["stdout"]
+    spearman = _values(compared["rows"], "spearman")
+    assert spearman["hash as shipped"] == _values(plain["rows"], "spearman")["hash"]
+    assert " hash as shipped " in compared["stdout"] and " uec " in compared["stdout"]
+
+
+@pytest.mark.parametrize("kind", ["sts", "retrieval"])
+def test_the_binned_plot_puts_every_signal_on_its_own_quantile_axis(kind, pipeline_dir, tmp_path):
+    """Every uncertainty signal was drawn at its own bin means on one x-axis, though a
+    variance and a score differ in scale by orders of magnitude."""
+    from probembed.evaluation.report import bin_quantiles
+
+    path = KINDS[kind]
+    pipe = Pipeline.load(pipeline_dir, cache=False)
+    test = load_dataset(path)
+    result = compare(pipe, test, None)
+    binned = result.curves["uec"]["binned"]
+    assert len(binned) >= 2
+    items = len(test.queries) if kind == "retrieval" else len(test)
+    for x, quality in binned.values():  # one axis for all: each signal's own quantiles
+        np.testing.assert_array_equal(x, bin_quantiles(items, min(10, items)))
+        assert x.min() > 0 and x.max() < 1 and len(quality) == len(x)
+    payload = _eval(
+        [str(path), "--compare", "--plots", str(tmp_path / "p")], pipeline_dir, tmp_path / "r.json"
+    )
+    assert any(p.name.endswith("-binned.png") for p in (tmp_path / "p").iterdir()), payload[
+        "output"
+    ]

@@ -365,3 +365,18 @@ def test_plots_write_png_files(tmp_path: Path) -> None:
     ]
     for path in written:
         assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_query_with_no_relevant_document_is_left_out_of_the_means_with_a_warning():
+    """ranx (and trec_eval) score such a query 0 on every metric: half the queries so judged
+    halved every mean, and nothing said so."""
+    qrels = {"a": {"d1": 1}, "b": {"d2": 0, "d3": 0}, "c": {"d4": 2}}
+    run = {"a": {"d1": 1.0}, "b": {"d2": 1.0}, "c": {"d9": 2.0, "d4": 1.0}}
+    with pytest.warns(UserWarning, match=r"1 of 3 judged queries have no document judged"):
+        per_query = per_query_metrics(qrels, run, ["ndcg@10", "mrr@10"])
+    assert set(per_query["mrr@10"]) == {"a", "c"}
+    with pytest.warns(UserWarning, match=r"left out of every mean.*'b'"):
+        means = retrieval_metrics(qrels, run, ["mrr@10", "recall@100"])
+    assert means == {"mrr@10": pytest.approx((1 + 1 / 2) / 2), "recall@100": 1.0}
+    with pytest.raises(ValueError, match="no judged query has a document judged relevant"):
+        retrieval_metrics({"b": {"d2": 0}}, run)

@@ -18,7 +18,7 @@ from probembed.evaluation.harness import (
     evaluate,
     primary_metric,
 )
-from probembed.evaluation.report import compare, markdown_table, write_plots
+from probembed.evaluation.report import compare, markdown_table, shipped_label, write_plots
 from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid, tune
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, ScoreConfig
 
@@ -115,7 +115,14 @@ def test_compare_reports_every_method_and_uncertainty_quality(pipe, small_sts, t
     test, dev = load_dataset(small_sts, "test"), load_dataset(small_sts, "dev")
     result = compare(pipe, test, dev)
     spearman = {r["method"] for r in result.rows if r["metric"] == "spearman"}
-    assert spearman == {m.name for m in baseline_methods(pipe.models)} | {"weighted", "uec"}
+    shipped = shipped_label(pipe.name)  # beside the retuned uec: what eval without --compare says
+    assert spearman == {m.name for m in baseline_methods(pipe.models)} | {
+        "weighted",
+        "uec",
+        shipped,
+    }
+    alone = evaluate(embed(pipe, test), test, Method("x", pipe.fusion, pipe.score))
+    assert _by_method(result.rows, "spearman")[shipped] == alone.metrics["spearman"]
     metrics = {r["metric"] for r in result.rows if r["method"] == "uec"}
     assert {"auroc:uncertainty", "abs_rank_error_spearman:uncertainty"} <= metrics
     assert {"u_cv", "u_error_spearman"} <= {r["metric"] for r in result.rows}
@@ -123,6 +130,30 @@ def test_compare_reports_every_method_and_uncertainty_quality(pipe, small_sts, t
     assert table.count("\n") == len(spearman) + 1
     pngs = write_plots(result, test, tmp_path)
     assert pngs and all(p.stat().st_size > 1000 for p in pngs)
+
+
+def _by_method(rows: list[dict], metric: str) -> dict[str, float]:
+    """method -> value of one metric."""
+    return {r["method"]: r["value"] for r in rows if r["metric"] == metric}
+
+
+def test_a_query_with_no_relevant_document_is_left_out_of_every_figure(pipe):
+    """A dataset built in Python with a query judged all 0: it scored 0 and halved each mean."""
+    data = load_dataset(TOY / "retrieval" / "toy")
+    zero = replace(
+        data,
+        queries={**data.queries, "z": "a question nothing answers"},
+        qrels={**data.qrels, "z": {next(iter(data.corpus)): 0}},
+    )
+    method = Method("mean", FusionConfig("mean"))
+    with pytest.warns(UserWarning, match=r"1 of \d+ judged queries .*'z'"):
+        outcome = evaluate(embed(pipe, zero), zero, method)
+    assert outcome.metrics == evaluate(embed(pipe, data), data, method).metrics
+    assert (
+        len(outcome.per_item["ndcg@10"])
+        == len(outcome.per_item["uncertainty"])
+        == len(data.queries)
+    )
 
 
 def test_retrieval_evaluation_on_a_toy_beir_folder(pipe):

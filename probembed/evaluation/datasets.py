@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.documents import read_texts
+from probembed.evaluation.metrics import RELEVANT, left_out_note, without_relevant
 
 STS_HEADER = ("sentence1", "sentence2", "score")
 CLASSIFICATION_HEADER = ("text", "label")
@@ -25,6 +26,8 @@ PAIRS_HEADER = ("text_a", "text_b")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
 DEFAULT_SPLIT = "test"
 TRAIN_SPLIT = "train"
+#: File stems that make a TSV one split of its folder's dataset.
+SPLIT_NAMES = ("train", "dev", "validation", "test")
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +53,8 @@ class RetrievalDataset:
 
     `keep_self_matches=False` follows BEIR and MTEB: a document whose id is the query's own id
     is never retrieved for it (in counter-argument retrieval every query is also a document).
+    `without_relevant`: the queries of the split judged with no relevant document, left out
+    of `queries` and `qrels` by `load_retrieval` (no metric is defined for them).
     """
 
     name: str
@@ -58,6 +63,7 @@ class RetrievalDataset:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     keep_self_matches: bool = False
+    without_relevant: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,12 +150,26 @@ def load_sts(path: str | Path) -> StsDataset:
     if np.all(scores == scores[0]):  # found by the metric, after embedding, before
         raise ValueError(f"{path}: every score is {scores[0]:g}: no ranking to correlate with")
     return StsDataset(
-        name=path.resolve().parent.name,  # `eval .` names its folder too
+        name=dataset_name(path),
         split=path.stem,
         sentence1=[row[0] for _, row in rows],
         sentence2=[row[1] for _, row in rows],
         scores=scores,
     )
+
+
+def dataset_name(path: str | Path) -> str:
+    """The dataset a split file belongs to: its folder's (resolved: `eval ./test.tsv` names
+    the folder too) when the file is one of its splits, named as one (SPLIT_NAMES) or lying
+    beside one, as `probembed eval --compare` then tunes on that sibling; else the file's
+    own, a dataset of its own (`eval mypairs.tsv` is "mypairs", not its folder)."""
+    path = Path(path)
+    folder = path.resolve().parent
+    if path.stem in SPLIT_NAMES or any(
+        (folder / f"{split}.tsv").is_file() for split in SPLIT_NAMES if split != path.stem
+    ):
+        return folder.name
+    return path.stem
 
 
 def load_pairs(path: str | Path) -> PairsDataset:
@@ -200,7 +220,9 @@ def load_retrieval(
     """Read a BEIR directory, keeping only the queries judged in `split`.
 
     Judged documents missing from the corpus stay in the judgements (never retrieved, as in
-    BEIR) with a warning naming how many and which; `strict` raises instead.
+    BEIR) with a warning naming how many and which; `strict` raises instead. Queries judged
+    with no relevant document (every grade 0) are left out, with a warning naming how many
+    and which, and kept in `without_relevant`: no metric is defined for them.
     """
     directory = Path(directory)
     qrels_dir = directory / "qrels"
@@ -221,9 +243,11 @@ def load_retrieval(
     all_queries = read_texts(_require_file(directory / "queries.jsonl"))
     _check_judged_queries(directory, qrels, all_queries)
     _check_judged_documents(directory, split, qrels, corpus, strict)
+    left_out = _without_relevant(qrels_dir / f"{split}.tsv", qrels)
+    qrels = {q: docs for q, docs in qrels.items() if q not in left_out}
     queries = {query_id: all_queries[query_id] for query_id in qrels}
     name = directory.resolve().name  # `eval .` names its folder too
-    return RetrievalDataset(name, split, corpus, queries, qrels, keep_self_matches)
+    return RetrievalDataset(name, split, corpus, queries, qrels, keep_self_matches, left_out)
 
 
 def _load_directory(directory: Path, split: str, strict: bool) -> Dataset:
@@ -352,6 +376,20 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     if not qrels:
         raise ValueError(f"{path}: no judgements; expected {_show(QRELS_HEADER)} rows")
     return qrels
+
+
+def _without_relevant(path: Path, qrels: dict[str, dict[str, int]]) -> tuple[str, ...]:
+    """The judged queries no document is relevant to, warned about; refused when that is
+    every one (scored 0, as ranx and trec_eval score them, they pulled the means down)."""
+    left_out = without_relevant(qrels)
+    if len(left_out) == len(qrels):
+        raise ValueError(
+            f"{path}: none of the {len(qrels)} judged queries has a document judged relevant "
+            f"(grade >= {RELEVANT}): nothing to score"
+        )
+    if left_out:
+        warnings.warn(left_out_note(str(path), left_out, len(qrels)), UserWarning, stacklevel=3)
+    return tuple(left_out)
 
 
 def _check_judged_queries(

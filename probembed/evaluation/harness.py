@@ -178,7 +178,9 @@ def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Ou
 
 
 def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: Method) -> Outcome:
-    """nDCG@10, Recall@100, MRR@10 of a full scan; per query: metrics and top-hit statistics."""
+    """nDCG@10, Recall@100, MRR@10 of a full scan; per query: metrics and top-hit statistics.
+
+    Judged queries no document is relevant to are left out of both, with a warning."""
     fused_queries = embedded.fused("queries", method.fusion)
     fused_docs = embedded.fused("docs", method.fusion)
     queries, docs = fused_queries.gaussian, fused_docs.gaussian
@@ -197,12 +199,18 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     top_vars = dot_variance(queries, docs, candidates=top) + embedded.between_variance(
         fused_queries, fused_docs, method.fusion, top
     )
-    per_item = {name: np.array([values[q] for q in qids]) for name, values in per_query.items()}
+    # a query no document is relevant to has no figure (`per_query_metrics` warned): the
+    # per-query arrays hold the queries scored, as the means do
+    scored = np.array([q in per_query[REPORTED[0]] for q in qids], dtype=bool)
+    per_item = {
+        name: np.array([values[q] for q in qids if q in values])
+        for name, values in per_query.items()
+    }
     per_item.update(
-        top_scores=top_scores,
-        top_dots=top_dots,
-        top_vars=top_vars,
-        uncertainty=queries.total_variance(),
+        top_scores=top_scores[scored],
+        top_dots=top_dots[scored],
+        top_vars=top_vars[scored],
+        uncertainty=queries.total_variance()[scored],
     )
     return Outcome(metrics, per_item)
 

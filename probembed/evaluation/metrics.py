@@ -6,6 +6,7 @@ seconds (numba) and most callers of this package never score a run.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
 
 DEFAULT_RETRIEVAL_METRICS = ("ndcg@10", "recall@100", "mrr@10")
+#: The lowest grade that makes a document relevant, as ranx and trec_eval count it.
+RELEVANT = 1
+#: Query ids a warning names at most.
+SHOWN = 5
 
 Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Mapping[str, float]]
@@ -34,9 +39,30 @@ def spearman(pred: ArrayLike, gold: ArrayLike) -> float:
 def retrieval_metrics(
     qrels: Qrels, run: Run, metrics: Sequence[str] = DEFAULT_RETRIEVAL_METRICS
 ) -> dict[str, float]:
-    """Mean of each metric over every judged query (a query missing from the run scores 0)."""
+    """Mean of each metric over every judged query with a relevant document (a query missing
+    from the run scores 0; one with no relevant document is left out, with a warning)."""
     per_query = per_query_metrics(qrels, run, metrics)
     return {name: float(np.mean(list(scores.values()))) for name, scores in per_query.items()}
+
+
+def without_relevant(qrels: Qrels) -> list[str]:
+    """The judged queries no document is relevant to: every grade below RELEVANT (0, say).
+
+    nDCG (its ideal DCG is 0), recall (of no relevant document) and MRR are undefined for
+    them; ranx and trec_eval score them 0, which pulls every mean down by their share.
+    """
+    return [q for q, docs in qrels.items() if not any(g >= RELEVANT for g in docs.values())]
+
+
+def left_out_note(source: str, left_out: Sequence[str], judged: int) -> str:
+    """The warning about queries left out for having no relevant document, naming a few."""
+    shown = ", ".join(map(repr, left_out[:SHOWN])) + (", ..." if len(left_out) > SHOWN else "")
+    return (
+        f"{source}: {len(left_out)} of {judged} judged queries have no document judged "
+        f"relevant (grade >= {RELEVANT}): left out of every mean, as TREC leaves out topics "
+        f"without a relevant document (nDCG, recall and MRR are undefined for them; scored 0 "
+        f"they would pull each mean down by their share): {shown}"
+    )
 
 
 def per_query_metrics(
@@ -47,6 +73,8 @@ def per_query_metrics(
     Metric names are ranx's ("ndcg@10", "recall@100", "mrr@10"); nDCG uses linear gains like
     trec_eval, and MRR@k is 0 when no relevant document is in the top k. Queries in the run
     but not in the qrels are ignored; judged queries the run lacks count as complete misses.
+    Judged queries no document is relevant to (`without_relevant`) have no figure: they are
+    left out, with a UserWarning naming how many and which.
     """
     from ranx import Qrels as RanxQrels
     from ranx import Run as RanxRun
@@ -55,6 +83,16 @@ def per_query_metrics(
     metrics = _validate_metric_names(metrics)
     if not qrels:
         raise ValueError("qrels is empty: pass {query id: {doc id: relevance}} for >= 1 query")
+    left_out = without_relevant(qrels)
+    if len(left_out) == len(qrels):
+        raise ValueError(
+            f"no judged query has a document judged relevant (grade >= {RELEVANT}), so no "
+            f"metric is defined; judge at least one relevant document, e.g. for {left_out[0]!r}"
+        )
+    if left_out:
+        warnings.warn(left_out_note("qrels", left_out, len(qrels)), UserWarning, stacklevel=2)
+        skipped = set(left_out)
+        qrels = {q: docs for q, docs in qrels.items() if q not in skipped}
     ranx_qrels = RanxQrels({q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
     ranx_run = RanxRun({q: _ranked(run.get(q, {})) for q in qrels})
     scores = evaluate(ranx_qrels, ranx_run, list(metrics), return_mean=False)

@@ -32,13 +32,20 @@ def plot_risk_coverage(
 
 
 def plot_binned(
-    bins: Mapping[str, Curve], path: str | Path, title: str = "Quality per uncertainty bin"
+    bins: Mapping[str, Curve],
+    path: str | Path,
+    title: str = "Quality per uncertainty bin",
+    xlabel: str = "uncertainty (bin mean)",
+    ylabel: str = "mean quality",
 ) -> Path:
-    """Draw mean quality per uncertainty bin, one marked line per method, to show the trend."""
+    """Draw mean quality per uncertainty bin, one marked line per signal, to show the trend.
+
+    Lines share one x-axis: give signals of different scales a common one, such as each
+    signal's quantile (`report.bin_quantiles`), and say so in `xlabel`."""
     figure, axes = _new_figure()
     for label, (centers, quality) in _validate_curves(bins).items():
         axes.plot(centers, quality, marker="o", label=label)
-    axes.set(xlabel="uncertainty (bin mean)", ylabel="mean quality")
+    axes.set(xlabel=xlabel, ylabel=ylabel)
     return _save(figure, axes, path, title)
 
 

@@ -45,6 +45,8 @@ from probembed.pipeline import Pipeline
 COVERAGE = 0.8
 #: Uncertainty bins for the per-bin quality figures: deciles, or one per item when fewer.
 BINS = 10
+#: The binned plot's x-axis: each signal's own quantile, so signals of any scale compare.
+QUANTILE_AXIS = "quantile of each signal (bin mean; 0 = least uncertain, 1 = most)"
 
 
 @dataclass
@@ -64,13 +66,18 @@ def compare(
     progress: bool = False,
     tuned: Tuned | None = None,
 ) -> Comparison:
-    """Singles, mean, concat, tuned weighted and tuned uec on the same cached embeddings."""
+    """Singles, mean, concat, tuned weighted and tuned uec on the same cached embeddings.
+
+    With a tuning split, `weighted` and `uec` are tuned afresh on it, and the pipeline as
+    shipped (what `probembed eval` without --compare reports) is a row of its own,
+    `shipped_label(pipeline.name)`; without one, `uec` is the pipeline as shipped."""
     embedded = embed(pipeline, test, progress)
     methods = baseline_methods(pipeline.models)
     if tuned is None and dev is not None:
         tuned = tune([(embed(pipeline, dev, progress), dev)], progress=progress)
-    if tuned is not None:
-        methods += [tuned.weighted, tuned.uec]
+    if tuned is not None:  # and the pipeline as shipped, which a run without --compare scores
+        shipped = searched_as(pipeline, embedded, test, shipped_label(pipeline.name))
+        methods += [tuned.weighted, tuned.uec, shipped]
     else:  # no dev split: the pipeline's own method, as its search runs it, stands in
         methods.append(searched_as(pipeline, embedded, test, "uec"))
     result = Comparison(methods={m.name: m for m in methods})
@@ -84,6 +91,11 @@ def compare(
     result.rows += uncertainty_quality(test, result, "uec")
     result.rows += model_diagnostics(embedded, test, result.outcomes)
     return result
+
+
+def shipped_label(pipeline_name: str) -> str:
+    """The compare row of the pipeline as shipped, beside the `uec` tuned on the dev split."""
+    return f"{pipeline_name} as shipped"
 
 
 def _rows(dataset: Evaluable, method: str, metrics: dict[str, float]) -> list[dict]:
@@ -122,10 +134,10 @@ def _retrieval_uncertainty(per_item: dict[str, np.ndarray]) -> tuple[dict, dict]
         figures[f"auroc:{name}"] = auroc(signal, failed["ndcg_below_median"])
         figures[f"auroc:{name}:recall@10=0"] = auroc(signal, failed["recall10_zero"])
         figures[f"ndcg@10@coverage80:{name}"] = quality_at_coverage(signal, ndcg, COVERAGE)
-        centers, recall1, rho = binned_quality(signal, per_item["recall@1"], _bins(signal))
+        _, recall1, rho = binned_quality(signal, per_item["recall@1"], _bins(signal))
         figures[f"recall@1_decile_spearman:{name}"] = rho
         curves["risk_coverage"][name] = risk_coverage(signal, ndcg)
-        curves["binned"][name] = (centers, recall1)
+        curves["binned"][name] = (bin_quantiles(len(signal), _bins(signal)), recall1)
     figures["ndcg@10@coverage100"] = float(np.mean(ndcg))
     return figures, curves
 
@@ -142,9 +154,17 @@ def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tu
         rho = spearman(signal, error, f"{name} with rank error")
         figures[f"abs_rank_error_spearman:{name}"] = rho
         curves["risk_coverage"][name] = risk_coverage(signal, 1 - error)
-        centers, quality, _ = binned_quality(signal, 1 - error, _bins(signal))
-        curves["binned"][name] = (centers, quality)
+        _, quality, _ = binned_quality(signal, 1 - error, _bins(signal))
+        curves["binned"][name] = (bin_quantiles(len(signal), _bins(signal)), quality)
     return figures, curves
+
+
+def bin_quantiles(n: int, n_bins: int) -> np.ndarray:
+    """Where each `binned_quality` bin of n items sits among them: the mean of its items'
+    mid-rank quantiles, (rank + 0.5) / n, 0 = least uncertain. Signals on different scales
+    (a score, a variance) share this axis; their own bin means would not."""
+    quantiles = (np.arange(n) + 0.5) / n
+    return np.array([part.mean() for part in np.array_split(quantiles, n_bins)])
 
 
 def _bins(signal: np.ndarray) -> int:
@@ -205,6 +225,8 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
                 curves["binned"],
                 directory / f"{stem}-binned.png",
                 f"{dataset.name} {dataset.split}: {bin_label} per uncertainty decile ({method})",
+                xlabel=QUANTILE_AXIS,
+                ylabel=f"mean {bin_label}",
             )
         )
     return paths

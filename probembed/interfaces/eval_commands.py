@@ -30,6 +30,16 @@ def find_dev(path: Path, test_split: str) -> str | None:
     return None
 
 
+def split_file(path: Path, split: str) -> Path:
+    """The file holding a split of the dataset at `path` (a folder, or one of its files), for
+    messages: `<folder>/<split>.tsv`, or a BEIR folder's `qrels/<split>.tsv`."""
+    directory = path if path.is_dir() else path.parent
+    if directory.name == "qrels":
+        directory = directory.parent
+    beir = directory / "qrels" / f"{split}.tsv"
+    return beir if beir.is_file() else directory / f"{split}.tsv"
+
+
 def load_evaluable(path: Path, split: str | None, **options: bool) -> Evaluable:
     """Load a dataset the harness can score: STS, retrieval or classification, not pairs."""
     from probembed.evaluation.datasets import PairsDataset, load_dataset
@@ -126,7 +136,12 @@ def register(app: typer.Typer) -> None:
         )
         from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
         from probembed.evaluation.report import compare as run_compare
-        from probembed.evaluation.report import markdown_table, write_json, write_plots
+        from probembed.evaluation.report import (
+            markdown_table,
+            shipped_label,
+            write_json,
+            write_plots,
+        )
         from probembed.interfaces.console import fail, named, note, out, say
         from probembed.interfaces.store_commands import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
@@ -152,6 +167,15 @@ def register(app: typer.Typer) -> None:
                 "report a split it was not tuned on",
             )
         result = None
+        heading = test.name if test.name == test.split else f"{test.name} ({test.split})"
+        if compare and dev is not None:  # only the JSON's tuned_on said where they came from
+            where = split_file(path, dev.split)
+            say(
+                f"tuning on {dev.name} {dev.split} ({where}; --tune-on chooses another split): "
+                f"the weighted and uec rows are tuned there, {shipped_label(pipe.name)!r} is "
+                f"{pipe.name} with its own settings, as eval without --compare scores it"
+            )
+            heading += f"; weighted and uec tuned on {dev.split}"
         if compare:
             result = run_compare(pipe, test, dev, progress=True)
             rows = result.rows
@@ -183,11 +207,9 @@ def register(app: typer.Typer) -> None:
             for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
             if any(r["metric"] == m for r in rows)
         ]
-        console.print(
-            Markdown(f"### {test.name} ({test.split})\n\n" + markdown_table(rows, headline))
-        )
+        console.print(Markdown(f"### {heading}\n\n" + markdown_table(rows, headline)))
         if json_path is not None:
-            config = {
+            config: dict[str, object] = {
                 "dataset": str(path),
                 "split": test.split,
                 "tuned_on": dev.split if dev is not None else None,
@@ -198,6 +220,10 @@ def register(app: typer.Typer) -> None:
                 "models": pipe.models,
                 "seed": 0,
             }
+            if isinstance(test, RetrievalDataset):  # left out of every mean, with a warning
+                config["queries_scored"] = len(test.qrels)
+                config["queries_without_relevant"] = len(test.without_relevant)
+                config["queries_without_relevant_ids"] = list(test.without_relevant)
             write_json(json_path, rows, config)
             say(f"wrote {len(rows)} rows to {json_path}")  # notes on stderr, the table on stdout
         if result is not None and plots is not None:  # after the rows: a plot may still fail
