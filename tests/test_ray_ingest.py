@@ -21,7 +21,14 @@ from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_v
 from typer.testing import CliRunner
 
 from probembed.gaussian import Gaussian
-from probembed.store import Database, IngestError, PipelineMismatchError, Record, ingest
+from probembed.store import (
+    Database,
+    IngestError,
+    PipelineMismatchError,
+    Record,
+    StoreError,
+    ingest,
+)
 
 ray = pytest.importorskip("ray")
 
@@ -30,6 +37,7 @@ from probembed.store.ray_ingest import (  # noqa: E402
     ACTOR_DIR_PREFIX,
     STALE_ACTOR_DIR_SECONDS,
     Embedder,
+    check_reachable,
     ingest_ray,
     pipeline_files,
 )
@@ -175,6 +183,57 @@ def test_a_killed_job_rerun_stores_every_document_once(
     assert (report.already_stored, report.added) == (before, len(texts) - before)
     stored = collection.db.table("c").to_arrow().column("id").to_pylist()
     assert sorted(stored) == sorted(f"d{i}" for i in range(len(texts)))  # each exactly once
+
+
+def stored(db):
+    """Rows committed to collection c of the database at db so far (0 before it exists)."""
+    try:
+        collection = Database(db).collection("c")
+        return collection.count() if collection.exists else 0
+    except StoreError:
+        return 0
+
+
+def test_sigterm_ends_a_ray_ingest_as_it_ends_a_local_one(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """ray.init replaced the process's SIGTERM handler: a Ray ingest sent SIGTERM dumped a C++
+    stack ("*** SIGTERM received ... PC: @") and exited 15 or 134. Now it ends as a local
+    ingest does, by the signal (143 in a shell) without a word; the committed batches stay
+    and the same command resumes. (Ending through ray.shutdown() exited 1 in half the runs.)"""
+    n = 6000  # 375 batches of 16: the signal lands long before the last (asserted below)
+    source = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "text": f"{sentences[i % 2000]} {i}"}) for i in range(n)]
+    source.write_text("\n".join(lines) + "\n")
+    pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
+    db = tmp_path / "db"
+    args = ["ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(pipeline_dir)]
+    args += ["--ray", "--address", ray_address, "--workers", "2", "--batch-size", "16"]
+    job = subprocess.Popen(
+        [sys.executable, "-m", "probembed", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # only a guard against a hang
+        while not stored(db) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=120)
+    finally:
+        job.kill()
+    assert job.returncode == -signal.SIGTERM, err
+    assert "SIGTERM received" not in err and "Traceback" not in err, err
+    before = stored(db)
+    assert 0 < before < n  # ended mid-run, after whole committed batches
+    collection = Database(db).collection("c")
+    report = ingest_ray(source, collection, hash_pipeline, batch_size=1000, workers=2)
+    assert (report.already_stored, report.added) == (before, n - before)
+    assert collection.count() == n
+
+
+def test_a_ray_gcs_passes_the_address_probe(ray_address):
+    """The probe sends an HTTP/2 preface and wants a SETTINGS frame: a real GCS answers so."""
+    check_reachable(ray_address)
 
 
 def test_cli_ingest_ray_joins_the_given_cluster(tmp_path, hash_pipeline, sentences, ray_address):

@@ -116,11 +116,14 @@ GpusOption = Annotated[
 
 def check_run_options(
     on_error: str, ray: bool, address: str | None, workers: int, cpus: float, gpus: float
-) -> None:
+) -> str | None:
     """Refuse, naming the option, an unknown --on-error (the library's message named its
     parameter), Ray's options without --ray (they were ignored without a word), and with it
-    a worker count or resource that is no valid number or an address where no Ray answers:
-    all before the input is read and a pipeline loads."""
+    a worker count or resource that is no valid number or an address where Ray does not
+    answer: all before the input is read and a pipeline loads.
+
+    With --ray, the address to join as probed (`ray_ingest.AnsweredAddress`: the session
+    does not probe it again), None to start Ray here."""
     from probembed.store.ingest import ON_ERROR
 
     if on_error not in ON_ERROR:
@@ -130,15 +133,15 @@ def check_run_options(
 
         try:
             validate_workers(workers, cpus, gpus)
-            joined_address(address)
+            return joined_address(address)
         except ValueError as exc:
             raise fail(named(str(exc), RAY_OPTIONS)) from exc
-        return
     given = {"--address": address is not None, "--workers": workers != 1}
     given |= {"--cpus-per-worker": cpus != 1.0, "--gpus-per-worker": gpus != 0.0}
     for option, set_ in given.items():
         if set_:
             raise fail(f"{option} needs --ray")
+    return None
 
 
 def resolve_db(db: str | Path | None) -> Path | str:
@@ -327,7 +330,7 @@ def ingest_command(
     from probembed.store.ingest import read_checked
 
     # Every check that needs no database comes first: a refused run creates none.
-    check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
+    address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     if sync and not chunk:
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk and upsert:
@@ -446,7 +449,7 @@ def embed_command(
     from probembed.store.embed_job import check_out, embed_to_parquet, read_input
 
     # what needs no pipeline first: loading one takes seconds
-    check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
+    address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
     try:

@@ -18,11 +18,14 @@ without the embedding cache: a node-local cache rarely sees a text twice in one 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -54,8 +57,13 @@ from probembed.store.rows import PipelineInfo
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
 
-#: Seconds to wait for a Ray address to accept a connection before it is called unreachable.
+#: Seconds a Ray address gets to accept a connection and answer as Ray (`check_reachable`).
 RAY_CONNECT_SECONDS = 10.0
+#: The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, 3.4): a gRPC
+#: server's first frame in reply is a SETTINGS frame (type 0x4) of its own, on stream 0.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
+_FRAME_HEADER = 9
+_SETTINGS = 0x4
 #: Prefix of the temporary folder an actor writes its pipeline to, to load it.
 ACTOR_DIR_PREFIX = "probembed-actor-"
 #: Age past which such a folder is an actor's that died loading (a killed job: Ray kills its
@@ -64,12 +72,24 @@ ACTOR_DIR_PREFIX = "probembed-actor-"
 STALE_ACTOR_DIR_SECONDS = 3600.0
 
 
+class AnsweredAddress(str):
+    """A Ray address that answered the probe (`joined_address`): a session given one joins it
+    without probing it again (the CLI probes before the input is read, the session after)."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM during a Ray session: unwinds the job (an `except Exception` lets it pass) to
+    the session, which ends the process as SIGTERM's default action does."""
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None = None) -> Iterator[None]:
     """Ray as found (already initialised), or joined at `address`, or started on this machine.
 
     A session this call started or joined is shut down when it ends; one found running is
-    left to whoever started it.
+    left to whoever started it. ray.init replaces the process's SIGTERM handler (Ray's core
+    worker then dumped a C++ stack and aborted): within the session SIGTERM does what it did
+    before, the default (end the process, status 143) once the job's frames have unwound.
     """
     require("ray", "probembed.store.ray_ingest")
     import ray
@@ -78,47 +98,124 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         yield
         return
     address = joined_address(address)
+    before = signal.getsignal(signal.SIGTERM)
     with warnings.catch_warnings():
         # Ray forks its service processes, which exec at once: lancedb's warning that a fork
         # reset its runtime was printed once per process (five times) and concerns none of them
         warnings.filterwarnings("ignore", "lancedb fork support is experimental", RuntimeWarning)
         # logging_level is typed int; Ray hands it to logging, which takes level names too
         if address:
-            ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]
+            ray.init(address=str(address), logging_level="WARNING")  # type: ignore[arg-type]
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")  # type: ignore[arg-type]
     try:
-        yield
+        with _sigterm_as(before):
+            yield
+    except _Terminated:
+        # End as the default action would: exit status 143. Not through ray.shutdown(): Ray
+        # Data's threads, still fetching, then met a shut-down core worker, which ended the
+        # process with status 1 (half the time, measured). Ray's own processes share the
+        # driver's fate: a Ray started here goes with it, a cluster drops the job's actors.
+        signal.raise_signal(signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM) from None  # SIGTERM blocked in this thread
     finally:
         ray.shutdown()
 
 
+@contextlib.contextmanager
+def _sigterm_as(before: Any) -> Iterator[None]:
+    """SIGTERM handled as `before` (the handler ray.init replaced), the default turned into
+    `_Terminated`; the handler before is restored afterwards. Only the main thread can."""
+    if before is None or threading.current_thread() is not threading.main_thread():
+        yield  # a handler not set from Python (None): nothing to restore it to
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, terminate if before == signal.SIG_DFL else before)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def joined_address(address: str | None) -> str | None:
     """The Ray address a session joins: the one given, else RAY_ADDRESS (`ray job submit`
-    sets it), checked to answer (`check_reachable`); None starts Ray on this machine."""
+    sets it), checked to answer as Ray (`check_reachable`) unless it already did
+    (`AnsweredAddress`); None starts Ray on this machine."""
+    if isinstance(address, AnsweredAddress):
+        return address
     given = "address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS")
-    if address:
-        check_reachable(address, given)
-    return address
+    if not address:
+        return None
+    check_reachable(address, given)
+    return AnsweredAddress(address)
 
 
 def check_reachable(address: str, given: str = "address") -> None:
-    """Refuse a Ray address (host:port, ray://host:port) where nothing answers, within
-    RAY_CONNECT_SECONDS: ray.init retried such an address for minutes without a word."""
+    """Refuse a Ray address (host:port, ray://host:port) where Ray does not answer, within
+    RAY_CONNECT_SECONDS: ray.init retried such an address for minutes without a word, and
+    could be stopped by SIGKILL only.
+
+    Both a Ray GCS (host:port) and a Ray Client server (ray://) speak gRPC, so HTTP/2: sent
+    the HTTP/2 client preface, they answer with a SETTINGS frame, and anything else there (an
+    HTTP/1.1 server, a port that takes connections and says nothing) is refused. A ray://
+    address is refused at once when Ray Client's own dependency (grpc) is not installed.
+    """
     if address in ("auto", "local"):
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit() or "://" in host:  # http://: the dashboard's, not Ray's
         raise ValueError(f"Ray {given} {address!r} is not host:port, ray://host:port or auto")
+    if address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+        raise ValueError(
+            f"Ray {given} {address!r} needs Ray Client, whose dependencies the `ray` extra "
+            "does not install: pip install 'ray[client]' (or run on the head node with "
+            "--address auto)"
+        )
+    deadline = time.monotonic() + RAY_CONNECT_SECONDS
     try:
-        socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_SECONDS).close()
+        sock = socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_SECONDS)
     except OSError as exc:
         raise ValueError(
             f"Ray {given} {address!r}: nothing answers there ({exc.strerror or exc}); start "
             "Ray there (`ray start --head`), or give no address (--address, RAY_ADDRESS) to "
             "run Ray on this machine"
         ) from exc
+    with sock:
+        answer = _http2_answer(sock, deadline)
+    if answer is not None:
+        raise ValueError(
+            f"Ray {given} {address!r}: something there takes connections but is not Ray "
+            f"({answer}, where Ray answers gRPC); give the address `ray start --head` prints, "
+            "or ray://HEAD:10001 for Ray Client"
+        )
+
+
+def _http2_answer(sock: socket.socket, deadline: float) -> str | None:
+    """None if the server at `sock` answers the HTTP/2 client preface with a SETTINGS frame
+    (as every gRPC server must) before `deadline`, else what it did instead."""
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return None  # the preface would have to go through TLS: the connection must do
+    got = b""
+    try:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        sock.sendall(_HTTP2_PREFACE)
+        while len(got) < _FRAME_HEADER:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = sock.recv(_FRAME_HEADER - len(got))
+            if not chunk:
+                return f"it closed the connection after {got!r}" if got else "it hung up"
+            got += chunk
+    except TimeoutError:
+        return f"no answer to an HTTP/2 preface within {RAY_CONNECT_SECONDS:g} s"
+    except OSError as exc:
+        return f"the connection failed: {exc.strerror or exc}"
+    if got[3] != _SETTINGS or got[5:9] != bytes(4):
+        return f"it answered {got!r}"
+    return None
 
 
 def pipeline_files(pipeline: Any) -> dict[str, bytes]:
