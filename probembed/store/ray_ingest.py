@@ -108,22 +108,25 @@ def ray_session(address: str | None = None) -> Iterator[None]:
             ray.init(address=str(address), logging_level="WARNING")  # type: ignore[arg-type]
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")  # type: ignore[arg-type]
+    fired: list[int] = []  # SIGTERMs the session's handler turned into _Terminated
     try:
-        with _sigterm_as(before):
+        with _sigterm_as(before, fired):
             yield
-    except _Terminated:
-        # End as the default action would: exit status 143. Not through ray.shutdown(): Ray
-        # Data's threads, still fetching, then met a shut-down core worker, which ended the
-        # process with status 1 (half the time, measured). Ray's own processes share the
-        # driver's fate: a Ray started here goes with it, a cluster drops the job's actors.
-        signal.raise_signal(signal.SIGTERM)
-        raise SystemExit(128 + signal.SIGTERM) from None  # SIGTERM blocked in this thread
     finally:
+        # Whether _Terminated reaches here or a caller's generator holding the session is
+        # closed on its way out (probembed embed), end as the default action would: exit
+        # status 143. Not through ray.shutdown(): Ray Data's threads, still fetching, then
+        # met a shut-down core worker, which ended the process with status 1 (half the runs
+        # measured). Ray's own processes share the driver's fate: a Ray started here goes
+        # with it, a cluster drops the job's actors.
+        if fired:
+            signal.raise_signal(signal.SIGTERM)
+            raise SystemExit(128 + signal.SIGTERM)  # SIGTERM blocked in this thread
         ray.shutdown()
 
 
 @contextlib.contextmanager
-def _sigterm_as(before: Any) -> Iterator[None]:
+def _sigterm_as(before: Any, fired: list[int]) -> Iterator[None]:
     """SIGTERM handled as `before` (the handler ray.init replaced), the default turned into
     `_Terminated`; the handler before is restored afterwards. Only the main thread can."""
     if before is None or threading.current_thread() is not threading.main_thread():
@@ -131,6 +134,7 @@ def _sigterm_as(before: Any) -> Iterator[None]:
         return
 
     def terminate(signum: int, frame: Any) -> None:
+        fired.append(signum)
         raise _Terminated
 
     signal.signal(signal.SIGTERM, terminate if before == signal.SIG_DFL else before)
