@@ -67,21 +67,25 @@ def endpoint():
         yield url
 
 
-@pytest.fixture
-def bucket(endpoint) -> str:
-    """A new empty bucket per test."""
+def new_bucket(endpoint: str) -> str:
+    """A new empty bucket on the server at `endpoint`; its name."""
     name = f"test-{secrets.token_hex(4)}"
-    host = endpoint.removeprefix("http://")
     fs = pafs.S3FileSystem(
         access_key="testing",
         secret_key="testing",
         region="us-east-1",
-        endpoint_override=host,
+        endpoint_override=endpoint.removeprefix("http://"),
         scheme="http",
         allow_bucket_creation=True,
     )
     fs.create_dir(name)
     return name
+
+
+@pytest.fixture
+def bucket(endpoint) -> str:
+    """A new empty bucket per test."""
+    return new_bucket(endpoint)
 
 
 @pytest.fixture
@@ -327,18 +331,9 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
     """Object storage that stops answering under a running server gave every route a 500
     ("internal error") after lance's retries, and /readyz stayed "ready": a 503 saying the
     storage did not answer, with Retry-After, lets a client retry and a balancer route away."""
-    name = f"test-{secrets.token_hex(4)}"
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(moto_server())
-        fs = pafs.S3FileSystem(
-            access_key="testing",
-            secret_key="testing",
-            region="us-east-1",
-            endpoint_override=url.removeprefix("http://"),
-            scheme="http",
-            allow_bucket_creation=True,
-        )
-        fs.create_dir(name)
+        name = new_bucket(url)
         options = {**CREDENTIALS, "aws_endpoint": url, "aws_region": "us-east-1"}
         flags = [
             a
