@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.documents import read_texts
-from probembed.evaluation.metrics import RELEVANT, left_out_note, without_relevant
+from probembed.evaluation.metrics import left_out_queries
 
 STS_HEADER = ("sentence1", "sentence2", "score")
 CLASSIFICATION_HEADER = ("text", "label")
@@ -243,7 +243,7 @@ def load_retrieval(
     all_queries = read_texts(_require_file(directory / "queries.jsonl"))
     _check_judged_queries(directory, qrels, all_queries)
     _check_judged_documents(directory, split, qrels, corpus, strict)
-    left_out = _without_relevant(qrels_dir / f"{split}.tsv", qrels)
+    left_out = tuple(left_out_queries(qrels, str(qrels_dir / f"{split}.tsv")))
     qrels = {q: docs for q, docs in qrels.items() if q not in left_out}
     queries = {query_id: all_queries[query_id] for query_id in qrels}
     name = directory.resolve().name  # `eval .` names its folder too
@@ -376,20 +376,6 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     if not qrels:
         raise ValueError(f"{path}: no judgements; expected {_show(QRELS_HEADER)} rows")
     return qrels
-
-
-def _without_relevant(path: Path, qrels: dict[str, dict[str, int]]) -> tuple[str, ...]:
-    """The judged queries no document is relevant to, warned about; refused when that is
-    every one (scored 0, as ranx and trec_eval score them, they pulled the means down)."""
-    left_out = without_relevant(qrels)
-    if len(left_out) == len(qrels):
-        raise ValueError(
-            f"{path}: none of the {len(qrels)} judged queries has a document judged relevant "
-            f"(grade >= {RELEVANT}): nothing to score"
-        )
-    if left_out:
-        warnings.warn(left_out_note(str(path), left_out, len(qrels)), UserWarning, stacklevel=3)
-    return tuple(left_out)
 
 
 def _check_judged_queries(

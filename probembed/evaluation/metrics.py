@@ -54,15 +54,27 @@ def without_relevant(qrels: Qrels) -> list[str]:
     return [q for q, docs in qrels.items() if not any(g >= RELEVANT for g in docs.values())]
 
 
-def left_out_note(source: str, left_out: Sequence[str], judged: int) -> str:
-    """The warning about queries left out for having no relevant document, naming a few."""
-    shown = ", ".join(map(repr, left_out[:SHOWN])) + (", ..." if len(left_out) > SHOWN else "")
-    return (
-        f"{source}: {len(left_out)} of {judged} judged queries have no document judged "
-        f"relevant (grade >= {RELEVANT}): left out of every mean, as TREC leaves out topics "
-        f"without a relevant document (nDCG, recall and MRR are undefined for them; scored 0 "
-        f"they would pull each mean down by their share): {shown}"
-    )
+def left_out_queries(qrels: Qrels, source: str) -> list[str]:
+    """The judged queries to leave out of every mean (`without_relevant`), warned about with
+    a few of their ids (to the caller's caller); refused when that is every query: no metric
+    is defined for any, where the CLI and the Python API must say the same."""
+    left_out = without_relevant(qrels)
+    if len(left_out) == len(qrels):
+        raise ValueError(
+            f"{source}: none of the {len(qrels)} judged queries has a document judged "
+            f"relevant (grade >= {RELEVANT}), so no metric is defined; judge at least one "
+            f"relevant document, e.g. for {left_out[0]!r}"
+        )
+    if left_out:
+        shown = ", ".join(map(repr, left_out[:SHOWN])) + (", ..." if len(left_out) > SHOWN else "")
+        note = (
+            f"{source}: {len(left_out)} of {len(qrels)} judged queries have no document judged "
+            f"relevant (grade >= {RELEVANT}): left out of every mean, as TREC leaves out topics "
+            f"without a relevant document (nDCG, recall and MRR are undefined for them; scored "
+            f"0 they would pull each mean down by their share): {shown}"
+        )
+        warnings.warn(note, UserWarning, stacklevel=3)
+    return left_out
 
 
 def per_query_metrics(
@@ -83,14 +95,8 @@ def per_query_metrics(
     metrics = _validate_metric_names(metrics)
     if not qrels:
         raise ValueError("qrels is empty: pass {query id: {doc id: relevance}} for >= 1 query")
-    left_out = without_relevant(qrels)
-    if len(left_out) == len(qrels):
-        raise ValueError(
-            f"no judged query has a document judged relevant (grade >= {RELEVANT}), so no "
-            f"metric is defined; judge at least one relevant document, e.g. for {left_out[0]!r}"
-        )
+    left_out = left_out_queries(qrels, "qrels")
     if left_out:
-        warnings.warn(left_out_note("qrels", left_out, len(qrels)), UserWarning, stacklevel=2)
         skipped = set(left_out)
         qrels = {q: docs for q, docs in qrels.items() if q not in skipped}
     ranx_qrels = RanxQrels({q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
