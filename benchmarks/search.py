@@ -19,9 +19,9 @@ the exact scan of the same score, for probembed's search (`dot`, `uec`, and the 
 scores; for `dot` and `uec` with each candidate-index codec) and for FAISS IndexFlatIP and
 IndexHNSWFlat on the same means; bytes per item on disk (the LanceDB table) and in memory
 (candidate index plus per-row arrays; FAISS: its index); whether the exact scan's top 10 is
-identical to a float64 brute-force scan. Writes tidy rows to benchmarks/results/search.json,
-the compact variances' error per score to benchmarks/results/variance.json, and the
-recall-against-memory plot to benchmarks/results/plots/search_recall_bytes.png.
+identical to a float64 brute-force scan. Writes tidy rows to benchmarks/results/search.json
+and the recall-against-memory plot to benchmarks/results/plots/search_recall_bytes.png (the
+compact variances' error is benchmarks/variance.py's).
 """
 
 from __future__ import annotations
@@ -47,18 +47,14 @@ from probembed.gaussian import Gaussian
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.progress import progress_bar
-from probembed.scoring import dot_variance, score_matrix
+from probembed.scoring import score_matrix
 from probembed.store import Batch, Collection, Database, PipelineInfo, Searcher
 from probembed.store.index import CODECS, IndexSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = datasets_dir()
 OUT = ROOT / "benchmarks" / "results" / "search.json"
-VARIANCE_OUT = OUT.with_name("variance.json")
 PLOT = OUT.parent / "plots" / "search_recall_bytes.png"
-#: Scores whose compact-variance error is measured, on VARIANCE_QUERIES x VARIANCE_DOCS pairs.
-VARIANCE_SCORES = ("dot", "uec", "csd", "w2", "kl", "mls", "bhattacharyya")
-VARIANCE_QUERIES, VARIANCE_DOCS = 100, 10_000
 K = 10
 #: Corpus size of the "all" dataset: the issue's "about 100,000 real texts".
 LIMIT = 100_000
@@ -293,33 +289,6 @@ def bench_codecs(
     return rows
 
 
-def variance_errors(stored: Gaussian, full: Gaussian, queries: Gaussian, beta: float) -> list:
-    """Per score, the largest error the stored (compact) variances make against the full ones."""
-    docs = slice(0, VARIANCE_DOCS)
-    q = queries[:VARIANCE_QUERIES]
-    out = []
-    for score in VARIANCE_SCORES:
-        want = score_matrix(q, full[docs], score, beta)
-        got = score_matrix(q, stored[docs], score, beta)
-        out.append(
-            {
-                "score": score,
-                "max_abs_error": float(np.abs(got - want).max()),
-                "score_range": float(np.ptp(want)),
-            }
-        )
-    want = np.sqrt(dot_variance(q, full[docs]))
-    got = np.sqrt(dot_variance(q, stored[docs]))
-    out.append(
-        {
-            "score": "std",
-            "max_abs_error": float(np.abs(got - want).max()),
-            "median_std": float(np.median(want)),
-        }
-    )
-    return out
-
-
 def bench_faiss(
     means: np.ndarray, queries: np.ndarray, truth: np.ndarray, dataset: str, race: Race
 ) -> list:
@@ -483,7 +452,6 @@ def main() -> None:
     db = Database(args.db or default_cache_dir() / "bench-search" / pipe.fingerprint, create=True)
     scores = args.scores.split(",")
     rows: list[dict] = []
-    variance: list[dict] = []
     for dataset, (corpus, query_texts) in datasets(DATA, args.limit, args.queries).items():
         Console(stderr=True).print(f"{dataset}: {len(corpus)} texts, {len(query_texts)} queries")
         collection = stored_collection(db, f"{dataset}-{len(corpus)}", corpus, pipe)
@@ -500,19 +468,15 @@ def main() -> None:
         qmeans = np.ascontiguousarray(queries.gaussian.mean)
         rows += ours + bench_faiss(means, qmeans, truths["dot"], dataset, race)
         race.run(ROUNDS)
-        if dataset == "all":
-            variance = variance_errors(stored, full, queries.gaussian, pipe.score.beta)
     show(rows)
     for line in checks(rows, dim):
         print(line)
-    print(json.dumps(variance, indent=1))
     out = args.out or (OUT if args.limit == LIMIT else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-        out.with_name(VARIANCE_OUT.name).write_text(json.dumps(variance, indent=1) + "\n")
         plot(rows, out.parent / "plots" / PLOT.name)
-        print(f"wrote {out}, {VARIANCE_OUT.name} and plots/{PLOT.name}")
+        print(f"wrote {out} and plots/{PLOT.name}")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ Three parts, each in a fresh process so memory and caches are its own:
   3 seconds, FAISS IndexFlatIP on the same means beside it, then cProfile's cumulative ms of
   FAISS's products, the float64 rescoring with moments, and the hits.
 
-Also the hashing pipeline's variance-basis error (`VarianceBasis.std_error` on its first
-FIT_ROWS corpus texts) against MAX_STD_ERROR: whether its collections store coefficients.
+Also the hashing pipeline's variance-basis error on held-out reference texts
+(`variance.reference_fit`) against MAX_STD_ERROR: whether its collections store coefficients.
 Writes benchmarks/results/search_profile.json.
 """
 
@@ -43,7 +43,7 @@ from probembed.cache import default_cache_dir
 from probembed.pipeline import Pipeline
 from probembed.store import Collection, Database, IndexSettings, Searcher, ingest
 from probembed.store.snapshot import Snapshot
-from probembed.store.variance import FIT_ROWS, MAX_STD_ERROR, VarianceBasis
+from probembed.store.variance import MAX_STD_ERROR, reference_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "search_profile.json"
@@ -156,11 +156,9 @@ def part_exact() -> dict[str, Any]:
 
 
 def basis_error() -> dict[str, float]:
-    """The hashing pipeline's variance-basis error on its first FIT_ROWS corpus texts."""
-    pipe = fitted_pipeline()
-    g = pipe.encode(split_texts(DATA)[0][:FIT_ROWS]).gaussian
-    basis = VarianceBasis.fit(g.var, [m.encoder.dim for m in pipe.members])
-    return {"std_error": basis.std_error(g), "allowed": MAX_STD_ERROR}
+    """The hashing pipeline's variance-basis error on held-out reference texts."""
+    _, error = reference_fit(fitted_pipeline())
+    return {"std_error": error, "allowed": MAX_STD_ERROR}
 
 
 def in_child(part: str, db_path: Path, n: int) -> Any:

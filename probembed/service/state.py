@@ -29,6 +29,7 @@ from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
 from probembed.service.worker import EncodeProcess, child_threads
 from probembed.store import Collection, CollectionNotFoundError, Database
+from probembed.store.variance import pipeline_basis
 
 T = TypeVar("T")
 #: Seconds /readyz answers 503 after the database's object storage failed a request: long
@@ -160,6 +161,7 @@ class Service:
             self.pipelines[pipeline.name] = pipeline
             self._sources[pipeline.name] = str(name)
             self._dims[pipeline.name] = pipeline.empty().gaussian.dim
+            pipeline_basis(pipeline)  # fitted now: a request that creates a collection waits less
         # Only once every pipeline loaded: a server that cannot start creates no database.
         db = Database(settings.db, create=True, storage_options=settings.storage_options)
         self.db = db

@@ -10,7 +10,7 @@ its topic (`doc_id`), its offsets into the topic's text and its heading path.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from probembed.chunking import ChunkSettings, Section
@@ -73,6 +73,13 @@ def _topics() -> dict[str, str]:
             "install the full standard library, or give the demo a corpus with --data"
         ) from exc
     return topics
+
+
+def paragraphs() -> Iterator[str]:
+    """Every paragraph of the topics, topics in name order: text any machine with Python has."""
+    topics = _topics()
+    for name in sorted(topics):
+        yield from (p for p in _BLANK_LINE.split(topics[name]) if p.strip())
 
 
 def topic_document(topic: str, raw: str) -> SourceDocument:

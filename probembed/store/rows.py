@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from probembed.fusion import Fused
 from probembed.store.errors import StoreError
-from probembed.store.variance import VarianceBasis
+from probembed.store.variance import VarianceBasis, pipeline_basis
 
 #: Schema-metadata key under which the collection's pipeline is recorded.
 SCHEMA_KEY = b"probembed"
@@ -56,12 +56,17 @@ class PipelineInfo:
     #: Width of each member's block of the fused vectors (empty: one block, or unknown); it
     #: shapes the stored variance basis, and is not part of the pipeline's identity.
     blocks: tuple[int, ...] = field(default=(), compare=False)
+    #: The pipeline object itself, which a new collection's variance basis is fitted with
+    #: (None: read from a stored header, which holds its basis already).
+    source: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, pipeline: Any) -> PipelineInfo:
         """Read name, fingerprint, models and block widths off a pipeline object."""
         blocks = tuple(getattr(pipeline, "blocks", ()))
-        return cls(str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models), blocks)
+        return cls(
+            str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models), blocks, pipeline
+        )
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, as stored in the schema metadata."""
@@ -115,12 +120,14 @@ class Batch:
 def table_schema(batch: Batch, compact: bool = True, created: str | None = None) -> pa.Schema:
     """The schema of a new collection, with its pipeline header, made for a first batch.
 
-    `compact=False` keeps whole variances (files for other stores, which have no basis).
+    `compact=False` keeps whole variances (files for other stores, which have no basis); else
+    the pipeline's own basis (`variance.pipeline_basis`) decides, whatever the batch holds.
     `created` marks one creation of a collection: a reader that held the collection tells it
     from one dropped and made again under its name, even at the same version number.
     """
     dim, models = batch.fused.gaussian.dim, batch.pipeline.models
-    basis = VarianceBasis.fitting(batch.fused.gaussian, batch.pipeline.blocks) if compact else None
+    source = batch.pipeline.source
+    basis = pipeline_basis(source) if compact and source is not None else None
     header: dict[str, Any] = {"format": 1, "pipeline": batch.pipeline.to_json(), "dim": dim}
     if created is not None:
         header["created"] = created
