@@ -427,7 +427,7 @@ def test_a_sync_that_would_empty_the_collection_is_told_in_commands(tmp_path, sa
     (docs / "sub" / "c.md").write_text("# C\n\nLakes lie.")
     refused = runner.invoke(app, ["ingest", str(docs / "sub"), *db, "--sync"])
     said = " ".join(refused.output.split())
-    assert refused.exit_code == 2 and "sync would remove all 2 documents" in said, said
+    assert refused.exit_code == 2 and "sync would remove all 2 document(s)" in said, said
     assert "Leave out --sync" in said
     assert "or sync this folder under a prefix of its own (--prefix NAME/)" in said
     assert "(probembed delete --doc ID, or probembed drop)" in said

@@ -676,7 +676,9 @@ def test_a_sync_that_would_keep_no_stored_document_is_refused(tmp_path, folder, 
     empty.write_text("")
     before = collection.document_index()
     for source in (folder / "sub", empty):
-        with pytest.raises(StoreError, match="sync would remove all 4 documents of collection"):
+        with pytest.raises(
+            StoreError, match=r"sync would remove all 4 document\(s\) of collection"
+        ):
             ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
     assert collection.document_index() == before  # nothing written, nothing removed
     one = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
@@ -703,7 +705,7 @@ def test_a_sync_of_a_folder_whose_files_were_all_renamed_replaces_them(tmp_path,
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     for source in (moved / "sub", empty):
-        with pytest.raises(StoreError, match="sync would remove all 1 documents"):
+        with pytest.raises(StoreError, match=r"sync would remove all 1 document\(s\)"):
             ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
     assert set(collection.document_index()) == {"b.md"}
 
@@ -749,7 +751,7 @@ def test_folders_under_their_own_prefixes_share_a_collection_and_sync_apart(
     assert (alone.updated, alone.added, alone.problems) == (1, 0, [])
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    with pytest.raises(StoreError, match="remove all 2 documents under prefix 'api/'"):
+    with pytest.raises(StoreError, match=r"remove all 2 document\(s\) under prefix 'api/'"):
         ingest_documents(empty, collection, pydoc_pipeline, SMALL, sync=True, prefix="api/")
     assert set(collection.document_index()) == ids - {"guide/install.md"}
 
@@ -1018,7 +1020,9 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     by_id = runner.invoke(app, ["delete", "guide.md", "--db", db])
     said = " ".join(by_id.output.split())
     assert by_id.exit_code == 1  # as rm: something asked for was not there
-    assert "deleted 0 item(s); 1 id(s) were not there: 'guide.md' (1 of them are documents " in said
+    assert (
+        "deleted 0 item(s); 1 id(s) were not there: 'guide.md' (1 of them name document(s) " in said
+    )
     assert "--doc deletes a document's chunks" in said
     chunks = len(Database(db).open("default").document_index()["guide.md"].ids)
     chunk_id = runner.invoke(app, ["delete", "--doc", "guide.md#1", "--db", db])  # a chunk's

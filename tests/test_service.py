@@ -115,6 +115,7 @@ def test_embeddings_carry_variance_and_weights(server, pydoc_pipeline):
         ({"model": "nope", "input": "x"}, 404, "models: hash"),
         ({"model": "hash", "input": []}, 422, "empty list"),
         ({"model": "hash", "input": ["ok", "  "]}, 422, r"input\[1\] is empty"),
+        ({"model": "hash", "input": ""}, 422, r'"input is empty'),  # as sent: no index
         ({"model": "hash", "input": [[1, 2, 3]]}, 422, "input"),
         ({"model": "hash", "input": "x", "dimensions": 8}, 422, "makes 112-dimensional"),
         ({"model": "hash", "input": "x", "encoding_format": "int8"}, 422, "encoding_format"),
@@ -469,7 +470,9 @@ def test_a_lone_surrogate_is_a_422_naming_the_text(server):
         http.post("/v1/collections", json={"name": "uni"})
         for path, body, says in (
             ("/v1/embeddings", '{"model": "hash", "input": ["ok", "a \\ud800 b"]}', "input[1]"),
-            ("/v1/collections/uni/search", '{"query": "x \\udc80"}', "queries[0]"),
+            ("/v1/collections/uni/search", '{"query": "x \\udc80"}', '"query is not valid'),
+            ("/v1/collections/uni/search", '{"queries": ["x \\udc80"]}', "queries[0]"),
+            ("/v1/embeddings", '{"model": "hash", "input": "a \\ud800"}', '"input is not valid'),
             ("/v1/collections/uni/delete", '{"ids": ["a", "b\\ud800"]}', "ids[1]"),
             (  # chunking hashed the title before any check: a message about the codec
                 "/v1/collections/uni/documents",
@@ -829,6 +832,8 @@ def test_health_and_readiness(server):
     with server.client() as http:
         assert http.get("/healthz").json() == {"status": "ok", "pipelines": ["hash"], "error": None}
         assert f"ready on {server.url}: pipelines ['hash']" in server.output  # where to call it
+        listening = server.output.index(f"listening on {server.url}, loading pipelines [")
+        assert listening < server.output.index("ready on")  # --port 0 is known while loading
         assert http.get("/readyz").json() == {
             "status": "ready",
             "pipelines": ["hash"],

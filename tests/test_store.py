@@ -563,7 +563,7 @@ def test_ingest_beir_folder_and_text_folder(tmp_path, hash_pipeline):
     (only_pdf / "x.pdf").write_bytes(b"%PDF")
     with pytest.raises(
         FileNotFoundError,
-        match=r"no \.txt/\.md/\.markdown files .* \.pdf files are read with --chunk",
+        match=r"\.markdown files .* \.pdf files are read by `probembed ingest --chunk`",
     ):
         ingest(only_pdf, db.collection("pdfs"), hash_pipeline)
     with pytest.raises(FileNotFoundError, match="no documents at"):

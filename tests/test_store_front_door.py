@@ -379,7 +379,7 @@ def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there
     assert declined.stdout == "" and "item(s)? [y/N]: \nnothing dropped" in declined.stderr
     assert Database(tmp_path / "db").collections() == ["keep", "pets"]
     dropped = CliRunner().invoke(app, ["drop", "pets", *db], input="y\n")
-    assert dropped.exit_code == 0 and "dropped collection 'pets' (1 items)" in dropped.output
+    assert dropped.exit_code == 0 and "dropped collection 'pets' (1 item(s))" in dropped.output
     assert Database(tmp_path / "db").collections() == ["keep"]
     missing = CliRunner().invoke(app, ["drop", "pets", *db, "--yes"])
     assert missing.exit_code == 2 and "no collection 'pets'" in " ".join(missing.output.split())

@@ -122,7 +122,7 @@ def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
         )
     elif gone:
         target.delete(gone)
-        say(f"removed {len(gone)} items no longer in the corpus")
+        say(f"removed {len(gone)} item(s) no longer in the corpus")
 
 
 def _topic_filter(topics: Sequence[str] | None) -> str | None:

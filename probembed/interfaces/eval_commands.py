@@ -157,7 +157,8 @@ def register(app: typer.Typer) -> None:
         except (OSError, ValueError) as exc:
             raise fail(named(str(exc), DATASET_OPTIONS)) from exc
         texts = sum(len(t) for t in dataset_roles(test).values())
-        say(f"{test.name} {test.split}: {texts} texts, each embedded by {pipe.name}'s models")
+        label = test.name if test.split == test.name else f"{test.name} {test.split}"  # one file
+        say(f"{label}: {texts} texts, each embedded by {pipe.name}'s models")
         tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)
         if tuned is not None:  # a figure on a split that chose the settings is not held out
             note(

@@ -382,7 +382,7 @@ def ingest_command(
         _discard_unmade(database, collection, where if made_here else None)
         say(f"nothing stored: collection {collection!r} in {database.path} was not made")
         return
-    say(f"collection {collection!r} in {database.path}: {target.count()} items")
+    say(f"collection {collection!r} in {database.path}: {target.count()} item(s)")
     if report.added or report.updated:
         with err.status("building the search graph"):
             target.searcher().warm()
@@ -777,7 +777,7 @@ def delete_command(
             chunked = list(target.named_otherwise(gone, documents=False))
             if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
                 said += (
-                    f" ({len(chunked)} of them are documents stored as chunks, e.g. "
+                    f" ({len(chunked)} of them name document(s) stored as chunks, e.g. "
                     f"{chunked[0]!r}: --doc deletes a document's chunks)"
                 )
             say(f"deleted {removed} item(s){said}")
@@ -815,7 +815,7 @@ def drop_command(
         database.drop(collection)
     except StoreError as exc:
         raise fail(str(exc)) from exc
-    say(f"dropped collection {collection!r} ({count} items)")
+    say(f"dropped collection {collection!r} ({count} item(s))")
 
 
 def register(app: typer.Typer) -> None:

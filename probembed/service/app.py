@@ -530,20 +530,23 @@ def check_texts(
     allow_empty: bool = False,
     chunked: bool = False,
     each: bool = True,
+    single: bool = False,
 ) -> None:
     """Refuse too many texts (413), a text over the character limit or an empty one (422).
     Documents to chunk have no character limit but the body's: each chunk is what is embedded.
-    Without `each`, only the count (a write that skips what it cannot embed)."""
+    Without `each`, only the count (a write that skips what it cannot embed). `single`: the
+    client sent `field` as one string, so a problem names it without an index."""
     if len(texts) > limits.max_inputs:
         raise ApiError(
             413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
         )
     for i, text in enumerate(texts):
+        named = field if single else f"{field}[{i}]"
         if not allow_empty and is_blank(text):
-            raise ApiError(422, f"{field}[{i}] is empty: there is nothing to embed")
+            raise ApiError(422, f"{named} is empty: there is nothing to embed")
         problem = text_problem(text, limits, chunked) if each else None
         if problem is not None:
-            raise ApiError(422, f"{field}[{i}] {problem}")
+            raise ApiError(422, f"{named} {problem}")
 
 
 def text_problem(text: str, limits: Limits, chunked: bool = False) -> str | None:
@@ -634,7 +637,7 @@ def _embeddings(service: Service) -> APIRouter:
         texts = [body.input] if isinstance(body.input, str) else list(body.input)
         if not texts:
             raise ApiError(422, "input is an empty list: pass at least one text")
-        check_texts(texts, "input", service.settings.limits)
+        check_texts(texts, "input", service.settings.limits, single=isinstance(body.input, str))
         pipeline = service.pipeline(body.model)
         dim = service.dim(body.model)
         if body.dimensions is not None and body.dimensions != dim:
@@ -984,8 +987,8 @@ def _collections(service: Service) -> APIRouter:
     async def search(name: CollectionName, body: schemas.SearchRequest) -> Response:
         """The k best items per query, each with score, std, weights, p_relevant, and a
         confidence per query."""
-        texts = body.texts
-        check_texts(texts, "queries", limits)
+        texts, single = body.texts, body.query is not None
+        check_texts(texts, "query" if single else "queries", limits, single=single)
         if body.k > limits.max_k:
             raise ApiError(422, f"k={body.k} exceeds the limit of {limits.max_k} hits (--max-k)")
         collection = await service.run(name, lambda: service.collection(name))

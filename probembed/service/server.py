@@ -45,6 +45,10 @@ def serve(settings: ServiceSettings) -> None:
     threadpool_limits(thread_limit() or 1)
     sock = listening_socket(settings.host, settings.port)
     settings = dataclasses.replace(settings, port=sock.getsockname()[1])  # --port 0: the one taken
+    logging.getLogger("probembed.service").info(  # /healthz answers while the models load
+        "listening on %s, loading pipelines %s (/readyz answers 200 once loaded)",
+        *(settings.url, list(settings.pipelines)),
+    )
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -83,6 +83,12 @@ class ServiceSettings:
     #: LanceDB storage options of an object-store `db` (credentials, endpoint, region).
     storage_options: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def url(self) -> str:
+        """Where the service answers, as a client writes it (an IPv6 host in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
     def __post_init__(self) -> None:
         if not self.pipelines:
             raise ValueError("serve needs at least one pipeline (--pipeline NAME_OR_DIR)")

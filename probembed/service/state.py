@@ -127,11 +127,9 @@ class Service:
             await asyncio.to_thread(self._spawn, self.pipelines[name], source)
         gc.freeze()  # live for the server's life: reference counts still free what is dropped
         self._ready.set()
-        host, settings = self.settings.host, self.settings
-        shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
         log.info(
-            "ready on http://%s:%d: pipelines %s, database %s",
-            *(shown, settings.port, list(self.pipelines), settings.db),
+            "ready on %s: pipelines %s, database %s",
+            *(self.settings.url, list(self.pipelines), self.settings.db),
         )
 
     async def stop(self) -> None:

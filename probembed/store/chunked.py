@@ -497,7 +497,7 @@ def ingest_parsed(
                 own = "" if prefix else ", or sync this folder under a prefix of its own"
             under = f" under prefix {prefix!r}" if prefix else ""
             raise StoreError(
-                f"sync would remove all {len(scope)} documents{under} of collection "
+                f"sync would remove all {len(scope)} document(s){under} of collection "
                 f"{collection.name!r} and keep none: the input names none of them{why}. "
                 f"Leave out sync, or use another collection{own}, or delete the stored "
                 "documents first"

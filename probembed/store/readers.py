@@ -133,7 +133,11 @@ def read_text_folder(root: Path) -> Iterator[Record | Problem]:
     files, problems, linked = walk_folder(root, TEXT_SUFFIXES)
     if not files and not problems:
         others = sorted({p.suffix.lower() for p in walk_folder(root, CHUNKED_ONLY).files})
-        hint = f"; its {'/'.join(others)} files are read with --chunk" if others else ""
+        hint = (
+            f"; its {'/'.join(others)} files are read by `probembed ingest --chunk`"
+            if others
+            else ""
+        )
         raise FileNotFoundError(
             f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}{not_followed(linked)}"
         )
