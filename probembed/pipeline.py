@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, cast
@@ -287,18 +287,35 @@ class Pipeline:
         """The same fitted members under another fusion (shares the cache; no calibrator)."""
         return Pipeline(self.members, fusion, self.score, self.name, self.cache or False)
 
-    def encode_members(self, texts: Sequence[str], progress: bool = False) -> list[Gaussian]:
-        """Each member's Gaussians for the texts, read from the cache where possible."""
+    def encode_members(
+        self,
+        texts: Sequence[str],
+        progress: bool = False,
+        advance: Callable[[int], None] | None = None,
+    ) -> list[Gaussian]:
+        """Each member's Gaussians for the texts, read from the cache where possible.
+
+        `advance` is told, as each piece is encoded or found in the cache, how many more
+        whole texts' worth of work is done (member-texts / members; all the texts by the
+        end): a caller's own bar moves while a large batch is encoded.
+        """
         texts = validate_texts(texts)
-        return [self._encode_member(m, texts, progress) for m in self.members]
+        told = None if advance is None else _WholeTexts(advance, len(self.members))
+        return [self._encode_member(m, texts, progress, told) for m in self.members]
 
     def fuse(self, parts: Sequence[Gaussian]) -> Fused:
         """Combine per-member Gaussians with this pipeline's fusion settings."""
         return self.fusion.fuse(parts, self.models)
 
-    def encode(self, texts: Sequence[str], progress: bool = False) -> Fused:
-        """One fused Gaussian per text, with the per-model weights that made it."""
-        return self.fuse(self.encode_members(texts, progress))
+    def encode(
+        self,
+        texts: Sequence[str],
+        progress: bool = False,
+        advance: Callable[[int], None] | None = None,
+    ) -> Fused:
+        """One fused Gaussian per text, with the per-model weights that made it (`advance`:
+        as `encode_members` tells it)."""
+        return self.fuse(self.encode_members(texts, progress, advance))
 
     @property
     def max_tokens(self) -> int | None:
@@ -330,7 +347,13 @@ class Pipeline:
         dims = [member.encoder.dim for member in self.members]
         return self.fuse([Gaussian.deterministic(np.zeros((0, d), np.float32)) for d in dims])
 
-    def _encode_member(self, member: Estimator, texts: list[str], progress: bool) -> Gaussian:
+    def _encode_member(
+        self,
+        member: Estimator,
+        texts: list[str],
+        progress: bool,
+        advance: Callable[[int], None] | None = None,
+    ) -> Gaussian:
         """Encode what the cache lacks in chunks (with a progress bar) and store it."""
         key = member.fingerprint
         found: Sequence[bool] | np.ndarray
@@ -339,6 +362,8 @@ class Pipeline:
         else:
             found, cached = self.cache.get(key, texts)
         missing = [t for t, hit in zip(texts, found, strict=True) if not hit]
+        if advance is not None:
+            advance(len(texts) - len(missing))
 
         label = f"{member.encoder.name} ({member.kind})"
 
@@ -346,6 +371,8 @@ class Pipeline:
             gaussian = member.encode(chunk)
             if self.cache is not None:
                 self.cache.put(key, chunk, gaussian, label)
+            if advance is not None:
+                advance(len(chunk))
             return gaussian
 
         fresh = map_chunks(encode_and_store, missing, label, progress, _CHUNK)
@@ -643,3 +670,19 @@ def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
     if math.isinf(cast(float, fusion.temperature)):  # never None once made (__post_init__)
         data["temperature"] = "inf"
     return data
+
+
+class _WholeTexts:
+    """Member-texts counted into whole texts for a caller's bar: with three members, a text
+    is done once all three have encoded it, or its share of them, rounded down."""
+
+    def __init__(self, advance: Callable[[int], None], members: int) -> None:
+        self._advance, self._members, self._units, self._told = advance, max(members, 1), 0, 0
+
+    def __call__(self, units: int) -> None:
+        """Count `units` more member-texts; tell the whole texts they complete."""
+        self._units += units
+        whole = self._units // self._members
+        if whole > self._told:
+            self._advance(whole - self._told)
+            self._told = whole

@@ -46,3 +46,24 @@ def test_a_disabled_bar_writes_nothing(capsys):
     with progress_bar("quiet", 5, enabled=False) as bar:
         bar.advance(5)
     assert capsys.readouterr().err == ""
+
+
+def test_an_ingest_line_comes_while_a_batch_is_encoded(
+    capsys, monkeypatch, tmp_path, hash3_pipeline
+):
+    """Ingest advanced its bar once per committed batch (512 texts): `make run` on the Python
+    docs wrote its first line after 512 of 544 passages, 90 s in. The bar now moves as each
+    member encodes a piece of the batch, in whole texts (all members done with them)."""
+    from probembed import pipeline as pipeline_module
+    from probembed.store import Database, ingest
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
+    monkeypatch.setattr(pipeline_module, "_CHUNK", 4)  # pieces of 4 texts per member
+    records = [{"id": str(i), "text": f"text number {i}"} for i in range(10)]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(records, collection, hash3_pipeline, batch_size=10, progress=True)
+    counts = [
+        int(line.split(": ")[1].split("/")[0]) for line in capsys.readouterr().err.splitlines()
+    ]
+    # three members encode 4 + 4 + 2 texts each, 30 member-texts told as whole texts
+    assert counts == [1, 2, 3, 4, 6, 8, 9, 10]

@@ -136,9 +136,13 @@ def ingest(
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
-            fused = (encode or pipeline.encode)([r.text for r in chunk])
+            texts = [r.text for r in chunk]
+            if encode is None:  # the bar moves as the members encode pieces of the batch
+                fused = pipeline.encode(texts, advance=bar.advance)
+            else:
+                fused = encode(texts)
+                bar.advance(len(chunk))
             commit(collection, info, chunk, fused, upsert, report, planned)
-            bar.advance(len(chunk))
             if on_commit is not None:
                 on_commit(report.added + report.updated)
     finish(collection, pipeline)
