@@ -898,7 +898,10 @@ def _collections(service: Service) -> APIRouter:
 
         def prepared() -> tuple[IngestReport, list[Record]]:  # Problems are reported, skipped
             refuse_mixing(service.still(collection), chunks=False)
-            return prepare(records, collection, pipeline, body.on_error, body.upsert, body.prefix)
+            report, todo, _ = prepare(
+                records, collection, pipeline, body.on_error, body.upsert, body.prefix
+            )  # one commit: its batch decides its own column types
+            return report, todo
 
         report, todo = await service.run(name, prepared)
         # encoded on the event loop, with the collection unlocked: a write that waits for

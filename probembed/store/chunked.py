@@ -51,7 +51,6 @@ from probembed.store.ingest import (
     finish,
     ingest,
     not_unicode,
-    planned_columns,
     prepare,
     validate_options,
     writing_pipeline,
@@ -469,7 +468,8 @@ def ingest_parsed(
     items = (under_prefix(item, prefix) for item in items)
     plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone, prefix)
     planned = [*plan.records, *plan.marks]
-    good, bad = check_records(planned, columns_to_check(collection, planned))
+    # the check's column types are the plan of both parts' writes
+    good, bad, columns = check_records(planned, columns_to_check(collection, planned))
     report.problems += per_document(planned, good, bad, list(plan.seen))  # a type stored otherwise
     if report.problems and on_error == "stop":
         raise IngestError(report.problems)
@@ -519,7 +519,6 @@ def ingest_parsed(
         for part in (plan.records, plan.marks)
     ]
     total = sum(map(len, parts))
-    columns = planned_columns(collection, [*parts[0], *parts[1]])  # one plan for both parts
     with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
         try:
             for part in parts:  # one bar over both writes: a person sees chunks, not two phases
@@ -727,7 +726,7 @@ def write_streamed(
     batch: list[Record] = []
 
     def flush(records: list[Record]) -> None:
-        _, todo = prepare(records, collection, pipeline, "stop", True)
+        _, todo, _ = prepare(records, collection, pipeline, "stop", True)
         fused = (encode or pipeline.encode)([r.text for r in todo])
         commit(collection, info, todo, fused, False, report)
         written.update(r.id for r in todo)

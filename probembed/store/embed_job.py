@@ -114,7 +114,8 @@ def read_input(source: str | Path, on_error: OnError) -> tuple[list[Record], lis
     refuse bad input before it loads one); under on_error="stop" a problem raises."""
     # the files hold no metadata: its types and values are no reason to refuse a document
     items = (i if isinstance(i, Problem) else replace(i, metadata={}) for i in read_records(source))
-    return read_checked(items, None, on_error)
+    records, problems, _ = read_checked(items, None, on_error)
+    return records, problems
 
 
 def _embedded(

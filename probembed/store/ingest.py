@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import pyarrow as pa
 
@@ -126,13 +126,13 @@ def ingest(
     give what `pipeline.encode` gives.
     `prefix` is put before every id read (`docs/` makes a folder's `README.md`
     `docs/README.md`): two sources in one collection keep apart. `columns`: column types a
-    larger write this one is part of decided (`planned_columns`; chunked ingest's parts).
+    larger write this one is part of decided (`Checked.columns`; chunked ingest's parts).
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
-    report, todo = prepare(source, collection, pipeline, on_error, upsert, prefix)
-    planned = planned_columns(collection, todo, columns)
+    report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix)
+    planned = {**found, **(columns or {})}
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
@@ -176,19 +176,20 @@ def prepare(
     on_error: OnError,
     upsert: bool,
     prefix: str = "",
-) -> tuple[IngestReport, list[Record]]:
+) -> tuple[IngestReport, list[Record], dict[str, pa.DataType]]:
     """Everything before the first commit: read and check all input, keep the pipeline copy.
 
-    Returns the report so far and the records still to write: those whose ids are not stored
-    yet, and with `upsert` also those stored with another text or metadata (a re-run of an
-    unchanged corpus writes nothing). Shared by local and Ray ingest, so both refuse the same.
-    Every id read is put under `prefix`.
+    Returns the report so far, the records still to write (those whose ids are not stored
+    yet, and with `upsert` also those stored with another text or metadata: a re-run of an
+    unchanged corpus writes nothing) and the column types the check found (`Checked.columns`),
+    which every commit of the write takes. Shared by local and Ray ingest, so both refuse the
+    same. Every id read is put under `prefix`.
     """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    records, problems = read_checked(source, collection, on_error, prefix)
+    records, problems, columns = read_checked(source, collection, on_error, prefix)
     collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
@@ -201,7 +202,7 @@ def prepare(
         stored = stored_ids(collection, [r.id for r in records])
         todo = [r for r in records if r.id not in stored]
         report.already_stored = len(records) - len(todo)
-    return report, todo
+    return report, todo, columns
 
 
 def read_checked(
@@ -209,16 +210,16 @@ def read_checked(
     collection: Collection | None,
     on_error: OnError,
     prefix: str = "",
-) -> tuple[list[Record], list[Problem]]:
+) -> Checked:
     """The whole input read, its ids put under `prefix`, and checked against the collection's
     metadata columns (None: against none): this needs no model, so a caller can refuse bad
     input before it loads one. Under on_error="stop" any problem raises `IngestError`."""
     read = read_records(source) if isinstance(source, (str, Path)) else _given(source)
     items = [under_prefix(item, prefix) for item in read]
-    records, problems = check_records(items, columns_to_check(collection, items))
-    if problems and on_error == "stop":
-        raise IngestError(problems)
-    return records, problems
+    checked = check_records(items, columns_to_check(collection, items))
+    if checked.problems and on_error == "stop":
+        raise IngestError(checked.problems)
+    return checked
 
 
 def _given(items: Iterable[Record | Problem | Mapping[str, Any]]) -> Iterator[Record | Problem]:
@@ -289,7 +290,7 @@ def commit(
 ) -> None:
     """Store one embedded chunk in one commit and count it in the report. An id another
     writer stored since it was read counts as already stored (it was embedded unlocked).
-    `columns`: what the whole write decided (`planned_columns`), when it takes commits."""
+    `columns`: what the whole write decided (`Checked.columns`), when it takes commits."""
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
     if upsert:
@@ -341,25 +342,19 @@ def columns_to_check(
     return collection.column_types(i.metadata for i in items if isinstance(i, Record))
 
 
-def planned_columns(
-    collection: Collection,
-    records: Sequence[Record],
-    given: Mapping[str, pa.DataType] | None = None,
-) -> dict[str, pa.DataType]:
-    """The column type of every metadata field over a whole write of checked records, from
-    `given` on (what a larger write decided): its first commit makes each column, and a
-    field whose early rows hold whole numbers and later ones fractions must be made a
-    float column then (a stored column cannot widen, and a later commit would fail)."""
-    stored = columns_to_check(collection, records)
-    types = {**(given or {}), **stored}
-    for record in records:
-        promote_metadata(record.id, record.metadata, types, stored)
-    return types
+class Checked(NamedTuple):
+    """Input split by `check_records`, with the column types its metadata checked against."""
+
+    records: list[Record]
+    problems: list[Problem]
+    #: The type of every metadata field over the whole input from the collection's columns
+    #: on: a write's first commit makes each column, and a field whose early rows hold whole
+    #: numbers and later ones fractions must be made a float column then (a stored column
+    #: cannot widen, and a later commit would fail).
+    columns: dict[str, pa.DataType]
 
 
-def check_records(
-    items: Iterable[Record | Problem], columns: dict[str, pa.DataType]
-) -> tuple[list[Record], list[Problem]]:
+def check_records(items: Iterable[Record | Problem], columns: dict[str, pa.DataType]) -> Checked:
     """Split input into good records and problems: duplicates, empty texts, type clashes."""
     records: list[Record] = []
     problems: list[Problem] = []
@@ -373,7 +368,7 @@ def check_records(
             records.append(record)
         else:
             problems.append(problem)
-    return records, problems
+    return Checked(records, problems, types)
 
 
 def _check(

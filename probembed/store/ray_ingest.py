@@ -46,7 +46,6 @@ from probembed.store.ingest import (
     OnError,
     commit,
     finish,
-    planned_columns,
     prepare,
     validate_options,
     writing_pipeline,
@@ -343,8 +342,8 @@ def ingest_ray(
     validate_workers(workers, cpus_per_worker, gpus_per_worker)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
-    report, todo = prepare(source, collection, pipeline, on_error, upsert, prefix)
-    planned = planned_columns(collection, todo, columns)
+    report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix)
+    planned = {**found, **(columns or {})}
     if todo:
         with (
             ray_session(address),

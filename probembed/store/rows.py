@@ -82,7 +82,7 @@ class Batch:
     metadata: Sequence[Mapping[str, Any]]
     fused: Fused
     pipeline: PipelineInfo
-    #: Column types the whole write decided (`ingest.planned_columns`): a field whose first
+    #: Column types the whole write decided (`ingest.Checked.columns`): a field whose first
     #: batch holds whole numbers and a later one fractions is a float column from the start.
     columns: Mapping[str, pa.DataType] = field(default_factory=dict)
 
