@@ -466,7 +466,7 @@ def ingest_parsed(
     stored = collection.document_index()
     scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
     items = (under_prefix(item, prefix) for item in items)
-    plan = _plan(items, stored, pipeline.count_tokens, settings, report, alone, prefix)
+    plan = _plan(items, stored, scope, pipeline.count_tokens, settings, report, alone, prefix)
     planned = [*plan.records, *plan.marks]
     # the check's column types are the plan of both parts' writes
     good, bad, columns = check_records(planned, columns_to_check(collection, planned))
@@ -623,6 +623,7 @@ class _Plan:
 def _plan(
     items: Iterable[SourceDocument | StreamedFile | Problem],
     stored: dict[str, StoredDocument],
+    scope: dict[str, StoredDocument],
     count: Callable,
     settings: ChunkSettings,
     report: DocumentReport,
@@ -631,7 +632,8 @@ def _plan(
 ) -> _Plan:
     """Sort the documents read (their ids under `prefix`) into unchanged, to chunk and to
     stream; count them and their problems in the report (with `alone`, a file whose id
-    another file still there holds)."""
+    another file still there holds). `scope`: the stored documents under `prefix`, among
+    which a file given alone finds the document a folder ingest stored it as."""
     plan = _Plan()
     for item in items:
         if isinstance(item, Problem):
@@ -642,8 +644,7 @@ def _plan(
                 plan.unplaced += 1
             continue
         if alone:  # the file a folder ingest stored is that document, whatever its name
-            mine = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}
-            item = replace(item, id=stored_as(file_path(item), mine, prefix) or item.id)
+            item = replace(item, id=stored_as(file_path(item), scope, prefix) or item.id)
         if item.id in plan.seen:
             first = plan.seen[item.id]
             report.problems.append(
