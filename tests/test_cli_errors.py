@@ -118,6 +118,51 @@ def test_ctrl_c_is_one_line_exit_130_saying_what_is_kept(
     assert result.output.strip().splitlines() == [f"error: {says}"]
 
 
+def test_sigterm_during_an_ingest_says_what_is_kept_and_ends_by_the_signal(
+    saved_pipeline, tmp_path
+):
+    """SIGTERM ended an ingest with status 143 and not a word, where Ctrl-C says what is kept:
+    now it says so too, and still ends by the signal; the batches committed stay."""
+    import signal
+    import time
+
+    from probembed.store import Database, StoreError
+
+    n = 3000  # one commit each: the signal lands long before the last (asserted below)
+    source = tmp_path / "docs.jsonl"
+    lines = [json.dumps({"id": f"d{i}", "text": f"document {i} of the pile"}) for i in range(n)]
+    source.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "db"
+    args = ["ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(saved_pipeline)]
+
+    def stored() -> int:
+        try:
+            collection = Database(db).collection("c")
+            return collection.count() if collection.exists else 0
+        except StoreError:
+            return 0
+
+    job = subprocess.Popen(
+        [sys.executable, "-m", "probembed", *args, "--batch-size", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # only a guard against a hang
+        while not stored() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=120)
+    finally:
+        job.kill()
+    assert job.returncode == -signal.SIGTERM, err  # 143 in a shell
+    assert err.strip().splitlines()[-1] == (
+        "error: probembed ingest terminated (SIGTERM): committed batches are kept; the same "
+        "command resumes"
+    ), err
+    assert "Traceback" not in err, err
+    assert 0 < stored() < n
+
+
 def test_ctrl_c_before_a_first_commit_leaves_nothing_but_what_another_run_wrote(
     saved_pipeline, hash_pipeline, tmp_path, monkeypatch
 ):

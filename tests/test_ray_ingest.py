@@ -199,8 +199,9 @@ def test_sigterm_ends_a_ray_ingest_as_it_ends_a_local_one(
 ):
     """ray.init replaced the process's SIGTERM handler: a Ray ingest sent SIGTERM dumped a C++
     stack ("*** SIGTERM received ... PC: @") and exited 15 or 134. Now it ends as a local
-    ingest does, by the signal (143 in a shell) without a word; the committed batches stay
-    and the same command resumes. (Ending through ray.shutdown() exited 1 in half the runs.)"""
+    ingest does, by the signal (143 in a shell) after the line that says what is kept; the
+    committed batches stay and the same command resumes. (Ending through ray.shutdown()
+    exited 1 in half the runs.)"""
     n = 6000  # 375 batches of 16: the signal lands long before the last (asserted below)
     source = tmp_path / "docs.jsonl"
     lines = [json.dumps({"_id": f"d{i}", "text": f"{sentences[i % 2000]} {i}"}) for i in range(n)]
@@ -223,6 +224,7 @@ def test_sigterm_ends_a_ray_ingest_as_it_ends_a_local_one(
         job.kill()
     assert job.returncode == -signal.SIGTERM, err
     assert "SIGTERM received" not in err and "Traceback" not in err, err
+    assert "error: probembed ingest terminated (SIGTERM): committed batches are kept" in err, err
     before = stored(db)
     assert 0 < before < n  # ended mid-run, after whole committed batches
     collection = Database(db).collection("c")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shlex
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +26,7 @@ from probembed.interfaces.console import (
     fail,
     literal,
     named,
+    note,
     out,
     say,
     warnings_as_lines,
@@ -40,7 +45,7 @@ KNOWN_FAILURES = (ValueError, OSError, ImportError)
 _CLICK_EXITS = (typer.Exit, typer.Abort, typer.TyperException, EOFError)
 _SHOWN_INPUT = 120
 _COMMAND_LINE = "probembed.command_line"
-#: What a command stopped by Ctrl-C has kept, said after "interrupted".
+#: What a command stopped by Ctrl-C or SIGTERM has kept, said after how it stopped.
 _INTERRUPTED_KEEPS = {
     "ingest": ": committed batches are kept; the same command resumes",
     "embed": ": the Parquet files written so far stay in --out; a new run needs an empty one",
@@ -64,8 +69,9 @@ class ProbembedGroup(TyperGroup):
     def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
         """Run the command, reporting an escaped exception once, here, for every command."""
         words = ctx.meta.get(_COMMAND_LINE, [])
+        command, _ = self._split(words)
         try:
-            with warnings_as_lines():
+            with warnings_as_lines(), _said_on_sigterm(command):
                 return super().invoke(ctx)
         except _CLICK_EXITS:
             raise
@@ -75,9 +81,7 @@ class ProbembedGroup(TyperGroup):
         except KeyboardInterrupt:
             if ctx.params.get("debug"):
                 raise
-            command, _ = self._split(words)
-            kept = _INTERRUPTED_KEEPS.get(command.split(" ")[0], "")
-            raise fail(f"probembed {command} interrupted{kept}", code=130) from None
+            raise fail(_stopped(command, "interrupted"), code=130) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
@@ -98,6 +102,39 @@ class ProbembedGroup(TyperGroup):
         if len(given) > _SHOWN_INPUT:
             given = given[: _SHOWN_INPUT - 3] + "..."
         return " ".join(command), given
+
+
+def _stopped(command: str, how: str) -> str:
+    """The line a command stopped from outside ends with: how, and what it has kept."""
+    return f"probembed {command} {how}{_INTERRUPTED_KEEPS.get(command.split(' ')[0], '')}"
+
+
+@contextlib.contextmanager
+def _said_on_sigterm(command: str) -> Iterator[None]:
+    """Under a command that keeps work as it goes (ingest, embed), SIGTERM says what stays,
+    as Ctrl-C does, then ends the process by the signal's default action as before (status
+    143): its end is not delayed by unwinding, and a Ray session (which makes this handler
+    its own for its duration, `ray_ingest.ray_session`) is not shut down under running
+    work. A handler someone else set, or SIGTERM ignored, is left alone."""
+    if (
+        command.split(" ")[0] not in _INTERRUPTED_KEEPS
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+    ):
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        note("error:", "bold red", _stopped(command, "terminated (SIGTERM)"))
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM)  # SIGTERM blocked in this thread (Ray's)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _redacted(words: list[str]) -> list[str]:
