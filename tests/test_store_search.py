@@ -534,3 +534,15 @@ def test_warming_an_empty_collection_builds_no_graph_whatever_the_settings(
     assert searcher.search(["anything"], k=3)[0]["hits"] == []
     with pytest.raises(StoreError, match="no field colour"):  # refused before it holds rows
         searcher.search(["anything"], k=3, where="colour = 'red'")
+
+
+def test_an_empty_snapshot_gives_no_rows_rather_than_failing(tmp_path, hash_pipeline):
+    """Search stops before it reads rows of an empty collection (above); read anyway, the
+    snapshot that had decoded nothing indexed None (TypeError)."""
+    from probembed.store.snapshot import Snapshot
+
+    collection = Database(tmp_path / "db", create=True).collection("empty")
+    collection.create(hash_pipeline)
+    snapshot = Snapshot.load(collection)
+    rows = snapshot.gaussian(np.arange(0))
+    assert rows.mean.shape == rows.var.shape == (0, hash_pipeline.empty().gaussian.dim)

@@ -441,11 +441,13 @@ class Snapshot:
             var = self._scored_variances(positions)
         else:
             done = 0 if self._decoded is None else len(self._decoded)
-            if done < len(self):  # rows appended since: decode just those
+            # none decoded yet (an empty snapshot too), or rows appended since: decode just those
+            if self._decoded is None or done < len(self):
                 fresh = self._scored_variances(np.arange(done, len(self)))
-                # done > 0: _decoded is an array
-                self._decoded = fresh if done == 0 else np.vstack([self._decoded, fresh])  # type: ignore[list-item]
-            var = self._decoded[positions]  # type: ignore[index]  # decoded above
+                self._decoded = (
+                    fresh if self._decoded is None else np.vstack([self._decoded, fresh])
+                )
+            var = self._decoded[positions]
         # rows written from validated Gaussians, decoded (floored) and tilted (by factors >= 0)
         return Gaussian.unchecked(np.ascontiguousarray(self.means[positions]), var)
 
