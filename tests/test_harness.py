@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from probembed.evaluation import tuning as tuning_module
-from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.datasets import load_dataset, load_evaluable, load_pairs
 from probembed.evaluation.harness import (
     Method,
     Outcome,
@@ -109,6 +109,19 @@ def test_single_method_equals_the_models_own_cosine(pipe, small_sts):
     a = embedded.parts["a"][0].normalize().mean
     b = embedded.parts["b"][0].normalize().mean
     np.testing.assert_allclose(outcome.per_item["pred"], np.einsum("nd,nd->n", a, b), rtol=1e-5)
+
+
+def test_a_pairs_dataset_is_refused_by_name_not_scored_as_classification(pipe, small_sts):
+    """`evaluate` sent anything not STS or retrieval to the classification probe: a pairs
+    dataset failed there with KeyError 'train'."""
+    pairs_file = Path(__file__).parent / "data" / "pairs" / "toy-pairs.tsv"
+    test = load_dataset(small_sts, "test")
+    name = pipe.models[0]
+    method = Method(f"single:{name}", FusionConfig(f"single:{name}"))
+    with pytest.raises(TypeError, match="cannot evaluate a PairsDataset; give STS, retrieval"):
+        evaluate(embed(pipe, test), load_pairs(pairs_file), method)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a pairs file .* fits uncertainty estimators"):
+        load_evaluable(pairs_file)
 
 
 def test_compare_reports_every_method_and_uncertainty_quality(pipe, small_sts, tmp_path):

@@ -106,6 +106,18 @@ def dataset_kind(dataset: Dataset) -> str:
     return _KINDS[type(dataset)]
 
 
+def load_evaluable(path: str | Path, split: str | None = None, **options: bool) -> Evaluable:
+    """`load_dataset` of a dataset the harness can score: STS, retrieval or classification;
+    a pairs file is refused, saying what it is for."""
+    dataset = load_dataset(path, split, **options)
+    if isinstance(dataset, PairsDataset):
+        raise ValueError(
+            f"{path}: a pairs file (text_a, text_b) fits uncertainty estimators "
+            "(probembed fit --pairs); eval scores STS, BEIR retrieval or classification data"
+        )
+    return dataset
+
+
 def load_dataset(
     path: str | Path,
     split: str | None = None,

@@ -15,6 +15,7 @@ import numpy as np
 from probembed.evaluation.datasets import (
     ClassificationDataset,
     Dataset,
+    Evaluable,
     RetrievalDataset,
     StsDataset,
 )
@@ -89,9 +90,12 @@ def dataset_roles(dataset: Dataset) -> dict[str, Sequence[str] | dict[str, str]]
         return {"queries": dataset.queries, "docs": dataset.corpus}
     if isinstance(dataset, ClassificationDataset):
         return {"train": dataset.train_texts, "test": dataset.test_texts}
-    raise TypeError(
-        f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification"
-    )
+    raise TypeError(_not_evaluable(dataset))
+
+
+def _not_evaluable(dataset: object) -> str:
+    """Why a dataset (a pairs file) cannot be scored, and what can."""
+    return f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification"
 
 
 def embed(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Embedded:
@@ -142,17 +146,18 @@ class Outcome:
     per_item: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def evaluate(embedded: Embedded, dataset: Dataset, method: Method) -> Outcome:
+def evaluate(embedded: Embedded, dataset: Evaluable, method: Method) -> Outcome:
     """Score one method on one dataset."""
     if isinstance(dataset, StsDataset):
         return _evaluate_sts(embedded, dataset, method)
     if isinstance(dataset, RetrievalDataset):
         return _evaluate_retrieval(embedded, dataset, method)
-    # pairs datasets are not scored (`load_evaluable` refuses them)
-    return _evaluate_classification(embedded, dataset, method)  # type: ignore[arg-type]
+    if isinstance(dataset, ClassificationDataset):
+        return _evaluate_classification(embedded, dataset, method)
+    raise TypeError(_not_evaluable(dataset))  # a pairs file met the probe's KeyError 'train'
 
 
-def primary_metric(dataset: Dataset) -> str:
+def primary_metric(dataset: Evaluable) -> str:
     """The figure a dataset is ranked by."""
     if isinstance(dataset, StsDataset):
         return "spearman"

@@ -20,9 +20,9 @@ from scipy.stats import bootstrap, rankdata
 
 from probembed.evaluation.datasets import (
     ClassificationDataset,
-    Dataset,
+    Evaluable,
     StsDataset,
-    load_dataset,
+    load_evaluable,
 )
 from probembed.evaluation.harness import (
     Embedded,
@@ -83,8 +83,8 @@ class Task:
     """One dataset's tuning split and test split."""
 
     name: str
-    tune: Dataset
-    test: Dataset
+    tune: Evaluable
+    test: Evaluable
 
 
 def _subsample(
@@ -126,12 +126,12 @@ def load_tasks(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, 
     for name in names or LODO_DATASETS:
         relative, tune_split, test_split = LODO_DATASETS[name]
         path = data_dir / relative
-        test = load_dataset(path, test_split)
-        tune: Dataset
+        test = load_evaluable(path, test_split)
+        tune: Evaluable
         if isinstance(test, ClassificationDataset):
             tune, test = classification_splits(test)
         else:
-            tune = load_dataset(path, tune_split)
+            tune = load_evaluable(path, tune_split)
         tasks[name] = Task(name, tune, test)
     return tasks
 
@@ -157,7 +157,7 @@ def fold_choice(dev: Mapping[str, Sequence[float]], left_out: str | None) -> int
 class Split:
     """One split embedded once, with the label-free agreement of its members on its texts."""
 
-    dataset: Dataset
+    dataset: Evaluable
     embedded: Embedded
     agreement: np.ndarray
     #: Agreement among subsets of the members, by the subset's indices, measured once each.
@@ -256,7 +256,7 @@ def factor_weights(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) ->
     return weights / weights.sum()
 
 
-def embed_split(pipeline: Pipeline, dataset: Dataset, progress: bool = False) -> Split:
+def embed_split(pipeline: Pipeline, dataset: Evaluable, progress: bool = False) -> Split:
     """Embed a split once per member and measure its members' agreement."""
     embedded = embed(pipeline, dataset, progress)
     return Split(dataset, embedded, agreement(collection_parts(embedded)))
@@ -406,7 +406,7 @@ def static_headroom(scores: Scores, name: str, k: int, step: float) -> dict[str,
 
 
 def paired_difference(
-    dataset: Dataset, base: Outcome, other: Outcome, resamples: int = 2000, seed: int = SEED
+    dataset: Evaluable, base: Outcome, other: Outcome, resamples: int = 2000, seed: int = SEED
 ) -> dict[str, float]:
     """other − base in the primary metric, with a paired bootstrap 95% interval over test items.
 

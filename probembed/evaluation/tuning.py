@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from probembed.evaluation.datasets import Dataset
+from probembed.evaluation.datasets import Evaluable
 from probembed.evaluation.harness import Embedded, Method, evaluate, primary_metric
 from probembed.fusion import Fusion, parse_fusion, single_model
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
@@ -63,7 +63,7 @@ def _best(
 
 
 def tune(
-    splits: Sequence[tuple[Embedded, Dataset]], step: float = 0.1, progress: bool = False
+    splits: Sequence[tuple[Embedded, Evaluable]], step: float = 0.1, progress: bool = False
 ) -> Tuned:
     """Static weights on the simplex grid, then (T, beta) for UEC with those weights as prior.
 

@@ -40,24 +40,11 @@ def split_file(path: Path, split: str) -> Path:
     return beir if beir.is_file() else directory / f"{split}.tsv"
 
 
-def load_evaluable(path: Path, split: str | None, **options: bool) -> Evaluable:
-    """Load a dataset the harness can score: STS, retrieval or classification, not pairs."""
-    from probembed.evaluation.datasets import PairsDataset, load_dataset
-
-    dataset = load_dataset(path, split, **options)
-    if isinstance(dataset, PairsDataset):
-        raise ValueError(
-            f"{path}: a pairs file (text_a, text_b) fits uncertainty estimators "
-            "(probembed fit --pairs); eval scores STS, BEIR retrieval or classification data"
-        )
-    return dataset
-
-
 def load_test_and_dev(
     path: Path, split: str | None, compare: bool, tune_on: str | None, options: dict[str, bool]
 ) -> tuple[Evaluable, Evaluable | None]:
     """The split to report and, for `--compare`, the one to tune on (dev, else train)."""
-    from probembed.evaluation.datasets import ClassificationDataset
+    from probembed.evaluation.datasets import ClassificationDataset, load_evaluable
 
     test = load_evaluable(path, split, **options)
     # a classification probe is trained on the train split: nothing left to tune on
