@@ -40,7 +40,7 @@ from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import corpus_agreement, embed
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
-from probembed.pipeline import AdaptConfig, Pipeline
+from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline
 from probembed.scoring.ensemble import between_variance
 from probembed.store import Database, Searcher, ingest
 from probembed.store.index import IndexSettings
@@ -942,3 +942,16 @@ def test_a_logistic_gives_a_row_the_same_bits_alone_or_in_any_batch(seed, width,
     together = model.predict(x)
     assert all(model.predict(x[i : i + 1])[0] == together[i] for i in range(rows))
     np.testing.assert_array_equal(model.predict(x[: rows // 2]), together[: rows // 2])
+
+
+def test_disagreement_features_without_member_cosines_are_refused_by_name(hash_pipeline):
+    """A fusion with no block per member (single, sum) ranks with no member cosines: asking
+    for their disagreement failed with "'NoneType' object is not subscriptable"."""
+    single = hash_pipeline.with_fusion(FusionConfig(f"single:{hash_pipeline.models[0]}"))
+    docs = {f"d{i}": f"a note about cats, number {i}" for i in range(20)}
+    queries = {"q0": "cats", "q1": "number 3"}
+    dataset = RetrievalDataset("notes", "test", docs, queries, {q: {"d3": 1} for q in queries})
+    split = rank_split(single, dataset)
+    assert split.cosines is None and len(split.table(10)[0]) == 20  # without it: fine
+    with pytest.raises(ValueError, match="member disagreement needs member cosines"):
+        split.table(10, with_disagreement=True)

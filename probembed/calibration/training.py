@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
@@ -74,10 +73,14 @@ class RankedSplit:
         """(X, y, query index) over the first k hits of every query."""
         if with_bm25 and self.bm25_hits is None:
             raise ValueError("BM25 hit features exist only for hybrid rankings (hybrid_split)")
+        cosines = self.cosines if with_disagreement else None
+        if with_disagreement and cosines is None:
+            raise ValueError(
+                "member disagreement needs member cosines, i.e. a concat-fused pipeline"
+            )
         rows, labels, owner = [], [], []
         for i, r in enumerate(self.ranked):
-            # asked for only where there are member cosines (a concat-fused pipeline)
-            spread = disagreement(cast(np.ndarray, self.cosines)[i]) if with_disagreement else None
+            spread = None if cosines is None else disagreement(cosines[i])
             found = self.bm25_hits[i] if with_bm25 and self.bm25_hits is not None else None
             features = hit_features(r.dots, r.variances, k, spread, found)
             rows.append(features)
