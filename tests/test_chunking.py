@@ -279,10 +279,15 @@ def test_an_underlined_line_is_a_heading_and_front_matter_in_no_section(text, pa
         ('---\ntitle: "A: \\"quoted\\""  # note\n---\nx', 'A: "quoted"'),
         ("---\nlayout: post\ntitle: 'It''s here'\n---\nx", "It's here"),
         ("---\ntitle: C# in a day # a comment\n---\nx", "C# in a day"),
-        ("---\ntitle: >-\n  folded\n---\nx", None),  # a block scalar: not read
+        ("---\ntitle: >-\n  folded\n---\nx", "folded"),  # YAML's folded block scalar
+        ("---\ntitle: >\n  A long title\n  on two lines\ndate: 2024-01-01\n---\nx",
+         "A long title on two lines"),
+        ("---\r\ntitle: >2 # a comment\r\n  One\r\n\r\n  Two\r\n---\r\nx", "One\nTwo"),
+        ("---\ntitle: >\nlayout: post\n---\nx", None),  # folded, but empty
+        ("---\ntitle: |\n  literal\n---\nx", None),  # a literal block: not read
         ("\ufeff---\r\ntitle: Windows\r\n...\r\nx", "Windows"),
     ],
-)
+)  # fmt: skip
 def test_front_matter_gives_its_title(text, title):
     found = front_matter(text)
     assert found is not None and found.title == title and text[found.end :] == text[-1:]

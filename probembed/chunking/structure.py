@@ -45,6 +45,13 @@ _FRONT_TITLE = re.compile(
     (?:[ \t]+\#[^\r\n]*)?[ \t]*\r?$""",  # a comment starts at " #"
     re.M | re.X,
 )
+#: A folded title (`title: >`, YAML's folded block scalar, with its chomping and indentation
+#: indicators): the lines after it that are indented or blank.
+_FOLDED_TITLE = re.compile(
+    r"^title:[ \t]*>[-+]?[1-9]?[-+]?(?:[ \t]+\#[^\r\n]*)?[ \t]*\r?\n"
+    r"((?:(?: +\S[^\r\n]*)?[ \t]*\r?\n)*)",
+    re.M,
+)
 #: A blank line, with LF or CRLF line ends.
 _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
 #: A sentence ends at . ! ? (optionally closed by quotes or brackets) before whitespace, or
@@ -92,6 +99,7 @@ def front_matter(text: str) -> FrontMatter | None:
     if match.group().count("\n") > FRONT_MATTER_LINES:
         return None
     found = _FRONT_TITLE.search(match.group())
+    folded = _FOLDED_TITLE.search(match.group())
     title = None
     if found:
         double, single, bare = found.groups()
@@ -99,7 +107,22 @@ def front_matter(text: str) -> FrontMatter | None:
             title = re.sub(r"\\(.)", r"\1", double)
         else:
             title = single.replace("''", "'") if single is not None else bare
+    elif folded:
+        title = _folded(folded.group(1))
     return FrontMatter(match.end(), title.strip() or None if title else None)
+
+
+def _folded(block: str) -> str:
+    """A folded block scalar's text as YAML reads `>`: the lines of a paragraph joined by
+    spaces, and each blank line between paragraphs one line break."""
+    text, breaks = "", 0
+    for line in block.splitlines():
+        if not line.strip():
+            breaks += 1
+            continue
+        text += ("\n" * breaks or " ") + line.strip() if text else line.strip()
+        breaks = 0
+    return text
 
 
 class HeadingTracker:
