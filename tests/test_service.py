@@ -207,6 +207,17 @@ def test_a_new_collection_naming_a_pipeline_not_served_is_invalid_input(server):
     assert "422" in responses and "404" not in responses
 
 
+def test_listing_collections_documents_no_404_it_cannot_answer(server):
+    """GET /v1/collections names no collection, and leaves out one dropped while it lists:
+    its schema promised a 404 all the same."""
+    with server.client() as http:
+        schema = http.get("/openapi.json").json()
+        assert http.get("/v1/collections").status_code == 200
+    listed = schema["paths"]["/v1/collections"]["get"]["responses"]
+    assert "404" not in listed and {"200", "401", "403", "503"} <= set(listed)
+    assert "404" in schema["paths"]["/v1/collections/{name}"]["get"]["responses"]
+
+
 def test_collection_lifecycle(server):
     with server.client() as http:
         created = http.post("/v1/collections", json={"name": "life"})

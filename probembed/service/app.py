@@ -767,7 +767,12 @@ def _collections(service: Service) -> APIRouter:
         service.count_items(collection)
         return schemas.CollectionInfo.model_validate(collection.stats().to_json())
 
-    @router.get("", response_model=schemas.CollectionList, dependencies=reader, responses=_ERRORS)
+    @router.get(
+        "",
+        response_model=schemas.CollectionList,
+        dependencies=reader,
+        responses=_errors(but=404),  # names none: one dropped while listing is left out
+    )
     async def list_collections() -> schemas.CollectionList:
         """Every collection with its stats."""
         db = service.require_ready()
