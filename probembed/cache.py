@@ -94,6 +94,16 @@ class ModelEntries:
 
 
 @dataclass(frozen=True)
+class CacheStats:
+    """Texts one cache object found, missed and stored since it was made (per model key, so a
+    text of a three-model pipeline counts three times): how much encoding it saved."""
+
+    hits: int = 0
+    misses: int = 0
+    stored: int = 0
+
+
+@dataclass(frozen=True)
 class CacheInfo:
     """Where the cache lives, how full it is and what each model holds."""
 
@@ -125,11 +135,17 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         #: Bytes inserted since the last checkpoint that copied the whole log.
         self._unchecked = 0
+        self._stats = CacheStats()
 
     @property
     def enabled(self) -> bool:
         """False once the cache found it cannot write its directory."""
         return not self._disabled
+
+    @property
+    def stats(self) -> CacheStats:
+        """Texts found, missed and stored by this object so far (a disabled cache misses all)."""
+        return self._stats
 
     def get(self, model: str, texts: Sequence[str]) -> tuple[np.ndarray, Gaussian | None]:
         """Which texts are cached (bool mask) and their Gaussians in input order (None if none)."""
@@ -137,6 +153,7 @@ class EmbeddingCache:
         rows = _whole(self._run(lambda db: _select(db, model, keys), {}))
         found = np.array([k in rows for k in keys], dtype=bool)
         if not found.any():
+            self._count(misses=len(keys))
             return found, None
         hits = [rows[k] for k in keys if k in rows]
         dim = hits[0][0]
@@ -146,8 +163,10 @@ class EmbeddingCache:
         if not sound.all():  # damaged on disk: a miss, encoded again and overwritten
             found[np.flatnonzero(found)[~sound]] = False
             if not found.any():
+                self._count(misses=len(keys))
                 return found, None
             mean, var = mean[sound], var[sound]
+        self._count(hits=int(found.sum()), misses=int((~found).sum()))
         return found, Gaussian(mean, var)
 
     def put(
@@ -169,6 +188,8 @@ class EmbeddingCache:
             _evict(db, self.max_bytes)
 
         self._run(insert, None)
+        if self.enabled:
+            self._count(stored=len(rows))
         self._checkpoint(sum(len(row[3]) + len(row[4]) for row in rows))
 
     def info(self) -> CacheInfo:
@@ -203,6 +224,12 @@ class EmbeddingCache:
             if self._db is not None:
                 self._db.execute("VACUUM")  # outside any transaction, as SQLite requires
         return removed
+
+    def _count(self, hits: int = 0, misses: int = 0, stored: int = 0) -> None:
+        """Add to the statistics, under the lock (one cache serves several threads)."""
+        with self._lock:
+            now = self._stats
+            self._stats = CacheStats(now.hits + hits, now.misses + misses, now.stored + stored)
 
     def close(self) -> None:
         """Release the database handle (a later use opens it again)."""

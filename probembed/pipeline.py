@@ -177,6 +177,27 @@ def available_pipelines() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / CONFIG_FILE).is_file())
 
 
+class Encoded:
+    """One member's Gaussians for some texts, made elsewhere (a Ray actor), so that encoding
+    them here would be work done twice."""
+
+    def __init__(self, texts: Sequence[str], gaussian: Gaussian) -> None:
+        if len(texts) != len(gaussian):
+            raise ValueError(f"{len(texts)} texts but {len(gaussian)} Gaussians")
+        self.texts = list(texts)
+        self.gaussian = gaussian
+        self._rows = {text: row for row, text in enumerate(self.texts)}
+
+    def take(self, texts: Sequence[str], member: Estimator) -> Gaussian:
+        """The texts' rows held here, in input order; any other text encoded by the member
+        (one its cache held when the work was sent out, and has let go since)."""
+        held = np.array([t in self._rows for t in texts], dtype=bool)
+        rows = [self._rows[t] for t in texts if t in self._rows]
+        rest = [t for t, h in zip(texts, held, strict=True) if not h]
+        found = self.gaussian[rows] if rows else None
+        return _merge(held, found, [member.encode(rest)] if rest else [])
+
+
 class Pipeline:
     """Texts in, fused Gaussians out, with an embedding cache under every model."""
 
@@ -291,17 +312,51 @@ class Pipeline:
         self,
         texts: Sequence[str],
         progress: bool = False,
+        encoded: Sequence[Encoded | None] | None = None,
         advance: Callable[[int], None] | None = None,
     ) -> list[Gaussian]:
         """Each member's Gaussians for the texts, read from the cache where possible.
 
+        `encoded` (one entry per member, or None) holds Gaussians made elsewhere (a Ray
+        actor): a text the cache lacks is taken from it, and stored, rather than encoded here.
         `advance` is told, as each piece is encoded or found in the cache, how many more
         whole texts' worth of work is done (member-texts / members; all the texts by the
         end): a caller's own bar moves while a large batch is encoded.
         """
         texts = validate_texts(texts)
+        given = encoded if encoded is not None else [None] * len(self.members)
+        if len(given) != len(self.members):
+            raise ValueError(f"encoded needs one entry per member ({len(self.members)})")
         told = None if advance is None else _WholeTexts(advance, len(self.members))
-        return [self._encode_member(m, texts, progress, told) for m in self.members]
+        return [
+            self._encode_member(m, texts, progress, e, told)
+            for m, e in zip(self.members, given, strict=True)
+        ]
+
+    def lookup(self, texts: Sequence[str]) -> list[tuple[np.ndarray, Gaussian | None]]:
+        """Each member's cache lookup: which texts it holds (a bool mask; none without a
+        cache) and their Gaussians, as encoding reads them: so a caller can send elsewhere
+        only what encoding would encode."""
+        texts = validate_texts(texts)
+        return [self._cached(member, texts) for member in self.members]
+
+    def encode_lacking(self, texts: Sequence[str], lacking: np.ndarray) -> list[Encoded | None]:
+        """Each member's Gaussians for the texts `lacking` marks in its column (None where it
+        marks none), encoded in the chunks the cache's misses are: what a Ray actor makes of
+        a batch whose other texts the driver's cache holds."""
+        texts = validate_texts(texts)
+        lacking = np.asarray(lacking, dtype=bool)
+        if lacking.shape != (len(texts), len(self.members)):
+            raise ValueError(
+                f"lacking must be (texts, members) = {(len(texts), len(self.members))}, "
+                f"got {lacking.shape}"
+            )
+        out: list[Encoded | None] = []
+        for member, column in zip(self.members, lacking.T, strict=True):
+            chosen = [t for t, lacks in zip(texts, column, strict=True) if lacks]
+            made = self._encode_member(member, chosen, False) if chosen else None
+            out.append(None if made is None else Encoded(chosen, made))
+        return out
 
     def fuse(self, parts: Sequence[Gaussian]) -> Fused:
         """Combine per-member Gaussians with this pipeline's fusion settings."""
@@ -315,7 +370,7 @@ class Pipeline:
     ) -> Fused:
         """One fused Gaussian per text, with the per-model weights that made it (`advance`:
         as `encode_members` tells it)."""
-        return self.fuse(self.encode_members(texts, progress, advance))
+        return self.fuse(self.encode_members(texts, progress, advance=advance))
 
     @property
     def max_tokens(self) -> int | None:
@@ -347,20 +402,24 @@ class Pipeline:
         dims = [member.encoder.dim for member in self.members]
         return self.fuse([Gaussian.deterministic(np.zeros((0, d), np.float32)) for d in dims])
 
+    def _cached(self, member: Estimator, texts: list[str]) -> tuple[np.ndarray, Gaussian | None]:
+        """Which texts the cache holds for a member, and their Gaussians (None if none)."""
+        if self.cache is None:
+            return np.zeros(len(texts), dtype=bool), None
+        return self.cache.get(member.fingerprint, texts)
+
     def _encode_member(
         self,
         member: Estimator,
         texts: list[str],
         progress: bool,
+        encoded: Encoded | None = None,
         advance: Callable[[int], None] | None = None,
     ) -> Gaussian:
-        """Encode what the cache lacks in chunks (with a progress bar) and store it."""
+        """Encode what the cache lacks in chunks (with a progress bar), or take it from
+        `encoded`, and store it."""
         key = member.fingerprint
-        found: Sequence[bool] | np.ndarray
-        if self.cache is None:
-            found, cached = [False] * len(texts), None
-        else:
-            found, cached = self.cache.get(key, texts)
+        found, cached = self._cached(member, texts)
         missing = [t for t, hit in zip(texts, found, strict=True) if not hit]
         if advance is not None:
             advance(len(texts) - len(missing))
@@ -368,7 +427,7 @@ class Pipeline:
         label = f"{member.encoder.name} ({member.kind})"
 
         def encode_and_store(chunk: list[str]) -> Gaussian:
-            gaussian = member.encode(chunk)
+            gaussian = member.encode(chunk) if encoded is None else encoded.take(chunk, member)
             if self.cache is not None:
                 self.cache.put(key, chunk, gaussian, label)
             if advance is not None:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from probembed.cache import EmbeddingCache, text_key
+from probembed.cache import CacheStats, EmbeddingCache, text_key
 from probembed.gaussian import Gaussian
 from probembed.interfaces.cli import app
-from probembed.pipeline import Pipeline
+from probembed.pipeline import Encoded, Pipeline
 
 runner = CliRunner()
 SENTENCES = [
@@ -91,6 +91,38 @@ def test_minilm_hook_encoder_shared_by_two_threads_matches_sequential_encodes(de
             # threads would give another text's variance, off by tens of percent.
             np.testing.assert_allclose(got.gaussian.mean, want.gaussian.mean, atol=1e-5)
             np.testing.assert_allclose(got.gaussian.var, want.gaussian.var, rtol=1e-4)
+
+
+def test_cache_statistics_count_texts_found_missed_and_stored(hash_pipeline, tmp_path):
+    """What a run read from the cache and what it added to it, per model key."""
+    pipe = Pipeline(hash_pipeline.members, cache=EmbeddingCache(tmp_path / "cache"))
+    k = len(pipe.members)
+    pipe.encode(SENTENCES[:3])
+    assert pipe.cache.stats == CacheStats(hits=0, misses=3 * k, stored=3 * k)
+    pipe.encode(SENTENCES[:5])
+    assert pipe.cache.stats == CacheStats(hits=3 * k, misses=5 * k, stored=5 * k)
+
+
+def test_gaussians_encoded_elsewhere_are_taken_and_stored_and_the_rest_encoded(
+    hash_pipeline, tmp_path
+):
+    """`encoded` (a Ray actor's output) stands in for encoding what the cache lacks; a text it
+    lacks too (a cache entry let go after the work was sent out) is encoded here."""
+    pipe = Pipeline(hash_pipeline.members, cache=EmbeddingCache(tmp_path / "cache"))
+    texts = SENTENCES[:4]
+    pipe.encode_members(texts[:1])  # cached already: read from the cache, not from `encoded`
+    made = hash_pipeline.encode_lacking(texts[:3], np.ones((3, len(pipe.members)), bool))
+    marked = [Encoded(e.texts, Gaussian(e.gaussian.mean, 2 * e.gaussian.var)) for e in made]
+    got = pipe.encode_members(texts, encoded=marked)
+    want = hash_pipeline.encode_members(texts)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.mean, w.mean)
+        np.testing.assert_array_equal(g.var[[0, 3]], w.var[[0, 3]])
+        np.testing.assert_array_equal(g.var[1:3], 2 * w.var[1:3])
+    k = len(pipe.members)
+    assert pipe.cache.stats.stored == 4 * k  # the first text's, then the other three's
+    again = pipe.encode_members(texts)
+    np.testing.assert_array_equal(again[0].var[1:3], 2 * want[0].var[1:3])  # stored as taken
 
 
 def test_unwritable_cache_directory_falls_back_to_no_cache_with_a_warning(hash_pipeline, tmp_path):

@@ -6,6 +6,7 @@ driver process, as a job submitted to a cluster would.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,12 +16,15 @@ import threading
 import time
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_var_change
 from typer.testing import CliRunner
 
+from probembed.cache import EmbeddingCache
 from probembed.gaussian import Gaussian
+from probembed.pipeline import Pipeline
 from probembed.store import (
     Database,
     IngestError,
@@ -33,6 +37,7 @@ from probembed.store import (
 ray = pytest.importorskip("ray")
 
 from probembed.interfaces.cli import app  # noqa: E402
+from probembed.store.embed_job import embed_to_parquet  # noqa: E402
 from probembed.store.ray_ingest import (  # noqa: E402
     ACTOR_DIR_PREFIX,
     STALE_ACTOR_DIR_SECONDS,
@@ -93,8 +98,11 @@ def test_an_actor_keeps_no_folder_once_its_pipeline_is_loaded(
     embedder = Embedder(pipeline_files(pydoc_pipeline), pydoc_pipeline.fingerprint)
     assert sorted(tmp_path.iterdir()) == [recent, other]  # its own gone, the old one swept
     texts = ["a list comprehension", "the with statement", "raising an exception"]
-    out = embedder({"index": np.arange(3), "text": np.array(texts, dtype=object)})
-    assert np.abs(out["mean"] - pydoc_pipeline.encode(texts).gaussian.mean).max() <= MEAN_BOUND
+    work = pa.table({"start": [0], "texts": [texts], "lacking": [[True, True] * len(texts)]})
+    out = embedder(work).column("mean")[0].as_py()
+    for sent, want in zip(out, pydoc_pipeline.encode_members(texts), strict=True):
+        got = np.frombuffer(sent, np.float32).reshape(want.mean.shape)
+        assert np.abs(got - want.mean).max() <= MEAN_BOUND
 
 
 def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_address):
@@ -119,6 +127,110 @@ def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_
     again = ingest_ray(items, on_ray, hash_pipeline, batch_size=96, workers=2)
     assert (again.added, again.already_stored) == (0, N)
     assert on_ray.count() == N
+
+
+def cached(pipeline, directory):
+    """The pipeline with an embedding cache in `directory`, whose statistics start at 0."""
+    return Pipeline(
+        pipeline.members, pipeline.fusion, pipeline.score, pipeline.name, EmbeddingCache(directory)
+    )
+
+
+def vectors(collection):
+    """Every stored row's id, mean, var and weights, by id: to compare bit for bit."""
+    rows = collection.db.table(collection.name).to_arrow().sort_by("id")
+    return {name: rows.column(name).to_pylist() for name in ("id", "mean", "var", "weights")}
+
+
+def test_ray_ingest_reads_and_fills_the_embedding_cache_local_ingest_uses(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """Ray ingest skipped the cache: a Ray run after a warm local one encoded every text again,
+    and left nothing in the cache. Now the driver sends actors only what the cache lacks and
+    stores what they return; the rows are those of a run without a cache, bit for bit."""
+    items = records(sentences[:300])
+    members = len(hash_pipeline.members)
+    want = Database(tmp_path / "uncached", create=True).collection("c")
+    ingest(items, want, hash_pipeline, batch_size=64)  # no cache at all
+    store = tmp_path / "cache"
+
+    def run(name, writer, pipeline):
+        collection = Database(tmp_path / name, create=True).collection("c")
+        if writer is ingest:
+            writer(items, collection, pipeline, batch_size=64)
+        else:
+            writer(items, collection, pipeline, batch_size=64, workers=2)
+        assert vectors(collection) == vectors(want)
+        return pipeline.cache
+
+    cold = run("ray-cold", ingest_ray, cached(hash_pipeline, store))
+    held = EmbeddingCache(store).info()
+    assert [m.entries for m in held.models] == [300] * members  # the actors' Gaussians, kept
+    assert cold.stats.stored == 300 * members
+    later = run("local-after-ray", ingest, cached(hash_pipeline, store)).stats
+    assert (later.hits, later.misses, later.stored) == (300 * members, 0, 0)
+    again = run("ray-after-ray", ingest_ray, cached(hash_pipeline, store)).stats
+    assert (again.hits, again.misses, again.stored) == (300 * members, 0, 0)
+
+
+def test_ray_ingest_sends_actors_only_what_each_member_lacks(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """A local run left some texts in the cache, and a pipeline sharing a member left that
+    member's Gaussians of others: actors encode the rest only, member by member, and the rows
+    are bit for bit those of a local ingest from the same cache."""
+    texts = sentences[:300]
+    items = records(texts)
+    first, second = (m.fingerprint for m in hash_pipeline.members)
+    store = tmp_path / "cache"
+    ingest(items[::3], Database(tmp_path / "some", create=True).collection("c"),
+           cached(hash_pipeline, store), batch_size=50)  # fmt: skip
+    one_member = Pipeline(hash_pipeline.members[:1], cache=EmbeddingCache(store))
+    one_member.encode_members(texts[1::3])  # the first member only: shared with another
+    EmbeddingCache(store).close()
+    copy = tmp_path / "same-cache"
+    shutil.copytree(store, copy)
+    here = Database(tmp_path / "here", create=True).collection("c")
+    on_ray = Database(tmp_path / "ray", create=True).collection("c")
+    ingest(items, here, cached(hash_pipeline, copy), batch_size=64)
+    pipeline = cached(hash_pipeline, store)
+    ingest_ray(items, on_ray, pipeline, batch_size=64, workers=2)
+    assert vectors(on_ray) == vectors(here)
+    per_model = {m.model: m.entries for m in EmbeddingCache(store).info().models}
+    assert per_model == {first: 300, second: 300}
+    assert pipeline.cache.stats.stored == 100 + 200  # the first member's third, the second's two
+
+
+def test_embed_on_ray_reads_and_fills_the_embedding_cache(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """`probembed embed --ray` shares the Ray path: it fills the cache a Ray ingest then
+    reads whole, and writes the Gaussians a run without a cache writes."""
+    texts = sentences[:200]
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    store = tmp_path / "cache"
+    runs = {}
+    for name, pipeline, ray in (
+        ("uncached", hash_pipeline, False),
+        ("cold", cached(hash_pipeline, store), True),
+        ("warm", cached(hash_pipeline, store), True),
+    ):
+        out = tmp_path / name
+        embed_to_parquet(source, out, pipeline, batch_size=64, use_ray=ray, workers=2)
+        runs[name] = pq.read_table(out).sort_by("id").to_pydict()
+        if name == "cold":  # the actors' Gaussians, kept
+            held = EmbeddingCache(store).info()
+            assert [m.entries for m in held.models] == [len(texts)] * len(pipeline.members)
+        if pipeline.cache is not None:
+            runs[f"{name} stats"] = pipeline.cache.stats
+    members = len(hash_pipeline.members)
+    assert runs["cold"] == runs["warm"] == runs["uncached"]
+    assert runs["cold stats"].stored == 200 * members
+    warm = runs["warm stats"]
+    assert (warm.hits, warm.misses, warm.stored) == (200 * members, 0, 0)
 
 
 def test_ray_ingest_refuses_what_local_ingest_refuses(tmp_path, hash_pipeline, pydoc_pipeline):

@@ -2,17 +2,22 @@
 
 The driver reads and checks the whole input with local ingest's own readers and checks
 (`probembed.store.ingest.prepare`: same validation, same pipeline identity check, same error
-report), and keeps the collection's pipeline copy. The texts still to write become a Ray
-Dataset of one block per batch; `map_batches` runs `Embedder`, a stateful class that loads
-the pipeline once per actor (an actor pool of `workers` actors), and the driver commits each
-embedded batch as it streams back (`iter_batches`), one LanceDB commit per batch, through
-`Collection.add` / `upsert`. So a killed job leaves whole batches, and a re-run skips the ids
-already committed, exactly as local ingest does.
+report), and keeps the collection's pipeline copy. The texts still to write are cut into
+batches, and the driver looks each batch up in the pipeline's embedding cache (the one local
+ingest reads, `Pipeline.lookup`): a batch the cache holds whole is fused and committed at once,
+and each other batch becomes one row of a Ray Dataset holding only the texts some member's
+cache lacks. `map_batches` runs `Embedder`, a stateful class that loads the pipeline once per
+actor (an actor pool of `workers` actors) and encodes each member's missing texts of the
+batch, as local ingest's cache misses are encoded; the driver stores what comes back in the
+cache, fuses it with the cached rest (`Pipeline.encode_members(encoded=...)`) and commits
+the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`. So a killed job
+leaves whole batches, and a re-run skips the ids already committed, exactly as local ingest
+does; a run after any other (local or Ray) encodes nothing the cache holds, and fills it.
 
 The pipeline reaches the actors as the files of `Pipeline.save` (a few MB: configs and fitted
 states; the encoders' weights come with their packages on every node), so a cluster needs
 probembed and the models installed on its nodes, nothing else. Actors load the pipeline
-without the embedding cache: a node-local cache rarely sees a text twice in one job.
+without a cache of their own: the driver's is the one every run shares.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -54,7 +59,7 @@ from probembed.store.readers import Problem, Record
 from probembed.store.rows import PipelineInfo
 
 if TYPE_CHECKING:
-    from probembed.pipeline import Pipeline
+    from probembed.pipeline import Encoded, Pipeline
 
 #: Seconds a Ray address gets to accept a connection and answer as Ray (`check_reachable`).
 RAY_CONNECT_SECONDS = 10.0
@@ -262,15 +267,25 @@ class Embedder:
                 f"not {fingerprint}: its installed encoders differ from the driver's"
             )
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The batch's row positions with their fused means, variances and weights."""
-        fused = self.pipeline.encode([str(t) for t in batch["text"]])
-        return {
-            "index": batch["index"],
-            "mean": fused.gaussian.mean,
-            "var": fused.gaussian.var,
-            "weights": np.asarray(fused.weights),
-        }
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Per row (one ingest batch's texts the driver's cache lacks), each member's means
+        and variances of the texts marked for it, as float32 bytes (empty for none)."""
+        means: list[list[bytes]] = []
+        variances: list[list[bytes]] = []
+        for texts, lacking in zip(
+            batch.column("texts").to_pylist(), batch.column("lacking").to_pylist(), strict=True
+        ):
+            marks = np.asarray(lacking, dtype=bool).reshape(len(texts), -1)
+            parts = self.pipeline.encode_lacking(texts, marks)
+            means.append([b"" if e is None else e.gaussian.mean.tobytes() for e in parts])
+            variances.append([b"" if e is None else e.gaussian.var.tobytes() for e in parts])
+        return pa.table(
+            {
+                "start": batch.column("start"),
+                "mean": pa.array(means, pa.list_(pa.binary())),
+                "var": pa.array(variances, pa.list_(pa.binary())),
+            }
+        )
 
 
 def embed_on_ray(
@@ -281,35 +296,97 @@ def embed_on_ray(
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
 ) -> Iterator[tuple[np.ndarray, Fused]]:
-    """(positions in `texts`, their Gaussians) per batch, in the order Ray finishes them.
+    """(positions in `texts`, their Gaussians) per batch of `batch_size`: first the batches the
+    pipeline's embedding cache holds whole, then the others in the order Ray finishes them.
 
-    Needs a Ray session (`ray_session`). One block per batch, so every actor gets work.
+    Needs a Ray session (`ray_session`). Actors get only what the cache lacks, one batch per
+    call, and the driver stores what they return in the cache.
     """
     import ray.data
 
     if not texts:
         return
     check_fits(cpus_per_worker, gpus_per_worker)
+    batches = {
+        start: list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)
+    }
+    lacking: dict[int, np.ndarray] = {}  # batch start -> (texts, members): what the cache lacks
+    for start, chunk in batches.items():
+        lookups = pipeline.lookup(chunk)
+        marks = np.stack([~found for found, _ in lookups], axis=1)
+        if marks.any():
+            lacking[start] = marks
+        else:  # every member's Gaussians cached: fused here, as encode would fuse them
+            yield np.arange(start, start + len(chunk)), pipeline.fuse([g for _, g in lookups])
+    if not lacking:
+        return
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller shows one bar for the whole job
     context.print_on_execution_start = False
-    table = pa.table({"index": np.arange(len(texts), dtype=np.int64), "text": list(texts)})
-    blocks = [table.slice(i, batch_size) for i in range(0, len(texts), batch_size)]
-    dataset = ray.data.from_arrow(blocks).map_batches(
+    work = [_work(start, batches[start], marks) for start, marks in lacking.items()]
+    dataset = ray.data.from_arrow(work).map_batches(
         Embedder,
         fn_constructor_kwargs={
             "files": pipeline_files(pipeline),
             "fingerprint": pipeline.fingerprint,
         },
-        batch_size=batch_size,
-        batch_format="numpy",
+        batch_size=1,  # one ingest batch per call: its texts encoded together, as locally
+        batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=cpus_per_worker,
         num_gpus=gpus_per_worker or None,
     )
-    for out in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-        gaussian = Gaussian(np.asarray(out["mean"]), np.asarray(out["var"]))
-        yield np.asarray(out["index"]), Fused(gaussian, np.asarray(out["weights"]), pipeline.models)
+    for out in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+        done = cast(pa.Table, out)
+        for start, means, variances in zip(
+            done.column("start").to_pylist(),
+            done.column("mean").to_pylist(),
+            done.column("var").to_pylist(),
+            strict=True,
+        ):
+            chunk, marks = batches[start], lacking[start]
+            encoded = [
+                _received(_marked(chunk, column), mean, var, member.encoder.dim)
+                for member, column, mean, var in zip(
+                    pipeline.members, marks.T, means, variances, strict=True
+                )
+            ]
+            fused = pipeline.fuse(pipeline.encode_members(chunk, encoded=encoded))
+            yield np.arange(start, start + len(chunk)), fused
+
+
+def _marked(texts: Sequence[str], marks: np.ndarray) -> list[str]:
+    """The texts whose mark is set, in order."""
+    return [t for t, mark in zip(texts, marks.tolist(), strict=True) if mark]
+
+
+def _work(start: int, texts: list[str], lacking: np.ndarray) -> pa.Table:
+    """One batch as the one row an actor gets: the texts some member's cache lacks, and which
+    members lack each (row-major (texts, members) marks)."""
+    sent = np.asarray(lacking.any(axis=1), dtype=bool)
+    return pa.table(
+        {
+            "start": pa.array([start], pa.int64()),
+            "texts": pa.array([_marked(texts, sent)], pa.list_(pa.string())),
+            "lacking": pa.array([lacking[sent].ravel().tolist()], pa.list_(pa.bool_())),
+        }
+    )
+
+
+def _received(texts: list[str], mean: bytes, var: bytes, dim: int) -> Encoded | None:
+    """A member's Gaussians an actor sent for the texts marked for it (None: none marked)."""
+    from probembed.pipeline import Encoded
+
+    if not texts:
+        return None
+    shape = (len(texts), dim)
+    return Encoded(
+        texts,
+        Gaussian(
+            np.frombuffer(mean, np.float32).reshape(shape),
+            np.frombuffer(var, np.float32).reshape(shape),
+        ),
+    )
 
 
 def ingest_ray(
