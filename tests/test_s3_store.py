@@ -359,3 +359,128 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
             assert http.get("/healthz").status_code == 200  # alive: no restart mends storage
         log = (tmp_path / "server.log").read_text()
         assert "storage failed" in log and "Exception in ASGI application" not in log
+
+
+def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):
+    """Run one writer process per plan (the ids it ingests) at once, each as another machine
+    (`writer_support`): both pause at the first call of `pause_in`, then go on together.
+    Their (added, already stored) reports, in plan order."""
+    import multiprocessing
+
+    from writer_support import ingest_as_another_machine
+
+    pipeline_dir = str(pipeline.save(tmp_path / "pipeline"))
+    context = multiprocessing.get_context("spawn")  # no LanceDB runtime forked mid-flight
+    barrier = context.Barrier(len(plans), timeout=120)
+    queues = [context.Queue() for _ in plans]
+    writers = [
+        context.Process(
+            target=ingest_as_another_machine,
+            args=(
+                uri,
+                options,
+                pipeline_dir,
+                str(tmp_path / f"machine-{i}"),
+                items,
+                batch_size,
+                pause_in,
+                barrier,
+                queue,
+            ),
+        )
+        for i, (items, queue) in enumerate(zip(plans, queues, strict=True))
+    ]
+    for writer in writers:
+        writer.start()
+    try:
+        reports = [queue.get(timeout=300) for queue in queues]
+    finally:
+        for writer in writers:
+            writer.join(timeout=60)
+            if writer.is_alive():
+                writer.kill()
+    failed = [r for r in reports if isinstance(r, str)]
+    assert not failed, "\n".join(failed)
+    return reports
+
+
+def _stored_once(collection, wanted):
+    """Every wanted id is stored, and none twice (a count of rows, not of distinct ids)."""
+    assert collection.ids() == set(wanted)
+    assert collection.count() == len(wanted)
+
+
+def test_two_machines_ingesting_overlapping_ids_store_each_id_once(
+    tmp_path, bucket, options, hash_pipeline, sentences
+):
+    """The walkthrough: two machines ingesting the same documents into one collection on S3
+    left 380 rows for 300 ids, and search showed a document at ranks 1 and 2. Each machine's
+    lock is its own, and both read which ids are stored before either commits (they pause
+    there together): the old read-then-append stored every overlapping id twice."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:300])}
+    seed = [Record(i, texts[i]) for i in list(texts)[:20]]
+    ingest(seed, Database(uri, create=True, storage_options=options).collection("c"), hash_pipeline)
+    first = [(i, texts[i]) for i in list(texts)[:200]]  # 20 seeded, 180 new
+    second = [(i, texts[i]) for i in reversed(list(texts)[100:])]  # 100 of them the first's
+    reports = _race(tmp_path, uri, options, hash_pipeline, [first, second], "_arrow", 64)
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, texts)
+    (added_1, stored_1), (added_2, stored_2) = reports
+    assert added_1 + stored_1 == len(first) and added_2 + stored_2 == len(second)
+    assert added_1 + added_2 == len(texts) - len(seed)  # an id the other stored first: stored
+    hits = collection.search(texts["s150"], k=5)["hits"]
+    assert hits[0]["id"] == "s150" and len({h["id"] for h in hits}) == len(hits)
+
+
+def test_two_machines_creating_one_collection_at_once_lose_nothing(
+    tmp_path, bucket, options, hash_pipeline, sentences
+):
+    """Both find no collection and both create it (they pause there together): LanceDB
+    refuses the second creation, or commits it as an overwrite of the first one's table,
+    whose rows were then gone. The one refused, or whose creation replaced a table, writes
+    its rows into the table that was there."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:90])}
+    first = [(i, texts[i]) for i in list(texts)[:60]]
+    second = [(i, texts[i]) for i in list(texts)[30:]]
+    reports = _race(tmp_path, uri, options, hash_pipeline, [first, second], "_create", 100)
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, texts)
+    assert sum(added for added, _ in reports) == len(texts)
+
+
+def test_a_creation_committed_over_another_machines_table_is_undone(
+    bucket, options, hash_pipeline, sentences, monkeypatch
+):
+    """The other outcome of that race, made certain: a creation that found no table, whose
+    table another machine made before its commit, which LanceDB then commits as an
+    overwrite (version 2). The table it replaced comes back, and its rows go in too."""
+    from probembed.store.collection import Collection
+    from probembed.store.rows import Batch, PipelineInfo
+
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:80])}
+    first = [Record(i, texts[i]) for i in list(texts)[:50]]
+    ingest(
+        first, Database(uri, create=True, storage_options=options).collection("c"), hash_pipeline
+    )
+    late = Database(uri, storage_options=options).collection("c")
+    looks = iter([None, None])  # its looks before the other machine's commit: no table
+    monkeypatch.setattr(late, "_open", lambda: next(looks, "open") and Collection._open(late))
+    creations = []
+    create = late.db._conn.create_table
+
+    def overwriting(*args, **kwargs):  # what LanceDB makes of a creation that lost the race
+        creations.append(args[0])
+        return create(*args, **{**kwargs, "mode": "overwrite"})
+
+    monkeypatch.setattr(late.db._conn, "create_table", overwriting)
+    ids = list(texts)[30:]
+    fused = hash_pipeline.encode([texts[i] for i in ids])
+    batch = Batch(
+        ids, [texts[i] for i in ids], [{}] * len(ids), fused, PipelineInfo.of(hash_pipeline)
+    )
+    assert late.add(batch, skip_stored=True) == 30  # the 20 ids both hold are the first's
+    assert creations == ["c"]
+    _stored_once(Database(uri, storage_options=options).open("c"), texts)

@@ -48,6 +48,7 @@ from probembed.store import (
     StorageUnavailableError,
     StoreError,
     StoreStateError,
+    WriteConflictError,
 )
 from probembed.store.chunked import (
     DocumentReport,
@@ -92,6 +93,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (StoppingError, 503),
     (ReadOnlyError, 503),
     (StorageUnavailableError, 503),
+    (WriteConflictError, 409),
     (StoreStateError, 500),
     (StoreError, 422),
 )

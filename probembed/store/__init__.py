@@ -19,6 +19,7 @@ from probembed.store.errors import (
     StorageUnavailableError,
     StoreError,
     StoreStateError,
+    WriteConflictError,
 )
 from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest, remove
@@ -52,6 +53,7 @@ __all__ = [
     "StorageUnavailableError",
     "StoreError",
     "StoreStateError",
+    "WriteConflictError",
     "confidence",
     "embed_to_parquet",
     "ingest",

@@ -34,6 +34,7 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of, sampled
 from probembed.gaussian import Gaussian
 from probembed.pipeline import CONFIG_FILE
+from probembed.store import shared_writes
 from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
@@ -726,8 +727,14 @@ class Collection:
         """Hold this collection's write lock on this machine (other processes, other threads):
         "append unless stored" is a check and then a commit, and two writers passing the check
         together stored an id twice (search then showed it twice). Writers on other machines of
-        one object store are not held back."""
+        one object store are not held back: there rows go in by `shared_writes` instead."""
         return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
+
+    @property
+    def _shared(self) -> bool:
+        """Whether writers this machine's lock does not hold may write at once: a database on
+        object storage, which any machine with its URI writes."""
+        return self.db.location.remote
 
     @one_at_a_time
     def add(self, batch: Batch, skip_stored: bool = False) -> int:
@@ -739,8 +746,9 @@ class Collection:
         with self._writing():
             table = self._open()
             if table is None:
-                self._create(batch)
-                return len(batch.ids)
+                table = self._create(batch)
+                if table is None:
+                    return len(batch.ids)
             existing = self.existing(batch.ids)
             if existing and not skip_stored:
                 raise StoreError(
@@ -748,9 +756,15 @@ class Collection:
                     f"(e.g. {sorted(existing)[:5]}); use upsert to replace them"
                 )
             batch = batch.without(existing) if existing else batch
-            if batch.ids:
+            if not batch.ids:
+                return 0
+            if not self._shared:
                 table.add(self._arrow(batch, table))
-        return len(batch.ids)
+                return len(batch.ids)
+            # another machine may store some of these ids between the read above and this
+            # commit: the merge inserts only those still absent then
+            shared_writes.keyed(table)
+            return shared_writes.insert_absent(table, self._arrow(batch, table))
 
     @one_at_a_time
     def upsert(self, batch: Batch) -> tuple[int, int]:
@@ -760,14 +774,19 @@ class Collection:
         with self._writing():
             table = self._open()
             if table is None:
-                self._create(batch)
-                return len(batch.ids), 0
+                table = self._create(batch)
+                if table is None:
+                    return len(batch.ids), 0
+            if self._shared:  # two machines inserting one new id: Lance merges again
+                shared_writes.keyed(table)
             data = self._arrow(batch, table)
-            result = (
-                table.merge_insert("id")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute(data)
+            result = shared_writes.committed(
+                lambda: (
+                    table.merge_insert("id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute(data)
+                )
             )
         return int(result.num_inserted_rows), int(result.num_updated_rows)
 
@@ -833,7 +852,10 @@ class Collection:
             }
             if WRITE_TAG in table.schema.names:
                 columns[WRITE_TAG] = write_tags(len(chunks))
-            result = table.merge_insert("id").when_matched_update_all().execute(pa.table(columns))
+            # in the table's own fields: a nullable id is refused as the primary key's
+            fields = pa.schema([table.schema.field(name) for name in columns])
+            data = pa.table(columns, schema=fields)
+            result = table.merge_insert("id").when_matched_update_all().execute(data)
         return int(result.num_updated_rows)
 
     @one_at_a_time
@@ -1144,12 +1166,35 @@ class Collection:
         with self._writing():
             self._require().optimize()
 
-    def _create(self, batch: Batch) -> None:
-        """Create the table with its first rows and its pipeline header in one commit."""
+    def _create(self, batch: Batch) -> Any:
+        """Create the table with its first rows and its pipeline header in one commit; None
+        once done. On object storage another machine may create it meanwhile: then nothing
+        is created and the table it made is returned, for the batch to go into as into any.
+
+        LanceDB refuses a creation that finds the table there, but one whose table appeared
+        between its look and its commit is committed as an overwrite of it (seen on moto's
+        S3 and on disk): the rows the other writer had stored would be gone. That creation
+        is undone at once by restoring the version before it, and the batch then written
+        as to a table that was there (another writer's commit that read the table before the
+        overwrite fails in between, as a `WriteConflictError`, and stores nothing).
+        """
         schema = table_schema(batch, created=uuid.uuid4().hex)
         data = to_arrow(batch, schema)
-        self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
         self._seen, self._header_at = None, None  # a new table: its own versions and header
+        try:
+            self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
+        except ValueError as exc:
+            if not self._shared or "already exists" not in str(exc):
+                raise
+        else:
+            version = int(self._table.version)
+            if version == 1:
+                return None
+            shared_writes.committed(lambda: self._table.restore(version - 1))
+            self._seen, self._header_at = None, None
+        table = self._require()
+        self.check_pipeline(batch.pipeline)  # the other writer's may be another pipeline
+        return table
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""

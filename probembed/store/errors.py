@@ -47,3 +47,9 @@ def storage_failure(exc: BaseException) -> str | None:
     if not isinstance(exc, (RuntimeError, OSError)) or _LANCE_IO not in text:
         return None
     return _SOURCE.sub("", text.split(_LANCE_IO, 1)[1]).strip()
+
+
+class WriteConflictError(StoreStateError):
+    """A commit that LanceDB could not reconcile with another writer's commit at the same
+    time (object storage, several machines): nothing of it was stored; sent again, it may
+    succeed (a service answers it 409)."""

@@ -33,6 +33,9 @@ CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights", 
 #: A random tag per written batch: an (id, tag) pair names one version of a row, so search
 #: can tell rows it holds from rewritten ones even after a compaction moved every row id.
 WRITE_TAG = "written"
+#: The field metadata that makes `id` the table's unenforced primary key: with it, Lance
+#: checks the ids that concurrent merges inserted against each other (`store.shared_writes`).
+PRIMARY_KEY = {"lance-schema:unenforced-primary-key:position": "1"}
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 #: Metadata columns a collection gets at most; later fields stay in the JSON only, so items
@@ -136,7 +139,7 @@ def table_schema(batch: Batch, compact: bool = True, created: str | None = None)
         header |= {"format": FORMAT_VERSION, "variance": basis.to_json()}
         variance = pa.field("var_coef", pa.list_(pa.float32(), basis.width))
     fields = [
-        pa.field("id", pa.string(), nullable=False),
+        pa.field("id", pa.string(), nullable=False, metadata=PRIMARY_KEY),
         pa.field("text", pa.string()),
         pa.field("metadata", pa.string()),
         pa.field("mean", pa.list_(pa.float32(), dim)),
