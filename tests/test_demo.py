@@ -327,7 +327,7 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     assert Database(db).open(name).ids() == {"a", "b"}
     lines[1] = '{"id": "b", "text": "%s"}'
     lines.pop(0)  # the corpus loses a document: so does the demo's collection
-    assert "removed 1 items no longer in the corpus" in " ".join(run("glaciers").split())
+    assert "removed 1 item(s) no longer in the corpus" in " ".join(run("glaciers").split())
     assert Database(db).open(name).ids() == {"b"}
     # an export whose one bad byte makes the whole array one bad item that names no document:
     # the re-run took its documents for gone and emptied the cached collection
