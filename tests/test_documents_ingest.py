@@ -443,6 +443,25 @@ def test_one_bar_counts_every_chunk_and_a_replaced_row_counts_as_written(
     assert commits == [2, 4, 5]
 
 
+def test_the_one_bar_moves_while_a_batch_of_chunks_is_encoded(
+    tmp_path, folder, pydoc_pipeline, capsys, monkeypatch
+):
+    """`probembed ingest md --chunk` moved its bar per commit: 332 of 336 chunks at its first
+    line, 104 s in. It now moves as the members encode pieces of each batch."""
+    from probembed import pipeline as pipeline_module
+    from probembed import progress
+
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)  # a line at every advance
+    monkeypatch.setattr(pipeline_module, "_CHUNK", 4)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL, progress=True)
+    n = collection.count()
+    lines = capsys.readouterr().err.splitlines()
+    counts = [int(line.split(": ")[1].split("/")[0].replace(",", "")) for line in lines]
+    assert counts[-1] == n and counts == sorted(counts)
+    assert len(counts) >= n // 4, counts  # a line per piece of 4 chunks, not per commit of 512
+
+
 def test_a_document_missing_its_chunk_zero_is_written_again(tmp_path, folder, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("docs")
     calls: list[list[str]] = []

@@ -532,13 +532,12 @@ def ingest_parsed(
                         batch_size,
                         on_error,
                         True,
-                        False,
-                        moved,
                         columns=columns,
+                        advance=moved,
                     )
                     report.chunks_written += result.added + result.updated
                     report.problems += result.problems
-                    bar.advance(len(part) - moved.seen)  # skipped bad chunks count as looked at
+                    bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
         except Exception:  # a fault between commits (storage, the encoder): none of it stays
             collection.revert(start, touched)
             raise
@@ -591,14 +590,15 @@ def per_document(
 
 
 class _Advance:
-    """An `on_commit` that moves a bar by what each commit wrote (it is told the running total)."""
+    """An ingest's `advance` that moves one bar over several writes, counting what it moved
+    (the texts encoded, as they are), so the rest of a part is moved after it."""
 
     def __init__(self, bar: Any) -> None:
         self.bar, self.seen = bar, 0
 
-    def __call__(self, written: int) -> None:
-        self.bar.advance(written - self.seen)
-        self.seen = written
+    def __call__(self, encoded: int) -> None:
+        self.bar.advance(encoded)
+        self.seen += encoded
 
 
 @dataclass

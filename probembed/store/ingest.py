@@ -112,6 +112,7 @@ def ingest(
     encode: Callable[[list[str]], Fused] | None = None,
     prefix: str = "",
     columns: Mapping[str, pa.DataType] | None = None,
+    advance: Callable[[int], None] | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -127,6 +128,8 @@ def ingest(
     `prefix` is put before every id read (`docs/` makes a folder's `README.md`
     `docs/README.md`): two sources in one collection keep apart. `columns`: column types a
     larger write this one is part of decided (`Checked.columns`; chunked ingest's parts).
+    `advance` is told the texts encoded as they are (a larger write's own bar, as chunked
+    ingest keeps one over its parts); `progress` shows this call's own bar instead.
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
@@ -134,14 +137,15 @@ def ingest(
     report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix)
     planned = {**found, **(columns or {})}
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
+        told = advance or bar.advance
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
             texts = [r.text for r in chunk]
             if encode is None:  # the bar moves as the members encode pieces of the batch
-                fused = pipeline.encode(texts, advance=bar.advance)
+                fused = pipeline.encode(texts, advance=told)
             else:
                 fused = encode(texts)
-                bar.advance(len(chunk))
+                told(len(chunk))
             commit(collection, info, chunk, fused, upsert, report, planned)
             if on_commit is not None:
                 on_commit(report.added + report.updated)

@@ -405,11 +405,12 @@ def ingest_ray(
     gpus_per_worker: float = 0.0,
     prefix: str = "",
     columns: Mapping[str, pa.DataType] | None = None,
+    advance: Callable[[int], None] | None = None,
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
 
-    Its first eight arguments and `columns` are ingest's, so it can stand in for it (chunked
-    ingest's `ingest_with`).
+    Its first eight arguments, `columns` and `advance` are ingest's, so it can stand in for it
+    (chunked ingest's `ingest_with`); `advance` is told each batch as it is committed.
 
     Joins the cluster at `address`, else starts Ray on this machine (all its cores) and stops
     it afterwards; a session already initialised is used as it is. Each actor asks for
@@ -432,7 +433,7 @@ def ingest_ray(
             ):
                 batch = [todo[i] for i in index]
                 commit(collection, info, batch, fused, upsert, report, planned)
-                bar.advance(len(index))
+                (advance or bar.advance)(len(index))
                 if on_commit is not None:
                     on_commit(report.added + report.updated)
     finish(collection, pipeline)
