@@ -253,6 +253,36 @@ def test_collection_lifecycle(server):
             assert str(server.db) not in answer.text  # the operator's path, not the client's
 
 
+def test_a_write_without_upsert_says_which_stored_ids_kept_another_text(server):
+    """It answered `"already_stored": 1` and kept the old text without a word, where the CLI
+    says that --upsert replaces what changed."""
+    edited = {**DOCS[0], "text": "A dog slept by the fire."}
+    retagged = {**DOCS[2], "metadata": {"year": 2021}}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "edits"})
+
+        def write(documents, **options):
+            body = {"documents": documents, "prefix": "p/", **options}
+            return http.post("/v1/collections/edits/documents", json=body).json()
+
+        first = write(DOCS)
+        assert (first["added"], first["changed"], first["hint"]) == (3, 0, None)
+        again = write([edited, DOCS[1], retagged])
+        assert (again["added"], again["already_stored"], again["changed"]) == (0, 3, 2)
+        assert again["hint"] == (
+            "2 id(s) are stored with another text or metadata (e.g. 'p/d1') and were left "
+            'as stored: send "upsert": true to replace them'
+        )
+        found = http.post("/v1/collections/edits/search", json={"query": "cat", "k": 3}).json()
+        texts = {h["id"]: h["text"] for h in found["results"][0]["hits"]}
+        assert texts["p/d1"] == DOCS[0]["text"]  # left as stored, as the hint says
+        same = write(DOCS[1:2])
+        assert (same["already_stored"], same["changed"], same["hint"]) == (1, 0, None)
+        replaced = write([edited, retagged], upsert=True)
+        assert (replaced["updated"], replaced["changed"], replaced["hint"]) == (2, None, None)
+        http.delete("/v1/collections/edits")
+
+
 def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
     """The service deleted by row id only: a chunked document's id deleted nothing, and the
     answer said only "not_found": 1 (the CLI has --doc)."""

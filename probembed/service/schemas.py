@@ -243,6 +243,15 @@ class WriteReport(BaseModel):
     count: int
     #: Chunked writes and upserts: documents left as stored, their content unchanged.
     unchanged: int | None = None
+    changed: int | None = Field(
+        None,
+        description="Without upsert or chunk: documents of `already_stored` whose stored text "
+        "or metadata is not what was sent; they were left as stored (`hint` says how to "
+        "replace them).",
+    )
+    hint: str | None = Field(
+        None, description="What to send to store the sent text of `changed` documents."
+    )
     #: Chunked writes only: documents removed (sync), chunks written / removed.
     removed: int | None = None
     chunks_written: int | None = None

@@ -248,15 +248,39 @@ def unchanged_ids(collection: Collection, records: Sequence[Record]) -> set[str]
     """Ids stored with the very text and metadata given: replacing them would write the same
     row again (the pipeline is the collection's, so the vectors too), leave a dead row in every
     searcher's snapshot and make each graph grow."""
-    given = {r.id: (r.text, metadata_json(r.id, r.metadata)) for r in records}
+    given = _given_rows(records)
     ids = list(given) if len(given) <= FILTERED_IDS else None
-    same: set[str] = set()
+    return {doc_id for doc_id, same in _compared(collection, given, ids) if same}
+
+
+def stored_otherwise(collection: Collection, records: Sequence[Record]) -> list[str]:
+    """Ids of these records stored with another text or metadata, in the order given: a write
+    without upsert left them as stored, which its caller should hear (its edit was not
+    written). Filtered reads of FILTERED_IDS ids at a time, for a service's few records."""
+    given = _given_rows(records)
+    ids = list(given)
+    other: set[str] = set()
+    for start in range(0, len(ids), FILTERED_IDS):
+        part = ids[start : start + FILTERED_IDS]
+        other.update(doc_id for doc_id, same in _compared(collection, given, part) if not same)
+    return [doc_id for doc_id in ids if doc_id in other]
+
+
+def _given_rows(records: Sequence[Record]) -> dict[str, tuple[str, str]]:
+    """Each record's text and metadata as a row stores them, by id."""
+    return {r.id: (r.text, metadata_json(r.id, r.metadata)) for r in records}
+
+
+def _compared(
+    collection: Collection, given: Mapping[str, tuple[str, str]], ids: Sequence[str] | None
+) -> Iterator[tuple[str, bool]]:
+    """(id, whether it is stored as given) for each stored row of `given`, read among these
+    ids (a filtered read) or among every row (None: one read beats many filtered ones)."""
     for batch in collection.batches(["text", "metadata"], ids):
         columns = (batch.column(name).to_pylist() for name in ("id", "text", "metadata"))
         for doc_id, text, metadata in zip(*columns, strict=True):
-            if given.get(doc_id) == (text, metadata):
-                same.add(doc_id)
-    return same
+            if doc_id in given:
+                yield doc_id, given[doc_id] == (text, metadata)
 
 
 #: Documents `cut_documents` reads: enough to say how common long ones are, at little cost.
