@@ -48,7 +48,7 @@ from probembed.service.app import (
 )
 from probembed.service.process import FAILED, READY_TIMEOUT
 from probembed.service.settings import BatchSettings
-from probembed.store import Database
+from probembed.store import Database, ingest_documents
 from probembed.store.errors import CollectionNotFoundError, StoreStateError
 
 DOCS = [
@@ -799,6 +799,56 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
             ).json()["results"][0]["hits"]
         }
         assert ids == {"manual", "crm/8"}  # "note" went with the sync above
+
+
+def test_a_markdown_document_is_titled_and_sectioned_as_the_cli_reads_its_file(
+    server, pydoc_pipeline, tmp_path
+):
+    """A service document got `heading: ""` unless `"markdown": true`, and `title: ""` even
+    then, where `probembed ingest --chunk` of the same .md file reads its front matter's title
+    (else its first heading, else its name) and heading paths."""
+    files = {
+        "guide.md": "---\ntitle: The Guide\n---\n\n" + MANUAL,
+        "notes.markdown": "Plain notes about tomato plants, with no heading at all.\n",
+        "memo.md": MANUAL,
+    }
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    cli = Database(tmp_path / "db", create=True).collection("pages")
+    ingest_documents(folder, cli, pydoc_pipeline, ChunkSettings(48, 8))
+
+    def read(hits: list[dict]) -> dict[str, tuple]:
+        meta = [h["metadata"] for h in hits]
+        return {h["id"]: (m.get("title"), m["heading"]) for h, m in zip(hits, meta, strict=True)}
+
+    expected = read(cli.search("routine step", k=100, exact=True)["hits"])
+    assert expected["guide.md#0"] == ("The Guide", "Manual")
+    assert expected["notes.markdown#0"][0] == "notes" and expected["memo.md#0"][0] == "Manual"
+    documents = [{"id": name, "text": text} for name, text in files.items()]
+    plain = [  # neither named nor asked as Markdown: no headings, and no title to store
+        {"id": "memo", "text": MANUAL},
+        {"id": "asked", "text": MANUAL, "metadata": {"title": ""}},
+    ]
+    chunk = {"max_tokens": 48, "overlap_tokens": 8}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "pages"})
+        body = {"documents": documents + plain, "chunk": chunk}
+        assert http.post("/v1/collections/pages/documents", json=body).is_success
+        asked = {
+            "documents": [{"id": "asked", "text": MANUAL}],
+            "chunk": {**chunk, "markdown": True},
+        }
+        assert http.post("/v1/collections/pages/documents", json=asked).json()["updated"] == 1
+        search = {"query": "routine step", "k": 100, "exact": True}
+        hits = http.post("/v1/collections/pages/search", json=search).json()["results"][0]["hits"]
+        http.delete("/v1/collections/pages")
+    served = read(hits)
+    assert {i: served[i] for i in expected} == expected
+    memo = [h["metadata"] for h in hits if h["id"].startswith("memo#")]
+    assert memo and all("title" not in m and m["heading"] == "" for m in memo)
+    assert served["asked#0"] == ("Manual", "Manual")
 
 
 def test_listing_collections_while_one_is_dropped_and_made_again_lists_the_others(server):

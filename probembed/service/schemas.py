@@ -161,7 +161,13 @@ class ChunkOptions(Strict):
         description="Tokens a chunk repeats of the one before, under max_tokens / 2; "
         "default: 32, or the most under max_tokens / 2 for smaller chunks.",
     )
-    markdown: bool = Field(False, description="Sections at Markdown headings (`heading` paths).")
+    markdown: bool | None = Field(
+        None,
+        description="Sections at Markdown headings (`heading` paths), and a document without a "
+        "`title` in its metadata titled as `probembed ingest` titles a .md file (front matter, "
+        "first heading, its id's file name); default: for documents whose id ends in .md or "
+        ".markdown, as the CLI reads such files.",
+    )
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> ChunkOptions:

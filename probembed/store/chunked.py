@@ -3,11 +3,11 @@
 Each document (a file of a folder, or a JSONL/BEIR record) is cut by `probembed.chunking`
 into chunks that every member model reads whole; chunk `i` of document `d` is stored under id
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
-text), `title`, `heading` (the Markdown heading path, " > "-joined), `page` (PDF) and
-`doc_hash` (SHA-256 of the document's text and metadata and of the chunk size and overlap
-that cut it; chunk 0's adds `+N`, the document's chunk count), for a file `file_path`
-(its absolute path where last read), beside the document's own metadata. A re-run compares
-hashes: unchanged
+text), `title` (left out when there is none), `heading` (the Markdown heading path,
+" > "-joined), `page` (PDF) and `doc_hash` (SHA-256 of the document's text and metadata and
+of the chunk size and overlap that cut it; chunk 0's adds `+N`, the document's chunk count),
+for a file `file_path` (its absolute path where last read), beside the document's own
+metadata. A re-run compares hashes: unchanged
 documents are not touched, changed ones (or all, after a change of chunk settings) are
 re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
 have deleted, so a crash anywhere in between leaves a document that the next run sees as
@@ -24,11 +24,12 @@ import os
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
 from probembed.documents import under_prefix
+from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
@@ -38,6 +39,8 @@ from probembed.store.formats import (
     SourceDocument,
     content_digest,
     first_heading,
+    markdown_title,
+    names_markdown,
     read_file,
 )
 from probembed.store.ingest import (
@@ -212,8 +215,19 @@ def chunk_records(
     chunks = chunk_text(document.text, document.sections(), count, settings)
     if not chunks:
         return Problem(document.source, f"document {document.id!r} has no text to chunk")
-    records = [chunk_record(document, chunk, digest) for chunk in chunks]
+    titled = replace(document, title=record_title(document))
+    records = [chunk_record(titled, chunk, digest) for chunk in chunks]
     return [counted(records[0], len(records)), *records[1:]]
+
+
+def record_title(document: SourceDocument) -> Any:
+    """The title a document's chunks carry: the one read or given, else for a record read as
+    Markdown what `probembed ingest` reads from a file of that text (front matter, first
+    heading, the id's file name if it names one). Not hashed: its text and id decide it."""
+    if document.title or document.kind != "record" or not document.markdown:
+        return document.title
+    stem = PurePosixPath(document.id).stem if names_markdown(document.id) else None
+    return markdown_title(document.text) or stem
 
 
 def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
@@ -224,10 +238,11 @@ def chunk_record(document: Any, chunk: Chunk, digest: str) -> Record:
         "chunk": chunk.index,
         "start": chunk.start,
         "end": chunk.end,
-        "title": document.title or "",
-        "heading": " > ".join(chunk.headings),
-        "doc_hash": digest,
     }
+    if not is_blank(str(document.title or "")):  # no title is left out, not stored as ""
+        metadata["title"] = document.title
+    metadata["heading"] = " > ".join(chunk.headings)
+    metadata["doc_hash"] = digest
     page = document.page_of(chunk.start)
     if page is not None:
         metadata["page"] = page

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from probembed.chunking import (
@@ -182,10 +182,21 @@ def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
     text = _utf8(path)
     if isinstance(text, Problem):
         return text
+    title = markdown_title(text) or path.stem
+    return SourceDocument(doc_id, text, str(path), "markdown", title, markdown=True)
+
+
+def markdown_title(text: str) -> str | None:
+    """A Markdown page's own title: its front matter's, else its first heading (one rule for
+    a file and for a service's document of the same text)."""
     front = front_matter(text)
     body = text[front.end :] if front else text
-    title = (front.title if front else None) or first_heading(body.splitlines())
-    return SourceDocument(doc_id, text, str(path), "markdown", title or path.stem, markdown=True)
+    return (front.title if front else None) or first_heading(body.splitlines())
+
+
+def names_markdown(name: str) -> bool:
+    """Whether a document's id (a file name) has a suffix `probembed ingest` reads as Markdown."""
+    return READERS.get(PurePosixPath(name).suffix.lower()) is read_markdown
 
 
 def first_heading(lines: Iterable[str], tracker: HeadingTracker | None = None) -> str | None:
