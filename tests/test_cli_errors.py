@@ -388,13 +388,19 @@ def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):
 
 
 def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, saved_pipeline):
-    """They said `group_by_doc needs chunked documents` and `invalid filter where=...`."""
+    """They said `group_by_doc needs chunked documents` and `invalid filter where=...`; the
+    first names the CLI's way to chunk, not the Python API's."""
     source = tmp_path / "docs.jsonl"
     source.write_text('{"id": "a", "text": "some text", "year": 2020}\n')
     db = ["--db", str(tmp_path / "db")]
     assert runner.invoke(app, ["ingest", str(source), *db, "--pipeline", str(saved_pipeline)])
     for option, said in [
         (["--group-by-doc"], "--group-by-doc needs chunked documents"),
+        (
+            ["--group-by-doc"],
+            "(`probembed ingest --chunk`) into another collection, or search without "
+            "--group-by-doc",
+        ),
         (["--where", "year >"], "invalid filter --where 'year >'"),
         (  # a field's name is the user's: kept as typed, in the quote and after it
             ["--where", "group_by_doc = 1"],

@@ -504,6 +504,39 @@ def test_search_options_and_their_errors(server):
             assert says in answer.text, (body, answer.text)
 
 
+def test_a_search_by_document_of_whole_documents_is_refused_empty_or_not_in_service_terms(
+    server,
+):
+    """An empty collection of no chunks answered 200 and a written one 422, telling an HTTP
+    client to run `probembed ingest --chunk`; one emptied of its chunks still answers."""
+    grouped = {"query": "cat", "group_by_doc": True}
+    with server.client() as http:
+        for name in ("never", "whole", "emptied"):
+            http.post("/v1/collections", json={"name": name})
+        empty = http.post("/v1/collections/never/search", json=grouped)
+        assert empty.status_code == 422, empty.text
+        assert empty.json()["error"]["message"] == (
+            "group_by_doc needs chunked documents, but collection 'never' is empty and no chunk "
+            'was ever written to it; write its documents with chunking ("chunk": true in the '
+            "documents write) before searching by document"
+        )
+        http.post("/v1/collections/whole/documents", json={"documents": DOCS})
+        whole = http.post("/v1/collections/whole/search", json=grouped)
+        said = whole.json()["error"]["message"]
+        assert whole.status_code == 422 and "probembed" not in said
+        assert (
+            'holds whole documents (no doc_id column); write them with chunking ("chunk": ' in said
+        )
+        chunked = {"documents": DOCS, "chunk": True}
+        assert http.post("/v1/collections/emptied/documents", json=chunked).is_success
+        ids = [d["id"] for d in DOCS]
+        http.post("/v1/collections/emptied/delete", json={"ids": ids, "doc": True})
+        emptied = http.post("/v1/collections/emptied/search", json=grouped)
+        assert emptied.status_code == 200 and emptied.json()["results"][0]["hits"] == []
+        for name in ("never", "whole", "emptied"):
+            http.delete(f"/v1/collections/{name}")
+
+
 def test_a_lone_surrogate_is_a_422_naming_the_text(server):
     """A JSON "\\ud800" escape parses to a str no tokenizer reads: refused by position."""
     json_type = {"content-type": "application/json"}

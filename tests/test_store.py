@@ -20,6 +20,7 @@ from probembed.store import (
     Batch,
     Database,
     IngestError,
+    NotChunkedError,
     PipelineInfo,
     PipelineMismatchError,
     Searcher,
@@ -885,6 +886,19 @@ def test_a_warm_searcher_follows_the_doc_id_column_as_it_comes_and_goes(tmp_path
     collection.revert(start, ["plain7", *chunks])  # plain7 back, the chunks gone
     assert both(texts[7])[0] == "plain7"
     assert both(texts[41], group_by_doc=True)[0] != "doc0#1"
+
+
+def test_a_search_by_document_of_no_chunks_is_refused_empty_or_not(tmp_path, hash_pipeline):
+    """An empty collection of no chunks answered no hits where one holding whole documents
+    was refused; and the refusal told a Python caller to run `probembed ingest --chunk`."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    collection.create(hash_pipeline)
+    with pytest.raises(NotChunkedError, match=r"'c' is empty .*\(`ingest_documents`\)"):
+        collection.search("a cat", group_by_doc=True)
+    collection.add(batch(hash_pipeline, ["a"], ["a cat"]))
+    with pytest.raises(NotChunkedError, match=r"holds whole documents .*\(`ingest_documents`\)"):
+        collection.search("a cat", group_by_doc=True)
+    assert collection.search("a cat")["hits"][0]["id"] == "a"
 
 
 def test_a_revert_puts_back_its_own_ids_and_keeps_what_another_writer_committed(

@@ -102,6 +102,7 @@ SYNC_OPTIONS = {
 }
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
+    "without group_by_doc": "without --group-by-doc",
     "min_p_relevant needs": "--min-p-relevant needs",
     "without min_p_relevant": "without --min-p-relevant",
     "filter where=": "filter --where ",
@@ -535,7 +536,7 @@ def search_command(
     ] = False,
 ) -> None:
     """Search a collection with the pipeline that made it: hits with score ± std and weights."""
-    from probembed.store import StoreError
+    from probembed.store import NotChunkedError, StoreError
 
     questions = read_texts(question, file, "questions")
     target = _open_collection(db, storage_option, collection)
@@ -550,6 +551,8 @@ def search_command(
             min_p_relevant=min_p_relevant,
             group_by_doc=group_by_doc,
         )
+    except NotChunkedError as exc:  # it named the Python API's way to write chunks
+        raise fail(named(exc.told("`probembed ingest --chunk`"), SEARCH_OPTIONS)) from exc
     except (StoreError, ValueError) as exc:
         raise fail(named(str(exc), SEARCH_OPTIONS)) from exc
     if as_json:

@@ -43,6 +43,7 @@ from probembed.store import (
     CollectionExistsError,
     CollectionNotFoundError,
     IngestError,
+    NotChunkedError,
     PipelineMismatchError,
     Problem,
     ReadOnlyError,
@@ -283,6 +284,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         if isinstance(exc, IngestError):
             message = exc.told('send "on_error": "skip"')
             return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
+        if isinstance(exc, NotChunkedError):
+            return refusal(status, exc.told('"chunk": true in the documents write'), headers)
         message = str(exc)
         local = _local_places() if isinstance(exc, StoreStateError) else []
         for root, shown in [*roots, *local]:  # where the server keeps things is the operator's

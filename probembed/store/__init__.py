@@ -14,6 +14,7 @@ from probembed.store.embed_job import EmbedReport, embed_to_parquet
 from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
+    NotChunkedError,
     PipelineMismatchError,
     ReadOnlyError,
     StorageUnavailableError,
@@ -43,6 +44,7 @@ __all__ = [
     "IndexSettings",
     "IngestError",
     "IngestReport",
+    "NotChunkedError",
     "PipelineInfo",
     "PipelineMismatchError",
     "Problem",

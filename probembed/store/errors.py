@@ -19,6 +19,28 @@ class CollectionExistsError(StoreError):
     """A collection created under a name that is already taken."""
 
 
+class NotChunkedError(StoreError):
+    """A search by document (group_by_doc) of a collection no chunk was ever written to."""
+
+    def __init__(self, name: str, empty: bool) -> None:
+        self.name, self.empty = name, empty
+        super().__init__(self.told("`ingest_documents`"))
+
+    def told(self, chunking: str) -> str:
+        """The message, with how the caller writes documents as chunks in its own terms (an
+        HTTP client sends `"chunk": true`, the CLI's user `probembed ingest --chunk`)."""
+        said = f"group_by_doc needs chunked documents, but collection {self.name!r}"
+        if self.empty:  # whichever kind it will hold, it holds none of them yet
+            return (
+                f"{said} is empty and no chunk was ever written to it; write its documents "
+                f"with chunking ({chunking}) before searching by document"
+            )
+        return (
+            f"{said} holds whole documents (no doc_id column); write them with chunking "
+            f"({chunking}) into another collection, or search without group_by_doc"
+        )
+
+
 class StoreStateError(StoreError):
     """The database's own files or storage fail, or hold what cannot be served: not the
     caller's input (a service answers it 500 and logs it, never 4xx)."""

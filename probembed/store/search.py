@@ -28,7 +28,7 @@ from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian, decimals
 from probembed.scoring import Score, outrank_probability, parse_score
 from probembed.scoring.ensemble import disagreement_variance, member_cosines, pair_weights
-from probembed.store.errors import StoreError
+from probembed.store.errors import NotChunkedError, StoreError
 from probembed.store.index import (
     FLAT_SPACES,
     MEAN_SPACE,
@@ -252,6 +252,8 @@ class Searcher:
         queries = fused.gaussian
         labels = list(texts) if texts is not None else [None] * len(queries)
         allowed = self._allowed(where)  # a bad filter is refused on an empty collection too
+        if group_by_doc and self._snap.doc_ids is None:  # so is grouping whole documents
+            raise NotChunkedError(self.collection.name, empty=not self._snap.live)
         if not self._snap.live:
             return [QueryResult(query=t, confidence=None, hits=[]) for t in labels]
         calibrator = self.pipeline.calibrator
@@ -378,11 +380,6 @@ class Searcher:
     def _group_pool(self, depth: int) -> int:
         """Chunks to rank first so that `depth` documents remain after grouping, most of the
         time (a search ranks deeper when they do not)."""
-        if self._snap.doc_ids is None:
-            raise StoreError(
-                f"group_by_doc needs chunked documents, but collection {self.collection.name!r} "
-                "has no doc_id column; ingest with chunking (`probembed ingest --chunk`)"
-            )
         return min(self._snap.live, max(GROUP_POOL * depth, 100))
 
     def _grouped(self, ranked: list[Ranked], depth: int) -> tuple[list[Ranked], list[list[int]]]:
