@@ -237,6 +237,8 @@ def test_error_messages_keep_brackets_in_paths_literal(tmp_path):
     result = runner.invoke(app, ["search", "a question", "--db", str(missing)])
     assert result.exit_code == 2
     assert f"no database at {missing}" in "".join(result.output.split("\n"))
+    said = " ".join(result.output.split())  # the Python API's fix is no command's
+    assert "(`probembed ingest PATH --db DIR` makes one)" in said and "create=True" not in said
 
 
 @pytest.mark.parametrize(

@@ -172,8 +172,11 @@ def test_collection_refuses_another_pipelines_vectors(collection, hash_pipeline,
 
 
 def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipeline):
-    with pytest.raises(StoreError, match=r"no database at .*does not exist"):
+    with pytest.raises(StoreError, match=r"no database at .*does not exist") as missing:
         Database(tmp_path / "nowhere")
+    # it told a Python caller to run `probembed ingest PATH --db DIR`
+    fix = f"(`Database({str(tmp_path / 'nowhere')!r}, create=True)` makes one)"
+    assert str(missing.value).endswith(fix) and "--db" not in str(missing.value)
     (tmp_path / "docs.jsonl").write_text("{}\n")
     with pytest.raises(StoreError, match=r"docs\.jsonl: it is a file; a database is a directory"):
         Database(tmp_path / "docs.jsonl")  # it said the directory does not exist

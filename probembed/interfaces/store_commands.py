@@ -172,10 +172,12 @@ def storage_options(pairs: list[str] | None) -> dict[str, str]:
 
 def open_database(db: str | Path | None, options: list[str] | None, create: bool) -> Database:
     """The database of --db and --storage-option, or a clean error."""
-    from probembed.store import Database, StoreError
+    from probembed.store import Database, NoDatabaseError, StoreError
 
     try:
         return Database(resolve_db(db), create=create, storage_options=storage_options(options))
+    except NoDatabaseError as exc:  # it named the Python API's way to make one
+        raise fail(exc.told(f"`probembed ingest PATH --db {exc.placeholder}`")) from exc
     except StoreError as exc:
         raise fail(str(exc)) from exc
 

@@ -14,6 +14,7 @@ from probembed.store.embed_job import EmbedReport, embed_to_parquet
 from probembed.store.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
+    NoDatabaseError,
     NotChunkedError,
     PipelineMismatchError,
     ReadOnlyError,
@@ -44,6 +45,7 @@ __all__ = [
     "IndexSettings",
     "IngestError",
     "IngestReport",
+    "NoDatabaseError",
     "NotChunkedError",
     "PipelineInfo",
     "PipelineMismatchError",

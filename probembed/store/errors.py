@@ -19,6 +19,21 @@ class CollectionExistsError(StoreError):
     """A collection created under a name that is already taken."""
 
 
+class NoDatabaseError(StoreError):
+    """A database opened to read where there is none; `told` says how the caller makes one."""
+
+    def __init__(self, where: str, why: str, target: str, remote: bool = False) -> None:
+        self.where, self.why = where, why
+        #: How a command line names this database: a directory, or an object-store URI.
+        self.placeholder = "URI" if remote else "DIR"
+        super().__init__(self.told(f"`Database({target!r}, create=True)`"))
+
+    def told(self, maker: str) -> str:
+        """The message, naming what makes a database in the caller's terms (the CLI's user
+        runs `probembed ingest PATH --db DIR`)."""
+        return f"no database at {self.where}: {self.why} ({maker} makes one)"
+
+
 class NotChunkedError(StoreError):
     """A search by document (group_by_doc) of a collection no chunk was ever written to."""
 

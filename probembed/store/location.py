@@ -30,7 +30,7 @@ import pyarrow.fs as pafs
 
 from probembed import atomic
 from probembed.cache import default_cache_dir
-from probembed.store.errors import StorageUnavailableError, StoreError
+from probembed.store.errors import NoDatabaseError, StorageUnavailableError, StoreError
 
 #: URI schemes LanceDB stores tables under on object storage.
 REMOTE_SCHEMES = ("s3", "gs", "az")
@@ -186,22 +186,15 @@ class Location:
             if not create and self._root != bucket:  # reading: a mistyped prefix is no database
                 found = self._call(lambda: self._fs.get_file_info(self._root), f"read {self.uri}")
                 if found.type == pafs.FileType.NotFound:
-                    raise StoreError(
-                        f"no database at {self.uri}: nothing is stored under that prefix; "
-                        "create it by ingesting documents (`probembed ingest PATH --db URI`)"
-                    )
+                    why = "nothing is stored under that prefix"
+                    raise NoDatabaseError(self.uri, why, self.uri, remote=True)
         elif create:
             _make_directory(cast(Path, self.path))  # local: a Path
         elif cast(Path, self.path).is_file():  # `--db docs.jsonl`: the corpus in its place
-            raise StoreError(
-                f"no database at {self.path}: it is a file; a database is a directory "
-                "(`probembed ingest PATH --db DIR` makes one)"
-            )
+            raise NoDatabaseError(str(self.path), "it is a file; a database is a directory", "DIR")
         elif not cast(Path, self.path).is_dir():
-            raise StoreError(
-                f"no database at {self.path}: the directory does not exist; "
-                "create it by ingesting documents (`probembed ingest PATH --db DIR`)"
-            )
+            where = str(self.path)
+            raise NoDatabaseError(where, "the directory does not exist", where)
 
     def connect(self, consistency: timedelta | None = None) -> Any:
         """The LanceDB connection to this database; with `consistency`, its tables look for a
