@@ -95,8 +95,8 @@ def test_an_unexpected_failure_is_one_line_with_the_exception(saved_pipeline, mo
         (["ingest", "docs"], "probembed ingest interrupted: committed batches are kept; the same "
                              "command resumes"),
         (["embed", "docs", "--out", "vectors"], "probembed embed interrupted: the Parquet files "
-                                                "written so far stay in --out; a new run needs an "
-                                                "empty one"),
+                                                "written so far stay in --out; the same command "
+                                                "resumes"),
         (["encode", "a big cat"], "probembed encode interrupted"),
     ],
 )  # fmt: skip
@@ -345,6 +345,7 @@ def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatc
         (["ingest"], "[default: env PROBEMBED_DB"),
         (["ingest"], "Tokens per chunk, at most [default: 256]"),
         (["ingest"], "[default: 32, or the most under half a smaller size]"),
+        (["embed"], "Tokens per chunk, at most [default: 256]"),
         (["serve"], "File of 'KEY [read,write]' lines [default: env"),
         (["serve"], "[default: one per core, at most 4]"),
     ],
@@ -422,16 +423,20 @@ def test_a_blank_text_or_a_port_out_of_range_is_named_by_its_option():
 
 
 def test_embed_checks_its_input_and_out_before_loading_a_pipeline(tmp_path):
-    """Both were refused only after the pipeline had loaded (about 9 s for the built-in)."""
+    """Both were refused only after the pipeline had loaded (about 9 s for the built-in); so
+    are its chunk options, as ingest's are."""
     used = tmp_path / "used"
     used.mkdir()
     (used / "part.parquet").write_text("x")
     source = tmp_path / "docs.jsonl"
     source.write_text('{"_id": "a", "text": "some text"}\n')
     unloadable = ["--pipeline", str(tmp_path / "no-such-pipeline")]
+    out = ["--out", str(tmp_path / "o")]
     for args, said in (
-        ([str(tmp_path / "nosuch.jsonl"), "--out", str(tmp_path / "o")], "no documents at"),
-        ([str(source), "--out", str(used)], "must be a new or empty directory"),
+        ([str(tmp_path / "nosuch.jsonl"), *out], "no documents at"),
+        ([str(source), "--out", str(used)], "holds 'part.parquet', which probembed embed does not"),
+        ([str(source), *out, "--chunk-tokens", "64"], "--chunk-tokens and --overlap need --chunk"),
+        ([str(source), *out, "--chunk", "--overlap", "500"], "--overlap must be in [0, "),
     ):
         result = runner.invoke(app, ["embed", *args, *unloadable])
         assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output

@@ -117,7 +117,7 @@ def test_every_report_of_a_folder_names_the_files_no_reader_takes(tmp_path, fold
     plain = ingest(folder, db.collection("plain"), pydoc_pipeline)  # the PDF stops nothing
     embedded = embed_to_parquet(folder, tmp_path / "parquet", pydoc_pipeline)
     for report, reads in ((plain, "chunked ingestion (--chunk)"),
-                          (embedded, "`probembed ingest --chunk` (not embed)")):  # fmt: skip
+                          (embedded, "`probembed embed --chunk`")):  # fmt: skip
         assert report.unread == {".csv": 2, ".docx": 1, ".html": 1, ".pdf": 1}  # text files only
         assert f"{reads} also .html, .htm, .pdf)" in report.summary()
     assert chunked.added == 4 and plain.added == embedded.rows == 2

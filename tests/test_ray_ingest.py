@@ -469,3 +469,36 @@ def test_a_request_no_node_can_meet_is_refused_not_waited_for(tmp_path, hash_pip
         said = f"{option[0]} must be a positive"  # the option, not the Python parameter
         assert result.exit_code == 2 and said in result.output, result.output
         assert not (tmp_path / "cli-db").exists()
+
+
+def test_embed_on_ray_writes_chunks_and_metadata_and_resumes_as_a_local_run(
+    tmp_path, pydoc_pipeline, ray_address
+):
+    """`embed --ray --chunk` writes what a local run writes (the chunks, their text and
+    metadata columns, their Gaussians), and a re-run on Ray writes only the missing parts."""
+    from probembed.chunking import ChunkSettings
+    from probembed.store.pydoc_corpus import read_pydoc_topics
+
+    topics = read_pydoc_topics()[:12]
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"_id": r.id, "text": r.text, "n": i, "tag": f"g{i % 3}"}) + "\n"
+            for i, r in enumerate(topics)
+        )
+    )
+    settings = ChunkSettings(48, 8)
+    here = embed_to_parquet(source, tmp_path / "here", pydoc_pipeline, 16, chunking=settings)
+    out = tmp_path / "ray"
+    options = {"use_ray": True, "workers": 2, "chunking": settings}
+    on_ray = embed_to_parquet(source, out, pydoc_pipeline, 16, **options)
+    assert on_ray.rows == here.rows > 3 * 16 and on_ray.files == here.files
+    want = pq.read_table(tmp_path / "here").to_pydict()
+    assert pq.read_table(out).to_pydict() == want
+    assert {"n", "tag", "doc_id", "chunk", "heading"} <= set(want)
+    parts = sorted(out.glob("part-*.parquet"))
+    for part in (parts[0], parts[-1]):  # what a killed job had not written
+        part.unlink()
+    again = embed_to_parquet(source, out, pydoc_pipeline, 16, **options)
+    assert (again.files, again.kept_files) == (2, len(parts) - 2)
+    assert pq.read_table(out).to_pydict() == want

@@ -48,7 +48,7 @@ _COMMAND_LINE = "probembed.command_line"
 #: What a command stopped by Ctrl-C or SIGTERM has kept, said after how it stopped.
 _INTERRUPTED_KEEPS = {
     "ingest": ": committed batches are kept; the same command resumes",
-    "embed": ": the Parquet files written so far stay in --out; a new run needs an empty one",
+    "embed": ": the Parquet files written so far stay in --out; the same command resumes",
 }
 
 

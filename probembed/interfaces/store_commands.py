@@ -31,6 +31,7 @@ from probembed.interfaces.console import (
 from probembed.interfaces.inputs import read_texts
 
 if TYPE_CHECKING:
+    from probembed.chunking import ChunkSettings
     from probembed.store import (
         Collection,
         Database,
@@ -107,6 +108,16 @@ SEARCH_OPTIONS = {
     "without min_p_relevant": "without --min-p-relevant",
     "filter where=": "filter --where ",
 }
+ChunkTokensOption = Annotated[
+    int | None, typer.Option(help="Tokens per chunk, at most \\[default: 256].")
+]
+OverlapOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Tokens a chunk repeats from the last "
+        "\\[default: 32, or the most under half a smaller size]."
+    ),
+]
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
 CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
 GpusOption = Annotated[
@@ -294,16 +305,8 @@ def ingest_command(
             "files; JSONL and BEIR records); a re-run re-embeds only changed documents."
         ),
     ] = False,
-    chunk_tokens: Annotated[
-        int | None, typer.Option(help="Tokens per chunk, at most \\[default: 256].")
-    ] = None,
-    overlap: Annotated[
-        int | None,
-        typer.Option(
-            help="Tokens a chunk repeats from the last "
-            "\\[default: 32, or the most under half a smaller size]."
-        ),
-    ] = None,
+    chunk_tokens: ChunkTokensOption = None,
+    overlap: OverlapOption = None,
     sync: Annotated[
         bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
     ] = False,
@@ -326,7 +329,6 @@ def ingest_command(
     gpus_per_worker: GpusOption = 0.0,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
-    from probembed.chunking import ChunkSettings
     from probembed.store import StoreError
     from probembed.store.chunked import refuse_mixing
     from probembed.store.collection import check_collection_name
@@ -338,16 +340,10 @@ def ingest_command(
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if chunk and upsert:
         raise fail("--upsert is implied by --chunk: changed documents are replaced")
-    if not chunk and (chunk_tokens is not None or overlap is not None):
-        raise fail("--chunk-tokens and --overlap need --chunk: without it documents are whole")
+    settings = chunk_settings(chunk, chunk_tokens, overlap)
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
     try:
-        try:
-            size = ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens
-            settings = ChunkSettings.sized(size, overlap) if chunk else None
-        except ValueError as exc:
-            raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
         check_collection_name(collection)
         where = resolve_db(db)
         made_here = isinstance(where, Path) and not where.exists()
@@ -368,12 +364,7 @@ def ingest_command(
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(lambda: read_checked(path, target, "stop", prefix))
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
-        limit = pipe.max_tokens
-        if settings is not None and limit is not None and (chunk_tokens or 0) > limit:
-            say(  # capped by the library: said, not silent
-                f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
-                f"{pipe.name}'s shortest member reads: chunks are cut at {limit}"
-            )
+        _say_if_capped(chunk_tokens, pipe)
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
@@ -389,6 +380,36 @@ def ingest_command(
     if report.added or report.updated:
         with err.status("building the search graph"):
             target.searcher().warm()
+
+
+def chunk_settings(
+    chunk: bool, chunk_tokens: int | None, overlap: int | None
+) -> ChunkSettings | None:
+    """The chunk settings `--chunk`, `--chunk-tokens` and `--overlap` give (None: no chunking),
+    refused naming the option, before anything is read or a pipeline loads."""
+    from probembed.chunking import ChunkSettings
+
+    if not chunk and (chunk_tokens is not None or overlap is not None):
+        raise fail("--chunk-tokens and --overlap need --chunk: without it documents are whole")
+    if not chunk:
+        return None
+    try:
+        return ChunkSettings.sized(
+            ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens, overlap
+        )
+    except ValueError as exc:
+        raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
+
+
+def _say_if_capped(chunk_tokens: int | None, pipe: Any) -> None:
+    """Say that --chunk-tokens is more than the pipeline reads: the library caps it, and a
+    person should not find out from the chunks."""
+    limit = pipe.max_tokens
+    if chunk_tokens is not None and limit is not None and chunk_tokens > limit:
+        say(
+            f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
+            f"{pipe.name}'s shortest member reads: chunks are cut at {limit}"
+        )
 
 
 def _discard_unmade(database: Database, collection: str, made: Path | str | None) -> None:
@@ -433,35 +454,56 @@ def _own_or_default_pipeline(target: Collection) -> Any:
 
 def embed_command(
     path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
-    out: Annotated[Path, typer.Option(help="New or empty directory for the Parquet files.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Directory for the Parquet files: new, empty, or one an earlier run of the same "
+            "command wrote to, whose parts holding what this run would write are kept."
+        ),
+    ],
     pipeline: Annotated[
         str, typer.Option(help="Built-in name or pipeline directory.")
     ] = SEARCH_PIPELINE,
     on_error: Annotated[
         str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
     ] = "stop",
-    batch_size: Annotated[int, typer.Option(help="Documents per Parquet file.", min=1)] = 512,
+    batch_size: Annotated[
+        int, typer.Option(help="Rows (documents, or chunks) per Parquet file.", min=1)
+    ] = 512,
+    chunk: Annotated[
+        bool,
+        typer.Option(
+            help="Cut documents into chunks every model reads whole, as ingest --chunk cuts "
+            "them (Markdown, HTML, PDF, text files; JSONL and BEIR records): a row per chunk."
+        ),
+    ] = False,
+    chunk_tokens: ChunkTokensOption = None,
+    overlap: OverlapOption = None,
     ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
     address: AddressOption = None,
     workers: WorkersOption = 1,
     cpus_per_worker: CpusOption = 1.0,
     gpus_per_worker: GpusOption = 0.0,
 ) -> None:
-    """Embed documents into Parquet files (id, mean, var, weights) for another vector database."""
+    """Embed documents into Parquet files (id, text, metadata, mean, var, weights, a column per
+    metadata field) for another vector database; a re-run continues what a stopped one wrote."""
     from probembed.store import StoreError
-    from probembed.store.embed_job import check_out, embed_to_parquet, read_input
+    from probembed.store.embed_job import check_out, embed_to_parquet
+    from probembed.store.ingest import read_checked
 
     # what needs no pipeline first: loading one takes seconds
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
+    settings = chunk_settings(chunk, chunk_tokens, overlap)
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
     try:
         check_out(out)
     except StoreError as exc:
         raise fail(str(exc)) from exc
-    if on_error == "stop":
-        _refuse_bad_input(lambda: read_input(path, "stop"))
+    if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
+        _refuse_bad_input(lambda: read_checked(path, None, "stop"))
     pipe = load_pipeline(pipeline)
+    _say_if_capped(chunk_tokens, pipe)
     try:
         report = embed_to_parquet(
             path,
@@ -475,19 +517,15 @@ def embed_command(
             cpus_per_worker,
             gpus_per_worker,
             progress=True,
+            chunking=settings,
         )
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise fail(_told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(report.summary())
-    if pipe.max_tokens is not None:  # as ingest says it: embed does not chunk either
-        _say_what_is_cut(
-            path,
-            pipe,
-            "embed does not chunk: cut them into passages first, or use "
-            "`probembed ingest --chunk`, which does",
-        )
+    if settings is None and pipe.max_tokens is not None:  # chunks are cut to what it reads
+        _say_what_is_cut(path, pipe, "`probembed embed --chunk` splits them into passages")
 
 
 def search_command(

@@ -45,6 +45,7 @@ from probembed.store.formats import (
 )
 from probembed.store.ingest import (
     DEFAULT_BATCH,
+    Checked,
     IngestError,
     IngestReport,
     OnError,
@@ -750,9 +751,9 @@ def write_streamed(
     try:
         if replaced:
             collection.delete(list(replaced))
-        digest, chunks = chunked_digest(file.digest, settings), 0
-        for chunk in stream_chunks(file.segments(), pipeline.count_tokens, settings):
-            (mark if chunk.index == 0 else batch).append(chunk_record(file, chunk, digest))
+        chunks = 0
+        for record in streamed_records(file, pipeline.count_tokens, settings):
+            (mark if record.metadata["chunk"] == 0 else batch).append(record)
             chunks += 1
             if len(batch) == batch_size:
                 flush(batch)
@@ -766,3 +767,42 @@ def write_streamed(
         raise
     finish(collection, pipeline, compact=False)
     return written
+
+
+def streamed_records(
+    file: StreamedFile, count: Callable, settings: ChunkSettings
+) -> Iterator[Record]:
+    """A large file's chunks as the records stored for them, read as a stream; chunk 0 still
+    without its chunk count (`counted`), which only the end of the file gives."""
+    digest = chunked_digest(file.digest, settings)
+    for chunk in stream_chunks(file.segments(), count, settings):
+        yield chunk_record(file, chunk, digest)
+
+
+def chunked_input(
+    source: str | Path, count: Callable, settings: ChunkSettings, stream_bytes: int = STREAM_BYTES
+) -> Checked:
+    """The chunks `ingest_documents` would write of a source into an empty collection, in
+    document order, checked as it checks them (one problem per document, and none of a
+    refused document's chunks kept): for a job that writes files, not a collection
+    (`embed_job`). Files over `stream_bytes` are chunked as streams, and the chunks held."""
+    report = DocumentReport(str(source))
+    plan = _plan(read_documents(source, stream_bytes), {}, {}, count, settings, report)
+    planned = [*plan.records, *plan.marks]
+    for file in plan.streamed:
+        try:
+            records = list(streamed_records(file, count, settings))
+        except UnreadableError as exc:
+            report.problems.append(exc.problem)
+            continue
+        planned += [counted(records[0], len(records)), *records[1:]] if records else []
+    good, bad, columns = check_records(planned, {})
+    passed = {r.id for r in good}
+    refused = {r.metadata["doc_id"] for r in planned if r.id not in passed}
+    place = {doc: i for i, doc in enumerate(plan.seen)}
+    kept = sorted(
+        (r for r in good if r.metadata["doc_id"] not in refused),
+        key=lambda r: (place[r.metadata["doc_id"]], r.metadata["chunk"]),
+    )
+    problems = report.problems + per_document(planned, good, bad, list(plan.seen))
+    return Checked(kept, problems, columns)

@@ -1,62 +1,106 @@
 """Gaussians for another vector database: a corpus embedded into Parquet files, one per batch.
 
-The input is read and checked as ingest reads it (`probembed.store.ingest.read_checked`), so
-with `on_error="stop"` a bad line writes nothing. Each batch becomes one file
-`part-<first row>.parquet` with columns id, mean, var, weights in the collections' own types
-(float32 fixed-size lists) and the collections' pipeline header in the schema metadata; each is
-written to a temporary name and renamed into place, so a killed job leaves whole files only.
-The embedding runs here, or on Ray actors (`probembed.store.ray_ingest.embed_on_ray`).
+The input is read and checked as ingest reads it (`probembed.store.ingest.read_checked`; with
+chunking, cut and checked as chunked ingest cuts it, `probembed.store.chunked.chunked_input`),
+so with `on_error="stop"` a bad line writes nothing. Each batch becomes one file
+`part-<first row>.parquet` with a collection's columns in its types (id, text, the metadata
+JSON, float32 fixed-size lists mean, var and weights, a column per scalar metadata field,
+its type decided over the whole input) and the collections' pipeline header in the schema
+metadata, with the part's rows and a digest of their ids, texts and metadata; each is written
+to a temporary name and renamed into place, so a killed job leaves whole files only, and a
+re-run keeps the parts that hold what it would write and writes the others. The embedding
+runs here, or on Ray actors (`probembed.store.ray_ingest.embed_on_ray`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probembed import atomic
+from probembed.chunking import ChunkSettings
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
+from probembed.store.chunked import chunked_input
 from probembed.store.errors import StoreError
-from probembed.store.ingest import DEFAULT_BATCH, OnError, read_checked, validate_options
+from probembed.store.ingest import (
+    DEFAULT_BATCH,
+    IngestError,
+    OnError,
+    read_checked,
+    validate_options,
+)
 from probembed.store.readers import (
+    READERS,
     TEXT_SUFFIXES,
     Problem,
     Record,
     Unread,
-    read_records,
     unread_files,
     unread_note,
 )
-from probembed.store.rows import Batch, PipelineInfo, table_schema, to_arrow
+from probembed.store.rows import (
+    NOT_A_COLUMN,
+    SCHEMA_KEY,
+    WRITE_TAG,
+    Batch,
+    PipelineInfo,
+    metadata_json,
+    read_header,
+    table_schema,
+    to_arrow,
+)
 
-#: The columns written: what a vector database needs of each row.
-COLUMNS = ("id", "mean", "var", "weights")
+#: The columns every part has, before one per scalar metadata field.
+COLUMNS = ("id", "text", "metadata", "mean", "var", "weights")
+_PART = re.compile(r"part-(\d{9,})\.parquet")
+
+
+def part_name(first: int) -> str:
+    """The file of the part whose rows start at `first`."""
+    return f"part-{first:09d}.parquet"
 
 
 @dataclass
 class EmbedReport:
-    """What an embedding job wrote, and the input it skipped."""
+    """What an embedding job wrote, what it kept of an earlier run, and the input it skipped."""
 
     source: str
     out: Path
     rows: int = 0
     files: int = 0
+    #: Parts an earlier run of the same job wrote, kept as they are, and their rows.
+    kept_files: int = 0
+    kept_rows: int = 0
+    #: With chunking: the documents the rows are chunks of.
+    documents: int | None = None
     problems: list[Problem] = field(default_factory=list)
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
     unread: Unread = field(default_factory=Unread)
+    #: The suffixes this run read in a folder.
+    reads: tuple[str, ...] = TEXT_SUFFIXES
 
     def summary(self) -> str:
         """One line for a person."""
+        of = f" (chunks of {self.documents} document(s))" if self.documents is not None else ""
+        kept = (
+            f", kept {self.kept_files} file(s) ({self.kept_rows} rows) an earlier run wrote"
+            if self.kept_files
+            else ""
+        )
         return (
-            f"{self.source}: wrote {self.rows} Gaussians in {self.files} Parquet file(s) to "
-            f"{self.out}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread, TEXT_SUFFIXES, '`probembed ingest --chunk` (not embed)')}"
+            f"{self.source}: wrote {self.rows} Gaussians{of} in {self.files} Parquet file(s) "
+            f"to {self.out}{kept}, skipped {len(self.problems)} bad item(s)"
+            f"{unread_note(self.unread, self.reads, '`probembed embed --chunk`')}"
         )
 
 
@@ -72,11 +116,16 @@ def embed_to_parquet(
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
     progress: bool = False,
+    chunking: ChunkSettings | None = None,
 ) -> EmbedReport:
-    """Embed a JSONL file, BEIR folder or text folder into Parquet files under `out`.
+    """Embed a JSONL file, BEIR folder or text folder into Parquet files under `out`; with
+    `chunking`, documents (Markdown, HTML, PDF, text files, records) as the chunks chunked
+    ingest would store, ids `DOC#i`.
 
-    `out` must be absent or empty: files of two runs (or two pipelines) never mix. With
-    `use_ray`, `workers` actors embed, each reserving `cpus_per_worker` and `gpus_per_worker`.
+    A re-run into the same `out` keeps the parts an earlier run of the same input, pipeline
+    and batch size wrote, and writes the others; a part of anything else is refused
+    (`kept_parts`), as is any other file. With `use_ray`, `workers` actors embed, each
+    reserving `cpus_per_worker` and `gpus_per_worker`.
     """
     validate_options(batch_size, on_error)
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):  # s3://..., which Path would mangle
@@ -91,73 +140,215 @@ def embed_to_parquet(
         validate_workers(workers, cpus_per_worker, gpus_per_worker)
         on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
     out = Path(out)
-    records, problems = read_input(source, on_error)
-    _prepare_out(out)
+    check_out(out)
+    if chunking is None:
+        records, problems, columns = read_checked(source, None, on_error)
+    else:
+        settings = chunking.capped(pipeline.max_tokens)
+        records, problems, columns = chunked_input(source, pipeline.count_tokens, settings)
+        if problems and on_error == "stop":
+            raise IngestError(problems)
+    info = PipelineInfo.of(pipeline)
+    kept = kept_parts(out, records, batch_size, info, columns)
+    _make_out(out)
     report = EmbedReport(
         str(source),
         out,
+        kept_files=len(kept),
+        kept_rows=sum(kept.values()),
         problems=problems,
-        unread=unread_files(source, TEXT_SUFFIXES),
+        reads=TEXT_SUFFIXES if chunking is None else tuple(READERS),
     )
-    info = PipelineInfo.of(pipeline)
-    with progress_bar(f"embed {Path(source).name}", len(records), progress) as bar:
-        for index, fused in _embedded(records, pipeline, batch_size, on_ray):
-            _write_part(out, [records[i] for i in index], int(index.min()), fused, info)
+    report.unread = unread_files(source, report.reads)
+    if chunking is not None:
+        report.documents = len({r.metadata["doc_id"] for r in records})
+    todo = [first for first in range(0, len(records), batch_size) if first not in kept]
+    texts = [r.text for r in records]
+    with progress_bar(
+        f"embed {Path(source).name}", len(records) - report.kept_rows, progress
+    ) as bar:
+        for index, fused in _embedded(texts, todo, pipeline, batch_size, on_ray):
+            _write_part(out, [records[i] for i in index], int(index.min()), fused, info, columns)
             report.rows += len(index)
             report.files += 1
             bar.advance(len(index))
     return report
 
 
-def read_input(source: str | Path, on_error: OnError) -> tuple[list[Record], list[Problem]]:
-    """The input read and checked as the files keep it, which needs no model (a caller can
-    refuse bad input before it loads one); under on_error="stop" a problem raises."""
-    # the files hold no metadata: its types and values are no reason to refuse a document
-    items = (i if isinstance(i, Problem) else replace(i, metadata={}) for i in read_records(source))
-    records, problems, _ = read_checked(items, None, on_error)
-    return records, problems
-
-
 def _embedded(
-    records: Sequence[Record],
+    texts: Sequence[str],
+    starts: Sequence[int],
     pipeline: Any,
     batch_size: int,
     on_ray: tuple[int, str | None, float, float] | None,
 ) -> Iterator[tuple[np.ndarray, Fused]]:
-    """(row positions, their Gaussians) per batch: encoded here, or by Ray actors given
-    (workers, address, cpus_per_worker, gpus_per_worker)."""
-    texts = [r.text for r in records]
+    """(row positions, their Gaussians) per batch of those starting at `starts`: encoded
+    here, or by Ray actors given (workers, address, cpus_per_worker, gpus_per_worker)."""
+    if not starts:  # everything kept: no Ray to start
+        return
     if on_ray is None:
-        for start in range(0, len(texts), batch_size):
+        for start in starts:
             index = np.arange(start, min(start + batch_size, len(texts)))
-            yield index, pipeline.encode(texts[start : start + batch_size])
+            yield index, pipeline.encode(list(texts[start : start + batch_size]))
         return
     from probembed.store.ray_ingest import embed_on_ray, ray_session
 
     workers, address, cpus, gpus = on_ray
     with ray_session(address):
-        yield from embed_on_ray(texts, pipeline, batch_size, workers, cpus, gpus)
+        yield from embed_on_ray(texts, pipeline, batch_size, workers, cpus, gpus, starts)
 
 
 def _write_part(
-    out: Path, chunk: list[Record], first: int, fused: Fused, info: PipelineInfo
+    out: Path,
+    chunk: list[Record],
+    first: int,
+    fused: Fused,
+    info: PipelineInfo,
+    columns: Mapping[str, pa.DataType],
 ) -> None:
-    """One batch as one Parquet file, renamed into place whole."""
-    batch = Batch([r.id for r in chunk], [r.text for r in chunk], [{}] * len(chunk), fused, info)
-    table = to_arrow(batch, table_schema(batch, compact=False)).select(list(COLUMNS))
-    with atomic.replacing(out / f"part-{first:09d}.parquet") as tmp:
-        pq.write_table(table, tmp)
+    """One batch as one Parquet file, renamed into place whole; its header says which rows of
+    the input it holds, so a re-run can tell it is its own."""
+    texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
+    batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns)
+    schema = table_schema(batch, compact=False)
+    header = read_header(schema) or {}
+    header["part"] = {"first": first, "rows": len(chunk), "digest": rows_digest(chunk)}
+    schema = schema.remove(schema.get_field_index(WRITE_TAG))  # a collection's own
+    schema = schema.with_metadata({SCHEMA_KEY: json.dumps(header).encode()})
+    with atomic.replacing(out / part_name(first)) as tmp:
+        pq.write_table(to_arrow(batch, schema), tmp)
+
+
+def rows_digest(rows: Sequence[Record]) -> str:
+    """SHA-256 of rows' ids, texts and metadata: what a part holds, beyond its ids."""
+    digest = hashlib.sha256()
+    for r in rows:
+        row = [r.id, r.text, metadata_json(r.id, r.metadata)]
+        digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def kept_parts(
+    out: Path,
+    records: Sequence[Record],
+    batch_size: int,
+    info: PipelineInfo,
+    columns: Mapping[str, pa.DataType],
+) -> dict[int, int]:
+    """The parts in `out` an earlier run of this very job wrote (first row -> rows), read by
+    their schema and id column only: written by the same pipeline, holding the ids of the
+    rows this run would write there, with the same texts and metadata (the header's digest)
+    and metadata columns. Any other part is refused, naming it and what differs: files of two
+    runs never mix."""
+    kept: dict[int, int] = {}
+    if not out.is_dir():
+        return kept
+    for path in sorted(out.iterdir()):
+        first = _first_row(path.name)
+        if first is None:  # hidden: a temporary file of a killed run, which no reader reads
+            continue
+        rows = records[first : first + batch_size]
+        why = _difference(path, first, rows, batch_size, len(records), info, columns)
+        if why is not None:
+            raise StoreError(
+                f"--out {out} holds {path.name}, which is not a part of this run: it {why}. "
+                "Files of two runs are not mixed: give an empty --out, or delete that run's "
+                "files from it"
+            )
+        kept[first] = len(rows)
+    return kept
+
+
+def _difference(
+    path: Path,
+    first: int,
+    rows: Sequence[Record],
+    batch_size: int,
+    total: int,
+    info: PipelineInfo,
+    columns: Mapping[str, pa.DataType],
+) -> str | None:
+    """What makes a part in `out` another run's than this one (None: it is this one's)."""
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        return f"is no Parquet file pyarrow can read ({exc})"
+    header = read_header(schema) or {}
+    part = header.get("part")
+    if not isinstance(part, dict):
+        return "records no rows of an input (not written by this version of probembed embed)"
+    theirs = header["pipeline"]
+    if theirs["fingerprint"] != info.fingerprint:
+        return (
+            f"was written by pipeline {theirs['name']!r} (fingerprint "
+            f"{theirs['fingerprint'][:12]}), this run embeds with {info.name!r} "
+            f"({info.fingerprint[:12]})"
+        )
+    if first % batch_size or first >= total:
+        return (
+            f"holds rows from {first}, where no part of this run starts: this input has "
+            f"{total} rows in parts of {batch_size} (another input, or another --batch-size)"
+        )
+    ids = pq.read_table(path, columns=["id"]).column("id").to_pylist()
+    want = [r.id for r in rows]
+    if ids != want:
+        at = next((i for i, (a, b) in enumerate(zip(ids, want, strict=False)) if a != b), None)
+        if at is None:
+            return (
+                f"holds {len(ids)} rows where this run's part from row {first} holds "
+                f"{len(want)} (another input, or another --batch-size)"
+            )
+        return (
+            f"holds id {ids[at]!r} where row {first + at} of this input is {want[at]!r} "
+            "(another input, or other --batch-size or --chunk settings)"
+        )
+    if part.get("digest") != rows_digest(rows):
+        return (
+            f"holds the ids of rows {first} to {first + len(rows) - 1} of this input with "
+            "other texts or metadata (the input changed since it was written)"
+        )
+    have = {f.name: str(f.type) for f in schema if f.name not in COLUMNS}
+    given = {name: str(kind) for name, kind in columns.items() if kind != NOT_A_COLUMN}
+    if have != given:
+        return (
+            f"has the metadata columns {have} where this input gives {given} (the input "
+            "changed since it was written)"
+        )
+    return None
+
+
+def _first_row(name: str) -> int | None:
+    """The first row of a part by its file name, or None for a name no part has."""
+    match = _PART.fullmatch(name)
+    if match is None or part_name(int(match[1])) != name:
+        return None
+    return int(match[1])
 
 
 def check_out(out: Path) -> None:
-    """Refuse an output that is a file or a directory that already holds anything."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise StoreError(f"--out {out} must be a new or empty directory")
+    """Refuse an output that is a file, or a directory holding anything but parts (a re-run
+    checks which it keeps) and hidden files: a reader takes every other file in it for a
+    part of the table."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise StoreError(f"--out {out} is a file: give a new or empty directory")
+    others = sorted(
+        p.name
+        for p in out.iterdir()
+        if not p.name.startswith(".") and (_first_row(p.name) is None or not p.is_file())
+    )
+    if others:
+        more = f" and {len(others) - 1} more" if others[1:] else ""
+        raise StoreError(
+            f"--out {out} holds {others[0]!r}{more}, which probembed embed does not write: "
+            "give a new or empty directory (or one only an earlier run of this job wrote to, "
+            "which a re-run continues)"
+        )
 
 
-def _prepare_out(out: Path) -> None:
-    """Create the output directory, refusing one that already holds anything."""
-    check_out(out)
+def _make_out(out: Path) -> None:
+    """Create the output directory (and its parents)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

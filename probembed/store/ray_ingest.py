@@ -295,21 +295,22 @@ def embed_on_ray(
     workers: int = 1,
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
+    starts: Sequence[int] | None = None,
 ) -> Iterator[tuple[np.ndarray, Fused]]:
     """(positions in `texts`, their Gaussians) per batch of `batch_size`: first the batches the
     pipeline's embedding cache holds whole, then the others in the order Ray finishes them.
 
     Needs a Ray session (`ray_session`). Actors get only what the cache lacks, one batch per
-    call, and the driver stores what they return in the cache.
+    call, and the driver stores what they return in the cache. `starts`: the batches to
+    embed, by their first position (a resumed `embed_job` has written the others).
     """
     import ray.data
 
-    if not texts:
+    starts = range(0, len(texts), batch_size) if starts is None else starts
+    if not starts:
         return
     check_fits(cpus_per_worker, gpus_per_worker)
-    batches = {
-        start: list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)
-    }
+    batches = {start: list(texts[start : start + batch_size]) for start in starts}
     lacking: dict[int, np.ndarray] = {}  # batch start -> (texts, members): what the cache lacks
     for start, chunk in batches.items():
         lookups = pipeline.lookup(chunk)
