@@ -15,7 +15,7 @@ from probembed.chunking import ChunkSettings
 from probembed.gaussian import Gaussian
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
-from probembed.store.embed_job import embed_to_parquet
+from probembed.store.embed_job import COLUMNS, embed_to_parquet
 from probembed.store.rows import read_header
 
 #: Small chunks, so a short document has several.
@@ -109,26 +109,44 @@ def test_embed_writes_text_and_metadata_as_a_collection_stores_them(tmp_path, ha
     }
 
 
-def test_embed_refuses_a_metadata_type_clash_as_ingest_does(tmp_path, hash_pipeline):
-    """embed dropped metadata, so a clash refused nothing; it now refuses what ingest refuses,
-    with ingest's words, and --on-error skip leaves out the item that clashes."""
+def test_embed_keeps_a_field_whose_types_clash_in_the_metadata_json_only(tmp_path, hash_pipeline):
+    """embed wrote no metadata, so records whose fields clash in type exported; refusing them
+    (as ingest does) broke such exports. The field gets no column, keeps its values in the
+    metadata JSON (as a field a collection cannot make a column of), and a warning names it
+    and its two types; the fields that do not clash are columns as before."""
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text('{"_id": "a", "text": "a cat", "year": 2001}\n'
-                     '{"_id": "b", "text": "a dog", "year": "unknown"}\n'
-                     '{"_id": "c", "text": "a cow", "year": 2002}\n')  # fmt: skip
+    mixed.write_text('{"_id": "a", "text": "a cat", "year": 2001, "lang": "en"}\n'
+                     '{"_id": "b", "text": "a dog", "year": "unknown", "lang": "fr"}\n'
+                     '{"_id": "c", "text": "a cow", "year": 2002, "n": 1}\n'
+                     '{"_id": "d", "text": "a hen", "n": [1, 2]}\n')  # fmt: skip
     collection = Database(tmp_path / "db", create=True).collection("c")
-    with pytest.raises(IngestError) as refused_by_ingest:
-        ingest(mixed, collection, hash_pipeline)
-    with pytest.raises(IngestError) as refused:
-        embed_to_parquet(mixed, tmp_path / "out", hash_pipeline)
-    assert str(refused.value) == str(refused_by_ingest.value)
-    assert "metadata field 'year' = 'unknown' is a str" in str(refused.value)
-    assert not (tmp_path / "out").exists()
-    report = embed_to_parquet(mixed, tmp_path / "out", hash_pipeline, on_error="skip")
-    assert report.rows == 2 and [p.source for p in report.problems] == [f"{mixed}:2"]
+    with pytest.raises(IngestError, match="metadata field 'year' = 'unknown' is a str"):
+        ingest(mixed, collection, hash_pipeline)  # a collection still refuses it
+    with pytest.warns(UserWarning) as warned:
+        report = embed_to_parquet(mixed, tmp_path / "out", hash_pipeline, batch_size=2)
+    said = sorted(str(w.message) for w in warned)
+    assert len(said) == 2, said
+    assert said[0].startswith("metadata field 'n' holds int64 and list values")
+    assert said[1].startswith("metadata field 'year' holds int64 and string values")
+    assert "only its place in the `metadata` JSON column" in said[1]
+    assert report.json_only == {"n": ("int64", "list"), "year": ("int64", "string")}
+    assert (report.rows, report.problems) == (4, [])
     table = ds.dataset(tmp_path / "out").to_table()
-    assert table.column("id").to_pylist() == ["a", "c"]
-    assert table.column("year").to_pylist() == [2001, 2002]
+    assert table.column_names == [*COLUMNS, "lang"]
+    assert table.column("id").to_pylist() == ["a", "b", "c", "d"]
+    assert table.column("lang").to_pylist() == ["en", "fr", None, None]
+    years = [json.loads(m).get("year") for m in table.column("metadata").to_pylist()]
+    assert years == [2001, "unknown", 2002, None]
+    with pytest.warns(UserWarning, match="'year' holds int64 and string"):
+        again = embed_to_parquet(mixed, tmp_path / "out", hash_pipeline, batch_size=2)
+    assert (again.kept_files, again.files) == (2, 0)  # a re-run keeps both parts
+    result = CliRunner().invoke(
+        app,
+        ["embed", str(mixed), "--out", str(tmp_path / "cli"), "--pipeline",
+         str(hash_pipeline.save(tmp_path / "pipeline"))],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: metadata field 'year' holds int64 and string values" in result.output
 
 
 def test_embed_refuses_an_object_store_out_and_makes_no_local_folder_of_it(

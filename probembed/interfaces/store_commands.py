@@ -501,7 +501,7 @@ def embed_command(
     except StoreError as exc:
         raise fail(str(exc)) from exc
     if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
-        _refuse_bad_input(lambda: read_checked(path, None, "stop"))
+        _refuse_bad_input(lambda: read_checked(path, None, "stop", clashes={}))
     pipe = load_pipeline(pipeline)
     _say_if_capped(chunk_tokens, pipe)
     try:

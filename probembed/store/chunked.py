@@ -70,7 +70,7 @@ from probembed.store.readers import (
     unread_note,
     walk_folder,
 )
-from probembed.store.rows import PipelineInfo
+from probembed.store.rows import Clashes, PipelineInfo
 from probembed.store.streamed import (
     STREAM_BYTES,
     STREAMED,
@@ -780,12 +780,18 @@ def streamed_records(
 
 
 def chunked_input(
-    source: str | Path, count: Callable, settings: ChunkSettings, stream_bytes: int = STREAM_BYTES
+    source: str | Path,
+    count: Callable,
+    settings: ChunkSettings,
+    stream_bytes: int = STREAM_BYTES,
+    clashes: Clashes | None = None,
 ) -> Checked:
     """The chunks `ingest_documents` would write of a source into an empty collection, in
     document order, checked as it checks them (one problem per document, and none of a
     refused document's chunks kept): for a job that writes files, not a collection
-    (`embed_job`). Files over `stream_bytes` are chunked as streams, and the chunks held."""
+    (`embed_job`). Files over `stream_bytes` are chunked as streams, and the chunks held.
+    Given `clashes`, a metadata type clash keeps the field out of the columns and names it
+    there, not a problem (`promote_metadata`)."""
     report = DocumentReport(str(source))
     plan = _plan(read_documents(source, stream_bytes), {}, {}, count, settings, report)
     planned = [*plan.records, *plan.marks]
@@ -796,7 +802,7 @@ def chunked_input(
             report.problems.append(exc.problem)
             continue
         planned += [counted(records[0], len(records)), *records[1:]] if records else []
-    good, bad, columns = check_records(planned, {})
+    good, bad, columns = check_records(planned, {}, clashes)
     passed = {r.id for r in good}
     refused = {r.metadata["doc_id"] for r in planned if r.id not in passed}
     place = {doc: i for i, doc in enumerate(plan.seen)}

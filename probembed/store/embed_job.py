@@ -5,11 +5,13 @@ chunking, cut and checked as chunked ingest cuts it, `probembed.store.chunked.ch
 so with `on_error="stop"` a bad line writes nothing. Each batch becomes one file
 `part-<first row>.parquet` with a collection's columns in its types (id, text, the metadata
 JSON, float32 fixed-size lists mean, var and weights, a column per scalar metadata field,
-its type decided over the whole input) and the collections' pipeline header in the schema
-metadata, with the part's rows and a digest of their ids, texts and metadata; each is written
-to a temporary name and renamed into place, so a killed job leaves whole files only, and a
-re-run keeps the parts that hold what it would write and writes the others. The embedding
-runs here, or on Ray actors (`probembed.store.ray_ingest.embed_on_ray`).
+its type decided over the whole input; a field whose values clash in type between records,
+which a collection refuses, has no column, only its place in the JSON, and a warning) and
+the collections' pipeline header in the schema metadata, with the part's rows and a digest
+of their ids, texts and metadata; each is written to a temporary name and renamed into place,
+so a killed job leaves whole files only, and a re-run keeps the parts that hold what it would
+write and writes the others. The embedding runs here, or on Ray actors
+(`probembed.store.ray_ingest.embed_on_ray`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +56,7 @@ from probembed.store.rows import (
     SCHEMA_KEY,
     WRITE_TAG,
     Batch,
+    Clashes,
     PipelineInfo,
     metadata_json,
     read_header,
@@ -88,6 +92,9 @@ class EmbedReport:
     unread: Unread = field(default_factory=Unread)
     #: The suffixes this run read in a folder.
     reads: tuple[str, ...] = TEXT_SUFFIXES
+    #: Metadata fields whose values clash in type between records (field -> the type it had,
+    #: the type that clashed): in the metadata JSON column only, no column of their own.
+    json_only: Clashes = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for a person."""
@@ -141,13 +148,17 @@ def embed_to_parquet(
         on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
     out = Path(out)
     check_out(out)
+    clashes: Clashes = {}
     if chunking is None:
-        records, problems, columns = read_checked(source, None, on_error)
+        records, problems, columns = read_checked(source, None, on_error, clashes=clashes)
     else:
         settings = chunking.capped(pipeline.max_tokens)
-        records, problems, columns = chunked_input(source, pipeline.count_tokens, settings)
+        records, problems, columns = chunked_input(
+            source, pipeline.count_tokens, settings, clashes=clashes
+        )
         if problems and on_error == "stop":
             raise IngestError(problems)
+    warn_json_only(clashes)
     info = PipelineInfo.of(pipeline)
     kept = kept_parts(out, records, batch_size, info, columns)
     _make_out(out)
@@ -158,6 +169,7 @@ def embed_to_parquet(
         kept_rows=sum(kept.values()),
         problems=problems,
         reads=TEXT_SUFFIXES if chunking is None else tuple(READERS),
+        json_only=clashes,
     )
     report.unread = unread_files(source, report.reads)
     if chunking is not None:
@@ -173,6 +185,18 @@ def embed_to_parquet(
             report.files += 1
             bar.advance(len(index))
     return report
+
+
+def warn_json_only(clashes: Clashes) -> None:
+    """One warning per metadata field kept out of the columns for a type clash: a collection
+    refuses such input, an export (which once wrote no metadata at all) keeps every record."""
+    for name, (had, then) in clashes.items():
+        warnings.warn(
+            f"metadata field {name!r} holds {had} and {then} values: it has no column of its "
+            "own in the Parquet files, only its place in the `metadata` JSON column",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _embedded(

@@ -36,6 +36,7 @@ from probembed.store.readers import (
 from probembed.store.rows import (
     MAX_METADATA_DEPTH,
     Batch,
+    Clashes,
     PipelineInfo,
     metadata_json,
     nests_too_deep,
@@ -214,13 +215,16 @@ def read_checked(
     collection: Collection | None,
     on_error: OnError,
     prefix: str = "",
+    clashes: Clashes | None = None,
 ) -> Checked:
     """The whole input read, its ids put under `prefix`, and checked against the collection's
     metadata columns (None: against none): this needs no model, so a caller can refuse bad
-    input before it loads one. Under on_error="stop" any problem raises `IngestError`."""
+    input before it loads one. Under on_error="stop" any problem raises `IngestError`.
+    Given `clashes`, a metadata type clash keeps the field out of the columns and names it
+    there, not a problem (`promote_metadata`)."""
     read = read_records(source) if isinstance(source, (str, Path)) else _given(source)
     items = [under_prefix(item, prefix) for item in read]
-    checked = check_records(items, columns_to_check(collection, items))
+    checked = check_records(items, columns_to_check(collection, items), clashes)
     if checked.problems and on_error == "stop":
         raise IngestError(checked.problems)
     return checked
@@ -382,14 +386,21 @@ class Checked(NamedTuple):
     columns: dict[str, pa.DataType]
 
 
-def check_records(items: Iterable[Record | Problem], columns: dict[str, pa.DataType]) -> Checked:
-    """Split input into good records and problems: duplicates, empty texts, type clashes."""
+def check_records(
+    items: Iterable[Record | Problem],
+    columns: dict[str, pa.DataType],
+    clashes: Clashes | None = None,
+) -> Checked:
+    """Split input into good records and problems: duplicates, empty texts, type clashes
+    (given `clashes`, a field that clashes is kept out of the columns: `promote_metadata`)."""
     records: list[Record] = []
     problems: list[Problem] = []
     first_seen: dict[str, str] = {}
     types = dict(columns)
     for item in items:
-        problem = item if isinstance(item, Problem) else _check(item, first_seen, types, columns)
+        problem = (
+            item if isinstance(item, Problem) else _check(item, first_seen, types, columns, clashes)
+        )
         if problem is None:
             record = cast(Record, item)  # no Problem: a Problem is its own problem
             first_seen[record.id] = record.source
@@ -400,7 +411,11 @@ def check_records(items: Iterable[Record | Problem], columns: dict[str, pa.DataT
 
 
 def _check(
-    record: Record, first_seen: dict[str, str], types: dict[str, Any], stored: Container[str]
+    record: Record,
+    first_seen: dict[str, str],
+    types: dict[str, Any],
+    stored: Container[str],
+    clashes: Clashes | None = None,
 ) -> Problem | None:
     """The problem with one record, or None."""
     where = record.source or f"id {record.id!r}"
@@ -429,7 +444,7 @@ def _check(
     trial = dict(types)
     try:
         metadata_json(record.id, record.metadata)  # stored as JSON: refuse what JSON cannot hold
-        promote_metadata(record.id, record.metadata, trial, stored)
+        promote_metadata(record.id, record.metadata, trial, stored, clashes)
     except StoreError as exc:
         return Problem(where, str(exc))
     types.update(trial)

@@ -197,24 +197,42 @@ def column_name(key: object) -> bool:
     return isinstance(key, str) and key not in CORE_COLUMNS and bool(_METADATA_COLUMN.match(key))
 
 
+#: Per metadata field kept out of the columns for a clash (`promote_metadata(clashes=)`): the
+#: type the field had and the one that clashed with it, as words ("int64", "string", "list").
+Clashes = dict[str, tuple[str, str]]
+
+
 def promote_metadata(
     doc_id: str,
     metadata: Mapping[str, Any],
     types: dict[str, pa.DataType],
     stored: Container[str],
+    clashes: Clashes | None = None,
 ) -> None:
     """Add the column types this item's scalar fields need to `types`, or fail on a clash
     (with the collection's, for a field in `stored`; else with an earlier item's). A field
     earlier items of the write gave whole numbers becomes a float column at a fraction (10
-    then 9.99, as a price); a stored integer column cannot widen, so there it is refused."""
+    then 9.99, as a price); a stored integer column cannot widen, so there it is refused.
+    Given `clashes` (a job that writes files, not a collection: `embed_job`), a field not in
+    `stored` that clashes is kept out of the columns instead, in the metadata JSON only, as
+    a field whose first value is a list is, and named in `clashes` with its two types."""
     columns = sum(t != NOT_A_COLUMN for t in types.values())
+
+    def json_only(key: str, have: pa.DataType, kind: str) -> bool:
+        """Whether a clash is taken by keeping the field out of the columns (not raised)."""
+        if clashes is None or key in stored:
+            return False
+        types[key] = NOT_A_COLUMN
+        clashes.setdefault(key, (str(have), kind))
+        return True
+
     for key, value in metadata.items():
         if value is None or not column_name(key):
             continue
         kind = _ARROW_TYPES.get(type(value))
         if kind is None:  # a list or a dict: JSON only, unless the field is a column already
             have = types.setdefault(key, NOT_A_COLUMN)
-            if have != NOT_A_COLUMN:
+            if have != NOT_A_COLUMN and not json_only(key, have, type(value).__name__):
                 raise _clash(doc_id, key, value, have, key in stored)
             continue
         if types.get(key) == NOT_A_COLUMN:
@@ -225,6 +243,8 @@ def promote_metadata(
                 continue
             columns += 1
         if kind == pa.int64() and not _INT64_MIN <= value <= _INT64_MAX:
+            if json_only(key, types.get(key, kind), "an integer over 64 bits"):
+                continue
             raise StoreError(
                 f"item {doc_id!r}: metadata field {key!r} = {value} does not fit a 64-bit "
                 "integer column; store it as a string"
@@ -233,6 +253,8 @@ def promote_metadata(
         if (have, kind) == (pa.int64(), pa.float64()) and key not in stored:
             types[key] = kind
         elif have != kind and not (have == pa.float64() and kind == pa.int64()):
+            if json_only(key, have, str(kind)):
+                continue
             hint = (
                 f" (a stored column of whole numbers cannot widen: write {key!r} as a float, "
                 "e.g. 4.0, from a collection's first write where it can hold fractions)"
