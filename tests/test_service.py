@@ -34,10 +34,12 @@ import pytest
 from fastapi.testclient import TestClient
 from service_support import Server
 from starlette.requests import Request
+from typer.testing import CliRunner
 
 from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
 from probembed.fusion import Fused
+from probembed.interfaces.cli import app as cli_app
 from probembed.service import ServiceSettings, schemas
 from probembed.service import app as app_module
 from probembed.service.app import (
@@ -882,6 +884,54 @@ def test_a_markdown_document_is_titled_and_sectioned_as_the_cli_reads_its_file(
     memo = [h["metadata"] for h in hits if h["id"].startswith("memo#")]
     assert memo and all("title" not in m and m["heading"] == "" for m in memo)
     assert served["asked#0"] == ("Manual", "Manual")
+
+
+def test_a_record_hashes_the_same_through_the_cli_and_the_service(
+    server, pydoc_pipeline_dir, tmp_path
+):
+    """The service read a document whose id ends in .md as Markdown, `probembed ingest --chunk`
+    read the same JSONL record as plain text, and the reading is in the hash: a record written
+    through one and then the other was re-embedded at every switch. Both read it by its id."""
+    texts = {
+        "guide.md": "---\ntitle: The Guide\n---\n\n" + MANUAL.strip(),
+        "notes.markdown": MANUAL.strip(),
+        "memo": MANUAL.strip(),  # no Markdown id: plain through both
+    }
+    source = tmp_path / "records.jsonl"
+    source.write_text(
+        "".join(json.dumps({"_id": i, "text": t, "lang": "en"}) + "\n" for i, t in texts.items())
+    )
+    documents = [{"id": i, "text": t, "metadata": {"lang": "en"}} for i, t in texts.items()]
+    body = {"documents": documents, "chunk": {"max_tokens": 48, "overlap_tokens": 8}}
+
+    def cli_ingest(name: str) -> str:
+        args = ["ingest", str(source), "--db", str(server.db), "-c", name, "--chunk"]
+        args += ["--chunk-tokens", "48", "--overlap", "8", "--pipeline", str(pydoc_pipeline_dir)]
+        result = CliRunner().invoke(cli_app, args)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    def stored(name: str) -> dict[str, tuple]:
+        rows = Database(server.db).collection(name).db.table(name).to_arrow().to_pylist()
+        return {r["id"]: (r["doc_hash"], r["title"], r["heading"]) for r in rows}
+
+    cli_ingest("via-cli")
+    with server.client() as http:
+        again = http.post("/v1/collections/via-cli/documents", json=body).json()
+        assert (again["unchanged"], again["chunks_written"]) == (3, 0), again
+        http.post("/v1/collections", json={"name": "via-service"})
+        first = http.post("/v1/collections/via-service/documents", json=body).json()
+        assert first["added"] == 3, first
+        again = http.post("/v1/collections/via-service/documents", json=body).json()
+        assert (again["unchanged"], again["chunks_written"]) == (3, 0), again
+        try:
+            assert stored("via-cli") == stored("via-service")
+            assert stored("via-cli")["guide.md#0"][1:] == ("The Guide", "Manual")
+            assert "unchanged 3" in cli_ingest("via-service")  # and back: nothing re-embedded
+            assert "chunks written 0" in cli_ingest("via-service")
+        finally:
+            for name in ("via-cli", "via-service"):
+                http.delete(f"/v1/collections/{name}")
 
 
 def test_listing_collections_while_one_is_dropped_and_made_again_lists_the_others(server):

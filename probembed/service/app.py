@@ -60,7 +60,6 @@ from probembed.store.chunked import (
     refuse_mixing,
 )
 from probembed.store.errors import storage_failure
-from probembed.store.formats import names_markdown
 from probembed.store.ingest import (
     IngestReport,
     commit,
@@ -908,11 +907,8 @@ def _collections(service: Service) -> APIRouter:
                     record.source, f"document {record.id!r}: {unencodable}", record.id
                 )
             settings = ChunkSettings.sized(options.max_tokens, options.overlap_tokens)
-            asked = options.markdown
-            documents = [
-                r
-                if isinstance(r, Problem)
-                else record_document(r, names_markdown(r.id) if asked is None else asked)
+            documents = [  # markdown None: by the id, as the CLI reads a JSONL file's records
+                r if isinstance(r, Problem) else record_document(r, options.markdown)
                 for r in records
             ]
 

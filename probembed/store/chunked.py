@@ -162,9 +162,13 @@ def _read(path: Path, doc_id: str, stream_bytes: int) -> SourceDocument | Stream
     return replace(item, doc_id=doc_id) if isinstance(item, Problem) else item
 
 
-def record_document(record: Record, markdown: bool = False) -> SourceDocument:
+def record_document(record: Record, markdown: bool | None = None) -> SourceDocument:
     """A record (JSONL/BEIR line, service request) as a document; its text already holds the
-    title, taken from its metadata; `markdown`: sections at its Markdown headings."""
+    title, taken from its metadata; `markdown`: sections at its Markdown headings, by default
+    (None) when its id ends in .md or .markdown (`formats.names_markdown`), as `probembed
+    ingest` reads such a file. One rule for every front door (a JSONL file's records, the
+    service's documents, Python's `ingest_documents`), so the same record hashes the same
+    through each (`content_hash` holds the reading, chosen or not)."""
     metadata = dict(record.metadata)
     title = metadata.pop("title", None)
     return SourceDocument(
@@ -173,7 +177,7 @@ def record_document(record: Record, markdown: bool = False) -> SourceDocument:
         record.source,
         "record",
         title=title,
-        markdown=markdown,
+        markdown=names_markdown(record.id) if markdown is None else markdown,
         metadata=metadata,
     )
 
@@ -183,7 +187,9 @@ def content_hash(document: SourceDocument) -> str:
     (a JSONL line, a service request) its title where the text does not hold it and whether
     it is read as Markdown; for HTML and PDF a title from outside the text (<title>, the PDF's
     own metadata). These add nothing at their defaults, so a document stored before they
-    counted still reads as unchanged."""
+    counted still reads as unchanged. The Markdown marker is the reading, however it was
+    chosen (asked, or defaulted by a .md id): left out when defaulted, a .md record read as
+    Markdown would hash as the same record read plain, and a changed reading must re-chunk."""
     parts = [document.text.encode("utf-8")]
     title = str(document.title or "").strip()
     if document.kind == "record":
