@@ -178,8 +178,12 @@ def test_missing_database_and_collection_are_clear_errors(tmp_path, hash_pipelin
     fix = f"(`Database({str(tmp_path / 'nowhere')!r}, create=True)` makes one)"
     assert str(missing.value).endswith(fix) and "--db" not in str(missing.value)
     (tmp_path / "docs.jsonl").write_text("{}\n")
-    with pytest.raises(StoreError, match=r"docs\.jsonl: it is a file; a database is a directory"):
+    as_file = r"docs\.jsonl: it is a file; a database is a directory"
+    with pytest.raises(StoreError, match=as_file) as file:
         Database(tmp_path / "docs.jsonl")  # it said the directory does not exist
+    # its fix names the path given, where it told a Python caller `Database('DIR', ...)`
+    fix = f"(`Database({str(tmp_path / 'docs.jsonl')!r}, create=True)` makes one once that file"
+    assert fix in str(file.value) and "DIR" not in str(file.value)
     for made in ("docs.jsonl", "docs.jsonl/sub"):  # to create: it said "File exists"
         with pytest.raises(StoreError, match=r"docs\.jsonl is a file; a database is a directory"):
             Database(tmp_path / made, create=True)

@@ -22,16 +22,20 @@ class CollectionExistsError(StoreError):
 class NoDatabaseError(StoreError):
     """A database opened to read where there is none; `told` says how the caller makes one."""
 
-    def __init__(self, where: str, why: str, target: str, remote: bool = False) -> None:
+    def __init__(
+        self, where: str, why: str, target: str, remote: bool = False, after: str = ""
+    ) -> None:
         self.where, self.why = where, why
         #: How a command line names this database: a directory, or an object-store URI.
         self.placeholder = "URI" if remote else "DIR"
-        super().__init__(self.told(f"`Database({target!r}, create=True)`"))
+        # `after`: what must happen first for `Database(target, create=True)` to work (a file
+        # in its place moved away); said to a Python caller only, as a command names any DIR
+        super().__init__(self.told(f"`Database({target!r}, create=True)`", after))
 
-    def told(self, maker: str) -> str:
+    def told(self, maker: str, after: str = "") -> str:
         """The message, naming what makes a database in the caller's terms (the CLI's user
         runs `probembed ingest PATH --db DIR`)."""
-        return f"no database at {self.where}: {self.why} ({maker} makes one)"
+        return f"no database at {self.where}: {self.why} ({maker} makes one{after})"
 
 
 class NotChunkedError(StoreError):

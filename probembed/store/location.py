@@ -191,7 +191,8 @@ class Location:
         elif create:
             _make_directory(cast(Path, self.path))  # local: a Path
         elif cast(Path, self.path).is_file():  # `--db docs.jsonl`: the corpus in its place
-            raise NoDatabaseError(str(self.path), "it is a file; a database is a directory", "DIR")
+            where, why = str(self.path), "it is a file; a database is a directory"
+            raise NoDatabaseError(where, why, where, after=" once that file is moved away")
         elif not cast(Path, self.path).is_dir():
             where = str(self.path)
             raise NoDatabaseError(where, "the directory does not exist", where)
