@@ -1,5 +1,8 @@
 """Compact stored variances: exact where the variances are low-rank, close on real pipelines."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,9 +12,9 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
 from probembed.scoring import dot_variance, score_matrix
-from probembed.store import Database, ingest, snapshot
+from probembed.store import Collection, Database, Record, ingest, snapshot, variance
 from probembed.store.pydoc_corpus import read_pydoc_topics
-from probembed.store.variance import RANK, VarianceBasis
+from probembed.store.variance import RANK, VarianceBasis, reference_fit
 
 
 def low_rank(rng: np.random.Generator, n: int, blocks: tuple[int, ...]) -> np.ndarray:
@@ -206,3 +209,58 @@ def test_search_reads_rows_as_stored_and_tilted_whether_kept_decoded_or_not(
     np.testing.assert_array_equal(got.mean, want.gaussian.mean)
     np.testing.assert_array_equal(got.var, want.gaussian.var)
     np.testing.assert_array_equal(snap.fusion_weights(np.arange(60)), want.weights)
+
+
+def test_threads_asking_for_one_pipelines_basis_at_once_fit_it_once(monkeypatch, hash_pipeline):
+    """The service asks on its request threads: each fitted it (seconds of encoding apiece)."""
+    monkeypatch.delitem(variance._FITTED, hash_pipeline.fingerprint, raising=False)
+    fits = []
+    start = threading.Barrier(2)
+
+    def counted(pipeline):
+        fits.append(pipeline.fingerprint)
+        time.sleep(0.3)  # the other thread asks while this one fits
+        return reference_fit(pipeline)
+
+    monkeypatch.setattr(variance, "reference_fit", counted)
+    answers = []
+
+    def ask():
+        start.wait()
+        answers.append(variance.pipeline_basis(hash_pipeline))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert fits == [hash_pipeline.fingerprint]
+    assert len(answers) == 2 and answers[0] is answers[1]
+
+
+def test_a_first_write_fits_the_basis_before_taking_the_write_lock(
+    tmp_path, monkeypatch, hash_pipeline
+):
+    """The fit ran inside `_create`, under the collection's write lock (a file lock that every
+    other writer of the collection waits for)."""
+    key = hash_pipeline.fingerprint
+    monkeypatch.delitem(variance._FITTED, key, raising=False)
+    fits = []
+
+    def counted(pipeline):
+        fits.append(pipeline.fingerprint)
+        return reference_fit(pipeline)
+
+    monkeypatch.setattr(variance, "reference_fit", counted)
+    writing = Collection._writing
+    fitted_when_locked = []
+
+    def watched(self):
+        fitted_when_locked.append(key in variance._FITTED)
+        return writing(self)
+
+    monkeypatch.setattr(Collection, "_writing", watched)
+    records = [Record(f"r{i}", f"text number {i}") for i in range(5)]
+    ingest(records, Database(tmp_path / "db", create=True).collection("c"), hash_pipeline)
+    assert fits == [key]  # fitted once, for the collection's header
+    assert fitted_when_locked and all(fitted_when_locked)

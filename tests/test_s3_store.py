@@ -466,7 +466,9 @@ def test_a_creation_committed_over_another_machines_table_is_undone(
         first, Database(uri, create=True, storage_options=options).collection("c"), hash_pipeline
     )
     late = Database(uri, storage_options=options).collection("c")
-    looks = iter([None, None])  # its looks before the other machine's commit: no table
+    # its looks before the other machine's commit (whether to fit the variance basis, the
+    # pipeline check, add's own): no table
+    looks = iter([None, None, None])
     monkeypatch.setattr(late, "_open", lambda: next(looks, "open") and Collection._open(late))
     creations = []
     create = late.db._conn.create_table

@@ -64,7 +64,7 @@ from probembed.store.rows import (
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
-from probembed.store.variance import VarianceBasis
+from probembed.store.variance import VarianceBasis, pipeline_basis
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -736,11 +736,25 @@ class Collection:
         object storage, which any machine with its URI writes."""
         return self.db.location.remote
 
-    @one_at_a_time
+    def _basis_fitted(self, batch: Batch) -> None:
+        """Fit the variance basis a first write stores in the header (`rows.table_schema`)
+        before any lock is taken: the fit encodes 2 x REFERENCE_ROWS texts, seconds that
+        every other writer of the collection (the write lock) and every user of this handle
+        waited through when it was fitted in `_create`. Once per pipeline and process."""
+        self.db.require_writable()
+        if batch.pipeline.source is not None and not self.exists:
+            pipeline_basis(batch.pipeline.source)
+
     def add(self, batch: Batch, skip_stored: bool = False) -> int:
         """Append new items in one commit; returns how many. Ids already stored are an error
         (use upsert), or with `skip_stored` left as they are: decided under the write lock,
         so a writer that lost the race for an id to another one counts it as stored."""
+        self._basis_fitted(batch)
+        return self._add(batch, skip_stored)
+
+    @one_at_a_time
+    def _add(self, batch: Batch, skip_stored: bool) -> int:
+        """`add` once the basis is fitted."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
         with self._writing():
@@ -766,9 +780,14 @@ class Collection:
             shared_writes.keyed(table)
             return shared_writes.insert_absent(table, self._arrow(batch, table))
 
-    @one_at_a_time
     def upsert(self, batch: Batch) -> tuple[int, int]:
         """Insert new ids and replace stored ones, in one commit; returns (inserted, updated)."""
+        self._basis_fitted(batch)
+        return self._upsert(batch)
+
+    @one_at_a_time
+    def _upsert(self, batch: Batch) -> tuple[int, int]:
+        """`upsert` once the basis is fitted."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
         with self._writing():

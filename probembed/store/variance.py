@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,15 +163,28 @@ class VarianceBasis:
 
 #: Pipeline fingerprint -> its basis (None: its variances are stored whole).
 _FITTED: dict[str, VarianceBasis | None] = {}
+#: Pipeline fingerprint -> the lock its one fit is made under; `_LOCKS_LOCK` guards the dict.
+_FITTING: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
 
 
 def pipeline_basis(pipeline: Any) -> VarianceBasis | None:
     """The basis every collection of this pipeline stores variances on, or None where a basis
-    would not reproduce them; fitted once per process (it encodes 2 x REFERENCE_ROWS texts)."""
+    would not reproduce them; fitted once per process (it encodes 2 x REFERENCE_ROWS texts).
+
+    Threads asking at once for one pipeline's (the service's request threads) wait for the one
+    that fits it, under a lock per fingerprint: each fitted it, seconds of encoding apiece.
+    Other pipelines' bases are fitted meanwhile.
+    """
     key = str(pipeline.fingerprint)
-    if key not in _FITTED:
-        basis, error = reference_fit(pipeline)
-        _FITTED[key] = basis if error <= MAX_STD_ERROR else None
+    if key in _FITTED:
+        return _FITTED[key]
+    with _LOCKS_LOCK:
+        fitting = _FITTING.setdefault(key, threading.Lock())
+    with fitting:
+        if key not in _FITTED:  # another thread may have fitted it while this one waited
+            basis, error = reference_fit(pipeline)
+            _FITTED[key] = basis if error <= MAX_STD_ERROR else None
     return _FITTED[key]
 
 
