@@ -48,7 +48,9 @@ REFERENCE_ROWS = 64
 #: reference texts. The default and retrieval pipelines err by 0.03% there; hashing encoders
 #: by 0.5% to 1.3% and a learned variance head (default-head) by 1.6%, so their collections
 #: store whole variances (tested). A collection's own texts, further from the reference, see
-#: several times the reference's error (the default's std: 0.3% on 100,000 texts,
+#: several times the reference's error (the default's std errs by at most 0.3% of its median
+#: over 100 held-out queries scored against the first 10,000 texts of the search benchmark's
+#: 100,000-text sample, stored as coefficients: benchmarks/variance.py,
 #: benchmarks/results/variance.json), hence the margin.
 MAX_STD_ERROR = 0.002
 #: Rows decoded at a time: a block's float64 temporaries (128 x 512 x 8 bytes) stay in cache,
