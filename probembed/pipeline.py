@@ -314,11 +314,15 @@ class Pipeline:
         progress: bool = False,
         encoded: Sequence[Encoded | None] | None = None,
         advance: Callable[[int], None] | None = None,
+        looked_up: Sequence[tuple[np.ndarray, Gaussian | None]] | None = None,
     ) -> list[Gaussian]:
         """Each member's Gaussians for the texts, read from the cache where possible.
 
         `encoded` (one entry per member, or None) holds Gaussians made elsewhere (a Ray
         actor): a text the cache lacks is taken from it, and stored, rather than encoded here.
+        `looked_up` is `lookup`'s answer for these texts, made when that work was sent out:
+        the cache is not read again, so its statistics count each text once and an entry it
+        let go meanwhile is not encoded here (the work sent out holds it).
         `advance` is told, as each piece is encoded or found in the cache, how many more
         whole texts' worth of work is done (member-texts / members; all the texts by the
         end): a caller's own bar moves while a large batch is encoded.
@@ -327,10 +331,13 @@ class Pipeline:
         given = encoded if encoded is not None else [None] * len(self.members)
         if len(given) != len(self.members):
             raise ValueError(f"encoded needs one entry per member ({len(self.members)})")
+        found = looked_up if looked_up is not None else [None] * len(self.members)
+        if len(found) != len(self.members):
+            raise ValueError(f"looked_up needs one entry per member ({len(self.members)})")
         told = None if advance is None else _WholeTexts(advance, len(self.members))
         return [
-            self._encode_member(m, texts, progress, e, told)
-            for m, e in zip(self.members, given, strict=True)
+            self._encode_member(m, texts, progress, e, told, f)
+            for m, e, f in zip(self.members, given, found, strict=True)
         ]
 
     def lookup(self, texts: Sequence[str]) -> list[tuple[np.ndarray, Gaussian | None]]:
@@ -415,11 +422,14 @@ class Pipeline:
         progress: bool,
         encoded: Encoded | None = None,
         advance: Callable[[int], None] | None = None,
+        looked_up: tuple[np.ndarray, Gaussian | None] | None = None,
     ) -> Gaussian:
         """Encode what the cache lacks in chunks (with a progress bar), or take it from
-        `encoded`, and store it."""
+        `encoded`, and store it; what the cache holds is `looked_up` if given, else read."""
         key = member.fingerprint
-        found, cached = self._cached(member, texts)
+        found, cached = self._cached(member, texts) if looked_up is None else looked_up
+        if len(found) != len(texts):
+            raise ValueError(f"looked_up marks {len(found)} texts, not {len(texts)}")
         missing = [t for t, hit in zip(texts, found, strict=True) if not hit]
         if advance is not None:
             advance(len(texts) - len(missing))

@@ -22,7 +22,7 @@ import pytest
 from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_var_change
 from typer.testing import CliRunner
 
-from probembed.cache import EmbeddingCache
+from probembed.cache import CacheStats, EmbeddingCache
 from probembed.gaussian import Gaussian
 from probembed.pipeline import Pipeline
 from probembed.store import (
@@ -166,7 +166,8 @@ def test_ray_ingest_reads_and_fills_the_embedding_cache_local_ingest_uses(
     cold = run("ray-cold", ingest_ray, cached(hash_pipeline, store))
     held = EmbeddingCache(store).info()
     assert [m.entries for m in held.models] == [300] * members  # the actors' Gaussians, kept
-    assert cold.stats.stored == 300 * members
+    # each text missed once per member: the driver looked every batch up twice
+    assert cold.stats == CacheStats(hits=0, misses=300 * members, stored=300 * members)
     later = run("local-after-ray", ingest, cached(hash_pipeline, store)).stats
     assert (later.hits, later.misses, later.stored) == (300 * members, 0, 0)
     again = run("ray-after-ray", ingest_ray, cached(hash_pipeline, store)).stats
@@ -199,6 +200,46 @@ def test_ray_ingest_sends_actors_only_what_each_member_lacks(
     per_model = {m.model: m.entries for m in EmbeddingCache(store).info().models}
     assert per_model == {first: 300, second: 300}
     assert pipeline.cache.stats.stored == 100 + 200  # the first member's third, the second's two
+    assert (pipeline.cache.stats.hits, pipeline.cache.stats.misses) == (200 + 100, 100 + 200)
+
+
+def test_ray_ingest_encodes_nothing_on_the_driver_when_the_cache_lets_entries_go(
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address
+):
+    """The driver looked each batch up again once the actors answered: an entry the cache let
+    go in between (evicted past its cap) was then encoded on the driver, not by an actor."""
+    texts = sentences[:300]
+    items = records(texts)
+    store = tmp_path / "cache"
+    ingest(items[::2], Database(tmp_path / "half", create=True).collection("c"),
+           cached(hash_pipeline, store), batch_size=64)  # fmt: skip
+    pipeline = cached(hash_pipeline, store)
+    looked_up, batches = pipeline.lookup, -(-len(texts) // 64)
+    lookups = []
+
+    def lookup_then_lose_everything(chunk):
+        lookups.append(looked_up(chunk))
+        if len(lookups) == batches:  # every batch looked up: the cache lets everything go
+            pipeline.cache.clear()
+        return lookups[-1]
+
+    def counted(encode):
+        def encode_counted(chunk):
+            on_driver.append(len(chunk))
+            return encode(chunk)
+
+        return encode_counted
+
+    monkeypatch.setattr(pipeline, "lookup", lookup_then_lose_everything)
+    on_driver = []
+    for member in pipeline.members:
+        monkeypatch.setattr(member, "encode", counted(member.encode))
+    collection = Database(tmp_path / "ray", create=True).collection("c")
+    ingest_ray(items, collection, pipeline, batch_size=64, workers=2)
+    assert len(lookups) == batches and on_driver == []  # the actors encoded every miss
+    assert collection.count() == len(texts)
+    members, stats = len(hash_pipeline.members), pipeline.cache.stats
+    assert (stats.hits, stats.misses, stats.stored) == (150 * members, 150 * members, 150 * members)
 
 
 def test_embed_on_ray_reads_and_fills_the_embedding_cache(
@@ -228,7 +269,7 @@ def test_embed_on_ray_reads_and_fills_the_embedding_cache(
             runs[f"{name} stats"] = pipeline.cache.stats
     members = len(hash_pipeline.members)
     assert runs["cold"] == runs["warm"] == runs["uncached"]
-    assert runs["cold stats"].stored == 200 * members
+    assert runs["cold stats"] == CacheStats(hits=0, misses=200 * members, stored=200 * members)
     warm = runs["warm stats"]
     assert (warm.hits, warm.misses, warm.stored) == (200 * members, 0, 0)
 

@@ -9,7 +9,8 @@ and each other batch becomes one row of a Ray Dataset holding only the texts som
 cache lacks. `map_batches` runs `Embedder`, a stateful class that loads the pipeline once per
 actor (an actor pool of `workers` actors) and encodes each member's missing texts of the
 batch, as local ingest's cache misses are encoded; the driver stores what comes back in the
-cache, fuses it with the cached rest (`Pipeline.encode_members(encoded=...)`) and commits
+cache, fuses it with the cached rest as first looked up, the cache not read again
+(`Pipeline.encode_members(encoded=..., looked_up=...)`), and commits
 the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`. So a killed job
 leaves whole batches, and a re-run skips the ids already committed, exactly as local ingest
 does; a run after any other (local or Ray) encodes nothing the cache holds, and fills it.
@@ -312,11 +313,14 @@ def embed_on_ray(
     check_fits(cpus_per_worker, gpus_per_worker)
     batches = {start: list(texts[start : start + batch_size]) for start in starts}
     lacking: dict[int, np.ndarray] = {}  # batch start -> (texts, members): what the cache lacks
+    # batch start -> the lookup that sent it out, which its fusion uses: looked up again, the
+    # cache counted its misses twice, and an entry let go in between was encoded here
+    looked_up: dict[int, list[tuple[np.ndarray, Gaussian | None]]] = {}
     for start, chunk in batches.items():
         lookups = pipeline.lookup(chunk)
         marks = np.stack([~found for found, _ in lookups], axis=1)
         if marks.any():
-            lacking[start] = marks
+            lacking[start], looked_up[start] = marks, lookups
         else:  # every member's Gaussians cached: fused here, as encode would fuse them
             yield np.arange(start, start + len(chunk)), pipeline.fuse([g for _, g in lookups])
     if not lacking:
@@ -345,14 +349,15 @@ def embed_on_ray(
             done.column("var").to_pylist(),
             strict=True,
         ):
-            chunk, marks = batches[start], lacking[start]
+            chunk, marks, lookups = batches[start], lacking.pop(start), looked_up.pop(start)
             encoded = [
                 _received(_marked(chunk, column), mean, var, member.encoder.dim)
                 for member, column, mean, var in zip(
                     pipeline.members, marks.T, means, variances, strict=True
                 )
             ]
-            fused = pipeline.fuse(pipeline.encode_members(chunk, encoded=encoded))
+            parts = pipeline.encode_members(chunk, encoded=encoded, looked_up=lookups)
+            fused = pipeline.fuse(parts)
             yield np.arange(start, start + len(chunk)), fused
 
 
