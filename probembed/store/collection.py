@@ -740,9 +740,13 @@ class Collection:
         """Fit the variance basis a first write stores in the header (`rows.table_schema`)
         before any lock is taken: the fit encodes 2 x REFERENCE_ROWS texts, seconds that
         every other writer of the collection (the write lock) and every user of this handle
-        waited through when it was fitted in `_create`. Once per pipeline and process."""
+        waited through when it was fitted in `_create`. Once per pipeline and process; a
+        handle that holds its table writes no header and looks no further (a look at the
+        latest version costs a round trip, on object storage a request)."""
         self.db.require_writable()
-        if batch.pipeline.source is not None and not self.exists:
+        if batch.pipeline.source is None or self._table is not None:
+            return
+        if not self.exists:
             pipeline_basis(batch.pipeline.source)
 
     def add(self, batch: Batch, skip_stored: bool = False) -> int:
