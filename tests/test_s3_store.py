@@ -486,3 +486,75 @@ def test_a_creation_committed_over_another_machines_table_is_undone(
     assert late.add(batch, skip_stored=True) == 30  # the 20 ids both hold are the first's
     assert creations == ["c"]
     _stored_once(Database(uri, storage_options=options).open("c"), texts)
+
+
+def test_a_commit_landing_on_a_creation_that_overwrote_the_table_is_kept(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """Machine B finds no collection and creates it, but machine A's creation lands between
+    B's look and B's commit, which LanceDB then commits as an overwrite of A's table (done
+    here with mode="overwrite", as LanceDB's commit of it ends). A's next batch lands on the
+    overwrite before B repairs it. B used to restore the version before its overwrite, which
+    dropped that batch: every row of both writers must stay, each once."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
+    first = [Record(i, texts[i]) for i in list(texts)[:10]]  # A's creation
+    later = [Record(i, texts[i]) for i in list(texts)[10:20]]  # A's next batch
+    mine = [Record(i, texts[i]) for i in list(texts)[15:]]  # B's creation, 5 of them A's too
+
+    def machine(name: str) -> None:
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / name))
+
+    machine("machine-a")
+    a = Database(uri, create=True, storage_options=options).collection("c")
+    machine("machine-b")
+    b_db = Database(uri, create=True, storage_options=options)
+    b = b_db.collection("c")
+    reports = {}
+
+    def overwriting(name, data, schema):
+        machine("machine-a")
+        reports["a-first"] = ingest(first, a, hash_pipeline).added
+        created = b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
+        reports["a-later"] = ingest(later, a, hash_pipeline).added  # built on the overwrite
+        machine("machine-b")
+        return created
+
+    monkeypatch.setattr(b_db, "create_table", overwriting)
+    reports["b"] = ingest(mine, b, hash_pipeline).added
+    assert reports == {"a-first": 10, "a-later": 5, "b": 15}  # A found s15-s19 stored (B's)
+    machine("machine-c")
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, texts)
+    rows = collection.rows(list(texts), ("text",))
+    assert {i: r["text"] for i, r in rows.items()} == texts
+
+
+def test_a_creation_that_overwrote_another_pipelines_table_gives_it_back(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, hash3_pipeline, sentences
+):
+    """As above, but the first creator's pipeline is another: its rows cannot share a table
+    with this creation's, so its table (rows and header) is what stays, and the later
+    creation is refused as any write of another pipeline is."""
+    from probembed.store import PipelineMismatchError
+
+    uri = f"s3://{bucket}/db"
+    first = [Record(f"s{i}", t) for i, t in enumerate(sentences[:10])]
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))
+    a = Database(uri, create=True, storage_options=options).collection("c")
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+    b_db = Database(uri, create=True, storage_options=options)
+
+    def overwriting(name, data, schema):
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
+        ingest(first, a, hash3_pipeline)
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+        return b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
+
+    monkeypatch.setattr(b_db, "create_table", overwriting)
+    with pytest.raises(PipelineMismatchError, match="hash3"):
+        ingest([Record("b0", sentences[20])], b_db.collection("c"), hash_pipeline)
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, [r.id for r in first])
+    assert collection.pipeline.name == "hash3"

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -42,6 +43,7 @@ from probembed.store.errors import (
     ReadOnlyError,
     StoreError,
     StoreStateError,
+    WriteConflictError,
 )
 from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
@@ -89,6 +91,9 @@ COMPACT_SMALL_FRAGMENTS = 16
 #: see whether another process dropped the collection and made it again under the same name
 #: (a re-ingest of the same corpus reaches the same version number).
 RECREATION_RECHECK_S = 1.0
+#: How many times `Collection._keep_overwritten` runs its merge again when another commit
+#: beat it (each attempt is one merge on the latest version).
+OVERWRITE_REPAIRS = 5
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -198,6 +203,11 @@ class Database:
             if "not found" in str(exc):
                 return None
             raise
+
+    def create_table(self, name: str, data: pa.Table, schema: pa.Schema) -> Any:
+        """Create a LanceDB table with its first rows in one commit (`Collection._create`);
+        LanceDB refuses it if it finds the table there (`ValueError`, "already exists")."""
+        return self._conn.create_table(name, data=data, schema=schema)
 
     def reconnect(self) -> None:
         """A new LanceDB connection for tables opened from now on: a table dropped and made
@@ -1196,28 +1206,87 @@ class Collection:
 
         LanceDB refuses a creation that finds the table there, but one whose table appeared
         between its look and its commit is committed as an overwrite of it (seen on moto's
-        S3 and on disk): the rows the other writer had stored would be gone. That creation
-        is undone at once by restoring the version before it, and the batch then written
-        as to a table that was there (another writer's commit that read the table before the
-        overwrite fails in between, as a `WriteConflictError`, and stores nothing).
+        S3 and on disk): the rows the other writer had stored are then not in the latest
+        version. `_keep_overwritten` puts them back and takes this creation's rows out, and
+        the batch is then written as into a table that was there. A local collection's
+        creation is held by the write lock, so only a shared one can land as an overwrite.
         """
         schema = table_schema(batch, created=uuid.uuid4().hex)
         data = to_arrow(batch, schema)
         self._seen, self._header_at = None, None  # a new table: its own versions and header
         try:
-            self._table = self.db._conn.create_table(self.name, data=data, schema=schema)
+            self._table = self.db.create_table(self.name, data, schema)
         except ValueError as exc:
             if not self._shared or "already exists" not in str(exc):
                 raise
         else:
             version = int(self._table.version)
-            if version == 1:
+            if version == 1 or not self._shared:
                 return None
-            shared_writes.committed(lambda: self._table.restore(version - 1))
+            self._keep_overwritten(version, data)
             self._seen, self._header_at = None, None
         table = self._require()
         self.check_pipeline(batch.pipeline)  # the other writer's may be another pipeline
         return table
+
+    def _keep_overwritten(self, version: int, ours: pa.Table) -> None:
+        """Undo a creation LanceDB committed as `version`, an overwrite of the table another
+        writer had just made (version - 1), without losing a commit made since.
+
+        Restoring version - 1 (what this did before) drops every commit that landed on the
+        overwrite before the restore, such as the first creator's next batch: LanceDB's
+        restore commits the old version whole on top of whatever is latest. So nothing is
+        restored; in one merge on the latest version, the other writer's rows of version - 1
+        go back where their id is absent or still holds this creation's row (told by its
+        write tag, `WRITE_TAG`, new per write), and this creation's rows no commit has
+        replaced since are deleted. A row another writer wrote after the overwrite carries
+        its own tag and stays as it is. What either writer committed is then in the table
+        once, and the caller writes its batch into it like any write (an id the other writer
+        stored first counts as already stored). The merge is re-run from the latest version
+        if another commit beats it (it only adds back and takes out rows by id and tag, so
+        running it again changes nothing done). An id the other writer deleted between the
+        overwrite and this merge comes back from version - 1.
+
+        The schema's header stays this creation's (its token, `created`, is new to the other
+        writer, whose handles then read the pipeline copy again): the pipelines agree on
+        their fingerprint, dimension and variance format, or the rows could not share a
+        table. When they do not, the other writer's table is the one kept and only a restore
+        puts its header back, so that case restores version - 1 (and a commit that landed
+        on this overwrite meanwhile, which only a writer of this pipeline could make, is
+        dropped with it), and `check_pipeline` then refuses the batch.
+        """
+        theirs = self.db.table(self.name)
+        theirs.checkout(version - 1)
+        header, mine = read_header(theirs.schema), read_header(ours.schema) or {}
+        same = ("format", "dim", "variance")
+        if (
+            header is None
+            or header["pipeline"]["fingerprint"] != mine["pipeline"]["fingerprint"]
+            or any(header.get(key) != mine.get(key) for key in same)
+        ):
+            shared_writes.committed(lambda: self._require().restore(version - 1))
+            return
+        rows = _scan(theirs, theirs.schema.names)
+        tag = int(ours.column(WRITE_TAG)[0].as_py())
+        for attempt in range(OVERWRITE_REPAIRS):
+            self._seen, self._header_at = None, None
+            table = self._require()
+            new = [field for field in theirs.schema if field.name not in table.schema.names]
+            if new:  # metadata columns of the other writer's first batch
+                table.add_columns(new)
+            merge = (
+                table.merge_insert("id")
+                .when_matched_update_all(where=f"target.{WRITE_TAG} = {tag}")
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(f"{WRITE_TAG} = {tag}")
+            )
+            back = _in_schema(rows, table.schema)
+            try:
+                shared_writes.committed(partial(merge.execute, back))
+                return
+            except WriteConflictError:
+                if attempt == OVERWRITE_REPAIRS - 1:
+                    raise
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""
