@@ -863,7 +863,8 @@ class Collection:
         one commit that rewrites that field alone (nothing is embedded again): a folder moved
         and synced kept naming the old place, and a citation built from it led nowhere. The
         rows get a new write tag, so a searcher holding them reads them again. Returns the
-        chunks changed."""
+        chunks changed. A commit LanceDB cannot reconcile with another writer's changes
+        nothing and is a `WriteConflictError`, as for every write."""
         self.db.require_writable()
         table = self._require()
         if not paths or self.metadata_columns().get(FILE_FIELD) != pa.string():
@@ -888,7 +889,8 @@ class Collection:
             # in the table's own fields: a nullable id is refused as the primary key's
             fields = pa.schema([table.schema.field(name) for name in columns])
             data = pa.table(columns, schema=fields)
-            result = table.merge_insert("id").when_matched_update_all().execute(data)
+            merge = table.merge_insert("id").when_matched_update_all()
+            result = shared_writes.committed(partial(merge.execute, data))
         return int(result.num_updated_rows)
 
     @one_at_a_time
@@ -897,7 +899,9 @@ class Collection:
         leave every other row as it is: undoes a write stopped part-way without undoing what
         another writer (the service beside a CLI ingest) committed since, as a rollback of the
         whole table did. A collection this write made (`version` None) that holds nothing
-        afterwards is dropped."""
+        afterwards is dropped. A commit LanceDB cannot reconcile with another writer's is a
+        `WriteConflictError`, as for every write: the ids are then left as the stopped write
+        left them (a run of it again writes them whole)."""
         self.db.require_writable()
         ids = sorted(set(ids))
         with self._writing():
@@ -912,13 +916,13 @@ class Collection:
             if old is None or not old.num_rows:
                 table.delete(condition)
             else:
-                (
+                merge = (
                     table.merge_insert("id")
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
                     .when_not_matched_by_source_delete(condition)
-                    .execute(old)
                 )
+                shared_writes.committed(partial(merge.execute, old))
             if version is None and not table.count_rows():
                 self.db.drop(self.name)
                 self._table, self._pipeline = None, None
