@@ -558,3 +558,51 @@ def test_a_creation_that_overwrote_another_pipelines_table_gives_it_back(
     collection = Database(uri, storage_options=options).open("c")
     _stored_once(collection, [r.id for r in first])
     assert collection.pipeline.name == "hash3"
+
+
+def test_an_add_finding_ids_stored_by_another_machine_at_its_commit_is_refused(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """An add without skip_stored refuses ids already stored ("use upsert"). On S3 another
+    machine may store some of them between its look and its merge, which then inserts only
+    the rest: it returned the smaller count as if all had gone in."""
+    from probembed.store.collection import Collection
+    from probembed.store.rows import Batch, PipelineInfo
+
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
+    seed = [Record(i, texts[i]) for i in list(texts)[:10]]
+    theirs = [Record(i, f"their {texts[i]}") for i in list(texts)[20:25]]
+
+    def machine(name: str) -> None:
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / name))
+
+    machine("machine-a")
+    a = Database(uri, create=True, storage_options=options).collection("c")
+    ingest(seed, a, hash_pipeline)
+    machine("machine-b")
+    b = Database(uri, storage_options=options).collection("c")
+    original = Collection._arrow  # called after the look, before the merge
+
+    def storing_meanwhile(self, batch, table):
+        if self is b:
+            machine("machine-a")
+            assert ingest(theirs, a, hash_pipeline).added == 5
+            machine("machine-b")
+        return original(self, batch, table)
+
+    monkeypatch.setattr(Collection, "_arrow", storing_meanwhile)
+    mine = list(texts)[10:]
+    values = [texts[i] for i in mine]
+    info = PipelineInfo.of(hash_pipeline)
+    batch = Batch(mine, values, [{} for _ in mine], hash_pipeline.encode(values), info)
+    with pytest.raises(
+        StoreError, match=r"5 ids are already in collection 'c' \(e\.g\. \['s20', .*the other 15"
+    ):
+        b.add(batch)
+    monkeypatch.undo()
+    machine("machine-c")
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, texts)
+    rows = collection.rows(["s20", "s25"], ("text",))
+    assert (rows["s20"]["text"], rows["s25"]["text"]) == (f"their {texts['s20']}", texts["s25"])

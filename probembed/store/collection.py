@@ -762,7 +762,10 @@ class Collection:
     def add(self, batch: Batch, skip_stored: bool = False) -> int:
         """Append new items in one commit; returns how many. Ids already stored are an error
         (use upsert), or with `skip_stored` left as they are: decided under the write lock,
-        so a writer that lost the race for an id to another one counts it as stored."""
+        so a writer that lost the race for an id to another one counts it as stored. On
+        object storage a writer on another machine may store some of the ids after this
+        one looked: its rows stay, the rest of the batch is committed, and without
+        `skip_stored` the add is then refused as above, saying how many went in."""
         self._basis_fitted(batch)
         return self._add(batch, skip_stored)
 
@@ -792,7 +795,29 @@ class Collection:
             # another machine may store some of these ids between the read above and this
             # commit: the merge inserts only those still absent then
             shared_writes.keyed(table)
-            return shared_writes.insert_absent(table, self._arrow(batch, table))
+            data = self._arrow(batch, table)
+            added = shared_writes.insert_absent(table, data)
+            if added < len(batch.ids) and not skip_stored:
+                raise StoreError(self._stored_meanwhile(table, data, added))
+            return added
+
+    def _stored_meanwhile(self, table: Any, data: pa.Table, added: int) -> str:
+        """Why an add without `skip_stored` is refused when another machine stored some of
+        its ids between its look and its merge, which kept that writer's rows and committed
+        the rest (`added`): the refusal it makes when it finds them stored, saying so."""
+        ids = data.column("id").to_pylist()
+        stored = len(ids) - added
+        named = ""
+        if WRITE_TAG in data.column_names:  # theirs: stored under another write's tag
+            tag = int(data.column(WRITE_TAG)[0].as_py())
+            where = f"id IN ({sql_list(ids)}) AND {WRITE_TAG} <> {tag}"
+            found = _scan(table, ["id"], where).column("id").to_pylist()
+            named = f" (e.g. {sorted(found)[:5]})" if found else ""
+        return (
+            f"{stored} ids are already in collection {self.name!r}{named}: another writer "
+            f"stored them after this write found them absent, and its rows stay; the other "
+            f"{added} were added; use upsert to replace them"
+        )
 
     def upsert(self, batch: Batch) -> tuple[int, int]:
         """Insert new ids and replace stored ones, in one commit; returns (inserted, updated)."""
