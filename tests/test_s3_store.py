@@ -606,3 +606,69 @@ def test_an_add_finding_ids_stored_by_another_machine_at_its_commit_is_refused(
     _stored_once(collection, texts)
     rows = collection.rows(["s20", "s25"], ("text",))
     assert (rows["s20"]["text"], rows["s25"]["text"]) == (f"their {texts['s20']}", texts["s25"])
+
+
+def _unkeyed(monkeypatch, nullable: bool = False) -> None:
+    """New collections made as before ids were Lance's primary key: an `id` field without
+    the key's metadata (and, with `nullable`, one that accepts nulls, as no probembed made)."""
+    import pyarrow as pa
+
+    from probembed.store import collection as collection_module
+
+    made = collection_module.table_schema
+
+    def older(*args, **kwargs):
+        schema = made(*args, **kwargs)
+        field = pa.field("id", pa.string(), nullable=nullable)
+        return schema.set(schema.get_field_index("id"), field)
+
+    monkeypatch.setattr(collection_module, "table_schema", older)
+
+
+def test_a_collection_made_before_ids_were_keyed_gets_the_key_on_its_first_shared_write(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """Lance reruns a merge that lost an id to another writer's only on a keyed table, so a
+    collection made before gets the key (one schema commit) on its first write from S3."""
+    from probembed.store.shared_writes import PRIMARY_KEY_MARKERS
+
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
+    with monkeypatch.context() as patched:
+        _unkeyed(patched)
+        old = Database(uri, create=True, storage_options=options).collection("c")
+        ingest([Record(i, texts[i]) for i in list(texts)[:20]], old, hash_pipeline)
+
+    def keys(collection):
+        field = collection._require().schema.field("id")
+        return {key.decode() for key in field.metadata or {}} & set(PRIMARY_KEY_MARKERS)
+
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+    collection = Database(uri, storage_options=options).open("c")
+    assert not keys(collection) and collection.version == 1
+    report = ingest([Record(i, texts[i]) for i in list(texts)[10:30]], collection, hash_pipeline)
+    assert (report.added, report.already_stored) == (10, 10)
+    assert keys(collection) and collection.version == 3  # the key, then the merge
+    edited = [Record("s5", "an edited text"), *(Record(i, texts[i]) for i in list(texts)[30:])]
+    report = ingest(edited, collection, hash_pipeline, upsert=True)
+    assert (report.added, report.updated) == (10, 1) and collection.version == 4  # keyed once
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    reopened = Database(uri, storage_options=options).open("c")
+    assert keys(reopened)
+    _stored_once(reopened, texts)
+    stored = {i: r["text"] for i, r in reopened.rows(list(texts), ("text",)).items()}
+    assert stored == {**texts, "s5": "an edited text"}
+
+
+def test_a_collection_whose_ids_may_be_null_is_not_keyed_and_says_why(
+    monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    uri = f"s3://{bucket}/db"
+    with monkeypatch.context() as patched:
+        _unkeyed(patched, nullable=True)
+        old = Database(uri, create=True, storage_options=options).collection("c")
+        ingest([Record("s0", sentences[0])], old, hash_pipeline)
+    collection = Database(uri, storage_options=options).open("c")
+    with pytest.raises(StoreError, match="id column accepts nulls"):
+        ingest([Record("s1", sentences[1])], collection, hash_pipeline)
+    assert collection.ids() == {"s0"}
