@@ -108,6 +108,9 @@ SEARCH_OPTIONS = {
     "without min_p_relevant": "without --min-p-relevant",
     "filter where=": "filter --where ",
 }
+OnErrorOption = Annotated[
+    str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
+]
 ChunkTokensOption = Annotated[
     int | None, typer.Option(help="Tokens per chunk, at most \\[default: 256].")
 ]
@@ -291,9 +294,7 @@ def ingest_command(
             show_default=False,
         ),
     ] = None,
-    on_error: Annotated[
-        str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
-    ] = "stop",
+    on_error: OnErrorOption = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
     upsert: Annotated[
         bool, typer.Option(help="Replace ids stored with another text or metadata.")
@@ -464,9 +465,7 @@ def embed_command(
     pipeline: Annotated[
         str, typer.Option(help="Built-in name or pipeline directory.")
     ] = SEARCH_PIPELINE,
-    on_error: Annotated[
-        str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
-    ] = "stop",
+    on_error: OnErrorOption = "stop",
     batch_size: Annotated[
         int, typer.Option(help="Rows (documents, or chunks) per Parquet file.", min=1)
     ] = 512,
