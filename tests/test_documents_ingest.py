@@ -1499,3 +1499,49 @@ def test_a_whole_markdown_document_embeds_its_text_not_its_front_matter(tmp_path
     assert rows["only.md"]["text"] == "---\ntitle: Only front\n---"
     assert json.loads(rows["only.md"]["metadata"]) == {"title": "Only front"}  # as chunked
     assert rows["notes.txt"]["text"].startswith("---\nnot: yaml")  # a text file is as it is
+
+
+def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun_ends_it(
+    tmp_path, folder, monkeypatch, pydoc_pipeline
+):
+    """A run stopped part-way is undone by `Collection.revert`; when another writer's commit
+    (here a restore of the latest version, by its own connection: one Lance cannot reconcile
+    with any other) lands as the undo commits, the error said "nothing of this one was
+    stored" while the batches the run had committed were still stored."""
+    import lancedb
+
+    from probembed.store import WriteConflictError
+    from probembed.store.collection import UNDO_CONFLICT
+
+    clean = Database(tmp_path / "clean", create=True).collection("docs")
+    ingest_documents(folder, clean, pydoc_pipeline, SMALL, batch_size=4)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    calls = []
+
+    def encode(texts):  # the encoder fails after the first batch was committed
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("encoder went away")
+        return pydoc_pipeline.encode(texts)
+
+    revert, look = collection.revert, collection._open
+
+    def raced_revert(*args):
+        def looked():
+            table = look()
+            theirs = lancedb.connect(str(collection.db.path)).open_table("docs")
+            theirs.restore(theirs.version)
+            return table
+
+        monkeypatch.setattr(collection, "_open", looked)
+        return revert(*args)
+
+    monkeypatch.setattr(collection, "revert", raced_revert)
+    with pytest.raises(WriteConflictError) as raised:
+        ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4, encode=encode)
+    assert UNDO_CONFLICT in str(raised.value) and "nothing of this one" not in str(raised.value)
+    assert collection.count() == 4 < clean.count()  # the first batch stayed, as it says
+    monkeypatch.undo()
+    rerun = ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4)
+    assert rerun.problems == []
+    assert stored_rows(collection) == stored_rows(clean)

@@ -1,10 +1,13 @@
 """`shared_writes.committed`'s reading of LanceDB's errors: which are a conflict with another
-writer's commit (`WriteConflictError`) and which pass through unchanged. The concurrent
-writes themselves are tested on moto's S3 (test_s3_store)."""
+writer's commit (`WriteConflictError`) and which pass through unchanged; and each write of a
+collection meeting a real conflict, on disk. Two machines' concurrent writes are tested on
+moto's S3 (test_s3_store)."""
 
+import lancedb
 import pytest
 
-from probembed.store import WriteConflictError
+from probembed.store import Batch, Database, PipelineInfo, WriteConflictError
+from probembed.store.collection import UNDO_CONFLICT
 from probembed.store.shared_writes import _CONFLICTS, committed
 
 
@@ -59,3 +62,96 @@ def test_any_other_error_passes_through_unchanged(exc):
     with pytest.raises(type(exc)) as raised:
         committed(_raising(exc))
     assert raised.value is exc
+
+
+# Real conflicts, no stand-in for LanceDB: another writer (its own connection) commits a
+# restore of the latest version, same rows, right after each look this handle takes at the
+# table. Lance refuses every commit made on a version a restore replaced ("Incompatible
+# transaction ... concurrent transaction Restore"); its concurrent deletes, merges and
+# schema changes it mostly reconciles, so a restore is what makes the conflict certain.
+
+
+def batch(pipeline, ids, metadata=None):
+    """A write batch of these ids."""
+    texts = [f"document {i} talks about topic {i}" for i in ids]
+    metadata = metadata or [{} for _ in ids]
+    return Batch(ids, texts, metadata, pipeline.encode(texts), PipelineInfo.of(pipeline))
+
+
+def raced(monkeypatch, collection):
+    """After each look `collection` takes at its table's latest version, another writer
+    commits a restore of that version."""
+    other = lancedb.connect(str(collection.db.path))
+    look = collection._open
+
+    def looked():
+        table = look()
+        if table is not None:
+            theirs = other.open_table(collection.name)
+            theirs.restore(theirs.version)
+        return table
+
+    monkeypatch.setattr(collection, "_open", looked)
+
+
+@pytest.fixture
+def collection(tmp_path, hash_pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    meta = [{"doc_id": d, "chunk": 0} for d in ("d1", "d2", "d3")]
+    collection.add(batch(hash_pipeline, ["a", "b", "c"], meta))
+    return collection
+
+
+WRITES = {
+    "delete": lambda c, p: c.delete(["a"]),
+    "delete_documents": lambda c, p: c.delete_documents(["d1"]),
+    "add": lambda c, p: c.add(batch(p, ["e"])),
+    "add_new_column": lambda c, p: c.add(batch(p, ["e"], [{"tag": "new"}])),  # add_columns
+    "upsert": lambda c, p: c.upsert(batch(p, ["a", "e"])),
+    "index_text": lambda c, p: c.index_text(),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_write_meeting_a_real_conflict_is_a_write_conflict_that_stored_nothing(
+    monkeypatch, collection, hash_pipeline, write
+):
+    rows = collection.rows(["a", "b", "c"], ["text", "metadata"])
+    raced(monkeypatch, collection)
+    with pytest.raises(WriteConflictError, match="nothing of this one was stored; run it"):
+        WRITES[write](collection, hash_pipeline)
+    monkeypatch.undo()
+    assert collection.ids() == {"a", "b", "c"}
+    assert collection.rows(["a", "b", "c"], ["text", "metadata"]) == rows
+    WRITES[write](collection, hash_pipeline)  # run again, it goes through
+
+
+def test_a_compaction_meeting_a_real_conflict_is_a_write_conflict(
+    monkeypatch, collection, hash_pipeline
+):
+    for i in range(4):  # small fragments, for the compaction to rewrite
+        collection.add(batch(hash_pipeline, [f"f{i}"]))
+    raced(monkeypatch, collection)
+    with pytest.raises(WriteConflictError, match="nothing of this one was stored"):
+        collection.optimize()
+    monkeypatch.undo()
+    collection.optimize()
+    assert collection.count() == 7
+
+
+@pytest.mark.parametrize("kind", ["delete", "merge"])
+def test_a_revert_meeting_a_real_conflict_says_the_stopped_writes_batches_stay(
+    monkeypatch, collection, hash_pipeline, kind
+):
+    """A revert undoes a write that stopped part-way: when its commit conflicts, what that
+    write committed stays stored, which "nothing of this one was stored" did not say."""
+    start = collection.version
+    collection.upsert(batch(hash_pipeline, ["a", "new"], [{"n": 2}] * 2))  # the stopped write
+    written = collection.rows(["a", "new"], ["text", "metadata"])
+    raced(monkeypatch, collection)
+    with pytest.raises(WriteConflictError) as raised:  # its commit: the delete, or the merge
+        collection.revert(start, ["new"] if kind == "delete" else ["a", "new"])
+    assert UNDO_CONFLICT in str(raised.value)
+    assert "nothing of this one" not in str(raised.value)
+    monkeypatch.undo()
+    assert collection.rows(["a", "new"], ["text", "metadata"]) == written  # still stored

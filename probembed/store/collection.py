@@ -94,6 +94,13 @@ RECREATION_RECHECK_S = 1.0
 #: How many times `Collection._keep_overwritten` runs its merge again when another commit
 #: beat it (each attempt is one merge on the latest version).
 OVERWRITE_REPAIRS = 5
+#: What a conflict met by `Collection.revert` leaves: its callers undo a write that stopped
+#: part-way (a failed chunked ingest), whose earlier batches the undo then did not take out.
+UNDO_CONFLICT = (
+    "this undid a write that stopped part-way, and the batches that write committed before "
+    "it stopped are still stored (the undo stored nothing): run the write again to complete "
+    "it (a document stored in part is written again whole), or upsert its items"
+)
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -790,7 +797,7 @@ class Collection:
             if not batch.ids:
                 return 0
             if not self._shared:
-                table.add(self._arrow(batch, table))
+                shared_writes.committed(partial(table.add, self._arrow(batch, table)))
                 return len(batch.ids)
             # another machine may store some of these ids between the read above and this
             # commit: the merge inserts only those still absent then
@@ -860,7 +867,7 @@ class Collection:
         condition = f"id IN ({sql_list(ids)})"
         found = table.count_rows(condition)
         if found:
-            table.delete(condition)
+            shared_writes.committed(partial(table.delete, condition))
         return int(found)
 
     @one_at_a_time
@@ -879,7 +886,7 @@ class Collection:
         condition = f"doc_id IN ({sql_list(doc_ids)})"
         present = _scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
         if present:
-            table.delete(condition)
+            shared_writes.committed(partial(table.delete, condition))
         return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
 
     @one_at_a_time
@@ -926,7 +933,8 @@ class Collection:
         whole table did. A collection this write made (`version` None) that holds nothing
         afterwards is dropped. A commit LanceDB cannot reconcile with another writer's is a
         `WriteConflictError`, as for every write: the ids are then left as the stopped write
-        left them (a run of it again writes them whole)."""
+        left them, and its message says so (`UNDO_CONFLICT`: a run of it again writes them
+        whole)."""
         self.db.require_writable()
         ids = sorted(set(ids))
         with self._writing():
@@ -939,7 +947,7 @@ class Collection:
                 then = self._at_version(version)
                 old = _in_schema(_scan(then, then.schema.names, condition), table.schema)
             if old is None or not old.num_rows:
-                table.delete(condition)
+                shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)
             else:
                 merge = (
                     table.merge_insert("id")
@@ -947,7 +955,7 @@ class Collection:
                     .when_not_matched_insert_all()
                     .when_not_matched_by_source_delete(condition)
                 )
-                shared_writes.committed(partial(merge.execute, old))
+                shared_writes.committed(partial(merge.execute, old), UNDO_CONFLICT)
             if version is None and not table.count_rows():
                 self.db.drop(self.name)
                 self._table, self._pipeline = None, None
@@ -1127,7 +1135,8 @@ class Collection:
         from lancedb.index import FTS
 
         self.db.require_writable()
-        self._require().create_index("text", config=FTS(), replace=True)
+        table = self._require()
+        shared_writes.committed(lambda: table.create_index("text", config=FTS(), replace=True))
 
     def _ensure_text_index(self, table: Any) -> None:
         """Build the full-text index on first use; rows added later are still searched."""
@@ -1226,7 +1235,7 @@ class Collection:
         second ("Rewrite transaction was preempted by concurrent transaction Rewrite")."""
         self.db.require_writable()
         with self._writing():
-            self._require().optimize()
+            shared_writes.committed(self._require().optimize)
 
     def _create(self, batch: Batch) -> Any:
         """Create the table with its first rows and its pipeline header in one commit; None
@@ -1301,17 +1310,16 @@ class Collection:
             self._seen, self._header_at = None, None
             table = self._require()
             new = [field for field in theirs.schema if field.name not in table.schema.names]
-            if new:  # metadata columns of the other writer's first batch
-                table.add_columns(new)
-            merge = (
-                table.merge_insert("id")
-                .when_matched_update_all(where=f"target.{WRITE_TAG} = {tag}")
-                .when_not_matched_insert_all()
-                .when_not_matched_by_source_delete(f"{WRITE_TAG} = {tag}")
-            )
-            back = _in_schema(rows, table.schema)
             try:
-                shared_writes.committed(partial(merge.execute, back))
+                if new:  # metadata columns of the other writer's first batch
+                    shared_writes.committed(partial(table.add_columns, new))
+                merge = (
+                    table.merge_insert("id")
+                    .when_matched_update_all(where=f"target.{WRITE_TAG} = {tag}")
+                    .when_not_matched_insert_all()
+                    .when_not_matched_by_source_delete(f"{WRITE_TAG} = {tag}")
+                )
+                shared_writes.committed(partial(merge.execute, _in_schema(rows, table.schema)))
                 return
             except WriteConflictError:
                 if attempt == OVERWRITE_REPAIRS - 1:
@@ -1331,7 +1339,7 @@ class Collection:
             schema = schema.append(field)
         data = to_arrow(batch, schema)  # every value converts before a column is committed
         if new:
-            table.add_columns(new)
+            shared_writes.committed(partial(table.add_columns, new))
         return data
 
 

@@ -58,11 +58,15 @@ def insert_absent(table: Any, data: pa.Table) -> int:
     return int(result.num_inserted_rows)
 
 
-def committed(run: Callable[[], T]) -> T:
+#: What a conflict means for a write whose own commit is all it does.
+NOTHING_STORED = "nothing of this one was stored; run it again"
+
+
+def committed(run: Callable[[], T], outcome: str = NOTHING_STORED) -> T:
     """Run a LanceDB write; a commit it could not reconcile with another writer's (Lance
     retries a merge a few times within 30 s, and never a commit made on a version replaced
-    since) is a `WriteConflictError`: nothing of this write was stored, and it may be sent
-    again."""
+    since) is a `WriteConflictError` whose message says `outcome`: by default, that nothing
+    of this write was stored and it may be sent again."""
     try:
         return run()
     except (RuntimeError, OSError) as exc:
@@ -71,6 +75,5 @@ def committed(run: Callable[[], T]) -> T:
             raise
         raise WriteConflictError(
             "another writer committed to this collection at the same time and LanceDB could "
-            f"not reconcile the two commits; nothing of this one was stored, run it again "
-            f"(ids stored meanwhile are skipped): {text}"
+            f"not reconcile the two commits; {outcome}: {text}"
         ) from exc
