@@ -109,7 +109,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "No or unknown API key"),
         (403, "The key lacks the scope this route needs"),
         (404, "Unknown collection or model"),
-        (409, "Collection exists, or holds another pipeline's vectors"),
+        (
+            409,
+            "Collection exists, holds another pipeline's vectors, or another writer "
+            "committed at the same time (the detail says what was stored; send it again)",
+        ),
         (413, "Body or input count over the limit"),
         (422, "Invalid input: the detail names it"),
         (429, "Encode queue full: retry after Retry-After seconds"),
