@@ -530,6 +530,38 @@ def test_a_commit_landing_on_a_creation_that_overwrote_the_table_is_kept(
     assert {i: r["text"] for i, r in rows.items()} == texts
 
 
+def test_a_creation_that_overwrote_a_table_of_other_column_types_gives_it_back(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """As above, but the two first batches give one metadata field two types (a price of 9.99
+    against one of 10): LanceDB cannot change a column's type, so the first writer's rows
+    cannot go back into the overwrite's table. The repair raised pyarrow's ArrowInvalid and
+    left the overwrite, the first writer's 10 rows gone from the latest version; its table
+    is now the one kept, and the later batch goes into it as into any table."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
+    first = [Record(i, texts[i], {"price": 9.99}) for i in list(texts)[:10]]
+    mine = [Record(i, texts[i], {"price": 10}) for i in list(texts)[15:]]
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))
+    a = Database(uri, create=True, storage_options=options).collection("c")
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+    b_db = Database(uri, create=True, storage_options=options)
+
+    def overwriting(name, data, schema):
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
+        ingest(first, a, hash_pipeline)
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+        return b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
+
+    monkeypatch.setattr(b_db, "create_table", overwriting)
+    assert ingest(mine, b_db.collection("c"), hash_pipeline).added == len(mine)
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, [r.id for r in first + mine])
+    prices = {i: r["price"] for i, r in collection.rows(list(texts), ("price",)).items()}
+    assert prices == {r.id: r.metadata["price"] for r in first + mine}
+
+
 def test_a_creation_that_overwrote_another_pipelines_table_gives_it_back(
     tmp_path, monkeypatch, bucket, options, hash_pipeline, hash3_pipeline, sentences
 ):

@@ -1288,12 +1288,16 @@ class Collection:
         The schema's header stays this creation's (its token, `created`, is new to the other
         writer, whose handles then read the pipeline copy again): the pipelines agree on
         their fingerprint, dimension and variance format, or the rows could not share a
-        table. When they do not, the other writer's table is the one kept and only a restore
-        puts its header back, so that case restores version - 1 (and a commit that landed
-        on this overwrite meanwhile, which only a writer of this pipeline could make, is
-        dropped with it), and `check_pipeline` then refuses the batch.
+        table. When they do not, or a metadata field of both first batches has another type
+        in each (a price of 9.99 against one of 10: LanceDB cannot change a column's type,
+        so the other writer's rows would not fit this table), the other writer's table is
+        the one kept and only a restore puts it back, so that case restores version - 1 (a
+        commit that landed on this overwrite meanwhile is dropped with it), and the batch is
+        then written into it or refused as into any table (`check_pipeline`, `_arrow`).
         """
         theirs = self.db.table(self.name)
+        if theirs is None:  # dropped since: nothing of the other writer's is left to keep
+            return
         theirs.checkout(version - 1)
         header, mine = read_header(theirs.schema), read_header(ours.schema) or {}
         same = ("format", "dim", "variance")
@@ -1309,6 +1313,9 @@ class Collection:
         for attempt in range(OVERWRITE_REPAIRS):
             self._seen, self._header_at = None, None
             table = self._require()
+            if _retyped(theirs.schema, table.schema):
+                shared_writes.committed(partial(table.restore, version - 1))
+                return
             new = [field for field in theirs.schema if field.name not in table.schema.names]
             try:
                 if new:  # metadata columns of the other writer's first batch
@@ -1367,6 +1374,11 @@ def _scan(
     if where:
         builder = builder.where(where)
     return builder.to_arrow()
+
+
+def _retyped(theirs: pa.Schema, ours: pa.Schema) -> bool:
+    """Whether a column both schemas hold has another type in each."""
+    return any(f.name in ours.names and ours.field(f.name).type != f.type for f in theirs)
 
 
 def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
