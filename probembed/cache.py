@@ -147,13 +147,17 @@ class EmbeddingCache:
         """Texts found, missed and stored by this object so far (a disabled cache misses all)."""
         return self._stats
 
-    def get(self, model: str, texts: Sequence[str]) -> tuple[np.ndarray, Gaussian | None]:
-        """Which texts are cached (bool mask) and their Gaussians in input order (None if none)."""
+    def get(
+        self, model: str, texts: Sequence[str], counted: bool = True
+    ) -> tuple[np.ndarray, Gaussian | None]:
+        """Which texts are cached (bool mask) and their Gaussians in input order (None if none).
+        `counted=False`: a second read of texts looked up before, left out of `stats`."""
         keys = [text_key(t) for t in texts]
         rows = _whole(self._run(lambda db: _select(db, model, keys), {}))
         found = np.array([k in rows for k in keys], dtype=bool)
+        count = self._count if counted else _uncounted
         if not found.any():
-            self._count(misses=len(keys))
+            count(misses=len(keys))
             return found, None
         hits = [rows[k] for k in keys if k in rows]
         dim = hits[0][0]
@@ -163,10 +167,10 @@ class EmbeddingCache:
         if not sound.all():  # damaged on disk: a miss, encoded again and overwritten
             found[np.flatnonzero(found)[~sound]] = False
             if not found.any():
-                self._count(misses=len(keys))
+                count(misses=len(keys))
                 return found, None
             mean, var = mean[sound], var[sound]
-        self._count(hits=int(found.sum()), misses=int((~found).sum()))
+        count(hits=int(found.sum()), misses=int((~found).sum()))
         return found, Gaussian(mean, var)
 
     def put(
@@ -372,6 +376,10 @@ def _live_bytes(db: sqlite3.Connection) -> int:
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     free = db.execute("PRAGMA freelist_count").fetchone()[0]
     return page_size * (pages - free)
+
+
+def _uncounted(hits: int = 0, misses: int = 0) -> None:
+    """`EmbeddingCache._count` for a read the statistics have counted already."""
 
 
 def _evict(db: sqlite3.Connection, max_bytes: int) -> None:

@@ -340,12 +340,15 @@ class Pipeline:
             for m, e, f in zip(self.members, given, found, strict=True)
         ]
 
-    def lookup(self, texts: Sequence[str]) -> list[tuple[np.ndarray, Gaussian | None]]:
+    def lookup(
+        self, texts: Sequence[str], counted: bool = True
+    ) -> list[tuple[np.ndarray, Gaussian | None]]:
         """Each member's cache lookup: which texts it holds (a bool mask; none without a
         cache) and their Gaussians, as encoding reads them: so a caller can send elsewhere
-        only what encoding would encode."""
+        only what encoding would encode. `counted=False` for a second look at texts whose
+        first the cache's statistics counted."""
         texts = validate_texts(texts)
-        return [self._cached(member, texts) for member in self.members]
+        return [self._cached(member, texts, counted) for member in self.members]
 
     def encode_lacking(self, texts: Sequence[str], lacking: np.ndarray) -> list[Encoded | None]:
         """Each member's Gaussians for the texts `lacking` marks in its column (None where it
@@ -409,11 +412,13 @@ class Pipeline:
         dims = [member.encoder.dim for member in self.members]
         return self.fuse([Gaussian.deterministic(np.zeros((0, d), np.float32)) for d in dims])
 
-    def _cached(self, member: Estimator, texts: list[str]) -> tuple[np.ndarray, Gaussian | None]:
+    def _cached(
+        self, member: Estimator, texts: list[str], counted: bool = True
+    ) -> tuple[np.ndarray, Gaussian | None]:
         """Which texts the cache holds for a member, and their Gaussians (None if none)."""
         if self.cache is None:
             return np.zeros(len(texts), dtype=bool), None
-        return self.cache.get(member.fingerprint, texts)
+        return self.cache.get(member.fingerprint, texts, counted)
 
     def _encode_member(
         self,

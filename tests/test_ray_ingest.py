@@ -37,6 +37,7 @@ from probembed.store import (
 ray = pytest.importorskip("ray")
 
 from probembed.interfaces.cli import app  # noqa: E402
+from probembed.store import ray_ingest  # noqa: E402
 from probembed.store.embed_job import embed_to_parquet  # noqa: E402
 from probembed.store.ray_ingest import (  # noqa: E402
     ACTOR_DIR_PREFIX,
@@ -46,6 +47,7 @@ from probembed.store.ray_ingest import (  # noqa: E402
     ingest_ray,
     pipeline_files,
 )
+from probembed.store.variance import pipeline_basis  # noqa: E402
 
 #: Texts of the equality test: "a couple of thousand", several batches per actor.
 N = 2000
@@ -129,6 +131,14 @@ def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_
     assert on_ray.count() == N
 
 
+@pytest.fixture(autouse=True)
+def _basis_fitted(hash_pipeline):
+    """Fit the hash pipeline's variance basis without a cache before a test counts what its
+    cache holds: a first write fits it through the writing pipeline, whose cache then holds
+    the 2 x 64 reference texts too (427 entries, not 300, for a test run alone)."""
+    pipeline_basis(hash_pipeline)
+
+
 def cached(pipeline, directory):
     """The pipeline with an embedding cache in `directory`, whose statistics start at 0."""
     return Pipeline(
@@ -174,12 +184,15 @@ def test_ray_ingest_reads_and_fills_the_embedding_cache_local_ingest_uses(
     assert (again.hits, again.misses, again.stored) == (300 * members, 0, 0)
 
 
+@pytest.mark.parametrize("held", [ray_ingest.HELD_LOOKUP_BYTES, 0])
 def test_ray_ingest_sends_actors_only_what_each_member_lacks(
-    tmp_path, hash_pipeline, sentences, ray_address
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address, held
 ):
     """A local run left some texts in the cache, and a pipeline sharing a member left that
     member's Gaussians of others: actors encode the rest only, member by member, and the rows
-    are bit for bit those of a local ingest from the same cache."""
+    are bit for bit those of a local ingest from the same cache. With no room to keep the
+    first look's Gaussians (`held` 0) the driver reads them again, and counts them once."""
+    monkeypatch.setattr(ray_ingest, "HELD_LOOKUP_BYTES", held)
     texts = sentences[:300]
     items = records(texts)
     first, second = (m.fingerprint for m in hash_pipeline.members)
@@ -203,11 +216,15 @@ def test_ray_ingest_sends_actors_only_what_each_member_lacks(
     assert (pipeline.cache.stats.hits, pipeline.cache.stats.misses) == (200 + 100, 100 + 200)
 
 
-def test_ray_ingest_encodes_nothing_on_the_driver_when_the_cache_lets_entries_go(
-    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address
+@pytest.mark.parametrize("held", [ray_ingest.HELD_LOOKUP_BYTES, 0])
+def test_ray_ingest_encodes_on_the_driver_only_what_the_cache_let_go_unkept(
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address, held
 ):
     """The driver looked each batch up again once the actors answered: an entry the cache let
-    go in between (evicted past its cap) was then encoded on the driver, not by an actor."""
+    go in between (evicted past its cap) was then encoded on the driver, not by an actor.
+    Kept from the first look, nothing is; past `HELD_LOOKUP_BYTES` (`held` 0) a batch is read
+    again, and what the cache let go is encoded on the driver, counted once."""
+    monkeypatch.setattr(ray_ingest, "HELD_LOOKUP_BYTES", held)
     texts = sentences[:300]
     items = records(texts)
     store = tmp_path / "cache"
@@ -217,7 +234,9 @@ def test_ray_ingest_encodes_nothing_on_the_driver_when_the_cache_lets_entries_go
     looked_up, batches = pipeline.lookup, -(-len(texts) // 64)
     lookups = []
 
-    def lookup_then_lose_everything(chunk):
+    def lookup_then_lose_everything(chunk, counted=True):
+        if not counted:  # the fusion's second look
+            return looked_up(chunk, counted=False)
         lookups.append(looked_up(chunk))
         if len(lookups) == batches:  # every batch looked up: the cache lets everything go
             pipeline.cache.clear()
@@ -236,10 +255,12 @@ def test_ray_ingest_encodes_nothing_on_the_driver_when_the_cache_lets_entries_go
         monkeypatch.setattr(member, "encode", counted(member.encode))
     collection = Database(tmp_path / "ray", create=True).collection("c")
     ingest_ray(items, collection, pipeline, batch_size=64, workers=2)
-    assert len(lookups) == batches and on_driver == []  # the actors encoded every miss
-    assert collection.count() == len(texts)
     members, stats = len(hash_pipeline.members), pipeline.cache.stats
-    assert (stats.hits, stats.misses, stats.stored) == (150 * members, 150 * members, 150 * members)
+    let_go = 0 if held else 150 * members  # the texts cached at the first look, encoded here
+    assert len(lookups) == batches and sum(on_driver) == let_go
+    assert collection.count() == len(texts)
+    assert (stats.hits, stats.misses) == (150 * members, 150 * members)
+    assert stats.stored == 150 * members + let_go
 
 
 def test_embed_on_ray_reads_and_fills_the_embedding_cache(
