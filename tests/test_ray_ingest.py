@@ -132,11 +132,13 @@ def test_ray_ingest_equals_local_ingest(tmp_path, hash_pipeline, sentences, ray_
 
 
 @pytest.fixture(autouse=True)
-def _basis_fitted(hash_pipeline):
+def _basis_fitted(request):
     """Fit the hash pipeline's variance basis without a cache before a test counts what its
     cache holds: a first write fits it through the writing pipeline, whose cache then holds
-    the 2 x 64 reference texts too (427 entries, not 300, for a test run alone)."""
-    pipeline_basis(hash_pipeline)
+    the 2 x 64 reference texts too (427 entries, not 300, for a test run alone). Only for a
+    test that uses it: the hash pipeline needs the datasets, which the others do not."""
+    if "hash_pipeline" in request.fixturenames:
+        pipeline_basis(request.getfixturevalue("hash_pipeline"))
 
 
 def cached(pipeline, directory):
