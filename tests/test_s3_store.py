@@ -530,6 +530,25 @@ def test_a_commit_landing_on_a_creation_that_overwrote_the_table_is_kept(
     assert {i: r["text"] for i, r in rows.items()} == texts
 
 
+def _overwritten_creation(tmp_path, monkeypatch, uri, options, first, pipeline):
+    """Machine B's database, whose creation of collection "c" LanceDB commits as an overwrite
+    of the one machine A makes, ingesting `first` with `pipeline`, between B's look and its
+    commit (done with mode="overwrite", as LanceDB's commit of it ends)."""
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))
+    a = Database(uri, create=True, storage_options=options).collection("c")
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+    b_db = Database(uri, create=True, storage_options=options)
+
+    def overwriting(name, data, schema):
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
+        ingest(first, a, pipeline)
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+        return b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
+
+    monkeypatch.setattr(b_db, "create_table", overwriting)
+    return b_db
+
+
 def test_a_creation_that_overwrote_a_table_of_other_column_types_gives_it_back(
     tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):
@@ -542,18 +561,7 @@ def test_a_creation_that_overwrote_a_table_of_other_column_types_gives_it_back(
     texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
     first = [Record(i, texts[i], {"price": 9.99}) for i in list(texts)[:10]]
     mine = [Record(i, texts[i], {"price": 10}) for i in list(texts)[15:]]
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))
-    a = Database(uri, create=True, storage_options=options).collection("c")
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
-    b_db = Database(uri, create=True, storage_options=options)
-
-    def overwriting(name, data, schema):
-        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
-        ingest(first, a, hash_pipeline)
-        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
-        return b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
-
-    monkeypatch.setattr(b_db, "create_table", overwriting)
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash_pipeline)
     assert ingest(mine, b_db.collection("c"), hash_pipeline).added == len(mine)
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
     collection = Database(uri, storage_options=options).open("c")
@@ -572,18 +580,7 @@ def test_a_creation_that_overwrote_another_pipelines_table_gives_it_back(
 
     uri = f"s3://{bucket}/db"
     first = [Record(f"s{i}", t) for i, t in enumerate(sentences[:10])]
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))
-    a = Database(uri, create=True, storage_options=options).collection("c")
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
-    b_db = Database(uri, create=True, storage_options=options)
-
-    def overwriting(name, data, schema):
-        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
-        ingest(first, a, hash3_pipeline)
-        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
-        return b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
-
-    monkeypatch.setattr(b_db, "create_table", overwriting)
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash3_pipeline)
     with pytest.raises(PipelineMismatchError, match="hash3"):
         ingest([Record("b0", sentences[20])], b_db.collection("c"), hash_pipeline)
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
