@@ -31,7 +31,7 @@ from probembed.store import (
 from probembed.store import collection as collection_module
 from probembed.store.chunked import read_documents
 from probembed.store.readers import Record, read_records
-from probembed.store.rows import MAX_METADATA_COLUMNS
+from probembed.store.rows import MAX_METADATA_COLUMNS, NOT_A_COLUMN, promote_metadata
 
 
 def batch(pipeline, ids, texts=None, metadata=None):
@@ -471,6 +471,17 @@ def test_a_bad_id_or_metadata_key_past_the_first_batch_writes_nothing(collection
     report = ingest([*good, bad], collection, hash_pipeline, batch_size=1, on_error="skip")
     assert (report.added, len(report.problems)) == (3, 1)
     assert collection.ids() == {"d0", "d1", "d2"}
+
+
+def test_a_field_over_64_bits_kept_in_json_only_takes_no_column_place():
+    """An export keeps an integer over 64 bits out of the columns (metadata JSON only); it
+    counted toward MAX_METADATA_COLUMNS all the same, so the record's next field, which fits
+    the last place, was kept out too."""
+    types = {f"f{j}": pa.int64() for j in range(MAX_METADATA_COLUMNS - 1)}
+    clashes: dict = {}
+    promote_metadata("a", {"big": 2**70, "last": 1}, types, (), clashes)
+    assert (types["big"], types["last"]) == (NOT_A_COLUMN, pa.int64())
+    assert clashes == {"big": ("int64", "an integer over 64 bits")}
 
 
 def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_committed(

@@ -237,18 +237,18 @@ def promote_metadata(
             continue
         if types.get(key) == NOT_A_COLUMN:
             continue
-        if key not in types:
-            if columns >= MAX_METADATA_COLUMNS:
-                types[key] = NOT_A_COLUMN
-                continue
-            columns += 1
+        new = key not in types
+        if new and columns >= MAX_METADATA_COLUMNS:
+            types[key] = NOT_A_COLUMN
+            continue
         if kind == pa.int64() and not _INT64_MIN <= value <= _INT64_MAX:
             if json_only(key, types.get(key, kind), "an integer over 64 bits"):
-                continue
+                continue  # not a column: counts nothing toward MAX_METADATA_COLUMNS
             raise StoreError(
                 f"item {doc_id!r}: metadata field {key!r} = {value} does not fit a 64-bit "
                 "integer column; store it as a string"
             )
+        columns += new
         have = types.setdefault(key, kind)
         if (have, kind) == (pa.int64(), pa.float64()) and key not in stored:
             types[key] = kind
