@@ -155,23 +155,21 @@ class EmbeddingCache:
         keys = [text_key(t) for t in texts]
         rows = _whole(self._run(lambda db: _select(db, model, keys), {}))
         found = np.array([k in rows for k in keys], dtype=bool)
-        count = self._count if counted else _uncounted
-        if not found.any():
-            count(misses=len(keys))
-            return found, None
-        hits = [rows[k] for k in keys if k in rows]
-        dim = hits[0][0]
-        mean = np.frombuffer(b"".join(h[1] for h in hits), dtype=np.float32).reshape(-1, dim)
-        var = np.frombuffer(b"".join(h[2] for h in hits), dtype=np.float32).reshape(-1, dim)
-        sound = np.isfinite(mean).all(axis=1) & np.isfinite(var).all(axis=1) & (var >= 0).all(1)
-        if not sound.all():  # damaged on disk: a miss, encoded again and overwritten
-            found[np.flatnonzero(found)[~sound]] = False
-            if not found.any():
-                count(misses=len(keys))
-                return found, None
-            mean, var = mean[sound], var[sound]
-        count(hits=int(found.sum()), misses=int((~found).sum()))
-        return found, Gaussian(mean, var)
+        gaussian = None
+        if found.any():
+            hits = [rows[k] for k in keys if k in rows]
+            dim = hits[0][0]
+            mean = np.frombuffer(b"".join(h[1] for h in hits), dtype=np.float32).reshape(-1, dim)
+            var = np.frombuffer(b"".join(h[2] for h in hits), dtype=np.float32).reshape(-1, dim)
+            sound = np.isfinite(mean).all(axis=1) & np.isfinite(var).all(axis=1) & (var >= 0).all(1)
+            if not sound.all():  # damaged on disk: a miss, encoded again and overwritten
+                found[np.flatnonzero(found)[~sound]] = False
+                mean, var = mean[sound], var[sound]
+            if found.any():
+                gaussian = Gaussian(mean, var)
+        if counted:
+            self._count(hits=int(found.sum()), misses=int((~found).sum()))
+        return found, gaussian
 
     def put(
         self, model: str, texts: Sequence[str], gaussian: Gaussian, label: str | None = None
@@ -376,10 +374,6 @@ def _live_bytes(db: sqlite3.Connection) -> int:
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     free = db.execute("PRAGMA freelist_count").fetchone()[0]
     return page_size * (pages - free)
-
-
-def _uncounted(hits: int = 0, misses: int = 0) -> None:
-    """`EmbeddingCache._count` for a read the statistics have counted already."""
 
 
 def _evict(db: sqlite3.Connection, max_bytes: int) -> None:
