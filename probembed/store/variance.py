@@ -7,7 +7,7 @@ right singular vectors of its pipeline's variances (in the table's header), and 
 only the least-squares coefficients on them: RANK x (number of members) floats instead of
 the full dimension. What a search reads back is the reconstruction, floored at a fraction
 of the smallest variance the basis was fitted on; the error this makes on each score is
-measured by benchmarks/search.py (benchmarks/results/variance.json, a README table) and
+measured by benchmarks/variance.py (benchmarks/results/variance.json, a README table) and
 bounded by a test.
 
 The basis is the pipeline's, not the collection's: it is fitted on reference texts every
@@ -17,7 +17,7 @@ empty, or written a few items at a time, stores coefficients too, and an ingest 
 same numbers at any batch size). Fitted on these short sentences, the default pipeline's
 basis reproduces the score std of scientific abstracts, claims, caption sentences and
 banking queries about as closely as one fitted on 512 of their own texts (a scratch
-measurement; benchmarks/search.py measures what collections store).
+measurement; benchmarks/variance.py measures what collections store).
 
 Not every pipeline's variances are this regular: the hashing encoder's sparse n-gram
 features give a Laplace variance whose shape changes with each text. A pipeline's basis is
