@@ -32,7 +32,7 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
-from probembed.scoring import dot_variance, pair_variance, score_matrix, score_pairs
+from probembed.scoring import dot_variance, score_matrix, similarity
 from probembed.scoring.ensemble import between_variance
 
 RETRIEVAL_DEPTH = 100
@@ -70,12 +70,20 @@ class Embedded:
         """Fuse one role's per-model Gaussians under a fusion setting."""
         return fusion.fuse(self.parts[role], self.models)
 
+    def blocks(self, fused: Fused, fusion: FusionConfig) -> tuple[int, ...]:
+        """The members' widths in rows fused under `fusion` (as `Pipeline.blocks`): () where
+        the rows hold no block per member (sum mode, `single:<model>`)."""
+        dims = tuple(p.dim for p in next(iter(self.parts.values())))
+        if fusion.mode != "concat" or fused.gaussian.dim != sum(dims):
+            return ()
+        return dims
+
     def between_variance(
         self, q: Fused, d: Fused, fusion: FusionConfig, candidates: np.ndarray
     ) -> np.ndarray:
         """The members' disagreement part of each candidate's dot-product variance (concat)."""
-        dims = [p.dim for p in next(iter(self.parts.values()))]
-        if fusion.mode != "concat" or q.gaussian.dim != sum(dims):  # sum mode, single:<model>
+        dims = self.blocks(q, fusion)
+        if not dims:
             return np.zeros(candidates.shape)
         return between_variance(
             q.gaussian.mean, q.weights, d.gaussian.mean, d.weights, dims, candidates
@@ -170,12 +178,20 @@ def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Ou
     """Spearman of the pair scores against gold; per pair: prediction, std, uncertainty."""
     a = embedded.fused("a", method.fusion)
     b = embedded.fused("b", method.fusion)
-    pred = score_pairs(a.gaussian, b.gaussian, method.score.name, method.score.beta)
-    aligned = np.arange(len(pred))[:, None]
-    between = embedded.between_variance(a, b, method.fusion, aligned)[:, 0]
+    pairs = similarity(  # each pair's std as a search hit's: `Pipeline.similarity_pairwise`
+        a.gaussian,
+        b.gaussian,
+        method.score.name,
+        method.score.beta,
+        a.weights,
+        b.weights,
+        embedded.blocks(a, method.fusion),
+        pairwise=True,
+    )
+    pred = pairs.score
     per_item = {
         "pred": pred,
-        "std": np.sqrt(pair_variance(a.gaussian, b.gaussian) + between),
+        "std": pairs.std,
         "uncertainty": a.gaussian.total_variance() + b.gaussian.total_variance(),
         "weights_a": a.weights,
     }

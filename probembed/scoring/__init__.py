@@ -16,10 +16,12 @@ from probembed.scoring.pairwise import (
     score_pairs,
     score_std,
 )
+from probembed.scoring.similarity import Similarity, similarity
 
 __all__ = [
     "VAR_FLOOR",
     "Score",
+    "Similarity",
     "dot_moments",
     "dot_variance",
     "inner_product_form",
@@ -30,5 +32,6 @@ __all__ = [
     "score_matrix",
     "score_pairs",
     "score_std",
+    "similarity",
     "supports_inner_product",
 ]

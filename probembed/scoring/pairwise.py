@@ -130,8 +130,9 @@ def _kl(mq: np.ndarray, vq: np.ndarray, md: np.ndarray, vd: np.ndarray) -> np.nd
     return -0.5 * np.maximum(two_kl, 0.0)
 
 
-def _blocks(nq: int, nd: int, dim: int) -> Iterator[tuple[slice, slice]]:
-    """Tile (queries, documents) so each (bq, bd, dim) float64 temporary fits the budget."""
+def tiles(nq: int, nd: int, dim: int) -> Iterator[tuple[slice, slice]]:
+    """Tile (queries, documents) so each (bq, bd, dim) float64 temporary fits the budget (a
+    tile's slices may reach past the end; indexing stops there)."""
     elems = max(1, _BLOCK_BYTES // (8 * _BLOCK_TEMPORARIES))
     bd = max(1, min(nd, elems // max(dim, 1)))
     bq = max(1, elems // (bd * max(dim, 1)))
@@ -146,7 +147,7 @@ def _pairwise_sum(
     """Σ_k [a·(μq-μd)²/s + log s] with s = σq² + σd² (floored), in memory-bounded blocks."""
     vq, vd = _floored(vq), _floored(vd)
     out = np.empty((len(mq), md.shape[-2]), dtype=np.float64)
-    for rows, cols in _blocks(*out.shape, mq.shape[-1]):
+    for rows, cols in tiles(*out.shape, mq.shape[-1]):
         block = (None, cols) if md.ndim == 2 else (rows, cols)
         s = vq[rows, None, :] + vd[block]
         diff = mq[rows, None, :] - md[block]
