@@ -32,7 +32,7 @@ from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian
 from probembed.integrations.sentence_transformers import SentenceEncoder
 from probembed.progress import map_chunks
-from probembed.scoring import parse_score, score_matrix
+from probembed.scoring import Similarity, parse_score, score_matrix, similarity
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
 CONFIG_FILE = "pipeline.json"
@@ -381,6 +381,48 @@ class Pipeline:
         """One fused Gaussian per text, with the per-model weights that made it (`advance`:
         as `encode_members` tells it)."""
         return self.fuse(self.encode_members(texts, progress, advance=advance))
+
+    def similarity(self, a: str | Sequence[str], b: str | Sequence[str]) -> Similarity:
+        """Every text of `a` against every text of `b`: float64 (len(a), len(b)) `score`, by
+        this pipeline's own score and beta (what its searches score), and `std`, the std a
+        search hit reports for the same pair (the members' own variances and their
+        disagreement). A str is one text; `a` is scored as the query (only `kl` differs)."""
+        return self._similarity(a, b, pairwise=False)
+
+    def similarity_pairwise(self, a: str | Sequence[str], b: str | Sequence[str]) -> Similarity:
+        """Text i of `a` against text i of `b` (STS pairs): float64 (n,) `score` and `std`,
+        as `similarity` gives them."""
+        return self._similarity(a, b, pairwise=True)
+
+    def similarity_of(self, a: Fused, b: Fused, pairwise: bool = False) -> Similarity:
+        """`similarity` (or its pairwise form) of texts this pipeline has already fused: for a
+        caller that encodes elsewhere (the service's batchers)."""
+        return similarity(
+            a.gaussian,
+            b.gaussian,
+            self.score.name,
+            self.score.beta,
+            a.weights,
+            b.weights,
+            self.blocks,
+            pairwise,
+        )
+
+    def _similarity(
+        self, a: str | Sequence[str], b: str | Sequence[str], pairwise: bool
+    ) -> Similarity:
+        """Both sides checked, encoded in one call, and scored."""
+        texts_a = validate_texts([a] if isinstance(a, str) else a, "a")
+        texts_b = validate_texts([b] if isinstance(b, str) else b, "b")
+        if pairwise and len(texts_a) != len(texts_b):
+            raise ValueError(
+                f"similarity_pairwise pairs text i of a with text i of b: a has "
+                f"{len(texts_a)} texts and b {len(texts_b)}"
+            )
+        fused = self.encode(texts_a + texts_b)  # one call: the cache and the batches see both
+        split = len(texts_a)
+        a_fused, b_fused = fused.rows(slice(None, split)), fused.rows(slice(split, None))
+        return self.similarity_of(a_fused, b_fused, pairwise)
 
     @property
     def max_tokens(self) -> int | None:
