@@ -1,4 +1,5 @@
-"""`Pipeline.similarity`: texts' scores with the std a search hit reports for the same pair.
+"""`Pipeline.similarity` and `probembed similarity`: texts' scores with the std a search hit
+reports for the same pair.
 
 Real pipelines throughout: the saved two-model hashing pipeline of the service tests (needs no
 data, deterministic), encoded in this process.
@@ -16,12 +17,16 @@ for some pair of the search test, which checks it).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from probembed.gaussian import Gaussian
+from probembed.interfaces.cli import app
 from probembed.scoring import Score, dot_variance, score_matrix, similarity
 from probembed.scoring import pairwise as pairwise_module
 from probembed.store import Database, ingest
@@ -166,3 +171,37 @@ def test_pairs_need_as_many_texts_on_each_side(pydoc_pipeline):
     matrix = pydoc_pipeline.similarity(["x y"], ["y z"])
     np.testing.assert_allclose(one.score, matrix.score[0], rtol=0, atol=ATOL)
     np.testing.assert_allclose(one.std, matrix.std[0], rtol=0, atol=ATOL)
+
+
+def test_the_cli_prints_json_that_parses_to_the_front_doors_numbers(
+    pydoc_pipeline, pydoc_pipeline_dir
+):
+    runner = CliRunner()
+    command = ["similarity", QUERY, *DOCS, "--pipeline", str(pydoc_pipeline_dir)]
+    result = runner.invoke(app, [*command, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    expected = pydoc_pipeline.similarity(QUERY, DOCS)
+    assert (answer["pipeline"], answer["score"], answer["beta"]) == ("hash", "uec", 1.0)
+    assert answer["text"] == QUERY and [r["text"] for r in answer["results"]] == DOCS
+    got = answer["results"]
+    np.testing.assert_allclose([r["score"] for r in got], expected.score[0], rtol=0, atol=ATOL)
+    np.testing.assert_allclose([r["std"] for r in got], expected.std[0], rtol=0, atol=ATOL)
+    table = runner.invoke(app, command)
+    assert table.exit_code == 0, table.output
+    shown = f"{expected.score[0, 0]:.4f} ± {expected.std[0, 0]:.4f}"
+    assert shown in table.stdout and "pipeline hash: uec, beta 1" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (["one"], "Missing argument 'TEXT_B'"),
+        (["one", "two", "  "], "argument 3 (' ') is blank"),  # white space runs joined below
+        (["", "two"], "argument 1 ('') is blank"),
+    ],
+)
+def test_the_cli_refuses_too_few_or_blank_texts_naming_them(pydoc_pipeline_dir, given, says):
+    result = CliRunner().invoke(app, ["similarity", *given, "--pipeline", str(pydoc_pipeline_dir)])
+    assert result.exit_code == 2
+    assert says in " ".join(result.output.split())

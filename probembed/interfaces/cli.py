@@ -283,6 +283,56 @@ def encode(
         sys.stdout.write(json.dumps(row) + "\n")
 
 
+@app.command()
+def similarity(
+    text_a: Annotated[str, typer.Argument(metavar="TEXT_A", help="The text to compare with.")],
+    text_b: Annotated[
+        list[str], typer.Argument(metavar="TEXT_B", help="Texts to compare with TEXT_A.")
+    ],
+    pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print JSON: {"pipeline", "score", "beta", "text", "results": [{"text", '
+            '"score", "std"}]}, one result per TEXT_B in order.',
+        ),
+    ] = False,
+) -> None:
+    """How similar TEXT_A is to each TEXT_B: the pipeline's own score (as its searches score),
+    each ± the std a search hit reports for the same pair."""
+    from probembed.pipeline import Pipeline
+
+    items = read_texts([text_a, *text_b], None)  # refuses a blank argument, naming it
+    try:
+        pipe = Pipeline.load(pipeline)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    found = pipe.similarity(items[0], items[1:])
+    scores, stds = found.score[0].tolist(), found.std[0].tolist()
+    if as_json:
+        results = [
+            {"text": t, "score": v, "std": e}
+            for t, v, e in zip(items[1:], scores, stds, strict=True)
+        ]
+        answer = {"pipeline": pipe.name, "score": pipe.score.name, "beta": pipe.score.beta}
+        answer |= {"text": items[0], "results": results}
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        return
+    table = Table(
+        title=Text.assemble("similarity to ", literal(items[0])),
+        title_justify="left",
+        caption=f"pipeline {pipe.name}: {pipe.score.name}, beta {pipe.score.beta:g}",
+        caption_justify="left",
+    )
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score ± std", justify="right", no_wrap=True)
+    table.add_column("text", overflow="fold")
+    for i, (text, value, std) in enumerate(zip(items[1:], scores, stds, strict=True), start=1):
+        table.add_row(str(i), f"{value:.4f} ± {std:.4f}", literal(text))
+    out().print(table)
+
+
 def parse_numbers(text: str | None, option: str) -> tuple[float, ...] | None:
     """Comma-separated numbers of an option, or an error that names the option."""
     if text is None:
