@@ -31,7 +31,7 @@ from probembed.chunking import ChunkSettings
 from probembed.documents import under_prefix
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
-from probembed.pipeline import pipeline_name
+from probembed.pipeline import Pipeline, pipeline_name
 from probembed.service import schemas
 from probembed.service.auth import READ, WRITE, ApiKeys, bearer_key, scope_authorization
 from probembed.service.batching import QueueFullError, StoppingError
@@ -172,8 +172,10 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
 #: (schema, property) -> which limits bind it: texts (characters, non-blank), lists (count).
 _TEXTS = {("EmbeddingRequest", "input"), ("SearchRequest", "query")}
-_TEXTS |= {("SearchRequest", "queries")}
+_TEXTS |= {("SearchRequest", "queries"), ("SimilarityInputs", "source_sentence")}
+_TEXTS |= {("SimilarityInputs", "sentences")}
 _LISTS = {("EmbeddingRequest", "input"), ("DocumentsWrite", "documents")}
+_LISTS |= {("SimilarityInputs", "sentences")}
 _LISTS |= {("DeleteDocuments", "ids"), ("SearchRequest", "queries")}
 
 
@@ -664,7 +666,34 @@ def _embeddings(service: Service) -> APIRouter:
         )
         return Response(written, media_type="application/json")
 
+    @router.post("/v1/similarity", response_model=schemas.SimilarityResponse, responses=_ERRORS)
+    async def similarity(body: schemas.SimilarityRequest) -> Response:
+        """Text Embeddings Inference's similarity: each of `sentences` against
+        `source_sentence`, by the pipeline's own score, each with its std."""
+        limits, inputs = service.settings.limits, body.inputs
+        check_texts([inputs.source_sentence], "inputs.source_sentence", limits, single=True)
+        check_texts(inputs.sentences, "inputs.sentences", limits)
+        pipeline = service.pipeline(body.model)
+        texts = [inputs.source_sentence, *inputs.sentences]
+        fused = await service.batcher(pipeline).encode(texts)
+        written = await asyncio.to_thread(_similarity_body, pipeline, fused)
+        return Response(written, media_type="application/json")
+
     return router
+
+
+def _similarity_body(pipeline: Pipeline, fused: Fused) -> bytes:
+    """The similarity answer as JSON bytes: the first fused row against the others, scored
+    by `Pipeline.similarity_of` (what `Pipeline.similarity` scores with)."""
+    found = pipeline.similarity_of(fused.rows(slice(0, 1)), fused.rows(slice(1, None)))
+    scores, stds = found.score[0].tolist(), found.std[0].tolist()
+    data = [
+        {"index": i, "score": score, "std": std}
+        for i, (score, std) in enumerate(zip(scores, stds, strict=True))
+    ]
+    answer: dict[str, Any] = {"object": "list", "data": data, "model": pipeline.name}
+    answer |= {"score": pipeline.score.name, "beta": pipeline.score.beta}
+    return _written_by_item(answer, "data", _numpy_json)
 
 
 def _document(

@@ -87,6 +87,49 @@ class EmbeddingResponse(BaseModel):
     usage: Usage
 
 
+class SimilarityInputs(Strict):
+    """Text Embeddings Inference's similarity inputs: one text and the texts to compare with it."""
+
+    source_sentence: str = Field(
+        description="The text each of `sentences` is compared with (scored as the query)."
+    )
+    sentences: list[str] = Field(
+        min_length=1, description="The texts to compare with it; answered in this order."
+    )
+
+
+class SimilarityRequest(Strict):
+    """Text Embeddings Inference's `/similarity` request (`inputs` alone), with `model`
+    choosing the served pipeline as `/v1/embeddings` does (default: the first served)."""
+
+    inputs: SimilarityInputs
+    model: str | None = Field(
+        None, description="A pipeline this server serves (see /v1/models); default: the first."
+    )
+
+
+class SimilarityItem(BaseModel):
+    """One sentence's similarity to the source sentence, and how sure it is."""
+
+    index: int = Field(description="The sentence's place in `inputs.sentences`.")
+    score: float = Field(description="The pipeline's own score (`score`, `beta`), as it searches.")
+    std: float = Field(
+        description="The std of the pair's dot product, the members' disagreement included: "
+        "what a search hit of the same pair reports."
+    )
+
+
+class SimilarityResponse(BaseModel):
+    """One item per sentence, in request order (Text Embeddings Inference answers the list of
+    `data[i].score` alone); the score and beta they are by."""
+
+    object: Literal["list"] = "list"
+    data: list[SimilarityItem]
+    model: str
+    score: Score = Field(description="The similarity scored: the pipeline's own.")
+    beta: float = Field(description="Its beta (the variance penalty of uec and uec-mteb).")
+
+
 class ModelCard(BaseModel):
     """A served pipeline as OpenAI lists a model, with its dimension and members."""
 
