@@ -66,7 +66,7 @@ def test_scores_and_stds_are_the_front_doors_and_a_search_hits(server, pydoc_pip
         hits = http.post("/v1/collections/docs/search", json=search).json()["results"][0]["hits"]
     body = answer.json()
     assert (body["object"], body["model"]) == ("list", "hash")
-    assert (body["score"], body["beta"]) == ("uec", 1.0)
+    assert (body["score_name"], body["beta"]) == ("uec", 1.0)
     assert [item["index"] for item in body["data"]] == [0, 1, 2]
     expected = pydoc_pipeline.similarity(SOURCE, SENTENCES)
     scores = [item["score"] for item in body["data"]]

@@ -182,7 +182,7 @@ def test_the_cli_prints_json_that_parses_to_the_front_doors_numbers(
     assert result.exit_code == 0, result.output
     answer = json.loads(result.stdout)
     expected = pydoc_pipeline.similarity(QUERY, DOCS)
-    assert (answer["pipeline"], answer["score"], answer["beta"]) == ("hash", "uec", 1.0)
+    assert (answer["pipeline"], answer["score_name"], answer["beta"]) == ("hash", "uec", 1.0)
     assert answer["text"] == QUERY and [r["text"] for r in answer["results"]] == DOCS
     got = answer["results"]
     np.testing.assert_allclose([r["score"] for r in got], expected.score[0], rtol=0, atol=ATOL)

@@ -294,7 +294,7 @@ def similarity(
         bool,
         typer.Option(
             "--json",
-            help='Print JSON: {"pipeline", "score", "beta", "text", "results": [{"text", '
+            help='Print JSON: {"pipeline", "score_name", "beta", "text", "results": [{"text", '
             '"score", "std"}]}, one result per TEXT_B in order.',
         ),
     ] = False,
@@ -315,7 +315,7 @@ def similarity(
             {"text": t, "score": v, "std": e}
             for t, v, e in zip(items[1:], scores, stds, strict=True)
         ]
-        answer = {"pipeline": pipe.name, "score": pipe.score.name, "beta": pipe.score.beta}
+        answer = {"pipeline": pipe.name, "score_name": pipe.score.name, "beta": pipe.score.beta}
         answer |= {"text": items[0], "results": results}
         sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
         return

@@ -692,7 +692,7 @@ def _similarity_body(pipeline: Pipeline, fused: Fused) -> bytes:
         for i, (score, std) in enumerate(zip(scores, stds, strict=True))
     ]
     answer: dict[str, Any] = {"object": "list", "data": data, "model": pipeline.name}
-    answer |= {"score": pipeline.score.name, "beta": pipeline.score.beta}
+    answer |= {"score_name": pipeline.score.name, "beta": pipeline.score.beta}
     return _written_by_item(answer, "data", _numpy_json)
 
 

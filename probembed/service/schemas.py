@@ -112,7 +112,9 @@ class SimilarityItem(BaseModel):
     """One sentence's similarity to the source sentence, and how sure it is."""
 
     index: int = Field(description="The sentence's place in `inputs.sentences`.")
-    score: float = Field(description="The pipeline's own score (`score`, `beta`), as it searches.")
+    score: float = Field(
+        description="The pipeline's own score (`score_name`, `beta`), as it searches."
+    )
     std: float = Field(
         description="The std of the pair's dot product, the members' disagreement included: "
         "what a search hit of the same pair reports."
@@ -126,7 +128,7 @@ class SimilarityResponse(BaseModel):
     object: Literal["list"] = "list"
     data: list[SimilarityItem]
     model: str
-    score: Score = Field(description="The similarity scored: the pipeline's own.")
+    score_name: Score = Field(description="The similarity scored: the pipeline's own.")
     beta: float = Field(description="Its beta (the variance penalty of uec and uec-mteb).")
 
 
