@@ -3,6 +3,9 @@ writer's commit (`WriteConflictError`) and which pass through unchanged; and eac
 collection meeting a real conflict, on disk. Two machines' concurrent writes are tested on
 moto's S3 (test_s3_store)."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import lancedb
 import pytest
 
@@ -155,3 +158,48 @@ def test_a_revert_meeting_a_real_conflict_says_the_stopped_writes_batches_stay(
     assert "nothing of this one" not in str(raised.value)
     monkeypatch.undo()
     assert collection.rows(["a", "new"], ["text", "metadata"]) == written  # still stored
+
+
+DELETES = {
+    "delete": (lambda c: c.delete(["a"]), 1),
+    "delete_documents": (lambda c: c.delete_documents(["d1"]), (1, [])),
+}
+
+
+@pytest.mark.parametrize("kind", list(DELETES))
+def test_a_delete_from_another_handle_waits_for_the_write_lock(
+    monkeypatch, collection, hash_pipeline, kind
+):
+    """A delete took no write lock: from another handle (another process, on one machine) it
+    landed between a write's look at the table and that write's commit, and Lance refused the
+    write's new metadata column after it ("preempted by concurrent transaction Delete"), a
+    conflict on a directory whose lock holds every writer. The write pauses after its last
+    look until the delete has committed or is waiting for the write lock, whichever it does."""
+    writes = batch(hash_pipeline, ["e"], [{"tag": "new"}])  # a new column: add_columns
+    other = Database(collection.db.path).open("docs")
+    inside, delete_waits = threading.Event(), threading.Event()
+    types, writing = collection.column_types, other._writing
+
+    def pausing(*args):  # the upsert's last look at its table before it commits a column
+        found = types(*args)
+        inside.set()
+        assert delete_waits.wait(60)
+        return found
+
+    def taking():  # the delete is about to wait for the lock the upsert holds
+        delete_waits.set()
+        return writing()
+
+    monkeypatch.setattr(collection, "column_types", pausing)
+    monkeypatch.setattr(other, "_writing", taking)
+    delete, deleted = DELETES[kind]
+    with ThreadPoolExecutor(1) as pool:
+        upserted = pool.submit(collection.upsert, writes)
+        assert inside.wait(60)
+        try:
+            assert delete(other) == deleted
+        finally:
+            delete_waits.set()  # without the lock: the delete has committed
+        assert upserted.result() == (1, 0)
+    assert collection.ids() == other.ids() == {"b", "c", "e"}
+    assert collection.rows(["e"], ["tag"]) == {"e": {"id": "e", "tag": "new"}}

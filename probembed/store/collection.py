@@ -857,36 +857,44 @@ class Collection:
 
     @one_at_a_time
     def delete(self, ids: Sequence[str]) -> int:
-        """Delete items by id in one commit; returns how many were there."""
+        """Delete items by id in one commit; returns how many were there. Under the write
+        lock, as every write: a delete from another handle landing between another writer's
+        look at the table and its commit made that commit fail (a new metadata column's
+        `add_columns` after a delete is a conflict to Lance), and two deletes of one id both
+        counted it."""
         self.db.require_writable()
-        table = self._require()
         if isinstance(ids, str):
             raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
-        if not ids:
-            return 0
-        condition = f"id IN ({sql_list(ids)})"
-        found = table.count_rows(condition)
-        if found:
-            shared_writes.committed(partial(table.delete, condition))
+        self._require()  # a missing collection is refused before its lock file is made
+        with self._writing():
+            table = self._require()  # looked at again once no other writer can move it
+            if not ids:
+                return 0
+            condition = f"id IN ({sql_list(ids)})"
+            found = table.count_rows(condition)
+            if found:
+                shared_writes.committed(partial(table.delete, condition))
         return int(found)
 
     @one_at_a_time
     def delete_documents(self, doc_ids: Sequence[str]) -> tuple[int, list[str]]:
         """Delete every chunk of these documents, in one commit by their doc_id (a chunk a
         re-chunk writes meanwhile goes too); returns the chunks deleted and the documents
-        that had none."""
+        that had none. Under the write lock, as `delete`."""
         self.db.require_writable()
         if isinstance(doc_ids, str):
             raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
-        table = self._require()
-        if not self.chunked and table.count_rows():  # an empty one holds none of them
-            raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
-        if not doc_ids or not self.chunked:
-            return 0, list(dict.fromkeys(doc_ids))
-        condition = f"doc_id IN ({sql_list(doc_ids)})"
-        present = _scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
-        if present:
-            shared_writes.committed(partial(table.delete, condition))
+        self._require()
+        with self._writing():
+            table = self._require()
+            if not self.chunked and table.count_rows():  # an empty one holds none of them
+                raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
+            if not doc_ids or not self.chunked:
+                return 0, list(dict.fromkeys(doc_ids))
+            condition = f"doc_id IN ({sql_list(doc_ids)})"
+            present = _scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
+            if present:
+                shared_writes.committed(partial(table.delete, condition))
         return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
 
     @one_at_a_time
@@ -898,10 +906,11 @@ class Collection:
         chunks changed. A commit LanceDB cannot reconcile with another writer's changes
         nothing and is a `WriteConflictError`, as for every write."""
         self.db.require_writable()
-        table = self._require()
+        self._require()
         if not paths or self.metadata_columns().get(FILE_FIELD) != pa.string():
             return 0
         with self._writing():
+            table = self._require()  # looked at again once no other writer can move it
             where = f"doc_id IN ({sql_list(list(paths))})"
             chunks = _scan(table, ["id", "doc_id", "metadata"], where).to_pylist()
             if not chunks:
