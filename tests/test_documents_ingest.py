@@ -1507,10 +1507,11 @@ def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun
     """A run stopped part-way is undone by `Collection.revert`; when another writer's commit
     (here a restore of the latest version, by its own connection: one Lance cannot reconcile
     with any other) lands as the undo commits, the error said "nothing of this one was
-    stored" while the batches the run had committed were still stored."""
+    stored" while the batches the run had committed were still stored, and it said nothing
+    of what stopped the run: both are named now."""
     import lancedb
 
-    from probembed.store import WriteConflictError
+    from probembed.store import UndoConflictError
     from probembed.store.collection import UNDO_CONFLICT
 
     clean = Database(tmp_path / "clean", create=True).collection("docs")
@@ -1526,7 +1527,7 @@ def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun
 
     revert, look = collection.revert, collection._open
 
-    def raced_revert(*args):
+    def raced_revert(*args, **kwargs):
         def looked():
             table = look()
             theirs = lancedb.connect(str(collection.db.path)).open_table("docs")
@@ -1534,12 +1535,15 @@ def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun
             return table
 
         monkeypatch.setattr(collection, "_open", looked)
-        return revert(*args)
+        return revert(*args, **kwargs)
 
     monkeypatch.setattr(collection, "revert", raced_revert)
-    with pytest.raises(WriteConflictError) as raised:
+    with pytest.raises(UndoConflictError) as raised:
         ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4, encode=encode)
-    assert UNDO_CONFLICT in str(raised.value) and "nothing of this one" not in str(raised.value)
+    said = str(raised.value)
+    assert said.startswith("this write stopped part-way (RuntimeError: encoder went away)")
+    assert UNDO_CONFLICT in said and "nothing of this one" not in said
+    assert str(raised.value.stopped_by) == "encoder went away"
     assert collection.count() == 4 < clean.count()  # the first batch stayed, as it says
     monkeypatch.undo()
     rerun = ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4)

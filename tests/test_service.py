@@ -1533,3 +1533,57 @@ def test_a_plain_and_a_chunked_write_racing_into_an_empty_collection_do_not_mix(
     assert stored.holds_chunks == (second == "chunked")
     kept = DOCS[0]["id"] if second == "chunked" else DOCS[1]["id"]
     assert {row.split("#")[0] for row in stored.vectors().ids} == {kept}
+
+
+@pytest.mark.parametrize("stop", ["stopping", "crash"])
+def test_a_chunked_write_whose_undo_meets_a_conflict_answers_409_naming_what_stopped_it(
+    tmp_path, pydoc_pipeline_dir, monkeypatch, stop
+):
+    """A chunked write whose encoder failed after its first batch is undone; when another
+    writer's commit (a restore of the latest version, by its own connection: one Lance
+    cannot reconcile with any other) lands as the undo commits, the 409's detail said only
+    that the undo conflicted: what stopped the write was gone. It names both now, a failure
+    of the server's own as every 500 names it, by the log."""
+    import lancedb
+
+    from probembed.service import batching
+    from probembed.service.batching import StoppingError
+    from probembed.store.collection import UNDO_CONFLICT, Collection
+
+    errors = {"stopping": StoppingError(), "crash": RuntimeError("child died at /srv/secret")}
+    calls, blocking, revert = [], batching.Batcher.encode_blocking, Collection.revert
+
+    def failing(self, texts):  # the second batch (the chunk 0s) fails
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise errors[stop]
+        return blocking(self, texts)
+
+    def raced_revert(self, *args, **kwargs):  # another writer commits after each look
+        look = self._open
+
+        def looked():
+            table = look()
+            theirs = lancedb.connect(str(self.db.path)).open_table(self.name)
+            theirs.restore(theirs.version)
+            return table
+
+        with monkeypatch.context() as patched:
+            patched.setattr(self, "_open", looked)
+            return revert(self, *args, **kwargs)
+
+    monkeypatch.setattr(batching.Batcher, "encode_blocking", failing)
+    monkeypatch.setattr(Collection, "revert", raced_revert)
+    long_doc = {"id": "long", "text": " ".join(f"word{i}." for i in range(200))}
+    with _in_process(tmp_path, pydoc_pipeline_dir) as http:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        body = {"documents": [long_doc], "chunk": {"max_tokens": 16}}
+        answer = http.post("/v1/collections/c/documents", json=body)
+    assert answer.status_code == 409, answer.text
+    detail = answer.json()["detail"]
+    told = str(errors[stop]) if stop == "stopping" else "internal error: the server's log"
+    assert detail.startswith(f"this write stopped part-way ({told}")
+    assert "/srv/secret" not in detail and UNDO_CONFLICT in detail
+    assert len(calls) == 2
+    stored = Database(tmp_path / "db").open("c")
+    assert stored.count() > 0 and "long#0" not in stored.ids()  # the first batch stays

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import lancedb
 import pytest
 
-from probembed.store import Batch, Database, PipelineInfo, WriteConflictError
+from probembed.store import Batch, Database, PipelineInfo, UndoConflictError, WriteConflictError
 from probembed.store.collection import UNDO_CONFLICT
 from probembed.store.shared_writes import _CONFLICTS, committed
 
@@ -158,6 +158,24 @@ def test_a_revert_meeting_a_real_conflict_says_the_stopped_writes_batches_stay(
     assert "nothing of this one" not in str(raised.value)
     monkeypatch.undo()
     assert collection.rows(["a", "new"], ["text", "metadata"]) == written  # still stored
+
+
+def test_a_revert_told_what_stopped_the_write_names_it_beside_its_conflict(
+    monkeypatch, collection, hash_pipeline
+):
+    """The conflict, raised in place of what stopped the write, hid it."""
+    start = collection.version
+    collection.upsert(batch(hash_pipeline, ["new"]))  # the stopped write's first batch
+    stop = OSError("disk full")
+    raced(monkeypatch, collection)
+    with pytest.raises(UndoConflictError) as raised:
+        collection.revert(start, ["new"], stopped_by=stop)
+    said = str(raised.value)
+    assert said.startswith("this write stopped part-way (OSError: disk full), and undoing it")
+    assert UNDO_CONFLICT in said and raised.value.stopped_by is stop
+    assert isinstance(raised.value, WriteConflictError)  # a 409 in the service
+    monkeypatch.undo()
+    assert collection.ids() == {"a", "b", "c", "new"}  # as the message says
 
 
 DELETES = {

@@ -51,6 +51,7 @@ from probembed.store import (
     StorageUnavailableError,
     StoreError,
     StoreStateError,
+    UndoConflictError,
     WriteConflictError,
 )
 from probembed.store.chunked import (
@@ -86,6 +87,8 @@ class ApiError(Exception):
         self.status, self.detail, self.headers = status, detail, headers or {}
 
 
+#: What a client is told of a failure that is the server's own (a bug, an encoder's crash).
+_INTERNAL = "internal error: the server's log holds the details"
 #: Exceptions of the layers below and the status each one means.
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotReadyError, 503),
@@ -292,6 +295,10 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         if isinstance(exc, NotChunkedError):
             return refusal(status, exc.told('"chunk": true in the documents write'), headers)
         message = str(exc)
+        if isinstance(exc, UndoConflictError):  # what stopped the write, as it would be told
+            stop = exc.stopped_by
+            known_stop = isinstance(stop, tuple(kind for kind, _ in _STATUS))
+            message = exc.told(str(stop) if known_stop else _INTERNAL)
         local = _local_places() if isinstance(exc, StoreStateError) else []
         for root, shown in [*roots, *local]:  # where the server keeps things is the operator's
             message = message.replace(root, shown)
@@ -320,7 +327,7 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         """Any other exception is the server's fault, never the client's (a numpy ValueError
         deep in search was a 422 "invalid input" and left no trace): 500 in the error body
         every route answers, while the server logs the traceback."""
-        return refusal(500, "internal error: the server's log holds the details")
+        return refusal(500, _INTERNAL)
 
     async def engine_error(request: Request, exc: Exception) -> Response:
         """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a

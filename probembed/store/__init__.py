@@ -21,6 +21,7 @@ from probembed.store.errors import (
     StorageUnavailableError,
     StoreError,
     StoreStateError,
+    UndoConflictError,
     WriteConflictError,
 )
 from probembed.store.index import IndexSettings
@@ -57,6 +58,7 @@ __all__ = [
     "StorageUnavailableError",
     "StoreError",
     "StoreStateError",
+    "UndoConflictError",
     "WriteConflictError",
     "confidence",
     "embed_to_parquet",

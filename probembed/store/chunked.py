@@ -33,7 +33,7 @@ from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
-from probembed.store.errors import StoreError
+from probembed.store.errors import StoreError, UndoConflictError
 from probembed.store.formats import (
     READERS,
     SourceDocument,
@@ -560,8 +560,8 @@ def ingest_parsed(
                     report.chunks_written += result.added + result.updated
                     report.problems += result.problems
                     bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
-        except Exception:  # a fault between commits (storage, the encoder): none of it stays
-            collection.revert(start, touched)
+        except Exception as exc:  # a fault between commits (storage, the encoder): none stays
+            collection.revert(start, touched, stopped_by=exc)
             raise
     for item in plan.streamed:
         before = stored[item.id].ids if item.id in stored else []
@@ -572,7 +572,9 @@ def ingest_parsed(
         except Exception as exc:
             problem = _failed(item, exc)
             if on_error == "stop":  # nothing at all, as when a bad document stops the run
-                collection.revert(start, touched)
+                collection.revert(start, touched, stopped_by=exc)
+                if isinstance(exc, UndoConflictError):  # its own batches stay: not "nothing"
+                    raise
                 raise IngestError([*report.problems, problem]) from exc
             report.problems.append(problem)
             continue
@@ -721,6 +723,8 @@ def _failed(item: StreamedFile, exc: Exception) -> Problem:
     """The problem of a streamed file whose writes failed and were undone."""
     if isinstance(exc, UnreadableError):
         return exc.problem
+    if isinstance(exc, UndoConflictError):  # what it wrote stays, and the message says so
+        return Problem(item.source, str(exc))
     return Problem(item.source, f"failed part-way ({exc}); what it wrote was undone")
 
 
@@ -768,8 +772,9 @@ def write_streamed(
         for records in (batch, mark):
             if records:
                 flush(records)
-    except BaseException:
-        collection.revert(version, {*replaced, *written, *(r.id for r in (*batch, *mark))})
+    except BaseException as exc:
+        touched = {*replaced, *written, *(r.id for r in (*batch, *mark))}
+        collection.revert(version, touched, stopped_by=exc)
         raise
     finish(collection, pipeline, compact=False)
     return written

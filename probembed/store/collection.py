@@ -43,6 +43,7 @@ from probembed.store.errors import (
     ReadOnlyError,
     StoreError,
     StoreStateError,
+    UndoConflictError,
     WriteConflictError,
 )
 from probembed.store.location import OWN_DIR, Location
@@ -935,7 +936,9 @@ class Collection:
         return int(result.num_updated_rows)
 
     @one_at_a_time
-    def revert(self, version: int | None, ids: Iterable[str]) -> None:
+    def revert(
+        self, version: int | None, ids: Iterable[str], stopped_by: BaseException | None = None
+    ) -> None:
         """Put these ids back as they were at `version` (None: not there), in one commit, and
         leave every other row as it is: undoes a write stopped part-way without undoing what
         another writer (the service beside a CLI ingest) committed since, as a rollback of the
@@ -943,7 +946,17 @@ class Collection:
         afterwards is dropped. A commit LanceDB cannot reconcile with another writer's is a
         `WriteConflictError`, as for every write: the ids are then left as the stopped write
         left them, and its message says so (`UNDO_CONFLICT`: a run of it again writes them
-        whole)."""
+        whole). Given what stopped the write (`stopped_by`), that error is an
+        `UndoConflictError` naming it too: raised in its place, the conflict hid it."""
+        try:
+            self._revert(version, ids)
+        except WriteConflictError as conflict:
+            if stopped_by is None:
+                raise
+            raise UndoConflictError(stopped_by, conflict) from conflict
+
+    def _revert(self, version: int | None, ids: Iterable[str]) -> None:
+        """`revert`'s undo."""
         self.db.require_writable()
         ids = sorted(set(ids))
         with self._writing():

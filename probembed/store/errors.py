@@ -94,3 +94,20 @@ class WriteConflictError(StoreStateError):
     """A commit that LanceDB could not reconcile with another writer's commit at the same
     time (object storage, several machines): nothing of it was stored; sent again, it may
     succeed (a service answers it 409)."""
+
+
+class UndoConflictError(WriteConflictError):
+    """A write stopped part-way (`stopped_by`: its encoder, storage, a bad file) whose undo
+    (`Collection.revert`) met another writer's commit (`conflict`, which says the stopped
+    write's batches are still stored): the message names both, where the conflict alone hid
+    what stopped the write."""
+
+    def __init__(self, stopped_by: BaseException, conflict: WriteConflictError) -> None:
+        self.stopped_by, self.conflict = stopped_by, conflict
+        said = str(stopped_by)
+        super().__init__(self.told(type(stopped_by).__name__ + (f": {said}" if said else "")))
+
+    def told(self, stopped: str) -> str:
+        """The message, with what stopped the write as the caller may be told it (a service
+        names a failure of its own by its log, not by its text)."""
+        return f"this write stopped part-way ({stopped}), and undoing it failed: {self.conflict}"
