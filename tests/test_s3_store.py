@@ -701,3 +701,91 @@ def test_a_collection_whose_ids_may_be_null_is_not_keyed_and_says_why(
     with pytest.raises(StoreError, match="id column accepts nulls"):
         ingest([Record("s1", sentences[1])], collection, hash_pipeline)
     assert collection.ids() == {"s0"}
+
+
+def _restored_after_looks(monkeypatch, collection, uri, options, looks):
+    """After each of `collection`'s looks at its table (those that find one) numbered in
+    `looks` (0 the first), another writer commits a restore of the latest version, by its
+    own connection: a commit made on the version looked at is then refused by Lance
+    ("Incompatible transaction"), a real conflict. Returns the restores made."""
+    import lancedb
+
+    other = lancedb.connect(uri, storage_options=options)
+    look, seen, restores = collection._open, [], []
+
+    def looked():
+        table = look()
+        if table is not None:
+            seen.append(table.version)
+            if len(seen) - 1 in looks:
+                theirs = other.open_table(collection.name)
+                theirs.restore(theirs.version)
+                restores.append(theirs.version)
+        return table
+
+    monkeypatch.setattr(collection, "_open", looked)
+    return restores
+
+
+def test_a_creation_repair_beaten_by_another_commit_runs_again_and_keeps_both(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """The overwritten creation's repair is one merge on the latest version; when another
+    commit lands between its look and its commit, it runs again from the latest version
+    (`OVERWRITE_REPAIRS` attempts). Here the first attempt's merge meets a real conflict and
+    the second goes through: every row of both writers is stored, once."""
+    from probembed.store import shared_writes
+
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
+    first = [Record(i, texts[i]) for i in list(texts)[:20]]
+    mine = [Record(i, texts[i]) for i in list(texts)[10:]]
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash_pipeline)
+    b = b_db.collection("c")
+    restores = _restored_after_looks(monkeypatch, b, uri, options, looks={0})
+    conflicts, committed = [], shared_writes.committed
+
+    def counting(*args, **kwargs):
+        try:
+            return committed(*args, **kwargs)
+        except shared_writes.WriteConflictError as exc:
+            conflicts.append(str(exc))
+            raise
+
+    monkeypatch.setattr(shared_writes, "committed", counting)
+    report = ingest(mine, b, hash_pipeline)
+    assert len(restores) == 1 and len(conflicts) == 1 and "Incompatible" in conflicts[0]
+    assert (report.added, report.already_stored) == (10, 10)  # 10 of its ids were the first's
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, texts)
+    assert {i: r["text"] for i, r in collection.rows(list(texts)).items()} == texts
+
+
+def test_a_creation_repair_beaten_at_every_attempt_is_a_conflict_that_leaves_the_table_before(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """When every attempt of the repair meets another commit, the write is a
+    `WriteConflictError` (the service's 409) saying nothing of it was stored, and the table
+    holds what the other writer stored before, as it was."""
+    from probembed.store import WriteConflictError
+    from probembed.store.collection import OVERWRITE_REPAIRS
+
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
+    first = [Record(i, texts[i], {"n": n}) for n, i in enumerate(list(texts)[:20])]
+    mine = [Record(i, texts[i], {"n": 100}) for i in list(texts)[10:]]
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash_pipeline)
+    b = b_db.collection("c")
+    restores = _restored_after_looks(monkeypatch, b, uri, options, looks=range(100))
+    with pytest.raises(WriteConflictError, match="nothing of this one was stored"):
+        ingest(mine, b, hash_pipeline)
+    assert len(restores) >= OVERWRITE_REPAIRS
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, [r.id for r in first])
+    rows = collection.rows([r.id for r in first], ("text", "n"))
+    assert {i: (r["text"], r["n"]) for i, r in rows.items()} == {
+        r.id: (r.text, r.metadata["n"]) for r in first
+    }

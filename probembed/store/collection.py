@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 import numpy as np
 import pyarrow as pa
@@ -1350,9 +1350,28 @@ class Collection:
                 )
                 shared_writes.committed(partial(merge.execute, _in_schema(rows, table.schema)))
                 return
-            except WriteConflictError:
+            except WriteConflictError as conflict:
                 if attempt == OVERWRITE_REPAIRS - 1:
-                    raise
+                    self._gave_up_repair(version, conflict)
+
+    def _gave_up_repair(self, version: int, conflict: WriteConflictError) -> NoReturn:
+        """Every repair of the overwritten creation `version` was beaten by another commit:
+        the table the other writer made (version - 1) is restored whole, as when the two
+        cannot share a table (a commit made on the overwrite meanwhile is dropped with it),
+        and the write is a `WriteConflictError` that stored nothing. Raised with the
+        overwrite left in place, it said "nothing of this one was stored" over a table that
+        held this write's rows and not the other writer's."""
+        shared_writes.committed(partial(self._require().restore, version - 1))
+        self._seen, self._header_at = None, None
+        cause = conflict.__cause__
+        said = str(cause).splitlines()[0] if cause is not None and str(cause) else ""
+        raise WriteConflictError(
+            "this write's creation of the collection replaced the table another writer made "
+            f"at the same moment, and each of {OVERWRITE_REPAIRS} merges putting that "
+            "writer's rows back met another commit: that writer's table is restored as it "
+            "made it (a commit made on the replaced one meanwhile is not in it) and nothing "
+            f"of this one was stored; run it again: {said}"
+        ) from conflict
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""
