@@ -11,6 +11,7 @@ import pytest
 
 from probembed.store import Batch, Database, PipelineInfo, UndoConflictError, WriteConflictError
 from probembed.store.collection import UNDO_CONFLICT
+from probembed.store.rows import WRITE_TAG
 from probembed.store.shared_writes import _CONFLICTS, committed
 
 
@@ -221,3 +222,58 @@ def test_a_delete_from_another_handle_waits_for_the_write_lock(
         assert upserted.result() == (1, 0)
     assert collection.ids() == other.ids() == {"b", "c", "e"}
     assert collection.rows(["e"], ["tag"]) == {"e": {"id": "e", "tag": "new"}}
+
+
+def test_a_relocate_meeting_a_real_conflict_is_a_write_conflict_that_changed_nothing(
+    monkeypatch, tmp_path, hash_pipeline
+):
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    meta = [{"doc_id": "d1", "chunk": n, "file_path": "/old/d1.md"} for n in range(2)]
+    collection.add(batch(hash_pipeline, ["d1#0", "d1#1"], meta))
+    columns = ["text", "metadata", "file_path", WRITE_TAG]  # a new tag: searchers read again
+    rows = collection.rows(["d1#0", "d1#1"], columns)
+    raced(monkeypatch, collection)
+    with pytest.raises(WriteConflictError, match="nothing of this one was stored; run it"):
+        collection.relocate({"d1": "/new/d1.md"})
+    monkeypatch.undo()
+    assert collection.rows(["d1#0", "d1#1"], columns) == rows
+    assert collection.relocate({"d1": "/new/d1.md"}) == 2  # run again, it goes through
+    moved = collection.rows(["d1#0", "d1#1"], ["file_path"])
+    assert {r["file_path"] for r in moved.values()} == {"/new/d1.md"}
+
+
+def test_declaring_the_key_meeting_a_real_conflict_is_a_write_conflict_that_changed_nothing(
+    monkeypatch, tmp_path, hash_pipeline
+):
+    """`keyed` declares `id` the primary key of a collection made before new ones carried
+    it, in one schema commit: meeting another writer's commit, it declares nothing."""
+    import pyarrow as pa
+
+    from probembed.store import collection as collection_module
+    from probembed.store.shared_writes import PRIMARY_KEY_MARKERS, keyed
+
+    def keys(table):
+        field = table.schema.field("id")
+        return {key.decode() for key in field.metadata or {}} & set(PRIMARY_KEY_MARKERS)
+
+    made = collection_module.table_schema
+
+    def older(*args, **kwargs):  # made as before ids were the primary key
+        schema = made(*args, **kwargs)
+        return schema.set(schema.get_field_index("id"), pa.field("id", pa.string(), False))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(collection_module, "table_schema", older)
+        collection = Database(tmp_path / "db", create=True).collection("docs")
+        collection.add(batch(hash_pipeline, ["a", "b"]))
+    schema, rows = collection._require().schema, collection.rows(["a", "b"], ["text"])
+    assert not keys(collection._require())
+    raced(monkeypatch, collection)
+    with pytest.raises(WriteConflictError, match="nothing of this one was stored; run it"):
+        keyed(collection._require())
+    monkeypatch.undo()
+    table = collection._require()
+    assert table.schema == schema and not keys(table)
+    assert collection.rows(["a", "b"], ["text"]) == rows
+    keyed(table)  # run again, it goes through
+    assert keys(collection._require())
