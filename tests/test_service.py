@@ -1587,3 +1587,52 @@ def test_a_chunked_write_whose_undo_meets_a_conflict_answers_409_naming_what_sto
     assert len(calls) == 2
     stored = Database(tmp_path / "db").open("c")
     assert stored.count() > 0 and "long#0" not in stored.ids()  # the first batch stays
+
+
+def test_a_delete_waits_for_the_chunked_write_of_its_collection(
+    tmp_path, pydoc_pipeline_dir, monkeypatch
+):
+    """A chunked write lets the collection's lock go while each batch encodes; a delete of its
+    document ran there, between two commits, and the write then stored the rest of the
+    document it had deleted. A delete now waits for the write and removes it whole."""
+    from probembed.service import batching
+    from probembed.store.collection import Collection
+
+    encoding, release, deleting = threading.Event(), threading.Event(), threading.Event()
+    calls, blocking, delete = [], batching.Batcher.encode_blocking, Collection.delete_documents
+
+    def held(self, texts):  # the second batch waits, the first one committed
+        calls.append(len(texts))
+        if len(calls) == 2:
+            encoding.set()
+            assert release.wait(60)  # 60 s: only ever waited out on failure
+        return blocking(self, texts)
+
+    def watched(self, ids):
+        deleting.set()
+        return delete(self, ids)
+
+    monkeypatch.setattr(batching.Batcher, "encode_blocking", held)
+    monkeypatch.setattr(Collection, "delete_documents", watched)
+    long_doc = {"id": "long", "text": " ".join(f"word{i}." for i in range(200))}
+    with _in_process(tmp_path, pydoc_pipeline_dir) as http, ThreadPoolExecutor(2) as pool:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        body = {"documents": [long_doc], "chunk": {"max_tokens": 16}}
+        writing = pool.submit(http.post, "/v1/collections/c/documents", json=body)
+        try:
+            assert encoding.wait(60)
+            gone = pool.submit(
+                http.post, "/v1/collections/c/delete", json={"ids": ["long"], "doc": True}
+            )
+            # waiting for the delete is the fix: it must not start while the write holds on;
+            # the 2 s only give the old code its chance to run the delete here, and do not
+            # decide what the fixed code stores
+            started_early = deleting.wait(2)
+        finally:
+            release.set()
+        assert writing.result(timeout=60).status_code == 200
+        answer = gone.result(timeout=60)
+    assert not started_early
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["deleted"] > 0
+    assert Database(tmp_path / "db").open("c").count() == 0  # nothing of the document is left

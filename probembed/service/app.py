@@ -1064,7 +1064,9 @@ def _collections(service: Service) -> APIRouter:
                 collection=name, deleted=deleted, count=count, not_found=missing, hint=hint
             )
 
-        return await service.run(name, delete)
+        # after chunked writes: one that lets the lock go to encode would otherwise store the
+        # rest of a document this deletes, and the next write would find it partly stored
+        return await service.run(name, delete, writer=True)
 
     @router.post(
         "/{name}/search",
