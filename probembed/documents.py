@@ -25,6 +25,8 @@ ID_KEYS = ("id", "_id")
 _CORE_KEYS = frozenset({*ID_KEYS, "text", "metadata"})
 #: What JSON allows between values.
 _JSON_BLANKS = re.compile(r"[ \t\n\r]*")
+#: Reads one JSON value at a position (`raw_decode`).
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -61,15 +63,20 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     mark before the first line is skipped. A file that is one JSON array of such objects (a
     `.json` export) is read whole, each element `path[i]`; so are objects spread over lines
     (pretty-printed, one after another), each named by the line it starts on, when the whole
-    file reads as such (else line by line, each bad line its own problem).
+    file reads as such or its first object spans lines; there an object that does not parse
+    is one problem naming no document, and reading goes on at the next line that starts with
+    `{`. Else the file is read line by line, each bad line its own problem.
     """
     if _is_array(path):
         yield from _read_array(path, allow_empty)
         return
     spread = _spread_objects(path)
     if spread is not None:
-        for lineno, obj in spread:
-            yield _record(obj, f"{path}:{lineno}", allow_empty)
+        for item in spread:
+            if isinstance(item, Problem):
+                yield item
+            else:
+                yield _record(item[1], f"{path}:{item[0]}", allow_empty)
         return
     with path.open("rb") as lines:
         for lineno, raw in enumerate(lines, 1):
@@ -126,13 +133,18 @@ def _is_array(path: Path) -> bool:
     return head.startswith(b"[")
 
 
-def _spread_objects(path: Path) -> list[tuple[int, Any]] | None:
+def _spread_objects(path: Path) -> list[tuple[int, Any] | Problem] | None:
     """(starting line, object) of each JSON object of a file whose first line opens an object
-    it does not close (pretty-printed), or None when that is not what the file holds: read as
-    lines, every line of one such object was a problem of its own."""
+    it does not close (pretty-printed), and a problem for each stretch that does not parse
+    (`_objects`); or None when that is not what the file holds: read as lines, every line of
+    one such object was a problem of its own. A bad stretch no longer sends the whole file to
+    the line reader (one bogus problem per line, the good objects lost), so the file is taken
+    for pretty-printed when it reads whole as objects, or when its first object spans lines
+    (`_first_spans_lines`); JSON lines whose first line is bad stay with the line reader."""
     with path.open("rb") as file:
         lines = (raw.removeprefix(codecs.BOM_UTF8) if i == 0 else raw for i, raw in enumerate(file))
-        first = next((line.strip() for line in lines if line.strip()), b"")
+        shown = (line.strip() for line in lines if line.strip())
+        first, second = next(shown, b""), next(shown, b"")  # the first two that are not blank
     if not first.startswith(b"{"):
         return None
     try:
@@ -144,19 +156,59 @@ def _spread_objects(path: Path) -> list[tuple[int, Any]] | None:
         text = path.read_bytes().removeprefix(codecs.BOM_UTF8).decode()
     except UnicodeDecodeError:
         return None
-    found: list[tuple[int, Any]] = []
-    decoder, at, line, counted = json.JSONDecoder(), 0, 1, 0
+    found = list(_objects(text, str(path)))
+    if any(isinstance(item, Problem) for item in found) and not _first_spans_lines(text, second):
+        return None
+    return found
+
+
+def _first_spans_lines(text: str, second: bytes) -> bool:
+    """Whether the file's first object goes on past its first line: it parses and ends on a
+    later line, or it does not parse and a next line is there and no object's start (each
+    line of JSON lines starts one, so a bad first line there is followed by a `{`, or by
+    nothing)."""
+    start = _blanks_from(text, 0)
+    try:
+        end = _DECODER.raw_decode(text, start)[1]
+    except (ValueError, RecursionError):
+        return bool(second) and not second.startswith(b"{")
+    return "\n" in text[start:end]
+
+
+def _objects(text: str, path: str) -> Iterator[tuple[int, Any] | Problem]:
+    """(starting line, object) of each JSON value of the text, one after another; a value that
+    does not parse is one problem naming the line it starts on, and reading resumes at the next
+    line that starts with `{` (where a pretty-printed export opens each of its objects; an
+    object's own lines are indented), the stretch skipped told in the problem."""
+    at, line, counted = 0, 1, 0
     while True:
-        at = _JSON_BLANKS.match(text, at).end()  # type: ignore[union-attr]  # always matches
+        at = _blanks_from(text, at)
         if at == len(text):
-            return found
-        try:
-            obj, end = decoder.raw_decode(text, at)
-        except (ValueError, RecursionError):
-            return None
+            return
         line += text.count("\n", counted, at)
-        found.append((line, obj))
-        counted, at = at, end
+        counted = at
+        try:
+            obj, at = _DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError) as exc:
+            resume = text.find("\n{", at)
+            resume = len(text) if resume < 0 else resume + 1
+            last = line + text.count("\n", at, at + len(text[at:resume].rstrip()))
+            lines = f"line {line}" if last == line else f"lines {line}-{last}"
+            if not isinstance(exc, json.JSONDecodeError):  # a number of 5,000 digits too
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            elif exc.pos == len(text):  # "line 6 column 1" of a file of five lines
+                why = f"{_at(exc.msg)} the end of the file"
+            else:
+                why = f"{_at(exc.msg)} line {exc.lineno} column {exc.colno}"
+            yield Problem(f"{path}:{line}", f"malformed JSON ({why}); {lines} not read")
+            at = resume
+            continue
+        yield line, obj
+
+
+def _blanks_from(text: str, at: int) -> int:
+    """Where the first character after the blanks JSON allows at `at` is."""
+    return _JSON_BLANKS.match(text, at).end()  # type: ignore[union-attr]  # always matches
 
 
 def _read_array(path: Path, allow_empty: bool) -> Iterator[Record | Problem]:

@@ -844,6 +844,67 @@ def test_a_sync_removes_nothing_when_a_line_names_no_document(tmp_path, pydoc_pi
     assert ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True).removed == 2
 
 
+def pretty(*objects: dict) -> str:
+    """Objects pretty-printed one after another, as a `.json` export holds them."""
+    return "".join(json.dumps(obj, indent=2) + "\n" for obj in objects)
+
+
+def test_cli_a_pretty_printed_file_keeps_the_objects_around_a_bad_one(tmp_path, pydoc_pipeline_dir):
+    """A truncated last object sent the whole file to the line reader: five problems, one per
+    line (the valid p1's "line 1: Expecting property name" too), and `--on-error skip` stored
+    nothing and exited 0; one quote inside a string gave a problem for every line."""
+    source = tmp_path / "pretty_bad.json"
+    source.write_text(pretty({"id": "p1", "text": "first"}) + '{ "id": "p2", "text":\n')
+    db = str(tmp_path / "js.db")
+    args = ["ingest", str(source), "--db", db, "--pipeline", str(pydoc_pipeline_dir)]
+    skipped = CliRunner().invoke(app, [*args, "--on-error", "skip"])
+    said = " ".join(skipped.output.split())
+    assert skipped.exit_code == 0, skipped.output
+    assert "added 1, already stored 0, skipped 1 bad item(s)" in said
+    assert (
+        f"skipped: {source}:5: malformed JSON (Expecting value at the end of the file); "
+        "line 5 not read" in said
+    )
+    assert Database(db).open("default").ids() == {"p1"}
+    stopped = CliRunner().invoke(app, [*args, "--collection", "other"])
+    assert stopped.exit_code != 0 and "1 bad input item(s); nothing was written" in stopped.output
+    # a quote inside a string: that object is one problem, from the line it starts on
+    objects = [{"id": f"q{i}", "text": f"text {i}", "meta": {"tags": [1, 2]}} for i in range(4)]
+    source.write_text(pretty(*objects).replace('"text 1"', '"text "1" quoted"'))
+    quoted = CliRunner().invoke(app, [*args, "--on-error", "skip", "--collection", "quoted"])
+    said = " ".join(quoted.output.split())
+    assert "added 3, already stored 0, skipped 1 bad item(s)" in said, quoted.output
+    assert (
+        f"{source}:11: malformed JSON (Expecting ',' delimiter at line 13 column 18); "
+        "lines 11-20 not read" in said
+    )
+    assert Database(db).open("quoted").ids() == {"q0", "q2", "q3"}
+
+
+def test_a_bad_stretch_of_a_pretty_printed_file_makes_a_sync_remove_nothing(
+    tmp_path, pydoc_pipeline
+):
+    """The objects of a stretch that does not parse name no document (any of them may be
+    one the stretch holds): the sync keeps every stored document, and reads the rest."""
+    source = tmp_path / "export.json"
+    objects = [{"id": f"p{i}", "text": f"Passage {i} about rivers."} for i in range(1, 5)]
+    source.write_text(pretty(*objects))
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    assert ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True).added == 4
+    # p2 cut short, and p3 indented: it opens no line, so it is inside p2's stretch
+    broken = pretty(objects[0]) + '{\n  "id": "p2",\n  "text": "cut\n'
+    broken += "".join("  " + line + "\n" for line in json.dumps(objects[2], indent=2).splitlines())
+    source.write_text(broken + pretty(objects[3]))
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    assert [p.source for p in report.problems] == [f"{source}:5"]
+    assert "lines 5-11 not read" in report.problems[0].message
+    assert (report.unchanged, report.removed, report.sync_withheld) == (2, 0, 1)
+    assert set(collection.document_index()) == {"p1", "p2", "p3", "p4"}
+    source.write_text(pretty(objects[0], objects[3]))  # read whole: the others are gone
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    assert (report.removed, set(collection.document_index())) == (2, {"p1", "p4"})
+
+
 def test_a_record_read_as_markdown_or_retitled_is_a_changed_document(tmp_path, pydoc_pipeline):
     """A service client that turns on Markdown sections, or renames a document whose text does
     not hold its title, got "unchanged" and kept the old chunks and title."""
