@@ -905,6 +905,38 @@ def test_a_bad_stretch_of_a_pretty_printed_file_makes_a_sync_remove_nothing(
     assert (report.removed, set(collection.document_index())) == (2, {"p1", "p4"})
 
 
+def test_cli_delete_given_an_ingested_files_path_names_its_document(
+    tmp_path, monkeypatch, pydoc_pipeline_dir
+):
+    """`delete --doc notes/cooking.md` after `ingest notes/ --chunk` said only "1 document(s)
+    were not there": the stored id is relative to the folder ingested (`cooking.md`). The
+    hint names it; nothing is deleted by path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "cooking.md").write_text("# Cooking\n\nBoil the water first.\n")
+    runner, db = CliRunner(), str(tmp_path / "db")
+    pipeline = ["--pipeline", str(pydoc_pipeline_dir)]
+    made = runner.invoke(app, ["ingest", "notes/", "--chunk", "--db", db, *pipeline])
+    assert made.exit_code == 0, made.output
+    given = ["notes/cooking.md", str(tmp_path / "notes" / "cooking.md")]
+    for path in given:
+        by_doc = runner.invoke(app, ["delete", "--doc", path, "--db", db])
+        said = " ".join(by_doc.output.split())
+        assert by_doc.exit_code == 1, by_doc.output
+        assert (
+            f"1 document(s) were not there: {path!r} (1 of them are paths of files stored as "
+            f"documents, e.g. {path!r} is document 'cooking.md': --doc takes the stored id, "
+            "not the path)" in said
+        )
+    plain = runner.invoke(app, ["delete", given[0], "nothere.md", "--db", db])
+    said = " ".join(plain.output.split())
+    assert plain.exit_code == 1 and "2 id(s) were not there" in said
+    assert "e.g. 'notes/cooking.md' is document 'cooking.md': --doc with the stored id" in said
+    assert set(Database(db).open("default").document_index()) == {"cooking.md"}
+    gone = runner.invoke(app, ["delete", "--doc", "nothere.md", "--db", db])  # no such file
+    assert gone.exit_code == 1 and "paths of files" not in gone.output
+
+
 def test_a_record_read_as_markdown_or_retitled_is_a_changed_document(tmp_path, pydoc_pipeline):
     """A service client that turns on Markdown sections, or renames a document whose text does
     not hold its title, got "unchanged" and kept the old chunks and title."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -810,6 +811,7 @@ def delete_command(
                     f" ({len(chunks)} of them are chunk ids, e.g. {chunk!r}: without --doc "
                     f"it deletes that chunk, and its document is {document!r})"
                 )
+            missing += _read_from_hint(target, gone, "--doc takes the stored id, not the path")
             say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
             present = target.existing(ids)
@@ -822,6 +824,7 @@ def delete_command(
                     f" ({len(chunked)} of them name document(s) stored as chunks, e.g. "
                     f"{chunked[0]!r}: --doc deletes a document's chunks)"
                 )
+            said += _read_from_hint(target, gone, "--doc with the stored id deletes its chunks")
             say(f"deleted {removed} item(s){said}")
         if removed and target.agreement_due():
             say("measuring the models' agreement on what is left (loads the pipeline)")
@@ -830,6 +833,29 @@ def delete_command(
         raise fail(str(exc)) from exc
     if gone and not missing_ok:
         raise typer.Exit(1)
+
+
+def _read_from_hint(target: Collection, gone: list[str], remedy: str) -> str:
+    """A hint for the ids a delete did not find that are the path of a file chunked ingest
+    stored (as given or from here, through links too), naming the document it is stored as:
+    a folder's ids are relative to the folder ingested. Only a hint: nothing is deleted by
+    path."""
+    spellings = {given: {os.path.abspath(given), os.path.realpath(given)} for given in gone}
+    if not spellings:
+        return ""
+    read_from = target.documents_read_from(sorted(set().union(*spellings.values())))
+    stored = {
+        given: sorted({doc for name in names for doc in read_from.get(name, [])})
+        for given, names in spellings.items()
+    }
+    stored = {given: docs for given, docs in stored.items() if docs}
+    if not stored:
+        return ""
+    given, docs = next(iter(stored.items()))
+    return (
+        f" ({len(stored)} of them are paths of files stored as documents, e.g. {given!r} is "
+        f"document {', '.join(map(repr, docs))}: {remedy})"
+    )
 
 
 def _not_there(gone: list[str], kind: str) -> str:

@@ -1030,6 +1030,24 @@ class Collection:
         rows = self.rows(list(dict.fromkeys(gone)), ["doc_id"])
         return {i: rows[i]["doc_id"] for i in gone if i in rows}
 
+    def documents_read_from(self, paths: Sequence[str]) -> dict[str, list[str]]:
+        """Of these paths, those some stored chunks name as their `file_path` (where chunked
+        ingest read their document), each with its documents' ids: a folder's document ids
+        are relative to the folder given, so `delete --doc notes/cooking.md` after ingesting
+        `notes/` names no document (it is `cooking.md`), and said only "not there"."""
+        table = self._open()
+        if table is None or not paths or not self.chunked:
+            return {}
+        if self.metadata_columns().get(FILE_FIELD) != pa.string():
+            return {}
+        where = f"doc_id IS NOT NULL AND {FILE_FIELD} IN ({sql_list(paths)})"
+        found: dict[str, list[str]] = {}
+        for row in _scan(table, ["doc_id", FILE_FIELD], where).to_pylist():
+            ids = found.setdefault(row[FILE_FIELD], [])
+            if row["doc_id"] not in ids:
+                ids.append(row["doc_id"])
+        return {path: sorted(ids) for path, ids in found.items()}
+
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these ids are already stored."""
         table = self._open()
