@@ -1070,12 +1070,30 @@ def test_a_document_with_a_lone_surrogate_is_a_problem_not_a_failure(tmp_path, p
 
 
 def test_cli_ingest_says_when_the_chunk_size_is_over_the_pipelines_limit(tmp_path):
-    """--chunk-tokens 1000 with members that read 256 tokens was cut at 256 without a word."""
+    """--chunk-tokens 1000 with members that read 256 tokens was cut at 256 without a word;
+    an --overlap over half of that was lowered to 127 without one (ingest and embed)."""
     (tmp_path / "note.md").write_text("# Note\n\nA short note about chunk sizes.\n")
     args = ["ingest", str(tmp_path / "note.md"), "--db", str(tmp_path / "db"), "--chunk"]
     done = CliRunner().invoke(app, [*args, "--pipeline", "retrieval", "--chunk-tokens", "1000"])
     assert done.exit_code == 0, done.output
-    assert "--chunk-tokens 1000 is more than the 256 tokens" in " ".join(done.output.split())
+    said = " ".join(done.output.split())
+    assert (
+        "warning: --chunk-tokens 1000 is more than the 256 tokens pipeline retrieval's shortest "
+        "member reads: chunks are cut at 256" in said
+    )
+    assert "overlap" not in said  # the default 32 fits under half of 256
+    embed = ["embed", str(tmp_path / "note.md"), "--out", str(tmp_path / "out"), "--chunk"]
+    wide = ["--chunk-tokens", "100000", "--overlap", "200"]
+    for command in ([*args, "--collection", "wide"], embed):
+        done = CliRunner().invoke(app, [*command, "--pipeline", "retrieval", *wide])
+        assert done.exit_code == 0, done.output
+        said = " ".join(done.output.split())
+        assert said.count("warning:") == 1, done.output
+        assert (
+            "warning: --chunk-tokens 100000 is more than the 256 tokens pipeline retrieval's "
+            "shortest member reads: chunks are cut at 256, and the overlap at 127 (under half "
+            "of that)" in said
+        )
 
 
 def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline_dir):

@@ -366,7 +366,7 @@ def ingest_command(
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(lambda: read_checked(path, target, "stop", prefix))
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
-        _say_if_capped(chunk_tokens, pipe)
+        _say_if_capped(chunk_tokens, settings, pipe)
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
@@ -403,15 +403,25 @@ def chunk_settings(
         raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
 
 
-def _say_if_capped(chunk_tokens: int | None, pipe: Any) -> None:
-    """Say that --chunk-tokens is more than the pipeline reads: the library caps it, and a
-    person should not find out from the chunks."""
+def _say_if_capped(chunk_tokens: int | None, settings: ChunkSettings | None, pipe: Any) -> None:
+    """Warn, once, that --chunk-tokens is more than the pipeline reads: the library caps it
+    at the shortest member's limit (the overlap too, under half of that), and a person should
+    not find out from the chunks."""
     limit = pipe.max_tokens
-    if chunk_tokens is not None and limit is not None and chunk_tokens > limit:
-        say(
-            f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
-            f"{pipe.name}'s shortest member reads: chunks are cut at {limit}"
-        )
+    if chunk_tokens is None or settings is None or limit is None or chunk_tokens <= limit:
+        return
+    overlap = settings.capped(limit).overlap_tokens
+    lowered = (
+        f", and the overlap at {overlap} (under half of that)"
+        if overlap < settings.overlap_tokens
+        else ""
+    )
+    note(
+        "warning:",
+        "yellow",
+        f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
+        f"{pipe.name}'s shortest member reads: chunks are cut at {limit}{lowered}",
+    )
 
 
 def _discard_unmade(database: Database, collection: str, made: Path | str | None) -> None:
@@ -503,7 +513,7 @@ def embed_command(
     if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
         _refuse_bad_input(lambda: read_checked(path, None, "stop", clashes={}))
     pipe = load_pipeline(pipeline)
-    _say_if_capped(chunk_tokens, pipe)
+    _say_if_capped(chunk_tokens, settings, pipe)
     try:
         report = embed_to_parquet(
             path,
