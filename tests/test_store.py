@@ -303,6 +303,62 @@ def test_an_upsert_writes_only_what_changed_and_leaves_the_rest_as_stored(
     assert collection.count() == 21
 
 
+@pytest.mark.parametrize("filtered_ids", [1024, 1])  # one `id IN` read; located and taken
+def test_a_rerun_without_upsert_names_the_stored_ids_it_left_with_another_text(
+    collection, hash_pipeline, monkeypatch, filtered_ids
+):
+    """A re-run said only "already stored 20": an edited text or metadata value was left as
+    stored without a word (the service alone compared them). The report names those ids, in
+    input order; metadata compares as it is stored (key order is not a change), and the
+    re-run embeds nothing."""
+    ingest_module = importlib.import_module("probembed.store.ingest")
+    monkeypatch.setattr(ingest_module, "FILTERED_IDS", filtered_ids)
+    monkeypatch.setattr(ingest_module, "TAKEN_ROWS", 3)  # several takes of stored rows
+    records = [Record(f"d{i}", f"body of document {i}", {"year": 2000 + i}) for i in range(20)]
+    first = ingest(records, collection, hash_pipeline, batch_size=7)
+    assert (first.added, first.already_stored, first.changed) == (20, 0, [])
+    encoded: list[str] = []
+
+    def encode(texts):
+        encoded.extend(texts)
+        return hash_pipeline.encode(texts)
+
+    edited = list(records)
+    edited[12] = Record("d12", "body of document 12", {"year": 1999})
+    edited[3] = Record("d3", "a new body for document 3", {"year": 2003})
+    edited[7] = Record("d7", "body of document 7", {"year": 2007, "new": True})
+    edited[9] = Record("d9", "body of document 9", {"year": 2009} | {})  # the same, anew
+    edited.append(Record("d20", "body of document 20", {}))
+    again = ingest(edited, collection, hash_pipeline, encode=encode)
+    assert (again.added, again.already_stored, again.changed) == (1, 20, ["d3", "d7", "d12"])
+    assert encoded == ["body of document 20"]  # only the new id is embedded
+    assert collection.rows(["d3"])["d3"]["text"] == "body of document 3"  # left as stored
+    same = ingest(records, collection, hash_pipeline, encode=encode)
+    assert (same.already_stored, same.changed, len(encoded)) == (20, [], 1)
+    upserted = ingest(edited, collection, hash_pipeline, upsert=True)
+    assert (upserted.updated, upserted.unchanged, upserted.changed) == (3, 18, [])
+
+
+def test_an_id_another_writer_stored_meanwhile_with_another_text_counts_as_changed(
+    tmp_path, hash_pipeline
+):
+    """Records are embedded with the collection unlocked (the service's writes): an id another
+    handle stored between the look and the commit is already stored, and changed when that
+    writer stored another text."""
+    from probembed.store.ingest import commit, prepare
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest([Record("a", "first text")], collection, hash_pipeline)
+    records = [Record("a", "first text"), Record("b", "mine"), Record("c", "also mine")]
+    report, todo, _ = prepare(records, collection, hash_pipeline, "stop", upsert=False)
+    assert ([r.id for r in todo], report.changed) == (["b", "c"], [])
+    other = Database(tmp_path / "db").collection("docs")
+    ingest([Record("b", "theirs"), Record("c", "also mine")], other, hash_pipeline)
+    fused = hash_pipeline.encode([r.text for r in todo])
+    commit(collection, PipelineInfo.of(hash_pipeline), todo, fused, False, report)
+    assert (report.added, report.already_stored, report.changed) == (0, 3, ["b"])
+
+
 BAD_LINES = [
     {"id": "ok1", "text": "a fine document"},
     '{"id": "broken", "text": ',

@@ -352,10 +352,53 @@ def test_cli_ingest_into_an_existing_collection_uses_its_pipeline(tmp_path, hash
     first.write_text(json.dumps({"id": "a", "text": "cats purr loudly"}) + "\n")  # edited
     again = CliRunner().invoke(app, ["ingest", str(first), *db])
     said = " ".join(again.output.split())
-    assert again.exit_code == 0 and "1 id(s) already stored were left as stored" in said
-    assert "--upsert replaces those whose text or metadata changed" in said
+    assert (
+        again.exit_code == 0
+        and (
+            "1 of 1 already stored have another text or metadata than the file: a; "
+            "--upsert replaces them"
+        )
+        in said
+    )
     upserted = CliRunner().invoke(app, ["ingest", str(first), *db, "--upsert"])
-    assert upserted.exit_code == 0 and "left as stored" not in upserted.output
+    assert upserted.exit_code == 0 and "another text" not in upserted.output
+
+
+def test_cli_ingest_again_names_the_edited_records_it_left_as_stored(tmp_path, hash_pipeline):
+    """A re-run of an edited JSONL said "5 id(s) already stored were left as stored, edited or
+    not", where the service names how many changed: it names them, a few, and no others."""
+    pipe_dir = hash_pipeline.save(tmp_path / "pipe")
+    source = tmp_path / "corpus.jsonl"
+    rows = [{"id": f"d{i}", "text": f"document {i} is about topic {i}"} for i in range(12)]
+
+    def written(rows) -> None:
+        source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    def ingested(*options: str) -> str:
+        run = CliRunner().invoke(app, ["ingest", str(source), *db, *options])
+        assert run.exit_code == 0, run.output
+        return " ".join(run.output.split())
+
+    app = typer.Typer()
+    register(app)
+    db = ["--db", str(tmp_path / "x.db"), "--pipeline", str(pipe_dir)]
+    written(rows[:5])
+    ingested()
+    written([*rows[:2], {**rows[2], "text": "an edited text"}, *rows[3:5]])
+    said = ingested()
+    assert "added 0, already stored 5" in said
+    assert (
+        "1 of 5 already stored have another text or metadata than the file: d2; "
+        "--upsert replaces them"
+    ) in said
+    assert "another text" not in ingested("--upsert")
+    assert "another text" not in ingested()  # as stored now
+    written(rows)
+    ingested()
+    written([{**r, "year": 2024} for r in rows[:8]] + rows[8:])  # metadata edited
+    said = ingested()
+    assert "8 of 12 already stored have another text or metadata than the file: " in said
+    assert "d0, d1, d2, d3, d4 and 3 more; --upsert replaces them" in said
 
 
 def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there(

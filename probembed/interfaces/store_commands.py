@@ -252,14 +252,32 @@ def ingest_and_report(
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(report.summary())
-    if isinstance(report, IngestReport) and report.already_stored and not options.get("upsert"):
-        say(  # a re-run after editing documents kept the old texts, and said only "stored"
-            f"{report.already_stored} id(s) already stored were left as stored, edited or "
-            "not; --upsert replaces those whose text or metadata changed"
-        )
+    if isinstance(report, IngestReport) and report.changed:  # an edit a re-run did not write
+        say(_changed_note(report, source))
     if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
         _say_what_is_cut(source, pipe)
     return report
+
+
+#: Ids of records a plain ingest left stored with another text or metadata that it names.
+NAMED_CHANGED = 5
+
+
+def _changed_note(report: IngestReport, source: Any) -> str:
+    """Which ids a plain ingest found stored with another text or metadata than its source
+    has, and left so (the first NAMED_CHANGED of them): --upsert writes them."""
+    changed = report.changed
+    named = ", ".join(changed[:NAMED_CHANGED])
+    more = len(changed) - NAMED_CHANGED
+    if more > 0:
+        named += f" and {more:,} more"
+    given = "the records given"
+    if isinstance(source, Path):
+        given = "the folder" if source.is_dir() else "the file"
+    return (
+        f"{len(changed):,} of {report.already_stored:,} already stored have another text or "
+        f"metadata than {given}: {named}; --upsert replaces them"
+    )
 
 
 #: What `_say_what_is_cut` tells ingest to do about documents cut short.

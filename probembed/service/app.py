@@ -28,7 +28,6 @@ from starlette.routing import BaseRoute, Match
 from probembed import __version__
 from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings
-from probembed.documents import under_prefix
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.pipeline import Pipeline, pipeline_name
@@ -39,7 +38,6 @@ from probembed.service.gate import Gate
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service, UnknownModelError
 from probembed.store import (
-    Collection,
     CollectionExistsError,
     CollectionNotFoundError,
     IngestError,
@@ -68,7 +66,6 @@ from probembed.store.ingest import (
     not_unicode,
     prepare,
     remove,
-    stored_otherwise,
 )
 from probembed.store.location import database_target
 from probembed.store.rows import PipelineInfo
@@ -715,25 +712,6 @@ def _document(
     return Record(document.id, document.text, document.metadata, source)
 
 
-def _left_changed(
-    collection: Collection,
-    records: Sequence[Record | Problem],
-    report: IngestReport,
-    body: schemas.DocumentsWrite,
-) -> list[str]:
-    """The ids a write without upsert found stored with another text or metadata and left so
-    (the CLI says only that some may be); read only when some id was already stored."""
-    if not report.already_stored:
-        return []
-    skipped = {p.source for p in report.problems}
-    sent = [
-        under_prefix(r, body.prefix)
-        for r in records
-        if isinstance(r, Record) and r.source not in skipped
-    ]
-    return stored_otherwise(collection, sent)
-
-
 def _upsert_hint(changed: list[str] | None) -> str | None:
     """What a client sends to store the texts a write left as stored, or None."""
     if not changed:
@@ -997,7 +975,7 @@ def _collections(service: Service) -> APIRouter:
             if fused is not None:
                 commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
             finish(collection, pipeline)
-            changed = None if body.upsert else _left_changed(collection, records, report, body)
+            changed = None if body.upsert else report.changed
             return schemas.WriteReport(
                 collection=name,
                 added=report.added,

@@ -1056,6 +1056,22 @@ class Collection:
         rows = _scan(table, ["id"], f"id IN ({sql_list(ids)})")
         return set(rows.column("id").to_pylist())
 
+    @one_at_a_time
+    def located(self, ids: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """The version read and the LanceDB row id of each of these ids stored at it (absent
+        ones are left out): one read of the id column with row ids, filtered in Arrow, so
+        `take` at that version reads the other columns of those rows only. For many ids,
+        where `id IN` reads a part at a time scan the id column once per part."""
+        table = self._open()
+        if table is None or not ids:
+            return 0, {}
+        version = int(table.version)
+        data = _scan(table, ["id"], row_ids=True)
+        wanted = pc.is_in(data.column("id"), value_set=pa.array(list(ids), pa.string()))
+        found = data.filter(wanted)
+        ids_found, rows = found.column("id").to_pylist(), found.column("_rowid").to_pylist()
+        return version, dict(zip(ids_found, rows, strict=True))
+
     def vectors(self) -> Vectors:
         """All ids, means, variances and weights at the current version, as numpy arrays."""
         table = self._require()

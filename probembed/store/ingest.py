@@ -53,6 +53,8 @@ ON_ERROR = ("skip", "stop")
 DEFAULT_BATCH = 512
 #: Up to this many ids are looked up by an `id IN (...)` filter; more read every stored id.
 FILTERED_IDS = 1024
+#: Stored rows taken by row id per read when many records are compared with what is stored.
+TAKEN_ROWS = 4096
 #: Problems quoted in an error message; the report keeps them all.
 _SHOWN = 10
 
@@ -87,6 +89,9 @@ class IngestReport:
     problems: list[Problem] = field(default_factory=list)
     #: With upsert: ids already stored with this very text and metadata, left as they are.
     unchanged: int = 0
+    #: Without upsert: the ids already stored with another text or metadata than given, in
+    #: input order, left as stored (an edit a re-run did not write: upsert replaces them).
+    changed: list[str] = field(default_factory=list)
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
     unread: Unread = field(default_factory=Unread)
 
@@ -199,14 +204,14 @@ def prepare(
     report = IngestReport(label, problems=problems)
     if isinstance(source, (str, Path)):
         report.unread = unread_files(source, TEXT_SUFFIXES)
+    as_given = stored_as_given(collection, records)
     if upsert:
-        same = unchanged_ids(collection, records)
-        todo = [r for r in records if r.id not in same]
+        todo = [r for r in records if not as_given.get(r.id, False)]
         report.unchanged = len(records) - len(todo)
     else:
-        stored = stored_ids(collection, [r.id for r in records])
-        todo = [r for r in records if r.id not in stored]
+        todo = [r for r in records if r.id not in as_given]
         report.already_stored = len(records) - len(todo)
+        report.changed = [r.id for r in records if as_given.get(r.id) is False]
     return report, todo, columns
 
 
@@ -248,43 +253,43 @@ def _given(items: Iterable[Record | Problem | Mapping[str, Any]]) -> Iterator[Re
             )
 
 
-def unchanged_ids(collection: Collection, records: Sequence[Record]) -> set[str]:
-    """Ids stored with the very text and metadata given: replacing them would write the same
-    row again (the pipeline is the collection's, so the vectors too), leave a dead row in every
-    searcher's snapshot and make each graph grow."""
-    given = _given_rows(records)
-    ids = list(given) if len(given) <= FILTERED_IDS else None
-    return {doc_id for doc_id, same in _compared(collection, given, ids) if same}
+def stored_as_given(collection: Collection, records: Sequence[Record]) -> dict[str, bool]:
+    """For each of these records whose id is stored, whether it is stored with the very text
+    and metadata given (as a write stores metadata: `metadata_json`), by id; ids not stored
+    are left out. An upsert leaves the same ones alone (writing the same row again, the
+    pipeline being the collection's, would leave a dead row in every searcher's snapshot and
+    make each graph grow); a write without upsert names the others, which it left as stored.
 
-
-def stored_otherwise(collection: Collection, records: Sequence[Record]) -> list[str]:
-    """Ids of these records stored with another text or metadata, in the order given: a write
-    without upsert left them as stored, which its caller should hear (its edit was not
-    written). Filtered reads of FILTERED_IDS ids at a time, for a service's few records."""
-    given = _given_rows(records)
-    ids = list(given)
-    other: set[str] = set()
-    for start in range(0, len(ids), FILTERED_IDS):
-        part = ids[start : start + FILTERED_IDS]
-        other.update(doc_id for doc_id, same in _compared(collection, given, part) if not same)
-    return [doc_id for doc_id in ids if doc_id in other]
-
-
-def _given_rows(records: Sequence[Record]) -> dict[str, tuple[str, str]]:
-    """Each record's text and metadata as a row stores them, by id."""
-    return {r.id: (r.text, metadata_json(r.id, r.metadata)) for r in records}
-
-
-def _compared(
-    collection: Collection, given: Mapping[str, tuple[str, str]], ids: Sequence[str] | None
-) -> Iterator[tuple[str, bool]]:
-    """(id, whether it is stored as given) for each stored row of `given`, read among these
-    ids (a filtered read) or among every row (None: one read beats many filtered ones)."""
-    for batch in collection.batches(["text", "metadata"], ids):
-        columns = (batch.column(name).to_pylist() for name in ("id", "text", "metadata"))
+    Only these records' rows are read, never the rest of a collection: up to FILTERED_IDS by
+    one `id IN (...)` read, more by one read of every stored id (`Collection.located`) and
+    takes of their id, text and metadata by row id, TAKEN_ROWS at a time."""
+    given = {r.id: r for r in records}
+    if not given:
+        return {}
+    if len(given) <= FILTERED_IDS:
+        batches: Iterable[pa.RecordBatch | pa.Table] = collection.batches(
+            ["text", "metadata"], list(given)
+        )
+    else:
+        version, located = collection.located(list(given))
+        rows = list(located.values())
+        batches = (
+            collection.take(rows[start : start + TAKEN_ROWS], _COMPARED, version)
+            for start in range(0, len(rows), TAKEN_ROWS)
+        )
+    found: dict[str, bool] = {}
+    for batch in batches:
+        columns = (batch.column(name).to_pylist() for name in _COMPARED)
         for doc_id, text, metadata in zip(*columns, strict=True):
-            if doc_id in given:
-                yield doc_id, given[doc_id] == (text, metadata)
+            record = given[doc_id]
+            found[doc_id] = text == record.text and metadata == metadata_json(
+                doc_id, record.metadata
+            )
+    return found
+
+
+#: The columns `stored_as_given` compares.
+_COMPARED = ("id", "text", "metadata")
 
 
 #: Documents `cut_documents` reads: enough to say how common long ones are, at little cost.
@@ -303,14 +308,6 @@ def cut_documents(source: str | Path, pipeline: Any) -> tuple[int, int]:
     return (int(pipeline.cut(texts).sum()), len(texts)) if texts else (0, 0)
 
 
-def stored_ids(collection: Collection, ids: Sequence[str]) -> set[str]:
-    """Which of these ids the collection holds: a filtered read for a few (a service's small
-    writes), one read of every id for many (a bulk ingest), never one per id."""
-    if len(ids) <= FILTERED_IDS:
-        return collection.existing(ids)
-    return collection.ids()
-
-
 def commit(
     collection: Collection,
     info: PipelineInfo,
@@ -321,7 +318,8 @@ def commit(
     columns: Mapping[str, pa.DataType] | None = None,
 ) -> None:
     """Store one embedded chunk in one commit and count it in the report. An id another
-    writer stored since it was read counts as already stored (it was embedded unlocked).
+    writer stored since it was read counts as already stored (it was embedded unlocked), and
+    as changed when that writer stored another text or metadata.
     `columns`: what the whole write decided (`Checked.columns`), when it takes commits."""
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
@@ -330,6 +328,9 @@ def commit(
     else:
         inserted, updated = collection.add(batch, skip_stored=True), 0
         report.already_stored += len(chunk) - inserted
+        if inserted < len(chunk):  # the rows this write stored are as given
+            as_given = stored_as_given(collection, chunk)
+            report.changed += [r.id for r in chunk if as_given.get(r.id) is False]
     report.added += inserted
     report.updated += updated
 
