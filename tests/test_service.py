@@ -285,6 +285,59 @@ def test_a_write_without_upsert_says_which_stored_ids_kept_another_text(server):
         http.delete("/v1/collections/edits")
 
 
+def test_an_integer_id_is_stored_as_its_string_as_the_cli_stores_it(
+    server, tmp_path, pydoc_pipeline_dir
+):
+    """`probembed ingest` stores a JSON line's `"id": 7` as "7", and the service answered the
+    same document 422 "documents[0].id: Input should be a valid string". It takes an integer
+    (not a bool) as its string, within the length limit, and so does a delete."""
+    source = tmp_path / "numbered.jsonl"
+    source.write_text(json.dumps({"id": 7, "text": DOCS[0]["text"]}) + "\n", encoding="utf-8")
+    args = ["ingest", str(source), "--db", str(server.db), "-c", "numbered"]
+    made = CliRunner().invoke(cli_app, [*args, "--pipeline", str(pydoc_pipeline_dir)])
+    assert made.exit_code == 0, made.output
+    with server.client() as http:
+
+        def write(*documents):
+            return http.post("/v1/collections/numbered/documents", json={"documents": documents})
+
+        same = write({"id": 7, "text": DOCS[0]["text"]})  # the CLI's row: already stored
+        assert same.status_code == 200, same.text
+        assert (same.json()["already_stored"], same.json()["changed"]) == (1, 0)
+        added = write({"id": -8, "text": DOCS[1]["text"]}, {"id": "9", "text": DOCS[2]["text"]})
+        assert (added.json()["added"], added.json()["count"]) == (2, 3)
+        found = http.post("/v1/collections/numbered/search", json={"query": "cat", "k": 3})
+        assert {h["id"] for h in found.json()["results"][0]["hits"]} == {"7", "-8", "9"}
+        longest = {"id": 10 ** (schemas.MAX_ID_LENGTH - 1), "text": "x"}  # 1,024 digits
+        assert write(longest).json()["added"] == 1
+        for bad, says in (
+            (True, "documents[0].id: Input should be a valid string or integer, got true"),
+            (7.5, "documents[0].id: Input should be a valid string or integer, got 7.5"),
+            (None, "documents[0].id: Input should be a valid string or integer, got null"),
+            (10**schemas.MAX_ID_LENGTH, "documents[0].id: String should have at most 1024"),
+            ("", "documents[0].id: String should have at least 1 character"),
+        ):
+            refused = write({"id": bad, "text": "x"})
+            assert refused.status_code == 422 and says in refused.text, (bad, refused.text)
+        deleted = http.post("/v1/collections/numbered/delete", json={"ids": [7, -8, 6]}).json()
+        assert (deleted["deleted"], deleted["not_found"], deleted["count"]) == (2, 1, 2)
+        refused = http.post("/v1/collections/numbered/delete", json={"ids": [False]})
+        assert refused.status_code == 422 and "ids[0]: Input should be a valid string" in (
+            refused.text
+        )
+        components = http.get("/openapi.json").json()["components"]["schemas"]
+        said = {"type": "string", "minLength": 1, "maxLength": schemas.MAX_ID_LENGTH}
+        assert components["Document"]["properties"]["id"]["anyOf"] == [
+            said,
+            {"type": "integer"},
+        ]
+        assert components["DeleteDocuments"]["properties"]["ids"]["items"]["anyOf"] == [
+            {"type": "string"},
+            {"type": "integer"},
+        ]
+        http.delete("/v1/collections/numbered")
+
+
 def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
     """The service deleted by row id only: a chunked document's id deleted nothing, and the
     answer said only "not_found": 1 (the CLI has --doc)."""
@@ -644,10 +697,12 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
         # places named as the app's own checks name them, a lone surrogate in its words
         placed = http.post(
             documents,
-            content=b'{"documents": [{"id": "a", "text": "x"}, {"id": 5, "text": "y"}]}',
+            content=b'{"documents": [{"id": "a", "text": "x"}, {"id": 5.5, "text": "y"}]}',
             headers=json_type,
         )
-        assert said(placed) == "documents[1].id: Input should be a valid string"
+        assert said(placed) == (
+            "documents[1].id: Input should be a valid string or integer, got 5.5"
+        )
         lone = http.post(
             documents, content=b'{"documents": [{"id": "\\ud800", "text": "y"}]}', headers=json_type
         )
@@ -658,10 +713,10 @@ def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
             "the body is empty;"
         )
         # a large refused body is not echoed whole, and 300 bad items are not all listed
-        many = {"documents": [{"id": i, "text": "y" * 20_000} for i in range(300)], "sync": True}
-        answer = http.post(documents, json=many)
+        many = [{"id": i + 0.5, "text": "y" * 20_000} for i in range(300)]
+        answer = http.post(documents, json={"documents": many, "sync": True})
         assert said(answer).endswith(
-            "documents[9].id: Input should be a valid string; and 290 more"
+            "documents[9].id: Input should be a valid string or integer, got 9.5; and 290 more"
         )
         assert len(answer.content) < 20_000, len(answer.content)
 

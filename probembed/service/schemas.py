@@ -8,10 +8,19 @@ their own.
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from probembed.encoders.base import lone_surrogate
 from probembed.scoring import Score, parse_score
@@ -186,10 +195,57 @@ class CollectionCreate(Strict):
     pipeline: str | None = Field(None, description="A served pipeline; default: the first.")
 
 
+def _integer_as_text(value: Any) -> str:
+    """An id as its string: an integer (not a bool) as its decimal digits, as `probembed
+    ingest` stores a JSON line's `"id": 7` (`documents._find_id`); a string as it is."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"Input should be a valid string or integer, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """A refused JSON value as the client wrote it, cut short: `true`, `7.5`, `null`."""
+    try:
+        return json.dumps(value)[:40]
+    except (TypeError, ValueError):
+        return repr(value)[:40]
+
+
+#: What an id takes in JSON: a string or an integer, stored as its decimal string.
+_ID_SCHEMA = 'A string, or an integer stored as its decimal string (`7` as `"7"`)'
+#: A document's id in a write: stored as a string of 1 to MAX_ID_LENGTH characters (an
+#: integer's digits count, its sign too).
+DocumentId = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_ID_LENGTH),
+    BeforeValidator(_integer_as_text),  # outside the length check: an integer's digits count
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+                {"type": "integer"},
+            ],
+            "description": f"{_ID_SCHEMA}; at most {MAX_ID_LENGTH:,} characters either way.",
+        }
+    ),
+]
+#: An id a delete names: as a write takes it, of any length (a Python or CLI write has no
+#: limit, and a delete of an id never stored finds nothing).
+StoredId = Annotated[
+    str,
+    BeforeValidator(_integer_as_text),
+    WithJsonSchema(
+        {"anyOf": [{"type": "string"}, {"type": "integer"}], "description": f"{_ID_SCHEMA}."}
+    ),
+]
+
+
 class Document(Strict):
     """One document to store: an id (at most 1,024 characters), its text, JSON metadata."""
 
-    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    id: DocumentId
     text: str
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -312,7 +368,7 @@ class WriteReport(BaseModel):
 class DeleteDocuments(Strict):
     """Ids to delete."""
 
-    ids: list[str] = Field(min_length=1)
+    ids: list[StoredId] = Field(min_length=1)
     doc: bool = Field(
         False,
         description="The ids are documents of a chunked collection: delete every chunk of "
