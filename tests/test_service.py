@@ -316,6 +316,7 @@ def test_an_integer_id_is_stored_as_its_string_as_the_cli_stores_it(
             (None, "documents[0].id: Input should be a valid string or integer, got null"),
             (10**schemas.MAX_ID_LENGTH, "documents[0].id: String should have at most 1024"),
             ("", "documents[0].id: String should have at least 1 character"),
+            ("  ", "ids must be strings with a visible character, got '  '"),  # as ingest
         ):
             refused = write({"id": bad, "text": "x"})
             assert refused.status_code == 422 and says in refused.text, (bad, refused.text)

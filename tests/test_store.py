@@ -515,8 +515,12 @@ def test_a_bad_id_or_metadata_key_past_the_first_batch_writes_nothing(collection
     is refused too (the service stored it, then answered every search finding it with a 500)."""
     good = [Record(f"d{i}", f"text number {i}", {"a": nested(32)}) for i in range(3)]
     for bad, said in [
-        (Record("", "blank id", {}), "ids must be non-empty strings, got ''"),
-        (Record(17, "number id", {}), "ids must be non-empty strings, got 17"),
+        (Record("", "empty id", {}), "ids must be strings with a visible character, got ''"),
+        (
+            Record(" \t", "blank id", {}),
+            r"a visible character, got ' \\t'",
+        ),  # a reader refuses it too
+        (Record(17, "number id", {}), "ids must be strings with a visible character, got 17"),
         (Record("k", "int key", {1: "x"}), "metadata keys must be strings, got 1"),
         (Record("n", "deep", {"a": nested(33)}), "more than 32 levels deep"),
         (Record("n", "deeper", {"a": nested(5000)}), "more than 32 levels deep"),  # no recursion

@@ -420,8 +420,8 @@ def _check(
 ) -> Problem | None:
     """The problem with one record, or None."""
     where = record.source or f"id {record.id!r}"
-    if not isinstance(record.id, str) or not record.id:  # refused here, not mid-write
-        return Problem(where, f"ids must be non-empty strings, got {record.id!r}")
+    if not isinstance(record.id, str) or is_blank(record.id):  # refused here, not mid-write
+        return Problem(where, f"ids must be strings with a visible character, got {record.id!r}")
     if not isinstance(record.text, str) or is_blank(record.text):
         return Problem(where, f"document {record.id!r} has an empty text")
     if record.id in first_seen:
