@@ -42,12 +42,8 @@ from probembed.fusion import Fused
 from probembed.interfaces.cli import app as cli_app
 from probembed.service import ServiceSettings, schemas
 from probembed.service import app as app_module
-from probembed.service.app import (
-    _embedding_body,
-    _embedding_payload,
-    _search_body,
-    create_app,
-)
+from probembed.service.answers import _embedding_body, _embedding_payload, _search_body
+from probembed.service.app import create_app
 from probembed.service.process import FAILED, READY_TIMEOUT
 from probembed.service.settings import BatchSettings
 from probembed.store import Database, ingest_documents
