@@ -1,0 +1,82 @@
+"""Refusals: `ApiError`, the status each failure of the layers below means, the statuses a
+route declares, and the error body every refusal is sent in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from probembed.service import schemas
+from probembed.service.batching import QueueFullError, StoppingError
+from probembed.service.state import NotReadyError, UnknownModelError
+from probembed.store import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    PipelineMismatchError,
+    ReadOnlyError,
+    StorageUnavailableError,
+    StoreError,
+    StoreStateError,
+    WriteConflictError,
+)
+
+
+class ApiError(Exception):
+    """A refusal with its status: auth, limits, and requests the store cannot serve."""
+
+    def __init__(self, status: int, detail: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(str(detail))
+        self.status, self.detail, self.headers = status, detail, headers or {}
+
+
+#: What a client is told of a failure that is the server's own (a bug, an encoder's crash).
+_INTERNAL = "internal error: the server's log holds the details"
+#: Exceptions of the layers below and the status each one means.
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotReadyError, 503),
+    (UnknownModelError, 404),
+    (CollectionNotFoundError, 404),
+    (CollectionExistsError, 409),
+    (PipelineMismatchError, 409),
+    (QueueFullError, 429),
+    (StoppingError, 503),
+    (ReadOnlyError, 503),
+    (StorageUnavailableError, 503),
+    (WriteConflictError, 409),
+    (StoreStateError, 500),
+    (StoreError, 422),
+)
+#: Statuses any route may answer besides its success, declared in the schema.
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": schemas.ErrorBody, "description": text}
+    for status, text in (
+        (400, "Body not UTF-8, or nested too deeply to be read: the detail says where"),
+        (401, "No or unknown API key"),
+        (403, "The key lacks the scope this route needs"),
+        (404, "Unknown collection or model"),
+        (
+            409,
+            "Collection exists, holds another pipeline's vectors, or another writer "
+            "committed at the same time (the detail says what was stored; send it again)",
+        ),
+        (413, "Body or input count over the limit"),
+        (422, "Invalid input: the detail names it"),
+        (429, "Encode queue full: retry after Retry-After seconds"),
+        (500, "The server's own storage or state failed, or a bug: its log says why"),
+        (503, "Still loading, loading failed, the database is read-only, or its storage failed"),
+    )
+}
+
+
+def _errors(but: int) -> dict[int | str, dict[str, Any]]:
+    """`_ERRORS` without a status the route never answers, so its schema does not promise it."""
+    return {status: response for status, response in _ERRORS.items() if status != but}
+
+
+def refusal(
+    status: int, message: str, headers: Mapping[str, str] | None = None, raw: Any = None
+) -> JSONResponse:
+    """An error body both FastAPI clients (`detail`) and OpenAI clients (`error`) can read."""
+    return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
