@@ -9,7 +9,7 @@ import json
 import logging
 import pathlib
 import tempfile
-from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -17,9 +17,7 @@ from fastapi import APIRouter, FastAPI, Path, Request, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import BaseRoute, Match
 
 from probembed import __version__
 from probembed.cache import default_cache_dir
@@ -29,10 +27,11 @@ from probembed.fusion import Fused
 from probembed.pipeline import pipeline_name
 from probembed.service import schemas
 from probembed.service.answers import _embedding_body, _search_body, _similarity_body
-from probembed.service.auth import READ, WRITE, ApiKeys, bearer_key, scope_authorization
+from probembed.service.auth import READ, WRITE
 from probembed.service.batching import QueueFullError
 from probembed.service.errors import _ERRORS, _INTERNAL, _STATUS, ApiError, _errors, refusal
 from probembed.service.gate import Gate
+from probembed.service.scopes import _lacking_scope, _scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service, UnknownModelError
 from probembed.store import (
@@ -411,68 +410,6 @@ def _placed(where: tuple[str | int, ...], words: list[str]) -> str:
     name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")
     joiner = " " if text.startswith("is not valid Unicode") else ": "
     return f"{name or 'body'}{joiner}{text}"
-
-
-def _scope(service: Service, needed: str) -> Callable[..., None]:
-    """A dependency that lets a request through only with a key granting `needed`."""
-    bearer = HTTPBearer(auto_error=False, description="An API key (when the server has keys).")
-
-    def check(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
-        key = credentials.credentials if credentials else None
-        lacking = _refused_scope(service.settings.keys, key, needed)
-        if lacking is not None:
-            raise ApiError(403, lacking)
-
-    check.needed_scope = needed  # type: ignore[attr-defined]  # read by _lacking_scope
-    return check
-
-
-def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | None:
-    """Why this key may not use a route needing `needed`, or None (no keys: anyone may).
-    The gate answered 401 to a missing or unknown key before the body was read."""
-    if keys is None:
-        return None
-    granted = (keys.granted(key) if key else None) or frozenset()
-    if needed in granted:
-        return None
-    return f"this key grants {sorted(granted)}; this route needs {needed!r}"
-
-
-def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:
-    """The 403 a request's key earns on its route, for refusals FastAPI makes before the
-    route's scope is checked (a body that is not UTF-8 or not JSON): a read-only key's garbled
-    write got the parser's 400 or 422."""
-    header = request.headers.get("authorization", "")
-    return _route_refusal(request.scope.get("route"), header, keys)
-
-
-def _scope_refusal(
-    routes: Sequence[BaseRoute], keys: ApiKeys | None
-) -> Callable[[MutableMapping[str, Any]], str | None]:
-    """For the gate, which refuses before routing: the 403 a request's key earns on the route
-    its method and path match, or None. A read-only key's write over the body limit got 413,
-    where a write in the limit got 403."""
-
-    def refusal(scope: MutableMapping[str, Any]) -> str | None:
-        if keys is None:
-            return None
-        route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
-        return _route_refusal(route, scope_authorization(scope), keys)
-
-    return refusal
-
-
-def _route_refusal(route: object, authorization: str, keys: ApiKeys | None) -> str | None:
-    """Why the key of this Authorization header may not use this route (its first scope
-    dependency the key lacks), or None."""
-    key = bearer_key(authorization)
-    for dependency in getattr(route, "dependencies", ()):
-        needed = getattr(dependency.dependency, "needed_scope", None)
-        if needed is not None:
-            lacking = _refused_scope(keys, key, needed)
-            if lacking is not None:
-                return lacking
-    return None
 
 
 def check_texts(

@@ -1,0 +1,77 @@
+"""Scopes on routes: the dependency that lets a request through only with a key granting the
+route's scope, and the 403 a key earns on a route for refusals made before that check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import Any
+
+from fastapi import Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import BaseRoute, Match
+
+from probembed.service.auth import ApiKeys, bearer_key, scope_authorization
+from probembed.service.errors import ApiError
+from probembed.service.state import Service
+
+
+def _scope(service: Service, needed: str) -> Callable[..., None]:
+    """A dependency that lets a request through only with a key granting `needed`."""
+    bearer = HTTPBearer(auto_error=False, description="An API key (when the server has keys).")
+
+    def check(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+        key = credentials.credentials if credentials else None
+        lacking = _refused_scope(service.settings.keys, key, needed)
+        if lacking is not None:
+            raise ApiError(403, lacking)
+
+    check.needed_scope = needed  # type: ignore[attr-defined]  # read by _lacking_scope
+    return check
+
+
+def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | None:
+    """Why this key may not use a route needing `needed`, or None (no keys: anyone may).
+    The gate answered 401 to a missing or unknown key before the body was read."""
+    if keys is None:
+        return None
+    granted = (keys.granted(key) if key else None) or frozenset()
+    if needed in granted:
+        return None
+    return f"this key grants {sorted(granted)}; this route needs {needed!r}"
+
+
+def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:
+    """The 403 a request's key earns on its route, for refusals FastAPI makes before the
+    route's scope is checked (a body that is not UTF-8 or not JSON): a read-only key's garbled
+    write got the parser's 400 or 422."""
+    header = request.headers.get("authorization", "")
+    return _route_refusal(request.scope.get("route"), header, keys)
+
+
+def _scope_refusal(
+    routes: Sequence[BaseRoute], keys: ApiKeys | None
+) -> Callable[[MutableMapping[str, Any]], str | None]:
+    """For the gate, which refuses before routing: the 403 a request's key earns on the route
+    its method and path match, or None. A read-only key's write over the body limit got 413,
+    where a write in the limit got 403."""
+
+    def refusal(scope: MutableMapping[str, Any]) -> str | None:
+        if keys is None:
+            return None
+        route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
+        return _route_refusal(route, scope_authorization(scope), keys)
+
+    return refusal
+
+
+def _route_refusal(route: object, authorization: str, keys: ApiKeys | None) -> str | None:
+    """Why the key of this Authorization header may not use this route (its first scope
+    dependency the key lacks), or None."""
+    key = bearer_key(authorization)
+    for dependency in getattr(route, "dependencies", ()):
+        needed = getattr(dependency.dependency, "needed_scope", None)
+        if needed is not None:
+            lacking = _refused_scope(keys, key, needed)
+            if lacking is not None:
+                return lacking
+    return None
