@@ -1,0 +1,166 @@
+"""Invalid requests, found and told in a client's terms: the checks of texts against the
+limits (413, 422), and the words and echo of a body the parser or pydantic refused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi.encoders import jsonable_encoder
+
+from probembed.encoders.base import is_blank, lone_surrogate
+from probembed.service.errors import ApiError
+from probembed.service.settings import Limits
+
+#: What FastAPI answers (400) when a body cannot be decoded at all.
+UNPARSABLE = "There was an error parsing the body"
+#: How a client sends what the routes read.
+SEND_JSON = "send JSON encoded as UTF-8, with the header Content-Type: application/json"
+#: Pydantic's tags for the member of a union that an error is about (`chunk.bool`).
+_UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
+#: Places a 422 names (and errors its `detail` lists) before it counts the rest.
+_PROBLEMS_TOLD = 10
+#: Characters of a refused value a 422 echoes.
+_ECHO_CHARS = 200
+
+
+def _unreadable(body: bytes) -> str:
+    """Why FastAPI could not read a body it says nothing more of: its first byte that is not
+    UTF-8, or JSON nested deeper than the parser goes."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{body[exc.start]:02x} at offset {exc.start}"
+        return f"the body is not UTF-8 text ({where}); {SEND_JSON}"
+    try:
+        json.loads(text)
+    except RecursionError:
+        return f"the body nests arrays or objects too deeply to be read; {SEND_JSON}"
+    except ValueError:
+        pass
+    return f"the body cannot be read as JSON; {SEND_JSON}"
+
+
+def _echoed(kept: Sequence[tuple[tuple[str | int, ...], Any]]) -> list[Any]:
+    """The errors told, as `detail` lists them: the first `_PROBLEMS_TOLD`, each at its place
+    in the body without pydantic's union tags and with its `input` cut short (a 9 MB body
+    refused as a whole was echoed back whole)."""
+    echoed = []
+    for where, error in kept[:_PROBLEMS_TOLD]:
+        error = jsonable_encoder({**error, "loc": ["body", *where]})
+        if "input" in error:
+            text = json.dumps(error["input"], default=str)
+            if len(text) > _ECHO_CHARS:
+                error["input"] = f"{text[:_ECHO_CHARS]}... ({len(text):,} characters as JSON)"
+        echoed.append(error)
+    return echoed
+
+
+def _kept(errors: Sequence[Any]) -> list[tuple[tuple[str | int, ...], Any]]:
+    """The validation errors worth telling, each with its place: the deepest at each place,
+    and for a field that may take several shapes (`chunk`: true or an object) those of the
+    shape the body gave it (a shape it has but whose values fail, not "should be a valid
+    boolean" beside it); a value that fits none of them keeps every shape's complaint."""
+    found = [(_where(e), e) for e in errors]
+    deepest = [
+        (where, e)
+        for where, e in found
+        if not any(o[: len(where)] == where and len(o) > len(where) for o, _ in found)
+    ]
+    fitted = {where for where, e in deepest if not _wrong_shape(e)}
+    return [(w, e) for w, e in deepest if not (w in fitted and _wrong_shape(e))]
+
+
+def _problems(kept: Sequence[tuple[tuple[str | int, ...], Any]], content_type: str) -> list[str]:
+    """The errors told as words, one per place in the body: what is wrong there, each
+    complaint once (pydantic repeats a place under tags like `function-after[...]`)."""
+    said: dict[tuple[str | int, ...], list[str]] = {}
+    for where, error in kept:
+        words = said.setdefault(where, [])
+        if (text := _problem(where, error, content_type)) not in words:
+            words.append(text)
+    return [_placed(where, words) for where, words in said.items()]
+
+
+def _wrong_shape(error: Any) -> bool:
+    """Whether pydantic refused the value for its type ("Input should be a valid boolean"),
+    not for what it holds."""
+    return str(error.get("type", "")).endswith("_type")
+
+
+def _where(error: Any) -> tuple[str | int, ...]:
+    """The error's place in the body, without `body` and pydantic's union-member tags."""
+    loc = [part for part in error.get("loc", ()) if part != "body"]
+    return tuple(p for p in loc if isinstance(p, int) or ("[" not in p and p not in _UNION_TAGS))
+
+
+def _problem(where: tuple[str | int, ...], error: Any, content_type: str) -> str:
+    """What one validation error says is wrong, in a client's terms."""
+    if error.get("type") == "json_invalid":
+        position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
+        at = "" if position is None else f" at character {position + 1}"
+        return f"the body is not valid JSON{at}: {error.get('ctx', {}).get('error', '')}"
+    if not where and not _reads_as_json(content_type):
+        return f"the body must be a JSON object; {SEND_JSON}"
+    if not where and error.get("type") == "missing":
+        return f"the body is empty; {SEND_JSON}"
+    if error.get("type") == "string_unicode":  # as the app's own checks say it
+        return "is not valid Unicode: it holds a lone surrogate (a \\ud800-\\udfff escape alone)"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def _reads_as_json(content_type: str) -> bool:
+    """Whether FastAPI parses a body of this type as JSON: application/json or
+    application/*+json (none given, form data, NDJSON and text it passes on unparsed)."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    major, _, minor = kind.partition("/")
+    return major == "application" and (minor == "json" or minor.endswith("+json"))
+
+
+def _placed(where: tuple[str | int, ...], words: list[str]) -> str:
+    """A place's complaints after its name (`documents[1].id`, as the app's own checks name
+    it); the body's own stand alone."""
+    text = " or ".join(words)
+    if text.startswith("the body "):
+        return text
+    name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")
+    joiner = " " if text.startswith("is not valid Unicode") else ": "
+    return f"{name or 'body'}{joiner}{text}"
+
+
+def check_texts(
+    texts: Sequence[str],
+    field: str,
+    limits: Limits,
+    allow_empty: bool = False,
+    chunked: bool = False,
+    each: bool = True,
+    single: bool = False,
+) -> None:
+    """Refuse too many texts (413), a text over the character limit or an empty one (422).
+    Documents to chunk have no character limit but the body's: each chunk is what is embedded.
+    Without `each`, only the count (a write that skips what it cannot embed). `single`: the
+    client sent `field` as one string, so a problem names it without an index."""
+    if len(texts) > limits.max_inputs:
+        raise ApiError(
+            413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
+        )
+    for i, text in enumerate(texts):
+        named = field if single else f"{field}[{i}]"
+        if not allow_empty and is_blank(text):
+            raise ApiError(422, f"{named} is empty: there is nothing to embed")
+        problem = text_problem(text, limits, chunked) if each else None
+        if problem is not None:
+            raise ApiError(422, f"{named} {problem}")
+
+
+def text_problem(text: str, limits: Limits, chunked: bool = False) -> str | None:
+    """Why a text cannot be embedded as sent (over the character limit, unless it is chunked;
+    a lone surrogate), or None: a write with on_error "skip" skips it, others refuse it."""
+    if not chunked and len(text) > limits.max_chars:
+        return f"has {len(text)} characters; the limit is {limits.max_chars} (--max-chars)"
+    surrogate = lone_surrogate(text)
+    if surrogate is not None:
+        return f"is not valid Unicode: it holds {surrogate}"
+    return None
