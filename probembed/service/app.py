@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
@@ -29,6 +29,7 @@ from probembed.service.auth import READ, WRITE
 from probembed.service.batching import QueueFullError
 from probembed.service.errors import _ERRORS, _INTERNAL, _STATUS, ApiError, _errors, refusal
 from probembed.service.gate import Gate
+from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service, UnknownModelError
@@ -302,57 +303,6 @@ def _local_places() -> list[tuple[str, str]]:
         for path in (pathlib.Path(where).absolute(), pathlib.Path(where).resolve()):
             places[str(path)] = shown
     return sorted(places.items(), key=lambda place: len(place[0]), reverse=True)
-
-
-def _operations(service: Service) -> APIRouter:
-    """Liveness, readiness, metrics."""
-    router = APIRouter(tags=["operations"])
-    reader = _scope(service, READ)
-
-    @router.get("/healthz", response_model=schemas.Health, responses={503: _ERRORS[503]})
-    @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
-    async def healthz() -> Response:
-        """Alive: the process answers (it may still be loading: the pipelines loaded so far);
-        503 once loading failed, which no wait mends, so a liveness probe restarts it (it
-        answered 200 for ever while /readyz said failed)."""
-        if service.failure:
-            body = schemas.Health(status="failed", error=service.failure)
-            return JSONResponse(body.model_dump(), 503)
-        return JSONResponse(
-            schemas.Health(status="ok", pipelines=list(service.pipelines)).model_dump()
-        )
-
-    @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
-    @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
-    async def readyz() -> Response:
-        """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
-        for STORAGE_HOLD seconds after the database's object storage failed a request."""
-        if not service.ready:
-            status = "failed" if service.failure else "loading"  # both are "not yet": 503
-            body = schemas.Health(status=status, error=service.failure)
-            retry = {} if service.failure else {"Retry-After": "1"}  # a failure stays failed
-            return JSONResponse(body.model_dump(), 503, headers=retry)
-        trouble = service.storage_trouble()
-        if trouble is not None:
-            body = schemas.Health(
-                status="storage", pipelines=list(service.pipelines), error=trouble
-            )
-            return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
-        return JSONResponse(
-            schemas.Health(status="ready", pipelines=list(service.pipelines)).model_dump()
-        )
-
-    @router.get(
-        "/metrics",
-        response_class=Response,
-        dependencies=[Security(reader)],
-        responses={200: {"content": {"text/plain": {}}}, 401: _ERRORS[401], 403: _ERRORS[403]},
-    )
-    async def metrics() -> Response:
-        """Prometheus text format."""
-        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4")
-
-    return router
 
 
 def _embeddings(service: Service) -> APIRouter:

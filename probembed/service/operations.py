@@ -1,0 +1,63 @@
+"""The operations routes: liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Security
+from fastapi.responses import JSONResponse, Response
+
+from probembed.service import schemas
+from probembed.service.auth import READ
+from probembed.service.errors import _ERRORS
+from probembed.service.scopes import _scope
+from probembed.service.state import Service
+
+
+def _operations(service: Service) -> APIRouter:
+    """Liveness, readiness, metrics."""
+    router = APIRouter(tags=["operations"])
+    reader = _scope(service, READ)
+
+    @router.get("/healthz", response_model=schemas.Health, responses={503: _ERRORS[503]})
+    @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
+    async def healthz() -> Response:
+        """Alive: the process answers (it may still be loading: the pipelines loaded so far);
+        503 once loading failed, which no wait mends, so a liveness probe restarts it (it
+        answered 200 for ever while /readyz said failed)."""
+        if service.failure:
+            body = schemas.Health(status="failed", error=service.failure)
+            return JSONResponse(body.model_dump(), 503)
+        return JSONResponse(
+            schemas.Health(status="ok", pipelines=list(service.pipelines)).model_dump()
+        )
+
+    @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
+    @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
+    async def readyz() -> Response:
+        """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
+        for STORAGE_HOLD seconds after the database's object storage failed a request."""
+        if not service.ready:
+            status = "failed" if service.failure else "loading"  # both are "not yet": 503
+            body = schemas.Health(status=status, error=service.failure)
+            retry = {} if service.failure else {"Retry-After": "1"}  # a failure stays failed
+            return JSONResponse(body.model_dump(), 503, headers=retry)
+        trouble = service.storage_trouble()
+        if trouble is not None:
+            body = schemas.Health(
+                status="storage", pipelines=list(service.pipelines), error=trouble
+            )
+            return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
+        return JSONResponse(
+            schemas.Health(status="ready", pipelines=list(service.pipelines)).model_dump()
+        )
+
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        dependencies=[Security(reader)],
+        responses={200: {"content": {"text/plain": {}}}, 401: _ERRORS[401], 403: _ERRORS[403]},
+    )
+    async def metrics() -> Response:
+        """Prometheus text format."""
+        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return router
