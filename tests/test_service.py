@@ -42,6 +42,7 @@ from probembed.fusion import Fused
 from probembed.interfaces.cli import app as cli_app
 from probembed.service import ServiceSettings, schemas
 from probembed.service import app as app_module
+from probembed.service import embeddings as embeddings_module
 from probembed.service.answers import _embedding_body, _embedding_payload, _search_body
 from probembed.service.app import create_app
 from probembed.service.process import FAILED, READY_TIMEOUT
@@ -477,7 +478,7 @@ def test_an_embedding_answer_is_written_off_the_event_loop(
         on_loop.append(_on_loop())
         return _embedding_body(fused, model, encoding, texts)
 
-    monkeypatch.setattr(app_module, "_embedding_body", watched)
+    monkeypatch.setattr(embeddings_module, "_embedding_body", watched)
     with _in_process(tmp_path, pydoc_pipeline_dir) as http:
         for encoding in ("float", "base64"):
             asked = {"model": "hash", "input": ["cat", "bread"], "encoding_format": encoding}
