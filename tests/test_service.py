@@ -41,7 +41,7 @@ from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
 from probembed.fusion import Fused
 from probembed.interfaces.cli import app as cli_app
 from probembed.service import ServiceSettings, schemas
-from probembed.service import app as app_module
+from probembed.service import collections as collections_module
 from probembed.service import embeddings as embeddings_module
 from probembed.service.answers import _embedding_body, _embedding_payload, _search_body
 from probembed.service.app import create_app
@@ -441,7 +441,7 @@ def test_a_search_answer_is_written_off_the_event_loop(tmp_path, pydoc_pipeline_
         on_loop.append(_on_loop())
         return _search_body(name, results)
 
-    monkeypatch.setattr(app_module, "_search_body", watched)
+    monkeypatch.setattr(collections_module, "_search_body", watched)
     with _in_process(tmp_path, pydoc_pipeline_dir) as http:
         assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
         written = http.post("/v1/collections/c/documents", json={"documents": DOCS})

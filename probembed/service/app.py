@@ -1,5 +1,7 @@
-"""The FastAPI application: routes that validate, hand work to the store and the batchers,
-and answer; the maths stays in the pipeline and the store."""
+"""The FastAPI application: the routers (operations, embeddings, collections) behind the gate,
+each refusal's handler, and the server's limits in its OpenAPI schema. The routes validate,
+hand work to the store and the batchers, and answer; the maths stays in the pipeline and the
+store."""
 
 from __future__ import annotations
 
@@ -10,30 +12,26 @@ import pathlib
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, FastAPI, Path, Request, Security
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
 from probembed.cache import default_cache_dir
-from probembed.chunking import ChunkSettings
-from probembed.encoders.base import is_blank, lone_surrogate
-from probembed.fusion import Fused
+from probembed.encoders.base import is_blank
 from probembed.pipeline import pipeline_name
-from probembed.service import schemas
-from probembed.service.answers import _search_body
-from probembed.service.auth import READ, WRITE
 from probembed.service.batching import QueueFullError
+from probembed.service.collections import _collections
 from probembed.service.embeddings import _embeddings
-from probembed.service.errors import _ERRORS, _INTERNAL, _STATUS, ApiError, _errors, refusal
+from probembed.service.errors import _INTERNAL, _STATUS, ApiError, refusal
 from probembed.service.gate import Gate
 from probembed.service.operations import _operations
-from probembed.service.scopes import _lacking_scope, _scope, _scope_refusal
+from probembed.service.scopes import _lacking_scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
-from probembed.service.state import NotReadyError, Service, UnknownModelError
+from probembed.service.state import NotReadyError, Service
 from probembed.service.validation import (
     _PROBLEMS_TOLD,
     UNPARSABLE,
@@ -41,41 +39,18 @@ from probembed.service.validation import (
     _kept,
     _problems,
     _unreadable,
-    check_texts,
-    text_problem,
 )
 from probembed.store import (
-    CollectionNotFoundError,
     IngestError,
     NotChunkedError,
-    Problem,
-    Record,
     StorageUnavailableError,
     StoreStateError,
     UndoConflictError,
 )
-from probembed.store.chunked import (
-    DocumentReport,
-    ingest_parsed,
-    record_document,
-    refuse_mixing,
-)
 from probembed.store.errors import storage_failure
-from probembed.store.ingest import (
-    IngestReport,
-    commit,
-    finish,
-    not_unicode,
-    prepare,
-    remove,
-)
 from probembed.store.location import database_target
-from probembed.store.rows import PipelineInfo
 
 log = logging.getLogger("probembed.service")
-
-#: A collection name in a path, as the store accepts them.
-CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
 
 
 def create_app(settings: ServiceSettings) -> FastAPI:
@@ -304,318 +279,3 @@ def _local_places() -> list[tuple[str, str]]:
         for path in (pathlib.Path(where).absolute(), pathlib.Path(where).resolve()):
             places[str(path)] = shown
     return sorted(places.items(), key=lambda place: len(place[0]), reverse=True)
-
-
-def _document(
-    document: schemas.Document, i: int, limits: Limits, chunked: bool
-) -> Record | Problem:
-    """A document of a write as the record ingest reads, or, where its text cannot be embedded
-    as sent, the problem a skipping write reports (a refusing one was refused before)."""
-    source = f"documents[{i}]"
-    problem = text_problem(document.text, limits, chunked)
-    if problem is not None:
-        return Problem(source, f"document {document.id!r}: its text {problem}", document.id)
-    return Record(document.id, document.text, document.metadata, source)
-
-
-def _upsert_hint(changed: list[str] | None) -> str | None:
-    """What a client sends to store the texts a write left as stored, or None."""
-    if not changed:
-        return None
-    return (
-        f"{len(changed)} id(s) are stored with another text or metadata (e.g. {changed[0]!r}) "
-        'and were left as stored: send "upsert": true to replace them'
-    )
-
-
-def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
-    """What a chunked write did, documents and chunks, in the response's shape."""
-    return schemas.WriteReport(
-        collection=name,
-        added=report.added,
-        updated=report.updated,
-        already_stored=0,
-        skipped=[str(p) for p in report.problems],
-        count=count,
-        unchanged=report.unchanged,
-        removed=report.removed,
-        chunks_written=report.chunks_written,
-        chunks_removed=report.chunks_removed,
-    )
-
-
-def _collections(service: Service) -> APIRouter:
-    """Collections: list, create, stats, delete; documents: add/upsert, delete; search."""
-    router = APIRouter(prefix="/v1/collections", tags=["collections"])
-    reader = [Security(_scope(service, READ))]
-    writer = [Security(_scope(service, WRITE))]
-    limits = service.settings.limits
-
-    def info(name: str) -> schemas.CollectionInfo:
-        collection = service.collection(name)
-        service.count_items(collection)
-        return schemas.CollectionInfo.model_validate(collection.stats().to_json())
-
-    @router.get(
-        "",
-        response_model=schemas.CollectionList,
-        dependencies=reader,
-        responses=_errors(but=404),  # names none: one dropped while listing is left out
-    )
-    async def list_collections() -> schemas.CollectionList:
-        """Every collection with its stats."""
-        db = service.require_ready()
-        names = await asyncio.to_thread(db.collections)
-
-        def listed(name: str) -> schemas.CollectionInfo | None:
-            try:
-                return info(name)
-            except CollectionNotFoundError:  # dropped since the names were read: not listed
-                return None
-
-        found = [await service.run(n, lambda n=n: listed(n)) for n in names]  # type: ignore[misc]
-        return schemas.CollectionList(data=[i for i in found if i is not None])
-
-    @router.post(
-        "",
-        response_model=schemas.CollectionInfo,
-        status_code=201,
-        dependencies=writer,
-        responses=_errors(but=404),  # nothing in its path to miss: an unserved pipeline is a 422
-    )
-    async def create_collection(body: schemas.CollectionCreate) -> schemas.CollectionInfo:
-        """An empty collection for a served pipeline's vectors (422 naming the served ones if
-        `pipeline` is not one of them)."""
-        try:
-            pipeline = service.pipeline(body.pipeline, field="pipeline")
-        except UnknownModelError as exc:  # 404 is for a name in the path (GET /v1/models/x)
-            raise ApiError(422, str(exc)) from exc
-        db = service.require_ready()
-
-        def create() -> schemas.CollectionInfo:
-            db.collection(body.name).create(pipeline)
-            return info(body.name)
-
-        return await service.run(body.name, create)
-
-    @router.get(
-        "/{name}", response_model=schemas.CollectionInfo, dependencies=reader, responses=_ERRORS
-    )
-    async def collection_stats(name: CollectionName) -> schemas.CollectionInfo:
-        """Count, bytes, version, pipeline and adapted weights of one collection."""
-        return await service.run(name, lambda: info(name))
-
-    @router.delete(
-        "/{name}", response_model=schemas.DeleteReport, dependencies=writer, responses=_ERRORS
-    )
-    async def drop_collection(name: CollectionName) -> schemas.DeleteReport:
-        """Delete a collection and everything in it."""
-        db = service.require_ready()
-
-        def drop() -> tuple[schemas.DeleteReport, str]:
-            collection = service.collection(name)
-            count, fingerprint = collection.count(), collection.pipeline.fingerprint
-            db.drop(name)
-            service.forget(name)
-            return schemas.DeleteReport(collection=name, deleted=count, count=0), fingerprint
-
-        report, fingerprint = await service.run(name, drop, writer=True)  # after chunked writes
-        service.retire(fingerprint)
-        return report
-
-    @router.post(
-        "/{name}/documents",
-        response_model=schemas.WriteReport,
-        dependencies=writer,
-        responses=_ERRORS,
-    )
-    async def add_documents(
-        name: CollectionName, body: schemas.DocumentsWrite
-    ) -> schemas.WriteReport:
-        """Add documents (or replace them, with upsert) in one commit: all of them or none.
-
-        With `chunk`, each document is stored as chunks, as `probembed ingest --chunk` does:
-        documents whose content is unchanged are left alone, and a bad one writes nothing.
-        """
-        options, skip = body.chunking, body.on_error == "skip"
-        texts = [d.text for d in body.documents]
-        chunked = options is not None
-        check_texts(texts, "documents", limits, allow_empty=True, chunked=chunked, each=not skip)
-        collection = await service.run(name, lambda: service.collection(name))
-        pipeline = await service.prepare(collection)
-        batcher = service.batcher(pipeline)
-        records = [_document(d, i, limits, chunked) for i, d in enumerate(body.documents)]
-
-        if options is not None:
-            for i, record in enumerate(records):  # chunking hashes them first, checks after
-                if isinstance(record, Problem):
-                    continue
-                unencodable = not_unicode(record.id, record.text, record.metadata)
-                if unencodable is None:
-                    continue
-                if not skip:
-                    raise ApiError(422, f"{record.source}: {unencodable}")
-                records[i] = Problem(
-                    record.source, f"document {record.id!r}: {unencodable}", record.id
-                )
-            settings = ChunkSettings.sized(options.max_tokens, options.overlap_tokens)
-            documents = [  # markdown None: by the id, as the CLI reads a JSONL file's records
-                r if isinstance(r, Problem) else record_document(r, options.markdown)
-                for r in records
-            ]
-
-            loop = asyncio.get_running_loop()
-
-            def encode(texts: list[str]) -> Fused:  # the collection searchable meanwhile
-                with service.unlocked(name, loop):
-                    fused = batcher.encode_blocking(texts)
-                # a plain write may have filled the empty collection meanwhile: this write
-                # then fails, and ingest_parsed takes back what it wrote
-                refuse_mixing(collection, chunks=True)
-                return fused
-
-            def write_chunks() -> schemas.WriteReport:
-                report = ingest_parsed(
-                    documents,
-                    service.still(collection),
-                    pipeline,
-                    settings,
-                    sync=body.sync,
-                    on_error=body.on_error,
-                    encode=encode,
-                    label=name,
-                    prefix=body.prefix,
-                )
-                return _chunked_report(name, report, service.count_items(collection))
-
-            return await service.run(name, write_chunks, writer=True)
-
-        def prepared() -> tuple[IngestReport, list[Record]]:  # Problems are reported, skipped
-            refuse_mixing(service.still(collection), chunks=False)
-            report, todo, _ = prepare(
-                records, collection, pipeline, body.on_error, body.upsert, body.prefix
-            )  # one commit: its batch decides its own column types
-            return report, todo
-
-        report, todo = await service.run(name, prepared)
-        # encoded on the event loop, with the collection unlocked: a write that waits for
-        # the encoders (seconds, under load) must not hold up the collection's searches.
-        # Each record is one row; an id another request stored meanwhile counts as stored.
-        fused = await batcher.encode([r.text for r in todo]) if todo else None
-
-        def write() -> schemas.WriteReport:
-            # a chunked write may have filled the empty collection while this one encoded
-            refuse_mixing(service.still(collection), chunks=False)
-            if fused is not None:
-                commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
-            finish(collection, pipeline)
-            changed = None if body.upsert else report.changed
-            return schemas.WriteReport(
-                collection=name,
-                added=report.added,
-                updated=report.updated,
-                already_stored=report.already_stored,
-                skipped=[str(p) for p in report.problems],
-                count=service.count_items(collection),
-                unchanged=report.unchanged if body.upsert else None,
-                changed=None if changed is None else len(changed),
-                hint=_upsert_hint(changed),
-            )
-
-        return await service.run(name, write)
-
-    @router.post(
-        "/{name}/delete",
-        response_model=schemas.DeleteReport,
-        dependencies=writer,
-        responses=_ERRORS,
-    )
-    async def delete_documents(
-        name: CollectionName, body: schemas.DeleteDocuments
-    ) -> schemas.DeleteReport:
-        """Delete items by id, or with `doc` every chunk of these documents, in one commit."""
-        if len(body.ids) > limits.max_inputs:
-            raise ApiError(
-                413,
-                f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs} (--max-inputs)",
-            )
-
-        for i, doc_id in enumerate(body.ids):
-            surrogate = lone_surrogate(doc_id)
-            if surrogate is not None:
-                raise ApiError(422, f"ids[{i}] is not valid Unicode: it holds {surrogate}")
-
-        def delete() -> schemas.DeleteReport:
-            collection = service.collection(name)
-            hint = None
-            if body.doc:
-                deleted, gone = collection.delete_documents(body.ids)
-                missing = len(gone)
-                if deleted:
-                    finish(collection, None)  # loads the pipeline only to measure agreement
-                chunks = collection.named_otherwise(gone, documents=True)
-                if chunks:  # a chunk's id names no document
-                    chunk, document = next(iter(chunks.items()))
-                    hint = (
-                        f"{len(chunks)} id(s) are chunk ids (e.g. {chunk!r}): without "
-                        f'"doc" they delete that chunk; its document is {document!r}'
-                    )
-            else:
-                present = collection.existing(body.ids) if collection.chunked else set()
-                deleted = remove(collection, body.ids)
-                missing = len(set(body.ids)) - deleted
-                gone = [i for i in dict.fromkeys(body.ids) if i not in present]
-                named = list(collection.named_otherwise(gone, documents=False) if missing else {})
-                if named:  # a document's id names no row of a chunked collection
-                    hint = (
-                        f"{len(named)} id(s) are documents stored as chunks (e.g. "
-                        f'{named[0]!r}): send "doc": true to delete their chunks'
-                    )
-            count = service.count_items(collection)
-            return schemas.DeleteReport(
-                collection=name, deleted=deleted, count=count, not_found=missing, hint=hint
-            )
-
-        # after chunked writes: one that lets the lock go to encode would otherwise store the
-        # rest of a document this deletes, and the next write would find it partly stored
-        return await service.run(name, delete, writer=True)
-
-    @router.post(
-        "/{name}/search",
-        response_model=schemas.SearchResponse,
-        dependencies=reader,
-        responses=_ERRORS,
-    )
-    async def search(name: CollectionName, body: schemas.SearchRequest) -> Response:
-        """The k best items per query, each with score, std, weights, p_relevant, and a
-        confidence per query."""
-        texts, single = body.texts, body.query is not None
-        check_texts(texts, "query" if single else "queries", limits, single=single)
-        if body.k > limits.max_k:
-            raise ApiError(422, f"k={body.k} exceeds the limit of {limits.max_k} hits (--max-k)")
-        collection = await service.run(name, lambda: service.collection(name))
-        pipeline = await service.prepare(collection)
-        fused = await service.batcher(pipeline).encode(texts)
-
-        def run() -> list:
-            return (
-                service.still(collection)
-                .searcher()
-                .search_fused(
-                    fused,
-                    body.k,
-                    body.score,
-                    body.exact,
-                    body.where,
-                    body.hybrid,
-                    texts,
-                    min_p_relevant=body.min_p_relevant,
-                    group_by_doc=body.group_by_doc,
-                )
-            )
-
-        results = await service.run(name, run)
-        body_bytes = await asyncio.to_thread(_search_body, name, results)  # the lock let go
-        return Response(body_bytes, media_type="application/json")
-
-    return router
