@@ -20,8 +20,8 @@ import pyarrow as pa
 from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Database, Hit, QueryResult, Record, ingest
-from probembed.store.collection import sql_list
 from probembed.store.errors import CollectionNotFoundError
+from probembed.store.filters import sql_list
 from probembed.store.ingest import DEFAULT_BATCH, IngestError, validate_options
 from probembed.store.ranking import RRF_K
 from probembed.store.rows import column_name, plain, plain_value

@@ -129,7 +129,7 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
     """A SQL filter keeping the given topics, so a partial run searches only what it chose."""
     if not topics:
         return None
-    from probembed.store.collection import sql_list
+    from probembed.store.filters import sql_list
 
     return f"topic IN ({sql_list(topics)})"
 

@@ -46,6 +46,7 @@ from probembed.store.errors import (
     UndoConflictError,
     WriteConflictError,
 )
+from probembed.store.filters import filtered, sql_list
 from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
@@ -712,7 +713,7 @@ class Collection:
         table = self._open()
         if table is None:
             return 0
-        return int(_filtered(lambda: table.count_rows(where), where, self))
+        return int(filtered(lambda: table.count_rows(where), where, self))
 
     def stats(self) -> CollectionStats:
         """Count, bytes on disk per item, and the pipeline."""
@@ -1165,7 +1166,7 @@ class Collection:
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
         table = self._require()
-        found = _filtered(lambda: _scan(table, ["id"], where), where, self)
+        found = filtered(lambda: _scan(table, ["id"], where), where, self)
         return found.column("id").to_pylist()
 
     def text_search(
@@ -1181,7 +1182,7 @@ class Collection:
         builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(wanted)
         if where:
             builder = builder.where(where, prefilter=True)
-        found = _filtered(builder.to_arrow, where, self)
+        found = filtered(builder.to_arrow, where, self)
         ids, scores = found.column("id").to_pylist(), found.column("_score").to_pylist()
         ranked = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: (-h[1], h[0]))
         return ranked[:limit]
@@ -1436,11 +1437,6 @@ class StoredDocument:
     file_path: str | None = None
 
 
-def sql_list(values: Sequence[str]) -> str:
-    """Quote strings as a SQL list: 'a', 'b''s'."""
-    return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values)
-
-
 def _scan(
     table: Any, columns: Sequence[str], where: str | None = None, row_ids: bool = False
 ) -> pa.Table:
@@ -1463,75 +1459,3 @@ def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
     for field in missing:
         data = data.append_column(field, pa.nulls(data.num_rows, field.type))
     return data.select(schema.names).cast(schema)
-
-
-#: The engine's source location that ends some of its error messages.
-_ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
-#: The engine's parse error quotes the SQL statement it wrapped the filter in.
-_UNPARSED = re.compile(r"Error parsing statement: .*?\(sql parser error: (.*)\)$")
-#: `= NULL`, `NULL <> x` and the like, which SQL never holds true (outside quotes).
-_NULL_COMPARED = re.compile(r"(?:[=<>]\s*NULL\b)|(?:\bNULL\s*(?:[=<>]|!=))", re.IGNORECASE)
-#: "No field named x. Valid fields are ..." lists every column, vectors included; the
-#: planner's variant ("... Did you mean 'y'?.") comes wrapped in the filter it optimised.
-_NO_FIELD = re.compile(r"No field named (.+?)\.\s*(?:Valid fields are|Did you mean) .*$")
-#: The planner's "Did you mean 'year'?" after an unknown field.
-_CLOSE_FIELD = re.compile(r"Did you mean ('[^']+')\?")
-#: Fields a refusal lists by name before it counts the rest.
-_FIELDS_LISTED = 20
-
-
-def _listed(owner: Collection) -> str:
-    """The fields a filter can name, the first `_FIELDS_LISTED` by name and the rest counted
-    (a collection at its column cap listed 128)."""
-    fields = owner.filter_fields()
-    more = len(fields) - _FIELDS_LISTED
-    return ", ".join(fields[:_FIELDS_LISTED]) + (f" and {more} more" if more > 0 else "")
-
-
-def _compared_as_string(name: str, where: str) -> bool:
-    """Whether the filter compares with "name" in double quotes (`source = "b"`), which SQL
-    reads as a column, not a string; a quoted column name on its own (`"a b" = 1`) is not."""
-    value = rf'(?:[=<>,]|\blike|\bin\s*\()\s*"{re.escape(name)}"'
-    return re.search(value, where, re.IGNORECASE) is not None
-
-
-def _filtered(run: Any, where: str | None, owner: Collection) -> Any:
-    """Run a LanceDB call with a filter, refusing more than one SQL condition and turning a
-    bad filter's engine error into a clear StoreError: no engine source paths, and for an
-    unknown field the fields a filter can name (asked of `owner` only then), not every
-    column, and whether the items hold it in their metadata JSON only."""
-    bare = re.sub(r"'(?:[^']|'')*'", "", where or "")
-    if ";" in bare:
-        raise StoreError(
-            f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
-            "outside a quoted string"
-        )
-    unquoted = re.sub(r'"(?:[^"]|"")*"', "", bare).replace("<=>", " ")  # <=>: null-safe
-    if _NULL_COMPARED.search(unquoted):
-        raise StoreError(
-            f"invalid filter where={where!r}: a comparison with NULL is never true in SQL, so "
-            "it keeps no row; write `field IS NULL` or `field IS NOT NULL`"
-        )
-    try:
-        return run()
-    except (ValueError, RuntimeError, OSError) as exc:
-        if not where:
-            raise
-        message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
-        unknown = _NO_FIELD.search(message)
-        if unknown:
-            close = _CLOSE_FIELD.search(message)  # the planner's guess, often past the list
-            guess = f"; did you mean {close.group(1)}?" if close else ""
-            message = f"no field {unknown.group(1)}{guess}; filters can name {_listed(owner)}"
-        if unknown and _compared_as_string(unknown.group(1), where):
-            message += f"; a string takes single quotes in SQL: '{unknown.group(1)}'"
-        elif unknown and owner.holds_in_json(unknown.group(1).strip('"`')):
-            message += (
-                f"; the items hold {unknown.group(1)} in their metadata JSON only (a field gets "
-                "a column when its name is lower-case snake_case, its first value a scalar, "
-                f"and the collection had fewer than {MAX_METADATA_COLUMNS} metadata columns "
-                "then), so it cannot be filtered on as a field; `metadata LIKE '%...%'` "
-                "matches the JSON's text"
-            )
-        message = _UNPARSED.sub(r"cannot parse it (\1)", message)
-        raise StoreError(f"invalid filter where={where!r}: {message}") from exc
