@@ -351,7 +351,7 @@ def ingest_command(
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.store import StoreError
     from probembed.store.chunked import refuse_mixing
-    from probembed.store.collection import check_collection_name
+    from probembed.store.database import check_collection_name
     from probembed.store.ingest import read_checked
 
     # Every check that needs no database comes first: a refused run creates none.

@@ -9,7 +9,8 @@ from probembed.extras import require
 require("store", "probembed.store")
 
 from probembed.store.chunked import DocumentReport, ingest_documents, read_documents
-from probembed.store.collection import DEFAULT_COLLECTION, Collection, CollectionStats, Database
+from probembed.store.collection import Collection, CollectionStats
+from probembed.store.database import DEFAULT_COLLECTION, Database
 from probembed.store.embed_job import EmbedReport, embed_to_parquet
 from probembed.store.errors import (
     CollectionExistsError,

@@ -1,4 +1,4 @@
-"""A database of LanceDB tables: one collection of probabilistic embeddings per table.
+"""A collection: one LanceDB table of probabilistic embeddings in a `Database`.
 
 A row holds id, text, metadata (JSON), the fused mean and variance, and the per-model fusion
 weights. Which pipeline made the vectors is kept in the table's schema metadata, written in the
@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import threading
 import time
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, overload
@@ -38,7 +35,6 @@ from probembed.pipeline import CONFIG_FILE
 from probembed.store import shared_writes
 from probembed.store.errors import (
     CollectionExistsError,
-    CollectionNotFoundError,
     PipelineMismatchError,
     ReadOnlyError,
     StoreError,
@@ -47,7 +43,6 @@ from probembed.store.errors import (
     WriteConflictError,
 )
 from probembed.store.filters import filtered, sql_list
-from probembed.store.location import OWN_DIR, Location
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
@@ -73,8 +68,8 @@ from probembed.store.variance import VarianceBasis, pipeline_basis
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
     from probembed.scoring import Score
+    from probembed.store.database import Database
 
-DEFAULT_COLLECTION = "default"
 #: The columns that together mark chunked ingest's chunks (`Collection.holds_chunks`).
 CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
 #: Where chunked ingest records the file a document was read from (its absolute path, as
@@ -103,7 +98,6 @@ UNDO_CONFLICT = (
     "it stopped are still stored (the undo stored nothing): run the write again to complete "
     "it (a document stored in part is written again whole), or upsert its items"
 )
-_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -156,147 +150,6 @@ class CollectionStats:
 def _files_gone(exc: BaseException) -> bool:
     """Whether a LanceDB error says files of the table are missing (dropped under a handle)."""
     return "Not found" in str(exc)
-
-
-def check_collection_name(name: object) -> None:
-    """Refuse a name LanceDB cannot use as a table (checked before any database is made)."""
-    if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
-        raise StoreError(
-            f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' "
-            "(starting with a letter or digit, at most 128 characters)"
-        )
-
-
-class Database:
-    """A directory (or object-store URI) of collections; reading needs it, writing creates it.
-
-    `storage_options` (object storage only) go to LanceDB as they are: credentials, endpoint
-    and region, else the standard environment variables (AWS_ACCESS_KEY_ID, ...) apply.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        create: bool = False,
-        storage_options: Mapping[str, str] | None = None,
-    ) -> None:
-        self.location = Location(path, storage_options)
-        self.location.prepare(create)
-        #: The directory (a Path), or the URI (a str) of a database on object storage.
-        self.path: Path | str = self.location.path
-        self._conn = self.location.connect()
-        self._writable: bool | None = None
-        self._handles: dict[str, Collection] = {}
-        #: Tables opened on a connection that reads the latest version on every read, only
-        #: to ask it: the tables rows are read from stay on the version they last opened.
-        self._watch: Any = None
-        self._watched: dict[str, Any] = {}
-
-    def collections(self) -> list[str]:
-        """Names of the collections with at least one commit, sorted; other LanceDB tables in
-        the same database (a user's own) are not collections, and listing or serving the
-        database does not fail on them."""
-        names = []
-        for name in self._conn.list_tables().tables:
-            table = self.table(name)
-            if table is not None and read_header(table.schema) is not None:
-                names.append(name)
-        return sorted(names)
-
-    def table(self, name: str) -> Any:
-        """The LanceDB table, or None if it has no committed version (absent or being created)."""
-        try:
-            return self._conn.open_table(name)
-        except ValueError as exc:
-            # a table whose first commit is missing (in progress, or killed) is not there yet
-            if "not found" in str(exc):
-                return None
-            raise
-
-    def create_table(self, name: str, data: pa.Table, schema: pa.Schema) -> Any:
-        """Create a LanceDB table with its first rows in one commit (`Collection._create`);
-        LanceDB refuses it if it finds the table there (`ValueError`, "already exists")."""
-        return self._conn.create_table(name, data=data, schema=schema)
-
-    def reconnect(self) -> None:
-        """A new LanceDB connection for tables opened from now on: a table dropped and made
-        again by another process at a version this one has seen would read the old table's
-        cached manifest and fail on its deleted files."""
-        self._conn = self.location.connect()
-
-    def latest_version(self, name: str) -> int | None:
-        """A table's latest committed version in one round trip to LanceDB, where reopening
-        the table and reading its version takes two; None if it cannot be read (absent)."""
-        try:
-            if name not in self._watched:
-                if self._watch is None:
-                    self._watch = self.location.connect(consistency=timedelta(0))
-                self._watched[name] = self._watch.open_table(name)
-            return int(self._watched[name].version)
-        except (ValueError, OSError, RuntimeError):
-            self._watched.pop(name, None)
-            return None
-
-    def collection(self, name: str = DEFAULT_COLLECTION) -> Collection:
-        """A handle on a collection, created by its first write; one handle per name.
-
-        The same handle for a name means its searcher stays warm however often it is asked for.
-        """
-        check_collection_name(name)
-        if name not in self._handles:
-            self._handles[name] = Collection(self, name)
-        return self._handles[name]
-
-    def open(self, name: str = DEFAULT_COLLECTION) -> Collection:
-        """An existing collection, or an error listing the ones there are."""
-        handle = self.collection(name)
-        if not handle.exists:
-            raise self.not_found(name)
-        return handle
-
-    def not_found(self, name: str) -> CollectionNotFoundError:
-        """The error for a collection that is not here, listing those that are (a typo, often)."""
-        known = ", ".join(self.collections()) or "none"
-        return CollectionNotFoundError(
-            f"no collection {name!r} in {self.path}; collections: {known}"
-        )
-
-    def drop(self, name: str) -> None:
-        """Delete a collection, its derived files, and everything in it."""
-        collection = self.open(name)
-        self.require_writable()
-        self._conn.drop_table(name)
-        self.location.remove(collection.name)
-        collection.close()
-        del self._handles[name]
-        self._watched.pop(name, None)
-
-    def discard_unmade(self, name: str) -> None:
-        """Remove what a first write of `name` that never committed left (its pipeline copy),
-        so a first ingest stopped before its first commit leaves nothing of the collection.
-        What another writer has put in the database stays."""
-        if self.collection(name).exists:
-            return
-        self.location.remove(name)
-        if not self.location.remote:
-            with contextlib.suppress(OSError):  # only when empty: another run's files keep it
-                (Path(self.path) / OWN_DIR).rmdir()
-
-    def require_writable(self) -> None:
-        """Fail before writing anything if the database cannot be written (probed, as root too)."""
-        if self._writable is None:
-            self._writable = self.location.can_write()
-        if not self._writable:
-            raise ReadOnlyError(f"database {self.path} is read-only: cannot write to it")
-
-    @property
-    def writable(self) -> bool:
-        """Whether files can be created in the database directory."""
-        try:
-            self.require_writable()
-        except StoreError:
-            return False
-        return True
 
 
 class Collection:
