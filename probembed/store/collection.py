@@ -5,8 +5,8 @@ weights. Which pipeline made the vectors is kept in the table's schema metadata,
 same commit as the first rows, so a collection can refuse vectors from any other pipeline, and a
 copy of that pipeline is kept beside the table (see `probembed.store.provenance`), so
 `collection.search(...)` needs no pipeline argument. Every write is one LanceDB commit: an
-interrupted write leaves the last committed version. A database is a directory or an
-object-store URI (s3://, gs://, az://); `probembed.store.location` keeps the difference.
+interrupted write leaves the last committed version. Its `Database` is in
+`probembed.store.database`, its filters' checks in `probembed.store.filters`.
 """
 
 from __future__ import annotations
