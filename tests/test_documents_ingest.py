@@ -1660,3 +1660,24 @@ def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun
     rerun = ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4)
     assert rerun.problems == []
     assert stored_rows(collection) == stored_rows(clean)
+
+
+def test_a_record_whose_id_is_invisible_is_refused_when_chunked_too(tmp_path, pydoc_pipeline):
+    """A plain ingest refused an id of invisible characters; a chunked one stored its chunks
+    under it ('\\u200b#0'), an id no reader or user can give back. It is refused now, and a
+    sync of the file it is in removes nothing (it names no stored document)."""
+    source = tmp_path / "docs.jsonl"
+    lines = jsonl_lines(3)
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    lines[1] = json.dumps({"_id": "\u200b", "text": "Document 2."}).encode()
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(IngestError, match="ids must be strings with a visible character"):
+        ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    assert [p.message for p in report.problems] == [
+        "ids must be strings with a visible character, got '\\u200b'"
+    ]
+    assert report.removed == 0  # d2's line now names no document, and d2 stays
+    assert {i.split("#")[0] for i in collection.ids()} == {"d1", "d2", "d3"}

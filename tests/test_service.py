@@ -317,6 +317,12 @@ def test_an_integer_id_is_stored_as_its_string_as_the_cli_stores_it(
         ):
             refused = write({"id": bad, "text": "x"})
             assert refused.status_code == 422 and says in refused.text, (bad, refused.text)
+        assert http.post("/v1/collections", json={"name": "blank-ids"}).status_code == 201
+        chunked = http.post(  # chunked writes check ids as plain ones do
+            "/v1/collections/blank-ids/documents",
+            json={"documents": [{"id": "  ", "text": "x"}], "chunk": True},
+        )
+        assert chunked.status_code == 422 and "a visible character, got '  '" in chunked.text
         deleted = http.post("/v1/collections/numbered/delete", json={"ids": [7, -8, 6]}).json()
         assert (deleted["deleted"], deleted["not_found"], deleted["count"]) == (2, 1, 2)
         refused = http.post("/v1/collections/numbered/delete", json={"ids": [False]})

@@ -56,6 +56,7 @@ from probembed.store.ingest import (
     ingest,
     not_unicode,
     prepare,
+    unusable_id,
     validate_options,
     writing_pipeline,
 )
@@ -669,6 +670,11 @@ def _plan(
             continue
         if alone:  # the file a folder ingest stored is that document, whatever its name
             item = replace(item, id=stored_as(file_path(item), scope, prefix) or item.id)
+        unusable = unusable_id(item.id)
+        if unusable is not None:  # names no stored document: a sync removes nothing
+            report.problems.append(Problem(item.source, unusable))
+            plan.unplaced += 1
+            continue
         if item.id in plan.seen:
             first = plan.seen[item.id]
             report.problems.append(

@@ -420,8 +420,9 @@ def _check(
 ) -> Problem | None:
     """The problem with one record, or None."""
     where = record.source or f"id {record.id!r}"
-    if not isinstance(record.id, str) or is_blank(record.id):  # refused here, not mid-write
-        return Problem(where, f"ids must be strings with a visible character, got {record.id!r}")
+    unusable = unusable_id(record.id)
+    if unusable is not None:  # refused here, not mid-write
+        return Problem(where, unusable)
     if not isinstance(record.text, str) or is_blank(record.text):
         return Problem(where, f"document {record.id!r} has an empty text")
     if record.id in first_seen:
@@ -449,6 +450,14 @@ def _check(
     except StoreError as exc:
         return Problem(where, str(exc))
     types.update(trial)
+    return None
+
+
+def unusable_id(doc_id: object) -> str | None:
+    """Why an id cannot name a stored row, or None: blank ids (spaces, invisible characters)
+    name nothing a reader or a user could give back, and a reader refuses them."""
+    if not isinstance(doc_id, str) or is_blank(doc_id):
+        return f"ids must be strings with a visible character, got {doc_id!r}"
     return None
 
 
