@@ -190,8 +190,7 @@ def _objects(text: str, path: str) -> Iterator[tuple[int, Any] | Problem]:
         try:
             obj, at = _DECODER.raw_decode(text, at)
         except (ValueError, RecursionError) as exc:
-            resume = text.find("\n{", at)
-            resume = len(text) if resume < 0 else resume + 1
+            resume = _next_object(text, at)
             last = line + text.count("\n", at, at + len(text[at:resume].rstrip()))
             lines = f"line {line}" if last == line else f"lines {line}-{last}"
             if not isinstance(exc, json.JSONDecodeError):  # a number of 5,000 digits too
@@ -204,6 +203,23 @@ def _objects(text: str, path: str) -> Iterator[tuple[int, Any] | Problem]:
             at = resume
             continue
         yield line, obj
+
+
+def _next_object(text: str, at: int) -> int:
+    """Where reading resumes after a value that does not parse: the next line that starts
+    with `{` and is not an element of an object or list around it (an export written with
+    `indent=0` starts nested objects at a line start too: a reply in a thread was read as a
+    record), i.e. whose object, when it parses, is followed by another object or the end."""
+    while (found := text.find("\n{", at)) >= 0:
+        at = found + 1
+        try:
+            end = _DECODER.raw_decode(text, at)[1]
+        except (ValueError, RecursionError):
+            return at  # bad too: its own problem, never a record
+        after = _blanks_from(text, end)
+        if after == len(text) or text[after] == "{":
+            return at
+    return len(text)
 
 
 def _blanks_from(text: str, at: int) -> int:

@@ -1681,3 +1681,21 @@ def test_a_record_whose_id_is_invisible_is_refused_when_chunked_too(tmp_path, py
     ]
     assert report.removed == 0  # d2's line now names no document, and d2 stays
     assert {i.split("#")[0] for i in collection.ids()} == {"d1", "d2", "d3"}
+
+
+def test_a_bad_object_of_an_indent_0_export_gives_no_record_of_what_it_nests(tmp_path):
+    """Written with `indent=0`, a thread's replies open lines with `{` too: after a post with
+    a stray quote, reading resumed at its first reply, and the reply became a record."""
+    from probembed.documents import Problem, read_jsonl
+
+    posts = [
+        {"id": "a", "text": "First post."},
+        {"id": "b", "text": "Second post.", "replies": [{"id": "r1", "text": "A reply."}]},
+        {"id": "c", "text": "Third post."},
+    ]
+    lines = "".join(json.dumps(post, indent=0) + "\n" for post in posts)
+    source = tmp_path / "thread.json"
+    source.write_text(lines.replace('"Second post."', '"Second "post."'))
+    read = list(read_jsonl(source))
+    assert [r.id for r in read if not isinstance(r, Problem)] == ["a", "c"]
+    assert [p.source for p in read if isinstance(p, Problem)] == [f"{source}:5"]
