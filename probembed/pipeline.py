@@ -386,7 +386,8 @@ class Pipeline:
         """Every text of `a` against every text of `b`: float64 (len(a), len(b)) `score`, by
         this pipeline's own score and beta (what its searches score), and `std`, the std a
         search hit reports for the same pair (the members' own variances and their
-        disagreement). A str is one text; `a` is scored as the query (only `kl` differs)."""
+        disagreement), on this pipeline's weights, not a collection's tilt of them
+        (`adapted`). A str is one text; `a` is scored as the query (only `kl` differs)."""
         return self._similarity(a, b, pairwise=False)
 
     def similarity_pairwise(self, a: str | Sequence[str], b: str | Sequence[str]) -> Similarity:

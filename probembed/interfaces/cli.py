@@ -300,7 +300,8 @@ def similarity(
     ] = False,
 ) -> None:
     """How similar TEXT_A is to each TEXT_B: the pipeline's own score (as its searches score),
-    each ± the std a search hit reports for the same pair."""
+    each ± the std a search hit reports for the same pair (on the pipeline's own weights, not a
+    collection's tilt of them)."""
     from probembed.pipeline import Pipeline
 
     items = read_texts([text_a, *text_b], None)  # refuses a blank argument, naming it

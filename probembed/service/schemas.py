@@ -126,7 +126,8 @@ class SimilarityItem(BaseModel):
     )
     std: float = Field(
         description="The std of the pair's dot product, the members' disagreement included: "
-        "what a search hit of the same pair reports."
+        "what a search hit of the same pair reports, on the pipeline's own weights (a "
+        "collection its members' agreement tilts scores its hits with the tilted ones)."
     )
 
 
