@@ -23,7 +23,7 @@ from probembed.evaluation.harness import Method, embed, evaluate
 from probembed.evaluation.metrics import run_from_results
 from probembed.interfaces.cli import app, inspect_table
 from probembed.interfaces.demo_command import PYTHON_QUESTIONS
-from probembed.interfaces.store_commands import SEARCH_PIPELINE
+from probembed.interfaces.store_options import SEARCH_PIPELINE
 from probembed.paths import DATASETS_ENV, datasets_dir
 from probembed.pipeline import ScoreConfig
 from probembed.store.pydoc_corpus import read_pydoc_topics, topic_document

@@ -21,7 +21,7 @@ from probembed.store import Database
 ray = pytest.importorskip("ray")
 
 from probembed.interfaces.cli import app  # noqa: E402
-from probembed.interfaces.store_commands import check_run_options  # noqa: E402
+from probembed.interfaces.store_options import check_run_options  # noqa: E402
 from probembed.store import ray_ingest  # noqa: E402
 from probembed.store.ray_ingest import (  # noqa: E402
     AnsweredAddress,

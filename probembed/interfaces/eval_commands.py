@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
             write_plots,
         )
         from probembed.interfaces.console import fail, named, note, out, say
-        from probembed.interfaces.store_commands import SEARCH_PIPELINE
+        from probembed.interfaces.store_options import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
 
         console = out()

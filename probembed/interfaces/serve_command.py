@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from probembed.interfaces.console import fail
-from probembed.interfaces.store_commands import (
+from probembed.interfaces.store_options import (
     DbOption,
     StorageOption,
     resolve_db,

@@ -1,0 +1,181 @@
+"""The store commands' options: their types, the option names their messages are told in, the
+checks that need no store, and the openers of a database, a collection and a pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import platformdirs
+import typer
+
+from probembed.interfaces.console import fail, named
+
+if TYPE_CHECKING:
+    from probembed.store import Collection, Database
+
+#: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
+#: other command of the CLI would pay for it.
+DEFAULT_COLLECTION = "default"
+#: The built-in that indexes documents unless told otherwise: `default`'s members tuned for
+#: short queries against documents (`default` is tuned for every task at once).
+SEARCH_PIPELINE = "retrieval"
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="PROBEMBED_DB",
+        help="Database directory, or object storage: s3://BUCKET/PREFIX (gs://, az://) "
+        "\\[default: env PROBEMBED_DB, else the user data directory].",
+        show_default=False,
+    ),
+]
+StorageOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        help="KEY=VALUE for an object-storage --db, as LanceDB takes them (repeatable), e.g. "
+        "aws_endpoint=http://127.0.0.1:9000, allow_http=true \\[default: the AWS_* / "
+        "GOOGLE_* / AZURE_* environment variables].",
+        show_default=False,
+    ),
+]
+CollectionOption = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="With --ray: the Ray cluster to join (e.g. ray://HEAD:10001, or auto) "
+        "\\[default: start Ray on this machine].",
+        show_default=False,
+    ),
+]
+#: The library's parameter names in its messages -> the options that set them; a phrase
+#: where the message may also name a user's field (`no field group_by_doc`).
+RAY_OPTIONS = {
+    "workers must": "--workers must",
+    "cpus_per_worker must": "--cpus-per-worker must",
+    "gpus_per_worker must": "--gpus-per-worker must",
+}
+CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
+MIXING_OPTIONS = {"into another collection": "into another collection (-c NAME)"}
+SYNC_OPTIONS = {
+    "Leave out sync": "Leave out --sync",
+    "under a prefix of its own": "under a prefix of its own (--prefix NAME/)",
+    "delete the stored documents first": (
+        "delete the stored documents first (probembed delete --doc ID, or probembed drop)"
+    ),
+}
+SEARCH_OPTIONS = {
+    "group_by_doc needs": "--group-by-doc needs",
+    "without group_by_doc": "without --group-by-doc",
+    "min_p_relevant needs": "--min-p-relevant needs",
+    "without min_p_relevant": "without --min-p-relevant",
+    "filter where=": "filter --where ",
+}
+OnErrorOption = Annotated[
+    str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
+]
+ChunkTokensOption = Annotated[
+    int | None, typer.Option(help="Tokens per chunk, at most \\[default: 256].")
+]
+OverlapOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Tokens a chunk repeats from the last "
+        "\\[default: 32, or the most under half a smaller size]."
+    ),
+]
+WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
+CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
+GpusOption = Annotated[
+    float,
+    typer.Option(help="With --ray: GPUs each actor reserves (needs GPU builds of the models)."),
+]
+
+
+def check_run_options(
+    on_error: str, ray: bool, address: str | None, workers: int, cpus: float, gpus: float
+) -> str | None:
+    """Refuse, naming the option, an unknown --on-error (the library's message named its
+    parameter), Ray's options without --ray (they were ignored without a word), and with it
+    a worker count or resource that is no valid number or an address where Ray does not
+    answer: all before the input is read and a pipeline loads.
+
+    With --ray, the address to join as probed (`ray_ingest.AnsweredAddress`: the session
+    does not probe it again), None to start Ray here."""
+    from probembed.store.ingest import ON_ERROR
+
+    if on_error not in ON_ERROR:
+        raise fail(f"--on-error must be {' or '.join(ON_ERROR)}, got {on_error!r}")
+    if ray:
+        from probembed.store.ray_ingest import joined_address, validate_workers
+
+        try:
+            validate_workers(workers, cpus, gpus)
+            return joined_address(address)
+        except ValueError as exc:
+            raise fail(named(str(exc), RAY_OPTIONS)) from exc
+    given = {"--address": address is not None, "--workers": workers != 1}
+    given |= {"--cpus-per-worker": cpus != 1.0, "--gpus-per-worker": gpus != 0.0}
+    for option, set_ in given.items():
+        if set_:
+            raise fail(f"{option} needs --ray")
+    return None
+
+
+def resolve_db(db: str | Path | None) -> Path | str:
+    """The --db given (a directory, or an object-store URI kept as it is), else the default."""
+    from probembed.store.errors import StoreError
+    from probembed.store.location import database_target
+
+    if db is None:
+        return Path(platformdirs.user_data_dir("probembed")) / "db"
+    if not str(db).strip():  # Path("") is the current directory, which filled up with tables
+        raise fail("--db is empty (an unset variable?): give a path or URI, or leave it out")
+    try:
+        return database_target(str(db))
+    except StoreError as exc:
+        raise fail(f"--db: {exc}") from exc
+
+
+def storage_options(pairs: list[str] | None) -> dict[str, str]:
+    """--storage-option KEY=VALUE pairs as a dict, or a clean error."""
+    from probembed.store.location import parse_storage_options
+
+    try:
+        return parse_storage_options(pairs)
+    except ValueError as exc:
+        raise fail(f"--storage-option: {exc}") from exc
+
+
+def open_database(db: str | Path | None, options: list[str] | None, create: bool) -> Database:
+    """The database of --db and --storage-option, or a clean error."""
+    from probembed.store import Database, NoDatabaseError, StoreError
+
+    try:
+        return Database(resolve_db(db), create=create, storage_options=storage_options(options))
+    except NoDatabaseError as exc:  # it named the Python API's way to make one
+        raise fail(exc.told(f"`probembed ingest PATH --db {exc.placeholder}`")) from exc
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+
+
+def load_pipeline(name: str) -> Any:
+    """A pipeline by name or directory, with a clean error."""
+    from probembed.pipeline import Pipeline
+
+    try:
+        return Pipeline.load(name)
+    except (ValueError, ImportError, OSError) as exc:
+        raise fail(str(exc)) from exc
+
+
+def _open_collection(db: str | None, options: list[str] | None, name: str) -> Collection:
+    """An existing collection of an existing database, or a clean error."""
+    from probembed.store import StoreError
+
+    try:
+        return open_database(db, options, create=False).open(name)
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
