@@ -169,7 +169,7 @@ def test_ctrl_c_before_a_first_commit_leaves_nothing_but_what_another_run_wrote(
     """A first ingest stopped while the built-in pipeline loads leaves no database directory;
     one stopped while another run is writing its first batch into the same new database takes
     away only its own pipeline copy, not the other run's."""
-    from probembed.interfaces import store_commands
+    from probembed.interfaces import ingest_commands
     from probembed.store import DEFAULT_COLLECTION, Database
 
     def interrupted(*args, **kwargs):
@@ -178,7 +178,7 @@ def test_ctrl_c_before_a_first_commit_leaves_nothing_but_what_another_run_wrote(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a big cat"}\n')
     with monkeypatch.context() as patched:
-        patched.setattr(store_commands, "load_pipeline", interrupted)
+        patched.setattr(ingest_commands, "load_pipeline", interrupted)
         loading = runner.invoke(app, ["ingest", str(tmp_path / "a.jsonl"), "--db", "one"])
     assert loading.exit_code == 130 and not (tmp_path / "one").exists()
 
@@ -187,7 +187,7 @@ def test_ctrl_c_before_a_first_commit_leaves_nothing_but_what_another_run_wrote(
         Database(tmp_path / "two").collection("theirs").record_pipeline(hash_pipeline)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store_commands, "ingest_and_report", another_run_starts)
+    monkeypatch.setattr(ingest_commands, "ingest_and_report", another_run_starts)
     args = ["ingest", str(tmp_path / "a.jsonl"), "--db", "two", "--pipeline", str(saved_pipeline)]
     assert runner.invoke(app, args).exit_code == 130
     database = Database(tmp_path / "two")

@@ -19,7 +19,8 @@ from rich.table import Table
 
 from probembed.documents import Problem, Record
 from probembed.interfaces.console import fail, literal, out, say
-from probembed.interfaces.store_commands import ingest_and_report, print_result
+from probembed.interfaces.ingest_commands import ingest_and_report
+from probembed.interfaces.store_commands import print_result
 from probembed.interfaces.store_options import SEARCH_PIPELINE, load_pipeline
 from probembed.paths import DATASETS_ENV, datasets_dir
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
@@ -19,7 +16,6 @@ from rich.text import Text
 
 from probembed.interfaces.console import (
     ask,
-    err,
     fail,
     literal,
     named,
@@ -28,389 +24,23 @@ from probembed.interfaces.console import (
     out,
     say,
 )
+from probembed.interfaces.ingest_commands import embed_command, ingest_command
 from probembed.interfaces.inputs import read_texts
 from probembed.interfaces.store_options import (
-    CHUNK_OPTIONS,
     DEFAULT_COLLECTION,
-    MIXING_OPTIONS,
     SEARCH_OPTIONS,
-    SEARCH_PIPELINE,
-    SYNC_OPTIONS,
-    AddressOption,
-    ChunkTokensOption,
     CollectionOption,
-    CpusOption,
     DbOption,
-    GpusOption,
-    OnErrorOption,
-    OverlapOption,
     StorageOption,
-    WorkersOption,
     _open_collection,
-    check_run_options,
-    load_pipeline,
     open_database,
-    resolve_db,
 )
 
 if TYPE_CHECKING:
-    from probembed.chunking import ChunkSettings
-    from probembed.store import (
-        Collection,
-        Database,
-        DocumentReport,
-        Hit,
-        IngestReport,
-        QueryResult,
-    )
-    from probembed.store.ingest import OnError
+    from probembed.store import Collection, Hit, QueryResult
 
-#: What `ingest` and `embed` read.
-SOURCE_HELP = (
-    "JSONL or JSON file of records, BEIR folder, folder of .txt/.md files (.html and .pdf "
-    "too with ingest --chunk), or one such file."
-)
 
 _SNIPPET = 110
-
-
-def ingest_and_report(
-    source: Any,
-    target: Collection,
-    pipe: Any,
-    chunking: Any = None,
-    ray: dict[str, Any] | None = None,
-    **options: Any,
-) -> IngestReport | DocumentReport:
-    """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options) with a progress
-    bar, then say what happened: each skipped item, one summary."""
-    from probembed.store import IngestReport, StoreError, ingest, ingest_documents, ingest_ray
-
-    report: IngestReport | DocumentReport
-    session: contextlib.AbstractContextManager[None]
-    try:
-        if chunking is not None:
-            with_ray, session = None, contextlib.nullcontext()
-            if ray is not None:
-                from probembed.store.ray_ingest import ray_session
-
-                with_ray = functools.partial(ingest_ray, **ray)
-                session = ray_session(ray["address"])  # one Ray for the chunks and chunks 0
-            with session:
-                report = ingest_documents(
-                    source, target, pipe, chunking, progress=True, ingest_with=with_ray, **options
-                )
-        elif ray is not None:
-            report = ingest_ray(source, target, pipe, progress=True, **ray, **options)
-        else:
-            report = ingest(source, target, pipe, progress=True, **options)
-    except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise fail(_told(exc)) from exc
-    for problem in report.problems:
-        note("skipped:", "yellow", str(problem))
-    say(report.summary())
-    if isinstance(report, IngestReport) and report.changed:  # an edit a re-run did not write
-        say(_changed_note(report, source))
-    if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
-        _say_what_is_cut(source, pipe)
-    return report
-
-
-#: Ids of records a plain ingest left stored with another text or metadata that it names.
-NAMED_CHANGED = 5
-
-
-def _changed_note(report: IngestReport, source: Any) -> str:
-    """Which ids a plain ingest found stored with another text or metadata than its source
-    has, and left so (the first NAMED_CHANGED of them): --upsert writes them."""
-    changed = report.changed
-    named = ", ".join(changed[:NAMED_CHANGED])
-    more = len(changed) - NAMED_CHANGED
-    if more > 0:
-        named += f" and {more:,} more"
-    given = "the records given"
-    if isinstance(source, Path):
-        given = "the folder" if source.is_dir() else "the file"
-    return (
-        f"{len(changed):,} of {report.already_stored:,} already stored have another text or "
-        f"metadata than {given}: {named}; --upsert replaces them"
-    )
-
-
-#: What `_say_what_is_cut` tells ingest to do about documents cut short.
-CHUNK_REMEDY = "`--chunk` (`probembed ingest --chunk`) splits them into passages"
-
-
-def _say_what_is_cut(source: Path, pipe: Any, remedy: str = CHUNK_REMEDY) -> None:
-    """Warn when whole documents are longer than the models read: only their start is found."""
-    from probembed.store.ingest import CUT_SAMPLE, cut_documents
-
-    cut, seen = cut_documents(source, pipe)
-    if cut:
-        among = f"of the first {seen:,}" if seen == CUT_SAMPLE else f"of {seen:,}"
-        note(
-            "cut short:",
-            "yellow",
-            f"{cut:,} {among} documents are longer than {pipe.name!r} reads "
-            f"({pipe.max_tokens} tokens): only their start is embedded, so what comes later "
-            f"is not found; {remedy}",
-        )
-
-
-def ingest_command(
-    path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
-    db: DbOption = None,
-    storage_option: StorageOption = None,
-    collection: CollectionOption = DEFAULT_COLLECTION,
-    pipeline: Annotated[
-        str | None,
-        typer.Option(
-            help="Built-in name or pipeline directory \\[default: the one that made the "
-            f"collection, else {SEARCH_PIPELINE!r}].",
-            show_default=False,
-        ),
-    ] = None,
-    on_error: OnErrorOption = "stop",
-    batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
-    upsert: Annotated[
-        bool, typer.Option(help="Replace ids stored with another text or metadata.")
-    ] = False,
-    chunk: Annotated[
-        bool,
-        typer.Option(
-            help="Cut documents into chunks every model reads whole (Markdown, HTML, PDF, text "
-            "files; JSONL and BEIR records); a re-run re-embeds only changed documents."
-        ),
-    ] = False,
-    chunk_tokens: ChunkTokensOption = None,
-    overlap: OverlapOption = None,
-    sync: Annotated[
-        bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
-    ] = False,
-    prefix: Annotated[
-        str,
-        typer.Option(
-            help="Put every document id under this prefix (e.g. 'api/'): several folders "
-            "share a collection, and --sync removes only documents under it."
-        ),
-    ] = "",
-    ray: Annotated[
-        bool,
-        typer.Option(
-            "--ray", help="Embed on Ray actors (a local Ray instance unless --address is given)."
-        ),
-    ] = False,
-    address: AddressOption = None,
-    workers: WorkersOption = 1,
-    cpus_per_worker: CpusOption = 1.0,
-    gpus_per_worker: GpusOption = 0.0,
-) -> None:
-    """Embed documents and store them; a re-run resumes, skipping ids already stored."""
-    from probembed.store import StoreError
-    from probembed.store.chunked import refuse_mixing
-    from probembed.store.database import check_collection_name
-    from probembed.store.ingest import read_checked
-
-    # Every check that needs no database comes first: a refused run creates none.
-    address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
-    if sync and not chunk:
-        raise fail("--sync needs --chunk: only chunked documents carry a content hash")
-    if chunk and upsert:
-        raise fail("--upsert is implied by --chunk: changed documents are replaced")
-    settings = chunk_settings(chunk, chunk_tokens, overlap)
-    if not path.exists():
-        raise fail(f"no documents at {path}: no such file or folder")
-    try:
-        check_collection_name(collection)
-        where = resolve_db(db)
-        made_here = isinstance(where, Path) and not where.exists()
-        database = open_database(db, storage_option, create=True)
-    except (StoreError, ValueError) as exc:
-        raise fail(str(exc)) from exc
-    target = database.collection(collection)
-    options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error, "prefix": prefix}
-    on_ray: dict[str, Any] | None = None
-    if ray:
-        on_ray = {"workers": workers, "address": address}
-        on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
-    try:
-        refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
-    except StoreError as exc:
-        raise fail(named(str(exc), MIXING_OPTIONS)) from exc
-    try:
-        if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
-            _refuse_bad_input(lambda: read_checked(path, target, "stop", prefix))
-        pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
-        _say_if_capped(chunk_tokens, settings, pipe)
-        if settings is not None:
-            report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
-        else:
-            report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
-    except (typer.Exit, KeyboardInterrupt):
-        _discard_unmade(database, collection, where if made_here else None)
-        raise
-    if not target.exists:  # nothing to write (an empty file): no collection was made
-        _discard_unmade(database, collection, where if made_here else None)
-        say(f"nothing stored: collection {collection!r} in {database.path} was not made")
-        return
-    say(f"collection {collection!r} in {database.path}: {target.count()} item(s)")
-    if report.added or report.updated:
-        with err.status("building the search graph"):
-            target.searcher().warm()
-
-
-def chunk_settings(
-    chunk: bool, chunk_tokens: int | None, overlap: int | None
-) -> ChunkSettings | None:
-    """The chunk settings `--chunk`, `--chunk-tokens` and `--overlap` give (None: no chunking),
-    refused naming the option, before anything is read or a pipeline loads."""
-    from probembed.chunking import ChunkSettings
-
-    if not chunk and (chunk_tokens is not None or overlap is not None):
-        raise fail("--chunk-tokens and --overlap need --chunk: without it documents are whole")
-    if not chunk:
-        return None
-    try:
-        return ChunkSettings.sized(
-            ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens, overlap
-        )
-    except ValueError as exc:
-        raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
-
-
-def _say_if_capped(chunk_tokens: int | None, settings: ChunkSettings | None, pipe: Any) -> None:
-    """Warn, once, that --chunk-tokens is more than the pipeline reads: the library caps it
-    at the shortest member's limit (the overlap too, under half of that), and a person should
-    not find out from the chunks."""
-    limit = pipe.max_tokens
-    if chunk_tokens is None or settings is None or limit is None or chunk_tokens <= limit:
-        return
-    overlap = settings.capped(limit).overlap_tokens
-    lowered = (
-        f", and the overlap at {overlap} (under half of that)"
-        if overlap < settings.overlap_tokens
-        else ""
-    )
-    note(
-        "warning:",
-        "yellow",
-        f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
-        f"{pipe.name}'s shortest member reads: chunks are cut at {limit}{lowered}",
-    )
-
-
-def _discard_unmade(database: Database, collection: str, made: Path | str | None) -> None:
-    """Leave nothing of a collection a run never committed to: its kept files, and the
-    database folder the run made (only when empty: another run's files keep it)."""
-    database.discard_unmade(collection)
-    if made is not None:
-        with contextlib.suppress(OSError):
-            Path(made).rmdir()
-
-
-def _refuse_bad_input(read: Callable[[], object]) -> None:
-    """Read and check the whole input before a model loads, so that bad input is refused in
-    a second rather than after the load (the run reads it again: far cheaper than embedding)."""
-    from probembed.store import StoreError
-
-    try:
-        read()
-    except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise fail(_told(exc)) from exc
-
-
-def _told(exc: Exception) -> str:
-    """An error's message in a command line's terms: bad input is skipped with --on-error."""
-    from probembed.store import IngestError
-
-    if isinstance(exc, IngestError):
-        return exc.told("pass --on-error skip")
-    return named(str(exc), SYNC_OPTIONS)
-
-
-def _own_or_default_pipeline(target: Collection) -> Any:
-    """The pipeline a collection was made with, or the built-in for documents for a new one
-    (a model load long enough that a Ctrl-C often lands in it)."""
-    from probembed.store import StoreError
-
-    try:
-        return target.load_pipeline() if target.exists else load_pipeline(SEARCH_PIPELINE)
-    except (StoreError, ValueError) as exc:
-        raise fail(str(exc)) from exc
-
-
-def embed_command(
-    path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
-    out: Annotated[
-        Path,
-        typer.Option(
-            help="Directory for the Parquet files: new, empty, or one an earlier run of the same "
-            "command wrote to, whose parts holding what this run would write are kept."
-        ),
-    ],
-    pipeline: Annotated[
-        str, typer.Option(help="Built-in name or pipeline directory.")
-    ] = SEARCH_PIPELINE,
-    on_error: OnErrorOption = "stop",
-    batch_size: Annotated[
-        int, typer.Option(help="Rows (documents, or chunks) per Parquet file.", min=1)
-    ] = 512,
-    chunk: Annotated[
-        bool,
-        typer.Option(
-            help="Cut documents into chunks every model reads whole, as ingest --chunk cuts "
-            "them (Markdown, HTML, PDF, text files; JSONL and BEIR records): a row per chunk."
-        ),
-    ] = False,
-    chunk_tokens: ChunkTokensOption = None,
-    overlap: OverlapOption = None,
-    ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
-    address: AddressOption = None,
-    workers: WorkersOption = 1,
-    cpus_per_worker: CpusOption = 1.0,
-    gpus_per_worker: GpusOption = 0.0,
-) -> None:
-    """Embed documents into Parquet files (id, text, metadata, mean, var, weights, a column per
-    metadata field) for another vector database; a re-run continues what a stopped one wrote."""
-    from probembed.store import StoreError
-    from probembed.store.embed_job import check_out, embed_to_parquet
-    from probembed.store.ingest import read_checked
-
-    # what needs no pipeline first: loading one takes seconds
-    address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
-    settings = chunk_settings(chunk, chunk_tokens, overlap)
-    if not path.exists():
-        raise fail(f"no documents at {path}: no such file or folder")
-    try:
-        check_out(out)
-    except StoreError as exc:
-        raise fail(str(exc)) from exc
-    if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
-        _refuse_bad_input(lambda: read_checked(path, None, "stop", clashes={}))
-    pipe = load_pipeline(pipeline)
-    _say_if_capped(chunk_tokens, settings, pipe)
-    try:
-        report = embed_to_parquet(
-            path,
-            out,
-            pipe,
-            batch_size,
-            cast("OnError", on_error),  # checked by check_run_options
-            ray,
-            workers,
-            address,
-            cpus_per_worker,
-            gpus_per_worker,
-            progress=True,
-            chunking=settings,
-        )
-    except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise fail(_told(exc)) from exc
-    for problem in report.problems:
-        note("skipped:", "yellow", str(problem))
-    say(report.summary())
-    if settings is None and pipe.max_tokens is not None:  # chunks are cut to what it reads
-        _say_what_is_cut(path, pipe, "`probembed embed --chunk` splits them into passages")
 
 
 def search_command(
