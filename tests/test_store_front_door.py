@@ -435,7 +435,7 @@ def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there
 def test_printed_hits_show_shared_weights_once_and_differing_weights_per_hit():
     from rich.console import Console
 
-    from probembed.interfaces.store_commands import print_result
+    from probembed.interfaces.search_command import print_result
 
     def hit(i: int, weights: dict[str, float]) -> dict:
         return {"id": f"d{i}", "score": 0.5, "std": 0.1, "weights": weights, "text": "t"}
@@ -456,7 +456,7 @@ def test_a_narrow_terminal_prints_hits_as_lines_that_keep_the_text(width):
     """At 40 columns the table's fixed columns took the width and the text was gone."""
     from rich.console import Console
 
-    from probembed.interfaces.store_commands import print_result
+    from probembed.interfaces.search_command import print_result
 
     text = "The jaguar is the largest cat species native to the Americas"
     hits = [
@@ -477,7 +477,7 @@ def test_an_id_with_a_line_break_is_printed_on_one_line(width):
     layout alike: it read as two hits' ids."""
     from rich.console import Console
 
-    from probembed.interfaces.store_commands import print_result
+    from probembed.interfaces.search_command import print_result
 
     hit = {"id": "b\nc\td", "score": 0.5, "std": 0.1, "weights": {"m": 1.0}, "text": "t"}
     console = Console(width=width, record=True)
@@ -490,7 +490,7 @@ def test_an_id_with_a_line_break_is_printed_on_one_line(width):
 def test_printed_text_ids_and_queries_stay_literal_not_markup():
     from rich.console import Console
 
-    from probembed.interfaces.store_commands import print_result
+    from probembed.interfaces.search_command import print_result
 
     text = "lst[index] = value, then [/] and [bold]x[/bold]"
     hit = {"id": "a[1]", "score": 0.5, "std": 0.1, "weights": {"m": 1.0}, "text": text}
@@ -541,7 +541,7 @@ def test_long_ids_print_hits_as_lines_rather_than_squeeze_out_the_text(width):
     a line. Stored escape sequences reached the terminal too (colours, the window title)."""
     from rich.console import Console
 
-    from probembed.interfaces.store_commands import print_result
+    from probembed.interfaces.search_command import print_result
 
     long_id = "projects/backend/services/authentication/docs/troubleshooting-guide.md#12"
     text = "Login fails when the token has expired \x1b[31mred\x1b[0m \x1b]0;pwned\x07"

@@ -20,7 +20,7 @@ from rich.table import Table
 from probembed.documents import Problem, Record
 from probembed.interfaces.console import fail, literal, out, say
 from probembed.interfaces.ingest_commands import ingest_and_report
-from probembed.interfaces.store_commands import print_result
+from probembed.interfaces.search_command import print_result
 from probembed.interfaces.store_options import SEARCH_PIPELINE, load_pipeline
 from probembed.paths import DATASETS_ENV, datasets_dir
 
