@@ -201,7 +201,7 @@ def test_a_failure_message_never_shows_a_storage_option_value(tmp_path, monkeypa
     def broken(*args, **kwargs):
         raise ConnectionError("could not reach the cluster")
 
-    monkeypatch.setattr("probembed.interfaces.store_commands.open_database", broken)
+    monkeypatch.setattr("probembed.interfaces.collection_commands.open_database", broken)
     result = runner.invoke(
         app,
         ["collections", "--db", "s3://bucket/db", "--storage-option",

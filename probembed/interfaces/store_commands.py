@@ -1,181 +1,18 @@
-"""CLI commands of the store: ingest, embed, search, collections, delete (and the demo's wiring)."""
+"""The store's commands on the probembed CLI, registered in one place: ingest and embed
+(`ingest_commands`), search (`search_command`), collections, delete and drop
+(`collection_commands`), the demo and serve; the options they share are in `store_options`."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from typing import TYPE_CHECKING, Annotated
-
 import typer
-from rich.table import Table
 
-from probembed.interfaces.console import (
-    ask,
-    fail,
-    literal,
-    note,
-    out,
-    say,
+from probembed.interfaces.collection_commands import (
+    collections_command,
+    delete_command,
+    drop_command,
 )
 from probembed.interfaces.ingest_commands import embed_command, ingest_command
 from probembed.interfaces.search_command import search_command
-from probembed.interfaces.store_options import (
-    DEFAULT_COLLECTION,
-    CollectionOption,
-    DbOption,
-    StorageOption,
-    _open_collection,
-    open_database,
-)
-
-if TYPE_CHECKING:
-    from probembed.store import Collection
-
-
-def collections_command(
-    db: DbOption = None,
-    storage_option: StorageOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-) -> None:
-    """List the collections of a database with their size and pipeline."""
-    from probembed.store import StoreError
-
-    database = open_database(db, storage_option, create=False)
-    try:
-        stats = [database.open(name).stats() for name in database.collections()]
-    except StoreError as exc:
-        raise fail(str(exc)) from exc
-    if not stats:  # a --db one folder off lists an empty table, and nothing said why
-        note(
-            "warning:",
-            "yellow",
-            f"no collections in {database.path}: an empty database, or a folder that is not "
-            "one (`probembed ingest` makes a collection)",
-        )
-    if as_json:
-        sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
-        return
-    table = Table(title=literal(f"collections in {database.path}"))
-    # a model a line, never cut (at 80 columns "paraphrase-l3" read "paraphrase…"), and its
-    # adapted weight beside it
-    for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
-        table.add_column(column, no_wrap=column == "models")
-    for s in stats:
-        size = "-" if s.bytes_per_item is None else f"{s.bytes_per_item:,.0f}"
-        row = (s.name, str(s.count), str(s.dim), size, s.pipeline.name)
-        models = s.pipeline.models
-        adapted = s.adapted_weights
-        shown = "\n".join(f"{adapted[m]:.2f}" for m in models) if adapted else "the prior"
-        table.add_row(*map(literal, row), literal("\n".join(models)), literal(shown))
-    out().print(table)
-
-
-def delete_command(
-    ids: Annotated[list[str], typer.Argument(help="Ids to delete.")],
-    db: DbOption = None,
-    storage_option: StorageOption = None,
-    collection: CollectionOption = DEFAULT_COLLECTION,
-    doc: Annotated[
-        bool,
-        typer.Option(
-            "--doc", help="The ids are documents of a chunked collection: delete their chunks."
-        ),
-    ] = False,
-    missing_ok: Annotated[
-        bool, typer.Option("--missing-ok", help="Exit 0 when some ids were not there.")
-    ] = False,
-) -> None:
-    """Delete items by id (with --doc, every chunk of these documents); exits 1, as rm does,
-    when some were not there."""
-    from probembed.store import StoreError
-    from probembed.store.ingest import finish
-
-    target = _open_collection(db, storage_option, collection)
-    try:
-        if doc:
-            removed, gone = target.delete_documents(ids)
-            missing = f"; {_not_there(gone, 'document')}" if gone else ""
-            chunks = target.named_otherwise(gone, documents=True)
-            if chunks:  # `delete --doc cars.md#3` deleted nothing
-                chunk, document = next(iter(chunks.items()))
-                missing += (
-                    f" ({len(chunks)} of them are chunk ids, e.g. {chunk!r}: without --doc "
-                    f"it deletes that chunk, and its document is {document!r})"
-                )
-            missing += _read_from_hint(target, gone, "--doc takes the stored id, not the path")
-            say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
-        else:
-            present = target.existing(ids)
-            removed = target.delete(ids)
-            gone = [i for i in dict.fromkeys(ids) if i not in present]
-            said = f"; {_not_there(gone, 'id')}" if gone else ""
-            chunked = list(target.named_otherwise(gone, documents=False))
-            if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing
-                said += (
-                    f" ({len(chunked)} of them name document(s) stored as chunks, e.g. "
-                    f"{chunked[0]!r}: --doc deletes a document's chunks)"
-                )
-            said += _read_from_hint(target, gone, "--doc with the stored id deletes its chunks")
-            say(f"deleted {removed} item(s){said}")
-        if removed and target.agreement_due():
-            say("measuring the models' agreement on what is left (loads the pipeline)")
-            finish(target, None)
-    except StoreError as exc:
-        raise fail(str(exc)) from exc
-    if gone and not missing_ok:
-        raise typer.Exit(1)
-
-
-def _read_from_hint(target: Collection, gone: list[str], remedy: str) -> str:
-    """A hint for the ids a delete did not find that are the path of a file chunked ingest
-    stored (as given or from here, through links too), naming the document it is stored as:
-    a folder's ids are relative to the folder ingested. Only a hint: nothing is deleted by
-    path."""
-    spellings = {given: {os.path.abspath(given), os.path.realpath(given)} for given in gone}
-    if not spellings:
-        return ""
-    read_from = target.documents_read_from(sorted(set().union(*spellings.values())))
-    stored = {
-        given: sorted({doc for name in names for doc in read_from.get(name, [])})
-        for given, names in spellings.items()
-    }
-    stored = {given: docs for given, docs in stored.items() if docs}
-    if not stored:
-        return ""
-    given, docs = next(iter(stored.items()))
-    return (
-        f" ({len(stored)} of them are paths of files stored as documents, e.g. {given!r} is "
-        f"document {', '.join(map(repr, docs))}: {remedy})"
-    )
-
-
-def _not_there(gone: list[str], kind: str) -> str:
-    """The ids a delete did not find, the first few named."""
-    named = ", ".join(map(repr, gone[:5])) + (", ..." if len(gone) > 5 else "")
-    return f"{len(gone)} {kind}(s) were not there: {named}"
-
-
-def drop_command(
-    collection: Annotated[str, typer.Argument(help="The collection to delete.")],
-    db: DbOption = None,
-    storage_option: StorageOption = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Drop without asking.")] = False,
-) -> None:
-    """Delete a collection with everything in it: its items, kept pipeline copy and graphs."""
-    from probembed.store import StoreError
-
-    database = open_database(db, storage_option, create=False)
-    try:
-        count = database.open(collection).count()
-        asked = f"drop collection {collection!r} in {database.path} and its {count} item(s)?"
-        if not yes and not ask(asked):
-            say("nothing dropped")
-            raise typer.Exit(1)
-        database.drop(collection)
-    except StoreError as exc:
-        raise fail(str(exc)) from exc
-    say(f"dropped collection {collection!r} ({count} item(s))")
 
 
 def register(app: typer.Typer) -> None:
@@ -186,7 +23,7 @@ def register(app: typer.Typer) -> None:
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)
     app.command("drop")(drop_command)
-    from probembed.interfaces.demo_command import demo_command  # it builds on this module
+    from probembed.interfaces.demo_command import demo_command  # it builds on ingest and search
 
     app.command("demo")(demo_command)
     from probembed.interfaces.serve_command import serve_command
