@@ -1,5 +1,8 @@
 """The store commands' options: their types, the option names their messages are told in, the
-checks that need no store, and the openers of a database, a collection and a pipeline."""
+checks that need no store, and the openers of a database, a collection and a pipeline.
+
+The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every other
+command of the CLI would pay for it."""
 
 from __future__ import annotations
 
@@ -14,8 +17,7 @@ from probembed.interfaces.console import fail, named
 if TYPE_CHECKING:
     from probembed.store import Collection, Database
 
-#: The store (LanceDB, FAISS) is imported inside each command: it costs seconds, and every
-#: other command of the CLI would pay for it.
+#: The collection a store command uses unless told otherwise (--collection).
 DEFAULT_COLLECTION = "default"
 #: The built-in that indexes documents unless told otherwise: `default`'s members tuned for
 #: short queries against documents (`default` is tuned for every task at once).
