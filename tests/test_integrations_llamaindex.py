@@ -238,6 +238,19 @@ def test_adding_again_replaces_and_delete_nodes_removes_by_id(store, nodes):
     assert store.client.existing([n.node_id for n in nodes[:3]]) == {nodes[2].node_id}
 
 
+def test_a_node_whose_metadata_json_cannot_hold_is_refused_not_stored_as_null(store, nodes):
+    """LlamaIndex's node_to_metadata_dict writes inf and nan as null: a node with an infinite
+    value was stored with null in its place, where the LangChain store refuses the value."""
+    from probembed.store import StoreError
+
+    count = store.client.count()
+    for value in (float("inf"), float("-inf"), float("nan")):
+        bad = TextNode(text="Fish swim in rivers.", id_="fish", metadata={"depth": value})
+        with pytest.raises(StoreError, match="metadata field 'depth' = .* is not JSON"):
+            store.add([bad])
+    assert store.client.count() == count and not store.client.existing(["fish"])
+
+
 def test_documents_inserted_through_the_index_are_split_stored_and_found(tmp_path, pydoc_pipeline):
     store = ProbembedVectorStore(
         Database(tmp_path / "db", create=True).collection("docs"), pydoc_pipeline

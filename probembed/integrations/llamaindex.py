@@ -43,6 +43,7 @@ from pydantic import PrivateAttr
 from probembed.integrations import common
 from probembed.pipeline import as_pipeline
 from probembed.store import Collection, Hit, remove
+from probembed.store.rows import metadata_json
 
 if TYPE_CHECKING:
     import os
@@ -200,6 +201,8 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         _no_options(kwargs, "add")
         nodes = [_without_result(n) for n in common.item_list(nodes, "nodes", BaseNode)]
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        for node in nodes:  # node_to_metadata_dict writes inf and nan as null: refused first
+            metadata_json(node.node_id, node.metadata)
         metadatas = [node_to_metadata_dict(n) for n in nodes]
         ids = [n.node_id for n in nodes]
         return common.store_texts(self._collection, self._pipeline, texts, metadatas, ids)
