@@ -205,3 +205,19 @@ def test_the_cli_refuses_too_few_or_blank_texts_naming_them(pydoc_pipeline_dir, 
     result = CliRunner().invoke(app, ["similarity", *given, "--pipeline", str(pydoc_pipeline_dir)])
     assert result.exit_code == 2
     assert says in " ".join(result.output.split())
+
+
+def test_the_cli_says_which_texts_are_longer_than_the_members_read(search_pipeline):
+    """Two long texts that differ only past the members' token limit scored as near-equals
+    without a word, where ingest and embed say what they cut; the CLI names the arguments."""
+    long = " ".join(f"word{i}" for i in range(600))
+    pipe = search_pipeline.name
+    result = CliRunner().invoke(
+        app, ["similarity", "jaguars", "big cats", long, "--pipeline", pipe]
+    )
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"cut short: argument(s) 3 are longer than {pipe!r} reads" in said
+    assert f"({search_pipeline.max_tokens} tokens): only their start is compared" in said
+    quiet = CliRunner().invoke(app, ["similarity", "jaguars", "big cats", "--pipeline", pipe])
+    assert quiet.exit_code == 0 and "cut short" not in quiet.output

@@ -309,6 +309,14 @@ def similarity(
         pipe = Pipeline.load(pipeline)
     except ValueError as exc:
         raise fail(str(exc)) from exc
+    cut = [i + 1 for i in np.flatnonzero(pipe.cut(items))]
+    if cut:  # as ingest says it: what comes past the limit is not compared
+        note(
+            "cut short:",
+            "yellow",
+            f"argument(s) {', '.join(map(str, cut))} are longer than {pipe.name!r} reads "
+            f"({pipe.max_tokens} tokens): only their start is compared",
+        )
     found = pipe.similarity(items[0], items[1:])
     scores, stds = found.score[0].tolist(), found.std[0].tolist()
     if as_json:
