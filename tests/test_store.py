@@ -772,6 +772,15 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
             collection.search("paper", where=where)
     with pytest.raises(StoreError, match="filters can name id, text, year$"):
         collection.search("paper", where="venue = 'web'")  # held by no item
+    # SQL lower-cases a name outside quotes: `Year` filtered on `year` without a word, where
+    # a field `Year` of the items' JSON may be meant
+    ingest([Record("y", "paper y", {"Year": 1999})], collection, hash_pipeline)
+    for folded in ("Year = 1999", "YEAR IS NOT NULL AND id = 'y'", "(Year > 1)"):
+        with pytest.raises(StoreError, match="SQL reads Y.* as the field 'year'; write year"):
+            collection.search("paper", where=folded)
+    for fine in ("year > 2018 AND id IS NOT NULL", "LOWER(text) LIKE 'paper%'"):  # SQL's words
+        assert collection.search("paper", where=fine)["hits"], fine
+    collection.delete(["y"])
     # `= NULL` kept no row, silently: SQL never holds a comparison with NULL true
     for never in ("year = NULL", "year != null", "NULL <> year", "year<=null", "(year = NULL)"):
         with pytest.raises(StoreError, match="comparison with NULL is never true.*IS NULL"):

@@ -36,6 +36,41 @@ _NO_FIELD = re.compile(r"No field named (.+?)\.\s*(?:Valid fields are|Did you me
 _CLOSE_FIELD = re.compile(r"Did you mean ('[^']+')\?")
 #: Fields a refusal lists by name before it counts the rest.
 _FIELDS_LISTED = 20
+#: A name outside quotes, not a function's (`lower(`) nor part of a number or a dotted path.
+_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*\()")
+#: Words of SQL a filter holds that name no field, even where a field has their name
+#: (`DATE '2024-01-01'` beside a `date` column).
+_SQL_WORDS = frozenset(
+    {
+        "and",
+        "or",
+        "not",
+        "in",
+        "is",
+        "null",
+        "like",
+        "ilike",
+        "between",
+        "true",
+        "false",
+        "as",
+        "cast",
+        "case",
+        "when",
+        "then",
+        "else",
+        "end",
+        "distinct",
+        "similar",
+        "to",
+        "escape",
+        "date",
+        "time",
+        "timestamp",
+        "interval",
+        "array",
+    }
+)
 
 
 def _listed(owner: Collection) -> str:
@@ -44,6 +79,20 @@ def _listed(owner: Collection) -> str:
     fields = owner.filter_fields()
     more = len(fields) - _FIELDS_LISTED
     return ", ".join(fields[:_FIELDS_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _folded(unquoted: str, owner: Collection) -> str | None:
+    """A name with capitals outside quotes that SQL lower-cases into one of the collection's
+    fields, or None: `Source = 'a'` filtered on `source` without a word, where the user may
+    have meant a field `Source` the items hold in their metadata JSON. The fields are asked
+    of `owner` only when such a name is there."""
+    capitals = [
+        n for n in _NAME.findall(unquoted) if n != n.lower() and n.lower() not in _SQL_WORDS
+    ]
+    if not capitals:
+        return None
+    fields = set(owner.filter_fields())
+    return next((n for n in capitals if n.lower() in fields), None)
 
 
 def _compared_as_string(name: str, where: str) -> bool:
@@ -64,11 +113,18 @@ def filtered(run: Any, where: str | None, owner: Collection) -> Any:
             f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
             "outside a quoted string"
         )
-    unquoted = re.sub(r'"(?:[^"]|"")*"', "", bare).replace("<=>", " ")  # <=>: null-safe
+    unquoted = re.sub(r'"(?:[^"]|"")*"|`[^`]*`', "", bare).replace("<=>", " ")  # null-safe
     if _NULL_COMPARED.search(unquoted):
         raise StoreError(
             f"invalid filter where={where!r}: a comparison with NULL is never true in SQL, so "
             "it keeps no row; write `field IS NULL` or `field IS NOT NULL`"
+        )
+    folded = _folded(unquoted, owner)
+    if folded is not None:
+        raise StoreError(
+            f"invalid filter where={where!r}: SQL reads {folded} outside double quotes as "
+            f"the field {folded.lower()!r}; write {folded.lower()} for that field, or "
+            f'"{folded}" for a field named {folded}'
         )
     try:
         return run()
