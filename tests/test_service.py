@@ -1695,3 +1695,21 @@ def test_a_delete_waits_for_the_chunked_write_of_its_collection(
     assert answer.status_code == 200, answer.text
     assert answer.json()["deleted"] > 0
     assert Database(tmp_path / "db").open("c").count() == 0  # nothing of the document is left
+
+
+def test_a_chunked_write_says_the_size_it_cut_its_documents_at(tmp_path, search_pipeline):
+    """A `max_tokens` over the shortest member's limit was lowered to it without a word (the
+    CLI warns): the answer says the size and overlap the documents were cut at."""
+    limit = search_pipeline.max_tokens
+    with _in_process(tmp_path, search_pipeline.name) as http:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        chunk = {"max_tokens": 100_000, "overlap_tokens": 200}
+        big = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": chunk})
+        asked = {"max_tokens": 48, "overlap_tokens": 8}
+        small = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": asked})
+        assert http.post("/v1/collections", json={"name": "d"}).status_code == 201
+        plain = http.post("/v1/collections/d/documents", json={"documents": DOCS})
+    assert big.status_code == 200, big.text
+    assert big.json()["chunked_at"] == {"max_tokens": limit, "overlap_tokens": limit // 2 - 1}
+    assert small.json()["chunked_at"] == asked  # within the limit: as asked
+    assert plain.status_code == 200 and plain.json()["chunked_at"] is None  # not chunked

@@ -63,8 +63,11 @@ def _upsert_hint(changed: list[str] | None) -> str | None:
     )
 
 
-def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
-    """What a chunked write did, documents and chunks, in the response's shape."""
+def _chunked_report(
+    name: str, report: DocumentReport, count: int, cut: ChunkSettings
+) -> schemas.WriteReport:
+    """What a chunked write did, documents and chunks, and the size it cut them at, in the
+    response's shape."""
     return schemas.WriteReport(
         collection=name,
         added=report.added,
@@ -76,6 +79,7 @@ def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.Wr
         removed=report.removed,
         chunks_written=report.chunks_written,
         chunks_removed=report.chunks_removed,
+        chunked_at=schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
     )
 
 
@@ -221,7 +225,8 @@ def _collections(service: Service) -> APIRouter:
                     label=name,
                     prefix=body.prefix,
                 )
-                return _chunked_report(name, report, service.count_items(collection))
+                count = service.count_items(collection)  # the size ingest_parsed cut at:
+                return _chunked_report(name, report, count, settings.capped(pipeline.max_tokens))
 
             return await service.run(name, write_chunks, writer=True)
 

@@ -339,6 +339,13 @@ class DocumentsWrite(Strict):
         return ChunkOptions() if self.chunk else None
 
 
+class ChunksCut(BaseModel):
+    """The size and overlap, in tokens, a chunked write cut its documents at."""
+
+    max_tokens: int
+    overlap_tokens: int
+
+
 class WriteReport(BaseModel):
     """What a write stored, replaced, left and skipped, and the collection's count after it."""
 
@@ -364,6 +371,12 @@ class WriteReport(BaseModel):
     removed: int | None = None
     chunks_written: int | None = None
     chunks_removed: int | None = None
+    chunked_at: ChunksCut | None = Field(
+        None,
+        description="Chunked writes only: the chunk size and overlap the documents were cut "
+        "at, `chunk`'s capped at the pipeline's shortest member's token limit (a larger "
+        "`max_tokens` would leave the end of each chunk unread by that member).",
+    )
 
 
 class DeleteDocuments(Strict):
