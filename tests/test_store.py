@@ -894,6 +894,17 @@ def test_batch_validation_names_the_problem(hash_pipeline):
         Batch(["x", "y"], ["one"], [{}, {}], fused, info)
 
 
+@pytest.mark.parametrize("blank", [" ", "\u200b", "\t\u00a0"])
+def test_collection_add_refuses_a_blank_id_as_ingest_does(tmp_path, hash_pipeline, blank):
+    """A Batch refused only the empty id, where ingest refuses ids of spaces or invisible
+    characters too: `Collection.add` (no ingest check before it) stored one that no reader or
+    user could give back. The Batch applies ingest's rule, and nothing is written."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    with pytest.raises(StoreError, match="ids must be strings with a visible character"):
+        collection.add(batch(hash_pipeline, ["ok", blank]))
+    assert not collection.exists
+
+
 @pytest.mark.parametrize(
     ("record", "field"),
     [

@@ -56,7 +56,6 @@ from probembed.store.ingest import (
     ingest,
     not_unicode,
     prepare,
-    unusable_id,
     validate_options,
     writing_pipeline,
 )
@@ -71,7 +70,7 @@ from probembed.store.readers import (
     unread_note,
     walk_folder,
 )
-from probembed.store.rows import Clashes, PipelineInfo
+from probembed.store.rows import Clashes, PipelineInfo, unusable_id
 from probembed.store.streamed import (
     STREAM_BYTES,
     STREAMED,

@@ -42,6 +42,7 @@ from probembed.store.rows import (
     nests_too_deep,
     plain,
     promote_metadata,
+    unusable_id,
 )
 
 if TYPE_CHECKING:
@@ -450,14 +451,6 @@ def _check(
     except StoreError as exc:
         return Problem(where, str(exc))
     types.update(trial)
-    return None
-
-
-def unusable_id(doc_id: object) -> str | None:
-    """Why an id cannot name a stored row, or None: blank ids (spaces, invisible characters)
-    name nothing a reader or a user could give back, and a reader refuses them."""
-    if not isinstance(doc_id, str) or is_blank(doc_id):
-        return f"ids must be strings with a visible character, got {doc_id!r}"
     return None
 
 

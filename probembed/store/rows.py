@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.store.errors import StoreError
 from probembed.store.variance import VarianceBasis, pipeline_basis
@@ -96,9 +97,10 @@ class Batch:
         wrong = {k: v for k, v in sizes.items() if v != n}
         if wrong:
             raise StoreError(f"batch has {n} ids but {wrong}; give one of each per id")
-        for i in self.ids:
-            if not isinstance(i, str) or not i:
-                raise StoreError(f"ids must be non-empty strings, got {i!r}")
+        for i in self.ids:  # as ingest checks them: a Batch made directly reaches no check
+            unusable = unusable_id(i)
+            if unusable is not None:
+                raise StoreError(unusable)
         if len(set(self.ids)) != n:
             raise StoreError(f"batch repeats ids: {_duplicates(self.ids)[:10]}")
         if tuple(self.fused.models) != self.pipeline.models:
@@ -118,6 +120,14 @@ class Batch:
             self.pipeline,
             self.columns,
         )
+
+
+def unusable_id(doc_id: object) -> str | None:
+    """Why an id cannot name a stored row, or None: blank ids (spaces, invisible characters)
+    name nothing a reader or a user could give back, and a reader refuses them."""
+    if not isinstance(doc_id, str) or is_blank(doc_id):
+        return f"ids must be strings with a visible character, got {doc_id!r}"
+    return None
 
 
 def table_schema(batch: Batch, compact: bool = True, created: str | None = None) -> pa.Schema:
