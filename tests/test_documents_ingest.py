@@ -1699,3 +1699,42 @@ def test_a_bad_object_of_an_indent_0_export_gives_no_record_of_what_it_nests(tmp
     read = list(read_jsonl(source))
     assert [r.id for r in read if not isinstance(r, Problem)] == ["a", "c"]
     assert [p.source for p in read if isinstance(p, Problem)] == [f"{source}:5"]
+
+
+def test_the_key_probembed_is_refused_at_every_write_front_door(tmp_path, pydoc_pipeline_dir):
+    """The LangChain and LlamaIndex adapters give a hit's numbers under metadata["probembed"]
+    and refuse user metadata under that key, but `probembed ingest`, `ingest` and
+    `ingest_documents` stored it: read through an adapter, that item's value was replaced by
+    the hit's numbers. Each refuses it naming the document and the key, as a problem per
+    record (`--on-error skip` writes the others), plain and chunked."""
+    rows = [
+        {"id": "a", "text": "A fine note about cats."},
+        {"id": "b", "text": "A note about dogs.", "probembed": "mine"},
+        {"id": "c", "text": "A note about birds.", "metadata": {"probembed": "theirs"}},
+    ]
+    source = tmp_path / "notes.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    said = "metadata uses the key 'probembed', which probembed reserves"
+    db = Database(tmp_path / "db", create=True)
+    for write in (
+        functools.partial(ingest, source),
+        functools.partial(ingest, rows),
+        functools.partial(ingest, [Record("b", "A note.", {"probembed": 1})]),
+        functools.partial(ingest_documents, source, chunking=SMALL),
+    ):
+        collection = db.collection("refused")
+        with pytest.raises(IngestError, match=f"document 'b': {said}"):
+            write(collection, pydoc_pipeline_dir)
+        assert not collection.exists
+    for chunk in ([], ["--chunk"]):
+        name = f"cli{len(chunk)}"
+        args = ["ingest", str(source), "--db", str(tmp_path / "db"), "-c", name, *chunk]
+        args += ["--pipeline", str(pydoc_pipeline_dir)]
+        stopped = CliRunner().invoke(app, args)
+        assert stopped.exit_code == 2, stopped.output
+        told = " ".join(stopped.output.split())
+        assert "2 bad input item(s); nothing was written" in told and said in told, told
+        assert f"notes.jsonl:2: document 'b': {said}" in told
+        skipped = CliRunner().invoke(app, [*args, "--on-error", "skip"])
+        assert skipped.exit_code == 0, skipped.output
+        assert {i.split("#")[0] for i in db.collection(name).ids()} == {"a"}

@@ -624,6 +624,28 @@ def test_a_lone_surrogate_is_a_422_naming_the_text(server):
             assert says in answer.text and "lone surrogate" in answer.text, answer.text
 
 
+def test_a_document_whose_metadata_uses_the_key_probembed_is_a_422_naming_it(server):
+    """The adapters give a hit's numbers under metadata["probembed"] and refuse user metadata
+    there; the service stored it, so the item read one way here and another through them.
+    Plain and chunked writes refuse it naming the document's index (skip: that document)."""
+    mine = {"id": "m", "text": "A note about dogs.", "metadata": {"probembed": "mine"}}
+    with server.client() as http:
+        for chunk in (False, True):
+            name = f"reserved-{chunk}"
+            http.post("/v1/collections", json={"name": name})
+            body = {"documents": [DOCS[0], mine], "chunk": chunk}
+            refused = http.post(f"/v1/collections/{name}/documents", json=body)
+            assert refused.status_code == 422, refused.text
+            said = "documents[1]: document 'm': metadata uses the key 'probembed'"
+            assert said in refused.text and "rename that field" in refused.text, refused.text
+            assert http.get(f"/v1/collections/{name}").json()["count"] == 0
+            skipping = {**body, "on_error": "skip"}
+            report = http.post(f"/v1/collections/{name}/documents", json=skipping).json()
+            assert [s.split(":")[0] for s in report["skipped"]] == ["documents[1]"], report
+            assert report["added"] == 1
+            http.delete(f"/v1/collections/{name}")
+
+
 def test_a_refusal_that_echoes_nan_or_a_surrogate_still_names_the_field(server):
     """Pydantic echoes the input; a NaN or a lone surrogate in it made the refusal itself
     fail to render, and the client read "Out of range float values are not JSON compliant"."""

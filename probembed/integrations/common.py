@@ -24,14 +24,11 @@ from probembed.store.errors import CollectionNotFoundError
 from probembed.store.filters import sql_list
 from probembed.store.ingest import DEFAULT_BATCH, IngestError, validate_options
 from probembed.store.ranking import RRF_K
-from probembed.store.rows import column_name, plain, plain_value
+from probembed.store.rows import RESERVED_KEY, column_name, plain, plain_value, reserved_key
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
 
-#: The key of each returned document's metadata under which probembed's numbers are kept;
-#: user metadata may not use it, so the two can never clash.
-RESERVED_KEY = "probembed"
 #: The fields of what the adapters put under RESERVED_KEY (`uncertainty`): a value of exactly
 #: this shape is the search output of a document or node being added again, and is dropped.
 RESULT_FIELDS = frozenset({"id", "score", "std", "p_relevant", "weights", "confidence"})
@@ -145,12 +142,10 @@ def metadata_list(metadatas: Any, count: int) -> list[dict[str, Any]]:
         return [{} for _ in range(count)]
     given = item_list(metadatas, "metadatas", (Mapping, type(None)))
     metas = [without_result(plain(m or {})) for m in given]
-    for i, meta in enumerate(metas):
-        if RESERVED_KEY in meta:
-            raise ValueError(
-                f"metadatas[{i}] uses the key {RESERVED_KEY!r}, which probembed reserves for "
-                "the scores it returns; rename that field"
-            )
+    for i, meta in enumerate(metas):  # by position: ingest's message names a derived id
+        reserved = reserved_key(meta)
+        if reserved is not None:
+            raise ValueError(f"metadatas[{i}]: {reserved}")
     return metas
 
 

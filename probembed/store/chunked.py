@@ -70,7 +70,7 @@ from probembed.store.readers import (
     unread_note,
     walk_folder,
 )
-from probembed.store.rows import Clashes, PipelineInfo, unusable_id
+from probembed.store.rows import Clashes, PipelineInfo, reserved_key, unusable_id
 from probembed.store.streamed import (
     STREAM_BYTES,
     STREAMED,
@@ -681,13 +681,13 @@ def _plan(
             )
             continue
         plan.seen[item.id] = item.source
-        unencodable = (
+        refused = (
             None
-            if isinstance(item, StreamedFile)
-            else not_unicode(item.id, item.text, item.metadata)
+            if isinstance(item, StreamedFile)  # a file's: no metadata of its own
+            else not_unicode(item.id, item.text, item.metadata) or reserved_key(item.metadata)
         )
-        if unencodable is not None:
-            report.problems.append(Problem(item.source, f"document {item.id!r}: {unencodable}"))
+        if refused is not None:
+            report.problems.append(Problem(item.source, f"document {item.id!r}: {refused}"))
             continue
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)

@@ -42,6 +42,7 @@ from probembed.store.rows import (
     nests_too_deep,
     plain,
     promote_metadata,
+    reserved_key,
     unusable_id,
 )
 
@@ -444,6 +445,9 @@ def _check(
         return Problem(
             where, f"document {record.id!r}: metadata keys must be strings, got {keys[0]!r}"
         )
+    reserved = reserved_key(record.metadata)
+    if reserved is not None:
+        return Problem(where, f"document {record.id!r}: {reserved}")
     trial = dict(types)
     try:
         metadata_json(record.id, record.metadata)  # stored as JSON: refuse what JSON cannot hold

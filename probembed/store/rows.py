@@ -130,6 +130,23 @@ def unusable_id(doc_id: object) -> str | None:
     return None
 
 
+#: The metadata key under which the LangChain and LlamaIndex adapters give each hit's numbers
+#: (score, std, p_relevant, weights, confidence): no stored item may use it, or its value would
+#: read one way through the adapters and another through the CLI, the service and Python.
+RESERVED_KEY = "probembed"
+
+
+def reserved_key(metadata: Mapping[str, Any]) -> str | None:
+    """What is wrong with metadata that uses RESERVED_KEY, or None: one check for every
+    front door that writes (ingest, chunked ingest, the service, the adapters)."""
+    if RESERVED_KEY not in metadata:
+        return None
+    return (
+        f"metadata uses the key {RESERVED_KEY!r}, which probembed reserves for the scores "
+        "the LangChain and LlamaIndex adapters return with each hit; rename that field"
+    )
+
+
 def table_schema(batch: Batch, compact: bool = True, created: str | None = None) -> pa.Schema:
     """The schema of a new collection, with its pipeline header, made for a first batch.
 
