@@ -31,12 +31,23 @@ _DECODER = json.JSONDecoder()
 
 @dataclass(frozen=True)
 class Record:
-    """One document to store: id, the text to embed, free-form metadata, and its source."""
+    """One document to store: id, the text to embed, free-form metadata, and its source.
+
+    The text is kept without its surrounding whitespace, whichever front door made the record
+    (a JSONL line, a service document, an adapter's text, a `Record` given in Python): one
+    record sent through two of them is then the same text, not a change to re-embed, and no
+    member embeds a line's indent or trailing newline (`wordllama` does)."""
 
     id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+
+    def __post_init__(self) -> None:
+        """The one place every front door passes (the class says why); a text that is no str
+        is left for ingest's check to name."""
+        if isinstance(self.text, str):
+            object.__setattr__(self, "text", self.text.strip())
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from probembed.service.answers import _embedding_body, _embedding_payload, _sear
 from probembed.service.app import create_app
 from probembed.service.process import FAILED, READY_TIMEOUT
 from probembed.service.settings import BatchSettings
-from probembed.store import Database, ingest_documents
+from probembed.store import Database, Record, ingest, ingest_documents
 from probembed.store.errors import CollectionNotFoundError, StoreStateError
 
 DOCS = [
@@ -1012,6 +1012,51 @@ def test_a_record_hashes_the_same_through_the_cli_and_the_service(
             assert "chunks written 0" in cli_ingest("via-service")
         finally:
             for name in ("via-cli", "via-service"):
+                http.delete(f"/v1/collections/{name}")
+
+
+def test_a_text_with_surrounding_whitespace_is_one_record_through_every_front_door(
+    server, pydoc_pipeline_dir, tmp_path
+):
+    """`probembed ingest` strips a JSONL text's surrounding whitespace; the service, a Python
+    `Record` and the adapters kept it, so a record ingested by the CLI and sent again to the
+    service was a changed one (re-embedded with upsert, chunks re-written). Every front door
+    strips it now."""
+    texts = {
+        "w1": "  The cat sat on the mat near the door.\n",
+        "w2": "\tStock markets fell sharply on Monday.  \n\n",
+        "w3": "A recipe for bread needs flour and water.",
+    }
+    source = tmp_path / "spaced.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()))
+    documents = [{"id": i, "text": t} for i, t in texts.items()]
+    chunk = {"max_tokens": 48, "overlap_tokens": 8}
+    for name, options in (("ws-plain", []), ("ws-chunks", ["--chunk", "--chunk-tokens", "48"])):
+        args = ["ingest", str(source), "--db", str(server.db), "-c", name, *options]
+        args += ["--overlap", "8"] if options else []
+        done = CliRunner().invoke(cli_app, [*args, "--pipeline", str(pydoc_pipeline_dir)])
+        assert done.exit_code == 0, done.output
+    with server.client() as http:
+
+        def write(name: str, **options) -> dict:
+            body = {"documents": documents, **options}
+            return http.post(f"/v1/collections/{name}/documents", json=body).json()
+
+        try:
+            again = write("ws-plain")
+            assert (again["already_stored"], again["changed"]) == (3, 0), again
+            again = write("ws-plain", upsert=True)
+            assert (again["unchanged"], again["updated"]) == (3, 0), again
+            again = write("ws-chunks", chunk=chunk)
+            assert (again["unchanged"], again["chunks_written"]) == (3, 0), again
+            found = http.post("/v1/collections/ws-plain/search", json={"query": "cat", "k": 3})
+            stored = {h["id"]: h["text"] for h in found.json()["results"][0]["hits"]}
+            assert stored == {i: t.strip() for i, t in texts.items()}
+            records = [Record(i, t) for i, t in texts.items()]  # and from Python
+            collection = Database(server.db).collection("ws-plain")
+            assert ingest(records, collection, upsert=True).unchanged == 3
+        finally:
+            for name in ("ws-plain", "ws-chunks"):
                 http.delete(f"/v1/collections/{name}")
 
 
