@@ -24,7 +24,7 @@ from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.calibrator import require_dense
 from probembed.encoders import get_encoder
 from probembed.encoders.base import Encoder, validate_texts
-from probembed.fusion import Fused, fuse, parse_fusion, parse_mode, single_model
+from probembed.fusion import Fused, fuse, member_blocks, parse_fusion, parse_mode, single_model
 from probembed.fusion.adapt import adapted_weights
 from probembed.fusion.combine import default_temperature
 from probembed.fusion.names import SINGLE_PREFIX
@@ -249,12 +249,10 @@ class Pipeline:
 
     @property
     def blocks(self) -> tuple[int, ...]:
-        """Each member's width in the fused rows when they hold one block per member (concat
-        fusion of every member), else (): sum mode and `single:<model>` have no such layout,
-        so nothing that reads members back out of fused rows applies to them."""
-        if self.fusion.mode != "concat" or single_model(self.fusion.method) is not None:
-            return ()
-        return tuple(int(m.encoder.dim) for m in self.members)
+        """Each member's width in the fused rows, so members can be read back out of them; ()
+        where the rows hold no block per member (`fusion.member_blocks`: sum, single)."""
+        dims = [m.encoder.dim for m in self.members]
+        return member_blocks(self.fusion.method, self.fusion.mode, dims)
 
     @property
     def fingerprint(self) -> str:

@@ -12,6 +12,7 @@ from probembed.fusion import (
     FusionMode,
     fuse,
     fusion_weights,
+    member_blocks,
     parse_fusion,
     parse_mode,
     single_model,
@@ -286,6 +287,26 @@ def test_names_parse():
         parse_mode("add")
     with pytest.raises(ValueError, match="names no model"):
         single_model("single:")
+
+
+@pytest.mark.parametrize(
+    ("method", "mode", "blocks"),
+    [
+        ("uec", "concat", (4, 3)),
+        ("concat", "concat", (4, 3)),
+        ("uec-paper", "concat", (4, 3)),
+        ("uec", "sum", ()),
+        ("mean", "sum", ()),
+        ("single:use", "concat", ()),
+        ("single:use", "sum", ()),
+    ],
+)
+def test_member_blocks_are_the_concat_layout_of_every_member(method, mode, blocks):
+    """One block per member, in order, exactly where fuse lays the rows out so."""
+    assert member_blocks(method, mode, [4, 3]) == blocks
+    if blocks:
+        parts = [Gaussian(np.ones((2, d)), np.ones((2, d))) for d in blocks]
+        assert fuse(parts, ("minilm", "use"), method, mode).gaussian.dim == sum(blocks)
 
 
 def _two_parts(n_b: int = 2, dim_b: int = 3) -> list[Gaussian]:

@@ -45,6 +45,13 @@ def small_sts(datasets, tmp_path_factory):
     return directory
 
 
+def test_the_harness_reads_member_blocks_as_the_pipeline_does(pipe, small_sts):
+    """A method's std carries the members' spread exactly where a pipeline's search would."""
+    embedded = embed(pipe, load_dataset(small_sts, "dev"))
+    for method in baseline_methods(pipe.models):  # singles, and concat: (sum: test_fusion)
+        assert embedded.blocks(method.fusion) == pipe.with_fusion(method.fusion).blocks
+
+
 @pytest.mark.parametrize("k, step", [(2, 0.5), (3, 0.25), (4, 0.1)])
 def test_simplex_grid_covers_the_simplex(k, step):
     grid = simplex_grid(k, step)

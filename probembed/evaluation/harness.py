@@ -28,7 +28,7 @@ from probembed.evaluation.metrics import (
     run_from_scores,
     spearman,
 )
-from probembed.fusion import Fused
+from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
@@ -70,19 +70,17 @@ class Embedded:
         """Fuse one role's per-model Gaussians under a fusion setting."""
         return fusion.fuse(self.parts[role], self.models)
 
-    def blocks(self, fused: Fused, fusion: FusionConfig) -> tuple[int, ...]:
-        """The members' widths in rows fused under `fusion` (as `Pipeline.blocks`): () where
-        the rows hold no block per member (sum mode, `single:<model>`)."""
-        dims = tuple(p.dim for p in next(iter(self.parts.values())))
-        if fusion.mode != "concat" or fused.gaussian.dim != sum(dims):
-            return ()
-        return dims
+    def blocks(self, fusion: FusionConfig) -> tuple[int, ...]:
+        """The members' widths in rows fused under `fusion`, as `Pipeline.blocks` has them for
+        a pipeline of these members."""
+        dims = [p.dim for p in next(iter(self.parts.values()))]
+        return member_blocks(fusion.method, fusion.mode, dims)
 
     def between_variance(
         self, q: Fused, d: Fused, fusion: FusionConfig, candidates: np.ndarray
     ) -> np.ndarray:
         """The members' disagreement part of each candidate's dot-product variance (concat)."""
-        dims = self.blocks(q, fusion)
+        dims = self.blocks(fusion)
         if not dims:
             return np.zeros(candidates.shape)
         return between_variance(
@@ -185,7 +183,7 @@ def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Ou
         method.score.beta,
         a.weights,
         b.weights,
-        embedded.blocks(a, method.fusion),
+        embedded.blocks(method.fusion),
         pairwise=True,
     )
     pred = pairs.score

@@ -75,6 +75,18 @@ class Fused:
         return {m: float(f"{w:.15g}") for m, w in zip(self.models, self.weights[i], strict=True)}
 
 
+def member_blocks(
+    method: Fusion | str, mode: FusionMode | str, dims: Sequence[int]
+) -> tuple[int, ...]:
+    """The members' widths (`dims`, in fusion order) in rows fused by `method` and `mode` when
+    those hold one block per member (concat fusion of every member), else (): sum mode and
+    `single:<model>` have no such layout, so nothing that reads members back out of fused rows
+    applies to them. The one rule, for a pipeline and for the harness's methods alike."""
+    if parse_mode(mode) is not FusionMode.CONCAT or single_model(method) is not None:
+        return ()
+    return tuple(int(d) for d in dims)
+
+
 def _validate_parts(parts: Sequence[Gaussian], models: Sequence[str]) -> tuple[str, ...]:
     """Same number of texts in every part, one unique name per part; returns the names."""
     if len(parts) == 0:
