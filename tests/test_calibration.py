@@ -41,7 +41,7 @@ from probembed.evaluation.harness import corpus_agreement, embed
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline
-from probembed.scoring.ensemble import between_variance
+from probembed.scoring.ensemble import hit_variance
 from probembed.store import Database, Searcher, ingest
 from probembed.store.index import IndexSettings
 from probembed.store.ranking import HYBRID_DEPTH, scan
@@ -466,7 +466,8 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
         vectors.weights[ranked.positions],
         dims,
     )
-    spread = between_variance(
+    variances = hit_variance(  # what every hit's std reports
+        ranked.variances[None, :],
         query.gaussian.mean,
         query.weights,
         vectors.mean,
@@ -474,7 +475,6 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
         dims,
         ranked.positions[None, :],
     )[0]
-    variances = ranked.variances + spread  # what every hit's std reports
     texts = calibrated.rows(ids := [f"s{p}" for p in ranked.positions[:COVERAGE_HITS]])
     coverage = coverage_features(question, [texts[i]["text"] for i in ids])
     for k in (5, 10):

@@ -7,7 +7,12 @@ from hypothesis import strategies as st
 
 from probembed.fusion import fuse
 from probembed.gaussian import Gaussian
-from probembed.scoring.ensemble import disagreement_variance, member_cosines, pair_weights
+from probembed.scoring.ensemble import (
+    disagreement_variance,
+    hit_variance,
+    member_cosines,
+    pair_weights,
+)
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -105,3 +110,37 @@ def test_member_cosines_reject_dims_that_do_not_match_the_fused_rows() -> None:
         member_cosines(
             g.mean, np.ones((1, 2)), g.mean, np.ones((2, 2)), [2, 3], np.zeros((1, 1), int)
         )
+
+
+def _fused_pair(dims: list[int]) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Seeded concat-fused queries and documents as hit_variance reads them, and candidates."""
+    rng = np.random.default_rng(0)
+    models = [f"m{k}" for k in range(len(dims))]
+    fq = fuse(_parts(rng, 2, dims), models, temperature=1.0)
+    fd = fuse(_parts(rng, 4, dims), models, temperature=1.0)
+    rows = (fq.gaussian.mean, fq.weights, fd.gaussian.mean, fd.weights)
+    return rows, np.array([[0, 1, 2], [3, 2, 1]])
+
+
+def test_a_hits_variance_is_its_own_plus_the_members_spread_bit_for_bit() -> None:
+    """The one sum search, calibration training, the harness and `similarity` report; cosines
+    a caller already has are the ones added (search's are not computed twice)."""
+    dims = [4, 3, 5]
+    (q_mean, q_w, d_mean, d_w), cand = _fused_pair(dims)
+    own = np.random.default_rng(1).uniform(0.0, 1e-3, size=cand.shape)
+    cos = member_cosines(q_mean, q_w, d_mean, d_w, dims, cand)
+    spread = disagreement_variance(cos, pair_weights(q_w, d_w, cand))
+    assert (spread > 0).all()
+    got = hit_variance(own, q_mean, q_w, d_mean, d_w, dims, cand)
+    np.testing.assert_array_equal(got, own + spread)
+    agreeing = np.repeat(cos[..., :1], len(dims), axis=-1)  # given: read, not recomputed
+    given_cos = hit_variance(own, q_mean, q_w, d_mean, d_w, dims, cand, agreeing)
+    np.testing.assert_array_equal(given_cos, own)
+
+
+@pytest.mark.parametrize("dims", [[], [6]])
+def test_rows_without_two_member_blocks_report_their_own_variance(dims: list[int]) -> None:
+    """Sum or single fusion (no blocks) and a lone member have no disagreement to add."""
+    (q_mean, q_w, d_mean, d_w), cand = _fused_pair([6])
+    own = np.random.default_rng(1).uniform(0.0, 1e-3, size=cand.shape)
+    assert hit_variance(own, q_mean, q_w, d_mean, d_w, dims, cand) is own

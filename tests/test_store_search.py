@@ -17,7 +17,7 @@ from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
-from probembed.scoring.ensemble import between_variance
+from probembed.scoring.ensemble import hit_variance
 from probembed.store import Database, IndexSettings, Searcher, StoreError, confidence, ingest
 from probembed.store import collection as collection_module
 from probembed.store.errors import StoreStateError
@@ -55,12 +55,14 @@ def stored(collection) -> tuple[list[str], Gaussian]:
     return list(vectors.ids), Gaussian(vectors.mean, vectors.var)
 
 
-def spread(queries: Fused, collection, candidates) -> np.ndarray:
-    """The members' disagreement part of each candidate's variance, from the stored rows."""
+def reported(queries: Fused, collection, own: np.ndarray, candidates) -> np.ndarray:
+    """Each candidate's variance as a hit reports it, the dot's `own` plus the members'
+    disagreement, from the stored rows."""
     vectors = collection.vectors()
     dims = [m.encoder.dim for m in collection.load_pipeline().members]
     q = queries.gaussian.mean[: len(candidates)], queries.weights[: len(candidates)]
-    return between_variance(*q, vectors.mean, vectors.weights, dims, np.asarray(candidates))
+    cand = np.asarray(candidates)
+    return hit_variance(own, *q, vectors.mean, vectors.weights, dims, cand)
 
 
 #: The graph path with every row a candidate: dot over sq4 codes takes quantised_factor * k
@@ -83,7 +85,7 @@ def test_search_equals_brute_force_scan(small, hash_pipeline, queries, score, se
     order, expected = brute_force(queries.gaussian, docs, score, 7, beta)
     results = Searcher(small, hash_pipeline, settings).search_fused(queries, k=7, score=score)
     everything = np.tile(np.arange(len(docs)), (len(queries.gaussian), 1))
-    std = np.sqrt(dot_variance(queries.gaussian, docs) + spread(queries, small, everything))
+    std = np.sqrt(reported(queries, small, dot_variance(queries.gaussian, docs), everything))
     for i, result in enumerate(results):
         assert [h["id"] for h in result["hits"]] == [ids[j] for j in order[i]]
         # Both sides score the same float32 rows in float64 (the search on candidate rows, the
@@ -108,7 +110,7 @@ def test_hits_carry_weights_text_and_query_confidence(small, hash_pipeline, quer
         [first["weights"][m] for m in hash_pipeline.models], weights[row], rtol=1e-7
     )
     rows = [row, ids.index(second["id"])]
-    v = dot_variance(queries.gaussian[0], docs[rows])[0] + spread(queries, small, [rows])[0]
+    v = reported(queries, small, dot_variance(queries.gaussian[0], docs[rows]), [rows])[0]
     expected = norm.cdf((first["score"] - second["score"]) / np.sqrt(v.sum()))
     # float64 throughout on the same stored rows; scipy's and math.erf's CDFs agree to ~1e-15.
     assert result["confidence"] == pytest.approx(expected, rel=1e-9)

@@ -42,7 +42,7 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
-from probembed.scoring.ensemble import between_variance
+from probembed.scoring.ensemble import hit_variance
 from probembed.store import Database, ingest
 from probembed.store.ranking import Ranked, best, hybrid_depth, hybrid_ranked, with_moments
 
@@ -198,18 +198,16 @@ def _split(
 ) -> RankedSplit:
     """The ranked hits as a search reports them: moments, the members' spread, labels."""
     ranked = with_moments(queries.gaussian, docs.gaussian, positions, scores)
-    if pipeline.blocks:  # the variance hits report: members' own plus spread
-        between = between_variance(
-            queries.gaussian.mean,
-            queries.weights,
-            docs.gaussian.mean,
-            docs.weights,
-            pipeline.blocks,
-            positions,
-        )
-        ranked = [
-            r._replace(variances=r.variances + b) for r, b in zip(ranked, between, strict=True)
-        ]
+    variances = hit_variance(  # what hits report: the members' own, plus their spread
+        np.stack([r.variances for r in ranked]),
+        queries.gaussian.mean,
+        queries.weights,
+        docs.gaussian.mean,
+        docs.weights,
+        pipeline.blocks,
+        positions,
+    )
+    ranked = [r._replace(variances=v) for r, v in zip(ranked, variances, strict=True)]
     qids, dids = embedded.ids["queries"], embedded.ids["docs"]
     judged = [dataset.qrels[q] for q in qids]
     relevant = np.array(

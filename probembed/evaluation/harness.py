@@ -33,7 +33,7 @@ from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.scoring import dot_variance, score_matrix, similarity
-from probembed.scoring.ensemble import between_variance
+from probembed.scoring.ensemble import hit_variance
 
 RETRIEVAL_DEPTH = 100
 COSINE = ScoreConfig("dot", 0.0)
@@ -75,17 +75,6 @@ class Embedded:
         a pipeline of these members."""
         dims = [p.dim for p in next(iter(self.parts.values()))]
         return member_blocks(fusion.method, fusion.mode, dims)
-
-    def between_variance(
-        self, q: Fused, d: Fused, fusion: FusionConfig, candidates: np.ndarray
-    ) -> np.ndarray:
-        """The members' disagreement part of each candidate's dot-product variance (concat)."""
-        dims = self.blocks(fusion)
-        if not dims:
-            return np.zeros(candidates.shape)
-        return between_variance(
-            q.gaussian.mean, q.weights, d.gaussian.mean, d.weights, dims, candidates
-        )
 
 
 def dataset_roles(dataset: Dataset) -> dict[str, Sequence[str] | dict[str, str]]:
@@ -215,8 +204,14 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     top_dots = np.einsum(  # what the variances are of, whatever score ranked the hits
         "qd,qkd->qk", queries.mean.astype(np.float64), docs.mean[top].astype(np.float64)
     )
-    top_vars = dot_variance(queries, docs, candidates=top) + embedded.between_variance(
-        fused_queries, fused_docs, method.fusion, top
+    top_vars = hit_variance(
+        dot_variance(queries, docs, candidates=top),
+        queries.mean,
+        fused_queries.weights,
+        docs.mean,
+        fused_docs.weights,
+        embedded.blocks(method.fusion),
+        top,
     )
     # a query no document is relevant to has no figure (`per_query_metrics` warned): the
     # per-query arrays hold the queries scored, as the means do

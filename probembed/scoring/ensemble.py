@@ -5,10 +5,11 @@ cosine is recoverable from the stored fused means and weights alone:
 cos_k = block_k(q)·block_k(d) / √(π_k(q)·π_k(d)). The fused dot product is
 Σ_k ω_k cos_k with ω_k = √(π_k(q)·π_k(d)); read as a mixture over members (weights ω/Σω), its
 variance by the law of total variance is a within-member part plus the spread of their cosines,
-(Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: disagreement, which only an ensemble sees. Search adds this
-spread to the fused dot variance (members as an independent weighted sum, each own variance
-weighted about ω_k²), not to the mixture's own within term (Σω)·Σ_k ω_k·v_k: see
-docs/architecture.md, "Disagreement".
+(Σω)²·Σ_k (ω_k/Σω)(cos_k − c̄)²: disagreement, which only an ensemble sees. `hit_variance`
+adds this spread to the fused dot variance (members as an independent weighted sum, each own
+variance weighted about ω_k²), not to the mixture's own within term (Σω)·Σ_k ω_k·v_k: see
+docs/architecture.md, "Disagreement". Search, calibration training, the evaluation harness and
+`similarity` all report that sum.
 """
 
 from __future__ import annotations
@@ -101,14 +102,31 @@ def disagreement_variance(cosines: np.ndarray, omega: np.ndarray) -> np.ndarray:
     return total[..., 0] ** 2 * spread
 
 
-def between_variance(
+def carries_disagreement(dims: Sequence[int]) -> bool:
+    """Whether rows laid out in these member blocks have a between-member variance: they hold
+    a block per member (`dims` not empty) and two members or more (one agrees with itself)."""
+    return len(dims) >= 2
+
+
+def hit_variance(
+    own: np.ndarray,
     q_mean: np.ndarray,
     q_weights: np.ndarray,
     d_mean: np.ndarray,
     d_weights: np.ndarray,
     dims: Sequence[int],
     candidates: np.ndarray,
+    cosines: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(nq, p) disagreement part of each candidate's dot-product variance, from fused rows."""
-    cosines = member_cosines(q_mean, q_weights, d_mean, d_weights, dims, candidates)
-    return disagreement_variance(cosines, pair_weights(q_weights, d_weights, candidates))
+    """(nq, p) the variance every hit and pair reports, so they all report one number: `own`,
+    the dot's variance under the members' own (`dot_variance` of the same candidates), plus
+    the members' disagreement where the rows carry one (law of total variance).
+
+    `cosines`: the `member_cosines` of these pairs where the caller has them already (search
+    reads them for its calibrator too), so they are not computed twice.
+    """
+    if not carries_disagreement(dims):
+        return own
+    if cosines is None:
+        cosines = member_cosines(q_mean, q_weights, d_mean, d_weights, dims, candidates)
+    return own + disagreement_variance(cosines, pair_weights(q_weights, d_weights, candidates))

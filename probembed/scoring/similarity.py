@@ -4,10 +4,10 @@ search hit reports for it.
 The score is any of `score_matrix`'s. The std is √(v + v_b) on the dot product of the pair,
 whatever score ranks: v its variance under the members' own variances (`dot_variance`, what
 `store.ranking.with_moments` attaches to every hit) and, for a concat-fused ensemble, v_b the
-spread of the members' cosines (`ensemble.between_variance`, what search adds: the law of
-total variance, docs/architecture.md, "Disagreement"). This module only puts the two together;
-the formulas stay where they are, so a search hit, an STS pair of the evaluation harness and
-`Pipeline.similarity` report one number for one pair.
+spread of the members' cosines: the law of total variance, docs/architecture.md,
+"Disagreement". `ensemble.hit_variance` puts the two together, for search as for this module,
+so a search hit, an STS pair of the evaluation harness and `Pipeline.similarity` report one
+number for one pair.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from probembed.gaussian import Gaussian
-from probembed.scoring.ensemble import between_variance
+from probembed.scoring.ensemble import hit_variance
 from probembed.scoring.names import Score
 from probembed.scoring.pairwise import (
     dot_variance,
@@ -62,15 +62,16 @@ def similarity(
         variance = pair_variance(a, b)
         if dims:
             aligned = np.arange(len(a))[:, None]
-            variance = variance + _between(a, a_weights, b, b_weights, dims, aligned)[:, 0]
+            own = variance[:, None]
+            variance = _with_members(own, a, a_weights, b, b_weights, dims, aligned)[:, 0]
         return Similarity(scores, np.sqrt(variance))
     scores = score_matrix(a, b, score, beta)  # checks the Gaussians
     variance = dot_variance(a, b)
     if dims:
         for rows, cols in tiles(len(a), len(b), max(dims)):  # a bounded gather per tile
-            tile = variance[rows, cols]  # a view: added to in place
-            every = np.broadcast_to(np.arange(len(b))[cols], tile.shape)
-            tile += _between(a, a_weights, b, b_weights, dims, every, rows)
+            own = variance[rows, cols]
+            every = np.broadcast_to(np.arange(len(b))[cols], own.shape)
+            variance[rows, cols] = _with_members(own, a, a_weights, b, b_weights, dims, every, rows)
     return Similarity(scores, np.sqrt(variance))
 
 
@@ -84,7 +85,8 @@ def _validate_members(
         )
 
 
-def _between(
+def _with_members(
+    own: np.ndarray,
     a: Gaussian,
     a_weights: np.ndarray | None,
     b: Gaussian,
@@ -93,7 +95,7 @@ def _between(
     candidates: np.ndarray,
     rows: slice = slice(None),
 ) -> np.ndarray:
-    """The members' disagreement of each (row of a, candidate row of b) pair, for `rows` of a."""
+    """`hit_variance` of (row of a, candidate row of b) pairs, for `rows` of a: a search hit's."""
     assert a_weights is not None and b_weights is not None  # `_validate_members` saw to it
     a_rows = np.asarray(a_weights)[rows]
-    return between_variance(a.mean[rows], a_rows, b.mean, b_weights, dims, candidates)
+    return hit_variance(own, a.mean[rows], a_rows, b.mean, b_weights, dims, candidates)

@@ -27,7 +27,7 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian, decimals
 from probembed.scoring import Score, outrank_probability, parse_score
-from probembed.scoring.ensemble import disagreement_variance, member_cosines, pair_weights
+from probembed.scoring.ensemble import carries_disagreement, hit_variance, member_cosines
 from probembed.store.errors import NotChunkedError, StoreError
 from probembed.store.index import (
     FLAT_SPACES,
@@ -643,7 +643,7 @@ class Searcher:
         """
         calibrator = self.pipeline.calibrator
         per_hit = None if calibrator is None else calibrator.for_search(hybrid=bm25 is not None)
-        spread = bool(self.pipeline.blocks) and len(fused.models) >= 2
+        spread = carries_disagreement(self._dims)
         learned = calibrator is not None and calibrator.confidence is not None
         wants_cosines = spread or learned or (per_hit is not None and per_hit.uses_disagreement)
         out = list(ranked)
@@ -662,9 +662,9 @@ class Searcher:
                 local = local.reshape(positions.shape)
                 q_mean, q_weights = fused.gaussian.mean[rows], fused.weights[rows]
                 cosines = member_cosines(q_mean, q_weights, means, weights, self._dims, local)
-                if spread:
-                    omega = pair_weights(q_weights, weights, local)
-                    variances = variances + disagreement_variance(cosines, omega)
+                variances = hit_variance(
+                    variances, q_mean, q_weights, means, weights, self._dims, local, cosines
+                )
             query_confidence = cast(np.ndarray, confidence(dots, variances))  # (nq, n): an array
             if per_hit is None:
                 hit_p = np.full((len(rows), min(k, depth)), None, dtype=object)
