@@ -549,6 +549,47 @@ def _overwritten_creation(tmp_path, monkeypatch, uri, options, first, pipeline):
     return b_db
 
 
+def _restored_after_looks(monkeypatch, collection, uri, options, looks, meanwhile=None):
+    """After each of `collection`'s looks at its table (those that find one) numbered in
+    `looks` (0 the first), another writer commits a restore of the latest version, by its
+    own connection: a commit made on the version looked at is then refused by Lance
+    ("Incompatible transaction"), a real conflict. `meanwhile`, if given, commits before the
+    first of those restores (rows another writer adds in that instant). Returns the restores
+    made."""
+    import lancedb
+
+    other = lancedb.connect(uri, storage_options=options)
+    look, seen, restores = collection._open, [], []
+
+    def looked():
+        table = look()
+        if table is not None:
+            seen.append(table.version)
+            if len(seen) - 1 in looks:
+                if meanwhile is not None and not restores:
+                    meanwhile()
+                theirs = other.open_table(collection.name)
+                theirs.restore(theirs.version)
+                restores.append(theirs.version)
+        return table
+
+    monkeypatch.setattr(collection, "_open", looked)
+    return restores
+
+
+def _later_batch(tmp_path, monkeypatch, uri, options, records, pipeline, reports):
+    """Machine A's next ingest of `records` into collection "c", as a `meanwhile` of
+    `_restored_after_looks`: it lands on the table as it is then, its report in `reports`."""
+
+    def ingest_later():
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
+        a = Database(uri, storage_options=options).collection("c")
+        reports.append(ingest(records, a, pipeline))
+        monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
+
+    return ingest_later
+
+
 def test_a_creation_that_overwrote_a_table_of_other_column_types_gives_it_back(
     tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):
@@ -568,6 +609,33 @@ def test_a_creation_that_overwrote_a_table_of_other_column_types_gives_it_back(
     _stored_once(collection, [r.id for r in first + mine])
     prices = {i: r["price"] for i, r in collection.rows(list(texts), ("price",)).items()}
     assert prices == {r.id: r.metadata["price"] for r in first + mine}
+
+
+def test_a_commit_on_a_creation_that_overwrote_a_table_of_other_column_types_is_kept(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """As above, and machine A's next batch (no price) lands on the overwrite before the
+    repair looks: giving A's table back by a restore dropped it; now what the restore
+    dropped is merged back into that table (a field none of its rows holds, price, is
+    no obstacle)."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
+    first = [Record(i, texts[i], {"price": 9.99}) for i in list(texts)[:10]]
+    mine = [Record(i, texts[i], {"price": 10}) for i in list(texts)[15:30]]
+    later = [Record(i, texts[i]) for i in list(texts)[30:]]
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash_pipeline)
+    b = b_db.collection("c")
+    reports = []
+    landing = _later_batch(tmp_path, monkeypatch, uri, options, later, hash_pipeline, reports)
+    _restored_after_looks(monkeypatch, b, uri, options, {0}, landing)
+    assert ingest(mine, b, hash_pipeline).added == len(mine)
+    assert [r.added for r in reports] == [len(later)]
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, [r.id for r in first + mine + later])
+    prices = {i: r["price"] for i, r in collection.rows(list(texts), ("price",)).items()}
+    assert prices == {r.id: r.metadata.get("price") for r in first + mine + later}
 
 
 def test_a_creation_that_overwrote_another_pipelines_table_gives_it_back(
@@ -703,30 +771,6 @@ def test_a_collection_whose_ids_may_be_null_is_not_keyed_and_says_why(
     assert collection.ids() == {"s0"}
 
 
-def _restored_after_looks(monkeypatch, collection, uri, options, looks):
-    """After each of `collection`'s looks at its table (those that find one) numbered in
-    `looks` (0 the first), another writer commits a restore of the latest version, by its
-    own connection: a commit made on the version looked at is then refused by Lance
-    ("Incompatible transaction"), a real conflict. Returns the restores made."""
-    import lancedb
-
-    other = lancedb.connect(uri, storage_options=options)
-    look, seen, restores = collection._open, [], []
-
-    def looked():
-        table = look()
-        if table is not None:
-            seen.append(table.version)
-            if len(seen) - 1 in looks:
-                theirs = other.open_table(collection.name)
-                theirs.restore(theirs.version)
-                restores.append(theirs.version)
-        return table
-
-    monkeypatch.setattr(collection, "_open", looked)
-    return restores
-
-
 def test_a_creation_repair_beaten_by_another_commit_runs_again_and_keeps_both(
     tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):
@@ -762,25 +806,66 @@ def test_a_creation_repair_beaten_by_another_commit_runs_again_and_keeps_both(
     assert {i: r["text"] for i, r in collection.rows(list(texts)).items()} == texts
 
 
-def test_a_creation_repair_beaten_at_every_attempt_is_a_conflict_that_leaves_the_table_before(
+def test_a_creation_repair_beaten_at_every_merge_restores_and_keeps_what_was_committed_meanwhile(
     tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):
-    """When every attempt of the repair meets another commit, the write is a
-    `WriteConflictError` (the service's 409) saying nothing of it was stored, and the table
-    holds what the other writer stored before, as it was."""
+    """Every merge of the repair meets another commit, and machine A's next batch (10 new
+    ids, and s25, which it counted as stored: B's overwrite held it) lands on the overwrite
+    in that instant. Giving up restored A's first table whole, which dropped that batch
+    (its rows reported added) and left s25 stored by nobody; now the restore is followed by
+    a merge of what it dropped, and B's batch is written as into any table."""
+    from probembed.store.collection import OVERWRITE_REPAIRS
+
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
+    first = [Record(i, texts[i]) for i in list(texts)[:20]]
+    mine = [Record(i, texts[i]) for i in list(texts)[10:30]]
+    later = [Record(i, texts[i]) for i in ["s25", *list(texts)[30:]]]
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash_pipeline)
+    b = b_db.collection("c")
+    reports = []
+    landing = _later_batch(tmp_path, monkeypatch, uri, options, later, hash_pipeline, reports)
+    beaten = range(OVERWRITE_REPAIRS)
+    restores = _restored_after_looks(monkeypatch, b, uri, options, beaten, landing)
+    report = ingest(mine, b, hash_pipeline)
+    assert len(restores) == OVERWRITE_REPAIRS
+    assert [(r.added, r.already_stored) for r in reports] == [(10, 1)]
+    assert (report.added, report.already_stored) == (10, 10)  # s10-s19 were A's first
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, texts)
+    assert {i: r["text"] for i, r in collection.rows(list(texts)).items()} == texts
+    assert collection.pipeline.fingerprint == hash_pipeline.fingerprint
+
+
+def test_a_creation_repair_beaten_at_every_attempt_names_what_is_not_stored(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """When every merge, and every merge putting back what the restore dropped, meets
+    another commit, the write is a `WriteConflictError` (the service's 409) naming the rows
+    other writers committed meanwhile that are not stored now and the version holding them;
+    the table holds what the other writer's creation stored, as it was, and opens."""
     from probembed.store import WriteConflictError
     from probembed.store.collection import OVERWRITE_REPAIRS
 
     uri = f"s3://{bucket}/db"
-    texts = {f"s{i}": t for i, t in enumerate(sentences[:30])}
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
     first = [Record(i, texts[i], {"n": n}) for n, i in enumerate(list(texts)[:20])]
-    mine = [Record(i, texts[i], {"n": 100}) for i in list(texts)[10:]]
+    mine = [Record(i, texts[i], {"n": 100}) for i in list(texts)[10:30]]
+    later = [Record(i, texts[i], {"n": 200}) for i in list(texts)[30:]]
     b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, hash_pipeline)
     b = b_db.collection("c")
-    restores = _restored_after_looks(monkeypatch, b, uri, options, looks=range(100))
-    with pytest.raises(WriteConflictError, match="nothing of this one was stored"):
+    reports = []
+    landing = _later_batch(tmp_path, monkeypatch, uri, options, later, hash_pipeline, reports)
+    restores = _restored_after_looks(monkeypatch, b, uri, options, range(100), landing)
+    told = (
+        r"10 rows other writers committed on the replaced table meanwhile \(e\.g\. \['s30', "
+        r".*not stored now \(version (\d+) of the table holds them\).*nothing of this write"
+    )
+    with pytest.raises(WriteConflictError, match=told) as raised:
         ingest(mine, b, hash_pipeline)
-    assert len(restores) >= OVERWRITE_REPAIRS
+    assert len(restores) >= 2 * OVERWRITE_REPAIRS and [r.added for r in reports] == [10]
     monkeypatch.undo()
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
     collection = Database(uri, storage_options=options).open("c")
@@ -789,3 +874,12 @@ def test_a_creation_repair_beaten_at_every_attempt_is_a_conflict_that_leaves_the
     assert {i: (r["text"], r["n"]) for i, r in rows.items()} == {
         r.id: (r.text, r.metadata["n"]) for r in first
     }
+    import re
+
+    import lancedb
+
+    held = int(re.search(told, str(raised.value)).group(1))
+    table = lancedb.connect(uri, storage_options=options).open_table("c")
+    table.checkout(held)
+    ids = set(table.search().select(["id"]).limit(None).to_arrow().column("id").to_pylist())
+    assert ids >= {r.id for r in later}

@@ -17,11 +17,11 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -1181,29 +1181,31 @@ class Collection:
         """Undo a creation LanceDB committed as `version`, an overwrite of the table another
         writer had just made (version - 1), without losing a commit made since.
 
-        Restoring version - 1 (what this did before) drops every commit that landed on the
-        overwrite before the restore, such as the first creator's next batch: LanceDB's
-        restore commits the old version whole on top of whatever is latest. So nothing is
-        restored; in one merge on the latest version, the other writer's rows of version - 1
-        go back where their id is absent or still holds this creation's row (told by its
-        write tag, `WRITE_TAG`, new per write), and this creation's rows no commit has
-        replaced since are deleted. A row another writer wrote after the overwrite carries
-        its own tag and stays as it is. What either writer committed is then in the table
-        once, and the caller writes its batch into it like any write (an id the other writer
-        stored first counts as already stored). The merge is re-run from the latest version
-        if another commit beats it (it only adds back and takes out rows by id and tag, so
-        running it again changes nothing done). An id the other writer deleted between the
-        overwrite and this merge comes back from version - 1.
+        Restoring version - 1 alone drops every commit that landed on the overwrite before
+        the restore, such as the first creator's next batch: LanceDB's restore commits the
+        old version whole on top of whatever is latest. So first, in one merge on the latest
+        version, the other writer's rows of version - 1 go back where their id is absent or
+        still holds this creation's row (told by its write tag, `WRITE_TAG`, new per write),
+        and this creation's rows no commit has replaced since are deleted. A row another
+        writer wrote after the overwrite carries its own tag and stays as it is. What either
+        writer committed is then in the table once, and the caller writes its batch into it
+        like any write (an id the other writer stored first counts as already stored). The
+        merge is re-run from the latest version if another commit beats it (it only adds back
+        and takes out rows by id and tag, so running it again changes nothing done). An id
+        the other writer deleted between the overwrite and this merge comes back from
+        version - 1.
 
         The schema's header stays this creation's (its token, `created`, is new to the other
         writer, whose handles then read the pipeline copy again): the pipelines agree on
         their fingerprint, dimension and variance format, or the rows could not share a
-        table. When they do not, or a metadata field of both first batches has another type
-        in each (a price of 9.99 against one of 10: LanceDB cannot change a column's type,
-        so the other writer's rows would not fit this table), the other writer's table is
-        the one kept and only a restore puts it back, so that case restores version - 1 (a
-        commit that landed on this overwrite meanwhile is dropped with it), and the batch is
-        then written into it or refused as into any table (`check_pipeline`, `_arrow`).
+        table. When every merge is beaten, or a metadata field of both first batches has
+        another type in each (a price of 9.99 against one of 10: LanceDB cannot change a
+        column's type, so the other writer's rows would not fit this table), the other
+        writer's table, its header with it, is put back by a restore and what the restore
+        dropped is merged back into it (`_restore_keeping`). When the pipelines differ,
+        version - 1 is restored and nothing more: a commit on the overwrite meanwhile holds
+        this pipeline's vectors, which the other writer's table refuses. The batch is then
+        written into it or refused as into any table (`check_pipeline`, `_arrow`).
         """
         theirs = self.db.table(self.name)
         if theirs is None:  # dropped since: nothing of the other writer's is left to keep
@@ -1220,46 +1222,77 @@ class Collection:
             return
         rows = _scan(theirs, theirs.schema.names)
         tag = int(ours.column(WRITE_TAG)[0].as_py())
-        for attempt in range(OVERWRITE_REPAIRS):
+        merge = partial(_put_back_over, tag=tag)
+        if self._merged_back(rows, merge) is not None:
+            self._restore_keeping(version, rows, tag)
+
+    def _merged_back(self, rows: pa.Table, merge: Callable[[Any], Any]) -> str | None:
+        """Merge rows read at an earlier version into the latest one (`merge`: the table's
+        merge builder), adding the metadata columns they hold values in that it lacks, again
+        from the latest version when another commit beats it (`OVERWRITE_REPAIRS` attempts):
+        None once merged, else why it could not be (a field they hold a value in has another
+        type there, or the last conflict's words), for the message of whoever gives up."""
+        held = [c for c in rows.column_names if c in CORE_COLUMNS or rows[c].null_count < len(rows)]
+        rows = rows.select(held)
+        why = ""
+        for _ in range(OVERWRITE_REPAIRS):
             self._seen, self._header_at = None, None
             table = self._require()
-            if _retyped(theirs.schema, table.schema):
-                shared_writes.committed(partial(table.restore, version - 1))
-                return
-            new = [field for field in theirs.schema if field.name not in table.schema.names]
+            if _retyped(rows.schema, table.schema):
+                return "a metadata field they hold has another type in the table"
+            new = [field for field in rows.schema if field.name not in table.schema.names]
             try:
-                if new:  # metadata columns of the other writer's first batch
+                if new:  # metadata columns only these rows brought
                     shared_writes.committed(partial(table.add_columns, new))
-                merge = (
-                    table.merge_insert("id")
-                    .when_matched_update_all(where=f"target.{WRITE_TAG} = {tag}")
-                    .when_not_matched_insert_all()
-                    .when_not_matched_by_source_delete(f"{WRITE_TAG} = {tag}")
-                )
-                shared_writes.committed(partial(merge.execute, _in_schema(rows, table.schema)))
-                return
+                data = _in_schema(rows, table.schema)
+                shared_writes.committed(partial(merge(table).execute, data))
+                return None
             except WriteConflictError as conflict:
-                if attempt == OVERWRITE_REPAIRS - 1:
-                    self._gave_up_repair(version, conflict)
+                cause = conflict.__cause__
+                said = str(cause).splitlines()[0] if cause is not None and str(cause) else ""
+                why = f"each of {OVERWRITE_REPAIRS} merges met another commit: {said}"
+        return why
 
-    def _gave_up_repair(self, version: int, conflict: WriteConflictError) -> NoReturn:
-        """Every repair of the overwritten creation `version` was beaten by another commit:
-        the table the other writer made (version - 1) is restored whole, as when the two
-        cannot share a table (a commit made on the overwrite meanwhile is dropped with it),
-        and the write is a `WriteConflictError` that stored nothing. Raised with the
-        overwrite left in place, it said "nothing of this one was stored" over a table that
-        held this write's rows and not the other writer's."""
-        shared_writes.committed(partial(self._require().restore, version - 1))
+    def _restore_keeping(self, version: int, before: pa.Table, tag: int) -> None:
+        """Put the other writer's table (`version` - 1, whose rows are `before`) back by a
+        restore, which no commit beats, then merge back what that restore dropped: the rows
+        of the version it replaced that neither this creation (`tag`) nor that table wrote,
+        i.e. what other writers committed on the overwrite meanwhile, where the id is absent
+        or still holds that table's row. Restoring alone lost them (the first creator's next
+        batch, reported added). When they cannot go back either, the write is a
+        `WriteConflictError` naming them and the version that holds them."""
+        table = self._require()
+        not_back = (
+            f"the table another writer made at the same moment (version {version - 1}) is "
+            "not put back, so its rows are not in the latest version; nothing of this one was "
+            "stored"
+        )
+        shared_writes.committed(partial(table.restore, version - 1), not_back)
+        held = int(table.version) - 1  # what the restore committed over
+        replaced = self.db.table(self.name)
+        replaced.checkout(held)
         self._seen, self._header_at = None, None
-        cause = conflict.__cause__
-        said = str(cause).splitlines()[0] if cause is not None and str(cause) else ""
+        written = _scan(replaced, replaced.schema.names)
+        tags = {tag, *before.column(WRITE_TAG).to_pylist()} - {None}
+        known = pc.is_in(written.column(WRITE_TAG), value_set=pa.array(sorted(tags), pa.int64()))
+        meanwhile = written.filter(pc.invert(known))
+        if not meanwhile.num_rows:
+            return
+        olds = sorted(tags - {tag})
+        merge = partial(_newer_over, tags=olds)
+        why = self._merged_back(meanwhile, merge)
+        if why is None:
+            return
+        ids = sorted(meanwhile.column("id").to_pylist())
         raise WriteConflictError(
-            "this write's creation of the collection replaced the table another writer made "
-            f"at the same moment, and each of {OVERWRITE_REPAIRS} merges putting that "
-            "writer's rows back met another commit: that writer's table is restored as it "
-            "made it (a commit made on the replaced one meanwhile is not in it) and nothing "
-            f"of this one was stored; run it again: {said}"
-        ) from conflict
+            f"this write's creation of collection {self.name!r} replaced the table another "
+            "writer made at the same moment; that table is restored, but the "
+            f"{len(ids)} rows other writers committed on the replaced table meanwhile (e.g. "
+            f"{ids[:5]}) could not go back into it ({why}): they are not stored now (version "
+            f"{held} of the table holds them), and nothing of this write was "
+            "stored. Run this write again, and the writes that stored those rows (an ingest "
+            "run again stores what is missing)"
+        )
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""
@@ -1303,6 +1336,27 @@ def _scan(
 def _retyped(theirs: pa.Schema, ours: pa.Schema) -> bool:
     """Whether a column both schemas hold has another type in each."""
     return any(f.name in ours.names and ours.field(f.name).type != f.type for f in theirs)
+
+
+def _put_back_over(table: Any, tag: int) -> Any:
+    """The merge that puts the overwritten table's rows back over the creation written with
+    `tag`: where the id is absent or holds that creation's row, whose rows left are deleted."""
+    return (
+        table.merge_insert("id")
+        .when_matched_update_all(where=f"target.{WRITE_TAG} = {tag}")
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_delete(f"{WRITE_TAG} = {tag}")
+    )
+
+
+def _newer_over(table: Any, tags: Sequence[int]) -> Any:
+    """The merge that puts rows written after a restored version back: where the id is
+    absent or still holds a row of that version (written with one of `tags`)."""
+    merge = table.merge_insert("id")
+    if tags:
+        olds = ", ".join(map(str, tags))
+        merge = merge.when_matched_update_all(where=f"target.{WRITE_TAG} IN ({olds})")
+    return merge.when_not_matched_insert_all()
 
 
 def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
