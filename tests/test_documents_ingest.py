@@ -1612,43 +1612,59 @@ def test_a_whole_markdown_document_embeds_its_text_not_its_front_matter(tmp_path
     assert rows["notes.txt"]["text"].startswith("---\nnot: yaml")  # a text file is as it is
 
 
+def _racing_undos(monkeypatch, collection):
+    """Another writer's commit (a restore of the latest version, by its own connection: one
+    Lance cannot reconcile with any other) lands after each look an undo of `collection`
+    (`Collection.revert`) takes at its table, so every undo meets a real conflict. Returns
+    the undos made."""
+    import lancedb
+
+    revert, look, undos = collection.revert, collection._open, []
+
+    def looked():
+        table = look()
+        theirs = lancedb.connect(str(collection.db.path)).open_table(collection.name)
+        theirs.restore(theirs.version)
+        return table
+
+    def raced_revert(*args, **kwargs):
+        undos.append(args)
+        with monkeypatch.context() as patched:
+            patched.setattr(collection, "_open", looked)
+            return revert(*args, **kwargs)
+
+    monkeypatch.setattr(collection, "revert", raced_revert)
+    return undos
+
+
+def _failing_encoder(pipeline, call: int):
+    """The pipeline's encode, failing at its `call`-th call (1 the first); and its calls."""
+    calls = []
+
+    def encode(texts):
+        calls.append(len(texts))
+        if len(calls) == call:
+            raise RuntimeError("encoder went away")
+        return pipeline.encode(texts)
+
+    return encode, calls
+
+
 def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun_ends_it(
     tmp_path, folder, monkeypatch, pydoc_pipeline
 ):
     """A run stopped part-way is undone by `Collection.revert`; when another writer's commit
-    (here a restore of the latest version, by its own connection: one Lance cannot reconcile
-    with any other) lands as the undo commits, the error said "nothing of this one was
-    stored" while the batches the run had committed were still stored, and it said nothing
-    of what stopped the run: both are named now."""
-    import lancedb
-
+    lands as the undo commits, the error said "nothing of this one was stored" while the
+    batches the run had committed were still stored, and it said nothing of what stopped
+    the run: both are named now."""
     from probembed.store import UndoConflictError
     from probembed.store.collection import UNDO_CONFLICT
 
     clean = Database(tmp_path / "clean", create=True).collection("docs")
     ingest_documents(folder, clean, pydoc_pipeline, SMALL, batch_size=4)
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    calls = []
-
-    def encode(texts):  # the encoder fails after the first batch was committed
-        calls.append(len(texts))
-        if len(calls) == 2:
-            raise RuntimeError("encoder went away")
-        return pydoc_pipeline.encode(texts)
-
-    revert, look = collection.revert, collection._open
-
-    def raced_revert(*args, **kwargs):
-        def looked():
-            table = look()
-            theirs = lancedb.connect(str(collection.db.path)).open_table("docs")
-            theirs.restore(theirs.version)
-            return table
-
-        monkeypatch.setattr(collection, "_open", looked)
-        return revert(*args, **kwargs)
-
-    monkeypatch.setattr(collection, "revert", raced_revert)
+    encode, _ = _failing_encoder(pydoc_pipeline, 2)  # after the first batch was committed
+    _racing_undos(monkeypatch, collection)
     with pytest.raises(UndoConflictError) as raised:
         ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4, encode=encode)
     said = str(raised.value)
@@ -1660,6 +1676,70 @@ def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun
     rerun = ingest_documents(folder, collection, pydoc_pipeline, SMALL, batch_size=4)
     assert rerun.problems == []
     assert stored_rows(collection) == stored_rows(clean)
+
+
+def test_a_stopped_stream_whose_undo_meets_a_conflict_says_once_what_stopped_it(
+    tmp_path, monkeypatch, pydoc_pipeline
+):
+    """A streamed file that fails under on_error="stop" was undone on its own and then
+    with the rest of the run: both undos met the conflict, and the second's message wrapped
+    the first's ("stopped part-way (UndoConflictError: this write stopped part-way (...)").
+    One undo takes the whole run now: what stopped it is said once, and every batch the run
+    committed is still stored, as the message says; a rerun ends it."""
+    from probembed.store import UndoConflictError
+    from probembed.store.collection import UNDO_CONFLICT
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# Small\n\nA small file, read whole.")
+    (root / "big.md").write_text(big_markdown())  # streamed, in batches of 20 chunks
+    run = functools.partial(
+        ingest_documents, root, pipeline=pydoc_pipeline, chunking=SMALL, batch_size=20,
+        stream_bytes=1000,
+    )  # fmt: skip
+    clean = Database(tmp_path / "clean", create=True).collection("docs")
+    run(collection=clean)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    encode, calls = _failing_encoder(pydoc_pipeline, 3)  # a.md, big.md's first batch, then
+    undos = _racing_undos(monkeypatch, collection)
+    with pytest.raises(UndoConflictError) as raised:
+        run(collection=collection, encode=encode)
+    said = str(raised.value)
+    assert said.startswith("this write stopped part-way (RuntimeError: encoder went away)")
+    assert said.count("this write stopped part-way") == 1 and said.count(UNDO_CONFLICT) == 1
+    assert str(raised.value.stopped_by) == "encoder went away" and not raised.value.problems
+    assert len(calls) == 3 and len(undos) == 1
+    monkeypatch.undo()
+    stored = collection.ids()  # what the run committed before it stopped, as it says
+    assert "a.md#0" in stored and len({i for i in stored if i.startswith("big.md#")}) == 20
+    rerun = run(collection=collection)
+    assert rerun.problems == [] and (rerun.added, rerun.unchanged) == (1, 1)
+    assert stored_rows(collection) == stored_rows(clean)
+
+
+def test_a_run_whose_undo_meets_a_conflict_names_the_documents_it_skipped(
+    tmp_path, folder, monkeypatch, pydoc_pipeline
+):
+    """Under on_error="skip" a run reports the documents it skipped; stopped part-way by its
+    encoder, with an undo that met a conflict, it raised the conflict alone, and those
+    problems were gone with the report. The error keeps them now."""
+    from probembed.store import UndoConflictError
+
+    (folder / "notepad.txt").write_bytes("A note.".encode("utf-16"))
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    encode, _ = _failing_encoder(pydoc_pipeline, 2)
+    _racing_undos(monkeypatch, collection)
+    with pytest.raises(UndoConflictError) as raised:
+        ingest_documents(
+            folder, collection, pydoc_pipeline, SMALL, batch_size=4, encode=encode,
+            on_error="skip",
+        )  # fmt: skip
+    said = str(raised.value)
+    assert said.startswith("this write stopped part-way (RuntimeError: encoder went away)")
+    assert [p.doc_id for p in raised.value.problems] == ["notepad.txt"]
+    skipped = str(raised.value.problems[0])
+    assert said.endswith(f"skipped 1 bad input item(s), none of which was written:\n  {skipped}")
+    assert "UTF-16 text, not UTF-8" in skipped
 
 
 def test_a_record_whose_id_is_invisible_is_refused_when_chunked_too(tmp_path, pydoc_pipeline):

@@ -561,20 +561,21 @@ def ingest_parsed(
                     report.problems += result.problems
                     bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
         except Exception as exc:  # a fault between commits (storage, the encoder): none stays
-            collection.revert(start, touched, stopped_by=exc)
+            _undo(collection, start, touched, exc, report.problems)
             raise
     for item in plan.streamed:
         before = stored[item.id].ids if item.id in stored else []
+        # under "stop" the run's one undo takes the file's ids too: an undo of the file's
+        # own that conflicted, undone again by the run's, nested the two messages
+        stopping = touched if on_error == "stop" else None
         try:
             written = write_streamed(
-                item, collection, pipeline, settings, batch_size, encode, before
+                item, collection, pipeline, settings, batch_size, encode, before, stopping
             )
         except Exception as exc:
             problem = _failed(item, exc)
             if on_error == "stop":  # nothing at all, as when a bad document stops the run
-                collection.revert(start, touched, stopped_by=exc)
-                if isinstance(exc, UndoConflictError):  # its own batches stay: not "nothing"
-                    raise
+                _undo(collection, start, touched, exc, report.problems)
                 raise IngestError([*report.problems, problem]) from exc
             report.problems.append(problem)
             continue
@@ -724,6 +725,23 @@ def _same_id(doc_id: str, stored: str) -> str:
     )
 
 
+def _undo(
+    collection: Collection,
+    start: int | None,
+    touched: set[str],
+    stop: Exception,
+    problems: Sequence[Problem],
+) -> None:
+    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`); when
+    the undo meets another writer's commit, an `UndoConflictError` naming what stopped the
+    run once and the other documents' problems it had met, which its report would have
+    listed."""
+    try:
+        collection.revert(start, touched, stopped_by=stop)
+    except UndoConflictError as undo:
+        raise UndoConflictError(stop, undo.conflict, problems) from undo.conflict
+
+
 def _failed(item: StreamedFile, exc: Exception) -> Problem:
     """The problem of a streamed file whose writes failed and were undone."""
     if isinstance(exc, UnreadableError):
@@ -741,15 +759,19 @@ def write_streamed(
     batch_size: int,
     encode: Callable[[list[str]], Fused] | None = None,
     replaced: Sequence[str] = (),
+    touched: set[str] | None = None,
 ) -> set[str]:
     """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
     deleting the chunks of its stored version (`replaced`); returns the ids written.
 
     On any failure the file's chunks are put back as they were (the collection dropped, if
     this made it and nothing else was written since) and the error raised; what other
-    writers committed meanwhile stays. The batches are not compacted at the end: LanceDB's
-    compaction rewrites the table at once, with no bound on its memory (`Collection.optimize`
-    does it, as the next ordinary ingest does).
+    writers committed meanwhile stays. Given `touched` (the ids a caller's own undo puts
+    back), a failure that is an Exception adds the file's ids to it and leaves the undo to
+    that caller (one undo for a whole run); an interruption (Ctrl-C) is undone here still.
+    The batches are not compacted at the end: LanceDB's compaction rewrites the table at
+    once, with no bound on its memory (`Collection.optimize` does it, as the next ordinary
+    ingest does).
     """
     version = collection.version if collection.exists else None
     info, report = PipelineInfo.of(pipeline), IngestReport(file.source)
@@ -778,8 +800,11 @@ def write_streamed(
             if records:
                 flush(records)
     except BaseException as exc:
-        touched = {*replaced, *written, *(r.id for r in (*batch, *mark))}
-        collection.revert(version, touched, stopped_by=exc)
+        ids = {*replaced, *written, *(r.id for r in (*batch, *mark))}
+        if touched is not None and isinstance(exc, Exception):
+            touched.update(ids)
+        else:
+            collection.revert(version, ids, stopped_by=exc)
         raise
     finish(collection, pipeline, compact=False)
     return written

@@ -1,6 +1,21 @@
 """Errors of the store layer: each message names the input and what would be right."""
 
 import re
+from collections.abc import Sequence
+
+from probembed.documents import Problem
+
+#: Problems quoted in an error message; the error (and a report) keeps them all.
+SHOWN_PROBLEMS = 10
+
+
+def listed(problems: Sequence[Problem]) -> str:
+    """Problems as the indented lines a message ends with: the first `SHOWN_PROBLEMS`, then
+    how many more (a run of thousands of bad lines must not make a message of them all)."""
+    shown = "\n  ".join(str(p) for p in problems[:SHOWN_PROBLEMS])
+    more = len(problems) - SHOWN_PROBLEMS
+    tail = f"\n  ... and {more} more" if more > 0 else ""
+    return f"\n  {shown}{tail}"
 
 
 class StoreError(ValueError):
@@ -100,14 +115,26 @@ class UndoConflictError(WriteConflictError):
     """A write stopped part-way (`stopped_by`: its encoder, storage, a bad file) whose undo
     (`Collection.revert`) met another writer's commit (`conflict`, which says the stopped
     write's batches are still stored): the message names both, where the conflict alone hid
-    what stopped the write."""
+    what stopped the write, and the problems the write had met in other documents
+    (`problems`: those it skipped), which an error in place of its report would drop."""
 
-    def __init__(self, stopped_by: BaseException, conflict: WriteConflictError) -> None:
-        self.stopped_by, self.conflict = stopped_by, conflict
+    def __init__(
+        self,
+        stopped_by: BaseException,
+        conflict: WriteConflictError,
+        problems: Sequence[Problem] = (),
+    ) -> None:
+        self.stopped_by, self.conflict, self.problems = stopped_by, conflict, list(problems)
         said = str(stopped_by)
         super().__init__(self.told(type(stopped_by).__name__ + (f": {said}" if said else "")))
 
     def told(self, stopped: str) -> str:
         """The message, with what stopped the write as the caller may be told it (a service
         names a failure of its own by its log, not by its text)."""
-        return f"this write stopped part-way ({stopped}), and undoing it failed: {self.conflict}"
+        said = f"this write stopped part-way ({stopped}), and undoing it failed: {self.conflict}"
+        if not self.problems:
+            return said
+        return (
+            f"{said}\nBefore it stopped, it had skipped {len(self.problems)} bad input "
+            f"item(s), none of which was written:{listed(self.problems)}"
+        )

@@ -23,7 +23,7 @@ from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
-from probembed.store.errors import StoreError
+from probembed.store.errors import StoreError, listed
 from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
@@ -57,8 +57,6 @@ DEFAULT_BATCH = 512
 FILTERED_IDS = 1024
 #: Stored rows taken by row id per read when many records are compared with what is stored.
 TAKEN_ROWS = 4096
-#: Problems quoted in an error message; the report keeps them all.
-_SHOWN = 10
 
 
 class IngestError(StoreError):
@@ -71,12 +69,9 @@ class IngestError(StoreError):
     def told(self, skip: str) -> str:
         """The message, with how the caller skips bad items in its own terms (an HTTP client
         sends `"on_error": "skip"`)."""
-        shown = "\n  ".join(str(p) for p in self.problems[:_SHOWN])
-        more = len(self.problems) - _SHOWN
-        tail = f"\n  ... and {more} more" if more > 0 else ""
         return (
             f"{len(self.problems)} bad input item(s); nothing was written "
-            f"(fix them, or {skip} to skip them):\n  {shown}{tail}"
+            f"(fix them, or {skip} to skip them):{listed(self.problems)}"
         )
 
 
