@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ from typer.testing import CliRunner
 
 from probembed.cache import CacheStats, EmbeddingCache
 from probembed.gaussian import Gaussian
-from probembed.pipeline import Pipeline
+from probembed.pipeline import Encoded, Pipeline
 from probembed.store import (
     Database,
     IngestError,
@@ -35,6 +36,8 @@ from probembed.store import (
 )
 
 ray = pytest.importorskip("ray")
+
+import ray_support  # noqa: E402
 
 from probembed.interfaces.cli import app  # noqa: E402
 from probembed.store import ray_ingest  # noqa: E402
@@ -47,6 +50,7 @@ from probembed.store.ray_ingest import (  # noqa: E402
     ingest_ray,
     pipeline_files,
 )
+from probembed.store.repeats import RepeatedTexts  # noqa: E402
 from probembed.store.variance import pipeline_basis  # noqa: E402
 
 #: Texts of the equality test: "a couple of thousand", several batches per actor.
@@ -55,10 +59,24 @@ N = 2000
 
 @pytest.fixture(scope="module")
 def ray_address():
-    """A local Ray instance with 2 CPUs for this module; its address for other drivers."""
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    """A local Ray instance with 2 CPUs for this module, whose workers' hash encoders tell
+    `ray_support.COUNTER` what they encode; its address for other drivers."""
+    ray.cloudpickle.register_pickle_by_value(ray_support)
+    hook = {"worker_process_setup_hook": ray_support.count_encoded_texts}
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", runtime_env=hook)
+    counter = ray_support.EncodedTexts.options(name=ray_support.COUNTER).remote()
     yield ray.get_runtime_context().gcs_address
+    del counter
     ray.shutdown()
+
+
+@pytest.fixture
+def encoded_by_actors(ray_address):
+    """What this test's Ray actors encoded: a function giving each (encoder dim, text)'s
+    count since the test began."""
+    counter = ray.get_actor(ray_support.COUNTER)
+    ray.get(counter.take.remote())  # what earlier tests encoded
+    return lambda: Counter(ray.get(counter.take.remote()))
 
 
 def records(texts):
@@ -218,6 +236,66 @@ def test_ray_ingest_sends_actors_only_what_each_member_lacks(
     assert (pipeline.cache.stats.hits, pipeline.cache.stats.misses) == (200 + 100, 100 + 200)
 
 
+@pytest.mark.parametrize("with_cache", [False, True])
+def test_a_text_repeated_in_later_batches_is_encoded_once_on_ray(
+    tmp_path, hash_pipeline, sentences, encoded_by_actors, with_cache
+):
+    """A text in two batches the cache lacked was encoded by each batch's actor (the cache
+    helped only once one of them had stored it). Now the first batch sends it and the later
+    ones take its Gaussians when it answers: each text is encoded once per member, every
+    record stored, with or without a cache, and the rows are those of a local ingest."""
+    distinct = sentences[:288]
+    # batches of 64: 0-3 new; 4 all repeats (it sends nothing); 5 half repeats, one of them
+    # twice in the batch, half new
+    texts = distinct[:256] + distinct[:64][::-1] + distinct[100:131] + [distinct[100]]
+    texts += distinct[256:288]
+    items = records(texts)
+    want = Database(tmp_path / "here", create=True).collection("c")
+    ingest(items, want, hash_pipeline, batch_size=64)
+    pipeline = cached(hash_pipeline, tmp_path / "cache") if with_cache else hash_pipeline
+    on_ray = Database(tmp_path / "ray", create=True).collection("c")
+    report = ingest_ray(items, on_ray, pipeline, batch_size=64, workers=2)
+    assert report.added == len(texts) == 384
+    assert vectors(on_ray) == vectors(want)
+    dims = [m.encoder.dim for m in hash_pipeline.members]
+    assert encoded_by_actors() == Counter({(d, t): 1 for d in dims for t in distinct})
+    if with_cache:  # each text stored once per member, as its sender's actor made it
+        assert pipeline.cache.stats.stored == len(distinct) * len(dims)
+
+
+def gaussians(*means):
+    """Gaussians of the given 2-d means, unit variance."""
+    return Gaussian(np.array(means, np.float32), np.ones((len(means), 2), np.float32))
+
+
+def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it():
+    """Ray answers batches in any order: a batch that borrows a text is fused only once the
+    batch sending it has answered, with that batch's rows, which are let go after the last
+    borrower; what the cache holds stays as the cache gave it."""
+    batches = {0: ["a", "b"], 2: ["b", "c"], 4: ["b", "b"], 6: ["d", "b"]}
+    lacking = {start: np.ones((2, 1), bool) for start in batches}
+    lacking[6][0] = False  # d: cached
+    repeats, sent = RepeatedTexts.planned(1, batches, lacking)
+    assert {s: m[:, 0].tolist() for s, m in sent.items()} == {
+        0: [True, True], 2: [False, True], 4: [False, False], 6: [False, False]
+    }  # fmt: skip
+    assert repeats.answered(2, [Encoded(["c"], gaussians([5, 5]))]) == []
+    assert repeats.waits(2) and repeats.waits(4) and repeats.waits(6)
+    assert repeats.answered(0, [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))]) == [2, 4, 6]
+    assert not repeats.waits(2)
+
+    def lent(start, found, cached):
+        return repeats.lend(start, batches[start], [(np.array(found), cached)])[0]
+
+    found, got = lent(2, [False, False], None)
+    assert found.tolist() == [True, False] and got.mean.tolist() == [[2, 2]]
+    found, got = lent(4, [False, False], None)
+    assert found.tolist() == [True, True] and got.mean.tolist() == [[2, 2], [2, 2]]
+    found, got = lent(6, [True, False], gaussians([7, 7]))
+    assert found.tolist() == [True, True] and got.mean.tolist() == [[7, 7], [2, 2]]
+    assert repeats._kept == [{}]  # b's row let go with its last borrower
+
+
 @pytest.mark.parametrize("held", [ray_ingest.HELD_LOOKUP_BYTES, 0])
 def test_ray_ingest_encodes_on_the_driver_only_what_the_cache_let_go_unkept(
     tmp_path, monkeypatch, hash_pipeline, sentences, ray_address, held
@@ -316,7 +394,7 @@ def test_ray_ingest_refuses_what_local_ingest_refuses(tmp_path, hash_pipeline, p
 KILLED_JOB = """
 import sys, time
 import ray
-from probembed.pipeline import Pipeline
+from probembed.pipeline import Encoded, Pipeline
 from probembed.store import Database
 from probembed.store.ray_ingest import ingest_ray
 

@@ -6,9 +6,11 @@ report), and keeps the collection's pipeline copy. The texts still to write are 
 batches, and the driver looks each batch up in the pipeline's embedding cache (the one local
 ingest reads, `Pipeline.lookup`): a batch the cache holds whole is fused and committed at once,
 and each other batch becomes one row of a Ray Dataset holding only the texts some member's
-cache lacks. `map_batches` runs `Embedder`, a stateful class that loads the pipeline once per
-actor (an actor pool of `workers` actors) and encodes each member's missing texts of the
-batch, as local ingest's cache misses are encoded; the driver stores what comes back in the
+cache lacks and no earlier batch sends (a text repeated across batches goes out once, and
+its Gaussians are shared on the driver: `probembed.store.repeats`). `map_batches` runs
+`Embedder`, a stateful class that loads the pipeline once per actor (an actor pool of
+`workers` actors) and encodes each member's missing texts of the batch, as local ingest's
+cache misses are encoded; the driver stores what comes back in the
 cache, fuses it with the cached rest as first looked up, the cache not read again
 (`Pipeline.encode_members(encoded=..., looked_up=...)`), and commits
 the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`. So a killed job
@@ -57,6 +59,7 @@ from probembed.store.ingest import (
     writing_pipeline,
 )
 from probembed.store.readers import Problem, Record
+from probembed.store.repeats import RepeatedTexts
 from probembed.store.rows import PipelineInfo
 
 if TYPE_CHECKING:
@@ -309,8 +312,10 @@ def embed_on_ray(
     pipeline's embedding cache holds whole, then the others in the order Ray finishes them.
 
     Needs a Ray session (`ray_session`). Actors get only what the cache lacks, one batch per
-    call, and the driver stores what they return in the cache. `starts`: the batches to
-    embed, by their first position (a resumed `embed_job` has written the others).
+    call, and the driver stores what they return in the cache; a text several batches lack
+    goes out once, with the first, and the later ones wait for its answer to borrow its rows
+    (`RepeatedTexts`). `starts`: the batches to embed, by their first position (a resumed
+    `embed_job` has written the others).
     """
     import ray.data
 
@@ -336,10 +341,16 @@ def embed_on_ray(
             yield np.arange(start, start + len(chunk)), pipeline.fuse([g for _, g in lookups])
     if not lacking:
         return
+    # a text lacking in several batches goes out with the first; the others borrow its rows
+    repeats, sent = RepeatedTexts.planned(len(pipeline.members), batches, lacking)
+    # batch start -> what its actors sent back (None per member: it sent nothing), kept until
+    # it borrows from no batch that has not answered
+    nothing: list[Encoded | None] = [None] * len(pipeline.members)
+    answered = {start: nothing for start, marks in sent.items() if not marks.any()}
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller shows one bar for the whole job
     context.print_on_execution_start = False
-    work = [_work(start, batches[start], marks) for start, marks in lacking.items()]
+    work = [_work(start, batches[start], marks) for start, marks in sent.items() if marks.any()]
     dataset = ray.data.from_arrow(work).map_batches(
         Embedder,
         fn_constructor_kwargs={
@@ -352,6 +363,28 @@ def embed_on_ray(
         num_cpus=cpus_per_worker,
         num_gpus=gpus_per_worker or None,
     )
+    for start, received in _answers(dataset, pipeline, batches, sent):
+        answered[start] = received
+        for ready in [start, *repeats.answered(start, received)]:
+            if ready in answered and not repeats.waits(ready):
+                chunk = batches[ready]
+                # read again if not kept, uncounted: the statistics counted the first look
+                lookups = looked_up.pop(ready, None) or pipeline.lookup(chunk, counted=False)
+                lookups = repeats.lend(ready, chunk, lookups)
+                parts = pipeline.encode_members(
+                    chunk, encoded=answered.pop(ready), looked_up=lookups
+                )
+                yield np.arange(ready, ready + len(chunk)), pipeline.fuse(parts)
+
+
+def _answers(
+    dataset: Any,
+    pipeline: Pipeline,
+    batches: Mapping[int, list[str]],
+    sent: Mapping[int, np.ndarray],
+) -> Iterator[tuple[int, list[Encoded | None]]]:
+    """Each batch the actors answer, by its start, with each member's Gaussians of the texts
+    it sent for that member, in the order Ray finishes them."""
     for out in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
         done = cast(pa.Table, out)
         for start, means, variances in zip(
@@ -360,18 +393,15 @@ def embed_on_ray(
             done.column("var").to_pylist(),
             strict=True,
         ):
-            chunk, marks = batches[start], lacking.pop(start)
-            # read again if not kept, uncounted: the statistics counted the first look
-            lookups = looked_up.pop(start, None) or pipeline.lookup(chunk, counted=False)
-            encoded = [
-                _received(_marked(chunk, column), mean, var, member.encoder.dim)
-                for member, column, mean, var in zip(
-                    pipeline.members, marks.T, means, variances, strict=True
-                )
-            ]
-            parts = pipeline.encode_members(chunk, encoded=encoded, looked_up=lookups)
-            fused = pipeline.fuse(parts)
-            yield np.arange(start, start + len(chunk)), fused
+            yield (
+                start,
+                [
+                    _received(_marked(batches[start], column), mean, var, member.encoder.dim)
+                    for member, column, mean, var in zip(
+                        pipeline.members, sent[start].T, means, variances, strict=True
+                    )
+                ],
+            )
 
 
 def _marked(texts: Sequence[str], marks: np.ndarray) -> list[str]:

@@ -1,0 +1,46 @@
+"""What the Ray workers of test_ray_ingest run besides probembed: each hash encoder of a worker
+tells a named actor the texts it encodes, so a test can count what the actors encoded.
+
+`count_encoded_texts` is the job's worker setup hook (`runtime_env`), run in every worker
+process before its first task; this module is pickled by value, since the workers do not
+have the tests folder on their path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import ray
+
+#: The name of the actor that holds the texts the workers encoded.
+COUNTER = "encoded-texts"
+
+
+@ray.remote(num_cpus=0)
+class EncodedTexts:
+    """The (encoder dim, text) of every text a worker's hash encoder encoded, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, str]] = []
+
+    def add(self, dim: int, texts: list[str]) -> None:
+        """Record one encoder call's texts."""
+        self.seen.extend((dim, t) for t in texts)
+
+    def take(self) -> list[tuple[int, str]]:
+        """What was recorded since the last take, which starts afresh."""
+        seen, self.seen = self.seen, []
+        return seen
+
+
+def count_encoded_texts() -> None:
+    """Make the worker's hash encoders report each call's texts to COUNTER before encoding,
+    and wait for it to have them: a test that reads the counter after a run sees them all."""
+    from probembed.encoders.hashing import HashingEncoder
+
+    encode = HashingEncoder._encode_batch
+
+    def counted(self: HashingEncoder, texts: list[str]) -> np.ndarray:
+        ray.get(ray.get_actor(COUNTER).add.remote(self.dim, texts))
+        return encode(self, texts)
+
+    HashingEncoder._encode_batch = counted
