@@ -318,9 +318,9 @@ class Pipeline:
 
         `encoded` (one entry per member, or None) holds Gaussians made elsewhere (a Ray
         actor): a text the cache lacks is taken from it, and stored, rather than encoded here.
-        `looked_up` is `lookup`'s answer for these texts, made when that work was sent out:
-        the cache is not read again, so its statistics count each text once and an entry it
-        let go meanwhile is not encoded here (the work sent out holds it).
+        `looked_up` is `lookup`'s answer for these texts, made by the caller (Ray ingest's
+        second look, uncounted, when the work sent out comes back): the cache is not read
+        here, so its statistics count each text once.
         `advance` is told, as each piece is encoded or found in the cache, how many more
         whole texts' worth of work is done (member-texts / members; all the texts by the
         end): a caller's own bar moves while a large batch is encoded.

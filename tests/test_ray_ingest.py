@@ -40,7 +40,6 @@ ray = pytest.importorskip("ray")
 import ray_support  # noqa: E402
 
 from probembed.interfaces.cli import app  # noqa: E402
-from probembed.store import ray_ingest  # noqa: E402
 from probembed.store.embed_job import embed_to_parquet  # noqa: E402
 from probembed.store.ray_ingest import (  # noqa: E402
     ACTOR_DIR_PREFIX,
@@ -159,6 +158,17 @@ def _basis_fitted(request):
         pipeline_basis(request.getfixturevalue("hash_pipeline"))
 
 
+def counting(encode, counts):
+    """A member's `encode` that first appends how many texts it was given to `counts`: what
+    the driver encodes itself."""
+
+    def encode_counted(texts):
+        counts.append(len(texts))
+        return encode(texts)
+
+    return encode_counted
+
+
 def cached(pipeline, directory):
     """The pipeline with an embedding cache in `directory`, whose statistics start at 0."""
     return Pipeline(
@@ -204,15 +214,13 @@ def test_ray_ingest_reads_and_fills_the_embedding_cache_local_ingest_uses(
     assert (again.hits, again.misses, again.stored) == (300 * members, 0, 0)
 
 
-@pytest.mark.parametrize("held", [ray_ingest.HELD_LOOKUP_BYTES, 0])
 def test_ray_ingest_sends_actors_only_what_each_member_lacks(
-    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address, held
+    tmp_path, hash_pipeline, sentences, ray_address
 ):
     """A local run left some texts in the cache, and a pipeline sharing a member left that
     member's Gaussians of others: actors encode the rest only, member by member, and the rows
-    are bit for bit those of a local ingest from the same cache. With no room to keep the
-    first look's Gaussians (`held` 0) the driver reads them again, and counts them once."""
-    monkeypatch.setattr(ray_ingest, "HELD_LOOKUP_BYTES", held)
+    are bit for bit those of a local ingest from the same cache. The driver reads the cached
+    ones again when a batch comes back, and counts them once."""
     texts = sentences[:300]
     items = records(texts)
     first, second = (m.fingerprint for m in hash_pipeline.members)
@@ -238,7 +246,7 @@ def test_ray_ingest_sends_actors_only_what_each_member_lacks(
 
 @pytest.mark.parametrize("with_cache", [False, True])
 def test_a_text_repeated_in_later_batches_is_encoded_once_on_ray(
-    tmp_path, hash_pipeline, sentences, encoded_by_actors, with_cache
+    tmp_path, monkeypatch, hash_pipeline, sentences, encoded_by_actors, with_cache
 ):
     """A text in two batches the cache lacked was encoded by each batch's actor (the cache
     helped only once one of them had stored it). Now the first batch sends it and the later
@@ -253,14 +261,29 @@ def test_a_text_repeated_in_later_batches_is_encoded_once_on_ray(
     want = Database(tmp_path / "here", create=True).collection("c")
     ingest(items, want, hash_pipeline, batch_size=64)
     pipeline = cached(hash_pipeline, tmp_path / "cache") if with_cache else hash_pipeline
+    looked_up, found_again = pipeline.lookup, []
+
+    def lookup(chunk, counted=True):
+        found = looked_up(chunk, counted=counted)
+        if not counted:  # a batch come back
+            found_again.append(sum(int(f.sum()) for f, _ in found))
+        return found
+
+    on_driver = []
+    monkeypatch.setattr(pipeline, "lookup", lookup)
+    for member in hash_pipeline.members:
+        monkeypatch.setattr(member, "encode", counting(member.encode, on_driver))
     on_ray = Database(tmp_path / "ray", create=True).collection("c")
     report = ingest_ray(items, on_ray, pipeline, batch_size=64, workers=2)
     assert report.added == len(texts) == 384
     assert vectors(on_ray) == vectors(want)
     dims = [m.encoder.dim for m in hash_pipeline.members]
     assert encoded_by_actors() == Counter({(d, t): 1 for d in dims for t in distinct})
-    if with_cache:  # each text stored once per member, as its sender's actor made it
+    assert sum(on_driver) == 0
+    if with_cache:  # each text stored once per member, as its sender's actor made it; the
+        # borrowers read their 64 + 32 repeats from the cache, the driver kept none of them
         assert pipeline.cache.stats.stored == len(distinct) * len(dims)
+        assert sum(found_again) == (64 + 32) * len(dims)
 
 
 def gaussians(*means):
@@ -294,17 +317,22 @@ def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it():
     found, got = lent(6, [True, False], gaussians([7, 7]))
     assert found.tolist() == [True, True] and got.mean.tolist() == [[7, 7], [2, 2]]
     assert repeats._kept == [{}]  # b's row let go with its last borrower
+    # with a cache the borrowers read it there (their senders stored it): nothing is kept
+    reading, _ = RepeatedTexts.planned(1, batches, lacking, keep=False)
+    reading.answered(0, [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))])
+    assert reading._kept == [{}]
+    found, got = reading.lend(2, batches[2], [(np.array([True, False]), gaussians([2, 2]))])[0]
+    assert found.tolist() == [True, False] and got.mean.tolist() == [[2, 2]]
 
 
-@pytest.mark.parametrize("held", [ray_ingest.HELD_LOOKUP_BYTES, 0])
-def test_ray_ingest_encodes_on_the_driver_only_what_the_cache_let_go_unkept(
-    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address, held
+def test_the_driver_keeps_no_cached_gaussians_while_a_batch_is_out(
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address
 ):
-    """The driver looked each batch up again once the actors answered: an entry the cache let
-    go in between (evicted past its cap) was then encoded on the driver, not by an actor.
-    Kept from the first look, nothing is; past `HELD_LOOKUP_BYTES` (`held` 0) a batch is read
-    again, and what the cache let go is encoded on the driver, counted once."""
-    monkeypatch.setattr(ray_ingest, "HELD_LOOKUP_BYTES", held)
+    """The driver kept each partly cached batch's cached Gaussians from its lookup until its
+    actor answered (up to 256 MiB: 61 MB for 20,000 texts of one cached 384-d member). Now it
+    keeps which texts each lacks and reads the others again, uncounted, when the batch comes
+    back; what the cache let go in between (evicted past its cap) is encoded on the driver,
+    and the statistics count each text once."""
     texts = sentences[:300]
     items = records(texts)
     store = tmp_path / "cache"
@@ -312,35 +340,27 @@ def test_ray_ingest_encodes_on_the_driver_only_what_the_cache_let_go_unkept(
            cached(hash_pipeline, store), batch_size=64)  # fmt: skip
     pipeline = cached(hash_pipeline, store)
     looked_up, batches = pipeline.lookup, -(-len(texts) // 64)
-    lookups = []
+    looks = []  # whether each look was counted
 
     def lookup_then_lose_everything(chunk, counted=True):
-        if not counted:  # the fusion's second look
-            return looked_up(chunk, counted=False)
-        lookups.append(looked_up(chunk))
-        if len(lookups) == batches:  # every batch looked up: the cache lets everything go
+        looks.append(counted)
+        found = looked_up(chunk, counted=counted)
+        if looks == [True] * batches:  # every batch looked up: the cache lets everything go
             pipeline.cache.clear()
-        return lookups[-1]
-
-    def counted(encode):
-        def encode_counted(chunk):
-            on_driver.append(len(chunk))
-            return encode(chunk)
-
-        return encode_counted
+        return found
 
     monkeypatch.setattr(pipeline, "lookup", lookup_then_lose_everything)
     on_driver = []
     for member in pipeline.members:
-        monkeypatch.setattr(member, "encode", counted(member.encode))
+        monkeypatch.setattr(member, "encode", counting(member.encode, on_driver))
     collection = Database(tmp_path / "ray", create=True).collection("c")
     ingest_ray(items, collection, pipeline, batch_size=64, workers=2)
     members, stats = len(hash_pipeline.members), pipeline.cache.stats
-    let_go = 0 if held else 150 * members  # the texts cached at the first look, encoded here
-    assert len(lookups) == batches and sum(on_driver) == let_go
+    assert looks.count(True) == looks.count(False) == batches  # sent out, then come back
+    assert sum(on_driver) == 150 * members  # cached at the first look, let go since
     assert collection.count() == len(texts)
     assert (stats.hits, stats.misses) == (150 * members, 150 * members)
-    assert stats.stored == 150 * members + let_go
+    assert stats.stored == 150 * members + 150 * members
 
 
 def test_embed_on_ray_reads_and_fills_the_embedding_cache(

@@ -10,8 +10,8 @@ cache lacks and no earlier batch sends (a text repeated across batches goes out 
 its Gaussians are shared on the driver: `probembed.store.repeats`). `map_batches` runs
 `Embedder`, a stateful class that loads the pipeline once per actor (an actor pool of
 `workers` actors) and encodes each member's missing texts of the batch, as local ingest's
-cache misses are encoded; the driver stores what comes back in the
-cache, fuses it with the cached rest as first looked up, the cache not read again
+cache misses are encoded; the driver, which kept only which texts each batch lacked, reads
+the cached rest again, stores what came back in the cache, fuses the two
 (`Pipeline.encode_members(encoded=..., looked_up=...)`), and commits
 the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`. So a killed job
 leaves whole batches, and a re-run skips the ids already committed, exactly as local ingest
@@ -78,13 +78,6 @@ ACTOR_DIR_PREFIX = "probembed-actor-"
 #: actors without running their cleanup) and the next actor on the node removes it. A folder
 #: lives only while a pipeline loads, seconds to a minute; an hour leaves ample room.
 STALE_ACTOR_DIR_SECONDS = 3600.0
-#: Bytes of cached Gaussians the driver keeps, from the look-up that sent a partly cached
-#: batch out, until its actors answer. Past it a batch keeps only which texts it lacks and is
-#: read from the cache again when fused: that read may find an entry the cache let go
-#: meanwhile missing and encode it on the driver, but the driver's memory stays bounded
-#: (kept whole, a re-embed of a corpus whose cached texts are spread over every batch held
-#: them all: 61 MB for 20,000 texts of one cached 384-d member).
-HELD_LOOKUP_BYTES = 256 * 1024**2
 
 
 class AnsweredAddress(str):
@@ -324,25 +317,23 @@ def embed_on_ray(
         return
     check_fits(cpus_per_worker, gpus_per_worker)
     batches = {start: list(texts[start : start + batch_size]) for start in starts}
-    lacking: dict[int, np.ndarray] = {}  # batch start -> (texts, members): what the cache lacks
-    # batch start -> the lookup that sent it out, which its fusion uses while they fit in
-    # HELD_LOOKUP_BYTES: an entry the cache lets go meanwhile is then not encoded here
-    looked_up: dict[int, list[tuple[np.ndarray, Gaussian | None]]] = {}
-    held = 0
+    # batch start -> (texts, members): what the cache lacks; of what it holds the driver
+    # keeps nothing (10 KB a text for the default pipeline) and reads it again at the answer
+    lacking: dict[int, np.ndarray] = {}
     for start, chunk in batches.items():
         lookups = pipeline.lookup(chunk)
         marks = np.stack([~found for found, _ in lookups], axis=1)
         if marks.any():
             lacking[start] = marks
-            size = sum(g.mean.nbytes + g.var.nbytes for _, g in lookups if g is not None)
-            if held + size <= HELD_LOOKUP_BYTES:
-                looked_up[start], held = lookups, held + size
         else:  # every member's Gaussians cached: fused here, as encode would fuse them
             yield np.arange(start, start + len(chunk)), pipeline.fuse([g for _, g in lookups])
     if not lacking:
         return
-    # a text lacking in several batches goes out with the first; the others borrow its rows
-    repeats, sent = RepeatedTexts.planned(len(pipeline.members), batches, lacking)
+    # a text lacking in several batches goes out with the first; the others borrow its rows,
+    # from the cache its sender fills, or kept for them where there is none
+    cache = pipeline.cache
+    keep = cache is None or not cache.enabled
+    repeats, sent = RepeatedTexts.planned(len(pipeline.members), batches, lacking, keep)
     # batch start -> what its actors sent back (None per member: it sent nothing), kept until
     # it borrows from no batch that has not answered
     nothing: list[Encoded | None] = [None] * len(pipeline.members)
@@ -368,9 +359,9 @@ def embed_on_ray(
         for ready in [start, *repeats.answered(start, received)]:
             if ready in answered and not repeats.waits(ready):
                 chunk = batches[ready]
-                # read again if not kept, uncounted: the statistics counted the first look
-                lookups = looked_up.pop(ready, None) or pipeline.lookup(chunk, counted=False)
-                lookups = repeats.lend(ready, chunk, lookups)
+                # read again, uncounted (the statistics counted the first look): what the
+                # cache let go since is encoded here (`Encoded.take`)
+                lookups = repeats.lend(ready, chunk, pipeline.lookup(chunk, counted=False))
                 parts = pipeline.encode_members(
                     chunk, encoded=answered.pop(ready), looked_up=lookups
                 )

@@ -2,7 +2,8 @@
 
 A text that several batches lack (some member's cache does not hold it) is sent to the actors
 with the first of them, its sender; each later batch, a borrower, does not send it again but
-waits for the sender's answer, whose rows of that text the driver keeps until the last
+waits for the sender's answer, and reads its rows of that text from the cache the sender
+filled, or, where there is no cache, from the driver, which keeps them until the last
 borrower is fused. So a text is encoded once per run, as local ingest's cache gives it once
 the first batch stored it; copies within one batch are encoded as local ingest encodes them,
 each. The driver decides all this before any batch goes out, from the texts alone: the
@@ -29,7 +30,10 @@ Lookup = tuple[np.ndarray, Gaussian | None]
 class RepeatedTexts:
     """Which earlier batch each batch borrows a text from, and the rows kept for borrowers."""
 
-    def __init__(self, members: int) -> None:
+    def __init__(self, members: int, keep: bool = True) -> None:
+        #: whether the driver keeps a sender's rows for its borrowers: not where they read
+        #: them from the cache the sender fills
+        self._keep = keep
         #: batch start -> per member, the texts (one per row) it borrows
         self._borrowed: dict[int, list[list[str]]] = {}
         #: borrower -> the senders it borrows from that have not answered yet
@@ -43,11 +47,16 @@ class RepeatedTexts:
 
     @classmethod
     def planned(
-        cls, members: int, batches: Mapping[int, Sequence[str]], lacking: Mapping[int, np.ndarray]
+        cls,
+        members: int,
+        batches: Mapping[int, Sequence[str]],
+        lacking: Mapping[int, np.ndarray],
+        keep: bool = True,
     ) -> tuple[RepeatedTexts, dict[int, np.ndarray]]:
         """The ledger of the batches `lacking` marks ((texts, members) each, in batch order),
-        and what each sends itself: its marks less the texts an earlier batch sends."""
-        ledger = cls(members)
+        and what each sends itself: its marks less the texts an earlier batch sends. `keep`
+        False: the borrowers read the rows from the cache (their senders stored them)."""
+        ledger = cls(members, keep)
         senders: list[dict[str, int]] = [{} for _ in range(members)]  # text -> first lacking
         sent = {
             start: ledger._plan(start, batches[start], marks, senders)
@@ -82,7 +91,7 @@ class RepeatedTexts:
         """Keep the rows of a batch's answer that later batches borrow; the borrowers that
         wait for no batch any more."""
         for wanted, kept, made in zip(self._wanted, self._kept, encoded, strict=True):
-            if made is None:
+            if made is None or not self._keep:
                 continue
             for row, text in enumerate(made.texts):
                 if wanted[text] and text not in kept:
@@ -110,16 +119,20 @@ class RepeatedTexts:
             for text in mine:
                 wanted[text] -= 1
                 if not wanted[text]:
-                    del wanted[text], kept[text]
+                    del wanted[text]
+                    kept.pop(text, None)
         return out
 
 
 def _filled(
     texts: Sequence[str], lookup: Lookup, borrowed: set[str], kept: Mapping[str, tuple]
 ) -> Lookup:
-    """A lookup with the borrowed texts it lacks marked found, their kept rows in place."""
+    """A lookup with the borrowed texts it lacks and `kept` holds marked found, their kept
+    rows in place (one the batch sends itself stays a miss, which it stores)."""
     found, cached = lookup
-    lent = np.array([not f and t in borrowed for t, f in zip(texts, found, strict=True)], bool)
+    lent = np.array(
+        [not f and t in borrowed and t in kept for t, f in zip(texts, found, strict=True)], bool
+    )
     if not lent.any():
         return lookup
     holds = found | lent
