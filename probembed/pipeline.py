@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -332,7 +333,7 @@ class Pipeline:
         found = looked_up if looked_up is not None else [None] * len(self.members)
         if len(found) != len(self.members):
             raise ValueError(f"looked_up needs one entry per member ({len(self.members)})")
-        told = None if advance is None else _WholeTexts(advance, len(self.members))
+        told = None if advance is None else WholeTexts(advance, len(self.members))
         return [
             self._encode_member(m, texts, progress, e, told, f)
             for m, e, f in zip(self.members, given, found, strict=True)
@@ -348,10 +349,16 @@ class Pipeline:
         texts = validate_texts(texts)
         return [self._cached(member, texts, counted) for member in self.members]
 
-    def encode_lacking(self, texts: Sequence[str], lacking: np.ndarray) -> list[Encoded | None]:
+    def encode_lacking(
+        self,
+        texts: Sequence[str],
+        lacking: np.ndarray,
+        advance: Callable[[int], None] | None = None,
+    ) -> list[Encoded | None]:
         """Each member's Gaussians for the texts `lacking` marks in its column (None where it
         marks none), encoded in the chunks the cache's misses are: what a Ray actor makes of
-        a batch whose other texts the driver's cache holds."""
+        a batch whose other texts the driver's cache holds. `advance` is told the
+        member-texts of each chunk as it is encoded (a Ray job's progress)."""
         texts = validate_texts(texts)
         lacking = np.asarray(lacking, dtype=bool)
         if lacking.shape != (len(texts), len(self.members)):
@@ -362,7 +369,7 @@ class Pipeline:
         out: list[Encoded | None] = []
         for member, column in zip(self.members, lacking.T, strict=True):
             chosen = [t for t, lacks in zip(texts, column, strict=True) if lacks]
-            made = self._encode_member(member, chosen, False) if chosen else None
+            made = self._encode_member(member, chosen, False, advance=advance) if chosen else None
             out.append(None if made is None else Encoded(chosen, made))
         return out
 
@@ -787,17 +794,20 @@ def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
     return data
 
 
-class _WholeTexts:
+class WholeTexts:
     """Member-texts counted into whole texts for a caller's bar: with three members, a text
-    is done once all three have encoded it, or its share of them, rounded down."""
+    is done once all three have encoded it, or its share of them, rounded down. Safe to call
+    from several threads (a Ray job tells it from its watcher and its driver)."""
 
     def __init__(self, advance: Callable[[int], None], members: int) -> None:
         self._advance, self._members, self._units, self._told = advance, max(members, 1), 0, 0
+        self._lock = threading.Lock()
 
     def __call__(self, units: int) -> None:
         """Count `units` more member-texts; tell the whole texts they complete."""
-        self._units += units
-        whole = self._units // self._members
-        if whole > self._told:
-            self._advance(whole - self._told)
-            self._told = whole
+        with self._lock:
+            self._units += units
+            whole = self._units // self._members
+            if whole > self._told:
+                self._advance(whole - self._told)
+                self._told = whole

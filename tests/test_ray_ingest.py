@@ -363,6 +363,35 @@ def test_the_driver_keeps_no_cached_gaussians_while_a_batch_is_out(
     assert stats.stored == 150 * members + 150 * members
 
 
+def test_a_ray_ingest_bar_moves_as_the_actors_encode(
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address
+):
+    """The bar of a Ray ingest moved once per committed batch: a batch of thousands of texts
+    showed nothing until it was whole. Now each actor tells a counter every piece it encodes
+    (256 texts of one member) and the driver tells the bar: it moves before the batch's
+    commit, and ends at every text once."""
+    texts = sentences[:600]
+    told, moved = [], threading.Event()
+
+    def advance(whole):
+        told.append(whole)
+        moved.set()
+
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    add = collection.add
+
+    def add_once_moved(*args, **kwargs):
+        # the only batch: what moved the bar before it commits came from the actor
+        assert moved.wait(120), "the bar did not move before the batch was committed"
+        return add(*args, **kwargs)
+
+    monkeypatch.setattr(collection, "add", add_once_moved)
+    report = ingest_ray(
+        records(texts), collection, hash_pipeline, batch_size=len(texts), advance=advance
+    )
+    assert report.added == len(texts) and sum(told) == len(texts)
+
+
 def test_embed_on_ray_reads_and_fills_the_embedding_cache(
     tmp_path, hash_pipeline, sentences, ray_address
 ):

@@ -58,6 +58,7 @@ from probembed.store.ingest import (
     validate_options,
     writing_pipeline,
 )
+from probembed.store.ray_progress import counted
 from probembed.store.readers import Problem, Record
 from probembed.store.repeats import RepeatedTexts
 from probembed.store.rows import PipelineInfo
@@ -252,8 +253,10 @@ def remove_stale_actor_dirs(parent: Path, max_age: float = STALE_ACTOR_DIR_SECON
 class Embedder:
     """A Ray actor's encoder: loads the pipeline once, then embeds batch after batch."""
 
-    def __init__(self, files: dict[str, bytes], fingerprint: str) -> None:
+    def __init__(self, files: dict[str, bytes], fingerprint: str, counter: Any = None) -> None:
         from probembed.pipeline import Pipeline
+
+        self._counter = counter  # the job's `EncodedCount` actor, if its progress is shown
 
         # Loading reads every file into memory, so the folder goes at once: Ray ends an actor
         # without running finalizers, and a folder kept for the actor's life stayed behind.
@@ -280,7 +283,8 @@ class Embedder:
             batch.column("texts").to_pylist(), batch.column("lacking").to_pylist(), strict=True
         ):
             marks = np.asarray(lacking, dtype=bool).reshape(len(texts), -1)
-            parts = self.pipeline.encode_lacking(texts, marks)
+            told = None if self._counter is None else self._encoded
+            parts = self.pipeline.encode_lacking(texts, marks, told)
             means.append([b"" if e is None else e.gaussian.mean.tobytes() for e in parts])
             variances.append([b"" if e is None else e.gaussian.var.tobytes() for e in parts])
         return pa.table(
@@ -291,6 +295,14 @@ class Embedder:
             }
         )
 
+    def _encoded(self, units: int) -> None:
+        """Tell the job's counter `units` more member-texts encoded, and wait till it has
+        them: so they are counted before this batch's answer reaches the driver."""
+        import ray
+
+        if units:
+            ray.get(self._counter.add.remote(units))
+
 
 def embed_on_ray(
     texts: Sequence[str],
@@ -300,9 +312,13 @@ def embed_on_ray(
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
     starts: Sequence[int] | None = None,
+    advance: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[np.ndarray, Fused]]:
     """(positions in `texts`, their Gaussians) per batch of `batch_size`: first the batches the
     pipeline's embedding cache holds whole, then the others in the order Ray finishes them.
+    `advance` is told the whole texts done as the actors encode each piece of a batch
+    (member-texts / members, as `Pipeline.encode` tells it), and, as each batch is yielded,
+    those the cache or an earlier batch gave it.
 
     Needs a Ray session (`ray_session`). Actors get only what the cache lacks, one batch per
     call, and the driver stores what they return in the cache; a text several batches lack
@@ -312,11 +328,15 @@ def embed_on_ray(
     """
     import ray.data
 
+    from probembed.pipeline import WholeTexts
+
     starts = range(0, len(texts), batch_size) if starts is None else starts
     if not starts:
         return
     check_fits(cpus_per_worker, gpus_per_worker)
     batches = {start: list(texts[start : start + batch_size]) for start in starts}
+    members = len(pipeline.members)
+    told = WholeTexts(advance or (lambda whole: None), members)  # takes member-texts
     # batch start -> (texts, members): what the cache lacks; of what it holds the driver
     # keeps nothing (10 KB a text for the default pipeline) and reads it again at the answer
     lacking: dict[int, np.ndarray] = {}
@@ -326,6 +346,7 @@ def embed_on_ray(
         if marks.any():
             lacking[start] = marks
         else:  # every member's Gaussians cached: fused here, as encode would fuse them
+            told(len(chunk) * members)
             yield np.arange(start, start + len(chunk)), pipeline.fuse([g for _, g in lookups])
     if not lacking:
         return
@@ -333,39 +354,42 @@ def embed_on_ray(
     # from the cache its sender fills, or kept for them where there is none
     cache = pipeline.cache
     keep = cache is None or not cache.enabled
-    repeats, sent = RepeatedTexts.planned(len(pipeline.members), batches, lacking, keep)
+    repeats, sent = RepeatedTexts.planned(members, batches, lacking, keep)
     # batch start -> what its actors sent back (None per member: it sent nothing), kept until
     # it borrows from no batch that has not answered
-    nothing: list[Encoded | None] = [None] * len(pipeline.members)
+    nothing: list[Encoded | None] = [None] * members
     answered = {start: nothing for start, marks in sent.items() if not marks.any()}
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller shows one bar for the whole job
     context.print_on_execution_start = False
     work = [_work(start, batches[start], marks) for start, marks in sent.items() if marks.any()]
-    dataset = ray.data.from_arrow(work).map_batches(
-        Embedder,
-        fn_constructor_kwargs={
-            "files": pipeline_files(pipeline),
-            "fingerprint": pipeline.fingerprint,
-        },
-        batch_size=1,  # one ingest batch per call: its texts encoded together, as locally
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=workers),
-        num_cpus=cpus_per_worker,
-        num_gpus=gpus_per_worker or None,
-    )
-    for start, received in _answers(dataset, pipeline, batches, sent):
-        answered[start] = received
-        for ready in [start, *repeats.answered(start, received)]:
-            if ready in answered and not repeats.waits(ready):
-                chunk = batches[ready]
-                # read again, uncounted (the statistics counted the first look): what the
-                # cache let go since is encoded here (`Encoded.take`)
-                lookups = repeats.lend(ready, chunk, pipeline.lookup(chunk, counted=False))
-                parts = pipeline.encode_members(
-                    chunk, encoded=answered.pop(ready), looked_up=lookups
-                )
-                yield np.arange(ready, ready + len(chunk)), pipeline.fuse(parts)
+    with counted(None if advance is None else told) as counter:
+        dataset = ray.data.from_arrow(work).map_batches(
+            Embedder,
+            fn_constructor_kwargs={
+                "files": pipeline_files(pipeline),
+                "fingerprint": pipeline.fingerprint,
+                "counter": counter,
+            },
+            batch_size=1,  # one ingest batch per call: its texts encoded together, as locally
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(size=workers),
+            num_cpus=cpus_per_worker,
+            num_gpus=gpus_per_worker or None,
+        )
+        for start, received in _answers(dataset, pipeline, batches, sent):
+            answered[start] = received
+            for ready in [start, *repeats.answered(start, received)]:
+                if ready in answered and not repeats.waits(ready):
+                    chunk = batches[ready]
+                    # read again, uncounted (the statistics counted the first look): what the
+                    # cache let go since is encoded here (`Encoded.take`)
+                    lookups = repeats.lend(ready, chunk, pipeline.lookup(chunk, counted=False))
+                    parts = pipeline.encode_members(
+                        chunk, encoded=answered.pop(ready), looked_up=lookups
+                    )
+                    told(len(chunk) * members - int(sent[ready].sum()))  # not the actors'
+                    yield np.arange(ready, ready + len(chunk)), pipeline.fuse(parts)
 
 
 def _answers(
@@ -450,7 +474,8 @@ def ingest_ray(
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
 
     Its first eight arguments, `columns` and `advance` are ingest's, so it can stand in for it
-    (chunked ingest's `ingest_with`); `advance` is told each batch as it is committed.
+    (chunked ingest's `ingest_with`); `advance` (else this call's bar) is told the texts
+    encoded as the actors encode them, or found in the cache (`embed_on_ray`).
 
     Joins the cluster at `address`, else starts Ray on this machine (all its cores) and stops
     it afterwards; a session already initialised is used as it is. Each actor asks for
@@ -468,12 +493,11 @@ def ingest_ray(
             progress_bar(f"ingest {collection.name} (ray)", len(todo), progress) as bar,
         ):
             texts = [r.text for r in todo]
-            for index, fused in embed_on_ray(
-                texts, pipeline, batch_size, workers, cpus_per_worker, gpus_per_worker
-            ):
+            told = advance or (bar.advance if progress else None)
+            resources = (workers, cpus_per_worker, gpus_per_worker)
+            for index, fused in embed_on_ray(texts, pipeline, batch_size, *resources, advance=told):
                 batch = [todo[i] for i in index]
                 commit(collection, info, batch, fused, upsert, report, planned)
-                (advance or bar.advance)(len(index))
                 if on_commit is not None:
                     on_commit(report.added + report.updated)
     finish(collection, pipeline)
