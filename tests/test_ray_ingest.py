@@ -291,38 +291,41 @@ def gaussians(*means):
     return Gaussian(np.array(means, np.float32), np.ones((len(means), 2), np.float32))
 
 
-def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it():
+def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it_to_be_fused():
     """Ray answers batches in any order: a batch that borrows a text is fused only once the
-    batch sending it has answered, with that batch's rows, which are let go after the last
-    borrower; what the cache holds stays as the cache gave it."""
-    batches = {0: ["a", "b"], 2: ["b", "c"], 4: ["b", "b"], 6: ["d", "b"]}
-    lacking = {start: np.ones((2, 1), bool) for start in batches}
+    batch sending it has been (with a cache, it reads the text there), with that batch's rows,
+    which are let go after the last borrower; what the cache holds stays as it gave it."""
+    batches = {0: ["a", "b"], 2: ["b", "c"], 4: ["b", "b"], 6: ["d", "b"], 8: ["c"]}
+    lacking = {start: np.ones((len(texts), 1), bool) for start, texts in batches.items()}
     lacking[6][0] = False  # d: cached
     repeats, sent = RepeatedTexts.planned(1, batches, lacking)
     assert {s: m[:, 0].tolist() for s, m in sent.items()} == {
-        0: [True, True], 2: [False, True], 4: [False, False], 6: [False, False]
+        0: [True, True], 2: [False, True], 4: [False, False], 6: [False, False], 8: [False]
     }  # fmt: skip
-    assert repeats.answered(2, [Encoded(["c"], gaussians([5, 5]))]) == []
-    assert repeats.waits(2) and repeats.waits(4) and repeats.waits(6)
-    assert repeats.answered(0, [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))]) == [2, 4, 6]
-    assert not repeats.waits(2)
-
-    def lent(start, found, cached):
-        return repeats.lend(start, batches[start], [(np.array(found), cached)])[0]
-
-    found, got = lent(2, [False, False], None)
-    assert found.tolist() == [True, False] and got.mean.tolist() == [[2, 2]]
-    found, got = lent(4, [False, False], None)
-    assert found.tolist() == [True, True] and got.mean.tolist() == [[2, 2], [2, 2]]
-    found, got = lent(6, [True, False], gaussians([7, 7]))
-    assert found.tolist() == [True, True] and got.mean.tolist() == [[7, 7], [2, 2]]
-    assert repeats._kept == [{}]  # b's row let go with its last borrower
+    # 2 answers first; 8 borrows c from 2, which borrows b from 0: 8 waits for 2's fusion
+    answers = [
+        (2, [Encoded(["c"], gaussians([5, 5]))]),
+        (0, [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))]),
+    ]
+    nothing, cached_d = (np.zeros(2, bool), None), (np.array([True, False]), gaussians([7, 7]))
+    lookups = {0: nothing, 2: nothing, 4: nothing, 6: cached_d, 8: (np.zeros(1, bool), None)}
+    fused = {}
+    for start, _received in repeats.in_order(iter(answers), [4, 6, 8]):
+        found, got = repeats.lend(start, batches[start], [lookups[start]])[0]
+        fused[start] = (found.tolist(), None if got is None else got.mean.tolist())
+    assert list(fused) == [0, 2, 4, 6, 8]
+    assert fused == {
+        0: ([False, False], None),
+        2: ([True, False], [[2, 2]]),
+        4: ([True, True], [[2, 2], [2, 2]]),
+        6: ([True, True], [[7, 7], [2, 2]]),
+        8: ([True], [[5, 5]]),
+    }
+    assert repeats._kept == [{}]  # every row let go with its last borrower
     # with a cache the borrowers read it there (their senders stored it): nothing is kept
     reading, _ = RepeatedTexts.planned(1, batches, lacking, keep=False)
-    reading.answered(0, [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))])
+    assert [start for start, _ in reading.in_order(iter(answers[1:]), [])] == [0]
     assert reading._kept == [{}]
-    found, got = reading.lend(2, batches[2], [(np.array([True, False]), gaussians([2, 2]))])[0]
-    assert found.tolist() == [True, False] and got.mean.tolist() == [[2, 2]]
 
 
 def test_the_driver_keeps_no_cached_gaussians_while_a_batch_is_out(

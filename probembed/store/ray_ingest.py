@@ -322,9 +322,9 @@ def embed_on_ray(
 
     Needs a Ray session (`ray_session`). Actors get only what the cache lacks, one batch per
     call, and the driver stores what they return in the cache; a text several batches lack
-    goes out once, with the first, and the later ones wait for its answer to borrow its rows
-    (`RepeatedTexts`). `starts`: the batches to embed, by their first position (a resumed
-    `embed_job` has written the others).
+    goes out once, with the first, and the later ones wait for it to be fused to borrow its
+    rows (`RepeatedTexts.in_order`). `starts`: the batches to embed, by their first position
+    (a resumed `embed_job` has written the others).
     """
     import ray.data
 
@@ -355,10 +355,6 @@ def embed_on_ray(
     cache = pipeline.cache
     keep = cache is None or not cache.enabled
     repeats, sent = RepeatedTexts.planned(members, batches, lacking, keep)
-    # batch start -> what its actors sent back (None per member: it sent nothing), kept until
-    # it borrows from no batch that has not answered
-    nothing: list[Encoded | None] = [None] * members
-    answered = {start: nothing for start, marks in sent.items() if not marks.any()}
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller shows one bar for the whole job
     context.print_on_execution_start = False
@@ -377,19 +373,16 @@ def embed_on_ray(
             num_cpus=cpus_per_worker,
             num_gpus=gpus_per_worker or None,
         )
-        for start, received in _answers(dataset, pipeline, batches, sent):
-            answered[start] = received
-            for ready in [start, *repeats.answered(start, received)]:
-                if ready in answered and not repeats.waits(ready):
-                    chunk = batches[ready]
-                    # read again, uncounted (the statistics counted the first look): what the
-                    # cache let go since is encoded here (`Encoded.take`)
-                    lookups = repeats.lend(ready, chunk, pipeline.lookup(chunk, counted=False))
-                    parts = pipeline.encode_members(
-                        chunk, encoded=answered.pop(ready), looked_up=lookups
-                    )
-                    told(len(chunk) * members - int(sent[ready].sum()))  # not the actors'
-                    yield np.arange(ready, ready + len(chunk)), pipeline.fuse(parts)
+        answers = _answers(dataset, pipeline, batches, sent)
+        silent = [start for start, marks in sent.items() if not marks.any()]
+        for start, received in repeats.in_order(answers, silent):
+            chunk = batches[start]
+            # read again, uncounted (the statistics counted the first look): what the cache
+            # let go since is encoded here (`Encoded.take`)
+            lookups = repeats.lend(start, chunk, pipeline.lookup(chunk, counted=False))
+            parts = pipeline.encode_members(chunk, encoded=received, looked_up=lookups)
+            told(len(chunk) * members - int(sent[start].sum()))  # what the actors did not tell
+            yield np.arange(start, start + len(chunk)), pipeline.fuse(parts)
 
 
 def _answers(

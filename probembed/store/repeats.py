@@ -2,18 +2,18 @@
 
 A text that several batches lack (some member's cache does not hold it) is sent to the actors
 with the first of them, its sender; each later batch, a borrower, does not send it again but
-waits for the sender's answer, and reads its rows of that text from the cache the sender
-filled, or, where there is no cache, from the driver, which keeps them until the last
-borrower is fused. So a text is encoded once per run, as local ingest's cache gives it once
-the first batch stored it; copies within one batch are encoded as local ingest encodes them,
-each. The driver decides all this before any batch goes out, from the texts alone: the
-workers run as before, and only a borrower's fusion waits.
+waits for the sender to be answered and fused, and reads its rows of that text from the cache
+the sender filled, or, where there is no cache, from the driver, which keeps them until the last
+borrower is fused. So a text is encoded once per run, as local ingest's cache gives it once the
+first batch stored it; copies within one batch are encoded as local ingest encodes them, each.
+The driver decides all this before any batch goes out, from the texts alone: the workers run as
+before, and only a borrower's fusion waits.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 #: One member's cache lookup of a batch: which texts it holds, and their Gaussians.
 Lookup = tuple[np.ndarray, Gaussian | None]
+#: What a batch's actors sent back: per member its Gaussians of the texts sent (None: none).
+Received = Sequence["Encoded | None"]
 
 
 class RepeatedTexts:
@@ -36,7 +38,7 @@ class RepeatedTexts:
         self._keep = keep
         #: batch start -> per member, the texts (one per row) it borrows
         self._borrowed: dict[int, list[list[str]]] = {}
-        #: borrower -> the senders it borrows from that have not answered yet
+        #: borrower -> the senders it borrows from that have not been fused yet
         self._waits: dict[int, set[int]] = {}
         #: sender -> the batches that borrow from it
         self._borrowers: dict[int, set[int]] = {}
@@ -83,13 +85,27 @@ class RepeatedTexts:
             self._borrowed[start] = borrowed
         return sent
 
-    def waits(self, start: int) -> bool:
-        """Whether the batch borrows from a batch whose answer has not come yet."""
-        return start in self._waits
+    def in_order(
+        self, answers: Iterable[tuple[int, Received]], silent: Iterable[int]
+    ) -> Iterator[tuple[int, Received]]:
+        """The batches, each with what its actors sent back, in an order they can be fused in:
+        each after every batch it borrows from has been fused (and, with a cache, stored
+        what it lends), so the caller fuses each before it takes the next. `answers`: the
+        batches as the actors answer them; `silent`: those that send nothing."""
+        waiting: dict[int, Received] = {start: [None] * len(self._kept) for start in silent}
+        for start, received in answers:
+            waiting[start] = received
+            ready = deque([start])
+            while ready:
+                batch = ready.popleft()
+                if batch in waiting and batch not in self._waits:
+                    received = waiting.pop(batch)
+                    yield batch, received
+                    ready.extend(self._fused(batch, received))
 
-    def answered(self, start: int, encoded: Sequence[Encoded | None]) -> list[int]:
-        """Keep the rows of a batch's answer that later batches borrow; the borrowers that
-        wait for no batch any more."""
+    def _fused(self, start: int, encoded: Received) -> list[int]:
+        """Keep the rows of a fused batch's answer that later batches borrow; the borrowers
+        that wait for no batch any more."""
         for wanted, kept, made in zip(self._wanted, self._kept, encoded, strict=True):
             if made is None or not self._keep:
                 continue
@@ -107,7 +123,7 @@ class RepeatedTexts:
 
     def lend(self, start: int, texts: Sequence[str], lookups: Sequence[Lookup]) -> list[Lookup]:
         """The batch's lookups with what it borrows filled in (as found); rows no later batch
-        borrows are let go. Only once `waits(start)` is False."""
+        borrows are let go. For a batch `in_order` gave."""
         borrowed = self._borrowed.pop(start, None)
         if borrowed is None:
             return list(lookups)
