@@ -14,13 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from probembed.evaluation.lodo import (
-    LODO_DATASETS,
-    Scores,
-    embed_split,
-    load_tasks,
-    tune_families,
-)
+from probembed.evaluation.lodo import LODO_DATASETS, embed_split, load_tasks
+from probembed.evaluation.pipeline_tuning import tune_fusion
 from probembed.evaluation.recipes import (
     BUILTIN_ESTIMATORS,
     MAX_PAIRS,
@@ -28,9 +23,8 @@ from probembed.evaluation.recipes import (
     fit_candidates,
     sample_pairs,
 )
-from probembed.evaluation.tuning import without_unweighted
 from probembed.paths import datasets_dir
-from probembed.pipeline import AdaptConfig, Pipeline, builtin_dir
+from probembed.pipeline import builtin_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = datasets_dir()
@@ -43,26 +37,19 @@ STATIC_STEP = 0.2
 TUNED_ON: dict[str, tuple[tuple[str, ...], float]] = {"retrieval": (("scifact",), 0.1)}
 
 
-def tune_fusion(name: str, pairs: list[tuple[str, str]]) -> None:
+def tune_builtin(name: str, pairs: list[tuple[str, str]]) -> None:
     """Tune a built-in on its LODO tuning splits (TUNED_ON, else all seven); drop 0-weight members.
 
-    The same steps as each fold of benchmarks/lodo.py, with no dataset left out: static
-    weights, then uec's (T, beta) around them, then the collection adaptation's gamma (with
-    agreement among the members kept, as their collections measure it). No test split is
-    read.
+    The same steps as each fold of benchmarks/lodo.py, with no dataset left out
+    (`pipeline_tuning.tune_fusion`, as `probembed tune` runs them). No test split is read.
     """
     pipe = candidate_pipeline(name, pairs)
     if len(pipe.members) < 2:
         return
     datasets, step = TUNED_ON.get(name, (None, STATIC_STEP))
     tasks = load_tasks(DATA, datasets)
-    splits = {(n, "tune"): embed_split(pipe, t.tune, progress=True) for n, t in tasks.items()}
-    choice = tune_families(Scores(splits), len(pipe.models), step)
-    # ship the untilted uec fusion: each collection tilts it by its own agreement and gamma
-    base = choice.settings["uec"](next(iter(splits.values())))
-    tuned_pipe = Pipeline(pipe.members, base.fusion, base.score, name, cache=False)
-    kept = without_unweighted(tuned_pipe)
-    kept.adapt = AdaptConfig(choice.gamma["uec+adapted"])
+    splits = {n: embed_split(pipe, t.tune, progress=True) for n, t in tasks.items()}
+    kept = tune_fusion(pipe, splits, step, progress=True).pipeline
     kept.tuned_on = tuple(f"{LODO_DATASETS[n][0]}:{LODO_DATASETS[n][1]}" for n in tasks)
     kept.save(builtin_dir() / name)
     print(f"{name}: {kept.models} {kept.fusion} {kept.score} {kept.adapt}")
@@ -79,14 +66,14 @@ def main() -> None:
     pairs = sample_pairs(DATA / "pairs", args.max_pairs)
     if args.tune_only:
         for name in names:
-            tune_fusion(name, pairs)
+            tune_builtin(name, pairs)
         return
     print(f"fitting on {len(pairs)} pairs from {DATA / 'pairs'}")
     for name, pipe in fit_candidates(names, pairs, cache=False, progress=True).items():
         out = pipe.save(builtin_dir() / name)
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{name}: {', '.join(pipe.models)} -> {out} ({size / 1e6:.1f} MB)")
-        tune_fusion(name, pairs)
+        tune_builtin(name, pairs)
 
 
 if __name__ == "__main__":

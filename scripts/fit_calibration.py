@@ -22,20 +22,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import replace
 
-import numpy as np
-
-from probembed.calibration import (
-    BASE_FEATURES,
-    BM25_HIT_FEATURES,
-    CALIBRATION_FILE,
-    QueryConfidence,
-    RelevanceCalibrator,
-)
-from probembed.calibration.training import TOP, corpus_text_search, hybrid_split, rank_split
+from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
+from probembed.calibration.training import fit_calibrator
 from probembed.evaluation.datasets import load_dataset
-from probembed.evaluation.harness import embed
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline, builtin_dir, read_tuning, write_tuning
 
@@ -47,46 +37,7 @@ SPLIT = "train"
 def fit(name: str, seed: int) -> RelevanceCalibrator:
     """The calibrator of a built-in, fitted on its ranked SciFact train hits."""
     pipeline = Pipeline.load(name)
-    dataset = load_dataset(SCIFACT, SPLIT)
-    embedded = embed(pipeline, dataset)
-    ranked = rank_split(pipeline, dataset, embedded=embedded)
-    features, relevant, groups = ranked.table(TOP)
-    calibrator = RelevanceCalibrator.fit(features, relevant, groups, seed=seed)
-    members = len(pipeline.members)
-    failed = ranked.failed(dataset)
-    confidence = QueryConfidence.fit(ranked.query_table(), failed, members, seed)
-    confidence = confidence.with_model(
-        "text_model", ranked.query_table(), ranked.coverage_table(dataset), failed, seed
-    )
-    with corpus_text_search(pipeline, SCIFACT) as bm25:
-        hybrid, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
-    hybrid_features = np.concatenate([lexical, hybrid.coverage_table(dataset)], axis=1)
-    confidence = confidence.with_model(
-        "hybrid_model", hybrid.query_table(), hybrid_features, hybrid.failed(dataset), seed
-    )
-    hybrid_hits, hybrid_relevant, hybrid_groups = hybrid.table(TOP, with_bm25=True)
-    names = (*BASE_FEATURES, *BM25_HIT_FEATURES)
-    # No isotonic step: its end blocks map the surest hits to exactly 1.0 and the least sure
-    # to 0.0 (its held-out gain was 0.001-0.002 ECE on 162 queries)
-    for_hybrid = RelevanceCalibrator.fit(
-        hybrid_hits, hybrid_relevant, hybrid_groups, names, seed=seed, isotonic=False
-    )
-    info = {
-        **(calibrator.fit_info or {}),
-        "dataset": f"{dataset.name}/{SPLIT}",
-        "top": TOP,
-        "pipeline": name,
-        "pipeline_fingerprint": pipeline.fingerprint,
-        "score": {"name": pipeline.score.name, "beta": pipeline.score.beta},
-    }
-    shared = {key: info[key] for key in ("dataset", "top", "pipeline_fingerprint", "score")}
-    hybrid_info = {**(for_hybrid.fit_info or {}), **shared, "ranking": "hybrid"}
-    return replace(
-        calibrator,
-        confidence=confidence,
-        fit_info=info,
-        hybrid=replace(for_hybrid, fit_info=hybrid_info),
-    )
+    return fit_calibrator(pipeline, load_dataset(SCIFACT, SPLIT), SCIFACT, seed)
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ from probembed.fusion.router import (
 )
 from probembed.gaussian import Gaussian, squared_norms
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.progress import progress_bar
 from probembed.uncertainty import LaplaceEstimator
 
 #: Classification texts per probe split (fit and test; half that held out): enough for a
@@ -296,10 +297,18 @@ class Scores:
             self._memo[key] = outcome.metrics[primary_metric(split.dataset)]
         return self._memo[key]
 
-    def choose(self, settings: Sequence[Setting], left_out: str | None = None) -> int:
-        """The setting with the best mean tuning figure over every dataset but `left_out`."""
+    def choose(
+        self, settings: Sequence[Setting], left_out: str | None = None, label: str | None = None
+    ) -> int:
+        """The setting with the best mean tuning figure over every dataset but `left_out`
+        (with a `label`, a bar over the settings: a fine grid is minutes of scoring)."""
         names = sorted({n for n, _ in self.splits} - {left_out})
-        dev = {n: [self.figure(n, "tune", s) for s in settings] for n in names}
+        dev: dict[str, list[float]] = {n: [] for n in names}
+        with progress_bar(label or "", len(settings), label is not None) as bar:
+            for setting in settings:
+                for n in names:
+                    dev[n].append(self.figure(n, "tune", setting))
+                bar.advance(1)
         return fold_choice(dev, left_out)
 
 
@@ -321,9 +330,11 @@ def uec_methods(prior: Sequence[float]) -> list[Method]:
     ]
 
 
-def _best(scores: Scores, methods: Sequence[Method], left_out: str | None) -> Method:
+def _best(
+    scores: Scores, methods: Sequence[Method], left_out: str | None, label: str | None = None
+) -> Method:
     """The method with the best mean tuning figure over the datasets but `left_out`."""
-    return methods[scores.choose([_fixed(m) for m in methods], left_out)]
+    return methods[scores.choose([_fixed(m) for m in methods], left_out, label)]
 
 
 #: What a label-free tilt reads from a split: (K,) one figure per member, given the prior
@@ -367,21 +378,24 @@ class Choice:
     static: Method
 
 
-def tune_families(scores: Scores, k: int, step: float, left_out: str | None = None) -> Choice:
+def tune_families(
+    scores: Scores, k: int, step: float, left_out: str | None = None, progress: bool = False
+) -> Choice:
     """static -> uec (T, beta) around it; each, and the uniform mean, tilted by gamma.
 
     Every choice reads only the tuning splits of the datasets other than `left_out`; with no
-    dataset left out this is how the built-ins are tuned.
+    dataset left out this is how the built-ins are tuned (`pipeline_tuning.tune_fusion`).
     """
-    static = _best(scores, static_methods(k, step), left_out)
+    bars = ("tune static weights", "tune uec (T, beta)", "tune gamma") if progress else (None,) * 3
+    static = _best(scores, static_methods(k, step), left_out, bars[0])
     assert static.fusion.weights is not None
-    uec = _best(scores, uec_methods(static.fusion.weights), left_out)
+    uec = _best(scores, uec_methods(static.fusion.weights), left_out, bars[1])
     uniform = Method("mean", FusionConfig("weighted", weights=(1.0 / k,) * k))
     settings: dict[str, Setting] = {"static": _fixed(static), "uec": _fixed(uec)}
     gamma: dict[str, float] = {}
     for name, base in (("mean", uniform), ("static", static), ("uec", uec)):
         tilted = adapted_settings(base)
-        j = scores.choose(tilted, left_out)
+        j = scores.choose(tilted, left_out, bars[2] and f"{bars[2]} ({name})")
         settings[f"{name}+adapted"], gamma[f"{name}+adapted"] = tilted[j], GAMMAS[j]
     return Choice(settings, gamma, static)
 
