@@ -249,6 +249,16 @@ def _cosines(pipeline: Pipeline, queries, docs, positions: np.ndarray) -> np.nda
     )
 
 
+def check_judged(dataset: RetrievalDataset) -> None:
+    """Refuse a split with too few judged queries to fit a calibrator, before any encoding."""
+    judged = len(dataset.qrels)
+    if judged < MIN_QUERIES:
+        raise ValueError(
+            f"{dataset.name} {dataset.split}: {judged} judged queries with a relevant document; "
+            f"fitting a relevance calibrator needs at least {MIN_QUERIES}"
+        )
+
+
 def fit_calibrator(
     pipeline: Pipeline, dataset: RetrievalDataset, corpus: Path, seed: int = 0
 ) -> RelevanceCalibrator:
@@ -263,12 +273,7 @@ def fit_calibrator(
     from a temporary collection of the corpus); hybrid searches read p_relevant from a second
     calibrator fitted on those hybrid hits, with their BM25 hit features. Seeded.
     """
-    judged = len(dataset.qrels)
-    if judged < MIN_QUERIES:
-        raise ValueError(
-            f"{dataset.name} {dataset.split}: {judged} judged queries with a relevant document; "
-            f"fitting a relevance calibrator needs at least {MIN_QUERIES}"
-        )
+    check_judged(dataset)
     embedded = embed(pipeline, dataset, progress=True)
     ranked = rank_split(pipeline, dataset, embedded=embedded)
     features, relevant, groups = ranked.table(TOP)

@@ -108,9 +108,10 @@ def corpus_agreement(pipeline: Pipeline, embedded: Embedded) -> np.ndarray | Non
     """The members' agreement on a retrieval corpus as a collection of it measures it: over
     the documents in id order (the collection's sample is drawn in that order), from the
     fused rows as stored (weights in float32: an ulp flips a tied neighbour, and the tilt
-    would not be the collection's); None for too few documents or no member blocks."""
+    would not be the collection's); None for too few documents or fewer than two member
+    blocks (one member agrees with no other: nothing to tilt)."""
     ids = np.asarray(embedded.ids["docs"], dtype=str)
-    if len(ids) <= NEIGHBOURS or not pipeline.blocks:
+    if len(ids) <= NEIGHBOURS or len(pipeline.blocks) < 2:
         return None
     order = np.argsort(ids, kind="stable")
     fused = pipeline.fuse([part[order] for part in embedded.parts["docs"]])

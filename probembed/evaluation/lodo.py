@@ -259,7 +259,11 @@ def factor_weights(split: Split, pairs: int = SPREAD_PAIRS, seed: int = SEED) ->
 
 def embed_split(pipeline: Pipeline, dataset: Evaluable, progress: bool = False) -> Split:
     """Embed a split once per member and measure its members' agreement."""
-    embedded = embed(pipeline, dataset, progress)
+    return embedded_split(dataset, embed(pipeline, dataset, progress))
+
+
+def embedded_split(dataset: Evaluable, embedded: Embedded) -> Split:
+    """A split already embedded, with its members' agreement measured (two or more members)."""
     return Split(dataset, embedded, agreement(collection_parts(embedded)))
 
 

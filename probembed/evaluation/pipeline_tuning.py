@@ -11,8 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from probembed.evaluation.harness import Method
-from probembed.evaluation.lodo import Scores, Split, tune_families
+from probembed.evaluation.datasets import Evaluable
+from probembed.evaluation.harness import (
+    Embedded,
+    Method,
+    baseline_methods,
+    embed,
+    evaluate,
+    primary_metric,
+    searched_as,
+)
+from probembed.evaluation.lodo import Scores, Split, embedded_split, tune_families
+from probembed.evaluation.report import fusion_settings
 from probembed.evaluation.tuning import without_unweighted
 from probembed.pipeline import AdaptConfig, Pipeline
 
@@ -46,7 +56,50 @@ def tune_fusion(
     tuned = Pipeline(pipeline.members, base.fusion, base.score, pipeline.name, cache=False)
     kept = without_unweighted(tuned)
     kept.cache = pipeline.cache
-    kept.adapt = AdaptConfig(choice.gamma["uec+adapted"])
+    # one member kept: no agreement to measure, so no tilt (a γ chosen on ties would ask for it)
+    kept.adapt = AdaptConfig(choice.gamma["uec+adapted"] if len(kept.members) > 1 else 0.0)
     weights = choice.static.fusion.weights or ()
     dropped = tuple(m for m, w in zip(pipeline.models, weights, strict=True) if w == 0)
     return TunedFusion(kept, choice.static, dropped)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """A pipeline tuned on one split, and that split's figures that justify it."""
+
+    pipeline: Pipeline
+    #: The primary metric on the tuning split: the starting pipeline, each member alone (two
+    #: or more members), the tuned pipeline; each as `probembed eval` scores it.
+    figures: dict[str, float]
+    metric: str
+    #: What tuning chose (`fusion_settings`, plus gamma); empty for one member.
+    settings: dict[str, object]
+    dropped: tuple[str, ...] = ()
+
+
+def tune_pipeline(
+    pipeline: Pipeline, dataset: Evaluable, step: float, progress: bool = False
+) -> TuneResult:
+    """Tune a pipeline's fusion on one labelled split, as the built-ins are tuned, and score
+    the starting pipeline, its members and the tuned one there (one member: kept as it is)."""
+    embedded = embed(pipeline, dataset, progress)
+    metric = primary_metric(dataset)
+
+    def figure(pipe: Pipeline, embedded: Embedded, label: str) -> float:
+        """The split's primary metric of a pipeline as its search (or encode) runs it."""
+        method = searched_as(pipe, embedded, dataset, label)
+        return evaluate(embedded, dataset, method).metrics[metric]
+
+    start = f"{pipeline.name} (start)"
+    figures = {start: figure(pipeline, embedded, start)}
+    if len(pipeline.members) < 2:
+        return TuneResult(pipeline, figures, metric, {})
+    for single in baseline_methods(pipeline.models)[: len(pipeline.models)]:
+        figures[single.name] = evaluate(embedded, dataset, single).metrics[metric]
+    split = embedded_split(dataset, embedded)
+    tuned = tune_fusion(pipeline, {dataset.name: split}, step, progress)
+    kept = tuned.pipeline
+    figures["tuned"] = figure(kept, embed(kept, dataset, progress), "tuned")
+    settings = fusion_settings(Method("tuned", kept.fusion, kept.score), kept.models)
+    settings["gamma"] = kept.adapt.gamma
+    return TuneResult(kept, figures, metric, settings, tuned.dropped)

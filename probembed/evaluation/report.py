@@ -98,6 +98,34 @@ def shipped_label(pipeline_name: str) -> str:
     return f"{pipeline_name} as shipped"
 
 
+def fusion_settings(method: Method, models: Sequence[str]) -> dict[str, object]:
+    """A tuned method's chosen settings, by name, so a reader can rebuild the pipeline: its
+    static weights or uec prior per member, and uec's T and β."""
+    fusion = method.fusion
+    settings: dict[str, object] = {}
+    if fusion.weights is not None:
+        settings["weights"] = dict(zip(models, fusion.weights, strict=True))
+    if fusion.method == "uec":
+        if fusion.prior is not None:
+            settings["prior"] = dict(zip(models, fusion.prior, strict=True))
+        settings["temperature"] = fusion.temperature
+        settings["beta"] = method.score.beta
+    return settings
+
+
+def settings_text(settings: Mapping[str, object]) -> str:
+    """Chosen settings on one line: `prior minilm 0.6, wordllama 0.4; T inf; β 64; γ 0`."""
+    short = {"temperature": "T", "beta": "β", "gamma": "γ"}
+    parts = []
+    for key, value in settings.items():
+        if isinstance(value, Mapping):
+            shown = ", ".join(f"{m} {w:.3g}" for m, w in value.items())
+        else:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+        parts.append(f"{short.get(key, key)} {shown}")
+    return "; ".join(parts)
+
+
 def _rows(dataset: Evaluable, method: str, metrics: dict[str, float]) -> list[dict]:
     """Tidy rows for one method's figures."""
     return [

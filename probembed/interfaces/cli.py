@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from probembed.interfaces import eval_commands, store_commands
+from probembed.interfaces import eval_commands, store_commands, tune_command
 from probembed.interfaces.console import (
     check_output_file,
     fail,
@@ -496,6 +496,7 @@ def inspect_table(
 
 
 eval_commands.register(app)
+tune_command.register(app)
 store_commands.register(app)
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""`probembed tune`: a pipeline's fusion and calibrator fitted on a user's own labelled split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from probembed.interfaces.eval_commands import DATASET_OPTIONS, find_dev, split_file
+
+if TYPE_CHECKING:
+    from probembed.evaluation.datasets import Evaluable
+    from probembed.evaluation.pipeline_tuning import TuneResult
+
+#: Grid step of the static weights: `retrieval`'s, tuned on one split as a user's is.
+STEP = 0.1
+
+
+def dataset_folder(path: Path) -> Path:
+    """The dataset folder of a folder or of one of its split files (a BEIR `qrels/` file too)."""
+    directory = path if path.is_dir() else path.parent
+    return directory.parent if directory.name == "qrels" else directory
+
+
+def splits_of(path: Path) -> list[str]:
+    """The splits the dataset at `path` holds: BEIR `qrels/*.tsv`, else the folder's TSVs."""
+    folder = dataset_folder(path)
+    qrels = folder / "qrels"
+    return sorted(p.stem for p in (qrels if qrels.is_dir() else folder).glob("*.tsv"))
+
+
+def tuning_split(path: Path, split: str | None) -> str:
+    """The split to tune on: the one named, else dev, else train; never test by default."""
+    if split is not None:
+        return split
+    found = find_dev(path, "test")
+    if found is None:
+        there = ", ".join(splits_of(path)) or "none"
+        raise ValueError(
+            f"{path}: no dev or train split to tune on (splits here: {there}); name one with "
+            "--split (a figure on a split tuned on is not held out)"
+        )
+    return found
+
+
+def load_split(path: Path, split: str, strict: bool) -> Evaluable:
+    """The labelled split tuning reads (STS or retrieval; a probe's classes are not fused)."""
+    from probembed.evaluation.datasets import ClassificationDataset, load_evaluable
+
+    dataset = load_evaluable(path, split, strict=strict)
+    if isinstance(dataset, ClassificationDataset):
+        raise ValueError(
+            f"{path}: a classification dataset; tune reads an STS or retrieval (BEIR) dataset"
+        )
+    return dataset
+
+
+def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
+    """The command that measures the tuned pipeline on a split it was not tuned on."""
+    others = [s for s in splits_of(path) if s not in (tuned, "train", "dev")]
+    if not others:
+        return None
+    held = "test" if "test" in others else others[0]
+    return f"probembed eval {dataset_folder(path)} --pipeline {out} --split {held}"
+
+
+def show(result: TuneResult, dataset: Evaluable) -> None:
+    """The tuning split's figures (start, members, tuned) and the chosen settings."""
+    from rich.markdown import Markdown
+
+    from probembed.evaluation.report import markdown_table, settings_text
+    from probembed.interfaces.console import out, say
+
+    rows = [{"method": m, "metric": result.metric, "value": v} for m, v in result.figures.items()]
+    heading = f"### {dataset.name} ({dataset.split}, the tuning split)"
+    out().print(Markdown(f"{heading}\n\n" + markdown_table(rows, [result.metric])))
+    if result.settings:
+        say(f"chosen: {settings_text(result.settings)}")
+    if result.dropped:
+        say(f"dropped (weight 0 on {dataset.split}): {', '.join(result.dropped)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the tune command to the CLI."""
+
+    @app.command("tune")
+    def tune_command(
+        pipeline: Annotated[str, typer.Argument(help="Built-in name or pipeline directory.")],
+        path: Annotated[Path, typer.Argument(help="Dataset directory (STS or BEIR retrieval).")],
+        out: Annotated[Path, typer.Option(help="Pipeline directory to write.")],
+        split: Annotated[
+            str | None,
+            typer.Option(help="Split to tune on (default: dev, else train; never test unasked)."),
+        ] = None,
+        seed: Annotated[int, typer.Option(help="Seed of the calibrator's hold-out.", min=0)] = 0,
+        strict: Annotated[
+            bool,
+            typer.Option(help="Refuse judged documents missing from the corpus (else a warning)."),
+        ] = False,
+    ) -> None:
+        """Tune a pipeline's fusion (and, on retrieval, its calibrator) on a labelled split.
+
+        Weights on a simplex grid, uec's T and β around them and the collection adaptation's γ,
+        as the built-ins are tuned; members given weight 0 are dropped. Report it on a split
+        it was not tuned on (the command is printed).
+        """
+        from probembed.calibration.training import check_judged, fit_calibrator
+        from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
+        from probembed.evaluation.pipeline_tuning import tune_pipeline
+        from probembed.interfaces.console import fail, named, note, say
+        from probembed.pipeline import Pipeline, check_save_target
+
+        out = out.absolute()  # `--out .` names the pipeline after the current directory
+        try:
+            check_save_target(out)
+            chosen = tuning_split(path, split)
+            dataset = load_split(path, chosen, strict)
+            start = Pipeline.load(pipeline)
+            retrieval = dataset if isinstance(dataset, RetrievalDataset) else None
+            if retrieval is not None:  # before minutes of tuning
+                check_judged(retrieval)
+            elif len(start.members) < 2:
+                raise ValueError(
+                    f"{start.name} has one member and {dataset.name} is not a retrieval "
+                    "dataset: no fusion to tune and no relevance calibrator to fit"
+                )
+        except (OSError, ValueError) as exc:
+            raise fail(named(str(exc), DATASET_OPTIONS)) from exc
+        if chosen == "test":
+            note(
+                "warning:",
+                "yellow",
+                f"tuning on {chosen}: a figure on the split it was tuned on is optimistic; "
+                "report a split it was not tuned on",
+            )
+        say(f"tuning {start.name} on {dataset.name} {chosen} ({split_file(path, chosen)})")
+        if len(start.members) < 2:
+            say(f"{start.name} has one member: no fusion to tune; fitting its calibrator only")
+        try:
+            result = tune_pipeline(start, dataset, STEP, progress=True)
+            tuned = result.pipeline
+            tuned.name = out.name
+            entry = f"{dataset_kind(dataset)}/{dataset.name}:{chosen}"
+            kept = start.tuned_on if len(start.members) < 2 else ()
+            tuned.tuned_on = (*kept, entry)
+            tuned.calibrator = (
+                None
+                if retrieval is None
+                else fit_calibrator(tuned, retrieval, dataset_folder(path), seed)
+            )
+        except ValueError as exc:
+            raise fail(str(exc)) from exc
+        show(result, dataset)
+        if retrieval is None and start.calibrator is not None:
+            say(
+                f"{start.name}'s calibrator was fitted for its old fusion and is not kept: "
+                "p_relevant needs a retrieval dataset's qrels (tune on one)"
+            )
+        tuned.save(out)
+        say(f"saved pipeline {tuned.name!r} ({', '.join(tuned.models)}) to {out}")
+        command = held_out_command(out, path, chosen)
+        if command is None:
+            note(
+                "warning:",
+                "yellow",
+                f"{dataset.name} has no split besides {chosen} to measure it on",
+            )
+        else:
+            say(f"measure it on a held-out split: {command}")

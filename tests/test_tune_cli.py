@@ -1,0 +1,203 @@
+"""`probembed tune` end to end on a BEIR set written here and hashing pipelines (no shared data)."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from beir_data import write_beir
+from typer.testing import CliRunner
+
+from probembed.calibration.training import MIN_QUERIES
+from probembed.interfaces.cli import app
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+
+runner = CliRunner()
+SEED = 0
+#: Documents and judged queries per split: enough for the agreement (> 10 texts) and for a
+#: calibrator (MIN_QUERIES judged queries).
+DOCS, DEV, TEST = 60, 30, 20
+LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+
+
+def _words(rng: np.random.Generator, n: int, length: int = 9) -> list[str]:
+    """n distinct seeded pseudo-words: no n-gram pattern shared on purpose."""
+    return ["".join(rng.choice(LETTERS, length)) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    """Each document names its own key word among shared filler; a query asks for the key word.
+
+    A member that tells the key words apart (128 hashed slots) finds the document; one that
+    hashes every n-gram into 2 slots sees the same few directions in every text.
+    """
+    rng = np.random.default_rng(SEED)
+    keys, filler = _words(rng, DOCS), _words(rng, 12)
+    corpus = [
+        {"_id": f"d{i}", "title": "", "text": " ".join([key, *rng.choice(filler, 4)])}
+        for i, key in enumerate(keys)
+    ]
+    queries = [
+        {"_id": f"q{i}", "text": " ".join([key, *rng.choice(filler, 2)])}
+        for i, key in enumerate(keys[: DEV + TEST])
+    ]
+    qrels = [(f"q{i}", f"d{i}", 1) for i in range(DEV, DEV + TEST)]
+    folder = write_beir(tmp_path_factory.mktemp("beir") / "mine", corpus, queries, qrels)
+    dev = "".join(f"q{i}\td{i}\t1\n" for i in range(DEV))
+    (folder / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + dev)
+    return folder
+
+
+def _pipeline(directory: Path, dims: tuple[int, ...]) -> Path:
+    """A saved hashing pipeline (uec, concat) fitted on the bundled Python docs' passages."""
+    from probembed.store.pydoc_corpus import read_pydoc_topics
+
+    passages = [r.text for r in read_pydoc_topics()[:80]]
+    pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
+    specs = [ModelSpec("hash", "laplace", {}, encoder_params={"dim": d}) for d in dims]
+    fitted = Pipeline.fit(specs, pairs, FusionConfig("uec"), name="start", cache=False)
+    return fitted.save(directory)
+
+
+@pytest.fixture(scope="module")
+def two_members(tmp_path_factory) -> Path:
+    """Members that read the dataset's vocabulary (128 slots) and that cannot (2 slots)."""
+    return _pipeline(tmp_path_factory.mktemp("pipelines") / "start", (2, 128))
+
+
+@pytest.fixture(scope="module")
+def tuned(two_members, dataset, tmp_path_factory):
+    """`probembed tune` of the two-member pipeline on the dataset's dev split."""
+    out = tmp_path_factory.mktemp("tuned") / "mine-tuned"
+    result = runner.invoke(app, ["tune", str(two_members), str(dataset), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result
+
+
+def _said(result) -> str:
+    """The output with rich's wrapping undone."""
+    return " ".join(result.output.split())
+
+
+def _figures(stdout: str) -> dict[str, float]:
+    """method -> figure of the printed table."""
+    rows = (re.fullmatch(r"\s*(\S.*?)\s+(\d+\.\d+)\s*", line) for line in stdout.splitlines())
+    return {row[1]: float(row[2]) for row in rows if row}
+
+
+def test_tuning_keeps_the_member_that_reads_the_vocabulary(tuned):
+    out, result = tuned
+    pipe = Pipeline.load(out, cache=False)
+    weights = dict(zip(pipe.models, pipe.fusion.prior or (1.0,), strict=True))
+    # the 2-slot member gets weight 0 (dropped) or far less than the one that reads the words
+    assert weights.get("hash(dim=128)", weights.get("hash", 0.0)) > 0.5
+    assert weights.get("hash(dim=2)", 0.0) < 0.5
+    said = _said(result)
+    assert "chosen: prior" in said and "; T " in said and "; β " in said and "; γ " in said
+
+
+def test_the_tuned_figure_on_the_tuning_split_is_at_least_the_start(tuned):
+    _, result = tuned
+    figures = _figures(result.stdout)
+    assert {"start (start)", "single:hash(dim=2)", "single:hash(dim=128)", "tuned"} <= set(figures)
+    assert figures["tuned"] >= figures["start (start)"]
+    assert figures["single:hash(dim=128)"] > figures["single:hash(dim=2)"]
+
+
+def test_the_tuned_pipeline_records_its_split_and_says_how_to_measure_it(tuned, dataset):
+    out, result = tuned
+    pipe = Pipeline.load(out, cache=False)
+    assert pipe.tuned_on == ("retrieval/mine:dev",)
+    assert pipe.name == "mine-tuned"
+    assert pipe.calibrator is not None and pipe.calibrator.fit_info["dataset"] == "mine/dev"
+    said = _said(result)
+    assert f"probembed eval {dataset} --pipeline {out} --split test" in said
+    assert "warning" not in said
+    held = runner.invoke(app, ["eval", str(dataset), "--pipeline", str(out), "--split", "dev"])
+    assert held.exit_code == 0 and "was tuned on retrieval/mine:dev" in _said(held)
+
+
+def test_the_tuned_pipeline_ingests_and_answers_min_p_relevant(tuned, dataset, tmp_path):
+    out, _ = tuned
+    db = tmp_path / "db"
+    corpus = dataset / "corpus.jsonl"
+    made = runner.invoke(app, ["ingest", str(corpus), "--db", str(db), "--pipeline", str(out)])
+    assert made.exit_code == 0, made.output
+    query = json.loads((dataset / "queries.jsonl").read_text().splitlines()[DEV])["text"]
+    args = ["search", query, "--db", str(db), "-k", "10", "--json"]
+    every = runner.invoke(app, args)
+    assert every.exit_code == 0, every.output
+    (answer,) = json.loads(every.stdout)
+    assert answer["hits"][0]["id"] == f"d{DEV}"
+    top = answer["hits"][0]["p_relevant"]
+    kept = runner.invoke(app, [*args, "--min-p-relevant", str(top)])
+    assert kept.exit_code == 0, kept.output
+    (filtered,) = json.loads(kept.stdout)
+    assert filtered["hits"] and all(h["p_relevant"] >= top for h in filtered["hits"])
+
+
+def test_a_missing_split_lists_the_splits_there(two_members, dataset, tmp_path):
+    args = ["tune", str(two_members), str(dataset), "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, [*args, "--split", "train"])
+    said = _said(result)
+    assert result.exit_code == 2 and "train.tsv: missing" in said and "dev, test" in said
+    assert not (tmp_path / "o").exists()
+
+
+def test_no_dev_or_train_split_is_refused_without_tuning_on_test(two_members, tmp_path):
+    only_test = tmp_path / "only-test"
+    only_test.mkdir()
+    for part in ("corpus.jsonl", "queries.jsonl"):
+        (only_test / part).write_text("")
+    (only_test / "qrels").mkdir()
+    (only_test / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    args = ["tune", str(two_members), str(only_test), "--out", str(tmp_path / "o")]
+    said = _said(runner.invoke(app, args))
+    assert "no dev or train split to tune on (splits here: test)" in said and "--split" in said
+
+
+def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp_path):
+    """With enough judged test queries, test is tuned on when named, with a warning."""
+    qrels = dataset / "qrels"
+    bigger = tmp_path / "bigger"
+    (bigger / "qrels").mkdir(parents=True)
+    for part in ("corpus.jsonl", "queries.jsonl"):
+        (bigger / part).write_text((dataset / part).read_text())
+    (bigger / "qrels" / "test.tsv").write_text((qrels / "dev.tsv").read_text())
+    out = tmp_path / "on-test"
+    args = ["tune", str(two_members), str(bigger), "--out", str(out), "--split", "test"]
+    result = runner.invoke(app, args)
+    said = _said(result)
+    assert result.exit_code == 0, result.output
+    assert "warning: tuning on test: a figure on the split it was tuned on is optimistic" in said
+    assert "no split besides test to measure it on" in said
+    assert Pipeline.load(out, cache=False).tuned_on == ("retrieval/bigger:test",)
+
+
+def test_one_member_has_nothing_to_tune_but_still_gets_a_calibrator(dataset, tmp_path):
+    single = _pipeline(tmp_path / "single", (128,))
+    out = tmp_path / "single-tuned"
+    result = runner.invoke(app, ["tune", str(single), str(dataset), "--out", str(out)])
+    said = _said(result)
+    assert result.exit_code == 0, result.output
+    assert "start has one member: no fusion to tune; fitting its calibrator only" in said
+    pipe = Pipeline.load(out, cache=False)
+    assert pipe.fusion == Pipeline.load(single, cache=False).fusion
+    assert pipe.calibrator is not None and pipe.tuned_on == ("retrieval/mine:dev",)
+
+
+def test_too_few_judged_queries_say_how_many_and_how_many_are_needed(
+    two_members, dataset, tmp_path
+):
+    few = tmp_path / "few"
+    (few / "qrels").mkdir(parents=True)
+    for part in ("corpus.jsonl", "queries.jsonl"):
+        (few / part).write_text((dataset / part).read_text())
+    lines = (dataset / "qrels" / "dev.tsv").read_text().splitlines()[:6]  # header + 5
+    (few / "qrels" / "dev.tsv").write_text("\n".join(lines) + "\n")
+    args = ["tune", str(two_members), str(few), "--out", str(tmp_path / "o")]
+    said = _said(runner.invoke(app, args))
+    assert "few dev: 5 judged queries with a relevant document; fitting a relevance " in said
+    assert f"calibrator needs at least {MIN_QUERIES}" in said
