@@ -201,3 +201,22 @@ def test_too_few_judged_queries_say_how_many_and_how_many_are_needed(
     said = _said(runner.invoke(app, args))
     assert "few dev: 5 judged queries with a relevant document; fitting a relevance " in said
     assert f"calibrator needs at least {MIN_QUERIES}" in said
+
+
+def test_eval_compare_names_each_tuned_rows_settings(two_members, dataset, tmp_path):
+    """The tuned rows printed no weights, T or β, and the JSON held none: nothing to save."""
+    rows = tmp_path / "rows.json"
+    args = ["eval", str(dataset), "--pipeline", str(two_members), "--compare", "--json", str(rows)]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    chosen = json.loads(rows.read_text())["config"]["tuned_settings"]
+    models = ["hash(dim=2)", "hash(dim=128)"]
+    assert list(chosen["weighted"]["weights"]) == models
+    assert sum(chosen["weighted"]["weights"].values()) == pytest.approx(1.0)
+    assert chosen["uec"]["prior"] == chosen["weighted"]["weights"]  # uec is tuned around them
+    assert {"temperature", "beta"} <= set(chosen["uec"])
+    table = _said(result)
+    assert "settings" in table
+    for name in ("weighted", "uec"):
+        weights = chosen[name].get("weights") or chosen[name]["prior"]
+        assert f"hash(dim=128) {weights['hash(dim=128)']:.3g}" in table

@@ -93,6 +93,15 @@ def compare(
     return result
 
 
+#: The rows of a comparison tuned afresh on its tuning split.
+TUNED_ROWS = ("weighted", "uec")
+
+
+def tuned_settings(result: Comparison, models: Sequence[str]) -> dict[str, dict[str, object]]:
+    """What each tuned row chose (`fusion_settings`), so it can be rebuilt or saved."""
+    return {name: fusion_settings(result.methods[name], models) for name in TUNED_ROWS}
+
+
 def shipped_label(pipeline_name: str) -> str:
     """The compare row of the pipeline as shipped, beside the `uec` tuned on the dev split."""
     return f"{pipeline_name} as shipped"
@@ -260,13 +269,20 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
     return paths
 
 
-def markdown_table(rows: Sequence[dict], metrics: Sequence[str]) -> str:
-    """Methods as rows, chosen metrics as columns (x100), in the order methods first appear."""
+def markdown_table(
+    rows: Sequence[dict], metrics: Sequence[str], settings: Mapping[str, str] | None = None
+) -> str:
+    """Methods as rows, chosen metrics as columns (x100), in the order methods first appear;
+    with `settings`, a last column saying what each tuned method chose."""
     methods = list(dict.fromkeys(r["method"] for r in rows if r["metric"] in metrics))
     value = {(r["method"], r["metric"]): r["value"] for r in rows}
-    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---:|" * len(metrics)]
+    extra = ["settings"] if settings else []
+    header = "| method | " + " | ".join([*metrics, *extra]) + " |"
+    lines = [header, "|---|" + "---:|" * len(metrics) + "---|" * len(extra)]
     for method in methods:
         cells = [f"{100 * value[(method, m)]:.2f}" if (method, m) in value else "" for m in metrics]
+        if settings:
+            cells.append(settings.get(method, ""))
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -125,7 +125,9 @@ def register(app: typer.Typer) -> None:
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import (
             markdown_table,
+            settings_text,
             shipped_label,
+            tuned_settings,
             write_json,
             write_plots,
         )
@@ -195,12 +197,15 @@ def register(app: typer.Typer) -> None:
             for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
             if any(r["metric"] == m for r in rows)
         ]
-        console.print(Markdown(f"### {heading}\n\n" + markdown_table(rows, headline)))
+        chosen = None if result is None or dev is None else tuned_settings(result, pipe.models)
+        notes = {name: settings_text(s) for name, s in (chosen or {}).items()}
+        console.print(Markdown(f"### {heading}\n\n" + markdown_table(rows, headline, notes)))
         if json_path is not None:
             config: dict[str, object] = {
                 "dataset": str(path),
                 "split": test.split,
                 "tuned_on": dev.split if dev is not None else None,
+                "tuned_settings": chosen,
                 "strict": strict,
                 "keep_self_matches": keep_self_matches,
                 "pipeline": pipe.name,
