@@ -381,7 +381,11 @@ def fit(
         int, typer.Option(help="Seed for sampling and the calibration split.", min=0)
     ] = 0,
 ) -> None:
-    """Fit a pipeline on positive pairs and save it as a directory."""
+    """Fit each member's variance on positive pairs and save the pipeline as a directory.
+
+    Its fusion is the one given, not tuned, and it has no relevance calibrator: `probembed
+    tune` tunes both on a labelled split.
+    """
     from probembed.encoders import resolve
     from probembed.evaluation.recipes import sample_pairs
     from probembed.pipeline import CONFIG_FILE, FusionConfig, ModelSpec, Pipeline, check_save_target
