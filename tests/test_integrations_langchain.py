@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import itertools
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -144,6 +145,37 @@ def test_relevance_without_a_calibrator_ranks_every_score_within_0_and_1(store, 
         assert ra >= rb and (ra > rb) == (a > b)  # as the scores order them, ties only as theirs
     if score in ("w2", "kl", "bhattacharyya"):  # 0 for identical Gaussians: the text itself
         assert relevant[0][0].id == records[0].id and values[0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_threshold_without_a_calibrator_warns_once_per_store_what_it_compares_with(
+    store, calibrated, records
+):
+    """Without a calibrator the relevance is a map of the score: a score_threshold of 0.3
+    kept all 4 hits without a word, where the store's own min_p_relevant is refused."""
+    assert store.collection.load_pipeline().calibrator is None
+    threshold = store.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"k": 4, "score_threshold": 0.3}
+    )
+    said = r"pipeline 'hash' of collection 'docs' has no relevance calibrator, so a hit's "
+    with pytest.warns(UserWarning, match=said + r".* is \(1 \+ s\)/2 of its uec score s") as told:
+        assert len(threshold.invoke(QUESTION)) == 4
+    assert len([w for w in told if "relevance calibrator" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per store: its second search says nothing
+        threshold.invoke(QUESTION)
+        store.similarity_search_with_relevance_scores(QUESTION, k=2, hybrid=True)
+    again = ProbembedVectorStore(store.collection)  # another store: told again, the RRF map
+    with pytest.warns(UserWarning, match=said + r".* its hybrid RRF score over the most") as told:
+        again.similarity_search_with_relevance_scores(QUESTION, k=2, hybrid=True)
+    assert {w.filename for w in told if "calibrator" in str(w.message)} == {__file__}
+    chosen = ProbembedVectorStore(store.collection, relevance_score_fn=lambda s: (1 + s) / 2)
+    calibrated_store = ProbembedVectorStore.from_texts(
+        [r.text for r in records], ProbembedEmbeddings(calibrated), db=store.collection.db.path
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a chosen map, or p_relevant: nothing to tell
+        chosen.similarity_search_with_relevance_scores(QUESTION, k=2)
+        calibrated_store.similarity_search_with_relevance_scores(QUESTION, k=2)
 
 
 def test_hybrid_relevance_is_the_rrf_score_over_its_most(store):

@@ -246,7 +246,17 @@ def uncertainty(hit: Hit, confidence: float | None) -> dict[str, Any]:
 
 
 def relevance(hit: Hit, score: Score | str | None) -> float:
-    """A hit's relevance in [0, 1]: its p_relevant if calibrated, else a monotone map of its score.
+    """A hit's relevance in [0, 1]: its p_relevant if calibrated, else `score_relevance`'s
+    map of its score (the score it was searched with; None: hybrid)."""
+    if hit["p_relevant"] is not None:
+        return float(hit["p_relevant"])
+    mapped, _ = score_relevance(score)
+    return mapped(float(hit["score"]))
+
+
+def score_relevance(score: Score | str | None) -> tuple[Callable[[float], float], str]:
+    """The map of a score to [0, 1] that stands in for p_relevant without a calibrator, and
+    its formula in words (a warning tells what a relevance threshold then compares with).
 
     The map is (1 + s) / 2 (clipped) for the scores that lie in [-1, 1] (`dot`, `uec`,
     `uec-mteb`); 1 / (1 - s) for the negated distances (`csd`, `w2`, `kl`, `bhattacharyya`:
@@ -255,17 +265,15 @@ def relevance(hit: Hit, score: Score | str | None) -> float:
     1/2 + atan(s)/π for log-likelihoods (`mls`, hundreds: a logistic made them all 1).
     Order-preserving, so comparable between the hits of one query, not a probability.
     """
-    if hit["p_relevant"] is not None:
-        return float(hit["p_relevant"])
-    value = float(hit["score"])
     if score is None:
-        return min(1.0, max(0.0, value * (RRF_K + 1) / 2.0))
+        rrf = "its hybrid RRF score over the most it can be"
+        return lambda s: min(1.0, max(0.0, s * (RRF_K + 1) / 2.0)), rrf
     name = str(parse_score(score))  # "cosine" is "dot"
     if name in _COSINE_RANGE:
-        return min(1.0, max(0.0, (1.0 + value) / 2.0))
+        return lambda s: min(1.0, max(0.0, (1.0 + s) / 2.0)), f"(1 + s)/2 of its {name} score s"
     if name in _DISTANCES:
-        return 1.0 / (1.0 - min(value, 0.0))
-    return 0.5 + math.atan(value) / math.pi
+        return lambda s: 1.0 / (1.0 - min(s, 0.0)), f"1/(1 - s) of its {name} score s"
+    return lambda s: 0.5 + math.atan(s) / math.pi, f"1/2 + atan(s)/pi of its {name} score s"
 
 
 def filter_columns(collection: Collection) -> set[str]:

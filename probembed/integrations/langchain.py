@@ -13,6 +13,7 @@ p_relevant, per-model weights and the query's confidence (see `probembed.store.s
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,7 @@ class ProbembedVectorStore(VectorStore):
             collection.use_pipeline(embedding.pipeline)
         self._embedding = embedding
         self.override_relevance_score_fn = relevance_score_fn
+        self._told_uncalibrated = False
 
     @property
     def embeddings(self) -> ProbembedEmbeddings:
@@ -169,7 +171,7 @@ class ProbembedVectorStore(VectorStore):
         """(document, relevance in [0, 1]) pairs: `relevance_score_fn` of the hit's score when
         given, else the hit's p_relevant when the pipeline has a calibrator, else the monotone
         map of `common.relevance` ((1 + s)/2 for dot, uec and uec-mteb; 1 for identical texts
-        under the distances; hybrid RRF over its most)."""
+        under the distances; hybrid RRF over its most; said in a warning once per store)."""
         if self.override_relevance_score_fn is not None:
             chosen = self.override_relevance_score_fn
             return [(doc, chosen(hit["score"])) for doc, hit in self._search(query, k, kwargs)]
@@ -182,7 +184,28 @@ class ProbembedVectorStore(VectorStore):
             score = self.collection.load_pipeline().score.name
         else:
             score = self._embedding.pipeline.score.name
-        return [(doc, common.relevance(hit, score)) for doc, hit in self._search(query, k, kwargs)]
+        found = self._search(query, k, kwargs)
+        if any(hit["p_relevant"] is None for _, hit in found):
+            self._tell_uncalibrated(score)
+        return [(doc, common.relevance(hit, score)) for doc, hit in found]
+
+    def _tell_uncalibrated(self, score: Score | str | None) -> None:
+        """Warn once per store that its relevance is a map of the score, not P(relevant): a
+        `score_threshold` of 0.3 kept every hit without a word, where the store's own
+        min_p_relevant (the CLI's --min-p-relevant, the service's) is refused."""
+        if self._told_uncalibrated:
+            return
+        self._told_uncalibrated = True
+        _, formula = common.score_relevance(score)
+        warnings.warn(
+            f"pipeline {self.collection.load_pipeline().name!r} of collection "
+            f"{self.collection.name!r} has no relevance calibrator, so a hit's relevance "
+            f"score (and a score_threshold over it) is {formula}: a monotone map for ranking "
+            "one query's hits, not P(relevant); pass relevance_score_fn to choose the map, or "
+            "search a collection made with a calibrated pipeline ('retrieval' has one)",
+            UserWarning,
+            stacklevel=5,  # the caller of LangChain's similarity_search_with_relevance_scores
+        )
 
     async def _asimilarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
