@@ -7,6 +7,9 @@
     store.add_texts(["..."], metadatas=[{"source": "a.md"}])
     store.as_retriever(search_kwargs={"k": 4, "filter": {"source": "a.md"}}).invoke("question")
 
+A new collection needs the embeddings; over one written before, `ProbembedVectorStore(collection)`
+takes the pipeline that wrote it (another one is refused: PipelineMismatchError).
+
 Every returned Document carries its id and, under metadata["probembed"], the hit's score, std,
 p_relevant, per-model weights and the query's confidence (see `probembed.store.search.Hit`).
 """

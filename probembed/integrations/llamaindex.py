@@ -8,6 +8,10 @@
     index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding("retrieval"))
     index.as_retriever(similarity_top_k=4).retrieve("question")
 
+A new collection needs the pipeline; over one written before, `ProbembedVectorStore(collection)`
+takes the pipeline that wrote it (another one is refused: PipelineMismatchError), as
+`ProbembedEmbedding(collection.load_pipeline())` does.
+
 Nodes are stored with LlamaIndex's own node serialisation (`node_to_metadata_dict`), so they
 come back whole, text and relationships included; each returned node's metadata carries probembed's
 numbers under "probembed" (excluded from what LLMs and embedders see).
