@@ -405,6 +405,7 @@ def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, 
             "--group-by-doc",
         ),
         (["--where", "year >"], "invalid filter --where 'year >'"),
+        (["--where", "year > 'a'"], "year holds int64, and 'a' is a string: compare it with"),
         (  # a field's name is the user's: kept as typed, in the quote and after it
             ["--where", "group_by_doc = 1"],
             "invalid filter --where 'group_by_doc = 1': no field group_by_doc; filters can name id",

@@ -756,13 +756,31 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
         with pytest.raises(StoreError, match="no field colour; filters can name id, text, year$"):
             collection.search("paper", where=quoted_name)
     for where, says in (
-        ("year = 'soon'", "could not convert"),
+        ("year = 'soon'", "year holds int64, and 'soon' is a string: compare it with a number"),
         ("year >", r"cannot parse it \(Expected: an expression"),
         ("year > 1; DROP TABLE docs", "one SQL condition; ';' is not allowed"),
     ):
         with pytest.raises(StoreError, match=says) as bad:
             collection.search("paper", where=where)
         assert ".rs:" not in str(bad.value) and "SELECT" not in str(bad.value)
+    # a literal the field's type cannot hold: the engine named neither the field nor its type
+    for where, says in (
+        ("year > 'a'", "year holds int64, and 'a' is a string: compare it with a number"),
+        ("'it''s' < `year`", "year holds int64, and 'it''s' is a string"),
+        ("year > 2 AND id IN (3)", "id holds string, and 3 is an integer: compare it with a str"),
+        ("text = true", "text holds string, and true is a boolean"),
+    ):
+        with pytest.raises(StoreError, match=says) as bad:
+            collection.search("paper", where=where)
+        assert "literal" not in str(bad.value), where  # Received literal Utf8("a") ...
+    # columns every row has that hold no field: refused as an unknown field is
+    for where, column in (("metadata = 1", "metadata"), ("mean > 0", "mean")):
+        with pytest.raises(StoreError, match=f"no field {column}: ") as hidden:
+            collection.search("paper", where=where)
+        assert "filters can name id, text, year" in str(hidden.value)
+    with pytest.raises(StoreError, match=r"`metadata LIKE '%\.\.\.%'` matches the JSON's text"):
+        collection.search("paper", where="metadata > 3")
+    assert collection.search("paper", k=10, where="metadata LIKE '%paper%'")["hits"] == []
     quoted = collection.search("paper", k=3, where="text = 'a;b'")  # inside quotes: a value
     assert quoted["hits"] == []
     # a field the items hold in their JSON only read like a typo ("no field")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from probembed.store.errors import StoreError
-from probembed.store.rows import MAX_METADATA_COLUMNS
+from probembed.store.rows import CORE_COLUMNS, MAX_METADATA_COLUMNS
 
 if TYPE_CHECKING:
     from probembed.store.collection import Collection
@@ -72,6 +72,42 @@ _SQL_WORDS = frozenset(
     }
 )
 
+#: The engine's refusal of a literal that a column's type cannot hold: the literal's type and
+#: value, and the column's type; it names no column.
+_UNCONVERTED = re.compile(
+    r"Received literal (\w+)\((.*)\) and could not convert to literal of type '(.+)'$"
+)
+#: The engine's names of the types a filterable field holds, as the store names them.
+_FIELD_TYPES = {
+    "Utf8": "string",
+    "LargeUtf8": "string",
+    "Int64": "int64",
+    "Float64": "double",
+    "Boolean": "bool",
+}
+#: What a literal of the engine's type is, in words.
+_LITERAL_KINDS = {
+    "Utf8": "a string",
+    "Int64": "an integer",
+    "Float64": "a number",
+    "Boolean": "a boolean",
+}
+#: How to write a value a field of this type compares with.
+_FIELD_VALUES = {
+    "string": "a string in single quotes",
+    "int64": "a number, unquoted",
+    "double": "a number, unquoted",
+    "bool": "true or false",
+}
+#: Columns every row has that hold no field: the metadata JSON, the vectors, the write tag.
+_NOT_FIELDS = frozenset(CORE_COLUMNS) - {"id", "text"}
+#: A name compared in a filter: before a comparison, IN or BETWEEN, or after a comparison.
+_COMPARED = re.compile(
+    r"[`\"]?([A-Za-z_]\w*)[`\"]?\s*(?:[=<>!]|(?:not\s+)?(?:in|between)\b)"
+    r"|(?:[=<>]|!=)\s*[`\"]?([A-Za-z_]\w*)\b",
+    re.IGNORECASE,
+)
+
 
 def _listed(owner: Collection) -> str:
     """The fields a filter can name, the first `_FIELDS_LISTED` by name and the rest counted
@@ -100,6 +136,51 @@ def _compared_as_string(name: str, where: str) -> bool:
     reads as a column, not a string; a quoted column name on its own (`"a b" = 1`) is not."""
     value = rf'(?:[=<>,]|\blike|\bin\s*\()\s*"{re.escape(name)}"'
     return re.search(value, where, re.IGNORECASE) is not None
+
+
+def _mistyped(message: str, where: str, owner: Collection) -> str | None:
+    """The engine's refusal of a literal a column's type cannot hold, said with the field, its
+    type and the literal (the engine named neither field nor filter); a column that holds no
+    field (`metadata = 1`: the items' JSON) refused as an unknown field is. None for any
+    other error."""
+    found = _UNCONVERTED.search(message)
+    if found is None:
+        return None
+    literal_type, value, column_type = found.groups()
+    kind = _FIELD_TYPES.get(column_type)  # None: a type no field holds (the vectors')
+    types = {"id": "string", "text": "string"}
+    types.update((name, str(t)) for name, t in owner.metadata_columns().items())
+    compared = _compared_names(where)
+    blamed = [name for name in compared if kind is not None and types.get(name) == kind]
+    hidden = [name for name in compared if name in _NOT_FIELDS]
+    if hidden and not blamed:
+        return _not_a_field(hidden[0], owner)
+    shown = value.strip('"').replace('\\"', '"').replace("'", "''")
+    literal = f"'{shown}'" if literal_type in ("Utf8", "LargeUtf8") else value
+    what = _LITERAL_KINDS.get(literal_type, literal_type)
+    fields = " or ".join(blamed) or "the field it is compared with"
+    how = f": compare it with {_FIELD_VALUES[kind]}" if kind else ""
+    return f"{fields} holds {kind or column_type}, and {literal} is {what}{how}"
+
+
+def _not_a_field(name: str, owner: Collection) -> str:
+    """Why a column every row has is not a field to filter on, and what is."""
+    if name == "metadata":
+        return (
+            f"no field metadata: it is each item's metadata as JSON text; filters can name "
+            f"{_listed(owner)}; `metadata LIKE '%...%'` matches the JSON's text"
+        )
+    return (
+        f"no field {name}: it is one of probembed's own columns (vectors and bookkeeping); "
+        f"filters can name {_listed(owner)}"
+    )
+
+
+def _compared_names(where: str) -> list[str]:
+    """The names a filter compares with something, each once, in order, outside its strings."""
+    bare = re.sub(r"'(?:[^']|'')*'", "''", where)
+    found = (a or b for a, b in _COMPARED.findall(bare))
+    return list(dict.fromkeys(n for n in found if n.lower() not in _SQL_WORDS))
 
 
 def filtered(run: Any, where: str | None, owner: Collection) -> Any:
@@ -132,6 +213,9 @@ def filtered(run: Any, where: str | None, owner: Collection) -> Any:
         if not where:
             raise
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
+        mistyped = _mistyped(message, where, owner)
+        if mistyped is not None:
+            raise StoreError(f"invalid filter where={where!r}: {mistyped}") from exc
         unknown = _NO_FIELD.search(message)
         if unknown:
             close = _CLOSE_FIELD.search(message)  # the planner's guess, often past the list
