@@ -1,7 +1,8 @@
 """Documents from JSON lines: the one reader that ingest, evaluation and benchmarks share.
 
 A line is an object with an id (`id` or BEIR's `_id`), a `text`, an optional `title` (absent,
-null or empty all mean none) and free-form metadata. The text embedded is title and text,
+null, empty or blank all mean none, and a record's metadata then holds none, as chunked
+ingest's chunks hold none) and free-form metadata. The text embedded is title and text,
 each stripped, joined by one space, so a stored document and an evaluated one are the same
 string. The reader yields a `Record` per good line and a `Problem` per bad one, tagged with
 file:line, so the caller decides whether to skip or stop. Depends on the standard library
@@ -304,6 +305,8 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
         metadata.update(nested)
     elif nested is not None:
         return Problem(source, f"document {doc_id!r}: 'metadata' must be a JSON object", doc_id)
+    if not str(metadata.get("title") or "").strip():  # BEIR's "title": "" is no title: left
+        metadata.pop("title", None)  # out, as chunked ingest leaves it out of its chunks
     return Record(doc_id, body, metadata, source)
 
 

@@ -1818,3 +1818,30 @@ def test_the_key_probembed_is_refused_at_every_write_front_door(tmp_path, pydoc_
         skipped = CliRunner().invoke(app, [*args, "--on-error", "skip"])
         assert skipped.exit_code == 0, skipped.output
         assert {i.split("#")[0] for i in db.collection(name).ids()} == {"a"}
+
+
+def test_a_record_without_a_title_stores_none_plain_or_chunked(tmp_path, pydoc_pipeline):
+    """Absent, null, empty or blank all mean no title (`probembed.documents`): chunked ingest
+    left it out, plain ingest stored BEIR's `"title": ""` (and null) as given."""
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [
+        {"_id": "empty", "title": "", "text": "Cats purr when they are content."},
+        {"_id": "null", "title": None, "text": "Dogs bark at the mail carrier."},
+        {"_id": "blank", "title": "  ", "text": "Birds sing before dawn."},
+        {"_id": "absent", "text": "Fish swim in schools."},
+        {"_id": "titled", "title": "Owls", "text": "Owls hunt at night."},
+    ]
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    db = Database(tmp_path / "db", create=True)
+    ingest(corpus, db.collection("plain"), pydoc_pipeline)
+    ingest_documents(corpus, db.collection("chunked"), pydoc_pipeline, SMALL)
+    plain = {
+        i: meta.get("title", "left out") for i, (_, meta) in stored_rows(db.open("plain")).items()
+    }
+    chunked = {
+        meta["doc_id"]: meta.get("title", "left out")
+        for _, meta in stored_rows(db.open("chunked")).values()
+    }
+    expected = {line["_id"]: "left out" for line in lines} | {"titled": "Owls"}
+    assert plain == chunked == expected
+    assert stored_rows(db.open("plain"))["titled"][0] == "Owls Owls hunt at night."
