@@ -1,5 +1,6 @@
 """BEIR data: one JSONL reader for ingest and evaluation, missing judged documents, self-matches."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,7 @@ from beir_data import write_beir
 
 from probembed.evaluation.datasets import load_dataset, load_retrieval
 from probembed.evaluation.harness import COSINE, Method, embed, evaluate
+from probembed.evaluation.metrics import per_query_metrics
 from probembed.pipeline import FusionConfig
 from probembed.store.readers import Record, read_records
 
@@ -128,3 +130,25 @@ def test_a_document_with_no_text_is_kept_with_a_warning_as_beir_does(tmp_path):
     with pytest.warns(UserWarning, match="1 document.* empty text .*'blank'"):
         data = load_retrieval(path)
     assert data.corpus["blank"] == "" and len(data.corpus) == len(corpus)
+
+
+def test_a_grade_below_0_is_read_as_not_relevant_with_a_warning_naming_file_and_line(tmp_path):
+    """TREC sets grade -1 (not relevant) and -2 (junk): eval read them without a word."""
+    qrels = [("q1", "cats", 1), ("q1", "dogs", -1), ("q2", "fish", -2), ("q2", "birds", 0)]
+    data = write_beir(tmp_path, PLAIN, QUERIES, qrels)
+    said = (
+        r"qrels/test.tsv:3: 2 judgements graded below 0 \(first: query 'q1', document 'dogs', "
+        r"grade -1\), read as not relevant, as grade 0 is"
+    )
+    with pytest.warns(UserWarning, match=said) as told:
+        dataset = load_retrieval(data)
+    assert {w.filename for w in told if "below 0" in str(w.message)} == {__file__}
+    assert dataset.qrels == {"q1": {"cats": 1, "dogs": -1}}
+    assert dataset.without_relevant == ("q2",)  # -2 and 0: no relevant document
+    run = {"q1": {"dogs": 2.0, "cats": 1.0}}
+    as_zero = {"q1": {"cats": 1, "dogs": 0}}
+    assert per_query_metrics(dataset.qrels, run) == per_query_metrics(as_zero, run)
+    write_beir(tmp_path / "clean", PLAIN, QUERIES, [("q1", "cats", 1), ("q2", "fish", 0)])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*below 0")
+        load_retrieval(tmp_path / "clean", "test")

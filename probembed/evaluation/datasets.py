@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.documents import read_texts
-from probembed.evaluation.metrics import left_out_queries
+from probembed.evaluation.metrics import RELEVANT, left_out_queries
 
 STS_HEADER = ("sentence1", "sentence2", "score")
 CLASSIFICATION_HEADER = ("text", "label")
@@ -234,7 +234,8 @@ def load_retrieval(
     Judged documents missing from the corpus stay in the judgements (never retrieved, as in
     BEIR) with a warning naming how many and which; `strict` raises instead. Queries judged
     with no relevant document (every grade 0) are left out, with a warning naming how many
-    and which, and kept in `without_relevant`: no metric is defined for them.
+    and which, and kept in `without_relevant`: no metric is defined for them. Grades below 0
+    are read as not relevant, with a warning naming the file and the first such line.
     """
     directory = Path(directory)
     qrels_dir = directory / "qrels"
@@ -373,9 +374,11 @@ def _read_labelled(path: Path) -> tuple[list[str], list[str]]:
 
 
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """Read a BEIR qrels TSV into {query id: {doc id: relevance}}."""
+    """Read a BEIR qrels TSV into {query id: {doc id: relevance}}; grades below 0 are kept,
+    with a warning (`_negative_grades`)."""
     qrels: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], int] = {}
+    negative: list[tuple[int, str, str, int]] = []
     for lineno, (query_id, doc_id, score) in _read_tsv(path, QRELS_HEADER):
         grade, judged = int(_parse_number(path, lineno, score, int)), qrels.get(query_id, {})
         if judged.get(doc_id, grade) != grade:  # the later line silently won
@@ -385,9 +388,29 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
             )
         first.setdefault((query_id, doc_id), lineno)
         qrels.setdefault(query_id, {})[doc_id] = grade
+        if grade < 0:
+            negative.append((lineno, query_id, doc_id, grade))
     if not qrels:
         raise ValueError(f"{path}: no judgements; expected {_show(QRELS_HEADER)} rows")
+    if negative:
+        _negative_grades(path, negative)
     return qrels
+
+
+def _negative_grades(path: Path, lines: list[tuple[int, str, str, int]]) -> None:
+    """Say that grades below 0 (TREC's -1 "not relevant", -2 "junk"; trec_eval's "in the
+    pool, not judged") are read as not relevant: every metric eval reports counts a grade
+    >= RELEVANT, as ranx and trec_eval do, so they score as a 0 does. Accepted, not refused,
+    since judged sets carry them; said, since a -1 meant as "unknown" would be read alike."""
+    lineno, query_id, doc_id, grade = lines[0]
+    count = f"{len(lines)} judgements" if len(lines) > 1 else "1 judgement"
+    warnings.warn(
+        f"{path}:{lineno}: {count} graded below 0 (first: query {query_id!r}, document "
+        f"{doc_id!r}, grade {grade}), read as not relevant, as grade 0 is: nDCG, recall and "
+        f"MRR count grades >= {RELEVANT} as relevant, as ranx and trec_eval do",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _check_judged_queries(
