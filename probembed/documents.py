@@ -65,6 +65,13 @@ class Problem:
         return f"{self.source}: {self.message}"
 
 
+def with_notes(message: str, exc: BaseException) -> str:
+    """A message told in an error's place, then the error's notes (PEP 678), which str() of
+    it leaves out: a run stopped part-way notes there the problems it had skipped, which its
+    report would have listed (`store.chunked`), for every front door to tell."""
+    return "\n".join([message, *getattr(exc, "__notes__", ())])
+
+
 def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Problem]:
     """One record per non-blank line: `id` (or `_id`), `text`, optional `title`, metadata.
 

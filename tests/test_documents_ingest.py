@@ -25,7 +25,7 @@ from probembed.store.chunked import STREAM_BYTES as STREAM_DEFAULT
 from probembed.store.chunked import ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
-from probembed.store.readers import Record
+from probembed.store.readers import Problem, Record
 
 SMALL = ChunkSettings(48, 8)
 ROOT = Path(__file__).resolve().parents[1]  # small chunks, so a long file has many
@@ -1740,6 +1740,57 @@ def test_a_run_whose_undo_meets_a_conflict_names_the_documents_it_skipped(
     skipped = str(raised.value.problems[0])
     assert said.endswith(f"skipped 1 bad input item(s), none of which was written:\n  {skipped}")
     assert "UTF-16 text, not UTF-8" in skipped
+
+
+def test_a_run_undone_after_its_encoder_failed_names_the_documents_it_skipped(
+    tmp_path, folder, pydoc_pipeline
+):
+    """Under on_error="skip" a run stopped part-way by its encoder, whose undo succeeded,
+    re-raised the encoder's error bare: the documents it had skipped, which its report would
+    have named, were told nowhere. The error carries them now as a note (PEP 678), its class
+    and message as they were, and nothing of the run is stored."""
+    (folder / "notepad.txt").write_bytes("A note.".encode("utf-16"))
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    encode, calls = _failing_encoder(pydoc_pipeline, 2)  # after the first batch was committed
+    with pytest.raises(RuntimeError) as raised:
+        ingest_documents(
+            folder, collection, pydoc_pipeline, SMALL, batch_size=4, encode=encode,
+            on_error="skip",
+        )  # fmt: skip
+    assert type(raised.value) is RuntimeError and str(raised.value) == "encoder went away"
+    assert len(calls) == 2
+    skipped = next(p for p in read_documents(folder) if isinstance(p, Problem))
+    assert "UTF-16 text, not UTF-8" in str(skipped)
+    told = "skipped 1 bad input item(s), none of which was written:\n  " + str(skipped)
+    assert [n.endswith(told) for n in getattr(raised.value, "__notes__", [])] == [True]
+    assert not collection.exists  # the run made it, and its undo took everything back
+
+
+@pytest.mark.parametrize(("error", "code"), [(RuntimeError, 1), (ValueError, 2)])
+def test_cli_a_run_undone_after_its_encoder_failed_names_the_documents_it_skipped(
+    tmp_path, folder, pydoc_pipeline_dir, monkeypatch, error, code
+):
+    """`probembed ingest --chunk --on-error skip` stopped part-way said what stopped it and
+    not the documents it had skipped, which the error's notes hold: told after it now, by
+    the handler of an unexpected failure (exit 1) and by ingest's own (exit 2)."""
+    from probembed.pipeline import Pipeline
+
+    (folder / "notepad.txt").write_bytes("A note.".encode("utf-16"))
+    encode = Pipeline.encode
+
+    def failing(self, texts, *args, **kwargs):  # the PDF's chunks fail, wherever they fall
+        if any("Quantum entanglement" in text for text in texts):
+            raise error("encoder went away")
+        return encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "encode", failing)
+    args = ["ingest", str(folder), "--db", str(tmp_path / "db"), "--chunk", "--on-error", "skip"]
+    args += ["--pipeline", str(pydoc_pipeline_dir), "--batch-size", "4", "--chunk-tokens", "48"]
+    done = CliRunner().invoke(app, [*args, "--overlap", "8"])
+    assert done.exit_code == code, done.output
+    said = " ".join(done.output.split())
+    assert "encoder went away" in said and "skipped 1 bad input item(s)" in said, said
+    assert f"{folder / 'notepad.txt'}: UTF-16 text, not UTF-8" in said
 
 
 def test_a_record_whose_id_is_invisible_is_refused_when_chunked_too(tmp_path, pydoc_pipeline):

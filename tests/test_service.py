@@ -1717,6 +1717,54 @@ def test_a_chunked_write_whose_undo_meets_a_conflict_answers_409_naming_what_sto
     assert stored.count() > 0 and "long#0" not in stored.ids()  # the first batch stays
 
 
+@pytest.mark.parametrize("stop", ["stopping", "storage", "crash"])
+def test_a_chunked_write_undone_after_its_encoder_failed_names_the_documents_it_skipped(
+    tmp_path, pydoc_pipeline_dir, monkeypatch, stop
+):
+    """A chunked write with on_error "skip" whose encoder failed after its first batch is
+    undone, and was answered with what stopped it alone: the documents it had skipped, which
+    its answer would have listed, were told nowhere. The 503s (shutting down, storage) and
+    the 500 (a failure of the server's own, named by the log) list them now, and nothing is
+    stored."""
+    from probembed.service import batching
+    from probembed.service.batching import StoppingError
+    from probembed.store import StorageUnavailableError
+
+    errors = {
+        "stopping": StoppingError(),
+        "storage": StorageUnavailableError("database s3://b/db: cannot write: it timed out"),
+        "crash": RuntimeError("child died at /srv/secret"),
+    }
+    told = {
+        "stopping": str(errors["stopping"]),
+        "storage": f"the database's storage failed: {errors['storage']}",
+        "crash": "internal error: the server's log",
+    }
+    calls, blocking = [], batching.Batcher.encode_blocking
+
+    def failing(self, texts):  # the second batch (the chunk 0s) fails
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise errors[stop]
+        return blocking(self, texts)
+
+    monkeypatch.setattr(batching.Batcher, "encode_blocking", failing)
+    long_doc = {"id": "long", "text": " ".join(f"word{i}." for i in range(200))}
+    bad = {"id": "bad", "text": "Tagged.", "metadata": {"probembed": {"score": 1}}}
+    with _in_process(tmp_path, pydoc_pipeline_dir) as http:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        body = {"documents": [long_doc, bad], "chunk": {"max_tokens": 16}, "on_error": "skip"}
+        answer = http.post("/v1/collections/c/documents", json=body)
+    assert answer.status_code == (500 if stop == "crash" else 503), answer.text
+    detail = answer.json()["detail"]
+    assert detail.startswith(told[stop]) and "/srv/secret" not in detail
+    skipped = detail.split("\n", 1)[1]
+    assert skipped.startswith("Before it stopped, it had skipped 1 bad input item(s), none")
+    assert "\n  documents[1]: document 'bad': " in skipped and "'probembed'" in skipped
+    assert len(calls) == 2
+    assert Database(tmp_path / "db").open("c").count() == 0  # the first batch was undone
+
+
 def test_a_delete_waits_for_the_chunked_write_of_its_collection(
     tmp_path, pydoc_pipeline_dir, monkeypatch
 ):

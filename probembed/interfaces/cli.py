@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from probembed.documents import with_notes
 from probembed.interfaces import eval_commands, store_commands, tune_command
 from probembed.interfaces.console import (
     check_output_file,
@@ -88,9 +89,9 @@ class ProbembedGroup(TyperGroup):
             command, given = self._split(words)
             where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
             if isinstance(exc, KNOWN_FAILURES):
-                raise fail(f"{where}: {exc}") from None
+                raise fail(with_notes(f"{where}: {exc}", exc)) from None
             message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
-            raise fail(message, code=1) from None
+            raise fail(with_notes(message, exc), code=1) from None
 
     def _split(self, words: list[str]) -> tuple[str, str]:
         """The command path (`cache info`) and the rest of the command line, shortened."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from probembed.documents import with_notes
 from probembed.interfaces.console import err, fail, named, note, say
 from probembed.interfaces.store_options import (
     CHUNK_OPTIONS,
@@ -294,12 +295,13 @@ def _refuse_bad_input(read: Callable[[], object]) -> None:
 
 
 def _told(exc: Exception) -> str:
-    """An error's message in a command line's terms: bad input is skipped with --on-error."""
+    """An error's message in a command line's terms: bad input is skipped with --on-error;
+    what a run stopped part-way had skipped is in its notes."""
     from probembed.store import IngestError
 
     if isinstance(exc, IngestError):
         return exc.told("pass --on-error skip")
-    return named(str(exc), SYNC_OPTIONS)
+    return with_notes(named(str(exc), SYNC_OPTIONS), exc)
 
 
 def _own_or_default_pipeline(target: Collection) -> Any:

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
 from probembed.cache import default_cache_dir
+from probembed.documents import with_notes
 from probembed.encoders.base import is_blank
 from probembed.pipeline import pipeline_name
 from probembed.service.batching import QueueFullError
@@ -194,7 +195,7 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         headers = {}
         if isinstance(exc, StorageUnavailableError):
-            return storage_down(request, str(exc))
+            return storage_down(request, str(exc), exc)
         if isinstance(exc, QueueFullError):
             headers["Retry-After"] = str(exc.retry_after)
         elif isinstance(exc, NotReadyError) and not exc.failed:
@@ -204,7 +205,7 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
         if isinstance(exc, NotChunkedError):
             return refusal(status, exc.told('"chunk": true in the documents write'), headers)
-        message = str(exc)
+        message = with_notes(str(exc), exc)  # what a write stopped part-way had skipped
         if isinstance(exc, UndoConflictError):  # what stopped the write, as it would be told
             stop = exc.stopped_by
             known_stop = isinstance(stop, tuple(kind for kind, _ in _STATUS))
@@ -224,20 +225,22 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             message = _unreadable(await request.body())
         return refusal(exc.status_code, message, exc.headers)
 
-    def storage_down(request: Request, said: str) -> Response:
+    def storage_down(request: Request, said: str, exc: Exception) -> Response:
         """503 with Retry-After for a failure of the database's object storage, which the
         same request may not meet later; logged in a line, and /readyz says so a while."""
         for root, shown in roots:
             said = said.replace(root, shown)
         log.warning("%s %s: storage failed: %s", request.method, request.url.path, said)
         service.storage_failed(said)
-        return refusal(503, f"the database's storage failed: {said}", {"Retry-After": "5"})
+        told = with_notes(f"the database's storage failed: {said}", exc)
+        return refusal(503, told, {"Retry-After": "5"})
 
     async def internal(request: Request, exc: Exception) -> Response:
         """Any other exception is the server's fault, never the client's (a numpy ValueError
         deep in search was a 422 "invalid input" and left no trace): 500 in the error body
-        every route answers, while the server logs the traceback."""
-        return refusal(500, _INTERNAL)
+        every route answers, while the server logs the traceback; its notes (what a write
+        stopped part-way had skipped) are the client's."""
+        return refusal(500, with_notes(_INTERNAL, exc))
 
     async def engine_error(request: Request, exc: Exception) -> Response:
         """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a
@@ -245,7 +248,7 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         logged here (a handler for its own class is not re-raised to the server's log)."""
         said = storage_failure(exc) if remote else None
         if said is not None:
-            return storage_down(request, said)
+            return storage_down(request, said, exc)
         log.error("%s %s: internal error", request.method, request.url.path, exc_info=exc)
         return await internal(request, exc)
 

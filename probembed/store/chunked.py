@@ -33,7 +33,7 @@ from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
-from probembed.store.errors import StoreError, UndoConflictError
+from probembed.store.errors import StoreError, UndoConflictError, skipped
 from probembed.store.formats import (
     READERS,
     SourceDocument,
@@ -732,14 +732,17 @@ def _undo(
     stop: Exception,
     problems: Sequence[Problem],
 ) -> None:
-    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`); when
-    the undo meets another writer's commit, an `UndoConflictError` naming what stopped the
-    run once and the other documents' problems it had met, which its report would have
-    listed."""
+    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`), and keep
+    the other documents' problems it had met, which its report would have listed: as a note
+    of `stop` (PEP 678, its class and message as they were: a service answers by the class),
+    or, when the undo meets another writer's commit, in an `UndoConflictError` naming what
+    stopped the run once."""
     try:
         collection.revert(start, touched, stopped_by=stop)
     except UndoConflictError as undo:
         raise UndoConflictError(stop, undo.conflict, problems) from undo.conflict
+    if problems:
+        stop.add_note(skipped(problems))
 
 
 def _failed(item: StreamedFile, exc: Exception) -> Problem:

@@ -18,6 +18,15 @@ def listed(problems: Sequence[Problem]) -> str:
     return f"\n  {shown}{tail}"
 
 
+def skipped(problems: Sequence[Problem]) -> str:
+    """What a run stopped part-way had skipped before it stopped, said after what stopped it
+    (its report, which would have named them, is not returned)."""
+    return (
+        f"Before it stopped, it had skipped {len(problems)} bad input item(s), none of which "
+        f"was written:{listed(problems)}"
+    )
+
+
 class StoreError(ValueError):
     """A store operation that cannot be done as asked; the message says why and what to do."""
 
@@ -132,9 +141,4 @@ class UndoConflictError(WriteConflictError):
         """The message, with what stopped the write as the caller may be told it (a service
         names a failure of its own by its log, not by its text)."""
         said = f"this write stopped part-way ({stopped}), and undoing it failed: {self.conflict}"
-        if not self.problems:
-            return said
-        return (
-            f"{said}\nBefore it stopped, it had skipped {len(self.problems)} bad input "
-            f"item(s), none of which was written:{listed(self.problems)}"
-        )
+        return f"{said}\n{skipped(self.problems)}" if self.problems else said
