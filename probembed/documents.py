@@ -48,7 +48,13 @@ class Record:
         """The one place every front door passes (the class says why); a text that is no str
         is left for ingest's check to name."""
         if isinstance(self.text, str):
-            object.__setattr__(self, "text", self.text.strip())
+            object.__setattr__(self, "text", stored_text(self.text))
+
+
+def stored_text(text: str) -> str:
+    """What a `Record` keeps of the text it is given (the class says why): what is stored,
+    hashed and embedded, so what a limit on a document's length measures (the service's)."""
+    return text.strip()
 
 
 @dataclass(frozen=True)

@@ -1213,6 +1213,46 @@ def wait_for_queue(http, texts: int) -> None:
         time.sleep(0.05)
 
 
+def test_a_documents_text_is_measured_as_stored_and_other_texts_as_sent(tight):
+    """--max-chars measured a document's text before the whitespace around it was stripped
+    (every front door stores, hashes and embeds it stripped: `Record`), so a text within the
+    limit was refused for its padding. A document's text is measured as stored now; texts
+    embedded as sent (/v1/embeddings, a search's query) are measured as sent; each message
+    says which."""
+    padded = "\n\n" + "x" * 50 + "   \n"  # 56 characters sent, 50 stored
+    documents = [{"id": "p0", "text": padded}]
+    documents += [{"id": f"p{i}", "text": f"Short text {i}."} for i in (1, 2, 3)]  # a batch of 4
+    over = [{"id": "o", "text": "  " + "y" * 51 + "\n"}]  # 54 sent, 51 stored
+    within = "z" * 46  # 51 characters sent with the 5 spaces around it
+    with tight.client() as http:
+        assert http.post("/v1/collections", json={"name": "padded"}).status_code == 201
+        written = http.post("/v1/collections/padded/documents", json={"documents": documents})
+        refused = http.post("/v1/collections/padded/documents", json={"documents": over})
+        body = {"documents": over, "on_error": "skip"}
+        skipped = http.post("/v1/collections/padded/documents", json=body)
+        embedded = http.post("/v1/embeddings", json={"model": "hash", "input": [f"  {within}   "]})
+        query = {"query": f"{within}     ", "k": 1}
+        searched = http.post("/v1/collections/padded/search", json=query)
+        schema = http.get("/openapi.json").json()["components"]["schemas"]
+    assert written.status_code == 200 and written.json()["added"] == 4, written.text
+    stored = Database(tight.db).collection("padded").rows(["p0"], ["text"])
+    assert stored["p0"]["text"] == "x" * 50
+    limit = "the limit is 50 (--max-chars)"
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == (
+        f"documents[0] has 51 characters without its surrounding whitespace; {limit}"
+    )
+    assert skipped.status_code == 200 and skipped.json()["skipped"] == [
+        f"documents[0]: document 'o': its text has 51 characters without its surrounding "
+        f"whitespace; {limit}"
+    ]
+    as_sent = f"has 51 characters as sent, with its surrounding whitespace; {limit}"
+    assert embedded.status_code == 422 and embedded.json()["detail"] == f"input[0] {as_sent}"
+    assert searched.status_code == 422 and searched.json()["detail"] == f"query {as_sent}"
+    text = schema["Document"]["properties"]["text"]["description"]
+    assert "At most 50 characters (--max-chars) without its surrounding whitespace" in text
+
+
 def test_concurrent_requests_share_one_encode_batch(tight):
     # four single-text requests fill a batch of 4, which is released at once: no timing
     with tight.client() as http:

@@ -144,9 +144,10 @@ def test_the_limits_are_the_embeddings_routes_and_the_schema_states_them(tight):
     assert many.status_code == 413 and "inputs.sentences has 4 texts" in many.text
     assert "--max-inputs" in many.text
     assert long_source.status_code == 422
-    assert "inputs.source_sentence has 21 characters" in long_source.text
+    as_sent = "has 21 characters as sent, with its surrounding whitespace; the limit is 20"
+    assert f"inputs.source_sentence {as_sent}" in long_source.text
     assert long_sentence.status_code == 422
-    assert "inputs.sentences[1] has 21 characters" in long_sentence.text
+    assert f"inputs.sentences[1] {as_sent}" in long_sentence.text
     assert fits.status_code == 200, fits.text
     fields = schema["components"]["schemas"]["SimilarityInputs"]["properties"]
     assert fields["sentences"]["maxItems"] == 3 and fields["sentences"]["minItems"] == 1

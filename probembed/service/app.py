@@ -123,8 +123,9 @@ def _publish_limits(app: FastAPI, limits: Limits, pipelines: Sequence[str]) -> N
                 if option.get("type") == "string":
                     option["enum"] = list(pipelines)
             components["Document"]["properties"]["text"]["description"] = (
-                f"At most {limits.max_chars} characters (--max-chars), unless the write chunks "
-                "its documents: then only the body's size bounds it."
+                f"At most {limits.max_chars} characters (--max-chars) without its surrounding "
+                "whitespace, as it is stored and embedded, unless the write chunks its "
+                "documents: then only the body's size bounds it."
             )
             # no JSON Schema keyword bounds a whole body: said in words and as an extension
             info = schema["info"]

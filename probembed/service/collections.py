@@ -47,7 +47,7 @@ def _document(
     """A document of a write as the record ingest reads, or, where its text cannot be embedded
     as sent, the problem a skipping write reports (a refusing one was refused before)."""
     source = f"documents[{i}]"
-    problem = text_problem(document.text, limits, chunked)
+    problem = text_problem(document.text, limits, chunked, stored=True)
     if problem is not None:
         return Problem(source, f"document {document.id!r}: its text {problem}", document.id)
     return Record(document.id, document.text, document.metadata, source)
@@ -179,7 +179,15 @@ def _collections(service: Service) -> APIRouter:
         options, skip = body.chunking, body.on_error == "skip"
         texts = [d.text for d in body.documents]
         chunked = options is not None
-        check_texts(texts, "documents", limits, allow_empty=True, chunked=chunked, each=not skip)
+        check_texts(
+            texts,
+            "documents",
+            limits,
+            allow_empty=True,
+            chunked=chunked,
+            each=not skip,
+            stored=True,
+        )
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)
         batcher = service.batcher(pipeline)

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi.encoders import jsonable_encoder
 
+from probembed.documents import stored_text
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.service.errors import ApiError
 from probembed.service.settings import Limits
@@ -137,11 +138,13 @@ def check_texts(
     chunked: bool = False,
     each: bool = True,
     single: bool = False,
+    stored: bool = False,
 ) -> None:
     """Refuse too many texts (413), a text over the character limit or an empty one (422).
     Documents to chunk have no character limit but the body's: each chunk is what is embedded.
     Without `each`, only the count (a write that skips what it cannot embed). `single`: the
-    client sent `field` as one string, so a problem names it without an index."""
+    client sent `field` as one string, so a problem names it without an index. `stored`:
+    documents, measured as stored (`text_problem`)."""
     if len(texts) > limits.max_inputs:
         raise ApiError(
             413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
@@ -150,16 +153,27 @@ def check_texts(
         named = field if single else f"{field}[{i}]"
         if not allow_empty and is_blank(text):
             raise ApiError(422, f"{named} is empty: there is nothing to embed")
-        problem = text_problem(text, limits, chunked) if each else None
+        problem = text_problem(text, limits, chunked, stored) if each else None
         if problem is not None:
             raise ApiError(422, f"{named} {problem}")
 
 
-def text_problem(text: str, limits: Limits, chunked: bool = False) -> str | None:
+def text_problem(
+    text: str, limits: Limits, chunked: bool = False, stored: bool = False
+) -> str | None:
     """Why a text cannot be embedded as sent (over the character limit, unless it is chunked;
-    a lone surrogate), or None: a write with on_error "skip" skips it, others refuse it."""
-    if not chunked and len(text) > limits.max_chars:
-        return f"has {len(text)} characters; the limit is {limits.max_chars} (--max-chars)"
+    a lone surrogate), or None: a write with on_error "skip" skips it, others refuse it. The
+    limit counts what is embedded: a document's text as stored (`stored`: without its
+    surrounding whitespace, `documents.stored_text`; its padding refused a text within it),
+    any other text as sent; the message says which."""
+    if not chunked:
+        measured = stored_text(text) if stored else text
+        if len(measured) > limits.max_chars:
+            how = "without" if stored else "as sent, with"
+            return (
+                f"has {len(measured)} characters {how} its surrounding whitespace; the limit "
+                f"is {limits.max_chars} (--max-chars)"
+            )
     surrogate = lone_surrogate(text)
     if surrogate is not None:
         return f"is not valid Unicode: it holds {surrogate}"
