@@ -11,7 +11,7 @@ A new collection needs the embeddings; over one written before, `ProbembedVector
 takes the pipeline that wrote it (another one is refused: PipelineMismatchError).
 
 Every returned Document carries its id and, under metadata["probembed"], the hit's score, std,
-p_relevant, per-model weights and the query's confidence (see `probembed.store.search.Hit`).
+p_relevant, per-model weights and the query's confidence (see `probembed.store.results.Hit`).
 """
 
 from __future__ import annotations

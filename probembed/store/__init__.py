@@ -29,8 +29,9 @@ from probembed.store.index import IndexSettings
 from probembed.store.ingest import IngestError, IngestReport, ingest, remove
 from probembed.store.ray_ingest import ingest_ray
 from probembed.store.readers import Problem, Record, read_records
+from probembed.store.results import GroupedHit, Hit, QueryResult, confidence
 from probembed.store.rows import Batch, PipelineInfo
-from probembed.store.search import GroupedHit, Hit, QueryResult, Searcher, confidence
+from probembed.store.search import Searcher
 
 __all__ = [
     "DEFAULT_COLLECTION",

@@ -3,21 +3,19 @@
 Every hit carries its exact score under the chosen similarity, the standard deviation of its
 dot-product score, the per-model fusion weights of the stored item and, when the pipeline
 ships a relevance calibrator, the probability that it is relevant; every query carries the
-probability that its first hit truly outranks its second.
+probability that its first hit truly outranks its second. The result types are
+`results.py`'s; the graphs kept on disk between processes, `graph_cache.py`'s.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -26,9 +24,10 @@ from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, co
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian, decimals
-from probembed.scoring import Score, outrank_probability, parse_score
+from probembed.scoring import Score, parse_score
 from probembed.scoring.ensemble import carries_disagreement, hit_variance, member_cosines
 from probembed.store.errors import NotChunkedError, StoreError
+from probembed.store.graph_cache import _graph_path, _save_graph
 from probembed.store.index import (
     FLAT_SPACES,
     MEAN_SPACE,
@@ -47,6 +46,7 @@ from probembed.store.ranking import (
     scan,
     with_moments,
 )
+from probembed.store.results import GroupedHit, QueryResult, _hit, _read_unfiltered, confidence
 from probembed.store.rows import PipelineInfo
 from probembed.store.snapshot import Snapshot, Tilt, same_tilt
 from probembed.store.threads import one_at_a_time
@@ -73,42 +73,6 @@ AGREEMENT_RECHECK_S = 1.0
 
 if TYPE_CHECKING:
     from probembed.store.collection import Collection
-
-
-class Hit(TypedDict):
-    """One ranked item, as a JSON-ready dict (so `hit["id"]` and `json.dumps` both work)."""
-
-    id: str
-    #: Exact score under the similarity searched with (with `hybrid`, the fused RRF score).
-    score: float
-    #: Standard deviation of the query-document dot product: the members' own variance plus
-    #: the spread of their cosines (law of total variance).
-    std: float
-    #: The stored item's fusion weight per model.
-    weights: dict[str, float]
-    #: P(the hit is relevant) from the pipeline's calibrator; None when it has none.
-    p_relevant: float | None
-    text: str | None
-    metadata: dict[str, Any]
-
-
-class GroupedHit(Hit, total=False):
-    """A hit of a `group_by_doc` search: how many of its document's other chunks were among
-    the candidates."""
-
-    other_chunks: int
-
-
-class QueryResult(TypedDict):
-    """One query's answer: its text, its confidence, and its hits, best first."""
-
-    query: str | None
-    #: With a pipeline calibrator's learned query confidence: P(the query is answered well,
-    #: nDCG@10 at least the median of its training queries). Otherwise P(the first hit truly
-    #: outranks the second). Read from the ranking before `min_p_relevant` drops hits, so it
-    #: may stand beside none; None when that ranking has fewer than two hits.
-    confidence: float | None
-    hits: list[Hit]
 
 
 class Searcher:
@@ -735,106 +699,12 @@ class Searcher:
         return out
 
 
-def confidence(dots: np.ndarray, variances: np.ndarray) -> float | np.ndarray | None:
-    """P(first hit truly outranks the second) = Φ((s₁ − s₂)/√(v₁ + v₂)) on dot-product scores.
-
-    The dot product is the score whose variance is known, so s and v are in the same units
-    whatever similarity ranked the hits. For one query's (n,) ranked dots and variances a float,
-    or None below two hits (no rival to outrank: a filter that leaves one hit says nothing of
-    it, and 1.0 would read as certainty); for (nq, n) an array, one per query (NaN below two).
-    """
-    dots, variances = np.asarray(dots), np.asarray(variances)
-    if dots.ndim == 1:
-        value = float(cast(np.ndarray, confidence(dots[None], variances[None]))[0])
-        return None if math.isnan(value) else value
-    if dots.shape[1] < 2:
-        return np.full(len(dots), np.nan)
-    return outrank_probability(dots[:, 0], dots[:, 1], variances[:, 0], variances[:, 1])
-
-
-def _read_unfiltered(
-    hits: list[Hit],
-    keys: Sequence[Hashable],
-    unfiltered: Sequence[Hashable],
-    values: list,
-    past: Mapping[int, float],
-) -> None:
-    """Give a filtered search's hits (`keys`: each one's row, or document when grouped) the
-    p_relevant they have in the same search without the filter (`values` along its ranking,
-    `unfiltered`): read along the filtered list, a hit's rank and gaps were counted among the
-    rows kept, and a chunk filtered to its own document went from 0.10 to 0.82. A hit the
-    unfiltered ranking did not reach takes its own value past it (`past`, by hit index), at
-    most the last one's, and each is capped by the one above it, as along any list (a hybrid
-    list filtered can order hits otherwise)."""
-    if not values:
-        return
-    found = dict(zip(unfiltered, values, strict=True))
-    cap = math.inf
-    for j, (hit, key) in enumerate(zip(hits, keys, strict=True)):
-        cap = min(cap, found.get(key, min(values[-1], past.get(j, values[-1]))))
-        hit["p_relevant"] = cap
-
-
 def _by_depth(ranked: Sequence[Ranked]) -> dict[int, list[int]]:
     """Query indices grouped by how many hits each was ranked to."""
     groups: dict[int, list[int]] = {}
     for i, hits in enumerate(ranked):
         groups.setdefault(len(hits.positions), []).append(i)
     return groups
-
-
-def _hit(
-    doc_id: str,
-    score: float,
-    std: float,
-    models: Sequence[str],
-    weights: Sequence[float],
-    p_relevant: float | None,
-    row: dict[str, Any],
-) -> Hit:
-    """One hit as the public typed dict."""
-    return Hit(
-        id=doc_id,
-        score=score,
-        std=std,
-        weights=dict(zip(models, weights, strict=True)),
-        p_relevant=p_relevant,
-        text=row.get("text"),
-        metadata=_metadata(row.get("metadata")),
-    )
-
-
-def _metadata(raw: str | None) -> dict[str, Any]:
-    """Parse a stored metadata JSON string (skipping the common empty case)."""
-    return json.loads(raw) if raw and raw != "{}" else {}
-
-
-def _graph_path(
-    collection: Collection, space: str, snap: Snapshot, settings: IndexSettings, tilt: Tilt | None
-) -> Path:
-    """Where a collection's graph for one space, build settings, table version, adaptation and
-    row order lives: a graph is built on the rows as tilted, and its nodes are positions, which
-    only the same rows in the same order mean alike (a warm searcher keeps its positions as
-    rows move, so its order need not be a fresh one's)."""
-    tilted = "none" if tilt is None else hashlib.sha256(tilt.factors.tobytes()).hexdigest()[:12]
-    order = hashlib.sha256(np.ascontiguousarray(snap.row_ids, np.int64).tobytes()).hexdigest()
-    build = f"m{settings.m}-e{settings.ef_construction}"
-    name = f"hnsw-{space}-{settings.codec}-{build}-v{snap.version}-t{tilted}-r{order[:12]}.faiss"
-    return collection.derived_dir / name
-
-
-def _save_graph(graph: HnswIndex, path: Path) -> None:
-    """Keep a graph for the next process, dropping this space's older ones; it is a cache,
-    so a directory that cannot be written (a read-only database, a full disk) only means no
-    saving."""
-    space_prefix = path.name.rsplit("-v", 1)[0]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for old in path.parent.glob(f"{space_prefix}-v*.faiss*"):
-            old.unlink(missing_ok=True)
-        graph.save(path)
-    except (OSError, RuntimeError):  # FAISS reports a failed write as RuntimeError
-        return
 
 
 def _validate_queries(queries: Sequence[str]) -> list[str]:
