@@ -2,20 +2,20 @@
 
 The same object turns documents and queries into Gaussians, so index time and query time can
 never drift apart. A directory holds `pipeline.json` and one sub-directory of fitted state per
-model; built-in pipelines ship that directory inside the package.
+model; built-in pipelines ship that directory inside the package. The settings are
+`pipeline_config`'s; finding, checking and tuning records of a directory, `pipeline_directory`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -25,157 +25,54 @@ from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.calibrator import require_dense
 from probembed.encoders import get_encoder
 from probembed.encoders.base import Encoder, validate_texts
-from probembed.fusion import Fused, fuse, member_blocks, parse_fusion, parse_mode, single_model
+from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import adapted_weights
-from probembed.fusion.combine import default_temperature
-from probembed.fusion.names import SINGLE_PREFIX
 from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian
 from probembed.integrations.sentence_transformers import SentenceEncoder
+from probembed.pipeline_config import AdaptConfig, FusionConfig, ModelSpec, ScoreConfig
+from probembed.pipeline_directory import (
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    TUNING_FILE,
+    _fusion_to_json,
+    _read_config,
+    _resolve,
+    available_pipelines,
+    builtin_dir,
+    check_save_target,
+    find_pipeline,
+    pipeline_name,
+    read_tuning,
+    write_tuning,
+)
 from probembed.progress import map_chunks
-from probembed.scoring import Similarity, parse_score, score_matrix, similarity
+from probembed.scoring import Similarity, similarity
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
 
-CONFIG_FILE = "pipeline.json"
-#: The labelled splits that chose a pipeline's settings, beside its config (absent: none known).
-TUNING_FILE = "tuning.json"
-FORMAT_VERSION = 1
+#: What `from probembed.pipeline import ...` gives: the pipeline, its settings (held in
+#: `pipeline_config`) and its directories (`pipeline_directory`).
+__all__ = [
+    "CONFIG_FILE",
+    "FORMAT_VERSION",
+    "TUNING_FILE",
+    "AdaptConfig",
+    "Encoded",
+    "FusionConfig",
+    "ModelSpec",
+    "Pipeline",
+    "ScoreConfig",
+    "as_pipeline",
+    "available_pipelines",
+    "builtin_dir",
+    "check_save_target",
+    "find_pipeline",
+    "pipeline_name",
+    "read_tuning",
+    "write_tuning",
+]
+
 _CHUNK = 256
-
-
-@dataclass(frozen=True)
-class FusionConfig:
-    """How the K per-model Gaussians of a text become one (see probembed.fusion.fuse).
-
-    Checked when made, by the rules `fuse` applies: a config that is accepted always encodes
-    (the model count, once known, is checked again by `Pipeline`).
-    """
-
-    method: str = "uec"
-    mode: str = "concat"
-    temperature: float | None = None  # None: the method's default (see default_temperature)
-    prior: tuple[float, ...] | None = None
-    weights: tuple[float, ...] | None = None
-
-    def __post_init__(self) -> None:
-        """Names in canonical form, numbers as floats, then fuse's own checks on a probe."""
-        model = single_model(self.method)
-        method = f"{SINGLE_PREFIX}{model}" if model else str(parse_fusion(self.method))
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "mode", str(parse_mode(self.mode)))
-        temperature = default_temperature(method) if self.temperature is None else self.temperature
-        object.__setattr__(self, "temperature", _number(temperature, "fusion temperature"))
-        object.__setattr__(self, "prior", _vector(self.prior, "fusion prior"))
-        object.__setattr__(self, "weights", _vector(self.weights, "fusion weights"))
-        self.check(None)
-
-    def check(self, models: Sequence[str] | None) -> None:
-        """Fuse a one-text probe per model, so this config meets exactly the rules of `fuse`."""
-        names = tuple(models) if models is not None else self._probe_models()
-        self.fuse([_probe()] * len(names), names)
-
-    def fuse(self, parts: Sequence[Gaussian], models: Sequence[str]) -> Fused:
-        """Combine per-model Gaussians with these settings: the one way a config is applied."""
-        return fuse(
-            parts,
-            models,
-            method=self.method,
-            mode=self.mode,
-            temperature=self.temperature,
-            prior=self.prior,
-            weights=self.weights,
-        )
-
-    def _probe_models(self) -> tuple[str, ...]:
-        """Stand-in model names before the pipeline is known: as many as prior/weights give."""
-        model = single_model(self.method)
-        if model:
-            return (model,)
-        given = self.weights if self.weights is not None else self.prior
-        return tuple(f"model-{k}" for k in range(len(given) if given else 1))
-
-
-@dataclass(frozen=True)
-class ScoreConfig:
-    """The similarity a pipeline's searches use unless told otherwise; checked when made."""
-
-    name: str = "uec"
-    beta: float = 1.0
-
-    def __post_init__(self) -> None:
-        """The score's canonical name, then the scoring module's own checks on a probe."""
-        object.__setattr__(self, "name", str(parse_score(self.name)))
-        object.__setattr__(self, "beta", _number(self.beta, "score beta"))
-        score_matrix(_probe(), _probe(), self.name, self.beta)
-
-
-@dataclass(frozen=True)
-class AdaptConfig:
-    """How far a collection's own member agreement tilts the fusion prior (0 keeps the prior).
-
-    Not part of the fingerprint: stored rows are fused with the prior and tilted at search
-    time (probembed.fusion.adapt), so no vector depends on it.
-    """
-
-    gamma: float = 0.0
-
-    def __post_init__(self) -> None:
-        """gamma as a finite float >= 0."""
-        gamma = _number(self.gamma, "adapt gamma")
-        if not (math.isfinite(gamma) and gamma >= 0):
-            raise ValueError(f"adapt gamma must be a finite number >= 0, got {self.gamma!r}")
-        object.__setattr__(self, "gamma", gamma)
-
-
-def _probe() -> Gaussian:
-    """One text in one dimension: enough to run fuse's or score's checks on a config."""
-    return Gaussian(np.ones((1, 1)), np.ones((1, 1)))
-
-
-def _number(value: object, what: str) -> float:
-    """A float from a number (or "inf"), or a ValueError naming the setting."""
-    if isinstance(value, bool | np.bool_):  # float(True) is 1.0: a JSON true is not a number
-        raise ValueError(f"{what} must be a number, got {value!r}")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r}") from None
-
-
-def _vector(value: object, what: str) -> tuple[float, ...] | None:
-    """A tuple of floats (JSON- and hash-friendly) from any flat sequence, or None."""
-    if value is None:
-        return None
-    if any(isinstance(v, bool | np.bool_) for v in np.asarray(value, dtype=object).ravel()):
-        raise ValueError(f"{what} must be numbers, one per model, got {value!r}")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be numbers, one per model, got {value!r}") from None
-    if arr.ndim != 1:
-        raise ValueError(f"{what} must be a flat list, one number per model, got shape {arr.shape}")
-    return tuple(float(v) for v in arr)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One member of the ensemble before fitting: an encoder and how to make it probabilistic."""
-
-    encoder: str
-    estimator: str = "laplace"
-    params: dict[str, Any] = field(default_factory=dict)
-    encoder_params: dict[str, Any] = field(default_factory=dict)
-
-
-def builtin_dir() -> Path:
-    """Folder inside the installed package that holds the shipped pipelines."""
-    return Path(__file__).resolve().parent / "pipelines"
-
-
-def available_pipelines() -> list[str]:
-    """Names of the pipelines shipped with the package."""
-    root = builtin_dir()
-    return sorted(p.name for p in root.iterdir() if (p / CONFIG_FILE).is_file())
 
 
 class Encoded:
@@ -610,23 +507,6 @@ def as_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
     )
 
 
-def read_tuning(directory: Path) -> tuple[str, ...]:
-    """The splits a pipeline directory's settings were tuned on (none recorded: ())."""
-    path = directory / TUNING_FILE
-    if not path.is_file():
-        return ()
-    entries = json.loads(path.read_text(encoding="utf-8")).get("tuned_on")
-    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
-        raise ValueError(f"{path}: 'tuned_on' must be a list of \"dataset/path:split\" strings")
-    return tuple(entries)
-
-
-def write_tuning(directory: Path, tuned_on: Sequence[str]) -> None:
-    """Record the splits a pipeline directory's settings were tuned on, in order, once each."""
-    record = json.dumps({"tuned_on": list(dict.fromkeys(tuned_on))}, indent=2)
-    atomic.write_bytes(directory / TUNING_FILE, record.encode())
-
-
 def _labels(encoders: Sequence[Encoder]) -> tuple[str, ...]:
     """Member labels: an encoder's name, plus its params where two members share the name."""
     names = [e.name for e in encoders]
@@ -653,145 +533,6 @@ def _merge(
     mean[found], var[found] = cached.mean, cached.var
     mean[~found], var[~found] = new.mean, new.var
     return Gaussian(mean, var)
-
-
-def check_save_target(directory: Path) -> None:
-    """Saving replaces the whole directory: refuse one that holds anything but a pipeline
-    (a caller about to fit checks first, so a long fit is not lost to a bad --out)."""
-    if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
-        raise ValueError(
-            f"cannot save a pipeline to {directory}: it is not empty and holds no "
-            f"{CONFIG_FILE}; choose a new or empty directory"
-        )
-    if directory.exists() and not directory.is_dir():
-        raise ValueError(f"cannot save a pipeline to {directory}: it is a file")
-    ancestor = directory.absolute().parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ValueError(f"cannot save a pipeline to {directory}: {ancestor} is a file")
-
-
-def find_pipeline(name_or_dir: str | os.PathLike) -> Path:
-    """The directory of a pipeline, its pipeline.json checked, without loading a model: a
-    server or a job refuses a wrong name at once rather than after it has started."""
-    directory = _resolve(name_or_dir)
-    _read_config(directory)
-    return directory
-
-
-def pipeline_name(name_or_dir: str | os.PathLike) -> str:
-    """The name a pipeline loads under, read from its pipeline.json without loading a model:
-    a server states the pipelines it serves in its schema before they have loaded."""
-    directory = _resolve(name_or_dir)
-    return str(_read_config(directory).get("name", directory.name))
-
-
-def _resolve(name_or_dir: str | os.PathLike) -> Path:
-    """A pipeline directory wins; otherwise a built-in name; otherwise a helpful error (a
-    directory without a pipeline is reported when no built-in has its name)."""
-    if not str(name_or_dir).strip():  # Path("") is the working directory
-        raise ValueError(
-            f"no pipeline {str(name_or_dir)!r}: give a built-in name ({available_pipelines()}) "
-            "or a pipeline directory"
-        )
-    path = Path(name_or_dir)
-    builtin = builtin_dir() / str(name_or_dir)
-    if path.is_dir() and ((path / CONFIG_FILE).exists() or not (builtin / CONFIG_FILE).is_file()):
-        return path
-    if (builtin / CONFIG_FILE).is_file():
-        return builtin
-    raise ValueError(
-        f"no pipeline {str(name_or_dir)!r}: not a directory, and not a built-in "
-        f"(built-ins: {available_pipelines()}); make one with `probembed fit`"
-    )
-
-
-def _read_config(directory: Path) -> dict[str, Any]:
-    """Parse and check pipeline.json, naming the directory and the problem on failure."""
-    path = directory / CONFIG_FILE
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(
-            f"{directory} is not a pipeline directory: {CONFIG_FILE} is missing"
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # not JSON, or not UTF-8
-        raise ValueError(f"{path} is corrupted: {exc}") from exc
-    _check_keys(path, "the top level", config, _TOP_KEYS)
-    if config.get("format") != FORMAT_VERSION or isinstance(config.get("format"), bool):
-        raise ValueError(f"{path} has format {config.get('format')!r}; expected {FORMAT_VERSION}")
-    models = config.get("models")
-    if not isinstance(models, list) or not models:
-        raise ValueError(f"{path} lists no models")
-    for i, entry in enumerate(models):
-        _check_keys(path, f"models[{i}]", entry, _MODEL_KEYS)
-        if not {"encoder", "estimator", "dir"} <= set(entry):
-            raise ValueError(f"{path}: model entry {entry} needs encoder, estimator and dir")
-        for key in ("encoder", "estimator"):  # dir: `_inside` below says what it must be
-            if not isinstance(entry[key], str):
-                raise ValueError(f"{path}: models[{i}].{key} must be a string, got {entry[key]!r}")
-        try:
-            estimator_class(entry["estimator"])
-        except ValueError as exc:
-            raise ValueError(f"{path}: models[{i}]: {exc}") from exc
-        if not isinstance(entry.get("encoder_params", {}), dict):
-            raise ValueError(f"{path}: models[{i}].encoder_params must be a JSON object")
-        if not _inside(directory, entry["dir"]):
-            raise ValueError(
-                f"{path}: models[{i}].dir must name a sub-directory of {directory}, "
-                f"got {entry['dir']!r}"
-            )
-    _check_keys(path, '"fusion"', config.get("fusion", {}), _field_names(FusionConfig))
-    _check_keys(path, '"score"', config.get("score", {}), _field_names(ScoreConfig))
-    _check_keys(path, '"adapt"', config.get("adapt", {}), _field_names(AdaptConfig))
-    if not isinstance(config.get("name", ""), str):
-        raise ValueError(f"{path}: name must be a string, got {config['name']!r}")
-    try:  # the values too, so a server refuses a bad one before it starts, not when loading
-        FusionConfig(**config.get("fusion", {}))
-        ScoreConfig(**config.get("score", {}))
-        AdaptConfig(**config.get("adapt", {}))
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: {exc}") from exc
-    return config
-
-
-def _inside(directory: Path, sub: object) -> bool:
-    """Whether `sub` names a folder within the pipeline directory: a shared pipeline must not
-    make its loader read state from elsewhere on the machine."""
-    if not isinstance(sub, str) or not sub:
-        return False
-    root = directory.resolve()
-    target = (root / sub).resolve()
-    return target != root and target.is_relative_to(root)
-
-
-_TOP_KEYS = ("format", "name", "models", "fusion", "score", "adapt")
-_MODEL_KEYS = ("encoder", "encoder_params", "estimator", "dir")
-
-
-def _field_names(config: type) -> tuple[str, ...]:
-    """The keys a config dataclass takes, as pipeline.json may spell them."""
-    return tuple(f.name for f in fields(config))
-
-
-def _check_keys(path: Path, where: str, data: object, allowed: Sequence[str]) -> None:
-    """An object with only known keys, or an error naming the file, the key and the allowed."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: {where} must be a JSON object, got {type(data).__name__}")
-    unknown = [key for key in data if key not in allowed]
-    if unknown:
-        raise ValueError(
-            f"{path}: unknown key {unknown[0]!r} in {where}; allowed keys: {', '.join(allowed)}"
-        )
-
-
-def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
-    """Strict JSON: an infinite temperature (weights = the prior) is written as the string "inf"."""
-    data = asdict(fusion)
-    if math.isinf(cast(float, fusion.temperature)):  # never None once made (__post_init__)
-        data["temperature"] = "inf"
-    return data
 
 
 class WholeTexts:

@@ -7,14 +7,8 @@ import pytest
 
 from probembed.cache import EmbeddingCache
 from probembed.gaussian import Gaussian
-from probembed.pipeline import (
-    FusionConfig,
-    ModelSpec,
-    Pipeline,
-    _resolve,
-    available_pipelines,
-    builtin_dir,
-)
+from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, available_pipelines, builtin_dir
+from probembed.pipeline_directory import _resolve
 
 TEXTS = ["A man plays a guitar.", "Someone is playing an instrument.", "The stock market fell.", ""]
 
