@@ -727,6 +727,34 @@ def test_a_byte_order_mark_is_not_stored_as_text(tmp_path, hash_pipeline):
     assert db.open("c").rows(["bom.md"])["bom.md"]["text"] == "# Title\n\nBody."
 
 
+def test_a_filter_naming_probembeds_own_columns_is_refused_as_no_field(
+    tmp_path, collection, hash_pipeline
+):
+    """`written = 1` filtered on the write tag (an integer, as the literal) without a word:
+    `written > 0` kept every row, `written = 1` none. Every column of the table that is no
+    filterable field and not the metadata JSON is refused, quoted or not, in any case."""
+    rows = [{"id": f"p{i}", "text": f"paper {i}", "year": 2010 + i} for i in range(3)]
+    ingest(write_jsonl(tmp_path / "p.jsonl", rows), collection, hash_pipeline)
+    import lancedb
+
+    names = lancedb.connect(tmp_path / "db").open_table("docs").schema.names
+    own = set(names) - set(collection.filter_fields()) - {"metadata"}
+    assert {"written", "mean", "weights"} <= own
+    for column in sorted(own):
+        for where in (f"{column} > 0", f"{column.upper()} IS NOT NULL", f'"{column}" = 1'):
+            with pytest.raises(StoreError, match=f"no field {column}: it is one of probembed"):
+                collection.search("paper", where=where)
+            with pytest.raises(StoreError, match=f"no field {column}: it is one of probembed"):
+                collection.count(where)
+    with pytest.raises(StoreError, match="filters can name id, text, year$"):
+        collection.search("paper", where="year > 1 AND `written` IS NOT NULL")
+    assert collection.count("text LIKE '%written%'") == 0  # inside a string: a value
+    # an item's own field of that name stays in its JSON, which the refusal says
+    ingest([Record("w", "paper w", {"written": 1})], collection, hash_pipeline)
+    with pytest.raises(StoreError, match="the items hold written in their metadata JSON only"):
+        collection.search("paper", where="written = 1")
+
+
 def test_a_field_given_at_the_top_and_in_metadata_with_two_values_is_a_named_problem(tmp_path):
     """{"lang": "fr", "metadata": {"lang": "en"}} stored "en" and dropped "fr" unsaid."""
     rows = [

@@ -99,8 +99,11 @@ _FIELD_VALUES = {
     "double": "a number, unquoted",
     "bool": "true or false",
 }
-#: Columns every row has that hold no field: the metadata JSON, the vectors, the write tag.
-_NOT_FIELDS = frozenset(CORE_COLUMNS) - {"id", "text"}
+#: probembed's own columns (the vectors, the write tag): a filter naming one is refused up
+#: front, since the engine would filter on it, silently where its type fits (`written = 1`).
+_OWN_COLUMNS = frozenset(CORE_COLUMNS) - {"id", "text", "metadata"}
+#: A quoted name: SQL's "double quotes" or the engine's `backticks`.
+_QUOTED_NAME = re.compile(r'"((?:[^"]|"")*)"|`([^`]*)`')
 #: A name compared in a filter: before a comparison, IN or BETWEEN, or after a comparison.
 _COMPARED = re.compile(
     r"[`\"]?([A-Za-z_]\w*)[`\"]?\s*(?:[=<>!]|(?:not\s+)?(?:in|between)\b)"
@@ -141,7 +144,7 @@ def _compared_as_string(name: str, where: str) -> bool:
 def _mistyped(message: str, where: str, owner: Collection) -> str | None:
     """The engine's refusal of a literal a column's type cannot hold, said with the field, its
     type and the literal (the engine named neither field nor filter); a column that holds no
-    field (`metadata = 1`: the items' JSON) refused as an unknown field is. None for any
+    field (`metadata = 1`: the items' JSON) is refused as an unknown field is. None for any
     other error."""
     found = _UNCONVERTED.search(message)
     if found is None:
@@ -152,9 +155,8 @@ def _mistyped(message: str, where: str, owner: Collection) -> str | None:
     types.update((name, str(t)) for name, t in owner.metadata_columns().items())
     compared = _compared_names(where)
     blamed = [name for name in compared if kind is not None and types.get(name) == kind]
-    hidden = [name for name in compared if name in _NOT_FIELDS]
-    if hidden and not blamed:
-        return _not_a_field(hidden[0], owner)
+    if "metadata" in compared and not blamed:
+        return _not_a_field("metadata", owner)
     shown = value.strip('"').replace('\\"', '"').replace("'", "''")
     literal = f"'{shown}'" if literal_type in ("Utf8", "LargeUtf8") else value
     what = _LITERAL_KINDS.get(literal_type, literal_type)
@@ -170,10 +172,25 @@ def _not_a_field(name: str, owner: Collection) -> str:
             f"no field metadata: it is each item's metadata as JSON text; filters can name "
             f"{_listed(owner)}; `metadata LIKE '%...%'` matches the JSON's text"
         )
-    return (
+    said = (
         f"no field {name}: it is one of probembed's own columns (vectors and bookkeeping); "
         f"filters can name {_listed(owner)}"
     )
+    if owner.holds_in_json(name):
+        said += (
+            f"; the items hold {name} in their metadata JSON only (a field named as one of "
+            "probembed's own columns gets no column), so it cannot be filtered on as a "
+            "field; `metadata LIKE '%...%'` matches the JSON's text"
+        )
+    return said
+
+
+def _own_column(bare: str, unquoted: str) -> str | None:
+    """The first of probembed's own columns a filter names (outside its strings), or None:
+    a name outside quotes as SQL lower-cases it, a quoted one as written."""
+    quoted = [a or b for a, b in _QUOTED_NAME.findall(bare)]
+    names = [n.lower() for n in _NAME.findall(unquoted)] + quoted
+    return next((n for n in names if n in _OWN_COLUMNS), None)
 
 
 def _compared_names(where: str) -> list[str]:
@@ -184,8 +201,9 @@ def _compared_names(where: str) -> list[str]:
 
 
 def filtered(run: Any, where: str | None, owner: Collection) -> Any:
-    """Run a LanceDB call with a filter, refusing more than one SQL condition and turning a
-    bad filter's engine error into a clear StoreError: no engine source paths, and for an
+    """Run a LanceDB call with a filter, refusing more than one SQL condition or a name of
+    probembed's own columns (the engine would filter on them), and turning a bad filter's
+    engine error into a clear StoreError: no engine source paths, and for an
     unknown field the fields a filter can name (asked of `owner` only then), not every
     column, and whether the items hold it in their metadata JSON only."""
     bare = re.sub(r"'(?:[^']|'')*'", "", where or "")
@@ -194,12 +212,15 @@ def filtered(run: Any, where: str | None, owner: Collection) -> Any:
             f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
             "outside a quoted string"
         )
-    unquoted = re.sub(r'"(?:[^"]|"")*"|`[^`]*`', "", bare).replace("<=>", " ")  # null-safe
+    unquoted = _QUOTED_NAME.sub("", bare).replace("<=>", " ")  # null-safe
     if _NULL_COMPARED.search(unquoted):
         raise StoreError(
             f"invalid filter where={where!r}: a comparison with NULL is never true in SQL, so "
             "it keeps no row; write `field IS NULL` or `field IS NOT NULL`"
         )
+    own = _own_column(bare, unquoted)
+    if own is not None:
+        raise StoreError(f"invalid filter where={where!r}: {_not_a_field(own, owner)}")
     folded = _folded(unquoted, owner)
     if folded is not None:
         raise StoreError(
