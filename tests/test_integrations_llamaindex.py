@@ -509,3 +509,37 @@ def test_in_an_empty_list_matches_nothing_and_not_in_it_everything(store, nodes)
         expected = {n.node_id for n in nodes if reference(n.node_id)}
         assert {n.node_id for n in store.get_nodes(filters=filters)} == expected
         assert len(expected) == (0 if operator == F.IN else len(nodes))
+
+
+def test_a_collection_written_by_ingest_is_refused_naming_it_and_what_reads_it(
+    tmp_path, pydoc_pipeline_dir
+):
+    """Over rows `probembed ingest` wrote, which keep no LlamaIndex node, a query failed with
+    LlamaIndex's bare "Node content not found in metadata dict."; get_nodes alike."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from probembed.interfaces.cli import app
+
+    source = tmp_path / "topics.jsonl"
+    rows = [{"id": r.id, "text": r.text, **r.metadata} for r in read_pydoc_topics(TOPICS)]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["ingest", str(source), "--db", str(tmp_path / "db"), "-c", "docs"]
+    made = CliRunner().invoke(app, [*args, "--pipeline", str(pydoc_pipeline_dir)])
+    assert made.exit_code == 0, made.output
+    collection = Database(tmp_path / "db").collection("docs")
+    store = ProbembedVectorStore(collection)  # the pipeline that wrote it
+    says = (
+        r"collection 'docs' holds rows ProbembedVectorStore did not write \(.* keeps no "
+        r"LlamaIndex node\): the LlamaIndex store reads only nodes it wrote; search it with "
+        r"Database\(path\)\.collection\('docs'\)\.search\(\.\.\.\) or LangChain's "
+        r"ProbembedVectorStore\(collection\)"
+    )
+    embed = ProbembedEmbedding(collection.load_pipeline())
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
+    with pytest.raises(ValueError, match=says):
+        index.as_retriever(similarity_top_k=3).retrieve(QUESTION)
+    with pytest.raises(ValueError, match=says):
+        store.get_nodes(node_ids=[rows[0]["id"]])
+    assert collection.search(QUESTION, k=3)["hits"]  # the reopened form reads them

@@ -46,7 +46,7 @@ from pydantic import PrivateAttr
 
 from probembed.integrations import common
 from probembed.pipeline import as_pipeline
-from probembed.store import Collection, Hit, remove
+from probembed.store import Collection, Hit, StoreError, remove
 from probembed.store.rows import metadata_json
 
 if TYPE_CHECKING:
@@ -77,6 +77,8 @@ _LISTED = {FilterOperator.ANY: " OR ", FilterOperator.ALL: " AND "}
 _MISSING_MATCHES = frozenset({FilterOperator.NE, FilterOperator.NIN, FilterOperator.IS_EMPTY})
 #: The metadata field node_to_metadata_dict keeps the source document's id in.
 _REF_DOC = "ref_doc_id"
+#: The metadata field node_to_metadata_dict keeps the whole node in, as JSON.
+_NODE_CONTENT = "_node_content"
 #: Why a bare query embedding is refused.
 _BY_TEXT = (
     "probembed searches by a query's text (its variance and per-model weights come from the "
@@ -222,7 +224,8 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         ids_where = None if node_ids is None else _ids_condition(collection, "id", node_ids)
         ids = collection.matching_ids(common.both(ids_where, self._filters(filters)) or "true")
         rows = collection.rows(ids, ["metadata"])
-        return [metadata_dict_to_node(json.loads(rows[i]["metadata"])) for i in ids if i in rows]
+        name = collection.name
+        return [_stored_node(name, i, json.loads(rows[i]["metadata"])) for i in ids if i in rows]
 
     @common.serialised("_collection")
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -278,7 +281,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         where = self._where(query)
         found = [common.search(self._collection, t, k, where=where, hybrid=hybrid) for t in texts]
         hits = _best_hits(found, k)
-        nodes = [_hit_node(hit, confidence) for hit, confidence in hits]
+        nodes = [_hit_node(self._collection.name, hit, confidence) for hit, confidence in hits]
         return VectorStoreQueryResult(
             nodes=nodes,
             similarities=[h["score"] for h, _ in hits],
@@ -458,9 +461,25 @@ def _without_result(node: BaseNode) -> BaseNode:
     return copy
 
 
-def _hit_node(hit: Any, confidence: float | None) -> BaseNode:
+def _stored_node(collection: str, row_id: str, metadata: dict[str, Any]) -> BaseNode:
+    """The node a row keeps (`node_to_metadata_dict`). A row another front door wrote
+    (`probembed ingest`, LangChain, the service) keeps none, and node_to_metadata_dict would
+    overwrite its `doc_id` if it were re-added as a node made up from it: refused naming the
+    collection and what reads it, not as LlamaIndex's bare "Node content not found"."""
+    if _NODE_CONTENT not in metadata:
+        raise StoreError(
+            f"collection {collection!r} holds rows ProbembedVectorStore did not write (row "
+            f"{row_id!r} keeps no LlamaIndex node): the LlamaIndex store reads only nodes it "
+            f"wrote; search it with Database(path).collection({collection!r}).search(...) or "
+            "LangChain's ProbembedVectorStore(collection), or add the nodes through this store "
+            "to a collection of their own"
+        )
+    return metadata_dict_to_node(metadata)
+
+
+def _hit_node(collection: str, hit: Any, confidence: float | None) -> BaseNode:
     """A search hit as the node that was stored, probembed's numbers in its metadata."""
-    node = metadata_dict_to_node(hit["metadata"])
+    node = _stored_node(collection, hit["id"], hit["metadata"])
     node.metadata[common.RESERVED_KEY] = common.uncertainty(hit, confidence)
     for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
         if common.RESERVED_KEY not in excluded:
