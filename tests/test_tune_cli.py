@@ -203,6 +203,30 @@ def test_too_few_judged_queries_say_how_many_and_how_many_are_needed(
     assert f"calibrator needs at least {MIN_QUERIES}" in said
 
 
+def test_a_corpus_too_small_for_the_agreement_is_refused_before_tuning(
+    two_members, dataset, tmp_path
+):
+    """8 documents failed after embedding with the agreement's own "agreement needs more than
+    10 texts", naming neither dataset nor command; enough judged queries to pass that check."""
+    tiny = tmp_path / "tiny"
+    (tiny / "qrels").mkdir(parents=True)
+    docs = (dataset / "corpus.jsonl").read_text().splitlines()[:8]
+    (tiny / "corpus.jsonl").write_text("\n".join(docs) + "\n")
+    (tiny / "queries.jsonl").write_text((dataset / "queries.jsonl").read_text())
+    judged = "".join(f"q{i}\td{i % 8}\t1\n" for i in range(MIN_QUERIES))  # each one judged
+    (tiny / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + judged)
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["tune", str(two_members), str(tiny), "--out", str(out)])
+    said = _said(result)
+    assert result.exit_code == 2, result.output
+    assert (
+        "tiny dev: 8 documents in its corpus; tuning a fusion measures its members' agreement "
+        "on them, which needs at least 11" in said
+    )
+    assert "tuning start" not in said and "agreement needs more than" not in said
+    assert not out.exists()
+
+
 def test_eval_compare_names_each_tuned_rows_settings(two_members, dataset, tmp_path):
     """The tuned rows printed no weights, T or β, and the JSON held none: nothing to save."""
     rows = tmp_path / "rows.json"

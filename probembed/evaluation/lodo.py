@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -178,11 +178,17 @@ class Split:
         return self.among[keep]
 
 
+def collection_roles(roles: Container[str]) -> list[str]:
+    """The roles whose texts make a split's "collection", what adaptation may look at: a
+    retrieval collection is its corpus, any other split every text it has."""
+    if "docs" in roles:
+        return ["docs"]
+    return [r for r in ("a", "b", "train", "test") if r in roles]
+
+
 def collection_parts(embedded: Embedded) -> list[Gaussian]:
     """Per member, every text of the split (its "collection"): what adaptation may look at."""
-    roles = [embedded.parts[r] for r in ("docs", "a", "b", "train", "test") if r in embedded.parts]
-    if "docs" in embedded.parts:  # a retrieval collection is its corpus
-        roles = [embedded.parts["docs"]]
+    roles = [embedded.parts[r] for r in collection_roles(embedded.parts)]
     return [Gaussian.concat([role[k] for role in roles]) for k in range(len(embedded.models))]
 
 

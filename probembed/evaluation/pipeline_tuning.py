@@ -11,19 +11,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from probembed.evaluation.datasets import Evaluable
+from probembed.evaluation.datasets import Evaluable, RetrievalDataset
 from probembed.evaluation.harness import (
     Embedded,
     Method,
     baseline_methods,
+    dataset_roles,
     embed,
     evaluate,
     primary_metric,
     searched_as,
 )
-from probembed.evaluation.lodo import Scores, Split, embedded_split, tune_families
+from probembed.evaluation.lodo import (
+    Scores,
+    Split,
+    collection_roles,
+    embedded_split,
+    tune_families,
+)
 from probembed.evaluation.report import fusion_settings
 from probembed.evaluation.tuning import without_unweighted
+from probembed.fusion.adapt import NEIGHBOURS
 from probembed.pipeline import AdaptConfig, Pipeline
 
 
@@ -77,11 +85,34 @@ class TuneResult:
     dropped: tuple[str, ...] = ()
 
 
+def check_tunable(pipeline: Pipeline, dataset: Evaluable) -> None:
+    """Refuse a split too small for the members' agreement (more than `NEIGHBOURS` texts)
+    before it is embedded, naming the split and its size: the agreement's own refusal came
+    after minutes and named neither."""
+    if len(pipeline.members) < 2:
+        return  # one member: nothing to fuse, no agreement measured
+    roles = dataset_roles(dataset)
+    texts = sum(len(roles[r]) for r in collection_roles(roles))
+    if texts > NEIGHBOURS:
+        return
+    held = (
+        f"{texts} documents in its corpus"
+        if isinstance(dataset, RetrievalDataset)
+        else f"{texts} texts"
+    )
+    raise ValueError(
+        f"{dataset.name} {dataset.split}: {held}; tuning a fusion measures its members' "
+        f"agreement on them, which needs at least {NEIGHBOURS + 1} (each text's "
+        f"{NEIGHBOURS} nearest are compared): tune on a larger dataset"
+    )
+
+
 def tune_pipeline(
     pipeline: Pipeline, dataset: Evaluable, step: float, progress: bool = False
 ) -> TuneResult:
     """Tune a pipeline's fusion on one labelled split, as the built-ins are tuned, and score
     the starting pipeline, its members and the tuned one there (one member: kept as it is)."""
+    check_tunable(pipeline, dataset)
     embedded = embed(pipeline, dataset, progress)
     metric = primary_metric(dataset)
 

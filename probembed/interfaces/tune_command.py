@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         """
         from probembed.calibration.training import check_judged, fit_calibrator
         from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
-        from probembed.evaluation.pipeline_tuning import tune_pipeline
+        from probembed.evaluation.pipeline_tuning import check_tunable, tune_pipeline
         from probembed.interfaces.console import fail, named, note, say
         from probembed.pipeline import Pipeline, check_save_target
 
@@ -117,6 +117,7 @@ def register(app: typer.Typer) -> None:
             chosen = tuning_split(path, split)
             dataset = load_split(path, chosen, strict)
             start = Pipeline.load(pipeline)
+            check_tunable(start, dataset)  # before minutes of embedding
             retrieval = dataset if isinstance(dataset, RetrievalDataset) else None
             if retrieval is not None:  # before minutes of tuning
                 check_judged(retrieval)
