@@ -198,14 +198,19 @@ def test_eval_options_are_named_in_refusals_and_an_unlearnable_label_in_a_warnin
     assert "1 label(s) in no row of train.tsv ('weird')" in payload["stderr"]
 
 
-def test_eval_drops_self_matches_unless_asked_to_keep_them(pipeline_dir, tmp_path):
+@pytest.mark.parametrize("hybrid", [[], ["--hybrid"]])
+def test_eval_drops_self_matches_unless_asked_to_keep_them(hybrid, pipeline_dir, tmp_path):
     # the query is also a corpus document, with the same text: it would rank itself first
     corpus = [*CORPUS, {"_id": "q1", "text": "why do cats purr"}]
     data = write_beir(tmp_path / "beir", corpus, QUERIES[:1], [("q1", "d1", 1)])
     without = write_beir(tmp_path / "without", CORPUS, QUERIES[:1], [("q1", "d1", 1)])
-    dropped = _values(_eval([str(data)], pipeline_dir, tmp_path / "a.json")["rows"], "mrr@10")
-    reference = _values(_eval([str(without)], pipeline_dir, tmp_path / "b.json")["rows"], "mrr@10")
-    assert dropped == reference
+    dropped = _eval([str(data), *hybrid], pipeline_dir, tmp_path / "a.json")["rows"]
+    reference = _eval([str(without), *hybrid], pipeline_dir, tmp_path / "b.json")["rows"]
+    assert _values(dropped, "mrr@10") == _values(reference, "mrr@10")
+    if hybrid:  # kept, the query's own document is BM25's first hit as well as dense's
+        kept = _eval([str(data), *hybrid, "--keep-self-matches"], pipeline_dir, tmp_path / "c")
+        assert _values(kept["rows"], "mrr@10") == {"hash hybrid": 0.5}
+        return
     kept = _eval([str(data), "--keep-self-matches"], pipeline_dir, tmp_path / "c.json")
     pipe = Pipeline.load(pipeline_dir, cache=False)
     test = load_dataset(data, keep_self_matches=True)
@@ -481,3 +486,68 @@ def test_the_binned_plot_puts_every_signal_on_its_own_quantile_axis(kind, pipeli
     assert any(p.name.endswith("-binned.png") for p in (tmp_path / "p").iterdir()), payload[
         "output"
     ]
+
+
+def _pairs_as_beir(toy_pairs, directory: Path, n: int = 80) -> Path:
+    """A BEIR set of n distinct SICK sentences, each queried by its pair's other sentence."""
+    first: dict[str, tuple[str, str]] = {}
+    for a, b in toy_pairs:
+        first.setdefault(b, (a, b))
+    pairs = list(first.values())[:n]
+    corpus = [{"_id": f"d{i}", "text": b} for i, (_, b) in enumerate(pairs)]
+    queries = [{"_id": f"q{i}", "text": a} for i, (a, _) in enumerate(pairs)]
+    return write_beir(directory, corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(n)])
+
+
+def test_eval_hybrid_reports_what_a_hybrid_search_of_the_corpus_finds(
+    hash_pipeline, toy_pairs, tmp_path
+):
+    """eval could not measure hybrid search (dense + BM25 by RRF), which lifted LIMIT-small's
+    nDCG@10 by 25-32 points: a user choosing a pipeline never saw it."""
+    from probembed.evaluation.metrics import retrieval_metrics, run_from_results
+    from probembed.store import Database, ingest
+
+    data = _pairs_as_beir(toy_pairs, tmp_path / "beir")
+    directory = hash_pipeline.save(tmp_path / "pipe")
+    payload = _eval([str(data), "--hybrid"], directory, tmp_path / "rows.json")
+    reported = _values(payload["rows"], "ndcg@10")
+    assert set(reported) == {"hash hybrid"} and payload["config"]["hybrid"] is True
+    assert "hybrid search: dense + BM25" in payload["stdout"]
+
+    collection = Database(tmp_path / "db", create=True).collection("corpus")
+    ingest(data / "corpus.jsonl", collection, directory)
+    test = load_dataset(data)
+    queries = list(test.queries)
+    results = collection.search([test.queries[q] for q in queries], k=10, hybrid=True)
+    searched = retrieval_metrics(test.qrels, run_from_results(queries, results), ["ndcg@10"])
+    assert reported["hash hybrid"] == searched["ndcg@10"]  # the same ranks, the same sums
+    dense = _values(_eval([str(data)], directory, tmp_path / "dense.json")["rows"], "ndcg@10")
+    assert abs(dense["hash"] - searched["ndcg@10"]) > 0.005  # so the test can fail
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "said"),
+    [
+        ("sts", [], "--hybrid applies to retrieval (BEIR) datasets only, not to toy (sts)"),
+        (
+            "classification",
+            [],
+            "--hybrid applies to retrieval (BEIR) datasets only, not to toy (classification)",
+        ),
+        ("retrieval", ["--compare"], "--hybrid measures the pipeline's own hybrid search"),
+        ("empty", [], "--hybrid: 1 document(s) of empty with an empty text (e.g. 'd2')"),
+    ],
+)
+def test_eval_hybrid_is_refused_where_no_hybrid_search_ranks(
+    kind, options, said, pipeline_dir, tmp_path
+):
+    """A corpus with an empty document failed after embedding, saying to pass --on-error
+    skip, an option of ingest that eval does not have."""
+    empty = [{**CORPUS[1], "text": ""} if d["_id"] == "d2" else d for d in CORPUS]
+    path = write_beir(tmp_path / "empty", empty, QUERIES, [("q1", "d1", 1)])
+    path = path if kind == "empty" else KINDS[kind]
+    args = ["eval", str(path), "--hybrid", *options, "--json", str(tmp_path / "r")]
+    result = runner.invoke(app, [*args, "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2, result.output
+    assert said in _unwrapped(result.output) and "each embedded by" not in result.output
+    assert not (tmp_path / "r").exists()

@@ -3,8 +3,9 @@
 Hits are ranked exactly as a search of a collection of the corpus ranks them (the pipeline's
 fusion, tilted by the corpus's member agreement, and score, then `store.ranking.best` and
 `with_moments`), so the features a calibrator is fitted on are the
-features a search computes; hybrid rankings fuse BM25 in as a hybrid search does. Needs the
-`eval` extra (dataset readers) and `store` (LanceDB, for BM25).
+features a search computes; hybrid rankings fuse BM25 in as a hybrid search does (and give
+`probembed eval --hybrid` its figures: `hybrid_metrics`). Needs the `eval` extra (dataset
+readers) and `store` (LanceDB, for BM25).
 """
 
 from __future__ import annotations
@@ -36,12 +37,18 @@ from probembed.calibration.features import (
 )
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import (
+    RETRIEVAL_DEPTH,
     Embedded,
     corpus_agreement,
     embed,
     exclude_self_matches,
 )
-from probembed.evaluation.metrics import per_query_metrics
+from probembed.evaluation.metrics import (
+    DEFAULT_RETRIEVAL_METRICS,
+    per_query_metrics,
+    retrieval_metrics,
+    run_from_rankings,
+)
 from probembed.evaluation.uncertainty import NDCG_BELOW_MEDIAN, failed_queries
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
@@ -49,7 +56,14 @@ from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
 from probembed.scoring.ensemble import hit_variance
 from probembed.store import Database, ingest
-from probembed.store.ranking import Ranked, best, hybrid_depth, hybrid_ranked, with_moments
+from probembed.store.ranking import (
+    Hybrid,
+    Ranked,
+    best,
+    hybrid_depth,
+    hybrid_ranked,
+    with_moments,
+)
 
 #: Hits per query the calibrator is fitted and evaluated on.
 TOP = 10
@@ -161,13 +175,7 @@ def hybrid_split(
     does), with each hit's `bm25_hit_features`; (nq, 2) `lexical_features` per query.
     """
     embedded = embedded or embed(pipeline, dataset)
-    depth = hybrid_depth(CONFIDENCE_DEPTH)
-    queries, docs, dense, _ = _dense(pipeline, dataset, embedded, depth)
-    where = {doc_id: p for p, doc_id in enumerate(embedded.ids["docs"])}
-    hybrid = []
-    for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
-        found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
-        hybrid.append(hybrid_ranked(row, found, CONFIDENCE_DEPTH))
+    queries, docs, hybrid = _hybrid(pipeline, dataset, bm25, embedded, CONFIDENCE_DEPTH)
     if len({len(h.positions) for h in hybrid}) != 1:
         raise ValueError(f"hybrid training needs at least {CONFIDENCE_DEPTH} documents")
     positions = np.stack([h.positions for h in hybrid])
@@ -175,6 +183,44 @@ def hybrid_split(
     split = _split(pipeline, dataset, embedded, queries, docs, positions, fused)
     hits = [bm25_hit_features(h.positions, h.bm25_positions, h.bm25_scores) for h in hybrid]
     return replace(split, bm25_hits=np.stack(hits)), np.stack([h.lexical for h in hybrid])
+
+
+def hybrid_metrics(
+    pipeline: Pipeline, dataset: RetrievalDataset, corpus: Path, embedded: Embedded | None = None
+) -> dict[str, float]:
+    """nDCG@10, Recall@100 and MRR@10 of the split as a hybrid search of a collection of the
+    corpus (`corpus`: the BEIR folder) ranks it, so `probembed eval --hybrid` reports what
+    `Collection.search(hybrid=True)` finds.
+
+    Each query is ranked as the collection ranks it (its own document included), then that
+    document is left out of the run, as BEIR leaves it out of any run (unless the dataset
+    keeps self-matches); one hit more than the run keeps is ranked to fill its place.
+    """
+    embedded = embedded or embed(pipeline, dataset)
+    as_stored = replace(dataset, keep_self_matches=True)
+    with corpus_text_search(pipeline, corpus) as bm25:
+        _, _, hybrid = _hybrid(pipeline, as_stored, bm25, embedded, RETRIEVAL_DEPTH + 1)
+    ids = embedded.ids["docs"]
+    rankings = [[ids[p] for p in h.positions] for h in hybrid]
+    run = run_from_rankings(
+        embedded.ids["queries"], rankings, RETRIEVAL_DEPTH, dataset.keep_self_matches
+    )
+    return retrieval_metrics(dataset.qrels, run, DEFAULT_RETRIEVAL_METRICS)
+
+
+def _hybrid(
+    pipeline: Pipeline, dataset: RetrievalDataset, bm25: TextSearch, embedded: Embedded, k: int
+) -> tuple[Fused, Fused, list[Hybrid]]:
+    """Fused queries and documents, and each query's k best by reciprocal-rank fusion of the
+    dense ranking and BM25's, each to the depth a search takes (`hybrid_depth`)."""
+    depth = hybrid_depth(k)
+    queries, docs, dense, _ = _dense(pipeline, dataset, embedded, depth)
+    where = {doc_id: p for p, doc_id in enumerate(embedded.ids["docs"])}
+    hybrid = []
+    for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
+        found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
+        hybrid.append(hybrid_ranked(row, found, k))
+    return queries, docs, hybrid
 
 
 def _dense(

@@ -154,9 +154,21 @@ def run_from_results(
 
     A hit with the query's own id is left out, as BEIR and `probembed eval` do.
     """
+    return run_from_rankings(query_ids, [[h["id"] for h in r["hits"]] for r in results], k)
+
+
+def run_from_rankings(
+    query_ids: Sequence[str],
+    rankings: Sequence[Sequence[str]],
+    k: int = 10,
+    keep_self_matches: bool = False,
+) -> dict[str, dict[str, float]]:
+    """Each query's ranked document ids, best first, as the run the metrics read: scores by
+    rank, so ranx keeps the ranking's own order of tied scores (a score tie there would rank
+    by id). The query's own id is left out unless `keep_self_matches`, as BEIR does."""
     run = {}
-    for q, result in zip(query_ids, results, strict=True):
-        ids = [h["id"] for h in result["hits"] if h["id"] != q][:k]
+    for q, ranking in zip(query_ids, rankings, strict=True):
+        ids = [d for d in ranking if keep_self_matches or d != q][:k]
         run[q] = {doc_id: float(len(ids) - rank) for rank, doc_id in enumerate(ids)}
     return run
 

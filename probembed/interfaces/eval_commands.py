@@ -10,17 +10,22 @@ from rich.markdown import Markdown
 
 if TYPE_CHECKING:
     from probembed.evaluation.datasets import Evaluable
+    from probembed.pipeline import Pipeline
 
 DEV_SPLITS = ("dev", "train")
 #: The loaders' parameter names in their messages -> the options that set them.
 DATASET_OPTIONS = {"keep_self_matches": "--keep-self-matches", "without strict": "without --strict"}
 
 
+def dataset_folder(path: Path) -> Path:
+    """The dataset folder of a folder or of one of its split files (a BEIR `qrels/` file too)."""
+    directory = path if path.is_dir() else path.parent
+    return directory.parent if directory.name == "qrels" else directory
+
+
 def find_dev(path: Path, test_split: str) -> str | None:
     """The split tuning may use: dev if present, else train (SciFact's train qrels)."""
-    directory = path if path.is_dir() else path.parent
-    if directory.name == "qrels":
-        directory = directory.parent
+    directory = dataset_folder(path)
     for split in DEV_SPLITS:
         if split != test_split and (
             (directory / f"{split}.tsv").is_file()
@@ -33,9 +38,7 @@ def find_dev(path: Path, test_split: str) -> str | None:
 def split_file(path: Path, split: str) -> Path:
     """The file holding a split of the dataset at `path` (a folder, or one of its files), for
     messages: `<folder>/<split>.tsv`, or a BEIR folder's `qrels/<split>.tsv`."""
-    directory = path if path.is_dir() else path.parent
-    if directory.name == "qrels":
-        directory = directory.parent
+    directory = dataset_folder(path)
     beir = directory / "qrels" / f"{split}.tsv"
     return beir if beir.is_file() else directory / f"{split}.tsv"
 
@@ -62,11 +65,16 @@ def load_test_and_dev(
 
 
 def check_outputs(
-    json_path: Path | None, plots: Path | None, tune_on: str | None, compare: bool
+    json_path: Path | None, plots: Path | None, tune_on: str | None, compare: bool, hybrid: bool
 ) -> None:
     """Refuse what would fail or be ignored only after the whole evaluation has run."""
     from probembed.interfaces.console import check_output_file
 
+    if hybrid and compare:
+        raise ValueError(
+            "--hybrid measures the pipeline's own hybrid search, and --compare's rows are "
+            "fusions no collection searches with; run eval --hybrid once per pipeline"
+        )
     if not compare:
         for option, value in (("--plots", plots), ("--tune-on", tune_on)):
             if value is not None:
@@ -77,6 +85,40 @@ def check_outputs(
         existing = next((p for p in (plots, *plots.absolute().parents) if p.exists()), None)
         if existing is not None and not existing.is_dir():
             raise ValueError(f"--plots {plots}: {existing} is a file, not a folder")
+
+
+def check_hybrid(test: Evaluable) -> None:
+    """Refuse --hybrid where no collection could be searched: BM25 ranks a corpus's documents,
+    and a collection holds none with an empty text."""
+    from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
+
+    if not isinstance(test, RetrievalDataset):
+        raise ValueError(
+            f"--hybrid applies to retrieval (BEIR) datasets only, not to {test.name} "
+            f"({dataset_kind(test)}): a hybrid search fuses BM25 over a corpus of documents; "
+            "leave --hybrid out"
+        )
+    empty = [doc_id for doc_id, text in test.corpus.items() if not text.strip()]
+    if empty:  # found only once the corpus is embedded, as BM25's collection is made
+        raise ValueError(
+            f"--hybrid: {len(empty)} document(s) of {test.name} with an empty text (e.g. "
+            f"{empty[0]!r}), which a collection refuses, so no hybrid search could rank them; "
+            "leave them out of corpus.jsonl, or measure the dense search without --hybrid"
+        )
+
+
+def own_figures(pipe: Pipeline, test: Evaluable, folder: Path, hybrid: bool) -> dict[str, float]:
+    """The pipeline's figures as its search ranks (`folder`: the dataset's, whose corpus a
+    hybrid search's BM25 reads)."""
+    from probembed.evaluation.datasets import RetrievalDataset
+    from probembed.evaluation.harness import embed, evaluate, searched_as
+
+    embedded = embed(pipe, test, progress=True)
+    if hybrid and isinstance(test, RetrievalDataset):
+        from probembed.calibration.training import hybrid_metrics
+
+        return hybrid_metrics(pipe, test, folder, embedded)
+    return evaluate(embedded, test, searched_as(pipe, embedded, test, "uec")).metrics
 
 
 def register(app: typer.Typer) -> None:
@@ -114,6 +156,14 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(help="Let a query retrieve the document with its own id (BEIR drops it)."),
         ] = False,
+        hybrid: Annotated[
+            bool,
+            typer.Option(
+                help="Rank as a hybrid search does (search --hybrid, Collection.search("
+                "hybrid=True)): the pipeline's dense ranking and BM25 over the corpus fused by "
+                "reciprocal rank. BEIR retrieval sets only; not with --compare."
+            ),
+        ] = False,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
         from probembed.evaluation.datasets import (
@@ -121,7 +171,7 @@ def register(app: typer.Typer) -> None:
             RetrievalDataset,
             dataset_kind,
         )
-        from probembed.evaluation.harness import dataset_roles, embed, evaluate, searched_as
+        from probembed.evaluation.harness import dataset_roles
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import (
             markdown_table,
@@ -138,8 +188,10 @@ def register(app: typer.Typer) -> None:
         console = out()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
-            check_outputs(json_path, plots, tune_on, compare)
+            check_outputs(json_path, plots, tune_on, compare, hybrid)
             test, dev = load_test_and_dev(path, split, compare, tune_on, options)
+            if hybrid:
+                check_hybrid(test)
             if pipeline is None:
                 pipeline = SEARCH_PIPELINE if isinstance(test, RetrievalDataset) else "default"
             pipe = Pipeline.load(pipeline)
@@ -158,6 +210,8 @@ def register(app: typer.Typer) -> None:
             )
         result = None
         heading = test.name if test.name == test.split else f"{test.name} ({test.split})"
+        if hybrid:
+            heading += "; hybrid search: dense + BM25 by reciprocal rank"
         if compare and dev is not None:  # only the JSON's tuned_on said where they came from
             where = split_file(path, dev.split)
             say(
@@ -180,17 +234,17 @@ def register(app: typer.Typer) -> None:
                     "as shipped, with its own weights and score"
                 )
         else:
-            embedded = embed(pipe, test, progress=True)
-            outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, "uec"))
+            figures = own_figures(pipe, test, dataset_folder(path), hybrid)
+            method = f"{pipe.name} hybrid" if hybrid else pipe.name
             rows = [
                 {
                     "dataset": test.name,
                     "split": test.split,
-                    "method": pipe.name,
+                    "method": method,
                     "metric": k,
                     "value": v,
                 }
-                for k, v in outcome.metrics.items()
+                for k, v in figures.items()
             ]
         headline = [
             m
@@ -208,6 +262,7 @@ def register(app: typer.Typer) -> None:
                 "tuned_settings": chosen,
                 "strict": strict,
                 "keep_self_matches": keep_self_matches,
+                "hybrid": hybrid,
                 "pipeline": pipe.name,
                 "pipeline_fingerprint": pipe.fingerprint,
                 "models": pipe.models,

@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from probembed.interfaces.eval_commands import DATASET_OPTIONS, find_dev, split_file
+from probembed.interfaces.eval_commands import (
+    DATASET_OPTIONS,
+    dataset_folder,
+    find_dev,
+    split_file,
+)
 
 if TYPE_CHECKING:
     from probembed.evaluation.datasets import Evaluable
@@ -15,12 +20,6 @@ if TYPE_CHECKING:
 
 #: Grid step of the static weights: `retrieval`'s, tuned on one split as a user's is.
 STEP = 0.1
-
-
-def dataset_folder(path: Path) -> Path:
-    """The dataset folder of a folder or of one of its split files (a BEIR `qrels/` file too)."""
-    directory = path if path.is_dir() else path.parent
-    return directory.parent if directory.name == "qrels" else directory
 
 
 def splits_of(path: Path) -> list[str]:
