@@ -159,9 +159,9 @@ def register(app: typer.Typer) -> None:
         hybrid: Annotated[
             bool,
             typer.Option(
-                help="Rank as a hybrid search does (search --hybrid, Collection.search("
-                "hybrid=True)): the pipeline's dense ranking and BM25 over the corpus fused by "
-                "reciprocal rank. BEIR retrieval sets only; not with --compare."
+                help="Score the rankings a hybrid search (search --hybrid) makes: the "
+                "pipeline's dense ranking and BM25 over the corpus, fused by reciprocal rank. "
+                "BEIR retrieval sets only; not with --compare."
             ),
         ] = False,
     ) -> None:
