@@ -530,10 +530,10 @@ def test_a_commit_landing_on_a_creation_that_overwrote_the_table_is_kept(
     assert {i: r["text"] for i, r in rows.items()} == texts
 
 
-def _overwritten_creation(tmp_path, monkeypatch, uri, options, first, pipeline):
+def _overwritten_creation(tmp_path, monkeypatch, uri, options, first, pipeline, write=ingest):
     """Machine B's database, whose creation of collection "c" LanceDB commits as an overwrite
-    of the one machine A makes, ingesting `first` with `pipeline`, between B's look and its
-    commit (done with mode="overwrite", as LanceDB's commit of it ends)."""
+    of the one machine A makes, ingesting `first` with `pipeline` (by `write`), between B's
+    look and its commit (done with mode="overwrite", as LanceDB's commit of it ends)."""
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))
     a = Database(uri, create=True, storage_options=options).collection("c")
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
@@ -541,7 +541,7 @@ def _overwritten_creation(tmp_path, monkeypatch, uri, options, first, pipeline):
 
     def overwriting(name, data, schema):
         monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
-        ingest(first, a, pipeline)
+        write(first, a, pipeline)
         monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
         return b_db._conn.create_table(name, data=data, schema=schema, mode="overwrite")
 
@@ -577,14 +577,14 @@ def _restored_after_looks(monkeypatch, collection, uri, options, looks, meanwhil
     return restores
 
 
-def _later_batch(tmp_path, monkeypatch, uri, options, records, pipeline, reports):
-    """Machine A's next ingest of `records` into collection "c", as a `meanwhile` of
-    `_restored_after_looks`: it lands on the table as it is then, its report in `reports`."""
+def _later_batch(tmp_path, monkeypatch, uri, options, records, pipeline, reports, write=ingest):
+    """Machine A's next ingest of `records` (by `write`) into collection "c", as a `meanwhile`
+    of `_restored_after_looks`: it lands on the table as it is then, its report in `reports`."""
 
     def ingest_later():
         monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-a"))  # its lock
         a = Database(uri, storage_options=options).collection("c")
-        reports.append(ingest(records, a, pipeline))
+        reports.append(write(records, a, pipeline))
         monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-b"))
 
     return ingest_later
@@ -883,3 +883,56 @@ def test_a_creation_repair_beaten_at_every_attempt_names_what_is_not_stored(
     table.checkout(held)
     ids = set(table.search().select(["id"]).limit(None).to_arrow().column("id").to_pylist())
     assert ids >= {r.id for r in later}
+
+
+def _markdown(folder, names, sentences):
+    """A folder of small Markdown files, one sentence each; its path."""
+    folder.mkdir()
+    for i, name in enumerate(names):
+        (folder / name).write_text(f"# {name}\n\n{sentences[i]}\n", encoding="utf-8")
+    return folder
+
+
+def test_a_chunked_first_write_giving_up_its_repair_leaves_the_first_creators_documents(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """Machines A and B ingest the same four Markdown files; B's creation is committed over
+    A's table, A's next ingest lands on the overwrite and every merge of B's repair is
+    beaten, so B gives up (`WriteConflictError`: nothing of its write stored). Its chunked
+    run then undid its ids as "not there before": it deleted A's chunks of the same files
+    and dropped the emptied collection. Now the undo goes back to the table B found."""
+    from probembed.store import WriteConflictError, ingest_documents
+
+    uri = f"s3://{bucket}/db"
+    names = [f"d{i}.md" for i in range(4)]
+    docs = _markdown(tmp_path / "docs", names, sentences)
+    more = _markdown(tmp_path / "more", ["e0.md", "e1.md"], sentences[10:])
+    b_db = _overwritten_creation(
+        tmp_path, monkeypatch, uri, options, docs, hash_pipeline, ingest_documents
+    )
+    b = b_db.collection("c")
+    reports = []
+    landing = _later_batch(
+        tmp_path, monkeypatch, uri, options, more, hash_pipeline, reports, ingest_documents
+    )
+    beaten = set(range(100))
+    _restored_after_looks(monkeypatch, b, uri, options, beaten, landing)
+    give_up = b._restore_keeping
+
+    def giving_up(*args):  # the undo after it meets no other commit
+        try:
+            give_up(*args)
+        finally:
+            beaten.clear()
+
+    monkeypatch.setattr(b, "_restore_keeping", giving_up)
+    with pytest.raises(WriteConflictError, match="nothing of this write was stored") as raised:
+        ingest_documents(docs, b, hash_pipeline)
+    assert "undoing it failed" not in str(raised.value)
+    assert [r.added for r in reports] == [2]
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    db = Database(uri, storage_options=options)
+    assert db.collections() == ["c"]
+    stored = db.open("c").document_index()
+    assert sorted(stored) == names

@@ -177,6 +177,13 @@ class Collection:
         #: version): a search beside an upsert on one handle took row ids listed at one
         #: version from rows another thread had moved (KeyError).
         self._lock = threading.RLock()
+        #: The creation token of the table this handle's first write made: an undo back to
+        #: "not there" (`revert(None, ...)`) drops only that table, and only when empty.
+        self._made: str | None = None
+        #: (creation token, version) of the table this handle's creation found instead of
+        #: making it (LanceDB refused it, or committed it over another writer's table and the
+        #: repair undid it): an undo back to "not there" puts rows back as at that version.
+        self._found: tuple[str | None, int] | None = None
 
     @property
     def derived_dir(self) -> Path:
@@ -796,8 +803,12 @@ class Collection:
         """Put these ids back as they were at `version` (None: not there), in one commit, and
         leave every other row as it is: undoes a write stopped part-way without undoing what
         another writer (the service beside a CLI ingest) committed since, as a rollback of the
-        whole table did. A collection this write made (`version` None) that holds nothing
-        afterwards is dropped. A commit LanceDB cannot reconcile with another writer's is a
+        whole table did. `version` None (no collection before the write) means the version
+        this handle's creation found when another writer's table stood instead (`_found`):
+        undoing to "absent" deleted that writer's rows of the same ids, and dropped the
+        collection when they were all it held. Only a collection this handle made is dropped,
+        when it holds nothing afterwards. Ids none of whose rows changed since are left as
+        they are, with no commit. A commit LanceDB cannot reconcile with another writer's is a
         `WriteConflictError`, as for every write: the ids are then left as the stopped write
         left them, and its message says so (`UNDO_CONFLICT`: a run of it again writes them
         whole). Given what stopped the write (`stopped_by`), that error is an
@@ -817,11 +828,15 @@ class Collection:
             table = self._open()
             if table is None or not ids:
                 return
+            version = self._found_version() if version is None else version
             condition = f"id IN ({sql_list(ids)})"
             old = None
             if version is not None:
                 then = self._at_version(version)
                 old = _in_schema(_scan(then, then.schema.names, condition), table.schema)
+                tagged = WRITE_TAG in table.schema.names
+                if tagged and _same_writes(old, _scan(table, ["id", WRITE_TAG], condition)):
+                    return  # none of these ids was written since: nothing to undo
             if old is None or not old.num_rows:
                 shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)
             else:
@@ -832,12 +847,22 @@ class Collection:
                     .when_not_matched_by_source_delete(condition)
                 )
                 shared_writes.committed(partial(merge.execute, old), UNDO_CONFLICT)
-            if version is None and not table.count_rows():
+            made = self._made is not None and self._made == self.created
+            if version is None and made and not table.count_rows():
                 self.db.drop(self.name)
                 self._table, self._pipeline = None, None
                 self._shares = None
                 self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name
+
+    def _found_version(self) -> int | None:
+        """The version to undo this handle's writes to when the collection was not there
+        before them: the one its creation found (`_found`), while the table is still that
+        one; else None (rows of the ids are deleted, and a table this handle made is dropped
+        when left empty)."""
+        if self._found is None or self._found[0] != self.created:
+            return None
+        return self._found[1]
 
     def document_index(self) -> dict[str, StoredDocument]:
         """doc_id -> what chunked ingest compares a document with: the content hashes its
@@ -1159,9 +1184,11 @@ class Collection:
         the batch is then written as into a table that was there. A local collection's
         creation is held by the write lock, so only a shared one can land as an overwrite.
         """
-        schema = table_schema(batch, created=uuid.uuid4().hex)
+        token = uuid.uuid4().hex
+        schema = table_schema(batch, created=token)
         data = to_arrow(batch, schema)
         self._seen, self._header_at = None, None  # a new table: its own versions and header
+        self._found = None
         try:
             self._table = self.db.create_table(self.name, data, schema)
         except ValueError as exc:
@@ -1170,10 +1197,16 @@ class Collection:
         else:
             version = int(self._table.version)
             if version == 1 or not self._shared:
+                self._made = token
                 return None
-            self._keep_overwritten(version, data)
-            self._seen, self._header_at = None, None
+            try:
+                self._keep_overwritten(version, data)
+            finally:  # given up too: what this write's undo puts back is that table's
+                self._seen, self._header_at = None, None
+                self._found = (self.created, self._seen_version())
         table = self._require()
+        if self._found is None:
+            self._found = (self.created, self._seen_version())
         self.check_pipeline(batch.pipeline)  # the other writer's may be another pipeline
         return table
 
@@ -1336,6 +1369,16 @@ def _scan(
 def _retyped(theirs: pa.Schema, ours: pa.Schema) -> bool:
     """Whether a column both schemas hold has another type in each."""
     return any(f.name in ours.names and ours.field(f.name).type != f.type for f in theirs)
+
+
+def _same_writes(then: pa.Table, now: pa.Table) -> bool:
+    """Whether two reads of the same ids hold the same rows, told by their write tags."""
+
+    def pairs(rows: pa.Table) -> set[tuple[str, int]]:
+        ids, tags = rows.column("id").to_pylist(), rows.column(WRITE_TAG).to_pylist()
+        return set(zip(ids, tags, strict=True))
+
+    return pairs(then) == pairs(now)
 
 
 def _put_back_over(table: Any, tag: int) -> Any:
