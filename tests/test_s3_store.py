@@ -12,6 +12,7 @@ import socket
 import time
 import urllib.request
 import warnings
+from functools import partial
 
 import pyarrow.fs as pafs
 import pytest
@@ -19,7 +20,7 @@ from service_support import Server
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
-from probembed.store import Database, Record, StoreError, ingest
+from probembed.store import Database, Record, StoreError, WriteConflictError, ingest
 
 #: moto accepts any credentials; these are what the client signs with.
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -636,6 +637,65 @@ def test_a_commit_on_a_creation_that_overwrote_a_table_of_other_column_types_is_
     _stored_once(collection, [r.id for r in first + mine + later])
     prices = {i: r["price"] for i, r in collection.rows(list(texts), ("price",)).items()}
     assert prices == {r.id: r.metadata.get("price") for r in first + mine + later}
+
+
+def _retyped_race(tmp_path, monkeypatch, uri, options, pipeline, texts, fields):
+    """The creation race of a field typed otherwise by each first batch, machine A's next
+    batch landing on the overwrite: `fields` gives A's first, B's and A's later value of
+    each field. B's ingest, as a callable, and A's later reports."""
+    ids = list(texts)
+    first = [Record(i, texts[i], {k: v[0] for k, v in fields.items()}) for i in ids[:10]]
+    mine = [Record(i, texts[i], {k: v[1] for k, v in fields.items()}) for i in ids[15:30]]
+    later = [Record(i, texts[i], {k: v[2] for k, v in fields.items()}) for i in ids[30:]]
+    b_db = _overwritten_creation(tmp_path, monkeypatch, uri, options, first, pipeline)
+    b = b_db.collection("c")
+    reports = []
+    landing = _later_batch(tmp_path, monkeypatch, uri, options, later, pipeline, reports)
+    _restored_after_looks(monkeypatch, b, uri, options, {0}, landing)
+    return partial(ingest, mine, b, pipeline), reports, first + mine + later
+
+
+def test_a_batch_on_an_overwrite_whose_column_type_differs_goes_back_in_the_restored_type(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """A's first batch has price 9.99, B's creation price 10, and A's next batch, price 7,
+    lands on B's int64 column (A is told 10 rows were added). The merge back into A's table
+    (double) compared the columns strictly and refused: B got a 409 and A's 10 rows were
+    gone. Now their columns are made again from their JSON in the restored table's types."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
+    write, reports, rows = _retyped_race(
+        tmp_path, monkeypatch, uri, options, hash_pipeline, texts, {"price": (9.99, 10, 7)}
+    )
+    assert write().added == 15
+    assert [r.added for r in reports] == [10]
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, [r.id for r in rows])
+    prices = {i: r["price"] for i, r in collection.rows(list(texts), ("price",)).items()}
+    assert prices == {r.id: r.metadata["price"] for r in rows}
+
+
+def test_a_batch_on_an_overwrite_whose_value_the_restored_column_cannot_hold_names_the_field(
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
+):
+    """As above with a real clash: A's table stores size as a string, and A's next batch
+    wrote whole numbers into B's int64 column. Not a conflict (a retry cannot help): a
+    StoreError naming the field, the rows not stored and the version holding them."""
+    uri = f"s3://{bucket}/db"
+    texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
+    write, _, _ = _retyped_race(
+        tmp_path, monkeypatch, uri, options, hash_pipeline, texts, {"size": ("L", 3, 4)}
+    )
+    told = r"10 rows other writers.*metadata field 'size' = 4 is a int.*version \d+ of the table"
+    with pytest.raises(StoreError, match=told) as raised:
+        write()
+    assert not isinstance(raised.value, WriteConflictError)
+    monkeypatch.undo()
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-c"))
+    collection = Database(uri, storage_options=options).open("c")
+    _stored_once(collection, list(texts)[:10])
 
 
 def test_a_creation_that_overwrote_another_pipelines_table_gives_it_back(

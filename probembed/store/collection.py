@@ -1256,7 +1256,11 @@ class Collection:
         rows = _scan(theirs, theirs.schema.names)
         tag = int(ours.column(WRITE_TAG)[0].as_py())
         merge = partial(_put_back_over, tag=tag)
-        if self._merged_back(rows, merge) is not None:
+        try:
+            given_up = self._merged_back(rows, merge) is not None
+        except StoreError:  # a field of both first batches is typed otherwise in each
+            given_up = True
+        if given_up:
             self._restore_keeping(version, rows, tag)
 
     def _merged_back(self, rows: pa.Table, merge: Callable[[Any], Any]) -> str | None:
@@ -1264,20 +1268,17 @@ class Collection:
         merge builder), adding the metadata columns they hold values in that it lacks, again
         from the latest version when another commit beats it (`OVERWRITE_REPAIRS` attempts):
         None once merged, else why it could not be (a field they hold a value in has another
-        type there, or the last conflict's words), for the message of whoever gives up."""
-        held = [c for c in rows.column_names if c in CORE_COLUMNS or rows[c].null_count < len(rows)]
-        rows = rows.select(held)
+        type there, or the last conflict's words), for the message of whoever gives up.
+        Their metadata columns are made again from their JSON in the table's types
+        (`_refitted`); a value no column of it can hold is a `StoreError` naming the field."""
         why = ""
         for _ in range(OVERWRITE_REPAIRS):
             self._seen, self._header_at = None, None
-            table = self._require()
-            if _retyped(rows.schema, table.schema):
-                return "a metadata field they hold has another type in the table"
-            new = [field for field in rows.schema if field.name not in table.schema.names]
+            data, new = self._refitted(rows)  # a look at the latest version
+            table = self._as_seen()
             try:
                 if new:  # metadata columns only these rows brought
                     shared_writes.committed(partial(table.add_columns, new))
-                data = _in_schema(rows, table.schema)
                 shared_writes.committed(partial(merge(table).execute, data))
                 return None
             except WriteConflictError as conflict:
@@ -1313,19 +1314,60 @@ class Collection:
             return
         olds = sorted(tags - {tag})
         merge = partial(_newer_over, tags=olds)
-        why = self._merged_back(meanwhile, merge)
-        if why is None:
-            return
         ids = sorted(meanwhile.column("id").to_pylist())
-        raise WriteConflictError(
+        try:
+            why = self._merged_back(meanwhile, merge)
+        except StoreError as clash:
+            raise StoreError(self._not_back(ids, held, str(clash))) from clash
+        if why is not None:
+            raise WriteConflictError(self._not_back(ids, held, why))
+
+    def _not_back(self, ids: Sequence[str], held: int, why: str) -> str:
+        """Why a write is refused when rows other writers committed on its overwrite could
+        not go back into the table its repair restored, and what to do."""
+        return (
             f"this write's creation of collection {self.name!r} replaced the table another "
             "writer made at the same moment; that table is restored, but the "
             f"{len(ids)} rows other writers committed on the replaced table meanwhile (e.g. "
-            f"{ids[:5]}) could not go back into it ({why}): they are not stored now (version "
-            f"{held} of the table holds them), and nothing of this write was "
+            f"{list(ids[:5])}) could not go back into it ({why}): they are not stored now "
+            f"(version {held} of the table holds them), and nothing of this write was "
             "stored. Run this write again, and the writes that stored those rows (an ingest "
             "run again stores what is missing)"
         )
+
+    def _refitted(self, rows: pa.Table) -> tuple[pa.Table, list[pa.Field]]:
+        """Rows read at another version in the table's latest schema, with the columns to add
+        for fields new to it: their metadata columns made from their JSON as a write of them
+        would make them (`_widened`: the column cap, fields held in the JSON only), so a
+        field typed otherwise there (an int64 price written on an overwrite, a double one
+        here) or kept in the JSON there comes back as this table holds it."""
+        ids = rows.column("id").to_pylist()
+        metadata = [json.loads(text) for text in rows.column("metadata").to_pylist()]
+        schema, new = self._widened(ids, metadata)
+        columns = {
+            f.name: rows.column(f.name).cast(f.type)
+            if f.name in CORE_COLUMNS
+            else pa.array([m.get(f.name) for m in metadata], f.type)
+            for f in schema
+        }
+        return pa.Table.from_pydict(columns, schema=schema), new
+
+    def _widened(
+        self,
+        ids: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        planned: Mapping[str, pa.DataType] | None = None,
+    ) -> tuple[pa.Schema, list[pa.Field]]:
+        """The table's schema at the latest version (`column_types` looks) with the metadata
+        columns these items bring, and those new columns (`rows.metadata_types`): a value a
+        column cannot hold is a `StoreError` naming the item and the field."""
+        known = self.column_types(metadata)
+        types = metadata_types(ids, metadata, known, planned)
+        new = [pa.field(k, t) for k, t in types.items() if k not in known]
+        schema = self._as_seen().schema
+        for field in new:
+            schema = schema.append(field)
+        return schema, new
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""
@@ -1334,11 +1376,7 @@ class Collection:
                 f"vectors have dimension {batch.fused.gaussian.dim}; collection {self.name!r} "
                 f"stores dimension {self.dim}"
             )
-        known = self.column_types(batch.metadata)
-        new = [pa.field(k, t) for k, t in metadata_types(batch, known).items() if k not in known]
-        schema = table.schema
-        for field in new:
-            schema = schema.append(field)
+        schema, new = self._widened(batch.ids, batch.metadata, batch.columns)
         data = to_arrow(batch, schema)  # every value converts before a column is committed
         if new:
             shared_writes.committed(partial(table.add_columns, new))
@@ -1364,11 +1402,6 @@ def _scan(
     if where:
         builder = builder.where(where)
     return builder.to_arrow()
-
-
-def _retyped(theirs: pa.Schema, ours: pa.Schema) -> bool:
-    """Whether a column both schemas hold has another type in each."""
-    return any(f.name in ours.names and ours.field(f.name).type != f.type for f in theirs)
 
 
 def _same_writes(then: pa.Table, now: pa.Table) -> bool:

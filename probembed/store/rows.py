@@ -174,7 +174,8 @@ def table_schema(batch: Batch, compact: bool = True, created: str | None = None)
         pa.field("weights", pa.list_(pa.float32(), len(models))),
         pa.field(WRITE_TAG, pa.int64()),
     ]
-    extra = [pa.field(k, t) for k, t in metadata_types(batch, {}).items()]
+    types = metadata_types(batch.ids, batch.metadata, {}, batch.columns)
+    extra = [pa.field(k, t) for k, t in types.items()]
     return pa.schema(fields + extra, metadata={SCHEMA_KEY: json.dumps(header).encode()})
 
 
@@ -196,11 +197,17 @@ def variance_basis(header: dict[str, Any]) -> VarianceBasis | None:
 NOT_A_COLUMN = pa.null()
 
 
-def metadata_types(batch: Batch, known: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
+def metadata_types(
+    ids: Sequence[str],
+    metadata: Sequence[Mapping[str, Any]],
+    known: Mapping[str, pa.DataType],
+    planned: Mapping[str, pa.DataType] | None = None,
+) -> dict[str, pa.DataType]:
     """Arrow type of every promotable metadata field, checking values against known columns
-    (and, for fields with no column yet, starting from what the whole write decided)."""
-    types = {**batch.columns, **known}
-    for doc_id, meta in zip(batch.ids, batch.metadata, strict=True):
+    (and, for fields with no column yet, starting from what the whole write decided:
+    `planned`, a batch's `columns`)."""
+    types = {**(planned or {}), **known}
+    for doc_id, meta in zip(ids, metadata, strict=True):
         promote_metadata(doc_id, meta, types, known)
     return {k: t for k, t in types.items() if t != NOT_A_COLUMN}
 
