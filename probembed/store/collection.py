@@ -1293,8 +1293,10 @@ class Collection:
         of the version it replaced that neither this creation (`tag`) nor that table wrote,
         i.e. what other writers committed on the overwrite meanwhile, where the id is absent
         or still holds that table's row. Restoring alone lost them (the first creator's next
-        batch, reported added). When they cannot go back either, the write is a
-        `WriteConflictError` naming them and the version that holds them."""
+        batch, reported added). An id deleted on the overwrite meanwhile comes back, as on
+        the merge path: the restore brings that table back whole. When they cannot go back
+        either, the write is a `WriteConflictError` naming them and the version that holds
+        them (a `StoreError` naming the field, when a value they hold fits no column)."""
         table = self._require()
         not_back = (
             f"the table another writer made at the same moment (version {version - 1}) is "
