@@ -951,6 +951,21 @@ def test_collection_add_refuses_a_blank_id_as_ingest_does(tmp_path, hash_pipelin
     assert not collection.exists
 
 
+@pytest.mark.parametrize("write", ["add", "upsert"])
+def test_collection_writes_refuse_the_reserved_metadata_key_as_ingest_does(
+    tmp_path, hash_pipeline, write
+):
+    """Ingest, chunked ingest, the service and the adapters refuse metadata under
+    `probembed`, the key the adapters give each hit's numbers under; a Batch did not, so
+    `Collection.add` or `upsert` stored it. Refused naming the item, and nothing written."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    collection.add(batch(hash_pipeline, ["a"]))
+    metadata = [{"n": 1}, {"probembed": {"score": 1.0}}]
+    with pytest.raises(StoreError, match="item 'y': metadata uses the key 'probembed'"):
+        getattr(collection, write)(batch(hash_pipeline, ["x", "y"], metadata=metadata))
+    assert collection.ids() == {"a"} and collection.version == 1
+
+
 @pytest.mark.parametrize(
     ("record", "field"),
     [

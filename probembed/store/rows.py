@@ -101,6 +101,10 @@ class Batch:
             unusable = unusable_id(i)
             if unusable is not None:
                 raise StoreError(unusable)
+        for i, meta in zip(self.ids, self.metadata, strict=True):  # as every front door does
+            reserved = reserved_key(meta)
+            if reserved is not None:
+                raise StoreError(f"item {i!r}: {reserved}")
         if len(set(self.ids)) != n:
             raise StoreError(f"batch repeats ids: {_duplicates(self.ids)[:10]}")
         if tuple(self.fused.models) != self.pipeline.models:
