@@ -3,16 +3,21 @@ tells a named actor the texts it encodes, so a test can count what the actors en
 
 `count_encoded_texts` is the job's worker setup hook (`runtime_env`), run in every worker
 process before its first task; this module is pickled by value, since the workers do not
-have the tests folder on their path.
+have the tests folder on their path. The same hook lets a test end a worker (`exit_once_at`)
+or fail a batch (`FAILING`).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import ray
 
 #: The name of the actor that holds the texts the workers encoded.
 COUNTER = "encoded-texts"
+#: A text a worker's hash encoder refuses: its batch fails on Ray.
+FAILING = "a text the Ray workers of the tests refuse to encode"
 
 
 @ray.remote(num_cpus=0)
@@ -21,10 +26,19 @@ class EncodedTexts:
 
     def __init__(self) -> None:
         self.seen: list[tuple[int, str]] = []
+        self.exit_at: str | None = None
 
-    def add(self, dim: int, texts: list[str]) -> None:
-        """Record one encoder call's texts."""
+    def add(self, dim: int, texts: list[str]) -> bool:
+        """Record one encoder call's texts; whether its worker is to exit (`exit_once_at`)."""
         self.seen.extend((dim, t) for t in texts)
+        if self.exit_at in texts:
+            self.exit_at = None
+            return True
+        return False
+
+    def exit_once_at(self, text: str) -> None:
+        """The next worker to encode `text` exits first, once: Ray retries its batch."""
+        self.exit_at = text
 
     def take(self) -> list[tuple[int, str]]:
         """What was recorded since the last take, which starts afresh."""
@@ -40,7 +54,10 @@ def count_encoded_texts() -> None:
     encode = HashingEncoder._encode_batch
 
     def counted(self: HashingEncoder, texts: list[str]) -> np.ndarray:
-        ray.get(ray.get_actor(COUNTER).add.remote(self.dim, texts))
+        if ray.get(ray.get_actor(COUNTER).add.remote(self.dim, texts)):
+            os._exit(1)
+        if FAILING in texts:
+            raise RuntimeError("this worker refuses to encode ray_support.FAILING")
         return encode(self, texts)
 
     HashingEncoder._encode_batch = counted

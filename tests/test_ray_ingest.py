@@ -4,6 +4,7 @@ One local Ray instance (2 CPUs) serves the module; the killed job joins it as a 
 driver process, as a job submitted to a cluster would.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -244,14 +245,16 @@ def test_ray_ingest_sends_actors_only_what_each_member_lacks(
     assert (pipeline.cache.stats.hits, pipeline.cache.stats.misses) == (200 + 100, 100 + 200)
 
 
-@pytest.mark.parametrize("with_cache", [False, True])
+@pytest.mark.parametrize("cache", ["none", "kept", "lost"])
 def test_a_text_repeated_in_later_batches_is_encoded_once_on_ray(
-    tmp_path, monkeypatch, hash_pipeline, sentences, encoded_by_actors, with_cache
+    tmp_path, monkeypatch, hash_pipeline, sentences, encoded_by_actors, cache
 ):
     """A text in two batches the cache lacked was encoded by each batch's actor (the cache
     helped only once one of them had stored it). Now the first batch sends it and the later
     ones take its Gaussians when it answers: each text is encoded once per member, every
-    record stored, with or without a cache, and the rows are those of a local ingest."""
+    record stored, with or without a cache, and the rows are those of a local ingest. A
+    cache that loses what the run stored ("lost": cleared before each batch's second look)
+    moved the borrowed texts to the driver, which encoded them; the driver keeps them now."""
     distinct = sentences[:288]
     # batches of 64: 0-3 new; 4 all repeats (it sends nothing); 5 half repeats, one of them
     # twice in the batch, half new
@@ -260,10 +263,13 @@ def test_a_text_repeated_in_later_batches_is_encoded_once_on_ray(
     items = records(texts)
     want = Database(tmp_path / "here", create=True).collection("c")
     ingest(items, want, hash_pipeline, batch_size=64)
+    with_cache = cache != "none"
     pipeline = cached(hash_pipeline, tmp_path / "cache") if with_cache else hash_pipeline
     looked_up, found_again = pipeline.lookup, []
 
     def lookup(chunk, counted=True):
+        if cache == "lost" and not counted:
+            pipeline.cache.clear()
         found = looked_up(chunk, counted=counted)
         if not counted:  # a batch come back
             found_again.append(sum(int(f.sum()) for f, _ in found))
@@ -280,7 +286,7 @@ def test_a_text_repeated_in_later_batches_is_encoded_once_on_ray(
     dims = [m.encoder.dim for m in hash_pipeline.members]
     assert encoded_by_actors() == Counter({(d, t): 1 for d in dims for t in distinct})
     assert sum(on_driver) == 0
-    if with_cache:  # each text stored once per member, as its sender's actor made it; the
+    if cache == "kept":  # each text stored once per member, as its sender's actor made it; the
         # borrowers read their 64 + 32 repeats from the cache, the driver kept none of them
         assert pipeline.cache.stats.stored == len(distinct) * len(dims)
         assert sum(found_again) == (64 + 32) * len(dims)
@@ -291,10 +297,11 @@ def gaussians(*means):
     return Gaussian(np.array(means, np.float32), np.ones((len(means), 2), np.float32))
 
 
-def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it_to_be_fused():
-    """Ray answers batches in any order: a batch that borrows a text is fused only once the
-    batch sending it has been (with a cache, it reads the text there), with that batch's rows,
-    which are let go after the last borrower; what the cache holds stays as it gave it."""
+def test_a_borrowing_batch_takes_the_rows_its_sender_answered_whatever_the_cache_holds():
+    """Fused in plan order, each batch takes the rows it borrows from its sender's answer,
+    kept on the driver until the last borrower, also where the cache has let them go (here it
+    holds nothing but d); what the cache holds stays as it gave it. A cache that turned off
+    or evicted mid-run sent the borrowed texts to the driver to be encoded again."""
     batches = {0: ["a", "b"], 2: ["b", "c"], 4: ["b", "b"], 6: ["d", "b"], 8: ["c"]}
     lacking = {start: np.ones((len(texts), 1), bool) for start, texts in batches.items()}
     lacking[6][0] = False  # d: cached
@@ -302,18 +309,17 @@ def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it_to_be_fused(
     assert {s: m[:, 0].tolist() for s, m in sent.items()} == {
         0: [True, True], 2: [False, True], 4: [False, False], 6: [False, False], 8: [False]
     }  # fmt: skip
-    # 2 answers first; 8 borrows c from 2, which borrows b from 0: 8 waits for 2's fusion
-    answers = [
-        (2, [Encoded(["c"], gaussians([5, 5]))]),
-        (0, [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))]),
-    ]
+    answers = {
+        0: [Encoded(["a", "b"], gaussians([1, 1], [2, 2]))],
+        2: [Encoded(["c"], gaussians([5, 5]))],
+    }
     nothing, cached_d = (np.zeros(2, bool), None), (np.array([True, False]), gaussians([7, 7]))
     lookups = {0: nothing, 2: nothing, 4: nothing, 6: cached_d, 8: (np.zeros(1, bool), None)}
     fused = {}
-    for start, _received in repeats.in_order(iter(answers), [4, 6, 8]):
-        found, got = repeats.lend(start, batches[start], [lookups[start]])[0]
+    for start in sent:
+        lent = repeats.lend(start, batches[start], [lookups[start]], answers.get(start, [None]))
+        found, got = lent[0]
         fused[start] = (found.tolist(), None if got is None else got.mean.tolist())
-    assert list(fused) == [0, 2, 4, 6, 8]
     assert fused == {
         0: ([False, False], None),
         2: ([True, False], [[2, 2]]),
@@ -322,10 +328,6 @@ def test_a_batch_borrowing_a_text_waits_for_the_batch_that_sends_it_to_be_fused(
         8: ([True], [[5, 5]]),
     }
     assert repeats._kept == [{}]  # every row let go with its last borrower
-    # with a cache the borrowers read it there (their senders stored it): nothing is kept
-    reading, _ = RepeatedTexts.planned(1, batches, lacking, keep=False)
-    assert [start for start, _ in reading.in_order(iter(answers[1:]), [])] == [0]
-    assert reading._kept == [{}]
 
 
 def test_the_driver_keeps_no_cached_gaussians_while_a_batch_is_out(
@@ -393,6 +395,101 @@ def test_a_ray_ingest_bar_moves_as_the_actors_encode(
         records(texts), collection, hash_pipeline, batch_size=len(texts), advance=advance
     )
     assert report.added == len(texts) and sum(told) == len(texts)
+
+
+def bar_of(told):
+    """An `advance` that appends each move of the bar to `told`."""
+    return told.append
+
+
+def test_a_ray_ingest_bar_ends_at_every_text_with_cached_and_borrowed_texts(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """The driver tells the bar each batch's texts its actors did not encode (cached, or
+    borrowed from an earlier batch) as the batch is fused: the bar ends at every text, once,
+    never moving back. (A run that left that share out stayed green before.)"""
+    distinct = sentences[:160]
+    texts = distinct[:128] + distinct[64:96] + distinct[128:160]  # batch 2 borrows 32 of 1
+    store = tmp_path / "cache"
+    ingest(records(distinct[:32]), Database(tmp_path / "some", create=True).collection("c"),
+           cached(hash_pipeline, store), batch_size=64)  # fmt: skip
+    told = []
+    collection = Database(tmp_path / "ray", create=True).collection("c")
+    report = ingest_ray(
+        records(texts), collection, cached(hash_pipeline, store), batch_size=64, workers=2,
+        advance=bar_of(told),
+    )  # fmt: skip
+    assert report.added == collection.count() == len(texts)
+    assert sum(told) == len(texts) and min(told) > 0
+
+
+def keeping_the_counter(monkeypatch, held):
+    """Make Ray ingest's progress count (`counted`) append its counter actor to `held`."""
+    from probembed.store import ray_ingest
+
+    counted = ray_ingest.counted
+
+    @contextlib.contextmanager
+    def keeping(tally):
+        with counted(tally) as counter:
+            held.append(counter)
+            yield counter
+
+    monkeypatch.setattr(ray_ingest, "counted", keeping)
+
+
+def test_losing_the_progress_counter_loses_only_the_bar(
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address
+):
+    """Each actor waited for the count to take every piece: the count killed at the bar's
+    first move failed the ingest (RayTaskError, no rows). Now the actors do not wait, and
+    the driver tells each batch's rest as it is fused: every row is stored, the bar ends."""
+    texts, held, told = sentences[:600], [], []
+    keeping_the_counter(monkeypatch, held)
+
+    def advance(whole):
+        told.append(whole)
+        if len(told) == 1:
+            ray.kill(held[0])
+
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    report = ingest_ray(
+        records(texts), collection, hash_pipeline, batch_size=len(texts), advance=advance
+    )
+    assert report.added == collection.count() == len(texts)
+    assert sum(told) == len(texts) and min(told) > 0
+
+
+def test_a_retried_batch_does_not_carry_the_bar_past_its_texts(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """Ray retries the batch of an actor that died, which counts its pieces again: the bar
+    was told 728 of 600 (and chunked ingest then moved its own back). Each batch's count now
+    stops at what it sends."""
+    texts, told = sentences[:600], []
+    ray.get(ray.get_actor(ray_support.COUNTER).exit_once_at.remote(texts[300]))  # 2nd piece
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    report = ingest_ray(
+        records(texts), collection, hash_pipeline, batch_size=len(texts), advance=bar_of(told)
+    )
+    assert report.added == collection.count() == len(texts)
+    assert sum(told) == len(texts) and min(told) > 0
+
+
+def test_a_batch_ray_lets_go_fails_the_ingest_not_silently(
+    tmp_path, monkeypatch, hash_pipeline, sentences, ray_address
+):
+    """With DataContext.max_errored_blocks above 0 Ray Data drops a failed batch and goes
+    on: the ingest reported success without its texts. Now the batches come back in plan
+    order, and one missing stops the run naming it, with the batches before it written."""
+    context = pytest.importorskip("ray.data").DataContext.get_current()
+    monkeypatch.setattr(context, "max_errored_blocks", 1)
+    texts = sentences[:192]
+    texts[70] = ray_support.FAILING  # in the second batch of 64
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    with pytest.raises(RuntimeError, match="the batch at text 64 was due"):
+        ingest_ray(records(texts), collection, hash_pipeline, batch_size=64, workers=1)
+    assert collection.count() == 64
 
 
 def test_embed_on_ray_reads_and_fills_the_embedding_cache(

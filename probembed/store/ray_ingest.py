@@ -26,6 +26,7 @@ without a cache of their own: the driver's is the one every run shares.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import math
 import os
@@ -58,7 +59,7 @@ from probembed.store.ingest import (
     validate_options,
     writing_pipeline,
 )
-from probembed.store.ray_progress import counted
+from probembed.store.ray_progress import BatchTally, counted
 from probembed.store.readers import Problem, Record
 from probembed.store.repeats import RepeatedTexts
 from probembed.store.rows import PipelineInfo
@@ -279,11 +280,14 @@ class Embedder:
         and variances of the texts marked for it, as float32 bytes (empty for none)."""
         means: list[list[bytes]] = []
         variances: list[list[bytes]] = []
-        for texts, lacking in zip(
-            batch.column("texts").to_pylist(), batch.column("lacking").to_pylist(), strict=True
+        for start, texts, lacking in zip(
+            batch.column("start").to_pylist(),
+            batch.column("texts").to_pylist(),
+            batch.column("lacking").to_pylist(),
+            strict=True,
         ):
             marks = np.asarray(lacking, dtype=bool).reshape(len(texts), -1)
-            told = None if self._counter is None else self._encoded
+            told = None if self._counter is None else functools.partial(self._encoded, start)
             parts = self.pipeline.encode_lacking(texts, marks, told)
             means.append([b"" if e is None else e.gaussian.mean.tobytes() for e in parts])
             variances.append([b"" if e is None else e.gaussian.var.tobytes() for e in parts])
@@ -295,13 +299,12 @@ class Embedder:
             }
         )
 
-    def _encoded(self, units: int) -> None:
-        """Tell the job's counter `units` more member-texts encoded, and wait till it has
-        them: so they are counted before this batch's answer reaches the driver."""
-        import ray
-
+    def _encoded(self, start: int, units: int) -> None:
+        """Tell the job's counter `units` more member-texts of the batch at `start` encoded,
+        without waiting for it: the bar is only a view, and the driver tells each batch's
+        rest as it is fused, so a lost counter costs the bar, not the batch."""
         if units:
-            ray.get(self._counter.add.remote(units))
+            self._counter.add.remote(start, units)
 
 
 def embed_on_ray(
@@ -315,16 +318,17 @@ def embed_on_ray(
     advance: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[np.ndarray, Fused]]:
     """(positions in `texts`, their Gaussians) per batch of `batch_size`: first the batches the
-    pipeline's embedding cache holds whole, then the others in the order Ray finishes them.
+    pipeline's embedding cache holds whole, then the others in order.
     `advance` is told the whole texts done as the actors encode each piece of a batch
     (member-texts / members, as `Pipeline.encode` tells it), and, as each batch is yielded,
     those the cache or an earlier batch gave it.
 
     Needs a Ray session (`ray_session`). Actors get only what the cache lacks, one batch per
     call, and the driver stores what they return in the cache; a text several batches lack
-    goes out once, with the first, and the later ones wait for it to be fused to borrow its
-    rows (`RepeatedTexts.in_order`). `starts`: the batches to embed, by their first position
-    (a resumed `embed_job` has written the others).
+    goes out once, with the first, and the later ones borrow its rows (`RepeatedTexts`), so
+    the batches sent out are fused in the order they were sent (`preserve_order`). `starts`:
+    the batches to embed, by their first position (a resumed `embed_job` has written the
+    others).
     """
     import ray.data
 
@@ -350,16 +354,15 @@ def embed_on_ray(
             yield np.arange(start, start + len(chunk)), pipeline.fuse([g for _, g in lookups])
     if not lacking:
         return
-    # a text lacking in several batches goes out with the first; the others borrow its rows,
-    # from the cache its sender fills, or kept for them where there is none
-    cache = pipeline.cache
-    keep = cache is None or not cache.enabled
-    repeats, sent = RepeatedTexts.planned(members, batches, lacking, keep)
+    # a text lacking in several batches goes out with the first; the others borrow its rows
+    repeats, sent = RepeatedTexts.planned(members, batches, lacking)
+    tally = BatchTally(told, {start: int(marks.sum()) for start, marks in sent.items()})
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the caller shows one bar for the whole job
     context.print_on_execution_start = False
+    context.execution_options.preserve_order = True  # each sender answered before its borrowers
     work = [_work(start, batches[start], marks) for start, marks in sent.items() if marks.any()]
-    with counted(None if advance is None else told) as counter:
+    with counted(None if advance is None else tally) as counter:
         dataset = ray.data.from_arrow(work).map_batches(
             Embedder,
             fn_constructor_kwargs={
@@ -374,15 +377,38 @@ def embed_on_ray(
             num_gpus=gpus_per_worker or None,
         )
         answers = _answers(dataset, pipeline, batches, sent)
-        silent = [start for start, marks in sent.items() if not marks.any()]
-        for start, received in repeats.in_order(answers, silent):
+        for start, received in _in_plan_order(answers, sent, members):
             chunk = batches[start]
             # read again, uncounted (the statistics counted the first look): what the cache
-            # let go since is encoded here (`Encoded.take`)
-            lookups = repeats.lend(start, chunk, pipeline.lookup(chunk, counted=False))
+            # let go since is encoded here (`Encoded.take`), but for borrowed rows, kept
+            looked_up = pipeline.lookup(chunk, counted=False)
+            lookups = repeats.lend(start, chunk, looked_up, received)
             parts = pipeline.encode_members(chunk, encoded=received, looked_up=lookups)
-            told(len(chunk) * members - int(sent[start].sum()))  # what the actors did not tell
+            tally.fused(start, len(chunk) * members)
             yield np.arange(start, start + len(chunk)), pipeline.fuse(parts)
+
+
+def _in_plan_order(
+    answers: Iterator[tuple[int, list[Encoded | None]]],
+    sent: Mapping[int, np.ndarray],
+    members: int,
+) -> Iterator[tuple[int, list[Encoded | None]]]:
+    """Each planned batch with its actors' answer (none for one sending nothing), in plan
+    order, which Ray Data keeps: a batch whose answer does not come next is an error, not a
+    batch left out of the run."""
+    for start, marks in sent.items():
+        if not marks.any():
+            yield start, [None] * members
+            continue
+        got, received = next(answers, (None, []))
+        if got != start:
+            came = "no more answers" if got is None else f"the batch at text {got}"
+            raise RuntimeError(
+                f"Ray returned {came} where the batch at text {start} was due: its answer was "
+                "lost (a DataContext.max_errored_blocks above 0 lets a failed batch go); the "
+                "batches before it are written, a re-run embeds the rest"
+            )
+        yield start, received
 
 
 def _answers(

@@ -1,19 +1,20 @@
 """Texts repeated across the batches of one Ray run: encoded by one actor, shared on the driver.
 
 A text that several batches lack (some member's cache does not hold it) is sent to the actors
-with the first of them, its sender; each later batch, a borrower, does not send it again but
-waits for the sender to be answered and fused, and reads its rows of that text from the cache
-the sender filled, or, where there is no cache, from the driver, which keeps them until the last
-borrower is fused. So a text is encoded once per run, as local ingest's cache gives it once the
-first batch stored it; copies within one batch are encoded as local ingest encodes them, each.
-The driver decides all this before any batch goes out, from the texts alone: the workers run as
-before, and only a borrower's fusion waits.
+with the first of them, its sender; each later batch, a borrower, does not send it again. The
+batches are fused in plan order (Ray Data keeps it: `preserve_order`), so a sender has always
+been answered before its borrowers are fused; the driver keeps the sender's rows of such texts
+until the last borrower is fused and lends them as if looked up (where the cache, which the
+sender filled, still holds them, it gives the same rows). So a text is encoded once per run,
+as local ingest's cache gives it once the first batch stored it; copies within one batch are
+encoded as local ingest encodes them, each. The driver decides all this before any batch goes
+out, from the texts alone; the actors never wait for one another.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,16 +33,9 @@ Received = Sequence["Encoded | None"]
 class RepeatedTexts:
     """Which earlier batch each batch borrows a text from, and the rows kept for borrowers."""
 
-    def __init__(self, members: int, keep: bool = True) -> None:
-        #: whether the driver keeps a sender's rows for its borrowers: not where they read
-        #: them from the cache the sender fills
-        self._keep = keep
+    def __init__(self, members: int) -> None:
         #: batch start -> per member, the texts (one per row) it borrows
         self._borrowed: dict[int, list[list[str]]] = {}
-        #: borrower -> the senders it borrows from that have not been fused yet
-        self._waits: dict[int, set[int]] = {}
-        #: sender -> the batches that borrow from it
-        self._borrowers: dict[int, set[int]] = {}
         #: per member, text -> rows of borrowers not fused yet that borrow it
         self._wanted: list[Counter[str]] = [Counter() for _ in range(members)]
         #: per member, text -> (mean, var) from its sender's answer, kept for its borrowers
@@ -49,16 +43,12 @@ class RepeatedTexts:
 
     @classmethod
     def planned(
-        cls,
-        members: int,
-        batches: Mapping[int, Sequence[str]],
-        lacking: Mapping[int, np.ndarray],
-        keep: bool = True,
+        cls, members: int, batches: Mapping[int, Sequence[str]], lacking: Mapping[int, np.ndarray]
     ) -> tuple[RepeatedTexts, dict[int, np.ndarray]]:
-        """The ledger of the batches `lacking` marks ((texts, members) each, in batch order),
-        and what each sends itself: its marks less the texts an earlier batch sends. `keep`
-        False: the borrowers read the rows from the cache (their senders stored them)."""
-        ledger = cls(members, keep)
+        """The ledger of the batches `lacking` marks ((texts, members) each), in the order
+        they are sent and fused, and what each sends itself: its marks less the texts an
+        earlier batch sends."""
+        ledger = cls(members)
         senders: list[dict[str, int]] = [{} for _ in range(members)]  # text -> first lacking
         sent = {
             start: ledger._plan(start, batches[start], marks, senders)
@@ -74,56 +64,21 @@ class RepeatedTexts:
         borrowed: list[list[str]] = [[] for _ in senders]
         for member, first in enumerate(senders):
             for row in np.flatnonzero(marks[:, member]).tolist():
-                sender = first.setdefault(texts[row], start)
-                if sender != start:
+                if first.setdefault(texts[row], start) != start:
                     sent[row, member] = False
                     borrowed[member].append(texts[row])
                     self._wanted[member][texts[row]] += 1
-                    self._waits.setdefault(start, set()).add(sender)
-                    self._borrowers.setdefault(sender, set()).add(start)
         if any(borrowed):
             self._borrowed[start] = borrowed
         return sent
 
-    def in_order(
-        self, answers: Iterable[tuple[int, Received]], silent: Iterable[int]
-    ) -> Iterator[tuple[int, Received]]:
-        """The batches, each with what its actors sent back, in an order they can be fused in:
-        each after every batch it borrows from has been fused (and, with a cache, stored
-        what it lends), so the caller fuses each before it takes the next. `answers`: the
-        batches as the actors answer them; `silent`: those that send nothing."""
-        waiting: dict[int, Received] = {start: [None] * len(self._kept) for start in silent}
-        for start, received in answers:
-            waiting[start] = received
-            ready = deque([start])
-            while ready:
-                batch = ready.popleft()
-                if batch in waiting and batch not in self._waits:
-                    received = waiting.pop(batch)
-                    yield batch, received
-                    ready.extend(self._fused(batch, received))
-
-    def _fused(self, start: int, encoded: Received) -> list[int]:
-        """Keep the rows of a fused batch's answer that later batches borrow; the borrowers
-        that wait for no batch any more."""
-        for wanted, kept, made in zip(self._wanted, self._kept, encoded, strict=True):
-            if made is None or not self._keep:
-                continue
-            for row, text in enumerate(made.texts):
-                if wanted[text] and text not in kept:
-                    kept[text] = (made.gaussian.mean[row].copy(), made.gaussian.var[row].copy())
-        ready = []
-        for borrower in sorted(self._borrowers.pop(start, ())):
-            senders = self._waits[borrower]
-            senders.discard(start)
-            if not senders:
-                del self._waits[borrower]
-                ready.append(borrower)
-        return ready
-
-    def lend(self, start: int, texts: Sequence[str], lookups: Sequence[Lookup]) -> list[Lookup]:
-        """The batch's lookups with what it borrows filled in (as found); rows no later batch
-        borrows are let go. For a batch `in_order` gave."""
+    def lend(
+        self, start: int, texts: Sequence[str], lookups: Sequence[Lookup], received: Received
+    ) -> list[Lookup]:
+        """The batch's lookups with what it borrows filled in (as found), for the batches in
+        plan order, each with its actors' answer: the rows of it later batches borrow are
+        kept, and let go with their last borrower, whatever the cache does meanwhile."""
+        self._keep(received)
         borrowed = self._borrowed.pop(start, None)
         if borrowed is None:
             return list(lookups)
@@ -138,6 +93,15 @@ class RepeatedTexts:
                     del wanted[text]
                     kept.pop(text, None)
         return out
+
+    def _keep(self, received: Received) -> None:
+        """Keep the rows of an answer that later batches borrow."""
+        for wanted, kept, made in zip(self._wanted, self._kept, received, strict=True):
+            if made is None:
+                continue
+            for row, text in enumerate(made.texts):
+                if wanted[text] and text not in kept:
+                    kept[text] = (made.gaussian.mean[row].copy(), made.gaussian.var[row].copy())
 
 
 def _filled(
