@@ -14,8 +14,8 @@ as `probembed embed` does, keeping none:
 - `a_third_met_twice`: the cache is empty and a third of the texts is met twice, first in
   the first third, then interleaved with new texts in the later batches, so each of those
   borrows half its texts from an earlier batch (`store.repeats`) and sends the other half;
-  `a_third_met_twice_no_cache` the same without a cache, where the driver keeps the rows
-  lent until their borrower is fused.
+  `a_third_met_twice_no_cache` the same without a cache. With a cache or without, the
+  driver keeps the rows lent until their last borrower is fused.
 
 For each: the peak of Python's traced allocations (tracemalloc, numpy's arrays included)
 during the run (after a first small run that imports what Ray Data imports), beside the
