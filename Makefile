@@ -82,6 +82,7 @@ bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 
 	$(BIN)/python benchmarks/stored_size.py
 	$(BIN)/python benchmarks/serve.py
 	$(BIN)/python benchmarks/ray_ingest.py
+	$(BIN)/python benchmarks/tune_own_data.py
 	$(BIN)/python benchmarks/readme_tables.py
 
 clean:  ## Remove the virtual environment and caches

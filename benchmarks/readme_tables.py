@@ -6,7 +6,8 @@ Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.m
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
 `geometry` from lodo_geometry.json, `serve` from serve.json, `chunking` from chunking.json,
-`calibration_by_search` and `calibration_by_score` from search_calibration.json.
+`calibration_by_search` and `calibration_by_score` from search_calibration.json,
+`tune_own_data` from tune_own_data.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -18,6 +19,8 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from probembed.evaluation.report import settings_text
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -386,6 +389,35 @@ def calibration_by_score(rows: Rows) -> str:
     return table(header, body)
 
 
+def tune_own_data(rows: Rows) -> str:
+    """`probembed tune` on LIMIT-small's dev half: what it chose, nDCG@10 of each pipeline on
+    dev and test (dense and hybrid), and the calibration of the top-10 test hits."""
+    settings = next(r for r in rows if r["table"] == "settings")
+    dropped = ", ".join(settings["dropped"]) or "none"
+    chosen = f"Chosen on dev: {settings_text(settings['settings'])} (members dropped: {dropped})."
+    ndcg = {
+        (r["pipeline"], r["split"], r["search"]): r["value"] for r in rows if r["table"] == "ndcg"
+    }
+    labels = {"retrieval": "`retrieval` as shipped"}
+    singles = [p for p in dict.fromkeys(p for p, _, _ in ndcg) if p.startswith("single:")]
+    labels |= {p: f"{p.removeprefix('single:')} alone" for p in singles}
+    labels["tuned"] = "tuned on dev"
+    header = ["nDCG@10", "dev (the tuning split)", "test", "test, `--hybrid`"]
+    cells = (("dev", "dense"), ("test", "dense"), ("test", "hybrid"))
+    body = [[label, *(pct(ndcg.get((p, *c))) for c in cells)] for p, label in labels.items()]
+    calibrated = {
+        "retrieval": "`retrieval` (calibrated on SciFact)",
+        "tuned": "tuned (calibrated on dev)",
+    }
+    trust = [
+        [calibrated[r["pipeline"]], f"{r['mean_p_relevant']:.3f}", f"{r['share_relevant']:.3f}"]
+        for r in rows
+        if r["table"] == "calibration"
+    ]
+    hits = table(["top-10 test hits", "mean p_relevant", "share relevant"], trust)
+    return f"{chosen}\n\n{table(header, body)}\n\n{hits}"
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
     "headroom": ("lodo_headroom.json", headroom),
@@ -400,6 +432,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "chunking": ("chunking.json", chunking),
     "calibration_by_search": ("search_calibration.json", calibration_by_search),
     "calibration_by_score": ("search_calibration.json", calibration_by_score),
+    "tune_own_data": ("tune_own_data.json", tune_own_data),
 }
 
 

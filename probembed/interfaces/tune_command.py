@@ -17,6 +17,7 @@ from probembed.interfaces.eval_commands import (
 if TYPE_CHECKING:
     from probembed.evaluation.datasets import Evaluable
     from probembed.evaluation.pipeline_tuning import TuneResult
+    from probembed.pipeline import Pipeline
 
 #: Grid step of the static weights: `retrieval`'s, tuned on one split as a user's is.
 STEP = 0.1
@@ -64,6 +65,30 @@ def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
     return f"probembed eval {dataset_folder(path)} --pipeline {out} --split {held}"
 
 
+def tuned_and_calibrated(
+    start: Pipeline, dataset: Evaluable, path: Path, split: str, name: str, seed: int
+) -> TuneResult:
+    """The pipeline `tune` saves, so a benchmark measures exactly what a user gets: fusion
+    tuned on `dataset` (`split` of the dataset at `path`), named, the split recorded in
+    `tuned_on`, and on a retrieval split the calibrator refitted on its qrels."""
+    from probembed.calibration.training import fit_calibrator
+    from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
+    from probembed.evaluation.pipeline_tuning import tune_pipeline
+
+    result = tune_pipeline(start, dataset, STEP, progress=True)
+    tuned = result.pipeline
+    tuned.name = name
+    entry = f"{dataset_kind(dataset)}/{dataset.name}:{split}"
+    kept = start.tuned_on if len(start.members) < 2 else ()
+    tuned.tuned_on = (*kept, entry)
+    tuned.calibrator = (
+        fit_calibrator(tuned, dataset, dataset_folder(path), seed)
+        if isinstance(dataset, RetrievalDataset)
+        else None
+    )
+    return result
+
+
 def show(result: TuneResult, dataset: Evaluable) -> None:
     """The tuning split's figures (start, members, tuned) and the chosen settings."""
     from rich.markdown import Markdown
@@ -104,9 +129,9 @@ def register(app: typer.Typer) -> None:
         as the built-ins are tuned; members given weight 0 are dropped. Report it on a split
         it was not tuned on (the command is printed).
         """
-        from probembed.calibration.training import check_judged, fit_calibrator
-        from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
-        from probembed.evaluation.pipeline_tuning import check_tunable, tune_pipeline
+        from probembed.calibration.training import check_judged
+        from probembed.evaluation.datasets import RetrievalDataset
+        from probembed.evaluation.pipeline_tuning import check_tunable
         from probembed.interfaces.console import fail, named, note, say
         from probembed.pipeline import Pipeline, check_save_target
 
@@ -138,19 +163,10 @@ def register(app: typer.Typer) -> None:
         if len(start.members) < 2:
             say(f"{start.name} has one member: no fusion to tune; fitting its calibrator only")
         try:
-            result = tune_pipeline(start, dataset, STEP, progress=True)
-            tuned = result.pipeline
-            tuned.name = out.name
-            entry = f"{dataset_kind(dataset)}/{dataset.name}:{chosen}"
-            kept = start.tuned_on if len(start.members) < 2 else ()
-            tuned.tuned_on = (*kept, entry)
-            tuned.calibrator = (
-                None
-                if retrieval is None
-                else fit_calibrator(tuned, retrieval, dataset_folder(path), seed)
-            )
+            result = tuned_and_calibrated(start, dataset, path, chosen, out.name, seed)
         except ValueError as exc:
             raise fail(str(exc)) from exc
+        tuned = result.pipeline
         show(result, dataset)
         if retrieval is None and start.calibrator is not None:
             say(
