@@ -25,7 +25,7 @@ from probembed.calibration import (
     member_cosines,
     query_features,
 )
-from probembed.calibration.calibrator import HOLDOUT
+from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
 from probembed.calibration.confidence import (
     CONFIDENCE_DEPTH,
     COVERAGE_HITS,
@@ -175,11 +175,39 @@ def test_p_relevant_is_a_probability_for_any_features(calibrator, isotonic, rows
         assert ((p >= 0) & (p <= 1)).all()
 
 
-def test_the_isotonic_step_is_kept_only_when_held_out_ece_improves(training):
-    fitted = RelevanceCalibrator.fit(*training, seed=SEED)
+def threshold_hits(queries: int, seed: int = SEED) -> tuple[np.ndarray, ...]:
+    """(X, y, groups) of 10 synthetic ranked hits per query, relevant by a step in the dot
+    (0.9 above 0.6, else 0.05): an isotonic map follows the step, a logistic cannot."""
+    rng = np.random.default_rng(seed)
+    dots = np.sort(rng.normal(0.5, 0.15, (queries, 10)), axis=1)[:, ::-1]
+    variances = rng.uniform(1e-3, 3e-3, (queries, 10))
+    x = np.concatenate([hit_features(d, v, 10) for d, v in zip(dots, variances, strict=True)])
+    y = rng.random(len(x)) < np.where(x[:, 0] > 0.6, 0.9, 0.05)
+    return x, y.astype(int), np.repeat(np.arange(queries), 10)
+
+
+def test_the_isotonic_step_is_kept_only_when_enough_held_out_queries_show_it_helps():
+    """On 200 queries (40 held out) the step that lowers the held-out ECE is kept."""
+    fitted = RelevanceCalibrator.fit(*threshold_hits(200), seed=SEED)
     held = fitted.fit_info["holdout_ece"]
-    assert fitted.fit_info["isotonic"] == (held["logistic+isotonic"] < held["logistic"])
-    assert (fitted.isotonic is not None) == fitted.fit_info["isotonic"]
+    assert fitted.fit_info["holdout_queries"] == 40 >= MIN_ISOTONIC_HOLDOUT
+    assert held["logistic+isotonic"] < held["logistic"]
+    assert fitted.isotonic is not None and fitted.fit_info["isotonic"]
+    assert fitted.fit_info["isotonic_why"] == "it lowers the held-out calibration error"
+
+
+def test_the_isotonic_step_is_left_out_on_too_few_held_out_queries():
+    """30 queries hold out 6: their held-out ECE favours the step (0.148 against 0.100), but
+    a step judged on 60 hits was kept and mapped the surest hits to exactly 1.0 (a review saw
+    62.5% of such hits relevant)."""
+    fitted = RelevanceCalibrator.fit(*threshold_hits(30), seed=SEED)
+    held = fitted.fit_info["holdout_ece"]
+    assert held["logistic+isotonic"] < held["logistic"]  # what decided it before
+    assert fitted.isotonic is None and fitted.fit_info["isotonic"] is False
+    why = fitted.fit_info["isotonic_why"]
+    assert why == f"6 held-out queries; judging it needs {MIN_ISOTONIC_HOLDOUT}"
+    forced = RelevanceCalibrator.fit(*threshold_hits(30), seed=SEED, isotonic=True)
+    assert forced.isotonic is not None  # forcing still works
 
 
 def test_a_hold_out_holding_every_relevant_hit_fits_without_the_isotonic_step(training):

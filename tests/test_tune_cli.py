@@ -9,7 +9,8 @@ import pytest
 from beir_data import write_beir
 from typer.testing import CliRunner
 
-from probembed.calibration.training import MIN_QUERIES
+from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
+from probembed.calibration.training import MIN_QUERIES, ROUGH_QUERIES
 from probembed.interfaces.cli import app
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
@@ -114,9 +115,26 @@ def test_the_tuned_pipeline_records_its_split_and_says_how_to_measure_it(tuned, 
     assert pipe.calibrator is not None and pipe.calibrator.fit_info["dataset"] == "mine/dev"
     said = _said(result)
     assert f"probembed eval {dataset} --pipeline {out} --split test" in said
-    assert "warning" not in said
+    assert said.count("warning") == 1 and "p_relevant will be rough" in said  # the next test's
     held = runner.invoke(app, ["eval", str(dataset), "--pipeline", str(out), "--split", "dev"])
     assert held.exit_code == 0 and "was tuned on retrieval/mine:dev" in _said(held)
+
+
+def test_tune_prints_the_calibrators_fit_and_warns_that_a_small_split_gives_it_rough(tuned):
+    """A calibrator fitted on a small split is overconfident, and tune said nothing of it."""
+    out, result = tuned
+    said = _said(result)
+    held = round(HOLDOUT * DEV)
+    assert f"calibrator: {DEV} judged queries ({DEV * 10} hits, " in said
+    assert f"{held} held out; held-out calibration error (ECE) " in said
+    why = f"{held} held-out queries; judging it needs {MIN_ISOTONIC_HOLDOUT}"
+    assert f"isotonic step left out: {why}" in said
+    assert (
+        f"warning: mine dev: the calibrator is fitted on {DEV} judged queries; below "
+        f"{ROUGH_QUERIES} its p_relevant will be rough" in said
+    )
+    calibrator = Pipeline.load(out, cache=False).calibrator
+    assert calibrator is not None and calibrator.isotonic is None
 
 
 def test_the_tuned_pipeline_ingests_and_answers_min_p_relevant(tuned, dataset, tmp_path):

@@ -19,7 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from probembed.calibration.calibrator import RelevanceCalibrator
+from probembed.calibration.calibrator import (
+    HOLDOUT,
+    MIN_ISOTONIC_HOLDOUT,
+    RelevanceCalibrator,
+)
 from probembed.calibration.confidence import (
     CONFIDENCE_DEPTH,
     COVERAGE_HITS,
@@ -70,6 +74,10 @@ TOP = 10
 #: Judged queries (with a relevant document) a calibrator needs: a fifth are held out to
 #: judge its isotonic step, and the query confidence needs failed and good queries alike.
 MIN_QUERIES = 20
+#: Judged queries below which p_relevant is rough (`probembed tune` warns): fewer hold out
+#: fewer than MIN_ISOTONIC_HOLDOUT queries, too few to judge the isotonic step, and fit the
+#: logistic on under 1,000 hits.
+ROUGH_QUERIES = round(MIN_ISOTONIC_HOLDOUT / HOLDOUT)
 #: BM25 over a corpus: (query text, depth) -> (document id, score) pairs, best first, as
 #: `Collection.text_search` gives them.
 TextSearch = Callable[[str, int], Sequence[tuple[str, float]]]

@@ -15,6 +15,7 @@ from probembed.interfaces.eval_commands import (
 )
 
 if TYPE_CHECKING:
+    from probembed.calibration.calibrator import RelevanceCalibrator
     from probembed.evaluation.datasets import Evaluable
     from probembed.evaluation.pipeline_tuning import TuneResult
     from probembed.pipeline import Pipeline
@@ -105,6 +106,36 @@ def show(result: TuneResult, dataset: Evaluable) -> None:
         say(f"dropped (weight 0 on {dataset.split}): {', '.join(result.dropped)}")
 
 
+def show_fit(calibrator: RelevanceCalibrator, dataset: Evaluable) -> None:
+    """How the calibrator was fitted, and a warning where its p_relevant will be rough: a small
+    split's calibrator is overconfident and nothing else would say so."""
+    from probembed.calibration.training import ROUGH_QUERIES
+    from probembed.interfaces.console import note, say
+
+    info = calibrator.fit_info or {}
+    held = info["holdout_ece"]
+    ece = (
+        "no held-out calibration error (the other queries' hits are of one class)"
+        if held is None
+        else f"held-out calibration error (ECE) {held['logistic']:.3f}, "
+        f"{held['logistic+isotonic']:.3f} with the isotonic step"
+    )
+    kept = "kept" if info["isotonic"] else "left out"
+    say(
+        f"calibrator: {info['queries']} judged queries ({info['hits']} hits, "
+        f"{info['relevant']} relevant), {info['holdout_queries']} held out; {ece}; "
+        f"isotonic step {kept}: {info['isotonic_why']}"
+    )
+    if info["queries"] < ROUGH_QUERIES:
+        note(
+            "warning:",
+            "yellow",
+            f"{dataset.name} {dataset.split}: the calibrator is fitted on {info['queries']} "
+            f"judged queries; below {ROUGH_QUERIES} its p_relevant will be rough (likely "
+            "overconfident): tune on a split with more judged queries if p_relevant matters",
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the tune command to the CLI."""
 
@@ -168,6 +199,8 @@ def register(app: typer.Typer) -> None:
             raise fail(str(exc)) from exc
         tuned = result.pipeline
         show(result, dataset)
+        if tuned.calibrator is not None:
+            show_fit(tuned.calibrator, dataset)
         if retrieval is None and start.calibrator is not None:
             say(
                 f"{start.name}'s calibrator was fitted for its old fusion and is not kept: "
