@@ -37,7 +37,10 @@ SPLIT = "train"
 def fit(name: str, seed: int) -> RelevanceCalibrator:
     """The calibrator of a built-in, fitted on its ranked SciFact train hits."""
     pipeline = Pipeline.load(name)
-    return fit_calibrator(pipeline, load_dataset(SCIFACT, SPLIT), SCIFACT, seed)
+    calibrator = fit_calibrator(pipeline, load_dataset(SCIFACT, SPLIT), SCIFACT, seed)
+    if calibrator is None:  # its warning says why
+        raise SystemExit(f"{SCIFACT} {SPLIT}: no calibrator could be fitted for {name}")
+    return calibrator
 
 
 def main() -> None:

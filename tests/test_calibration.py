@@ -983,3 +983,21 @@ def test_disagreement_features_without_member_cosines_are_refused_by_name(hash_p
     assert split.cosines is None and len(split.table(10)[0]) == 20  # without it: fine
     with pytest.raises(ValueError, match="member disagreement needs member cosines"):
         split.table(10, with_disagreement=True)
+
+
+def test_a_split_whose_judged_documents_are_never_found_fits_no_calibrator(hash_pipeline, tmp_path):
+    """Every judged document is its query's own id, which a BEIR ranking never returns: every
+    top hit is irrelevant, so there is nothing to calibrate (and it failed inside the fit)."""
+    from probembed.calibration.training import MIN_QUERIES, TOP, fit_calibrator
+
+    queries = {f"q{i}": f"a note about cats, number {i}" for i in range(MIN_QUERIES)}
+    docs = {f"d{i}": f"a note about dogs, number {i}" for i in range(40)} | queries
+    qrels = {q: {q: 1} for q in queries}
+    dataset = RetrievalDataset("selves", "train", docs, queries, qrels)
+    with pytest.warns(UserWarning) as caught:
+        assert fit_calibrator(hash_pipeline, dataset, tmp_path) is None
+    (warning,) = [str(w.message) for w in caught]
+    assert warning == (
+        f"selves train: every top-{TOP} hit of every query (dense ranking) is irrelevant: "
+        "no relevance calibrator (no p_relevant)"
+    )

@@ -245,6 +245,33 @@ def test_a_corpus_too_small_for_the_agreement_is_refused_before_tuning(
     assert not out.exists()
 
 
+def test_a_split_every_query_answers_perfectly_saves_the_fusion_without_a_query_confidence(
+    two_members, tmp_path
+):
+    """Each query is its document's own text: nDCG@10 1.0 for all, no query below the median.
+    Tuning ran, then failed with the query confidence's internal "failed must flag each query"
+    and saved nothing."""
+    rng = np.random.default_rng(SEED)
+    texts = [" ".join(_words(rng, 5)) for _ in range(DOCS)]
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(texts)]
+    queries = [{"_id": f"q{i}", "text": texts[i]} for i in range(DEV)]
+    qrels = [(f"q{i}", f"d{i}", 1) for i in range(DEV)]
+    folder = write_beir(tmp_path / "easy", corpus, queries, qrels)
+    (folder / "qrels" / "test.tsv").rename(folder / "qrels" / "dev.tsv")
+    out = tmp_path / "easy-tuned"
+    result = runner.invoke(app, ["tune", str(two_members), str(folder), "--out", str(out)])
+    said = _said(result)
+    assert result.exit_code == 0, result.output
+    assert _figures(result.stdout)["tuned"] == 100.0
+    assert (
+        "warning: easy dev: every query scores nDCG@10 1.000 (dense ranking), so no query falls "
+        "below the median to learn failure from: no query confidence" in said
+    )
+    pipe = Pipeline.load(out, cache=False)
+    assert pipe.calibrator is not None and pipe.calibrator.confidence is None
+    assert pipe.tuned_on == ("retrieval/easy:dev",)
+
+
 def test_eval_compare_names_each_tuned_rows_settings(two_members, dataset, tmp_path):
     """The tuned rows printed no weights, T or β, and the JSON held none: nothing to save."""
     rows = tmp_path / "rows.json"

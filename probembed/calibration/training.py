@@ -11,6 +11,7 @@ readers) and `store` (LanceDB, for BM25).
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -315,7 +316,7 @@ def check_judged(dataset: RetrievalDataset) -> None:
 
 def fit_calibrator(
     pipeline: Pipeline, dataset: RetrievalDataset, corpus: Path, seed: int = 0
-) -> RelevanceCalibrator:
+) -> RelevanceCalibrator | None:
     """A pipeline's calibrator, query confidence and hybrid calibrator, fitted on its ranked
     hits of one judged split (`corpus`: the BEIR folder, for BM25): fitted for the pipeline's
     fusion and score, so refitted whenever they change.
@@ -326,30 +327,36 @@ def fit_calibrator(
     hits' texts) and its hybrid model (on the queries ranked as a hybrid search ranks them, BM25
     from a temporary collection of the corpus); hybrid searches read p_relevant from a second
     calibrator fitted on those hybrid hits, with their BM25 hit features. Seeded.
+
+    A part the split cannot teach (its hits all of one class, or no query below the median) is
+    left out with a UserWarning naming the split and why; None when not even the calibrator
+    can be fitted.
     """
     check_judged(dataset)
+    where = f"{dataset.name} {dataset.split}"
     embedded = embed(pipeline, dataset, progress=True)
     ranked = rank_split(pipeline, dataset, embedded=embedded)
     features, relevant, groups = ranked.table(TOP)
+    if not _both_classes(relevant, where, "dense", "no relevance calibrator (no p_relevant)"):
+        return None
     calibrator = RelevanceCalibrator.fit(features, relevant, groups, seed=seed)
-    failed = ranked.failed(dataset)
-    confidence = QueryConfidence.fit(ranked.query_table(), failed, len(pipeline.members), seed)
-    confidence = confidence.with_model(
-        "text_model", ranked.query_table(), ranked.coverage_table(dataset), failed, seed
-    )
+    confidence = None
+    failed = _failure_labels(ranked, dataset, where, "dense")
+    if failed is not None:
+        confidence = QueryConfidence.fit(ranked.query_table(), failed, len(pipeline.members), seed)
+        confidence = confidence.with_model(
+            "text_model", ranked.query_table(), ranked.coverage_table(dataset), failed, seed
+        )
     with corpus_text_search(pipeline, corpus) as bm25:
         hybrid, lexical = hybrid_split(pipeline, dataset, bm25, embedded)
-    hybrid_features = np.concatenate([lexical, hybrid.coverage_table(dataset)], axis=1)
-    confidence = confidence.with_model(
-        "hybrid_model", hybrid.query_table(), hybrid_features, hybrid.failed(dataset), seed
+    hybrid_failed = (
+        None if confidence is None else _failure_labels(hybrid, dataset, where, "hybrid")
     )
-    hybrid_hits, hybrid_relevant, hybrid_groups = hybrid.table(TOP, with_bm25=True)
-    names = (*BASE_FEATURES, *BM25_HIT_FEATURES)
-    # No isotonic step: its end blocks map the surest hits to exactly 1.0 and the least sure
-    # to 0.0 (its held-out gain was 0.001-0.002 ECE on 162 queries)
-    for_hybrid = RelevanceCalibrator.fit(
-        hybrid_hits, hybrid_relevant, hybrid_groups, names, seed=seed, isotonic=False
-    )
+    if confidence is not None and hybrid_failed is not None:
+        hybrid_features = np.concatenate([lexical, hybrid.coverage_table(dataset)], axis=1)
+        confidence = confidence.with_model(
+            "hybrid_model", hybrid.query_table(), hybrid_features, hybrid_failed, seed
+        )
     info: dict[str, Any] = {
         **(calibrator.fit_info or {}),
         "dataset": f"{dataset.name}/{dataset.split}",
@@ -359,10 +366,66 @@ def fit_calibrator(
         "score": {"name": pipeline.score.name, "beta": pipeline.score.beta},
     }
     shared = {key: info[key] for key in ("dataset", "top", "pipeline_fingerprint", "score")}
-    hybrid_info = {**(for_hybrid.fit_info or {}), **shared, "ranking": "hybrid"}
     return replace(
         calibrator,
         confidence=confidence,
         fit_info=info,
-        hybrid=replace(for_hybrid, fit_info=hybrid_info),
+        hybrid=_hybrid_calibrator(hybrid, where, seed, shared),
     )
+
+
+def _hybrid_calibrator(
+    hybrid: RankedSplit, where: str, seed: int, shared: dict[str, Any]
+) -> RelevanceCalibrator | None:
+    """The hybrid searches' calibrator, or None (with a warning) where their hits are of one
+    class: hybrid searches then read the dense one along the fused list."""
+    hits, relevant, groups = hybrid.table(TOP, with_bm25=True)
+    if not _both_classes(
+        relevant, where, "hybrid", "no hybrid calibrator (hybrid searches read the dense one)"
+    ):
+        return None
+    names = (*BASE_FEATURES, *BM25_HIT_FEATURES)
+    # No isotonic step: its end blocks map the surest hits to exactly 1.0 and the least sure
+    # to 0.0 (its held-out gain was 0.001-0.002 ECE on 162 queries)
+    fitted = RelevanceCalibrator.fit(hits, relevant, groups, names, seed=seed, isotonic=False)
+    return replace(fitted, fit_info={**(fitted.fit_info or {}), **shared, "ranking": "hybrid"})
+
+
+def _both_classes(relevant: np.ndarray, where: str, ranking: str, left_out: str) -> bool:
+    """Whether the ranked hits hold relevant and irrelevant ones; else a warning naming what
+    is left out, since a calibrator learns nothing from one class."""
+    if 0 < relevant.sum() < len(relevant):
+        return True
+    kind = "relevant" if relevant.all() else "irrelevant"
+    warnings.warn(
+        f"{where}: every top-{TOP} hit of every query ({ranking} ranking) is {kind}: {left_out}",
+        UserWarning,
+        stacklevel=3,
+    )
+    return False
+
+
+def _failure_labels(
+    split: RankedSplit, dataset: RetrievalDataset, where: str, ranking: str
+) -> np.ndarray | None:
+    """Each query's failure label (nDCG@10 below the median), or None with a warning where no
+    query falls below it: a query confidence needs failed and good queries alike."""
+    failed = split.failed(dataset)
+    if failed.any():
+        return failed
+    ndcg = np.array(list(split.per_query(dataset)["ndcg@10"].values()), dtype=np.float64)
+    alike = (
+        f"every query scores nDCG@10 {ndcg[0]:.3f}"
+        if (ndcg == ndcg[0]).all()
+        else f"half or more of the queries score the lowest nDCG@10, {ndcg.min():.3f}"
+    )
+    left_out = "no query confidence (searches report the outrank probability)"
+    if ranking == "hybrid":
+        left_out = "no hybrid model of the query confidence (hybrid searches read the dense one)"
+    warnings.warn(
+        f"{where}: {alike} ({ranking} ranking), so no query falls below the median to learn "
+        f"failure from: {left_out}",
+        UserWarning,
+        stacklevel=3,
+    )
+    return None
