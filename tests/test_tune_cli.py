@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
 from probembed.calibration.training import MIN_QUERIES, ROUGH_QUERIES
+from probembed.evaluation.pipeline_tuning import default_step
 from probembed.interfaces.cli import app
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
@@ -97,6 +98,40 @@ def test_tuning_keeps_the_member_that_reads_the_vocabulary(tuned):
     assert weights.get("hash(dim=2)", 0.0) < 0.5
     said = _said(result)
     assert "chosen: prior" in said and "; T " in said and "; β " in said and "; γ " in said
+
+
+def test_tune_says_its_grid_before_tuning(tuned):
+    _, result = tuned
+    grid = "grid: 11 static weight vectors (step 0.1 over 2 members), then 35 (T, β) around "
+    assert grid + "the best, then 6 γ" in _said(result)
+    assert _said(result).index("grid:") < _said(result).index("chosen:")
+
+
+def test_the_default_step_is_the_built_ins_for_their_member_count():
+    assert [default_step(k) for k in (2, 3, 4, 5)] == [0.1, 0.1, 0.2, 0.2]
+
+
+def test_step_sets_the_weight_grid(two_members, dataset, tmp_path):
+    out = tmp_path / "coarse"
+    args = ["tune", str(two_members), str(dataset), "--out", str(out), "--step", "0.5"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "grid: 3 static weight vectors (step 0.5 over 2 members)" in _said(result)
+    prior = Pipeline.load(out, cache=False).fusion.prior or (1.0,)
+    assert set(prior) <= {0.5, 1.0}  # (0.5, 0.5), or one member kept at 1
+
+
+@pytest.mark.parametrize("step", ["0.3", "0", "-0.5"])
+def test_a_step_that_tiles_no_simplex_is_refused_before_embedding(
+    two_members, dataset, tmp_path, step
+):
+    out = tmp_path / "o"
+    args = ["tune", str(two_members), str(dataset), "--out", str(out), "--step", step]
+    result = runner.invoke(app, args)
+    said = _said(result)
+    assert result.exit_code == 2, result.output
+    assert f"error: --step {float(step)}: step must be 1/n for a whole n" in said
+    assert "tuning start" not in said and not out.exists()
 
 
 def test_the_tuned_figure_on_the_tuning_split_is_at_least_the_start(tuned):
@@ -201,6 +236,10 @@ def test_one_member_has_nothing_to_tune_but_still_gets_a_calibrator(dataset, tmp
     said = _said(result)
     assert result.exit_code == 0, result.output
     assert "start has one member: no fusion to tune; fitting its calibrator only" in said
+    assert "grid:" not in said
+    args = ["tune", str(single), str(dataset), "--out", str(tmp_path / "o"), "--step", "0.5"]
+    stepped = _said(runner.invoke(app, args))
+    assert "error: --step 0.5: start has one member, no weights to tune" in stepped
     pipe = Pipeline.load(out, cache=False)
     assert pipe.fusion == Pipeline.load(single, cache=False).fusion
     assert pipe.calibrator is not None and pipe.tuned_on == ("retrieval/mine:dev",)

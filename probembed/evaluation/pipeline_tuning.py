@@ -23,6 +23,7 @@ from probembed.evaluation.harness import (
     searched_as,
 )
 from probembed.evaluation.lodo import (
+    GAMMAS,
     Scores,
     Split,
     collection_roles,
@@ -30,9 +31,27 @@ from probembed.evaluation.lodo import (
     tune_families,
 )
 from probembed.evaluation.report import fusion_settings
-from probembed.evaluation.tuning import without_unweighted
+from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid, without_unweighted
 from probembed.fusion.adapt import NEIGHBOURS
 from probembed.pipeline import AdaptConfig, Pipeline
+
+
+def default_step(members: int) -> float:
+    """The static weights' grid step for a pipeline of `members`: the grid grows as
+    C(1/step + K - 1, K - 1), so 0.1 up to three members (66 points over three) and 0.2 from
+    four (56 over four, `default`'s grid; 0.1 there is 286, 1,001 over five)."""
+    return 0.1 if members <= 3 else 0.2
+
+
+def grid_sizes(members: int, step: float) -> dict[str, int]:
+    """The settings each stage of `tune_fusion` scores (static weights, then uec's (T, β)
+    around them, then γ), so a user sees the cost before minutes of embedding; a step that
+    tiles no simplex is refused here."""
+    return {
+        "weights": len(simplex_grid(members, step)),
+        "(T, β)": len(TEMPERATURES) * len(BETAS),
+        "γ": len(GAMMAS),
+    }
 
 
 @dataclass(frozen=True)

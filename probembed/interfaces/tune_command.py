@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from probembed.evaluation.pipeline_tuning import TuneResult
     from probembed.pipeline import Pipeline
 
-#: Grid step of the static weights: `retrieval`'s, tuned on one split as a user's is.
-STEP = 0.1
-
 
 def splits_of(path: Path) -> list[str]:
     """The splits the dataset at `path` holds: BEIR `qrels/*.tsv`, else the folder's TSVs."""
@@ -67,16 +64,24 @@ def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
 
 
 def tuned_and_calibrated(
-    start: Pipeline, dataset: Evaluable, path: Path, split: str, name: str, seed: int
+    start: Pipeline,
+    dataset: Evaluable,
+    path: Path,
+    split: str,
+    name: str,
+    seed: int,
+    step: float | None = None,
 ) -> TuneResult:
     """The pipeline `tune` saves, so a benchmark measures exactly what a user gets: fusion
     tuned on `dataset` (`split` of the dataset at `path`), named, the split recorded in
-    `tuned_on`, and on a retrieval split the calibrator refitted on its qrels."""
+    `tuned_on`, and on a retrieval split the calibrator refitted on its qrels; `step`: the
+    weights' grid, by default `pipeline_tuning.default_step` of its members."""
     from probembed.calibration.training import fit_calibrator
     from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
-    from probembed.evaluation.pipeline_tuning import tune_pipeline
+    from probembed.evaluation.pipeline_tuning import default_step, tune_pipeline
 
-    result = tune_pipeline(start, dataset, STEP, progress=True)
+    step = default_step(len(start.members)) if step is None else step
+    result = tune_pipeline(start, dataset, step, progress=True)
     tuned = result.pipeline
     tuned.name = name
     entry = f"{dataset_kind(dataset)}/{dataset.name}:{split}"
@@ -148,6 +153,14 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="Split to tune on (default: dev, else train; never test unasked)."),
         ] = None,
+        step: Annotated[
+            float | None,
+            typer.Option(
+                help="Grid step of the static weights, 1/n (default: 0.1 up to three members, "
+                "0.2 from four).",
+                show_default=False,
+            ),
+        ] = None,
         seed: Annotated[int, typer.Option(help="Seed of the calibrator's hold-out.", min=0)] = 0,
         strict: Annotated[
             bool,
@@ -162,7 +175,7 @@ def register(app: typer.Typer) -> None:
         """
         from probembed.calibration.training import check_judged
         from probembed.evaluation.datasets import RetrievalDataset
-        from probembed.evaluation.pipeline_tuning import check_tunable
+        from probembed.evaluation.pipeline_tuning import check_tunable, default_step, grid_sizes
         from probembed.interfaces.console import fail, named, note, say
         from probembed.pipeline import Pipeline, check_save_target
 
@@ -172,6 +185,14 @@ def register(app: typer.Typer) -> None:
             chosen = tuning_split(path, split)
             dataset = load_split(path, chosen, strict)
             start = Pipeline.load(pipeline)
+            members = len(start.members)
+            if members < 2 and step is not None:
+                raise ValueError(f"--step {step}: {start.name} has one member, no weights to tune")
+            step = default_step(members) if step is None else step
+            try:
+                sizes = grid_sizes(members, step) if members > 1 else {}
+            except ValueError as exc:
+                raise ValueError(f"--step {step}: {exc}") from exc
             check_tunable(start, dataset)  # before minutes of embedding
             retrieval = dataset if isinstance(dataset, RetrievalDataset) else None
             if retrieval is not None:  # before minutes of tuning
@@ -191,10 +212,15 @@ def register(app: typer.Typer) -> None:
                 "report a split it was not tuned on",
             )
         say(f"tuning {start.name} on {dataset.name} {chosen} ({split_file(path, chosen)})")
-        if len(start.members) < 2:
+        if sizes:
+            say(
+                f"grid: {sizes['weights']} static weight vectors (step {step:g} over {members} "
+                f"members), then {sizes['(T, β)']} (T, β) around the best, then {sizes['γ']} γ"
+            )
+        else:
             say(f"{start.name} has one member: no fusion to tune; fitting its calibrator only")
         try:
-            result = tuned_and_calibrated(start, dataset, path, chosen, out.name, seed)
+            result = tuned_and_calibrated(start, dataset, path, chosen, out.name, seed, step)
         except ValueError as exc:
             raise fail(str(exc)) from exc
         tuned = result.pipeline
