@@ -13,6 +13,7 @@ from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
 from probembed.calibration.training import MIN_QUERIES, ROUGH_QUERIES
 from probembed.evaluation.pipeline_tuning import default_step
 from probembed.interfaces.cli import app
+from probembed.interfaces.tune_command import held_out_command
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
 runner = CliRunner()
@@ -227,6 +228,27 @@ def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp
     assert "warning: tuning on test: a figure on the split it was tuned on is optimistic" in said
     assert "no split besides test to measure it on" in said
     assert Pipeline.load(out, cache=False).tuned_on == ("retrieval/bigger:test",)
+
+
+@pytest.mark.parametrize(
+    ("splits", "tuned", "held"),
+    [
+        (("train", "dev", "test"), "test", "dev"),  # warned "no split besides test"
+        (("train", "dev"), "train", "dev"),  # warned though dev is held out
+        (("dev", "train"), "dev", "train"),
+        (("train", "validation", "dev", "test"), "dev", "test"),
+        (("train", "validation", "dev"), "train", "validation"),
+        (("dev", "eval", "extra"), "dev", "eval"),  # no known name: the first by name
+        (("test",), "test", None),
+    ],
+)
+def test_the_held_out_command_names_the_best_split_not_tuned_on(tmp_path, splits, tuned, held):
+    (tmp_path / "qrels").mkdir()
+    for split in splits:
+        (tmp_path / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    command = held_out_command(Path("/out"), tmp_path, tuned)
+    expected = f"probembed eval {tmp_path} --pipeline /out --split {held}"
+    assert command == (None if held is None else expected)
 
 
 def test_one_member_has_nothing_to_tune_but_still_gets_a_calibrator(dataset, tmp_path):

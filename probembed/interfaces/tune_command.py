@@ -54,12 +54,18 @@ def load_split(path: Path, split: str, strict: bool) -> Evaluable:
     return dataset
 
 
+#: The splits a held-out figure is best measured on, first the best; any other split after.
+HELD_OUT_ORDER = ("test", "validation", "dev", "train")
+
+
 def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
-    """The command that measures the tuned pipeline on a split it was not tuned on."""
-    others = [s for s in splits_of(path) if s not in (tuned, "train", "dev")]
+    """The command that measures the tuned pipeline on a split it was not tuned on: any split
+    but the tuned one is held out (train too, when dev was tuned on)."""
+    others = [s for s in splits_of(path) if s != tuned]
     if not others:
         return None
-    held = "test" if "test" in others else others[0]
+    rank = {name: i for i, name in enumerate(HELD_OUT_ORDER)}
+    held = min(others, key=lambda s: (rank.get(s, len(rank)), s))
     return f"probembed eval {dataset_folder(path)} --pipeline {out} --split {held}"
 
 
