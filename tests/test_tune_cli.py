@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
 from probembed.calibration.training import MIN_QUERIES, ROUGH_QUERIES
+from probembed.evaluation.datasets import load_evaluable
 from probembed.evaluation.pipeline_tuning import default_step
 from probembed.interfaces.cli import app
 from probembed.interfaces.tune_command import held_out_command
@@ -22,6 +23,8 @@ SEED = 0
 #: calibrator (MIN_QUERIES judged queries).
 DOCS, DEV, TEST = 60, 30, 20
 LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+#: The fixture's test qrels: no reader gets past its first line.
+GARBAGE = "query-id\tcorpus-id\tscore\nnot a qrels line\n"
 
 
 def _words(rng: np.random.Generator, n: int, length: int = 9) -> list[str]:
@@ -46,10 +49,27 @@ def dataset(tmp_path_factory) -> Path:
         {"_id": f"q{i}", "text": " ".join([key, *rng.choice(filler, 2)])}
         for i, key in enumerate(keys[: DEV + TEST])
     ]
-    qrels = [(f"q{i}", f"d{i}", 1) for i in range(DEV, DEV + TEST)]
-    folder = write_beir(tmp_path_factory.mktemp("beir") / "mine", corpus, queries, qrels)
-    dev = "".join(f"q{i}\td{i}\t1\n" for i in range(DEV))
-    (folder / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + dev)
+    folder = write_beir(tmp_path_factory.mktemp("beir") / "mine", corpus, queries, [])
+    (folder / "qrels" / "dev.tsv").write_text(_qrels(range(DEV)))
+    # tune must never read test: a read of this one fails (the test of eval reads a real one)
+    (folder / "qrels" / "test.tsv").write_text(GARBAGE)
+    with pytest.raises(ValueError, match="test.tsv:2: expected 3 tab-separated fields"):
+        load_evaluable(folder, "test")
+    return folder
+
+
+def _qrels(queries: range) -> str:
+    """A qrels file judging each query's own document (q<i> finds d<i>)."""
+    return "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in queries)
+
+
+def _copy(dataset: Path, folder: Path, qrels: dict[str, str]) -> Path:
+    """The dataset's corpus and queries in `folder`, with these qrels files (split -> text)."""
+    (folder / "qrels").mkdir(parents=True)
+    for part in ("corpus.jsonl", "queries.jsonl"):
+        (folder / part).write_text((dataset / part).read_text())
+    for split, text in qrels.items():
+        (folder / "qrels" / f"{split}.tsv").write_text(text)
     return folder
 
 
@@ -214,12 +234,7 @@ def test_no_dev_or_train_split_is_refused_without_tuning_on_test(two_members, tm
 
 def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp_path):
     """With enough judged test queries, test is tuned on when named, with a warning."""
-    qrels = dataset / "qrels"
-    bigger = tmp_path / "bigger"
-    (bigger / "qrels").mkdir(parents=True)
-    for part in ("corpus.jsonl", "queries.jsonl"):
-        (bigger / part).write_text((dataset / part).read_text())
-    (bigger / "qrels" / "test.tsv").write_text((qrels / "dev.tsv").read_text())
+    bigger = _copy(dataset, tmp_path / "bigger", {"test": _qrels(range(DEV))})
     out = tmp_path / "on-test"
     args = ["tune", str(two_members), str(bigger), "--out", str(out), "--split", "test"]
     result = runner.invoke(app, args)
@@ -336,7 +351,9 @@ def test_a_split_every_query_answers_perfectly_saves_the_fusion_without_a_query_
 def test_eval_compare_names_each_tuned_rows_settings(two_members, dataset, tmp_path):
     """The tuned rows printed no weights, T or β, and the JSON held none: nothing to save."""
     rows = tmp_path / "rows.json"
-    args = ["eval", str(dataset), "--pipeline", str(two_members), "--compare", "--json", str(rows)]
+    splits = {"dev": _qrels(range(DEV)), "test": _qrels(range(DEV, DEV + TEST))}
+    judged = _copy(dataset, tmp_path / "mine", splits)
+    args = ["eval", str(judged), "--pipeline", str(two_members), "--compare", "--json", str(rows)]
     result = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     chosen = json.loads(rows.read_text())["config"]["tuned_settings"]
