@@ -153,7 +153,7 @@ def _mistyped(message: str, where: str, owner: Collection) -> str | None:
     kind = _FIELD_TYPES.get(column_type)  # None: a type no field holds (the vectors')
     types = {"id": "string", "text": "string"}
     types.update((name, str(t)) for name, t in owner.metadata_columns().items())
-    compared = _compared_names(where)
+    compared = [name.lower() for name in _compared_names(where)]  # as SQL reads them unquoted
     blamed = [name for name in compared if kind is not None and types.get(name) == kind]
     if "metadata" in compared and not blamed:
         return _not_a_field("metadata", owner)
