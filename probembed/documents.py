@@ -297,7 +297,8 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
         return Problem(source, doc_id.message)
     if "text" not in obj:
         return Problem(source, f"document {doc_id!r} has no 'text' field", doc_id)
-    text, title = obj["text"], obj.get("title") or ""
+    text, title = obj["text"], obj.get("title")
+    title = "" if title is None else title  # false or 0 is no string: refused below
     if not isinstance(text, str) or not isinstance(title, str):
         return Problem(source, f"document {doc_id!r}: 'text' and 'title' must be strings", doc_id)
     body = f"{title.strip()} {text.strip()}".strip()
@@ -318,9 +319,15 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
         metadata.update(nested)
     elif nested is not None:
         return Problem(source, f"document {doc_id!r}: 'metadata' must be a JSON object", doc_id)
-    if not str(metadata.get("title") or "").strip():  # BEIR's "title": "" is no title: left
-        metadata.pop("title", None)  # out, as chunked ingest leaves it out of its chunks
+    if _no_title(metadata.get("title")):  # BEIR's "title": ""
+        metadata.pop("title", None)
     return Record(doc_id, body, metadata, source)
+
+
+def _no_title(title: object) -> bool:
+    """Whether a title means none (null, empty or blank): left out of the metadata as chunked
+    ingest leaves it out; `false` or `0` is a value, not an absence, and is never dropped."""
+    return title is None or (isinstance(title, str) and not title.strip())
 
 
 def _find_id(obj: dict[str, Any]) -> str | Problem:

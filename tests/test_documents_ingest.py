@@ -19,6 +19,7 @@ from fpdf import FPDF
 from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings
+from probembed.documents import record_from
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
 from probembed.store.chunked import STREAM_BYTES as STREAM_DEFAULT
@@ -1896,3 +1897,21 @@ def test_a_record_without_a_title_stores_none_plain_or_chunked(tmp_path, pydoc_p
     expected = {line["_id"]: "left out" for line in lines} | {"titled": "Owls"}
     assert plain == chunked == expected
     assert stored_rows(db.open("plain"))["titled"][0] == "Owls Owls hunt at night."
+
+
+def test_a_title_that_is_false_or_zero_is_refused_not_dropped(tmp_path, pydoc_pipeline):
+    """`obj.get("title") or ""` read `false` and `0` as no title; like any title neither a
+    string nor null they are refused, by the reader and by an ingest of dicts."""
+    for title in (False, 0, 0.0, [], {}, True, 3):
+        item = record_from({"id": "a", "title": title, "text": "Cats purr."}, "given")
+        assert isinstance(item, Problem), title
+        assert item.message == "document 'a': 'text' and 'title' must be strings"
+    for title in (None, "", "  "):  # no title, kept out of the metadata
+        item = record_from({"id": "a", "title": title, "text": "Cats purr."}, "given")
+        assert (
+            isinstance(item, Record) and "title" not in item.metadata and item.text == "Cats purr."
+        )
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    with pytest.raises(IngestError, match="'text' and 'title' must be strings"):
+        ingest([{"id": "a", "title": False, "text": "Cats purr."}], collection, pydoc_pipeline)
+    assert not collection.exists  # nothing written
