@@ -71,11 +71,18 @@ class Problem:
         return f"{self.source}: {self.message}"
 
 
-def with_notes(message: str, exc: BaseException) -> str:
+class OwnNote(str):
+    """A note probembed adds to an error (PEP 678) for whoever made the request, a service's
+    client too; notes other code adds may name what a server keeps to itself."""
+
+
+def with_notes(message: str, exc: BaseException, own_only: bool = False) -> str:
     """A message told in an error's place, then the error's notes (PEP 678), which str() of
     it leaves out: a run stopped part-way notes there the problems it had skipped, which its
-    report would have listed (`store.chunked`), for every front door to tell."""
-    return "\n".join([message, *getattr(exc, "__notes__", ())])
+    report would have listed (`store.chunked`), for every front door to tell; `own_only`
+    (a service's answer): probembed's own notes alone (`OwnNote`)."""
+    notes = getattr(exc, "__notes__", ())
+    return "\n".join([message, *(n for n in notes if isinstance(n, OwnNote) or not own_only)])
 
 
 def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Problem]:

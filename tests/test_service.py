@@ -1765,7 +1765,8 @@ def test_a_chunked_write_undone_after_its_encoder_failed_names_the_documents_it_
     undone, and was answered with what stopped it alone: the documents it had skipped, which
     its answer would have listed, were told nowhere. The 503s (shutting down, storage) and
     the 500 (a failure of the server's own, named by the log) list them now, and nothing is
-    stored."""
+    stored. Notes other code put on the error are not told (they were, after the paths in
+    the message had been hidden): only probembed's own."""
     from probembed.service import batching
     from probembed.service.batching import StoppingError
     from probembed.store import StorageUnavailableError
@@ -1775,6 +1776,8 @@ def test_a_chunked_write_undone_after_its_encoder_failed_names_the_documents_it_
         "storage": StorageUnavailableError("database s3://b/db: cannot write: it timed out"),
         "crash": RuntimeError("child died at /srv/secret"),
     }
+    for error in errors.values():  # as a library may note what it was doing, and where
+        error.add_note(f"while writing {tmp_path / 'db'}/c.lance for /srv/secret")
     told = {
         "stopping": str(errors["stopping"]),
         "storage": f"the database's storage failed: {errors['storage']}",
@@ -1798,6 +1801,7 @@ def test_a_chunked_write_undone_after_its_encoder_failed_names_the_documents_it_
     assert answer.status_code == (500 if stop == "crash" else 503), answer.text
     detail = answer.json()["detail"]
     assert detail.startswith(told[stop]) and "/srv/secret" not in detail
+    assert str(tmp_path) not in detail and "while writing" not in detail
     skipped = detail.split("\n", 1)[1]
     assert skipped.startswith("Before it stopped, it had skipped 1 bad input item(s), none")
     assert "\n  documents[1]: document 'bad': " in skipped and "'probembed'" in skipped

@@ -206,15 +206,13 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
         if isinstance(exc, NotChunkedError):
             return refusal(status, exc.told('"chunk": true in the documents write'), headers)
-        message = with_notes(str(exc), exc)  # what a write stopped part-way had skipped
+        message = str(exc)
         if isinstance(exc, UndoConflictError):  # what stopped the write, as it would be told
             stop = exc.stopped_by
             known_stop = isinstance(stop, tuple(kind for kind, _ in _STATUS))
             message = exc.told(str(stop) if known_stop else _INTERNAL)
         local = _local_places() if isinstance(exc, StoreStateError) else []
-        for root, shown in [*roots, *local]:  # where the server keeps things is the operator's
-            message = message.replace(root, shown)
-        return refusal(status, message, headers)
+        return refusal(status, _told(message, exc, [*roots, *local]), headers)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -229,19 +227,18 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
     def storage_down(request: Request, said: str, exc: Exception) -> Response:
         """503 with Retry-After for a failure of the database's object storage, which the
         same request may not meet later; logged in a line, and /readyz says so a while."""
-        for root, shown in roots:
-            said = said.replace(root, shown)
+        said = _hidden(said, roots)
         log.warning("%s %s: storage failed: %s", request.method, request.url.path, said)
         service.storage_failed(said)
-        told = with_notes(f"the database's storage failed: {said}", exc)
+        told = _told(f"the database's storage failed: {said}", exc, roots)
         return refusal(503, told, {"Retry-After": "5"})
 
     async def internal(request: Request, exc: Exception) -> Response:
         """Any other exception is the server's fault, never the client's (a numpy ValueError
         deep in search was a 422 "invalid input" and left no trace): 500 in the error body
-        every route answers, while the server logs the traceback; its notes (what a write
-        stopped part-way had skipped) are the client's."""
-        return refusal(500, with_notes(_INTERNAL, exc))
+        every route answers, while the server logs the traceback; probembed's notes on it (what
+        a write stopped part-way had skipped) are the client's, other code's are not."""
+        return refusal(500, _told(_INTERNAL, exc, roots))
 
     async def engine_error(request: Request, exc: Exception) -> Response:
         """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a
@@ -261,6 +258,20 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
     app.add_exception_handler(RuntimeError, engine_error)
     app.add_exception_handler(OSError, engine_error)
     app.add_exception_handler(Exception, internal)
+
+
+def _told(message: str, exc: BaseException, places: Sequence[tuple[str, str]]) -> str:
+    """A message and the notes probembed added to the error (what a write stopped part-way
+    had skipped), `_hidden` alike: notes other code adds to an error are not the client's."""
+    return _hidden(with_notes(message, exc, own_only=True), places)
+
+
+def _hidden(told: str, places: Sequence[tuple[str, str]]) -> str:
+    """A text with each of `places` (spelling, shown) as the client reads it: where the
+    server keeps things is the operator's."""
+    for root, shown in places:
+        told = told.replace(root, shown)
+    return told
 
 
 def _spellings(db: pathlib.Path | str) -> list[tuple[str, str]]:

@@ -3,7 +3,7 @@
 import re
 from collections.abc import Sequence
 
-from probembed.documents import Problem
+from probembed.documents import OwnNote, Problem
 
 #: Problems quoted in an error message; the error (and a report) keeps them all.
 SHOWN_PROBLEMS = 10
@@ -18,10 +18,10 @@ def listed(problems: Sequence[Problem]) -> str:
     return f"\n  {shown}{tail}"
 
 
-def skipped(problems: Sequence[Problem]) -> str:
+def skipped(problems: Sequence[Problem]) -> OwnNote:
     """What a run stopped part-way had skipped before it stopped, said after what stopped it
     (its report, which would have named them, is not returned)."""
-    return (
+    return OwnNote(
         f"Before it stopped, it had skipped {len(problems)} bad input item(s), none of which "
         f"was written:{listed(problems)}"
     )
