@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from beir_data import write_beir
 
-from probembed.evaluation.datasets import load_dataset, load_retrieval
+from probembed.evaluation.datasets import load_dataset, load_evaluable, load_retrieval
 from probembed.evaluation.harness import COSINE, Method, embed, evaluate
 from probembed.evaluation.metrics import per_query_metrics
 from probembed.pipeline import FusionConfig
@@ -143,6 +143,10 @@ def test_a_grade_below_0_is_read_as_not_relevant_with_a_warning_naming_file_and_
     with pytest.warns(UserWarning, match=said) as told:
         dataset = load_retrieval(data)
     assert {w.filename for w in told if "below 0" in str(w.message)} == {__file__}
+    for entry in (load_dataset, load_evaluable):  # reached another way: still the caller's line
+        with pytest.warns(UserWarning, match=said) as told:
+            entry(data)
+        assert {w.filename for w in told if "below 0" in str(w.message)} == {__file__}, entry
     assert dataset.qrels == {"q1": {"cats": 1, "dogs": -1}}
     assert dataset.without_relevant == ("q2",)  # -2 and 0: no relevant document
     run = {"q1": {"dogs": 2.0, "cats": 1.0}}

@@ -160,6 +160,7 @@ def test_a_threshold_without_a_calibrator_warns_once_per_store_what_it_compares_
     with pytest.warns(UserWarning, match=said + r".* is \(1 \+ s\)/2 of its uec score s") as told:
         assert len(threshold.invoke(QUESTION)) == 4
     assert len([w for w in told if "relevance calibrator" in str(w.message)]) == 1
+    assert {w.filename for w in told if "calibrator" in str(w.message)} == {__file__}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per store: its second search says nothing
         threshold.invoke(QUESTION)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probembed.caller import warn_caller
 from probembed.documents import read_texts
 from probembed.evaluation.metrics import RELEVANT, left_out_queries
 
@@ -404,12 +405,10 @@ def _negative_grades(path: Path, lines: list[tuple[int, str, str, int]]) -> None
     since judged sets carry them; said, since a -1 meant as "unknown" would be read alike."""
     lineno, query_id, doc_id, grade = lines[0]
     count = f"{len(lines)} judgements" if len(lines) > 1 else "1 judgement"
-    warnings.warn(
+    warn_caller(
         f"{path}:{lineno}: {count} graded below 0 (first: query {query_id!r}, document "
         f"{doc_id!r}, grade {grade}), read as not relevant, as grade 0 is: nDCG, recall and "
-        f"MRR count grades >= {RELEVANT} as relevant, as ranx and trec_eval do",
-        UserWarning,
-        stacklevel=4,
+        f"MRR count grades >= {RELEVANT} as relevant, as ranx and trec_eval do"
     )
 
 

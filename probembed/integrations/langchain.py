@@ -16,7 +16,7 @@ p_relevant, per-model weights and the query's confidence (see `probembed.store.r
 
 from __future__ import annotations
 
-import warnings
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,23 +24,25 @@ from probembed.extras import require
 
 require("langchain", "probembed.integrations.langchain")
 
+import langchain_core
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
+from probembed.caller import warn_caller
 from probembed.integrations import common
 from probembed.pipeline import as_pipeline
 from probembed.store import Collection, Database, Hit, remove
 from probembed.store.ingest import DEFAULT_BATCH
 
 if TYPE_CHECKING:
-    import os
-
     from probembed.pipeline import Pipeline
     from probembed.scoring import Score
 
+#: LangChain's package: its search methods and retrievers call this store for the user.
+_LANGCHAIN_DIR = os.path.dirname(langchain_core.__file__)
 #: Search options passed through to `Collection.search` (see `Searcher.search`).
 _SEARCH_OPTIONS = ("score", "exact", "hybrid", "beta", "min_p_relevant")
 
@@ -200,14 +202,13 @@ class ProbembedVectorStore(VectorStore):
             return
         self._told_uncalibrated = True
         _, formula = common.score_relevance(score)
-        warnings.warn(
+        warn_caller(
             f"pipeline {self.collection.load_pipeline().name!r} of collection "
             f"{self.collection.name!r} has no relevance calibrator, so a hit's relevance "
             f"score (and a score_threshold over it) is {formula}: a monotone map for ranking "
             "one query's hits, not P(relevant); pass relevance_score_fn to choose the map, or "
             "search a collection made with a calibrated pipeline ('retrieval' has one)",
-            UserWarning,
-            stacklevel=5,  # the caller of LangChain's similarity_search_with_relevance_scores
+            outside=(_LANGCHAIN_DIR,),  # its search or retriever, which called this store
         )
 
     async def _asimilarity_search_with_relevance_scores(
