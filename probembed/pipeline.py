@@ -161,6 +161,24 @@ class Pipeline:
         digest.update(json.dumps(asdict(self.fusion), sort_keys=True).encode())
         return digest.hexdigest()[:16]
 
+    def setting_changes(self, other: Pipeline) -> list[str]:
+        """How `other`'s score, collection adaptation and calibrator differ from this one's,
+        in words: none is in the fingerprint, so a collection searched under one answers
+        otherwise under the other with the very same vectors."""
+        changes = []
+        if self.score != other.score:
+            mine, theirs = self.score, other.score
+            changes.append(
+                f"score {mine.name} beta {mine.beta:g} -> {theirs.name} beta {theirs.beta:g}"
+            )
+        if self.adapt != other.adapt:
+            changes.append(f"adaptation gamma {self.adapt.gamma:g} -> {other.adapt.gamma:g}")
+        if self.calibrator != other.calibrator:
+            said = {(False, True): "none -> one", (True, False): "one -> none"}
+            shift = said.get((self.calibrator is not None, other.calibrator is not None))
+            changes.append(f"relevance calibrator {shift or 'one -> another'}")
+        return changes
+
     @classmethod
     def fit(
         cls,

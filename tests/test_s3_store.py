@@ -20,7 +20,14 @@ from service_support import Server
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
-from probembed.store import Database, Record, StoreError, WriteConflictError, ingest
+from probembed.store import (
+    Database,
+    PipelineMismatchError,
+    Record,
+    StoreError,
+    WriteConflictError,
+    ingest,
+)
 
 #: moto accepts any credentials; these are what the client signs with.
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -225,7 +232,10 @@ def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
     tmp_path, bucket, options, hash_pipeline, sentences, monkeypatch
 ):
     """A second machine (no mirror yet) ingesting with a pipeline of the same models but
-    another score searched with its own score, where a fresh handle used the kept copy's."""
+    another score searched with its own score, where a fresh handle used the kept copy's.
+    It compares with the kept copy (fetched first) and is refused for the other score; its
+    own pipeline left out, it writes and searches with the copy's; a replaced copy is
+    published, so a third machine searches with the replacing pipeline's score."""
     from dataclasses import replace
 
     from probembed.pipeline import Pipeline
@@ -239,8 +249,15 @@ def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
     ingest(records[:30], Database(uri, create=True, storage_options=options).collection("c"), dot)
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-2"))
     second = Database(uri, storage_options=options).collection("c")
-    ingest(records[30:], second, hash_pipeline)
-    assert second.load_pipeline().score.name == "dot"
+    with pytest.raises(PipelineMismatchError, match="score dot beta 1 -> uec beta 1$|score dot"):
+        ingest(records[30:], second, hash_pipeline)
+    assert second.count() == 30
+    ingest(records[30:], second)
+    assert second.count() == 60 and second.load_pipeline().score.name == "dot"
+    assert second.record_pipeline(hash_pipeline, replace=True) == ["score dot beta 1 -> uec beta 1"]
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-3"))
+    third = Database(uri, storage_options=options).collection("c")
+    assert third.load_pipeline().score.name == "uec"
 
 
 def test_reading_a_prefix_that_holds_nothing_is_no_database(bucket, options):

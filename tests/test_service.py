@@ -34,6 +34,7 @@ import pytest
 from fastapi.testclient import TestClient
 from service_support import Server
 from starlette.requests import Request
+from tuning_support import tuned_copy
 from typer.testing import CliRunner
 
 from probembed.cache import default_cache_dir
@@ -1874,3 +1875,31 @@ def test_a_chunked_write_says_the_size_it_cut_its_documents_at(tmp_path, search_
     assert big.json()["chunked_at"] == {"max_tokens": limit, "overlap_tokens": limit // 2 - 1}
     assert small.json()["chunked_at"] == asked  # within the limit: as asked
     assert plain.status_code == 200 and plain.json()["chunked_at"] is None  # not chunked
+
+
+def test_a_served_tuned_pipeline_leaves_a_collections_kept_settings_as_they_are(
+    tmp_path, hash_pipeline, sentences
+):
+    """The service never changes a collection's pipeline copy: a served tuned pipeline of the
+    collection's vectors lends its models, a write goes through (it names no pipeline: the
+    collection's own, which the CLI and Python refuse to change without --replace-pipeline
+    / replace=True), and searches answer with the kept score and calibrator, as every other
+    reader of the collection does."""
+    db = Database(tmp_path / "db", create=True)
+    texts = sentences[:20]
+    ingest([Record(f"s{i}", t, {}) for i, t in enumerate(texts)], db.collection("c"), hash_pipeline)
+    tuned_copy(hash_pipeline, sentences).save(tmp_path / "tuned")
+    with _in_process(tmp_path, tmp_path / "tuned") as http:
+        written = http.post(
+            "/v1/collections/c/documents", json={"documents": [{"id": "new", "text": texts[0]}]}
+        )
+        assert written.status_code == 200, written.text
+        assert written.json()["added"] == 1
+        refused = http.post("/v1/collections/c/search", json={"query": "x", "min_p_relevant": 0.1})
+        assert refused.status_code == 422 and "no relevance calibrator" in refused.text
+        found = http.post("/v1/collections/c/search", json={"query": texts[0], "k": 2}).json()
+        assert {h["p_relevant"] for h in found["results"][0]["hits"]} == {None}
+        again = http.post("/v1/collections", json={"name": "c", "pipeline": "tuned"})
+        assert again.status_code == 409, again.text
+    kept = Database(tmp_path / "db").open("c").load_pipeline()
+    assert kept.setting_changes(hash_pipeline) == [] and kept.calibrator is None

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import typer
+from tuning_support import TUNED_CHANGES, tuned_copy
 from typer.testing import CliRunner
 
 from probembed.interfaces.store_commands import register
@@ -20,6 +21,7 @@ from probembed.store import (
     Searcher,
     StoreError,
     ingest,
+    remove,
 )
 from probembed.store.readers import Record
 
@@ -557,3 +559,74 @@ def test_long_ids_print_hits_as_lines_rather_than_squeeze_out_the_text(width):
     console = Console(width=width, record=True)
     print_result({"query": "login fails", "confidence": 0.5, "hits": [short]}, console)
     assert "┃ text" in console.export_text()  # a short id still leaves the text its table
+
+
+def test_a_tuned_pipeline_is_refused_by_its_collection_until_it_replaces_the_copy(
+    docs, hash_pipeline, sentences, tmp_path
+):
+    """A pipeline of the collection's vectors whose score, gamma and calibrator differ was
+    silently ignored: "added 0, already stored 60", and every search kept the old settings
+    (--min-p-relevant refused for want of a calibrator). It is refused naming what differs,
+    before anything is written, until `record_pipeline(..., replace=True)` keeps it."""
+    tuned = tuned_copy(hash_pipeline, sentences)
+    assert tuned.fingerprint == hash_pipeline.fingerprint
+    tuned.save(tmp_path / "tuned")
+    loaded = Pipeline.load(tmp_path / "tuned", cache=False)  # as --pipeline DIR loads it
+    version = docs.version
+    for write in (
+        lambda: ingest(records(sentences[:61]), docs, loaded),
+        lambda: docs.record_pipeline(loaded),
+        lambda: remove(docs, ["s0"], loaded),
+    ):
+        with pytest.raises(PipelineMismatchError, match=TUNED_CHANGES) as refused:
+            write()
+        assert "record_pipeline(pipeline, replace=True)" in str(refused.value)
+    assert docs.version == version and docs.count() == 60  # nothing written, nothing removed
+    kept = Database(docs.db.path).open("docs").load_pipeline()
+    assert (kept.score, kept.adapt, kept.calibrator) == (hash_pipeline.score, AdaptConfig(), None)
+    with pytest.raises(StoreError, match="has no relevance calibrator"):
+        docs.search(QUERY, min_p_relevant=0.1)
+
+    assert docs.record_pipeline(loaded, replace=True) == TUNED_CHANGES.split("; ")
+    assert docs.record_pipeline(loaded, replace=True) == []  # the copy's own: nothing to replace
+    report = ingest(records(sentences[:60]), docs, loaded)
+    assert (report.added, report.already_stored) == (0, 60)
+    for reader in (docs, Database(docs.db.path).open("docs")):  # this handle, and a new one
+        own = reader.load_pipeline()
+        assert (own.score, own.adapt, own.calibrator) == (
+            tuned.score,
+            tuned.adapt,
+            tuned.calibrator,
+        )
+        hits = reader.search(QUERY, k=5, min_p_relevant=0.0)["hits"]
+        assert hits and all(h["p_relevant"] is not None for h in hits)
+
+
+def test_cli_ingest_refuses_a_tuned_pipeline_until_replace_pipeline(
+    docs, hash_pipeline, sentences, tmp_path
+):
+    """The CLI tells the refusal in its own terms (--replace-pipeline, leave out --pipeline)
+    and exits 2; with --replace-pipeline it says what changed, and search reads p_relevant."""
+    from probembed.interfaces.cli import app
+
+    tuned_copy(hash_pipeline, sentences).save(tmp_path / "tuned")
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [{"id": f"s{i}", "text": t, "n": i} for i, t in enumerate(sentences[:60])]
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    base = ["--db", str(docs.db.path), "-c", "docs"]
+    ingest_tuned = ["ingest", str(corpus), *base, "--pipeline", str(tmp_path / "tuned")]
+    refused = CliRunner().invoke(app, ingest_tuned)
+    assert refused.exit_code == 2, refused.output
+    told = " ".join(refused.output.split())
+    assert TUNED_CHANGES in told and "--replace-pipeline" in told, told
+    assert "leave out --pipeline" in told and "record_pipeline" not in told
+    alone = CliRunner().invoke(app, ["ingest", str(corpus), *base, "--replace-pipeline"])
+    assert alone.exit_code == 2 and "--replace-pipeline needs --pipeline" in alone.output
+    done = CliRunner().invoke(app, [*ingest_tuned, "--replace-pipeline"])
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.split())
+    assert f"collection 'docs' now searches with 'tuned': {TUNED_CHANGES}" in said, said
+    assert "added 0, already stored 60" in said
+    found = CliRunner().invoke(app, ["search", QUERY, *base, "--min-p-relevant", "0.0", "--json"])
+    assert found.exit_code == 0, found.output
+    assert all(h["p_relevant"] is not None for h in json.loads(found.stdout)[0]["hits"])

@@ -19,6 +19,7 @@ from probembed.interfaces.store_options import (
     CHUNK_OPTIONS,
     DEFAULT_COLLECTION,
     MIXING_OPTIONS,
+    REPLACE_OPTIONS,
     SEARCH_PIPELINE,
     SYNC_OPTIONS,
     AddressOption,
@@ -145,6 +146,13 @@ def ingest_command(
             show_default=False,
         ),
     ] = None,
+    replace_pipeline: Annotated[
+        bool,
+        typer.Option(
+            help="With --pipeline: make its score, adaptation and calibrator the collection's "
+            "(a tuned copy of the pipeline that made it; nothing is encoded again)."
+        ),
+    ] = False,
     on_error: OnErrorOption = "stop",
     batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
     upsert: Annotated[
@@ -190,6 +198,8 @@ def ingest_command(
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     if sync and not chunk:
         raise fail("--sync needs --chunk: only chunked documents carry a content hash")
+    if replace_pipeline and pipeline is None:
+        raise fail("--replace-pipeline needs --pipeline: the pipeline to keep for the collection")
     if chunk and upsert:
         raise fail("--upsert is implied by --chunk: changed documents are replaced")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
@@ -216,6 +226,8 @@ def ingest_command(
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(lambda: read_checked(path, target, "stop", prefix))
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
+        if replace_pipeline and target.exists:
+            _replace_pipeline(target, pipe)
         _say_if_capped(chunk_tokens, settings, pipe)
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
@@ -301,7 +313,19 @@ def _told(exc: Exception) -> str:
 
     if isinstance(exc, IngestError):
         return exc.told("pass --on-error skip")
-    return with_notes(named(str(exc), SYNC_OPTIONS), exc)
+    return with_notes(named(str(exc), SYNC_OPTIONS | REPLACE_OPTIONS), exc)
+
+
+def _replace_pipeline(target: Collection, pipe: Any) -> None:
+    """Keep `pipe` as the collection's pipeline copy, saying what that changed for its readers."""
+    from probembed.store import StoreError
+
+    try:
+        changes = target.record_pipeline(pipe, replace=True)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    if changes:
+        say(f"collection {target.name!r} now searches with {pipe.name!r}: {'; '.join(changes)}")
 
 
 def _own_or_default_pipeline(target: Collection) -> Any:

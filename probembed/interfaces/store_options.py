@@ -61,6 +61,11 @@ RAY_OPTIONS = {
 }
 CHUNK_OPTIONS = {"max_tokens": "--chunk-tokens", "overlap_tokens": "--overlap"}
 MIXING_OPTIONS = {"into another collection": "into another collection (-c NAME)"}
+#: The ways out of a pipeline refused for other settings, in a command line's terms.
+REPLACE_OPTIONS = {
+    "collection.record_pipeline(pipeline, replace=True)": "--replace-pipeline",
+    "leave the pipeline out": "leave out --pipeline",
+}
 SYNC_OPTIONS = {
     "Leave out sync": "Leave out --sync",
     "under a prefix of its own": "under a prefix of its own (--prefix NAME/)",

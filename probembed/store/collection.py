@@ -316,22 +316,53 @@ class Collection:
         """Where the copy of the collection's pipeline is kept (a local mirror, remotely)."""
         return self.db.location.own_dir(self.name) / PIPELINE_DIR
 
-    def record_pipeline(self, pipeline: Pipeline) -> None:
+    def record_pipeline(self, pipeline: Pipeline, replace: bool = False) -> list[str]:
         """Keep a copy of the pipeline that writes (or wrote) this collection, for search to load.
 
         `ingest` calls it before writing; call it yourself after writing batches with `add` or
         `upsert` alone. The copy is written before the first commit (and replaced then, should
-        an earlier first write have failed), or where an existing collection has none.
+        an earlier first write have failed), or where an existing collection has none. A
+        pipeline of the collection's vectors whose score, adaptation or calibrator differ from
+        the kept copy's (`probembed tune` of the same members) is refused
+        (`check_settings`), unless `replace`: then it becomes the kept copy (no vector is
+        encoded again), which this handle and any opened later search with; a process that
+        holds the collection open already (a running service) keeps the settings it loaded.
+        Returns what a replaced copy's settings changed, in words ([] if nothing was replaced).
         """
         self.check_pipeline(PipelineInfo.of(pipeline))
         self.db.require_writable()
         location = self.db.location
-        if not self.exists or not location.has_file(self.name, f"{PIPELINE_DIR}/{CONFIG_FILE}"):
+        kept = self.exists and location.has_file(self.name, f"{PIPELINE_DIR}/{CONFIG_FILE}")
+        if kept:  # this machine's mirror may be missing, or an earlier collection's of the name
+            location.fetch(self.name, PIPELINE_DIR)
+        compared = kept and (replace or not self._holds(pipeline))
+        changes = self._changes_to_copy(pipeline) if compared else []
+        if changes and not replace:
+            raise _settings_refused(self.name, pipeline, changes)
+        if not kept or changes:
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
             location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
-        else:  # this machine's mirror may be missing, or an earlier collection's of the name
-            location.fetch(self.name, PIPELINE_DIR)
+            self._pipeline, self._shares = None, None  # searches take the new copy's settings
         self._share(pipeline)
+        return changes
+
+    def check_settings(self, pipeline: Pipeline) -> None:
+        """Refuse (PipelineMismatchError) a write given a pipeline whose score, adaptation or
+        calibrator differ from the kept copy's, before it reads anything: kept silently, a
+        tuned pipeline's were ignored by every search. One lent to the collection
+        (`use_pipeline`) answers with the copy's by design, and passes."""
+        if self._holds(pipeline) or not self.exists:
+            return
+        self.db.location.fetch(self.name, PIPELINE_DIR)
+        changes = self._changes_to_copy(pipeline)
+        if changes:
+            raise _settings_refused(self.name, pipeline, changes)
+
+    def _changes_to_copy(self, pipeline: Pipeline) -> list[str]:
+        """How `pipeline`'s settings differ from the (fetched) kept copy's; [] without one."""
+        if not has_copy(self.pipeline_dir):
+            return []
+        return pipeline.with_settings_of(self.pipeline_dir).setting_changes(pipeline)
 
     def create(self, pipeline: Pipeline) -> None:
         """Create the collection with no items, for this pipeline's vectors (one commit)."""
@@ -1444,3 +1475,16 @@ def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
     for field in missing:
         data = data.append_column(field, pa.nulls(data.num_rows, field.type))
     return data.select(schema.names).cast(schema)
+
+
+def _settings_refused(name: str, pipeline: Pipeline, changes: list[str]) -> PipelineMismatchError:
+    """Why a collection refuses a pipeline of its vectors with other settings, and the ways out."""
+    return PipelineMismatchError(
+        f"collection {name!r} keeps its pipeline's score, adaptation and calibrator, and "
+        f"pipeline {pipeline.name!r} (the same vectors: fingerprint {pipeline.fingerprint}) "
+        f"changes them: {'; '.join(changes)}. Searches of the collection answer with the kept "
+        "ones; to make the given ones the collection's for every reader (nothing is encoded "
+        "again, and its other users' scores change), replace its copy: "
+        "collection.record_pipeline(pipeline, replace=True); else leave the pipeline out to "
+        "write with the collection's own"
+    )

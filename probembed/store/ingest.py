@@ -160,12 +160,15 @@ def writing_pipeline(
     collection: Collection, pipeline: Pipeline | str | os.PathLike | None
 ) -> Pipeline:
     """The pipeline a write or a delete works with: the one given, else the collection's own
-    (one front door: who has a collection need not pass its pipeline again)."""
+    (one front door: who has a collection need not pass its pipeline again). One given is
+    refused, before anything is read, unless it makes the collection's vectors with the
+    settings its kept copy has (`Collection.check_settings`)."""
     from probembed.pipeline import as_pipeline
 
     if pipeline is not None:
         resolved = as_pipeline(pipeline)
         collection.check_pipeline(PipelineInfo.of(resolved))  # before anything is written
+        collection.check_settings(resolved)
         return resolved
     if not collection.exists:
         raise StoreError(
