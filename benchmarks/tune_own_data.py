@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from probembed.evaluation.datasets import RetrievalDataset
+from probembed.evaluation.pipeline_tuning import tuned_and_calibrated
 from probembed.evaluation.report import compare, write_json
 from probembed.interfaces.eval_commands import load_test_and_dev, own_figures
-from probembed.interfaces.tune_command import load_split, tuned_and_calibrated
+from probembed.interfaces.tune_command import load_split
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.store import Database, ingest

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from probembed.evaluation.datasets import Evaluable, RetrievalDataset
 from probembed.evaluation.harness import (
@@ -153,3 +154,34 @@ def tune_pipeline(
     settings = fusion_settings(Method("tuned", kept.fusion, kept.score), kept.models)
     settings["gamma"] = kept.adapt.gamma
     return TuneResult(kept, figures, metric, settings, tuned.dropped)
+
+
+def tuned_and_calibrated(
+    start: Pipeline,
+    dataset: Evaluable,
+    folder: Path,
+    split: str,
+    name: str,
+    seed: int,
+    step: float | None = None,
+) -> TuneResult:
+    """The pipeline `tune` saves, so a benchmark measures exactly what a user gets: fusion
+    tuned on `dataset` (`split` of the dataset in `folder`), named, the split recorded in
+    `tuned_on`, and on a retrieval split the calibrator refitted on its qrels; `step`: the
+    weights' grid, by default `default_step` of its members."""
+    from probembed.calibration.training import fit_calibrator
+    from probembed.evaluation.datasets import dataset_kind
+
+    step = default_step(len(start.members)) if step is None else step
+    result = tune_pipeline(start, dataset, step, progress=True)
+    tuned = result.pipeline
+    tuned.name = name
+    entry = f"{dataset_kind(dataset)}/{dataset.name}:{split}"
+    kept = start.tuned_on if len(start.members) < 2 else ()
+    tuned.tuned_on = (*kept, entry)
+    tuned.calibrator = (
+        fit_calibrator(tuned, dataset, folder, seed)
+        if isinstance(dataset, RetrievalDataset)
+        else None
+    )
+    return result

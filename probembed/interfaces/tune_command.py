@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from probembed.calibration.calibrator import RelevanceCalibrator
     from probembed.evaluation.datasets import Evaluable
     from probembed.evaluation.pipeline_tuning import TuneResult
-    from probembed.pipeline import Pipeline
 
 
 def splits_of(path: Path) -> list[str]:
@@ -67,38 +66,6 @@ def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
     rank = {name: i for i, name in enumerate(HELD_OUT_ORDER)}
     held = min(others, key=lambda s: (rank.get(s, len(rank)), s))
     return f"probembed eval {dataset_folder(path)} --pipeline {out} --split {held}"
-
-
-def tuned_and_calibrated(
-    start: Pipeline,
-    dataset: Evaluable,
-    path: Path,
-    split: str,
-    name: str,
-    seed: int,
-    step: float | None = None,
-) -> TuneResult:
-    """The pipeline `tune` saves, so a benchmark measures exactly what a user gets: fusion
-    tuned on `dataset` (`split` of the dataset at `path`), named, the split recorded in
-    `tuned_on`, and on a retrieval split the calibrator refitted on its qrels; `step`: the
-    weights' grid, by default `pipeline_tuning.default_step` of its members."""
-    from probembed.calibration.training import fit_calibrator
-    from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
-    from probembed.evaluation.pipeline_tuning import default_step, tune_pipeline
-
-    step = default_step(len(start.members)) if step is None else step
-    result = tune_pipeline(start, dataset, step, progress=True)
-    tuned = result.pipeline
-    tuned.name = name
-    entry = f"{dataset_kind(dataset)}/{dataset.name}:{split}"
-    kept = start.tuned_on if len(start.members) < 2 else ()
-    tuned.tuned_on = (*kept, entry)
-    tuned.calibrator = (
-        fit_calibrator(tuned, dataset, dataset_folder(path), seed)
-        if isinstance(dataset, RetrievalDataset)
-        else None
-    )
-    return result
 
 
 def show(result: TuneResult, dataset: Evaluable) -> None:
@@ -181,7 +148,12 @@ def register(app: typer.Typer) -> None:
         """
         from probembed.calibration.training import check_judged
         from probembed.evaluation.datasets import RetrievalDataset
-        from probembed.evaluation.pipeline_tuning import check_tunable, default_step, grid_sizes
+        from probembed.evaluation.pipeline_tuning import (
+            check_tunable,
+            default_step,
+            grid_sizes,
+            tuned_and_calibrated,
+        )
         from probembed.interfaces.console import fail, named, note, say
         from probembed.pipeline import Pipeline, check_save_target
 
@@ -226,7 +198,9 @@ def register(app: typer.Typer) -> None:
         else:
             say(f"{start.name} has one member: no fusion to tune; fitting its calibrator only")
         try:
-            result = tuned_and_calibrated(start, dataset, path, chosen, out.name, seed, step)
+            result = tuned_and_calibrated(
+                start, dataset, dataset_folder(path), chosen, out.name, seed, step
+            )
         except ValueError as exc:
             raise fail(str(exc)) from exc
         tuned = result.pipeline
