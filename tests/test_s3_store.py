@@ -235,7 +235,8 @@ def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
     another score searched with its own score, where a fresh handle used the kept copy's.
     It compares with the kept copy (fetched first) and is refused for the other score; its
     own pipeline left out, it writes and searches with the copy's; a replaced copy is
-    published, so a third machine searches with the replacing pipeline's score."""
+    published, so a third machine searches with the replacing pipeline's score, and so does
+    the first from its next search (it kept the score it had loaded)."""
     from dataclasses import replace
 
     from probembed.pipeline import Pipeline
@@ -246,7 +247,8 @@ def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
     uri = f"s3://{bucket}/db"
     records = [Record(f"s{i}", t) for i, t in enumerate(sentences[:60])]
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-1"))
-    ingest(records[:30], Database(uri, create=True, storage_options=options).collection("c"), dot)
+    first = Database(uri, create=True, storage_options=options).collection("c")
+    ingest(records[:30], first, dot)
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-2"))
     second = Database(uri, storage_options=options).collection("c")
     with pytest.raises(PipelineMismatchError, match="score dot beta 1 -> uec beta 1$|score dot"):
@@ -258,6 +260,9 @@ def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-3"))
     third = Database(uri, storage_options=options).collection("c")
     assert third.load_pipeline().score.name == "uec"
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-1"))
+    assert first.search("a man", k=2)["hits"]  # held open since its ingest: takes the new copy
+    assert first.load_pipeline().score.name == "uec"
 
 
 def test_reading_a_prefix_that_holds_nothing_is_no_database(bucket, options):

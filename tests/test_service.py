@@ -41,6 +41,7 @@ from probembed.cache import default_cache_dir
 from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
 from probembed.fusion import Fused
 from probembed.interfaces.cli import app as cli_app
+from probembed.pipeline import Pipeline
 from probembed.service import ServiceSettings, schemas
 from probembed.service import collections as collections_module
 from probembed.service import embeddings as embeddings_module
@@ -1903,3 +1904,26 @@ def test_a_served_tuned_pipeline_leaves_a_collections_kept_settings_as_they_are(
         assert again.status_code == 409, again.text
     kept = Database(tmp_path / "db").open("c").load_pipeline()
     assert kept.setting_changes(hash_pipeline) == [] and kept.calibrator is None
+
+
+def test_a_running_service_searches_with_a_copy_replaced_by_another_process(
+    tmp_path, hash_pipeline, sentences
+):
+    """`ingest --replace-pipeline` from another process while the service runs: the service
+    kept searching with the settings it had loaded (no calibrator: --min-p-relevant refused)
+    until restarted. A replacement commits a mark that the service's next request sees."""
+    db = Database(tmp_path / "db", create=True)
+    texts = sentences[:20]
+    ingest([Record(f"s{i}", t, {}) for i, t in enumerate(texts)], db.collection("c"), hash_pipeline)
+    tuned_copy(hash_pipeline, sentences).save(tmp_path / "tuned")
+    asked = {"query": texts[0], "k": 3, "min_p_relevant": 0.0}
+    with _in_process(tmp_path, tmp_path / "tuned") as http:
+        refused = http.post("/v1/collections/c/search", json=asked)
+        assert refused.status_code == 422 and "no relevance calibrator" in refused.text
+        elsewhere = Database(tmp_path / "db").open("c")  # another handle, as another process
+        tuned = Pipeline.load(tmp_path / "tuned", cache=False)
+        assert elsewhere.record_pipeline(tuned, replace=True)
+        found = http.post("/v1/collections/c/search", json=asked)
+        assert found.status_code == 200, found.text
+        hits = found.json()["results"][0]["hits"]
+        assert len(hits) == 3 and all(h["p_relevant"] is not None for h in hits)

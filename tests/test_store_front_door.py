@@ -602,6 +602,28 @@ def test_a_tuned_pipeline_is_refused_by_its_collection_until_it_replaces_the_cop
         assert hits and all(h["p_relevant"] is not None for h in hits)
 
 
+def test_a_handle_open_elsewhere_takes_a_replaced_copy_at_its_next_search(
+    docs, hash_pipeline, sentences, tmp_path
+):
+    """A process holding the collection open (another `Database`: its own handles) kept the
+    settings it had loaded after a replacement, until it reopened the collection; lent the
+    models (`use_pipeline`, as a service lends its served pipeline's) too."""
+    tuned = tuned_copy(hash_pipeline, sentences)
+    open_elsewhere, lent = Database(docs.db.path).open("docs"), Database(docs.db.path).open("docs")
+    lent.use_pipeline(hash_pipeline)
+    for reader in (open_elsewhere, lent):
+        assert reader.search(QUERY, k=3)["hits"][0]["p_relevant"] is None
+    version = docs.version
+    docs.record_pipeline(tuned, replace=True)
+    assert docs.version == version + 1 and docs.count() == 60  # a mark, no row written
+    for reader in (open_elsewhere, lent):
+        hits = reader.search(QUERY, k=3, min_p_relevant=0.0)["hits"]
+        assert hits and all(h["p_relevant"] is not None for h in hits)
+        assert reader.load_pipeline().setting_changes(tuned) == []
+    lent.use_pipeline(hash_pipeline)  # lent again, as the service does per request
+    assert lent.load_pipeline().calibrator is not None and lent.version == docs.version
+
+
 def test_cli_ingest_refuses_a_tuned_pipeline_until_replace_pipeline(
     docs, hash_pipeline, sentences, tmp_path
 ):

@@ -48,6 +48,7 @@ from probembed.store.rows import (
     CORE_COLUMNS,
     MAX_METADATA_COLUMNS,
     NOT_A_COLUMN,
+    SETTINGS_MARK,
     WRITE_TAG,
     Batch,
     PipelineInfo,
@@ -55,6 +56,7 @@ from probembed.store.rows import (
     metadata_json,
     metadata_types,
     read_header,
+    settings_mark,
     table_schema,
     to_arrow,
     to_matrix,
@@ -165,6 +167,8 @@ class Collection:
         self._shares: Pipeline | None = None
         self._searcher: Searcher | None = None
         self._header_at: tuple[int, dict[str, Any]] | None = None
+        #: The kept copy's replacement mark as last read (`rows.settings_mark`).
+        self._settings_mark: str | None = None
         #: Fields stored rows hold in their JSON only, as found so far, for the creation of
         #: the table named by the header's "created" (`_held_in_json`).
         self._held: tuple[str | None, set[str]] = ("", set())
@@ -305,9 +309,12 @@ class Collection:
                 raise StoreStateError(
                     f"table {self.name!r} in {self.db.path} was not written by probembed"
                 )
-            held = self._header_at
-            if held is not None and held[1].get("created") != header.get("created"):
+            held, mark = self._header_at, settings_mark(self._as_seen().schema)
+            if held is not None and (
+                held[1].get("created") != header.get("created") or mark != self._settings_mark
+            ):
                 self._pipeline, self._shares = None, None
+            self._settings_mark = mark
             self._header_at, self._header_read = (version, header), time.monotonic()
         return self._header_at[1]
 
@@ -325,8 +332,8 @@ class Collection:
         pipeline of the collection's vectors whose score, adaptation or calibrator differ from
         the kept copy's (`probembed tune` of the same members) is refused
         (`check_settings`), unless `replace`: then it becomes the kept copy (no vector is
-        encoded again), which this handle and any opened later search with; a process that
-        holds the collection open already (a running service) keeps the settings it loaded.
+        encoded again), which every search takes from then on, in this process and in any
+        other that holds the collection open (a running service: a commit marks the change).
         Returns what a replaced copy's settings changed, in words ([] if nothing was replaced).
         """
         self.check_pipeline(PipelineInfo.of(pipeline))
@@ -342,9 +349,21 @@ class Collection:
         if not kept or changes:
             pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
             location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
+            if changes:
+                self._mark_replaced()
             self._pipeline, self._shares = None, None  # searches take the new copy's settings
         self._share(pipeline)
         return changes
+
+    @one_at_a_time
+    def _mark_replaced(self) -> None:
+        """Commit a new settings mark: a service or another process holding the collection
+        open kept searching with the settings it had loaded until it reopened it."""
+        table = self._require()
+        marked = {"path": "id", "metadata": {SETTINGS_MARK: uuid.uuid4().hex}}
+        outcome = "the pipeline copy was replaced; processes holding it open keep the old one"
+        shared_writes.committed(lambda: table.update_field_metadata(marked), outcome)
+        self._header(reopen=True)
 
     def check_settings(self, pipeline: Pipeline) -> None:
         """Refuse (PipelineMismatchError) a write given a pipeline whose score, adaptation or
@@ -524,7 +543,10 @@ class Collection:
 
         When the collection moves to a new version it takes in only the rows that changed.
         For other `IndexSettings`, build a `Searcher(collection, collection.load_pipeline(), s)`.
+        The latest version is looked for first: a pipeline copy replaced by another process
+        (`record_pipeline(replace=True)`) is searched with from the next search on.
         """
+        self.version  # noqa: B018  reads the header of a newer version, and its settings mark
         pipeline = self.load_pipeline()
         if self._searcher is None or self._searcher.pipeline is not pipeline:
             if self._searcher is not None:

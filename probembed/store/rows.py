@@ -37,6 +37,10 @@ WRITE_TAG = "written"
 #: The field metadata that makes `id` the table's unenforced primary key: with it, Lance
 #: checks the ids that concurrent merges inserted against each other (`store.shared_writes`).
 PRIMARY_KEY = {"lance-schema:unenforced-primary-key:position": "1"}
+#: Field metadata of `id` that changes (a commit) whenever the kept pipeline copy is replaced
+#: (`Collection.record_pipeline(replace=True)`): every process holding the collection sees a
+#: new version, finds a new mark and searches with the copy's new settings.
+SETTINGS_MARK = "probembed:settings"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 #: Metadata columns a collection gets at most; later fields stay in the JSON only, so items
@@ -187,6 +191,12 @@ def read_header(schema: pa.Schema) -> dict[str, Any] | None:
     """The probembed header of a table's schema, or None for a foreign table."""
     raw = (schema.metadata or {}).get(SCHEMA_KEY)
     return None if raw is None else json.loads(raw)
+
+
+def settings_mark(schema: pa.Schema) -> str | None:
+    """The mark of the kept pipeline copy's last replacement; None if it was never replaced."""
+    raw = (schema.field("id").metadata or {}).get(SETTINGS_MARK.encode())
+    return None if raw is None else raw.decode()
 
 
 def variance_basis(header: dict[str, Any]) -> VarianceBasis | None:
