@@ -319,6 +319,8 @@ def test_add_without_ids_is_deterministic_and_delete_round_trips(store):
     ids = store.add_texts(texts, metas)
     assert ids == [text_id(t, m) for t, m in zip(texts, metas, strict=True)]
     assert store.add_texts(texts, metas) == ids  # the same items again: replaced, not added
+    padded = [f"  {t}\n" for t in texts]  # stored stripped, so the same records: same ids
+    assert store.add_texts(padded, metas) == ids
     assert store.collection.count() == before + 2
     stored = {d.id: d for d in store.get_by_ids(ids)}
     assert stored[ids[1]].page_content == texts[1] and stored[ids[1]].metadata == metas[1]

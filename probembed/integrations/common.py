@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from probembed.documents import stored_text
 from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
 from probembed.store import Collection, Database, Hit, QueryResult, Record, ingest
@@ -163,9 +164,12 @@ def without_result(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def text_id(text: str, metadata: Mapping[str, Any]) -> str:
-    """A deterministic id for a text and its metadata: the same item always gets the same id
-    (a lone surrogate too, so that ingest refuses it by name rather than this hash failing)."""
-    key = json.dumps([text, dict(metadata)], sort_keys=True, ensure_ascii=False, default=repr)
+    """A deterministic id for a text and its metadata: the same item always gets the same id,
+    the text hashed as stored (`stored_text`: "x" and " x\n" are one record, one id, not two
+    rows), a lone surrogate too (ingest refuses it by name rather than this hash failing)."""
+    key = json.dumps(
+        [stored_text(text), dict(metadata)], sort_keys=True, ensure_ascii=False, default=repr
+    )
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
