@@ -22,6 +22,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
+from tuning_support import tuned_copy
 
 from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
 from probembed.store import Database
@@ -543,3 +544,33 @@ def test_a_collection_written_by_ingest_is_refused_naming_it_and_what_reads_it(
     with pytest.raises(ValueError, match=says):
         store.get_nodes(node_ids=[rows[0]["id"]])
     assert collection.search(QUESTION, k=3)["hits"]  # the reopened form reads them
+
+
+def test_a_retriever_passes_min_p_relevant_and_the_search_options_to_the_store(
+    tmp_path, pydoc_pipeline
+):
+    """`vector_store_kwargs={"min_p_relevant": ...}` was a TypeError ("unknown option"), so
+    a LlamaIndex app could not drop unlikely hits as the LangChain store and the service do;
+    an option the store does not take is still refused, naming those it takes."""
+    passages = [r.text for r in read_pydoc_topics(TOPICS)]
+    others = [r.text for r in read_pydoc_topics()[:90]]
+    tuned = tuned_copy(pydoc_pipeline, others)  # the same vectors, with a calibrator
+    store = ProbembedVectorStore(Database(tmp_path / "db", create=True).collection("c"), tuned)
+    store.add([TextNode(id_=f"n{i}", text=t) for i, t in enumerate(passages)])
+    index = VectorStoreIndex.from_vector_store(store, embed_model=ProbembedEmbedding(tuned))
+    every = index.as_retriever(similarity_top_k=10).retrieve(QUESTION)
+    chances = sorted(n.node.metadata["probembed"]["p_relevant"] for n in every)
+    assert chances[0] < chances[-1], chances  # a threshold between them keeps some, not all
+    cut = chances[len(chances) // 2]
+    kept = index.as_retriever(similarity_top_k=10, vector_store_kwargs={"min_p_relevant": cut})
+    found = kept.retrieve(QUESTION)
+    assert [n.node.node_id for n in found] == [
+        n.node.node_id for n in every if n.node.metadata["probembed"]["p_relevant"] >= cut
+    ]
+    by_dot = index.as_retriever(similarity_top_k=3, vector_store_kwargs={"score": "dot"})
+    assert [n.score for n in by_dot.retrieve(QUESTION)] == [
+        h["score"] for h in store.client.search(QUESTION, k=3, score="dot")["hits"]
+    ]
+    unknown = index.as_retriever(vector_store_kwargs={"min_p": 0.5})
+    with pytest.raises(TypeError, match=r"\['min_p'\]; it takes min_p_relevant, score"):
+        unknown.retrieve(QUESTION)

@@ -75,6 +75,9 @@ _SUBSTRING = {
 _LISTED = {FilterOperator.ANY: " OR ", FilterOperator.ALL: " AND "}
 #: The operators a node without the field matches (LlamaIndex's `build_metadata_filter_fn`).
 _MISSING_MATCHES = frozenset({FilterOperator.NE, FilterOperator.NIN, FilterOperator.IS_EMPTY})
+#: `Collection.search` options a query takes from a retriever's `vector_store_kwargs` (the
+#: mode gives `hybrid`, the filters `where`).
+QUERY_OPTIONS = ("min_p_relevant", "score", "exact", "beta")
 #: The metadata field node_to_metadata_dict keeps the source document's id in.
 _REF_DOC = "ref_doc_id"
 #: The metadata field node_to_metadata_dict keeps the whole node in, as JSON.
@@ -267,9 +270,11 @@ class ProbembedVectorStore(BasePydanticVectorStore):
 
         Modes: default (dense) and hybrid (dense fused with BM25 by reciprocal rank, giving
         `hybrid_top_k` nodes where it is set; `alpha` is not used). `filters`, `doc_ids` and
-        `node_ids` restrict the rows searched.
+        `node_ids` restrict the rows searched. A retriever's `vector_store_kwargs` may pass
+        `Collection.search`'s `min_p_relevant`, `score`, `exact` and `beta` (QUERY_OPTIONS).
         """
-        _no_options(kwargs, "query")
+        options = {k: v for k, v in kwargs.items() if k in QUERY_OPTIONS}
+        _no_options({k: v for k, v in kwargs.items() if k not in QUERY_OPTIONS}, "query")
         mode = VectorStoreQueryMode(query.mode)  # a plain string names a mode too
         if mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID):
             raise NotImplementedError(f"probembed has no {mode.value!r} query mode")
@@ -279,7 +284,10 @@ class ProbembedVectorStore(BasePydanticVectorStore):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         k = (query.hybrid_top_k or query.similarity_top_k) if hybrid else query.similarity_top_k
         where = self._where(query)
-        found = [common.search(self._collection, t, k, where=where, hybrid=hybrid) for t in texts]
+        found = [
+            common.search(self._collection, t, k, where=where, hybrid=hybrid, **options)
+            for t in texts
+        ]
         hits = _best_hits(found, k)
         nodes = [_hit_node(self._collection.name, hit, confidence) for hit, confidence in hits]
         return VectorStoreQueryResult(
@@ -490,4 +498,7 @@ def _hit_node(collection: str, hit: Any, confidence: float | None) -> BaseNode:
 def _no_options(kwargs: dict[str, Any], method: str) -> None:
     """Refuse keyword arguments the store does not use rather than ignore them."""
     if kwargs:
-        raise TypeError(f"ProbembedVectorStore.{method} got unknown option(s) {sorted(kwargs)}")
+        takes = f"; it takes {', '.join(QUERY_OPTIONS)}" if method == "query" else ""
+        raise TypeError(
+            f"ProbembedVectorStore.{method} got unknown option(s) {sorted(kwargs)}{takes}"
+        )
