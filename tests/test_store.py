@@ -780,6 +780,9 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
         collection.search("paper", where='"a b" = 1')  # a quoted name with a space in it
     with pytest.raises(StoreError, match="a string takes single quotes in SQL: 'p1'$"):
         collection.search("paper", where='id = "p1"')  # "p1" is a column to SQL
+    for mixed_case in ('id = "P1"', 'id IN ("P1")', 'id LIKE "P1"'):  # its name stays quoted
+        with pytest.raises(StoreError, match="a string takes single quotes in SQL: 'P1'$"):
+            collection.search("paper", where=mixed_case)
     for quoted_name in ('("colour" = 1)', "lower(\"colour\") = 'red'"):  # names, rightly quoted
         with pytest.raises(StoreError, match="no field colour; filters can name id, text, year$"):
             collection.search("paper", where=quoted_name)

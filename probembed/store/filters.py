@@ -242,8 +242,9 @@ def filtered(run: Any, where: str | None, owner: Collection) -> Any:
             close = _CLOSE_FIELD.search(message)  # the planner's guess, often past the list
             guess = f"; did you mean {close.group(1)}?" if close else ""
             message = f"no field {unknown.group(1)}{guess}; filters can name {_listed(owner)}"
-        if unknown and _compared_as_string(unknown.group(1), where):
-            message += f"; a string takes single quotes in SQL: '{unknown.group(1)}'"
+        bare = unknown.group(1).strip('"') if unknown else ""  # the engine keeps "Mixed" quoted
+        if unknown and _compared_as_string(bare, where):
+            message += f"; a string takes single quotes in SQL: '{bare}'"
         elif unknown and owner.holds_in_json(unknown.group(1).strip('"`')):
             message += (
                 f"; the items hold {unknown.group(1)} in their metadata JSON only (a field gets "
