@@ -209,6 +209,38 @@ def test_a_replaced_copy_is_refused_by_fingerprint(docs, hash_pipeline, toy_pair
         fresh.search(QUERY)
 
 
+def test_the_same_models_fused_with_other_weights_are_refused_saying_what_replace_cannot_do(
+    docs, hash_pipeline, sentences, tmp_path
+):
+    """What `probembed tune` gives once it moves the prior: the same models, other vectors.
+    The README promised --replace-pipeline would take it over; it was refused with "use that
+    pipeline or another collection" alone, and --replace-pipeline the same. The refusal says
+    why (the vectors differ) and what replacing can and cannot take over, in the CLI's terms
+    there."""
+    from dataclasses import replace
+
+    from probembed.interfaces.cli import app
+
+    fusion = replace(hash_pipeline.fusion, prior=(0.7, 0.3))
+    reweighed = Pipeline(hash_pipeline.members, fusion, hash_pipeline.score, "reweighed")
+    assert reweighed.fingerprint != hash_pipeline.fingerprint
+    with pytest.raises(PipelineMismatchError) as refused:
+        docs.record_pipeline(reweighed, replace=True)
+    said = str(refused.value)
+    assert "'reweighed' has the same models, fused with other weights" in said
+    assert "every item would be encoded again, into another collection" in said
+    assert "record_pipeline(pipeline, replace=True) takes over only a score" in said
+    reweighed.save(tmp_path / "reweighed")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "s0", "text": sentences[0]}) + "\n")
+    base = ["ingest", str(corpus), "--db", str(docs.db.path), "-c", "docs"]
+    for extra in ([], ["--replace-pipeline"]):
+        cli = CliRunner().invoke(app, [*base, "--pipeline", str(tmp_path / "reweighed"), *extra])
+        told = " ".join(cli.output.split())
+        assert cli.exit_code == 2 and "--replace-pipeline takes over only a score" in told, told
+    assert docs.count() == 60 and docs.load_pipeline().fingerprint == hash_pipeline.fingerprint
+
+
 def test_a_missing_copy_of_a_custom_pipeline_is_a_clear_error(docs, hash_pipeline):
     shutil.rmtree(docs.pipeline_dir)
     fresh = Database(docs.db.path).open("docs")

@@ -323,7 +323,7 @@ def _replace_pipeline(target: Collection, pipe: Any) -> None:
     try:
         changes = target.record_pipeline(pipe, replace=True)
     except (StoreError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+        raise fail(named(str(exc), REPLACE_OPTIONS)) from exc
     if changes:
         say(f"collection {target.name!r} now searches with {pipe.name!r}: {'; '.join(changes)}")
 

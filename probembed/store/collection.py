@@ -149,6 +149,20 @@ class CollectionStats:
         }
 
 
+def _refitted(mine: PipelineInfo, other: PipelineInfo) -> str:
+    """Why a pipeline of the same models cannot take over a collection (what `probembed tune`
+    gives once it moves the prior weights or T), and what can; "" for other models."""
+    if mine.models != other.models:
+        return ""
+    return (
+        f". {other.name!r} has the same models, fused with other weights (or fitted "
+        "otherwise): its vectors are not the stored ones, and every item would be encoded "
+        "again, into another collection (or this one dropped first); "
+        "collection.record_pipeline(pipeline, replace=True) takes over only a score, "
+        "adaptation or calibrator, which leave the vectors as they are"
+    )
+
+
 def _files_gone(exc: BaseException) -> bool:
     """Whether a LanceDB error says files of the table are missing (dropped under a handle)."""
     return "Not found" in str(exc)
@@ -618,7 +632,7 @@ class Collection:
                 f"collection {self.name!r} holds vectors of pipeline {mine.name!r} "
                 f"(models {', '.join(mine.models)}, fingerprint {mine.fingerprint}), not of "
                 f"{pipeline.name!r} (fingerprint {pipeline.fingerprint}); use that pipeline "
-                "or another collection"
+                f"or another collection{_refitted(mine, pipeline)}"
             )
 
     def count(self, where: str | None = None) -> int:
