@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 #: What `ingest` and `embed` read.
 SOURCE_HELP = (
     "JSONL or JSON file of records, BEIR folder, folder of .txt/.md files (.html and .pdf "
-    "too with ingest --chunk), or one such file."
+    "too with --chunk), or one such file."
 )
 
 
@@ -154,7 +154,9 @@ def ingest_command(
         ),
     ] = False,
     on_error: OnErrorOption = "stop",
-    batch_size: Annotated[int, typer.Option(help="Documents per commit.", min=1)] = 512,
+    batch_size: Annotated[
+        int, typer.Option(help="Documents per commit (with --chunk: chunks).", min=1)
+    ] = 512,
     upsert: Annotated[
         bool, typer.Option(help="Replace ids stored with another text or metadata.")
     ] = False,

@@ -47,7 +47,10 @@ def search_command(
     k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.", min=1)] = 10,
     score: Annotated[
         str | None,
-        typer.Option(help="uec, uec-mteb, csd, kl, w2, mls, bhattacharyya or dot (alias cosine)."),
+        typer.Option(
+            help="uec, uec-mteb, csd, kl, w2, mls, bhattacharyya or dot (alias cosine) "
+            "\\[default: the score of the pipeline that made the collection]."
+        ),
     ] = None,
     exact: Annotated[bool, typer.Option(help="Scan every item instead of the ANN graph.")] = False,
     where: Annotated[str | None, typer.Option(help='SQL filter, e.g. "year > 2015".')] = None,
