@@ -21,7 +21,7 @@ from probembed.integrations.langchain import ProbembedEmbeddings, ProbembedVecto
 from probembed.pipeline import AdaptConfig, FusionConfig, ModelSpec, Pipeline
 from probembed.scoring import parse_score
 from probembed.store import Database
-from probembed.store.errors import StoreError
+from probembed.store.errors import CollectionNotFoundError, StoreError
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.ranking import scan
 
@@ -686,3 +686,27 @@ def test_a_relevance_score_fn_maps_each_hits_own_score(tmp_path, calibrated, rec
     assert [d.id for d in kept] == [d.id for d, _ in mapped[:3]]
     with pytest.raises(TypeError, match="relevance_score_fn must be a function"):
         ProbembedVectorStore(collection, relevance_score_fn=0.5)
+
+
+def test_a_collection_dropped_under_a_store_is_an_error_not_an_empty_answer(
+    tmp_path, pydoc_pipeline, store, records
+):
+    """Dropped by another process, the collection answered every search with [] (an app
+    said "nothing found"), where `Collection.search` says it is gone; a collection not made
+    yet is still an empty store, and an add makes the dropped one again."""
+    assert store.similarity_search(QUESTION, k=2)
+    Database(tmp_path / "db").drop("docs")  # another process's handle
+    for read in (
+        lambda: store.similarity_search(QUESTION, k=2),
+        lambda: store.get_by_ids([records[0].id]),
+        lambda: store.delete([records[0].id]),
+    ):
+        with pytest.raises(CollectionNotFoundError, match="'docs' .* was dropped after this"):
+            read()
+    fresh = Database(tmp_path / "db").collection("never")
+    assert (
+        ProbembedVectorStore(fresh, ProbembedEmbeddings(pydoc_pipeline)).similarity_search(QUESTION)
+        == []
+    )
+    store.add_texts([records[0].text], ids=["again"])
+    assert [d.id for d in store.similarity_search(QUESTION, k=5)] == ["again"]

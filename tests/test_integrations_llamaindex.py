@@ -26,6 +26,7 @@ from tuning_support import tuned_copy
 
 from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVectorStore
 from probembed.store import Database
+from probembed.store.errors import CollectionNotFoundError
 from probembed.store.pydoc_corpus import read_pydoc_topics
 
 TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
@@ -574,3 +575,17 @@ def test_a_retriever_passes_min_p_relevant_and_the_search_options_to_the_store(
     unknown = index.as_retriever(vector_store_kwargs={"min_p": 0.5})
     with pytest.raises(TypeError, match=r"\['min_p'\]; it takes min_p_relevant, score"):
         unknown.retrieve(QUESTION)
+
+
+def test_a_collection_dropped_under_the_store_is_an_error_not_an_empty_answer(
+    tmp_path, store, pydoc_pipeline
+):
+    """Dropped by another process, the collection answered every query with no nodes."""
+    Database(tmp_path / "db").drop("docs")
+    for read in (
+        lambda: retriever(store, pydoc_pipeline).retrieve(QUESTION),
+        lambda: store.get_nodes(["assert#0"]),
+        lambda: store.delete("assert"),
+    ):
+        with pytest.raises(CollectionNotFoundError, match="'docs' .* was dropped after this"):
+            read()

@@ -229,10 +229,24 @@ def retold(exc: IngestError, skip: str) -> IngestError:
     return again
 
 
+def holds_rows(collection: Collection) -> bool:
+    """Whether a read finds the collection: False before its first write (an empty store);
+    one dropped since this store read it is an error, or an app would answer "nothing
+    found" from a collection that is gone (`Collection.search` says so too)."""
+    if collection.exists:
+        return True
+    if collection.dropped:
+        raise CollectionNotFoundError(
+            f"collection {collection.name!r} in {collection.db.path} was dropped after this "
+            "store read it; make the store again over a collection that is there"
+        )
+    return False
+
+
 def search(collection: Collection, query: str, k: int, **options: Any) -> QueryResult:
     """The collection's answer to one query; no hits while the collection has no rows yet, or
     for k = 0 (the frameworks' own stores answer it with nothing, not an error)."""
-    if not collection.exists or (k == 0 and not isinstance(k, bool)):
+    if not holds_rows(collection) or (k == 0 and not isinstance(k, bool)):
         return QueryResult(query=query, confidence=None, hits=[])
     return collection.search(query, k=k, **options)
 

@@ -141,7 +141,7 @@ class ProbembedVectorStore(VectorStore):
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete these ids (None: every item) in one commit; True when any was there."""
         _no_options(kwargs, "delete")
-        if not self.collection.exists:
+        if not common.holds_rows(self.collection):
             return False
         targets = sorted(self.collection.ids()) if ids is None else common.id_list(ids, "delete")
         return remove(self.collection, targets, self._embedding.pipeline) > 0
@@ -149,7 +149,7 @@ class ProbembedVectorStore(VectorStore):
     @common.serialised("collection")
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents with these ids (missing ones are left out)."""
-        if not self.collection.exists:
+        if not common.holds_rows(self.collection):
             return []
         rows = self.collection.rows(common.id_list(ids, "get_by_ids"), ["text", "metadata"])
         return [_stored_document(row) for row in rows.values()]

@@ -222,7 +222,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
     ) -> list[BaseNode]:
         """The stored nodes with these ids and/or matching these filters (all: neither)."""
         collection = self._collection
-        if not collection.exists or (node_ids is not None and not node_ids):
+        if not common.holds_rows(collection) or (node_ids is not None and not node_ids):
             return []  # an empty id list selects no node
         ids_where = None if node_ids is None else _ids_condition(collection, "id", node_ids)
         ids = collection.matching_ids(common.both(ids_where, self._filters(filters)) or "true")
@@ -235,7 +235,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """Delete every node of one source document, in one commit."""
         _no_options(delete_kwargs, "delete")
         collection = self._collection
-        if not collection.exists or _REF_DOC not in collection.metadata_columns():
+        if not common.holds_rows(collection) or _REF_DOC not in collection.metadata_columns():
             return
         where = common.sql_condition(collection, _REF_DOC, "=", ref_doc_id)
         remove(collection, collection.matching_ids(where), self._pipeline)
@@ -250,7 +250,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """Delete the nodes with these ids and/or matching these filters, in one commit."""
         _no_options(delete_kwargs, "delete_nodes")
         collection = self._collection
-        if not collection.exists or (node_ids is None and filters is None):
+        if not common.holds_rows(collection) or (node_ids is None and filters is None):
             return
         if node_ids is not None and not node_ids:
             return  # an empty id list selects no node, as in LlamaIndex's own stores
@@ -261,7 +261,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
     @common.serialised("_collection")
     def clear(self) -> None:
         """Delete every node, in one commit."""
-        if self._collection.exists:
+        if common.holds_rows(self._collection):
             remove(self._collection, sorted(self._collection.ids()), self._pipeline)
 
     @common.serialised("_collection")
@@ -280,7 +280,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
             raise NotImplementedError(f"probembed has no {mode.value!r} query mode")
         hybrid = mode == VectorStoreQueryMode.HYBRID
         texts = _query_texts(query)
-        if not self._collection.exists:  # before the filters, which read its columns
+        if not common.holds_rows(self._collection):  # before the filters, which read its columns
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         k = (query.hybrid_top_k or query.similarity_top_k) if hybrid else query.similarity_top_k
         where = self._where(query)

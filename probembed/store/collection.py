@@ -213,6 +213,12 @@ class Collection:
         """Whether the table has been created (by a first write)."""
         return self._open() is not None
 
+    @property
+    def dropped(self) -> bool:
+        """Whether the table this handle read is gone (dropped, here or by another process)
+        and none was made again: a reader tells that apart from a collection not made yet."""
+        return self._header_at is not None and not self.exists
+
     @one_at_a_time
     def _open(self) -> Any:
         """The LanceDB table at its latest version, or None before the first write.
