@@ -246,7 +246,7 @@ def test_error_messages_keep_brackets_in_paths_literal(tmp_path):
     [
         (["absent.jsonl"], "no documents at absent.jsonl"),
         (["docs.jsonl", "--pipeline", "no-such-pipeline"], "no pipeline 'no-such-pipeline'"),
-        (["docs.jsonl", "--sync"], "--sync needs --chunk"),
+        (["docs.jsonl", "--sync", "--upsert"], "--upsert is implied by --sync"),
         (["docs.jsonl", "--batch-size", "0"], "--batch-size"),
         (["docs.jsonl", "--chunk", "--overlap", "-1"], "--overlap must be in [0,"),
         (["docs.jsonl", "--collection", "bad name"], "invalid collection name 'bad name'"),

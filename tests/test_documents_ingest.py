@@ -1146,7 +1146,7 @@ def test_cli_ingest_chunk_sync_and_group_by_doc(tmp_path, folder, pydoc_pipeline
     others = hits[0]["other_chunks"]
     assert f"{hits[0]['id']} (+{others} chunk{'s' if others > 1 else ''})" in shown.output
     refused = runner.invoke(app, ["ingest", str(folder), "--db", db, "--sync"])
-    assert refused.exit_code == 2 and "--sync needs --chunk" in refused.output
+    assert refused.exit_code == 2 and "holds documents as chunks" in refused.output
     # a document's id names no row of a chunked collection: said, with how to delete it
     by_id = runner.invoke(app, ["delete", "guide.md", "--db", db])
     said = " ".join(by_id.output.split())

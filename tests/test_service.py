@@ -284,6 +284,46 @@ def test_a_write_without_upsert_says_which_stored_ids_kept_another_text(server):
         http.delete("/v1/collections/edits")
 
 
+def test_a_sync_of_whole_documents_leaves_the_collection_holding_the_request(server):
+    """`"sync": true` without `"chunk"` was a 422 "sync needs chunk": a client could not
+    remove what its source no longer holds. It replaces, adds and removes in one commit,
+    under its prefix only, and refuses a sync that would keep nothing."""
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "synced"})
+
+        def write(documents, **options):
+            body = {"documents": documents, **options}
+            return http.post("/v1/collections/synced/documents", json=body)
+
+        write([{"id": "kept", "text": "Another source's note."}], prefix="other/")
+        first = write(DOCS, sync=True, prefix="p/").json()
+        assert (first["added"], first["removed"], first["count"]) == (3, 0, 4)
+        collection = Database(server.db).collection("synced")
+        version = collection.version
+        edited = [{**DOCS[0], "text": "A dog slept by the fire."}, DOCS[1]]
+        edited.append({"id": "d9", "text": "A new document."})
+        synced = write(edited, sync=True, prefix="p/").json()
+        assert (synced["added"], synced["updated"], synced["unchanged"], synced["removed"]) == (
+            1, 1, 1, 1)  # fmt: skip
+        assert synced["count"] == 4 and collection.version == version + 1
+        ids = sorted(collection.ids())
+        assert ids == ["other/kept", "p/d1", "p/d2", "p/d9"]
+        texts = {i: r["text"] for i, r in collection.rows(ids).items()}
+        assert texts == {"other/kept": "Another source's note."} | {
+            f"p/{d['id']}": d["text"] for d in edited
+        }
+        kept = write([{"id": "z", "text": "Zebra."}], sync=True, prefix="p/x").json()
+        assert (kept["added"], kept["removed"]) == (1, 0)  # nothing stored under p/x: none go
+        for options, says in (
+            ({"upsert": False}, "upsert false does not apply with sync"),
+            ({}, "sync would remove all 4 record(s) under prefix 'p/' of collection"),
+        ):
+            refused = write([{"id": "y", "text": "Yak."}], sync=True, prefix="p/", **options)
+            assert refused.status_code == 422 and says in refused.text, refused.text
+        assert sorted(collection.ids()) == ["other/kept", "p/d1", "p/d2", "p/d9", "p/xz"]
+        http.delete("/v1/collections/synced")
+
+
 def test_an_integer_id_is_stored_as_its_string_as_the_cli_stores_it(
     server, tmp_path, pydoc_pipeline_dir
 ):
@@ -890,7 +930,7 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
             ([docs[1], {"id": "blank", "text": "   "}], {}, r"documents\[1\].*'blank' has no text"),
             ([docs[1], docs[1]], {}, "duplicate document id 'note'"),
             ([docs[1]], {"chunk": {"max_tokens": 48, "overlap_tokens": 30}}, "overlap_tokens"),
-            ([docs[1]], {"chunk": False, "sync": True}, "sync needs chunk"),
+            ([docs[1]], {"chunk": False, "sync": True}, "holds documents as chunks"),
             # no folder to explain to an API client: the refusal says what is true of its input
             (
                 [{"id": "other", "text": "Another text."}],

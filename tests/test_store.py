@@ -59,7 +59,7 @@ def test_add_upsert_delete_and_stats(collection, hash_pipeline):
     with pytest.raises(StoreError, match=r"already in collection 'docs'.*upsert"):
         collection.add(batch(hash_pipeline, ["c", "d"]))
     assert collection.count() == 3
-    inserted, updated = collection.upsert(batch(hash_pipeline, ["c", "d"], ["new c", "new d"]))
+    inserted, updated, _ = collection.upsert(batch(hash_pipeline, ["c", "d"], ["new c", "new d"]))
     assert (inserted, updated) == (1, 1)
     assert collection.rows(["c"])["c"]["text"] == "new c"
     assert collection.delete(["a", "zzz"]) == 1

@@ -170,7 +170,11 @@ def ingest_command(
     chunk_tokens: ChunkTokensOption = None,
     overlap: OverlapOption = None,
     sync: Annotated[
-        bool, typer.Option(help="With --chunk: remove documents no longer in PATH.")
+        bool,
+        typer.Option(
+            help="Make the collection hold what PATH holds: replace changed documents and "
+            "remove those no longer in PATH (under --prefix only)."
+        ),
     ] = False,
     prefix: Annotated[
         str,
@@ -198,12 +202,13 @@ def ingest_command(
 
     # Every check that needs no database comes first: a refused run creates none.
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
-    if sync and not chunk:
-        raise fail("--sync needs --chunk: only chunked documents carry a content hash")
     if replace_pipeline and pipeline is None:
         raise fail("--replace-pipeline needs --pipeline: the pipeline to keep for the collection")
-    if chunk and upsert:
-        raise fail("--upsert is implied by --chunk: changed documents are replaced")
+    if upsert and (chunk or sync):
+        implied = "--chunk" if chunk else "--sync"
+        raise fail(f"--upsert is implied by {implied}: changed documents are replaced")
+    if sync and ray and not chunk:
+        raise fail("--sync of whole documents does not run on Ray: leave out --ray, or --sync")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
     if not path.exists():
         raise fail(f"no documents at {path}: no such file or folder")
@@ -234,7 +239,8 @@ def ingest_command(
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
-            report = ingest_and_report(path, target, pipe, ray=on_ray, upsert=upsert, **options)
+            whole = {"sync": True} if sync else {"upsert": upsert}  # Ray takes no sync
+            report = ingest_and_report(path, target, pipe, ray=on_ray, **whole, **options)
     except (typer.Exit, KeyboardInterrupt):
         _discard_unmade(database, collection, where if made_here else None)
         raise

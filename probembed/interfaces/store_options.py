@@ -72,6 +72,9 @@ SYNC_OPTIONS = {
     "delete the stored documents first": (
         "delete the stored documents first (probembed delete --doc ID, or probembed drop)"
     ),
+    "delete the stored records first": (
+        "delete the stored records first (probembed delete ID, or probembed drop)"
+    ),
 }
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",

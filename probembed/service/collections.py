@@ -77,6 +77,7 @@ def _chunked_report(
         count=count,
         unchanged=report.unchanged,
         removed=report.removed,
+        sync_withheld=report.sync_withheld,
         chunks_written=report.chunks_written,
         chunks_removed=report.chunks_removed,
         chunked_at=schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
@@ -171,7 +172,8 @@ def _collections(service: Service) -> APIRouter:
     async def add_documents(
         name: CollectionName, body: schemas.DocumentsWrite
     ) -> schemas.WriteReport:
-        """Add documents (or replace them, with upsert) in one commit: all of them or none.
+        """Add documents (or replace them, with upsert) in one commit: all of them or none;
+        with sync, that commit also removes the stored documents the request does not hold.
 
         With `chunk`, each document is stored as chunks, as `probembed ingest --chunk` does:
         documents whose content is unchanged are left alone, and a bad one writes nothing.
@@ -241,7 +243,7 @@ def _collections(service: Service) -> APIRouter:
         def prepared() -> tuple[IngestReport, list[Record]]:  # Problems are reported, skipped
             refuse_mixing(service.still(collection), chunks=False)
             report, todo, _ = prepare(
-                records, collection, pipeline, body.on_error, body.upsert, body.prefix
+                records, collection, pipeline, body.on_error, body.replacing, body.prefix, body.sync
             )  # one commit: its batch decides its own column types
             return report, todo
 
@@ -254,10 +256,11 @@ def _collections(service: Service) -> APIRouter:
         def write() -> schemas.WriteReport:
             # a chunked write may have filled the empty collection while this one encoded
             refuse_mixing(service.still(collection), chunks=False)
-            if fused is not None:
-                commit(collection, PipelineInfo.of(pipeline), todo, fused, body.upsert, report)
+            if fused is not None or report.gone:  # a sync's removal goes in the same commit
+                info = PipelineInfo.of(pipeline)
+                commit(collection, info, todo, fused, body.replacing, report, remove=report.gone)
             finish(collection, pipeline)
-            changed = None if body.upsert else report.changed
+            changed = None if body.replacing else report.changed
             return schemas.WriteReport(
                 collection=name,
                 added=report.added,
@@ -265,9 +268,11 @@ def _collections(service: Service) -> APIRouter:
                 already_stored=report.already_stored,
                 skipped=[str(p) for p in report.problems],
                 count=service.count_items(collection),
-                unchanged=report.unchanged if body.upsert else None,
+                unchanged=report.unchanged if body.replacing else None,
                 changed=None if changed is None else len(changed),
                 hint=_upsert_hint(changed),
+                removed=report.removed if body.sync else None,
+                sync_withheld=report.sync_withheld if body.sync else None,
             )
 
         return await service.run(name, write)

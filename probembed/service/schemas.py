@@ -300,7 +300,12 @@ class DocumentsWrite(Strict):
         "re-embedding only documents whose content changed since they were stored.",
     )
     sync: bool = Field(
-        False, description="With chunk: remove the stored documents this request does not hold."
+        False,
+        description="Make the collection hold what this request holds (under `prefix`): "
+        "replace changed documents (as upsert) and remove the stored ones it does not hold, "
+        "whole documents in the same commit as the write. Refused when it would remove every "
+        "stored document; with on_error skip, a skipped document that names no id removes "
+        "nothing.",
     )
     prefix: str = Field(
         "",
@@ -320,16 +325,21 @@ class DocumentsWrite(Strict):
         return value
 
     @model_validator(mode="after")
-    def _sync_chunks(self) -> DocumentsWrite:
-        """sync compares documents, which only chunked writes keep."""
-        if self.sync and self.chunking is None:
-            raise ValueError("sync needs chunk: only chunked writes keep documents to compare")
-        if self.chunking is not None and "upsert" in self.model_fields_set and not self.upsert:
-            raise ValueError(  # asked not to replace, and a changed document was replaced
-                "upsert false does not apply with chunk: a chunked write always replaces a "
-                "stored document whose content changed; leave upsert out"
-            )
+    def _replacing(self) -> DocumentsWrite:
+        """A chunked write and a sync replace changed documents: "upsert": false asks not to."""
+        if "upsert" in self.model_fields_set and not self.upsert:
+            asked = "chunk" if self.chunking is not None else "sync" if self.sync else None
+            if asked is not None:  # asked not to replace, and a changed one was replaced
+                raise ValueError(
+                    f"upsert false does not apply with {asked}: it always replaces a stored "
+                    "document whose content changed; leave upsert out"
+                )
         return self
+
+    @property
+    def replacing(self) -> bool:
+        """Whether a whole-document write replaces stored ids (upsert, or sync)."""
+        return self.upsert or self.sync
 
     @property
     def chunking(self) -> ChunkOptions | None:
@@ -367,8 +377,14 @@ class WriteReport(BaseModel):
     hint: str | None = Field(
         None, description="What to send to store the sent text of `changed` documents."
     )
-    #: Chunked writes only: documents removed (sync), chunks written / removed.
+    #: Syncs and chunked writes: documents removed (sync).
     removed: int | None = None
+    sync_withheld: int | None = Field(
+        None,
+        description="Syncs: skipped documents that named no usable id; any of them may be one "
+        "still stored, so the sync removed nothing.",
+    )
+    #: Chunked writes only: chunks written / removed.
     chunks_written: int | None = None
     chunks_removed: int | None = None
     chunked_at: ChunksCut | None = Field(

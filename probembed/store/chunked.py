@@ -33,7 +33,7 @@ from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
-from probembed.store.errors import StoreError, UndoConflictError, skipped
+from probembed.store.errors import UndoConflictError
 from probembed.store.formats import (
     READERS,
     SourceDocument,
@@ -56,7 +56,11 @@ from probembed.store.ingest import (
     ingest,
     not_unicode,
     prepare,
+    refuse_mixing,
+    refuse_sync,
+    undo,
     validate_options,
+    withheld_note,
     writing_pipeline,
 )
 from probembed.store.readers import (
@@ -110,12 +114,7 @@ class DocumentReport:
 
     def summary(self) -> str:
         """One line for a person."""
-        withheld = (
-            f"; sync removed nothing: {self.sync_withheld} bad item(s) name no document, "
-            "which may be one still there"
-            if self.sync_withheld
-            else ""
-        )
+        withheld = withheld_note(self.sync_withheld)
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
@@ -418,29 +417,6 @@ def ingest_documents(
     return report
 
 
-def refuse_mixing(collection: Collection, chunks: bool) -> None:
-    """Refuse to write chunks into a collection of whole documents, or the reverse: a grouped
-    search found a document twice (`d0` and its chunk `d0#0`). For the front doors that
-    choose between the two (ingest with or without chunking, the service's "chunk")."""
-    if not collection.exists or not collection.count():
-        return
-    # not doc_id and chunk alone: a plain corpus exported as chunks has them, and was
-    # refused every later write, its resume included
-    holds_chunks = collection.holds_chunks
-    if chunks and not holds_chunks:
-        raise StoreError(
-            f"collection {collection.name!r} holds whole documents: chunks beside them would "
-            "be found twice (the document and a chunk of it); ingest without chunking, or "
-            "into another collection"
-        )
-    if holds_chunks and not chunks:
-        raise StoreError(
-            f"collection {collection.name!r} holds documents as chunks: whole documents "
-            "beside them would be found twice (a chunk and the document); ingest with "
-            'chunking (--chunk, or the service\'s "chunk"), or into another collection'
-        )
-
-
 def ingest_parsed(
     items: Iterable[SourceDocument | StreamedFile | Problem],
     collection: Collection,
@@ -508,29 +484,8 @@ def ingest_parsed(
         report.sync_withheld = plan.unplaced
     elif sync:
         gone = [doc for doc in scope if doc not in plan.seen]
-        if gone and len(gone) == len(scope) and not renamed_all(scope, folder, plan.seen, prefix):
-            why, own = "", ""
-            if folder is not None:
-                why = (
-                    " (a folder's document ids are paths relative to the folder given, so a "
-                    "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl "
-                    "is read by that corpus alone)"
-                )
-                own = "" if prefix else ", or sync this folder under a prefix of its own"
-            under = f" under prefix {prefix!r}" if prefix else ""
-            raise StoreError(
-                f"sync would remove all {len(scope)} document(s){under} of collection "
-                f"{collection.name!r} and keep none: the input names none of them{why}. "
-                f"Leave out sync, or use another collection{own}, or delete the stored "
-                "documents first"
-            )
-        if gone and alone:  # "sync the file I changed" emptied the collection but for it
-            raise StoreError(
-                f"sync with one file would remove the {len(gone)} other document(s) of "
-                f"collection {collection.name!r} (e.g. {gone[0]!r}): a sync makes the "
-                "collection hold what its input holds. Ingest the file without sync, or sync "
-                "the folder it is in"
-            )
+        if not renamed_all(scope, folder, plan.seen, prefix):  # a folder renamed: all may go
+            refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=bool(folder))
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc].ids]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
@@ -561,7 +516,7 @@ def ingest_parsed(
                     report.problems += result.problems
                     bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
         except Exception as exc:  # a fault between commits (storage, the encoder): none stays
-            _undo(collection, start, touched, exc, report.problems)
+            undo(collection, start, touched, exc, report.problems)
             raise
     for item in plan.streamed:
         before = stored[item.id].ids if item.id in stored else []
@@ -575,7 +530,7 @@ def ingest_parsed(
         except Exception as exc:
             problem = _failed(item, exc)
             if on_error == "stop":  # nothing at all, as when a bad document stops the run
-                _undo(collection, start, touched, exc, report.problems)
+                undo(collection, start, touched, exc, report.problems)
                 raise IngestError([*report.problems, problem]) from exc
             report.problems.append(problem)
             continue
@@ -723,26 +678,6 @@ def _same_id(doc_id: str, stored: str) -> str:
         "replace that document. Ingest their common folder, or into another collection, or "
         f"delete the stored one first (probembed delete --doc {shlex.quote(doc_id)})"
     )
-
-
-def _undo(
-    collection: Collection,
-    start: int | None,
-    touched: set[str],
-    stop: Exception,
-    problems: Sequence[Problem],
-) -> None:
-    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`), and keep
-    the other documents' problems it had met, which its report would have listed: as a note
-    of `stop` (PEP 678, its class and message as they were: a service answers by the class),
-    or, when the undo meets another writer's commit, in an `UndoConflictError` naming what
-    stopped the run once."""
-    try:
-        collection.revert(start, touched, stopped_by=stop)
-    except UndoConflictError as undo:
-        raise UndoConflictError(stop, undo.conflict, problems) from undo.conflict
-    if problems:
-        stop.add_note(skipped(problems))
 
 
 def _failed(item: StreamedFile, exc: Exception) -> Problem:

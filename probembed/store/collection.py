@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import numpy as np
 import pyarrow as pa
@@ -100,6 +100,14 @@ UNDO_CONFLICT = (
     "it stopped are still stored (the undo stored nothing): run the write again to complete "
     "it (a document stored in part is written again whole), or upsert its items"
 )
+
+
+class Upserted(NamedTuple):
+    """What one upsert commit did: rows inserted, replaced, and deleted (its `remove`)."""
+
+    inserted: int
+    updated: int
+    removed: int
 
 
 @dataclass(frozen=True)
@@ -761,13 +769,15 @@ class Collection:
             f"{added} were added; use upsert to replace them"
         )
 
-    def upsert(self, batch: Batch) -> tuple[int, int]:
-        """Insert new ids and replace stored ones, in one commit; returns (inserted, updated)."""
+    def upsert(self, batch: Batch, remove: Sequence[str] = ()) -> Upserted:
+        """Insert new ids and replace stored ones, and delete the stored ids of `remove` that
+        the batch does not hold (a sync's last write: its removal lands with it or not at
+        all), in one commit."""
         self._basis_fitted(batch)
-        return self._upsert(batch)
+        return self._upsert(batch, remove)
 
     @one_at_a_time
-    def _upsert(self, batch: Batch) -> tuple[int, int]:
+    def _upsert(self, batch: Batch, remove: Sequence[str]) -> Upserted:
         """`upsert` once the basis is fitted."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
@@ -776,19 +786,16 @@ class Collection:
             if table is None:
                 table = self._create(batch)
                 if table is None:
-                    return len(batch.ids), 0
+                    return Upserted(len(batch.ids), 0, 0)
             if self._shared:  # two machines inserting one new id: Lance merges again
                 shared_writes.keyed(table)
             data = self._arrow(batch, table)
-            result = shared_writes.committed(
-                lambda: (
-                    table.merge_insert("id")
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                    .execute(data)
-                )
-            )
-        return int(result.num_inserted_rows), int(result.num_updated_rows)
+            merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+            if remove:
+                merge = merge.when_not_matched_by_source_delete(f"id IN ({sql_list(remove)})")
+            result = shared_writes.committed(partial(merge.execute, data))
+        inserted, updated = int(result.num_inserted_rows), int(result.num_updated_rows)
+        return Upserted(inserted, updated, int(result.num_deleted_rows))
 
     @one_at_a_time
     def delete(self, ids: Sequence[str]) -> int:

@@ -12,7 +12,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
@@ -23,7 +23,7 @@ from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
-from probembed.store.errors import StoreError, listed
+from probembed.store.errors import StoreError, UndoConflictError, listed, skipped
 from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
@@ -91,16 +91,34 @@ class IngestReport:
     changed: list[str] = field(default_factory=list)
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
     unread: Unread = field(default_factory=Unread)
+    #: With sync: the stored ids under the prefix that the input does not hold, which the
+    #: write's last commit removes (`sync_removals`), and how many it removed.
+    gone: list[str] = field(default_factory=list)
+    removed: int = 0
+    #: With sync: bad items that named no record, so the sync removed nothing.
+    sync_withheld: int = 0
 
     def summary(self) -> str:
         """One line for a person."""
         replaced = f", updated {self.updated}" if self.updated else ""
         same = f", unchanged {self.unchanged}" if self.unchanged else ""
+        removed = f", removed {self.removed}" if self.removed else ""
         return (
-            f"{self.source}: added {self.added}{replaced}{same}, already stored "
+            f"{self.source}: added {self.added}{replaced}{same}{removed}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
-            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
+            f"{withheld_note(self.sync_withheld)}{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
+
+
+def withheld_note(count: int) -> str:
+    """What a report says of a sync that removed nothing: `count` bad items named no document,
+    and any of them may be one still in the source."""
+    if not count:
+        return ""
+    return (
+        f"; sync removed nothing: {count} bad item(s) name no document, which may be one "
+        "still there"
+    )
 
 
 def ingest(
@@ -116,6 +134,7 @@ def ingest(
     prefix: str = "",
     columns: Mapping[str, pa.DataType] | None = None,
     advance: Callable[[int], None] | None = None,
+    sync: bool = False,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -133,27 +152,62 @@ def ingest(
     larger write this one is part of decided (`Checked.columns`; chunked ingest's parts).
     `advance` is told the texts encoded as they are (a larger write's own bar, as chunked
     ingest keeps one over its parts); `progress` shows this call's own bar instead.
+    `sync` (implies `upsert`) also removes the stored ids under `prefix` that the input does
+    not hold, in the last commit (`sync_removals` says what it refuses and when it removes
+    nothing); a sync that fails part-way puts back what it wrote (`undo`).
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
-    report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix)
+    upsert = upsert or sync
+    report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix, sync)
     planned = {**found, **(columns or {})}
+    version = collection.version if collection.exists else None  # what a failed sync undoes to
+    touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
     with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
         told = advance or bar.advance
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            texts = [r.text for r in chunk]
-            if encode is None:  # the bar moves as the members encode pieces of the batch
-                fused = pipeline.encode(texts, advance=told)
-            else:
-                fused = encode(texts)
-                told(len(chunk))
-            commit(collection, info, chunk, fused, upsert, report, planned)
-            if on_commit is not None:
-                on_commit(report.added + report.updated)
+        try:
+            starts = list(range(0, len(todo), batch_size))
+            for start in starts or ([0] if report.gone else []):  # a removal alone: one commit
+                chunk = todo[start : start + batch_size]
+                touched.update(r.id for r in chunk)
+                last = start + batch_size >= len(todo)  # a sync's removal goes in with it
+                commit(
+                    collection,
+                    info,
+                    chunk,
+                    _encoded(chunk, pipeline, encode, told),
+                    upsert,
+                    report,
+                    planned,
+                    report.gone if last else (),
+                )
+                if on_commit is not None:
+                    on_commit(report.added + report.updated)
+        except Exception as exc:
+            if sync:
+                undo(collection, version, touched, exc, report.problems)
+            raise
     finish(collection, pipeline)
     return report
+
+
+def _encoded(
+    chunk: Sequence[Record],
+    pipeline: Pipeline,
+    encode: Callable[[list[str]], Fused] | None,
+    told: Callable[[int], None],
+) -> Fused | None:
+    """A batch's texts fused, telling the bar as they are (None for no texts: a sync that
+    only removes)."""
+    if not chunk:
+        return None
+    texts = [r.text for r in chunk]
+    if encode is None:  # the bar moves as the members encode pieces of the batch
+        return pipeline.encode(texts, advance=told)
+    fused = encode(texts)
+    told(len(chunk))
+    return fused
 
 
 def writing_pipeline(
@@ -186,8 +240,10 @@ def prepare(
     on_error: OnError,
     upsert: bool,
     prefix: str = "",
+    sync: bool = False,
 ) -> tuple[IngestReport, list[Record], dict[str, pa.DataType]]:
-    """Everything before the first commit: read and check all input, keep the pipeline copy.
+    """Everything before the first commit: read and check all input, decide what a `sync`
+    removes (the report's `gone`, or the refusal), keep the pipeline copy.
 
     Returns the report so far, the records still to write (those whose ids are not stored
     yet, and with `upsert` also those stored with another text or metadata: a re-run of an
@@ -200,8 +256,12 @@ def prepare(
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
     records, problems, columns = read_checked(source, collection, on_error, prefix)
-    collection.record_pipeline(pipeline)
     report = IngestReport(label, problems=problems)
+    if sync:  # refused before anything is written, the pipeline copy too
+        report.gone, report.sync_withheld = sync_removals(
+            collection, source, records, problems, prefix
+        )
+    collection.record_pipeline(pipeline)
     if isinstance(source, (str, Path)):
         report.unread = unread_files(source, TEXT_SUFFIXES)
     as_given = stored_as_given(collection, records)
@@ -213,6 +273,114 @@ def prepare(
         report.already_stored = len(records) - len(todo)
         report.changed = [r.id for r in records if as_given.get(r.id) is False]
     return report, todo, columns
+
+
+def sync_removals(
+    collection: Collection,
+    source: Any,
+    records: Sequence[Record],
+    problems: Sequence[Problem],
+    prefix: str = "",
+) -> tuple[list[str], int]:
+    """What a sync of these records removes: the stored ids under `prefix` they do not hold
+    (a bad item that names its record keeps it), and the bad items that name none, any of
+    which may be a stored record still there: then nothing is removed. Refused as chunked
+    ingest refuses (`refuse_sync`): a sync that keeps none, and one file given alone."""
+    unplaced = sum(p.doc_id is None for p in problems)
+    if unplaced:
+        return [], unplaced
+    refuse_mixing(collection, chunks=False)
+    seen = {r.id for r in records} | {cast(str, p.doc_id) for p in problems}
+    scope = [i for i in collection.ids() if i.startswith(prefix)]
+    gone = sorted(i for i in scope if i not in seen)
+    path = Path(source) if isinstance(source, (str, Path)) else None
+    alone = path is not None and path.is_file() and path.suffix.lower() in TEXT_SUFFIXES
+    folder = path is not None and path.is_dir()
+    refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=folder, noun="record")
+    return gone, 0
+
+
+def refuse_sync(
+    collection: Collection,
+    gone: Sequence[str],
+    scope: int,
+    prefix: str,
+    *,
+    alone: bool = False,
+    folder: bool = False,
+    noun: str = "document",
+) -> None:
+    """Refuse a sync that would remove all `scope` stored documents under `prefix` and keep
+    none (its input names none of them: an empty file, a subfolder, a typo in a path), or,
+    given one file (`alone`), every other one: "sync the file I changed" emptied the
+    collection but for it. `folder`: the input is a folder, whose ids the refusal explains."""
+    if gone and len(gone) == scope:
+        why, own = "", ""
+        if folder:
+            why = (
+                " (a folder's document ids are paths relative to the folder given, so a "
+                "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl "
+                "is read by that corpus alone)"
+            )
+            own = "" if prefix else ", or sync this folder under a prefix of its own"
+        under = f" under prefix {prefix!r}" if prefix else ""
+        raise StoreError(
+            f"sync would remove all {scope} {noun}(s){under} of collection "
+            f"{collection.name!r} and keep none: the input names none of them{why}. "
+            f"Leave out sync, or use another collection{own}, or delete the stored "
+            f"{noun}s first"
+        )
+    if gone and alone:
+        raise StoreError(
+            f"sync with one file would remove the {len(gone)} other {noun}(s) of "
+            f"collection {collection.name!r} (e.g. {gone[0]!r}): a sync makes the "
+            "collection hold what its input holds. Ingest the file without sync, or sync "
+            "the folder it is in"
+        )
+
+
+def refuse_mixing(collection: Collection, chunks: bool) -> None:
+    """Refuse to write chunks into a collection of whole documents, or the reverse: a grouped
+    search found a document twice (`d0` and its chunk `d0#0`). For the front doors that
+    choose between the two (ingest with or without chunking, the service's "chunk"), and a
+    sync of whole records, which would remove every chunk."""
+    if not collection.exists or not collection.count():
+        return
+    # not doc_id and chunk alone: a plain corpus exported as chunks has them, and was
+    # refused every later write, its resume included
+    holds_chunks = collection.holds_chunks
+    if chunks and not holds_chunks:
+        raise StoreError(
+            f"collection {collection.name!r} holds whole documents: chunks beside them would "
+            "be found twice (the document and a chunk of it); ingest without chunking, or "
+            "into another collection"
+        )
+    if holds_chunks and not chunks:
+        raise StoreError(
+            f"collection {collection.name!r} holds documents as chunks: whole documents "
+            "beside them would be found twice (a chunk and the document); ingest with "
+            'chunking (--chunk, or the service\'s "chunk"), or into another collection'
+        )
+
+
+def undo(
+    collection: Collection,
+    start: int | None,
+    touched: set[str],
+    stop: Exception,
+    problems: Sequence[Problem],
+) -> None:
+    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`), and keep
+    the other documents' problems it had met, which its report would have listed: as a note
+    of `stop` (PEP 678, its class and message as they were: a service answers by the class),
+    or, when the undo meets another writer's commit, in an `UndoConflictError` naming what
+    stopped the run once."""
+    try:
+        collection.revert(start, touched, stopped_by=stop)
+    except UndoConflictError as undone:
+        raise UndoConflictError(stop, undone.conflict, problems) from undone.conflict
+    if problems:
+        stop.add_note(skipped(problems))
 
 
 def read_checked(
@@ -312,19 +480,26 @@ def commit(
     collection: Collection,
     info: PipelineInfo,
     chunk: Sequence[Record],
-    fused: Fused,
+    fused: Fused | None,
     upsert: bool,
     report: IngestReport,
     columns: Mapping[str, pa.DataType] | None = None,
+    remove: Sequence[str] = (),
 ) -> None:
     """Store one embedded chunk in one commit and count it in the report. An id another
     writer stored since it was read counts as already stored (it was embedded unlocked), and
     as changed when that writer stored another text or metadata.
-    `columns`: what the whole write decided (`Checked.columns`), when it takes commits."""
+    `columns`: what the whole write decided (`Checked.columns`), when it takes commits.
+    `remove` (with `upsert`: a sync's `gone`) is deleted in that same commit, so a sync's
+    removal never lands without its last write; with no chunk (`fused` None) it is the commit."""
+    if fused is None:
+        report.removed += collection.delete(remove) if remove else 0
+        return
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
     if upsert:
-        inserted, updated = collection.upsert(batch)
+        inserted, updated, removed = collection.upsert(batch, remove)
+        report.removed += removed
     else:
         inserted, updated = collection.add(batch, skip_stored=True), 0
         report.already_stored += len(chunk) - inserted
@@ -418,11 +593,25 @@ def _check(
     stored: Container[str],
     clashes: Clashes | None = None,
 ) -> Problem | None:
-    """The problem with one record, or None."""
+    """The problem with one record, or None; one with a usable id names its record, which a
+    sync then keeps (`sync_removals`)."""
     where = record.source or f"id {record.id!r}"
     unusable = unusable_id(record.id)
     if unusable is not None:  # refused here, not mid-write
         return Problem(where, unusable)
+    problem = _record_problem(record, where, first_seen, types, stored, clashes)
+    return None if problem is None else replace(problem, doc_id=record.id)
+
+
+def _record_problem(
+    record: Record,
+    where: str,
+    first_seen: dict[str, str],
+    types: dict[str, Any],
+    stored: Container[str],
+    clashes: Clashes | None,
+) -> Problem | None:
+    """`_check`'s look at a record whose id is usable."""
     if not isinstance(record.text, str) or is_blank(record.text):
         return Problem(where, f"document {record.id!r} has an empty text")
     if record.id in first_seen:

@@ -1,0 +1,156 @@
+"""`sync` for whole records: the collection holds what the source holds, nothing else.
+
+A plain re-ingest left an edited record stale and a record deleted from the source stored
+(31 rows against the file's 30); `--sync` was refused without `--chunk`."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
+from probembed.store import Database, StoreError, ingest
+
+runner = CliRunner()
+
+
+def write_jsonl(path, rows):
+    """Rows as JSON lines; a str row is written verbatim (to make a malformed line)."""
+    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def rows(n, start=0):
+    """n records with distinct texts."""
+    return [{"id": f"r{i}", "text": f"record {i} is about topic {i}"} for i in range(start, n)]
+
+
+def stored(collection, prefix=""):
+    """id -> text of every stored row under prefix."""
+    ids = sorted(i for i in collection.ids() if i.startswith(prefix))
+    return {i: row["text"] for i, row in collection.rows(ids).items()}
+
+
+@pytest.fixture
+def collection(tmp_path):
+    return Database(tmp_path / "db", create=True).collection("docs")
+
+
+def test_a_sync_leaves_exactly_the_files_records_in_one_commit(
+    tmp_path, collection, pydoc_pipeline
+):
+    """An edited record is replaced, a deleted one removed, a new one added, the rest left;
+    the removal goes in the write's own commit."""
+    source = write_jsonl(tmp_path / "records.jsonl", rows(6))
+    first = ingest(source, collection, pydoc_pipeline, sync=True)
+    assert (first.added, first.removed) == (6, 0)
+    edited = rows(6)
+    edited[2]["text"] = "record 2 was rewritten"
+    del edited[4]
+    edited.append({"id": "r9", "text": "a new record"})
+    write_jsonl(source, edited)
+    version = collection.version
+    report = ingest(source, collection, pydoc_pipeline, sync=True)
+    assert (report.added, report.updated, report.unchanged, report.removed) == (1, 1, 4, 1)
+    assert "removed 1" in report.summary()
+    assert stored(collection) == {r["id"]: r["text"] for r in edited}
+    assert collection.version == version + 1  # written and removed together
+    del edited[0]  # a removal alone is one commit too
+    write_jsonl(source, edited)
+    alone = ingest(source, collection, sync=True)
+    assert (alone.added, alone.updated, alone.removed) == (0, 0, 1)
+    assert stored(collection) == {r["id"]: r["text"] for r in edited}
+
+
+def test_a_sync_under_a_prefix_removes_only_what_is_under_it(tmp_path, collection, pydoc_pipeline):
+    a = write_jsonl(tmp_path / "a.jsonl", rows(3))
+    b = write_jsonl(tmp_path / "b.jsonl", rows(3))
+    ingest(a, collection, pydoc_pipeline, prefix="a/", sync=True)
+    ingest(b, collection, pydoc_pipeline, prefix="b/", sync=True)
+    write_jsonl(b, rows(2))
+    report = ingest(b, collection, pydoc_pipeline, prefix="b/", sync=True)
+    assert report.removed == 1
+    assert sorted(collection.ids()) == ["a/r0", "a/r1", "a/r2", "b/r0", "b/r1"]
+
+
+def test_a_sync_that_would_keep_no_stored_record_is_refused(tmp_path, collection, pydoc_pipeline):
+    """An empty file, one naming none of the stored ids, or one text file given alone would
+    empty the collection: refused, nothing written."""
+    ingest(write_jsonl(tmp_path / "a.jsonl", rows(3)), collection, pydoc_pipeline)
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    others = write_jsonl(tmp_path / "others.jsonl", rows(5, start=3))
+    version = collection.version
+    for source in (tmp_path / "empty.jsonl", others):
+        with pytest.raises(StoreError, match=r"sync would remove all 3 record\(s\) of collection"):
+            ingest(source, collection, pydoc_pipeline, sync=True)
+    assert collection.version == version
+    (tmp_path / "note.txt").write_text("one note", encoding="utf-8")
+    ingest(tmp_path / "note.txt", collection, pydoc_pipeline)  # "sync the file I changed"
+    version = collection.version
+    with pytest.raises(StoreError, match=r"sync with one file would remove the 3 other record"):
+        ingest(tmp_path / "note.txt", collection, pydoc_pipeline, sync=True)
+    assert collection.version == version
+    assert sorted(collection.ids()) == ["note.txt", "r0", "r1", "r2"]
+
+
+def test_a_skipped_line_that_names_no_record_withholds_the_removal(
+    tmp_path, collection, pydoc_pipeline
+):
+    """A line that is not JSON may be a record still in the source: nothing is removed, and
+    the report says why. A bad record that names its id keeps that id; the others go."""
+    source = write_jsonl(tmp_path / "records.jsonl", rows(4))
+    ingest(source, collection, pydoc_pipeline)
+    write_jsonl(source, [*rows(2), "{not json"])
+    report = ingest(source, collection, pydoc_pipeline, sync=True, on_error="skip")
+    assert (report.removed, report.sync_withheld) == (0, 1)
+    assert "sync removed nothing: 1 bad item(s)" in report.summary()
+    assert sorted(collection.ids()) == ["r0", "r1", "r2", "r3"]
+    write_jsonl(source, [*rows(2), {"id": "r2", "text": "   "}])
+    named = ingest(source, collection, pydoc_pipeline, sync=True, on_error="skip")
+    assert (named.removed, named.sync_withheld, len(named.problems)) == (1, 0, 1)
+    assert sorted(collection.ids()) == ["r0", "r1", "r2"]  # r2 kept as stored
+
+
+def test_a_sync_that_fails_part_way_is_undone(tmp_path, collection, pydoc_pipeline):
+    """A failure at the second batch put back the first batch's rows and removed nothing."""
+    source = write_jsonl(tmp_path / "records.jsonl", rows(5))
+    ingest(source, collection, pydoc_pipeline)
+    before = stored(collection)
+    edited = [{**r, "text": r["text"] + " (edited)"} for r in rows(4)]
+    write_jsonl(source, edited)
+    calls = []
+
+    def encode(texts):
+        calls.append(texts)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return pydoc_pipeline.encode(texts)
+
+    with pytest.raises(OSError, match="disk full"):
+        ingest(source, collection, pydoc_pipeline, batch_size=2, encode=encode, sync=True)
+    assert stored(collection) == before
+
+
+def test_the_cli_syncs_whole_records(tmp_path, pydoc_pipeline_dir):
+    """`probembed ingest FILE --sync` was refused without --chunk."""
+    source = write_jsonl(tmp_path / "records.jsonl", rows(4))
+    args = ["ingest", str(source), "--db", str(tmp_path / "db"), "-c", "c"]
+    args += ["--pipeline", str(pydoc_pipeline_dir)]
+    assert runner.invoke(app, args).exit_code == 0
+    edited = rows(3)
+    edited[0]["text"] = "record 0, edited"
+    write_jsonl(source, edited)
+    synced = runner.invoke(app, [*args, "--sync"])
+    assert synced.exit_code == 0, synced.output
+    assert "updated 1, unchanged 2, removed 1" in synced.output
+    collection = Database(tmp_path / "db").collection("c")
+    assert stored(collection) == {r["id"]: r["text"] for r in edited}
+    for extra, says in (("--upsert", "--upsert is implied by --sync"), ("--ray", "on Ray")):
+        refused = runner.invoke(app, [*args, "--sync", extra])
+        assert refused.exit_code != 0 and says in refused.output, refused.output
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    args[1] = str(tmp_path / "empty.jsonl")
+    emptied = runner.invoke(app, [*args, "--sync"])
+    assert emptied.exit_code != 0
+    assert "Leave out --sync" in emptied.output and "probembed delete ID" in emptied.output
