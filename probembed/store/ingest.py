@@ -286,10 +286,10 @@ def sync_removals(
     (a bad item that names its record keeps it), and the bad items that name none, any of
     which may be a stored record still there: then nothing is removed. Refused as chunked
     ingest refuses (`refuse_sync`): a sync that keeps none, and one file given alone."""
+    refuse_mixing(collection, chunks=False)
     unplaced = sum(p.doc_id is None for p in problems)
     if unplaced:
         return [], unplaced
-    refuse_mixing(collection, chunks=False)
     seen = {r.id for r in records} | {cast(str, p.doc_id) for p in problems}
     scope = [i for i in collection.ids() if i.startswith(prefix)]
     gone = sorted(i for i in scope if i not in seen)
