@@ -350,6 +350,21 @@ def test_an_upsert_on_s3_writes_only_what_changed(bucket, options, hash_pipeline
     assert (rows["s7"]["text"], rows["s9"]["n"]) == ("an edited text", -9)
 
 
+def test_a_sync_on_s3_removes_in_the_commit_of_its_write(bucket, options, hash_pipeline):
+    """On object storage a write is a keyed merge (`shared_writes`): a sync's removal rides
+    that merge too, one commit, and the collection holds exactly the input."""
+    remote = Database(f"s3://{bucket}/db", create=True, storage_options=options).collection("c")
+    items = records([f"text number {i}" for i in range(6)])
+    ingest(items, remote, hash_pipeline, sync=True)
+    version = remote.version
+    kept = [Record("s0", "an edited text", {"n": 0}), *items[1:4], Record("s9", "new", {})]
+    report = ingest(kept, remote, hash_pipeline, sync=True)
+    assert (report.added, report.updated, report.removed) == (1, 1, 2)
+    assert remote.version == version + 1
+    rows = remote.rows(sorted(remote.ids()))
+    assert {i: r["text"] for i, r in rows.items()} == {r.id: r.text for r in kept}
+
+
 def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipeline_dir):
     """Object storage that stops answering under a running server gave every route a 500
     ("internal error") after lance's retries, and /readyz stayed "ready": a 503 saying the

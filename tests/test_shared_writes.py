@@ -219,7 +219,7 @@ def test_a_delete_from_another_handle_waits_for_the_write_lock(
             assert delete(other) == deleted
         finally:
             delete_waits.set()  # without the lock: the delete has committed
-        assert upserted.result() == (1, 0)
+        assert upserted.result() == (1, 0, 0)
     assert collection.ids() == other.ids() == {"b", "c", "e"}
     assert collection.rows(["e"], ["tag"]) == {"e": {"id": "e", "tag": "new"}}
 
