@@ -7,7 +7,7 @@ Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.m
 `lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
 `geometry` from lodo_geometry.json, `serve` from serve.json, `chunking` from chunking.json,
 `calibration_by_search` and `calibration_by_score` from search_calibration.json,
-`tune_own_data` from tune_own_data.json.
+`tune_own_data` from tune_own_data.json, `abstention` from abstention.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -418,6 +418,68 @@ def tune_own_data(rows: Rows) -> str:
     return f"{chosen}\n\n{table(header, body)}\n\n{hits}"
 
 
+ABSTENTION_SIGNALS = {
+    "top_p_relevant": "first hit's `p_relevant`",
+    "confidence": "query's `confidence`",
+    "top_score": "first hit's `score` (hybrid: its RRF value)",
+    "top_std": "first hit's `std`, lower read as surer",
+    "top_gap": "first hit's score minus the second's",
+}
+
+
+def interval_cell(figure: float, interval: Sequence[float], signed: bool = False) -> str:
+    """A figure with its 95% interval, three decimals."""
+    form = "+.3f" if signed else ".3f"
+    low, high = interval
+    return f"{figure:{form}} [{low:{form}}, {high:{form}}]"
+
+
+def abstention_aurocs(rows: Rows) -> str:
+    """Per signal, AUROC of answerable SciFact test questions against unanswerable and
+    off-topic ones, dense and hybrid; the learned score's paired gain over the best single."""
+    cells = [(k, o) for k in ("dense", "hybrid") for o in ("unanswerable", "off_topic")]
+    header = ["AUROC, answerable against", *(f"{o.replace('_', '-')}, {k}" for k, o in cells)]
+    aurocs = {(r["search"], r["signal"]): r for r in rows if r["table"] == "auroc"}
+    body = []
+    for signal in dict.fromkeys(s for _, s in aurocs):
+        figures = [aurocs[k, signal][f"vs_{o}"] for k, o in cells]
+        label = ABSTENTION_SIGNALS.get(signal, signal)
+        body.append([label, *(interval_cell(f["auroc"], f["interval"]) for f in figures)])
+        gains = [aurocs[k, signal].get(f"minus_best_vs_{o}") for k, o in cells]
+        if all(gains):
+            body.append(
+                [
+                    "the same minus the best single signal (paired bootstrap)",
+                    *(
+                        f"{interval_cell(g['difference'], g['interval'], True)} ({g['best']})"
+                        for g in gains
+                    ),
+                ]
+            )
+    return table(header, body)
+
+
+def abstention_kept(rows: Rows) -> str:
+    """Share of each group of SciFact test questions a min_p_relevant leaves with a hit."""
+    kinds, groups = ("dense", "hybrid"), ("answerable", "unanswerable", "off_topic")
+    header = [
+        "min_p_relevant",
+        *(f"keep ≥ 1 hit, {k}: answerable / unanswerable / off-topic" for k in kinds),
+    ]
+    kept = {(r["search"], r["min_p_relevant"]): r for r in rows if r["table"] == "kept"}
+    thresholds = dict.fromkeys(t for _, t in kept)
+    body = [
+        [f"{t:g}", *(" / ".join(f"{kept[k, t][g]:.0%}" for g in groups) for k in kinds)]
+        for t in thresholds
+    ]
+    return table(header, body)
+
+
+def abstention(rows: Rows) -> str:
+    """The abstention benchmark's two tables: signals' AUROCs, then what thresholds keep."""
+    return f"{abstention_aurocs(rows)}\n\n{abstention_kept(rows)}"
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "lodo": ("lodo.json", lodo),
     "headroom": ("lodo_headroom.json", headroom),
@@ -433,6 +495,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "calibration_by_search": ("search_calibration.json", calibration_by_search),
     "calibration_by_score": ("search_calibration.json", calibration_by_score),
     "tune_own_data": ("tune_own_data.json", tune_own_data),
+    "abstention": ("abstention.json", abstention),
 }
 
 
