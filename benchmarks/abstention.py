@@ -154,55 +154,55 @@ def group_signals(
     return {g: signals_of(searched(collection, questions[g], hybrid)) for g in GROUPS}
 
 
-def auroc_interval(
-    positive: np.ndarray, negative: np.ndarray, seed: int = SEED
-) -> dict[str, float | list[float]]:
-    """AUROC of positive over negative values, with a bootstrap 95% interval resampling each
-    group on its own (their sizes stay fixed)."""
-    rng = np.random.default_rng(seed)
-    labels = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
-    draws = []
-    for _ in range(RESAMPLES):
-        p = positive[rng.integers(0, len(positive), len(positive))]
-        n = negative[rng.integers(0, len(negative), len(negative))]
-        draws.append(roc_auc_score(labels, np.r_[p, n]))
-    value = float(roc_auc_score(labels, np.r_[positive, negative]))
-    return {"auroc": value, "interval": np.percentile(draws, [2.5, 97.5]).tolist()}
-
-
-def paired_difference(
-    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], seed: int = SEED
-) -> dict[str, float | list[float]]:
-    """AUROC of score a minus score b (positive, negative values of each) on the same
-    questions, with a paired bootstrap 95% interval."""
-    rng = np.random.default_rng(seed)
-    n_pos, n_neg = len(a[0]), len(a[1])
-    labels = np.r_[np.ones(n_pos), np.zeros(n_neg)]
-
-    def gap(pos: np.ndarray, neg: np.ndarray) -> float:
-        """a's AUROC minus b's on the picked questions."""
-        return float(
-            roc_auc_score(labels, np.r_[a[0][pos], a[1][neg]])
-            - roc_auc_score(labels, np.r_[b[0][pos], b[1][neg]])
-        )
-
+def stratified_bootstrap(
+    statistic: Callable[[np.ndarray, np.ndarray], float], n_pos: int, n_neg: int
+) -> tuple[float, list[float]]:
+    """A statistic of the positive and negative questions picked by index, and its 95%
+    interval over seeded resamples of each group on its own (sizes fixed, as AUROC needs)."""
+    rng = np.random.default_rng(SEED)
     draws = [
-        gap(rng.integers(0, n_pos, n_pos), rng.integers(0, n_neg, n_neg)) for _ in range(RESAMPLES)
+        statistic(rng.integers(0, n_pos, n_pos), rng.integers(0, n_neg, n_neg))
+        for _ in range(RESAMPLES)
     ]
-    whole = gap(np.arange(n_pos), np.arange(n_neg))
-    return {"difference": whole, "interval": np.percentile(draws, [2.5, 97.5]).tolist()}
+    whole = statistic(np.arange(n_pos), np.arange(n_neg))
+    return whole, np.percentile(draws, [2.5, 97.5]).tolist()
+
+
+def auroc_of(
+    positive: np.ndarray, negative: np.ndarray
+) -> Callable[[np.ndarray, np.ndarray], float]:
+    """AUROC of the picked positive values over the picked negative ones (sklearn)."""
+    labels = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
+    return lambda pos, neg: float(roc_auc_score(labels, np.r_[positive[pos], negative[neg]]))
+
+
+def auroc_interval(positive: np.ndarray, negative: np.ndarray) -> dict:
+    """AUROC of positive over negative values, with its bootstrap 95% interval."""
+    value, interval = stratified_bootstrap(
+        auroc_of(positive, negative), *map(len, (positive, negative))
+    )
+    return {"auroc": value, "interval": interval}
+
+
+def paired_difference(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> dict:
+    """AUROC of score a minus score b ((positive, negative) values of each) on the same
+    questions, with a paired bootstrap 95% interval."""
+    first, second = auroc_of(*a), auroc_of(*b)
+    value, interval = stratified_bootstrap(
+        lambda pos, neg: first(pos, neg) - second(pos, neg), len(a[0]), len(a[1])
+    )
+    return {"difference": value, "interval": interval}
 
 
 def signal_rows(kind: str, signals: dict[str, dict[str, np.ndarray]]) -> list[dict]:
-    """AUROC with interval of every signal, answerable against each other group."""
+    """AUROC with interval of every signal (in its direction), answerable against each
+    other group, and each group's median."""
     rows = []
-    scored: dict[str, Callable[[dict[str, np.ndarray]], np.ndarray]] = {
-        name: (lambda s, n=name, sign=sign: sign * s[n]) for name, sign in SIGNALS.items()
-    }
-    for name, score in scored.items():
+    for name, sign in SIGNALS.items():
         row: dict = {"table": "auroc", "search": kind, "signal": name}
         for other in GROUPS[1:]:
-            row[f"vs_{other}"] = auroc_interval(score(signals["answerable"]), score(signals[other]))
+            answerable, rest = sign * signals["answerable"][name], sign * signals[other][name]
+            row[f"vs_{other}"] = auroc_interval(answerable, rest)
         for group in GROUPS:
             row[f"median_{group}"] = float(np.median(signals[group][name]))
         rows.append(row)
