@@ -19,6 +19,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
@@ -32,7 +33,7 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of, sampled
 from probembed.gaussian import Gaussian
 from probembed.pipeline import CONFIG_FILE
-from probembed.store import shared_writes
+from probembed.store import shared_writes, upkeep
 from probembed.store.errors import (
     CollectionExistsError,
     PipelineMismatchError,
@@ -912,7 +913,7 @@ class Collection:
             condition = f"id IN ({sql_list(ids)})"
             old = None
             if version is not None:
-                then = self._at_version(version)
+                then = self._undo_source(version)
                 old = _in_schema(_scan(then, then.schema.names, condition), table.schema)
                 tagged = WRITE_TAG in table.schema.names
                 if tagged and _same_writes(old, _scan(table, ["id", WRITE_TAG], condition)):
@@ -934,6 +935,21 @@ class Collection:
                 self._shares = None
                 self._seen, self._header_at = None, None
                 self.db._handles[self.name] = self  # still the handle for this name
+
+    def _undo_source(self, version: int) -> Any:
+        """The table at the version an undo puts ids back to; pruned (`compact`: the write ran
+        longer than the retention after its first commit), a `WriteConflictError` saying so
+        and what the stopped write left, where LanceDB's ValueError named neither."""
+        try:
+            return self._at_version(version)
+        except ValueError as exc:
+            if "no longer exists" not in str(exc):
+                raise
+            raise WriteConflictError(
+                f"version {version}, which the undo puts them back to, was pruned by a "
+                "compaction (`probembed compact --keep`, a service's --compact-keep); "
+                f"{UNDO_CONFLICT}"
+            ) from exc
 
     def _found_version(self) -> int | None:
         """The version to undo this handle's writes to when the collection was not there
@@ -1251,6 +1267,29 @@ class Collection:
         self.db.require_writable()
         with self._writing():
             shared_writes.committed(self._require().optimize)
+
+    @one_at_a_time
+    def compact(self, keep: timedelta = upkeep.DEFAULT_KEEP) -> upkeep.Compaction:
+        """Compact, then prune the versions replaced at least `keep` ago, under the write lock
+        as `optimize`: LanceDB keeps every version (each commit's manifest, transaction and
+        replaced data files) until pruned, and its own retention counts from a version's
+        creation (`upkeep.prune_after`). The prune is a call of its own, after the compaction,
+        so its cutoff is taken when it runs, not before a long rewrite."""
+        self.db.require_writable()
+        with self._writing():
+            table = self._require()
+            before = upkeep.fragments(table)
+            compacted = shared_writes.committed(partial(upkeep.optimized, table, upkeep.NO_PRUNE))
+            older_than = upkeep.prune_after(table.list_versions(), keep)
+            pruned = shared_writes.committed(partial(upkeep.optimized, table, older_than))
+            return upkeep.Compaction(
+                self.name,
+                before,
+                upkeep.fragments(table),
+                int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
+                int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
+                int(table.version),
+            )
 
     def _create(self, batch: Batch) -> Any:
         """Create the table with its first rows and its pipeline header in one commit; None

@@ -1,0 +1,154 @@
+"""Disk upkeep: `Collection.compact` frees what many small writes left and loses nothing."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from probembed.store import Database, Record, ingest
+from probembed.store.errors import WriteConflictError
+from probembed.store.upkeep import NO_PRUNE, parse_duration, prune_after
+
+
+def disk_bytes(root: Path) -> int:
+    """Bytes of every file under a database directory."""
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def text_of(i: int) -> str:
+    """The text of item i."""
+    return f"text number {i} about topic {i % 7}"
+
+
+def small_writes(collection, pipeline, count: int, start: int = 0) -> list[str]:
+    """One item per ingest, as a service's clients write: each its own LanceDB version."""
+    ids = [f"item-{i}" for i in range(start, start + count)]
+    for i, item in zip(range(start, start + count), ids, strict=True):
+        ingest([Record(item, text_of(i))], collection, pipeline)
+    return ids
+
+
+def spanning(collection, pipeline, ids: list[str], after: int) -> None:
+    """Write until a version made over 2 s after version `after` exists: what a 0 retention
+    (less LanceDB's clock slack) prunes is then at least every version up to `after`."""
+    table = collection._require()
+    replaced = next(v["timestamp"] for v in table.list_versions() if v["version"] > after)
+    while table.list_versions()[-1]["timestamp"] - replaced < timedelta(seconds=2):
+        ids += small_writes(collection, pipeline, 1, start=len(ids) + 1000)
+
+
+def test_prune_after_counts_from_when_a_version_was_replaced():
+    """LanceDB counts a retention from a version's creation: the version a running write
+    started from, made a week ago and replaced a second ago, went under any retention below
+    a week; here it stays for `keep` after its replacement."""
+    now = datetime(2026, 1, 8, 12, 0, 0).astimezone()
+    week_ago = now - timedelta(days=7)
+    versions = [
+        {"version": 1, "timestamp": (week_ago - timedelta(hours=1)).replace(tzinfo=None)},
+        {"version": 2, "timestamp": week_ago.replace(tzinfo=None)},  # replaced a second ago
+        {"version": 3, "timestamp": (now - timedelta(seconds=1)).replace(tzinfo=None)},
+    ]
+    older_than = prune_after(versions, timedelta(hours=1), now)
+    cutoff = now - older_than
+    assert versions[0]["timestamp"].astimezone() < cutoff  # replaced a week ago: pruned
+    assert versions[1]["timestamp"].astimezone() >= cutoff  # replaced a second ago: kept
+    assert prune_after(versions[1:], timedelta(hours=1), now) == NO_PRUNE
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("0", 0), ("90s", 90), ("30m", 1800), ("12h", 43200), ("1.5d", 129600)]
+)
+def test_a_retention_is_a_number_and_a_unit(text, seconds):
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["1", "1 day", "-1h", "h", "1y", ""])
+def test_a_retention_without_a_unit_is_refused_naming_it(text):
+    with pytest.raises(ValueError, match=rf"--keep {text!r} is not a duration"):
+        parse_duration(text)
+
+
+def test_compacting_many_small_writes_frees_disk_and_keeps_every_item(tmp_path, hash_pipeline):
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    ids = small_writes(collection, hash_pipeline, 120)
+    spanning(collection, hash_pipeline, ids, after=len(collection._require().list_versions()) // 2)
+    before, versions = disk_bytes(root), len(collection._require().list_versions())
+
+    done = collection.compact(timedelta(0))
+
+    assert done.versions_removed > versions // 2
+    assert disk_bytes(root) < before - done.bytes_freed // 2  # freed what it says, roughly
+    assert done.bytes_freed > 0 and done.fragments_after <= done.fragments_before
+    reopened = Database(root).open("c")
+    assert reopened.count() == len(ids) and reopened.ids() == set(ids)
+    for item in random.Random(0).sample(ids, 10):  # found by its own text, read whole
+        hit = reopened.search(text_of(int(item.split("-")[1])), k=1)["hits"][0]
+        assert (hit["id"], hit["text"]) == (item, text_of(int(item.split("-")[1])))
+
+
+def test_a_long_retention_prunes_nothing_a_reader_may_hold(tmp_path, hash_pipeline):
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    small_writes(collection, hash_pipeline, 20)
+    versions = len(collection._require().list_versions())
+    done = collection.compact()  # the default: a day after a version was replaced
+    assert done.versions_removed == 0
+    assert len(collection._require().list_versions()) >= versions
+
+
+def test_an_undo_to_a_pruned_version_says_so_and_what_stays(tmp_path, hash_pipeline):
+    """A chunked write's undo reads the version it started from; pruned, LanceDB said only
+    'Version 3 no longer exists', naming neither the compaction nor what the write left."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ids = small_writes(collection, hash_pipeline, 3)
+    start = collection.version
+    ingest([Record("item-0", "a changed text")], collection, hash_pipeline, upsert=True)
+    spanning(collection, hash_pipeline, ids, after=start)
+    collection.compact(timedelta(0))
+    pruned = rf"version {start}, .* was pruned .* still stored"
+    with pytest.raises(WriteConflictError, match=pruned):
+        collection.revert(start, ["item-0"])
+
+
+def test_writes_racing_compactions_lose_nothing(tmp_path, hash_pipeline):
+    """Writers and compactions from their own handles (as other processes hold them) take
+    the collection's write lock in turn: every write lands, counted once."""
+    root = tmp_path / "db"
+    small_writes(Database(root, create=True).collection("c"), hash_pipeline, 2)
+    rng = random.Random(7)
+    sizes = [rng.randint(1, 4) for _ in range(40)]
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        collection = Database(root).open("c")
+        start = 100
+        try:
+            for size in sizes:
+                records = [Record(f"w{start + i}", f"racing text {start + i}") for i in range(size)]
+                ingest(records, collection, hash_pipeline)
+                start += size
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    def compact() -> None:
+        collection = Database(root).open("c")
+        try:
+            for _ in range(8):
+                collection.compact(timedelta(0))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write), threading.Thread(target=compact)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    reopened = Database(root).open("c")
+    written = {f"w{100 + i}" for i in range(sum(sizes))}
+    assert reopened.count() == 2 + sum(sizes)
+    assert reopened.ids() == written | {"item-0", "item-1"}
