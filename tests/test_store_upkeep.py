@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from probembed.interfaces.cli import app
 from probembed.store import Database, Record, ingest
 from probembed.store.errors import WriteConflictError
 from probembed.store.upkeep import NO_PRUNE, parse_duration, prune_after
+
+runner = CliRunner()
 
 
 def disk_bytes(root: Path) -> int:
@@ -152,3 +157,42 @@ def test_writes_racing_compactions_lose_nothing(tmp_path, hash_pipeline):
     written = {f"w{100 + i}" for i in range(sum(sizes))}
     assert reopened.count() == 2 + sum(sizes)
     assert reopened.ids() == written | {"item-0", "item-1"}
+
+
+def test_the_compact_command_frees_a_database_of_many_small_ingests(tmp_path, hash_pipeline):
+    root = tmp_path / "db"
+    database = Database(root, create=True)
+    ids = {name: small_writes(database.collection(name), hash_pipeline, 30) for name in "ab"}
+    spanning(database.open("b"), hash_pipeline, ids["b"], after=20)
+    before = disk_bytes(root)
+
+    result = runner.invoke(app, ["compact", "--all", "--db", str(root), "--keep", "0", "--json"])
+
+    assert result.exit_code == 0, result.output
+    done = {line["collection"]: line for line in map(json.loads, result.stdout.splitlines())}
+    assert set(done) == {"a", "b"} and done["b"]["versions_removed"] >= 20
+    assert disk_bytes(root) <= before - sum(d["bytes_freed"] for d in done.values()) // 2
+    for name, written in ids.items():
+        assert Database(root).open(name).ids() == set(written)
+    said = runner.invoke(app, ["compact", "-c", "a", "--db", str(root)])  # a day: nothing goes
+    assert said.exit_code == 0 and "a: fragments 1 -> 1, 0 old version(s) removed" in said.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (["-c", "a", "--keep", "1 day"], "--keep '1 day' is not a duration"),
+        (["-c", "a", "--all"], "name one collection (-c NAME) or pass --all"),
+        ([], "name one collection (-c NAME) or pass --all"),
+        (["-c", "nope"], "nope"),
+    ],
+)
+def test_the_compact_command_refuses_what_it_cannot_do_naming_it(
+    tmp_path, hash_pipeline, arguments, says
+):
+    root = tmp_path / "db"
+    small_writes(Database(root, create=True).collection("a"), hash_pipeline, 2)
+    result = runner.invoke(app, ["compact", "--db", str(root), *arguments])
+    assert result.exit_code == 2
+    assert says in " ".join(result.stderr.split())
+    assert Database(root).open("a").count() == 2

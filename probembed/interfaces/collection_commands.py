@@ -1,5 +1,5 @@
-"""`probembed collections`, `delete` and `drop`: what a database holds, and taking items or a
-whole collection out of it.
+"""`probembed collections`, `delete`, `drop` and `compact`: what a database holds, taking items
+or a whole collection out of it, and freeing the disk its old versions hold.
 
 The store (LanceDB, FAISS) is imported inside each command, as for every store command."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.table import Table
@@ -170,3 +170,43 @@ def drop_command(
     except StoreError as exc:
         raise fail(str(exc)) from exc
     say(f"dropped collection {collection!r} ({count} item(s))")
+
+
+def compact_command(
+    collection: Annotated[
+        str | None,
+        typer.Option("--collection", "-c", help="Collection to compact.", show_default=False),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Compact every collection.")] = False,
+    db: DbOption = None,
+    storage_option: StorageOption = None,
+    keep: Annotated[
+        str,
+        typer.Option(
+            help="Keep versions replaced less than this long ago (90s, 30m, 12h, 1d; 0: only "
+            "the latest): a reader or a running write's undo may still read them.",
+        ),
+    ] = "1d",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """Compact collections and remove their old versions, printing what was freed."""
+    from probembed.store import StoreError
+    from probembed.store.upkeep import parse_duration
+
+    if (collection is not None) == every:
+        raise fail("name one collection (-c NAME) or pass --all")
+    try:
+        retention = parse_duration(keep)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    database = open_database(db, storage_option, create=False)
+    try:
+        names = database.collections() if every else [cast(str, collection)]
+        for name in names:
+            done = database.open(name).compact(retention)
+            if as_json:
+                sys.stdout.write(json.dumps(done.to_json()) + "\n")
+            else:
+                say(str(done))
+    except StoreError as exc:
+        raise fail(str(exc)) from exc

@@ -1,5 +1,5 @@
 """The store's commands on the probembed CLI, registered in one place: ingest and embed
-(`ingest_commands`), search (`search_command`), collections, delete and drop
+(`ingest_commands`), search (`search_command`), collections, delete, drop and compact
 (`collection_commands`), the demo and serve; the options they share are in `store_options`."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import typer
 
 from probembed.interfaces.collection_commands import (
     collections_command,
+    compact_command,
     delete_command,
     drop_command,
 )
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)
     app.command("drop")(drop_command)
+    app.command("compact")(compact_command)
     from probembed.interfaces.demo_command import demo_command  # it builds on ingest and search
 
     app.command("demo")(demo_command)
