@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import openai
@@ -467,10 +468,14 @@ def _on_loop() -> bool:
 
 
 @contextlib.contextmanager
-def _in_process(tmp_path: Path, pipeline_dir: Path) -> Iterator[TestClient]:
-    """The app in this process, ready, so a test can see which thread runs what."""
+def _in_process(tmp_path: Path, pipeline_dir: Path, **options: Any) -> Iterator[TestClient]:
+    """The app in this process, ready, so a test can see which thread runs what (or reach its
+    `Service`: `http.app.state.service`); `options` are more `ServiceSettings`."""
     settings = ServiceSettings(
-        db=tmp_path / "db", pipelines=(str(pipeline_dir),), batching=BatchSettings(workers=1)
+        db=tmp_path / "db",
+        pipelines=(str(pipeline_dir),),
+        batching=BatchSettings(workers=1),
+        **options,
     )
     with TestClient(create_app(settings)) as http:
         for _ in range(1200):  # loading runs beside the app; a minute at most

@@ -58,10 +58,25 @@ def serve_command(
     max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
     max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
     max_k: Annotated[int, typer.Option(help="Hits per query.")] = 1000,
+    compact_every: Annotated[
+        int,
+        typer.Option(
+            help="Compact a collection and prune its old versions in the background after "
+            "this many commits to it (0: never)."
+        ),
+    ] = 64,
+    compact_keep: Annotated[
+        str,
+        typer.Option(
+            help="Keep a version this long after a newer one replaced it (90s, 30m, 12h, 1d): "
+            "a reader or a running write's undo may still read it."
+        ),
+    ] = "1d",
 ) -> None:
     """Serve embeddings (OpenAI-compatible), collections and search over HTTP."""
     from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys, serve
-    from probembed.service.settings import default_workers
+    from probembed.service.settings import UpkeepSettings, default_workers
+    from probembed.store.upkeep import parse_duration
 
     if workers is None:
         workers = default_workers()
@@ -76,6 +91,7 @@ def serve_command(
             insecure=insecure,
             limits=Limits(max_inputs, max_chars, max_body_bytes, max_k),
             batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
+            upkeep=UpkeepSettings(compact_every, parse_duration(compact_keep, "--compact-keep")),
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc

@@ -12,7 +12,8 @@ _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 
 class Metrics:
-    """Requests by route and status, latency, encode batches, queue depth, collection sizes."""
+    """Requests by route and status, latency, encode batches, queue depth, collection sizes,
+    background compactions."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -53,6 +54,18 @@ class Metrics:
             "probembed_encode_rejected_total",
             "Requests refused with 429 because the encode queue was full.",
             ["pipeline"],
+            registry=self.registry,
+        )
+        self.compactions = Counter(
+            "probembed_compactions_total",
+            "Background upkeeps of a collection (compact, prune old versions), by outcome.",
+            ["collection", "outcome"],
+            registry=self.registry,
+        )
+        self.freed_bytes = Counter(
+            "probembed_compaction_freed_bytes_total",
+            "Bytes of old versions the background upkeep removed, per collection.",
+            ["collection"],
             registry=self.registry,
         )
         self.items = Gauge(

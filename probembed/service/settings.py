@@ -6,11 +6,13 @@ import ipaddress
 import math
 import os
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from pathlib import Path
 
 from probembed.pipeline import find_pipeline
 from probembed.service.auth import ApiKeys
 from probembed.store.location import refuse_local_options
+from probembed.store.upkeep import DEFAULT_KEEP
 
 #: Hits of a search request that does not say how many.
 DEFAULT_K = 10
@@ -63,6 +65,29 @@ class BatchSettings:
 
 
 @dataclass(frozen=True)
+class UpkeepSettings:
+    """When the service compacts a collection and prunes its old versions, in the background:
+    every commit is a LanceDB version kept on disk until pruned."""
+
+    #: Commits to a collection (its version's rise) after which the next pass compacts it and
+    #: prunes its old versions; 0 turns upkeep off.
+    every: int = 64
+    #: How long a version is kept after a newer one replaced it (`store.upkeep.DEFAULT_KEEP`
+    #: says why a day).
+    keep: timedelta = DEFAULT_KEEP
+
+    def __post_init__(self) -> None:
+        every = self.every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(
+                f"--compact-every (every) must be a whole number of commits >= 0 (0: never), "
+                f"got {every!r}"
+            )
+        if not isinstance(self.keep, timedelta) or self.keep < timedelta(0):
+            raise ValueError(f"--compact-keep (keep) must be a duration >= 0, got {self.keep!r}")
+
+
+@dataclass(frozen=True)
 class ServiceSettings:
     """Everything `probembed serve` was started with."""
 
@@ -78,6 +103,7 @@ class ServiceSettings:
     insecure: bool = False
     limits: Limits = field(default_factory=Limits)
     batching: BatchSettings = field(default_factory=BatchSettings)
+    upkeep: UpkeepSettings = field(default_factory=UpkeepSettings)
     #: Seconds in-flight requests get to finish after SIGTERM.
     grace_seconds: float = 30.0
     #: LanceDB storage options of an object-store `db` (credentials, endpoint, region).

@@ -7,7 +7,9 @@ refreshes while a write commits; encoding happens outside it, in the batchers (a
 write reads the collection, then encodes its documents unlocked, then commits; a chunked
 write, which replaces a document's chunks as a whole, holds the collection's write lock
 throughout, so no other chunked write or drop comes between its steps, and lets the
-collection's lock go while each batch encodes).
+collection's lock go while each batch encodes). Disk upkeep runs in the background: every
+UPKEEP_CHECK_S a pass compacts each collection written enough since its last one and prunes
+its old versions (`upkeep`), in a writer's turn.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from probembed.pipeline import Pipeline
@@ -29,6 +32,7 @@ from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
 from probembed.service.worker import EncodeProcess, child_threads
 from probembed.store import Collection, CollectionNotFoundError, Database
+from probembed.store.upkeep import Compaction
 from probembed.store.variance import pipeline_basis
 
 T = TypeVar("T")
@@ -36,6 +40,9 @@ T = TypeVar("T")
 #: enough for a balancer's probe to see it, short enough that a recovered storage is served
 #: again without a restart (no probe of the storage itself: that would cost a call per probe).
 STORAGE_HOLD = 10.0
+#: Seconds between the background passes that look for collections due for upkeep (each look
+#: is one read of a collection's version).
+UPKEEP_CHECK_S = 60.0
 log = logging.getLogger("probembed.service")
 
 
@@ -95,6 +102,10 @@ class Service:
         #: waiting to take its collection's lock back holds its thread, and in the default
         #: pool enough of them left none for the searches holding those locks (a deadlock).
         self._writers = ThreadPoolExecutor(thread_name_prefix="chunked-write")
+        #: Per collection, its version after this service's last upkeep of it (none: 0).
+        self._upkept: dict[str, int] = {}
+        #: The loop of background upkeep passes, while it runs.
+        self._upkeeping: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -127,6 +138,10 @@ class Service:
             await asyncio.to_thread(self._spawn, self.pipelines[name], source)
         gc.freeze()  # live for the server's life: reference counts still free what is dropped
         self._ready.set()
+        if self.settings.upkeep.every:  # `stop` cancels it and waits, as for all `_running`
+            self._upkeeping = asyncio.create_task(self._upkeep_loop())
+            self._running.add(self._upkeeping)
+            self._upkeeping.add_done_callback(self._running.discard)
         log.info(
             "ready on %s: pipelines %s, database %s",
             *(self.settings.url, list(self.pipelines), self.settings.db),
@@ -138,6 +153,8 @@ class Service:
         end and wait for collection work still running; the database closes with the
         process."""
         self.stopping = True
+        if self._upkeeping is not None:  # a pass's compaction in a thread is waited for below
+            self._upkeeping.cancel()
         batchers = list(self._batchers.values())
         for batcher in batchers:  # all before any waits: a second pipeline's write is told too
             batcher.refuse()
@@ -337,9 +354,62 @@ class Service:
         return count
 
     def forget(self, name: str) -> None:
-        """Drop a deleted collection's metric."""
-        with contextlib.suppress(KeyError):
-            self.metrics.items.remove(name)
+        """Drop a deleted collection's metrics and upkeep mark."""
+        self._upkept.pop(name, None)
+        for metric, labels in (
+            (self.metrics.items, [(name,)]),
+            (self.metrics.freed_bytes, [(name,)]),
+            (self.metrics.compactions, [(name, "done"), (name, "failed")]),
+        ):
+            for label in labels:
+                with contextlib.suppress(KeyError):
+                    metric.remove(*label)
+
+    async def _upkeep_loop(self) -> None:
+        """Run an upkeep pass every UPKEEP_CHECK_S until the service stops."""
+        while not self.stopping:
+            await asyncio.sleep(UPKEEP_CHECK_S)
+            try:
+                await self.upkeep()
+            except Exception as exc:  # the database's listing: the next pass tries again
+                log.error("upkeep pass failed: %r", exc)
+
+    async def upkeep(self) -> list[Compaction]:
+        """One pass: compact each collection with `--compact-every` commits since its last
+        upkeep and prune versions replaced `--compact-keep` ago, each in a writer's turn
+        (`run(..., writer=True)`: no write or drop of this service beside it; other processes'
+        writes wait for the collection's write lock, which `Collection.compact` holds).
+        Without it a collection's disk grew by every commit's version, never pruned. A
+        failure is logged and counted and the pass goes on; returns what it did."""
+        db = self.require_ready()
+        done = []
+        for name in await asyncio.to_thread(db.collections):
+            try:
+                if not await self.run(name, partial(self._upkeep_due, name)):
+                    continue
+                done.append(await self.run(name, partial(self._compact, name), writer=True))
+            except CollectionNotFoundError:  # dropped since it was listed
+                continue
+            except StoppingError:
+                break
+            except Exception as exc:  # the next pass tries again; requests are not touched
+                log.error("upkeep of collection %s failed: %r", name, exc)
+                self.metrics.compactions.labels(name, "failed").inc()
+        return done
+
+    def _upkeep_due(self, name: str) -> bool:
+        """Whether a collection took `--compact-every` commits since its last upkeep here."""
+        version = self.collection(name).version
+        return version - self._upkept.get(name, 0) >= self.settings.upkeep.every
+
+    def _compact(self, name: str) -> Compaction:
+        """Compact and prune one collection, then log and count what it freed."""
+        done = self.collection(name).compact(self.settings.upkeep.keep)
+        self._upkept[name] = done.version
+        self.metrics.compactions.labels(name, "done").inc()
+        self.metrics.freed_bytes.labels(name).inc(done.bytes_freed)
+        log.info("upkeep of collection %s", done)
+        return done
 
     def retire(self, fingerprint: str) -> None:
         """Stop, in the background, the encoding children of a pipeline that no served name

@@ -1,0 +1,104 @@
+"""The service's background disk upkeep: many small writes, then a pass frees their old
+versions; writes racing passes lose nothing (the app in this process, real LanceDB)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import timedelta
+
+import pytest
+from test_service import _in_process
+from test_store_upkeep import disk_bytes
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
+from probembed.service.settings import UpkeepSettings
+from probembed.store import Database
+
+
+def write(http, item: str, text: str, upsert: bool = False) -> None:
+    """One document, one request: a client's small write."""
+    body = {"documents": [{"id": item, "text": text}], "upsert": upsert}
+    answer = http.post("/v1/collections/c/documents", json=body)
+    assert answer.status_code == 200, answer.text
+
+
+def spanning(http, db_dir, texts: dict[str, str]) -> None:
+    """Write until the collection's versions span over 2 s: a 0 retention (less LanceDB's
+    clock slack of 1 s) then has versions to prune whatever the machine's speed."""
+    table = Database(db_dir).open("c")._require()
+    first = table.list_versions()[0]["timestamp"]
+    while table.list_versions()[-1]["timestamp"] - first < timedelta(seconds=2):
+        item = f"extra-{len(texts)}"
+        texts[item] = f"an extra document, number {len(texts)}"
+        write(http, item, texts[item])
+
+
+def found(http, texts: dict[str, str], sample: int) -> None:
+    """The count is exact, and a seeded sample of items is found by its own text, whole."""
+    stats = http.get("/v1/collections/c").json()
+    assert stats["count"] == len(texts)
+    for item in random.Random(3).sample(sorted(texts), sample):
+        answer = http.post("/v1/collections/c/search", json={"query": texts[item], "k": 1})
+        hit = answer.json()["results"][0]["hits"][0]
+        assert (hit["id"], hit["text"]) == (item, texts[item])
+
+
+def test_upkeep_frees_what_small_writes_left_and_loses_no_racing_write(
+    tmp_path, pydoc_pipeline_dir
+):
+    upkeep = UpkeepSettings(every=1, keep=timedelta(0))
+    with _in_process(tmp_path, pydoc_pipeline_dir, upkeep=upkeep) as http:
+        service = http.app.state.service
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        texts = {f"doc-{i}": f"document {i} says something about topic {i % 9}" for i in range(80)}
+        for i, (item, text) in enumerate(texts.items()):
+            write(http, item, text)
+            if i % 8 == 7:  # an upsert leaves a replaced row behind, as clients' edits do
+                texts[f"doc-{i - 3}"] = f"document {i - 3}, edited"
+                write(http, f"doc-{i - 3}", texts[f"doc-{i - 3}"], upsert=True)
+        spanning(http, tmp_path / "db", texts)
+        before = disk_bytes(tmp_path / "db")
+
+        (done,) = http.portal.call(service.upkeep)
+
+        assert done.collection == "c" and done.versions_removed > 20 and done.bytes_freed > 0
+        assert disk_bytes(tmp_path / "db") < before
+        found(http, texts, 12)
+        assert http.portal.call(service.upkeep) == []  # nothing written since: not due
+        metrics = http.get("/metrics").text
+        assert 'probembed_compactions_total{collection="c",outcome="done"} 1.0' in metrics
+
+        rng = random.Random(11)
+        racing = {
+            f"race-{i}": f"racing document {i} on topic {rng.randint(0, 99)}" for i in range(30)
+        }
+
+        def writes() -> None:
+            for item, text in racing.items():
+                write(http, item, text)
+
+        writer = threading.Thread(target=writes)
+        writer.start()
+        passes = [http.portal.call(service.upkeep) for _ in range(6)]
+        writer.join()
+        texts.update(racing)
+        found(http, texts, 12)
+        assert all(d.collection == "c" for done in passes for d in done)
+
+
+def test_upkeep_settings_name_what_is_wrong():
+    with pytest.raises(ValueError, match=r"--compact-every \(every\) must be .* got -1"):
+        UpkeepSettings(every=-1)
+    with pytest.raises(ValueError, match=r"--compact-keep \(keep\) must be a duration >= 0"):
+        UpkeepSettings(keep=timedelta(seconds=-1))
+
+
+def test_serve_refuses_a_retention_that_is_not_a_duration(tmp_path):
+    result = CliRunner().invoke(
+        app, ["serve", "--db", str(tmp_path / "db"), "--compact-keep", "forever"]
+    )
+    assert result.exit_code == 2
+    assert "--compact-keep 'forever' is not a duration" in " ".join(result.output.split())
+    assert not (tmp_path / "db").exists()  # refused before anything was made
