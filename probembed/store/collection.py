@@ -133,8 +133,9 @@ class CollectionStats:
     name: str
     count: int
     dim: int
-    #: The table's bytes on disk over its live items: rows deleted or replaced (an upsert,
-    #: a re-chunk) still count until a compaction rewrites them. None when it holds no item.
+    #: The latest version's data files over its live items: rows deleted or replaced (an
+    #: upsert, a re-chunk) still count until a compaction rewrites them, older versions (until
+    #: `compact` prunes them) do not. None when it holds no item.
     bytes_per_item: float | None
     total_bytes: int
     version: int
@@ -658,7 +659,7 @@ class Collection:
         return int(filtered(lambda: table.count_rows(where), where, self))
 
     def stats(self) -> CollectionStats:
-        """Count, bytes on disk per item, and the pipeline."""
+        """Count, the latest version's bytes per item, and the pipeline."""
         table = self._require()
         raw = table.stats()
         count = int(raw["num_rows"])
