@@ -1439,7 +1439,7 @@ def _service_chunk(pipeline):
     """A one-chunk document as the service would store it."""
     from probembed.store.rows import Batch, PipelineInfo
 
-    meta = {"doc_id": "service", "chunk": 0}
+    meta = {"doc_id": "service", "chunk": 0, "doc_hash": "0" * 32 + "+1"}
     text = "a note the service stored during the stream"
     return Batch(["service#0"], [text], [meta], pipeline.encode([text]), PipelineInfo.of(pipeline))
 

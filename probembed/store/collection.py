@@ -728,6 +728,7 @@ class Collection:
         self.check_pipeline(batch.pipeline)
         with self._writing():
             table = self._open()
+            self._refuse_whole(batch.metadata, table)
             if table is None:
                 table = self._create(batch)
                 if table is None:
@@ -785,6 +786,7 @@ class Collection:
         self.check_pipeline(batch.pipeline)
         with self._writing():
             table = self._open()
+            self._refuse_whole(batch.metadata, table)
             if table is None:
                 table = self._create(batch)
                 if table is None:
@@ -1077,6 +1079,28 @@ class Collection:
         """Whether rows are chunked ingest's chunks: only it writes doc_hash beside doc_id and
         chunk (a corpus exported as chunks has its own doc_id and chunk, and is whole records)."""
         return self.metadata_columns().keys() >= CHUNK_COLUMNS
+
+    def refuse_whole_records(self, metadata: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse items that are not chunks (metadata without doc_id, chunk and doc_hash) into
+        a collection of chunks, or beside chunks in one write: they name no document, so a
+        sync of the documents kept them and a search by document ranked them first as
+        documents of their own. Checked again by every commit (`add`, `upsert`)."""
+        self._refuse_whole(metadata, self._open())
+
+    def _refuse_whole(self, metadata: Sequence[Mapping[str, Any]], table: Any) -> None:
+        """`refuse_whole_records` against `table` as opened (None: not made yet)."""
+        whole = sum(not m.keys() >= CHUNK_COLUMNS for m in metadata)
+        chunked = table is not None and set(table.schema.names) >= CHUNK_COLUMNS
+        if not whole or (whole == len(metadata) and not chunked):
+            return
+        held = "holds documents as chunks" if chunked else "is given chunks in this write"
+        raise StoreError(
+            f"collection {self.name!r} {held}: {whole} of these "
+            f"{len(metadata)} items are whole records (no doc_id, chunk and doc_hash), which a "
+            "sync of the documents would keep and a search by document would rank as "
+            "documents of their own; write them with chunking (probembed ingest --chunk, "
+            'ingest_documents in Python, the service\'s "chunk"), or into another collection'
+        )
 
     def decode_variances(self, stored: np.ndarray) -> np.ndarray:
         """Full (n, dim) variances from what the variance column holds."""

@@ -256,6 +256,7 @@ def prepare(
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
     records, problems, columns = read_checked(source, collection, on_error, prefix)
+    collection.refuse_whole_records([r.metadata for r in records])  # before anything is kept
     report = IngestReport(label, problems=problems)
     if sync:  # refused before anything is written, the pipeline copy too
         report.gone, report.sync_withheld = sync_removals(
