@@ -33,7 +33,7 @@ from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
-from probembed.store.errors import UndoConflictError
+from probembed.store.errors import CollectionDroppedError, UndoConflictError
 from probembed.store.formats import (
     READERS,
     SourceDocument,
@@ -52,6 +52,7 @@ from probembed.store.ingest import (
     check_records,
     columns_to_check,
     commit,
+    creation,
     finish,
     ingest,
     not_unicode,
@@ -489,6 +490,7 @@ def ingest_parsed(
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc].ids]
     start = collection.version if collection.exists else None  # what a failed stream undoes to
+    created = creation(collection)  # what every part's commits must find: a drop stops them
     touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
     write = ingest_with or functools.partial(ingest, encode=encode)
     parts = [
@@ -511,12 +513,17 @@ def ingest_parsed(
                         True,
                         columns=columns,
                         advance=moved,
+                        created=created,
                     )
+                    created = created or creation(collection)  # the table part one made
                     report.chunks_written += result.added + result.updated
                     report.problems += result.problems
                     bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
         except Exception as exc:  # a fault between commits (storage, the encoder): none stays
             undo(collection, start, touched, exc, report.problems)
+            if isinstance(exc, CollectionDroppedError):
+                done = report.chunks_written + (exc.written or 0)
+                raise exc.during(done, total, "chunks") from None
             raise
     for item in plan.streamed:
         before = stored[item.id].ids if item.id in stored else []
@@ -525,8 +532,10 @@ def ingest_parsed(
         stopping = touched if on_error == "stop" else None
         try:
             written = write_streamed(
-                item, collection, pipeline, settings, batch_size, encode, before, stopping
+                item, collection, pipeline, settings, batch_size, encode, before, stopping, created
             )
+        except CollectionDroppedError:  # no file after it can be written either
+            raise
         except Exception as exc:
             problem = _failed(item, exc)
             if on_error == "stop":  # nothing at all, as when a bad document stops the run
@@ -698,6 +707,7 @@ def write_streamed(
     encode: Callable[[list[str]], Fused] | None = None,
     replaced: Sequence[str] = (),
     touched: set[str] | None = None,
+    created: str | None = None,
 ) -> set[str]:
     """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
     deleting the chunks of its stored version (`replaced`); returns the ids written.
@@ -709,9 +719,10 @@ def write_streamed(
     that caller (one undo for a whole run); an interruption (Ctrl-C) is undone here still.
     The batches are not compacted at the end: LanceDB's compaction rewrites the table at
     once, with no bound on its memory (`Collection.optimize` does it, as the next ordinary
-    ingest does).
+    ingest does). `created`: the creation token its batches must find (`ingest`'s).
     """
     version = collection.version if collection.exists else None
+    token = [created or creation(collection)]
     info, report = PipelineInfo.of(pipeline), IngestReport(file.source)
     written: set[str] = set()
     mark: list[Record] = []
@@ -720,7 +731,7 @@ def write_streamed(
     def flush(records: list[Record]) -> None:
         _, todo, _ = prepare(records, collection, pipeline, "stop", True)
         fused = (encode or pipeline.encode)([r.text for r in todo])
-        commit(collection, info, todo, fused, False, report)
+        token[0] = commit(collection, info, todo, fused, False, report, created=token[0])
         written.update(r.id for r in todo)
 
     try:
@@ -741,7 +752,7 @@ def write_streamed(
         ids = {*replaced, *written, *(r.id for r in (*batch, *mark))}
         if touched is not None and isinstance(exc, Exception):
             touched.update(ids)
-        else:
+        elif not isinstance(exc, CollectionDroppedError):  # else another collection's ids
             collection.revert(version, ids, stopped_by=exc)
         raise
     finish(collection, pipeline, compact=False)

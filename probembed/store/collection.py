@@ -35,6 +35,7 @@ from probembed.gaussian import Gaussian
 from probembed.pipeline import CONFIG_FILE
 from probembed.store import shared_writes, upkeep
 from probembed.store.errors import (
+    CollectionDroppedError,
     CollectionExistsError,
     PipelineMismatchError,
     ReadOnlyError,
@@ -711,23 +712,26 @@ class Collection:
         if not self.exists:
             pipeline_basis(batch.pipeline.source)
 
-    def add(self, batch: Batch, skip_stored: bool = False) -> int:
+    def add(self, batch: Batch, skip_stored: bool = False, created: str | None = None) -> int:
         """Append new items in one commit; returns how many. Ids already stored are an error
         (use upsert), or with `skip_stored` left as they are: decided under the write lock,
         so a writer that lost the race for an id to another one counts it as stored. On
         object storage a writer on another machine may store some of the ids after this
         one looked: its rows stay, the rest of the batch is committed, and without
-        `skip_stored` the add is then refused as above, saying how many went in."""
+        `skip_stored` the add is then refused as above, saying how many went in.
+        `created`: the creation token (`created`) of the table a write's earlier commits
+        went to; dropped since, or made again, it is a `CollectionDroppedError`."""
         self._basis_fitted(batch)
-        return self._add(batch, skip_stored)
+        return self._add(batch, skip_stored, created)
 
     @one_at_a_time
-    def _add(self, batch: Batch, skip_stored: bool) -> int:
+    def _add(self, batch: Batch, skip_stored: bool, created: str | None) -> int:
         """`add` once the basis is fitted."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
         with self._writing():
             table = self._open()
+            self._still_made(table, created)
             self._refuse_whole(batch.metadata, table)
             if table is None:
                 table = self._create(batch)
@@ -772,20 +776,23 @@ class Collection:
             f"{added} were added; use upsert to replace them"
         )
 
-    def upsert(self, batch: Batch, remove: Sequence[str] = ()) -> Upserted:
+    def upsert(
+        self, batch: Batch, remove: Sequence[str] = (), created: str | None = None
+    ) -> Upserted:
         """Insert new ids and replace stored ones, and delete the stored ids of `remove` that
         the batch does not hold (a sync's last write: its removal lands with it or not at
-        all), in one commit."""
+        all), in one commit. `created` as for `add`."""
         self._basis_fitted(batch)
-        return self._upsert(batch, remove)
+        return self._upsert(batch, remove, created)
 
     @one_at_a_time
-    def _upsert(self, batch: Batch, remove: Sequence[str]) -> Upserted:
+    def _upsert(self, batch: Batch, remove: Sequence[str], created: str | None) -> Upserted:
         """`upsert` once the basis is fitted."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
         with self._writing():
             table = self._open()
+            self._still_made(table, created)
             self._refuse_whole(batch.metadata, table)
             if table is None:
                 table = self._create(batch)
@@ -933,7 +940,7 @@ class Collection:
                 shared_writes.committed(partial(merge.execute, old), UNDO_CONFLICT)
             made = self._made is not None and self._made == self.created
             if version is None and made and not table.count_rows():
-                self.db.drop(self.name)
+                self.db.drop(self.name, locked=True)
                 self._table, self._pipeline = None, None
                 self._shares = None
                 self._seen, self._header_at = None, None
@@ -1079,6 +1086,15 @@ class Collection:
         """Whether rows are chunked ingest's chunks: only it writes doc_hash beside doc_id and
         chunk (a corpus exported as chunks has its own doc_id and chunk, and is whole records)."""
         return self.metadata_columns().keys() >= CHUNK_COLUMNS
+
+    def _still_made(self, table: Any, created: str | None) -> None:
+        """Refuse a write's next commit when the table of its earlier ones (`created`, its
+        creation token) is gone: its commit would make a new collection of the rest."""
+        if created is None:
+            return
+        header = None if table is None else read_header(table.schema)
+        if header is None or header.get("created") != created:
+            raise CollectionDroppedError(self.name)
 
     def refuse_whole_records(self, metadata: Sequence[Mapping[str, Any]]) -> None:
         """Refuse items that are not chunks (metadata without doc_id, chunk and doc_hash) into

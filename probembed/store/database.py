@@ -129,12 +129,16 @@ class Database:
             f"no collection {name!r} in {self.path}; collections: {known}"
         )
 
-    def drop(self, name: str) -> None:
-        """Delete a collection, its derived files, and everything in it."""
+    def drop(self, name: str, locked: bool = False) -> None:
+        """Delete a collection, its derived files, and everything in it. Under the collection's
+        write lock (`locked`: the caller holds it, an undo dropping the table it made), as
+        every write: an ingest's commit lands before the drop, or finds it dropped
+        (`Collection.add`'s `created`), never on a table being removed."""
         collection = self.open(name)
         self.require_writable()
-        self._conn.drop_table(name)
-        self.location.remove(collection.name)
+        with contextlib.nullcontext() if locked else collection._writing():
+            self._conn.drop_table(name)
+            self.location.remove(collection.name)
         collection.close()
         del self._handles[name]
         self._watched.pop(name, None)

@@ -1,5 +1,7 @@
 """Errors of the store layer: each message names the input and what would be right."""
 
+from __future__ import annotations
+
 import re
 from collections.abc import Sequence
 
@@ -41,6 +43,27 @@ class CollectionNotFoundError(StoreError):
 
 class CollectionExistsError(StoreError):
     """A collection created under a name that is already taken."""
+
+
+class CollectionDroppedError(CollectionNotFoundError):
+    """A write whose collection was dropped (or dropped and made again) between its commits:
+    it stops rather than make a new collection of its last batches (a service answers 404,
+    as for a collection dropped while any request ran)."""
+
+    def __init__(
+        self, name: str, written: int | None = None, total: int = 0, noun: str = ""
+    ) -> None:
+        self.name, self.written = name, written
+        done = "write ran"
+        if written is not None:
+            done = f"ingest ran: {written} of {total} {noun} had been written before the drop"
+        super().__init__(
+            f"collection {name!r} was dropped while this {done}; nothing was written after it"
+        )
+
+    def during(self, written: int, total: int, noun: str = "records") -> CollectionDroppedError:
+        """The error as a larger write tells it: how much of it went in before the drop."""
+        return CollectionDroppedError(self.name, written, total, noun)
 
 
 class NoDatabaseError(StoreError):

@@ -23,7 +23,13 @@ from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
-from probembed.store.errors import StoreError, UndoConflictError, listed, skipped
+from probembed.store.errors import (
+    CollectionDroppedError,
+    StoreError,
+    UndoConflictError,
+    listed,
+    skipped,
+)
 from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
@@ -135,6 +141,7 @@ def ingest(
     columns: Mapping[str, pa.DataType] | None = None,
     advance: Callable[[int], None] | None = None,
     sync: bool = False,
+    created: str | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -155,11 +162,16 @@ def ingest(
     `sync` (implies `upsert`) also removes the stored ids under `prefix` that the input does
     not hold, in the last commit (`sync_removals` says what it refuses and when it removes
     nothing); a sync that fails part-way puts back what it wrote (`undo`).
+    `created`: the creation token of the collection a larger write this one is part of wrote
+    to (chunked ingest's parts), else the collection's when the call starts; a commit that
+    finds it dropped (or made again) stops with `CollectionDroppedError`, never making a new
+    collection of the rest.
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     upsert = upsert or sync
+    created = created or creation(collection)
     report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix, sync)
     planned = {**found, **(columns or {})}
     version = collection.version if collection.exists else None  # what a failed sync undoes to
@@ -172,7 +184,7 @@ def ingest(
                 chunk = todo[start : start + batch_size]
                 touched.update(r.id for r in chunk)
                 last = start + batch_size >= len(todo)  # a sync's removal goes in with it
-                commit(
+                created = commit(
                     collection,
                     info,
                     chunk,
@@ -181,9 +193,12 @@ def ingest(
                     report,
                     planned,
                     report.gone if last else (),
+                    created,
                 )
                 if on_commit is not None:
                     on_commit(report.added + report.updated)
+        except CollectionDroppedError as exc:  # nothing of this write is there to undo
+            raise exc.during(report.added + report.updated, len(todo)) from None
         except Exception as exc:
             if sync:
                 undo(collection, version, touched, exc, report.problems)
@@ -208,6 +223,12 @@ def _encoded(
     fused = encode(texts)
     told(len(chunk))
     return fused
+
+
+def creation(collection: Collection) -> str | None:
+    """The collection's creation token, None when it is not there: what a write's later
+    commits expect to find (`Collection.add`'s `created`)."""
+    return collection.created if collection.exists else None
 
 
 def writing_pipeline(
@@ -375,9 +396,11 @@ def undo(
     the other documents' problems it had met, which its report would have listed: as a note
     of `stop` (PEP 678, its class and message as they were: a service answers by the class),
     or, when the undo meets another writer's commit, in an `UndoConflictError` naming what
-    stopped the run once."""
+    stopped the run once. A run whose collection was dropped under it has nothing to undo:
+    a collection of the name there now is another one."""
     try:
-        collection.revert(start, touched, stopped_by=stop)
+        if not isinstance(stop, CollectionDroppedError):
+            collection.revert(start, touched, stopped_by=stop)
     except UndoConflictError as undone:
         raise UndoConflictError(stop, undone.conflict, problems) from undone.conflict
     if problems:
@@ -486,29 +509,35 @@ def commit(
     report: IngestReport,
     columns: Mapping[str, pa.DataType] | None = None,
     remove: Sequence[str] = (),
-) -> None:
+    created: str | None = None,
+) -> str | None:
     """Store one embedded chunk in one commit and count it in the report. An id another
     writer stored since it was read counts as already stored (it was embedded unlocked), and
     as changed when that writer stored another text or metadata.
     `columns`: what the whole write decided (`Checked.columns`), when it takes commits.
     `remove` (with `upsert`: a sync's `gone`) is deleted in that same commit, so a sync's
-    removal never lands without its last write; with no chunk (`fused` None) it is the commit."""
+    removal never lands without its last write; with no chunk (`fused` None) it is the commit.
+    `created`: the creation token the write's earlier commits found (None: none yet), which
+    this one must find (`CollectionDroppedError`); returns the token the write holds now."""
     if fused is None:
+        if created is not None and creation(collection) != created:
+            raise CollectionDroppedError(collection.name)
         report.removed += collection.delete(remove) if remove else 0
-        return
+        return created
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
     if upsert:
-        inserted, updated, removed = collection.upsert(batch, remove)
+        inserted, updated, removed = collection.upsert(batch, remove, created)
         report.removed += removed
     else:
-        inserted, updated = collection.add(batch, skip_stored=True), 0
+        inserted, updated = collection.add(batch, skip_stored=True, created=created), 0
         report.already_stored += len(chunk) - inserted
         if inserted < len(chunk):  # the rows this write stored are as given
             as_given = stored_as_given(collection, chunk)
             report.changed += [r.id for r in chunk if as_given.get(r.id) is False]
     report.added += inserted
     report.updated += updated
+    return created or collection.created  # the table its first commit made
 
 
 def finish(

@@ -49,11 +49,13 @@ from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
+from probembed.store.errors import CollectionDroppedError
 from probembed.store.ingest import (
     DEFAULT_BATCH,
     IngestReport,
     OnError,
     commit,
+    creation,
     finish,
     prepare,
     validate_options,
@@ -489,10 +491,12 @@ def ingest_ray(
     prefix: str = "",
     columns: Mapping[str, pa.DataType] | None = None,
     advance: Callable[[int], None] | None = None,
+    created: str | None = None,
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
 
-    Its first eight arguments, `columns` and `advance` are ingest's, so it can stand in for it
+    Its first eight arguments, `columns`, `advance` and `created` are ingest's, so it can
+    stand in for it
     (chunked ingest's `ingest_with`); `advance` (else this call's bar) is told the texts
     encoded as the actors encode them, or found in the cache (`embed_on_ray`).
 
@@ -504,6 +508,7 @@ def ingest_ray(
     validate_workers(workers, cpus_per_worker, gpus_per_worker)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
+    created = created or creation(collection)
     report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix)
     planned = {**found, **(columns or {})}
     if todo:
@@ -514,11 +519,17 @@ def ingest_ray(
             texts = [r.text for r in todo]
             told = advance or (bar.advance if progress else None)
             resources = (workers, cpus_per_worker, gpus_per_worker)
-            for index, fused in embed_on_ray(texts, pipeline, batch_size, *resources, advance=told):
-                batch = [todo[i] for i in index]
-                commit(collection, info, batch, fused, upsert, report, planned)
-                if on_commit is not None:
-                    on_commit(report.added + report.updated)
+            embedded = embed_on_ray(texts, pipeline, batch_size, *resources, advance=told)
+            try:
+                for index, fused in embedded:
+                    batch = [todo[i] for i in index]
+                    created = commit(
+                        collection, info, batch, fused, upsert, report, planned, (), created
+                    )
+                    if on_commit is not None:
+                        on_commit(report.added + report.updated)
+            except CollectionDroppedError as exc:
+                raise exc.during(report.added + report.updated, len(todo)) from None
     finish(collection, pipeline)
     return report
 
