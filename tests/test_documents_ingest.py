@@ -632,6 +632,12 @@ def test_sync_keeps_a_document_that_is_there_but_cannot_be_read(tmp_path, pydoc_
     assert (report.removed, report.unchanged, len(report.problems)) == (0, 1, 1)
     assert "not UTF-8" in report.problems[0].message
     assert collection.document_index()["b.md"] == before
+    # the report said only "skipped" of it: it says its stored version stays
+    assert report.problems[0].message.endswith("(kept the stored version)")
+    (docs / "c.md").write_bytes(b"\xff")  # not stored: skipped, nothing kept
+    report = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
+    said = {p.doc_id: p.message.endswith("(kept the stored version)") for p in report.problems}
+    assert said == {"b.md": True, "c.md": False}
 
 
 def jsonl_lines(n: int) -> list[bytes]:
@@ -656,7 +662,8 @@ def test_a_jsonl_line_that_is_not_utf8_is_its_own_problem_and_a_sync_keeps_its_d
     report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
     assert (report.removed, report.unchanged) == (0, 78)
     assert [str(p) for p in report.problems] == [
-        f"{source}:40: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line"
+        f"{source}:40: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line "
+        "(kept the stored version)"
     ]
     assert collection.count() == 79
     # on the first line, after a byte order mark: the same byte named, and its document kept
@@ -664,7 +671,8 @@ def test_a_jsonl_line_that_is_not_utf8_is_its_own_problem_and_a_sync_keeps_its_d
     source.write_bytes(b"\n".join(lines) + b"\n")
     report = ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
     assert [str(p) for p in report.problems] == [
-        f"{source}:1: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line"
+        f"{source}:1: document 'd40': not UTF-8: byte 0xe9 at offset 27 of the line "
+        "(kept the stored version)"
     ]
     assert report.removed == 0 and collection.count() == 79
 
@@ -820,7 +828,8 @@ def test_a_sync_keeps_what_a_folder_it_cannot_list_or_a_broken_link_holds(
     report = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
     problems = {p.source: p.message for p in report.problems}
     assert problems[unlistable] == "cannot list this folder (Permission denied)"
-    assert problems[str(folder / "link.txt")] == "a link whose target is missing"
+    link = "a link whose target is missing (kept the stored version)"
+    assert problems[str(folder / "link.txt")] == link
     # the unlisted folder names no document, so the sync removes nothing, not even target.txt
     assert (report.removed, report.sync_withheld, report.added) == (0, 1, 1)
     assert {"sub/deeper/nested.md", "link.txt", "target.txt"} <= set(collection.document_index())
@@ -1024,7 +1033,8 @@ def test_a_changed_document_whose_chunks_are_refused_keeps_its_stored_version(
     both = ingest_documents(source, collection, pydoc_pipeline, SMALL, on_error="skip")
     assert [p.doc_id for p in both.problems] == ["one", "many"]  # in the input's order
     assert re.search(
-        r"stores 'year' as int64.* \(and \d+ more of its chunks\)$", str(report.problems[0])
+        r"stores 'year' as int64.* \(and \d+ more of its chunks\) \(kept the stored version\)$",
+        str(report.problems[0]),
     )
     assert collection.document_index()["a"] == before
 

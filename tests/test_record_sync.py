@@ -154,3 +154,24 @@ def test_the_cli_syncs_whole_records(tmp_path, pydoc_pipeline_dir):
     emptied = runner.invoke(app, [*args, "--sync"])
     assert emptied.exit_code != 0
     assert "Leave out --sync" in emptied.output and "probembed delete ID" in emptied.output
+
+
+def test_a_bad_record_whose_id_is_stored_is_said_to_keep_its_stored_version(
+    tmp_path, collection, pydoc_pipeline
+):
+    """The report said only "skipped" of a record a sync keeps as stored."""
+    source = write_jsonl(tmp_path / "records.jsonl", rows(3))
+    ingest(source, collection, pydoc_pipeline, sync=True)
+    bad = [*rows(3), {"id": "r9", "text": "  "}]
+    bad[1]["text"] = " "
+    write_jsonl(source, bad)
+    report = ingest(source, collection, pydoc_pipeline, sync=True, on_error="skip")
+    assert report.removed == 0 and collection.ids() == {"r0", "r1", "r2"}
+    said = {p.doc_id: p.message.endswith("(kept the stored version)") for p in report.problems}
+    assert said == {"r1": True, "r9": False}
+    result = runner.invoke(
+        app, ["ingest", str(source), "--db", str(tmp_path / "db"), "-c", "docs", "--sync",
+              "--on-error", "skip"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "document 'r1' has an empty text (kept the stored version)" in result.output

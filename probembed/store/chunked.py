@@ -55,6 +55,7 @@ from probembed.store.ingest import (
     creation,
     finish,
     ingest,
+    kept_stored,
     not_unicode,
     prepare,
     refuse_mixing,
@@ -554,6 +555,7 @@ def ingest_parsed(
     if plan.relocated:
         collection.relocate(plan.relocated)
         report.relocated = len(plan.relocated)
+    report.problems = kept_stored(report.problems, stored)
     return report
 
 

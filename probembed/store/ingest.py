@@ -278,7 +278,8 @@ def prepare(
     label = str(source) if isinstance(source, (str, Path)) else "records"
     records, problems, columns = read_checked(source, collection, on_error, prefix)
     collection.refuse_whole_records([r.metadata for r in records])  # before anything is kept
-    report = IngestReport(label, problems=problems)
+    named = [p.doc_id for p in problems if p.doc_id is not None]
+    report = IngestReport(label, problems=kept_stored(problems, collection.existing(named)))
     if sync:  # refused before anything is written, the pipeline copy too
         report.gone, report.sync_withheld = sync_removals(
             collection, source, records, problems, prefix
@@ -295,6 +296,15 @@ def prepare(
         report.already_stored = len(records) - len(todo)
         report.changed = [r.id for r in records if as_given.get(r.id) is False]
     return report, todo, columns
+
+
+def kept_stored(problems: Sequence[Problem], stored: Container[str]) -> list[Problem]:
+    """The problems, each of a document that is stored saying that its stored version stays
+    (a sync removes it not): a report said only "skipped" of a file there but unreadable."""
+    return [
+        replace(p, message=f"{p.message} (kept the stored version)") if p.doc_id in stored else p
+        for p in problems
+    ]
 
 
 def sync_removals(
