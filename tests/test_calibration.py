@@ -34,7 +34,7 @@ from probembed.calibration.confidence import (
     lexical_features,
 )
 from probembed.calibration.features import BM25_RANK_CAP
-from probembed.calibration.training import hybrid_split, rank_split
+from probembed.calibration.training import RankedSplit, hybrid_split, rank_split
 from probembed.evaluation import expected_calibration_error
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import corpus_agreement, embed
@@ -44,7 +44,7 @@ from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline
 from probembed.scoring.ensemble import hit_variance
 from probembed.store import Database, Searcher, ingest
 from probembed.store.index import IndexSettings
-from probembed.store.ranking import HYBRID_DEPTH, scan
+from probembed.store.ranking import HYBRID_DEPTH, Ranked, scan
 from probembed.store.readers import Record
 from probembed.store.search import CONTEXT_DEPTH
 
@@ -1001,3 +1001,21 @@ def test_a_split_whose_judged_documents_are_never_found_fits_no_calibrator(hash_
         f"selves train: every top-{TOP} hit of every query (dense ranking) is irrelevant: "
         "no relevance calibrator (no p_relevant)"
     )
+
+
+def test_tied_hits_are_scored_in_the_order_the_search_shows_them():
+    """q1's relevant "a" is shown first, tied with "z" (as RRF scores often tie): keyed by
+    score, the metric put "z" first (ties by id, descending), scoring nDCG@10 0.63 where the
+    search shows a perfect list, and no query fell below the median (the failure label)."""
+    shown = {"q1": ([0, 1], [0.5, 0.5]), "q2": ([1, 0], [0.6, 0.5]), "q3": ([0, 1], [0.6, 0.5])}
+    ranked = [
+        Ranked(np.array(p), np.array(s), np.array(s), np.full(2, 0.01)) for p, s in shown.values()
+    ]
+    qrels = {q: {"a": 1} for q in shown}
+    relevant = np.array([[p == 0 for p in positions] for positions, _ in shown.values()])
+    split = RankedSplit(list(shown), ["a", "z"], ranked, None, relevant)
+    corpus, queries = {"a": "x", "z": "y"}, dict.fromkeys(shown, "q")
+    dataset = RetrievalDataset("tied", "train", corpus, queries, qrels)
+    ndcg = split.per_query(dataset)["ndcg@10"]
+    assert ndcg == {"q1": 1.0, "q2": pytest.approx(1 / np.log2(3)), "q3": 1.0}
+    np.testing.assert_array_equal(split.failed(dataset), [False, True, False])

@@ -141,14 +141,11 @@ class RankedSplit:
         )
 
     def per_query(self, dataset: RetrievalDataset, k: int = TOP) -> dict[str, dict[str, float]]:
-        """nDCG@10 and Recall@10 per query of the ranked top k, by the evaluation metrics."""
-        run = {
-            q: {
-                self.doc_ids[p]: float(s)
-                for p, s in zip(r.positions[:k], r.scores[:k], strict=True)
-            }
-            for q, r in zip(self.query_ids, self.ranked, strict=True)
-        }
+        """nDCG@10 and Recall@10 per query of the top k in the order a search shows them: keyed
+        by rank, since the metric would order tied scores (RRF's are often tied) by id."""
+        rankings = [[self.doc_ids[p] for p in r.positions] for r in self.ranked]
+        # every hit the split holds, as before: its ranking chose them (self-matches too)
+        run = run_from_rankings(self.query_ids, rankings, k, keep_self_matches=True)
         return per_query_metrics(dataset.qrels, run, ("ndcg@10", "recall@10"))
 
     def failed(self, dataset: RetrievalDataset) -> np.ndarray:
