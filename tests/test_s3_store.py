@@ -368,7 +368,10 @@ def test_a_sync_on_s3_removes_in_the_commit_of_its_write(bucket, options, hash_p
 def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipeline_dir):
     """Object storage that stops answering under a running server gave every route a 500
     ("internal error") after lance's retries, and /readyz stayed "ready": a 503 saying the
-    storage did not answer, with Retry-After, lets a client retry and a balancer route away."""
+    storage did not answer, with Retry-After, lets a client retry and a balancer route away.
+    Neither the answers nor /readyz name where the database lives: lance's words held the
+    endpoint and the prefix URL-encoded (`prefix=pe-prod%2Fs3docs`), past the masking of
+    the URI; the log keeps them."""
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(moto_server())
         name = new_bucket(url)
@@ -378,7 +381,10 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
             for k, v in {**options, "allow_http": "true"}.items()
             for a in ("--storage-option", f"{k}={v}")
         ]
-        server = Server(f"s3://{name}/db", pydoc_pipeline_dir, *flags, log=tmp_path / "server.log")
+        uri, log = f"s3://{name}/pe-prod/s3docs", tmp_path / "server.log"
+        server = Server(uri, pydoc_pipeline_dir, *flags, log=log)
+        host = url.removeprefix("http://")
+        secret = [url, host, host.replace(":", "%3A"), name, "pe-prod", "s3docs"]
         with server, server.client() as http:
             assert http.post("/v1/collections", json={"name": "life"}).status_code == 201
             assert http.post("/v1/collections/life/documents", json={"documents": DOCS}).is_success
@@ -392,11 +398,16 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
                 assert answer.status_code == 503, (path, answer.text)
                 assert answer.headers["retry-after"] == "5"
                 assert "the database's storage failed: " in answer.json()["detail"]
+                assert not [s for s in secret if s in answer.text], answer.text
             ready = http.get("/readyz")
             assert ready.status_code == 503 and ready.json()["status"] == "storage", ready.text
+            assert not [s for s in secret if s in ready.text], ready.text
+            assert "<storage>" in ready.text and "<db>" in ready.text
             assert http.get("/healthz").status_code == 200  # alive: no restart mends storage
-        log = (tmp_path / "server.log").read_text()
-        assert "storage failed" in log and "Exception in ASGI application" not in log
+        told = log.read_text()
+        assert "storage failed" in told and "Exception in ASGI application" not in told
+        warned = [line for line in told.splitlines() if "storage failed: " in line]
+        assert warned and all(url in line and "pe-prod%2Fs3docs" in line for line in warned)
 
 
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):

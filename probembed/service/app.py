@@ -9,8 +9,9 @@ import asyncio
 import functools
 import logging
 import pathlib
+import re
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -33,6 +34,7 @@ from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service
+from probembed.service.storage import hidden, hidden_places
 from probembed.service.validation import (
     _PROBLEMS_TOLD,
     UNPARSABLE,
@@ -172,7 +174,7 @@ def _non_blank() -> str:
 def _handle_errors(app: FastAPI, service: Service) -> None:
     """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
     db, keys = service.settings.db, service.settings.keys
-    roots = _spellings(db)
+    roots = _spellings(db, service.settings.storage_options)
     remote = isinstance(database_target(db), str)
 
     async def api_error(request: Request, exc: Exception) -> Response:
@@ -226,9 +228,10 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
 
     def storage_down(request: Request, said: str, exc: Exception) -> Response:
         """503 with Retry-After for a failure of the database's object storage, which the
-        same request may not meet later; logged in a line, and /readyz says so a while."""
-        said = _hidden(said, roots)
+        same request may not meet later; logged in a line whole, and /readyz says so a while
+        with where the database lives hidden, as every answer hides it."""
         log.warning("%s %s: storage failed: %s", request.method, request.url.path, said)
+        said = _hidden(said, roots)
         service.storage_failed(said)
         told = _told(f"the database's storage failed: {said}", exc, roots)
         return refusal(503, told, {"Retry-After": "5"})
@@ -267,30 +270,30 @@ def _told(message: str, exc: BaseException, places: Sequence[tuple[str, str]]) -
 
 
 def _hidden(told: str, places: Sequence[tuple[str, str]]) -> str:
-    """A text with each of `places` (spelling, shown) as the client reads it: where the
+    """A text with each of `places` (pattern, shown) as the client reads it: where the
     server keeps things is the operator's."""
-    for root, shown in places:
-        told = told.replace(root, shown)
-    return told
+    return hidden(told, list(places))
 
 
-def _spellings(db: pathlib.Path | str) -> list[tuple[str, str]]:
-    """(spelling, what a client reads instead) of the operator's locations a message may
-    name, longest first: the database; in a message about the server's own storage
+def _spellings(db: pathlib.Path | str, options: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(pattern, what a client reads instead) of the operator's locations a message may
+    name, longest first: the database (on object storage also its bucket, prefix and
+    endpoint, `storage.hidden_places`); in a message about the server's own storage
     (`StoreStateError`: a full disk names the search snapshot's folder) also the local cache
     of an object-storage database and the temp dir."""
     target = database_target(db)
     if isinstance(target, str):
-        return [(target.rstrip("/"), "<db>")]
+        return hidden_places(target, options)
     # absolute only: a relative `--db db` is also in users' words
     spellings = {str(target.absolute()), str(target.resolve())}
-    return [(spelling, "<db>") for spelling in sorted(spellings, key=len, reverse=True)]
+    return [(re.escape(s), "<db>") for s in sorted(spellings, key=len, reverse=True)]
 
 
 def _local_places() -> list[tuple[str, str]]:
-    """(spelling, shown) of the temp dir and the local cache, longest first."""
+    """(pattern, shown) of the temp dir and the local cache, longest first."""
     places = {}
     for shown, where in (("<tmp>", tempfile.gettempdir()), ("<cache>", str(default_cache_dir()))):
         for path in (pathlib.Path(where).absolute(), pathlib.Path(where).resolve()):
             places[str(path)] = shown
-    return sorted(places.items(), key=lambda place: len(place[0]), reverse=True)
+    ordered = sorted(places.items(), key=lambda place: len(place[0]), reverse=True)
+    return [(re.escape(spelling), shown) for spelling, shown in ordered]

@@ -10,12 +10,18 @@ from probembed.service.auth import READ
 from probembed.service.errors import _ERRORS
 from probembed.service.scopes import _scope
 from probembed.service.state import Service
+from probembed.service.storage import hidden, hidden_places
 
 
 def _operations(service: Service) -> APIRouter:
     """Liveness, readiness, metrics."""
     router = APIRouter(tags=["operations"])
     reader = _scope(service, READ)
+    places = hidden_places(service.settings.db, service.settings.storage_options)
+
+    def failure() -> str | None:
+        """Why loading failed, where an object-storage database lives hidden (the log has it)."""
+        return None if service.failure is None else hidden(service.failure, places)
 
     @router.get("/healthz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
@@ -24,7 +30,7 @@ def _operations(service: Service) -> APIRouter:
         503 once loading failed, which no wait mends, so a liveness probe restarts it (it
         answered 200 for ever while /readyz said failed)."""
         if service.failure:
-            body = schemas.Health(status="failed", error=service.failure)
+            body = schemas.Health(status="failed", error=failure())
             return JSONResponse(body.model_dump(), 503)
         return JSONResponse(
             schemas.Health(status="ok", pipelines=list(service.pipelines)).model_dump()
@@ -37,7 +43,7 @@ def _operations(service: Service) -> APIRouter:
         for STORAGE_HOLD seconds after the database's object storage failed a request."""
         if not service.ready:
             status = "failed" if service.failure else "loading"  # both are "not yet": 503
-            body = schemas.Health(status=status, error=service.failure)
+            body = schemas.Health(status=status, error=failure())
             retry = {} if service.failure else {"Retry-After": "1"}  # a failure stays failed
             return JSONResponse(body.model_dump(), 503, headers=retry)
         trouble = service.storage_trouble()
