@@ -7,8 +7,12 @@ store itself uses.
 
 import contextlib
 import json
+import os
 import secrets
+import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 import warnings
@@ -408,6 +412,61 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
         assert "storage failed" in told and "Exception in ASGI application" not in told
         warned = [line for line in told.splitlines() if "storage failed: " in line]
         assert warned and all(url in line and "pe-prod%2Fs3docs" in line for line in warned)
+
+
+@contextlib.contextmanager
+def moto_process():
+    """moto's S3 in a process of its own (so it can be paused); yields its endpoint and pid."""
+    pytest.importorskip("moto.server", reason="needs moto[server] (dev extra)")
+    port = _free_port()
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    moto = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/moto-api/")
+        yield f"http://127.0.0.1:{port}", moto.pid
+    finally:
+        os.kill(moto.pid, signal.SIGCONT)  # a paused process does not act on SIGTERM
+        moto.terminate()
+        moto.wait(30)
+
+
+def test_a_hung_store_is_a_503_naming_the_timeout_not_a_request_held_for_minutes(
+    tmp_path, pydoc_pipeline_dir
+):
+    """moto paused (SIGSTOP) accepts connections and never answers: every request waited for
+    minutes (object_store's 30 s per try, four tries, lance's six tries of a listing), past
+    its client's timeout, and a write whose client had given up committed once the store
+    came back. With the service's default storage timeouts (none given here) the write is
+    a 503 naming the timeout, /readyz reports the storage, and nothing of the write is
+    stored once the store answers again."""
+    with moto_process() as (url, pid):
+        name = new_bucket(url)
+        options = {**CREDENTIALS, "aws_endpoint": url, "aws_region": "us-east-1"}
+        flags = [
+            a
+            for k, v in {**options, "allow_http": "true"}.items()
+            for a in ("--storage-option", f"{k}={v}")
+        ]
+        server = Server(f"s3://{name}/db", pydoc_pipeline_dir, *flags, log=tmp_path / "s.log")
+        with server, server.client() as http:
+            assert http.post("/v1/collections", json={"name": "life"}).status_code == 201
+            assert http.post("/v1/collections/life/documents", json={"documents": DOCS}).is_success
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                late = {"documents": [{"id": "late", "text": "written while the store hung"}]}
+                # generous: answered at all, not how fast
+                answer = http.post("/v1/collections/life/documents", json=late, timeout=240)
+                ready = http.get("/readyz")
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            assert answer.status_code == 503, answer.text
+            assert "storage timeout of 5s (storage option timeout)" in answer.json()["detail"]
+            assert ready.status_code == 503 and ready.json()["status"] == "storage", ready.text
+            assert "storage timeout" in ready.json()["error"]
+        reopened = Database(
+            f"s3://{name}/db", storage_options={**options, "allow_http": "true"}
+        ).open("life")
+        assert reopened.ids() == {d["id"] for d in DOCS}
 
 
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):

@@ -34,7 +34,7 @@ from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service
-from probembed.service.storage import hidden, hidden_places
+from probembed.service.storage import hidden, hidden_places, timed_out, with_timeouts
 from probembed.service.validation import (
     _PROBLEMS_TOLD,
     UNPARSABLE,
@@ -176,6 +176,7 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
     db, keys = service.settings.db, service.settings.keys
     roots = _spellings(db, service.settings.storage_options)
     remote = isinstance(database_target(db), str)
+    options = with_timeouts(db, service.settings.storage_options)
 
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -231,7 +232,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         same request may not meet later; logged in a line whole, and /readyz says so a while
         with where the database lives hidden, as every answer hides it."""
         log.warning("%s %s: storage failed: %s", request.method, request.url.path, said)
-        said = _hidden(said, roots)
+        why = timed_out(said, options)
+        said = _hidden(said if why is None else f"{said} ({why})", roots)
         service.storage_failed(said)
         told = _told(f"the database's storage failed: {said}", exc, roots)
         return refusal(503, told, {"Retry-After": "5"})

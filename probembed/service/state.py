@@ -30,6 +30,7 @@ from probembed.pipeline import Pipeline
 from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
+from probembed.service.storage import with_timeouts
 from probembed.service.worker import EncodeProcess, child_threads
 from probembed.store import Collection, CollectionNotFoundError, Database
 from probembed.store.upkeep import Compaction
@@ -178,7 +179,8 @@ class Service:
             self._dims[pipeline.name] = pipeline.empty().gaussian.dim
             pipeline_basis(pipeline)  # fitted now: a request that creates a collection waits less
         # Only once every pipeline loaded: a server that cannot start creates no database.
-        db = Database(settings.db, create=True, storage_options=settings.storage_options)
+        options = with_timeouts(settings.db, settings.storage_options)  # a hung store fails
+        db = Database(settings.db, create=True, storage_options=options)
         self.db = db
         names = db.collections()
         if not names:  # a mistyped --db is a fresh empty database: say so where it shows

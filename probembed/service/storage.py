@@ -1,5 +1,6 @@
 """The service's object storage as its clients see it: where the database lives is hidden
-from every answer (the log keeps it)."""
+from every answer (the log keeps it), and each storage call is bounded unless the operator
+set its own bounds."""
 
 from __future__ import annotations
 
@@ -11,12 +12,34 @@ from pathlib import Path
 
 from probembed.store.location import database_target
 
+#: Storage options the service sets where the operator gave none (object_store's `timeout`
+#: and `connect_timeout`, lance's `client_retry_timeout` in seconds). Without them a hung
+#: store (accepting connections, never answering) held every request for minutes: each call
+#: waits 30 s four times, and lance tries a listing six times. With them the slowest failing
+#: step, such a listing, gives up after about a minute, under common client timeouts, while
+#: a healthy store's call (a small object or a ranged read) takes well under 5 s.
+TIMEOUTS = {"timeout": "5s", "connect_timeout": "2s", "client_retry_timeout": "10"}
 #: Storage option keys naming the store's endpoint (lower case), and the variables that do.
 _ENDPOINT_KEYS: tuple[str, ...] = ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
 _ENDPOINT_KEYS += ("azure_storage_endpoint", "azure_endpoint")
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 #: A name standing alone: not part of a longer word, host or key.
 _ALONE = r"(?<![\w.-]){}(?![\w-])"
+#: How object_store says how long a failed call took (`in 12.4s`, `in 395.5ms`).
+_ELAPSED = re.compile(r"\bin (\d+(?:\.\d+)?)(ns|µs|us|ms|s)\b")
+#: A duration as object_store reads one (`5s`, `500ms`, `1m`), enough of humantime's forms.
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h)?\s*")
+_SECONDS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "secs": 1.0}
+_SECONDS |= {"m": 60.0, "min": 60.0, "mins": 60.0, "h": 3600.0}
+
+
+def with_timeouts(db: Path | str, options: Mapping[str, str]) -> dict[str, str]:
+    """The operator's storage options plus `TIMEOUTS` they left unset, for object storage
+    (a directory takes no options): so a hung store fails a request instead of holding it."""
+    if not isinstance(database_target(db), str):
+        return dict(options)
+    given = {key.lower() for key in options}
+    return {**{k: v for k, v in TIMEOUTS.items() if k not in given}, **options}
 
 
 def hidden_places(db: Path | str, options: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -47,6 +70,27 @@ def hidden(told: str, places: list[tuple[str, str]]) -> str:
     for pattern, shown in places:
         told = re.sub(pattern, shown, told)
     return told
+
+
+def timed_out(said: str, options: Mapping[str, str]) -> str | None:
+    """What to add to a storage failure that took at least the calls' `timeout` (object_store
+    words one only as "error sending request", as it does a refused connection), or None."""
+    timeout = {k.lower(): v for k, v in options.items()}.get("timeout")
+    limit = None if timeout is None else _duration(timeout)
+    took = _ELAPSED.search(said)
+    if limit is None or took is None:
+        return None
+    if float(took.group(1)) * _SECONDS[took.group(2)] < limit:
+        return None
+    return f"no answer within the storage timeout of {timeout} (storage option timeout)"
+
+
+def _duration(text: str) -> float | None:
+    """Seconds of a duration as object_store reads it (a bare number is seconds), or None."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        return None
+    return float(found.group(1)) * _SECONDS[found.group(2) or "s"]
 
 
 def _forms(spelling: str) -> list[str]:
