@@ -575,6 +575,27 @@ def test_the_servers_own_folders_are_not_shown_to_clients():
     assert f"{tmp}/x" in named
 
 
+def test_a_search_asking_for_more_hits_than_max_hits_is_refused_naming_queries_k_and_the_limit(
+    server,
+):
+    """200 queries × k 1000 from a read-only key was a 251 MB answer, +270 MB in the server
+    and seconds more for every other search of the collection: a request's hits, queries ×
+    k, are bounded by --max-hits (20,480 by default), refused before any encoding."""
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "hits"})
+        http.post("/v1/collections/hits/documents", json={"documents": DOCS})
+        many = http.post("/v1/collections/hits/search", json={"queries": ["q"] * 21, "k": 1000})
+        within = http.post("/v1/collections/hits/search", json={"queries": ["q"] * 20, "k": 1000})
+        schema = http.get("/openapi.json").json()
+    assert many.status_code == 422, many.text
+    assert many.json()["detail"] == (
+        "21 queries × k=1000 ask for 21000 hits; the limit is 20480 per request (--max-hits): "
+        "send fewer queries or a smaller k"
+    )
+    assert within.status_code == 200, within.text
+    assert schema["info"]["x-max-hits"] == 20480
+
+
 def test_search_options_and_their_errors(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "opts"})

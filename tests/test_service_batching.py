@@ -125,6 +125,15 @@ def test_a_full_queue_refuses_a_new_request_but_a_running_write_waits_for_room(p
     assert isinstance(stopped, StoppingError)
 
 
+def test_a_max_hits_below_max_k_is_refused_at_start():
+    """A single query at --max-k would be refused by every search."""
+    with pytest.raises(
+        ValueError, match=r"--max-hits \(max_hits\) must be at least --max-k \(1000\)"
+    ):
+        Limits(max_hits=999)
+    assert Limits(max_k=50, max_hits=50).max_hits == 50
+
+
 def test_a_max_k_below_the_default_k_is_refused_at_start():
     """A search that gives no k asks for 10 hits: a lower --max-k would refuse every one."""
     with pytest.raises(ValueError, match=r"--max-k \(max_k\) must be at least 10"):

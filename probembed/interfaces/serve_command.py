@@ -58,6 +58,9 @@ def serve_command(
     max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
     max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
     max_k: Annotated[int, typer.Option(help="Hits per query.")] = 1000,
+    max_hits: Annotated[
+        int, typer.Option(help="Hits per search request: queries × k (at least --max-k).")
+    ] = 20_480,
     compact_every: Annotated[
         int,
         typer.Option(
@@ -89,7 +92,7 @@ def serve_command(
             port=port,
             keys=load_keys(api_keys),
             insecure=insecure,
-            limits=Limits(max_inputs, max_chars, max_body_bytes, max_k),
+            limits=Limits(max_inputs, max_chars, max_body_bytes, max_k, max_hits),
             batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
             upkeep=UpkeepSettings(compact_every, parse_duration(compact_keep, "--compact-keep")),
         )

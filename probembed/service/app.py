@@ -132,7 +132,11 @@ def _publish_limits(app: FastAPI, limits: Limits, pipelines: Sequence[str]) -> N
             # no JSON Schema keyword bounds a whole body: said in words and as an extension
             info = schema["info"]
             info["x-max-body-bytes"] = limits.max_body_bytes
-            body = f"Request bodies up to {limits.max_body_bytes} bytes (413 beyond)."
+            info["x-max-hits"] = limits.max_hits
+            body = (
+                f"Request bodies up to {limits.max_body_bytes} bytes (413 beyond); a search "
+                f"up to {limits.max_hits} hits, queries × k (422 beyond)."
+            )
             info["description"] = f"{info.get('description', '')}\n\n{body}".strip()
             app.openapi_schema = schema
         return app.openapi_schema

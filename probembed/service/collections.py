@@ -346,6 +346,13 @@ def _collections(service: Service) -> APIRouter:
         check_texts(texts, "query" if single else "queries", limits, single=single)
         if body.k > limits.max_k:
             raise ApiError(422, f"k={body.k} exceeds the limit of {limits.max_k} hits (--max-k)")
+        if len(texts) * body.k > limits.max_hits:
+            raise ApiError(
+                422,
+                f"{len(texts)} queries × k={body.k} ask for {len(texts) * body.k} hits; the "
+                f"limit is {limits.max_hits} per request (--max-hits): send fewer queries or "
+                "a smaller k",
+            )
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)
         fused = await service.batcher(pipeline).encode(texts)

@@ -32,6 +32,9 @@ class Limits:
     max_body_bytes: int = 16 * 2**20
     #: Hits per query.
     max_k: int = 1000
+    #: Hits per search request, queries × k: a full batch of queries at the default k, or
+    #: 20 queries at --max-k (about 26 MB of JSON); 200 queries × k 1000 answered 251 MB.
+    max_hits: int = 20_480
 
     def __post_init__(self) -> None:
         _check_positive(self)
@@ -39,6 +42,11 @@ class Limits:
             raise ValueError(
                 f"--max-k (max_k) must be at least {DEFAULT_K}, the k of a search that gives "
                 f"none, got {self.max_k}"
+            )
+        if self.max_hits < self.max_k:
+            raise ValueError(
+                f"--max-hits (max_hits) must be at least --max-k ({self.max_k}), the hits of "
+                f"one query, got {self.max_hits}"
             )
 
 
