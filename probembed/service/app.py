@@ -40,7 +40,9 @@ from probembed.service.validation import (
     UNPARSABLE,
     _echoed,
     _kept,
+    _not_json,
     _problems,
+    _reads_as_json,
     _unreadable,
 )
 from probembed.store import (
@@ -192,7 +194,10 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         if lacking is not None:
             return refusal(403, lacking)
         kept = _kept(exc.errors())
-        problems = _problems(kept, request.headers.get("content-type", ""))
+        content_type = request.headers.get("content-type", "")
+        if not _reads_as_json(content_type) and any(not where for where, _ in kept):
+            return refusal(415, _not_json(content_type))  # pydantic's words named no header
+        problems = _problems(kept)
         more = len(problems) - _PROBLEMS_TOLD
         told = "; ".join(problems[:_PROBLEMS_TOLD]) + (f"; and {more} more" if more > 0 else "")
         return refusal(422, told, raw=_echoed(kept))

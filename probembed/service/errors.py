@@ -62,6 +62,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
             "committed at the same time (the detail says what was stored; send it again)",
         ),
         (413, "Body or input count over the limit"),
+        (415, "Body not sent as JSON (Content-Type) or compressed (Content-Encoding)"),
         (422, "Invalid input: the detail names it"),
         (429, "Encode queue full: retry after Retry-After seconds"),
         (500, "The server's own storage or state failed, or a bug: its log says why"),

@@ -78,6 +78,11 @@ class Gate:
             if unknown is not None:  # before the body is read or parsed: a stranger's costs nothing
                 await _refuse(sending, 401, unknown, [(b"www-authenticate", b"Bearer")])
                 return
+            encoding = _content_encoding(scope)
+            if encoding is not None:  # read as it came, a gzip body was "not UTF-8 (0x8b)"
+                said = f"Content-Encoding {encoding!r} is not supported: send the body uncompressed"
+                await _refuse(sending, 415, said)
+                return
             body = await self._read_body(scope, receive)
             lacking = self.refused(scope) if body is None else None
             if lacking is not None:
@@ -161,6 +166,16 @@ class Gate:
                 }
             )
         )
+
+
+def _content_encoding(scope: Scope) -> str | None:
+    """The request's Content-Encoding if it is one the routes cannot read (any but identity)."""
+    for name, value in scope.get("headers") or []:
+        if name.lower() == b"content-encoding":
+            encoding = value.decode("latin-1").strip()
+            if encoding.lower() not in ("", "identity"):
+                return encoding
+    return None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

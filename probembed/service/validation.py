@@ -73,13 +73,13 @@ def _kept(errors: Sequence[Any]) -> list[tuple[tuple[str | int, ...], Any]]:
     return [(w, e) for w, e in deepest if not (w in fitted and _wrong_shape(e))]
 
 
-def _problems(kept: Sequence[tuple[tuple[str | int, ...], Any]], content_type: str) -> list[str]:
+def _problems(kept: Sequence[tuple[tuple[str | int, ...], Any]]) -> list[str]:
     """The errors told as words, one per place in the body: what is wrong there, each
     complaint once (pydantic repeats a place under tags like `function-after[...]`)."""
     said: dict[tuple[str | int, ...], list[str]] = {}
     for where, error in kept:
         words = said.setdefault(where, [])
-        if (text := _problem(where, error, content_type)) not in words:
+        if (text := _problem(where, error)) not in words:
             words.append(text)
     return [_placed(where, words) for where, words in said.items()]
 
@@ -96,19 +96,23 @@ def _where(error: Any) -> tuple[str | int, ...]:
     return tuple(p for p in loc if isinstance(p, int) or ("[" not in p and p not in _UNION_TAGS))
 
 
-def _problem(where: tuple[str | int, ...], error: Any, content_type: str) -> str:
+def _problem(where: tuple[str | int, ...], error: Any) -> str:
     """What one validation error says is wrong, in a client's terms."""
     if error.get("type") == "json_invalid":
         position = next((p for p in error.get("loc", ()) if isinstance(p, int)), None)
         at = "" if position is None else f" at character {position + 1}"
         return f"the body is not valid JSON{at}: {error.get('ctx', {}).get('error', '')}"
-    if not where and not _reads_as_json(content_type):
-        return f"the body must be a JSON object; {SEND_JSON}"
     if not where and error.get("type") == "missing":
         return f"the body is empty; {SEND_JSON}"
     if error.get("type") == "string_unicode":  # as the app's own checks say it
         return "is not valid Unicode: it holds a lone surrogate (a \\ud800-\\udfff escape alone)"
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def _not_json(content_type: str) -> str:
+    """Why a body sent as another type than JSON is refused (415)."""
+    sent = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+    return f"the body must be JSON, sent with Content-Type: application/json (got {sent})"
 
 
 def _reads_as_json(content_type: str) -> bool:
