@@ -763,6 +763,52 @@ def test_probes_by_head_and_bodies_not_sent_as_plain_json_are_answered_in_a_clie
         )
 
 
+def test_metrics_tell_the_process_its_requests_its_encoders_and_only_live_collections(
+    tmp_path, pydoc_pipeline_dir
+):
+    """An encoding child killed (SIGKILL) was replaced without a word in the log or the
+    metrics; the registry had no process metrics and no gauge of requests in flight, and
+    every counter and histogram a `_created` series; a collection dropped by another process
+    (the CLI) kept its item count for as long as the server ran."""
+    with (
+        Server(tmp_path / "db", pydoc_pipeline_dir, "--workers", "1") as server,
+        server.client() as http,
+    ):
+        for name in ("listed", "searched"):
+            assert http.post("/v1/collections", json={"name": name}).status_code == 201
+            body = {"documents": DOCS}
+            assert http.post(f"/v1/collections/{name}/documents", json=body).is_success
+        encoders = [
+            pid
+            for pid in server.children()
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(encoders) == 1, encoders
+        os.kill(encoders[0], signal.SIGKILL)
+        embedded = http.post("/v1/embeddings", json={"model": "hash", "input": ["after"]})
+        assert embedded.status_code == 200, embedded.text  # the batch sent again
+        before = http.get("/metrics").text
+        database = Database(server.db)
+        database.drop("listed")
+        database.drop("searched")
+        assert http.get("/v1/collections").status_code == 200
+        assert http.post("/v1/collections/searched/search", json={"query": "x"}).status_code == 404
+        after = http.get("/metrics").text
+    assert 'probembed_encoder_respawns_total{pipeline="hash"} 1.0' in before
+    assert "an encoding child of" in server.output and "died" in server.output
+    for family in (
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+    ):
+        assert f"\n{family} " in before, family
+    assert "probembed_requests_in_flight 1.0" in before  # the scrape itself
+    assert "_created" not in before
+    assert 'probembed_collection_items{collection="listed"} 3.0' in before
+    assert 'probembed_collection_items{collection="searched"} 3.0' in before
+    assert "probembed_collection_items{" not in after, after
+
+
 def test_the_common_mistakes_of_a_client_are_said_in_its_terms(server):
     """What `error.message` said (what OpenAI clients show) lost the cause: a form-encoded
     body ("Input should be a valid dictionary"), a trailing comma ("22: JSON decode error"),

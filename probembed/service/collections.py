@@ -106,6 +106,7 @@ def _collections(service: Service) -> APIRouter:
         """Every collection with its stats."""
         db = service.require_ready()
         names = await asyncio.to_thread(db.collections)
+        service.forget_all_but(names)
 
         def listed(name: str) -> schemas.CollectionInfo | None:
             try:

@@ -66,6 +66,7 @@ class Gate:
             return
         started = time.perf_counter()
         status, answered = 500, False
+        self.metrics.in_flight.inc()
 
         async def sending(message: Message) -> None:
             nonlocal status, answered
@@ -97,6 +98,7 @@ class Gate:
                 raise
             await _refuse(sending, 503, "the service shut down before this request finished")
         finally:
+            self.metrics.in_flight.dec()
             self._record(scope, status, time.perf_counter() - started)
 
     def _unauthenticated(self, scope: Scope) -> str | None:

@@ -224,8 +224,9 @@ class Service:
         with self._guard:
             if pipeline.fingerprint not in self._workers:
                 threads = child_threads(count)
+                respawns = self.metrics.respawned.labels(self.label(pipeline))
                 self._workers[pipeline.fingerprint] = [
-                    EncodeProcess(source, threads) for _ in range(count)
+                    EncodeProcess(source, threads, respawns.inc) for _ in range(count)
                 ]
             workers = self._workers[pipeline.fingerprint]
         with ThreadPoolExecutor(len(workers)) as loading:  # the children load side by side
@@ -251,17 +252,18 @@ class Service:
         key = pipeline.fingerprint
         if key not in self._batchers:
             workers = self._workers[key]
-            served = self.pipelines.get(pipeline.name)
-            # a collection's own pipeline may share a served one's name: its own metric series
-            label = (
-                pipeline.name
-                if served and served.fingerprint == key
-                else f"{pipeline.name}@{key[:8]}"
-            )
-            batcher = Batcher(workers, self.settings.batching, self.metrics, label)
+            batcher = Batcher(workers, self.settings.batching, self.metrics, self.label(pipeline))
             batcher.start()
             self._batchers[key] = batcher
         return self._batchers[key]
+
+    def label(self, pipeline: Pipeline) -> str:
+        """A pipeline's name in metrics: a collection's own pipeline may share a served one's
+        name, so it gets its own series (`name@fingerprint`)."""
+        served = self.pipelines.get(pipeline.name)
+        if served is not None and served.fingerprint == pipeline.fingerprint:
+            return pipeline.name
+        return f"{pipeline.name}@{pipeline.fingerprint[:8]}"
 
     async def prepare(self, collection: Collection) -> Pipeline:
         """A collection's pipeline, with its encoding child running."""
@@ -277,8 +279,13 @@ class Service:
         return pipeline
 
     def collection(self, name: str) -> Collection:
-        """An existing collection, or CollectionNotFoundError listing the ones there are."""
-        return self._share_pipeline(self.require_ready().open(name))
+        """An existing collection, or CollectionNotFoundError listing the ones there are (its
+        item count then leaves the metrics: another process may have dropped it)."""
+        try:
+            return self._share_pipeline(self.require_ready().open(name))
+        except CollectionNotFoundError:
+            self.forget(name)
+            raise
 
     def still(self, collection: Collection) -> Collection:
         """The collection a request began with, if it is still the one under its name: a drop
@@ -412,6 +419,15 @@ class Service:
         self.metrics.freed_bytes.labels(name).inc(done.bytes_freed)
         log.info("upkeep of collection %s", done)
         return done
+
+    def forget_all_but(self, names: list[str]) -> None:
+        """Drop the metric of every collection a listing no longer holds: one dropped by
+        another process (the CLI) kept its last count for as long as this server ran."""
+        listed = set(names)
+        for metric in self.metrics.items.collect():
+            for sample in metric.samples:
+                if sample.labels["collection"] not in listed:
+                    self.forget(sample.labels["collection"])
 
     def retire(self, fingerprint: str) -> None:
         """Stop, in the background, the encoding children of a pipeline that no served name

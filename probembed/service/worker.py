@@ -17,11 +17,13 @@ core busy beside it, torch's spinning threads fight the event loop for it.
 from __future__ import annotations
 
 import atexit
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -31,6 +33,7 @@ from probembed.encoders.base import thread_limit
 from probembed.fusion import Fused
 
 _PIPELINE = None
+log = logging.getLogger("probembed.service")
 
 
 def _load(source: str, threads: int) -> None:
@@ -84,8 +87,12 @@ def _encode(texts: list[str]) -> Fused:
 class EncodeProcess:
     """A pipeline (by built-in name or directory) encoding in its own process."""
 
-    def __init__(self, source: str, threads: int) -> None:
+    def __init__(
+        self, source: str, threads: int, respawned: Callable[[], None] = lambda: None
+    ) -> None:
         self.source, self.threads = source, threads
+        #: Called each time a dead child is replaced (the service counts it).
+        self.respawned = respawned
         self._pool = self._spawn()
 
     def _spawn(self) -> ProcessPoolExecutor:
@@ -102,8 +109,14 @@ class EncodeProcess:
         try:
             return self._pool.submit(_encode, list(texts)).result()
         except BrokenProcessPool:
+            log.warning(
+                "an encoding child of %s died (killed, or crashed in a native encoder): "
+                "started another and sent it the batch of %d texts again",
+                *(self.source, len(texts)),
+            )
             self._pool.shutdown(wait=False)
             self._pool = self._spawn()
+            self.respawned()
             return self._pool.submit(_encode, list(texts)).result()
 
     def close(self) -> None:
