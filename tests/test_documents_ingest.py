@@ -1925,3 +1925,41 @@ def test_a_title_that_is_false_or_zero_is_refused_not_dropped(tmp_path, pydoc_pi
     with pytest.raises(IngestError, match="'text' and 'title' must be strings"):
         ingest([{"id": "a", "title": False, "text": "Cats purr."}], collection, pydoc_pipeline)
     assert not collection.exists  # nothing written
+
+
+def test_a_chunked_ingest_names_documents_that_repeat_anothers_content(tmp_path, pydoc_pipeline):
+    """Two files of one text under two ids tie at the top of every search and split their
+    p_relevant; the report said nothing. It counts them, in the run and against the stored
+    documents, names a pair, and stores every one of them."""
+    docs = tmp_path / "docs"
+    (docs / "policies").mkdir(parents=True)
+    text = "# Leave\n\nStaff may carry over five days of leave.\n"
+    (docs / "dup_a.md").write_text(text)
+    (docs / "policies" / "dup_b.md").write_text(text)
+    (docs / "other.md").write_text("# Travel\n\nBook trains a week ahead.\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    report = ingest_documents(docs, collection, pydoc_pipeline, SMALL)
+    assert (report.repeats.count, report.repeats.example) == (2, ("policies/dup_b.md", "dup_a.md"))
+    assert (
+        "2 document(s) repeat another's content, e.g. 'policies/dup_b.md' = 'dup_a.md': both "
+        "are found, and each gets a lower p_relevant than one would"
+    ) in report.summary()
+    assert ingest_documents(docs, collection, pydoc_pipeline, SMALL).repeats.count == 2  # unchanged
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "copy.md").write_text(text)  # against the stored ones, under a prefix of its own
+    report = ingest_documents(more, collection, pydoc_pipeline, SMALL, prefix="more/")
+    assert report.repeats.count == 3 and report.repeats.example is not None
+    assert report.repeats.example[0] == "more/copy.md"
+    assert report.repeats.example[1] in {"dup_a.md", "policies/dup_b.md"}
+    assert collection.document_index().keys() == {
+        "dup_a.md", "policies/dup_b.md", "other.md", "more/copy.md"}  # fmt: skip
+    (more / "copy.md").write_text("# Leave\n\nStaff may carry over six days of leave.\n")
+    assert (
+        ingest_documents(more, collection, pydoc_pipeline, SMALL, prefix="more/").repeats.count == 0
+    )
+    # a stored copy a sync removes is no longer repeated
+    (docs / "policies" / "dup_b.md").unlink()
+    report = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    assert (report.removed, report.repeats.count) == (2, 0)  # more/copy.md is outside docs/ too
+    assert "repeat another's content" not in report.summary()

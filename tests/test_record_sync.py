@@ -175,3 +175,21 @@ def test_a_bad_record_whose_id_is_stored_is_said_to_keep_its_stored_version(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "document 'r1' has an empty text (kept the stored version)" in result.output
+
+
+def test_a_plain_ingest_names_records_of_one_text_and_stores_them_all(
+    tmp_path, collection, pydoc_pipeline
+):
+    """Two records of one text under two ids split their p_relevant, unsaid: the report (and
+    the CLI's summary) counts them and names a pair; stored rows are not compared."""
+    given = [*rows(3), {"id": "copy", "text": rows(3)[1]["text"]}]
+    source = write_jsonl(tmp_path / "records.jsonl", given)
+    report = ingest(source, collection, pydoc_pipeline)
+    assert (report.repeats.count, report.repeats.example) == (2, ("copy", "r1"))
+    assert report.added == 4 and collection.ids() == {"r0", "r1", "r2", "copy"}
+    alone = ingest([{"id": "again", "text": rows(3)[1]["text"]}], collection, pydoc_pipeline)
+    assert alone.repeats.count == 0  # within the run only: a stored row is not read for it
+    result = runner.invoke(app, ["ingest", str(source), "--db", str(tmp_path / "db"), "-c", "docs"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "2 document(s) repeat another's content, e.g. 'copy' = 'r1'" in said

@@ -2073,3 +2073,20 @@ def test_a_running_service_searches_with_a_copy_replaced_by_another_process(
         assert found.status_code == 200, found.text
         hits = found.json()["results"][0]["hits"]
         assert len(hits) == 3 and all(h["p_relevant"] is not None for h in hits)
+
+
+def test_a_write_answers_how_many_documents_repeat_anothers_content(tmp_path, search_pipeline):
+    """Documents of one text under two ids split their p_relevant: the answer said nothing.
+    It counts them and names a pair, plain and chunked, and stores them all."""
+    copy = {**DOCS[0], "id": "d4"}  # chunked ingest compares text and metadata (doc_hash)
+    with _in_process(tmp_path, search_pipeline.name) as http:
+        for name, chunk in (("plain", None), ("chunks", {"max_tokens": 48, "overlap_tokens": 8})):
+            assert http.post("/v1/collections", json={"name": name}).status_code == 201
+            body = {"documents": [*DOCS, copy], **({"chunk": chunk} if chunk else {})}
+            answer = http.post(f"/v1/collections/{name}/documents", json=body)
+            assert answer.status_code == 200, answer.text
+            said = answer.json()
+            assert (said["repeated"], said["repeated_example"], said["added"]) == (
+                2, ["d4", "d1"], 4)  # fmt: skip
+        alone = http.post("/v1/collections/plain/documents", json={"documents": DOCS[1:2]})
+    assert alone.json()["repeated"] == 0 and alone.json()["repeated_example"] is None

@@ -78,6 +78,8 @@ def _chunked_report(
         unchanged=report.unchanged,
         removed=report.removed,
         sync_withheld=report.sync_withheld,
+        repeated=report.repeats.count,
+        repeated_example=report.repeats.example,
         chunks_written=report.chunks_written,
         chunks_removed=report.chunks_removed,
         chunked_at=schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
@@ -274,6 +276,8 @@ def _collections(service: Service) -> APIRouter:
                 hint=_upsert_hint(changed),
                 removed=report.removed if body.sync else None,
                 sync_withheld=report.sync_withheld if body.sync else None,
+                repeated=report.repeats.count,
+                repeated_example=report.repeats.example,
             )
 
         return await service.run(name, write)

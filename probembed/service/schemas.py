@@ -384,6 +384,15 @@ class WriteReport(BaseModel):
         description="Syncs: skipped documents that named no usable id; any of them may be one "
         "still stored, so the sync removed nothing.",
     )
+    repeated: int = Field(
+        0,
+        description="Documents sent whose content another sent document repeats (a chunked "
+        "write also compares the stored documents): each is found, and each gets a lower "
+        "p_relevant than one would. None is dropped.",
+    )
+    repeated_example: tuple[str, str] | None = Field(
+        None, description="One pair of `repeated`: a sent document, the one it repeats."
+    )
     #: Chunked writes only: chunks written / removed.
     chunks_written: int | None = None
     chunks_removed: int | None = None

@@ -49,6 +49,7 @@ from probembed.store.ingest import (
     IngestError,
     IngestReport,
     OnError,
+    Repeats,
     check_records,
     columns_to_check,
     commit,
@@ -60,6 +61,7 @@ from probembed.store.ingest import (
     prepare,
     refuse_mixing,
     refuse_sync,
+    repeated,
     undo,
     validate_options,
     withheld_note,
@@ -113,10 +115,12 @@ class DocumentReport:
     sync_withheld: int = 0
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
     unread: Unread = field(default_factory=Unread)
+    #: Documents of this run whose content digest another of the run's or a stored one has.
+    repeats: Repeats = field(default_factory=Repeats)
 
     def summary(self) -> str:
         """One line for a person."""
-        withheld = withheld_note(self.sync_withheld)
+        withheld = withheld_note(self.sync_withheld) + self.repeats.note()
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
@@ -367,6 +371,15 @@ def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> b
     return numbers == {str(n) for n in range(total)}
 
 
+def stored_digests(stored: Mapping[str, StoredDocument]) -> Iterator[tuple[str, str]]:
+    """(doc_id, doc_hash) of the stored documents whose chunks carry one digest (chunk 0's
+    `+N` aside), as `_plan` keeps a run's: a document half-rewritten has none."""
+    for doc_id, doc in stored.items():
+        digests = {str(h).partition("+")[0] for h in doc.hashes}
+        if len(digests) == 1:
+            yield doc_id, digests.pop()
+
+
 def counted(mark: Record, chunks: int) -> Record:
     """Chunk 0 with the document's chunk count in its doc_hash (`DIGEST+N`): the rest carry
     the digest alone, so a document missing its last chunks is not taken for whole."""
@@ -482,6 +495,7 @@ def ingest_parsed(
         report.added += new
         report.updated += not new
         stale += old
+    gone: list[str] = []
     if sync and plan.unplaced:
         report.sync_withheld = plan.unplaced
     elif sync:
@@ -490,6 +504,9 @@ def ingest_parsed(
             refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=bool(folder))
         report.removed = len(gone)
         stale += [i for doc in gone for i in stored[doc].ids]
+    left = {doc: v for doc, v in stored.items() if doc not in plan.seen and doc not in gone}
+    ours = ((doc, d) for doc, d in plan.digests.items() if doc not in refused)
+    report.repeats = repeated(ours, stored_digests(left))
     start = collection.version if collection.exists else None  # what a failed stream undoes to
     created = creation(collection)  # what every part's commits must find: a drop stops them
     touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
@@ -606,6 +623,8 @@ class _Plan:
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
     #: Unchanged documents read from another file than their chunks name: doc_id -> path.
     relocated: dict[str, str] = field(default_factory=dict)
+    #: The doc_hash (chunk 0's less its `+N`) of each document written or left unchanged.
+    digests: dict[str, str] = field(default_factory=dict)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
@@ -662,12 +681,14 @@ def _plan(
         elsewhere = other_file(item.id, file_path(item), before, prefix) if alone else None
         if unchanged(item.id, digest, before):
             report.unchanged += 1
+            plan.digests[item.id] = digest
             if moved_to(item.id, file_path(item), before, elsewhere, prefix):
                 plan.relocated[item.id] = cast(str, file_path(item))  # moved: read from a file
         elif elsewhere is not None:
             report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))
         elif isinstance(item, StreamedFile):
             plan.streamed.append(item)  # counted once written
+            plan.digests[item.id] = digest
         else:
             chunks = chunk_records(item, count, settings)
             if isinstance(chunks, Problem):
@@ -678,6 +699,7 @@ def _plan(
             kept = {r.id for r in chunks}
             old = [i for i in (before.ids if before else []) if i not in kept]
             plan.changed[item.id] = (not was_whole(item.id, before), old)
+            plan.digests[item.id] = digest
     return plan
 
 

@@ -81,6 +81,48 @@ class IngestError(StoreError):
         )
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """Documents whose content another document repeats: each copy is found, and they split
+    the p_relevant one would get between them (a `min_p_relevant` may drop them all), so a
+    report names them rather than leaving them unsaid or dropping any."""
+
+    #: Documents in groups of two or more with one content, some of this run's.
+    count: int = 0
+    #: One pair: (a document of this run, the one whose content it repeats).
+    example: tuple[str, str] | None = None
+
+    def note(self) -> str:
+        """What a summary adds: nothing when no document repeats another."""
+        if self.example is None:
+            return ""
+        later, first = self.example
+        return (
+            f"; {self.count} document(s) repeat another's content, e.g. {later!r} = {first!r}: "
+            "both are found, and each gets a lower p_relevant than one would"
+        )
+
+
+def repeated(
+    given: Iterable[tuple[str, object]], kept: Iterable[tuple[str, object]] = ()
+) -> Repeats:
+    """The documents (id, content key) of a run that share a key with another of the run
+    or with a stored one (`kept`: those the run leaves stored), and one pair of them."""
+    groups: dict[object, list[str]] = {}
+    for doc_id, key in kept:
+        groups.setdefault(key, []).append(doc_id)
+    run: set[str] = set()
+    for doc_id, key in given:
+        groups.setdefault(key, []).append(doc_id)
+        run.add(doc_id)
+    shared = [ids for ids in groups.values() if len(ids) > 1 and not run.isdisjoint(ids)]
+    if not shared:
+        return Repeats()
+    first = shared[0]
+    later = next(i for i in first[1:] if i in run)
+    return Repeats(sum(map(len, shared)), (later, first[0]))
+
+
 @dataclass
 class IngestReport:
     """What an ingest did: rows added (and replaced, with upsert), ids already stored, skips."""
@@ -103,6 +145,8 @@ class IngestReport:
     removed: int = 0
     #: With sync: bad items that named no record, so the sync removed nothing.
     sync_withheld: int = 0
+    #: Records of this run with one text (stored rows are not compared: that reads them all).
+    repeats: Repeats = field(default_factory=Repeats)
 
     def summary(self) -> str:
         """One line for a person."""
@@ -112,7 +156,8 @@ class IngestReport:
         return (
             f"{self.source}: added {self.added}{replaced}{same}{removed}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
-            f"{withheld_note(self.sync_withheld)}{unread_note(self.unread, TEXT_SUFFIXES)}"
+            f"{withheld_note(self.sync_withheld)}{self.repeats.note()}"
+            f"{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
 
 
@@ -280,6 +325,7 @@ def prepare(
     collection.refuse_whole_records([r.metadata for r in records])  # before anything is kept
     named = [p.doc_id for p in problems if p.doc_id is not None]
     report = IngestReport(label, problems=kept_stored(problems, collection.existing(named)))
+    report.repeats = repeated((r.id, r.text) for r in records)
     if sync:  # refused before anything is written, the pipeline copy too
         report.gone, report.sync_withheld = sync_removals(
             collection, source, records, problems, prefix
