@@ -16,11 +16,13 @@ import sys
 import time
 import urllib.request
 import warnings
+from datetime import timedelta
 from functools import partial
 
 import pyarrow.fs as pafs
 import pytest
 from service_support import Server
+from test_store_upkeep import small_writes, spanning, text_of
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
@@ -367,6 +369,33 @@ def test_a_sync_on_s3_removes_in_the_commit_of_its_write(bucket, options, hash_p
     assert remote.version == version + 1
     rows = remote.rows(sorted(remote.ids()))
     assert {i: r["text"] for i, r in rows.items()} == {r.id: r.text for r in kept}
+
+
+def test_compacting_on_s3_prunes_old_versions_and_keeps_every_item(
+    endpoint, bucket, options, hash_pipeline
+):
+    """Upkeep on object storage: the prune (LanceDB's optimize on a table opened with the
+    database's storage options) deletes the old versions' objects there, and every item is
+    still found by its own text from a handle opened afterwards."""
+    uri = f"s3://{bucket}/db"
+    collection = Database(uri, create=True, storage_options=options).collection("c")
+    ids = small_writes(collection, hash_pipeline, 6)
+    start = collection.version - 1
+    spanning(collection, hash_pipeline, ids, after=start)  # versions <= start replaced 2 s ago
+    before = set(object_keys(endpoint, bucket))
+
+    done = collection.compact(timedelta(0))
+
+    assert done.versions_removed >= start and done.bytes_freed > 0
+    gone = before - set(object_keys(endpoint, bucket))
+    assert sum("/_versions/" in key for key in gone) == done.versions_removed  # manifests
+    reopened = Database(uri, storage_options=options).open("c")
+    assert min(v["version"] for v in reopened._require().list_versions()) > start
+    assert reopened.count() == len(ids) and reopened.ids() == set(ids)
+    for item in ids:
+        text = text_of(int(item.split("-")[1]))
+        hit = reopened.search(text, k=1)["hits"][0]
+        assert (hit["id"], hit["text"]) == (item, text)
 
 
 def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipeline_dir):
