@@ -1,5 +1,6 @@
-"""The service's background disk upkeep: many small writes, then a pass frees their old
-versions; writes racing passes lose nothing (the app in this process, real LanceDB)."""
+"""The service's background disk upkeep: many small writes, then a pass compacts a collection
+where that pays and frees its old versions, and leaves one of large fragments alone; writes
+racing passes lose nothing (the app in this process, real LanceDB)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,31 @@ from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
 from probembed.service.settings import UpkeepSettings
-from probembed.store import Database
+from probembed.store import Database, Record, ingest
+from probembed.store.collection import COMPACT_SMALL_FRAGMENTS
 
 
-def write(http, item: str, text: str, upsert: bool = False) -> None:
+def write(http, item: str, text: str, upsert: bool = False, collection: str = "c") -> None:
     """One document, one request: a client's small write."""
     body = {"documents": [{"id": item, "text": text}], "upsert": upsert}
-    answer = http.post("/v1/collections/c/documents", json=body)
+    answer = http.post(f"/v1/collections/{collection}/documents", json=body)
     assert answer.status_code == 200, answer.text
+
+
+def killed_after(db_dir, name: str, commits: int) -> dict[str, str]:
+    """An ingest of one item per commit stopped after `commits` commits, before its end
+    compacts (a killed process beside the service): small fragments the service's own
+    writes never leave, as many as make a compaction due. The items it stored."""
+
+    def stop(stored: int) -> None:
+        if stored == commits:
+            raise RuntimeError("killed")
+
+    texts = {f"one-{i}": f"one document, number {i}" for i in range(commits + 1)}
+    records = [Record(item, text) for item, text in texts.items()]
+    with pytest.raises(RuntimeError, match="killed"):
+        ingest(records, Database(db_dir).open(name), None, batch_size=1, on_commit=stop)
+    return {item: texts[item] for item in list(texts)[:commits]}
 
 
 def spanning(http, db_dir, texts: dict[str, str]) -> None:
@@ -48,6 +66,8 @@ def found(http, texts: dict[str, str], sample: int) -> None:
 def test_upkeep_frees_what_small_writes_left_and_loses_no_racing_write(
     tmp_path, pydoc_pipeline_dir
 ):
+    """A collection where compaction is due (a killed ingest's small fragments after the
+    service's small writes) is compacted and its old versions pruned."""
     upkeep = UpkeepSettings(every=1, keep=timedelta(0))
     with _in_process(tmp_path, pydoc_pipeline_dir, upkeep=upkeep) as http:
         service = http.app.state.service
@@ -59,11 +79,13 @@ def test_upkeep_frees_what_small_writes_left_and_loses_no_racing_write(
                 texts[f"doc-{i - 3}"] = f"document {i - 3}, edited"
                 write(http, f"doc-{i - 3}", texts[f"doc-{i - 3}"], upsert=True)
         spanning(http, tmp_path / "db", texts)
+        texts.update(killed_after(tmp_path / "db", "c", COMPACT_SMALL_FRAGMENTS))
         before = disk_bytes(tmp_path / "db")
 
         (done,) = http.portal.call(service.upkeep)
 
         assert done.collection == "c" and done.versions_removed > 20 and done.bytes_freed > 0
+        assert done.fragments_after < done.fragments_before - COMPACT_SMALL_FRAGMENTS // 2
         assert disk_bytes(tmp_path / "db") < before
         found(http, texts, 12)
         assert http.portal.call(service.upkeep) == []  # nothing written since: not due
@@ -86,6 +108,45 @@ def test_upkeep_frees_what_small_writes_left_and_loses_no_racing_write(
         texts.update(racing)
         found(http, texts, 12)
         assert all(d.collection == "c" for done in passes for d in done)
+
+
+def data_files(db_dir, name: str) -> set[str]:
+    """The names of a collection's data files: a compaction writes new ones, a prune deletes
+    old ones, and neither is done where these stay."""
+    return {f.name for f in (db_dir / f"{name}.lance" / "data").iterdir()}
+
+
+def test_a_pass_leaves_a_collection_of_few_fragments_as_it_is(tmp_path, pydoc_pipeline_dir):
+    """A compaction rewrites every fragment under LanceDB's million-row target, so the pass
+    rewrote a collection of one large fragment whole at every `--compact-every` commits (a
+    500k-row one held its searches that long): it compacts, and prunes, only where small
+    fragments piled up (`Collection.compaction_due`)."""
+    upkeep = UpkeepSettings(every=1, keep=timedelta(0))
+    db_dir = tmp_path / "db"
+    with _in_process(tmp_path, pydoc_pipeline_dir, upkeep=upkeep) as http:
+        for name in ("large", "many"):
+            assert http.post("/v1/collections", json={"name": name}).status_code == 201
+        texts = {f"doc-{i}": f"document {i} says something about topic {i % 9}" for i in range(300)}
+        documents = [{"id": item, "text": text} for item, text in texts.items()]
+        answer = http.post("/v1/collections/large/documents", json={"documents": documents})
+        assert answer.status_code == 200, answer.text
+        for i in range(3):  # a few small writes after the large one
+            texts[f"small-{i}"] = f"a small write, number {i}"
+            write(http, f"small-{i}", texts[f"small-{i}"], collection="large")
+        killed_after(db_dir, "many", COMPACT_SMALL_FRAGMENTS)
+        large = Database(db_dir).open("large")._require()
+        files, versions = data_files(db_dir, "large"), len(large.list_versions())
+
+        done = http.portal.call(http.app.state.service.upkeep)
+
+        assert data_files(db_dir, "large") == files  # neither rewritten nor pruned
+        assert len(large.list_versions()) == versions
+        assert [d.collection for d in done] == ["many"] and done[0].fragments_after == 1
+        assert http.get("/v1/collections/large").json()["count"] == len(texts)
+        for item in random.Random(5).sample(sorted(texts), 5):
+            body = {"query": texts[item], "k": 1}
+            hit = http.post("/v1/collections/large/search", json=body).json()["results"][0]
+            assert (hit["hits"][0]["id"], hit["hits"][0]["text"]) == (item, texts[item])
 
 
 def test_upkeep_settings_name_what_is_wrong():

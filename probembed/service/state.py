@@ -8,8 +8,8 @@ write reads the collection, then encodes its documents unlocked, then commits; a
 write, which replaces a document's chunks as a whole, holds the collection's write lock
 throughout, so no other chunked write or drop comes between its steps, and lets the
 collection's lock go while each batch encodes). Disk upkeep runs in the background: every
-UPKEEP_CHECK_S a pass compacts each collection written enough since its last one and prunes
-its old versions (`upkeep`), in a writer's turn.
+UPKEEP_CHECK_S a pass compacts each collection written enough since its last one where that
+pays, and prunes its old versions (`upkeep`), in a writer's turn.
 """
 
 from __future__ import annotations
@@ -385,18 +385,20 @@ class Service:
 
     async def upkeep(self) -> list[Compaction]:
         """One pass: compact each collection with `--compact-every` commits since its last
-        upkeep and prune versions replaced `--compact-keep` ago, each in a writer's turn
-        (`run(..., writer=True)`: no write or drop of this service beside it; other processes'
-        writes wait for the collection's write lock, which `Collection.compact` holds).
-        Without it a collection's disk grew by every commit's version, never pruned. A
-        failure is logged and counted and the pass goes on; returns what it did."""
+        upkeep where that pays (`Collection.compaction_due`) and prune versions replaced
+        `--compact-keep` ago, each in a writer's turn (`run(..., writer=True)`: no write or
+        drop of this service beside it; other processes' writes wait for the collection's
+        write lock, which `Collection.compact_if_due` holds). Without it a collection's disk
+        grew by every commit's version, never pruned; compacting every collection rewrote one
+        of a few large fragments whole. A failure is logged and counted and the pass goes on;
+        returns what it did."""
         db = self.require_ready()
         done = []
         for name in await asyncio.to_thread(db.collections):
             try:
                 if not await self.run(name, partial(self._upkeep_due, name)):
                     continue
-                done.append(await self.run(name, partial(self._compact, name), writer=True))
+                compacted = await self.run(name, partial(self._compact, name), writer=True)
             except CollectionNotFoundError:  # dropped since it was listed
                 continue
             except StoppingError:
@@ -404,16 +406,25 @@ class Service:
             except Exception as exc:  # the next pass tries again; requests are not touched
                 log.error("upkeep of collection %s failed: %r", name, exc)
                 self.metrics.compactions.labels(name, "failed").inc()
+                continue
+            if compacted is not None:
+                done.append(compacted)
         return done
 
     def _upkeep_due(self, name: str) -> bool:
-        """Whether a collection took `--compact-every` commits since its last upkeep here."""
-        version = self.collection(name).version
-        return version - self._upkept.get(name, 0) >= self.settings.upkeep.every
+        """Whether a collection took `--compact-every` commits since its last upkeep here and
+        compacting it pays, read in a reader's turn: the pass takes a writer's turn (and the
+        write lock) only then."""
+        collection = self.collection(name)
+        written = collection.version - self._upkept.get(name, 0) >= self.settings.upkeep.every
+        return written and collection.compaction_due()
 
-    def _compact(self, name: str) -> Compaction:
-        """Compact and prune one collection, then log and count what it freed."""
-        done = self.collection(name).compact(self.settings.upkeep.keep)
+    def _compact(self, name: str) -> Compaction | None:
+        """Compact and prune one collection if that still pays under its write lock (another
+        process may have compacted it since `_upkeep_due`), then log and count what it freed."""
+        done = self.collection(name).compact_if_due(self.settings.upkeep.keep)
+        if done is None:
+            return None
         self._upkept[name] = done.version
         self.metrics.compactions.labels(name, "done").inc()
         self.metrics.freed_bytes.labels(name).inc(done.bytes_freed)

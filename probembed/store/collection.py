@@ -1314,23 +1314,37 @@ class Collection:
         """Compact, then prune the versions replaced at least `keep` ago, under the write lock
         as `optimize`: LanceDB keeps every version (each commit's manifest, transaction and
         replaced data files) until pruned, and its own retention counts from a version's
-        creation (`upkeep.prune_after`). The prune is a call of its own, after the compaction,
-        so its cutoff is taken when it runs, not before a long rewrite."""
+        creation (`upkeep.prune_after`)."""
         self.db.require_writable()
         with self._writing():
-            table = self._require()
-            before = upkeep.fragments(table)
-            compacted = shared_writes.committed(partial(upkeep.optimized, table, upkeep.NO_PRUNE))
-            older_than = upkeep.prune_after(table.list_versions(), keep)
-            pruned = shared_writes.committed(partial(upkeep.optimized, table, older_than))
-            return upkeep.Compaction(
-                self.name,
-                before,
-                upkeep.fragments(table),
-                int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
-                int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
-                int(table.version),
-            )
+            return self._compacted(keep)
+
+    @one_at_a_time
+    def compact_if_due(self, keep: timedelta) -> upkeep.Compaction | None:
+        """`compact` where `compaction_due`, else nothing (None), decided under the write lock:
+        a compaction rewrites every fragment under LanceDB's million-row target, so one of a
+        collection of a few large fragments and some small writes rewrote it whole (a
+        500k-row one held its searches that long) to free a few versions."""
+        self.db.require_writable()
+        with self._writing():
+            return self._compacted(keep) if self.compaction_due() else None
+
+    def _compacted(self, keep: timedelta) -> upkeep.Compaction:
+        """`compact`'s work, under the write lock. The prune is a call of its own, after the
+        compaction, so its cutoff is taken when it runs, not before a long rewrite."""
+        table = self._require()
+        before = upkeep.fragments(table)
+        compacted = shared_writes.committed(partial(upkeep.optimized, table, upkeep.NO_PRUNE))
+        older_than = upkeep.prune_after(table.list_versions(), keep)
+        pruned = shared_writes.committed(partial(upkeep.optimized, table, older_than))
+        return upkeep.Compaction(
+            self.name,
+            before,
+            upkeep.fragments(table),
+            int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
+            int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
+            int(table.version),
+        )
 
     def _create(self, batch: Batch) -> Any:
         """Create the table with its first rows and its pipeline header in one commit; None
