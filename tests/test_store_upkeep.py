@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
 from probembed.store import Database, Record, ingest
+from probembed.store.collection import COMPACT_SMALL_FRAGMENTS
 from probembed.store.errors import WriteConflictError
-from probembed.store.upkeep import NO_PRUNE, parse_duration, prune_after
+from probembed.store.upkeep import NO_PRUNE, fragments, parse_duration, prune_after
 
 runner = CliRunner()
 
@@ -128,6 +129,54 @@ def test_an_undo_to_a_pruned_version_says_so_and_what_stays(tmp_path, hash_pipel
     pruned = rf"version {start}, .* was pruned .* still stored"
     with pytest.raises(WriteConflictError, match=pruned):
         collection.revert(start, ["item-0"])
+
+
+def varint(value: int) -> bytes:
+    """A non-negative integer as protobuf writes it."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes([*out, value])
+
+
+def made_days_ago(root: Path, name: str, version: int, days: int) -> None:
+    """Move a version's creation back `days` in its manifest, as if it was made then: LanceDB
+    stamps a version with the clock at its commit, and a test does not wait a week. The time
+    is a protobuf Timestamp, seconds first (field 1); days earlier, they keep their varint's
+    length, so the manifest keeps its layout. Before any handle reads that version."""
+    made = next(
+        v["timestamp"]
+        for v in Database(root).open(name)._require().list_versions()
+        if v["version"] == version
+    )
+    seconds = int(made.timestamp())  # naive local time, as `timestamp` reads it
+    old, new = b"\x08" + varint(seconds), b"\x08" + varint(seconds - days * 86400)
+    manifest = root / f"{name}.lance" / "_versions" / f"{2**64 - 1 - version:020d}.manifest"
+    data = manifest.read_bytes()
+    assert len(old) == len(new) and data.count(old) == 1
+    manifest.write_bytes(data.replace(old, new))
+
+
+def test_an_ingests_compaction_keeps_a_week_old_version_it_just_replaced(tmp_path, hash_pipeline):
+    """Ingest's compaction (`Collection.optimize`) pruned by LanceDB's rule, 7 days after a
+    version's creation: a version made 8 days ago went as soon as this ingest replaced it,
+    and a write beside it that started from that version could not be undone. It stays a
+    day after its replacement, as `compact` keeps it."""
+    root = tmp_path / "db"
+    small_writes(Database(root, create=True).collection("c"), hash_pipeline, 1)
+    start = Database(root).open("c").version
+    made_days_ago(root, "c", start, days=8)
+    collection = Database(root).open("c")
+    records = [Record(f"item-{i}", text_of(i)) for i in range(1, 1 + COMPACT_SMALL_FRAGMENTS)]
+
+    ingest(records, collection, hash_pipeline, batch_size=1)  # a commit each, then compacts
+
+    table = collection._require()
+    assert fragments(table) == 1  # it compacted
+    assert start in {int(v["version"]) for v in table.list_versions()}
+    collection.revert(start, ["item-1"])  # an undo to the version it started from
+    assert collection.ids() == {f"item-{i}" for i in range(len(records) + 1)} - {"item-1"}
 
 
 def test_writes_racing_compactions_lose_nothing(tmp_path, hash_pipeline):

@@ -1300,21 +1300,22 @@ class Collection:
         stats = self._require().stats()["fragment_stats"]
         return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
 
-    @one_at_a_time  # the handle's lock before the write lock, as add and upsert take them
     def optimize(self) -> None:
-        """Compact small fragments and bring indexes up to date after a large write; under
-        the write lock: two ingests finishing together both compacted, and LanceDB failed the
-        second ("Rewrite transaction was preempted by concurrent transaction Rewrite")."""
-        self.db.require_writable()
-        with self._writing():
-            shared_writes.committed(self._require().optimize)
+        """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
+        default retention, a day after a version was replaced. It pruned by LanceDB's own
+        rule, 7 days after a version's creation, so a version made a week ago went as soon as
+        a write replaced it, under another write that started from it (its undo then
+        failed)."""
+        self.compact()
 
-    @one_at_a_time
+    @one_at_a_time  # the handle's lock before the write lock, as add and upsert take them
     def compact(self, keep: timedelta = upkeep.DEFAULT_KEEP) -> upkeep.Compaction:
-        """Compact, then prune the versions replaced at least `keep` ago, under the write lock
-        as `optimize`: LanceDB keeps every version (each commit's manifest, transaction and
-        replaced data files) until pruned, and its own retention counts from a version's
-        creation (`upkeep.prune_after`)."""
+        """Compact, then prune the versions replaced at least `keep` ago, under the write lock:
+        two ingests finishing together both compacted, and LanceDB failed the second
+        ("Rewrite transaction was preempted by concurrent transaction Rewrite"). LanceDB keeps
+        every version (each commit's manifest, transaction and replaced data files) until
+        pruned, and its own retention counts from a version's creation
+        (`upkeep.prune_after`)."""
         self.db.require_writable()
         with self._writing():
             return self._compacted(keep)
