@@ -957,7 +957,8 @@ class Collection:
                 raise
             raise WriteConflictError(
                 f"version {version}, which the undo puts them back to, was pruned by a "
-                "compaction (`probembed compact --keep`, a service's --compact-keep); "
+                "compaction (an ingest's after a day, `probembed compact --keep`, a "
+                "service's --compact-keep); "
                 f"{UNDO_CONFLICT}"
             ) from exc
 

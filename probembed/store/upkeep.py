@@ -3,8 +3,10 @@
 Every LanceDB commit is a version (a manifest, a transaction file, the commit's data files),
 and LanceDB keeps every one until it is pruned: a service's small writes left 33 MB on disk
 for 2.5 MB of live rows. `Collection.compact` compacts and then prunes with `prune_after`,
-the retention read as "replaced at least this long ago"; the service runs it in the
-background (`probembed.service.state`), `probembed compact` on demand.
+the retention read as "replaced at least this long ago" (LanceDB prunes only inside its
+optimize, which compacts first); ingest runs it once small fragments piled up
+(`Collection.optimize`), the service's background pass where that is due
+(`probembed.service.state`), `probembed compact` on demand.
 """
 
 from __future__ import annotations
