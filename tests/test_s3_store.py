@@ -625,6 +625,48 @@ def test_a_creation_committed_over_another_machines_table_is_undone(
     _stored_once(Database(uri, storage_options=options).open("c"), texts)
 
 
+def test_an_ingest_whose_new_table_another_machine_overwrote_and_repaired_goes_on(
+    bucket, options, hash_pipeline, sentences, monkeypatch
+):
+    """A's ingest made the table; B's creation landed over it as an overwrite and B's repair
+    merged A's rows back under B's creation token. A's next commit met another token and
+    stopped as if the collection had been dropped (10 of 20 written, a 404 in a service):
+    a table whose history bears A's token is the same collection, and A writes on."""
+    from probembed.store.collection import Collection
+    from probembed.store.rows import Batch, PipelineInfo
+
+    uri = f"s3://{bucket}/db"
+    first = Database(uri, create=True, storage_options=options).collection("c")
+    late = Database(uri, create=True, storage_options=options).collection("c")
+    looks = iter([None, None, None])  # B's looks before its commit: no table yet
+    monkeypatch.setattr(late, "_open", lambda: next(looks, "open") and Collection._open(late))
+    create = late.db._conn.create_table
+    monkeypatch.setattr(
+        late.db._conn, "create_table", lambda *a, **kw: create(*a, **{**kw, "mode": "overwrite"})
+    )
+    tokens = []
+
+    def overwritten_after_the_first_commit(_: int) -> None:
+        if tokens:
+            return
+        tokens.append(first.created)
+        texts = sentences[100:110]
+        fused = hash_pipeline.encode(texts)
+        ids = [f"b{i}" for i in range(10)]
+        batch = Batch(ids, texts, [{}] * 10, fused, PipelineInfo.of(hash_pipeline))
+        assert late.add(batch, skip_stored=True) == 10
+        tokens.append(Database(uri, storage_options=options).open("c").created)
+
+    records = [Record(f"a{i}", t) for i, t in enumerate(sentences[:20])]
+    report = ingest(
+        records, first, hash_pipeline, batch_size=10, on_commit=overwritten_after_the_first_commit
+    )
+    assert tokens[0] != tokens[1]  # the repair kept B's creation token
+    assert report.added == 20
+    stored = Database(uri, storage_options=options).open("c").ids()
+    assert stored == {f"a{i}" for i in range(20)} | {f"b{i}" for i in range(10)}
+
+
 def test_a_commit_landing_on_a_creation_that_overwrote_the_table_is_kept(
     tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):

@@ -393,7 +393,8 @@ class Collection:
         table = self._require()
         marked = {"path": "id", "metadata": {SETTINGS_MARK: uuid.uuid4().hex}}
         outcome = "the pipeline copy was replaced; processes holding it open keep the old one"
-        shared_writes.committed(lambda: table.update_field_metadata(marked), outcome)
+        with self._writing():  # a write of this machine prepared beside it would conflict
+            shared_writes.committed(lambda: table.update_field_metadata(marked), outcome)
         self._header(reopen=True)
 
     def check_settings(self, pipeline: Pipeline) -> None:
@@ -1094,8 +1095,23 @@ class Collection:
         if created is None:
             return
         header = None if table is None else read_header(table.schema)
-        if header is None or header.get("created") != created:
+        if header is None or (header.get("created") != created and not self._absorbed(created)):
             raise CollectionDroppedError(self.name)
+
+    def _absorbed(self, created: str) -> bool:
+        """Whether the table of `created` was overwritten by another machine's creation and
+        repaired into one table (`_keep_overwritten` keeps the later token): an earlier
+        version of this table bears `created`. A table dropped and made again starts its
+        versions afresh, without it. Only on object storage, where such overwrites happen;
+        read only when the token differs, version by version from the newest."""
+        if not self._shared:
+            return False
+        history = self.db.table(self.name)
+        for version in sorted((v["version"] for v in history.list_versions()), reverse=True):
+            history.checkout(version)
+            if (read_header(history.schema) or {}).get("created") == created:
+                return True
+        return False
 
     def refuse_whole_records(self, metadata: Sequence[Mapping[str, Any]]) -> None:
         """Refuse items that are not chunks (metadata without doc_id, chunk and doc_hash) into
