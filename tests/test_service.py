@@ -2090,3 +2090,26 @@ def test_a_write_answers_how_many_documents_repeat_anothers_content(tmp_path, se
                 2, ["d4", "d1"], 4)  # fmt: skip
         alone = http.post("/v1/collections/plain/documents", json={"documents": DOCS[1:2]})
     assert alone.json()["repeated"] == 0 and alone.json()["repeated_example"] is None
+
+
+def test_the_services_storage_timeouts_leave_the_operators_own_in_any_spelling(monkeypatch):
+    """`aws_timeout` given (object_store's other spelling of `timeout`) or `AWS_TIMEOUT` set
+    lost to the service's 5 s in some runs and in all, so an operator's bound was not kept."""
+    from probembed.service.storage import TIMEOUTS, timed_out, with_timeouts
+
+    for name in ("AWS_TIMEOUT", "AWS_CONNECT_TIMEOUT", "AWS_CLIENT_RETRY_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    uri = "s3://bucket/db"
+    assert with_timeouts(uri, {}) == TIMEOUTS
+    assert with_timeouts(uri, {"aws_timeout": "1s"}) == {
+        "aws_timeout": "1s",
+        "connect_timeout": "2s",
+        "client_retry_timeout": "10",
+    }
+    assert with_timeouts(uri, {"Timeout": "9s"})["Timeout"] == "9s"
+    assert "timeout" not in with_timeouts(uri, {"Timeout": "9s"})
+    monkeypatch.setenv("AWS_CONNECT_TIMEOUT", "1s")
+    assert "connect_timeout" not in with_timeouts(uri, {})
+    assert with_timeouts("/a/directory", {}) == {}  # a directory takes no options
+    said = "error sending request in 1.2s"
+    assert "storage timeout of 1s" in (timed_out(said, {"aws_timeout": "1s"}) or "")
