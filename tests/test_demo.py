@@ -25,7 +25,7 @@ from probembed.interfaces.cli import app, inspect_table
 from probembed.interfaces.demo_command import PYTHON_QUESTIONS
 from probembed.interfaces.store_options import SEARCH_PIPELINE
 from probembed.paths import DATASETS_ENV, datasets_dir
-from probembed.pipeline import ScoreConfig
+from probembed.pipeline import Pipeline, ScoreConfig
 from probembed.store.pydoc_corpus import read_pydoc_topics, topic_document
 from probembed.uncertainty import ESTIMATORS
 
@@ -225,6 +225,31 @@ def test_demo_restricts_search_to_the_topics_asked_for(hash_pipeline, tmp_path, 
     ids = re.findall(r"│ ([a-z-]+)#\d+ ", second.stdout)
     assert len(ids) == 2 * 3 and set(ids) == {"try"}
     assert PYTHON_QUESTIONS[1] in second.stdout and PYTHON_QUESTIONS[2] not in second.stdout
+
+
+def test_a_demo_cache_written_before_a_release_refit_the_pipeline_takes_its_settings(
+    hash_pipeline, tmp_path, monkeypatch
+):
+    """A release that refits a built-in's calibrator keeps its vectors (the fingerprint): the
+    demo's cached collection kept the old copy and the demo, its only writer, was refused
+    ("keeps its pipeline's score, adaptation and calibrator"): `make run` failed after an
+    upgrade. The demo gives its cache the pipeline's settings of this release."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+    before = str(hash_pipeline.save(tmp_path / "before"))
+    runner = CliRunner()
+    first = runner.invoke(app, ["demo", "--pipeline", before, "--topic", "with"])
+    assert first.exit_code == 0, first.output
+    score = replace(hash_pipeline.score, beta=hash_pipeline.score.beta * 2)
+    refit = Pipeline(hash_pipeline.members, hash_pipeline.fusion, score, "hash", cache=False)
+    after = str(refit.save(tmp_path / "after"))
+    again = runner.invoke(app, ["demo", "--pipeline", after, "--topic", "with"])
+    assert again.exit_code == 0, again.output
+    assert "the cached index takes 'hash''s settings of this release: score uec beta" in " ".join(
+        again.output.split()
+    )
 
 
 def test_demo_without_data_falls_back_to_all_the_python_docs(hash_pipeline, tmp_path, monkeypatch):

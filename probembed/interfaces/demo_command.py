@@ -94,6 +94,7 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
         f"indexing {len(records)} passages of the Python {platform.python_version()} docs "
         f"into {db} (cached: a re-run only writes what is new or changed)"
     )
+    _take_settings(target, pipe)
     ingest_and_report(records, target, pipe, on_error="skip", upsert=True)
     if topics is None:  # all of them: passages an earlier release cut otherwise go
         _keep_only(target, records)
@@ -101,6 +102,19 @@ def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
     for result in target.search(PYTHON_QUESTIONS[:shown], PYDOC_HITS, where=where):
         print_result(result)
     say(f'ask your own: probembed search "your question" {_where_stored(db, target)}')
+
+
+def _take_settings(target: Collection, pipe: Any) -> None:
+    """Give the demo's cached collection the pipeline's settings as they are now: a release
+    that refits a built-in's calibrator (the same vectors) left the cache's copy behind, and
+    the demo, that collection's only writer, was refused (`make run` failed after upgrade)."""
+    if not target.exists:
+        return
+    changes = target.record_pipeline(pipe, replace=True)
+    if changes:
+        say(
+            f"the cached index takes {pipe.name!r}'s settings of this release: {'; '.join(changes)}"
+        )
 
 
 def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
@@ -153,6 +167,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     name = _collection_name(data) + ("-chunks" if documents else "")  # never one of both kinds
     target = Database(db, create=True).collection(name)
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
+    _take_settings(target, pipe)
     if documents:  # passages the models read whole, kept in step with the files (sync)
         ingest_and_report(data, target, pipe, ChunkSettings(), on_error="skip", sync=True)
     else:
