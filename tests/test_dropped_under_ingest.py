@@ -81,3 +81,21 @@ def test_a_chunked_ingest_stops_naming_the_chunks_it_wrote(tmp_path, pydoc_pipel
             folder, db.collection("docs"), pydoc_pipeline, batch_size=SMALL_BATCH, encode=hook
         )
     assert Database(tmp_path / "db").collections() == []
+
+
+def test_a_writes_delete_leaves_a_collection_made_again_meanwhile_alone(tmp_path, pydoc_pipeline):
+    """A sync's removal alone and a document's stale chunks are deleted by id after the
+    write's other commits: dropped and made again by another writer in between (with the
+    same ids), the delete removed the new collection's rows. Given the write's creation
+    token it refuses, as the write's other commits do; without one it deletes as asked."""
+    db = Database(tmp_path / "db", create=True)
+    collection = db.collection("docs")
+    ingest(records(3), collection, pydoc_pipeline)
+    token = collection.created
+    other = Database(tmp_path / "db")
+    other.drop("docs")
+    ingest(records(3), other.collection("docs"), pydoc_pipeline)  # the same ids, a new table
+    with pytest.raises(CollectionDroppedError, match="'docs' was dropped while this write ran"):
+        collection.delete(["r0"], token)
+    assert Database(tmp_path / "db").collection("docs").ids() == {"r0", "r1", "r2"}
+    assert collection.delete(["r0"]) == 1  # no token: a plain delete of what is there

@@ -568,7 +568,7 @@ def ingest_parsed(
         report.added += not whole
         report.updated += whole
     if stale:
-        report.chunks_removed += collection.delete(stale)
+        report.chunks_removed += collection.delete(stale, created)
     if plan.relocated:
         collection.relocate(plan.relocated)
         report.relocated = len(plan.relocated)
@@ -760,7 +760,7 @@ def write_streamed(
 
     try:
         if replaced:
-            collection.delete(list(replaced))
+            collection.delete(list(replaced), token[0])
         chunks = 0
         for record in streamed_records(file, pipeline.count_tokens, settings):
             (mark if record.metadata["chunk"] == 0 else batch).append(record)

@@ -810,18 +810,21 @@ class Collection:
         return Upserted(inserted, updated, int(result.num_deleted_rows))
 
     @one_at_a_time
-    def delete(self, ids: Sequence[str]) -> int:
+    def delete(self, ids: Sequence[str], created: str | None = None) -> int:
         """Delete items by id in one commit; returns how many were there. Under the write
         lock, as every write: a delete from another handle landing between another writer's
         look at the table and its commit made that commit fail (a new metadata column's
         `add_columns` after a delete is a conflict to Lance), and two deletes of one id both
-        counted it."""
+        counted it. `created` as for `add`: a write's delete (a sync's removal, a document's
+        stale chunks) found a collection dropped and made again since deleted its ids."""
         self.db.require_writable()
         if isinstance(ids, str):
             raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
-        self._require()  # a missing collection is refused before its lock file is made
+        if created is None:
+            self._require()  # a missing collection is refused before its lock file is made
         with self._writing():
-            table = self._require()  # looked at again once no other writer can move it
+            table = self._open() if created is not None else self._require()  # looked at again
+            self._still_made(table, created)  # once no other writer can move it
             if not ids:
                 return 0
             condition = f"id IN ({sql_list(ids)})"

@@ -576,9 +576,7 @@ def commit(
     `created`: the creation token the write's earlier commits found (None: none yet), which
     this one must find (`CollectionDroppedError`); returns the token the write holds now."""
     if fused is None:
-        if created is not None and creation(collection) != created:
-            raise CollectionDroppedError(collection.name)
-        report.removed += collection.delete(remove) if remove else 0
+        report.removed += collection.delete(remove, created) if remove else 0
         return created
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
