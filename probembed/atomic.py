@@ -145,13 +145,31 @@ def _fcntl() -> Any:
 @contextlib.contextmanager
 def locked(lock_file: Path) -> Iterator[None]:
     """Hold an exclusive lock on lock_file (made if absent) while the block runs, against
-    other processes and other threads of this one alike (flock locks an open file)."""
+    other processes and other threads of this one alike (flock locks an open file).
+
+    A holder may remove the file (a collection's drop removes its folder): a waiter then got
+    the lock of a file no longer there while a newcomer locked the new one, and both ran.
+    Locked, the file is checked to be the one at the path still, else locked afresh."""
     fcntl = _fcntl()
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    while True:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_file, "a") as handle:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                if not _still_there(handle.fileno(), lock_file):
+                    continue
+            yield
+            return
+
+
+def _still_there(descriptor: int, path: Path) -> bool:
+    """Whether an open file is the file at `path` (not removed or replaced since it opened)."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _hold(directory: Path) -> int | None:

@@ -1,6 +1,11 @@
 """Atomic writes: unique temporary names, nothing half-written, compressed .npz."""
 
 import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,3 +67,50 @@ def test_a_directory_swapped_in_has_every_file_flushed_first(tmp_path, monkeypat
         atomic.replace_dir(staged, tmp_path / "mirror")
     assert sorted(flushed) == ["a", "b"]
     assert (tmp_path / "mirror" / "sub" / "b").read_bytes() == b"2"
+
+
+def _blocked_on(inode: int, seconds: float = 30.0) -> bool:
+    """Whether a flock waiter blocks on the file of `inode` (Linux's /proc/locks lists it with
+    "->"), looked for until it does or `seconds` pass: ordering, not timing, is asserted."""
+    entry = re.compile(rf"->\s+FLOCK\s.*:{inode}\s")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(entry.search(line) for line in Path("/proc/locks").read_text().splitlines()):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads Linux's /proc/locks")
+def test_a_waiter_on_a_lock_file_its_holder_removed_waits_for_the_new_ones_holder(tmp_path):
+    """A collection's drop removes its folder, write.lock in it, while it holds that lock: a
+    writer waiting on the old file got its lock, a newcomer locked the new file, and both
+    ran. The waiter now finds its file gone and waits for the new file's holder."""
+    lock = tmp_path / "own" / "c" / "write.lock"
+    log: list[str] = []
+    holding, release = threading.Event(), threading.Event()
+
+    def waiter() -> None:
+        with atomic.locked(lock):
+            log.append("waiter in")
+
+    def newcomer() -> None:
+        with atomic.locked(lock):
+            log.append("newcomer in")
+            holding.set()
+            release.wait(30)
+            log.append("newcomer out")
+
+    first, second = threading.Thread(target=waiter), threading.Thread(target=newcomer)
+    with atomic.locked(lock):
+        first.start()
+        assert _blocked_on(os.stat(lock).st_ino)
+        shutil.rmtree(lock.parent)  # what a drop does under the lock
+        second.start()
+        assert holding.wait(30)
+        new = os.stat(lock).st_ino
+    waits = _blocked_on(new)  # the waiter woke on the removed file and locks the new one
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert waits and log == ["newcomer in", "newcomer out", "waiter in"], log
