@@ -614,6 +614,9 @@ def test_search_options_and_their_errors(server):
         assert {h["id"] for r in filtered["results"] for h in r["hits"]} == {"d2", "d3"}
         hybrid = search(query="flour water bread", hybrid=True, score="dot").json()
         assert hybrid["results"][0]["hits"][0]["id"] == "d3"
+        quoted = search(query='"flour water bread"', hybrid=True, score="dot")  # was a 500
+        assert quoted.status_code == 200
+        assert quoted.json()["results"][0]["hits"] == hybrid["results"][0]["hits"]
         for body, says in (
             ({"query": "x", "where": "year >>> 1"}, "invalid filter"),
             ({"query": "x", "where": "year > 'a'"}, "year holds int64, and 'a' is a string"),

@@ -230,6 +230,19 @@ def test_bm25_ties_rank_by_id_so_hybrid_answers_the_same_every_time(tmp_path, ha
     assert len(answers) == 1
 
 
+@pytest.mark.parametrize(
+    "query", ['"guitar"', '"a man plays guitar', "guitar AND (piano", "title:guitar", "guit*r~"]
+)
+def test_bm25_reads_a_query_as_words_never_as_query_syntax(small, query):
+    """A question in double quotes was a phrase query, which an index without positions
+    refuses: every hybrid search, `tune` and `eval --hybrid` of such a question failed."""
+    words = small.text_search(query, 5)
+    plain = small.text_search(" ".join(query.replace('"', " ").split()), 5)
+    assert words == plain
+    if "guitar" in query.split('"'):
+        assert words and "guitar" in small.rows([words[0][0]])[words[0][0]]["text"].lower()
+
+
 def test_hybrid_is_reciprocal_rank_fusion_of_dense_and_bm25(small, hash_pipeline, queries):
     collection, query = small, QUERIES[0]
     searcher = Searcher(collection, hash_pipeline)

@@ -1210,11 +1210,16 @@ class Collection:
         """(id, BM25 score) ranked by BM25 over the text (LanceDB full-text search), best first,
         ties by id: LanceDB lists tied rows (those not in the text index yet, until a
         compaction) in an order that varies from call to call, and hybrid ranks by position.
-        Twice the rows are read, so a tie across the cut rarely decides which rows make it."""
+        Twice the rows are read, so a tie across the cut rarely decides which rows make it.
+        The query is words to match, never query syntax: as a string LanceDB parses it, and a
+        question in double quotes ('"war"') was a phrase query the index cannot answer."""
+        from lancedb.query import MatchQuery
+
         table = self._require()
         self._ensure_text_index(table)
         wanted = max(1, min(2 * limit, table.count_rows()))  # a k past 2^31 overflowed LanceDB
-        builder = table.search(query, query_type="fts").select(["id", "_score"]).limit(wanted)
+        words = MatchQuery(query, "text")  # type: ignore[call-arg]  # pydantic: has defaults
+        builder = table.search(words, query_type="fts").select(["id", "_score"]).limit(wanted)
         if where:
             builder = builder.where(where, prefilter=True)
         found = filtered(builder.to_arrow, where, self)
