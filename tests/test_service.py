@@ -476,6 +476,7 @@ def _in_process(tmp_path: Path, pipeline_dir: Path, **options: Any) -> Iterator[
         db=tmp_path / "db",
         pipelines=(str(pipeline_dir),),
         batching=BatchSettings(workers=1),
+        create_db=True,
         **options,
     )
     with TestClient(create_app(settings)) as http:
@@ -1644,7 +1645,7 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path, pydoc_pipeli
         port = taken.getsockname()[1]
         command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
         done = subprocess.run(
-            [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", str(port)],
+            [*command, "--create-db", "--pipeline", str(pydoc_pipeline_dir), "--port", str(port)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -1654,13 +1655,39 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path, pydoc_pipeli
     assert "Traceback" not in done.stderr and "loading" not in done.stderr.lower()
 
 
+def test_a_db_that_does_not_exist_is_refused_unless_asked_to_create_it(
+    tmp_path, pydoc_pipeline_dir
+):
+    """`serve --db` on a mistyped path made an empty database and answered healthy with no
+    collections. It is refused now, naming the path and the flag, before the port is taken or
+    a model loads; an existing directory, empty or not, is served without the flag."""
+    typo = tmp_path / "typo.db"
+    command = [sys.executable, "-m", "probembed", "serve", "--db", str(typo)]
+    done = subprocess.run(
+        [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    said = f"no database at {typo}: the directory does not exist (--create-db makes one)"
+    assert said in " ".join(done.stderr.split()), done.stderr
+    assert "Traceback" not in done.stderr and "listening" not in done.stderr
+    assert not typo.exists()
+    made = tmp_path / "made.db"
+    made.mkdir()
+    with Server(made, pydoc_pipeline_dir, create_db=False) as running, running.client() as http:
+        assert http.get("/v1/collections").json()["data"] == []
+    assert f"database {made} holds no collections yet" in running.output
+
+
 def test_port_0_binds_a_free_port_and_the_ready_line_names_it(tmp_path, pydoc_pipeline_dir):
     """The ready line said http://127.0.0.1:0: the port taken could only be found with ss."""
     log = tmp_path / "serve.log"
     command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", "0"],
+            [*command, "--create-db", "--pipeline", str(pydoc_pipeline_dir), "--port", "0"],
             stdout=out,
             stderr=out,
         )

@@ -19,6 +19,15 @@ from probembed.interfaces.store_options import (
 def serve_command(
     db: DbOption = None,
     storage_option: StorageOption = None,
+    create_db: Annotated[
+        bool,
+        typer.Option(
+            "--create-db",
+            help="Make the database if --db names none yet (an empty object-storage prefix "
+            "is none); without it such a --db is refused, as a typo would serve an empty one. "
+            "The default location is made when missing.",
+        ),
+    ] = False,
     pipeline: Annotated[
         list[str] | None,
         typer.Option(
@@ -79,6 +88,7 @@ def serve_command(
     """Serve embeddings (OpenAI-compatible), collections and search over HTTP."""
     from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys, serve
     from probembed.service.settings import UpkeepSettings, default_workers
+    from probembed.store.errors import NoDatabaseError, StoreError
     from probembed.store.upkeep import parse_duration
 
     if workers is None:
@@ -95,10 +105,13 @@ def serve_command(
             limits=Limits(max_inputs, max_chars, max_body_bytes, max_k, max_hits),
             batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
             upkeep=UpkeepSettings(compact_every, parse_duration(compact_keep, "--compact-keep")),
+            create_db=create_db or db is None,  # no typo in a location nobody typed
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc
     try:
         serve(settings)
-    except OSError as exc:  # the port: checked before any model loads
+    except NoDatabaseError as exc:  # the database and the port: checked before any model loads
+        raise fail(exc.told("--create-db")) from exc
+    except (StoreError, OSError) as exc:
         raise fail(str(exc)) from exc

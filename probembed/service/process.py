@@ -41,6 +41,7 @@ class ServerProcess:
         *args: str,
         env: dict[str, str] | None = None,
         log: Path | None = None,
+        create_db: bool = True,
     ) -> None:
         from probembed.store.location import database_target
 
@@ -50,6 +51,8 @@ class ServerProcess:
         if remote and log is None:
             raise ValueError(f"a server on {db} needs log=PATH: there is no directory beside it")
         self.pipeline, self.args = str(pipeline), list(args)
+        #: Pass --create-db: a test's or benchmark's database is usually made by its server.
+        self.create_db = create_db
         self.env = {**os.environ, **(env or {})}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -85,6 +88,7 @@ class ServerProcess:
         """Start the server process without waiting for it."""
         command = [sys.executable, "-m", "probembed", "serve", "--db", str(self.db)]
         command += ["--pipeline", self.pipeline, "--port", str(self.port), *self.args]
+        command += ["--create-db"] if self.create_db else []
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)

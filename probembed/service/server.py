@@ -20,6 +20,8 @@ from threadpoolctl import threadpool_limits
 from probembed.encoders.base import thread_limit
 from probembed.service.app import create_app
 from probembed.service.settings import ServiceSettings
+from probembed.service.storage import with_timeouts
+from probembed.store.location import Location
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -43,6 +45,7 @@ def serve(settings: ServiceSettings) -> None:
     # small products, one search at a time per collection. A BLAS pool of a thread per core
     # would only spin between them, against the children (serve.json's server CPU seconds).
     threadpool_limits(thread_limit() or 1)
+    require_database(settings)
     sock = listening_socket(settings.host, settings.port)
     settings = dataclasses.replace(settings, port=sock.getsockname()[1])  # --port 0: the one taken
     logging.getLogger("probembed.service").info(  # /healthz answers while the models load
@@ -59,6 +62,16 @@ def serve(settings: ServiceSettings) -> None:
         lifespan="on",
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def require_database(settings: ServiceSettings) -> None:
+    """Refuse a `db` that names no database (NoDatabaseError) before the port or a model is
+    taken, unless `create_db`: a mistyped --db was made an empty database and served healthy,
+    with no collections. On object storage a prefix with nothing under it is none either (a
+    typo and a new database look alike there); the bucket must exist either way."""
+    if not settings.create_db:
+        options = with_timeouts(settings.db, settings.storage_options)
+        Location(settings.db, options).prepare(create=False)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -116,6 +116,9 @@ class ServiceSettings:
     grace_seconds: float = 30.0
     #: LanceDB storage options of an object-store `db` (credentials, endpoint, region).
     storage_options: dict[str, str] = field(default_factory=dict)
+    #: Make the database if `db` names none yet; without it a mistyped `db` is refused (it
+    #: was made empty, and the service answered healthy with no collections).
+    create_db: bool = False
 
     @property
     def url(self) -> str:

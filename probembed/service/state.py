@@ -32,7 +32,13 @@ from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
 from probembed.service.storage import with_timeouts
 from probembed.service.worker import EncodeProcess, child_threads
-from probembed.store import Collection, CollectionNotFoundError, Database
+from probembed.store import (
+    Collection,
+    CollectionNotFoundError,
+    Database,
+    NoDatabaseError,
+    StoreError,
+)
 from probembed.store.upkeep import Compaction
 from probembed.store.variance import pipeline_basis
 
@@ -180,13 +186,15 @@ class Service:
             pipeline_basis(pipeline)  # fitted now: a request that creates a collection waits less
         # Only once every pipeline loaded: a server that cannot start creates no database.
         options = with_timeouts(settings.db, settings.storage_options)  # a hung store fails
-        db = Database(settings.db, create=True, storage_options=options)
+        try:
+            db = Database(settings.db, create=settings.create_db, storage_options=options)
+        except NoDatabaseError as exc:  # it named `Database(..., create=True)`
+            raise StoreError(exc.told("`ServiceSettings(create_db=True)`")) from exc
         self.db = db
         names = db.collections()
-        if not names:  # a mistyped --db is a fresh empty database: say so where it shows
+        if not names:
             log.warning(
-                "database %s holds no collections yet (made now if it was not there); "
-                "create one with POST /v1/collections",
+                "database %s holds no collections yet; create one with POST /v1/collections",
                 settings.db,
             )
         for name in names:
