@@ -469,9 +469,12 @@ def _on_loop() -> bool:
 
 
 @contextlib.contextmanager
-def _in_process(tmp_path: Path, pipeline_dir: Path, **options: Any) -> Iterator[TestClient]:
+def _in_process(
+    tmp_path: Path, pipeline_dir: Path, raising: bool = True, **options: Any
+) -> Iterator[TestClient]:
     """The app in this process, ready, so a test can see which thread runs what (or reach its
-    `Service`: `http.app.state.service`); `options` are more `ServiceSettings`."""
+    `Service`: `http.app.state.service`); `options` are more `ServiceSettings`; `raising`
+    False answers an exception as the server would (a 500) instead of raising it here."""
     settings = ServiceSettings(
         db=tmp_path / "db",
         pipelines=(str(pipeline_dir),),
@@ -479,12 +482,32 @@ def _in_process(tmp_path: Path, pipeline_dir: Path, **options: Any) -> Iterator[
         create_db=True,
         **options,
     )
-    with TestClient(create_app(settings)) as http:
+    with TestClient(create_app(settings), raise_server_exceptions=raising) as http:
         for _ in range(1200):  # loading runs beside the app; a minute at most
             if http.get("/readyz").status_code == 200:
                 break
             time.sleep(0.05)
         yield http
+
+
+def test_an_internal_error_carries_its_request_id_in_header_body_and_log(
+    tmp_path, pydoc_pipeline_dir, monkeypatch, caplog
+):
+    """A 500 for an exception that is a bug is sent from outside the gate: it still carries
+    the request's id, and the line logged before its traceback names it."""
+    from probembed.service.state import Service
+
+    def broken(self: Service) -> None:
+        raise ZeroDivisionError("a bug")
+
+    with _in_process(tmp_path, pydoc_pipeline_dir, raising=False) as http:
+        monkeypatch.setattr(Service, "require_ready", broken)
+        answer = http.get("/v1/collections", headers={"X-Request-ID": "bug-7"})
+    assert answer.status_code == 500 and answer.headers["X-Request-ID"] == "bug-7"
+    assert answer.json()["request_id"] == "bug-7"
+    assert answer.json()["detail"].startswith("internal error")
+    said = "GET /v1/collections (request bug-7): internal error, its traceback follows"
+    assert said in caplog.text
 
 
 def test_a_search_answer_is_written_off_the_event_loop(tmp_path, pydoc_pipeline_dir, monkeypatch):

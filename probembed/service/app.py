@@ -186,26 +186,28 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
 
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
-        return refusal(exc.status, exc.detail, exc.headers)
+        return refusal(request, exc.status, exc.detail, exc.headers)
 
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         lacking = _lacking_scope(request, keys)  # FastAPI reads the body before the scope
         if lacking is not None:
-            return refusal(403, lacking)
+            return refusal(request, 403, lacking)
         kept = _kept(exc.errors())
         content_type = request.headers.get("content-type", "")
         if not _reads_as_json(content_type) and any(not where for where, _ in kept):
-            return refusal(415, _not_json(content_type))  # pydantic's words named no header
+            return refusal(
+                request, 415, _not_json(content_type)
+            )  # pydantic's words named no header
         problems = _problems(kept)
         more = len(problems) - _PROBLEMS_TOLD
         told = "; ".join(problems[:_PROBLEMS_TOLD]) + (f"; and {more} more" if more > 0 else "")
-        return refusal(422, told, raw=_echoed(kept))
+        return refusal(request, 422, told, raw=_echoed(kept))
 
     async def known(request: Request, exc: Exception) -> Response:
         status = next(code for kind, code in _STATUS if isinstance(exc, kind))
         if isinstance(exc, StoreStateError):  # the operator's to mend, so it goes in the log
-            log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
+            log.error("%s: %s", _named(request), exc, exc_info=exc)
         headers = {}
         if isinstance(exc, StorageUnavailableError):
             return storage_down(request, str(exc), exc)
@@ -215,16 +217,18 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             headers["Retry-After"] = "1"
         if isinstance(exc, IngestError):
             message = exc.told('send "on_error": "skip"')
-            return refusal(status, message, headers, raw=[str(p) for p in exc.problems])
+            return refusal(request, status, message, headers, raw=[str(p) for p in exc.problems])
         if isinstance(exc, NotChunkedError):
-            return refusal(status, exc.told('"chunk": true in the documents write'), headers)
+            return refusal(
+                request, status, exc.told('"chunk": true in the documents write'), headers
+            )
         message = str(exc)
         if isinstance(exc, UndoConflictError):  # what stopped the write, as it would be told
             stop = exc.stopped_by
             known_stop = isinstance(stop, tuple(kind for kind, _ in _STATUS))
             message = exc.told(str(stop) if known_stop else _INTERNAL)
         local = _local_places() if isinstance(exc, StoreStateError) else []
-        return refusal(status, _told(message, exc, [*roots, *local]), headers)
+        return refusal(request, status, _told(message, exc, [*roots, *local]), headers)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -232,27 +236,33 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         if exc.status_code == 400 and message == UNPARSABLE:  # FastAPI's, for any read failure
             lacking = _lacking_scope(request, keys)
             if lacking is not None:
-                return refusal(403, lacking)
+                return refusal(request, 403, lacking)
             message = _unreadable(await request.body())
-        return refusal(exc.status_code, message, exc.headers)
+        return refusal(request, exc.status_code, message, exc.headers)
 
     def storage_down(request: Request, said: str, exc: Exception) -> Response:
         """503 with Retry-After for a failure of the database's object storage, which the
         same request may not meet later; logged in a line whole, and /readyz says so a while
         with where the database lives hidden, as every answer hides it."""
-        log.warning("%s %s: storage failed: %s", request.method, request.url.path, said)
+        log.warning("%s: storage failed: %s", _named(request), said)
         why = timed_out(said, options)
         said = _hidden(said if why is None else f"{said} ({why})", roots)
         service.storage_failed(said)
         told = _told(f"the database's storage failed: {said}", exc, roots)
-        return refusal(503, told, {"Retry-After": "5"})
+        return refusal(request, 503, told, {"Retry-After": "5"})
 
     async def internal(request: Request, exc: Exception) -> Response:
         """Any other exception is the server's fault, never the client's (a numpy ValueError
         deep in search was a 422 "invalid input" and left no trace): 500 in the error body
         every route answers, while the server logs the traceback; probembed's notes on it (what
-        a write stopped part-way had skipped) are the client's, other code's are not."""
-        return refusal(500, _told(_INTERNAL, exc, roots))
+        a write stopped part-way had skipped) are the client's, other code's are not. The
+        server logs the traceback after this handler, so a line before it names the request."""
+        log.error("%s: internal error, its traceback follows", _named(request))
+        return internal_refusal(request, exc)
+
+    def internal_refusal(request: Request, exc: Exception) -> Response:
+        """The 500 of an exception that is the server's fault."""
+        return refusal(request, 500, _told(_INTERNAL, exc, roots))
 
     async def engine_error(request: Request, exc: Exception) -> Response:
         """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a
@@ -261,8 +271,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         said = storage_failure(exc) if remote else None
         if said is not None:
             return storage_down(request, said, exc)
-        log.error("%s %s: internal error", request.method, request.url.path, exc_info=exc)
-        return await internal(request, exc)
+        log.error("%s: internal error", _named(request), exc_info=exc)
+        return internal_refusal(request, exc)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid)
@@ -272,6 +282,11 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
     app.add_exception_handler(RuntimeError, engine_error)
     app.add_exception_handler(OSError, engine_error)
     app.add_exception_handler(Exception, internal)
+
+
+def _named(request: Request) -> str:
+    """A request as a log line names it: method, path and its id (the access line's)."""
+    return f"{request.method} {request.url.path} (request {request.state.request_id})"
 
 
 def _told(message: str, exc: BaseException, places: Sequence[tuple[str, str]]) -> str:

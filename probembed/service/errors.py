@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from probembed.service import schemas
@@ -77,7 +78,15 @@ def _errors(but: int) -> dict[int | str, dict[str, Any]]:
 
 
 def refusal(
-    status: int, message: str, headers: Mapping[str, str] | None = None, raw: Any = None
+    request: Request,
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    raw: Any = None,
 ) -> JSONResponse:
-    """An error body both FastAPI clients (`detail`) and OpenAI clients (`error`) can read."""
-    return JSONResponse(schemas.error_body(status, message, raw), status, headers=headers)
+    """An error body both FastAPI clients (`detail`) and OpenAI clients (`error`) can read,
+    with the id `Gate` gave the request, in its header too (a 500 for an exception is sent
+    from outside the gate)."""
+    request_id = request.state.request_id
+    body = schemas.error_body(status, message, request_id, raw)
+    return JSONResponse(body, status, headers={**(headers or {}), "X-Request-ID": request_id})

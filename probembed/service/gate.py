@@ -1,9 +1,12 @@
-"""Every request passes here: API key, body-size limit, Prometheus counts and latency, access log.
+"""Every request passes here: its id, API key, body-size limit, Prometheus counts and latency,
+access log.
 
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
 Content-Length over it is refused unread; a chunked body is refused once it passes it), and
 the route label is the matched template (`/v1/collections/{name}`), never a raw path a client
-chose (one label, "unmatched", for every path no route matched).
+chose (one label, "unmatched", for every path no route matched). Each request gets an id: the
+client's `X-Request-ID` where it is one (`request_id`), else a new one, sent back in that
+header, written in its access line and in every error body, so a user's report finds its line.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import logging
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +36,9 @@ access_log = logging.getLogger("probembed.access")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z-]{0,19}")
 #: Schemes named back when the header holds them alone (no credentials after).
 _KNOWN_SCHEMES = frozenset({"basic", "digest", "negotiate", "ntlm", "token"})
+#: A client's request id taken as it is: printable ASCII without spaces, at most 128
+#: characters (a UUID is 36); anything else is replaced, so a log line stays one short token.
+_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 class Gate:
@@ -67,39 +74,60 @@ class Gate:
         started = time.perf_counter()
         status, answered = 500, False
         self.metrics.in_flight.inc()
+        request_id = self._request_id(scope)
+        scope.setdefault("state", {})["request_id"] = request_id  # the app's `request.state`
 
         async def sending(message: Message) -> None:
             nonlocal status, answered
             if message["type"] == "http.response.start":
                 status, answered = message["status"], True
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                    headers.append((b"x-request-id", request_id.encode()))
+                    message = {**message, "headers": headers}
             await send(message)
+
+        async def refuse(status: int, message: str, headers: list | None = None) -> None:
+            await _refuse(sending, status, message, request_id, headers)
 
         try:
             unknown = self._unauthenticated(scope)
             if unknown is not None:  # before the body is read or parsed: a stranger's costs nothing
-                await _refuse(sending, 401, unknown, [(b"www-authenticate", b"Bearer")])
+                await refuse(401, unknown, [(b"www-authenticate", b"Bearer")])
                 return
             encoding = _content_encoding(scope)
             if encoding is not None:  # read as it came, a gzip body was "not UTF-8 (0x8b)"
                 said = f"Content-Encoding {encoding!r} is not supported: send the body uncompressed"
-                await _refuse(sending, 415, said)
+                await refuse(415, said)
                 return
             body = await self._read_body(scope, receive)
             lacking = self.refused(scope) if body is None else None
             if lacking is not None:
-                await _refuse(sending, 403, lacking)
+                await refuse(403, lacking)
             elif body is None:
                 message = f"request body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
-                await _refuse(sending, 413, message)
+                await refuse(413, message)
             else:
                 await self.app(scope, _replay(body, receive), sending)
         except asyncio.CancelledError:  # uvicorn's shutdown grace ran out: JSON, not a bare 500
             if answered:
                 raise
-            await _refuse(sending, 503, "the service shut down before this request finished")
+            await refuse(503, "the service shut down before this request finished")
         finally:
             self.metrics.in_flight.dec()
-            self._record(scope, status, time.perf_counter() - started)
+            self._record(scope, status, time.perf_counter() - started, request_id)
+
+    def _request_id(self, scope: Scope) -> str:
+        """The client's X-Request-ID if it is printable, short and no API key of this server
+        (a key sent in the wrong header must not reach the log), else a new random one."""
+        for name, value in scope.get("headers") or []:
+            if name.lower() == b"x-request-id":
+                given = value.decode("latin-1").strip()
+                is_key = self.keys is not None and self.keys.granted(given) is not None
+                if _REQUEST_ID.fullmatch(given) and not is_key:
+                    return given
+                break
+        return uuid.uuid4().hex
 
     def _unauthenticated(self, scope: Scope) -> str | None:
         """Why a request needing a key has no valid one, or None (the routes check scopes)."""
@@ -143,7 +171,7 @@ class Gate:
                 break
         return b"".join(chunks)
 
-    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+    def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
         """Count, time and log one request."""
         route = getattr(scope.get("route"), "path", None)
         if route is None:  # the schema and docs pages have no template; any other path a
@@ -165,6 +193,7 @@ class Gate:
                     "status": status,
                     "ms": round(seconds * 1000, 2),
                     "client": f"{client[0]}:{client[1]}" if client else None,
+                    "request_id": request_id,
                 }
             )
         )
@@ -194,9 +223,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(send: Send, status: int, message: str, headers: list | None = None) -> None:
+async def _refuse(
+    send: Send, status: int, message: str, request_id: str, headers: list | None = None
+) -> None:
     """A refusal made before the app ran, its body unread (so the connection closes)."""
-    body = json.dumps(error_body(status, message)).encode()
+    body = json.dumps(error_body(status, message, request_id)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -523,14 +523,16 @@ ERROR_TYPES = {
 }
 
 
-def error_body(status: int, message: str, detail: Any = None) -> dict[str, Any]:
-    """A refusal's JSON: `detail` (the message, or the problems) and OpenAI's `error` object.
+def error_body(status: int, message: str, request_id: str, detail: Any = None) -> dict[str, Any]:
+    """A refusal's JSON: `detail` (the message, or the problems), OpenAI's `error` object and
+    the request's id (its access line's, so an operator finds the line a user reports).
 
     What it echoes of the request is made writable as JSON: a NaN or an infinity, or a lone
     surrogate, made rendering the refusal fail and the client got that failure's message.
     """
     error = {"message": message, "type": ERROR_TYPES.get(status, "invalid_request_error")}
-    return _json_safe({"detail": message if detail is None else detail, "error": error})
+    told = {"detail": message if detail is None else detail, "error": error}
+    return _json_safe({**told, "request_id": request_id})
 
 
 def _json_safe(value: Any) -> Any:
@@ -547,10 +549,12 @@ def _json_safe(value: Any) -> Any:
 
 
 class ErrorBody(BaseModel):
-    """Every refusal: `detail` (a message, or a list of the problems) and OpenAI's `error`."""
+    """Every refusal: `detail` (a message, or a list of the problems), OpenAI's `error`, and
+    the request's id (also its `X-Request-ID` header and in its access line)."""
 
     detail: Any
     error: ErrorMessage
+    request_id: str
 
 
 class Health(BaseModel):
