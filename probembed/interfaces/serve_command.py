@@ -70,6 +70,14 @@ def serve_command(
     max_hits: Annotated[
         int, typer.Option(help="Hits per search request: queries × k (at least --max-k).")
     ] = 20_480,
+    graceful_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds in-flight requests get to finish after SIGTERM; those still running "
+            "then get a 503, their writes undone, and the encoding they wait for is abandoned.",
+            min=0,
+        ),
+    ] = 30.0,
     compact_every: Annotated[
         int,
         typer.Option(
@@ -105,6 +113,7 @@ def serve_command(
             limits=Limits(max_inputs, max_chars, max_body_bytes, max_k, max_hits),
             batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
             upkeep=UpkeepSettings(compact_every, parse_duration(compact_keep, "--compact-keep")),
+            grace_seconds=graceful_timeout,
             create_db=create_db or db is None,  # no typo in a location nobody typed
         )
     except ValueError as exc:

@@ -112,7 +112,8 @@ class ServiceSettings:
     limits: Limits = field(default_factory=Limits)
     batching: BatchSettings = field(default_factory=BatchSettings)
     upkeep: UpkeepSettings = field(default_factory=UpkeepSettings)
-    #: Seconds in-flight requests get to finish after SIGTERM.
+    #: Seconds in-flight requests get to finish after SIGTERM (`--graceful-timeout`); those
+    #: still running then are answered 503 and their writes undone, encoding is abandoned.
     grace_seconds: float = 30.0
     #: LanceDB storage options of an object-store `db` (credentials, endpoint, region).
     storage_options: dict[str, str] = field(default_factory=dict)
@@ -136,10 +137,11 @@ class ServiceSettings:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         grace = self.grace_seconds
+        named = "--graceful-timeout (grace_seconds)"
         if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
-            raise ValueError(f"grace_seconds must be a number >= 0, got {grace!r}")
+            raise ValueError(f"{named} must be a number of seconds >= 0, got {grace!r}")
         if not math.isfinite(grace):
-            raise ValueError(f"grace_seconds must be finite, got {grace!r}")
+            raise ValueError(f"{named} must be finite, got {grace!r}")
         refuse_local_options(self.db, self.storage_options)  # before serving, not at load
         if self.keys is None and not self.insecure and not is_loopback(self.host):
             raise ValueError(

@@ -156,19 +156,24 @@ class Service:
 
     async def stop(self) -> None:
         """Refuse new work and fail the encodes not answered yet in every batcher at once (a
-        write whose encode failed undoes itself), then stop them as their running batches
-        end and wait for collection work still running; the database closes with the
-        process."""
+        write whose encode failed undoes itself), end the encoding children busy with a batch
+        (nobody waits for it now), wait for collection work still running (a commit, an undo,
+        an upkeep's compaction: the store's work, each whole or not at all), then close the
+        idle children; the database closes with the process."""
         self.stopping = True
         if self._upkeeping is not None:  # a pass's compaction in a thread is waited for below
             self._upkeeping.cancel()
         batchers = list(self._batchers.values())
         for batcher in batchers:  # all before any waits: a second pipeline's write is told too
             batcher.refuse()
+        workers = [w for each in self._workers.values() for w in each]
+        ended = sum(worker.abandon() for worker in workers)  # their batches answer nobody now
+        if ended:
+            log.warning("shutdown: stopped %d encoding children in the middle of a batch", ended)
         await asyncio.gather(*(batcher.stop() for batcher in batchers))
         if self._running:
             await asyncio.wait(list(self._running))
-        for worker in [w for workers in self._workers.values() for w in workers]:
+        for worker in [w for each in self._workers.values() for w in each]:  # none retiring
             await asyncio.to_thread(worker.close)
         self._writers.shutdown(wait=False)  # its work is done: `_running` was waited for
         self.db = None

@@ -93,6 +93,10 @@ class EncodeProcess:
         self.source, self.threads = source, threads
         #: Called each time a dead child is replaced (the service counts it).
         self.respawned = respawned
+        #: A batch is in the child now (set by the thread that waits for it).
+        self._encoding = False
+        #: Set by `abandon`: a child that dies is the shutdown's doing, not replaced.
+        self._abandoned = False
         self._pool = self._spawn()
 
     def _spawn(self) -> ProcessPoolExecutor:
@@ -106,9 +110,12 @@ class EncodeProcess:
         """Encode in the child and wait for it; a child that died (the OOM killer, a crash in
         a native encoder) is replaced and the batch sent once more, else every later batch
         of the service failed with it."""
+        self._encoding = True
         try:
             return self._pool.submit(_encode, list(texts)).result()
         except BrokenProcessPool:
+            if self._abandoned:
+                raise
             log.warning(
                 "an encoding child of %s died (killed, or crashed in a native encoder): "
                 "started another and sent it the batch of %d texts again",
@@ -118,6 +125,21 @@ class EncodeProcess:
             self._pool = self._spawn()
             self.respawned()
             return self._pool.submit(_encode, list(texts)).result()
+        finally:
+            self._encoding = False
+
+    def abandon(self) -> bool:
+        """At shutdown, once nobody waits for its batch: end the child now if it is encoding
+        one (a large chunked write's batch held the exit 22 s after the grace with the
+        built-in `retrieval`, as long as a batch can take), rather than wait for it; an idle
+        child is left to `close`. The embedding cache is SQLite, whose commits a killed
+        process leaves whole. Says whether a child was ended."""
+        self._abandoned = True
+        if not self._encoding:
+            return False
+        for process in list((self._pool._processes or {}).values()):
+            process.terminate()
+        return True
 
     def close(self) -> None:
         """Stop the child after what it was given."""
