@@ -16,7 +16,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "store": ("lancedb", "pyarrow", "faiss"),
     "eval": ("ranx", "sklearn", "matplotlib"),
     "cli": ("typer", "rich"),
-    "serve": ("fastapi", "uvicorn", "prometheus_client"),
+    "serve": ("fastapi", "fastapi_offline", "uvicorn", "prometheus_client"),
     "documents": ("bs4", "pypdf"),
     "langchain": ("langchain_core", "lancedb", "pyarrow", "faiss"),
     "llamaindex": ("llama_index.core", "lancedb", "pyarrow", "faiss"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -100,6 +101,22 @@ def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(guarde
     with guarded.client() as http:  # the schema and docs stay open
         assert http.get("/openapi.json").status_code == 200
         assert http.get("/docs").status_code == 200
+
+
+def test_the_docs_pages_load_nothing_from_another_host(guarded):
+    """/docs loaded Swagger UI's script and style from a CDN, and /redoc ReDoc's and Google's
+    fonts: on a network without the internet both pages were blank. Every script, style and
+    icon they reference is now on the server, open without a key as the pages are."""
+    with guarded.client() as http:
+        for page in ("/docs", "/redoc"):
+            html = http.get(page)
+            assert html.status_code == 200
+            assert not re.search(r"(?:https?:)?//\w", html.text), html.text  # no other host
+            assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+            assert len(assets) >= 2, html.text  # the script, and the style or the icon
+            for asset in assets:
+                fetched = http.get(asset)
+                assert fetched.status_code == 200 and fetched.content, asset
 
 
 def test_openai_client_sends_its_key(guarded):

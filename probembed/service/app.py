@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from probembed import __version__
@@ -56,6 +57,10 @@ from probembed.store.errors import storage_failure
 from probembed.store.location import database_target
 
 log = logging.getLogger("probembed.service")
+#: The interactive pages of the schema (Swagger UI, ReDoc), served by fastapi-offline.
+DOCS = ("/docs", "/redoc")
+#: Where their scripts, styles and icon are served from: fastapi-offline's copies.
+ASSETS = "/docs-assets"
 
 
 def create_app(settings: ServiceSettings) -> FastAPI:
@@ -71,22 +76,19 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             loading.cancel()
             await service.stop()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc from ASSETS: a CDN's left them blank offline
         title="probembed",
         version=__version__,
         summary="Probabilistic embeddings and search: every vector and hit says how sure it is.",
         lifespan=lifespan,
+        static_url=ASSETS,
     )
     app.state.service = service
     _handle_errors(app, service)
     routers = (_operations(service), _embeddings(service), _collections(service))
     for router in routers:
         app.include_router(router)
-    pages = frozenset(
-        p
-        for p in (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
-        if p
-    )
+    pages = frozenset(p for p in (app.openapi_url, app.swagger_ui_oauth2_redirect_url, *DOCS) if p)
     app.add_middleware(
         Gate,
         metrics=service.metrics,
@@ -94,6 +96,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         pages=pages,
         keys=settings.keys,
         open_paths=pages | {"/healthz", "/readyz"},
+        open_prefix=f"{ASSETS}/",
         refused=_scope_refusal([r for router in routers for r in router.routes], settings.keys),
     )
     _publish_limits(app, settings.limits, [pipeline_name(p) for p in settings.pipelines])

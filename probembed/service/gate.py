@@ -54,6 +54,7 @@ class Gate:
         keys: ApiKeys | None,
         open_paths: frozenset[str],
         refused: Callable[[Scope], str | None] = lambda scope: None,
+        open_prefix: str | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
@@ -63,6 +64,8 @@ class Gate:
         self.keys = keys
         #: Paths any client may ask without a key (health, readiness, the schema and docs).
         self.open_paths = open_paths
+        #: Paths under it are open too (the docs pages' scripts and styles).
+        self.open_prefix = open_prefix
         #: Why the request's key may not use the route it matches (the routes' 403), or None:
         #: asked before a 413, so a key that may not write learns that first.
         self.refused = refused
@@ -133,7 +136,8 @@ class Gate:
         """Why a request needing a key has no valid one, or None (the routes check scopes)."""
         # /healthz/ too: a probe configured with the slash was refused 401, not redirected
         path = str(scope.get("path", "")).rstrip("/") or "/"
-        if self.keys is None or path in self.open_paths:
+        under = self.open_prefix is not None and path.startswith(self.open_prefix)
+        if self.keys is None or path in self.open_paths or under:
             return None
         authorization = scope_authorization(scope).strip()
         key = bearer_key(authorization)
