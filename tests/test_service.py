@@ -587,6 +587,7 @@ def test_the_servers_own_folders_are_not_shown_to_clients():
     the operator's local cache (their home directory), for an unwritable one the temp dir."""
     app = create_app(ServiceSettings(db="s3://bucket/prefix", pipelines=("default",)))
     scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+    scope["state"] = {"request_id": "r1"}  # what the gate gives every request
     cache, tmp = default_cache_dir() / "remote" / "ab12" / "docs", tempfile.gettempdir()
 
     def answer(exc: Exception) -> str:
@@ -1806,7 +1807,10 @@ def test_a_chunked_write_lets_searches_run_while_it_encodes_and_a_drop_waits_for
 
     monkeypatch.setattr(batching.Batcher, "encode_blocking", held)
     settings = ServiceSettings(
-        db=tmp_path / "db", pipelines=(str(pydoc_pipeline_dir),), batching=BatchSettings(workers=1)
+        db=tmp_path / "db",
+        pipelines=(str(pydoc_pipeline_dir),),
+        batching=BatchSettings(workers=1),
+        create_db=True,
     )
     app = create_app(settings)
     chunked = {"chunk": {"max_tokens": 16}}
@@ -1876,7 +1880,10 @@ def test_a_plain_and_a_chunked_write_racing_into_an_empty_collection_do_not_mix(
     monkeypatch.setattr(batching.Batcher, "encode_blocking", chunked_encode)
     monkeypatch.setattr(batching.Batcher, "encode", plain_encode)
     settings = ServiceSettings(
-        db=tmp_path / "db", pipelines=(str(pydoc_pipeline_dir),), batching=BatchSettings(workers=1)
+        db=tmp_path / "db",
+        pipelines=(str(pydoc_pipeline_dir),),
+        batching=BatchSettings(workers=1),
+        create_db=True,
     )
     bodies = {
         "chunked": {"documents": [DOCS[0]], "chunk": {"max_tokens": 16}},
