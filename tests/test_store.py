@@ -28,7 +28,7 @@ from probembed.store import (
     ingest,
     remove,
 )
-from probembed.store import collection as collection_module
+from probembed.store import handle as collection_module
 from probembed.store.chunked import read_documents
 from probembed.store.readers import Record, read_records
 from probembed.store.rows import MAX_METADATA_COLUMNS, NOT_A_COLUMN, promote_metadata

@@ -19,7 +19,7 @@ from probembed.interfaces.store_commands import register
 from probembed.scoring import Score, dot_variance, score_matrix
 from probembed.scoring.ensemble import hit_variance
 from probembed.store import Database, IndexSettings, Searcher, StoreError, confidence, ingest
-from probembed.store import collection as collection_module
+from probembed.store import handle as collection_module
 from probembed.store.errors import StoreStateError
 from probembed.store.index import HnswIndex
 from probembed.store.ranking import RRF_K

@@ -11,10 +11,7 @@ interrupted write leaves the last committed version. Its `Database` is in
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -28,7 +25,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from probembed import atomic
 from probembed.fusion import Fused
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of, sampled
 from probembed.gaussian import Gaussian
@@ -45,6 +41,7 @@ from probembed.store.errors import (
     WriteConflictError,
 )
 from probembed.store.filters import filtered, sql_list
+from probembed.store.handle import CollectionHandle, scan
 from probembed.store.provenance import PIPELINE_DIR, has_copy, load_recorded
 from probembed.store.rows import (
     CORE_COLUMNS,
@@ -58,21 +55,18 @@ from probembed.store.rows import (
     metadata_json,
     metadata_types,
     read_header,
-    settings_mark,
     table_schema,
     to_arrow,
     to_matrix,
-    variance_basis,
     write_tags,
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
-from probembed.store.variance import VarianceBasis, pipeline_basis
+from probembed.store.variance import pipeline_basis
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
     from probembed.scoring import Score
-    from probembed.store.database import Database
 
 #: The columns that together mark chunked ingest's chunks (`Collection.holds_chunks`).
 CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
@@ -81,17 +75,11 @@ CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
 FILE_FIELD = "file_path"
 #: The members' agreement on the collection's texts, beside the pipeline copy.
 AGREEMENT_FILE = "agreement.json"
-#: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
-WRITE_LOCK = "write.lock"
 #: Agreement is measured again once more than this fraction of the rows was replaced.
 REMEASURE_FRACTION = 0.1
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
 #: of fewer rows than LanceDB's fragment target), not after every write.
 COMPACT_SMALL_FRAGMENTS = 16
-#: At most this often (seconds) a handle reopens its table at an unchanged version number, to
-#: see whether another process dropped the collection and made it again under the same name
-#: (a re-ingest of the same corpus reaches the same version number).
-RECREATION_RECHECK_S = 1.0
 #: How many times `Collection._keep_overwritten` runs its merge again when another commit
 #: beat it (each attempt is one merge on the latest version).
 OVERWRITE_REPAIRS = 5
@@ -174,180 +162,8 @@ def _refitted(mine: PipelineInfo, other: PipelineInfo) -> str:
     )
 
 
-def _files_gone(exc: BaseException) -> bool:
-    """Whether a LanceDB error says files of the table are missing (dropped under a handle)."""
-    return "Not found" in str(exc)
-
-
-class Collection:
+class Collection(CollectionHandle):
     """One LanceDB table of items with their fused Gaussians, searchable with its own pipeline."""
-
-    def __init__(self, db: Database, name: str) -> None:
-        self.db = db
-        self.name = name
-        self._table: Any = None
-        #: The pipeline that made the vectors, once loaded or recorded, and its fingerprint.
-        self._pipeline: tuple[Pipeline, str] | None = None
-        #: The in-memory pipeline whose models `_pipeline` shares, if one was handed in.
-        self._shares: Pipeline | None = None
-        self._searcher: Searcher | None = None
-        self._header_at: tuple[int, dict[str, Any]] | None = None
-        #: The kept copy's replacement mark as last read (`rows.settings_mark`).
-        self._settings_mark: str | None = None
-        #: Fields stored rows hold in their JSON only, as found so far, for the creation of
-        #: the table named by the header's "created" (`_held_in_json`).
-        self._held: tuple[str | None, set[str]] = ("", set())
-        #: When (time.monotonic) the header was last read.
-        self._header_read = -float("inf")
-        #: The version of `_table` as last opened (None until asked): one read per look.
-        self._seen: int | None = None
-        #: Held while the shared table handle is moved (opened at its latest version, written
-        #: through) or read in several steps (a listing's version and rows, a take at that
-        #: version): a search beside an upsert on one handle took row ids listed at one
-        #: version from rows another thread had moved (KeyError).
-        self._lock = threading.RLock()
-        #: The creation token of the table this handle's first write made: an undo back to
-        #: "not there" (`revert(None, ...)`) drops only that table, and only when empty.
-        self._made: str | None = None
-        #: (creation token, version) of the table this handle's creation found instead of
-        #: making it (LanceDB refused it, or committed it over another writer's table and the
-        #: repair undid it): an undo back to "not there" puts rows back as at that version.
-        self._found: tuple[str | None, int] | None = None
-
-    @property
-    def derived_dir(self) -> Path:
-        """Where files derived from the table (search graphs) live, on local disk always."""
-        return self.db.location.derived_dir(self.name)
-
-    @property
-    def exists(self) -> bool:
-        """Whether the table has been created (by a first write)."""
-        return self._open() is not None
-
-    @property
-    def dropped(self) -> bool:
-        """Whether the table this handle read is gone (dropped, here or by another process)
-        and none was made again: a reader tells that apart from a collection not made yet."""
-        return self._header_at is not None and not self.exists
-
-    @one_at_a_time
-    def _open(self) -> Any:
-        """The LanceDB table at its latest version, or None before the first write.
-
-        A table dropped and made again elsewhere at a lower version cannot be followed from
-        the old table (its files are gone) nor reopened on the same connection (which keeps
-        the old table's manifests by version number): that takes a new connection.
-        """
-        if self._table is not None:
-            try:
-                self._table.checkout_latest()
-                behind = (self.db.latest_version(self.name) or 0) < int(self._table.version)
-            except RuntimeError as exc:
-                if not _files_gone(exc):
-                    raise
-                behind = True
-            if behind:  # the latest version is older than this one: the table was made again
-                self.db.reconnect()
-                self._table = None
-        if self._table is None:
-            self._table = self.db.table(self.name)
-        self._seen = None
-        return self._table
-
-    def _as_seen(self) -> Any:
-        """The table as last opened, without looking for newer versions (each look costs a
-        round trip to LanceDB's event loop); opened if it never was."""
-        return self._require() if self._table is None else self._table
-
-    def _seen_version(self) -> int:
-        """The version of the table as last opened, read from LanceDB once per opening."""
-        table = self._as_seen()
-        if self._seen is None:
-            self._seen = int(table.version)
-        return self._seen
-
-    def _require(self) -> Any:
-        """The table, or a clear error when the collection has no rows yet."""
-        table = self._open()
-        if table is None:
-            raise self.db.not_found(self.name)
-        return table
-
-    @property
-    def pipeline(self) -> PipelineInfo:
-        """The pipeline whose vectors this collection holds."""
-        info = self._header()["pipeline"]
-        return PipelineInfo(info["name"], info["fingerprint"], tuple(info["models"]))
-
-    @property
-    def dim(self) -> int:
-        """Dimension of the stored means and variances."""
-        return int(self._header()["dim"])
-
-    @property
-    def variance_basis(self) -> VarianceBasis | None:
-        """The basis stored variances are coefficients on; None where they are stored whole."""
-        return variance_basis(self._header())
-
-    @property
-    def variance_column(self) -> str:
-        """The column that holds each row's variance: coefficients (format 2) or whole."""
-        return "var" if self.variance_basis is None else "var_coef"
-
-    @property
-    def version(self) -> int:
-        """The table's latest LanceDB version; every commit increments it.
-
-        Asked of the database's watching handle first: when the table has not moved (what
-        every search asks), that is the only round trip; when it has, or once a second to
-        catch a collection made again under this name, the table is reopened.
-        """
-        if (
-            not self._recheck_due()
-            and self._seen is not None
-            and self.db.latest_version(self.name) == self._seen
-        ):
-            return self._seen
-        self._header(reopen=True)
-        return self._seen_version()
-
-    def _recheck_due(self) -> bool:
-        """Whether the header should be read again from the latest version whatever its
-        number (`RECREATION_RECHECK_S` after the last read)."""
-        return time.monotonic() - self._header_read >= RECREATION_RECHECK_S
-
-    @property
-    def created(self) -> str | None:
-        """The token of this collection's creation (None for tables made before tokens)."""
-        return self._header().get("created")
-
-    @one_at_a_time
-    def _header(self, reopen: bool = False) -> dict[str, Any]:
-        """The probembed entry of the schema metadata, read once per table version.
-
-        It is the header of the version last opened: `version` (and every read or write)
-        looks for a newer one first (`reopen`). Once a second it is read again from the latest
-        version even at the same number; a new creation token there means the collection was
-        dropped and made again, and what was kept of the old one (its pipeline) is forgotten.
-        """
-        due = self._recheck_due()
-        if due or reopen:
-            self._require()
-        version = self._seen_version()
-        if due or self._header_at is None or self._header_at[0] != version:
-            header = read_header(self._as_seen().schema)
-            if header is None:
-                raise StoreStateError(
-                    f"table {self.name!r} in {self.db.path} was not written by probembed"
-                )
-            held, mark = self._header_at, settings_mark(self._as_seen().schema)
-            if held is not None and (
-                held[1].get("created") != header.get("created") or mark != self._settings_mark
-            ):
-                self._pipeline, self._shares = None, None
-            self._settings_mark = mark
-            self._header_at, self._header_read = (version, header), time.monotonic()
-        return self._header_at[1]
 
     @property
     def pipeline_dir(self) -> Path:
@@ -685,20 +501,7 @@ class Collection:
         table = self._open()
         if table is None:
             return set()
-        return set(_scan(table, ["id"]).column("id").to_pylist())
-
-    def _writing(self) -> contextlib.AbstractContextManager[None]:
-        """Hold this collection's write lock on this machine (other processes, other threads):
-        "append unless stored" is a check and then a commit, and two writers passing the check
-        together stored an id twice (search then showed it twice). Writers on other machines of
-        one object store are not held back: there rows go in by `shared_writes` instead."""
-        return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
-
-    @property
-    def _shared(self) -> bool:
-        """Whether writers this machine's lock does not hold may write at once: a database on
-        object storage, which any machine with its URI writes."""
-        return self.db.location.remote
+        return set(scan(table, ["id"]).column("id").to_pylist())
 
     def _basis_fitted(self, batch: Batch) -> None:
         """Fit the variance basis a first write stores in the header (`rows.table_schema`)
@@ -769,7 +572,7 @@ class Collection:
         if WRITE_TAG in data.column_names:  # theirs: stored under another write's tag
             tag = int(data.column(WRITE_TAG)[0].as_py())
             where = f"id IN ({sql_list(ids)}) AND {WRITE_TAG} <> {tag}"
-            found = _scan(table, ["id"], where).column("id").to_pylist()
+            found = scan(table, ["id"], where).column("id").to_pylist()
             named = f" (e.g. {sorted(found)[:5]})" if found else ""
         return (
             f"{stored} ids are already in collection {self.name!r}{named}: another writer "
@@ -849,7 +652,7 @@ class Collection:
             if not doc_ids or not self.chunked:
                 return 0, list(dict.fromkeys(doc_ids))
             condition = f"doc_id IN ({sql_list(doc_ids)})"
-            present = _scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
+            present = scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
             if present:
                 shared_writes.committed(partial(table.delete, condition))
         return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
@@ -869,7 +672,7 @@ class Collection:
         with self._writing():
             table = self._require()  # looked at again once no other writer can move it
             where = f"doc_id IN ({sql_list(list(paths))})"
-            chunks = _scan(table, ["id", "doc_id", "metadata"], where).to_pylist()
+            chunks = scan(table, ["id", "doc_id", "metadata"], where).to_pylist()
             if not chunks:
                 return 0
             named = [paths[row["doc_id"]] for row in chunks]
@@ -928,9 +731,9 @@ class Collection:
             old = None
             if version is not None:
                 then = self._undo_source(version)
-                old = _in_schema(_scan(then, then.schema.names, condition), table.schema)
+                old = _in_schema(scan(then, then.schema.names, condition), table.schema)
                 tagged = WRITE_TAG in table.schema.names
-                if tagged and _same_writes(old, _scan(table, ["id", WRITE_TAG], condition)):
+                if tagged and _same_writes(old, scan(table, ["id", WRITE_TAG], condition)):
                     return  # none of these ids was written since: nothing to undo
             if old is None or not old.num_rows:
                 shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)
@@ -986,7 +789,7 @@ class Collection:
             return {}
         named = self.metadata_columns().get(FILE_FIELD) == pa.string()
         columns = ["id", "doc_id", "doc_hash", *([FILE_FIELD] if named else [])]
-        rows = _scan(table, columns, "doc_id IS NOT NULL").to_pylist()
+        rows = scan(table, columns, "doc_id IS NOT NULL").to_pylist()
         index: dict[str, StoredDocument] = {}
         for row in rows:
             doc = index.setdefault(row["doc_id"], StoredDocument(set(), []))
@@ -1002,7 +805,7 @@ class Collection:
         table = self._open()
         if table is None or not doc_ids or not self.chunked:
             return set()
-        rows = _scan(table, ["doc_id"], f"doc_id IN ({sql_list(doc_ids)})")
+        rows = scan(table, ["doc_id"], f"doc_id IN ({sql_list(doc_ids)})")
         return set(rows.column("doc_id").to_pylist())
 
     def named_otherwise(self, gone: Sequence[str], documents: bool) -> dict[str, str]:
@@ -1032,7 +835,7 @@ class Collection:
             return {}
         where = f"doc_id IS NOT NULL AND {FILE_FIELD} IN ({sql_list(paths)})"
         found: dict[str, list[str]] = {}
-        for row in _scan(table, ["doc_id", FILE_FIELD], where).to_pylist():
+        for row in scan(table, ["doc_id", FILE_FIELD], where).to_pylist():
             ids = found.setdefault(row[FILE_FIELD], [])
             if row["doc_id"] not in ids:
                 ids.append(row["doc_id"])
@@ -1043,7 +846,7 @@ class Collection:
         table = self._open()
         if table is None or not ids:
             return set()
-        rows = _scan(table, ["id"], f"id IN ({sql_list(ids)})")
+        rows = scan(table, ["id"], f"id IN ({sql_list(ids)})")
         return set(rows.column("id").to_pylist())
 
     @one_at_a_time
@@ -1056,7 +859,7 @@ class Collection:
         if table is None or not ids:
             return 0, {}
         version = int(table.version)
-        data = _scan(table, ["id"], row_ids=True)
+        data = scan(table, ["id"], row_ids=True)
         wanted = pc.is_in(data.column("id"), value_set=pa.array(list(ids), pa.string()))
         found = data.filter(wanted)
         ids_found, rows = found.column("id").to_pylist(), found.column("_rowid").to_pylist()
@@ -1069,7 +872,7 @@ class Collection:
         chunked = self.chunked
         column = self.variance_column
         columns = ["id", "mean", column, "weights", *(["doc_id"] if chunked else [])]
-        data = _scan(table, columns, row_ids=True)
+        data = scan(table, columns, row_ids=True)
         return Vectors(
             np.asarray(data.column("id").to_pylist(), dtype=object),
             to_matrix(data.column("mean")),
@@ -1138,11 +941,6 @@ class Collection:
             'ingest_documents in Python, the service\'s "chunk"), or into another collection'
         )
 
-    def decode_variances(self, stored: np.ndarray) -> np.ndarray:
-        """Full (n, dim) variances from what the variance column holds."""
-        basis = self.variance_basis
-        return stored if basis is None else basis.decode(stored)
-
     @one_at_a_time
     def listing(self, after_row_id: int | None = None) -> tuple[int, int, pa.Table]:
         """The version, its row count, and every row's id, `_rowid`, write tag (and doc_id):
@@ -1153,7 +951,7 @@ class Collection:
         names = table.schema.names
         columns = ["id", *[c for c in (WRITE_TAG, "doc_id") if c in names]]
         where = None if after_row_id is None else f"_rowid > {int(after_row_id)}"
-        return version, table.count_rows(), _scan(table, columns, where, row_ids=True)
+        return version, table.count_rows(), scan(table, columns, where, row_ids=True)
 
     @one_at_a_time
     def take(
@@ -1167,22 +965,12 @@ class Collection:
         order = {int(r): i for i, r in enumerate(data.column("_rowid").to_pylist())}
         return data.take([order[int(r)] for r in row_ids])
 
-    def _at_version(self, version: int) -> Any:
-        """The table at `version`: the handle as last opened when it is there (a listing
-        just opened it), else a handle of its own checked out at that version."""
-        table = self._as_seen()
-        if int(table.version) == version:
-            return table
-        pinned = self.db.table(self.name)
-        pinned.checkout(version)
-        return pinned
-
     def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
         """The requested columns of these ids, keyed by id."""
         if not ids:
             return {}
         table = self._require()
-        data = _scan(table, ["id", *columns], f"id IN ({sql_list(list(ids))})")
+        data = scan(table, ["id", *columns], f"id IN ({sql_list(list(ids))})")
         return {row["id"]: row for row in data.to_pylist()}
 
     def batches(
@@ -1201,7 +989,7 @@ class Collection:
     def matching_ids(self, where: str) -> list[str]:
         """Ids of the items a SQL filter on the columns selects."""
         table = self._require()
-        found = filtered(lambda: _scan(table, ["id"], where), where, self)
+        found = filtered(lambda: scan(table, ["id"], where), where, self)
         return found.column("id").to_pylist()
 
     def text_search(
@@ -1453,7 +1241,7 @@ class Collection:
         ):
             shared_writes.committed(lambda: self._require().restore(version - 1))
             return
-        rows = _scan(theirs, theirs.schema.names)
+        rows = scan(theirs, theirs.schema.names)
         tag = int(ours.column(WRITE_TAG)[0].as_py())
         merge = partial(_put_back_over, tag=tag)
         try:
@@ -1508,7 +1296,7 @@ class Collection:
         replaced = self.db.table(self.name)
         replaced.checkout(held)
         self._seen, self._header_at = None, None
-        written = _scan(replaced, replaced.schema.names)
+        written = scan(replaced, replaced.schema.names)
         tags = {tag, *before.column(WRITE_TAG).to_pylist()} - {None}
         known = pc.is_in(written.column(WRITE_TAG), value_set=pa.array(sorted(tags), pa.int64()))
         meanwhile = written.filter(pc.invert(known))
@@ -1594,16 +1382,6 @@ class StoredDocument:
     hashes: set[str]
     ids: list[str]
     file_path: str | None = None
-
-
-def _scan(
-    table: Any, columns: Sequence[str], where: str | None = None, row_ids: bool = False
-) -> pa.Table:
-    """Selected columns of every row (optionally filtered, with `_rowid`), as one Arrow table."""
-    builder = table.search().select(list(columns)).with_row_id(row_ids).limit(None)
-    if where:
-        builder = builder.where(where)
-    return builder.to_arrow()
 
 
 def _same_writes(then: pa.Table, now: pa.Table) -> bool:
