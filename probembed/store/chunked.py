@@ -32,7 +32,7 @@ from probembed.documents import under_prefix
 from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
-from probembed.store.collection import FILE_FIELD, Collection, StoredDocument
+from probembed.store.collection import Collection
 from probembed.store.errors import CollectionDroppedError, UndoConflictError
 from probembed.store.formats import (
     READERS,
@@ -78,6 +78,7 @@ from probembed.store.readers import (
     unread_note,
     walk_folder,
 )
+from probembed.store.reads import FILE_FIELD, StoredDocument
 from probembed.store.rows import Clashes, PipelineInfo, reserved_key, unusable_id
 from probembed.store.streamed import (
     STREAM_BYTES,

@@ -15,7 +15,7 @@ from probembed.store.errors import StoreError
 from probembed.store.rows import CORE_COLUMNS, MAX_METADATA_COLUMNS
 
 if TYPE_CHECKING:
-    from probembed.store.collection import Collection
+    from probembed.store.reads import CollectionReads
 
 
 def sql_list(values: Sequence[str]) -> str:
@@ -112,7 +112,7 @@ _COMPARED = re.compile(
 )
 
 
-def _listed(owner: Collection) -> str:
+def _listed(owner: CollectionReads) -> str:
     """The fields a filter can name, the first `_FIELDS_LISTED` by name and the rest counted
     (a collection at its column cap listed 128)."""
     fields = owner.filter_fields()
@@ -120,7 +120,7 @@ def _listed(owner: Collection) -> str:
     return ", ".join(fields[:_FIELDS_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
-def _folded(unquoted: str, owner: Collection) -> str | None:
+def _folded(unquoted: str, owner: CollectionReads) -> str | None:
     """A name with capitals outside quotes that SQL lower-cases into one of the collection's
     fields, or None: `Source = 'a'` filtered on `source` without a word, where the user may
     have meant a field `Source` the items hold in their metadata JSON. The fields are asked
@@ -141,7 +141,7 @@ def _compared_as_string(name: str, where: str) -> bool:
     return re.search(value, where, re.IGNORECASE) is not None
 
 
-def _mistyped(message: str, where: str, owner: Collection) -> str | None:
+def _mistyped(message: str, where: str, owner: CollectionReads) -> str | None:
     """The engine's refusal of a literal a column's type cannot hold, said with the field, its
     type and the literal (the engine named neither field nor filter); a column that holds no
     field (`metadata = 1`: the items' JSON) is refused as an unknown field is. None for any
@@ -165,7 +165,7 @@ def _mistyped(message: str, where: str, owner: Collection) -> str | None:
     return f"{fields} holds {kind or column_type}, and {literal} is {what}{how}"
 
 
-def _not_a_field(name: str, owner: Collection) -> str:
+def _not_a_field(name: str, owner: CollectionReads) -> str:
     """Why a column every row has is not a field to filter on, and what is."""
     if name == "metadata":
         return (
@@ -200,7 +200,7 @@ def _compared_names(where: str) -> list[str]:
     return list(dict.fromkeys(n for n in found if n.lower() not in _SQL_WORDS))
 
 
-def filtered(run: Any, where: str | None, owner: Collection) -> Any:
+def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
     """Run a LanceDB call with a filter, refusing more than one SQL condition or a name of
     probembed's own columns (the engine would filter on them), and turning a bad filter's
     engine error into a clear StoreError: no engine source paths, and for an
