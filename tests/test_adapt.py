@@ -244,7 +244,7 @@ def test_agreement_is_measured_again_only_when_enough_of_the_collection_changed(
     import json
 
     from probembed.store import Database, ingest
-    from probembed.store.collection import REMEASURE_FRACTION
+    from probembed.store.agreement import REMEASURE_FRACTION
     from probembed.store.readers import Record
 
     collection = Database(tmp_path / "db", create=True).collection("grow")
