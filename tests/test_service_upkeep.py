@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from probembed.interfaces.cli import app
 from probembed.service.settings import UpkeepSettings
 from probembed.store import Database, Record, ingest
-from probembed.store.collection import COMPACT_SMALL_FRAGMENTS
+from probembed.store.upkeep import COMPACT_SMALL_FRAGMENTS
 
 
 def write(http, item: str, text: str, upsert: bool = False, collection: str = "c") -> None:

@@ -134,8 +134,8 @@ def test_rows_are_found_by_id_across_a_compaction(collection, hash_pipeline):
 
 
 def test_small_writes_are_compacted_only_once_fragments_pile_up(tmp_path, pydoc_pipeline):
-    from probembed.store.collection import COMPACT_SMALL_FRAGMENTS
     from probembed.store.readers import Record
+    from probembed.store.upkeep import COMPACT_SMALL_FRAGMENTS
 
     collection = Database(tmp_path / "db", create=True).collection("docs")
 

@@ -13,9 +13,14 @@ from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
 from probembed.store import Database, Record, ingest
-from probembed.store.collection import COMPACT_SMALL_FRAGMENTS
 from probembed.store.errors import WriteConflictError
-from probembed.store.upkeep import NO_PRUNE, fragments, parse_duration, prune_after
+from probembed.store.upkeep import (
+    COMPACT_SMALL_FRAGMENTS,
+    NO_PRUNE,
+    fragments,
+    parse_duration,
+    prune_after,
+)
 
 runner = CliRunner()
 

@@ -15,14 +15,13 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from probembed.store import shared_writes, upkeep
+from probembed.store import shared_writes
 from probembed.store.agreement import CollectionAgreement
 from probembed.store.errors import (
     CollectionDroppedError,
@@ -49,15 +48,13 @@ from probembed.store.rows import (
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
+from probembed.store.upkeep import CollectionUpkeep
 from probembed.store.variance import pipeline_basis
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
     from probembed.scoring import Score
 
-#: Ingest compacts the table once this many small fragments have accumulated (one per commit
-#: of fewer rows than LanceDB's fragment target), not after every write.
-COMPACT_SMALL_FRAGMENTS = 16
 #: How many times `Collection._keep_overwritten` runs its merge again when another commit
 #: beat it (each attempt is one merge on the latest version).
 OVERWRITE_REPAIRS = 5
@@ -111,7 +108,7 @@ class CollectionStats:
         }
 
 
-class Collection(CollectionAgreement, CollectionPipeline):
+class Collection(CollectionAgreement, CollectionPipeline, CollectionUpkeep):
     """One LanceDB table of items with their fused Gaussians, searchable with its own pipeline."""
 
     def create(self, pipeline: Pipeline) -> None:
@@ -539,64 +536,6 @@ class Collection(CollectionAgreement, CollectionPipeline):
             "sync of the documents would keep and a search by document would rank as "
             "documents of their own; write them with chunking (probembed ingest --chunk, "
             'ingest_documents in Python, the service\'s "chunk"), or into another collection'
-        )
-
-    def compaction_due(self) -> bool:
-        """Whether enough small fragments have piled up for compacting to pay.
-
-        Compaction rewrites the small fragments (and brings the text index up to date), so
-        after every small write (a service's few documents) it would rewrite far more than
-        was written. Searches read unindexed and uncompacted rows as they are, so waiting
-        changes no answer.
-        """
-        stats = self._require().stats()["fragment_stats"]
-        return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
-
-    def optimize(self) -> None:
-        """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
-        default retention, a day after a version was replaced. It pruned by LanceDB's own
-        rule, 7 days after a version's creation, so a version made a week ago went as soon as
-        a write replaced it, under another write that started from it (its undo then
-        failed)."""
-        self.compact()
-
-    @one_at_a_time  # the handle's lock before the write lock, as add and upsert take them
-    def compact(self, keep: timedelta = upkeep.DEFAULT_KEEP) -> upkeep.Compaction:
-        """Compact, then prune the versions replaced at least `keep` ago, under the write lock:
-        two ingests finishing together both compacted, and LanceDB failed the second
-        ("Rewrite transaction was preempted by concurrent transaction Rewrite"). LanceDB keeps
-        every version (each commit's manifest, transaction and replaced data files) until
-        pruned, and its own retention counts from a version's creation
-        (`upkeep.prune_after`)."""
-        self.db.require_writable()
-        with self._writing():
-            return self._compacted(keep)
-
-    @one_at_a_time
-    def compact_if_due(self, keep: timedelta) -> upkeep.Compaction | None:
-        """`compact` where `compaction_due`, else nothing (None), decided under the write lock:
-        a compaction rewrites every fragment under LanceDB's million-row target, so one of a
-        collection of a few large fragments and some small writes rewrote it whole (a
-        500k-row one held its searches that long) to free a few versions."""
-        self.db.require_writable()
-        with self._writing():
-            return self._compacted(keep) if self.compaction_due() else None
-
-    def _compacted(self, keep: timedelta) -> upkeep.Compaction:
-        """`compact`'s work, under the write lock. The prune is a call of its own, after the
-        compaction, so its cutoff is taken when it runs, not before a long rewrite."""
-        table = self._require()
-        before = upkeep.fragments(table)
-        compacted = shared_writes.committed(partial(upkeep.optimized, table, upkeep.NO_PRUNE))
-        older_than = upkeep.prune_after(table.list_versions(), keep)
-        pruned = shared_writes.committed(partial(upkeep.optimized, table, older_than))
-        return upkeep.Compaction(
-            self.name,
-            before,
-            upkeep.fragments(table),
-            int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
-            int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
-            int(table.version),
         )
 
     def _create(self, batch: Batch) -> Any:

@@ -6,7 +6,8 @@ for 2.5 MB of live rows. `Collection.compact` compacts and then prunes with `pru
 the retention read as "replaced at least this long ago" (LanceDB prunes only inside its
 optimize, which compacts first); ingest runs it once small fragments piled up
 (`Collection.optimize`), the service's background pass where that is due
-(`probembed.service.state`), `probembed compact` on demand.
+(`probembed.service.state`), `probembed compact` on demand. `CollectionUpkeep` is that part
+of a `Collection`, under its write lock.
 """
 
 from __future__ import annotations
@@ -15,9 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from lancedb.background_loop import LOOP
+
+from probembed.store import shared_writes
+from probembed.store.handle import CollectionHandle
+from probembed.store.threads import one_at_a_time
 
 #: How long a version is kept after a newer one replaced it, unless told otherwise.
 #: What reads an old version: a searcher lists a version and then takes its rows at that
@@ -36,6 +42,9 @@ DEFAULT_KEEP = timedelta(days=1)
 CLOCK_SLACK = timedelta(seconds=1)
 #: Longer than any collection's history: a compaction that prunes nothing.
 NO_PRUNE = timedelta(days=3650)
+#: Ingest compacts the table once this many small fragments have accumulated (one per commit
+#: of fewer rows than LanceDB's fragment target), not after every write.
+COMPACT_SMALL_FRAGMENTS = 16
 #: A duration as the CLI and `probembed serve` take it: a number and a unit.
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -118,3 +127,65 @@ def fragments(table: Any) -> int:
 def _utc(stamp: datetime) -> datetime:
     """A version's timestamp as an aware UTC time (LanceDB gives naive local time)."""
     return stamp.astimezone(UTC)
+
+
+class CollectionUpkeep(CollectionHandle):
+    """A collection's compaction and pruning."""
+
+    def compaction_due(self) -> bool:
+        """Whether enough small fragments have piled up for compacting to pay.
+
+        Compaction rewrites the small fragments (and brings the text index up to date), so
+        after every small write (a service's few documents) it would rewrite far more than
+        was written. Searches read unindexed and uncompacted rows as they are, so waiting
+        changes no answer.
+        """
+        stats = self._require().stats()["fragment_stats"]
+        return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
+
+    def optimize(self) -> None:
+        """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
+        default retention, a day after a version was replaced. It pruned by LanceDB's own
+        rule, 7 days after a version's creation, so a version made a week ago went as soon as
+        a write replaced it, under another write that started from it (its undo then
+        failed)."""
+        self.compact()
+
+    @one_at_a_time  # the handle's lock before the write lock, as add and upsert take them
+    def compact(self, keep: timedelta = DEFAULT_KEEP) -> Compaction:
+        """Compact, then prune the versions replaced at least `keep` ago, under the write lock:
+        two ingests finishing together both compacted, and LanceDB failed the second
+        ("Rewrite transaction was preempted by concurrent transaction Rewrite"). LanceDB keeps
+        every version (each commit's manifest, transaction and replaced data files) until
+        pruned, and its own retention counts from a version's creation
+        (`prune_after`)."""
+        self.db.require_writable()
+        with self._writing():
+            return self._compacted(keep)
+
+    @one_at_a_time
+    def compact_if_due(self, keep: timedelta) -> Compaction | None:
+        """`compact` where `compaction_due`, else nothing (None), decided under the write lock:
+        a compaction rewrites every fragment under LanceDB's million-row target, so one of a
+        collection of a few large fragments and some small writes rewrote it whole (a
+        500k-row one held its searches that long) to free a few versions."""
+        self.db.require_writable()
+        with self._writing():
+            return self._compacted(keep) if self.compaction_due() else None
+
+    def _compacted(self, keep: timedelta) -> Compaction:
+        """`compact`'s work, under the write lock. The prune is a call of its own, after the
+        compaction, so its cutoff is taken when it runs, not before a long rewrite."""
+        table = self._require()
+        before = fragments(table)
+        compacted = shared_writes.committed(partial(optimized, table, NO_PRUNE))
+        older_than = prune_after(table.list_versions(), keep)
+        pruned = shared_writes.committed(partial(optimized, table, older_than))
+        return Compaction(
+            self.name,
+            before,
+            fragments(table),
+            int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
+            int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
+            int(table.version),
+        )
