@@ -1669,7 +1669,7 @@ def test_an_ingest_whose_undo_meets_a_conflict_says_its_batches_stay_and_a_rerun
     batches the run had committed were still stored, and it said nothing of what stopped
     the run: both are named now."""
     from probembed.store import UndoConflictError
-    from probembed.store.collection import UNDO_CONFLICT
+    from probembed.store.undo import UNDO_CONFLICT
 
     clean = Database(tmp_path / "clean", create=True).collection("docs")
     ingest_documents(folder, clean, pydoc_pipeline, SMALL, batch_size=4)
@@ -1698,7 +1698,7 @@ def test_a_stopped_stream_whose_undo_meets_a_conflict_says_once_what_stopped_it(
     One undo takes the whole run now: what stopped it is said once, and every batch the run
     committed is still stored, as the message says; a rerun ends it."""
     from probembed.store import UndoConflictError
-    from probembed.store.collection import UNDO_CONFLICT
+    from probembed.store.undo import UNDO_CONFLICT
 
     root = tmp_path / "docs"
     root.mkdir()

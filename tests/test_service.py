@@ -1924,7 +1924,8 @@ def test_a_chunked_write_whose_undo_meets_a_conflict_answers_409_naming_what_sto
 
     from probembed.service import batching
     from probembed.service.batching import StoppingError
-    from probembed.store.collection import UNDO_CONFLICT, Collection
+    from probembed.store.collection import Collection
+    from probembed.store.undo import UNDO_CONFLICT
 
     errors = {"stopping": StoppingError(), "crash": RuntimeError("child died at /srv/secret")}
     calls, blocking, revert = [], batching.Batcher.encode_blocking, Collection.revert

@@ -10,9 +10,9 @@ import lancedb
 import pytest
 
 from probembed.store import Batch, Database, PipelineInfo, UndoConflictError, WriteConflictError
-from probembed.store.collection import UNDO_CONFLICT
 from probembed.store.rows import WRITE_TAG
 from probembed.store.shared_writes import _CONFLICTS, committed
+from probembed.store.undo import UNDO_CONFLICT
 
 
 def _raising(exc: BaseException):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
@@ -27,7 +27,6 @@ from probembed.store.errors import (
     CollectionDroppedError,
     CollectionExistsError,
     StoreError,
-    UndoConflictError,
     WriteConflictError,
 )
 from probembed.store.filters import sql_list
@@ -48,6 +47,7 @@ from probembed.store.rows import (
 )
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.threads import one_at_a_time
+from probembed.store.undo import CollectionUndo
 from probembed.store.upkeep import CollectionUpkeep
 from probembed.store.variance import pipeline_basis
 
@@ -58,13 +58,6 @@ if TYPE_CHECKING:
 #: How many times `Collection._keep_overwritten` runs its merge again when another commit
 #: beat it (each attempt is one merge on the latest version).
 OVERWRITE_REPAIRS = 5
-#: What a conflict met by `Collection.revert` leaves: its callers undo a write that stopped
-#: part-way (a failed chunked ingest), whose earlier batches the undo then did not take out.
-UNDO_CONFLICT = (
-    "this undid a write that stopped part-way, and the batches that write committed before "
-    "it stopped are still stored (the undo stored nothing): run the write again to complete "
-    "it (a document stored in part is written again whole), or upsert its items"
-)
 
 
 class Upserted(NamedTuple):
@@ -108,7 +101,7 @@ class CollectionStats:
         }
 
 
-class Collection(CollectionAgreement, CollectionPipeline, CollectionUpkeep):
+class Collection(CollectionAgreement, CollectionPipeline, CollectionUndo, CollectionUpkeep):
     """One LanceDB table of items with their fused Gaussians, searchable with its own pipeline."""
 
     def create(self, pipeline: Pipeline) -> None:
@@ -408,90 +401,6 @@ class Collection(CollectionAgreement, CollectionPipeline, CollectionUpkeep):
             result = shared_writes.committed(partial(merge.execute, data))
         return int(result.num_updated_rows)
 
-    @one_at_a_time
-    def revert(
-        self, version: int | None, ids: Iterable[str], stopped_by: BaseException | None = None
-    ) -> None:
-        """Put these ids back as they were at `version` (None: not there), in one commit, and
-        leave every other row as it is: undoes a write stopped part-way without undoing what
-        another writer (the service beside a CLI ingest) committed since, as a rollback of the
-        whole table did. `version` None (no collection before the write) means the version
-        this handle's creation found when another writer's table stood instead (`_found`):
-        undoing to "absent" deleted that writer's rows of the same ids, and dropped the
-        collection when they were all it held. Only a collection this handle made is dropped,
-        when it holds nothing afterwards. Ids none of whose rows changed since are left as
-        they are, with no commit. A commit LanceDB cannot reconcile with another writer's is a
-        `WriteConflictError`, as for every write: the ids are then left as the stopped write
-        left them, and its message says so (`UNDO_CONFLICT`: a run of it again writes them
-        whole). Given what stopped the write (`stopped_by`), that error is an
-        `UndoConflictError` naming it too: raised in its place, the conflict hid it."""
-        try:
-            self._revert(version, ids)
-        except WriteConflictError as conflict:
-            if stopped_by is None:
-                raise
-            raise UndoConflictError(stopped_by, conflict) from conflict
-
-    def _revert(self, version: int | None, ids: Iterable[str]) -> None:
-        """`revert`'s undo."""
-        self.db.require_writable()
-        ids = sorted(set(ids))
-        with self._writing():
-            table = self._open()
-            if table is None or not ids:
-                return
-            version = self._found_version() if version is None else version
-            condition = f"id IN ({sql_list(ids)})"
-            old = None
-            if version is not None:
-                then = self._undo_source(version)
-                old = _in_schema(scan(then, then.schema.names, condition), table.schema)
-                tagged = WRITE_TAG in table.schema.names
-                if tagged and _same_writes(old, scan(table, ["id", WRITE_TAG], condition)):
-                    return  # none of these ids was written since: nothing to undo
-            if old is None or not old.num_rows:
-                shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)
-            else:
-                merge = (
-                    table.merge_insert("id")
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                    .when_not_matched_by_source_delete(condition)
-                )
-                shared_writes.committed(partial(merge.execute, old), UNDO_CONFLICT)
-            made = self._made is not None and self._made == self.created
-            if version is None and made and not table.count_rows():
-                self.db.drop(self.name, locked=True)
-                self._table, self._pipeline = None, None
-                self._shares = None
-                self._seen, self._header_at = None, None
-                self.db._handles[self.name] = self  # still the handle for this name
-
-    def _undo_source(self, version: int) -> Any:
-        """The table at the version an undo puts ids back to; pruned (`compact`: the write ran
-        longer than the retention after its first commit), a `WriteConflictError` saying so
-        and what the stopped write left, where LanceDB's ValueError named neither."""
-        try:
-            return self._at_version(version)
-        except ValueError as exc:
-            if "no longer exists" not in str(exc):
-                raise
-            raise WriteConflictError(
-                f"version {version}, which the undo puts them back to, was pruned by a "
-                "compaction (an ingest's after a day, `probembed compact --keep`, a "
-                "service's --compact-keep); "
-                f"{UNDO_CONFLICT}"
-            ) from exc
-
-    def _found_version(self) -> int | None:
-        """The version to undo this handle's writes to when the collection was not there
-        before them: the one its creation found (`_found`), while the table is still that
-        one; else None (rows of the ids are deleted, and a table this handle made is dropped
-        when left empty)."""
-        if self._found is None or self._found[0] != self.created:
-            return None
-        return self._found[1]
-
     def _still_made(self, table: Any, created: str | None) -> None:
         """Refuse a write's next commit when the table of its earlier ones (`created`, its
         creation token) is gone: its commit would make a new collection of the rest."""
@@ -751,16 +660,6 @@ class Collection(CollectionAgreement, CollectionPipeline, CollectionUpkeep):
         return data
 
 
-def _same_writes(then: pa.Table, now: pa.Table) -> bool:
-    """Whether two reads of the same ids hold the same rows, told by their write tags."""
-
-    def pairs(rows: pa.Table) -> set[tuple[str, int]]:
-        ids, tags = rows.column("id").to_pylist(), rows.column(WRITE_TAG).to_pylist()
-        return set(zip(ids, tags, strict=True))
-
-    return pairs(then) == pairs(now)
-
-
 def _put_back_over(table: Any, tag: int) -> Any:
     """The merge that puts the overwritten table's rows back over the creation written with
     `tag`: where the id is absent or holds that creation's row, whose rows left are deleted."""
@@ -780,12 +679,3 @@ def _newer_over(table: Any, tags: Sequence[int]) -> Any:
         olds = ", ".join(map(str, tags))
         merge = merge.when_matched_update_all(where=f"target.{WRITE_TAG} IN ({olds})")
     return merge.when_not_matched_insert_all()
-
-
-def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Rows read at an earlier version in the table's schema now: metadata columns added
-    since are null in them."""
-    missing = [f for f in schema if f.name not in data.column_names]
-    for field in missing:
-        data = data.append_column(field, pa.nulls(data.num_rows, field.type))
-    return data.select(schema.names).cast(schema)

@@ -131,16 +131,18 @@ class Database:
 
     def drop(self, name: str, locked: bool = False) -> None:
         """Delete a collection, its derived files, and everything in it. Under the collection's
-        write lock (`locked`: the caller holds it, an undo dropping the table it made), as
-        every write: an ingest's commit lands before the drop, or finds it dropped
-        (`Collection.add`'s `created`), never on a table being removed."""
+        write lock (`locked`: the caller holds it, the handle's undo dropping the table it
+        made, which stays the handle for the name), as every write: an ingest's commit lands
+        before the drop, or finds it dropped (`Collection.add`'s `created`), never on a table
+        being removed."""
         collection = self.open(name)
         self.require_writable()
         with contextlib.nullcontext() if locked else collection._writing():
             self._conn.drop_table(name)
             self.location.remove(collection.name)
         collection.close()
-        del self._handles[name]
+        if not locked:
+            del self._handles[name]
         self._watched.pop(name, None)
 
     def discard_unmade(self, name: str) -> None:
