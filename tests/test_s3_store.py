@@ -948,7 +948,7 @@ def _unkeyed(monkeypatch, nullable: bool = False) -> None:
     the key's metadata (and, with `nullable`, one that accepts nulls, as no probembed made)."""
     import pyarrow as pa
 
-    from probembed.store import collection as collection_module
+    from probembed.store import creation as collection_module
 
     made = collection_module.table_schema
 
@@ -1052,7 +1052,7 @@ def test_a_creation_repair_beaten_at_every_merge_restores_and_keeps_what_was_com
     in that instant. Giving up restored A's first table whole, which dropped that batch
     (its rows reported added) and left s25 stored by nobody; now the restore is followed by
     a merge of what it dropped, and B's batch is written as into any table."""
-    from probembed.store.collection import OVERWRITE_REPAIRS
+    from probembed.store.creation import OVERWRITE_REPAIRS
 
     uri = f"s3://{bucket}/db"
     texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}
@@ -1085,7 +1085,7 @@ def test_a_creation_repair_beaten_at_every_attempt_names_what_is_not_stored(
     other writers committed meanwhile that are not stored now and the version holding them;
     the table holds what the other writer's creation stored, as it was, and opens."""
     from probembed.store import WriteConflictError
-    from probembed.store.collection import OVERWRITE_REPAIRS
+    from probembed.store.creation import OVERWRITE_REPAIRS
 
     uri = f"s3://{bucket}/db"
     texts = {f"s{i}": t for i, t in enumerate(sentences[:40])}

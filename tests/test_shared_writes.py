@@ -249,7 +249,7 @@ def test_declaring_the_key_meeting_a_real_conflict_is_a_write_conflict_that_chan
     it, in one schema commit: meeting another writer's commit, it declares nothing."""
     import pyarrow as pa
 
-    from probembed.store import collection as collection_module
+    from probembed.store import creation as collection_module
     from probembed.store.shared_writes import PRIMARY_KEY_MARKERS, keyed
 
     def keys(table):

@@ -26,6 +26,7 @@ from probembed.store.rows import (
     NOT_A_COLUMN,
     WRITE_TAG,
     fresh_scalar_fields,
+    metadata_types,
     to_matrix,
 )
 from probembed.store.threads import one_at_a_time
@@ -358,3 +359,20 @@ class CollectionReads(CollectionHandle):
                 "read-only; run a hybrid search once where it is writable"
             )
         self.index_text()
+
+    def _widened(
+        self,
+        ids: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        planned: Mapping[str, pa.DataType] | None = None,
+    ) -> tuple[pa.Schema, list[pa.Field]]:
+        """The table's schema at the latest version (`column_types` looks) with the metadata
+        columns these items bring, and those new columns (`rows.metadata_types`): a value a
+        column cannot hold is a `StoreError` naming the item and the field."""
+        known = self.column_types(metadata)
+        types = metadata_types(ids, metadata, known, planned)
+        new = [pa.field(k, t) for k, t in types.items() if k not in known]
+        schema = self._as_seen().schema
+        for field in new:
+            schema = schema.append(field)
+        return schema, new
