@@ -1,0 +1,274 @@
+"""A collection's writes: add, upsert (with a sync's removal in the same commit), delete by
+id or by document, relocate a document's file. Each is one LanceDB commit under the
+collection's write lock on this machine (`CollectionHandle._writing`); on object storage,
+where writers of other machines are not held back by it, rows go in by `shared_writes`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import pyarrow as pa
+
+from probembed.store import shared_writes
+from probembed.store.creation import CollectionCreation
+from probembed.store.errors import CollectionExistsError, StoreError
+from probembed.store.filters import sql_list
+from probembed.store.handle import scan
+from probembed.store.reads import CHUNK_COLUMNS, FILE_FIELD
+from probembed.store.rows import WRITE_TAG, Batch, PipelineInfo, metadata_json, to_arrow, write_tags
+from probembed.store.threads import one_at_a_time
+from probembed.store.variance import pipeline_basis
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
+
+
+class Upserted(NamedTuple):
+    """What one upsert commit did: rows inserted, replaced, and deleted (its `remove`)."""
+
+    inserted: int
+    updated: int
+    removed: int
+
+
+class CollectionWrites(CollectionCreation):
+    """A collection's writes."""
+
+    def create(self, pipeline: Pipeline) -> None:
+        """Create the collection with no items, for this pipeline's vectors (one commit)."""
+        if self.exists:
+            raise CollectionExistsError(
+                f"collection {self.name!r} already exists in {self.db.path}"
+            )
+        self.record_pipeline(pipeline)
+        self.add(Batch([], [], [], pipeline.empty(), PipelineInfo.of(pipeline)))
+
+    def _basis_fitted(self, batch: Batch) -> None:
+        """Fit the variance basis a first write stores in the header (`rows.table_schema`)
+        before any lock is taken: the fit encodes 2 x REFERENCE_ROWS texts, seconds that
+        every other writer of the collection (the write lock) and every user of this handle
+        waited through when it was fitted in `_create`. Once per pipeline and process; a
+        handle that holds its table writes no header and looks no further (a look at the
+        latest version costs a round trip, on object storage a request)."""
+        self.db.require_writable()
+        if batch.pipeline.source is None or self._table is not None:
+            return
+        if not self.exists:
+            pipeline_basis(batch.pipeline.source)
+
+    def add(self, batch: Batch, skip_stored: bool = False, created: str | None = None) -> int:
+        """Append new items in one commit; returns how many. Ids already stored are an error
+        (use upsert), or with `skip_stored` left as they are: decided under the write lock,
+        so a writer that lost the race for an id to another one counts it as stored. On
+        object storage a writer on another machine may store some of the ids after this
+        one looked: its rows stay, the rest of the batch is committed, and without
+        `skip_stored` the add is then refused as above, saying how many went in.
+        `created`: the creation token (`created`) of the table a write's earlier commits
+        went to; dropped since, or made again, it is a `CollectionDroppedError`."""
+        self._basis_fitted(batch)
+        return self._add(batch, skip_stored, created)
+
+    @one_at_a_time
+    def _add(self, batch: Batch, skip_stored: bool, created: str | None) -> int:
+        """`add` once the basis is fitted."""
+        self.db.require_writable()
+        self.check_pipeline(batch.pipeline)
+        with self._writing():
+            table = self._open()
+            self._still_made(table, created)
+            self._refuse_whole(batch.metadata, table)
+            if table is None:
+                table = self._create(batch)
+                if table is None:
+                    return len(batch.ids)
+            existing = self.existing(batch.ids)
+            if existing and not skip_stored:
+                raise StoreError(
+                    f"{len(existing)} ids are already in collection {self.name!r} "
+                    f"(e.g. {sorted(existing)[:5]}); use upsert to replace them"
+                )
+            batch = batch.without(existing) if existing else batch
+            if not batch.ids:
+                return 0
+            if not self._shared:
+                shared_writes.committed(partial(table.add, self._arrow(batch, table)))
+                return len(batch.ids)
+            # another machine may store some of these ids between the read above and this
+            # commit: the merge inserts only those still absent then
+            shared_writes.keyed(table)
+            data = self._arrow(batch, table)
+            added = shared_writes.insert_absent(table, data)
+            if added < len(batch.ids) and not skip_stored:
+                raise StoreError(self._stored_meanwhile(table, data, added))
+            return added
+
+    def _stored_meanwhile(self, table: Any, data: pa.Table, added: int) -> str:
+        """Why an add without `skip_stored` is refused when another machine stored some of
+        its ids between its look and its merge, which kept that writer's rows and committed
+        the rest (`added`): the refusal it makes when it finds them stored, saying so."""
+        ids = data.column("id").to_pylist()
+        stored = len(ids) - added
+        named = ""
+        if WRITE_TAG in data.column_names:  # theirs: stored under another write's tag
+            tag = int(data.column(WRITE_TAG)[0].as_py())
+            where = f"id IN ({sql_list(ids)}) AND {WRITE_TAG} <> {tag}"
+            found = scan(table, ["id"], where).column("id").to_pylist()
+            named = f" (e.g. {sorted(found)[:5]})" if found else ""
+        return (
+            f"{stored} ids are already in collection {self.name!r}{named}: another writer "
+            f"stored them after this write found them absent, and its rows stay; the other "
+            f"{added} were added; use upsert to replace them"
+        )
+
+    def upsert(
+        self, batch: Batch, remove: Sequence[str] = (), created: str | None = None
+    ) -> Upserted:
+        """Insert new ids and replace stored ones, and delete the stored ids of `remove` that
+        the batch does not hold (a sync's last write: its removal lands with it or not at
+        all), in one commit. `created` as for `add`."""
+        self._basis_fitted(batch)
+        return self._upsert(batch, remove, created)
+
+    @one_at_a_time
+    def _upsert(self, batch: Batch, remove: Sequence[str], created: str | None) -> Upserted:
+        """`upsert` once the basis is fitted."""
+        self.db.require_writable()
+        self.check_pipeline(batch.pipeline)
+        with self._writing():
+            table = self._open()
+            self._still_made(table, created)
+            self._refuse_whole(batch.metadata, table)
+            if table is None:
+                table = self._create(batch)
+                if table is None:
+                    return Upserted(len(batch.ids), 0, 0)
+            if self._shared:  # two machines inserting one new id: Lance merges again
+                shared_writes.keyed(table)
+            data = self._arrow(batch, table)
+            merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+            if remove:
+                merge = merge.when_not_matched_by_source_delete(f"id IN ({sql_list(remove)})")
+            result = shared_writes.committed(partial(merge.execute, data))
+        inserted, updated = int(result.num_inserted_rows), int(result.num_updated_rows)
+        return Upserted(inserted, updated, int(result.num_deleted_rows))
+
+    @one_at_a_time
+    def delete(self, ids: Sequence[str], created: str | None = None) -> int:
+        """Delete items by id in one commit; returns how many were there. Under the write
+        lock, as every write: a delete from another handle landing between another writer's
+        look at the table and its commit made that commit fail (a new metadata column's
+        `add_columns` after a delete is a conflict to Lance), and two deletes of one id both
+        counted it. `created` as for `add`: a write's delete (a sync's removal, a document's
+        stale chunks) found a collection dropped and made again since deleted its ids."""
+        self.db.require_writable()
+        if isinstance(ids, str):
+            raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
+        if created is None:
+            self._require()  # a missing collection is refused before its lock file is made
+        with self._writing():
+            table = self._open() if created is not None else self._require()  # looked at again
+            self._still_made(table, created)  # once no other writer can move it
+            if not ids:
+                return 0
+            condition = f"id IN ({sql_list(ids)})"
+            found = table.count_rows(condition)
+            if found:
+                shared_writes.committed(partial(table.delete, condition))
+        return int(found)
+
+    @one_at_a_time
+    def delete_documents(self, doc_ids: Sequence[str]) -> tuple[int, list[str]]:
+        """Delete every chunk of these documents, in one commit by their doc_id (a chunk a
+        re-chunk writes meanwhile goes too); returns the chunks deleted and the documents
+        that had none. Under the write lock, as `delete`."""
+        self.db.require_writable()
+        if isinstance(doc_ids, str):
+            raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
+        self._require()
+        with self._writing():
+            table = self._require()
+            if not self.chunked and table.count_rows():  # an empty one holds none of them
+                raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
+            if not doc_ids or not self.chunked:
+                return 0, list(dict.fromkeys(doc_ids))
+            condition = f"doc_id IN ({sql_list(doc_ids)})"
+            present = scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
+            if present:
+                shared_writes.committed(partial(table.delete, condition))
+        return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
+
+    @one_at_a_time
+    def relocate(self, paths: Mapping[str, str]) -> int:
+        """Point the `file_path` of these documents (doc_id -> path) at where they are now, in
+        one commit that rewrites that field alone (nothing is embedded again): a folder moved
+        and synced kept naming the old place, and a citation built from it led nowhere. The
+        rows get a new write tag, so a searcher holding them reads them again. Returns the
+        chunks changed. A commit LanceDB cannot reconcile with another writer's changes
+        nothing and is a `WriteConflictError`, as for every write."""
+        self.db.require_writable()
+        self._require()
+        if not paths or self.metadata_columns().get(FILE_FIELD) != pa.string():
+            return 0
+        with self._writing():
+            table = self._require()  # looked at again once no other writer can move it
+            where = f"doc_id IN ({sql_list(list(paths))})"
+            chunks = scan(table, ["id", "doc_id", "metadata"], where).to_pylist()
+            if not chunks:
+                return 0
+            named = [paths[row["doc_id"]] for row in chunks]
+            metadata = [
+                metadata_json(row["id"], {**json.loads(row["metadata"]), FILE_FIELD: path})
+                for row, path in zip(chunks, named, strict=True)
+            ]
+            columns = {
+                "id": pa.array([row["id"] for row in chunks], pa.string()),
+                "metadata": pa.array(metadata, pa.string()),
+                FILE_FIELD: pa.array(named, pa.string()),
+            }
+            if WRITE_TAG in table.schema.names:
+                columns[WRITE_TAG] = write_tags(len(chunks))
+            # in the table's own fields: a nullable id is refused as the primary key's
+            fields = pa.schema([table.schema.field(name) for name in columns])
+            data = pa.table(columns, schema=fields)
+            merge = table.merge_insert("id").when_matched_update_all()
+            result = shared_writes.committed(partial(merge.execute, data))
+        return int(result.num_updated_rows)
+
+    def refuse_whole_records(self, metadata: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse items that are not chunks (metadata without doc_id, chunk and doc_hash) into
+        a collection of chunks, or beside chunks in one write: they name no document, so a
+        sync of the documents kept them and a search by document ranked them first as
+        documents of their own. Checked again by every commit (`add`, `upsert`)."""
+        self._refuse_whole(metadata, self._open())
+
+    def _refuse_whole(self, metadata: Sequence[Mapping[str, Any]], table: Any) -> None:
+        """`refuse_whole_records` against `table` as opened (None: not made yet)."""
+        whole = sum(not m.keys() >= CHUNK_COLUMNS for m in metadata)
+        chunked = table is not None and set(table.schema.names) >= CHUNK_COLUMNS
+        if not whole or (whole == len(metadata) and not chunked):
+            return
+        held = "holds documents as chunks" if chunked else "is given chunks in this write"
+        raise StoreError(
+            f"collection {self.name!r} {held}: {whole} of these "
+            f"{len(metadata)} items are whole records (no doc_id, chunk and doc_hash), which a "
+            "sync of the documents would keep and a search by document would rank as "
+            "documents of their own; write them with chunking (probembed ingest --chunk, "
+            'ingest_documents in Python, the service\'s "chunk"), or into another collection'
+        )
+
+    def _arrow(self, batch: Batch, table: Any) -> pa.Table:
+        """The batch as an Arrow table in the table's schema, adding new metadata columns."""
+        if batch.fused.gaussian.dim != self.dim:
+            raise StoreError(
+                f"vectors have dimension {batch.fused.gaussian.dim}; collection {self.name!r} "
+                f"stores dimension {self.dim}"
+            )
+        schema, new = self._widened(batch.ids, batch.metadata, batch.columns)
+        data = to_arrow(batch, schema)  # every value converts before a column is committed
+        if new:
+            shared_writes.committed(partial(table.add_columns, new))
+        return data
