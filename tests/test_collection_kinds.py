@@ -97,3 +97,39 @@ def test_llamaindex_nodes_are_whole_records_beside_chunks_but_fill_their_own_col
     assert own.chunked and not own.holds_chunks and own.count() == 2
     with pytest.raises(StoreError, match=REFUSED):
         ProbembedVectorStore(chunked[1], pydoc_pipeline).add(nodes("n3"))
+
+
+def test_a_batch_of_chunks_given_to_add_or_upsert_of_whole_records_is_refused(
+    tmp_path, pydoc_pipeline
+):
+    """Chunks beside whole records were refused only by the front doors that choose a kind
+    (chunked ingest, the CLI, the service); a Batch of chunks went in by add or upsert, and
+    a grouped search found the document twice. One check now holds for every write."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest([{"id": "d0", "text": "Green tea is steeped briefly."}], collection, pydoc_pipeline)
+    chunk = {"doc_id": "d1", "chunk": 0, "doc_hash": "h+1"}
+    fused = pydoc_pipeline.encode(["tea"])
+    batch = Batch(["d1#0"], ["tea"], [chunk], fused, PipelineInfo.of(pydoc_pipeline))
+    version = collection.version
+    said = "'docs' holds whole documents: chunks beside them would be found twice"
+    with pytest.raises(StoreError, match=said):
+        collection.add(batch)
+    with pytest.raises(StoreError, match=said):
+        collection.upsert(batch)
+    assert (collection.version, collection.ids()) == (version, {"d0"})
+
+
+def test_a_collection_of_chunks_emptied_by_deletes_still_refuses_whole_records_at_the_door(
+    chunked,
+):
+    """Its chunk columns stay: every commit refused whole records into it, while the front
+    doors that choose a kind (`probembed ingest` without --chunk, the service) let them by
+    as into an empty collection, to be refused later, after the pipeline had loaded."""
+    from probembed.store.kinds import refuse_mixing
+
+    _, collection = chunked
+    collection.delete(sorted(collection.ids()))
+    assert collection.count() == 0 and collection.holds_chunks
+    with pytest.raises(StoreError, match="'docs' holds documents as chunks: whole documents"):
+        refuse_mixing(collection, chunks=False)
+    refuse_mixing(collection, chunks=True)

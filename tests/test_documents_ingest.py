@@ -1561,7 +1561,8 @@ def test_chunks_and_whole_documents_never_share_a_collection(tmp_path, hash_pipe
     a grouped search returned the same document twice: `d0` and `d0#0`. (The library's
     `ingest` and the framework adapters write records as given: their metadata decides.)"""
     from probembed.store import StoreError
-    from probembed.store.chunked import record_document, refuse_mixing
+    from probembed.store.chunked import record_document
+    from probembed.store.kinds import refuse_mixing
 
     whole = Database(tmp_path / "db", create=True).collection("whole")
     ingest([Record("d0", "a whole document about jaguars")], whole, hash_pipeline)

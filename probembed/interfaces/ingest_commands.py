@@ -196,9 +196,9 @@ def ingest_command(
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.store import StoreError
-    from probembed.store.chunked import refuse_mixing
     from probembed.store.database import check_collection_name
     from probembed.store.ingest import read_checked
+    from probembed.store.kinds import refuse_mixing
 
     # Every check that needs no database comes first: a refused run creates none.
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)

@@ -25,7 +25,6 @@ from probembed.store.chunked import (
     DocumentReport,
     ingest_parsed,
     record_document,
-    refuse_mixing,
 )
 from probembed.store.ingest import (
     IngestReport,
@@ -35,6 +34,7 @@ from probembed.store.ingest import (
     prepare,
     remove,
 )
+from probembed.store.kinds import refuse_mixing
 from probembed.store.rows import PipelineInfo
 
 #: A collection name in a path, as the store accepts them.

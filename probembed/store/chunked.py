@@ -59,7 +59,6 @@ from probembed.store.ingest import (
     kept_stored,
     not_unicode,
     prepare,
-    refuse_mixing,
     refuse_sync,
     repeated,
     undo,
@@ -67,6 +66,7 @@ from probembed.store.ingest import (
     withheld_note,
     writing_pipeline,
 )
+from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
     Problem,
     Record,

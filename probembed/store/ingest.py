@@ -30,6 +30,7 @@ from probembed.store.errors import (
     listed,
     skipped,
 )
+from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
     TEXT_SUFFIXES,
     Problem,
@@ -322,7 +323,7 @@ def prepare(
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
     records, problems, columns = read_checked(source, collection, on_error, prefix)
-    collection.refuse_whole_records([r.metadata for r in records])  # before anything is kept
+    refuse_mixing(collection, [r.metadata for r in records])  # before anything is kept
     named = [p.doc_id for p in problems if p.doc_id is not None]
     report = IngestReport(label, problems=kept_stored(problems, collection.existing(named)))
     report.repeats = repeated((r.id, r.text) for r in records)
@@ -414,30 +415,6 @@ def refuse_sync(
             f"collection {collection.name!r} (e.g. {gone[0]!r}): a sync makes the "
             "collection hold what its input holds. Ingest the file without sync, or sync "
             "the folder it is in"
-        )
-
-
-def refuse_mixing(collection: Collection, chunks: bool) -> None:
-    """Refuse to write chunks into a collection of whole documents, or the reverse: a grouped
-    search found a document twice (`d0` and its chunk `d0#0`). For the front doors that
-    choose between the two (ingest with or without chunking, the service's "chunk"), and a
-    sync of whole records, which would remove every chunk."""
-    if not collection.exists or not collection.count():
-        return
-    # not doc_id and chunk alone: a plain corpus exported as chunks has them, and was
-    # refused every later write, its resume included
-    holds_chunks = collection.holds_chunks
-    if chunks and not holds_chunks:
-        raise StoreError(
-            f"collection {collection.name!r} holds whole documents: chunks beside them would "
-            "be found twice (the document and a chunk of it); ingest without chunking, or "
-            "into another collection"
-        )
-    if holds_chunks and not chunks:
-        raise StoreError(
-            f"collection {collection.name!r} holds documents as chunks: whole documents "
-            "beside them would be found twice (a chunk and the document); ingest with "
-            'chunking (--chunk, or the service\'s "chunk"), or into another collection'
         )
 
 

@@ -20,6 +20,7 @@ from probembed.store import shared_writes
 from probembed.store.errors import ReadOnlyError
 from probembed.store.filters import filtered, sql_list
 from probembed.store.handle import CollectionHandle, scan
+from probembed.store.kinds import CHUNK_COLUMNS
 from probembed.store.rows import (
     CORE_COLUMNS,
     MAX_METADATA_COLUMNS,
@@ -30,9 +31,6 @@ from probembed.store.rows import (
     to_matrix,
 )
 from probembed.store.threads import one_at_a_time
-
-#: The columns that together mark chunked ingest's chunks (`Collection.holds_chunks`).
-CHUNK_COLUMNS = frozenset({"doc_id", "chunk", "doc_hash"})
 
 #: Where chunked ingest records the file a document was read from (its absolute path, as
 #: LlamaIndex's file readers name it).

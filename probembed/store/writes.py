@@ -18,7 +18,8 @@ from probembed.store.creation import CollectionCreation
 from probembed.store.errors import CollectionExistsError, StoreError
 from probembed.store.filters import sql_list
 from probembed.store.handle import scan
-from probembed.store.reads import CHUNK_COLUMNS, FILE_FIELD
+from probembed.store.kinds import refuse_mixing
+from probembed.store.reads import FILE_FIELD
 from probembed.store.rows import WRITE_TAG, Batch, PipelineInfo, metadata_json, to_arrow, write_tags
 from probembed.store.threads import one_at_a_time
 from probembed.store.variance import pipeline_basis
@@ -80,7 +81,7 @@ class CollectionWrites(CollectionCreation):
         with self._writing():
             table = self._open()
             self._still_made(table, created)
-            self._refuse_whole(batch.metadata, table)
+            refuse_mixing(self, batch.metadata, table)
             if table is None:
                 table = self._create(batch)
                 if table is None:
@@ -141,7 +142,7 @@ class CollectionWrites(CollectionCreation):
         with self._writing():
             table = self._open()
             self._still_made(table, created)
-            self._refuse_whole(batch.metadata, table)
+            refuse_mixing(self, batch.metadata, table)
             if table is None:
                 table = self._create(batch)
                 if table is None:
@@ -237,28 +238,6 @@ class CollectionWrites(CollectionCreation):
             merge = table.merge_insert("id").when_matched_update_all()
             result = shared_writes.committed(partial(merge.execute, data))
         return int(result.num_updated_rows)
-
-    def refuse_whole_records(self, metadata: Sequence[Mapping[str, Any]]) -> None:
-        """Refuse items that are not chunks (metadata without doc_id, chunk and doc_hash) into
-        a collection of chunks, or beside chunks in one write: they name no document, so a
-        sync of the documents kept them and a search by document ranked them first as
-        documents of their own. Checked again by every commit (`add`, `upsert`)."""
-        self._refuse_whole(metadata, self._open())
-
-    def _refuse_whole(self, metadata: Sequence[Mapping[str, Any]], table: Any) -> None:
-        """`refuse_whole_records` against `table` as opened (None: not made yet)."""
-        whole = sum(not m.keys() >= CHUNK_COLUMNS for m in metadata)
-        chunked = table is not None and set(table.schema.names) >= CHUNK_COLUMNS
-        if not whole or (whole == len(metadata) and not chunked):
-            return
-        held = "holds documents as chunks" if chunked else "is given chunks in this write"
-        raise StoreError(
-            f"collection {self.name!r} {held}: {whole} of these "
-            f"{len(metadata)} items are whole records (no doc_id, chunk and doc_hash), which a "
-            "sync of the documents would keep and a search by document would rank as "
-            "documents of their own; write them with chunking (probembed ingest --chunk, "
-            'ingest_documents in Python, the service\'s "chunk"), or into another collection'
-        )
 
     def _arrow(self, batch: Batch, table: Any) -> pa.Table:
         """The batch as an Arrow table in the table's schema, adding new metadata columns."""
