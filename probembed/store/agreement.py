@@ -32,7 +32,8 @@ REMEASURE_FRACTION = 0.1
 
 
 class CollectionAgreement(CollectionReads):
-    """The members' agreement a collection keeps."""
+    """The members' agreement a collection keeps, so a search tilts its prior without
+    encoding the corpus again."""
 
     @property
     def agreement_file(self) -> Path | str:

@@ -3,7 +3,8 @@ once per version, a table dropped and made again elsewhere followed, the write l
 
 `CollectionHandle` holds every piece of state a `Collection` keeps; the parts of a collection
 (`reads`, `provenance`, `agreement`, `creation`, `writes`, `undo`, `upkeep`) build on it, and
-`probembed.store.collection.Collection` puts them together.
+`probembed.store.collection.Collection` puts them together. Its `_`-named members (`_open`,
+`_require`, `_header`, `_writing`, the state) are for those parts alone.
 """
 
 from __future__ import annotations

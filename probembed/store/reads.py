@@ -64,7 +64,8 @@ class StoredDocument:
 
 
 class CollectionReads(CollectionHandle):
-    """A collection's reads."""
+    """A collection's reads, each from the latest version: what search, ingest and the
+    front doors ask of what is stored."""
 
     def count(self, where: str | None = None) -> int:
         """Number of items, optionally only those matching a filter."""

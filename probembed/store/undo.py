@@ -47,7 +47,8 @@ def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 class CollectionUndo(CollectionHandle):
-    """A collection's undo of a stopped write."""
+    """A collection's undo of a stopped write, which leaves other writers' commits as they
+    are."""
 
     @one_at_a_time
     def revert(

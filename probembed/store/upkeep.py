@@ -130,7 +130,8 @@ def _utc(stamp: datetime) -> datetime:
 
 
 class CollectionUpkeep(CollectionHandle):
-    """A collection's compaction and pruning."""
+    """A collection's compaction and pruning, under its write lock: two at once failed the
+    second."""
 
     def compaction_due(self) -> bool:
         """Whether enough small fragments have piled up for compacting to pay.

@@ -37,7 +37,8 @@ class Upserted(NamedTuple):
 
 
 class CollectionWrites(CollectionCreation):
-    """A collection's writes."""
+    """A collection's writes, each one commit under the write lock, so an interrupted one
+    leaves the last committed version."""
 
     def create(self, pipeline: Pipeline) -> None:
         """Create the collection with no items, for this pipeline's vectors (one commit)."""
