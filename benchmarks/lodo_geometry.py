@@ -49,11 +49,11 @@ from probembed.evaluation.lodo import (
     embed_tasks,
     factor_weights,
     load_tasks,
-    paired_difference,
     static_methods,
     tilted_settings,
 )
 from probembed.evaluation.metrics import probe_correct
+from probembed.evaluation.paired import paired_difference
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir

@@ -30,9 +30,9 @@ from probembed.evaluation.lodo import (
     Scores,
     embed_tasks,
     load_tasks,
-    paired_difference,
     static_headroom,
 )
+from probembed.evaluation.paired import paired_difference
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir

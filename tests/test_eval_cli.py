@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from beir_data import write_beir
+from beir_data import pairs_as_beir, write_beir
 from typer.testing import CliRunner
 
 from probembed.evaluation.datasets import load_dataset
@@ -488,17 +488,6 @@ def test_the_binned_plot_puts_every_signal_on_its_own_quantile_axis(kind, pipeli
     ]
 
 
-def _pairs_as_beir(toy_pairs, directory: Path, n: int = 80) -> Path:
-    """A BEIR set of n distinct SICK sentences, each queried by its pair's other sentence."""
-    first: dict[str, tuple[str, str]] = {}
-    for a, b in toy_pairs:
-        first.setdefault(b, (a, b))
-    pairs = list(first.values())[:n]
-    corpus = [{"_id": f"d{i}", "text": b} for i, (_, b) in enumerate(pairs)]
-    queries = [{"_id": f"q{i}", "text": a} for i, (a, _) in enumerate(pairs)]
-    return write_beir(directory, corpus, queries, [(f"q{i}", f"d{i}", 1) for i in range(n)])
-
-
 def test_eval_hybrid_reports_what_a_hybrid_search_of_the_corpus_finds(
     hash_pipeline, toy_pairs, tmp_path
 ):
@@ -507,7 +496,7 @@ def test_eval_hybrid_reports_what_a_hybrid_search_of_the_corpus_finds(
     from probembed.evaluation.metrics import retrieval_metrics, run_from_results
     from probembed.store import Database, ingest
 
-    data = _pairs_as_beir(toy_pairs, tmp_path / "beir")
+    data = pairs_as_beir(toy_pairs, tmp_path / "beir")
     directory = hash_pipeline.save(tmp_path / "pipe")
     payload = _eval([str(data), "--hybrid"], directory, tmp_path / "rows.json")
     reported = _values(payload["rows"], "ndcg@10")

@@ -6,8 +6,9 @@ import pytest
 
 from probembed.evaluation.datasets import ClassificationDataset, StsDataset
 from probembed.evaluation.harness import Outcome
-from probembed.evaluation.lodo import Scores, paired_difference, static_headroom, static_methods
+from probembed.evaluation.lodo import Scores, static_headroom, static_methods
 from probembed.evaluation.metrics import probe_accuracy, probe_correct, spearman
+from probembed.evaluation.paired import paired_difference
 
 
 def classification(n: int) -> ClassificationDataset:

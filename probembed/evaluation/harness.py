@@ -136,10 +136,13 @@ def searched_as(pipeline: Pipeline, embedded: Embedded, dataset: Dataset, name: 
 
 @dataclass
 class Outcome:
-    """A method's metrics on a dataset, plus the per-item arrays uncertainty analysis needs."""
+    """A method's metrics on a dataset, plus the per-item arrays uncertainty analysis and paired
+    comparisons need, and the items' ids (query ids; an STS pair's or a test text's position in
+    its split, from 0), aligned with them."""
 
     metrics: dict[str, float]
     per_item: dict[str, np.ndarray] = field(default_factory=dict)
+    ids: tuple[str, ...] = ()
 
 
 def evaluate(embedded: Embedded, dataset: Evaluable, method: Method) -> Outcome:
@@ -183,7 +186,12 @@ def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Ou
         "uncertainty": a.gaussian.total_variance() + b.gaussian.total_variance(),
         "weights_a": a.weights,
     }
-    return Outcome({"spearman": spearman(pred, dataset.scores)}, per_item)
+    return Outcome({"spearman": spearman(pred, dataset.scores)}, per_item, _positions(len(pred)))
+
+
+def _positions(n: int) -> tuple[str, ...]:
+    """Ids of items that have none but their place in the split: "0", "1", ..."""
+    return tuple(map(str, range(n)))
 
 
 def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: Method) -> Outcome:
@@ -227,7 +235,9 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
         top_vars=top_vars[scored],
         uncertainty=queries.total_variance()[scored],
     )
-    return Outcome(metrics, per_item)
+    return Outcome(
+        metrics, per_item, tuple(q for q, kept in zip(qids, scored, strict=True) if kept)
+    )
 
 
 def exclude_self_matches(
@@ -248,4 +258,5 @@ def _evaluate_classification(
     train = embedded.fused("train", method.fusion).gaussian.mean
     test = embedded.fused("test", method.fusion).gaussian.mean
     correct = probe_correct(train, dataset.train_labels, test, dataset.test_labels)
-    return Outcome({"accuracy": float(correct.mean())}, {"correct": correct.astype(np.float64)})
+    per_item = {"correct": correct.astype(np.float64)}
+    return Outcome({"accuracy": float(correct.mean())}, per_item, _positions(len(correct)))

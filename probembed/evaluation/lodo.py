@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 import numpy as np
-from scipy.stats import bootstrap, rankdata
+from scipy.stats import rankdata
 
 from probembed.evaluation.datasets import (
     ClassificationDataset,
@@ -27,7 +27,6 @@ from probembed.evaluation.datasets import (
 from probembed.evaluation.harness import (
     Embedded,
     Method,
-    Outcome,
     dataset_roles,
     embed,
     evaluate,
@@ -427,34 +426,6 @@ def static_headroom(scores: Scores, name: str, k: int, step: float) -> dict[str,
         "in domain": grid[fold_choice(own, None)],
         "test oracle": grid[fold_choice(test, None)],
     }
-
-
-def paired_difference(
-    dataset: Evaluable, base: Outcome, other: Outcome, resamples: int = 2000, seed: int = SEED
-) -> dict[str, float]:
-    """other − base in the primary metric, with a paired bootstrap 95% interval over test items.
-
-    Both outcomes are of the same items, so resampling items together cancels what is shared
-    (how hard each item is); STS resamples pairs and recomputes both Spearmans.
-    """
-    rng = np.random.default_rng(seed)
-    options = {"paired": True, "n_resamples": resamples, "method": "percentile", "rng": rng}
-    if isinstance(dataset, StsDataset):
-        data = (base.per_item["pred"], other.per_item["pred"], dataset.scores)
-
-        def statistic(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-            """Spearman gain on one resample of pairs."""
-            return spearman(b, gold) - spearman(a, gold)
-
-        result = bootstrap(data, statistic, vectorized=False, **options)
-        point = statistic(*data)
-    else:
-        item = "correct" if isinstance(dataset, ClassificationDataset) else "ndcg@10"
-        gain = other.per_item[item] - base.per_item[item]
-        result = bootstrap((gain,), np.mean, **options)
-        point = float(gain.mean())
-    low, high = result.confidence_interval
-    return {"difference": float(point), "low": float(low), "high": float(high)}
 
 
 @dataclass(frozen=True)

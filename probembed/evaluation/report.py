@@ -18,6 +18,7 @@ import numpy as np
 from probembed import atomic
 from probembed.evaluation.datasets import Dataset, Evaluable, RetrievalDataset, StsDataset
 from probembed.evaluation.harness import (
+    COSINE,
     Embedded,
     Method,
     Outcome,
@@ -40,6 +41,7 @@ from probembed.evaluation.uncertainty import (
     top_quartile,
 )
 from probembed.fusion import uncertainty
+from probembed.fusion.weights import normalized_prior
 from probembed.pipeline import Pipeline
 
 COVERAGE = 0.8
@@ -81,16 +83,45 @@ def compare(
     else:  # no dev split: the pipeline's own method, as its search runs it, stands in
         methods.append(searched_as(pipeline, embedded, test, "uec"))
     result = Comparison(methods={m.name: m for m in methods})
+    scored: dict[Hashable, Outcome] = {}  # rows the same by construction are scored once
     for method in methods:
-        outcome = evaluate(embedded, test, method)
-        result.outcomes[method.name] = outcome
-        result.rows += _rows(test, method.name, outcome.metrics)
+        key = construction(method, len(pipeline.models))
+        if key not in scored:
+            scored[key] = evaluate(embedded, test, method)
+        result.outcomes[method.name] = scored[key]
+        result.rows += _rows(test, method.name, scored[key].metrics)
     if tuned is not None:
         result.rows += _rows(test, "weighted", {"dev": tuned.dev["weighted"]})
         result.rows += _rows(test, "uec", {"dev": tuned.dev["uec"]})
     result.rows += uncertainty_quality(test, result, "uec")
     result.rows += model_diagnostics(embedded, test, result.outcomes)
     return result
+
+
+def construction(method: Method, members: int) -> Hashable:
+    """What a row computes, so rows alike by construction are one: `mean` and `concat` are both
+    uniform weights in concat mode; uec at T = ∞ gives every text its prior (`weighted` with
+    the prior as weights), and the uec score at β = 0 is the dot product (cosine)."""
+    fusion, score = method.fusion, method.score
+    weights: tuple[float, ...] | None = None
+    if fusion.mode == "concat" and fusion.method in ("mean", "concat"):
+        weights = tuple(normalized_prior(None, members))
+    elif fusion.method == "weighted" or (fusion.method == "uec" and fusion.temperature == math.inf):
+        given = fusion.weights if fusion.method == "weighted" else fusion.prior
+        weights = tuple(normalized_prior(given, members))
+    if score.name == "uec" and score.beta == 0:
+        score = COSINE
+    if weights is None:
+        return (fusion, score)
+    return ("static", fusion.mode, weights, score)
+
+
+def same_rows(result: Comparison) -> list[tuple[str, ...]]:
+    """The names of rows alike by construction (scored once: one outcome), two or more each."""
+    groups: dict[int, list[str]] = {}
+    for name, outcome in result.outcomes.items():
+        groups.setdefault(id(outcome), []).append(name)
+    return [tuple(names) for names in groups.values() if len(names) > 1]
 
 
 #: The rows of a comparison tuned afresh on its tuning split.
@@ -100,6 +131,19 @@ TUNED_ROWS = ("weighted", "uec")
 def tuned_settings(result: Comparison, models: Sequence[str]) -> dict[str, dict[str, object]]:
     """What each tuned row chose (`fusion_settings`), so it can be rebuilt or saved."""
     return {name: fusion_settings(result.methods[name], models) for name in TUNED_ROWS}
+
+
+def row_names(pipeline: Pipeline, tuned: bool) -> list[str]:
+    """The rows `compare` makes, known before any encoding (so a --baseline can be checked):
+    with a tuning split the tuned rows and the pipeline as shipped, else `uec` as shipped."""
+    tuned_rows = [*TUNED_ROWS, shipped_label(pipeline.name)] if tuned else ["uec"]
+    return [m.name for m in baseline_methods(pipeline.models)] + tuned_rows
+
+
+def default_baseline(pipeline: Pipeline, tuned: bool) -> str:
+    """The row every other is compared with: the pipeline as given, as eval without --compare
+    scores it."""
+    return shipped_label(pipeline.name) if tuned else "uec"
 
 
 def shipped_label(pipeline_name: str) -> str:
@@ -270,20 +314,32 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
 
 
 def markdown_table(
-    rows: Sequence[dict], metrics: Sequence[str], settings: Mapping[str, str] | None = None
+    rows: Sequence[dict],
+    metrics: Sequence[str],
+    columns: Mapping[str, Mapping[str, str]] | None = None,
+    same: Sequence[Sequence[str]] = (),
 ) -> str:
     """Methods as rows, chosen metrics as columns (x100), in the order methods first appear;
-    with `settings`, a last column saying what each tuned method chose."""
+    `columns`: more columns, header -> text per method (what a tuned row chose, a difference);
+    `same`: groups of rows alike by construction, shown once as `a = b` with a footnote."""
     methods = list(dict.fromkeys(r["method"] for r in rows if r["metric"] in metrics))
     value = {(r["method"], r["metric"]): r["value"] for r in rows}
-    extra = ["settings"] if settings else []
+    label = {names[0]: " = ".join(names) for names in same}
+    hidden = {name for names in same for name in names[1:]}
+    extra = dict(columns or {})
     header = "| method | " + " | ".join([*metrics, *extra]) + " |"
     lines = [header, "|---|" + "---:|" * len(metrics) + "---|" * len(extra)]
-    for method in methods:
+    for method in (m for m in methods if m not in hidden):
         cells = [f"{100 * value[(method, m)]:.2f}" if (method, m) in value else "" for m in metrics]
-        if settings:
-            cells.append(settings.get(method, ""))
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        cells += [texts.get(method, "") for texts in extra.values()]
+        lines.append(f"| {label.get(method, method)} | " + " | ".join(cells) + " |")
+    if same:
+        shown = "; ".join(f"`{label[names[0]]}`" for names in same)
+        lines.append(
+            f"\n{shown}: the same fusion and score by construction (uniform weights whether "
+            "called mean or concat; uec at T = inf gives each text its prior, and its score at "
+            "β = 0 is the cosine), scored once and shown once"
+        )
     return "\n".join(lines)
 
 
@@ -311,9 +367,15 @@ def earlier_rows(
     return kept, previous["config"], done
 
 
-def write_json(path: str | os.PathLike, rows: Sequence[dict], config: dict) -> None:
-    """Rows plus the configuration that reproduces them, written atomically."""
-    payload = _finite({"config": config, "rows": list(rows)})
+def write_json(
+    path: str | os.PathLike,
+    rows: Sequence[dict],
+    config: dict,
+    sections: Mapping[str, object] | None = None,
+) -> None:
+    """Rows plus the configuration that reproduces them (and `sections`, more top-level keys
+    such as per-item values), written atomically."""
+    payload = _finite({"config": config, "rows": list(rows), **(sections or {})})
     text = json.dumps(payload, indent=1, default=_jsonable, allow_nan=False)
     atomic.write_bytes(path, (text + "\n").encode())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -65,7 +66,12 @@ def load_test_and_dev(
 
 
 def check_outputs(
-    json_path: Path | None, plots: Path | None, tune_on: str | None, compare: bool, hybrid: bool
+    json_path: Path | None,
+    plots: Path | None,
+    tune_on: str | None,
+    compare: bool,
+    hybrid: bool,
+    baseline: str | None = None,
 ) -> None:
     """Refuse what would fail or be ignored only after the whole evaluation has run."""
     from probembed.interfaces.console import check_output_file
@@ -76,7 +82,7 @@ def check_outputs(
             "fusions no collection searches with; run eval --hybrid once per pipeline"
         )
     if not compare:
-        for option, value in (("--plots", plots), ("--tune-on", tune_on)):
+        for option, value in (("--plots", plots), ("--tune-on", tune_on), ("--baseline", baseline)):
             if value is not None:
                 raise ValueError(f"{option} needs --compare: only a comparison tunes and plots")
     if json_path is not None:
@@ -85,6 +91,39 @@ def check_outputs(
         existing = next((p for p in (plots, *plots.absolute().parents) if p.exists()), None)
         if existing is not None and not existing.is_dir():
             raise ValueError(f"--plots {plots}: {existing} is a file, not a folder")
+
+
+def check_baseline(baseline: str | None, pipe: Pipeline, tuned: bool) -> str:
+    """The row --compare's differences are taken from (default: the pipeline as given),
+    refused before any encoding when it names no row."""
+    from probembed.evaluation.report import default_baseline, row_names
+
+    rows = row_names(pipe, tuned)
+    if baseline is None:
+        return default_baseline(pipe, tuned)
+    if baseline not in rows:
+        raise ValueError(
+            f"--baseline {baseline!r} is not a row of this comparison; its rows are: "
+            + ", ".join(rows)
+        )
+    return baseline
+
+
+def paired_column(
+    differences: dict[str, dict[str, dict[str, float]]], metric: str, baseline: str
+) -> dict[str, str]:
+    """Per row, its difference from the baseline in `metric` and the interval, x100."""
+    cells = {}
+    for method, by_metric in differences.items():
+        d = by_metric[metric]
+        interval = (
+            f"[{100 * d['low']:+.2f}, {100 * d['high']:+.2f}]"
+            if math.isfinite(d["low"]) and math.isfinite(d["high"])
+            else "[no interval: too few items]"
+        )
+        cells[method] = f"{100 * d['difference']:+.2f} {interval}"
+    cells[baseline] = "baseline"
+    return cells
 
 
 def check_hybrid(test: Evaluable) -> None:
@@ -164,6 +203,14 @@ def register(app: typer.Typer) -> None:
                 "BEIR retrieval sets only; not with --compare."
             ),
         ] = False,
+        baseline: Annotated[
+            str | None,
+            typer.Option(
+                help="With --compare: the row every other row's difference (and its paired "
+                "bootstrap 95% interval) is taken from, e.g. single:minilm (default: the "
+                "pipeline as given, `NAME as shipped`, or `uec` without a split to tune on)."
+            ),
+        ] = None,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
         from probembed.evaluation.datasets import (
@@ -171,10 +218,19 @@ def register(app: typer.Typer) -> None:
             RetrievalDataset,
             dataset_kind,
         )
-        from probembed.evaluation.harness import dataset_roles
+        from probembed.evaluation.harness import dataset_roles, primary_metric
+        from probembed.evaluation.paired import (
+            CONFIDENCE,
+            RESAMPLES,
+            SEED,
+            against_baseline,
+            item_kind,
+            per_item_values,
+        )
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import (
             markdown_table,
+            same_rows,
             settings_text,
             shipped_label,
             tuned_settings,
@@ -188,13 +244,15 @@ def register(app: typer.Typer) -> None:
         console = out()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
-            check_outputs(json_path, plots, tune_on, compare, hybrid)
+            check_outputs(json_path, plots, tune_on, compare, hybrid, baseline)
             test, dev = load_test_and_dev(path, split, compare, tune_on, options)
             if hybrid:
                 check_hybrid(test)
             if pipeline is None:
                 pipeline = SEARCH_PIPELINE if isinstance(test, RetrievalDataset) else "default"
             pipe = Pipeline.load(pipeline)
+            if compare:
+                baseline = check_baseline(baseline, pipe, dev is not None)
         except (OSError, ValueError) as exc:
             raise fail(named(str(exc), DATASET_OPTIONS)) from exc
         texts = sum(len(t) for t in dataset_roles(test).values())
@@ -252,8 +310,25 @@ def register(app: typer.Typer) -> None:
             if any(r["metric"] == m for r in rows)
         ]
         chosen = None if result is None or dev is None else tuned_settings(result, pipe.models)
-        notes = {name: settings_text(s) for name, s in (chosen or {}).items()}
-        console.print(Markdown(f"### {heading}\n\n" + markdown_table(rows, headline, notes)))
+        columns: dict[str, dict[str, str]] = {}
+        same: list[tuple[str, ...]] = []
+        differences = None
+        if result is not None and baseline is not None:
+            differences = against_baseline(test, result.outcomes, baseline)
+            metric = primary_metric(test)
+            columns[f"Δ {metric} [95% CI]"] = paired_column(differences, metric, baseline)
+            same = same_rows(result)
+            say(
+                f"differences from {baseline!r}: paired bootstrap over the split's "
+                f"{len(result.outcomes[baseline].ids)} {item_kind(test)}, {RESAMPLES} resamples "
+                f"(seed {SEED}), 95% percentile interval (--baseline chooses another row)"
+            )
+        if chosen:
+            columns["settings"] = {name: settings_text(s) for name, s in chosen.items()}
+        if differences is not None:
+            heading += f"; Δ: difference from {baseline}"
+        table = markdown_table(rows, headline, columns, same)
+        console.print(Markdown(f"### {heading}\n\n" + table))
         if json_path is not None:
             config: dict[str, object] = {
                 "dataset": str(path),
@@ -272,7 +347,20 @@ def register(app: typer.Typer) -> None:
                 config["queries_scored"] = len(test.qrels)
                 config["queries_without_relevant"] = len(test.without_relevant)
                 config["queries_without_relevant_ids"] = list(test.without_relevant)
-            write_json(json_path, rows, config)
+            sections: dict[str, object] = {}
+            if result is not None and differences is not None:
+                config["same_rows"] = same
+                sections["paired"] = {
+                    "baseline": baseline,
+                    "items": item_kind(test),
+                    "resamples": RESAMPLES,
+                    "confidence": CONFIDENCE,
+                    "seed": SEED,
+                    "interval": "percentile",
+                    "differences": differences,
+                }
+                sections["per_item"] = per_item_values(test, result.outcomes)
+            write_json(json_path, rows, config, sections)
             say(f"wrote {len(rows)} rows to {json_path}")  # notes on stderr, the table on stdout
         if result is not None and plots is not None:  # after the rows: a plot may still fail
             written = write_plots(result, test, plots)

@@ -1,0 +1,152 @@
+"""`probembed eval --compare`: each row's paired difference from a baseline row, with a seeded
+bootstrap interval over the split's items, and rows alike by construction shown once."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from beir_data import pairs_as_beir
+from typer.testing import CliRunner
+
+from probembed.evaluation.datasets import RetrievalDataset, load_dataset
+from probembed.evaluation.harness import Method, Outcome, embed, evaluate
+from probembed.evaluation.paired import against_baseline
+from probembed.evaluation.report import compare, same_rows
+from probembed.evaluation.tuning import Tuned
+from probembed.interfaces.cli import app
+from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def pipeline_dir(hash_pipeline, tmp_path_factory) -> Path:
+    """The fast hashing pipeline as a directory, the form `--pipeline DIR` reads."""
+    return hash_pipeline.save(tmp_path_factory.mktemp("pipeline") / "hash")
+
+
+@pytest.fixture(scope="module")
+def beir(toy_pairs, tmp_path_factory) -> Path:
+    """80 judged queries, one relevant document each."""
+    return pairs_as_beir(toy_pairs, tmp_path_factory.mktemp("beir") / "pairs")
+
+
+def _run(args: list[str], pipeline_dir: Path, out: Path) -> tuple[dict, str, str]:
+    """Run eval with --json; the payload, stdout and stderr (rich's wrapping undone)."""
+    result = runner.invoke(
+        app, ["eval", *args, "--pipeline", str(pipeline_dir), "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    unwrapped = (" ".join(text.split()) for text in (result.stdout, result.stderr))
+    return json.loads(out.read_text()), *unwrapped
+
+
+def test_each_row_differs_from_the_baseline_by_its_mean_per_query_gain(
+    beir, pipeline_dir, tmp_path
+):
+    """--compare printed point estimates only: a gain looked like a win until bootstrapped,
+    and --json held no per-query values to bootstrap it with."""
+    pipe = Pipeline.load(pipeline_dir, cache=False)
+    member = f"single:{pipe.models[0]}"
+    payload, stdout, stderr = _run(
+        [str(beir), "--compare", "--baseline", member], pipeline_dir, tmp_path / "r.json"
+    )
+    paired, items = payload["paired"], payload["per_item"]
+    assert paired["baseline"] == member and paired["resamples"] == 2000 and paired["seed"] == 0
+    assert "paired bootstrap over the split's 80 queries, 2000 resamples (seed 0)" in stderr
+    assert f"Δ: difference from {member}" in stdout and "[95% CI]" in stdout
+    test = load_dataset(beir)
+    own = evaluate(embed(pipe, test), test, Method("uec", pipe.fusion, pipe.score))
+    # per query, by id, what the harness scored
+    assert items["items"] == "queries" and items["ids"] == list(own.ids)
+    assert sorted(items["ids"]) == sorted(test.qrels)
+    assert items["values"]["uec"]["ndcg@10"] == own.per_item["ndcg@10"].tolist()
+    base = {m: np.array(v) for m, v in items["values"][member].items()}
+    for method, by_metric in paired["differences"].items():
+        for metric, d in by_metric.items():
+            gain = np.array(items["values"][method][metric]) - base[metric]
+            assert d["difference"] == pytest.approx(gain.mean(), abs=1e-12)
+            assert d["low"] <= d["difference"] <= d["high"]
+    # a row against itself: no difference, and an interval of exactly [0, 0]
+    zero = {"difference": 0.0, "low": 0.0, "high": 0.0}
+    assert paired["differences"][member] == dict.fromkeys(("ndcg@10", "recall@100", "mrr@10"), zero)
+    moved = paired["differences"]["uec"]["ndcg@10"]
+    assert moved["difference"] != 0 and moved["low"] < moved["high"]  # so the test can fail
+    again, _, _ = _run(
+        [str(beir), "--compare", "--baseline", member], pipeline_dir, tmp_path / "b.json"
+    )
+    assert again["paired"] == paired  # seeded
+
+
+def test_a_known_difference_on_four_queries() -> None:
+    """One query of four gains a whole point: +0.25, in a seeded interval inside [0, 1] (a
+    resample holds that query from none to four times)."""
+    dataset = RetrievalDataset("toy", "test", {}, {}, {})
+    ids = ("a", "b", "c", "d")
+    base = Outcome(
+        {}, {m: np.array([0.0, 0.5, 1.0, 1.0]) for m in ("ndcg@10", "recall@100", "mrr@10")}, ids
+    )
+    better = Outcome(
+        {}, {m: np.array([1.0, 0.5, 1.0, 1.0]) for m in ("ndcg@10", "recall@100", "mrr@10")}, ids
+    )
+    got = against_baseline(dataset, {"base": base, "better": better, "alias": better}, "base")
+    for metric in ("ndcg@10", "recall@100", "mrr@10"):
+        d = got["better"][metric]
+        assert d["difference"] == 0.25 and 0 <= d["low"] < 0.25 < d["high"] <= 1.0
+        assert got["base"][metric] == {"difference": 0.0, "low": 0.0, "high": 0.0}
+    assert got["alias"] == got["better"]
+    with pytest.raises(ValueError, match="baseline 'nope' is not a row of this comparison"):
+        against_baseline(dataset, {"base": base}, "nope")
+
+
+def test_too_few_pairs_give_no_interval_and_say_so(pipeline_dir, tmp_path):
+    """Three STS pairs: most resamples rank nothing, and the interval is not made up."""
+    _, stdout, _ = _run([str(DATA / "sts" / "toy"), "--compare"], pipeline_dir, tmp_path / "r.json")
+    assert "[no interval: too few items]" in stdout and "baseline" in stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (
+            ["--compare", "--baseline", "nope"],
+            "--baseline 'nope' is not a row of this comparison; its rows are: single:",
+        ),
+        (["--baseline", "uec"], "--baseline needs --compare"),
+    ],
+)
+def test_a_baseline_that_names_no_row_is_refused_before_encoding(options, said, beir, pipeline_dir):
+    result = runner.invoke(app, ["eval", str(beir), *options, "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert said in output and "each embedded by" not in output
+
+
+def test_rows_alike_by_construction_are_shown_once_with_all_their_names(
+    beir, pipeline_dir, hash_pipeline, tmp_path
+):
+    """mean and concat are one fusion (uniform weights, concatenated), and uec at T = inf,
+    β = 0 is `weighted` with its prior as weights: each pair was two rows of one figure."""
+    payload, stdout, _ = _run([str(beir), "--compare"], pipeline_dir, tmp_path / "r.json")
+    assert " mean = concat " in stdout
+    assert " concat " not in stdout.replace("mean = concat", "")
+    assert "the same fusion and score by construction" in stdout
+    assert ["mean", "concat"] in payload["config"]["same_rows"]
+    weights = (0.7, 0.3)
+    tuned = Tuned(
+        Method("weighted", FusionConfig("weighted", weights=weights)),
+        Method(
+            "uec",
+            FusionConfig("uec", temperature=float("inf"), prior=weights),
+            ScoreConfig("uec", 0.0),
+        ),
+        {"weighted": 0.5, "uec": 0.5},
+    )
+    test = load_dataset(beir)
+    result = compare(hash_pipeline, test, None, tuned=tuned)
+    assert set(same_rows(result)) == {("mean", "concat"), ("weighted", "uec")}
+    # scored apart, the two would agree: the merge hides no difference
+    apart = evaluate(embed(hash_pipeline, test), test, tuned.uec)
+    assert apart.metrics == pytest.approx(result.outcomes["weighted"].metrics, abs=1e-12)
