@@ -118,7 +118,6 @@ def test_eval_on_a_pairs_file_is_a_clear_error(compare_flag, pipeline_dir):
             ["--compare", "--plots", "{tmp}/file/plots"],
             "--plots {tmp}/file/plots: {tmp}/file is a file",
         ),
-        (["--plots", "{tmp}/plots"], "--plots needs --compare"),
         (["--tune-on", "dev"], "--tune-on needs --compare"),
     ],
 )

@@ -69,6 +69,7 @@ from probembed.store.ranking import (
     hybrid_ranked,
     with_moments,
 )
+from probembed.store.results import confidence
 
 #: Hits per query the calibrator is fitted and evaluated on.
 TOP = 10
@@ -153,6 +154,21 @@ class RankedSplit:
         metrics = self.per_query(dataset)
         labels = failed_queries(metrics["ndcg@10"], metrics["recall@10"], self.query_ids)
         return labels[NDCG_BELOW_MEDIAN]
+
+
+def search_confidence(
+    calibrator: RelevanceCalibrator | None, split: RankedSplit, dataset: RetrievalDataset
+) -> np.ndarray:
+    """Each query's `confidence` as a dense search of a collection of the corpus reports it:
+    the calibrator's learned one (its text model reading the coverage of the first hits'
+    texts, where it has one), else the outrank probability of the first two hits."""
+    dots = np.stack([r.dots for r in split.ranked])
+    if calibrator is None or calibrator.confidence is None or split.cosines is None:
+        variances = np.stack([r.variances for r in split.ranked])
+        return np.asarray(confidence(dots, variances), dtype=np.float64)
+    learned = calibrator.confidence
+    coverage = None if learned.text_model is None else split.coverage_table(dataset)
+    return np.asarray(learned.predict(dots, split.cosines, None, coverage), dtype=np.float64)
 
 
 def rank_split(

@@ -77,11 +77,11 @@ def compare(
     methods = baseline_methods(pipeline.models)
     if tuned is None and dev is not None:
         tuned = tune([(embed(pipeline, dev, progress), dev)], progress=progress)
+    own = default_baseline(pipeline, tuned is not None)  # the pipeline as its search runs
     if tuned is not None:  # and the pipeline as shipped, which a run without --compare scores
-        shipped = searched_as(pipeline, embedded, test, shipped_label(pipeline.name))
-        methods += [tuned.weighted, tuned.uec, shipped]
+        methods += [tuned.weighted, tuned.uec, searched_as(pipeline, embedded, test, own)]
     else:  # no dev split: the pipeline's own method, as its search runs it, stands in
-        methods.append(searched_as(pipeline, embedded, test, "uec"))
+        methods.append(searched_as(pipeline, embedded, test, own))
     result = Comparison(methods={m.name: m for m in methods})
     scored: dict[Hashable, Outcome] = {}  # rows the same by construction are scored once
     for method in methods:
@@ -93,9 +93,45 @@ def compare(
     if tuned is not None:
         result.rows += _rows(test, "weighted", {"dev": tuned.dev["weighted"]})
         result.rows += _rows(test, "uec", {"dev": tuned.dev["uec"]})
-    result.rows += uncertainty_quality(test, result, "uec")
+    if own != "uec":  # the uec tuned afresh, whose signals no search of the pipeline reports
+        result.rows += uncertainty_quality(test, result, "uec")
+    learned = learned_confidence(pipeline, embedded, test, result.outcomes[own].ids)
+    result.rows += uncertainty_quality(test, result, own, learned)
     result.rows += model_diagnostics(embedded, test, result.outcomes)
     return result
+
+
+def pipeline_quality(
+    pipeline: Pipeline, test: Evaluable, embedded: Embedded, outcome: Outcome, name: str
+) -> Comparison:
+    """The pipeline alone (`eval --plots` without --compare) as a comparison of one row, its
+    uncertainty signals ready to plot, the learned confidence its searches report among them."""
+    result = Comparison(outcomes={name: outcome})
+    learned = learned_confidence(pipeline, embedded, test, outcome.ids)
+    result.rows += uncertainty_quality(test, result, name, learned)
+    return result
+
+
+#: The signal of the learned query confidence a search reports, oriented as the others are.
+LEARNED_CONFIDENCE = "1-confidence"
+
+
+def learned_confidence(
+    pipeline: Pipeline, embedded: Embedded, test: Evaluable, ids: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """1 − the learned `confidence` a search of a collection of the corpus reports, per query of
+    `ids` (higher = less sure, as every signal); none where the pipeline has no query
+    calibrator or the split is no corpus."""
+    calibrator = pipeline.calibrator
+    if not isinstance(test, RetrievalDataset) or calibrator is None:
+        return {}
+    if calibrator.confidence is None:
+        return {}
+    from probembed.calibration.training import rank_split, search_confidence
+
+    split = rank_split(pipeline, test, embedded=embedded)
+    by_id = dict(zip(split.query_ids, search_confidence(calibrator, split, test), strict=True))
+    return {LEARNED_CONFIDENCE: 1 - np.array([by_id[q] for q in ids], dtype=np.float64)}
 
 
 def construction(method: Method, members: int) -> Hashable:
@@ -187,13 +223,19 @@ def _rows(dataset: Evaluable, method: str, metrics: dict[str, float]) -> list[di
     ]
 
 
-def uncertainty_quality(dataset: Dataset, result: Comparison, method: str) -> list[dict]:
-    """Does the method's uncertainty predict its failures? AUROC, risk-coverage, binned recall."""
+def uncertainty_quality(
+    dataset: Dataset,
+    result: Comparison,
+    method: str,
+    more: Mapping[str, np.ndarray] | None = None,
+) -> list[dict]:
+    """Does the method's uncertainty predict its failures? AUROC, risk-coverage, binned recall
+    (`more`: query signals besides the harness's, such as the learned confidence)."""
     per_item = result.outcomes[method].per_item
     if len(per_item.get("uncertainty", ())) < 2:
         return []  # classification, or one item: nothing to rank its failure against
     if isinstance(dataset, RetrievalDataset):
-        figures, curves = _retrieval_uncertainty(per_item)
+        figures, curves = _retrieval_uncertainty(per_item, more or {})
     elif isinstance(dataset, StsDataset):
         figures, curves = _sts_uncertainty(per_item, dataset)
     else:
@@ -202,11 +244,14 @@ def uncertainty_quality(dataset: Dataset, result: Comparison, method: str) -> li
     return _rows(dataset, method, figures)
 
 
-def _retrieval_uncertainty(per_item: dict[str, np.ndarray]) -> tuple[dict, dict]:
+def _retrieval_uncertainty(
+    per_item: dict[str, np.ndarray], more: Mapping[str, np.ndarray]
+) -> tuple[dict, dict]:
     """Per query-level signal: AUROC for both failure definitions, coverage and decile figures."""
     signals = confidence_signals(
         per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"], per_item["top_dots"]
     )
+    signals.update(more)
     ndcg = per_item["ndcg@10"]
     failed = failed_queries(dict(enumerate(ndcg)), dict(enumerate(per_item["recall@10"])))
     figures: dict[str, float] = {}

@@ -11,6 +11,7 @@ from rich.markdown import Markdown
 
 if TYPE_CHECKING:
     from probembed.evaluation.datasets import Evaluable
+    from probembed.evaluation.report import Comparison
     from probembed.pipeline import Pipeline
 
 DEV_SPLITS = ("dev", "train")
@@ -81,10 +82,15 @@ def check_outputs(
             "--hybrid measures the pipeline's own hybrid search, and --compare's rows are "
             "fusions no collection searches with; run eval --hybrid once per pipeline"
         )
+    if hybrid and plots is not None:
+        raise ValueError(
+            "--plots draws the dense search's uncertainty signals, which a hybrid ranking "
+            "does not report per query; leave out --hybrid to plot them"
+        )
     if not compare:
-        for option, value in (("--plots", plots), ("--tune-on", tune_on), ("--baseline", baseline)):
+        for option, value in (("--tune-on", tune_on), ("--baseline", baseline)):
             if value is not None:
-                raise ValueError(f"{option} needs --compare: only a comparison tunes and plots")
+                raise ValueError(f"{option} needs --compare: only a comparison has rows to tune")
     if json_path is not None:
         check_output_file("--json", json_path)
     if plots is not None:
@@ -146,18 +152,24 @@ def check_hybrid(test: Evaluable) -> None:
         )
 
 
-def own_figures(pipe: Pipeline, test: Evaluable, folder: Path, hybrid: bool) -> dict[str, float]:
+def own_figures(
+    pipe: Pipeline, test: Evaluable, folder: Path, hybrid: bool, plots: bool
+) -> tuple[dict[str, float], Comparison | None]:
     """The pipeline's figures as its search ranks (`folder`: the dataset's, whose corpus a
-    hybrid search's BM25 reads)."""
+    hybrid search's BM25 reads) and, for `plots`, its uncertainty signals as a one-row
+    comparison."""
     from probembed.evaluation.datasets import RetrievalDataset
     from probembed.evaluation.harness import embed, evaluate, searched_as
+    from probembed.evaluation.report import pipeline_quality
 
     embedded = embed(pipe, test, progress=True)
     if hybrid and isinstance(test, RetrievalDataset):
         from probembed.calibration.training import hybrid_metrics
 
-        return hybrid_metrics(pipe, test, folder, embedded)
-    return evaluate(embedded, test, searched_as(pipe, embedded, test, "uec")).metrics
+        return hybrid_metrics(pipe, test, folder, embedded), None
+    outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, pipe.name))
+    quality = pipeline_quality(pipe, test, embedded, outcome, pipe.name) if plots else None
+    return outcome.metrics, quality
 
 
 def register(app: typer.Typer) -> None:
@@ -181,7 +193,12 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--json", help="Write tidy result rows here.")
         ] = None,
         plots: Annotated[
-            Path | None, typer.Option(help="Write risk-coverage plots to this folder.")
+            Path | None,
+            typer.Option(
+                help="Write risk-coverage and per-decile plots of the uncertainty signals "
+                "(the learned confidence a search reports too, where the pipeline has one) to "
+                "this folder: of the pipeline, or with --compare of its rows. Not with --hybrid."
+            ),
         ] = None,
         tune_on: Annotated[
             str | None,
@@ -292,7 +309,9 @@ def register(app: typer.Typer) -> None:
                     "as shipped, with its own weights and score"
                 )
         else:
-            figures = own_figures(pipe, test, dataset_folder(path), hybrid)
+            figures, result = own_figures(
+                pipe, test, dataset_folder(path), hybrid, plots is not None
+            )
             method = f"{pipe.name} hybrid" if hybrid else pipe.name
             rows = [
                 {
@@ -309,11 +328,15 @@ def register(app: typer.Typer) -> None:
             for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
             if any(r["metric"] == m for r in rows)
         ]
-        chosen = None if result is None or dev is None else tuned_settings(result, pipe.models)
+        chosen = (
+            None
+            if not compare or result is None or dev is None
+            else tuned_settings(result, pipe.models)
+        )
         columns: dict[str, dict[str, str]] = {}
         same: list[tuple[str, ...]] = []
         differences = None
-        if result is not None and baseline is not None:
+        if compare and result is not None and baseline is not None:
             differences = against_baseline(test, result.outcomes, baseline)
             metric = primary_metric(test)
             columns[f"Δ {metric} [95% CI]"] = paired_column(differences, metric, baseline)
