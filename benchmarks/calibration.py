@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.calibration import BASE_FEATURES, DISAGREEMENT, RelevanceCalibrator
+from probembed.calibration.checking import BINS, hit_probabilities, reliability
 from probembed.calibration.confidence import LEXICAL_FEATURES, TEXT_FEATURES, feature_names
 from probembed.calibration.logistic import Logistic
 from probembed.calibration.training import (
@@ -63,7 +64,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SCIFACT = datasets_dir() / "retrieval" / "scifact"
-BINS = 15
 KEEP_RELEVANT = 0.9
 SEED = 0
 
@@ -102,28 +102,6 @@ def hit_figures(
     }
 
 
-def predicted(calibrator: RelevanceCalibrator, split: RankedSplit) -> np.ndarray:
-    """p_relevant of every top-10 hit, by the searcher's own call (`predict_ranked`)."""
-    cosines = split.cosines if split.cosines is not None else [None] * len(split.ranked)
-    return np.concatenate(
-        [
-            calibrator.predict_ranked(r.dots, r.variances, TOP, c)
-            for r, c in zip(split.ranked, cosines, strict=True)
-        ]
-    )
-
-
-def reliability(p: np.ndarray, relevant: np.ndarray) -> dict[str, list[float]]:
-    """Per non-empty equal-width bin: mean prediction, observed rate and count."""
-    which = np.minimum((p * BINS).astype(np.int64), BINS - 1)
-    bins = [b for b in range(BINS) if (which == b).any()]
-    return {
-        "mean_predicted": [float(p[which == b].mean()) for b in bins],
-        "observed": [float(relevant[which == b].mean()) for b in bins],
-        "count": [int((which == b).sum()) for b in bins],
-    }
-
-
 def variants(train: RankedSplit, test: RankedSplit) -> dict[str, dict]:
     """Test figures of the calibrators tried, each fitted on train: isotonic step chosen on a
     held-out part of train, forced off, forced on; with and without member disagreement."""
@@ -134,7 +112,7 @@ def variants(train: RankedSplit, test: RankedSplit) -> dict[str, dict]:
         test_labels = test.table(TOP, with_spread)[1].astype(bool)
         for choice, isotonic in (("chosen", None), ("no isotonic", False), ("isotonic", True)):
             model = RelevanceCalibrator.fit(features, labels, groups, names, SEED, isotonic)
-            figures = hit_figures(predicted(model, test), test_labels)
+            figures = hit_figures(hit_probabilities(model, test), test_labels)
             out[f"{name} ({choice})"] = {
                 "ece15": figures["ece15"],
                 "dropped_irrelevant_at_threshold": figures["dropped_irrelevant_at_threshold"],
@@ -169,7 +147,7 @@ def query_confidence(
     for j, name in enumerate(feature_names(calibrator.confidence.members)):
         sure = -1.0 if "margin" in name else 1.0  # a wide margin is sure, a flat top 10 is not
         figures[f"feature:{name}"] = auroc(sure * features[:, j], failed)
-    sum_p = predicted(calibrator, test).reshape(len(test.ranked), TOP).sum(axis=1)
+    sum_p = hit_probabilities(calibrator, test).reshape(len(test.ranked), TOP).sum(axis=1)
     figures["sum_p_relevant_top10"] = auroc(-sum_p, failed)
     learned = calibrator.confidence.logistic.predict(features)
     figures["learned, dense features only"] = auroc(1 - learned, failed)
@@ -258,7 +236,8 @@ def main() -> None:
     train = rank_split(pipeline, load_dataset(SCIFACT, "train"))
     relevant = test.table(TOP, calibrator.uses_disagreement)[1].astype(bool)
     train_relevant = train.table(TOP, calibrator.uses_disagreement)[1].astype(bool)
-    p = predicted(calibrator, test)
+    p = hit_probabilities(calibrator, test)
+    train_p = hit_probabilities(calibrator, train)
     curve = reliability(p, relevant)
     plot_reliability(
         {f"{name} on SciFact test": (curve["mean_predicted"], curve["observed"])},
@@ -269,7 +248,7 @@ def main() -> None:
     outcome = evaluate(embedded, test_set, Method(name, pipeline.fusion, pipeline.score))
     with corpus_text_search(pipeline, SCIFACT) as bm25:
         figures = {
-            "hits": hit_figures(p, relevant, (predicted(calibrator, train), train_relevant)),
+            "hits": hit_figures(p, relevant, (train_p, train_relevant)),
             "reliability": curve,
             "variants": variants(train, test),
             "query_confidence_auroc": query_confidence(

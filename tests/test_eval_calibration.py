@@ -1,6 +1,7 @@
 """`probembed eval` on a judged BEIR split with a calibrated pipeline: plots of the pipeline
 alone, with the learned confidence its searches report among the signals."""
 
+import json
 import warnings
 from pathlib import Path
 
@@ -79,3 +80,80 @@ def test_plots_of_a_hybrid_ranking_are_refused_before_encoding(beir, calibrated_
     output = " ".join(result.output.split())
     assert "--plots draws the dense search's uncertainty signals" in output
     assert "each embedded by" not in output
+
+
+def test_calibration_on_a_judged_split_is_what_searches_of_its_corpus_show(
+    beir, calibrated, calibrated_dir, tmp_path
+):
+    """No command checked the shipped p_relevant and confidence on a user's own labels: a
+    benchmark did, fixed to SciFact."""
+    from probembed.evaluation.metrics import per_query_metrics, run_from_results
+    from probembed.evaluation.uncertainty import (
+        NDCG_BELOW_MEDIAN,
+        auroc,
+        expected_calibration_error,
+        failed_queries,
+    )
+
+    plots, out = tmp_path / "plots", tmp_path / "rows.json"
+    args = ["eval", str(beir), "--pipeline", str(calibrated_dir), "--calibration"]
+    result = runner.invoke(app, [*args, "--plots", str(plots), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert "ECE of p_relevant (15 bins)" in said and "irrelevant hits dropped" in said
+    checked = json.loads(out.read_text())["calibration"]
+    assert checked["confidence"] == "learned"
+    figures = checked["figures"]
+    names = {p.name for p in plots.iterdir()}
+    assert {"pairs-test-calibrated-reliability.png"} <= names
+    assert "pairs-test-calibrated-confidence-risk-coverage.png" in names
+
+    test = load_dataset(beir)
+    queries = list(test.qrels)
+    collection = Database(tmp_path / "db", create=True).collection("corpus")
+    ingest(beir / "corpus.jsonl", collection, calibrated)
+    searched = collection.search([test.queries[q] for q in queries], k=10, exact=True)
+    p = np.array([h["p_relevant"] for r in searched for h in r["hits"]], dtype=np.float64)
+    judged = [test.qrels[q] for q in queries]
+    relevant = np.array(
+        [j.get(h["id"], 0) > 0 for j, r in zip(judged, searched, strict=True) for h in r["hits"]]
+    )
+    # float32 rows in the collection: p_relevant agrees to ~1e-7, no hit crosses a bin edge
+    assert figures["hits"] == len(p) and figures["relevant_share"] == relevant.mean()
+    assert figures["ece15"] == pytest.approx(expected_calibration_error(p, relevant), abs=1e-6)
+    for t in (0.1, 0.25, 0.5, 0.75):
+        assert figures[f"kept_relevant@{t:g}"] == pytest.approx((p[relevant] >= t).mean())
+        assert figures[f"dropped_irrelevant@{t:g}"] == pytest.approx((p[~relevant] < t).mean())
+    per_query = per_query_metrics(
+        test.qrels, run_from_results(queries, searched), ("ndcg@10", "recall@10")
+    )
+    failed = failed_queries(per_query["ndcg@10"], per_query["recall@10"], queries)
+    sure = np.array([r["confidence"] for r in searched], dtype=np.float64)
+    assert figures["confidence_auroc"] == pytest.approx(
+        auroc(1 - sure, failed[NDCG_BELOW_MEDIAN]), abs=1e-9
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "options", "said"),
+    [
+        ("sts", [], "--calibration applies to retrieval (BEIR) datasets only, not to toy (sts)"),
+        (
+            "beir",
+            ["--compare"],
+            "--calibration checks the pipeline's own dense search, not with --compare",
+        ),
+        ("beir", ["--hybrid"], "not with --hybrid"),
+        ("plain", [], "--calibration: hash has no relevance calibrator (calibration.json)"),
+    ],
+)
+def test_calibration_is_refused_where_there_is_nothing_to_check(
+    where, options, said, beir, calibrated_dir, hash_pipeline, tmp_path
+):
+    path = Path(__file__).parent / "data" / "sts" / "toy" if where == "sts" else beir
+    pipeline = hash_pipeline.save(tmp_path / "hash") if where == "plain" else calibrated_dir
+    args = ["eval", str(path), "--pipeline", str(pipeline), "--calibration", *options]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert said in output and "each embedded by" not in output

@@ -10,6 +10,7 @@ import typer
 from rich.markdown import Markdown
 
 if TYPE_CHECKING:
+    from probembed.calibration.checking import CalibrationCheck
     from probembed.evaluation.datasets import Evaluable
     from probembed.evaluation.report import Comparison
     from probembed.pipeline import Pipeline
@@ -153,11 +154,11 @@ def check_hybrid(test: Evaluable) -> None:
 
 
 def own_figures(
-    pipe: Pipeline, test: Evaluable, folder: Path, hybrid: bool, plots: bool
-) -> tuple[dict[str, float], Comparison | None]:
+    pipe: Pipeline, test: Evaluable, folder: Path, hybrid: bool, plots: bool, calibration: bool
+) -> tuple[dict[str, float], Comparison | None, CalibrationCheck | None]:
     """The pipeline's figures as its search ranks (`folder`: the dataset's, whose corpus a
-    hybrid search's BM25 reads) and, for `plots`, its uncertainty signals as a one-row
-    comparison."""
+    hybrid search's BM25 reads); for `plots`, its uncertainty signals as a one-row
+    comparison; for `calibration`, how its p_relevant and confidence hold on the split."""
     from probembed.evaluation.datasets import RetrievalDataset
     from probembed.evaluation.harness import embed, evaluate, searched_as
     from probembed.evaluation.report import pipeline_quality
@@ -166,10 +167,62 @@ def own_figures(
     if hybrid and isinstance(test, RetrievalDataset):
         from probembed.calibration.training import hybrid_metrics
 
-        return hybrid_metrics(pipe, test, folder, embedded), None
+        return hybrid_metrics(pipe, test, folder, embedded), None, None
     outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, pipe.name))
     quality = pipeline_quality(pipe, test, embedded, outcome, pipe.name) if plots else None
-    return outcome.metrics, quality
+    checked = None
+    if calibration and isinstance(test, RetrievalDataset):
+        from probembed.calibration.checking import check_calibration
+
+        checked = check_calibration(pipe, test, embedded)
+    return outcome.metrics, quality, checked
+
+
+def check_calibration_option(test: Evaluable, pipe: Pipeline, compare: bool, hybrid: bool) -> None:
+    """Refuse --calibration where there is nothing to check, before any encoding."""
+    from probembed.evaluation.datasets import RetrievalDataset, dataset_kind
+
+    if compare or hybrid:
+        option = "--compare" if compare else "--hybrid"
+        raise ValueError(
+            f"--calibration checks the pipeline's own dense search, not with {option}; "
+            f"run it without {option}"
+        )
+    if not isinstance(test, RetrievalDataset):
+        raise ValueError(
+            f"--calibration applies to retrieval (BEIR) datasets only, not to {test.name} "
+            f"({dataset_kind(test)}): p_relevant and confidence are a search's"
+        )
+    if pipe.calibrator is None:
+        raise ValueError(
+            f"--calibration: {pipe.name} has no relevance calibrator (calibration.json), so "
+            "no p_relevant to check; probembed tune fits one on a judged split"
+        )
+
+
+def calibration_table(check: CalibrationCheck) -> str:
+    """The check's figures as markdown: the hits' calibration, then each threshold's shares."""
+    from probembed.calibration.checking import BINS, THRESHOLDS
+
+    f = check.figures
+    which = "learned" if check.learned else "outrank probability: no learned one"
+    lines = [
+        "| figure | value |",
+        "|---|---:|",
+        f"| top-10 hits of the judged queries | {f['hits']:.0f} |",
+        f"| share relevant | {f['relevant_share']:.3f} |",
+        f"| mean p_relevant | {f['mean_p_relevant']:.3f} |",
+        f"| ECE of p_relevant ({BINS} bins) | {f['ece15']:.3f} |",
+        f"| AUROC of confidence ({which}) for nDCG@10 below the median | "
+        f"{f['confidence_auroc']:.3f} |",
+        "",
+        "| min_p_relevant | relevant hits kept | irrelevant hits dropped |",
+        "|---:|---:|---:|",
+    ]
+    for t in THRESHOLDS:
+        kept, dropped = f[f"kept_relevant@{t:g}"], f[f"dropped_irrelevant@{t:g}"]
+        lines.append(f"| {t:g} | {kept:.3f} | {dropped:.3f} |")
+    return "\n".join(lines)
 
 
 def register(app: typer.Typer) -> None:
@@ -218,6 +271,16 @@ def register(app: typer.Typer) -> None:
                 help="Score the rankings a hybrid search (search --hybrid) makes: the "
                 "pipeline's dense ranking and BM25 over the corpus, fused by reciprocal rank. "
                 "BEIR retrieval sets only; not with --compare."
+            ),
+        ] = False,
+        calibration: Annotated[
+            bool,
+            typer.Option(
+                help="Check the pipeline's p_relevant and query confidence on this judged BEIR "
+                "split, searched as a collection of its corpus would be: ECE of p_relevant "
+                "over the top-10 hits, relevant kept and irrelevant dropped at a few "
+                "min_p_relevant values, confidence AUROC; with --plots, a reliability diagram "
+                "and the confidence's risk-coverage. Not with --compare or --hybrid."
             ),
         ] = False,
         baseline: Annotated[
@@ -270,6 +333,8 @@ def register(app: typer.Typer) -> None:
             pipe = Pipeline.load(pipeline)
             if compare:
                 baseline = check_baseline(baseline, pipe, dev is not None)
+            if calibration:
+                check_calibration_option(test, pipe, compare, hybrid)
         except (OSError, ValueError) as exc:
             raise fail(named(str(exc), DATASET_OPTIONS)) from exc
         texts = sum(len(t) for t in dataset_roles(test).values())
@@ -283,7 +348,7 @@ def register(app: typer.Typer) -> None:
                 f"{pipe.name} was tuned on {tuned}: figures on this split are not held out; "
                 "report a split it was not tuned on",
             )
-        result = None
+        result, checked = None, None
         heading = test.name if test.name == test.split else f"{test.name} ({test.split})"
         if hybrid:
             heading += "; hybrid search: dense + BM25 by reciprocal rank"
@@ -309,8 +374,8 @@ def register(app: typer.Typer) -> None:
                     "as shipped, with its own weights and score"
                 )
         else:
-            figures, result = own_figures(
-                pipe, test, dataset_folder(path), hybrid, plots is not None
+            figures, result, checked = own_figures(
+                pipe, test, dataset_folder(path), hybrid, plots is not None, calibration
             )
             method = f"{pipe.name} hybrid" if hybrid else pipe.name
             rows = [
@@ -352,6 +417,9 @@ def register(app: typer.Typer) -> None:
             heading += f"; Δ: difference from {baseline}"
         table = markdown_table(rows, headline, columns, same)
         console.print(Markdown(f"### {heading}\n\n" + table))
+        if checked is not None:
+            title = f"### p_relevant and confidence of {pipe.name} on {label}, as searches report"
+            console.print(Markdown(f"{title}\n\n" + calibration_table(checked)))
         if json_path is not None:
             config: dict[str, object] = {
                 "dataset": str(path),
@@ -383,10 +451,21 @@ def register(app: typer.Typer) -> None:
                     "differences": differences,
                 }
                 sections["per_item"] = per_item_values(test, result.outcomes)
+            if checked is not None:
+                sections["calibration"] = {
+                    "confidence": "learned" if checked.learned else "outrank",
+                    "figures": checked.figures,
+                    "reliability": checked.reliability,
+                }
             write_json(json_path, rows, config, sections)
             say(f"wrote {len(rows)} rows to {json_path}")  # notes on stderr, the table on stdout
         if result is not None and plots is not None:  # after the rows: a plot may still fail
             written = write_plots(result, test, plots)
+            if checked is not None:
+                from probembed.calibration.checking import plot_check
+
+                stem = f"{test.name}-{test.split}-{pipe.name}"
+                written += plot_check(checked, plots, stem, f"{label} ({pipe.name})")
             for png in written:
                 say(f"plot: {png}")
             if not written:  # an empty folder, and not a word, looked like a failure
