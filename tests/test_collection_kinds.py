@@ -133,3 +133,21 @@ def test_a_collection_of_chunks_emptied_by_deletes_still_refuses_whole_records_a
     with pytest.raises(StoreError, match="'docs' holds documents as chunks: whole documents"):
         refuse_mixing(collection, chunks=False)
     refuse_mixing(collection, chunks=True)
+
+
+def test_a_plain_ingest_of_records_carrying_chunk_fields_is_told_which_fields(
+    tmp_path, pydoc_pipeline
+):
+    """Such records are chunks by their metadata; the refusal said "ingest without
+    chunking" to a user who was not chunking, and named neither the items nor the fields."""
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest([{"id": "d0", "text": "Green tea is steeped briefly."}], collection, pydoc_pipeline)
+    marked = {"doc_id": "d1", "chunk": 0, "doc_hash": "h"}
+    records = [
+        {"id": "d1", "text": "Black tea steeps longer.", "metadata": marked},
+        {"id": "d2", "text": "Oolong sits between them.", "metadata": {**marked, "chunk": 1}},
+    ]
+    said = "2 of these 2 items carry chunk, doc_hash, doc_id in their metadata"
+    with pytest.raises(StoreError, match=said):
+        ingest(records, collection, pydoc_pipeline)
+    assert collection.ids() == {"d0"}

@@ -57,8 +57,9 @@ from probembed.store.errors import storage_failure
 from probembed.store.location import database_target
 
 log = logging.getLogger("probembed.service")
-#: The interactive pages of the schema (Swagger UI, ReDoc), served by fastapi-offline.
-DOCS = ("/docs", "/redoc")
+#: The interactive page of the schema (Swagger UI), served by fastapi-offline. No ReDoc page:
+#: its script draws a logo from cdn.redoc.ly, a request to the internet whenever it is opened.
+DOCS = ("/docs",)
 #: Where their scripts, styles and icon are served from: fastapi-offline's copies.
 ASSETS = "/docs-assets"
 
@@ -76,12 +77,13 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             loading.cancel()
             await service.stop()
 
-    app = FastAPIOffline(  # /docs and /redoc from ASSETS: a CDN's left them blank offline
+    app = FastAPIOffline(  # /docs from ASSETS: a CDN's left it blank offline
         title="probembed",
         version=__version__,
         summary="Probabilistic embeddings and search: every vector and hit says how sure it is.",
         lifespan=lifespan,
         static_url=ASSETS,
+        redoc_url=None,
     )
     app.state.service = service
     _handle_errors(app, service)

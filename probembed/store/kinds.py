@@ -55,11 +55,24 @@ def refuse_mixing(
     if writes_whole and (holds_chunks or writes_chunks):
         raise StoreError(_whole_beside_chunks(collection.name, holds_chunks, counted))
     if writes_chunks and not holds_chunks and rows():
-        raise StoreError(
-            f"collection {collection.name!r} holds whole documents: chunks beside them would "
-            "be found twice (the document and a chunk of it); ingest without chunking, or "
-            "into another collection"
-        )
+        raise StoreError(_chunks_beside_whole(collection.name, counted))
+
+
+def _chunks_beside_whole(name: str, counted: tuple[int, int] | None) -> str:
+    """Why chunks are refused beside whole records, naming the fields that made items chunks
+    when the items were given (a plain ingest of records carrying them is not chunking)."""
+    told = (
+        f"collection {name!r} holds whole documents: chunks beside them would be found twice "
+        "(the document and a chunk of it)"
+    )
+    if counted is None:
+        return f"{told}; ingest without chunking, or into another collection"
+    whole, given = counted
+    fields = ", ".join(sorted(CHUNK_COLUMNS))
+    return (
+        f"{told}; {given - whole} of these {given} items carry {fields} in their metadata, "
+        "which marks a chunk: rename those fields, or write into another collection"
+    )
 
 
 def _whole_beside_chunks(name: str, holds_chunks: bool, counted: tuple[int, int] | None) -> str:
