@@ -1,5 +1,6 @@
 """SIGTERM during a burst of writes on a live server: the exit is bounded by the grace, not by
-the batch an encoding child holds, and every write is stored whole or not at all."""
+the batch an encoding child holds nor by the chunking of a large document, and every write is
+stored whole or not at all."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from probembed.store import Database
 #: server exits about a second after the 1 s grace (the undo of a write, the children's
 #: close); the batch the giant request puts in a child takes minutes (some 180 s on two
 #: cores), which the server used to wait out, so 60 s leaves a loaded machine room and still
-#: tells the two apart.
+#: tells the two apart. A write chunking a large document stopped 6.0 s after SIGTERM with
+#: its 5 s grace; left to chunk, it ran past the bound.
 EXIT_BOUND = 60
 #: Texts of the request that keeps one child busy, each of WORDS distinct random words.
 GIANT, WORDS = 4096, 300
@@ -133,3 +135,57 @@ def test_sigterm_during_a_burst_of_writes_exits_within_the_grace_and_stores_each
         assert len(chunks) > 512, len(chunks)
     else:
         assert answers["chunked"] == 503 and not chunks, (answers, len(chunks))
+
+
+#: The chunked write's document: random 8-letter words (4-5 WordPiece tokens each), cut into
+#: chunks of at most CUT tokens, so the chunker cuts every paragraph down to its words. Its
+#: chunking by `retrieval` takes some 20 s per MB so cut on two loaded cores (0.9 MB in 21 s;
+#: 10 s for 300,000 words at 256 tokens): this one's 8 MB take minutes, far past EXIT_BOUND.
+PARAGRAPHS, CUT = 30_000, 8
+
+
+def test_sigterm_while_a_large_document_is_chunked_exits_without_chunking_the_rest(
+    tmp_path, search_pipeline
+):
+    """After the grace a chunked write went on cutting its document into chunks, minutes of
+    it for a large one, before its first encode learnt of the shutdown and the server could
+    exit. Chunking asks the service between its tokenizer calls now: the write ends there,
+    nothing of the document stored. `search_pipeline` skips without `retrieval`'s models,
+    whose real tokenizers make chunking cost what it costs in use (the hashing encoder counts
+    words, ten times faster). The grace, 5 s, lets the write reach its chunking (it begins
+    well within a second of the request being read) before the shutdown stops it."""
+    flags = ["--workers", "1", "--graceful-timeout", "5", "--max-body-bytes", str(2**26)]
+    server = Server(
+        tmp_path / "db", "retrieval", *flags, env={"PROBEMBED_CACHE_DIR": str(tmp_path)}
+    )
+    text = "\n\n".join(random_texts(PARAGRAPHS, 30, 4))
+    body = {"documents": [{"id": "large.md", "text": text}], "chunk": {"max_tokens": CUT}}
+    answers: dict[str, int | str] = {}
+
+    def send() -> None:
+        with httpx2.Client(base_url=server.url, timeout=600) as http:
+            try:
+                answers["chunked"] = http.post("/v1/collections/c/documents", json=body).status_code
+            except httpx2.HTTPError as exc:  # recorded: the assertions say what was expected
+                answers["chunked"] = repr(exc)
+
+    with server, server.client() as http:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        writing = threading.Thread(target=send)
+        writing.start()
+        deadline = time.monotonic() + 60  # the write and this scrape of /metrics in flight
+        while "probembed_requests_in_flight 2.0" not in http.get("/metrics").text:
+            assert time.monotonic() < deadline, "the chunked write never arrived"
+            time.sleep(0.05)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            code = server.process.wait(EXIT_BOUND)
+        except subprocess.TimeoutExpired:
+            server.kill()  # the rest of its chunking is minutes nobody needs to wait out
+            pytest.fail(f"no exit {EXIT_BOUND} s after SIGTERM:\n{server.output[-3000:]}")
+    writing.join(60)
+    assert code in (0, -signal.SIGTERM), server.output
+    assert "Traceback" not in server.output, server.output
+    assert answers["chunked"] == 503, answers
+    assert Database(tmp_path / "db").open("c").count() == 0

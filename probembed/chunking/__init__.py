@@ -1,6 +1,13 @@
 """Documents into passages that fit every model of a pipeline: structure first, then tokens."""
 
-from probembed.chunking.chunker import Chunk, ChunkSettings, Segment, chunk_text, stream_chunks
+from probembed.chunking.chunker import (
+    Chunk,
+    ChunkSettings,
+    Segment,
+    chunk_text,
+    stoppable,
+    stream_chunks,
+)
 from probembed.chunking.structure import (
     FRONT_MATTER_CHARS,
     FRONT_MATTER_LINES,
@@ -29,5 +36,6 @@ __all__ = [
     "last_paragraph_break",
     "markdown_sections",
     "plain_sections",
+    "stoppable",
     "stream_chunks",
 ]

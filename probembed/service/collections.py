@@ -237,6 +237,7 @@ def _collections(service: Service) -> APIRouter:
                     encode=encode,
                     label=name,
                     prefix=body.prefix,
+                    stop=service.refuse_if_stopping,  # a shutdown's: not the whole document
                 )
                 count = service.count_items(collection)  # the size ingest_parsed cut at:
                 return _chunked_report(name, report, count, settings.capped(pipeline.max_tokens))

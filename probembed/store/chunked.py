@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
-from probembed.chunking import Chunk, ChunkSettings, chunk_text, stream_chunks
+from probembed.chunking import Chunk, ChunkSettings, chunk_text, stoppable, stream_chunks
 from probembed.documents import under_prefix
 from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
@@ -448,6 +448,7 @@ def ingest_parsed(
     alone: bool = False,
     folder: str | None = None,
     prefix: str = "",
+    stop: Callable[[], None] | None = None,
 ) -> DocumentReport:
     """Chunk and store documents already read, touching only those whose content changed.
 
@@ -471,6 +472,9 @@ def ingest_parsed(
     `prefix`: every document's id is put under it (`docs/` makes `README.md` `docs/README.md`),
     and a sync removes only stored documents under it: several sources share a collection,
     each synced on its own.
+    `stop`: called before each tokenizer call of the chunking, which comes before any write,
+    so what it raises ends the run with nothing written (the service's shutdown, whose
+    `encode` refuses the batches after it; a streamed file is chunked between its batches).
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
@@ -480,7 +484,8 @@ def ingest_parsed(
     stored = collection.document_index()
     scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
     items = (under_prefix(item, prefix) for item in items)
-    plan = _plan(items, stored, scope, pipeline.count_tokens, settings, report, alone, prefix)
+    count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
+    plan = _plan(items, stored, scope, count, settings, report, alone, prefix)
     planned = [*plan.records, *plan.marks]
     # the check's column types are the plan of both parts' writes
     good, bad, columns = check_records(planned, columns_to_check(collection, planned))
