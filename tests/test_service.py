@@ -1785,7 +1785,10 @@ def test_dropping_the_last_collection_of_an_unserved_pipeline_stops_its_children
         assert answer.status_code == 200 and answer.json()["results"][0]["hits"][0]["id"] == "a"
         assert len(settle(running, 2) - served) == 1
     logged = running.log.read_text("utf-8")
-    assert f"pipeline {other.fingerprint[:8]} is used by no collection" in logged
+    said = (
+        f"pipeline {other.fingerprint[:8]} is used by no collection: stopped its 1 encoding child"
+    )
+    assert f"{said}\n" in logged  # the line ends there: it said "1 encoding children"
 
 
 def test_a_chunked_write_lets_searches_run_while_it_encodes_and_a_drop_waits_for_it(

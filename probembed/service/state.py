@@ -169,7 +169,7 @@ class Service:
         workers = [w for each in self._workers.values() for w in each]
         ended = sum(worker.abandon() for worker in workers)  # their batches answer nobody now
         if ended:
-            log.warning("shutdown: stopped %d encoding children in the middle of a batch", ended)
+            log.warning("shutdown: stopped %s in the middle of a batch", _children(ended))
         await asyncio.gather(*(batcher.stop() for batcher in batchers))
         if self._running:
             await asyncio.wait(list(self._running))
@@ -480,8 +480,8 @@ class Service:
         for worker in workers:
             await asyncio.to_thread(worker.close)
         log.info(
-            "pipeline %s is used by no collection: stopped its %d encoding children",
-            *(fingerprint[:8], len(workers)),
+            "pipeline %s is used by no collection: stopped its %s",
+            *(fingerprint[:8], _children(len(workers))),
         )
 
     @staticmethod
@@ -492,6 +492,12 @@ class Service:
             with contextlib.suppress(CollectionNotFoundError):  # dropped since it was listed
                 found.add(db.open(name).pipeline.fingerprint)
         return found
+
+
+def _children(count: int) -> str:
+    """How many encoding children, in the number the count takes: the log said "stopped 1
+    encoding children"."""
+    return f"{count} encoding {'child' if count == 1 else 'children'}"
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:
