@@ -341,6 +341,43 @@ def test_the_service_serves_a_collection_on_s3(tmp_path, bucket, options, pydoc_
         assert (g["score"], g["std"]) == pytest.approx((w["score"], w["std"]), rel=REENCODED)
 
 
+def test_serve_refuses_an_empty_prefix_unless_asked_to_create_it(
+    tmp_path, endpoint, bucket, options, pydoc_pipeline_dir
+):
+    """A prefix with nothing under it is no database (a typo and a new one look alike on
+    object storage): `serve` refuses it before the port or a model is taken, exit 2, naming
+    the URI whole (the operator typed it; only clients see it hidden) and --create-db, and no
+    credential; nothing is written there. --create-db makes and serves it, and the database
+    it holds then is served without the flag."""
+    secret = secrets.token_hex(8)  # moto takes any key: one no message can hold by chance
+    keyed = {**options, "aws_secret_access_key": secret}
+    flags = [arg for k, v in keyed.items() for arg in ("--storage-option", f"{k}={v}")]
+    uri = f"s3://{bucket}/served"
+    command = [sys.executable, "-m", "probembed", "serve", "--db", uri, *flags]
+    done = subprocess.run(
+        [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    told = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stderr
+    said = f"no database at {uri}: nothing is stored under that prefix (--create-db makes one)"
+    assert said in told, done.stderr
+    assert secret not in told and "<db>" not in told and "<bucket>" not in told, done.stderr
+    assert "Traceback" not in told and "listening" not in told, done.stderr
+    assert object_keys(endpoint, bucket) == []
+    with (
+        Server(uri, pydoc_pipeline_dir, *flags, log=tmp_path / "made.log") as made,
+        made.client() as http,
+    ):
+        assert http.get("/v1/collections").json()["data"] == []
+        assert http.post("/v1/collections", json={"name": "kept"}).status_code == 201
+    again = Server(uri, pydoc_pipeline_dir, *flags, log=tmp_path / "again.log", create_db=False)
+    with again, again.client() as http:
+        assert [c["name"] for c in http.get("/v1/collections").json()["data"]] == ["kept"]
+
+
 def test_an_upsert_on_s3_writes_only_what_changed(bucket, options, hash_pipeline, sentences):
     """The stored texts and metadata are read back from the object store, batch by batch."""
     remote = Database(f"s3://{bucket}/db", create=True, storage_options=options).collection("c")
