@@ -1271,15 +1271,20 @@ def test_metrics_export_requests_batches_and_items(server):
         http.post("/v1/embeddings", json={"model": "hash", "input": "x"})
         http.get("/openapi.json")
         http.post("/v1/collections/x0/documents", content=b"x" * 20_000_000)  # 413, unrouted
-        for n in range(3):  # paths a client makes up: redirected, unknown
+        http.get("/docs-assets/swagger-ui.css")  # the docs pages' files: one label, their mount
+        for n in range(3):  # paths a client makes up: redirected, unknown, no such asset
             http.get(f"/v1/collections/junk{n}/")
             http.get(f"/nowhere/{n}")
+            http.get(f"/docs-assets/junk{n}.js")
         text = http.get("/metrics").text
     assert 'probembed_requests_total{method="POST",route="/v1/embeddings",status="200"}' in text
     assert 'route="/v1/collections/{name}/documents"' in text  # templates, never raw paths
     assert 'route="/openapi.json"' in text
     assert 'route="unmatched",status="413"' in text and 'route="unmatched",status="404"' in text
+    assert 'route="/docs-assets",status="200"' in text
+    assert 'route="/docs-assets",status="404"' in text
     assert "x0" not in text and "junk" not in text and "nowhere" not in text
+    assert "swagger-ui" not in text
     assert 'probembed_collection_items{collection="counted"} 3.0' in text
     count = re.search(r'probembed_encode_batch_texts_count\{pipeline="hash"\} (\d+)', text)
     assert count is not None and int(count.group(1)) >= 2

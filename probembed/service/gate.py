@@ -4,7 +4,8 @@ access log.
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
 Content-Length over it is refused unread; a chunked body is refused once it passes it), and
 the route label is the matched template (`/v1/collections/{name}`), never a raw path a client
-chose (one label, "unmatched", for every path no route matched). Each request gets an id: the
+chose (one label, "unmatched", for every path no route matched; one, `/docs-assets`, for the
+docs pages' files). Each request gets an id: the
 client's `X-Request-ID` where it is one (`request_id`), else a new one, sent back in that
 header, written in its access line and in every error body, so a user's report finds its line.
 """
@@ -177,12 +178,7 @@ class Gate:
 
     def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
         """Count, time and log one request."""
-        route = getattr(scope.get("route"), "path", None)
-        if route is None:  # the schema and docs pages have no template; any other path a
-            # client sends (a 404, a 413 refused before routing, a redirect) is one label,
-            # or each made-up path would be a new metric series
-            path = scope.get("path", "")
-            route = path if path in self.pages else "unmatched"
+        route = self._route(scope)
         method = scope.get("method", "")
         self.metrics.requests.labels(method, route, str(status)).inc()
         self.metrics.latency.labels(method, route).observe(seconds)
@@ -201,6 +197,22 @@ class Gate:
                 }
             )
         )
+
+    def _route(self, scope: Scope) -> str:
+        """The request's route label, one of a fixed few whatever path a client sends, or each
+        made-up path would be a new metric series: the matched template; the schema and docs
+        pages by path (no template); the docs' files by their folder, found or not (their
+        mount sets no route: they were "unmatched"); any other path "unmatched" (a 404, a
+        413 refused before routing, a redirect)."""
+        route = getattr(scope.get("route"), "path", None)
+        if route is not None:
+            return str(route)
+        path = scope.get("path", "")
+        if path in self.pages:
+            return str(path)
+        if self.open_prefix is not None and path.startswith(self.open_prefix):
+            return self.open_prefix.rstrip("/")
+        return "unmatched"
 
 
 def _content_encoding(scope: Scope) -> str | None:
