@@ -113,15 +113,20 @@ def options(endpoint) -> dict[str, str]:
     }
 
 
-def object_keys(endpoint: str, bucket: str) -> list[str]:
-    """Every object key in a bucket, listed straight from the server (no directory guessing)."""
-    fs = pafs.S3FileSystem(
+def s3_files(endpoint: str) -> pafs.S3FileSystem:
+    """The moto server's objects as pyarrow reaches them."""
+    return pafs.S3FileSystem(
         access_key="testing",
         secret_key="testing",
         region="us-east-1",
         endpoint_override=endpoint.removeprefix("http://"),
         scheme="http",
     )
+
+
+def object_keys(endpoint: str, bucket: str) -> list[str]:
+    """Every object key in a bucket, listed straight from the server (no directory guessing)."""
+    fs = s3_files(endpoint)
     infos = fs.get_file_info(pafs.FileSelector(bucket, recursive=True))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File)
 
@@ -271,12 +276,20 @@ def test_another_machine_writing_a_collection_searches_with_its_kept_settings(
     assert first.load_pipeline().score.name == "uec"
 
 
-def test_reading_a_prefix_that_holds_nothing_is_no_database(bucket, options):
-    """A mistyped prefix is refused as a missing local directory is, not read as empty."""
-    assert Database(f"s3://{bucket}/db", create=True, storage_options=options).writable
+def test_reading_a_prefix_that_holds_nothing_is_no_database(endpoint, bucket, options):
+    """A mistyped prefix is refused as a missing local directory is, not read as empty; one
+    made (create=True) and left empty is a database (it wrote nothing, and was refused when
+    next opened to read); an object in the prefix's place is none (`--db s3://b/docs.jsonl`
+    was served as an empty database)."""
+    Database(f"s3://{bucket}/db", create=True, storage_options=options)
     with pytest.raises(StoreError, match="nothing is stored under that prefix"):
         Database(f"s3://{bucket}/dbtypo", storage_options=options)
     assert Database(f"s3://{bucket}/db", storage_options=options).collections() == []
+    with s3_files(endpoint).open_output_stream(f"{bucket}/docs.jsonl") as stream:
+        stream.write(b'{"_id": "d0", "text": "x"}\n')
+    for create in (False, True):
+        with pytest.raises(StoreError, match="docs.jsonl: it is an object; a database is a"):
+            Database(f"s3://{bucket}/docs.jsonl", create=create, storage_options=options)
 
 
 def test_cli_on_s3_gives_what_it_gives_on_disk(tmp_path, bucket, options, hash_pipeline, sentences):
@@ -372,10 +385,10 @@ def test_serve_refuses_an_empty_prefix_unless_asked_to_create_it(
         made.client() as http,
     ):
         assert http.get("/v1/collections").json()["data"] == []
-        assert http.post("/v1/collections", json={"name": "kept"}).status_code == 201
+    # made and left empty, it is still a database (its marker object): served without the flag
     again = Server(uri, pydoc_pipeline_dir, *flags, log=tmp_path / "again.log", create_db=False)
     with again, again.client() as http:
-        assert [c["name"] for c in http.get("/v1/collections").json()["data"]] == ["kept"]
+        assert http.get("/v1/collections").json()["data"] == []
 
 
 def test_an_upsert_on_s3_writes_only_what_changed(bucket, options, hash_pipeline, sentences):

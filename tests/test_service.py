@@ -1703,6 +1703,18 @@ def test_a_db_that_does_not_exist_is_refused_unless_asked_to_create_it(
     assert said in " ".join(done.stderr.split()), done.stderr
     assert "Traceback" not in done.stderr and "listening" not in done.stderr
     assert not typo.exists()
+    corpus = tmp_path / "docs.jsonl"  # --db naming the corpus: --create-db cannot make it, and
+    corpus.write_text('{"_id": "d0", "text": "x"}\n')  # it was found after every model loaded
+    for given in ([], ["--create-db"]):
+        done = subprocess.run(
+            [*command[:-1], str(corpus), *given, "--pipeline", str(pydoc_pipeline_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        told = " ".join(done.stderr.split())
+        assert done.returncode == 2 and f"{corpus}" in told and "is a file" in told, told
+        assert "listening" not in told and "loading" not in told.lower(), told
     made = tmp_path / "made.db"
     made.mkdir()
     with Server(made, pydoc_pipeline_dir, create_db=False) as running, running.client() as http:

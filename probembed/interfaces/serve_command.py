@@ -121,6 +121,6 @@ def serve_command(
     try:
         serve(settings)
     except NoDatabaseError as exc:  # the database and the port: checked before any model loads
-        raise fail(exc.told("--create-db")) from exc
+        raise fail(exc.told("--create-db", exc.after)) from exc
     except (StoreError, OSError) as exc:
         raise fail(str(exc)) from exc

@@ -66,12 +66,16 @@ def serve(settings: ServiceSettings) -> None:
 
 def require_database(settings: ServiceSettings) -> None:
     """Refuse a `db` that names no database (NoDatabaseError) before the port or a model is
-    taken, unless `create_db`: a mistyped --db was made an empty database and served healthy,
-    with no collections. On object storage a prefix with nothing under it is none either (a
-    typo and a new database look alike there); the bucket must exist either way."""
-    if not settings.create_db:
-        options = with_timeouts(settings.db, settings.storage_options)
-        Location(settings.db, options).prepare(create=False)
+    taken, or with `create_db` one that cannot be made there (a file in its place): a mistyped
+    --db was made an empty database and served healthy, with no collections, and a file as
+    --db failed only after every model had loaded. On object storage a prefix with nothing
+    under it is none either (a typo and a new database look alike there); the bucket must
+    exist."""
+    location = Location(settings.db, with_timeouts(settings.db, settings.storage_options))
+    if settings.create_db:  # made once the pipelines load: a failed load leaves nothing
+        location.refuse_uncreatable()
+    else:
+        location.prepare(create=False)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -72,7 +72,7 @@ class NoDatabaseError(StoreError):
     def __init__(
         self, where: str, why: str, target: str, remote: bool = False, after: str = ""
     ) -> None:
-        self.where, self.why = where, why
+        self.where, self.why, self.after = where, why, after
         #: How a command line names this database: a directory, or an object-store URI.
         self.placeholder = "URI" if remote else "DIR"
         # `after`: what must happen first for `Database(target, create=True)` to work (a file

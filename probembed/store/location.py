@@ -177,17 +177,17 @@ class Location:
             self.uri = str(self.path)
 
     def prepare(self, create: bool) -> None:
-        """Create the directory (create) or require it; for object storage, require the bucket."""
+        """Create the directory (create) or require it; for object storage, require the bucket,
+        and a prefix that holds something (create: the database's marker object is written,
+        so a database made and left empty is still one when it is next opened)."""
         if self.remote:
-            bucket = self._root.split("/", 1)[0]
-            info = self._call(lambda: self._fs.get_file_info(bucket), f"reach {bucket}")
-            if info.type != pafs.FileType.Directory:
-                raise StoreError(f"no database at {self.uri}: bucket {bucket!r} does not exist")
-            if not create and self._root != bucket:  # reading: a mistyped prefix is no database
-                found = self._call(lambda: self._fs.get_file_info(self._root), f"read {self.uri}")
-                if found.type == pafs.FileType.NotFound:
-                    why = "nothing is stored under that prefix"
-                    raise NoDatabaseError(self.uri, why, self.uri, remote=True)
+            found = self._refuse_object_in_place()
+            if create:
+                marker = f"{self._root}/{OWN_DIR}/{MARKER_FILE}"
+                self._call(lambda: _write(self._fs, marker, MARKER), f"write {marker}")
+            elif found.type == pafs.FileType.NotFound and "/" in self._root:
+                why = "nothing is stored under that prefix"  # reading: a mistyped prefix
+                raise NoDatabaseError(self.uri, why, self.uri, remote=True)
         elif create:
             _make_directory(cast(Path, self.path))  # local: a Path
         elif cast(Path, self.path).is_file():  # `--db docs.jsonl`: the corpus in its place
@@ -196,6 +196,30 @@ class Location:
         elif not cast(Path, self.path).is_dir():
             where = str(self.path)
             raise NoDatabaseError(where, "the directory does not exist", where)
+
+    def refuse_uncreatable(self) -> None:
+        """Refuse a database that could not be made where it is named, before anything is
+        (the service checks before its models load): a missing bucket or an object in the
+        prefix's place, a file in the directory's place or above it."""
+        if self.remote:
+            self._refuse_object_in_place()
+            return
+        path = cast(Path, self.path)
+        if any(p.is_file() for p in (path, *path.parents)):
+            raise StoreError(_uncreatable(path))
+
+    def _refuse_object_in_place(self) -> pafs.FileInfo:
+        """Require the bucket, and refuse an object where the prefix is (`s3://b/docs.jsonl`);
+        what is at the prefix."""
+        bucket = self._root.split("/", 1)[0]
+        info = self._call(lambda: self._fs.get_file_info(bucket), f"reach {bucket}")
+        if info.type != pafs.FileType.Directory:
+            raise StoreError(f"no database at {self.uri}: bucket {bucket!r} does not exist")
+        found = self._call(lambda: self._fs.get_file_info(self._root), f"read {self.uri}")
+        if found.type == pafs.FileType.File:
+            why = "it is an object; a database is a prefix that holds its collections"
+            raise NoDatabaseError(self.uri, why, self.uri, remote=True, after=" elsewhere")
+        return found
 
     def connect(self, consistency: timedelta | None = None) -> Any:
         """The LanceDB connection to this database; with `consistency`, its tables look for a
@@ -423,16 +447,20 @@ def _write(fs: pafs.FileSystem, key: str, data: bytes) -> None:
         stream.write(data)
 
 
+def _uncreatable(path: Path) -> str:
+    """Why a database directory cannot be made: it, or a folder above it, is a file."""
+    blocking = next((p for p in (path, *path.parents) if p.is_file()), path)
+    return (
+        f"cannot create database directory {path}: {blocking} is a file; a database is a directory"
+    )
+
+
 def _make_directory(path: Path) -> None:
     """Create the database directory, explaining a failure in terms of the path."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:  # it, or a folder above, is a file
-        blocking = next((p for p in (path, *path.parents) if p.is_file()), path)
-        raise StoreError(
-            f"cannot create database directory {path}: {blocking} is a file; a database is "
-            "a directory"
-        ) from exc
+        raise StoreError(_uncreatable(path)) from exc
     except OSError as exc:
         raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from exc
     if not path.is_dir():
