@@ -9,6 +9,7 @@ model; built-in pipelines ship that directory inside the package. The settings a
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -155,9 +156,26 @@ class Pipeline:
     @property
     def fingerprint(self) -> str:
         """Identifies what vectors this pipeline makes: stores refuse vectors from another."""
+        return self._fingerprint_of([member.fingerprint for member in self.members])
+
+    def made(self, fingerprint: str) -> bool:
+        """Whether vectors recorded under `fingerprint` are this pipeline's: its own, or the
+        one an older release gave it (a local model folder identified by its files'
+        modification times, before its contents: `Encoder.legacy_fingerprints`), so
+        collections made then stay readable while their folders are untouched."""
+        if fingerprint == self.fingerprint:
+            return True
+        choices = [(m.fingerprint, *m.legacy_fingerprints) for m in self.members]
+        return any(
+            self._fingerprint_of(list(chosen)) == fingerprint
+            for chosen in itertools.product(*choices)
+        )
+
+    def _fingerprint_of(self, member_fingerprints: list[str]) -> str:
+        """The pipeline's fingerprint from its members' and its fusion."""
         digest = hashlib.sha256()
-        for member in self.members:
-            digest.update(member.fingerprint.encode())
+        for member in member_fingerprints:
+            digest.update(member.encode())
         digest.update(json.dumps(asdict(self.fusion), sort_keys=True).encode())
         return digest.hexdigest()[:16]
 

@@ -8,6 +8,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 
@@ -156,6 +157,8 @@ class Encoder(ABC):
     #: What one more model call costs, in characters of padded input: a batch is cut in two
     #: where the padding saved is worth more. 0 keeps full batches (models that do not pad).
     call_cost: float = 0.0
+    #: The local folder the model is read from (None: a package's model, or none).
+    folder: Path | None = None
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """How many tokens of this model each text takes, untruncated (chunking fits them).
@@ -181,6 +184,12 @@ class Encoder(ABC):
     def fingerprint(self) -> str:
         """A string that changes whenever the vectors would: used to key the embedding cache."""
         return f"{self.name}:{self.dim}"
+
+    @property
+    def legacy_fingerprints(self) -> tuple[str, ...]:
+        """Fingerprints an older release gave these same vectors, so that collections recorded
+        under one stay readable (none for most encoders)."""
+        return ()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, dim={self.dim})"

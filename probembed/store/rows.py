@@ -76,6 +76,13 @@ class PipelineInfo:
             str(pipeline.name), str(pipeline.fingerprint), tuple(pipeline.models), blocks, pipeline
         )
 
+    def made(self, fingerprint: str) -> bool:
+        """Whether vectors recorded under `fingerprint` are this pipeline's: its own, or an
+        older release's fingerprint of the same models (`Pipeline.made`)."""
+        if fingerprint == self.fingerprint:
+            return True
+        return self.source is not None and bool(self.source.made(fingerprint))
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, as stored in the schema metadata."""
         return {"name": self.name, "fingerprint": self.fingerprint, "models": list(self.models)}

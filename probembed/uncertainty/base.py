@@ -128,6 +128,9 @@ class Estimator(ABC):
         self.scale = 1.0
         self._progress = False
         self._fingerprint = Derived()
+        #: Its encoder's fingerprint when it was saved (None: not loaded, or saved before
+        #: saves kept it): which member's model changed since, when a pipeline is refused.
+        self.saved_encoder_fingerprint: str | None = None
 
     @property
     def state(self) -> dict[str, np.ndarray]:
@@ -208,10 +211,21 @@ class Estimator(ABC):
     @property
     def fingerprint(self) -> str:
         """Changes whenever encode's output would: keys the embedding cache."""
-        params = json.dumps([self.kind, self.params, self.scale], sort_keys=True)
-        head = (self.encoder.fingerprint, params)
+        head = (self.encoder.fingerprint, self._params_key())
         inputs = (*head, *self.state, *self.state.values())
         return self._fingerprint.get(inputs, lambda: self._hash(*head))
+
+    @property
+    def legacy_fingerprints(self) -> tuple[str, ...]:
+        """The fingerprints this estimator had under its encoder's `legacy_fingerprints`, so a
+        collection recorded under one stays readable."""
+        return tuple(
+            self._hash(old, self._params_key()) for old in self.encoder.legacy_fingerprints
+        )
+
+    def _params_key(self) -> str:
+        """The hyper-parameters and scale, as they enter the fingerprint."""
+        return json.dumps([self.kind, self.params, self.scale], sort_keys=True)
 
     def _hash(self, encoder: str, params: str) -> str:
         """SHA-256 of the encoder, the parameters and the fitted arrays (megabytes: hashed
@@ -231,6 +245,8 @@ class Estimator(ABC):
         meta: dict[str, Any] = {
             "kind": self.kind,
             "encoder": self.encoder.name,
+            # not read back as the fingerprint: it says which member a changed model was
+            "encoder_fingerprint": self.encoder.fingerprint,
             "params": self.params,
         }
         meta["scale"] = self.scale
@@ -264,6 +280,8 @@ class Estimator(ABC):
             raise ValueError(f"{where}: {exc}") from exc
         estimator._check_state(state)
         estimator.state, estimator.scale = state, float(scale)
+        saved = meta.get("encoder_fingerprint")
+        estimator.saved_encoder_fingerprint = saved if isinstance(saved, str) else None
         return estimator
 
     @abstractmethod

