@@ -23,6 +23,7 @@ _LAZY = {
     "Pipeline": "probembed.pipeline",
     "available_pipelines": "probembed.pipeline",
     "get_encoder": "probembed.encoders",
+    "register_encoder": "probembed.encoders",
 }
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "available_pipelines",
     "get_encoder",
     "load",
+    "register_encoder",
 ]
 
 

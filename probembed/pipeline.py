@@ -24,7 +24,7 @@ from probembed import atomic
 from probembed.cache import EmbeddingCache
 from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.calibrator import require_dense
-from probembed.encoders import get_encoder
+from probembed.encoders import check_loadable, get_encoder
 from probembed.encoders.base import Encoder, validate_texts
 from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import adapted_weights
@@ -434,9 +434,14 @@ class Pipeline:
         return _merge(found, cached, fresh)
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write the pipeline beside any old one, then swap it in: a crash leaves one of them."""
+        """Write the pipeline beside any old one, then swap it in: a crash leaves one of them.
+
+        Refused (ValueError) first where a member's encoder could not be built again by its
+        name and params (`encoders.check_loadable`): a custom one must be registered."""
         directory = Path(directory)
         check_save_target(directory)
+        for member in self.members:  # a member no process could load again is refused
+            check_loadable(member.encoder.name, member.encoder.params)
         with atomic.staging_dir(directory, "saving") as staged:
             self._write(staged)
             atomic.replace_dir(staged, directory)

@@ -2,6 +2,11 @@
 
 Adapters live one per module and are imported only when their encoder is asked for, so listing
 the encoders (`available_encoders`) loads no model and imports no heavy library.
+
+A user's own `Encoder` subclass is found by name too, so a saved pipeline holding it loads
+again: registered in this process (`register_encoder`), or, for every process (the CLI,
+`serve`'s encoding workers, Ray actors), named in the `probembed.encoders` entry-point group of
+an installed package's metadata (`name = "module:factory"`). Built-in names come first.
 """
 
 from __future__ import annotations
@@ -14,11 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
 from probembed.encoders.base import Encoder, EncoderUnavailableError
 from probembed.extras import install_hint
 
-__all__ = ["Encoder", "EncoderInfo", "EncoderUnavailableError", "available_encoders", "get_encoder"]
+__all__ = [
+    "Encoder",
+    "EncoderInfo",
+    "EncoderUnavailableError",
+    "available_encoders",
+    "get_encoder",
+    "register_encoder",
+]
 
 SENTENCE_TRANSFORMERS = (("sentence-transformers", "sentence_transformers"), ("torch", "torch"))
 ONNX = (("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers"))
@@ -45,7 +58,8 @@ class EncoderSpec:
     """How to build one named encoder and which distributions (with import names) it needs."""
 
     dim: int
-    factory: str
+    #: "module:attribute" of the class or load function, or the callable itself (registered).
+    factory: str | Callable[..., Encoder]
     requires: tuple[tuple[str, str | None], ...]
     description: str
     #: The pip extra that installs everything `requires` lists.
@@ -61,8 +75,13 @@ class EncoderSpec:
 
     def load_factory(self) -> Callable[..., Encoder]:
         """Import the adapter module and return its class or load function."""
+        if callable(self.factory):
+            return self.factory
         module, attribute = self.factory.split(":")
-        return getattr(importlib.import_module(module), attribute)
+        found: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+        return cast(Callable[..., Encoder], found)
 
 
 REGISTRY: dict[str, EncoderSpec] = {
@@ -125,6 +144,30 @@ LOCAL_MODEL = EncoderSpec(
     "a local sentence-transformers model directory",
 )
 
+#: The entry-point group an installed package names its encoders in: name -> "module:factory".
+ENTRY_POINTS = "probembed.encoders"
+#: Encoders registered in this process (`register_encoder`), by name.
+REGISTERED: dict[str, EncoderSpec] = {}
+#: How to make a custom encoder loadable by name, for the errors that need it.
+HOW_TO_REGISTER = (
+    "register it: probembed.register_encoder({name!r}, factory) in this process, or for "
+    f"every process (the CLI, serve, Ray) an entry point in your package's metadata, "
+    f'[project.entry-points."{ENTRY_POINTS}"] {{name}} = "your_module:factory"'
+)
+
+
+def register_encoder(name: str, factory: Callable[..., Encoder]) -> None:
+    """Let `get_encoder(name)`, and so `Pipeline.load`, build a custom encoder in this process
+    (its keyword arguments are the encoder's `params`); registering a name again replaces it.
+    Other processes find it through the `probembed.encoders` entry point only."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"encoder name must be a non-empty str, got {name!r}")
+    if name in REGISTRY:
+        raise ValueError(f"encoder name {name!r} is a built-in encoder's: choose another")
+    if not callable(factory):
+        raise TypeError(f"factory of encoder {name!r} must be callable, got {factory!r}")
+    REGISTERED[name] = EncoderSpec(0, factory, (), "registered in this process")
+
 
 def get_encoder(name: str, **kwargs: object) -> Encoder:
     """The encoder called `name` (or the sentence-transformers model at that path), loaded once."""
@@ -134,7 +177,12 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
         raise EncoderUnavailableError(
             f"encoder {name!r} needs {', '.join(missing)}: {install_command(spec, missing)}"
         )
-    factory = spec.load_factory()
+    try:
+        factory = spec.load_factory()
+    except (ImportError, AttributeError) as exc:  # a custom encoder's module or name is wrong
+        raise EncoderUnavailableError(
+            f"encoder {name!r} ({spec.description}: {spec.factory}) does not load: {exc}"
+        ) from exc
     if spec is LOCAL_MODEL:
         check_kwargs(name, kwargs, ())
         return build(factory, str(Path(name).resolve()))
@@ -174,12 +222,47 @@ def resolve(name: str) -> EncoderSpec:
         raise TypeError(f"encoder name must be a str, got {type(name).__name__}: {name!r}")
     if name in REGISTRY:
         return REGISTRY[name]
+    if name in REGISTERED:
+        return REGISTERED[name]
+    installed = entry_point(name)
+    if installed is not None:
+        return installed
     if name and Path(name).is_dir():
         return LOCAL_MODEL
     raise ValueError(
-        f"unknown encoder {name!r}: use one of {', '.join(REGISTRY)}, "
-        "or the path of a local sentence-transformers model directory"
+        f"unknown encoder {name!r}: use one of {', '.join(REGISTRY)}, the path of a local "
+        "sentence-transformers model directory, or a custom encoder's name; to make one "
+        + HOW_TO_REGISTER.format(name=name)
     )
+
+
+def entry_point(name: str) -> EncoderSpec | None:
+    """The encoder an installed package names `name` in the `probembed.encoders` group, if any
+    (read from the packages' metadata at each call: a package installed since is found)."""
+    for point in importlib.metadata.entry_points(group=ENTRY_POINTS, name=name):
+        dist = point.dist.name if point.dist is not None else "an installed package"
+        return EncoderSpec(0, point.value, (), f"entry point of {dist}")
+    return None
+
+
+def check_loadable(name: str, params: dict[str, object]) -> None:
+    """Refuse (ValueError) an encoder `get_encoder` could not build again from its name and
+    params, saying how to register it: a pipeline saved with it would not load."""
+    try:
+        spec = resolve(name)
+    except ValueError:
+        raise ValueError(
+            f"encoder {name!r} cannot be loaded by its name, so a pipeline saved with it "
+            f"would not load; to make it loadable, {HOW_TO_REGISTER.format(name=name)}"
+        ) from None
+    if spec is LOCAL_MODEL:
+        allowed: tuple[str, ...] = ()
+    else:
+        allowed = tuple(inspect.signature(spec.load_factory()).parameters)
+    try:
+        check_kwargs(name, params, allowed)
+    except TypeError as exc:
+        raise ValueError(f"{exc}: a pipeline saved with its params would not load") from exc
 
 
 def check_kwargs(name: str, kwargs: dict[str, object], allowed: tuple[str, ...]) -> None:

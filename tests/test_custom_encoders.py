@@ -1,0 +1,129 @@
+"""A user's own Encoder subclass: loadable by name once registered in this process or named in
+an installed package's `probembed.encoders` entry point; a save that could not load refused."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import probembed
+from probembed import encoders
+from probembed.pipeline import Pipeline
+from probembed.uncertainty import make_estimator
+
+#: A package's encoder: deterministic vectors from a seeded generator per text.
+MODULE = '''
+import hashlib
+
+import numpy as np
+
+from probembed.encoders.base import Encoder
+
+
+class Mine(Encoder):
+    """Vectors drawn from a generator seeded by the text's hash (any text, "" too)."""
+
+    def __init__(self, scale: float = 1.0, name: str = "mine"):
+        self.name, self.dim, self.scale = name, 8, scale
+        self.params = {"scale": scale}
+
+    def _encode_batch(self, texts):
+        seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]
+        rows = [np.random.default_rng(seed).standard_normal(self.dim) for seed in seeds]
+        return (self.scale * np.stack(rows)).astype(np.float32)
+
+
+def make(scale: float = 1.0):
+    return Mine(scale, name="mine-ep")
+'''
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """`mine_encoders`, installed in a folder on sys.path with its dist-info and entry point."""
+    (tmp_path / "mine_encoders").mkdir()
+    (tmp_path / "mine_encoders" / "__init__.py").write_text(MODULE)
+    info = tmp_path / "mine_encoders-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mine-encoders\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[probembed.encoders]\nmine-ep = mine_encoders:make\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def mine_class(package):
+    """The package's encoder class, imported as a user's script would."""
+    from mine_encoders import Mine
+
+    return Mine
+
+
+def one_member(encoder):
+    """A pipeline of one member that needs no fit."""
+    return Pipeline([make_estimator("perturb", encoder, views=2)], name="own", cache=False)
+
+
+def test_a_pipeline_whose_encoder_cannot_load_is_not_saved(tmp_path, mine_class):
+    with pytest.raises(ValueError, match="register_encoder") as refused:
+        one_member(mine_class(2.0)).save(tmp_path / "own")
+    assert "probembed.encoders" in str(refused.value)
+    assert not (tmp_path / "own").exists()
+
+
+def test_a_registered_encoder_saves_and_loads_by_name(tmp_path, mine_class):
+    pipeline = one_member(mine_class(2.0))
+    probembed.register_encoder("mine", mine_class)
+    try:
+        pipeline.save(tmp_path / "own")
+        loaded = probembed.load(tmp_path / "own", cache=False)
+    finally:
+        encoders.REGISTERED.pop("mine")
+    assert loaded.fingerprint == pipeline.fingerprint
+    assert loaded.members[0].encoder.params == {"scale": 2.0}
+    texts = ["", "A man plays a guitar."]
+    np.testing.assert_array_equal(
+        loaded.encode(texts).gaussian.mean, pipeline.encode(texts).gaussian.mean
+    )
+
+
+def test_register_encoder_refuses_a_built_in_name_and_a_non_callable(mine_class):
+    with pytest.raises(ValueError, match="built-in"):
+        probembed.register_encoder("hash", mine_class)
+    with pytest.raises(TypeError, match="callable"):
+        probembed.register_encoder("mine", "mine_encoders:Mine")
+
+
+def test_an_entry_point_encoder_is_found_by_name_and_its_pipeline_loads(tmp_path, package):
+    encoder = encoders.get_encoder("mine-ep", scale=3.0)
+    assert (encoder.name, encoder.params) == ("mine-ep", {"scale": 3.0})
+    pipeline = one_member(encoder)
+    pipeline.save(tmp_path / "own")
+    assert probembed.load(tmp_path / "own", cache=False).fingerprint == pipeline.fingerprint
+
+
+def test_the_cli_loads_a_pipeline_of_an_entry_point_encoder(tmp_path, package):
+    """Another process (the CLI), with the package installed, loads the saved pipeline."""
+    one_member(encoders.get_encoder("mine-ep")).save(tmp_path / "own")
+    result = subprocess.run(
+        [sys.executable, "-m", "probembed", "similarity", str(tmp_path / "own"), "a", "b"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(package)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "unknown encoder" not in result.stderr
+
+
+def test_an_entry_point_that_does_not_import_is_named(tmp_path, package):
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[probembed.encoders]\nbroken = mine_encoders:missing\n")
+    with pytest.raises(encoders.EncoderUnavailableError, match="'broken'.*mine_encoders:missing"):
+        encoders.get_encoder("broken")
+
+
+def test_an_unknown_encoder_says_how_to_register_one():
+    with pytest.raises(ValueError, match="unknown encoder .nobody.*entry"):
+        encoders.get_encoder("nobody")
