@@ -4,11 +4,13 @@ stored whole or not at all."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import httpx2
 import numpy as np
@@ -194,3 +196,59 @@ def test_sigterm_while_a_large_document_is_chunked_exits_without_chunking_the_re
     assert "Traceback" not in server.output, server.output
     assert answers["chunked"] == 503, answers
     assert Database(tmp_path / "db").open("c").count() == 0
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, read from /proc (Linux, where the service runs)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_signal_to_the_whole_process_group_leaves_the_children_to_the_server(
+    tmp_path, slow_pipeline_dir
+):
+    """Ctrl-C and systemd's default stop signal every process of the group: the encoding
+    children died with the server's SIGTERM, and the server, in its grace, took the busy one
+    for a crash, started another and sent it the batch again. The children ignore it now and
+    the server ends them itself. The group is signalled process by process, the server and
+    each child, as killpg would (the test's own group holds pytest)."""
+    flags = ["--workers", "1", "--graceful-timeout", "1", "--max-batch", str(GIANT)]
+    flags += ["--max-inputs", str(GIANT), "--max-queue", "100000"]
+    server = Server(
+        tmp_path / "db", slow_pipeline_dir, *flags, env={"PROBEMBED_CACHE_DIR": str(tmp_path)}
+    )
+    answers: dict[str, int | str] = {}
+
+    def send() -> None:
+        with httpx2.Client(base_url=server.url, timeout=600) as http:
+            try:
+                giant = {"model": "slow", "input": random_texts(GIANT, WORDS, 0)}
+                answers["giant"] = http.post("/v1/embeddings", json=giant).status_code
+            except httpx2.HTTPError as exc:
+                answers["giant"] = repr(exc)
+
+    with server, server.client() as http:
+        sender = threading.Thread(target=send)
+        sender.start()
+        wait_for_queue(http, GIANT)
+        assert server.process is not None
+        group = [server.process.pid, *children_of(server.process.pid)]
+        assert len(group) >= 2, group  # the server and its encoding child
+        for pid in group:
+            os.kill(pid, signal.SIGTERM)
+        try:
+            code = server.process.wait(EXIT_BOUND)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit {EXIT_BOUND} s after SIGTERM:\n{server.output[-3000:]}")
+    sender.join(60)
+    assert code in (0, -signal.SIGTERM), server.output
+    assert "died" not in server.output and "started another" not in server.output, server.output
+    assert "stopped 1 encoding child in the middle" in server.output, server.output
+    assert answers["giant"] == 503, answers

@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -40,6 +41,7 @@ def _load(source: str, threads: int) -> None:
     """In the child: follow the server out, set its thread use, then load the pipeline once."""
     global _PIPELINE
     _exit_with_parent()
+    _leave_signals_to_the_server()
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # numpy's BLAS was loaded with this module, before the variables above were set
@@ -76,6 +78,15 @@ def _exit_with_parent() -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _leave_signals_to_the_server() -> None:
+    """Ignore SIGTERM and SIGINT: the server ends its children itself (`close`, `abandon`).
+    Sent to the whole process group (Ctrl-C, systemd's default stop), they killed a child
+    in the middle of a batch, and the server, still in its grace, took that for a crash: it
+    started another child and sent it the batch again."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _encode(texts: list[str]) -> Fused:
@@ -138,7 +149,7 @@ class EncodeProcess:
         if not self._encoding:
             return False
         for process in list((self._pool._processes or {}).values()):
-            process.terminate()
+            process.kill()  # it ignores SIGTERM (`_leave_signals_to_the_server`)
         return True
 
     def close(self) -> None:
