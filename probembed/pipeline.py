@@ -25,7 +25,7 @@ from probembed.cache import EmbeddingCache
 from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.calibrator import require_dense
 from probembed.encoders import check_loadable, get_encoder
-from probembed.encoders.base import Encoder, validate_texts
+from probembed.encoders.base import Encoder, token_limit, validate_texts
 from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import adapted_weights
 from probembed.fusion.weights import normalized_prior
@@ -366,8 +366,14 @@ class Pipeline:
     @property
     def max_tokens(self) -> int | None:
         """The shortest member's token limit: a chunk past it would be cut by that member."""
-        limits = [m.encoder.max_tokens for m in self.members if m.encoder.max_tokens is not None]
+        limits = [limit for _, limit in self._token_limits()]
         return min(limits) if limits else None
+
+    def _token_limits(self) -> list[tuple[Encoder, int]]:
+        """Each member encoder with a token limit, and the limit as a count: an encoder of
+        one's own may say `inf` for none, as sentence-transformers does."""
+        limits = [(m.encoder, token_limit(m.encoder.max_tokens)) for m in self.members]
+        return [(encoder, limit) for encoder, limit in limits if limit is not None]
 
     def count_tokens(self, texts: Sequence[str]) -> np.ndarray:
         """Per text, the most tokens any member's tokenizer makes of it (chunks must fit all)."""
@@ -378,10 +384,8 @@ class Pipeline:
         """Per text, whether some member reads only its start (more tokens than that member's
         limit): what plain ingest embeds of a long document; chunking fits such texts."""
         out = np.zeros(len(texts), dtype=bool)
-        for member in self.members:
-            limit = member.encoder.max_tokens
-            if limit is not None:
-                out |= np.asarray(member.encoder.count_tokens(texts)) > limit
+        for encoder, limit in self._token_limits():
+            out |= np.asarray(encoder.count_tokens(texts)) > limit
         return out
 
     def as_sentence_transformer(self) -> SentenceEncoder:

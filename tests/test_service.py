@@ -2194,3 +2194,16 @@ def test_the_services_storage_timeouts_leave_the_operators_own_in_any_spelling(m
     assert with_timeouts("/a/directory", {}) == {}  # a directory takes no options
     said = "error sending request in 1.2s"
     assert "storage timeout of 1s" in (timed_out(said, {"aws_timeout": "1s"}) or "")
+
+
+def test_a_chunked_write_with_a_model_of_no_token_limit_cuts_at_the_size_asked(
+    tmp_path, static_pipeline_dir
+):
+    """A StaticEmbedding model's `max_seq_length` is inf: the chunked write was a 500
+    (OverflowError reading the limit); nothing lowers the size asked."""
+    with _in_process(tmp_path, static_pipeline_dir, raising=False) as http:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        asked = {"max_tokens": 48, "overlap_tokens": 8}
+        written = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": asked})
+    assert written.status_code == 200, written.text
+    assert written.json()["chunked_at"] == asked

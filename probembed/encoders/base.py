@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import unicodedata
 from abc import ABC, abstractmethod
@@ -74,6 +75,14 @@ def thread_limit() -> int | None:
     """
     value = os.environ.get("OMP_NUM_THREADS", "")
     return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def token_limit(value: float | None) -> int | None:
+    """A model's token limit as a count, None for none: sentence-transformers gives a
+    `StaticEmbedding` model `inf` (int() of it raised), and a model may leave it unset (0)."""
+    if value is None or not math.isfinite(value) or value <= 0:
+        return None
+    return int(value)
 
 
 def validate_batch_size(batch_size: object, default: int) -> int:

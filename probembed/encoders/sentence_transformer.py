@@ -24,6 +24,7 @@ from probembed.encoders.base import (
     Encoder,
     length_sorted_batches,
     package_versions,
+    token_limit,
     validate_batch_size,
     validate_texts,
 )
@@ -79,13 +80,13 @@ class SentenceTransformerEncoder(Encoder):
 
     @property
     def max_tokens(self) -> int | None:  # type: ignore[override]  # read-only: the model's limit
-        """The model's `max_seq_length`: longer inputs are truncated."""
-        return int(self.model.max_seq_length) if self.model.max_seq_length else None
+        """The model's `max_seq_length`: longer inputs are truncated (None: no limit)."""
+        return token_limit(self.model.max_seq_length)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """The model tokenizer's tokens per text, special tokens included, untruncated."""
         texts = validate_texts(texts)
-        backend = getattr(self.model.tokenizer, "backend_tokenizer", None)
+        backend = fast_tokenizer(self.model.tokenizer)
         if backend is None:  # a slow (pure-python) tokenizer
             encoded = self.model.tokenizer(texts, add_special_tokens=True, verbose=False)
             return [len(ids) for ids in encoded["input_ids"]]
@@ -182,6 +183,14 @@ def last_transformer_block(model: SentenceTransformer) -> torch.nn.Module | None
     if not all(isinstance(getattr(part, "dense", None), torch.nn.Linear) for part in parts):
         return None
     return block
+
+
+def fast_tokenizer(tokenizer: object) -> Tokenizer | None:
+    """The `tokenizers` tokenizer a model tokenizes with (None: a slow, pure-python one): a
+    StaticEmbedding model holds one itself, which is not callable as transformers' are."""
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    return getattr(tokenizer, "backend_tokenizer", None)
 
 
 @contextmanager
