@@ -555,12 +555,7 @@ def as_pipeline(pipeline: Pipeline | str | os.PathLike) -> Pipeline:
 def _labels(encoders: Sequence[Encoder]) -> tuple[str, ...]:
     """Member labels: an encoder's name, plus its params where two members share the name."""
     names = [e.name for e in encoders]
-    return tuple(
-        e.name + "(" + ",".join(f"{k}={v}" for k, v in sorted(e.params.items())) + ")"
-        if names.count(e.name) > 1
-        else e.name
-        for e in encoders
-    )
+    return tuple(e.label if names.count(e.name) > 1 else e.name for e in encoders)
 
 
 def _merge(

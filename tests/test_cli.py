@@ -325,3 +325,21 @@ def test_encode_refuses_texts_and_a_file_together(hash_pipeline, tmp_path):
     args = ["encode", "--pipeline", str(hash_pipeline), "an argument", "--file", str(source)]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "not both" in result.output, result.output
+
+
+def test_fit_on_a_model_giving_nan_names_the_model_and_the_text(nan_model_dir, tmp_path):
+    """A model giving NaN for some texts was told "calibration needs some non-zero variance;
+    every variance is zero": the NaN, the model and the text it met are what is said."""
+    pairs = tmp_path / "pairs.tsv"
+    lines = [f"a cat number {i} sat\ta cat {i} sat down" for i in range(30)]
+    lines[7] = "a man plays the guitar\tsomeone plays an instrument"
+    pairs.write_text("text_a\ttext_b\n" + "\n".join(lines) + "\n")
+    out = tmp_path / "p"
+    result = runner.invoke(
+        app, ["fit", "--pairs", str(pairs), "--model", str(nan_model_dir), "--out", str(out)]
+    )
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"encoder '{nan_model_dir}' (dim 16) gave a vector with a NaN" in said
+    assert "'a man plays the guitar'" in said and "variance" not in said
+    assert not out.exists()

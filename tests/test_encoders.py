@@ -443,3 +443,57 @@ def test_an_encoder_of_ones_own_saying_inf_has_no_token_limit():
     pipeline = Pipeline([make_estimator("perturb", Unlimited(dim=16))], cache=False)
     assert pipeline.max_tokens is None
     assert not pipeline.cut([LONG_TEXT]).any()
+
+
+# --- output checks: a model's fault named with the model, the problem and the text ----------
+
+
+def test_a_wrong_width_names_the_member_and_its_declared_dim():
+    """An encoder of one's own giving 8 columns where it declares 16 was numpy's "could not
+    broadcast input array from shape (2,8) into shape (2,16)"."""
+    from probembed.encoders.base import EncoderOutputError
+    from probembed.encoders.hashing import HashingEncoder
+
+    class Narrow(HashingEncoder):
+        def _encode_batch(self, texts: list[str]) -> np.ndarray:
+            return super()._encode_batch(texts)[:, :8]
+
+    with pytest.raises(EncoderOutputError) as caught:
+        Narrow(dim=16).encode([GUITAR, STOCKS])
+    said = str(caught.value)
+    assert "encoder 'hash(dim=16)' (dim 16) gave vectors of shape (2, 8) for 2 texts" in said
+    assert "not (2, 16) for 2 of the 2 texts of a batch, the first it read being" in said
+    assert "not the text's" in said
+
+
+def test_a_nan_vector_names_the_model_and_the_first_text_it_hit(nan_model_dir):
+    """A model giving NaN for texts with "guitar" reached `Gaussian` as "mean has a non-finite
+    value (first in row 1)", which named neither the model nor the text; the last-layer pass
+    the Laplace estimator runs is checked as `encode` is."""
+    from probembed.encoders.base import EncoderOutputError
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    encoder = get_encoder(str(nan_model_dir))
+    long_guitar = "An electric guitar " + "riff " * 20  # read first: batches go longest first
+    member = make_estimator("laplace", encoder)
+    member.state = {"fisher": np.ones(member.encoder.last_layer_shape, np.float32)}
+    pipeline = Pipeline([member], cache=False)
+    assert member.uses_last_layer and np.isfinite(pipeline.encode([STOCKS]).gaussian.mean).all()
+    for encode in (encoder.encode, encoder.encode_with_activations, pipeline.encode):
+        with pytest.raises(EncoderOutputError) as caught:
+            encode([STOCKS, long_guitar, GUITAR])
+        said = str(caught.value)
+        assert f"encoder '{nan_model_dir}' (dim 16) gave a vector with a NaN" in said
+        first = f"the first it read being {long_guitar[:60]!r}..."
+        assert "for 2 of the 3 texts of a batch, " + first in said
+
+
+def test_an_all_zero_vector_is_refused_not_normalised_to_zero(static_model_dir):
+    """A StaticEmbedding model embeds a text of no tokens to zeros, which normalised to a zero
+    mean that scores 0 against everything."""
+    from probembed.encoders.base import EncoderOutputError
+
+    told = "all-zero vector.* for 1 of the 2 texts of a batch, the first it read being ''"
+    with pytest.raises(EncoderOutputError, match=told):
+        get_encoder(str(static_model_dir)).encode([GUITAR, ""])

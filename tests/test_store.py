@@ -1151,3 +1151,24 @@ def test_a_search_beside_writes_through_the_same_handle_never_fails(
     assert collection.count() == expected
     collection.search("after the writes", k=3)  # the snapshot follows every write
     assert collection.searcher()._snap.live == expected
+
+
+def test_a_model_fault_stops_an_ingest_that_skips_bad_items(tmp_path, nan_model_dir):
+    """A text the model embeds to NaN is the model's fault, not a bad item: ingest stops on it
+    under on_error="skip" too (it was a Gaussian's "non-finite value (first in row 0)"),
+    naming the model and the text; the batches committed before it stay, as a re-run resumes."""
+    from probembed.encoders import get_encoder
+    from probembed.encoders.base import EncoderOutputError
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    pipeline = Pipeline([make_estimator("perturb", get_encoder(str(nan_model_dir)))], cache=False)
+    texts = ["a cat sat", "a dog ran", "a man plays the guitar", "a bird sang"]
+    records = [Record(f"r{i}", text, {}) for i, text in enumerate(texts)]
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    with pytest.raises(EncoderOutputError) as caught:
+        ingest(records, collection, pipeline, batch_size=2, on_error="skip")
+    said = str(caught.value)
+    assert f"encoder '{nan_model_dir}'" in said and "'a man plays the guitar'" in said
+    assert 'ingest stops on it under on_error="skip" too' in said
+    assert sorted(collection.ids()) == ["r0", "r1"]

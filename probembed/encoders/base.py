@@ -13,9 +13,19 @@ from pathlib import Path
 
 import numpy as np
 
+from probembed.gaussian import SQ_NORM_FLOOR
+
+#: How many characters of the text an `EncoderOutputError` quotes.
+QUOTED_CHARS = 60
+
 
 class EncoderUnavailableError(ImportError):
     """Raised when an encoder's package is not installed; the message says what to install."""
+
+
+class EncoderOutputError(ValueError):
+    """An encoder gave a batch vectors that no text may get: the model's fault, not the
+    input's, so no caller skips the text as a bad item (ingest's on_error="skip" stops)."""
 
 
 def validate_texts(texts: object, what: str = "texts") -> list[str]:
@@ -116,6 +126,43 @@ def length_sorted_batches(
         yield positions, [texts[i] for i in positions]
 
 
+def checked_output(encoder: Encoder, texts: Sequence[str], vectors: object) -> np.ndarray:
+    """A batch's vectors as float32 (len(texts), dim), or an `EncoderOutputError` naming the
+    model, the problem and the first text it hit: numpy's "could not broadcast", a Gaussian's
+    "non-finite value (first in row 1)" and a zero vector normalised to zero named none."""
+    every = np.ones(len(texts), dtype=bool)
+    try:
+        out = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise _output_error(encoder, texts, every, f"no array of numbers ({exc})") from exc
+    expected = (len(texts), encoder.dim)
+    if out.shape != expected:
+        said = f"vectors of shape {out.shape} for {len(texts)} texts, not {expected}"
+        raise _output_error(encoder, texts, every, said)
+    nonfinite = np.asarray(~np.isfinite(out).all(axis=1))
+    if nonfinite.any():
+        raise _output_error(encoder, texts, nonfinite, "a vector with a NaN or infinite value")
+    zero = np.einsum("nd,nd->n", out, out, dtype=np.float64) < SQ_NORM_FLOOR
+    if zero.any():
+        raise _output_error(encoder, texts, zero, "an all-zero vector, which has no direction")
+    return out
+
+
+def _output_error(
+    encoder: Encoder, texts: Sequence[str], bad: np.ndarray, problem: str
+) -> EncoderOutputError:
+    """The error of `checked_output`: what the model gave, for which text, whose fault."""
+    first = int(np.argmax(bad))
+    text = texts[first]
+    quoted = repr(text[:QUOTED_CHARS]) + ("..." if len(text) > QUOTED_CHARS else "")
+    return EncoderOutputError(
+        f"encoder {encoder.label!r} (dim {encoder.dim}) gave {problem} for {int(bad.sum())} "
+        f"of the {len(texts)} texts of a batch, the first it read being {quoted}. The model's "
+        "fault, not the text's, so it is not skipped as a bad item: ingest stops on it under "
+        'on_error="skip" too'
+    )
+
+
 def cheapest_cuts(lengths: Sequence[int], size: int, call_cost: float) -> list[tuple[int, int]]:
     """(start, stop) of consecutive groups of non-increasing `lengths`, at most `size` each,
     minimising the sum over groups of call_cost + len(group) * lengths[start]."""
@@ -182,12 +229,19 @@ class Encoder(ABC):
         size = validate_batch_size(batch_size, self.batch_size)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for positions, chunk in length_sorted_batches(texts, size, self.call_cost):
-            out[positions] = self._encode_batch(chunk)
+            out[positions] = checked_output(self, chunk, self._encode_batch(chunk))
         return out
 
     @abstractmethod
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """Embed one batch of already-validated texts."""
+
+    @property
+    def label(self) -> str:
+        """The name, with the params when there are any: tells two members of one model apart."""
+        if not self.params:
+            return self.name
+        return self.name + "(" + ",".join(f"{k}={v}" for k, v in sorted(self.params.items())) + ")"
 
     @property
     def fingerprint(self) -> str:

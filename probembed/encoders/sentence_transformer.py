@@ -22,6 +22,7 @@ from tokenizers import Tokenizer
 from probembed.encoders import tokens
 from probembed.encoders.base import (
     Encoder,
+    checked_output,
     length_sorted_batches,
     package_versions,
     token_limit,
@@ -152,7 +153,7 @@ class LastLayerEncoder(SentenceTransformerEncoder):
                 for positions, chunk in length_sorted_batches(texts, size, self.call_cost):
                     features = self.model.preprocess(chunk)
                     pooler.mask = features["attention_mask"]
-                    means[positions] = self._pooled(features)
+                    means[positions] = checked_output(self, chunk, self._pooled(features))
                     acts[positions] = cast(torch.Tensor, pooler.pooled).float().numpy()
             finally:
                 handle.remove()
