@@ -490,7 +490,7 @@ class Pipeline:
             params = entry.get("encoder_params", {})
             try:
                 encoder = get_encoder(entry["encoder"], **params)
-            except TypeError as exc:  # a parameter the encoder does not take
+            except (TypeError, ValueError) as exc:  # a param it lacks, its folder gone
                 raise ValueError(f"{directory / CONFIG_FILE}: models[{i}]: {exc}") from exc
             kind = estimator_class(entry["estimator"])
             members.append(kind.load(directory / entry["dir"], encoder))

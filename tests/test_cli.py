@@ -343,3 +343,13 @@ def test_fit_on_a_model_giving_nan_names_the_model_and_the_text(nan_model_dir, t
     assert f"encoder '{nan_model_dir}' (dim 16) gave a vector with a NaN" in said
     assert "'a man plays the guitar'" in said and "variance" not in said
     assert not out.exists()
+
+
+def test_fit_with_a_model_folder_that_is_not_there_says_so(pairs_file, tmp_path):
+    """`--model /path/that/does/not/exist` was "unknown encoder ...: use one of minilm, ..."."""
+    missing, out = tmp_path / "models" / "mine", tmp_path / "p"
+    result = runner.invoke(
+        app, ["fit", "--pairs", str(pairs_file), "--model", str(missing), "--out", str(out)]
+    )
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"model directory '{missing}' does not exist" in said

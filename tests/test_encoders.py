@@ -3,6 +3,7 @@
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -497,3 +498,45 @@ def test_an_all_zero_vector_is_refused_not_normalised_to_zero(static_model_dir):
     told = "all-zero vector.* for 1 of the 2 texts of a batch, the first it read being ''"
     with pytest.raises(EncoderOutputError, match=told):
         get_encoder(str(static_model_dir)).encode([GUITAR, ""])
+
+
+@pytest.mark.parametrize("name", ["/no/such/model", "./gone", "~/models/mine", "models/mine"])
+def test_a_path_that_names_no_directory_says_so(name, tmp_path, monkeypatch):
+    """A path was told "unknown encoder '/no/such/model': use one of minilm, ...", as a
+    misspelt short name is."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as caught:
+        get_encoder(name)
+    said = str(caught.value)
+    assert said.startswith(f"model directory {name!r} does not exist") and "minilm" not in said
+    if not name.startswith("/"):
+        assert f"(looked for {tmp_path / name}" in said
+
+
+def test_a_folder_that_is_not_a_model_names_the_folder_and_what_was_expected(tmp_path):
+    """transformers' own "Unrecognized model in ... Should have a `model_type` key" named
+    neither what probembed looked for nor what a model folder holds."""
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ValueError) as caught:
+        get_encoder(str(tmp_path))
+    said = str(caught.value)
+    assert said.startswith(f"{tmp_path} is not a model folder that loads: expected a")
+    assert "sentence-transformers model folder (modules.json" in said and "model_type" in said
+
+
+def test_a_pipeline_whose_model_folder_moved_names_its_config_and_the_folder(
+    tmp_path, static_model_dir
+):
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    folder = tmp_path / "model"
+    shutil.copytree(static_model_dir, folder)
+    member = make_estimator("perturb", get_encoder(str(folder)))
+    Pipeline([member], cache=False).save(tmp_path / "p")
+    folder.rename(tmp_path / "moved")
+    with pytest.raises(ValueError) as caught:
+        Pipeline.load(tmp_path / "p", cache=False)
+    said = str(caught.value)
+    assert said.startswith(f"{tmp_path / 'p' / 'pipeline.json'}: models[0]: model directory")
+    assert f"{str(folder)!r} does not exist" in said

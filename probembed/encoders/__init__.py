@@ -15,6 +15,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -229,6 +230,8 @@ def resolve(name: str) -> EncoderSpec:
         return installed
     if name and Path(name).is_dir():
         return LOCAL_MODEL
+    if looks_like_path(name):
+        raise ValueError(missing_directory(name))
     raise ValueError(
         f"unknown encoder {name!r}: use one of {', '.join(REGISTRY)}, the path of a local "
         "sentence-transformers model directory, or a custom encoder's name; to make one "
@@ -263,6 +266,28 @@ def check_loadable(name: str, params: dict[str, object]) -> None:
         check_kwargs(name, params, allowed)
     except TypeError as exc:
         raise ValueError(f"{exc}: a pipeline saved with its params would not load") from exc
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether a name is meant as a directory (a separator, or a leading . or ~), not a
+    short name: a folder that moved must not be told "unknown encoder, use one of ..."."""
+    separators = ("/", os.sep, os.altsep)
+    return name.startswith((".", "~")) or any(sep and sep in name for sep in separators)
+
+
+def missing_directory(name: str) -> str:
+    """Why a path names no model (nothing there, or a file), and where it was looked for."""
+    path = Path(name)
+    what = "is not a directory" if path.exists() else "does not exist"
+    where = str(path.absolute())
+    notes = [] if where == name else [f"looked for {where}"]
+    if name.startswith("~"):
+        notes.append("~ is not expanded here")
+    looked = f" ({'; '.join(notes)})" if notes else ""
+    return (
+        f"model directory {name!r} {what}{looked}: a name with a path separator, or starting "
+        "with . or ~, is read as the folder of a local sentence-transformers model"
+    )
 
 
 def check_kwargs(name: str, kwargs: dict[str, object], allowed: tuple[str, ...]) -> None:

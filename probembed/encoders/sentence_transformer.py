@@ -212,8 +212,15 @@ def _no_loading_bar() -> Iterator[None]:
 def load(path: str | Path, name: str | None = None, package: str | None = None) -> Encoder:
     """Load a local model; it exposes last-layer activations when its backbone has them."""
     path = Path(path).resolve()
-    with _no_loading_bar():
-        model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    try:
+        with _no_loading_bar():
+            model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    except (ValueError, OSError) as exc:  # transformers' "Unrecognized model ... model_type"
+        raise ValueError(
+            f"{path} is not a model folder that loads: expected a sentence-transformers model "
+            "folder (modules.json beside its modules) or a transformers one (config.json with "
+            f"a model_type, its weights and tokenizer files); loading it said: {exc}"
+        ) from exc
     kind = SentenceTransformerEncoder if last_transformer_block(model) is None else LastLayerEncoder
     if package:  # a package's model: its version identifies it (the built-ins' fingerprints)
         return kind(model, name or str(path), package_versions(package))
