@@ -45,6 +45,21 @@ def slow_pipeline_dir(tmp_path_factory):
     return pipeline.save(tmp_path_factory.mktemp("pipelines") / "slow")
 
 
+def terminated(server: Server, *others: int) -> int:
+    """SIGTERM to the server, and to `others` as a signal to its whole process group reaches
+    them; its exit code, or the test fails EXIT_BOUND seconds on (the server then killed:
+    whatever it still does is minutes nobody needs to wait out)."""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    for pid in others:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        return server.process.wait(EXIT_BOUND)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        pytest.fail(f"no exit {EXIT_BOUND} s after SIGTERM:\n{server.output[-3000:]}")
+
+
 def random_texts(count: int, words: int, seed: int) -> list[str]:
     """Seeded texts of distinct 8-letter words (past the encoder's word cache: full cost)."""
     letters = np.random.default_rng(seed).integers(97, 123, size=(count * words, 8), dtype=np.uint8)
@@ -116,12 +131,7 @@ def test_sigterm_during_a_burst_of_writes_exits_within_the_grace_and_stores_each
         while not http.get("/v1/collections/chunks").json()["count"]:
             assert time.monotonic() < deadline, "the chunked write never committed a batch"
             time.sleep(0.1)
-        assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            code = server.process.wait(EXIT_BOUND)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no exit {EXIT_BOUND} s after SIGTERM:\n{server.output[-3000:]}")
+        code = terminated(server)
     for thread in burst:
         thread.join(60)
     assert code in (0, -signal.SIGTERM), server.output
@@ -184,13 +194,7 @@ def test_sigterm_while_a_large_document_is_chunked_exits_without_chunking_the_re
         while "probembed_requests_in_flight 2.0" not in http.get("/metrics").text:
             assert time.monotonic() < deadline, "the chunked write never arrived"
             time.sleep(0.05)
-        assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            code = server.process.wait(EXIT_BOUND)
-        except subprocess.TimeoutExpired:
-            server.kill()  # the rest of its chunking is minutes nobody needs to wait out
-            pytest.fail(f"no exit {EXIT_BOUND} s after SIGTERM:\n{server.output[-3000:]}")
+        code = terminated(server)
     writing.join(60)
     assert code in (0, -signal.SIGTERM), server.output
     assert "Traceback" not in server.output, server.output
@@ -239,14 +243,9 @@ def test_a_signal_to_the_whole_process_group_leaves_the_children_to_the_server(
         sender.start()
         wait_for_queue(http, GIANT)
         assert server.process is not None
-        group = [server.process.pid, *children_of(server.process.pid)]
-        assert len(group) >= 2, group  # the server and its encoding child
-        for pid in group:
-            os.kill(pid, signal.SIGTERM)
-        try:
-            code = server.process.wait(EXIT_BOUND)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no exit {EXIT_BOUND} s after SIGTERM:\n{server.output[-3000:]}")
+        children = children_of(server.process.pid)
+        assert children, server.output  # its encoding child
+        code = terminated(server, *children)
     sender.join(60)
     assert code in (0, -signal.SIGTERM), server.output
     assert "died" not in server.output and "started another" not in server.output, server.output
