@@ -124,6 +124,19 @@ def test_an_entry_point_that_does_not_import_is_named(tmp_path, package):
         encoders.get_encoder("broken")
 
 
+def test_an_entry_point_whose_module_raises_on_import_is_named(tmp_path, package):
+    """Any exception of a user's module escaped as it was, from get_encoder and from save's
+    check (which promises a ValueError): a service loading the pipeline answered 500."""
+    (package / "failing.py").write_text("raise RuntimeError('no licence for this model')\n")
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[probembed.encoders]\nfailing = failing:make\n")
+    said = "'failing'.*failing:make.*RuntimeError: no licence for this model"
+    with pytest.raises(encoders.EncoderUnavailableError, match=said):
+        encoders.get_encoder("failing")
+    with pytest.raises(ValueError, match=said):
+        encoders.check_loadable("failing", {})
+
+
 def test_an_unknown_encoder_says_how_to_register_one():
     with pytest.raises(ValueError, match="unknown encoder .nobody.*entry"):
         encoders.get_encoder("nobody")

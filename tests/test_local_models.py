@@ -67,6 +67,23 @@ def test_a_folder_s_signature_follows_names_and_bytes_not_file_times(tmp_path):
     assert folder_signature(first) != signature
 
 
+def test_weights_in_a_symlinked_sub_folder_are_part_of_the_signature(tmp_path):
+    """`rglob` did not enter a symlinked folder: changed weights there kept the signature,
+    and a collection of the old model read on with the new one. A link to an ancestor is
+    walked once, not forever."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "weights.bin").write_bytes(bytes(range(256)) * 8)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"dim": 8}')
+    (folder / "weights").symlink_to(shards, target_is_directory=True)
+    (folder / "loop").symlink_to(folder, target_is_directory=True)
+    signature = folder_signature(folder)
+    (shards / "weights.bin").write_bytes(bytes(256) * 8)
+    assert folder_signature(folder) != signature
+
+
 def test_a_file_s_digest_is_read_from_the_cache_until_its_stat_changes(tmp_path, monkeypatch):
     """The cache is what is read while a file is untouched, and is not once it is touched."""
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))

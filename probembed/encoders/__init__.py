@@ -178,12 +178,7 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
         raise EncoderUnavailableError(
             f"encoder {name!r} needs {', '.join(missing)}: {install_command(spec, missing)}"
         )
-    try:
-        factory = spec.load_factory()
-    except (ImportError, AttributeError) as exc:  # a custom encoder's module or name is wrong
-        raise EncoderUnavailableError(
-            f"encoder {name!r} ({spec.description}: {spec.factory}) does not load: {exc}"
-        ) from exc
+    factory = _factory(name, spec)
     if spec is LOCAL_MODEL:
         check_kwargs(name, kwargs, ())
         return build(factory, str(Path(name).resolve()))
@@ -192,6 +187,19 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
     bound = signature.bind(**kwargs)
     bound.apply_defaults()
     return build(factory, *bound.args, **bound.kwargs)
+
+
+def _factory(name: str, spec: EncoderSpec) -> Callable[..., Encoder]:
+    """The spec's class or load function, or EncoderUnavailableError naming the encoder: a
+    custom encoder's module may be misnamed or raise anything on import (a RuntimeError
+    escaped as it was, a 500 from a service loading a collection's pipeline)."""
+    try:
+        return spec.load_factory()
+    except Exception as exc:
+        raise EncoderUnavailableError(
+            f"encoder {name!r} ({spec.description}: {spec.factory}) does not load: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def available_encoders() -> list[EncoderInfo]:
@@ -261,7 +269,10 @@ def check_loadable(name: str, params: dict[str, object]) -> None:
     if spec is LOCAL_MODEL:
         allowed: tuple[str, ...] = ()
     else:
-        allowed = tuple(inspect.signature(spec.load_factory()).parameters)
+        try:
+            allowed = tuple(inspect.signature(_factory(name, spec)).parameters)
+        except EncoderUnavailableError as exc:
+            raise ValueError(f"{exc}: a pipeline saved with it would not load") from exc
     try:
         check_kwargs(name, params, allowed)
     except TypeError as exc:

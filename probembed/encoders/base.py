@@ -144,7 +144,8 @@ def checked_output(encoder: Encoder, texts: Sequence[str], vectors: object) -> n
         raise _output_error(encoder, texts, nonfinite, "a vector with a NaN or infinite value")
     zero = np.einsum("nd,nd->n", out, out, dtype=np.float64) < SQ_NORM_FLOOR
     if zero.any():
-        raise _output_error(encoder, texts, zero, "an all-zero vector, which has no direction")
+        said = f"a zero vector (squared norm below {SQ_NORM_FLOOR:g}), which has no direction"
+        raise _output_error(encoder, texts, zero, said)
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from probembed import atomic
@@ -45,13 +46,24 @@ def legacy_folder_signature(folder: Path) -> str:
 
 
 def model_files(folder: Path) -> list[str]:
-    """The folder's files as sorted relative POSIX paths, hidden files and folders left out."""
-    return sorted(
-        path.relative_to(folder).as_posix()
-        for path in folder.rglob("*")
-        if path.is_file()
-        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
-    )
+    """The folder's files as sorted relative POSIX paths, hidden files and folders left out.
+    Symlinked sub-folders are followed (`rglob` left out the weights a link pointed to, so
+    changed weights kept the signature), each real directory once (a link to an ancestor)."""
+    found, seen = [], set()
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        here = Path(root).relative_to(folder)
+        found += [
+            (here / name).as_posix()
+            for name in files
+            if not name.startswith(".") and (Path(root) / name).is_file()
+        ]
+    return sorted(found)
 
 
 def file_digests(folder: Path, files: list[str]) -> dict[str, str]:

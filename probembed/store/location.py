@@ -178,13 +178,15 @@ class Location:
 
     def prepare(self, create: bool) -> None:
         """Create the directory (create) or require it; for object storage, require the bucket,
-        and a prefix that holds something (create: the database's marker object is written,
-        so a database made and left empty is still one when it is next opened)."""
+        and a prefix that holds something (create: the database's marker object is written
+        where it is missing, so a database made and left empty is still one when it is next
+        opened, and an existing one opens with read-only credentials)."""
         if self.remote:
             found = self._refuse_object_in_place()
+            marker = f"{self._root}/{OWN_DIR}/{MARKER_FILE}"
             if create:
-                marker = f"{self._root}/{OWN_DIR}/{MARKER_FILE}"
-                self._call(lambda: _write(self._fs, marker, MARKER), f"write {marker}")
+                if self._info(marker).type != pafs.FileType.File:  # once: read-only keys open
+                    self._call(lambda: _write(self._fs, marker, MARKER), f"write {marker}")
             elif found.type == pafs.FileType.NotFound and "/" in self._root:
                 why = "nothing is stored under that prefix"  # reading: a mistyped prefix
                 raise NoDatabaseError(self.uri, why, self.uri, remote=True)
