@@ -89,6 +89,22 @@ def test_a_registered_encoder_saves_and_loads_by_name(tmp_path, mine_class):
     )
 
 
+def test_a_factory_taking_any_keyword_saves_and_loads(tmp_path, mine_class):
+    """A factory of `**params` was refused every keyword ("allowed: params")."""
+
+    def made(**params):
+        return mine_class(name="mine-any", **params)
+
+    probembed.register_encoder("mine-any", made)
+    try:
+        pipeline = one_member(encoders.get_encoder("mine-any", scale=2.0))
+        pipeline.save(tmp_path / "own")
+        loaded = probembed.load(tmp_path / "own", cache=False)
+    finally:
+        encoders.REGISTERED.pop("mine-any")
+    assert loaded.members[0].encoder.params == {"scale": 2.0}
+
+
 def test_register_encoder_refuses_a_built_in_name_and_a_non_callable(mine_class):
     with pytest.raises(ValueError, match="built-in"):
         probembed.register_encoder("hash", mine_class)

@@ -182,9 +182,8 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
     if spec is LOCAL_MODEL:
         check_kwargs(name, kwargs, ())
         return build(factory, str(Path(name).resolve()))
-    signature = inspect.signature(factory)
-    check_kwargs(name, kwargs, tuple(signature.parameters))
-    bound = signature.bind(**kwargs)
+    check_kwargs(name, kwargs, _keywords(factory))
+    bound = inspect.signature(factory).bind(**kwargs)
     bound.apply_defaults()
     return build(factory, *bound.args, **bound.kwargs)
 
@@ -266,11 +265,10 @@ def check_loadable(name: str, params: dict[str, object]) -> None:
             f"encoder {name!r} cannot be loaded by its name, so a pipeline saved with it "
             f"would not load; to make it loadable, {HOW_TO_REGISTER.format(name=name)}"
         ) from None
-    if spec is LOCAL_MODEL:
-        allowed: tuple[str, ...] = ()
-    else:
+    allowed: tuple[str, ...] | None = ()
+    if spec is not LOCAL_MODEL:
         try:
-            allowed = tuple(inspect.signature(_factory(name, spec)).parameters)
+            allowed = _keywords(_factory(name, spec))
         except EncoderUnavailableError as exc:
             raise ValueError(f"{exc}: a pipeline saved with it would not load") from exc
     try:
@@ -301,8 +299,20 @@ def missing_directory(name: str) -> str:
     )
 
 
-def check_kwargs(name: str, kwargs: dict[str, object], allowed: tuple[str, ...]) -> None:
-    """Reject keyword arguments the encoder does not take, naming the ones it does."""
+def _keywords(factory: Callable[..., Encoder]) -> tuple[str, ...] | None:
+    """The keyword arguments a factory takes, or None when it takes any (`**params`: a
+    custom encoder's factory was refused every one)."""
+    parameters = inspect.signature(factory).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return tuple(p.name for p in parameters)
+
+
+def check_kwargs(name: str, kwargs: dict[str, object], allowed: tuple[str, ...] | None) -> None:
+    """Reject keyword arguments the encoder does not take (None: it takes any), naming the
+    ones it does."""
+    if allowed is None:
+        return
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         options = ", ".join(allowed) if allowed else "none"
