@@ -13,8 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from probembed.gaussian import SQ_NORM_FLOOR
-
 #: How many characters of the text an `EncoderOutputError` quotes.
 QUOTED_CHARS = 60
 
@@ -129,7 +127,9 @@ def length_sorted_batches(
 def checked_output(encoder: Encoder, texts: Sequence[str], vectors: object) -> np.ndarray:
     """A batch's vectors as float32 (len(texts), dim), or an `EncoderOutputError` naming the
     model, the problem and the first text it hit: numpy's "could not broadcast", a Gaussian's
-    "non-finite value (first in row 1)" and a zero vector normalised to zero named none."""
+    "non-finite value (first in row 1)" named none. A zero vector is kept: a StaticEmbedding
+    model gives one for a text of no tokens, the hashing encoder of a few dimensions one for
+    words whose signs cancel, and normalising keeps it zero (it scores 0 against anything)."""
     every = np.ones(len(texts), dtype=bool)
     try:
         out = np.asarray(vectors, dtype=np.float32)
@@ -142,10 +142,6 @@ def checked_output(encoder: Encoder, texts: Sequence[str], vectors: object) -> n
     nonfinite = np.asarray(~np.isfinite(out).all(axis=1))
     if nonfinite.any():
         raise _output_error(encoder, texts, nonfinite, "a vector with a NaN or infinite value")
-    zero = np.einsum("nd,nd->n", out, out, dtype=np.float64) < SQ_NORM_FLOOR
-    if zero.any():
-        said = f"a zero vector (squared norm below {SQ_NORM_FLOOR:g}), which has no direction"
-        raise _output_error(encoder, texts, zero, said)
     return out
 
 
