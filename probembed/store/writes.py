@@ -6,8 +6,9 @@ where writers of other machines are not held back by it, rows go in by `shared_w
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -74,19 +75,25 @@ class CollectionWrites(CollectionCreation):
         self._basis_fitted(batch)
         return self._add(batch, skip_stored, created)
 
-    @one_at_a_time
-    def _add(self, batch: Batch, skip_stored: bool, created: str | None) -> int:
-        """`add` once the basis is fitted."""
+    @contextlib.contextmanager
+    def _write_of(self, batch: Batch, created: str | None) -> Iterator[Any]:
+        """Under the write lock, the table a write of `batch` commits to, every check of a
+        write passed (writable, its pipeline, its table not dropped or made again, its kind);
+        None once the batch itself made the collection (its first commit, all of it)."""
         self.db.require_writable()
         self.check_pipeline(batch.pipeline)
         with self._writing():
             table = self._open()
             self._still_made(table, created)
             refuse_mixing(self, batch.metadata, table)
-            if table is None:
-                table = self._create(batch)
-                if table is None:
-                    return len(batch.ids)
+            yield table if table is not None else self._create(batch)
+
+    @one_at_a_time
+    def _add(self, batch: Batch, skip_stored: bool, created: str | None) -> int:
+        """`add` once the basis is fitted."""
+        with self._write_of(batch, created) as table:
+            if table is None:  # the batch made the collection, its first commit
+                return len(batch.ids)
             existing = self.existing(batch.ids)
             if existing and not skip_stored:
                 raise StoreError(
@@ -138,16 +145,9 @@ class CollectionWrites(CollectionCreation):
     @one_at_a_time
     def _upsert(self, batch: Batch, remove: Sequence[str], created: str | None) -> Upserted:
         """`upsert` once the basis is fitted."""
-        self.db.require_writable()
-        self.check_pipeline(batch.pipeline)
-        with self._writing():
-            table = self._open()
-            self._still_made(table, created)
-            refuse_mixing(self, batch.metadata, table)
-            if table is None:
-                table = self._create(batch)
-                if table is None:
-                    return Upserted(len(batch.ids), 0, 0)
+        with self._write_of(batch, created) as table:
+            if table is None:  # the batch made the collection, its first commit
+                return Upserted(len(batch.ids), 0, 0)
             if self._shared:  # two machines inserting one new id: Lance merges again
                 shared_writes.keyed(table)
             data = self._arrow(batch, table)
