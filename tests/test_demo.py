@@ -36,6 +36,14 @@ NOISE = re.compile(r"Loading weights|\d+it/s\]|\|\s*\d+/\d+ \[")
 ROOT = Path(probembed.__file__).resolve().parents[1]
 
 
+@pytest.fixture
+def demo_pipe(hash_pipeline, tmp_path, monkeypatch) -> str:
+    """The hashing pipeline saved for the demo, a cache of the test's own, 200 columns."""
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+    return str(hash_pipeline.save(tmp_path / "hash"))
+
+
 def test_datasets_dir_honours_the_environment_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(DATASETS_ENV, str(tmp_path))
     assert datasets_dir() == tmp_path
@@ -212,14 +220,13 @@ def test_inspect_shows_a_texts_control_characters_as_escapes(hash_pipeline, tmp_
     assert "evil\\x1b]0;TITLE\\x07" in done.stdout and "\x1b]0;" not in done.stdout
 
 
-def test_demo_restricts_search_to_the_topics_asked_for(hash_pipeline, tmp_path, monkeypatch):
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("COLUMNS", "200")
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
+def test_demo_restricts_search_to_the_topics_asked_for(demo_pipe):
     runner = CliRunner()
-    first = runner.invoke(app, ["demo", "--pipeline", pipe, "--topic", "with"])
+    first = runner.invoke(app, ["demo", "--pipeline", demo_pipe, "--topic", "with"])
     assert first.exit_code == 0, first.output
-    second = runner.invoke(app, ["demo", "--pipeline", pipe, "--topic", "try", "--queries", "2"])
+    second = runner.invoke(
+        app, ["demo", "--pipeline", demo_pipe, "--topic", "try", "--queries", "2"]
+    )
     assert second.exit_code == 0, second.output
     # The collection now holds both topics; the second run must only show what it asked for.
     ids = re.findall(r"│ ([a-z-]+)#\d+ ", second.stdout)
@@ -252,14 +259,13 @@ def test_a_demo_cache_written_before_a_release_refit_the_pipeline_takes_its_sett
     )
 
 
-def test_demo_without_data_falls_back_to_all_the_python_docs(hash_pipeline, tmp_path, monkeypatch):
+def test_demo_without_data_falls_back_to_all_the_python_docs(
+    hash_pipeline, demo_pipe, tmp_path, monkeypatch
+):
     from pydoc_data.topics import topics
 
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(DATASETS_ENV, str(tmp_path / "no-datasets"))
-    monkeypatch.setenv("COLUMNS", "200")
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
-    done = CliRunner().invoke(app, ["demo", "--pipeline", pipe])
+    done = CliRunner().invoke(app, ["demo", "--pipeline", demo_pipe])
     assert done.exit_code == 0, done.output
     assert f"no SciFact at {tmp_path / 'no-datasets' / 'retrieval' / 'scifact'}" in done.output
     assert f"indexing {len(read_pydoc_topics(pipeline=hash_pipeline))} passages" in done.output
@@ -267,12 +273,9 @@ def test_demo_without_data_falls_back_to_all_the_python_docs(hash_pipeline, tmp_
     assert set(re.findall(r"│ ([a-z-]+)#\d+ ", done.stdout)) <= set(topics)
 
 
-def test_demo_with_scifact_reports_ndcg(hash_pipeline, datasets, tmp_path, monkeypatch):
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+def test_demo_with_scifact_reports_ndcg(hash_pipeline, demo_pipe, datasets, monkeypatch):
     monkeypatch.setenv(DATASETS_ENV, str(datasets))
-    monkeypatch.setenv("COLUMNS", "200")
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
-    done = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--queries", "1"])
+    done = CliRunner().invoke(app, ["demo", "--pipeline", demo_pipe, "--queries", "1"])
     assert done.exit_code == 0, done.output
     corpus = (datasets / "retrieval" / "scifact" / "corpus.jsonl").read_text(encoding="utf-8")
     documents = sum(1 for line in corpus.splitlines() if line.strip())
@@ -305,16 +308,14 @@ def test_the_demo_run_drops_self_matches_and_keeps_k_hits_in_rank_order():
     assert run == {"q1": {"d1": 2.0, "d2": 1.0}}
 
 
-def test_demo_keeps_two_corpora_of_one_name_apart(hash_pipeline, tmp_path, monkeypatch):
+def test_demo_keeps_two_corpora_of_one_name_apart(demo_pipe, tmp_path):
     """d1/corpus.jsonl and d2/corpus.jsonl: each run searches its own documents only."""
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
     for folder, text in (("d1", "the jaguar is a large cat"), ("d2", "rivers flow to the sea")):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "corpus.jsonl").write_text(f'{{"id": "{folder}", "text": "{text}"}}\n')
     runs = [
         CliRunner().invoke(
-            app, ["demo", "--pipeline", pipe, "--data", str(tmp_path / d / "corpus.jsonl")]
+            app, ["demo", "--pipeline", demo_pipe, "--data", str(tmp_path / d / "corpus.jsonl")]
         )
         for d in ("d1", "d2")
     ]
@@ -324,19 +325,17 @@ def test_demo_keeps_two_corpora_of_one_name_apart(hash_pipeline, tmp_path, monke
     assert names[0] != names[1] and all(n.startswith("corpus-") for n in names)
 
 
-def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_path, monkeypatch):
+def test_a_demo_re_run_takes_in_a_document_edited_in_place(demo_pipe, tmp_path):
     """The demo's cached collection follows its corpus: an edited document is stored as it
     now reads, an unchanged one is left alone, a removed one goes."""
     from probembed.store import Database
 
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
     corpus = tmp_path / "corpus.jsonl"
     lines = ['{"id": "a", "text": "the jaguar is a large cat"}', '{"id": "b", "text": "%s"}']
 
     def run(text: str) -> str:
         corpus.write_text("\n".join(lines) % text + "\n")
-        result = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(corpus)])
+        result = CliRunner().invoke(app, ["demo", "--pipeline", demo_pipe, "--data", str(corpus)])
         assert result.exit_code == 0, result.output
         return result.output
 
@@ -357,7 +356,7 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
     # an export whose one bad byte makes the whole array one bad item that names no document:
     # the re-run took its documents for gone and emptied the cached collection
     export = tmp_path / "export.json"
-    args = ["demo", "--pipeline", pipe, "--data", str(export)]
+    args = ["demo", "--pipeline", demo_pipe, "--data", str(export)]
     export.write_text('[{"id": "x", "text": "the jaguar"}, {"id": "y", "text": "rivers"}]')
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
@@ -370,7 +369,7 @@ def test_a_demo_re_run_takes_in_a_document_edited_in_place(hash_pipeline, tmp_pa
 
 
 def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
-    hash_pipeline, tmp_path, monkeypatch
+    demo_pipe, tmp_path, monkeypatch
 ):
     """A folder is cut into passages kept in step with its files: an empty (or binary, or
     Latin-1) file named no document, so nothing was removed and a deleted file stayed
@@ -380,13 +379,12 @@ def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
     from probembed.store import Database
 
     monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "my cache"))
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "a.txt").write_text("Apples grow on trees in orchards. " * 200)  # many passages
     (notes / "b.txt").write_text("Volcanoes erupt molten lava.")
     (notes / "empty.txt").write_text("")
-    args = ["demo", "--pipeline", pipe, "--data", str(notes)]
+    args = ["demo", "--pipeline", demo_pipe, "--data", str(notes)]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0 and "skipped 1 bad item(s)" in first.output, first.output
     (notes / "b.txt").unlink()
@@ -402,22 +400,18 @@ def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
     assert searched.exit_code == 0 and '"doc_id": "a.txt"' in searched.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "text": ""}\n{"text": "no id"}\n')
-    nothing = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(bad)])
+    nothing = CliRunner().invoke(app, ["demo", "--pipeline", demo_pipe, "--data", str(bad)])
     assert nothing.exit_code == 2 and f"nothing indexed from {bad}" in nothing.output
 
 
-def test_demo_refuses_a_beir_set_it_cannot_score_before_indexing_it(
-    hash_pipeline, tmp_path, monkeypatch
-):
+def test_demo_refuses_a_beir_set_it_cannot_score_before_indexing_it(demo_pipe, tmp_path):
     """One bad corpus line was skipped while everything else was indexed, then the scoring
     read the set strictly and failed on it: minutes of indexing for an error."""
-    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
-    pipe = str(hash_pipeline.save(tmp_path / "hash"))
     docs = [{"_id": f"d{i}", "text": f"document {i} about cats"} for i in range(5)]
     beir = write_beir(tmp_path / "set", docs, [{"_id": "q", "text": "cats"}], [("q", "d1", 1)])
     with (beir / "corpus.jsonl").open("a") as corpus:
         corpus.write('{"_id": "d9", "text": \n')
-    result = CliRunner().invoke(app, ["demo", "--pipeline", pipe, "--data", str(beir)])
+    result = CliRunner().invoke(app, ["demo", "--pipeline", demo_pipe, "--data", str(beir)])
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "corpus.jsonl:6: malformed JSON" in said and "indexing" not in said
