@@ -68,12 +68,6 @@ SPREAD_GAMMAS = (0.0, 0.5, 1.0, 1.5, 2.0)
 WEAKER_PENALTY = 10.0
 
 
-def mean_tuning(scores: Scores, setting: Setting, left_out: str) -> float:
-    """A setting's mean tuning figure over every dataset but left_out (what tuning compares)."""
-    names = sorted({n for n, _ in scores.splits} - {left_out})
-    return float(np.mean([scores.figure(n, "tune", setting) for n in names]))
-
-
 def probe_penalty(split: Split, member: Method) -> dict[str, float]:
     """A single member's probe accuracy at C = 1 and at WEAKER_PENALTY: how much of a figure
     is the probe's penalty."""
@@ -129,7 +123,7 @@ def main() -> None:
         static = grid[plain.choose(grid, name)]
         base = static(splits[name, "test"])
         chosen = {v: grid[scores.choose(grid, name)] for v, scores in variants.items()}
-        tuning[name] = {v: mean_tuning(variants[v], s, name) for v, s in chosen.items()}
+        tuning[name] = {v: variants[v].tuning_mean(s, name) for v, s in chosen.items()}
         either, j = choose_across(variants, grid, name)
         families: dict[str, tuple[Scores, Setting]] = {
             "static": (plain, static),

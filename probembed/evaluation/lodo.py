@@ -136,21 +136,68 @@ def load_tasks(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, 
     return tasks
 
 
-def fold_choice(dev: Mapping[str, Sequence[float]], left_out: str | None) -> int:
-    """Index of the setting with the best mean tuning figure over every dataset but left_out.
+#: Each dataset's share of a fold's tuning mean (None: every dataset but the left-out alike).
+Shares = Mapping[str, float] | None
+
+
+def fold_means(
+    dev: Mapping[str, Sequence[float]], left_out: str | None, shares: Shares = None
+) -> np.ndarray:
+    """Each setting's tuning mean over every dataset but left_out, each weighted by its share
+    (what tuning compares); a NaN figure is refused, since max() would choose no setting."""
+    others = {k: np.asarray(v, dtype=np.float64) for k, v in dev.items() if k != left_out}
+    if not others:
+        raise ValueError(f"leaving out {left_out!r} leaves no dataset to tune on")
+    for name, figures in others.items():
+        if np.isnan(figures).any():
+            bad = int(np.flatnonzero(np.isnan(figures))[0])
+            raise ValueError(f"setting {bad} scores NaN on {name}'s tuning split")
+    if shares is None:
+        return np.mean(list(others.values()), axis=0)
+    missing = sorted(set(others) - set(shares))
+    if missing:
+        raise ValueError(f"no tuning share given for {', '.join(missing)}")
+    weights = np.array([shares[n] for n in others], dtype=np.float64)
+    return np.average(list(others.values()), axis=0, weights=weights)
+
+
+def fold_choice(
+    dev: Mapping[str, Sequence[float]], left_out: str | None, shares: Shares = None
+) -> int:
+    """Index of the setting with the best tuning mean over every dataset but left_out.
 
     `dev[name][i]` is setting i's primary metric on that dataset's tuning split; the first
     setting wins ties, so grids should list simpler settings first.
     """
-    others = {k: np.asarray(v, dtype=np.float64) for k, v in dev.items() if k != left_out}
+    mean = fold_means(dev, left_out, shares)
+    return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])
+
+
+def same_task(tasks: Mapping[str, str], left_out: str) -> list[str]:
+    """The other datasets of left_out's task (`tasks`: dataset -> sts, retrieval,
+    classification): what a collection whose use is known may tune on."""
+    if left_out not in tasks:
+        raise ValueError(f"{left_out!r} is not one of the datasets: {', '.join(tasks)}")
+    return [n for n in tasks if n != left_out and tasks[n] == tasks[left_out]]
+
+
+def task_shares(tasks: Mapping[str, str], left_out: str, same_share: float) -> dict[str, float]:
+    """Each other dataset's share of left_out's tuning mean when its task is known:
+    `same_share` of it spread evenly over the datasets of that task (`same_task`), the rest
+    over all of them; with none of that task, every one alike.
+
+    same_share = 1 tunes on the same task alone, 0 on all (plain LODO), between a shrinkage.
+    """
+    if not 0.0 <= same_share <= 1.0:
+        raise ValueError(f"same_share must be a share in [0, 1], got {same_share}")
+    others = [n for n in tasks if n != left_out]
+    alike = same_task(tasks, left_out) or others
     if not others:
         raise ValueError(f"leaving out {left_out!r} leaves no dataset to tune on")
-    for name, figures in others.items():  # max() would be NaN and no setting chosen
-        if np.isnan(figures).any():
-            bad = int(np.flatnonzero(np.isnan(figures))[0])
-            raise ValueError(f"setting {bad} scores NaN on {name}'s tuning split")
-    mean = np.mean(list(others.values()), axis=0)
-    return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])
+    return {
+        n: (1.0 - same_share) / len(others) + (same_share / len(alike) if n in alike else 0.0)
+        for n in others
+    }
 
 
 @dataclass(frozen=True)
@@ -306,19 +353,35 @@ class Scores:
             self._memo[key] = outcome.metrics[primary_metric(split.dataset)]
         return self._memo[key]
 
-    def choose(
-        self, settings: Sequence[Setting], left_out: str | None = None, label: str | None = None
-    ) -> int:
-        """The setting with the best mean tuning figure over every dataset but `left_out`
-        (with a `label`, a bar over the settings: a fine grid is minutes of scoring)."""
+    def _tuned_on(self, left_out: str | None, shares: Shares) -> list[str]:
+        """The datasets a fold tunes on: every one but left_out whose share is not 0 (one with
+        no share is kept, for `fold_means` to refuse by name)."""
         names = sorted({n for n, _ in self.splits} - {left_out})
+        return [n for n in names if shares is None or shares.get(n) != 0.0]
+
+    def choose(
+        self,
+        settings: Sequence[Setting],
+        left_out: str | None = None,
+        label: str | None = None,
+        shares: Shares = None,
+    ) -> int:
+        """The setting with the best tuning mean over every dataset but `left_out`, weighted by
+        `shares` (with a `label`, a bar over the settings: a fine grid is minutes of scoring)."""
+        names = self._tuned_on(left_out, shares)
         dev: dict[str, list[float]] = {n: [] for n in names}
         with progress_bar(label or "", len(settings), label is not None) as bar:
             for setting in settings:
                 for n in names:
                     dev[n].append(self.figure(n, "tune", setting))
                 bar.advance(1)
-        return fold_choice(dev, left_out)
+        return fold_choice(dev, left_out, shares)
+
+    def tuning_mean(self, setting: Setting, left_out: str | None, shares: Shares = None) -> float:
+        """A setting's tuning mean, as `choose` compares it: how close a fold's call was."""
+        names = self._tuned_on(left_out, shares)
+        dev = {n: [self.figure(n, "tune", setting)] for n in names}
+        return float(fold_means(dev, left_out, shares)[0])
 
 
 def _fixed(method: Method) -> Setting:
@@ -340,10 +403,29 @@ def uec_methods(prior: Sequence[float]) -> list[Method]:
 
 
 def _best(
-    scores: Scores, methods: Sequence[Method], left_out: str | None, label: str | None = None
+    scores: Scores,
+    methods: Sequence[Method],
+    left_out: str | None,
+    label: str | None = None,
+    shares: Shares = None,
 ) -> Method:
-    """The method with the best mean tuning figure over the datasets but `left_out`."""
-    return methods[scores.choose([_fixed(m) for m in methods], left_out, label)]
+    """The method with the best tuning mean over the datasets but `left_out`."""
+    return methods[scores.choose([_fixed(m) for m in methods], left_out, label, shares)]
+
+
+def tune_static_uec(
+    scores: Scores,
+    k: int,
+    step: float,
+    left_out: str | None = None,
+    shares: Shares = None,
+    bars: tuple[str | None, str | None] = (None, None),
+) -> tuple[Method, Method]:
+    """(static, uec): weights on the simplex grid, then uec's (T, β) around them, each by the
+    tuning mean over the datasets but `left_out` weighted by `shares`."""
+    static = _best(scores, static_methods(k, step), left_out, bars[0], shares)
+    assert static.fusion.weights is not None
+    return static, _best(scores, uec_methods(static.fusion.weights), left_out, bars[1], shares)
 
 
 #: What a label-free tilt reads from a split: (K,) one figure per member, given the prior
@@ -396,9 +478,7 @@ def tune_families(
     dataset left out this is how the built-ins are tuned (`pipeline_tuning.tune_fusion`).
     """
     bars = ("tune static weights", "tune uec (T, beta)", "tune gamma") if progress else (None,) * 3
-    static = _best(scores, static_methods(k, step), left_out, bars[0])
-    assert static.fusion.weights is not None
-    uec = _best(scores, uec_methods(static.fusion.weights), left_out, bars[1])
+    static, uec = tune_static_uec(scores, k, step, left_out, bars=(bars[0], bars[1]))
     uniform = Method("mean", FusionConfig("weighted", weights=(1.0 / k,) * k))
     settings: dict[str, Setting] = {"static": _fixed(static), "uec": _fixed(uec)}
     gamma: dict[str, float] = {}
