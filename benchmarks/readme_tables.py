@@ -5,9 +5,10 @@
 Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
-`geometry` from lodo_geometry.json, `serve` from serve.json, `chunking` from chunking.json,
-`calibration_by_search` and `calibration_by_score` from search_calibration.json,
-`tune_own_data` from tune_own_data.json, `abstention` from abstention.json.
+`geometry` from lodo_geometry.json, `task` from lodo_task.json, `serve` from serve.json,
+`chunking` from chunking.json, `calibration_by_search` and `calibration_by_score` from
+search_calibration.json, `tune_own_data` from tune_own_data.json, `abstention` from
+abstention.json.
 `--check` changes nothing and exits 1 when the README is out of date.
 """
 
@@ -231,6 +232,12 @@ def lodo(rows: Rows) -> str:
     return table(header, body)
 
 
+def difference_cell(d: dict) -> str:
+    """A paired difference with its 95% interval, in points."""
+    low, high = pct(d["low"], signed=True), pct(d["high"], signed=True)
+    return f"{pct(d['difference'], signed=True)} [{low}, {high}]"
+
+
 def headroom(rows: Rows) -> str:
     """Per dataset: static weights chosen by LODO, in domain and on the test, with intervals."""
     header = ["dataset", "static (LODO)", "tuned in domain", "in domain − LODO [95% CI]"]
@@ -240,10 +247,7 @@ def headroom(rows: Rows) -> str:
         get = {r["chosen_on"]: r for r in rows if r["left_out"] == name}
         cells = [LODO_NAMES.get(name, name), pct(get["lodo"]["value"])]
         for how in ("in domain", "test oracle"):
-            d = get[how]["vs_lodo"]
-            low, high = pct(d["low"], signed=True), pct(d["high"], signed=True)
-            gap = f"{pct(d['difference'], signed=True)} [{low}, {high}]"
-            cells += [pct(get[how]["value"]), gap]
+            cells += [pct(get[how]["value"]), difference_cell(get[how]["vs_lodo"])]
         body.append(cells)
     return table(header, body)
 
@@ -265,16 +269,59 @@ def geometry(rows: Rows) -> str:
     for name in dict.fromkeys(r["left_out"] for r in rows):
         get = {r["method"]: r for r in rows if r["left_out"] == name}
         cells = [LODO_NAMES.get(name, name), pct(get["static"]["value"])]
-        for family in families:
-            d = get[family]["vs_static"]
-            low, high = pct(d["low"], signed=True), pct(d["high"], signed=True)
-            cells.append(f"{pct(d['difference'], signed=True)} [{low}, {high}]")
+        cells += [difference_cell(get[family]["vs_static"]) for family in families]
         singles = [m[: -len(" plain")] for m in get if m.endswith(" plain")]
         best = max(singles, key=lambda m: get[f"{m} plain"]["value"])
         plain, centred = get[f"{best} plain"]["value"], get[f"{best} centred"]["value"]
         cells.append(f"{best.removeprefix('single:')} {pct(plain)} → {pct(centred)}")
         body.append(cells)
     return table(header, body)
+
+
+TASK_FAMILIES = (
+    "static by task",
+    "static by task, pooled",
+    "uec",
+    "uec by task",
+    "uec by task, pooled",
+)
+
+
+def weights_text(row: dict) -> str:
+    """The weights (or uec's prior, T and β) a family chose, members in the pipeline's order."""
+    fusion = row["fusion"]
+    shown = " / ".join(f"{w:g}" for w in fusion["weights"] or fusion["prior"])
+    if fusion["method"] != "uec":
+        return shown
+    return f"{shown}, T {float(fusion['temperature']):g}, β {row['score']['beta']:g}"
+
+
+def task(rows: Rows) -> str:
+    """Per left-out dataset: static weights tuned knowing the collection's task (same-task
+    tuning splits, or half and half with all six) against `static`, with intervals, beside
+    the best single member; then the settings each chose."""
+    header = ["left out", "tuned on (by task)", "static"]
+    header += [f"{f} − static [95% CI]" for f in TASK_FAMILIES]
+    header.append("best single")
+    chosen_header = ["left out", "static", "static by task", "static by task, pooled"]
+    chosen_header += ["uec by task", "uec by task, pooled"]
+    body, chosen = [], []
+    for name in dict.fromkeys(r["left_out"] for r in rows):
+        get = {r["method"]: r for r in rows if r["left_out"] == name}
+        shares = get["static by task"]["tuning_shares"]
+        alike = [LODO_NAMES.get(n, n) for n, share in shares.items() if share > 0]
+        tuned_on = (
+            "all six (no other of its task)" if len(alike) == len(shares) else ", ".join(alike)
+        )
+        cells = [LODO_NAMES.get(name, name), tuned_on, pct(get["static"]["value"])]
+        cells += [difference_cell(get[f]["vs_static"]) for f in TASK_FAMILIES]
+        best = max((m for m in get if m.startswith("single:")), key=lambda m: get[m]["value"])
+        cells.append(f"{best.removeprefix('single:')} {pct(get[best]['value'])}")
+        body.append(cells)
+        chosen.append(
+            [LODO_NAMES.get(name, name), *(weights_text(get[f]) for f in chosen_header[1:])]
+        )
+    return f"{table(header, body, right_from=2)}\n\n{table(chosen_header, chosen)}"
 
 
 def errors(rows: Rows) -> str:
@@ -485,6 +532,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "headroom": ("lodo_headroom.json", headroom),
     "errors": ("error_signals.json", errors),
     "geometry": ("lodo_geometry.json", geometry),
+    "task": ("lodo_task.json", task),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),
