@@ -467,6 +467,31 @@ def test_a_wrong_width_names_the_member_and_its_declared_dim():
     assert "not the text's" in said
 
 
+def test_an_encoder_overriding_encode_is_checked_as_one_overriding_encode_batch():
+    """A subclass embedding whole lists in its own `encode` skipped the output check: a NaN
+    went on to the fusion, and a wrong width to numpy's broadcasting, naming no model."""
+    from probembed.encoders.base import EncoderOutputError
+    from probembed.encoders.hashing import HashingEncoder
+
+    class Whole(HashingEncoder):
+        def encode(self, texts, batch_size=None):
+            vectors = np.stack([self._embed_one(text) for text in texts])
+            vectors[[text == GUITAR for text in texts]] = np.nan
+            return vectors
+
+    class Wide(Whole):
+        def encode(self, texts, batch_size=None):
+            return np.zeros((len(texts), self.dim + 1))
+
+    assert Whole(dim=16).encode([STOCKS]).dtype == np.float32
+    with pytest.raises(EncoderOutputError, match="gave a vector with a NaN .* 'A man plays"):
+        Whole(dim=16).encode([STOCKS, GUITAR])
+    with pytest.raises(EncoderOutputError, match=r"shape \(1, 17\) for 1 texts, not \(1, 16\)"):
+        Wide(dim=16).encode([STOCKS])
+    with pytest.raises(TypeError, match="not a single string"):
+        Whole(dim=16).encode(GUITAR)
+
+
 def test_a_nan_vector_names_the_model_and_the_first_text_it_hit(nan_model_dir):
     """A model giving NaN for texts with "guitar" reached `Gaussian` as "mean has a non-finite
     value (first in row 1)", which named neither the model nor the text; the last-layer pass

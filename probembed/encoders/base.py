@@ -7,9 +7,10 @@ import math
 import os
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -197,7 +198,10 @@ class Encoder(ABC):
     """A deterministic text-embedding model: texts in, float32 (n, dim) vectors out.
 
     Subclasses implement `_encode_batch`; batching, validation and dtype are done here once.
-    Outputs are the model's own vectors (not necessarily unit-norm); callers normalise.
+    A subclass may override `encode` instead (a model that batches whole lists itself): its
+    `encode` is wrapped when the class is made, so its texts are validated and its output
+    checked (`checked_output`) all the same. Outputs are the model's own vectors (not
+    necessarily unit-norm); callers normalise.
     """
 
     name: str
@@ -212,6 +216,14 @@ class Encoder(ABC):
     call_cost: float = 0.0
     #: The local folder the model is read from (None: a package's model, or none).
     folder: Path | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap a subclass's own `encode` in the checks: one overriding `encode`, not
+        `_encode_batch`, handed a NaN or a wrong width on to the fusion unnamed."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("encode")
+        if own is not None:
+            setattr(cls, "encode", _checked_encode(own))  # noqa: B010 - mypy: no method assignment
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """How many tokens of this model each text takes, untruncated (chunking fits them).
@@ -253,3 +265,15 @@ class Encoder(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, dim={self.dim})"
+
+
+def _checked_encode(encode: Callable[..., object]) -> Callable[..., np.ndarray]:
+    """A subclass's own `encode`, given validated texts and its answer checked as a batch of
+    `_encode_batch` is: the check holds whatever the subclass overrides."""
+
+    @functools.wraps(encode)
+    def checked(self: Encoder, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        texts = validate_texts(texts)
+        return checked_output(self, texts, encode(self, texts, *args, **kwargs))
+
+    return checked
