@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -343,6 +344,18 @@ def test_fit_on_a_model_giving_nan_names_the_model_and_the_text(nan_model_dir, t
     assert f"encoder '{nan_model_dir}' (dim 16) gave a vector with a NaN" in said
     assert "'a man plays the guitar'" in said and "variance" not in said
     assert not out.exists()
+
+
+def test_fit_reads_a_model_folder_named_from_home(pairs_file, tmp_path, static_model_dir):
+    """A quoted `--model '~/models/static'` (a shell expands only a bare ~) was refused as a
+    folder that does not exist; the pipeline records the folder's absolute path."""
+    folder = shutil.copytree(static_model_dir, tmp_path / "home" / "models" / "static")
+    out = tmp_path / "p"
+    args = ["fit", "--pairs", str(pairs_file), "--model", "~/models/static", "--out", str(out)]
+    result = runner.invoke(app, args, env={"HOME": str(tmp_path / "home")})
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "pipeline.json").read_text())
+    assert [m["encoder"] for m in config["models"]] == [str(folder.resolve())]
 
 
 def test_fit_with_a_model_folder_that_is_not_there_says_so(pairs_file, tmp_path):

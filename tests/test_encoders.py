@@ -2,6 +2,7 @@
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -526,14 +527,38 @@ def test_a_zero_vector_is_kept_as_the_model_gave_it(static_model_dir):
 @pytest.mark.parametrize("name", ["/no/such/model", "./gone", "~/models/mine", "models/mine"])
 def test_a_path_that_names_no_directory_says_so(name, tmp_path, monkeypatch):
     """A path was told "unknown encoder '/no/such/model': use one of minilm, ...", as a
-    misspelt short name is."""
+    misspelt short name is; a ~ name is looked for under the home directory."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with pytest.raises(ValueError) as caught:
         get_encoder(name)
     said = str(caught.value)
     assert said.startswith(f"model directory {name!r} does not exist") and "minilm" not in said
     if not name.startswith("/"):
-        assert f"(looked for {tmp_path / name}" in said
+        where = tmp_path / "home" / name[2:] if name.startswith("~") else tmp_path / name
+        assert f"(looked for {where})" in said
+
+
+def test_a_model_folder_named_from_home_loads_and_saves_its_absolute_path(
+    tmp_path, monkeypatch, static_model_dir
+):
+    """`~/models/static` (from Python, a config file, a quoted --model) was refused: "does not
+    exist (...; ~ is not expanded here)". The saved pipeline records the folder's absolute
+    path, so it loads whatever the home directory of the process that reads it."""
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    folder = shutil.copytree(static_model_dir, tmp_path / "home" / "models" / "static")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    encoder = get_encoder("~/models/static")
+    assert (encoder.name, encoder.folder) == (str(folder.resolve()), folder.resolve())
+    Pipeline([make_estimator("perturb", encoder)], cache=False).save(tmp_path / "p")
+    config = json.loads((tmp_path / "p" / "pipeline.json").read_text())
+    assert config["models"][0]["encoder"] == str(folder.resolve())
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    assert Pipeline.load(tmp_path / "p", cache=False).members[0].encoder is encoder
+    with pytest.raises(ValueError, match="model directory '~no-such-user-x/m': "):
+        get_encoder("~no-such-user-x/m")
 
 
 def test_a_folder_that_is_not_a_model_names_the_folder_and_what_was_expected(tmp_path):

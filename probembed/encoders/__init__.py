@@ -181,7 +181,7 @@ def get_encoder(name: str, **kwargs: object) -> Encoder:
     factory = _factory(name, spec)
     if spec is LOCAL_MODEL:
         check_kwargs(name, kwargs, ())
-        return build(factory, str(Path(name).resolve()))
+        return build(factory, str(model_folder(name).resolve()))
     check_kwargs(name, kwargs, _keywords(factory))
     bound = inspect.signature(factory).bind(**kwargs)
     bound.apply_defaults()
@@ -235,7 +235,7 @@ def resolve(name: str) -> EncoderSpec:
     installed = entry_point(name)
     if installed is not None:
         return installed
-    if name and Path(name).is_dir():
+    if name and model_folder(name).is_dir():
         return LOCAL_MODEL
     if looks_like_path(name):
         raise ValueError(missing_directory(name))
@@ -284,15 +284,21 @@ def looks_like_path(name: str) -> bool:
     return name.startswith((".", "~")) or any(sep and sep in name for sep in separators)
 
 
+def model_folder(name: str) -> Path:
+    """The folder a model name reads as, a leading `~` expanded as a shell would: a name from
+    a config file, a quoted `--model '~/m'` or Python reached no shell, and was refused."""
+    try:
+        return Path(name).expanduser()
+    except RuntimeError as exc:  # no home directory to expand to, or ~user unknown
+        raise ValueError(f"model directory {name!r}: {exc}") from None
+
+
 def missing_directory(name: str) -> str:
     """Why a path names no model (nothing there, or a file), and where it was looked for."""
-    path = Path(name)
+    path = model_folder(name)
     what = "is not a directory" if path.exists() else "does not exist"
     where = str(path.absolute())
-    notes = [] if where == name else [f"looked for {where}"]
-    if name.startswith("~"):
-        notes.append("~ is not expanded here")
-    looked = f" ({'; '.join(notes)})" if notes else ""
+    looked = "" if where == name else f" (looked for {where})"
     return (
         f"model directory {name!r} {what}{looked}: a name with a path separator, or starting "
         "with . or ~, is read as the folder of a local sentence-transformers model"
