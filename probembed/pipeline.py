@@ -441,11 +441,12 @@ class Pipeline:
         """Write the pipeline beside any old one, then swap it in: a crash leaves one of them.
 
         Refused (ValueError) first where a member's encoder could not be built again by its
-        name and params (`encoders.check_loadable`): a custom one must be registered."""
+        name and params, or would be built as another model (`encoders.check_loadable`): a
+        custom one must be registered under a name of its own."""
         directory = Path(directory)
         check_save_target(directory)
         for member in self.members:  # a member no process could load again is refused
-            check_loadable(member.encoder.name, member.encoder.params)
+            check_loadable(member.encoder)
         with atomic.staging_dir(directory, "saving") as staged:
             self._write(staged)
             atomic.replace_dir(staged, directory)

@@ -10,6 +10,7 @@ import pytest
 
 import probembed
 from probembed import encoders
+from probembed.encoders.base import Encoder
 from probembed.pipeline import Pipeline
 from probembed.uncertainty import make_estimator
 
@@ -64,6 +65,45 @@ def mine_class(package):
 def one_member(encoder):
     """A pipeline of one member that needs no fit."""
     return Pipeline([make_estimator("perturb", encoder, views=2)], name="own", cache=False)
+
+
+class OwnHash(Encoder):
+    """A class of one's own named as the built-in `hash`, with the params `hash` takes."""
+
+    def __init__(self, dim: int = 256):
+        self.name, self.dim, self.params = "hash", dim, {"dim": dim}
+
+    def _encode_batch(self, texts):
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+
+
+def test_a_class_named_as_a_built_in_is_not_saved_to_load_as_the_built_in(tmp_path):
+    """Its name resolved and its params fitted, so it was saved, and loaded as the hashing
+    encoder: silently a different model under the collections made with it."""
+    with pytest.raises(ValueError) as refused:
+        one_member(OwnHash(dim=64)).save(tmp_path / "own")
+    said = str(refused.value)
+    assert f"encoder {__name__}.OwnHash is named 'hash'" in said
+    assert "would load the built-in encoder 'hash': probembed.encoders.hashing.Hash" in said
+    assert "register_encoder" in said
+    assert not (tmp_path / "own").exists()
+    one_member(encoders.get_encoder("hash", dim=64)).save(tmp_path / "built-in")
+
+
+def test_a_class_named_as_an_entry_point_s_other_class_is_not_saved(tmp_path, mine_class):
+    """The entry point's factory is a function: what it builds is built once and compared."""
+
+    class Louder(mine_class):
+        def _encode_batch(self, texts):
+            return 2 * super()._encode_batch(texts)
+
+    with pytest.raises(ValueError) as refused:
+        one_member(Louder(name="mine-ep")).save(tmp_path / "own")
+    said = str(refused.value)
+    assert ".Louder is named 'mine-ep', so a pipeline saved with it would load encoder" in said
+    assert "'mine-ep' (entry point of mine-encoders): mine_encoders.Mine, another" in said
+    assert not (tmp_path / "own").exists()
+    one_member(mine_class(name="mine-ep")).save(tmp_path / "own")  # what the factory makes
 
 
 def test_a_pipeline_whose_encoder_cannot_load_is_not_saved(tmp_path, mine_class):
@@ -140,7 +180,7 @@ def test_an_entry_point_that_does_not_import_is_named(tmp_path, package):
         encoders.get_encoder("broken")
 
 
-def test_an_entry_point_whose_module_raises_on_import_is_named(tmp_path, package):
+def test_an_entry_point_whose_module_raises_on_import_is_named(tmp_path, package, mine_class):
     """Any exception of a user's module escaped as it was, from get_encoder and from save's
     check (which promises a ValueError): a service loading the pipeline answered 500."""
     (package / "failing.py").write_text("raise RuntimeError('no licence for this model')\n")
@@ -150,7 +190,7 @@ def test_an_entry_point_whose_module_raises_on_import_is_named(tmp_path, package
     with pytest.raises(encoders.EncoderUnavailableError, match=said):
         encoders.get_encoder("failing")
     with pytest.raises(ValueError, match=said):
-        encoders.check_loadable("failing", {})
+        encoders.check_loadable(mine_class(name="failing"))
 
 
 def test_an_unknown_encoder_says_how_to_register_one():

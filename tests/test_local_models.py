@@ -123,6 +123,20 @@ def test_a_changed_model_folder_is_refused_naming_the_member_and_its_folder(tmp_
     assert f"the files of its model folder {folder}" in message
 
 
+def test_a_folder_loaded_under_a_built_in_s_name_is_not_saved(tmp_path, folder):
+    """A fine-tuned copy loaded as "minilm" is the built-in's class with the built-in's name
+    and params: it was saved, and loaded as the packaged MiniLM."""
+    from probembed.encoders.sentence_transformer import load
+
+    own = load(folder, name="minilm")
+    with pytest.raises(ValueError) as refused:
+        local_pipeline(own).save(tmp_path / "p")
+    said = str(refused.value)
+    assert said.startswith("the built-in encoder 'minilm' builds a model of fingerprint")
+    assert f"not this member's {own.fingerprint!r}" in said and "dir-" in own.fingerprint
+    assert not (tmp_path / "p").exists()
+
+
 def test_a_collection_recorded_under_the_old_mtime_signature_still_reads(tmp_path, folder):
     """A collection made before content hashing carries the fingerprint of the folder's file
     times: accepted while the folder is untouched, for search and for further writes."""

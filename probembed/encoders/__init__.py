@@ -255,9 +255,12 @@ def entry_point(name: str) -> EncoderSpec | None:
     return None
 
 
-def check_loadable(name: str, params: dict[str, object]) -> None:
+def check_loadable(encoder: Encoder) -> None:
     """Refuse (ValueError) an encoder `get_encoder` could not build again from its name and
-    params, saying how to register it: a pipeline saved with it would not load."""
+    params, or would build as another model (a class of one's own named as a built-in, or as
+    another registered encoder), saying how to register it: a pipeline saved with it would
+    not load, or would load silently a different model."""
+    name, params = encoder.name, encoder.params
     try:
         spec = resolve(name)
     except ValueError:
@@ -265,16 +268,60 @@ def check_loadable(name: str, params: dict[str, object]) -> None:
             f"encoder {name!r} cannot be loaded by its name, so a pipeline saved with it "
             f"would not load; to make it loadable, {HOW_TO_REGISTER.format(name=name)}"
         ) from None
-    allowed: tuple[str, ...] | None = ()
-    if spec is not LOCAL_MODEL:
-        try:
-            allowed = _keywords(_factory(name, spec))
-        except EncoderUnavailableError as exc:
-            raise ValueError(f"{exc}: a pipeline saved with it would not load") from exc
     try:
-        check_kwargs(name, params, allowed)
+        factory = _factory(name, spec)
+    except EncoderUnavailableError as exc:
+        raise ValueError(f"{exc}: a pipeline saved with it would not load") from exc
+    try:
+        check_kwargs(name, params, () if spec is LOCAL_MODEL else _keywords(factory))
     except TypeError as exc:
         raise ValueError(f"{exc}: a pipeline saved with its params would not load") from exc
+    _check_same_model(encoder, spec, factory)
+
+
+def _check_same_model(encoder: Encoder, spec: EncoderSpec, factory: Callable[..., Encoder]) -> None:
+    """Refuse an encoder its name and params would load as another model: a class factory
+    must be its very class (no model built); a load function's encoder, built once per
+    process, must have its class and fingerprint (or a legacy one of that model)."""
+    name = encoder.name
+    what = f"the built-in encoder {name!r}"
+    if name not in REGISTRY:
+        what = f"encoder {name!r} ({spec.description})"
+    rebuilt = None if isinstance(factory, type) else _rebuilt(encoder)
+    kind = type(rebuilt) if rebuilt is not None else cast(type, factory)
+    if type(encoder) is not kind:
+        raise ValueError(
+            f"encoder {_class_name(type(encoder))} is named {name!r}, so a pipeline saved with "
+            f"it would load {what}: {_class_name(kind)}, another model; give your class a "
+            f"name of its own and {HOW_TO_REGISTER.format(name='your-name')}"
+        )
+    if rebuilt is not None and encoder.fingerprint not in (
+        rebuilt.fingerprint,
+        *rebuilt.legacy_fingerprints,
+    ):
+        raise ValueError(
+            f"{what} builds a model of fingerprint {rebuilt.fingerprint!r}, not this "
+            f"member's {encoder.fingerprint!r} (a model loaded under another's name, or a "
+            "folder whose files changed since), so a pipeline saved with it would load "
+            "another model"
+        )
+
+
+def _rebuilt(encoder: Encoder) -> Encoder:
+    """What `get_encoder` builds of the encoder's name and params, once per process (the
+    member itself when `get_encoder` made it), or a ValueError saying it does not build."""
+    try:
+        return get_encoder(encoder.name, **encoder.params)
+    except Exception as exc:  # a user's factory may raise anything
+        raise ValueError(
+            f"encoder {encoder.name!r} with params {encoder.params} does not build again, so "
+            f"a pipeline saved with it would not load: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _class_name(kind: type) -> str:
+    """A class as `module.QualName`, as a user finds it in their code."""
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def looks_like_path(name: str) -> bool:
