@@ -4,6 +4,7 @@ an installed package's `probembed.encoders` entry point; a save that could not l
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -191,6 +192,20 @@ def test_an_entry_point_whose_module_raises_on_import_is_named(tmp_path, package
         encoders.get_encoder("failing")
     with pytest.raises(ValueError, match=said):
         encoders.check_loadable(mine_class(name="failing"))
+
+
+def test_an_entry_point_named_as_a_built_in_is_told_once_as_ignored(package, monkeypatch):
+    """The built-in came first and the package's encoder was silently never used, where
+    register_encoder refuses the same name."""
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[probembed.encoders]\nhash = mine_encoders:make\n")
+    monkeypatch.setattr(encoders, "_SHADOWING_CHECKED", set())
+    said = "entry point 'hash' of mine-encoders .mine_encoders:make. is ignored: 'hash' is a"
+    with pytest.warns(UserWarning, match=said):
+        assert type(encoders.get_encoder("hash")).__name__ == "HashingEncoder"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        encoders.get_encoder("hash", dim=64)
 
 
 def test_an_unknown_encoder_says_how_to_register_one():

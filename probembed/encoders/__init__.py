@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
+from probembed.caller import warn_caller
 from probembed.encoders.base import Encoder, EncoderUnavailableError
 from probembed.extras import install_hint
 
@@ -149,6 +150,8 @@ LOCAL_MODEL = EncoderSpec(
 ENTRY_POINTS = "probembed.encoders"
 #: Encoders registered in this process (`register_encoder`), by name.
 REGISTERED: dict[str, EncoderSpec] = {}
+#: Built-in names already checked for an entry point of the same name (`_warn_shadowing`).
+_SHADOWING_CHECKED: set[str] = set()
 #: How to make a custom encoder loadable by name, for the errors that need it.
 HOW_TO_REGISTER = (
     "register it: probembed.register_encoder({name!r}, factory) in this process, or for "
@@ -229,6 +232,7 @@ def resolve(name: str) -> EncoderSpec:
     if not isinstance(name, str):
         raise TypeError(f"encoder name must be a str, got {type(name).__name__}: {name!r}")
     if name in REGISTRY:
+        _warn_shadowing(name)
         return REGISTRY[name]
     if name in REGISTERED:
         return REGISTERED[name]
@@ -250,9 +254,28 @@ def entry_point(name: str) -> EncoderSpec | None:
     """The encoder an installed package names `name` in the `probembed.encoders` group, if any
     (read from the packages' metadata at each call: a package installed since is found)."""
     for point in importlib.metadata.entry_points(group=ENTRY_POINTS, name=name):
-        dist = point.dist.name if point.dist is not None else "an installed package"
-        return EncoderSpec(0, point.value, (), f"entry point of {dist}")
+        return EncoderSpec(0, point.value, (), f"entry point of {_distribution(point)}")
     return None
+
+
+def _warn_shadowing(name: str) -> None:
+    """Warn, once a process, that an installed package's entry point named as the built-in
+    `name` is ignored (the built-in comes first, as `register_encoder` refuses the name): its
+    author's encoder was silently never used."""
+    if name in _SHADOWING_CHECKED:
+        return
+    _SHADOWING_CHECKED.add(name)
+    for point in importlib.metadata.entry_points(group=ENTRY_POINTS, name=name):
+        warn_caller(
+            f"the {ENTRY_POINTS} entry point {name!r} of {_distribution(point)} "
+            f"({point.value}) is ignored: {name!r} is a built-in encoder's name, which comes "
+            "first (register_encoder refuses it too); the package must name it otherwise"
+        )
+
+
+def _distribution(point: importlib.metadata.EntryPoint) -> str:
+    """The distribution that declares an entry point, as its users know it."""
+    return point.dist.name if point.dist is not None else "an installed package"
 
 
 def check_loadable(encoder: Encoder) -> None:
