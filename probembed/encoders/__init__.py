@@ -1,7 +1,8 @@
 """Encoders by short name, `get_encoder("minilm")`, or by a local sentence-transformers path.
 
 Adapters live one per module and are imported only when their encoder is asked for, so listing
-the encoders (`available_encoders`) loads no model and imports no heavy library.
+the encoders (`available_encoders`) loads no model and imports no built-in adapter (a custom
+encoder's own module is imported, to tell one that does not).
 
 A user's own `Encoder` subclass is found by name too, so a saved pipeline holding it loads
 again: registered in this process (`register_encoder`), or, for every process (the CLI,
@@ -17,7 +18,7 @@ import importlib.util
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -47,12 +48,18 @@ class EncoderInfo:
     """One row of the `probembed models` table."""
 
     name: str
-    dim: int
+    #: None: not known until it is built (a custom encoder's).
+    dim: int | None
     package: str
     installed: bool
     description: str
     #: What to run to install it ("" when installed): the extra when several packages lack.
     install: str = ""
+    #: Where the name comes from: "built-in", "registered" (in this process) or "entry point".
+    source: str = "built-in"
+    #: Why a custom encoder is not usable by its name ("" when it is): its factory does not
+    #: import, or another encoder of that name comes first.
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,7 +212,10 @@ def _factory(name: str, spec: EncoderSpec) -> Callable[..., Encoder]:
 
 
 def available_encoders() -> list[EncoderInfo]:
-    """Every short name with its dimension, package and whether it is installed; loads nothing."""
+    """Every encoder a name reaches, in the order names are looked up: the built-ins (their
+    packages found without importing them, no model loaded), those registered in this
+    process, then those installed packages name as entry points (each factory imported, so
+    one that does not load is listed with its error, never built)."""
     infos = []
     for name, spec in REGISTRY.items():
         missing = missing_packages(spec)
@@ -214,7 +224,34 @@ def available_encoders() -> list[EncoderInfo]:
         infos.append(
             EncoderInfo(name, spec.dim, spec.package, not missing, spec.description, install)
         )
+    infos += [_custom_info(name, spec, "registered", "") for name, spec in REGISTERED.items()]
+    taken = {name: "the built-in" for name in REGISTRY}
+    taken |= {name: "the one registered in this process" for name in REGISTERED}
+    for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        dist = _distribution(point)
+        info = _custom_info(point.name, _entry_spec(point), "entry point", dist)
+        if point.name in taken:  # resolve finds the other first
+            said = f"ignored: {taken[point.name]} comes first under {point.name!r}; rename it"
+            info = replace(info, installed=False, error=said)
+        taken.setdefault(point.name, f"the entry point of {dist}")
+        infos.append(info)
     return infos
+
+
+def _custom_info(name: str, spec: EncoderSpec, source: str, package: str) -> EncoderInfo:
+    """A custom encoder's row: its factory imported, not called, to tell whether it loads;
+    its dimension where the factory is a class that declares one."""
+    try:
+        factory = spec.load_factory()
+    except Exception as exc:  # a user's module may raise anything on import
+        error = f"does not load: {type(exc).__name__}: {exc}"
+        return EncoderInfo(name, None, package, False, str(spec.factory), "", source, error)
+    declared = getattr(factory, "dim", None) if isinstance(factory, type) else None
+    dim = declared if isinstance(declared, int) and not isinstance(declared, bool) else None
+    summary = (inspect.getdoc(factory) or "").partition("\n")[0]
+    target = spec.factory if isinstance(spec.factory, str) else _qualified(spec.factory)
+    description = f"{target}: {summary}" if summary else target
+    return EncoderInfo(name, dim, package, True, description, "", source)
 
 
 def install_command(spec: EncoderSpec, missing: list[str]) -> str:
@@ -254,8 +291,14 @@ def entry_point(name: str) -> EncoderSpec | None:
     """The encoder an installed package names `name` in the `probembed.encoders` group, if any
     (read from the packages' metadata at each call: a package installed since is found)."""
     for point in importlib.metadata.entry_points(group=ENTRY_POINTS, name=name):
-        return EncoderSpec(0, point.value, (), f"entry point of {_distribution(point)}")
+        return _entry_spec(point)
     return None
+
+
+def _entry_spec(point: importlib.metadata.EntryPoint) -> EncoderSpec:
+    """How to build the encoder an entry point names: its "module:factory", imported when
+    asked for."""
+    return EncoderSpec(0, point.value, (), f"entry point of {_distribution(point)}")
 
 
 def _warn_shadowing(name: str) -> None:
@@ -314,8 +357,8 @@ def _check_same_model(encoder: Encoder, spec: EncoderSpec, factory: Callable[...
     kind = type(rebuilt) if rebuilt is not None else cast(type, factory)
     if type(encoder) is not kind:
         raise ValueError(
-            f"encoder {_class_name(type(encoder))} is named {name!r}, so a pipeline saved with "
-            f"it would load {what}: {_class_name(kind)}, another model; give your class a "
+            f"encoder {_qualified(type(encoder))} is named {name!r}, so a pipeline saved with "
+            f"it would load {what}: {_qualified(kind)}, another model; give your class a "
             f"name of its own and {HOW_TO_REGISTER.format(name='your-name')}"
         )
     if rebuilt is not None and encoder.fingerprint not in (
@@ -342,9 +385,11 @@ def _rebuilt(encoder: Encoder) -> Encoder:
         ) from exc
 
 
-def _class_name(kind: type) -> str:
-    """A class as `module.QualName`, as a user finds it in their code."""
-    return f"{kind.__module__}.{kind.__qualname__}"
+def _qualified(found: object) -> str:
+    """A class or function as `module.QualName`, as a user finds it in their code (its repr
+    when it has no name: a `functools.partial`)."""
+    module, name = getattr(found, "__module__", None), getattr(found, "__qualname__", None)
+    return f"{module}.{name}" if module and name else repr(found)
 
 
 def looks_like_path(name: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from probembed.encoders import available_encoders
+from probembed.encoders import REGISTRY
 from probembed.evaluation.harness import COSINE, Method
 from probembed.fusion import FusionMode, parse_mode
 from probembed.pipeline import FusionConfig, ScoreConfig
@@ -21,14 +21,14 @@ PAPER_BETA = 0.1
 
 def paper_mode(models: Sequence[str]) -> FusionMode:
     """Sum, as published, when every member has one dimension; else the concat analogue."""
-    dims = {info.name: info.dim for info in available_encoders()}
+    dims = {name: spec.dim for name, spec in REGISTRY.items()}
     if not models:
         raise ValueError("paper_methods needs at least one model name")
     unknown = [m for m in models if m not in dims]
     if unknown:
         raise ValueError(
             f"paper_methods picks sum or concat by the members' dimensions, but {unknown} "
-            f"are not registered encoders ({', '.join(sorted(dims))}); pass mode= instead"
+            f"are not built-in encoders ({', '.join(sorted(dims))}); pass mode= instead"
         )
     return FusionMode.SUM if len({dims[m] for m in models}) == 1 else FusionMode.CONCAT
 

