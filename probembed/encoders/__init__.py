@@ -353,8 +353,11 @@ def _check_same_model(encoder: Encoder, spec: EncoderSpec, factory: Callable[...
     what = f"the built-in encoder {name!r}"
     if name not in REGISTRY:
         what = f"encoder {name!r} ({spec.description})"
-    rebuilt = None if isinstance(factory, type) else _rebuilt(encoder)
-    kind = type(rebuilt) if rebuilt is not None else cast(type, factory)
+    if isinstance(factory, type):
+        kind, rebuilt = factory, None
+    else:
+        rebuilt = _rebuilt(encoder)
+        kind = type(rebuilt)
     if type(encoder) is not kind:
         raise ValueError(
             f"encoder {_qualified(type(encoder))} is named {name!r}, so a pipeline saved with "
