@@ -404,6 +404,22 @@ def test_a_demo_of_a_folder_drops_a_deleted_file_beside_one_it_cannot_read(
     assert nothing.exit_code == 2 and f"nothing indexed from {bad}" in nothing.output
 
 
+def test_a_demo_of_a_folder_reads_a_link_out_of_it_only_with_follow_links(demo_pipe, tmp_path):
+    """The demo's folder is walked as ingest walks one: a link out of it was read silently."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Volcanoes erupt molten lava.")
+    (tmp_path / "secret.txt").write_text("The launch code is 4242.")
+    (notes / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    args = ["demo", "--pipeline", demo_pipe, "--data", str(notes)]
+    first = CliRunner().invoke(app, args)
+    said = " ".join(first.output.split())
+    assert first.exit_code == 0 and "documents added 1," in said, first.output
+    assert f"leak.txt -> {os.path.realpath(tmp_path / 'secret.txt')} (--follow-links" in said
+    followed = CliRunner().invoke(app, [*args, "--follow-links"])
+    assert "documents added 1, updated 0, removed 0, unchanged 1" in followed.output
+
+
 def test_demo_refuses_a_beir_set_it_cannot_score_before_indexing_it(demo_pipe, tmp_path):
     """One bad corpus line was skipped while everything else was indexed, then the scoring
     read the set strictly and failed on it: minutes of indexing for an error."""

@@ -540,6 +540,23 @@ def test_ray_ingest_refuses_what_local_ingest_refuses(tmp_path, hash_pipeline, p
         ingest_ray([Record("b", "other")], collection, hash_pipeline, workers=0)
 
 
+def test_ray_ingest_of_a_folder_reads_a_link_out_of_it_only_when_told(
+    tmp_path, hash_pipeline, ray_address
+):
+    """Ray ingest walks a folder as ingest does: a link out of it was stored silently."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nApples grow on trees.")
+    (tmp_path / "secret.txt").write_text("The launch code is 4242.")
+    (folder / "leak.md").symlink_to(tmp_path / "secret.txt")
+    db = Database(tmp_path / "db", create=True)
+    kept = ingest_ray(folder, db.collection("kept"), hash_pipeline)
+    assert db.open("kept").ids() == {"a.md"}
+    assert f"leak.md -> {os.path.realpath(tmp_path / 'secret.txt')}" in kept.summary()
+    ingest_ray(folder, db.collection("followed"), hash_pipeline, follow_links=True)
+    assert db.open("followed").ids() == {"a.md", "leak.md"}
+
+
 KILLED_JOB = """
 import sys, time
 import ray

@@ -21,7 +21,11 @@ from probembed.documents import Problem, Record
 from probembed.interfaces.console import fail, literal, out, say
 from probembed.interfaces.ingest_commands import ingest_and_report
 from probembed.interfaces.search_command import print_result
-from probembed.interfaces.store_options import SEARCH_PIPELINE, load_pipeline
+from probembed.interfaces.store_options import (
+    SEARCH_PIPELINE,
+    FollowLinksOption,
+    load_pipeline,
+)
 from probembed.paths import DATASETS_ENV, datasets_dir
 
 if TYPE_CHECKING:
@@ -62,6 +66,7 @@ def demo_command(
         list[str] | None,
         typer.Option(help="Index only this topic of the Python docs (repeatable; e.g. try)."),
     ] = None,
+    follow_links: FollowLinksOption = False,
 ) -> None:
     """The main job: index a corpus, answer questions with score ± std and confidence."""
     if queries < 1:
@@ -76,7 +81,7 @@ def demo_command(
     if data is None:
         _pydoc_demo(load_pipeline(pipeline), topic, queries)
     else:
-        _corpus_demo(data, pipeline, queries)
+        _corpus_demo(data, pipeline, queries, follow_links)
 
 
 def _pydoc_demo(pipe: Any, topics: Sequence[str] | None, shown: int) -> None:
@@ -145,8 +150,9 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
     return f"topic IN ({sql_list(topics)})"
 
 
-def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
-    """Index a corpus on disk; with BEIR test qrels, answer some queries and score them all."""
+def _corpus_demo(data: Path, pipeline: str, queries: int, follow_links: bool = False) -> None:
+    """Index a corpus on disk (a folder's links read as `follow_links` says); with BEIR test
+    qrels, answer some queries and score them all."""
     from probembed.chunking import ChunkSettings
     from probembed.store import Database, read_records
 
@@ -169,10 +175,15 @@ def _corpus_demo(data: Path, pipeline: str, queries: int) -> None:
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
     _take_settings(target, pipe)
     if documents:  # passages the models read whole, kept in step with the files (sync)
-        ingest_and_report(data, target, pipe, ChunkSettings(), on_error="skip", sync=True)
+        chunks = ChunkSettings()
+        ingest_and_report(
+            data, target, pipe, chunks, follow_links=follow_links, on_error="skip", sync=True
+        )
     else:
-        ingest_and_report(data, target, pipe, on_error="skip", upsert=True)
-        _keep_only(target, list(read_records(data)))
+        ingest_and_report(
+            data, target, pipe, follow_links=follow_links, on_error="skip", upsert=True
+        )
+        _keep_only(target, list(read_records(data, follow_links)))
     if not target.exists or not target.count():  # what `ingest` refuses: nothing to search
         raise fail(f"nothing indexed from {data}: every item was skipped (see above)")
     if bench is None:

@@ -18,6 +18,7 @@ from probembed.interfaces.console import err, fail, named, note, say
 from probembed.interfaces.store_options import (
     CHUNK_OPTIONS,
     DEFAULT_COLLECTION,
+    LINK_OPTIONS,
     MIXING_OPTIONS,
     REPLACE_OPTIONS,
     SEARCH_PIPELINE,
@@ -27,6 +28,7 @@ from probembed.interfaces.store_options import (
     CollectionOption,
     CpusOption,
     DbOption,
+    FollowLinksOption,
     GpusOption,
     OnErrorOption,
     OverlapOption,
@@ -56,14 +58,17 @@ def ingest_and_report(
     pipe: Any,
     chunking: Any = None,
     ray: dict[str, Any] | None = None,
+    follow_links: bool = False,
     **options: Any,
 ) -> IngestReport | DocumentReport:
-    """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options) with a progress
-    bar, then say what happened: each skipped item, one summary."""
+    """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options; a folder's links
+    as `follow_links` says) with a progress bar, then say what happened: each skipped item,
+    one summary."""
     from probembed.store import IngestReport, StoreError, ingest, ingest_documents, ingest_ray
 
     report: IngestReport | DocumentReport
     session: contextlib.AbstractContextManager[None]
+    options |= {"follow_links": follow_links}  # each write walks a folder source alike
     try:
         if chunking is not None:
             with_ray, session = None, contextlib.nullcontext()
@@ -84,11 +89,11 @@ def ingest_and_report(
         raise fail(_told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
-    say(report.summary())
+    say(named(report.summary(), LINK_OPTIONS))
     if isinstance(report, IngestReport) and report.changed:  # an edit a re-run did not write
         say(_changed_note(report, source))
     if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
-        _say_what_is_cut(source, pipe)
+        _say_what_is_cut(source, pipe, follow_links=follow_links)
     return report
 
 
@@ -117,11 +122,13 @@ def _changed_note(report: IngestReport, source: Any) -> str:
 CHUNK_REMEDY = "`--chunk` (`probembed ingest --chunk`) splits them into passages"
 
 
-def _say_what_is_cut(source: Path, pipe: Any, remedy: str = CHUNK_REMEDY) -> None:
+def _say_what_is_cut(
+    source: Path, pipe: Any, remedy: str = CHUNK_REMEDY, follow_links: bool = False
+) -> None:
     """Warn when whole documents are longer than the models read: only their start is found."""
     from probembed.store.ingest import CUT_SAMPLE, cut_documents
 
-    cut, seen = cut_documents(source, pipe)
+    cut, seen = cut_documents(source, pipe, follow_links)
     if cut:
         among = f"of the first {seen:,}" if seen == CUT_SAMPLE else f"of {seen:,}"
         note(
@@ -183,6 +190,7 @@ def ingest_command(
             "share a collection, and --sync removes only documents under it."
         ),
     ] = "",
+    follow_links: FollowLinksOption = False,
     ray: Annotated[
         bool,
         typer.Option(
@@ -221,6 +229,7 @@ def ingest_command(
         raise fail(str(exc)) from exc
     target = database.collection(collection)
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error, "prefix": prefix}
+    options |= {"follow_links": follow_links}
     on_ray: dict[str, Any] | None = None
     if ray:
         on_ray = {"workers": workers, "address": address}
@@ -231,7 +240,9 @@ def ingest_command(
         raise fail(named(str(exc), MIXING_OPTIONS)) from exc
     try:
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
-            _refuse_bad_input(lambda: read_checked(path, target, "stop", prefix))
+            _refuse_bad_input(
+                lambda: read_checked(path, target, "stop", prefix, follow_links=follow_links)
+            )
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         if replace_pipeline and target.exists:
             _replace_pipeline(target, pipe)
@@ -321,7 +332,7 @@ def _told(exc: Exception) -> str:
 
     if isinstance(exc, IngestError):
         return exc.told("pass --on-error skip")
-    return with_notes(named(str(exc), SYNC_OPTIONS | REPLACE_OPTIONS), exc)
+    return with_notes(named(str(exc), SYNC_OPTIONS | REPLACE_OPTIONS | LINK_OPTIONS), exc)
 
 
 def _replace_pipeline(target: Collection, pipe: Any) -> None:
@@ -372,6 +383,7 @@ def embed_command(
     ] = False,
     chunk_tokens: ChunkTokensOption = None,
     overlap: OverlapOption = None,
+    follow_links: FollowLinksOption = False,
     ray: Annotated[bool, typer.Option("--ray", help="Embed on Ray actors.")] = False,
     address: AddressOption = None,
     workers: WorkersOption = 1,
@@ -394,7 +406,9 @@ def embed_command(
     except StoreError as exc:
         raise fail(str(exc)) from exc
     if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
-        _refuse_bad_input(lambda: read_checked(path, None, "stop", clashes={}))
+        _refuse_bad_input(
+            lambda: read_checked(path, None, "stop", clashes={}, follow_links=follow_links)
+        )
     pipe = load_pipeline(pipeline)
     _say_if_capped(chunk_tokens, settings, pipe)
     try:
@@ -411,11 +425,13 @@ def embed_command(
             gpus_per_worker,
             progress=True,
             chunking=settings,
+            follow_links=follow_links,
         )
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise fail(_told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
-    say(report.summary())
+    say(named(report.summary(), LINK_OPTIONS))
     if settings is None and pipe.max_tokens is not None:  # chunks are cut to what it reads
-        _say_what_is_cut(path, pipe, "`probembed embed --chunk` splits them into passages")
+        remedy = "`probembed embed --chunk` splits them into passages"
+        _say_what_is_cut(path, pipe, remedy, follow_links)

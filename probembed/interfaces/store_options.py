@@ -76,6 +76,8 @@ SYNC_OPTIONS = {
         "delete the stored records first (probembed delete ID, or probembed drop)"
     ),
 }
+#: How a report names the way to follow the links of a folder it did not follow.
+LINK_OPTIONS = {"follow_links=True": "--follow-links"}
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
     "without group_by_doc": "without --group-by-doc",
@@ -94,6 +96,14 @@ OverlapOption = Annotated[
     typer.Option(
         help="Tokens a chunk repeats from the last "
         "\\[default: 32, or the most under half a smaller size]."
+    ),
+]
+FollowLinksOption = Annotated[
+    bool,
+    typer.Option(
+        help="Follow a folder's links out of it and to folders too (but one to a folder it "
+        "is in): without it only links to files in the folder are read, and the report "
+        "names the others."
     ),
 ]
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]

@@ -133,14 +133,15 @@ class DocumentReport:
 
 
 def read_documents(
-    source: str | Path, stream_bytes: int = STREAM_BYTES
+    source: str | Path, stream_bytes: int = STREAM_BYTES, follow_links: bool = False
 ) -> Iterator[SourceDocument | StreamedFile | Problem]:
-    """Documents of a folder (every supported file below it, id = relative path), of one
-    file, or of a JSONL file / BEIR folder (one per record); a text or Markdown file over
-    `stream_bytes` is scanned, not read, and chunked as a stream when written."""
+    """Documents of a folder (every supported file below it, id = relative path; through any
+    link with `follow_links`, `walk_folder`), of one file, or of a JSONL file / BEIR folder
+    (one per record); a text or Markdown file over `stream_bytes` is scanned, not read, and
+    chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        files, problems, linked = walk_folder(path, READERS)
+        files, problems, linked = walk_folder(path, READERS, follow_links)
         if not files and not problems:
             raise FileNotFoundError(
                 f"{path} holds no {', '.join(READERS)} files to ingest{not_followed(linked)}"
@@ -408,13 +409,15 @@ def ingest_documents(
     ingest_with: Callable[..., IngestReport] | None = None,
     stream_bytes: int = STREAM_BYTES,
     prefix: str = "",
+    follow_links: bool = False,
 ) -> DocumentReport:
     """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
     touching only those whose content changed since last time (see `ingest_parsed`, and its
     `prefix`); text and Markdown files over `stream_bytes` are read, chunked and written as
-    streams."""
+    streams. A folder's links are followed only to files in it, unless `follow_links`
+    (`readers.walk_folder`)."""
     report = ingest_parsed(
-        read_documents(source, stream_bytes),
+        read_documents(source, stream_bytes, follow_links),
         collection,
         pipeline,
         chunking,
@@ -429,7 +432,7 @@ def ingest_documents(
         folder=os.path.abspath(source) if Path(source).is_dir() else None,
         prefix=prefix,
     )
-    report.unread = unread_files(source)
+    report.unread = unread_files(source, follow_links=follow_links)
     return report
 
 
@@ -805,15 +808,17 @@ def chunked_input(
     settings: ChunkSettings,
     stream_bytes: int = STREAM_BYTES,
     clashes: Clashes | None = None,
+    follow_links: bool = False,
 ) -> Checked:
     """The chunks `ingest_documents` would write of a source into an empty collection, in
     document order, checked as it checks them (one problem per document, and none of a
     refused document's chunks kept): for a job that writes files, not a collection
     (`embed_job`). Files over `stream_bytes` are chunked as streams, and the chunks held.
     Given `clashes`, a metadata type clash keeps the field out of the columns and names it
-    there, not a problem (`promote_metadata`)."""
+    there, not a problem (`promote_metadata`). `follow_links`: as `ingest_documents`'s."""
     report = DocumentReport(str(source))
-    plan = _plan(read_documents(source, stream_bytes), {}, {}, count, settings, report)
+    reading = read_documents(source, stream_bytes, follow_links)
+    plan = _plan(reading, {}, {}, count, settings, report)
     planned = [*plan.records, *plan.marks]
     for file in plan.streamed:
         try:

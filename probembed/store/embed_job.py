@@ -124,6 +124,7 @@ def embed_to_parquet(
     gpus_per_worker: float = 0.0,
     progress: bool = False,
     chunking: ChunkSettings | None = None,
+    follow_links: bool = False,
 ) -> EmbedReport:
     """Embed a JSONL file, BEIR folder or text folder into Parquet files under `out`; with
     `chunking`, documents (Markdown, HTML, PDF, text files, records) as the chunks chunked
@@ -132,7 +133,8 @@ def embed_to_parquet(
     A re-run into the same `out` keeps the parts an earlier run of the same input, pipeline
     and batch size wrote, and writes the others; a part of anything else is refused
     (`kept_parts`), as is any other file. With `use_ray`, `workers` actors embed, each
-    reserving `cpus_per_worker` and `gpus_per_worker`.
+    reserving `cpus_per_worker` and `gpus_per_worker`. A folder's links are followed only to
+    files in it, unless `follow_links` (`readers.walk_folder`).
     """
     validate_options(batch_size, on_error)
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):  # s3://..., which Path would mangle
@@ -150,11 +152,13 @@ def embed_to_parquet(
     check_out(out)
     clashes: Clashes = {}
     if chunking is None:
-        records, problems, columns = read_checked(source, None, on_error, clashes=clashes)
+        records, problems, columns = read_checked(
+            source, None, on_error, clashes=clashes, follow_links=follow_links
+        )
     else:
         settings = chunking.capped(pipeline.max_tokens)
         records, problems, columns = chunked_input(
-            source, pipeline.count_tokens, settings, clashes=clashes
+            source, pipeline.count_tokens, settings, clashes=clashes, follow_links=follow_links
         )
         if problems and on_error == "stop":
             raise IngestError(problems)
@@ -171,7 +175,7 @@ def embed_to_parquet(
         reads=TEXT_SUFFIXES if chunking is None else tuple(READERS),
         json_only=clashes,
     )
-    report.unread = unread_files(source, report.reads)
+    report.unread = unread_files(source, report.reads, follow_links)
     if chunking is not None:
         report.documents = len({r.metadata["doc_id"] for r in records})
     todo = [first for first in range(0, len(records), batch_size) if first not in kept]

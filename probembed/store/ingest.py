@@ -188,6 +188,7 @@ def ingest(
     advance: Callable[[int], None] | None = None,
     sync: bool = False,
     created: str | None = None,
+    follow_links: bool = False,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -212,13 +213,17 @@ def ingest(
     to (chunked ingest's parts), else the collection's when the call starts; a commit that
     finds it dropped (or made again) stops with `CollectionDroppedError`, never making a new
     collection of the rest.
+    A folder's links are followed only to files in it, unless `follow_links`
+    (`readers.walk_folder`).
     """
     validate_options(batch_size, on_error)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     upsert = upsert or sync
     created = created or creation(collection)
-    report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix, sync)
+    report, todo, found = prepare(
+        source, collection, pipeline, on_error, upsert, prefix, sync, follow_links
+    )
     planned = {**found, **(columns or {})}
     version = collection.version if collection.exists else None  # what a failed sync undoes to
     touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
@@ -308,6 +313,7 @@ def prepare(
     upsert: bool,
     prefix: str = "",
     sync: bool = False,
+    follow_links: bool = False,
 ) -> tuple[IngestReport, list[Record], dict[str, pa.DataType]]:
     """Everything before the first commit: read and check all input, decide what a `sync`
     removes (the report's `gone`, or the refusal), keep the pipeline copy.
@@ -316,13 +322,16 @@ def prepare(
     yet, and with `upsert` also those stored with another text or metadata: a re-run of an
     unchanged corpus writes nothing) and the column types the check found (`Checked.columns`),
     which every commit of the write takes. Shared by local and Ray ingest, so both refuse the
-    same. Every id read is put under `prefix`.
+    same. Every id read is put under `prefix`; a folder's links are read as `follow_links`
+    says (`readers.walk_folder`).
     """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
     label = str(source) if isinstance(source, (str, Path)) else "records"
-    records, problems, columns = read_checked(source, collection, on_error, prefix)
+    records, problems, columns = read_checked(
+        source, collection, on_error, prefix, follow_links=follow_links
+    )
     refuse_mixing(collection, [r.metadata for r in records])  # before anything is kept
     named = [p.doc_id for p in problems if p.doc_id is not None]
     report = IngestReport(label, problems=kept_stored(problems, collection.existing(named)))
@@ -333,7 +342,7 @@ def prepare(
         )
     collection.record_pipeline(pipeline)
     if isinstance(source, (str, Path)):
-        report.unread = unread_files(source, TEXT_SUFFIXES)
+        report.unread = unread_files(source, TEXT_SUFFIXES, follow_links)
     as_given = stored_as_given(collection, records)
     if upsert:
         todo = [r for r in records if not as_given.get(r.id, False)]
@@ -446,13 +455,14 @@ def read_checked(
     on_error: OnError,
     prefix: str = "",
     clashes: Clashes | None = None,
+    follow_links: bool = False,
 ) -> Checked:
     """The whole input read, its ids put under `prefix`, and checked against the collection's
     metadata columns (None: against none): this needs no model, so a caller can refuse bad
     input before it loads one. Under on_error="stop" any problem raises `IngestError`.
     Given `clashes`, a metadata type clash keeps the field out of the columns and names it
-    there, not a problem (`promote_metadata`)."""
-    read = read_records(source) if isinstance(source, (str, Path)) else _given(source)
+    there, not a problem (`promote_metadata`). `follow_links`: `read_records`'s."""
+    read = read_records(source, follow_links) if isinstance(source, (str, Path)) else _given(source)
     items = [under_prefix(item, prefix) for item in read]
     checked = check_records(items, columns_to_check(collection, items), clashes)
     if checked.problems and on_error == "stop":
@@ -521,13 +531,14 @@ _COMPARED = ("id", "text", "metadata")
 CUT_SAMPLE = 2_000
 
 
-def cut_documents(source: str | Path, pipeline: Any) -> tuple[int, int]:
+def cut_documents(source: str | Path, pipeline: Any, follow_links: bool = False) -> tuple[int, int]:
     """(documents some member reads only the start of, documents looked at): the first
-    CUT_SAMPLE of the source, so a plain ingest can say how much of a corpus it cuts short.
-    Records ingest refuses (a blank text, a lone surrogate) are not looked at: it skipped them."""
+    CUT_SAMPLE of the source, read as the ingest read it (`follow_links`), so a plain ingest
+    can say how much of a corpus it cuts short. Records ingest refuses (a blank text, a lone
+    surrogate) are not looked at: it skipped them."""
     texts = [
         item.text
-        for item in itertools.islice(read_records(source), CUT_SAMPLE)
+        for item in itertools.islice(read_records(source, follow_links), CUT_SAMPLE)
         if isinstance(item, Record) and _check(item, {}, {}, ()) is None
     ]
     return (int(pipeline.cut(texts).sum()), len(texts)) if texts else (0, 0)

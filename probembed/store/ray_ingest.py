@@ -492,11 +492,12 @@ def ingest_ray(
     columns: Mapping[str, pa.DataType] | None = None,
     advance: Callable[[int], None] | None = None,
     created: str | None = None,
+    follow_links: bool = False,
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
 
-    Its first eight arguments, `columns`, `advance` and `created` are ingest's, so it can
-    stand in for it
+    Its first eight arguments, `columns`, `advance`, `created` and `follow_links` are
+    ingest's, so it can stand in for it
     (chunked ingest's `ingest_with`); `advance` (else this call's bar) is told the texts
     encoded as the actors encode them, or found in the cache (`embed_on_ray`).
 
@@ -509,7 +510,9 @@ def ingest_ray(
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     created = created or creation(collection)
-    report, todo, found = prepare(source, collection, pipeline, on_error, upsert, prefix)
+    report, todo, found = prepare(
+        source, collection, pipeline, on_error, upsert, prefix, follow_links=follow_links
+    )
     planned = {**found, **(columns or {})}
     if todo:
         with (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,6 +21,7 @@ __all__ = [
     "CHUNKED_ONLY",
     "JSONL_SUFFIXES",
     "TEXT_SUFFIXES",
+    "Link",
     "Problem",
     "Record",
     "Unread",
@@ -49,9 +50,9 @@ def is_beir(path: Path) -> bool:
     return (path / "corpus.jsonl").is_file()
 
 
-def read_records(path: str | Path) -> Iterator[Record | Problem]:
+def read_records(path: str | Path, follow_links: bool = False) -> Iterator[Record | Problem]:
     """Records from a JSONL file, a BEIR folder (corpus.jsonl), a folder of .txt/.md files or
-    one such file."""
+    one such file; `follow_links`: a folder's links too (`walk_folder`)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if path.is_file() and suffix in TEXT_SUFFIXES:  # one document, not lines of JSON
@@ -72,11 +73,28 @@ def read_records(path: str | Path) -> Iterator[Record | Problem]:
     if is_beir(path):
         return read_jsonl(path / "corpus.jsonl")
     if path.is_dir():
-        return read_text_folder(path)
+        return read_text_folder(path, follow_links)
     raise FileNotFoundError(
         f"no documents at {path}: expected a JSONL file, a BEIR folder with corpus.jsonl, "
         "a folder of .txt/.md files or one such file"
     )
+
+
+class Link(NamedTuple):
+    """A link a walk did not follow, as a report names it."""
+
+    #: Its path relative to the folder walked.
+    name: str
+    #: Where it leads, every link on the way resolved.
+    target: str
+    #: Whether it leads to a folder.
+    folder: bool
+    #: A folder the walk is in already (a cycle), which even `follow_links` leaves.
+    loop: bool = False
+
+    def __str__(self) -> str:
+        """`name -> target`, a folder's name ending in `/`."""
+        return f"{self.name}{'/' if self.folder else ''} -> {self.target}"
 
 
 class Walk(NamedTuple):
@@ -84,41 +102,57 @@ class Walk(NamedTuple):
 
     files: list[Path]
     problems: list[Problem]
-    #: Links to folders, not followed (as git, ripgrep and `Path.rglob` do not follow them),
-    #: relative to the root.
-    linked: list[str]
+    #: The links it did not follow (`Link`), by name.
+    linked: list[Link]
 
 
-def walk_folder(root: Path, suffixes: Collection[str] | None = None) -> Walk:
+def walk_folder(
+    root: Path, suffixes: Collection[str] | None = None, follow_links: bool = False
+) -> Walk:
     """The files below root with these suffixes (None: any), sorted, hidden files and folders
     aside (an editor's or a tool's: `.obsidian/`, `.venv/`), a problem for each folder that
     cannot be listed (naming no document, so a sync removes nothing) and each link with such
-    a suffix whose target is gone (naming its document, so a sync keeps it), and the links to
-    folders, which are not followed (a cycle of them would never end) and which a report
-    names. `Path.rglob` passed over all three without a word, and a sync took what the first
-    two held for deleted."""
+    a suffix whose target is gone (naming its document, so a sync keeps it), and the links
+    not followed, which a report names with their targets. By default a link is followed only
+    to a file the walk reaches anyway (`_within`): one out of the folder stored a file the
+    folder's owner had linked there (`leak.md -> ~/.ssh/id_rsa`) for every searcher to read,
+    and a link to a folder is not followed (as git and ripgrep do not). `follow_links`
+    follows every link but one to a folder the walk is in already, which would never end.
+    `Path.rglob` passed over the first two and the folder links without a word, and a sync
+    took what the first two held for deleted."""
     files: list[Path] = []
     problems: list[Problem] = []
-    linked: list[str] = []
+    linked: list[Link] = []
+    real_root = os.path.realpath(root)
+    # each folder entered: the folders (by identity) from the root down to it, a cycle's end
+    chains = {os.fspath(root): frozenset([_identity(os.fspath(root))])}
 
     def unlisted(exc: OSError) -> None:
         where = exc.filename or root
         problems.append(Problem(str(where), f"cannot list this folder ({exc.strerror})"))
 
-    for folder, subfolders, names in os.walk(root, onerror=unlisted):
-        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
-        linked += [
-            Path(folder, d).relative_to(root).as_posix()
-            for d in subfolders
-            if os.path.islink(os.path.join(folder, d))
-        ]
+    for folder, subfolders, names in os.walk(root, onerror=unlisted, followlinks=follow_links):
+        chain = chains.pop(folder, frozenset())
+        entered = []
+        for name in sorted(d for d in subfolders if not d.startswith(".")):
+            sub = os.path.join(folder, name)
+            identity = _identity(sub) if follow_links else None
+            if os.path.islink(sub) and (not follow_links or identity in chain):
+                linked.append(_link(sub, root, folder=True, loop=follow_links))
+                continue
+            entered.append(name)
+            if follow_links:
+                chains[sub] = chain | {identity}
+        subfolders[:] = entered
         for name in names:
             path = Path(folder, name)
             if name.startswith(".") or (
                 suffixes is not None and path.suffix.lower() not in suffixes
             ):
                 continue
-            if path.is_file():
+            if path.is_symlink() and not follow_links and not _within(path, real_root):
+                linked.append(_link(os.fspath(path), root, folder=False))
+            elif path.is_file():
                 files.append(path)
             elif path.is_symlink():
                 doc_id = path.relative_to(root).as_posix()
@@ -126,17 +160,40 @@ def walk_folder(root: Path, suffixes: Collection[str] | None = None) -> Walk:
     return Walk(sorted(files), problems, sorted(linked))
 
 
-def read_text_folder(root: Path) -> Iterator[Record | Problem]:
-    """One record per .txt/.md file below root, id = path relative to root. PDF and HTML
-    files are left to chunked ingestion: the report names them (`unread_files`), and they
-    stop nothing, as a problem did with on_error="stop"."""
-    files, problems, linked = walk_folder(root, TEXT_SUFFIXES)
+def _identity(path: str) -> tuple[int, int] | None:
+    """A folder's device and inode, which every path to it shares (None: it cannot be read)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _link(path: str, root: Path, folder: bool, loop: bool = False) -> Link:
+    """A link not followed, named relative to the root walked."""
+    name = Path(path).relative_to(root).as_posix()
+    return Link(name, os.path.realpath(path), folder, loop)
+
+
+def _within(link: Path, real_root: str) -> bool:
+    """Whether a link leads to a file the walk reaches itself, so following it adds nothing
+    from elsewhere: below the root and through no hidden name (a checkout's `.git/config`
+    can hold a token; `..` starts with a dot too)."""
+    relative = os.path.relpath(os.path.realpath(link), real_root)
+    return not any(part.startswith(".") for part in Path(relative).parts)
+
+
+def read_text_folder(root: Path, follow_links: bool = False) -> Iterator[Record | Problem]:
+    """One record per .txt/.md file below root, id = path relative to root (`follow_links`:
+    through any link, `walk_folder`). PDF and HTML files are left to chunked ingestion: the
+    report names them (`unread_files`), and they stop nothing, as a problem did with
+    on_error="stop"."""
+    files, problems, linked = walk_folder(root, TEXT_SUFFIXES, follow_links)
     if not files and not problems:
-        others = sorted({p.suffix.lower() for p in walk_folder(root, CHUNKED_ONLY).files})
+        others = walk_folder(root, CHUNKED_ONLY, follow_links).files
+        kinds = sorted({p.suffix.lower() for p in others})
         hint = (
-            f"; its {'/'.join(others)} files are read by `probembed ingest --chunk`"
-            if others
-            else ""
+            f"; its {'/'.join(kinds)} files are read by `probembed ingest --chunk`" if kinds else ""
         )
         raise FileNotFoundError(
             f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}{not_followed(linked)}"
@@ -165,34 +222,42 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
 
 class Unread(dict[str, int]):
     """Files a run left out, counted by suffix, whether that is because the folder is a
-    BEIR folder (read by its corpus alone), decided when the run read it, and the links to
-    folders it did not follow."""
+    BEIR folder (read by its corpus alone), decided when the run read it, and the links it
+    did not follow (`Link`)."""
 
     def __init__(
-        self, counts: dict[str, int] | None = None, beir: bool = False, linked: Collection[str] = ()
+        self,
+        counts: dict[str, int] | None = None,
+        beir: bool = False,
+        linked: Collection[Link] = (),
     ) -> None:
         super().__init__(counts or {})
         self.beir = beir
         self.linked = list(linked)
 
 
-def unread_files(source: str | Path, reads: Collection[str] = tuple(READERS)) -> Unread:
+def unread_files(
+    source: str | Path, reads: Collection[str] = tuple(READERS), follow_links: bool = False
+) -> Unread:
     """Files below a folder source that a run reading these suffixes leaves out, counted by
     suffix (hidden ones aside; none for a file): a .docx among Markdown files is not ingested,
     nor a PDF by a plain ingest, nor a Markdown file beside a BEIR folder's corpus.jsonl, and
-    a report says so."""
+    a report says so; and the links the run did not follow (`walk_folder`), but one to a file
+    it would not read anyway, which is counted with those."""
     folder = Path(source)
     if not folder.is_dir():
         return Unread()
-    walk = walk_folder(folder)
+    walk = walk_folder(folder, follow_links=follow_links)
+    linked = [x for x in walk.linked if x.folder or Path(x.name).suffix.lower() in reads]
     found = [p.relative_to(folder) for p in walk.files]
+    found += [Path(x.name) for x in walk.linked if x not in linked]
     beir = is_beir(folder)
     if beir:  # its corpus is read; anything but the BEIR parts is not
         left = [p for p in found if p.parts[0] not in BEIR_PARTS]
     else:
         left = [p for p in found if p.suffix.lower() not in reads]
     counts = dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
-    return Unread(counts, beir, [] if beir else walk.linked)
+    return Unread(counts, beir, [] if beir else linked)
 
 
 def unread_note(
@@ -219,12 +284,15 @@ def unread_note(
     )
 
 
-def not_followed(linked: list[str]) -> str:
-    """The words a report or error ends with for links to folders a run did not follow ('' if
-    none)."""
+def not_followed(linked: Sequence[Link]) -> str:
+    """The words a report or error ends with for the links a run did not follow, each with
+    where it leads ('' if none): a link out of the folder was read without a word."""
     if not linked:
         return ""
-    named = ", ".join(f"{name}/" for name in linked[:3]) + (", ..." if len(linked) > 3 else "")
+    named = ", ".join(map(str, linked[:3])) + (", ..." if len(linked) > 3 else "")
+    if all(x.loop for x in linked):
+        return f"; not followed: {len(linked)} link(s) to a folder they are in (a loop), {named}"
     return (
-        f"; not followed: {len(linked)} link(s) to a folder, {named} (ingest its target on its own)"
+        f"; not followed: {len(linked)} link(s) out of the folder or to a folder, {named} "
+        "(follow_links=True follows them; or ingest a target on its own)"
     )

@@ -1,0 +1,116 @@
+"""What a folder source's links do to an ingest: a link out of a shared folder is not read
+unless asked for, and the report names it with where it leads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from probembed.chunking import ChunkSettings
+from probembed.interfaces.cli import app
+from probembed.store import Database, ingest, ingest_documents
+from probembed.store.embed_job import embed_to_parquet
+from probembed.store.readers import Link
+
+SMALL = ChunkSettings(48, 8)
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    """A shared docs folder (a space in its name) into which its owner linked a file from
+    elsewhere, a hidden file of the folder itself, and one of its own pages."""
+    (tmp_path / "secret.txt").write_text("The launch code is 4242 and nobody may read it.")
+    root = tmp_path / "docs dir"
+    (root / "sub").mkdir(parents=True)
+    (root / "guide.md").write_text("# Guide\n\nInstall the tool with pip.")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[http]\n\textraheader = AUTHORIZATION: basic dG9rZW4=")
+    (root / "leak.md").symlink_to(tmp_path / "secret.txt")
+    (root / "sub" / "config.md").symlink_to(root / ".git" / "config")
+    (root / "alias.md").symlink_to("guide.md")  # a second name for a page of the folder
+    return root
+
+
+def stored_ids(tmp_path: Path, source: Path, pipeline, write: str, **options) -> tuple[set, Any]:
+    """The document ids one front door stores of a source, and its report."""
+    name = f"{write}-{len(options)}"
+    if write == "embed":
+        out = tmp_path / name
+        report = embed_to_parquet(source, out, pipeline, **options)
+        return set(pq.read_table(out).column("id").to_pylist()), report
+    collection = Database(tmp_path / "db", create=True).collection(name)
+    if write == "chunks":
+        report = ingest_documents(source, collection, pipeline, SMALL, **options)
+        return set(collection.document_index()), report
+    report = ingest(source, collection, pipeline, **options)
+    return collection.ids(), report
+
+
+@pytest.mark.parametrize("write", ["chunks", "records", "embed"])
+def test_a_link_out_of_the_folder_is_not_read_and_the_report_says_where_it_leads(
+    tmp_path, shared, pydoc_pipeline, write
+):
+    """`ln -s /tmp/secret.txt "docs dir/leak.md"` stored the secret for every searcher, and
+    the report named only links to folders. A link to a page of the folder is read (it adds
+    nothing from elsewhere: the report names the repeat); one to a hidden file is not."""
+    ids, report = stored_ids(tmp_path, shared, pydoc_pipeline, write)
+    assert ids == {"guide.md", "alias.md"}
+    secret, config = tmp_path / "secret.txt", shared / ".git" / "config"
+    assert report.unread.linked == [
+        Link("leak.md", os.path.realpath(secret), folder=False),
+        Link("sub/config.md", os.path.realpath(config), folder=False),
+    ]
+    said = report.summary()
+    assert (
+        f"; not followed: 2 link(s) out of the folder or to a folder, leak.md -> "
+        f"{os.path.realpath(secret)}, sub/config.md -> {os.path.realpath(config)} "
+        "(follow_links=True follows them; or ingest a target on its own)"
+    ) in said
+
+
+@pytest.mark.parametrize("write", ["chunks", "records", "embed"])
+def test_follow_links_reads_every_link_and_leaves_a_loop(tmp_path, shared, pydoc_pipeline, write):
+    """Asked for, links out of the folder and to folders are followed, through a followed
+    folder too; a link to a folder the walk is in is not (it would never end), and is named."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "deep").mkdir(parents=True)
+    (elsewhere / "deep" / "faq.md").write_text("# FAQ\n\nLinked answers about rivers.")
+    (elsewhere / "deep" / "again").symlink_to(elsewhere, target_is_directory=True)
+    (shared / "ext").symlink_to(elsewhere, target_is_directory=True)
+    (shared / "sub" / "loop").symlink_to(shared, target_is_directory=True)
+    ids, report = stored_ids(tmp_path, shared, pydoc_pipeline, write, follow_links=True)
+    assert ids == {"guide.md", "alias.md", "leak.md", "sub/config.md", "ext/deep/faq.md"}
+    assert report.unread.linked == [
+        Link("ext/deep/again", os.path.realpath(elsewhere), folder=True, loop=True),
+        Link("sub/loop", os.path.realpath(shared), folder=True, loop=True),
+    ]
+    assert (
+        "; not followed: 2 link(s) to a folder they are in (a loop), ext/deep/again/ -> "
+    ) in report.summary()
+
+
+def test_the_cli_names_links_it_left_and_follows_them_with_follow_links(
+    tmp_path, shared, pydoc_pipeline_dir, monkeypatch
+):
+    """The walkthrough's `probembed ingest "docs dir" --chunk`: a search found the secret."""
+    monkeypatch.setenv("COLUMNS", "300")
+    (shared / "host.txt").symlink_to(tmp_path / "secret.txt")
+    base = ["ingest", str(shared), "--chunk", "--pipeline", str(pydoc_pipeline_dir)]
+    result = CliRunner().invoke(app, [*base, "--db", str(tmp_path / "db")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert f"host.txt -> {os.path.realpath(tmp_path / 'secret.txt')}" in said
+    assert "(--follow-links follows them; or ingest a target on its own)" in said
+    hits = Database(tmp_path / "db").open("default").search("launch code 4242", k=10)["hits"]
+    assert hits and not any("4242" in hit["text"] for hit in hits)
+    followed = CliRunner().invoke(app, [*base, "--db", str(tmp_path / "all"), "--follow-links"])
+    assert followed.exit_code == 0, followed.output
+    stored = Database(tmp_path / "all").open("default").document_index()
+    assert {"host.txt", "leak.md", "sub/config.md"} <= set(stored)
+    synced = CliRunner().invoke(app, [*base, "--db", str(tmp_path / "all"), "--sync"])
+    assert "documents added 0, updated 0, removed 3, unchanged 2" in synced.output  # not read
