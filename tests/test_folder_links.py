@@ -1,9 +1,12 @@
-"""What a folder source's links do to an ingest: a link out of a shared folder is not read
-unless asked for, and the report names it with where it leads."""
+"""What a folder source's links, named pipes and unreadable files do to an ingest: a link out
+of a shared folder is not read unless asked for, and bad paths get one line naming them."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +117,59 @@ def test_the_cli_names_links_it_left_and_follows_them_with_follow_links(
     assert {"host.txt", "leak.md", "sub/config.md"} <= set(stored)
     synced = CliRunner().invoke(app, [*base, "--db", str(tmp_path / "all"), "--sync"])
     assert "documents added 0, updated 0, removed 3, unchanged 2" in synced.output  # not read
+
+
+def test_a_named_pipe_is_named_as_one_not_as_missing(tmp_path, pydoc_pipeline):
+    """`ingest fifo.md` said "no documents at fifo.md: expected ... or one such file"."""
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    said = f"{fifo} is not a regular file but a named pipe: give a file, or a folder of files"
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    for write in (ingest, ingest_documents):
+        with pytest.raises(ValueError, match=said):
+            write(fifo, collection, pydoc_pipeline)
+    for args in (["ingest", str(fifo)], ["ingest", str(fifo), "--chunk"]):
+        result = CliRunner().invoke(app, [*args, "--db", str(tmp_path / "cli")])
+        assert result.exit_code == 2, result.output
+        assert " ".join(result.output.split()) == f"error: {said}"
+    embedded = CliRunner().invoke(app, ["embed", str(fifo), "--out", str(tmp_path / "out")])
+    assert embedded.exit_code == 2 and said in " ".join(embedded.output.split())
+    assert not (tmp_path / "cli").exists() and not (tmp_path / "out").exists()
+
+
+def unprivileged() -> list[str]:
+    """What runs a command as root runs it without root's right to read any file (nothing for
+    another user): a file of mode 000 is then unreadable to it."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: every file is readable")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("notes.md", ["ingest", "--db", "db"]),
+        ("docs.jsonl", ["ingest", "--chunk", "--db", "db"]),
+        ("notes.md", ["embed", "--out", "out"]),
+    ],
+)
+def test_an_unreadable_file_is_one_error_line(tmp_path, name, args):
+    """typer's own check answered in a box: "Invalid value for 'path': path ... is not
+    readable", not the `error:` line with exit 2 that other bad input gets."""
+    source = tmp_path / name
+    source.write_text('{"id": "a", "text": "some text"}\n')
+    source.chmod(0)
+    done = subprocess.run(
+        [*unprivileged(), sys.executable, "-m", "probembed", args[0], name, *args[1:]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    if done.returncode != 2 and "setpriv:" in done.stderr:
+        pytest.skip(f"cannot drop root's read right here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"error: cannot read {name}: Permission denied"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no database, no out

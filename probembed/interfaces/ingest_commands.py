@@ -35,6 +35,7 @@ from probembed.interfaces.store_options import (
     StorageOption,
     WorkersOption,
     check_run_options,
+    check_source,
     load_pipeline,
     open_database,
     resolve_db,
@@ -50,6 +51,9 @@ SOURCE_HELP = (
     "JSONL or JSON file of records, BEIR folder, folder of .txt/.md files (.html and .pdf "
     "too with --chunk), or one such file."
 )
+#: The path `ingest` and `embed` read, checked by `check_source` (typer's check of whether it
+#: can be read answered in a box of its own words).
+SourceArgument = Annotated[Path, typer.Argument(help=SOURCE_HELP, readable=False)]
 
 
 def ingest_and_report(
@@ -141,7 +145,7 @@ def _say_what_is_cut(
 
 
 def ingest_command(
-    path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
+    path: SourceArgument,
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
@@ -218,8 +222,7 @@ def ingest_command(
     if sync and ray and not chunk:
         raise fail("--sync of whole documents does not run on Ray: leave out --ray, or --sync")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
-    if not path.exists():
-        raise fail(f"no documents at {path}: no such file or folder")
+    check_source(path)
     try:
         check_collection_name(collection)
         where = resolve_db(db)
@@ -359,7 +362,7 @@ def _own_or_default_pipeline(target: Collection) -> Any:
 
 
 def embed_command(
-    path: Annotated[Path, typer.Argument(help=SOURCE_HELP)],
+    path: SourceArgument,
     out: Annotated[
         Path,
         typer.Option(
@@ -399,8 +402,7 @@ def embed_command(
     # what needs no pipeline first: loading one takes seconds
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     settings = chunk_settings(chunk, chunk_tokens, overlap)
-    if not path.exists():
-        raise fail(f"no documents at {path}: no such file or folder")
+    check_source(path)
     try:
         check_out(out)
     except StoreError as exc:

@@ -6,6 +6,7 @@ command of the CLI would pay for it."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -112,6 +113,28 @@ GpusOption = Annotated[
     float,
     typer.Option(help="With --ray: GPUs each actor reserves (needs GPU builds of the models)."),
 ]
+
+
+def check_source(path: Path) -> None:
+    """Refuse, in one line and before a database opens or a model loads, a source that is
+    not there, is neither a file nor a folder (a named pipe: "no documents at"), or is a file
+    that cannot be opened (typer's own check of it drew a box of its own words)."""
+    from probembed.store.readers import not_regular
+
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise fail(f"no documents at {path}: no such file or folder") from exc
+        raise fail(f"cannot read {path}: {exc.strerror or exc}") from exc
+    odd = not_regular(path)
+    if odd is not None:
+        raise fail(odd)
+    if path.is_file():
+        try:
+            path.open("rb").close()
+        except OSError as exc:
+            raise fail(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def check_run_options(

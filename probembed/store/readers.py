@@ -8,6 +8,7 @@ without a word. JSON lines go through `probembed.documents`, the reader the eval
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "Walk",
     "is_beir",
     "not_followed",
+    "not_regular",
     "read_jsonl",
     "read_records",
     "read_text_folder",
@@ -74,10 +76,36 @@ def read_records(path: str | Path, follow_links: bool = False) -> Iterator[Recor
         return read_jsonl(path / "corpus.jsonl")
     if path.is_dir():
         return read_text_folder(path, follow_links)
+    odd = not_regular(path)
+    if odd is not None:
+        raise ValueError(odd)
     raise FileNotFoundError(
         f"no documents at {path}: expected a JSONL file, a BEIR folder with corpus.jsonl, "
         "a folder of .txt/.md files or one such file"
     )
+
+
+#: What `not_regular` calls each kind of file no reader takes, by the test that finds it.
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_regular(path: Path) -> str | None:
+    """What is wrong with a source that is there but is neither a folder nor a regular file
+    (None: it is one, or not there): reading a named pipe waits for a writer, and "no
+    documents at" sent its user looking for a missing file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"{path} is not a regular file but {kind}: give a file, or a folder of files"
 
 
 class Link(NamedTuple):
