@@ -688,6 +688,38 @@ def test_a_hybrid_calibrator_round_trips_as_format_3_and_is_checked(tmp_path, hy
     assert both.for_search(hybrid=True) is both.hybrid and both.for_search(hybrid=False) is both
 
 
+def test_hybrid_training_leaves_a_querys_own_document_out_of_both_lists(
+    hash_pipeline, sentences, tmp_path
+):
+    """A query whose text is also a document (its own id): the dense list left it out, BM25's
+    did not, so training read it as BM25's first hit and, fused, as a top hit of its own."""
+    from beir_data import write_beir
+
+    from probembed.calibration.training import corpus_text_search
+    from probembed.evaluation.datasets import load_dataset
+
+    question = "A man is playing a guitar on the stage."
+    corpus = [{"_id": f"d{i}", "text": t} for i, t in enumerate(sentences[:20])]
+    corpus.append({"_id": "q1", "text": question})  # the query is a document too
+    query = [{"_id": "q1", "text": question}]
+    folder = write_beir(tmp_path / "beir", corpus, query, [("q1", "d0", 1)])
+    dataset = load_dataset(folder)
+    with corpus_text_search(hash_pipeline, folder) as bm25:
+        split, _ = hybrid_split(hash_pipeline, dataset, bm25)
+        kept, _ = hybrid_split(hash_pipeline, replace(dataset, keep_self_matches=True), bm25)
+        lexical = [(d, s) for d, s in bm25(question, HYBRID_DEPTH + 1) if d != "q1"]
+    own = split.doc_ids.index("q1")
+    assert kept.ranked[0].positions[0] == own  # kept, it is the first hit: the set tests it
+    (ranked,) = split.ranked
+    assert own not in ranked.positions
+    # each hit's BM25 rank and relative score are read off BM25's list without it
+    where = {d: p for p, d in enumerate(split.doc_ids)}
+    positions = np.array([where[d] for d, _ in lexical[:HYBRID_DEPTH]])
+    scores = np.array([s for _, s in lexical[:HYBRID_DEPTH]])
+    expected = bm25_hit_features(ranked.positions, positions, scores)
+    np.testing.assert_array_equal(split.bm25_hits[0, : len(ranked.positions)], expected)
+
+
 def test_bm25_hit_features_read_bm25s_rank_and_relative_score():
     bm25, scores = np.array([7, 3, 9, 2, 3]), np.array([4.0, 3.0, 1.0, 0.5, 0.25])
     got = bm25_hit_features(np.array([3, 7, 5, 9, 2]), bm25, scores)

@@ -194,7 +194,8 @@ def hybrid_split(
     The dense ranking and BM25's (`bm25(text, depth)`: a collection's `text_search` over the
     same corpus) each to the depth a search takes (`store.ranking.hybrid_depth`), fused by
     reciprocal rank to CONFIDENCE_DEPTH hits (`store.ranking.hybrid_ranked`, as a search
-    does), with each hit's `bm25_hit_features`; (nq, 2) `lexical_features` per query.
+    does), with each hit's `bm25_hit_features`; (nq, 2) `lexical_features` per query. A
+    query's own document is in neither list unless the dataset keeps self-matches.
     """
     embedded = embedded or embed(pipeline, dataset)
     queries, docs, hybrid = _hybrid(pipeline, dataset, bm25, embedded, CONFIDENCE_DEPTH)
@@ -240,9 +241,19 @@ def _hybrid(
     where = {doc_id: p for p, doc_id in enumerate(embedded.ids["docs"])}
     hybrid = []
     for row, query_id in zip(dense, embedded.ids["queries"], strict=True):
-        found = [(where.get(d), s) for d, s in bm25(dataset.queries[query_id], depth)]
+        found = [(where.get(d), s) for d, s in _lexical(bm25, dataset, query_id, depth)]
         hybrid.append(hybrid_ranked(row, found, k))
     return queries, docs, hybrid
+
+
+def _lexical(
+    bm25: TextSearch, dataset: RetrievalDataset, query_id: str, depth: int
+) -> list[tuple[str, float]]:
+    """BM25's `depth` best for a query, less its own document unless the dataset keeps
+    self-matches (one hit more asked for fills its place): the dense list leaves it out
+    alike, so neither list, nor their fusion, trains on a query finding itself."""
+    hits = bm25(dataset.queries[query_id], depth + 1)
+    return [(d, s) for d, s in hits if dataset.keep_self_matches or d != query_id][:depth]
 
 
 def _dense(
