@@ -101,6 +101,29 @@ def test_a_known_difference_on_four_queries() -> None:
         against_baseline(dataset, {"base": base}, "nope")
 
 
+def test_rows_that_score_other_items_are_refused_naming_them() -> None:
+    """The bootstrap pairs values by position: a row of the same queries in another order was
+    compared with the baseline's as if each position were one query, without a word."""
+    dataset = RetrievalDataset("toy", "test", {}, {}, {})
+    values = {m: np.array([0.0, 0.5, 1.0]) for m in ("ndcg@10", "recall@100", "mrr@10")}
+    base, same = Outcome({}, values, ("a", "b", "c")), Outcome({}, values, ("a", "b", "c"))
+    shuffled = Outcome({}, values, ("a", "c", "b"))
+    shorter = Outcome({}, {m: v[:2] for m, v in values.items()}, ("a", "b"))
+    rows = {"base": base, "same": same, "shuffled": shuffled, "shorter": shorter}
+    with pytest.raises(ValueError) as caught:
+        against_baseline(dataset, rows, "base")
+    assert str(caught.value) == (
+        "rows 'shuffled' (item 1 is 'c', the baseline's 'b'), 'shorter' (2 items, the "
+        "baseline 3) do not score the 3 queries the baseline 'base' scores, in its order; a "
+        "paired comparison needs every row scored on the same queries"
+    )
+    assert against_baseline(dataset, {"base": base, "same": same}, "base")["same"]["ndcg@10"] == {
+        "difference": 0.0,
+        "low": 0.0,
+        "high": 0.0,
+    }
+
+
 def test_too_few_pairs_give_no_interval_and_say_so(pipeline_dir, tmp_path):
     """Three STS pairs: most resamples rank nothing, and the interval is not made up."""
     _, stdout, _ = _run([str(DATA / "sts" / "toy"), "--compare"], pipeline_dir, tmp_path / "r.json")

@@ -108,6 +108,7 @@ def against_baseline(
     if baseline not in outcomes:
         rows = ", ".join(outcomes)
         raise ValueError(f"baseline {baseline!r} is not a row of this comparison; rows: {rows}")
+    check_same_items(dataset, outcomes, baseline)
     base = outcomes[baseline]
     done: dict[int, dict[str, dict[str, float]]] = {}
     out = {}
@@ -119,6 +120,29 @@ def against_baseline(
             }
         out[name] = done[id(outcome)]
     return out
+
+
+def check_same_items(dataset: Evaluable, outcomes: Mapping[str, Outcome], baseline: str) -> None:
+    """Refuse rows that score other items than the baseline row, or in another order: the
+    bootstrap pairs values by position, so it would pair unrelated items without a word."""
+    ids = tuple(outcomes[baseline].ids)
+    differ = {name: tuple(o.ids) for name, o in outcomes.items() if tuple(o.ids) != ids}
+    if not differ:
+        return
+    items = item_kind(dataset)
+    first = ", ".join(f"{name!r} ({_first_difference(ids, got)})" for name, got in differ.items())
+    raise ValueError(
+        f"rows {first} do not score the {len(ids)} {items} the baseline {baseline!r} scores, "
+        f"in its order; a paired comparison needs every row scored on the same {items}"
+    )
+
+
+def _first_difference(expected: tuple[str, ...], got: tuple[str, ...]) -> str:
+    """Where a row's item ids part from the baseline's, in a few words."""
+    for i, (want, have) in enumerate(zip(expected, got, strict=False)):
+        if want != have:
+            return f"item {i} is {have!r}, the baseline's {want!r}"
+    return f"{len(got)} {'item' if len(got) == 1 else 'items'}, the baseline {len(expected)}"
 
 
 def per_item_values(dataset: Evaluable, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
