@@ -20,7 +20,13 @@ from probembed.evaluation.paired import (
     against_baseline,
     paired_difference,
 )
-from probembed.evaluation.report import compare, same_rows
+from probembed.evaluation.report import (
+    compare,
+    fusion_settings,
+    markdown_table,
+    same_rows,
+    settings_text,
+)
 from probembed.evaluation.tuning import Tuned
 from probembed.interfaces.cli import app
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
@@ -130,6 +136,35 @@ def test_rows_that_score_other_items_are_refused_naming_them() -> None:
         "low": 0.0,
         "high": 0.0,
     }
+
+
+def test_a_one_hot_weighted_row_is_shown_once_with_its_single_member(beir, hash_pipeline):
+    """Tuning may put every weight on one member: `weighted` then is that member alone, and
+    the two rows, one figure, were shown twice as if they were two results."""
+    member = hash_pipeline.models[1]
+    one_hot = tuple(float(m == member) for m in hash_pipeline.models)
+    tuned = Tuned(
+        Method("weighted", FusionConfig("weighted", weights=one_hot)),
+        Method("uec", FusionConfig("uec", temperature=1.0, prior=one_hot), ScoreConfig("uec", 4)),
+        {"weighted": 0.5, "uec": 0.5},
+    )
+    test = load_dataset(beir)
+    result = compare(hash_pipeline, test, None, tuned=tuned)
+    assert (f"single:{member}", "weighted") in same_rows(result)
+    settings = {
+        "settings": {
+            "weighted": settings_text(fusion_settings(tuned.weighted, hash_pipeline.models))
+        }
+    }
+    table = markdown_table(result.rows, ["ndcg@10"], settings, same_rows(result))
+    (row,) = [line for line in table.splitlines() if line.startswith(f"| single:{member} ")]
+    assert row.startswith(f"| single:{member} = weighted | ") and "weights" in row
+    assert "| weighted |" not in table
+    # scored apart, the two agree to the last bit, per query too: the merge hides nothing
+    apart = evaluate(embed(hash_pipeline, test), test, tuned.weighted)
+    assert apart.metrics == result.outcomes["weighted"].metrics
+    for name, values in apart.per_item.items():
+        np.testing.assert_array_equal(values, result.outcomes["weighted"].per_item[name])
 
 
 @pytest.mark.parametrize("pairs", [3, 12, 400])

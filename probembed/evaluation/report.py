@@ -40,7 +40,7 @@ from probembed.evaluation.uncertainty import (
     spearman,
     top_quartile,
 )
-from probembed.fusion import uncertainty
+from probembed.fusion import single_model, uncertainty
 from probembed.fusion.weights import normalized_prior
 from probembed.pipeline import Pipeline
 
@@ -85,7 +85,7 @@ def compare(
     result = Comparison(methods={m.name: m for m in methods})
     scored: dict[Hashable, Outcome] = {}  # rows the same by construction are scored once
     for method in methods:
-        key = construction(method, len(pipeline.models))
+        key = construction(method, pipeline.models)
         if key not in scored:
             scored[key] = evaluate(embedded, test, method)
         result.outcomes[method.name] = scored[key]
@@ -134,13 +134,19 @@ def learned_confidence(
     return {LEARNED_CONFIDENCE: 1 - np.array([by_id[q] for q in ids], dtype=np.float64)}
 
 
-def construction(method: Method, members: int) -> Hashable:
+def construction(method: Method, models: Sequence[str]) -> Hashable:
     """What a row computes, so rows alike by construction are one: `mean` and `concat` are both
     uniform weights in concat mode; uec at T = ∞ gives every text its prior (`weighted` with
-    the prior as weights), and the uec score at β = 0 is the dot product (cosine)."""
+    the prior as weights), the uec score at β = 0 is the dot product (cosine), and
+    `single:<model>` is that model's one-hot weights (the others' blocks are zeros, which add
+    nothing to a dot product or a probe: the same figures bit for bit, per item too)."""
     fusion, score = method.fusion, method.score
+    members = len(models)
     weights: tuple[float, ...] | None = None
-    if fusion.mode == "concat" and fusion.method in ("mean", "concat"):
+    alone = single_model(fusion.method)
+    if alone is not None:
+        weights = tuple(float(model == alone) for model in models)
+    elif fusion.mode == "concat" and fusion.method in ("mean", "concat"):
         weights = tuple(normalized_prior(None, members))
     elif fusion.method == "weighted" or (fusion.method == "uec" and fusion.temperature == math.inf):
         given = fusion.weights if fusion.method == "weighted" else fusion.prior
@@ -374,16 +380,19 @@ def markdown_table(
     extra = dict(columns or {})
     header = "| method | " + " | ".join([*metrics, *extra]) + " |"
     lines = [header, "|---|" + "---:|" * len(metrics) + "---|" * len(extra)]
+    group = {names[0]: names for names in same}
     for method in (m for m in methods if m not in hidden):
         cells = [f"{100 * value[(method, m)]:.2f}" if (method, m) in value else "" for m in metrics]
-        cells += [texts.get(method, "") for texts in extra.values()]
+        named = group.get(method, (method,))  # a merged row: the first of its names with a text
+        cells += [next(filter(None, map(texts.get, named)), "") for texts in extra.values()]
         lines.append(f"| {label.get(method, method)} | " + " | ".join(cells) + " |")
     if same:
         shown = "; ".join(f"`{label[names[0]]}`" for names in same)
         lines.append(
             f"\n{shown}: the same fusion and score by construction (uniform weights whether "
             "called mean or concat; uec at T = inf gives each text its prior, and its score at "
-            "β = 0 is the cosine), scored once and shown once"
+            "β = 0 is the cosine; a single model is weights of 1 on it and 0 on the others), "
+            "scored once and shown once"
         )
     return "\n".join(lines)
 
