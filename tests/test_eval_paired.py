@@ -167,6 +167,94 @@ def test_a_one_hot_weighted_row_is_shown_once_with_its_single_member(beir, hash_
         np.testing.assert_array_equal(values, result.outcomes["weighted"].per_item[name])
 
 
+def test_metric_chooses_what_is_reported_and_compared(beir, pipeline_dir, tmp_path):
+    """--compare reported nDCG@10, Recall@100 and MRR@10 and a Δ of nDCG@10 alone: a user
+    ranked by recall@5 could neither see it nor its interval."""
+    args = [str(beir), "--compare", "--metric", "Recall@05", "--metric", "mrr@10"]
+    payload, stdout, _ = _run(args, pipeline_dir, tmp_path / "r.json")
+    chosen = ["recall@5", "mrr@10"]
+    assert payload["config"]["metrics"] == chosen
+    reported = {r["metric"] for r in payload["rows"]}
+    assert {"recall@5", "mrr@10"} <= reported and not {"ndcg@10", "recall@100"} & reported
+    assert "Δ recall@5 [95% CI]" in stdout and "Δ mrr@10 [95% CI]" in stdout
+    assert "ndcg@10" not in stdout.split("Δ:")[0]  # the heading's columns: the chosen ones
+    paired, items = payload["paired"], payload["per_item"]
+    assert all(list(by_metric) == chosen for by_metric in paired["differences"].values())
+    assert all(list(values) == chosen for values in items["values"].values())
+    # each query's recall@5, by its relevant document's rank (one each) in the harness's scan
+    pipe = Pipeline.load(pipeline_dir, cache=False)
+    test = load_dataset(beir)
+    own = evaluate(embed(pipe, test), test, Method("uec", pipe.fusion, pipe.score), ["recall@5"])
+    assert list(own.metrics) == ["recall@5"]
+    assert items["values"]["uec"]["recall@5"] == own.per_item["recall@5"].tolist()
+    assert set(own.per_item["recall@5"]) <= {0.0, 1.0}
+    assert (own.per_item["recall@5"] <= own.per_item["recall@10"]).all()
+    base = items["values"][paired["baseline"]]
+    for row, by_metric in paired["differences"].items():
+        for name in chosen:
+            gain = np.array(items["values"][row][name]) - np.array(base[name])
+            assert by_metric[name]["difference"] == pytest.approx(gain.mean(), abs=1e-12)
+    assert any(d["mrr@10"]["low"] < d["mrr@10"]["high"] for d in paired["differences"].values())
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "said"),
+    [
+        (
+            "retrieval",
+            ["--metric", "precision@5"],
+            "unknown metric 'precision@5'; known: ndcg@K, recall@K, mrr@K (retrieval, K from 1 "
+            "to 100), spearman (STS), accuracy (classification)",
+        ),
+        (
+            "retrieval",
+            ["--compare", "--metric", "recall@500"],
+            "metric 'recall@500': the cutoff must be from 1 to 100, the depth every query is "
+            "ranked to",
+        ),
+        (
+            "retrieval",
+            ["--metric", "spearman"],
+            "metric 'spearman' does not apply to toy (retrieval): a split of its kind is scored "
+            "by ndcg@K, recall@K or mrr@K",
+        ),
+        (
+            "sts",
+            ["--compare", "--metric", "ndcg@10"],
+            "metric 'ndcg@10' does not apply to toy (sts): a split of its kind has one metric, "
+            "spearman",
+        ),
+        (
+            "classification",
+            ["--metric", "spearman"],
+            "metric 'spearman' does not apply to toy (classification): a split of its kind has "
+            "one metric, accuracy",
+        ),
+    ],
+)
+def test_a_metric_that_is_unknown_or_not_the_kinds_is_refused_before_encoding(
+    kind, options, said, pipeline_dir
+):
+    path = DATA / kind / "toy"
+    result = runner.invoke(app, ["eval", str(path), *options, "--pipeline", str(pipeline_dir)])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert said in output and "each embedded by" not in output and "Traceback" not in output
+
+
+@pytest.mark.parametrize("hybrid", [[], ["--hybrid"]])
+def test_metric_chooses_the_figures_of_eval_without_compare(hybrid, beir, pipeline_dir, tmp_path):
+    """The pipeline's own figures, dense or hybrid, in the metric asked for alone."""
+    args = [str(beir), *hybrid, "--metric", "recall@5", "--metric", "recall@5"]
+    payload, stdout, _ = _run(args, pipeline_dir, tmp_path / "r.json")
+    assert [r["metric"] for r in payload["rows"]] == ["recall@5"]
+    default, _, _ = _run([str(beir), *hybrid], pipeline_dir, tmp_path / "d.json")
+    assert [r["metric"] for r in default["rows"]] == ["ndcg@10", "recall@100", "mrr@10"]
+    assert default["config"]["metrics"] == ["ndcg@10", "recall@100", "mrr@10"]
+    (row,) = payload["rows"]
+    assert "method recall@5" in stdout and f"{100 * row['value']:.2f}" in stdout
+
+
 @pytest.mark.parametrize("pairs", [3, 12, 400])
 def test_the_sts_interval_is_scipys_spearman_per_resample_to_the_last_bit(pairs) -> None:
     """The Spearmans of every resample are ranked and correlated in batches, not by

@@ -47,9 +47,9 @@ from probembed.evaluation.harness import (
     corpus_agreement,
     embed,
     exclude_self_matches,
+    reported_metrics,
 )
 from probembed.evaluation.metrics import (
-    DEFAULT_RETRIEVAL_METRICS,
     per_query_metrics,
     retrieval_metrics,
     run_from_rankings,
@@ -209,16 +209,22 @@ def hybrid_split(
 
 
 def hybrid_metrics(
-    pipeline: Pipeline, dataset: RetrievalDataset, corpus: Path, embedded: Embedded | None = None
+    pipeline: Pipeline,
+    dataset: RetrievalDataset,
+    corpus: Path,
+    embedded: Embedded | None = None,
+    metrics: Sequence[str] = (),
 ) -> dict[str, float]:
-    """nDCG@10, Recall@100 and MRR@10 of the split as a hybrid search of a collection of the
-    corpus (`corpus`: the BEIR folder) ranks it, so `probembed eval --hybrid` reports what
+    """The reported metrics (`harness.reported_metrics`: `metrics`, by default nDCG@10,
+    Recall@100 and MRR@10) of the split as a hybrid search of a collection of the corpus
+    (`corpus`: the BEIR folder) ranks it, so `probembed eval --hybrid` reports what
     `Collection.search(hybrid=True)` finds.
 
     Each query is ranked as the collection ranks it (its own document included), then that
     document is left out of the run, as BEIR leaves it out of any run (unless the dataset
     keeps self-matches); one hit more than the run keeps is ranked to fill its place.
     """
+    names = reported_metrics(dataset, metrics)  # refused before any encoding
     embedded = embedded or embed(pipeline, dataset)
     as_stored = replace(dataset, keep_self_matches=True)
     with corpus_text_search(pipeline, corpus) as bm25:
@@ -228,7 +234,7 @@ def hybrid_metrics(
     run = run_from_rankings(
         embedded.ids["queries"], rankings, RETRIEVAL_DEPTH, dataset.keep_self_matches
     )
-    return retrieval_metrics(dataset.qrels, run, DEFAULT_RETRIEVAL_METRICS)
+    return retrieval_metrics(dataset.qrels, run, names)
 
 
 def _hybrid(

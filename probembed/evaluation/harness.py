@@ -7,6 +7,7 @@ more than one method.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -18,6 +19,7 @@ from probembed.evaluation.datasets import (
     Evaluable,
     RetrievalDataset,
     StsDataset,
+    dataset_kind,
 )
 from probembed.evaluation.metrics import (
     DEFAULT_RETRIEVAL_METRICS as REPORTED,
@@ -27,6 +29,7 @@ from probembed.evaluation.metrics import (
     probe_correct,
     run_from_scores,
     spearman,
+    validate_metric_names,
 )
 from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import NEIGHBOURS, agreement, members_of
@@ -37,6 +40,17 @@ from probembed.scoring.ensemble import hit_variance
 
 RETRIEVAL_DEPTH = 100
 COSINE = ScoreConfig("dot", 0.0)
+#: The metric of each kind that has only one (STS, classification).
+SINGLE_METRICS = ("spearman", "accuracy")
+#: A retrieval metric a report may name: ranx's name of nDCG, recall or MRR at a cutoff.
+RETRIEVAL_METRIC = re.compile(r"(ndcg|recall|mrr)@([0-9]+)", re.ASCII)
+#: What a report may name, for messages.
+KNOWN_METRICS = (
+    f"ndcg@K, recall@K, mrr@K (retrieval, K from 1 to {RETRIEVAL_DEPTH}), spearman (STS), "
+    "accuracy (classification)"
+)
+#: Per-query figures the uncertainty report reads, computed whatever a report names.
+UNCERTAINTY_METRICS = ("ndcg@10", "recall@10", "recall@1")
 
 
 @dataclass(frozen=True)
@@ -145,12 +159,15 @@ class Outcome:
     ids: tuple[str, ...] = ()
 
 
-def evaluate(embedded: Embedded, dataset: Evaluable, method: Method) -> Outcome:
-    """Score one method on one dataset."""
+def evaluate(
+    embedded: Embedded, dataset: Evaluable, method: Method, metrics: Sequence[str] = ()
+) -> Outcome:
+    """Score one method on one dataset, in `metrics` (`reported_metrics`: by default its kind's)."""
+    names = reported_metrics(dataset, metrics)
     if isinstance(dataset, StsDataset):
         return _evaluate_sts(embedded, dataset, method)
     if isinstance(dataset, RetrievalDataset):
-        return _evaluate_retrieval(embedded, dataset, method)
+        return _evaluate_retrieval(embedded, dataset, method, names)
     if isinstance(dataset, ClassificationDataset):
         return _evaluate_classification(embedded, dataset, method)
     raise TypeError(_not_evaluable(dataset))  # a pairs file met the probe's KeyError 'train'
@@ -163,6 +180,50 @@ def primary_metric(dataset: Evaluable) -> str:
     if isinstance(dataset, RetrievalDataset):
         return "ndcg@10"
     return "accuracy"
+
+
+def reported_metrics(dataset: Evaluable, names: Sequence[str] = ()) -> tuple[str, ...]:
+    """The metrics a report of the dataset gives: `names`, checked (`checked_metric`) and
+    each once, or by default its kind's (nDCG@10, Recall@100 and MRR@10 of a retrieval
+    split; an STS or classification split has one, its primary metric)."""
+    if not names:
+        return REPORTED if isinstance(dataset, RetrievalDataset) else (primary_metric(dataset),)
+    checked = (checked_metric(dataset, name) for name in validate_metric_names(names))
+    return tuple(dict.fromkeys(checked))
+
+
+def checked_metric(dataset: Evaluable, name: str) -> str:
+    """`name` as reports write it (`Recall@05` is `recall@5`), refused with the known names when
+    unknown, or with the dataset's own when it is another kind's: a name the report cannot
+    give would be dropped, or fail in ranx, after the whole encoding."""
+    metric = name.strip().lower()
+    retrieval = RETRIEVAL_METRIC.fullmatch(metric)
+    if metric not in SINGLE_METRICS and retrieval is None:
+        raise ValueError(f"unknown metric {name!r}; known: {KNOWN_METRICS}")
+    if isinstance(dataset, RetrievalDataset):
+        if retrieval is not None:
+            return _cutoff_metric(retrieval, name)
+        has = "is scored by ndcg@K, recall@K or mrr@K"
+    else:
+        if metric == primary_metric(dataset):
+            return metric
+        has = f"has one metric, {primary_metric(dataset)}"
+    raise ValueError(
+        f"metric {name!r} does not apply to {dataset.name} ({dataset_kind(dataset)}): a split "
+        f"of its kind {has}"
+    )
+
+
+def _cutoff_metric(match: re.Match[str], name: str) -> str:
+    """A retrieval metric's name with its cutoff as a plain number, refused past the depth
+    every query is ranked to (a deeper cutoff would read a run cut short)."""
+    cutoff = int(match[2])
+    if not 1 <= cutoff <= RETRIEVAL_DEPTH:
+        raise ValueError(
+            f"metric {name!r}: the cutoff must be from 1 to {RETRIEVAL_DEPTH}, the depth every "
+            "query is ranked to"
+        )
+    return f"{match[1]}@{cutoff}"
 
 
 def _evaluate_sts(embedded: Embedded, dataset: StsDataset, method: Method) -> Outcome:
@@ -194,8 +255,11 @@ def _positions(n: int) -> tuple[str, ...]:
     return tuple(map(str, range(n)))
 
 
-def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: Method) -> Outcome:
-    """nDCG@10, Recall@100, MRR@10 of a full scan; per query: metrics and top-hit statistics.
+def _evaluate_retrieval(
+    embedded: Embedded, dataset: RetrievalDataset, method: Method, names: Sequence[str]
+) -> Outcome:
+    """The `names` metrics of a full scan; per query: those, the UNCERTAINTY_METRICS and
+    top-hit statistics.
 
     Judged queries no document is relevant to are left out of both, with a warning."""
     fused_queries = embedded.fused("queries", method.fusion)
@@ -206,8 +270,9 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     if not dataset.keep_self_matches:
         exclude_self_matches(scores, qids, dids)
     run = run_from_scores(qids, dids, scores, k=RETRIEVAL_DEPTH)
-    per_query = per_query_metrics(dataset.qrels, run, (*REPORTED, "recall@10", "recall@1"))
-    metrics = {name: float(np.mean(list(per_query[name].values()))) for name in REPORTED}
+    computed = tuple(dict.fromkeys((*names, *UNCERTAINTY_METRICS)))
+    per_query = per_query_metrics(dataset.qrels, run, computed)
+    metrics = {name: float(np.mean(list(per_query[name].values()))) for name in names}
     top = np.argsort(-scores, axis=1)[:, :2]
     top_scores = np.take_along_axis(scores, top, axis=1)
     top_dots = np.einsum(  # what the variances are of, whatever score ranked the hits
@@ -224,7 +289,7 @@ def _evaluate_retrieval(embedded: Embedded, dataset: RetrievalDataset, method: M
     )
     # a query no document is relevant to has no figure (`per_query_metrics` warned): the
     # per-query arrays hold the queries scored, as the means do
-    scored = np.array([q in per_query[REPORTED[0]] for q in qids], dtype=bool)
+    scored = np.array([q in per_query[computed[0]] for q in qids], dtype=bool)
     per_item = {
         name: np.array([values[q] for q in qids if q in values])
         for name, values in per_query.items()

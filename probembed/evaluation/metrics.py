@@ -92,7 +92,7 @@ def per_query_metrics(
     from ranx import Run as RanxRun
     from ranx import evaluate
 
-    metrics = _validate_metric_names(metrics)
+    metrics = validate_metric_names(metrics)
     if not qrels:
         raise ValueError("qrels is empty: pass {query id: {doc id: relevance}} for >= 1 query")
     left_out = left_out_queries(qrels, "qrels")
@@ -223,7 +223,7 @@ def _probe(
     return probe.fit(train_X, train_y)
 
 
-def _validate_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
+def validate_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
     """Catch a bare string or an empty list before ranx gives a less helpful error."""
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a sequence of names; wrap it: [{metrics!r}]")

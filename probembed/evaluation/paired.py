@@ -9,7 +9,7 @@ draw their intervals here.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,8 +17,7 @@ import numpy as np
 from scipy.stats import ConstantInputWarning, DegenerateDataWarning, bootstrap
 
 from probembed.evaluation.datasets import ClassificationDataset, Evaluable, StsDataset
-from probembed.evaluation.harness import Outcome, primary_metric
-from probembed.evaluation.metrics import DEFAULT_RETRIEVAL_METRICS
+from probembed.evaluation.harness import Outcome, primary_metric, reported_metrics
 
 #: Bootstrap resamples of the items, the interval's confidence and the seed of its draws.
 RESAMPLES = 2000
@@ -27,14 +26,6 @@ SEED = 0
 #: Resamples of STS pairs ranked at once: memory grows as BATCH × pairs (a peak of 86 MB at
 #: SICK-R's 4,906; 1.7 GB all at once), and the draws are the same in any batch.
 BATCH = 100
-
-
-def compared_metrics(dataset: Evaluable) -> tuple[str, ...]:
-    """The metrics a paired comparison covers: every reported one with a per-item value (a
-    Spearman is recomputed on each resample of pairs instead)."""
-    if isinstance(dataset, (StsDataset, ClassificationDataset)):
-        return (primary_metric(dataset),)
-    return DEFAULT_RETRIEVAL_METRICS
 
 
 def item_kind(dataset: Evaluable) -> str:
@@ -133,10 +124,14 @@ def _quiet_degenerate() -> Iterator[None]:
 
 
 def against_baseline(
-    dataset: Evaluable, outcomes: Mapping[str, Outcome], baseline: str
+    dataset: Evaluable,
+    outcomes: Mapping[str, Outcome],
+    baseline: str,
+    metrics: Sequence[str] = (),
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """method -> metric -> its paired difference from the `baseline` row (one computation per
-    distinct outcome: rows that share one share the interval)."""
+    """method -> metric -> its paired difference from the `baseline` row, in each reported
+    metric (`reported_metrics`: `metrics`, else the dataset kind's), one computation per
+    distinct outcome: rows that share one share the interval."""
     if baseline not in outcomes:
         rows = ", ".join(outcomes)
         raise ValueError(f"baseline {baseline!r} is not a row of this comparison; rows: {rows}")
@@ -148,7 +143,7 @@ def against_baseline(
         if id(outcome) not in done:
             done[id(outcome)] = {
                 metric: paired_difference(dataset, base, outcome, metric=metric)
-                for metric in compared_metrics(dataset)
+                for metric in reported_metrics(dataset, metrics)
             }
         out[name] = done[id(outcome)]
     return out
@@ -177,17 +172,20 @@ def _first_difference(expected: tuple[str, ...], got: tuple[str, ...]) -> str:
     return f"{len(got)} {'item' if len(got) == 1 else 'items'}, the baseline {len(expected)}"
 
 
-def per_item_values(dataset: Evaluable, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
+def per_item_values(
+    dataset: Evaluable, outcomes: Mapping[str, Outcome], metrics: Sequence[str] = ()
+) -> dict[str, Any]:
     """Each row's per-item values by item id, what a paired comparison resamples: per query
-    its nDCG@10, Recall@100 and MRR@10; per STS pair its predicted score (and the gold score);
-    per test text whether the probe labels it right (1) or not (0)."""
+    each reported metric (`reported_metrics`: by default nDCG@10, Recall@100 and MRR@10); per
+    STS pair its predicted score (and the gold score); per test text whether the probe labels
+    it right (1) or not (0)."""
     first = next(iter(outcomes.values()))
     if isinstance(dataset, StsDataset):
         names = {"pred": "score"}
     elif isinstance(dataset, ClassificationDataset):
         names = {"correct": "correct"}
     else:
-        names = {metric: metric for metric in DEFAULT_RETRIEVAL_METRICS}
+        names = {metric: metric for metric in reported_metrics(dataset, metrics)}
     table: dict[str, Any] = {"items": item_kind(dataset), "ids": list(first.ids)}
     if isinstance(dataset, StsDataset):
         table["gold"] = np.asarray(dataset.scores, np.float64).tolist()

@@ -67,12 +67,14 @@ def compare(
     dev: Evaluable | None,
     progress: bool = False,
     tuned: Tuned | None = None,
+    metrics: Sequence[str] = (),
 ) -> Comparison:
-    """Singles, mean, concat, tuned weighted and tuned uec on the same cached embeddings.
+    """Singles, mean, concat, tuned weighted and tuned uec on the same cached embeddings, each
+    in `metrics` (`harness.reported_metrics`: by default the dataset kind's).
 
-    With a tuning split, `weighted` and `uec` are tuned afresh on it, and the pipeline as
-    shipped (what `probembed eval` without --compare reports) is a row of its own,
-    `shipped_label(pipeline.name)`; without one, `uec` is the pipeline as shipped."""
+    With a tuning split, `weighted` and `uec` are tuned afresh on it (by its primary metric),
+    and the pipeline as shipped (what `probembed eval` without --compare reports) is a row of
+    its own, `shipped_label(pipeline.name)`; without one, `uec` is the pipeline as shipped."""
     embedded = embed(pipeline, test, progress)
     methods = baseline_methods(pipeline.models)
     if tuned is None and dev is not None:
@@ -87,7 +89,7 @@ def compare(
     for method in methods:
         key = construction(method, pipeline.models)
         if key not in scored:
-            scored[key] = evaluate(embedded, test, method)
+            scored[key] = evaluate(embedded, test, method, metrics)
         result.outcomes[method.name] = scored[key]
         result.rows += _rows(test, method.name, scored[key].metrics)
     if tuned is not None:

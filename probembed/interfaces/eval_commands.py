@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -154,11 +155,18 @@ def check_hybrid(test: Evaluable) -> None:
 
 
 def own_figures(
-    pipe: Pipeline, test: Evaluable, folder: Path, hybrid: bool, plots: bool, calibration: bool
+    pipe: Pipeline,
+    test: Evaluable,
+    folder: Path,
+    metrics: Sequence[str],
+    hybrid: bool,
+    plots: bool,
+    calibration: bool,
 ) -> tuple[dict[str, float], Comparison | None, CalibrationCheck | None]:
-    """The pipeline's figures as its search ranks (`folder`: the dataset's, whose corpus a
-    hybrid search's BM25 reads); for `plots`, its uncertainty signals as a one-row
-    comparison; for `calibration`, how its p_relevant and confidence hold on the split."""
+    """The pipeline's figures in `metrics` as its search ranks (`folder`: the dataset's,
+    whose corpus a hybrid search's BM25 reads); for `plots`, its uncertainty signals as a
+    one-row comparison; for `calibration`, how its p_relevant and confidence hold on the
+    split."""
     from probembed.evaluation.datasets import RetrievalDataset
     from probembed.evaluation.harness import embed, evaluate, searched_as
     from probembed.evaluation.report import pipeline_quality
@@ -167,8 +175,8 @@ def own_figures(
     if hybrid and isinstance(test, RetrievalDataset):
         from probembed.calibration.training import hybrid_metrics
 
-        return hybrid_metrics(pipe, test, folder, embedded), None, None
-    outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, pipe.name))
+        return hybrid_metrics(pipe, test, folder, embedded, metrics), None, None
+    outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, pipe.name), metrics)
     quality = pipeline_quality(pipe, test, embedded, outcome, pipe.name) if plots else None
     checked = None
     if calibration and isinstance(test, RetrievalDataset):
@@ -291,6 +299,16 @@ def register(app: typer.Typer) -> None:
                 "pipeline as given, `NAME as shipped`, or `uec` without a split to tune on)."
             ),
         ] = None,
+        metric: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--metric",
+                help="A metric to report, again for more: on a BEIR split ndcg@K, recall@K or "
+                "mrr@K (K up to 100; default ndcg@10, recall@100 and mrr@10), on STS spearman, "
+                "on classification accuracy. With --compare each gets a Δ column (default: "
+                "the primary metric's) and its paired intervals in --json.",
+            ),
+        ] = None,
     ) -> None:
         """Evaluate on STS (Spearman), BEIR retrieval (nDCG@10 ...) or classification (probe)."""
         from probembed.evaluation.datasets import (
@@ -298,7 +316,7 @@ def register(app: typer.Typer) -> None:
             RetrievalDataset,
             dataset_kind,
         )
-        from probembed.evaluation.harness import dataset_roles, primary_metric
+        from probembed.evaluation.harness import dataset_roles, primary_metric, reported_metrics
         from probembed.evaluation.paired import (
             CONFIDENCE,
             RESAMPLES,
@@ -326,6 +344,7 @@ def register(app: typer.Typer) -> None:
         try:
             check_outputs(json_path, plots, tune_on, compare, hybrid, baseline)
             test, dev = load_test_and_dev(path, split, compare, tune_on, options)
+            metrics = reported_metrics(test, metric or ())
             if hybrid:
                 check_hybrid(test)
             if pipeline is None:
@@ -361,7 +380,7 @@ def register(app: typer.Typer) -> None:
             )
             heading += f"; weighted and uec tuned on {dev.split}"
         if compare:
-            result = run_compare(pipe, test, dev, progress=True)
+            result = run_compare(pipe, test, dev, progress=True, metrics=metrics)
             rows = result.rows
             if dev is None:  # the row would read as a tuned uec, as it does with a dev split
                 why = (
@@ -375,7 +394,7 @@ def register(app: typer.Typer) -> None:
                 )
         else:
             figures, result, checked = own_figures(
-                pipe, test, dataset_folder(path), hybrid, plots is not None, calibration
+                pipe, test, dataset_folder(path), metrics, hybrid, plots is not None, calibration
             )
             method = f"{pipe.name} hybrid" if hybrid else pipe.name
             rows = [
@@ -388,11 +407,6 @@ def register(app: typer.Typer) -> None:
                 }
                 for k, v in figures.items()
             ]
-        headline = [
-            m
-            for m in ("spearman", "ndcg@10", "recall@100", "mrr@10", "accuracy")
-            if any(r["metric"] == m for r in rows)
-        ]
         chosen = (
             None
             if not compare or result is None or dev is None
@@ -402,9 +416,9 @@ def register(app: typer.Typer) -> None:
         same: list[tuple[str, ...]] = []
         differences = None
         if compare and result is not None and baseline is not None:
-            differences = against_baseline(test, result.outcomes, baseline)
-            metric = primary_metric(test)
-            columns[f"Δ {metric} [95% CI]"] = paired_column(differences, metric, baseline)
+            differences = against_baseline(test, result.outcomes, baseline, metrics)
+            for shown in metrics if metric else (primary_metric(test),):
+                columns[f"Δ {shown} [95% CI]"] = paired_column(differences, shown, baseline)
             same = same_rows(result)
             say(
                 f"differences from {baseline!r}: paired bootstrap over the split's "
@@ -415,7 +429,7 @@ def register(app: typer.Typer) -> None:
             columns["settings"] = {name: settings_text(s) for name, s in chosen.items()}
         if differences is not None:
             heading += f"; Δ: difference from {baseline}"
-        table = markdown_table(rows, headline, columns, same)
+        table = markdown_table(rows, metrics, columns, same)
         console.print(Markdown(f"### {heading}\n\n" + table))
         if checked is not None:
             title = f"### p_relevant and confidence of {pipe.name} on {label}, as searches report"
@@ -432,6 +446,7 @@ def register(app: typer.Typer) -> None:
                 "pipeline": pipe.name,
                 "pipeline_fingerprint": pipe.fingerprint,
                 "models": pipe.models,
+                "metrics": list(metrics),
                 "seed": 0,
             }
             if isinstance(test, RetrievalDataset):  # left out of every mean, with a warning
@@ -450,7 +465,7 @@ def register(app: typer.Typer) -> None:
                     "interval": "percentile",
                     "differences": differences,
                 }
-                sections["per_item"] = per_item_values(test, result.outcomes)
+                sections["per_item"] = per_item_values(test, result.outcomes, metrics)
             if checked is not None:
                 sections["calibration"] = {
                     "confidence": "learned" if checked.learned else "outrank",
