@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
 from probembed.service.settings import UpkeepSettings
-from probembed.store import Database, Record, ingest
+from probembed.store import Database, Record, ingest, upkeep
 from probembed.store.upkeep import COMPACT_SMALL_FRAGMENTS
 
 
@@ -163,3 +163,44 @@ def test_serve_refuses_a_retention_that_is_not_a_duration(tmp_path):
     assert result.exit_code == 2
     assert "--compact-keep 'forever' is not a duration" in " ".join(result.output.split())
     assert not (tmp_path / "db").exists()  # refused before anything was made
+
+
+def versions_made_before(table, seconds: float) -> int:
+    """How many of a table's versions were made over `seconds` before its newest one."""
+    made = [v["timestamp"] for v in table.list_versions()]
+    return sum(t < made[-1] - timedelta(seconds=seconds) for t in made)
+
+
+def test_a_pass_prunes_the_versions_deletes_alone_left(tmp_path, pydoc_pipeline_dir, monkeypatch):
+    """A delete leaves no small fragment, so compaction was never due in a collection only
+    deleted from, and the pass, whose prune rode on it, never pruned its versions: it prunes
+    them once `PRUNE_VERSIONS` are past the retention, here with nothing to compact (one
+    fragment, under a tenth of it deleted: no data file is rewritten)."""
+    monkeypatch.setattr(upkeep, "PRUNE_VERSIONS", 8)
+    db_dir = tmp_path / "db"
+    settings = UpkeepSettings(every=1, keep=timedelta(0))
+    texts = {f"doc-{i}": f"document {i} says something about topic {i % 9}" for i in range(4000)}
+    records = [Record(item, text) for item, text in texts.items()]
+    ingest(records, Database(db_dir, create=True).collection("c"), pydoc_pipeline_dir, 4000)
+    with _in_process(tmp_path, pydoc_pipeline_dir, upkeep=settings) as http:
+        service, table = http.app.state.service, Database(db_dir).open("c")._require()
+        assert http.portal.call(service.upkeep) == []  # one fragment, a few versions: not due
+        deleted = iter(sorted(texts))
+        # a 0 retention less LanceDB's clock slack (1 s) prunes what was made over 1 s before
+        # the newest version
+        while versions_made_before(table, 1.5) < 2 * upkeep.PRUNE_VERSIONS:
+            item = next(deleted)
+            answer = http.post("/v1/collections/c/delete", json={"ids": [item]})
+            assert answer.json()["deleted"] == 1
+            del texts[item]
+        assert len(texts) > 3600  # under a tenth deleted: LanceDB leaves its fragment as it is
+        files, versions = data_files(db_dir, "c"), len(table.list_versions())
+
+        (done,) = http.portal.call(service.upkeep)
+
+        assert done.versions_removed >= 2 * upkeep.PRUNE_VERSIONS
+        assert len(table.list_versions()) == versions - done.versions_removed
+        assert done.fragments_before == done.fragments_after == 1
+        assert data_files(db_dir, "c") == files  # pruned without a rewrite
+        found(http, texts, 12)
+        assert http.portal.call(service.upkeep) == []  # nothing written since: not due

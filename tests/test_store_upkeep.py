@@ -17,8 +17,10 @@ from probembed.store.errors import WriteConflictError
 from probembed.store.upkeep import (
     COMPACT_SMALL_FRAGMENTS,
     NO_PRUNE,
+    PRUNE_VERSIONS,
     fragments,
     parse_duration,
+    prunable_at,
     prune_after,
 )
 
@@ -79,6 +81,18 @@ def test_prune_after_counts_from_when_a_version_was_replaced():
     assert versions[0]["timestamp"].astimezone() < cutoff  # replaced a week ago: pruned
     assert versions[1]["timestamp"].astimezone() >= cutoff  # replaced a second ago: kept
     assert prune_after(versions[1:], timedelta(hours=1), now) == NO_PRUNE
+
+
+def test_a_prune_is_due_once_enough_versions_were_replaced_a_retention_ago():
+    """`prunable_at`: when the version replacing the `PRUNE_VERSIONS`-th oldest was made, plus
+    the retention; with too few versions replaced yet, no sooner than a retention from now."""
+    now = datetime(2026, 1, 8, 12, 0, 0).astimezone()
+    made = [now - timedelta(minutes=PRUNE_VERSIONS + 5 - i) for i in range(PRUNE_VERSIONS + 5)]
+    versions = [{"version": i + 1, "timestamp": t.replace(tzinfo=None)} for i, t in enumerate(made)]
+    keep = timedelta(hours=1)
+    assert prunable_at(versions, keep, now) == made[PRUNE_VERSIONS] + keep
+    assert prunable_at(versions[:PRUNE_VERSIONS], keep, now) == now + keep
+    assert prunable_at(versions, timedelta(0), now) <= now  # due now with no retention
 
 
 @pytest.mark.parametrize(

@@ -82,7 +82,8 @@ def serve_command(
         int,
         typer.Option(
             help="Compact a collection and prune its old versions in the background after "
-            "this many commits to it, where 16 small fragments piled up (0: never)."
+            "this many commits to it, where 16 small fragments piled up or 256 versions are "
+            "past --compact-keep (0: never)."
         ),
     ] = 64,
     compact_keep: Annotated[

@@ -78,7 +78,8 @@ class UpkeepSettings:
     every commit is a LanceDB version kept on disk until pruned."""
 
     #: Commits to a collection (its version's rise) after which the next pass compacts it and
-    #: prunes its old versions, where `Collection.compaction_due`; 0 turns upkeep off.
+    #: prunes its old versions, where `Collection.compaction_due` or `PRUNE_VERSIONS` of them
+    #: are past `keep`; 0 turns upkeep off.
     every: int = 64
     #: How long a version is kept after a newer one replaced it (`store.upkeep.DEFAULT_KEEP`
     #: says why a day).

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -111,6 +112,9 @@ class Service:
         self._writers = ThreadPoolExecutor(thread_name_prefix="chunked-write")
         #: Per collection, its version after this service's last upkeep of it (none: 0).
         self._upkept: dict[str, int] = {}
+        #: Per collection, the earliest a prune of its versions may be due, as its last
+        #: listing said (`Collection.prune_due_at`): no listing before then.
+        self._prune_at: dict[str, datetime] = {}
         #: The loop of background upkeep passes, while it runs.
         self._upkeeping: asyncio.Task[None] | None = None
 
@@ -378,6 +382,7 @@ class Service:
     def forget(self, name: str) -> None:
         """Drop a deleted collection's metrics and upkeep mark."""
         self._upkept.pop(name, None)
+        self._prune_at.pop(name, None)
         for metric, labels in (
             (self.metrics.items, [(name,)]),
             (self.metrics.freed_bytes, [(name,)]),
@@ -398,13 +403,15 @@ class Service:
 
     async def upkeep(self) -> list[Compaction]:
         """One pass: compact each collection with `--compact-every` commits since its last
-        upkeep where that pays (`Collection.compaction_due`) and prune versions replaced
-        `--compact-keep` ago, each in a writer's turn (`run(..., writer=True)`: no write or
-        drop of this service beside it; other processes' writes wait for the collection's
-        write lock, which `Collection.compact_if_due` holds). Without it a collection's disk
-        grew by every commit's version, never pruned; compacting every collection rewrote one
-        of a few large fragments whole. A failure is logged and counted and the pass goes on;
-        returns what it did."""
+        upkeep where that pays (`Collection.compaction_due`) or where `PRUNE_VERSIONS` of its
+        versions were replaced `--compact-keep` ago, and prune those, each in a writer's turn
+        (`run(..., writer=True)`: no write or drop of this service beside it; other
+        processes' writes wait for the collection's write lock, which
+        `Collection.upkeep_if_due` holds). Without it a collection's disk grew by every
+        commit's version, never pruned; compacting every collection rewrote one of a few
+        large fragments whole; and a collection only deleted from never had a compaction due,
+        so its versions were never pruned. A failure is logged and counted and the pass goes
+        on; returns what it did."""
         db = self.require_ready()
         done = []
         for name in await asyncio.to_thread(db.collections):
@@ -426,16 +433,27 @@ class Service:
 
     def _upkeep_due(self, name: str) -> bool:
         """Whether a collection took `--compact-every` commits since its last upkeep here and
-        compacting it pays, read in a reader's turn: the pass takes a writer's turn (and the
-        write lock) only then."""
+        compacting it pays or enough of its versions can be pruned, read in a reader's turn:
+        the pass takes a writer's turn (and the write lock) only then."""
         collection = self.collection(name)
         written = collection.version - self._upkept.get(name, 0) >= self.settings.upkeep.every
-        return written and collection.compaction_due()
+        return written and (collection.compaction_due() or self._prune_due(collection))
+
+    def _prune_due(self, collection: Collection) -> bool:
+        """Whether `PRUNE_VERSIONS` of the collection's versions are past `--compact-keep`,
+        listed (a read of every version's manifest, on object storage a request each) only
+        once the last listing's `prune_due_at` has come."""
+        now = datetime.now(UTC)
+        if self._prune_at.get(collection.name, now) > now:
+            return False
+        self._prune_at[collection.name] = collection.prune_due_at(self.settings.upkeep.keep)
+        return self._prune_at[collection.name] <= now
 
     def _compact(self, name: str) -> Compaction | None:
-        """Compact and prune one collection if that still pays under its write lock (another
-        process may have compacted it since `_upkeep_due`), then log and count what it freed."""
-        done = self.collection(name).compact_if_due(self.settings.upkeep.keep)
+        """Compact and prune one collection if that is still due under its write lock
+        (another process may have compacted it since `_upkeep_due`), then log and count what
+        it freed."""
+        done = self.collection(name).upkeep_if_due(self.settings.upkeep.keep)
         if done is None:
             return None
         self._upkept[name] = done.version

@@ -5,9 +5,10 @@ and LanceDB keeps every one until it is pruned: a service's small writes left 33
 for 2.5 MB of live rows. `Collection.compact` compacts and then prunes with `prune_after`,
 the retention read as "replaced at least this long ago" (LanceDB prunes only inside its
 optimize, which compacts first); ingest runs it once small fragments piled up
-(`Collection.optimize`), the service's background pass where that is due
-(`probembed.service.state`), `probembed compact` on demand. `CollectionUpkeep` is that part
-of a `Collection`, under its write lock.
+(`Collection.optimize`), the service's background pass where that is due or where enough
+versions are past the retention (`Collection.upkeep_if_due`, `probembed.service.state`),
+`probembed compact` on demand. `CollectionUpkeep` is that part of a `Collection`, under its
+write lock.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ NO_PRUNE = timedelta(days=3650)
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
 #: of fewer rows than LanceDB's fragment target), not after every write.
 COMPACT_SMALL_FRAGMENTS = 16
+#: The service's upkeep prunes a collection once this many of its versions were replaced a
+#: retention ago, where no compaction is due: deletes leave no small fragment (a delete of a
+#: few ids is a deletion file and a manifest, some 2 KB), so compaction never became due and
+#: their versions piled up unpruned. The prune is LanceDB's optimize, which compacts first:
+#: nothing in a collection of one fragment with under a tenth of its rows deleted (what an
+#: ingest's compaction leaves of one under a million rows), every fragment under the million
+#: rows in one of a large fragment and a few small writes; hence many versions, not a few.
+PRUNE_VERSIONS = 256
 #: A duration as the CLI and `probembed serve` take it: a number and a unit.
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -104,11 +113,30 @@ def prune_after(
     timestamps are local time.
     """
     now = datetime.now(UTC) if now is None else now
-    made = sorted((int(v["version"]), _utc(v["timestamp"])) for v in versions)
-    due = [after for (_, after) in made[1:] if after <= now - keep]
+    due = [after for (_, after) in _made(versions)[1:] if after <= now - keep]
     if not due:
         return NO_PRUNE
     return now - (due[-1] - CLOCK_SLACK)
+
+
+def prunable_at(
+    versions: Sequence[Mapping[str, Any]], keep: timedelta, now: datetime | None = None
+) -> datetime:
+    """When `PRUNE_VERSIONS` of these versions will have been replaced `keep` ago, as
+    `prune_after` counts: the earliest a prune of them is due, since a version committed later
+    is replaced later still (and a prune elsewhere only leaves fewer). Where fewer have been
+    replaced yet, `now + keep`: the next replacement is no earlier than now. A listing reads
+    every version's manifest, so the service lists again only once this time has come."""
+    now = datetime.now(UTC) if now is None else now
+    made = _made(versions)
+    if len(made) <= PRUNE_VERSIONS:
+        return now + keep
+    return made[PRUNE_VERSIONS][1] + keep
+
+
+def _made(versions: Sequence[Mapping[str, Any]]) -> list[tuple[int, datetime]]:
+    """`Table.list_versions()` rows as (version, creation in UTC), oldest first."""
+    return sorted((int(v["version"]), _utc(v["timestamp"])) for v in versions)
 
 
 def optimized(table: Any, older_than: timedelta) -> Any:
@@ -144,6 +172,11 @@ class CollectionUpkeep(CollectionHandle):
         stats = self._require().stats()["fragment_stats"]
         return int(stats["num_small_fragments"]) >= COMPACT_SMALL_FRAGMENTS
 
+    def prune_due_at(self, keep: timedelta) -> datetime:
+        """When `PRUNE_VERSIONS` of the collection's versions are past the retention `keep`
+        (`prunable_at`)."""
+        return prunable_at(self._require().list_versions(), keep)
+
     def optimize(self) -> None:
         """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
         default retention, a day after a version was replaced. It pruned by LanceDB's own
@@ -165,14 +198,17 @@ class CollectionUpkeep(CollectionHandle):
             return self._compacted(keep)
 
     @one_at_a_time
-    def compact_if_due(self, keep: timedelta) -> Compaction | None:
-        """`compact` where `compaction_due`, else nothing (None), decided under the write lock:
-        a compaction rewrites every fragment under LanceDB's million-row target, so one of a
-        collection of a few large fragments and some small writes rewrote it whole (a
-        500k-row one held its searches that long) to free a few versions."""
+    def upkeep_if_due(self, keep: timedelta) -> Compaction | None:
+        """`compact` where `compaction_due` or `PRUNE_VERSIONS` versions are past `keep`, else
+        nothing (None), decided under the write lock: a compaction rewrites every fragment
+        under LanceDB's million-row target, so one of a collection of a few large fragments
+        and some small writes rewrote it whole (a 500k-row one held its searches that long)
+        to free a few versions; and where only deletes were written, compaction was never
+        due and their versions were never pruned."""
         self.db.require_writable()
         with self._writing():
-            return self._compacted(keep) if self.compaction_due() else None
+            due = self.compaction_due() or self.prune_due_at(keep) <= datetime.now(UTC)
+            return self._compacted(keep) if due else None
 
     def _compacted(self, keep: timedelta) -> Compaction:
         """`compact`'s work, under the write lock. The prune is a call of its own, after the
