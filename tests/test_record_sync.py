@@ -4,14 +4,20 @@ A plain re-ingest left an edited record stale and a record deleted from the sour
 (31 rows against the file's 30); `--sync` was refused without `--chunk`."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
-from probembed.store import Database, StoreError, ingest
+from probembed.store import Database, Record, StoreError, ingest
+from probembed.store.filters import IDS_PER_CONDITION
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_jsonl(path, rows):
@@ -37,11 +43,10 @@ def collection(tmp_path):
     return Database(tmp_path / "db", create=True).collection("docs")
 
 
-def test_a_sync_leaves_exactly_the_files_records_in_one_commit(
-    tmp_path, collection, pydoc_pipeline
-):
+def test_a_sync_leaves_exactly_the_files_records_in_one_step(tmp_path, collection, pydoc_pipeline):
     """An edited record is replaced, a deleted one removed, a new one added, the rest left;
-    the removal goes in the write's own commit."""
+    the removal is the commit after the write's own, under the same write lock (a part that
+    fails puts both back: `test_shared_writes`)."""
     source = write_jsonl(tmp_path / "records.jsonl", rows(6))
     first = ingest(source, collection, pydoc_pipeline, sync=True)
     assert (first.added, first.removed) == (6, 0)
@@ -55,8 +60,8 @@ def test_a_sync_leaves_exactly_the_files_records_in_one_commit(
     assert (report.added, report.updated, report.unchanged, report.removed) == (1, 1, 4, 1)
     assert "removed 1" in report.summary()
     assert stored(collection) == {r["id"]: r["text"] for r in edited}
-    assert collection.version == version + 1  # written and removed together
-    del edited[0]  # a removal alone is one commit too
+    assert collection.version == version + 2  # written, then removed
+    del edited[0]  # a removal alone is one commit
     write_jsonl(source, edited)
     alone = ingest(source, collection, sync=True)
     assert (alone.added, alone.updated, alone.removed) == (0, 0, 1)
@@ -193,3 +198,47 @@ def test_a_plain_ingest_names_records_of_one_text_and_stores_them_all(
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert "2 document(s) repeat another's content, e.g. 'copy' = 'r1'" in said
+
+
+#: A sync of a collection of `sys.argv[2]` records that keeps only the last `sys.argv[3]`,
+#: after a warm-up sync that removed the first `sys.argv[3]` (one part's worth): how far each
+#: raised the process's resident memory above what it held when it began (its peak, VmHWM,
+#: reset through /proc/self/clear_refs before each).
+SYNC_PEAKS = """
+import json, sys
+from pathlib import Path
+from probembed.store import Database, Record, ingest
+def rss(field):
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(field))
+def rise(records):
+    Path("/proc/self/clear_refs").write_text("5")
+    before = rss("VmRSS")
+    report = ingest(records, collection, sync=True)
+    return rss("VmHWM") - before, report.removed
+collection = Database(sys.argv[1]).open("docs")
+rows, part = int(sys.argv[2]), int(sys.argv[3])
+records = [Record(f"r{i:06d}", f"record {i} is about topic {i % 89}") for i in range(rows)]
+print(json.dumps([rise(records[part:]), rise(records[-part:])]))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self")
+def test_a_sync_removing_many_records_holds_one_parts_memory(tmp_path, collection, pydoc_pipeline):
+    """A sync's removal was one SQL `IN` of every id removed, which LanceDB's engine held at
+    some 4 KB an id (a sync removing 100k ids rose by 554 MB): it removes `IDS_PER_CONDITION`
+    ids a commit, so a removal of eight parts' worth holds about what one part's does."""
+    part, rows = IDS_PER_CONDITION, 10 * IDS_PER_CONDITION
+    records = [Record(f"r{i:06d}", f"record {i} is about topic {i % 89}") for i in range(rows)]
+    ingest(records, collection, pydoc_pipeline, batch_size=10_000)
+    done = subprocess.run(
+        [sys.executable, "-c", SYNC_PEAKS, str(tmp_path / "db"), str(rows), str(part)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (warm, removed_warm), (rise, removed) = json.loads(done.stdout.splitlines()[-1])
+    assert (removed_warm, removed) == (part, rows - 2 * part)
+    # its removal in one list held some 160 MB above what the sync began with; a part's
+    # worth at a time, some 50 MB
+    assert rise < 100 * 2**20, (warm, rise)
+    assert collection.count() == part and collection.ids() == {r.id for r in records[-part:]}

@@ -288,8 +288,8 @@ def test_a_write_without_upsert_says_which_stored_ids_kept_another_text(server):
 
 def test_a_sync_of_whole_documents_leaves_the_collection_holding_the_request(server):
     """`"sync": true` without `"chunk"` was a 422 "sync needs chunk": a client could not
-    remove what its source no longer holds. It replaces, adds and removes in one commit,
-    under its prefix only, and refuses a sync that would keep nothing."""
+    remove what its source no longer holds. It replaces and adds in one commit and removes
+    in the next, under its prefix only, and refuses a sync that would keep nothing."""
     with server.client() as http:
         http.post("/v1/collections", json={"name": "synced"})
 
@@ -307,7 +307,7 @@ def test_a_sync_of_whole_documents_leaves_the_collection_holding_the_request(ser
         synced = write(edited, sync=True, prefix="p/").json()
         assert (synced["added"], synced["updated"], synced["unchanged"], synced["removed"]) == (
             1, 1, 1, 1)  # fmt: skip
-        assert synced["count"] == 4 and collection.version == version + 1
+        assert synced["count"] == 4 and collection.version == version + 2
         ids = sorted(collection.ids())
         assert ids == ["other/kept", "p/d1", "p/d2", "p/d9"]
         texts = {i: r["text"] for i, r in collection.rows(ids).items()}

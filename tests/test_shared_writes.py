@@ -9,7 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import lancedb
 import pytest
 
-from probembed.store import Batch, Database, PipelineInfo, UndoConflictError, WriteConflictError
+from probembed.store import (
+    Batch,
+    Database,
+    PipelineInfo,
+    UndoConflictError,
+    WriteConflictError,
+    filters,
+)
 from probembed.store.rows import WRITE_TAG
 from probembed.store.shared_writes import _CONFLICTS, committed
 from probembed.store.undo import UNDO_CONFLICT
@@ -177,6 +184,48 @@ def test_a_revert_told_what_stopped_the_write_names_it_beside_its_conflict(
     assert isinstance(raised.value, WriteConflictError)  # a 409 in the service
     monkeypatch.undo()
     assert collection.ids() == {"a", "b", "c", "new"}  # as the message says
+
+
+def raced_after_first(monkeypatch, table, collection):
+    """After the first delete through `table` commits, another writer commits a restore of
+    the latest version, so the next commit made on the version before it conflicts."""
+    other = lancedb.connect(str(collection.db.path))
+    delete = table.delete
+
+    def deleted_then_raced(where):
+        done = delete(where)
+        theirs = other.open_table(collection.name)
+        theirs.restore(theirs.version)
+        monkeypatch.setattr(table, "delete", delete)  # once
+        return done
+
+    monkeypatch.setattr(table, "delete", deleted_then_raced)
+
+
+@pytest.mark.parametrize("kind", ["upsert", "delete"])
+def test_a_removal_in_parts_that_fails_part_way_puts_the_whole_step_back(
+    monkeypatch, collection, hash_pipeline, kind
+):
+    """A removal names `IDS_PER_CONDITION` ids a commit (one `IN` of a sync's 100k held
+    +276 MB): a part that fails after others committed puts the upsert's rows and every id
+    removed back as they were, so the step lands whole or not at all, as its one commit did,
+    and its error says nothing of it was stored."""
+    monkeypatch.setattr(filters, "IDS_PER_CONDITION", 2)
+    more = [f"m{i}" for i in range(5)]
+    collection.add(batch(hash_pipeline, more, [{"doc_id": i, "chunk": 0} for i in more]))
+    ids = sorted(collection.ids())
+    before, version = collection.rows(ids, ["text", "metadata", WRITE_TAG]), collection.version
+    raced_after_first(monkeypatch, collection._require(), collection)
+    meta = [{"doc_id": i, "chunk": 0} for i in ("a", "new")]
+    step = {  # after the upsert's merge, or the delete's first part, a part meets the race
+        "upsert": lambda: collection.upsert(batch(hash_pipeline, ["a", "new"], meta), ["b", *more]),
+        "delete": lambda: collection.delete(["b", *more]),
+    }
+    with pytest.raises(WriteConflictError, match="nothing of this one was stored"):
+        step[kind]()
+    assert collection.version > version + 1  # parts were committed, then put back
+    assert sorted(collection.ids()) == ids
+    assert collection.rows(ids, ["text", "metadata", WRITE_TAG]) == before
 
 
 DELETES = {

@@ -176,7 +176,8 @@ def _collections(service: Service) -> APIRouter:
         name: CollectionName, body: schemas.DocumentsWrite
     ) -> schemas.WriteReport:
         """Add documents (or replace them, with upsert) in one commit: all of them or none;
-        with sync, that commit also removes the stored documents the request does not hold.
+        with sync, the stored documents the request does not hold are removed right after it
+        (a commit per 5,000 ids, put back with the write if one fails).
 
         With `chunk`, each document is stored as chunks, as `probembed ingest --chunk` does:
         documents whose content is unchanged are left alone, and a bad one writes nothing.
@@ -260,7 +261,7 @@ def _collections(service: Service) -> APIRouter:
         def write() -> schemas.WriteReport:
             # a chunked write may have filled the empty collection while this one encoded
             refuse_mixing(service.still(collection), chunks=False)
-            if fused is not None or report.gone:  # a sync's removal goes in the same commit
+            if fused is not None or report.gone:  # a sync's removal lands with the write
                 info = PipelineInfo.of(pipeline)
                 commit(collection, info, todo, fused, body.replacing, report, remove=report.gone)
             finish(collection, pipeline)

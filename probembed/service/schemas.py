@@ -303,7 +303,8 @@ class DocumentsWrite(Strict):
         False,
         description="Make the collection hold what this request holds (under `prefix`): "
         "replace changed documents (as upsert) and remove the stored ones it does not hold, "
-        "whole documents in the same commit as the write. Refused when it would remove every "
+        "whole documents right after the write (a commit per 5,000 ids; a failure puts the "
+        "write back too). Refused when it would remove every "
         "stored document; with on_error skip, a skipped document that names no id removes "
         "nothing.",
     )

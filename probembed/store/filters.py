@@ -1,6 +1,7 @@
 """`where` filters: one SQL condition on a collection's columns (id, text, metadata columns).
 
-`sql_list` quotes strings into one (`id IN (...)`); `filtered` runs a LanceDB call with a
+`sql_list` quotes strings into one (`id IN (...)`), `id_conditions` many ids into several;
+`filtered` runs a LanceDB call with a
 user's filter, refusing more than one condition and comparisons with NULL, and rewording the
 engine's error for a bad one.
 """
@@ -21,6 +22,22 @@ if TYPE_CHECKING:
 def sql_list(values: Sequence[str]) -> str:
     """Quote strings as a SQL list: 'a', 'b''s'."""
     return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values)
+
+
+#: The most ids one `id IN (...)` of a removal or an undo names: LanceDB's engine holds some
+#: 2.7 KB a listed value while it plans and runs one (`Collection.delete` of 100k ids in one
+#: took +276 MB and 3.3 s, `benchmarks/sync_removal.py`), and lists of a few thousand take
+#: no longer in all than one list of them all.
+IDS_PER_CONDITION = 5_000
+
+
+def id_conditions(ids: Sequence[str]) -> list[str]:
+    """`id IN (...)` over these ids, `IDS_PER_CONDITION` at a time: the memory of each is
+    bounded, however many ids there are."""
+    return [
+        f"id IN ({sql_list(ids[start : start + IDS_PER_CONDITION])})"
+        for start in range(0, len(ids), IDS_PER_CONDITION)
+    ]
 
 
 #: The engine's source location that ends some of its error messages.

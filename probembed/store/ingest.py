@@ -141,7 +141,7 @@ class IngestReport:
     #: Files of a folder source that no reader takes, by suffix (`readers.unread_files`).
     unread: Unread = field(default_factory=Unread)
     #: With sync: the stored ids under the prefix that the input does not hold, which the
-    #: write's last commit removes (`sync_removals`), and how many it removed.
+    #: write's last step removes (`sync_removals`), and how many it removed.
     gone: list[str] = field(default_factory=list)
     removed: int = 0
     #: With sync: bad items that named no record, so the sync removed nothing.
@@ -207,8 +207,9 @@ def ingest(
     `advance` is told the texts encoded as they are (a larger write's own bar, as chunked
     ingest keeps one over its parts); `progress` shows this call's own bar instead.
     `sync` (implies `upsert`) also removes the stored ids under `prefix` that the input does
-    not hold, in the last commit (`sync_removals` says what it refuses and when it removes
-    nothing); a sync that fails part-way puts back what it wrote (`undo`).
+    not hold, with the last batch (`sync_removals` says what it refuses and when it removes
+    nothing; `Collection.upsert` how many commits that takes); a sync that fails part-way
+    puts back what it wrote (`undo`).
     `created`: the creation token of the collection a larger write this one is part of wrote
     to (chunked ingest's parts), else the collection's when the call starts; a commit that
     finds it dropped (or made again) stops with `CollectionDroppedError`, never making a new
@@ -231,7 +232,7 @@ def ingest(
         told = advance or bar.advance
         try:
             starts = list(range(0, len(todo), batch_size))
-            for start in starts or ([0] if report.gone else []):  # a removal alone: one commit
+            for start in starts or ([0] if report.gone else []):  # a removal alone: one step
                 chunk = todo[start : start + batch_size]
                 touched.update(r.id for r in chunk)
                 last = start + batch_size >= len(todo)  # a sync's removal goes in with it
@@ -379,12 +380,16 @@ def sync_removals(
     if unplaced:
         return [], unplaced
     seen = {r.id for r in records} | {cast(str, p.doc_id) for p in problems}
-    scope = [i for i in collection.ids() if i.startswith(prefix)]
-    gone = sorted(i for i in scope if i not in seen)
+    scope, gone = 0, []
+    for batch in collection.batches([]):  # a batch of ids at a time, not every one at once
+        under = [i for i in batch.column("id").to_pylist() if i.startswith(prefix)]
+        scope += len(under)
+        gone += [i for i in under if i not in seen]
+    gone.sort()
     path = Path(source) if isinstance(source, (str, Path)) else None
     alone = path is not None and path.is_file() and path.suffix.lower() in TEXT_SUFFIXES
     folder = path is not None and path.is_dir()
-    refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=folder, noun="record")
+    refuse_sync(collection, gone, scope, prefix, alone=alone, folder=folder, noun="record")
     return gone, 0
 
 
@@ -559,8 +564,10 @@ def commit(
     writer stored since it was read counts as already stored (it was embedded unlocked), and
     as changed when that writer stored another text or metadata.
     `columns`: what the whole write decided (`Checked.columns`), when it takes commits.
-    `remove` (with `upsert`: a sync's `gone`) is deleted in that same commit, so a sync's
-    removal never lands without its last write; with no chunk (`fused` None) it is the commit.
+    `remove` (with `upsert`: a sync's `gone`) is deleted with it (`Collection.upsert`: a
+    commit more per `IDS_PER_CONDITION` ids, put back with the chunk if one fails), so a
+    sync's removal never lands without its last write; with no chunk (`fused` None) it is
+    the whole write.
     `created`: the creation token the write's earlier commits found (None: none yet), which
     this one must find (`CollectionDroppedError`); returns the token the write holds now."""
     if fused is None:

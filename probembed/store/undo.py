@@ -5,7 +5,8 @@ the write made, dropped again when that leaves it empty.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -13,7 +14,7 @@ import pyarrow as pa
 
 from probembed.store import shared_writes
 from probembed.store.errors import UndoConflictError, WriteConflictError
-from probembed.store.filters import sql_list
+from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import CollectionHandle, scan
 from probembed.store.rows import WRITE_TAG
 from probembed.store.threads import one_at_a_time
@@ -35,6 +36,23 @@ def _same_writes(then: pa.Table, now: pa.Table) -> bool:
         return set(zip(ids, tags, strict=True))
 
     return pairs(then) == pairs(now)
+
+
+def _rows_of(table: Any, columns: Sequence[str], ids: Sequence[str]) -> pa.Table:
+    """These columns of the rows of these ids, read `IDS_PER_CONDITION` ids at a time."""
+    return pa.concat_tables([scan(table, columns, where) for where in id_conditions(ids)])
+
+
+@contextlib.contextmanager
+def undoing(stopped_by: BaseException | None) -> Iterator[None]:
+    """An undo's conflict, raised where what stopped the write (`stopped_by`) would have
+    been, as an `UndoConflictError` naming that too: the conflict alone hid it."""
+    try:
+        yield
+    except WriteConflictError as conflict:
+        if stopped_by is None:
+            raise
+        raise UndoConflictError(stopped_by, conflict) from conflict
 
 
 def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -67,12 +85,8 @@ class CollectionUndo(CollectionHandle):
         left them, and its message says so (`UNDO_CONFLICT`: a run of it again writes them
         whole). Given what stopped the write (`stopped_by`), that error is an
         `UndoConflictError` naming it too: raised in its place, the conflict hid it."""
-        try:
+        with undoing(stopped_by):
             self._revert(version, ids)
-        except WriteConflictError as conflict:
-            if stopped_by is None:
-                raise
-            raise UndoConflictError(stopped_by, conflict) from conflict
 
     def _revert(self, version: int | None, ids: Iterable[str]) -> None:
         """`revert`'s undo."""
@@ -83,30 +97,35 @@ class CollectionUndo(CollectionHandle):
             if table is None or not ids:
                 return
             version = self._found_version() if version is None else version
-            condition = f"id IN ({sql_list(ids)})"
-            old = None
-            if version is not None:
-                then = self._undo_source(version)
-                old = _in_schema(scan(then, then.schema.names, condition), table.schema)
-                tagged = WRITE_TAG in table.schema.names
-                if tagged and _same_writes(old, scan(table, ["id", WRITE_TAG], condition)):
-                    return  # none of these ids was written since: nothing to undo
-            if old is None or not old.num_rows:
-                shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)
-            else:
-                merge = (
-                    table.merge_insert("id")
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                    .when_not_matched_by_source_delete(condition)
-                )
-                shared_writes.committed(partial(merge.execute, old), UNDO_CONFLICT)
+            self._put_back(table, version, ids)
             made = self._made is not None and self._made == self.created
             if version is None and made and not table.count_rows():
                 self.db.drop(self.name, locked=True)  # still the handle for this name
                 self._table, self._pipeline = None, None
                 self._shares = None
                 self._seen, self._header_at = None, None
+
+    def _put_back(self, table: Any, version: int | None, ids: Sequence[str]) -> None:
+        """`revert`'s one commit, the write lock held: these ids as they were at `version`
+        (None: absent), none of them written since: no commit. Its reads name the ids a few
+        thousand at a time (`id_conditions`); its commit names only those absent at
+        `version`, which it deletes."""
+        old = None
+        if version is not None:
+            then = self._undo_source(version)
+            old = _in_schema(_rows_of(then, then.schema.names, ids), table.schema)
+            tagged = WRITE_TAG in table.schema.names
+            if tagged and _same_writes(old, _rows_of(table, ["id", WRITE_TAG], ids)):
+                return  # none of these ids was written since: nothing to undo
+        if old is None or not old.num_rows:
+            condition = f"id IN ({sql_list(ids)})"
+            shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)
+            return
+        merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        fresh = sorted(set(ids) - set(old.column("id").to_pylist()))
+        if fresh:  # written since `version`, absent then
+            merge = merge.when_not_matched_by_source_delete(f"id IN ({sql_list(fresh)})")
+        shared_writes.committed(partial(merge.execute, old), UNDO_CONFLICT)
 
     def _undo_source(self, version: int) -> Any:
         """The table at the version an undo puts ids back to; pruned (`compact`: the write ran
