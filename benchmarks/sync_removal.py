@@ -1,7 +1,9 @@
 """What a sync's removal costs: the time and peak memory of removing many ids at once.
 
-    python benchmarks/sync_removal.py --label before   # at the commit before the change
     python benchmarks/sync_removal.py --label after    # at the change, or any later commit
+    # before: this script and its results file copied into a worktree of 0e0fe28, run there
+    # with PYTHONPATH set to it (probembed then imports from that checkout)
+    python benchmarks/sync_removal.py --label before
 
 A collection of `--rows` records (short generated texts, a two-member hashing pipeline fitted
 on the bundled Python docs: no model to load, so the store's work is what shows) is built

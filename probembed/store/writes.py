@@ -194,7 +194,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         begun: bool = False,
     ) -> int:
         """Delete the rows of these `id IN` conditions (`id_conditions`), a commit each, the
-        write lock held: one `id IN` of 100k ids held +276 MB and took 3.3 s.
+        write lock held: one `id IN` of 100k ids held +277 MB.
         How many were there. A part that fails (a conflict, storage) once the step has
         committed something (`begun`: its first commit came before) puts the step's ids back
         as they were at `start`, the version it began from (`_put_back`), then raises: the
