@@ -226,7 +226,7 @@ print(json.dumps([rise(records[part:]), rise(records[-part:])]))
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self")
 def test_a_sync_removing_many_records_holds_one_parts_memory(tmp_path, collection, pydoc_pipeline):
     """A sync's removal was one SQL `IN` of every id removed, which LanceDB's engine held at
-    some 4 KB an id (a sync removing 100k ids rose by 554 MB): it removes `IDS_PER_CONDITION`
+    some 4 KB an id (a sync removing 100k ids rose by 521 MB): it removes `IDS_PER_CONDITION`
     ids a commit, so a removal of eight parts' worth holds about what one part's does."""
     part, rows = IDS_PER_CONDITION, 10 * IDS_PER_CONDITION
     records = [Record(f"r{i:06d}", f"record {i} is about topic {i % 89}") for i in range(rows)]
