@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from probembed.interfaces.cli import app
 from probembed.store import Database, Record, ingest
 from probembed.store.errors import WriteConflictError
+from probembed.store.pins import PIN_EXPIRY, PIN_PREFIX
 from probembed.store.upkeep import (
     COMPACT_SMALL_FRAGMENTS,
     NO_PRUNE,
@@ -275,3 +276,73 @@ def test_the_compact_command_refuses_what_it_cannot_do_naming_it(
     assert result.exit_code == 2
     assert says in " ".join(result.stderr.split())
     assert Database(root).open("a").count() == 2
+
+
+def test_a_sync_outlives_a_prune_of_the_version_it_would_be_undone_to(tmp_path, hash_pipeline):
+    """A sync that failed more than the retention after its first commit found the version
+    it started from pruned by another process's compaction, and could not be undone (it
+    said so): it pins that version with a LanceDB tag while it runs, every prune stops below
+    the pin, and the tag goes when the write ends."""
+    root = tmp_path / "db"
+    small_writes(Database(root, create=True).collection("c"), hash_pipeline, 3)
+    start = Database(root).open("c").version
+    made_days_ago(root, "c", start, days=8)  # a prune of no retention takes it once replaced
+    collection = Database(root).open("c")
+    before = {i: row["text"] for i, row in collection.rows(sorted(collection.ids())).items()}
+    records = [Record(f"item-{i}", f"item {i}, edited") for i in range(3)]
+    compactions = []
+
+    def compacted_elsewhere(written: int) -> None:  # after the first commit
+        if not compactions:
+            compactions.append(Database(root).open("c").compact(timedelta(0)))
+
+    def encode(texts):  # the second batch fails
+        if compactions:
+            raise OSError("disk full")
+        return hash_pipeline.encode(texts)
+
+    with pytest.raises(OSError, match="disk full"):
+        ingest(
+            [*records, Record("new", "a new item")],
+            collection,
+            hash_pipeline,
+            batch_size=2,
+            sync=True,
+            on_commit=compacted_elsewhere,
+            encode=encode,
+        )
+
+    assert len(compactions) == 1
+    assert {i: row["text"] for i, row in collection.rows(sorted(collection.ids())).items()} == (
+        before
+    )
+    table = collection._require()
+    assert table.tags.list() == {}  # the pin went with the write
+    Database(root).open("c").compact(timedelta(0))
+    assert start not in {int(v["version"]) for v in table.list_versions()}  # pruned now
+
+
+def test_a_prune_keeps_what_a_tag_holds_and_drops_a_dead_writers_pin(tmp_path, hash_pipeline):
+    """A tagged version older than the cutoff made LanceDB fail the whole cleanup ("tagged
+    version(s) have been marked for cleanup"): a prune stops below the oldest tag (a user's
+    own here), and first removes a pin older than `PIN_EXPIRY` (a writer killed before it
+    could remove its own)."""
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    ids = small_writes(collection, hash_pipeline, 4)
+    spanning(collection, hash_pipeline, ids, after=2)  # versions made over 2 s apart
+    table = collection._require()
+    release = collection.version
+    ids += small_writes(collection, hash_pipeline, 2, start=100)
+    stale = datetime.now(UTC) - PIN_EXPIRY - timedelta(hours=1)
+    dead = f"{PIN_PREFIX}{int(stale.timestamp())}-0123abcd"
+    table.tags.create(dead, 2)
+    table.tags.create("release", release)
+
+    done = collection.compact(timedelta(0))
+
+    assert set(table.tags.list()) == {"release"}
+    kept = {int(v["version"]) for v in table.list_versions()}
+    assert done.versions_removed > 0 and 2 not in kept
+    assert set(range(release, collection.version + 1)) <= kept  # from the tagged one on
+    assert collection.ids() == set(ids)

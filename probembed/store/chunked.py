@@ -525,57 +525,66 @@ def ingest_parsed(
         for part in (plan.records, plan.marks)
     ]
     total = sum(map(len, parts))
-    with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
-        try:
-            for part in parts:  # one bar over both writes: a person sees chunks, not two phases
-                if part:
-                    touched.update(r.id for r in part)
-                    moved = _Advance(bar)
-                    result = write(
-                        part,
-                        collection,
-                        pipeline,
-                        batch_size,
-                        on_error,
-                        True,
-                        columns=columns,
-                        advance=moved,
-                        created=created,
-                    )
-                    created = created or creation(collection)  # the table part one made
-                    report.chunks_written += result.added + result.updated
-                    report.problems += result.problems
-                    bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
-        except Exception as exc:  # a fault between commits (storage, the encoder): none stays
-            undo(collection, start, touched, exc, report.problems)
-            if isinstance(exc, CollectionDroppedError):
-                done = report.chunks_written + (exc.written or 0)
-                raise exc.during(done, total, "chunks") from None
-            raise
-    for item in plan.streamed:
-        before = stored[item.id].ids if item.id in stored else []
-        # under "stop" the run's one undo takes the file's ids too: an undo of the file's
-        # own that conflicted, undone again by the run's, nested the two messages
-        stopping = touched if on_error == "stop" else None
-        try:
-            written = write_streamed(
-                item, collection, pipeline, settings, batch_size, encode, before, stopping, created
-            )
-        except CollectionDroppedError:  # no file after it can be written either
-            raise
-        except Exception as exc:
-            problem = _failed(item, exc)
-            if on_error == "stop":  # nothing at all, as when a bad document stops the run
+    with collection.pinned(start):  # the version every undo below reads, kept from a prune
+        with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
+            try:
+                for part in parts:  # one bar over both writes: a person sees chunks, not two phases
+                    if part:
+                        touched.update(r.id for r in part)
+                        moved = _Advance(bar)
+                        result = write(
+                            part,
+                            collection,
+                            pipeline,
+                            batch_size,
+                            on_error,
+                            True,
+                            columns=columns,
+                            advance=moved,
+                            created=created,
+                        )
+                        created = created or creation(collection)  # the table part one made
+                        report.chunks_written += result.added + result.updated
+                        report.problems += result.problems
+                        bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
+            except Exception as exc:  # a fault between commits (storage, the encoder): none stays
                 undo(collection, start, touched, exc, report.problems)
-                raise IngestError([*report.problems, problem]) from exc
-            report.problems.append(problem)
-            continue
-        touched.update(written, before)
-        report.chunks_written += len(written)
-        report.chunks_removed += len(set(before) - written)
-        whole = was_whole(item.id, stored.get(item.id))
-        report.added += not whole
-        report.updated += whole
+                if isinstance(exc, CollectionDroppedError):
+                    done = report.chunks_written + (exc.written or 0)
+                    raise exc.during(done, total, "chunks") from None
+                raise
+        for item in plan.streamed:
+            before = stored[item.id].ids if item.id in stored else []
+            # under "stop" the run's one undo takes the file's ids too: an undo of the file's
+            # own that conflicted, undone again by the run's, nested the two messages
+            stopping = touched if on_error == "stop" else None
+            try:
+                written = write_streamed(
+                    item,
+                    collection,
+                    pipeline,
+                    settings,
+                    batch_size,
+                    encode,
+                    before,
+                    stopping,
+                    created,
+                )
+            except CollectionDroppedError:  # no file after it can be written either
+                raise
+            except Exception as exc:
+                problem = _failed(item, exc)
+                if on_error == "stop":  # nothing at all, as when a bad document stops the run
+                    undo(collection, start, touched, exc, report.problems)
+                    raise IngestError([*report.problems, problem]) from exc
+                report.problems.append(problem)
+                continue
+            touched.update(written, before)
+            report.chunks_written += len(written)
+            report.chunks_removed += len(set(before) - written)
+            whole = was_whole(item.id, stored.get(item.id))
+            report.added += not whole
+            report.updated += whole
     if stale:
         report.chunks_removed += collection.delete(stale, created)
     if plan.relocated:
@@ -767,27 +776,28 @@ def write_streamed(
         token[0] = commit(collection, info, todo, fused, False, report, created=token[0])
         written.update(r.id for r in todo)
 
-    try:
-        if replaced:
-            collection.delete(list(replaced), token[0])
-        chunks = 0
-        for record in streamed_records(file, pipeline.count_tokens, settings):
-            (mark if record.metadata["chunk"] == 0 else batch).append(record)
-            chunks += 1
-            if len(batch) == batch_size:
-                flush(batch)
-                batch = []
-        mark = [counted(record, chunks) for record in mark]
-        for records in (batch, mark):
-            if records:
-                flush(records)
-    except BaseException as exc:
-        ids = {*replaced, *written, *(r.id for r in (*batch, *mark))}
-        if touched is not None and isinstance(exc, Exception):
-            touched.update(ids)
-        elif not isinstance(exc, CollectionDroppedError):  # else another collection's ids
-            collection.revert(version, ids, stopped_by=exc)
-        raise
+    with collection.pinned(version):  # what its undo reads, kept from a prune
+        try:
+            if replaced:
+                collection.delete(list(replaced), token[0])
+            chunks = 0
+            for record in streamed_records(file, pipeline.count_tokens, settings):
+                (mark if record.metadata["chunk"] == 0 else batch).append(record)
+                chunks += 1
+                if len(batch) == batch_size:
+                    flush(batch)
+                    batch = []
+            mark = [counted(record, chunks) for record in mark]
+            for records in (batch, mark):
+                if records:
+                    flush(records)
+        except BaseException as exc:
+            ids = {*replaced, *written, *(r.id for r in (*batch, *mark))}
+            if touched is not None and isinstance(exc, Exception):
+                touched.update(ids)
+            elif not isinstance(exc, CollectionDroppedError):  # else another collection's ids
+                collection.revert(version, ids, stopped_by=exc)
+            raise
     finish(collection, pipeline, compact=False)
     return written
 

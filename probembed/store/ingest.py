@@ -228,7 +228,10 @@ def ingest(
     planned = {**found, **(columns or {})}
     version = collection.version if collection.exists else None  # what a failed sync undoes to
     touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
-    with progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar:
+    with (
+        progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar,
+        collection.pinned(version if sync else None),  # what its undo reads, kept from a prune
+    ):
         told = advance or bar.advance
         try:
             starts = list(range(0, len(todo), batch_size))

@@ -16,6 +16,7 @@ from probembed.store import shared_writes
 from probembed.store.errors import UndoConflictError, WriteConflictError
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import CollectionHandle, scan
+from probembed.store.pins import pinned
 from probembed.store.rows import WRITE_TAG
 from probembed.store.threads import one_at_a_time
 
@@ -88,6 +89,12 @@ class CollectionUndo(CollectionHandle):
         with undoing(stopped_by):
             self._revert(version, ids)
 
+    def pinned(self, version: int | None) -> contextlib.AbstractContextManager[None]:
+        """Keep `version` from every prune while the block runs: the version a write's undo
+        puts its ids back to, which its first commit replaces (`pins`); None (no collection
+        yet): nothing to keep."""
+        return pinned(None if version is None else self._open(), version)
+
     def _revert(self, version: int | None, ids: Iterable[str]) -> None:
         """`revert`'s undo."""
         self.db.require_writable()
@@ -139,7 +146,7 @@ class CollectionUndo(CollectionHandle):
             raise WriteConflictError(
                 f"version {version}, which the undo puts them back to, was pruned by a "
                 "compaction (an ingest's after a day, `probembed compact --keep`, a "
-                "service's --compact-keep); "
+                "service's --compact-keep; a write's tag keeps it for a week at most); "
                 f"{UNDO_CONFLICT}"
             ) from exc
 

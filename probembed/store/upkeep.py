@@ -24,6 +24,7 @@ from lancedb.background_loop import LOOP
 
 from probembed.store import shared_writes
 from probembed.store.handle import CollectionHandle
+from probembed.store.pins import expired, held, untag
 from probembed.store.threads import one_at_a_time
 
 #: How long a version is kept after a newer one replaced it, unless told otherwise.
@@ -34,7 +35,8 @@ from probembed.store.threads import one_at_a_time
 #: commit replaced, so that version must outlive the whole write. The service's own chunked
 #: writes hold the collection's write lock through their undo, and its background upkeep
 #: takes that lock, so none of them ever meets a prune; a CLI ingest beside the service (or
-#: beside `probembed compact`) is protected for a day after its first commit. A day bounds
+#: beside `probembed compact`) pins that version with a tag while it runs (`pins`), which
+#: every prune stops below, for up to `PIN_EXPIRY` (a week). A day bounds
 #: disk by a day of writes, not by all of them (LanceDB's own default is 7 days, and counts
 #: them from a version's creation, which `prune_after` does not).
 DEFAULT_KEEP = timedelta(days=1)
@@ -98,7 +100,10 @@ def parse_duration(text: str, option: str = "--keep") -> timedelta:
 
 
 def prune_after(
-    versions: Sequence[Mapping[str, Any]], keep: timedelta, now: datetime | None = None
+    versions: Sequence[Mapping[str, Any]],
+    keep: timedelta,
+    now: datetime | None = None,
+    pins: Sequence[int] = (),
 ) -> timedelta:
     """The `cleanup_older_than` that prunes exactly the versions replaced at least `keep` ago.
 
@@ -110,33 +115,42 @@ def prune_after(
     before the newest one replaced by `now - keep` goes, and the cutoff is set just below the
     creation of the version that replaced it (LanceDB keeps a version created at or after the
     cutoff, and always the latest). `versions` are `Table.list_versions()` rows, whose naive
-    timestamps are local time.
+    timestamps are local time. Nothing from the oldest of `pins` on is pruned: the versions
+    tags hold (`pins.held`), such as the start of a write that may still be undone.
     """
     now = datetime.now(UTC) if now is None else now
-    due = [after for (_, after) in _made(versions)[1:] if after <= now - keep]
+    due = [after for (_, after) in _made(versions, pins)[1:] if after <= now - keep]
     if not due:
         return NO_PRUNE
     return now - (due[-1] - CLOCK_SLACK)
 
 
 def prunable_at(
-    versions: Sequence[Mapping[str, Any]], keep: timedelta, now: datetime | None = None
+    versions: Sequence[Mapping[str, Any]],
+    keep: timedelta,
+    now: datetime | None = None,
+    pins: Sequence[int] = (),
 ) -> datetime:
     """When `PRUNE_VERSIONS` of these versions will have been replaced `keep` ago, as
     `prune_after` counts: the earliest a prune of them is due, since a version committed later
     is replaced later still (and a prune elsewhere only leaves fewer). Where fewer have been
-    replaced yet, `now + keep`: the next replacement is no earlier than now. A listing reads
-    every version's manifest, so the service lists again only once this time has come."""
+    replaced yet (or before the oldest of `pins`, as `prune_after` stops there), `now + keep`:
+    the next replacement is no earlier than now. A listing reads every version's manifest, so
+    the service lists again only once this time has come."""
     now = datetime.now(UTC) if now is None else now
-    made = _made(versions)
+    made = _made(versions, pins)
     if len(made) <= PRUNE_VERSIONS:
         return now + keep
     return made[PRUNE_VERSIONS][1] + keep
 
 
-def _made(versions: Sequence[Mapping[str, Any]]) -> list[tuple[int, datetime]]:
-    """`Table.list_versions()` rows as (version, creation in UTC), oldest first."""
-    return sorted((int(v["version"]), _utc(v["timestamp"])) for v in versions)
+def _made(
+    versions: Sequence[Mapping[str, Any]], pins: Sequence[int] = ()
+) -> list[tuple[int, datetime]]:
+    """`Table.list_versions()` rows as (version, creation in UTC), oldest first, up to the
+    oldest of `pins`: no version from it on may be pruned."""
+    made = sorted((int(v["version"]), _utc(v["timestamp"])) for v in versions)
+    return [(v, at) for (v, at) in made if not pins or v <= min(pins)]
 
 
 def optimized(table: Any, older_than: timedelta) -> Any:
@@ -174,8 +188,9 @@ class CollectionUpkeep(CollectionHandle):
 
     def prune_due_at(self, keep: timedelta) -> datetime:
         """When `PRUNE_VERSIONS` of the collection's versions are past the retention `keep`
-        (`prunable_at`)."""
-        return prunable_at(self._require().list_versions(), keep)
+        (`prunable_at`), the versions its tags hold kept."""
+        table = self._require()
+        return prunable_at(table.list_versions(), keep, pins=held(table.tags.list()))
 
     def optimize(self) -> None:
         """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
@@ -212,11 +227,16 @@ class CollectionUpkeep(CollectionHandle):
 
     def _compacted(self, keep: timedelta) -> Compaction:
         """`compact`'s work, under the write lock. The prune is a call of its own, after the
-        compaction, so its cutoff is taken when it runs, not before a long rewrite."""
+        compaction, so its cutoff is taken when it runs, not before a long rewrite; it stops
+        below the oldest version a tag holds (a running write's pin: `pins`), where LanceDB
+        failed the whole cleanup, and first removes the pins of writers long gone."""
         table = self._require()
         before = fragments(table)
         compacted = shared_writes.committed(partial(optimized, table, NO_PRUNE))
-        older_than = prune_after(table.list_versions(), keep)
+        tags = table.tags.list()
+        for name in expired(tags):
+            untag(table, name)
+        older_than = prune_after(table.list_versions(), keep, pins=held(tags))
         pruned = shared_writes.committed(partial(optimized, table, older_than))
         return Compaction(
             self.name,
