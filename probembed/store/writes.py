@@ -168,7 +168,8 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
 
     @one_at_a_time
     def delete(self, ids: Sequence[str], created: str | None = None) -> int:
-        """Delete items by id in one commit; returns how many were there. Under the write
+        """Delete items by id in one commit (one per `IDS_PER_CONDITION` ids, put back together
+        if one fails: `_removed`); returns how many were there. Under the write
         lock, as every write: a delete from another handle landing between another writer's
         look at the table and its commit made that commit fail (a new metadata column's
         `add_columns` after a delete is a conflict to Lance), and two deletes of one id both
@@ -194,8 +195,8 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         begun: bool = False,
     ) -> int:
         """Delete the rows of these `id IN` conditions (`id_conditions`), a commit each, the
-        write lock held: one `id IN` of 100k ids held +277 MB.
-        How many were there. A part that fails (a conflict, storage) once the step has
+        write lock held: one `id IN` of 100k ids held +277 MB. How many were there.
+        A part that fails (a conflict, storage) once the step has
         committed something (`begun`: its first commit came before) puts the step's ids back
         as they were at `start`, the version it began from (`_put_back`), then raises: the
         step lands whole or not at all, as one commit did; a reader between the parts sees
