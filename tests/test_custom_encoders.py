@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import probembed
 from probembed import encoders
 from probembed.encoders.base import Encoder
+from probembed.encoders.hashing import HashingEncoder
 from probembed.interfaces.cli import app
 from probembed.pipeline import Pipeline
 from probembed.uncertainty import make_estimator
@@ -107,6 +108,67 @@ def test_a_class_named_as_an_entry_point_s_other_class_is_not_saved(tmp_path, mi
     assert "'mine-ep' (entry point of mine-encoders): mine_encoders.Mine, another" in said
     assert not (tmp_path / "own").exists()
     one_member(mine_class(name="mine-ep")).save(tmp_path / "own")  # what the factory makes
+
+
+#: A notebook cell defining an encoder: run twice, it makes two class objects of one name.
+NOTEBOOK_CELL = """
+import numpy as np
+
+from probembed.encoders.base import Encoder
+
+
+class Mine(Encoder):
+    def __init__(self, dim: int = 8):
+        self.name, self.dim, self.params = "mine-cell", dim, {"dim": dim}
+
+    def _encode_batch(self, texts):
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+"""
+
+
+def run_cell():
+    """The cell run as a notebook runs it, in `__main__`, its class registered after."""
+    namespace = {"__name__": "__main__"}
+    exec(NOTEBOOK_CELL, namespace)
+    probembed.register_encoder("mine-cell", namespace["Mine"])
+    return namespace["Mine"]
+
+
+def test_an_encoder_of_a_notebook_cell_run_again_is_saved(tmp_path):
+    """The cell run again registered a new class object of the same module and qualname:
+    save refused the encoders made before ("__main__.Mine ... would load ... __main__.Mine,
+    another model"), where pickle, by module and qualname, takes one for the other."""
+    try:
+        made = run_cell()(dim=4)
+        again = run_cell()
+        assert again is not type(made)
+        one_member(made).save(tmp_path / "own")
+        loaded = probembed.load(tmp_path / "own", cache=False).members[0].encoder
+    finally:
+        encoders.REGISTERED.pop("mine-cell")
+    assert type(loaded) is again and loaded.params == {"dim": 4}
+
+
+class RegisteredHash(HashingEncoder):
+    """A subclass registered under a name of its own, whose instances keep `hash`'s."""
+
+
+def test_a_class_registered_but_named_as_a_built_in_is_told_to_take_its_name(tmp_path, package):
+    """It was told "give your class a name of its own and register it", which it was: its
+    instances' `name` is the built-in's, the name a saved pipeline records."""
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text(f"[probembed.encoders]\nown-hash = {__name__}:OwnHash\n")
+    probembed.register_encoder("mine-hash", RegisteredHash)
+    try:
+        for kind, registered in ((RegisteredHash, "mine-hash"), (OwnHash, "own-hash")):
+            with pytest.raises(ValueError) as caught:
+                one_member(kind(dim=64)).save(tmp_path / "own")
+            said = str(caught.value)
+            assert f"is registered as {registered!r}, but its encoders are named 'hash'" in said
+            assert f"set their `name` to {registered!r}" in said and "register it" not in said
+    finally:
+        encoders.REGISTERED.pop("mine-hash")
+    assert not (tmp_path / "own").exists()
 
 
 def test_a_pipeline_whose_encoder_cannot_load_is_not_saved(tmp_path, mine_class):

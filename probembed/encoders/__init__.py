@@ -347,33 +347,65 @@ def check_loadable(encoder: Encoder) -> None:
 
 def _check_same_model(encoder: Encoder, spec: EncoderSpec, factory: Callable[..., Encoder]) -> None:
     """Refuse an encoder its name and params would load as another model: a class factory
-    must be its very class (no model built); a load function's encoder, built once per
-    process, must have its class and fingerprint (or a legacy one of that model)."""
-    name = encoder.name
-    what = f"the built-in encoder {name!r}"
-    if name not in REGISTRY:
-        what = f"encoder {name!r} ({spec.description})"
+    must be its class (no model built); a load function's encoder, built once per process,
+    must have its class and fingerprint (or a legacy one of that model)."""
+    what = f"the built-in encoder {encoder.name!r}"
+    if encoder.name not in REGISTRY:
+        what = f"encoder {encoder.name!r} ({spec.description})"
     if isinstance(factory, type):
-        kind, rebuilt = factory, None
-    else:
-        rebuilt = _rebuilt(encoder)
-        kind = type(rebuilt)
-    if type(encoder) is not kind:
-        raise ValueError(
-            f"encoder {_qualified(type(encoder))} is named {name!r}, so a pipeline saved with "
-            f"it would load {what}: {_qualified(kind)}, another model; give your class a "
-            f"name of its own and {HOW_TO_REGISTER.format(name='your-name')}"
-        )
-    if rebuilt is not None and encoder.fingerprint not in (
-        rebuilt.fingerprint,
-        *rebuilt.legacy_fingerprints,
-    ):
+        _check_class(encoder, factory, what)
+        return
+    rebuilt = _rebuilt(encoder)
+    _check_class(encoder, type(rebuilt), what)
+    if encoder.fingerprint not in (rebuilt.fingerprint, *rebuilt.legacy_fingerprints):
         raise ValueError(
             f"{what} builds a model of fingerprint {rebuilt.fingerprint!r}, not this "
             f"member's {encoder.fingerprint!r} (a model loaded under another's name, or a "
             "folder whose files changed since), so a pipeline saved with it would load "
             "another model"
         )
+
+
+def _check_class(encoder: Encoder, kind: type, what: str) -> None:
+    """Refuse an encoder whose name loads `kind`, unless it is its class by module and
+    qualname, as pickle finds a class: a notebook cell run again makes a new class object of
+    the same name, and the encoders made before it were refused."""
+    own = type(encoder)
+    if _qualified(own) == _qualified(kind):
+        return
+    raise ValueError(
+        f"encoder {_qualified(own)} is named {encoder.name!r}, so a pipeline saved with it "
+        f"would load {what}: {_qualified(kind)}, another class; {_naming_advice(encoder)}"
+    )
+
+
+def _naming_advice(encoder: Encoder) -> str:
+    """How to make an encoder's name load its own class: take the name its class is
+    registered under, where it is (it was told to register what it had), else register one."""
+    own = type(encoder)
+    target = f"{own.__module__}:{own.__qualname__}"
+    names = [
+        name
+        for name, spec in REGISTERED.items()
+        if isinstance(spec.factory, type) and _qualified(spec.factory) == _qualified(own)
+    ]
+    names += [  # an entry point naming the class, not shadowed: read as text, not imported
+        point.name
+        for point in importlib.metadata.entry_points(group=ENTRY_POINTS)
+        if point.value.replace(" ", "") == target
+        and point.name not in REGISTRY
+        and point.name not in REGISTERED
+    ]
+    if names:
+        return (
+            f"{own.__qualname__} is registered as {names[0]!r}, but its encoders are named "
+            f"{encoder.name!r} (their `name`, which a saved pipeline records): set their "
+            f"`name` to {names[0]!r}"
+        )
+    return (
+        f"give its encoders a `name` of their own, not {encoder.name!r}, and "
+        + HOW_TO_REGISTER.format(name="that-name")
+    )
 
 
 def _rebuilt(encoder: Encoder) -> Encoder:
