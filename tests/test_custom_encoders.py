@@ -311,6 +311,54 @@ def test_models_lists_custom_encoders_with_their_source_and_why_one_does_not_loa
     assert any(said in line and "│ entry point │" in line for line in lines)
 
 
+def test_models_lists_an_entry_point_whose_module_exits_on_import(package):
+    """A module calling sys.exit on import (a script's guard, "needs a GPU") ended `probembed
+    models` with its exit code and no table, and escaped get_encoder as SystemExit: only
+    Exception was caught."""
+    (package / "exiting.py").write_text("import sys\n\nsys.exit(3)\n")
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[probembed.encoders]\nexiting = exiting:make\n")
+    shown = CliRunner().invoke(app, ["models"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    lines = [" ".join(line.split()) for line in shown.output.splitlines()]
+    row = "│ exiting │ ? │ mine-encoders │ no: does not load: SystemExit: 3 │"
+    assert any(line.startswith(row) for line in lines)
+    with pytest.raises(encoders.EncoderUnavailableError, match="'exiting'.*SystemExit: 3"):
+        encoders.get_encoder("exiting")
+
+
+def test_a_custom_encoder_s_description_is_its_own_docstring_or_none(package):
+    """A class without a docstring of its own was described by its base class's, which
+    `inspect.getdoc` inherits: a direct subclass by Encoder's, "A deterministic text-embedding
+    model", for every such class."""
+    (package / "bare.py").write_text(
+        "from mine_encoders import Mine\n\n\nclass Bare(Mine):\n    pass\n"
+    )
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[probembed.encoders]\nbare = bare:Bare\n")
+    (info,) = [info for info in encoders.available_encoders() if info.name == "bare"]
+    assert info.description == "bare:Bare"
+
+
+def test_an_ignored_entry_point_is_not_imported(package):
+    """An entry point whose name is taken first is never loaded by that name: listing it
+    imported its module all the same (any side effect of it, any cost)."""
+    (package / "shadowed_encoders.py").write_text("from mine_encoders import Mine as make\n")
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text(
+        "[probembed.encoders]\nhash = shadowed_encoders:make\nmine-ep = mine_encoders:make\n"
+        "mine-ep = shadowed_encoders:make\n"
+    )
+    infos = [info for info in encoders.available_encoders() if info.source == "entry point"]
+    assert [(info.name, info.error[:8]) for info in infos] == [
+        ("hash", "ignored:"),
+        ("mine-ep", ""),
+        ("mine-ep", "ignored:"),
+    ]
+    assert infos[0].description == "shadowed_encoders:make"
+    assert "shadowed_encoders" not in sys.modules
+
+
 def test_listing_custom_encoders_builds_none_and_imports_no_heavy_library(package):
     code = (
         "import sys; from probembed.encoders import available_encoders; "

@@ -18,7 +18,7 @@ import importlib.util
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -159,6 +159,10 @@ ENTRY_POINTS = "probembed.encoders"
 REGISTERED: dict[str, EncoderSpec] = {}
 #: Built-in names already checked for an entry point of the same name (`_warn_shadowing`).
 _SHADOWING_CHECKED: set[str] = set()
+#: What a user's module may raise on import, or a user's factory when called: SystemExit too
+#: (a module's `sys.exit("needs a GPU")` ended `probembed models` with no table, and a service
+#: loading a pipeline), but not KeyboardInterrupt, the user's own stop, nor GeneratorExit.
+USER_CODE_ERRORS = (Exception, SystemExit)
 #: How to make a custom encoder loadable by name, for the errors that need it.
 HOW_TO_REGISTER = (
     "register it: probembed.register_encoder({name!r}, factory) in this process, or for "
@@ -204,7 +208,7 @@ def _factory(name: str, spec: EncoderSpec) -> Callable[..., Encoder]:
     escaped as it was, a 500 from a service loading a collection's pipeline)."""
     try:
         return spec.load_factory()
-    except Exception as exc:
+    except USER_CODE_ERRORS as exc:
         raise EncoderUnavailableError(
             f"encoder {name!r} ({spec.description}: {spec.factory}) does not load: "
             f"{type(exc).__name__}: {exc}"
@@ -229,12 +233,14 @@ def available_encoders() -> list[EncoderInfo]:
     taken |= {name: "the one registered in this process" for name in REGISTERED}
     for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
         dist = _distribution(point)
-        info = _custom_info(point.name, _entry_spec(point), "entry point", dist)
-        if point.name in taken:  # resolve finds the other first
+        if point.name in taken:  # resolve finds the other first: its module is not imported
             said = f"ignored: {taken[point.name]} comes first under {point.name!r}; rename it"
-            info = replace(info, installed=False, error=said)
-        taken.setdefault(point.name, f"the entry point of {dist}")
-        infos.append(info)
+            infos.append(
+                EncoderInfo(point.name, None, dist, False, point.value, "", "entry point", said)
+            )
+            continue
+        infos.append(_custom_info(point.name, _entry_spec(point), "entry point", dist))
+        taken[point.name] = f"the entry point of {dist}"
     return infos
 
 
@@ -243,15 +249,24 @@ def _custom_info(name: str, spec: EncoderSpec, source: str, package: str) -> Enc
     its dimension where the factory is a class that declares one."""
     try:
         factory = spec.load_factory()
-    except Exception as exc:  # a user's module may raise anything on import
+    except USER_CODE_ERRORS as exc:
         error = f"does not load: {type(exc).__name__}: {exc}"
         return EncoderInfo(name, None, package, False, str(spec.factory), "", source, error)
     declared = getattr(factory, "dim", None) if isinstance(factory, type) else None
     dim = declared if isinstance(declared, int) and not isinstance(declared, bool) else None
-    summary = (inspect.getdoc(factory) or "").partition("\n")[0]
+    summary = _own_summary(factory)
     target = spec.factory if isinstance(spec.factory, str) else _qualified(spec.factory)
     description = f"{target}: {summary}" if summary else target
     return EncoderInfo(name, dim, package, True, description, "", source)
+
+
+def _own_summary(factory: Callable[..., Encoder]) -> str:
+    """The first line of the factory's own docstring ("" for none): `inspect.getdoc` gave a
+    class without one its base's, `Encoder`'s for a direct subclass, which tells nothing of it,
+    and a `functools.partial` or callable object its type's."""
+    own = isinstance(factory, type) or inspect.isroutine(factory)
+    doc = factory.__doc__ if own else None  # a class's __doc__ is its own, None if it has none
+    return inspect.cleandoc(doc or "").partition("\n")[0]
 
 
 def install_command(spec: EncoderSpec, missing: list[str]) -> str:
@@ -413,7 +428,7 @@ def _rebuilt(encoder: Encoder) -> Encoder:
     member itself when `get_encoder` made it), or a ValueError saying it does not build."""
     try:
         return get_encoder(encoder.name, **encoder.params)
-    except Exception as exc:  # a user's factory may raise anything
+    except USER_CODE_ERRORS as exc:
         raise ValueError(
             f"encoder {encoder.name!r} with params {encoder.params} does not build again, so "
             f"a pipeline saved with it would not load: {type(exc).__name__}: {exc}"
