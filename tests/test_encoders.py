@@ -493,6 +493,33 @@ def test_an_encoder_overriding_encode_is_checked_as_one_overriding_encode_batch(
         Whole(dim=16).encode(GUITAR)
 
 
+def test_a_mixin_s_encode_is_checked_and_an_alias_is_wrapped_once():
+    """`encode` from a mixin that is no Encoder (`class Mine(Batched, HashingEncoder)`) was
+    not in the class's own body, so not checked: its NaN went on to the fusion. An `encode`
+    taken from another encoder class (`encode = Whole.encode`) was wrapped a second time."""
+    from probembed.encoders.base import EncoderOutputError
+    from probembed.encoders.hashing import HashingEncoder
+
+    class Batched:
+        def encode(self, texts, batch_size=None):
+            return np.full((len(texts), 16), np.nan)
+
+    class Mine(Batched, HashingEncoder):
+        pass
+
+    class Whole(HashingEncoder):
+        def encode(self, texts, batch_size=None):
+            return np.stack([self._embed_one(text) for text in texts])
+
+    class Alias(HashingEncoder):
+        encode = Whole.encode
+
+    with pytest.raises(EncoderOutputError, match="gave a vector with a NaN"):
+        Mine(dim=16).encode([STOCKS])
+    assert Alias.encode is Whole.encode
+    assert Alias(dim=16).encode([STOCKS]).shape == (1, 16)
+
+
 def test_a_nan_vector_names_the_model_and_the_first_text_it_hit(nan_model_dir):
     """A model giving NaN for texts with "guitar" reached `Gaussian` as "mean has a non-finite
     value (first in row 1)", which named neither the model nor the text; the last-layer pass

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -194,14 +194,29 @@ def package_versions(*distributions: str) -> str:
     return ",".join(f"{dist}=={version(dist)}" for dist in distributions)
 
 
+#: Marks an `encode` that checks its output, which `Encoder.__init_subclass__` leaves as it is.
+_CHECKS_OUTPUT = "_probembed_checks_output"
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def _checks_output(encode: _Function) -> _Function:
+    """Mark an `encode` as checking its output: a class taking it from another
+    (`encode = Other.encode`) had it wrapped again, every text validated twice."""
+    setattr(encode, _CHECKS_OUTPUT, True)
+    return encode
+
+
 class Encoder(ABC):
     """A deterministic text-embedding model: texts in, float32 (n, dim) vectors out.
 
     Subclasses implement `_encode_batch`; batching, validation and dtype are done here once.
-    A subclass may override `encode` instead (a model that batches whole lists itself): its
-    `encode` is wrapped when the class is made, so its texts are validated and its output
-    checked (`checked_output`) all the same. Outputs are the model's own vectors (not
-    necessarily unit-norm); callers normalise.
+    A subclass may override `encode` instead (a model that batches whole lists itself): the
+    `encode` a class resolves when it is made (its own, a mixin's, one taken from another
+    class) is wrapped, once, so its texts are validated and its output checked
+    (`checked_output`) all the same. An `encode` set on a class or an instance after the class
+    is made is not checked. Outputs are the model's own vectors (not necessarily unit-norm);
+    callers normalise.
     """
 
     name: str
@@ -218,12 +233,13 @@ class Encoder(ABC):
     folder: Path | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Wrap a subclass's own `encode` in the checks: one overriding `encode`, not
-        `_encode_batch`, handed a NaN or a wrong width on to the fusion unnamed."""
+        """Wrap the `encode` a subclass resolves in the checks, unless it checks already: one
+        overriding `encode`, not `_encode_batch`, handed a NaN or a wrong width on to the
+        fusion unnamed, and a mixin's (found by the MRO, not in the class's body) still did."""
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("encode")
-        if own is not None:
-            setattr(cls, "encode", _checked_encode(own))  # noqa: B010 - mypy: no method assignment
+        found = cls.encode
+        if not getattr(found, _CHECKS_OUTPUT, False):
+            setattr(cls, "encode", _checked_encode(found))  # noqa: B010 - mypy: no method assignment
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """How many tokens of this model each text takes, untruncated (chunking fits them).
@@ -232,6 +248,7 @@ class Encoder(ABC):
         """
         return [len(text.split()) for text in validate_texts(texts)]
 
+    @_checks_output
     def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """Embed texts in batches; empty strings are allowed and give a finite vector."""
         texts = validate_texts(texts)
@@ -268,9 +285,10 @@ class Encoder(ABC):
 
 
 def _checked_encode(encode: Callable[..., object]) -> Callable[..., np.ndarray]:
-    """A subclass's own `encode`, given validated texts and its answer checked as a batch of
+    """A subclass's `encode`, given validated texts and its answer checked as a batch of
     `_encode_batch` is: the check holds whatever the subclass overrides."""
 
+    @_checks_output
     @functools.wraps(encode)
     def checked(self: Encoder, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
         texts = validate_texts(texts)
