@@ -6,9 +6,11 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from probembed import encoders
+from probembed.encoders.base import Encoder
 from probembed.encoders.folders import DIGESTS_DIR, folder_signature, legacy_folder_signature
 from probembed.pipeline import Pipeline
 from probembed.store import Database, PipelineMismatchError, ingest
@@ -125,15 +127,42 @@ def test_a_changed_model_folder_is_refused_naming_the_member_and_its_folder(tmp_
 
 def test_a_folder_loaded_under_a_built_in_s_name_is_not_saved(tmp_path, folder):
     """A fine-tuned copy loaded as "minilm" is the built-in's class with the built-in's name
-    and params: it was saved, and loaded as the packaged MiniLM."""
+    and params: it was saved, and loaded as the packaged MiniLM. Refused, it is so without
+    the packaged MiniLM built (seconds, and kept in the process's cache after): a built-in
+    reads its package's model, not a folder."""
     from probembed.encoders.sentence_transformer import load
 
     own = load(folder, name="minilm")
+    encoders.build.cache_clear()
     with pytest.raises(ValueError) as refused:
         local_pipeline(own).save(tmp_path / "p")
     said = str(refused.value)
-    assert said.startswith("the built-in encoder 'minilm' builds a model of fingerprint")
-    assert f"not this member's {own.fingerprint!r}" in said and "dir-" in own.fingerprint
+    assert said.startswith("the built-in encoder 'minilm' reads its package's model, not ")
+    assert f"this member's folder {folder}" in said
+    assert encoders.build.cache_info().currsize == 0
+    assert not (tmp_path / "p").exists()
+
+
+class OwnMiniLM(Encoder):
+    """A class of one's own named as the built-in `minilm`, whose factory is a function."""
+
+    def __init__(self) -> None:
+        self.name, self.dim = "minilm", 384
+
+    def _encode_batch(self, texts):
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+
+
+def test_a_class_named_as_a_built_in_load_function_is_refused_unbuilt(tmp_path):
+    """A built-in is one of probembed's classes: a class of one's own named `minilm` is
+    refused without the packaged MiniLM built to learn its class."""
+    encoders.build.cache_clear()
+    with pytest.raises(ValueError) as refused:
+        local_pipeline(OwnMiniLM()).save(tmp_path / "p")
+    said = str(refused.value)
+    assert f"encoder {__name__}.OwnMiniLM is named 'minilm', so a pipeline saved" in said
+    assert "would load the built-in encoder 'minilm': a class of probembed.encoders" in said
+    assert encoders.build.cache_info().currsize == 0
     assert not (tmp_path / "p").exists()
 
 

@@ -370,6 +370,7 @@ def _check_same_model(encoder: Encoder, spec: EncoderSpec, factory: Callable[...
     if isinstance(factory, type):
         _check_class(encoder, factory, what)
         return
+    _check_built_in(encoder, what)
     rebuilt = _rebuilt(encoder)
     _check_class(encoder, type(rebuilt), what)
     if encoder.fingerprint not in (rebuilt.fingerprint, *rebuilt.legacy_fingerprints):
@@ -381,16 +382,36 @@ def _check_same_model(encoder: Encoder, spec: EncoderSpec, factory: Callable[...
         )
 
 
+def _check_built_in(encoder: Encoder, what: str) -> None:
+    """Refuse, before the model is built, an encoder named as a built-in that cannot be it:
+    a built-in is a class of this package reading its package's model, never a folder (a
+    fine-tuned copy loaded as `minilm` built the packaged MiniLM only to be refused, and left
+    it in the process's cache)."""
+    if encoder.name not in REGISTRY:
+        return
+    if not type(encoder).__module__.startswith(f"{__name__}."):
+        raise _class_refused(encoder, what, f"a class of {__name__}")
+    if encoder.folder is not None:
+        raise ValueError(
+            f"{what} reads its package's model, not this member's folder {encoder.folder}, "
+            f"so a pipeline saved with it would load another model; name the folder's model "
+            f"by its path, as get_encoder({str(encoder.folder)!r}) does"
+        )
+
+
 def _check_class(encoder: Encoder, kind: type, what: str) -> None:
     """Refuse an encoder whose name loads `kind`, unless it is its class by module and
     qualname, as pickle finds a class: a notebook cell run again makes a new class object of
     the same name, and the encoders made before it were refused."""
-    own = type(encoder)
-    if _qualified(own) == _qualified(kind):
-        return
-    raise ValueError(
-        f"encoder {_qualified(own)} is named {encoder.name!r}, so a pipeline saved with it "
-        f"would load {what}: {_qualified(kind)}, another class; {_naming_advice(encoder)}"
+    if _qualified(type(encoder)) != _qualified(kind):
+        raise _class_refused(encoder, what, _qualified(kind))
+
+
+def _class_refused(encoder: Encoder, what: str, other: str) -> ValueError:
+    """The error for an encoder whose name loads `other`, another class, with what to do."""
+    return ValueError(
+        f"encoder {_qualified(type(encoder))} is named {encoder.name!r}, so a pipeline saved "
+        f"with it would load {what}: {other}, another class; {_naming_advice(encoder)}"
     )
 
 
