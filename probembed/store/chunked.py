@@ -36,7 +36,9 @@ from probembed.store.collection import Collection
 from probembed.store.errors import CollectionDroppedError, UndoConflictError
 from probembed.store.formats import (
     READERS,
+    Found,
     SourceDocument,
+    UnreadableError,
     content_digest,
     first_heading,
     markdown_title,
@@ -72,8 +74,10 @@ from probembed.store.readers import (
     Record,
     Unread,
     is_beir,
-    not_followed,
+    left_note,
     read_records,
+    removed_links,
+    removed_note,
     unread_files,
     unread_note,
     walk_folder,
@@ -84,7 +88,6 @@ from probembed.store.streamed import (
     STREAM_BYTES,
     STREAMED,
     StreamedFile,
-    UnreadableError,
     scan_file,
 )
 
@@ -106,6 +109,10 @@ class DocumentReport:
     added: int = 0
     updated: int = 0
     removed: int = 0
+    #: With sync: the documents removed, and those of them that links not followed held
+    #: (`readers.removed_links`).
+    gone: list[str] = field(default_factory=list)
+    removed_links: list[str] = field(default_factory=list)
     unchanged: int = 0
     chunks_written: int = 0
     chunks_removed: int = 0
@@ -125,7 +132,8 @@ class DocumentReport:
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
-            f"{self.removed}, unchanged {self.unchanged}{moved}; chunks written "
+            f"{self.removed}{removed_note(self.removed_links)}, unchanged {self.unchanged}"
+            f"{moved}; chunks written "
             f"{self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
             f"{unread_note(self.unread)}"
@@ -141,14 +149,14 @@ def read_documents(
     chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        files, problems, linked = walk_folder(path, READERS, follow_links)
-        if not files and not problems:
+        walk = walk_folder(path, READERS, follow_links)
+        if not walk.files and not walk.problems:
             raise FileNotFoundError(
-                f"{path} holds no {', '.join(READERS)} files to ingest{not_followed(linked)}"
+                f"{path} holds no {', '.join(READERS)} files to ingest{left_note(walk)}"
             )
-        yield from problems
-        for file in files:
-            yield _read(file, file.relative_to(path).as_posix(), stream_bytes)
+        yield from walk.problems
+        for file, found in walk.files.items():
+            yield _read(file, file.relative_to(path).as_posix(), stream_bytes, found)
     elif path.is_file() and path.suffix.lower() in READERS:
         yield _read(path, path.name, stream_bytes)
     else:
@@ -156,16 +164,19 @@ def read_documents(
             yield item if isinstance(item, Problem) else record_document(item)
 
 
-def _read(path: Path, doc_id: str, stream_bytes: int) -> SourceDocument | StreamedFile | Problem:
+def _read(
+    path: Path, doc_id: str, stream_bytes: int, found: Found | None = None
+) -> SourceDocument | StreamedFile | Problem:
     """A file read whole, or, when it is large text, scanned for reading as a stream; a
-    problem names the document, which exists even when it cannot be read."""
+    problem names the document, which exists even when it cannot be read. `found`: what
+    the folder's walk found at its name, which every read of it must find still."""
     try:
         large = path.suffix.lower() in STREAMED and path.stat().st_size > stream_bytes
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}", doc_id)
     if not large:
-        return read_file(path, doc_id)  # its problem names the document
-    item = scan_file(path, doc_id)
+        return read_file(path, doc_id, found)  # its problem names the document
+    item = scan_file(path, doc_id, found)
     return replace(item, doc_id=doc_id) if isinstance(item, Problem) else item
 
 
@@ -433,6 +444,7 @@ def ingest_documents(
         prefix=prefix,
     )
     report.unread = unread_files(source, follow_links=follow_links)
+    report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
     return report
 
 
@@ -511,7 +523,7 @@ def ingest_parsed(
         gone = [doc for doc in scope if doc not in plan.seen]
         if not renamed_all(scope, folder, plan.seen, prefix):  # a folder renamed: all may go
             refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=bool(folder))
-        report.removed = len(gone)
+        report.removed, report.gone = len(gone), gone
         stale += [i for doc in gone for i in stored[doc].ids]
     left = {doc: v for doc, v in stored.items() if doc not in plan.seen and doc not in gone}
     ours = ((doc, d) for doc, d in plan.digests.items() if doc not in refused)

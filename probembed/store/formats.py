@@ -4,20 +4,23 @@ Each reader gives a `SourceDocument`, whose `text` is what chunk offsets point i
 itself for text and Markdown, the extracted text for HTML and PDF), or a `Problem` naming the
 file and what is wrong with it: not UTF-8, binary, empty, encrypted or damaged PDF. HTML needs
 beautifulsoup4 and PDF pypdf (the `documents` extra); a missing one is a problem per file that
-names the extra.
+names the extra. A reader is given the file opened (`open_document`, which every read of a
+file a folder's walk found goes through: it must still be the file the walk found).
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import hashlib
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 from probembed.chunking import (
     HeadingTracker,
@@ -57,6 +60,57 @@ NO_TEXT_LAYER = "no text layer (a scanned PDF?): run OCR on it first, e.g. `ocrm
 BINARY = "binary file, not text"
 
 
+class Found(NamedTuple):
+    """What a folder's walk found at a file's name, which each open of it compares."""
+
+    #: The file's device and inode: the same through every path to it, another file's else.
+    device: int
+    inode: int
+    #: Whether the name was a link (else an open refuses one there: it was put there since).
+    link: bool
+
+
+class UnreadableError(Exception):
+    """A file that cannot be read as UTF-8 text, or that changed since it was found or
+    between two reads of it: its `problem` names it."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def changed(path: Path | str, when: str) -> UnreadableError:
+    """The one refusal of a file that is no longer what was read of it (`when` it changed)."""
+    return UnreadableError(Problem(str(path), f"the file changed {when}; ingest it again"))
+
+
+#: When a walked file changed, when an open finds another at its name.
+SINCE_WALK = "since its folder was listed (another file or a link is at its name now)"
+
+
+def open_document(path: Path, found: Found | None = None) -> BinaryIO:
+    """The file opened to read. Given what a walk `found` at its name, it must still be that
+    file (`UnreadableError` else, before a byte is read): the walk decides which links to
+    follow, and a name swapped for a link between the walk and the read (`b.md ->
+    ~/.ssh/id_rsa` in a shared folder) was read and stored. A named pipe put there meanwhile
+    is refused too, not waited on (the file found was a regular one, which never waits)."""
+    flags = os.O_RDONLY
+    if found is not None:
+        flags |= os.O_NONBLOCK | (0 if found.link else os.O_NOFOLLOW)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as exc:
+        if found is not None and exc.errno == errno.ELOOP:  # a link where the walk saw none
+            raise changed(path, SINCE_WALK) from exc
+        raise
+    handle = os.fdopen(descriptor, "rb")
+    now = os.fstat(descriptor)
+    if found is not None and (now.st_dev, now.st_ino) != (found.device, found.inode):
+        handle.close()
+        raise changed(path, SINCE_WALK)
+    return handle
+
+
 @dataclass(frozen=True)
 class SourceDocument:
     """One file's text, ready to chunk; `markdown` says whether `#` headings structure it."""
@@ -92,14 +146,15 @@ class SourceDocument:
         return bisect.bisect_right(self.page_starts, offset)
 
 
-def read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
+def read_file(path: Path, doc_id: str, found: Found | None = None) -> SourceDocument | Problem:
     """The document in a file, chosen by suffix, or the problem with it, naming the document
-    (the file exists: a sync keeps its stored version rather than taking it for gone)."""
-    item = _read_file(path, doc_id)
+    (the file exists: a sync keeps its stored version rather than taking it for gone);
+    `found`: what a walk found there, which it must still be (`open_document`)."""
+    item = _read_file(path, doc_id, found)
     return replace(item, doc_id=doc_id) if isinstance(item, Problem) else item
 
 
-def _read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
+def _read_file(path: Path, doc_id: str, found: Found | None) -> SourceDocument | Problem:
     """`read_file` but for the problem's document."""
     reader = READERS.get(path.suffix.lower())
     if reader is None:
@@ -107,7 +162,10 @@ def _read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
             str(path), f"unsupported file type {path.suffix!r}; use {', '.join(READERS)}"
         )
     try:
-        document = reader(path, doc_id)
+        with open_document(path, found) as handle:
+            document = reader(path, doc_id, handle)
+    except UnreadableError as exc:
+        return exc.problem
     except MissingExtraError as exc:
         return Problem(str(path), str(exc))
     except OSError as exc:
@@ -117,9 +175,9 @@ def _read_file(path: Path, doc_id: str) -> SourceDocument | Problem:
     return document
 
 
-def _utf8(path: Path) -> str | Problem:
+def _utf8(path: Path, handle: BinaryIO) -> str | Problem:
     """The file as UTF-8 text, or a problem: binary, or another encoding (with the byte)."""
-    data = path.read_bytes()
+    data = handle.read()
     refused = not_text(data)
     if refused is not None:
         return Problem(str(path), refused)
@@ -168,18 +226,18 @@ def _key_ordered(value: Any) -> Any:
     return value
 
 
-def read_plain(path: Path, doc_id: str) -> SourceDocument | Problem:
+def read_plain(path: Path, doc_id: str, handle: BinaryIO) -> SourceDocument | Problem:
     """A .txt file as it is."""
-    text = _utf8(path)
+    text = _utf8(path, handle)
     if isinstance(text, Problem):
         return text
     return SourceDocument(doc_id, text, str(path), "text", title=path.stem)
 
 
-def read_markdown(path: Path, doc_id: str) -> SourceDocument | Problem:
+def read_markdown(path: Path, doc_id: str, handle: BinaryIO) -> SourceDocument | Problem:
     """A .md file as it is; its title is its front matter's, else the first heading, else
     the file name."""
-    text = _utf8(path)
+    text = _utf8(path, handle)
     if isinstance(text, Problem):
         return text
     title = markdown_title(text) or path.stem
@@ -210,10 +268,10 @@ def first_heading(lines: Iterable[str], tracker: HeadingTracker | None = None) -
     return None
 
 
-def read_html(path: Path, doc_id: str) -> SourceDocument | Problem:
+def read_html(path: Path, doc_id: str, handle: BinaryIO) -> SourceDocument | Problem:
     """Visible text, one paragraph per block of the page, headings written as Markdown
     headings so sections follow them; scripts, styles and navigation dropped."""
-    text = _utf8(path)
+    text = _utf8(path, handle)
     if isinstance(text, Problem):
         return text
     require("documents", "reading HTML")
@@ -320,7 +378,7 @@ class _QuietLogger:
 _PYPDF_QUIET = _QuietLogger("pypdf")
 
 
-def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
+def read_pdf(path: Path, doc_id: str, handle: BinaryIO) -> SourceDocument | Problem:
     """The text layer of every page, pages separated by a blank line; page starts kept."""
     require("documents", "reading PDF")
     from pypdf import PdfReader
@@ -328,7 +386,7 @@ def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
 
     try:
         with _PYPDF_QUIET:
-            reader = PdfReader(str(path))
+            reader = PdfReader(handle)
             if reader.is_encrypted and not reader.decrypt(""):
                 return Problem(str(path), "encrypted PDF: decrypt it first (e.g. `qpdf --decrypt`)")
             pages = [page.extract_text() or "" for page in reader.pages]
@@ -347,7 +405,9 @@ def read_pdf(path: Path, doc_id: str) -> SourceDocument | Problem:
     )
 
 
-READERS: dict[str, Callable[[Path, str], SourceDocument | Problem]] = {
+#: The reader of each suffix: a file's path (to name it) and id, and the file opened
+#: (`open_document`: no reader opens a file itself).
+READERS: dict[str, Callable[[Path, str, BinaryIO], SourceDocument | Problem]] = {
     ".txt": read_plain,
     ".md": read_markdown,
     ".markdown": read_markdown,

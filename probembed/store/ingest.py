@@ -37,6 +37,8 @@ from probembed.store.readers import (
     Record,
     Unread,
     read_records,
+    removed_links,
+    removed_note,
     unread_files,
     unread_note,
 )
@@ -144,6 +146,8 @@ class IngestReport:
     #: write's last step removes (`sync_removals`), and how many it removed.
     gone: list[str] = field(default_factory=list)
     removed: int = 0
+    #: With sync: those of `gone` that links not followed held (`readers.removed_links`).
+    removed_links: list[str] = field(default_factory=list)
     #: With sync: bad items that named no record, so the sync removed nothing.
     sync_withheld: int = 0
     #: Records of this run with one text (stored rows are not compared: that reads them all).
@@ -153,7 +157,9 @@ class IngestReport:
         """One line for a person."""
         replaced = f", updated {self.updated}" if self.updated else ""
         same = f", unchanged {self.unchanged}" if self.unchanged else ""
-        removed = f", removed {self.removed}" if self.removed else ""
+        removed = (
+            f", removed {self.removed}{removed_note(self.removed_links)}" if self.removed else ""
+        )
         return (
             f"{self.source}: added {self.added}{replaced}{same}{removed}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
@@ -347,6 +353,7 @@ def prepare(
     collection.record_pipeline(pipeline)
     if isinstance(source, (str, Path)):
         report.unread = unread_files(source, TEXT_SUFFIXES, follow_links)
+        report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
     as_given = stored_as_given(collection, records)
     if upsert:
         todo = [r for r in records if not as_given.get(r.id, False)]

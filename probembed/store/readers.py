@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from probembed.chunking import front_matter
 from probembed.documents import Problem, Record, read_jsonl
-from probembed.store.formats import READERS, read_file
+from probembed.store.formats import READERS, Found, read_file
 
 __all__ = [
     "CHUNKED_ONLY",
@@ -25,14 +25,19 @@ __all__ = [
     "Link",
     "Problem",
     "Record",
+    "Special",
     "Unread",
     "Walk",
     "is_beir",
+    "left_note",
     "not_followed",
     "not_regular",
+    "not_regular_files",
     "read_jsonl",
     "read_records",
     "read_text_folder",
+    "removed_links",
+    "removed_note",
     "unread_files",
     "walk_folder",
 ]
@@ -104,8 +109,12 @@ def not_regular(path: Path) -> str | None:
         return None
     if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
         return None
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return f"{path} is not a regular file but {kind}: give a file, or a folder of files"
+    return f"{path} is not a regular file but {_kind(mode)}: give a file, or a folder of files"
+
+
+def _kind(mode: int) -> str:
+    """The words for a file that is not a regular one, by its mode."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
 
 
 class Link(NamedTuple):
@@ -125,13 +134,31 @@ class Link(NamedTuple):
         return f"{self.name}{'/' if self.folder else ''} -> {self.target}"
 
 
+class Special(NamedTuple):
+    """A name below a folder that is no regular file (a named pipe, a socket, a link to one),
+    which no reader takes: a report names it with the files it does not read."""
+
+    #: Its path relative to the folder walked.
+    name: str
+    #: What it is: "a named pipe", "a link to a socket".
+    kind: str
+
+    def __str__(self) -> str:
+        """`name (kind)`."""
+        return f"{self.name} ({self.kind})"
+
+
 class Walk(NamedTuple):
     """What `walk_folder` found below a folder."""
 
-    files: list[Path]
+    #: The regular files, sorted, each with what the walk found at its name, which every
+    #: read of it must find still (`formats.open_document`).
+    files: dict[Path, Found]
     problems: list[Problem]
     #: The links it did not follow (`Link`), by name.
     linked: list[Link]
+    #: The names that are no regular file (`Special`), by name.
+    special: list[Special]
 
 
 def walk_folder(
@@ -147,10 +174,15 @@ def walk_folder(
     and a link to a folder is not followed (as git and ripgrep do not). `follow_links`
     follows every link but one to a folder the walk is in already, which would never end.
     `Path.rglob` passed over the first two and the folder links without a word, and a sync
-    took what the first two held for deleted."""
-    files: list[Path] = []
+    took what the first two held for deleted. Each file comes with what the walk found at
+    its name (`Found`), which every read of it compares (`formats.open_document`): a name
+    swapped for a link after the walk was read through it. A name that is no regular file
+    (a named pipe, a socket, a link to one: `Special`) is kept apart for a report to name;
+    it was passed over without a word, or called a link whose target is missing."""
+    files: dict[Path, Found] = {}
     problems: list[Problem] = []
     linked: list[Link] = []
+    special: list[Special] = []
     real_root = os.path.realpath(root)
     # each folder entered: the folders (by identity) from the root down to it, a cycle's end
     chains = {os.fspath(root): frozenset([_identity(os.fspath(root))])}
@@ -178,14 +210,41 @@ def walk_folder(
                 suffixes is not None and path.suffix.lower() not in suffixes
             ):
                 continue
-            if path.is_symlink() and not follow_links and not _within(path, real_root):
+            doc_id = path.relative_to(root).as_posix()
+            link, found = _look(path)
+            if link and not follow_links and not _within(path, real_root, found):
                 linked.append(_link(os.fspath(path), root, folder=False))
-            elif path.is_file():
-                files.append(path)
-            elif path.is_symlink():
-                doc_id = path.relative_to(root).as_posix()
-                problems.append(Problem(str(path), "a link whose target is missing", doc_id))
-    return Walk(sorted(files), problems, sorted(linked))
+            elif isinstance(found, OSError):  # a file gone since listed is simply not there
+                if link or not isinstance(found, FileNotFoundError):
+                    problems.append(Problem(str(path), _unreachable(found, link), doc_id))
+            elif stat.S_ISREG(found.st_mode):
+                files[path] = Found(found.st_dev, found.st_ino, link)
+            else:  # a named pipe waits for a writer; it was passed over without a word
+                kind = _kind(found.st_mode)
+                special.append(Special(doc_id, f"a link to {kind}" if link else kind))
+    return Walk(dict(sorted(files.items())), problems, sorted(linked), sorted(special))
+
+
+def _look(path: Path) -> tuple[bool, os.stat_result | OSError]:
+    """Whether a name is a link, and the file it names or the error looking at it: a folder
+    that can be listed but not entered (mode r--) raised out of the walk."""
+    try:
+        link = stat.S_ISLNK(path.lstat().st_mode)
+    except OSError as exc:
+        return False, exc
+    try:
+        return link, path.stat()
+    except OSError as exc:
+        return link, exc
+
+
+def _unreachable(exc: OSError, link: bool) -> str:
+    """What a walk says of a name it cannot look at: a link's target gone, or unreadable."""
+    if link and isinstance(exc, FileNotFoundError):
+        return "a link whose target is missing"
+    if link:
+        return f"a link whose target cannot be read ({exc.strerror})"
+    return f"cannot read: {exc.strerror}"
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -203,12 +262,22 @@ def _link(path: str, root: Path, folder: bool, loop: bool = False) -> Link:
     return Link(name, os.path.realpath(path), folder, loop)
 
 
-def _within(link: Path, real_root: str) -> bool:
+def _within(link: Path, real_root: str, found: os.stat_result | OSError) -> bool:
     """Whether a link leads to a file the walk reaches itself, so following it adds nothing
     from elsewhere: below the root and through no hidden name (a checkout's `.git/config`
-    can hold a token; `..` starts with a dot too)."""
-    relative = os.path.relpath(os.path.realpath(link), real_root)
-    return not any(part.startswith(".") for part in Path(relative).parts)
+    can hold a token; `..` starts with a dot too), and the file `found` through it is that
+    file (a link pointed elsewhere between the two looks is not followed)."""
+    real = os.path.realpath(link)
+    relative = os.path.relpath(real, real_root)
+    if any(part.startswith(".") for part in Path(relative).parts):
+        return False
+    if isinstance(found, OSError):  # its target gone: a problem naming its document
+        return True
+    try:
+        there = os.lstat(real)
+    except OSError:
+        return False
+    return (there.st_dev, there.st_ino) == (found.st_dev, found.st_ino)
 
 
 def read_text_folder(root: Path, follow_links: bool = False) -> Iterator[Record | Problem]:
@@ -216,26 +285,26 @@ def read_text_folder(root: Path, follow_links: bool = False) -> Iterator[Record 
     through any link, `walk_folder`). PDF and HTML files are left to chunked ingestion: the
     report names them (`unread_files`), and they stop nothing, as a problem did with
     on_error="stop"."""
-    files, problems, linked = walk_folder(root, TEXT_SUFFIXES, follow_links)
-    if not files and not problems:
+    walk = walk_folder(root, TEXT_SUFFIXES, follow_links)
+    if not walk.files and not walk.problems:
         others = walk_folder(root, CHUNKED_ONLY, follow_links).files
         kinds = sorted({p.suffix.lower() for p in others})
         hint = (
             f"; its {'/'.join(kinds)} files are read by `probembed ingest --chunk`" if kinds else ""
         )
         raise FileNotFoundError(
-            f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}{not_followed(linked)}"
+            f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}{left_note(walk)}"
         )
-    yield from problems
-    for file in files:
-        yield _text_file(file, file.relative_to(root).as_posix())
+    yield from walk.problems
+    for file, found in walk.files.items():
+        yield _text_file(file, file.relative_to(root).as_posix(), found)
 
 
-def _text_file(file: Path, doc_id: str) -> Record | Problem:
+def _text_file(file: Path, doc_id: str, found: Found | None = None) -> Record | Problem:
     """One .txt/.md file as a record with this id, or the problem reading it: read as chunked
     ingestion reads it, so a binary, UTF-16 or blank file is refused alike (binary bytes were
-    stored as text here)."""
-    document = read_file(file, doc_id)
+    stored as text here); `found`: what the folder's walk found there (`read_file`)."""
+    document = read_file(file, doc_id, found)
     if isinstance(document, Problem):
         return document
     text = document.text.removeprefix("\ufeff")
@@ -250,18 +319,21 @@ def _text_file(file: Path, doc_id: str) -> Record | Problem:
 
 class Unread(dict[str, int]):
     """Files a run left out, counted by suffix, whether that is because the folder is a
-    BEIR folder (read by its corpus alone), decided when the run read it, and the links it
-    did not follow (`Link`)."""
+    BEIR folder (read by its corpus alone), decided when the run read it, the links it
+    did not follow (`Link`), and the names among those counted that are no regular file
+    (`Special`)."""
 
     def __init__(
         self,
         counts: dict[str, int] | None = None,
         beir: bool = False,
         linked: Collection[Link] = (),
+        special: Collection[Special] = (),
     ) -> None:
         super().__init__(counts or {})
         self.beir = beir
         self.linked = list(linked)
+        self.special = list(special)
 
 
 def unread_files(
@@ -271,7 +343,8 @@ def unread_files(
     suffix (hidden ones aside; none for a file): a .docx among Markdown files is not ingested,
     nor a PDF by a plain ingest, nor a Markdown file beside a BEIR folder's corpus.jsonl, and
     a report says so; and the links the run did not follow (`walk_folder`), but one to a file
-    it would not read anyway, which is counted with those."""
+    it would not read anyway, which is counted with those, as is every name that is no
+    regular file (`Special`), whatever its suffix."""
     folder = Path(source)
     if not folder.is_dir():
         return Unread()
@@ -284,8 +357,9 @@ def unread_files(
         left = [p for p in found if p.parts[0] not in BEIR_PARTS]
     else:
         left = [p for p in found if p.suffix.lower() not in reads]
+    left += [Path(x.name) for x in walk.special]
     counts = dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
-    return Unread(counts, beir, [] if beir else linked)
+    return Unread(counts, beir, [] if beir else linked, walk.special)
 
 
 def unread_note(
@@ -299,17 +373,54 @@ def unread_note(
     if not unread:
         return links
     kinds = ", ".join(f"{suffix} ({count})" for suffix, count in unread.items())
+    special = not_regular_files(unread.special)
     if unread.beir:
         return (
             f"; not read: {sum(unread.values())} file(s), {kinds} (a folder with a "
-            "corpus.jsonl is a BEIR folder: only its corpus is read)"
+            f"corpus.jsonl is a BEIR folder: only its corpus is read){special}"
         )
     chunked = [s for s in CHUNKED_ONLY if s not in reads]
     also = f"; {chunking} also {', '.join(chunked)}" if chunked else ""
     return (
         f"; not read: {sum(unread.values())} file(s), {kinds} (this run reads "
-        f"{', '.join(reads)}{also}){links}"
+        f"{', '.join(reads)}{also}){special}{links}"
     )
+
+
+def not_regular_files(special: Sequence[Special]) -> str:
+    """The words a report or error says of the names no reader takes, each with what it is
+    ('' if none): a named pipe was passed over without a word."""
+    if not special:
+        return ""
+    named = ", ".join(map(str, special[:3])) + (", ..." if len(special) > 3 else "")
+    return f"; not regular files: {len(special)}, {named}"
+
+
+def left_note(walk: Walk) -> str:
+    """What an error that a folder holds nothing to read says of what its walk left."""
+    return not_regular_files(walk.special) + not_followed(walk.linked)
+
+
+def removed_links(gone: Iterable[str], linked: Sequence[Link], prefix: str = "") -> list[str]:
+    """The documents a sync removes (ids under `prefix`) that a link it did not follow held,
+    or one below a link to a folder: removed by design (a link out of the folder is no longer
+    read), but a report that names them tells them from files deleted."""
+    files = {x.name for x in linked if not x.folder}
+    folders = tuple(f"{x.name}/" for x in linked if x.folder)
+    return [
+        doc
+        for doc in gone
+        if (name := doc.removeprefix(prefix)) in files or name.startswith(folders)
+    ]
+
+
+def removed_note(removed: Sequence[str]) -> str:
+    """What a sync's report adds to its count of removed documents for those `removed_links`
+    found ('' if none)."""
+    if not removed:
+        return ""
+    named = ", ".join(removed[:3]) + (", ..." if len(removed) > 3 else "")
+    return f" ({len(removed)} of them from links not followed: {named})"
 
 
 def not_followed(linked: Sequence[Link]) -> str:

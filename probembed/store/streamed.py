@@ -32,7 +32,17 @@ from probembed.chunking import (
 )
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
-from probembed.store.formats import NO_TEXT, SNIFF, first_heading, not_text, not_utf8
+from probembed.store.formats import (
+    NO_TEXT,
+    SNIFF,
+    Found,
+    UnreadableError,
+    changed,
+    first_heading,
+    not_text,
+    not_utf8,
+    open_document,
+)
 
 #: Files larger than this (bytes) are read as a stream; smaller ones are read whole.
 STREAM_BYTES = 16 * 2**20
@@ -44,14 +54,6 @@ SEGMENT_CHARS = 2**20
 STREAMED = {".txt": False, ".md": True, ".markdown": True}
 #: What ends a line for str.splitlines, which `markdown_sections` splits with.
 _LINE_ENDS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
-
-
-class UnreadableError(Exception):
-    """A file that cannot be read as UTF-8 text, or that changed between its two passes."""
-
-    def __init__(self, problem: Problem) -> None:
-        super().__init__(str(problem))
-        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,16 @@ class StreamedFile:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Characters of front matter before the text to chunk (`chunking.front_matter`).
     skip: int = 0
+    #: What the folder's walk found at its name, which the second pass must find too.
+    found: Found | None = None
 
     def page_of(self, offset: int) -> None:
         """No pages: the file is text."""
         return None
 
     def segments(self) -> Iterator[Segment]:
-        """The file's text as segments, in order; UnreadableError if it changed since scanned."""
+        """The file's text as segments, in order; UnreadableError if it changed since found
+        or scanned."""
         digest = hashlib.sha256()
         tracker = HeadingTracker() if self.markdown else None
         start = offset = 0
@@ -83,7 +88,7 @@ class StreamedFile:
         parts: list[str] = []
         previous = ""
         size, opens, limit = 0, True, SEGMENT_CHARS
-        for line in _lines(self.path, digest):
+        for line in _lines(self.path, digest, self.found):
             if offset < self.skip:  # front matter: in no chunk
                 offset = start = offset + len(line)
                 continue
@@ -120,23 +125,22 @@ class StreamedFile:
             yield Segment(start, "".join(parts), headings, opens)
         digest.update(repr([]).encode("utf-8"))
         if digest.hexdigest()[:32] != self.digest:
-            raise UnreadableError(
-                Problem(self.source, "the file changed while it was read; ingest it again")
-            )
+            raise changed(self.source, "while it was read")
 
 
-def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
-    """The first pass over a large file: hash, UTF-8, some text, the Markdown title."""
+def scan_file(path: Path, doc_id: str, found: Found | None = None) -> StreamedFile | Problem:
+    """The first pass over a large file: hash, UTF-8, some text, the Markdown title; `found`:
+    what a walk found at its name, which each pass must find (`formats.open_document`)."""
     markdown = STREAMED[path.suffix.lower()]
     digest = hashlib.sha256()
     headings = HeadingTracker()
     blank = body_blank = True  # the whole file; what follows its front matter
     try:
-        with path.open("rb") as handle:
+        with open_document(path, found) as handle:
             refused = not_text(handle.read(SNIFF))
             if refused is not None:
                 return Problem(str(path), refused)
-        lines = _lines(path, digest)
+        lines = _lines(path, digest, found)
         head = _leading(lines) if markdown else []
         front = front_matter("".join(head)) if head else None
         skip = front.end if front else 0
@@ -165,6 +169,7 @@ def scan_file(path: Path, doc_id: str) -> StreamedFile | Problem:
         markdown and not alone,
         digest.hexdigest()[:32],
         skip=0 if alone else skip,
+        found=found,
     )
 
 
@@ -179,12 +184,12 @@ def _leading(lines: Iterator[str]) -> list[str]:
     return head
 
 
-def _lines(path: Path, digest: Any) -> Iterator[str]:
+def _lines(path: Path, digest: Any, found: Found | None) -> Iterator[str]:
     """The lines of the file's text (`splitlines(keepends=True)` of it read whole), decoded
     block by block; every byte read goes into `digest`."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     consumed, carry = 0, ""
-    with path.open("rb") as handle:
+    with open_document(path, found) as handle:
         while True:
             data = handle.read(BLOCK_BYTES)
             digest.update(data)
