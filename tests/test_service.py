@@ -662,6 +662,21 @@ def test_search_options_and_their_errors(server):
             assert says in answer.text, (body, answer.text)
 
 
+def test_a_filter_that_crashed_the_engine_or_made_it_panic_is_a_422_and_the_server_lives(server):
+    """A 480 KB chain of ORs, sent with any read key, segfaulted LanceDB inside the server:
+    the process died with no log line. `$1` made it panic: a 500."""
+    chain = " OR ".join(["id = 'a'"] * 40_000)
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "deep"})
+        http.post("/v1/collections/deep/documents", json={"documents": DOCS})
+        for where, says in ((chain, "AND/OR operators; the limit is 4,000"), ("text = $1", "'$'")):
+            answer = http.post("/v1/collections/deep/search", json={"query": "x", "where": where})
+            assert answer.status_code == 422, answer.text[:500]
+            assert says in answer.json()["error"]["message"]
+            assert len(answer.content) < 2_000  # the filter quoted by its start and size
+        assert http.get("/healthz").status_code == 200
+
+
 def test_a_search_by_document_of_whole_documents_is_refused_empty_or_not_in_service_terms(
     server,
 ):

@@ -30,6 +30,7 @@ from probembed.store import (
 )
 from probembed.store import handle as collection_module
 from probembed.store.chunked import read_documents
+from probembed.store.filters import sql_list
 from probembed.store.readers import Record, read_records
 from probembed.store.rows import MAX_METADATA_COLUMNS, NOT_A_COLUMN, promote_metadata
 
@@ -753,6 +754,69 @@ def test_a_filter_naming_probembeds_own_columns_is_refused_as_no_field(
     ingest([Record("w", "paper w", {"written": 1})], collection, hash_pipeline)
     with pytest.raises(StoreError, match="the items hold written in their metadata JSON only"):
         collection.search("paper", where="written = 1")
+
+
+#: Filters past what LanceDB 0.40 walks without overflowing its stack (a segfault): the
+#: walkthrough's 480 KB OR chain, an arithmetic chain, comparisons chained, a chain hidden
+#: from a count of one level by parentheses, and a chain whose comment holds an OR.
+CRASHING_FILTERS = {
+    " OR ".join(["id = 'a'"] * 40_000): "it chains 39,999 AND/OR operators; the limit is 4,000",
+    "year = " + " + ".join(["1"] * 1_000): "one of its conditions chains 2,001 terms",
+    " = ".join(["year"] * 2_000): "one of its conditions chains 3,999 terms",
+    "year = 1" + " + (1" * 45 + " + 1" * 20 + ")" * 45: "one of its conditions chains",
+    "year = 1" + " + 1" * 700 + " -- OR": "one of its conditions chains 1,403 terms",
+}
+#: Counts each of CRASHING_FILTERS' filters in a process of its own: on the engine they
+#: crashed it, which must not take the tests with it.
+DEEP_FILTER_CHILD = """
+import json, sys
+from probembed.store import Database, StoreError
+collection = Database(sys.argv[1]).collection("docs")
+for where in json.loads(sys.stdin.read()):
+    try:
+        print(json.dumps({"count": collection.count(where)}), flush=True)
+    except StoreError as exc:
+        print(json.dumps({"error": str(exc)}), flush=True)
+"""
+
+
+def test_a_filter_deep_enough_to_crash_the_engine_is_refused_and_a_long_in_list_is_not(
+    collection, hash_pipeline
+):
+    """A flat chain of some 32,000 ORs (or 700 arithmetic operators) segfaulted LanceDB in the
+    caller's thread: a server died with no log line. Refused before the engine sees it."""
+    ids = [f"p{i}" for i in range(5)]
+    collection.add(batch(hash_pipeline, ids, metadata=[{"year": 2020 + i} for i in range(5)]))
+    filters = list(CRASHING_FILTERS)
+    child = [sys.executable, "-c", DEEP_FILTER_CHILD, str(collection.db.path)]
+    done = subprocess.run(child, input=json.dumps(filters), capture_output=True, text=True)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(answers) == len(filters)
+    for (where, says), answer in zip(CRASHING_FILTERS.items(), answers, strict=True):
+        assert says in answer.get("error", ""), (where[:60], answer)
+        assert len(answer["error"]) < 600  # the filter quoted by its start and its size
+    assert f"... ({len(filters[0]):,} characters): it chains" in answers[0]["error"]
+    # within the limits the engine runs them: the longest chains allowed, a long IN list
+    longest = " OR ".join(["year = 2021"] * 4_001)
+    assert collection.count(longest) == 1
+    assert collection.count("(year)" + " + 0" * 62 + " = 2023") == 1  # 128 terms
+    listed = [f"q{i:06d}" for i in range(200_000)] + ["p3"]
+    assert collection.count(f"id IN ({sql_list(listed)})") == 1
+    negatives = ", ".join(["-1"] * 200_000)
+    assert collection.count(f"year IN ({negatives}, 2024)") == 1
+
+
+def test_a_dollar_outside_quotes_is_refused_before_the_engine_panics_on_it(
+    collection, hash_pipeline
+):
+    """`$1` and `$$x$$` made LanceDB panic (`RustPanic`, which the service answered 500)."""
+    collection.add(batch(hash_pipeline, ["a$b"]))
+    for where in ("text = $1", "id = $$a$b$$", "id = 'a' OR text = $x"):
+        with pytest.raises(StoreError, match=r"'\$' is not allowed outside a quoted string"):
+            collection.count(where)
+    assert collection.count("id = 'a$b'") == 1
+    assert collection.count("\"id\" = 'a$b'") == 1
 
 
 def test_a_field_given_at_the_top_and_in_metadata_with_two_values_is_a_named_problem(tmp_path):

@@ -1,15 +1,16 @@
 """`where` filters: one SQL condition on a collection's columns (id, text, metadata columns).
 
 `sql_list` quotes strings into one (`id IN (...)`), `id_conditions` many ids into several;
-`filtered` runs a LanceDB call with a
-user's filter, refusing more than one condition and comparisons with NULL, and rewording the
-engine's error for a bad one.
+`filtered` runs a LanceDB call with a user's filter, refusing more than one condition,
+comparisons with NULL, `$` outside quotes and chains deep enough to crash the engine, and
+rewording the engine's error for a bad one.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from probembed.store.errors import StoreError
@@ -127,6 +128,150 @@ _COMPARED = re.compile(
     r"|(?:[=<>]|!=)\s*[`\"]?([A-Za-z_]\w*)\b",
     re.IGNORECASE,
 )
+#: Characters of a filter an error quotes: a refused filter of 480 KB was quoted whole.
+_QUOTED_CHARS = 200
+#: AND/OR operators on one path through a filter (through its parentheses). LanceDB 0.40
+#: makes a chain of them a tree one level deeper per operator and walks it recursively: past
+#: some 32,000 (31,937 ran, 32,323 did not) that overflowed the calling thread's 8 MiB stack,
+#: a segfault that killed the process (a server, with no log line). An eighth of that.
+MAX_CHAINED_CONDITIONS = 4_000
+#: Terms (operators and operands, those inside its parentheses too) on one path through one
+#: condition: a chain of arithmetic (`year + year + ...`) crashed the engine as above past
+#: some 700 operators (1,400 terms), of `||` or of literals' `+`, `-`, `*` past 830, of
+#: comparisons (`1 = 1 = ...`) past 1,950. At most 64 operators: a tenth.
+MAX_CONDITION_TERMS = 128
+#: Strings, quoted names and comments, as the engine's SQL lexer finds them.
+_LITERAL = re.compile(r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`[^`]*`?|--[^\n]*|/\*""")
+#: A filter's tokens once its comments are gone: strings and quoted names, words and numbers,
+#: and any other character alone (`<=` is two: more terms than the engine's, never fewer).
+_TOKEN = re.compile(r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`[^`]*`?|[\w.$]+|\S""")
+#: Where a block comment's nesting opens or closes.
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+#: Tokens that open and close a group, whose items are separated by the separators.
+_OPENS = frozenset({"(", "[", "CASE"})
+_CLOSES = frozenset({")", "]", "END"})
+_SEPARATORS = frozenset({",", "WHEN", "THEN", "ELSE"})
+
+
+@dataclass
+class _Depth:
+    """One group of a filter (the whole, a parenthesis, a CASE) as `_depths` walks it: its
+    AND/OR chain and its conditions' terms so far, each with the most of a group inside."""
+
+    #: AND/OR operators of the current item (a group's comma-separated part), and the most
+    #: of a group it holds; the most of a finished item.
+    booleans: int = 0
+    nested_booleans: int = 0
+    most_booleans: int = 0
+    #: Terms of the current condition (between AND/OR), and the most of a group it holds;
+    #: the most of a finished condition.
+    terms: int = 0
+    nested_terms: int = 0
+    most_terms: int = 0
+    #: A BETWEEN waits for its AND, which joins no conditions.
+    between: bool = False
+
+    def end_condition(self) -> None:
+        """The current condition is whole: keep its terms if they are the most."""
+        self.most_terms = max(self.most_terms, self.terms + self.nested_terms)
+        self.terms = self.nested_terms = 0
+
+    def end_item(self) -> None:
+        """The current item is whole: keep its AND/OR chain if it is the longest."""
+        self.end_condition()
+        self.most_booleans = max(self.most_booleans, self.booleans + self.nested_booleans)
+        self.booleans = self.nested_booleans = 0
+
+    def holds(self, group: _Depth) -> None:
+        """A group closed inside the current condition: one term here, deeper inside."""
+        group.end_item()
+        self.nested_booleans = max(self.nested_booleans, group.most_booleans)
+        self.nested_terms = max(self.nested_terms, group.most_terms)
+        self.terms += 1
+
+
+def _comment_end(where: str, start: int) -> int:
+    """Where a block comment opened before `start` ends (they nest), or the filter's end."""
+    depth = 1
+    for mark in _COMMENT_MARK.finditer(where, start):
+        depth += 1 if mark.group() == "/*" else -1
+        if depth == 0:
+            return mark.end()
+    return len(where)
+
+
+def _uncommented(where: str) -> str:
+    """The filter with each comment a space, as the engine reads it (a comment's AND would
+    split a chain that the engine reads whole)."""
+    if "--" not in where and "/*" not in where:
+        return where
+    kept, at = [], 0
+    for found in _LITERAL.finditer(where):
+        token = found.group()
+        if found.start() < at or token[0] in "'\"`":
+            continue
+        kept.append(where[at : found.start()] + " ")
+        at = _comment_end(where, found.end()) if token == "/*" else found.end()
+    return "".join(kept) + where[at:]
+
+
+def _depths(where: str) -> tuple[int, int]:
+    """The most AND/OR operators, and the most terms of one condition, on any path through
+    the filter's expression tree: an upper bound, found without parsing it, since AND and OR
+    bind loosest, every other node of the tree takes at least one token, and a group's tree
+    hangs from one term of its condition."""
+    groups = [_Depth()]
+    group = groups[0]
+    for token in _TOKEN.findall(_uncommented(where)):
+        word = token.upper()
+        if word in _OPENS:
+            group = _Depth()
+            groups.append(group)
+        elif word in _CLOSES and len(groups) > 1:
+            groups.pop()
+            groups[-1].holds(group)
+            group = groups[-1]
+        elif word in _SEPARATORS:
+            group.end_item()
+        elif word in ("AND", "OR") and not group.between:
+            group.end_condition()
+            group.booleans += 1
+        else:
+            group.between = word == "BETWEEN" or (group.between and word != "AND")
+            group.terms += 1
+    while len(groups) > 1:  # unclosed: the engine refuses it, after this walk
+        inner = groups.pop()
+        groups[-1].holds(inner)
+    groups[0].end_item()
+    return groups[0].most_booleans, groups[0].most_terms
+
+
+def _too_deep(where: str) -> str | None:
+    """Why the engine would crash on this filter, or None: too long a chain of AND/OR, or of
+    one condition's terms (a long `IN (...)` list is neither)."""
+    if len(where) <= MAX_CONDITION_TERMS:  # as many tokens at most: within both limits
+        return None
+    booleans, terms = _depths(where)
+    if booleans > MAX_CHAINED_CONDITIONS:
+        return (
+            f"it chains {booleans:,} AND/OR operators; the limit is "
+            f"{MAX_CHAINED_CONDITIONS:,} (LanceDB's planner crashes on some 32,000): match "
+            "many values with `field IN (...)`"
+        )
+    if terms > MAX_CONDITION_TERMS:
+        return (
+            f"one of its conditions chains {terms:,} terms (operators and operands, with those "
+            f"in its parentheses); the limit is {MAX_CONDITION_TERMS} (LanceDB's planner "
+            "crashes on some 1,400)"
+        )
+    return None
+
+
+def _quoted(where: str) -> str:
+    """The filter as an error names it: whole up to `_QUOTED_CHARS`, else its start and size."""
+    if len(where) <= _QUOTED_CHARS:
+        return f"where={where!r}"
+    return f"where={where[:_QUOTED_CHARS]!r}... ({len(where):,} characters)"
 
 
 def _listed(owner: CollectionReads) -> str:
@@ -217,34 +362,44 @@ def _compared_names(where: str) -> list[str]:
     return list(dict.fromkeys(n for n in found if n.lower() not in _SQL_WORDS))
 
 
-def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
-    """Run a LanceDB call with a filter, refusing more than one SQL condition or a name of
-    probembed's own columns (the engine would filter on them), and turning a bad filter's
-    engine error into a clear StoreError: no engine source paths, and for an
-    unknown field the fields a filter can name (asked of `owner` only then), not every
-    column, and whether the items hold it in their metadata JSON only."""
-    bare = re.sub(r"'(?:[^']|'')*'", "", where or "")
+def _refused(where: str, owner: CollectionReads) -> str | None:
+    """Why a filter is refused before the engine reads it, or None: what it would run wrongly
+    or silently, or crash on."""
+    bare = re.sub(r"'(?:[^']|'')*'", "", where)
     if ";" in bare:
-        raise StoreError(
-            f"invalid filter where={where!r}: a filter is one SQL condition; ';' is not allowed "
-            "outside a quoted string"
-        )
+        return "a filter is one SQL condition; ';' is not allowed outside a quoted string"
     unquoted = _QUOTED_NAME.sub("", bare).replace("<=>", " ")  # null-safe
+    if "$" in unquoted:  # the engine panicked on both (a 500 from the service)
+        return (
+            "'$' is not allowed outside a quoted string: LanceDB reads `$1` as a placeholder "
+            "and `$$...$$` as a string, and runs neither; quote strings with single quotes"
+        )
     if _NULL_COMPARED.search(unquoted):
-        raise StoreError(
-            f"invalid filter where={where!r}: a comparison with NULL is never true in SQL, so "
-            "it keeps no row; write `field IS NULL` or `field IS NOT NULL`"
+        return (
+            "a comparison with NULL is never true in SQL, so it keeps no row; write "
+            "`field IS NULL` or `field IS NOT NULL`"
         )
     own = _own_column(bare, unquoted)
     if own is not None:
-        raise StoreError(f"invalid filter where={where!r}: {_not_a_field(own, owner)}")
+        return _not_a_field(own, owner)
     folded = _folded(unquoted, owner)
     if folded is not None:
-        raise StoreError(
-            f"invalid filter where={where!r}: SQL reads {folded} outside double quotes as "
-            f"the field {folded.lower()!r}; write {folded.lower()} for that field, or "
-            f'"{folded}" for a field named {folded}'
+        return (
+            f"SQL reads {folded} outside double quotes as the field {folded.lower()!r}; write "
+            f'{folded.lower()} for that field, or "{folded}" for a field named {folded}'
         )
+    return _too_deep(where)
+
+
+def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
+    """Run a LanceDB call with a filter, refusing what `_refused` finds, and turning a bad
+    filter's engine error into a clear StoreError: no engine source paths, and for an
+    unknown field the fields a filter can name (asked of `owner` only then), not every
+    column, and whether the items hold it in their metadata JSON only."""
+    shown = _quoted(where or "")
+    refused = _refused(where, owner) if where else None
+    if refused is not None:
+        raise StoreError(f"invalid filter {shown}: {refused}")
     try:
         return run()
     except (ValueError, RuntimeError, OSError) as exc:
@@ -253,7 +408,7 @@ def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
         mistyped = _mistyped(message, where, owner)
         if mistyped is not None:
-            raise StoreError(f"invalid filter where={where!r}: {mistyped}") from exc
+            raise StoreError(f"invalid filter {shown}: {mistyped}") from exc
         unknown = _NO_FIELD.search(message)
         if unknown:
             close = _CLOSE_FIELD.search(message)  # the planner's guess, often past the list
@@ -271,4 +426,4 @@ def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
                 "matches the JSON's text"
             )
         message = _UNPARSED.sub(r"cannot parse it (\1)", message)
-        raise StoreError(f"invalid filter where={where!r}: {message}") from exc
+        raise StoreError(f"invalid filter {shown}: {message}") from exc
