@@ -468,6 +468,11 @@ def _on_loop() -> bool:
     return True
 
 
+#: Where an in-process client sends its requests: a name a server without keys answers to
+#: (TestClient's own, testserver, is not one).
+LOCAL = "http://localhost"
+
+
 @contextlib.contextmanager
 def _in_process(
     tmp_path: Path, pipeline_dir: Path, raising: bool = True, **options: Any
@@ -482,7 +487,7 @@ def _in_process(
         create_db=True,
         **options,
     )
-    with TestClient(create_app(settings), raise_server_exceptions=raising) as http:
+    with TestClient(create_app(settings), LOCAL, raise_server_exceptions=raising) as http:
         for _ in range(1200):  # loading runs beside the app; a minute at most
             if http.get("/readyz").status_code == 200:
                 break
@@ -1850,7 +1855,7 @@ def test_a_chunked_write_lets_searches_run_while_it_encodes_and_a_drop_waits_for
     app = create_app(settings)
     chunked = {"chunk": {"max_tokens": 16}}
     long_doc = {"id": "long", "text": " ".join(f"word{i}." for i in range(200))}
-    with TestClient(app) as http, ThreadPoolExecutor(3) as pool:
+    with TestClient(app, LOCAL) as http, ThreadPoolExecutor(3) as pool:
         for _ in range(1200):  # loading runs beside the app; a minute at most
             if http.get("/readyz").status_code == 200:
                 break
@@ -1925,7 +1930,7 @@ def test_a_plain_and_a_chunked_write_racing_into_an_empty_collection_do_not_mix(
         "plain": {"documents": [DOCS[1]]},
     }
     second = "plain" if held_chunked else "chunked"
-    with TestClient(create_app(settings)) as http, ThreadPoolExecutor(2) as pool:
+    with TestClient(create_app(settings), LOCAL) as http, ThreadPoolExecutor(2) as pool:
         for _ in range(1200):  # loading runs beside the app; a minute at most
             if http.get("/readyz").status_code == 200:
                 break

@@ -166,6 +166,14 @@ def test_batch_settings_refuse_what_would_hang_or_starve(kwargs, says):
         (lambda: ServiceSettings("db", grace_seconds=float("nan")), r"--graceful-timeout \(grace"),
         (lambda: ServiceSettings("db", grace_seconds=-5), r"\(grace_seconds\) must be a number"),
         (lambda: ServiceSettings("db", grace_seconds=math.inf), r"seconds\) must be finite"),
+        (lambda: Limits(body_timeout=0), r"--body-timeout \(body_timeout\) must be a finite"),
+        (lambda: ServiceSettings("db", limit_concurrency=0), r"--limit-concurrency .* positive"),
+        (lambda: ServiceSettings("db", allowed_hosts=("http://a",)), "without a port, got 'h"),
+        (lambda: ServiceSettings("db", allowed_hosts=("proxy:8080",)), "--allowed-host must be"),
+        (
+            lambda: ServiceSettings("db", forwarded_allow_ips="10.0.0.1, proxy"),
+            r"--forwarded-allow-ips .* or '\*'; 'proxy' is none",
+        ),
         (  # ignored beside a directory: the server took them and failed only once loading
             lambda: ServiceSettings("db", storage_options={"region": "eu"}),
             r"storage options \['region'\] apply to object storage .* not to the directory db",

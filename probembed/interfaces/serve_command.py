@@ -51,6 +51,28 @@ def serve_command(
     insecure: Annotated[
         bool, typer.Option(help="Allow serving without keys on a non-loopback address.")
     ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name clients reach the server by, besides localhost, loopback "
+            "addresses and --host (repeatable; with API keys, given names make the Host "
+            "checked too). Without keys other names get 421: a web page can point its own "
+            "name at this machine (DNS rebinding).",
+            show_default=False,
+        ),
+    ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Proxies (addresses or networks, comma-separated, or '*') whose "
+            "X-Forwarded-For and X-Forwarded-Proto are believed \\[default: none: ignored].",
+            show_default=False,
+        ),
+    ] = None,
+    limit_concurrency: Annotated[
+        int, typer.Option(help="Connections and requests at once; beyond, uvicorn answers 503.")
+    ] = 512,
     max_batch: Annotated[int, typer.Option(help="Texts per encode call (1: no batching).")] = 64,
     max_wait_ms: Annotated[
         float, typer.Option(help="How long a batch waits for more requests.")
@@ -66,6 +88,9 @@ def serve_command(
     max_inputs: Annotated[int, typer.Option(help="Texts per request.")] = 2048,
     max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
     max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
+    body_timeout: Annotated[
+        float, typer.Option(help="Seconds a request may take to send its whole body (408).")
+    ] = 60.0,
     max_k: Annotated[int, typer.Option(help="Hits per query.")] = 1000,
     max_hits: Annotated[
         int, typer.Option(help="Hits per search request: queries × k (at least --max-k).")
@@ -111,11 +136,14 @@ def serve_command(
             port=port,
             keys=load_keys(api_keys),
             insecure=insecure,
-            limits=Limits(max_inputs, max_chars, max_body_bytes, max_k, max_hits),
+            limits=Limits(max_inputs, max_chars, max_body_bytes, max_k, max_hits, body_timeout),
             batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
             upkeep=UpkeepSettings(compact_every, parse_duration(compact_keep, "--compact-keep")),
             grace_seconds=graceful_timeout,
             create_db=create_db or db is None,  # no typo in a location nobody typed
+            allowed_hosts=tuple(allowed_host or ()),
+            forwarded_allow_ips=forwarded_allow_ips,
+            limit_concurrency=limit_concurrency,
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc

@@ -31,6 +31,7 @@ from probembed.service.collections import _collections
 from probembed.service.embeddings import _embeddings
 from probembed.service.errors import _INTERNAL, _STATUS, ApiError, refusal
 from probembed.service.gate import Gate
+from probembed.service.hosts import Hosts
 from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
@@ -100,6 +101,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         open_paths=pages | {"/healthz", "/readyz"},
         open_prefix=f"{ASSETS}/",
         refused=_scope_refusal([r for router in routers for r in router.routes], settings.keys),
+        hosts=Hosts.served(settings.host, settings.allowed_hosts, settings.keys is not None),
+        body_seconds=settings.limits.body_timeout,
     )
     _publish_limits(app, settings.limits, [pipeline_name(p) for p in settings.pipelines])
     return app

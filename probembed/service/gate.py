@@ -1,8 +1,9 @@
-"""Every request passes here: its id, API key, body-size limit, Prometheus counts and latency,
-access log.
+"""Every request passes here: its Host, id, API key, body-size limit and body timeout,
+Prometheus counts and latency, access log.
 
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
-Content-Length over it is refused unread; a chunked body is refused once it passes it), and
+Content-Length over it is refused unread; a chunked body is refused once it passes it; one
+not whole within the timeout is refused then), and
 the route label is the matched template (`/v1/collections/{name}`), never a raw path a client
 chose (one label, "unmatched", for every path no route matched; one, `/docs-assets`, for the
 docs pages' files). Each request gets an id: the
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from probembed.service.auth import ApiKeys, bearer_key, scope_authorization
+from probembed.service.hosts import Hosts
 from probembed.service.metrics import Metrics
 from probembed.service.schemas import error_body
 
@@ -43,8 +45,9 @@ _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 class Gate:
-    """Wraps the app: refuses a request without a valid API key or with a body over the limit
-    before the app reads it, measures and logs every request."""
+    """Wraps the app: refuses a request for another Host, without a valid API key or with a
+    body over the limit or too slow to arrive before the app reads it, measures and logs every
+    request."""
 
     def __init__(
         self,
@@ -56,10 +59,16 @@ class Gate:
         open_paths: frozenset[str],
         refused: Callable[[Scope], str | None] = lambda scope: None,
         open_prefix: str | None = None,
+        hosts: Hosts | None = None,
+        body_seconds: float = 60.0,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
+        #: Seconds a request's whole body may take to arrive.
+        self.body_seconds = body_seconds
+        #: The Host names answered (None: any).
+        self.hosts = hosts
         #: Paths with no route template that are still labelled by path: the schema and docs.
         self.pages = pages
         self.keys = keys
@@ -95,6 +104,10 @@ class Gate:
             await _refuse(sending, status, message, request_id, headers)
 
         try:
+            elsewhere = None if self.hosts is None else self.hosts.refusal(_header(scope, b"host"))
+            if elsewhere is not None:  # a page that rebound its name to this machine
+                await refuse(421, elsewhere)
+                return
             unknown = self._unauthenticated(scope)
             if unknown is not None:  # before the body is read or parsed: a stranger's costs nothing
                 await refuse(401, unknown, [(b"www-authenticate", b"Bearer")])
@@ -105,32 +118,26 @@ class Gate:
                 await refuse(415, said)
                 return
             body = await self._read_body(scope, receive)
-            lacking = self.refused(scope) if body is None else None
-            if lacking is not None:
-                await refuse(403, lacking)
-            elif body is None:
-                message = f"request body exceeds {self.max_body_bytes} bytes (--max-body-bytes)"
-                await refuse(413, message)
-            else:
+            if isinstance(body, bytes):
                 await self.app(scope, _replay(body, receive), sending)
+            else:
+                lacking = self.refused(scope)
+                await (refuse(403, lacking) if lacking is not None else refuse(*body))
         except asyncio.CancelledError:  # uvicorn's shutdown grace ran out: JSON, not a bare 500
             if answered:
                 raise
             await refuse(503, "the service shut down before this request finished")
         finally:
             self.metrics.in_flight.dec()
-            self._record(scope, status, time.perf_counter() - started, request_id)
+            self._record(scope, status, started, request_id)
 
     def _request_id(self, scope: Scope) -> str:
         """The client's X-Request-ID if it is printable, short and no API key of this server
         (a key sent in the wrong header must not reach the log), else a new random one."""
-        for name, value in scope.get("headers") or []:
-            if name.lower() == b"x-request-id":
-                given = value.decode("latin-1").strip()
-                is_key = self.keys is not None and self.keys.granted(given) is not None
-                if _REQUEST_ID.fullmatch(given) and not is_key:
-                    return given
-                break
+        given = (_header(scope, b"x-request-id") or "").strip()
+        is_key = self.keys is not None and self.keys.granted(given) is not None
+        if _REQUEST_ID.fullmatch(given) and not is_key:
+            return given
         return uuid.uuid4().hex
 
     def _unauthenticated(self, scope: Scope) -> str | None:
@@ -156,28 +163,36 @@ class Gate:
             return "unknown API key"
         return None
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The whole body, or None as soon as it is known to exceed the limit."""
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | tuple[int, str]:
+        """The whole body, or the status and message that refuse it as soon as it is known
+        to exceed the limit or once it has taken longer than the body timeout."""
+        over = (413, f"request body exceeds {self.max_body_bytes} bytes (--max-body-bytes)")
+        declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            return None
+            return over
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.body_seconds):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        return over
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            said = f"{size} bytes of the body came in {self.body_seconds:g} s (--body-timeout)"
+            return 408, f"the request body did not arrive in time: {said}; send it whole"
         return b"".join(chunks)
 
-    def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
+    def _record(self, scope: Scope, status: int, started: float, request_id: str) -> None:
         """Count, time and log one request."""
+        seconds = time.perf_counter() - started
         route = self._route(scope)
         method = scope.get("method", "")
         self.metrics.requests.labels(method, route, str(status)).inc()
@@ -213,6 +228,12 @@ class Gate:
         if self.open_prefix is not None and path.startswith(self.open_prefix):
             return self.open_prefix.rstrip("/")
         return "unmatched"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """A request header's first value (`name` in lower case), or None."""
+    value = next((v for n, v in scope.get("headers") or [] if n.lower() == name), None)
+    return None if value is None else bytes(value).decode("latin-1")
 
 
 def _content_encoding(scope: Scope) -> str | None:

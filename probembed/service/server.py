@@ -60,6 +60,11 @@ def serve(settings: ServiceSettings) -> None:
         log_config=None,
         timeout_graceful_shutdown=settings.grace_seconds,  # type: ignore[arg-type]  # a float waits too
         lifespan="on",
+        # uvicorn believed X-Forwarded-For from 127.0.0.1 by default: any local process
+        # named another client in the access log
+        proxy_headers=settings.forwarded_allow_ips is not None,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
+        limit_concurrency=settings.limit_concurrency,
     )
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from probembed.pipeline import find_pipeline
 from probembed.service.auth import ApiKeys
+from probembed.service.hosts import check_forwarded, host_name
 from probembed.store.location import refuse_local_options
 from probembed.store.upkeep import DEFAULT_KEEP
 
@@ -35,6 +36,10 @@ class Limits:
     #: Hits per search request, queries × k: a full batch of queries at the default k, or
     #: 20 queries at --max-k (about 26 MB of JSON); 200 queries × k 1000 answered 251 MB.
     max_hits: int = 20_480
+    #: Seconds a request may take to send its whole body (408 past it): a client that
+    #: stopped half-way through held its connection and its request for ever. A 16 MiB body
+    #: (--max-body-bytes) needs some 2.2 Mbit/s to arrive in a minute.
+    body_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         _check_positive(self)
@@ -121,6 +126,16 @@ class ServiceSettings:
     #: Make the database if `db` names none yet; without it a mistyped `db` is refused (it
     #: was made empty, and the service answered healthy with no collections).
     create_db: bool = False
+    #: Host names the server answers to besides localhost, its loopback addresses and `host`
+    #: (`--allowed-host`): checked without keys (DNS rebinding), and with keys once given.
+    allowed_hosts: tuple[str, ...] = ()
+    #: Addresses whose X-Forwarded-For and X-Forwarded-Proto are believed, comma-separated,
+    #: as uvicorn takes them (`--forwarded-allow-ips`); None: those headers are ignored, so no
+    #: local process names another client in the access log.
+    forwarded_allow_ips: str | None = None
+    #: Connections and requests at once; uvicorn answers 503 beyond (`--limit-concurrency`):
+    #: each stalled connection held a file descriptor, which the database needs too.
+    limit_concurrency: int = 512
 
     @property
     def url(self) -> str:
@@ -144,6 +159,15 @@ class ServiceSettings:
         if not math.isfinite(grace):
             raise ValueError(f"{named} must be finite, got {grace!r}")
         refuse_local_options(self.db, self.storage_options)  # before serving, not at load
+        for name in self.allowed_hosts:
+            host_name(name)  # a URL or a port given by mistake fails here
+        if self.forwarded_allow_ips is not None:
+            check_forwarded(self.forwarded_allow_ips)
+        limit = self.limit_concurrency
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(
+                f"--limit-concurrency (limit_concurrency) must be a positive integer, got {limit!r}"
+            )
         if self.keys is None and not self.insecure and not is_loopback(self.host):
             raise ValueError(
                 f"refusing to serve on {self.host!r} without API keys: anyone who reaches it "

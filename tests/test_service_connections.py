@@ -1,0 +1,126 @@
+"""What a live server answers to: the Host names it serves (DNS rebinding), the proxies whose
+X-Forwarded-For it believes, how many connections it holds, and how long a body may take.
+
+Every server here is a subprocess on a loopback port, found by the tests at 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+
+import pytest
+from service_support import Server
+
+KEY = "connections-key-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory, pydoc_pipeline_dir):
+    """No keys, one name allowed besides its own, and a one-second body timeout."""
+    root = tmp_path_factory.mktemp("open")
+    options = ["--allowed-host", "Proxy.Internal", "--body-timeout", "1", "--workers", "1"]
+    with Server(root / "db", pydoc_pipeline_dir, *options) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory, pydoc_pipeline_dir):
+    """Keys, behind a proxy on 127.0.0.1, and at most three connections at once."""
+    root = tmp_path_factory.mktemp("proxied")
+    keys = root / "keys.txt"
+    keys.write_text(f"{KEY} read,write\n")
+    options = ["--api-keys", str(keys), "--forwarded-allow-ips", "127.0.0.1", "--workers", "1"]
+    with Server(root / "db", pydoc_pipeline_dir, *options, "--limit-concurrency", "3") as running:
+        yield running
+
+
+def access_line(server: Server, request_id: str) -> dict:
+    """The access line of the request with this id (written once the answer went out)."""
+    deadline = time.monotonic() + 30  # only ever waited out on failure
+    while True:
+        for line in server.output.splitlines():
+            if line.startswith("{") and json.loads(line).get("request_id") == request_id:
+                return json.loads(line)
+        assert time.monotonic() < deadline, f"no access line has request_id {request_id!r}"
+        time.sleep(0.05)
+
+
+def raw(server: Server, sent: bytes) -> socket.socket:
+    """A connection to the server that has sent these bytes and no more."""
+    connection = socket.create_connection(("127.0.0.1", server.port))
+    connection.sendall(sent)
+    return connection
+
+
+def test_without_keys_a_host_that_names_another_server_is_refused(open_server):
+    """DNS rebinding: a page whose name now resolved to 127.0.0.1 created and dropped
+    collections of a server without keys, which never looked at the Host header."""
+    port = open_server.port
+    with open_server.client() as http:
+        for host in ("evil.example", f"evil.example:{port}", "10.1.2.3", "[evil]", "a b"):
+            made = http.post("/v1/collections", json={"name": "rebound"}, headers={"Host": host})
+            assert made.status_code == 421, (host, made.text)
+            said = made.json()["error"]["message"]
+            assert "does not answer to the Host" in said and "--allowed-host NAME" in said
+        assert http.get("/v1/collections/rebound").status_code == 404  # nothing was made
+        for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+            assert http.get("/readyz", headers={"Host": host}).status_code == 200, host
+        for host in ("proxy.internal", f"PROXY.internal.:{port}"):  # --allowed-host's name
+            assert http.get("/v1/collections", headers={"Host": host}).status_code == 200, host
+
+
+def test_x_forwarded_for_is_ignored_unless_its_proxy_is_named(open_server, proxied):
+    """uvicorn believed X-Forwarded-For from 127.0.0.1: any local process put another
+    client in the access log. Believed from --forwarded-allow-ips only."""
+    forged = {"X-Forwarded-For": "203.0.113.7"}
+    with open_server.client() as http:
+        http.get("/healthz", headers={**forged, "X-Request-ID": "forged-1"})
+    assert access_line(open_server, "forged-1")["client"].startswith("127.0.0.1:")
+    with proxied.client(KEY) as http:
+        http.get("/healthz", headers={**forged, "X-Request-ID": "forwarded-1"})
+    assert access_line(proxied, "forwarded-1")["client"].startswith("203.0.113.7:")
+
+
+def test_with_keys_any_host_is_answered_the_key_being_what_a_request_needs(proxied):
+    with proxied.client(KEY) as http:
+        assert http.get("/v1/collections", headers={"Host": "evil.example"}).status_code == 200
+    with proxied.client() as http:
+        assert http.get("/v1/collections", headers={"Host": "evil.example"}).status_code == 401
+
+
+def test_a_body_that_stops_half_way_is_answered_408_once_the_body_timeout_passes(open_server):
+    """A client that sent part of its body and stopped held its request for ever."""
+    head = b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    with contextlib.closing(raw(open_server, head + b'{"model": ')) as stalled:
+        stalled.settimeout(60)  # the answer comes after --body-timeout, 1 s
+        answer = b"".join(iter(lambda: stalled.recv(65536), b"")).decode()  # then it closes
+    status, _, body = answer.partition("\r\n\r\n")
+    assert status.startswith("HTTP/1.1 408"), answer
+    said = json.loads(body)["error"]["message"]
+    assert said.startswith("the request body did not arrive in time: 10 bytes of the body came")
+    assert "(--body-timeout)" in said
+
+
+def test_connections_past_the_concurrency_limit_are_answered_503_until_some_close(proxied):
+    """100 connections with unfinished headers stayed open, each a file descriptor the
+    database needs too; past --limit-concurrency, uvicorn answers 503 instead."""
+
+    def status() -> int:
+        with proxied.client(KEY) as http:
+            return http.get("/healthz").status_code
+
+    def until(wanted: int) -> None:
+        deadline = time.monotonic() + 30  # only ever waited out on failure
+        while status() != wanted:
+            assert time.monotonic() < deadline, f"never answered {wanted}"
+
+    stalled = [raw(proxied, b"GET /healthz HTTP/1.1\r\nHost: loc") for _ in range(2)]
+    try:
+        until(503)  # two stalled and this one: three, the limit
+    finally:
+        for connection in stalled:
+            connection.close()
+    until(200)
