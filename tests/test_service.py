@@ -682,6 +682,42 @@ def test_a_filter_that_crashed_the_engine_or_made_it_panic_is_a_422_and_the_serv
         assert http.get("/healthz").status_code == 200
 
 
+def test_a_bad_name_is_told_in_words_at_its_place_and_a_long_one_is_quoted_cut_short(server):
+    """An invalid collection name answered the raw regex ("String should match pattern ..."),
+    a path's error was placed in the body (`loc` ["body", "path", "name"]), and a 404 quoted
+    a model name of any length."""
+    rule = (
+        "use letters, digits, '_', '.', '-' (starting with a letter or digit, at most 128 "
+        "characters)"
+    )
+    with server.client() as http:
+        made = http.post("/v1/collections", json={"name": "a/b"})
+        read = http.get("/v1/collections/%C3%A9")
+        long_name = http.delete("/v1/collections/" + "n" * 10_000)
+        long_model = http.get("/v1/models/" + "m" * 10_000)
+    assert made.status_code == 422 and made.json()["detail"][0]["loc"] == ["body", "name"]
+    assert made.json()["error"]["message"] == f"name: invalid collection name 'a/b': {rule}"
+    assert read.status_code == 422 and read.json()["detail"][0]["loc"] == ["path", "name"]
+    assert read.json()["error"]["message"] == f"path.name: invalid collection name 'é': {rule}"
+    for answer, status in ((long_name, 422), (long_model, 404)):
+        assert answer.status_code == status and len(answer.content) < 2_000, answer.text[:300]
+        assert "... (10,000 characters)" in answer.json()["error"]["message"]
+
+
+def test_head_is_answered_wherever_get_is_without_a_body(server):
+    """Only /healthz and /readyz answered HEAD; every other GET route answered it 405."""
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "headed"})
+        for path in ("/v1/collections", "/v1/collections/headed", "/v1/models", "/openapi.json"):
+            got, head = http.get(path), http.head(path)
+            assert (head.status_code, head.content) == (200, b""), (path, head.status_code)
+            assert head.headers["content-length"] == str(len(got.content)), path
+        missing = http.head("/v1/collections/nowhere")
+        posted_only = http.head("/v1/embeddings")
+    assert (missing.status_code, missing.content) == (404, b"")
+    assert posted_only.status_code == 405
+
+
 def test_a_search_by_document_of_whole_documents_is_refused_empty_or_not_in_service_terms(
     server,
 ):
@@ -1441,7 +1477,7 @@ def test_a_documents_text_is_measured_as_stored_and_other_texts_as_sent(tight):
     limit = "the limit is 50 (--max-chars)"
     assert refused.status_code == 422
     assert refused.json()["detail"] == (
-        f"documents[0] has 51 characters without its surrounding whitespace; {limit}"
+        f"documents[0].text has 51 characters without its surrounding whitespace; {limit}"
     )
     assert skipped.status_code == 200 and skipped.json()["skipped"] == [
         f"documents[0]: document 'o': its text has 51 characters without its surrounding "

@@ -227,3 +227,16 @@ def test_the_gate_and_the_routes_judge_the_same_of_two_authorization_headers(gua
                 "/v1/embeddings", json={"model": "hash", "input": "x"}, headers=headers
             )
             assert answer.status_code == status, (first, second, answer.text)
+
+
+def test_any_white_space_between_bearer_and_the_key_separates_them(guarded):
+    """`Bearer<TAB>KEY` was told "the Authorization header has no scheme"; the routes' own
+    check (FastAPI's HTTPBearer) split at one space and refused what the gate let through."""
+    write = {"documents": [{"id": "tabbed", "text": "a tab before the key"}]}
+    with guarded.client() as http:
+        for gap in ("\t", "  ", " \t "):
+            headers = {"Authorization": f"Bearer{gap}{WRITER}"}
+            answer = http.post("/v1/collections/kept/documents", json=write, headers=headers)
+            assert answer.status_code == 200, (gap, answer.text)
+        unknown = http.get("/v1/models", headers={"Authorization": "Bearer\tnot-a-key-0123"})
+    assert unknown.status_code == 401 and unknown.json()["detail"] == "unknown API key"

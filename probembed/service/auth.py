@@ -35,12 +35,19 @@ def scope_authorization(scope: Mapping[str, Any]) -> str:
     return header.decode("latin-1")
 
 
+def authorization_parts(authorization: str) -> tuple[str, str]:
+    """An Authorization header's scheme and credentials, split at its first run of white
+    space (`Bearer<TAB>KEY` was read as a key sent with no scheme)."""
+    scheme, *credentials = authorization.split(None, 1) or [""]
+    return scheme, credentials[0].strip() if credentials else ""
+
+
 def bearer_key(authorization: str) -> str | None:
     """The key an Authorization header presents (`Bearer KEY`), or None."""
-    scheme, _, key = authorization.partition(" ")
+    scheme, key = authorization_parts(authorization)
     if scheme.lower() != "bearer":
         return None
-    return key.strip() or None
+    return key or None
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,7 @@ def _collections(service: Service) -> APIRouter:
             chunked=chunked,
             each=not skip,
             stored=True,
+            member=".text",
         )
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)

@@ -1,5 +1,5 @@
 """Every request passes here: its Host, id, API key, body-size limit and body timeout,
-Prometheus counts and latency, access log.
+Prometheus counts and latency, access log; a HEAD request is answered as its GET.
 
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
 Content-Length over it is refused unread; a chunked body is refused once it passes it; one
@@ -23,7 +23,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
-from probembed.service.auth import ApiKeys, bearer_key, scope_authorization
+from probembed.service.auth import (
+    ApiKeys,
+    authorization_parts,
+    bearer_key,
+    scope_authorization,
+)
 from probembed.service.hosts import Hosts
 from probembed.service.metrics import Metrics
 from probembed.service.schemas import error_body
@@ -89,6 +94,9 @@ class Gate:
         self.metrics.in_flight.inc()
         request_id = self._request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id  # the app's `request.state`
+        # HEAD is the GET without its body, which the server leaves out (its scope says HEAD):
+        # only /healthz and /readyz answered it, every other GET route 405
+        routed = {**scope, "method": "GET"} if scope.get("method") == "HEAD" else scope
 
         async def sending(message: Message) -> None:
             nonlocal status, answered
@@ -119,9 +127,9 @@ class Gate:
                 return
             body = await self._read_body(scope, receive)
             if isinstance(body, bytes):
-                await self.app(scope, _replay(body, receive), sending)
+                await self.app(routed, _replay(body, receive), sending)
             else:
-                lacking = self.refused(scope)
+                lacking = self.refused(routed)
                 await (refuse(403, lacking) if lacking is not None else refuse(*body))
         except asyncio.CancelledError:  # uvicorn's shutdown grace ran out: JSON, not a bare 500
             if answered:
@@ -129,7 +137,7 @@ class Gate:
             await refuse(503, "the service shut down before this request finished")
         finally:
             self.metrics.in_flight.dec()
-            self._record(scope, status, started, request_id)
+            self._record(routed, scope.get("method", ""), status, started, request_id)
 
     def _request_id(self, scope: Scope) -> str:
         """The client's X-Request-ID if it is printable, short and no API key of this server
@@ -147,14 +155,14 @@ class Gate:
         under = self.open_prefix is not None and path.startswith(self.open_prefix)
         if self.keys is None or path in self.open_paths or under:
             return None
-        authorization = scope_authorization(scope).strip()
+        authorization = scope_authorization(scope)
         key = bearer_key(authorization)
-        scheme, space, _ = authorization.partition(" ")
+        scheme, credentials = authorization_parts(authorization)
         # `Basic ...`, or a known scheme alone (`Negotiate`): a lone word may be a key
-        named = scheme.lower() in _KNOWN_SCHEMES or (space and _SCHEME.fullmatch(scheme))
+        named = scheme.lower() in _KNOWN_SCHEMES or (credentials and _SCHEME.fullmatch(scheme))
         if key is None and named:
             return f"expected 'Authorization: Bearer KEY', got the scheme {scheme!r}"
-        if key is None and authorization and not space and scheme.lower() != "bearer":
+        if key is None and scheme and not credentials and scheme.lower() != "bearer":
             # a bare key: never echoed back
             return "the Authorization header has no scheme: send 'Authorization: Bearer KEY'"
         if key is None:
@@ -190,11 +198,12 @@ class Gate:
             return 408, f"the request body did not arrive in time: {said}; send it whole"
         return b"".join(chunks)
 
-    def _record(self, scope: Scope, status: int, started: float, request_id: str) -> None:
-        """Count, time and log one request."""
+    def _record(
+        self, scope: Scope, method: str, status: int, started: float, request_id: str
+    ) -> None:
+        """Count, time and log one request (`scope` as routed: a HEAD's is its GET's)."""
         seconds = time.perf_counter() - started
         route = self._route(scope)
-        method = scope.get("method", "")
         self.metrics.requests.labels(method, route, str(status)).inc()
         self.metrics.latency.labels(method, route).observe(seconds)
         client = scope.get("client")

@@ -25,8 +25,6 @@ def _operations(service: Service) -> APIRouter:
 
     @router.get("/healthz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
-    @router.head("/healthz", include_in_schema=False)  # balancers' probes: the status alone
-    @router.head("/healthz/", include_in_schema=False)
     async def healthz() -> Response:
         """Alive: the process answers (it may still be loading: the pipelines loaded so far);
         503 once loading failed, which no wait mends, so a liveness probe restarts it (it
@@ -40,8 +38,6 @@ def _operations(service: Service) -> APIRouter:
 
     @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
     @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
-    @router.head("/readyz", include_in_schema=False)
-    @router.head("/readyz/", include_in_schema=False)
     async def readyz() -> Response:
         """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
         for STORAGE_HOLD seconds after the database's object storage failed a request."""

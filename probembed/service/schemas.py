@@ -25,11 +25,10 @@ from pydantic import (
 from probembed.encoders.base import lone_surrogate
 from probembed.scoring import Score, parse_score
 from probembed.service.settings import DEFAULT_K
+from probembed.store.database import COLLECTION_NAME
 
 #: Longest document id a write takes (characters): an id is a key, not a place for content.
 MAX_ID_LENGTH = 1024
-#: Collection names as the store accepts them.
-COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
 
 
 class Strict(BaseModel):

@@ -19,8 +19,10 @@ def _scope(service: Service, needed: str) -> Callable[..., None]:
     """A dependency that lets a request through only with a key granting `needed`."""
     bearer = HTTPBearer(auto_error=False, description="An API key (when the server has keys).")
 
-    def check(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
-        key = credentials.credentials if credentials else None
+    def check(request: Request, _: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+        # the key as the gate reads it: HTTPBearer (there for the schema) splits at a space
+        # alone, and refused `Bearer<TAB>KEY` that the gate let through
+        key = bearer_key(scope_authorization(request.scope))
         lacking = _refused_scope(service.settings.keys, key, needed)
         if lacking is not None:
             raise ApiError(403, lacking)

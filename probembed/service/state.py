@@ -40,6 +40,7 @@ from probembed.store import (
     NoDatabaseError,
     StoreError,
 )
+from probembed.store.errors import quoted
 from probembed.store.upkeep import Compaction
 from probembed.store.variance import pipeline_basis
 
@@ -227,7 +228,7 @@ class Service:
             return next(iter(self.pipelines.values()))
         if name not in self.pipelines:
             raise UnknownModelError(
-                f"{field} {name!r} is not served here; {field}s: {', '.join(self.pipelines)}"
+                f"{field} {quoted(name)} is not served here; {field}s: {', '.join(self.pipelines)}"
             )
         return self.pipelines[name]
 

@@ -13,6 +13,8 @@ from probembed.documents import stored_text
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.service.errors import ApiError
 from probembed.service.settings import Limits
+from probembed.store.database import COLLECTION_NAME, COLLECTION_NAME_RULE
+from probembed.store.errors import quoted
 
 #: What FastAPI answers (400) when a body cannot be decoded at all.
 UNPARSABLE = "There was an error parsing the body"
@@ -24,6 +26,8 @@ _UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
 _PROBLEMS_TOLD = 10
 #: Characters of a refused value a 422 echoes.
 _ECHO_CHARS = 200
+#: Where a request's values come from besides its body, as FastAPI's errors name them.
+_SOURCES = {("path",), ("query",), ("header",)}
 
 
 def _unreadable(body: bytes) -> str:
@@ -49,7 +53,8 @@ def _echoed(kept: Sequence[tuple[tuple[str | int, ...], Any]]) -> list[Any]:
     refused as a whole was echoed back whole)."""
     echoed = []
     for where, error in kept[:_PROBLEMS_TOLD]:
-        error = jsonable_encoder({**error, "loc": ["body", *where]})
+        source = [] if where[:1] in _SOURCES else ["body"]  # a path's error names the path
+        error = jsonable_encoder({**error, "loc": [*source, *where]})
         if "input" in error:
             text = json.dumps(error["input"], default=str)
             if len(text) > _ECHO_CHARS:
@@ -106,6 +111,8 @@ def _problem(where: tuple[str | int, ...], error: Any) -> str:
         return f"the body is empty; {SEND_JSON}"
     if error.get("type") == "string_unicode":  # as the app's own checks say it
         return "is not valid Unicode: it holds a lone surrogate (a \\ud800-\\udfff escape alone)"
+    if error.get("ctx", {}).get("pattern") == COLLECTION_NAME:  # it said the pattern alone
+        return f"invalid collection name {quoted(error.get('input'))}: {COLLECTION_NAME_RULE}"
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
@@ -143,18 +150,20 @@ def check_texts(
     each: bool = True,
     single: bool = False,
     stored: bool = False,
+    member: str = "",
 ) -> None:
     """Refuse too many texts (413), a text over the character limit or an empty one (422).
     Documents to chunk have no character limit but the body's: each chunk is what is embedded.
     Without `each`, only the count (a write that skips what it cannot embed). `single`: the
     client sent `field` as one string, so a problem names it without an index. `stored`:
-    documents, measured as stored (`text_problem`)."""
+    documents, measured as stored (`text_problem`). `member`: where in each item its text is
+    (`.text` of a document: `documents[0]` named the document)."""
     if len(texts) > limits.max_inputs:
         raise ApiError(
             413, f"{field} has {len(texts)} texts; the limit is {limits.max_inputs} (--max-inputs)"
         )
     for i, text in enumerate(texts):
-        named = field if single else f"{field}[{i}]"
+        named = field if single else f"{field}[{i}]{member}"
         if not allow_empty and is_blank(text):
             raise ApiError(422, f"{named} is empty: there is nothing to embed")
         problem = text_problem(text, limits, chunked, stored) if each else None

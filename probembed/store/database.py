@@ -18,21 +18,23 @@ from typing import Any
 import pyarrow as pa
 
 from probembed.store.collection import Collection
-from probembed.store.errors import CollectionNotFoundError, ReadOnlyError, StoreError
+from probembed.store.errors import CollectionNotFoundError, ReadOnlyError, StoreError, quoted
 from probembed.store.location import OWN_DIR, Location
 from probembed.store.rows import read_header
 
 DEFAULT_COLLECTION = "default"
-_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+#: The names LanceDB can use as a table, as a pattern (the service's schema states it).
+COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+#: That pattern in words, as every front door tells it.
+COLLECTION_NAME_RULE = (
+    "use letters, digits, '_', '.', '-' (starting with a letter or digit, at most 128 characters)"
+)
 
 
 def check_collection_name(name: object) -> None:
     """Refuse a name LanceDB cannot use as a table (checked before any database is made)."""
-    if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
-        raise StoreError(
-            f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' "
-            "(starting with a letter or digit, at most 128 characters)"
-        )
+    if not isinstance(name, str) or not re.fullmatch(COLLECTION_NAME, name):
+        raise StoreError(f"invalid collection name {quoted(name)}: {COLLECTION_NAME_RULE}")
 
 
 class Database:

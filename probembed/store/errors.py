@@ -9,6 +9,19 @@ from probembed.documents import OwnNote, Problem
 
 #: Problems quoted in an error message; the error (and a report) keeps them all.
 SHOWN_PROBLEMS = 10
+#: Characters of a caller's value an error message quotes: a 480 KB filter and a model name
+#: of 10,000 characters were quoted whole.
+QUOTED_CHARS = 200
+
+
+def quoted(value: object) -> str:
+    """A caller's value as an error message quotes it: its repr, cut short past
+    `QUOTED_CHARS` characters with its size said."""
+    text = repr(value)
+    if len(text) <= QUOTED_CHARS:
+        return text
+    size = len(value) if isinstance(value, str) else len(text)
+    return f"{text[:QUOTED_CHARS]}... ({size:,} characters)"
 
 
 def listed(problems: Sequence[Problem]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from probembed.store.errors import StoreError
+from probembed.store.errors import StoreError, quoted
 from probembed.store.rows import CORE_COLUMNS, MAX_METADATA_COLUMNS
 
 if TYPE_CHECKING:
@@ -128,8 +128,6 @@ _COMPARED = re.compile(
     r"|(?:[=<>]|!=)\s*[`\"]?([A-Za-z_]\w*)\b",
     re.IGNORECASE,
 )
-#: Characters of a filter an error quotes: a refused filter of 480 KB was quoted whole.
-_QUOTED_CHARS = 200
 #: AND/OR operators on one path through a filter (through its parentheses). LanceDB 0.40
 #: makes a chain of them a tree one level deeper per operator and walks it recursively: past
 #: some 32,000 (31,937 ran, 32,323 did not) that overflowed the calling thread's 8 MiB stack,
@@ -267,13 +265,6 @@ def _too_deep(where: str) -> str | None:
     return None
 
 
-def _quoted(where: str) -> str:
-    """The filter as an error names it: whole up to `_QUOTED_CHARS`, else its start and size."""
-    if len(where) <= _QUOTED_CHARS:
-        return f"where={where!r}"
-    return f"where={where[:_QUOTED_CHARS]!r}... ({len(where):,} characters)"
-
-
 def _listed(owner: CollectionReads) -> str:
     """The fields a filter can name, the first `_FIELDS_LISTED` by name and the rest counted
     (a collection at its column cap listed 128)."""
@@ -396,7 +387,7 @@ def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
     filter's engine error into a clear StoreError: no engine source paths, and for an
     unknown field the fields a filter can name (asked of `owner` only then), not every
     column, and whether the items hold it in their metadata JSON only."""
-    shown = _quoted(where or "")
+    shown = f"where={quoted(where or '')}"
     refused = _refused(where, owner) if where else None
     if refused is not None:
         raise StoreError(f"invalid filter {shown}: {refused}")
