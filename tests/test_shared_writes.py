@@ -326,3 +326,100 @@ def test_declaring_the_key_meeting_a_real_conflict_is_a_write_conflict_that_chan
     assert collection.rows(["a", "b"], ["text"]) == rows
     keyed(table)  # run again, it goes through
     assert keys(collection._require())
+
+
+@pytest.fixture
+def plain(tmp_path, hash_pipeline):
+    """A collection of whole records a..h, for a sync."""
+    from probembed.store import Record, ingest
+
+    collection = Database(tmp_path / "plain", create=True).collection("docs")
+    ingest([Record(i, f"document {i}") for i in "abcdefgh"], collection, hash_pipeline)
+    return collection
+
+
+def synced_with_a_race(monkeypatch, collection, pipeline, between):
+    """A sync of a and b alone (removing c..h, 2 ids a commit), `between` run right after
+    its removal's first part commits; its error."""
+    from probembed.store import Record, ingest
+
+    monkeypatch.setattr(filters, "IDS_PER_CONDITION", 2)
+    table = collection._require()
+    delete = table.delete
+
+    def deleted_then(where):
+        done = delete(where)
+        monkeypatch.setattr(table, "delete", delete)  # once
+        between()
+        return done
+
+    monkeypatch.setattr(table, "delete", deleted_then)
+    with pytest.raises(WriteConflictError) as raised:
+        ingest([Record("a", "ours a"), Record("b", "ours b")], collection, pipeline, sync=True)
+    monkeypatch.undo()
+    return raised.value
+
+
+def test_an_undone_sync_leaves_a_row_another_machine_wrote_since_as_it_wrote_it(
+    monkeypatch, plain, hash_pipeline
+):
+    """Between a sync's merge and its removal's second part, another machine (its own
+    connection, no lock of ours) rewrote `a`, with a tag of its own as every write gives
+    its rows; the part then fails (a restore after it makes the conflict certain). The
+    step's put-back and the sync's undo put back every id of the sync but `a`: putting it
+    back too lost that writer's commit without a word."""
+    ids = sorted(plain.ids())
+    before = plain.rows(ids, ["text", WRITE_TAG])
+    other = lancedb.connect(str(plain.db.path))
+
+    def theirs_then_raced():
+        table = other.open_table("docs")
+        table.update(where="id = 'a'", values={"text": "theirs", WRITE_TAG: 7})
+        table.restore(table.version)
+
+    raised = synced_with_a_race(monkeypatch, plain, hash_pipeline, theirs_then_raced)
+    assert "nothing of this one was stored" in str(raised)
+    after = plain.rows(ids, ["text", WRITE_TAG])
+    assert after.pop("a") == {"id": "a", "text": "theirs", WRITE_TAG: 7}
+    assert after == {i: row for i, row in before.items() if i != "a"}
+
+
+@pytest.mark.parametrize("undo_conflicts", [False, True])
+def test_a_sync_whose_steps_put_back_conflicted_says_what_holds_once(
+    monkeypatch, plain, hash_pipeline, undo_conflicts
+):
+    """The removal's put-back met another writer's commit (an `UndoConflictError`), and the
+    sync's own undo ran after it: when that undo conflicted too, the message held the whole
+    explanation twice; when it succeeded, the step's message was raised anyway, saying the
+    batches were still stored when nothing of the sync was."""
+    ids = sorted(plain.ids())
+    before = plain.rows(ids, ["text", WRITE_TAG])
+    other = lancedb.connect(str(plain.db.path))
+    look, looks = plain._open, []
+
+    def restore():
+        theirs = other.open_table("docs")
+        theirs.restore(theirs.version)
+
+    def looked():  # the put-back's look, and the sync's undo's when it conflicts too
+        table = look()
+        looks.append(1)
+        if undo_conflicts or len(looks) == 1:
+            restore()
+        return table
+
+    def raced():
+        restore()  # the next part conflicts
+        monkeypatch.setattr(plain, "_open", looked)
+
+    raised = synced_with_a_race(monkeypatch, plain, hash_pipeline, raced)
+    said = str(raised)
+    if undo_conflicts:
+        assert isinstance(raised, UndoConflictError) and said.count("undoing it failed") == 1
+        assert not isinstance(raised.stopped_by, UndoConflictError)
+        assert said.startswith("this write stopped part-way (WriteConflictError: ")
+        assert UNDO_CONFLICT in said
+    else:  # undone whole: what stopped it, as a sync undone without a conflict says
+        assert not isinstance(raised, UndoConflictError)
+        assert "nothing of this one was stored" in said and UNDO_CONFLICT not in said
+        assert plain.rows(ids, ["text", WRITE_TAG]) == before

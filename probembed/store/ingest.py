@@ -234,6 +234,7 @@ def ingest(
     planned = {**found, **(columns or {})}
     version = collection.version if collection.exists else None  # what a failed sync undoes to
     touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
+    ours: set[int] = set()  # the write tags of its rows: what it puts back (`undo`)
     with (
         progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar,
         collection.pinned(version if sync else None),  # what its undo reads, kept from a prune
@@ -255,6 +256,7 @@ def ingest(
                     planned,
                     report.gone if last else (),
                     created,
+                    ours,
                 )
                 if on_commit is not None:
                     on_commit(report.added + report.updated)
@@ -262,7 +264,7 @@ def ingest(
             raise exc.during(report.added + report.updated, len(todo)) from None
         except Exception as exc:
             if sync:
-                undo(collection, version, touched, exc, report.problems)
+                undo(collection, version, touched, exc, report.problems, ours)
             raise
     finish(collection, pipeline)
     return report
@@ -448,20 +450,29 @@ def undo(
     touched: set[str],
     stop: Exception,
     problems: Sequence[Problem],
+    ours: set[int] | None = None,
 ) -> None:
-    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`), and keep
-    the other documents' problems it had met, which its report would have listed: as a note
-    of `stop` (PEP 678, its class and message as they were: a service answers by the class),
-    or, when the undo meets another writer's commit, in an `UndoConflictError` naming what
-    stopped the run once. A run whose collection was dropped under it has nothing to undo:
-    a collection of the name there now is another one."""
+    """Put what a stopped run wrote back as it was at `start` (`Collection.revert`: rows
+    another writer wrote since, told from the run's by its write tags `ours` when given, stay
+    theirs), and keep the other documents' problems it had met, which its report would have
+    listed: as a note of what stopped the run (PEP 678, its class and message as they were: a
+    service answers by the class), or, when the undo meets another writer's commit, in an
+    `UndoConflictError` naming what stopped the run once. A step whose own put-back met a
+    conflict (an upsert's removal: `_removed`) stopped the run with an `UndoConflictError`:
+    what stopped that step is then what stopped the run, whose undo puts the step back too;
+    done, that is raised, not a conflict saying the batches are still stored. A run whose
+    collection was dropped under it has nothing to undo: a collection of the name there now
+    is another one."""
+    stopped = stop.stopped_by if isinstance(stop, UndoConflictError) else stop
     try:
-        if not isinstance(stop, CollectionDroppedError):
-            collection.revert(start, touched, stopped_by=stop)
+        if not isinstance(stopped, CollectionDroppedError):
+            collection.revert(start, touched, stopped_by=stopped, ours=ours)
     except UndoConflictError as undone:
-        raise UndoConflictError(stop, undone.conflict, problems) from undone.conflict
+        raise UndoConflictError(stopped, undone.conflict, problems) from undone.conflict
     if problems:
-        stop.add_note(skipped(problems))
+        stopped.add_note(skipped(problems))
+    if stopped is not stop:
+        raise stopped from None  # undone whole: the step's conflict no longer holds
 
 
 def read_checked(
@@ -569,6 +580,7 @@ def commit(
     columns: Mapping[str, pa.DataType] | None = None,
     remove: Sequence[str] = (),
     created: str | None = None,
+    ours: set[int] | None = None,
 ) -> str | None:
     """Store one embedded chunk in one commit and count it in the report. An id another
     writer stored since it was read counts as already stored (it was embedded unlocked), and
@@ -579,13 +591,17 @@ def commit(
     sync's removal never lands without its last write; with no chunk (`fused` None) it is
     the whole write.
     `created`: the creation token the write's earlier commits found (None: none yet), which
-    this one must find (`CollectionDroppedError`); returns the token the write holds now."""
+    this one must find (`CollectionDroppedError`); returns the token the write holds now.
+    `ours` is given the write tag of an upsert's rows (`Batch.tag`): what its undo takes
+    for its own."""
     if fused is None:
         report.removed += collection.delete(remove, created) if remove else 0
         return created
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})
     if upsert:
+        if ours is not None:  # before the commit: an undo of it takes its rows for its own
+            ours.add(batch.tag)
         inserted, updated, removed = collection.upsert(batch, remove, created)
         report.removed += removed
     else:

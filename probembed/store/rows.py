@@ -88,6 +88,11 @@ class PipelineInfo:
         return {"name": self.name, "fingerprint": self.fingerprint, "models": list(self.models)}
 
 
+def new_tag() -> int:
+    """A random write tag (`WRITE_TAG`): another write's rows carry another."""
+    return secrets.randbits(63)
+
+
 @dataclass(frozen=True, eq=False)
 class Batch:
     """Rows to write: ids, texts, metadata, and the fused Gaussians the pipeline made of them."""
@@ -100,6 +105,9 @@ class Batch:
     #: Column types the whole write decided (`ingest.Checked.columns`): a field whose first
     #: batch holds whole numbers and a later one fractions is a float column from the start.
     columns: Mapping[str, pa.DataType] = field(default_factory=dict)
+    #: The write tag its rows get (`WRITE_TAG`), decided before it is written: an undo of a
+    #: write that failed before returning tells the write's rows from another writer's by it.
+    tag: int = field(default_factory=new_tag)
 
     def __post_init__(self) -> None:
         n = len(self.ids)
@@ -134,6 +142,7 @@ class Batch:
             self.fused.rows(keep),
             self.pipeline,
             self.columns,
+            self.tag,
         )
 
 
@@ -345,7 +354,7 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
         "weights": _fixed_list(np.asarray(batch.fused.weights, dtype=np.float32)),
     }
     if WRITE_TAG in schema.names:
-        columns[WRITE_TAG] = write_tags(len(ids))
+        columns[WRITE_TAG] = write_tags(len(ids), batch.tag)
     basis = variance_basis(read_header(schema) or {})
     if basis is None:
         columns["var"] = _fixed_list(g.var)
@@ -357,9 +366,9 @@ def to_arrow(batch: Batch, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def write_tags(n: int) -> pa.Array:
-    """One new random tag for n rows written together (`WRITE_TAG`)."""
-    return pa.array(np.full(n, secrets.randbits(63), dtype=np.int64))
+def write_tags(n: int, tag: int | None = None) -> pa.Array:
+    """One tag (given, else new) for n rows written together (`WRITE_TAG`)."""
+    return pa.array(np.full(n, new_tag() if tag is None else tag, dtype=np.int64))
 
 
 def _fixed_list(matrix: np.ndarray) -> pa.FixedSizeListArray:

@@ -6,11 +6,12 @@ the write made, dropped again when that leaves it empty.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from probembed.store import shared_writes
 from probembed.store.errors import UndoConflictError, WriteConflictError
@@ -29,14 +30,27 @@ UNDO_CONFLICT = (
 )
 
 
-def _same_writes(then: pa.Table, now: pa.Table) -> bool:
-    """Whether two reads of the same ids hold the same rows, told by their write tags."""
+def _tags(rows: pa.Table) -> dict[str, int | None]:
+    """The write tag of each id these rows hold."""
+    ids, tags = rows.column("id").to_pylist(), rows.column(WRITE_TAG).to_pylist()
+    return dict(zip(ids, tags, strict=True))
 
-    def pairs(rows: pa.Table) -> set[tuple[str, int]]:
-        ids, tags = rows.column("id").to_pylist(), rows.column(WRITE_TAG).to_pylist()
-        return set(zip(ids, tags, strict=True))
 
-    return pairs(then) == pairs(now)
+def _undoable(
+    then: pa.Table | None, now: pa.Table, ids: Sequence[str], ours: Collection[int] | None
+) -> list[str]:
+    """The ids to put back: those whose row changed since the write began (told by its write
+    tag, new at every write; None: absent then), but those another writer wrote last (a tag
+    not among `ours`, the tags of the write's rows, when known): put back, their commit, made
+    on another machine under no lock of ours, was lost without a word."""
+    before, current = ({} if then is None else _tags(then)), _tags(now)
+    gone = object()  # an id's tag where no row of it is
+    return [
+        i
+        for i in ids
+        if before.get(i, gone) != current.get(i, gone)
+        and (ours is None or i not in current or current[i] in ours)
+    ]
 
 
 def _rows_of(table: Any, columns: Sequence[str], ids: Sequence[str]) -> pa.Table:
@@ -71,7 +85,11 @@ class CollectionUndo(CollectionHandle):
 
     @one_at_a_time
     def revert(
-        self, version: int | None, ids: Iterable[str], stopped_by: BaseException | None = None
+        self,
+        version: int | None,
+        ids: Iterable[str],
+        stopped_by: BaseException | None = None,
+        ours: Collection[int] | None = None,
     ) -> None:
         """Put these ids back as they were at `version` (None: not there), in one commit, and
         leave every other row as it is: undoes a write stopped part-way without undoing what
@@ -80,14 +98,17 @@ class CollectionUndo(CollectionHandle):
         this handle's creation found when another writer's table stood instead (`_found`):
         undoing to "absent" deleted that writer's rows of the same ids, and dropped the
         collection when they were all it held. Only a collection this handle made is dropped,
-        when it holds nothing afterwards. Ids none of whose rows changed since are left as
-        they are, with no commit. A commit LanceDB cannot reconcile with another writer's is a
-        `WriteConflictError`, as for every write: the ids are then left as the stopped write
-        left them, and its message says so (`UNDO_CONFLICT`: a run of it again writes them
-        whole). Given what stopped the write (`stopped_by`), that error is an
-        `UndoConflictError` naming it too: raised in its place, the conflict hid it."""
+        when it holds nothing afterwards. Ids whose rows did not change since are left as
+        they are, and given the write tags of the stopped write's rows (`ours`), so are those
+        another writer wrote last (on object storage, another machine, which takes no lock
+        of ours): putting them back lost its commit. No commit when that leaves none. A
+        commit LanceDB cannot reconcile with another writer's is a `WriteConflictError`, as
+        for every write: the ids are then left as the stopped write left them, and its
+        message says so (`UNDO_CONFLICT`: a run of it again writes them whole). Given what
+        stopped the write (`stopped_by`), that error is an `UndoConflictError` naming it too:
+        raised in its place, the conflict hid it."""
         with undoing(stopped_by):
-            self._revert(version, ids)
+            self._revert(version, ids, ours)
 
     def pinned(self, version: int | None) -> contextlib.AbstractContextManager[None]:
         """Keep `version` from every prune while the block runs: the version a write's undo
@@ -95,7 +116,9 @@ class CollectionUndo(CollectionHandle):
         yet): nothing to keep."""
         return pinned(None if version is None else self._open(), version)
 
-    def _revert(self, version: int | None, ids: Iterable[str]) -> None:
+    def _revert(
+        self, version: int | None, ids: Iterable[str], ours: Collection[int] | None
+    ) -> None:
         """`revert`'s undo."""
         self.db.require_writable()
         ids = sorted(set(ids))
@@ -104,7 +127,7 @@ class CollectionUndo(CollectionHandle):
             if table is None or not ids:
                 return
             version = self._found_version() if version is None else version
-            self._put_back(table, version, ids)
+            self._put_back(table, version, ids, ours)
             made = self._made is not None and self._made == self.created
             if version is None and made and not table.count_rows():
                 self.db.drop(self.name, locked=True)  # still the handle for this name
@@ -112,18 +135,24 @@ class CollectionUndo(CollectionHandle):
                 self._shares = None
                 self._seen, self._header_at = None, None
 
-    def _put_back(self, table: Any, version: int | None, ids: Sequence[str]) -> None:
+    def _put_back(
+        self, table: Any, version: int | None, ids: Sequence[str], ours: Collection[int] | None
+    ) -> None:
         """`revert`'s one commit, the write lock held: these ids as they were at `version`
-        (None: absent), none of them written since: no commit. Its reads name the ids a few
-        thousand at a time (`id_conditions`); its commit names only those absent at
-        `version`, which it deletes."""
+        (None: absent), those the write did not change (`_undoable`, given its rows' tags
+        `ours`) left as they are, and no commit when that is all of them. Its reads name the
+        ids a few thousand at a time (`id_conditions`); its commit names only those absent
+        at `version`, which it deletes."""
         old = None
         if version is not None:
             then = self._undo_source(version)
             old = _in_schema(_rows_of(then, then.schema.names, ids), table.schema)
-            tagged = WRITE_TAG in table.schema.names
-            if tagged and _same_writes(old, _rows_of(table, ["id", WRITE_TAG], ids)):
-                return  # none of these ids was written since: nothing to undo
+        if WRITE_TAG in table.schema.names:
+            ids = _undoable(old, _rows_of(table, ["id", WRITE_TAG], ids), ids, ours)
+            if not ids:
+                return  # none of these ids was written since by this write
+            if old is not None:
+                old = old.filter(pc.is_in(old.column("id"), value_set=pa.array(ids, pa.string())))
         if old is None or not old.num_rows:
             condition = f"id IN ({sql_list(ids)})"
             shared_writes.committed(partial(table.delete, condition), UNDO_CONFLICT)

@@ -23,7 +23,14 @@ from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import scan
 from probembed.store.kinds import refuse_mixing
 from probembed.store.reads import FILE_FIELD
-from probembed.store.rows import WRITE_TAG, Batch, PipelineInfo, metadata_json, to_arrow, write_tags
+from probembed.store.rows import (
+    WRITE_TAG,
+    Batch,
+    PipelineInfo,
+    metadata_json,
+    to_arrow,
+    write_tags,
+)
 from probembed.store.threads import one_at_a_time
 from probembed.store.undo import CollectionUndo, undoing
 from probembed.store.variance import pipeline_basis
@@ -163,7 +170,8 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             written = set(batch.ids)
             removal = [i for i in remove if i not in written]
             step = sorted(written | set(removal))
-            removed = self._removed(table, id_conditions(removal), start, step, begun=True)
+            ours = {batch.tag}  # a row of the step carrying another tag is another writer's
+            removed = self._removed(table, id_conditions(removal), start, step, ours, begun=True)
         return Upserted(int(result.num_inserted_rows), int(result.num_updated_rows), removed)
 
     @one_at_a_time
@@ -184,7 +192,8 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             table = self._open() if created is not None else self._require()  # looked at again
             self._still_made(table, created)  # once no other writer can move it
             ids = list(ids)
-            return self._removed(table, id_conditions(ids), int(table.version), sorted(set(ids)))
+            start = int(table.version)
+            return self._removed(table, id_conditions(ids), start, sorted(set(ids)), set())
 
     def _removed(
         self,
@@ -192,6 +201,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         conditions: Sequence[str],
         start: int,
         step: list[str],
+        ours: set[int],
         begun: bool = False,
     ) -> int:
         """Delete the rows of these `id IN` conditions (`id_conditions`), a commit each, the
@@ -211,7 +221,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         except BaseException as exc:
             if begun or removed:
                 with undoing(exc):
-                    self._put_back(self._open(), start, step)
+                    self._put_back(self._open(), start, step, ours)
             raise
         return removed
 
