@@ -121,6 +121,77 @@ def _wait_for_commit_marker(child: subprocess.Popen, at_least: int, errors: Path
     raise AssertionError(f"child ended before {at_least} rows: {errors.read_text()[-2000:]}")
 
 
+#: A removal in parts of 2 ids (`filters.IDS_PER_CONDITION`) that holds still after its
+#: first part commits, for the parent's SIGKILL: a delete of b..g, or a sync keeping only a.
+REMOVAL_CHILD = textwrap.dedent(
+    """
+    import sys
+    import lancedb.table
+    from probembed.store import Database, Record, filters, ingest
+
+    filters.IDS_PER_CONDITION = 2
+    delete = lancedb.table.LanceTable.delete
+
+    def deleted_then_held(self, where):
+        done = delete(self, where)
+        print("removed a part", flush=True)
+        sys.stdin.readline()  # wait, between the parts, for the parent's SIGKILL
+        return done
+
+    lancedb.table.LanceTable.delete = deleted_then_held
+    collection = Database(sys.argv[1]).open("docs")
+    if sys.argv[2] == "delete":
+        collection.delete(list("bcdefg"))
+    else:
+        ingest([Record("a", "a again")], collection, sync=True)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["delete", "sync"])
+def test_a_removal_killed_between_its_parts_leaves_a_prefix_its_run_again_completes(
+    tmp_path, hash_pipeline, kind
+):
+    """A removal takes a commit per `IDS_PER_CONDITION` ids: an exception between them puts
+    the step back, a SIGKILL cannot. What it leaves is a prefix (a sync's write and its
+    removal's first parts, a delete's first parts: what a reader sees between the commits
+    too), and the same delete or sync run again completes it."""
+    db = tmp_path / "db"
+    collection = Database(db, create=True).collection("docs")
+    ingest([Record(i, f"document {i}") for i in "abcdefgh"], collection, hash_pipeline)
+    errors = tmp_path / "child.stderr"
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-c", REMOVAL_CHILD, str(db), kind],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    guard = threading.Timer(HANG_GUARD_SECONDS, child.kill)
+    guard.start()
+    try:
+        said = child.stdout.readline()
+    finally:
+        guard.cancel()
+    assert said == "removed a part\n", errors.read_text()[-2000:]
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    after = Database(db).open("docs")
+    removing = set("bcdefg" if kind == "delete" else "bcdefgh")
+    assert len(removing - after.ids()) == 2  # one part of 2 ids, the rest still stored
+    assert after.ids() | removing == set("abcdefgh")
+    if kind == "delete":
+        assert after.delete(list("bcdefg")) == 4
+        assert after.ids() == {"a", "h"}
+    else:
+        assert after.rows(["a"], ["text"])["a"]["text"] == "a again"  # its write is in
+        report = ingest([Record("a", "a again")], after, sync=True)
+        assert (report.removed, report.updated, after.ids()) == (5, 0, {"a"})
+
+
 RACING_WRITER = """
 import sys, time
 from pathlib import Path

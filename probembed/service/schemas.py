@@ -302,8 +302,9 @@ class DocumentsWrite(Strict):
         False,
         description="Make the collection hold what this request holds (under `prefix`): "
         "replace changed documents (as upsert) and remove the stored ones it does not hold, "
-        "whole documents right after the write (a commit per 5,000 ids; a failure puts the "
-        "write back too). Refused when it would remove every "
+        "whole documents right after the write (a commit per 5,000 ids; an error puts the "
+        "write back too, but a server killed between the commits leaves the write and the "
+        "first parts: the same request again completes it). Refused when it would remove every "
         "stored document; with on_error skip, a skipped document that names no id removes "
         "nothing.",
     )

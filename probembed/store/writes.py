@@ -2,8 +2,9 @@
 id or by document, relocate a document's file. Each is one LanceDB commit under the
 collection's write lock on this machine (`CollectionHandle._writing`), but an upsert with a
 removal and a removal of more than `IDS_PER_CONDITION` ids, which take a commit more per that
-many ids and land whole or not at all (`_removed`); on object storage, where writers of
-other machines are not held back by the lock, rows go in by `shared_writes`.
+many ids, put back together on an error, while a kill between them leaves the first ones
+(`_removed`); on object storage, where writers of other machines are not held back by the
+lock, rows go in by `shared_writes`.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ class Upserted(NamedTuple):
 
 class CollectionWrites(CollectionCreation, CollectionUndo):
     """A collection's writes, each one commit under the write lock (or a removal's few, put
-    back together when one fails), so an interrupted one leaves the last version it began
-    from."""
+    back together when one fails), so one stopped by an error leaves the last version it
+    began from (a removal's killed between its commits, their first ones: `_removed`)."""
 
     def create(self, pipeline: Pipeline) -> None:
         """Create the collection with no items, for this pipeline's vectors (one commit)."""
@@ -149,9 +150,11 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
     ) -> Upserted:
         """Insert new ids and replace stored ones in one commit, then delete the stored ids of
         `remove` that the batch does not hold (a sync's last write), a commit per
-        `IDS_PER_CONDITION` of them (`_removed`): the removal lands with the write or neither
-        does. It rode the write's merge as a by-source delete, which joins the whole table (a
-        200k-row collection: +163 MB for 5,000 ids, and its 100k ids in one `IN` on top).
+        `IDS_PER_CONDITION` of them (`_removed`): against an error the removal lands with the
+        write or neither does; a kill between the commits leaves the write and the first
+        parts, which the same upsert again completes. It rode the write's merge as a
+        by-source delete, which joins the whole table (a 200k-row collection: +163 MB for
+        5,000 ids, and its 100k ids in one `IN` on top).
         `created` as for `add`."""
         self._basis_fitted(batch)
         return self._upsert(batch, remove, created)
@@ -177,12 +180,13 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
     @one_at_a_time
     def delete(self, ids: Sequence[str], created: str | None = None) -> int:
         """Delete items by id in one commit (one per `IDS_PER_CONDITION` ids, put back together
-        if one fails: `_removed`); returns how many were there. Under the write
-        lock, as every write: a delete from another handle landing between another writer's
-        look at the table and its commit made that commit fail (a new metadata column's
-        `add_columns` after a delete is a conflict to Lance), and two deletes of one id both
-        counted it. `created` as for `add`: a write's delete (a sync's removal, a document's
-        stale chunks) found a collection dropped and made again since deleted its ids."""
+        if one fails, the first ones left by a kill: `_removed`); returns how many were there.
+        Under the write lock, as every write: a delete from another handle landing between
+        another writer's look at the table and its commit made that commit fail (a new
+        metadata column's `add_columns` after a delete is a conflict to Lance), and two
+        deletes of one id both counted it. `created` as for `add`: a write's delete (a sync's
+        removal, a document's stale chunks) found a collection dropped and made again since
+        deleted its ids."""
         self.db.require_writable()
         if isinstance(ids, str):
             raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
@@ -208,9 +212,11 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         write lock held: one `id IN` of 100k ids held +277 MB. How many were there.
         A part that fails (a conflict, storage) once the step has
         committed something (`begun`: its first commit came before) puts the step's ids back
-        as they were at `start`, the version it began from (`_put_back`), then raises: the
-        step lands whole or not at all, as one commit did; a reader between the parts sees
-        some of the ids gone, as it sees a write's earlier batches before its last."""
+        as they were at `start`, the version it began from (`_put_back`; rows of the step
+        another writer wrote since, tagged other than `ours`, stay theirs), then raises: against
+        an error the step lands whole or not at all, as one commit did. A process killed
+        between the parts puts nothing back: the parts committed stay (a prefix, as a reader
+        between them sees), and the same delete or sync run again removes the rest."""
         removed = 0
         try:
             for condition in conditions:
