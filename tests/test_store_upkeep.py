@@ -346,3 +346,33 @@ def test_a_prune_keeps_what_a_tag_holds_and_drops_a_dead_writers_pin(tmp_path, h
     assert done.versions_removed > 0 and 2 not in kept
     assert set(range(release, collection.version + 1)) <= kept  # from the tagged one on
     assert collection.ids() == set(ids)
+
+
+def test_a_compaction_names_the_tags_holding_versions_past_the_retention(tmp_path, hash_pipeline):
+    """A user's own tag, or the pin of a writer killed before removing it (for a week),
+    holds its version and every later one from every prune, and nothing said so: the
+    result, its line (the CLI's, the service's log) and --json name them and count what
+    they hold, so an operator can delete a stale one."""
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    ids = small_writes(collection, hash_pipeline, 3)
+    table, release = collection._require(), collection.version
+    pin = f"{PIN_PREFIX}{int(datetime.now(UTC).timestamp())}-0123abcd"  # a killed writer's
+    table.tags.create("release", release)
+    table.tags.create(pin, release - 1)
+    ids += small_writes(collection, hash_pipeline, 3, start=100)
+    spanning(collection, hash_pipeline, ids, after=release + 2)
+
+    done = collection.compact(timedelta(0))
+
+    assert done.held_by == tuple(sorted(["release", pin])) and done.versions_held >= 2
+    assert f"more past the retention held by tag(s) {', '.join(done.held_by)}" in str(done)
+    said = runner.invoke(app, ["compact", "-c", "c", "--db", str(root), "--keep", "0", "--json"])
+    assert said.exit_code == 0, said.output
+    assert json.loads(said.stdout)["held_by"] == list(done.held_by)
+    for name in done.held_by:
+        table.tags.delete(name)
+    freed = collection.compact(timedelta(0))
+    assert (freed.versions_held, freed.held_by) == (0, ()) and "held" not in str(freed)
+    assert freed.versions_removed >= done.versions_held
+    assert collection.ids() == set(ids)

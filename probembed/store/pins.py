@@ -52,11 +52,11 @@ def untag(table: Any, name: str) -> None:
             raise
 
 
-def held(tags: Mapping[str, Mapping[str, Any]], now: datetime | None = None) -> list[int]:
-    """The versions the table's tags keep from a prune (`Table.tags.list()`), but expired
-    pins'."""
+def held(tags: Mapping[str, Mapping[str, Any]], now: datetime | None = None) -> dict[str, int]:
+    """The table's tags (`Table.tags.list()`) that keep their versions from a prune, each
+    with its version: all but expired pins."""
     gone = set(expired(tags, now))
-    return [int(tag["version"]) for name, tag in tags.items() if name not in gone]
+    return {name: int(tag["version"]) for name, tag in tags.items() if name not in gone}
 
 
 def expired(tags: Mapping[str, Mapping[str, Any]], now: datetime | None = None) -> list[str]:

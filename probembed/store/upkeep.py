@@ -72,15 +72,27 @@ class Compaction:
     bytes_freed: int
     #: The version left, the only one pruning can never remove.
     version: int
+    #: Versions past the retention kept only because a tag holds them (`held_back`), and
+    #: the tags that do: a user's own, or a killed writer's pin, held every later version
+    #: from every prune without a word.
+    versions_held: int = 0
+    held_by: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """As `--json` prints it."""
         return asdict(self)
 
     def __str__(self) -> str:
-        return (
+        done = (
             f"{self.collection}: fragments {self.fragments_before} -> {self.fragments_after}, "
             f"{self.versions_removed} old version(s) removed, {self.bytes_freed:,} bytes freed"
+        )
+        if not self.versions_held:
+            return done
+        return (
+            f"{done}; {self.versions_held} more past the retention held by tag(s) "
+            f"{', '.join(self.held_by)} (a running write's pin, which it removes; one of "
+            "yours or a killed writer's stays until deleted: LanceDB's table.tags.delete)"
         )
 
 
@@ -119,10 +131,46 @@ def prune_after(
     tags hold (`pins.held`), such as the start of a write that may still be undone.
     """
     now = datetime.now(UTC) if now is None else now
-    due = [after for (_, after) in _made(versions, pins)[1:] if after <= now - keep]
+    due = _due(versions, keep, now, pins)
     if not due:
         return NO_PRUNE
     return now - (due[-1] - CLOCK_SLACK)
+
+
+def held_back(
+    versions: Sequence[Mapping[str, Any]],
+    keep: timedelta,
+    tags: Mapping[str, int],
+    now: datetime | None = None,
+) -> tuple[int, tuple[str, ...]]:
+    """How many versions a prune by `prune_after` keeps only because of these tags (name ->
+    version: `pins.held`), and the tags on versions it would otherwise prune: what an
+    operator needs to see a stale tag and delete it."""
+    now = datetime.now(UTC) if now is None else now
+    free = _pruned(versions, keep, now)
+    kept = len(free) - len(_pruned(versions, keep, now, list(tags.values())))
+    return kept, tuple(sorted(name for name, v in tags.items() if v in set(free)))
+
+
+def _pruned(
+    versions: Sequence[Mapping[str, Any]], keep: timedelta, now: datetime, pins: Sequence[int] = ()
+) -> list[int]:
+    """The versions a prune by `prune_after` removes: those made before its cutoff."""
+    due = _due(versions, keep, now, pins)
+    if not due:
+        return []
+    return [v for (v, at) in _made(versions) if at < due[-1] - CLOCK_SLACK]
+
+
+def _due(
+    versions: Sequence[Mapping[str, Any]],
+    keep: timedelta,
+    now: datetime,
+    pins: Sequence[int] = (),
+) -> list[datetime]:
+    """The creation of each version that replaced another at least `keep` ago (oldest
+    first), up to the oldest of `pins`: a prune removes the version each replaced."""
+    return [after for (_, after) in _made(versions, pins)[1:] if after <= now - keep]
 
 
 def prunable_at(
@@ -190,7 +238,7 @@ class CollectionUpkeep(CollectionHandle):
         """When `PRUNE_VERSIONS` of the collection's versions are past the retention `keep`
         (`prunable_at`), the versions its tags hold kept."""
         table = self._require()
-        return prunable_at(table.list_versions(), keep, pins=held(table.tags.list()))
+        return prunable_at(table.list_versions(), keep, pins=list(held(table.tags.list()).values()))
 
     def optimize(self) -> None:
         """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
@@ -236,7 +284,8 @@ class CollectionUpkeep(CollectionHandle):
         tags = table.tags.list()
         for name in expired(tags):
             untag(table, name)
-        older_than = prune_after(table.list_versions(), keep, pins=held(tags))
+        pins, versions, now = held(tags), table.list_versions(), datetime.now(UTC)
+        older_than = prune_after(versions, keep, now, list(pins.values()))
         pruned = shared_writes.committed(partial(optimized, table, older_than))
         return Compaction(
             self.name,
@@ -245,4 +294,5 @@ class CollectionUpkeep(CollectionHandle):
             int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
             int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
             int(table.version),
+            *held_back(versions, keep, pins, now),
         )
