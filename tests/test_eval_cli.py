@@ -9,7 +9,13 @@ from beir_data import pairs_as_beir, write_beir
 from typer.testing import CliRunner
 
 from probembed.evaluation.datasets import load_dataset
-from probembed.evaluation.harness import Method, embed, evaluate, primary_metric
+from probembed.evaluation.harness import (
+    RETRIEVAL_METRIC,
+    Method,
+    embed,
+    evaluate,
+    primary_metric,
+)
 from probembed.evaluation.report import compare
 from probembed.interfaces.cli import app
 from probembed.interfaces.eval_commands import find_dev
@@ -539,3 +545,36 @@ def test_eval_hybrid_is_refused_where_no_hybrid_search_ranks(
     assert result.exit_code == 2, result.output
     assert said in _unwrapped(result.output) and "each embedded by" not in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_eval_metric_chooses_the_figures_the_difference_column_and_the_json_rows(
+    pipeline_dir, tmp_path
+):
+    """`--metric recall@5 --compare` on the BEIR fixture: every method's figure, the Δ column
+    and the paired differences are recall@5's (the default ndcg@10 in no table), and the
+    figures are the harness's own; an unknown metric exits 2 naming the known ones."""
+    path = KINDS["retrieval"]
+    args = [str(path), "--compare", "--metric", "Recall@05"]
+    payload = _eval(args, pipeline_dir, tmp_path / "rows.json")
+    assert payload["config"]["metrics"] == ["recall@5"]
+    scored = [r for r in payload["rows"] if RETRIEVAL_METRIC.fullmatch(r["metric"])]
+    assert {r["metric"] for r in scored} == {"recall@5"}  # beside them: uec's diagnostics
+    assert {r["method"] for r in scored} == {r["method"] for r in payload["rows"]}
+    differences = payload["paired"]["differences"]
+    assert differences and all(set(d) == {"recall@5"} for d in differences.values())
+    assert "Δ recall@5" in payload["output"] and "ndcg" not in payload["stdout"]
+    pipe, test = Pipeline.load(pipeline_dir, cache=False), load_dataset(path)
+    dev_split = find_dev(path, "test")
+    dev = load_dataset(path, dev_split) if dev_split else None
+    direct = compare(pipe, test, dev, metrics=("recall@5",))
+    assert _values(payload["rows"], "recall@5") == _values(direct.rows, "recall@5")
+    for method, d in differences.items():  # the Δ column's cells, as the table prints them
+        if method != payload["paired"]["baseline"]:
+            assert f"{100 * d['recall@5']['difference']:+.2f}" in payload["output"]
+
+    result = runner.invoke(
+        app, ["eval", str(path), "--metric", "precision@5", "--pipeline", str(pipeline_dir)]
+    )
+    assert result.exit_code == 2
+    said = _unwrapped(result.output)
+    assert "unknown metric 'precision@5'; known:" in said and "recall@K" in said
