@@ -669,12 +669,16 @@ def test_search_options_and_their_errors(server):
 
 def test_a_filter_that_crashed_the_engine_or_made_it_panic_is_a_422_and_the_server_lives(server):
     """A 480 KB chain of ORs, sent with any read key, segfaulted LanceDB inside the server:
-    the process died with no log line. `$1` made it panic: a 500."""
+    the process died with no log line. `$1` and `N'x'` made it panic: a 500."""
     chain = " OR ".join(["id = 'a'"] * 40_000)
     with server.client() as http:
         http.post("/v1/collections", json={"name": "deep"})
         http.post("/v1/collections/deep/documents", json={"documents": DOCS})
-        for where, says in ((chain, "AND/OR operators; the limit is 4,000"), ("text = $1", "'$'")):
+        for where, says in (
+            (chain, "more than 4,000 AND/OR operators"),
+            ("text = $1", "'$'"),
+            ("text = N'x'", "LanceDB cannot run it"),
+        ):
             answer = http.post("/v1/collections/deep/search", json={"query": "x", "where": where})
             assert answer.status_code == 422, answer.text[:500]
             assert says in answer.json()["error"]["message"]

@@ -2,8 +2,8 @@
 
 `sql_list` quotes strings into one (`id IN (...)`), `id_conditions` many ids into several;
 `filtered` runs a LanceDB call with a user's filter, refusing more than one condition,
-comparisons with NULL, `$` outside quotes and chains deep enough to crash the engine, and
-rewording the engine's error for a bad one.
+comparisons with NULL, `$` outside quotes and comments and chains deep enough to crash the
+engine, and rewording the engine's error for a bad one (a panic of the engine's too).
 """
 
 from __future__ import annotations
@@ -143,6 +143,10 @@ _LITERAL = re.compile(r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`[^`]*`?|--[^\n]*|/\*"
 #: A filter's tokens once its comments are gone: strings and quoted names, words and numbers,
 #: and any other character alone (`<=` is two: more terms than the engine's, never fewer).
 _TOKEN = re.compile(r"""'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`[^`]*`?|[\w.$]+|\S""")
+#: The type LanceDB raises for a panic of its engine (`planner.rs`: "not yet implemented" for
+#: `?` and `:name` placeholders, `N'x'`, `B'01'` and `R'x'` strings), a plain Exception made in
+#: its extension (`pyo3_async_runtimes.RustPanic`), which no Python module exports to import.
+_ENGINE_PANIC = ("pyo3_async_runtimes", "RustPanic")
 #: Where a block comment's nesting opens or closes.
 _COMMENT_MARK = re.compile(r"/\*|\*/")
 #: Tokens that open and close a group, whose items are separated by the separators.
@@ -154,8 +158,13 @@ _SEPARATORS = frozenset({",", "WHEN", "THEN", "ELSE"})
 @dataclass
 class _Depth:
     """One group of a filter (the whole, a parenthesis, a CASE) as `_depths` walks it: its
-    AND/OR chain and its conditions' terms so far, each with the most of a group inside."""
+    AND/OR chain and its conditions' terms so far, each with the most of a group inside, and
+    those of the groups around it on the path to it."""
 
+    #: AND/OR operators and terms on the path to this group, in the groups around it (this
+    #: group one term of its condition): what a chain in it adds to.
+    outer_booleans: int = 0
+    outer_terms: int = 0
     #: AND/OR operators of the current item (a group's comma-separated part), and the most
     #: of a group it holds; the most of a finished item.
     booleans: int = 0
@@ -168,6 +177,16 @@ class _Depth:
     most_terms: int = 0
     #: A BETWEEN waits for its AND, which joins no conditions.
     between: bool = False
+
+    def inner(self) -> _Depth:
+        """A group opened in the current condition, on a path through this one's chains."""
+        return _Depth(self.outer_booleans + self.booleans, self.outer_terms + self.terms + 1)
+
+    def path(self) -> tuple[int, int]:
+        """AND/OR operators and terms on the longest path through the current condition so
+        far: at most what the whole filter has, so a limit passed here is passed."""
+        booleans = self.outer_booleans + self.booleans + self.nested_booleans
+        return booleans, self.outer_terms + self.terms + self.nested_terms
 
     def end_condition(self) -> None:
         """The current condition is whole: keep its terms if they are the most."""
@@ -213,17 +232,19 @@ def _uncommented(where: str) -> str:
     return "".join(kept) + where[at:]
 
 
-def _depths(where: str) -> tuple[int, int]:
-    """The most AND/OR operators, and the most terms of one condition, on any path through
-    the filter's expression tree: an upper bound, found without parsing it, since AND and OR
-    bind loosest, every other node of the tree takes at least one token, and a group's tree
-    hangs from one term of its condition."""
+def _past_limits(where: str) -> tuple[int, int] | None:
+    """AND/OR operators and one condition's terms on a path through the filter's expression
+    tree, read token by token up to the first that passes `MAX_CHAINED_CONDITIONS` or
+    `MAX_CONDITION_TERMS` (what it counts then), or None: within both. An upper bound, found
+    without parsing it, since AND and OR bind loosest, every other node of the tree takes at
+    least one token, and a group's tree hangs from one term of its condition. Stopping at the
+    limit bounds the work: 4 MB of `(` took 10 s and 816 MB when the whole was counted."""
     groups = [_Depth()]
     group = groups[0]
-    for token in _TOKEN.findall(_uncommented(where)):
-        word = token.upper()
+    for found in _TOKEN.finditer(where):
+        word = found.group().upper()
         if word in _OPENS:
-            group = _Depth()
+            group = group.inner()
             groups.append(group)
         elif word in _CLOSES and len(groups) > 1:
             groups.pop()
@@ -237,11 +258,10 @@ def _depths(where: str) -> tuple[int, int]:
         else:
             group.between = word == "BETWEEN" or (group.between and word != "AND")
             group.terms += 1
-    while len(groups) > 1:  # unclosed: the engine refuses it, after this walk
-        inner = groups.pop()
-        groups[-1].holds(inner)
-    groups[0].end_item()
-    return groups[0].most_booleans, groups[0].most_terms
+        booleans, terms = group.path()
+        if booleans > MAX_CHAINED_CONDITIONS or terms > MAX_CONDITION_TERMS:
+            return booleans, terms
+    return None
 
 
 def _too_deep(where: str) -> str | None:
@@ -249,20 +269,20 @@ def _too_deep(where: str) -> str | None:
     one condition's terms (a long `IN (...)` list is neither)."""
     if len(where) <= MAX_CONDITION_TERMS:  # as many tokens at most: within both limits
         return None
-    booleans, terms = _depths(where)
-    if booleans > MAX_CHAINED_CONDITIONS:
+    past = _past_limits(where)
+    if past is None:
+        return None
+    if past[0] > MAX_CHAINED_CONDITIONS:
         return (
-            f"it chains {booleans:,} AND/OR operators; the limit is "
-            f"{MAX_CHAINED_CONDITIONS:,} (LanceDB's planner crashes on some 32,000): match "
-            "many values with `field IN (...)`"
+            f"it chains more than {MAX_CHAINED_CONDITIONS:,} AND/OR operators, the limit "
+            "(LanceDB's planner crashes on some 32,000): match many values with "
+            "`field IN (...)`"
         )
-    if terms > MAX_CONDITION_TERMS:
-        return (
-            f"one of its conditions chains {terms:,} terms (operators and operands, with those "
-            f"in its parentheses); the limit is {MAX_CONDITION_TERMS} (LanceDB's planner "
-            "crashes on some 1,400)"
-        )
-    return None
+    return (
+        f"one of its conditions chains more than {MAX_CONDITION_TERMS} terms (operators and "
+        "operands, with those in its parentheses), the limit (LanceDB's planner crashes on "
+        "some 1,400)"
+    )
 
 
 def _listed(owner: CollectionReads) -> str:
@@ -355,21 +375,26 @@ def _compared_names(where: str) -> list[str]:
 
 def _refused(where: str, owner: CollectionReads) -> str | None:
     """Why a filter is refused before the engine reads it, or None: what it would run wrongly
-    or silently, or crash on."""
-    bare = re.sub(r"'(?:[^']|'')*'", "", where)
+    or silently, or crash on. Its comments are read as the engine reads them: as spaces."""
+    uncommented = _uncommented(where)
+    bare = re.sub(r"'(?:[^']|'')*'", "", uncommented)
     if ";" in bare:
         return "a filter is one SQL condition; ';' is not allowed outside a quoted string"
     unquoted = _QUOTED_NAME.sub("", bare).replace("<=>", " ")  # null-safe
     if "$" in unquoted:  # the engine panicked on both (a 500 from the service)
         return (
-            "'$' is not allowed outside a quoted string: LanceDB reads `$1` as a placeholder "
-            "and `$$...$$` as a string, and runs neither; quote strings with single quotes"
+            "'$' is not allowed outside a quoted string or a comment: LanceDB reads `$1` as a "
+            "placeholder and `$$...$$` as a string, and runs neither; quote strings with single "
+            "quotes"
         )
     if _NULL_COMPARED.search(unquoted):
         return (
             "a comparison with NULL is never true in SQL, so it keeps no row; write "
             "`field IS NULL` or `field IS NOT NULL`"
         )
+    deep = _too_deep(uncommented)  # before the checks that read every name
+    if deep is not None:
+        return deep
     own = _own_column(bare, unquoted)
     if own is not None:
         return _not_a_field(own, owner)
@@ -379,7 +404,22 @@ def _refused(where: str, owner: CollectionReads) -> str | None:
             f"SQL reads {folded} outside double quotes as the field {folded.lower()!r}; write "
             f'{folded.lower()} for that field, or "{folded}" for a field named {folded}'
         )
-    return _too_deep(where)
+    return None
+
+
+#: What a filter the engine panicked on holds (the panic's own message says nothing).
+_PANICKED = (
+    "LanceDB cannot run it (its engine stopped on something it has not implemented: a `?` or "
+    "`:name` placeholder, or a string written N'...', B'...' or R'...'); quote strings with "
+    "plain single quotes and write values in place"
+)
+
+
+def _engine_panic(exc: Exception) -> bool:
+    """Whether LanceDB's engine panicked: on a filter, a bad filter (a 4xx from the
+    service), not a failure of the store."""
+    kind = type(exc)
+    return (kind.__module__, kind.__qualname__) == _ENGINE_PANIC
 
 
 def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
@@ -393,9 +433,12 @@ def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
         raise StoreError(f"invalid filter {shown}: {refused}")
     try:
         return run()
-    except (ValueError, RuntimeError, OSError) as exc:
-        if not where:
+    except Exception as exc:
+        panic = _engine_panic(exc)
+        if not where or not (panic or isinstance(exc, (ValueError, RuntimeError, OSError))):
             raise
+        if panic:
+            raise StoreError(f"invalid filter {shown}: {_PANICKED}") from exc
         message = _ENGINE_SOURCE.sub("", str(exc).splitlines()[0]).removeprefix("Invalid input, ")
         mistyped = _mistyped(message, where, owner)
         if mistyped is not None:
