@@ -59,13 +59,17 @@ def test_without_keys_a_host_that_names_another_server_is_refused(open_server):
     collections of a server without keys, which never looked at the Host header."""
     port = open_server.port
     with open_server.client() as http:
-        for host in ("evil.example", f"evil.example:{port}", "10.1.2.3", "[evil]", "a b"):
+        refused = ("evil.example", f"evil.example:{port}", "10.1.2.3", "[evil]", "a b")
+        for host in (*refused, "localhost.evil.example", "[::ffff:10.1.2.3]"):
             made = http.post("/v1/collections", json={"name": "rebound"}, headers={"Host": host})
             assert made.status_code == 421, (host, made.text)
             said = made.json()["error"]["message"]
             assert "does not answer to the Host" in said and "--allowed-host NAME" in said
         assert http.get("/v1/collections/rebound").status_code == 404  # nothing was made
-        for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+        loopback = ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}")
+        # an IPv4-mapped loopback address, and *.localhost (RFC 6761: browsers resolve it to
+        # loopback themselves) got 421
+        for host in (*loopback, "[::ffff:127.0.0.1]", f"app.localhost:{port}", "a.b.LOCALHOST."):
             assert http.get("/readyz", headers={"Host": host}).status_code == 200, host
         for host in ("proxy.internal", f"PROXY.internal.:{port}"):  # --allowed-host's name
             assert http.get("/v1/collections", headers={"Host": host}).status_code == 200, host
@@ -124,3 +128,12 @@ def test_connections_past_the_concurrency_limit_are_answered_503_until_some_clos
         for connection in stalled:
             connection.close()
     until(200)
+
+
+def test_a_body_timeout_of_0_switches_it_off(tmp_path, pydoc_pipeline_dir):
+    """--body-timeout could not be switched off (0 was refused at start-up); under a second
+    it is refused (`test_service_settings_made_in_python_refuse_what_the_cli_would`)."""
+    options = ("--body-timeout", "0", "--workers", "1")
+    with Server(tmp_path / "db", pydoc_pipeline_dir, *options) as untimed, untimed.client() as http:
+        made = http.post("/v1/collections", json={"name": "untimed"})
+        assert made.status_code in (200, 201), made.text

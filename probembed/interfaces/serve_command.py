@@ -89,7 +89,11 @@ def serve_command(
     max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
     max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
     body_timeout: Annotated[
-        float, typer.Option(help="Seconds a request may take to send its whole body (408).")
+        float,
+        typer.Option(
+            help="Seconds a request may take to send its whole body (408), at least 1 "
+            "(0: no timeout)."
+        ),
     ] = 60.0,
     max_k: Annotated[int, typer.Option(help="Hits per query.")] = 1000,
     max_hits: Annotated[

@@ -181,7 +181,7 @@ class Gate:
         chunks: list[bytes] = []
         size = 0
         try:
-            async with asyncio.timeout(self.body_seconds):
+            async with asyncio.timeout(self.body_seconds or None):  # 0: none
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":

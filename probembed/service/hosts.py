@@ -3,7 +3,8 @@
 Without API keys the server answers only requests that name it: a web page can point its own
 name at 127.0.0.1 (DNS rebinding) and then, as that name's origin, read and write a server
 on the machine of whoever opened the page. The page's requests carry its name as their Host,
-never an address, so an address that reaches the server, and localhost, are answered.
+never an address, so an address that reaches the server, and localhost and its subdomains
+(`app.localhost`: browsers resolve them to loopback themselves, RFC 6761), are answered.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ _SHOWN = 100
 
 def _name_of(header: str) -> str | None:
     """A Host header's host: lower-case, without its port, an IPv6 address's brackets or a
-    final dot, an address as `ipaddress` writes it; None if it names no host."""
+    final dot, an address as `ipaddress` writes it (an IPv4-mapped IPv6 one as its IPv4,
+    which Python 3.11 does not count as loopback); None if it names no host."""
     text = header.strip().lower()
     if text.startswith("["):
         host, bracket, port = text[1:].partition("]")
@@ -36,9 +38,11 @@ def _name_of(header: str) -> str | None:
         return None
     host = host.removesuffix(".")
     try:
-        return str(ipaddress.ip_address(host))
+        address = ipaddress.ip_address(host)
     except ValueError:
         return host if _NAME.fullmatch(host) and not text.startswith("[") else None
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return str(mapped or address)
 
 
 def host_name(value: str) -> str:
@@ -93,10 +97,11 @@ class Hosts:
         if header is None:
             return None
         name = _name_of(header)
-        if name is not None and (name in self.names or self._address(name)):
+        local = name is not None and name.endswith(".localhost")  # RFC 6761: loopback
+        if name is not None and (name in self.names or local or self._address(name)):
             return None
         shown = header if len(header) <= _SHOWN else f"{header[:_SHOWN]}..."
-        answered = ["localhost", "loopback addresses (127.0.0.1, [::1])"]
+        answered = ["localhost (and *.localhost)", "loopback addresses (127.0.0.1, [::1])"]
         answered += ["any IP address"] if self.any_address else []
         answered += sorted(n for n in self.names - {"localhost"} if not self._address(n))
         return (

@@ -17,6 +17,8 @@ from probembed.store.upkeep import DEFAULT_KEEP
 
 #: Hits of a search request that does not say how many.
 DEFAULT_K = 10
+#: Shortest body timeout: below a second, a body that a busy network delays gets 408.
+MIN_BODY_TIMEOUT = 1.0
 #: Longest a first request may wait for others to join its batch: a minute is already a typo.
 MAX_WAIT_MS = 60_000.0
 
@@ -38,11 +40,17 @@ class Limits:
     max_hits: int = 20_480
     #: Seconds a request may take to send its whole body (408 past it): a client that
     #: stopped half-way through held its connection and its request for ever. A 16 MiB body
-    #: (--max-body-bytes) needs some 2.2 Mbit/s to arrive in a minute.
+    #: (--max-body-bytes) needs some 2.2 Mbit/s to arrive in a minute. 0: no timeout.
     body_timeout: float = 60.0
 
     def __post_init__(self) -> None:
-        _check_positive(self)
+        _check_positive(self, zero_ok=("body_timeout",))
+        if 0 < self.body_timeout < MIN_BODY_TIMEOUT:
+            raise ValueError(
+                f"--body-timeout (body_timeout) must be at least {MIN_BODY_TIMEOUT:g} s, or 0 "
+                f"for no timeout: a shorter one refuses bodies a network delays, got "
+                f"{self.body_timeout!r}"
+            )
         if self.max_k < DEFAULT_K:
             raise ValueError(
                 f"--max-k (max_k) must be at least {DEFAULT_K}, the k of a search that gives "
