@@ -157,7 +157,7 @@ _SEPARATORS = frozenset({",", "WHEN", "THEN", "ELSE"})
 
 @dataclass
 class _Depth:
-    """One group of a filter (the whole, a parenthesis, a CASE) as `_depths` walks it: its
+    """One group of a filter (the whole, a parenthesis, a CASE) as `_past_limits` walks it: its
     AND/OR chain and its conditions' terms so far, each with the most of a group inside, and
     those of the groups around it on the path to it."""
 
