@@ -66,6 +66,10 @@ def test_without_keys_a_host_that_names_another_server_is_refused(open_server):
             said = made.json()["error"]["message"]
             assert "does not answer to the Host" in said and "--allowed-host NAME" in said
         assert http.get("/v1/collections/rebound").status_code == 404  # nothing was made
+        # a load balancer's probe by the service's DNS name turned 421 on upgrading
+        for probe in ("/healthz", "/readyz/"):
+            answer = http.get(probe, headers={"Host": "search.internal"})
+            assert answer.status_code == 200, (probe, answer.text)
         loopback = ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}")
         # an IPv4-mapped loopback address, and *.localhost (RFC 6761: browsers resolve it to
         # loopback themselves) got 421
@@ -137,3 +141,17 @@ def test_a_body_timeout_of_0_switches_it_off(tmp_path, pydoc_pipeline_dir):
     with Server(tmp_path / "db", pydoc_pipeline_dir, *options) as untimed, untimed.client() as http:
         made = http.post("/v1/collections", json={"name": "untimed"})
         assert made.status_code in (200, 201), made.text
+
+
+def test_a_server_without_keys_on_a_network_address_says_what_hosts_it_answers():
+    """An upgrade made a keyless --insecure server on 0.0.0.0 refuse clients that use its DNS
+    name (421), and its start said nothing of it."""
+    from probembed.service.server import keyless_hosts_warning
+    from probembed.service.settings import ServiceSettings
+
+    def said(**options) -> str | None:
+        return keyless_hosts_warning(ServiceSettings(db="db", **options))
+
+    exposed = said(host="0.0.0.0", insecure=True, allowed_hosts=("search.internal",))
+    assert exposed is not None and "search.internal" in exposed and "--allowed-host" in exposed
+    assert said(host="127.0.0.1") is None

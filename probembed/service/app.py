@@ -30,7 +30,7 @@ from probembed.service.batching import QueueFullError
 from probembed.service.collections import _collections
 from probembed.service.embeddings import _embeddings
 from probembed.service.errors import _INTERNAL, _STATUS, ApiError, refusal
-from probembed.service.gate import Gate
+from probembed.service.gate import PROBES, Gate
 from probembed.service.hosts import Hosts
 from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _scope_refusal
@@ -98,7 +98,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         max_body_bytes=settings.limits.max_body_bytes,
         pages=pages,
         keys=settings.keys,
-        open_paths=pages | {"/healthz", "/readyz"},
+        open_paths=pages | PROBES,
         open_prefix=f"{ASSETS}/",
         refused=_scope_refusal([r for router in routers for r in router.routes], settings.keys),
         hosts=Hosts.served(settings.host, settings.allowed_hosts, settings.keys is not None),

@@ -44,6 +44,8 @@ access_log = logging.getLogger("probembed.access")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z-]{0,19}")
 #: Schemes named back when the header holds them alone (no credentials after).
 _KNOWN_SCHEMES = frozenset({"basic", "digest", "negotiate", "ntlm", "token"})
+#: Health probes: answered without a key and whatever their Host.
+PROBES = frozenset({"/healthz", "/readyz"})
 #: A client's request id taken as it is: printable ASCII without spaces, at most 128
 #: characters (a UUID is 36); anything else is replaced, so a log line stays one short token.
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -112,7 +114,7 @@ class Gate:
             await _refuse(sending, status, message, request_id, headers)
 
         try:
-            elsewhere = None if self.hosts is None else self.hosts.refusal(_header(scope, b"host"))
+            elsewhere = self._elsewhere(scope)
             if elsewhere is not None:  # a page that rebound its name to this machine
                 await refuse(421, elsewhere)
                 return
@@ -148,10 +150,17 @@ class Gate:
             return given
         return uuid.uuid4().hex
 
+    def _elsewhere(self, scope: Scope) -> str | None:
+        """Why a request's Host names another server, or None. Health probes are answered
+        whatever their Host: a load balancer's probe by the service's DNS name turned 421 on
+        upgrading and took the instance out, and they tell a rebound page nothing worth taking."""
+        if self.hosts is None or _path(scope) in PROBES:
+            return None
+        return self.hosts.refusal(_header(scope, b"host"))
+
     def _unauthenticated(self, scope: Scope) -> str | None:
         """Why a request needing a key has no valid one, or None (the routes check scopes)."""
-        # /healthz/ too: a probe configured with the slash was refused 401, not redirected
-        path = str(scope.get("path", "")).rstrip("/") or "/"
+        path = _path(scope)
         under = self.open_prefix is not None and path.startswith(self.open_prefix)
         if self.keys is None or path in self.open_paths or under:
             return None
@@ -237,6 +246,12 @@ class Gate:
         if self.open_prefix is not None and path.startswith(self.open_prefix):
             return self.open_prefix.rstrip("/")
         return "unmatched"
+
+
+def _path(scope: Scope) -> str:
+    """The request's path without a trailing slash: a probe configured as /healthz/ was
+    refused 401, not redirected."""
+    return str(scope.get("path", "")).rstrip("/") or "/"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

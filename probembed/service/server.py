@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from probembed.encoders.base import thread_limit
 from probembed.service.app import create_app
-from probembed.service.settings import ServiceSettings
+from probembed.service.settings import ServiceSettings, is_loopback
 from probembed.service.storage import with_timeouts
 from probembed.store.location import Location
 
@@ -38,6 +38,20 @@ def configure_logging(level: int = logging.INFO) -> None:
         logger.propagate = False
 
 
+def keyless_hosts_warning(settings: ServiceSettings) -> str | None:
+    """What a server without keys on a network address answers to, said at start: clients
+    reaching it by a DNS name (a compose service, a load balancer) get 421 after an upgrade
+    from a release that answered any Host."""
+    if settings.keys is not None or is_loopback(settings.host):
+        return None
+    names = "".join(f", {name}" for name in settings.allowed_hosts)
+    return (
+        f"no API keys: requests are answered for the Host names localhost, its addresses{names} "
+        "only; clients using another name get 421 (--allowed-host NAME adds one; /healthz "
+        "and /readyz answer any)"
+    )
+
+
 def serve(settings: ServiceSettings) -> None:
     """Serve until SIGTERM/SIGINT."""
     configure_logging()
@@ -52,6 +66,9 @@ def serve(settings: ServiceSettings) -> None:
         "listening on %s, loading pipelines %s (/readyz answers 200 once loaded)",
         *(settings.url, list(settings.pipelines)),
     )
+    exposure = keyless_hosts_warning(settings)
+    if exposure is not None:
+        logging.getLogger("probembed.service").warning(exposure)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
