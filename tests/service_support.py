@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import httpx2
 
 from probembed.service.process import ServerProcess
@@ -14,3 +17,13 @@ class Server(ServerProcess):
         """An HTTP client for this server, with a bearer key if given."""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx2.Client(base_url=self.url, headers=headers, timeout=60)
+
+    def access_line(self, request_id: str) -> dict:
+        """The access line of the request with this id (written once the answer went out)."""
+        deadline = time.monotonic() + 30  # 30 s: only ever waited out on failure
+        while True:
+            for line in self.output.splitlines():
+                if line.startswith("{") and json.loads(line).get("request_id") == request_id:
+                    return json.loads(line)
+            assert time.monotonic() < deadline, f"no access line has request_id {request_id!r}"
+            time.sleep(0.05)

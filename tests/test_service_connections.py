@@ -36,17 +36,6 @@ def proxied(tmp_path_factory, pydoc_pipeline_dir):
         yield running
 
 
-def access_line(server: Server, request_id: str) -> dict:
-    """The access line of the request with this id (written once the answer went out)."""
-    deadline = time.monotonic() + 30  # only ever waited out on failure
-    while True:
-        for line in server.output.splitlines():
-            if line.startswith("{") and json.loads(line).get("request_id") == request_id:
-                return json.loads(line)
-        assert time.monotonic() < deadline, f"no access line has request_id {request_id!r}"
-        time.sleep(0.05)
-
-
 def raw(server: Server, sent: bytes) -> socket.socket:
     """A connection to the server that has sent these bytes and no more."""
     connection = socket.create_connection(("127.0.0.1", server.port))
@@ -85,10 +74,10 @@ def test_x_forwarded_for_is_ignored_unless_its_proxy_is_named(open_server, proxi
     forged = {"X-Forwarded-For": "203.0.113.7"}
     with open_server.client() as http:
         http.get("/healthz", headers={**forged, "X-Request-ID": "forged-1"})
-    assert access_line(open_server, "forged-1")["client"].startswith("127.0.0.1:")
+    assert open_server.access_line("forged-1")["client"].startswith("127.0.0.1:")
     with proxied.client(KEY) as http:
         http.get("/healthz", headers={**forged, "X-Request-ID": "forwarded-1"})
-    assert access_line(proxied, "forwarded-1")["client"].startswith("203.0.113.7:")
+    assert proxied.access_line("forwarded-1")["client"].startswith("203.0.113.7:")
 
 
 def test_with_keys_any_host_is_answered_the_key_being_what_a_request_needs(proxied):

@@ -3,9 +3,7 @@ its error body and its access line, so an operator finds the line a user's repor
 
 from __future__ import annotations
 
-import json
 import re
-import time
 
 import pytest
 from service_support import Server
@@ -25,17 +23,6 @@ def keyed(tmp_path_factory, pydoc_pipeline_dir):
         yield running
 
 
-def access_line(server: Server, request_id: str) -> dict:
-    """The access line of the request with this id (written once the answer went out)."""
-    deadline = time.monotonic() + 30  # 30 s: only ever waited out on failure
-    while True:
-        for line in server.output.splitlines():
-            if line.startswith("{") and json.loads(line).get("request_id") == request_id:
-                return json.loads(line)
-        assert time.monotonic() < deadline, f"no access line has request_id {request_id!r}"
-        time.sleep(0.05)
-
-
 def test_a_clients_request_id_is_echoed_in_the_header_the_error_body_and_the_access_line(keyed):
     """The access log had no request id: a user's report of a refusal matched no line."""
     with keyed.client(KEY) as http:
@@ -45,10 +32,10 @@ def test_a_clients_request_id_is_echoed_in_the_header_the_error_body_and_the_acc
     assert missing.headers["X-Request-ID"] == "report-42/a:b"
     assert missing.json()["request_id"] == "report-42/a:b"
     assert "'nope' is not served" in missing.json()["detail"]
-    line = access_line(keyed, "report-42/a:b")
+    line = keyed.access_line("report-42/a:b")
     assert line["status"] == 404 and line["path"] == "/v1/models/nope"
     assert fine.headers["X-Request-ID"] == "fine-1"
-    assert access_line(keyed, "fine-1")["status"] == 200
+    assert keyed.access_line("fine-1")["status"] == 200
 
 
 def test_a_refusal_made_before_the_app_ran_carries_a_made_id(keyed):
@@ -58,7 +45,7 @@ def test_a_refusal_made_before_the_app_ran_carries_a_made_id(keyed):
     made = refused.headers["X-Request-ID"]
     assert refused.status_code == 401 and MADE.fullmatch(made)
     assert refused.json()["request_id"] == made
-    assert access_line(keyed, made)["status"] == 401
+    assert keyed.access_line(made)["status"] == 401
 
 
 @pytest.mark.parametrize(
@@ -73,5 +60,5 @@ def test_an_unusable_request_id_is_replaced_and_an_api_key_never_reaches_the_log
         answer = http.get("/v1/models", headers={"X-Request-ID": given.encode()})
     made = answer.headers["X-Request-ID"]
     assert answer.status_code == 200 and MADE.fullmatch(made), made
-    assert access_line(keyed, made)["path"] == "/v1/models"
+    assert keyed.access_line(made)["path"] == "/v1/models"
     assert KEY not in keyed.output
