@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from service_support import Server
 from typer.testing import CliRunner
 
 import probembed
@@ -16,6 +17,7 @@ from probembed.encoders.base import Encoder
 from probembed.encoders.hashing import HashingEncoder
 from probembed.interfaces.cli import app
 from probembed.pipeline import Pipeline
+from probembed.store import Database, Record, ingest
 from probembed.uncertainty import make_estimator
 
 #: A package's encoder: deterministic vectors from a seeded generator per text.
@@ -378,3 +380,44 @@ def test_listing_custom_encoders_builds_none_and_imports_no_heavy_library(packag
 def test_an_unknown_encoder_says_how_to_register_one():
     with pytest.raises(ValueError, match="unknown encoder .nobody.*entry"):
         encoders.get_encoder("nobody")
+
+
+def test_a_collection_the_server_cannot_load_leaves_the_others_served(
+    tmp_path, mine_class, pydoc_pipeline, pydoc_pipeline_dir
+):
+    """A collection of an encoder registered only in the writing process: the serving process
+    cannot load its pipeline. It made the whole service `failed` (every route 503); now it
+    alone is refused, naming it and why, and is listed with its problem."""
+    db = Database(tmp_path / "db", create=True)
+    ingest([Record("a", "sorting a list")], db.collection("served"), pydoc_pipeline)
+    probembed.register_encoder("mine", mine_class)
+    try:
+        ingest([Record("b", "a text")], db.collection("own"), one_member(mine_class(2.0)))
+    finally:
+        encoders.REGISTERED.pop("mine")
+    with Server(tmp_path / "db", pydoc_pipeline_dir) as server, server.client() as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "ready"
+        assert list(ready.json()["unservable"]) == ["own"]
+        assert "mine" in ready.json()["unservable"]["own"]
+        found = client.post("/v1/collections/served/search", json={"query": "sort a list"})
+        assert found.status_code == 200
+        assert found.json()["results"][0]["hits"][0]["id"] == "a"
+        listed = {c["name"]: c for c in client.get("/v1/collections").json()["data"]}
+        assert listed["served"]["problem"] is None
+        assert "mine" in listed["own"]["problem"]
+        assert listed["own"]["count"] == 1
+        refused = client.post("/v1/collections/own/search", json={"query": "a text"})
+        written = client.post(
+            "/v1/collections/own/documents", json={"documents": [{"id": "c", "text": "more"}]}
+        )
+        for answer in (refused, written):
+            assert answer.status_code == 503, answer.text
+            assert "'own'" in answer.json()["detail"]
+            assert "mine" in answer.json()["detail"]
+            assert "Retry-After" not in answer.headers
+        said = [line for line in server.output.splitlines() if "collection 'own'" in line]
+        assert len(said) == 1, server.output
+        assert "mine" in said[0]
+    assert Database(tmp_path / "db").collection("own").count() == 1

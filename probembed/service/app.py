@@ -11,7 +11,7 @@ import logging
 import pathlib
 import re
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -36,7 +36,7 @@ from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service
-from probembed.service.storage import hidden, hidden_places, timed_out, with_timeouts
+from probembed.service.storage import hidden, operator_places, timed_out, with_timeouts
 from probembed.service.validation import (
     _PROBLEMS_TOLD,
     UNPARSABLE,
@@ -188,7 +188,7 @@ def _non_blank() -> str:
 def _handle_errors(app: FastAPI, service: Service) -> None:
     """Each refusal as JSON {"detail": ...} with its status; Retry-After where it helps."""
     db, keys = service.settings.db, service.settings.keys
-    roots = _spellings(db, service.settings.storage_options)
+    roots = operator_places(db, service.settings.storage_options)
     remote = isinstance(database_target(db), str)
     options = with_timeouts(db, service.settings.storage_options)
 
@@ -307,20 +307,6 @@ def _hidden(told: str, places: Sequence[tuple[str, str]]) -> str:
     """A text with each of `places` (pattern, shown) as the client reads it: where the
     server keeps things is the operator's."""
     return hidden(told, list(places))
-
-
-def _spellings(db: pathlib.Path | str, options: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(pattern, what a client reads instead) of the operator's locations a message may
-    name, longest first: the database (on object storage also its bucket, prefix and
-    endpoint, `storage.hidden_places`); in a message about the server's own storage
-    (`StoreStateError`: a full disk names the search snapshot's folder) also the local cache
-    of an object-storage database and the temp dir."""
-    target = database_target(db)
-    if isinstance(target, str):
-        return hidden_places(target, options)
-    # absolute only: a relative `--db db` is also in users' words
-    spellings = {str(target.absolute()), str(target.resolve())}
-    return [(re.escape(s), "<db>") for s in sorted(spellings, key=len, reverse=True)]
 
 
 def _local_places() -> list[tuple[str, str]]:

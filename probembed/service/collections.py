@@ -96,7 +96,10 @@ def _collections(service: Service) -> APIRouter:
     def info(name: str) -> schemas.CollectionInfo:
         collection = service.collection(name)
         service.count_items(collection)
-        return schemas.CollectionInfo.model_validate(collection.stats().to_json())
+        problem = service.unservable.get(name)
+        return schemas.CollectionInfo.model_validate(
+            {**collection.stats().to_json(), "problem": problem}
+        )
 
     @router.get(
         "",

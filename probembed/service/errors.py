@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from probembed.service import schemas
 from probembed.service.batching import QueueFullError, StoppingError
-from probembed.service.state import NotReadyError, UnknownModelError
+from probembed.service.state import NotReadyError, UnknownModelError, UnservableError
 from probembed.store import (
     CollectionExistsError,
     CollectionNotFoundError,
@@ -38,6 +38,7 @@ _INTERNAL = "internal error: the server's log holds the details"
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotReadyError, 503),
     (UnknownModelError, 404),
+    (UnservableError, 503),
     (CollectionNotFoundError, 404),
     (CollectionExistsError, 409),
     (PipelineMismatchError, 409),
@@ -67,7 +68,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "Invalid input: the detail names it"),
         (429, "Encode queue full: retry after Retry-After seconds"),
         (500, "The server's own storage or state failed, or a bug: its log says why"),
-        (503, "Still loading, loading failed, the database is read-only, or its storage failed"),
+        (
+            503,
+            "Still loading, loading failed, the database is read-only, its storage failed, or "
+            "the collection's pipeline does not load in this server (no Retry-After)",
+        ),
     )
 }
 

@@ -40,7 +40,9 @@ def _operations(service: Service) -> APIRouter:
     @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
     async def readyz() -> Response:
         """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
-        for STORAGE_HOLD seconds after the database's object storage failed a request."""
+        for STORAGE_HOLD seconds after the database's object storage failed a request. A
+        collection whose pipeline does not load here is listed in `unservable`, still 200: the
+        others are served, and a balancer routing away would mend nothing."""
         if not service.ready:
             status = "failed" if service.failure else "loading"  # both are "not yet": 503
             body = schemas.Health(status=status, error=failure())
@@ -52,9 +54,10 @@ def _operations(service: Service) -> APIRouter:
                 status="storage", pipelines=list(service.pipelines), error=trouble
             )
             return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
-        return JSONResponse(
-            schemas.Health(status="ready", pipelines=list(service.pipelines)).model_dump()
+        body = schemas.Health(
+            status="ready", pipelines=list(service.pipelines), unservable=service.unservable
         )
+        return JSONResponse(body.model_dump())
 
     @router.get(
         "/metrics",

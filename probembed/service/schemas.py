@@ -179,6 +179,11 @@ class CollectionInfo(BaseModel):
     version: int
     pipeline: PipelineOut
     adapted_weights: dict[str, float] | None
+    problem: str | None = Field(
+        None,
+        description="Why this server cannot load the collection's pipeline (its routes that "
+        "encode answer 503); None: served.",
+    )
 
 
 class CollectionList(BaseModel):
@@ -564,3 +569,5 @@ class Health(BaseModel):
     status: str
     pipelines: list[str] = Field(default_factory=list)
     error: str | None = None
+    #: Collections whose pipeline does not load in this server, and why: served but refused.
+    unservable: dict[str, str] = Field(default_factory=dict)

@@ -31,13 +31,14 @@ from probembed.pipeline import Pipeline
 from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
-from probembed.service.storage import with_timeouts
+from probembed.service.storage import hidden, operator_places, with_timeouts
 from probembed.service.worker import EncodeProcess, child_threads
 from probembed.store import (
     Collection,
     CollectionNotFoundError,
     Database,
     NoDatabaseError,
+    StorageUnavailableError,
     StoreError,
 )
 from probembed.store.errors import quoted
@@ -66,6 +67,11 @@ class NotReadyError(Exception):
 
 class UnknownModelError(LookupError):
     """An embedding request for a pipeline this server does not serve."""
+
+
+class UnservableError(Exception):
+    """A collection whose pipeline this server cannot load: it alone is refused, not the
+    whole service (its encoder registered in a user's script only, its model folder gone)."""
 
 
 @dataclass
@@ -118,6 +124,10 @@ class Service:
         self._prune_at: dict[str, datetime] = {}
         #: The loop of background upkeep passes, while it runs.
         self._upkeeping: asyncio.Task[None] | None = None
+        #: Collections whose pipeline did not load here, and why, as a client reads it
+        #: (/readyz, the listing); cleared when it loads again (`own_pipeline`).
+        self.unservable: dict[str, str] = {}
+        self._places = operator_places(settings.db, settings.storage_options)
 
     @property
     def ready(self) -> bool:
@@ -209,8 +219,12 @@ class Service:
             )
         for name in names:
             collection = self._share_pipeline(db.open(name))  # no request runs before ready
-            collection.searcher().warm()
             self.metrics.items.labels(name).set(collection.count())
+            try:
+                self.own_pipeline(collection)
+            except UnservableError:  # logged; its routes alone are refused
+                continue
+            collection.searcher().warm()
 
     def require_ready(self) -> Database:
         """The database, or NotReadyError while loading."""
@@ -288,12 +302,36 @@ class Service:
         self.refuse_if_stopping()
 
         def load() -> Pipeline:  # a collection dropped meanwhile: children none would retire
-            self.still(collection)
-            return collection.load_pipeline()
+            return self.own_pipeline(self.still(collection))
 
         pipeline = await asyncio.to_thread(load)
         if pipeline.fingerprint not in self._workers:
             await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
+        return pipeline
+
+    def own_pipeline(self, collection: Collection) -> Pipeline:
+        """The collection's pipeline, or UnservableError naming the collection and why (logged
+        once per cause): one collection this process could not load made the whole service
+        `failed`. A storage failure is the database's, told as such."""
+        try:
+            pipeline = collection.load_pipeline()
+        except StorageUnavailableError:
+            raise
+        except Exception as exc:
+            cause = f"{type(exc).__name__}: {exc}"
+            told = hidden(cause, self._places)
+            if self.unservable.get(collection.name) != told:
+                log.error(
+                    "collection %r is not served: its pipeline does not load: %s",
+                    *(collection.name, cause),
+                )
+            self.unservable[collection.name] = told
+            raise UnservableError(
+                f"collection {collection.name!r} cannot be served: its pipeline does not load "
+                f"in this server ({told}); it is refused until what it needs is installed or "
+                "restored here"
+            ) from exc
+        self.unservable.pop(collection.name, None)
         return pipeline
 
     def collection(self, name: str) -> Collection:
@@ -381,7 +419,8 @@ class Service:
         return count
 
     def forget(self, name: str) -> None:
-        """Drop a deleted collection's metrics and upkeep mark."""
+        """Drop a deleted collection's metrics, upkeep mark and load failure."""
+        self.unservable.pop(name, None)
         self._upkept.pop(name, None)
         self._prune_at.pop(name, None)
         for metric, labels in (

@@ -126,3 +126,15 @@ def _endpoints(options: Mapping[str, str]) -> list[str]:
     found = [given[key] for key in _ENDPOINT_KEYS if given.get(key)]
     found += [os.environ[name] for name in _ENDPOINT_VARIABLES if os.environ.get(name)]
     return [endpoint.rstrip("/") for endpoint in found]
+
+
+def operator_places(db: Path | str, options: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(pattern, what a client reads instead) of where the database lives, longest first:
+    on object storage its bucket, prefix and endpoint (`hidden_places`), a directory's
+    absolute paths as `<db>`: where the server keeps things is the operator's."""
+    target = database_target(db)
+    if isinstance(target, str):
+        return hidden_places(target, options)
+    # absolute only: a relative `--db db` is also in users' words
+    spellings = {str(target.absolute()), str(target.resolve())}
+    return [(re.escape(s), "<db>") for s in sorted(spellings, key=len, reverse=True)]
