@@ -420,4 +420,7 @@ def test_a_collection_the_server_cannot_load_leaves_the_others_served(
         said = [line for line in server.output.splitlines() if "collection 'own'" in line]
         assert len(said) == 1, server.output
         assert "mine" in said[0]
-    assert Database(tmp_path / "db").collection("own").count() == 1
+        assert Database(tmp_path / "db").collection("own").count() == 1  # nothing written
+        Database(tmp_path / "db").drop("own")  # by another process: a listing forgets it
+        assert [c["name"] for c in client.get("/v1/collections").json()["data"]] == ["served"]
+        assert client.get("/readyz").json()["unservable"] == {}

@@ -150,11 +150,12 @@ def test_a_delete_of_a_large_part_measures_the_agreement_again(server, sentences
         assert http.delete("/v1/collections/agree").status_code == 200  # the server is shared
 
 
-def test_a_collection_the_server_cannot_load_is_its_fault_a_500_logged_not_a_422(
+def test_a_collection_the_server_cannot_load_is_a_503_naming_it_logged_not_a_422(
     server, hash_pipeline
 ):
     """A corrupt kept pipeline copy answered every search 422 "invalid input", and the
-    server's log held nothing: the client could mend nothing, the operator saw nothing."""
+    server's log held nothing: the client could mend nothing, the operator saw nothing. It is
+    the 503 of a collection this server cannot load (as one found so at start-up)."""
     from probembed.store import ingest
     from probembed.store.readers import Record
 
@@ -164,11 +165,16 @@ def test_a_collection_the_server_cannot_load_is_its_fault_a_500_logged_not_a_422
     (collection.pipeline_dir / "pipeline.json").write_text("{ truncated", encoding="utf-8")
     with server.client() as http:
         answer = http.post("/v1/collections/broken/search", json={"query": "a text"})
-        assert answer.status_code == 500 and "cannot load" in answer.json()["detail"]
-        assert answer.json()["error"]["type"] == "server_error"
+        assert answer.status_code == 503 and "cannot load" in answer.json()["detail"]
+        assert "collection 'broken' cannot be served" in answer.json()["detail"]
+        assert answer.json()["error"]["type"] == "service_unavailable"
+        assert "Retry-After" not in answer.headers
         # where the database lives is the operator's, in the log, not the client's
         assert "<db>/" in answer.text and str(server.db) not in answer.text
-    Database(server.db).drop("broken")  # the server is shared
+        assert "broken" in http.get("/readyz").json()["unservable"]
+        Database(server.db).drop("broken")  # by another process: a listing forgets it
+        assert "broken" not in [c["name"] for c in http.get("/v1/collections").json()["data"]]
+        assert http.get("/readyz").json()["unservable"] == {}  # the server is shared
     logged = server.log.read_text(encoding="utf-8")
     assert "cannot load" in logged and str(server.db) in logged
 
@@ -1381,6 +1387,7 @@ def test_health_and_readiness(server):
             "status": "ready",
             "pipelines": ["hash"],
             "error": None,
+            "unservable": {},
         }
         assert http.get("/openapi.json").json()["info"]["title"] == "probembed"
 

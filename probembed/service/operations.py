@@ -36,8 +36,8 @@ def _operations(service: Service) -> APIRouter:
             schemas.Health(status="ok", pipelines=list(service.pipelines)).model_dump()
         )
 
-    @router.get("/readyz", response_model=schemas.Health, responses={503: _ERRORS[503]})
-    @router.get("/readyz/", response_model=schemas.Health, include_in_schema=False)
+    @router.get("/readyz", response_model=schemas.Readiness, responses={503: _ERRORS[503]})
+    @router.get("/readyz/", response_model=schemas.Readiness, include_in_schema=False)
     async def readyz() -> Response:
         """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
         for STORAGE_HOLD seconds after the database's object storage failed a request. A
@@ -45,16 +45,16 @@ def _operations(service: Service) -> APIRouter:
         others are served, and a balancer routing away would mend nothing."""
         if not service.ready:
             status = "failed" if service.failure else "loading"  # both are "not yet": 503
-            body = schemas.Health(status=status, error=failure())
+            body = schemas.Readiness(status=status, error=failure())
             retry = {} if service.failure else {"Retry-After": "1"}  # a failure stays failed
             return JSONResponse(body.model_dump(), 503, headers=retry)
         trouble = service.storage_trouble()
         if trouble is not None:
-            body = schemas.Health(
+            body = schemas.Readiness(
                 status="storage", pipelines=list(service.pipelines), error=trouble
             )
             return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
-        body = schemas.Health(
+        body = schemas.Readiness(
             status="ready", pipelines=list(service.pipelines), unservable=service.unservable
         )
         return JSONResponse(body.model_dump())

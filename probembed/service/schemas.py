@@ -569,5 +569,10 @@ class Health(BaseModel):
     status: str
     pipelines: list[str] = Field(default_factory=list)
     error: str | None = None
-    #: Collections whose pipeline does not load in this server, and why: served but refused.
+
+
+class Readiness(Health):
+    """/readyz: a Health, and the collections whose pipeline does not load in this server,
+    with why (they alone are refused, so the server stays ready)."""
+
     unservable: dict[str, str] = Field(default_factory=dict)

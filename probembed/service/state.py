@@ -503,9 +503,12 @@ class Service:
         return done
 
     def forget_all_but(self, names: list[str]) -> None:
-        """Drop the metric of every collection a listing no longer holds: one dropped by
-        another process (the CLI) kept its last count for as long as this server ran."""
+        """Drop the metric and load failure of every collection a listing no longer holds: one
+        dropped by another process (the CLI) kept its last count, and /readyz its failure, for
+        as long as this server ran."""
         listed = set(names)
+        for name in set(self.unservable) - listed:  # one a request found so has no count
+            self.forget(name)
         for metric in self.metrics.items.collect():
             for sample in metric.samples:
                 if sample.labels["collection"] not in listed:
