@@ -1,4 +1,5 @@
-"""Where the benchmark data lives: one rule for the CLI, the tests, the benchmarks and scripts.
+"""Where the benchmark data lives: one rule for the CLI, the tests, the benchmarks and scripts;
+and a user's `~` read as a shell would.
 
 Dependency-free on purpose, so that tests/conftest.py and every script can import it cheaply.
 """
@@ -29,3 +30,12 @@ def datasets_dir() -> Path:
     if (_PACKAGE_PARENT / "pyproject.toml").is_file():
         return _PACKAGE_PARENT.parent / "shared" / "datasets"
     return Path("..", "shared", "datasets")
+
+
+def home_expanded(value: str | os.PathLike, what: str) -> Path:
+    """`value` with a leading `~` expanded as a shell would: a name from a config file, a
+    quoted `'~/p'` or Python reached no shell, and was looked for under a folder named `~`."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as exc:  # no home directory to expand to, or ~user unknown
+        raise ValueError(f"{what} {str(value)!r}: {exc}") from None

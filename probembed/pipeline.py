@@ -31,6 +31,7 @@ from probembed.fusion.adapt import adapted_weights
 from probembed.fusion.weights import normalized_prior
 from probembed.gaussian import Gaussian
 from probembed.integrations.sentence_transformers import SentenceEncoder
+from probembed.paths import home_expanded
 from probembed.pipeline_config import AdaptConfig, FusionConfig, ModelSpec, ScoreConfig
 from probembed.pipeline_directory import (
     CONFIG_FILE,
@@ -443,7 +444,7 @@ class Pipeline:
         Refused (ValueError) first where a member's encoder could not be built again by its
         name and params, or would be built as another model (`encoders.check_loadable`): a
         custom one must be registered under a name of its own."""
-        directory = Path(directory)
+        directory = home_expanded(directory, "pipeline directory")
         check_save_target(directory)
         for member in self.members:  # a member no process could load again is refused
             check_loadable(member.encoder)

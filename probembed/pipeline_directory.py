@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from probembed import atomic
+from probembed.paths import home_expanded
 from probembed.pipeline_config import AdaptConfig, FusionConfig, ScoreConfig
 from probembed.uncertainty import estimator_class
 
@@ -91,7 +92,7 @@ def _resolve(name_or_dir: str | os.PathLike) -> Path:
             f"no pipeline {str(name_or_dir)!r}: give a built-in name ({available_pipelines()}) "
             "or a pipeline directory"
         )
-    path = Path(name_or_dir)
+    path = home_expanded(name_or_dir, "pipeline directory")
     builtin = builtin_dir() / str(name_or_dir)
     if path.is_dir() and ((path / CONFIG_FILE).exists() or not (builtin / CONFIG_FILE).is_file()):
         return path

@@ -150,3 +150,17 @@ def test_saving_through_a_symbolic_link_keeps_the_link_and_replaces_what_it_poin
     assert link.is_symlink() and link.resolve() == real
     assert Pipeline.load(real, cache=False).fusion.method == "mean"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_a_pipeline_directory_named_from_home_saves_and_loads_there(
+    hash_pipeline, tmp_path, monkeypatch
+):
+    """`Pipeline.save("~/p")` made a folder named `~` in the working directory, and
+    `Pipeline.load("~/p")` (a quoted `--pipeline '~/p'`, a config file) said no such pipeline."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    saved = hash_pipeline.save("~/pipes/hash")
+    assert saved == tmp_path / "home" / "pipes" / "hash" and not (tmp_path / "~").exists()
+    assert Pipeline.load("~/pipes/hash", cache=False).fingerprint == hash_pipeline.fingerprint
+    with pytest.raises(ValueError, match="pipeline directory '~no-such-user-x/p': "):
+        Pipeline.load("~no-such-user-x/p")

@@ -26,6 +26,7 @@ from typing import Any, cast
 from probembed.caller import warn_caller
 from probembed.encoders.base import Encoder, EncoderUnavailableError
 from probembed.extras import install_hint
+from probembed.paths import home_expanded
 
 __all__ = [
     "Encoder",
@@ -473,10 +474,7 @@ def looks_like_path(name: str) -> bool:
 def model_folder(name: str) -> Path:
     """The folder a model name reads as, a leading `~` expanded as a shell would: a name from
     a config file, a quoted `--model '~/m'` or Python reached no shell, and was refused."""
-    try:
-        return Path(name).expanduser()
-    except RuntimeError as exc:  # no home directory to expand to, or ~user unknown
-        raise ValueError(f"model directory {name!r}: {exc}") from None
+    return home_expanded(name, "model directory")
 
 
 def missing_directory(name: str) -> str:
