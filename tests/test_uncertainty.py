@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probembed.encoders import available_encoders, get_encoder
+from probembed.encoders.base import EncoderOutputError
+from probembed.encoders.hashing import HashingEncoder
 from probembed.gaussian import Gaussian
 from probembed.uncertainty import (
     HeadEstimator,
@@ -66,6 +68,49 @@ def test_laplace_on_minilm_uses_the_transformer_last_layer(toy_pairs):
     assert estimator.state["fisher"].shape == (384, 1536)
     g = estimator.encode(PROBE)
     assert (g.var > 0).all()  # every text has non-zero activations, so a variance
+
+
+class LastLayerHash(HashingEncoder):
+    """A custom encoder exposing a last layer: activations are the vector's squares, or what
+    `bad` gives in their place (a model with a bug)."""
+
+    def __init__(self, bad=None):
+        super().__init__(dim=32)
+        self.bad = bad
+
+    def encode_with_activations(self, texts):
+        y = self.encode(texts)
+        return (y, y**2) if self.bad is None else self.bad(y)
+
+
+def test_a_custom_last_layer_is_used_and_keeps_its_width_from_fit_to_encode(toy_pairs):
+    estimator = LaplaceEstimator(LastLayerHash(), calibrate=False).fit(toy_pairs)
+    assert estimator.uses_last_layer and estimator.state["fisher"].shape == (32, 32)
+    assert (estimator.encode(PROBE).var > 0).all()
+    estimator.encoder.bad = lambda y: (y, np.hstack([y, y]))
+    with pytest.raises(
+        EncoderOutputError, match=r"last-layer inputs of shape \(4, 64\) for 4 texts, not \(4, 32\)"
+    ):
+        estimator.encode(PROBE)
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (lambda y: y, "encode_with_activations gave ndarray, not the pair"),
+        (
+            lambda y: (y, y[:-1]),
+            r"last-layer inputs of shape \(\d+, 32\) for (\d+) texts, not \(\1, h\)",
+        ),
+        (lambda y: (y, y.ravel()), r"last-layer inputs of shape \(\d+,\) for \d+ texts"),
+        (lambda y: (y[:, :8], y), r"vectors of shape \(\d+, 8\) for (\d+) texts, not \(\1, 32\)"),
+        (lambda y: (y, np.where(y != 0, np.nan, y)), "a last-layer input with a NaN"),
+    ],
+)
+def test_a_custom_last_layer_s_bad_output_is_named_not_met_inside_the_fisher(bad, said, toy_pairs):
+    with pytest.raises(EncoderOutputError, match=said) as caught:
+        LaplaceEstimator(LastLayerHash(bad), calibrate=False).fit(toy_pairs)
+    assert "'hash(dim=32)'" in str(caught.value)
 
 
 @settings(max_examples=25, deadline=None)

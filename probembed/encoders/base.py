@@ -131,18 +131,25 @@ def checked_output(encoder: Encoder, texts: Sequence[str], vectors: object) -> n
     "non-finite value (first in row 1)" named none. A zero vector is kept: a StaticEmbedding
     model gives one for a text of no tokens, the hashing encoder of a few dimensions one for
     words whose signs cancel, and normalising keeps it zero (it scores 0 against anything)."""
+    return checked_rows(encoder, texts, vectors, encoder.dim, "vector")
+
+
+def checked_rows(
+    encoder: Encoder, texts: Sequence[str], rows: object, width: int | None, what: str
+) -> np.ndarray:
+    """`checked_output` for any per-text rows a model gives (`width` None: any one width)."""
     every = np.ones(len(texts), dtype=bool)
     try:
-        out = np.asarray(vectors, dtype=np.float32)
+        out = np.asarray(rows, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise _output_error(encoder, texts, every, f"no array of numbers ({exc})") from exc
-    expected = (len(texts), encoder.dim)
-    if out.shape != expected:
-        said = f"vectors of shape {out.shape} for {len(texts)} texts, not {expected}"
+    if out.ndim != 2 or out.shape[0] != len(texts) or width not in (None, out.shape[1]):
+        expected = f"({len(texts)}, {'h' if width is None else width})"
+        said = f"{what}s of shape {out.shape} for {len(texts)} texts, not {expected}"
         raise _output_error(encoder, texts, every, said)
     nonfinite = np.asarray(~np.isfinite(out).all(axis=1))
     if nonfinite.any():
-        raise _output_error(encoder, texts, nonfinite, "a vector with a NaN or infinite value")
+        raise _output_error(encoder, texts, nonfinite, f"a {what} with a NaN or infinite value")
     return out
 
 

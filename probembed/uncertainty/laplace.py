@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from probembed.encoders.base import Encoder
+from probembed.encoders.base import Encoder, EncoderOutputError, checked_output, checked_rows
 from probembed.gaussian import unit_rows
 from probembed.uncertainty.base import Derived, Estimator, is_count, is_number
 from probembed.uncertainty.fisher import fisher_diagonal, posterior_variance, predictive_variance
@@ -58,11 +58,23 @@ class LaplaceEstimator(Estimator):
         return isinstance(self.encoder, ExposesLastLayer) and not self.params["adapter"]
 
     def features(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Layer output y and input a for each text, from one pass of the encoder."""
-        if self.uses_last_layer:
-            return cast(ExposesLastLayer, self.encoder).encode_with_activations(texts)
-        embedding = self.encoder.encode(texts)
-        return embedding, embedding
+        """Layer output y and input a for each text, from one pass of the encoder; a custom
+        encoder's pair is checked as its `encode` is, so a wrong shape or a NaN is named here,
+        not met as a broadcast error inside the Fisher."""
+        if not self.uses_last_layer:
+            embedding = self.encoder.encode(texts)
+            return embedding, embedding
+        pair = cast(ExposesLastLayer, self.encoder).encode_with_activations(texts)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise EncoderOutputError(
+                f"encoder {self.encoder.label!r}: encode_with_activations gave "
+                f"{type(pair).__name__}, not the pair (embeddings, last-layer inputs)"
+            )
+        width = self.state["fisher"].shape[1] if self.state else None
+        return (
+            checked_output(self.encoder, texts, pair[0]),
+            checked_rows(self.encoder, texts, pair[1], width, "last-layer input"),
+        )
 
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Diagonal empirical Fisher of the in-batch InfoNCE loss, then V = 1 / (F + lambda)."""
