@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from beir_data import pairs_as_beir, write_beir
+from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
 from probembed.evaluation.datasets import load_dataset
@@ -17,8 +18,9 @@ from probembed.evaluation.harness import (
     primary_metric,
 )
 from probembed.evaluation.report import compare
+from probembed.fusion import uncertainty
 from probembed.interfaces.cli import app
-from probembed.interfaces.eval_commands import find_dev
+from probembed.interfaces.eval_commands import find_dev, own_figures
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
 DATA = Path(__file__).parent / "data"
@@ -578,3 +580,56 @@ def test_eval_metric_chooses_the_figures_the_difference_column_and_the_json_rows
     assert result.exit_code == 2
     said = _unwrapped(result.output)
     assert "unknown metric 'precision@5'; known:" in said and "recall@K" in said
+
+
+def test_eval_metric_chooses_what_the_uncertainty_diagnostics_judge_by(
+    pipeline_dir, toy_pairs, tmp_path
+):
+    """`--compare --metric recall@5`: the --json rows of the uncertainty diagnostics (failure
+    AUROCs, coverage figures, each model's ρ(u, error)) were still nDCG@10's and Recall@10's
+    whatever was named. They judge by recall@5 now (the per-decile figure stays Recall@1, as
+    the help says), and without --metric by nDCG@10, under the names they always had."""
+    data = pairs_as_beir(toy_pairs, tmp_path / "beir")
+    args = [str(data), "--compare", "--metric", "recall@5"]
+    payload = _eval(args, pipeline_dir, tmp_path / "rows.json")
+    value = {(r["method"], r["metric"]): r["value"] for r in payload["rows"]}
+    judged = {metric for _, metric in value} - {"recall@5"}
+    assert not [m for m in judged if "ndcg" in m or "@10" in m], judged
+    signals = {m.split(":")[1] for m in judged if m.startswith("auroc:")}
+    assert "query_var" in signals
+    for signal in signals:
+        assert {
+            f"auroc:{signal}",
+            f"auroc:{signal}:recall@5=0",
+            f"recall@5@coverage80:{signal}",
+            f"recall@1_decile_spearman:{signal}",
+        } <= judged
+    own = payload["paired"]["baseline"]  # the pipeline as shipped: no split to tune on
+    assert value[own, "recall@5@coverage100"] == value[own, "recall@5"]
+    # each model's ρ(u, error): its queries' uncertainty against 1 - its own recall@5
+    pipe = Pipeline.load(pipeline_dir, cache=False)
+    embedded = embed(pipe, load_dataset(data))
+    items = payload["per_item"]
+    assert items["ids"] == list(embedded.ids["queries"])
+    for k, model in enumerate(pipe.models):
+        u = uncertainty(embedded.parts["queries"][k])
+        error = 1 - np.array(items["values"][f"single:{model}"]["recall@5"])
+        rho = value[f"single:{model}", "u_error_spearman"]
+        assert rho == pytest.approx(spearmanr(u, error).statistic, abs=1e-12)
+    # --plots without --compare: the risk-coverage curve it draws ends at the mean recall@5
+    test = load_dataset(data)
+    figures, drawn, _ = own_figures(pipe, test, data, ("recall@5",), False, True, False)
+    assert drawn is not None
+    assert drawn.curves[pipe.name]["risk_coverage"]["query_var"][1][-1] == pytest.approx(
+        figures["recall@5"], abs=1e-12
+    )
+
+    default = _eval([str(data), "--compare"], pipeline_dir, tmp_path / "default.json")
+    names = {r["metric"] for r in default["rows"]}
+    assert {
+        "auroc:query_var",
+        "auroc:query_var:recall@10=0",
+        "ndcg@10@coverage80:query_var",
+        "recall@1_decile_spearman:query_var",
+        "ndcg@10@coverage100",
+    } <= names

@@ -49,8 +49,9 @@ KNOWN_METRICS = (
     f"ndcg@K, recall@K, mrr@K (retrieval, K from 1 to {RETRIEVAL_DEPTH}), spearman (STS), "
     "accuracy (classification)"
 )
-#: Per-query figures the uncertainty report reads, computed whatever a report names.
-UNCERTAINTY_METRICS = ("ndcg@10", "recall@10", "recall@1")
+#: The uncertainty report's per-decile figure whatever a report names: Recall@1, the
+#: quality ProbVLM's binned check is defined on (`uncertainty.binned_quality`).
+DECILE_METRIC = "recall@1"
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,14 @@ def checked_metric(dataset: Evaluable, name: str) -> str:
     )
 
 
+def judged_metrics(names: Sequence[str]) -> tuple[str, str]:
+    """What a retrieval report's uncertainty diagnostics judge a query by, so they read the
+    metric its user chose: the first of `names` (`reported_metrics`: nDCG@10 by default),
+    and recall at that metric's cutoff, whose 0 is a complete miss (no relevant document)."""
+    first = names[0]
+    return first, f"recall@{first.partition('@')[2]}"
+
+
 def _cutoff_metric(match: re.Match[str], name: str) -> str:
     """A retrieval metric's name with its cutoff as a plain number, refused past the depth
     every query is ranked to (a deeper cutoff would read a run cut short)."""
@@ -258,8 +267,8 @@ def _positions(n: int) -> tuple[str, ...]:
 def _evaluate_retrieval(
     embedded: Embedded, dataset: RetrievalDataset, method: Method, names: Sequence[str]
 ) -> Outcome:
-    """The `names` metrics of a full scan; per query: those, the UNCERTAINTY_METRICS and
-    top-hit statistics.
+    """The `names` metrics of a full scan; per query: those, what the uncertainty report
+    reads (`judged_metrics`, DECILE_METRIC) and top-hit statistics.
 
     Judged queries no document is relevant to are left out of both, with a warning."""
     fused_queries = embedded.fused("queries", method.fusion)
@@ -270,7 +279,7 @@ def _evaluate_retrieval(
     if not dataset.keep_self_matches:
         exclude_self_matches(scores, qids, dids)
     run = run_from_scores(qids, dids, scores, k=RETRIEVAL_DEPTH)
-    computed = tuple(dict.fromkeys((*names, *UNCERTAINTY_METRICS)))
+    computed = tuple(dict.fromkeys((*names, *judged_metrics(names), DECILE_METRIC)))
     per_query = per_query_metrics(dataset.qrels, run, computed)
     metrics = {name: float(np.mean(list(per_query[name].values()))) for name in names}
     top = np.argsort(-scores, axis=1)[:, :2]

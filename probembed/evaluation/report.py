@@ -19,17 +19,22 @@ from probembed import atomic
 from probembed.evaluation.datasets import Dataset, Evaluable, RetrievalDataset, StsDataset
 from probembed.evaluation.harness import (
     COSINE,
+    DECILE_METRIC,
     Embedded,
     Method,
     Outcome,
     baseline_methods,
     embed,
     evaluate,
+    judged_metrics,
+    reported_metrics,
     searched_as,
 )
 from probembed.evaluation.plots import plot_binned, plot_risk_coverage
 from probembed.evaluation.tuning import Tuned, tune
 from probembed.evaluation.uncertainty import (
+    NDCG_BELOW_MEDIAN,
+    RECALL10_ZERO,
     abs_rank_error,
     auroc,
     binned_quality,
@@ -59,6 +64,8 @@ class Comparison:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     methods: dict[str, Method] = field(default_factory=dict)
     curves: dict[str, dict] = field(default_factory=dict)
+    #: The metrics reported (`reported_metrics`), so the diagnostics and plots judge by them.
+    metrics: tuple[str, ...] = ()
 
 
 def compare(
@@ -70,7 +77,8 @@ def compare(
     metrics: Sequence[str] = (),
 ) -> Comparison:
     """Singles, mean, concat, tuned weighted and tuned uec on the same cached embeddings, each
-    in `metrics` (`harness.reported_metrics`: by default the dataset kind's).
+    in `metrics` (`harness.reported_metrics`: by default the dataset kind's), which the
+    uncertainty diagnostics judge by too.
 
     With a tuning split, `weighted` and `uec` are tuned afresh on it (by its primary metric),
     and the pipeline as shipped (what `probembed eval` without --compare reports) is a row of
@@ -84,12 +92,14 @@ def compare(
         methods += [tuned.weighted, tuned.uec, searched_as(pipeline, embedded, test, own)]
     else:  # no dev split: the pipeline's own method, as its search runs it, stands in
         methods.append(searched_as(pipeline, embedded, test, own))
-    result = Comparison(methods={m.name: m for m in methods})
+    result = Comparison(
+        methods={m.name: m for m in methods}, metrics=reported_metrics(test, metrics)
+    )
     scored: dict[Hashable, Outcome] = {}  # rows the same by construction are scored once
     for method in methods:
         key = construction(method, pipeline.models)
         if key not in scored:
-            scored[key] = evaluate(embedded, test, method, metrics)
+            scored[key] = evaluate(embedded, test, method, result.metrics)
         result.outcomes[method.name] = scored[key]
         result.rows += _rows(test, method.name, scored[key].metrics)
     if tuned is not None:
@@ -99,16 +109,22 @@ def compare(
         result.rows += uncertainty_quality(test, result, "uec")
     learned = learned_confidence(pipeline, embedded, test, result.outcomes[own].ids)
     result.rows += uncertainty_quality(test, result, own, learned)
-    result.rows += model_diagnostics(embedded, test, result.outcomes)
+    result.rows += model_diagnostics(embedded, test, result.outcomes, result.metrics)
     return result
 
 
 def pipeline_quality(
-    pipeline: Pipeline, test: Evaluable, embedded: Embedded, outcome: Outcome, name: str
+    pipeline: Pipeline,
+    test: Evaluable,
+    embedded: Embedded,
+    outcome: Outcome,
+    name: str,
+    metrics: Sequence[str] = (),
 ) -> Comparison:
     """The pipeline alone (`eval --plots` without --compare) as a comparison of one row, its
-    uncertainty signals ready to plot, the learned confidence its searches report among them."""
-    result = Comparison(outcomes={name: outcome})
+    uncertainty signals ready to plot, judged by `metrics` as `compare` judges, the learned
+    confidence its searches report among them."""
+    result = Comparison(outcomes={name: outcome}, metrics=reported_metrics(test, metrics))
     learned = learned_confidence(pipeline, embedded, test, outcome.ids)
     result.rows += uncertainty_quality(test, result, name, learned)
     return result
@@ -243,7 +259,8 @@ def uncertainty_quality(
     if len(per_item.get("uncertainty", ())) < 2:
         return []  # classification, or one item: nothing to rank its failure against
     if isinstance(dataset, RetrievalDataset):
-        figures, curves = _retrieval_uncertainty(per_item, more or {})
+        judged = judged_metrics(reported_metrics(dataset, result.metrics))
+        figures, curves = _retrieval_uncertainty(per_item, more or {}, judged)
     elif isinstance(dataset, StsDataset):
         figures, curves = _sts_uncertainty(per_item, dataset)
     else:
@@ -253,26 +270,28 @@ def uncertainty_quality(
 
 
 def _retrieval_uncertainty(
-    per_item: dict[str, np.ndarray], more: Mapping[str, np.ndarray]
+    per_item: dict[str, np.ndarray], more: Mapping[str, np.ndarray], judged: tuple[str, str]
 ) -> tuple[dict, dict]:
-    """Per query-level signal: AUROC for both failure definitions, coverage and decile figures."""
+    """Per query-level signal: AUROC for both failure definitions (`judged`: the metric below
+    its median, and no relevant document within its cutoff), coverage and decile figures."""
     signals = confidence_signals(
         per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"], per_item["top_dots"]
     )
     signals.update(more)
-    ndcg = per_item["ndcg@10"]
-    failed = failed_queries(dict(enumerate(ndcg)), dict(enumerate(per_item["recall@10"])))
+    metric, miss = judged
+    quality = per_item[metric]
+    failed = failed_queries(dict(enumerate(quality)), dict(enumerate(per_item[miss])))
     figures: dict[str, float] = {}
     curves: dict[str, dict] = {"risk_coverage": {}, "binned": {}}
     for name, signal in signals.items():
-        figures[f"auroc:{name}"] = auroc(signal, failed["ndcg_below_median"])
-        figures[f"auroc:{name}:recall@10=0"] = auroc(signal, failed["recall10_zero"])
-        figures[f"ndcg@10@coverage80:{name}"] = quality_at_coverage(signal, ndcg, COVERAGE)
-        _, recall1, rho = binned_quality(signal, per_item["recall@1"], _bins(signal))
-        figures[f"recall@1_decile_spearman:{name}"] = rho
-        curves["risk_coverage"][name] = risk_coverage(signal, ndcg)
-        curves["binned"][name] = (bin_quantiles(len(signal), _bins(signal)), recall1)
-    figures["ndcg@10@coverage100"] = float(np.mean(ndcg))
+        figures[f"auroc:{name}"] = auroc(signal, failed[NDCG_BELOW_MEDIAN])
+        figures[f"auroc:{name}:{miss}=0"] = auroc(signal, failed[RECALL10_ZERO])
+        figures[f"{metric}@coverage80:{name}"] = quality_at_coverage(signal, quality, COVERAGE)
+        _, per_bin, rho = binned_quality(signal, per_item[DECILE_METRIC], _bins(signal))
+        figures[f"{DECILE_METRIC}_decile_spearman:{name}"] = rho
+        curves["risk_coverage"][name] = risk_coverage(signal, quality)
+        curves["binned"][name] = (bin_quantiles(len(signal), _bins(signal)), per_bin)
+    figures[f"{metric}@coverage100"] = float(np.mean(quality))
     return figures, curves
 
 
@@ -307,9 +326,13 @@ def _bins(signal: np.ndarray) -> int:
 
 
 def model_diagnostics(
-    embedded: Embedded, dataset: Evaluable, outcomes: dict[str, Outcome]
+    embedded: Embedded,
+    dataset: Evaluable,
+    outcomes: dict[str, Outcome],
+    metrics: Sequence[str] = (),
 ) -> list[dict]:
-    """Per model: how much u_k varies across texts (CV) and whether it tracks its own errors."""
+    """Per model: how much u_k varies across texts (CV) and whether it tracks its own errors
+    (on a retrieval split, in the metric `judged_metrics` reads of `metrics`)."""
     rows: list[dict] = []
     for k, model in enumerate(embedded.models):
         u = {role: uncertainty(parts[k]) for role, parts in embedded.parts.items()}
@@ -320,18 +343,21 @@ def model_diagnostics(
         }
         single = outcomes.get(f"single:{model}")
         if single is not None:
-            figures.update(_own_error_tracking(dataset, u, single))
+            figures.update(_own_error_tracking(dataset, u, single, metrics))
         rows += _rows(dataset, f"single:{model}", figures)
     return rows
 
 
-def _own_error_tracking(dataset: Dataset, u: dict[str, np.ndarray], single: Outcome) -> dict:
+def _own_error_tracking(
+    dataset: Dataset, u: dict[str, np.ndarray], single: Outcome, metrics: Sequence[str]
+) -> dict:
     """Spearman of a model's per-item uncertainty with its own per-item error."""
     if isinstance(dataset, StsDataset):
         error = abs_rank_error(single.per_item["pred"], dataset.scores)
         signal = u["a"] + u["b"]
     elif isinstance(dataset, RetrievalDataset):
-        error = 1 - single.per_item["ndcg@10"]
+        metric, _ = judged_metrics(reported_metrics(dataset, metrics))
+        error = 1 - single.per_item[metric]
         signal = u["queries"]
     else:
         return {}
@@ -343,7 +369,10 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    quality = "nDCG@10" if isinstance(dataset, RetrievalDataset) else "1 - abs rank error"
+    quality = bin_label = "1 - abs rank error"
+    if isinstance(dataset, RetrievalDataset):  # the figures `_retrieval_uncertainty` judged by
+        judged, _ = judged_metrics(reported_metrics(dataset, result.metrics))
+        quality, bin_label = metric_label(judged), metric_label(DECILE_METRIC)
     for method, curves in result.curves.items():
         stem = f"{dataset.name}-{dataset.split}-{method}"
         paths.append(
@@ -353,7 +382,6 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
                 f"{dataset.name} {dataset.split}: {quality} of the most confident ({method})",
             )
         )
-        bin_label = "Recall@1" if isinstance(dataset, RetrievalDataset) else quality
         paths.append(
             plot_binned(
                 curves["binned"],
@@ -364,6 +392,16 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
             )
         )
     return paths
+
+
+#: How a plot writes a retrieval metric's name.
+METRIC_LABELS = {"ndcg": "nDCG", "recall": "Recall", "mrr": "MRR"}
+
+
+def metric_label(metric: str) -> str:
+    """A retrieval metric as a reader knows it (`ndcg@10` is nDCG@10), for plot titles."""
+    name, _, cutoff = metric.partition("@")
+    return f"{METRIC_LABELS[name]}@{cutoff}"
 
 
 def markdown_table(

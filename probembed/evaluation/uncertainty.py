@@ -120,6 +120,8 @@ def failed_queries(
 
     `ndcg_below_median`: nDCG@10 strictly below the median over these queries.
     `recall10_zero`: no relevant document in the top 10.
+    A report judging by another metric passes it and the recall at its cutoff
+    (`harness.judged_metrics`): the labels keep their names.
     """
     if set(per_query_ndcg) != set(per_query_recall10):
         raise ValueError("per_query_ndcg and per_query_recall10 must cover the same query ids")

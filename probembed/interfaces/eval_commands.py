@@ -177,7 +177,7 @@ def own_figures(
 
         return hybrid_metrics(pipe, test, folder, embedded, metrics), None, None
     outcome = evaluate(embedded, test, searched_as(pipe, embedded, test, pipe.name), metrics)
-    quality = pipeline_quality(pipe, test, embedded, outcome, pipe.name) if plots else None
+    quality = pipeline_quality(pipe, test, embedded, outcome, pipe.name, metrics) if plots else None
     checked = None
     if calibration and isinstance(test, RetrievalDataset):
         from probembed.calibration.checking import check_calibration
@@ -306,7 +306,12 @@ def register(app: typer.Typer) -> None:
                 help="A metric to report, again for more: on a BEIR split ndcg@K, recall@K or "
                 "mrr@K (K up to 100; default ndcg@10, recall@100 and mrr@10), on STS spearman, "
                 "on classification accuracy. With --compare each gets a Δ column (default: "
-                "the primary metric's) and its paired intervals in --json.",
+                "the primary metric's) and its paired intervals in --json. On a BEIR split the "
+                "uncertainty diagnostics (--json's AUROCs, coverage figures and each model's "
+                "ρ(u, error); --plots) judge a query by the first one named and recall at its "
+                "cutoff; their per-decile figure stays Recall@1, the figure ProbVLM's binned "
+                "check is defined on, and --calibration's stay nDCG@10 and the top 10 hits, "
+                "what the calibrator was fitted to predict.",
             ),
         ] = None,
     ) -> None:
