@@ -71,11 +71,11 @@ from search import LIMIT, all_texts, datasets, hit_ids, recall, timed
 
 from probembed.cache import default_cache_dir
 from probembed.documents import Record
+from probembed.evaluation.recipes import hashing_pipeline
 from probembed.fusion import Fused
 from probembed.paths import datasets_dir
-from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.pipeline import Pipeline
 from probembed.store import Collection, Database, IndexSettings, Searcher, ingest
-from probembed.store.pydoc_corpus import read_pydoc_topics
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = datasets_dir()
@@ -146,13 +146,7 @@ def fitted_pipeline() -> Pipeline:
     """The hashing pipeline, fitted once on halves of the Python docs passages and kept."""
     path = work_dir() / "pipeline"
     if not path.is_dir():
-        passages = [r.text for r in read_pydoc_topics()[:160]]
-        pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
-        specs = [
-            ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": d})
-            for d in DIMS
-        ]
-        Pipeline.fit(specs, pairs, FusionConfig("uec"), name="hash", cache=False).save(path)
+        hashing_pipeline(DIMS).save(path)
     return Pipeline.load(path, cache=False)
 
 

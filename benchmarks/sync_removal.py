@@ -1,12 +1,14 @@
 """What a sync's removal costs: the time and peak memory of removing many ids at once.
 
     python benchmarks/sync_removal.py --label after    # at the change, or any later commit
-    # before: this script and its results file copied into a worktree of 0e0fe28, run there
-    # with PYTHONPATH set to it (probembed then imports from that checkout)
+    # before: this script as of a5fdbd9 (today's imports recipes.hashing_pipeline, which
+    # 0e0fe28 lacks) and its results file copied into a worktree of 0e0fe28, run there with
+    # PYTHONPATH set to it (probembed then imports from that checkout)
     python benchmarks/sync_removal.py --label before
 
 A collection of `--rows` records (short generated texts, a two-member hashing pipeline fitted
-on the bundled Python docs: no model to load, so the store's work is what shows) is built
+on the bundled Python docs, `recipes.hashing_pipeline`: no model to load, so the store's work
+is what shows) is built
 once; each scenario then runs on a copy of it, in a process of its own:
 
 - `sync`: a plain `ingest(..., sync=True)` whose input holds every record but `--removed`
@@ -55,17 +57,10 @@ def removed_ids(rows: int, removed: int) -> list[str]:
 
 def build(db: Path, rows: int) -> None:
     """The collection: `rows` records in commits of 10,000."""
-    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+    from probembed.evaluation.recipes import hashing_pipeline
     from probembed.store import Database, Record, ingest
-    from probembed.store.pydoc_corpus import read_pydoc_topics
 
-    passages = [r.text for r in read_pydoc_topics()[:160]]
-    pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
-    specs = [
-        ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": d})
-        for d in (64, 48)
-    ]
-    pipeline = Pipeline.fit(specs, pairs, FusionConfig("uec"), name="hash", cache=False)
+    pipeline = hashing_pipeline((64, 48))
     records = [Record(f"doc-{i:07d}", text(i)) for i in range(rows)]
     ingest(records, Database(db, create=True).collection("c"), pipeline, batch_size=10_000)
 

@@ -108,20 +108,11 @@ def search_pipeline():
 def pydoc_pipeline_dir(tmp_path_factory) -> Path:
     """A saved two-model hashing pipeline fitted on the bundled Python docs: needs no data.
 
-    Positive pairs are the two halves of each of 160 passages; the service tests load it by
-    directory, as a user's own pipeline would be.
+    The service tests load it by directory, as a user's own pipeline would be.
     """
-    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
-    from probembed.store.pydoc_corpus import read_pydoc_topics
+    from probembed.evaluation.recipes import hashing_pipeline
 
-    passages = [r.text for r in read_pydoc_topics()[:160]]
-    pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
-    specs = [
-        ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": dim})
-        for dim in (64, 48)
-    ]
-    pipeline = Pipeline.fit(specs, pairs, FusionConfig("uec"), name="hash", cache=False)
-    return pipeline.save(tmp_path_factory.mktemp("pipelines") / "hash")
+    return hashing_pipeline((64, 48)).save(tmp_path_factory.mktemp("pipelines") / "hash")
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,12 @@
 
 import pytest
 
-from probembed.evaluation.recipes import CANDIDATE_MODELS, fit_candidates, sample_pairs
+from probembed.evaluation.recipes import (
+    CANDIDATE_MODELS,
+    fit_candidates,
+    hashing_pipeline,
+    sample_pairs,
+)
 from probembed.pipeline import Pipeline, available_pipelines
 
 
@@ -37,3 +42,16 @@ def test_candidates_hold_every_model_the_shipped_builtins_were_chosen_from(datas
     assert fitted.models == CANDIDATE_MODELS
     for name in available_pipelines():
         assert set(Pipeline.load(name, cache=False).models) <= set(CANDIDATE_MODELS)
+
+
+def test_the_hashing_pipeline_is_one_fit_wherever_it_is_built():
+    """The tests' pydoc pipeline and the store benchmarks each fitted their own copy of this
+    recipe: hashing members of the widths asked, each calibrated, fused by uec, and every call
+    the same pipeline (a benchmark's processes, a fixture and a test hold one fingerprint)."""
+    first, again = hashing_pipeline((64, 48)), hashing_pipeline((64, 48))
+    assert first.fingerprint == again.fingerprint and first.name == "hash"
+    assert [m.encoder.name for m in first.members] == ["hash", "hash"]
+    assert [m.encoder.dim for m in first.members] == [64, 48]
+    assert all(m.params["calibrate"] and m.scale not in (0.0, 1.0) for m in first.members)
+    assert first.fusion.method == "uec"
+    assert hashing_pipeline((64, 32), name="other").fingerprint != first.fingerprint

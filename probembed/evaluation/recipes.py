@@ -3,7 +3,8 @@
 `scripts/build_pipelines.py` fits these candidates, tunes their fusion on dev splits and ships
 what tuning keeps (a member tuned to weight 0 is dropped). `benchmarks/quality.py` fits the
 same candidates the same way, so its table compares every candidate, including those the
-shipped pipelines no longer carry.
+shipped pipelines no longer carry. `hashing_pipeline` is the pipeline of no model the tests
+and the store's benchmarks fit.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ BUILTIN_ESTIMATORS = {
 }
 SEED = 0
 MAX_PAIRS = 8000
+#: Passages of the bundled Python docs whose halves `hashing_pipeline` is fitted on.
+HASHING_PASSAGES = 160
 
 
 def sample_pairs(
@@ -122,3 +125,17 @@ def candidate_pipeline(
         name=name,
         cache=cache,
     )
+
+
+def hashing_pipeline(dims: Sequence[int], name: str = "hash") -> Pipeline:
+    """Calibrated hashing members of these widths fused by UEC, fitted on the two halves of
+    each of the bundled Python docs' first HASHING_PASSAGES passages: real fused Gaussians in
+    a second, with no model to load and no data to find, the same on every machine."""
+    from probembed.store.pydoc_corpus import read_pydoc_topics
+
+    passages = [r.text for r in read_pydoc_topics()[:HASHING_PASSAGES]]
+    pairs = [(t[: len(t) // 2], t[len(t) // 2 :]) for t in passages]
+    specs = [
+        ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": d}) for d in dims
+    ]
+    return Pipeline.fit(specs, pairs, FusionConfig("uec"), name=name, cache=False)
