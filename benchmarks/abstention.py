@@ -263,10 +263,12 @@ def learned_rows(
 def best_signals(rows: list[dict], kind: str) -> dict[str, str]:
     """The single signal with the highest test AUROC against each other group."""
     mine = [r for r in rows if r["table"] == "auroc" and r["search"] == kind]
-    return {
-        other: max(mine, key=lambda r, o=other: r[f"vs_{o}"]["auroc"])["signal"]
-        for other in GROUPS[1:]
-    }
+    return {other: best_against(mine, other) for other in GROUPS[1:]}
+
+
+def best_against(rows: list[dict], other: str) -> str:
+    """The signal of the row with the highest test AUROC against the group `other`."""
+    return max(rows, key=lambda r: r[f"vs_{other}"]["auroc"])["signal"]
 
 
 def plot(rows: list[dict], path: Path) -> None:

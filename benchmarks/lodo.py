@@ -40,6 +40,7 @@ from probembed.evaluation.lodo import (
     PRIOR_PRECISIONS,
     Scores,
     embed_tasks,
+    fixed,
     load_tasks,
     prior_precision_variants,
     role_features,
@@ -101,7 +102,7 @@ def main() -> None:
             scores, name, len(pipe.models), args.step, variants if len(variants) > 1 else None
         )
         untuned: list[Method] = baseline_methods(pipe.models)[:-1]  # singles and the mean
-        figures = {m.name: scores.figure(name, "test", lambda _, m=m: m) for m in untuned}
+        figures = {m.name: scores.figure(name, "test", fixed(m)) for m in untuned}
         figures.update(fold.test)
         prior = fold.methods["static"].fusion.weights
         alpha, figures["router"] = router_fold(splits, features, data, name, prior)

@@ -48,6 +48,7 @@ from probembed.evaluation.lodo import (
     cosine_spread,
     embed_tasks,
     factor_weights,
+    fixed,
     load_tasks,
     static_methods,
     tilted_settings,
@@ -114,7 +115,7 @@ def main() -> None:
         return np.log(factors[key_of(split)])
 
     k = len(pipe.models)
-    grid = [lambda _, m=m: m for m in static_methods(k, args.step)]
+    grid = [fixed(m) for m in static_methods(k, args.step)]
     uniform = Method("mean", FusionConfig("weighted", weights=(1.0 / k,) * k))
     singles = [m for m in baseline_methods(pipe.models) if m.fusion.method.startswith("single:")]
     rows: list[dict] = []
@@ -147,7 +148,7 @@ def main() -> None:
         for member in singles:
             for label, scores in variants.items():
                 split = scores.splits[name, "test"]
-                value = scores.figure(name, "test", lambda _, m=member: m)
+                value = scores.figure(name, "test", fixed(member))
                 row = {"left_out": name, "method": f"{member.name} {label}", "value": value}
                 if isinstance(split.dataset, ClassificationDataset):
                     row["probe_penalty"] = probe_penalty(split, member)

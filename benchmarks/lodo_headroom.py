@@ -29,6 +29,7 @@ from probembed.evaluation.lodo import (
     LODO_DATASETS,
     Scores,
     embed_tasks,
+    fixed,
     load_tasks,
     static_headroom,
 )
@@ -61,7 +62,7 @@ def main() -> None:
         outcomes = {how: evaluate(test.embedded, test.dataset, m) for how, m in chosen.items()}
         for how, method in chosen.items():
             row = {"left_out": name, "chosen_on": how, "weights": list(method.fusion.weights)}
-            row["value"] = scores.figure(name, "test", lambda _, m=method: m)
+            row["value"] = scores.figure(name, "test", fixed(method))
             if how != "lodo":
                 row["vs_lodo"] = paired_difference(test.dataset, outcomes["lodo"], outcomes[how])
             rows.append(row)

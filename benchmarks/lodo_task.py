@@ -33,6 +33,7 @@ from probembed.evaluation.lodo import (
     Scores,
     Shares,
     embed_tasks,
+    fixed,
     load_tasks,
     same_task,
     task_shares,
@@ -97,21 +98,21 @@ def main() -> None:
             row = {
                 "left_out": name,
                 "method": family,
-                "value": scores.figure(name, "test", lambda _, m=method: m),
+                "value": scores.figure(name, "test", fixed(method)),
                 "fusion": method.fusion,
                 "score": method.score,
                 "tuning_shares": shares,
-                "tuning_mean": scores.tuning_mean(lambda _, m=method: m, name, shares),
+                "tuning_mean": scores.tuning_mean(fixed(method), name, shares),
             }
             if family != "static":
                 outcome = evaluate(test.embedded, test.dataset, method)
                 row["vs_static"] = paired_difference(test.dataset, reference, outcome)
             rows.append(row)
         for member in singles:
-            value = scores.figure(name, "test", lambda _, m=member: m)
+            value = scores.figure(name, "test", fixed(member))
             rows.append({"left_out": name, "method": member.name, "value": value})
         shown = "; ".join(
-            f"{family} {100 * scores.figure(name, 'test', lambda _, m=m: m):.2f} {chosen(m)}"
+            f"{family} {100 * scores.figure(name, 'test', fixed(m)):.2f} {chosen(m)}"
             for family, (m, _) in families.items()
         )
         print(f"{name}: {shown}", flush=True)

@@ -556,12 +556,16 @@ def rows_of(name: str) -> Rows:
 def render(text: str) -> str:
     """The README with every marked section regenerated."""
     for section, (source, make) in SECTIONS.items():
-        pattern = re.compile(rf"(<!-- {section} -->\n).*?(\n<!-- /{section} -->)", re.S)
-        if not pattern.search(text):
-            raise SystemExit(f"README.md has no <!-- {section} --> ... <!-- /{section} --> markers")
-        body = make(rows_of(source))
-        text = pattern.sub(lambda m, b=body: m.group(1) + b + m.group(2), text)
+        text = replaced(text, section, make(rows_of(source)))
     return text
+
+
+def replaced(text: str, section: str, body: str) -> str:
+    """`text` with `body` between the section's markers, which it must have."""
+    pattern = re.compile(rf"(<!-- {section} -->\n).*?(\n<!-- /{section} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no <!-- {section} --> ... <!-- /{section} --> markers")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
 
 
 def main() -> None:

@@ -288,16 +288,23 @@ def search_rows(searcher: Searcher, queries: Fused) -> list[dict]:
         metric("probembed", "rss_before_search_bytes", before),
         metric("probembed", "graph_bytes_per_item", graph_bytes(searcher.collection)),
     ]
-    subset = one(queries, slice(0, RECALL_QUERIES))
     for score in SCORES:
-        log(f"{searcher.collection.name}: timing {score}, then its exact scan")
-        single = latencies(lambda i, s=score: searcher.search_fused(one(queries, i), K, s))
-        found, seconds = timed(lambda s=score: searcher.search_fused(queries, K, s))
-        exact, scan = timed(lambda s=score: searcher.search_fused(subset, K, s, exact=True), 1)
-        got = recall(hit_ids(found)[:RECALL_QUERIES], hit_ids(exact))
-        rows += latency_rows("probembed", score, single, len(queries.gaussian) / seconds, got)
-        rows.append(metric("probembed-exact", "qps", RECALL_QUERIES / scan, score))
+        rows += score_rows(searcher, queries, score)
     rows += [metric("probembed", key, value) for key, value in memory().items()]
+    return rows
+
+
+def score_rows(searcher: Searcher, queries: Fused, score: str) -> list[dict]:
+    """One score's latency, QPS and recall rows, and the QPS of its exact scan (the recall
+    reference, over the first RECALL_QUERIES queries)."""
+    log(f"{searcher.collection.name}: timing {score}, then its exact scan")
+    subset = one(queries, slice(0, RECALL_QUERIES))
+    single = latencies(lambda i: searcher.search_fused(one(queries, i), K, score))
+    found, seconds = timed(lambda: searcher.search_fused(queries, K, score))
+    exact, scan = timed(lambda: searcher.search_fused(subset, K, score, exact=True), 1)
+    got = recall(hit_ids(found)[:RECALL_QUERIES], hit_ids(exact))
+    rows = latency_rows("probembed", score, single, len(queries.gaussian) / seconds, got)
+    rows.append(metric("probembed-exact", "qps", RECALL_QUERIES / scan, score))
     return rows
 
 

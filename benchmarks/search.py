@@ -33,6 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -218,11 +219,12 @@ def bench_probembed(
     default = searcher.settings
     beta = searcher.pipeline.score.beta
     for score in scores:
-        exact, t_exact = timed(lambda s=score: searcher.search_fused(queries, K, s, exact=True), 1)
+        exact_scan = partial(searcher.search_fused, queries, K, score, exact=True)
+        exact, t_exact = timed(exact_scan, 1)
         truths[score] = hit_ids(exact)
         rows.append(row("probembed-exact", score, dataset, n, nq / t_exact, 1.0))
         if score in SWEPT:
-            race.add(rows[-1], nq, lambda s=score: searcher.search_fused(queries, K, s, exact=True))
+            race.add(rows[-1], nq, exact_scan)
             brute = float64_top(queries.gaussian, stored, score, beta)
             rows[-1]["identical_to_float64"] = float(np.mean(np.all(brute == truths[score], 1)))
         graph = searcher.warm(score)  # False: the collection is small enough to be scanned
@@ -285,7 +287,7 @@ def bench_codecs(
             row(f"probembed-{codec}", score, dataset, n, 0.0, recall(hit_ids(found), truth))
         )
         rows[-1]["memory_per_item"] = round(memory_per_item(other, n), 1)
-        race.add(rows[-1], nq, lambda o=other: o.search_fused(queries, K, score))
+        race.add(rows[-1], nq, partial(other.search_fused, queries, K, score))
     return rows
 
 

@@ -384,8 +384,8 @@ class Scores:
         return float(fold_means(dev, left_out, shares)[0])
 
 
-def _fixed(method: Method) -> Setting:
-    """A setting that is the same method on every split."""
+def fixed(method: Method) -> Setting:
+    """A setting that is the same method on every split: an untuned row, scored as tuned ones."""
     return lambda split: method
 
 
@@ -410,7 +410,7 @@ def _best(
     shares: Shares = None,
 ) -> Method:
     """The method with the best tuning mean over the datasets but `left_out`."""
-    return methods[scores.choose([_fixed(m) for m in methods], left_out, label, shares)]
+    return methods[scores.choose([fixed(m) for m in methods], left_out, label, shares)]
 
 
 def tune_static_uec(
@@ -480,7 +480,7 @@ def tune_families(
     bars = ("tune static weights", "tune uec (T, beta)", "tune gamma") if progress else (None,) * 3
     static, uec = tune_static_uec(scores, k, step, left_out, bars=(bars[0], bars[1]))
     uniform = Method("mean", FusionConfig("weighted", weights=(1.0 / k,) * k))
-    settings: dict[str, Setting] = {"static": _fixed(static), "uec": _fixed(uec)}
+    settings: dict[str, Setting] = {"static": fixed(static), "uec": fixed(uec)}
     gamma: dict[str, float] = {}
     for name, base in (("mean", uniform), ("static", static), ("uec", uec)):
         tilted = adapted_settings(base)
@@ -498,9 +498,9 @@ def static_headroom(scores: Scores, name: str, k: int, step: float) -> dict[str,
     that overfits the test, never a method. Ties keep the first (simplest) setting.
     """
     grid = static_methods(k, step)
-    fixed = [_fixed(m) for m in grid]
-    own = {name: [scores.figure(name, "tune", s) for s in fixed]}
-    test = {name: [scores.figure(name, "test", s) for s in fixed]}
+    settings = [fixed(m) for m in grid]
+    own = {name: [scores.figure(name, "tune", s) for s in settings]}
+    test = {name: [scores.figure(name, "test", s) for s in settings]}
     return {
         "lodo": _best(scores, grid, name),
         "in domain": grid[fold_choice(own, None)],
@@ -539,7 +539,7 @@ def run_fold(
     if variants:
         assert choice.static.fusion.weights is not None
         lam, method = tune_prior_precision(variants, choice.static.fusion.weights, left_out)
-        test[method.name] = variants[lam].figure(left_out, "test", _fixed(method))
+        test[method.name] = variants[lam].figure(left_out, "test", fixed(method))
         methods[method.name] = method
     return FoldResult(left_out, test, choice.gamma, methods, lam)
 
@@ -561,7 +561,7 @@ def tune_prior_precision(
 ) -> tuple[float, Method]:
     """λ × (T, β) of uec around the static prior, chosen as every setting is (first λ on ties)."""
     methods = [replace(m, name="uec+lambda") for m in uec_methods(prior)]
-    lam, j = choose_across(variants, [_fixed(m) for m in methods], left_out)
+    lam, j = choose_across(variants, [fixed(m) for m in methods], left_out)
     return lam, methods[j]
 
 
