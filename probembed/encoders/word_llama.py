@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.encoders.base import Encoder, package_versions
+from probembed.encoders.scripts import LATIN
 
 PACKAGE = "wordllama"
 MAX_TOKENS = 2048
@@ -26,6 +27,7 @@ class WordLlamaEncoder(Encoder):
 
     name = "wordllama"
     dim = 256
+    scripts = LATIN  # trained on English text
 
     def __init__(self) -> None:
         with root_logging_kept():
