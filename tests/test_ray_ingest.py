@@ -46,6 +46,7 @@ from probembed.store.ray_ingest import (  # noqa: E402
     ACTOR_DIR_PREFIX,
     STALE_ACTOR_DIR_SECONDS,
     Embedder,
+    OnRay,
     check_reachable,
     ingest_ray,
     pipeline_files,
@@ -524,6 +525,107 @@ def test_embed_on_ray_reads_and_fills_the_embedding_cache(
     assert (warm.hits, warm.misses, warm.stored) == (200 * members, 0, 0)
 
 
+def write_source(path, docs):
+    """The documents (name -> text) as a folder of .md files, or as a JSONL file of records
+    when `path` names one; a file of the folder not among them is deleted."""
+    if path.suffix == ".jsonl":
+        lines = [json.dumps({"id": name, "text": text}) for name, text in docs.items()]
+        path.write_text("\n".join(lines) + "\n")
+        return
+    path.mkdir(exist_ok=True)
+    for gone in set(os.listdir(path)) - set(docs):
+        (path / gone).unlink()
+    for name, text in docs.items():
+        (path / name).write_text(f"# {name}\n\n{text}\n")
+
+
+def stored_table(collection):
+    """Every stored row, all columns but the random write tag, by id: to compare bit for bit."""
+    rows = collection.db.table(collection.name).to_arrow().sort_by("id")
+    return rows.drop_columns(["written"]).to_pydict()
+
+
+def sync_steps(sentences):
+    """What a source holds at each sync: 40 documents; then one edited, one removed, one
+    added; then one more removed and nothing else changed (a removal alone)."""
+    first = {f"doc{i:02d}.md": " ".join(sentences[3 * i : 3 * i + 3]) for i in range(40)}
+    changed = {
+        **first,
+        "doc03.md": "doc03 was rewritten: " + sentences[200],
+        "doc40.md": sentences[201],
+    }
+    del changed["doc07.md"]
+    removed = dict(changed)
+    del removed["doc11.md"]
+    return [first, changed, removed]
+
+
+@pytest.mark.parametrize("name", ["docs", "records.jsonl"])
+def test_a_sync_on_ray_leaves_what_a_sync_here_leaves(
+    tmp_path, hash_pipeline, sentences, ray_address, name
+):
+    """`ingest --sync --ray` was refused, whole documents or records (`ingest_ray` took no
+    sync). Now a Ray sync is ingest's own: at each step the same report, the same rows bit
+    for bit, and the same commits (written, then removed; a removal alone, one)."""
+    source = tmp_path / name
+    here = Database(tmp_path / "here", create=True).collection("c")
+    there = Database(tmp_path / "ray", create=True).collection("c")
+    for docs in sync_steps(sentences):
+        write_source(source, docs)
+        want = ingest(source, here, hash_pipeline, batch_size=16, sync=True)
+        got = ingest_ray(source, there, hash_pipeline, batch_size=16, workers=2, sync=True)
+        assert got == want
+        assert there.version == here.version
+        assert stored_table(there) == stored_table(here)
+        assert sorted(there.ids()) == sorted(docs)
+    assert (want.added, want.updated, want.unchanged, want.removed) == (0, 0, 39, 1)
+
+
+def test_a_sync_on_ray_stopped_part_way_is_put_back(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """A Ray sync stopped after its first commit puts it back and removes nothing, as a sync
+    here does (`undo`), and the same sync run again completes it."""
+    source = tmp_path / "docs"
+    first, changed, _ = sync_steps(sentences)
+    write_source(source, first)
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest(source, collection, hash_pipeline, sync=True)
+    before = stored_table(collection)
+    write_source(source, {name: text + " (edited)" for name, text in changed.items()})
+
+    def stop(written):
+        raise OSError(f"disk full after {written}")
+
+    with pytest.raises(OSError, match="disk full after 16"):
+        ingest_ray(source, collection, hash_pipeline, batch_size=16, sync=True, on_commit=stop)
+    assert stored_table(collection) == before
+    report = ingest_ray(source, collection, hash_pipeline, batch_size=16, sync=True)
+    assert (report.added, report.updated, report.removed) == (1, 39, 1)
+    assert sorted(collection.ids()) == sorted(changed)
+
+
+def test_cli_syncs_a_folder_on_ray_as_here(tmp_path, hash_pipeline, sentences, ray_address):
+    """`probembed ingest FOLDER --sync --ray` said "--sync of whole documents does not run on
+    Ray": now it says and stores what the plain sync does, step by step."""
+    source = tmp_path / "docs"
+    pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
+    on_ray = ["--ray", "--address", ray_address, "--workers", "2"]
+    for docs in sync_steps(sentences):
+        write_source(source, docs)
+        said = []
+        for db, extra in (("here", []), ("ray", on_ray)):
+            args = ["ingest", str(source), "--db", str(tmp_path / db), "--pipeline", pipeline_dir]
+            result = CliRunner().invoke(app, [*args, "--sync", "--batch-size", "16", *extra])
+            assert result.exit_code == 0, result.output
+            output = " ".join(result.output.split())  # the summary, wrapped or not
+            said.append(output[output.index(": added") : output.index("bad item(s)")])
+        assert said[0] == said[1]
+    here, there = (Database(tmp_path / db).open("default") for db in ("here", "ray"))
+    assert stored_table(there) == stored_table(here)
+    assert said[0] == ": added 0, unchanged 39, removed 1, already stored 0, skipped 0 "
+
+
 def test_ray_ingest_refuses_what_local_ingest_refuses(tmp_path, hash_pipeline, pydoc_pipeline):
     collection = Database(tmp_path / "db", create=True).collection("c")
     bad = [Record("a", "fine"), Record("a", "again"), Record("b", "  ")]
@@ -538,6 +640,9 @@ def test_ray_ingest_refuses_what_local_ingest_refuses(tmp_path, hash_pipeline, p
         ingest_ray([Record("b", "other")], collection, pydoc_pipeline)
     with pytest.raises(ValueError, match="workers"):
         ingest_ray([Record("b", "other")], collection, hash_pipeline, workers=0)
+    both = {"encode": hash_pipeline.encode, "embed_with": OnRay()}  # one would be ignored
+    with pytest.raises(ValueError, match="pass encode or embed_with, not both"):
+        ingest([Record("b", "other")], collection, hash_pipeline, **both)
 
 
 def test_ray_ingest_of_a_folder_reads_a_link_out_of_it_only_when_told(

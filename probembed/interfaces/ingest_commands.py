@@ -219,8 +219,6 @@ def ingest_command(
     if upsert and (chunk or sync):
         implied = "--chunk" if chunk else "--sync"
         raise fail(f"--upsert is implied by {implied}: changed documents are replaced")
-    if sync and ray and not chunk:
-        raise fail("--sync of whole documents does not run on Ray: leave out --ray, or --sync")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
     check_source(path)
     try:
@@ -253,7 +251,7 @@ def ingest_command(
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
         else:
-            whole = {"sync": True} if sync else {"upsert": upsert}  # Ray takes no sync
+            whole = {"sync": True} if sync else {"upsert": upsert}  # sync implies upsert
             report = ingest_and_report(path, target, pipe, ray=on_ray, **whole, **options)
     except (typer.Exit, KeyboardInterrupt):
         _discard_unmade(database, collection, where if made_here else None)

@@ -10,8 +10,8 @@ which a collection refuses, has no column, only its place in the JSON, and a war
 the collections' pipeline header in the schema metadata, with the part's rows and a digest
 of their ids, texts and metadata; each is written to a temporary name and renamed into place,
 so a killed job leaves whole files only, and a re-run keeps the parts that hold what it would
-write and writes the others. The embedding runs here, or on Ray actors
-(`probembed.store.ray_ingest.embed_on_ray`).
+write and writes the others. The embedding runs here (`probembed.store.ingest.in_order`),
+or on Ray actors (`probembed.store.ray_ingest.OnRay`), as ingest's does.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,8 +36,10 @@ from probembed.store.chunked import chunked_input
 from probembed.store.errors import StoreError
 from probembed.store.ingest import (
     DEFAULT_BATCH,
+    Embedding,
     IngestError,
     OnError,
+    in_order,
     read_checked,
     validate_options,
 )
@@ -142,12 +143,11 @@ def embed_to_parquet(
             f"--out {str(out)!r} is an object-store URI; probembed embed writes its Parquet "
             "files to a local folder (copy them to object storage afterwards)"
         )
-    on_ray = None
+    embed_with: Embedding = in_order
     if use_ray:
-        from probembed.store.ray_ingest import validate_workers
+        from probembed.store.ray_ingest import OnRay
 
-        validate_workers(workers, cpus_per_worker, gpus_per_worker)
-        on_ray = (workers, address, cpus_per_worker, gpus_per_worker)
+        embed_with = OnRay(address, workers, cpus_per_worker, gpus_per_worker)  # checked here
     out = Path(out)
     check_out(out)
     clashes: Clashes = {}
@@ -183,7 +183,9 @@ def embed_to_parquet(
     with progress_bar(
         f"embed {Path(source).name}", len(records) - report.kept_rows, progress
     ) as bar:
-        for index, fused in _embedded(texts, todo, pipeline, batch_size, on_ray):
+        # everything kept: no Ray to start
+        embedded = embed_with(texts, pipeline, batch_size, todo) if todo else iter(())
+        for index, fused in embedded:
             _write_part(out, [records[i] for i in index], int(index.min()), fused, info, columns)
             report.rows += len(index)
             report.files += 1
@@ -201,29 +203,6 @@ def warn_json_only(clashes: Clashes) -> None:
             UserWarning,
             stacklevel=3,
         )
-
-
-def _embedded(
-    texts: Sequence[str],
-    starts: Sequence[int],
-    pipeline: Any,
-    batch_size: int,
-    on_ray: tuple[int, str | None, float, float] | None,
-) -> Iterator[tuple[np.ndarray, Fused]]:
-    """(row positions, their Gaussians) per batch of those starting at `starts`: encoded
-    here, or by Ray actors given (workers, address, cpus_per_worker, gpus_per_worker)."""
-    if not starts:  # everything kept: no Ray to start
-        return
-    if on_ray is None:
-        for start in starts:
-            index = np.arange(start, min(start + batch_size, len(texts)))
-            yield index, pipeline.encode(list(texts[start : start + batch_size]))
-        return
-    from probembed.store.ray_ingest import embed_on_ray, ray_session
-
-    workers, address, cpus, gpus = on_ray
-    with ray_session(address):
-        yield from embed_on_ray(texts, pipeline, batch_size, workers, cpus, gpus, starts)
 
 
 def _write_part(

@@ -8,14 +8,17 @@ ingest resumes where it stopped and never duplicates a row.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import json
 import os
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 
+import numpy as np
 import pyarrow as pa
 
 from probembed.documents import record_from, under_prefix
@@ -179,6 +182,40 @@ def withheld_note(count: int) -> str:
     )
 
 
+class Embedding(Protocol):
+    """How a write embeds what it commits, one batch per commit: `in_order` here, one batch
+    after another; `ray_ingest.OnRay` on Ray actors, cached batches first. The write's
+    steps (a sync's removal rides the last) are the same whichever embeds."""
+
+    def __call__(
+        self,
+        texts: Sequence[str],
+        pipeline: Pipeline,
+        batch_size: int,
+        starts: Sequence[int] | None = None,
+        advance: Callable[[int], None] | None = None,
+    ) -> Iterator[tuple[np.ndarray, Fused]]:
+        """(positions in `texts`, their Gaussians) for each batch of `batch_size` starting
+        at `starts` (None: every batch), each once, in any order; `advance` (None: nobody
+        listens) is told the whole texts done as they are."""
+        ...
+
+
+def in_order(
+    texts: Sequence[str],
+    pipeline: Pipeline,
+    batch_size: int,
+    starts: Sequence[int] | None = None,
+    advance: Callable[[int], None] | None = None,
+    encode: Callable[[list[str]], Fused] | None = None,
+) -> Iterator[tuple[np.ndarray, Fused]]:
+    """The `Embedding` that encodes here, each batch only when the one before is taken, so a
+    killed run has encoded little it did not commit; `encode` replaces `pipeline.encode`."""
+    for start in range(0, len(texts), batch_size) if starts is None else starts:
+        chunk = list(texts[start : start + batch_size])
+        yield np.arange(start, start + len(chunk)), _encoded(chunk, pipeline, encode, advance)
+
+
 def ingest(
     source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
@@ -195,6 +232,7 @@ def ingest(
     sync: bool = False,
     created: str | None = None,
     follow_links: bool = False,
+    embed_with: Embedding | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -222,8 +260,13 @@ def ingest(
     collection of the rest.
     A folder's links are followed only to files in it, unless `follow_links`
     (`readers.walk_folder`).
+    `embed_with` embeds the batches instead of `in_order` with `encode` (`ingest_ray` passes
+    `ray_ingest.OnRay`); everything else, a sync's removal and undo too, is this function's.
     """
     validate_options(batch_size, on_error)
+    if encode is not None and embed_with is not None:
+        raise ValueError("pass encode or embed_with, not both: embed_with does the encoding")
+    embed_with = embed_with or functools.partial(in_order, encode=encode)
     pipeline = writing_pipeline(collection, pipeline)
     info = PipelineInfo.of(pipeline)
     upsert = upsert or sync
@@ -235,31 +278,32 @@ def ingest(
     version = collection.version if collection.exists else None  # what a failed sync undoes to
     touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
     ours: set[int] = set()  # the write tags of its rows: what it puts back (`undo`)
+    steps = -(-len(todo) // batch_size) or int(bool(report.gone))  # a removal alone: one step
     with (
         progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar,
         collection.pinned(version if sync else None),  # what its undo reads, kept from a prune
     ):
-        told = advance or bar.advance
+        told = advance or (bar.advance if progress else None)
+        embedded = _steps(todo, pipeline, batch_size, embed_with, told, bool(report.gone))
         try:
-            starts = list(range(0, len(todo), batch_size))
-            for start in starts or ([0] if report.gone else []):  # a removal alone: one step
-                chunk = todo[start : start + batch_size]
-                touched.update(r.id for r in chunk)
-                last = start + batch_size >= len(todo)  # a sync's removal goes in with it
-                created = commit(
-                    collection,
-                    info,
-                    chunk,
-                    _encoded(chunk, pipeline, encode, told),
-                    upsert,
-                    report,
-                    planned,
-                    report.gone if last else (),
-                    created,
-                    ours,
-                )
-                if on_commit is not None:
-                    on_commit(report.added + report.updated)
+            with contextlib.closing(embedded):  # a Ray session ends before an undo starts
+                for step, (index, fused) in enumerate(embedded, 1):
+                    chunk = [todo[i] for i in index]
+                    touched.update(r.id for r in chunk)
+                    created = commit(
+                        collection,
+                        info,
+                        chunk,
+                        fused,
+                        upsert,
+                        report,
+                        planned,
+                        report.gone if step == steps else (),  # a sync's removal: with the last
+                        created,
+                        ours,
+                    )
+                    if on_commit is not None:
+                        on_commit(report.added + report.updated)
         except CollectionDroppedError as exc:  # nothing of this write is there to undo
             raise exc.during(report.added + report.updated, len(todo)) from None
         except Exception as exc:
@@ -270,21 +314,35 @@ def ingest(
     return report
 
 
+def _steps(
+    todo: Sequence[Record],
+    pipeline: Pipeline,
+    batch_size: int,
+    embed_with: Embedding,
+    told: Callable[[int], None] | None,
+    removes: bool,
+) -> Generator[tuple[np.ndarray, Fused | None], None, None]:
+    """Each commit's records (positions in `todo`) and their Gaussians, in the order
+    `embed_with` gives the batches; a sync that writes nothing removes in one step of none.
+    Closed, it closes the embedding (`yield from`): a Ray session ends then, not later."""
+    if todo:
+        yield from embed_with([r.text for r in todo], pipeline, batch_size, advance=told)
+    elif removes:
+        yield np.arange(0), None
+
+
 def _encoded(
-    chunk: Sequence[Record],
+    texts: list[str],
     pipeline: Pipeline,
     encode: Callable[[list[str]], Fused] | None,
-    told: Callable[[int], None],
-) -> Fused | None:
-    """A batch's texts fused, telling the bar as they are (None for no texts: a sync that
-    only removes)."""
-    if not chunk:
-        return None
-    texts = [r.text for r in chunk]
+    told: Callable[[int], None] | None,
+) -> Fused:
+    """A batch's texts fused, telling the bar (if any) as they are."""
     if encode is None:  # the bar moves as the members encode pieces of the batch
         return pipeline.encode(texts, advance=told)
     fused = encode(texts)
-    told(len(chunk))
+    if told is not None:
+        told(len(texts))
     return fused
 
 

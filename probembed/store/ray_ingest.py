@@ -13,9 +13,11 @@ its Gaussians are shared on the driver: `probembed.store.repeats`). `map_batches
 cache misses are encoded; the driver, which kept only which texts each batch lacked, reads
 the cached rest again, stores what came back in the cache, fuses the two
 (`Pipeline.encode_members(encoded=..., looked_up=...)`), and commits
-the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`. So a killed job
-leaves whole batches, and a re-run skips the ids already committed, exactly as local ingest
-does; a run after any other (local or Ray) encodes nothing the cache holds, and fills it.
+the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`: `ingest_ray` is
+local ingest's own `ingest` given `OnRay` to embed with, so a killed job leaves whole
+batches, a re-run skips the ids already committed, and a sync removes, pins and undoes,
+exactly as local ingest does; a run after any other (local or Ray) encodes nothing the cache
+holds, and fills it.
 
 The pipeline reaches the actors as the files of `Pipeline.save` (a few MB: configs and fitted
 states; the encoders' weights come with their packages on every node), so a cluster needs
@@ -38,6 +40,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,24 +50,11 @@ import pyarrow as pa
 from probembed.extras import require
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
-from probembed.progress import progress_bar
 from probembed.store.collection import Collection
-from probembed.store.errors import CollectionDroppedError
-from probembed.store.ingest import (
-    DEFAULT_BATCH,
-    IngestReport,
-    OnError,
-    commit,
-    creation,
-    finish,
-    prepare,
-    validate_options,
-    writing_pipeline,
-)
+from probembed.store.ingest import DEFAULT_BATCH, IngestReport, OnError, ingest
 from probembed.store.ray_progress import BatchTally, counted
 from probembed.store.readers import Problem, Record
 from probembed.store.repeats import RepeatedTexts
-from probembed.store.rows import PipelineInfo
 
 if TYPE_CHECKING:
     from probembed.pipeline import Encoded, Pipeline
@@ -474,6 +464,35 @@ def _received(texts: list[str], mean: bytes, var: bytes, dim: int) -> Encoded | 
     )
 
 
+@dataclass(frozen=True)
+class OnRay:
+    """The `Embedding` of `workers` Ray actors, each asking for `cpus_per_worker` CPUs and
+    `gpus_per_worker` GPUs (checked when made), in a Ray session at `address`
+    (`ray_session`: as found, joined, or started here) that ends with the last batch."""
+
+    address: str | None = None
+    workers: int = 1
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Refuse a bad request before anything is read or written."""
+        validate_workers(self.workers, self.cpus_per_worker, self.gpus_per_worker)
+
+    def __call__(
+        self,
+        texts: Sequence[str],
+        pipeline: Pipeline,
+        batch_size: int,
+        starts: Sequence[int] | None = None,
+        advance: Callable[[int], None] | None = None,
+    ) -> Iterator[tuple[np.ndarray, Fused]]:
+        """`embed_on_ray` in its session: closing the iteration ends the session."""
+        resources = (self.workers, self.cpus_per_worker, self.gpus_per_worker)
+        with ray_session(self.address):
+            yield from embed_on_ray(texts, pipeline, batch_size, *resources, starts, advance)
+
+
 def ingest_ray(
     source: str | Path | Iterable[Record | Problem | Mapping[str, Any]],
     collection: Collection,
@@ -491,50 +510,40 @@ def ingest_ray(
     prefix: str = "",
     columns: Mapping[str, pa.DataType] | None = None,
     advance: Callable[[int], None] | None = None,
+    sync: bool = False,
     created: str | None = None,
     follow_links: bool = False,
 ) -> IngestReport:
-    """`probembed.store.ingest` with the embedding done by `workers` Ray actors.
+    """`probembed.store.ingest` with the embedding done by `workers` Ray actors (`OnRay`):
+    the same checks, commits, report and, with `sync`, the same removal, pin and undo.
 
-    Its first eight arguments, `columns`, `advance`, `created` and `follow_links` are
+    Its first eight arguments, `columns`, `advance`, `sync`, `created` and `follow_links` are
     ingest's, so it can stand in for it
     (chunked ingest's `ingest_with`); `advance` (else this call's bar) is told the texts
     encoded as the actors encode them, or found in the cache (`embed_on_ray`).
 
     Joins the cluster at `address`, else starts Ray on this machine (all its cores) and stops
-    it afterwards; a session already initialised is used as it is. Each actor asks for
-    `cpus_per_worker` CPUs and `gpus_per_worker` GPUs. Same report as local ingest.
+    it afterwards, only once there is something to embed; a session already initialised is
+    used as it is. Each actor asks for `cpus_per_worker` CPUs and `gpus_per_worker` GPUs.
     """
-    validate_options(batch_size, on_error)
-    validate_workers(workers, cpus_per_worker, gpus_per_worker)
-    pipeline = writing_pipeline(collection, pipeline)
-    info = PipelineInfo.of(pipeline)
-    created = created or creation(collection)
-    report, todo, found = prepare(
-        source, collection, pipeline, on_error, upsert, prefix, follow_links=follow_links
+    on_actors = OnRay(address, workers, cpus_per_worker, gpus_per_worker)
+    return ingest(
+        source,
+        collection,
+        pipeline,
+        batch_size,
+        on_error,
+        upsert,
+        progress,
+        on_commit,
+        prefix=prefix,
+        columns=columns,
+        advance=advance,
+        sync=sync,
+        created=created,
+        follow_links=follow_links,
+        embed_with=on_actors,
     )
-    planned = {**found, **(columns or {})}
-    if todo:
-        with (
-            ray_session(address),
-            progress_bar(f"ingest {collection.name} (ray)", len(todo), progress) as bar,
-        ):
-            texts = [r.text for r in todo]
-            told = advance or (bar.advance if progress else None)
-            resources = (workers, cpus_per_worker, gpus_per_worker)
-            embedded = embed_on_ray(texts, pipeline, batch_size, *resources, advance=told)
-            try:
-                for index, fused in embedded:
-                    batch = [todo[i] for i in index]
-                    created = commit(
-                        collection, info, batch, fused, upsert, report, planned, (), created
-                    )
-                    if on_commit is not None:
-                        on_commit(report.added + report.updated)
-            except CollectionDroppedError as exc:
-                raise exc.during(report.added + report.updated, len(todo)) from None
-    finish(collection, pipeline)
-    return report
 
 
 def validate_workers(
