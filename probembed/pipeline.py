@@ -249,6 +249,11 @@ class Pipeline:
         English, is confidently wrong (README: Languages). Models that do not say what they
         read (`Encoder.scripts` None) count as reading it."""
         shares = self.fusion.shares(self.models)
+        declared = [
+            m.encoder.scripts for m, share in zip(self.members, shares, strict=True) if share > 0
+        ]
+        if all(reads is None for reads in declared):
+            return  # nothing is known of what the models read: the texts are not scanned
         for script in sorted(scripts_in(t for t in texts if not t.isascii())):
             blind = [
                 (name, share)
@@ -258,7 +263,7 @@ class Pipeline:
                 and script not in member.encoder.scripts
             ]
             weight = sum(share for _, share in blind)
-            if weight >= 0.5:
+            if weight >= 0.5 - 1e-9:  # half or more, as the shares' float sum rounds it
                 warn_caller(
                     f"texts mostly in {label(script)} script: pipeline {self.name!r} gives "
                     f"{weight:.0%} of its weight to models not trained on it "

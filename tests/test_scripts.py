@@ -26,6 +26,13 @@ THAI = "น้ำท่วมหนักในกรุงเทพเมื่
         ("שלום עולם", "HEBREW"),
         (THAI, "THAI"),
         ("火山が噴火した", "CJK"),
+        ("ひらがなとカタカナ", "CJK"),  # kana and kanji are one language's: counted as one
+        ("5 µl of a 2 µM solution", "LATIN"),  # MICRO SIGN is no script
+        ("𝑓(𝑥) = 𝑎𝑥 + 𝑏 on ℝ", "LATIN"),  # math italic and double-struck: no script either
+        ("Let 𝑓(𝑥) = 𝑎𝑥", "LATIN"),
+        ("ﬁnance", "LATIN"),  # a ligature of Latin letters
+        ("abc αβγδ", "GREEK"),
+        ("abcd αβγδ", None),  # no script holds more than half of the letters
         ("Привет, мир", "CYRILLIC"),
         ("123 + 4 = 127 !?", None),
         ("", None),
@@ -41,10 +48,10 @@ def test_ascii_text_is_latin_or_has_no_letters(text):
 
 
 def test_script_labels_read_as_a_person_names_them():
-    assert [label(s) for s in ("ARABIC", "CJK", "HIRAGANA")] == [
+    assert [label(s) for s in ("ARABIC", "CJK", "HANGUL")] == [
         "Arabic",
         "Chinese/Japanese (CJK)",
-        "Japanese (kana)",
+        "Korean (Hangul)",
     ]
 
 
@@ -89,6 +96,8 @@ def test_a_model_that_reads_the_script_or_does_not_say_counts_by_its_weight(monk
         monkeypatch.setattr(pipe, "fusion", FusionConfig("uec", prior=prior))
         said = encoded_warnings(pipe, [ARABIC])
         assert bool(said) is warned, prior
+    monkeypatch.setattr(pipe, "fusion", FusionConfig("uec", prior=(0.7, 0.7)))
+    assert encoded_warnings(pipe, [ARABIC]) != []  # exactly half is warned about
     declare(monkeypatch, pipe, LATIN, frozenset({"LATIN", "ARABIC"}))
     monkeypatch.setattr(pipe, "fusion", FusionConfig("uec", prior=(0.9, 0.1)))
     assert "gives 90% of its weight" in str(encoded_warnings(pipe, [ARABIC])[0].message)

@@ -1,5 +1,6 @@
 """Estimators: variances behave as a posterior should, calibration works, state round-trips."""
 
+import itertools
 import re
 
 import numpy as np
@@ -94,10 +95,17 @@ def test_a_custom_last_layer_is_used_and_keeps_its_width_from_fit_to_encode(toy_
         estimator.encode(PROBE)
 
 
+def drifting():
+    """Activations one width on the first call, twice as wide after."""
+    calls = itertools.count()
+    return lambda y: (y, y if next(calls) == 0 else np.hstack([y, y]))
+
+
 @pytest.mark.parametrize(
     ("bad", "said"),
     [
         (lambda y: y, "encode_with_activations gave ndarray, not the pair"),
+        (drifting(), r"widths \[32, 64\] in one fit, not one width"),
         (
             lambda y: (y, y[:-1]),
             r"last-layer inputs of shape \(\d+, 32\) for (\d+) texts, not \(\1, h\)",

@@ -65,7 +65,7 @@ class LaplaceEstimator(Estimator):
             embedding = self.encoder.encode(texts)
             return embedding, embedding
         pair = cast(ExposesLastLayer, self.encoder).encode_with_activations(texts)
-        if not isinstance(pair, tuple) or len(pair) != 2:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise EncoderOutputError(
                 f"encoder {self.encoder.label!r}: encode_with_activations gave "
                 f"{type(pair).__name__}, not the pair (embeddings, last-layer inputs)"
@@ -79,7 +79,7 @@ class LaplaceEstimator(Estimator):
     def _fit(self, text_a: list[str], text_b: list[str]) -> None:
         """Diagonal empirical Fisher of the in-batch InfoNCE loss, then V = 1 / (F + lambda)."""
         y_a, act_a = self._features_of(text_a, "encode text_a")
-        y_b, act_b = self._features_of(text_b, "encode text_b")
+        y_b, act_b = self._features_of(text_b, "encode text_b", act_a.shape[1])
         fisher = fisher_diagonal(
             y_a, act_a, y_b, act_b, self.params["temperature"], self.params["batch_size"]
         )
@@ -101,9 +101,18 @@ class LaplaceEstimator(Estimator):
         other.state = dict(self.state)
         return other.calibrate(pairs, progress)
 
-    def _features_of(self, texts: list[str], step: str) -> tuple[np.ndarray, np.ndarray]:
-        """`features` over many texts, in chunks with a progress bar."""
+    def _features_of(
+        self, texts: list[str], step: str, width: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`features` over many texts, in chunks with a progress bar; every chunk's last-layer
+        inputs of one width (`width`, where the fit's other side has set it)."""
         parts = self._map(self.features, texts, step)
+        widths = sorted({a.shape[1] for _, a in parts} | ({width} if width else set()))
+        if len(widths) > 1:  # the Fisher has one column per input: no width is the right one
+            raise EncoderOutputError(
+                f"encoder {self.encoder.label!r}: encode_with_activations gave last-layer "
+                f"inputs of widths {widths} in one fit, not one width"
+            )
         return np.concatenate([y for y, _ in parts]), np.concatenate([a for _, a in parts])
 
     def _encode_raw(self, texts: list[str]) -> Moments:
