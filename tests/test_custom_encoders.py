@@ -17,7 +17,7 @@ from probembed.encoders.base import Encoder
 from probembed.encoders.hashing import HashingEncoder
 from probembed.interfaces.cli import app
 from probembed.pipeline import Pipeline
-from probembed.store import Database, Record, ingest
+from probembed.store import Database, Record, ingest, ingest_documents
 from probembed.uncertainty import make_estimator
 
 #: A package's encoder: deterministic vectors from a seeded generator per text.
@@ -424,3 +424,39 @@ def test_a_collection_the_server_cannot_load_leaves_the_others_served(
         Database(tmp_path / "db").drop("own")  # by another process: a listing forgets it
         assert [c["name"] for c in client.get("/v1/collections").json()["data"]] == ["served"]
         assert client.get("/readyz").json()["unservable"] == {}
+
+
+def test_a_large_delete_in_a_collection_the_server_cannot_load_deletes(
+    tmp_path, mine_class, pydoc_pipeline_dir
+):
+    """A delete needs no model, but one of over a tenth of the rows measures the members'
+    agreement again, which loaded the pipeline: where the server could not load it, the rows
+    went and the answer was a 500. The delete is answered; the agreement stays due, for the
+    next write or delete that loads the pipeline."""
+    db = Database(tmp_path / "db", create=True)
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(f'{{"id": "d{i}", "text": "document {i}"}}\n' for i in range(30))
+    )
+    probembed.register_encoder("mine", mine_class)
+    members = [make_estimator("perturb", mine_class(s), views=2) for s in (1.0, 2.0)]
+    pipeline = Pipeline(members, name="own", cache=False)
+    try:
+        ingest([Record(f"r{i}", f"text {i}") for i in range(30)], db.collection("own"), pipeline)
+        ingest_documents(tmp_path / "docs.jsonl", db.collection("docs"), pipeline)
+    finally:
+        encoders.REGISTERED.pop("mine")
+    with Server(tmp_path / "db", pydoc_pipeline_dir) as server, server.client() as client:
+        for name, prefix, doc in (("own", "r", False), ("docs", "d", True)):
+            assert not Database(tmp_path / "db").collection(name).agreement_due()
+            ids = [f"{prefix}{i}" for i in range(10)]
+            answer = client.post(f"/v1/collections/{name}/delete", json={"ids": ids, "doc": doc})
+            assert answer.status_code == 200, answer.text
+            assert (answer.json()["deleted"], answer.json()["count"]) == (10, 20)
+            assert Database(tmp_path / "db").collection(name).agreement_due()
+            assert "mine" in client.get("/readyz").json()["unservable"][name]
+    probembed.register_encoder("mine", mine_class)
+    try:  # the next write that loads the pipeline measures it
+        ingest([Record("r0", "text 0")], Database(tmp_path / "db").collection("own"), pipeline)
+    finally:
+        encoders.REGISTERED.pop("mine")
+    assert not Database(tmp_path / "db").collection("own").agreement_due()

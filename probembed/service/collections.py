@@ -32,7 +32,6 @@ from probembed.store.ingest import (
     finish,
     not_unicode,
     prepare,
-    remove,
 )
 from probembed.store.kinds import refuse_mixing
 from probembed.store.rows import PipelineInfo
@@ -315,8 +314,6 @@ def _collections(service: Service) -> APIRouter:
             if body.doc:
                 deleted, gone = collection.delete_documents(body.ids)
                 missing = len(gone)
-                if deleted:
-                    finish(collection, None)  # loads the pipeline only to measure agreement
                 chunks = collection.named_otherwise(gone, documents=True)
                 if chunks:  # a chunk's id names no document
                     chunk, document = next(iter(chunks.items()))
@@ -326,7 +323,7 @@ def _collections(service: Service) -> APIRouter:
                     )
             else:
                 present = collection.existing(body.ids) if collection.chunked else set()
-                deleted = remove(collection, body.ids)
+                deleted = collection.delete(body.ids)
                 missing = len(set(body.ids)) - deleted
                 gone = [i for i in dict.fromkeys(body.ids) if i not in present]
                 named = list(collection.named_otherwise(gone, documents=False) if missing else {})
@@ -335,6 +332,8 @@ def _collections(service: Service) -> APIRouter:
                         f"{len(named)} id(s) are documents stored as chunks (e.g. "
                         f'{named[0]!r}): send "doc": true to delete their chunks'
                     )
+            if deleted:
+                service.deleted_from(collection)
             count = service.count_items(collection)
             return schemas.DeleteReport(
                 collection=name, deleted=deleted, count=count, not_found=missing, hint=hint

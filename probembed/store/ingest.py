@@ -674,17 +674,22 @@ def commit(
 
 
 def finish(
-    collection: Collection, pipeline: Pipeline | str | os.PathLike | None, compact: bool = True
+    collection: Collection,
+    pipeline: Pipeline | str | os.PathLike | Callable[[], Pipeline] | None,
+    compact: bool = True,
 ) -> None:
     """After the last commit (of a write or a delete): compact when fragments piled up,
     measure agreement again when enough rows changed. Also when this run wrote nothing: a run
-    killed after its last commit left them undone, and its re-run finds every id stored."""
+    killed after its last commit left them undone, and its re-run finds every id stored.
+    `pipeline` may be a function giving it, called only when a measurement is due: a delete
+    needs no model, and its caller (the service) loads the collection's in its own way."""
     if not collection.exists:
         return
     if compact and collection.compaction_due():
         collection.optimize()
     if collection.agreement_due():
-        collection.record_agreement(writing_pipeline(collection, pipeline))
+        given = pipeline() if callable(pipeline) else pipeline
+        collection.record_agreement(writing_pipeline(collection, given))
 
 
 def remove(
