@@ -103,7 +103,8 @@ def test_a_body_that_stops_half_way_is_answered_408_once_the_body_timeout_passes
 
 def test_connections_past_the_concurrency_limit_are_answered_503_until_some_close(proxied):
     """100 connections with unfinished headers stayed open, each a file descriptor the
-    database needs too; past --limit-concurrency, uvicorn answers 503 instead."""
+    database needs too; past twice --limit-concurrency, uvicorn answers 503 instead (no ASGI
+    code sees a request before its headers end)."""
 
     def status() -> int:
         with proxied.client(KEY) as http:
@@ -114,13 +115,49 @@ def test_connections_past_the_concurrency_limit_are_answered_503_until_some_clos
         while status() != wanted:
             assert time.monotonic() < deadline, f"never answered {wanted}"
 
-    stalled = [raw(proxied, b"GET /healthz HTTP/1.1\r\nHost: loc") for _ in range(2)]
+    stalled = [raw(proxied, b"GET /healthz HTTP/1.1\r\nHost: loc") for _ in range(5)]
     try:
-        until(503)  # two stalled and this one: three, the limit
+        until(503)  # five stalled and this one: six, twice the limit of three
     finally:
         for connection in stalled:
             connection.close()
     until(200)
+
+
+def test_requests_past_the_concurrency_limit_get_the_service_s_503_and_probes_pass(
+    tmp_path, pydoc_pipeline_dir
+):
+    """Past --limit-concurrency uvicorn answered 503 itself, in plain text without
+    Retry-After, unlike every other refusal, and /healthz and /readyz with it (a balancer
+    then took a busy server for a dead one). Two requests held open by their slow bodies fill
+    a limit of two: the next is the service's JSON 503 with Retry-After; the probes pass."""
+    body = b'{"model": "hash", "input": "a held request"}'
+    head = b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    options = ("--limit-concurrency", "2", "--workers", "1")
+    with Server(tmp_path / "db", pydoc_pipeline_dir, *options) as busy, busy.client() as http:
+        held = [raw(busy, head + body[:10]) for _ in range(2)]
+        try:
+            deadline = time.monotonic() + 30  # only ever waited out on failure
+            while (refused := http.get("/v1/models")).status_code != 503:
+                assert time.monotonic() < deadline, "the limit was never reached"
+            assert refused.headers["content-type"] == "application/json"
+            assert refused.headers["retry-after"] == "1"
+            said = refused.json()["error"]["message"]
+            assert "2 requests at once" in said and "--limit-concurrency" in said
+            assert refused.json()["request_id"] == refused.headers["x-request-id"]
+            for probe in ("/healthz", "/readyz"):
+                assert http.get(probe).status_code == 200, probe
+            for connection in held:  # their bodies end: they are answered and leave
+                connection.sendall(body[10:])
+                connection.settimeout(60)
+                assert connection.recv(65536).startswith(b"HTTP/1.1 200"), "not answered"
+        finally:
+            for connection in held:
+                connection.close()
+        while (answer := http.get("/v1/models")).status_code != 200:
+            assert time.monotonic() < deadline, answer.text
+    assert busy.access_line(refused.headers["x-request-id"])["status"] == 503
 
 
 def test_a_body_timeout_of_0_switches_it_off(tmp_path, pydoc_pipeline_dir):

@@ -71,7 +71,11 @@ def serve_command(
         ),
     ] = None,
     limit_concurrency: Annotated[
-        int, typer.Option(help="Connections and requests at once; beyond, uvicorn answers 503.")
+        int,
+        typer.Option(
+            help="Requests at once, health probes aside; beyond, 503 with Retry-After "
+            "(connections: twice as many)."
+        ),
     ] = 512,
     max_batch: Annotated[int, typer.Option(help="Texts per encode call (1: no batching).")] = 64,
     max_wait_ms: Annotated[

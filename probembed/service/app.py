@@ -103,6 +103,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         refused=_scope_refusal([r for router in routers for r in router.routes], settings.keys),
         hosts=Hosts.served(settings.host, settings.allowed_hosts, settings.keys is not None),
         body_seconds=settings.limits.body_timeout,
+        limit=settings.limit_concurrency,
     )
     _publish_limits(app, settings.limits, [pipeline_name(p) for p in settings.pipelines])
     return app

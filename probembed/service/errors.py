@@ -70,8 +70,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (500, "The server's own storage or state failed, or a bug: its log says why"),
         (
             503,
-            "Still loading, loading failed, the database is read-only, its storage failed, or "
-            "the collection's pipeline does not load in this server (no Retry-After)",
+            "Still loading, --limit-concurrency requests already running, loading failed, the "
+            "database is read-only, its storage failed, or the collection's pipeline does not "
+            "load in this server (no Retry-After)",
         ),
     )
 }

@@ -1,5 +1,6 @@
-"""Every request passes here: its Host, id, API key, body-size limit and body timeout,
-Prometheus counts and latency, access log; a HEAD request is answered as its GET.
+"""Every request passes here: how many run at once, its Host, id, API key, body-size limit
+and body timeout, Prometheus counts and latency, access log; a HEAD request is answered as
+its GET.
 
 A pure ASGI middleware, so the limit holds before any route reads the body (a declared
 Content-Length over it is refused unread; a chunked body is refused once it passes it; one
@@ -52,9 +53,9 @@ _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 class Gate:
-    """Wraps the app: refuses a request for another Host, without a valid API key or with a
-    body over the limit or too slow to arrive before the app reads it, measures and logs every
-    request."""
+    """Wraps the app: refuses a request past the bound of requests at once, for another Host,
+    without a valid API key or with a body over the limit or too slow to arrive before the app
+    reads it, measures and logs every request."""
 
     def __init__(
         self,
@@ -68,8 +69,11 @@ class Gate:
         open_prefix: str | None = None,
         hosts: Hosts | None = None,
         body_seconds: float = 60.0,
+        limit: int | None = None,
     ) -> None:
         self.app = app
+        #: Requests at once, the probes aside (None: no bound), and how many run now.
+        self.limit, self.running = limit, 0
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         #: Seconds a request's whole body may take to arrive.
@@ -113,7 +117,11 @@ class Gate:
         async def refuse(status: int, message: str, headers: list | None = None) -> None:
             await _refuse(sending, status, message, request_id, headers)
 
+        admitted = self._admit(scope)
         try:
+            if admitted is False:
+                await refuse(503, self._busy(), [(b"retry-after", b"1")])
+                return
             elsewhere = self._elsewhere(scope)
             if elsewhere is not None:  # a page that rebound its name to this machine
                 await refuse(421, elsewhere)
@@ -138,8 +146,28 @@ class Gate:
                 raise
             await refuse(503, "the service shut down before this request finished")
         finally:
+            if admitted:
+                self.running -= 1
             self.metrics.in_flight.dec()
             self._record(routed, scope.get("method", ""), status, started, request_id)
+
+    def _admit(self, scope: Scope) -> bool | None:
+        """Count a request in if it is under the bound (True), else refuse it (False); a
+        probe is neither (None), so a balancer sees a busy server alive and ready. uvicorn's
+        own bound answered in plain text without Retry-After, unlike every other refusal."""
+        if self.limit is None or _path(scope) in PROBES:
+            return None
+        if self.running >= self.limit:
+            return False
+        self.running += 1
+        return True
+
+    def _busy(self) -> str:
+        """Why a request past the bound is refused, and what to do."""
+        return (
+            f"the server is answering {self.limit} requests at once, its limit "
+            "(--limit-concurrency): send it again after Retry-After seconds"
+        )
 
     def _request_id(self, scope: Scope) -> str:
         """The client's X-Request-ID if it is printable, short and no API key of this server

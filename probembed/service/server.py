@@ -81,7 +81,7 @@ def serve(settings: ServiceSettings) -> None:
         # named another client in the access log
         proxy_headers=settings.forwarded_allow_ips is not None,
         forwarded_allow_ips=settings.forwarded_allow_ips,
-        limit_concurrency=settings.limit_concurrency,
+        limit_concurrency=settings.connection_limit,  # requests: the gate's bound
     )
     uvicorn.Server(config).run(sockets=[sock])
 

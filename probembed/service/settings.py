@@ -141,9 +141,19 @@ class ServiceSettings:
     #: as uvicorn takes them (`--forwarded-allow-ips`); None: those headers are ignored, so no
     #: local process names another client in the access log.
     forwarded_allow_ips: str | None = None
-    #: Connections and requests at once; uvicorn answers 503 beyond (`--limit-concurrency`):
-    #: each stalled connection held a file descriptor, which the database needs too.
+    #: Requests at once, the health probes aside (`--limit-concurrency`): the gate answers
+    #: those past it with the service's 503 and Retry-After. Connections are bounded at
+    #: `connection_limit`.
     limit_concurrency: int = 512
+
+    @property
+    def connection_limit(self) -> int:
+        """Connections at once, past which uvicorn answers 503 itself, in plain text: twice
+        the requests, so a request past their bound reaches the gate for its JSON 503 and a
+        probe gets in beside them, while connections that never finish their headers (no ASGI
+        code sees them) still hold a bounded number of file descriptors, which the database
+        needs too."""
+        return 2 * self.limit_concurrency
 
     @property
     def url(self) -> str:
