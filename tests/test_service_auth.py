@@ -68,6 +68,26 @@ def test_scopes(guarded, key, request_, status):
         assert "needs 'write'" in answer.text or "needs 'read'" in answer.text
 
 
+def test_a_key_that_may_not_list_collections_is_not_told_their_names_in_a_404(guarded):
+    """The 404 of an unknown collection lists the collections there are (a typo, often): a
+    write-only key, which may not list them (`GET /v1/collections` needs read), learnt every
+    name from one write to a made-up one. A key that may read keeps the list."""
+    writes = ("POST", "/v1/collections/kpt/documents", {"documents": DOCS})
+    searches = ("POST", "/v1/collections/kpt/search", {"query": "doors"})
+    for key, (method, path, body), listed in (
+        (WRITER, writes, False),
+        (READER, searches, True),
+        (ADMIN, writes, True),
+    ):
+        with guarded.client(key) as http:
+            answer = http.request(method, path, json=body)
+        assert answer.status_code == 404, answer.text
+        said = answer.json()["error"]["message"]
+        assert said.startswith("no collection 'kpt' in <db>"), said
+        assert ("; collections: " in said) is listed, said
+        assert ("kept" in said) is listed, said
+
+
 def test_a_request_without_a_valid_key_is_refused_before_its_body_is_read(guarded):
     """Parsed first, a stranger's malformed body got a 422 describing the parser's complaint,
     and any stranger could make the server buffer a body up to the size limit."""

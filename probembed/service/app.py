@@ -33,7 +33,7 @@ from probembed.service.errors import _INTERNAL, _STATUS, ApiError, refusal
 from probembed.service.gate import PROBES, Gate
 from probembed.service.hosts import Hosts
 from probembed.service.operations import _operations
-from probembed.service.scopes import _lacking_scope, _scope_refusal
+from probembed.service.scopes import _lacking_scope, _may_list, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service
 from probembed.service.storage import hidden, operator_places, timed_out, with_timeouts
@@ -48,6 +48,7 @@ from probembed.service.validation import (
     _unreadable,
 )
 from probembed.store import (
+    CollectionNotFoundError,
     IngestError,
     NotChunkedError,
     StorageUnavailableError,
@@ -232,6 +233,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
                 request, status, exc.told('"chunk": true in the documents write'), headers
             )
         message = str(exc)
+        if isinstance(exc, CollectionNotFoundError) and not _may_list(request, keys):
+            message = exc.unlisted  # the names of the collections are not this key's to read
         if isinstance(exc, UndoConflictError):  # what stopped the write, as it would be told
             stop = exc.stopped_by
             known_stop = isinstance(stop, tuple(kind for kind, _ in _STATUS))

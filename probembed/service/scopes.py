@@ -10,7 +10,7 @@ from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import BaseRoute, Match
 
-from probembed.service.auth import ApiKeys, bearer_key, scope_authorization
+from probembed.service.auth import READ, ApiKeys, bearer_key, scope_authorization
 from probembed.service.errors import ApiError
 from probembed.service.state import Service
 
@@ -40,6 +40,13 @@ def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | 
     if needed in granted:
         return None
     return f"this key grants {sorted(granted)}; this route needs {needed!r}"
+
+
+def _may_list(request: Request, keys: ApiKeys | None) -> bool:
+    """Whether the request's key may list the collections (the read scope): a 404 names the
+    collections there are only to a caller who could list them, keys being no narrower."""
+    key = bearer_key(scope_authorization(request.scope))
+    return _refused_scope(keys, key, READ) is None
 
 
 def _lacking_scope(request: Request, keys: ApiKeys | None) -> str | None:

@@ -128,7 +128,7 @@ class Database:
         """The error for a collection that is not here, listing those that are (a typo, often)."""
         known = ", ".join(self.collections()) or "none"
         return CollectionNotFoundError(
-            f"no collection {name!r} in {self.path}; collections: {known}"
+            f"no collection {name!r} in {self.path}", f"; collections: {known}"
         )
 
     def drop(self, name: str, locked: bool = False) -> None:

@@ -53,6 +53,12 @@ class PipelineMismatchError(StoreError):
 class CollectionNotFoundError(StoreError):
     """A collection asked for by name that the database does not hold."""
 
+    def __init__(self, message: str, listing: str = "") -> None:
+        super().__init__(message + listing)
+        #: The message without the names of the collections there are (`listing`), for a
+        #: caller who may not list them (a service's key without the read scope).
+        self.unlisted = message
+
 
 class CollectionExistsError(StoreError):
     """A collection created under a name that is already taken."""
