@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -65,6 +66,21 @@ def test_a_sync_leaves_exactly_the_files_records_in_one_step(tmp_path, collectio
     write_jsonl(source, edited)
     alone = ingest(source, collection, sync=True)
     assert (alone.added, alone.updated, alone.removed) == (0, 0, 1)
+    assert stored(collection) == {r["id"]: r["text"] for r in edited}
+
+
+def test_a_sync_whose_embedding_merges_batches_still_removes(tmp_path, collection, pydoc_pipeline):
+    """An `embed_with` of one's own may send fewer batches than batch_size makes (a remote
+    service batching itself): the removal, planned for the last of them, still happens."""
+
+    def merged(texts, pipeline, batch_size, starts=None, advance=None):
+        yield np.arange(len(texts)), pipeline.encode(list(texts))
+
+    ingest(write_jsonl(tmp_path / "a.jsonl", rows(10)), collection, pydoc_pipeline, batch_size=4)
+    edited = [{**r, "text": r["text"] + " edited"} for r in rows(6)]
+    source = write_jsonl(tmp_path / "b.jsonl", edited)
+    report = ingest(source, collection, batch_size=4, sync=True, embed_with=merged)
+    assert (report.updated, report.removed) == (6, 4)
     assert stored(collection) == {r["id"]: r["text"] for r in edited}
 
 

@@ -285,6 +285,7 @@ def ingest(
     ):
         told = advance or (bar.advance if progress else None)
         embedded = _steps(todo, pipeline, batch_size, embed_with, told, bool(report.gone))
+        step = 0
         try:
             with contextlib.closing(embedded):  # a Ray session ends before an undo starts
                 for step, (index, fused) in enumerate(embedded, 1):
@@ -304,6 +305,9 @@ def ingest(
                     )
                     if on_commit is not None:
                         on_commit(report.added + report.updated)
+            if report.gone and step < steps:  # an embedding that merged batches: remove now
+                gone = report.gone
+                commit(collection, info, [], None, upsert, report, planned, gone, created, ours)
         except CollectionDroppedError as exc:  # nothing of this write is there to undo
             raise exc.during(report.added + report.updated, len(todo)) from None
         except Exception as exc:
