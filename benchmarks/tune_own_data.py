@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.evaluation.datasets import RetrievalDataset
+from probembed.evaluation.harness import reported_metrics
 from probembed.evaluation.pipeline_tuning import tuned_and_calibrated
 from probembed.evaluation.report import compare, write_json
 from probembed.interfaces.eval_commands import load_test_and_dev, own_figures
@@ -93,11 +94,12 @@ def on_test(folder: Path, pipelines: dict[str, str]) -> list[dict]:
     """`probembed eval FOLDER --split test [--hybrid]` of each pipeline, and each member of
     the first alone (`--compare`'s single rows)."""
     test = test_split(folder)
+    metrics = reported_metrics(test)  # eval's default: nDCG@10, Recall@100 and MRR@10
     rows = []
     for label, name in pipelines.items():
         pipe = Pipeline.load(name)
         for search, hybrid in (("dense", False), ("hybrid", True)):
-            figures = own_figures(pipe, test, folder, hybrid)
+            figures, _, _ = own_figures(pipe, test, folder, metrics, hybrid, False, False)
             rows.append(ndcg_row(label, "test", search, figures[METRIC]))
             print(f"test {label} {search}: {100 * rows[-1]['value']:.2f}", flush=True)
     start = Pipeline.load(pipelines[START])
