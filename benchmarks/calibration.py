@@ -50,10 +50,9 @@ from probembed.evaluation import (
     confidence_signals,
     expected_calibration_error,
     failed_queries,
-    load_dataset,
     plot_reliability,
 )
-from probembed.evaluation.datasets import RetrievalDataset
+from probembed.evaluation.datasets import RetrievalDataset, load_retrieval
 from probembed.evaluation.harness import Embedded, Method, embed, evaluate
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
@@ -202,9 +201,9 @@ def cross_validated(x: np.ndarray, failed: np.ndarray) -> float:
 def feature_choice(pipeline: Pipeline, train: RankedSplit, bm25: TextSearch) -> dict[str, float]:
     """Cross-validated train AUROC of each feature set tried, dense and hybrid: how the shipped
     models' features were chosen (train queries only; the largest set is kept where it wins)."""
-    dataset = load_dataset(SCIFACT, "train")
+    dataset = load_retrieval(SCIFACT, "train")
     hybrid, lexical = hybrid_split(pipeline, dataset, bm25)
-    out = {}
+    out: dict[str, float] = {}
     for kind, split, bm25_features in (("dense", train, None), ("hybrid", hybrid, lexical)):
         base, coverage = split.query_table(), split.coverage_table(dataset)
         failed = split.failed(dataset)
@@ -230,10 +229,10 @@ def main() -> None:
         raise SystemExit(
             f"{name} ships no calibration.json: run scripts/fit_calibration.py --pipeline {name}"
         )
-    test_set = load_dataset(SCIFACT, "test")
+    test_set = load_retrieval(SCIFACT, "test")
     embedded = embed(pipeline, test_set, progress=True)
     test = rank_split(pipeline, test_set, embedded=embedded)
-    train = rank_split(pipeline, load_dataset(SCIFACT, "train"))
+    train = rank_split(pipeline, load_retrieval(SCIFACT, "train"))
     relevant = test.table(TOP, calibrator.uses_disagreement)[1].astype(bool)
     train_relevant = train.table(TOP, calibrator.uses_disagreement)[1].astype(bool)
     p = hit_probabilities(calibrator, test)

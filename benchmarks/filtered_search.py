@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
+from functools import partial
 
 from search_calibration import RESULTS, SCIFACT, WHERE, arguments, suffix_of, whole_collection
 
 import probembed
-from probembed.evaluation import load_dataset
+from probembed.evaluation.datasets import load_retrieval
 from probembed.evaluation.report import write_json
 from probembed.store import Database, Searcher
 
@@ -33,7 +35,7 @@ K = 10
 ROUNDS = 7
 
 
-def best_seconds(calls: dict[str, object], rounds: int) -> dict[str, float]:
+def best_seconds(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
     """Each call's best time over `rounds` rounds, the calls taken in turn within a round."""
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(rounds):
@@ -54,19 +56,19 @@ def main() -> None:
     collection = whole_collection(db, shipped, suffix_of(args.pipeline))
     bare = copy.copy(shipped)
     bare.calibrator = None
-    dataset = load_dataset(SCIFACT, "test")
+    dataset = load_retrieval(SCIFACT, "test")
     texts = list(dataset.queries.values())
     fused = shipped.encode(texts)
     calibrated, uncalibrated = Searcher(collection, shipped), Searcher(collection, bare)
 
-    def search(searcher: Searcher, **options: object):
-        return lambda: searcher.search_fused(fused, K, texts=texts, **options)
+    def search(searcher: Searcher, where: str | None = None) -> Callable[[], object]:
+        return partial(searcher.search_fused, fused, K, texts=texts, where=where)
 
     calls = {
         "unfiltered": search(calibrated),
         "unfiltered, no calibrator": search(uncalibrated),
-        "filtered (p_relevant read unfiltered)": search(calibrated, where=WHERE),
-        "filtered, no calibrator": search(uncalibrated, where=WHERE),
+        "filtered (p_relevant read unfiltered)": search(calibrated, WHERE),
+        "filtered, no calibrator": search(uncalibrated, WHERE),
     }
     for call in calls.values():  # warm: graphs built, rows paged in
         call()

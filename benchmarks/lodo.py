@@ -93,7 +93,7 @@ def main() -> None:
         variants[lam] = scores if same else Scores(variant_splits(variant, splits, progress=True))
         print(f"lambda {lam:g}: embedded in {time.perf_counter() - start:.0f}s", flush=True)
     features = {key: role_features(split) for key, split in splits.items()}
-    data = {n: router_data(splits[n, "tune"], features[n, "tune"]) for n in tasks}
+    routed = {n: router_data(splits[n, "tune"], features[n, "tune"]) for n in tasks}
     rows: list[dict] = []
     chosen: dict[str, dict] = {}
     for name in tasks:
@@ -105,7 +105,8 @@ def main() -> None:
         figures = {m.name: scores.figure(name, "test", fixed(m)) for m in untuned}
         figures.update(fold.test)
         prior = fold.methods["static"].fusion.weights
-        alpha, figures["router"] = router_fold(splits, features, data, name, prior)
+        assert prior is not None  # a point of the static grid is a weighting
+        alpha, figures["router"] = router_fold(splits, features, routed, name, prior)
         rows += [{"left_out": name, "method": m, "value": v} for m, v in figures.items()]
         chosen[name] = {
             "gamma": fold.gamma,
@@ -130,7 +131,7 @@ def main() -> None:
         "chosen": chosen,
         "router": {
             "features": list(FEATURES),
-            "transfer_rho": {n: router_transfer(data, n) for n in tasks},
+            "transfer_rho": {n: router_transfer(routed, n) for n in tasks},
         },
     }
     write_json(args.out, rows, config)

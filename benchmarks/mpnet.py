@@ -42,7 +42,7 @@ import torch
 
 from probembed.cache import default_cache_dir
 from probembed.encoders import get_encoder
-from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.datasets import load_evaluable, load_retrieval, load_sts
 from probembed.evaluation.harness import Method, embed, evaluate, primary_metric
 from probembed.evaluation.recipes import CANDIDATE_MODELS, SEED, sample_pairs
 from probembed.paths import datasets_dir
@@ -83,7 +83,7 @@ def quality(names: list[str], n_pairs: int) -> None:
     pipeline = fitted_mpnet(n_pairs)
     for name in names:
         start = time.perf_counter()
-        dataset = load_dataset(DATASETS[name], "test")
+        dataset = load_evaluable(DATASETS[name], "test")
         outcome = evaluate(embed(pipeline, dataset, progress=True), dataset, SINGLE)
         row = {
             "method": SINGLE.name,
@@ -103,9 +103,9 @@ def ensemble_quality(names: list[str]) -> None:
     """The shipped default on each test split, with its own fusion and score and with dot."""
     pipeline = Pipeline.load("default")
     for name in names:
-        dataset = load_dataset(DATASETS[name], "test")
+        dataset = load_evaluable(DATASETS[name], "test")
         embedded = embed(pipeline, dataset, progress=True)
-        row = {"fingerprint": pipeline.fingerprint, "split": dataset.split}
+        row: dict[str, object] = {"fingerprint": pipeline.fingerprint, "split": dataset.split}
         for label, score in (("score", pipeline.score), ("dot", ScoreConfig("dot", 0.0))):
             method = Method(f"default:{label}", pipeline.fusion, score)
             row[label] = evaluate(embedded, dataset, method).metrics
@@ -115,8 +115,8 @@ def ensemble_quality(names: list[str]) -> None:
 
 def timing_texts() -> dict[str, list[str]]:
     """The two text sets every encoder is timed on."""
-    sts = load_dataset(DATASETS["stsb"], "test")
-    scifact = load_dataset(DATASETS["scifact"], "test")
+    sts = load_sts(DATASETS["stsb"] / "test.tsv")
+    scifact = load_retrieval(DATASETS["scifact"], "test")
     return {
         "stsb_sentences": list(dict.fromkeys(sts.sentence1 + sts.sentence2))[:2000],
         "scifact_abstracts": list(scifact.corpus.values())[:300],
@@ -138,7 +138,7 @@ def timing(rounds: int) -> None:
     sets = timing_texts()
     for encode in encoders.values():  # warm-up: first calls pay for allocation and threads
         encode(sets["scifact_abstracts"][:32])
-    seconds = {s: {e: [] for e in encoders} for s in sets}
+    seconds: dict[str, dict[str, list[float]]] = {s: {e: [] for e in encoders} for s in sets}
     for round_ in range(rounds):
         order = list(encoders)
         order = order[round_ % len(order) :] + order[: round_ % len(order)]

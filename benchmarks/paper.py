@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.datasets import load_evaluable
 from probembed.evaluation.harness import Embedded, Method, embed, evaluate
 from probembed.evaluation.paper import PAPER_BETA, paper_methods
 from probembed.evaluation.recipes import SEED, recipe_members, sample_pairs
@@ -76,7 +76,7 @@ def mean_weights(embedded: Embedded, fusion: FusionConfig) -> dict[str, float]:
 def run_set(pipe: Pipeline, name: str, set_name: str, mode: str) -> list[dict]:
     """Every method of one member set on one test set, as tidy rows."""
     path, split = DATASETS[name]
-    dataset = load_dataset(path, split)
+    dataset = load_evaluable(path, split)
     embedded = embed(pipe, dataset, progress=True)
     rows = []
     for method in methods_for(pipe.models, mode):

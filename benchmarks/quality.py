@@ -23,7 +23,7 @@ import os
 import time
 from pathlib import Path
 
-from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.datasets import load_evaluable
 from probembed.evaluation.recipes import fit_candidates, sample_pairs
 from probembed.evaluation.report import (
     compare,
@@ -75,7 +75,7 @@ def main() -> None:
         config["pipelines"][estimator] = {"name": pipe.name, "fingerprint": pipe.fingerprint}
         path, test_split, dev_split = DATASETS[name]
         start = time.perf_counter()
-        test, dev = load_dataset(path, test_split), load_dataset(path, dev_split)
+        test, dev = load_evaluable(path, test_split), load_evaluable(path, dev_split)
         result = compare(pipe, test, dev, progress=True)
         for row in result.rows:
             row["estimator"], row["fingerprint"] = estimator, pipe.fingerprint

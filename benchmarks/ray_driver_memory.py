@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import tempfile
@@ -58,7 +59,7 @@ def hashing_pipeline(cache: Path | None) -> Pipeline:
     """Two calibrated hashing members fused by UEC, fitted on 160 SICK entailment pairs,
     with an embedding cache in `cache` (None: none)."""
     lines = (datasets_dir() / "pairs" / "sick-entailment.tsv").read_text("utf-8").splitlines()
-    pairs = [tuple(line.split("\t")[:2]) for line in lines[1:161]]
+    pairs = [(a, b) for a, b in (line.split("\t")[:2] for line in lines[1:161])]
     specs = [
         ModelSpec("hash", "laplace", {"calibrate": True}, encoder_params={"dim": d}) for d in DIMS
     ]
@@ -112,7 +113,7 @@ def main() -> None:
     texts = sentences(args.texts + 10)
     texts, warm = texts[: args.texts], texts[args.texts :]
     row_bytes = {name: 8 * dim for name, dim in zip(("first", "second"), DIMS, strict=True)}
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     results = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -120,7 +121,7 @@ def main() -> None:
             # once unmeasured: Ray Data's first job imports its modules (pandas among them),
             # some 40 MB of traced allocations that are no part of what a job holds
             measured(warm, pipeline, args.batch_size)
-            Pipeline(pipeline.members[:1], cache=pipeline.cache).encode_members(texts)
+            Pipeline(pipeline.members[:1], cache=pipeline.cache or False).encode_members(texts)
             results["one_member_cached"] = {
                 **measured(texts, pipeline, args.batch_size),
                 "cached_gaussians_mb": round(len(texts) * row_bytes["first"] / 1e6, 1),

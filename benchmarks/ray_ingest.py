@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import tempfile
@@ -84,7 +85,7 @@ def main() -> None:
     pipeline = Pipeline.load("default", cache=False)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.WARNING)
     ray_start = time.perf_counter() - started
     runs: dict[str, list[dict]] = {"local": [], "ray_1_worker": [], "ray_2_workers": []}
     try:

@@ -492,8 +492,9 @@ def abstention_aurocs(rows: Rows) -> str:
         figures = [aurocs[k, signal][f"vs_{o}"] for k, o in cells]
         label = ABSTENTION_SIGNALS.get(signal, signal)
         body.append([label, *(interval_cell(f["auroc"], f["interval"]) for f in figures)])
-        gains = [aurocs[k, signal].get(f"minus_best_vs_{o}") for k, o in cells]
-        if all(gains):
+        found = [aurocs[k, signal].get(f"minus_best_vs_{o}") for k, o in cells]
+        gains = [g for g in found if g]
+        if len(gains) == len(cells):
             body.append(
                 [
                     "the same minus the best single signal (paired bootstrap)",

@@ -90,7 +90,10 @@ def pipeline_rows(pipe: Pipeline, dataset: RetrievalDataset) -> tuple[dict, np.n
     }
     outcomes = {k: evaluate(embedded, dataset, m) for k, m in methods.items()}
     out: dict = {k: 100 * o.metrics[METRIC] for k, o in outcomes.items()}
-    out["weights"] = None if tilted == pipe.fusion else [round(w, 4) for w in tilted.prior]
+    out["weights"] = None
+    if tilted != pipe.fusion:
+        assert tilted.prior is not None  # searched_as tilts a uec fusion's prior (the built-ins')
+        out["weights"] = [round(w, 4) for w in tilted.prior]
     return out, 100 * np.asarray(outcomes["prior"].per_item[METRIC], dtype=np.float64)
 
 
@@ -104,7 +107,7 @@ def collection_rows(pipe: Pipeline, dataset: RetrievalDataset, corpus: Path) -> 
         query_ids = list(dataset.queries)
         texts = [dataset.queries[q] for q in query_ids]
         fused = pipe.encode(texts)
-        out = {}
+        out: dict[str, float | list[float] | None] = {}
         searches = {
             f"dense {pipe.score.name}": (pipe.score.name, False),
             "dense dot": ("dot", False),

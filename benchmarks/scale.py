@@ -49,6 +49,7 @@ one panel per figure against n to benchmarks/results/plots/scale.png.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -263,10 +264,12 @@ def worker_search(db_path: Path, name: str, real: bool) -> list[dict]:
 def disk_rows(db: Database, collection: Collection, prune: bool) -> list[dict]:
     """Bytes per item on disk as ingest left them and live; prune the old versions if asked."""
     n = collection.count()
-    table_dir = db.path / f"{collection.name}.lance"
+    table_dir = Path(db.path) / f"{collection.name}.lance"  # a folder here, never a URI
+    live = collection.stats().bytes_per_item
+    assert live is not None  # None only for an empty collection
     rows = [
         metric("store", "disk_bytes_per_item", du(table_dir) / n),
-        metric("store", "live_bytes_per_item", collection.stats().bytes_per_item),
+        metric("store", "live_bytes_per_item", live),
     ]
     if prune:
         with warnings.catch_warnings():  # it warns of readers of old versions: there are none
@@ -732,6 +735,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
+        assert isinstance(sys.stdout, io.TextIOWrapper)  # the worker's pipe to its parent
         sys.stdout.reconfigure(line_buffering=True)
         run_worker(args)
         return

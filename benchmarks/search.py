@@ -49,7 +49,7 @@ from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.progress import progress_bar
 from probembed.scoring import score_matrix
-from probembed.store import Batch, Collection, Database, PipelineInfo, Searcher
+from probembed.store import Batch, Collection, Database, PipelineInfo, QueryResult, Searcher
 from probembed.store.index import CODECS, IndexSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
     )
 
 
-def hit_ids(results: list[dict]) -> np.ndarray:
+def hit_ids(results: Sequence[QueryResult]) -> np.ndarray:
     """(nq, k) integer ids of search hits."""
     return np.array([[int(h["id"]) for h in result["hits"]] for result in results])
 

@@ -40,12 +40,13 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 import probembed
 from probembed.chunking import ChunkSettings
-from probembed.evaluation import expected_calibration_error, load_dataset
+from probembed.evaluation import expected_calibration_error
+from probembed.evaluation.datasets import load_retrieval
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.scoring import Score
-from probembed.store import Collection, Database, Searcher, ingest, ingest_documents
+from probembed.store import Collection, Database, Hit, Searcher, ingest, ingest_documents
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,9 +69,9 @@ NARROW = "CAST(id AS BIGINT) % 10 = 0"
 CHUNK_TOKENS = 128
 
 
-def scored(p: np.ndarray, relevant: np.ndarray) -> dict[str, float]:
+def scored(p: np.ndarray, relevant: np.ndarray) -> dict[str, float | dict[str, float]]:
     """Calibration and ranking figures of hit probabilities against their labels."""
-    figures = {
+    figures: dict[str, float | dict[str, float]] = {
         "hits": len(p),
         "relevant_hits": int(relevant.sum()),
         "ece15": expected_calibration_error(p, relevant, 15),
@@ -87,7 +88,7 @@ def scored(p: np.ndarray, relevant: np.ndarray) -> dict[str, float]:
     return figures
 
 
-def document(hit: dict) -> str:
+def document(hit: Hit) -> str:
     """The judged document a hit is: its own id, or a chunk's document."""
     return hit["metadata"].get("doc_id") or hit["id"]
 
@@ -121,7 +122,7 @@ def runs_of(
     fallback = copy.copy(pipeline)  # the same models, the calibrator without its hybrid one
     fallback.calibrator = replace(pipeline.calibrator, hybrid=None)
     cut, grouped = f"{CHUNK_TOKENS}-token chunks", {"group_by_doc": True}
-    runs = [
+    runs: list[tuple[str, str, Collection, Pipeline, dict]] = [
         ("main", "dense", whole, pipeline, {}),
         ("main", "hybrid", whole, pipeline, {"hybrid": True}),
         ("main", FALLBACK, whole, fallback, {"hybrid": True}),
@@ -169,7 +170,7 @@ def main() -> None:
     args = parser.parse_args()
     suffix = suffix_of(args.pipeline)
     out = args.out or RESULTS / f"search_calibration{suffix}.json"
-    dataset = load_dataset(SCIFACT, "test")
+    dataset = load_retrieval(SCIFACT, "test")
     shipped = probembed.load(args.pipeline)
     if shipped.calibrator is None or shipped.calibrator.hybrid is None:
         raise SystemExit(f"the installed {args.pipeline} pipeline has no hybrid calibrator")
@@ -182,7 +183,8 @@ def main() -> None:
         )
     qids = list(dataset.queries)
     texts = [dataset.queries[q] for q in qids]
-    rows, per_query = [], {}
+    rows: list[dict] = []
+    per_query = {}
     for kind, name, collection, pipeline, options in runs_of(shipped, whole, chunked):
         results = Searcher(collection, pipeline).search(texts, k=K, **options)
         p = np.array([h["p_relevant"] for r in results for h in r["hits"]], dtype=np.float64)

@@ -30,7 +30,9 @@ import pstats
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -182,11 +184,14 @@ def main() -> None:
     )
     parser.add_argument("--part", choices=("load", "single", "exact", "basis"))
     args = parser.parse_args()
-    parts = {"load": part_load, "single": part_single, "exact": part_exact, "basis": basis_error}
+    parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "load": partial(part_load, args.db, args.n),
+        "single": partial(part_single, args.db, args.n),
+        "exact": part_exact,
+        "basis": basis_error,
+    }
     if args.part:
-        run = parts[args.part]
-        result = run(args.db, args.n) if args.part in ("load", "single") else run()
-        print(json.dumps(result))
+        print(json.dumps(parts[args.part]()))
         return
     hash_collection(args.db, args.n)  # ingest once, before any part measures
     results = {"n": args.n, "seed": SEED}

@@ -42,7 +42,7 @@ from pathlib import Path
 import aiohttp
 import httpx2
 
-from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.datasets import load_sts
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline
 from probembed.progress import progress_bar
@@ -91,7 +91,7 @@ class Outcome:
 
 def sentences() -> list[str]:
     """Distinct STS-B train sentences, in a seeded shuffle."""
-    data = load_dataset(STSB)
+    data = load_sts(STSB)
     texts = list(dict.fromkeys(t for t in data.sentence1 + data.sentence2 if t.strip()))
     random.Random(SHUFFLE_SEED).shuffle(texts)
     return texts

@@ -25,7 +25,7 @@ import os
 
 from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.training import fit_calibrator
-from probembed.evaluation.datasets import load_dataset
+from probembed.evaluation.datasets import load_retrieval
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline, builtin_dir, read_tuning, write_tuning
 
@@ -37,7 +37,7 @@ SPLIT = "train"
 def fit(name: str, seed: int) -> RelevanceCalibrator:
     """The calibrator of a built-in, fitted on its ranked SciFact train hits."""
     pipeline = Pipeline.load(name)
-    calibrator = fit_calibrator(pipeline, load_dataset(SCIFACT, SPLIT), SCIFACT, seed)
+    calibrator = fit_calibrator(pipeline, load_retrieval(SCIFACT, SPLIT), SCIFACT, seed)
     if calibrator is None:  # its warning says why
         raise SystemExit(f"{SCIFACT} {SPLIT}: no calibrator could be fitted for {name}")
     return calibrator

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -54,6 +55,8 @@ COVERAGE = 0.8
 BINS = 10
 #: The binned plot's x-axis: each signal's own quantile, so signals of any scale compare.
 QUANTILE_AXIS = "quantile of each signal (bin mean; 0 = least uncertain, 1 = most)"
+#: The key `earlier_rows` reads off a row (a dataset's name, an (estimator, dataset) pair).
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass
@@ -438,8 +441,8 @@ def markdown_table(
 
 
 def earlier_rows(
-    path: Path, key: Callable[[dict], Hashable], to_run: Mapping[Hashable, str], resume: bool
-) -> tuple[list[dict], dict, set[Hashable]]:
+    path: Path, key: Callable[[dict], K], to_run: Mapping[K, str], resume: bool
+) -> tuple[list[dict], dict, set[K]]:
     """A results file's rows worth keeping, its config, and the keys they already answer.
 
     `to_run` maps each key about to run to the fingerprint it would run with now. A key not
@@ -450,7 +453,8 @@ def earlier_rows(
     if not path.is_file():
         return [], {}, set()
     previous = json.loads(path.read_text())
-    kept, done = [], set()
+    kept: list[dict] = []
+    done: set[K] = set()
     for row in previous["rows"]:
         name = key(row)
         if name not in to_run:
