@@ -49,10 +49,10 @@ run: $(STAMP)  ## The main job: uncertainty per model, then index and search DAT
 test: $(STAMP)  ## Run the fast test suite
 	$(BIN)/pytest -q
 
-check: $(STAMP)  ## Lint, format check and type check (mypy on probembed/)
+check: $(STAMP)  ## Lint, format check and type check (mypy on probembed/, benchmarks/, scripts/)
 	$(BIN)/ruff check probembed tests benchmarks scripts
 	$(BIN)/ruff format --check probembed tests benchmarks scripts
-	$(BIN)/mypy probembed
+	$(BIN)/mypy
 
 fix: $(STAMP)  ## Auto-fix lint and format
 	$(BIN)/ruff check --fix probembed tests benchmarks scripts
