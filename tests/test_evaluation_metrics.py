@@ -214,6 +214,34 @@ def test_failed_queries_two_definitions() -> None:
     np.testing.assert_array_equal(failed[RECALL10_ZERO], [True, True, True, False])
 
 
+def test_a_0_1_metric_at_0_for_most_queries_fails_them() -> None:
+    """Recall@5 is 0 or 1: with 0 for half the queries or more its median is 0, and "strictly
+    below the median" failed none of them (every AUROC nan, said as "all 10 items
+    succeeded"). The queries at the lowest value fail, the most even split the ties allow."""
+    recall = dict(enumerate([0.0, 0, 0, 1, 1, 0, 1, 0, 0, 1]))
+    failed = failed_queries(recall, recall)
+    np.testing.assert_array_equal(failed[NDCG_BELOW_MEDIAN], np.array(list(recall.values())) == 0)
+    signal = np.array([0.9, 0.8, 0.7, 0.1, 0.2, 0.6, 0.3, 0.5, 0.4, 0.45])
+    assert auroc(signal, failed[NDCG_BELOW_MEDIAN]) == pytest.approx(23 / 24)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.0, 1, 1, 0, 1, 0, 1], [False, False, False, True, False, True, False]),  # median 1
+        ([0.0, 0.5, 0.5, 0.5, 1, 1], [True, False, False, False, False, False]),  # below it
+        ([0.5, 0.5, 0.5, 1.0], [True, True, True, False]),  # ties at the lowest hold it
+        ([0.4, 0.4, 0.4], [False, False, False]),  # every query alike: none below another
+    ],
+)
+def test_below_the_median_with_ties(values, expected) -> None:
+    """Where some query is strictly below the median, those fail, as before (the calibrator's
+    target and the committed tables keep their labels); only where none is do the queries at
+    the lowest value, and never every query."""
+    per_query = dict(enumerate(values))
+    np.testing.assert_array_equal(failed_queries(per_query, per_query)[NDCG_BELOW_MEDIAN], expected)
+
+
 def test_abs_rank_error_and_top_quartile() -> None:
     np.testing.assert_allclose(abs_rank_error([1, 2, 3, 4], [4, 3, 2, 1]), [0.75, 0.25, 0.25, 0.75])
     np.testing.assert_array_equal(top_quartile(np.arange(1.0, 9.0)), [False] * 6 + [True] * 2)

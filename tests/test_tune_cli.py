@@ -348,6 +348,23 @@ def test_a_split_every_query_answers_perfectly_saves_the_fusion_without_a_query_
     assert pipe.tuned_on == ("retrieval/easy:dev",)
 
 
+def test_a_split_most_of_whose_queries_miss_learns_the_query_confidence_from_the_misses(
+    two_members, dataset, tmp_path
+):
+    """24 of the 30 dev queries are judged another query's document, which their search does
+    not find: nDCG@10 0 for most, so its median is 0 and none was strictly below it. Tuning
+    warned "half or more of the queries score the lowest nDCG@10" and saved no query
+    confidence; the queries at 0 are the failures it learns now (`failed_queries`)."""
+    misses = "".join(f"q{i}\td{DOCS - 1 - i}\t1\n" for i in range(24))
+    folder = _copy(dataset, tmp_path / "missed", {"dev": _qrels(range(24, DEV)) + misses})
+    out = tmp_path / "missed-tuned"
+    result = runner.invoke(app, ["tune", str(two_members), str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "below the median" not in _said(result)
+    pipe = Pipeline.load(out, cache=False)
+    assert pipe.calibrator is not None and pipe.calibrator.confidence is not None
+
+
 def test_eval_compare_names_each_tuned_rows_settings(two_members, dataset, tmp_path):
     """The tuned rows printed no weights, T or β, and the JSON held none: nothing to save."""
     rows = tmp_path / "rows.json"

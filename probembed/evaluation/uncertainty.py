@@ -118,7 +118,10 @@ def failed_queries(
 ) -> dict[str, np.ndarray]:
     """The two failure labels, as boolean arrays in `query_ids` order (default: nDCG's keys).
 
-    `ndcg_below_median`: nDCG@10 strictly below the median over these queries.
+    `ndcg_below_median`: nDCG@10 strictly below the median over these queries; where none is
+    (the median is the lowest value, as for a 0/1 metric such as Recall@5 at 0 for half the
+    queries or more), those at the lowest value, the most even split such ties allow; none
+    only where every query scores alike. (`_below_median`)
     `recall10_zero`: no relevant document in the top 10.
     A report judging by another metric passes it and the recall at its cutoff
     (`harness.judged_metrics`): the labels keep their names.
@@ -131,7 +134,16 @@ def failed_queries(
         raise ValueError(f"{len(missing)} query ids have no metric, e.g. {missing[:3]}")
     ndcg = np.array([per_query_ndcg[q] for q in query_ids], dtype=np.float64)
     recall10 = np.array([per_query_recall10[q] for q in query_ids], dtype=np.float64)
-    return {NDCG_BELOW_MEDIAN: ndcg < np.median(ndcg), RECALL10_ZERO: recall10 == 0}
+    return {NDCG_BELOW_MEDIAN: _below_median(ndcg), RECALL10_ZERO: recall10 == 0}
+
+
+def _below_median(quality: np.ndarray) -> np.ndarray:
+    """The queries below the median, or at the lowest value where none is below: strictly
+    below alone labels no query failed whenever ties at the lowest value hold the median."""
+    below = quality < np.median(quality)
+    if below.any():
+        return below
+    return (quality == quality.min()) & (quality < quality.max())
 
 
 def abs_rank_error(pred: ArrayLike, gold: ArrayLike) -> np.ndarray:
