@@ -587,8 +587,9 @@ def test_eval_metric_chooses_what_the_uncertainty_diagnostics_judge_by(
 ):
     """`--compare --metric recall@5`: the --json rows of the uncertainty diagnostics (failure
     AUROCs, coverage figures, each model's ρ(u, error)) were still nDCG@10's and Recall@10's
-    whatever was named. They judge by recall@5 now (the per-decile figure stays Recall@1, as
-    the help says), and without --metric by nDCG@10, under the names they always had."""
+    whatever was named. They judge by recall@5 now, named in the keys (the per-decile figure
+    stays Recall@1, as the help says), and without --metric by nDCG@10, under the names they
+    always had."""
     data = pairs_as_beir(toy_pairs, tmp_path / "beir")
     args = [str(data), "--compare", "--metric", "recall@5"]
     payload = _eval(args, pipeline_dir, tmp_path / "rows.json")
@@ -598,8 +599,9 @@ def test_eval_metric_chooses_what_the_uncertainty_diagnostics_judge_by(
     signals = {m.split(":")[1] for m in judged if m.startswith("auroc:")}
     assert "query_var" in signals
     for signal in signals:
+        assert f"auroc:{signal}" not in judged  # which would not say it judged by recall@5
         assert {
-            f"auroc:{signal}",
+            f"auroc:{signal}:recall@5<median",
             f"auroc:{signal}:recall@5=0",
             f"recall@5@coverage80:{signal}",
             f"recall@1_decile_spearman:{signal}",
@@ -633,3 +635,50 @@ def test_eval_metric_chooses_what_the_uncertainty_diagnostics_judge_by(
         "recall@1_decile_spearman:query_var",
         "ndcg@10@coverage100",
     } <= names
+
+
+def test_eval_by_a_0_1_metric_most_queries_miss_fails_the_misses(pipeline_dir, toy_pairs, tmp_path):
+    """`--metric recall@5` on a split where most queries miss their judged document: recall@5
+    is 0 or 1 and its median 0, and "strictly below the median" failed no query, so every
+    signal's `auroc:<signal>` was nan (with the warning "all 80 items succeeded") under a
+    key that did not say it judged by recall@5. The queries at 0 fail now: for a metric of
+    two values the label is recall@5 = 0, and its AUROCs are the `recall@5=0` ones."""
+    data = pairs_as_beir(toy_pairs, tmp_path / "beir")
+    wrong = "".join(f"q{i}\td{79 - i}\t1\n" for i in range(48))  # another query's document
+    right = "".join(f"q{i}\td{i}\t1\n" for i in range(48, 80))
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + wrong + right)
+    payload = _eval([str(data), "--compare", "--metric", "recall@5"], pipeline_dir, tmp_path / "j")
+    own = payload["paired"]["baseline"]
+    recall = np.array(payload["per_item"]["values"][own]["recall@5"])
+    assert np.median(recall) == 0 and recall.any()
+    aurocs = {
+        (r["method"], r["metric"]): r["value"]
+        for r in payload["rows"]
+        if r["metric"].startswith("auroc:")
+    }
+    below = {key: v for key, v in aurocs.items() if key[1].endswith(":recall@5<median")}
+    assert {m.split(":")[1] for _, m in below} >= {"query_var", "margin_prob", "top1_std"}
+    for (method, metric), value in below.items():
+        assert isinstance(value, float) and np.isfinite(value), (method, metric)
+        assert value == aurocs[method, metric.replace("<median", "=0")]
+    assert "nan" not in payload["stderr"] and "AUROC" not in payload["stderr"]
+
+
+def test_eval_says_which_failure_aurocs_are_nan_and_why(pipeline_dir, toy_pairs, tmp_path):
+    """Each of 20 queries finds its document first, so no query fails by recall@5 either way:
+    the warning was auroc's "AUROC is undefined when all 20 items succeeded", said of items
+    below a median none can be below, naming neither the metric nor the figures."""
+    data = pairs_as_beir(toy_pairs, tmp_path / "beir", 20)
+    payload = _eval([str(data), "--compare", "--metric", "recall@5"], pipeline_dir, tmp_path / "j")
+    said = payload["stderr"]
+    assert (
+        "auroc:<signal>:recall@5<median is nan: every one of the 20 queries scores recall@5 1, "
+        "so none falls below another" in said
+    )
+    assert (
+        "auroc:<signal>:recall@5=0 is nan: none of the 20 queries has recall@5 = 0, each finds "
+        "a relevant document in its top 5" in said
+    )
+    assert "AUROC is undefined" not in said
+    nan = [r for r in payload["rows"] if ":recall@5" in r["metric"] and r["metric"][:6] == "auroc:"]
+    assert nan and all(r["value"] == "nan" for r in nan)  # as strict JSON readers take it

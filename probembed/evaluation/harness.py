@@ -223,6 +223,11 @@ def judged_metrics(names: Sequence[str]) -> tuple[str, str]:
     return first, f"recall@{first.partition('@')[2]}"
 
 
+#: What the uncertainty diagnostics judge by without --metric: their figures' names predate
+#: --metric and say no metric (`auroc:<signal>`), as readme_tables.py and stored JSONs read them.
+DEFAULT_JUDGED = judged_metrics(REPORTED)[0]
+
+
 def _cutoff_metric(match: re.Match[str], name: str) -> str:
     """A retrieval metric's name with its cutoff as a plain number, refused past the depth
     every query is ranked to (a deeper cutoff would read a run cut short)."""

@@ -17,10 +17,12 @@ from typing import TypeVar
 import numpy as np
 
 from probembed import atomic
+from probembed.caller import warn_caller
 from probembed.evaluation.datasets import Dataset, Evaluable, RetrievalDataset, StsDataset
 from probembed.evaluation.harness import (
     COSINE,
     DECILE_METRIC,
+    DEFAULT_JUDGED,
     Embedded,
     Method,
     Outcome,
@@ -276,19 +278,20 @@ def _retrieval_uncertainty(
     per_item: dict[str, np.ndarray], more: Mapping[str, np.ndarray], judged: tuple[str, str]
 ) -> tuple[dict, dict]:
     """Per query-level signal: AUROC for both failure definitions (`judged`: the metric below
-    its median, and no relevant document within its cutoff), coverage and decile figures."""
+    its median, `failed_queries`, and no relevant document within its cutoff), coverage and
+    decile figures."""
     signals = confidence_signals(
         per_item["top_scores"], per_item["top_vars"], per_item["uncertainty"], per_item["top_dots"]
     )
     signals.update(more)
     metric, miss = judged
     quality = per_item[metric]
-    failed = failed_queries(dict(enumerate(quality)), dict(enumerate(per_item[miss])))
+    labels = _failure_labels(quality, per_item[miss], judged)
     figures: dict[str, float] = {}
     curves: dict[str, dict] = {"risk_coverage": {}, "binned": {}}
     for name, signal in signals.items():
-        figures[f"auroc:{name}"] = auroc(signal, failed[NDCG_BELOW_MEDIAN])
-        figures[f"auroc:{name}:{miss}=0"] = auroc(signal, failed[RECALL10_ZERO])
+        for suffix, failed in labels.items():
+            figures[f"auroc:{name}{suffix}"] = math.nan if failed is None else auroc(signal, failed)
         figures[f"{metric}@coverage80:{name}"] = quality_at_coverage(signal, quality, COVERAGE)
         _, per_bin, rho = binned_quality(signal, per_item[DECILE_METRIC], _bins(signal))
         figures[f"{DECILE_METRIC}_decile_spearman:{name}"] = rho
@@ -296,6 +299,32 @@ def _retrieval_uncertainty(
         curves["binned"][name] = (bin_quantiles(len(signal), _bins(signal)), per_bin)
     figures[f"{metric}@coverage100"] = float(np.mean(quality))
     return figures, curves
+
+
+def _failure_labels(
+    quality: np.ndarray, recall: np.ndarray, judged: tuple[str, str]
+) -> dict[str, np.ndarray | None]:
+    """Each failure label (`failed_queries`) by its AUROC key's suffix, which names the metric
+    unless it is the default's nDCG@10 (`auroc:<signal>`, as readme_tables.py and stored JSONs
+    read it); None, with one warning saying what happened, for a label of one class: auroc's
+    own ("all N items succeeded", per signal) named neither the metric nor the cause."""
+    metric, miss = judged
+    failed = failed_queries(dict(enumerate(quality)), dict(enumerate(recall)))
+    n, cutoff = len(quality), miss.partition("@")[2]
+    low, zero = "" if metric == DEFAULT_JUDGED else f":{metric}<median", f":{miss}=0"
+    labels = {low: failed[NDCG_BELOW_MEDIAN], zero: failed[RECALL10_ZERO]}
+    reach = f"a relevant document in its top {cutoff}"
+    why = {
+        low: f"every one of the {n} queries scores {metric} {quality[0]:g}, so none falls "
+        "below another",
+        zero: f"all {n} queries have {miss} = 0, none finds {reach}"
+        if failed[RECALL10_ZERO].all()
+        else f"none of the {n} queries has {miss} = 0, each finds {reach}",
+    }
+    one_class = [suffix for suffix, label in labels.items() if label.all() or not label.any()]
+    for suffix in one_class:
+        warn_caller(f"auroc:<signal>{suffix} is nan: {why[suffix]}", RuntimeWarning)
+    return {suffix: None if suffix in one_class else label for suffix, label in labels.items()}
 
 
 def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tuple[dict, dict]:
