@@ -142,24 +142,96 @@ def _fcntl() -> Any:
     return fcntl
 
 
+class LockBusy(TimeoutError):
+    """A lock its holder kept past the time a caller would wait (`locked`'s `wait`)."""
+
+    def __init__(self, lock_file: Path, holder: str, waited: float) -> None:
+        #: What the holder wrote of itself in the lock file ("" when it wrote nothing).
+        self.holder, self.waited = holder, waited
+        super().__init__(f"{lock_file} is held by {holder or 'another process'}")
+
+
+#: Longest pause between two tries of a lock waited for with a time limit.
+_LOCK_POLL_SECONDS = 0.5
+
+
 @contextlib.contextmanager
-def locked(lock_file: Path) -> Iterator[None]:
+def locked(
+    lock_file: Path,
+    holder: str = "",
+    wait: float | None = None,
+    waiting: Callable[[str], None] | None = None,
+) -> Iterator[None]:
     """Hold an exclusive lock on lock_file (made if absent) while the block runs, against
     other processes and other threads of this one alike (flock locks an open file).
 
     A holder may remove the file (a collection's drop removes its folder): a waiter then got
     the lock of a file no longer there while a newcomer locked the new one, and both ran.
-    Locked, the file is checked to be the one at the path still, else locked afresh."""
+    Locked, the file is checked to be the one at the path still, else locked afresh.
+    `holder`: what this holder says of itself, kept in the file while it holds it, so that
+    one who finds it busy can say what it waits for: `waiting` is told it, once. `wait`: give
+    up after this many seconds (None: never) with `LockBusy`."""
     fcntl = _fcntl()
+    told = False
+    deadline = None if wait is None else time.monotonic() + wait
     while True:
         lock_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock_file, "a") as handle:
+        with open(lock_file, "a+") as handle:
             if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                if not _tried(fcntl, handle):
+                    if waiting is not None and not told:
+                        waiting(_held_by(handle))
+                        told = True
+                    _wait_for(fcntl, handle, lock_file, deadline, wait)
                 if not _still_there(handle.fileno(), lock_file):
                     continue
-            yield
+            if holder:
+                _say_held(handle, holder)
+            try:
+                yield
+            finally:
+                if holder:
+                    _say_held(handle, "")
             return
+
+
+def _tried(fcntl: Any, handle: Any) -> bool:
+    """Whether the lock was free, and is now this handle's."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _wait_for(
+    fcntl: Any, handle: Any, lock_file: Path, deadline: float | None, wait: float | None
+) -> None:
+    """Take the lock once its holder lets it go; with a `deadline` (time.monotonic), raise
+    `LockBusy` once that passed with the lock still held (flock has no time limit: tried
+    again at most every `_LOCK_POLL_SECONDS`)."""
+    if deadline is None:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return
+    while not _tried(fcntl, handle):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LockBusy(lock_file, _held_by(handle), wait or 0.0)
+        time.sleep(min(left, _LOCK_POLL_SECONDS))
+
+
+def _held_by(handle: Any) -> str:
+    """What the lock's holder wrote of itself ("" for nothing)."""
+    handle.seek(0)
+    return str(handle.read()).strip()
+
+
+def _say_held(handle: Any, holder: str) -> None:
+    """Put what the lock's holder says of itself in the file, in place of what was there."""
+    handle.seek(0)
+    handle.truncate()
+    handle.write(holder)
+    handle.flush()
 
 
 def _still_there(descriptor: int, path: Path) -> bool:

@@ -2124,9 +2124,9 @@ def test_a_delete_waits_for_the_chunked_write_of_its_collection(
             assert release.wait(60)  # 60 s: only ever waited out on failure
         return blocking(self, texts)
 
-    def watched(self, ids):
+    def watched(self, ids, *wait):
         deleting.set()
-        return delete(self, ids)
+        return delete(self, ids, *wait)
 
     monkeypatch.setattr(batching.Batcher, "encode_blocking", held)
     monkeypatch.setattr(Collection, "delete_documents", watched)

@@ -182,12 +182,12 @@ class Batcher:
         self._arrived.set()
         return future
 
-    def encode_blocking(self, texts: Sequence[str]) -> Fused:
+    def encode_blocking(self, texts: Sequence[str], wait: bool = True) -> Fused:
         """`encode` from a worker thread (a write already running), waiting in that thread
-        for room in the queue and for the result."""
+        for room in the queue (`wait`; else refused as `encode` refuses) and for the result."""
         if self._loop is None:
             raise RuntimeError("Batcher.encode_blocking before start()")
-        return asyncio.run_coroutine_threadsafe(self.encode(texts, wait=True), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(self.encode(texts, wait=wait), self._loop).result()
 
     async def _serve(self) -> None:
         """Whenever an encoder is free and texts wait, give it the next batch, forever."""

@@ -4,6 +4,7 @@ documents; search it."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Security
@@ -36,6 +37,11 @@ from probembed.store.ingest import (
 from probembed.store.kinds import refuse_mixing
 from probembed.store.rows import PipelineInfo
 
+#: Seconds a write that plans over a collection's documents (chunked, a sync, a delete by
+#: document) waits for another process's such write (`Collection.planning`): none, since it
+#: would wait in its collection's turn (`Service.run`), holding up that collection's
+#: searches; the client is answered 409 naming that write and sends it again later.
+PLAN_WAIT = 0.0
 #: A collection name in a path, as the store accepts them.
 CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
 
@@ -242,6 +248,7 @@ def _collections(service: Service) -> APIRouter:
                     label=name,
                     prefix=body.prefix,
                     stop=service.refuse_if_stopping,  # a shutdown's: not the whole document
+                    wait=PLAN_WAIT,
                 )
                 count = service.count_items(collection)  # the size ingest_parsed cut at:
                 return _chunked_report(name, report, count, settings.capped(pipeline.max_tokens))
@@ -255,13 +262,9 @@ def _collections(service: Service) -> APIRouter:
             )  # one commit: its batch decides its own column types
             return report, todo
 
-        report, todo = await service.run(name, prepared)
-        # encoded on the event loop, with the collection unlocked: a write that waits for
-        # the encoders (seconds, under load) must not hold up the collection's searches.
-        # Each record is one row; an id another request stored meanwhile counts as stored.
-        fused = await batcher.encode([r.text for r in todo]) if todo else None
-
-        def write() -> schemas.WriteReport:
+        def write(
+            report: IngestReport, todo: list[Record], fused: Fused | None
+        ) -> schemas.WriteReport:
             # a chunked write may have filled the empty collection while this one encoded
             refuse_mixing(service.still(collection), chunks=False)
             if fused is not None or report.gone:  # a sync's removal lands with the write
@@ -285,7 +288,26 @@ def _collections(service: Service) -> APIRouter:
                 repeated_example=report.repeats.example,
             )
 
-        return await service.run(name, write)
+        if body.sync:  # what it removes is decided on what is stored: held to its commit
+            loop = asyncio.get_running_loop()
+
+            def synced() -> schemas.WriteReport:
+                with collection.planning(f"sync request to {name}", PLAN_WAIT):
+                    report, todo = prepared()
+                    fused = None
+                    if todo:
+                        with service.unlocked(name, loop):  # searches run while it encodes
+                            fused = batcher.encode_blocking([r.text for r in todo], wait=False)
+                    return write(report, todo, fused)
+
+            return await service.run(name, synced, writer=True)
+
+        report, todo = await service.run(name, prepared)
+        # encoded on the event loop, with the collection unlocked: a write that waits for
+        # the encoders (seconds, under load) must not hold up the collection's searches.
+        # Each record is one row; an id another request stored meanwhile counts as stored.
+        fused = await batcher.encode([r.text for r in todo]) if todo else None
+        return await service.run(name, partial(write, report, todo, fused))
 
     @router.post(
         "/{name}/delete",
@@ -312,7 +334,7 @@ def _collections(service: Service) -> APIRouter:
             collection = service.collection(name)
             hint = None
             if body.doc:
-                deleted, gone = collection.delete_documents(body.ids)
+                deleted, gone = collection.delete_documents(body.ids, PLAN_WAIT)
                 missing = len(gone)
                 chunks = collection.named_otherwise(gone, documents=True)
                 if chunks:  # a chunk's id names no document

@@ -421,12 +421,13 @@ def ingest_documents(
     stream_bytes: int = STREAM_BYTES,
     prefix: str = "",
     follow_links: bool = False,
+    wait: float | None = None,
 ) -> DocumentReport:
     """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
     touching only those whose content changed since last time (see `ingest_parsed`, and its
-    `prefix`); text and Markdown files over `stream_bytes` are read, chunked and written as
-    streams. A folder's links are followed only to files in it, unless `follow_links`
-    (`readers.walk_folder`)."""
+    `prefix` and `wait`); text and Markdown files over `stream_bytes` are read, chunked and
+    written as streams. A folder's links are followed only to files in it, unless
+    `follow_links` (`readers.walk_folder`)."""
     report = ingest_parsed(
         read_documents(source, stream_bytes, follow_links),
         collection,
@@ -442,6 +443,7 @@ def ingest_documents(
         alone=Path(source).is_file() and Path(source).suffix.lower() in READERS,
         folder=os.path.abspath(source) if Path(source).is_dir() else None,
         prefix=prefix,
+        wait=wait,
     )
     report.unread = unread_files(source, follow_links=follow_links)
     report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
@@ -464,6 +466,7 @@ def ingest_parsed(
     folder: str | None = None,
     prefix: str = "",
     stop: Callable[[], None] | None = None,
+    wait: float | None = None,
 ) -> DocumentReport:
     """Chunk and store documents already read, touching only those whose content changed.
 
@@ -490,120 +493,132 @@ def ingest_parsed(
     `stop`: called before each tokenizer call of the chunking, which comes before any write,
     so what it raises ends the run with nothing written (the service's shutdown, whose
     `encode` refuses the batches after it; a streamed file is chunked between its batches).
+    From its look at what is stored to its last commit (and undo) it holds the collection
+    against every other write that plans over its documents on this machine
+    (`Collection.planning`: another sync, chunked ingest, delete by document waits, or this
+    one for it); `wait`: seconds to wait for one at most (None: until it ends).
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
     pipeline = writing_pipeline(collection, pipeline)
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
-    stored = collection.document_index()
-    scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
-    items = (under_prefix(item, prefix) for item in items)
-    count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
-    plan = _plan(items, stored, scope, count, settings, report, alone, prefix)
-    planned = [*plan.records, *plan.marks]
-    # the check's column types are the plan of both parts' writes
-    good, bad, columns = check_records(planned, columns_to_check(collection, planned))
-    report.problems += per_document(planned, good, bad, list(plan.seen))  # a type stored otherwise
-    if report.problems and on_error == "stop":
-        raise IngestError(report.problems)
-    kept = {r.id for r in good}
-    refused = {r.metadata["doc_id"] for r in (*plan.records, *plan.marks) if r.id not in kept}
-    stale = []
-    for doc, (new, old) in plan.changed.items():
-        if doc in refused:  # none of its chunks is written and its stored version stays whole
-            continue
-        report.added += new
-        report.updated += not new
-        stale += old
-    gone: list[str] = []
-    if sync and plan.unplaced:
-        report.sync_withheld = plan.unplaced
-    elif sync:
-        gone = [doc for doc in scope if doc not in plan.seen]
-        if not renamed_all(scope, folder, plan.seen, prefix):  # a folder renamed: all may go
-            refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=bool(folder))
-        report.removed, report.gone = len(gone), gone
-        stale += [i for doc in gone for i in stored[doc].ids]
-    left = {doc: v for doc, v in stored.items() if doc not in plan.seen and doc not in gone}
-    ours = ((doc, d) for doc, d in plan.digests.items() if doc not in refused)
-    report.repeats = repeated(ours, stored_digests(left))
-    start = collection.version if collection.exists else None  # what a failed stream undoes to
-    created = creation(collection)  # what every part's commits must find: a drop stops them
-    touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
-    write = ingest_with or functools.partial(ingest, encode=encode)
-    parts = [
-        [r for r in part if r.metadata["doc_id"] not in refused]
-        for part in (plan.records, plan.marks)
-    ]
-    total = sum(map(len, parts))
-    with collection.pinned(start):  # the version every undo below reads, kept from a prune
-        with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
-            try:
-                for part in parts:  # one bar over both writes: a person sees chunks, not two phases
-                    if part:
-                        touched.update(r.id for r in part)
-                        moved = _Advance(bar)
-                        result = write(
-                            part,
-                            collection,
-                            pipeline,
-                            batch_size,
-                            on_error,
-                            True,
-                            columns=columns,
-                            advance=moved,
-                            created=created,
-                        )
-                        created = created or creation(collection)  # the table part one made
-                        report.chunks_written += result.added + result.updated
-                        report.problems += result.problems
-                        bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
-            except Exception as exc:  # a fault between commits (storage, the encoder): none stays
-                undo(collection, start, touched, exc, report.problems)
-                if isinstance(exc, CollectionDroppedError):
-                    done = report.chunks_written + (exc.written or 0)
-                    raise exc.during(done, total, "chunks") from None
-                raise
-        for item in plan.streamed:
-            before = stored[item.id].ids if item.id in stored else []
-            # under "stop" the run's one undo takes the file's ids too: an undo of the file's
-            # own that conflicted, undone again by the run's, nested the two messages
-            stopping = touched if on_error == "stop" else None
-            try:
-                written = write_streamed(
-                    item,
-                    collection,
-                    pipeline,
-                    settings,
-                    batch_size,
-                    encode,
-                    before,
-                    stopping,
-                    created,
-                )
-            except CollectionDroppedError:  # no file after it can be written either
-                raise
-            except Exception as exc:
-                problem = _failed(item, exc)
-                if on_error == "stop":  # nothing at all, as when a bad document stops the run
-                    undo(collection, start, touched, exc, report.problems)
-                    raise IngestError([*report.problems, problem]) from exc
-                report.problems.append(problem)
+    what = f"chunked {'sync' if sync else 'ingest'} of {label}"
+    with collection.planning(what, wait):  # to its last commit: another plan moves none of it
+        stored = collection.document_index()
+        scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
+        items = (under_prefix(item, prefix) for item in items)
+        count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
+        plan = _plan(items, stored, scope, count, settings, report, alone, prefix)
+        planned = [*plan.records, *plan.marks]
+        # the check's column types are the plan of both parts' writes
+        good, bad, columns = check_records(planned, columns_to_check(collection, planned))
+        report.problems += per_document(
+            planned, good, bad, list(plan.seen)
+        )  # a type stored otherwise
+        if report.problems and on_error == "stop":
+            raise IngestError(report.problems)
+        kept = {r.id for r in good}
+        refused = {r.metadata["doc_id"] for r in (*plan.records, *plan.marks) if r.id not in kept}
+        stale = []
+        for doc, (new, old) in plan.changed.items():
+            if doc in refused:  # none of its chunks is written and its stored version stays whole
                 continue
-            touched.update(written, before)
-            report.chunks_written += len(written)
-            report.chunks_removed += len(set(before) - written)
-            whole = was_whole(item.id, stored.get(item.id))
-            report.added += not whole
-            report.updated += whole
-    if stale:
-        report.chunks_removed += collection.delete(stale, created)
-    if plan.relocated:
-        collection.relocate(plan.relocated)
-        report.relocated = len(plan.relocated)
-    report.problems = kept_stored(report.problems, stored)
-    return report
+            report.added += new
+            report.updated += not new
+            stale += old
+        gone: list[str] = []
+        if sync and plan.unplaced:
+            report.sync_withheld = plan.unplaced
+        elif sync:
+            gone = [doc for doc in scope if doc not in plan.seen]
+            if not renamed_all(scope, folder, plan.seen, prefix):  # a folder renamed: all may go
+                refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=bool(folder))
+            report.removed, report.gone = len(gone), gone
+            stale += [i for doc in gone for i in stored[doc].ids]
+        left = {doc: v for doc, v in stored.items() if doc not in plan.seen and doc not in gone}
+        ours = ((doc, d) for doc, d in plan.digests.items() if doc not in refused)
+        report.repeats = repeated(ours, stored_digests(left))
+        start = collection.version if collection.exists else None  # what a failed stream undoes to
+        created = creation(collection)  # what every part's commits must find: a drop stops them
+        touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
+        write = ingest_with or functools.partial(ingest, encode=encode)
+        parts = [
+            [r for r in part if r.metadata["doc_id"] not in refused]
+            for part in (plan.records, plan.marks)
+        ]
+        total = sum(map(len, parts))
+        with collection.pinned(start):  # the version every undo below reads, kept from a prune
+            with progress_bar(f"ingest {collection.name}", total, progress and total > 0) as bar:
+                try:
+                    for (
+                        part
+                    ) in parts:  # one bar over both writes: a person sees chunks, not two phases
+                        if part:
+                            touched.update(r.id for r in part)
+                            moved = _Advance(bar)
+                            result = write(
+                                part,
+                                collection,
+                                pipeline,
+                                batch_size,
+                                on_error,
+                                True,
+                                columns=columns,
+                                advance=moved,
+                                created=created,
+                            )
+                            created = created or creation(collection)  # the table part one made
+                            report.chunks_written += result.added + result.updated
+                            report.problems += result.problems
+                            bar.advance(len(part) - moved.seen)  # skipped and unchanged: looked at
+                except (
+                    Exception
+                ) as exc:  # a fault between commits (storage, the encoder): none stays
+                    undo(collection, start, touched, exc, report.problems)
+                    if isinstance(exc, CollectionDroppedError):
+                        done = report.chunks_written + (exc.written or 0)
+                        raise exc.during(done, total, "chunks") from None
+                    raise
+            for item in plan.streamed:
+                before = stored[item.id].ids if item.id in stored else []
+                # under "stop" the run's one undo takes the file's ids too: an undo of the file's
+                # own that conflicted, undone again by the run's, nested the two messages
+                stopping = touched if on_error == "stop" else None
+                try:
+                    written = write_streamed(
+                        item,
+                        collection,
+                        pipeline,
+                        settings,
+                        batch_size,
+                        encode,
+                        before,
+                        stopping,
+                        created,
+                    )
+                except CollectionDroppedError:  # no file after it can be written either
+                    raise
+                except Exception as exc:
+                    problem = _failed(item, exc)
+                    if on_error == "stop":  # nothing at all, as when a bad document stops the run
+                        undo(collection, start, touched, exc, report.problems)
+                        raise IngestError([*report.problems, problem]) from exc
+                    report.problems.append(problem)
+                    continue
+                touched.update(written, before)
+                report.chunks_written += len(written)
+                report.chunks_removed += len(set(before) - written)
+                whole = was_whole(item.id, stored.get(item.id))
+                report.added += not whole
+                report.updated += whole
+        if stale:
+            report.chunks_removed += collection.delete(stale, created)
+        if plan.relocated:
+            collection.relocate(plan.relocated)
+            report.relocated = len(plan.relocated)
+        report.problems = kept_stored(report.problems, stored)
+        return report
 
 
 def per_document(

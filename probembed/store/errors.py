@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Sequence
 
@@ -156,10 +157,39 @@ def storage_failure(exc: BaseException) -> str | None:
     return _SOURCE.sub("", text.split(_LANCE_IO, 1)[1]).strip()
 
 
+#: How the system words a full disk (errno ENOSPC), in an OSError and in LanceDB's errors.
+_NO_SPACE = "No space left on device"
+#: What a write stopped by a full disk tells the person who ran it.
+NO_SPACE_ADVICE = "no space left on device: free space and run the same command again"
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether an error is a full disk's (an OSError of errno ENOSPC, or LanceDB's error
+    wrapping one, a RuntimeError naming it)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return isinstance(exc, (RuntimeError, OSError)) and _NO_SPACE in str(exc)
+
+
 class WriteConflictError(StoreStateError):
     """A commit that LanceDB could not reconcile with another writer's commit at the same
     time (object storage, several machines): nothing of it was stored; sent again, it may
     succeed (a service answers it 409)."""
+
+
+class CollectionBusyError(WriteConflictError):
+    """A write that plans over a collection's documents (chunked ingest, a sync, a delete by
+    document) refused because another one held the collection past the time it would wait
+    (`Collection.planning`'s `wait`): nothing of it was written (a service answers it 409)."""
+
+    def __init__(self, name: str, what: str, holder: str, waited: float) -> None:
+        self.holder = holder
+        waited_for = f"after waiting {waited:g} s" if waited else "without waiting"
+        super().__init__(
+            f"collection {name!r} is being changed by {holder or 'another write'}: this {what} "
+            f"stopped {waited_for}, before reading or writing anything; run it again once "
+            "that ends"
+        )
 
 
 class UndoConflictError(WriteConflictError):

@@ -10,9 +10,11 @@ once per version, a table dropped and made again elsewhere followed, the write l
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from probembed import atomic
-from probembed.store.errors import StoreStateError
+from probembed.caller import warn_caller
+from probembed.store.errors import CollectionBusyError, StoreStateError
 from probembed.store.rows import PipelineInfo, read_header, settings_mark, variance_basis
 from probembed.store.threads import one_at_a_time
 from probembed.store.variance import VarianceBasis
@@ -32,6 +35,14 @@ if TYPE_CHECKING:
 
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
 WRITE_LOCK = "write.lock"
+
+#: Held (flock) by every write that plans over the collection's documents, from its first
+#: look at what is stored to its last commit: see `CollectionHandle.planning`.
+PLAN_LOCK = "plan.lock"
+
+#: The plan locks this thread holds (their paths): a planning write inside another (a part of
+#: a larger write) holds it already, where a second flock of the file would wait for itself.
+_PLANNING = threading.local()
 
 #: At most this often (seconds) a handle reopens its table at an unchanged version number, to
 #: see whether another process dropped the collection and made it again under the same name
@@ -235,6 +246,43 @@ class CollectionHandle:
         together stored an id twice (search then showed it twice). Writers on other machines of
         one object store are not held back: there rows go in by `shared_writes` instead."""
         return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
+
+    @contextlib.contextmanager
+    def planning(self, what: str, wait: float | None = None) -> Iterator[None]:
+        """Hold the collection for a write that plans over its documents (chunked ingest, a
+        sync, a delete by document), from its first look at what is stored to its last
+        commit and undo, against every other such write on this machine: each decides which
+        rows are stale or gone from what it read, and two at once removed each other's
+        chunks and records (documents left in part). A wait is said, once, naming the holder
+        and what it does (`what`, as it names this one); `wait`: seconds to wait at most
+        (None: until it ends), then `CollectionBusyError`. Ordinary writes (add, upsert,
+        delete by id) take only the write lock, a commit at a time, and are not held up.
+        Writers on other machines of one object store are not held either."""
+        path = self.db.location.own_dir(self.name) / PLAN_LOCK
+        held: set[Path] = _PLANNING.__dict__.setdefault("paths", set())
+        if path in held:  # a part of a larger planning write of this thread
+            yield
+            return
+        since = time.strftime("%H:%M:%S")
+        holder = f"{what} (pid {os.getpid()} on {socket.gethostname()}, since {since})"
+
+        def waiting(other: str) -> None:
+            warn_caller(
+                f"collection {self.name!r} is being changed by {other or 'another write'}: "
+                f"this {what} waits for it to end before it reads what is stored"
+            )
+
+        lock = contextlib.ExitStack()
+        try:
+            lock.enter_context(atomic.locked(path, holder, wait, waiting))
+        except atomic.LockBusy as busy:
+            raise CollectionBusyError(self.name, what, busy.holder, busy.waited) from None
+        with lock:
+            held.add(path)
+            try:
+                yield
+            finally:
+                held.discard(path)
 
     @property
     def _shared(self) -> bool:

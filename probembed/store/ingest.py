@@ -21,16 +21,18 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 import numpy as np
 import pyarrow as pa
 
-from probembed.documents import record_from, under_prefix
+from probembed.documents import OwnNote, record_from, under_prefix
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import (
+    NO_SPACE_ADVICE,
     CollectionDroppedError,
     StoreError,
     UndoConflictError,
     listed,
+    no_space,
     skipped,
 )
 from probembed.store.kinds import refuse_mixing
@@ -233,6 +235,7 @@ def ingest(
     created: str | None = None,
     follow_links: bool = False,
     embed_with: Embedding | None = None,
+    wait: float | None = None,
 ) -> IngestReport:
     """Embed and store documents from a path (JSONL, BEIR folder, .txt/.md folder) or items
     given in Python: `Record`s, or dicts read as JSON lines are (`{"id", "text", "title"?,
@@ -262,6 +265,10 @@ def ingest(
     (`readers.walk_folder`).
     `embed_with` embeds the batches instead of `in_order` with `encode` (`ingest_ray` passes
     `ray_ingest.OnRay`); everything else, a sync's removal and undo too, is this function's.
+    A sync holds the collection from its look at the stored ids to its last commit (and
+    undo) against every other write that plans over its documents on this machine
+    (`Collection.planning`: another sync, a chunked ingest, a delete by document); `wait`:
+    seconds to wait for one at most (None: until it ends).
     """
     validate_options(batch_size, on_error)
     if encode is not None and embed_with is not None:
@@ -271,49 +278,51 @@ def ingest(
     info = PipelineInfo.of(pipeline)
     upsert = upsert or sync
     created = created or creation(collection)
-    report, todo, found = prepare(
-        source, collection, pipeline, on_error, upsert, prefix, sync, follow_links
-    )
-    planned = {**found, **(columns or {})}
-    version = collection.version if collection.exists else None  # what a failed sync undoes to
-    touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
-    ours: set[int] = set()  # the write tags of its rows: what it puts back (`undo`)
-    steps = -(-len(todo) // batch_size) or int(bool(report.gone))  # a removal alone: one step
-    with (
-        progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar,
-        collection.pinned(version if sync else None),  # what its undo reads, kept from a prune
-    ):
-        told = advance or (bar.advance if progress else None)
-        embedded = _steps(todo, pipeline, batch_size, embed_with, told, bool(report.gone))
-        step = 0
-        try:
-            with contextlib.closing(embedded):  # a Ray session ends before an undo starts
-                for step, (index, fused) in enumerate(embedded, 1):
-                    chunk = [todo[i] for i in index]
-                    touched.update(r.id for r in chunk)
-                    created = commit(
-                        collection,
-                        info,
-                        chunk,
-                        fused,
-                        upsert,
-                        report,
-                        planned,
-                        report.gone if step == steps else (),  # a sync's removal: with the last
-                        created,
-                        ours,
-                    )
-                    if on_commit is not None:
-                        on_commit(report.added + report.updated)
-            if report.gone and step < steps:  # an embedding that merged batches: remove now
-                gone = report.gone
-                commit(collection, info, [], None, upsert, report, planned, gone, created, ours)
-        except CollectionDroppedError as exc:  # nothing of this write is there to undo
-            raise exc.during(report.added + report.updated, len(todo)) from None
-        except Exception as exc:
-            if sync:
-                undo(collection, version, touched, exc, report.problems, ours)
-            raise
+    planned_over = f"sync of {source_label(source)}"
+    with collection.planning(planned_over, wait) if sync else contextlib.nullcontext():
+        report, todo, found = prepare(
+            source, collection, pipeline, on_error, upsert, prefix, sync, follow_links
+        )
+        planned = {**found, **(columns or {})}
+        version = collection.version if collection.exists else None  # what a failed sync undoes to
+        touched = set(report.gone)  # ids a sync wrote or removed: a failure puts them back
+        ours: set[int] = set()  # the write tags of its rows: what it puts back (`undo`)
+        steps = -(-len(todo) // batch_size) or int(bool(report.gone))  # a removal alone: one step
+        with (
+            progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar,
+            collection.pinned(version if sync else None),  # what its undo reads, kept from a prune
+        ):
+            told = advance or (bar.advance if progress else None)
+            embedded = _steps(todo, pipeline, batch_size, embed_with, told, bool(report.gone))
+            step = 0
+            try:
+                with contextlib.closing(embedded):  # a Ray session ends before an undo starts
+                    for step, (index, fused) in enumerate(embedded, 1):
+                        chunk = [todo[i] for i in index]
+                        touched.update(r.id for r in chunk)
+                        created = commit(
+                            collection,
+                            info,
+                            chunk,
+                            fused,
+                            upsert,
+                            report,
+                            planned,
+                            report.gone if step == steps else (),  # a sync's removal: the last
+                            created,
+                            ours,
+                        )
+                        if on_commit is not None:
+                            on_commit(report.added + report.updated)
+                if report.gone and step < steps:  # an embedding that merged batches: remove now
+                    gone = report.gone
+                    commit(collection, info, [], None, upsert, report, planned, gone, created, ours)
+            except CollectionDroppedError as exc:  # nothing of this write is there to undo
+                raise exc.during(report.added + report.updated, len(todo)) from None
+            except Exception as exc:
+                if sync:
+                    undo(collection, version, touched, exc, report.problems, ours)
+                raise
     finish(collection, pipeline)
     return report
 
@@ -402,7 +411,7 @@ def prepare(
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
-    label = str(source) if isinstance(source, (str, Path)) else "records"
+    label = source_label(source)
     records, problems, columns = read_checked(
         source, collection, on_error, prefix, follow_links=follow_links
     )
@@ -427,6 +436,11 @@ def prepare(
         report.already_stored = len(records) - len(todo)
         report.changed = [r.id for r in records if as_given.get(r.id) is False]
     return report, todo, columns
+
+
+def source_label(source: Any) -> str:
+    """How a write names its input to a person: the path, else "records"."""
+    return str(source) if isinstance(source, (str, Path)) else "records"
 
 
 def kept_stored(problems: Sequence[Problem], stored: Container[str]) -> list[Problem]:
@@ -519,7 +533,10 @@ def undo(
     theirs), and keep the other documents' problems it had met, which its report would have
     listed: as a note of what stopped the run (PEP 678, its class and message as they were: a
     service answers by the class), or, when the undo meets another writer's commit, in an
-    `UndoConflictError` naming what stopped the run once. A step whose own put-back met a
+    `UndoConflictError` naming what stopped the run once; an undo that fails otherwise (a
+    full disk) raises what stopped the run, noted with that and what the run left
+    (`undo.undoing`). A full disk's error (`no_space`) is noted with what to do. A step
+    whose own put-back met a
     conflict (an upsert's removal: `_removed`) stopped the run with an `UndoConflictError`:
     what stopped that step is then what stopped the run, whose undo puts the step back too;
     done, that is raised, not a conflict saying the batches are still stored. A run whose
@@ -531,8 +548,11 @@ def undo(
             collection.revert(start, touched, stopped_by=stopped, ours=ours)
     except UndoConflictError as undone:
         raise UndoConflictError(stopped, undone.conflict, problems) from undone.conflict
-    if problems:
-        stopped.add_note(skipped(problems))
+    finally:  # an undo that failed otherwise raises `stopped`, noted with its failure
+        if no_space(stopped):
+            stopped.add_note(OwnNote(NO_SPACE_ADVICE))
+        if problems:
+            stopped.add_note(skipped(problems))
     if stopped is not stop:
         raise stopped from None  # undone whole: the step's conflict no longer holds
 

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from probembed.documents import OwnNote
 from probembed.store import shared_writes
 from probembed.store.errors import UndoConflictError, WriteConflictError
 from probembed.store.filters import id_conditions, sql_list
@@ -21,13 +22,15 @@ from probembed.store.pins import pinned
 from probembed.store.rows import WRITE_TAG
 from probembed.store.threads import one_at_a_time
 
-#: What a conflict met by `Collection.revert` leaves: its callers undo a write that stopped
-#: part-way (a failed chunked ingest), whose earlier batches the undo then did not take out.
-UNDO_CONFLICT = (
-    "this undid a write that stopped part-way, and the batches that write committed before "
-    "it stopped are still stored (the undo stored nothing): run the write again to complete "
-    "it (a document stored in part is written again whole), or upsert its items"
+#: What an undo that failed leaves of the write it undid, stopped part-way (a failed chunked
+#: ingest): its earlier batches, which the undo did not take out.
+UNDO_LEFT = (
+    "the batches that write committed before it stopped are still stored (the undo stored "
+    "nothing), beside what was stored before: run the write again to complete it (a document "
+    "stored in part is written again whole), or upsert its items"
 )
+#: What a conflict met by `Collection.revert` leaves.
+UNDO_CONFLICT = f"this undid a write that stopped part-way, and {UNDO_LEFT}"
 
 
 def _tags(rows: pa.Table) -> dict[str, int | None]:
@@ -60,14 +63,22 @@ def _rows_of(table: Any, columns: Sequence[str], ids: Sequence[str]) -> pa.Table
 
 @contextlib.contextmanager
 def undoing(stopped_by: BaseException | None) -> Iterator[None]:
-    """An undo's conflict, raised where what stopped the write (`stopped_by`) would have
-    been, as an `UndoConflictError` naming that too: the conflict alone hid it."""
+    """An undo's failure told after what stopped the write (`stopped_by`), which its error
+    alone hid (a full disk failed the write, then its undo, and only the undo's error was
+    shown): a conflict as an `UndoConflictError` naming both, any other failure as what
+    stopped the write, noted with the undo's failure and what the write left (`UNDO_LEFT`)."""
     try:
         yield
     except WriteConflictError as conflict:
         if stopped_by is None:
             raise
         raise UndoConflictError(stopped_by, conflict) from conflict
+    except Exception as failure:
+        if stopped_by is None:
+            raise
+        stopped_by.add_note(f"undoing it failed too ({type(failure).__name__}: {failure})")
+        stopped_by.add_note(OwnNote(f"so {UNDO_LEFT}"))
+        raise stopped_by from None
 
 
 def _in_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -231,15 +231,25 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             raise
         return removed
 
-    @one_at_a_time
-    def delete_documents(self, doc_ids: Sequence[str]) -> tuple[int, list[str]]:
-        """Delete every chunk of these documents, in one commit by their doc_id (a chunk a
-        re-chunk writes meanwhile goes too); returns the chunks deleted and the documents
-        that had none. Under the write lock, as `delete`."""
+    def delete_documents(
+        self, doc_ids: Sequence[str], wait: float | None = None
+    ) -> tuple[int, list[str]]:
+        """Delete every chunk of these documents, in one commit by their doc_id; returns the
+        chunks deleted and the documents that had none. Under the write lock, as `delete`,
+        and once any chunked ingest or sync of the collection on this machine has ended
+        (`planning`, waited for `wait` seconds at most; None: until it ends): deleted between
+        the batches of its document's write, the document was left in part (768 of its 1,670
+        chunks deleted, the rest written after). The wait holds no lock of this handle."""
         self.db.require_writable()
         if isinstance(doc_ids, str):
             raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
         self._require()
+        with self.planning(f"delete of {len(doc_ids)} document(s)", wait):
+            return self._delete_documents(doc_ids)
+
+    @one_at_a_time
+    def _delete_documents(self, doc_ids: Sequence[str]) -> tuple[int, list[str]]:
+        """`delete_documents` once no other planning write runs."""
         with self._writing():
             table = self._require()
             if not self.chunked and table.count_rows():  # an empty one holds none of them

@@ -1,0 +1,390 @@
+"""Writes that plan over a collection's documents (chunked ingest and sync, a whole-record
+sync, a delete by document) never interleave on one collection: the second waits for the
+first, saying so, and the collection ends as after one of them and then the other.
+
+Each test runs real `probembed` processes. The first writer holds still after a commit
+(`HELD`: its `Collection.upsert` waits on stdin), so the second starts while it is part-way,
+whatever the timing; the test reads the second's stderr until it says it waits (or it ends,
+as each did before the plan lock: two chunked syncs left documents in part, a delete by
+document left 902 of a document's 1,670 chunks, two record syncs left only their overlap).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from probembed.chunking import ChunkSettings
+from probembed.store import Database, ingest, ingest_documents
+from probembed.store.errors import NO_SPACE_ADVICE
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Only a guard against a hung child: no test waits on a timer otherwise.
+HANG_GUARD_SECONDS = 300
+#: Chunk size and batch size of every chunked write here: several chunks a document, several
+#: commits a write.
+CHUNK_TOKENS, BATCH = 24, 8
+VOCABULARY = ("cell", "gene", "dose", "trial", "brain", "virus", "lung", "heart", "risk", "mouse")
+#: What the second writer says while it waits (`CollectionHandle.planning`).
+WAITS = "waits for it to end"
+
+#: `probembed` with a hook after the N-th commit (`Collection.upsert`) of the process:
+#: `hold` prints "held" and waits for a line on stdin; `fill:PATH` fills the disk PATH is on.
+HELD = textwrap.dedent(
+    """
+    import errno, os, sys
+    from probembed.store.collection import Collection
+
+    action, after = sys.argv[1], int(sys.argv[2])
+    commits = 0
+    upsert = Collection.upsert
+
+    def fill(path):
+        filler = os.open(path, os.O_WRONLY | os.O_CREAT)
+        for size in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    os.write(filler, bytes(size))
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+        os.close(filler)
+
+    def hooked(self, *args, **kwargs):
+        global commits
+        done = upsert(self, *args, **kwargs)
+        commits += 1
+        if commits == after and action == "hold":
+            print("held", flush=True)
+            sys.stdin.readline()
+        elif commits == after:
+            fill(action.removeprefix("fill:"))
+        return done
+
+    Collection.upsert = hooked
+    sys.argv = ["probembed", *sys.argv[3:]]
+    from probembed.interfaces import main
+    main()
+    """
+)
+
+
+def _env() -> dict[str, str]:
+    """The children's environment: this checkout first on the path."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _words(rng: np.random.Generator, n: int) -> str:
+    """n seeded words."""
+    return " ".join(rng.choice(VOCABULARY, size=n))
+
+
+def write_docs(folder: Path, numbers: range, version: str) -> Path:
+    """Markdown documents doc{i}.md of four sections each, their text set by the version."""
+    folder.mkdir(parents=True)
+    for i in numbers:
+        rng = np.random.default_rng([i, sum(map(ord, version))])
+        parts = [f"## Part {j} {version}\n\n{_words(rng, 40)}" for j in range(4)]
+        (folder / f"doc{i:03d}.md").write_text(f"# Doc {i} {version}\n\n" + "\n\n".join(parts))
+    return folder
+
+
+def write_records(path: Path, numbers: range, version: str) -> Path:
+    """JSON lines r{i} whose texts name the version."""
+    lines = [json.dumps({"id": f"r{i}", "text": f"record {i} of {version}"}) for i in numbers]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def chunked(db: Path, source: Path, pipeline: Path, *more: str) -> list[str]:
+    """The arguments of a chunked ingest of `source` into collection "c"."""
+    return [
+        "ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(pipeline),
+        "--chunk", "--chunk-tokens", str(CHUNK_TOKENS), "--batch-size", str(BATCH), *more,
+    ]  # fmt: skip
+
+
+class Held:
+    """A `probembed` process held after its `after`-th commit until `release`."""
+
+    def __init__(self, args: list[str], log: Path, after: int = 1) -> None:
+        self.log = log
+        with log.open("w") as stderr:  # a file: a chatty child never blocks on a full pipe
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", HELD, "hold", str(after), *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=_env(),
+            )
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.strip() == "held":
+                return
+        self.process.wait()
+        raise AssertionError(f"the first writer ended before its commit: {log.read_text()}")
+
+    def release(self) -> str:
+        """Let it go on, and return its stderr once it ended well."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("\n")
+        self.process.stdin.close()
+        self.process.wait()
+        said = self.log.read_text()
+        assert self.process.returncode == 0, said
+        return said
+
+
+def beside(held: Held, args: list[str]) -> tuple[bool, str]:
+    """Run `probembed` with `args` while `held` holds still; let `held` go once this one says
+    it waits (or has ended: it did not wait). Whether it waited, and its stderr."""
+    second = subprocess.Popen(
+        [sys.executable, "-m", "probembed", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    guard = threading.Timer(HANG_GUARD_SECONDS, lambda: [second.kill(), held.process.kill()])
+    guard.start()
+    try:
+        assert second.stderr is not None
+        lines: list[str] = []
+        for line in second.stderr:
+            lines.append(line)
+            if WAITS in line:
+                break
+        waited = any(WAITS in line for line in lines)
+        held.release()
+        lines += second.stderr.readlines()
+        second.wait()
+    finally:
+        guard.cancel()
+    said = "".join(lines)
+    assert second.returncode == 0, said
+    return waited, said
+
+
+def records_of(name: str) -> str:
+    """The service's route that writes documents into a collection."""
+    return f"/v1/collections/{name}/documents"
+
+
+def documents(db: Path, name: str = "c") -> dict[str, list[tuple[str, str, str]]]:
+    """Each stored document's chunks: (id, text, doc_hash), in id order."""
+    collection = Database(db).open(name)
+    rows = collection.rows(sorted(collection.ids()), ("text", "metadata"))
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for chunk_id, row in sorted(rows.items()):
+        metadata = json.loads(row["metadata"])
+        found.setdefault(metadata["doc_id"], []).append(
+            (chunk_id, row["text"], metadata["doc_hash"])
+        )
+    return found
+
+
+def chunks_of(source: Path, db: Path, pipeline) -> None:
+    """Ingest `source` into collection "c" of `db` as `chunked` does, in this process."""
+    target = Database(db, create=True).collection("c")
+    ingest_documents(source, target, pipeline, ChunkSettings.sized(CHUNK_TOKENS), sync=True)
+
+
+def alone(tmp_path: Path, source: Path, pipeline) -> dict[str, list[tuple[str, str, str]]]:
+    """The documents a collection holds after a chunked ingest of `source` alone."""
+    db = tmp_path / f"alone-{source.name}"
+    chunks_of(source, db, pipeline)
+    return documents(db)
+
+
+def test_two_chunked_syncs_at_once_end_as_one_after_the_other(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """Each sync planned its stale chunks and gone documents before writing, and removed
+    them by id after the other had written: documents were left in part or mixed. Now the
+    second waits for the first, and the collection holds exactly what the second syncs."""
+    db = tmp_path / "db"
+    first = write_docs(tmp_path / "A", range(12), "v1")
+    again = write_docs(tmp_path / "A2", range(12), "v2")
+    other = write_docs(tmp_path / "B", range(6, 18), "v3")
+    chunks_of(first, db, pydoc_pipeline)
+
+    held = Held(chunked(db, again, pydoc_pipeline_dir, "--sync"), tmp_path / "first.log")
+    waited, said = beside(held, chunked(db, other, pydoc_pipeline_dir, "--sync"))
+
+    assert documents(db) == alone(tmp_path, other, pydoc_pipeline)
+    assert waited, said
+    assert f"chunked sync of {again}" in said  # names what it waits for
+
+
+def test_a_delete_by_document_waits_for_the_ingest_writing_it(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """`delete --doc` between the batches of its document's write deleted the chunks
+    committed so far, and the ingest wrote the rest: neither deleted nor whole. Now the
+    delete waits, and deletes the whole document."""
+    db = tmp_path / "db"
+    kept = write_docs(tmp_path / "kept", range(2), "v1")
+    chunks_of(kept, db, pydoc_pipeline)
+    big = write_docs(tmp_path / "big", range(5, 6), "v1")
+    with (big / "doc005.md").open("a") as more:  # many batches of chunks
+        more.write("\n\n" + "\n\n".join(f"## More {j}\n\n{_words(np.random.default_rng(j), 40)}"
+                                        for j in range(12)))  # fmt: skip
+
+    held = Held(chunked(db, big, pydoc_pipeline_dir), tmp_path / "ingest.log")
+    delete = ["delete", "doc005.md", "--doc", "--db", str(db), "-c", "c"]
+    waited, said = beside(held, delete)
+
+    assert set(documents(db)) == {"doc000.md", "doc001.md"}, said
+    assert waited, said
+
+
+def test_two_record_syncs_at_once_end_as_one_after_the_other(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """Two whole-record syncs (r0-99 and r50-149 of 200 stored) at once left only the
+    records both held (each removed what the other wrote); one after the other leave the
+    second's 100. Now the second waits for the first."""
+    db = tmp_path / "db"
+    common = ["--db", str(db), "-c", "r", "--pipeline", str(pydoc_pipeline_dir), "--sync"]
+    base = write_records(tmp_path / "base.jsonl", range(200), "base")
+    ingest(base, Database(db, create=True).collection("r"), pydoc_pipeline)
+    first = write_records(tmp_path / "a.jsonl", range(100), "a")
+    second = write_records(tmp_path / "b.jsonl", range(50, 150), "b")
+
+    held = Held(["ingest", str(first), *common, "--batch-size", "20"], tmp_path / "first.log")
+    waited, said = beside(held, ["ingest", str(second), *common])
+
+    collection = Database(db).open("r")
+    texts = {i: row["text"] for i, row in collection.rows(sorted(collection.ids())).items()}
+    assert texts == {f"r{i}": f"record {i} of b" for i in range(50, 150)}, said
+    assert waited, said
+    assert f"sync of {first}" in said
+
+
+def test_the_service_answers_409_while_another_process_plans_and_takes_plain_writes(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """A request that plans over the collection's documents (a chunked write, a sync, a
+    delete by document) does not wait in its collection's turn for another process's: it is
+    answered 409 naming that write, and nothing of it is written. A plain write is not held
+    up."""
+    from service_support import Server
+
+    db = tmp_path / "db"
+    common = ["--db", str(db), "-c", "r", "--pipeline", str(pydoc_pipeline_dir)]
+    base = write_records(tmp_path / "base.jsonl", range(40), "base")
+    ingest(base, Database(db, create=True).collection("r"), pydoc_pipeline)
+    chunks_of(write_docs(tmp_path / "docs", range(4), "v1"), db, pydoc_pipeline)
+    records = write_records(tmp_path / "sync.jsonl", range(30), "cli")
+    sync = ["ingest", str(records), *common, "--sync", "--batch-size", "10"]
+    update = write_docs(tmp_path / "update", range(4), "v2")
+
+    with Server(db, pydoc_pipeline_dir) as server, server.client() as http:
+        held = Held(sync, tmp_path / "sync.log")
+        plain = http.post(records_of("r"), json={"documents": [{"id": "new", "text": "plain"}]})
+        one = {"documents": [{"id": "r0", "text": "x"}], "sync": True}
+        resync = http.post(records_of("r"), json=one)
+        held.release()
+        held = Held(chunked(db, update, pydoc_pipeline_dir), tmp_path / "chunked.log")
+        document = {"id": "doc000.md", "text": "# Doc 0\n\nanother text"}
+        rechunk = http.post(records_of("c"), json={"documents": [document], "chunk": True})
+        delete = http.post("/v1/collections/c/delete", json={"ids": ["doc001.md"], "doc": True})
+        held.release()
+
+    assert plain.status_code == 200, plain.text
+    for refused in (resync, rechunk, delete):
+        assert refused.status_code == 409, refused.text
+    said = resync.json()["detail"]  # the server names no path of its machine: <tmp>/...
+    assert "is being changed by sync of " in said and "sync.jsonl (pid" in said, said
+    said = delete.json()["detail"]
+    assert "is being changed by chunked ingest of " in said and "update (pid" in said, said
+    r = Database(db).open("r")
+    assert r.ids() == {f"r{i}" for i in range(30)} | {"new"}  # the CLI's sync, then the POST
+    assert documents(db) == alone(tmp_path, update, pydoc_pipeline)  # the CLI's ingest alone
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[list[str]]:
+    """The command prefix that runs a child in a mount namespace of its own, where a 16 MB
+    tmpfs is mounted at tmp_path/"disk" (gone with the child); skipped where the system lets
+    no one make one (no `unshare`, user namespaces refused)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare: a small disk to fill needs a mount namespace")
+    prefix = [unshare, "--user", "--map-root-user", "--mount"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace here ({probe.stderr.strip()})")
+    (tmp_path / "disk").mkdir()
+    yield prefix
+
+
+#: Inside the namespace: mount the small disk, sync docs v1, then v2 with the disk filled
+#: after its first commit, then again with the filler gone; prints what each run said.
+FULL_DISK = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    disk, held, *args, docs = sys.argv[1:]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", disk], check=True)
+    filler = os.path.join(disk, "filler")
+
+    def run(*hook, source):
+        command = [sys.executable, *hook, *[source if a == "SOURCE" else a for a in args]]
+        done = subprocess.run(command, capture_output=True, text=True)
+        return done.returncode, done.stderr
+
+    made = run("-m", "probembed", source=docs + "/v1")
+    full = run("-c", held, "fill:" + filler, "1", source=docs + "/v2")
+    os.remove(filler)
+    again = run("-m", "probembed", source=docs + "/v2")
+    from probembed.store import Database
+    c = Database(os.path.join(disk, "db")).open("c")
+    rows = c.rows(sorted(c.ids()), ("text", "metadata"))
+    print(json.dumps({"runs": [made, full, again], "rows": {
+        i: [r["text"], json.loads(r["metadata"])["doc_hash"]] for i, r in rows.items()}}))
+    """
+)
+
+
+def test_a_full_disk_says_what_stopped_the_sync_what_it_left_and_what_to_do(
+    tmp_path, small_disk, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """A chunked sync whose disk filled after its first commit: its undo needs the disk too
+    and failed, and only the undo's error was shown, saying neither what was left nor what to
+    do. Now the write's own error comes first, then the undo's failure and what the
+    collection holds, then "free space and run the same command again", which completes it."""
+    write_docs(tmp_path / "docs" / "v1", range(12), "v1")
+    v2 = write_docs(tmp_path / "docs" / "v2", range(12), "v2")
+    disk = tmp_path / "disk"
+    args = chunked(disk / "db", Path("SOURCE"), pydoc_pipeline_dir, "--sync")
+    inside = [sys.executable, "-c", FULL_DISK, str(disk), HELD, *args, str(tmp_path / "docs")]
+    done = subprocess.run(
+        [*small_disk, *inside],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=HANG_GUARD_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    (made, _), (code, said), (again, said_again) = found["runs"]
+    assert (made, again) == (0, 0), said_again
+    assert code == 1, said
+    error, *notes = said.strip().splitlines()[-4:]
+    assert "No space left on device" in error, said  # the write's own error
+    assert notes[0].startswith("undoing it failed too ("), said
+    assert "the batches that write committed before it stopped are still stored" in notes[1]
+    assert notes[2] == NO_SPACE_ADVICE, said
+    whole = alone(tmp_path, v2, pydoc_pipeline)
+    stored = {i: tuple(v) for i, v in found["rows"].items()}
+    assert stored == {i: (text, digest) for chunks in whole.values() for i, text, digest in chunks}
