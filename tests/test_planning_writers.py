@@ -322,10 +322,11 @@ def small_disk(tmp_path) -> Iterator[list[str]]:
     if unshare is None:
         pytest.skip("no unshare: a small disk to fill needs a mount namespace")
     prefix = [unshare, "--user", "--map-root-user", "--mount"]
-    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"no mount namespace here ({probe.stderr.strip()})")
     (tmp_path / "disk").mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(tmp_path / "disk")]
+    probe = subprocess.run([*prefix, *mount], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no tmpfs in a mount namespace here ({probe.stderr.strip()})")
     yield prefix
 
 

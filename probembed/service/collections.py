@@ -245,7 +245,7 @@ def _collections(service: Service) -> APIRouter:
                     sync=body.sync,
                     on_error=body.on_error,
                     encode=encode,
-                    label=name,
+                    label="documents of a service request",  # what a waiting writer is told
                     prefix=body.prefix,
                     stop=service.refuse_if_stopping,  # a shutdown's: not the whole document
                     wait=PLAN_WAIT,
@@ -292,7 +292,7 @@ def _collections(service: Service) -> APIRouter:
             loop = asyncio.get_running_loop()
 
             def synced() -> schemas.WriteReport:
-                with collection.planning(f"sync request to {name}", PLAN_WAIT):
+                with collection.planning("sync of records of a service request", PLAN_WAIT):
                     report, todo = prepared()
                     fused = None
                     if todo:
