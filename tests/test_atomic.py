@@ -114,3 +114,23 @@ def test_a_waiter_on_a_lock_file_its_holder_removed_waits_for_the_new_ones_holde
     first.join(30)
     second.join(30)
     assert waits and log == ["newcomer in", "newcomer out", "waiter in"], log
+
+
+def test_a_waiter_is_told_who_holds_the_lock_and_gives_up_at_its_limit(tmp_path):
+    """A second writer waited without a word for as long as the first ran. It is now told
+    what the holder wrote of itself, once, and with a limit it gives up naming the holder;
+    the note goes when its holder lets go."""
+    lock = tmp_path / "plan.lock"
+    told: list[str] = []
+    with (
+        atomic.locked(lock, "chunked sync of docs (pid 1)"),
+        pytest.raises(atomic.LockBusy) as busy,
+        atomic.locked(lock, "a sync", wait=0.05, waiting=told.append),  # another open file
+    ):
+        pass
+    assert told == ["chunked sync of docs (pid 1)"]
+    assert busy.value.holder == "chunked sync of docs (pid 1)"
+    assert lock.read_text() == ""
+    with atomic.locked(lock, "a sync", wait=0, waiting=told.append):
+        assert lock.read_text() == "a sync"
+    assert told == ["chunked sync of docs (pid 1)"]  # free: nothing to wait for

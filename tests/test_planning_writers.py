@@ -389,3 +389,15 @@ def test_a_full_disk_says_what_stopped_the_sync_what_it_left_and_what_to_do(
     whole = alone(tmp_path, v2, pydoc_pipeline)
     stored = {i: tuple(v) for i, v in found["rows"].items()}
     assert stored == {i: (text, digest) for chunks in whole.values() for i, text, digest in chunks}
+
+
+def test_a_planning_write_inside_another_of_its_thread_passes_through(tmp_path, pydoc_pipeline):
+    """A planning write that is part of a larger one of the same thread holds the lock
+    already: a second flock of the file would wait for itself (here: refused at once)."""
+    db = tmp_path / "db"
+    chunks_of(write_docs(tmp_path / "docs", range(2), "v1"), db, pydoc_pipeline)
+    collection = Database(db).open("c")
+    with collection.planning("an outer write", wait=0):
+        deleted, missing = collection.delete_documents(["doc000.md"], wait=0)
+    assert deleted > 0 and not missing
+    assert set(documents(db)) == {"doc001.md"}
