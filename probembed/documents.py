@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from probembed.decoding import wide_refusal
+
 #: Keys a JSONL line may use for its id, in order of preference (BEIR uses `_id`).
 ID_KEYS = ("id", "_id")
 #: JSON keys that are not metadata; a `metadata` object is merged into the other fields.
@@ -28,6 +30,8 @@ _CORE_KEYS = frozenset({*ID_KEYS, "text", "metadata"})
 _JSON_BLANKS = re.compile(r"[ \t\n\r]*")
 #: Reads one JSON value at a position (`raw_decode`).
 _DECODER = json.JSONDecoder()
+#: Bytes of a file's start looked at to tell its form (an array) or encoding (UTF-16).
+_HEAD_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,14 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     (pretty-printed, one after another), each named by the line it starts on, when the whole
     file reads as such or its first object spans lines; there an object that does not parse
     is one problem naming no document, and reading goes on at the next line that starts with
-    `{`. Else the file is read line by line, each bad line its own problem.
+    `{`. Else the file is read line by line, each bad line its own problem. A file in UTF-16
+    or UTF-32 (PowerShell 5.1's `Out-File`) is one problem saying so: it was "not UTF-8" for
+    its first line and malformed JSON for each after.
     """
+    wide = _wide(path)
+    if wide is not None:
+        yield Problem(str(path), wide)
+        return
     if _is_array(path):
         yield from _read_array(path, allow_empty)
         return
@@ -158,10 +168,16 @@ def _undecodable(raw: bytes, source: str, exc: UnicodeDecodeError) -> Problem:
     return Problem(source, message if doc_id is None else f"document {doc_id!r}: {message}", doc_id)
 
 
+def _wide(path: Path) -> str | None:
+    """Why the file is not read, when it is UTF-16 or UTF-32 (`decoding.wide_refusal`)."""
+    with path.open("rb") as file:
+        return wide_refusal(file.read(_HEAD_BYTES))
+
+
 def _is_array(path: Path) -> bool:
     """Whether the file's first character (after a byte order mark and blanks) opens an array."""
     with path.open("rb") as file:
-        head = file.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
+        head = file.read(_HEAD_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()
     return head.startswith(b"[")
 
 

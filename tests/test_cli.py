@@ -109,9 +109,10 @@ def test_a_byte_order_mark_is_no_part_of_the_first_text(hash_pipeline, tmp_path)
 @pytest.mark.parametrize(
     ("data", "said"),
     [
-        (b"caf\xe9\n", "not UTF-8: byte 0xe9 at offset 3; convert it"),
+        (b"caf\xe9\n", "not UTF-8: byte 0xe9 at offset 3; it may be Latin-1"),
         (b"\xff\xfeh\x00i\x00", "UTF-16 text, not UTF-8"),
-        (b"h\x00i\x00\n", "binary file, not text: a NUL byte at offset 1"),
+        (b"h\x00i\x00\n\x00", "UTF-16LE text without a byte order mark"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file, not text: a NUL byte at offset 8"),
     ],
 )
 def test_input_that_is_not_utf8_text_is_refused_alike_from_a_file_and_stdin(
@@ -306,7 +307,11 @@ def test_a_table_into_a_reader_that_has_gone_ends_as_any_broken_pipe_does():
 @pytest.mark.parametrize(
     ("content", "said"),
     [
-        (b"caf\xe9 au lait\n", "not UTF-8: byte 0xe9 at offset 3; convert it, e.g. `iconv"),
+        (b"caf\xe9 au lait\n", "not UTF-8: byte 0xe9 at offset 3; it may be Latin-1"),
+        (
+            "d\xe9j\xe0 \x96 vu\n".encode().replace(b"\xc2\x96", b"\x96"),
+            "`iconv -f UTF-8 -t UTF-8 -c`",
+        ),
         ("two lines\nin UTF-16\n".encode("utf-16"), "UTF-16 text, not UTF-8; convert it"),
     ],
 )

@@ -29,7 +29,7 @@ def _utf8(data: bytes, where: str) -> str:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            why = not_utf8(Path(where), exc.start, data[exc.start : exc.start + 1]).message
+            why = not_utf8(Path(where), exc.start, data, exc.start).message
     raise fail(f"cannot read {where}: {why}")
 
 

@@ -31,11 +31,10 @@ from probembed.store.ingest import (
     IngestReport,
     commit,
     finish,
-    not_unicode,
     prepare,
 )
 from probembed.store.kinds import refuse_mixing
-from probembed.store.rows import PipelineInfo
+from probembed.store.rows import PipelineInfo, not_unicode
 
 #: Seconds a write that plans over a collection's documents (chunked, a sync, a delete by
 #: document) waits for another process's such write (`Collection.planning`): none, since it

@@ -59,7 +59,6 @@ from probembed.store.ingest import (
     finish,
     ingest,
     kept_stored,
-    not_unicode,
     prepare,
     refuse_sync,
     repeated,
@@ -70,12 +69,16 @@ from probembed.store.ingest import (
 )
 from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
+    RECOMPOSED,
     Problem,
     Record,
     Unread,
+    document_id,
     is_beir,
     left_note,
+    misnamed,
     read_records,
+    recomposed,
     removed_links,
     removed_note,
     unread_files,
@@ -83,7 +86,13 @@ from probembed.store.readers import (
     walk_folder,
 )
 from probembed.store.reads import FILE_FIELD, StoredDocument
-from probembed.store.rows import Clashes, PipelineInfo, reserved_key, unusable_id
+from probembed.store.rows import (
+    Clashes,
+    PipelineInfo,
+    not_unicode,
+    reserved_key,
+    unusable_id,
+)
 from probembed.store.streamed import (
     STREAM_BYTES,
     STREAMED,
@@ -110,9 +119,11 @@ class DocumentReport:
     updated: int = 0
     removed: int = 0
     #: With sync: the documents removed, and those of them that links not followed held
-    #: (`readers.removed_links`).
+    #: (`readers.removed_links`) and those stored again under their composed ids
+    #: (`readers.recomposed`).
     gone: list[str] = field(default_factory=list)
     removed_links: list[str] = field(default_factory=list)
+    recomposed: list[str] = field(default_factory=list)
     unchanged: int = 0
     chunks_written: int = 0
     chunks_removed: int = 0
@@ -132,7 +143,8 @@ class DocumentReport:
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
-            f"{self.removed}{removed_note(self.removed_links)}, unchanged {self.unchanged}"
+            f"{self.removed}{removed_note(self.removed_links)}"
+            f"{removed_note(self.recomposed, RECOMPOSED)}, unchanged {self.unchanged}"
             f"{moved}; chunks written "
             f"{self.chunks_written}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
@@ -156,9 +168,10 @@ def read_documents(
             )
         yield from walk.problems
         for file, found in walk.files.items():
-            yield _read(file, file.relative_to(path).as_posix(), stream_bytes, found)
+            yield _read(file, document_id(file, path), stream_bytes, found)
     elif path.is_file() and path.suffix.lower() in READERS:
-        yield _read(path, path.name, stream_bytes)
+        doc_id = document_id(path, path.parent)
+        yield misnamed(path, doc_id) or _read(path, doc_id, stream_bytes)
     else:
         for item in read_records(path):
             yield item if isinstance(item, Problem) else record_document(item)
@@ -532,8 +545,12 @@ def ingest_parsed(
             report.sync_withheld = plan.unplaced
         elif sync:
             gone = [doc for doc in scope if doc not in plan.seen]
+            report.recomposed = recomposed(gone, plan.seen)  # stored again, not removed
+            removed = [doc for doc in gone if doc not in report.recomposed]
             if not renamed_all(scope, folder, plan.seen, prefix):  # a folder renamed: all may go
-                refuse_sync(collection, gone, len(scope), prefix, alone=alone, folder=bool(folder))
+                refuse_sync(
+                    collection, removed, len(scope), prefix, alone=alone, folder=bool(folder)
+                )
             report.removed, report.gone = len(gone), gone
             stale += [i for doc in gone for i in stored[doc].ids]
         left = {doc: v for doc, v in stored.items() if doc not in plan.seen and doc not in gone}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import json
 import os
 from collections.abc import Callable, Container, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from probembed.documents import OwnNote, record_from, under_prefix
-from probembed.encoders.base import is_blank, lone_surrogate
+from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
@@ -37,11 +36,13 @@ from probembed.store.errors import (
 )
 from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
+    RECOMPOSED,
     TEXT_SUFFIXES,
     Problem,
     Record,
     Unread,
     read_records,
+    recomposed,
     removed_links,
     removed_note,
     unread_files,
@@ -54,6 +55,7 @@ from probembed.store.rows import (
     PipelineInfo,
     metadata_json,
     nests_too_deep,
+    not_unicode,
     plain,
     promote_metadata,
     reserved_key,
@@ -153,6 +155,8 @@ class IngestReport:
     removed: int = 0
     #: With sync: those of `gone` that links not followed held (`readers.removed_links`).
     removed_links: list[str] = field(default_factory=list)
+    #: With sync: those of `gone` stored again under their composed ids (`readers.recomposed`).
+    recomposed: list[str] = field(default_factory=list)
     #: With sync: bad items that named no record, so the sync removed nothing.
     sync_withheld: int = 0
     #: Records of this run with one text (stored rows are not compared: that reads them all).
@@ -162,9 +166,8 @@ class IngestReport:
         """One line for a person."""
         replaced = f", updated {self.updated}" if self.updated else ""
         same = f", unchanged {self.unchanged}" if self.unchanged else ""
-        removed = (
-            f", removed {self.removed}{removed_note(self.removed_links)}" if self.removed else ""
-        )
+        notes = removed_note(self.removed_links) + removed_note(self.recomposed, RECOMPOSED)
+        removed = f", removed {self.removed}{notes}" if self.removed else ""
         return (
             f"{self.source}: added {self.added}{replaced}{same}{removed}, already stored "
             f"{self.already_stored}, skipped {len(self.problems)} bad item(s)"
@@ -427,6 +430,7 @@ def prepare(
     if isinstance(source, (str, Path)):
         report.unread = unread_files(source, TEXT_SUFFIXES, follow_links)
         report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
+    report.recomposed = recomposed(report.gone, {r.id for r in records})
     as_given = stored_as_given(collection, records)
     if upsert:
         todo = [r for r in records if not as_given.get(r.id, False)]
@@ -477,7 +481,8 @@ def sync_removals(
     path = Path(source) if isinstance(source, (str, Path)) else None
     alone = path is not None and path.is_file() and path.suffix.lower() in TEXT_SUFFIXES
     folder = path is not None and path.is_dir()
-    refuse_sync(collection, gone, scope, prefix, alone=alone, folder=folder, noun="record")
+    removed = [i for i in gone if i not in recomposed(gone, seen)]  # the others stored again
+    refuse_sync(collection, removed, scope, prefix, alone=alone, folder=folder, noun="record")
     return gone, 0
 
 
@@ -834,20 +839,6 @@ def _record_problem(
     except StoreError as exc:
         return Problem(where, str(exc))
     types.update(trial)
-    return None
-
-
-def not_unicode(doc_id: str, text: str, metadata: dict[str, Any]) -> str | None:
-    """What of a document cannot be stored as UTF-8 (a lone surrogate), or None: Arrow (or
-    the content hash) would fail on it mid-ingest."""
-    fields = {"id": doc_id, "text": text, "metadata": metadata}
-    for name, value in fields.items():
-        raw = (
-            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
-        )
-        surrogate = lone_surrogate(raw)
-        if surrogate is not None:
-            return f"its {name} is not valid Unicode ({surrogate})"
     return None
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ from probembed.store.formats import READERS, Found, read_file
 __all__ = [
     "CHUNKED_ONLY",
     "JSONL_SUFFIXES",
+    "RECOMPOSED",
     "TEXT_SUFFIXES",
     "Link",
     "Problem",
@@ -28,16 +30,20 @@ __all__ = [
     "Special",
     "Unread",
     "Walk",
+    "document_id",
     "is_beir",
     "left_note",
+    "misnamed",
     "not_followed",
     "not_regular",
     "not_regular_files",
     "read_jsonl",
     "read_records",
     "read_text_folder",
+    "recomposed",
     "removed_links",
     "removed_note",
+    "spelled_alike",
     "unread_files",
     "walk_folder",
 ]
@@ -63,7 +69,8 @@ def read_records(path: str | Path, follow_links: bool = False) -> Iterator[Recor
     path = Path(path)
     suffix = path.suffix.lower()
     if path.is_file() and suffix in TEXT_SUFFIXES:  # one document, not lines of JSON
-        return iter([_text_file(path, path.name)])
+        doc_id = document_id(path, path.parent)
+        return iter([misnamed(path, doc_id) or _text_file(path, doc_id)])
     if path.is_file() and suffix in CHUNKED_ONLY:
         raise ValueError(
             f"{path} is a {suffix} document, read only by chunked ingestion "
@@ -210,7 +217,7 @@ def walk_folder(
                 suffixes is not None and path.suffix.lower() not in suffixes
             ):
                 continue
-            doc_id = path.relative_to(root).as_posix()
+            doc_id = document_id(path, root)
             link, found = _look(path)
             if link and not follow_links and not _within(path, real_root, found):
                 linked.append(_link(os.fspath(path), root, folder=False))
@@ -218,11 +225,79 @@ def walk_folder(
                 if link or not isinstance(found, FileNotFoundError):
                     problems.append(Problem(str(path), _unreachable(found, link), doc_id))
             elif stat.S_ISREG(found.st_mode):
-                files[path] = Found(found.st_dev, found.st_ino, link)
+                unnamed = misnamed(path, doc_id)
+                if unnamed is None:
+                    files[path] = Found(found.st_dev, found.st_ino, link)
+                else:
+                    problems.append(unnamed)
             else:  # a named pipe waits for a writer; it was passed over without a word
                 kind = _kind(found.st_mode)
                 special.append(Special(doc_id, f"a link to {kind}" if link else kind))
+    problems += _composed_twice(files, root)
     return Walk(dict(sorted(files.items())), problems, sorted(linked), sorted(special))
+
+
+def document_id(file: Path, root: Path) -> str:
+    """A file's document id: its path below the folder read, `/`-separated, composed (NFC).
+    macOS writes a name decomposed (NFD, `e` and a combining accent) and a name typed or
+    pasted is composed, so `delete --doc café.txt` and `--where "doc_id = 'café.txt'"`
+    found nothing; git's `core.precomposeUnicode` composes names for the same reason."""
+    return unicodedata.normalize("NFC", _relative(file, root))
+
+
+def spelled_alike(doc_id: str) -> list[str]:
+    """An id as given, composed (NFC) and decomposed (NFD), each once: the spellings of one
+    name that a terminal, a macOS file name and an id stored before `document_id` composed
+    them may each hold."""
+    forms = (doc_id, *(unicodedata.normalize(form, doc_id) for form in ("NFC", "NFD")))
+    return list(dict.fromkeys(forms))
+
+
+def misnamed(path: Path, doc_id: str) -> Problem | None:
+    """The problem of a file whose name is not UTF-8 (a Latin-1 name from an old archive or
+    disk), which no document id can hold, or None; it was "its id is not valid Unicode (a
+    lone surrogate '\\udce9')"."""
+    at = next((i for i, c in enumerate(doc_id) if "\udc80" <= c <= "\udcff"), None)
+    if at is None:
+        return None
+    byte = ord(doc_id[at]) - 0xDC00  # the byte, as the file system's decoding escaped it
+    return Problem(
+        str(path),
+        f"its name is not UTF-8 (byte 0x{byte:02x} at position {at} of {doc_id!r}), and a "
+        "document id must be: rename it in UTF-8 (`convmv -f ENCODING -t UTF-8 --notest` "
+        "renames from the encoding it is in)",
+        doc_id,
+    )
+
+
+def _composed_twice(files: dict[Path, Found], root: Path) -> list[Problem]:
+    """A problem for, and the removal from `files` of, each file whose id (`document_id`) is
+    another's: two names that differ only in how their accents are written (NFC and NFD,
+    which Linux keeps apart). The file whose name is its id keeps it; the other's problem
+    names its own spelling, so a sync keeps a document stored under it before ids were
+    composed."""
+    kept: dict[str, Path] = {}
+    problems = []
+    for path in sorted(files, key=lambda p: (document_id(p, root) != _relative(p, root), p)):
+        doc_id = document_id(path, root)
+        if doc_id in kept:
+            del files[path]
+            problems.append(
+                Problem(
+                    str(path),
+                    f"its name and {str(kept[doc_id])!r}'s differ only in how their accents "
+                    f"are written (Unicode NFD and NFC), and both would be stored as "
+                    f"{doc_id!r}: rename one",
+                    _relative(path, root),
+                )
+            )
+        kept.setdefault(doc_id, path)
+    return problems
+
+
+def _relative(path: Path, root: Path) -> str:
+    """A path below root as it is written on disk, `/`-separated."""
+    return path.relative_to(root).as_posix()
 
 
 def _look(path: Path) -> tuple[bool, os.stat_result | OSError]:
@@ -258,7 +333,7 @@ def _identity(path: str) -> tuple[int, int] | None:
 
 def _link(path: str, root: Path, folder: bool, loop: bool = False) -> Link:
     """A link not followed, named relative to the root walked."""
-    name = Path(path).relative_to(root).as_posix()
+    name = _relative(Path(path), root)
     return Link(name, os.path.realpath(path), folder, loop)
 
 
@@ -297,7 +372,7 @@ def read_text_folder(root: Path, follow_links: bool = False) -> Iterator[Record 
         )
     yield from walk.problems
     for file, found in walk.files.items():
-        yield _text_file(file, file.relative_to(root).as_posix(), found)
+        yield _text_file(file, document_id(file, root), found)
 
 
 def _text_file(file: Path, doc_id: str, found: Found | None = None) -> Record | Problem:
@@ -414,13 +489,27 @@ def removed_links(gone: Iterable[str], linked: Sequence[Link], prefix: str = "")
     ]
 
 
-def removed_note(removed: Sequence[str]) -> str:
-    """What a sync's report adds to its count of removed documents for those `removed_links`
-    found ('' if none)."""
+def recomposed(gone: Iterable[str], seen: Container[str]) -> list[str]:
+    """The documents a sync removes (`gone`) that its input (`seen`) holds under their
+    composed id (`document_id`): stored by a release that kept a file's name as macOS wrote
+    it (NFD). Each is stored again, not deleted: a report names them, and a sync that keeps
+    none of the others is not refused for them."""
+    return [
+        doc for doc in gone if (nfc := unicodedata.normalize("NFC", doc)) in seen and nfc != doc
+    ]
+
+
+def removed_note(removed: Sequence[str], why: str = "from links not followed") -> str:
+    """What a sync's report adds to its count of removed documents for some of them, and
+    `why` they went: those `removed_links` or `recomposed` found ('' if none)."""
     if not removed:
         return ""
     named = ", ".join(removed[:3]) + (", ..." if len(removed) > 3 else "")
-    return f" ({len(removed)} of them from links not followed: {named})"
+    return f" ({len(removed)} of them {why}: {named})"
+
+
+#: What a report says of the documents `recomposed` found.
+RECOMPOSED = "stored again under their composed (NFC) ids"
 
 
 def not_followed(linked: Sequence[Link]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from probembed.encoders.base import is_blank
+from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.store.errors import StoreError
 from probembed.store.variance import VarianceBasis, pipeline_basis
@@ -120,7 +120,11 @@ class Batch:
             unusable = unusable_id(i)
             if unusable is not None:
                 raise StoreError(unusable)
-        for i, meta in zip(self.ids, self.metadata, strict=True):  # as every front door does
+        rows = zip(self.ids, self.texts, self.metadata, strict=True)
+        for row, (i, text, meta) in enumerate(rows):  # as every front door does
+            unencodable = not_unicode(i, text, meta)
+            if unencodable is not None:  # it failed in Arrow or LanceDB, a bare codec error
+                raise StoreError(f"batch row {row} (id {i!r}): {unencodable}")
             reserved = reserved_key(meta)
             if reserved is not None:
                 raise StoreError(f"item {i!r}: {reserved}")
@@ -144,6 +148,20 @@ class Batch:
             self.columns,
             self.tag,
         )
+
+
+def not_unicode(doc_id: str, text: str, metadata: Mapping[str, Any]) -> str | None:
+    """What of a document cannot be stored as UTF-8 (a lone surrogate), or None: Arrow (or
+    the content hash) would fail on it mid-write with a bare `UnicodeEncodeError`."""
+    fields = {"id": doc_id, "text": text, "metadata": metadata}
+    for name, value in fields.items():
+        raw = (
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
+        )
+        surrogate = lone_surrogate(raw)
+        if surrogate is not None:
+            return f"its {name} is not valid Unicode ({surrogate})"
+    return None
 
 
 def unusable_id(doc_id: object) -> str | None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH, bm25_hit_features
 from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
+from probembed.encoders.base import lone_surrogate
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian, decimals
@@ -708,7 +709,8 @@ def _by_depth(ranked: Sequence[Ranked]) -> dict[int, list[int]]:
 
 
 def _validate_queries(queries: Sequence[str]) -> list[str]:
-    """A non-empty list of non-blank strings."""
+    """A non-empty list of non-blank strings that UTF-8 can hold (a lone surrogate was
+    refused by the encoders as `texts[0]`, a name the caller never gave)."""
     if isinstance(queries, (bytes, bytearray)):  # a Sequence: it was read as integers
         raise StoreError(f"queries are bytes ({queries!r:.40}): decode them to str first")
     if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
@@ -718,6 +720,9 @@ def _validate_queries(queries: Sequence[str]) -> list[str]:
             raise StoreError(f"queries[{i}] is not a string: {q!r:.60}")
         if not q.strip():
             raise StoreError(f"queries[{i}] ({q!r:.40}) is blank: there is nothing to search for")
+        surrogate = lone_surrogate(q)
+        if surrogate is not None:
+            raise StoreError(f"queries[{i}] is not valid Unicode: it holds {surrogate}")
     return list(queries)
 
 

@@ -23,6 +23,7 @@ from probembed.store.errors import CollectionExistsError, StoreError
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import scan
 from probembed.store.kinds import refuse_mixing
+from probembed.store.readers import spelled_alike
 from probembed.store.reads import FILE_FIELD
 from probembed.store.rows import (
     WRITE_TAG,
@@ -235,11 +236,14 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         self, doc_ids: Sequence[str], wait: float | None = None
     ) -> tuple[int, list[str]]:
         """Delete every chunk of these documents, in one commit by their doc_id; returns the
-        chunks deleted and the documents that had none. Under the write lock, as `delete`,
-        and once any chunked ingest or sync of the collection on this machine has ended
-        (`planning`, waited for `wait` seconds at most; None: until it ends): deleted between
-        the batches of its document's write, the document was left in part (768 of its 1,670
-        chunks deleted, the rest written after). The wait holds no lock of this handle."""
+        chunks deleted and the documents that had none. A document is found by its id as
+        given, else as its composed or decomposed spelling (`spelled_alike`): a file's id is
+        composed (NFC) and a name pasted from macOS is not, or a document stored before ids
+        were composed is not. Under the write lock, as `delete`, and once any chunked ingest
+        or sync of the collection on this machine has ended (`planning`, waited for `wait`
+        seconds at most; None: until it ends): deleted between the batches of its document's
+        write, the document was left in part (768 of its 1,670 chunks deleted, the rest
+        written after). The wait holds no lock of this handle."""
         self.db.require_writable()
         if isinstance(doc_ids, str):
             raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
@@ -256,11 +260,16 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
                 raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
             if not doc_ids or not self.chunked:
                 return 0, list(dict.fromkeys(doc_ids))
-            condition = f"doc_id IN ({sql_list(doc_ids)})"
+            spellings = [s for d in doc_ids for s in spelled_alike(d)]
+            condition = f"doc_id IN ({sql_list(spellings)})"
             present = scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
-            if present:
+            stored = set(present)
+            found = {d: _stored_spelling(d, stored) for d in dict.fromkeys(doc_ids)}
+            chosen = {s for s in found.values() if s is not None}
+            if chosen:
+                condition = f"doc_id IN ({sql_list(sorted(chosen))})"
                 shared_writes.committed(partial(table.delete, condition))
-        return len(present), [d for d in dict.fromkeys(doc_ids) if d not in set(present)]
+        return sum(d in chosen for d in present), [d for d, s in found.items() if s is None]
 
     @one_at_a_time
     def relocate(self, paths: Mapping[str, str]) -> int:
@@ -311,3 +320,9 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         if new:
             shared_writes.committed(partial(table.add_columns, new))
         return data
+
+
+def _stored_spelling(doc_id: str, present: set[str]) -> str | None:
+    """The stored document an id names: the id itself, else its first spelling that is stored
+    (`readers.spelled_alike`), else None."""
+    return next((s for s in spelled_alike(doc_id) if s in present), None)
