@@ -789,6 +789,27 @@ def test_a_lone_surrogate_is_a_422_naming_the_text(server):
             assert says in answer.text and "lone surrogate" in answer.text, answer.text
 
 
+def test_a_body_that_is_not_utf8_is_a_400_whatever_json_loads_makes_of_it(server):
+    """FastAPI's `json.loads` of the bytes read CESU-8 (Java's modified UTF-8: a surrogate
+    pair's halves encoded one by one) as lone surrogates, a 422 naming the query, and UTF-16
+    as JSON; README promises a 400 for a body that is not UTF-8. A byte order mark before
+    UTF-8 is still read."""
+    json_type = {"content-type": "application/json"}
+    search = "/v1/collections/bytes/search"
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "bytes"})
+        for body, said in (
+            (b'{"query": "x \xed\xa0\xbd\xed\xb8\x80"}', "not UTF-8 text (byte 0xed at offset 13)"),
+            ('{"query": "x"}'.encode("utf-16"), "the body is UTF-16 text, not UTF-8"),
+            ('{"query": "x"}'.encode("utf-32-le"), "the body is UTF-32LE text, not UTF-8"),
+        ):
+            answer = http.post(search, content=body, headers=json_type)
+            assert answer.status_code == 400, answer.text
+            assert said in answer.json()["error"]["message"], answer.text
+        marked = http.post(search, content=b'\xef\xbb\xbf{"query": "x"}', headers=json_type)
+        assert marked.status_code == 200, marked.text
+
+
 def test_a_document_whose_metadata_uses_the_key_probembed_is_a_422_naming_it(server):
     """The adapters give a hit's numbers under metadata["probembed"] and refuse user metadata
     there; the service stored it, so the item read one way here and another through them.

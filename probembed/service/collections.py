@@ -20,7 +20,7 @@ from probembed.service.errors import _ERRORS, ApiError, _errors
 from probembed.service.scopes import _scope
 from probembed.service.settings import Limits
 from probembed.service.state import Service, UnknownModelError
-from probembed.service.validation import check_texts, text_problem
+from probembed.service.validation import Utf8Route, check_texts, text_problem
 from probembed.store import CollectionNotFoundError, Problem, Record
 from probembed.store.chunked import (
     DocumentReport,
@@ -92,7 +92,7 @@ def _chunked_report(
 
 def _collections(service: Service) -> APIRouter:
     """Collections: list, create, stats, delete; documents: add/upsert, delete; search."""
-    router = APIRouter(prefix="/v1/collections", tags=["collections"])
+    router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=Utf8Route)
     reader = [Security(_scope(service, READ))]
     writer = [Security(_scope(service, WRITE))]
     limits = service.settings.limits

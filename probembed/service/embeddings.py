@@ -14,12 +14,14 @@ from probembed.service.auth import READ
 from probembed.service.errors import _ERRORS, ApiError
 from probembed.service.scopes import _scope
 from probembed.service.state import Service
-from probembed.service.validation import check_texts
+from probembed.service.validation import Utf8Route, check_texts
 
 
 def _embeddings(service: Service) -> APIRouter:
     """OpenAI-compatible /v1/embeddings and /v1/models."""
-    router = APIRouter(tags=["embeddings"], dependencies=[Security(_scope(service, READ))])
+    router = APIRouter(
+        tags=["embeddings"], dependencies=[Security(_scope(service, READ))], route_class=Utf8Route
+    )
 
     def card(name: str) -> schemas.ModelCard:
         """A served pipeline as OpenAI describes a model."""

@@ -11,11 +11,12 @@ from probembed.service.errors import _ERRORS
 from probembed.service.scopes import _scope
 from probembed.service.state import Service
 from probembed.service.storage import hidden, hidden_places
+from probembed.service.validation import Utf8Route
 
 
 def _operations(service: Service) -> APIRouter:
     """Liveness, readiness, metrics."""
-    router = APIRouter(tags=["operations"])
+    router = APIRouter(tags=["operations"], route_class=Utf8Route)
     reader = _scope(service, READ)
     places = hidden_places(service.settings.db, service.settings.storage_options)
 

@@ -3,12 +3,16 @@ limits (413, 422), and the words and echo of a body the parser or pydantic refus
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from fastapi import HTTPException, Request, Response
 from fastapi.encoders import jsonable_encoder
+from fastapi.routing import APIRoute
 
+from probembed.decoding import wide_unicode
 from probembed.documents import stored_text
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.service.errors import ApiError
@@ -20,6 +24,8 @@ from probembed.store.errors import quoted
 UNPARSABLE = "There was an error parsing the body"
 #: How a client sends what the routes read.
 SEND_JSON = "send JSON encoded as UTF-8, with the header Content-Type: application/json"
+#: Bytes of a body decoded at a time to check that it is UTF-8.
+_DECODED_BYTES = 2**20
 #: Pydantic's tags for the member of a union that an error is about (`chunk.bool`).
 _UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
 #: Places a 422 names (and errors its `detail` lists) before it counts the rest.
@@ -30,9 +36,47 @@ _ECHO_CHARS = 200
 _SOURCES = {("path",), ("query",), ("header",)}
 
 
+class Utf8Route(APIRoute):
+    """A route that reads a JSON body only when it is UTF-8, as RFC 8259 has JSON exchanged:
+    FastAPI's `json.loads` of the bytes read UTF-16 and UTF-32 too, and CESU-8 (Java's
+    modified UTF-8: a surrogate pair's halves encoded one by one) as lone surrogates, a 422
+    naming a field where the body cannot be read, a 400 (FastAPI's own for a bad byte)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, behind the check of the body."""
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            content_type = request.headers.get("content-type", "")
+            if _reads_as_json(content_type) and not _utf8(await request.body()):
+                raise HTTPException(400, UNPARSABLE)  # worded by `_unreadable`, as FastAPI's
+            return await handler(request)
+
+        return strict
+
+
+def _utf8(body: bytes) -> bool:
+    """Whether a body is UTF-8, which `json.loads` would read as such (it takes UTF-16 and
+    UTF-32 by their first bytes), decoded a block at a time rather than copied whole."""
+    if not json.detect_encoding(body).startswith("utf-8"):
+        return False
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    view = memoryview(body)
+    try:
+        for start in range(0, len(body), _DECODED_BYTES):
+            decoder.decode(view[start : start + _DECODED_BYTES])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _unreadable(body: bytes) -> str:
-    """Why FastAPI could not read a body it says nothing more of: its first byte that is not
-    UTF-8, or JSON nested deeper than the parser goes."""
+    """Why FastAPI could not read a body it says nothing more of: UTF-16 or UTF-32, its first
+    byte that is not UTF-8, or JSON nested deeper than the parser goes."""
+    wide = wide_unicode(body[:_DECODED_BYTES])
+    if wide is not None:
+        return f"the body is {wide} text, not UTF-8; {SEND_JSON}"
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
