@@ -460,3 +460,36 @@ def test_a_large_delete_in_a_collection_the_server_cannot_load_deletes(
     finally:
         encoders.REGISTERED.pop("mine")
     assert not Database(tmp_path / "db").collection("own").agreement_due()
+
+
+def test_a_large_delete_by_the_cli_in_a_collection_it_cannot_load_deletes(tmp_path, mine_class):
+    """`probembed delete` of over a tenth of a collection whose pipeline does not load in the
+    CLI's process (its encoder registered in the writer's only): the rows went, then it
+    printed the load's error and failed. It is done, and warns that the agreement is due."""
+    db = Database(tmp_path / "db", create=True)
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(f'{{"id": "d{i}", "text": "document {i}"}}\n' for i in range(30))
+    )
+    probembed.register_encoder("mine", mine_class)
+    members = [make_estimator("perturb", mine_class(s), views=2) for s in (1.0, 2.0)]
+    pipeline = Pipeline(members, name="own", cache=False)
+    try:
+        ingest([Record(f"r{i}", f"text {i}") for i in range(30)], db.collection("own"), pipeline)
+        ingest_documents(tmp_path / "docs.jsonl", db.collection("docs"), pipeline)
+    finally:
+        encoders.REGISTERED.pop("mine")
+    for name, prefix, doc in (("own", "r", []), ("docs", "d", ["--doc"])):
+        ids = [f"{prefix}{i}" for i in range(10)]
+        command = ["delete", "--db", str(tmp_path / "db"), "--collection", name, *doc, *ids]
+        done = subprocess.run(
+            [sys.executable, "-m", "probembed", *command], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        warned = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warned) == 1, done.stderr
+        assert "the delete is done, but the models' agreement is left due" in warned[0]
+        assert "unknown encoder 'mine'" in warned[0]
+        assert not any(line.startswith("error:") for line in done.stderr.splitlines())
+        collection = Database(tmp_path / "db").collection(name)
+        assert collection.count() == 20
+        assert collection.agreement_due()

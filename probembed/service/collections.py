@@ -31,6 +31,7 @@ from probembed.store.ingest import (
     IngestReport,
     commit,
     finish,
+    finish_delete,
     prepare,
 )
 from probembed.store.kinds import refuse_mixing
@@ -353,8 +354,8 @@ def _collections(service: Service) -> APIRouter:
                         f"{len(named)} id(s) are documents stored as chunks (e.g. "
                         f'{named[0]!r}): send "doc": true to delete their chunks'
                     )
-            if deleted:
-                service.deleted_from(collection)
+            if deleted:  # an unloadable pipeline is logged and listed by /readyz
+                finish_delete(collection, partial(service.own_pipeline, collection))
             count = service.count_items(collection)
             return schemas.DeleteReport(
                 collection=name, deleted=deleted, count=count, not_found=missing, hint=hint

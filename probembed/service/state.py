@@ -42,7 +42,6 @@ from probembed.store import (
     StoreError,
 )
 from probembed.store.errors import quoted
-from probembed.store.ingest import finish
 from probembed.store.upkeep import Compaction
 from probembed.store.variance import pipeline_basis
 
@@ -334,15 +333,6 @@ class Service:
             ) from exc
         self.unservable.pop(collection.name, None)
         return pipeline
-
-    def deleted_from(self, collection: Collection) -> None:
-        """What the end of a delete does (`ingest.finish`), the members' agreement measured
-        again, once due, with the pipeline only where this server loads it: a delete needs no
-        model, and one large enough to measure again answered 500 after its commit where the
-        pipeline did not load. Unmeasured, the agreement stays due (`agreement_due` reads what
-        changed since the last measurement) for the next write or delete that loads it."""
-        with contextlib.suppress(UnservableError):  # logged, listed by /readyz
-            finish(collection, partial(self.own_pipeline, collection))
 
     def collection(self, name: str) -> Collection:
         """An existing collection, or CollectionNotFoundError listing the ones there are (its

@@ -28,6 +28,7 @@ from probembed.store.collection import Collection
 from probembed.store.errors import (
     NO_SPACE_ADVICE,
     CollectionDroppedError,
+    StorageUnavailableError,
     StoreError,
     UndoConflictError,
     listed,
@@ -719,6 +720,33 @@ def finish(
     if collection.agreement_due():
         given = pipeline() if callable(pipeline) else pipeline
         collection.record_agreement(writing_pipeline(collection, given))
+
+
+class _NotLoaded(Exception):
+    """The pipeline a delete's `finish` asked for did not load (its cause says why)."""
+
+
+def finish_delete(collection: Collection, load: Callable[[], Pipeline]) -> BaseException | None:
+    """The end of a delete (`finish`), which needs no model: `load` gives the collection's
+    pipeline only once the members' agreement is due, and where it fails (with anything but
+    a storage failure: a custom encoder may raise anything) the delete stands and the
+    agreement stays due (`agreement_due` reads what changed since the last measurement) for
+    the next write or delete that loads it; a large delete answered 500 (the service) or
+    failed (the CLI) after its rows were gone. Returns the load's failure, else None."""
+
+    def loaded() -> Pipeline:
+        try:
+            return load()
+        except StorageUnavailableError:
+            raise
+        except Exception as exc:
+            raise _NotLoaded from exc
+
+    try:
+        finish(collection, loaded)
+    except _NotLoaded as unloaded:
+        return unloaded.__cause__
+    return None
 
 
 def remove(
