@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import resource
+import shutil
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from service_support import Server
@@ -181,3 +185,40 @@ def test_a_server_without_keys_on_a_network_address_says_what_hosts_it_answers()
     exposed = said(host="0.0.0.0", insecure=True, allowed_hosts=("search.internal",))
     assert exposed is not None and "search.internal" in exposed and "--allowed-host" in exposed
     assert said(host="127.0.0.1") is None
+
+
+def open_files(pid: int) -> tuple[str, str]:
+    """A process's soft and hard limits on open files, as Linux reports them."""
+    limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+    soft, hard = next(line for line in limits if line.startswith("Max open files")).split()[3:5]
+    return soft, hard
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs util-linux's prlimit")
+def test_the_server_raises_its_soft_open_files_limit_to_what_its_connections_need(
+    tmp_path, pydoc_pipeline_dir
+):
+    """At systemd's default soft limit, 1,024, connections that never finish their headers
+    took every descriptor at the default connection bound (1,024): no client was answered.
+    The server raises its soft limit to its connections and OTHER_FILES, within the hard one;
+    where the hard limit is lower it says so, naming both numbers and what to lower."""
+    from probembed.service.server import OTHER_FILES
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1500:
+        pytest.skip(f"this test's hard limit on open files, {hard}, is below 1,500")
+    needed = str(2 * 8 + OTHER_FILES)
+    soft_only = ["prlimit", "--nofile=256:", "--"]  # as systemd sets it: the hard one high
+    options = ("--limit-concurrency", "8", "--workers", "1")
+    with Server(tmp_path / "raised", pydoc_pipeline_dir, *options, wrapper=soft_only) as server:
+        assert open_files(server.process.pid) == (needed, open_files(os.getpid())[1])
+        assert {open_files(child)[0] for child in server.children()} == {needed}  # inherited
+        assert "open files" not in server.output
+    both = ["prlimit", "--nofile=256:1500", "--"]
+    with Server(tmp_path / "capped", pydoc_pipeline_dir, "--workers", "1", wrapper=both) as capped:
+        assert open_files(capped.process.pid) == ("1500", "1500")
+        said = [line for line in capped.output.splitlines() if "open files" in line]
+    assert len(said) == 1, capped.output
+    assert f"needs {1024 + OTHER_FILES} file descriptors" in said[0]
+    assert "the hard limit is 1500" in said[0]
+    assert f"lower --limit-concurrency to {(1500 - OTHER_FILES) // 2}" in said[0]

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 #: Start-up is imports plus loading the pipeline's models: seconds to a minute on 2 cores.
@@ -42,6 +43,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         log: Path | None = None,
         create_db: bool = True,
+        wrapper: Sequence[str] = (),
     ) -> None:
         from probembed.store.location import database_target
 
@@ -53,6 +55,8 @@ class ServerProcess:
         self.pipeline, self.args = str(pipeline), list(args)
         #: Pass --create-db: a test's or benchmark's database is usually made by its server.
         self.create_db = create_db
+        #: A command the server runs under (`prlimit --nofile=...`), its words before Python.
+        self.wrapper = list(wrapper)
         self.env = {**os.environ, **(env or {})}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -86,7 +90,7 @@ class ServerProcess:
 
     def launch(self) -> None:
         """Start the server process without waiting for it."""
-        command = [sys.executable, "-m", "probembed", "serve", "--db", str(self.db)]
+        command = [*self.wrapper, sys.executable, "-m", "probembed", "serve", "--db", str(self.db)]
         command += ["--pipeline", self.pipeline, "--port", str(self.port), *self.args]
         command += ["--create-db"] if self.create_db else []
         self.log.parent.mkdir(parents=True, exist_ok=True)

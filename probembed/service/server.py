@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import resource
 import socket
 import sys
 
@@ -36,6 +37,42 @@ def configure_logging(level: int = logging.INFO) -> None:
         logger.handlers[:] = [access if name == "probembed.access" else events]
         logger.setLevel(level)
         logger.propagate = False
+
+
+#: File descriptors the server holds besides its connections, measured with the tests'
+#: hashing pipeline: 27 at rest (the standard streams, the embedding cache's SQLite files,
+#: the event loop's, LanceDB's runtime's), 8 more per encoding child (its pipes), 6 more per
+#: collection written and searched (its snapshot's means and texts files, two snapshots while
+#: a refresh replaces one). 16 children (4 pipelines of 4) and 120 collections take 875 of
+#: them; the rest is for the files LanceDB opens while it reads, commits or compacts.
+OTHER_FILES = 1024
+
+
+def raise_open_files(settings: ServiceSettings) -> str | None:
+    """Raise this process's soft limit on open files (its encoding children inherit it) to
+    what its connections and `OTHER_FILES` need, as far as the hard limit lets it: at
+    systemd's default soft limit, 1,024, 1,010 connections that never finished their headers
+    took every descriptor before the default connection bound (1,024) was reached, and no
+    client was answered, not even uvicorn's 503. Where the hard limit is lower, the warning
+    to log: what to do, naming both numbers."""
+    needed = settings.connection_limit + OTHER_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    if raised == needed:
+        return None
+    fits = (hard - OTHER_FILES) // 2  # the --limit-concurrency whose connections fit
+    lower = f"lower --limit-concurrency to {fits}, or " if fits >= 1 else ""
+    return (
+        f"open files: the server needs {needed} file descriptors ({settings.connection_limit} "
+        f"connections, twice --limit-concurrency {settings.limit_concurrency}, and "
+        f"{OTHER_FILES} for its children and database), but the hard limit is {hard} (its "
+        f"soft limit is raised to that): {lower}raise the hard limit (ulimit -Hn, "
+        "LimitNOFILE= in a systemd unit); else connections that never finish their headers "
+        "can take every descriptor, and no client is answered"
+    )
 
 
 def keyless_hosts_warning(settings: ServiceSettings) -> str | None:
@@ -66,9 +103,9 @@ def serve(settings: ServiceSettings) -> None:
         "listening on %s, loading pipelines %s (/readyz answers 200 once loaded)",
         *(settings.url, list(settings.pipelines)),
     )
-    exposure = keyless_hosts_warning(settings)
-    if exposure is not None:
-        logging.getLogger("probembed.service").warning(exposure)
+    for warning in (keyless_hosts_warning(settings), raise_open_files(settings)):
+        if warning is not None:
+            logging.getLogger("probembed.service").warning(warning)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -150,9 +150,10 @@ class ServiceSettings:
     def connection_limit(self) -> int:
         """Connections at once, past which uvicorn answers 503 itself, in plain text: twice
         the requests, so a request past their bound reaches the gate for its JSON 503 and a
-        probe gets in beside them, while connections that never finish their headers (no ASGI
-        code sees them) still hold a bounded number of file descriptors, which the database
-        needs too."""
+        probe gets in beside them. Connections that never finish their headers (no ASGI code
+        sees them) count towards it but are not closed: each holds a file descriptor, which
+        the database needs too, and the server raises its open-files limit above this bound
+        (`server.raise_open_files`)."""
         return 2 * self.limit_concurrency
 
     @property
