@@ -2,6 +2,7 @@
 an installed package's `probembed.encoders` entry point; a save that could not load refused."""
 
 import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -493,3 +494,102 @@ def test_a_large_delete_by_the_cli_in_a_collection_it_cannot_load_deletes(tmp_pa
         collection = Database(tmp_path / "db").collection(name)
         assert collection.count() == 20
         assert collection.agreement_due()
+
+
+#: A server run from a user's script that registers its encoder where spawned children, which
+#: run none of the script's main block, do not see it.
+SERVING_SCRIPT = """
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    import probembed
+    from mine_encoders import Mine
+    from probembed.service import BatchSettings, ServiceSettings, serve
+
+    probembed.register_encoder("mine", Mine)
+    db, pipeline, port = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    serve(ServiceSettings(db, (pipeline,), port=port, batching=BatchSettings(workers=1)))
+"""
+
+
+class ScriptServer(Server):
+    """The server of SERVING_SCRIPT, in a subprocess."""
+
+    def launch(self) -> None:
+        script = self.log.parent / "serve_mine.py"
+        script.write_text(SERVING_SCRIPT)
+        command = [sys.executable, str(script), str(self.db), self.pipeline, str(self.port)]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=log, env=self.env)
+
+
+def test_a_collection_whose_encoding_child_cannot_load_its_pipeline_is_refused_503(
+    tmp_path, package, mine_class, pydoc_pipeline, pydoc_pipeline_dir
+):
+    """The server loaded the collection's pipeline (its encoder registered in the server's
+    script), its spawned encoding child did not: search and writes answered 500, and the
+    child that never loaded was kept, each request starting another. Now it is the
+    collection's 503, listed by /readyz, and no child is kept for it."""
+    db = Database(tmp_path / "db", create=True)
+    ingest([Record("a", "sorting a list")], db.collection("served"), pydoc_pipeline)
+    probembed.register_encoder("mine", mine_class)
+    try:
+        ingest([Record("b", "a text")], db.collection("own"), one_member(mine_class(2.0)))
+    finally:
+        encoders.REGISTERED.pop("mine")
+    env = {"PYTHONPATH": str(package)}
+    with ScriptServer(tmp_path / "db", pydoc_pipeline_dir, env=env, create_db=False) as server:
+        children = set(server.children())
+        with server.client() as client:
+            assert client.get("/readyz").json()["unservable"] == {}  # this process loads it
+            refused = [
+                client.post("/v1/collections/own/search", json={"query": "a text"}),
+                client.post(
+                    "/v1/collections/own/documents",
+                    json={"documents": [{"id": "c", "text": "more"}]},
+                ),
+                client.post("/v1/collections/own/search", json={"query": "a text"}),
+            ]
+            for answer in refused:
+                assert answer.status_code == 503, answer.text
+                said = answer.json()["detail"]
+                assert "'own'" in said and "encoding child" in said, said
+                assert "unknown encoder 'mine'" in said, said
+                assert "Retry-After" not in answer.headers
+            assert "encoding child" in client.get("/readyz").json()["unservable"]["own"]
+            found = client.post("/v1/collections/served/search", json={"query": "sort a list"})
+            assert found.status_code == 200, found.text
+            assert set(server.children()) == children  # none kept for `own`
+        said = [line for line in server.output.splitlines() if "collection 'own'" in line]
+        assert len(said) == 1, server.output
+    assert Database(tmp_path / "db").collection("own").count() == 1  # nothing written
+
+
+def test_an_encoding_child_replaced_after_a_crash_that_cannot_load_is_answered_503(
+    tmp_path, package, pydoc_pipeline_dir
+):
+    """A child killed is replaced and sent its batch again; where the replacement cannot load
+    the pipeline (its package broken on disk since the server imported it), the request
+    answered 500 and the pool stayed broken. Now 503 naming the pipeline and why, and the
+    next batch starts another child."""
+    db = Database(tmp_path / "db", create=True)
+    ingest(
+        [Record("b", "a text")], db.collection("own"), one_member(encoders.get_encoder("mine-ep"))
+    )
+    env = {"PYTHONPATH": str(package)}
+    with Server(tmp_path / "db", pydoc_pipeline_dir, "--workers", "1", env=env) as server:
+        before = set(server.children())
+        with server.client() as client:
+            found = client.post("/v1/collections/own/search", json={"query": "a text"})
+            assert found.status_code == 200, found.text
+            (child,) = set(server.children()) - before  # the collection's encoding child
+            (package / "mine_encoders" / "__init__.py").write_text("raise RuntimeError('broken')\n")
+            os.kill(child, signal.SIGKILL)
+            for _ in range(2):
+                refused = client.post("/v1/collections/own/search", json={"query": "a text"})
+                assert refused.status_code == 503, refused.text
+                said = refused.json()["detail"]
+                assert "does not load in the server's encoding child" in said, said
+                assert "RuntimeError: broken" in said, said
+                assert "Retry-After" not in refused.headers

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from probembed.service import schemas
 from probembed.service.batching import QueueFullError, StoppingError
 from probembed.service.state import NotReadyError, UnknownModelError, UnservableError
+from probembed.service.worker import ChildLoadError
 from probembed.store import (
     CollectionExistsError,
     CollectionNotFoundError,
@@ -39,6 +40,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotReadyError, 503),
     (UnknownModelError, 404),
     (UnservableError, 503),
+    (ChildLoadError, 503),  # a child replaced after a crash, of a pipeline it cannot load
     (CollectionNotFoundError, 404),
     (CollectionExistsError, 409),
     (PipelineMismatchError, 409),

@@ -32,7 +32,7 @@ from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
 from probembed.service.storage import hidden, operator_places, with_timeouts
-from probembed.service.worker import EncodeProcess, child_threads
+from probembed.service.worker import ChildLoadError, EncodeProcess, child_threads
 from probembed.store import (
     Collection,
     CollectionNotFoundError,
@@ -103,6 +103,8 @@ class Service:
         #: Per collection: its lock and how many requests hold or wait for it (then dropped).
         self._locks: dict[str, _Held] = {}
         self._guard = threading.Lock()
+        #: Held while a pipeline's children start (`_spawn`), one pipeline at a time.
+        self._spawning = threading.Lock()
         self._dims: dict[str, int] = {}
         #: Served pipeline name -> what it was loaded from (a built-in name or a directory).
         self._sources: dict[str, str] = {}
@@ -125,7 +127,7 @@ class Service:
         #: The loop of background upkeep passes, while it runs.
         self._upkeeping: asyncio.Task[None] | None = None
         #: Collections whose pipeline did not load here, and why, as a client reads it
-        #: (/readyz, the listing); cleared when it loads again (`own_pipeline`).
+        #: (/readyz, the listing); cleared when it loads again, its children too (`prepare`).
         self.unservable: dict[str, str] = {}
         self._places = operator_places(settings.db, settings.storage_options)
 
@@ -251,18 +253,25 @@ class Service:
         return self._dims[self.pipeline(name).name]
 
     def _spawn(self, pipeline: Pipeline, source: str) -> None:
-        """Start (once) the children that encode for a pipeline, and wait until they have loaded."""
+        """Start (once) the children that encode for a pipeline, kept once they have loaded
+        it; where they cannot (ChildLoadError), none is kept: the next request starts them
+        again, where a child that never loaded was kept and every request answered 500."""
         count = self.settings.batching.workers
-        with self._guard:
-            if pipeline.fingerprint not in self._workers:
-                threads = child_threads(count)
-                respawns = self.metrics.respawned.labels(self.label(pipeline))
-                self._workers[pipeline.fingerprint] = [
-                    EncodeProcess(source, threads, respawns.inc) for _ in range(count)
-                ]
-            workers = self._workers[pipeline.fingerprint]
-        with ThreadPoolExecutor(len(workers)) as loading:  # the children load side by side
-            list(loading.map(lambda worker: worker(["warm up"]), workers))
+        with self._spawning:  # a second request for the pipeline waits for these children
+            if pipeline.fingerprint in self._workers:
+                return
+            respawns = self.metrics.respawned.labels(self.label(pipeline))
+            threads = child_threads(count)
+            workers = [EncodeProcess(source, threads, respawns.inc) for _ in range(count)]
+            try:
+                with ThreadPoolExecutor(count) as loading:  # the children load side by side
+                    list(loading.map(lambda worker: worker(["warm up"]), workers))
+            except BaseException:
+                for worker in workers:
+                    worker.close()
+                raise
+            with self._guard:
+                self._workers[pipeline.fingerprint] = workers
 
     def source_of(self, collection: Collection) -> str:
         """Where a collection's pipeline loads from: a served one, or the collection's copy."""
@@ -298,7 +307,8 @@ class Service:
         return f"{pipeline.name}@{pipeline.fingerprint[:8]}"
 
     async def prepare(self, collection: Collection) -> Pipeline:
-        """A collection's pipeline, with its encoding child running."""
+        """A collection's pipeline, with its encoding children running, or UnservableError
+        where this process or its children cannot load it (cleared once both do)."""
         self.refuse_if_stopping()
 
         def load() -> Pipeline:  # a collection dropped meanwhile: children none would retire
@@ -306,33 +316,36 @@ class Service:
 
         pipeline = await asyncio.to_thread(load)
         if pipeline.fingerprint not in self._workers:
-            await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
+            try:
+                await asyncio.to_thread(self._spawn, pipeline, self.source_of(collection))
+            except ChildLoadError as exc:
+                raise self._unservable(collection.name, exc) from exc
+        self.unservable.pop(collection.name, None)
         return pipeline
 
     def own_pipeline(self, collection: Collection) -> Pipeline:
-        """The collection's pipeline, or UnservableError naming the collection and why (logged
-        once per cause): one collection this process could not load made the whole service
-        `failed`. A storage failure is the database's, told as such."""
+        """The collection's pipeline, or UnservableError naming the collection and why: one
+        collection this process could not load made the whole service `failed`. A storage
+        failure is the database's, told as such."""
         try:
-            pipeline = collection.load_pipeline()
+            return collection.load_pipeline()
         except StorageUnavailableError:
             raise
         except Exception as exc:
-            cause = f"{type(exc).__name__}: {exc}"
-            told = hidden(cause, self._places)
-            if self.unservable.get(collection.name) != told:
-                log.error(
-                    "collection %r is not served: its pipeline does not load: %s",
-                    *(collection.name, cause),
-                )
-            self.unservable[collection.name] = told
-            raise UnservableError(
-                f"collection {collection.name!r} cannot be served: its pipeline does not load "
-                f"in this server ({told}); it is refused until what it needs is installed or "
-                "restored here"
-            ) from exc
-        self.unservable.pop(collection.name, None)
-        return pipeline
+            raise self._unservable(collection.name, exc) from exc
+
+    def _unservable(self, name: str, exc: Exception) -> UnservableError:
+        """The refusal of a collection whose pipeline does not load, here or in its encoding
+        children, kept for /readyz and the listing and logged once per cause."""
+        cause = f"{type(exc).__name__}: {exc}"
+        told = hidden(cause, self._places)
+        if self.unservable.get(name) != told:
+            log.error("collection %r is not served: its pipeline does not load: %s", name, cause)
+        self.unservable[name] = told
+        return UnservableError(
+            f"collection {name!r} cannot be served: its pipeline does not load in this server "
+            f"({told}); it is refused until what it needs is installed or restored here"
+        )
 
     def collection(self, name: str) -> Collection:
         """An existing collection, or CollectionNotFoundError listing the ones there are (its

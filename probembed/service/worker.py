@@ -34,21 +34,38 @@ from probembed.encoders.base import thread_limit
 from probembed.fusion import Fused
 
 _PIPELINE = None
+#: In a child whose pipeline did not load: why, raised to each batch it is sent.
+_UNLOADED: str | None = None
 log = logging.getLogger("probembed.service")
 
 
+class ChildLoadError(Exception):
+    """An encoding child could not load the pipeline the server loaded: it is a process of its
+    own, which sees only the encoders an installed package names (not one registered by the
+    script that started the server), and reads a model folder again."""
+
+
 def _load(source: str, threads: int) -> None:
-    """In the child: follow the server out, set its thread use, then load the pipeline once."""
-    global _PIPELINE
+    """In the child: follow the server out, set its thread use, then load the pipeline once;
+    one that does not load is told to every batch (a failed initializer made the pool broken,
+    its cause left in the child's stderr, and the server took it for a crash)."""
+    global _PIPELINE, _UNLOADED
     _exit_with_parent()
     _leave_signals_to_the_server()
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # numpy's BLAS was loaded with this module, before the variables above were set
     threadpool_limits(thread_limit() or threads)
+    from probembed.encoders import USER_CODE_ERRORS
     from probembed.pipeline import Pipeline
 
-    _PIPELINE = Pipeline.load(source)
+    try:
+        _PIPELINE = Pipeline.load(source)
+    except USER_CODE_ERRORS as exc:
+        _UNLOADED = (
+            f"pipeline {source} does not load in the server's encoding child, a process of "
+            f"its own: {type(exc).__name__}: {exc}"
+        )
     atexit.register(_leave)  # registered last, so it runs first
 
 
@@ -91,7 +108,8 @@ def _leave_signals_to_the_server() -> None:
 
 def _encode(texts: list[str]) -> Fused:
     """In the child: the pipeline's Fused for a batch."""
-    assert _PIPELINE is not None
+    if _PIPELINE is None:
+        raise ChildLoadError(_UNLOADED)
     return _PIPELINE.encode(texts)
 
 
@@ -120,24 +138,33 @@ class EncodeProcess:
     def __call__(self, texts: list[str]) -> Fused:
         """Encode in the child and wait for it; a child that died (the OOM killer, a crash in
         a native encoder) is replaced and the batch sent once more, else every later batch
-        of the service failed with it."""
+        of the service failed with it. A child that did not load the pipeline is replaced
+        too, ChildLoadError raised: the next batch's child loads it again."""
         self._encoding = True
         try:
-            return self._pool.submit(_encode, list(texts)).result()
-        except BrokenProcessPool:
-            if self._abandoned:
-                raise
-            log.warning(
-                "an encoding child of %s died (killed, or crashed in a native encoder): "
-                "started another and sent it the batch of %d texts again",
-                *(self.source, len(texts)),
-            )
-            self._pool.shutdown(wait=False)
-            self._pool = self._spawn()
-            self.respawned()
-            return self._pool.submit(_encode, list(texts)).result()
+            try:
+                return self._pool.submit(_encode, list(texts)).result()
+            except BrokenProcessPool:
+                if self._abandoned:
+                    raise
+                log.warning(
+                    "an encoding child of %s died (killed, or crashed in a native encoder): "
+                    "started another and sent it the batch of %d texts again",
+                    *(self.source, len(texts)),
+                )
+                self._replace()
+                self.respawned()
+                return self._pool.submit(_encode, list(texts)).result()
+        except ChildLoadError:
+            self._replace()  # started with the next batch: no child kept that never loaded
+            raise
         finally:
             self._encoding = False
+
+    def _replace(self) -> None:
+        """End the child (after what it was given) and make the pool of the next one."""
+        self._pool.shutdown(wait=False)
+        self._pool = self._spawn()
 
     def abandon(self) -> bool:
         """At shutdown, once nobody waits for its batch: end the child now if it is encoding
