@@ -1,6 +1,6 @@
 """Chunked documents against truncation on SciFact, and what chunked ingest costs.
 
-    python benchmarks/chunking.py [--part quality|throughput|all]
+    python benchmarks/chunking.py [--part quality|throughput|chars|memory|all]
 
 quality: SciFact test, the default pipeline; every document embedded whole (each member cuts
 it at its token limit) against every document cut into chunks that every member reads whole
@@ -9,19 +9,37 @@ it at its token limit) against every document cut into chunks that every member 
 throughput: chunked ingest (`ingest_documents`) of the first 300 SciFact documents into a
 fresh collection with an uncached pipeline: chunks per second end to end (chunking, encoding,
 LanceDB commits), chunking alone, and bytes per stored chunk.
+chars: what the character cap (`chunking.CHARS_PER_TOKEN`) rests on. For every run of words
+that holds N tokens (the longest from each word on, as chunking packs them), its characters
+over N, counted by `retrieval`'s tokenizers (every built-in pipeline has WordPiece members)
+and by a word count alone (the `hash` pipeline), on English and European text: SciFact, the
+bundled Python docs, and Vim's tutor in each European language (where Vim is installed).
+memory: peak RSS while `ingest_documents` (the hashing pipeline of the tests, 256-token
+chunks) ingests a 20 MB file read as a stream, each in a fresh interpreter (Linux: it reads
+/proc): French, unspaced Chinese (sentences ending in 。) and unspaced Chinese with no full
+stop on one line against the same sentences eight to a paragraph, side by side. Run it from
+an older checkout for that code's figures.
 Writes (and merges into) benchmarks/results/chunking.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import json
 import os
 import platform
+import random
+import re
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from probembed.chunking import ChunkSettings
 from probembed.evaluation.chunked import chunk_corpus, chunked_vs_truncated
@@ -35,6 +53,13 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "chunking.json"
 SCIFACT = datasets_dir() / "retrieval" / "scifact"
 THROUGHPUT_DOCS = 300
+#: Chunk sizes (tokens) the chars part measures at: the smallest allowed up to the default.
+SIZES = (8, 16, 32, 64, 128, 256)
+#: Vim's tutors not in a European language.
+NOT_EUROPEAN = {"ja", "ko", "zh", "zh_cn", "zh_tw", "vi"}
+#: Bytes of each file the memory part ingests, and their languages (`sample_text`).
+MEMORY_BYTES = 20 * 10**6
+LANGUAGES = ("fr", "zh", "zh-unstopped")
 
 
 def quality() -> list[dict]:
@@ -82,20 +107,212 @@ def throughput() -> dict:
     }
 
 
+def european_texts() -> dict[str, list[str]]:
+    """The texts the chars part reads, by source: SciFact's abstracts (title and text), the
+    Python docs' topics, and Vim's tutor in each European language it has."""
+    import pydoc_data.topics
+
+    records = read_records(SCIFACT)
+    tutors = [Path(p) for p in sorted(glob.glob("/usr/share/vim/vim*/tutor/tutor*.utf-8"))]
+    tutors = [p for p in tutors if p.name.split(".")[-2] not in NOT_EUROPEAN]  # tutor.de.utf-8
+    return {
+        "scifact": [r.text for r in records],
+        "pydoc": list(pydoc_data.topics.topics.values()),
+        "vim-tutors": [path.read_text(encoding="utf-8") for path in tutors],
+    }
+
+
+def word_costs(texts: list[str], counters: Sequence[Callable]) -> list[tuple]:
+    """Per text, its words' (start, end) offsets and per counter each word's tokens without
+    the special tokens (chunking's `_costs`: counts add up over white space joins)."""
+    found = [[m.span() for m in re.finditer(r"\S+", t)] for t in texts]
+    vocabulary = sorted({t[s:e] for t, spans in zip(texts, found, strict=True) for s, e in spans})
+    place = {w: i for i, w in enumerate(vocabulary)}
+    tables = []
+    for count in counters:
+        overhead = int(count([""])[0])
+        costs = [
+            max(int(n) - overhead, 1)
+            for k in range(0, len(vocabulary), 4096)
+            for n in count(vocabulary[k : k + 4096])
+        ]
+        tables.append((np.array(costs, dtype=np.int64), overhead))
+    out = []
+    for text, spans in zip(texts, found, strict=True):
+        ids = np.array([place[text[s:e]] for s, e in spans], dtype=np.int64)
+        out.append(
+            (np.array(spans, dtype=np.int64).reshape(-1, 2), [(c[ids], o) for c, o in tables])
+        )
+    return out
+
+
+def chars_per_token(words: list[tuple], size: int) -> np.ndarray:
+    """For each word, the characters of the longest run of words from it that every counter
+    fits in `size` tokens (with its special tokens), over `size`."""
+    ratios = []
+    for spans, per_counter in words:
+        if not len(spans):
+            continue
+        last = np.full(len(spans), len(spans))
+        for costs, overhead in per_counter:
+            total = np.concatenate([[0], np.cumsum(costs)])
+            fits = np.searchsorted(total, total[:-1] + size - overhead, side="right") - 1
+            last = np.minimum(last, fits)
+        first = np.arange(len(spans))
+        ok = last > first
+        ratios.append((spans[last[ok] - 1, 1] - spans[first[ok], 0]) / size)
+    return np.concatenate(ratios)
+
+
+def chars() -> dict:
+    """Characters per token of the size of runs of words, by source, counter and size."""
+    from probembed.chunking import CHARS_PER_TOKEN  # here: the memory part runs on older code
+
+    retrieval = Pipeline.load("retrieval", cache=False)
+    counters = {
+        "retrieval": [m.encoder.count_tokens for m in retrieval.members],
+        "words": [lambda texts: [len(t.split()) for t in texts]],
+    }
+    rows = []
+    for source, texts in european_texts().items():
+        for name, counting in counters.items():
+            words = word_costs(texts, counting)
+            for size in SIZES:
+                ratio = chars_per_token(words, size)
+                rows.append(
+                    {
+                        "source": source,
+                        "documents": len(texts),
+                        "counter": name,
+                        "tokens": size,
+                        "max": round(float(ratio.max()), 2),
+                        "p99.99": round(float(np.quantile(ratio, 0.9999)), 2),
+                        "median": round(float(np.median(ratio)), 2),
+                    }
+                )
+                print(rows[-1], flush=True)
+    return {"rows": rows, "chars_per_token": CHARS_PER_TOKEN}
+
+
+#: Run in a fresh interpreter: the pipeline loaded, its peak RSS reset (`clear_refs`; the
+#: child's ru_maxrss starts at its parent's, kept across exec), then one file ingested as a
+#: stream; the peak while it ingests.
+MEASURE = """
+import json, pathlib, sys, time
+from probembed.pipeline import Pipeline
+from probembed.store import Database, ingest_documents
+def peak():
+    status = pathlib.Path("/proc/self/status").read_text().split("VmHWM:")[1]
+    return int(status.split()[0]) * 1024
+pipeline = Pipeline.load(sys.argv[1], cache=False)
+collection = Database(sys.argv[2], create=True).collection("large")
+loaded = peak()
+pathlib.Path("/proc/self/clear_refs").write_text("5")
+started = time.perf_counter()
+report = ingest_documents(sys.argv[3], collection, pipeline)
+print(json.dumps({"loaded": loaded, "peak": peak(), "seconds": time.perf_counter() - started,
+                  "chunks": report.chunks_written, "problems": [str(p) for p in report.problems]}))
+"""
+
+
+def sample_text(language: str, paragraphs: bool) -> str:
+    """MEMORY_BYTES or so of seeded sentences, on one line or eight to a paragraph: French,
+    Chinese, or Chinese with no full stops (`zh-unstopped`: one word to a word count)."""
+    rng = random.Random(0)
+    if language == "fr":
+        nouns = ["le café", "la gare", "l'été", "un élève", "la rivière", "le marché", "une forêt"]
+        verbs = ["ouvre", "ferme", "traverse", "décrit", "répare", "attend", "préfère"]
+        end, join = ".", " "
+    else:
+        nouns = ["东京", "北京的火车站", "一条河流", "这位学生", "市场", "森林里的小屋", "天气"]
+        verbs = ["打开了", "关闭了", "穿过", "描述了", "修理了", "等待着", "喜欢"]
+        end, join = ("。" if language == "zh" else ""), ""
+    parts, size, i = [], 0, 0
+    while size < MEMORY_BYTES:
+        sentence = f"{rng.choice(nouns).capitalize()} {rng.choice(verbs)} {rng.choice(nouns)}"
+        sentence = sentence if language == "fr" else sentence.replace(" ", "")
+        i += 1
+        part = sentence + end + ("\n\n" if paragraphs and i % 8 == 0 else join)
+        parts.append(part)
+        size += len(part.encode("utf-8"))
+    return "".join(parts).rstrip() + "\n"
+
+
+def memory() -> list[dict]:
+    """Peak RSS of streamed chunked ingest, a line against paragraphs, per language."""
+    from probembed.evaluation.recipes import hashing_pipeline
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = hashing_pipeline((64, 48)).save(Path(tmp) / "hash")
+        for language, paragraphs in itertools.product(LANGUAGES, (False, True)):
+            path = Path(tmp) / f"{language}-{'paragraphs' if paragraphs else 'line'}.txt"
+            path.write_text(sample_text(language, paragraphs), encoding="utf-8")
+            done = subprocess.run(
+                [sys.executable, "-c", MEASURE, str(saved), str(Path(tmp) / path.stem), str(path)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+            measured = json.loads(done.stdout.splitlines()[-1])
+            rows.append(
+                {
+                    "language": language,
+                    "layout": "paragraphs" if paragraphs else "one line",
+                    "bytes": path.stat().st_size,
+                    "loaded_gb": round(measured["loaded"] / 1e9, 3),
+                    "peak_gb": round(measured["peak"] / 1e9, 3),
+                    "seconds": round(measured["seconds"], 1),
+                    "chunks": measured["chunks"],
+                    "problems": measured["problems"],
+                }
+            )
+            print(rows[-1], flush=True)
+    for row in rows:
+        pair = next(r for r in rows if r["language"] == row["language"] and r is not row)
+        if row["layout"] == "one line":
+            row["peak_over_paragraphs"] = round(row["peak_gb"] / pair["peak_gb"], 2)
+    return rows
+
+
+def code() -> str:
+    """The commit of the library measured, `+changes` when its files differ from it."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "probembed"]).returncode
+    return head.stdout.strip() + ("+changes" if changed else "")
+
+
 def main() -> None:
     """Run the asked parts and merge them into the results file."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--part", choices=("quality", "throughput", "all"), default="all")
+    parser.add_argument(
+        "--part", choices=("quality", "throughput", "chars", "memory", "all"), default="all"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=OUT,
+        help="The results file (an older checkout's run: this one's).",
+    )
+    parser.add_argument(
+        "--label", default="after", help="The memory part's rows go under stream_memory[LABEL]."
+    )
     args = parser.parse_args()
-    result = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    result = json.loads(args.out.read_text()) if args.out.is_file() else {}
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.part in ("quality", "all"):
         result["rows"] = quality()
     if args.part in ("throughput", "all"):
         result["throughput"] = throughput()
-    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.part in ("chars", "all"):
+        result["chars"] = chars()
+    if args.part in ("memory", "all"):
+        result.setdefault("stream_memory", {})[args.label] = {"code": code(), "rows": memory()}
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
 
 

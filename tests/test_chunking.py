@@ -15,10 +15,13 @@ from probembed.chunking import (
     Segment,
     chunk_text,
     front_matter,
+    line_cuts,
     markdown_sections,
     plain_sections,
     stream_chunks,
 )
+from probembed.chunking.structure import paragraphs
+from probembed.encoders.base import is_invisible
 from probembed.evaluation.chunked import chunk_corpus
 
 WORD = re.compile(r"\S+")
@@ -452,3 +455,206 @@ def test_a_long_paragraph_of_lines_is_cut_at_lines_and_counted_in_bounded_calls(
     assert all(max(sizes) <= PROBE_CHARS for sizes in calls)  # the 1 MiB whole never
     assert all(sum(sizes) <= BATCH_CHARS or len(sizes) == 1 for sizes in calls)
     assert all(c.tokens <= 64 for c in chunks)
+
+
+def grapheme_starts(text):
+    """Where `regex`'s \\X (UAX #29's extended grapheme clusters) puts a cluster's start."""
+    regex = pytest.importorskip("regex")
+    return {m.start() for m in regex.finditer(r"\X", text)} | {len(text)}
+
+
+SCOTLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+#: What tokenizers see few tokens in (Thai and unspaced CJK are one word to a word count and
+#: one [UNK] or a few to WordPiece), with clusters no cut may split and other scripts' stops.
+CLUSTERS = [
+    "แม่น้ำ", "ท่วม", "東京は", "大きい", "。", "e\u0301", "\u0915\u094d\u0937\u093f",
+    "\U0001f1eb\U0001f1f7", SCOTLAND, "\U0001f468\u200d\U0001f469\u200d\U0001f467",
+    "\u1100\u1161\u11a8", "1\ufe0f\u20e3", "\u0600\u0661", "word", "।", "؟", "\u037e",
+]  # fmt: skip
+#: Runs of them, some far longer than a small chunk's character cap, between white space.
+few_tokens = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(CLUSTERS), min_size=1, max_size=120).map("".join),
+        st.sampled_from([" ", "\n", "\r\n", "\n\n"]),
+    ),
+    min_size=1,
+    max_size=6,
+).map(lambda parts: "".join(run + end for run, end in parts))
+
+
+def split_clusters(text, chunks):
+    """Chunk edges inside a grapheme cluster, between two characters that show (an edge at
+    white space or an invisible character is where a chunk was trimmed, not cut)."""
+    starts = grapheme_starts(text)
+    edges = {at for c in chunks for at in (c.start, c.end) if 0 < at < len(text)}
+    shown = [not is_invisible(c) for c in text]
+    return [at for at in edges if shown[at - 1] and shown[at] and at not in starts]
+
+
+@given(few_tokens, st.integers(8, 12), st.integers(0, 3), st.lists(st.booleans(), max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_every_chunk_is_within_the_character_cap_and_splits_no_grapheme(text, size, overlap, cuts):
+    """A chunk could be any length where the counter sees few tokens (one "word" of 400,000
+    Thai characters was one chunk), and a long word was cut inside a flag or a tag sequence."""
+    config = ChunkSettings(size, overlap)
+    sections = plain_sections(text)
+    chunks = chunk_text(text, sections, word_counter, config)
+    for chunk in chunks:
+        assert chunk.text == text[chunk.start : chunk.end]
+        assert len(chunk.text) <= size * 16 and chunk.tokens <= size
+    assert split_clusters(text, chunks) == []
+    covered = {i for c in chunks for i in range(c.start, c.end)}
+    assert {i for i, c in enumerate(text) if not is_invisible(c)} <= covered
+    assert list(stream_chunks(segments_of(text, sections, cuts), word_counter, config)) == chunks
+
+
+def test_a_text_the_tokenizers_see_few_tokens_in_is_cut_by_characters():
+    """Thai has no spaces between words and is one [UNK] to the members' WordPiece: 400,000
+    characters of it were one chunk. A chunk holds at most 16 characters a token of its size,
+    and says the cap, not the budget, ended it."""
+    thai = "แม่น้ำท่วมหมู่บ้านหลังฝนตกหนักสามวัน"
+    text = (thai * (400_000 // len(thai) + 1))[:400_000]
+    chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(256, 32))
+    assert max(len(c.text) for c in chunks) <= 256 * 16 == ChunkSettings().max_chars
+    assert "".join(c.text for c in chunks) == text and len(chunks) == 98
+    assert [c.by_chars for c in chunks] == [True] * 97 + [False]
+    assert split_clusters(text, chunks) == []
+    english = "The jaguar is the largest cat in the Americas. " * 400
+    chunks = chunk_text(english, plain_sections(english), piece_counter, ChunkSettings(32, 4))
+    assert len(chunks) > 10 and not any(c.by_chars for c in chunks)  # tokens end these
+
+
+def test_overlap_repeats_at_most_its_tokens_worth_of_characters():
+    """Short Chinese sentences are a word each to a word count: 32 of them repeated some
+    2,500 characters of every 4,096-character chunk, which tripled the chunks."""
+    text = "北京的火车站打开了一条河流。" * 3000
+    chunks = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(256, 32))
+    shared = [before.end - after.start for before, after in itertools.pairwise(chunks)]
+    assert len(chunks) > 10 and 0 < min(shared) <= max(shared) <= 32 * 16
+
+
+@pytest.mark.parametrize(
+    ("word", "grapheme", "size"),
+    [  # sizes at which a cut by code points falls inside the cluster
+        (SCOTLAND * 10, SCOTLAND, 12),  # a tag sequence: the tags are format characters
+        ("\U0001f1eb\U0001f1f7" * 20, "\U0001f1eb\U0001f1f7", 11),  # a flag: two indicators
+        ("\u1100\u1161\u11a8" * 20, "\u1100\u1161\u11a8", 12),  # a Hangul syllable in jamo
+        ("\u0915\u094d\u0937" * 20, "\u0915\u094d\u0937", 10),  # a conjunct: KA, virama, SSA
+    ],
+)
+def test_a_long_word_is_cut_between_flags_tag_sequences_and_syllables(word, grapheme, size):
+    """Scotland's flag (a black flag and six tags) was cut in two, as were a pair of regional
+    indicators, jamo and a conjunct: only marks, joiners and variation selectors were kept
+    with what they follow."""
+
+    def per_code_point(texts):
+        return [len(t) + 2 for t in texts]
+
+    chunks = chunk_text(word, plain_sections(word), per_code_point, ChunkSettings(size, 0))
+    assert "".join(c.text for c in chunks) == word and len(chunks) > 2
+    assert all(len(c.text) % len(grapheme) == 0 and c.text.startswith(grapheme) for c in chunks)
+
+
+#: Characters the grapheme rules treat apart: marks (a virama, a spacing vowel sign),
+#: joiners, regional indicators, tags, skin tones, jamo, prepended marks, controls, a
+#: character this Python's Unicode does not have (a mark in later versions).
+ATOMS = [
+    "a", "b", " ", "\r", "\n", "\t", "\u0301", "\u0915", "\u0937", "\u094d", "\u093f", "\u0903",
+    "\u200d", "\u200c", "\ufe0f", "\u20e3", "\U0001f468", "\U0001f3fb", "\u2764",
+    "\U0001f1eb", "\U0001f1f7", "\U0001f3f4", "\U000e0067", "\U000e007f", "\u1100", "\u1161",
+    "\u11a8", "\uac00", "\uac01", "\u0600", "\u0e01", "\u0e33", "\u200b", "\ufeff", "\u00ad",
+    "\u0cf3", "\u102b", "\u0d4d", "\u0d15",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(ATOMS), max_size=16).map("".join))
+@settings(max_examples=500, deadline=None)
+def test_a_grapheme_boundary_is_one_for_regex(text):
+    """The rules read from unicodedata (the chunks must not depend on whether regex is
+    installed) call a place a boundary only where \\X starts a cluster."""
+    from probembed.chunking.graphemes import is_boundary, last_boundary
+
+    starts = grapheme_starts(text)
+    assert {i for i in range(len(text) + 1) if is_boundary(text, i)} <= starts
+    for stop in range(2, len(text)):
+        cut = last_boundary(text, 0, stop)
+        assert 0 < cut <= stop and (cut in starts or cut == stop)
+
+
+def test_grapheme_boundaries_fall_between_ordinary_characters():
+    from probembed.chunking.graphemes import is_boundary, last_boundary
+
+    flags = "\U0001f1eb\U0001f1f7\U0001f1e9\U0001f1ea"
+    assert [is_boundary(flags, i) for i in range(1, 4)] == [False, True, False]
+    assert is_boundary("ab", 1) and is_boundary("a b", 2) and not is_boundary("e\u0301", 1)
+    assert last_boundary("a\r\nb", 0, 2) == 1  # never inside a CRLF
+    assert last_boundary("\u0301" * 10, 0, 5) == 5  # one cluster over the range: cut anyway
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("यह पहला वाक्य है। यह दूसरा है।", ["यह पहला वाक्य है।", "यह दूसरा है।"]),
+        ("शांति॥अंत", ["शांति॥", "अंत"]),  # a danda needs no space after it
+        ("كيف حالك؟ أنا بخير.", ["كيف حالك؟", "أنا بخير."]),
+        ("Τι κάνεις\u037e Καλά.", ["Τι κάνεις\u037e", "Καλά."]),  # the Greek question mark
+        ("Τι κάνεις; Καλά.", ["Τι κάνεις;", "Καλά."]),  # as NFC writes it
+        ("a; b. c", ["a; b.", "c"]),  # a semicolon after Latin ends no sentence
+        ("東京は大きい｡京都は古い｡", ["東京は大きい｡", "京都は古い｡"]),  # halfwidth
+        ("Ի՞նչ է սա։ Սա տուն է։", ["Ի՞նչ է սա։", "Սա տուն է։"]),  # Armenian
+        ("«Oui.» Puis non.", ["«Oui.»", "Puis non."]),
+    ],
+)
+def test_sentences_end_at_the_full_stops_of_other_scripts(text, expected):
+    """The danda, the Arabic and Greek question marks, the halfwidth CJK and Armenian full
+    stops ended no sentence: a long paragraph of Hindi was cut between words instead."""
+    from probembed.chunking.structure import sentences
+
+    assert [text[s:e] for s, e in sentences(text, (0, len(text)))] == expected
+
+
+def test_a_cjk_full_stop_before_a_mark_cuts_no_cluster():
+    """A full stop that needs no space after it is no sentence end before a mark it carries."""
+    from probembed.chunking.structure import sentences
+
+    text = "東京。\u0301京都。"
+    assert [text[s:e] for s, e in sentences(text, (0, len(text)))] == ["東京。\u0301京都。"]
+
+
+long_line = st.lists(
+    st.one_of(
+        sentence, st.sampled_from(["東京は大きい", "\U0001f1eb\U0001f1f7" * 3, "cafe\u0301"])
+    ),
+    min_size=1,
+    max_size=30,
+).map(" ".join)
+lines_document = st.lists(
+    st.tuples(long_line, st.sampled_from(["\n\n", "\n", "\r\n", "\n" + " " * 90 + "\n"])),
+    min_size=1,
+    max_size=6,
+).map(lambda parts: "".join(line + end for line, end in parts))
+
+
+@given(lines_document, st.integers(8, 24), st.lists(st.booleans(), max_size=60))
+@settings(max_examples=150, deadline=None)
+def test_a_line_over_line_chars_is_cut_alike_read_whole_and_streamed(text, size, cuts):
+    """A stream held a line whole, however long (20 MB of French on one line took 1.23 GB):
+    it now gives such a line in pieces, which chunking reads as paragraph breaks read whole
+    too, so a stream cut there gives the chunks of the text read whole."""
+    from probembed.chunking import structure
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(structure, "LINE_CHARS", 80)
+        config = ChunkSettings(size, 2)
+        sections = plain_sections(text)
+        whole = chunk_text(text, sections, word_counter, config)
+        places = iter(cuts)
+        at = [c for c in line_cuts(text, 0, len(text)) if next(places, False)]
+        segments = [
+            Segment(a, text[a:b], (), a == 0) for a, b in itertools.pairwise([0, *at, len(text)])
+        ]
+        assert list(stream_chunks(segments, word_counter, config)) == whole
+        assert all(c.text == text[c.start : c.end] for c in whole)
+        assert split_clusters(text, whole) == []
+        pieces = paragraphs(text, (0, len(text)))
+        assert all(len(text[s:e].splitlines()[0]) <= 80 for s, e in pieces)

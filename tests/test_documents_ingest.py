@@ -1254,6 +1254,88 @@ def test_a_streamed_file_gives_the_chunks_of_the_file_read_whole(
     assert (again.unchanged, again.chunks_written) == (2, 0)
 
 
+def long_lines_markdown() -> str:
+    """Markdown with lines far past LINE_CHARS as a test sets it (500): French on one line,
+    CRLF lines, one that starts like a heading, one under a setext underline, one inside a
+    fence, a line of blanks inside a paragraph break, and unspaced Japanese with flags and
+    accents written out (one word to a word count, cut by characters)."""
+    french = " ".join(f"Le café numéro {i} est ouvert." for i in range(120))
+    crlf = french.replace(" ", "\r\n", 40)  # its first 40 words on lines of their own
+    unspaced = "".join(f"東京の天気{i}は晴れ\U0001f1ef\U0001f1f5e\u0301" for i in range(150))
+    return (
+        f"# Guide\n\n{french}\n\n{crlf}\r\n\r\n"
+        f"# {french}\n\nText.\n\n{french}\n===\n\n```\n# {french}\n```\n\n"
+        f"## Next\n\n{french}\n{' ' * 1200}\n{unspaced}\n"
+    )
+
+
+def test_long_lines_stream_in_pieces_and_give_the_chunks_read_whole(
+    tmp_path, pydoc_pipeline, small_blocks, monkeypatch
+):
+    """A line was held whole, however long; it is now read in the pieces chunking cuts it
+    into read whole too (at its last white space before LINE_CHARS, else between grapheme
+    clusters), so a stream gives the same chunks, and no segment holds the line whole."""
+    from probembed.chunking import structure
+    from probembed.store import streamed
+
+    monkeypatch.setattr(structure, "LINE_CHARS", 500)
+    root = tmp_path / "docs"
+    root.mkdir()
+    text = long_lines_markdown()
+    (root / "long.md").write_bytes(text.encode("utf-8"))
+    (root / "long.txt").write_bytes(text.encode("utf-8"))
+    report, rows, whole = read_whole_and_streamed(root, tmp_path / "db", pydoc_pipeline)
+    assert (report.added, report.problems) == (2, []) and rows == whole
+    for chunk_text, meta in rows.values():
+        assert text[meta["start"] : meta["end"]] == chunk_text and len(chunk_text) <= 48 * 16
+    headings = {m["heading"] for _, m in rows.values() if m["doc_id"] == "long.md"}
+    assert headings == {"Guide", "Guide > Next"}  # a long line is no heading, nor a title
+    assert report.chunks_by_chars > 5 and "cut by characters, not tokens" in report.summary()
+    file = streamed.scan_file(root / "long.txt", "long.txt")
+    segments = list(file.segments())
+    assert "".join(s.text for s in segments) == text
+    assert max(len(s.text) for s in segments) <= streamed.SEGMENT_CHARS + 2 * 500 + 2
+
+
+@pytest.mark.parametrize("words", [True, False])
+def test_a_line_of_any_length_is_held_in_pieces(tmp_path, words):
+    """20 MB of French on one line took 1.23 GB to ingest where the same bytes in paragraphs
+    took 0.47 GB, 20 MB of unspaced Chinese 3.6 GB: the line was one segment. Each segment
+    now holds at most a segment's worth and two pieces of a line."""
+    from probembed.chunking import LINE_CHARS
+    from probembed.store.streamed import SEGMENT_CHARS, scan_file
+
+    unit = "Le café est ouvert le dimanche. " if words else "東京の天気は晴れです"
+    path = tmp_path / "line.txt"
+    path.write_text(unit * (5 * 2**20 // len(unit)) + "\n", encoding="utf-8")
+    segments = list(scan_file(path, "line.txt").segments())
+    assert max(len(s.text) for s in segments) <= SEGMENT_CHARS + 2 * LINE_CHARS + 2
+    offset = 0
+    for segment in segments:
+        assert segment.start == offset
+        offset += len(segment.text)
+    assert offset == 5 * 2**20 // len(unit) * len(unit) + 1
+
+
+def test_a_thai_file_is_cut_by_characters_and_the_report_says_so(tmp_path, pydoc_pipeline_dir):
+    """`ingest --chunk --chunk-tokens 32` stored a 2,250-character chunk of a Thai file (a
+    word count sees one word between spaces) and the report said nothing of it."""
+    thai = "แม่น้ำท่วมหมู่บ้านหลังฝนตกหนักสามวันและชาวบ้านต้องอพยพไปอยู่ที่วัดใกล้เคียง"
+    (tmp_path / "th.txt").write_text(f"{thai * 30} {thai * 10}\n", encoding="utf-8")
+    db = str(tmp_path / "db")
+    args = ["ingest", str(tmp_path / "th.txt"), "--chunk", "--chunk-tokens", "32", "--db", db]
+    done = CliRunner().invoke(app, [*args, "--pipeline", str(pydoc_pipeline_dir)])
+    assert done.exit_code == 0, done.output
+    texts = [r["text"] for r in stored_rows_of(Database(db).open("default"))]
+    assert max(map(len, texts)) <= 32 * 16 and len(texts) == 7
+    assert "chunks written 7 (6 cut by characters, not tokens)" in " ".join(done.output.split())
+
+
+def stored_rows_of(collection) -> list[dict]:
+    """Every stored row's text and metadata, in id order."""
+    return list(collection.rows(sorted(collection.ids()), ["text", "metadata"]).values())
+
+
 def test_front_matter_and_underlined_headings_stream_as_they_read_whole(
     tmp_path, pydoc_pipeline, small_blocks
 ):

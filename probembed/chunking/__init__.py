@@ -1,6 +1,7 @@
 """Documents into passages that fit every model of a pipeline: structure first, then tokens."""
 
 from probembed.chunking.chunker import (
+    CHARS_PER_TOKEN,
     Chunk,
     ChunkSettings,
     Segment,
@@ -11,19 +12,23 @@ from probembed.chunking.chunker import (
 from probembed.chunking.structure import (
     FRONT_MATTER_CHARS,
     FRONT_MATTER_LINES,
+    LINE_CHARS,
     FrontMatter,
     HeadingTracker,
     Section,
     front_matter,
     joins_next,
     last_paragraph_break,
+    line_cuts,
     markdown_sections,
     plain_sections,
 )
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "FRONT_MATTER_CHARS",
     "FRONT_MATTER_LINES",
+    "LINE_CHARS",
     "Chunk",
     "ChunkSettings",
     "FrontMatter",
@@ -34,6 +39,7 @@ __all__ = [
     "front_matter",
     "joins_next",
     "last_paragraph_break",
+    "line_cuts",
     "markdown_sections",
     "plain_sections",
     "stoppable",

@@ -1,13 +1,16 @@
 """Cutting a document into chunks that every member model reads whole.
 
 Within each section, paragraphs are kept whole when they fit; a paragraph that does not is cut
-into sentences, a sentence that does not into lines, a line that does not into runs of words.
-Only what a decision needs is tokenized: a long span's start first (PROBE_CHARS), and at most
-BATCH_CHARS of text per call of the counter. The pieces are then packed in
-order into chunks of at most `max_tokens`, counted with the pipeline's own tokenizers (the
-most any member makes of the text), and each chunk after the first of a section starts with
-the previous chunk's last pieces up to `overlap_tokens`. The result depends only on the text,
-the settings and the tokenizers: the same document always gives the same chunks.
+into sentences, a sentence that does not into lines, a line that does not into runs of words,
+a word that does not between grapheme clusters (`graphemes`). Only what a decision needs is
+tokenized: a long span's start first (PROBE_CHARS), and at most BATCH_CHARS of text per call
+of the counter. The pieces are then packed in order into chunks of at most `max_tokens`,
+counted with the pipeline's own tokenizers (the most any member makes of the text), and of at
+most `max_chars` characters (a text a tokenizer sees few tokens in, Thai or emoji to WordPiece,
+unspaced Chinese to a word count, would otherwise make a chunk of any length); each chunk after
+the first of a section starts with the previous chunk's last pieces up to `overlap_tokens`.
+The result depends only on the text, the settings and the tokenizers: the same document
+always gives the same chunks.
 
 `stream_chunks` gives the same chunks for a document read in segments (a file too large to
 hold): packing is greedy, so a chunk is final once the next piece does not fit, and only the
@@ -16,11 +19,11 @@ pieces of the chunk being filled are kept.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from probembed.chunking.graphemes import last_boundary
 from probembed.chunking.structure import Section, Span, lines, paragraphs, sentences, words
 
 if TYPE_CHECKING:
@@ -33,6 +36,14 @@ Counter = Callable[[Sequence[str]], "Sequence[int] | np.ndarray"]
 PROBE_CHARS = 2**14
 #: Characters of text per call of the counter, so its encodings stay small.
 BATCH_CHARS = 2**18
+#: Characters a chunk may hold per token of its size (`ChunkSettings.max_chars`). On English
+#: and European text (SciFact, the Python docs, Vim's tutors in 25 European languages) the
+#: built-in pipelines' counts, whose WordPiece members count at least a token a word, give a
+#: run of words at most 12.1 characters per token of any size from 8 tokens up (6.3 at 256):
+#: the cap binds only on text they see few tokens in (`benchmarks/chunking.py --part chars`).
+#: A word count alone (the `hash` test pipeline) reaches 18 on prose at 8 tokens and 36 on
+#: the Python docs' tables padded with spaces, which it does cut.
+CHARS_PER_TOKEN = 16
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,12 @@ class ChunkSettings:
                 f"for max_tokens={self.max_tokens}"
             )
 
+    @property
+    def max_chars(self) -> int:
+        """The most characters a chunk holds, whatever the tokenizers count in it: 400,000
+        characters of Thai are one WordPiece token, and were one chunk."""
+        return self.max_tokens * CHARS_PER_TOKEN
+
     def capped(self, limit: int | None) -> ChunkSettings:
         """These settings with the size at most `limit` (the shortest member's)."""
         if limit is None or limit >= self.max_tokens:
@@ -81,12 +98,16 @@ class Chunk:
     text: str
     headings: tuple[str, ...]
     tokens: int
+    #: Whether the character cap (`ChunkSettings.max_chars`) ended it where the token budget
+    #: would have let it run on (the ingest report counts these).
+    by_chars: bool = False
 
 
 @dataclass(frozen=True)
 class Segment:
-    """A run of a document read as a stream: whole lines at offset `start`, cut only where no
-    chunk can differ for it (a section's start, or the end of a paragraph break)."""
+    """A run of a document read as a stream: whole lines at offset `start` (a line over
+    `structure.LINE_CHARS` in the pieces `structure.line_cuts` makes), cut only where no chunk
+    can differ for it (a section's start, the end of a paragraph break, such a line cut)."""
 
     start: int
     text: str
@@ -98,16 +119,25 @@ class Segment:
 def chunk_text(
     text: str, sections: Sequence[Section], count: Counter, settings: ChunkSettings
 ) -> list[Chunk]:
-    """The document's chunks, in order; each is `text[start:end]` and fits `max_tokens`."""
-    overhead, budget = _budget(count, settings)
+    """The document's chunks, in order; each is `text[start:end]` and fits `max_tokens` and
+    `max_chars`."""
+    fit = _fit(count, settings)
     chunks: list[Chunk] = []
     for section in sections:
-        pieces = _fitting_pieces(text, (section.start, section.end), count, overhead, budget)
-        for start, end, tokens in _pack(pieces, budget, settings.overlap_tokens, True)[0]:
+        pieces = _fitting_pieces(text, (section.start, section.end), fit)
+        for start, end, tokens, by_chars in _pack(pieces, fit, settings.overlap_tokens, True)[0]:
             chunks.append(
-                Chunk(len(chunks), start, end, text[start:end], section.headings, tokens + overhead)
+                Chunk(
+                    len(chunks),
+                    start,
+                    end,
+                    text[start:end],
+                    section.headings,
+                    tokens + fit.overhead,
+                    by_chars,
+                )
             )
-    return _verified(chunks, count, settings.max_tokens, text, 0, overhead, budget)
+    return _verified(chunks, fit, settings.max_tokens, text, 0)
 
 
 def stream_chunks(
@@ -115,20 +145,20 @@ def stream_chunks(
 ) -> Iterator[Chunk]:
     """The chunks `chunk_text` gives for the whole document, from its segments in order,
     holding only the text of the chunk being filled and of the current segment."""
-    overhead, budget = _budget(count, settings)
+    fit = _fit(count, settings)
     index, buffer, base = 0, "", 0  # buffer: the document's text from offset base on
     pending: list[tuple[int, int, int]] = []  # pieces not yet in a finished chunk (offsets)
     headings: tuple[str, ...] = ()
 
     def drain(final: bool) -> list[Chunk]:
         nonlocal index, buffer, base, pending
-        spans, rest = _pack(pending, budget, settings.overlap_tokens, final)
+        spans, rest = _pack(pending, fit, settings.overlap_tokens, final)
         pending = pending[rest:]
         local = [
-            Chunk(0, s - base, e - base, buffer[s - base : e - base], headings, n + overhead)
-            for s, e, n in spans
+            Chunk(0, s - base, e - base, buffer[s - base : e - base], headings, n + fit.overhead, c)
+            for s, e, n, c in spans
         ]
-        done = _verified(local, count, settings.max_tokens, buffer, index, overhead, budget)
+        done = _verified(local, fit, settings.max_tokens, buffer, index)
         index += len(done)
         shifted = [replace(c, start=c.start + base, end=c.end + base) for c in done]
         keep = pending[0][0] if pending else base + len(buffer)
@@ -145,7 +175,7 @@ def stream_chunks(
             )
         buffer += segment.text
         span = (segment.start - base, len(buffer))
-        pieces = _fitting_pieces(buffer, span, count, overhead, budget)
+        pieces = _fitting_pieces(buffer, span, fit)
         pending += [(s + base, e + base, n) for s, e, n in pieces]
         yield from drain(False)
     yield from drain(True)
@@ -164,25 +194,46 @@ def stoppable(count: Counter, stop: Callable[[], None]) -> Counter:
     return counted
 
 
-def _budget(count: Counter, settings: ChunkSettings) -> tuple[int, int]:
-    """Tokens every text pays once ([CLS], [SEP]) and what is left of `max_tokens` for words."""
+@dataclass(frozen=True)
+class _Fit:
+    """What every piece and chunk must fit, and the counter that measures them."""
+
+    count: Counter
+    #: Tokens every text pays once ([CLS], [SEP]).
+    overhead: int
+    #: What is left of `max_tokens` for the text.
+    budget: int
+    #: The most characters a chunk holds (`ChunkSettings.max_chars`).
+    chars: int
+
+    def within(self, span: Span, tokens: int) -> bool:
+        """Whether a span of this many tokens fits both limits."""
+        return tokens <= self.budget and span[1] - span[0] <= self.chars
+
+
+def _fit(count: Counter, settings: ChunkSettings) -> _Fit:
+    """The limits these settings set, with the tokens every text pays counted once."""
     overhead = int(count([""])[0])
-    return overhead, settings.max_tokens - overhead
+    return _Fit(count, overhead, settings.max_tokens - overhead, settings.max_chars)
 
 
-def _costs(text: str, spans: list[Span], count: Counter, overhead: int, budget: int) -> list[int]:
+def _costs(text: str, spans: list[Span], fit: _Fit) -> list[int]:
     """Tokens of each span without the per-text special tokens: exact up to the budget; a span
-    over it may get any count over it (all a caller needs to know), so a long span is counted
-    on its first PROBE_CHARS characters first and whole only if those fit. Counted in calls of
-    at most BATCH_CHARS characters: a large file without blank lines was tokenized whole,
-    then each of its sentences and words in one call, taking gigabytes."""
-    probes = [_probe(text, s, e) for s, e in spans]
-    costs = [max(n - overhead, 1) for n in _counted([text[s:e] for s, e in probes], count)]
-    again = [i for i, (span, probe) in enumerate(zip(spans, probes, strict=True))
-             if probe != span and costs[i] <= budget]  # fmt: skip
-    whole = _counted([text[slice(*spans[i])] for i in again], count)
+    over it may get any count over it (all a caller needs to know), so a span over the
+    character cap is not counted at all (it is cut whatever its tokens), and a long span is
+    counted on its first PROBE_CHARS characters first and whole only if those fit. Counted in
+    calls of at most BATCH_CHARS characters: a large file without blank lines was tokenized
+    whole, then each of its sentences and words in one call, taking gigabytes."""
+    counted = [i for i, (s, e) in enumerate(spans) if e - s <= fit.chars]
+    costs = [fit.budget + 1] * len(spans)
+    probes = {i: _probe(text, *spans[i]) for i in counted}
+    first = _counted([text[slice(*probes[i])] for i in counted], fit.count)
+    for i, n in zip(counted, first, strict=True):
+        costs[i] = max(n - fit.overhead, 1)
+    again = [i for i in counted if probes[i] != spans[i] and costs[i] <= fit.budget]
+    whole = _counted([text[slice(*spans[i])] for i in again], fit.count)
     for i, n in zip(again, whole, strict=True):
-        costs[i] = max(n - overhead, 1)
+        costs[i] = max(n - fit.overhead, 1)
     return costs
 
 
@@ -213,50 +264,41 @@ def _counted(texts: list[str], count: Counter) -> list[int]:
     return counts
 
 
-def _fitting_pieces(
-    text: str, span: Span, count: Counter, overhead: int, budget: int
-) -> list[tuple[int, int, int]]:
-    """(start, end, tokens) pieces of a section, each within the budget: paragraphs, else
-    sentences, else lines, else runs of words."""
-    return _split(text, span, (paragraphs, sentences, lines), count, overhead, budget)
+def _fitting_pieces(text: str, span: Span, fit: _Fit) -> list[tuple[int, int, int]]:
+    """(start, end, tokens) pieces of a section, each within the budget and the character
+    cap: paragraphs, else sentences, else lines, else runs of words."""
+    return _split(text, span, (paragraphs, sentences, lines), fit)
 
 
 def _split(
-    text: str,
-    span: Span,
-    levels: tuple[Callable[[str, Span], list[Span]], ...],
-    count: Counter,
-    overhead: int,
-    budget: int,
+    text: str, span: Span, levels: tuple[Callable[[str, Span], list[Span]], ...], fit: _Fit
 ) -> list[tuple[int, int, int]]:
-    """A span cut at the first level into pieces; those over the budget cut at the next
-    level, and past the last into runs of words."""
+    """A span cut at the first level into pieces; those over the budget or the character cap
+    cut at the next level, and past the last into runs of words."""
     out: list[tuple[int, int, int]] = []
     parts = levels[0](text, span)
-    for (s, e), n in zip(parts, _costs(text, parts, count, overhead, budget), strict=True):
-        if n <= budget:
+    for (s, e), n in zip(parts, _costs(text, parts, fit), strict=True):
+        if fit.within((s, e), n):
             out.append((s, e, n))
         elif len(levels) > 1:
-            out += _split(text, (s, e), levels[1:], count, overhead, budget)
+            out += _split(text, (s, e), levels[1:], fit)
         else:
-            out += _word_runs(text, (s, e), count, overhead, budget)
+            out += _word_runs(text, (s, e), fit)
     return out
 
 
-def _word_runs(
-    text: str, span: Span, count: Counter, overhead: int, budget: int
-) -> list[tuple[int, int, int]]:
-    """A too-long sentence as consecutive runs of whole words, each within the budget."""
+def _word_runs(text: str, span: Span, fit: _Fit) -> list[tuple[int, int, int]]:
+    """A too-long sentence as consecutive runs of whole words, each within both limits."""
     spans = words(text, span)
-    costs = _costs(text, spans, count, overhead, budget)
+    costs = _costs(text, spans, fit)
     runs: list[tuple[int, int, int]] = []
     start, last, total = None, span[0], 0
     for (s, e), n in zip(spans, costs, strict=True):
-        if start is not None and total + n > budget:
+        if start is not None and not fit.within((start, e), total + n):
             runs.append((start, last, total))
             start, total = None, 0
-        if n > budget:  # one word longer than the budget: cut within it
-            runs.extend(_cut_word(text, (s, e), count, overhead, budget))
+        if not fit.within((s, e), n):  # one word over a limit: cut within it
+            runs.extend(_cut_word(text, (s, e), fit))
             continue
         if start is None:
             start = s
@@ -267,23 +309,23 @@ def _word_runs(
     return runs
 
 
-def _cut_word(
-    text: str, span: Span, count: Counter, overhead: int, budget: int
-) -> list[tuple[int, int, int]]:
-    """A word over the budget (a long URL, unspaced CJK text) as the longest consecutive
-    pieces that fit, found on the tokens of each prefix by doubling, then bisection: no prefix
-    tried is over twice the piece it finds, so the time is linear in the word's length (a
-    bisection over the whole rest of the word tokenized it again for every piece)."""
+def _cut_word(text: str, span: Span, fit: _Fit) -> list[tuple[int, int, int]]:
+    """A word over a limit (a long URL, unspaced CJK or Thai text) as the longest consecutive
+    pieces that fit, ended at a grapheme cluster's end: found on the tokens of each prefix by
+    doubling, then bisection: no prefix tried is over twice the piece it finds, so the time
+    is linear in the word's length (a bisection over the whole rest of the word tokenized it
+    again for every piece)."""
 
     def fits(stop: int) -> bool:
-        return _costs(text, [(start, stop)], count, overhead, budget)[0] <= budget
+        return _costs(text, [(start, stop)], fit)[0] <= fit.budget
 
     out: list[tuple[int, int, int]] = []
     start, end = span
     while start < end:
-        low, high = start + 1, end  # text[start:low] fits (or is one character)
-        while low < end:
-            probe = min(end, start + 2 * (low - start))
+        last = min(end, start + fit.chars)  # the character cap, then the tokens
+        low, high = start + 1, last  # text[start:low] fits (or is one character)
+        while low < last:
+            probe = min(last, start + 2 * (low - start))
             if not fits(probe):
                 high = probe - 1
                 break
@@ -294,81 +336,71 @@ def _cut_word(
                 low = mid
             else:
                 high = mid - 1
-        while low - start > 1 and low < end and _joins_previous(text, low):
-            low -= 1  # an accent stays with its letter, in the next piece
-        out.append((start, low, _costs(text, [(start, low)], count, overhead, budget)[0]))
+        if low < end:  # an accent stays with its letter, a flag whole, in the next piece
+            low = last_boundary(text, start, low)
+        out.append((start, low, _costs(text, [(start, low)], fit)[0]))
         start = low
     return out
 
 
-def _joins_previous(text: str, i: int) -> bool:
-    """Whether text[i] is part of the character before it, so no cut falls between them: a
-    mark (an accent, a Devanagari vowel sign, which `unicodedata.combining` calls 0), a
-    variation selector or skin tone, a zero-width joiner, or whatever a joiner joins."""
-    code = ord(text[i])
-    return (
-        unicodedata.category(text[i])[0] == "M"
-        or 0xFE00 <= code <= 0xFE0F
-        or 0x1F3FB <= code <= 0x1F3FF
-        or 0xE0100 <= code <= 0xE01EF
-        or code == 0x200D
-        or text[i - 1] == "\u200d"
-    )
-
-
 def _pack(
-    pieces: list[tuple[int, int, int]], budget: int, overlap: int, final: bool
-) -> tuple[list[tuple[int, int, int]], int]:
-    """Consecutive pieces packed into (start, end, tokens) chunks, the sum of pieces within
-    the budget; a new chunk repeats the last pieces of the previous up to `overlap` tokens.
+    pieces: list[tuple[int, int, int]], fit: _Fit, overlap: int, final: bool
+) -> tuple[list[tuple[int, int, int, bool]], int]:
+    """Consecutive pieces packed into (start, end, tokens, by_chars) chunks: the sum of
+    pieces within the budget, their span within the character cap (`by_chars`: the cap, not
+    the budget, kept the next piece out); a new chunk repeats the last pieces of the previous
+    up to `overlap` tokens and CHARS_PER_TOKEN characters a token of it (32 tokens of Chinese
+    sentences, one word each to a word count, repeated 2,500 characters of a 4,096 chunk).
 
     Also returns where the next chunk would start: unless `final`, a chunk that reaches the
     last piece is left unpacked there, since pieces still to come may join it.
     """
-    chunks: list[tuple[int, int, int]] = []
+    chunks: list[tuple[int, int, int, bool]] = []
     i = 0
     while i < len(pieces):
         j, total = i, 0
-        while j < len(pieces) and (j == i or total + pieces[j][2] <= budget):
+        while j < len(pieces) and (
+            j == i or fit.within((pieces[i][0], pieces[j][1]), total + pieces[j][2])
+        ):
             total += pieces[j][2]
             j += 1
         if j == len(pieces) and not final:
             return chunks, i
-        chunks.append((pieces[i][0], pieces[j - 1][1], total))
+        by_chars = j < len(pieces) and total + pieces[j][2] <= fit.budget
+        chunks.append((pieces[i][0], pieces[j - 1][1], total, by_chars))
         if j == len(pieces):
             return chunks, j
-        back, carried = j, 0
-        while back - 1 > i and carried + pieces[back - 1][2] <= overlap:
+        back, carried, end = j, 0, pieces[j - 1][1]
+        while (
+            back - 1 > i
+            and carried + pieces[back - 1][2] <= overlap
+            and end - pieces[back - 1][0] <= overlap * CHARS_PER_TOKEN
+        ):
             back -= 1
             carried += pieces[back][2]
-        while back < j and carried + pieces[j][2] > budget:  # the next piece must fit beside
-            carried -= pieces[back][2]  # what is repeated, or a chunk would repeat only that
+        # the next piece must fit beside what is repeated, or a chunk would repeat only that
+        while back < j and not fit.within((pieces[back][0], pieces[j][1]), carried + pieces[j][2]):
+            carried -= pieces[back][2]
             back += 1
         i = back
     return chunks, i
 
 
 def _verified(
-    chunks: list[Chunk],
-    count: Counter,
-    max_tokens: int,
-    text: str,
-    first: int,
-    overhead: int,
-    budget: int,
+    chunks: list[Chunk], fit: _Fit, max_tokens: int, text: str, first: int
 ) -> list[Chunk]:
     """Chunks counted as a whole and numbered from `first`. WordPiece and word counts add up
     exactly over whitespace joins, so this only catches a tokenizer that merges across them:
     such a chunk is cut again into word runs."""
     if not chunks:
         return chunks
-    actual = _counted([c.text for c in chunks], count)
+    actual = _counted([c.text for c in chunks], fit.count)
     out: list[Chunk] = []
     for chunk, tokens in zip(chunks, actual, strict=True):
         if tokens <= max_tokens:
             out.append(replace(chunk, index=first + len(out), tokens=tokens))
             continue
-        runs = _word_runs(text, (chunk.start, chunk.end), count, overhead, budget // 2)
+        runs = _word_runs(text, (chunk.start, chunk.end), replace(fit, budget=fit.budget // 2))
         for s, e, n in runs:
-            out.append(Chunk(first + len(out), s, e, text[s:e], chunk.headings, n + overhead))
+            out.append(Chunk(first + len(out), s, e, text[s:e], chunk.headings, n + fit.overhead))
     return out

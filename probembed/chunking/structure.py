@@ -6,9 +6,11 @@ whitespace around it left out, so a chunk is always an exact slice of its docume
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
+from probembed.chunking.graphemes import is_boundary, last_boundary
 from probembed.encoders.base import is_blank, is_invisible
 
 Span = tuple[int, int]
@@ -54,14 +56,31 @@ _FOLDED_TITLE = re.compile(
 )
 #: A blank line, with LF or CRLF line ends.
 _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
-#: A sentence ends at . ! ? (optionally closed by quotes or brackets) before whitespace, or
-#: at a CJK full stop, ! or ?, which need no space after them. The closers belong to the
-#: sentence; only the whitespace (group 1) lies between sentences.
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?])[\"'”’)\]]*(?=\s)|(?<=[。！？])[」』”’)\]]*)(\s*)")
+#: A sentence ends at . ! ? ‼ ⁇ ⁈ ⁉, or a `;` after a Greek letter (the Greek question
+#: mark, which NFC writes as `;`), optionally closed by quotes or brackets, before whitespace;
+#: or at a mark that ends nothing but a sentence and needs no space after it: the CJK full
+#: stop, ! and ? (fullwidth, halfwidth, vertical), the Devanagari danda and double danda, the
+#: Arabic question mark, the Urdu full stop, the Greek question mark U+037E itself, the
+#: Armenian, Ethiopic, Myanmar and Khmer full stops. The closers belong to the sentence; only
+#: the whitespace (group 1) lies between sentences.
+_SENTENCE_END = re.compile(
+    r"(?:(?:(?<=[.!?\u203c\u2047-\u2049])|(?<=[\u0370-\u03ff\u1f00-\u1fff];))"
+    r"[\"'”’)\]»]*(?=\s)"
+    r"|(?<=[。！？｡\ufe12\ufe15\ufe16\u0964\u0965\u061f\u06d4\u037e\u0589\u1362\u104b\u17d4])"
+    r"[」』”’)\]»]*)(\s*)"
+)
 #: A line break (LF, CRLF or CR).
 _LINE_BREAK = re.compile(r"\r\n|[\n\r]")
 #: What ends a line for str.splitlines (a stream's lines end so, and keep it).
 _LINE_ENDS = "\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: A line's end as str.splitlines finds it.
+_LINE_END = re.compile(f"\r\n|[{_LINE_ENDS}]")
+#: Characters of a line before it is cut as a blank line would cut it (`line_cuts`): so a
+#: file read as a stream never holds a line whole, however long (20 MB of French on one line
+#: peaked at 1.39 times the memory of the same sentences in paragraphs).
+LINE_CHARS = 2**20
+#: The last white space of a run of text (`line_cut`).
+_LAST_SPACE = re.compile(r"(?s:.*)\s")
 #: A byte order mark before the first line, which a heading or fence test must look past.
 _BOM = "\ufeff"
 _WORD = re.compile(r"\S+")
@@ -139,13 +158,18 @@ class HeadingTracker:
         self.setext = False
         self._after_break = True  # the last line ended a block: blank, a heading, a fence
 
-    def feed(self, line: str) -> tuple[str, ...] | None:
+    def feed(self, line: str, whole: bool = True) -> tuple[str, ...] | None:
         """The heading path this line opens: an ATX heading (`#` … `######`), or the
         underline (`===`, `---`) of a setext heading, which opens it at the line before
-        (`setext` is then set)."""
-        line = line.rstrip(_LINE_ENDS).lstrip(_BOM)
+        (`setext` is then set). A line over LINE_CHARS, or the first piece of one (`whole`
+        False: a stream gives such a line in the pieces `line_cuts` makes), is text: no heading,
+        fence or underline, nor a title an underline makes a heading of."""
+        line = line.rstrip(_LINE_ENDS)
         title_line, self.title_line, self.setext = self.title_line, None, False
         after_break, self._after_break = self._after_break, False
+        if not whole or len(line) > LINE_CHARS:
+            return None
+        line = line.lstrip(_BOM)
         fence = _FENCE.match(line)
         if fence and not self.fence:
             self.fence, self._after_break = fence.group(1), True
@@ -232,39 +256,85 @@ def trimmed(text: str, start: int, end: int) -> Span | None:
     """The span without what the encoders read as blank at its ends (white space, byte order
     marks, zero-width characters), or None if nothing (or only combining marks) is left: a
     piece of zero-width spaces alone became a chunk that ingest refused as empty, with its
-    whole document."""
-    while start < end and is_invisible(text[start]):
+    whole document. An invisible character joined to another (the tags of Scotland's flag, a
+    ZWJ, an Arabic number sign before its digits) stays with it: trimmed, the tags left a
+    black flag."""
+    while start < end and _droppable(text, start, start + 1, start):
         start += 1
-    while end > start and is_invisible(text[end - 1]):
+    while end > start and _droppable(text, end - 1, end - 1, start):
         end -= 1
     if is_blank(text[start:end]):  # lone combining marks: nothing to embed either
         return None
     return start, end
 
 
-def split_span(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
-    """The non-blank pieces of a span between matches of a separator (between its group 1,
-    when it has one: what the match holds before it ends the piece before)."""
+def _droppable(text: str, i: int, cut: int, floor: int) -> bool:
+    """Whether text[i] may be trimmed off an edge, which `cut` leaves it beside: white space,
+    or an invisible character that is a grapheme cluster of its own there."""
+    char = text[i]
+    return is_invisible(char) and (char.isspace() or is_boundary(text, cut, floor))
+
+
+def _regions(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
+    """The runs of a span between matches of a separator (up to its group 1, when it has
+    one: what the match holds before it ends the run before), untrimmed; a match of nothing
+    (a CJK full stop) cuts nowhere a grapheme cluster would be split."""
     start, end = span
-    pieces, at = [], start
+    runs, at = [], start
     for match in separator.finditer(text, start, end):
-        piece = trimmed(text, at, match.start(1) if separator.groups else match.start())
-        if piece:
-            pieces.append(piece)
+        stop = match.start(1) if separator.groups else match.start()
+        if stop == match.end() and not is_boundary(text, stop, at):
+            continue
+        runs.append((at, stop))
         at = match.end()
-    last = trimmed(text, at, end)
-    if last:
-        pieces.append(last)
-    return pieces
+    return [*runs, (at, end)]
+
+
+def split_span(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
+    """The non-blank pieces of a span between matches of a separator (`_regions`)."""
+    return [piece for run in _regions(text, span, separator) if (piece := trimmed(text, *run))]
 
 
 def paragraphs(text: str, span: Span) -> list[Span]:
-    """Blank-line separated paragraphs."""
-    return split_span(text, span, _PARAGRAPH_BREAK)
+    """Blank-line separated paragraphs, a line longer than LINE_CHARS also cut where
+    `line_cuts` cuts it (a file read as a stream is cut there too, so both give one chunking);
+    the span starts where a line does, or at such a cut."""
+    pieces = []
+    for start, end in _regions(text, span, _PARAGRAPH_BREAK):
+        for run in itertools.pairwise([start, *line_cuts(text, start, end), end]):
+            piece = trimmed(text, *run)
+            if piece:
+                pieces.append(piece)
+    return pieces
+
+
+def line_cuts(text: str, start: int, end: int) -> list[int]:
+    """Where the lines of text[start:end] longer than LINE_CHARS are cut (`line_cut`): the
+    same for a line read whole and for a stream that knows its first LINE_CHARS + 1
+    characters; `start` is a line's start or such a cut."""
+    if end - start <= LINE_CHARS:
+        return []
+    cuts, at = [], start
+    ends = ((m.start(), m.end()) for m in _LINE_END.finditer(text, start, end))
+    for stop, next_line in itertools.chain(ends, [(end, end)]):
+        while stop - at > LINE_CHARS:
+            at = line_cut(text, at)
+            cuts.append(at)
+        at = next_line
+    return cuts
+
+
+def line_cut(text: str, start: int) -> int:
+    """Where a line running on past LINE_CHARS from `start` is cut: before its last white
+    space in the second half of those characters, else at the last grapheme boundary."""
+    stop = start + LINE_CHARS
+    space = _LAST_SPACE.match(text, start + LINE_CHARS // 2, stop + 1)
+    return last_boundary(text, start, space.end() - 1 if space else stop)
 
 
 def sentences(text: str, span: Span) -> list[Span]:
-    """Sentences, cut after . ! ? followed by whitespace."""
+    """Sentences, cut after . ! ? followed by whitespace, or after a full stop that needs
+    none (`_SENTENCE_END`)."""
     return split_span(text, span, _SENTENCE_END)
 
 

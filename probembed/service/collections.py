@@ -86,6 +86,7 @@ def _chunked_report(
         repeated=report.repeats.count,
         repeated_example=report.repeats.example,
         chunks_written=report.chunks_written,
+        chunks_by_chars=report.chunks_by_chars,
         chunks_removed=report.chunks_removed,
         chunked_at=schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
     )

@@ -401,6 +401,12 @@ class WriteReport(BaseModel):
     )
     #: Chunked writes only: chunks written / removed.
     chunks_written: int | None = None
+    chunks_by_chars: int | None = Field(
+        None,
+        description="Chunked writes only: of `chunks_written`, those the character cap "
+        "(16 characters a token of the size) ended rather than the token budget: text the "
+        "tokenizers see few tokens in (Thai, emoji, unspaced Chinese to a word count).",
+    )
     chunks_removed: int | None = None
     chunked_at: ChunksCut | None = Field(
         None,

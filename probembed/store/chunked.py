@@ -126,6 +126,10 @@ class DocumentReport:
     recomposed: list[str] = field(default_factory=list)
     unchanged: int = 0
     chunks_written: int = 0
+    #: Of those, the chunks the character cap ended rather than the token budget
+    #: (`Chunk.by_chars`): text the tokenizers see few tokens in (Thai or emoji to WordPiece,
+    #: unspaced Chinese to a word count), which would otherwise be a chunk of any length.
+    chunks_by_chars: int = 0
     chunks_removed: int = 0
     #: Unchanged documents read from another place than stored, whose `file_path` now names it.
     relocated: int = 0
@@ -141,12 +145,16 @@ class DocumentReport:
         """One line for a person."""
         withheld = withheld_note(self.sync_withheld) + self.repeats.note()
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
+        by_chars = (
+            f" ({self.chunks_by_chars} cut by characters, not tokens)"
+            if self.chunks_by_chars
+            else ""
+        )
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}{removed_note(self.removed_links)}"
             f"{removed_note(self.recomposed, RECOMPOSED)}, unchanged {self.unchanged}"
-            f"{moved}; chunks written "
-            f"{self.chunks_written}, "
+            f"{moved}; chunks written {self.chunks_written}{by_chars}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
             f"{unread_note(self.unread)}"
         )
@@ -246,13 +254,28 @@ def chunk_records(
     document: SourceDocument, count: Callable, settings: ChunkSettings
 ) -> list[Record] | Problem:
     """The document's chunks as records to store, or the problem with its metadata or text."""
+    chunks = document_chunks(document, count, settings)
+    return chunks if isinstance(chunks, Problem) else as_records(document, chunks, settings)
+
+
+def document_chunks(
+    document: SourceDocument, count: Callable, settings: ChunkSettings
+) -> list[Chunk] | Problem:
+    """The document's chunks, or the problem with its metadata or text."""
     clash = sorted(set(document.metadata) & set(RESERVED))
     if clash:
         return Problem(document.source, f"metadata uses {clash}, which chunking writes itself")
-    digest = chunked_digest(content_hash(document), settings)
     chunks = chunk_text(document.text, document.sections(), count, settings)
     if not chunks:
         return Problem(document.source, f"document {document.id!r} has no text to chunk")
+    return chunks
+
+
+def as_records(
+    document: SourceDocument, chunks: Sequence[Chunk], settings: ChunkSettings
+) -> list[Record]:
+    """A document's chunks as the records stored for them, chunk 0 with their count."""
+    digest = chunked_digest(content_hash(document), settings)
     titled = replace(document, title=record_title(document))
     records = [chunk_record(titled, chunk, digest) for chunk in chunks]
     return [counted(records[0], len(records)), *records[1:]]
@@ -539,6 +562,7 @@ def ingest_parsed(
                 continue
             report.added += new
             report.updated += not new
+            report.chunks_by_chars += plan.by_chars[doc]
             stale += old
         gone: list[str] = []
         if sync and plan.unplaced:
@@ -603,7 +627,7 @@ def ingest_parsed(
                 # own that conflicted, undone again by the run's, nested the two messages
                 stopping = touched if on_error == "stop" else None
                 try:
-                    written = write_streamed(
+                    written, by_chars = write_streamed(
                         item,
                         collection,
                         pipeline,
@@ -625,6 +649,7 @@ def ingest_parsed(
                     continue
                 touched.update(written, before)
                 report.chunks_written += len(written)
+                report.chunks_by_chars += by_chars
                 report.chunks_removed += len(set(before) - written)
                 whole = was_whole(item.id, stored.get(item.id))
                 report.added += not whole
@@ -685,6 +710,8 @@ class _Plan:
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
     #: Unchanged documents read from another file than their chunks name: doc_id -> path.
     relocated: dict[str, str] = field(default_factory=dict)
+    #: Per changed document, its chunks the character cap ended (`Chunk.by_chars`).
+    by_chars: dict[str, int] = field(default_factory=dict)
     #: The doc_hash (chunk 0's less its `+N`) of each document written or left unchanged.
     digests: dict[str, str] = field(default_factory=dict)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
@@ -752,15 +779,17 @@ def _plan(
             plan.streamed.append(item)  # counted once written
             plan.digests[item.id] = digest
         else:
-            chunks = chunk_records(item, count, settings)
+            chunks = document_chunks(item, count, settings)
             if isinstance(chunks, Problem):
                 report.problems.append(chunks)
                 continue
-            plan.records += chunks[1:]
-            plan.marks.append(chunks[0])
-            kept = {r.id for r in chunks}
+            records = as_records(item, chunks, settings)
+            plan.records += records[1:]
+            plan.marks.append(records[0])
+            kept = {r.id for r in records}
             old = [i for i in (before.ids if before else []) if i not in kept]
             plan.changed[item.id] = (not was_whole(item.id, before), old)
+            plan.by_chars[item.id] = sum(chunk.by_chars for chunk in chunks)
             plan.digests[item.id] = digest
     return plan
 
@@ -794,9 +823,10 @@ def write_streamed(
     replaced: Sequence[str] = (),
     touched: set[str] | None = None,
     created: str | None = None,
-) -> set[str]:
+) -> tuple[set[str], int]:
     """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
-    deleting the chunks of its stored version (`replaced`); returns the ids written.
+    deleting the chunks of its stored version (`replaced`); returns the ids written and how
+    many of them the character cap ended (`Chunk.by_chars`).
 
     On any failure the file's chunks are put back as they were (the collection dropped, if
     this made it and nothing else was written since) and the error raised; what other
@@ -813,6 +843,7 @@ def write_streamed(
     written: set[str] = set()
     mark: list[Record] = []
     batch: list[Record] = []
+    by_chars = 0
 
     def flush(records: list[Record]) -> None:
         _, todo, _ = prepare(records, collection, pipeline, "stop", True)
@@ -825,9 +856,10 @@ def write_streamed(
             if replaced:
                 collection.delete(list(replaced), token[0])
             chunks = 0
-            for record in streamed_records(file, pipeline.count_tokens, settings):
-                (mark if record.metadata["chunk"] == 0 else batch).append(record)
+            for chunk, record in streamed_records(file, pipeline.count_tokens, settings):
+                (mark if chunk.index == 0 else batch).append(record)
                 chunks += 1
+                by_chars += chunk.by_chars
                 if len(batch) == batch_size:
                     flush(batch)
                     batch = []
@@ -843,17 +875,17 @@ def write_streamed(
                 collection.revert(version, ids, stopped_by=exc)
             raise
     finish(collection, pipeline, compact=False)
-    return written
+    return written, by_chars
 
 
 def streamed_records(
     file: StreamedFile, count: Callable, settings: ChunkSettings
-) -> Iterator[Record]:
-    """A large file's chunks as the records stored for them, read as a stream; chunk 0 still
-    without its chunk count (`counted`), which only the end of the file gives."""
+) -> Iterator[tuple[Chunk, Record]]:
+    """A large file's chunks with the records stored for them, read as a stream; chunk 0's
+    still without its chunk count (`counted`), which only the end of the file gives."""
     digest = chunked_digest(file.digest, settings)
     for chunk in stream_chunks(file.segments(), count, settings):
-        yield chunk_record(file, chunk, digest)
+        yield chunk, chunk_record(file, chunk, digest)
 
 
 def chunked_input(
@@ -876,7 +908,7 @@ def chunked_input(
     planned = [*plan.records, *plan.marks]
     for file in plan.streamed:
         try:
-            records = list(streamed_records(file, count, settings))
+            records = [record for _, record in streamed_records(file, count, settings)]
         except UnreadableError as exc:
             report.problems.append(exc.problem)
             continue

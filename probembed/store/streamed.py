@@ -5,10 +5,12 @@ block, hashes its bytes (the hash it would get read whole, so switching paths re
 nothing), decodes it with an incremental UTF-8 decoder (a bad byte is reported with its
 offset, as for a file read whole), checks that it holds text and finds a Markdown file's
 title. The second (`StreamedFile.segments`) reads it again as `Segment`s for
-`probembed.chunking.stream_chunks`: whole lines, cut where a section starts and, once a
-segment passes `SEGMENT_CHARS`, after its last paragraph break, so the chunks are exactly those
-of the file read whole. Memory holds a block, a segment and the chunk being filled; only a
-single paragraph (or line) longer than a segment is held whole.
+`probembed.chunking.stream_chunks`: whole lines (a line over `LINE_CHARS` in the pieces
+`line_cuts` makes, which chunking reads as paragraph breaks whether it streams or not), cut
+where a section starts and, once a segment passes `SEGMENT_CHARS`, after its last paragraph
+break or line cut, so the chunks are exactly those of the file read whole. Memory holds a
+block, a segment and the chunk being filled; only a single paragraph of lines, none over
+`LINE_CHARS`, that is longer than a segment is held whole.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from probembed.chunking import (
     front_matter,
     joins_next,
     last_paragraph_break,
+    line_cuts,
 )
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
@@ -38,7 +41,6 @@ from probembed.store.formats import (
     Found,
     UnreadableError,
     changed,
-    first_heading,
     not_text,
     not_utf8,
     open_document,
@@ -53,7 +55,7 @@ SEGMENT_CHARS = 2**20
 #: Suffixes read as a stream (the formats whose text is the file itself), and which are Markdown.
 STREAMED = {".txt": False, ".md": True, ".markdown": True}
 #: What ends a line for str.splitlines, which `markdown_sections` splits with.
-_LINE_ENDS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_LINE_ENDS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,14 @@ class StreamedFile:
         parts: list[str] = []
         previous = ""
         size, opens, limit = 0, True, SEGMENT_CHARS
-        for line in _lines(self.path, digest, self.found):
+        cut_line = None  # where the segment's last line cut (`line_cuts`) falls in it
+        starts = True  # whether the next piece starts a line
+        for line, goes_on in _lines(self.path, digest, self.found):
             if offset < self.skip:  # front matter: in no chunk
                 offset = start = offset + len(line)
                 continue
-            opened = tracker.feed(line) if tracker is not None else None
+            opened = tracker.feed(line, not goes_on) if tracker is not None and starts else None
+            starts = not goes_on
             if opened is not None:
                 # a setext heading began on the line before, which ends the parts
                 held = len(previous) if tracker is not None and tracker.setext else 0
@@ -102,25 +107,26 @@ class StreamedFile:
                     yield Segment(start, text[: len(text) - held], headings, opens)
                 if not joins:
                     start, parts, size = offset - held, [text[len(text) - held :]], held
-                    opens, limit = True, SEGMENT_CHARS
+                    opens, limit, cut_line = True, SEGMENT_CHARS, None
                 headings = opened
             was_bare, bare = bare, opened is not None or (bare and not line.strip())
             parts.append(line)
             previous = line
             size += len(line)
             offset += len(line)
+            cut_line = size if goes_on else cut_line
             # a heading over blank lines waits for its section, also when the line after them
             # may be a setext title: its underline would join the heading to that section
             waits = was_bare and tracker is not None and tracker.title_line is not None
             if size >= limit and not bare and not waits:
                 text = "".join(parts)
-                cut = last_paragraph_break(text)
-                if cut is None:  # one long paragraph so far: look again a segment later
+                cut = max(last_paragraph_break(text) or 0, cut_line or 0)
+                if not cut:  # one long paragraph so far: look again a segment later
                     parts, limit = [text], size + SEGMENT_CHARS
                     continue
                 yield Segment(start, text[:cut], headings, opens)
                 start, parts, size, opens = start + cut, [text[cut:]], len(text) - cut, False
-                limit = SEGMENT_CHARS
+                limit, cut_line = SEGMENT_CHARS, None
         if parts:
             yield Segment(start, "".join(parts), headings, opens)
         digest.update(repr([]).encode("utf-8"))
@@ -142,16 +148,18 @@ def scan_file(path: Path, doc_id: str, found: Found | None = None) -> StreamedFi
                 return Problem(str(path), refused)
         lines = _lines(path, digest, found)
         head = _leading(lines) if markdown else []
-        front = front_matter("".join(head)) if head else None
+        front = front_matter("".join(line for line, _ in head)) if head else None
         skip = front.end if front else 0
         title = front.title if front else None
-        offset = 0
-        for line in itertools.chain(head, lines):
+        offset, starts = 0, True
+        for line, goes_on in itertools.chain(head, lines):
             blank = blank and is_blank(line)  # as a file read whole: a BOM is not text
             if offset >= skip:
                 body_blank = body_blank and is_blank(line)
-                if markdown and title is None:
-                    title = first_heading([line], headings)
+                if markdown and title is None and starts:  # `formats.first_heading`, a piece
+                    opened = headings.feed(line, not goes_on)  # of a long line at a time
+                    title = opened[-1] if opened else None
+            starts = not goes_on
             offset += len(line)
     except UnreadableError as exc:
         return exc.problem
@@ -173,20 +181,22 @@ def scan_file(path: Path, doc_id: str, found: Found | None = None) -> StreamedFi
     )
 
 
-def _leading(lines: Iterator[str]) -> list[str]:
+def _leading(lines: Iterator[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """The first lines, as many as front matter may span (`chunking.front_matter`)."""
     head, size = [], 0
     for line in lines:
         head.append(line)
-        size += len(line)
+        size += len(line[0])
         if len(head) > FRONT_MATTER_LINES or size > FRONT_MATTER_CHARS:
             break
     return head
 
 
-def _lines(path: Path, digest: Any, found: Found | None) -> Iterator[str]:
+def _lines(path: Path, digest: Any, found: Found | None) -> Iterator[tuple[str, bool]]:
     """The lines of the file's text (`splitlines(keepends=True)` of it read whole), decoded
-    block by block; every byte read goes into `digest`."""
+    block by block, each with whether its line goes on after it: a line over LINE_CHARS comes
+    in the pieces `line_cuts` makes, as soon as the text read shows where, so no more than a
+    block and LINE_CHARS of a line is held. Every byte read goes into `digest`."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     consumed, carry = 0, ""
     with open_document(path, found) as handle:
@@ -210,6 +220,21 @@ def _lines(path: Path, digest: Any, found: Found | None) -> Iterator[str]:
             carry = ""
             if data and lines and (lines[-1][-1] not in _LINE_ENDS or lines[-1][-1] == "\r"):
                 carry = lines.pop()  # unfinished, or a \r that a \n may follow
-            yield from lines
+            for line in lines:
+                pieces, rest = _pieces(line)
+                yield from pieces
+                yield rest, False
+            if carry:
+                pieces, carry = _pieces(carry)
+                yield from pieces
             if not data:
                 return
+
+
+def _pieces(line: str) -> tuple[list[tuple[str, bool]], str]:
+    """The pieces `line_cuts` cuts off a line, finished or not (a cut needs only the
+    LINE_CHARS + 1 characters after the one before), and the rest of it."""
+    content = len(line.rstrip(_LINE_ENDS))
+    cuts = line_cuts(line, 0, content)
+    pieces = [(line[a:b], True) for a, b in itertools.pairwise([0, *cuts])]
+    return pieces, line[cuts[-1] if cuts else 0 :]
