@@ -1028,6 +1028,19 @@ def test_a_document_to_chunk_is_bounded_by_the_body_not_the_character_limit(serv
     assert "maxLength" not in text and "unless the write chunks" in text["description"]
 
 
+def test_a_chunked_write_says_how_many_chunks_the_character_cap_ended(server):
+    """Thai has no spaces between words: a chunk of 32 tokens held 2,250 characters of it, and
+    the answer said nothing. Chunks now hold at most 16 characters a token, and the answer
+    counts those the cap ended."""
+    thai = "แม่น้ำท่วมหมู่บ้านหลังฝนตกหนักสามวันและชาวบ้านต้องอพยพไปอยู่ที่วัดใกล้เคียง"
+    document = {"documents": [{"id": "th", "text": thai * 30}], "chunk": {"max_tokens": 32}}
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "thai"})
+        written = http.post("/v1/collections/thai/documents", json=document)
+    assert written.status_code == 200, written.text
+    assert (written.json()["chunks_written"], written.json()["chunks_by_chars"]) == (5, 4)
+
+
 def test_search_takes_the_score_names_the_cli_takes(server):
     """`--score cosine` worked on the command line and was a 422 over HTTP."""
     with server.client() as http:
