@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from itertools import pairwise
 from typing import Any
 
 from lancedb.background_loop import LOOP
@@ -43,6 +44,9 @@ DEFAULT_KEEP = timedelta(days=1)
 #: Versions replaced less than this before the cutoff are kept too: LanceDB takes its own
 #: "now" when it prunes, a moment after `prune_after` took its.
 CLOCK_SLACK = timedelta(seconds=1)
+#: The retention a prune of every version but the latest passes: LanceDB warns at 0, and
+#: counts in whole milliseconds from a "now" taken after the versions were listed.
+ONLY_LATEST = timedelta(milliseconds=1)
 #: Longer than any collection's history: a compaction that prunes nothing.
 NO_PRUNE = timedelta(days=3650)
 #: Ingest compacts the table once this many small fragments have accumulated (one per commit
@@ -124,17 +128,14 @@ def prune_after(
     any retention shorter than a week. What a reader or an undo holds is the version that
     was latest when it began, so the clock that matters starts when the next version
     replaced it. Versions are made in order, so the ones to prune are a prefix: every version
-    before the newest one replaced by `now - keep` goes, and the cutoff is set just below the
-    creation of the version that replaced it (LanceDB keeps a version created at or after the
-    cutoff, and always the latest). `versions` are `Table.list_versions()` rows, whose naive
-    timestamps are local time. Nothing from the oldest of `pins` on is pruned: the versions
-    tags hold (`pins.held`), such as the start of a write that may still be undone.
+    before the newest one replaced by `now - keep` goes (`_cutoff`). `versions` are
+    `Table.list_versions()` rows, whose naive timestamps are local time. Nothing from the
+    oldest of `pins` on is pruned: the versions tags hold (`pins.held`), such as the start of
+    a write that may still be undone.
     """
     now = datetime.now(UTC) if now is None else now
-    due = _due(versions, keep, now, pins)
-    if not due:
-        return NO_PRUNE
-    return now - (due[-1] - CLOCK_SLACK)
+    cutoff = _cutoff(versions, keep, now, pins)
+    return NO_PRUNE if cutoff is None else now - cutoff
 
 
 def held_back(
@@ -144,33 +145,50 @@ def held_back(
     now: datetime | None = None,
 ) -> tuple[int, tuple[str, ...]]:
     """How many versions a prune by `prune_after` keeps only because of these tags (name ->
-    version: `pins.held`), and the tags on versions it would otherwise prune: what an
-    operator needs to see a stale tag and delete it."""
+    version: `pins.held`), and the tags on versions replaced at least `keep` ago, those a
+    prune would otherwise remove: what an operator needs to see a stale tag and delete it.
+    (A tag named by whether its version was pruned without tags was missed where its
+    version, made within `CLOCK_SLACK` of the next, stayed anyway, and the versions it held
+    were counted with no tag named.)"""
     now = datetime.now(UTC) if now is None else now
-    free = _pruned(versions, keep, now)
-    kept = len(free) - len(_pruned(versions, keep, now, list(tags.values())))
-    return kept, tuple(sorted(name for name, v in tags.items() if v in set(free)))
+    kept = len(_pruned(versions, keep, now)) - len(
+        _pruned(versions, keep, now, list(tags.values()))
+    )
+    made = _made(versions)
+    due = {v for (v, _), (_, after) in pairwise(made) if after <= now - keep}
+    return kept, tuple(sorted(name for name, v in tags.items() if v in due))
 
 
 def _pruned(
     versions: Sequence[Mapping[str, Any]], keep: timedelta, now: datetime, pins: Sequence[int] = ()
 ) -> list[int]:
-    """The versions a prune by `prune_after` removes: those made before its cutoff."""
-    due = _due(versions, keep, now, pins)
-    if not due:
-        return []
-    return [v for (v, at) in _made(versions) if at < due[-1] - CLOCK_SLACK]
+    """The versions a prune by `prune_after` removes: those made before its cutoff, never
+    the latest."""
+    cutoff = _cutoff(versions, keep, now, pins)
+    return [] if cutoff is None else [v for (v, at) in _made(versions)[:-1] if at < cutoff]
 
 
-def _due(
+def _cutoff(
     versions: Sequence[Mapping[str, Any]],
     keep: timedelta,
     now: datetime,
     pins: Sequence[int] = (),
-) -> list[datetime]:
-    """The creation of each version that replaced another at least `keep` ago (oldest
-    first), up to the oldest of `pins`: a prune removes the version each replaced."""
-    return [after for (_, after) in _made(versions, pins)[1:] if after <= now - keep]
+) -> datetime | None:
+    """The creation time before which a prune removes versions (LanceDB keeps the latest
+    whatever its age), None for none: just below the creation of the version that replaced
+    the newest one due (replaced at least `keep` ago, and below the oldest of `pins`), by
+    `CLOCK_SLACK`, since LanceDB takes its own "now" a moment later. Where every version but
+    the latest is due under no retention, `now` less `ONLY_LATEST`: nothing newer is to be
+    spared, and a compaction makes two versions a millisecond apart (a reservation of
+    fragment ids, then the rewrite), so the slack kept the one holding every replaced data
+    file (309 MB left for 139 MB of live rows, and a run again freed nothing)."""
+    made = _made(versions, pins)
+    due = [after for (_, after) in made[1:] if after <= now - keep]
+    if not due:
+        return None
+    if not keep and len(due) == len(versions) - 1:
+        return now - ONLY_LATEST
+    return due[-1] - CLOCK_SLACK
 
 
 def prunable_at(
