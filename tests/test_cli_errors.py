@@ -118,15 +118,45 @@ def test_ctrl_c_is_one_line_exit_130_saying_what_is_kept(
     assert result.output.strip().splitlines() == [f"error: {says}"]
 
 
+def stored(db: Path) -> int:
+    """Rows committed to collection c of the database at db so far (0 before it exists)."""
+    from probembed.store import Database, StoreError
+
+    try:
+        collection = Database(db).collection("c")
+        return collection.count() if collection.exists else 0
+    except StoreError:
+        return 0
+
+
+def terminated_after_a_commit(args: list[str], db: Path) -> tuple[int, str]:
+    """Run `probembed ARGS` and send it SIGTERM once it has committed rows to collection c
+    (more than it held): its exit status and stderr."""
+    import signal
+    import time
+
+    before = stored(db)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "probembed", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # only a guard against a hang
+        while stored(db) <= before and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=120)
+    finally:
+        job.kill()
+    return job.returncode, err
+
+
 def test_sigterm_during_an_ingest_says_what_is_kept_and_ends_by_the_signal(
     saved_pipeline, tmp_path
 ):
     """SIGTERM ended an ingest with status 143 and not a word, where Ctrl-C says what is kept:
     now it says so too, and still ends by the signal; the batches committed stay."""
     import signal
-    import time
-
-    from probembed.store import Database, StoreError
 
     n = 3000  # one commit each: the signal lands long before the last (asserted below)
     source = tmp_path / "docs.jsonl"
@@ -135,32 +165,41 @@ def test_sigterm_during_an_ingest_says_what_is_kept_and_ends_by_the_signal(
     db = tmp_path / "db"
     args = ["ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(saved_pipeline)]
 
-    def stored() -> int:
-        try:
-            collection = Database(db).collection("c")
-            return collection.count() if collection.exists else 0
-        except StoreError:
-            return 0
+    code, err = terminated_after_a_commit([*args, "--batch-size", "1"], db)
 
-    job = subprocess.Popen(
-        [sys.executable, "-m", "probembed", *args, "--batch-size", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300  # only a guard against a hang
-        while not stored() and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        job.send_signal(signal.SIGTERM)
-        _, err = job.communicate(timeout=120)
-    finally:
-        job.kill()
-    assert job.returncode == -signal.SIGTERM, err  # 143 in a shell
+    assert code == -signal.SIGTERM, err  # 143 in a shell
     assert err.strip().splitlines()[-1] == (
         "error: probembed ingest terminated (SIGTERM): committed batches are kept; the same "
         "command resumes"
     ), err
     assert "Traceback" not in err, err
-    assert 0 < stored() < n
+    assert 0 < stored(db) < n
+
+
+def test_sigterm_during_a_chunked_sync_removes_its_undo_pin(saved_pipeline, tmp_path):
+    """SIGTERM ended a chunked ingest by the signal's default action at once, so its undo pin
+    (a `probembed-undo-...` tag, which holds its start version and every later one from
+    every prune) stayed for a week; Ctrl-C removed it. SIGTERM now unwinds as Ctrl-C does."""
+    import signal
+
+    from probembed.store import Database
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "first.md").write_text("# First\n\nStored before the sync.\n")
+    db = tmp_path / "db"
+    args = ["ingest", str(docs), "--chunk", "--db", str(db), "-c", "c"]
+    args += ["--pipeline", str(saved_pipeline), "--batch-size", "1"]
+    assert runner.invoke(app, args).exit_code == 0  # the version the sync pins
+    for i in range(400):  # a commit a chunk: the signal lands long before the last
+        (docs / f"doc{i:03d}.md").write_text(f"# Doc {i}\n\nThe text of document {i}.\n")
+
+    code, err = terminated_after_a_commit([*args, "--sync"], db)
+
+    assert code == -signal.SIGTERM, err
+    assert "error: probembed ingest terminated (SIGTERM)" in err and "Traceback" not in err
+    assert 1 < stored(db) < 401
+    assert Database(db).open("c")._require().tags.list() == {}
 
 
 def test_ctrl_c_before_a_first_commit_leaves_nothing_but_what_another_run_wrote(

@@ -33,6 +33,7 @@ from probembed.interfaces.console import (
     warnings_as_lines,
 )
 from probembed.interfaces.inputs import read_texts
+from probembed.signals import Terminated, end_by_sigterm, raise_terminated
 
 #: Fusion settings `fit` takes, as the library's messages name them -> the options.
 FUSION_OPTIONS = {
@@ -72,10 +73,13 @@ class ProbembedGroup(TyperGroup):
         words = ctx.meta.get(_COMMAND_LINE, [])
         command, _ = self._split(words)
         try:
-            with warnings_as_lines(), _said_on_sigterm(command):
+            with warnings_as_lines(), _unwound_on_sigterm(command):
                 return super().invoke(ctx)
         except _CLICK_EXITS:
             raise
+        except Terminated:
+            note("error:", "bold red", _stopped(command, "terminated (SIGTERM)"))
+            end_by_sigterm()
         except BrokenPipeError:  # `probembed encode ... | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
             raise typer.Exit(0) from None
@@ -111,27 +115,22 @@ def _stopped(command: str, how: str) -> str:
 
 
 @contextlib.contextmanager
-def _said_on_sigterm(command: str) -> Iterator[None]:
-    """Under a command that keeps work as it goes (ingest, embed), SIGTERM says what stays,
-    as Ctrl-C does, then ends the process by the signal's default action as before (status
-    143): its end is not delayed by unwinding, and a Ray session (which makes this handler
-    its own for its duration, `ray_ingest.ray_session`) is not shut down under running
-    work. A handler someone else set, or SIGTERM ignored, is left alone."""
+def _unwound_on_sigterm(command: str) -> Iterator[None]:
+    """SIGTERM stops a command as Ctrl-C does: the work unwinds (`signals.Terminated`), so
+    what its `finally` blocks keep (a write's undo pin removed, a stopped streamed file put
+    back) holds, and `invoke` says what stays before the process ends by the signal (status
+    143). Ended by the default action at once, a chunked ingest left its pin behind. A Ray
+    session makes this handler its own for its duration (`ray_ingest.ray_session`). Not for
+    `serve`, whose server handles SIGTERM itself, nor where someone else set a handler, or
+    SIGTERM is ignored."""
     if (
-        command.split(" ")[0] not in _INTERRUPTED_KEEPS
+        command.split(" ")[0] == "serve"
         or threading.current_thread() is not threading.main_thread()
         or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
     ):
         yield
         return
-
-    def terminate(signum: int, frame: Any) -> None:
-        note("error:", "bold red", _stopped(command, "terminated (SIGTERM)"))
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.raise_signal(signal.SIGTERM)
-        raise SystemExit(128 + signal.SIGTERM)  # SIGTERM blocked in this thread (Ray's)
-
-    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         yield
     finally:

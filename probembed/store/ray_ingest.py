@@ -50,6 +50,7 @@ import pyarrow as pa
 from probembed.extras import require
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
+from probembed.signals import end_by_sigterm, raise_terminated
 from probembed.store.collection import Collection
 from probembed.store.ingest import DEFAULT_BATCH, IngestReport, OnError, ingest
 from probembed.store.ray_progress import BatchTally, counted
@@ -79,11 +80,6 @@ class AnsweredAddress(str):
     without probing it again (the CLI probes before the input is read, the session after)."""
 
 
-class _Terminated(BaseException):
-    """SIGTERM during a Ray session: unwinds the job (an `except Exception` lets it pass) to
-    the session, which ends the process as SIGTERM's default action does."""
-
-
 @contextlib.contextmanager
 def ray_session(address: str | None = None) -> Iterator[None]:
     """Ray as found (already initialised), or joined at `address`, or started on this machine.
@@ -91,7 +87,8 @@ def ray_session(address: str | None = None) -> Iterator[None]:
     A session this call started or joined is shut down when it ends; one found running is
     left to whoever started it. ray.init replaces the process's SIGTERM handler (Ray's core
     worker then dumped a C++ stack and aborted): within the session SIGTERM does what it did
-    before, the default (end the process, status 143) once the job's frames have unwound.
+    before, the default (end the process, status 143) once the job's frames have unwound, or
+    the CLI's `signals.raise_terminated`, whose `Terminated` unwinds on to the CLI's end.
     """
     require("ray", "probembed.store.ray_ingest")
     import ray
@@ -110,36 +107,39 @@ def ray_session(address: str | None = None) -> Iterator[None]:
             ray.init(address=str(address), logging_level="WARNING")  # type: ignore[arg-type]
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")  # type: ignore[arg-type]
-    fired: list[int] = []  # SIGTERMs the session's handler turned into _Terminated
+    fired: list[int] = []  # SIGTERMs the session's handler turned into Terminated
     try:
         with _sigterm_as(before, fired):
             yield
     finally:
-        # Whether _Terminated reaches here or a caller's generator holding the session is
+        # Whether Terminated reaches here or a caller's generator holding the session is
         # closed on its way out (probembed embed), end as the default action would: exit
-        # status 143. Not through ray.shutdown(): Ray Data's threads, still fetching, then
-        # met a shut-down core worker, which ended the process with status 1 (half the runs
-        # measured). Ray's own processes share the driver's fate: a Ray started here goes
-        # with it, a cluster drops the job's actors.
-        if fired:
-            signal.raise_signal(signal.SIGTERM)
-            raise SystemExit(128 + signal.SIGTERM)  # SIGTERM blocked in this thread
-        ray.shutdown()
+        # status 143, here or at the CLI's end once its Terminated has unwound there. Not
+        # through ray.shutdown(): Ray Data's threads, still fetching, then met a shut-down
+        # core worker, which ended the process with status 1 (half the runs measured). Ray's
+        # own processes share the driver's fate: a Ray started here goes with it, a cluster
+        # drops the job's actors.
+        if not fired:
+            ray.shutdown()
+        elif before is not raise_terminated:
+            end_by_sigterm()
 
 
 @contextlib.contextmanager
 def _sigterm_as(before: Any, fired: list[int]) -> Iterator[None]:
-    """SIGTERM handled as `before` (the handler ray.init replaced), the default turned into
-    `_Terminated`; the handler before is restored afterwards. Only the main thread can."""
+    """SIGTERM handled as `before` (the handler ray.init replaced), the default and the CLI's
+    `raise_terminated` turned into `Terminated`, each one counted in `fired`; the handler
+    before is restored afterwards. Only the main thread can."""
     if before is None or threading.current_thread() is not threading.main_thread():
         yield  # a handler not set from Python (None): nothing to restore it to
         return
 
     def terminate(signum: int, frame: Any) -> None:
         fired.append(signum)
-        raise _Terminated
+        raise_terminated(signum, frame)
 
-    signal.signal(signal.SIGTERM, terminate if before == signal.SIG_DFL else before)
+    unwinds = before == signal.SIG_DFL or before is raise_terminated
+    signal.signal(signal.SIGTERM, terminate if unwinds else before)
     try:
         yield
     finally:

@@ -1,0 +1,29 @@
+"""SIGTERM as a stop the work unwinds from, as Ctrl-C's KeyboardInterrupt is: the `finally`
+blocks of a write (its undo pin removed, a stopped streamed file put back) run before the
+process ends. Ended by the signal's default action instead, a chunked ingest left its
+`probembed-undo-...` tag, which held every later version from every prune for a week."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any, NoReturn
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread by `raise_terminated`: `except Exception` lets it
+    pass, as it lets KeyboardInterrupt pass."""
+
+
+def raise_terminated(signum: int, frame: Any) -> None:
+    """The SIGTERM handler that unwinds the work; SIGTERM's default action is back at once,
+    so a second SIGTERM ends the process without waiting for the unwinding."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated
+
+
+def end_by_sigterm() -> NoReturn:
+    """End the process as SIGTERM's default action does (status 143), once the work has
+    unwound: a parent reads it as ended by the signal, as before."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.raise_signal(signal.SIGTERM)
+    raise SystemExit(128 + signal.SIGTERM)  # SIGTERM blocked in this thread (Ray's)
