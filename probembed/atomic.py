@@ -117,7 +117,7 @@ def staging_dir(target: str | os.PathLike, tag: str) -> Iterator[Path]:
     _sweep(target)
     staged = target.with_name(f".{target.name}.{tag}-{secrets.token_hex(6)}")
     staged.mkdir()
-    held = _hold(staged)
+    held = hold(staged)
     try:
         yield staged
     finally:
@@ -244,13 +244,15 @@ def _still_there(descriptor: int, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
-def _hold(directory: Path) -> int | None:
-    """An open descriptor holding an exclusive lock on directory for the writer's lifetime;
-    None where the system or file system has no such locks (nothing is swept there)."""
+def hold(path: Path) -> int | None:
+    """An open descriptor holding an exclusive lock on a directory or file for the writer's
+    lifetime (the kernel releases it when the process ends, killed too); None where another
+    process holds it, or the system or file system has no such locks (nothing is swept
+    there)."""
     fcntl = _fcntl()
     if fcntl is None:
         return None
-    fd = os.open(directory, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -270,7 +272,7 @@ def _sweep(target: Path) -> None:
         try:
             if time.time() - sibling.lstat().st_mtime < _SWEEP_AFTER_SECONDS:
                 continue
-            held = _hold(sibling)
+            held = hold(sibling)
         except OSError:  # gone already, or not ours to open
             continue
         if held is None:  # a live writer holds it (or locks do not work here)

@@ -117,7 +117,7 @@ def test_a_killed_save_leaves_staging_that_the_next_save_removes_once_nobody_hol
 
     from probembed import atomic
 
-    if atomic._hold(tmp_path) is None:
+    if atomic.hold(tmp_path) is None:
         pytest.skip("no directory locks on this system or file system: nothing is swept")
     target = tmp_path / "pipe"
     script = tmp_path.parent / f"{tmp_path.name}-stage.py"

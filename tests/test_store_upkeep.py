@@ -421,3 +421,98 @@ def test_a_compaction_names_the_tags_holding_versions_past_the_retention(tmp_pat
     assert (freed.versions_held, freed.held_by) == (0, ()) and "held" not in str(freed)
     assert freed.versions_removed >= done.versions_held
     assert collection.ids() == set(ids)
+
+
+#: A writer that pins the collection's latest version and holds the pin until its stdin
+#: closes, in a process of its own: what a chunked ingest does while it runs.
+PINNING_WRITER = """
+import sys
+from probembed.store import Database
+
+collection = Database(sys.argv[1]).open("c")
+with collection.pinned(collection.version):
+    print("pinned", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_killed_writers_pin_is_told_apart_from_a_running_ones_and_goes_at_the_next_compaction(
+    tmp_path, hash_pipeline
+):
+    """A writer killed mid-write (SIGKILL, a power cut) left its pin, which held its start
+    version and every later one from every prune for a week, and nothing told it from the
+    pin of a write still running. The writer holds a lock file for its pin: a compaction
+    keeps a running writer's pin and removes a dead one's."""
+    import signal
+    import subprocess
+    import sys
+
+    from probembed.store.pins import ENDED, RUNNING
+
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    ids = small_writes(collection, hash_pipeline, 3)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", PINNING_WRITER, str(root)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "pinned\n"
+        ids += small_writes(collection, hash_pipeline, 3, start=100)
+        [pin] = collection.tags()
+        assert pin.state == RUNNING
+        running = collection.compact(timedelta(0))
+        assert running.held_by == (pin.name,) and running.versions_held > 0
+        writer.send_signal(signal.SIGKILL)  # its `finally` never runs: the tag stays
+        writer.wait(timeout=60)
+    finally:
+        writer.kill()
+    assert [(t.name, t.state) for t in collection.tags()] == [(pin.name, ENDED)]
+
+    done = collection.compact(timedelta(0))
+
+    assert collection.tags() == [] and (done.versions_held, done.held_by) == (0, ())
+    assert [int(v["version"]) for v in collection._require().list_versions()] == [done.version]
+    assert not any((root / ".probembed" / "c" / "pins").iterdir())  # its lock file went too
+    assert collection.ids() == set(ids)
+
+
+def test_the_pins_command_lists_the_tags_and_drops_one_a_running_write_may_need_only_by_force(
+    tmp_path, hash_pipeline
+):
+    """A stale pin could be deleted only through LanceDB's Python API; `probembed pins`
+    lists the tags with what each is, and --drop removes one, refusing a pin whose write may
+    still run (here one with no lock file on this machine: another machine's, an earlier
+    release's) unless forced."""
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    small_writes(collection, hash_pipeline, 3)
+    table = collection._require()
+    pin = f"{PIN_PREFIX}{int(datetime.now(UTC).timestamp())}-0123abcd"  # no lock file here
+    table.tags.create(pin, 2)
+    table.tags.create("release", 3)
+    base = ["pins", "-c", "c", "--db", str(root)]
+
+    listed = runner.invoke(app, [*base, "--json"])
+    assert listed.exit_code == 0, listed.output
+    states = {line["name"]: line["state"] for line in map(json.loads, listed.stdout.splitlines())}
+    assert states == {pin: "unknown", "release": "own"}
+    shown = runner.invoke(app, base)
+    assert shown.exit_code == 0 and "tags of collection 'c'" in shown.stdout
+    assert "release" in shown.stdout
+
+    refused = runner.invoke(app, [*base, "--drop", pin])
+    assert refused.exit_code == 2
+    said = " ".join(refused.stderr.split())
+    assert f"tag {pin!r} is a pin of a write on another machine" in said and "by force" in said
+    assert set(table.tags.list()) == {pin, "release"}
+    missing = runner.invoke(app, [*base, "--drop", "nope"])
+    assert missing.exit_code == 2
+    assert f"no tag 'nope' on this collection; its tags: {pin}, release" in missing.stderr
+
+    dropped = runner.invoke(app, [*base, "--drop", pin, "--drop", "release", "--force"])
+    assert dropped.exit_code == 0, dropped.output
+    assert f"dropped tag {pin!r} (version 2)" in dropped.stderr
+    assert table.tags.list() == {}
+    none = runner.invoke(app, base)
+    assert "collection 'c' has no tags" in none.stderr

@@ -1,5 +1,6 @@
-"""`probembed collections`, `delete`, `drop` and `compact`: what a database holds, taking items
-or a whole collection out of it, and freeing the disk its old versions hold.
+"""`probembed collections`, `delete`, `drop`, `compact` and `pins`: what a database holds,
+taking items or a whole collection out of it, freeing the disk its old versions hold, and the
+tags that keep versions from that.
 
 The store (LanceDB, FAISS) is imported inside each command, as for every store command."""
 
@@ -232,3 +233,62 @@ def compact_command(
                 say(str(done))
     except StoreError as exc:
         raise fail(str(exc)) from exc
+
+
+def pins_command(
+    collection: CollectionOption = DEFAULT_COLLECTION,
+    db: DbOption = None,
+    storage_option: StorageOption = None,
+    drop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drop",
+            help="Remove this tag (repeatable): a stale pin or a tag of your own; a pin whose "
+            "write may still run only with --force.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Drop a pin whose write may still run (on this machine, or one that cannot "
+            "be told: another machine's, an earlier release's): that write can then not be "
+            "undone once a compaction prunes the version the pin held.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List a collection's tags (the pins a write that may be undone keeps its start version
+    with, and tags of your own), each with what it is; --drop removes one."""
+    from probembed.store import StoreError
+    from probembed.store.pins import SAID
+
+    target = _open_collection(db, storage_option, collection)
+    try:
+        if drop:
+            for name in dict.fromkeys(drop):
+                tag = target.drop_tag(name, force)
+                said = {"dropped": tag.to_json()}
+                if not as_json:
+                    say(f"dropped tag {tag.name!r} (version {tag.version}): {SAID[tag.state]}")
+                else:
+                    sys.stdout.write(json.dumps(said) + "\n")
+            return
+        tags = target.tags()
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        for tag in tags:
+            sys.stdout.write(json.dumps(tag.to_json()) + "\n")
+        return
+    if not tags:
+        say(f"collection {collection!r} has no tags: nothing holds its versions from a prune")
+        return
+    table = Table(title=literal(f"tags of collection {collection!r}"))
+    for column in ("tag", "version", "made (UTC)", "what it is"):
+        table.add_column(column, overflow="fold")
+    for tag in tags:
+        made = "-" if tag.made is None else tag.made.strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(literal(tag.name), str(tag.version), made, literal(SAID[tag.state]))
+    out().print(table)

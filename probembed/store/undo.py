@@ -18,7 +18,7 @@ from probembed.store import shared_writes
 from probembed.store.errors import UndoConflictError, WriteConflictError
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import CollectionHandle, scan
-from probembed.store.pins import pinned
+from probembed.store.pins import lock_dir, pinned
 from probembed.store.rows import WRITE_TAG
 from probembed.store.threads import one_at_a_time
 
@@ -125,7 +125,8 @@ class CollectionUndo(CollectionHandle):
         """Keep `version` from every prune while the block runs: the version a write's undo
         puts its ids back to, which its first commit replaces (`pins`); None (no collection
         yet): nothing to keep."""
-        return pinned(None if version is None else self._open(), version)
+        table = None if version is None else self._open()
+        return pinned(table, version, lock_dir(self.db.location.own_dir(self.name)))
 
     def _revert(
         self, version: int | None, ids: Iterable[str], ours: Collection[int] | None

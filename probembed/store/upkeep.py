@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from lancedb.background_loop import LOOP
 
 from probembed.store import shared_writes
 from probembed.store.handle import CollectionHandle
-from probembed.store.pins import expired, held, untag
+from probembed.store.pins import Tag, drop, drop_stale, held, lock_dir, tags_of
 from probembed.store.threads import one_at_a_time
 
 #: How long a version is kept after a newer one replaced it, unless told otherwise.
@@ -95,8 +96,10 @@ class Compaction:
             return done
         return (
             f"{done}; {self.versions_held} more past the retention held by tag(s) "
-            f"{', '.join(self.held_by)} (a running write's pin, which it removes; one of "
-            "yours or a killed writer's stays until deleted: LanceDB's table.tags.delete)"
+            f"{', '.join(self.held_by)}: `probembed pins -c {self.collection}` says whose each "
+            "is and drops one (a pin of a write still running is removed by that write when "
+            "it ends, one whose write was killed on this machine by the next compaction, any "
+            "other pin a week after it was made; a tag of your own stays until you drop it)"
         )
 
 
@@ -256,7 +259,24 @@ class CollectionUpkeep(CollectionHandle):
         """When `PRUNE_VERSIONS` of the collection's versions are past the retention `keep`
         (`prunable_at`), the versions its tags hold kept."""
         table = self._require()
-        return prunable_at(table.list_versions(), keep, pins=list(held(table.tags.list()).values()))
+        pins = held(table.tags.list(), self._pin_locks())
+        return prunable_at(table.list_versions(), keep, pins=list(pins.values()))
+
+    def tags(self) -> list[Tag]:
+        """The collection's tags, each with what it is (`pins.SAID`): a running write's pin,
+        a stale one, one whose writer cannot be told here, or a tag of one's own."""
+        return tags_of(self._require().tags.list(), self._pin_locks())
+
+    @one_at_a_time
+    def drop_tag(self, name: str, force: bool = False) -> Tag:
+        """Remove a tag: a stale pin or a tag of one's own, a pin whose write may still run
+        only with `force` (`pins.drop`). What was removed."""
+        self.db.require_writable()
+        return drop(self._require(), self._pin_locks(), name, force)
+
+    def _pin_locks(self) -> Path:
+        """Where this collection's pins keep their lock files (`pins.lock_dir`)."""
+        return lock_dir(self.db.location.own_dir(self.name))
 
     def optimize(self) -> None:
         """What ingest runs once small fragments piled up (`ingest.finish`): `compact` with the
@@ -295,14 +315,14 @@ class CollectionUpkeep(CollectionHandle):
         """`compact`'s work, under the write lock. The prune is a call of its own, after the
         compaction, so its cutoff is taken when it runs, not before a long rewrite; it stops
         below the oldest version a tag holds (a running write's pin: `pins`), where LanceDB
-        failed the whole cleanup, and first removes the pins of writers long gone."""
+        failed the whole cleanup, and first removes the pins of writers gone (killed here,
+        or a week ago: `pins.drop_stale`)."""
         table = self._require()
         before = fragments(table)
         compacted = shared_writes.committed(partial(optimized, table, NO_PRUNE))
-        tags = table.tags.list()
-        for name in expired(tags):
-            untag(table, name)
-        pins, versions, now = held(tags), table.list_versions(), datetime.now(UTC)
+        drop_stale(table, self._pin_locks())
+        pins = held(table.tags.list(), self._pin_locks())
+        versions, now = table.list_versions(), datetime.now(UTC)
         older_than = prune_after(versions, keep, now, list(pins.values()))
         pruned = shared_writes.committed(partial(optimized, table, older_than))
         return Compaction(
