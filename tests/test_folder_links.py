@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from privilege_support import unprivileged
 from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings
@@ -162,16 +162,6 @@ def test_a_named_pipe_is_named_as_one_not_as_missing(tmp_path, pydoc_pipeline):
     embedded = CliRunner().invoke(app, ["embed", str(fifo), "--out", str(tmp_path / "out")])
     assert embedded.exit_code == 2 and said in " ".join(embedded.output.split())
     assert not (tmp_path / "cli").exists() and not (tmp_path / "out").exists()
-
-
-def unprivileged() -> list[str]:
-    """What runs a command as root runs it without root's right to read any file (nothing for
-    another user): a file of mode 000 is then unreadable to it."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: every file is readable")
-    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
 
 
 @pytest.mark.parametrize(

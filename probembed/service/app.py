@@ -55,7 +55,7 @@ from probembed.store import (
     StoreStateError,
     UndoConflictError,
 )
-from probembed.store.errors import storage_failure
+from probembed.store.errors import disk_refusal, storage_failure
 from probembed.store.location import database_target
 
 log = logging.getLogger("probembed.service")
@@ -278,11 +278,17 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
 
     async def engine_error(request: Request, exc: Exception) -> Response:
         """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a
-        503 (it was a 500 and a trace); any other such error is `internal`, its traceback
-        logged here (a handler for its own class is not re-raised to the server's log)."""
+        503 (it was a 500 and a trace); a write the file system refused for want of
+        permission or space is told as the store tells it (`disk_refusal`: 503, 507); any
+        other such error is `internal`, its traceback logged here (a handler for its own
+        class is not re-raised to the server's log)."""
         said = storage_failure(exc) if remote else None
         if said is not None:
             return storage_down(request, said, exc)
+        refused = disk_refusal(exc)  # one a store's write did not say already
+        if refused is not None:
+            refused.__cause__ = exc  # the log's traceback shows LanceDB's own words
+            return await known(request, refused)
         log.error("%s: internal error", _named(request), exc_info=exc)
         return internal_refusal(request, exc)
 

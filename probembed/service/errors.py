@@ -18,6 +18,7 @@ from probembed.store import (
     CollectionNotFoundError,
     PipelineMismatchError,
     ReadOnlyError,
+    StorageFullError,
     StorageUnavailableError,
     StoreError,
     StoreStateError,
@@ -47,6 +48,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (QueueFullError, 429),
     (StoppingError, 503),
     (ReadOnlyError, 503),
+    (StorageFullError, 507),
     (StorageUnavailableError, 503),
     (WriteConflictError, 409),
     (StoreStateError, 500),
@@ -73,9 +75,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (
             503,
             "Still loading, --limit-concurrency requests already running, loading failed, the "
-            "database is read-only, its storage failed, or the collection's pipeline does not "
-            "load in this server (no Retry-After)",
+            "database is read-only or not writable by the server's user, its storage failed, "
+            "or the collection's pipeline does not load in this server (no Retry-After)",
         ),
+        (507, "The database's disk is full (or its quota spent): the detail says where"),
     )
 }
 

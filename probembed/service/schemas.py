@@ -532,6 +532,7 @@ ERROR_TYPES = {
     429: "rate_limit_error",
     500: "server_error",
     503: "service_unavailable",
+    507: "server_error",
 }
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import re
-from collections.abc import Sequence
+import shutil
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from probembed.documents import OwnNote, Problem
 
@@ -136,6 +141,17 @@ class ReadOnlyError(StoreStateError):
     """A write asked of a database that cannot be written."""
 
 
+class NotWritableError(ReadOnlyError):
+    """A write the file system refused for want of permission (a collection folder of
+    another user's files, where the database's own folder is writable): the operator's to
+    mend, as a read-only database's (a service answers 503)."""
+
+
+class StorageFullError(StoreStateError):
+    """A write the file system refused for want of space or of quota: the operator's to
+    free, and the same write then succeeds (a service answers 507)."""
+
+
 class StorageUnavailableError(StoreStateError):
     """The database's object storage failed a call (unreachable, refused, timed out): the
     same request may succeed later (a service answers it 503 with Retry-After)."""
@@ -214,3 +230,101 @@ class UndoConflictError(WriteConflictError):
         names a failure of its own by its log, not by its text)."""
         said = f"this write stopped part-way ({stopped}), and undoing it failed: {self.conflict}"
         return f"{said}\n{skipped(self.problems)}" if self.problems else said
+
+
+#: How LanceDB's Rust words an OS failure: "... Permission denied (os error 13)".
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+#: An absolute path in such a message: the file it failed on, or its Rust source location.
+_PATH = re.compile(r'/[^\s"]+')
+_RUST_SOURCE = re.compile(r"\.rs:\d+")
+#: A database on object storage, where no local folder is to blame.
+_URI = re.compile(r"[a-z][a-z0-9+.-]*://")
+
+
+def disk_refusal(
+    exc: BaseException, collection: str | None = None, database: str | os.PathLike | None = None
+) -> StoreStateError | None:
+    """The error that says what the operator must mend, where the file system refused a
+    write for want of permission (`NotWritableError`) or of space (`StorageFullError`), else
+    None: LanceDB's raw "Permission denied (os error 13) at path ..." ended the CLI with exit
+    1 and a service's write with a generic 500. It names the collection (when given), the
+    file, else the collection's folder in `database` (LanceDB's refused folder and full disk
+    name none), the folder's owner and mode or the space left, and what to do."""
+    code, path = _os_failure(exc)
+    if path is None and collection is not None and database is not None:
+        path = f"{database}/{collection}.lance"  # LanceDB's folder of the table
+    what = "the database" if collection is None else f"collection {collection!r}"
+    if code in (errno.EACCES, errno.EPERM):
+        return NotWritableError(_not_writable(what, path))
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return StorageFullError(_full(what, path, code))
+    return None
+
+
+@contextlib.contextmanager
+def disk_refusals(collection: str, database: str | os.PathLike) -> Iterator[None]:
+    """Raise a write's refusal by the file system as `disk_refusal` tells it."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        refused = disk_refusal(exc, collection, database)
+        if refused is None:
+            raise
+        raise refused from exc
+
+
+def _os_failure(exc: BaseException) -> tuple[int | None, str | None]:
+    """The errno and the file of an OS failure, raised by Python (an OSError with its errno)
+    or worded by LanceDB (a RuntimeError or OSError whose text ends "(os error N)")."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc.errno, None if exc.filename is None else str(exc.filename)
+    found = _OS_ERROR.search(str(exc)) if isinstance(exc, (RuntimeError, OSError)) else None
+    if found is None:
+        return None, None
+    paths = [p for p in _PATH.findall(str(exc)) if not _RUST_SOURCE.search(p)]
+    path = re.sub(r"#\d+$", "", paths[0].rstrip(":,")) if paths else None
+    return int(found.group(1)), path
+
+
+def _not_writable(what: str, path: str | None) -> str:
+    """A permission refusal in words: where, whose it is, who this process is, what to do."""
+    said = f"cannot write {what}: permission denied"
+    if path is None or _URI.match(path):
+        return f"{said}; make the database's folders writable by this process's user"
+    place = _nearest(path)
+    found = place.stat()
+    owner, mode = _owner(found.st_uid), stat.filemode(found.st_mode)
+    table = next((p for p in (place, *place.parents) if p.suffix == ".lance"), place)
+    return (
+        f"{said} on {place} (owner {owner}, mode {mode}; this process runs as "
+        f"{_owner(os.geteuid())}): make {table} and everything in it writable by this user "
+        "(chown -R or chmod -R), or write as its owner"
+    )
+
+
+def _full(what: str, path: str | None, code: int) -> str:
+    """A refusal for want of space in words: where, how much is left, what to do."""
+    cause = "disk quota exceeded" if code == errno.EDQUOT else "no space left on device"
+    said = f"{cause} for {what}"
+    if path is not None and not _URI.match(path):
+        said += f" in {path} ({shutil.disk_usage(_nearest(path)).free:,} bytes free there)"
+    return f"{said}: free space on that file system (or raise the quota), then write again"
+
+
+def _nearest(path: str) -> Path:
+    """The file or folder at `path`, or its nearest parent that exists (a temporary file the
+    refused write never made)."""
+    place = Path(path)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    return place
+
+
+def _owner(uid: int) -> str:
+    """A user id as a name and number, or the number alone where no name is known."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from probembed import atomic
 from probembed.caller import warn_caller
-from probembed.store.errors import CollectionBusyError, StoreStateError
+from probembed.store.errors import CollectionBusyError, StoreStateError, disk_refusals
 from probembed.store.rows import PipelineInfo, read_header, settings_mark, variance_basis
 from probembed.store.threads import one_at_a_time
 from probembed.store.variance import VarianceBasis
@@ -240,12 +240,19 @@ class CollectionHandle:
         basis = self.variance_basis
         return stored if basis is None else basis.decode(stored)
 
-    def _writing(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
         """Hold this collection's write lock on this machine (other processes, other threads):
         "append unless stored" is a check and then a commit, and two writers passing the check
         together stored an id twice (search then showed it twice). Writers on other machines of
-        one object store are not held back: there rows go in by `shared_writes` instead."""
-        return atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK)
+        one object store are not held back: there rows go in by `shared_writes` instead. A
+        write the file system refuses (another user's files, a full disk) is said as such
+        (`errors.disk_refusals`), not as LanceDB's raw error."""
+        with (
+            disk_refusals(self.name, self.db.path),
+            atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK),
+        ):
+            yield
 
     @contextlib.contextmanager
     def planning(self, what: str, wait: float | None = None) -> Iterator[None]:

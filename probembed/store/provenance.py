@@ -24,7 +24,7 @@ from pathlib import Path
 
 from probembed.pipeline import CONFIG_FILE, Pipeline, available_pipelines
 from probembed.store import shared_writes
-from probembed.store.errors import PipelineMismatchError, StoreStateError
+from probembed.store.errors import PipelineMismatchError, StoreStateError, disk_refusals
 from probembed.store.handle import CollectionHandle
 from probembed.store.rows import SETTINGS_MARK, PipelineInfo
 from probembed.store.threads import one_at_a_time
@@ -153,7 +153,8 @@ class CollectionPipeline(CollectionHandle):
         if changes and not replace:
             raise _settings_refused(self.name, pipeline, changes)
         if not kept or changes:
-            pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
+            with disk_refusals(self.name, self.db.path):  # a full disk: a raw OSError, a 500
+                pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
             location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
             if changes:
                 self._mark_replaced()

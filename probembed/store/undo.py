@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from probembed.documents import OwnNote
 from probembed.store import shared_writes
-from probembed.store.errors import UndoConflictError, WriteConflictError
+from probembed.store.errors import UndoConflictError, WriteConflictError, disk_refusals
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import CollectionHandle, scan
 from probembed.store.pins import lock_dir, pinned
@@ -121,12 +121,15 @@ class CollectionUndo(CollectionHandle):
         with undoing(stopped_by):
             self._revert(version, ids, ours)
 
-    def pinned(self, version: int | None) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def pinned(self, version: int | None) -> Iterator[None]:
         """Keep `version` from every prune while the block runs: the version a write's undo
         puts its ids back to, which its first commit replaces (`pins`); None (no collection
-        yet): nothing to keep."""
+        yet): nothing to keep. A pin the file system refuses is said as a write's refusal."""
         table = None if version is None else self._open()
-        return pinned(table, version, lock_dir(self.db.location.own_dir(self.name)))
+        locks = lock_dir(self.db.location.own_dir(self.name))
+        with disk_refusals(self.name, self.db.path), pinned(table, version, locks):
+            yield
 
     def _revert(
         self, version: int | None, ids: Iterable[str], ours: Collection[int] | None
