@@ -1,6 +1,6 @@
-"""`probembed collections`, `delete`, `drop`, `compact` and `pins`: what a database holds,
-taking items or a whole collection out of it, freeing the disk its old versions hold, and the
-tags that keep versions from that.
+"""`probembed collections`, `delete`, `drop`, `undo`, `compact` and `pins`: what a database
+holds, taking items or a whole collection out of it, undoing a write, freeing the disk its old
+versions hold, and the tags that keep versions from that.
 
 The store (LanceDB, FAISS) is imported inside each command, as for every store command."""
 
@@ -193,6 +193,37 @@ def drop_command(
     except StoreError as exc:
         raise fail(str(exc)) from exc
     say(f"dropped collection {collection!r} ({count} item(s))")
+
+
+def undo_command(
+    collection: CollectionOption = DEFAULT_COLLECTION,
+    db: DbOption = None,
+    storage_option: StorageOption = None,
+    to: Annotated[
+        int | None,
+        typer.Option(
+            "--to",
+            help="Undo every write after this version (`probembed collections --json` gives "
+            "the latest), not only the last one.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Undo a collection's last write (the last commit that changed items: a batch of an
+    ingest, a delete, an undo), putting its items back as they were; items another writer
+    has changed since are left as they are. Undoing an undo puts the write back."""
+    from probembed.store import StoreError
+
+    target = _open_collection(db, storage_option, collection)
+    try:
+        done = target.undo(to)
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(done.to_json()) + "\n")
+    else:
+        say(str(done))
 
 
 def compact_command(

@@ -1,6 +1,7 @@
 """The store's commands on the probembed CLI, registered in one place: ingest and embed
-(`ingest_commands`), search (`search_command`), collections, delete, drop, compact and pins
-(`collection_commands`), the demo and serve; the options they share are in `store_options`."""
+(`ingest_commands`), search (`search_command`), collections, delete, drop, undo, compact and
+pins (`collection_commands`), the demo and serve; the options they share are in
+`store_options`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from probembed.interfaces.collection_commands import (
     delete_command,
     drop_command,
     pins_command,
+    undo_command,
 )
 from probembed.interfaces.ingest_commands import embed_command, ingest_command
 from probembed.interfaces.search_command import search_command
@@ -25,6 +27,7 @@ def register(app: typer.Typer) -> None:
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)
     app.command("drop")(drop_command)
+    app.command("undo")(undo_command)
     app.command("compact")(compact_command)
     app.command("pins")(pins_command)
     from probembed.interfaces.demo_command import demo_command  # it builds on ingest and search

@@ -32,11 +32,11 @@ def sql_list(values: Sequence[str]) -> str:
 IDS_PER_CONDITION = 5_000
 
 
-def id_conditions(ids: Sequence[str]) -> list[str]:
-    """`id IN (...)` over these ids, `IDS_PER_CONDITION` at a time: the memory of each is
-    bounded, however many ids there are."""
+def id_conditions(ids: Sequence[str], column: str = "id") -> list[str]:
+    """`id IN (...)` (or another column's) over these ids, `IDS_PER_CONDITION` at a time: the
+    memory of each is bounded, however many ids there are."""
     return [
-        f"id IN ({sql_list(ids[start : start + IDS_PER_CONDITION])})"
+        f"{column} IN ({sql_list(ids[start : start + IDS_PER_CONDITION])})"
         for start in range(0, len(ids), IDS_PER_CONDITION)
     ]
 
