@@ -26,7 +26,6 @@ import pytest
 
 from probembed.chunking import ChunkSettings
 from probembed.store import Database, ingest, ingest_documents
-from probembed.store.errors import NO_SPACE_ADVICE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Only a guard against a hung child: no test waits on a timer otherwise.
@@ -380,12 +379,12 @@ def test_a_full_disk_says_what_stopped_the_sync_what_it_left_and_what_to_do(
     found = json.loads(done.stdout.splitlines()[-1])
     (made, _), (code, said), (again, said_again) = found["runs"]
     assert (made, again) == (0, 0), said_again
-    assert code == 1, said
-    error, *notes = said.strip().splitlines()[-4:]
-    assert "No space left on device" in error, said  # the write's own error
+    assert code == 2, said  # the store's refusal: what to mend, not the engine's raw error
+    error, *notes = said.strip().splitlines()[-3:]
+    assert error.startswith("error: no space left on device for collection 'c'"), said
+    assert error.endswith("free space on that file system (or raise the quota), then write again")
     assert notes[0].startswith("undoing it failed too ("), said
     assert "the batches that write committed before it stopped are still stored" in notes[1]
-    assert notes[2] == NO_SPACE_ADVICE, said
     whole = alone(tmp_path, v2, pydoc_pipeline)
     stored = {i: tuple(v) for i, v in found["rows"].items()}
     assert stored == {i: (text, digest) for chunks in whole.values() for i, text, digest in chunks}

@@ -173,20 +173,6 @@ def storage_failure(exc: BaseException) -> str | None:
     return _SOURCE.sub("", text.split(_LANCE_IO, 1)[1]).strip()
 
 
-#: How the system words a full disk (errno ENOSPC), in an OSError and in LanceDB's errors.
-_NO_SPACE = "No space left on device"
-#: What a write stopped by a full disk tells the person who ran it.
-NO_SPACE_ADVICE = "no space left on device: free space and run the same command again"
-
-
-def no_space(exc: BaseException) -> bool:
-    """Whether an error is a full disk's (an OSError of errno ENOSPC, or LanceDB's error
-    wrapping one, a RuntimeError naming it)."""
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    return isinstance(exc, (RuntimeError, OSError)) and _NO_SPACE in str(exc)
-
-
 class WriteConflictError(StoreStateError):
     """A commit that LanceDB could not reconcile with another writer's commit at the same
     time (object storage, several machines): nothing of it was stored; sent again, it may

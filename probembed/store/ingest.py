@@ -20,19 +20,17 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 import numpy as np
 import pyarrow as pa
 
-from probembed.documents import OwnNote, record_from, under_prefix
+from probembed.documents import record_from, under_prefix
 from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import (
-    NO_SPACE_ADVICE,
     CollectionDroppedError,
     StorageUnavailableError,
     StoreError,
     UndoConflictError,
     listed,
-    no_space,
     skipped,
 )
 from probembed.store.kinds import refuse_mixing
@@ -541,9 +539,9 @@ def undo(
     service answers by the class), or, when the undo meets another writer's commit, in an
     `UndoConflictError` naming what stopped the run once; an undo that fails otherwise (a
     full disk) raises what stopped the run, noted with that and what the run left
-    (`undo.undoing`). A full disk's error (`no_space`) is noted with what to do. A step
-    whose own put-back met a
-    conflict (an upsert's removal: `_removed`) stopped the run with an `UndoConflictError`:
+    (`undo.undoing`); a full disk's is a `StorageFullError` saying what to do
+    (`errors.disk_refusals`). A step whose own put-back met a conflict (an upsert's
+    removal: `_removed`) stopped the run with an `UndoConflictError`:
     what stopped that step is then what stopped the run, whose undo puts the step back too;
     done, that is raised, not a conflict saying the batches are still stored. A run whose
     collection was dropped under it has nothing to undo: a collection of the name there now
@@ -555,8 +553,6 @@ def undo(
     except UndoConflictError as undone:
         raise UndoConflictError(stopped, undone.conflict, problems) from undone.conflict
     finally:  # an undo that failed otherwise raises `stopped`, noted with its failure
-        if no_space(stopped):
-            stopped.add_note(OwnNote(NO_SPACE_ADVICE))
         if problems:
             stopped.add_note(skipped(problems))
     if stopped is not stop:
