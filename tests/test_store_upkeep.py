@@ -516,3 +516,39 @@ def test_the_pins_command_lists_the_tags_and_drops_one_a_running_write_may_need_
     assert table.tags.list() == {}
     none = runner.invoke(app, base)
     assert "collection 'c' has no tags" in none.stderr
+
+
+def test_a_compaction_removes_what_killed_writers_left_unfinished_once_stale(
+    tmp_path, hash_pipeline
+):
+    """A compaction killed mid-rewrite left the data file it was writing (`data/.tmp` and six
+    characters: 125 MB measured), which no manifest names and LanceDB's cleanup never
+    removes, `--keep 0` and `delete_unverified` alike; so did a commit's staged manifest
+    (`N.manifest#1`). A compaction removes them once untouched for `STALE_UNFINISHED`; a
+    fresh one may be a live writer's (on another machine sharing the folder) and stays but
+    under no retention, which is for a database nobody else writes."""
+    import os
+    import time
+
+    from probembed.store.upkeep import STALE_UNFINISHED
+
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    ids = small_writes(collection, hash_pipeline, 3)
+    table = root / "c.lance"
+    stale = [table / "data" / ".tmpAbC123", table / "_versions" / "5.manifest#1"]
+    fresh = table / "data" / ".tmpXyZ789"
+    then = time.time() - STALE_UNFINISHED.total_seconds() - 60
+    for path in [*stale, fresh]:
+        path.write_bytes(b"\0" * 4096)
+    for path in stale:
+        os.utime(path, (then, then))
+    before = disk_files(root)
+
+    done = collection.compact(timedelta(hours=1))
+
+    assert [path.exists() for path in [*stale, fresh]] == [False, False, True]
+    assert done.unfinished_removed == 2 and "(with 2 unfinished file(s)" in str(done)
+    assert freed_as_said(before, root, done.bytes_freed)
+    assert collection.compact(timedelta(0)).unfinished_removed == 1  # nobody else writes
+    assert not fresh.exists() and collection.ids() == set(ids)

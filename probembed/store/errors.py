@@ -228,17 +228,16 @@ _URI = re.compile(r"[a-z][a-z0-9+.-]*://")
 
 
 def disk_refusal(
-    exc: BaseException, collection: str | None = None, database: str | os.PathLike | None = None
+    exc: BaseException, collection: str | None = None, folder: str | os.PathLike | None = None
 ) -> StoreStateError | None:
     """The error that says what the operator must mend, where the file system refused a
     write for want of permission (`NotWritableError`) or of space (`StorageFullError`), else
     None: LanceDB's raw "Permission denied (os error 13) at path ..." ended the CLI with exit
     1 and a service's write with a generic 500. It names the collection (when given), the
-    file, else the collection's folder in `database` (LanceDB's refused folder and full disk
-    name none), the folder's owner and mode or the space left, and what to do."""
+    file, else the collection's table `folder` (LanceDB's refused folder and full disk name
+    none), the folder's owner and mode or the space left, and what to do."""
     code, path = _os_failure(exc)
-    if path is None and collection is not None and database is not None:
-        path = f"{database}/{collection}.lance"  # LanceDB's folder of the table
+    path = str(folder) if path is None and folder is not None else path
     what = "the database" if collection is None else f"collection {collection!r}"
     if code in (errno.EACCES, errno.EPERM):
         return NotWritableError(_not_writable(what, path))
@@ -248,12 +247,13 @@ def disk_refusal(
 
 
 @contextlib.contextmanager
-def disk_refusals(collection: str, database: str | os.PathLike) -> Iterator[None]:
-    """Raise a write's refusal by the file system as `disk_refusal` tells it."""
+def disk_refusals(collection: str, folder: str | os.PathLike) -> Iterator[None]:
+    """Raise a write's refusal by the file system as `disk_refusal` tells it (`folder`: the
+    collection's table, `Location.table_folder`)."""
     try:
         yield
     except (OSError, RuntimeError) as exc:
-        refused = disk_refusal(exc, collection, database)
+        refused = disk_refusal(exc, collection, folder)
         if refused is None:
             raise
         raise refused from exc

@@ -249,7 +249,7 @@ class CollectionHandle:
         write the file system refuses (another user's files, a full disk) is said as such
         (`errors.disk_refusals`), not as LanceDB's raw error."""
         with (
-            disk_refusals(self.name, self.db.path),
+            disk_refusals(self.name, self.db.location.table_folder(self.name)),
             atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK),
         ):
             yield

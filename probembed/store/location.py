@@ -233,6 +233,13 @@ class Location:
             options["storage_options"] = self.storage_options or None
         return lancedb.connect(self.uri, **options)
 
+    def table_folder(self, collection: str) -> Path | str:
+        """Where LanceDB keeps a collection's table: `NAME.lance` in the database (a folder,
+        or a prefix of the object store's)."""
+        if self.remote:
+            return f"{self.uri}/{collection}.lance"
+        return cast(Path, self.path) / f"{collection}.lance"
+
     def own_dir(self, collection: str) -> Path:
         """Local directory of a collection's own files: the database's, or a cache mirror."""
         if not self.remote:

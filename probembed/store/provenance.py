@@ -153,7 +153,7 @@ class CollectionPipeline(CollectionHandle):
         if changes and not replace:
             raise _settings_refused(self.name, pipeline, changes)
         if not kept or changes:
-            with disk_refusals(self.name, self.db.path):  # a full disk: a raw OSError, a 500
+            with disk_refusals(self.name, self.pipeline_dir):  # a full disk: a raw OSError
                 pipeline.save(self.pipeline_dir)  # swapped in whole: never half a copy
             location.publish(self.name, PIPELINE_DIR, CONFIG_FILE)
             if changes:

@@ -312,7 +312,10 @@ class CollectionUndo(CollectionHandle):
         yet): nothing to keep. A pin the file system refuses is said as a write's refusal."""
         table = None if version is None else self._open()
         locks = lock_dir(self.db.location.own_dir(self.name))
-        with disk_refusals(self.name, self.db.path), pinned(table, version, locks):
+        with (
+            disk_refusals(self.name, self.db.location.table_folder(self.name)),
+            pinned(table, version, locks),
+        ):
             yield
 
     def _revert(

@@ -13,7 +13,10 @@ write lock.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import stat
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -61,6 +64,18 @@ COMPACT_SMALL_FRAGMENTS = 16
 #: ingest's compaction leaves of one under a million rows), every fragment under the million
 #: rows in one of a large fragment and a few small writes; hence many versions, not a few.
 PRUNE_VERSIONS = 256
+#: A file a killed writer left unfinished in a table's folder: LanceDB's temporary file
+#: (`.tmpXXXXXX`, renamed into place once whole) and its object store's staged one (`NAME#N`).
+#: No manifest names either, and LanceDB's cleanup never removes them (a compaction killed
+#: mid-rewrite left a 125 MB `data/.tmp...` file through every `compact --keep 0`).
+_UNFINISHED = re.compile(r"\.tmp[A-Za-z0-9]{6}|.+#\d+")
+#: An unfinished file untouched this long is a killed writer's: a live one writes its file as
+#: it goes and renames it before its commit (probembed's own under the write lock, which a
+#: compaction holds: this is for writers of other machines sharing the folder, or a user's
+#: own LanceDB code). One of a writer paused longer only fails that write (its rename finds
+#: no file), never a commit. Under no retention (`--keep 0`: a database nobody else reads or
+#: writes), any age.
+STALE_UNFINISHED = timedelta(hours=6)
 #: A duration as the CLI and `probembed serve` take it: a number and a unit.
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -82,6 +97,8 @@ class Compaction:
     #: from every prune without a word.
     versions_held: int = 0
     held_by: tuple[str, ...] = ()
+    #: Unfinished files of killed writers removed (`swept`); their bytes are in `bytes_freed`.
+    unfinished_removed: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """As `--json` prints it."""
@@ -92,6 +109,8 @@ class Compaction:
             f"{self.collection}: fragments {self.fragments_before} -> {self.fragments_after}, "
             f"{self.versions_removed} old version(s) removed, {self.bytes_freed:,} bytes freed"
         )
+        if self.unfinished_removed:
+            done += f" (with {self.unfinished_removed} unfinished file(s) of killed writers)"
         if not self.versions_held:
             return done
         return (
@@ -230,6 +249,22 @@ def optimized(table: Any, older_than: timedelta) -> Any:
     return LOOP.run(table._table.optimize(cleanup_older_than=older_than, delete_unverified=False))
 
 
+def swept(folder: Path, stale: timedelta = STALE_UNFINISHED) -> tuple[int, int]:
+    """Remove the unfinished files (`_UNFINISHED`) in a table's folder untouched for `stale`:
+    how many, and their bytes."""
+    now = time.time()
+    removed, freed = 0, 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            found = path.lstat()
+            if not stat.S_ISREG(found.st_mode) or not _UNFINISHED.fullmatch(path.name):
+                continue
+            if now - found.st_mtime >= stale.total_seconds():
+                path.unlink()
+                removed, freed = removed + 1, freed + found.st_size
+    return removed, freed
+
+
 def fragments(table: Any) -> int:
     """How many fragments the table's latest version has."""
     return int(table.stats()["fragment_stats"]["num_fragments"])
@@ -316,7 +351,8 @@ class CollectionUpkeep(CollectionHandle):
         compaction, so its cutoff is taken when it runs, not before a long rewrite; it stops
         below the oldest version a tag holds (a running write's pin: `pins`), where LanceDB
         failed the whole cleanup, and first removes the pins of writers gone (killed here,
-        or a week ago: `pins.drop_stale`)."""
+        or a week ago: `pins.drop_stale`). In a folder (object storage has none) it then
+        removes what killed writers left unfinished there (`swept`)."""
         table = self._require()
         before = fragments(table)
         compacted = shared_writes.committed(partial(optimized, table, NO_PRUNE))
@@ -325,12 +361,16 @@ class CollectionUpkeep(CollectionHandle):
         versions, now = table.list_versions(), datetime.now(UTC)
         older_than = prune_after(versions, keep, now, list(pins.values()))
         pruned = shared_writes.committed(partial(optimized, table, older_than))
+        folder = self.db.location.table_folder(self.name)
+        stale = STALE_UNFINISHED if keep else timedelta(0)
+        unfinished, unfinished_bytes = (0, 0) if isinstance(folder, str) else swept(folder, stale)
         return Compaction(
             self.name,
             before,
             fragments(table),
             int(compacted.prune.old_versions_removed + pruned.prune.old_versions_removed),
-            int(compacted.prune.bytes_removed + pruned.prune.bytes_removed),
+            int(compacted.prune.bytes_removed + pruned.prune.bytes_removed) + unfinished_bytes,
             int(table.version),
             *held_back(versions, keep, pins, now),
+            unfinished,
         )
