@@ -438,7 +438,8 @@ def test_compacting_on_s3_prunes_old_versions_and_keeps_every_item(
 
     assert done.versions_removed >= start and done.bytes_freed > 0
     gone = before - set(object_keys(endpoint, bucket))
-    assert sum("/_versions/" in key for key in gone) == done.versions_removed  # manifests
+    manifests = sum("/_versions/" in key for key in gone)
+    assert manifests == done.versions_removed - 1  # and the compaction's own reservation
     reopened = Database(uri, storage_options=options).open("c")
     assert min(v["version"] for v in reopened._require().list_versions()) > start
     assert reopened.count() == len(ids) and reopened.ids() == set(ids)

@@ -152,6 +152,8 @@ def test_sigterm_during_a_burst_of_writes_exits_within_the_grace_and_stores_each
         assert len(chunks) > 512, len(chunks)
     else:
         assert answers["chunked"] == 503 and not chunks, (answers, len(chunks))
+    # its undo pin went with it, however it ended (a killed CLI ingest's stayed a week)
+    assert Database(tmp_path / "db").open("chunks")._require().tags.list() == {}
 
 
 #: The chunked write's document: random 8-letter words (4-5 WordPiece tokens each), cut into
