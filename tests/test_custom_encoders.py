@@ -427,13 +427,10 @@ def test_a_collection_the_server_cannot_load_leaves_the_others_served(
         assert client.get("/readyz").json()["unservable"] == {}
 
 
-def test_a_large_delete_in_a_collection_the_server_cannot_load_deletes(
-    tmp_path, mine_class, pydoc_pipeline_dir
-):
-    """A delete needs no model, but one of over a tenth of the rows measures the members'
-    agreement again, which loaded the pipeline: where the server could not load it, the rows
-    went and the answer was a 500. The delete is answered; the agreement stays due, for the
-    next write or delete that loads the pipeline."""
+def written_unloadable(tmp_path, mine_class):
+    """Collections `own` (30 records) and `docs` (30 chunked documents) in tmp_path/db, by a
+    pipeline of an encoder registered only while they are written: no other process loads
+    them. Returns that pipeline."""
     db = Database(tmp_path / "db", create=True)
     (tmp_path / "docs.jsonl").write_text(
         "".join(f'{{"id": "d{i}", "text": "document {i}"}}\n' for i in range(30))
@@ -446,6 +443,17 @@ def test_a_large_delete_in_a_collection_the_server_cannot_load_deletes(
         ingest_documents(tmp_path / "docs.jsonl", db.collection("docs"), pipeline)
     finally:
         encoders.REGISTERED.pop("mine")
+    return pipeline
+
+
+def test_a_large_delete_in_a_collection_the_server_cannot_load_deletes(
+    tmp_path, mine_class, pydoc_pipeline_dir
+):
+    """A delete needs no model, but one of over a tenth of the rows measures the members'
+    agreement again, which loaded the pipeline: where the server could not load it, the rows
+    went and the answer was a 500. The delete is answered; the agreement stays due, for the
+    next write or delete that loads the pipeline."""
+    pipeline = written_unloadable(tmp_path, mine_class)
     with Server(tmp_path / "db", pydoc_pipeline_dir) as server, server.client() as client:
         for name, prefix, doc in (("own", "r", False), ("docs", "d", True)):
             assert not Database(tmp_path / "db").collection(name).agreement_due()
@@ -467,18 +475,7 @@ def test_a_large_delete_by_the_cli_in_a_collection_it_cannot_load_deletes(tmp_pa
     """`probembed delete` of over a tenth of a collection whose pipeline does not load in the
     CLI's process (its encoder registered in the writer's only): the rows went, then it
     printed the load's error and failed. It is done, and warns that the agreement is due."""
-    db = Database(tmp_path / "db", create=True)
-    (tmp_path / "docs.jsonl").write_text(
-        "".join(f'{{"id": "d{i}", "text": "document {i}"}}\n' for i in range(30))
-    )
-    probembed.register_encoder("mine", mine_class)
-    members = [make_estimator("perturb", mine_class(s), views=2) for s in (1.0, 2.0)]
-    pipeline = Pipeline(members, name="own", cache=False)
-    try:
-        ingest([Record(f"r{i}", f"text {i}") for i in range(30)], db.collection("own"), pipeline)
-        ingest_documents(tmp_path / "docs.jsonl", db.collection("docs"), pipeline)
-    finally:
-        encoders.REGISTERED.pop("mine")
+    written_unloadable(tmp_path, mine_class)
     for name, prefix, doc in (("own", "r", []), ("docs", "d", ["--doc"])):
         ids = [f"{prefix}{i}" for i in range(10)]
         command = ["delete", "--db", str(tmp_path / "db"), "--collection", name, *doc, *ids]
