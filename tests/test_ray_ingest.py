@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_var_change
+from test_cli_errors import stored, terminated_after_a_commit
 from typer.testing import CliRunner
 
 from probembed.cache import CacheStats, EmbeddingCache
@@ -32,7 +33,6 @@ from probembed.store import (
     IngestError,
     PipelineMismatchError,
     Record,
-    StoreError,
     ingest,
 )
 
@@ -710,15 +710,6 @@ def test_a_killed_job_rerun_stores_every_document_once(
     assert sorted(stored) == sorted(f"d{i}" for i in range(len(texts)))  # each exactly once
 
 
-def stored(db):
-    """Rows committed to collection c of the database at db so far (0 before it exists)."""
-    try:
-        collection = Database(db).collection("c")
-        return collection.count() if collection.exists else 0
-    except StoreError:
-        return 0
-
-
 def test_sigterm_ends_a_ray_ingest_as_it_ends_a_local_one(
     tmp_path, hash_pipeline, sentences, ray_address
 ):
@@ -735,19 +726,8 @@ def test_sigterm_ends_a_ray_ingest_as_it_ends_a_local_one(
     db = tmp_path / "db"
     args = ["ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(pipeline_dir)]
     args += ["--ray", "--address", ray_address, "--workers", "2", "--batch-size", "16"]
-    job = subprocess.Popen(
-        [sys.executable, "-m", "probembed", *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300  # only a guard against a hang
-        while not stored(db) and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        job.send_signal(signal.SIGTERM)
-        _, err = job.communicate(timeout=120)
-    finally:
-        job.kill()
-    assert job.returncode == -signal.SIGTERM, err
+    code, err = terminated_after_a_commit(args, db)
+    assert code == -signal.SIGTERM, err
     assert "SIGTERM received" not in err and "Traceback" not in err, err
     assert "error: probembed ingest terminated (SIGTERM): committed batches are kept" in err, err
     before = stored(db)
