@@ -279,6 +279,8 @@ def test_the_service_answers_409_while_another_process_plans_and_takes_plain_wri
     up."""
     from service_support import Server
 
+    from probembed.service.collections import PLAN_RETRY_S
+
     db = tmp_path / "db"
     common = ["--db", str(db), "-c", "r", "--pipeline", str(pydoc_pipeline_dir)]
     base = write_records(tmp_path / "base.jsonl", range(40), "base")
@@ -303,6 +305,7 @@ def test_the_service_answers_409_while_another_process_plans_and_takes_plain_wri
     assert plain.status_code == 200, plain.text
     for refused in (resync, rechunk, delete):
         assert refused.status_code == 409, refused.text
+        assert refused.headers["Retry-After"] == str(PLAN_RETRY_S), refused.headers
     said = resync.json()["detail"]  # the server names no path of its machine: <tmp>/...
     assert "is being changed by sync of " in said and "sync.jsonl (pid" in said, said
     said = delete.json()["detail"]

@@ -27,7 +27,7 @@ from probembed.documents import with_notes
 from probembed.encoders.base import is_blank
 from probembed.pipeline import pipeline_name
 from probembed.service.batching import QueueFullError
-from probembed.service.collections import _collections
+from probembed.service.collections import PLAN_RETRY_S, _collections
 from probembed.service.embeddings import _embeddings
 from probembed.service.errors import _INTERNAL, _STATUS, ApiError, refusal
 from probembed.service.gate import PROBES, Gate
@@ -55,7 +55,7 @@ from probembed.store import (
     StoreStateError,
     UndoConflictError,
 )
-from probembed.store.errors import disk_refusal, storage_failure
+from probembed.store.errors import CollectionBusyError, disk_refusal, storage_failure
 from probembed.store.location import database_target
 
 log = logging.getLogger("probembed.service")
@@ -225,6 +225,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             headers["Retry-After"] = str(exc.retry_after)
         elif isinstance(exc, NotReadyError) and not exc.failed:
             headers["Retry-After"] = "1"
+        elif isinstance(exc, CollectionBusyError):  # another process's planning write
+            headers["Retry-After"] = str(PLAN_RETRY_S)
         if isinstance(exc, IngestError):
             message = exc.told('send "on_error": "skip"')
             return refusal(request, status, message, headers, raw=[str(p) for p in exc.problems])

@@ -42,6 +42,10 @@ from probembed.store.rows import PipelineInfo, not_unicode
 #: would wait in its collection's turn (`Service.run`), holding up that collection's
 #: searches; the client is answered 409 naming that write and sends it again later.
 PLAN_WAIT = 0.0
+#: Retry-After of that 409: how often to ask again, not an estimate of when the other write
+#: ends, which nothing here knows (a sync of one file or of a whole folder); its detail names
+#: that write and since when it runs.
+PLAN_RETRY_S = 5
 #: A collection name in a path, as the store accepts them.
 CollectionName = Annotated[str, Path(pattern=schemas.COLLECTION_NAME)]
 

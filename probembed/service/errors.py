@@ -65,7 +65,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (
             409,
             "Collection exists, holds another pipeline's vectors, or another writer "
-            "committed at the same time (the detail says what was stored; send it again)",
+            "committed at the same time (the detail says what was stored; send it again), "
+            "or another process's chunked write, sync or delete by document holds the "
+            "collection (Retry-After: seconds until asking again, not an estimate)",
         ),
         (413, "Body or input count over the limit"),
         (415, "Body not sent as JSON (Content-Type) or compressed (Content-Encoding)"),
