@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import errno
 import functools
+import math
 import os
 import re
 import secrets
@@ -161,6 +162,7 @@ def locked(
     holder: str = "",
     wait: float | None = None,
     waiting: Callable[[str], None] | None = None,
+    still: Callable[[float], None] | None = None,
 ) -> Iterator[None]:
     """Hold an exclusive lock on lock_file (made if absent) while the block runs, against
     other processes and other threads of this one alike (flock locks an open file).
@@ -170,7 +172,9 @@ def locked(
     Locked, the file is checked to be the one at the path still, else locked afresh.
     `holder`: what this holder says of itself, kept in the file while it holds it, so that
     one who finds it busy can say what it waits for: `waiting` is told it, once. `wait`: give
-    up after this many seconds (None: never) with `LockBusy`."""
+    up after this many seconds (None: never) with `LockBusy`. `still`: told the seconds waited
+    so far at each try while it waits (the lock is then tried every `_LOCK_POLL_SECONDS`, with
+    no time limit too), so a waiter can say that it still waits."""
     fcntl = _fcntl()
     told = False
     deadline = None if wait is None else time.monotonic() + wait
@@ -182,7 +186,7 @@ def locked(
                     if waiting is not None and not told:
                         waiting(_held_by(handle))
                         told = True
-                    _wait_for(fcntl, handle, lock_file, deadline, wait)
+                    _wait_for(fcntl, handle, lock_file, deadline, wait, still)
                 if not _still_there(handle.fileno(), lock_file):
                     continue
             if holder:
@@ -205,18 +209,28 @@ def _tried(fcntl: Any, handle: Any) -> bool:
 
 
 def _wait_for(
-    fcntl: Any, handle: Any, lock_file: Path, deadline: float | None, wait: float | None
+    fcntl: Any,
+    handle: Any,
+    lock_file: Path,
+    deadline: float | None,
+    wait: float | None,
+    still: Callable[[float], None] | None,
 ) -> None:
     """Take the lock once its holder lets it go; with a `deadline` (time.monotonic), raise
     `LockBusy` once that passed with the lock still held (flock has no time limit: tried
-    again at most every `_LOCK_POLL_SECONDS`)."""
-    if deadline is None:
+    again at most every `_LOCK_POLL_SECONDS`); `still` is told the seconds waited at each
+    try."""
+    if deadline is None and still is None:
         fcntl.flock(handle, fcntl.LOCK_EX)
         return
+    start = time.monotonic()
     while not _tried(fcntl, handle):
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = math.inf if deadline is None else deadline - now
         if left <= 0:
             raise LockBusy(lock_file, _held_by(handle), wait or 0.0)
+        if still is not None:
+            still(now - start)
         time.sleep(min(left, _LOCK_POLL_SECONDS))
 
 

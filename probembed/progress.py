@@ -47,11 +47,36 @@ class _Lines:
         self._last, self._shown, elapsed = now, self._done, now - self._start
         left = elapsed * (self._total - self._done) / self._done if self._done else None
         eta = "?" if left is None else _clock(left)
-        sys.stderr.write(
+        _line(
             f"{self._description}: {self._done:,}/{self._total:,} "
-            f"elapsed {_clock(elapsed)} eta {eta}\n"
+            f"elapsed {_clock(elapsed)} eta {eta}"
         )
-        sys.stderr.flush()
+
+
+class WaitLines:
+    """A wait for another's lock, where progress is shown (a terminal or a log alike): a line
+    every LINE_SECONDS while it lasts, so a command that waits is not taken for a hung one,
+    and one as it ends, saying how long it took."""
+
+    def __init__(self, description: str, limit: float | None) -> None:
+        self._description, self._limit, self._shown = description, limit, 0.0
+
+    def still(self, seconds: float) -> None:
+        """Seconds waited so far: a line when LINE_SECONDS have passed since the last."""
+        if seconds - self._shown >= LINE_SECONDS:
+            self._shown = seconds
+            limit = "" if self._limit is None else f" of at most {_clock(self._limit)}"
+            _line(f"still {self._description}: {_clock(seconds)}{limit}")
+
+    def ended(self, seconds: float, then: str) -> None:
+        """The wait ended after `seconds`: say so, and what comes next."""
+        _line(f"done {self._description} after {_clock(seconds)}: {then}")
+
+
+def _line(text: str) -> None:
+    """One plain line on stderr, written at once."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _clock(seconds: float) -> str:

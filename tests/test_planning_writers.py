@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -403,3 +404,90 @@ def test_a_planning_write_inside_another_of_its_thread_passes_through(tmp_path, 
         deleted, missing = collection.delete_documents(["doc000.md"], wait=0)
     assert deleted > 0 and not missing
     assert set(documents(db)) == {"doc001.md"}
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`probembed ARGS` in a process of its own, run to its end."""
+    command = [sys.executable, "-m", "probembed", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=_env(), timeout=HANG_GUARD_SECONDS
+    )
+
+
+def test_a_cli_write_given_a_wait_gives_up_naming_the_holder_and_exits_75(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """`ingest --sync` and `delete --doc` waited as long as another process's planning write
+    ran, with no way to give up but Ctrl-C. With `--wait SECONDS` each gives up after that
+    long, naming the holder (what it does, its pid and host), exit 75 (try again later), and
+    nothing of it is written; `--wait 0` does not say it waits."""
+    from probembed.interfaces.store_options import BUSY_EXIT
+
+    db = tmp_path / "db"
+    chunks_of(write_docs(tmp_path / "A", range(4), "v1"), db, pydoc_pipeline)
+    again = write_docs(tmp_path / "A2", range(4), "v2")
+    other = write_docs(tmp_path / "B", range(4, 8), "v3")
+    held = Held(chunked(db, again, pydoc_pipeline_dir, "--sync"), tmp_path / "first.log")
+    try:
+        sync = _run(chunked(db, other, pydoc_pipeline_dir, "--sync", "--wait", "0.5"))
+        delete = _run(["delete", "doc000.md", "--doc", "--db", str(db), "-c", "c", "--wait", "0"])
+    finally:
+        held.release()
+
+    for done in (sync, delete):
+        assert done.returncode == BUSY_EXIT, done.stderr
+        error = done.stderr.strip().splitlines()[-1]
+        assert error.startswith(
+            f"error: collection 'c' is being changed by chunked sync of {again}"
+        )
+        assert f"(pid {held.process.pid} on " in error, error
+    assert (
+        "this chunked sync" in sync.stderr and "waits for it to end, 0.5 s at most," in sync.stderr
+    )
+    assert "stopped after waiting 0.5 s, before reading or writing anything" in sync.stderr
+    assert WAITS not in delete.stderr and "stopped without waiting" in delete.stderr
+    assert documents(db) == alone(tmp_path, again, pydoc_pipeline)  # the first writer's alone
+
+
+def test_a_cli_write_given_a_wait_goes_on_once_the_holder_ends_saying_so(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline
+):
+    """Waiting within its `--wait`, a delete by document says what it waits for and how long
+    at most, then that the wait is done, and deletes the whole document."""
+    db = tmp_path / "db"
+    chunks_of(write_docs(tmp_path / "A", range(4), "v1"), db, pydoc_pipeline)
+    again = write_docs(tmp_path / "A2", range(4), "v2")
+    held = Held(chunked(db, again, pydoc_pipeline_dir, "--sync"), tmp_path / "first.log")
+    limit = str(HANG_GUARD_SECONDS)
+    delete = ["delete", "doc001.md", "--doc", "--db", str(db), "-c", "c", "--wait", limit]
+    waited, said = beside(held, delete)
+
+    assert waited, said
+    assert f"waits for it to end, {limit} s at most," in said
+    done = rf"done waiting for chunked sync of {re.escape(str(again))} \(pid \d+ on .*\) after "
+    assert re.search(done + r"\d:\d\d:\d\d: this delete of 1 document\(s\) goes on", said), said
+    assert set(documents(db)) == {"doc000.md", "doc002.md", "doc003.md"}, said
+
+
+def test_wait_is_refused_where_no_plan_lock_is_taken_or_no_number_of_seconds(
+    tmp_path, pydoc_pipeline
+):
+    """`--wait` on a plain ingest or a delete by id would wait for nothing: refused naming
+    what it needs. A wait that is no number of seconds (NaN: a deadline never reached, so
+    no limit at all) is refused too."""
+    from typer.testing import CliRunner
+
+    from probembed.interfaces.cli import app
+    from probembed.store import StoreError
+
+    records = write_records(tmp_path / "r.jsonl", range(2), "a")
+    runner = CliRunner()
+    plain = runner.invoke(app, ["ingest", str(records), "--db", str(tmp_path), "--wait", "5"])
+    by_id = runner.invoke(app, ["delete", "r0", "--db", str(tmp_path), "--wait", "5"])
+    assert plain.exit_code == 2 and "--wait needs --sync or --chunk" in plain.output
+    assert by_id.exit_code == 2 and "--wait needs --doc" in by_id.output
+    chunks_of(write_docs(tmp_path / "docs", range(1), "v1"), tmp_path / "db", pydoc_pipeline)
+    collection = Database(tmp_path / "db").open("c")
+    with pytest.raises(StoreError, match="wait must be None"):
+        collection.delete_documents(["doc000.md"], wait=float("nan"))
+    assert set(documents(tmp_path / "db")) == {"doc000.md"}

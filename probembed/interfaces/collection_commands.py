@@ -20,8 +20,11 @@ from probembed.interfaces.store_options import (
     CollectionOption,
     DbOption,
     StorageOption,
+    WaitOption,
     _open_collection,
+    check_wait,
     open_database,
+    store_refusal,
 )
 
 if TYPE_CHECKING:
@@ -80,15 +83,17 @@ def delete_command(
     missing_ok: Annotated[
         bool, typer.Option("--missing-ok", help="Exit 0 when some ids were not there.")
     ] = False,
+    wait: WaitOption = None,
 ) -> None:
     """Delete items by id (with --doc, every chunk of these documents); exits 1, as rm does,
     when some were not there."""
     from probembed.store import StoreError
 
+    check_wait(wait, doc, "--doc")
     target = _open_collection(db, storage_option, collection)
     try:
         if doc:
-            removed, gone = target.delete_documents(ids)
+            removed, gone = target.delete_documents(ids, wait, progress=True)
             missing = f"; {_not_there(gone, 'document')}" if gone else ""
             chunks = target.named_otherwise(gone, documents=True)
             if chunks:  # `delete --doc cars.md#3` deleted nothing
@@ -116,7 +121,7 @@ def delete_command(
             say("measuring the models' agreement on what is left (loads the pipeline)")
             _measure_after_delete(target)
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     if gone and not missing_ok:
         raise typer.Exit(1)
 

@@ -33,12 +33,15 @@ from probembed.interfaces.store_options import (
     OnErrorOption,
     OverlapOption,
     StorageOption,
+    WaitOption,
     WorkersOption,
     check_run_options,
     check_source,
+    check_wait,
     load_pipeline,
     open_database,
     resolve_db,
+    store_refusal,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +93,7 @@ def ingest_and_report(
         else:
             report = ingest(source, target, pipe, progress=True, **options)
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise fail(_told(exc)) from exc
+        raise store_refusal(exc, _told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(named(report.summary(), LINK_OPTIONS))
@@ -195,6 +198,7 @@ def ingest_command(
         ),
     ] = "",
     follow_links: FollowLinksOption = False,
+    wait: WaitOption = None,
     ray: Annotated[
         bool,
         typer.Option(
@@ -219,6 +223,7 @@ def ingest_command(
     if upsert and (chunk or sync):
         implied = "--chunk" if chunk else "--sync"
         raise fail(f"--upsert is implied by {implied}: changed documents are replaced")
+    check_wait(wait, chunk or sync, "--sync or --chunk")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
     check_source(path)
     try:
@@ -230,7 +235,7 @@ def ingest_command(
         raise fail(str(exc)) from exc
     target = database.collection(collection)
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error, "prefix": prefix}
-    options |= {"follow_links": follow_links}
+    options |= {"follow_links": follow_links, "wait": wait}
     on_ray: dict[str, Any] | None = None
     if ray:
         on_ray = {"workers": workers, "address": address}

@@ -109,6 +109,21 @@ FollowLinksOption = Annotated[
 ]
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
 CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
+#: Exit status of a write that gave up waiting for another (--wait ran out), nothing written:
+#: sysexits' EX_TEMPFAIL ("try again later"), apart from a refusal to mend (2) or a failure (1).
+BUSY_EXIT = 75
+WaitOption = Annotated[
+    float | None,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="Seconds to wait at most while another chunked ingest, sync or delete --doc of "
+        "the collection runs on this machine, then exit 75 with nothing written \\[default: "
+        "until it ends].",
+        show_default=False,
+    ),
+]
 GpusOption = Annotated[
     float,
     typer.Option(help="With --ray: GPUs each actor reserves (needs GPU builds of the models)."),
@@ -165,6 +180,24 @@ def check_run_options(
         if set_:
             raise fail(f"{option} needs --ray")
     return None
+
+
+def check_wait(wait: float | None, planning: bool, needs: str) -> None:
+    """Refuse --wait on a command that takes no plan lock (`planning`: it does), which would
+    wait for nothing: `needs` names the option that makes it one."""
+    if wait is not None and not planning:
+        raise fail(
+            f"--wait needs {needs}: only a write that plans over the collection's documents "
+            "waits for another such write"
+        )
+
+
+def store_refusal(exc: Exception, told: str) -> typer.Exit:
+    """Print a store's refusal, told as `told`, and give the exit to raise: BUSY_EXIT where
+    it gave up waiting for another write (the same command later may succeed), else 2."""
+    from probembed.store import CollectionBusyError
+
+    return fail(told, BUSY_EXIT if isinstance(exc, CollectionBusyError) else 2)
 
 
 def resolve_db(db: str | Path | None) -> Path | str:

@@ -13,6 +13,7 @@ from probembed.store.collection import Collection, CollectionStats
 from probembed.store.database import DEFAULT_COLLECTION, Database
 from probembed.store.embed_job import EmbedReport, embed_to_parquet
 from probembed.store.errors import (
+    CollectionBusyError,
     CollectionDroppedError,
     CollectionExistsError,
     CollectionNotFoundError,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "Batch",
     "Collection",
+    "CollectionBusyError",
     "CollectionDroppedError",
     "CollectionExistsError",
     "CollectionNotFoundError",

@@ -532,7 +532,8 @@ def ingest_parsed(
     From its look at what is stored to its last commit (and undo) it holds the collection
     against every other write that plans over its documents on this machine
     (`Collection.planning`: another sync, chunked ingest, delete by document waits, or this
-    one for it); `wait`: seconds to wait for one at most (None: until it ends).
+    one for it); `wait`: seconds to wait for one at most (None: until it ends), said as it
+    lasts with `progress`.
     """
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
@@ -540,7 +541,8 @@ def ingest_parsed(
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     what = f"chunked {'sync' if sync else 'ingest'} of {label}"
-    with collection.planning(what, wait):  # to its last commit: another plan moves none of it
+    # to its last commit: another plan moves none of it
+    with collection.planning(what, wait, progress):
         stored = collection.document_index()
         scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
         items = (under_prefix(item, prefix) for item in items)

@@ -23,7 +23,13 @@ import pyarrow as pa
 
 from probembed import atomic
 from probembed.caller import warn_caller
-from probembed.store.errors import CollectionBusyError, StoreStateError, disk_refusals
+from probembed.progress import WaitLines
+from probembed.store.errors import (
+    CollectionBusyError,
+    StoreError,
+    StoreStateError,
+    disk_refusals,
+)
 from probembed.store.rows import PipelineInfo, read_header, settings_mark, variance_basis
 from probembed.store.threads import one_at_a_time
 from probembed.store.variance import VarianceBasis
@@ -48,6 +54,42 @@ _PLANNING = threading.local()
 #: see whether another process dropped the collection and made it again under the same name
 #: (a re-ingest of the same corpus reaches the same version number).
 RECREATION_RECHECK_S = 1.0
+
+
+class _PlanWait:
+    """What a planning write says of its wait for another's: a warning as it begins, naming
+    the holder and how long this one waits (none where it waits not at all: its refusal
+    says it), then, with `progress`, a line every `LINE_SECONDS` while it lasts and one as it
+    ends (`progress.WaitLines`)."""
+
+    def __init__(self, name: str, what: str, wait: float | None, progress: bool) -> None:
+        self.name, self.what, self.wait, self.progress = name, what, wait, progress
+        self.holder: str | None = None  # set once it waits
+        self.start = 0.0
+        self.lines: WaitLines | None = None
+
+    def began(self, holder: str) -> None:
+        """The lock is held by `holder` (what it wrote of itself): say so, once."""
+        self.holder, self.start = holder or "another write", time.monotonic()
+        if self.wait == 0:
+            return
+        limit = "" if self.wait is None else f", {self.wait:g} s at most,"
+        warn_caller(
+            f"collection {self.name!r} is being changed by {self.holder}: this {self.what} "
+            f"waits for it to end{limit} before it reads what is stored"
+        )
+        if self.progress:
+            self.lines = WaitLines(f"waiting for {self.holder}", self.wait)
+
+    def still(self, seconds: float) -> None:
+        """Seconds waited so far."""
+        if self.lines is not None:
+            self.lines.still(seconds)
+
+    def ended(self) -> None:
+        """The lock is this write's: say after how long, where it waited."""
+        if self.lines is not None:
+            self.lines.ended(time.monotonic() - self.start, f"this {self.what} goes on")
 
 
 def _files_gone(exc: BaseException) -> bool:
@@ -255,35 +297,36 @@ class CollectionHandle:
             yield
 
     @contextlib.contextmanager
-    def planning(self, what: str, wait: float | None = None) -> Iterator[None]:
+    def planning(
+        self, what: str, wait: float | None = None, progress: bool = False
+    ) -> Iterator[None]:
         """Hold the collection for a write that plans over its documents (chunked ingest, a
         sync, a delete by document), from its first look at what is stored to its last
         commit and undo, against every other such write on this machine: each decides which
         rows are stale or gone from what it read, and two at once removed each other's
-        chunks and records (documents left in part). A wait is said, once, naming the holder
-        and what it does (`what`, as it names this one); `wait`: seconds to wait at most
-        (None: until it ends), then `CollectionBusyError`. Ordinary writes (add, upsert,
-        delete by id) take only the write lock, a commit at a time, and are not held up.
-        Writers on other machines of one object store are not held either."""
+        chunks and records (documents left in part). A wait is said (`_PlanWait`), naming
+        the holder and what it does (`what`, as it names this one); `wait`: seconds to wait
+        at most (None: until it ends), then `CollectionBusyError`; `progress`: say that it
+        still waits, and when it ends. Ordinary writes (add, upsert, delete by id) take only
+        the write lock, a commit at a time, and are not held up. Writers on other machines
+        of one object store are not held either."""
         path = self.db.location.own_dir(self.name) / PLAN_LOCK
         held: set[Path] = _PLANNING.__dict__.setdefault("paths", set())
         if path in held:  # a part of a larger planning write of this thread
             yield
             return
+        if wait is not None and not wait >= 0:  # NaN too: a deadline never reached
+            raise StoreError(f"wait must be None (until it ends) or seconds >= 0, not {wait!r}")
         since = time.strftime("%H:%M:%S")
         holder = f"{what} (pid {os.getpid()} on {socket.gethostname()}, since {since})"
-
-        def waiting(other: str) -> None:
-            warn_caller(
-                f"collection {self.name!r} is being changed by {other or 'another write'}: "
-                f"this {what} waits for it to end before it reads what is stored"
-            )
-
+        told = _PlanWait(self.name, what, wait, progress)
         lock = contextlib.ExitStack()
         try:
-            lock.enter_context(atomic.locked(path, holder, wait, waiting))
+            still = told.still if progress else None  # else flock waits, woken at the end
+            lock.enter_context(atomic.locked(path, holder, wait, told.began, still))
         except atomic.LockBusy as busy:
             raise CollectionBusyError(self.name, what, busy.holder, busy.waited) from None
+        told.ended()
         with lock:
             held.add(path)
             try:

@@ -270,7 +270,7 @@ def ingest(
     A sync holds the collection from its look at the stored ids to its last commit (and
     undo) against every other write that plans over its documents on this machine
     (`Collection.planning`: another sync, a chunked ingest, a delete by document); `wait`:
-    seconds to wait for one at most (None: until it ends).
+    seconds to wait for one at most (None: until it ends), said as it lasts with `progress`.
     """
     validate_options(batch_size, on_error)
     if encode is not None and embed_with is not None:
@@ -281,7 +281,8 @@ def ingest(
     upsert = upsert or sync
     created = created or creation(collection)
     planned_over = f"sync of {source_label(source)}"
-    with collection.planning(planned_over, wait) if sync else contextlib.nullcontext():
+    planning = collection.planning(planned_over, wait, progress) if sync else None
+    with planning or contextlib.nullcontext():
         report, todo, found = prepare(
             source, collection, pipeline, on_error, upsert, prefix, sync, follow_links
         )

@@ -513,12 +513,13 @@ def ingest_ray(
     sync: bool = False,
     created: str | None = None,
     follow_links: bool = False,
+    wait: float | None = None,
 ) -> IngestReport:
     """`probembed.store.ingest` with the embedding done by `workers` Ray actors (`OnRay`):
     the same checks, commits, report and, with `sync`, the same removal, pin and undo.
 
-    Its first eight arguments, `columns`, `advance`, `sync`, `created` and `follow_links` are
-    ingest's, so it can stand in for it
+    Its first eight arguments, `columns`, `advance`, `sync`, `created`, `follow_links` and
+    `wait` are ingest's, so it can stand in for it
     (chunked ingest's `ingest_with`); `advance` (else this call's bar) is told the texts
     encoded as the actors encode them, or found in the cache (`embed_on_ray`).
 
@@ -543,6 +544,7 @@ def ingest_ray(
         created=created,
         follow_links=follow_links,
         embed_with=on_actors,
+        wait=wait,
     )
 
 

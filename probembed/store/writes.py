@@ -233,7 +233,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         return removed
 
     def delete_documents(
-        self, doc_ids: Sequence[str], wait: float | None = None
+        self, doc_ids: Sequence[str], wait: float | None = None, progress: bool = False
     ) -> tuple[int, list[str]]:
         """Delete every chunk of these documents, in one commit by their doc_id; returns the
         chunks deleted and the documents that had none. A document is found by its id as
@@ -241,14 +241,14 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         composed (NFC) and a name pasted from macOS is not, or a document stored before ids
         were composed is not. Under the write lock, as `delete`, and once any chunked ingest
         or sync of the collection on this machine has ended (`planning`, waited for `wait`
-        seconds at most; None: until it ends): deleted between the batches of its document's
-        write, the document was left in part (768 of its 1,670 chunks deleted, the rest
-        written after). The wait holds no lock of this handle."""
+        seconds at most; None: until it ends; said as it lasts with `progress`): deleted between
+        the batches of its document's write, the document was left in part (768 of its 1,670
+        chunks deleted, the rest written after). The wait holds no lock of this handle."""
         self.db.require_writable()
         if isinstance(doc_ids, str):
             raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
         self._require()
-        with self.planning(f"delete of {len(doc_ids)} document(s)", wait):
+        with self.planning(f"delete of {len(doc_ids)} document(s)", wait, progress):
             return self._delete_documents(doc_ids)
 
     @one_at_a_time
