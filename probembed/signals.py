@@ -14,6 +14,17 @@ class Terminated(BaseException):
     pass, as it lets KeyboardInterrupt pass."""
 
 
+class BeforeWriting(str):
+    """A note (PEP 678) on a stop (Ctrl-C, SIGTERM) that came before the write it stopped read
+    or wrote anything (it waited for another's lock): said in place of what a stopped write
+    keeps, where "committed batches are kept" told of batches never written."""
+
+
+def before_writing(stop: BaseException) -> str | None:
+    """What a stop's `BeforeWriting` note says, or None: it came once the write had begun."""
+    return next((n for n in getattr(stop, "__notes__", ()) if isinstance(n, BeforeWriting)), None)
+
+
 def raise_terminated(signum: int, frame: Any) -> None:
     """The SIGTERM handler that unwinds the work; SIGTERM's default action is back at once,
     so a second SIGTERM ends the process without waiting for the unwinding."""

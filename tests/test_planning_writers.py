@@ -15,11 +15,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -145,9 +146,12 @@ class Held:
         return said
 
 
-def beside(held: Held, args: list[str]) -> tuple[bool, str]:
-    """Run `probembed` with `args` while `held` holds still; let `held` go once this one says
-    it waits (or has ended: it did not wait). Whether it waited, and its stderr."""
+def _beside(
+    held: Held, args: list[str], once_waiting: Callable[[subprocess.Popen[str]], object]
+) -> tuple[int, bool, str]:
+    """Run `probembed` with `args` while `held` holds still; once this one says it waits (or
+    has ended: it did not wait), call `once_waiting` with it, then read it to its end. Its
+    exit status, whether it waited, and its stderr."""
     second = subprocess.Popen(
         [sys.executable, "-m", "probembed", *args],
         stdout=subprocess.DEVNULL,
@@ -165,14 +169,28 @@ def beside(held: Held, args: list[str]) -> tuple[bool, str]:
             if WAITS in line:
                 break
         waited = any(WAITS in line for line in lines)
-        held.release()
+        once_waiting(second)
         lines += second.stderr.readlines()
         second.wait()
     finally:
         guard.cancel()
-    said = "".join(lines)
-    assert second.returncode == 0, said
+    return second.returncode, waited, "".join(lines)
+
+
+def beside(held: Held, args: list[str]) -> tuple[bool, str]:
+    """`_beside`, letting `held` go once this one waits: whether it waited, and its stderr
+    once it ended well."""
+    code, waited, said = _beside(held, args, lambda _: held.release())
+    assert code == 0, said
     return waited, said
+
+
+def stopped_waiting(held: Held, args: list[str], signum: int) -> tuple[int, str]:
+    """`_beside`, sending this one `signum` once it waits (`held` still holding): its exit
+    status and stderr."""
+    code, waited, said = _beside(held, args, lambda second: second.send_signal(signum))
+    assert waited, said
+    return code, said
 
 
 def records_of(name: str) -> str:
@@ -491,3 +509,38 @@ def test_wait_is_refused_where_no_plan_lock_is_taken_or_no_number_of_seconds(
     with pytest.raises(StoreError, match="wait must be None"):
         collection.delete_documents(["doc000.md"], wait=float("nan"))
     assert set(documents(tmp_path / "db")) == {"doc000.md"}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_cli_write_stopped_while_it_waits_says_it_wrote_nothing(
+    tmp_path, pydoc_pipeline_dir, pydoc_pipeline, signum
+):
+    """Ctrl-C or SIGTERM while an ingest waited for another process's planning write said
+    "committed batches are kept", of batches never written; now it says what it waited for
+    and that it read and wrote nothing (a delete by document alike), and nothing of it is."""
+    db = tmp_path / "db"
+    chunks_of(write_docs(tmp_path / "A", range(4), "v1"), db, pydoc_pipeline)
+    again = write_docs(tmp_path / "A2", range(4), "v2")
+    other = write_docs(tmp_path / "B", range(4, 8), "v3")
+    held = Held(chunked(db, again, pydoc_pipeline_dir, "--sync"), tmp_path / "first.log")
+    try:
+        sync = stopped_waiting(held, chunked(db, other, pydoc_pipeline_dir, "--sync"), signum)
+        delete = ["delete", "doc000.md", "--doc", "--db", str(db), "-c", "c"]
+        by_doc = stopped_waiting(held, delete, signum)
+    finally:
+        held.release()
+
+    how = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    code = 130 if signum == signal.SIGINT else -signal.SIGTERM
+    for (status, said), (command, what) in zip(
+        (sync, by_doc),
+        (("ingest", f"chunked sync of {other}"), ("delete", "delete of 1 document(s)")),
+        strict=True,
+    ):
+        assert status == code, said
+        last = said.strip().splitlines()[-1]
+        told = f"error: probembed {command} {how}: this {what} was waiting for chunked sync of "
+        assert last.startswith(told + str(again)), said
+        assert last.endswith("), and had read and written nothing"), said
+        assert "committed batches are kept" not in said and "Traceback" not in said
+    assert documents(db) == alone(tmp_path, again, pydoc_pipeline)  # the first writer's alone

@@ -33,7 +33,7 @@ from probembed.interfaces.console import (
     warnings_as_lines,
 )
 from probembed.interfaces.inputs import read_texts
-from probembed.signals import Terminated, end_by_sigterm, raise_terminated
+from probembed.signals import Terminated, before_writing, end_by_sigterm, raise_terminated
 
 #: Fusion settings `fit` takes, as the library's messages name them -> the options.
 FUSION_OPTIONS = {
@@ -77,16 +77,16 @@ class ProbembedGroup(TyperGroup):
                 return super().invoke(ctx)
         except _CLICK_EXITS:
             raise
-        except Terminated:
-            note("error:", "bold red", _stopped(command, "terminated (SIGTERM)"))
+        except Terminated as stop:
+            note("error:", "bold red", _stopped(command, "terminated (SIGTERM)", stop))
             end_by_sigterm()
         except BrokenPipeError:  # `probembed encode ... | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
             raise typer.Exit(0) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             if ctx.params.get("debug"):
                 raise
-            raise fail(_stopped(command, "interrupted"), code=130) from None
+            raise fail(_stopped(command, "interrupted", stop), code=130) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
@@ -109,8 +109,12 @@ class ProbembedGroup(TyperGroup):
         return " ".join(command), given
 
 
-def _stopped(command: str, how: str) -> str:
-    """The line a command stopped from outside ends with: how, and what it has kept."""
+def _stopped(command: str, how: str, stop: BaseException) -> str:
+    """The line a command stopped from outside ends with: how, and what it has kept (nothing,
+    where it stopped waiting for another write before it began: `signals.before_writing`)."""
+    before = before_writing(stop)
+    if before is not None:
+        return f"probembed {command} {how}: {before}"
     return f"probembed {command} {how}{_INTERRUPTED_KEEPS.get(command.split(' ')[0], '')}"
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 from probembed import atomic
 from probembed.caller import warn_caller
 from probembed.progress import WaitLines
+from probembed.signals import BeforeWriting, Terminated
 from probembed.store.errors import (
     CollectionBusyError,
     StoreError,
@@ -60,7 +61,7 @@ class _PlanWait:
     """What a planning write says of its wait for another's: a warning as it begins, naming
     the holder and how long this one waits (none where it waits not at all: its refusal
     says it), then, with `progress`, a line every `LINE_SECONDS` while it lasts and one as it
-    ends (`progress.WaitLines`)."""
+    ends (`progress.WaitLines`); a stop while it waits notes that nothing was written."""
 
     def __init__(self, name: str, what: str, wait: float | None, progress: bool) -> None:
         self.name, self.what, self.wait, self.progress = name, what, wait, progress
@@ -85,6 +86,13 @@ class _PlanWait:
         """Seconds waited so far."""
         if self.lines is not None:
             self.lines.still(seconds)
+
+    def stopped(self, stop: BaseException) -> None:
+        """Ctrl-C or SIGTERM came while it waited: note that nothing was read or written
+        (`signals.BeforeWriting`), which a front door says in place of what a write keeps."""
+        if self.holder is not None:
+            said = f"this {self.what} was waiting for {self.holder}, and had read and written "
+            stop.add_note(BeforeWriting(said + "nothing"))
 
     def ended(self) -> None:
         """The lock is this write's: say after how long, where it waited."""
@@ -326,6 +334,9 @@ class CollectionHandle:
             lock.enter_context(atomic.locked(path, holder, wait, told.began, still))
         except atomic.LockBusy as busy:
             raise CollectionBusyError(self.name, what, busy.holder, busy.waited) from None
+        except (KeyboardInterrupt, Terminated) as stop:
+            told.stopped(stop)
+            raise
         told.ended()
         with lock:
             held.add(path)
