@@ -347,6 +347,29 @@ def test_delete_doc_finds_a_document_by_either_spelling(
     assert collection.document_index().keys() == {"other.txt"}
 
 
+def test_delete_by_id_finds_an_item_by_either_spelling(tmp_path, decomposed, pydoc_pipeline):
+    """`probembed delete ID` found only the spelling given, where `--doc` finds either: a
+    name pasted decomposed did not find the composed id a file name is stored under, nor a
+    typed one the chunk of a document stored decomposed. Each is now found as given, else by
+    its other spelling; an id stored in the spelling given is the one deleted."""
+    db = str(tmp_path / "db")
+    stored_decomposed(tmp_path, decomposed, pydoc_pipeline)  # collection "old": NFD ids
+    plain = Database(db).collection("plain")
+    ingest(decomposed, plain, pydoc_pipeline)  # composed ids: café.txt, other.txt
+    pasted = runner.invoke(app, ["delete", NFD_NAME, "gone", "-c", "plain", "--db", db])
+    assert pasted.exit_code == 1, pasted.output
+    assert "deleted 1 item(s); 1 id(s) were not there: 'gone'" in pasted.output
+    assert plain.ids() == {"other.txt"}
+    typed = runner.invoke(app, ["delete", "café.txt#0", "-c", "old", "--db", db])
+    assert typed.exit_code == 0 and "deleted 1 item(s)" in typed.output, typed.output
+    assert not any(i.startswith(NFD_NAME) for i in Database(db).open("old").ids())
+    both = Database(db).collection("both")
+    ingest([Record("café.txt", "composed"), Record(NFD_NAME, "decomposed")], both, pydoc_pipeline)
+    exact = runner.invoke(app, ["delete", NFD_NAME, "-c", "both", "--db", db])
+    assert exact.exit_code == 0 and "deleted 1 item(s)" in exact.output, exact.output
+    assert both.ids() == {"café.txt"}
+
+
 def test_a_batch_with_a_lone_surrogate_is_refused_naming_its_row_and_field(
     tmp_path, pydoc_pipeline
 ):

@@ -85,8 +85,9 @@ def delete_command(
     ] = False,
     wait: WaitOption = None,
 ) -> None:
-    """Delete items by id (with --doc, every chunk of these documents); exits 1, as rm does,
-    when some were not there."""
+    """Delete items by id (with --doc, every chunk of these documents), each found as given,
+    else by its composed or decomposed Unicode spelling; exits 1, as rm does, when some were
+    not there."""
     from probembed.store import StoreError
 
     check_wait(wait, doc, "--doc")
@@ -105,8 +106,9 @@ def delete_command(
             missing += _read_from_hint(target, gone, "--doc takes the stored id, not the path")
             say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
-            present = target.existing(ids)
-            removed = target.delete(ids)
+            respelled = target.respelled(ids)  # as --doc finds a document: NFC or NFD
+            present = target.existing(ids) | set(respelled)
+            removed = target.delete([respelled.get(i, i) for i in ids])
             gone = [i for i in dict.fromkeys(ids) if i not in present]
             said = f"; {_not_there(gone, 'id')}" if gone else ""
             chunked = list(target.named_otherwise(gone, documents=False))

@@ -253,6 +253,12 @@ def spelled_alike(doc_id: str) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
+def stored_spelling(name: str, present: set[str]) -> str | None:
+    """The stored id (or document) a name given names: the name itself, else its first
+    spelling that is stored (`spelled_alike`), else None."""
+    return next((s for s in spelled_alike(name) if s in present), None)
+
+
 def misnamed(path: Path, doc_id: str) -> Problem | None:
     """The problem of a file whose name is not UTF-8 (a Latin-1 name from an old archive or
     disk), which no document id can hold, or None; it was "its id is not valid Unicode (a

@@ -21,6 +21,7 @@ from probembed.store.errors import ReadOnlyError
 from probembed.store.filters import filtered, sql_list
 from probembed.store.handle import CollectionHandle, scan
 from probembed.store.kinds import CHUNK_COLUMNS
+from probembed.store.readers import spelled_alike, stored_spelling
 from probembed.store.rows import (
     CORE_COLUMNS,
     MAX_METADATA_COLUMNS,
@@ -88,6 +89,19 @@ class CollectionReads(CollectionHandle):
             return set()
         rows = scan(table, ["id"], f"id IN ({sql_list(ids)})")
         return set(rows.column("id").to_pylist())
+
+    def respelled(self, ids: Sequence[str]) -> dict[str, str]:
+        """Each of these ids not stored as given but under another Unicode spelling of it
+        (composed or decomposed: `readers.stored_spelling`, as `delete_documents` finds a
+        document), mapped to that stored id: an id from a file name is stored composed and a
+        name pasted from macOS is decomposed. An id of one spelling (ASCII) costs no read."""
+        variants = {i: spelled_alike(i) for i in dict.fromkeys(ids)}
+        variants = {i: forms for i, forms in variants.items() if len(forms) > 1}
+        if not variants:
+            return {}
+        stored = self.existing(sorted({form for forms in variants.values() for form in forms}))
+        found = {i: stored_spelling(i, stored) for i in variants}
+        return {i: s for i, s in found.items() if s is not None and s != i}
 
     @one_at_a_time
     def located(self, ids: Sequence[str]) -> tuple[int, dict[str, int]]:

@@ -23,7 +23,7 @@ from probembed.store.errors import CollectionExistsError, StoreError
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import scan
 from probembed.store.kinds import refuse_mixing
-from probembed.store.readers import spelled_alike
+from probembed.store.readers import spelled_alike, stored_spelling
 from probembed.store.reads import FILE_FIELD
 from probembed.store.rows import (
     WRITE_TAG,
@@ -264,7 +264,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             condition = f"doc_id IN ({sql_list(spellings)})"
             present = scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
             stored = set(present)
-            found = {d: _stored_spelling(d, stored) for d in dict.fromkeys(doc_ids)}
+            found = {d: stored_spelling(d, stored) for d in dict.fromkeys(doc_ids)}
             chosen = {s for s in found.values() if s is not None}
             if chosen:
                 condition = f"doc_id IN ({sql_list(sorted(chosen))})"
@@ -320,9 +320,3 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         if new:
             shared_writes.committed(partial(table.add_columns, new))
         return data
-
-
-def _stored_spelling(doc_id: str, present: set[str]) -> str | None:
-    """The stored document an id names: the id itself, else its first spelling that is stored
-    (`readers.spelled_alike`), else None."""
-    return next((s for s in spelled_alike(doc_id) if s in present), None)
