@@ -1,6 +1,6 @@
 """Which built-in should index documents: `retrieval` or `default`, also where neither was tuned.
 
-    python benchmarks/retrieval.py
+    python benchmarks/retrieval.py [--out PATH]
 
 `retrieval` is `default`'s candidate members with the fusion tuned on the SciFact train qrels
 only (`scripts/build_pipelines.py`, `TUNED_ON`); `default` is tuned on the tuning splits of all
@@ -22,11 +22,12 @@ each candidate member alone and the plain mean of the four cosines, and the stan
 the per-query difference `retrieval` − `default` (both on their prior): what the query count
 can resolve. And `retrieval`'s own tuning repeated at two grid steps (0.2, as `default`, and
 the 0.1 it ships with), each choice scored on SciFact test: what the step chose. Writes
-benchmarks/results/retrieval.json.
+benchmarks/results/retrieval.json (--out).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -164,6 +165,11 @@ def grid_rows(candidates: Pipeline) -> dict[str, dict]:
 
 def main() -> None:
     """Score both built-ins and the members on the three sets; write the JSON."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="the JSON to write")
+    args = parser.parse_args()
     candidates = candidate_pipeline("default", sample_pairs(DATA / "pairs"))
     pipelines = {p: Pipeline.load(p) for p in PIPELINES}
     results: dict[str, dict] = {}
@@ -191,8 +197,8 @@ def main() -> None:
         "results": results,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
-    OUT.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {OUT}")
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
