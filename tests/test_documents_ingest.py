@@ -1707,14 +1707,14 @@ def test_a_whole_markdown_document_embeds_its_text_not_its_front_matter(tmp_path
     assert rows["notes.txt"]["text"].startswith("---\nnot: yaml")  # a text file is as it is
 
 
-def _racing_undos(monkeypatch, collection):
+def _racing_undos(monkeypatch, collection, write="revert"):
     """Another writer's commit (a restore of the latest version, by its own connection: one
-    Lance cannot reconcile with any other) lands after each look an undo of `collection`
-    (`Collection.revert`) takes at its table, so every undo meets a real conflict. Returns
-    the undos made."""
+    Lance cannot reconcile with any other) lands after each look a `write` of `collection`
+    (an undo, `Collection.revert`, by default) takes at its table, so each of its commits
+    meets a real conflict. Returns the calls made."""
     import lancedb
 
-    revert, look, undos = collection.revert, collection._open, []
+    method, look, calls = getattr(collection, write), collection._open, []
 
     def looked():
         table = look()
@@ -1722,14 +1722,33 @@ def _racing_undos(monkeypatch, collection):
         theirs.restore(theirs.version)
         return table
 
-    def raced_revert(*args, **kwargs):
-        undos.append(args)
+    def raced(*args, **kwargs):
+        calls.append(args)
         with monkeypatch.context() as patched:
             patched.setattr(collection, "_open", looked)
-            return revert(*args, **kwargs)
+            return method(*args, **kwargs)
 
-    monkeypatch.setattr(collection, "revert", raced_revert)
-    return undos
+    monkeypatch.setattr(collection, write, raced)
+    return calls
+
+
+def test_a_sync_whose_removal_fails_is_undone_whole(tmp_path, folder, monkeypatch, pydoc_pipeline):
+    """A chunked run deletes what its documents no longer have, and what a sync removes,
+    after its writes: that deletion came after the run's undo, so one that failed left the
+    run's new chunks stored beside the old ones. It is part of the run now, undone with it."""
+    from probembed.store import WriteConflictError
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(folder, collection, pydoc_pipeline, SMALL)
+    before = stored_rows(collection)
+    (folder / "notes.txt").write_text("Other notes, about roses and how to prune them.")
+    (folder / "page.html").unlink()
+    deletes = _racing_undos(monkeypatch, collection, "delete")
+    with pytest.raises(WriteConflictError):
+        ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
+    assert len(deletes) == 1
+    monkeypatch.undo()
+    assert stored_rows(collection) == before
 
 
 def _failing_encoder(pipeline, call: int):

@@ -88,6 +88,52 @@ def test_undo_takes_back_a_chunked_ingest_whole(tmp_path, hash_pipeline):
     assert texts(root) == before
 
 
+def test_undo_takes_back_a_chunked_sync_whose_last_commits_touch_only_whole_documents(
+    tmp_path, hash_pipeline
+):
+    """A chunked sync's removal is its last commit; where the documents the run changed
+    are whole at the removal's start (notes of one chunk each), the undo took back the
+    removal alone and left the changed notes in their new version. The run keeps the
+    versions it committed (`record_span`), and an undo takes them back together."""
+    root, docs = tmp_path / "db", tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"note{i}.md").write_text(f"Short note {i}, first version.\n")
+    collection = Database(root, create=True).collection("c")
+    ingest_documents(docs, collection, hash_pipeline, SMALL)
+    before = texts(root)
+    (docs / "note0.md").write_text("Short note 0, second version.\n")
+    (docs / "note3.md").unlink()
+    start = collection.version
+    report = ingest_documents(docs, collection, hash_pipeline, SMALL, sync=True)
+    assert (report.updated, report.removed, report.unchanged) == (1, 1, 2)
+
+    done = undo(root)
+
+    assert done["to"] == start and done["undone"][0] == start + 1
+    assert sorted(done["restored"]) == ["note0.md#0", "note3.md#0"]
+    assert texts(root) == before
+
+
+def test_undo_refuses_a_chunked_ingest_that_made_the_collection(tmp_path, hash_pipeline):
+    """A first chunked ingest is several commits, the first of which made the collection:
+    an undo took back its last commits and left chunks of documents without their chunk 0.
+    It is refused as a first write is, naming the drop."""
+    root, docs = tmp_path / "db", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "doc.md").write_text(document(0, "first"))
+    collection = Database(root, create=True).collection("c")
+    ingest_documents(docs, collection, hash_pipeline, SMALL, batch_size=2)
+    made = texts(root)
+    assert collection.version > 2  # several commits
+
+    said = runner.invoke(app, ["undo", "-c", "c", "--db", str(root)])
+
+    assert said.exit_code == 2, said.output
+    assert "holds only what its first write made" in " ".join(said.stderr.split())
+    assert texts(root) == made
+
+
 def test_undo_refuses_what_it_cannot_take_back_naming_why(tmp_path, hash_pipeline):
     root = tmp_path / "db"
     collection = Database(root, create=True).collection("c")

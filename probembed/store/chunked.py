@@ -515,11 +515,14 @@ def ingest_parsed(
     and its `columns`.
     Every document's chunk 0 is written after all other chunks (a second write, so Ray's
     out-of-order commits keep it too): a run that stops part-way never leaves a document that
-    the next run takes as unchanged. A `StreamedFile` is chunked and written after the
-    others, in batches, always with `encode` (see `write_streamed`). `alone`: the items are
-    one file given alone, whose id is its name; a document of that id stored from another
-    file that is still there is a problem, not an update (`other_file`), the file stored by
-    a folder ingest under another id takes that id, and a sync that would remove any other
+    the next run takes as unchanged. The chunks the documents no longer have (and a sync's
+    vanished documents) are deleted last, under the run's undo, and an ended run keeps its
+    versions (`Collection.record_span`), so `Collection.undo` takes all of it back at once.
+    A `StreamedFile` is chunked and written after the others, in batches, always with
+    `encode` (see `write_streamed`). `alone`: the items are one file given alone, whose id
+    is its name; a document of that id stored from another file that is still there is a
+    problem, not an update (`other_file`), the file stored by a folder ingest under another
+    id takes that id, and a sync that would remove any other
     document is refused. `folder`: the folder the items were read from (absolute; a BEIR
     folder too, whose records name no file), where a sync may replace every stored document
     whose file was in it and is gone (`renamed_all`), and whose ids a refusal explains.
@@ -656,11 +659,17 @@ def ingest_parsed(
                 whole = was_whole(item.id, stored.get(item.id))
                 report.added += not whole
                 report.updated += whole
-        if stale:
-            report.chunks_removed += collection.delete(stale, created)
-        if plan.relocated:
-            collection.relocate(plan.relocated)
-            report.relocated = len(plan.relocated)
+            repointed = [i for doc in plan.relocated for i in stored[doc].ids]
+            touched.update(stale, repointed)  # the run's last commits, undone with the rest
+            try:
+                report.chunks_removed += collection.delete(stale, created) if stale else 0
+                if plan.relocated:
+                    collection.relocate(plan.relocated)
+                    report.relocated = len(plan.relocated)
+            except Exception as exc:
+                undo(collection, start, touched, exc, report.problems)
+                raise
+        collection.record_span(start)  # so `probembed undo` takes the run back whole
         report.problems = kept_stored(report.problems, stored)
         return report
 

@@ -7,6 +7,7 @@ undoes a collection's last write, or every write after a version, the same way.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -39,6 +40,9 @@ UNDO_LEFT = (
 )
 #: What a conflict met by `Collection.revert` leaves.
 UNDO_CONFLICT = f"this undid a write that stopped part-way, and {UNDO_LEFT}"
+#: A collection's own file naming the versions its last chunked ingest committed
+#: (`CollectionUndo.record_span`), which `undo` takes back together.
+SPAN_FILE = "write-span.json"
 
 
 def _tags(rows: pa.Table) -> dict[str, int | None]:
@@ -258,7 +262,7 @@ class CollectionUndo(CollectionHandle):
         for version in reversed(versions[:-1]):
             earlier = self._id_tags(version)
             if _changed(earlier, later)[0]:
-                return self._whole_start(versions, version, now)
+                return self._whole_start(versions, self._span_start(versions, version), now)
             later = earlier
         if versions[0] == 1:
             raise StoreError(
@@ -269,6 +273,52 @@ class CollectionUndo(CollectionHandle):
             f"no write to undo in collection {self.name!r}: its versions {versions[0]} to "
             f"{versions[-1]} hold the same rows, and those before were pruned by a compaction"
         )
+
+    def record_span(self, start: int | None) -> None:
+        """Keep the versions a write of several commits made, from after `start` (None: the
+        write made the collection) to the latest, so `undo` takes them back together: a
+        chunked sync's last commits (its removal) may touch only documents whole before
+        them, and undoing those alone left the rest of the run in place."""
+        end = self.version if self.exists else start  # a run that wrote nothing made none
+        if end != start:
+            record = {"created": self.created, "start": start, "end": end}
+            self.db.location.write_bytes(self.name, SPAN_FILE, json.dumps(record).encode())
+
+    def _recorded_span(self) -> tuple[int | None, int] | None:
+        """The (start, end) `record_span` kept, where it is this collection's (a file left
+        by a collection of this name dropped since, or not a record, is none)."""
+        data = self.db.location.read_bytes(self.name, SPAN_FILE)
+        try:
+            record = json.loads(data) if data is not None else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        if not isinstance(record, dict) or record.get("created") != self.created:
+            return None
+        return record.get("start"), int(record.get("end", 0))
+
+    def _span_start(self, versions: Sequence[int], version: int) -> int:
+        """`version`, or the version the recorded write whose commit follows it started from
+        (`record_span`); refused where that write made the collection (nothing is left to
+        undo to) or its start was pruned (taking back its last commits alone undid it in
+        part)."""
+        span = self._recorded_span()
+        commit = min(v for v in versions if v > version)
+        if span is None or not (span[0] or 0) < commit <= span[1]:
+            return version
+        start, end = span
+        if start is None:
+            raise StoreError(
+                f"collection {self.name!r} holds only what its first write made (a chunked "
+                f"ingest, versions 1 to {end}): an undo would leave nothing; drop the "
+                "collection instead (probembed drop)"
+            )
+        if start < versions[0]:
+            raise StoreError(
+                f"cannot undo the last write of collection {self.name!r}, a chunked ingest of "
+                f"versions {start + 1} to {end}: version {start}, which it started from, was "
+                "pruned by a compaction"
+            )
+        return min(start, version)
 
     def _whole_start(self, versions: Sequence[int], start: int, now: pa.Table) -> int:
         """`start`, or an earlier version, where every document the commits after it touched
