@@ -255,6 +255,87 @@ def test_hash_dim_is_validated_and_defaults_share_the_cache():
         get_encoder("hash", dim=0)
 
 
+#: sha256 of `hash_texts()` encoded at each of `HASH_DIMS`, measured with the encoder as it
+#: was before its word cache was bounded by bytes (c4d6a2d's algorithm, lru_cache of words).
+HASH_DIGEST = "823ae02e1dbe5bfcb48b616d11eae5af31825338b9f8c3ecab6c4408e75d7822"
+HASH_DIMS = (2, 16, 64, 256, 1000)
+
+
+def hash_texts() -> list[str]:
+    """Seeded texts of every kind the hash encoder meets: none, no word, one letter, Latin
+    with accents, digits and punctuation, Chinese, Thai, and one long unspaced line."""
+    import random
+
+    rng = random.Random(1234)
+    alphabet = (
+        "abcdefghijklmnopqrstuvwxyzäöüßéçñ0123456789_ ,.!?-\n"
+        + "".join(chr(c) for c in range(0x4E00, 0x4E40))
+        + "ก่ขคฆง"
+    )
+    texts = ["", "!?", "a", "Hello, wörld 42!"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400))) for _ in range(300)]
+    texts.append("".join(chr(0x4E00 + rng.randrange(20000)) for _ in range(50_000)))
+    return texts
+
+
+def test_hash_vectors_are_bit_for_bit_those_before_the_cache_was_bounded():
+    import hashlib
+
+    from probembed.encoders.hashing import HashingEncoder
+
+    digest = hashlib.sha256()
+    texts = hash_texts()
+    for dim in HASH_DIMS:
+        digest.update(HashingEncoder(dim).encode(texts).tobytes())
+    assert digest.hexdigest() == HASH_DIGEST
+
+
+def traced_growth(run) -> int:
+    """Bytes allocated by `run()` and still held after it (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_hash_keeps_no_arrays_of_a_huge_word():
+    """A line of unspaced Chinese is one word: its arrays (16 bytes an n-gram, three n-grams
+    a character) were kept by the word cache for the life of the process, a gigabyte for a
+    20 MB line. They are hashed each time now, and the vector is the same."""
+    from probembed.encoders.hashing import HashingEncoder
+
+    rng = np.random.default_rng(0)
+    line = "".join(chr(c) for c in rng.integers(0x4E00, 0x9FFF, 100_000))
+    encoder = HashingEncoder(48)
+    first = []
+    kept = traced_growth(lambda: first.append(encoder.encode([line])))
+    assert kept < 2**20  # the word's arrays are 100,000 x 3 x 16 bytes: 4.8 MB
+    assert np.array_equal(encoder.encode([line]), first[0])
+
+
+def test_hash_word_cache_holds_about_48_mib_at_most():
+    """The cache held 65,536 words of any length (120 MiB of 32-character words); it keeps
+    `CACHED_WORDS` words of up to `CACHED_CHARS` characters now, each measured here."""
+    import random
+
+    from probembed.encoders.hashing import CACHED_CHARS, HashingEncoder, cached_features
+
+    rng = random.Random(7)
+    words = [
+        "".join(chr(0x4E00 + rng.randrange(20000)) for _ in range(CACHED_CHARS))
+        for _ in range(1024)
+    ]
+    cached_features.cache_clear()
+    kept = traced_growth(lambda: HashingEncoder(40).encode([" ".join(words)]))
+    assert cached_features.cache_info().currsize == len(words)
+    assert cached_features.cache_info().maxsize * kept / len(words) < 56 * 2**20
+
+
 # --- sentence-transformers and its last layer ----------------------------------------------
 
 
