@@ -607,10 +607,12 @@ def test_a_sync_on_ray_stopped_part_way_is_put_back(
 
 def test_cli_syncs_a_folder_on_ray_as_here(tmp_path, hash_pipeline, sentences, ray_address):
     """`probembed ingest FOLDER --sync --ray` said "--sync of whole documents does not run on
-    Ray": now it says and stores what the plain sync does, step by step."""
+    Ray": now it says and stores what the plain sync does, step by step. Its progress says
+    which ran: the bar of a run on Ray had lost its " (ray)"."""
     source = tmp_path / "docs"
     pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
     on_ray = ["--ray", "--address", ray_address, "--workers", "2"]
+    bars: dict[str, set[str]] = {"here": set(), "ray": set()}
     for docs in sync_steps(sentences):
         write_source(source, docs)
         said = []
@@ -620,7 +622,9 @@ def test_cli_syncs_a_folder_on_ray_as_here(tmp_path, hash_pipeline, sentences, r
             assert result.exit_code == 0, result.output
             output = " ".join(result.output.split())  # the summary, wrapped or not
             said.append(output[output.index(": added") : output.index("bad item(s)")])
+            bars[db] |= {line.split(":")[0] for line in result.stderr.splitlines() if "eta" in line}
         assert said[0] == said[1]
+    assert bars == {"here": {"ingest default"}, "ray": {"ingest default (ray)"}}
     here, there = (Database(tmp_path / db).open("default") for db in ("here", "ray"))
     assert stored_table(there) == stored_table(here)
     assert said[0] == ": added 0, unchanged 39, removed 1, already stored 0, skipped 0 "
@@ -829,6 +833,7 @@ def test_embed_on_ray_writes_what_pipeline_encode_gives(
     args = ["embed", str(source), "--out", str(out), "--pipeline", str(pipeline_dir), "--ray"]
     result = CliRunner().invoke(app, [*args, "--batch-size", "64", "--workers", "2"])
     assert result.exit_code == 0, result.output
+    assert "\nembed docs.jsonl (ray): 500/500 elapsed " in result.stderr  # its bar says where
     assert len(list(out.glob("part-*.parquet"))) == -(-len(texts) // 64)
     table = pq.read_table(out).sort_by("id")
     want = hash_pipeline.encode(texts)

@@ -39,6 +39,7 @@ from probembed.store.ingest import (
     Embedding,
     IngestError,
     OnError,
+    bar_label,
     in_order,
     read_checked,
     validate_options,
@@ -181,7 +182,9 @@ def embed_to_parquet(
     todo = [first for first in range(0, len(records), batch_size) if first not in kept]
     texts = [r.text for r in records]
     with progress_bar(
-        f"embed {Path(source).name}", len(records) - report.kept_rows, progress
+        bar_label(f"embed {Path(source).name}", embed_with),
+        len(records) - report.kept_rows,
+        progress,
     ) as bar:
         # everything kept: no Ray to start
         embedded = embed_with(texts, pipeline, batch_size, todo) if todo else iter(())

@@ -205,6 +205,13 @@ class Embedding(Protocol):
         ...
 
 
+def bar_label(what: str, embed_with: Embedding) -> str:
+    """A progress bar's label, naming where its texts are embedded when not here (`OnRay`'s
+    `where`, "ray"), so a person sees which path ran."""
+    where = getattr(embed_with, "where", None)
+    return f"{what} ({where})" if where else what
+
+
 def in_order(
     texts: Sequence[str],
     pipeline: Pipeline,
@@ -292,7 +299,11 @@ def ingest(
         ours: set[int] = set()  # the write tags of its rows: what it puts back (`undo`)
         steps = -(-len(todo) // batch_size) or int(bool(report.gone))  # a removal alone: one step
         with (
-            progress_bar(f"ingest {collection.name}", len(todo), progress and bool(todo)) as bar,
+            progress_bar(
+                bar_label(f"ingest {collection.name}", embed_with),
+                len(todo),
+                progress and bool(todo),
+            ) as bar,
             collection.pinned(version if sync else None),  # what its undo reads, kept from a prune
         ):
             told = advance or (bar.advance if progress else None)

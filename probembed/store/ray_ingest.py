@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -474,6 +474,8 @@ class OnRay:
     workers: int = 1
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 0.0
+    #: Where the texts are embedded, as a progress bar names it (`ingest.bar_label`).
+    where: ClassVar[str] = "ray"
 
     def __post_init__(self) -> None:
         """Refuse a bad request before anything is read or written."""
