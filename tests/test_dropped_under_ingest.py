@@ -96,6 +96,6 @@ def test_a_writes_delete_leaves_a_collection_made_again_meanwhile_alone(tmp_path
     other.drop("docs")
     ingest(records(3), other.collection("docs"), pydoc_pipeline)  # the same ids, a new table
     with pytest.raises(CollectionDroppedError, match="'docs' was dropped while this write ran"):
-        collection.delete(["r0"], token)
+        collection.delete_stored(["r0"], token)
     assert Database(tmp_path / "db").collection("docs").ids() == {"r0", "r1", "r2"}
     assert collection.delete(["r0"]) == 1  # no token: a plain delete of what is there

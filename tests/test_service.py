@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -424,6 +425,28 @@ def test_a_chunked_documents_chunks_are_deleted_by_its_id_with_doc(server):
         assert refused.status_code == 422 and "holds no chunked documents" in refused.text
         for name in ("chunks", "whole"):
             http.delete(f"/v1/collections/{name}")
+
+
+def test_a_delete_by_id_finds_an_id_by_either_unicode_spelling(server):
+    """The service's delete took ids exactly as sent, where `delete --doc` and the CLI's
+    delete find either spelling: a name listed from a macOS folder (decomposed) deleted
+    nothing of the composed id stored for it, and said not_found. Now each id is found as
+    sent, else by its other spelling; one stored as sent is the one deleted."""
+    composed, decomposed = "café.txt", unicodedata.normalize("NFD", "café.txt")
+    stored = [{"id": composed, "text": "Un café noir."}, {"id": "other", "text": "Tomatoes."}]
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "accents"})
+        http.post("/v1/collections/accents/documents", json={"documents": stored})
+        pasted = http.post("/v1/collections/accents/delete", json={"ids": [decomposed, "nope"]})
+        expected = {"collection": "accents", "deleted": 1, "count": 1, "not_found": 1}
+        assert pasted.json() == {**expected, "hint": None}
+        both = [{"id": composed, "text": "composed"}, {"id": decomposed, "text": "decomposed"}]
+        http.post("/v1/collections/accents/documents", json={"documents": both})
+        exact = http.post("/v1/collections/accents/delete", json={"ids": [decomposed]}).json()
+        assert (exact["deleted"], exact["not_found"], exact["count"]) == (1, 0, 2)
+        hits = http.post("/v1/collections/accents/search", json={"query": "café", "k": 5})
+        assert {h["id"] for h in hits.json()["results"][0]["hits"]} == {composed, "other"}
+        http.delete("/v1/collections/accents")
 
 
 def test_acknowledged_writes_are_searchable_with_the_hit_shape(server):

@@ -370,6 +370,26 @@ def test_delete_by_id_finds_an_item_by_either_spelling(tmp_path, decomposed, pyd
     assert both.ids() == {"café.txt"}
 
 
+def test_python_delete_and_rows_find_an_id_by_either_spelling(tmp_path, decomposed, pydoc_pipeline):
+    """Python's `Collection.delete` and `rows` took only the spelling given, where the CLI's
+    delete finds either: names listed from a macOS folder (decomposed) deleted none of the
+    composed ids ingest stored for them. Each id is now found as given, else by its other
+    spelling (the row says which), and one stored as given is the one deleted."""
+    plain = Database(tmp_path / "db", create=True).collection("plain")
+    ingest(decomposed, plain, pydoc_pipeline)  # composed ids: café.txt, other.txt
+    listed = sorted(path.name for path in decomposed.iterdir())
+    assert NFD_NAME in listed and "café.txt" not in listed  # as the folder spells it
+    got = plain.rows([NFD_NAME, "gone"], ["text"])
+    assert list(got) == [NFD_NAME] and got[NFD_NAME]["id"] == "café.txt"
+    assert got[NFD_NAME]["text"] == "Un café noir, sans sucre."
+    assert plain.absent([NFD_NAME, "gone", "gone", "other.txt"]) == ["gone"]
+    assert plain.delete([*listed, "gone"]) == 2 and plain.ids() == set()
+    both = Database(tmp_path / "db").collection("both")
+    ingest([Record("café.txt", "composed"), Record(NFD_NAME, "decomposed")], both, pydoc_pipeline)
+    assert both.rows([NFD_NAME])[NFD_NAME]["text"] == "decomposed"
+    assert both.delete([NFD_NAME]) == 1 and both.ids() == {"café.txt"}
+
+
 def test_a_batch_with_a_lone_surrogate_is_refused_naming_its_row_and_field(
     tmp_path, pydoc_pipeline
 ):

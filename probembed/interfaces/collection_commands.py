@@ -106,10 +106,8 @@ def delete_command(
             missing += _read_from_hint(target, gone, "--doc takes the stored id, not the path")
             say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
-            respelled = target.respelled(ids)  # as --doc finds a document: NFC or NFD
-            present = target.existing(ids) | set(respelled)
-            removed = target.delete([respelled.get(i, i) for i in ids])
-            gone = [i for i in dict.fromkeys(ids) if i not in present]
+            gone = target.absent(ids)  # as delete finds an id: as given, else NFC or NFD
+            removed = target.delete(ids)
             said = f"; {_not_there(gone, 'id')}" if gone else ""
             chunked = list(target.named_otherwise(gone, documents=False))
             if chunked:  # `delete cars.md` on chunks cars.md#0, #1, ... deleted nothing

@@ -137,7 +137,7 @@ def _keep_only(target: Collection, items: Sequence[Record | Problem]) -> None:
             "item(s) name no document, and any of them may be one of those"
         )
     elif gone:
-        target.delete(gone)
+        target.delete_stored(gone)
         say(f"removed {len(gone)} item(s) no longer in the corpus")
 
 

@@ -349,11 +349,10 @@ def _collections(service: Service) -> APIRouter:
                         f'"doc" they delete that chunk; its document is {document!r}'
                     )
             else:
-                present = collection.existing(body.ids) if collection.chunked else set()
+                gone = collection.absent(body.ids)  # each as given, else NFC or NFD
                 deleted = collection.delete(body.ids)
-                missing = len(set(body.ids)) - deleted
-                gone = [i for i in dict.fromkeys(body.ids) if i not in present]
-                named = list(collection.named_otherwise(gone, documents=False) if missing else {})
+                missing = len(gone)
+                named = list(collection.named_otherwise(gone, documents=False))
                 if named:  # a document's id names no row of a chunked collection
                     hint = (
                         f"{len(named)} id(s) are documents stored as chunks (e.g. "

@@ -662,7 +662,7 @@ def ingest_parsed(
             repointed = [i for doc in plan.relocated for i in stored[doc].ids]
             touched.update(stale, repointed)  # the run's last commits, undone with the rest
             try:
-                report.chunks_removed += collection.delete(stale, created) if stale else 0
+                report.chunks_removed += collection.delete_stored(stale, created) if stale else 0
                 if plan.relocated:
                     collection.relocate(plan.relocated)
                     report.relocated = len(plan.relocated)
@@ -865,7 +865,7 @@ def write_streamed(
     with collection.pinned(version):  # what its undo reads, kept from a prune
         try:
             if replaced:
-                collection.delete(list(replaced), token[0])
+                collection.delete_stored(list(replaced), token[0])
             chunks = 0
             for chunk, record in streamed_records(file, pipeline.count_tokens, settings):
                 (mark if chunk.index == 0 else batch).append(record)

@@ -691,7 +691,7 @@ def commit(
     `ours` is given the write tag of an upsert's rows (`Batch.tag`): what its undo takes
     for its own."""
     if fused is None:
-        report.removed += collection.delete(remove, created) if remove else 0
+        report.removed += collection.delete_stored(remove, created) if remove else 0
         return created
     texts, metadata = [r.text for r in chunk], [r.metadata for r in chunk]
     batch = Batch([r.id for r in chunk], texts, metadata, fused, info, columns or {})

@@ -94,7 +94,8 @@ class CollectionReads(CollectionHandle):
         """Each of these ids not stored as given but under another Unicode spelling of it
         (composed or decomposed: `readers.stored_spelling`, as `delete_documents` finds a
         document), mapped to that stored id: an id from a file name is stored composed and a
-        name pasted from macOS is decomposed. An id of one spelling (ASCII) costs no read."""
+        name listed from a macOS folder is decomposed. `delete` and `rows` find an id so. An
+        id of one spelling (ASCII) costs no read."""
         variants = {i: spelled_alike(i) for i in dict.fromkeys(ids)}
         variants = {i: forms for i, forms in variants.items() if len(forms) > 1}
         if not variants:
@@ -102,6 +103,12 @@ class CollectionReads(CollectionHandle):
         stored = self.existing(sorted({form for forms in variants.values() for form in forms}))
         found = {i: stored_spelling(i, stored) for i in variants}
         return {i: s for i, s in found.items() if s is not None and s != i}
+
+    def absent(self, ids: Sequence[str]) -> list[str]:
+        """These ids that name no stored item in any spelling (`respelled`), once each in the
+        order given: what a delete of them says were not there."""
+        present = self.existing(ids) | set(self.respelled(ids))
+        return [i for i in dict.fromkeys(ids) if i not in present]
 
     @one_at_a_time
     def located(self, ids: Sequence[str]) -> tuple[int, dict[str, int]]:
@@ -120,12 +127,17 @@ class CollectionReads(CollectionHandle):
         return version, dict(zip(ids_found, rows, strict=True))
 
     def rows(self, ids: Sequence[str], columns: Sequence[str] = ("text",)) -> dict[str, dict]:
-        """The requested columns of these ids, keyed by id."""
+        """The requested columns of these ids, keyed by the id given: each found as `delete`
+        finds it, as given, else under its other Unicode spelling (its row's `id` says which),
+        so a get by a name a delete finds does not miss it."""
         if not ids:
             return {}
         table = self._require()
-        data = scan(table, ["id", *columns], f"id IN ({sql_list(list(ids))})")
-        return {row["id"]: row for row in data.to_pylist()}
+        where = f"id IN ({sql_list(sorted({f for i in ids for f in spelled_alike(i)}))})"
+        found = {row["id"]: row for row in scan(table, ["id", *columns], where).to_pylist()}
+        stored = set(found)
+        named = {i: stored_spelling(i, stored) for i in dict.fromkeys(ids)}
+        return {i: found[s] for i, s in named.items() if s is not None}
 
     def batches(
         self, columns: Sequence[str], ids: Sequence[str] | None = None
@@ -302,12 +314,13 @@ class CollectionReads(CollectionHandle):
         """Of ids a delete found nothing for, those naming the other kind, each with its
         document: a chunk's id sent as a document's (`documents`; its row's `doc_id`), or a
         chunked document's id sent as an item's; a delete of either deleted nothing and said
-        only "not found"."""
+        only "not found". Each found in either Unicode spelling, as both deletes find it."""
         if not gone or self._open() is None:  # an empty collection holds neither kind
             return {}
         if not documents:
-            found = self.stored_documents(gone)
-            return {i: i for i in gone if i in found}
+            found = self.stored_documents([f for i in gone for f in spelled_alike(i)])
+            named = {i: stored_spelling(i, found) for i in gone}
+            return {i: d for i, d in named.items() if d is not None}
         if not self.chunked:
             return {}
         rows = self.rows(list(dict.fromkeys(gone)), ["doc_id"])

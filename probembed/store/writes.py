@@ -178,16 +178,30 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             removed = self._removed(table, id_conditions(removal), start, step, ours, begun=True)
         return Upserted(int(result.num_inserted_rows), int(result.num_updated_rows), removed)
 
-    @one_at_a_time
-    def delete(self, ids: Sequence[str], created: str | None = None) -> int:
+    def delete(self, ids: Sequence[str]) -> int:
         """Delete items by id in one commit (one per `IDS_PER_CONDITION` ids, put back together
         if one fails, the first ones left by a kill: `_removed`); returns how many were there.
-        Under the write lock, as every write: a delete from another handle landing between
-        another writer's look at the table and its commit made that commit fail (a new
-        metadata column's `add_columns` after a delete is a conflict to Lance), and two
-        deletes of one id both counted it. `created` as for `add`: a write's delete (a sync's
-        removal, a document's stale chunks) found a collection dropped and made again since
-        deleted its ids."""
+        Each id is found as given, else under its composed or decomposed spelling
+        (`respelled`, looked up under the write lock), as `delete_documents` finds a document:
+        a file's id is composed (NFC) and a name listed from a macOS folder is not, so a
+        delete by those names missed the ids ingest stored. An id stored as given is the one
+        deleted, and an ASCII id costs no extra read. Under the write lock, as every write: a
+        delete from another handle landing between another writer's look at the table and
+        its commit made that commit fail (a new metadata column's `add_columns` after a
+        delete is a conflict to Lance), and two deletes of one id both counted it."""
+        return self._delete(ids, None, respell=True)
+
+    def delete_stored(self, ids: Sequence[str], created: str | None = None) -> int:
+        """`delete` of ids exactly as given: a write's own removals (a sync's, a document's
+        stale chunks), ids it read from the table, where another spelling of one is another
+        item and looking each up would cost a read of 100k ids. `created` as for `add`: a
+        write's delete found a collection dropped and made again since deleted its ids."""
+        return self._delete(ids, created, respell=False)
+
+    @one_at_a_time
+    def _delete(self, ids: Sequence[str], created: str | None, respell: bool) -> int:
+        """`delete` (`respell`: each id as given, else its other spelling) and
+        `delete_stored`."""
         self.db.require_writable()
         if isinstance(ids, str):
             raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
@@ -196,7 +210,8 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         with self._writing():
             table = self._open() if created is not None else self._require()  # looked at again
             self._still_made(table, created)  # once no other writer can move it
-            ids = list(ids)
+            stored = self.respelled(ids) if respell else {}
+            ids = [stored.get(i, i) for i in ids]
             start = int(table.version)
             return self._removed(table, id_conditions(ids), start, sorted(set(ids)), set())
 
