@@ -449,6 +449,20 @@ def test_a_delete_by_id_finds_an_id_by_either_unicode_spelling(server):
         http.delete("/v1/collections/accents")
 
 
+def test_a_decomposed_prefix_is_stored_composed(server):
+    """A request's `prefix` was put before each id as sent: decomposed (a macOS folder's
+    name), it stored ids a composed prefix, the CLI's or a filter's, did not find."""
+    prefix = unicodedata.normalize("NFD", "résumé/")
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "prefixed"})
+        body = {"documents": DOCS[:1], "prefix": prefix}
+        assert http.post("/v1/collections/prefixed/documents", json=body).status_code == 200
+        body = {"query": "cat", "where": "id = 'résumé/d1'"}
+        found = http.post("/v1/collections/prefixed/search", json=body).json()
+        assert [h["id"] for h in found["results"][0]["hits"]] == ["résumé/d1"]
+        http.delete("/v1/collections/prefixed")
+
+
 def test_acknowledged_writes_are_searchable_with_the_hit_shape(server):
     with server.client() as http:
         http.post("/v1/collections", json={"name": "find"})

@@ -390,6 +390,50 @@ def test_python_delete_and_rows_find_an_id_by_either_spelling(tmp_path, decompos
     assert both.delete([NFD_NAME]) == 1 and both.ids() == {"café.txt"}
 
 
+#: A prefix as macOS gives it when pasted or completed from a folder's name: decomposed.
+NFD_PREFIX = unicodedata.normalize("NFD", "résumé/")
+
+
+def test_a_decomposed_prefix_is_composed_as_file_names_are(tmp_path, decomposed, pydoc_pipeline):
+    """`ingest --prefix` was put before the composed file name as given, so a decomposed
+    prefix made ids of two spellings (`résumé/` NFD, `café.txt` NFC) that a composed
+    `--where` or a composed prefix's sync did not find. The store composes it, for the CLI,
+    Python's `ingest`/`ingest_documents` and the service alike."""
+    db = str(tmp_path / "db")
+    said = runner.invoke(app, ["ingest", str(decomposed), "--prefix", NFD_PREFIX, "--db", db])
+    assert said.exit_code == 0, said.output
+    composed = {"résumé/café.txt", "résumé/other.txt"}
+    assert Database(db).open("default").ids() == composed
+    plain = Database(db).collection("plain")
+    ingest([Record("x", "A text.")], plain, pydoc_pipeline, prefix=NFD_PREFIX)
+    assert plain.ids() == {"résumé/x"}
+    chunks = Database(db).collection("chunks")
+    ingest_documents(decomposed, chunks, pydoc_pipeline, SMALL, prefix=NFD_PREFIX)
+    assert chunks.document_index().keys() == composed
+    assert all(unicodedata.is_normalized("NFC", i) for i in chunks.ids())
+
+
+def test_a_sync_under_a_prefix_stores_again_what_a_decomposed_prefix_stored(
+    tmp_path, decomposed, pydoc_pipeline
+):
+    """The upgrade: ids an earlier release stored under the prefix as typed (decomposed) are
+    the sync's own, stored again composed and named so, not left beside the composed copy."""
+    (decomposed / NFD_NAME).unlink()  # the other file alone: one spelling of its name
+    old = NFD_PREFIX + "other.txt"
+    plain = Database(tmp_path / "db", create=True).collection("plain")
+    ingest([Record(old, "Plain notes about tomato plants.")], plain, pydoc_pipeline)
+    report = ingest(decomposed, plain, pydoc_pipeline, sync=True, prefix=NFD_PREFIX)
+    assert plain.ids() == {"résumé/other.txt"} and report.recomposed == [old]
+    chunks = Database(tmp_path / "db").collection("chunks")
+    file = decomposed / "other.txt"
+    ingest_parsed([read_file(file, old)], chunks, pydoc_pipeline, SMALL)
+    again = ingest_documents(
+        decomposed, chunks, pydoc_pipeline, SMALL, sync=True, prefix=NFD_PREFIX
+    )
+    assert chunks.document_index().keys() == {"résumé/other.txt"}
+    assert again.recomposed == [old]
+
+
 def test_a_batch_with_a_lone_surrogate_is_refused_naming_its_row_and_field(
     tmp_path, pydoc_pipeline
 ):

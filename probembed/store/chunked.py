@@ -73,10 +73,12 @@ from probembed.store.readers import (
     Problem,
     Record,
     Unread,
+    composed,
     document_id,
     is_beir,
     left_note,
     misnamed,
+    prefixed,
     read_records,
     recomposed,
     removed_links,
@@ -464,6 +466,7 @@ def ingest_documents(
     `prefix` and `wait`); text and Markdown files over `stream_bytes` are read, chunked and
     written as streams. A folder's links are followed only to files in it, unless
     `follow_links` (`readers.walk_folder`)."""
+    prefix = composed(prefix)  # as `ingest_parsed` puts it, which the links' report reads
     report = ingest_parsed(
         read_documents(source, stream_bytes, follow_links),
         collection,
@@ -527,8 +530,8 @@ def ingest_parsed(
     folder too, whose records name no file), where a sync may replace every stored document
     whose file was in it and is gone (`renamed_all`), and whose ids a refusal explains.
     `prefix`: every document's id is put under it (`docs/` makes `README.md` `docs/README.md`),
-    and a sync removes only stored documents under it: several sources share a collection,
-    each synced on its own.
+    composed (NFC) as a file name's id is, and a sync removes only stored documents under it
+    (`readers.prefixed`): several sources share a collection, each synced on its own.
     `stop`: called before each tokenizer call of the chunking, which comes before any write,
     so what it raises ends the run with nothing written (the service's shutdown, whose
     `encode` refuses the batches after it; a streamed file is chunked between its batches).
@@ -544,10 +547,11 @@ def ingest_parsed(
     settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     what = f"chunked {'sync' if sync else 'ingest'} of {label}"
+    prefix = composed(prefix)  # as file names are: one spelling in every id
     # to its last commit: another plan moves none of it
     with collection.planning(what, wait, progress):
         stored = collection.document_index()
-        scope = {doc: v for doc, v in stored.items() if doc.startswith(prefix)}  # what a sync owns
+        scope = {doc: v for doc, v in stored.items() if prefixed(doc, prefix)}  # a sync's own
         items = (under_prefix(item, prefix) for item in items)
         count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
         plan = _plan(items, stored, scope, count, settings, report, alone, prefix)

@@ -40,6 +40,8 @@ from probembed.store.readers import (
     Problem,
     Record,
     Unread,
+    composed,
+    prefixed,
     read_records,
     recomposed,
     removed_links,
@@ -258,8 +260,10 @@ def ingest(
     `encode` replaces `pipeline.encode` (the service sends texts through its batcher); it must
     give what `pipeline.encode` gives.
     `prefix` is put before every id read (`docs/` makes a folder's `README.md`
-    `docs/README.md`): two sources in one collection keep apart. `columns`: column types a
-    larger write this one is part of decided (`Checked.columns`; chunked ingest's parts).
+    `docs/README.md`): two sources in one collection keep apart. It is composed (NFC) as a
+    file name's id is, so a prefix typed decomposed (macOS) gives ids of one spelling.
+    `columns`: column types a larger write this one is part of decided (`Checked.columns`;
+    chunked ingest's parts).
     `advance` is told the texts encoded as they are (a larger write's own bar, as chunked
     ingest keeps one over its parts); `progress` shows this call's own bar instead.
     `sync` (implies `upsert`) also removes the stored ids under `prefix` that the input does
@@ -419,13 +423,14 @@ def prepare(
     yet, and with `upsert` also those stored with another text or metadata: a re-run of an
     unchanged corpus writes nothing) and the column types the check found (`Checked.columns`),
     which every commit of the write takes. Shared by local and Ray ingest, so both refuse the
-    same. Every id read is put under `prefix`; a folder's links are read as `follow_links`
-    says (`readers.walk_folder`).
+    same. Every id read is put under `prefix`, composed (`readers.composed`); a folder's
+    links are read as `follow_links` says (`readers.walk_folder`).
     """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
     label = source_label(source)
+    prefix = composed(prefix)  # as file names are: one spelling in every id
     records, problems, columns = read_checked(
         source, collection, on_error, prefix, follow_links=follow_links
     )
@@ -485,7 +490,7 @@ def sync_removals(
     seen = {r.id for r in records} | {cast(str, p.doc_id) for p in problems}
     scope, gone = 0, []
     for batch in collection.batches([]):  # a batch of ids at a time, not every one at once
-        under = [i for i in batch.column("id").to_pylist() if i.startswith(prefix)]
+        under = [i for i in batch.column("id").to_pylist() if prefixed(i, prefix)]
         scope += len(under)
         gone += [i for i in under if i not in seen]
     gone.sort()
@@ -579,13 +584,14 @@ def read_checked(
     clashes: Clashes | None = None,
     follow_links: bool = False,
 ) -> Checked:
-    """The whole input read, its ids put under `prefix`, and checked against the collection's
-    metadata columns (None: against none): this needs no model, so a caller can refuse bad
-    input before it loads one. Under on_error="stop" any problem raises `IngestError`.
-    Given `clashes`, a metadata type clash keeps the field out of the columns and names it
-    there, not a problem (`promote_metadata`). `follow_links`: `read_records`'s."""
+    """The whole input read, its ids put under `prefix` (composed, as `prepare` puts them),
+    and checked against the collection's metadata columns (None: against none): this needs
+    no model, so a caller can refuse bad input before it loads one. Under on_error="stop"
+    any problem raises `IngestError`. Given `clashes`, a metadata type clash keeps the field
+    out of the columns and names it there, not a problem (`promote_metadata`).
+    `follow_links`: `read_records`'s."""
     read = read_records(source, follow_links) if isinstance(source, (str, Path)) else _given(source)
-    items = [under_prefix(item, prefix) for item in read]
+    items = [under_prefix(item, composed(prefix)) for item in read]
     checked = check_records(items, columns_to_check(collection, items), clashes)
     if checked.problems and on_error == "stop":
         raise IngestError(checked.problems)

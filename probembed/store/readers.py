@@ -242,7 +242,24 @@ def document_id(file: Path, root: Path) -> str:
     macOS writes a name decomposed (NFD, `e` and a combining accent) and a name typed or
     pasted is composed, so `delete --doc café.txt` and `--where "doc_id = 'café.txt'"`
     found nothing; git's `core.precomposeUnicode` composes names for the same reason."""
-    return unicodedata.normalize("NFC", _relative(file, root))
+    return composed(_relative(file, root))
+
+
+def composed(name: str) -> str:
+    """A name as ids hold it, composed (NFC): a file's (`document_id`) and an ingest's
+    prefix, which a name typed or pasted from macOS would otherwise join in another spelling
+    (`résumé/` decomposed before a composed file name)."""
+    return unicodedata.normalize("NFC", name)
+
+
+def prefixed(doc_id: str, prefix: str) -> bool:
+    """Whether a stored id is under an ingest's `prefix` (composed), what its sync owns: one
+    an earlier release stored under the prefix as typed (decomposed) too, which the sync
+    stores again composed (`recomposed`) rather than leaving a second copy beside it. An
+    ASCII id is not composed again: a sync looks at every stored id."""
+    return doc_id.startswith(prefix) or (
+        not doc_id.isascii() and composed(doc_id).startswith(prefix)
+    )
 
 
 def spelled_alike(doc_id: str) -> list[str]:
@@ -498,11 +515,9 @@ def removed_links(gone: Iterable[str], linked: Sequence[Link], prefix: str = "")
 def recomposed(gone: Iterable[str], seen: Container[str]) -> list[str]:
     """The documents a sync removes (`gone`) that its input (`seen`) holds under their
     composed id (`document_id`): stored by a release that kept a file's name as macOS wrote
-    it (NFD). Each is stored again, not deleted: a report names them, and a sync that keeps
-    none of the others is not refused for them."""
-    return [
-        doc for doc in gone if (nfc := unicodedata.normalize("NFC", doc)) in seen and nfc != doc
-    ]
+    it (NFD), or an ingest's prefix as typed. Each is stored again, not deleted: a report
+    names them, and a sync that keeps none of the others is not refused for them."""
+    return [doc for doc in gone if (nfc := composed(doc)) in seen and nfc != doc]
 
 
 def removed_note(removed: Sequence[str], why: str = "from links not followed") -> str:
