@@ -14,15 +14,16 @@ class Terminated(BaseException):
     pass, as it lets KeyboardInterrupt pass."""
 
 
-class BeforeWriting(str):
-    """A note (PEP 678) on a stop (Ctrl-C, SIGTERM) that came before the write it stopped read
-    or wrote anything (it waited for another's lock): said in place of what a stopped write
-    keeps, where "committed batches are kept" told of batches never written."""
+class Kept(str):
+    """A note (PEP 678) on a stop (Ctrl-C, SIGTERM) saying what the write it stopped keeps:
+    nothing, where it came before the write wrote anything (it waited for another's lock,
+    a model loaded, the input was read), else how much. Said in place of a front door's
+    general line, where "committed batches are kept" told of batches never written."""
 
 
-def before_writing(stop: BaseException) -> str | None:
-    """What a stop's `BeforeWriting` note says, or None: it came once the write had begun."""
-    return next((n for n in getattr(stop, "__notes__", ()) if isinstance(n, BeforeWriting)), None)
+def kept_note(stop: BaseException) -> str | None:
+    """What a stop's first `Kept` note says (the one nearest the stop), or None: none told."""
+    return next((n for n in getattr(stop, "__notes__", ()) if isinstance(n, Kept)), None)
 
 
 def raise_terminated(signum: int, frame: Any) -> None:

@@ -33,7 +33,7 @@ from probembed.interfaces.console import (
     warnings_as_lines,
 )
 from probembed.interfaces.inputs import read_texts
-from probembed.signals import Terminated, before_writing, end_by_sigterm, raise_terminated
+from probembed.signals import Terminated, end_by_sigterm, kept_note, raise_terminated
 
 #: Fusion settings `fit` takes, as the library's messages name them -> the options.
 FUSION_OPTIONS = {
@@ -110,11 +110,12 @@ class ProbembedGroup(TyperGroup):
 
 
 def _stopped(command: str, how: str, stop: BaseException) -> str:
-    """The line a command stopped from outside ends with: how, and what it has kept (nothing,
-    where it stopped waiting for another write before it began: `signals.before_writing`)."""
-    before = before_writing(stop)
-    if before is not None:
-        return f"probembed {command} {how}: {before}"
+    """The line a command stopped from outside ends with: how, and what it has kept: the
+    stop's own word where it has one (`signals.kept_note`: nothing, as it waited for another
+    write or had not written yet, or how many batches), else the command's general one."""
+    kept = kept_note(stop)
+    if kept is not None:
+        return f"probembed {command} {how}: {kept}"
     return f"probembed {command} {how}{_INTERRUPTED_KEEPS.get(command.split(' ')[0], '')}"
 
 

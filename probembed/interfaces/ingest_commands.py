@@ -43,6 +43,7 @@ from probembed.interfaces.store_options import (
     resolve_db,
     store_refusal,
 )
+from probembed.signals import Kept, Terminated
 
 if TYPE_CHECKING:
     from probembed.chunking import ChunkSettings
@@ -258,7 +259,9 @@ def ingest_command(
         else:
             whole = {"sync": True} if sync else {"upsert": upsert}  # sync implies upsert
             report = ingest_and_report(path, target, pipe, ray=on_ray, **whole, **options)
-    except (typer.Exit, KeyboardInterrupt):
+    except (typer.Exit, KeyboardInterrupt, Terminated) as stop:
+        if not isinstance(stop, typer.Exit):
+            _note_kept(stop, target)
         _discard_unmade(database, collection, where if made_here else None)
         raise
     if not target.exists:  # nothing to write (an empty file): no collection was made
@@ -309,6 +312,29 @@ def _say_if_capped(chunk_tokens: int | None, settings: ChunkSettings | None, pip
         f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
         f"{pipe.name}'s shortest member reads: chunks are cut at {limit}{lowered}",
     )
+
+
+def _note_kept(stop: BaseException, target: Collection) -> None:
+    """Note on an ingest stopped by Ctrl-C or SIGTERM what it keeps (`signals.Kept`, said in
+    place of "committed batches are kept", which told of batches never written): nothing,
+    where it began no write (a model loading, the input read, the first batch encoded), else
+    how many of its batches are stored; the general line where rows carry no write tags. A
+    stop lets a commit LanceDB is making finish after it: a batch begun and not seen stored
+    is said to be one that may land still."""
+    from probembed.store import StoreError
+
+    if not target.writes_begun:
+        stop.add_note(Kept("nothing was written"))
+        return
+    try:
+        kept = target.batches_kept(target.batches_begun)
+    except (StoreError, OSError):  # what stopped it is told, not a failed look after it
+        return
+    if kept is None:
+        return
+    landing = ", and one it was committing may land" if kept < len(target.batches_begun) else ""
+    said = f"{kept} committed batch(es) are kept{landing}; the same command resumes"
+    stop.add_note(Kept(said))
 
 
 def _discard_unmade(database: Database, collection: str, made: Path | str | None) -> None:

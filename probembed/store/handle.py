@@ -24,7 +24,7 @@ import pyarrow as pa
 from probembed import atomic
 from probembed.caller import warn_caller
 from probembed.progress import WaitLines
-from probembed.signals import BeforeWriting, Terminated
+from probembed.signals import Kept, Terminated
 from probembed.store.errors import (
     CollectionBusyError,
     StoreError,
@@ -89,10 +89,10 @@ class _PlanWait:
 
     def stopped(self, stop: BaseException) -> None:
         """Ctrl-C or SIGTERM came while it waited: note that nothing was read or written
-        (`signals.BeforeWriting`), which a front door says in place of what a write keeps."""
+        (`signals.Kept`), which a front door says in place of what a write keeps."""
         if self.holder is not None:
             said = f"this {self.what} was waiting for {self.holder}, and had read and written "
-            stop.add_note(BeforeWriting(said + "nothing"))
+            stop.add_note(Kept(said + "nothing"))
 
     def ended(self) -> None:
         """The lock is this write's: say after how long, where it waited."""
@@ -149,6 +149,12 @@ class CollectionHandle:
         #: making it (LanceDB refused it, or committed it over another writer's table and the
         #: repair undid it): an undo back to "not there" puts rows back as at that version.
         self._found: tuple[str | None, int] | None = None
+        #: Writes this handle began (each once it held the write lock), and the write tags of
+        #: the batches among them (`Batch.tag`, in `_write_of`): what an ingest stopped by
+        #: Ctrl-C or SIGTERM says it kept, nothing or the batches stored still
+        #: (`batches_kept`).
+        self.writes_begun = 0
+        self.batches_begun: list[int] = []
 
     @property
     def derived_dir(self) -> Path:
@@ -302,6 +308,7 @@ class CollectionHandle:
             disk_refusals(self.name, self.db.location.table_folder(self.name)),
             atomic.locked(self.db.location.own_dir(self.name) / WRITE_LOCK),
         ):
+            self.writes_begun += 1
             yield
 
     @contextlib.contextmanager

@@ -104,6 +104,19 @@ class CollectionReads(CollectionHandle):
         found = {i: stored_spelling(i, stored) for i in variants}
         return {i: s for i, s in found.items() if s is not None and s != i}
 
+    def batches_kept(self, tags: Sequence[int]) -> int | None:
+        """How many of these batches (their write tags: `Batch.tag`, `batches_begun`) rows
+        still carry: what an ingest stopped part-way keeps of those it began (one stopped
+        before it landed, or put back, as a streamed file stopped part-way is, is not). None
+        where rows carry no tag (a collection made before tags)."""
+        table = self._open()
+        if table is None or not tags:
+            return 0
+        if WRITE_TAG not in table.schema.names:
+            return None
+        where = f"{WRITE_TAG} IN ({', '.join(str(int(t)) for t in set(tags))})"
+        return int(pc.count_distinct(scan(table, [WRITE_TAG], where).column(WRITE_TAG)).as_py())
+
     def absent(self, ids: Sequence[str]) -> list[str]:
         """These ids that name no stored item in any spelling (`respelled`), once each in the
         order given: what a delete of them says were not there."""

@@ -99,6 +99,8 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             table = self._open()
             self._still_made(table, created)
             refuse_mixing(self, batch.metadata, table)
+            if batch.ids:  # its rows carry its tag: `batches_kept` finds them
+                self.batches_begun.append(batch.tag)
             yield table if table is not None else self._create(batch)
 
     @one_at_a_time
