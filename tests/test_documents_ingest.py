@@ -1743,7 +1743,7 @@ def test_a_sync_whose_removal_fails_is_undone_whole(tmp_path, folder, monkeypatc
     before = stored_rows(collection)
     (folder / "notes.txt").write_text("Other notes, about roses and how to prune them.")
     (folder / "page.html").unlink()
-    deletes = _racing_undos(monkeypatch, collection, "delete")
+    deletes = _racing_undos(monkeypatch, collection, "delete_stored")
     with pytest.raises(WriteConflictError):
         ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
     assert len(deletes) == 1
