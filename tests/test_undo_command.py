@@ -56,6 +56,22 @@ def test_undo_takes_back_the_last_write_and_an_undo_of_it_puts_it_back(tmp_path,
     assert texts(root) == {i: f"the first {i}" for i in "abc"}
 
 
+def test_undo_of_one_version_names_it_apart_from_the_word(tmp_path, hash_pipeline):
+    root = tmp_path / "db"
+    collection = Database(root, create=True).collection("c")
+    ingest([Record("a", "the first a")], collection, hash_pipeline)
+    collection.delete(["a"])
+    deleted = collection.version
+
+    said = runner.invoke(app, ["undo", "-c", "c", "--db", str(root)])
+
+    assert said.exit_code == 0, said.output
+    assert said.stderr.startswith(
+        f"c: undid version {deleted}, its items put back as at version {deleted - 1}, in "
+        f"version {deleted + 1}: 1 item(s) it replaced or deleted back as they were"
+    )
+
+
 def document(i: int, version: str, paragraphs: int = 6) -> str:
     """Document i as Markdown: a title and paragraphs of a few words, each a chunk."""
     body = "\n\n".join(

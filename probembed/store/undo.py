@@ -141,9 +141,9 @@ class Undone:
 
     def __str__(self) -> str:
         span = (
-            str(self.undone[0])
+            f" {self.undone[0]}"
             if len(self.undone) == 1
-            else (f"s {self.undone[0]}-{self.undone[-1]}")
+            else f"s {self.undone[0]}-{self.undone[-1]}"
         )
         said = f"{self.collection}: undid version{span}, its items put back as at version {self.to}"
         if self.version is None:
