@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 from rich.table import Table
 
-from probembed.interfaces.console import ask, fail, literal, note, out, say
+from probembed.interfaces.console import ask, fail, literal, named, note, out, say
 from probembed.interfaces.store_options import (
     DEFAULT_COLLECTION,
     CollectionOption,
@@ -70,7 +70,9 @@ def collections_command(
 
 
 def delete_command(
-    ids: Annotated[list[str], typer.Argument(help="Ids to delete.")],
+    ids: Annotated[
+        list[str] | None, typer.Argument(help="Ids to delete.", show_default=False)
+    ] = None,
     db: DbOption = None,
     storage_option: StorageOption = None,
     collection: CollectionOption = DEFAULT_COLLECTION,
@@ -84,16 +86,39 @@ def delete_command(
         bool, typer.Option("--missing-ok", help="Exit 0 when some ids were not there.")
     ] = False,
     wait: WaitOption = None,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            "--where",
+            metavar="FILTER",
+            help="Delete the items this SQL filter selects, as `search --where` reads it "
+            "(e.g. \"customer = 'c-17'\"), in place of ids.",
+            show_default=False,
+        ),
+    ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="With --where: delete even where the filter selects every item."
+        ),
+    ] = False,
 ) -> None:
     """Delete items by id (with --doc, every chunk of these documents), each found as given,
-    else by its composed or decomposed Unicode spelling; exits 1, as rm does, when some were
-    not there."""
+    else by its composed or decomposed Unicode spelling, or those a filter selects (--where);
+    exits 1, as rm does, when some ids were not there."""
     from probembed.store import StoreError
 
     check_wait(wait, doc, "--doc")
+    _check_delete_options(ids, where, doc, every)
+    ids = ids or []
+    gone: list[str] = []  # ids or documents not there
     target = _open_collection(db, storage_option, collection)
     try:
-        if doc:
+        if where is not None:
+            removed = target.delete(where=where, allow_all=every)
+            said = "" if removed else " (none matched)"
+            say(f"deleted {removed} item(s) selected by --where {where!r}{said}")
+        elif doc:
             removed, gone = target.delete_documents(ids, wait, progress=True)
             missing = f"; {_not_there(gone, 'document')}" if gone else ""
             chunks = target.named_otherwise(gone, documents=True)
@@ -121,9 +146,22 @@ def delete_command(
             say("measuring the models' agreement on what is left (loads the pipeline)")
             _measure_after_delete(target)
     except StoreError as exc:
-        raise store_refusal(exc, str(exc)) from exc
+        raise store_refusal(exc, named(str(exc), {"allow_all=True": "--all"})) from exc
     if gone and not missing_ok:
         raise typer.Exit(1)
+
+
+def _check_delete_options(ids: list[str] | None, where: str | None, doc: bool, every: bool) -> None:
+    """Refuse a delete given ids and --where, neither, --where with --doc, or --all without
+    --where, before the database opens."""
+    if where is None and not ids:
+        raise fail("give the ids to delete, or --where FILTER")
+    if where is not None and ids:
+        raise fail("give ids or --where, not both")
+    if where is not None and doc:
+        raise fail("--where selects items, not documents: leave out --doc")
+    if every and where is None:
+        raise fail("--all goes with --where: it lets a filter that selects every item delete them")
 
 
 def _measure_after_delete(target: Collection) -> None:

@@ -1,5 +1,5 @@
 """A collection's writes: add, upsert (with a sync's removal in the same step), delete by
-id or by document, relocate a document's file. Each is one LanceDB commit under the
+id, by filter or by document, relocate a document's file. Each is one LanceDB commit under the
 collection's write lock on this machine (`CollectionHandle._writing`), but an upsert with a
 removal and a removal of more than `IDS_PER_CONDITION` ids, which take a commit more per that
 many ids, put back together on an error, while a kill between them leaves the first ones
@@ -13,13 +13,13 @@ import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import pyarrow as pa
 
 from probembed.store import shared_writes
 from probembed.store.creation import CollectionCreation
-from probembed.store.errors import CollectionExistsError, StoreError
+from probembed.store.errors import CollectionExistsError, StoreError, quoted
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import scan
 from probembed.store.kinds import refuse_mixing
@@ -180,7 +180,13 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             removed = self._removed(table, id_conditions(removal), start, step, ours, begun=True)
         return Upserted(int(result.num_inserted_rows), int(result.num_updated_rows), removed)
 
-    def delete(self, ids: Sequence[str]) -> int:
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: str | None = None,
+        allow_all: bool = False,
+    ) -> int:
         """Delete items by id in one commit (one per `IDS_PER_CONDITION` ids, put back together
         if one fails, the first ones left by a kill: `_removed`); returns how many were there.
         Each id is found as given, else under its composed or decomposed spelling
@@ -190,8 +196,10 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         deleted, and an ASCII id costs no extra read. Under the write lock, as every write: a
         delete from another handle landing between another writer's look at the table and
         its commit made that commit fail (a new metadata column's `add_columns` after a
-        delete is a conflict to Lance), and two deletes of one id both counted it."""
-        return self._delete(ids, None, respell=True)
+        delete is a conflict to Lance), and two deletes of one id both counted it. Given
+        `where` instead of ids, the items that SQL filter selects (checked as a search's
+        `where` is), in one commit (`_delete_where`)."""
+        return self._delete(ids, None, respell=True, where=where, allow_all=allow_all)
 
     def delete_stored(self, ids: Sequence[str], created: str | None = None) -> int:
         """`delete` of ids exactly as given: a write's own removals (a sync's, a document's
@@ -201,10 +209,21 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         return self._delete(ids, created, respell=False)
 
     @one_at_a_time
-    def _delete(self, ids: Sequence[str], created: str | None, respell: bool) -> int:
+    def _delete(
+        self,
+        ids: Sequence[str] | None,
+        created: str | None,
+        respell: bool,
+        where: str | None = None,
+        allow_all: bool = False,
+    ) -> int:
         """`delete` (`respell`: each id as given, else its other spelling) and
         `delete_stored`."""
         self.db.require_writable()
+        if ids is None or where is not None:
+            if (ids is None) == (where is None):
+                raise StoreError("give the ids to delete or a filter, where=: one of the two")
+            return self._delete_where(cast(str, where), allow_all)
         if isinstance(ids, str):
             raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
         if created is None:
@@ -216,6 +235,27 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             ids = [stored.get(i, i) for i in ids]
             start = int(table.version)
             return self._removed(table, id_conditions(ids), start, sorted(set(ids)), set())
+
+    def _delete_where(self, where: str, allow_all: bool) -> int:
+        """`delete`'s removal of the items a filter selects, counted and deleted under the write
+        lock. A filter that selects every item is refused unless `allow_all`: a blank one, or
+        one true of every row (`1 = 1`, a field compared with itself), empties the collection,
+        and finding ids by a search's `where` and `k` was the way before, which never did."""
+        self._require()
+        with self._writing():
+            table = self._require()
+            everything = table.count_rows()
+            matched = len(self.matching_ids(where)) if where.strip() else everything
+            if matched and matched == everything and not allow_all:
+                raise StoreError(
+                    f"filter where={quoted(where)} selects every item of collection "
+                    f"{self.name!r} ({matched}): deleting them all empties it, as a blank or "
+                    "always-true filter would by mistake; pass allow_all=True to delete them "
+                    "all, or drop the collection"
+                )
+            if matched:  # blank: every item, as no filter
+                shared_writes.committed(partial(table.delete, where if where.strip() else "true"))
+            return matched
 
     def _removed(
         self,
