@@ -22,6 +22,7 @@ from functools import partial
 import pyarrow.fs as pafs
 import pytest
 from service_support import Server
+from test_backup import failing_at, two_collections
 from test_store_upkeep import small_writes, spanning, text_of
 from typer.testing import CliRunner
 
@@ -30,6 +31,7 @@ from probembed.store import (
     Database,
     PipelineMismatchError,
     Record,
+    StorageFullError,
     StoreError,
     WriteConflictError,
     ingest,
@@ -447,6 +449,41 @@ def test_compacting_on_s3_prunes_old_versions_and_keeps_every_item(
         text = text_of(int(item.split("-")[1]))
         hit = reopened.search(text, k=1)["hits"][0]
         assert (hit["id"], hit["text"]) == (item, text)
+
+
+def test_a_backup_copies_s3_into_s3_and_a_folder_into_s3(
+    tmp_path, endpoint, bucket, options, hash_pipeline, sentences
+):
+    """`Database.backup` reads and writes object storage as a folder: a collection on S3 into
+    another prefix (with the source's storage options) and into a folder, and a folder back
+    onto S3; each copy holds the same rows and answers the same searches."""
+    uri = f"s3://{bucket}/db"
+    source = Database(uri, create=True, storage_options=options)
+    ingest(records(sentences[:120]), source.collection("c"), hash_pipeline, batch_size=40)
+    source.backup(f"s3://{bucket}/copy")
+    source.backup(tmp_path / "folder")
+    Database(tmp_path / "folder").backup(f"s3://{bucket}/back", storage_options=options)
+
+    want = source.table("c").to_arrow()
+    for where in (f"s3://{bucket}/copy", tmp_path / "folder", f"s3://{bucket}/back"):
+        copy = Database(where, storage_options=options if isinstance(where, str) else None)
+        assert copy.table("c").to_arrow().equals(want), where
+        assert copy.open("c").search(QUERIES, k=5) == source.open("c").search(QUERIES, k=5)
+    assert not any("/_refs/" in key for key in object_keys(endpoint, bucket))  # pins removed
+    with pytest.raises(StoreError, match=f"cannot back up into s3://{bucket}/copy: something"):
+        source.backup(f"s3://{bucket}/copy")
+
+
+def test_a_backup_onto_s3_that_fails_part_way_leaves_the_prefix_empty(
+    tmp_path, endpoint, bucket, options, pydoc_pipeline, monkeypatch
+):
+    db = two_collections(tmp_path / "db", pydoc_pipeline)
+    monkeypatch.setattr(Database, "create_table", failing_at("d"))
+    with pytest.raises(StorageFullError):
+        db.backup(f"s3://{bucket}/to", storage_options=options)
+    assert object_keys(endpoint, bucket) == []
+    monkeypatch.undo()
+    assert len(db.backup(f"s3://{bucket}/to", storage_options=options)) == 2
 
 
 def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipeline_dir):

@@ -1,6 +1,6 @@
-"""`probembed collections`, `delete`, `drop`, `undo`, `compact` and `pins`: what a database
-holds, taking items or a whole collection out of it, undoing a write, freeing the disk its old
-versions hold, and the tags that keep versions from that.
+"""`probembed collections`, `delete`, `drop`, `undo`, `compact`, `pins` and `backup`: what a
+database holds, taking items or a whole collection out of it, undoing a write, freeing the
+disk its old versions hold, the tags that keep versions from that, and a copy of it.
 
 The store (LanceDB, FAISS) is imported inside each command, as for every store command."""
 
@@ -24,6 +24,7 @@ from probembed.interfaces.store_options import (
     _open_collection,
     check_wait,
     open_database,
+    storage_options,
     store_refusal,
 )
 
@@ -366,3 +367,52 @@ def pins_command(
         made = "-" if tag.made is None else tag.made.strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(literal(tag.name), str(tag.version), made, literal(SAID[tag.state]))
     out().print(table)
+
+
+def backup_command(
+    to: Annotated[
+        str,
+        typer.Argument(
+            help="The new database: a new or empty folder, or an object-store prefix "
+            "(s3://BUCKET/PREFIX).",
+            show_default=False,
+        ),
+    ],
+    db: DbOption = None,
+    storage_option: StorageOption = None,
+    collection: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--collection",
+            "-c",
+            help="A collection to copy (repeatable) \\[default: every one].",
+            show_default=False,
+        ),
+    ] = None,
+    to_storage_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--to-storage-option",
+            help="KEY=VALUE for an object-storage TO (repeatable) \\[default: --storage-option's "
+            "where --db is on object storage too, else the environment variables].",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """Copy a database's collections, each at one version, into a new database at TO while
+    they are served and written: it opens as a database of its own (--db TO), and a backup of
+    it back into a new place restores it."""
+    from probembed.store import StoreError
+
+    options = None if to_storage_option is None else storage_options(to_storage_option)
+    database = open_database(db, storage_option, create=False)
+    try:
+        done = database.backup(to, collection, options)
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+    for copied in done:
+        if as_json:
+            sys.stdout.write(json.dumps(copied.to_json()) + "\n")
+        else:
+            say(f"{copied} copied to {to}")

@@ -1,6 +1,6 @@
 """The store's commands on the probembed CLI, registered in one place: ingest and embed
-(`ingest_commands`), search (`search_command`), collections, delete, drop, undo, compact and
-pins (`collection_commands`), the demo and serve; the options they share are in
+(`ingest_commands`), search (`search_command`), collections, delete, drop, undo, compact,
+pins and backup (`collection_commands`), the demo and serve; the options they share are in
 `store_options`."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from probembed.interfaces.collection_commands import (
+    backup_command,
     collections_command,
     compact_command,
     delete_command,
@@ -30,6 +31,7 @@ def register(app: typer.Typer) -> None:
     app.command("undo")(undo_command)
     app.command("compact")(compact_command)
     app.command("pins")(pins_command)
+    app.command("backup")(backup_command)
     from probembed.interfaces.demo_command import demo_command  # it builds on ingest and search
 
     app.command("demo")(demo_command)

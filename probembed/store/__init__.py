@@ -8,6 +8,7 @@ from probembed.extras import require
 
 require("store", "probembed.store")
 
+from probembed.store.backup import Backup
 from probembed.store.chunked import DocumentReport, ingest_documents, read_documents
 from probembed.store.collection import Collection, CollectionStats
 from probembed.store.database import DEFAULT_COLLECTION, Database
@@ -39,6 +40,7 @@ from probembed.store.search import Searcher
 
 __all__ = [
     "DEFAULT_COLLECTION",
+    "Backup",
     "Batch",
     "Collection",
     "CollectionBusyError",

@@ -11,7 +11,7 @@ interrupted write leaves the last committed version. Its `Database` is in
 `Collection` puts together the parts a collection is made of, each in a module of its own
 built on the table handle (`handle.CollectionHandle`, which holds all of a handle's state):
 `reads`, the pipeline copy (`provenance`), the members' `agreement`, `creation`, `writes`,
-`undo` and `upkeep`; what is here is its search and its stats.
+`undo`, `upkeep` and `backup`; what is here is its search and its stats.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from probembed.store.agreement import CollectionAgreement
+from probembed.store.backup import CollectionBackup
 from probembed.store.rows import PipelineInfo
 from probembed.store.search import QueryResult, Searcher, check_arguments
 from probembed.store.undo import CollectionUndo
@@ -64,7 +65,9 @@ class CollectionStats:
         }
 
 
-class Collection(CollectionAgreement, CollectionWrites, CollectionUndo, CollectionUpkeep):
+class Collection(
+    CollectionBackup, CollectionAgreement, CollectionWrites, CollectionUndo, CollectionUpkeep
+):
     """One LanceDB table of items with their fused Gaussians, searchable with its own pipeline."""
 
     def close(self) -> None:

@@ -10,17 +10,20 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from probembed.store.collection import Collection
 from probembed.store.errors import CollectionNotFoundError, ReadOnlyError, StoreError, quoted
-from probembed.store.location import OWN_DIR, Location
+from probembed.store.location import OWN_DIR, Location, database_target
 from probembed.store.rows import read_header
+
+if TYPE_CHECKING:
+    from probembed.store.backup import Backup
 
 DEFAULT_COLLECTION = "default"
 #: The names LanceDB can use as a table, as a pattern (the service's schema states it).
@@ -83,7 +86,9 @@ class Database:
                 return None
             raise
 
-    def create_table(self, name: str, data: pa.Table, schema: pa.Schema) -> Any:
+    def create_table(
+        self, name: str, data: pa.Table | pa.RecordBatchReader, schema: pa.Schema
+    ) -> Any:
         """Create a LanceDB table with its first rows in one commit (`Collection._create`);
         LanceDB refuses it if it finds the table there (`ValueError`, "already exists")."""
         return self._conn.create_table(name, data=data, schema=schema)
@@ -146,6 +151,24 @@ class Database:
         if not locked:
             del self._handles[name]
         self._watched.pop(name, None)
+
+    def backup(
+        self,
+        to: str | os.PathLike,
+        collections: Sequence[str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> list[Backup]:
+        """Copy collections (every one by default) into a new database at `to`, a new or
+        empty folder or object-store prefix, each at one version, while they are served and
+        written (`probembed.store.backup`): the copy opens as a database of its own, with
+        the same items, pipeline copy, calibration, tuning and search results, and
+        `backup` of it back the other way restores it. `storage_options` are the target's
+        (by default this database's, where both are on object storage). What was copied."""
+        from probembed.store.backup import backed_up
+
+        if storage_options is None and isinstance(database_target(to), str):
+            storage_options = self.location.storage_options  # {} for a directory's
+        return backed_up(self, to, collections, storage_options)
 
     def discard_unmade(self, name: str) -> None:
         """Remove what a first write of `name` that never committed left (its pipeline copy),

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 #: Held (flock) by every write of the collection on this machine: see `Collection._writing`.
 WRITE_LOCK = "write.lock"
 
+#: Name of the kept pipeline copy in a collection's own directory (`provenance`).
+PIPELINE_DIR = "pipeline"
+
 #: Held (flock) by every write that plans over the collection's documents, from its first
 #: look at what is stored to its last commit: see `CollectionHandle.planning`.
 PLAN_LOCK = "plan.lock"
@@ -160,6 +163,11 @@ class CollectionHandle:
     def derived_dir(self) -> Path:
         """Where files derived from the table (search graphs) live, on local disk always."""
         return self.db.location.derived_dir(self.name)
+
+    @property
+    def pipeline_dir(self) -> Path:
+        """Where the copy of the collection's pipeline is kept (a local mirror, remotely)."""
+        return self.db.location.own_dir(self.name) / PIPELINE_DIR
 
     @property
     def exists(self) -> bool:

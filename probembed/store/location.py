@@ -244,8 +244,30 @@ class Location:
         """Local directory of a collection's own files: the database's, or a cache mirror."""
         if not self.remote:
             return cast(Path, self.path) / OWN_DIR / collection
+        return self._mirror() / collection
+
+    def _mirror(self) -> Path:
+        """This machine's cache of a database on object storage, keyed by its URI."""
         key = hashlib.sha256(self.uri.encode()).hexdigest()[:16]
-        return default_cache_dir() / "remote" / key / collection
+        return default_cache_dir() / "remote" / key
+
+    def holds_anything(self) -> bool:
+        """Whether anything is where this database would be made: a file, or a folder that
+        holds files; on object storage, an object there or under the prefix (a missing
+        bucket is refused)."""
+        if not self.remote:
+            path = cast(Path, self.path)
+            return path.is_file() or (path.is_dir() and any(path.iterdir()))
+        self._refuse_object_in_place()
+        listed = pafs.FileSelector(self._root, allow_not_found=True)
+        return bool(self._call(lambda: self._fs.get_file_info(listed), f"list {self.uri}"))
+
+    def clear(self) -> None:
+        """Delete every object under a database's prefix on object storage, and this
+        machine's mirror of it (a backup that failed part-way, into a prefix it found
+        empty)."""
+        self._call(lambda: self._fs.delete_dir(self._root), f"delete {self.uri}", missing_ok=True)
+        shutil.rmtree(self._mirror(), ignore_errors=True)
 
     def derived_dir(self, collection: str) -> Path:
         """Local directory for files derived from the table (search graphs).

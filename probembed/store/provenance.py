@@ -25,12 +25,9 @@ from pathlib import Path
 from probembed.pipeline import CONFIG_FILE, Pipeline, available_pipelines
 from probembed.store import shared_writes
 from probembed.store.errors import PipelineMismatchError, StoreStateError, disk_refusals
-from probembed.store.handle import CollectionHandle
+from probembed.store.handle import PIPELINE_DIR, CollectionHandle
 from probembed.store.rows import SETTINGS_MARK, PipelineInfo
 from probembed.store.threads import one_at_a_time
-
-#: Name of the kept copy inside a collection's derived directory.
-PIPELINE_DIR = "pipeline"
 
 
 def has_copy(directory: Path) -> bool:
@@ -123,11 +120,6 @@ def _settings_refused(name: str, pipeline: Pipeline, changes: list[str]) -> Pipe
 
 class CollectionPipeline(CollectionHandle):
     """The pipeline a collection's vectors were made with, kept beside it and checked."""
-
-    @property
-    def pipeline_dir(self) -> Path:
-        """Where the copy of the collection's pipeline is kept (a local mirror, remotely)."""
-        return self.db.location.own_dir(self.name) / PIPELINE_DIR
 
     def record_pipeline(self, pipeline: Pipeline, replace: bool = False) -> list[str]:
         """Keep a copy of the pipeline that writes (or wrote) this collection, for search to load.
