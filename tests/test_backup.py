@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from test_planning_writers import Held, chunked, chunks_of, write_docs
+from tuning_support import tuned_copy
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
@@ -106,6 +107,22 @@ def test_the_copys_agreement_is_measured_again_once_a_fifth_of_it_is_rewritten(
     info = PipelineInfo.of(pydoc_pipeline)
     copy.upsert(Batch([f"r{i}" for i in range(50)], texts, [{}] * 50, fused, info))
     assert copy.agreement_due()
+
+
+def test_a_copy_answers_with_the_kept_calibration_tuning_and_adapted_weights(
+    tmp_path, hash_pipeline, sentences
+):
+    source = Database(tmp_path / "db", create=True).collection("c")
+    ingest([Record(f"s{i}", t) for i, t in enumerate(sentences[:80])], source, hash_pipeline)
+    source.record_pipeline(tuned_copy(hash_pipeline, sentences), replace=True)
+    source.record_agreement(source.load_pipeline())  # weights tilted by gamma 5
+    source.db.backup(tmp_path / "to")
+
+    copy = Database(tmp_path / "to").open("c")
+    assert copy.load_pipeline().setting_changes(source.load_pipeline()) == []
+    assert copy.stats().adapted_weights == source.stats().adapted_weights is not None
+    found, want = copy.search(QUERIES, k=5), source.search(QUERIES, k=5)
+    assert found == want and found[0]["hits"][0]["p_relevant"] is not None
 
 
 def test_a_backup_is_refused_where_something_is_there_or_a_collection_is_not(
