@@ -301,7 +301,9 @@ def test_cli_on_s3_gives_what_it_gives_on_disk(tmp_path, bucket, options, hash_p
     pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
     flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
     outputs = []
-    for db in ([f"s3://{bucket}/db", *flags], [str(tmp_path / "local")]):
+    places = [([f"s3://{bucket}/db", *flags], f"s3://{bucket}/copy")]
+    places.append(([str(tmp_path / "local")], str(tmp_path / "copy")))
+    for db, copy in places:
         run = lambda *args, db=db: CliRunner().invoke(app, [*args, "--db", *db])  # noqa: E731
         ingested = run("ingest", str(source), "--pipeline", pipeline_dir)
         assert ingested.exit_code == 0, ingested.output
@@ -313,6 +315,16 @@ def test_cli_on_s3_gives_what_it_gives_on_disk(tmp_path, bucket, options, hash_p
         found = run("search", *QUERIES, "--json")
         assert found.exit_code == 0, found.output
         outputs.append(([(c["name"], c["count"]) for c in listed], json.loads(found.stdout)))
+        assert run("delete", "--where", "id = 'd5'").exit_code == 0
+        undone = run("undo", "--json")  # d5 back
+        assert undone.exit_code == 0 and json.loads(undone.stdout)["restored"] == ["d5"]
+        assert run("compact", "--all", "--keep", "0").exit_code == 0
+        assert "has no tags" in run("pins").stderr
+        assert run("backup", copy).exit_code == 0
+        copied = CliRunner().invoke(app, ["collections", "--json", "--db", copy, *db[1:]])
+        assert [(c["name"], c["count"]) for c in json.loads(copied.stdout)] == [("default", 198)]
+        assert run("drop", "default", "--yes").exit_code == 0
+        assert json.loads(run("collections", "--json").stdout) == []
     (remote_list, remote_hits), (local_list, local_hits) = outputs
     assert remote_list == local_list == [("default", 198)]
     assert_same_hits(remote_hits, local_hits)
