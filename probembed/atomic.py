@@ -2,7 +2,9 @@
 
 Each write goes to a uniquely named temporary file in the target's directory (so two writers
 never share one and the rename stays on one file system), is fsynced, renamed over the target,
-and the directory is fsynced so the rename itself survives a power cut.
+and the directory is fsynced so the rename itself survives a power cut. A target that is a
+symbolic link has its target replaced (the link stays), and one that is no regular file (a
+named pipe, a device such as /dev/stdout's) is refused: a rename would put a file in its place.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -24,11 +27,41 @@ from typing import Any
 
 import numpy as np
 
+#: What `file_kind` calls each kind of file that is not a regular one, by the test that finds it.
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """The words for a file that is not a regular one, by its mode (`os.stat`'s st_mode), for
+    messages that say why a path is not read or not written."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def replaced_path(path: str | os.PathLike) -> Path:
+    """The file a write to `path` replaces: a symbolic link's target (replacing the link cut
+    it, and left its target as it was), else `path`; one that is there and no regular file
+    is an OSError naming it (replaced, /dev/stdout became a file in /dev)."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode  # through links
+    except (FileNotFoundError, NotADirectoryError):  # not there yet (a link's target too)
+        return Path(os.path.realpath(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(f"{path} is {file_kind(mode)}, not a file to replace")
+    return Path(os.path.realpath(path))
+
 
 @contextlib.contextmanager
 def replacing(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a fresh temporary path to write; on success it atomically replaces `path`."""
-    path = Path(path)
+    """Yield a fresh temporary path to write; on success it atomically replaces `path` (a
+    link's target: `replaced_path`)."""
+    path = replaced_path(path)
     tmp = _create_unique(path)
     try:
         yield tmp

@@ -3,6 +3,7 @@
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 from pathlib import Path
@@ -134,3 +135,24 @@ def test_a_waiter_is_told_who_holds_the_lock_and_gives_up_at_its_limit(tmp_path)
     with atomic.locked(lock, "a sync", wait=0, waiting=told.append):
         assert lock.read_text() == "a sync"
     assert told == ["chunked sync of docs (pid 1)"]  # free: nothing to wait for
+
+
+def test_a_link_has_its_target_replaced_and_stays_a_link(tmp_path):
+    """The rename replaced the link with a file and left its target as it was."""
+    (tmp_path / "target.json").write_bytes(b"old")
+    link = tmp_path / "link.json"
+    link.symlink_to("target.json")
+    atomic.write_bytes(link, b"new")
+    assert link.is_symlink() and os.readlink(link) == "target.json"
+    assert (tmp_path / "target.json").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "target.json"]
+
+
+def test_a_named_pipe_is_refused_not_replaced_by_a_file(tmp_path):
+    """A rename over a named pipe (or /dev/stdout's device) put a regular file in its place."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match=f"{re.escape(str(fifo))} is a named pipe, not a file"):
+        atomic.write_bytes(fifo, b"x")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["fifo"]

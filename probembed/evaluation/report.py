@@ -500,11 +500,18 @@ def write_json(
     config: dict,
     sections: Mapping[str, object] | None = None,
 ) -> None:
+    """Rows plus the configuration that reproduces them (and `sections`), written atomically."""
+    atomic.write_bytes(path, json_bytes(rows, config, sections))
+
+
+def json_bytes(
+    rows: Sequence[dict], config: dict, sections: Mapping[str, object] | None = None
+) -> bytes:
     """Rows plus the configuration that reproduces them (and `sections`, more top-level keys
-    such as per-item values), written atomically."""
+    such as per-item values) as a JSON document, for a file or a stream."""
     payload = _finite({"config": config, "rows": list(rows), **(sections or {})})
     text = json.dumps(payload, indent=1, default=_jsonable, allow_nan=False)
-    atomic.write_bytes(path, (text + "\n").encode())
+    return (text + "\n").encode()
 
 
 def _finite(value: object) -> object:

@@ -23,12 +23,13 @@ from typer.core import TyperGroup
 from probembed.documents import with_notes
 from probembed.interfaces import eval_commands, store_commands, tune_command
 from probembed.interfaces.console import (
-    check_output_file,
+    check_output_folder,
     fail,
     literal,
     named,
     note,
     out,
+    output_file,
     say,
     warnings_as_lines,
 )
@@ -255,31 +256,37 @@ def encode(
     file: Annotated[
         Path | None, typer.Option(help="Read texts from this file, one per line.")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="Write mean, var, weights to this .npz.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write mean, var, weights to this .npz (a new name gets .npz). `-`: to stdout, "
+            "as a named pipe or a device is written to as it is, never to a terminal; a file "
+            "is replaced once written whole, a link's target for a link."
+        ),
+    ] = None,
 ) -> None:
     """Embed texts as Gaussians: one JSON line per text, or an .npz with --out."""
     from probembed.gaussian import decimals
     from probembed.pipeline import Pipeline
 
     items = read_texts(texts, file)
-    if out is not None:
-        check_output_file("--out", out)
-        out = out if out.suffix == ".npz" else out.with_name(out.name + ".npz")  # numpy's rule
+    target = None if out is None else output_file("--out", out, binary=True, suffix=".npz")
     try:
         pipe = Pipeline.load(pipeline)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     fused = pipe.encode(items, progress=True)
-    if out is not None:
-        np.savez(
-            out,
-            mean=fused.gaussian.mean,
-            var=fused.gaussian.var,
-            weights=fused.weights,
-            models=np.array(fused.models),
-            texts=np.array(items),
-        )
-        say(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {out}")
+    if target is not None:
+        with target.open() as handle:
+            np.savez(
+                handle,
+                mean=fused.gaussian.mean,
+                var=fused.gaussian.var,
+                weights=fused.weights,
+                models=np.array(fused.models),
+                texts=np.array(items),
+            )
+        say(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {target}")
         return
     for i, text in enumerate(items):
         row = {
@@ -410,6 +417,7 @@ def fit(
         raise fail(f"bad fusion settings: {named(str(exc), FUSION_OPTIONS)}") from exc
     if estimator == "laplace" and not (math.isfinite(prior_precision) and prior_precision > 0):
         raise fail(f"--prior-precision must be a finite number > 0, got {prior_precision}")
+    check_output_folder("--out", out)
     out = out.absolute()  # `--out .` names the pipeline after the current directory
     try:
         check_save_target(out)

@@ -8,15 +8,20 @@ goes through `Text`, so only the styles written in this package are styles.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import stat
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+from probembed import atomic
 
 #: Messages, progress and warnings: stderr, so stdout stays clean for JSON and tables.
 err = Console(stderr=True, highlight=False)
@@ -91,13 +96,113 @@ def ask(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def check_output_file(option: str, path: Path) -> None:
-    """Refuse, before any work, a file to write that is a directory or has no directory to go
-    in: found only after encoding or evaluating everything, it failed naming a temporary file."""
-    if path.is_dir():
-        raise fail(f"{option} {path}: is a directory; name the file to write in it")
-    if not path.absolute().parent.is_dir():
-        raise fail(f"{option} {path}: no directory {path.absolute().parent}")
+class OutputFile:
+    """A file a command writes, given as an option: standard output (`-`, or a path that is
+    the command's stdout, such as /dev/stdout), a named pipe or a character device written
+    as it is, or a file replaced whole once written (a link's target: `atomic.replacing`)."""
+
+    def __init__(self, option: str, path: Path | None, direct: bool = False) -> None:
+        #: The option that named it; None for stdout; whether to write the path as it is.
+        self.option, self.path, self.direct = option, path, direct
+
+    @property
+    def to_stdout(self) -> bool:
+        """Whether it is standard output: the command's table goes to stderr then."""
+        return self.path is None
+
+    def __str__(self) -> str:
+        """How messages name it."""
+        return "stdout" if self.path is None else str(self.path)
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[BinaryIO]:
+        """A binary handle to write it with, flushed before the block ends, so a reader gone
+        or a full disk is the block's error, not one at the process's exit."""
+        if self.path is None:
+            sys.stdout.flush()  # what was printed before comes first
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        elif self.direct:
+            with open(self.path, "wb") as handle:
+                yield handle
+        else:
+            with atomic.replacing(self.path) as tmp, open(tmp, "wb") as handle:
+                yield handle
+
+
+def output_file(option: str, path: Path, binary: bool = False, suffix: str = "") -> OutputFile:
+    """The file `option` names to write, refused before any work where it cannot be written:
+    `-` (or the very file stdout is) is stdout; a named pipe or a character device is written
+    as it is (no temporary file renamed over it); a file or a link to one is replaced whole;
+    a directory, a socket, a block device, or a missing directory refused naming it. A
+    `binary` format is refused where it would reach a terminal. A new file's name lacking
+    `suffix` gets it (numpy's rule for .npz), a named pipe's or a device's does not."""
+    if str(path) == "-" or _is_stdout(path):
+        if binary and sys.stdout.isatty():
+            raise fail(
+                f"{option} {path}: stdout is a terminal, and binary data is not written to one; "
+                "redirect stdout to a file or a pipe, or name a file"
+            )
+        return OutputFile(option, None)
+    try:
+        mode = path.stat().st_mode  # through links
+    except (FileNotFoundError, NotADirectoryError):  # not there: its folder is checked below
+        mode = None
+    except OSError as exc:
+        raise fail(f"{option} {path}: {exc.strerror}") from exc
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        if stat.S_ISCHR(mode) and _is_terminal(option, path) and binary:
+            raise fail(f"{option} {path}: is a terminal, and binary data is not written to one")
+        return OutputFile(option, path, direct=True)
+    if mode is not None and not stat.S_ISREG(mode):
+        what = "a directory; name the file to write in it" if stat.S_ISDIR(mode) else None
+        raise fail(f"{option} {path}: is {what or atomic.file_kind(mode)}, not a file to write")
+    named = path
+    if suffix and path.suffix != suffix and not path.is_symlink():
+        named = path.with_name(path.name + suffix)
+    folder = atomic.replaced_path(named).parent
+    if not folder.is_dir():
+        raise fail(f"{option} {path}: no directory {folder}")
+    return OutputFile(option, named)
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether a path is the file the command's standard output is (/dev/stdout, /dev/fd/1,
+    or the file stdout was redirected to)."""
+    try:
+        there, fd = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not there; stdout closed or replaced
+        return False
+    return (there.st_dev, there.st_ino) == (fd.st_dev, fd.st_ino)
+
+
+def _is_terminal(option: str, path: Path) -> bool:
+    """Whether a character device is a terminal, opened without waiting or becoming the
+    process's controlling terminal; one that cannot be opened (/dev/tty without a terminal)
+    refused now, not after the work."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise fail(f"{option} {path}: cannot write to it: {exc.strerror}") from exc
+    try:
+        return os.isatty(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def check_output_folder(option: str, path: Path) -> None:
+    """Refuse, before any work, a folder to write that is `-` (standard output takes no
+    folder) or is, or lies in, something that is no folder (a file, a named pipe)."""
+    if str(path) == "-":
+        raise fail(f"{option} -: it names a folder to write files in; stdout cannot be one")
+    if path.is_symlink() and not path.exists():
+        raise fail(f"{option} {path}: a link to {os.readlink(path)}, which is not there")
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+    mode = existing.stat().st_mode
+    if not stat.S_ISDIR(mode):
+        kind = "a file" if stat.S_ISREG(mode) else atomic.file_kind(mode)
+        where = "" if existing == path else f" {existing}"
+        raise fail(f"{option} {path}:{where} is {kind}, not a folder")
 
 
 #: A terminal colour or style code (SGR), which some libraries put in their warnings.

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from probembed.calibration.checking import CalibrationCheck
     from probembed.evaluation.datasets import Evaluable
     from probembed.evaluation.report import Comparison
+    from probembed.interfaces.console import OutputFile
     from probembed.pipeline import Pipeline
 
 DEV_SPLITS = ("dev", "train")
@@ -75,9 +76,10 @@ def check_outputs(
     compare: bool,
     hybrid: bool,
     baseline: str | None = None,
-) -> None:
-    """Refuse what would fail or be ignored only after the whole evaluation has run."""
-    from probembed.interfaces.console import check_output_file
+) -> OutputFile | None:
+    """Refuse what would fail or be ignored only after the whole evaluation has run; the
+    file --json names."""
+    from probembed.interfaces.console import check_output_folder, output_file
 
     if hybrid and compare:
         raise ValueError(
@@ -93,12 +95,9 @@ def check_outputs(
         for option, value in (("--tune-on", tune_on), ("--baseline", baseline)):
             if value is not None:
                 raise ValueError(f"{option} needs --compare: only a comparison has rows to tune")
-    if json_path is not None:
-        check_output_file("--json", json_path)
     if plots is not None:
-        existing = next((p for p in (plots, *plots.absolute().parents) if p.exists()), None)
-        if existing is not None and not existing.is_dir():
-            raise ValueError(f"--plots {plots}: {existing} is a file, not a folder")
+        check_output_folder("--plots", plots)
+    return None if json_path is None else output_file("--json", json_path)
 
 
 def check_baseline(baseline: str | None, pipe: Pipeline, tuned: bool) -> str:
@@ -251,7 +250,13 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option(help="Every single model and ensemble side by side.")
         ] = False,
         json_path: Annotated[
-            Path | None, typer.Option("--json", help="Write tidy result rows here.")
+            Path | None,
+            typer.Option(
+                "--json",
+                help="Write tidy result rows here as JSON. `-` (or /dev/stdout): to stdout, and "
+                "the table to stderr; a named pipe or a device is written to as it is; a file "
+                "is replaced once written whole, a link's target for a link.",
+            ),
         ] = None,
         plots: Annotated[
             Path | None,
@@ -332,22 +337,21 @@ def register(app: typer.Typer) -> None:
         )
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import (
+            json_bytes,
             markdown_table,
             same_rows,
             settings_text,
             shipped_label,
             tuned_settings,
-            write_json,
             write_plots,
         )
-        from probembed.interfaces.console import fail, named, note, out, say
+        from probembed.interfaces.console import err, fail, named, note, out, say
         from probembed.interfaces.store_options import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
 
-        console = out()
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
-            check_outputs(json_path, plots, tune_on, compare, hybrid, baseline)
+            json_out = check_outputs(json_path, plots, tune_on, compare, hybrid, baseline)
             test, dev = load_test_and_dev(path, split, compare, tune_on, options)
             metrics = reported_metrics(test, metric or ())
             if hybrid:
@@ -435,11 +439,12 @@ def register(app: typer.Typer) -> None:
         if differences is not None:
             heading += f"; Δ: difference from {baseline}"
         table = markdown_table(rows, metrics, columns, same)
+        console = err if json_out is not None and json_out.to_stdout else out()
         console.print(Markdown(f"### {heading}\n\n" + table))
         if checked is not None:
             title = f"### p_relevant and confidence of {pipe.name} on {label}, as searches report"
             console.print(Markdown(f"{title}\n\n" + calibration_table(checked)))
-        if json_path is not None:
+        if json_out is not None:
             config: dict[str, object] = {
                 "dataset": str(path),
                 "split": test.split,
@@ -477,8 +482,9 @@ def register(app: typer.Typer) -> None:
                     "figures": checked.figures,
                     "reliability": checked.reliability,
                 }
-            write_json(json_path, rows, config, sections)
-            say(f"wrote {len(rows)} rows to {json_path}")  # notes on stderr, the table on stdout
+            with json_out.open() as handle:
+                handle.write(json_bytes(rows, config, sections))
+            say(f"wrote {len(rows)} rows to {json_out}")  # notes on stderr, the table on stdout
         if result is not None and plots is not None:  # after the rows: a plot may still fail
             written = write_plots(result, test, plots)
             if checked is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from probembed.documents import with_notes
-from probembed.interfaces.console import err, fail, named, note, say
+from probembed.interfaces.console import check_output_folder, err, fail, named, note, say
 from probembed.interfaces.store_options import (
     CHUNK_OPTIONS,
     DEFAULT_COLLECTION,
@@ -432,6 +432,7 @@ def embed_command(
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
     settings = chunk_settings(chunk, chunk_tokens, overlap)
     check_source(path)
+    check_output_folder("--out", out)
     try:
         check_out(out)
     except StoreError as exc:

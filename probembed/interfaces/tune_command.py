@@ -154,9 +154,10 @@ def register(app: typer.Typer) -> None:
             grid_sizes,
             tuned_and_calibrated,
         )
-        from probembed.interfaces.console import fail, named, note, say
+        from probembed.interfaces.console import check_output_folder, fail, named, note, say
         from probembed.pipeline import Pipeline, check_save_target
 
+        check_output_folder("--out", out)
         out = out.absolute()  # `--out .` names the pipeline after the current directory
         try:
             check_save_target(out)

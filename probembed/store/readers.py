@@ -15,6 +15,7 @@ from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from probembed.atomic import file_kind
 from probembed.chunking import front_matter
 from probembed.documents import Problem, Record, read_jsonl
 from probembed.store.formats import READERS, Found, read_file
@@ -97,15 +98,6 @@ def read_records(path: str | Path, follow_links: bool = False) -> Iterator[Recor
     )
 
 
-#: What `not_regular` calls each kind of file no reader takes, by the test that finds it.
-_KINDS = (
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
 def not_regular(path: Path) -> str | None:
     """What is wrong with a source that is there but is neither a folder nor a regular file
     (None: it is one, or not there): reading a named pipe waits for a writer, and "no
@@ -116,12 +108,7 @@ def not_regular(path: Path) -> str | None:
         return None
     if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
         return None
-    return f"{path} is not a regular file but {_kind(mode)}: give a file, or a folder of files"
-
-
-def _kind(mode: int) -> str:
-    """The words for a file that is not a regular one, by its mode."""
-    return next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"{path} is not a regular file but {file_kind(mode)}: give a file, or a folder of files"
 
 
 class Link(NamedTuple):
@@ -231,7 +218,7 @@ def walk_folder(
                 else:
                     problems.append(unnamed)
             else:  # a named pipe waits for a writer; it was passed over without a word
-                kind = _kind(found.st_mode)
+                kind = file_kind(found.st_mode)
                 special.append(Special(doc_id, f"a link to {kind}" if link else kind))
     problems += _composed_twice(files, root)
     return Walk(dict(sorted(files.items())), problems, sorted(linked), sorted(special))
