@@ -103,6 +103,14 @@ def delete_command(
             "--all", help="With --where: delete even where the filter selects every item."
         ),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object on stdout instead of the summary: collection, "
+            "deleted (items; with --doc, chunks), count (left), not_found, not_found_ids.",
+        ),
+    ] = False,
 ) -> None:
     """Delete items by id (with --doc, every chunk of these documents), each found as given,
     else by its composed or decomposed Unicode spelling, or those a filter selects (--where);
@@ -114,11 +122,12 @@ def delete_command(
     ids = ids or []
     gone: list[str] = []  # ids or documents not there
     target = _open_collection(db, storage_option, collection)
+    tell = _silent if as_json else say
     try:
         if where is not None:
             removed = target.delete(where=where, allow_all=every)
             said = "" if removed else " (none matched)"
-            say(f"deleted {removed} item(s) selected by --where {where!r}{said}")
+            tell(f"deleted {removed} item(s) selected by --where {where!r}{said}")
         elif doc:
             removed, gone = target.delete_documents(ids, wait, progress=True)
             missing = f"; {_not_there(gone, 'document')}" if gone else ""
@@ -130,7 +139,7 @@ def delete_command(
                     f"it deletes that chunk, and its document is {document!r})"
                 )
             missing += _read_from_hint(target, gone, "--doc takes the stored id, not the path")
-            say(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
+            tell(f"deleted {removed} chunk(s) of {len(set(ids)) - len(gone)} document(s){missing}")
         else:
             gone = target.absent(ids)  # as delete finds an id: as given, else NFC or NFD
             removed = target.delete(ids)
@@ -142,10 +151,14 @@ def delete_command(
                     f"{chunked[0]!r}: --doc deletes a document's chunks)"
                 )
             said += _read_from_hint(target, gone, "--doc with the stored id deletes its chunks")
-            say(f"deleted {removed} item(s){said}")
+            tell(f"deleted {removed} item(s){said}")
         if removed and target.agreement_due():
-            say("measuring the models' agreement on what is left (loads the pipeline)")
+            tell("measuring the models' agreement on what is left (loads the pipeline)")
             _measure_after_delete(target)
+        if as_json:
+            answer = {"collection": collection, "deleted": removed, "count": target.count()}
+            answer |= {"not_found": len(gone), "not_found_ids": gone}
+            sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
     except StoreError as exc:
         raise store_refusal(exc, named(str(exc), {"allow_all=True": "--all"})) from exc
     if gone and not missing_ok:
@@ -163,6 +176,10 @@ def _check_delete_options(ids: list[str] | None, where: str | None, doc: bool, e
         raise fail("--where selects items, not documents: leave out --doc")
     if every and where is None:
         raise fail("--all goes with --where: it lets a filter that selects every item delete them")
+
+
+def _silent(message: str) -> None:
+    """What `--json` says of a summary on stderr: nothing (stdout has it)."""
 
 
 def _measure_after_delete(target: Collection) -> None:
@@ -222,6 +239,14 @@ def drop_command(
     db: DbOption = None,
     storage_option: StorageOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Drop without asking.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object on stdout instead of the summary: collection, "
+            "deleted (its items), count (0).",
+        ),
+    ] = False,
 ) -> None:
     """Delete a collection with everything in it: its items, kept pipeline copy and graphs."""
     from probembed.store import StoreError
@@ -236,7 +261,11 @@ def drop_command(
         database.drop(collection)
     except StoreError as exc:
         raise fail(str(exc)) from exc
-    say(f"dropped collection {collection!r} ({count} item(s))")
+    if as_json:  # as the service's DELETE of a collection answers
+        answer = {"collection": collection, "deleted": count, "count": 0}
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+    else:
+        say(f"dropped collection {collection!r} ({count} item(s))")
 
 
 def undo_command(

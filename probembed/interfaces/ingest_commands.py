@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -67,11 +69,14 @@ def ingest_and_report(
     chunking: Any = None,
     ray: dict[str, Any] | None = None,
     follow_links: bool = False,
+    progress: bool = True,
+    summary: bool = True,
     **options: Any,
 ) -> IngestReport | DocumentReport:
     """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options; a folder's links
-    as `follow_links` says) with a progress bar, then say what happened: each skipped item,
-    one summary."""
+    as `follow_links` says) with a progress bar (unless `progress` is False), then say what
+    happened: each skipped item, and the summary unless `summary` is False (`--json` prints
+    the report instead, `-q` nothing)."""
     from probembed.store import IngestReport, StoreError, ingest, ingest_documents, ingest_ray
 
     report: IngestReport | DocumentReport
@@ -87,17 +92,24 @@ def ingest_and_report(
                 session = ray_session(ray["address"])  # one Ray for the chunks and chunks 0
             with session:
                 report = ingest_documents(
-                    source, target, pipe, chunking, progress=True, ingest_with=with_ray, **options
+                    source,
+                    target,
+                    pipe,
+                    chunking,
+                    progress=progress,
+                    ingest_with=with_ray,
+                    **options,
                 )
         elif ray is not None:
-            report = ingest_ray(source, target, pipe, progress=True, **ray, **options)
+            report = ingest_ray(source, target, pipe, progress=progress, **ray, **options)
         else:
-            report = ingest(source, target, pipe, progress=True, **options)
+            report = ingest(source, target, pipe, progress=progress, **options)
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
         raise store_refusal(exc, _told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
-    say(named(report.summary(), LINK_OPTIONS))
+    if summary:
+        say(named(report.summary(), LINK_OPTIONS))
     if isinstance(report, IngestReport) and report.changed:  # an edit a re-run did not write
         say(_changed_note(report, source))
     if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
@@ -210,6 +222,21 @@ def ingest_command(
     workers: WorkersOption = 1,
     cpus_per_worker: CpusOption = 1.0,
     gpus_per_worker: GpusOption = 0.0,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the report as one JSON object on stdout instead of the summary "
+            "(keys as the service's write answers: added, updated, unchanged, removed, "
+            "skipped, ..., collection, count; README: Machine-readable output).",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="No progress or summary on stderr: only warnings and errors."
+        ),
+    ] = False,
 ) -> None:
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.store import StoreError
@@ -245,6 +272,8 @@ def ingest_command(
         refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
     except StoreError as exc:
         raise fail(named(str(exc), MIXING_OPTIONS)) from exc
+    told = not (quiet or as_json)  # the summary lines; warnings always
+    options |= {"progress": not quiet, "summary": told}
     try:
         if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(
@@ -252,7 +281,7 @@ def ingest_command(
             )
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         if replace_pipeline and target.exists:
-            _replace_pipeline(target, pipe)
+            _replace_pipeline(target, pipe, quiet)
         _say_if_capped(chunk_tokens, settings, pipe)
         if settings is not None:
             report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
@@ -264,13 +293,19 @@ def ingest_command(
             _note_kept(stop, target)
         _discard_unmade(database, collection, where if made_here else None)
         raise
+    count = target.count() if target.exists else 0
+    if as_json:
+        answer = {"collection": collection, "count": count} | report.to_json()
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
     if not target.exists:  # nothing to write (an empty file): no collection was made
         _discard_unmade(database, collection, where if made_here else None)
-        say(f"nothing stored: collection {collection!r} in {database.path} was not made")
+        if told:
+            say(f"nothing stored: collection {collection!r} in {database.path} was not made")
         return
-    say(f"collection {collection!r} in {database.path}: {target.count()} item(s)")
+    if told:
+        say(f"collection {collection!r} in {database.path}: {count} item(s)")
     if report.added or report.updated:
-        with err.status("building the search graph"):
+        with err.status("building the search graph") if not quiet else contextlib.nullcontext():
             target.searcher().warm()
 
 
@@ -367,15 +402,16 @@ def _told(exc: Exception) -> str:
     return with_notes(named(str(exc), SYNC_OPTIONS | REPLACE_OPTIONS | LINK_OPTIONS), exc)
 
 
-def _replace_pipeline(target: Collection, pipe: Any) -> None:
-    """Keep `pipe` as the collection's pipeline copy, saying what that changed for its readers."""
+def _replace_pipeline(target: Collection, pipe: Any, quiet: bool = False) -> None:
+    """Keep `pipe` as the collection's pipeline copy, saying what that changed for its readers
+    (unless `quiet`)."""
     from probembed.store import StoreError
 
     try:
         changes = target.record_pipeline(pipe, replace=True)
     except (StoreError, ValueError) as exc:
         raise fail(named(str(exc), REPLACE_OPTIONS)) from exc
-    if changes:
+    if changes and not quiet:
         say(f"collection {target.name!r} now searches with {pipe.name!r}: {'; '.join(changes)}")
 
 

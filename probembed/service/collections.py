@@ -78,20 +78,10 @@ def _chunked_report(
     """What a chunked write did, documents and chunks, and the size it cut them at, in the
     response's shape."""
     return schemas.WriteReport(
+        **report.to_json(),
         collection=name,
-        added=report.added,
-        updated=report.updated,
         already_stored=0,
-        skipped=[str(p) for p in report.problems],
         count=count,
-        unchanged=report.unchanged,
-        removed=report.removed,
-        sync_withheld=report.sync_withheld,
-        repeated=report.repeats.count,
-        repeated_example=report.repeats.example,
-        chunks_written=report.chunks_written,
-        chunks_by_chars=report.chunks_by_chars,
-        chunks_removed=report.chunks_removed,
         chunked_at=schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
     )
 
@@ -276,21 +266,19 @@ def _collections(service: Service) -> APIRouter:
                 info = PipelineInfo.of(pipeline)
                 commit(collection, info, todo, fused, body.replacing, report, remove=report.gone)
             finish(collection, pipeline)
+            counts = report.to_json()  # null where a count does not apply to this write
             changed = None if body.replacing else report.changed
             return schemas.WriteReport(
-                collection=name,
-                added=report.added,
-                updated=report.updated,
-                already_stored=report.already_stored,
-                skipped=[str(p) for p in report.problems],
-                count=service.count_items(collection),
-                unchanged=report.unchanged if body.replacing else None,
-                changed=None if changed is None else len(changed),
-                hint=_upsert_hint(changed),
-                removed=report.removed if body.sync else None,
-                sync_withheld=report.sync_withheld if body.sync else None,
-                repeated=report.repeats.count,
-                repeated_example=report.repeats.example,
+                **counts
+                | {
+                    "collection": name,
+                    "count": service.count_items(collection),
+                    "unchanged": counts["unchanged"] if body.replacing else None,
+                    "changed": None if changed is None else counts["changed"],
+                    "hint": _upsert_hint(changed),
+                    "removed": counts["removed"] if body.sync else None,
+                    "sync_withheld": counts["sync_withheld"] if body.sync else None,
+                }
             )
 
         if body.sync:  # what it removes is decided on what is stored: held to its commit

@@ -66,6 +66,7 @@ from probembed.store.ingest import (
     validate_options,
     withheld_note,
     writing_pipeline,
+    written_json,
 )
 from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
@@ -160,6 +161,16 @@ class DocumentReport:
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
             f"{unread_note(self.unread)}"
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """As `probembed ingest --chunk --json` prints it and the service answers a chunked
+        write: documents, then chunks."""
+        return written_json(self) | {
+            "relocated": self.relocated,
+            "chunks_written": self.chunks_written,
+            "chunks_by_chars": self.chunks_by_chars,
+            "chunks_removed": self.chunks_removed,
+        }
 
 
 def read_documents(

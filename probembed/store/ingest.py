@@ -65,6 +65,7 @@ from probembed.store.rows import (
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
+    from probembed.store.chunked import DocumentReport
 
 OnError = Literal["skip", "stop"]
 ON_ERROR = ("skip", "stop")
@@ -175,6 +176,31 @@ class IngestReport:
             f"{withheld_note(self.sync_withheld)}{self.repeats.note()}"
             f"{unread_note(self.unread, TEXT_SUFFIXES)}"
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """As `probembed ingest --json` prints it and the service answers a write (`changed`:
+        how many ids of `already_stored` hold another text or metadata than given)."""
+        return written_json(self) | {
+            "already_stored": self.already_stored,
+            "changed": len(self.changed),
+        }
+
+
+def written_json(report: IngestReport | DocumentReport) -> dict[str, Any]:
+    """The counts every write reports, named as the service's answers name them
+    (`schemas.WriteReport`), so a script reads one write's outcome alike from the CLI's
+    `--json` and from HTTP: each report's `to_json` adds its own."""
+    return {
+        "source": report.source,
+        "added": report.added,
+        "updated": report.updated,
+        "unchanged": report.unchanged,
+        "removed": report.removed,
+        "skipped": [str(problem) for problem in report.problems],
+        "sync_withheld": report.sync_withheld,
+        "repeated": report.repeats.count,
+        "repeated_example": report.repeats.example,
+    }
 
 
 def withheld_note(count: int) -> str:

@@ -1,0 +1,92 @@
+"""The CLI as a script or a cron job runs it: results a program reads, exit codes, no TTY."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
+from probembed.service.schemas import DeleteReport, WriteReport
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def saved_pipeline(hash_pipeline, tmp_path_factory) -> Path:
+    return hash_pipeline.save(tmp_path_factory.mktemp("pipelines") / "hash")
+
+
+def _rows(path: Path, n: int, bad: bool = False) -> Path:
+    """A JSONL file of `n` records (and one without a text, with `bad`)."""
+    lines = [
+        json.dumps({"id": f"d{i}", "text": f"document {i} is about topic {i}"}) for i in range(n)
+    ]
+    path.write_text("\n".join(lines + (['{"id": "nothing"}'] if bad else [])) + "\n")
+    return path
+
+
+def _ran(*args: str) -> tuple[int, dict, str]:
+    """Exit code, the one JSON object on stdout, and stderr of a command run with --json."""
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.stdout.count("\n") == 1, (result.stdout, result.stderr)
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def test_ingest_json_is_the_report_under_the_names_the_service_answers_with(
+    tmp_path, saved_pipeline
+):
+    """A cron job had only prose on stderr ("added 0, updated 3, ...") to tell a no-op run
+    from one that did work."""
+    db = ["--db", str(tmp_path / "db"), "-c", "c"]
+    source = _rows(tmp_path / "rows.jsonl", 5)
+    code, made, said = _ran("ingest", str(source), *db, "--pipeline", str(saved_pipeline))
+    assert code == 0 and made["added"] == 5 and made["count"] == 5 and made["collection"] == "c"
+    assert "added 5" not in said  # the summary is the JSON now, not said twice
+    _rows(source, 3)
+    code, synced, _ = _ran("ingest", str(source), *db, "--sync")
+    assert code == 0 and (synced["added"], synced["unchanged"], synced["removed"]) == (0, 3, 2)
+    assert synced["count"] == 3 and synced["skipped"] == [] and synced["source"] == str(source)
+    # every key is the service's write answer's, but the source, which it does not echo
+    assert set(synced) - {"source"} <= set(WriteReport.model_fields)
+    code, chunked, _ = _ran(
+        "ingest", str(source), "--db", str(tmp_path / "db"), "-c", "k", "--chunk"
+    )
+    assert code == 0 and chunked["added"] == 3 and chunked["chunks_written"] == 3
+    assert set(chunked) - {"source", "relocated"} <= set(WriteReport.model_fields)
+
+
+def test_quiet_ingest_says_only_warnings(tmp_path, saved_pipeline):
+    """`ingest --sync` mailed two lines from cron on every run that changed nothing."""
+    db = ["--db", str(tmp_path / "db"), "-c", "c", "--pipeline", str(saved_pipeline)]
+    source = _rows(tmp_path / "rows.jsonl", 4)
+    assert runner.invoke(app, ["ingest", str(source), *db]).exit_code == 0
+    again = runner.invoke(app, ["ingest", str(source), *db, "--sync", "-q"])
+    assert again.exit_code == 0 and again.stderr == "" and again.stdout == ""
+    loud = runner.invoke(app, ["ingest", str(source), *db, "--sync"])
+    assert "unchanged 4" in loud.stderr  # what -q leaves out
+    _rows(source, 4, bad=True)
+    skipping = runner.invoke(app, ["ingest", str(source), *db, "--on-error", "skip", "--quiet"])
+    assert skipping.exit_code == 0 and skipping.stdout == ""
+    assert skipping.stderr.startswith("skipped: ") and skipping.stderr.count("\n") == 1
+
+
+def test_delete_and_drop_json_are_the_services_delete_answers(tmp_path, saved_pipeline):
+    db = ["--db", str(tmp_path / "db")]
+    source = _rows(tmp_path / "rows.jsonl", 4)
+    made = runner.invoke(
+        app, ["ingest", str(source), *db, "-c", "c", "--pipeline", str(saved_pipeline)]
+    )
+    assert made.exit_code == 0, made.output
+    code, deleted, said = _ran("delete", "d1", "d2", "gone", *db, "-c", "c")
+    assert code == 1 and said == ""  # some ids were not there: exit 1 as without --json
+    assert deleted == {
+        "collection": "c",
+        "deleted": 2,
+        "count": 2,
+        "not_found": 1,
+        "not_found_ids": ["gone"],
+    }
+    assert set(deleted) - {"not_found_ids"} <= set(DeleteReport.model_fields)
+    code, dropped, _ = _ran("drop", "c", *db, "--yes")
+    assert code == 0 and dropped == {"collection": "c", "deleted": 2, "count": 0}
