@@ -1,6 +1,10 @@
 """The CLI as a script or a cron job runs it: results a program reads, exit codes, no TTY."""
 
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,9 @@ from probembed.interfaces.cli import app
 from probembed.service.schemas import DeleteReport, WriteReport
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+#: The real entry point, as a shell script runs it.
+PROBEMBED = [sys.executable, "-m", "probembed"]
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +97,56 @@ def test_delete_and_drop_json_are_the_services_delete_answers(tmp_path, saved_pi
     assert set(deleted) - {"not_found_ids"} <= set(DeleteReport.model_fields)
     code, dropped, _ = _ran("drop", "c", *db, "--yes")
     assert code == 0 and dropped == {"collection": "c", "deleted": 2, "count": 0}
+
+
+def _collections(db: Path) -> list[str]:
+    """The collections `db` holds, read by another process's CLI as a script would."""
+    listed = subprocess.run(
+        [*PROBEMBED, "collections", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return [c["name"] for c in json.loads(listed.stdout)]
+
+
+def test_drop_without_yes_reads_nothing_from_a_pipe_and_refuses(tmp_path, saved_pipeline):
+    """`probembed drop x` in a `while read` loop took the loop's next line as its answer (a
+    "y" dropped the collection), and `sleep 30 | probembed drop x` waited at the prompt."""
+    db = tmp_path / "db"
+    source = _rows(tmp_path / "rows.jsonl", 2)
+    made = runner.invoke(
+        app, ["ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(saved_pipeline)]
+    )
+    assert made.exit_code == 0, made.output
+    script = f'{" ".join(PROBEMBED)} drop c --db {db}; echo "exit $?"; cat'
+    loop = subprocess.run(
+        ["sh", "-c", script], input="y\nnext\n", capture_output=True, text=True, timeout=300
+    )
+    assert loop.stdout == "exit 1\ny\nnext\n", loop.stderr  # the pipe's lines left unread
+    assert "no (stdin is not a terminal" in loop.stderr and "nothing dropped" in loop.stderr
+    assert _collections(db) == ["c"]
+
+
+def test_drop_without_yes_asks_on_a_terminal(tmp_path, saved_pipeline):
+    db = tmp_path / "db"
+    source = _rows(tmp_path / "rows.jsonl", 2)
+    made = runner.invoke(
+        app, ["ingest", str(source), "--db", str(db), "-c", "c", "--pipeline", str(saved_pipeline)]
+    )
+    assert made.exit_code == 0, made.output
+    terminal, stdin = pty.openpty()
+    os.write(terminal, b"y\n")  # typed ahead: the terminal holds it until the prompt reads
+    try:
+        asked = subprocess.run(
+            [*PROBEMBED, "drop", "c", "--db", str(db)],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.close(stdin)
+        os.close(terminal)
+    assert asked.returncode == 0 and "item(s)? [y/N]: dropped collection 'c'" in asked.stderr
+    assert _collections(db) == []

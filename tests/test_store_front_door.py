@@ -450,12 +450,13 @@ def test_cli_drop_asks_then_deletes_a_collection_and_names_one_that_is_not_there
             app, ["ingest", str(source), *db, "-c", name, "--pipeline", str(pipe_dir)]
         )
         assert made.exit_code == 0, made.output
-    declined = CliRunner().invoke(app, ["drop", "pets", *db], input="n\n")
+    # not a terminal: no, whatever stdin holds (asked on one: test_cli_scripting)
+    declined = CliRunner().invoke(app, ["drop", "pets", *db], input="y\n")
     assert declined.exit_code == 1 and "nothing dropped" in declined.output
     # the question and its answer on stderr: typer's confirm put a space on stdout
-    assert declined.stdout == "" and "item(s)? [y/N]: \nnothing dropped" in declined.stderr
+    assert declined.stdout == "" and "item(s)? [y/N]: no (stdin is not" in declined.stderr
     assert Database(tmp_path / "db").collections() == ["keep", "pets"]
-    dropped = CliRunner().invoke(app, ["drop", "pets", *db], input="y\n")
+    dropped = CliRunner().invoke(app, ["drop", "pets", *db, "--yes"])
     assert dropped.exit_code == 0 and "dropped collection 'pets' (1 item(s))" in dropped.output
     assert Database(tmp_path / "db").collections() == ["keep"]
     missing = CliRunner().invoke(app, ["drop", "pets", *db, "--yes"])

@@ -87,13 +87,15 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def ask(question: str) -> bool:
-    """A yes/no question on stderr, answered on stdin (anything but y or yes, and no answer,
-    is no): typer's confirm wrote the prompt's last space to stdout."""
+    """A yes/no question on stderr (typer's confirm wrote the prompt's last space to stdout),
+    answered on a terminal: anything but y or yes is no. Where stdin is no terminal (a pipe, a
+    file, cron) the answer is no at once and nothing is read: a pipe with no data held the
+    command at the prompt, and one with data (a `while read` loop's) lost a line to it."""
     err.print(literal(f"{question} [y/N]: "), end="", soft_wrap=True)
-    answer = sys.stdin.readline() if sys.stdin is not None else ""
-    if not sys.stdin or not sys.stdin.isatty():  # a terminal echoes the answer's newline
-        err.print()
-    return answer.strip().lower() in ("y", "yes")
+    if sys.stdin is None or not sys.stdin.isatty():
+        err.print("no (stdin is not a terminal: nothing was asked)")
+        return False
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 class OutputFile:
