@@ -150,3 +150,22 @@ def test_drop_without_yes_asks_on_a_terminal(tmp_path, saved_pipeline):
         os.close(terminal)
     assert asked.returncode == 0 and "item(s)? [y/N]: dropped collection 'c'" in asked.stderr
     assert _collections(db) == []
+
+
+@pytest.mark.parametrize("command", [["ingest", "docs.jsonl"], ["collections"]])
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_probembed_db_is_refused_naming_the_variable(
+    tmp_path, monkeypatch, command, value
+):
+    """`PROBEMBED_DB=` (set, empty: click reads it as unset) used the default database, where
+    `--db ""` was refused. (`serve` reads it by the same `resolve_db`; before this, it served
+    the default database, a test that never ended.)"""
+    monkeypatch.chdir(tmp_path)
+    _rows(tmp_path / "docs.jsonl", 1)
+    home = tmp_path / "data"  # where the default database would be made
+    result = runner.invoke(app, command, env={"PROBEMBED_DB": value, "XDG_DATA_HOME": str(home)})
+    said = "PROBEMBED_DB is set but empty (an unset variable?)"
+    assert result.exit_code == 2 and said in result.stderr, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+    option = runner.invoke(app, [*command, "--db", ""], env={"PROBEMBED_DB": "elsewhere"})
+    assert option.exit_code == 2 and "--db is empty (an unset variable?)" in option.stderr

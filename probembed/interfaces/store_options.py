@@ -7,6 +7,7 @@ command of the CLI would pay for it."""
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,11 +25,13 @@ DEFAULT_COLLECTION = "default"
 #: short queries against documents (`default` is tuned for every task at once).
 SEARCH_PIPELINE = "retrieval"
 
+#: The variable `--db` falls back on.
+DB_ENV = "PROBEMBED_DB"
 DbOption = Annotated[
     str | None,
     typer.Option(
         "--db",
-        envvar="PROBEMBED_DB",
+        envvar=DB_ENV,
         help="Database directory, or object storage: s3://BUCKET/PREFIX (gs://, az://) "
         "\\[default: env PROBEMBED_DB, else the user data directory].",
         show_default=False,
@@ -201,16 +204,22 @@ def store_refusal(exc: Exception, told: str) -> typer.Exit:
 
 
 def resolve_db(db: str | Path | None) -> Path | str:
-    """The --db given (a directory, or an object-store URI kept as it is), else the default."""
+    """The --db given (a directory, or an object-store URI kept as it is), else the default;
+    an empty one, or an empty $PROBEMBED_DB (which click passes on as no --db), is refused."""
     from probembed.store.errors import StoreError
     from probembed.store.location import database_target
 
-    if db is None:
+    if db is None and DB_ENV not in os.environ:  # click reads a variable set empty as unset
         return Path(platformdirs.user_data_dir("probembed")) / "db"
-    if not str(db).strip():  # Path("") is the current directory, which filled up with tables
+    given = "" if db is None else str(db)
+    if not given.strip():  # Path("") is the current directory, which filled up with tables
+        if os.environ.get(DB_ENV) == given:  # the variable's value, not an option's
+            raise fail(
+                f"{DB_ENV} is set but empty (an unset variable?): give a path or URI, or unset it"
+            )
         raise fail("--db is empty (an unset variable?): give a path or URI, or leave it out")
     try:
-        return database_target(str(db))
+        return database_target(given)
     except StoreError as exc:
         raise fail(f"--db: {exc}") from exc
 
