@@ -205,7 +205,7 @@ def test_fit_refuses_a_bad_out_or_max_pairs_before_reading_any_pair(tmp_path):
     (tmp_path / "taken").write_text("not a pipeline")
     base = ["fit", "--pairs", str(tmp_path / "missing.tsv"), "--model", "hash"]
     as_file = runner.invoke(app, [*base, "--out", str(tmp_path / "taken")])
-    assert as_file.exit_code == 2 and "taken: it is a file" in as_file.output
+    assert as_file.exit_code == 2 and "taken: is a file, not a folder" in as_file.output
     no_pairs = runner.invoke(app, [*base, "--out", str(tmp_path / "p"), "--max-pairs", "0"])
     assert no_pairs.exit_code == 2 and "--max-pairs" in no_pairs.output
     under_file = runner.invoke(app, [*base, "--out", str(tmp_path / "taken" / "sub")])
