@@ -56,16 +56,22 @@ def _cli(*args, cache):
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_known_failure_is_one_line_naming_command_and_input(saved_pipeline, tmp_path):
-    out = tmp_path / ("g" * 300 + ".npz")  # fails only when written: a name over 255 bytes
-    args = ["encode", "--pipeline", str(saved_pipeline), "--out", str(out), "a big cat"]
+    out = "/dev/full"  # a device written as it is: fails only when written, disk full
+    args = ["encode", "--pipeline", str(saved_pipeline), "--out", out, "a big cat"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     assert lines[0].startswith("error: probembed encode failed on --pipeline")
-    assert str(out) in lines[0] and "File name too long" in lines[0]
+    assert out in lines[0] and "No space left on device" in lines[0]
+    too_long = tmp_path / ("g" * 300 + ".npz")  # refused before any encoding, by the option
+    args = ["encode", "--pipeline", str(saved_pipeline), "--out", str(too_long), "a big cat"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    assert refused.output.strip() == f"error: --out {too_long}: File name too long"
 
 
 def test_an_unknown_encoder_parameter_names_the_file_and_model(damaged_pipeline):
