@@ -24,6 +24,7 @@ from probembed.documents import with_notes
 from probembed.interfaces import eval_commands, store_commands, tune_command
 from probembed.interfaces.console import (
     check_output_folder,
+    closable_streams,
     fail,
     literal,
     named,
@@ -31,6 +32,7 @@ from probembed.interfaces.console import (
     out,
     output_file,
     say,
+    stdout_gone,
     warnings_as_lines,
 )
 from probembed.interfaces.inputs import read_texts
@@ -48,6 +50,23 @@ KNOWN_FAILURES = (ValueError, OSError, ImportError)
 _CLICK_EXITS = (typer.Exit, typer.Abort, typer.TyperException, EOFError)
 _SHOWN_INPUT = 120
 _COMMAND_LINE = "probembed.command_line"
+#: Commands that write (a collection, a pipeline, files): what they print is a report, and a
+#: reader of it that goes must not stop the write half done (`console.closable_streams`).
+_WRITERS = frozenset(
+    (
+        "ingest",
+        "embed",
+        "fit",
+        "tune",
+        "delete",
+        "drop",
+        "undo",
+        "compact",
+        "pins",
+        "demo",
+        "cache clear",
+    )
+)
 #: What a command stopped by Ctrl-C or SIGTERM has kept, said after how it stopped.
 _INTERRUPTED_KEEPS = {
     "ingest": ": committed batches are kept; the same command resumes",
@@ -70,33 +89,45 @@ class ProbembedGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
-        """Run the command, reporting an escaped exception once, here, for every command."""
+        """Run the command, reporting an escaped exception once, here, for every command.
+
+        Its logs (stderr, and stdout where a command writes a collection or a file) may lose
+        their reader: the work goes on and exits by its outcome (`closable_streams`). A
+        reader of a product on stdout that goes ends the command, exit 0."""
         words = ctx.meta.get(_COMMAND_LINE, [])
         command, _ = self._split(words)
-        try:
-            with warnings_as_lines(), _unwound_on_sigterm(command):
-                return super().invoke(ctx)
-        except _CLICK_EXITS:
-            raise
-        except Terminated as stop:
-            note("error:", "bold red", _stopped(command, "terminated (SIGTERM)", stop))
-            end_by_sigterm()
-        except BrokenPipeError:  # `probembed encode ... | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
-            raise typer.Exit(0) from None
-        except KeyboardInterrupt as stop:
-            if ctx.params.get("debug"):
+        with closable_streams(stdout_reports=command in _WRITERS):
+            try:
+                with warnings_as_lines(), _unwound_on_sigterm(command):
+                    return super().invoke(ctx)
+            except _CLICK_EXITS:
                 raise
-            raise fail(_stopped(command, "interrupted", stop), code=130) from None
-        except Exception as exc:
-            if ctx.params.get("debug"):
-                raise
-            command, given = self._split(words)
-            where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
-            if isinstance(exc, KNOWN_FAILURES):
-                raise fail(with_notes(f"{where}: {exc}", exc)) from None
-            message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
-            raise fail(with_notes(message, exc), code=1) from None
+            except Terminated as stop:
+                note("error:", "bold red", _stopped(command, "terminated (SIGTERM)", stop))
+                end_by_sigterm()
+            except BrokenPipeError as exc:
+                if not stdout_gone():  # a connection's, not a reader of stdout that stopped
+                    raise self._failed(ctx, words, exc) from None
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+                raise typer.Exit(0) from None  # `encode | head`: the reader has what it wanted
+            except KeyboardInterrupt as stop:
+                if ctx.params.get("debug"):
+                    raise
+                raise fail(_stopped(command, "interrupted", stop), code=130) from None
+            except Exception as exc:
+                raise self._failed(ctx, words, exc) from None
+
+    def _failed(self, ctx: typer.Context, words: list[str], exc: Exception) -> typer.Exit:
+        """Say what failed, on what input (exit 2 for a known failure, else 1), or let the
+        traceback through with --debug."""
+        if ctx.params.get("debug"):
+            raise exc
+        command, given = self._split(words)
+        where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
+        if isinstance(exc, KNOWN_FAILURES):
+            return fail(with_notes(f"{where}: {exc}", exc))
+        message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+        return fail(with_notes(message, exc), code=1)
 
     def _split(self, words: list[str]) -> tuple[str, str]:
         """The command path (`cache info`) and the rest of the command line, shortened."""

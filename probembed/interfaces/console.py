@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import stat
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TextIO, cast
 
 import typer
 from rich.console import Console
@@ -38,6 +39,87 @@ class _Out(Console):
 def out() -> Console:
     """A console on standard output."""
     return _Out()
+
+
+class _LogStream:
+    """A standard stream whose reader may go (`2>&1 | head -1`, a log collector restarted):
+    once it has, what is written goes to /dev/null and the work goes on. A progress line's
+    BrokenPipeError stopped an ingest half done, and the CLI took it for `| head` having
+    what it wanted: exit 0. Standard output is one only while it holds reports
+    (`stdout_is_report`): a command whose product is stdout ends when its reader goes."""
+
+    def __init__(self, stream: TextIO, logs: bool) -> None:
+        self.stream, self.logs = stream, logs
+
+    def write(self, text: str) -> int:
+        """Write `text` (into /dev/null once a log's reader has gone)."""
+        with self._guarded():
+            return self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush (into /dev/null once a log's reader has gone)."""
+        with self._guarded():
+            self.stream.flush()
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """A log's reader gone is swallowed, and what is buffered for it goes to /dev/null."""
+        try:
+            yield
+        except BrokenPipeError:
+            if not self.logs:
+                raise  # the CLI asks `stdout_gone` first, then drops what is left
+            _discard(self.stream)
+
+    def __getattr__(self, name: str) -> Any:
+        """Everything else (isatty, fileno, encoding, buffer) is the stream's own."""
+        return getattr(self.stream, name)
+
+
+def _discard(stream: TextIO) -> None:
+    """Point a standard stream's file descriptor at /dev/null: what is buffered for it, and
+    whatever any library writes there later, goes nowhere instead of failing again."""
+    with contextlib.suppress(OSError, ValueError):  # no descriptor (a test's stream)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def closable_streams(stdout_reports: bool) -> Iterator[None]:
+    """Run a command with stderr a log whose reader may go, and stdout one too where it
+    holds only reports (`stdout_reports`: a command that writes a collection or a file):
+    the work finishes and exits by its outcome, its logs lost. A stream that is not there
+    (closed when the process began: None) stays None."""
+    stdout, stderr = sys.stdout, sys.stderr
+    if stdout is not None:
+        sys.stdout = cast("TextIO", _LogStream(stdout, stdout_reports))
+    if stderr is not None:
+        sys.stderr = cast("TextIO", _LogStream(stderr, True))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def stdout_is_report() -> None:
+    """Stdout holds only reports from here on (`eval`'s table, once --json or --plots names a
+    file to write): a reader of it that goes no longer ends the command before its file."""
+    if isinstance(sys.stdout, _LogStream):
+        sys.stdout.logs = True
+
+
+def stdout_gone() -> bool:
+    """Whether stdout's reader has gone (a pipe or socket with none): a BrokenPipeError from
+    anything else, a connection to a server, is a failure, not `| head` having enough."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream)
+        return False
+    poller = select.poll()
+    poller.register(descriptor, select.POLLOUT)
+    return any(event & select.POLLERR for _, event in poller.poll(0))
 
 
 #: Control characters but tab and newline: a stored text's escape sequences reached the

@@ -345,7 +345,15 @@ def register(app: typer.Typer) -> None:
             tuned_settings,
             write_plots,
         )
-        from probembed.interfaces.console import err, fail, named, note, out, say
+        from probembed.interfaces.console import (
+            err,
+            fail,
+            named,
+            note,
+            out,
+            say,
+            stdout_is_report,
+        )
         from probembed.interfaces.store_options import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
 
@@ -365,6 +373,8 @@ def register(app: typer.Typer) -> None:
                 check_calibration_option(test, pipe, compare, hybrid)
         except (OSError, ValueError) as exc:
             raise fail(named(str(exc), DATASET_OPTIONS)) from exc
+        if (plots is not None or json_out is not None) and not (json_out and json_out.to_stdout):
+            stdout_is_report()  # its table: a reader gone must not keep the files unwritten
         texts = sum(len(t) for t in dataset_roles(test).values())
         label = test.name if test.split == test.name else f"{test.name} {test.split}"  # one file
         say(f"{label}: {texts} texts, each embedded by {pipe.name}'s models")

@@ -1,0 +1,114 @@
+"""The command line under a script's pipes: a reader of its logs or of its output that goes
+away, a full disk for stdout. Each command runs as a process of its own."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+#: probembed's CLI with a progress line at every advance (LINE_SECONDS = 0), so a log reader
+#: that takes one line and goes meets the next one mid-ingest.
+CHATTY = (
+    "import sys; from probembed import progress; progress.LINE_SECONDS = 0.0; "
+    "from probembed.interfaces.cli import app; sys.argv[0] = 'probembed'; app()"
+)
+
+
+def environment(unbuffered: bool) -> dict[str, str]:
+    """This environment with Python's output buffered (a script's default) or not
+    (PYTHONUNBUFFERED=1, common in containers): a write fails at once, or at a flush."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return env | {"PYTHONUNBUFFERED": "1"} if unbuffered else env
+
+
+def probembed(*args: str, unbuffered: bool = False, **options) -> subprocess.Popen:
+    """The command started as a process of its own, stdout and stderr piped unless given."""
+    options.setdefault("stdout", subprocess.PIPE)
+    options.setdefault("stderr", subprocess.PIPE)
+    options["env"] = environment(unbuffered)
+    return subprocess.Popen([sys.executable, "-m", "probembed", *args], **options)
+
+
+def stored(db: Path, collection: str) -> int:
+    """How many items a collection holds, as another process reads it."""
+    from probembed.store import Database
+
+    return Database(db).open(collection).count()
+
+
+@pytest.fixture
+def rows(tmp_path) -> Path:
+    """2,000 records: ten batches of 200."""
+    path = tmp_path / "rows.jsonl"
+    with path.open("w") as handle:
+        for i in range(2000):
+            handle.write(json.dumps({"id": str(i), "text": f"row {i} on topic {i % 37}"}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_an_ingest_whose_log_reader_goes_finishes_and_exits_by_its_outcome(
+    rows, tmp_path, pydoc_pipeline_dir, unbuffered
+):
+    """`ingest ... 2>&1 | head -1` stopped at the next progress line with part of the rows
+    stored, exit 0: the broken pipe was taken for a reader of its output that had enough
+    (buffered, it exited 120 as it happened)."""
+    db = tmp_path / "db"
+    args = ["ingest", str(rows), "-c", "c", "--batch-size", "200", "--db", str(db)]
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHATTY, *args, "--pipeline", str(pydoc_pipeline_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # 2>&1
+        env=environment(unbuffered),
+    )
+    assert child.stdout.readline().startswith(b"ingest c: ")
+    child.stdout.close()  # as `head -1` does
+    assert child.wait(timeout=300) == 0
+    assert stored(db, "c") == 2000
+
+
+def test_an_ingest_whose_log_reader_goes_still_fails_by_its_outcome(tmp_path):
+    """With its logs gone a failed write still exits non-zero (here: a source that is
+    refused), saying nothing."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "1"}\n')  # no text
+    child = probembed("ingest", str(bad), "--db", str(tmp_path / "db"), stderr=subprocess.STDOUT)
+    child.stdout.close()  # gone before a word is written
+    assert child.wait(timeout=300) == 2
+
+
+def test_eval_writes_its_json_though_the_reader_of_its_table_has_gone(tmp_path, pydoc_pipeline_dir):
+    """`eval --json rows.json | head -3` ended at the table, exit 0, rows.json never written:
+    its stdout was a report, the file its product."""
+    out = tmp_path / "rows.json"
+    args = ["eval", str(DATA / "sts" / "toy"), "--pipeline", str(pydoc_pipeline_dir)]
+    child = probembed(*args, "--json", str(out))
+    child.stdout.close()
+    _, said = child.communicate(timeout=300)
+    assert child.returncode == 0, said.decode()
+    assert json.loads(out.read_text())["rows"][0]["metric"] == "spearman"
+
+
+def test_a_broken_pipe_that_is_not_stdouts_is_a_failure(tmp_path, pydoc_pipeline_dir):
+    """Every BrokenPipeError was `| head` having what it wanted, exit 0: one from a connection
+    (an object store's, a Ray head's) too, with nothing said."""
+    failing = (
+        "import sys; from probembed import pipeline; "
+        "pipeline.Pipeline.load = lambda *a, **k: (_ for _ in ()).throw("
+        "BrokenPipeError(32, 'connection to the object store lost')); "
+        "from probembed.interfaces.cli import app; sys.argv[0] = 'probembed'; app()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", failing, "encode", "one", "--pipeline", str(pydoc_pipeline_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "connection to the object store lost" in done.stderr
