@@ -3,6 +3,7 @@
 import json
 import os
 import pty
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
+from probembed.interfaces.store_options import BUSY_EXIT
 from probembed.service.schemas import DeleteReport, WriteReport
 
 runner = CliRunner()
@@ -169,3 +171,21 @@ def test_an_empty_probembed_db_is_refused_naming_the_variable(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
     option = runner.invoke(app, [*command, "--db", ""], env={"PROBEMBED_DB": "elsewhere"})
     assert option.exit_code == 2 and "--db is empty (an unset variable?)" in option.stderr
+
+
+def test_object_storage_that_does_not_answer_exits_75_try_again_later():
+    """A cron job could not tell storage that failed for now (a retry may get through) from a
+    refusal to mend: both exited 2."""
+    with socket.socket() as held:  # bound, never listening: every connection is refused
+        held.bind(("127.0.0.1", 0))
+        options = {
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+            "aws_region": "us-east-1",
+            "aws_endpoint": f"http://127.0.0.1:{held.getsockname()[1]}",
+            "allow_http": "true",
+        }
+        flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+        result = runner.invoke(app, ["collections", "--db", "s3://bucket/db", *flags])
+    assert result.exit_code == BUSY_EXIT == 75, result.output
+    assert "cannot reach bucket" in result.stderr

@@ -45,7 +45,7 @@ def test_the_pipeline_names_the_models_extra():
 def test_the_command_says_which_extra_in_one_line_without_a_traceback():
     code = "from probembed.interfaces import main\nmain()"
     result = run_blocked(("typer",), code)
-    assert result.returncode == 1
+    assert result.returncode == 2  # as a command's missing extra: 1 is a crash's
     assert result.stderr.strip() == (
         "probembed: the probembed command needs typer (not installed): pip install 'probembed[cli]'"
     )

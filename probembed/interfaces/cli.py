@@ -36,6 +36,7 @@ from probembed.interfaces.console import (
     warnings_as_lines,
 )
 from probembed.interfaces.inputs import read_texts
+from probembed.interfaces.store_options import exit_code
 from probembed.signals import Terminated, end_by_sigterm, kept_note, raise_terminated
 
 #: Fusion settings `fit` takes, as the library's messages name them -> the options.
@@ -125,7 +126,7 @@ class ProbembedGroup(TyperGroup):
         command, given = self._split(words)
         where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
         if isinstance(exc, KNOWN_FAILURES):
-            return fail(with_notes(f"{where}: {exc}", exc))
+            return fail(with_notes(f"{where}: {exc}", exc), exit_code(exc))
         message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
         return fail(with_notes(message, exc), code=1)
 

@@ -44,7 +44,7 @@ def collections_command(
     try:
         stats = [database.open(name).stats() for name in database.collections()]
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     if not stats:  # a --db one folder off lists an empty table, and nothing said why
         note(
             "warning:",
@@ -260,7 +260,7 @@ def drop_command(
             raise typer.Exit(1)
         database.drop(collection)
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     if as_json:  # as the service's DELETE of a collection answers
         answer = {"collection": collection, "deleted": count, "count": 0}
         sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
@@ -292,7 +292,7 @@ def undo_command(
     try:
         done = target.undo(to)
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     if as_json:
         sys.stdout.write(json.dumps(done.to_json()) + "\n")
     else:
@@ -336,7 +336,7 @@ def compact_command(
             else:
                 say(str(done))
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
 
 
 def pins_command(
@@ -381,7 +381,7 @@ def pins_command(
             return
         tags = target.tags()
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     if as_json:
         for tag in tags:
             sys.stdout.write(json.dumps(tag.to_json()) + "\n")

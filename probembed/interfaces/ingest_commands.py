@@ -260,7 +260,7 @@ def ingest_command(
         made_here = isinstance(where, Path) and not where.exists()
         database = open_database(db, storage_option, create=True)
     except (StoreError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     target = database.collection(collection)
     options: dict[str, Any] = {"batch_size": batch_size, "on_error": on_error, "prefix": prefix}
     options |= {"follow_links": follow_links, "wait": wait}
@@ -271,7 +271,7 @@ def ingest_command(
     try:
         refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
     except StoreError as exc:
-        raise fail(named(str(exc), MIXING_OPTIONS)) from exc
+        raise store_refusal(exc, named(str(exc), MIXING_OPTIONS)) from exc
     told = not (quiet or as_json)  # the summary lines; warnings always
     options |= {"progress": not quiet, "summary": told}
     try:
@@ -389,7 +389,7 @@ def _refuse_bad_input(read: Callable[[], object]) -> None:
     try:
         read()
     except (StoreError, ValueError, FileNotFoundError) as exc:
-        raise fail(_told(exc)) from exc
+        raise store_refusal(exc, _told(exc)) from exc
 
 
 def _told(exc: Exception) -> str:
@@ -410,7 +410,7 @@ def _replace_pipeline(target: Collection, pipe: Any, quiet: bool = False) -> Non
     try:
         changes = target.record_pipeline(pipe, replace=True)
     except (StoreError, ValueError) as exc:
-        raise fail(named(str(exc), REPLACE_OPTIONS)) from exc
+        raise store_refusal(exc, named(str(exc), REPLACE_OPTIONS)) from exc
     if changes and not quiet:
         say(f"collection {target.name!r} now searches with {pipe.name!r}: {'; '.join(changes)}")
 
@@ -423,7 +423,7 @@ def _own_or_default_pipeline(target: Collection) -> Any:
     try:
         return target.load_pipeline() if target.exists else load_pipeline(SEARCH_PIPELINE)
     except (StoreError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
 
 
 def embed_command(
@@ -472,7 +472,7 @@ def embed_command(
     try:
         check_out(out)
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
     if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
         _refuse_bad_input(
             lambda: read_checked(path, None, "stop", clashes={}, follow_links=follow_links)
@@ -496,7 +496,7 @@ def embed_command(
             follow_links=follow_links,
         )
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise fail(_told(exc)) from exc
+        raise store_refusal(exc, _told(exc)) from exc
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(named(report.summary(), LINK_OPTIONS))

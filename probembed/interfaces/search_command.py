@@ -25,6 +25,7 @@ from probembed.interfaces.store_options import (
     DbOption,
     StorageOption,
     _open_collection,
+    store_refusal,
 )
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def search_command(
     except NotChunkedError as exc:  # it named the Python API's way to write chunks
         raise fail(named(exc.told("`probembed ingest --chunk`"), SEARCH_OPTIONS)) from exc
     except (StoreError, ValueError) as exc:
-        raise fail(named(str(exc), SEARCH_OPTIONS)) from exc
+        raise store_refusal(exc, named(str(exc), SEARCH_OPTIONS)) from exc
     if as_json:
         sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
         return

@@ -13,6 +13,7 @@ from probembed.interfaces.store_options import (
     StorageOption,
     resolve_db,
     storage_options,
+    store_refusal,
 )
 
 
@@ -160,4 +161,4 @@ def serve_command(
     except NoDatabaseError as exc:  # the database and the port: checked before any model loads
         raise fail(exc.told("--create-db", exc.after)) from exc
     except (StoreError, OSError) as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -112,8 +113,10 @@ FollowLinksOption = Annotated[
 ]
 WorkersOption = Annotated[int, typer.Option(help="With --ray: Ray actors that embed.")]
 CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor reserves.")]
-#: Exit status of a write that gave up waiting for another (--wait ran out), nothing written:
-#: sysexits' EX_TEMPFAIL ("try again later"), apart from a refusal to mend (2) or a failure (1).
+#: Exit status of a command the same command later may get through: a write that gave up
+#: waiting for another (--wait ran out; nothing written), a commit that met another writer's
+#: (nothing of it stored), the object storage failing a call. sysexits' EX_TEMPFAIL ("try
+#: again later"), apart from a refusal to mend (2) or a failure (1): README "Exit codes".
 BUSY_EXIT = 75
 WaitOption = Annotated[
     float | None,
@@ -196,11 +199,22 @@ def check_wait(wait: float | None, planning: bool, needs: str) -> None:
 
 
 def store_refusal(exc: Exception, told: str) -> typer.Exit:
-    """Print a store's refusal, told as `told`, and give the exit to raise: BUSY_EXIT where
-    it gave up waiting for another write (the same command later may succeed), else 2."""
-    from probembed.store import CollectionBusyError
+    """Print a store's refusal, told as `told`, and give the exit to raise (`exit_code`)."""
+    return fail(told, exit_code(exc))
 
-    return fail(told, BUSY_EXIT if isinstance(exc, CollectionBusyError) else 2)
+
+def exit_code(exc: BaseException) -> int:
+    """The status a refusal ends a command with: BUSY_EXIT where the same command later may
+    get through (another write held the collection, a commit met another writer's, the object
+    storage failed a call; a write whose undo met a commit as what stopped it), else 2: the
+    input, the options or the database need mending first (a full or read-only disk too)."""
+    errors = sys.modules.get("probembed.store.errors")
+    if errors is None:  # the store was never imported: no error of it
+        return 2
+    if isinstance(exc, errors.UndoConflictError):
+        return exit_code(exc.stopped_by)
+    later = isinstance(exc, (errors.WriteConflictError, errors.StorageUnavailableError))
+    return BUSY_EXIT if later else 2
 
 
 def resolve_db(db: str | Path | None) -> Path | str:
@@ -243,7 +257,7 @@ def open_database(db: str | Path | None, options: list[str] | None, create: bool
     except NoDatabaseError as exc:  # it named the Python API's way to make one
         raise fail(exc.told(f"`probembed ingest PATH --db {exc.placeholder}`")) from exc
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
 
 
 def load_pipeline(name: str) -> Any:
@@ -263,4 +277,4 @@ def _open_collection(db: str | None, options: list[str] | None, name: str) -> Co
     try:
         return open_database(db, options, create=False).open(name)
     except StoreError as exc:
-        raise fail(str(exc)) from exc
+        raise store_refusal(exc, str(exc)) from exc
