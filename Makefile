@@ -72,7 +72,7 @@ pipelines: $(STAMP)  ## Refit the built-in pipelines from ../shared/datasets/pai
 # cache; filtered_search.py after search_calibration.py, whose SciFact collection it searches;
 # variance.py after search.py, whose text sample it ingests (embedded once, then cached); and
 # every script before readme_tables.py, which quotes their result files.
-bench: $(STAMP)  ## Run every benchmark and refresh the README tables (hours on 2 cores)
+bench: $(STAMP)  ## Run every benchmark and refresh the tables in README.md and docs/ (hours on 2 cores)
 	$(BIN)/python benchmarks/encode_overhead.py
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/paper.py

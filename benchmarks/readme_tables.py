@@ -1,15 +1,16 @@
-"""Rewrite the README's result tables from the committed result files, so it quotes them exactly.
+"""Rewrite the docs' result tables from the committed result files, so they quote them exactly.
 
     python benchmarks/readme_tables.py [--check]
 
-Each table sits between `<!-- name -->` and `<!-- /name -->` markers in README.md: `quality`,
+Each table sits between `<!-- name -->` and `<!-- /name -->` markers in one file, README.md or a
+page under docs/ (most in docs/results.md), wherever the text around it lives: `quality`,
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
-`lodo` from lodo.json, `headroom` from lodo_headroom.json, `errors` from error_signals.json,
-`geometry` from lodo_geometry.json, `task` from lodo_task.json, `serve` from serve.json,
-`chunking` from chunking.json, `calibration_by_search` and `calibration_by_score` from
-search_calibration.json, `tune_own_data` from tune_own_data.json, `abstention` from
-abstention.json.
-`--check` changes nothing and exits 1 when the README is out of date.
+`variance` from variance.json, `lodo` from lodo.json, `headroom` from lodo_headroom.json,
+`errors` from error_signals.json, `geometry` from lodo_geometry.json, `task` from lodo_task.json,
+`serve` from serve.json, `chunking` from chunking.json, `calibration_by_search` and
+`calibration_by_score` from search_calibration.json, `tune_own_data` from tune_own_data.json,
+`abstention` from abstention.json.
+`--check` changes nothing and exits 1 when a table is out of date, naming the files.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from pathlib import Path
 from probembed.evaluation.report import settings_text
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 RESULTS = ROOT / "benchmarks" / "results"
 DATASETS = {
     "stsb": ("STS-B", "spearman"),
@@ -554,36 +554,56 @@ def rows_of(name: str) -> Rows:
     return data["rows"] if isinstance(data, dict) else data
 
 
-def render(text: str) -> str:
-    """The README with every marked section regenerated."""
+def marked_files(root: Path) -> list[Path]:
+    """README.md and the pages under docs/: the files that may hold a table's markers."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def holder(texts: dict[Path, str], section: str) -> Path:
+    """The one file whose text has the section's opening marker."""
+    holding = [path for path, text in texts.items() if f"<!-- {section} -->\n" in text]
+    if len(holding) != 1:
+        found = ", ".join(path.name for path in holding) or "none of README.md and docs/*.md"
+        raise SystemExit(f"<!-- {section} --> must be in one file; it is in {found}")
+    return holding[0]
+
+
+def render(texts: dict[Path, str]) -> dict[Path, str]:
+    """Each file's text with every marked table regenerated in the file that holds it."""
+    new = dict(texts)
     for section, (source, make) in SECTIONS.items():
-        text = replaced(text, section, make(rows_of(source)))
-    return text
+        path = holder(new, section)
+        new[path] = replaced(new[path], section, make(rows_of(source)))
+    return new
 
 
 def replaced(text: str, section: str, body: str) -> str:
     """`text` with `body` between the section's markers, which it must have."""
     pattern = re.compile(rf"(<!-- {section} -->\n).*?(\n<!-- /{section} -->)", re.S)
     if not pattern.search(text):
-        raise SystemExit(f"README.md has no <!-- {section} --> ... <!-- /{section} --> markers")
+        raise SystemExit(f"<!-- {section} --> has no <!-- /{section} --> on a line after it")
     return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
 
 
-def main() -> None:
-    """Regenerate the tables, or with --check report whether they are current."""
+def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
+    """Regenerate the tables, or with --check report whether they are current; the exit status."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
-    args = parser.parse_args()
-    old = README.read_text(encoding="utf-8")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
+    args = parser.parse_args(argv)
+    old = {path: path.read_text(encoding="utf-8") for path in marked_files(root)}
     new = render(old)
+    stale = [path for path in old if new[path] != old[path]]
+    names = ", ".join(str(path.relative_to(root)) for path in stale)
     if args.check:
-        print("README tables are current" if new == old else "README tables are stale")
-        sys.exit(0 if new == old else 1)
-    README.write_text(new, encoding="utf-8")
-    print("README tables", "unchanged" if new == old else "rewritten")
+        print(f"tables are stale in {names}" if stale else "tables are current")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(new[path], encoding="utf-8")
+    print(f"tables rewritten in {names}" if stale else "tables unchanged")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
