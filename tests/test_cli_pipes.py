@@ -72,6 +72,24 @@ def test_an_ingest_whose_log_reader_goes_finishes_and_exits_by_its_outcome(
     assert stored(db, "c") == 2000
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_an_ingest_whose_log_is_on_a_full_disk_finishes(rows, tmp_path, pydoc_pipeline_dir):
+    """Its first progress line's OSError (no space left) stopped it: a log that cannot be
+    written is dropped as one whose reader went is."""
+    db = tmp_path / "db"
+    args = ["ingest", str(rows), "-c", "c", "--batch-size", "200", "--db", str(db)]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", CHATTY, *args, "--pipeline", str(pydoc_pipeline_dir)],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0
+    assert stored(db, "c") == 2000
+
+
 def test_an_ingest_whose_log_reader_goes_still_fails_by_its_outcome(tmp_path):
     """With its logs gone a failed write still exits non-zero (here: a source that is
     refused), saying nothing."""
@@ -92,6 +110,42 @@ def test_eval_writes_its_json_though_the_reader_of_its_table_has_gone(tmp_path, 
     _, said = child.communicate(timeout=300)
     assert child.returncode == 0, said.decode()
     assert json.loads(out.read_text())["rows"][0]["metric"] == "spearman"
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+@pytest.mark.parametrize("command", [["collections", "--json"], ["similarity", "a", "b", "--json"]])
+def test_small_json_into_a_reader_that_has_gone_exits_0(
+    command, unbuffered, tmp_path, pydoc_pipeline_dir
+):
+    """Written after the command returned, at the interpreter's exit: `Exception ignored ...
+    BrokenPipeError` and status 120 for `probembed collections --json | true`."""
+    if command[0] == "similarity":
+        command = [*command, "--pipeline", str(pydoc_pipeline_dir)]
+    else:
+        command = [*command, "--db", str(tmp_path)]
+    child = probembed(*command, unbuffered=unbuffered)
+    child.stdout.close()  # gone before the JSON is written
+    _, said = child.communicate(timeout=300)
+    assert child.returncode == 0, said.decode()
+    assert "Exception ignored" not in said.decode() and "Traceback" not in said.decode()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [True, False])
+@pytest.mark.parametrize("command", [["collections", "--json"], ["similarity", "a", "b", "--json"]])
+def test_output_to_a_full_disk_is_a_clear_error(command, unbuffered, tmp_path, pydoc_pipeline_dir):
+    """`> /dev/full` was `Exception ignored ... OSError` and status 120, or the bare errno."""
+    if command[0] == "similarity":
+        command = [*command, "--pipeline", str(pydoc_pipeline_dir)]
+    else:
+        command = [*command, "--db", str(tmp_path)]
+    with open("/dev/full", "w") as full:
+        child = probembed(*command, unbuffered=unbuffered, stdout=full)
+        _, said = child.communicate(timeout=300)
+    message = said.decode()
+    assert child.returncode == 2, message
+    assert "cannot write to stdout: No space left on device" in message
+    assert "Traceback" not in message and "Exception ignored" not in message
 
 
 def test_a_broken_pipe_that_is_not_stdouts_is_a_failure(tmp_path, pydoc_pipeline_dir):

@@ -32,8 +32,10 @@ from probembed.interfaces.console import (
     out,
     output_file,
     say,
+    settle_stdout,
     stdout_gone,
     warnings_as_lines,
+    written_out,
 )
 from probembed.interfaces.inputs import read_texts
 from probembed.interfaces.store_options import exit_code
@@ -100,7 +102,9 @@ class ProbembedGroup(TyperGroup):
         with closable_streams(stdout_reports=command in _WRITERS):
             try:
                 with warnings_as_lines(), _unwound_on_sigterm(command):
-                    return super().invoke(ctx)
+                    result = super().invoke(ctx)
+                written_out()  # a reader gone or a full disk, told here, not at exit
+                return result
             except _CLICK_EXITS:
                 raise
             except Terminated as stop:
@@ -109,7 +113,6 @@ class ProbembedGroup(TyperGroup):
             except BrokenPipeError as exc:
                 if not stdout_gone():  # a connection's, not a reader of stdout that stopped
                     raise self._failed(ctx, words, exc) from None
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
                 raise typer.Exit(0) from None  # `encode | head`: the reader has what it wanted
             except KeyboardInterrupt as stop:
                 if ctx.params.get("debug"):
@@ -117,6 +120,8 @@ class ProbembedGroup(TyperGroup):
                 raise fail(_stopped(command, "interrupted", stop), code=130) from None
             except Exception as exc:
                 raise self._failed(ctx, words, exc) from None
+            finally:
+                settle_stdout()
 
     def _failed(self, ctx: typer.Context, words: list[str], exc: Exception) -> typer.Exit:
         """Say what failed, on what input (exit 2 for a known failure, else 1), or let the

@@ -45,11 +45,13 @@ class _LogStream:
     """A standard stream whose reader may go (`2>&1 | head -1`, a log collector restarted):
     once it has, what is written goes to /dev/null and the work goes on. A progress line's
     BrokenPipeError stopped an ingest half done, and the CLI took it for `| head` having
-    what it wanted: exit 0. Standard output is one only while it holds reports
-    (`stdout_is_report`): a command whose product is stdout ends when its reader goes."""
+    what it wanted: exit 0. A log on a full disk is dropped alike. Standard output is one
+    only while it holds reports (`stdout_is_report`): a command whose product is stdout
+    ends when its reader goes, and any other failure to write it (a full disk: `>
+    /dev/full`) is an error naming it."""
 
-    def __init__(self, stream: TextIO, logs: bool) -> None:
-        self.stream, self.logs = stream, logs
+    def __init__(self, stream: TextIO, name: str, logs: bool) -> None:
+        self.stream, self.name, self.logs = stream, name, logs
 
     def write(self, text: str) -> int:
         """Write `text` (into /dev/null once a log's reader has gone)."""
@@ -64,13 +66,19 @@ class _LogStream:
 
     @contextlib.contextmanager
     def _guarded(self) -> Iterator[None]:
-        """A log's reader gone is swallowed, and what is buffered for it goes to /dev/null."""
+        """A write's failure: a log's (its reader gone, its disk full) is swallowed; what is
+        buffered for the stream goes to /dev/null, so the exit's own flush cannot fail again
+        (status 120). A product's reader gone is the BrokenPipeError the CLI ends on (it
+        asks `stdout_gone` first, then drops what is left); any other failure an OSError
+        naming the stream."""
         try:
             yield
-        except BrokenPipeError:
-            if not self.logs:
-                raise  # the CLI asks `stdout_gone` first, then drops what is left
+        except OSError as exc:
+            if not self.logs and isinstance(exc, BrokenPipeError):
+                raise
             _discard(self.stream)
+            if not self.logs:
+                raise OSError(f"cannot write to {self.name}: {exc.strerror or exc}") from exc
 
     def __getattr__(self, name: str) -> Any:
         """Everything else (isatty, fileno, encoding, buffer) is the stream's own."""
@@ -79,7 +87,8 @@ class _LogStream:
 
 def _discard(stream: TextIO) -> None:
     """Point a standard stream's file descriptor at /dev/null: what is buffered for it, and
-    whatever any library writes there later, goes nowhere instead of failing again."""
+    whatever any library writes there later, goes nowhere instead of failing again (at exit:
+    "Exception ignored", status 120)."""
     with contextlib.suppress(OSError, ValueError):  # no descriptor (a test's stream)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, stream.fileno())
@@ -94,9 +103,9 @@ def closable_streams(stdout_reports: bool) -> Iterator[None]:
     (closed when the process began: None) stays None."""
     stdout, stderr = sys.stdout, sys.stderr
     if stdout is not None:
-        sys.stdout = cast("TextIO", _LogStream(stdout, stdout_reports))
+        sys.stdout = cast("TextIO", _LogStream(stdout, "stdout", stdout_reports))
     if stderr is not None:
-        sys.stderr = cast("TextIO", _LogStream(stderr, True))
+        sys.stderr = cast("TextIO", _LogStream(stderr, "stderr", True))
     try:
         yield
     finally:
@@ -108,6 +117,24 @@ def stdout_is_report() -> None:
     file to write): a reader of it that goes no longer ends the command before its file."""
     if isinstance(sys.stdout, _LogStream):
         sys.stdout.logs = True
+
+
+def written_out() -> None:
+    """Write out what is buffered for stdout while the command can still tell its errors: at
+    exit, a reader gone (`--json | true`) or a full disk (`> /dev/full`) was "Exception
+    ignored" and status 120. A reader gone is the BrokenPipeError the CLI ends on, any other
+    failure an OSError naming stdout (`_LogStream`)."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def settle_stdout() -> None:
+    """`written_out` as a command ends otherwise (failed, or stopped by its reader): its own
+    outcome stands, and what stdout could not take goes to /dev/null."""
+    try:
+        written_out()
+    except OSError:
+        _discard(sys.stdout)
 
 
 def stdout_gone() -> bool:
