@@ -1,10 +1,12 @@
-"""Progress bars for long work, written to stderr so stdout stays clean for data.
+"""Progress bars for long work, written to stderr so stdout stays clean for data: a live
+bar where stderr is a terminal, plain lines elsewhere.
 
 rich is imported only when a bar is shown, so encoding with progress off needs only the core.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -85,6 +87,16 @@ def _clock(seconds: float) -> str:
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal, where a live display redraws itself: its descriptor
+    asked, not rich's `is_terminal`, which FORCE_COLOR or TTY_COMPATIBLE (set in CI for
+    colour) turn on for a log file, and 1,000 rows' bar wrote 72 KB of redraws there."""
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture), closed
+        return False
+
+
 class _Bar:
     """A handle that advances one task, or does nothing when progress is off."""
 
@@ -104,14 +116,12 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
     if not enabled:
         yield _Bar(None, None)
         return
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
+    if not stderr_is_terminal():
         lines = _Lines(description, total)
         yield lines
         lines.finish()
         return
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -129,6 +139,7 @@ def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator
         TextColumn("eta"),
         TimeRemainingColumn(),
     )
+    console = Console(stderr=True)
     with Progress(*columns, console=console, transient=False) as progress:
         yield _Bar(progress, progress.add_task(description, total=total))
 

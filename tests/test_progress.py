@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -67,3 +71,57 @@ def test_an_ingest_line_comes_while_a_batch_is_encoded(
     ]
     # three members encode 4 + 4 + 2 texts each, 30 member-texts told as whole texts
     assert counts == [1, 2, 3, 4, 6, 8, 9, 10]
+
+
+#: A bar of 300 items advanced in three steps, in a process of its own.
+BAR = (
+    "from probembed.progress import progress_bar\n"
+    "with progress_bar('embed', 300) as bar:\n"
+    "    for _ in range(3):\n"
+    "        bar.advance(100)\n"
+)
+#: What rich writes to start a live display: the cursor hidden.
+LIVE = b"\x1b[?25l"
+
+
+def _environment(**set_: str) -> dict[str, str]:
+    """This environment without the variables that force a terminal, then `set_`."""
+    forced = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    return {k: v for k, v in os.environ.items() if k not in forced} | set_
+
+
+def test_forced_colour_puts_no_live_bar_in_a_log_file(tmp_path):
+    """FORCE_COLOR=1 / TTY_COMPATIBLE=1 (common in CI) made rich take a log file for a
+    terminal: a live bar's redraws, 72 KB of them for an ingest of 1,000 rows."""
+    log = tmp_path / "log"
+    with log.open("wb") as handle:
+        subprocess.run(
+            [sys.executable, "-c", BAR],
+            stderr=handle,
+            env=_environment(FORCE_COLOR="1", TTY_COMPATIBLE="1"),
+            check=True,
+            timeout=120,
+        )
+    (line,) = log.read_bytes().decode().splitlines()
+    assert re.fullmatch(r"embed: 300/300 elapsed \d+:\d\d:\d\d eta 0:00:00", line)
+
+
+def test_a_terminal_still_gets_the_live_bar(tmp_path):
+    """Where stderr is a terminal the bar is drawn live, whatever the environment says."""
+    main, terminal = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-c", BAR], stderr=terminal, env=_environment(), stdout=subprocess.DEVNULL
+    )
+    os.close(terminal)
+    shown = b""
+    while True:  # read until the child has gone and the terminal closed (EIO)
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert child.wait(timeout=120) == 0
+    assert LIVE in shown and b"300/300" in shown

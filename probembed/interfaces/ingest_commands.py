@@ -45,6 +45,7 @@ from probembed.interfaces.store_options import (
     resolve_db,
     store_refusal,
 )
+from probembed.progress import stderr_is_terminal
 from probembed.signals import Kept, Terminated
 
 if TYPE_CHECKING:
@@ -305,7 +306,8 @@ def ingest_command(
     if told:
         say(f"collection {collection!r} in {database.path}: {count} item(s)")
     if report.added or report.updated:
-        with err.status("building the search graph") if not quiet else contextlib.nullcontext():
+        live = stderr_is_terminal() and not quiet  # a spinner's redraws in a log file are noise
+        with err.status("building the search graph") if live else contextlib.nullcontext():
             target.searcher().warm()
 
 
