@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 DATA = Path(__file__).parent / "data"
@@ -166,3 +167,78 @@ def test_a_broken_pipe_that_is_not_stdouts_is_a_failure(tmp_path, pydoc_pipeline
     )
     assert done.returncode == 2, done.stderr
     assert "connection to the object store lost" in done.stderr
+
+
+def run(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The command run to its end as a process of its own, `stdin` piped to it."""
+    return subprocess.run(
+        [sys.executable, "-m", "probembed", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "command", [["ingest", "-", "--db", "db"], ["embed", "-", "--out", "vectors"]]
+)
+def test_a_source_of_dash_is_told_that_stdin_is_not_read(command, tmp_path):
+    """`ingest -` said "no documents at -: no such file or folder"."""
+    done = run(*command, stdin='{"id": "1", "text": "one"}\n', cwd=tmp_path)
+    assert done.returncode == 2
+    message = " ".join(done.stderr.split())
+    assert "- (stdin) is not read as a source" in message
+    assert "write the records to a file (`> rows.jsonl`) and give its path" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_encode_file_dash_reads_stdin_and_counts_the_blank_lines_it_skips(
+    tmp_path, pydoc_pipeline_dir
+):
+    """`--file -` looked for a file named `-`; blank lines were dropped without a word."""
+    out = tmp_path / "v.npz"
+    args = ("encode", "--pipeline", str(pydoc_pipeline_dir), "--file", "-", "--out", str(out))
+    done = run(*args, stdin="one\n\ntwo\n \t\nthree\n")
+    assert done.returncode == 0, done.stderr
+    assert f"wrote 3 Gaussians of dimension 112 to {out} (2 blank line(s) skipped)" in " ".join(
+        done.stderr.split()
+    )
+    with np.load(out) as data:
+        assert data["texts"].tolist() == ["one", "two", "three"]
+
+
+@pytest.fixture
+def small_collection(tmp_path, pydoc_pipeline) -> Path:
+    """A database with collection `c` of four items, one of them with the id `-`."""
+    from probembed.store import Database, ingest
+
+    db = tmp_path / "db"
+    records = [{"id": i, "text": f"text {n}"} for n, i in enumerate(["a", "b", "c", "-"])]
+    ingest(records, Database(db, create=True).collection("c"), pydoc_pipeline)
+    return db
+
+
+def test_search_file_dash_reads_the_questions_from_stdin(small_collection):
+    """`search --file -` looked for a file named `-`."""
+    args = ("search", "--db", str(small_collection), "-c", "c", "--file", "-", "--json")
+    done = run(*args, stdin="text 1\n\ntext 2\n")
+    assert done.returncode == 0, done.stderr
+    assert [result["query"] for result in json.loads(done.stdout)] == ["text 1", "text 2"]
+
+
+def test_delete_dash_reads_the_ids_from_stdin(small_collection):
+    """`delete -` deleted the id `-`, where encode and search read `-` as stdin; that id is
+    deleted by giving it on stdin."""
+    from probembed.store import Database
+
+    done = run("delete", "--db", str(small_collection), "-c", "c", "-", stdin="a\n\nb\n")
+    assert done.returncode == 0, done.stderr
+    assert "deleted 2 item(s)" in done.stderr
+    collection = Database(small_collection).open("c")
+    assert sorted(collection.existing(["a", "b", "c", "-"])) == ["-", "c"]
+    dash = run("delete", "--db", str(small_collection), "-c", "c", "-", stdin="-\n")
+    assert dash.returncode == 0, dash.stderr
+    assert sorted(collection.existing(["c", "-"])) == ["c"]

@@ -37,7 +37,7 @@ from probembed.interfaces.console import (
     warnings_as_lines,
     written_out,
 )
-from probembed.interfaces.inputs import read_texts
+from probembed.interfaces.inputs import read_lines, read_texts
 from probembed.interfaces.store_options import exit_code
 from probembed.signals import Terminated, end_by_sigterm, kept_note, raise_terminated
 
@@ -288,10 +288,14 @@ def cache_clear() -> None:
 
 @app.command()
 def encode(
-    texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
+    texts: Annotated[
+        list[str] | None,
+        typer.Argument(help="Texts to embed; none (or -): one per line of stdin."),
+    ] = None,
     pipeline: Annotated[str, typer.Option(help="Built-in name or pipeline directory.")] = "default",
     file: Annotated[
-        Path | None, typer.Option(help="Read texts from this file, one per line.")
+        Path | None,
+        typer.Option(help="Read texts from this file, one per line (-: stdin)."),
     ] = None,
     out: Annotated[
         Path | None,
@@ -302,11 +306,15 @@ def encode(
         ),
     ] = None,
 ) -> None:
-    """Embed texts as Gaussians: one JSON line per text, or an .npz with --out."""
+    """Embed texts as Gaussians: one JSON line per text, or an .npz with --out.
+
+    Read from a file or stdin, each line is a text, and a blank line none: it is skipped,
+    so the output has a row per non-blank line (the count --out prints says how many were
+    skipped)."""
     from probembed.gaussian import decimals
     from probembed.pipeline import Pipeline
 
-    items = read_texts(texts, file)
+    items, blank = read_lines(texts, file)
     target = None if out is None else output_file("--out", out, binary=True, suffix=".npz")
     try:
         pipe = Pipeline.load(pipeline)
@@ -323,7 +331,8 @@ def encode(
                 models=np.array(fused.models),
                 texts=np.array(items),
             )
-        say(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {target}")
+        skipped = f" ({blank} blank line(s) skipped)" if blank else ""
+        say(f"wrote {len(items)} Gaussians of dimension {fused.gaussian.dim} to {target}{skipped}")
         return
     for i, text in enumerate(items):
         row = {

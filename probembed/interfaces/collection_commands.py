@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from probembed.interfaces.console import ask, fail, literal, named, note, out, say
+from probembed.interfaces.inputs import read_texts
 from probembed.interfaces.store_options import (
     DEFAULT_COLLECTION,
     CollectionOption,
@@ -72,7 +73,12 @@ def collections_command(
 
 def delete_command(
     ids: Annotated[
-        list[str] | None, typer.Argument(help="Ids to delete.", show_default=False)
+        list[str] | None,
+        typer.Argument(
+            help="Ids to delete; -: one per line of stdin, blank lines skipped (an id that is "
+            "`-` itself: give it on stdin).",
+            show_default=False,
+        ),
     ] = None,
     db: DbOption = None,
     storage_option: StorageOption = None,
@@ -118,6 +124,8 @@ def delete_command(
     from probembed.store import StoreError
 
     check_wait(wait, doc, "--doc")
+    if ids == ["-"]:  # as encode and search read `-`
+        ids = read_texts(ids, None, "ids", file_option=None)
     _check_delete_options(ids, where, doc, every)
     ids = ids or []
     gone: list[str] = []  # ids or documents not there

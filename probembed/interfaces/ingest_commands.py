@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 #: What `ingest` and `embed` read.
 SOURCE_HELP = (
     "JSONL or JSON file of records, BEIR folder, folder of .txt/.md files (.html and .pdf "
-    "too with --chunk), or one such file."
+    "too with --chunk), or one such file; not stdin (it is read more than once): write "
+    "records to a file first."
 )
 #: The path `ingest` and `embed` read, checked by `check_source` (typer's check of whether it
 #: can be read answered in a box of its own words).

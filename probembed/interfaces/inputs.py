@@ -34,37 +34,56 @@ def _utf8(data: bytes, where: str) -> str:
 
 
 def read_texts(
-    texts: list[str] | None, file: Path | None, kind: str = "texts", given: str = "argument"
+    texts: list[str] | None,
+    file: Path | None,
+    kind: str = "texts",
+    given: str = "argument",
+    file_option: str | None = "--file",
 ) -> list[str]:
     """Texts from arguments (or an option, `given`), else one per line of a file, else one
-    per line of stdin (also for a lone `-` argument); blank lines of a file are passed over,
-    a blank argument refused."""
+    per line of stdin (for a lone `-` argument or `--file -` too); blank lines of a file or
+    stdin are passed over, a blank argument refused. `file_option`: the command's option
+    for a file (None: it has none), as refusals name it."""
+    return read_lines(texts, file, kind, given, file_option)[0]
+
+
+def read_lines(
+    texts: list[str] | None,
+    file: Path | None,
+    kind: str = "texts",
+    given: str = "argument",
+    file_option: str | None = "--file",
+) -> tuple[list[str], int]:
+    """`read_texts`'s texts, and how many blank lines of the file or stdin were passed over,
+    for a command that counts what it wrote (a vector per line, but not per blank one)."""
     if texts == ["-"]:
         texts = None
     if texts and file is not None:
         raise fail(f"give the {kind} as arguments or with --file, not both")
+    if file is not None and str(file) == "-":
+        file = None  # stdin, as a lone `-` argument reads it
+    ways = "as arguments, with --file, or on stdin" if file_option else "as arguments or on stdin"
     if texts:
         for i, text in enumerate(texts, 1):
             if is_blank(text):
                 raise fail(f"{given} {i} ({text!r:.40}) is blank: it holds no text")
-        return texts
+        return texts, 0
     if file is not None:
-        raw, where = _utf8_file(file), f"--file {file}"
+        raw, where = _utf8_file(file), f"{file_option} {file}"
     elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
         stream = getattr(sys.stdin, "buffer", None)  # bytes: its text decoder hid bad ones
         raw = sys.stdin.read() if stream is None else _utf8(stream.read(), "stdin")
         where = "stdin"
     else:
-        raise fail(f"no {kind}: pass them as arguments, with --file, or on stdin")
+        raise fail(f"no {kind}: pass them {ways}")
     raw = raw.removeprefix("\ufeff")  # a Windows editor's byte order mark is no text
     if not raw:  # e.g. `probembed encode` with no arguments, run from a script
-        raise fail(
-            f"no {kind}: {where} was empty; pass them as arguments, with --file, or on stdin"
-        )
-    lines = [line for line in _lines(raw) if not is_blank(line)]
+        raise fail(f"no {kind}: {where} was empty; pass them {ways}")
+    every = _lines(raw.removesuffix("\n"))
+    lines = [line for line in every if not is_blank(line)]
     if not lines:
         raise fail(f"no {kind}: {where} holds only blank lines")
-    return lines
+    return lines, len(every) - len(lines)
 
 
 def _lines(text: str) -> list[str]:

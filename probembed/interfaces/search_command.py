@@ -37,10 +37,16 @@ _SNIPPET = 110
 def search_command(
     question: Annotated[
         list[str] | None,
-        typer.Argument(help="One or more questions; none (or -): one per line of stdin."),
+        typer.Argument(
+            help="One or more questions; none (or -): one per line of stdin, blank lines "
+            "skipped (no result for them)."
+        ),
     ] = None,
     file: Annotated[
-        Path | None, typer.Option(help="Read the questions from this file, one per line.")
+        Path | None,
+        typer.Option(
+            help="Read the questions from this file, one per line, blank lines skipped (-: stdin)."
+        ),
     ] = None,
     db: DbOption = None,
     storage_option: StorageOption = None,

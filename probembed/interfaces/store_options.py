@@ -138,10 +138,17 @@ GpusOption = Annotated[
 
 def check_source(path: Path) -> None:
     """Refuse, in one line and before a database opens or a model loads, a source that is
-    not there, is neither a file nor a folder (a named pipe: "no documents at"), or is a file
-    that cannot be opened (typer's own check of it drew a box of its own words)."""
+    `-` (stdin: "no such file or folder"), not there, neither a file nor a folder (a named
+    pipe: "no documents at"), or a file that cannot be opened (typer's own check of it drew
+    a box of its own words)."""
     from probembed.store.readers import not_regular
 
+    if str(path) == "-":
+        raise fail(
+            "- (stdin) is not read as a source: a source is read more than once (checked "
+            "whole before a model loads, then embedded; a re-run resumes from it), so write "
+            "the records to a file (`> rows.jsonl`) and give its path"
+        )
     try:
         path.stat()
     except OSError as exc:
