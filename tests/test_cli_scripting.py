@@ -1,17 +1,22 @@
 """The CLI as a script or a cron job runs it: results a program reads, exit codes, no TTY."""
 
+import fcntl
 import json
 import os
 import pty
+import re
 import socket
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
-from probembed.interfaces.cli import app
+from probembed.interfaces.cli import PIPED_HELP_WIDTH, app
 from probembed.interfaces.store_options import BUSY_EXIT
 from probembed.service.schemas import DeleteReport, WriteReport
 
@@ -189,3 +194,64 @@ def test_object_storage_that_does_not_answer_exits_75_try_again_later():
         result = runner.invoke(app, ["collections", "--db", "s3://bucket/db", *flags])
     assert result.exit_code == BUSY_EXIT == 75, result.output
     assert "cannot reach bucket" in result.stderr
+
+
+def _commands() -> list[list[str]]:
+    """Every command's path, subcommands of a group too (`cache info`)."""
+    root = typer.main.get_command(app)
+    paths = []
+    for name, command in root.commands.items():
+        paths.append([name])
+        paths += [[name, sub] for sub in getattr(command, "commands", {})]
+    return paths
+
+
+NOT_SET = {"COLUMNS": None, "TERMINAL_WIDTH": None}
+
+
+@pytest.mark.parametrize("command", [[], *_commands()])
+def test_help_to_a_pipe_is_whole(command):
+    """`serve --help | less` showed `--limit-concurren…` and `PROBEMBED_API_KEY…`: rich takes
+    80 columns where stdout is no terminal, and cut what did not fit."""
+    shown = runner.invoke(app, [*command, "--help"], env=NOT_SET)
+    assert shown.exit_code == 0, shown.output
+    assert "…" not in shown.stdout
+    assert max(map(len, shown.stdout.splitlines())) == PIPED_HELP_WIDTH
+
+
+def test_the_command_list_gives_each_summary_as_one_text():
+    """The root's list kept each docstring's line breaks: `models` read "then installed
+    packages'" / "(the probembed.encoders entry points)" on two lines at any width."""
+    shown = runner.invoke(app, ["--help"], env={"COLUMNS": "400"})
+    lines = [" ".join(line.strip("│ ").split()) for line in shown.stdout.splitlines()]
+    root = typer.main.get_command(app)
+    for name, command in root.commands.items():
+        first = " ".join((command.help or "").split("\n\n")[0].split())
+        assert f"{name} {first}" in lines, name
+
+
+def test_help_on_a_terminal_keeps_its_width():
+    """On a terminal help is as wide as the terminal, as before: only a pipe's is widened."""
+    terminal, tty = pty.openpty()
+    fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in NOT_SET}
+    printed = b""
+    try:
+        shown = subprocess.Popen([*PROBEMBED, "serve", "--help"], stdout=tty, env=env)
+        os.close(tty)  # the child's copy alone: its end is the terminal's end
+        while chunk := _read(terminal):  # read as it prints: a full terminal would hold it
+            printed += chunk
+        assert shown.wait(timeout=300) == 0
+    finally:
+        os.close(terminal)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", printed.decode())  # a terminal's help has colours
+    widths = {len(line) for line in plain.splitlines() if line.startswith("╭")}
+    assert widths == {100}
+
+
+def _read(fd: int) -> bytes:
+    """What is left to read of a pty's terminal side; b"" at its end (EIO once closed)."""
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""

@@ -11,13 +11,15 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from inspect import cleandoc
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import numpy as np
 import typer
 from rich.table import Table
 from rich.text import Text
+from typer import rich_utils
 from typer.core import TyperGroup
 
 from probembed.documents import with_notes
@@ -84,15 +86,25 @@ class ProbembedGroup(TyperGroup):
     and the exception (exit 1). `--debug` lets the traceback through instead.
     """
 
+    def __init__(self, **attrs: Any) -> None:
+        """The commands' list shows each one's first paragraph as one text: typer kept its
+        docstring's line breaks, which cut each summary mid-sentence."""
+        super().__init__(**attrs)
+        for command in self.commands.values():
+            command.short_help = command.short_help or _summary(command.help)
+
     # click hands these typer's own Context, the subclass they are annotated with
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
-        """Keep the command line after the root's own flags (--debug), to name it on failure."""
+        """Keep the command line after the root's own flags (--debug), to name it on failure;
+        the root's help (`--help`, no command) is printed here."""
         first = next((i for i, word in enumerate(args) if not word.startswith("-")), len(args))
         ctx.meta[_COMMAND_LINE] = list(args[first:])
-        return super().parse_args(ctx, args)
+        with _piped_help_width():
+            return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
-        """Run the command, reporting an escaped exception once, here, for every command.
+        """Run the command, reporting an escaped exception once, here, for every command (a
+        command's help is printed in here too, as its arguments are parsed).
 
         Its logs (stderr, and stdout where a command writes a collection or a file) may lose
         their reader: the work goes on and exits by its outcome (`closable_streams`). A
@@ -101,7 +113,7 @@ class ProbembedGroup(TyperGroup):
         command, _ = self._split(words)
         with closable_streams(stdout_reports=command in _WRITERS):
             try:
-                with warnings_as_lines(), _unwound_on_sigterm(command):
+                with warnings_as_lines(), _unwound_on_sigterm(command), _piped_help_width():
                     result = super().invoke(ctx)
                 written_out()  # a reader gone or a full disk, told here, not at exit
                 return result
@@ -145,6 +157,41 @@ class ProbembedGroup(TyperGroup):
         if len(given) > _SHOWN_INPUT:
             given = given[: _SHOWN_INPUT - 3] + "..."
         return " ".join(command), given
+
+
+def _summary(text: str | None) -> str | None:
+    """A command's help up to its first blank line, as one line of text."""
+    return None if text is None else " ".join(cleandoc(text).split("\n\n")[0].split())
+
+
+#: Columns of help printed to a pipe or a file (`serve --help | less`), where rich takes 80
+#: and cut option names and values short (`--limit-concurren…`, `PROBEMBED_API_KEY…`):
+#: every command's help fits in it whole (test_cli_scripting checks).
+PIPED_HELP_WIDTH = 120
+
+
+@contextlib.contextmanager
+def _piped_help_width() -> Iterator[None]:
+    """Help printed where stdout is no terminal at PIPED_HELP_WIDTH columns, set as typer's
+    own TERMINAL_WIDTH sets it; on a terminal, or with TERMINAL_WIDTH or COLUMNS set, as it
+    was. Only while arguments are parsed and help printed: an error's panel on stderr,
+    printed after, keeps the terminal's width."""
+    if _on_terminal(sys.stdout) or rich_utils.MAX_WIDTH is not None or "COLUMNS" in os.environ:
+        yield
+        return
+    rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+    try:
+        yield
+    finally:
+        rich_utils.MAX_WIDTH = None
+
+
+def _on_terminal(stream: TextIO | None) -> bool:
+    """Whether a standard stream is a terminal (not None, closed, a pipe or a file)."""
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:  # closed
+        return False
 
 
 def _stopped(command: str, how: str, stop: BaseException) -> str:
