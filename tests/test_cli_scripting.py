@@ -255,3 +255,36 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:
         return b""
+
+
+def _section(heading: str) -> str:
+    """The text under a `#`-heading of that name, in the README or a page under docs/ (the
+    README is being split into pages), up to the next heading of its level or above."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        found = re.search(rf"^(#+) {re.escape(heading)}\n", page.read_text(), re.MULTILINE)
+        if found:
+            rest = page.read_text()[found.end() :]
+            end = re.search(rf"^#{{1,{len(found.group(1))}}} ", rest, re.MULTILINE)
+            return rest[: end.start() if end else None]
+    raise AssertionError(f"no section {heading!r} in the README or docs/")
+
+
+#: How the code reads a variable by name: a literal `PROBEMBED_*` anywhere (constants too),
+#: and `os.environ.get("X")`, `.setdefault("X", ...)`, `os.environ["X"]`.
+_READ = (
+    r'"(PROBEMBED_[A-Z_]+)"',
+    r'environ(?:\.get|\.setdefault)\(\s*"([A-Z_]+)"',
+    r'environ\[\s*"([A-Z_]+)"\s*\]',
+)
+
+
+def test_every_environment_variable_the_code_reads_or_sets_is_in_the_table():
+    """They were told only in scattered places (PROBEMBED_CACHE_MAX_BYTES under How it
+    works, PROBEMBED_API_KEYS under Service, RAY_ADDRESS nowhere)."""
+    names = set()
+    for path in (ROOT / "probembed").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        names |= {name for pattern in _READ for name in re.findall(pattern, text)}
+    table = _section("Environment variables")
+    assert {"PROBEMBED_DB", "HF_HUB_OFFLINE", "RAY_ADDRESS"} <= names  # the patterns find them
+    assert sorted(n for n in names if f"`{n}`" not in table) == []
