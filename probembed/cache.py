@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -222,10 +222,44 @@ class EmbeddingCache:
             return None
         if self._disabled:
             raise OSError(f"cannot clear the embedding cache at {self.path}: {self._why}")
-        with self._lock:
-            if self._db is not None:
-                self._db.execute("VACUUM")  # outside any transaction, as SQLite requires
+        self._rewritten()
         return removed
+
+    def forget(self, texts: Iterable[str]) -> int:
+        """Remove every model's entry for these texts, and every byte of them the file and its
+        write-ahead log still hold: an erasure (`Collection.erase`) must reach the cache, where
+        a delete leaves the rows in freed pages (an entry evicted earlier too) and in the log.
+        How many entries went (a text of a three-model pipeline counts three). An OSError
+        where the cache cannot be written or its log not emptied (another process reading it
+        for a minute): the entries may then still be on disk."""
+        keys = list(dict.fromkeys(text_key(t) for t in texts))
+        if not keys or not self.path.is_file():
+            return 0
+        removed = self._run(lambda db: _deleted(db, keys), 0)
+        if self._disabled:
+            why = self._why
+            raise OSError(f"cannot forget entries of the embedding cache at {self.path}: {why}")
+        self._rewritten()
+        return removed
+
+    def _rewritten(self) -> None:
+        """Rewrite the file without its free pages (VACUUM: what a delete freed stays there
+        until reused) and empty the write-ahead log into it (a TRUNCATE checkpoint, which
+        waits for other connections' reads as long as the busy timeout), so no removed entry
+        is left in either: 3 s for a 220 MB cache here."""
+        with self._lock:
+            db = self._connect()
+            if db is None:
+                raise OSError(f"cannot rewrite the embedding cache at {self.path}: {self._why}")
+            db.execute("VACUUM")  # outside any transaction, as SQLite requires
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise OSError(
+                f"the write-ahead log of the embedding cache at {self.path} could not be "
+                "emptied: another process kept reading the cache (a service's encoding "
+                "children); removed entries may stay in it until the next checkpoint, so "
+                "run this again once it is idle"
+            )
 
     def _count(self, hits: int = 0, misses: int = 0, stored: int = 0) -> None:
         """Add to the statistics, under the lock (one cache serves several threads)."""
@@ -366,6 +400,16 @@ def _whole(rows: dict[bytes, tuple[int, bytes, bytes]]) -> dict:
     dims, counts = np.unique([r[0] for r in whole.values()], return_counts=True)
     dim = dims[np.argmax(counts)]
     return {k: r for k, r in whole.items() if r[0] == dim}
+
+
+def _deleted(db: sqlite3.Connection, keys: list[bytes]) -> int:
+    """Delete every model's rows of these text keys; how many went."""
+    removed = 0
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        query = f"DELETE FROM gaussians WHERE text IN ({','.join('?' * len(chunk))})"
+        removed += db.execute(query, chunk).rowcount
+    return removed
 
 
 def _live_bytes(db: sqlite3.Connection) -> int:

@@ -364,3 +364,40 @@ def test_a_few_rows_wait_in_the_log_and_a_megabyte_is_copied_into_the_file(tmp_p
     for step in range(6):  # 6 x 64 rows of 3 kB: past the megabyte
         cache.put("m", [f"s{step} t{i}" for i in range(64)], _gaussians(64, 384, step))
     assert rows_in_the_file() == 1 + 6 * 64
+
+
+def _files_holding(directory, needle: bytes) -> list:
+    """The cache's files (the database, its log) whose bytes hold `needle`."""
+    return sorted(p.name for p in directory.iterdir() if needle in p.read_bytes())
+
+
+def test_forgetting_texts_leaves_no_byte_of_them_in_the_file_or_its_log(tmp_path):
+    """An erasure's eviction: a delete leaves the rows in freed pages and in the write-ahead
+    log, and an entry evicted earlier (the cap) in a free page as well."""
+    directory = tmp_path / "cache"
+    cache = EmbeddingCache(directory, max_bytes=64 * 1024)
+    secret = "Jane Roe of 12 Elm Street asked to be forgotten"
+    first = _gaussians(1, 64, 0)
+    cache.put("fp-a", [secret], first)
+    cache.put("fp-a", [f"filler {i}" for i in range(400)], _gaussians(400, 64, 1))
+    assert not cache.get("fp-a", [secret])[0].any()  # evicted by the cap, its page freed
+    again = _gaussians(1, 64, 2)
+    cache.put("fp-a", [secret, *SENTENCES[:2]], Gaussian.concat([again, _gaussians(2, 64, 3)]))
+    cache.put("fp-b", [secret], _gaussians(1, 64, 4))
+    needles = [text_key(secret), first.mean[0].tobytes(), again.mean[0].tobytes()]
+    assert all(_files_holding(directory, n) for n in needles)
+
+    assert cache.forget([secret, "never cached"]) == 2
+
+    assert [n for n in needles if _files_holding(directory, n)] == []
+    assert not cache.get("fp-a", [secret])[0].any() and not cache.get("fp-b", [secret])[0].any()
+    assert cache.get("fp-a", SENTENCES[:2])[0].all()
+
+
+def test_clearing_leaves_no_entry_in_the_log(tmp_path):
+    """`cache clear` emptied the table and the file, and left the entries' pages in the log."""
+    directory = tmp_path / "cache"
+    cache = EmbeddingCache(directory)
+    cache.put("m", SENTENCES, _gaussians(len(SENTENCES), 64, 0))
+    assert cache.clear() == len(SENTENCES)
+    assert [s for s in SENTENCES if _files_holding(directory, text_key(s))] == []

@@ -19,14 +19,19 @@ import warnings
 from datetime import timedelta
 from functools import partial
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pytest
 from service_support import Server
 from test_backup import failing_at, two_collections
+from test_erase import ERASED, MARKER, ROWS, every_row, files_holding, item_id, record_of, searched
 from test_store_upkeep import small_writes, spanning, text_of
 from typer.testing import CliRunner
 
+from probembed.cache import EmbeddingCache
 from probembed.interfaces.cli import app
+from probembed.pipeline import Pipeline
 from probembed.store import (
     Database,
     PipelineMismatchError,
@@ -496,6 +501,47 @@ def test_a_backup_onto_s3_that_fails_part_way_leaves_the_prefix_empty(
     assert object_keys(endpoint, bucket) == []
     monkeypatch.undo()
     assert len(db.backup(f"s3://{bucket}/to", storage_options=options)) == 2
+
+
+def objects_holding(endpoint: str, bucket: str, needle: bytes) -> list[str]:
+    """Every object of the bucket whose bytes hold `needle`: an auditor's grep of the store."""
+    fs = s3_files(endpoint)
+    found = []
+    for key in object_keys(endpoint, bucket):
+        with fs.open_input_stream(key) as stream:
+            if needle in stream.read():
+                found.append(key)
+    return found
+
+
+def test_an_erasure_on_s3_leaves_no_byte_of_the_rows_in_the_bucket_or_the_local_mirror(
+    tmp_path, monkeypatch, endpoint, bucket, options, pydoc_pipeline_dir
+):
+    """On object storage the table's files are objects, its graphs in this machine's mirror
+    (under the cache folder), and its writes merges: erased all the same."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(cache))
+    pipeline = Pipeline.load(pydoc_pipeline_dir, cache=EmbeddingCache(cache))
+    collection = Database(f"s3://{bucket}/db", create=True, storage_options=options).collection("c")
+    ingest([record_of(i) for i in range(ROWS)], collection, pipeline)
+    ingest([record_of(i) for i in range(ROWS, 2 * ROWS)], collection, pipeline)
+    collection.compact()
+    searched(collection)
+    erased = [item_id(i) for i in ERASED]
+    everything = every_row(collection)
+    kept = everything.filter(pc.invert(pc.is_in(everything.column("id"), pa.array(erased))))
+    assert objects_holding(endpoint, bucket, MARKER.encode())
+    assert list(cache.rglob("hnsw-*.faiss"))
+
+    done = collection.erase(erased)
+
+    assert (done.erased, done.fragments_rewritten) == (len(ERASED), 1)
+    assert objects_holding(endpoint, bucket, MARKER.encode()) == []
+    assert files_holding(cache, MARKER.encode()) == []
+    assert not list(cache.rglob("*.faiss*"))
+    reopened = Database(f"s3://{bucket}/db", storage_options=options).open("c")
+    assert every_row(reopened).equals(kept)
+    assert len(reopened._require().list_versions()) == 1
 
 
 def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipeline_dir):

@@ -11,7 +11,7 @@ interrupted write leaves the last committed version. Its `Database` is in
 `Collection` puts together the parts a collection is made of, each in a module of its own
 built on the table handle (`handle.CollectionHandle`, which holds all of a handle's state):
 `reads`, the pipeline copy (`provenance`), the members' `agreement`, `creation`, `writes`,
-`undo`, `upkeep` and `backup`; what is here is its search and its stats.
+`undo`, `upkeep`, `backup` and `erasure`; what is here is its search and its stats.
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from probembed.store.agreement import CollectionAgreement
 from probembed.store.backup import CollectionBackup
+from probembed.store.erasure import CollectionErasure
 from probembed.store.rows import PipelineInfo
 from probembed.store.search import QueryResult, Searcher, check_arguments
-from probembed.store.undo import CollectionUndo
-from probembed.store.upkeep import CollectionUpkeep
-from probembed.store.writes import CollectionWrites
 
 if TYPE_CHECKING:
     from probembed.scoring import Score
@@ -65,17 +62,8 @@ class CollectionStats:
         }
 
 
-class Collection(
-    CollectionBackup, CollectionAgreement, CollectionWrites, CollectionUndo, CollectionUpkeep
-):
+class Collection(CollectionBackup, CollectionErasure):
     """One LanceDB table of items with their fused Gaussians, searchable with its own pipeline."""
-
-    def close(self) -> None:
-        """Release the warm searcher's files (its snapshot's unlinked temporary files hold
-        their disk space until closed); the next search loads the rows again."""
-        if self._searcher is not None:
-            self._searcher.close()
-            self._searcher = None
 
     def searcher(self) -> Searcher:
         """This collection's searcher with its pipeline, kept warm across calls.

@@ -194,6 +194,12 @@ class CollectionBusyError(WriteConflictError):
         )
 
 
+class ErasureHeldError(WriteConflictError):
+    """An erasure refused before it changed anything: a pin of a write that may still run
+    (`pins.RUNNING`, `pins.UNKNOWN`) holds a version the erasure must remove, and dropping it
+    loses that write's undo (a service answers it 409; `force` drops it)."""
+
+
 class UndoConflictError(WriteConflictError):
     """A write stopped part-way (`stopped_by`: its encoder, storage, a bad file) whose undo
     (`Collection.revert`) met another writer's commit (`conflict`, which says the stopped

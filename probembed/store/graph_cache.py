@@ -18,6 +18,10 @@ from probembed.store.snapshot import Snapshot, Tilt
 if TYPE_CHECKING:
     from probembed.store.collection import Collection
 
+#: The files of saved graphs, their centres, and a killed writer's temporary copies
+#: (`.hnsw-....faiss.<random>.tmp`, `atomic.replacing`), by name.
+GRAPH_FILES = "*hnsw-*.faiss*"
+
 
 def _graph_path(
     collection: Collection, space: str, snap: Snapshot, settings: IndexSettings, tilt: Tilt | None
@@ -45,3 +49,14 @@ def _save_graph(graph: HnswIndex, path: Path) -> None:
         graph.save(path)
     except (OSError, RuntimeError):  # FAISS reports a failed write as RuntimeError
         return
+
+
+def removed_graphs(folder: Path) -> int:
+    """Remove every graph saved under `folder` (a collection's own folder: on object storage
+    its graphs are in this machine's mirror of it, one folder per creation), however old:
+    how many files. A graph's codes are its rows' vectors, quantised."""
+    removed = 0
+    for path in folder.rglob(GRAPH_FILES):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed

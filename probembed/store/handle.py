@@ -31,7 +31,13 @@ from probembed.store.errors import (
     StoreStateError,
     disk_refusals,
 )
-from probembed.store.rows import PipelineInfo, read_header, settings_mark, variance_basis
+from probembed.store.rows import (
+    PipelineInfo,
+    erasure_mark,
+    read_header,
+    settings_mark,
+    variance_basis,
+)
 from probembed.store.threads import one_at_a_time
 from probembed.store.variance import VarianceBasis
 
@@ -133,6 +139,8 @@ class CollectionHandle:
         self._header_at: tuple[int, dict[str, Any]] | None = None
         #: The kept copy's replacement mark as last read (`rows.settings_mark`).
         self._settings_mark: str | None = None
+        #: The last erasure's mark as last read (`rows.erasure_mark`).
+        self._erasure_mark: str | None = None
         #: Fields stored rows hold in their JSON only, as found so far, for the creation of
         #: the table named by the header's "created" (`_held_in_json`).
         self._held: tuple[str | None, set[str]] = ("", set())
@@ -158,6 +166,13 @@ class CollectionHandle:
         #: (`batches_kept`).
         self.writes_begun = 0
         self.batches_begun: list[int] = []
+
+    def close(self) -> None:
+        """Release the warm searcher's files (its snapshot's unlinked temporary files hold
+        their disk space, and the rows, until closed); the next search loads the rows again."""
+        if self._searcher is not None:
+            self._searcher.close()
+            self._searcher = None
 
     @property
     def derived_dir(self) -> Path:
@@ -267,6 +282,14 @@ class CollectionHandle:
         return time.monotonic() - self._header_read >= RECREATION_RECHECK_S
 
     @property
+    def erasure(self) -> str | None:
+        """The mark of the collection's last erasure (None: never erased), read with the
+        header: a searcher holding rows from before it loads them afresh, so no process
+        that searches keeps the erased rows in its snapshot past its next search."""
+        self._header()
+        return self._erasure_mark
+
+    @property
     def created(self) -> str | None:
         """The token of this collection's creation (None for tables made before tokens)."""
         return self._header().get("created")
@@ -285,17 +308,18 @@ class CollectionHandle:
             self._require()
         version = self._seen_version()
         if due or self._header_at is None or self._header_at[0] != version:
-            header = read_header(self._as_seen().schema)
+            schema = self._as_seen().schema
+            header = read_header(schema)
             if header is None:
                 raise StoreStateError(
                     f"table {self.name!r} in {self.db.path} was not written by probembed"
                 )
-            held, mark = self._header_at, settings_mark(self._as_seen().schema)
+            held, mark = self._header_at, settings_mark(schema)
             if held is not None and (
                 held[1].get("created") != header.get("created") or mark != self._settings_mark
             ):
                 self._pipeline, self._shares = None, None
-            self._settings_mark = mark
+            self._settings_mark, self._erasure_mark = mark, erasure_mark(schema)
             self._header_at, self._header_read = (version, header), time.monotonic()
         return self._header_at[1]
 

@@ -172,8 +172,7 @@ def drop_stale(table: Any, locks: Path, now: datetime | None = None) -> list[str
     writer killed between removing its tag and its lock file): the names of the pins."""
     stale = [t.name for t in tags_of(table.tags.list(), locks, now) if t.state in STALE]
     for name in stale:
-        untag(table, name)
-        (locks / name).unlink(missing_ok=True)
+        removed(table, locks, name)
     with contextlib.suppress(FileNotFoundError):
         for lock in locks.iterdir():
             if not lock.name.startswith(".") and _writer(lock) == ENDED:
@@ -196,6 +195,12 @@ def drop(table: Any, locks: Path, name: str, force: bool = False) -> Tag:
             "compaction prune the version its undo reads, so refused: wait for the write to "
             "end (it removes its pin), or drop it by force once you know it no longer runs"
         )
+    removed(table, locks, name)
+    return tag
+
+
+def removed(table: Any, locks: Path, name: str) -> None:
+    """Remove the tag `name` and, for a pin, its lock file (either gone already or not), with
+    no question asked: its callers have decided it may go."""
     untag(table, name)
     (locks / name).unlink(missing_ok=True)
-    return tag

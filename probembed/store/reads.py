@@ -33,6 +33,11 @@ from probembed.store.rows import (
 )
 from probembed.store.threads import one_at_a_time
 
+#: The kinds of LanceDB index (`IndexConfig.index_type`) `built` makes, by the name of their
+#: configuration in `lancedb.index`: the text index probembed makes (with its defaults) and
+#: scalar indices, whose settings are their kind's alone.
+REBUILT_KINDS = ("FTS", "BTree", "Bitmap", "LabelList")
+
 #: Where chunked ingest records the file a document was read from (its absolute path, as
 #: LlamaIndex's file readers name it).
 FILE_FIELD = "file_path"
@@ -62,6 +67,17 @@ class StoredDocument:
     hashes: set[str]
     ids: list[str]
     file_path: str | None = None
+
+
+def built(table: Any, column: str, kind: str, name: str | None = None) -> None:
+    """Build an index of `kind` (one of `REBUILT_KINDS`) over `column` from the rows the
+    table holds now, replacing the index of that name (None: LanceDB's default name)."""
+    import lancedb.index
+
+    config = getattr(lancedb.index, kind)()
+    shared_writes.committed(
+        lambda: table.create_index(column, config=config, replace=True, name=name)
+    )
 
 
 class CollectionReads(CollectionHandle):
@@ -382,11 +398,8 @@ class CollectionReads(CollectionHandle):
 
     def index_text(self) -> None:
         """(Re)build the full-text index over the text so BM25 search covers every row."""
-        from lancedb.index import FTS
-
         self.db.require_writable()
-        table = self._require()
-        shared_writes.committed(lambda: table.create_index("text", config=FTS(), replace=True))
+        built(self._require(), "text", "FTS")
 
     def _ensure_text_index(self, table: Any) -> None:
         """Build the full-text index on first use; rows added later are still searched."""

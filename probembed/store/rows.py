@@ -41,6 +41,8 @@ PRIMARY_KEY = {"lance-schema:unenforced-primary-key:position": "1"}
 #: (`Collection.record_pipeline(replace=True)`): every process holding the collection sees a
 #: new version, finds a new mark and searches with the copy's new settings.
 SETTINGS_MARK = "probembed:settings"
+#: The id field's metadata key that marks the collection's last erasure (`erasure_mark`).
+ERASURE_MARK = "probembed:erased"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 #: Metadata columns a collection gets at most; later fields stay in the JSON only, so items
@@ -230,6 +232,12 @@ def read_header(schema: pa.Schema) -> dict[str, Any] | None:
 def settings_mark(schema: pa.Schema) -> str | None:
     """The mark of the kept pipeline copy's last replacement; None if it was never replaced."""
     raw = (schema.field("id").metadata or {}).get(SETTINGS_MARK.encode())
+    return None if raw is None else raw.decode()
+
+
+def erasure_mark(schema: pa.Schema) -> str | None:
+    """The mark of the collection's last erasure (`Collection.erase`); None if never erased."""
+    raw = (schema.field("id").metadata or {}).get(ERASURE_MARK.encode())
     return None if raw is None else raw.decode()
 
 

@@ -272,6 +272,10 @@ class Snapshot:
     _decoded: np.ndarray | None = None
     #: The creation token of the collection the rows are from (`Collection.created`).
     created: str | None = None
+    #: The mark of the collection's last erasure when the rows were loaded
+    #: (`Collection.erasure`): a newer one loads them afresh, so the erased rows' texts and
+    #: means leave this snapshot's files (a refresh would only mask them).
+    erasure: str | None = None
 
     @classmethod
     def load(cls, collection: Collection, tilt: Tilt | None = None) -> Snapshot:
@@ -279,6 +283,7 @@ class Snapshot:
         version, _, listing = collection.listing()
         snapshot = cls._empty(collection, version)
         snapshot.tilt, snapshot.created = tilt, collection.created
+        snapshot.erasure = collection.erasure
         snapshot._append(collection, listing, version)
         snapshot.added = np.zeros(0, dtype=np.int64)
         return snapshot
@@ -326,10 +331,10 @@ class Snapshot:
         deleted, rewritten or moved, and the listed rows are all new. They are appended and
         nothing else is read, so a write of a few rows costs a few rows, not a listing of the
         whole collection. Otherwise the whole listing is compared. A collection made again
-        under the same name is loaded afresh.
+        under the same name, or erased from since, is loaded afresh.
         """
-        if collection.created != self.created:  # dropped and made again: no row is the same
-            self.close()
+        if (collection.created, collection.erasure) != (self.created, self.erasure):
+            self.close()  # made again (no row is the same), or erased from: not a row kept
             return Snapshot.load(collection, self.tilt)
         # a snapshot holding no row lists everything: LanceDB's row ids are unsigned
         after = int(self.row_ids.max()) if len(self.row_ids) else None

@@ -68,9 +68,11 @@ def _undoable(
     ]
 
 
-def _rows_of(table: Any, columns: Sequence[str], ids: Sequence[str]) -> pa.Table:
-    """These columns of the rows of these ids, read `IDS_PER_CONDITION` ids at a time."""
-    return pa.concat_tables([scan(table, columns, where) for where in id_conditions(ids)])
+def rows_of(table: Any, columns: Sequence[str], ids: Sequence[str], column: str = "id") -> pa.Table:
+    """These columns of the rows of these ids (or of another column's values), read
+    `IDS_PER_CONDITION` at a time; none given, none read."""
+    conditions = id_conditions(ids, column) or ["false"]
+    return pa.concat_tables([scan(table, columns, where) for where in conditions])
 
 
 def _documents(rows: pa.Table, ids: Collection[str]) -> set[str]:
@@ -79,13 +81,6 @@ def _documents(rows: pa.Table, ids: Collection[str]) -> set[str]:
         return set()
     pairs = zip(rows.column("id").to_pylist(), rows.column("doc_id").to_pylist(), strict=True)
     return {doc for i, doc in pairs if i in ids and doc is not None}
-
-
-def _rows_of_docs(table: Any, docs: Sequence[str]) -> pa.Table:
-    """The id, document and content hash of these documents' chunks, read
-    `IDS_PER_CONDITION` documents at a time."""
-    conditions = id_conditions(docs, "doc_id")
-    return pa.concat_tables([scan(table, ["id", "doc_id", "doc_hash"], c) for c in conditions])
 
 
 @contextlib.contextmanager
@@ -338,7 +333,8 @@ class CollectionUndo(CollectionHandle):
         `unchanged`: one content hash, chunk 0 there with every chunk it counts), or absent."""
         from probembed.store.chunked import unchanged  # it builds on Collection, this on its parts
 
-        rows = _rows_of_docs(self._undo_source(version), sorted(docs))
+        columns = ["id", "doc_id", "doc_hash"]
+        rows = rows_of(self._undo_source(version), columns, sorted(docs), "doc_id")
         stored: dict[str, StoredDocument] = {}
         for row in rows.to_pylist():
             doc = stored.setdefault(row["doc_id"], StoredDocument(set(), []))
@@ -398,9 +394,9 @@ class CollectionUndo(CollectionHandle):
         old = None
         if version is not None:
             then = self._undo_source(version)
-            old = _in_schema(_rows_of(then, then.schema.names, ids), table.schema)
+            old = _in_schema(rows_of(then, then.schema.names, ids), table.schema)
         if WRITE_TAG in table.schema.names:
-            ids = _undoable(old, _rows_of(table, ["id", WRITE_TAG], ids), ids, ours)
+            ids = _undoable(old, rows_of(table, ["id", WRITE_TAG], ids), ids, ours)
             if not ids:
                 return []  # none of these ids was written since by this write
             if old is not None:

@@ -313,20 +313,27 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         """`delete_documents` once no other planning write runs."""
         with self._writing():
             table = self._require()
-            if not self.chunked and table.count_rows():  # an empty one holds none of them
-                raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
-            if not doc_ids or not self.chunked:
-                return 0, list(dict.fromkeys(doc_ids))
-            spellings = [s for d in doc_ids for s in spelled_alike(d)]
-            condition = f"doc_id IN ({sql_list(spellings)})"
-            present = scan(table, ["doc_id"], condition).column("doc_id").to_pylist()
-            stored = set(present)
-            found = {d: stored_spelling(d, stored) for d in dict.fromkeys(doc_ids)}
-            chosen = {s for s in found.values() if s is not None}
+            found = self._documents_found(table, doc_ids)
+            chosen = sorted({s for s in found.values() if s is not None})
+            removed = 0
             if chosen:
-                condition = f"doc_id IN ({sql_list(sorted(chosen))})"
+                condition = f"doc_id IN ({sql_list(chosen)})"
+                removed = int(table.count_rows(condition))
                 shared_writes.committed(partial(table.delete, condition))
-        return sum(d in chosen for d in present), [d for d, s in found.items() if s is None]
+        return removed, [d for d, s in found.items() if s is None]
+
+    def _documents_found(self, table: Any, doc_ids: Sequence[str]) -> dict[str, str | None]:
+        """Each of these documents (once) with the spelling its chunks are stored under: as
+        given, else its composed or decomposed form (`spelled_alike`); None where none is
+        stored. Refused for a collection that holds rows but no chunked documents."""
+        if not self.chunked and table.count_rows():  # an empty one holds none of them
+            raise StoreError(f"collection {self.name!r} holds no chunked documents (no doc_id)")
+        if not doc_ids or not self.chunked:
+            return dict.fromkeys(doc_ids)
+        spellings = [s for d in doc_ids for s in spelled_alike(d)]
+        condition = f"doc_id IN ({sql_list(spellings)})"
+        stored = set(scan(table, ["doc_id"], condition).column("doc_id").to_pylist())
+        return {d: stored_spelling(d, stored) for d in dict.fromkeys(doc_ids)}
 
     @one_at_a_time
     def relocate(self, paths: Mapping[str, str]) -> int:

@@ -1,0 +1,314 @@
+"""Erasure: `Collection.erase` leaves no byte of the erased rows in any file of the database or
+of the embedding cache, and changes nothing else, as an auditor would check it: every file's
+bytes walked, not LanceDB's reads."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from lancedb.index import FTS, IvfFlat
+
+from probembed.cache import EmbeddingCache, text_key
+from probembed.chunking import ChunkSettings
+from probembed.pipeline import Pipeline
+from probembed.store import (
+    Collection,
+    Database,
+    IndexSettings,
+    Record,
+    Searcher,
+    StoreError,
+    erasure,
+    ingest,
+    ingest_documents,
+)
+from probembed.store.errors import ErasureHeldError
+from probembed.store.handle import scan
+
+#: A token found nowhere else: in the erased rows' texts, ids and metadata.
+MARKER = "zqxjvmarker"
+#: Rows per ingest, of two.
+ROWS = 150
+#: The rows erased, by position: under a tenth of the collection.
+ERASED = (3, 40, 151, 290)
+
+
+def files_holding(root: Path, needle: bytes) -> list[Path]:
+    """Every file under `root` whose bytes hold `needle`: an auditor's grep of the disk."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def item_id(i: int) -> str:
+    """Item i's id: an erased one carries the marker (an id may be personal)."""
+    return f"{MARKER}-customer-{i}" if i in ERASED else f"item-{i}"
+
+
+def record_of(i: int) -> Record:
+    """Item i: an erased one names the marker in its text and its metadata."""
+    if i in ERASED:
+        return Record(item_id(i), f"{MARKER} customer {i} asked to be forgotten", {"who": MARKER})
+    return Record(item_id(i), f"ordinary text number {i} about topic {i % 7}", {"who": "other"})
+
+
+def tokens(table_folder: Path) -> list[bytes]:
+    """The token files of a table's full-text indices (an FST of every token indexed: a
+    token's letters are not its bytes there, so no grep finds them)."""
+    return sorted(p.read_bytes() for p in (table_folder / "_indices").rglob("*_tokens.lance"))
+
+
+def fresh_tokens(folder: Path, texts: list[str]) -> list[bytes]:
+    """`tokens` of a table that only ever held these texts, indexed as probembed does."""
+    table = lancedb.connect(folder).create_table("t", pa.table({"text": texts}))
+    table.create_index("text", config=FTS())
+    return tokens(folder / "t.lance")
+
+
+def every_row(collection: Collection) -> pa.Table:
+    """Every column of every row, by id: what `erase` must leave bit for bit."""
+    table = collection._require()
+    return scan(table, table.schema.names).sort_by("id")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """The embedding cache of this test: the default one, where erase evicts."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def cached_pipeline(pydoc_pipeline_dir, cache_dir) -> Pipeline:
+    """The saved hashing pipeline with the test's cache: ingest and search fill it."""
+    return Pipeline.load(pydoc_pipeline_dir, cache=EmbeddingCache(cache_dir))
+
+
+def searched(collection: Collection, hybrid: bool = True) -> None:
+    """A search (hybrid: the full-text index made) and a graph search (its graph saved)."""
+    collection.search(f"{MARKER} customer", hybrid=hybrid)
+    graphed = Searcher(collection, collection.load_pipeline(), IndexSettings(scan_below=0))
+    graphed.search([f"{MARKER} customer"], 5)
+    graphed.close()
+
+
+def filled(tmp_path: Path, pipeline: Pipeline, hybrid: bool = True) -> Collection:
+    """A collection of 2 x ROWS items in two ingests compacted into one fragment (as a large
+    collection's are: LanceDB's compaction would rewrite small ones anyway, and rewrites one
+    with under a tenth of its rows deleted never), searched once."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    ingest([record_of(i) for i in range(ROWS)], collection, pipeline)
+    ingest([record_of(i) for i in range(ROWS, 2 * ROWS)], collection, pipeline)
+    collection.compact()
+    searched(collection, hybrid)
+    return collection
+
+
+def test_an_erasure_leaves_no_byte_of_the_rows_on_disk_and_changes_nothing_else(
+    tmp_path, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    db = tmp_path / "db"
+    erased = [item_id(i) for i in ERASED]
+    texts = [record_of(i).text for i in ERASED]
+    means = [row["mean"] for row in collection.rows(erased, ["mean"]).values()]
+    vectors = [np.asarray(m, np.float32).tobytes() for m in means]
+    kept = every_row(collection).filter(
+        pc.invert(pc.is_in(every_row(collection).column("id"), pa.array(erased)))
+    )
+    collection._require().tags.create("my-bookmark", collection.version)
+    # what a delete leaves, each found by the walk (so the walk is a real check)
+    assert files_holding(db / "c.lance" / "data", MARKER.encode())
+    assert all(files_holding(db, v) for v in vectors)
+    assert list((db / ".probembed" / "c").glob("hnsw-*.faiss"))
+    assert all(files_holding(cache_dir, text_key(t)) for t in texts)
+
+    done = collection.erase(erased)
+
+    assert (done.erased, done.not_found, done.fragments_rewritten) == (4, (), 1)
+    assert done.rows_rewritten == 2 * ROWS - 4
+    assert done.cache_entries_evicted == 4 * 2  # two members
+    assert done.tags_dropped == ("my-bookmark",)
+    assert done.indices_rebuilt == ("text_idx",)
+    assert done.graphs_removed >= 2 and done.versions_removed >= 3
+    for root in (db, cache_dir):
+        assert files_holding(root, MARKER.encode()) == []
+    for needle in [*vectors, *(text_key(t) for t in texts)]:
+        assert files_holding(db, needle) == files_holding(cache_dir, needle) == []
+    assert every_row(collection).equals(kept)
+    table = collection._require()
+    assert [int(v["version"]) for v in table.list_versions()] == [done.version]
+    assert {p.name for p in (db / "c.lance" / "_indices").iterdir()} == {
+        ix.index_uuid for ix in table.list_indices()
+    }
+    # the text index holds the tokens of the rows left, and no other (a delete kept them)
+    left = scan(table, ["text"]).column("text").to_pylist()  # in the table's order
+    assert tokens(db / "c.lance") == fresh_tokens(tmp_path / "fresh", left)
+    assert not list((db / ".probembed" / "c").rglob("*.faiss*"))
+    with pytest.raises(StoreError, match="no write to undo|only what its first write"):
+        collection.undo()
+    hits = collection.search(f"{MARKER} customer", k=2 * ROWS, hybrid=True)["hits"]
+    assert len(hits) == 2 * ROWS - 4 and not {h["id"] for h in hits} & set(erased)
+
+
+def test_a_searcher_of_another_process_loads_the_rows_afresh_after_an_erasure(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """A refresh only masks deleted rows (their texts and means stay in its snapshot's
+    files until a fifth of them are dead): an erasure's mark loads them afresh."""
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    elsewhere = Database(tmp_path / "db").open("c")  # as another process opens it
+    elsewhere.search("ordinary text")
+    assert len(elsewhere.searcher()._snapshot) == 2 * ROWS
+
+    collection.erase(erased)
+
+    hits = elsewhere.search(f"{MARKER} customer", k=2 * ROWS)["hits"]
+    snapshot = elsewhere.searcher()._snapshot
+    assert len(snapshot) == snapshot.live == len(hits) == 2 * ROWS - len(erased)
+    assert not set(snapshot.ids) & set(erased)
+
+
+def test_erasing_documents_takes_every_chunk_of_them(tmp_path, cache_dir, cached_pipeline):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    sentences = " ".join(f"Sentence {i} of the file." for i in range(60))
+    (folder / "a.md").write_text(f"# A\n\n{sentences}\n", encoding="utf-8")
+    (folder / "b.md").write_text(f"# B\n\n{sentences}\n", encoding="utf-8")
+    told = " ".join(f"{MARKER} said {i} things in confidence." for i in range(60))
+    (folder / "secret.md").write_text(f"# Secret\n\n{told}\n", encoding="utf-8")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(
+        folder, collection, cached_pipeline, ChunkSettings(max_tokens=32, overlap_tokens=0)
+    )
+    searched(collection)
+    chunks = [i for i in collection.ids() if i.startswith("secret.md#")]
+    assert len(chunks) > 3
+    before = every_row(collection)
+    kept = before.filter(pc.invert(pc.starts_with(before.column("id"), "secret")))
+    assert files_holding(tmp_path / "db", MARKER.encode())
+
+    done = collection.erase(documents=["secret.md", "gone.md"])
+
+    assert (done.erased, done.not_found) == (len(chunks), ("gone.md",))
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert files_holding(cache_dir, MARKER.encode()) == []
+    assert every_row(collection).equals(kept)
+
+
+def test_erasing_by_a_filter_takes_the_rows_it_keeps(
+    tmp_path, monkeypatch, cache_dir, cached_pipeline
+):
+    """With no text index to build again and no fragment to compact, the erasure's last
+    commit would be its delete, whose transaction and manifest name the ids."""
+    collection = filled(tmp_path, cached_pipeline, hybrid=False)
+    kept = every_row(collection).filter(pc.field("who") == "other")
+    monkeypatch.setattr(erasure, "REWRITE_ROWS", 100)  # the fragment's rows in three merges
+
+    done = collection.erase(where=f"who = '{MARKER}'")
+
+    assert (done.erased, done.not_found, done.rows_rewritten) == (len(ERASED), (), 2 * ROWS - 4)
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert every_row(collection).equals(kept)
+
+
+def test_a_bad_filter_or_selection_is_refused_before_anything_is_erased(
+    tmp_path, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    versions = len(collection._require().list_versions())
+    with pytest.raises(StoreError, match="no field colour; filters can name id, text"):
+        collection.erase(where="colour = 'red'")
+    with pytest.raises(StoreError, match="one of ids, documents or where; given: ids, where"):
+        collection.erase(["item-1"], where="n = 1")
+    with pytest.raises(StoreError, match="given: none"):
+        collection.erase()
+    with pytest.raises(StoreError, match=r"not one string; wrap it: \['item-1'\]"):
+        collection.erase("item-1")
+    with pytest.raises(StoreError, match="no chunked documents"):
+        collection.erase(documents=["a.md"])
+    assert collection.count() == 2 * ROWS
+    assert len(collection._require().list_versions()) == versions
+
+
+def test_a_pin_of_a_running_write_refuses_the_erasure_unless_forced(
+    tmp_path, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    with collection.pinned(collection.version):
+        with pytest.raises(ErasureHeldError, match="probembed-undo-.*running on this machine"):
+            collection.erase(erased)
+        assert collection.count() == 2 * ROWS
+        assert files_holding(tmp_path / "db", MARKER.encode())
+        done = collection.erase(erased, force=True)
+        assert done.tags_dropped[0].startswith("probembed-undo-")
+    assert collection.tags() == []
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+
+
+def test_an_index_erase_cannot_build_again_is_refused_first(tmp_path, cache_dir, cached_pipeline):
+    collection = filled(tmp_path, cached_pipeline)
+    collection._require().create_index("mean", config=IvfFlat(num_partitions=1), name="mine")
+    with pytest.raises(StoreError, match=r"mine \(IvfFlat\).*Nothing was erased"):
+        collection.erase([item_id(ERASED[0])])
+    assert collection.count() == 2 * ROWS
+
+
+#: A process that erases and is killed (SIGKILL) at a stage: before its first commit, once
+#: the other rows of the fragments were written again (before the deletes), once the rows
+#: were deleted (before the mark and the prune).
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from probembed.store import Database, erasure
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    stage = {"before": "_rewritten", "moved": "id_conditions", "deleted": "_marked"}[sys.argv[2]]
+    if stage == "id_conditions":
+        erasure.id_conditions = killed
+    else:
+        setattr(erasure.CollectionErasure, stage, killed)
+    Database(sys.argv[1]).open("c").erase(sys.argv[3:])
+    """
+)
+
+
+@pytest.mark.parametrize("when", ["before", "moved", "deleted"])
+def test_an_erasure_killed_midway_leaves_the_collection_whole_and_completes_when_run_again(
+    tmp_path, cache_dir, cached_pipeline, when
+):
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    everything = every_row(collection)
+    kept = everything.filter(pc.invert(pc.is_in(everything.column("id"), pa.array(erased))))
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED, str(tmp_path / "db"), when, *erased],
+        env={**os.environ, "PROBEMBED_CACHE_DIR": str(cache_dir)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    again = Database(tmp_path / "db").open("c")
+    assert every_row(again).equals(kept if when == "deleted" else everything)
+    assert files_holding(tmp_path / "db", MARKER.encode())  # the older versions hold them
+
+    done = again.erase(erased)
+
+    assert done.erased == (0 if when == "deleted" else len(erased))
+    assert every_row(again).equals(kept)
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert len(again._require().list_versions()) == 1
