@@ -4,6 +4,7 @@ bytes walked, not LanceDB's reads."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,9 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lancedb.index import FTS, IvfFlat
+from typer.testing import CliRunner
 
 from probembed.cache import EmbeddingCache, text_key
 from probembed.chunking import ChunkSettings
+from probembed.interfaces.cli import app
 from probembed.pipeline import Pipeline
 from probembed.store import (
     Collection,
@@ -35,6 +38,7 @@ from probembed.store import (
 from probembed.store.errors import ErasureHeldError
 from probembed.store.handle import scan
 
+runner = CliRunner()
 #: A token found nowhere else: in the erased rows' texts, ids and metadata.
 MARKER = "zqxjvmarker"
 #: Rows per ingest, of two.
@@ -198,9 +202,12 @@ def test_erasing_documents_takes_every_chunk_of_them(tmp_path, cache_dir, cached
     kept = before.filter(pc.invert(pc.starts_with(before.column("id"), "secret")))
     assert files_holding(tmp_path / "db", MARKER.encode())
 
-    done = collection.erase(documents=["secret.md", "gone.md"])
+    base = ["--db", str(tmp_path / "db"), "--collection", "docs", "-y", "--json"]
+    result = runner.invoke(app, ["erase", "--doc", "secret.md", "gone.md", *base])
 
-    assert (done.erased, done.not_found) == (len(chunks), ("gone.md",))
+    assert result.exit_code == 1, result.output  # gone.md was not there
+    done = json.loads(result.stdout)
+    assert (done["erased"], done["not_found"]) == (len(chunks), ["gone.md"])
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
     assert files_holding(cache_dir, MARKER.encode()) == []
     assert every_row(collection).equals(kept)
@@ -312,3 +319,45 @@ def test_an_erasure_killed_midway_leaves_the_collection_whole_and_completes_when
     assert every_row(again).equals(kept)
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
     assert len(again._require().list_versions()) == 1
+
+
+def test_the_cli_erases_by_id_or_filter_and_says_what_it_did(tmp_path, cache_dir, cached_pipeline):
+    collection = filled(tmp_path, cached_pipeline)
+    base = ["--db", str(tmp_path / "db"), "--collection", "c"]
+    erased = [item_id(i) for i in ERASED[:2]]
+
+    result = runner.invoke(app, ["erase", *erased, "nobody", *base, "--yes"])
+
+    assert result.exit_code == 1, result.output  # as delete: some ids were not there
+    said = " ".join(result.output.split())
+    assert "c: erased 2 item(s): 1 fragment(s) rewritten" in said
+    assert "no undo can bring them back" in said and "1 given were not there: 'nobody'" in said
+    assert "erase c: 5/5" in " ".join(result.stderr.split())  # its progress
+    assert collection.count() == 2 * ROWS - 2
+
+    result = runner.invoke(app, ["erase", *base, "--where", f"who = '{MARKER}'", "-y", "--json"])
+
+    assert result.exit_code == 0, result.output
+    done = json.loads(result.stdout)
+    assert (done["erased"], done["not_found"]) == (2, []) and done["versions_removed"] >= 3
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+
+
+def test_the_cli_asks_before_erasing_and_refuses_mixed_selectors(
+    tmp_path, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    base = ["--db", str(tmp_path / "db"), "--collection", "c"]
+    erased = item_id(ERASED[0])
+    result = runner.invoke(app, ["erase", erased, *base], input="n\n")
+    assert result.exit_code == 1 and "nothing erased" in result.output
+    assert "for good (every older version is removed: no undo)?" in result.stderr
+    result = runner.invoke(app, ["erase", erased, *base, "--where", "n = 1", "-y"])
+    assert result.exit_code == 2 and "not both" in result.output
+    result = runner.invoke(app, ["erase", *base, "-y"])
+    assert result.exit_code == 2 and "name the ids to erase" in result.output
+    with collection.pinned(collection.version):
+        result = runner.invoke(app, ["erase", erased, *base, "-y"])
+    assert result.exit_code == 2, result.output
+    assert "probembed erase --force" in " ".join(result.output.split())
+    assert collection.count() == 2 * ROWS

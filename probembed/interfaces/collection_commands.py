@@ -1,6 +1,7 @@
-"""`probembed collections`, `delete`, `drop`, `undo`, `compact`, `pins` and `backup`: what a
-database holds, taking items or a whole collection out of it, undoing a write, freeing the
-disk its old versions hold, the tags that keep versions from that, and a copy of it.
+"""`probembed collections`, `delete`, `erase`, `drop`, `undo`, `compact`, `pins` and `backup`:
+what a database holds, taking items (for good, with erase) or a whole collection out of it,
+undoing a write, freeing the disk its old versions hold, the tags that keep versions from
+that, and a copy of it.
 
 The store (LanceDB, FAISS) is imported inside each command, as for every store command."""
 
@@ -162,7 +163,7 @@ def delete_command(
             tell(f"deleted {removed} item(s){said}")
         if removed and target.agreement_due():
             tell("measuring the models' agreement on what is left (loads the pipeline)")
-            _measure_after_delete(target)
+            _measure_after_delete(target, "delete")
         if as_json:
             answer = {"collection": collection, "deleted": removed, "count": target.count()}
             answer |= {"not_found": len(gone), "not_found_ids": gone}
@@ -190,10 +191,10 @@ def _silent(message: str) -> None:
     """What `--json` says of a summary on stderr: nothing (stdout has it)."""
 
 
-def _measure_after_delete(target: Collection) -> None:
-    """Measure the members' agreement again, which a delete left due: where the pipeline does
-    not load here, the delete is done all the same (it needs no model) and a warning says why
-    the agreement waits; it failed after its rows were gone."""
+def _measure_after_delete(target: Collection, what: str) -> None:
+    """Measure the members' agreement again, which a delete (or erase: `what`) left due: where
+    the pipeline does not load here, the delete is done all the same (it needs no model) and a
+    warning says why the agreement waits; it failed after its rows were gone."""
     from probembed.interfaces.cli import KNOWN_FAILURES
     from probembed.store.ingest import finish_delete
 
@@ -208,9 +209,90 @@ def _measure_after_delete(target: Collection) -> None:
     note(
         "warning:",
         "yellow",
-        "the delete is done, but the models' agreement is left due, to be measured by the "
+        f"the {what} is done, but the models' agreement is left due, to be measured by the "
         f"next write or delete that loads the pipeline, which does not load here: {why}",
     )
+
+
+def erase_command(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Ids to erase (with --doc, documents).", show_default=False),
+    ] = None,
+    db: DbOption = None,
+    storage_option: StorageOption = None,
+    collection: CollectionOption = DEFAULT_COLLECTION,
+    doc: Annotated[
+        bool,
+        typer.Option("--doc", help="The ids are documents of a chunked collection: every chunk."),
+    ] = False,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            help="Erase every item this filter keeps, as search --where takes it, e.g. "
+            "\"customer = 'T9000'\".",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Drop a pin of a write that may still run (`probembed pins` lists them): "
+            "that write can then not be undone.",
+        ),
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Erase without asking.")] = False,
+    missing_ok: Annotated[
+        bool, typer.Option("--missing-ok", help="Exit 0 when some ids were not there.")
+    ] = False,
+    wait: WaitOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Erase items for good (a right-to-be-forgotten request): their rows, every older
+    version of the collection (no undo brings them back), their entries in the text index,
+    the saved search graphs and the embedding cache; exits 1, as delete does, when some ids
+    were not there."""
+    from probembed.store import StoreError
+
+    if where is not None and (ids or doc):
+        raise fail("give ids (or --doc documents) or --where, not both")
+    if where is None and not ids:
+        raise fail("name the ids to erase (with --doc, documents), or give --where")
+    target = _open_collection(db, storage_option, collection)
+    chosen = f"--where {where!r}" if where is not None else f"{len(ids or [])} {_kind(doc)}"
+    asked = (
+        f"erase {chosen} from collection {collection!r} for good (every older version is "
+        "removed: no undo)?"
+    )
+    if not yes and not ask(asked):
+        say("nothing erased")
+        raise typer.Exit(1)
+    try:
+        done = target.erase(
+            None if doc or where is not None else ids,
+            documents=ids if doc else None,
+            where=where,
+            force=force,
+            wait=wait,
+            progress=True,
+        )
+        if done.erased and target.agreement_due():
+            say("measuring the models' agreement on what is left (loads the pipeline)")
+            _measure_after_delete(target, "erasure")
+    except StoreError as exc:
+        raise store_refusal(exc, str(exc)) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(done.to_json()) + "\n")
+    else:
+        say(str(done))
+    if done.not_found and not missing_ok:
+        raise typer.Exit(1)
+
+
+def _kind(documents: bool) -> str:
+    """What the ids name, as the erase's question says it."""
+    return "document(s)" if documents else "id(s)"
 
 
 def _read_from_hint(target: Collection, gone: list[str], remedy: str) -> str:

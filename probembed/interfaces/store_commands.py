@@ -1,6 +1,6 @@
 """The store's commands on the probembed CLI, registered in one place: ingest and embed
-(`ingest_commands`), search (`search_command`), collections, delete, drop, undo, compact,
-pins and backup (`collection_commands`), the demo and serve; the options they share are in
+(`ingest_commands`), search (`search_command`), collections, delete, erase, drop, undo,
+compact, pins and backup (`collection_commands`), the demo and serve; the options they share are in
 `store_options`."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from probembed.interfaces.collection_commands import (
     compact_command,
     delete_command,
     drop_command,
+    erase_command,
     pins_command,
     undo_command,
 )
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command("search")(search_command)
     app.command("collections")(collections_command)
     app.command("delete")(delete_command)
+    app.command("erase")(erase_command)
     app.command("drop")(drop_command)
     app.command("undo")(undo_command)
     app.command("compact")(compact_command)

@@ -124,9 +124,9 @@ WaitOption = Annotated[
         "--wait",
         metavar="SECONDS",
         min=0,
-        help="Seconds to wait at most while another chunked ingest, sync or delete --doc of "
-        "the collection runs on this machine, then exit 75 with nothing written \\[default: "
-        "until it ends].",
+        help="Seconds to wait at most while another chunked ingest, sync, delete --doc or "
+        "erase of the collection runs on this machine, then exit 75 with nothing written "
+        "\\[default: until it ends].",
         show_default=False,
     ),
 ]

@@ -172,8 +172,8 @@ def _held_pins(tags: Sequence[Tag], name: str) -> ErasureHeldError:
     return ErasureHeldError(
         f"collection {name!r} has {len(tags)} pin(s) of a write that may still run, each "
         f"holding a version the erasure must remove: {held}. Nothing was erased: wait for "
-        "that write to end (it removes its pin), or erase with force once you know it no "
-        "longer runs (its undo is then lost)"
+        "that write to end (it removes its pin), or erase with force (`probembed erase "
+        "--force`, `force=True`) once you know it no longer runs: its undo is then lost"
     )
 
 
