@@ -156,3 +156,20 @@ def test_a_folder_to_write_is_never_stdout_or_a_named_pipe(
     assert result.exit_code == 2, result.output
     assert said.format(tmp=tmp_path) in one_line(result.output)
     assert [p.name for p in tmp_path.iterdir()] == ["fifo"]
+
+
+@pytest.mark.parametrize(
+    "command", [["encode", "one", "--out", "-"], ["eval", str(STS), "--json", "-"]]
+)
+def test_dash_with_stdout_closed_is_refused_naming_the_option(command, pydoc_pipeline_dir):
+    """Python gives a process started with stdout closed (`>&-`) no sys.stdout: `--out -`
+    failed on it with an AttributeError, exit 1."""
+    done = probembed(
+        *command,
+        "--pipeline",
+        str(pydoc_pipeline_dir),
+        preexec_fn=lambda: os.close(1),  # a closed stdout, as `>&-` gives
+        stdout=None,
+    )
+    assert done.returncode == 2, done.stderr.decode()
+    assert f"{command[-2]} -: stdout is closed; name a file" in one_line(done.stderr)

@@ -249,6 +249,8 @@ def output_file(option: str, path: Path, binary: bool = False, suffix: str = "")
     `binary` format is refused where it would reach a terminal. A new file's name lacking
     `suffix` gets it (numpy's rule for .npz), a named pipe's or a device's does not."""
     if str(path) == "-" or _is_stdout(path):
+        if sys.stdout is None:  # closed when the process began (`>&-`)
+            raise fail(f"{option} {path}: stdout is closed; name a file")
         if binary and sys.stdout.isatty():
             raise fail(
                 f"{option} {path}: stdout is a terminal, and binary data is not written to one; "
