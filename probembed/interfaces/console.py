@@ -1,4 +1,6 @@
-"""The CLI's shared output: one stderr console, one way to fail, and user text kept literal.
+"""The CLI's shared output: one stderr console, one way to fail, user text kept literal, and
+the standard streams and output files under a script's pipes (a reader that goes, a full
+disk, `-`, links, named pipes and devices).
 
 Texts, ids, paths and error messages come from users and documents; rich would read
 `[index]` or `[/]` in them as markup (dropping the text, or raising). Everything shown here
