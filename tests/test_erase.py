@@ -4,6 +4,7 @@ bytes walked, not LanceDB's reads."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from lancedb.index import FTS, IvfFlat
+from service_support import Server
 from typer.testing import CliRunner
 
 from probembed.cache import EmbeddingCache, text_key
@@ -362,3 +364,59 @@ def test_the_cli_asks_before_erasing_and_refuses_mixed_selectors(
     assert result.exit_code == BUSY_EXIT, result.output  # try again once that write ends
     assert "probembed erase --force" in " ".join(result.output.split())
     assert collection.count() == 2 * ROWS
+
+
+def open_files_holding(pid: int, needle: bytes) -> list[str]:
+    """The regular files a process holds open (unlinked ones too, read through /proc) whose
+    bytes hold `needle`: where a search snapshot keeps its texts and means."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if fd.is_file() and needle in fd.read_bytes():
+                found.append(os.readlink(fd))
+    return found
+
+
+def test_the_service_erases_and_keeps_nothing_of_the_items_in_its_process(
+    tmp_path, pydoc_pipeline_dir
+):
+    cache = tmp_path / "cache"
+    db = tmp_path / "db"
+    documents = [
+        {"id": r.id, "text": r.text, "metadata": r.metadata}
+        for r in (record_of(i) for i in range(2 * ROWS))
+    ]
+    erased = [item_id(i) for i in ERASED]
+    with (
+        Server(db, pydoc_pipeline_dir, env={"PROBEMBED_CACHE_DIR": str(cache)}) as server,
+        server.client() as http,
+    ):
+        http.post("/v1/collections", json={"name": "c"})
+        wrote = http.post("/v1/collections/c/documents", json={"documents": documents})
+        assert wrote.json()["added"] == 2 * ROWS
+        query = {"query": f"{MARKER} customer", "k": 5, "hybrid": True}
+        assert http.post("/v1/collections/c/search", json=query).json()["results"][0]["hits"]
+        pid = server.process.pid
+        assert open_files_holding(pid, MARKER.encode())  # its snapshot's texts
+        assert files_holding(cache, text_key(record_of(ERASED[0]).text))  # its children's
+
+        for refused in ({"ids": erased, "where": "n = 1"}, {"doc": True, "where": "n = 1"}, {}):
+            assert http.post("/v1/collections/c/erase", json=refused).status_code == 422
+        bad = http.post("/v1/collections/c/erase", json={"where": "colour = 'red'"})
+        assert bad.status_code == 422 and "no field colour" in bad.text
+        done = http.post("/v1/collections/c/erase", json={"ids": [*erased, "nobody"]})
+
+        assert done.status_code == 200, done.text
+        report = done.json()
+        assert (report["erased"], report["not_found"], report["count"]) == (
+            len(erased),
+            ["nobody"],
+            2 * ROWS - len(erased),
+        )
+        assert report["cache_entries_evicted"] == len(erased) * 2
+        assert open_files_holding(pid, MARKER.encode()) == []
+        for root in (db, cache):
+            assert files_holding(root, MARKER.encode()) == []
+        again = http.post("/v1/collections/c/search", json={**query, "k": 2 * ROWS}).json()
+        hits = again["results"][0]["hits"]
+        assert len(hits) == 2 * ROWS - len(erased) and not {h["id"] for h in hits} & set(erased)

@@ -34,6 +34,7 @@ EMBED = ("POST", "/v1/embeddings", {"model": "hash", "input": "x"})
 SEARCH = ("POST", "/v1/collections/kept/search", {"query": "doors"})
 WRITE = ("POST", "/v1/collections/kept/documents", {"documents": [{"id": "c", "text": "new"}]})
 DELETE = ("POST", "/v1/collections/kept/delete", {"ids": ["nope"]})
+ERASE = ("POST", "/v1/collections/kept/erase", {"ids": ["nope"]})
 CREATE = ("POST", "/v1/collections", {"name": "other"})
 
 
@@ -46,10 +47,12 @@ CREATE = ("POST", "/v1/collections", {"name": "other"})
         (READER, SEARCH, 200),
         (READER, WRITE, 403),
         (READER, DELETE, 403),
+        (READER, ERASE, 403),
         (READER, CREATE, 403),
         (WRITER, SEARCH, 403),
         (WRITER, WRITE, 200),
         (WRITER, DELETE, 200),
+        (WRITER, ERASE, 200),
         (ADMIN, SEARCH, 200),
         (None, ("GET", "/metrics", None), 401),
         (READER, ("GET", "/metrics", None), 200),

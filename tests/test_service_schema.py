@@ -21,8 +21,9 @@ EXAMPLES = int(os.environ.get("SCHEMA_EXAMPLES", "25"))
 KEY = "schema-test-key-0123456789"
 #: Operations where a schema-valid body can still be refused for what no schema states: a
 #: SQL filter that does not parse, min_p_relevant without a calibrator, documents repeating
-#: an id or changing a metadata field's type. Every other check still runs on them.
-CONTEXTUAL = ("/search", "/documents")
+#: an id or changing a metadata field's type, an erasure's one of ids and where (as search's
+#: one of query and queries). Every other check still runs on them.
+CONTEXTUAL = ("/search", "/documents", "/erase")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""The collections routes: create, list, stats and drop a collection; write and delete its
-documents; search it."""
+"""The collections routes: create, list, stats and drop a collection; write, delete and erase
+its documents; search it."""
 
 from __future__ import annotations
 
@@ -60,6 +60,19 @@ def _document(
     if problem is not None:
         return Problem(source, f"document {document.id!r}: its text {problem}", document.id)
     return Record(document.id, document.text, document.metadata, source)
+
+
+def _check_ids(ids: list[str], limits: Limits) -> None:
+    """Refuse a delete's or erasure's ids past `--max-inputs` (413) or not valid Unicode
+    (422), naming the first such id, before the collection is touched."""
+    if len(ids) > limits.max_inputs:
+        raise ApiError(
+            413, f"ids has {len(ids)} entries; the limit is {limits.max_inputs} (--max-inputs)"
+        )
+    for i, given in enumerate(ids):
+        surrogate = lone_surrogate(given)
+        if surrogate is not None:
+            raise ApiError(422, f"ids[{i}] is not valid Unicode: it holds {surrogate}")
 
 
 def _upsert_hint(changed: list[str] | None) -> str | None:
@@ -312,16 +325,7 @@ def _collections(service: Service) -> APIRouter:
         name: CollectionName, body: schemas.DeleteDocuments
     ) -> schemas.DeleteReport:
         """Delete items by id, or with `doc` every chunk of these documents, in one commit."""
-        if len(body.ids) > limits.max_inputs:
-            raise ApiError(
-                413,
-                f"ids has {len(body.ids)} entries; the limit is {limits.max_inputs} (--max-inputs)",
-            )
-
-        for i, doc_id in enumerate(body.ids):
-            surrogate = lone_surrogate(doc_id)
-            if surrogate is not None:
-                raise ApiError(422, f"ids[{i}] is not valid Unicode: it holds {surrogate}")
+        _check_ids(body.ids, limits)
 
         def delete() -> schemas.DeleteReport:
             collection = service.collection(name)
@@ -356,6 +360,35 @@ def _collections(service: Service) -> APIRouter:
         # after chunked writes: one that lets the lock go to encode would otherwise store the
         # rest of a document this deletes, and the next write would find it partly stored
         return await service.run(name, delete, writer=True)
+
+    @router.post(
+        "/{name}/erase",
+        response_model=schemas.EraseReport,
+        dependencies=writer,
+        responses=_ERRORS,
+    )
+    async def erase_items(name: CollectionName, body: schemas.EraseItems) -> schemas.EraseReport:
+        """Erase items for good (`probembed erase`): their rows, every older version (no
+        undo), their text index entries, the saved graphs, their embedding cache entries,
+        and this server's search snapshot of the collection (its next search loads afresh)."""
+        _check_ids(body.ids or [], limits)
+
+        def erase() -> schemas.EraseReport:
+            collection = service.collection(name)
+            done = collection.erase(
+                None if body.doc or body.ids is None else body.ids,
+                documents=body.ids if body.doc else None,
+                where=body.where,
+                force=body.force,
+                wait=PLAN_WAIT,
+            )
+            if done.erased:  # an unloadable pipeline is logged and listed by /readyz
+                finish_delete(collection, partial(service.own_pipeline, collection))
+            return schemas.EraseReport.model_validate(
+                {**done.to_json(), "count": service.count_items(collection)}
+            )
+
+        return await service.run(name, erase, writer=True)  # after chunked writes, as delete
 
     @router.post(
         "/{name}/search",

@@ -66,8 +66,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
             409,
             "Collection exists, holds another pipeline's vectors, or another writer "
             "committed at the same time (the detail says what was stored; send it again), "
-            "or another process's chunked write, sync or delete by document holds the "
-            "collection (Retry-After: seconds until asking again, not an estimate)",
+            "or another process's chunked write, sync, delete by document or erasure holds "
+            "the collection (Retry-After: seconds until asking again, not an estimate), or a "
+            "pin of a write that may still run holds a version an erasure must remove (send "
+            '"force": true once it no longer runs)',
         ),
         (413, "Body or input count over the limit"),
         (415, "Body not sent as JSON (Content-Type) or compressed (Content-Encoding)"),

@@ -443,6 +443,64 @@ class DeleteReport(BaseModel):
     )
 
 
+class EraseItems(Strict):
+    """What to erase for good: ids (with `doc`, documents), or the items a filter keeps."""
+
+    ids: list[StoredId] | None = Field(None, min_length=1)
+    doc: bool = Field(
+        False,
+        description="The ids are documents of a chunked collection: erase every chunk of each.",
+    )
+    where: str | None = Field(
+        None,
+        min_length=1,
+        description="Erase every item this filter keeps, as search's `where` takes it, e.g. "
+        "\"customer = 'T9000'\".",
+    )
+    force: bool = Field(
+        False,
+        description="Drop a pin of a write that may still run (it can then not be undone); "
+        "without it such a pin is a 409 naming it, and nothing is erased.",
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> EraseItems:
+        """Exactly one of ids and where, and doc only with ids."""
+        if (self.ids is None) == (self.where is None):
+            raise ValueError("give exactly one of 'ids' (a list) and 'where' (a filter)")
+        if self.doc and self.ids is None:
+            raise ValueError("'doc' names the ids as documents: give 'ids', not 'where'")
+        return self
+
+
+class EraseReport(BaseModel):
+    """What an erasure did (`probembed erase --json`), and the collection's count after it."""
+
+    collection: str
+    erased: int = Field(description="Items erased (a document's chunks, each).")
+    not_found: list[str] = Field(
+        description="Ids (with `doc`, documents) asked for that were not stored."
+    )
+    fragments_rewritten: int = Field(
+        description="LanceDB data fragments that held an erased item, written again without it."
+    )
+    rows_rewritten: int = Field(
+        description="The other items of those fragments, written again unchanged."
+    )
+    indices_rebuilt: list[str]
+    versions_removed: int = Field(
+        description="Older versions removed: no undo can bring the items back."
+    )
+    tags_dropped: list[str]
+    graphs_removed: int = Field(description="Files of search graphs saved beside the collection.")
+    cache_entries_evicted: int = Field(
+        description="The erased texts' entries removed from the embedding cache (one a model)."
+    )
+    bytes_freed: int
+    version: int = Field(description="The version left, the only one.")
+    count: int
+
+
 class SearchRequest(Strict):
     """One query (`query`) or several (`queries`), with the score, filter and depth to search
     by."""
