@@ -420,3 +420,26 @@ def test_the_service_erases_and_keeps_nothing_of_the_items_in_its_process(
         again = http.post("/v1/collections/c/search", json={**query, "k": 2 * ROWS}).json()
         hits = again["results"][0]["hits"]
         assert len(hits) == 2 * ROWS - len(erased) and not {h["id"] for h in hits} & set(erased)
+
+
+def test_an_erase_stopped_by_ctrl_c_says_what_it_keeps_and_the_same_command_completes_it(
+    tmp_path, monkeypatch, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    args = ["erase", *(item_id(i) for i in ERASED), "--db", str(tmp_path / "db"), "-c", "c", "-y"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C once the rows are deleted, before the prune
+
+    with monkeypatch.context() as patched:
+        patched.setattr(erasure.CollectionErasure, "_marked", interrupted)
+        stopped = runner.invoke(app, args)
+
+    assert stopped.exit_code == 130
+    said = " ".join(stopped.output.split())
+    assert "the erased ones there or gone" in said
+    assert "the same command completes the erasure" in said
+    assert collection.count() == 2 * ROWS - len(ERASED)
+    assert files_holding(tmp_path / "db", MARKER.encode())  # in the older versions
+    assert runner.invoke(app, [*args, "--missing-ok"]).exit_code == 0
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []

@@ -76,6 +76,8 @@ _WRITERS = frozenset(
 _INTERRUPTED_KEEPS = {
     "ingest": ": committed batches are kept; the same command resumes",
     "embed": ": the Parquet files written so far stay in --out; the same command resumes",
+    "erase": ": each item is there once, the erased ones there or gone, and older versions "
+    "may hold them still; the same command completes the erasure",
 }
 
 
