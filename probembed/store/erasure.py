@@ -213,8 +213,9 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         - their texts' entries are evicted from the embedding cache (`cache`, None: the
           default one, $PROBEMBED_CACHE_DIR; and the cache of a pipeline this handle holds),
           every model's, and the cache file rewritten without them (`EmbeddingCache.forget`);
-        - in one commit the rows are deleted and every other row of the fragments that held
-          them written again unchanged, so those fragments leave the table (`_rewritten`);
+        - every other row of the fragments that hold them is written again unchanged, then
+          the rows are deleted, so those fragments leave the table (`_rewritten`: each commit
+          whole), and an erasure mark committed (`_marked`);
         - its indices are built again from the rows left (`REBUILT_KINDS`; another kind is
           refused before anything is erased);
         - every tag is dropped and every older version removed (`compact` with no
