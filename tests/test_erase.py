@@ -30,6 +30,7 @@ from probembed.pipeline import Pipeline
 from probembed.store import (
     Collection,
     Database,
+    ErasureHeldError,
     IndexSettings,
     Record,
     Searcher,
@@ -38,7 +39,6 @@ from probembed.store import (
     ingest,
     ingest_documents,
 )
-from probembed.store.errors import ErasureHeldError
 from probembed.store.handle import scan
 
 runner = CliRunner()

@@ -13,11 +13,13 @@ from probembed.store.chunked import DocumentReport, ingest_documents, read_docum
 from probembed.store.collection import Collection, CollectionStats
 from probembed.store.database import DEFAULT_COLLECTION, Database
 from probembed.store.embed_job import EmbedReport, embed_to_parquet
+from probembed.store.erasure import Erasure
 from probembed.store.errors import (
     CollectionBusyError,
     CollectionDroppedError,
     CollectionExistsError,
     CollectionNotFoundError,
+    ErasureHeldError,
     NoDatabaseError,
     NotChunkedError,
     NotWritableError,
@@ -51,6 +53,8 @@ __all__ = [
     "Database",
     "DocumentReport",
     "EmbedReport",
+    "Erasure",
+    "ErasureHeldError",
     "GroupedHit",
     "Hit",
     "IndexSettings",
