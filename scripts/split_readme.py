@@ -44,10 +44,10 @@ MOVES = (
         "## Command line",
         "cli.md",
         """\
-`probembed` (the `cli` extra) encodes and compares texts (`encode`, `similarity`, `inspect`), fits,
-evaluates and tunes pipelines (`fit`, `eval`, `tune`), writes and searches collections (`ingest`, `embed`, `search`, `collections`, `delete`, `undo`, `drop`, `compact`, `pins`),
-runs `demo` and `serve`, and lists the `models` and the `cache`. Every command with examples, [other languages](#languages),
-[your own model](#your-own-model), [tuning on your own data](#tune-on-your-own-data) and [Ray and object storage](#beyond-one-machine-ray-ingest-and-object-storage): [docs/cli.md](docs/cli.md).
+`probembed` (the `cli` extra) encodes and compares texts (`encode`, `similarity`, `inspect`), fits, evaluates and tunes pipelines (`fit`, `eval`, `tune`),
+writes and searches collections (`ingest`, `embed`, `search`, `collections`, `delete`, `erase`, `undo`, `drop`, `compact`, `pins`, `backup`), runs `demo` and `serve`, and lists the `models` and the `cache`.
+Every command with examples, [erasing data](#erasing-data) for good, [backup and restore](#backup-and-restore), for scripts [JSON output](#json-output), [exit codes](#exit-codes) and [environment variables](#environment-variables),
+[other languages](#languages), [your own model](#your-own-model), [tuning on your own data](#tune-on-your-own-data) and [Ray and object storage](#beyond-one-machine-ray-ingest-and-object-storage): [docs/cli.md](docs/cli.md).
 """,  # noqa: E501 (links to long anchors)
     ),
     Move(
