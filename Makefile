@@ -67,7 +67,7 @@ pipelines: $(STAMP)  ## Refit the built-in pipelines from ../shared/datasets/pai
 # So is sync_removal.py: its figures are a before/after pair, the after run at the change
 # (--label after) and the before by the script of a5fdbd9 in a checkout of 0e0fe28 (its
 # docstring says how), so an after run here would be set against a before of another session.
-# search_calibration-dense-reading.json was scored at 69c35dd (README says how) and stays.
+# search_calibration-dense-reading.json was scored at 69c35dd (docs/results.md says how) and stays.
 # The lodo_* scripts run after lodo.py, whose embeddings of the LODO splits they read from the
 # cache; filtered_search.py after search_calibration.py, whose SciFact collection it searches;
 # variance.py after search.py, whose text sample it ingests (embedded once, then cached); and

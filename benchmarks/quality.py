@@ -11,7 +11,7 @@ weights, T and beta are tuned on STS-B dev, SICK dev and SciFact train qrels onl
 uncertainty quality (AUROC of failure prediction, nDCG@10 at 80% coverage, Recall@1 per decile)
 and per-model diagnostics (CV of u_k, and its Spearman with the model's own error). Writes
 benchmarks/results/quality.json and PNG plots under benchmarks/results/plots/;
-`python benchmarks/readme_tables.py` puts them in the README. Rows of estimators and datasets
+`python benchmarks/readme_tables.py` puts them in docs/results.md. Rows of estimators and datasets
 not asked for stay in the file; those asked for are run again, unless `--resume` finds them
 made by the same pipeline (each row carries its pipeline's fingerprint).
 """

@@ -60,7 +60,7 @@ def pct(x: float | None, signed: bool = False) -> str:
 
 
 def columns(rows: Rows) -> list[tuple[str, str]]:
-    """(dataset, estimator) pairs present, in the README's order."""
+    """(dataset, estimator) pairs present, in the quality table's column order."""
     estimators = list(dict.fromkeys(r["estimator"] for r in rows))
     present = {(r["dataset"], r["estimator"]) for r in rows}
     return [(d, e) for d in DATASETS for e in estimators if (d, e) in present]

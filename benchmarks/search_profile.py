@@ -1,4 +1,4 @@
-"""Where a search's time and a snapshot's memory go: the figures the README's Search and Scale
+"""Where a search's time and a snapshot's memory go: the figures docs/results.md's Search and Scale
 sections explain their ratios to FAISS with.
 
     python benchmarks/search_profile.py [--n 1000000] [--db DIR]

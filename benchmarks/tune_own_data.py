@@ -1,5 +1,5 @@
-"""`probembed tune` on a dataset of one judged split, as a user would run it: the README's
-"Tune on your own data" figures.
+"""`probembed tune` on a dataset of one judged split, as a user would run it: the figures of
+"Tune on your own data" in docs/cli.md.
 
     python benchmarks/tune_own_data.py [--seed 0]
 

@@ -9,7 +9,7 @@ coefficients on the pipeline's basis, `probembed.store.variance`), read back, an
 against the queries beside the pipeline's full variances: per score, the largest absolute
 error and the score's range; for the std of the dot product, its largest error and median.
 About 15 minutes on 2 cores for the default pipeline (the embedding cache keeps the texts for
-later runs). Writes benchmarks/results/variance.json (the README's compact-variance table).
+later runs). Writes benchmarks/results/variance.json (docs/results.md's compact-variance table).
 """
 
 from __future__ import annotations

@@ -246,7 +246,7 @@ class Pipeline:
     def warn_unread(self, texts: Sequence[str]) -> None:
         """Warn, once per script, of texts in one the models holding most of the fusion's
         weight were not trained on: there scores are near chance and p_relevant, fitted on
-        English, is confidently wrong (README: Languages). Models that do not say what they
+        English, is confidently wrong (docs/cli.md#languages). Models that do not say what they
         read (`Encoder.scripts` None) count as reading it."""
         shares = self.fusion.shares(self.models)
         declared = [
@@ -268,7 +268,7 @@ class Pipeline:
                     f"texts mostly in {label(script)} script: pipeline {self.name!r} gives "
                     f"{weight:.0%} of its weight to models not trained on it "
                     f"({', '.join(name for name, _ in blind)}), so their scores, std and "
-                    "p_relevant are not to be trusted (README: Languages)",
+                    "p_relevant are not to be trusted (see docs/cli.md#languages)",
                     UnreadScriptWarning,
                 )
 

@@ -153,7 +153,7 @@ def test_a_port_that_accepts_and_says_nothing_is_refused_within_the_timeout(monk
 
 @pytest.mark.skipif(importlib.util.find_spec("grpc") is not None, reason="Ray Client installed")
 def test_a_ray_client_address_without_ray_client_is_refused_before_any_wait(tmp_path):
-    """The `ray` extra installs ray[data], not Ray Client's grpc: a ray:// address the README
+    """The `ray` extra installs ray[data], not Ray Client's grpc: a ray:// address docs/cli.md
     documents failed only after the reachability wait, inside ray.init ("Ray Client requires
     pip package ray[client]"). It is refused first, naming the install."""
     assert not ray.is_initialized()

@@ -1,10 +1,12 @@
 """Texts in a script the weighed models were not trained on are warned about, once a script."""
 
+import re
 import warnings
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from script_support import ROOT, script_module
 
 from probembed.encoders import available_encoders, get_encoder
 from probembed.encoders.scripts import LATIN, UnreadScriptWarning, label, script_of
@@ -88,6 +90,15 @@ def test_texts_no_weighed_model_reads_are_warned_about_once_a_script_at_the_call
     )
     assert said[0].filename == __file__  # the line the user wrote, not probembed's
     assert encoded_warnings(pipe, ["plain English", "Ça va très bien", "123"]) == []
+
+
+def test_the_warning_points_to_a_section_that_exists(monkeypatch, pipe):
+    """It said "README: Languages", a section that moved to docs/cli.md."""
+    declare(monkeypatch, pipe, LATIN, LATIN)
+    (said,) = encoded_warnings(pipe, [ARABIC])
+    page, anchor = re.search(r"see (docs/\w+\.md)#([\w-]+)", str(said.message)).groups()
+    doc_links = script_module("scripts", "doc_links")
+    assert anchor in {h.anchor for h in doc_links.headings((ROOT / page).read_text())}
 
 
 def test_a_model_that_reads_the_script_or_does_not_say_counts_by_its_weight(monkeypatch, pipe):

@@ -829,7 +829,7 @@ def test_a_lone_surrogate_is_a_422_naming_the_text(server):
 def test_a_body_that_is_not_utf8_is_a_400_whatever_json_loads_makes_of_it(server):
     """FastAPI's `json.loads` of the bytes read CESU-8 (Java's modified UTF-8: a surrogate
     pair's halves encoded one by one) as lone surrogates, a 422 naming the query, and UTF-16
-    as JSON; README promises a 400 for a body that is not UTF-8. A byte order mark before
+    as JSON; docs/service.md promises a 400 for a body that is not UTF-8. A byte order mark before
     UTF-8 is still read."""
     json_type = {"content-type": "application/json"}
     search = "/v1/collections/bytes/search"

@@ -213,10 +213,10 @@ def test_the_same_models_fused_with_other_weights_are_refused_saying_what_replac
     docs, hash_pipeline, sentences, tmp_path
 ):
     """What `probembed tune` gives once it moves the prior: the same models, other vectors.
-    The README promised --replace-pipeline would take it over; it was refused with "use that
-    pipeline or another collection" alone, and --replace-pipeline the same. The refusal says
-    why (the vectors differ) and what replacing can and cannot take over, in the CLI's terms
-    there."""
+    The README (its Tune on your own data, now in docs/cli.md) promised --replace-pipeline
+    would take it over; it was refused with "use that pipeline or another collection" alone,
+    and --replace-pipeline the same. The refusal says why (the vectors differ) and what
+    replacing can and cannot take over, in the CLI's terms there."""
     from dataclasses import replace
 
     from probembed.interfaces.cli import app

@@ -28,7 +28,7 @@ from probembed.evaluation.plots import plot_reliability, plot_risk_coverage
 from probembed.evaluation.uncertainty import auroc, expected_calibration_error, risk_coverage
 from probembed.pipeline import Pipeline
 
-#: Equal-width bins of the calibration error and the reliability diagram (the README's figure).
+#: Equal-width bins of the calibration error and the reliability diagram (docs/results.md's figure).
 BINS = 15
 #: `min_p_relevant` values whose kept and dropped shares are reported.
 THRESHOLDS = (0.1, 0.25, 0.5, 0.75)

@@ -7,7 +7,7 @@ right singular vectors of its pipeline's variances (in the table's header), and 
 only the least-squares coefficients on them: RANK x (number of members) floats instead of
 the full dimension. What a search reads back is the reconstruction, floored at a fraction
 of the smallest variance the basis was fitted on; the error this makes on each score is
-measured by benchmarks/variance.py (benchmarks/results/variance.json, a README table) and
+measured by benchmarks/variance.py (benchmarks/results/variance.json, in docs/results.md) and
 bounded by a test.
 
 The basis is the pipeline's, not the collection's: it is fitted on reference texts every
