@@ -8,8 +8,7 @@ GitHub's: the heading's text as rendered (code spans' backticks, link syntax and
 dropped), lower-cased, every character but letters, marks, digits, `_`, `-` and spaces dropped,
 spaces made hyphens; a repeated anchor gets `-1`, `-2`, ... in order. Inline links, images and
 reference definitions count, but not in fenced code blocks and code spans.
-tests/test_doc_links.py runs this check; scripts/split_readme.py reads headings and links with
-these functions.
+tests/test_doc_links.py runs this check.
 """
 
 from __future__ import annotations
@@ -136,16 +135,6 @@ def destinations(text: str) -> Iterator[tuple[int, int]]:
     plain = masked(text)
     found = [*DESTINATION.finditer(plain), *DEFINITION.finditer(plain)]
     yield from sorted(m.span(1) for m in found)
-
-
-def relinked(text: str, change: Callable[[str, int], str]) -> str:
-    """The text with each link destination d, on line n (0-based), replaced by change(d, n)."""
-    pieces, last = [], 0
-    for start, end in destinations(text):
-        line = text.count("\n", 0, start)
-        pieces += [text[last:start], change(text[start:end], line)]
-        last = end
-    return "".join([*pieces, text[last:]])
 
 
 def is_external(destination: str) -> bool:

@@ -258,8 +258,8 @@ def _read(fd: int) -> bytes:
 
 
 def _section(heading: str) -> str:
-    """The text under a `#`-heading of that name, in the README or a page under docs/ (the
-    README is being split into pages), up to the next heading of its level or above."""
+    """The text under a `#`-heading of that name, in the README or a page under docs/, up to
+    the next heading of its level or above."""
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         found = re.search(rf"^(#+) {re.escape(heading)}\n", page.read_text(), re.MULTILINE)
         if found:

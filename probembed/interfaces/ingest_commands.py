@@ -230,7 +230,7 @@ def ingest_command(
             "--json",
             help="Print the report as one JSON object on stdout instead of the summary "
             "(keys as the service's write answers: added, updated, unchanged, removed, "
-            "skipped, ..., collection, count; README: Machine-readable output).",
+            "skipped, ..., collection, count; docs/cli.md: JSON output).",
         ),
     ] = False,
     quiet: Annotated[

@@ -116,7 +116,7 @@ CpusOption = Annotated[float, typer.Option(help="With --ray: CPUs each actor res
 #: Exit status of a command the same command later may get through: a write that gave up
 #: waiting for another (--wait ran out; nothing written), a commit that met another writer's
 #: (nothing of it stored), the object storage failing a call. sysexits' EX_TEMPFAIL ("try
-#: again later"), apart from a refusal to mend (2) or a failure (1): README "Exit codes".
+#: again later"), apart from a refusal to mend (2) or a failure (1): docs/cli.md "Exit codes".
 BUSY_EXIT = 75
 WaitOption = Annotated[
     float | None,

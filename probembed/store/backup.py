@@ -18,7 +18,7 @@ The rows are rewritten rather than their files copied: which files a version nee
 LanceDB's manifest, which no API here lists, and copying every file held other versions'
 rows too (an erased one among them). It costs more time and less disk than `cp -a`: 3,000
 rows (hash pipeline) 0.17 s against 0.02 s, 30,000 rows 0.25 s against 0.07 s, and 28 MB
-against the 65 MB of every version kept (README, Backup and restore).
+against the 65 MB of every version kept (docs/cli.md, Backup and restore).
 """
 
 from __future__ import annotations
