@@ -383,12 +383,9 @@ def test_an_unknown_encoder_says_how_to_register_one():
         encoders.get_encoder("nobody")
 
 
-def test_a_collection_the_server_cannot_load_leaves_the_others_served(
-    tmp_path, mine_class, pydoc_pipeline, pydoc_pipeline_dir
-):
-    """A collection of an encoder registered only in the writing process: the serving process
-    cannot load its pipeline. It made the whole service `failed` (every route 503); now it
-    alone is refused, naming it and why, and is listed with its problem."""
+def written_by_two_processes(tmp_path, mine_class, pydoc_pipeline) -> None:
+    """A database at tmp_path/db of `served` (a built-in pipeline) and `own` (an encoder
+    registered only while it was written, as in the writing process alone)."""
     db = Database(tmp_path / "db", create=True)
     ingest([Record("a", "sorting a list")], db.collection("served"), pydoc_pipeline)
     probembed.register_encoder("mine", mine_class)
@@ -396,6 +393,15 @@ def test_a_collection_the_server_cannot_load_leaves_the_others_served(
         ingest([Record("b", "a text")], db.collection("own"), one_member(mine_class(2.0)))
     finally:
         encoders.REGISTERED.pop("mine")
+
+
+def test_a_collection_the_server_cannot_load_leaves_the_others_served(
+    tmp_path, mine_class, pydoc_pipeline, pydoc_pipeline_dir
+):
+    """A collection of an encoder registered only in the writing process: the serving process
+    cannot load its pipeline. It made the whole service `failed` (every route 503); now it
+    alone is refused, naming it and why, and is listed with its problem."""
+    written_by_two_processes(tmp_path, mine_class, pydoc_pipeline)
     with Server(tmp_path / "db", pydoc_pipeline_dir) as server, server.client() as client:
         ready = client.get("/readyz")
         assert ready.status_code == 200
@@ -528,13 +534,7 @@ def test_a_collection_whose_encoding_child_cannot_load_its_pipeline_is_refused_5
     script), its spawned encoding child did not: search and writes answered 500, and the
     child that never loaded was kept, each request starting another. Now it is the
     collection's 503, listed by /readyz, and no child is kept for it."""
-    db = Database(tmp_path / "db", create=True)
-    ingest([Record("a", "sorting a list")], db.collection("served"), pydoc_pipeline)
-    probembed.register_encoder("mine", mine_class)
-    try:
-        ingest([Record("b", "a text")], db.collection("own"), one_member(mine_class(2.0)))
-    finally:
-        encoders.REGISTERED.pop("mine")
+    written_by_two_processes(tmp_path, mine_class, pydoc_pipeline)
     env = {"PYTHONPATH": str(package)}
     with ScriptServer(tmp_path / "db", pydoc_pipeline_dir, env=env, create_db=False) as server:
         children = set(server.children())
