@@ -432,6 +432,18 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _sync_held_beside(tmp_path, pipeline_dir, pipeline) -> tuple[Path, Path, Path, Held]:
+    """A chunked collection of docs 0-3 (tmp_path/db), a sync of new versions of them held at
+    its first commit, and a folder of docs 4-7 for a second write: (db, the held sync's
+    folder, that folder, held)."""
+    db = tmp_path / "db"
+    chunks_of(write_docs(tmp_path / "A", range(4), "v1"), db, pipeline)
+    again = write_docs(tmp_path / "A2", range(4), "v2")
+    other = write_docs(tmp_path / "B", range(4, 8), "v3")
+    held = Held(chunked(db, again, pipeline_dir, "--sync"), tmp_path / "first.log")
+    return db, again, other, held
+
+
 def test_a_cli_write_given_a_wait_gives_up_naming_the_holder_and_exits_75(
     tmp_path, pydoc_pipeline_dir, pydoc_pipeline
 ):
@@ -441,11 +453,7 @@ def test_a_cli_write_given_a_wait_gives_up_naming_the_holder_and_exits_75(
     nothing of it is written; `--wait 0` does not say it waits."""
     from probembed.interfaces.store_options import BUSY_EXIT
 
-    db = tmp_path / "db"
-    chunks_of(write_docs(tmp_path / "A", range(4), "v1"), db, pydoc_pipeline)
-    again = write_docs(tmp_path / "A2", range(4), "v2")
-    other = write_docs(tmp_path / "B", range(4, 8), "v3")
-    held = Held(chunked(db, again, pydoc_pipeline_dir, "--sync"), tmp_path / "first.log")
+    db, again, other, held = _sync_held_beside(tmp_path, pydoc_pipeline_dir, pydoc_pipeline)
     try:
         sync = _run(chunked(db, other, pydoc_pipeline_dir, "--sync", "--wait", "0.5"))
         delete = _run(["delete", "doc000.md", "--doc", "--db", str(db), "-c", "c", "--wait", "0"])
@@ -518,11 +526,7 @@ def test_a_cli_write_stopped_while_it_waits_says_it_wrote_nothing(
     """Ctrl-C or SIGTERM while an ingest waited for another process's planning write said
     "committed batches are kept", of batches never written; now it says what it waited for
     and that it read and wrote nothing (a delete by document alike), and nothing of it is."""
-    db = tmp_path / "db"
-    chunks_of(write_docs(tmp_path / "A", range(4), "v1"), db, pydoc_pipeline)
-    again = write_docs(tmp_path / "A2", range(4), "v2")
-    other = write_docs(tmp_path / "B", range(4, 8), "v3")
-    held = Held(chunked(db, again, pydoc_pipeline_dir, "--sync"), tmp_path / "first.log")
+    db, again, other, held = _sync_held_beside(tmp_path, pydoc_pipeline_dir, pydoc_pipeline)
     try:
         sync = stopped_waiting(held, chunked(db, other, pydoc_pipeline_dir, "--sync"), signum)
         delete = ["delete", "doc000.md", "--doc", "--db", str(db), "-c", "c"]
