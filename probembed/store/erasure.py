@@ -44,9 +44,9 @@ FOUND = ["id", "text", "_rowaddr"]
 #: The pins an erasure will not drop unless forced: of a write that may still run.
 LIVE = (RUNNING, UNKNOWN)
 #: Rows one merge of `_rewritten` writes again at most: a merge holds its source in memory
-#: and its time grows faster than its size (merges into a 100,000-row table of 384
-#: dimensions, 320 MB: 10,000 rows 0.44 s and no memory to speak of, 50,000 2.4 s and
-#: +190 MB, 100,000 6.7 s and +380 MB), and a compacted fragment holds up to a million.
+#: and its time grows faster than its size (hand runs into a 100,000-row table of 384
+#: dimensions, not a benchmark: 10,000 rows a merge cost little memory, 100,000 several
+#: hundred MB), and a compacted fragment holds up to a million.
 REWRITE_ROWS = 10_000
 #: The steps an erasure's progress counts: read the rows, evict their cache entries, rewrite
 #: their fragments, build the indices again, remove the older versions and the graphs.
