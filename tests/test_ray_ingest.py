@@ -736,7 +736,11 @@ def test_sigterm_ends_a_ray_ingest_as_it_ends_a_local_one(
     assert "SIGTERM received" not in err and "Traceback" not in err, err
     before = stored(db)
     assert 0 < before < n  # ended mid-run, after whole committed batches
-    said = re.search(r"terminated \(SIGTERM\): (\d+) committed batch\(es\) are kept; the same", err)
+    said = re.search(  # one LanceDB was committing as the signal came may land after the count
+        r"terminated \(SIGTERM\): (\d+) committed batch\(es\) are kept"
+        r"(, and one it was committing may land)?; the same command resumes",
+        err,
+    )
     assert said is not None and 0 < int(said.group(1)) <= before, err
     collection = Database(db).collection("c")
     report = ingest_ray(source, collection, hash_pipeline, batch_size=1000, workers=2)
