@@ -1,6 +1,7 @@
 """Shared fixtures: offline mode, a private embedding cache, and the on-disk datasets."""
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # example no earlier run met (edge cases a test must cover are pinned with @example).
 settings.register_profile("probembed", derandomize=True)
 settings.load_profile("probembed")
+
+# A runner started in the background (nohup, `&` in a script) ignores SIGINT, and a child
+# inherits an ignored signal: the tests of Ctrl-C then waited out their timeouts. Their
+# children take SIGINT as a terminal's foreground job does whatever started the runner.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: The benchmark data beside the repository (../shared/datasets), or wherever
 #: $PROBEMBED_DATASETS points for a clone elsewhere.
