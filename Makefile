@@ -46,8 +46,9 @@ run: $(STAMP)  ## The main job: uncertainty per model, then index and search DAT
 	$(BIN)/probembed inspect
 	$(BIN)/probembed demo $(if $(DATA),--data "$(DATA)")
 
-test: $(STAMP)  ## Run the fast test suite
-	$(BIN)/pytest -q
+# A file's tests stay in one process (--dist loadfile), so a module's server starts once.
+test: $(STAMP)  ## Run the test suite, a process per core (at most 4)
+	$(BIN)/pytest -q --numprocesses auto --maxprocesses 4 --dist loadfile
 
 check: $(STAMP)  ## Lint, format check and type check (mypy on probembed/, benchmarks/, scripts/)
 	$(BIN)/ruff check probembed tests benchmarks scripts
