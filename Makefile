@@ -48,7 +48,7 @@ run: $(STAMP)  ## The main job: uncertainty per model, then index and search DAT
 
 # A file's tests stay in one process (--dist loadfile), so a module's server starts once.
 test: $(STAMP)  ## Run the test suite, a process per core (at most 4)
-	$(BIN)/pytest -q --numprocesses auto --maxprocesses 4 --dist loadfile
+	$(BIN)/pytest -q --numprocesses logical --maxprocesses 4 --dist loadfile
 
 check: $(STAMP)  ## Lint, format check and type check (mypy on probembed/, benchmarks/, scripts/)
 	$(BIN)/ruff check probembed tests benchmarks scripts
