@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -88,24 +88,37 @@ def per_query_metrics(
     Judged queries no document is relevant to (`without_relevant`) have no figure: they are
     left out, with a UserWarning naming how many and which.
     """
-    from ranx import Qrels as RanxQrels
-    from ranx import Run as RanxRun
     from ranx import evaluate
 
     metrics = validate_metric_names(metrics)
     if not qrels:
         raise ValueError("qrels is empty: pass {query id: {doc id: relevance}} for >= 1 query")
     left_out = left_out_queries(qrels, "qrels")
-    if left_out:
-        skipped = set(left_out)
-        qrels = {q: docs for q, docs in qrels.items() if q not in skipped}
-    ranx_qrels = RanxQrels({q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items()})
-    ranx_run = RanxRun({q: _ranked(run.get(q, {})) for q in qrels})
-    scores = evaluate(ranx_qrels, ranx_run, list(metrics), return_mean=False)
-    if len(metrics) == 1:
-        scores = {metrics[0]: scores}
-    query_ids = ranx_run.get_query_ids()
+    skipped = set(left_out)
+    query_ids = sorted(q for q in qrels if q not in skipped)
+    numbers: dict[str, int] = {}
+    judged = _numbered([{d: int(r) for d, r in qrels[q].items()} for q in query_ids], numbers)
+    ranked = _numbered([_ranked(run.get(q, {})) for q in query_ids], numbers)
+    # a lone metric ranx looks up under its name cut at "@" (a KeyError) unless `run` is its
+    # Run; named twice, it is returned in the dictionary several are
+    asked = [*metrics, metrics[0]] if len(metrics) == 1 else list(metrics)
+    scores = evaluate(judged, ranked, asked, return_mean=False)
     return {name: dict(zip(query_ids, map(float, scores[name]), strict=True)) for name in metrics}
+
+
+def _numbered(queries: Sequence[Mapping[str, float]], numbers: dict[str, int]) -> Any:
+    """Each query's (document number, score) rows, best first, as the numba typed list ranx's
+    metrics read: its `Qrels` and `Run` compiled their string dictionaries once for each
+    longest id length (10-40 s each, so a dataset with longer ids compiled anew); a number
+    per document id (`numbers`, shared by qrels and run) leaves one signature for all."""
+    from numba.typed import List as TypedList
+
+    rows = []
+    for docs in queries:
+        ids = [numbers.setdefault(doc, len(numbers)) for doc in docs]
+        pairs = np.array([ids, list(docs.values())], dtype=np.float64).T.reshape(-1, 2)
+        rows.append(np.ascontiguousarray(pairs[np.argsort(-pairs[:, 1], kind="stable")]))
+    return TypedList(rows)
 
 
 def _ranked(docs: Mapping[str, float]) -> dict[str, float]:
