@@ -79,6 +79,12 @@ def test_per_query_metrics_scores_missing_queries_zero_and_ignores_unjudged() ->
     assert retrieval_metrics(qrels, run, ["mrr@10"]) == {"mrr@10": pytest.approx(1 / 6)}
 
 
+def test_a_run_that_retrieved_nothing_for_any_query_scores_zero() -> None:
+    """ranx's Run refused a run holding no document at all (`max() arg is an empty sequence`)."""
+    scored = per_query_metrics({"q1": {"a": 1}, "q2": {"b": 2}}, {"q1": {}}, ["mrr@10", "ndcg@10"])
+    assert scored == {"mrr@10": {"q1": 0.0, "q2": 0.0}, "ndcg@10": {"q1": 0.0, "q2": 0.0}}
+
+
 def test_per_query_metrics_rejects_a_bare_metric_string() -> None:
     with pytest.raises(TypeError, match="wrap it"):
         per_query_metrics({"q": {"a": 1}}, {"q": {"a": 1.0}}, "ndcg@10")
