@@ -523,7 +523,8 @@ def sync_removals(
     path = Path(source) if isinstance(source, (str, Path)) else None
     alone = path is not None and path.is_file() and path.suffix.lower() in TEXT_SUFFIXES
     folder = path is not None and path.is_dir()
-    removed = [i for i in gone if i not in recomposed(gone, seen)]  # the others stored again
+    again = set(recomposed(gone, seen))  # stored again under their composed ids, not removed
+    removed = [i for i in gone if i not in again]
     refuse_sync(collection, removed, scope, prefix, alone=alone, folder=folder, noun="record")
     return gone, 0
 
