@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from memory_support import PATH
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
@@ -18,7 +18,6 @@ from probembed.store import Database, Record, StoreError, ingest
 from probembed.store.filters import IDS_PER_CONDITION
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_jsonl(path, rows):
@@ -239,16 +238,13 @@ def test_a_sync_composes_each_removed_id_a_few_times_not_once_per_id_removed(
 #: reset through /proc/self/clear_refs before each).
 SYNC_PEAKS = """
 import json, sys
-from pathlib import Path
+from memory_support import restart_peak, status_bytes
 from probembed.store import Database, Record, ingest
-def rss(field):
-    lines = Path("/proc/self/status").read_text().splitlines()
-    return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(field))
 def rise(records):
-    Path("/proc/self/clear_refs").write_text("5")
-    before = rss("VmRSS")
+    restart_peak()
+    before = status_bytes("VmRSS")
     report = ingest(records, collection, sync=True)
-    return rss("VmHWM") - before, report.removed
+    return status_bytes("VmHWM") - before, report.removed
 collection = Database(sys.argv[1]).open("docs")
 rows, part = int(sys.argv[2]), int(sys.argv[3])
 records = [Record(f"r{i:06d}", f"record {i // 1000} {i % 1000} is about topic {i % 89}")
@@ -272,7 +268,7 @@ def test_a_sync_removing_many_records_holds_one_parts_memory(tmp_path, collectio
     ingest(records, collection, pydoc_pipeline, batch_size=10_000)
     done = subprocess.run(
         [sys.executable, "-c", SYNC_PEAKS, str(tmp_path / "db"), str(rows), str(part)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": PATH},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (warm, removed_warm), (rise, removed) = json.loads(done.stdout.splitlines()[-1])
