@@ -550,14 +550,15 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
     storage did not answer, with Retry-After, lets a client retry and a balancer route away.
     Neither the answers nor /readyz name where the database lives: lance's words held the
     endpoint and the prefix URL-encoded (`prefix=pe-prod%2Fs3docs`), past the masking of
-    the URI; the log keeps them."""
+    the URI; the log keeps them. The operator's `client_max_retries=0` (object_store's
+    retries of each call, with back-off) leaves each failed request to lance's own tries."""
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(moto_server())
         name = new_bucket(url)
         options = {**CREDENTIALS, "aws_endpoint": url, "aws_region": "us-east-1"}
         flags = [
             a
-            for k, v in {**options, "allow_http": "true"}.items()
+            for k, v in {**options, "allow_http": "true", "client_max_retries": "0"}.items()
             for a in ("--storage-option", f"{k}={v}")
         ]
         uri, log = f"s3://{name}/pe-prod/s3docs", tmp_path / "server.log"
