@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probembed.cache import EmbeddingCache
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
+from probembed.pipeline import Pipeline
 from probembed.scoring import dot_variance, score_matrix
 from probembed.store import Collection, Database, Record, ingest, snapshot, variance
 from probembed.store.pydoc_corpus import read_pydoc_topics
@@ -77,9 +79,13 @@ def stored_and_full(directory, pipeline, records):
 
 @pytest.fixture(scope="module")
 def compact(tmp_path_factory, default_pipeline):
-    """120 passages of the bundled Python docs stored by the default pipeline."""
+    """120 passages of the bundled Python docs stored by the default pipeline, and the full
+    Gaussians of what ingest encoded, read back from an embedding cache of the fixture's own
+    (its models are the session's: a built-in's encoders load once per process); encoding
+    the passages a second time was half the fixture's time."""
     directory = tmp_path_factory.mktemp("compact")
-    return stored_and_full(directory, default_pipeline, read_pydoc_topics()[:120])
+    cached = Pipeline.load(default_pipeline.name, cache=EmbeddingCache(directory / "cache"))
+    return stored_and_full(directory, cached, read_pydoc_topics()[:120])
 
 
 def test_the_default_pipeline_stores_coefficients_not_whole_variances(compact):
