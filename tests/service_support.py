@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import time
 
 import httpx2
@@ -27,3 +29,18 @@ class Server(ServerProcess):
                     return json.loads(line)
             assert time.monotonic() < deadline, f"no access line has request_id {request_id!r}"
             time.sleep(0.05)
+
+
+def serve_on_a_held_port(command: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run a `probembed serve` command on a loopback port this process holds (bound and
+    listening): `serve` checks its database, then fails to bind, before any model loads; so
+    a database it takes is told from one it refuses in a second, not a whole start. The run
+    and the port."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run(
+            [*command, "--port", str(port)], capture_output=True, text=True, timeout=120
+        )
+    return done, port

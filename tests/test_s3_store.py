@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pytest
-from service_support import Server
+from service_support import Server, serve_on_a_held_port
 from test_backup import failing_at, two_collections
 from test_erase import ERASED, MARKER, ROWS, every_row, files_holding, item_id, record_of, searched
 from test_store_upkeep import small_writes, spanning, text_of
@@ -407,16 +407,7 @@ def test_serve_refuses_an_empty_prefix_unless_asked_to_create_it(
     ):
         assert http.get("/v1/collections").json()["data"] == []
     # made and left empty, it is still a database (its marker object): taken without the flag
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        port = held.getsockname()[1]
-        again = subprocess.run(
-            [*command, "--pipeline", str(pydoc_pipeline_dir), "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    again, port = serve_on_a_held_port([*command, "--pipeline", str(pydoc_pipeline_dir)])
     assert f"cannot listen on 127.0.0.1:{port}" in " ".join(again.stderr.split()), again.stderr
     assert again.returncode != 0 and "no database" not in again.stderr, again.stderr
     assert Database(uri, storage_options=keyed).collections() == []
