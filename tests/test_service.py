@@ -185,6 +185,22 @@ def test_a_server_on_an_empty_database_says_so_in_its_log(server):
     assert f"database {server.db} holds no collections yet" in server.log.read_text("utf-8")
 
 
+def test_the_encoding_children_load_neither_the_store_nor_the_web_framework(server):
+    """Each encoding child imported the whole service package on its way to its worker
+    module: LanceDB and FastAPI, about 2 s of each child's start (a server was ready in
+    17-19 s on a loaded 2-core machine, 7-11 s without them), and their memory for the
+    child's life. Read from the children's memory maps: no LanceDB library is loaded."""
+    encoders = [
+        pid
+        for pid in server.children()
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert encoders
+    for pid in encoders:
+        assert "lancedb" not in Path(f"/proc/{pid}/maps").read_text(), pid
+    assert "lancedb" in Path(f"/proc/{server.process.pid}/maps").read_text()  # the server's
+
+
 def test_an_access_line_is_one_json_object_a_log_shipper_reads_whole(server):
     """Access lines had the time, logger and level before their JSON, so no line parsed."""
     with server.client() as http:
