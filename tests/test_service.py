@@ -1395,8 +1395,8 @@ def test_listing_collections_while_one_is_dropped_and_made_again_lists_the_other
     """A collection dropped between reading the names and reading its stats made the whole
     listing a 404 (12 of 150 listings); whenever the drops land, every listing is a 200 with
     the kept collections in it. Two collections are dropped and made again, each by its own
-    client: on the code before, 13 to 16 of 40 listings were a 404 (this module's server,
-    with its other tests' collections, or a fresh one), so one of 25 met it."""
+    client: on the code before, 13 to 16 of 40 listings were a 404 (on a fresh server, and on
+    one holding 30 more collections, as this module's does by then), so one of 25 met it."""
     stop = threading.Event()
 
     def churn(name: str) -> None:
