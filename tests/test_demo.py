@@ -290,8 +290,9 @@ def scifact_sample(datasets: Path, root: Path) -> Path:
     judged = {line.split("\t")[1] for line in qrels.splitlines()[1:]}
     lines = (source / "corpus.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     unjudged = [i for i, line in enumerate(lines) if json.loads(line)["_id"] not in judged]
-    kept = set(np.random.default_rng(0).choice(unjudged, UNJUDGED, replace=False).tolist())
-    chosen = [line for i, line in enumerate(lines) if i in kept or i not in unjudged]
+    kept = np.random.default_rng(0).choice(unjudged, UNJUDGED, replace=False).tolist()
+    dropped = set(unjudged) - set(kept)
+    chosen = [line for i, line in enumerate(lines) if i not in dropped]
     (sample / "corpus.jsonl").write_text("".join(chosen), encoding="utf-8")
     return root
 
