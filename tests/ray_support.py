@@ -4,18 +4,22 @@ tells a named actor the texts it encodes, so a test can count what the actors en
 `count_encoded_texts` is the job's worker setup hook (`runtime_env`), run in every worker
 process before its first task; this module is pickled by value, since the workers do not
 have the tests folder on their path. The same hook lets a test end a worker (`exit_once_at`)
-or fail a batch (`FAILING`).
+or fail a batch (`FAILING`), and tells which libraries the encoding worker had loaded
+(`loaded_by_encoders`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import ray
 
 #: The name of the actor that holds the texts the workers encoded.
 COUNTER = "encoded-texts"
+#: Libraries an encoding worker has no use for: whether each was loaded is recorded per call.
+UNUSED = ("lancedb", "fastapi")
 #: A text a worker's hash encoder refuses: its batch fails on Ray.
 FAILING = "a text the Ray workers of the tests refuse to encode"
 
@@ -26,11 +30,14 @@ class EncodedTexts:
 
     def __init__(self) -> None:
         self.seen: list[tuple[int, str]] = []
+        self.loaded: set[str] = set()
         self.exit_at: str | None = None
 
-    def add(self, dim: int, texts: list[str]) -> bool:
-        """Record one encoder call's texts; whether its worker is to exit (`exit_once_at`)."""
+    def add(self, dim: int, texts: list[str], loaded: list[str]) -> bool:
+        """Record one encoder call's texts and the UNUSED libraries its worker had loaded;
+        whether its worker is to exit (`exit_once_at`)."""
         self.seen.extend((dim, t) for t in texts)
+        self.loaded.update(loaded)
         if self.exit_at in texts:
             self.exit_at = None
             return True
@@ -45,6 +52,11 @@ class EncodedTexts:
         seen, self.seen = self.seen, []
         return seen
 
+    def loaded_by_encoders(self) -> set[str]:
+        """The UNUSED libraries loaded in a worker when it encoded, since the last call."""
+        loaded, self.loaded = self.loaded, set()
+        return loaded
+
 
 def count_encoded_texts() -> None:
     """Make the worker's hash encoders report each call's texts to COUNTER before encoding,
@@ -54,7 +66,8 @@ def count_encoded_texts() -> None:
     encode = HashingEncoder._encode_batch
 
     def counted(self: HashingEncoder, texts: list[str]) -> np.ndarray:
-        if ray.get(ray.get_actor(COUNTER).add.remote(self.dim, texts)):
+        loaded = [name for name in UNUSED if name in sys.modules]
+        if ray.get(ray.get_actor(COUNTER).add.remote(self.dim, texts, loaded)):
             os._exit(1)
         if FAILING in texts:
             raise RuntimeError("this worker refuses to encode ray_support.FAILING")

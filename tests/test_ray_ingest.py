@@ -41,17 +41,15 @@ ray = pytest.importorskip("ray")
 
 import ray_support  # noqa: E402
 
-from probembed.interfaces.cli import app  # noqa: E402
-from probembed.store.embed_job import embed_to_parquet  # noqa: E402
-from probembed.store.ray_ingest import (  # noqa: E402
+from probembed.actors.encoding import (  # noqa: E402
     ACTOR_DIR_PREFIX,
     STALE_ACTOR_DIR_SECONDS,
     Embedder,
-    OnRay,
-    check_reachable,
-    ingest_ray,
     pipeline_files,
 )
+from probembed.interfaces.cli import app  # noqa: E402
+from probembed.store.embed_job import embed_to_parquet  # noqa: E402
+from probembed.store.ray_ingest import OnRay, check_reachable, ingest_ray  # noqa: E402
 from probembed.store.repeats import RepeatedTexts  # noqa: E402
 from probembed.store.variance import pipeline_basis  # noqa: E402
 
@@ -397,6 +395,29 @@ def test_a_ray_ingest_bar_moves_as_the_actors_encode(
         records(texts), collection, hash_pipeline, batch_size=len(texts), advance=advance
     )
     assert report.added == len(texts) and sum(told) == len(texts)
+
+
+def test_the_actors_encode_without_loading_the_store_or_the_service(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """An actor unpickled `Embedder` from `probembed.store.ray_ingest`, which imports the
+    store and with it LanceDB: some 1.5 s of each actor's start for a library it never uses.
+    Encoding with the job's progress counter too, the actors now load neither LanceDB nor
+    FastAPI (`ray_support` records what each encoding worker had loaded)."""
+    counter = ray.get_actor(ray_support.COUNTER)
+    ray.get(counter.loaded_by_encoders.remote())  # what earlier tests' workers had
+    told = []
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    report = ingest_ray(
+        records(sentences[:64]),
+        collection,
+        hash_pipeline,
+        batch_size=32,
+        workers=2,
+        advance=told.append,
+    )
+    assert report.added == 64 and sum(told) == 64
+    assert ray.get(counter.loaded_by_encoders.remote()) == set()
 
 
 def bar_of(told):

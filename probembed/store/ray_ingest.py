@@ -28,14 +28,11 @@ without a cache of their own: the driver's is the one every run shares.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.util
 import math
 import os
-import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 import warnings
@@ -47,13 +44,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import numpy as np
 import pyarrow as pa
 
+from probembed.actors.encoding import Embedder, pipeline_files
+from probembed.actors.progress import BatchTally, counted
 from probembed.extras import require
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
 from probembed.signals import end_by_sigterm, raise_terminated
 from probembed.store.collection import Collection
 from probembed.store.ingest import DEFAULT_BATCH, IngestReport, OnError, ingest
-from probembed.store.ray_progress import BatchTally, counted
 from probembed.store.readers import Problem, Record
 from probembed.store.repeats import RepeatedTexts
 
@@ -67,12 +65,6 @@ RAY_CONNECT_SECONDS = 10.0
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])
 _FRAME_HEADER = 9
 _SETTINGS = 0x4
-#: Prefix of the temporary folder an actor writes its pipeline to, to load it.
-ACTOR_DIR_PREFIX = "probembed-actor-"
-#: Age past which such a folder is an actor's that died loading (a killed job: Ray kills its
-#: actors without running their cleanup) and the next actor on the node removes it. A folder
-#: lives only while a pipeline loads, seconds to a minute; an hour leaves ample room.
-STALE_ACTOR_DIR_SECONDS = 3600.0
 
 
 class AnsweredAddress(str):
@@ -224,81 +216,6 @@ def _http2_answer(sock: socket.socket, deadline: float) -> str | None:
     return None
 
 
-def pipeline_files(pipeline: Any) -> dict[str, bytes]:
-    """The files `Pipeline.save` writes, by relative path: what an actor needs to load it."""
-    with tempfile.TemporaryDirectory(prefix="probembed-pipeline-") as tmp:
-        root = pipeline.save(Path(tmp) / "pipeline")
-        return {
-            p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()
-        }
-
-
-def remove_stale_actor_dirs(parent: Path, max_age: float = STALE_ACTOR_DIR_SECONDS) -> None:
-    """Remove the pipeline folders of actors killed while loading, once older than max_age
-    (what another user's folder refuses, or another actor removed first, is left)."""
-    now = time.time()
-    for folder in parent.glob(f"{ACTOR_DIR_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if folder.is_dir() and now - folder.stat().st_mtime > max_age:
-                shutil.rmtree(folder)
-
-
-class Embedder:
-    """A Ray actor's encoder: loads the pipeline once, then embeds batch after batch."""
-
-    def __init__(self, files: dict[str, bytes], fingerprint: str, counter: Any = None) -> None:
-        from probembed.pipeline import Pipeline
-
-        self._counter = counter  # the job's `EncodedCount` actor, if its progress is shown
-
-        # Loading reads every file into memory, so the folder goes at once: Ray ends an actor
-        # without running finalizers, and a folder kept for the actor's life stayed behind.
-        # An actor killed while it loads still leaves its folder: the next one sweeps it.
-        remove_stale_actor_dirs(Path(tempfile.gettempdir()))
-        with tempfile.TemporaryDirectory(prefix=ACTOR_DIR_PREFIX) as tmp:
-            root = Path(tmp)
-            for name, data in files.items():
-                (root / name).parent.mkdir(parents=True, exist_ok=True)
-                (root / name).write_bytes(data)
-            self.pipeline = Pipeline.load(root, cache=False)
-        if self.pipeline.fingerprint != fingerprint:  # a node whose encoders differ
-            raise RuntimeError(
-                f"this node loads the pipeline with fingerprint {self.pipeline.fingerprint}, "
-                f"not {fingerprint}: its installed encoders differ from the driver's"
-            )
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        """Per row (one ingest batch's texts the driver's cache lacks), each member's means
-        and variances of the texts marked for it, as float32 bytes (empty for none)."""
-        means: list[list[bytes]] = []
-        variances: list[list[bytes]] = []
-        for start, texts, lacking in zip(
-            batch.column("start").to_pylist(),
-            batch.column("texts").to_pylist(),
-            batch.column("lacking").to_pylist(),
-            strict=True,
-        ):
-            marks = np.asarray(lacking, dtype=bool).reshape(len(texts), -1)
-            told = None if self._counter is None else functools.partial(self._encoded, start)
-            parts = self.pipeline.encode_lacking(texts, marks, told)
-            means.append([b"" if e is None else e.gaussian.mean.tobytes() for e in parts])
-            variances.append([b"" if e is None else e.gaussian.var.tobytes() for e in parts])
-        return pa.table(
-            {
-                "start": batch.column("start"),
-                "mean": pa.array(means, pa.list_(pa.binary())),
-                "var": pa.array(variances, pa.list_(pa.binary())),
-            }
-        )
-
-    def _encoded(self, start: int, units: int) -> None:
-        """Tell the job's counter `units` more member-texts of the batch at `start` encoded,
-        without waiting for it: the bar is only a view, and the driver tells each batch's
-        rest as it is fused, so a lost counter costs the bar, not the batch."""
-        if units:
-            self._counter.add.remote(start, units)
-
-
 def embed_on_ray(
     texts: Sequence[str],
     pipeline: Any,
@@ -355,7 +272,9 @@ def embed_on_ray(
     context.execution_options.preserve_order = True  # each sender answered before its borrowers
     work = [_work(start, batches[start], marks) for start, marks in sent.items() if marks.any()]
     with counted(None if advance is None else tally) as counter:
-        dataset = ray.data.from_arrow(work).map_batches(
+        # one block per batch; from_items, unlike from_arrow, reads no block metadata in a
+        # Ray task (a worker started for it: some 1.5 s of every run)
+        dataset = ray.data.from_items(work, override_num_blocks=len(work)).map_batches(
             Embedder,
             fn_constructor_kwargs={
                 "files": pipeline_files(pipeline),
@@ -435,17 +354,15 @@ def _marked(texts: Sequence[str], marks: np.ndarray) -> list[str]:
     return [t for t, mark in zip(texts, marks.tolist(), strict=True) if mark]
 
 
-def _work(start: int, texts: list[str], lacking: np.ndarray) -> pa.Table:
+def _work(start: int, texts: list[str], lacking: np.ndarray) -> dict[str, Any]:
     """One batch as the one row an actor gets: the texts some member's cache lacks, and which
     members lack each (row-major (texts, members) marks)."""
     sent = np.asarray(lacking.any(axis=1), dtype=bool)
-    return pa.table(
-        {
-            "start": pa.array([start], pa.int64()),
-            "texts": pa.array([_marked(texts, sent)], pa.list_(pa.string())),
-            "lacking": pa.array([lacking[sent].ravel().tolist()], pa.list_(pa.bool_())),
-        }
-    )
+    return {
+        "start": start,
+        "texts": _marked(texts, sent),
+        "lacking": lacking[sent].ravel().tolist(),
+    }
 
 
 def _received(texts: list[str], mean: bytes, var: bytes, dim: int) -> Encoded | None:
