@@ -16,6 +16,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -418,6 +419,21 @@ def test_the_actors_encode_without_loading_the_store_or_the_service(
     )
     assert report.added == 64 and sum(told) == 64
     assert ray.get(counter.loaded_by_encoders.remote()) == set()
+
+
+def test_fewer_batches_than_workers_start_only_the_actors_they_need(
+    tmp_path, hash_pipeline, sentences, ray_address
+):
+    """Two workers asked for one batch started two actors, each loading the pipeline (seconds
+    of every member's model for nothing), and Ray warned that the second could get no work.
+    The pool is now no larger than the batches sent: the run warns of nothing."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = ingest_ray(records(sentences[:20]), collection, hash_pipeline, workers=2)
+    assert report.added == 20
+    # (Ray's own deprecation warnings of its settings are not the run's)
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
 
 
 def bar_of(told):

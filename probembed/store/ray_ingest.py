@@ -4,25 +4,26 @@ The driver reads and checks the whole input with local ingest's own readers and 
 (`probembed.store.ingest.prepare`: same validation, same pipeline identity check, same error
 report), and keeps the collection's pipeline copy. The texts still to write are cut into
 batches, and the driver looks each batch up in the pipeline's embedding cache (the one local
-ingest reads, `Pipeline.lookup`): a batch the cache holds whole is fused and committed at once,
-and each other batch becomes one row of a Ray Dataset holding only the texts some member's
-cache lacks and no earlier batch sends (a text repeated across batches goes out once, and
-its Gaussians are shared on the driver: `probembed.store.repeats`). `map_batches` runs
-`Embedder`, a stateful class that loads the pipeline once per actor (an actor pool of
-`workers` actors) and encodes each member's missing texts of the batch, as local ingest's
-cache misses are encoded; the driver, which kept only which texts each batch lacked, reads
-the cached rest again, stores what came back in the cache, fuses the two
-(`Pipeline.encode_members(encoded=..., looked_up=...)`), and commits
-the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`: `ingest_ray` is
-local ingest's own `ingest` given `OnRay` to embed with, so a killed job leaves whole
+ingest reads, `Pipeline.lookup`): a batch the cache holds whole is fused and committed at
+once, and each other batch becomes one row of a Ray Dataset holding only the texts some
+member's cache lacks and no earlier batch sends (a text repeated across batches goes out
+once, and its Gaussians are shared on the driver: `probembed.store.repeats`). `map_batches`
+runs `Embedder`, a stateful class that loads the pipeline once per actor (an actor pool of
+`workers` actors, or as many as there are batches to send) and encodes each member's missing
+texts of the batch, as local ingest's cache misses are encoded; the driver, which kept only
+which texts each batch lacked, reads the cached rest again, stores what came back in the
+cache, fuses the two (`Pipeline.encode_members(encoded=..., looked_up=...)`), and commits
+the batch, one LanceDB commit per batch, through `Collection.add` / `upsert`: `ingest_ray`
+is local ingest's own `ingest` given `OnRay` to embed with, so a killed job leaves whole
 batches, a re-run skips the ids already committed, and a sync removes, pins and undoes,
 exactly as local ingest does; a run after any other (local or Ray) encodes nothing the cache
 holds, and fills it.
 
-The pipeline reaches the actors as the files of `Pipeline.save` (a few MB: configs and fitted
-states; the encoders' weights come with their packages on every node), so a cluster needs
-probembed and the models installed on its nodes, nothing else. Actors load the pipeline
-without a cache of their own: the driver's is the one every run shares.
+The pipeline reaches the actors (`probembed.actors`) as the files of `Pipeline.save` (a few
+MB: configs and fitted states; the encoders' weights come with their packages on every
+node), so a cluster needs probembed and the models installed on its nodes, nothing else.
+Actors load the pipeline without a cache of their own: the driver's is the one every run
+shares.
 """
 
 from __future__ import annotations
@@ -283,7 +284,9 @@ def embed_on_ray(
             },
             batch_size=1,  # one ingest batch per call: its texts encoded together, as locally
             batch_format="pyarrow",
-            compute=ray.data.ActorPoolStrategy(size=workers),
+            # an actor more than the batches to send would only load the pipeline (Ray
+            # warns of it too)
+            compute=ray.data.ActorPoolStrategy(size=min(workers, len(work))),
             num_cpus=cpus_per_worker,
             num_gpus=gpus_per_worker or None,
         )
