@@ -190,15 +190,31 @@ def test_the_encoding_children_load_neither_the_store_nor_the_web_framework(serv
     module: LanceDB and FastAPI, about 2 s of each child's start (a server was ready in
     17-19 s on a loaded 2-core machine, 7-11 s without them), and their memory for the
     child's life. Read from the children's memory maps: no LanceDB library is loaded."""
-    encoders = [
-        pid
-        for pid in server.children()
-        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
+    encoders = encoding_children(server)
     assert encoders
     for pid in encoders:
         assert "lancedb" not in Path(f"/proc/{pid}/maps").read_text(), pid
     assert "lancedb" in Path(f"/proc/{server.process.pid}/maps").read_text()  # the server's
+
+
+def test_a_pipeline_of_laplace_members_loads_without_scipy_special(server):
+    """Every pipeline load imported the `head` estimator's module, and with it scipy.special
+    for the GELU of a head that a laplace member does not have: ~0.25 s of CPU in each
+    encoding child's start (and in every CLI command that loads a pipeline). Read from the
+    children's memory maps: no scipy.special library is loaded, though they encoded."""
+    encoders = encoding_children(server)
+    assert encoders
+    for pid in encoders:
+        assert "scipy/special" not in Path(f"/proc/{pid}/maps").read_text(), pid
+
+
+def encoding_children(running: Server) -> list[int]:
+    """The server's encoding children (spawned), from Linux's /proc."""
+    return [
+        pid
+        for pid in running.children()
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
 
 
 def test_an_access_line_is_one_json_object_a_log_shipper_reads_whole(server):
