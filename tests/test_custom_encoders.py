@@ -596,3 +596,66 @@ def test_an_encoding_child_replaced_after_a_crash_that_cannot_load_is_answered_5
                 assert "does not load in the server's encoding child" in said, said
                 assert "RuntimeError: broken" in said, said
                 assert "Retry-After" not in refused.headers
+
+
+#: A package's encoder whose factory meets the server's encoding children: in a child (a
+#: process multiprocessing spawned) it marks that it loads; in the server's own process it
+#: waits for a child's mark, at most a minute, and writes how many it saw.
+MEETING = """
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+from mine_encoders import Mine
+
+
+def make(scale: float = 1.0):
+    marks = os.environ.get("MEETING_MARKS")
+    if marks is not None and multiprocessing.parent_process() is not None:
+        (Path(marks) / f"child-{os.getpid()}").touch()
+    elif marks is not None:
+        deadline = time.monotonic() + 60  # waited out only where the children wait for this
+        while not list(Path(marks).glob("child-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (Path(marks) / "server").write_text(str(len(list(Path(marks).glob("child-*")))))
+    return Mine(scale, name="meeting")
+"""
+
+
+def test_the_encoding_children_load_a_served_pipeline_while_the_server_loads_it(tmp_path, package):
+    """The encoding children were started only once the server's own process had loaded
+    every served pipeline (and a pipeline's children once the one before's had loaded): a
+    built-in's start took its load's time twice over. The served pipeline's encoder, in the
+    server's process, waits for one of its children to be loading it."""
+    (package / "meeting.py").write_text(MEETING)
+    points = package / "mine_encoders-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[probembed.encoders]\nmeeting = meeting:make\n")
+    served = one_member(encoders.get_encoder("meeting")).save(tmp_path / "meeting")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"PYTHONPATH": str(package), "MEETING_MARKS": str(marks)}
+    server = Server(tmp_path / "db", served, "--workers", "1", env=env)
+    with server, server.client() as client:
+        embedded = client.post("/v1/embeddings", json={"model": "own", "input": "x"})
+        assert embedded.status_code == 200, embedded.text
+    assert (marks / "server").read_text() == "1", server.output
+
+
+def test_a_served_pipeline_its_encoding_children_cannot_load_fails_the_start(
+    tmp_path, package, mine_class
+):
+    """Served from a script that registered its encoder, which the spawned children never
+    see: the children's failure was left in a task nobody awaited, and the server said it
+    was loading for ever. Its start fails as a load of its own does, naming the child."""
+    probembed.register_encoder("mine", mine_class)
+    try:
+        served = one_member(mine_class(2.0)).save(tmp_path / "mine")
+    finally:
+        encoders.REGISTERED.pop("mine")
+    Database(tmp_path / "db", create=True)  # the script's server makes none
+    env = {"PYTHONPATH": str(package)}
+    with pytest.raises(RuntimeError, match="server failed to load") as failed:
+        ScriptServer(tmp_path / "db", served, env=env).start()
+    assert "does not load in the server's encoding child" in str(failed.value)
+    assert "unknown encoder 'mine'" in str(failed.value)

@@ -20,14 +20,14 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from probembed.pipeline import Pipeline
+from probembed.pipeline import Pipeline, pipeline_name
 from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
@@ -148,18 +148,27 @@ class Service:
         return message if time.monotonic() - when < STORAGE_HOLD else None
 
     async def start(self) -> None:
-        """Load in a thread, start one batcher per served pipeline, then freeze what loading
-        made out of the garbage collector's reach (`gc.freeze`): a full collection, which a
-        large search's allocations set off in any thread, traversed the loaded models and
-        modules with the GIL held, and the event loop, /healthz included, waited for it."""
+        """Load in a thread while every served pipeline's encoding children load it in
+        theirs (they waited for this process's load, and each pipeline's for the one before:
+        a built-in's children took as long again), start one batcher per served pipeline,
+        then freeze what loading made out of the garbage collector's reach (`gc.freeze`): a
+        full collection, which a large search's allocations set off in any thread, traversed
+        the loaded models and modules with the GIL held, and the event loop, /healthz
+        included, waited for it."""
+        children = {
+            source: asyncio.ensure_future(asyncio.to_thread(self._start_served, source))
+            for source in map(str, self.settings.pipelines)
+        }
         try:
             await asyncio.to_thread(self._load)
+            started = [await children[source] for source in self._sources.values()]
         except Exception as exc:  # reported by /readyz and the log; the server stays up
             self.failure = f"{type(exc).__name__}: {exc}"
             log.error("service failed to load: %s", self.failure)
+            await _close_started(children.values())
             return
-        for name, source in self._sources.items():
-            await asyncio.to_thread(self._spawn, self.pipelines[name], source)
+        for pipeline, workers in zip(self.pipelines.values(), started, strict=True):
+            self._workers[pipeline.fingerprint] = workers
         gc.freeze()  # live for the server's life: reference counts still free what is dropped
         self._ready.set()
         if self.settings.upkeep.every:  # `stop` cancels it and waits, as for all `_running`
@@ -256,22 +265,33 @@ class Service:
         """Start (once) the children that encode for a pipeline, kept once they have loaded
         it; where they cannot (ChildLoadError), none is kept: the next request starts them
         again, where a child that never loaded was kept and every request answered 500."""
-        count = self.settings.batching.workers
         with self._spawning:  # a second request for the pipeline waits for these children
             if pipeline.fingerprint in self._workers:
                 return
-            respawns = self.metrics.respawned.labels(self.label(pipeline))
-            threads = child_threads(count)
-            workers = [EncodeProcess(source, threads, respawns.inc) for _ in range(count)]
-            try:
-                with ThreadPoolExecutor(count) as loading:  # the children load side by side
-                    list(loading.map(lambda worker: worker(["warm up"]), workers))
-            except BaseException:
-                for worker in workers:
-                    worker.close()
-                raise
+            workers = self._start_children(source, self.label(pipeline))
             with self._guard:
                 self._workers[pipeline.fingerprint] = workers
+
+    def _start_served(self, source: str) -> list[EncodeProcess]:
+        """The encoding children of a served pipeline, counted in metrics under the name it
+        is served by (read from its directory: this process may not have loaded it yet)."""
+        return self._start_children(source, pipeline_name(source))
+
+    def _start_children(self, source: str, label: str) -> list[EncodeProcess]:
+        """`batching.workers` children, each once it has loaded the pipeline at `source`;
+        where any cannot (ChildLoadError), all are closed and it is raised."""
+        count = self.settings.batching.workers
+        respawns = self.metrics.respawned.labels(label)
+        threads = child_threads(count)
+        workers = [EncodeProcess(source, threads, respawns.inc) for _ in range(count)]
+        try:
+            with ThreadPoolExecutor(count) as loading:  # the children load side by side
+                list(loading.map(lambda worker: worker(["warm up"]), workers))
+        except BaseException:
+            for worker in workers:
+                worker.close()
+            raise
+        return workers
 
     def source_of(self, collection: Collection) -> str:
         """Where a collection's pipeline loads from: a served one, or the collection's copy."""
@@ -572,6 +592,14 @@ def _children(count: int) -> str:
     """How many encoding children, in the number the count takes: the log said "stopped 1
     encoding children"."""
     return f"{count} encoding {'child' if count == 1 else 'children'}"
+
+
+async def _close_started(starting: Iterable[asyncio.Future[list[EncodeProcess]]]) -> None:
+    """Close the encoding children of a start that failed, once each pipeline's have loaded
+    (or failed to, and closed themselves)."""
+    for started in await asyncio.gather(*starting, return_exceptions=True):
+        for worker in started if isinstance(started, list) else []:
+            await asyncio.to_thread(worker.close)
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:
