@@ -1474,7 +1474,8 @@ def test_a_collections_own_pipeline_named_like_a_served_one_has_its_own_metric_s
     pairs = [("a cat", "the cat"), ("a dog", "one dog"), ("red car", "a red car")]
     theirs = Pipeline.fit([spec], pairs, FusionConfig("mean"), name="hash", cache=False)
     Database(tmp_path / "db", create=True).collection("theirs").create(theirs)
-    with Server(tmp_path / "db", pydoc_pipeline_dir) as running, running.client() as http:
+    running = Server(tmp_path / "db", pydoc_pipeline_dir, "--workers", "1")  # a batcher each
+    with running, running.client() as http:
         assert http.post("/v1/embeddings", json={"model": "hash", "input": "x"}).status_code == 200
         answer = http.post("/v1/collections/theirs/search", json={"query": "cat"})
         text = http.get("/metrics").text
@@ -1803,7 +1804,7 @@ def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
 ):
     """A name that is no pipeline: one line, exit 2, no database. A pipeline that fails to
     load: /readyz says failed without Retry-After, /healthz 503 (it stayed 200, so nothing
-    restarted it), no database, and start() says so."""
+    restarted it), no database, and start() says so (`wait_ready`, which it waits with)."""
     command = [sys.executable, "-m", "probembed", "serve", "--db", str(tmp_path / "db")]
     done = subprocess.run(
         [*command, "--pipeline", str(tmp_path / "no-such")],
@@ -1831,10 +1832,11 @@ def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
             health = http.get("/healthz")
         assert health.status_code == 503 and health.json()["status"] == "failed"
         assert "is not an .npz archive: the file is damaged" in health.json()["error"]
+        with pytest.raises(RuntimeError, match="server failed to load"):
+            server.wait_ready()  # what `start()` waits with: it says so, and stops the server
+        assert server.process is not None and server.process.poll() is not None
     finally:
         server.stop()
-    with pytest.raises(RuntimeError, match="server failed to load"):
-        Server(tmp_path / "db3", damaged).start()
 
 
 def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path, pydoc_pipeline_dir):

@@ -70,10 +70,14 @@ class ServerProcess:
         self.stop()
 
     def start(self) -> ServerProcess:
-        """Launch and wait for readiness; fail with the server's log if it never comes, or as
-        soon as it reports that loading failed."""
+        """Launch and wait for readiness (`wait_ready`)."""
         self.launch()
-        assert self.process is not None
+        return self.wait_ready()
+
+    def wait_ready(self) -> ServerProcess:
+        """Wait for a launched server's readiness; fail with its log if it never comes, or as
+        soon as it reports that loading failed (the server then stopped)."""
+        assert self.process is not None, "launch() the server first"
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
