@@ -137,6 +137,29 @@ def test_a_waiter_is_told_who_holds_the_lock_and_gives_up_at_its_limit(tmp_path)
     assert told == ["chunked sync of docs (pid 1)"]  # free: nothing to wait for
 
 
+def test_a_waiter_with_a_limit_tries_the_lock_every_twentieth_of_a_second(tmp_path, monkeypatch):
+    """flock has no time limit, so a waiter with one (or with progress lines: every CLI write
+    that plans) tries the lock again and again; it paused 0.5 s between tries and went on up
+    to half a second after its holder let go. Read from the pauses it asks for: none is
+    longer than 0.05 s."""
+    lock = tmp_path / "plan.lock"
+    pauses: list[float] = []
+    sleep = time.sleep
+
+    def paused(seconds: float) -> None:
+        pauses.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(atomic.time, "sleep", paused)
+    with (
+        atomic.locked(lock, "chunked sync of docs (pid 1)"),
+        pytest.raises(atomic.LockBusy),
+        atomic.locked(lock, "a sync", wait=0.3),  # another open file: it waits, then gives up
+    ):
+        pass
+    assert pauses and max(pauses) <= 0.05, pauses
+
+
 def test_a_link_has_its_target_replaced_and_stays_a_link(tmp_path):
     """The rename replaced the link with a file and left its target as it was."""
     (tmp_path / "target.json").write_bytes(b"old")
