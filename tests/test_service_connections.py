@@ -40,6 +40,15 @@ def proxied(tmp_path_factory, pydoc_pipeline_dir):
         yield running
 
 
+@pytest.fixture(scope="module")
+def untimed(tmp_path_factory, pydoc_pipeline_dir):
+    """At most two requests at once, and no body timeout (0 switches it off)."""
+    root = tmp_path_factory.mktemp("untimed")
+    options = ["--limit-concurrency", "2", "--body-timeout", "0", "--workers", "1"]
+    with Server(root / "db", pydoc_pipeline_dir, *options) as running:
+        yield running
+
+
 def raw(server: Server, sent: bytes) -> socket.socket:
     """A connection to the server that has sent these bytes and no more."""
     connection = socket.create_connection(("127.0.0.1", server.port))
@@ -128,18 +137,17 @@ def test_connections_past_the_concurrency_limit_are_answered_503_until_some_clos
     until(200)
 
 
-def test_requests_past_the_concurrency_limit_get_the_service_s_503_and_probes_pass(
-    tmp_path, pydoc_pipeline_dir
-):
+def test_requests_past_the_concurrency_limit_get_the_service_s_503_and_probes_pass(untimed):
     """Past --limit-concurrency uvicorn answered 503 itself, in plain text without
     Retry-After, unlike every other refusal, and /healthz and /readyz with it (a balancer
-    then took a busy server for a dead one). Two requests held open by their slow bodies fill
-    a limit of two: the next is the service's JSON 503 with Retry-After; the probes pass."""
+    then took a busy server for a dead one). Two requests held open by their slow bodies (no
+    body timeout ends them) fill a limit of two: the next is the service's JSON 503 with
+    Retry-After; the probes pass."""
     body = b'{"model": "hash", "input": "a held request"}'
     head = b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\n"
     head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-    options = ("--limit-concurrency", "2", "--workers", "1")
-    with Server(tmp_path / "db", pydoc_pipeline_dir, *options) as busy, busy.client() as http:
+    busy = untimed
+    with busy.client() as http:
         held = [raw(busy, head + body[:10]) for _ in range(2)]
         try:
             deadline = time.monotonic() + 30  # only ever waited out on failure
@@ -164,11 +172,10 @@ def test_requests_past_the_concurrency_limit_get_the_service_s_503_and_probes_pa
     assert busy.access_line(refused.headers["x-request-id"])["status"] == 503
 
 
-def test_a_body_timeout_of_0_switches_it_off(tmp_path, pydoc_pipeline_dir):
+def test_a_body_timeout_of_0_switches_it_off(untimed):
     """--body-timeout could not be switched off (0 was refused at start-up); under a second
     it is refused (`test_service_settings_made_in_python_refuse_what_the_cli_would`)."""
-    options = ("--body-timeout", "0", "--workers", "1")
-    with Server(tmp_path / "db", pydoc_pipeline_dir, *options) as untimed, untimed.client() as http:
+    with untimed.client() as http:
         made = http.post("/v1/collections", json={"name": "untimed"})
         assert made.status_code in (200, 201), made.text
 
