@@ -31,6 +31,13 @@ class Server(ServerProcess):
             time.sleep(0.05)
 
 
+def raw(server: ServerProcess, sent: bytes) -> socket.socket:
+    """A connection to the server that has sent these bytes and no more."""
+    connection = socket.create_connection(("127.0.0.1", server.port))
+    connection.sendall(sent)
+    return connection
+
+
 def serve_on_a_held_port(command: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
     """Run a `probembed serve` command on a loopback port this process holds (bound and
     listening): `serve` checks its database, then fails to bind, before any model loads; so

@@ -10,12 +10,11 @@ import json
 import os
 import resource
 import shutil
-import socket
 import time
 from pathlib import Path
 
 import pytest
-from service_support import Server
+from service_support import Server, raw
 
 KEY = "connections-key-0123456789abcdef"
 
@@ -47,13 +46,6 @@ def untimed(tmp_path_factory, pydoc_pipeline_dir):
     options = ["--limit-concurrency", "2", "--body-timeout", "0", "--workers", "1"]
     with Server(root / "db", pydoc_pipeline_dir, *options) as running:
         yield running
-
-
-def raw(server: Server, sent: bytes) -> socket.socket:
-    """A connection to the server that has sent these bytes and no more."""
-    connection = socket.create_connection(("127.0.0.1", server.port))
-    connection.sendall(sent)
-    return connection
 
 
 def test_without_keys_a_host_that_names_another_server_is_refused(open_server):
