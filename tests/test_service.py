@@ -2283,18 +2283,26 @@ def test_a_delete_waits_for_the_chunked_write_of_its_collection(
     assert Database(tmp_path / "db").open("c").count() == 0  # nothing of the document is left
 
 
-def test_a_chunked_write_says_the_size_it_cut_its_documents_at(tmp_path, search_pipeline):
+@pytest.fixture(scope="module")
+def retrieval_app(tmp_path_factory, search_pipeline) -> Iterator[TestClient]:
+    """The app in this process serving the built-in `retrieval` (real models, with a token
+    limit), loaded once for the module's tests of it; each writes collections of its own."""
+    with _in_process(tmp_path_factory.mktemp("retrieval"), search_pipeline.name) as http:
+        yield http
+
+
+def test_a_chunked_write_says_the_size_it_cut_its_documents_at(retrieval_app, search_pipeline):
     """A `max_tokens` over the shortest member's limit was lowered to it without a word (the
     CLI warns): the answer says the size and overlap the documents were cut at."""
     limit = search_pipeline.max_tokens
-    with _in_process(tmp_path, search_pipeline.name) as http:
-        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
-        chunk = {"max_tokens": 100_000, "overlap_tokens": 200}
-        big = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": chunk})
-        asked = {"max_tokens": 48, "overlap_tokens": 8}
-        small = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": asked})
-        assert http.post("/v1/collections", json={"name": "d"}).status_code == 201
-        plain = http.post("/v1/collections/d/documents", json={"documents": DOCS})
+    http = retrieval_app
+    assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+    chunk = {"max_tokens": 100_000, "overlap_tokens": 200}
+    big = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": chunk})
+    asked = {"max_tokens": 48, "overlap_tokens": 8}
+    small = http.post("/v1/collections/c/documents", json={"documents": DOCS, "chunk": asked})
+    assert http.post("/v1/collections", json={"name": "d"}).status_code == 201
+    plain = http.post("/v1/collections/d/documents", json={"documents": DOCS})
     assert big.status_code == 200, big.text
     assert big.json()["chunked_at"] == {"max_tokens": limit, "overlap_tokens": limit // 2 - 1}
     assert small.json()["chunked_at"] == asked  # within the limit: as asked
@@ -2352,20 +2360,20 @@ def test_a_running_service_searches_with_a_copy_replaced_by_another_process(
         assert len(hits) == 3 and all(h["p_relevant"] is not None for h in hits)
 
 
-def test_a_write_answers_how_many_documents_repeat_anothers_content(tmp_path, search_pipeline):
+def test_a_write_answers_how_many_documents_repeat_anothers_content(retrieval_app):
     """Documents of one text under two ids split their p_relevant: the answer said nothing.
     It counts them and names a pair, plain and chunked, and stores them all."""
     copy = {**DOCS[0], "id": "d4"}  # chunked ingest compares text and metadata (doc_hash)
-    with _in_process(tmp_path, search_pipeline.name) as http:
-        for name, chunk in (("plain", None), ("chunks", {"max_tokens": 48, "overlap_tokens": 8})):
-            assert http.post("/v1/collections", json={"name": name}).status_code == 201
-            body = {"documents": [*DOCS, copy], **({"chunk": chunk} if chunk else {})}
-            answer = http.post(f"/v1/collections/{name}/documents", json=body)
-            assert answer.status_code == 200, answer.text
-            said = answer.json()
-            assert (said["repeated"], said["repeated_example"], said["added"]) == (
-                2, ["d4", "d1"], 4)  # fmt: skip
-        alone = http.post("/v1/collections/plain/documents", json={"documents": DOCS[1:2]})
+    http = retrieval_app
+    for name, chunk in (("plain", None), ("chunks", {"max_tokens": 48, "overlap_tokens": 8})):
+        assert http.post("/v1/collections", json={"name": name}).status_code == 201
+        body = {"documents": [*DOCS, copy], **({"chunk": chunk} if chunk else {})}
+        answer = http.post(f"/v1/collections/{name}/documents", json=body)
+        assert answer.status_code == 200, answer.text
+        said = answer.json()
+        assert (said["repeated"], said["repeated_example"], said["added"]) == (
+            2, ["d4", "d1"], 4)  # fmt: skip
+    alone = http.post("/v1/collections/plain/documents", json={"documents": DOCS[1:2]})
     assert alone.json()["repeated"] == 0 and alone.json()["repeated_example"] is None
 
 
