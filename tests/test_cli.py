@@ -1,5 +1,6 @@
 """The command line end to end on the hash encoder: fit, encode, models, eval."""
 
+import gc
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
+from script_support import ROOT
 from typer.testing import CliRunner
 
 from probembed.interfaces.cli import app
@@ -371,3 +373,54 @@ def test_fit_with_a_model_folder_that_is_not_there_says_so(pairs_file, tmp_path)
     )
     said = " ".join(result.output.split())
     assert result.exit_code == 2 and f"model directory '{missing}' does not exist" in said
+
+
+def test_freeze_for_exit_finalises_a_commands_garbage_before_freezing_the_rest():
+    """The console script ends each command with `freeze_for_exit`: garbage in a reference cycle is
+    finalised first (a temporary file or a connection in one would otherwise be left to
+    shutdown, which no longer collects it), then the survivors are frozen out of the
+    shutdown collections."""
+    from probembed.interfaces import freeze_for_exit
+
+    finalised = []
+
+    class Cycle:
+        def __del__(self):
+            finalised.append(True)
+
+    gc.disable()  # no automatic collection may run the finaliser before freeze_for_exit does
+    try:
+        loop = Cycle()
+        loop.me = loop
+        del loop
+        survivor = Cycle()
+        survivor.me = survivor
+        freeze_for_exit()
+        assert finalised == [True]
+        assert not any(o is survivor for o in gc.get_objects())  # frozen: out of every generation
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    del survivor.me
+
+
+def test_the_console_script_freezes_for_exit_after_its_command(tmp_path):
+    """`main` runs `freeze_for_exit` once its command is done, a failed one included (exit 2 here):
+    the atexit hook, which runs after it, finds the objects frozen."""
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "from probembed.interfaces import main\n"
+        "sys.argv = ['probembed', 'search', 'q', '--db', sys.argv[1]]\n"
+        "main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "frozen True"

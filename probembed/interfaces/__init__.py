@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from probembed.extras import MissingExtraError, require
@@ -16,4 +17,19 @@ def main() -> None:
     except MissingExtraError as exc:
         print(f"probembed: {exc}", file=sys.stderr)
         sys.exit(2)
-    app()
+    try:
+        app()
+    finally:
+        freeze_for_exit()
+
+
+def freeze_for_exit() -> None:
+    """Collect a finished command's garbage (its finalisers run), then freeze what is left
+    (`gc.freeze`, as the server does once loaded): the interpreter's shutdown collections
+    then skip the loaded libraries' objects, which they traversed several times over, about
+    0.3 s of every command's exit. What is left is still freed by reference counts at
+    shutdown; only objects in reference cycles are no longer collected then, whose
+    finalisers Python never promised to run at exit (every file we write is closed by a
+    `with`, every temporary folder by its atexit hook)."""
+    gc.collect()
+    gc.freeze()
