@@ -78,14 +78,20 @@ def stored_and_full(directory, pipeline, records):
 
 
 @pytest.fixture(scope="module")
-def compact(tmp_path_factory, default_pipeline):
+def cached_default(tmp_path_factory, default_pipeline):
+    """The default pipeline with an embedding cache of this module's own (its models are the
+    session's: a built-in's encoders load once per process), so a passage several tests store
+    is encoded once: each encoding of the passages was about 18 s."""
+    cache = EmbeddingCache(tmp_path_factory.mktemp("cache"))
+    return Pipeline.load(default_pipeline.name, cache=cache)
+
+
+@pytest.fixture(scope="module")
+def compact(tmp_path_factory, cached_default):
     """120 passages of the bundled Python docs stored by the default pipeline, and the full
-    Gaussians of what ingest encoded, read back from an embedding cache of the fixture's own
-    (its models are the session's: a built-in's encoders load once per process); encoding
-    the passages a second time was half the fixture's time."""
+    Gaussians of what ingest encoded, read back from the module's embedding cache."""
     directory = tmp_path_factory.mktemp("compact")
-    cached = Pipeline.load(default_pipeline.name, cache=EmbeddingCache(directory / "cache"))
-    return stored_and_full(directory, cached, read_pydoc_topics()[:120])
+    return stored_and_full(directory, cached_default, read_pydoc_topics()[:120])
 
 
 def test_the_default_pipeline_stores_coefficients_not_whole_variances(compact):
@@ -190,26 +196,26 @@ def test_stored_variances_do_not_depend_on_the_batch_size(tmp_path, default_pipe
 
 @pytest.mark.parametrize("decoded_rows", [10_000, 10])
 def test_search_reads_rows_as_stored_and_tilted_whether_kept_decoded_or_not(
-    tmp_path, default_pipeline, decoded_rows, monkeypatch
+    tmp_path, cached_default, decoded_rows, monkeypatch
 ):
     # small snapshots keep every variance decoded and tilted; large ones decode on each read:
     # both must give what retilt gives on the stored rows, also for rows appended later
     monkeypatch.setattr(snapshot, "DECODED_ROWS", decoded_rows)
     records = read_pydoc_topics()[:60]
     collection = Database(tmp_path / "db", create=True).collection("d")
-    ingest(records[:48], collection, default_pipeline)
-    dims = tuple(m.encoder.dim for m in default_pipeline.members)
+    ingest(records[:48], collection, cached_default)
+    dims = tuple(m.encoder.dim for m in cached_default.members)
     tilt = snapshot.Tilt(dims, np.array([1.5, 0.5, 1.0]))
     snap = snapshot.Snapshot.load(collection, tilt)
     snap.gaussian(np.arange(len(snap)))  # read once before the write, as a search would
-    ingest(records[48:], collection, default_pipeline)
+    ingest(records[48:], collection, cached_default)
     snap = snap.refreshed(collection)
     got = snap.gaussian(np.arange(len(snap)))
     vectors = collection.vectors()
     order = {doc_id: i for i, doc_id in enumerate(vectors.ids)}
     rows = [order[i] for i in snap.ids]
     stored = Fused(Gaussian(vectors.mean[rows], vectors.var[rows]), vectors.weights[rows],
-                   default_pipeline.models)  # fmt: skip
+                   cached_default.models)  # fmt: skip
     want = retilt(stored, dims, tilt.factors)
     assert collection.variance_column == "var_coef" and len(snap) == 60
     np.testing.assert_array_equal(got.mean, want.gaussian.mean)
