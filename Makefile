@@ -47,8 +47,13 @@ run: $(STAMP)  ## The main job: uncertainty per model, then index and search DAT
 	$(BIN)/probembed demo $(if $(DATA),--data "$(DATA)")
 
 # A file's tests stay in one process (--dist loadfile), so a module's server starts once.
+# PYTHONDONTWRITEBYTECODE is cleared for the run: pytest keeps its rewritten test modules, and
+# each child process (CLI, server, Ray worker) probembed's compiled ones, only where bytecode
+# may be written; with it set (some CI images do) every worker rewrote about 600 modules as it
+# started and every child compiled probembed again. The files go to the __pycache__ folders
+# git ignores.
 test: $(STAMP)  ## Run the test suite, a process per core (at most 4)
-	$(BIN)/pytest -q --numprocesses logical --maxprocesses 4 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q --numprocesses logical --maxprocesses 4 --dist loadfile
 
 check: $(STAMP)  ## Lint, format check and type check (mypy on probembed/, benchmarks/, scripts/)
 	$(BIN)/ruff check probembed tests benchmarks scripts
