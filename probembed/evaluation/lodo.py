@@ -200,6 +200,31 @@ def task_shares(tasks: Mapping[str, str], left_out: str, same_share: float) -> d
     }
 
 
+def similarity_shares(
+    similarity: Mapping[str, float], left_out: str, tau: float
+) -> dict[str, float]:
+    """Each other dataset's share of left_out's tuning mean: softmax over them of their
+    similarity to left_out's collection (`collection_similarity`) over tau, so the datasets
+    whose texts look like the left-out one's count for more; left_out's own entry gets none.
+
+    tau = inf weights every dataset alike (plain LODO); tau -> 0 the most similar alone.
+    """
+    if not tau > 0.0:
+        raise ValueError(f"tau must be a temperature above 0 (inf: every dataset alike), got {tau}")
+    others = {n: float(s) for n, s in similarity.items() if n != left_out}
+    if not others:
+        raise ValueError(f"leaving out {left_out!r} leaves no dataset to tune on")
+    for name, value in others.items():
+        if not np.isfinite(value):
+            raise ValueError(f"the similarity of {name!r} to {left_out!r} is {value}, not finite")
+    if np.isinf(tau):
+        return {n: 1.0 / len(others) for n in others}
+    values = np.fromiter(others.values(), dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        weights = np.exp((values - values.max()) / tau)
+    return dict(zip(others, (weights / weights.sum()).tolist(), strict=True))
+
+
 @dataclass(frozen=True)
 class Split:
     """One split embedded once, with the label-free agreement of its members on its texts."""
@@ -247,16 +272,36 @@ SPREAD_PAIRS = 5000
 MIN_NOISE = 0.01
 
 
+def collection_centres(split: Split) -> list[np.ndarray]:
+    """Per member, the float64 mean of the unit vectors of the split's collection: where that
+    domain's texts sit in the member's space (what centring removes, what similarity compares)."""
+    return [
+        part.normalize().mean.mean(axis=0, dtype=np.float64)
+        for part in collection_parts(split.embedded)
+    ]
+
+
+def collection_similarity(first: Sequence[np.ndarray], second: Sequence[np.ndarray]) -> float:
+    """The cosine between two collections' centres (`collection_centres`) in each member's
+    space, averaged over the members: how alike two domains' texts look, read without labels."""
+    if len(first) != len(second):
+        raise ValueError(f"centres of {len(first)} and {len(second)} members: not one pipeline's")
+    cosines = []
+    for k, (a, b) in enumerate(zip(first, second, strict=True)):
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        if not norms > 0.0:
+            raise ValueError(f"member {k}'s centre is zero: its texts' directions cancel")
+        cosines.append(float(np.dot(a, b)) / norms)
+    return float(np.mean(cosines))
+
+
 def centred_split(split: Split) -> Split:
     """The split with every member's unit vectors moved by minus that member's mean over the
     collection (fusion normalises them again): a label-free adaptation of each member's
     geometry to the domain (its common direction removed), for `benchmarks/lodo_geometry.py`.
     Its agreement is the plain split's (measured before centring), and `agreement_among`
     measures the centred members afresh: tilt a centred split by neither."""
-    centres = [
-        part.normalize().mean.mean(axis=0, dtype=np.float64)
-        for part in collection_parts(split.embedded)
-    ]
+    centres = collection_centres(split)
     parts = {}
     for role, members in split.embedded.parts.items():
         unit = [member.normalize() for member in members]
@@ -426,6 +471,51 @@ def tune_static_uec(
     static = _best(scores, static_methods(k, step), left_out, bars[0], shares)
     assert static.fusion.weights is not None
     return static, _best(scores, uec_methods(static.fusion.weights), left_out, bars[1], shares)
+
+
+def similar_static(
+    scores: Scores,
+    k: int,
+    step: float,
+    left_out: str,
+    similarity: Mapping[str, float],
+    tau: float,
+    unread: Sequence[str] = (),
+) -> Method:
+    """Static weights on the simplex grid chosen by the tuning mean over the datasets but
+    left_out (and `unread`, given no share), each weighted by `similarity_shares` of its
+    similarity to left_out's collection."""
+    shares = similarity_shares(
+        {n: s for n, s in similarity.items() if n not in unread}, left_out, tau
+    )
+    shares |= dict.fromkeys(unread, 0.0)
+    return _best(scores, static_methods(k, step), left_out, shares=shares)
+
+
+def tune_similarity_tau(
+    scores: Scores,
+    k: int,
+    step: float,
+    left_out: str,
+    similarity: Mapping[str, Mapping[str, float]],
+    taus: Sequence[float],
+) -> tuple[float, dict[str, list[float]]]:
+    """(tau, each tuning dataset's figure per tau) for `similar_static`, by nested LODO: each
+    dataset j but left_out plays the left-out one, its weights chosen on the others but j and
+    left_out by their similarity to j's tuning collection (`similarity[j]`), scored on j's
+    tuning split; the tau of the best mean over the j wins (the first on ties). Nothing of
+    left_out is read."""
+    names = sorted({n for n, _ in scores.splits} - {left_out})
+    dev = {
+        j: [
+            scores.figure(
+                j, "tune", fixed(similar_static(scores, k, step, j, similarity[j], tau, [left_out]))
+            )
+            for tau in taus
+        ]
+        for j in names
+    }
+    return taus[fold_choice(dev, None)], dev
 
 
 #: What a label-free tilt reads from a split: (K,) one figure per member, given the prior
