@@ -7,6 +7,7 @@ page under docs/ (most in docs/results.md), wherever the text around it lives: `
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `variance` from variance.json, `lodo` from lodo.json, `headroom` from lodo_headroom.json,
 `errors` from error_signals.json, `geometry` from lodo_geometry.json, `task` from lodo_task.json,
+`similar` from lodo_similar.json,
 `serve` from serve.json, `chunking` from chunking.json, `calibration_by_search` and
 `calibration_by_score` from search_calibration.json, `tune_own_data` from tune_own_data.json,
 `abstention` from abstention.json.
@@ -324,6 +325,57 @@ def task(rows: Rows) -> str:
     return f"{table(header, body, right_from=2)}\n\n{table(chosen_header, chosen)}"
 
 
+SIMILAR = "static by similarity"
+
+
+def tau_text(tau: float | str) -> str:
+    """A softmax temperature as the tables show it (JSON keeps inf as "inf")."""
+    return "∞" if float(tau) == float("inf") else f"{float(tau):g}"
+
+
+def similar(rows: Rows) -> str:
+    """Per left-out dataset: static weights tuned on the datasets whose texts look like its
+    collection (τ by nested LODO) against `static`, with intervals, the best single member and
+    the weights; then each fixed τ's difference (not tuned); then the similarities read."""
+    header = ["left out", "nearest (similarity)", "τ (nested)", "static", SIMILAR]
+    header += [f"{SIMILAR} − static [95% CI]", "best single", "weights: static → by similarity"]
+    body, curve, sims = [], [], []
+    names = list(dict.fromkeys(r["left_out"] for r in rows))
+    for name in names:
+        get = {r["method"]: r for r in rows if r["left_out"] == name}
+        tuned = get[SIMILAR]
+        near = {n: s for n, s in tuned["similarity"].items() if n != name}
+        top = sorted(near, key=near.__getitem__, reverse=True)[:2]
+        nearest = ", ".join(f"{LODO_NAMES.get(n, n)} {near[n]:.3f}" for n in top)
+        best = max((m for m in get if m.startswith("single:")), key=lambda m: get[m]["value"])
+        cells = [LODO_NAMES.get(name, name), nearest, tau_text(tuned["tau"])]
+        cells += [pct(get["static"]["value"]), pct(tuned["value"])]
+        cells += [difference_cell(tuned["vs_static"])]
+        cells.append(f"{best.removeprefix('single:')} {pct(get[best]['value'])}")
+        cells.append(f"{weights_text(get['static'])} → {weights_text(tuned)}")
+        body.append(cells)
+        fixed = [m for m in get if m.startswith(f"{SIMILAR}, tau")]
+        curve.append(
+            [LODO_NAMES.get(name, name), *(difference_cell(get[m]["vs_static"]) for m in fixed)]
+        )
+        own = tuned["similarity"]
+        sims.append(
+            [LODO_NAMES.get(name, name)]
+            + [f"({own[n]:.3f})" if n == name else f"{own[n]:.3f}" for n in names]
+        )
+    first = [r for r in rows if r["left_out"] == names[0]]
+    taus = [tau_text(r["tau"]) for r in first if r["method"].startswith(f"{SIMILAR}, tau")]
+    curve_header = ["left out", *(f"τ {t} − static (not tuned)" for t in taus)]
+    sims_header = ["test collection", *(LODO_NAMES.get(n, n) for n in names)]
+    return "\n\n".join(
+        [
+            table(header, body, right_from=2),
+            table(curve_header, curve),
+            table(sims_header, sims),
+        ]
+    )
+
+
 def errors(rows: Rows) -> str:
     """Test-split ρ(u_k, own error) per dataset and member: the estimators' own variance, the
     anchor-profile disagreement, and the neighbour disagreement chosen on the tuning splits."""
@@ -534,6 +586,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "errors": ("error_signals.json", errors),
     "geometry": ("lodo_geometry.json", geometry),
     "task": ("lodo_task.json", task),
+    "similar": ("lodo_similar.json", similar),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),
