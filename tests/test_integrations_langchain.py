@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import itertools
 import json
+import unicodedata
 import warnings
 from dataclasses import replace
 
@@ -432,6 +433,19 @@ def test_a_lone_string_of_ids_is_refused_not_read_as_one_id_per_character(store)
         with pytest.raises(TypeError, match="takes a list of ids, got the string 'ab'"):
             call("ab")
     assert {d.id for d in store.get_by_ids(["a", "b", "ab"])} == {"a", "b", "ab"}
+
+
+def test_get_by_ids_returns_a_document_once_for_both_spellings_of_its_id(store):
+    """Asked for an id in both Unicode spellings (one pasted from a macOS folder listing),
+    get_by_ids returned the one stored document twice; two items stored under the two
+    spellings are still two documents."""
+    composed = "café.txt"
+    decomposed = unicodedata.normalize("NFD", composed)
+    store.add_texts(["one café"], ids=[composed])
+    assert [d.id for d in store.get_by_ids([composed, decomposed, composed])] == [composed]
+    store.add_texts(["another café"], ids=[decomposed])
+    got = {d.id: d.page_content for d in store.get_by_ids([decomposed, composed])}
+    assert got == {composed: "one café", decomposed: "another café"}
 
 
 def test_a_lone_surrogate_without_an_id_is_refused_by_name(store):

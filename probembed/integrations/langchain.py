@@ -148,11 +148,14 @@ class ProbembedVectorStore(VectorStore):
 
     @common.serialised("collection")
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """The stored documents with these ids (missing ones are left out)."""
+        """The stored documents with these ids (missing ones are left out), each once: both
+        Unicode spellings of one stored id find its row, and LangChain's contract returns a
+        document once however often it was asked for."""
         if not common.holds_rows(self.collection):
             return []
         rows = self.collection.rows(common.id_list(ids, "get_by_ids"), ["text", "metadata"])
-        return [_stored_document(row) for row in rows.values()]
+        unique = {row["id"]: row for row in rows.values()}
+        return [_stored_document(row) for row in unique.values()]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The k best documents, each with probembed's numbers in metadata["probembed"]."""
