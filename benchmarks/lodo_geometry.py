@@ -54,7 +54,7 @@ from probembed.evaluation.lodo import (
     tilted_settings,
 )
 from probembed.evaluation.metrics import probe_correct
-from probembed.evaluation.paired import paired_difference
+from probembed.evaluation.paired import BOOTSTRAP, paired_difference
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
@@ -174,7 +174,7 @@ def main() -> None:
         "best_tuning_figure": best_tuning,
         "weaker_penalty": WEAKER_PENALTY,
         "datasets": {n: LODO_DATASETS[n] for n in args.datasets},
-        "bootstrap": {"resamples": 2000, "interval": 0.95, "method": "percentile", "seed": 0},
+        "bootstrap": BOOTSTRAP,
     }
     write_json(args.out, rows, config)
     print(f"wrote {len(rows)} rows to {args.out}")

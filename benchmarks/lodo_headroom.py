@@ -33,7 +33,7 @@ from probembed.evaluation.lodo import (
     load_tasks,
     static_headroom,
 )
-from probembed.evaluation.paired import paired_difference
+from probembed.evaluation.paired import BOOTSTRAP, paired_difference
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
@@ -75,7 +75,7 @@ def main() -> None:
         "fingerprint": pipe.fingerprint,
         "static_step": args.step,
         "datasets": {n: LODO_DATASETS[n] for n in args.datasets},
-        "bootstrap": {"resamples": 2000, "interval": 0.95, "method": "percentile", "seed": 0},
+        "bootstrap": BOOTSTRAP,
     }
     write_json(args.out, rows, config)
     print(f"wrote {len(rows)} rows to {args.out}")

@@ -59,7 +59,7 @@ from probembed.evaluation.lodo import (
     tune_similarity_tau,
     tune_static_uec,
 )
-from probembed.evaluation.paired import CONFIDENCE, RESAMPLES, SEED, paired_difference
+from probembed.evaluation.paired import BOOTSTRAP, paired_difference
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
@@ -170,12 +170,7 @@ def main() -> None:
             "the probe's texts); test = the dataset's test collection, tune = its tuning one"
         ),
         "datasets": {n: LODO_DATASETS[n] for n in args.datasets},
-        "bootstrap": {
-            "resamples": RESAMPLES,
-            "interval": CONFIDENCE,
-            "method": "percentile",
-            "seed": SEED,
-        },
+        "bootstrap": BOOTSTRAP,
     }
     write_json(args.out, rows, config)
     print(f"wrote {len(rows)} rows to {args.out}")

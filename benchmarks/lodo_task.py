@@ -39,7 +39,7 @@ from probembed.evaluation.lodo import (
     task_shares,
     tune_static_uec,
 )
-from probembed.evaluation.paired import CONFIDENCE, RESAMPLES, SEED, paired_difference
+from probembed.evaluation.paired import BOOTSTRAP, paired_difference
 from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
 from probembed.paths import datasets_dir
@@ -124,12 +124,7 @@ def main() -> None:
         "same_task_share": SAME_TASK_SHARE,
         "fallback_to_all": fallback,
         "datasets": {n: LODO_DATASETS[n] for n in args.datasets},
-        "bootstrap": {
-            "resamples": RESAMPLES,
-            "interval": CONFIDENCE,
-            "method": "percentile",
-            "seed": SEED,
-        },
+        "bootstrap": BOOTSTRAP,
     }
     write_json(args.out, rows, config)
     print(f"wrote {len(rows)} rows to {args.out}")

@@ -23,6 +23,8 @@ from probembed.evaluation.harness import Outcome, primary_metric, reported_metri
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 0
+#: How `paired_difference` draws its intervals, as a benchmark's result file records it.
+BOOTSTRAP = {"resamples": RESAMPLES, "interval": CONFIDENCE, "method": "percentile", "seed": SEED}
 #: Resamples of STS pairs ranked at once: memory grows as BATCH × pairs (a peak of 86 MB at
 #: SICK-R's 4,906; 1.7 GB all at once), and the draws are the same in any batch.
 BATCH = 100
