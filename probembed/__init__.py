@@ -11,10 +11,16 @@ fused.gaussian.mean, fused.gaussian.var, fused.explain(0)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probembed.fusion import Fused
 from probembed.gaussian import Gaussian
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
+    from probembed.encoders import get_encoder, register_encoder
+    from probembed.pipeline import Pipeline, available_pipelines
+
+    load = Pipeline.load
 
 __version__ = "0.1.0"
 

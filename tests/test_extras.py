@@ -7,6 +7,7 @@ installed packages stay untouched.
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,37 @@ def test_importing_scoring_loads_no_heavy_library():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_every_lazy_name_has_the_type_a_type_checker_sees():
+    """Without an import under TYPE_CHECKING a lazy name is Any to mypy and IDEs, so
+    `probembed.load(...).encdoe(...)` passed a user's type check."""
+    import ast
+    import importlib
+
+    import probembed
+
+    tree = ast.parse(Path(probembed.__file__).read_text(encoding="utf-8"))
+    (block,) = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    typed = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assigned = {
+        target.id: ast.unparse(node.value)
+        for node in block.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    assert typed == probembed._LAZY
+    assert assigned == {"load": "Pipeline.load"}
+    for name, module in typed.items():
+        assert getattr(probembed, name) is getattr(importlib.import_module(module), name)
+    assert probembed.load == probembed.Pipeline.load
