@@ -439,6 +439,18 @@ def test_a_bare_query_embedding_is_refused_saying_why(store, pydoc_pipeline):
         store.query(VectorStoreQuery(similarity_top_k=2))
 
 
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_question_is_refused_as_blank_not_as_a_bare_embedding(store, pydoc_pipeline, blank):
+    """An empty question was told to use ProbembedEmbedding, which its index already did."""
+    for run in (
+        lambda: retriever(store, pydoc_pipeline).retrieve(blank),
+        lambda: store.query(VectorStoreQuery(query_str=blank, similarity_top_k=2)),
+    ):
+        with pytest.raises(ValueError, match=r"is blank") as refused:
+            run()
+        assert "ProbembedEmbedding" not in str(refused.value)
+
+
 def test_a_lone_string_or_node_is_refused_not_added_per_character(store, nodes):
     count = store.client.count()
     with pytest.raises(TypeError, match="nodes takes a list, got one str"):

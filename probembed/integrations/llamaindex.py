@@ -435,8 +435,8 @@ def _query_texts(query: VectorStoreQuery) -> list[str]:
         if texts is None:
             raise ValueError(f"the query came with a bare embedding: {_BY_TEXT}")
     else:
-        texts = [query.query_str] if query.query_str else []
-    if not texts or not all(isinstance(t, str) and t for t in texts):
+        texts = [] if query.query_str is None else [query.query_str]
+    if not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError(f"the query has no text to search by: {_BY_TEXT}")
     return texts
 
