@@ -176,6 +176,39 @@ def test_the_tuned_pipeline_records_its_split_and_says_how_to_measure_it(tuned, 
     assert held.exit_code == 0 and "was tuned on retrieval/mine:dev" in _said(held)
 
 
+@pytest.mark.parametrize(
+    ("dims", "undecided"),
+    # (96, 128): both read the 60 key words, +0.77 [-3.75, +5.36] when written; (12, 16): two
+    # ways of colliding them, which fusion undoes, +7.65 [+0.96, +15.29]
+    [((96, 128), True), ((12, 16), False)],
+)
+def test_tune_sets_the_tuned_pipeline_against_its_best_member_and_warns_when_undecided(
+    dataset, tmp_path, dims, undecided
+):
+    """tune showed the tuning split's figures with no interval and no word that 30 queries
+    cannot tell an ensemble from its best member, which a held-out eval then showed."""
+    start = _pipeline(tmp_path / "start", dims)
+    result = runner.invoke(app, ["tune", str(start), str(dataset), "--out", str(tmp_path / "t")])
+    assert result.exit_code == 0, result.output
+    assert len(Pipeline.load(tmp_path / "t", cache=False).members) == 2  # else no comparison
+    figures = _figures(result.stdout)
+    best = max((name for name in figures if name.startswith("single:")), key=figures.__getitem__)
+    said = _said(result)
+    number = r"([+-]\d+\.\d+)"
+    shown = re.search(
+        rf"tuned - {re.escape(best)}: {number} \[{number}, {number}\] \(paired bootstrap 95% "
+        rf"interval over the {DEV} queries; on the split it was tuned on",
+        said,
+    )
+    assert shown is not None, said
+    difference, low, high = map(float, shown.groups())
+    # the table's figures and the difference are each rounded to 0.01
+    assert difference == pytest.approx(figures["tuned"] - figures[best], abs=0.011)
+    assert low <= difference <= high
+    assert (low <= 0) is undecided
+    assert (f"its {DEV} queries do not tell the tuned pipeline from {best}" in said) is undecided
+
+
 def test_tune_prints_the_calibrators_fit_and_warns_that_a_small_split_gives_it_rough(tuned):
     """A calibrator fitted on a small split is overconfident, and tune said nothing of it."""
     out, result = tuned

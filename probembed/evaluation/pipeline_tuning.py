@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from probembed.evaluation.datasets import Evaluable, RetrievalDataset
 from probembed.evaluation.harness import (
     Embedded,
     Method,
+    Outcome,
     baseline_methods,
     dataset_roles,
     embed,
@@ -31,6 +33,7 @@ from probembed.evaluation.lodo import (
     embedded_split,
     tune_families,
 )
+from probembed.evaluation.paired import item_kind, paired_difference
 from probembed.evaluation.report import fusion_settings
 from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid, without_unweighted
 from probembed.fusion.adapt import NEIGHBOURS
@@ -103,6 +106,11 @@ class TuneResult:
     #: What tuning chose (`fusion_settings`, plus gamma); empty for one member.
     settings: dict[str, object]
     dropped: tuple[str, ...] = ()
+    #: The tuned pipeline against its best member alone on the tuning split: that member's
+    #: name, the items resampled, and `paired_difference`'s difference and interval; None
+    #: where one member starts or is kept. A figure on the split tuned on flatters the tuned
+    #: row, so an interval that reaches zero even here says the split cannot tell them apart.
+    against_best: dict[str, Any] | None = None
 
 
 def check_tunable(pipeline: Pipeline, dataset: Evaluable) -> None:
@@ -136,24 +144,37 @@ def tune_pipeline(
     embedded = embed(pipeline, dataset, progress)
     metric = primary_metric(dataset)
 
-    def figure(pipe: Pipeline, embedded: Embedded, label: str) -> float:
-        """The split's primary metric of a pipeline as its search (or encode) runs it."""
-        method = searched_as(pipe, embedded, dataset, label)
-        return evaluate(embedded, dataset, method).metrics[metric]
+    def scored(pipe: Pipeline, embedded: Embedded, label: str) -> Outcome:
+        """The split scored for a pipeline as its search (or encode) runs it."""
+        return evaluate(embedded, dataset, searched_as(pipe, embedded, dataset, label))
 
     start = f"{pipeline.name} (start)"
-    figures = {start: figure(pipeline, embedded, start)}
+    figures = {start: scored(pipeline, embedded, start).metrics[metric]}
     if len(pipeline.members) < 2:
         return TuneResult(pipeline, figures, metric, {})
-    for single in baseline_methods(pipeline.models)[: len(pipeline.models)]:
-        figures[single.name] = evaluate(embedded, dataset, single).metrics[metric]
+    singles = {
+        single.name: evaluate(embedded, dataset, single)
+        for single in baseline_methods(pipeline.models)[: len(pipeline.models)]
+    }
+    figures.update({name: outcome.metrics[metric] for name, outcome in singles.items()})
     split = embedded_split(dataset, embedded)
     tuned = tune_fusion(pipeline, {dataset.name: split}, step, progress)
     kept = tuned.pipeline
-    figures["tuned"] = figure(kept, embed(kept, dataset, progress), "tuned")
+    outcome = scored(kept, embed(kept, dataset, progress), "tuned")
+    figures["tuned"] = outcome.metrics[metric]
+    best = max(singles, key=lambda name: figures[name])
+    against = (
+        {
+            "member": best,
+            "items": f"{len(outcome.ids)} {item_kind(dataset)}",
+            **paired_difference(dataset, singles[best], outcome, metric=metric),
+        }
+        if len(kept.members) > 1  # else the tuned pipeline is one member: nothing to tell apart
+        else None
+    )
     settings = fusion_settings(Method("tuned", kept.fusion, kept.score), kept.models)
     settings["gamma"] = kept.adapt.gamma
-    return TuneResult(kept, figures, metric, settings, tuned.dropped)
+    return TuneResult(kept, figures, metric, settings, tuned.dropped, against)
 
 
 def tuned_and_calibrated(

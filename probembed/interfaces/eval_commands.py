@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markdown import Markdown
@@ -120,17 +120,19 @@ def paired_column(
     differences: dict[str, dict[str, dict[str, float]]], metric: str, baseline: str
 ) -> dict[str, str]:
     """Per row, its difference from the baseline in `metric` and the interval, x100."""
-    cells = {}
-    for method, by_metric in differences.items():
-        d = by_metric[metric]
-        interval = (
-            f"[{100 * d['low']:+.2f}, {100 * d['high']:+.2f}]"
-            if math.isfinite(d["low"]) and math.isfinite(d["high"])
-            else "[no interval: too few items]"
-        )
-        cells[method] = f"{100 * d['difference']:+.2f} {interval}"
+    cells = {method: difference_text(by[metric]) for method, by in differences.items()}
     cells[baseline] = "baseline"
     return cells
+
+
+def difference_text(d: Mapping[str, Any]) -> str:
+    """A paired difference and its interval, x100, as tables and notes show it."""
+    interval = (
+        f"[{100 * d['low']:+.2f}, {100 * d['high']:+.2f}]"
+        if math.isfinite(d["low"]) and math.isfinite(d["high"])
+        else "[no interval: too few items]"
+    )
+    return f"{100 * d['difference']:+.2f} {interval}"
 
 
 def check_hybrid(test: Evaluable) -> None:

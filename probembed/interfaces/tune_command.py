@@ -74,6 +74,7 @@ def show(result: TuneResult, dataset: Evaluable) -> None:
 
     from probembed.evaluation.report import markdown_table, settings_text
     from probembed.interfaces.console import out, say
+    from probembed.interfaces.eval_commands import difference_text
 
     rows = [{"method": m, "metric": result.metric, "value": v} for m, v in result.figures.items()]
     heading = f"### {dataset.name} ({dataset.split}, the tuning split)"
@@ -82,6 +83,30 @@ def show(result: TuneResult, dataset: Evaluable) -> None:
         say(f"chosen: {settings_text(result.settings)}")
     if result.dropped:
         say(f"dropped (weight 0 on {dataset.split}): {', '.join(result.dropped)}")
+    against = result.against_best
+    if against is not None:
+        say(
+            f"tuned - {against['member']}: {difference_text(against)} (paired bootstrap 95% "
+            f"interval over the {against['items']}; on the split it was tuned on, so it "
+            "flatters the tuned pipeline)"
+        )
+        if not against["low"] > 0:  # NaN too: too few items for an interval
+            warn_undecided(against, dataset)
+
+
+def warn_undecided(against: dict, dataset: Evaluable) -> None:
+    """Say when the tuning split cannot tell the tuned pipeline from its best member: a gain
+    the split cannot resolve even where it was chosen is no evidence for the ensemble."""
+    from probembed.interfaces.console import note
+
+    note(
+        "warning:",
+        "yellow",
+        f"{dataset.name} {dataset.split}: its {against['items']} do not tell the tuned pipeline "
+        f"from {against['member']} (the interval reaches 0 even on the split it was tuned on): "
+        "tune on more labelled data, and measure both on a held-out split before relying on the "
+        "ensemble",
+    )
 
 
 def show_fit(calibrator: RelevanceCalibrator, dataset: Evaluable) -> None:
