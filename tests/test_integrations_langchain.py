@@ -210,8 +210,12 @@ def test_filter_and_where_pass_through_to_the_collection(store):
     assert sql and {d.metadata["topic"] for d in sql} == {"lambda"}
     # a field no item has: every item misses it, as in LangChain's own stores (it raised
     # "cannot filter on 'colour'" once the store held anything, and matched nothing before)
-    assert store.similarity_search(QUESTION, filter={"colour": "red"}) == []
-    everything = store.similarity_search(QUESTION, k=1000, filter={"colour": None})
+    # (with a warning naming it and the fields there are: a misspelt field looked the same)
+    named = r"filter field 'colour': no item of collection 'docs' has it.* columns: .*topic"
+    with pytest.warns(UserWarning, match=named):
+        assert store.similarity_search(QUESTION, filter={"colour": "red"}) == []
+    with pytest.warns(UserWarning, match=named):
+        everything = store.similarity_search(QUESTION, k=1000, filter={"colour": None})
     assert len(everything) == store.collection.count()
     with pytest.raises(ValueError, match="cannot filter on 'Colour'"):  # never a column
         store.similarity_search(QUESTION, filter={"Colour": "red"})
@@ -679,7 +683,8 @@ def test_operator_dicts_point_to_where_and_an_empty_list_matches_nothing(store):
         with pytest.raises(ValueError, match=r"operator dicts .* not supported.*where="):
             store.similarity_search(QUESTION, filter={"topic": value})
     assert store.similarity_search(QUESTION, filter={"topic": []}) == []
-    assert store.similarity_search(QUESTION, filter={"nope": []}) == []  # a field none has
+    with pytest.warns(UserWarning, match="filter field 'nope'"):  # a field none has
+        assert store.similarity_search(QUESTION, filter={"nope": []}) == []
     kept = store.similarity_search(QUESTION, k=3, filter={"topic": ["assert"]})
     assert kept and {d.metadata["topic"] for d in kept} == {"assert"}
 

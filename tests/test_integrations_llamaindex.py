@@ -7,6 +7,7 @@ own (`llama_index.core`); nothing is downloaded (its bundled NLTK and tiktoken d
 import asyncio
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -181,7 +182,14 @@ def test_every_filter_operator_selects_what_llamaindex_itself_selects(
         filters = MetadataFilters(filters=given, condition=condition)
         reference = build_metadata_filter_fn(metadata.__getitem__, filters)
         expected = {n.node_id for n in nodes if reference(n.node_id)}
-        assert {n.node_id for n in store.get_nodes(filters=filters)} == expected, filters
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            assert {n.node_id for n in store.get_nodes(filters=filters)} == expected, filters
+        # a field no node has is said (a misspelt one looked like a filter nothing matched)
+        unknown = {f.key for f in given} - {key for m in TAGGED for key in m}
+        assert [str(w.message).split(":")[0] for w in said] == [
+            f"filter field {key!r}" for key in unknown
+        ]
 
 
 def test_filters_that_cannot_apply_are_refused_naming_the_field(tmp_path, pydoc_pipeline):

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -394,13 +395,30 @@ def _equal(collection: Collection, field: str, value: Any) -> str:
             f"one of them); for other comparisons pass SQL as where=, e.g. "
             f'where="{field} >= ..."'
         )
-    if collection.lacks_field(field):
+    if missing_field(collection, field):
         return "true" if value is None else "false"
     if value is None:
         return f"{sql_field(collection, field)} IS NULL"
     return sql_condition(
         collection, field, "IN" if isinstance(value, (list, tuple)) else "=", value
     )
+
+
+def missing_field(collection: Collection, field: str) -> bool:
+    """Whether no stored item has the field a filter names, warning if the collection holds
+    items: the filter then reads every item as missing it, as the frameworks' stores do, and
+    a misspelt field looked just like a filter nothing matched."""
+    if not collection.lacks_field(field):
+        return False
+    if collection.exists:
+        warnings.warn(
+            f"filter field {field!r}: no item of collection {collection.name!r} has it, so "
+            f"every item counts as missing it; its filterable columns: "
+            f"{', '.join(sorted(collection.filter_fields()))}",
+            UserWarning,
+            stacklevel=2,
+        )
+    return True
 
 
 def both(*conditions: str | None) -> str | None:

@@ -365,7 +365,7 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         """
         operator = getattr(item, "operator", FilterOperator.EQ)
         collection, key = self._collection, item.key
-        if collection.exists and collection.lacks_field(key):  # no node has it: all miss it
+        if collection.exists and common.missing_field(collection, key):  # all miss it
             return "true" if operator in _MISSING_MATCHES else "false"
         if operator == FilterOperator.IS_EMPTY:
             return _is_empty(collection, key)
