@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from probembed.evaluation.datasets import dataset_kind
@@ -67,6 +68,38 @@ def chosen(method: Method) -> str:
     return f"prior {fusion.prior}, T {fusion.temperature:g}, beta {method.score.beta:g}"
 
 
+def family_rows(
+    scores: Scores,
+    name: str,
+    families: Mapping[str, tuple[Method, Shares]],
+    singles: Sequence[Method],
+) -> list[dict]:
+    """Each family's row for left-out `name` (test figure, settings, tuning mean and, but for
+    `static`'s own, the paired interval of its difference from `static`), then each single
+    member's test figure: the rows every fold of a static-weight family writes."""
+    test = scores.splits[name, "test"]
+    reference = evaluate(test.embedded, test.dataset, families["static"][0])
+    rows = []
+    for family, (method, shares) in families.items():
+        row = {
+            "left_out": name,
+            "method": family,
+            "value": scores.figure(name, "test", fixed(method)),
+            "fusion": method.fusion,
+            "score": method.score,
+            "tuning_shares": shares,
+            "tuning_mean": scores.tuning_mean(fixed(method), name, shares),
+        }
+        if family != "static":
+            outcome = evaluate(test.embedded, test.dataset, method)
+            row["vs_static"] = paired_difference(test.dataset, reference, outcome)
+        rows.append(row)
+    for member in singles:
+        value = scores.figure(name, "test", fixed(member))
+        rows.append({"left_out": name, "method": member.name, "value": value})
+    return rows
+
+
 def main() -> None:
     """Embed every split, tune every family per fold, score it on the left-out test split."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -92,25 +125,7 @@ def main() -> None:
             static, uec = tune_static_uec(scores, len(pipe.models), args.step, name, shares)
             families[f"static{label}"] = (static, shares)
             families[f"uec{label}"] = (uec, shares)
-        test = scores.splits[name, "test"]
-        reference = evaluate(test.embedded, test.dataset, families["static"][0])
-        for family, (method, shares) in families.items():
-            row = {
-                "left_out": name,
-                "method": family,
-                "value": scores.figure(name, "test", fixed(method)),
-                "fusion": method.fusion,
-                "score": method.score,
-                "tuning_shares": shares,
-                "tuning_mean": scores.tuning_mean(fixed(method), name, shares),
-            }
-            if family != "static":
-                outcome = evaluate(test.embedded, test.dataset, method)
-                row["vs_static"] = paired_difference(test.dataset, reference, outcome)
-            rows.append(row)
-        for member in singles:
-            value = scores.figure(name, "test", fixed(member))
-            rows.append({"left_out": name, "method": member.name, "value": value})
+        rows += family_rows(scores, name, families, singles)
         shown = "; ".join(
             f"{family} {100 * scores.figure(name, 'test', fixed(m)):.2f} {chosen(m)}"
             for family, (m, _) in families.items()

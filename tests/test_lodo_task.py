@@ -1,6 +1,7 @@
 """Tuning when the task a collection serves is known (benchmarks/lodo_task.py) or how alike
 its texts are (benchmarks/lodo_similar.py): each other dataset's share of a fold's tuning
-mean, and tuning by those shares."""
+mean, and tuning by those shares; and static weights chosen to stay above the best single
+member (benchmarks/lodo_regret.py)."""
 
 import itertools
 import math
@@ -10,16 +11,25 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from probembed.evaluation.harness import Method
 from probembed.evaluation.lodo import (
     Scores,
+    best_singles,
     collection_similarity,
+    constrained_choice,
     fold_choice,
+    fold_means,
+    least_regret_static_uec,
+    minimax_choice,
+    regret_choice,
     same_task,
     similar_static,
     similarity_shares,
+    single_margins,
     task_shares,
     tune_similarity_tau,
 )
+from probembed.pipeline import FusionConfig
 
 TASKS = {
     "stsb": "sts",
@@ -199,3 +209,134 @@ def test_tau_is_tuned_by_nested_lodo_without_reading_the_left_out_dataset() -> N
     near_c = {"a": 0.0, "b": 0.0, "c": 1.0}
     assert similar_static(scores, 2, 1.0, "out", near_c, 0.01).fusion.weights == first
     assert similar_static(scores, 2, 1.0, "out", near_c, math.inf).fusion.weights == second
+
+
+#: Tuning figures of a few settings on a few datasets (tenths, so ties happen), each dataset's
+#: best single member's figure, and one of the datasets to leave out (or None).
+FOLDS = st.integers(1, 6).flatmap(
+    lambda settings: st.tuples(
+        st.dictionaries(
+            st.sampled_from(["a", "b", "c", "d"]),
+            st.lists(
+                st.integers(0, 10).map(lambda x: x / 10), min_size=settings, max_size=settings
+            ),
+            min_size=2,
+        ),
+        st.lists(st.integers(0, 10).map(lambda x: x / 10), min_size=4, max_size=4),
+    )
+)
+
+
+def fold_of(drawn) -> tuple[dict[str, list[float]], dict[str, float], str]:
+    """(figures, best single member per dataset, the dataset left out) from a FOLDS draw."""
+    dev, singles = drawn
+    best = {name: singles[i] for i, name in enumerate(sorted(dev))}
+    return dev, best, sorted(dev)[0]
+
+
+def worst(dev, best, left_out) -> np.ndarray:
+    """Each setting's smallest margin over the best single member: its regret, negated."""
+    return np.min(list(single_margins(dev, best, left_out).values()), axis=0)
+
+
+@given(FOLDS)
+def test_minimax_never_chooses_a_lower_worst_margin_than_another_setting(drawn) -> None:
+    dev, best, left_out = fold_of(drawn)
+    margins = worst(dev, best, left_out)
+    j = minimax_choice(dev, best, left_out)
+    assert margins[j] >= margins.max() - 1e-12
+    # among the settings of that worst margin, the best tuning mean; then the first
+    mean = fold_means(dev, left_out)
+    tied = np.flatnonzero(margins >= margins.max() - 1e-12)
+    assert mean[j] >= mean[tied].max() - 1e-12
+    assert j == min(i for i in tied if mean[i] >= mean[tied].max() - 1e-12)
+
+
+@given(FOLDS)
+def test_constrained_is_the_mean_choice_where_that_clears_every_best_single(drawn) -> None:
+    dev, best, left_out = fold_of(drawn)
+    plain = fold_choice(dev, left_out)
+    assume(worst(dev, best, left_out)[plain] >= 0.0)
+    assert constrained_choice(dev, best, left_out) == (plain, False)
+
+
+@given(FOLDS)
+def test_constrained_keeps_to_the_settings_that_clear_every_best_single(drawn) -> None:
+    dev, best, left_out = fold_of(drawn)
+    margins, mean = worst(dev, best, left_out), fold_means(dev, left_out)
+    j, fell_back = constrained_choice(dev, best, left_out)
+    clear = margins >= -1e-12
+    if not clear.any():
+        assert fell_back and j == minimax_choice(dev, best, left_out)
+        return
+    assert not fell_back and clear[j]
+    assert mean[j] >= mean[clear].max() - 1e-12
+
+
+def test_the_two_objectives_against_the_mean_on_a_worked_fold() -> None:
+    # settings x, y, z on a, b, c; "out" is left out (read, it would pick z)
+    dev = {"a": [0.80, 0.95, 0.85], "b": [0.60, 0.80, 0.71], "c": [0.90, 0.59, 0.60]}
+    dev["out"] = [0.0, 0.0, 9.0]
+    best = {"a": 0.8, "b": 0.7, "c": 0.6, "out": 9.0}
+    # means 0.767, 0.780, 0.720; worst margins -0.10, -0.01, 0.00: z alone clears all three
+    assert fold_choice(dev, "out") == 1
+    assert minimax_choice(dev, best, "out") == 2
+    assert constrained_choice(dev, best, "out") == (2, False)
+    # c's best single at 0.55: y and z clear all three, y by more and with the better mean
+    best["c"] = 0.55
+    assert constrained_choice(dev, best, "out") == (1, False)
+    assert regret_choice(dev, best, "out", "minimax") == (1, False)
+    # c's best single at 0.95: nothing clears it; x is 0.10 below on b, y and z 0.35-0.36 on c
+    best["c"] = 0.95
+    assert constrained_choice(dev, best, "out") == (0, True)
+    assert regret_choice(dev, best, "out", "constrained") == (0, True)
+
+
+def test_bad_regret_inputs_are_named() -> None:
+    dev = {"a": [0.5, 0.6], "b": [0.4, 0.3]}
+    with pytest.raises(ValueError, match="no best single member's figure given for b"):
+        minimax_choice(dev, {"a": 0.5}, None)
+    with pytest.raises(ValueError, match="the best single member's figure on a is nan"):
+        constrained_choice(dev, {"a": math.nan, "b": 0.4}, None)
+    with pytest.raises(ValueError, match="setting 1 scores NaN on b's tuning split"):
+        minimax_choice({"a": [0.5, 0.6], "b": [0.4, math.nan]}, {"a": 0.5, "b": 0.4}, None)
+    with pytest.raises(
+        ValueError, match="objective must be one of minimax, constrained, got 'mean'"
+    ):
+        regret_choice(dev, {"a": 0.5, "b": 0.4}, None, "mean")
+
+
+class Fused(Tabled):
+    """Tuning figures by a setting's weights, or by uec's prior (every (T, β) alike)."""
+
+    def figure(self, name, role, setting):
+        """The tabled figure of the setting's weights or prior (the tuning role alone)."""
+        assert role == "tune"
+        self.read.add(name)
+        fusion = setting(None).fusion
+        return self.table[name][fusion.weights or fusion.prior]
+
+
+def test_least_regret_weights_never_read_the_left_out_dataset() -> None:
+    # two members, grid step 0.5: (0, 1), (0.5, 0.5), (1, 0); each member alone is a vertex
+    grid = [(0.0, 1.0), (0.5, 0.5), (1.0, 0.0)]
+    figures = {
+        "a": (0.70, 0.90, 0.80),
+        "b": (0.66, 0.62, 0.60),
+        "c": (0.50, 0.80, 0.90),
+        # read, "out" would decide: its best single (9) puts the others 9 to 18 below it
+        "out": (9.0, 0.0, -9.0),
+    }
+    scores = Fused({n: dict(zip(grid, f, strict=True)) for n, f in figures.items()})
+    singles = [Method(f"single:{w}", FusionConfig("weighted", weights=w)) for w in grid[::2]]
+    best = best_singles(scores, singles, "out")
+    assert best == {"a": 0.80, "b": 0.66, "c": 0.90}
+    # worst margins: (0, 1) -0.40, (0.5, 0.5) -0.10, (1, 0) -0.06; means 0.62, 0.773, 0.767
+    static, uec, fell_back = least_regret_static_uec(scores, 2, 0.5, "out", best, "minimax")
+    assert static.fusion.weights == (1.0, 0.0)
+    assert uec.fusion.prior == (1.0, 0.0) and uec.fusion.method == "uec"
+    assert fell_back == {"static": False, "uec": False}
+    static, _, fell_back = least_regret_static_uec(scores, 2, 0.5, "out", best, "constrained")
+    assert static.fusion.weights == (1.0, 0.0)
+    assert fell_back == {"static": True, "uec": True}
+    assert "out" not in scores.read

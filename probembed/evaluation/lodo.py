@@ -138,6 +138,9 @@ def load_tasks(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, 
 
 #: Each dataset's share of a fold's tuning mean (None: every dataset but the left-out alike).
 Shares = Mapping[str, float] | None
+#: Two tuning figures this close are tied (the first setting kept): float64 rounding of one
+#: figure reached two ways, not a difference between settings.
+TIE = 1e-12
 
 
 def fold_means(
@@ -170,7 +173,7 @@ def fold_choice(
     setting wins ties, so grids should list simpler settings first.
     """
     mean = fold_means(dev, left_out, shares)
-    return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])
+    return int(np.flatnonzero(mean >= mean.max() - TIE)[0])
 
 
 def same_task(tasks: Mapping[str, str], left_out: str) -> list[str]:
@@ -223,6 +226,72 @@ def similarity_shares(
     with np.errstate(over="ignore", under="ignore"):
         weights = np.exp((values - values.max()) / tau)
     return dict(zip(others, (weights / weights.sum()).tolist(), strict=True))
+
+
+def single_margins(
+    dev: Mapping[str, Sequence[float]], best_single: Mapping[str, float], left_out: str | None
+) -> dict[str, np.ndarray]:
+    """Each setting's tuning figure minus the best single member's on each dataset but
+    left_out: how far an ensemble stays above the model a user would otherwise pick."""
+    fold_means(dev, left_out)  # refuses a fold with no dataset or a NaN figure, naming it
+    margins = {}
+    for name, figures in dev.items():
+        if name == left_out:
+            continue
+        if name not in best_single:
+            raise ValueError(f"no best single member's figure given for {name}")
+        if not np.isfinite(best_single[name]):
+            raise ValueError(f"the best single member's figure on {name} is {best_single[name]}")
+        margins[name] = np.asarray(figures, dtype=np.float64) - float(best_single[name])
+    return margins
+
+
+def minimax_choice(
+    dev: Mapping[str, Sequence[float]], best_single: Mapping[str, float], left_out: str | None
+) -> int:
+    """Index of the setting whose smallest margin over the best single member (`single_margins`)
+    is largest, the least regret on the worst dataset; ties go to the best tuning mean, then
+    the first setting."""
+    worst = np.min(list(single_margins(dev, best_single, left_out).values()), axis=0)
+    return _best_mean_among(worst >= worst.max() - TIE, dev, left_out)
+
+
+def constrained_choice(
+    dev: Mapping[str, Sequence[float]], best_single: Mapping[str, float], left_out: str | None
+) -> tuple[int, bool]:
+    """(index, fell back): the setting of the best tuning mean among those at or above the best
+    single member on every dataset but left_out; where none is, `minimax_choice`'s (True)."""
+    worst = np.min(list(single_margins(dev, best_single, left_out).values()), axis=0)
+    clear = worst >= -TIE
+    if not clear.any():
+        return minimax_choice(dev, best_single, left_out), True
+    return _best_mean_among(clear, dev, left_out), False
+
+
+def _best_mean_among(
+    allowed: np.ndarray, dev: Mapping[str, Sequence[float]], left_out: str | None
+) -> int:
+    """Index of the allowed setting of the best tuning mean (the first on ties)."""
+    mean = fold_means(dev, left_out)
+    return int(np.flatnonzero(allowed & (mean >= mean[allowed].max() - TIE))[0])
+
+
+#: The objectives a least-regret choice may use (`regret_choice`), written down before a run.
+REGRET_OBJECTIVES = ("minimax", "constrained")
+
+
+def regret_choice(
+    dev: Mapping[str, Sequence[float]],
+    best_single: Mapping[str, float],
+    left_out: str | None,
+    objective: str,
+) -> tuple[int, bool]:
+    """(index, fell back to minimax) of the setting `objective` chooses: one call for both."""
+    if objective == "minimax":
+        return minimax_choice(dev, best_single, left_out), False
+    if objective == "constrained":
+        return constrained_choice(dev, best_single, left_out)
+    raise ValueError(f"objective must be one of {', '.join(REGRET_OBJECTIVES)}, got {objective!r}")
 
 
 @dataclass(frozen=True)
@@ -413,6 +482,17 @@ class Scores:
     ) -> int:
         """The setting with the best tuning mean over every dataset but `left_out`, weighted by
         `shares` (with a `label`, a bar over the settings: a fine grid is minutes of scoring)."""
+        return fold_choice(self.tuning_figures(settings, left_out, label, shares), left_out, shares)
+
+    def tuning_figures(
+        self,
+        settings: Sequence[Setting],
+        left_out: str | None = None,
+        label: str | None = None,
+        shares: Shares = None,
+    ) -> dict[str, list[float]]:
+        """Each setting's figure on the tuning split of every dataset a fold tunes on (none of
+        `left_out`): what every choice of a setting reads."""
         names = self._tuned_on(left_out, shares)
         dev: dict[str, list[float]] = {n: [] for n in names}
         with progress_bar(label or "", len(settings), label is not None) as bar:
@@ -420,7 +500,7 @@ class Scores:
                 for n in names:
                     dev[n].append(self.figure(n, "tune", setting))
                 bar.advance(1)
-        return fold_choice(dev, left_out, shares)
+        return dev
 
     def tuning_mean(self, setting: Setting, left_out: str | None, shares: Shares = None) -> float:
         """A setting's tuning mean, as `choose` compares it: how close a fold's call was."""
@@ -516,6 +596,48 @@ def tune_similarity_tau(
         for j in names
     }
     return taus[fold_choice(dev, None)], dev
+
+
+def best_singles(
+    scores: Scores, singles: Sequence[Method], left_out: str | None
+) -> dict[str, float]:
+    """The best single member's figure on each tuning split but left_out's (the highest of
+    `singles`, each scored alone): what a least-regret choice must stay above."""
+    dev = scores.tuning_figures([fixed(m) for m in singles], left_out)
+    return {name: max(figures) for name, figures in dev.items()}
+
+
+def _least_regret(
+    scores: Scores,
+    methods: Sequence[Method],
+    left_out: str | None,
+    best_single: Mapping[str, float],
+    objective: str,
+) -> tuple[Method, bool]:
+    """The method `objective` chooses from the tuning figures, and whether it fell back."""
+    dev = scores.tuning_figures([fixed(m) for m in methods], left_out)
+    j, fell_back = regret_choice(dev, best_single, left_out, objective)
+    return methods[j], fell_back
+
+
+def least_regret_static_uec(
+    scores: Scores,
+    k: int,
+    step: float,
+    left_out: str | None,
+    best_single: Mapping[str, float],
+    objective: str,
+) -> tuple[Method, Method, dict[str, bool]]:
+    """(static, uec, fell back per family) as `tune_static_uec` tunes them, but each chosen by a
+    regret objective against the best single member (`regret_choice`), not the tuning mean."""
+    static, static_fell = _least_regret(
+        scores, static_methods(k, step), left_out, best_single, objective
+    )
+    assert static.fusion.weights is not None
+    uec, uec_fell = _least_regret(
+        scores, uec_methods(static.fusion.weights), left_out, best_single, objective
+    )
+    return static, uec, {"static": static_fell, "uec": uec_fell}
 
 
 #: What a label-free tilt reads from a split: (K,) one figure per member, given the prior
