@@ -7,7 +7,7 @@ page under docs/ (most in docs/results.md), wherever the text around it lives: `
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `variance` from variance.json, `lodo` from lodo.json, `headroom` from lodo_headroom.json,
 `errors` from error_signals.json, `geometry` from lodo_geometry.json, `task` from lodo_task.json,
-`similar` from lodo_similar.json,
+`similar` from lodo_similar.json, `regret` from lodo_regret.json,
 `serve` from serve.json, `chunking` from chunking.json, `calibration_by_search` and
 `calibration_by_score` from search_calibration.json, `tune_own_data` from tune_own_data.json,
 `abstention` from abstention.json.
@@ -376,6 +376,55 @@ def similar(rows: Rows) -> str:
     )
 
 
+REGRET_FAMILIES = (
+    "static, least regret (minimax)",
+    "uec, least regret (minimax)",
+    "static, least regret (constrained)",
+    "uec, least regret (constrained)",
+)
+
+
+def below_mark(row: dict) -> str:
+    """A dagger after a row below the best single member on the left-out test split."""
+    return " †" if row["below_best_single"] else ""
+
+
+def regret(rows: Rows) -> str:
+    """Per left-out dataset: static weights chosen to stay above the best single member
+    against `static`, with intervals (a dagger: below the best single member on the test);
+    then the settings each chose and its worst tuning margin; then static's margin over the
+    best single member on each tuning split."""
+    families = ("uec", *REGRET_FAMILIES)
+    header = ["left out", "best single", "static", *(f"{f} − static [95% CI]" for f in families)]
+    chosen_header = ["left out", "static", *REGRET_FAMILIES]
+    body, chosen, margins = [], [], []
+    names = list(dict.fromkeys(r["left_out"] for r in rows))
+    for name in names:
+        get = {r["method"]: r for r in rows if r["left_out"] == name}
+        static, top = get["static"], get["static"]["best_single_test"]
+        cells = [LODO_NAMES.get(name, name), f"{top['member']} {pct(top['value'])}"]
+        cells.append(pct(static["value"]) + below_mark(static))
+        cells += [difference_cell(get[f]["vs_static"]) + below_mark(get[f]) for f in families]
+        body.append(cells)
+        chosen.append(
+            [LODO_NAMES.get(name, name)]
+            + [
+                f"{weights_text(get[f])}{' (fell back)' if get[f].get('fell_back') else ''}; "
+                f"worst {pct(get[f]['worst_tuning_margin'], signed=True)}"
+                for f in chosen_header[1:]
+            ]
+        )
+        own = static["tuning_margins"]
+        margins.append(
+            [LODO_NAMES.get(name, name)]
+            + ["" if n not in own else pct(own[n], signed=True) for n in names]
+        )
+    margins_header = ["left out: static's margin on", *(LODO_NAMES.get(n, n) for n in names)]
+    return "\n\n".join(
+        [table(header, body), table(chosen_header, chosen), table(margins_header, margins)]
+    )
+
+
 def errors(rows: Rows) -> str:
     """Test-split ρ(u_k, own error) per dataset and member: the estimators' own variance, the
     anchor-profile disagreement, and the neighbour disagreement chosen on the tuning splits."""
@@ -587,6 +636,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "geometry": ("lodo_geometry.json", geometry),
     "task": ("lodo_task.json", task),
     "similar": ("lodo_similar.json", similar),
+    "regret": ("lodo_regret.json", regret),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),
