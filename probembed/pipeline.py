@@ -183,9 +183,10 @@ class Pipeline:
         return digest.hexdigest()[:16]
 
     def setting_changes(self, other: Pipeline) -> list[str]:
-        """How `other`'s score, collection adaptation and calibrator differ from this one's,
-        in words: none is in the fingerprint, so a collection searched under one answers
-        otherwise under the other with the very same vectors."""
+        """How `other`'s score, collection adaptation and calibrator (by what it computes, not
+        its fit records) differ from this one's, in words: none is in the fingerprint, so a
+        collection searched under one answers otherwise under the other with the very same
+        vectors."""
         changes = []
         if self.score != other.score:
             mine, theirs = self.score, other.score

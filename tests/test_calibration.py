@@ -34,6 +34,7 @@ from probembed.calibration.confidence import (
     lexical_features,
 )
 from probembed.calibration.features import BM25_RANK_CAP
+from probembed.calibration.logistic import Logistic
 from probembed.calibration.training import RankedSplit, hybrid_split, rank_split
 from probembed.evaluation import expected_calibration_error
 from probembed.evaluation.datasets import RetrievalDataset
@@ -243,11 +244,56 @@ def test_fitting_is_deterministic(training):
     )
 
 
+def nudged(model: Logistic) -> Logistic:
+    """The model with its first coefficient one float64 step up: it computes something else."""
+    coef = model.coef.copy()
+    coef[0] = np.nextafter(coef[0], np.inf)
+    return replace(model, coef=coef)
+
+
+def test_calibrators_are_equal_when_they_compute_the_same_whatever_their_fit_records(
+    calibrator,
+):
+    """Two tunings alike but for the pipeline name in their fit records were told apart, so a
+    collection refused the second ("relevance calibrator one -> another"): equality reads what
+    a calibrator computes, and a one-ulp change of any model in it still counts."""
+    width = len(BASE_FEATURES) + len(BM25_HIT_FEATURES)
+    ones = np.ones(width)
+    hybrid = RelevanceCalibrator(
+        (*BASE_FEATURES, *BM25_HIT_FEATURES),
+        Logistic(np.zeros(width), ones, ones, 0.0),
+        fit_info={"pipeline": "tuned-limit"},
+    )
+    first = replace(calibrator, fit_info={"pipeline": "tuned-limit"}, hybrid=hybrid)
+    assert first.confidence is not None and first.confidence.text_model is not None
+    relabelled = replace(
+        first,
+        fit_info={"pipeline": "tuned-limit2"},
+        confidence=replace(first.confidence, fit_info={"queries": 1}),
+        hybrid=replace(hybrid, fit_info={"pipeline": "tuned-limit2"}),
+    )
+    assert first.to_json() != relabelled.to_json() and first == relabelled
+    changed = (
+        replace(first, logistic=nudged(first.logistic)),
+        replace(
+            first, confidence=replace(first.confidence, logistic=nudged(first.confidence.logistic))
+        ),
+        replace(
+            first,
+            confidence=replace(first.confidence, text_model=nudged(first.confidence.text_model)),
+        ),
+        replace(first, hybrid=replace(hybrid, logistic=nudged(hybrid.logistic))),
+        replace(first, hybrid=None),
+        replace(first, confidence=None),
+    )
+    assert all(first != other for other in changed)
+
+
 @pytest.mark.parametrize("which", ["calibrator", "isotonic"])
 def test_save_load_round_trip(tmp_path, training, which, request):
     model = request.getfixturevalue(which)
     loaded = RelevanceCalibrator.load(model.save(tmp_path / CALIBRATION_FILE))
-    assert loaded == model
+    assert loaded == model and loaded.to_json() == model.to_json()  # its fit records too
     np.testing.assert_array_equal(loaded.predict(training[0]), model.predict(training[0]))
     assert (loaded.confidence is None) == (model.confidence is None)
 

@@ -3,6 +3,7 @@ typed hits, the CLI's JSON list, and a confidence that does not depend on k."""
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 import typer
@@ -633,6 +634,40 @@ def test_a_tuned_pipeline_is_refused_by_its_collection_until_it_replaces_the_cop
         )
         hits = reader.search(QUERY, k=5, min_p_relevant=0.0)["hits"]
         assert hits and all(h["p_relevant"] is not None for h in hits)
+
+
+def test_a_tuning_saved_under_another_name_writes_where_its_twin_made_the_collection(
+    docs, hash_pipeline, sentences, tmp_path
+):
+    """`tune --out tuned-limit2` of the tuning kept as `tuned-limit` was refused ("changes
+    them: relevance calibrator one -> another"): its calibrator differed only in the pipeline
+    named in its fit record. It writes now; one whose calibrator computes otherwise is still
+    refused."""
+    tuned = tuned_copy(hash_pipeline, sentences)
+    labelled = replace(tuned.calibrator, fit_info={"pipeline": "tuned-limit"})
+    first = Pipeline(
+        tuned.members, tuned.fusion, tuned.score, "tuned-limit", False, labelled, tuned.adapt
+    )
+    docs.record_pipeline(first, replace=True)
+    relabelled = replace(labelled, fit_info={"pipeline": "tuned-limit2"})
+    twin = Pipeline(
+        first.members, first.fusion, first.score, "tuned-limit2", False, relabelled, first.adapt
+    )
+    twin.save(tmp_path / "tuned-limit2")
+    report = ingest(
+        records(sentences[60:62], 60), docs, Pipeline.load(tmp_path / "tuned-limit2", cache=False)
+    )
+    assert (report.added, docs.count()) == (2, 62)
+    other = replace(
+        labelled, logistic=replace(labelled.logistic, intercept=labelled.logistic.intercept + 1e-12)
+    )
+    with pytest.raises(PipelineMismatchError, match="relevance calibrator one -> another"):
+        ingest(
+            records(sentences[62:63], 62),
+            docs,
+            Pipeline(first.members, first.fusion, first.score, "t3", False, other, first.adapt),
+        )
+    assert docs.count() == 62
 
 
 def test_a_handle_open_elsewhere_takes_a_replaced_copy_at_its_next_search(

@@ -127,7 +127,19 @@ class RelevanceCalibrator:
         return non_increasing(_ties_alike(p, np.asarray(dots), np.asarray(variances)))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, RelevanceCalibrator) and self.to_json() == other.to_json()
+        """Equal when both compute the same predictions (`computed`), however each was fitted:
+        a collection's check of its kept copy compares calibrators this way."""
+        return isinstance(other, RelevanceCalibrator) and self.computed() == other.computed()
+
+    def computed(self) -> dict[str, Any]:
+        """The JSON form without its fit records (its own, its query confidence's, its hybrid
+        one's): what it computes, which a tuning saved under another pipeline name shares."""
+        data = {**self.to_json(), "fit": None}
+        if self.confidence is not None:
+            data["query_confidence"] = {**data["query_confidence"], "fit": None}
+        if self.hybrid is not None:
+            data["hybrid"] = self.hybrid.computed()
+        return data
 
     def to_json(self) -> dict[str, Any]:
         """The calibrator as plain JSON: coefficients, scaler and knots, with a format version."""
