@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from beir_data import write_beir
+from script_support import ROOT
 from typer.testing import CliRunner
 
 from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
 from probembed.calibration.training import MIN_QUERIES, ROUGH_QUERIES
-from probembed.evaluation.datasets import load_evaluable
+from probembed.evaluation.datasets import load_evaluable, load_pairs
 from probembed.evaluation.pipeline_tuning import default_step
 from probembed.interfaces.cli import app
 from probembed.interfaces.tune_command import held_out_command
@@ -263,6 +264,58 @@ def test_no_dev_or_train_split_is_refused_without_tuning_on_test(two_members, tm
     args = ["tune", str(two_members), str(only_test), "--out", str(tmp_path / "o")]
     said = _said(runner.invoke(app, args))
     assert "no dev or train split to tune on (splits here: test)" in said and "--split" in said
+
+
+def test_a_split_saved_as_csv_is_named_as_not_read(two_members, dataset, tmp_path):
+    """A split saved as dev.csv (or qrels/dev.csv) was passed over in silence ("splits here:
+    none"): the refusal names the files there and the .tsv the readers want."""
+    beir = _copy(dataset, tmp_path / "beir", {"test": _qrels(range(DEV))})
+    (beir / "qrels" / "dev.csv").write_text(_qrels(range(DEV)))
+    sts = tmp_path / "sts"
+    sts.mkdir()
+    (sts / "dev.csv").write_text("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t2\n")
+    unread = "not read: dev.csv (a split is a tab-separated <split>.tsv file)"
+    for folder, there in ((beir, "test"), (sts, "none")):
+        args = ["tune", str(two_members), str(folder), "--out", str(tmp_path / "o")]
+        said = _said(runner.invoke(app, args))
+        assert f"no dev or train split to tune on (splits here: {there}; {unread})" in said
+        said = _said(runner.invoke(app, [*args, "--split", "dev"]))
+        assert "dev.tsv: missing" in said and f"{there}; {unread}" in said
+    assert not (tmp_path / "o").exists()
+
+
+def _format_examples() -> list[str]:
+    """The code blocks of docs/cli.md's "Data formats" section, in order."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("\n## Data formats\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"\n```\n(.*?)```\n", section, re.S)
+
+
+def test_the_data_formats_examples_are_read_as_the_docs_say(tmp_path):
+    """The input formats were in no user doc: each example of the section is read by the
+    reader it documents, the BEIR tree written out file by file."""
+    pairs, sts, beir, labelled = _format_examples()
+    (tmp_path / "pairs.tsv").write_text(pairs)
+    assert load_pairs(tmp_path / "pairs.tsv").text_b == ["Someone is playing the guitar."]
+    (tmp_path / "sts").mkdir()
+    (tmp_path / "sts" / "dev.tsv").write_text(sts)
+    assert list(load_evaluable(tmp_path / "sts", "dev").scores) == [4.8, 0.2]
+    files: dict[str, str] = {}
+    for line in beir.splitlines()[1:]:
+        name, _, content = line.strip().partition("    ")
+        if content:
+            files[name] = content.strip() + "\n"
+        else:  # a qrels line under its header
+            files[list(files)[-1]] += name + "\n"
+    for name, content in files.items():
+        (tmp_path / "my-beir" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "my-beir" / name).write_text(content)
+    retrieval = load_evaluable(tmp_path / "my-beir", "dev")
+    assert retrieval.qrels == {"q1": {"d1": 1}} and "six strings" in retrieval.corpus["d1"]
+    (tmp_path / "cls").mkdir()
+    for split in ("train", "test"):
+        (tmp_path / "cls" / f"{split}.tsv").write_text(labelled)
+    assert load_evaluable(tmp_path / "cls").test_labels == ["complaint", "praise"]
 
 
 def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp_path):

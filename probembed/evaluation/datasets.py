@@ -27,6 +27,8 @@ PAIRS_HEADER = ("text_a", "text_b")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
 DEFAULT_SPLIT = "test"
 TRAIN_SPLIT = "train"
+#: A BEIR folder's files besides its qrels.
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
 #: File stems that make a TSV one split of its folder's dataset.
 SPLIT_NAMES = ("train", "dev", "validation", "test")
 
@@ -246,9 +248,9 @@ def load_retrieval(
             "and qrels/<split>.tsv"
         )
     if not (qrels_dir / f"{split}.tsv").is_file():
-        splits = ", ".join(sorted(p.stem for p in qrels_dir.glob("*.tsv"))) or "none"
         raise FileNotFoundError(
-            f"{qrels_dir / f'{split}.tsv'}: missing; the splits judged here are: {splits}"
+            f"{qrels_dir / f'{split}.tsv'}: missing; the splits judged here are: "
+            f"{splits_found(qrels_dir)}"
         )
     qrels = _read_qrels(qrels_dir / f"{split}.tsv")
     corpus = read_texts(_require_file(directory / "corpus.jsonl"))
@@ -270,10 +272,10 @@ def _load_directory(directory: Path, split: str, strict: bool) -> Dataset:
         return load_retrieval(directory, split, strict=strict)
     split_file = directory / f"{split}.tsv"
     if not split_file.is_file():
-        available = sorted(p.stem for p in directory.glob("*.tsv")) or "none"
         raise FileNotFoundError(
             f"{split_file}: missing; expected corpus.jsonl (retrieval) or {split}.tsv "
-            f"(STS, classification, pairs) in {directory}; TSV splits found: {available}"
+            f"(STS, classification, pairs) in {directory}; TSV splits found: "
+            f"{splits_found(directory)}"
         )
     return _load_file(split_file, strict)
 
@@ -293,6 +295,31 @@ def _load_file(path: Path, strict: bool) -> Dataset:
         _show(h) for h in (STS_HEADER, CLASSIFICATION_HEADER, PAIRS_HEADER, QRELS_HEADER)
     )
     raise ValueError(f"{path}:1: unknown header {_show(header)}; expected one of {known}")
+
+
+def split_stems(folder: Path) -> list[str]:
+    """The splits a folder holds: the stems of its `.tsv` files, the one form readers read."""
+    return sorted(p.stem for p in folder.glob("*.tsv"))
+
+
+def splits_found(folder: Path) -> str:
+    """The splits a folder holds, for a message, then the files beside them that no reader
+    reads (`dev.csv`): a split saved so was passed over with no word of why."""
+    found = ", ".join(split_stems(folder)) or "none"
+    if not folder.is_dir():
+        return found
+    unread = sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.suffix != ".tsv"
+        and p.name not in BEIR_FILES
+        and not p.name.startswith(".")
+    )
+    if not unread:
+        return found
+    shown = ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else "")
+    return f"{found}; not read: {shown} (a split is a tab-separated <split>.tsv file)"
 
 
 def _require_file(path: Path) -> Path:

@@ -466,7 +466,11 @@ def parse_numbers(text: str | None, option: str) -> tuple[float, ...] | None:
 def fit(
     pairs: Annotated[
         list[Path],
-        typer.Option("--pairs", help="TSV of positive pairs (text_a, text_b); repeatable."),
+        typer.Option(
+            "--pairs",
+            help="TSV of positive pairs under the header text_a<TAB>text_b (docs/cli.md, Data "
+            "formats); repeatable.",
+        ),
     ],
     out: Annotated[Path, typer.Option(help="Pipeline directory to write.")],
     model: Annotated[

@@ -239,7 +239,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_command(
-        path: Annotated[Path, typer.Argument(help="Dataset directory or a single split file.")],
+        path: Annotated[
+            Path,
+            typer.Argument(
+                help="Dataset directory or a single split file: STS, BEIR retrieval or "
+                "classification (docs/cli.md, Data formats)."
+            ),
+        ],
         pipeline: Annotated[
             str | None,
             typer.Option(

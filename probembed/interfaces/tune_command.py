@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from probembed.evaluation.pipeline_tuning import TuneResult
 
 
-def splits_of(path: Path) -> list[str]:
-    """The splits the dataset at `path` holds: BEIR `qrels/*.tsv`, else the folder's TSVs."""
+def splits_folder(path: Path) -> Path:
+    """The folder holding the splits of the dataset at `path`: BEIR's `qrels/`, else its own."""
     folder = dataset_folder(path)
     qrels = folder / "qrels"
-    return sorted(p.stem for p in (qrels if qrels.is_dir() else folder).glob("*.tsv"))
+    return qrels if qrels.is_dir() else folder
 
 
 def tuning_split(path: Path, split: str | None) -> str:
@@ -33,7 +33,9 @@ def tuning_split(path: Path, split: str | None) -> str:
         return split
     found = find_dev(path, "test")
     if found is None:
-        there = ", ".join(splits_of(path)) or "none"
+        from probembed.evaluation.datasets import splits_found
+
+        there = splits_found(splits_folder(path))
         raise ValueError(
             f"{path}: no dev or train split to tune on (splits here: {there}); name one with "
             "--split (a figure on a split tuned on is not held out)"
@@ -60,7 +62,9 @@ HELD_OUT_ORDER = ("test", "validation", "dev", "train")
 def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
     """The command that measures the tuned pipeline on a split it was not tuned on: any split
     but the tuned one is held out (train too, when dev was tuned on)."""
-    others = [s for s in splits_of(path) if s != tuned]
+    from probembed.evaluation.datasets import split_stems
+
+    others = [s for s in split_stems(splits_folder(path)) if s != tuned]
     if not others:
         return None
     rank = {name: i for i, name in enumerate(HELD_OUT_ORDER)}
@@ -145,7 +149,13 @@ def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune_command(
         pipeline: Annotated[str, typer.Argument(help="Built-in name or pipeline directory.")],
-        path: Annotated[Path, typer.Argument(help="Dataset directory (STS or BEIR retrieval).")],
+        path: Annotated[
+            Path,
+            typer.Argument(
+                help="Dataset directory, or one split file: STS (<split>.tsv) or BEIR retrieval "
+                "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv; docs/cli.md, Data formats)."
+            ),
+        ],
         out: Annotated[Path, typer.Option(help="Pipeline directory to write.")],
         split: Annotated[
             str | None,
