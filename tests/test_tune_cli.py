@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -316,6 +317,18 @@ def test_the_data_formats_examples_are_read_as_the_docs_say(tmp_path):
     for split in ("train", "test"):
         (tmp_path / "cls" / f"{split}.tsv").write_text(labelled)
     assert load_evaluable(tmp_path / "cls").test_labels == ["complaint", "praise"]
+
+
+def test_tune_onto_its_starting_pipeline_says_it_replaced_it(two_members, dataset, tmp_path, tuned):
+    """`tune --out` onto an existing pipeline, the starting one too, replaced it without a
+    word; it now says so, as `fit` does (and only then)."""
+    start = tmp_path / "start"
+    shutil.copytree(two_members, start)
+    result = runner.invoke(app, ["tune", str(start), str(dataset), "--out", str(start)])
+    assert result.exit_code == 0, result.output
+    assert f"to {start} (it replaced the pipeline there)" in _said(result)
+    assert Pipeline.load(start, cache=False).tuned_on == ("retrieval/mine:dev",)
+    assert "saved pipeline" in _said(tuned[1]) and "replaced" not in _said(tuned[1])
 
 
 def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp_path):

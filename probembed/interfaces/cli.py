@@ -33,6 +33,7 @@ from probembed.interfaces.console import (
     note,
     out,
     output_file,
+    save_pipeline,
     say,
     settle_stdout,
     stdout_gone,
@@ -502,7 +503,7 @@ def fit(
     """
     from probembed.encoders import resolve
     from probembed.evaluation.recipes import sample_pairs
-    from probembed.pipeline import CONFIG_FILE, FusionConfig, ModelSpec, Pipeline, check_save_target
+    from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, check_save_target
     from probembed.uncertainty import estimator_class
 
     options: dict[str, Any] = {
@@ -538,10 +539,7 @@ def fit(
         pipe = Pipeline.fit(specs, collected, fusion_config, name=out.name, progress=True)
     except (ValueError, TypeError, ImportError) as exc:
         raise fail(str(exc)) from exc
-    replaced = (out / CONFIG_FILE).is_file()
-    pipe.save(out)
-    said = " (it replaced the pipeline there)" if replaced else ""
-    say(f"saved pipeline {pipe.name!r} ({', '.join(pipe.models)}) to {out}{said}")
+    save_pipeline(pipe, out)
 
 
 INSPECTED = ("default", "default-head", "default-perturb")

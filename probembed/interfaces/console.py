@@ -18,13 +18,16 @@ import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from probembed import atomic
+
+if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
 
 #: Messages, progress and warnings: stderr, so stdout stays clean for JSON and tables.
 err = Console(stderr=True, highlight=False)
@@ -320,6 +323,17 @@ def check_output_folder(option: str, path: Path) -> None:
         kind = "a file" if stat.S_ISREG(mode) else atomic.file_kind(mode)
         where = "" if existing == path else f" {existing}"
         raise fail(f"{option} {path}:{where} is {kind}, not a folder")
+
+
+def save_pipeline(pipeline: Pipeline, out: Path) -> None:
+    """Save a command's pipeline and say where, naming a pipeline it replaced there: `fit` and
+    `tune` write over one (the starting pipeline too) without asking."""
+    from probembed.pipeline_directory import CONFIG_FILE
+
+    replaced = (out / CONFIG_FILE).is_file()
+    pipeline.save(out)
+    said = " (it replaced the pipeline there)" if replaced else ""
+    say(f"saved pipeline {pipeline.name!r} ({', '.join(pipeline.models)}) to {out}{said}")
 
 
 #: A terminal colour or style code (SGR), which some libraries put in their warnings.

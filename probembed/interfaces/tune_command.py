@@ -189,7 +189,14 @@ def register(app: typer.Typer) -> None:
             grid_sizes,
             tuned_and_calibrated,
         )
-        from probembed.interfaces.console import check_output_folder, fail, named, note, say
+        from probembed.interfaces.console import (
+            check_output_folder,
+            fail,
+            named,
+            note,
+            save_pipeline,
+            say,
+        )
         from probembed.pipeline import Pipeline, check_save_target
 
         check_output_folder("--out", out)
@@ -248,8 +255,7 @@ def register(app: typer.Typer) -> None:
                 f"{start.name}'s calibrator was fitted for its old fusion and is not kept: "
                 "p_relevant needs a retrieval dataset's qrels (tune on one)"
             )
-        tuned.save(out)
-        say(f"saved pipeline {tuned.name!r} ({', '.join(tuned.models)}) to {out}")
+        save_pipeline(tuned, out)
         command = held_out_command(out, path, chosen)
         if command is None:
             note(
