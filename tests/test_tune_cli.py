@@ -331,6 +331,22 @@ def test_tune_onto_its_starting_pipeline_says_it_replaced_it(two_members, datase
     assert "saved pipeline" in _said(tuned[1]) and "replaced" not in _said(tuned[1])
 
 
+def test_a_classification_dataset_is_refused_as_one_whatever_the_split(two_members, tmp_path):
+    """tune on a classification folder first said "split='train' would score the probe on the
+    data it was fitted on; choose ... 'test'", and `--split test` then refused it as
+    classification: the kind is told first, for the default split, a named one and a file."""
+    folder = tmp_path / "cls"
+    folder.mkdir()
+    for split in ("train", "test"):
+        (folder / f"{split}.tsv").write_text("text\tlabel\nit broke\tbad\nit works\tgood\n")
+    refusal = "a classification dataset; tune reads an STS or retrieval (BEIR) dataset"
+    out = ["--out", str(tmp_path / "o")]
+    for given in ([str(folder)], [str(folder), "--split", "test"], [str(folder / "test.tsv")]):
+        result = runner.invoke(app, ["tune", str(two_members), *given, *out])
+        assert result.exit_code == 2 and refusal in _said(result), result.output
+        assert "would score the probe" not in _said(result)
+
+
 def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp_path):
     """With enough judged test queries, test is tuned on when named, with a warning."""
     bigger = _copy(dataset, tmp_path / "bigger", {"test": _qrels(range(DEV))})

@@ -25,6 +25,13 @@ STS_HEADER = ("sentence1", "sentence2", "score")
 CLASSIFICATION_HEADER = ("text", "label")
 PAIRS_HEADER = ("text_a", "text_b")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
+#: The kind of split file each header starts (`dataset_kind`'s names).
+_HEADER_KINDS = {
+    STS_HEADER: "sts",
+    CLASSIFICATION_HEADER: "classification",
+    PAIRS_HEADER: "pairs",
+    QRELS_HEADER: "retrieval",
+}
 DEFAULT_SPLIT = "test"
 TRAIN_SPLIT = "train"
 #: A BEIR folder's files besides its qrels.
@@ -264,6 +271,20 @@ def load_retrieval(
     queries = {query_id: all_queries[query_id] for query_id in qrels}
     name = directory.resolve().name  # `eval .` names its folder too
     return RetrievalDataset(name, split, corpus, queries, qrels, keep_self_matches, left_out)
+
+
+def kind_at(path: str | Path, split: str) -> str | None:
+    """The kind (`dataset_kind`'s names) `load_dataset(path, split)` would read, from the
+    folder's files and the split file's header alone; None where that file is not there. A
+    command that refuses a kind asks first: a loader's own checks of it misled (tune was told
+    to pick a classification split that it then refused as classification)."""
+    path = Path(path)
+    if path.is_dir() and (path / "corpus.jsonl").is_file():
+        return "retrieval"
+    file = path / f"{split}.tsv" if path.is_dir() else path
+    if not file.is_file():
+        return None
+    return _HEADER_KINDS.get(_read_header(file))
 
 
 def _load_directory(directory: Path, split: str, strict: bool) -> Dataset:

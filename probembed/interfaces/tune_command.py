@@ -44,15 +44,15 @@ def tuning_split(path: Path, split: str | None) -> str:
 
 
 def load_split(path: Path, split: str, strict: bool) -> Evaluable:
-    """The labelled split tuning reads (STS or retrieval; a probe's classes are not fused)."""
-    from probembed.evaluation.datasets import ClassificationDataset, load_evaluable
+    """The labelled split tuning reads (STS or retrieval; a probe's classes are not fused),
+    its kind checked before the loader's own checks, which would advise another split."""
+    from probembed.evaluation.datasets import kind_at, load_evaluable
 
-    dataset = load_evaluable(path, split, strict=strict)
-    if isinstance(dataset, ClassificationDataset):
+    if kind_at(path, split) == "classification":
         raise ValueError(
             f"{path}: a classification dataset; tune reads an STS or retrieval (BEIR) dataset"
         )
-    return dataset
+    return load_evaluable(path, split, strict=strict)
 
 
 #: The splits a held-out figure is best measured on, first the best; any other split after.
