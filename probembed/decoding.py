@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import codecs
 import re
+from pathlib import Path
 
+#: Bytes of a file's start looked at to tell its encoding (and, for a reader, its form).
+HEAD_BYTES = 4096
 #: Byte order marks and the encoding each opens, the longest first (UTF-32LE's starts with
 #: UTF-16LE's).
 _MARKS = (
@@ -86,6 +89,13 @@ def wide_refusal(head: bytes) -> str | None:
     unmarked = name.endswith(("LE", "BE"))
     how = " without a byte order mark (NUL bytes between its letters)" if unmarked else ""
     return f"{name} text{how}, not UTF-8; convert it, e.g. `iconv -f {name} -t UTF-8`"
+
+
+def wide_file_refusal(path: Path) -> str | None:
+    """Why the file is not read, when it is UTF-16 or UTF-32 (`wide_refusal` of its start);
+    None otherwise: a reader calls it before, or on, its first bad byte."""
+    with path.open("rb") as file:
+        return wide_refusal(file.read(HEAD_BYTES))
 
 
 def conversion_advice(data: bytes) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from probembed.decoding import wide_refusal
+from probembed.decoding import HEAD_BYTES, wide_file_refusal
 
 #: Keys a JSONL line may use for its id, in order of preference (BEIR uses `_id`).
 ID_KEYS = ("id", "_id")
@@ -30,8 +30,6 @@ _CORE_KEYS = frozenset({*ID_KEYS, "text", "metadata"})
 _JSON_BLANKS = re.compile(r"[ \t\n\r]*")
 #: Reads one JSON value at a position (`raw_decode`).
 _DECODER = json.JSONDecoder()
-#: Bytes of a file's start looked at to tell its form (an array) or encoding (UTF-16).
-_HEAD_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,7 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     or UTF-32 (PowerShell 5.1's `Out-File`) is one problem saying so: it was "not UTF-8" for
     its first line and malformed JSON for each after.
     """
-    wide = _wide(path)
+    wide = wide_file_refusal(path)
     if wide is not None:
         yield Problem(str(path), wide)
         return
@@ -168,16 +166,10 @@ def _undecodable(raw: bytes, source: str, exc: UnicodeDecodeError) -> Problem:
     return Problem(source, message if doc_id is None else f"document {doc_id!r}: {message}", doc_id)
 
 
-def _wide(path: Path) -> str | None:
-    """Why the file is not read, when it is UTF-16 or UTF-32 (`decoding.wide_refusal`)."""
-    with path.open("rb") as file:
-        return wide_refusal(file.read(_HEAD_BYTES))
-
-
 def _is_array(path: Path) -> bool:
     """Whether the file's first character (after a byte order mark and blanks) opens an array."""
     with path.open("rb") as file:
-        head = file.read(_HEAD_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()
+        head = file.read(HEAD_BYTES).removeprefix(codecs.BOM_UTF8).lstrip()
     return head.startswith(b"[")
 
 

@@ -356,6 +356,37 @@ def test_unknown_header_is_named() -> None:
         load_dataset(DATA / "bad" / "unknown_header")
 
 
+@pytest.mark.parametrize("kind", ["sts", "pairs", "qrels"])
+def test_an_empty_or_utf16_split_is_named_as_such(tmp_path: Path, kind: str) -> None:
+    """An empty STS or pairs file said "unknown header ''" (or "header '', expected ..."), a
+    UTF-16 one "not UTF-8: byte 0xff at offset 0": say the file is empty, or UTF-16 with the
+    iconv that converts it, as a UTF-16 corpus.jsonl is told."""
+    header = {"sts": "sentence1\tsentence2\tscore", "pairs": "text_a\ttext_b"}.get(
+        kind, "query-id\tcorpus-id\tscore"
+    )
+    folder = tmp_path / "qrels" if kind == "qrels" else tmp_path
+    folder.mkdir(exist_ok=True)
+    split = folder / "dev.tsv"
+    readers = [lambda: load_dataset(split)]
+    if kind == "pairs":
+        readers.append(lambda: load_pairs(split))
+    else:
+        readers.append(lambda: load_dataset(tmp_path, "dev"))
+    if kind == "qrels":
+        (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n')
+    split.write_bytes(b"")
+    for read in readers:
+        with pytest.raises(ValueError, match="dev.tsv: the file is empty; expected the header "):
+            read()
+    split.write_text(f"{header}\n", encoding="utf-16")
+    for read in readers:
+        with pytest.raises(ValueError) as refused:
+            read()
+        assert str(refused.value) == (
+            f"{split}: UTF-16 text, not UTF-8; convert it, e.g. `iconv -f UTF-16 -t UTF-8`"
+        )
+
+
 def test_malformed_line_gives_file_and_line() -> None:
     with pytest.raises(ValueError, match=r"malformed/test\.tsv:3: expected 3 tab-separated"):
         load_dataset(DATA / "bad" / "malformed" / "test.tsv")

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from probembed.caller import warn_caller
+from probembed.decoding import wide_file_refusal
 from probembed.documents import read_texts
 from probembed.evaluation.metrics import RELEVANT, left_out_queries
 
@@ -312,9 +313,7 @@ def _load_file(path: Path, strict: bool) -> Dataset:
         return load_classification(path.parent, path.stem)
     if header == QRELS_HEADER:
         return load_retrieval(path.parent.parent, path.stem, strict=strict)
-    known = " | ".join(
-        _show(h) for h in (STS_HEADER, CLASSIFICATION_HEADER, PAIRS_HEADER, QRELS_HEADER)
-    )
+    known = " | ".join(_show(h) for h in _HEADER_KINDS)
     raise ValueError(f"{path}:1: unknown header {_show(header)}; expected one of {known}")
 
 
@@ -373,20 +372,33 @@ def _tsv_lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 yield lineno, raw.decode()
             except UnicodeDecodeError as exc:
+                wide = wide_file_refusal(path)  # UTF-16 fails at its first byte: say so
+                if wide is not None:
+                    raise ValueError(f"{path}: {wide}") from None
                 where = f"byte 0x{raw[exc.start]:02x} at offset {exc.start} of the line"
                 raise ValueError(f"{path}:{lineno}: not UTF-8: {where}") from None
 
 
+def _header(path: Path, lines: Iterator[tuple[int, str]], expected: str) -> tuple[str, ...]:
+    """The first line's tab-separated fields; an empty file is refused as one (its header
+    was read as '' and called unknown)."""
+    first = next(lines, None)
+    if first is None:
+        raise ValueError(f"{path}: the file is empty; expected the header line {expected}")
+    return tuple(_split_line(first[1]))
+
+
 def _read_header(path: Path) -> tuple[str, ...]:
-    """Return the first line's tab-separated fields."""
-    return tuple(_split_line(next((line for _, line in _tsv_lines(path)), "")))
+    """Return the first line's tab-separated fields (of a file of any known header)."""
+    known = " | ".join(_show(h) for h in _HEADER_KINDS)
+    return _header(path, _tsv_lines(path), f"one of {known}")
 
 
 def _read_tsv(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
     """Yield (line number, fields) of a headed TSV, checking the header and field counts."""
     _require_file(path)
     lines = _tsv_lines(path)
-    found = tuple(_split_line(next(lines, (1, ""))[1]))
+    found = _header(path, lines, _show(header))
     if found != header:
         raise ValueError(f"{path}:1: header {_show(found)}, expected {_show(header)}")
     for lineno, line in lines:
