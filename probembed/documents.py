@@ -132,16 +132,18 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
                 yield _parse_line(line, source, allow_empty)
 
 
-def read_texts(path: Path) -> dict[str, str]:
-    """{id: text} of a JSONL file that must be clean: the first bad or repeated line raises.
+def read_texts(path: Path, item_name: str = "document") -> dict[str, str]:
+    """{id: text} of a JSONL file that must be clean: the first bad or repeated line raises,
+    naming its record an `item_name` (a BEIR queries file's are queries, not documents).
 
-    Documents with an empty text are kept (BEIR keeps them), with one warning that counts them.
+    Records with an empty text are kept (BEIR keeps them), with one warning that counts them.
     """
     texts: dict[str, str] = {}
     first_seen: dict[str, str] = {}
     for item in read_jsonl(path, allow_empty=True):
         if isinstance(item, Problem):
-            raise ValueError(str(item))
+            said = f"document {item.doc_id!r}"
+            raise ValueError(str(item).replace(said, f"{item_name} {item.doc_id!r}", 1))
         if item.id in first_seen:
             raise ValueError(
                 f"{item.source}: duplicate id {item.id!r} (first at {first_seen[item.id]})"
@@ -151,8 +153,8 @@ def read_texts(path: Path) -> dict[str, str]:
     empty = [doc_id for doc_id, text in texts.items() if not text]
     if empty:
         warnings.warn(
-            f"{path}: {len(empty)} document(s) with an empty text (e.g. {empty[0]!r}), kept and "
-            "embedded as empty strings",
+            f"{path}: {len(empty)} record(s) with an empty text (e.g. {item_name} "
+            f"{empty[0]!r}), kept and embedded as empty strings",
             stacklevel=2,
         )
     return texts

@@ -83,8 +83,23 @@ def test_strict_refuses_judged_documents_missing_from_the_corpus(tmp_path):
 
 
 def test_judged_queries_missing_from_the_queries_file_are_still_refused(tmp_path):
+    """The refusal names the qrels line of the first missing query (it named the folder)."""
     data = write_beir(tmp_path, PLAIN, QUERIES, [("q1", "cats", 1), ("q9", "fish", 1)])
-    with pytest.raises(ValueError, match=r"1 judged queries missing.*'q9'"):
+    with pytest.raises(ValueError, match=r"1 judged queries missing.*'q9'") as refused:
+        load_retrieval(data)
+    assert str(refused.value).startswith(
+        f"{data / 'qrels' / 'test.tsv'}:3: query 'q9' is not in queries.jsonl; "
+    )
+
+
+def test_a_query_without_its_text_is_called_a_query(tmp_path):
+    """A queries.jsonl line without a text said "document 'q2' has no 'text' field"."""
+    data = write_beir(tmp_path, PLAIN, [QUERIES[0], {"_id": "q2"}], [("q1", "cats", 1)])
+    with pytest.raises(ValueError) as refused:
+        load_retrieval(data)
+    assert str(refused.value) == f"{data / 'queries.jsonl'}:2: query 'q2' has no 'text' field"
+    (data / "corpus.jsonl").write_text('{"_id": "cats"}\n')  # a document is still one
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:1: document 'cats' has no 'text'"):
         load_retrieval(data)
 
 

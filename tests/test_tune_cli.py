@@ -16,7 +16,7 @@ from probembed.calibration.training import MIN_QUERIES, ROUGH_QUERIES
 from probembed.evaluation.datasets import load_evaluable, load_pairs
 from probembed.evaluation.pipeline_tuning import default_step
 from probembed.interfaces.cli import app
-from probembed.interfaces.tune_command import held_out_command
+from probembed.interfaces.tune_command import held_out_command, tuning_split
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
 runner = CliRunner()
@@ -345,6 +345,16 @@ def test_a_classification_dataset_is_refused_as_one_whatever_the_split(two_membe
         result = runner.invoke(app, ["tune", str(two_members), *given, *out])
         assert result.exit_code == 2 and refusal in _said(result), result.output
         assert "would score the probe" not in _said(result)
+
+
+def test_a_split_file_is_tuned_on_as_its_own_split(dataset, tmp_path):
+    """`tune PIPE folder/train.tsv` tuned on dev (found beside it), then refused the file as
+    conflicting with split 'dev': a split file given is the split tuned on."""
+    both = _copy(
+        dataset, tmp_path / "both", {"dev": _qrels(range(DEV)), "train": _qrels(range(DEV))}
+    )
+    assert tuning_split(both / "qrels" / "train.tsv", None) == "train"
+    assert tuning_split(both, None) == "dev"
 
 
 def test_a_named_test_split_is_tuned_on_with_a_warning(two_members, dataset, tmp_path):

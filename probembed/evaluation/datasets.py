@@ -264,8 +264,8 @@ def load_retrieval(
     corpus = read_texts(_require_file(directory / "corpus.jsonl"))
     if not corpus:
         raise ValueError(f"{directory / 'corpus.jsonl'}: no documents to search")
-    all_queries = read_texts(_require_file(directory / "queries.jsonl"))
-    _check_judged_queries(directory, qrels, all_queries)
+    all_queries = read_texts(_require_file(directory / "queries.jsonl"), "query")
+    _check_judged_queries(qrels_dir / f"{split}.tsv", qrels, all_queries)
     _check_judged_documents(directory, split, qrels, corpus, strict)
     left_out = tuple(left_out_queries(qrels, str(qrels_dir / f"{split}.tsv")))
     qrels = {q: docs for q, docs in qrels.items() if q not in left_out}
@@ -473,14 +473,16 @@ def _negative_grades(path: Path, lines: list[tuple[int, str, str, int]]) -> None
 
 
 def _check_judged_queries(
-    directory: Path, qrels: dict[str, dict[str, int]], queries: dict[str, str]
+    path: Path, qrels: dict[str, dict[str, int]], queries: dict[str, str]
 ) -> None:
-    """Refuse judgements of queries the queries file lacks: there is nothing to search with."""
+    """Refuse judgements of queries the queries file lacks (nothing to search with), naming
+    the qrels line of the first: the file is read again, on this error only."""
     missing = [q for q in qrels if q not in queries]
     if missing:
+        line = next(n for n, row in _read_tsv(path, QRELS_HEADER) if row[0] == missing[0])
         raise ValueError(
-            f"{directory}: {len(missing)} judged queries missing from queries.jsonl, "
-            f"e.g. {missing[:3]}"
+            f"{path}:{line}: query {missing[0]!r} is not in queries.jsonl; "
+            f"{len(missing)} judged queries missing from queries.jsonl, e.g. {missing[:3]}"
         )
 
 

@@ -28,9 +28,12 @@ def splits_folder(path: Path) -> Path:
 
 
 def tuning_split(path: Path, split: str | None) -> str:
-    """The split to tune on: the one named, else dev, else train; never test by default."""
+    """The split to tune on: the one named, or the split file given, else dev, else train;
+    never test by default."""
     if split is not None:
         return split
+    if path.is_file():  # a split file is its own split, as eval reads it
+        return path.stem
     found = find_dev(path, "test")
     if found is None:
         from probembed.evaluation.datasets import splits_found
@@ -159,7 +162,10 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option(help="Pipeline directory to write.")],
         split: Annotated[
             str | None,
-            typer.Option(help="Split to tune on (default: dev, else train; never test unasked)."),
+            typer.Option(
+                help="Split to tune on (default: the split file given, else dev, else train; "
+                "never test unasked)."
+            ),
         ] = None,
         step: Annotated[
             float | None,
