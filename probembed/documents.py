@@ -153,8 +153,8 @@ def read_texts(path: Path, item_name: str = "document") -> dict[str, str]:
     empty = [doc_id for doc_id, text in texts.items() if not text]
     if empty:
         warnings.warn(
-            f"{path}: {len(empty)} record(s) with an empty text (e.g. {item_name} "
-            f"{empty[0]!r}), kept and embedded as empty strings",
+            f"{path}: {len(empty)} {item_name}(s) with an empty text (e.g. {empty[0]!r}), "
+            "kept and embedded as empty strings",
             stacklevel=2,
         )
     return texts
