@@ -1845,9 +1845,21 @@ def test_a_wrong_pipeline_is_refused_before_serving_and_a_failed_load_is_final(
         assert status == FAILED and "Retry-After" not in headers
         assert not (tmp_path / "db2").exists()
         with server.client() as http:  # alive, but a liveness probe must restart it
-            health = http.get("/healthz")
+            health, ready = http.get("/healthz"), http.get("/readyz")
+            spec = http.get("/openapi.json").json()
         assert health.status_code == 503 and health.json()["status"] == "failed"
         assert "is not an .npz archive: the file is damaged" in health.json()["error"]
+        # each probe's 503 body is its own (status, error), as the schema says: it promised
+        # ErrorBody (detail, error.message, request_id), which no probe answers
+        for path, answer, model in (
+            ("/healthz", health, "Health"),
+            ("/readyz", ready, "Readiness"),
+        ):
+            declared = spec["paths"][path]["get"]["responses"]["503"]
+            schema = declared["content"]["application/json"]["schema"]
+            assert schema == {"$ref": f"#/components/schemas/{model}"}, path
+            fields = spec["components"]["schemas"][model]["properties"]
+            assert answer.status_code == 503 and set(answer.json()) <= set(fields), path
         with pytest.raises(RuntimeError, match="server failed to load"):
             server.wait_ready()  # what `start()` waits with: it says so, and stops the server
         assert server.process is not None and server.process.poll() is not None

@@ -13,6 +13,23 @@ from probembed.service.state import Service
 from probembed.service.storage import hidden, hidden_places
 from probembed.service.validation import Utf8Route
 
+#: The probes' 503s, as they answer them: their own bodies (status and error), not ErrorBody.
+_NOT_ALIVE = {
+    "model": schemas.Health,
+    "description": 'Loading failed (status "failed", error: why); no wait mends it',
+}
+_NOT_READY = {
+    "model": schemas.Readiness,
+    "description": 'Not ready: status "loading" (Retry-After: 1), "failed" (error: why; no '
+    'Retry-After) or "storage" (the object storage failed a request; Retry-After: 5)',
+    "headers": {
+        "Retry-After": {
+            "description": "Seconds until asking again (loading, storage)",
+            "schema": {"type": "integer"},
+        }
+    },
+}
+
 
 def _operations(service: Service) -> APIRouter:
     """Liveness, readiness, metrics."""
@@ -24,7 +41,7 @@ def _operations(service: Service) -> APIRouter:
         """Why loading failed, where an object-storage database lives hidden (the log has it)."""
         return None if service.failure is None else hidden(service.failure, places)
 
-    @router.get("/healthz", response_model=schemas.Health, responses={503: _ERRORS[503]})
+    @router.get("/healthz", response_model=schemas.Health, responses={503: _NOT_ALIVE})
     @router.get("/healthz/", response_model=schemas.Health, include_in_schema=False)
     async def healthz() -> Response:
         """Alive: the process answers (it may still be loading: the pipelines loaded so far);
@@ -37,7 +54,7 @@ def _operations(service: Service) -> APIRouter:
             schemas.Health(status="ok", pipelines=list(service.pipelines)).model_dump()
         )
 
-    @router.get("/readyz", response_model=schemas.Readiness, responses={503: _ERRORS[503]})
+    @router.get("/readyz", response_model=schemas.Readiness, responses={503: _NOT_READY})
     @router.get("/readyz/", response_model=schemas.Readiness, include_in_schema=False)
     async def readyz() -> Response:
         """Ready: pipelines loaded and database open; 503 while loading, after a failure, and
