@@ -13,6 +13,7 @@ cache turns itself off with a warning and encoding goes on without it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import os
@@ -352,10 +353,25 @@ class EmbeddingCache:
             self._db = None
         warnings.warn(
             f"embedding cache at {self.directory} disabled ({exc}); encoding without a cache. "
-            f"Set ${CACHE_ENV} to a writable directory to cache embeddings.",
+            f"{disabled_advice(exc)}",
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+def disabled_advice(exc: Exception) -> str:
+    """What brings a disabled cache back: a full disk wants space, not another directory
+    that is writable (the one it has is)."""
+    full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        isinstance(exc, sqlite3.Error)
+        and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    )
+    if full:
+        return (
+            f"Its disk is full: free space there, lower ${MAX_BYTES_ENV} (the cache's cap), or "
+            f"set ${CACHE_ENV} to a directory on another disk."
+        )
+    return f"Set ${CACHE_ENV} to a writable directory to cache embeddings."
 
 
 def _migrate(db: sqlite3.Connection) -> None:

@@ -1,6 +1,7 @@
 """The embedding cache: made on first use, safe across threads, capped, and optional."""
 
 import contextlib
+import errno
 import sqlite3
 import threading
 import warnings
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from probembed.cache import CacheStats, EmbeddingCache, text_key
+from probembed.cache import CacheStats, EmbeddingCache, disabled_advice, text_key
 from probembed.gaussian import Gaussian
 from probembed.interfaces.cli import app
 from probembed.pipeline import Encoded, Pipeline
@@ -131,8 +132,9 @@ def test_unwritable_cache_directory_falls_back_to_no_cache_with_a_warning(hash_p
     blocker.write_text("not a directory")
     directory = blocker / "cache"
     pipe = Pipeline(hash_pipeline.members, cache=EmbeddingCache(directory))
-    with pytest.warns(RuntimeWarning, match=f"embedding cache at {directory} disabled"):
+    with pytest.warns(RuntimeWarning, match=f"embedding cache at {directory} disabled") as said:
         fused = pipe.encode(SENTENCES)
+    assert "Set $PROBEMBED_CACHE_DIR to a writable directory" in str(said[0].message)
     assert not pipe.cache.enabled
     np.testing.assert_array_equal(
         fused.gaussian.mean, hash_pipeline.encode(SENTENCES).gaussian.mean
@@ -140,6 +142,31 @@ def test_unwritable_cache_directory_falls_back_to_no_cache_with_a_warning(hash_p
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once, not on every call
         pipe.encode(SENTENCES[:2])
+
+
+def _sqlite_full() -> sqlite3.Error:
+    """SQLite's own error for a full disk, as a write on one raises it."""
+    exc = sqlite3.OperationalError("database or disk is full")
+    exc.sqlite_errorcode = sqlite3.SQLITE_FULL
+    return exc
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        OSError(errno.EDQUOT, "Disk quota exceeded"),
+        _sqlite_full(),
+    ],
+)
+def test_a_cache_turned_off_by_a_full_disk_asks_for_space_not_a_writable_directory(exc):
+    """A full disk was told to set $PROBEMBED_CACHE_DIR to a writable directory, which the
+    one it had already was."""
+    advice = disabled_advice(exc)
+    assert advice.startswith("Its disk is full: free space there")
+    assert "$PROBEMBED_CACHE_MAX_BYTES" in advice and "writable" not in advice
+    other = disabled_advice(sqlite3.OperationalError("attempt to write a readonly database"))
+    assert other == "Set $PROBEMBED_CACHE_DIR to a writable directory to cache embeddings."
 
 
 def test_a_corrupted_cache_file_turns_the_cache_off_with_a_warning(hash_pipeline, tmp_path):
