@@ -227,14 +227,15 @@ def test_a_request_over_max_batch_is_cut_one_piece_per_encoder_and_joined(pydoc_
         finally:
             await batcher.stop()
 
-    settings = BatchSettings(max_batch=4, max_wait_ms=0, workers=2)
+    settings = BatchSettings(max_batch=5, max_wait_ms=0, workers=2)
     batcher = Batcher([encode, encode], settings, Metrics(), "hash")
     fused = asyncio.run(asyncio.wait_for(run(batcher), 20))
     assert sorted(sizes) == [4, 5]
     expected = pydoc_pipeline.encode(texts)  # rows back in request order
     np.testing.assert_array_equal(fused.gaussian.mean, expected.gaussian.mean)
     np.testing.assert_array_equal(fused.weights, expected.weights)
-    for encoders, max_batch in ((1, 4), (2, 9)):  # one encoder, or within max_batch: whole
+    # one encoder, max_batch 4: three pieces of at most 4; within max_batch: whole
+    for encoders, max_batch, pieces in ((1, 4, [3, 3, 3]), (2, 4, [3, 3, 3]), (2, 9, [9])):
         sizes.clear()
 
         def counted(texts: list[str]):
@@ -249,7 +250,54 @@ def test_a_request_over_max_batch_is_cut_one_piece_per_encoder_and_joined(pydoc_
         )
         joined = asyncio.run(run(plain))
         np.testing.assert_array_equal(joined.gaussian.mean, expected.gaussian.mean)
-        assert sizes == [9]
+        np.testing.assert_array_equal(joined.weights, expected.weights)
+        assert sorted(sizes) == pieces
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_search_arriving_during_a_large_write_waits_for_one_piece_not_the_write(
+    pydoc_pipeline, workers
+):
+    """A write larger than max_batch was cut into one piece per encoder, each holding its
+    encoder until the whole write was encoded: a search sent meanwhile waited for all of it
+    (17.5 s behind a 150-document write in a walkthrough)."""
+    calls: list[list[str]] = []
+    busy = threading.Barrier(workers + 1, timeout=30)  # every encoder holds a piece
+    go = threading.Event()
+
+    def encode(texts: list[str]):
+        calls.append(texts)
+        if len(calls) <= workers:
+            busy.wait()
+            assert go.wait(30)
+        return pydoc_pipeline.encode(texts)
+
+    write = [f"document {i}" for i in range(12)]
+
+    async def run(batcher: Batcher):
+        batcher.start()
+        try:
+            writing = asyncio.create_task(batcher.encode(write))
+            await asyncio.to_thread(busy.wait)  # the write's first pieces are being encoded
+            searching = asyncio.create_task(batcher.encode(["a question"]))
+            await asyncio.sleep(0)  # queued before any encoder is free
+            go.set()
+            return await writing, await searching
+        finally:
+            await batcher.stop()
+
+    settings = BatchSettings(max_batch=2, max_wait_ms=0, workers=workers)
+    batcher = Batcher([encode] * workers, settings, Metrics(), "hash")
+    written, found = asyncio.run(asyncio.wait_for(run(batcher), 60))
+    # the first free encoder takes the search before the write's other pieces (another free
+    # encoder's thread may start a piece of the write beside it: at most workers - 1)
+    assert calls.index(["a question"]) < 2 * workers
+    assert sorted(len(c) for c in calls) == [1] + [2] * 6
+    expected = pydoc_pipeline.encode(write)  # the write's rows still come back in order
+    np.testing.assert_array_equal(written.gaussian.mean, expected.gaussian.mean)
+    np.testing.assert_array_equal(
+        found.gaussian.mean, pydoc_pipeline.encode(["a question"]).gaussian.mean
+    )
 
 
 def test_an_encoding_child_leaves_the_cache_it_wrote_whole(

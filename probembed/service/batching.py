@@ -8,12 +8,16 @@ free too, to the encoder in a worker thread. Encoders free at once split the que
 light load runs on every core), and the next one waits out its own gathering, which keeps
 them out of step: under load each finds the queue refilled by the time it is free. While every
 encoder is busy, requests gather in the queue, so batches grow with the load. A request
-larger than `max_batch` is cut into one near-equal piece per encoder, which free encoders
-take at once (a piece over `max_batch` is encoded alone): a large request kept one encoder
-busy while the others idled. When the queue holds `max_queue` texts, new requests are refused with
-a retry estimate from the recent throughput; a chunked write once accepted
-(`encode_blocking`, each of its batches) waits for room instead, so a moment's spike does
-not undo it, and the room it waits for is held for it: new requests are refused meanwhile.
+larger than `max_batch` is cut into near-equal pieces of at most `max_batch` texts, at least
+one per encoder: one piece per encoder is queued as a request (free encoders take them at
+once: a large request kept one encoder busy while the others idled), the rest wait in a
+second queue that an encoder draws from only when no request waits, so a search that
+arrives during a large write waits for one piece, not the write (its pieces, one per
+encoder, held every encoder until the whole write was encoded). When the queue holds
+`max_queue` texts, new requests are refused with a retry estimate from the recent
+throughput; a chunked write once accepted (`encode_blocking`, each of its batches) waits for
+room instead, so a moment's spike does not undo it, and the room it waits for is held for it:
+new requests are refused meanwhile.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class Batcher:
         self._metrics = metrics
         self.label = label
         self._queue: deque[_Request] = deque()
+        #: Pieces of large requests beyond one per encoder: taken only when `_queue` is empty.
+        self._later: deque[_Request] = deque()
         self._pending = 0
         self._texts_per_second = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,8 +121,10 @@ class Batcher:
         for future in list(self._waiting):
             if not future.done():
                 future.set_exception(StoppingError())
-        self._set_pending(self._pending - sum(len(request.texts) for request in self._queue))
+        queued = [*self._queue, *self._later]
+        self._set_pending(self._pending - sum(len(request.texts) for request in queued))
         self._queue.clear()
+        self._later.clear()
 
     async def stop(self) -> None:
         """`refuse`, then stop the workers once the batches being encoded are done."""
@@ -152,7 +160,8 @@ class Batcher:
             if self._stopping:  # it stopped while the write waited
                 raise StoppingError()
         pieces = _pieces(texts, self.settings.max_batch, len(self._encoders))
-        futures = [self._enqueue(piece) for piece in pieces]
+        now = len(self._encoders)  # one piece per encoder at once, the rest behind others
+        futures = [self._enqueue(piece, later=i >= now) for i, piece in enumerate(pieces)]
         if len(futures) == 1:
             return await futures[0]
         return Fused.concat(await asyncio.gather(*futures))
@@ -171,13 +180,14 @@ class Batcher:
         finally:
             self._reserved -= size
 
-    def _enqueue(self, texts: list[str]) -> asyncio.Future[Fused]:
-        """Queue texts as one request; the future its batch answers."""
+    def _enqueue(self, texts: list[str], later: bool = False) -> asyncio.Future[Fused]:
+        """Queue texts as one request (`later`: behind every request, a large one's piece);
+        the future its batch answers."""
         assert self._arrived is not None
         future: asyncio.Future[Fused] = asyncio.get_running_loop().create_future()
         self._waiting.add(future)
         future.add_done_callback(self._waiting.discard)
-        self._queue.append(_Request(texts, future))
+        (self._later if later else self._queue).append(_Request(texts, future))
         self._set_pending(self._pending + len(texts))
         self._arrived.set()
         return future
@@ -193,11 +203,12 @@ class Batcher:
         """Whenever an encoder is free and texts wait, give it the next batch, forever."""
         assert self._arrived is not None and self._free is not None
         while True:
-            while not self._queue:
+            while not self._queue and not self._later:
                 self._arrived.clear()
                 await self._arrived.wait()
             encoder = await self._free.get()
-            await self._gather()
+            if self._queue:
+                await self._gather()
             task = asyncio.create_task(self._encode_batch(encoder, self._take()))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -238,8 +249,11 @@ class Batcher:
 
     def _take(self) -> list[_Request]:
         """Requests for one batch: at least one, then up to max_batch texts or this encoder's
-        share of the queue, so encoders that are free together split it and run at once."""
+        share of the queue, so encoders that are free together split it and run at once;
+        with no request waiting, the next piece of a large one."""
         assert self._free is not None
+        if not self._queue:
+            return [self._later.popleft()]
         queued = sum(len(request.texts) for request in self._queue)
         share = math.ceil(queued / (1 + self._free.qsize()))
         limit = min(self.settings.max_batch, share)
@@ -277,12 +291,13 @@ class Batcher:
 
 
 def _pieces(texts: list[str], max_batch: int, encoders: int) -> list[list[str]]:
-    """A request as queued: whole up to max_batch texts (or with one encoder), else one
-    near-equal piece per encoder."""
-    if len(texts) <= max_batch or encoders == 1:
+    """A request as queued: whole up to max_batch texts, else near-equal pieces of at most
+    max_batch texts, at least one per encoder."""
+    if len(texts) <= max_batch:
         return [texts]
-    size = math.ceil(len(texts) / encoders)
-    return [texts[i : i + size] for i in range(0, len(texts), size)]
+    n = len(texts)
+    count = min(n, max(encoders, math.ceil(n / max_batch)))
+    return [texts[i * n // count : (i + 1) * n // count] for i in range(count)]
 
 
 def _deliver(batch: list[_Request], fused: Fused) -> None:
