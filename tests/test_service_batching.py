@@ -234,8 +234,16 @@ def test_a_request_over_max_batch_is_cut_one_piece_per_encoder_and_joined(pydoc_
     expected = pydoc_pipeline.encode(texts)  # rows back in request order
     np.testing.assert_array_equal(fused.gaussian.mean, expected.gaussian.mean)
     np.testing.assert_array_equal(fused.weights, expected.weights)
-    # one encoder, max_batch 4: three pieces of at most 4; within max_batch: whole
-    for encoders, max_batch, pieces in ((1, 4, [3, 3, 3]), (2, 4, [3, 3, 3]), (2, 9, [9])):
+    # pieces of at most max_piece (or max_batch, if larger), at least one per encoder;
+    # within max_batch: whole
+    for encoders, max_batch, max_piece, pieces in (
+        (1, 4, 4, [3, 3, 3]),
+        (2, 4, 4, [3, 3, 3]),
+        (2, 4, 256, [4, 5]),  # the default piece: one per encoder, as before
+        (1, 4, 256, [9]),
+        (2, 4, 2, [3, 3, 3]),  # max_batch over max_piece: pieces of max_batch
+        (2, 9, 4, [9]),
+    ):
         sizes.clear()
 
         def counted(texts: list[str]):
@@ -244,7 +252,9 @@ def test_a_request_over_max_batch_is_cut_one_piece_per_encoder_and_joined(pydoc_
 
         plain = Batcher(
             [counted] * encoders,
-            BatchSettings(max_batch=max_batch, max_wait_ms=0, workers=encoders),
+            BatchSettings(
+                max_batch=max_batch, max_wait_ms=0, workers=encoders, max_piece=max_piece
+            ),
             Metrics(),
             "hash",
         )
@@ -286,7 +296,7 @@ def test_a_search_arriving_during_a_large_write_waits_for_one_piece_not_the_writ
         finally:
             await batcher.stop()
 
-    settings = BatchSettings(max_batch=2, max_wait_ms=0, workers=workers)
+    settings = BatchSettings(max_batch=2, max_wait_ms=0, workers=workers, max_piece=2)
     batcher = Batcher([encode] * workers, settings, Metrics(), "hash")
     written, found = asyncio.run(asyncio.wait_for(run(batcher), 60))
     # the first free encoder takes the search before the write's other pieces (another free

@@ -90,6 +90,14 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
+    max_piece: Annotated[
+        int,
+        typer.Option(
+            help="Texts per piece of a request over --max-batch (or --max-batch, if larger): "
+            "a search sent meanwhile waits for at most one piece per process; smaller pieces "
+            "cost a large request throughput."
+        ),
+    ] = 256,
     max_inputs: Annotated[int, typer.Option(help="Texts per request.")] = 2048,
     max_chars: Annotated[int, typer.Option(help="Characters per text.")] = 32_768,
     max_body_bytes: Annotated[int, typer.Option(help="Bytes per request body.")] = 16 * 2**20,
@@ -146,7 +154,7 @@ def serve_command(
             keys=load_keys(api_keys),
             insecure=insecure,
             limits=Limits(max_inputs, max_chars, max_body_bytes, max_k, max_hits, body_timeout),
-            batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers),
+            batching=BatchSettings(max_batch, max_wait_ms, max_queue, workers, max_piece),
             upkeep=UpkeepSettings(compact_every, parse_duration(compact_keep, "--compact-keep")),
             grace_seconds=graceful_timeout,
             create_db=create_db or db is None,  # no typo in a location nobody typed

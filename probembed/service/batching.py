@@ -8,12 +8,13 @@ free too, to the encoder in a worker thread. Encoders free at once split the que
 light load runs on every core), and the next one waits out its own gathering, which keeps
 them out of step: under load each finds the queue refilled by the time it is free. While every
 encoder is busy, requests gather in the queue, so batches grow with the load. A request
-larger than `max_batch` is cut into near-equal pieces of at most `max_batch` texts, at least
-one per encoder: one piece per encoder is queued as a request (free encoders take them at
-once: a large request kept one encoder busy while the others idled), the rest wait in a
-second queue that an encoder draws from only when no request waits, so a search that
-arrives during a large write waits for one piece, not the write (its pieces, one per
-encoder, held every encoder until the whole write was encoded). When the queue holds
+larger than `max_batch` is cut into near-equal pieces of at most `max_piece` texts (or
+`max_batch`, if larger), at least one per encoder: one piece per encoder is queued as a
+request (free encoders take them at once: a large request kept one encoder busy while the
+others idled), the rest wait in a second queue that an encoder draws from only when no
+request waits, so a search that arrives during a large write waits for one piece, not the
+write (its pieces, one per encoder, held every encoder until the whole write was encoded).
+When the queue holds
 `max_queue` texts, new requests are refused with a retry estimate from the recent
 throughput; a chunked write once accepted (`encode_blocking`, each of its batches) waits for
 room instead, so a moment's spike does not undo it, and the room it waits for is held for it:
@@ -159,7 +160,9 @@ class Batcher:
             await self._wait_for_room(len(texts))
             if self._stopping:  # it stopped while the write waited
                 raise StoppingError()
-        pieces = _pieces(texts, self.settings.max_batch, len(self._encoders))
+        settings = self.settings
+        piece = max(settings.max_batch, settings.max_piece)
+        pieces = _pieces(texts, settings.max_batch, piece, len(self._encoders))
         now = len(self._encoders)  # one piece per encoder at once, the rest behind others
         futures = [self._enqueue(piece, later=i >= now) for i, piece in enumerate(pieces)]
         if len(futures) == 1:
@@ -290,13 +293,13 @@ class Batcher:
         return max(1, math.ceil(self._pending / rate))
 
 
-def _pieces(texts: list[str], max_batch: int, encoders: int) -> list[list[str]]:
+def _pieces(texts: list[str], max_batch: int, piece: int, encoders: int) -> list[list[str]]:
     """A request as queued: whole up to max_batch texts, else near-equal pieces of at most
-    max_batch texts, at least one per encoder."""
+    `piece` texts, at least one per encoder."""
     if len(texts) <= max_batch:
         return [texts]
     n = len(texts)
-    count = min(n, max(encoders, math.ceil(n / max_batch)))
+    count = min(n, max(encoders, math.ceil(n / piece)))
     return [texts[i * n // count : (i + 1) * n // count] for i in range(count)]
 
 

@@ -75,6 +75,10 @@ class BatchSettings:
     max_queue: int = 4096
     #: Encoding processes per pipeline, each encoding one batch at a time.
     workers: int = field(default_factory=lambda: default_workers())
+    #: Texts per piece of a request over max_batch (or max_batch, if larger): a search sent
+    #: during it waits for at most one piece per child; each piece is an encode call, whose
+    #: fixed cost makes small pieces cost a large request's throughput.
+    max_piece: int = 256
 
     def __post_init__(self) -> None:
         _check_positive(self, zero_ok=("max_wait_ms",))
