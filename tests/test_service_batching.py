@@ -310,6 +310,55 @@ def test_a_search_arriving_during_a_large_write_waits_for_one_piece_not_the_writ
     )
 
 
+def test_a_large_write_advances_under_a_steady_stream_of_searches(pydoc_pipeline):
+    """Pieces kept aside for when no search waited starved under steady search load: a
+    review's scratch run encoded 2 of a write's 6 pieces in 3 s beside 1,083 search batches.
+    Here every encode call queues one more search before it returns (40 in all)."""
+    calls: list[list[str]] = []
+    queued = threading.Event()
+    searches = 40
+
+    async def ask(n: int):
+        asked = asyncio.ensure_future(batcher.encode([f"question {n}"]))
+        await asyncio.sleep(0)  # encode() has queued it
+        queued.set()
+        return await asked
+
+    def encode(texts: list[str]):
+        calls.append(texts)
+        if len(calls) <= searches:  # a search arrives before this batch is answered
+            queued.clear()
+            asyncio.run_coroutine_threadsafe(ask(len(calls)), loop)
+            assert queued.wait(30)
+        return pydoc_pipeline.encode(texts)
+
+    write = [f"document {i}" for i in range(12)]
+
+    async def run():
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        batcher.start()
+        try:
+            written = await batcher.encode(write)
+            while len(calls) < searches + 6:  # the searches still queued drain
+                await asyncio.sleep(0.01)
+            return written
+        finally:
+            await batcher.stop()
+
+    loop: asyncio.AbstractEventLoop | None = None
+    settings = BatchSettings(max_batch=1, max_wait_ms=0, workers=1, max_piece=2)
+    batcher = Batcher([encode], settings, Metrics(), "hash")
+    written = asyncio.run(asyncio.wait_for(run(), 120))
+    pieces = [i for i, c in enumerate(calls) if c[0].startswith("document")]
+    assert [len(calls[i]) for i in pieces] == [2] * 6
+    # each piece waits behind the searches queued before it (the queue grows by one a call,
+    # so the k-th behind k: calls 0, 2, 5, 9, 14, 20), not until all 40 are answered
+    assert pieces[-1] < searches
+    expected = pydoc_pipeline.encode(write)
+    np.testing.assert_array_equal(written.gaussian.mean, expected.gaussian.mean)
+
+
 def test_an_encoding_child_leaves_the_cache_it_wrote_whole(
     tmp_path, monkeypatch, pydoc_pipeline_dir
 ):

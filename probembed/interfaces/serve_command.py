@@ -94,8 +94,8 @@ def serve_command(
         int,
         typer.Option(
             help="Texts per piece of a request over --max-batch (or --max-batch, if larger): "
-            "a search sent meanwhile waits for at most one piece per process; smaller pieces "
-            "cost a large request throughput."
+            "a search sent meanwhile waits for one piece per process (per such request), not "
+            "the request; smaller pieces cost a large request throughput."
         ),
     ] = 256,
     max_inputs: Annotated[int, typer.Option(help="Texts per request.")] = 2048,

@@ -9,12 +9,13 @@ light load runs on every core), and the next one waits out its own gathering, wh
 them out of step: under load each finds the queue refilled by the time it is free. While every
 encoder is busy, requests gather in the queue, so batches grow with the load. A request
 larger than `max_batch` is cut into near-equal pieces of at most `max_piece` texts (or
-`max_batch`, if larger), at least one per encoder: one piece per encoder is queued as a
-request (free encoders take them at once: a large request kept one encoder busy while the
-others idled), the rest wait in a second queue that an encoder draws from only when no
-request waits, so a search that arrives during a large write waits for one piece, not the
-write (its pieces, one per encoder, held every encoder until the whole write was encoded).
-When the queue holds
+`max_batch`, if larger), at least one per encoder, queued in as many lanes as encoders: each
+lane queues its next piece once its last is encoded, behind whatever arrived meanwhile, so
+free encoders take the first pieces at once (a large request kept one encoder busy while the
+others idled), a search that arrives during a large write waits for the pieces being
+encoded, not the whole write (its pieces, one per encoder, held every encoder until all of it
+was encoded), and the write still advances under a steady stream of searches. When the
+queue holds
 `max_queue` texts, new requests are refused with a retry estimate from the recent
 throughput; a chunked write once accepted (`encode_blocking`, each of its batches) waits for
 room instead, so a moment's spike does not undo it, and the room it waits for is held for it:
@@ -81,8 +82,6 @@ class Batcher:
         self._metrics = metrics
         self.label = label
         self._queue: deque[_Request] = deque()
-        #: Pieces of large requests beyond one per encoder: taken only when `_queue` is empty.
-        self._later: deque[_Request] = deque()
         self._pending = 0
         self._texts_per_second = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -122,10 +121,8 @@ class Batcher:
         for future in list(self._waiting):
             if not future.done():
                 future.set_exception(StoppingError())
-        queued = [*self._queue, *self._later]
-        self._set_pending(self._pending - sum(len(request.texts) for request in queued))
+        self._set_pending(self._pending - sum(len(request.texts) for request in self._queue))
         self._queue.clear()
-        self._later.clear()
 
     async def stop(self) -> None:
         """`refuse`, then stop the workers once the batches being encoded are done."""
@@ -163,11 +160,27 @@ class Batcher:
         settings = self.settings
         piece = max(settings.max_batch, settings.max_piece)
         pieces = _pieces(texts, settings.max_batch, piece, len(self._encoders))
-        now = len(self._encoders)  # one piece per encoder at once, the rest behind others
-        futures = [self._enqueue(piece, later=i >= now) for i, piece in enumerate(pieces)]
-        if len(futures) == 1:
-            return await futures[0]
-        return Fused.concat(await asyncio.gather(*futures))
+        if len(pieces) == 1:
+            return await self._enqueue(pieces[0])
+        lanes = min(len(pieces), len(self._encoders))
+        tasks = [asyncio.ensure_future(self._lane(pieces[i::lanes])) for i in range(lanes)]
+        try:
+            done = await asyncio.gather(*tasks)
+        except BaseException:  # a piece failed, or the request was cancelled: stop the rest
+            for task in tasks:
+                task.cancel()
+            raise
+        return Fused.concat([done[i % lanes][i // lanes] for i in range(len(pieces))])
+
+    async def _lane(self, pieces: list[list[str]]) -> list[Fused]:
+        """Queue a large request's pieces one at a time, each once the last is encoded: at
+        most one piece per lane waits, so requests that arrive meanwhile go before the next."""
+        out = []
+        for piece in pieces:
+            if self._stopping:
+                raise StoppingError()
+            out.append(await self._enqueue(piece))
+        return out
 
     async def _wait_for_room(self, size: int) -> None:
         """Hold `size` texts' room for a write until the queue has it (or the batcher stops)."""
@@ -183,14 +196,13 @@ class Batcher:
         finally:
             self._reserved -= size
 
-    def _enqueue(self, texts: list[str], later: bool = False) -> asyncio.Future[Fused]:
-        """Queue texts as one request (`later`: behind every request, a large one's piece);
-        the future its batch answers."""
+    def _enqueue(self, texts: list[str]) -> asyncio.Future[Fused]:
+        """Queue texts as one request; the future its batch answers."""
         assert self._arrived is not None
         future: asyncio.Future[Fused] = asyncio.get_running_loop().create_future()
         self._waiting.add(future)
         future.add_done_callback(self._waiting.discard)
-        (self._later if later else self._queue).append(_Request(texts, future))
+        self._queue.append(_Request(texts, future))
         self._set_pending(self._pending + len(texts))
         self._arrived.set()
         return future
@@ -206,12 +218,14 @@ class Batcher:
         """Whenever an encoder is free and texts wait, give it the next batch, forever."""
         assert self._arrived is not None and self._free is not None
         while True:
-            while not self._queue and not self._later:
+            while not self._queue:
                 self._arrived.clear()
                 await self._arrived.wait()
             encoder = await self._free.get()
-            if self._queue:
-                await self._gather()
+            await self._gather()
+            if not self._queue:  # refused while it waited for the encoder
+                self._free.put_nowait(encoder)
+                continue
             task = asyncio.create_task(self._encode_batch(encoder, self._take()))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -252,11 +266,8 @@ class Batcher:
 
     def _take(self) -> list[_Request]:
         """Requests for one batch: at least one, then up to max_batch texts or this encoder's
-        share of the queue, so encoders that are free together split it and run at once;
-        with no request waiting, the next piece of a large one."""
+        share of the queue, so encoders that are free together split it and run at once."""
         assert self._free is not None
-        if not self._queue:
-            return [self._later.popleft()]
         queued = sum(len(request.texts) for request in self._queue)
         share = math.ceil(queued / (1 + self._free.qsize()))
         limit = min(self.settings.max_batch, share)

@@ -76,8 +76,8 @@ class BatchSettings:
     #: Encoding processes per pipeline, each encoding one batch at a time.
     workers: int = field(default_factory=lambda: default_workers())
     #: Texts per piece of a request over max_batch (or max_batch, if larger): a search sent
-    #: during it waits for at most one piece per child; each piece is an encode call, whose
-    #: fixed cost makes small pieces cost a large request's throughput.
+    #: during it waits for one piece per child (per such request), not the request; each
+    #: piece is an encode call, whose fixed cost makes small pieces cost throughput.
     max_piece: int = 256
 
     def __post_init__(self) -> None:
