@@ -323,18 +323,16 @@ def split_stems(folder: Path) -> list[str]:
 
 
 def splits_found(folder: Path) -> str:
-    """The splits a folder holds, for a message, then the files beside them that no reader
-    reads (`dev.csv`): a split saved so was passed over with no word of why."""
+    """The splits a folder holds, for a message, then the files beside them named as a split
+    that no reader reads (`dev.csv`): a split saved so was passed over with no word of why
+    (a README beside them is none)."""
     found = ", ".join(split_stems(folder)) or "none"
     if not folder.is_dir():
         return found
     unread = sorted(
         p.name
         for p in folder.iterdir()
-        if p.is_file()
-        and p.suffix != ".tsv"
-        and p.name not in BEIR_FILES
-        and not p.name.startswith(".")
+        if p.is_file() and p.suffix != ".tsv" and p.stem.lower() in SPLIT_NAMES
     )
     if not unread:
         return found
@@ -364,7 +362,12 @@ def _split_line(line: str) -> list[str]:
 def _tsv_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of a UTF-8 file, a byte order mark before the first line skipped;
     a bad byte names its line and offset (the codec's own message named neither the file
-    nor the line, and an offset in the middle of its buffer)."""
+    nor the line, and an offset in the middle of its buffer); UTF-16 or UTF-32 is refused
+    first, with the conversion (without a byte order mark, UTF-16 of ASCII text decodes as
+    UTF-8 with NULs and read as a garbled header)."""
+    wide = wide_file_refusal(path)
+    if wide is not None:
+        raise ValueError(f"{path}: {wide}")
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             if lineno == 1:
@@ -372,9 +375,6 @@ def _tsv_lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 yield lineno, raw.decode()
             except UnicodeDecodeError as exc:
-                wide = wide_file_refusal(path)  # UTF-16 fails at its first byte: say so
-                if wide is not None:
-                    raise ValueError(f"{path}: {wide}") from None
                 where = f"byte 0x{raw[exc.start]:02x} at offset {exc.start} of the line"
                 raise ValueError(f"{path}:{lineno}: not UTF-8: {where}") from None
 
