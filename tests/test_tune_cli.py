@@ -275,6 +275,7 @@ def test_a_split_saved_as_csv_is_named_as_not_read(two_members, dataset, tmp_pat
     sts = tmp_path / "sts"
     sts.mkdir()
     (sts / "dev.csv").write_text("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t2\n")
+    (sts / "README.md").write_text("what these pairs are")  # no split: not listed
     unread = "not read: dev.csv (a split is a tab-separated <split>.tsv file)"
     for folder, there in ((beir, "test"), (sts, "none")):
         args = ["tune", str(two_members), str(folder), "--out", str(tmp_path / "o")]
@@ -509,3 +510,23 @@ def test_eval_compare_names_each_tuned_rows_settings(two_members, dataset, tmp_p
     for name in ("weighted", "uec"):
         weights = chosen[name].get("weights") or chosen[name]["prior"]
         assert f"hash(dim=128) {weights['hash(dim=128)']:.3g}" in table
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "says"),
+    [
+        (-0.02, 0.03, "do not tell the tuned pipeline from single:minilm (the interval reaches 0"),
+        (-0.05, -0.01, "the tuned pipeline is below single:minilm alone even on the split it"),
+    ],
+)
+def test_the_undecided_warning_tells_a_loss_from_a_tie(capsys, low, high, says):
+    """An interval wholly below 0 was called one that "reaches 0": the tuned row is scored
+    as searched and the members' as encoded, so it can fall below its best member."""
+    from types import SimpleNamespace
+
+    from probembed.interfaces.tune_command import warn_undecided
+
+    against = {"member": "single:minilm", "items": "200 pairs", "difference": (low + high) / 2}
+    warn_undecided({**against, "low": low, "high": high}, SimpleNamespace(name="mine", split="dev"))
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.startswith("warning: mine dev: ") and says in said

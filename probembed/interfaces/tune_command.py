@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -101,19 +102,25 @@ def show(result: TuneResult, dataset: Evaluable) -> None:
             warn_undecided(against, dataset)
 
 
-def warn_undecided(against: dict, dataset: Evaluable) -> None:
-    """Say when the tuning split cannot tell the tuned pipeline from its best member: a gain
-    the split cannot resolve even where it was chosen is no evidence for the ensemble."""
+def warn_undecided(against: Mapping[str, Any], dataset: Evaluable) -> None:
+    """Say when the tuning split cannot tell the tuned pipeline from its best member, or puts
+    it below: a gain the split cannot resolve even where it was chosen is no evidence for the
+    ensemble, and a loss there is evidence against it."""
     from probembed.interfaces.console import note
 
-    note(
-        "warning:",
-        "yellow",
-        f"{dataset.name} {dataset.split}: its {against['items']} do not tell the tuned pipeline "
-        f"from {against['member']} (the interval reaches 0 even on the split it was tuned on): "
-        "tune on more labelled data, and measure both on a held-out split before relying on the "
-        "ensemble",
-    )
+    split, member = f"{dataset.name} {dataset.split}", against["member"]
+    if against["high"] < 0:  # the tuned row is scored as searched, the members' as encoded
+        said = (
+            f"{split}: the tuned pipeline is below {member} alone even on the split it was "
+            f"tuned on ({against['items']}): use {member} alone, or tune on more labelled data"
+        )
+    else:
+        said = (
+            f"{split}: its {against['items']} do not tell the tuned pipeline from {member} "
+            "(the interval reaches 0 even on the split it was tuned on): tune on more labelled "
+            "data, and measure both on a held-out split before relying on the ensemble"
+        )
+    note("warning:", "yellow", said)
 
 
 def show_fit(calibrator: RelevanceCalibrator, dataset: Evaluable) -> None:
