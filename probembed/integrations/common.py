@@ -11,13 +11,13 @@ import hashlib
 import json
 import math
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from probembed.caller import warn_caller
 from probembed.documents import stored_text
 from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
@@ -411,12 +411,10 @@ def missing_field(collection: Collection, field: str) -> bool:
     if not collection.lacks_field(field):
         return False
     if collection.exists:
-        warnings.warn(
+        warn_caller(  # at the first line outside probembed: the user's, or the framework's
             f"filter field {field!r}: no item of collection {collection.name!r} has it, so "
             f"every item counts as missing it; its filterable columns: "
-            f"{', '.join(sorted(collection.filter_fields()))}",
-            UserWarning,
-            stacklevel=2,
+            f"{', '.join(sorted(collection.filter_fields()))}"
         )
     return True
 
