@@ -11,6 +11,7 @@ import typer
 from probembed.interfaces.eval_commands import (
     DATASET_OPTIONS,
     dataset_folder,
+    difference_text,
     find_dev,
     split_file,
 )
@@ -82,7 +83,6 @@ def show(result: TuneResult, dataset: Evaluable) -> None:
 
     from probembed.evaluation.report import markdown_table, settings_text
     from probembed.interfaces.console import out, say
-    from probembed.interfaces.eval_commands import difference_text
 
     rows = [{"method": m, "metric": result.metric, "value": v} for m, v in result.figures.items()]
     heading = f"### {dataset.name} ({dataset.split}, the tuning split)"
