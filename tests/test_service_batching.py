@@ -13,6 +13,7 @@ import pytest
 from probembed.service.batching import Batcher, QueueFullError, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings, Limits, ServiceSettings
+from probembed.service.worker import EncoderLost
 
 
 def meeting(pipeline, parties: int, timeout: float):
@@ -357,6 +358,119 @@ def test_a_large_write_advances_under_a_steady_stream_of_searches(pydoc_pipeline
     assert pieces[-1] < searches
     expected = pydoc_pipeline.encode(write)
     np.testing.assert_array_equal(written.gaussian.mean, expected.gaussian.mean)
+
+
+def test_a_batch_an_encoder_lost_goes_to_the_free_one_while_it_recovers(pydoc_pipeline):
+    """A child that died was replaced and its batch sent to the replacement, which held it
+    for the whole load of the pipeline while the other child idled. The lost batch goes
+    back to the head of the queue: here the second encoder answers it while the first is
+    still recovering, and the first takes work again once it has."""
+    calls: list[str] = []
+    recovered = threading.Event()
+
+    def lost_once(texts: list[str]):
+        calls.append("first")
+        if calls.count("first") == 1:
+            raise EncoderLost("died", lambda: (calls.append("recovering"), recovered.wait(30)))
+        return pydoc_pipeline.encode(texts)
+
+    def other(texts: list[str]):
+        calls.append("second")
+        return pydoc_pipeline.encode(texts)
+
+    async def run(batcher: Batcher):
+        batcher.start()
+        try:
+            found = await asyncio.wait_for(batcher.encode(["a question"]), 30)
+            answered_while_recovering = not recovered.is_set()
+            recovered.set()
+            deadline = time.monotonic() + 30  # only ever waited out on failure
+            while batcher._free is not None and batcher._free.qsize() < 2:  # the first is back
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            both = await asyncio.gather(*(batcher.encode([t]) for t in ("x", "y")))
+            return found, answered_while_recovering, both, batcher._pending
+        finally:
+            await batcher.stop()
+
+    settings = BatchSettings(max_batch=1, max_wait_ms=0, workers=2)
+    batcher = Batcher([lost_once, other], settings, Metrics(), "hash")
+    found, while_recovering, both, pending = asyncio.run(run(batcher))
+    assert while_recovering and calls[:3] in (
+        ["first", "recovering", "second"],
+        ["first", "second", "recovering"],  # the two threads race; neither order waits
+    )
+    assert sorted(calls[3:]) == ["first", "second"]  # the recovered encoder works again
+    expected = pydoc_pipeline.encode(["a question"]).gaussian.mean
+    np.testing.assert_array_equal(found.gaussian.mean, expected)
+    np.testing.assert_array_equal(both[1].gaussian.mean, pydoc_pipeline.encode(["y"]).gaussian.mean)
+    assert pending == 0
+
+
+def test_a_lone_encoder_encodes_its_lost_batch_once_recovered_and_a_batch_lost_twice_fails(
+    pydoc_pipeline,
+):
+    """With one encoder the lost batch waits for its recovery (as the replacement child used
+    to be sent it); a request in two lost batches fails with the loss, rather than go round
+    killing children for ever, and its texts leave the queue's count."""
+    calls: list[str] = []
+
+    def lost_once(texts: list[str]):
+        calls.append("encode")
+        if len(calls) == 1:
+            raise EncoderLost("died", lambda: calls.append("recovered"))
+        return pydoc_pipeline.encode(texts)
+
+    def always_lost(texts: list[str]):
+        raise EncoderLost("died twice with this request", lambda: None)
+
+    async def run(encoder):
+        batcher = Batcher([encoder], BatchSettings(max_batch=4, max_wait_ms=0), Metrics(), "h")
+        batcher.start()
+        try:
+            answer = await asyncio.gather(batcher.encode(["a", "b"]), return_exceptions=True)
+            return answer[0], batcher._pending
+        finally:
+            await batcher.stop()
+
+    found, pending = asyncio.run(run(lost_once))
+    assert calls == ["encode", "recovered", "encode"] and pending == 0
+    np.testing.assert_array_equal(
+        found.gaussian.mean, pydoc_pipeline.encode(["a", "b"]).gaussian.mean
+    )
+    failed, pending = asyncio.run(run(always_lost))
+    assert isinstance(failed, EncoderLost) and str(failed) == "died twice with this request"
+    assert pending == 0
+
+
+def test_an_encoding_child_killed_is_replaced_and_ready_once_recovered(pydoc_pipeline_dir):
+    """The real child: killed (as the OOM killer kills it), its batch is given back as lost
+    (the log says where it goes), the replacement has loaded once `recover` returns, and the
+    same texts encode to the same rows."""
+    import multiprocessing
+    import os
+    import signal
+
+    from probembed.service.worker import EncodeProcess
+
+    respawns: list[int] = []
+    before = set(multiprocessing.active_children())
+    child = EncodeProcess(str(pydoc_pipeline_dir), threads=1, respawned=lambda: respawns.append(1))
+    try:
+        child.warm()
+        first = child(["hello"])
+        (process,) = [c for c in multiprocessing.active_children() if c not in before]
+        assert process.pid is not None
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(30)
+        with pytest.raises(EncoderLost) as lost:
+            child(["hello"])
+        lost.value.recover()
+        assert respawns == [1] and child._loading is not None and child._loading.done()
+        again = child(["hello"])
+    finally:
+        child.close()
+    np.testing.assert_array_equal(again.gaussian.mean, first.gaussian.mean)
 
 
 def test_an_encoding_child_leaves_the_cache_it_wrote_whole(

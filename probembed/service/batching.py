@@ -19,7 +19,10 @@ queue holds
 `max_queue` texts, new requests are refused with a retry estimate from the recent
 throughput; a chunked write once accepted (`encode_blocking`, each of its batches) waits for
 room instead, so a moment's spike does not undo it, and the room it waits for is held for it:
-new requests are refused meanwhile.
+new requests are refused meanwhile. An encoder that loses a batch through no fault of the
+batch (`EncoderLost`: its process died) puts it back at the head of the queue for the next free
+encoder and takes no more work until it has recovered (a replacement child held the batch for
+its whole load while a sibling idled); a request lost twice fails.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from probembed.fusion import Fused
 from probembed.service.metrics import Metrics
 from probembed.service.settings import BatchSettings
+from probembed.service.worker import EncoderLost
 
 #: Weight of the newest batch in the throughput estimate behind Retry-After.
 _RATE_SMOOTHING = 0.2
@@ -63,6 +67,8 @@ class QueueFullError(Exception):
 class _Request:
     texts: list[str]
     future: asyncio.Future[Fused]
+    #: Already in a batch an encoder lost: lost once more, it fails rather than go round again.
+    lost: bool = False
 
 
 class Batcher:
@@ -237,18 +243,35 @@ class Batcher:
         assert self._loop is not None and self._free is not None
         texts = [t for request in batch for t in request.texts]
         started = time.perf_counter()
+        answered = batch  # their texts leave the queue's count once this batch is done
         try:
             fused = await self._loop.run_in_executor(self._executor, encoder, texts)
+        except EncoderLost as lost:
+            answered = []
+            self._requeue(batch, lost)
+            await self._loop.run_in_executor(self._executor, lost.recover)  # then freed
+            return
         except Exception as exc:  # every waiter learns what went wrong
-            for request in batch:
-                if not request.future.done():
-                    request.future.set_exception(exc)
+            _fail(batch, exc)
         else:
             _deliver(batch, fused)
         finally:
-            self._set_pending(self._pending - len(texts))
+            self._set_pending(self._pending - sum(len(request.texts) for request in answered))
             self._free.put_nowait(encoder)
         self._observe(len(texts), time.perf_counter() - started)
+
+    def _requeue(self, batch: list[_Request], lost: EncoderLost) -> None:
+        """Put a lost batch's requests back at the head of the queue, in order, for the next
+        free encoder; fail those lost before (or all, once stopping)."""
+        assert self._arrived is not None
+        failed = [request for request in batch if request.lost or self._stopping]
+        _fail(failed, StoppingError() if self._stopping else lost)
+        self._set_pending(self._pending - sum(len(request.texts) for request in failed))
+        for request in reversed(batch):
+            if request not in failed:
+                request.lost = True
+                self._queue.appendleft(request)
+        self._arrived.set()
 
     async def _gather(self) -> None:
         """Let requests join the first one for at most max_wait_ms or until the batch is full."""
@@ -312,6 +335,13 @@ def _pieces(texts: list[str], max_batch: int, piece: int, encoders: int) -> list
     n = len(texts)
     count = min(n, max(encoders, math.ceil(n / piece)))
     return [texts[i * n // count : (i + 1) * n // count] for i in range(count)]
+
+
+def _fail(requests: list[_Request], exc: BaseException) -> None:
+    """Tell each request still waiting what went wrong."""
+    for request in requests:
+        if not request.future.done():
+            request.future.set_exception(exc)
 
 
 def _deliver(batch: list[_Request], fused: Fused) -> None:

@@ -286,7 +286,7 @@ class Service:
         workers = [EncodeProcess(source, threads, respawns.inc) for _ in range(count)]
         try:
             with ThreadPoolExecutor(count) as loading:  # the children load side by side
-                list(loading.map(lambda worker: worker(["warm up"]), workers))
+                list(loading.map(EncodeProcess.warm, workers))
         except BaseException:
             for worker in workers:
                 worker.close()

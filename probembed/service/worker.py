@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from threadpoolctl import threadpool_limits
@@ -37,6 +37,16 @@ _PIPELINE = None
 #: In a child whose pipeline did not load: why, raised to each batch it is sent.
 _UNLOADED: str | None = None
 log = logging.getLogger("probembed.service")
+
+
+class EncoderLost(Exception):
+    """An encoder lost a batch (its process died): the batch can go to another encoder, and
+    this one takes work again once `recover` (blocking; it does not raise: a recovery that
+    failed is told by the encoder's next batch) has returned."""
+
+    def __init__(self, message: str, recover: Callable[[], None]) -> None:
+        super().__init__(message)
+        self.recover = recover
 
 
 class ChildLoadError(Exception):
@@ -113,6 +123,12 @@ def _encode(texts: list[str]) -> Fused:
     return _PIPELINE.encode(texts)
 
 
+def _ready() -> None:
+    """In a replacement child: encode once, so that it is ready (or has failed to load) before
+    it is given a batch to hold."""
+    _encode(["warm up"])
+
+
 class EncodeProcess:
     """A pipeline (by built-in name or directory) encoding in its own process."""
 
@@ -127,6 +143,8 @@ class EncodeProcess:
         #: Set by `abandon`: a child that dies is the shutdown's doing, not replaced.
         self._abandoned = False
         self._pool = self._spawn()
+        #: A replacement child's first encode: done once it has loaded the pipeline (or not).
+        self._loading: Future[None] | None = None
 
     def _spawn(self) -> ProcessPoolExecutor:
         """A new child, loading the pipeline."""
@@ -136,28 +154,54 @@ class EncodeProcess:
         )
 
     def __call__(self, texts: list[str]) -> Fused:
-        """Encode in the child and wait for it; a child that died (the OOM killer, a crash in
-        a native encoder) is replaced and the batch sent once more, else every later batch
-        of the service failed with it. A child that did not load the pipeline is replaced
-        too, ChildLoadError raised: the next batch's child loads it again."""
+        """Encode in the child and wait for it. A child that died (the OOM killer, a crash in
+        a native encoder) is replaced, else every later batch of the service failed with it,
+        and EncoderLost raised: the batcher gives the batch to the next free child, and this
+        one no more until the replacement has loaded (`_recover`), where the batch waited for
+        that whole load while a sibling idled. A child that
+        did not load the pipeline is replaced too, ChildLoadError raised: the next batch's
+        child loads it again."""
         self._encoding = True
         try:
-            try:
-                return self._pool.submit(_encode, list(texts)).result()
-            except BrokenProcessPool:
-                if self._abandoned:
-                    raise
-                log.warning(
-                    "an encoding child of %s died (killed, or crashed in a native encoder): "
-                    "started another and sent it the batch of %d texts again",
-                    *(self.source, len(texts)),
-                )
-                self._replace()
-                self.respawned()
-                return self._pool.submit(_encode, list(texts)).result()
+            return self._pool.submit(_encode, list(texts)).result()
+        except BrokenProcessPool as exc:
+            if self._abandoned:
+                raise
+            log.warning(
+                "an encoding child of %s died (killed, or crashed in a native encoder): "
+                "started another; its batch of %d texts goes to the next free child",
+                *(self.source, len(texts)),
+            )
+            self._replace()
+            self._loading = self._pool.submit(_ready)
+            self.respawned()
+            lost = f"an encoding child of {self.source} died twice with this request in its batch"
+            raise EncoderLost(lost, self._recover) from exc
         except ChildLoadError:
             self._replace()  # started with the next batch: no child kept that never loaded
             raise
+        finally:
+            self._encoding = False
+
+    def warm(self) -> None:
+        """Encode once, so the child has loaded the pipeline before a batcher counts on it; a
+        child that dies meanwhile is replaced, and the replacement waited for."""
+        try:
+            self(["warm up"])
+        except EncoderLost as lost:
+            lost.recover()
+            self(["warm up"])
+
+    def _recover(self) -> None:
+        """Until the replacement child has loaded the pipeline or failed to (the next batch
+        sent to it meets the same and is told); a shutdown meanwhile ends it (`abandon`)."""
+        if self._loading is None:
+            return
+        self._encoding = True
+        try:
+            self._loading.result()
+        except (ChildLoadError, BrokenProcessPool):
+            pass  # told to the next batch sent to it, which the batcher answers with it
         finally:
             self._encoding = False
 
