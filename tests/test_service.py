@@ -2236,6 +2236,8 @@ def test_a_chunked_write_undone_after_its_encoder_failed_names_the_documents_it_
         body = {"documents": [long_doc, bad], "chunk": {"max_tokens": 16}, "on_error": "skip"}
         answer = http.post("/v1/collections/c/documents", json=body)
     assert answer.status_code == (500 if stop == "crash" else 503), answer.text
+    retry = {"stopping": "1", "storage": "5", "crash": None}[stop]  # a shutdown's too
+    assert answer.headers.get("Retry-After") == retry
     detail = answer.json()["detail"]
     assert detail.startswith(told[stop]) and "/srv/secret" not in detail
     assert str(tmp_path) not in detail and "while writing" not in detail

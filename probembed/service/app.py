@@ -26,7 +26,7 @@ from probembed.cache import default_cache_dir
 from probembed.documents import with_notes
 from probembed.encoders.base import is_blank
 from probembed.pipeline import pipeline_name
-from probembed.service.batching import QueueFullError
+from probembed.service.batching import QueueFullError, StoppingError
 from probembed.service.collections import PLAN_RETRY_S, _collections
 from probembed.service.embeddings import _embeddings
 from probembed.service.errors import _INTERNAL, _STATUS, ApiError, refusal
@@ -223,8 +223,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
             return storage_down(request, str(exc), exc)
         if isinstance(exc, QueueFullError):
             headers["Retry-After"] = str(exc.retry_after)
-        elif isinstance(exc, NotReadyError) and not exc.failed:
-            headers["Retry-After"] = "1"
+        elif isinstance(exc, StoppingError) or (isinstance(exc, NotReadyError) and not exc.failed):
+            headers["Retry-After"] = "1"  # loading, or stopping (another replica may serve it)
         elif isinstance(exc, CollectionBusyError):  # another process's planning write
             headers["Retry-After"] = str(PLAN_RETRY_S)
         if isinstance(exc, IngestError):

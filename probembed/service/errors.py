@@ -78,9 +78,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (500, "The server's own storage or state failed, or a bug: its log says why"),
         (
             503,
-            "Still loading, --limit-concurrency requests already running, loading failed, the "
-            "database is read-only or not writable by the server's user, its storage failed, "
-            "or the collection's pipeline does not load in this server (no Retry-After)",
+            "Still loading or shutting down (Retry-After: 1), --limit-concurrency requests "
+            "already running (Retry-After), the database's storage failed (Retry-After: 5); "
+            "with no Retry-After: loading failed, the database is read-only or not writable by "
+            "the server's user, or the collection's pipeline does not load in this server",
         ),
         (507, "The database's disk is full (or its quota spent): the detail says where"),
     )
