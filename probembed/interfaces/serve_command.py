@@ -135,9 +135,24 @@ def serve_command(
             "a reader or a running write's undo may still read it."
         ),
     ] = "1d",
+    log_level: Annotated[
+        str,
+        typer.Option(
+            help="debug, info (each request's access line), warning or error: the server's "
+            "and its encoding processes' lines at or above it (others' at warning or above)."
+        ),
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            help="text (time, logger, level, message; access lines JSON) or json (every line "
+            "a JSON object, for a log shipper)."
+        ),
+    ] = "text",
 ) -> None:
     """Serve embeddings (OpenAI-compatible), collections and search over HTTP."""
     from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys, serve
+    from probembed.service.logs import LogSettings
     from probembed.service.settings import UpkeepSettings, default_workers
     from probembed.store.errors import NoDatabaseError, StoreError
     from probembed.store.upkeep import parse_duration
@@ -161,6 +176,7 @@ def serve_command(
             allowed_hosts=tuple(allowed_host or ()),
             forwarded_allow_ips=forwarded_allow_ips,
             limit_concurrency=limit_concurrency,
+            logs=LogSettings(log_level.lower(), log_format.lower()),
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc

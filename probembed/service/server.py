@@ -1,4 +1,4 @@
-"""Running the app on uvicorn: JSON access logs on stderr, graceful shutdown on SIGTERM.
+"""Running the app on uvicorn: logs on stderr (`logs`), graceful shutdown on SIGTERM.
 
 uvicorn handles SIGTERM and SIGINT: it stops accepting connections, lets in-flight requests
 finish (for at most `grace_seconds`), cancels those still running, then runs the app's
@@ -13,31 +13,16 @@ import dataclasses
 import logging
 import resource
 import socket
-import sys
 
 import uvicorn
 from threadpoolctl import threadpool_limits
 
 from probembed.encoders.base import thread_limit
 from probembed.service.app import create_app
+from probembed.service.logs import configure_logging
 from probembed.service.settings import ServiceSettings, is_loopback
 from probembed.service.storage import with_timeouts
 from probembed.store.location import Location
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """One line per event on stderr; an access line is a JSON object alone (with its own
-    time), so a log shipper reads it as one: a prefix of time, logger and level made it none."""
-    events = logging.StreamHandler(sys.stderr)
-    events.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    access = logging.StreamHandler(sys.stderr)
-    access.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("probembed.access", "probembed.service", "uvicorn.error"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [access if name == "probembed.access" else events]
-        logger.setLevel(level)
-        logger.propagate = False
-
 
 #: File descriptors the server holds besides its connections, measured with the tests'
 #: hashing pipeline: 27 at rest (the standard streams, the embedding cache's SQLite files,
@@ -91,7 +76,7 @@ def keyless_hosts_warning(settings: ServiceSettings) -> str | None:
 
 def serve(settings: ServiceSettings) -> None:
     """Serve until SIGTERM/SIGINT."""
-    configure_logging()
+    configure_logging(settings.logs)
     # The encoding children have the cores; this process's numpy work is each search's few
     # small products, one search at a time per collection. A BLAS pool of a thread per core
     # would only spin between them, against the children (serve.json's server CPU seconds).

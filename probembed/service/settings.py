@@ -12,6 +12,7 @@ from pathlib import Path
 from probembed.pipeline import find_pipeline
 from probembed.service.auth import ApiKeys
 from probembed.service.hosts import check_forwarded, host_name
+from probembed.service.logs import LogSettings
 from probembed.store.location import refuse_local_options
 from probembed.store.upkeep import DEFAULT_KEEP
 
@@ -149,6 +150,9 @@ class ServiceSettings:
     #: those past it with the service's 503 and Retry-After. Connections are bounded at
     #: `connection_limit`.
     limit_concurrency: int = 512
+    #: How much is logged, and in which format (`--log-level`, `--log-format`), by the server
+    #: and its encoding children alike.
+    logs: LogSettings = field(default_factory=LogSettings)
 
     @property
     def connection_limit(self) -> int:

@@ -283,7 +283,8 @@ class Service:
         count = self.settings.batching.workers
         respawns = self.metrics.respawned.labels(label)
         threads = child_threads(count)
-        workers = [EncodeProcess(source, threads, respawns.inc) for _ in range(count)]
+        logs = self.settings.logs
+        workers = [EncodeProcess(source, threads, respawns.inc, logs) for _ in range(count)]
         try:
             with ThreadPoolExecutor(count) as loading:  # the children load side by side
                 list(loading.map(EncodeProcess.warm, workers))

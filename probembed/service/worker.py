@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from probembed.encoders.base import thread_limit
 from probembed.fusion import Fused
+from probembed.service.logs import DEFAULT_LOGS, LogSettings, configure_logging
 
 _PIPELINE = None
 #: In a child whose pipeline did not load: why, raised to each batch it is sent.
@@ -55,11 +56,13 @@ class ChildLoadError(Exception):
     script that started the server), and reads a model folder again."""
 
 
-def _load(source: str, threads: int) -> None:
-    """In the child: follow the server out, set its thread use, then load the pipeline once;
-    one that does not load is told to every batch (a failed initializer made the pool broken,
-    its cause left in the child's stderr, and the server took it for a crash)."""
+def _load(source: str, threads: int, logs: LogSettings) -> None:
+    """In the child: log as the server does, follow it out, set its thread use, then load the
+    pipeline once; one that does not load is told to every batch (a failed initializer made
+    the pool broken, its cause left in the child's stderr, and the server took it for a
+    crash)."""
     global _PIPELINE, _UNLOADED
+    configure_logging(logs)  # a library's warning in a child was a bare line among JSON ones
     _exit_with_parent()
     _leave_signals_to_the_server()
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
@@ -133,9 +136,13 @@ class EncodeProcess:
     """A pipeline (by built-in name or directory) encoding in its own process."""
 
     def __init__(
-        self, source: str, threads: int, respawned: Callable[[], None] = lambda: None
+        self,
+        source: str,
+        threads: int,
+        respawned: Callable[[], None] = lambda: None,
+        logs: LogSettings = DEFAULT_LOGS,
     ) -> None:
-        self.source, self.threads = source, threads
+        self.source, self.threads, self.logs = source, threads, logs
         #: Called each time a dead child is replaced (the service counts it).
         self.respawned = respawned
         #: A batch is in the child now (set by the thread that waits for it).
@@ -149,9 +156,8 @@ class EncodeProcess:
     def _spawn(self) -> ProcessPoolExecutor:
         """A new child, loading the pipeline."""
         context = multiprocessing.get_context("spawn")
-        return ProcessPoolExecutor(
-            1, mp_context=context, initializer=_load, initargs=(self.source, self.threads)
-        )
+        loading = (self.source, self.threads, self.logs)
+        return ProcessPoolExecutor(1, mp_context=context, initializer=_load, initargs=loading)
 
     def __call__(self, texts: list[str]) -> Fused:
         """Encode in the child and wait for it. A child that died (the OOM killer, a crash in
