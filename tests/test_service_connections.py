@@ -60,6 +60,8 @@ def test_without_keys_a_host_that_names_another_server_is_refused(open_server):
             said = made.json()["error"]["message"]
             assert "does not answer to the Host" in said and "--allowed-host NAME" in said
         assert http.get("/v1/collections/rebound").status_code == 404  # nothing was made
+        declared = http.get("/openapi.json").json()["paths"]["/v1/collections"]["post"]
+        assert "421" in declared["responses"]  # the schema said nothing of it
         # a load balancer's probe by the service's DNS name turned 421 on upgrading
         for probe in ("/healthz", "/readyz/"):
             answer = http.get(probe, headers={"Host": "search.internal"})
@@ -104,6 +106,9 @@ def test_a_body_that_stops_half_way_is_answered_408_once_the_body_timeout_passes
     said = json.loads(body)["error"]["message"]
     assert said.startswith("the request body did not arrive in time: 10 bytes of the body came")
     assert "(--body-timeout)" in said
+    with open_server.client() as http:  # the schema said nothing of it
+        declared = http.get("/openapi.json").json()["paths"]["/v1/embeddings"]["post"]
+    assert "408" in declared["responses"]
 
 
 def test_connections_past_the_concurrency_limit_are_answered_503_until_some_close(proxied):

@@ -71,8 +71,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
             "pin of a write that may still run holds a version an erasure must remove (send "
             '"force": true once it no longer runs)',
         ),
+        (408, "The body did not arrive within --body-timeout: send it whole"),
         (413, "Body or input count over the limit"),
         (415, "Body not sent as JSON (Content-Type) or compressed (Content-Encoding)"),
+        (
+            421,
+            "Sent to a Host name this server does not answer to (without API keys: localhost, "
+            "its addresses and --allowed-host names)",
+        ),
         (422, "Invalid input: the detail names it"),
         (429, "Encode queue full: retry after Retry-After seconds"),
         (500, "The server's own storage or state failed, or a bug: its log says why"),
