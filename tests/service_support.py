@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import httpx2
 
@@ -29,6 +30,15 @@ class Server(ServerProcess):
                     return json.loads(line)
             assert time.monotonic() < deadline, f"no access line has request_id {request_id!r}"
             time.sleep(0.05)
+
+
+def encoding_children(running: ServerProcess) -> list[int]:
+    """The server's encoding children (spawned), from Linux's /proc."""
+    return [
+        pid
+        for pid in running.children()
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
 
 
 def raw(server: ServerProcess, sent: bytes) -> socket.socket:

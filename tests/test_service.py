@@ -35,7 +35,7 @@ import openai
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from service_support import Server, raw, serve_on_a_held_port
+from service_support import Server, encoding_children, raw, serve_on_a_held_port
 from starlette.requests import Request
 from tuning_support import tuned_copy
 from typer.testing import CliRunner
@@ -206,15 +206,6 @@ def test_a_pipeline_of_laplace_members_loads_without_scipy_special(server):
     assert encoders
     for pid in encoders:
         assert "scipy/special" not in Path(f"/proc/{pid}/maps").read_text(), pid
-
-
-def encoding_children(running: Server) -> list[int]:
-    """The server's encoding children (spawned), from Linux's /proc."""
-    return [
-        pid
-        for pid in running.children()
-        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
 
 
 def test_an_access_line_is_one_json_object_a_log_shipper_reads_whole(server):
@@ -962,15 +953,11 @@ def test_metrics_tell_the_process_its_requests_its_encoders_and_only_live_collec
             assert http.post("/v1/collections", json={"name": name}).status_code == 201
             body = {"documents": DOCS}
             assert http.post(f"/v1/collections/{name}/documents", json=body).is_success
-        encoders = [
-            pid
-            for pid in server.children()
-            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        ]
+        encoders = encoding_children(server)
         assert len(encoders) == 1, encoders
         os.kill(encoders[0], signal.SIGKILL)
         embedded = http.post("/v1/embeddings", json={"model": "hash", "input": ["after"]})
-        assert embedded.status_code == 200, embedded.text  # the batch sent again
+        assert embedded.status_code == 200, embedded.text  # the batch given to the replacement
         before = http.get("/metrics").text
         database = Database(server.db)
         database.drop("listed")

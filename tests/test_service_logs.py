@@ -11,18 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from service_support import Server
+from service_support import Server, encoding_children
 
 from probembed.service.logs import JsonFormatter, LogSettings
 
 
-def encoding_children(running: Server) -> list[int]:
-    """The server's encoding children (spawned), from Linux's /proc."""
-    return [
-        pid
-        for pid in running.children()
-        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
+def unwritable_cache_server(tmp_path: Path, pipeline: Path, *args: str) -> Server:
+    """A server whose embedding cache cannot be made (its folder is under a file): each of its
+    processes warns, the encoding children too."""
+    (tmp_path / "a-file").write_text("not a folder")
+    cache = {"PROBEMBED_CACHE_DIR": str(tmp_path / "a-file" / "cache")}
+    return Server(tmp_path / "db", pipeline, "--workers", "1", *args, env=cache)
 
 
 def test_with_log_format_json_every_line_of_server_and_children_is_a_json_object(
@@ -33,10 +32,7 @@ def test_with_log_format_json_every_line_of_server_and_children_is_a_json_object
     text. With `--log-format json` every line is one JSON object: the start-up lines, the
     access lines, a child's warning (its embedding cache cannot be made: the folder is under
     a file) and the server's warning when a child dies."""
-    (tmp_path / "a-file").write_text("not a folder")
-    cache = {"PROBEMBED_CACHE_DIR": str(tmp_path / "a-file" / "cache")}
-    args = ("--workers", "1", "--log-format", "json")
-    server = Server(tmp_path / "db", pydoc_pipeline_dir, *args, env=cache)
+    server = unwritable_cache_server(tmp_path, pydoc_pipeline_dir, "--log-format", "json")
     with server, server.client() as http:
         body = {"model": "hash", "input": ["hello"]}
         assert http.post("/v1/embeddings", json=body).status_code == 200
@@ -65,10 +61,7 @@ def test_log_level_warning_keeps_warnings_and_drops_access_and_info_lines(
 ):
     """`--log-level warning` (a busy service's access lines are its log's bulk): no access
     line and no info line, but a warning still; text lines keep time, logger and level."""
-    (tmp_path / "a-file").write_text("not a folder")
-    cache = {"PROBEMBED_CACHE_DIR": str(tmp_path / "a-file" / "cache")}
-    args = ("--workers", "1", "--log-level", "warning")
-    server = Server(tmp_path / "db", pydoc_pipeline_dir, *args, env=cache)
+    server = unwritable_cache_server(tmp_path, pydoc_pipeline_dir, "--log-level", "warning")
     with server, server.client() as http:
         body = {"model": "hash", "input": ["hello"]}
         assert http.post("/v1/embeddings", json=body).status_code == 200
