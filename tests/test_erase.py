@@ -216,6 +216,93 @@ def test_erasing_documents_takes_every_chunk_of_them(tmp_path, cache_dir, cached
     assert every_row(collection).equals(kept)
 
 
+def deletion_rows(collection: Collection) -> int:
+    """Rows of the latest version hidden by deletion files: still in their data file."""
+    return int(collection._require().list_versions()[-1]["metadata"]["total_deletion_file_rows"])
+
+
+def test_items_deleted_before_are_erased_from_their_data_file_and_the_cache(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """The compliance flow: a delete at once, a request to be forgotten later. Under a tenth
+    of the fragment deleted, no compaction rewrites it: the erasure must."""
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    texts = [record_of(i).text for i in ERASED]
+    collection.delete(erased)
+    kept = every_row(collection)
+    assert deletion_rows(collection) == len(erased)  # in the data file, under a deletion file
+    assert all(files_holding(cache_dir, text_key(t)) for t in texts)
+    base = ["--db", str(tmp_path / "db"), "--collection", "c", "-y", "--json"]
+
+    result = runner.invoke(app, ["erase", *erased, "nobody", *base])
+
+    assert result.exit_code == 1, result.output  # nobody was never stored
+    done = json.loads(result.stdout)
+    assert (done["erased"], done["erased_deleted"], done["not_found"]) == (4, 4, ["nobody"])
+    assert (done["fragments_rewritten"], done["rows_rewritten"]) == (1, 2 * ROWS - 4)
+    assert done["cache_entries_evicted"] == 4 * 2  # two members
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert all(files_holding(cache_dir, text_key(t)) == [] for t in texts)
+    assert every_row(collection).equals(kept)
+    assert deletion_rows(collection) == 0
+    result = runner.invoke(app, ["erase", "nobody", *base])
+    assert result.exit_code == 1 and json.loads(result.stdout)["not_found"] == ["nobody"]
+
+
+def test_an_id_deleted_ingested_again_and_deleted_again_is_erased_in_every_copy(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """Its first row under a deletion file in the large fragment, its second in a small one
+    whose other item is live: both fragments are rewritten."""
+    collection = filled(tmp_path, cached_pipeline)
+    twice = item_id(ERASED[0])
+    second = Record(twice, f"{MARKER} second copy, another text", {"who": MARKER})
+    collection.delete([twice])
+    ingest(
+        [second, Record("fresh-1", "a fresh ordinary item", {"who": "other"})],
+        collection,
+        cached_pipeline,
+    )
+    collection.delete([twice])
+    erased = [item_id(i) for i in ERASED]
+    kept = every_row(collection).filter(
+        pc.invert(pc.is_in(every_row(collection).column("id"), pa.array(erased)))
+    )
+    assert deletion_rows(collection) == 2
+    assert files_holding(cache_dir, text_key(second.text))
+
+    done = collection.erase(erased)
+
+    assert (done.erased, done.erased_deleted, done.not_found) == (4, 1, ())
+    assert (done.fragments_rewritten, done.rows_rewritten) == (2, 2 * ROWS - 4 + 1)
+    assert done.cache_entries_evicted == 5 * 2  # both texts of the one erased twice
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert files_holding(cache_dir, text_key(second.text)) == []
+    assert every_row(collection).equals(kept)
+
+
+def test_an_item_deleted_before_a_compaction_rewrote_its_fragment_is_erased_from_older_versions(
+    tmp_path, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    collection.delete([*erased, *(item_id(i) for i in range(100, 140))])  # over a tenth
+    collection.compact()  # materialises the deletions; the older versions kept
+    kept = every_row(collection)
+    assert deletion_rows(collection) == 0
+    assert files_holding(tmp_path / "db" / "c.lance" / "data", MARKER.encode())
+
+    done = collection.erase(erased)
+
+    assert (done.erased, done.erased_deleted, done.not_found) == (4, 4, ())
+    assert (done.fragments_rewritten, done.rows_rewritten) == (0, 0)
+    assert done.versions_removed >= 3
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert all(files_holding(cache_dir, text_key(record_of(i).text)) == [] for i in ERASED)
+    assert every_row(collection).equals(kept)
+
+
 def test_erasing_by_a_filter_takes_the_rows_it_keeps(
     tmp_path, monkeypatch, cache_dir, cached_pipeline
 ):
@@ -318,7 +405,8 @@ def test_an_erasure_killed_midway_leaves_the_collection_whole_and_completes_when
 
     done = again.erase(erased)
 
-    assert done.erased == (0 if when == "deleted" else len(erased))
+    assert done.erased == len(erased)  # those deleted read from the older versions
+    assert done.erased_deleted == (len(erased) if when == "deleted" else 0)
     assert every_row(again).equals(kept)
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
     assert len(again._require().list_versions()) == 1
@@ -404,15 +492,18 @@ def test_the_service_erases_and_keeps_nothing_of_the_items_in_its_process(
             assert http.post("/v1/collections/c/erase", json=refused).status_code == 422
         bad = http.post("/v1/collections/c/erase", json={"where": "colour = 'red'"})
         assert bad.status_code == 422 and "no field colour" in bad.text
+        deleted = http.post("/v1/collections/c/delete", json={"ids": erased[:1]})
+        assert deleted.status_code == 200, deleted.text
         done = http.post("/v1/collections/c/erase", json={"ids": [*erased, "nobody"]})
 
         assert done.status_code == 200, done.text
         report = done.json()
-        assert (report["erased"], report["not_found"], report["count"]) == (
+        assert (report["erased"], report["erased_deleted"], report["not_found"]) == (
             len(erased),
+            1,
             ["nobody"],
-            2 * ROWS - len(erased),
         )
+        assert report["count"] == 2 * ROWS - len(erased)
         assert report["cache_entries_evicted"] == len(erased) * 2
         assert open_files_holding(pid, MARKER.encode()) == []
         for root in (db, cache):

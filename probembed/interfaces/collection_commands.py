@@ -277,7 +277,7 @@ def erase_command(
             wait=wait,
             progress=True,
         )
-        if done.erased and target.agreement_due():
+        if done.live and target.agreement_due():
             say("measuring the models' agreement on what is left (loads the pipeline)")
             _measure_after_delete(target, "erasure")
     except StoreError as exc:

@@ -382,7 +382,7 @@ def _collections(service: Service) -> APIRouter:
                 force=body.force,
                 wait=PLAN_WAIT,
             )
-            if done.erased:  # an unloadable pipeline is logged and listed by /readyz
+            if done.live:  # an unloadable pipeline is logged and listed by /readyz
                 finish_delete(collection, partial(service.own_pipeline, collection))
             return schemas.EraseReport.model_validate(
                 {**done.to_json(), "count": service.count_items(collection)}

@@ -477,7 +477,13 @@ class EraseReport(BaseModel):
     """What an erasure did (`probembed erase --json`), and the collection's count after it."""
 
     collection: str
-    erased: int = Field(description="Items erased (a document's chunks, each).")
+    erased: int = Field(
+        description="Items erased (a document's chunks, each), those deleted before among them."
+    )
+    erased_deleted: int = Field(
+        description="Of `erased`, the items deleted before (with `delete`): not in the "
+        "collection's latest version, found in its older versions and erased from its files."
+    )
     not_found: list[str] = Field(
         description="Ids (with `doc`, documents) asked for that were not stored."
     )

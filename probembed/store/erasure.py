@@ -30,6 +30,7 @@ from probembed.store.filters import filtered, id_conditions
 from probembed.store.graph_cache import removed_graphs
 from probembed.store.handle import scan
 from probembed.store.pins import RUNNING, SAID, UNKNOWN, Tag, removed, tags_of
+from probembed.store.readers import spelled_alike
 from probembed.store.reads import REBUILT_KINDS, built
 from probembed.store.rows import ERASURE_MARK
 from probembed.store.threads import one_at_a_time
@@ -100,8 +101,12 @@ class Erasure:
     """What `Collection.erase` did, for the CLI, the service and an auditor's record."""
 
     collection: str
-    #: Rows erased (a document's chunks, each).
+    #: Items erased (a document's chunks, each), those deleted before among them.
     erased: int
+    #: Of `erased`, the items no longer in the collection's latest version (deleted before):
+    #: found in older versions, their rows still in a data file under a deletion file or in
+    #: an older version's files.
+    erased_deleted: int
     #: The ids or documents given that the collection did not hold (none for a filter).
     not_found: tuple[str, ...]
     #: Fragments that held an erased row, rewritten without it, and the other rows they held,
@@ -122,13 +127,20 @@ class Erasure:
     #: The version left, the only one.
     version: int
 
+    @property
+    def live(self) -> int:
+        """Items erased that the latest version held: what changes what a search answers."""
+        return self.erased - self.erased_deleted
+
     def to_json(self) -> dict[str, Any]:
         """As `--json` and the service give it."""
         return asdict(self)
 
     def __str__(self) -> str:
         said = (
-            f"{self.collection}: erased {self.erased} item(s): {self.fragments_rewritten} "
+            f"{self.collection}: erased {self.erased} item(s)"
+            f"{f' ({self.erased_deleted} deleted before)' if self.erased_deleted else ''}: "
+            f"{self.fragments_rewritten} "
             f"fragment(s) rewritten without them ({self.rows_rewritten} other item(s) written "
             f"again unchanged), {self.versions_removed} older version(s) removed (no undo can "
             f"bring them back), {self.graphs_removed} saved graph file(s) removed, "
@@ -146,12 +158,38 @@ class Erasure:
         return said
 
 
+def _in_fragments(fragments: Sequence[int]) -> str:
+    """The filter keeping the rows of these fragments (a `_rowaddr`'s high 32 bits)."""
+    return f"(_rowaddr >> 32) IN ({', '.join(map(str, fragments))})"
+
+
+def _held(table: Any, fragments: Sequence[int]) -> list[int]:
+    """Those of these fragments the table holds: an earlier row's may since have been
+    compacted into another or wholly deleted, its data file left to older versions."""
+    if not fragments:
+        return []
+    addresses = scan(table, ["_rowaddr"], _in_fragments(fragments)).column("_rowaddr")
+    return sorted(set(pc.shift_right(addresses, 32).to_pylist()))
+
+
+def _once_per_row(rows: pa.Table, not_at: pa.Array) -> pa.Table:
+    """These rows once per address (`_rowaddr`: older versions show one row many times), but
+    those at `not_at` (the latest version's found rows)."""
+    seen = set(not_at.to_pylist())
+    keep = []
+    for at, address in enumerate(rows.column("_rowaddr").to_pylist()):
+        if address not in seen:
+            seen.add(address)
+            keep.append(at)
+    return rows.take(pa.array(keep, pa.int64()))
+
+
 def _others(
     table: Any, schema: pa.Schema, fragments: Sequence[int], addresses: pa.Array
 ) -> Iterator[pa.Table]:
     """The rows of these fragments but those at `addresses` (the found ones), in `schema`,
     `REWRITE_ROWS` at a time: a merge holds its source whole."""
-    held = f"(_rowaddr >> 32) IN ({', '.join(map(str, fragments))})"
+    held = _in_fragments(fragments)
     rows = table.search().select([*schema.names, "_rowaddr"]).where(held).limit(None)
     part: list[pa.RecordBatch] = []
     for batch in rows.to_batches():
@@ -251,11 +289,13 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
                 raise _held_pins(live, self.name)
             indices = _rebuilt(table, self.name)
             found, not_found = self._selected(table, chosen)
+            earlier, not_found = self._deleted(table, chosen, found, not_found)
+            rows = pa.concat_tables([found, earlier])
             bar.advance(1)
-            evicted = self._evicted([t for t in found.column("text").to_pylist() if t], cache)
+            evicted = self._evicted([t for t in rows.column("text").to_pylist() if t], cache)
             bar.advance(1)
             start = int(table.version)
-            fragments, rewritten = self._rewritten(table, found)
+            fragments, rewritten = self._rewritten(table, rows)
             bar.advance(1)
             for index in indices:
                 built(table, index.columns[0], index.index_type, index.name)
@@ -267,9 +307,11 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
             self._check_pruned(table, start)
             graphs = removed_graphs(self.db.location.own_dir(self.name))
             bar.advance(1)
+        deleted = len(set(earlier.column("id").to_pylist()) - set(found.column("id").to_pylist()))
         return Erasure(
             self.name,
-            found.num_rows,
+            found.num_rows + deleted,
+            deleted,
             tuple(not_found),
             fragments,
             rewritten,
@@ -299,6 +341,39 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         rows = rows_of(table, FOUND, sorted(set(wanted.values())))
         stored = set(rows.column("id").to_pylist())
         return rows, [i for i, w in wanted.items() if w not in stored]
+
+    def _deleted(
+        self, table: Any, chosen: Selection, found: pa.Table, not_found: list[str]
+    ) -> tuple[pa.Table, list[str]]:
+        """The rows of the chosen ids or documents (in any spelling, `spelled_alike`) that
+        older versions show and the latest does not (`FOUND`, once each): deleted before, or
+        an upsert's earlier row, each still in a data file under a deletion file or in an
+        older version's files; and those of `not_found` they name none of. A filter's none:
+        it is read at the latest version only."""
+        column = "id" if chosen.ids is not None else "doc_id"
+        given = chosen.ids if chosen.ids is not None else chosen.documents
+        if given is None or column not in table.schema.names:
+            return found.slice(0, 0), not_found
+        spellings = sorted({s for each in given for s in spelled_alike(each)})
+        rows = self._earlier(table, list(dict.fromkeys([*FOUND, column])), spellings, column)
+        named = set(rows.column(column).to_pylist())
+        left = [g for g in not_found if not named.intersection(spelled_alike(g))]
+        earlier = _once_per_row(rows.select(FOUND), found.column("_rowaddr"))
+        return earlier.cast(found.schema), left
+
+    def _earlier(
+        self, table: Any, columns: list[str], values: Sequence[str], column: str
+    ) -> pa.Table:
+        """These columns of the rows of these values of `column` in every version older than
+        the table's (each checked out on a handle of its own), one version after another: a
+        row shows in each version from its write to its delete, under one address."""
+        versions = sorted(int(v["version"]) for v in table.list_versions())
+        parts = [rows_of(table, columns, [], column)]  # none: the columns' types
+        older = self.db.table(self.name)
+        for version in versions[: versions.index(int(table.version))]:
+            older.checkout(version)
+            parts.append(rows_of(older, columns, values, column))
+        return pa.concat_tables(parts)
 
     def _evicted(self, texts: list[str], cache: EmbeddingCache | None) -> int:
         """Evict the erased texts from every cache of `_caches`, before anything is deleted
@@ -332,20 +407,22 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         each such fragment is then deleted whole and leaves the manifest, its data file going
         with the versions before (`_compacted`). A delete alone leaves the rows in their data
         file (LanceDB's compaction rewrites a fragment once a tenth of it is deleted, and a
-        large one never). Every commit is whole: stopped between them, every row is there
-        once, each found one there (to erase again) or gone. The fragments rewritten and the
-        rows written again."""
+        large one never). A found row deleted before is in no such merge or delete: its
+        fragment, where the table still holds it (`_held`), leaves the manifest once its
+        other rows are written again, and where not, only older versions hold it. Every
+        commit is whole: stopped between them, every row is there once, each found one there
+        (to erase again) or gone. The fragments rewritten and the rows written again."""
         ids = sorted(set(found.column("id").to_pylist()))
         if not ids:
             return 0, 0
         if self._shared:  # a schema commit before, once: the merge conflicts as upsert's do
             shared_writes.keyed(table)
         addresses = found.column("_rowaddr").combine_chunks()
-        fragments = sorted({int(a) >> 32 for a in addresses.to_pylist()})
         source = self.db.table(self.name)  # the rows as found, whatever is committed since
         source.checkout(int(table.version))
+        fragments = _held(source, sorted({int(a) >> 32 for a in addresses.to_pylist()}))
         moved = 0
-        for part in _others(source, table.schema, fragments, addresses):
+        for part in _others(source, table.schema, fragments, addresses) if fragments else ():
             merge = table.merge_insert("id").when_matched_update_all()
             moved += int(shared_writes.committed(partial(merge.execute, part)).num_updated_rows)
         for condition in id_conditions(ids):
