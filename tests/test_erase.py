@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 
 import lancedb
@@ -301,6 +302,23 @@ def test_an_item_deleted_before_a_compaction_rewrote_its_fragment_is_erased_from
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
     assert all(files_holding(cache_dir, text_key(record_of(i).text)) == [] for i in ERASED)
     assert every_row(collection).equals(kept)
+
+
+def test_an_item_deleted_before_every_version_showing_it_was_pruned_is_not_found(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """What docs/cli.md says erase cannot reach: lancedb 0.40 reads no deleted row, so with
+    the versions that showed it pruned, the row stays in its data file, unread."""
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    collection.delete(erased)
+    collection.compact(timedelta(0))
+    assert deletion_rows(collection) == len(erased)
+
+    done = collection.erase(erased)
+
+    assert (done.erased, done.erased_deleted, done.not_found) == (0, 0, tuple(erased))
+    assert files_holding(tmp_path / "db" / "c.lance" / "data", MARKER.encode())
 
 
 def test_erasing_by_a_filter_takes_the_rows_it_keeps(

@@ -6,7 +6,8 @@ once a tenth of its rows are deleted), in every older version until a prune (an 
 them back), in the full-text index until it is built again, in the search graphs saved beside
 the table and in the embedding cache; and its transaction and manifest name what it deleted
 (`id IN (...)`). `Collection.erase` (`CollectionErasure`) takes all of that out in one
-operation, under the collection's plan and write locks.
+operation, under the collection's plan and write locks, of items still there and of items
+deleted before, read from the older versions that still show them.
 """
 
 from __future__ import annotations
@@ -246,7 +247,11 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
     ) -> Erasure:
         """Erase these ids (each found as given, else by its composed or decomposed
         spelling), every chunk of these `documents`, or every row a `where` filter keeps (the
-        filters `search` takes), so that nothing of them is left in the collection's files:
+        filters `search` takes), so that nothing of them is left in the collection's files.
+        Ids and documents reach items deleted before too, and an upsert's earlier rows: read
+        from the older versions (`_deleted`; a filter reads the latest version only), erased
+        as the rest and counted in `Erasure.erased_deleted`; one no version left shows (all
+        pruned since its delete) cannot be read, and is `not_found`:
 
         - their texts' entries are evicted from the embedding cache (`cache`, None: the
           default one, $PROBEMBED_CACHE_DIR; and the cache of a pipeline this handle holds),
