@@ -574,7 +574,6 @@ def bad_folder(tmp_path):
 EXPECTED = {
     "binary.md": "binary file",
     "latin1.txt": "not UTF-8: byte 0xe9",
-    "empty.txt": "no text",
     "truncated.pdf": "PDF",
     "locked.pdf": "encrypted PDF",
     "scanned.pdf": "no text layer (a scanned PDF?): run OCR",
@@ -615,7 +614,8 @@ def test_unreadable_files_are_each_reported_and_nothing_half_written(
     for name, words in EXPECTED.items():
         assert words in said[name], (name, said[name])
     report = ingest_documents(root, collection, pydoc_pipeline, SMALL, on_error="skip")
-    assert report.added == 1 and len(report.problems) == 6
+    assert report.added == 1 and len(report.problems) == 5
+    assert report.empty == ["empty.txt"]  # no text to index: no bad item
     assert collection.document_index().keys() == {"good.md"}
 
 
@@ -639,6 +639,56 @@ def test_sync_keeps_a_document_that_is_there_but_cannot_be_read(tmp_path, pydoc_
     report = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True, on_error="skip")
     said = {p.doc_id: p.message.endswith("(kept the stored version)") for p in report.problems}
     assert said == {"b.md": True, "c.md": False}
+
+
+def test_an_emptied_file_is_no_bad_input_and_a_sync_removes_its_document(tmp_path, pydoc_pipeline):
+    """An emptied placeholder was a bad item: it stopped a sync under on_error="stop", and
+    under "skip" its old chunks stayed searchable, their file_path a 0-byte file."""
+    docs = tmp_path / "docs"
+    (docs / "x").mkdir(parents=True)
+    (docs / "a.md").write_text("# A\n\nalpha beta gamma.\n")
+    (docs / "x" / "heapq.md").write_text("# heapq\n\nHeap queue algorithm, a priority queue.\n")
+    (docs / "x" / "markup.html").write_text("<p>Tables of widgets and gadgets.</p>")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    (docs / "x" / "heapq.md").write_text("")
+    (docs / "x" / "markup.html").write_text("<html><script>var x = 1;</script></html>")
+    (docs / "new.txt").write_text(" \n")  # empty and never stored
+    plain = ingest_documents(docs, collection, pydoc_pipeline, SMALL)  # on_error="stop"
+    assert (plain.problems, plain.emptied, plain.empty_kept) == ([], 0, 2)
+    assert sorted(plain.empty) == ["new.txt", "x/heapq.md", "x/markup.html"]
+    assert "2 of them stored before: that version kept (--sync removes it)" in plain.summary()
+    assert collection.document_index().keys() == {"a.md", "x/heapq.md", "x/markup.html"}
+    synced = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    assert (synced.problems, synced.emptied, synced.removed, synced.unchanged) == ([], 2, 0, 1)
+    assert ", emptied 2, unchanged 1;" in synced.summary()
+    assert collection.document_index().keys() == {"a.md"}
+    hits = collection.search("heap queue priority", k=50, exact=True)["hits"]
+    assert {h["id"] for h in hits} == {"a.md#0"}
+    # a file that cannot be read keeps its stored version, as before
+    (docs / "a.md").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(IngestError):
+        ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    assert collection.document_index().keys() == {"a.md"}
+
+
+def test_the_cli_syncs_an_emptied_file_without_on_error_skip(tmp_path, pydoc_pipeline_dir):
+    """The walkthrough's cron sync: one emptied file stopped it with exit 2."""
+    docs = tmp_path / "kb"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nalpha beta gamma.\n")
+    (docs / "heapq.md").write_text("# heapq\n\nHeap queue algorithm.\n")
+    db = str(tmp_path / "db")
+    command = ["ingest", str(docs), "--chunk", "--sync", "--db", db, "-c", "kb"]
+    first = CliRunner().invoke(app, [*command, "--pipeline", str(pydoc_pipeline_dir)])
+    assert first.exit_code == 0, first.output
+    (docs / "heapq.md").write_text("")
+    result = CliRunner().invoke(app, [*command, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout.splitlines()[-1])
+    assert (answer["empty"], answer["emptied"], answer["skipped"]) == (1, 1, [])
+    assert answer["count"] == Database(db).collection("kb").count()
+    assert Database(db).collection("kb").document_index().keys() == {"a.md"}
 
 
 def jsonl_lines(n: int) -> list[bytes]:
@@ -1420,9 +1470,9 @@ def test_a_streamed_file_that_cannot_be_read_is_reported_as_when_read_whole(
     assert said[0] == said[10**9]  # the same report, streamed or read whole
     assert said[0]["late-latin1.txt"].startswith("not UTF-8: byte 0xe9 at offset 6003;")
     assert said[0]["cut-short.md"].startswith("not UTF-8: byte 0xc3 at offset 19;")
-    assert "binary" in said[0]["binary.md"] and "no text" in said[0]["blank.txt"]
+    assert "binary" in said[0]["binary.md"] and "blank.txt" not in said[0]
     assert said[0]["late-nul.txt"] == "binary file, not text: a NUL byte at offset 10800"
-    assert "no text" in said[0]["marks.txt"]
+    assert "marks.txt" not in said[0]  # no text to index: empty, not bad input
     assert said[0]["notepad.txt"].startswith("UTF-16 text, not UTF-8; convert it")
 
 

@@ -408,6 +408,17 @@ class WriteReport(BaseModel):
         "tokenizers see few tokens in (Thai, emoji, unspaced Chinese to a word count).",
     )
     chunks_removed: int | None = None
+    empty: int | None = Field(
+        None,
+        description="Chunked writes only: documents sent with a blank text, so nothing to "
+        "index: not stored, and not skipped as bad input either.",
+    )
+    emptied: int | None = Field(
+        None,
+        description="Chunked syncs only: of `empty`, the documents that were stored; their "
+        "stored chunks were removed, as a sync removes a document not sent. Without sync "
+        "they stay stored (0).",
+    )
     chunked_at: ChunksCut | None = Field(
         None,
         description="Chunked writes only: the chunk size and overlap the documents were cut "

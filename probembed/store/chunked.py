@@ -35,8 +35,10 @@ from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import CollectionDroppedError, UndoConflictError
 from probembed.store.formats import (
+    NO_TEXT,
     READERS,
     Found,
+    NoText,
     SourceDocument,
     UnreadableError,
     content_digest,
@@ -143,6 +145,12 @@ class DocumentReport:
     unread: Unread = field(default_factory=Unread)
     #: Documents of this run whose content digest another of the run's or a stored one has.
     repeats: Repeats = field(default_factory=Repeats)
+    #: Documents read with no text to index (an empty file, one of nothing but markup): no
+    #: bad input. With sync their stored versions are removed (`emptied` counts them);
+    #: without, kept (`empty_kept`), as a sync would not keep them.
+    empty: list[str] = field(default_factory=list)
+    emptied: int = 0
+    empty_kept: int = 0
 
     def summary(self) -> str:
         """One line for a person."""
@@ -156,10 +164,11 @@ class DocumentReport:
         return (
             f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
             f"{self.removed}{removed_note(self.removed_links)}"
-            f"{removed_note(self.recomposed, RECOMPOSED)}, unchanged {self.unchanged}"
+            f"{removed_note(self.recomposed, RECOMPOSED)}"
+            f"{f', emptied {self.emptied}' if self.emptied else ''}, unchanged {self.unchanged}"
             f"{moved}; chunks written {self.chunks_written}{by_chars}, "
             f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
-            f"{unread_note(self.unread)}"
+            f"{empty_note(self.empty, self.empty_kept)}{unread_note(self.unread)}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -170,7 +179,20 @@ class DocumentReport:
             "chunks_written": self.chunks_written,
             "chunks_by_chars": self.chunks_by_chars,
             "chunks_removed": self.chunks_removed,
+            "empty": len(self.empty),
+            "emptied": self.emptied,
         }
+
+
+def empty_note(empty: Sequence[str], kept: int) -> str:
+    """What a summary says of the documents read with no text to index ('' if none): not
+    stored, and of those stored before, that a sync removes them (`kept`: left stored)."""
+    if not empty:
+        return ""
+    stays = f"; {kept} of them stored before: that version kept (--sync removes it)" if kept else ""
+    return (
+        f"; {len(empty)} document(s) with no text to index, not stored (e.g. {empty[0]!r}){stays}"
+    )
 
 
 def read_documents(
@@ -597,7 +619,19 @@ def ingest_parsed(
                 )
             report.removed, report.gone = len(gone), gone
             stale += [i for doc in gone for i in stored[doc].ids]
-        left = {doc: v for doc, v in stored.items() if doc not in plan.seen and doc not in gone}
+        emptied = [doc for doc in plan.empty if doc in scope]  # named: removed even if withheld
+        report.empty = list(plan.empty)
+        if sync:
+            report.emptied = len(emptied)
+            stale += [i for doc in emptied for i in stored[doc].ids]
+        else:
+            report.empty_kept = len(emptied)
+        kept_empty = set(() if sync else emptied)
+        left = {
+            doc: v
+            for doc, v in stored.items()
+            if (doc not in plan.seen or doc in kept_empty) and doc not in gone
+        }
         ours = ((doc, d) for doc, d in plan.digests.items() if doc not in refused)
         report.repeats = repeated(ours, stored_digests(left))
         start = collection.version if collection.exists else None  # what a failed stream undoes to
@@ -743,6 +777,8 @@ class _Plan:
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
+    #: Documents read with no text to index (`_empty`): doc_id -> where.
+    empty: dict[str, str] = field(default_factory=dict)
 
 
 def _plan(
@@ -761,6 +797,13 @@ def _plan(
     which a file given alone finds the document a folder ingest stored it as."""
     plan = _Plan()
     for item in items:
+        empty = _empty(item)
+        if empty is not None:  # there, with nothing to index: neither bad nor gone
+            if alone:
+                empty = stored_as(os.path.abspath(item.source), scope, prefix) or empty
+            plan.seen.setdefault(empty, item.source)
+            plan.empty.setdefault(empty, item.source)
+            continue
         if isinstance(item, Problem):
             report.problems.append(item)
             if item.doc_id is not None:  # there, but unreadable: not gone
@@ -818,6 +861,17 @@ def _plan(
             plan.by_chars[item.id] = sum(chunk.by_chars for chunk in chunks)
             plan.digests[item.id] = digest
     return plan
+
+
+def _empty(item: SourceDocument | StreamedFile | Problem) -> str | None:
+    """The id of a document read with no text to index (an empty file, one of nothing but
+    markup, a service's document of a blank text), else None: an emptied placeholder is no
+    bad input that stops a run, and a sync removes its stored version."""
+    if isinstance(item, NoText):
+        return item.doc_id
+    if isinstance(item, SourceDocument) and is_blank(item.text):
+        return item.id
+    return None
 
 
 def _same_id(doc_id: str, stored: str) -> str:
@@ -931,6 +985,8 @@ def chunked_input(
     report = DocumentReport(str(source))
     reading = read_documents(source, stream_bytes, follow_links)
     plan = _plan(reading, {}, {}, count, settings, report)
+    # a file of no text is a problem here still: the job reports no documents but by these
+    report.problems += [NoText(source, NO_TEXT, doc) for doc, source in plan.empty.items()]
     planned = [*plan.records, *plan.marks]
     for file in plan.streamed:
         try:

@@ -94,6 +94,13 @@ class UnreadableError(Exception):
         self.problem = problem
 
 
+@dataclass(frozen=True)
+class NoText(Problem):
+    """A file with no text to index (empty, or nothing but markup): not unreadable, so
+    chunked ingest counts it as empty rather than as bad input, and a sync removes its stored
+    version as it would a file gone (`chunked._plan`); other readers take it as a problem."""
+
+
 def changed(path: Path | str, when: str) -> UnreadableError:
     """The one refusal of a file that is no longer what was read of it (`when` it changed)."""
     return UnreadableError(Problem(str(path), f"the file changed {when}; ingest it again"))
@@ -186,7 +193,9 @@ def _read_file(path: Path, doc_id: str, found: Found | None) -> SourceDocument |
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}")
     if isinstance(document, SourceDocument) and is_blank(document.text):
-        return Problem(str(path), NO_TEXT_LAYER if document.kind == "pdf" else NO_TEXT)
+        if document.kind == "pdf":  # its text is in images: OCR gives it one
+            return Problem(str(path), NO_TEXT_LAYER)
+        return NoText(str(path), NO_TEXT)
     return document
 
 

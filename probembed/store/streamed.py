@@ -39,6 +39,7 @@ from probembed.store.formats import (
     NO_TEXT,
     SNIFF,
     Found,
+    NoText,
     UnreadableError,
     changed,
     not_text,
@@ -166,7 +167,7 @@ def scan_file(path: Path, doc_id: str, found: Found | None = None) -> StreamedFi
     except OSError as exc:
         return Problem(str(path), f"cannot read: {exc.strerror or exc}")
     if blank:
-        return Problem(str(path), NO_TEXT)
+        return NoText(str(path), NO_TEXT)
     digest.update(repr([]).encode("utf-8"))  # a file's document has no metadata of its own
     alone = front is not None and body_blank  # front matter alone is the text, headingless
     return StreamedFile(
