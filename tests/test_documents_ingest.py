@@ -732,6 +732,68 @@ def test_the_cli_chunks_at_the_collections_settings_and_lists_them(tmp_path, pyd
     assert json.loads(listed.stdout)[0]["chunking"] == {"max_tokens": 24, "overlap_tokens": 2}
 
 
+def excluded_folder(tmp_path):
+    """A knowledge base with build output, a dependency folder, a temporary page, a hidden
+    file and a .gitignore naming a page that is not to be left out by it."""
+    root = tmp_path / "kb"
+    for name, text in {
+        "keep.md": "# Keep\n\nKept notes about tomato plants.\n",
+        "notes.md": "# Notes\n\nListed in .gitignore, read all the same.\n",
+        "build/out.md": "# Built\n\nGenerated output.\n",
+        "docs/node_modules/pkg/README.md": "# Pkg\n\nA dependency's readme.\n",
+        "draft.tmp.md": "# Draft\n\nA temporary page.\n",
+        ".hidden.md": "# Hidden\n\nAn editor's file.\n",
+        ".gitignore": "notes.md\n",
+    }.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+EXCLUDE = ["build/", "node_modules/", "*.tmp.md"]
+
+
+def test_exclude_leaves_files_out_counts_them_and_a_sync_removes_them(tmp_path, pydoc_pipeline):
+    """`.gitignore`'d build/, node_modules/ and *.tmp.md were ingested, and hidden files were
+    left out without a word."""
+    root = excluded_folder(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("kb")
+    everything = ingest_documents(root, collection, pydoc_pipeline, SMALL, sync=True)
+    assert everything.added == 5 and everything.unread.hidden == 2  # .hidden.md, .gitignore
+    assert "left out: 2 hidden file(s) or folder(s)" in everything.summary()
+    synced = ingest_documents(root, collection, pydoc_pipeline, SMALL, sync=True, exclude=EXCLUDE)
+    assert sorted(synced.gone) == [
+        "build/out.md",
+        "docs/node_modules/pkg/README.md",
+        "draft.tmp.md",
+    ]
+    assert (synced.removed, synced.unchanged) == (3, 2)
+    assert (synced.unread.hidden, synced.unread.excluded) == (2, 3)
+    assert "left out: 2 hidden, 3 excluded (--exclude) file(s) or folder(s)" in synced.summary()
+    # a .gitignore is not read: notes.md, which it lists, stays
+    assert collection.document_index().keys() == {"keep.md", "notes.md"}
+    # excluding every stored document is refused as any sync that would keep none is
+    (root / "new.txt").write_text("A new page of plain text.")
+    with pytest.raises(StoreError, match="would remove all 2"):
+        ingest_documents(root, collection, pydoc_pipeline, SMALL, sync=True, exclude=["*.md"])
+    assert collection.document_index().keys() == {"keep.md", "notes.md"}
+    with pytest.raises(TypeError, match="list of patterns"):
+        ingest_documents(root, collection, pydoc_pipeline, SMALL, exclude="build/")
+
+
+def test_the_cli_excludes_with_chunk_only(tmp_path, pydoc_pipeline_dir):
+    root = excluded_folder(tmp_path)
+    db = str(tmp_path / "db")
+    command = ["ingest", str(root), "--db", db, "-c", "kb", "--pipeline", str(pydoc_pipeline_dir)]
+    patterns = [word for p in EXCLUDE for word in ("--exclude", p)]
+    refused = CliRunner().invoke(app, [*command, *patterns])
+    assert refused.exit_code == 2 and "--exclude needs --chunk" in refused.output
+    done = CliRunner().invoke(app, [*command, "--chunk", *patterns])
+    assert done.exit_code == 0, done.output
+    assert "left out: 2 hidden, 3 excluded (--exclude)" in done.output
+    assert Database(db).collection("kb").document_index().keys() == {"keep.md", "notes.md"}
+
+
 def jsonl_lines(n: int) -> list[bytes]:
     """n one-line JSONL documents d1 ... dn."""
     return [

@@ -213,6 +213,18 @@ def ingest_command(
         ),
     ] = "",
     follow_links: FollowLinksOption = False,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            metavar="PATTERN",
+            help="With --chunk: leave out a folder's files and subfolders this gitignore-style "
+            "pattern matches, relative to the folder (e.g. 'build/', '*.tmp.md'); repeatable. "
+            "With --sync a stored document it now matches is removed. A .gitignore is not "
+            "read.",
+            show_default=False,
+        ),
+    ] = None,
     wait: WaitOption = None,
     ray: Annotated[
         bool,
@@ -254,6 +266,8 @@ def ingest_command(
         implied = "--chunk" if chunk else "--sync"
         raise fail(f"--upsert is implied by {implied}: changed documents are replaced")
     check_wait(wait, chunk or sync, "--sync or --chunk")
+    if exclude and not chunk:
+        raise fail("--exclude needs --chunk: a whole-document ingest reads every file")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
     check_source(path)
     try:
@@ -288,7 +302,8 @@ def ingest_command(
             _replace_pipeline(target, pipe, quiet)
         _say_if_capped(chunk_tokens, settings, pipe)
         if settings is not None:
-            report = ingest_and_report(path, target, pipe, settings, on_ray, sync=sync, **options)
+            chunked: dict[str, Any] = {"sync": sync, "exclude": exclude or []}
+            report = ingest_and_report(path, target, pipe, settings, on_ray, **chunked, **options)
         else:
             whole = {"sync": True} if sync else {"upsert": upsert}  # sync implies upsert
             report = ingest_and_report(path, target, pipe, ray=on_ray, **whole, **options)

@@ -74,6 +74,7 @@ from probembed.store.ingest import (
 from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
     RECOMPOSED,
+    Excluded,
     Problem,
     Record,
     Unread,
@@ -197,15 +198,19 @@ def empty_note(empty: Sequence[str], kept: int) -> str:
 
 
 def read_documents(
-    source: str | Path, stream_bytes: int = STREAM_BYTES, follow_links: bool = False
+    source: str | Path,
+    stream_bytes: int = STREAM_BYTES,
+    follow_links: bool = False,
+    exclude: Sequence[str] = (),
 ) -> Iterator[SourceDocument | StreamedFile | Problem]:
     """Documents of a folder (every supported file below it, id = relative path; through any
-    link with `follow_links`, `walk_folder`), of one file, or of a JSONL file / BEIR folder
-    (one per record); a text or Markdown file over `stream_bytes` is scanned, not read, and
-    chunked as a stream when written."""
+    link with `follow_links`, `walk_folder`; but what the gitignore-style `exclude` patterns
+    match, `readers.Excluded`), of one file, or of a JSONL file / BEIR folder (one per
+    record); a text or Markdown file over `stream_bytes` is scanned, not read, and chunked as
+    a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        walk = walk_folder(path, READERS, follow_links)
+        walk = walk_folder(path, READERS, follow_links, Excluded(exclude))
         if not walk.files and not walk.problems:
             raise FileNotFoundError(
                 f"{path} holds no {', '.join(READERS)} files to ingest{left_note(walk)}"
@@ -494,15 +499,19 @@ def ingest_documents(
     prefix: str = "",
     follow_links: bool = False,
     wait: float | None = None,
+    exclude: Sequence[str] = (),
 ) -> DocumentReport:
     """Chunk and store the documents of a folder, a file, a JSONL file or a BEIR folder,
     touching only those whose content changed since last time (see `ingest_parsed`, and its
     `prefix` and `wait`); text and Markdown files over `stream_bytes` are read, chunked and
     written as streams. A folder's links are followed only to files in it, unless
-    `follow_links` (`readers.walk_folder`)."""
+    `follow_links` (`readers.walk_folder`). `exclude`: gitignore-style patterns of a folder's
+    files and subfolders to leave out (`readers.Excluded`), relative to it; with `sync` a
+    stored document they now match is removed, as a file gone is."""
+    excluded = Excluded(exclude)  # a bad pattern refused before anything is read
     prefix = composed(prefix)  # as `ingest_parsed` puts it, which the links' report reads
     report = ingest_parsed(
-        read_documents(source, stream_bytes, follow_links),
+        read_documents(source, stream_bytes, follow_links, exclude),
         collection,
         pipeline,
         chunking,
@@ -518,7 +527,7 @@ def ingest_documents(
         prefix=prefix,
         wait=wait,
     )
-    report.unread = unread_files(source, follow_links=follow_links)
+    report.unread = unread_files(source, follow_links=follow_links, exclude=excluded)
     report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
     return report
 

@@ -153,10 +153,42 @@ class Walk(NamedTuple):
     linked: list[Link]
     #: The names that are no regular file (`Special`), by name.
     special: list[Special]
+    #: Hidden files and folders left out (a folder counted once, not what it holds).
+    hidden: int = 0
+    #: Files and folders left out by the `exclude` patterns (`Excluded`), counted alike.
+    excluded: int = 0
+
+
+class Excluded:
+    """Gitignore-style patterns (`pathspec`'s `GitIgnoreSpec`: `*`, `**`, `?`, `[...]`, a
+    trailing `/` for folders only, a leading or inner `/` anchoring to the folder walked, `!`
+    to take one back) that leave files and folders of a walk out, matched against their paths
+    relative to the folder walked; a folder left out is not entered."""
+
+    def __init__(self, patterns: Sequence[str] = ()) -> None:
+        if isinstance(patterns, str):
+            raise TypeError("exclude takes a list of patterns, got one str")
+        self.spec = None
+        if patterns:  # pathspec (the `store` extra) loaded only for patterns given
+            import pathspec
+
+            try:
+                self.spec = pathspec.GitIgnoreSpec.from_lines(list(patterns))
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"exclude: a pattern gitignore cannot read: {exc}") from exc
+
+    def __call__(self, relative: str, folder: bool = False) -> bool:
+        """Whether this path below the folder walked (`/`-separated) is left out."""
+        if self.spec is None:
+            return False
+        return bool(self.spec.match_file(relative + ("/" if folder else "")))
 
 
 def walk_folder(
-    root: Path, suffixes: Collection[str] | None = None, follow_links: bool = False
+    root: Path,
+    suffixes: Collection[str] | None = None,
+    follow_links: bool = False,
+    exclude: Excluded | None = None,
 ) -> Walk:
     """The files below root with these suffixes (None: any), sorted, hidden files and folders
     aside (an editor's or a tool's: `.obsidian/`, `.venv/`), a problem for each folder that
@@ -172,7 +204,10 @@ def walk_folder(
     its name (`Found`), which every read of it compares (`formats.open_document`): a name
     swapped for a link after the walk was read through it. A name that is no regular file
     (a named pipe, a socket, a link to one: `Special`) is kept apart for a report to name;
-    it was passed over without a word, or called a link whose target is missing."""
+    it was passed over without a word, or called a link whose target is missing. `exclude`
+    leaves out what its patterns match, counted (`Walk.excluded`) as hidden names are."""
+    excluded = exclude or Excluded()
+    left_out = Counter[str]()
     files: dict[Path, Found] = {}
     problems: list[Problem] = []
     linked: list[Link] = []
@@ -188,8 +223,12 @@ def walk_folder(
     for folder, subfolders, names in os.walk(root, onerror=unlisted, followlinks=follow_links):
         chain = chains.pop(folder, frozenset())
         entered = []
-        for name in sorted(d for d in subfolders if not d.startswith(".")):
+        for name in sorted(subfolders):
             sub = os.path.join(folder, name)
+            why = _left_out(name, _relative(Path(sub), root), excluded, folder=True)
+            if why:
+                left_out[why] += 1
+                continue
             identity = _identity(sub) if follow_links else None
             if os.path.islink(sub) and (not follow_links or identity in chain):
                 linked.append(_link(sub, root, folder=True, loop=follow_links))
@@ -200,9 +239,9 @@ def walk_folder(
         subfolders[:] = entered
         for name in names:
             path = Path(folder, name)
-            if name.startswith(".") or (
-                suffixes is not None and path.suffix.lower() not in suffixes
-            ):
+            why = _left_out(name, _relative(path, root), excluded)
+            left_out[why] += bool(why)
+            if why or (suffixes is not None and path.suffix.lower() not in suffixes):
                 continue
             doc_id = document_id(path, root)
             link, found = _look(path)
@@ -221,7 +260,15 @@ def walk_folder(
                 kind = file_kind(found.st_mode)
                 special.append(Special(doc_id, f"a link to {kind}" if link else kind))
     problems += _composed_twice(files, root)
-    return Walk(dict(sorted(files.items())), problems, sorted(linked), sorted(special))
+    counts = (left_out["hidden"], left_out["excluded"])
+    return Walk(dict(sorted(files.items())), problems, sorted(linked), sorted(special), *counts)
+
+
+def _left_out(name: str, relative: str, exclude: Excluded, folder: bool = False) -> str:
+    """Why a walk leaves a name out ('hidden', 'excluded'), or '' where it does not."""
+    if name.startswith("."):
+        return "hidden"
+    return "excluded" if exclude(relative, folder) else ""
 
 
 def document_id(file: Path, root: Path) -> str:
@@ -414,26 +461,35 @@ class Unread(dict[str, int]):
         beir: bool = False,
         linked: Collection[Link] = (),
         special: Collection[Special] = (),
+        hidden: int = 0,
+        excluded: int = 0,
     ) -> None:
         super().__init__(counts or {})
         self.beir = beir
         self.linked = list(linked)
         self.special = list(special)
+        #: Hidden files and folders, and those the run's `exclude` patterns matched, left out.
+        self.hidden = hidden
+        self.excluded = excluded
 
 
 def unread_files(
-    source: str | Path, reads: Collection[str] = tuple(READERS), follow_links: bool = False
+    source: str | Path,
+    reads: Collection[str] = tuple(READERS),
+    follow_links: bool = False,
+    exclude: Excluded | None = None,
 ) -> Unread:
     """Files below a folder source that a run reading these suffixes leaves out, counted by
     suffix (hidden ones aside; none for a file): a .docx among Markdown files is not ingested,
     nor a PDF by a plain ingest, nor a Markdown file beside a BEIR folder's corpus.jsonl, and
     a report says so; and the links the run did not follow (`walk_folder`), but one to a file
     it would not read anyway, which is counted with those, as is every name that is no
-    regular file (`Special`), whatever its suffix."""
+    regular file (`Special`), whatever its suffix; and how many hidden names and names the
+    run's `exclude` matched it left out."""
     folder = Path(source)
     if not folder.is_dir():
         return Unread()
-    walk = walk_folder(folder, follow_links=follow_links)
+    walk = walk_folder(folder, follow_links=follow_links, exclude=exclude)
     linked = [x for x in walk.linked if x.folder or Path(x.name).suffix.lower() in reads]
     found = [p.relative_to(folder) for p in walk.files]
     found += [Path(x.name) for x in walk.linked if x not in linked]
@@ -444,7 +500,7 @@ def unread_files(
         left = [p for p in found if p.suffix.lower() not in reads]
     left += [Path(x.name) for x in walk.special]
     counts = dict(sorted(Counter(p.suffix.lower() or p.name for p in left).items()))
-    return Unread(counts, beir, [] if beir else linked, walk.special)
+    return Unread(counts, beir, [] if beir else linked, walk.special, walk.hidden, walk.excluded)
 
 
 def unread_note(
@@ -454,6 +510,19 @@ def unread_note(
 ) -> str:
     """The words a report's summary ends with for the files `unread_files` found ('' if none);
     `chunking` names what reads the files only chunked ingestion does, for this command."""
+    return _not_read(unread, reads, chunking) + _left_out_note(unread)
+
+
+def _left_out_note(unread: Unread) -> str:
+    """What a summary says of the hidden and excluded names a walk left out ('' if none):
+    hidden ones were left out without a word."""
+    parts = [f"{unread.hidden} hidden"] if unread.hidden else []
+    parts += [f"{unread.excluded} excluded (--exclude)"] if unread.excluded else []
+    return f"; left out: {', '.join(parts)} file(s) or folder(s)" if parts else ""
+
+
+def _not_read(unread: Unread, reads: Collection[str], chunking: str) -> str:
+    """`unread_note`'s words for the files not read and the links not followed."""
     links = not_followed(unread.linked)
     if not unread:
         return links
