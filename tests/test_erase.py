@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import unicodedata
 from datetime import timedelta
 from pathlib import Path
 
@@ -281,6 +282,29 @@ def test_an_id_deleted_ingested_again_and_deleted_again_is_erased_in_every_copy(
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
     assert files_holding(cache_dir, text_key(second.text)) == []
     assert every_row(collection).equals(kept)
+
+
+def test_a_live_item_of_another_spelling_is_left_when_one_spelling_is_erased(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """Two items, `café` composed and decomposed, then any later write: erasing the composed
+    one read the history in both spellings and erased the live decomposed one too, counted
+    as deleted before (a review's reproduction)."""
+    composed, decomposed = (
+        unicodedata.normalize("NFC", "café"),
+        unicodedata.normalize("NFD", "café"),
+    )
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    records = [Record(composed, "the composed one", {}), Record(decomposed, "the other one", {})]
+    ingest([*records, Record("other", "unrelated", {})], collection, cached_pipeline)
+    ingest([Record("later", "a later write", {})], collection, cached_pipeline)
+
+    done = collection.erase([composed])
+
+    assert (done.erased, done.erased_deleted, done.not_found) == (1, 0, ())
+    assert sorted(collection.ids()) == sorted([decomposed, "other", "later"])
+    assert files_holding(tmp_path / "db", b"the composed one") == []
+    assert files_holding(tmp_path / "db", b"the other one")
 
 
 def test_an_item_deleted_before_a_compaction_rewrote_its_fragment_is_erased_from_older_versions(

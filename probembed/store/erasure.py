@@ -173,6 +173,23 @@ def _held(table: Any, fragments: Sequence[int]) -> list[int]:
     return sorted(set(pc.shift_right(addresses, 32).to_pylist()))
 
 
+def _live_ids(table: Any, rows: pa.Table) -> set[str]:
+    """Those of these rows' ids the table's latest version holds."""
+    ids = sorted(set(rows.column("id").to_pylist()))
+    return set(rows_of(table, ["id"], ids).column("id").to_pylist())
+
+
+def _not_others(rows: pa.Table, found: pa.Table, live: set[str]) -> pa.Table:
+    """Older versions' rows but those of another item the latest version holds (an id of
+    another spelling, or a chunk id now of another document): a live item is erased only when
+    chosen (`found`), its earlier rows with it."""
+    chosen = set(found.column("id").to_pylist())
+    keep = [
+        i for i, id_ in enumerate(rows.column("id").to_pylist()) if id_ in chosen or id_ not in live
+    ]
+    return rows.take(pa.array(keep, pa.int64()))
+
+
 def _once_per_row(rows: pa.Table, not_at: pa.Array) -> pa.Table:
     """These rows once per address (`_rowaddr`: older versions show one row many times), but
     those at `not_at` (the latest version's found rows)."""
@@ -354,13 +371,17 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         older versions show and the latest does not (`FOUND`, once each): deleted before, or
         an upsert's earlier row, each still in a data file under a deletion file or in an
         older version's files; and those of `not_found` they name none of. A filter's none:
-        it is read at the latest version only."""
+        it is read at the latest version only. Read (`_earlier`, every version kept) only where
+        one is missing or the latest version hides rows under deletion files: an upsert's
+        earlier row that only older versions hold goes with them, its cache entry kept."""
         column = "id" if chosen.ids is not None else "doc_id"
         given = chosen.ids if chosen.ids is not None else chosen.documents
-        if given is None or column not in table.schema.names:
-            return found.slice(0, 0), not_found
+        hidden = int(table.list_versions()[-1]["metadata"].get("total_deletion_file_rows", 1))
+        if given is None or column not in table.schema.names or not (not_found or hidden):
+            return found.slice(0, 0), not_found  # no row hidden, none missing: nothing to read
         spellings = sorted({s for each in given for s in spelled_alike(each)})
         rows = self._earlier(table, list(dict.fromkeys([*FOUND, column])), spellings, column)
+        rows = _not_others(rows, found, _live_ids(table, rows))
         named = set(rows.column(column).to_pylist())
         left = [g for g in not_found if not named.intersection(spelled_alike(g))]
         earlier = _once_per_row(rows.select(FOUND), found.column("_rowaddr"))
