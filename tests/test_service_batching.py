@@ -443,6 +443,39 @@ def test_a_lone_encoder_encodes_its_lost_batch_once_recovered_and_a_batch_lost_t
     assert pending == 0
 
 
+def test_a_lost_batch_drops_a_request_whose_client_went(pydoc_pipeline):
+    """A cancelled request (its client gone) in a lost batch was put back and encoded again:
+    if its text killed the child, it would kill another. It is dropped, its texts leave the
+    queue's count, and the rest of the batch is encoded."""
+    calls: list[list[str]] = []
+
+    async def run():
+        batcher = Batcher([lambda texts: encode(texts)], BatchSettings(max_batch=8), Metrics(), "h")
+
+        def encode(texts: list[str]):
+            calls.append(texts)
+            if len(calls) == 1:
+                loop.call_soon_threadsafe(gone.cancel)  # the client leaves while it encodes
+                raise EncoderLost("died", lambda: None)
+            return pydoc_pipeline.encode(texts)
+
+        loop = asyncio.get_running_loop()
+        batcher.start()
+        try:
+            gone = asyncio.ensure_future(batcher.encode(["gone"]))
+            kept = asyncio.ensure_future(batcher.encode(["kept"]))
+            found = await kept
+            return found, gone.cancelled(), batcher._pending
+        finally:
+            await batcher.stop()
+
+    found, cancelled, pending = asyncio.run(asyncio.wait_for(run(), 60))
+    assert cancelled and calls == [["gone", "kept"], ["kept"]] and pending == 0
+    np.testing.assert_array_equal(
+        found.gaussian.mean, pydoc_pipeline.encode(["kept"]).gaussian.mean
+    )
+
+
 def test_an_encoding_child_killed_is_replaced_and_ready_once_recovered(pydoc_pipeline_dir):
     """The real child: killed (as the OOM killer kills it), its batch is given back as lost
     (the log says where it goes), the replacement has loaded once `recover` returns, and the

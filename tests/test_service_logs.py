@@ -56,19 +56,25 @@ def test_with_log_format_json_every_line_of_server_and_children_is_a_json_object
     assert any(line.get("request_id") == "shipped" for line in lines)  # the access line
 
 
-def test_log_level_warning_keeps_warnings_and_drops_access_and_info_lines(
-    tmp_path, pydoc_pipeline_dir
+@pytest.mark.parametrize("level", ["warning", "error"])
+def test_log_level_above_info_drops_access_and_info_lines_and_keeps_warnings_one_line_each(
+    tmp_path, pydoc_pipeline_dir, level
 ):
     """`--log-level warning` (a busy service's access lines are its log's bulk): no access
-    line and no info line, but a warning still; text lines keep time, logger and level."""
-    server = unwritable_cache_server(tmp_path, pydoc_pipeline_dir, "--log-level", "warning")
+    line and no info line; Python's warnings still come (others' lines at warning or above,
+    whatever the level), each distinct one once as one text line with time, logger and level,
+    not Python's three (file:line, the source line, a blank one)."""
+    server = unwritable_cache_server(tmp_path, pydoc_pipeline_dir, "--log-level", level)
     with server, server.client() as http:
         body = {"model": "hash", "input": ["hello"]}
         assert http.post("/v1/embeddings", json=body).status_code == 200
     lines = [line for line in server.output.splitlines() if line.strip()]
     assert not any(line.startswith("{") for line in lines), lines  # no access line
     assert not any(" INFO " in line for line in lines), lines
-    assert any(" py.warnings WARNING " in line and "cache" in line for line in lines), lines
+    assert not any(line.startswith(" ") for line in lines), lines  # no source excerpt
+    cache = [line for line in lines if " py.warnings WARNING RuntimeWarning: " in line]
+    assert cache and all("embedding cache at" in line for line in cache), lines
+    assert len(cache) == 2, cache  # once in the server, once in its encoding child
 
 
 @pytest.mark.parametrize(

@@ -262,15 +262,21 @@ class Batcher:
 
     def _requeue(self, batch: list[_Request], lost: EncoderLost) -> None:
         """Put a lost batch's requests back at the head of the queue, in order, for the next
-        free encoder; fail those lost before (or all, once stopping)."""
+        free encoder; fail those lost before (or all, once stopping), and drop those whose
+        client went (encoded again, the text that killed a child could kill another)."""
         assert self._arrived is not None
-        failed = [request for request in batch if request.lost or self._stopping]
-        _fail(failed, StoppingError() if self._stopping else lost)
-        self._set_pending(self._pending - sum(len(request.texts) for request in failed))
-        for request in reversed(batch):
-            if request not in failed:
+        back, ended = [], []
+        for request in batch:
+            if request.future.done():
+                ended.append(request)
+            elif request.lost or self._stopping:
+                request.future.set_exception(StoppingError() if self._stopping else lost)
+                ended.append(request)
+            else:
                 request.lost = True
-                self._queue.appendleft(request)
+                back.append(request)
+        self._set_pending(self._pending - sum(len(request.texts) for request in ended))
+        self._queue.extendleft(reversed(back))
         self._arrived.set()
 
     async def _gather(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -64,7 +65,8 @@ DEFAULT_LOGS = LogSettings()
 def configure_logging(settings: LogSettings = DEFAULT_LOGS) -> None:
     """One line per event on stderr in the chosen format; an access line is a JSON object
     alone in either (a prefix of time, logger and level made it none); everything else that
-    logs (libraries, Python's warnings) at WARNING or above, in the same format."""
+    logs through `logging` (libraries, Python's warnings) at WARNING or above, in the same
+    format."""
     formatter = (
         JsonFormatter()
         if settings.format == "json"
@@ -82,5 +84,20 @@ def configure_logging(settings: LogSettings = DEFAULT_LOGS) -> None:
         logger.propagate = False
     root = logging.getLogger()
     root.handlers[:] = [events]
-    root.setLevel(max(level, logging.WARNING))
-    logging.captureWarnings(True)  # a warning is a log line too, not two lines of its own
+    root.setLevel(logging.WARNING)  # whatever --log-level, as its help says
+    _log_warnings()
+
+
+def _log_warnings() -> None:
+    """Each distinct Python warning once, as one line of the `py.warnings` logger: Python's own
+    form is three lines (file:line, the source line, a blank one), repeated for probembed's."""
+    shown: set[str] = set()
+    logger = logging.getLogger("py.warnings")
+
+    def show(message: Warning | str, category: type[Warning], *_: object) -> None:
+        text = f"{category.__name__}: {message}"
+        if text not in shown:
+            shown.add(text)
+            logger.warning("%s", text)
+
+    warnings.showwarning = show  # type: ignore[assignment]  # called positionally

@@ -191,12 +191,18 @@ class EncodeProcess:
 
     def warm(self) -> None:
         """Encode once, so the child has loaded the pipeline before a batcher counts on it; a
-        child that dies meanwhile is replaced, and the replacement waited for."""
+        child that dies meanwhile is replaced, and the replacement waited for; one that dies
+        too is a ChildLoadError (the third child it started is ended, not waited for)."""
         try:
             self(["warm up"])
         except EncoderLost as lost:
             lost.recover()
-            self(["warm up"])
+            try:
+                self(["warm up"])
+            except EncoderLost as again:
+                self.abandon()
+                died = f"encoding children of {self.source} died twice while they loaded it"
+                raise ChildLoadError(died) from again
 
     def _recover(self) -> None:
         """Until the replacement child has loaded the pipeline or failed to (the next batch
@@ -204,6 +210,8 @@ class EncodeProcess:
         if self._loading is None:
             return
         self._encoding = True
+        if self._abandoned:  # the shutdown came before this flag was up: end it here
+            self._kill()
         try:
             self._loading.result()
         except (ChildLoadError, BrokenProcessPool):
@@ -223,11 +231,16 @@ class EncodeProcess:
         child is left to `close`. The embedding cache is SQLite, whose commits a killed
         process leaves whole. Says whether a child was ended."""
         self._abandoned = True
-        if not self._encoding:
+        loading = self._loading is not None and not self._loading.done()
+        if not (self._encoding or loading):
             return False
-        for process in list((self._pool._processes or {}).values()):
-            process.kill()  # it ignores SIGTERM (`_leave_signals_to_the_server`)
+        self._kill()
         return True
+
+    def _kill(self) -> None:
+        """End the child now (it ignores SIGTERM: `_leave_signals_to_the_server`)."""
+        for process in list((self._pool._processes or {}).values()):
+            process.kill()
 
     def close(self) -> None:
         """Stop the child after what it was given."""
