@@ -111,16 +111,19 @@ def slices(texts: list[str]) -> Callable[[int], list[str]]:
     return take
 
 
+def metric_sum(text: str, name: str) -> float:
+    """One metric's value summed over its labelled series (every pipeline's), from /metrics
+    text."""
+    return sum(float(v) for v in re.findall(rf"{name}\{{[^}}]*\}} (\S+)", text))
+
+
 def batch_totals(url: str) -> tuple[float, float]:
     """(texts, batches) encoded so far, summed over pipelines, from /metrics."""
     text = httpx2.get(f"{url}/metrics", timeout=30).text
-    total = sum(
-        float(v) for v in re.findall(r"probembed_encode_batch_texts_sum\{[^}]*\} (\S+)", text)
+    return (
+        metric_sum(text, "probembed_encode_batch_texts_sum"),
+        metric_sum(text, "probembed_encode_batch_texts_count"),
     )
-    count = sum(
-        float(v) for v in re.findall(r"probembed_encode_batch_texts_count\{[^}]*\} (\S+)", text)
-    )
-    return total, count
 
 
 async def drive(
