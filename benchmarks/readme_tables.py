@@ -8,9 +8,9 @@ page under docs/ (most in docs/results.md), wherever the text around it lives: `
 `variance` from variance.json, `lodo` from lodo.json, `headroom` from lodo_headroom.json,
 `errors` from error_signals.json, `geometry` from lodo_geometry.json, `task` from lodo_task.json,
 `similar` from lodo_similar.json, `regret` from lodo_regret.json,
-`serve` from serve.json, `chunking` from chunking.json, `calibration_by_search` and
-`calibration_by_score` from search_calibration.json, `tune_own_data` from tune_own_data.json,
-`abstention` from abstention.json.
+`serve` from serve.json, `pieces` from pieces.json, `chunking` from chunking.json,
+`calibration_by_search` and `calibration_by_score` from search_calibration.json,
+`tune_own_data` from tune_own_data.json, `abstention` from abstention.json.
 `--check` changes nothing and exits 1 when a table is out of date, naming the files.
 """
 
@@ -476,6 +476,38 @@ def serve(rows: Rows) -> str:
     return table(header, body, right_from=2)
 
 
+def figure(x: float | None, spec: str) -> str:
+    """A number formatted, or '' where a row has none."""
+    return "" if x is None else format(x, spec)
+
+
+def pieces(rows: Rows) -> str:
+    """Each --max-piece setting's medians: the write's time and CPU, the searches beside it."""
+    header = ["`--max-piece`", "beside the write", "write s", "÷ 256", "encoder CPU s", "÷ 256"]
+    header += ["encode calls", "searches", "first ms", "÷ 256", "p50 ms", "p95 ms", "÷ 256"]
+    header += ["max ms"]
+    body = [
+        [
+            str(r["max_piece"]),
+            "single requests" if r["stream"] else "nothing",
+            f"{r['write_s']:.1f}",
+            f"{r['write_vs_256']:.2f}",
+            f"{r['encoder_cpu_s']:.1f}",
+            f"{r['encoder_cpu_vs_256']:.2f}",
+            f"{r['batches']:g}",
+            figure(r["searches"], "g"),
+            figure(r["search_first_ms"], ".0f"),
+            figure(r["search_first_vs_256"], ".2f"),
+            figure(r["search_p50_ms"], ".0f"),
+            figure(r["search_p95_ms"], ".0f"),
+            figure(r["search_p95_vs_256"], ".2f"),
+            figure(r["search_max_ms"], ".0f"),
+        ]
+        for r in rows
+    ]
+    return table(header, body, right_from=2)
+
+
 def chunking(rows: Rows) -> str:
     """SciFact nDCG@10, documents embedded whole against chunked with best-chunk scoring."""
     header = ["score", "truncated (whole documents)", "chunked, best chunk", "difference"]
@@ -643,6 +675,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "search": ("search.json", search),
     "variance": ("variance.json", variance),
     "serve": ("serve.json", serve),
+    "pieces": ("pieces.json", pieces),
     "chunking": ("chunking.json", chunking),
     "calibration_by_search": ("search_calibration.json", calibration_by_search),
     "calibration_by_score": ("search_calibration.json", calibration_by_score),
