@@ -225,6 +225,29 @@ def test_eval_drops_self_matches_unless_asked_to_keep_them(hybrid, pipeline_dir,
     assert _values(kept["rows"], "mrr@10") == {"hash": direct["mrr@10"]}
 
 
+def test_a_relevant_document_with_its_query_s_id_is_said_to_be_dropped_and_counted(
+    pipeline_dir, tmp_path
+):
+    """A SciFact slice whose query 5's relevant document was renamed `5` fell from 89.45 to
+    88.20 nDCG@10 without a word: the document is a self-match, never retrieved for it."""
+    corpus = [*CORPUS, {"_id": "q1", "text": "Cats purr when they are content."}]
+    data = write_beir(tmp_path / "beir", corpus, QUERIES, [("q1", "q1", 1), ("q2", "d3", 1)])
+    payload = _eval([str(data)], pipeline_dir, tmp_path / "a.json")
+    said = payload["stderr"]
+    assert "warning:" in said and "1 of 2 judged queries judge relevant a document with" in said
+    assert "('q1')" in said and "--keep-self-matches lets a query retrieve it" in said
+    assert "keep_self_matches" not in said
+    assert payload["config"]["queries_judging_own_id"] == 1
+    assert payload["config"]["queries_judging_own_id_ids"] == ["q1"]
+    assert _values(payload["rows"], "recall@100") == {"hash": 0.5}  # q1's is never retrieved
+    kept = _eval([str(data), "--keep-self-matches"], pipeline_dir, tmp_path / "b.json")
+    assert "own id" not in kept["stderr"] and kept["config"]["queries_judging_own_id"] == 1
+    assert _values(kept["rows"], "recall@100") == {"hash": 1.0}
+    with pytest.warns(UserWarning, match="keep_self_matches lets a query retrieve it"):
+        test = load_dataset(data)
+    assert test.self_judged == ("q1",)
+
+
 def test_eval_of_a_corpus_reports_what_a_search_of_it_finds_with_the_adapted_weights(
     hash_pipeline, toy_pairs, tmp_path
 ):

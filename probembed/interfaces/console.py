@@ -196,6 +196,21 @@ def named(message: str, options: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
+@contextlib.contextmanager
+def warnings_named(options: Mapping[str, str]) -> Iterator[None]:
+    """Warnings given inside shown with the Python parameter names they hold read as the
+    command's options (`named`), as its refusals read them: a loader's warning told a CLI
+    user to set `keep_self_matches`."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # filters as they were
+            yield
+    finally:  # a refusal's warnings come before it, as they did
+        for given in caught:
+            text = named(str(given.message), options)
+            warnings.showwarning(text, given.category, given.filename, given.lineno)
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error to stderr and give the exit to raise."""
     note("error:", "bold red", message)

@@ -361,6 +361,7 @@ def register(app: typer.Typer) -> None:
             out,
             say,
             stdout_is_report,
+            warnings_named,
         )
         from probembed.interfaces.store_options import SEARCH_PIPELINE
         from probembed.pipeline import Pipeline
@@ -368,7 +369,8 @@ def register(app: typer.Typer) -> None:
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
             json_out = check_outputs(json_path, plots, tune_on, compare, hybrid, baseline)
-            test, dev = load_test_and_dev(path, split, compare, tune_on, options)
+            with warnings_named(DATASET_OPTIONS):
+                test, dev = load_test_and_dev(path, split, compare, tune_on, options)
             metrics = reported_metrics(test, metric or ())
             if hybrid:
                 check_hybrid(test)
@@ -481,6 +483,8 @@ def register(app: typer.Typer) -> None:
                 config["queries_scored"] = len(test.qrels)
                 config["queries_without_relevant"] = len(test.without_relevant)
                 config["queries_without_relevant_ids"] = list(test.without_relevant)
+                config["queries_judging_own_id"] = len(test.self_judged)
+                config["queries_judging_own_id_ids"] = list(test.self_judged)
             sections: dict[str, object] = {}
             if result is not None and differences is not None:
                 config["same_rows"] = same
