@@ -161,14 +161,21 @@ QUERIES = [{"_id": "q1", "text": "why do cats purr"}, {"_id": "q2", "text": "how
 
 
 def test_eval_warns_about_judged_documents_missing_from_the_corpus(pipeline_dir, tmp_path):
-    data = write_beir(
-        tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q1", "gone", 1), ("q2", "d3", 1)]
-    )
+    """The warning counted documents alone: "8 judged documents missing" where 8 of 80
+    queries could then only score 0; it says how many queries lose one, and are left with
+    none, and --json counts them."""
+    queries = [*QUERIES, {"_id": "q3", "text": "do dogs bark"}]
+    judged = [("q1", "d1", 1), ("q1", "gone", 1), ("q2", "d3", 1), ("q3", "lost", 1)]
+    data = write_beir(tmp_path / "beir", CORPUS, queries, [*judged, ("q2", "unseen", 0)])
     payload = _eval([str(data)], pipeline_dir, tmp_path / "rows.json")
-    assert "warning:" in payload["output"] and "1 judged document missing" in payload["output"]
-    assert "'gone'" in payload["output"]
-    # all three documents are within the top 100, so only the missing one is never retrieved
-    assert _values(payload["rows"], "recall@100") == {"hash": (0.5 + 1.0) / 2}
+    said = payload["stderr"]
+    assert "warning:" in said and "3 judged documents missing" in said and "'gone'" in said
+    # a missing document judged 0 costs its query nothing
+    assert "2 of 3 judged queries lose a relevant document to them, 1 of those left" in said
+    assert payload["config"]["queries_short_of_relevant"] == 2
+    assert payload["config"]["queries_with_none_relevant_in_corpus"] == 1
+    # all three documents are within the top 100, so only the missing ones are never retrieved
+    assert _values(payload["rows"], "recall@100") == {"hash": (0.5 + 1.0 + 0.0) / 3}
 
 
 def test_eval_strict_refuses_judged_documents_missing_from_the_corpus(pipeline_dir, tmp_path):

@@ -68,6 +68,8 @@ class RetrievalDataset:
     of `queries` and `qrels` by `load_retrieval` (no metric is defined for them).
     `self_judged`: the queries judging relevant a corpus document with their own id, which
     they never retrieve unless `keep_self_matches` (`load_retrieval` warns of them).
+    `short_of_relevant`: the queries a relevant document of which is missing from the corpus;
+    `none_in_corpus`: those of them with no relevant document in it, which score 0.
     """
 
     name: str
@@ -78,6 +80,8 @@ class RetrievalDataset:
     keep_self_matches: bool = False
     without_relevant: tuple[str, ...] = ()
     self_judged: tuple[str, ...] = ()
+    short_of_relevant: tuple[str, ...] = ()
+    none_in_corpus: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -270,7 +274,7 @@ def load_retrieval(
         raise ValueError(f"{directory / 'corpus.jsonl'}: no documents to search")
     all_queries = read_texts(_require_file(directory / "queries.jsonl"), "query")
     _check_judged_queries(qrels_dir / f"{split}.tsv", qrels, all_queries)
-    _check_judged_documents(directory, split, qrels, corpus, strict)
+    short, none = _check_judged_documents(directory, split, qrels, corpus, strict)
     left_out = tuple(left_out_queries(qrels, str(qrels_dir / f"{split}.tsv")))
     qrels = {q: docs for q, docs in qrels.items() if q not in left_out}
     queries = {query_id: all_queries[query_id] for query_id in qrels}
@@ -279,7 +283,7 @@ def load_retrieval(
         _warn_self_judged(qrels_dir / f"{split}.tsv", self_judged, len(qrels))
     name = directory.resolve().name  # `eval .` names its folder too
     return RetrievalDataset(
-        name, split, corpus, queries, qrels, keep_self_matches, left_out, self_judged
+        name, split, corpus, queries, qrels, keep_self_matches, left_out, self_judged, short, none
     )
 
 
@@ -521,15 +525,23 @@ def _check_judged_documents(
     qrels: dict[str, dict[str, int]],
     corpus: dict[str, str],
     strict: bool,
-) -> None:
-    """Warn about (or, when strict, refuse) judged documents the corpus lacks."""
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Warn about (or, when strict, refuse) judged documents the corpus lacks, saying how many
+    queries lose a relevant one and how many are left with none to find (8 missing documents
+    were 8 of 80 queries scoring 0); those two sets of queries."""
     missing = sorted({d for docs in qrels.values() for d in docs if d not in corpus})
     if not missing:
-        return
+        return (), ()
+    relevant = {q: [d for d, g in docs.items() if g >= RELEVANT] for q, docs in qrels.items()}
+    short = tuple(q for q, docs in relevant.items() if any(d not in corpus for d in docs))
+    none = tuple(q for q in short if not any(d in corpus for d in relevant[q]))
     message = (
         f"{directory}: {len(missing)} judged document{'s' if len(missing) > 1 else ''} "
-        f"missing from corpus.jsonl (qrels/{split}.tsv), e.g. {missing[:3]}"
+        f"missing from corpus.jsonl (qrels/{split}.tsv), e.g. {missing[:3]}; {len(short)} of "
+        f"{len(qrels)} judged queries lose a relevant document to them, {len(none)} of those "
+        "left with none in the corpus (they score 0)"
     )
     if strict:
         raise ValueError(f"{message}; without strict they count as never retrieved")
     warnings.warn(f"{message}; they count as never retrieved", UserWarning, stacklevel=3)
+    return short, none

@@ -485,6 +485,8 @@ def register(app: typer.Typer) -> None:
                 config["queries_without_relevant_ids"] = list(test.without_relevant)
                 config["queries_judging_own_id"] = len(test.self_judged)
                 config["queries_judging_own_id_ids"] = list(test.self_judged)
+                config["queries_short_of_relevant"] = len(test.short_of_relevant)
+                config["queries_with_none_relevant_in_corpus"] = len(test.none_in_corpus)
             sections: dict[str, object] = {}
             if result is not None and differences is not None:
                 config["same_rows"] = same
