@@ -255,6 +255,22 @@ def test_a_relevant_document_with_its_query_s_id_is_said_to_be_dropped_and_count
     assert test.self_judged == ("q1",)
 
 
+def test_eval_says_how_many_corpus_documents_the_models_read_only_the_start_of(
+    search_pipeline, tmp_path
+):
+    """ingest and embed said it, eval scored cut documents without a word."""
+    long = " ".join(f"word{i}" for i in range(600)) + " Octopuses have three hearts."
+    corpus = [*CORPUS, {"_id": "long", "text": long}]
+    data = write_beir(tmp_path / "beir", corpus, QUERIES, [("q1", "d1", 1), ("q2", "d3", 1)])
+    pipe = search_pipeline.save(tmp_path / "pipe")
+    said = _eval([str(data)], pipe, tmp_path / "a.json")["stderr"]
+    assert "cut short: 1 of 4 documents are longer than 'retrieval' reads" in said
+    assert f"({search_pipeline.max_tokens} tokens)" in said
+    assert "`probembed ingest --chunk` splits them into passages" in said
+    short = write_beir(tmp_path / "short", CORPUS, QUERIES, [("q1", "d1", 1), ("q2", "d3", 1)])
+    assert "cut short" not in _eval([str(short)], pipe, tmp_path / "b.json")["stderr"]
+
+
 def test_eval_of_a_corpus_reports_what_a_search_of_it_finds_with_the_adapted_weights(
     hash_pipeline, toy_pairs, tmp_path
 ):

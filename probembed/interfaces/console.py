@@ -185,6 +185,21 @@ def say(message: str) -> None:
     err.print(literal(message), soft_wrap=True)
 
 
+def say_what_is_cut(cut: int, seen: int, pipe: Pipeline, remedy: str, sampled: bool) -> None:
+    """Warn that `cut` of `seen` documents (the first `seen` of more where `sampled`) are
+    longer than the pipeline's models read: only their start is embedded, so what comes later
+    is not found (ingest, embed and eval alike)."""
+    if cut:
+        among = f"of the first {seen:,}" if sampled else f"of {seen:,}"
+        note(
+            "cut short:",
+            "yellow",
+            f"{cut:,} {among} documents are longer than {pipe.name!r} reads "
+            f"({pipe.max_tokens} tokens): only their start is embedded, so what comes later "
+            f"is not found; {remedy}",
+        )
+
+
 def named(message: str, options: Mapping[str, str]) -> str:
     """A library's message with the Python parameter names it holds read as the options the
     command's user typed (`group_by_doc` as `--group-by-doc`), each where it stands alone and

@@ -155,6 +155,25 @@ def check_hybrid(test: Evaluable) -> None:
         )
 
 
+#: What eval's cut-short note tells its user (`console.say_what_is_cut`).
+CUT_REMEDY = (
+    "eval scores them so, as a plain ingest stores them; `probembed ingest --chunk` splits "
+    "them into passages"
+)
+
+
+def say_what_eval_cuts(test: Evaluable, pipe: Pipeline) -> None:
+    """Warn, as ingest and embed do, when corpus documents are longer than the models read:
+    eval scored them cut short without a word."""
+    from probembed.evaluation.datasets import RetrievalDataset
+    from probembed.interfaces.console import say_what_is_cut
+
+    if isinstance(test, RetrievalDataset) and pipe.max_tokens is not None:
+        documents = list(test.corpus.values())
+        cut = int(pipe.cut(documents).sum())
+        say_what_is_cut(cut, len(documents), pipe, CUT_REMEDY, sampled=False)
+
+
 def own_figures(
     pipe: Pipeline,
     test: Evaluable,
@@ -388,6 +407,7 @@ def register(app: typer.Typer) -> None:
         texts = sum(len(t) for t in dataset_roles(test).values())
         label = test.name if test.split == test.name else f"{test.name} {test.split}"  # one file
         say(f"{label}: {texts} texts, each embedded by {pipe.name}'s models")
+        say_what_eval_cuts(test, pipe)
         tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)
         if tuned is not None:  # a figure on a split that chose the settings is not held out
             note(

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from probembed.documents import with_notes
-from probembed.interfaces.console import check_output_folder, err, fail, named, note, say
+from probembed.interfaces.console import (
+    check_output_folder,
+    err,
+    fail,
+    named,
+    note,
+    say,
+    say_what_is_cut,
+)
 from probembed.interfaces.store_options import (
     CHUNK_OPTIONS,
     DEFAULT_COLLECTION,
@@ -147,19 +155,12 @@ CHUNK_REMEDY = "`--chunk` (`probembed ingest --chunk`) splits them into passages
 def _say_what_is_cut(
     source: Path, pipe: Any, remedy: str = CHUNK_REMEDY, follow_links: bool = False
 ) -> None:
-    """Warn when whole documents are longer than the models read: only their start is found."""
+    """Warn when whole documents of a source are longer than the models read (the first
+    CUT_SAMPLE looked at): only their start is found."""
     from probembed.store.ingest import CUT_SAMPLE, cut_documents
 
     cut, seen = cut_documents(source, pipe, follow_links)
-    if cut:
-        among = f"of the first {seen:,}" if seen == CUT_SAMPLE else f"of {seen:,}"
-        note(
-            "cut short:",
-            "yellow",
-            f"{cut:,} {among} documents are longer than {pipe.name!r} reads "
-            f"({pipe.max_tokens} tokens): only their start is embedded, so what comes later "
-            f"is not found; {remedy}",
-        )
+    say_what_is_cut(cut, seen, pipe, remedy, sampled=seen == CUT_SAMPLE)
 
 
 def ingest_command(
