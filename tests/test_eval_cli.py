@@ -432,11 +432,29 @@ def test_a_split_too_small_to_score_is_refused_by_name_before_encoding(
     assert says in _unwrapped(result.output) and "embedded" not in result.output
 
 
-def test_plots_that_cannot_be_drawn_are_said_not_left_an_empty_folder(pipeline_dir, tmp_path):
-    """A classification set's --plots left an empty folder and exited 0 without a word."""
+@pytest.mark.parametrize("compare_flag", [[], ["--compare"]])
+def test_plots_of_a_classification_split_are_refused_before_any_encoding(
+    compare_flag, pipeline_dir, tmp_path
+):
+    """They were refused with a warning after the whole evaluation (90 s), an empty folder
+    and exit 0; the split file given alone is told by its header too."""
     plots = tmp_path / "plots"
-    args = [str(KINDS["classification"]), "--compare", "--plots", str(plots)]
-    said = _eval(args, pipeline_dir, tmp_path / "rows.json")["stderr"]
+    for path in (KINDS["classification"], KINDS["classification"] / "test.tsv"):
+        args = ["eval", str(path), "--pipeline", str(pipeline_dir), "--plots", str(plots)]
+        result = runner.invoke(app, [*args, *compare_flag])
+        assert result.exit_code == 2, result.output
+        said = _unwrapped(result.stderr)
+        assert f"--plots draws per-item uncertainty (risk-coverage, per decile), which {path}" in (
+            said
+        )
+        assert "embedded" not in said and not plots.exists()
+
+
+def test_plots_that_cannot_be_drawn_are_said_not_left_an_empty_folder(pipeline_dir, tmp_path):
+    """A split of one scored query left an empty folder and exited 0 without a word."""
+    plots = tmp_path / "plots"
+    one = write_beir(tmp_path / "one", CORPUS, QUERIES[:1], [("q1", "d1", 1)])
+    said = _eval([str(one), "--plots", str(plots)], pipeline_dir, tmp_path / "rows.json")["stderr"]
     assert f"warning: no plots written to {plots}: risk-coverage needs per-item" in said
     drawn = _eval(
         [str(KINDS["sts"]), "--compare", "--plots", str(plots)], pipeline_dir, tmp_path / "b.json"

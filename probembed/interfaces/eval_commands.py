@@ -70,6 +70,8 @@ def load_test_and_dev(
 
 
 def check_outputs(
+    path: Path,
+    split: str | None,
     json_path: Path | None,
     plots: Path | None,
     tune_on: str | None,
@@ -77,8 +79,9 @@ def check_outputs(
     hybrid: bool,
     baseline: str | None = None,
 ) -> OutputFile | None:
-    """Refuse what would fail or be ignored only after the whole evaluation has run; the
-    file --json names."""
+    """Refuse what would fail or be ignored only after the whole evaluation of the dataset at
+    `path` (its `split`) has run; the file --json names."""
+    from probembed.evaluation.datasets import DEFAULT_SPLIT, kind_at
     from probembed.interfaces.console import check_output_folder, output_file
 
     if hybrid and compare:
@@ -90,6 +93,11 @@ def check_outputs(
         raise ValueError(
             "--plots draws the dense search's uncertainty signals, which a hybrid ranking "
             "does not report per query; leave out --hybrid to plot them"
+        )
+    if plots is not None and kind_at(path, split or DEFAULT_SPLIT) == "classification":
+        raise ValueError(  # said after the whole evaluation (90 s), an empty folder left
+            f"--plots draws per-item uncertainty (risk-coverage, per decile), which {path}, "
+            "a classification split, has none of (its probe labels each text); leave out --plots"
         )
     if not compare:
         for option, value in (("--tune-on", tune_on), ("--baseline", baseline)):
@@ -290,7 +298,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 help="Write risk-coverage and per-decile plots of the uncertainty signals "
                 "(the learned confidence a search reports too, where the pipeline has one) to "
-                "this folder: of the pipeline, or with --compare of its rows. Not with --hybrid."
+                "this folder: of the pipeline, or with --compare of its rows. Not with --hybrid, "
+                "nor on a classification split."
             ),
         ] = None,
         tune_on: Annotated[
@@ -387,7 +396,9 @@ def register(app: typer.Typer) -> None:
 
         options = {"strict": strict, "keep_self_matches": keep_self_matches}
         try:
-            json_out = check_outputs(json_path, plots, tune_on, compare, hybrid, baseline)
+            json_out = check_outputs(
+                path, split, json_path, plots, tune_on, compare, hybrid, baseline
+            )
             with warnings_named(DATASET_OPTIONS):
                 test, dev = load_test_and_dev(path, split, compare, tune_on, options)
             metrics = reported_metrics(test, metric or ())
@@ -543,5 +554,5 @@ def register(app: typer.Typer) -> None:
                     "warning:",
                     "yellow",
                     f"no plots written to {plots}: risk-coverage needs per-item uncertainty "
-                    "of at least 2 items (an STS or retrieval split; classification has none)",
+                    "of at least 2 items (STS pairs or scored queries)",
                 )
