@@ -16,7 +16,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from probembed.interfaces.cli import PIPED_HELP_WIDTH, app
+from probembed.interfaces.cli import app
+from probembed.interfaces.console import PIPED_WIDTH
 from probembed.interfaces.store_options import BUSY_EXIT
 from probembed.service.schemas import DeleteReport, WriteReport
 
@@ -216,7 +217,7 @@ def test_help_to_a_pipe_is_whole(command):
     shown = runner.invoke(app, [*command, "--help"], env=NOT_SET)
     assert shown.exit_code == 0, shown.output
     assert "…" not in shown.stdout
-    assert max(map(len, shown.stdout.splitlines())) == PIPED_HELP_WIDTH
+    assert max(map(len, shown.stdout.splitlines())) == PIPED_WIDTH
 
 
 def test_the_command_list_gives_each_summary_as_one_text():

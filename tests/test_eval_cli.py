@@ -17,9 +17,10 @@ from probembed.evaluation.harness import (
     evaluate,
     primary_metric,
 )
-from probembed.evaluation.report import compare
+from probembed.evaluation.report import compare, file_stem
 from probembed.fusion import uncertainty
 from probembed.interfaces.cli import app
+from probembed.interfaces.console import PIPED_WIDTH
 from probembed.interfaces.eval_commands import find_dev, own_figures
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
 
@@ -448,6 +449,55 @@ def test_plots_of_a_classification_split_are_refused_before_any_encoding(
             said
         )
         assert "embedded" not in said and not plots.exists()
+
+
+@pytest.mark.parametrize("json_to", ["file", "-"])
+def test_the_table_to_a_pipe_or_a_file_is_as_wide_as_piped_help_unless_columns_is_set(
+    json_to, pipeline_dir, tmp_path, monkeypatch
+):
+    """Piped, the table was 80 columns wide: row names cut (`single:paraphr…`), Δ cells
+    wrapped over three lines. COLUMNS, where set, still rules; with --json - the table is on
+    stderr, as wide."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    json_path = str(tmp_path / "rows.json") if json_to == "file" else "-"
+    args = ["eval", str(KINDS["retrieval"]), "--pipeline", str(pipeline_dir), "--compare"]
+    args += ["--metric", "ndcg@10", "--metric", "recall@100", "--metric", "mrr@10"]
+    result = runner.invoke(app, [*args, "--json", json_path])
+    assert result.exit_code == 0, result.output
+    shown = result.stdout if json_to == "file" else result.stderr
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(" method "))
+    table = lines[start : start + 6]  # the heading, its rule and a line per row
+    assert 80 < max(len(line.rstrip()) for line in table) <= PIPED_WIDTH
+    assert "…" not in shown and [line.split()[0] for line in table[2:]] == [
+        "single:hash(dim=128)",
+        "single:hash(dim=96)",
+        "mean",
+        "uec",
+    ]
+    # each Δ cell, difference and interval, on its row's line
+    assert all(line.count("[") == line.count("]") == 3 for line in table[2:5])
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = runner.invoke(app, [*args, "--json", str(tmp_path / "narrow.json")])
+    assert narrow.exit_code == 0, narrow.output
+    assert max(map(len, narrow.stdout.splitlines())) <= 80
+
+
+def test_plot_files_are_named_as_a_shell_takes_one_word(pipeline_dir, tmp_path):
+    """`sf-test-retrieval as shipped-binned.png` needed quoting in every shell command."""
+    plots = tmp_path / "plots"
+    args = [str(KINDS["sts"]), "--compare", "--plots", str(plots)]
+    said = _eval(args, pipeline_dir, tmp_path / "rows.json")["stderr"]
+    names = sorted(p.name for p in plots.iterdir())
+    assert "toy-test-hash_as_shipped-binned.png" in names
+    assert not [name for name in names if " " in name] and f"plot: {plots}/toy" in said
+    taken: set[str] = set()
+    assert [file_stem(n, taken) for n in ("a b", "a_b", "a  b", "c")] == [
+        "a_b",
+        "a_b-2",
+        "a_b-3",
+        "c",
+    ]
 
 
 def test_plots_that_cannot_be_drawn_are_said_not_left_an_empty_folder(pipeline_dir, tmp_path):

@@ -6,9 +6,11 @@ can read them; the run's exact configuration and seed travel with them in the JS
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -405,8 +407,9 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
     if isinstance(dataset, RetrievalDataset):  # the figures `_retrieval_uncertainty` judged by
         judged, _ = judged_metrics(reported_metrics(dataset, result.metrics))
         quality, bin_label = metric_label(judged), metric_label(DECILE_METRIC)
+    taken: set[str] = set()
     for method, curves in result.curves.items():
-        stem = f"{dataset.name}-{dataset.split}-{method}"
+        stem = file_stem(f"{dataset.name}-{dataset.split}-{method}", taken)
         paths.append(
             plot_risk_coverage(
                 curves["risk_coverage"],
@@ -424,6 +427,23 @@ def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.Path
             )
         )
     return paths
+
+
+#: What a plot's file name keeps of a name; every other run of characters is one `_`.
+_FILE_SAFE = re.compile(r"[^\w.:+@=-]+")
+
+
+def file_stem(name: str, taken: set[str] | None = None) -> str:
+    """`name` as a file name a shell takes as one word (`sf-test-retrieval as shipped` is
+    `sf-test-retrieval_as_shipped`), made unique among `taken` by `-2`, `-3` ..., and taken."""
+    stem = base = _FILE_SAFE.sub("_", name)
+    taken = set() if taken is None else taken
+    for n in itertools.count(2):
+        if stem not in taken:
+            break
+        stem = f"{base}-{n}"
+    taken.add(stem)
+    return stem
 
 
 #: How a plot writes a retrieval metric's name.

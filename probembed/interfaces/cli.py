@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from inspect import cleandoc
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -33,6 +33,7 @@ from probembed.interfaces.console import (
     note,
     out,
     output_file,
+    piped_width,
     save_pipeline,
     say,
     settle_stdout,
@@ -167,34 +168,22 @@ def _summary(text: str | None) -> str | None:
     return None if text is None else " ".join(cleandoc(text).split("\n\n")[0].split())
 
 
-#: Columns of help printed to a pipe or a file (`serve --help | less`), where rich takes 80
-#: and cut option names and values short (`--limit-concurren…`, `PROBEMBED_API_KEY…`):
-#: every command's help fits in it whole (test_cli_scripting checks).
-PIPED_HELP_WIDTH = 120
-
-
 @contextlib.contextmanager
 def _piped_help_width() -> Iterator[None]:
-    """Help printed where stdout is no terminal at PIPED_HELP_WIDTH columns, set as typer's
+    """Help printed where stdout is no terminal at PIPED_WIDTH columns (`serve --help |
+    less`: rich's 80 cut option names and values short, `--limit-concurren…`), set as typer's
     own TERMINAL_WIDTH sets it; on a terminal, or with TERMINAL_WIDTH or COLUMNS set, as it
     was. Only while arguments are parsed and help printed: an error's panel on stderr,
     printed after, keeps the terminal's width."""
-    if _on_terminal(sys.stdout) or rich_utils.MAX_WIDTH is not None or "COLUMNS" in os.environ:
+    width = piped_width(sys.stdout)
+    if width is None or rich_utils.MAX_WIDTH is not None:
         yield
         return
-    rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+    rich_utils.MAX_WIDTH = width
     try:
         yield
     finally:
         rich_utils.MAX_WIDTH = None
-
-
-def _on_terminal(stream: TextIO | None) -> bool:
-    """Whether a standard stream is a terminal (not None, closed, a pipe or a file)."""
-    try:
-        return stream is not None and stream.isatty()
-    except ValueError:  # closed
-        return False
 
 
 def _stopped(command: str, how: str, stop: BaseException) -> str:

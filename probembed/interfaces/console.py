@@ -41,9 +41,33 @@ class _Out(Console):
         raise BrokenPipeError
 
 
-def out() -> Console:
-    """A console on standard output."""
-    return _Out()
+#: Columns of help and tables printed to a pipe or a file, where rich takes 80 and cut them
+#: short (`--limit-concurren…`, an eval row `single:paraphr…`, a Δ cell over three lines):
+#: every command's help fits in it whole (test_cli_scripting checks).
+PIPED_WIDTH = 120
+
+
+def on_terminal(stream: TextIO | None) -> bool:
+    """Whether a standard stream is a terminal (not None, closed, a pipe or a file)."""
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+def piped_width(stream: TextIO | None) -> int | None:
+    """The columns to print `stream`'s help and tables in: PIPED_WIDTH where it is no
+    terminal, None (rich's choice: the terminal's width, or COLUMNS) on a terminal or with
+    COLUMNS set."""
+    return None if on_terminal(stream) or "COLUMNS" in os.environ else PIPED_WIDTH
+
+
+def out(stderr: bool = False) -> Console:
+    """A console for a command's tables: on standard output (on stderr where stdout holds
+    the command's JSON), PIPED_WIDTH columns wide where it is no terminal."""
+    if stderr:
+        return Console(stderr=True, highlight=False, width=piped_width(sys.stderr))
+    return _Out(width=piped_width(sys.stdout))
 
 
 class _LogStream:

@@ -373,6 +373,7 @@ def register(app: typer.Typer) -> None:
         )
         from probembed.evaluation.report import compare as run_compare
         from probembed.evaluation.report import (
+            file_stem,
             json_bytes,
             markdown_table,
             same_rows,
@@ -382,7 +383,6 @@ def register(app: typer.Typer) -> None:
             write_plots,
         )
         from probembed.interfaces.console import (
-            err,
             fail,
             named,
             note,
@@ -490,7 +490,7 @@ def register(app: typer.Typer) -> None:
         if differences is not None:
             heading += f"; Δ: difference from {baseline}"
         table = markdown_table(rows, metrics, columns, same)
-        console = err if json_out is not None and json_out.to_stdout else out()
+        console = out(stderr=json_out is not None and json_out.to_stdout)
         console.print(Markdown(f"### {heading}\n\n" + table))
         if checked is not None:
             title = f"### p_relevant and confidence of {pipe.name} on {label}, as searches report"
@@ -545,7 +545,7 @@ def register(app: typer.Typer) -> None:
             if checked is not None:
                 from probembed.calibration.checking import plot_check
 
-                stem = f"{test.name}-{test.split}-{pipe.name}"
+                stem = file_stem(f"{test.name}-{test.split}-{pipe.name}")
                 written += plot_check(checked, plots, stem, f"{label} ({pipe.name})")
             for png in written:
                 say(f"plot: {png}")
