@@ -18,6 +18,7 @@ from probembed.evaluation.harness import (
     primary_metric,
 )
 from probembed.evaluation.report import compare, file_stem
+from probembed.evaluation.tuning import tune
 from probembed.fusion import uncertainty
 from probembed.interfaces.cli import app
 from probembed.interfaces.console import PIPED_WIDTH
@@ -58,8 +59,12 @@ def _unwrapped(output: str) -> str:
 
 
 def _values(rows: list[dict], metric: str) -> dict[str, float]:
-    """method -> value of one metric."""
-    return {r["method"]: r["value"] for r in rows if r["metric"] == metric}
+    """method -> value of one metric on the reported split (not a tuning figure)."""
+    return {
+        r["method"]: r["value"]
+        for r in rows
+        if r["metric"] == metric and not r.get("tuning_figure")
+    }
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -104,6 +109,27 @@ def test_eval_compare_reports_the_harness_figures(kind, pipeline_dir, tmp_path):
     if dev is None:  # the reason that holds, not both
         why = "its probe trains on" if kind == "classification" else "it has no dev or train"
         assert f"({why}" in payload["stderr"] and payload["stderr"].count("(it") == 1
+
+
+def test_the_tuning_figures_are_rows_of_the_split_tuned_on_tagged_as_such(pipeline_dir, tmp_path):
+    """They were `{"split": "test", "metric": "dev", ...}`: a figure on dev, tagged with the
+    reported split, under a key that names no metric."""
+    path = KINDS["sts"]
+    payload = _eval([str(path), "--compare"], pipeline_dir, tmp_path / "rows.json")
+    pipe = Pipeline.load(pipeline_dir, cache=False)
+    dev = load_dataset(path, "train")  # the toy set's only split besides test
+    reached = tune([(embed(pipe, dev), dev)]).dev  # what tuning chose by, on dev
+    tuning = [r for r in payload["rows"] if r.get("tuning_figure")]
+    assert tuning == [
+        {"dataset": "toy", "split": "train", "method": m, "metric": "spearman", "value": reached[m]}
+        | {"tuning_figure": True}
+        for m in ("weighted", "uec")
+    ]
+    assert not [r for r in payload["rows"] if r["metric"] == "dev"]
+    assert {r["split"] for r in payload["rows"] if not r.get("tuning_figure")} == {"test"}
+    shown = _values(payload["rows"], "spearman")  # the table shows the test figures alone
+    assert f"{100 * shown['uec']:.2f}" in payload["stdout"]  # 50.00, on train 100.00
+    assert reached["uec"] != shown["uec"] and f"{100 * reached['uec']:.2f}" not in payload["stdout"]
 
 
 @pytest.mark.parametrize("compare_flag", [[], ["--compare"]])

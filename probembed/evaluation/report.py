@@ -32,6 +32,7 @@ from probembed.evaluation.harness import (
     embed,
     evaluate,
     judged_metrics,
+    primary_metric,
     reported_metrics,
     searched_as,
 )
@@ -109,9 +110,8 @@ def compare(
             scored[key] = evaluate(embedded, test, method, result.metrics)
         result.outcomes[method.name] = scored[key]
         result.rows += _rows(test, method.name, scored[key].metrics)
-    if tuned is not None:
-        result.rows += _rows(test, "weighted", {"dev": tuned.dev["weighted"]})
-        result.rows += _rows(test, "uec", {"dev": tuned.dev["uec"]})
+    if tuned is not None and dev is not None:
+        result.rows += tuning_rows(dev, tuned)
     if own != "uec":  # the uec tuned afresh, whose signals no search of the pipeline reports
         result.rows += uncertainty_quality(test, result, "uec")
     learned = learned_confidence(pipeline, embedded, test, result.outcomes[own].ids)
@@ -244,6 +244,18 @@ def settings_text(settings: Mapping[str, object]) -> str:
             shown = f"{value:g}" if isinstance(value, float) else str(value)
         parts.append(f"{short.get(key, key)} {shown}")
     return "; ".join(parts)
+
+
+def tuning_rows(dev: Evaluable, tuned: Tuned) -> list[dict]:
+    """The figure each tuned row reached on the split it was tuned on, tagged with that split,
+    the metric tuning chose by (its primary one) and `tuning_figure`: they were tagged with the
+    reported split, under a metric named "dev", and read as held-out figures."""
+    metric = primary_metric(dev)
+    return [
+        {**row, "tuning_figure": True}
+        for method in TUNED_ROWS
+        for row in _rows(dev, method, {metric: tuned.dev[method]})
+    ]
 
 
 def _rows(dataset: Evaluable, method: str, metrics: dict[str, float]) -> list[dict]:
@@ -465,6 +477,7 @@ def markdown_table(
     """Methods as rows, chosen metrics as columns (x100), in the order methods first appear;
     `columns`: more columns, header -> text per method (what a tuned row chose, a difference);
     `same`: groups of rows alike by construction, shown once as `a = b` with a footnote."""
+    rows = [r for r in rows if not r.get("tuning_figure")]  # on another split: no column's
     methods = list(dict.fromkeys(r["method"] for r in rows if r["metric"] in metrics))
     value = {(r["method"], r["metric"]): r["value"] for r in rows}
     label = {names[0]: " = ".join(names) for names in same}
