@@ -172,6 +172,16 @@ class EmbeddingCache:
             self._count(hits=int(found.sum()), misses=int((~found).sum()))
         return found, gaussian
 
+    def held(self, model: str, texts: Sequence[str]) -> np.ndarray:
+        """Which texts the cache holds for a model (a bool mask), from their keys alone: no
+        vector read, no use marked, nothing counted in `stats`, so a command can say before
+        encoding how much it will read rather than encode (a row damaged on disk, which `get`
+        reads as a miss, counts as held)."""
+        keys = [text_key(t) for t in texts]
+        nothing: set[bytes] = set()  # where the cache cannot be read
+        found = self._run(lambda db: _keys_held(db, model, keys), nothing)
+        return np.array([k in found for k in keys], dtype=bool)
+
     def put(
         self, model: str, texts: Sequence[str], gaussian: Gaussian, label: str | None = None
     ) -> None:
@@ -402,6 +412,17 @@ def _select(db: sqlite3.Connection, model: str, keys: list[bytes]) -> dict:
             rows[key] = (dim, mean, var)
         db.execute(f"UPDATE gaussians SET used=? WHERE {where}", [now, model, *chunk])
     return rows
+
+
+def _keys_held(db: sqlite3.Connection, model: str, keys: list[bytes]) -> set[bytes]:
+    """The keys a model has a row of, its vectors left unread."""
+    held: set[bytes] = set()
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        query = f"SELECT text FROM gaussians WHERE model=? AND text IN ({marks})"
+        held.update(key for (key,) in db.execute(query, [model, *chunk]))
+    return held
 
 
 def _whole(rows: dict[bytes, tuple[int, bytes, bytes]]) -> dict:

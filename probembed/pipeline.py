@@ -316,6 +316,15 @@ class Pipeline:
         texts = validate_texts(texts)
         return [self._cached(member, texts, counted) for member in self.members]
 
+    def held(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, whether the cache holds it for every member: read, not encoded, by the
+        next encode (`EmbeddingCache.held`; all False without a cache)."""
+        out = np.full(len(texts), self.cache is not None)
+        if self.cache is not None:
+            for member in self.members:
+                out &= self.cache.held(member.fingerprint, list(texts))
+        return out
+
     def encode_lacking(
         self,
         texts: Sequence[str],

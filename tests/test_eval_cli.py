@@ -354,7 +354,31 @@ def test_a_beir_set_is_scored_with_the_built_in_ingest_indexes_documents_with(tm
     assert {row["method"] for row in payload["rows"]} == {"retrieval"}
     data = load_dataset(KINDS["retrieval"])
     texts = len(data.corpus) + len(data.queries)  # said before the long part starts
-    assert f"{texts} texts, each embedded by retrieval's models" in _unwrapped(result.stderr)
+    assert f"{texts} texts (" in result.stderr and "each embedded by retrieval's models" in (
+        _unwrapped(result.stderr)
+    )
+
+
+def test_a_rerun_says_how_many_texts_come_from_the_cache(pipeline_dir, tmp_path, monkeypatch):
+    """A rerun read every embedding from the cache and said, as the first run had, that each
+    text was embedded by the models."""
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "cache"))
+    data = write_beir(tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q2", "d3", 1)])
+    first = _eval([str(data)], pipeline_dir, tmp_path / "a.json")["stderr"]
+    assert "beir test: 5 texts (0 from the cache), each embedded by hash's models" in first
+    more = write_beir(  # one document more: the others are read, it is encoded
+        tmp_path / "more",
+        [*CORPUS, {"_id": "d4", "text": "Owls hunt at night."}],
+        QUERIES,
+        [("q1", "d1", 1), ("q2", "d3", 1)],
+    )
+    again = _eval([str(more)], pipeline_dir, tmp_path / "b.json")["stderr"]
+    assert "more test: 6 texts (5 from the cache), each embedded by hash's models" in again
+    pipe = Pipeline.load(pipeline_dir)  # held for every member, or not held
+    assert pipe.held(["Owls hunt at night.", "never seen"]).tolist() == [True, False]
+    assert Pipeline.load(pipeline_dir, cache=False).held(["Owls hunt at night."]).tolist() == [
+        False
+    ]
 
 
 def test_a_split_the_pipeline_was_tuned_on_is_reported_as_not_held_out(

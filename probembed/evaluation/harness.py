@@ -103,6 +103,16 @@ def dataset_roles(dataset: Dataset) -> dict[str, Sequence[str] | dict[str, str]]
     raise TypeError(_not_evaluable(dataset))
 
 
+def texts_held(pipeline: Pipeline, dataset: Dataset) -> tuple[int, int]:
+    """(texts `embed` encodes for a dataset, how many of them the pipeline's cache holds for
+    every member): a rerun said it embedded every text again, read from the cache."""
+    texts = [
+        list(t.values()) if isinstance(t, dict) else list(t)
+        for t in dataset_roles(dataset).values()
+    ]
+    return sum(map(len, texts)), sum(int(pipeline.held(t).sum()) for t in texts)
+
+
 def _not_evaluable(dataset: object) -> str:
     """Why a dataset (a pairs file) cannot be scored, and what can."""
     return f"cannot evaluate a {type(dataset).__name__}; give STS, retrieval or classification"

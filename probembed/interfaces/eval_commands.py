@@ -362,7 +362,7 @@ def register(app: typer.Typer) -> None:
             RetrievalDataset,
             dataset_kind,
         )
-        from probembed.evaluation.harness import dataset_roles, primary_metric, reported_metrics
+        from probembed.evaluation.harness import primary_metric, reported_metrics, texts_held
         from probembed.evaluation.paired import (
             CONFIDENCE,
             RESAMPLES,
@@ -415,9 +415,11 @@ def register(app: typer.Typer) -> None:
             raise fail(named(str(exc), DATASET_OPTIONS)) from exc
         if (plots is not None or json_out is not None) and not (json_out and json_out.to_stdout):
             stdout_is_report()  # its table: a reader gone must not keep the files unwritten
-        texts = sum(len(t) for t in dataset_roles(test).values())
+        texts, held = texts_held(pipe, test)
         label = test.name if test.split == test.name else f"{test.name} {test.split}"  # one file
-        say(f"{label}: {texts} texts, each embedded by {pipe.name}'s models")
+        say(
+            f"{label}: {texts} texts ({held} from the cache), each embedded by {pipe.name}'s models"
+        )
         say_what_eval_cuts(test, pipe)
         tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)
         if tuned is not None:  # a figure on a split that chose the settings is not held out
