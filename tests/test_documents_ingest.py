@@ -691,47 +691,6 @@ def test_the_cli_syncs_an_emptied_file_without_on_error_skip(tmp_path, pydoc_pip
     assert Database(db).collection("kb").document_index().keys() == {"a.md"}
 
 
-def test_a_collection_keeps_its_chunk_settings_for_a_run_given_none(tmp_path, pydoc_pipeline):
-    """A run without --chunk-tokens re-chunked every document at the default size (the
-    walkthrough: `updated 39 ... chunks written 355, removed 419`)."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "guide.md").write_text(long_markdown("The flux capacitor overheats."))
-    (docs / "notes.txt").write_text("Plain notes about gardening and tomato plants.")
-    collection = Database(tmp_path / "db", create=True).collection("docs")
-    first = ingest_documents(docs, collection, pydoc_pipeline, ChunkSettings(24, 4))
-    assert collection.chunking == ChunkSettings(24, 4)
-    assert collection.stats().to_json()["chunking"] == {"max_tokens": 24, "overlap_tokens": 4}
-    count = collection.count()
-    again = ingest_documents(docs, collection, pydoc_pipeline)  # none given: the collection's
-    assert (again.unchanged, again.updated, again.chunks_written) == (2, 0, 0)
-    assert collection.count() == count == first.chunks_written
-    with pytest.warns(UserWarning, match=r"chunked at 24 tokens \(overlap 4\).* all 2 stored"):
-        other = ingest_documents(docs, collection, pydoc_pipeline, SMALL)
-    assert (other.updated, collection.chunking) == (2, SMALL)
-    assert collection.count() < count  # larger chunks: fewer of them
-
-
-def test_the_cli_chunks_at_the_collections_settings_and_lists_them(tmp_path, pydoc_pipeline_dir):
-    docs = tmp_path / "kb"
-    docs.mkdir()
-    (docs / "guide.md").write_text(long_markdown("The flux capacitor overheats."))
-    db = str(tmp_path / "db")
-    command = ["ingest", str(docs), "--chunk", "--db", db, "-c", "kb"]
-    made = CliRunner().invoke(
-        app, [*command, "--chunk-tokens", "24", "--pipeline", str(pydoc_pipeline_dir), "--json"]
-    )
-    assert made.exit_code == 0, made.output
-    again = CliRunner().invoke(app, [*command, "--json"])
-    assert again.exit_code == 0, again.output
-    answer = json.loads(again.stdout.splitlines()[-1])
-    assert (answer["unchanged"], answer["chunks_written"]) == (1, 0)
-    overlap = CliRunner().invoke(app, [*command, "--overlap", "2", "--json"])
-    assert "chunked at 24 tokens (overlap 11); this run cuts at 24 (overlap 2)" in overlap.output
-    listed = CliRunner().invoke(app, ["collections", "--db", db, "--json"])
-    assert json.loads(listed.stdout)[0]["chunking"] == {"max_tokens": 24, "overlap_tokens": 2}
-
-
 def excluded_folder(tmp_path):
     """A knowledge base with build output, a dependency folder, a temporary page, a hidden
     file and a .gitignore naming a page that is not to be left out by it."""

@@ -60,14 +60,11 @@ def collections_command(
     table = Table(title=literal(f"collections in {database.path}"))
     # a model a line, never cut (at 80 columns "paraphrase-l3" read "paraphrase…"), and its
     # adapted weight beside it
-    columns = ("name", "items", "dim", "bytes/item", "chunks", "pipeline", "models")
-    for column in (*columns, "adapted weights"):
+    for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
         table.add_column(column, no_wrap=column == "models")
     for s in stats:
         size = "-" if s.bytes_per_item is None else f"{s.bytes_per_item:,.0f}"
-        cut = s.chunking
-        chunks = "-" if cut is None else f"{cut.max_tokens} (overlap {cut.overlap_tokens})"
-        row = (s.name, str(s.count), str(s.dim), size, chunks, s.pipeline.name)
+        row = (s.name, str(s.count), str(s.dim), size, s.pipeline.name)
         models = s.pipeline.models
         adapted = s.adapted_weights
         shown = "\n".join(f"{adapted[m]:.2f}" for m in models) if adapted else "the prior"

@@ -289,8 +289,6 @@ def ingest_command(
         refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
     except StoreError as exc:
         raise store_refusal(exc, named(str(exc), MIXING_OPTIONS)) from exc
-    if settings is not None:
-        settings = _kept_chunking(target, chunk_tokens, overlap) or settings
     told = not (quiet or as_json)  # the summary lines; warnings always
     options |= {"progress": not quiet, "summary": told}
     try:
@@ -347,18 +345,6 @@ def chunk_settings(
         )
     except ValueError as exc:
         raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
-
-
-def _kept_chunking(
-    target: Collection, chunk_tokens: int | None, overlap: int | None
-) -> ChunkSettings | None:
-    """The collection's own chunk settings where --chunk-tokens is not given (with --overlap
-    alone, its size and that overlap), else None: a later run without them re-chunked every
-    document at the defaults."""
-    kept = target.chunking if chunk_tokens is None else None
-    if kept is None:
-        return None
-    return kept if overlap is None else chunk_settings(True, kept.max_tokens, overlap)
 
 
 def _say_if_capped(chunk_tokens: int | None, settings: ChunkSettings | None, pipe: Any) -> None:

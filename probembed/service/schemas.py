@@ -167,13 +167,6 @@ class PipelineOut(BaseModel):
     models: list[str]
 
 
-class ChunksCut(BaseModel):
-    """The size and overlap, in tokens, a chunked write cut its documents at."""
-
-    max_tokens: int
-    overlap_tokens: int
-
-
 class CollectionInfo(BaseModel):
     """A collection's size, storage cost, version, pipeline, and the weights its members'
     agreement gives (None: not adapted)."""
@@ -186,11 +179,6 @@ class CollectionInfo(BaseModel):
     version: int
     pipeline: PipelineOut
     adapted_weights: dict[str, float] | None
-    chunking: ChunksCut | None = Field(
-        None,
-        description="The chunk size and overlap the collection's documents were last chunked "
-        "at; None: whole records, or chunked by a release that did not record them.",
-    )
     problem: str | None = Field(
         None,
         description="Why this server cannot load the collection's pipeline (its routes that "
@@ -365,6 +353,13 @@ class DocumentsWrite(Strict):
         if isinstance(self.chunk, ChunkOptions):
             return self.chunk
         return ChunkOptions() if self.chunk else None
+
+
+class ChunksCut(BaseModel):
+    """The size and overlap, in tokens, a chunked write cut its documents at."""
+
+    max_tokens: int
+    overlap_tokens: int
 
 
 class WriteReport(BaseModel):

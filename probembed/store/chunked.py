@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
-from probembed.caller import warn_caller
 from probembed.chunking import Chunk, ChunkSettings, chunk_text, stoppable, stream_chunks
 from probembed.documents import under_prefix
 from probembed.encoders.base import is_blank
@@ -587,7 +586,7 @@ def ingest_parsed(
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
     pipeline = writing_pipeline(collection, pipeline)
-    settings = (chunking or collection.chunking or ChunkSettings()).capped(pipeline.max_tokens)
+    settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
     report = DocumentReport(label)
     what = f"chunked {'sync' if sync else 'ingest'} of {label}"
     prefix = composed(prefix)  # as file names are: one spelling in every id
@@ -595,9 +594,6 @@ def ingest_parsed(
     with collection.planning(what, wait, progress):
         stored = collection.document_index()
         scope = {doc: v for doc, v in stored.items() if prefixed(doc, prefix)}  # a sync's own
-        rechunked = rechunking(collection.chunking, settings, len(scope))
-        if rechunked:  # said before any work: the settings are in every document's hash
-            warn_caller(rechunked)
         items = (under_prefix(item, prefix) for item in items)
         count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
         plan = _plan(items, stored, scope, count, settings, report, alone, prefix)
@@ -731,24 +727,9 @@ def ingest_parsed(
             except Exception as exc:
                 undo(collection, start, touched, exc, report.problems)
                 raise
-        collection.record_chunking(settings)  # what a later run given none cuts at
         collection.record_span(start)  # so `probembed undo` takes the run back whole
         report.problems = kept_stored(report.problems, stored)
         return report
-
-
-def rechunking(kept: ChunkSettings | None, settings: ChunkSettings, stored: int) -> str | None:
-    """What to say before a chunked ingest whose settings differ from those the collection
-    was chunked at (`kept`): each of the `stored` documents it reads is re-chunked and
-    re-embedded, since the settings are in every document's hash (`chunked_digest`)."""
-    if kept is None or kept == settings or not stored:
-        return None
-    return (
-        f"the collection was chunked at {kept.max_tokens} tokens (overlap "
-        f"{kept.overlap_tokens}); this run cuts at {settings.max_tokens} (overlap "
-        f"{settings.overlap_tokens}), so every document it reads is re-chunked and re-embedded: "
-        f"all {stored} stored. Leave out the chunk settings to keep the collection's"
-    )
 
 
 def per_document(

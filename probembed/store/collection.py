@@ -26,7 +26,6 @@ from probembed.store.rows import PipelineInfo
 from probembed.store.search import QueryResult, Searcher, check_arguments
 
 if TYPE_CHECKING:
-    from probembed.chunking import ChunkSettings
     from probembed.scoring import Score
 
 
@@ -46,9 +45,6 @@ class CollectionStats:
     pipeline: PipelineInfo
     #: The fusion weights this collection adapted its prior to (None: the prior as shipped).
     adapted_weights: dict[str, float] | None = None
-    #: The chunk size and overlap its documents were last chunked at (`Collection.chunking`;
-    #: None: whole records, or chunked before they were recorded).
-    chunking: ChunkSettings | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict for the CLI and the service."""
@@ -63,12 +59,6 @@ class CollectionStats:
             "version": self.version,
             "pipeline": self.pipeline.to_json(),
             "adapted_weights": self.adapted_weights,
-            "chunking": None
-            if self.chunking is None
-            else {
-                "max_tokens": self.chunking.max_tokens,
-                "overlap_tokens": self.chunking.overlap_tokens,
-            },
         }
 
 
@@ -163,5 +153,4 @@ class Collection(CollectionBackup, CollectionErasure):
             self.version,
             self.pipeline,
             adapted,
-            self.chunking,
         )

@@ -19,16 +19,14 @@ metadata (`rows.SETTINGS_MARK`), which every handle's next look at the header re
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 
-from probembed.chunking import ChunkSettings
 from probembed.pipeline import CONFIG_FILE, Pipeline, available_pipelines
 from probembed.store import shared_writes
 from probembed.store.errors import PipelineMismatchError, StoreStateError, disk_refusals
 from probembed.store.handle import PIPELINE_DIR, CollectionHandle
-from probembed.store.rows import CHUNKING_MARK, SETTINGS_MARK, PipelineInfo, chunking_mark
+from probembed.store.rows import SETTINGS_MARK, PipelineInfo
 from probembed.store.threads import one_at_a_time
 
 
@@ -166,29 +164,6 @@ class CollectionPipeline(CollectionHandle):
         with self._writing():  # a write of this machine prepared beside it would conflict
             shared_writes.committed(lambda: table.update_field_metadata(marked), outcome)
         self._header(reopen=True)
-
-    @property
-    def chunking(self) -> ChunkSettings | None:
-        """The chunk size and overlap the collection's documents were last chunked at, which a
-        chunked ingest given none takes; None: not made, whole records, or chunked by a release
-        that did not record them (docs/upgrading.md)."""
-        if not self.exists:
-            return None
-        mark = chunking_mark(self._require().schema)
-        return None if mark is None else ChunkSettings(*mark)
-
-    @one_at_a_time
-    def record_chunking(self, settings: ChunkSettings) -> None:
-        """Keep the chunk settings a chunked ingest cut the documents at (capped at the
-        pipeline's limit), by a commit of the id field's metadata when they differ from those
-        kept: versioned with the rows, so an undo or a restore takes them back too."""
-        if not self.exists or self.chunking == settings:
-            return
-        table = self._require()
-        kept = json.dumps([settings.max_tokens, settings.overlap_tokens])
-        marked = {"path": "id", "metadata": {CHUNKING_MARK: kept}}
-        with self._writing():  # a write of this machine prepared beside it would conflict
-            shared_writes.committed(lambda: table.update_field_metadata(marked))
 
     def check_settings(self, pipeline: Pipeline) -> None:
         """Refuse (PipelineMismatchError) a write given a pipeline whose score, adaptation or

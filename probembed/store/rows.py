@@ -43,9 +43,6 @@ PRIMARY_KEY = {"lance-schema:unenforced-primary-key:position": "1"}
 SETTINGS_MARK = "probembed:settings"
 #: The id field's metadata key that marks the collection's last erasure (`erasure_mark`).
 ERASURE_MARK = "probembed:erased"
-#: The id field's metadata key holding the chunk size and overlap a collection's documents were
-#: last chunked at (`chunking_mark`; none before chunked ingest recorded it, docs/upgrading.md).
-CHUNKING_MARK = "probembed:chunking"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _METADATA_COLUMN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 #: Metadata columns a collection gets at most; later fields stay in the JSON only, so items
@@ -242,16 +239,6 @@ def erasure_mark(schema: pa.Schema) -> str | None:
     """The mark of the collection's last erasure (`Collection.erase`); None if never erased."""
     raw = (schema.field("id").metadata or {}).get(ERASURE_MARK.encode())
     return None if raw is None else raw.decode()
-
-
-def chunking_mark(schema: pa.Schema) -> tuple[int, int] | None:
-    """The (max_tokens, overlap_tokens) a collection was last chunked at; None if never
-    recorded (whole records, or chunks written before chunked ingest recorded them)."""
-    raw = (schema.field("id").metadata or {}).get(CHUNKING_MARK.encode())
-    if raw is None:
-        return None
-    size, overlap = json.loads(raw)
-    return int(size), int(overlap)
 
 
 def variance_basis(header: dict[str, Any]) -> VarianceBasis | None:
