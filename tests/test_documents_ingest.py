@@ -672,6 +672,49 @@ def test_an_emptied_file_is_no_bad_input_and_a_sync_removes_its_document(tmp_pat
     assert collection.document_index().keys() == {"a.md"}
 
 
+def test_a_blank_duplicate_is_refused_as_any_duplicate_and_removes_nothing(
+    tmp_path, pydoc_pipeline
+):
+    """A blank copy of a document id read before in the same write (a service body) was
+    taken as an emptied document: the sync removed the chunks just written for the id, and
+    the duplicate check, which a copy with text meets, was skipped (a review's reproduction)."""
+    from probembed.store.chunked import record_document
+
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+
+    def write(*records: Record, **options):
+        documents = [record_document(r, False) for r in records]
+        return ingest_parsed(documents, collection, pydoc_pipeline, SMALL, sync=True, **options)
+
+    write(Record("x", "the first text of x"), Record("z", "zeta"))
+    with pytest.raises(IngestError, match="duplicate document id 'x'"):
+        write(Record("x", "changed text"), Record("x", " "), Record("z", "zeta"))
+    report = write(
+        Record("x", "changed text"), Record("x", " "), Record("z", "zeta"), on_error="skip"
+    )
+    assert (report.updated, report.emptied, len(report.problems)) == (1, 0, 1)
+    assert collection.document_index().keys() == {"x", "z"}
+
+
+def test_a_sync_that_would_empty_every_stored_document_is_refused(tmp_path, pydoc_pipeline):
+    """Every file truncated (a cloud drive's placeholders): the sync removed them all, where
+    the same sync with the files gone is refused."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a.md", "b.md"):
+        (docs / name).write_text(f"# {name}\n\nsome text of {name}.\n")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    for name in ("a.md", "b.md"):
+        (docs / name).write_text("")
+    with pytest.raises(StoreError, match=r"would remove all 2 .*2 of them are files with no text"):
+        ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    assert collection.document_index().keys() == {"a.md", "b.md"}
+    (docs / "a.md").write_text("# a\n\nback again.\n")  # one left: the other may go
+    report = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
+    assert (report.emptied, report.updated) == (1, 1)
+
+
 def test_the_cli_syncs_an_emptied_file_without_on_error_skip(tmp_path, pydoc_pipeline_dir):
     """The walkthrough's cron sync: one emptied file stopped it with exit 2."""
     docs = tmp_path / "kb"

@@ -616,19 +616,23 @@ def ingest_parsed(
             report.chunks_by_chars += plan.by_chars[doc]
             stale += old
         gone: list[str] = []
+        emptied = [doc for doc in plan.empty if doc in scope]  # named: removed even if withheld
         if sync and plan.unplaced:
             report.sync_withheld = plan.unplaced
+            refuse_sync(collection, emptied, len(scope), prefix, emptied=len(emptied))
         elif sync:
             gone = [doc for doc in scope if doc not in plan.seen]
             report.recomposed = recomposed(gone, plan.seen)  # stored again, not removed
             removed = [doc for doc in gone if doc not in report.recomposed]
             if not renamed_all(scope, folder, plan.seen, prefix):  # a folder renamed: all may go
+                if emptied:  # what would go with the emptied ones: all of it?
+                    going = [*removed, *emptied]
+                    refuse_sync(collection, going, len(scope), prefix, emptied=len(emptied))
                 refuse_sync(
                     collection, removed, len(scope), prefix, alone=alone, folder=bool(folder)
                 )
             report.removed, report.gone = len(gone), gone
             stale += [i for doc in gone for i in stored[doc].ids]
-        emptied = [doc for doc in plan.empty if doc in scope]  # named: removed even if withheld
         report.empty = list(plan.empty)
         if sync:
             report.emptied = len(emptied)
@@ -790,6 +794,12 @@ class _Plan:
     empty: dict[str, str] = field(default_factory=dict)
 
 
+def _repeated(doc_id: str, plan: _Plan) -> str | None:
+    """Why a document id read before in this run is refused, else None."""
+    first = plan.seen.get(doc_id)
+    return None if first is None else f"duplicate document id {doc_id!r} (first at {first})"
+
+
 def _plan(
     items: Iterable[SourceDocument | StreamedFile | Problem],
     stored: dict[str, StoredDocument],
@@ -810,8 +820,17 @@ def _plan(
         if empty is not None:  # there, with nothing to index: neither bad nor gone
             if alone:
                 empty = stored_as(os.path.abspath(item.source), scope, prefix) or empty
-            plan.seen.setdefault(empty, item.source)
-            plan.empty.setdefault(empty, item.source)
+            unusable = unusable_id(empty)  # checked as a document with text is: a blank
+            if unusable is not None:  # duplicate removed the copy written beside it
+                report.problems.append(Problem(item.source, unusable))
+                plan.unplaced += 1
+                continue
+            repeated = _repeated(empty, plan)
+            if repeated is not None:
+                report.problems.append(Problem(item.source, repeated))
+                continue
+            plan.seen[empty] = item.source
+            plan.empty[empty] = item.source
             continue
         if isinstance(item, Problem):
             report.problems.append(item)
@@ -827,11 +846,9 @@ def _plan(
             report.problems.append(Problem(item.source, unusable))
             plan.unplaced += 1
             continue
-        if item.id in plan.seen:
-            first = plan.seen[item.id]
-            report.problems.append(
-                Problem(item.source, f"duplicate document id {item.id!r} (first at {first})")
-            )
+        repeated = _repeated(item.id, plan)
+        if repeated is not None:
+            report.problems.append(Problem(item.source, repeated))
             continue
         plan.seen[item.id] = item.source
         refused = (

@@ -538,14 +538,22 @@ def refuse_sync(
     alone: bool = False,
     folder: bool = False,
     noun: str = "document",
+    emptied: int = 0,
 ) -> None:
     """Refuse a sync that would remove all `scope` stored documents under `prefix` and keep
-    none (its input names none of them: an empty file, a subfolder, a typo in a path), or,
-    given one file (`alone`), every other one: "sync the file I changed" emptied the
-    collection but for it. `folder`: the input is a folder, whose ids the refusal explains."""
+    none (its input names none of them: an empty file, a subfolder, a typo in a path; or its
+    files hold no text any more, `emptied` of `gone`: a cloud drive's placeholders, a tool
+    that truncated them), or, given one file (`alone`), every other one: "sync the file I
+    changed" emptied the collection but for it. `folder`: the input is a folder, whose ids
+    the refusal explains."""
     if gone and len(gone) == scope:
         why, own = "", ""
-        if folder:
+        if emptied:
+            why = (
+                f" ({emptied} of them are files with no text in them now: placeholders not "
+                "yet downloaded, or files a tool truncated?)"
+            )
+        elif folder:
             why = (
                 " (a folder's document ids are paths relative to the folder given, so a "
                 "subfolder or a parent names them otherwise; a folder holding a corpus.jsonl "
@@ -555,7 +563,8 @@ def refuse_sync(
         under = f" under prefix {prefix!r}" if prefix else ""
         raise StoreError(
             f"sync would remove all {scope} {noun}(s){under} of collection "
-            f"{collection.name!r} and keep none: the input names none of them{why}. "
+            f"{collection.name!r} and keep none: the input "
+            f"{'holds text for' if emptied else 'names'} none of them{why}. "
             f"Leave out sync, or use another collection{own}, or delete the stored "
             f"{noun}s first"
         )
