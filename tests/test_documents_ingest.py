@@ -783,6 +783,25 @@ def test_exclude_leaves_files_out_counts_them_and_a_sync_removes_them(tmp_path, 
         ingest_documents(root, collection, pydoc_pipeline, SMALL, exclude="build/")
 
 
+def test_exclude_warns_of_a_pattern_that_matched_nothing_and_refuses_a_source_it_cannot_apply_to(
+    tmp_path, pydoc_pipeline
+):
+    """A pattern written from the wrong folder (`kb/build/` ingesting `kb`) left nothing out
+    without a word, and patterns given with a single file or a JSONL file were ignored."""
+    root = excluded_folder(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("kb")
+    with pytest.warns(UserWarning, match=r"pattern\(s\) 'kb/build/' matched no file or folder"):
+        report = ingest_documents(
+            root, collection, pydoc_pipeline, SMALL, exclude=["kb/build/", "*.tmp.md"]
+        )
+    assert report.unread.excluded == 1  # *.tmp.md matched, and is not named
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text('{"id": "a", "text": "alpha"}\n')
+    for source in (jsonl, root / "keep.md"):
+        with pytest.raises(ValueError, match="exclude leaves out files of a folder"):
+            ingest_documents(source, collection, pydoc_pipeline, SMALL, exclude=["*.md"])
+
+
 def test_the_cli_excludes_with_chunk_only(tmp_path, pydoc_pipeline_dir):
     root = excluded_folder(tmp_path)
     db = str(tmp_path / "db")

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import os
 import shlex
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -508,6 +509,11 @@ def ingest_documents(
     files and subfolders to leave out (`readers.Excluded`), relative to it; with `sync` a
     stored document they now match is removed, as a file gone is."""
     excluded = Excluded(exclude)  # a bad pattern refused before anything is read
+    if exclude and not (Path(source).is_dir() and not is_beir(Path(source))):
+        raise ValueError(
+            f"exclude leaves out files of a folder; {source} is no folder of files (a file, "
+            "a JSONL file or a BEIR folder is read whole)"
+        )
     prefix = composed(prefix)  # as `ingest_parsed` puts it, which the links' report reads
     report = ingest_parsed(
         read_documents(source, stream_bytes, follow_links, exclude),
@@ -528,6 +534,12 @@ def ingest_documents(
     )
     report.unread = unread_files(source, follow_links=follow_links, exclude=excluded)
     report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
+    if excluded.unmatched():  # a pattern written from the wrong folder leaves nothing out
+        warnings.warn(
+            f"exclude pattern(s) {', '.join(map(repr, excluded.unmatched()))} matched no file "
+            f"or folder of {source}: patterns are paths relative to the folder given",
+            stacklevel=2,
+        )
     return report
 
 

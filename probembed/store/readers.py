@@ -13,7 +13,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from probembed.atomic import file_kind
 from probembed.chunking import front_matter
@@ -169,11 +169,19 @@ class Excluded:
         if isinstance(patterns, str):
             raise TypeError("exclude takes a list of patterns, got one str")
         self.spec = None
+        #: Each pattern that leaves out (no `!`) and has matched no path looked at yet, with
+        #: its own spec: one written from the wrong folder matched nothing, without a word.
+        self._idle: dict[str, Any] = {}
         if patterns:  # pathspec (the `store` extra) loaded only for patterns given
             import pathspec
 
             try:
                 self.spec = pathspec.GitIgnoreSpec.from_lines(list(patterns))
+                self._idle = {
+                    p: pathspec.GitIgnoreSpec.from_lines([p])
+                    for p in patterns
+                    if p.strip() and not p.startswith(("!", "#"))
+                }
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"exclude: a pattern gitignore cannot read: {exc}") from exc
 
@@ -181,7 +189,14 @@ class Excluded:
         """Whether this path below the folder walked (`/`-separated) is left out."""
         if self.spec is None:
             return False
-        return bool(self.spec.match_file(relative + ("/" if folder else "")))
+        path = relative + ("/" if folder else "")
+        for pattern in [p for p, spec in self._idle.items() if spec.match_file(path)]:
+            del self._idle[pattern]
+        return bool(self.spec.match_file(path))
+
+    def unmatched(self) -> list[str]:
+        """The patterns that matched no file or folder of the walks so far."""
+        return list(self._idle)
 
 
 def walk_folder(
