@@ -69,6 +69,10 @@ class Comparison:
     """Everything one `--compare` run produced on one dataset."""
 
     rows: list[dict] = field(default_factory=list)
+    #: The figure each tuned row reached on the split it was tuned on (`tuning_rows`): kept
+    #: out of `rows`, the reported split's, so a reader keyed by method and metric meets
+    #: only held-out figures there.
+    tuning: list[dict] = field(default_factory=list)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     methods: dict[str, Method] = field(default_factory=dict)
     curves: dict[str, dict] = field(default_factory=dict)
@@ -111,7 +115,7 @@ def compare(
         result.outcomes[method.name] = scored[key]
         result.rows += _rows(test, method.name, scored[key].metrics)
     if tuned is not None and dev is not None:
-        result.rows += tuning_rows(dev, tuned)
+        result.tuning = tuning_rows(dev, tuned)
     if own != "uec":  # the uec tuned afresh, whose signals no search of the pipeline reports
         result.rows += uncertainty_quality(test, result, "uec")
     learned = learned_confidence(pipeline, embedded, test, result.outcomes[own].ids)
@@ -247,15 +251,11 @@ def settings_text(settings: Mapping[str, object]) -> str:
 
 
 def tuning_rows(dev: Evaluable, tuned: Tuned) -> list[dict]:
-    """The figure each tuned row reached on the split it was tuned on, tagged with that split,
-    the metric tuning chose by (its primary one) and `tuning_figure`: they were tagged with the
-    reported split, under a metric named "dev", and read as held-out figures."""
+    """The figure each tuned row reached on the split it was tuned on, tagged with that split
+    and the metric tuning chose by (its primary one): they were rows of the reported split,
+    under a metric named "dev", and read as held-out figures."""
     metric = primary_metric(dev)
-    return [
-        {**row, "tuning_figure": True}
-        for method in TUNED_ROWS
-        for row in _rows(dev, method, {metric: tuned.dev[method]})
-    ]
+    return [row for method in TUNED_ROWS for row in _rows(dev, method, {metric: tuned.dev[method]})]
 
 
 def _rows(dataset: Evaluable, method: str, metrics: dict[str, float]) -> list[dict]:
@@ -477,7 +477,6 @@ def markdown_table(
     """Methods as rows, chosen metrics as columns (x100), in the order methods first appear;
     `columns`: more columns, header -> text per method (what a tuned row chose, a difference);
     `same`: groups of rows alike by construction, shown once as `a = b` with a footnote."""
-    rows = [r for r in rows if not r.get("tuning_figure")]  # on another split: no column's
     methods = list(dict.fromkeys(r["method"] for r in rows if r["metric"] in metrics))
     value = {(r["method"], r["metric"]): r["value"] for r in rows}
     label = {names[0]: " = ".join(names) for names in same}

@@ -533,6 +533,8 @@ def register(app: typer.Typer) -> None:
                     "differences": differences,
                 }
                 sections["per_item"] = per_item_values(test, result.outcomes, metrics)
+            if result is not None and result.tuning:
+                sections["tuning"] = result.tuning
             if checked is not None:
                 sections["calibration"] = {
                     "confidence": "learned" if checked.learned else "outrank",
