@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import warnings
@@ -650,6 +651,98 @@ def test_a_hung_store_is_a_503_naming_the_timeout_not_a_request_held_for_minutes
             f"s3://{name}/db", storage_options={**options, "allow_http": "true"}
         ).open("life")
         assert reopened.ids() == {d["id"] for d in DOCS}
+
+
+class LanceTraffic:
+    """What `lance_proxy` does to LanceDB's calls from when one of these is set: `frozen`
+    holds them unanswered (a store that accepts connections and never answers), `cut`
+    closes their connections (a store gone)."""
+
+    def __init__(self) -> None:
+        self.frozen, self.cut, self.stop = threading.Event(), threading.Event(), threading.Event()
+
+    def pump(self, source: socket.socket, sink: socket.socket, lance: bool | None) -> None:
+        """Copy one direction of a connection (`lance`: LanceDB's, None: known by its first
+        request's user agent, object_store's), freezing or cutting LanceDB's as set."""
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                lance = b"object_store/" in data.lower() if lance is None else lance
+                while lance and self.frozen.is_set() and not self.stop.is_set():
+                    self.stop.wait(0.2)
+                if lance and self.cut.is_set():
+                    break
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def lance_proxy(upstream: str):
+    """A TCP proxy on 127.0.0.1 in front of `upstream` (an http://HOST:PORT endpoint) that
+    passes every call until told (`LanceTraffic`) to freeze or cut LanceDB's, while
+    pyarrow's calls (probembed's own files) still pass: the store fails under LanceDB
+    after the database was found. Yields (its endpoint, its LanceTraffic)."""
+    host, port = upstream.removeprefix("http://").split(":")
+    traffic = LanceTraffic()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        """Connect each client to the upstream while the test runs."""
+        while not traffic.stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            server = socket.create_connection((host, int(port)))
+            held.extend((client, server))
+            threading.Thread(target=traffic.pump, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=traffic.pump, args=(server, client, False), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", traffic
+    finally:
+        traffic.stop.set()
+        acceptor.join()
+        for connection in [listener, *held]:
+            connection.close()
+
+
+def proxied_ingest(source, uri: str, proxied: str) -> list[str]:
+    """The command line of a CLI ingest of `source` into `uri` through the proxy `proxied`."""
+    options = {**CREDENTIALS, "aws_endpoint": proxied, "aws_region": "us-east-1"}
+    flags = [
+        arg
+        for k, v in {**options, "allow_http": "true"}.items()
+        for arg in ("--storage-option", f"{k}={v}")
+    ]
+    return [sys.executable, "-m", "probembed", "ingest", str(source), "--db", uri, *flags]
+
+
+def test_a_cli_ingest_onto_a_store_that_freezes_ends_instead_of_hanging(
+    tmp_path, endpoint, bucket, pydoc_pipeline_dir
+):
+    """A store that stopped answering LanceDB held a CLI ingest for ever without a line (7
+    minutes and more, each call waiting 30 s a try, lance trying a listing six times): the
+    storage timeouts `serve` set are now set for every database on object storage
+    (`location.TIMEOUTS`), so the command ends saying the storage failed. The bound is only
+    ever waited out on failure."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": d["id"], "text": d["text"]}) + "\n" for d in DOCS))
+    with lance_proxy(endpoint) as (proxied, traffic):
+        command = proxied_ingest(source, f"s3://{bucket}/db", proxied)
+        made = [*command, "--pipeline", str(pydoc_pipeline_dir)]
+        first = subprocess.run(made, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr
+        traffic.frozen.set()
+        source.write_text(json.dumps({"id": "late", "text": "written while the store hung"}))
+        ended = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert ended.returncode != 0, ended.stderr
+    assert "Timeout" in ended.stderr, ended.stderr
 
 
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):

@@ -2387,7 +2387,8 @@ def test_a_write_answers_how_many_documents_repeat_anothers_content(retrieval_ap
 def test_the_services_storage_timeouts_leave_the_operators_own_in_any_spelling(monkeypatch):
     """`aws_timeout` given (object_store's other spelling of `timeout`) or `AWS_TIMEOUT` set
     lost to the service's 5 s in some runs and in all, so an operator's bound was not kept."""
-    from probembed.service.storage import TIMEOUTS, timed_out, with_timeouts
+    from probembed.service.storage import timed_out
+    from probembed.store.location import TIMEOUTS, with_timeouts
 
     for name in ("AWS_TIMEOUT", "AWS_CONNECT_TIMEOUT", "AWS_CLIENT_RETRY_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)

@@ -36,7 +36,7 @@ from probembed.service.operations import _operations
 from probembed.service.scopes import _lacking_scope, _may_list, _scope_refusal
 from probembed.service.settings import Limits, ServiceSettings
 from probembed.service.state import NotReadyError, Service
-from probembed.service.storage import hidden, operator_places, timed_out, with_timeouts
+from probembed.service.storage import hidden, operator_places, timed_out
 from probembed.service.validation import (
     _PROBLEMS_TOLD,
     UNPARSABLE,
@@ -56,7 +56,7 @@ from probembed.store import (
     UndoConflictError,
 )
 from probembed.store.errors import CollectionBusyError, disk_refusal, storage_failure
-from probembed.store.location import database_target
+from probembed.store.location import database_target, with_timeouts
 
 log = logging.getLogger("probembed.service")
 #: The interactive page of the schema (Swagger UI), served by fastapi-offline. No ReDoc page:

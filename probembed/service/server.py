@@ -21,7 +21,6 @@ from probembed.encoders.base import thread_limit
 from probembed.service.app import create_app
 from probembed.service.logs import configure_logging
 from probembed.service.settings import ServiceSettings, is_loopback
-from probembed.service.storage import with_timeouts
 from probembed.store.location import Location
 
 #: File descriptors the server holds besides its connections, measured with the tests'
@@ -115,7 +114,7 @@ def require_database(settings: ServiceSettings) -> None:
     --db failed only after every model had loaded. On object storage a prefix with nothing
     under it is none either (a typo and a new database look alike there); the bucket must
     exist."""
-    location = Location(settings.db, with_timeouts(settings.db, settings.storage_options))
+    location = Location(settings.db, settings.storage_options)
     if settings.create_db:  # made once the pipelines load: a failed load leaves nothing
         location.refuse_uncreatable()
     else:

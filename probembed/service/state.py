@@ -31,7 +31,7 @@ from probembed.pipeline import Pipeline, pipeline_name
 from probembed.service.batching import Batcher, StoppingError
 from probembed.service.metrics import Metrics
 from probembed.service.settings import ServiceSettings
-from probembed.service.storage import hidden, operator_places, with_timeouts
+from probembed.service.storage import hidden, operator_places
 from probembed.service.worker import ChildLoadError, EncodeProcess, child_threads
 from probembed.store import (
     Collection,
@@ -216,9 +216,10 @@ class Service:
             self._dims[pipeline.name] = pipeline.empty().gaussian.dim
             pipeline_basis(pipeline)  # fitted now: a request that creates a collection waits less
         # Only once every pipeline loaded: a server that cannot start creates no database.
-        options = with_timeouts(settings.db, settings.storage_options)  # a hung store fails
         try:
-            db = Database(settings.db, create=settings.create_db, storage_options=options)
+            db = Database(
+                settings.db, create=settings.create_db, storage_options=settings.storage_options
+            )
         except NoDatabaseError as exc:  # it named `Database(..., create=True)`
             raise StoreError(exc.told("`ServiceSettings(create_db=True)`")) from exc
         self.db = db

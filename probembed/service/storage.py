@@ -1,6 +1,6 @@
 """The service's object storage as its clients see it: where the database lives is hidden
-from every answer (the log keeps it), and each storage call is bounded unless the operator
-set its own bounds."""
+from every answer (the log keeps it), and a failed call that took the whole storage timeout
+(`location.TIMEOUTS`, set for every object-storage database) says so."""
 
 from __future__ import annotations
 
@@ -10,17 +10,8 @@ import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
-from probembed.store.location import database_target
+from probembed.store.location import database_target, given_timeouts
 
-#: Storage options the service sets where the operator gave none (object_store's `timeout`
-#: and `connect_timeout`, lance's `client_retry_timeout` in seconds). Without them a hung
-#: store (accepting connections, never answering) held every request for minutes: each call
-#: waits 30 s four times, and lance tries a listing six times. With them the slowest failing
-#: step, such a listing, gives up after about a minute, under common client timeouts, while
-#: a healthy store's call (a small object or a ranged read) takes well under 5 s.
-TIMEOUTS = {"timeout": "5s", "connect_timeout": "2s", "client_retry_timeout": "10"}
-#: The prefixes object_store also reads a client option under (`aws_timeout`, `AWS_TIMEOUT`).
-_CLOUDS = ("aws", "azure", "google")
 #: Storage option keys naming the store's endpoint (lower case), and the variables that do.
 _ENDPOINT_KEYS: tuple[str, ...] = ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
 _ENDPOINT_KEYS += ("azure_storage_endpoint", "azure_endpoint")
@@ -33,33 +24,6 @@ _ELAPSED = re.compile(r"\bin (\d+(?:\.\d+)?)(ns|µs|us|ms|s)\b")
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|m|min|mins|h)?\s*")
 _SECONDS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "secs": 1.0}
 _SECONDS |= {"m": 60.0, "min": 60.0, "mins": 60.0, "h": 3600.0}
-
-
-def with_timeouts(db: Path | str, options: Mapping[str, str]) -> dict[str, str]:
-    """The operator's storage options plus `TIMEOUTS` they left unset, for object storage
-    (a directory takes no options): so a hung store fails a request instead of holding it."""
-    if not isinstance(database_target(db), str):
-        return dict(options)
-    given = _given(options)
-    return {**{k: v for k, v in TIMEOUTS.items() if k not in given}, **options}
-
-
-def _given(options: Mapping[str, str]) -> dict[str, str]:
-    """The client options the operator set, by their bare names, in every spelling object_store
-    reads: a key (`timeout`, `aws_timeout`), else a variable (`AWS_TIMEOUT`); the service's
-    default won over `aws_timeout` in some runs and over the variable in all."""
-    found = {}
-    for name in TIMEOUTS:
-        spellings = [name, *(f"{cloud}_{name}" for cloud in _CLOUDS)]
-        keyed = {k.lower(): v for k, v in options.items()}
-        value = next((keyed[k] for k in spellings if k in keyed), None)
-        if value is None:
-            value = next(
-                (os.environ[k.upper()] for k in spellings[1:] if k.upper() in os.environ), None
-            )
-        if value is not None:
-            found[name] = value
-    return found
 
 
 def hidden_places(db: Path | str, options: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -95,7 +59,7 @@ def hidden(told: str, places: list[tuple[str, str]]) -> str:
 def timed_out(said: str, options: Mapping[str, str]) -> str | None:
     """What to add to a storage failure that took at least the calls' `timeout` (object_store
     words one only as "error sending request", as it does a refused connection), or None."""
-    timeout = _given(options).get("timeout")
+    timeout = given_timeouts(options).get("timeout")
     limit = None if timeout is None else _duration(timeout)
     took = _ELAPSED.search(said)
     if limit is None or took is None:

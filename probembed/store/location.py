@@ -32,6 +32,16 @@ from probembed import atomic
 from probembed.cache import default_cache_dir
 from probembed.store.errors import NoDatabaseError, StorageUnavailableError, StoreError
 
+#: Storage options set for every database on object storage where the user gave none
+#: (object_store's `timeout` and `connect_timeout`, lance's `client_retry_timeout` in seconds).
+#: Without them a hung store (accepting connections, never answering) held each call for
+#: minutes: object_store waits 30 s four times, and lance tries a listing six times; a CLI
+#: ingest sat silent for 7 minutes and more, and a service request past its client's timeout.
+#: With them the slowest failing step, such a listing, gives up after about a minute, while a
+#: healthy store's call (a small object or a ranged read) takes well under 5 s.
+TIMEOUTS = {"timeout": "5s", "connect_timeout": "2s", "client_retry_timeout": "10"}
+#: The prefixes object_store also reads a client option under (`aws_timeout`, `AWS_TIMEOUT`).
+_CLOUDS = ("aws", "azure", "google")
 #: URI schemes LanceDB stores tables under on object storage.
 REMOTE_SCHEMES = ("s3", "gs", "az")
 #: An URI scheme (RFC 3986): what makes `NAME://...` a URI rather than a relative path.
@@ -135,6 +145,33 @@ def database_target(target: str | os.PathLike) -> str | Path:
     )
 
 
+def with_timeouts(target: str | os.PathLike, options: Mapping[str, str]) -> dict[str, str]:
+    """The user's storage options plus the `TIMEOUTS` they left unset, for object storage (a
+    directory takes no options): so a hung store fails a call instead of holding it."""
+    if not isinstance(database_target(target), str):
+        return dict(options)
+    given = given_timeouts(options)
+    return {**{k: v for k, v in TIMEOUTS.items() if k not in given}, **options}
+
+
+def given_timeouts(options: Mapping[str, str]) -> dict[str, str]:
+    """The client timeouts the user set, by their bare names, in every spelling object_store
+    reads: a key (`timeout`, `aws_timeout`), else a variable (`AWS_TIMEOUT`); a default set
+    over `aws_timeout` or the variable would have won over the user's."""
+    found = {}
+    keyed = {k.lower(): v for k, v in options.items()}
+    for name in TIMEOUTS:
+        spellings = [name, *(f"{cloud}_{name}" for cloud in _CLOUDS)]
+        value = next((keyed[k] for k in spellings if k in keyed), None)
+        if value is None:
+            value = next(
+                (os.environ[k.upper()] for k in spellings[1:] if k.upper() in os.environ), None
+            )
+        if value is not None:
+            found[name] = value
+    return found
+
+
 def refuse_local_options(target: str | os.PathLike, options: Mapping[str, str]) -> None:
     """Refuse storage options beside a directory, which LanceDB would ignore unsaid (a server
     took them and failed only once loading, or a typo'd URI read as a directory kept them)."""
@@ -162,8 +199,10 @@ class Location:
     def __init__(
         self, target: str | os.PathLike, storage_options: Mapping[str, str] | None = None
     ) -> None:
-        self.storage_options = {str(k): str(v) for k, v in (storage_options or {}).items()}
+        given = {str(k): str(v) for k, v in (storage_options or {}).items()}
         named = database_target(target)
+        #: What LanceDB gets: the given options, and `TIMEOUTS` on object storage.
+        self.storage_options = with_timeouts(named, given)
         self.remote = isinstance(named, str)
         if isinstance(named, str):
             scheme, _, rest = named.partition("://")
