@@ -8,6 +8,7 @@ store itself uses.
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -741,8 +742,54 @@ def test_a_cli_ingest_onto_a_store_that_freezes_ends_instead_of_hanging(
         traffic.frozen.set()
         source.write_text(json.dumps({"id": "late", "text": "written while the store hung"}))
         ended = subprocess.run(command, capture_output=True, text=True, timeout=240)
-    assert ended.returncode != 0, ended.stderr
-    assert "Timeout" in ended.stderr, ended.stderr
+    assert ended.returncode == 75, ended.stderr  # docs/cli.md: the storage failed a call
+    assert "the database's storage failed: " in ended.stderr, ended.stderr
+
+
+def test_storage_lost_during_an_ingest_exits_75_in_the_storages_words_saying_what_is_kept(
+    tmp_path, endpoint, bucket, pydoc_pipeline_dir
+):
+    """Object storage gone part-way through a CLI ingest ended it with exit 1 and LanceDB's
+    raw `RuntimeError: lance error: LanceError(IO): ...` with its Rust source location, not
+    docs/cli.md's exit 75 and without saying the committed batches are kept: now the
+    storage's words in one line, as the service says them, exit 75, and how many batches
+    are stored (all but the one it was at, which may be too)."""
+    source, batch = tmp_path / "docs.jsonl", 20
+    lines = [json.dumps({"id": f"d{i}", "text": f"record {i} of the corpus"}) for i in range(600)]
+    source.write_text("\n".join(lines) + "\n")
+    versions = f"{bucket}/db/default.lance/_versions"
+    with lance_proxy(endpoint) as (proxied, traffic):
+        command = proxied_ingest(source, f"s3://{bucket}/db", proxied)
+        command += ["--pipeline", str(pydoc_pipeline_dir), "--batch-size", str(batch)]
+        run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        while run.poll() is None and len(_listed(endpoint, versions)) < 4:
+            time.sleep(0.05)
+        traffic.cut.set()
+        _, said = run.communicate(timeout=240)
+    assert run.returncode == 75, said
+    line = said.strip().splitlines()
+    assert "the database's storage failed: " in said and "LanceError" not in said, said
+    assert ".rs:" not in said, said  # no Rust source location
+    kept = re.search(r"(\d+) committed batch\(es\) are kept, and the one it was at may be", said)
+    assert kept is not None, line
+    stored = Database(f"s3://{bucket}/db", storage_options=_direct(endpoint)).open().count()
+    assert stored % batch == 0 and stored // batch - int(kept.group(1)) in (0, 1), said
+
+
+def _listed(endpoint: str, prefix: str) -> list[pafs.FileInfo]:
+    """The objects under a prefix, listed straight from the server (none: [])."""
+    selector = pafs.FileSelector(prefix, allow_not_found=True)
+    return s3_files(endpoint).get_file_info(selector)
+
+
+def _direct(endpoint: str) -> dict[str, str]:
+    """Storage options reaching the moto server at `endpoint` directly."""
+    return {
+        **CREDENTIALS,
+        "aws_endpoint": endpoint,
+        "aws_region": "us-east-1",
+        "allow_http": "true",
+    }
 
 
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):

@@ -42,7 +42,7 @@ from probembed.interfaces.console import (
     written_out,
 )
 from probembed.interfaces.inputs import read_lines, read_texts
-from probembed.interfaces.store_options import exit_code
+from probembed.interfaces.store_options import exit_code, storage_told
 from probembed.signals import Terminated, end_by_sigterm, kept_note, raise_terminated
 
 #: Fusion settings `fit` takes, as the library's messages name them -> the options.
@@ -146,6 +146,9 @@ class ProbembedGroup(TyperGroup):
             raise exc
         command, given = self._split(words)
         where = f"probembed {command}" + (f" failed on {given}" if given else " failed")
+        said = storage_told(exc)
+        if said is not None:  # the storage's, not a bug: the same command later may get through
+            return fail(with_notes(f"{where}: {said}", exc), exit_code(exc))
         if isinstance(exc, KNOWN_FAILURES):
             return fail(with_notes(f"{where}: {exc}", exc), exit_code(exc))
         message = f"{where}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"

@@ -51,6 +51,7 @@ from probembed.interfaces.store_options import (
     load_pipeline,
     open_database,
     resolve_db,
+    storage_told,
     store_refusal,
 )
 from probembed.progress import stderr_is_terminal
@@ -115,7 +116,11 @@ def ingest_and_report(
         else:
             report = ingest(source, target, pipe, progress=progress, **options)
     except (StoreError, ValueError, FileNotFoundError, ImportError) as exc:
+        _note_storage_failure(exc, target)
         raise store_refusal(exc, _told(exc)) from exc
+    except (RuntimeError, OSError) as exc:  # LanceDB's failing calls: the front door tells them
+        _note_storage_failure(exc, target)
+        raise
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     if summary:
@@ -386,9 +391,28 @@ def _note_kept(stop: BaseException, target: Collection) -> None:
         return
     if kept is None:
         return
-    landing = ", and one it was committing may land" if kept < len(target.batches_begun) else ""
-    said = f"{kept} committed batch(es) are kept{landing}; the same command resumes"
-    stop.add_note(Kept(said))
+    stop.add_note(Kept(_kept_words(target, kept)))
+
+
+def _note_storage_failure(exc: BaseException, target: Collection) -> None:
+    """Note on an ingest its object storage failed what it keeps (`_kept_words`, from what it
+    began: the failed storage is not asked again), as the exit 75 it ends with says."""
+    if storage_told(exc) is not None:
+        exc.add_note(_kept_words(target))
+
+
+def _kept_words(target: Collection, kept: int | None = None) -> str:
+    """What an ingest stopped part-way keeps, in words: `kept` of the batches it began are
+    stored (None: not read, as after its storage failed, where every batch but the one it was
+    at is committed, and that one may be)."""
+    begun = len(target.batches_begun)
+    if not target.writes_begun:
+        return "nothing was written"
+    if kept is None:
+        kept, landing = max(begun - 1, 0), ", and the one it was at may be too" if begun else ""
+    else:
+        landing = ", and one it was committing may land" if kept < begun else ""
+    return f"{kept} committed batch(es) are kept{landing}; the same command resumes"
 
 
 def _discard_unmade(database: Database, collection: str, made: Path | str | None) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import platformdirs
 import typer
 
+from probembed.documents import with_notes
 from probembed.interfaces.console import fail, named
 
 if TYPE_CHECKING:
@@ -206,22 +207,34 @@ def check_wait(wait: float | None, planning: bool, needs: str) -> None:
 
 
 def store_refusal(exc: Exception, told: str) -> typer.Exit:
-    """Print a store's refusal, told as `told`, and give the exit to raise (`exit_code`)."""
-    return fail(told, exit_code(exc))
+    """Print a store's refusal, told as `told` (a failure of the object storage as the
+    storage's words, `storage_told`), and give the exit to raise (`exit_code`)."""
+    said = storage_told(exc)
+    return fail(told if said is None else with_notes(said, exc), exit_code(exc))
+
+
+def storage_told(exc: BaseException) -> str | None:
+    """LanceDB's I/O failure of object storage (`errors.storage_failure`), said in a line as
+    the service says it, or None for any other error: it was a raw Rust message ending the
+    command with exit 1 (a call's) or 2 (a connect's)."""
+    errors = sys.modules.get("probembed.store.errors")
+    said = None if errors is None else errors.storage_failure(exc)
+    return None if said is None else f"the database's storage failed: {said}"
 
 
 def exit_code(exc: BaseException) -> int:
     """The status a refusal ends a command with: BUSY_EXIT where the same command later may
     get through (another write held the collection, a commit met another writer's, the object
-    storage failed a call; a write whose undo met a commit as what stopped it), else 2: the
-    input, the options or the database need mending first (a full or read-only disk too)."""
+    storage failed a call, probembed's or LanceDB's; a write whose undo met a commit as what
+    stopped it), else 2: the input, the options or the database need mending first (a full or
+    read-only disk too)."""
     errors = sys.modules.get("probembed.store.errors")
     if errors is None:  # the store was never imported: no error of it
         return 2
     if isinstance(exc, errors.UndoConflictError):
         return exit_code(exc.stopped_by)
     later = isinstance(exc, (errors.WriteConflictError, errors.StorageUnavailableError))
-    return BUSY_EXIT if later else 2
+    return BUSY_EXIT if later or storage_told(exc) is not None else 2
 
 
 def resolve_db(db: str | Path | None) -> Path | str:

@@ -159,18 +159,38 @@ class StorageUnavailableError(StoreStateError):
 
 #: How LanceDB words an I/O failure of its object store, before the store's own words.
 _LANCE_IO = "LanceError(IO): "
-#: Where its Rust source location starts, at the end of such a message.
-_SOURCE = re.compile(r",\s*/\S+\.rs:\d+:\d+\s*$")
+#: Where its Rust source locations start (one per wrapping error), at the end of such a message.
+_SOURCE = re.compile(r"(?:,\s*/\S+\.rs:\d+:\d+)+\s*$")
+#: The same failure as LanceDB's connect words it, in Rust's debug form (a ValueError):
+#: `Invalid input, Failed to connect to namespace: IO { source: ..., location: ... }`.
+_DEBUG_IO = re.compile(r"^(?:Invalid input, )?(.*?)\bIO \{ source: (.*?), location: Location \{")
+#: The parts of an object_store retry error in that form worth a reader's line.
+_DEBUG_PARTS = re.compile(
+    r"method: (?P<method>\w+), uri: Some\((?P<uri>\S+)\),.*?elapsed: (?P<elapsed>[\d.]+\w+)"
+    r".*?HttpError \{ kind: (?P<kind>\w+)"
+)
+#: object_store's name of the local file system, which is no object storage.
+_LOCAL_STORE = "LocalFileSystem"
 
 
 def storage_failure(exc: BaseException) -> str | None:
-    """What the storage said, when LanceDB raised an I/O failure of its object store (a
-    RuntimeError or OSError whose text is `lance error: LanceError(IO): ...`), else None:
-    deep in any read or write, it is the storage's failing, not the request's."""
+    """What the storage said, shortened to a line, when LanceDB raised an I/O failure of its
+    object store (a RuntimeError or OSError whose text is `lance error: LanceError(IO): ...`,
+    or the ValueError its connect raises, `... IO { source: ... }`), else None: deep in any
+    read or write, it is the storage's failing, not the request's or the input's."""
     text = str(exc).splitlines()[0] if str(exc) else ""
-    if not isinstance(exc, (RuntimeError, OSError)) or _LANCE_IO not in text:
+    if not isinstance(exc, (RuntimeError, OSError, ValueError)) or _LOCAL_STORE in text:
         return None
-    return _SOURCE.sub("", text.split(_LANCE_IO, 1)[1]).strip()
+    if _LANCE_IO in text and not isinstance(exc, ValueError):
+        return _SOURCE.sub("", text.rsplit(_LANCE_IO, 1)[1]).strip()  # the innermost
+    found = _DEBUG_IO.search(text)
+    if found is None:
+        return None
+    lead, inner = found.groups()
+    parts = _DEBUG_PARTS.search(inner)
+    if parts is None:
+        return f"{lead}{inner}"
+    return f"{lead}{parts['method']} {parts['uri']} in {parts['elapsed']}: {parts['kind']}"
 
 
 class WriteConflictError(StoreStateError):
