@@ -596,12 +596,17 @@ def test_the_service_answers_503_while_its_storage_is_down(tmp_path, pydoc_pipel
 
 
 @contextlib.contextmanager
-def moto_process():
-    """moto's S3 in a process of its own (so it can be paused); yields its endpoint and pid."""
+def moto_process(unchecked: int | None = None):
+    """moto's S3 in a process of its own (so it can be paused); yields its endpoint and pid.
+    `unchecked`: the calls it answers before it checks credentials against its IAM (none
+    known: every later call is refused), else it never checks them."""
     pytest.importorskip("moto.server", reason="needs moto[server] (dev extra)")
     port = _free_port()
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    moto = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = os.environ | (
+        {} if unchecked is None else {"INITIAL_NO_AUTH_ACTION_COUNT": str(unchecked)}
+    )
+    moto = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         _wait_for(f"http://127.0.0.1:{port}/moto-api/")
         yield f"http://127.0.0.1:{port}", moto.pid
@@ -790,6 +795,27 @@ def _direct(endpoint: str) -> dict[str, str]:
         "aws_region": "us-east-1",
         "allow_http": "true",
     }
+
+
+def test_credentials_the_store_refuses_are_said_so_with_exit_2_not_retry_later():
+    """A wrong key was "cannot reach" with exit 75 (retry later) though the store had said
+    ACCESS_DENIED: retrying gets nowhere, so it is exit 2 saying the credentials were refused
+    and which settings carry them, as a command line sets them."""
+    with moto_process(unchecked=0) as (url, _):
+        name = "any-bucket"  # its IAM knows no key: the first call is refused
+        options = {**CREDENTIALS, "aws_endpoint": url, "aws_region": "us-east-1"}
+        flags = [
+            arg
+            for k, v in {**options, "allow_http": "true"}.items()
+            for arg in ("--storage-option", f"{k}={v}")
+        ]
+        done = CliRunner().invoke(app, ["collections", "--db", f"s3://{name}/db", *flags])
+    said = " ".join(done.output.split())
+    assert done.exit_code == 2, said
+    assert "the object storage refused the credentials for s3://" in said, said
+    assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in said, said
+    assert "or --storage-option aws_access_key_id and aws_secret_access_key" in said, said
+    assert "cannot reach" not in said, said
 
 
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):

@@ -91,6 +91,12 @@ SEARCH_OPTIONS = {
     "without min_p_relevant": "without --min-p-relevant",
     "filter where=": "filter --where ",
 }
+#: How a storage error names the options that set the credentials, in a command line's terms.
+STORAGE_OPTIONS = {
+    "or the storage options": "or --storage-option",
+    "or the storage option": "or --storage-option",
+    "storage options win": "--storage-option wins",
+}
 OnErrorOption = Annotated[
     str, typer.Option(help="On a bad input item (a line, a record, a file): skip it or stop.")
 ]
@@ -210,16 +216,17 @@ def store_refusal(exc: Exception, told: str) -> typer.Exit:
     """Print a store's refusal, told as `told` (a failure of the object storage as the
     storage's words, `storage_told`), and give the exit to raise (`exit_code`)."""
     said = storage_told(exc)
-    return fail(told if said is None else with_notes(said, exc), exit_code(exc))
+    told = named(told, STORAGE_OPTIONS) if said is None else with_notes(said, exc)
+    return fail(told, exit_code(exc))
 
 
 def storage_told(exc: BaseException) -> str | None:
-    """LanceDB's I/O failure of object storage (`errors.storage_failure`), said in a line as
+    """LanceDB's I/O failure of object storage (`errors.storage_error`), said in a line as
     the service says it, or None for any other error: it was a raw Rust message ending the
     command with exit 1 (a call's) or 2 (a connect's)."""
     errors = sys.modules.get("probembed.store.errors")
-    said = None if errors is None else errors.storage_failure(exc)
-    return None if said is None else f"the database's storage failed: {said}"
+    said = None if errors is None else errors.storage_error(exc)
+    return None if said is None else named(str(said), STORAGE_OPTIONS)
 
 
 def exit_code(exc: BaseException) -> int:
@@ -233,8 +240,9 @@ def exit_code(exc: BaseException) -> int:
         return 2
     if isinstance(exc, errors.UndoConflictError):
         return exit_code(exc.stopped_by)
+    exc = errors.storage_error(exc) or exc  # LanceDB's: the storage's or the credentials'
     later = isinstance(exc, (errors.WriteConflictError, errors.StorageUnavailableError))
-    return BUSY_EXIT if later or storage_told(exc) is not None else 2
+    return BUSY_EXIT if later else 2
 
 
 def resolve_db(db: str | Path | None) -> Path | str:

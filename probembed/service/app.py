@@ -55,7 +55,13 @@ from probembed.store import (
     StoreStateError,
     UndoConflictError,
 )
-from probembed.store.errors import CollectionBusyError, disk_refusal, storage_failure
+from probembed.store.errors import (
+    CollectionBusyError,
+    StorageCredentialsError,
+    credentials_refusal,
+    disk_refusal,
+    storage_failure,
+)
 from probembed.store.location import database_target, with_timeouts
 
 log = logging.getLogger("probembed.service")
@@ -221,6 +227,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         headers = {}
         if isinstance(exc, StorageUnavailableError):
             return storage_down(request, str(exc), exc)
+        if isinstance(exc, StorageCredentialsError):  # /readyz: this server cannot serve
+            service.storage_failed(_hidden(str(exc), roots))
         if isinstance(exc, QueueFullError):
             headers["Retry-After"] = str(exc.retry_after)
         elif isinstance(exc, StoppingError) or (isinstance(exc, NotReadyError) and not exc.failed):
@@ -280,11 +288,16 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
 
     async def engine_error(request: Request, exc: Exception) -> Response:
         """LanceDB's I/O failure of object storage is the storage's (`storage_failure`): a
-        503 (it was a 500 and a trace); a write the file system refused for want of
-        permission or space is told as the store tells it (`disk_refusal`: 503, 507); any
-        other such error is `internal`, its traceback logged here (a handler for its own
-        class is not re-raised to the server's log)."""
+        503 (it was a 500 and a trace), but a refusal of the credentials
+        (`credentials_refusal`) a 500 whose cause is logged (retrying gets nowhere); a write
+        the file system refused for want of permission or space is told as the store tells
+        it (`disk_refusal`: 503, 507); any other such error is `internal`, its traceback
+        logged here (a handler for its own class is not re-raised to the server's log)."""
         said = storage_failure(exc) if remote else None
+        denied = None if said is None else credentials_refusal(said)
+        if denied is not None:  # the operator's to mend: 500, logged, as probembed's own
+            denied.__cause__ = exc
+            return await known(request, denied)
         if said is not None:
             return storage_down(request, said, exc)
         refused = disk_refusal(exc)  # one a store's write did not say already

@@ -193,6 +193,54 @@ def storage_failure(exc: BaseException) -> str | None:
     return f"{lead}{parts['method']} {parts['uri']} in {parts['elapsed']}: {parts['kind']}"
 
 
+class StorageCredentialsError(StoreStateError):
+    """The database's object storage refused the credentials (access denied, an unknown key,
+    a signature that does not match): the same call fails until they are mended, so it is
+    no failure to retry (exit 2; a service answers 500 and logs it)."""
+
+
+#: How a store refuses credentials: the AWS SDK's words (pyarrow: `AWS Error ACCESS_DENIED`,
+#: `INVALID_ACCESS_KEY_ID`, `SIGNATURE_DOES_NOT_MATCH`) and S3's codes as object_store
+#: quotes them (`<Code>AccessDenied</Code>`, ...), or its bare 403.
+_REFUSED = re.compile(
+    r"ACCESS_DENIED|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH|AccessDenied|"
+    r"InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|ExpiredToken|403 Forbidden"
+)
+#: Where each store's credentials are set: its variables, else its storage options.
+_CREDENTIALS = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN for temporary ones), "
+    "or the storage options aws_access_key_id and aws_secret_access_key (aws_session_token)",
+    "gs": "GOOGLE_APPLICATION_CREDENTIALS, or the storage option google_service_account",
+    "az": "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY, or the storage options "
+    "azure_storage_account_name and azure_storage_account_key",
+}
+
+
+def credentials_refusal(said: str, uri: str = "") -> StorageCredentialsError | None:
+    """The error for a storage call (`said`: its words) that refused the credentials, naming
+    the settings that carry them for the database's store (`uri`), else None."""
+    if _REFUSED.search(said) is None:
+        return None
+    scheme = uri.partition("://")[0].lower() if "://" in uri else "s3"
+    where = f" for {uri}" if uri else ""
+    return StorageCredentialsError(
+        f"the object storage refused the credentials{where}: {said}; check "
+        f"{_CREDENTIALS.get(scheme, _CREDENTIALS['s3'])} (storage options win over the "
+        "variables); retrying with the same ones will not help"
+    )
+
+
+def storage_error(exc: BaseException) -> StoreStateError | None:
+    """LanceDB's I/O failure of object storage (`storage_failure`) as the store's own error: a
+    refusal of the credentials (`credentials_refusal`), else the storage failing a call
+    (`StorageUnavailableError`, in the storage's words); None for any other error."""
+    said = storage_failure(exc)
+    if said is None:
+        return None
+    refused = credentials_refusal(said)
+    return refused or StorageUnavailableError(f"the database's storage failed: {said}")
+
+
 class WriteConflictError(StoreStateError):
     """A commit that LanceDB could not reconcile with another writer's commit at the same
     time (object storage, several machines): nothing of it was stored; sent again, it may

@@ -30,7 +30,12 @@ import pyarrow.fs as pafs
 
 from probembed import atomic
 from probembed.cache import default_cache_dir
-from probembed.store.errors import NoDatabaseError, StorageUnavailableError, StoreError
+from probembed.store.errors import (
+    NoDatabaseError,
+    StorageUnavailableError,
+    StoreError,
+    credentials_refusal,
+)
 
 #: Storage options set for every database on object storage where the user gave none
 #: (object_store's `timeout` and `connect_timeout`, lance's `client_retry_timeout` in seconds).
@@ -423,7 +428,8 @@ class Location:
         return self._call(lambda: self._fs.get_file_info(key), f"look up {key}")
 
     def _call(self, run: Any, what: str, missing_ok: bool = False) -> Any:
-        """Run a pyarrow.fs call, turning its OSError into a StoreError naming the database."""
+        """Run a pyarrow.fs call, turning its OSError into a StoreError naming the database: the
+        credentials refused (`credentials_refusal`), else the storage unavailable."""
         try:
             return run()
         except FileNotFoundError:
@@ -434,6 +440,9 @@ class Location:
             if missing_ok and "not found" in str(exc).lower():
                 return None
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            refused = credentials_refusal(message, self.uri)
+            if refused is not None:  # not the storage failing: no retry gets through
+                raise refused from exc
             raise StorageUnavailableError(f"database {self.uri}: cannot {what}: {message}") from exc
 
 
