@@ -818,6 +818,43 @@ def test_credentials_the_store_refuses_are_said_so_with_exit_2_not_retry_later()
     assert "cannot reach" not in said, said
 
 
+def test_an_endpoint_lancedb_cannot_use_is_refused_before_any_call_saying_the_fix(monkeypatch):
+    """`aws_endpoint=HOST:PORT` (no scheme) made LanceDB panic (a Rust backtrace, RustPanic,
+    exit 1), and AWS_ENDPOINT_URL=http://... without AWS_ALLOW_HTTP a 700-character Rust dump
+    ending `BadScheme`: both are refused at once, naming the setting and the fix. Nothing
+    listens at the port: no call is made."""
+    monkeypatch.delenv("AWS_ALLOW_HTTP", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT", raising=False)
+    port = _free_port()
+    bare = ["--storage-option", f"aws_endpoint=127.0.0.1:{port}"]
+    no_scheme = CliRunner().invoke(
+        app, ["collections", "--db", "s3://b/db", *bare, "--storage-option", "allow_http=true"]
+    )
+    said = " ".join(no_scheme.output.split())
+    assert no_scheme.exit_code == 2, said
+    assert f"S3 endpoint '127.0.0.1:{port}' (storage option aws_endpoint) has no scheme" in said
+    assert f"http://127.0.0.1:{port}" in said and "Panic" not in said, said
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    plain = CliRunner().invoke(app, ["collections", "--db", "s3://b/db"])
+    said = " ".join(plain.output.split())
+    assert plain.exit_code == 2, said
+    assert "(AWS_ENDPOINT_URL) is plain HTTP" in said and "BadScheme" not in said, said
+    assert "--storage-option allow_http=true" in said and "AWS_ALLOW_HTTP=true" in said, said
+
+
+def test_a_failures_command_line_shows_the_endpoint_and_hides_the_keys():
+    """Every --storage-option value was hidden (`aws_endpoint=***`), the endpoint too, which
+    is no secret and often the mistake: now only what may hold a credential is."""
+    from probembed.interfaces.cli import _redacted
+
+    words = ["--storage-option", "aws_endpoint=http://h:1", "--storage-option=region=eu"]
+    words += ["--storage-option", "aws_secret_access_key=S3CRET", "--storage-option", "odd=x"]
+    assert _redacted(words) == [
+        "--storage-option", "aws_endpoint=http://h:1", "--storage-option=region=eu",
+        "--storage-option", "aws_secret_access_key=***", "--storage-option", "odd=***",
+    ]  # fmt: skip
+
+
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):
     """Run one writer process per plan (the ids it ingests) at once, each as another machine
     (`writer_support`): both pause at the first call of `pause_in`, then go on together.

@@ -223,18 +223,43 @@ def _unwound_on_sigterm(command: str) -> Iterator[None]:
 
 
 def _redacted(words: list[str]) -> list[str]:
-    """The command line with every --storage-option value hidden: they hold credentials, and a
-    failure message must not print a secret key."""
+    """The command line with every secret --storage-option value hidden (`_secret`): a
+    failure message must not print a secret key, but an endpoint or a region is no secret,
+    and a line that hid them (`aws_endpoint=***`) hid the mistake it reported."""
     prefix = _SECRET_OPTION + "="
     out = []
     for i, word in enumerate(words):
         if i and words[i - 1] == _SECRET_OPTION:
-            word = word.partition("=")[0] + "=***"
+            word = _hidden_value(word)
         elif word.startswith(prefix):
-            word = prefix + word[len(prefix) :].partition("=")[0] + "=***"
+            word = prefix + _hidden_value(word[len(prefix) :])
         out.append(word)
     return out
 
+
+def _hidden_value(pair: str) -> str:
+    """A KEY=VALUE storage option with its value hidden where the key may hold a secret."""
+    key, sep, value = pair.partition("=")
+    return f"{key}=***" if _secret(key) else f"{key}{sep}{value}"
+
+
+def _secret(key: str) -> bool:
+    """Whether a storage option's key may hold a credential: any but the known plain
+    settings (endpoint, region, bucket, timeouts, flags), an unknown key hidden too."""
+    return key.strip().lower() not in _PLAIN_OPTIONS
+
+
+#: Storage option keys whose values are no secret, shown in a failure's command line.
+_PLAIN_OPTIONS = frozenset(
+    """
+    aws_endpoint endpoint aws_endpoint_url endpoint_url aws_region region aws_default_region
+    default_region aws_bucket aws_bucket_name bucket bucket_name allow_http
+    allow_invalid_certificates timeout connect_timeout client_retry_timeout
+    client_max_retries aws_virtual_hosted_style_request virtual_hosted_style_request
+    azure_storage_endpoint azure_endpoint azure_storage_account_name account_name
+    google_bucket google_bucket_name
+    """.split()  # noqa: SIM905 (a list literal would be one line per key)
+)
 
 _SECRET_OPTION = "--storage-option"
 

@@ -73,6 +73,8 @@ _S3_OPTIONS = {
     "aws_endpoint_url": "endpoint_override",
     "endpoint_url": "endpoint_override",
 }
+#: How object_store reads a true boolean option (`allow_http=true`), case aside.
+_TRUTHY = ("1", "true", "on", "yes", "y")
 #: The same for Azure (pyarrow AzureFileSystem); GCS credentials come from the environment.
 _AZ_OPTIONS = {
     "azure_storage_account_name": "account_name",
@@ -480,6 +482,8 @@ def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileS
             "as a URL and put the tables elsewhere than probembed's own files; name the "
             "prefix without them"
         )
+    if scheme == "s3":
+        _check_endpoint(options)
     try:
         if scheme == "s3":
             # delayed open: a small file is one PutObject, not a multipart upload
@@ -493,20 +497,48 @@ def _remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileS
 
 
 def _s3_arguments(options: Mapping[str, str]) -> dict[str, Any]:
-    """pyarrow S3FileSystem arguments from LanceDB's storage options, else the environment."""
+    """pyarrow S3FileSystem arguments from LanceDB's storage options, else the environment
+    (an endpoint's scheme is there: `_check_endpoint`)."""
     arguments = _mapped(options, _S3_OPTIONS)
-    endpoint = arguments.get("endpoint_override") or os.environ.get("AWS_ENDPOINT_URL")
-    endpoint = endpoint or os.environ.get("AWS_ENDPOINT")
-    allow_http = {k.lower(): v for k, v in options.items()}.get("allow_http")
-    allow_http = allow_http or os.environ.get("AWS_ALLOW_HTTP", "")
+    endpoint, _ = _endpoint(options)
     if endpoint:
-        scheme, sep, host = endpoint.partition("://")
-        if sep:
-            arguments["scheme"], endpoint = scheme, host
-        elif allow_http.lower() == "true":
-            arguments["scheme"] = "http"
-        arguments["endpoint_override"] = endpoint
+        arguments["scheme"], _, arguments["endpoint_override"] = endpoint.partition("://")
     return arguments
+
+
+def _endpoint(options: Mapping[str, str]) -> tuple[str | None, str]:
+    """The S3 endpoint LanceDB reaches (the storage options', else the environment's) and
+    where it was set, or (None, "")."""
+    for key, value in options.items():
+        if _S3_OPTIONS.get(key.lower()) == "endpoint_override" and value:
+            return value, f"storage option {key}"
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+        if os.environ.get(name):
+            return os.environ[name], name
+    return None, ""
+
+
+def _check_endpoint(options: Mapping[str, str]) -> None:
+    """Refuse, before any call, an S3 endpoint LanceDB cannot use: one without a scheme
+    (LanceDB panicked, a Rust backtrace and exit 1) or plain HTTP without allow_http (a
+    700-character Rust dump ending `BadScheme`)."""
+    endpoint, source = _endpoint(options)
+    if not endpoint:
+        return
+    scheme, sep, _ = endpoint.partition("://")
+    if not sep:
+        raise StoreError(
+            f"S3 endpoint {endpoint!r} ({source}) has no scheme: give it as "
+            f"http://{endpoint} (with allow_http=true) or https://{endpoint}"
+        )
+    allowed = {k.lower(): v for k, v in options.items()}.get("allow_http")
+    allowed = allowed if allowed is not None else os.environ.get("AWS_ALLOW_HTTP", "")
+    if scheme.lower() == "http" and allowed.strip().lower() not in _TRUTHY:
+        raise StoreError(
+            f"S3 endpoint {endpoint!r} ({source}) is plain HTTP, which LanceDB refuses unless "
+            "told: add the storage option allow_http=true (--storage-option allow_http=true) "
+            "or set AWS_ALLOW_HTTP=true"
+        )
 
 
 def _mapped(options: Mapping[str, str], names: Mapping[str, str]) -> dict[str, str]:
