@@ -944,3 +944,27 @@ def test_embed_on_ray_writes_chunks_and_metadata_and_resumes_as_a_local_run(
     again = embed_to_parquet(source, out, pydoc_pipeline, 16, **options)
     assert (again.files, again.kept_files) == (2, len(parts) - 2)
     assert pq.read_table(out).to_pydict() == want
+
+
+def test_address_auto_with_no_ray_running_is_refused_before_the_input_is_read(
+    tmp_path, monkeypatch
+):
+    """`--address auto` with no cluster failed only once the input was read and the models
+    loaded (29 s), though a bad address is refused before: `auto` is now found as ray.init
+    finds it, and refused naming what to do, before anything is read (`docs.jsonl` is no
+    file: reading it would be another refusal)."""
+    from ray._private.services import find_gcs_addresses
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # no `ray start` recorded there
+    if find_gcs_addresses():
+        pytest.skip("a Ray of another process runs on this machine: `auto` would join it")
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "x"}\n')
+    done = CliRunner().invoke(
+        app, ["ingest", str(source), "--db", str(tmp_path / "db"), "--ray", "--address", "auto"]
+    )
+    said = " ".join(done.output.split())
+    assert done.exit_code == 2, said
+    assert "Ray address 'auto' finds no running Ray on this machine" in said, said
+    assert not (tmp_path / "db").exists()  # refused before a database was made

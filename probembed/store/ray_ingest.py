@@ -163,7 +163,10 @@ def check_reachable(address: str, given: str = "address") -> None:
     HTTP/1.1 server, a port that takes connections and says nothing) is refused. A ray://
     address is refused at once when Ray Client's own dependency (grpc) is not installed.
     """
-    if address in ("auto", "local"):
+    if address == "local":
+        return
+    if address == "auto":  # resolved as ray.init resolves it, then checked as any address
+        check_reachable(_found_cluster(given), given)
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit() or "://" in host:  # http://: the dashboard's, not Ray's
@@ -191,6 +194,22 @@ def check_reachable(address: str, given: str = "address") -> None:
             f"({answer}, where Ray answers gRPC); give the address `ray start --head` prints, "
             "or ray://HEAD:10001 for Ray Client"
         )
+
+
+def _found_cluster(given: str) -> str:
+    """The host:port `auto` names (RAY_ADDRESS, the last `ray start` of this machine, else a
+    running Ray of it), as Ray finds it; refused where there is none: ray.init found out only
+    after the input was read and the models loaded (29 s)."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    try:
+        return canonicalize_bootstrap_address_or_die("auto")
+    except ConnectionError as exc:
+        raise ValueError(
+            f"Ray {given} 'auto' finds no running Ray on this machine ({exc}); start one "
+            "(`ray start --head`), join one elsewhere (--address ray://HEAD:10001), or give no "
+            "address to run Ray here"
+        ) from exc
 
 
 def _http2_answer(sock: socket.socket, deadline: float) -> str | None:
