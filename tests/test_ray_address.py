@@ -180,3 +180,16 @@ def test_an_address_is_probed_once_per_run(monkeypatch):
     assert check_run_options("stop", True, "auto", 1, 1.0, 0.0) == "auto"
     assert isinstance(check_run_options("stop", True, "auto", 1, 1.0, 0.0), AnsweredAddress)
     assert check_run_options("stop", True, None, 1, 1.0, 0.0) is None
+
+
+def test_auto_takes_ray_address_from_the_environment_as_ray_init_does(monkeypatch):
+    """A review: with RAY_ADDRESS=local, ray.init("auto") starts Ray here, but the up-front
+    check of `auto` looked for a running Ray and refused; an address there is checked as any
+    address given."""
+    from probembed.store.ray_ingest import check_reachable
+
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    check_reachable("auto")  # no Ray running is needed: Ray starts one here
+    monkeypatch.setenv("RAY_ADDRESS", "not an address")
+    with pytest.raises(ValueError, match="is not host:port, ray://host:port or auto"):
+        check_reachable("auto")

@@ -855,6 +855,34 @@ def test_a_failures_command_line_shows_the_endpoint_and_hides_the_keys():
     ]  # fmt: skip
 
 
+def test_an_endpoint_with_credentials_is_never_quoted_with_them_and_aws_allow_http_counts(
+    monkeypatch,
+):
+    """A review: `https://KEY:SECRET@host` was printed whole by the failure's command line,
+    the endpoint refusals and the storage's shortened words; and `aws_allow_http=true`, which
+    object_store and LanceDB read, was refused as plain HTTP without allow_http."""
+    from probembed.interfaces.cli import _redacted
+    from probembed.store.errors import storage_failure
+    from probembed.store.location import _check_endpoint
+
+    monkeypatch.delenv("AWS_ALLOW_HTTP", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT", raising=False)
+    secret = "AKIA:s3cr3t@127.0.0.1:9"
+    assert _redacted(["--storage-option", f"aws_endpoint=http://{secret}"]) == [
+        "--storage-option",
+        "aws_endpoint=http://***@127.0.0.1:9",
+    ]
+    for endpoint in (secret, f"http://{secret}"):
+        with pytest.raises(StoreError) as refused:
+            _check_endpoint({"aws_endpoint": endpoint})
+        assert "s3cr3t" not in str(refused.value) and "***@127.0.0.1:9" in str(refused.value)
+    _check_endpoint({"aws_endpoint": f"http://{secret}", "aws_allow_http": "true"})
+    lance = RuntimeError(f"lance error: LanceError(IO): Generic S3 error: GET http://{secret}/b")
+    said = storage_failure(lance)
+    assert said is not None and "s3cr3t" not in said and "http://***@127.0.0.1:9/b" in said
+
+
 def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):
     """Run one writer process per plan (the ids it ingests) at once, each as another machine
     (`writer_support`): both pause at the first call of `pause_in`, then go on together.

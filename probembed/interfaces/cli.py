@@ -239,8 +239,10 @@ def _redacted(words: list[str]) -> list[str]:
 
 def _hidden_value(pair: str) -> str:
     """A KEY=VALUE storage option with its value hidden where the key may hold a secret."""
+    from probembed.store.errors import without_userinfo
+
     key, sep, value = pair.partition("=")
-    return f"{key}=***" if _secret(key) else f"{key}{sep}{value}"
+    return f"{key}=***" if _secret(key) else f"{key}{sep}{without_userinfo(value)}"
 
 
 def _secret(key: str) -> bool:

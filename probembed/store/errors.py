@@ -177,7 +177,24 @@ def storage_failure(exc: BaseException) -> str | None:
     """What the storage said, shortened to a line, when LanceDB raised an I/O failure of its
     object store (a RuntimeError or OSError whose text is `lance error: LanceError(IO): ...`,
     or the ValueError its connect raises, `... IO { source: ... }`), else None: deep in any
-    read or write, it is the storage's failing, not the request's or the input's."""
+    read or write, it is the storage's failing, not the request's or the input's. A URL's
+    credentials in it are hidden (`without_userinfo`)."""
+    said = _storage_words(exc)
+    return None if said is None else without_userinfo(said)
+
+
+def without_userinfo(text: str) -> str:
+    """Text with the user and password of any URL in it (`https://KEY:SECRET@host`) hidden:
+    an endpoint may carry credentials, and a message quoting it must not."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
+#: A URL's user and password (`scheme://user:pass@`), or a bare `user:pass@host`.
+_USERINFO = re.compile(r"((?:[a-zA-Z][\w+.-]*://)|^)[^\s/@]+@(?=\S)")
+
+
+def _storage_words(exc: BaseException) -> str | None:
+    """`storage_failure`'s line, credentials and all."""
     text = str(exc).splitlines()[0] if str(exc) else ""
     if not isinstance(exc, (RuntimeError, OSError, ValueError)) or _LOCAL_STORE in text:
         return None

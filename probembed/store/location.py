@@ -35,6 +35,7 @@ from probembed.store.errors import (
     StorageUnavailableError,
     StoreError,
     credentials_refusal,
+    without_userinfo,
 )
 
 #: Storage options set for every database on object storage where the user gave none
@@ -525,13 +526,15 @@ def _check_endpoint(options: Mapping[str, str]) -> None:
     endpoint, source = _endpoint(options)
     if not endpoint:
         return
+    endpoint = without_userinfo(endpoint)
     scheme, sep, _ = endpoint.partition("://")
     if not sep:
         raise StoreError(
             f"S3 endpoint {endpoint!r} ({source}) has no scheme: give it as "
             f"http://{endpoint} (with allow_http=true) or https://{endpoint}"
         )
-    allowed = {k.lower(): v for k, v in options.items()}.get("allow_http")
+    lowered = {k.lower(): v for k, v in options.items()}
+    allowed = lowered.get("allow_http", lowered.get("aws_allow_http"))
     allowed = allowed if allowed is not None else os.environ.get("AWS_ALLOW_HTTP", "")
     if scheme.lower() == "http" and allowed.strip().lower() not in _TRUTHY:
         raise StoreError(

@@ -202,6 +202,9 @@ def _found_cluster(given: str) -> str:
     after the input was read and the models loaded (29 s)."""
     from ray._private.services import canonicalize_bootstrap_address_or_die
 
+    given_env = os.environ.get("RAY_ADDRESS", "")
+    if given_env and given_env != "auto":  # ray.init("auto") takes it as given ("local" too)
+        return given_env
     try:
         return canonicalize_bootstrap_address_or_die("auto")
     except ConnectionError as exc:
