@@ -177,8 +177,12 @@ def test_an_address_is_probed_once_per_run(monkeypatch):
     assert joined_address(answered) is answered
     with pytest.raises(ValueError, match="nothing answers there"):
         joined_address(address)
+    # `auto` is checked up front too: with RAY_ADDRESS=local it names Ray started here, so
+    # the check passes whether or not a Ray runs on this machine
+    monkeypatch.setenv("RAY_ADDRESS", "local")
     assert check_run_options("stop", True, "auto", 1, 1.0, 0.0) == "auto"
     assert isinstance(check_run_options("stop", True, "auto", 1, 1.0, 0.0), AnsweredAddress)
+    monkeypatch.delenv("RAY_ADDRESS")
     assert check_run_options("stop", True, None, 1, 1.0, 0.0) is None
 
 

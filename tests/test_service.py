@@ -1249,12 +1249,17 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
         }
         assert ids == {"manual", "crm/8"}  # "note" went with the sync above
         # a blank text is no text to index, not bad input: a sync removes its stored document
+        # (not the prefix's every one: that sync is refused as one naming none of them is)
         blank = [{"id": "8", "text": "   "}, {"id": "9", "text": ""}]
-        emptied = write(blank, sync=True, prefix="crm/")
+        refused = write(blank, sync=True, prefix="crm/")  # "8" is the prefix's only document
+        assert refused.status_code == 422 and "1 of them are files with no text" in refused.text
+        third = {"id": "10", "text": "A third customer."}
+        assert write([third], prefix="crm/").status_code == 200
+        emptied = write([*blank, third], sync=True, prefix="crm/")
         assert emptied.status_code == 200, emptied.text
         said = emptied.json()
-        assert (said["empty"], said["emptied"], said["removed"], said["skipped"]) == (2, 1, 0, [])
-        assert said["count"] == len(expected)
+        assert (said["empty"], said["emptied"], said["unchanged"], said["skipped"]) == (2, 1, 1, [])
+        assert said["count"] == len(expected) + 1
 
 
 def test_a_markdown_document_is_titled_and_sectioned_as_the_cli_reads_its_file(
