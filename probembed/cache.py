@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -404,9 +404,8 @@ def _select(db: sqlite3.Connection, model: str, keys: list[bytes]) -> dict:
     """Rows of the keys found, by key; marks them as just used."""
     rows: dict[bytes, tuple[int, bytes, bytes]] = {}
     now = time.time()
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start : start + _CHUNK]
-        where = f"model=? AND text IN ({','.join('?' * len(chunk))})"
+    for keys_in, chunk in _in_chunks(keys):
+        where = f"model=? AND {keys_in}"
         query = f"SELECT text, dim, mean, var FROM gaussians WHERE {where}"
         for key, dim, mean, var in db.execute(query, [model, *chunk]):
             rows[key] = (dim, mean, var)
@@ -414,13 +413,19 @@ def _select(db: sqlite3.Connection, model: str, keys: list[bytes]) -> dict:
     return rows
 
 
+def _in_chunks(keys: list[bytes]) -> Iterator[tuple[str, list[bytes]]]:
+    """`text IN (?, ...)` and its keys, `_CHUNK` keys at a time: SQLite bounds the parameters
+    of one statement."""
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        yield f"text IN ({','.join('?' * len(chunk))})", chunk
+
+
 def _keys_held(db: sqlite3.Connection, model: str, keys: list[bytes]) -> set[bytes]:
     """The keys a model has a row of, its vectors left unread."""
     held: set[bytes] = set()
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        query = f"SELECT text FROM gaussians WHERE model=? AND text IN ({marks})"
+    for keys_in, chunk in _in_chunks(keys):
+        query = f"SELECT text FROM gaussians WHERE model=? AND {keys_in}"
         held.update(key for (key,) in db.execute(query, [model, *chunk]))
     return held
 
@@ -442,10 +447,8 @@ def _whole(rows: dict[bytes, tuple[int, bytes, bytes]]) -> dict:
 def _deleted(db: sqlite3.Connection, keys: list[bytes]) -> int:
     """Delete every model's rows of these text keys; how many went."""
     removed = 0
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start : start + _CHUNK]
-        query = f"DELETE FROM gaussians WHERE text IN ({','.join('?' * len(chunk))})"
-        removed += db.execute(query, chunk).rowcount
+    for keys_in, chunk in _in_chunks(keys):
+        removed += db.execute(f"DELETE FROM gaussians WHERE {keys_in}", chunk).rowcount
     return removed
 
 
