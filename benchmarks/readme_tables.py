@@ -7,7 +7,7 @@ page under docs/ (most in docs/results.md), wherever the text around it lives: `
 `diagnostics` and `failure` from benchmarks/results/quality.json, `search` from search.json,
 `variance` from variance.json, `lodo` from lodo.json, `headroom` from lodo_headroom.json,
 `errors` from error_signals.json, `geometry` from lodo_geometry.json, `task` from lodo_task.json,
-`similar` from lodo_similar.json, `regret` from lodo_regret.json,
+`similar` from lodo_similar.json, `regret` from lodo_regret.json, `halves` from lodo_halves.json,
 `serve` from serve.json, `pieces` from pieces.json, `chunking` from chunking.json,
 `calibration_by_search` and `calibration_by_score` from search_calibration.json,
 `tune_own_data` from tune_own_data.json, `abstention` from abstention.json.
@@ -376,6 +376,54 @@ def similar(rows: Rows) -> str:
     )
 
 
+HALVES = ("static by halves", "static + halves")
+
+
+def halves(rows: Rows) -> str:
+    """Per left-out dataset: static weights chosen with the left-out collection's halves task
+    (alone, and beside the tuning mean with gamma by nested LODO) against `static`, with
+    intervals, the best single member and the weights; then each fixed gamma (not tuned); then
+    each member's own figure on the halves task of the test collection."""
+    header = ["left out", "γ (nested)", "static", *(f"{f} − static [95% CI]" for f in HALVES)]
+    header += ["best single", "weights: static / by halves / + halves"]
+    body, curve, members = [], [], []
+    names = list(dict.fromkeys(r["left_out"] for r in rows))
+    for name in names:
+        get = {r["method"]: r for r in rows if r["left_out"] == name}
+        singles = [m for m in get if m.startswith("single:")]
+        best = max(singles, key=lambda m: get[m]["value"])
+        cells = [LODO_NAMES.get(name, name), f"{get[HALVES[1]]['gamma']:g}"]
+        cells += [
+            pct(get["static"]["value"]),
+            *(difference_cell(get[f]["vs_static"]) for f in HALVES),
+        ]
+        cells.append(f"{best.removeprefix('single:')} {pct(get[best]['value'])}")
+        cells.append(" → ".join(weights_text(get[f]) for f in ("static", *HALVES)))
+        body.append(cells)
+        fixed = [m for m in get if m.startswith(f"{HALVES[1]}, gamma")]
+        curve.append(
+            [LODO_NAMES.get(name, name), *(difference_cell(get[m]["vs_static"]) for m in fixed)]
+        )
+        members.append(
+            [LODO_NAMES.get(name, name)]
+            + [f"{pct(get[m]['value'])} / {pct(get[m]['halves_figure'])}" for m in singles]
+        )
+    first = [r for r in rows if r["left_out"] == names[0]]
+    gammas = [f"{r['gamma']:g}" for r in first if r["method"].startswith(f"{HALVES[1]}, gamma")]
+    singles = [
+        r["method"].removeprefix("single:") for r in first if r["method"].startswith("single:")
+    ]
+    curve_header = ["left out", *(f"γ {g} − static (not tuned)" for g in gammas)]
+    members_header = ["left out: test figure / halves figure", *singles]
+    return "\n\n".join(
+        [
+            table(header, body, right_from=1),
+            table(curve_header, curve),
+            table(members_header, members),
+        ]
+    )
+
+
 REGRET_FAMILIES = (
     "static, least regret (minimax)",
     "uec, least regret (minimax)",
@@ -669,6 +717,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Rows], str]]] = {
     "task": ("lodo_task.json", task),
     "similar": ("lodo_similar.json", similar),
     "regret": ("lodo_regret.json", regret),
+    "halves": ("lodo_halves.json", halves),
     "quality": ("quality.json", quality),
     "diagnostics": ("quality.json", diagnostics),
     "failure": ("quality.json", failure),

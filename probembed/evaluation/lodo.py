@@ -21,6 +21,7 @@ from scipy.stats import rankdata
 from probembed.evaluation.datasets import (
     ClassificationDataset,
     Evaluable,
+    RetrievalDataset,
     StsDataset,
     load_evaluable,
 )
@@ -596,6 +597,103 @@ def tune_similarity_tau(
         for j in names
     }
     return taus[fold_choice(dev, None)], dev
+
+
+#: Texts of a collection its halves pseudo-task reads (seeded sample), and the fewest words a
+#: text needs to give two halves with something in each (three words a side).
+HALVES_TEXTS = 1000
+HALVES_MIN_WORDS = 6
+
+
+def halves_task(
+    name: str, dataset: Evaluable, texts: int = HALVES_TEXTS, seed: int = SEED
+) -> RetrievalDataset:
+    """A label-free retrieval task made of a collection's own texts (`collection_roles`): each
+    sampled text's first half (by words) is a query whose one relevant document is its second
+    half, among every sampled text's second half. Which members find a text's continuation
+    reads how well they match that domain's texts, with no label (an inverse-cloze task)."""
+    roles = dataset_roles(dataset)
+    found: set[str] = set()
+    for role in collection_roles(roles):
+        held = roles[role]
+        found.update(held.values() if isinstance(held, dict) else held)
+    long = sorted(t for t in found if len(t.split()) >= HALVES_MIN_WORDS)
+    if len(long) < 2:
+        raise ValueError(f"{name}: {len(long)} texts of {HALVES_MIN_WORDS} words or more, no task")
+    if len(long) > texts:
+        pick = np.random.default_rng(seed).choice(len(long), texts, replace=False)
+        long = [long[i] for i in np.sort(pick)]
+    queries, corpus = {}, {}
+    for i, text in enumerate(long):
+        words = text.split()
+        queries[f"q{i}"] = " ".join(words[: len(words) // 2])
+        corpus[f"d{i}"] = " ".join(words[len(words) // 2 :])
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(len(long))}
+    return RetrievalDataset(f"{name} halves", "pseudo", corpus, queries, qrels)
+
+
+def standardised(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Values minus their mean over their spread (all 0 when they do not vary): two figures
+    of other scales made one sum's terms."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.max() == array.min():  # the mean of equal values can be an ulp off: no spread
+        return np.zeros_like(array)
+    return (array - array.mean()) / array.std()
+
+
+def halves_choice(
+    dev: Mapping[str, Sequence[float]], left_out: str | None, halves: Sequence[float], gamma: float
+) -> int:
+    """Index of the setting with the best standardised tuning mean over every dataset but
+    left_out plus gamma times its standardised figure on left_out's halves task (gamma 0:
+    `fold_choice`; inf: the halves figure alone). First setting on ties."""
+    if gamma == 0.0:
+        return fold_choice(dev, left_out)
+    objective = (
+        np.asarray(halves, dtype=np.float64)
+        if gamma == float("inf")
+        else standardised(fold_means(dev, left_out)) + gamma * standardised(halves)
+    )
+    return int(np.flatnonzero(objective >= objective.max() - TIE)[0])
+
+
+def halves_static(
+    scores: Scores,
+    k: int,
+    step: float,
+    left_out: str,
+    role: str,
+    gamma: float,
+    unread: Sequence[str] = (),
+) -> Method:
+    """Static weights on the simplex grid by `halves_choice`: the tuning splits of the
+    datasets but left_out (and `unread`) and left_out's halves task split `role`."""
+    methods = static_methods(k, step)
+    settings = [fixed(m) for m in methods]
+    shares = {n: float(n not in unread) for n, _ in scores.splits} if unread else None
+    dev = scores.tuning_figures(settings, left_out, shares=shares)
+    halves = [scores.figure(left_out, role, s) for s in settings]
+    return methods[halves_choice(dev, left_out, halves, gamma)]
+
+
+def tune_halves_gamma(
+    scores: Scores, k: int, step: float, left_out: str, gammas: Sequence[float]
+) -> tuple[float, dict[str, list[float]]]:
+    """(gamma, each tuning dataset's figure per gamma) for `halves_static`, by nested LODO:
+    each dataset j but left_out plays the left-out one, its weights chosen on the others but
+    j and left_out and on j's tuning collection's halves task, scored on j's tuning split;
+    the best mean over the j wins (the first gamma on ties). Nothing of left_out is read."""
+    names = sorted({n for n, _ in scores.splits} - {left_out})
+    dev = {
+        j: [
+            scores.figure(
+                j, "tune", fixed(halves_static(scores, k, step, j, "halves-tune", g, [left_out]))
+            )
+            for g in gammas
+        ]
+        for j in names
+    }
+    return gammas[fold_choice(dev, None)], dev
 
 
 def best_singles(
