@@ -369,20 +369,14 @@ def test_a_blank_text_is_named_by_its_position_and_nothing_is_written(store):
     assert store.collection.count() == before
 
 
-def test_an_id_given_twice_keeps_its_last_text_as_langchains_own_store_does(store):
-    """It failed the whole call ("duplicate id"), where InMemoryVectorStore keeps the last."""
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-    from langchain_core.vectorstores import InMemoryVectorStore
-
+def test_an_id_given_twice_is_refused_naming_it_as_every_other_write_refuses_it(store):
+    """It kept the last of the two without a word, where `ingest` (and the CLI, the service)
+    refuse an id given twice in one write."""
+    before = store.collection.count()
     texts, ids = ["one", "two", "three"], ["x", "y", "x"]
-    metadatas = [{"n": 1}, {"n": 2}, {"n": 3}]
-    reference = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
-    assert store.add_texts(texts, metadatas, ids=ids) == reference.add_texts(
-        texts, metadatas, ids=ids
-    )
-    ours = {d.id: (d.page_content, d.metadata["n"]) for d in store.get_by_ids(["x", "y"])}
-    theirs = {d.id: (d.page_content, d.metadata["n"]) for d in reference.get_by_ids(["x", "y"])}
-    assert ours == theirs == {"x": ("three", 3), "y": ("two", 2)}
+    with pytest.raises(ValueError, match=r"texts\[2\]: duplicate id 'x' \(first at texts\[0\]\)"):
+        store.add_texts(texts, [{"n": 1}, {"n": 2}, {"n": 3}], ids=ids)
+    assert store.collection.count() == before and store.get_by_ids(["x", "y"]) == []
 
 
 def test_langchains_indexing_api_writes_skips_and_cleans_up_through_the_store(store):

@@ -202,14 +202,28 @@ def store_texts(
         return []
     triples = zip(given, texts, metas, strict=True)
     final = [i if i is not None else text_id(t, m) for i, t, m in triples]
-    # an id twice keeps its last text and metadata, as writing each in turn would (LangChain's
-    # InMemoryVectorStore does); the same text and metadata twice without ids is one row
-    latest = {i: Record(i, t, m) for i, t, m in zip(final, texts, metas, strict=True)}
     try:
-        ingest(list(latest.values()), collection, pipeline, batch_size, upsert=True)
+        ingest(_records(given, final, texts, metas), collection, pipeline, batch_size, upsert=True)
     except IngestError as exc:  # its message says on_error='skip', which adapters do not take
         raise retold(exc, "leave those items out of the call") from None
     return final
+
+
+def _records(
+    given: Sequence[str | None], final: Sequence[str], texts: Sequence[str], metas: Sequence[Any]
+) -> list[Record]:
+    """One record per text, named by its position, so an id given twice is refused by the
+    store's own check, as every other write refuses it (`ingest.check_records`); the same text
+    and metadata twice without ids is one record, their one derived id (nothing is lost)."""
+    records: list[Record] = []
+    derived: set[str] = set()
+    for i, (gave, id_, text, meta) in enumerate(zip(given, final, texts, metas, strict=True)):
+        if gave is None and id_ in derived:
+            continue
+        if gave is None:
+            derived.add(id_)
+        records.append(Record(id_, text, meta, source=f"texts[{i}]"))
+    return records
 
 
 def _check_text(i: int, text: Any) -> None:
