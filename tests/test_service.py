@@ -2321,6 +2321,32 @@ def test_a_chunked_write_says_the_size_it_cut_its_documents_at(retrieval_app, se
     assert plain.status_code == 200 and plain.json()["chunked_at"] is None  # not chunked
 
 
+def test_a_search_answer_says_which_queries_the_models_read_only_the_start_of(
+    tmp_path, search_pipeline
+):
+    """A query past a member's token limit was searched by its start alone without a word
+    (Python and the CLI warn): each result says the tokens read of it, null for one read
+    whole, as the OpenAPI schema says; the long query is searched, not refused."""
+    long = " ".join(["the history of football clubs in european leagues"] * 60) + " volcanoes"
+    assert search_pipeline.cut([long]).tolist() == [True]
+    running = Server(tmp_path / "db", search_pipeline.name, "--workers", "1")
+    with running, running.client() as http:
+        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
+        wrote = http.post("/v1/collections/c/documents", json={"documents": DOCS})
+        assert wrote.status_code == 200, wrote.text
+        found = http.post("/v1/collections/c/search", json={"queries": ["guitar", long]})
+        one = http.post("/v1/collections/c/search", json={"query": long, "k": 1})
+        schema = http.get("/openapi.json").json()["components"]["schemas"]
+    assert found.status_code == 200, found.text
+    results = found.json()["results"]
+    limit = search_pipeline.max_tokens
+    assert [r["cut_at_tokens"] for r in results] == [None, limit]
+    assert all(len(r["hits"]) == len(DOCS) for r in results)
+    assert one.status_code == 200 and one.json()["results"][0]["cut_at_tokens"] == limit
+    field = schema["QueryResultOut"]["properties"]["cut_at_tokens"]
+    assert {t["type"] for t in field["anyOf"]} == {"integer", "null"}
+
+
 def test_a_served_tuned_pipeline_leaves_a_collections_kept_settings_as_they_are(
     tmp_path, hash_pipeline, sentences
 ):

@@ -3,6 +3,7 @@ typed hits, the CLI's JSON list, and a confidence that does not depend on k."""
 
 import json
 import shutil
+import warnings
 from dataclasses import replace
 
 import pytest
@@ -10,6 +11,7 @@ import typer
 from tuning_support import TUNED_CHANGES, tuned_copy
 from typer.testing import CliRunner
 
+from probembed.interfaces.cli import app as cli_app
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import AdaptConfig, FusionConfig, ModelSpec, Pipeline, ScoreConfig
 from probembed.store import (
@@ -25,6 +27,7 @@ from probembed.store import (
     remove,
 )
 from probembed.store.readers import Record
+from probembed.store.search import QueryCutWarning
 
 QUERY = "A man is playing a guitar."
 
@@ -568,6 +571,40 @@ def test_a_plain_ingest_says_how_many_documents_the_models_read_only_the_start_o
     skipped = CliRunner().invoke(app, ["ingest", *source, "-c", "skipped"])
     said = " ".join(skipped.output.split())  # the record skipped for its text is not counted
     assert skipped.exit_code == 0 and "1 of 1 documents are longer" in said, skipped.output
+
+
+#: A question past the built-ins' token limit (256) whose subject comes only at its end.
+LONG_QUESTION = " ".join(["the history of football clubs in european leagues"] * 60) + (
+    " how do volcanoes erupt lava"
+)
+
+
+def test_a_query_longer_than_the_models_read_is_searched_with_a_warning_saying_so(
+    tmp_path, search_pipeline
+):
+    """A query past a member's token limit was searched by its start alone without a word
+    (its hits answered the football it opens with, not the volcanoes it asks of at its end):
+    it is still searched, and Python and the CLI warn, naming it and the limit."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    facts = ["Volcanoes erupt molten rock called lava.", "Football is played by two sides."]
+    ingest([Record("v", facts[0]), Record("f", facts[1])], collection, search_pipeline)
+    assert search_pipeline.cut([LONG_QUESTION, facts[0]]).tolist() == [True, False]
+    limit = search_pipeline.max_tokens
+    told = rf"longer than pipeline 'retrieval' reads \({limit} tokens\): only (its|their) start"
+    with pytest.warns(QueryCutWarning, match=rf"^the query \(3,027 characters\) is {told}"):
+        found = collection.search(LONG_QUESTION, k=1)
+    assert found["hits"][0]["id"] == "f"  # the start's subject: what the warning is for
+    with pytest.warns(QueryCutWarning, match=rf"^queries\[1\] \(1 of 2\) are {told}"):
+        collection.search(["volcanoes", LONG_QUESTION], k=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QueryCutWarning)
+        collection.search(["how do volcanoes erupt lava", facts[1]], k=1)
+    args = ["search", LONG_QUESTION, "--db", str(tmp_path / "db"), "-c", "c", "-k", "1"]
+    done = CliRunner().invoke(cli_app, [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)[0]["hits"][0]["id"] == "f"  # searched, not refused
+    said = " ".join(done.stderr.split())
+    assert "warning: the query (" in said and f"reads ({limit} tokens): only its start" in said
 
 
 @pytest.mark.parametrize("width", [80, 100, 120])

@@ -36,6 +36,7 @@ from probembed.store.ingest import (
 )
 from probembed.store.kinds import refuse_mixing
 from probembed.store.rows import PipelineInfo, not_unicode
+from probembed.store.search import cut_at
 
 #: Seconds a write that plans over a collection's documents (chunked, a sync, a delete by
 #: document) waits for another process's such write (`Collection.planning`): none, since it
@@ -415,7 +416,7 @@ def _collections(service: Service) -> APIRouter:
         fused = await service.batcher(pipeline).encode(texts)
 
         def run() -> list:
-            return (
+            results = (
                 service.still(collection)
                 .searcher()
                 .search_fused(
@@ -430,6 +431,8 @@ def _collections(service: Service) -> APIRouter:
                     group_by_doc=body.group_by_doc,
                 )
             )
+            cuts = cut_at(pipeline, texts)  # what the CLI and Python warn of
+            return [{**r, "cut_at_tokens": at} for r, at in zip(results, cuts, strict=True)]
 
         results = await service.run(name, run)
         body_bytes = await asyncio.to_thread(_search_body, name, results)  # the lock let go

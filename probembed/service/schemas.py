@@ -582,6 +582,12 @@ class QueryResultOut(BaseModel):
     query: str | None
     confidence: float | None
     hits: list[HitOut]
+    cut_at_tokens: int | None = Field(
+        None,
+        description="Set when the query is longer than a member model reads: the tokens read "
+        "of it (the pipeline's shortest member limit), so the hits answer only its start. "
+        "The query is searched, not refused; null when it is read whole.",
+    )
 
 
 class SearchResponse(BaseModel):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, overload
 from probembed.store.backup import CollectionBackup
 from probembed.store.erasure import CollectionErasure
 from probembed.store.rows import PipelineInfo
-from probembed.store.search import QueryResult, Searcher, check_arguments
+from probembed.store.search import QueryResult, Searcher, check_arguments, warn_cut
 
 if TYPE_CHECKING:
     from probembed.scoring import Score
@@ -125,7 +125,8 @@ class Collection(CollectionBackup, CollectionErasure):
 
         Queries are encoded by the collection's own pipeline (`load_pipeline`); see
         `Searcher.search` for `score`, `exact`, `where`, `hybrid`, `beta`, `min_p_relevant`
-        and `group_by_doc`.
+        and `group_by_doc`. A query longer than a member model reads is searched by its start
+        alone, with a `QueryCutWarning` saying so.
         """
         batch = [queries] if isinstance(queries, str) else queries
         check_arguments(batch, k, score, min_p_relevant)  # before the pipeline loads
@@ -133,6 +134,7 @@ class Collection(CollectionBackup, CollectionErasure):
         results = searcher.search(
             batch, k, score, exact, where, hybrid, beta, min_p_relevant, group_by_doc
         )
+        warn_cut(searcher.pipeline, batch)
         return results[0] if isinstance(queries, str) else results
 
     def stats(self) -> CollectionStats:

@@ -21,13 +21,14 @@ import numpy as np
 
 from probembed.calibration import CONFIDENCE_DEPTH, bm25_hit_features
 from probembed.calibration.confidence import COVERAGE_HITS, LEXICAL_FEATURES, coverage_features
+from probembed.caller import warn_caller
 from probembed.encoders.base import lone_surrogate
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian, decimals
 from probembed.scoring import Score, parse_score
 from probembed.scoring.ensemble import carries_disagreement, hit_variance, member_cosines
-from probembed.store.errors import NotChunkedError, StoreError
+from probembed.store.errors import NotChunkedError, StoreError, quoted
 from probembed.store.graph_cache import _graph_path, _save_graph
 from probembed.store.index import (
     FLAT_SPACES,
@@ -72,7 +73,11 @@ FILTER_BEAM_GROWTH = 8.0
 #: bounds how long such a searcher (a service beside a CLI ingest) searches with the old tilt.
 AGREEMENT_RECHECK_S = 1.0
 
+#: Cut queries a `QueryCutWarning` names by position; it counts the rest.
+NAMED_CUT = 5
+
 if TYPE_CHECKING:
+    from probembed.pipeline import Pipeline
     from probembed.store.collection import Collection
 
 
@@ -724,6 +729,38 @@ def _validate_queries(queries: Sequence[str]) -> list[str]:
         if surrogate is not None:
             raise StoreError(f"queries[{i}] is not valid Unicode: it holds {surrogate}")
     return list(queries)
+
+
+class QueryCutWarning(UserWarning):
+    """A query longer than the collection's models read: searched, but its hits answer only
+    its start."""
+
+
+def cut_at(pipeline: Pipeline, queries: Sequence[str]) -> list[int | None]:
+    """Per query, the tokens the models read of it where some member reads only its start
+    (`Pipeline.cut`, by which ingest and eval count the documents they cut), else None: the
+    service's `cut_at_tokens`, and what `warn_cut` tells."""
+    return [pipeline.max_tokens if cut else None for cut in pipeline.cut(queries).tolist()]
+
+
+def warn_cut(pipeline: Pipeline, queries: Sequence[str]) -> None:
+    """Warn at the user's line of queries longer than the models read: they are searched, not
+    refused, so their hits answered their first `max_tokens` tokens without a word."""
+    cut = [i for i, at in enumerate(cut_at(pipeline, queries)) if at is not None]
+    if not cut:
+        return
+    if len(queries) == 1:
+        which, whose = f"the query ({len(queries[0]):,} characters) is", "its"
+    else:
+        named = ", ".join(f"queries[{i}]" for i in cut[:NAMED_CUT])
+        more = f" and {len(cut) - NAMED_CUT:,} more" if len(cut) > NAMED_CUT else ""
+        which, whose = f"{named}{more} ({len(cut):,} of {len(queries):,}) are", "their"
+    warn_caller(
+        f"{which} longer than pipeline {pipeline.name!r} reads ({pipeline.max_tokens} "
+        f"tokens): only {whose} start is searched, {quoted(queries[cut[0]][:60])}...; put "
+        "what to find in fewer words",
+        QueryCutWarning,
+    )
 
 
 def check_arguments(
