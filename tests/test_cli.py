@@ -404,15 +404,25 @@ def test_freeze_for_exit_finalises_a_commands_garbage_before_freezing_the_rest()
     del survivor.me
 
 
-def test_the_console_script_freezes_for_exit_after_its_command(tmp_path):
+@pytest.mark.parametrize(
+    "way_in",
+    [
+        "from probembed.interfaces import main; main()",
+        "runpy.run_module('probembed', run_name='__main__', alter_sys=True)",
+        "runpy.run_module('probembed.interfaces.cli', run_name='__main__', alter_sys=True)",
+    ],
+    ids=["console script", "python -m probembed", "python -m probembed.interfaces.cli"],
+)
+def test_the_console_script_freezes_for_exit_after_its_command(tmp_path, way_in):
     """`main` runs `freeze_for_exit` once its command is done, a failed one included (exit 2 here):
-    the atexit hook, which runs after it, finds the objects frozen."""
+    the atexit hook, which runs after it, finds the objects frozen. Every way in is `main`
+    (`python -m` runs a module as runpy does): `python -m probembed.interfaces.cli` ran the
+    typer app alone, without it."""
     code = (
-        "import atexit, gc, sys\n"
+        "import atexit, gc, runpy, sys\n"
         "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
-        "from probembed.interfaces import main\n"
         "sys.argv = ['probembed', 'search', 'q', '--db', sys.argv[1]]\n"
-        "main()\n"
+        f"{way_in}\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(

@@ -635,5 +635,7 @@ eval_commands.register(app)
 tune_command.register(app)
 store_commands.register(app)
 
-if __name__ == "__main__":
-    app()
+if __name__ == "__main__":  # the console script's way in (`python -m probembed` takes it too)
+    from probembed.interfaces import main as console_script
+
+    console_script()
