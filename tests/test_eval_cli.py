@@ -357,6 +357,17 @@ def test_a_beir_set_is_scored_with_the_built_in_ingest_indexes_documents_with(tm
     )
 
 
+def test_eval_says_nothing_of_the_cache_when_it_is_off(pipeline_dir, tmp_path, monkeypatch):
+    """A cache that cannot open its directory is off (warned): eval said "0 from the cache"."""
+    (tmp_path / "a-file").write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    data = write_beir(tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1), ("q2", "d3", 1)])
+    said = _eval([str(data)], pipeline_dir, tmp_path / "a.json")["stderr"]
+    assert "embedding cache at" in said and "disabled" in said
+    assert "beir test: 5 texts, each embedded by hash's models" in said
+    assert "from the cache" not in said
+
+
 def test_a_rerun_says_how_many_texts_come_from_the_cache(pipeline_dir, tmp_path, monkeypatch):
     """A rerun read every embedding from the cache and said, as the first run had, that each
     text was embedded by the models."""

@@ -103,14 +103,18 @@ def dataset_roles(dataset: Dataset) -> dict[str, Sequence[str] | dict[str, str]]
     raise TypeError(_not_evaluable(dataset))
 
 
-def texts_held(pipeline: Pipeline, dataset: Dataset) -> tuple[int, int]:
+def texts_held(pipeline: Pipeline, dataset: Dataset) -> tuple[int, int | None]:
     """(texts `embed` encodes for a dataset, how many of them the pipeline's cache holds for
-    every member): a rerun said it embedded every text again, read from the cache."""
+    every member): a rerun said it embedded every text again, read from the cache. None for
+    the second where there is no cache to read (none, or one that could not open its file,
+    found by the look itself): "0 from the cache" spoke of a cache that was off."""
     texts = [
         list(t.values()) if isinstance(t, dict) else list(t)
         for t in dataset_roles(dataset).values()
     ]
-    return sum(map(len, texts)), sum(int(pipeline.held(t).sum()) for t in texts)
+    held = sum(int(pipeline.held(t).sum()) for t in texts)
+    caching = pipeline.cache is not None and pipeline.cache.enabled
+    return sum(map(len, texts)), held if caching else None
 
 
 def _not_evaluable(dataset: object) -> str:

@@ -417,9 +417,8 @@ def register(app: typer.Typer) -> None:
             stdout_is_report()  # its table: a reader gone must not keep the files unwritten
         texts, held = texts_held(pipe, test)
         label = test.name if test.split == test.name else f"{test.name} {test.split}"  # one file
-        say(
-            f"{label}: {texts} texts ({held} from the cache), each embedded by {pipe.name}'s models"
-        )
+        cached = "" if held is None else f" ({held} from the cache)"  # said only with a cache
+        say(f"{label}: {texts} texts{cached}, each embedded by {pipe.name}'s models")
         say_what_eval_cuts(test, pipe)
         tuned = pipe.tuned_on_split(dataset_kind(test), test.name, test.split)
         if tuned is not None:  # a figure on a split that chose the settings is not held out
