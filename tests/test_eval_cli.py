@@ -542,6 +542,24 @@ def test_the_table_to_a_pipe_or_a_file_is_as_wide_as_piped_help_unless_columns_i
     assert max(map(len, narrow.stdout.splitlines())) <= 80
 
 
+def test_the_heading_to_a_pipe_or_a_file_ends_where_its_text_does(
+    pipeline_dir, tmp_path, monkeypatch
+):
+    """rich justified a Markdown heading to the console's width: piped, `toy (test)` was
+    followed by 110 spaces. The table keeps its width (each line as long as the widest row)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    args = ["eval", str(KINDS["retrieval"]), "--pipeline", str(pipeline_dir), "--compare"]
+    result = runner.invoke(app, [*args, "--json", str(tmp_path / "rows.json")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    heading = next(line for line in lines if line.startswith("toy (test"))
+    assert heading == "toy (test); Δ: difference from uec"
+    start = next(i for i, line in enumerate(lines) if line.startswith(" method "))
+    table = lines[start - 1 : start + 7]  # its blank top edge, heading, rule, rows, bottom edge
+    widths = {len(line) for line in table}
+    assert len(widths) == 1 and len(heading) < widths.pop() < PIPED_WIDTH
+
+
 def test_plot_files_are_named_as_a_shell_takes_one_word(pipeline_dir, tmp_path):
     """`sf-test-retrieval as shipped-binned.png` needed quoting in every shell command."""
     plots = tmp_path / "plots"

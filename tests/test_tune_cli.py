@@ -130,6 +130,13 @@ def test_tune_says_its_grid_before_tuning(tuned):
     assert _said(result).index("grid:") < _said(result).index("chosen:")
 
 
+def test_the_tuning_splits_heading_carries_no_trailing_spaces_to_a_pipe(tuned):
+    """rich justified the Markdown heading to the console's width (120 columns piped)."""
+    _, result = tuned
+    (heading,) = [line for line in result.stdout.splitlines() if "the tuning split" in line]
+    assert heading == "mine (dev, the tuning split)"
+
+
 def test_the_default_step_is_the_built_ins_for_their_member_count():
     assert [default_step(k) for k in (2, 3, 4, 5)] == [0.1, 0.1, 0.2, 0.2]
 

@@ -18,10 +18,11 @@ import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, TextIO, cast
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Heading, Markdown, MarkdownElement
 from rich.text import Text
 
 from probembed import atomic
@@ -45,6 +46,28 @@ class _Out(Console):
 #: short (`--limit-concurren…`, an eval row `single:paraphr…`, a Δ cell over three lines):
 #: every command's help fits in it whole (test_cli_scripting checks).
 PIPED_WIDTH = 120
+
+
+class _Heading(Heading):
+    """A Markdown heading drawn as its styled text alone: rich justified it to the console's
+    width, so every heading line printed to a file or a pipe ended in spaces up to
+    PIPED_WIDTH (rich 13 centred it, padding both sides)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The heading's text, unjustified: as long as it is."""
+        text = self.text.copy()
+        text.justify = "default"
+        yield text
+
+
+class Report(Markdown):
+    """A command's Markdown report (eval's and tune's tables under a heading): rich's own,
+    its headings unpadded (`_Heading`), its tables as wide as before."""
+
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **Markdown.elements,
+        "heading_open": _Heading,
+    }
 
 
 def on_terminal(stream: TextIO | None) -> bool:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markdown import Markdown
 
 if TYPE_CHECKING:
     from probembed.calibration.checking import CalibrationCheck
@@ -383,6 +382,7 @@ def register(app: typer.Typer) -> None:
             write_plots,
         )
         from probembed.interfaces.console import (
+            Report,
             fail,
             named,
             note,
@@ -492,10 +492,10 @@ def register(app: typer.Typer) -> None:
             heading += f"; Δ: difference from {baseline}"
         table = markdown_table(rows, metrics, columns, same)
         console = out(stderr=json_out is not None and json_out.to_stdout)
-        console.print(Markdown(f"### {heading}\n\n" + table))
+        console.print(Report(f"### {heading}\n\n" + table))
         if checked is not None:
             title = f"### p_relevant and confidence of {pipe.name} on {label}, as searches report"
-            console.print(Markdown(f"{title}\n\n" + calibration_table(checked)))
+            console.print(Report(f"{title}\n\n" + calibration_table(checked)))
         if json_out is not None:
             config: dict[str, object] = {
                 "dataset": str(path),

@@ -79,14 +79,12 @@ def held_out_command(out: Path, path: Path, tuned: str) -> str | None:
 
 def show(result: TuneResult, dataset: Evaluable) -> None:
     """The tuning split's figures (start, members, tuned) and the chosen settings."""
-    from rich.markdown import Markdown
-
     from probembed.evaluation.report import markdown_table, settings_text
-    from probembed.interfaces.console import out, say
+    from probembed.interfaces.console import Report, out, say
 
     rows = [{"method": m, "metric": result.metric, "value": v} for m, v in result.figures.items()]
     heading = f"### {dataset.name} ({dataset.split}, the tuning split)"
-    out().print(Markdown(f"{heading}\n\n" + markdown_table(rows, [result.metric])))
+    out().print(Report(f"{heading}\n\n" + markdown_table(rows, [result.metric])))
     if result.settings:
         say(f"chosen: {settings_text(result.settings)}")
     if result.dropped:
