@@ -26,7 +26,7 @@ from probembed.calibration import CALIBRATION_FILE, RelevanceCalibrator
 from probembed.calibration.calibrator import require_dense
 from probembed.caller import warn_caller
 from probembed.encoders import check_loadable, get_encoder
-from probembed.encoders.base import Encoder, token_limit, validate_texts
+from probembed.encoders.base import Encoder, longer_than, token_limit, validate_texts
 from probembed.encoders.scripts import UnreadScriptWarning, label, scripts_in
 from probembed.fusion import Fused, member_blocks
 from probembed.fusion.adapt import adapted_weights
@@ -428,7 +428,7 @@ class Pipeline:
         limit): what plain ingest embeds of a long document; chunking fits such texts."""
         out = np.zeros(len(texts), dtype=bool)
         for encoder, limit in self._token_limits():
-            out |= np.asarray(encoder.count_tokens(texts)) > limit
+            out |= longer_than(encoder, texts, limit)
         return out
 
     def as_sentence_transformer(self) -> SentenceEncoder:

@@ -94,6 +94,51 @@ def token_limit(value: float | None) -> int | None:
     return int(value)
 
 
+#: Characters of a text counted per token of a limit before the whole text is: a start of
+#: `limit` times this many settles "longer" for text of shorter tokens (English: 4 to 5
+#: characters a token), so a long text is not tokenized whole to learn that it is long.
+PREFIX_CHARS_PER_TOKEN = 8
+
+
+def longer_than(
+    encoder: Encoder,
+    texts: Sequence[str],
+    limit: int,
+    start_chars: int | None = None,
+) -> np.ndarray:
+    """Per text, whether the encoder makes more than `limit` tokens of it, counted on its start
+    where that settles it: 64 queries of 32,000 characters took 1.4 s to count whole.
+
+    The start is at most `start_chars` characters (default `limit` × PREFIX_CHARS_PER_TOKEN),
+    cut before a space (`_start`): it takes no more tokens than the text itself for a
+    tokenizer that splits at spaces (the built-ins', and the word count of `count_tokens`'s
+    default), so a start over the limit answers for the text; one at or under it does not, and
+    the text is counted whole.
+    """
+    texts = validate_texts(texts)  # the whole of each: its start alone may be counted
+    chars = limit * PREFIX_CHARS_PER_TOKEN if start_chars is None else start_chars
+    starts = [_start(text, chars) for text in texts]
+    out = np.asarray(encoder.count_tokens(starts), dtype=np.int64) > limit
+    unsettled = [
+        i
+        for i, (text, start) in enumerate(zip(texts, starts, strict=True))
+        if len(start) < len(text) and not out[i]
+    ]
+    if unsettled:
+        whole = encoder.count_tokens([texts[i] for i in unsettled])
+        out[unsettled] = np.asarray(whole, dtype=np.int64) > limit
+    return out
+
+
+def _start(text: str, chars: int) -> str:
+    """The text up to its last space within `chars` characters, or the whole text where it is
+    no longer or has no space there (a word cut in two can take more tokens than whole)."""
+    if len(text) <= chars:
+        return text
+    space = text.rfind(" ", 1, chars + 1)
+    return text[:space] if space > 0 else text
+
+
 def validate_batch_size(batch_size: object, default: int) -> int:
     """Resolve None to the encoder's default and reject anything but a positive int."""
     if batch_size is None:
@@ -254,7 +299,8 @@ class Encoder(ABC):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """How many tokens of this model each text takes, untruncated (chunking fits them).
 
-        Models with no tokenizer of their own count whitespace-separated words.
+        Models with no tokenizer of their own count whitespace-separated words. A text's count
+        is at least that of its start cut before a space (`longer_than` counts such a start).
         """
         return [len(text.split()) for text in validate_texts(texts)]
 

@@ -413,7 +413,9 @@ def _collections(service: Service) -> APIRouter:
             )
         collection = await service.run(name, lambda: service.collection(name))
         pipeline = await service.prepare(collection)
-        fused = await service.batcher(pipeline).encode(texts)
+        fused, cuts = await asyncio.gather(  # counted beside the encode, the lock not held
+            service.batcher(pipeline).encode(texts), asyncio.to_thread(cut_at, pipeline, texts)
+        )
 
         def run() -> list:
             results = (
@@ -431,7 +433,6 @@ def _collections(service: Service) -> APIRouter:
                     group_by_doc=body.group_by_doc,
                 )
             )
-            cuts = cut_at(pipeline, texts)  # what the CLI and Python warn of
             return [{**r, "cut_at_tokens": at} for r, at in zip(results, cuts, strict=True)]
 
         results = await service.run(name, run)
