@@ -26,9 +26,12 @@ from probembed.store import Database
 from probembed.store.errors import CollectionNotFoundError, StoreError
 from probembed.store.pydoc_corpus import read_pydoc_topics
 from probembed.store.ranking import scan
+from probembed.store.search import QueryCutWarning
 
 TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
 QUESTION = "What does the assert statement do when debugging is on?"
+#: A question past the built-ins' token limit (256).
+LONG_QUESTION = " ".join(["the history of football clubs in european leagues"] * 60)
 
 
 @pytest.fixture(scope="module")
@@ -729,3 +732,15 @@ def test_a_collection_dropped_under_a_store_is_an_error_not_an_empty_answer(
     )
     store.add_texts([records[0].text], ids=["again"])
     assert [d.id for d in store.similarity_search(QUESTION, k=5)] == ["again"]
+
+
+def test_a_query_cut_short_through_a_retriever_warns_at_the_users_line(tmp_path, search_pipeline):
+    """The QueryCutWarning of a retriever's search named langchain_core's vectorstores/base.py,
+    which called the store, not the line that invoked the retriever."""
+    collection = Database(tmp_path / "db", create=True).collection("c")
+    store = ProbembedVectorStore(collection, ProbembedEmbeddings(search_pipeline))
+    store.add_texts(["Volcanoes erupt molten rock called lava.", "Football is played by two."])
+    with pytest.warns(QueryCutWarning) as told:
+        found = store.as_retriever(search_kwargs={"k": 1}).invoke(LONG_QUESTION)
+    assert len(found) == 1  # searched, not refused
+    assert [w.filename for w in told if w.category is QueryCutWarning] == [__file__]

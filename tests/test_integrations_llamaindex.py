@@ -29,6 +29,7 @@ from probembed.integrations.llamaindex import ProbembedEmbedding, ProbembedVecto
 from probembed.store import Database
 from probembed.store.errors import CollectionNotFoundError
 from probembed.store.pydoc_corpus import read_pydoc_topics
+from probembed.store.search import QueryCutWarning
 
 TOPICS = ["try", "with", "assert", "lambda", "del", "while"]
 QUESTION = "What does the assert statement do when debugging is on?"
@@ -609,3 +610,19 @@ def test_a_collection_dropped_under_the_store_is_an_error_not_an_empty_answer(
     ):
         with pytest.raises(CollectionNotFoundError, match="'docs' .* was dropped after this"):
             read()
+
+
+def test_a_query_cut_short_through_a_retriever_warns_at_the_users_line(tmp_path, search_pipeline):
+    """The QueryCutWarning of a retriever's query named llama_index.core's retriever, which
+    called the store, not the line that asked it."""
+    store = ProbembedVectorStore(
+        Database(tmp_path / "db", create=True).collection("c"), search_pipeline
+    )
+    store.add(
+        [TextNode(id_="v", text="Volcanoes erupt lava."), TextNode(id_="f", text="Football.")]
+    )
+    long = " ".join(["the history of football clubs in european leagues"] * 60)
+    with pytest.warns(QueryCutWarning) as told:
+        found = retriever(store, search_pipeline, similarity_top_k=1).retrieve(long)
+    assert len(found) == 1  # searched, not refused
+    assert [w.filename for w in told if w.category is QueryCutWarning] == [__file__]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from probembed.caller import warn_caller
+from probembed.caller import called_through, warn_caller
 from probembed.documents import stored_text
 from probembed.encoders.base import is_blank
 from probembed.scoring import Score, parse_score
@@ -258,12 +258,16 @@ def holds_rows(collection: Collection) -> bool:
     return False
 
 
-def search(collection: Collection, query: str, k: int, **options: Any) -> QueryResult:
+def search(
+    collection: Collection, query: str, k: int, framework: tuple[str, ...], **options: Any
+) -> QueryResult:
     """The collection's answer to one query; no hits while the collection has no rows yet, or
-    for k = 0 (the frameworks' own stores answer it with nothing, not an error)."""
+    for k = 0 (the frameworks' own stores answer it with nothing, not an error). Its warnings
+    (a query cut short) name the user's line, past the retriever in the `framework` folders."""
     if not holds_rows(collection) or (k == 0 and not isinstance(k, bool)):
         return QueryResult(query=query, confidence=None, hits=[])
-    return collection.search(query, k=k, **options)
+    with called_through(framework):
+        return collection.search(query, k=k, **options)
 
 
 def uncertainty(hit: Hit, confidence: float | None) -> dict[str, Any]:

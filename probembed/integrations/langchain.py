@@ -285,7 +285,8 @@ class ProbembedVectorStore(VectorStore):
                 f"unknown search option(s) {sorted(unknown)}; probembed takes filter, where, "
                 f"{', '.join(_SEARCH_OPTIONS)}"
             )
-        result = common.search(self.collection, query, k, where=where, **options)
+        framework = (_LANGCHAIN_DIR,)
+        result = common.search(self.collection, query, k, framework, where=where, **options)
         return [(_hit_document(hit, result["confidence"]), hit) for hit in result["hits"]]
 
     def _where(self, filter: Any, where: str | None) -> str | None:

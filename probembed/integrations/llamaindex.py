@@ -20,7 +20,9 @@ numbers under "probembed" (excluded from what LLMs and embedders see).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +30,10 @@ from probembed.extras import require
 
 require("llamaindex", "probembed.integrations.llamaindex")
 
+import llama_index.core
 import pyarrow as pa
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.instrumentation import Dispatcher
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -50,10 +54,14 @@ from probembed.store import Collection, Hit, StoreError, remove
 from probembed.store.rows import metadata_json
 
 if TYPE_CHECKING:
-    import os
-
     from probembed.pipeline import Pipeline
 
+#: LlamaIndex's core package and its instrumentation's (a package of its own since 0.14), whose
+#: retrievers and query engines call this store for the user.
+_LLAMA_INDEX_DIRS = (
+    os.path.dirname(llama_index.core.__file__),
+    os.path.dirname(inspect.getfile(Dispatcher)),
+)
 #: LlamaIndex filter operators -> SQL.
 _OPERATORS = {
     FilterOperator.EQ: "=",
@@ -285,7 +293,9 @@ class ProbembedVectorStore(BasePydanticVectorStore):
         k = (query.hybrid_top_k or query.similarity_top_k) if hybrid else query.similarity_top_k
         where = self._where(query)
         found = [
-            common.search(self._collection, t, k, where=where, hybrid=hybrid, **options)
+            common.search(
+                self._collection, t, k, _LLAMA_INDEX_DIRS, where=where, hybrid=hybrid, **options
+            )
             for t in texts
         ]
         hits = _best_hits(found, k)
