@@ -18,7 +18,9 @@ from probembed.gaussian import Gaussian
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers and IDEs
     from probembed.encoders import get_encoder, register_encoder
+    from probembed.encoders.scripts import UnreadScriptWarning
     from probembed.pipeline import Pipeline, available_pipelines
+    from probembed.store import QueryCutWarning
 
     load = Pipeline.load
 
@@ -27,6 +29,8 @@ __version__ = "0.1.0"
 #: Public names imported on first use, and the module that holds each.
 _LAZY = {
     "Pipeline": "probembed.pipeline",
+    "QueryCutWarning": "probembed.store",  # which names the `store` extra if it is missing
+    "UnreadScriptWarning": "probembed.encoders.scripts",
     "available_pipelines": "probembed.pipeline",
     "get_encoder": "probembed.encoders",
     "register_encoder": "probembed.encoders",
@@ -36,6 +40,8 @@ __all__ = [
     "Fused",
     "Gaussian",
     "Pipeline",
+    "QueryCutWarning",
+    "UnreadScriptWarning",
     "__version__",
     "available_pipelines",
     "get_encoder",

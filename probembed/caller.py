@@ -34,11 +34,11 @@ def called_through(directories: tuple[str, ...]) -> Iterator[None]:
 
 
 def warn_caller(
-    message: str, category: type[Warning] = UserWarning, outside: tuple[str, ...] = ()
+    message: str | Warning, category: type[Warning] = UserWarning, outside: tuple[str, ...] = ()
 ) -> None:
     """Warn at the first frame outside probembed and the `outside` directories (a framework
     that calls probembed for the user, named here or by `called_through`), so the warning
-    names the line the user can change."""
+    names the line the user can change; a Warning given is its own category."""
     skipped = (*outside, *_THROUGH.get())
     prefixes = (PACKAGE_PREFIX, *(os.path.join(d, "") for d in skipped))
     frame, level = sys._getframe(1), 2  # stacklevel 2: warn_caller's caller

@@ -39,7 +39,7 @@ from probembed.store.ray_ingest import ingest_ray
 from probembed.store.readers import Problem, Record, read_records
 from probembed.store.results import GroupedHit, Hit, QueryResult, confidence
 from probembed.store.rows import Batch, PipelineInfo
-from probembed.store.search import Searcher
+from probembed.store.search import QueryCutWarning, Searcher
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -67,6 +67,7 @@ __all__ = [
     "PipelineInfo",
     "PipelineMismatchError",
     "Problem",
+    "QueryCutWarning",
     "QueryResult",
     "ReadOnlyError",
     "Record",

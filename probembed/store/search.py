@@ -28,7 +28,7 @@ from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian, decimals
 from probembed.scoring import Score, parse_score
 from probembed.scoring.ensemble import carries_disagreement, hit_variance, member_cosines
-from probembed.store.errors import NotChunkedError, StoreError, quoted
+from probembed.store.errors import NotChunkedError, StoreError
 from probembed.store.graph_cache import _graph_path, _save_graph
 from probembed.store.index import (
     FLAT_SPACES,
@@ -72,9 +72,6 @@ FILTER_BEAM_GROWTH = 8.0
 #: Another process's ingest keeps agreement after its last commit, at the same version: this
 #: bounds how long such a searcher (a service beside a CLI ingest) searches with the old tilt.
 AGREEMENT_RECHECK_S = 1.0
-
-#: Cut queries a `QueryCutWarning` names by position; it counts the rest.
-NAMED_CUT = 5
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline
@@ -732,8 +729,21 @@ def _validate_queries(queries: Sequence[str]) -> list[str]:
 
 
 class QueryCutWarning(UserWarning):
-    """A query longer than the collection's models read: searched, but its hits answer only
-    its start."""
+    """A query longer than the collection's models read: searched, but by its start alone.
+
+    Its message is one per pipeline, whatever the queries, so Python's default filter shows it
+    once per line of code (a RAG loop's every query was a message of its own); which queries,
+    in `positions` (in the list searched), their `characters` and the `limit` in tokens are
+    attributes.
+    """
+
+    def __init__(
+        self, message: str, positions: list[int], characters: list[int], limit: int
+    ) -> None:
+        super().__init__(message)
+        self.positions = positions
+        self.characters = characters
+        self.limit = limit
 
 
 def cut_at(pipeline: Pipeline, queries: Sequence[str]) -> list[int | None]:
@@ -749,18 +759,15 @@ def warn_cut(pipeline: Pipeline, queries: Sequence[str]) -> None:
     cut = [i for i, at in enumerate(cut_at(pipeline, queries)) if at is not None]
     if not cut:
         return
-    if len(queries) == 1:
-        which, whose = f"the query ({len(queries[0]):,} characters) is", "its"
-    else:
-        named = ", ".join(f"queries[{i}]" for i in cut[:NAMED_CUT])
-        more = f" and {len(cut) - NAMED_CUT:,} more" if len(cut) > NAMED_CUT else ""
-        which, whose = f"{named}{more} ({len(cut):,} of {len(queries):,}) are", "their"
-    warn_caller(
-        f"{which} longer than pipeline {pipeline.name!r} reads ({pipeline.max_tokens} "
-        f"tokens): only {whose} start is searched, {quoted(queries[cut[0]][:60])}...; put "
-        "what to find in fewer words",
-        QueryCutWarning,
+    limit = cast(int, pipeline.max_tokens)  # set: a query was cut at it
+    told = QueryCutWarning(
+        f"a query is longer than pipeline {pipeline.name!r} reads ({limit} tokens): only its "
+        "start is searched; put what to find in fewer words",
+        positions=cut,
+        characters=[len(queries[i]) for i in cut],
+        limit=limit,
     )
+    warn_caller(told)
 
 
 def check_arguments(
