@@ -2345,6 +2345,9 @@ def test_a_search_answer_says_which_queries_the_models_read_only_the_start_of(
     assert one.status_code == 200 and one.json()["results"][0]["cut_at_tokens"] == limit
     field = schema["QueryResultOut"]["properties"]["cut_at_tokens"]
     assert {t["type"] for t in field["anyOf"]} == {"integer", "null"}
+    # "the tokens the models read" was untrue of members of other limits and of BM25
+    assert "the fewest tokens any member reads" in field["description"]
+    assert "BM25 reads all of it" in field["description"]
 
 
 def test_a_served_tuned_pipeline_leaves_a_collections_kept_settings_as_they_are(

@@ -602,12 +602,19 @@ def test_a_query_longer_than_the_models_read_is_searched_with_a_warning_saying_s
     collection = _facts(tmp_path, search_pipeline)
     assert search_pipeline.cut([LONG_QUESTION, FACTS[0]]).tolist() == [True, False]
     limit = search_pipeline.max_tokens
-    told = rf"^a query is longer than pipeline 'retrieval' reads \({limit} tokens\): only its start"
-    with pytest.warns(QueryCutWarning, match=told):
+    told = (
+        r"^a query is longer than pipeline 'retrieval' reads: its models read only its start "
+        rf"\(the first {limit} tokens, the fewest any member reads\), so its "
+    )
+    with pytest.warns(QueryCutWarning, match=told + "hits answer that start;"):
         found = collection.search(LONG_QUESTION, k=1)
     assert found["hits"][0]["id"] == "f"  # the start's subject: what the warning is for
-    with pytest.warns(QueryCutWarning, match=told):
+    with pytest.warns(QueryCutWarning, match=told + "hits answer that start;"):
         collection.search(["volcanoes", LONG_QUESTION], k=1)
+    # BM25 reads the whole query: "only its start is searched" was untrue of a hybrid search
+    hybrid = told + "dense hits answer that start while BM25 reads all of it;"
+    with pytest.warns(QueryCutWarning, match=hybrid):
+        collection.search(LONG_QUESTION, k=1, hybrid=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", QueryCutWarning)
         collection.search(["how do volcanoes erupt lava", FACTS[1]], k=1)
@@ -616,7 +623,8 @@ def test_a_query_longer_than_the_models_read_is_searched_with_a_warning_saying_s
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)[0]["hits"][0]["id"] == "f"  # searched, not refused
     said = " ".join(done.stderr.split())
-    assert f"warning: a query is longer than pipeline 'retrieval' reads ({limit} tokens)" in said
+    assert "warning: a query is longer than pipeline 'retrieval' reads: its models read" in said
+    assert f"(the first {limit} tokens, the fewest any member reads)" in said
 
 
 def test_a_loop_of_long_queries_warns_once_with_the_details_as_attributes(

@@ -584,9 +584,10 @@ class QueryResultOut(BaseModel):
     hits: list[HitOut]
     cut_at_tokens: int | None = Field(
         None,
-        description="Set when the query is longer than a member model reads: the tokens read "
-        "of it (the pipeline's shortest member limit), so the hits answer only its start. "
-        "The query is searched, not refused; null when it is read whole.",
+        description="Set when the query is longer than a member model reads: the fewest "
+        "tokens any member reads of it (the pipeline's shortest member limit). The models "
+        "embed only its start, so the dense hits answer that start; a hybrid search's BM25 "
+        "reads all of it. The query is searched, not refused; null when it is read whole.",
     )
 
 

@@ -125,8 +125,8 @@ class Collection(CollectionBackup, CollectionErasure):
 
         Queries are encoded by the collection's own pipeline (`load_pipeline`); see
         `Searcher.search` for `score`, `exact`, `where`, `hybrid`, `beta`, `min_p_relevant`
-        and `group_by_doc`. A query longer than a member model reads is searched by its start
-        alone, with a `QueryCutWarning` saying so.
+        and `group_by_doc`. A query longer than a member model reads is embedded by its start
+        alone (a hybrid search's BM25 reads all of it), with a `QueryCutWarning` saying so.
         """
         batch = [queries] if isinstance(queries, str) else queries
         check_arguments(batch, k, score, min_p_relevant)  # before the pipeline loads
@@ -134,7 +134,7 @@ class Collection(CollectionBackup, CollectionErasure):
         results = searcher.search(
             batch, k, score, exact, where, hybrid, beta, min_p_relevant, group_by_doc
         )
-        warn_cut(searcher.pipeline, batch)
+        warn_cut(searcher.pipeline, batch, hybrid)
         return results[0] if isinstance(queries, str) else results
 
     def stats(self) -> CollectionStats:

@@ -729,12 +729,13 @@ def _validate_queries(queries: Sequence[str]) -> list[str]:
 
 
 class QueryCutWarning(UserWarning):
-    """A query longer than the collection's models read: searched, but by its start alone.
+    """A query longer than the collection's models read: searched, but its vector is of its
+    start alone (a hybrid search's BM25 reads all of it).
 
-    Its message is one per pipeline, whatever the queries, so Python's default filter shows it
-    once per line of code (a RAG loop's every query was a message of its own); which queries,
-    in `positions` (in the list searched), their `characters` and the `limit` in tokens are
-    attributes.
+    Its message is one per pipeline (and search kind), whatever the queries, so Python's
+    default filter shows it once per line of code (a RAG loop's every query was a message of
+    its own); which queries, in `positions` (in the list searched), their `characters` and
+    the `limit` (the fewest tokens any member reads) are attributes.
     """
 
     def __init__(
@@ -747,22 +748,29 @@ class QueryCutWarning(UserWarning):
 
 
 def cut_at(pipeline: Pipeline, queries: Sequence[str]) -> list[int | None]:
-    """Per query, the tokens the models read of it where some member reads only its start
-    (`Pipeline.cut`, by which ingest and eval count the documents they cut), else None: the
-    service's `cut_at_tokens`, and what `warn_cut` tells."""
+    """Per query longer than some member reads (`Pipeline.cut`, by which ingest and eval
+    count the documents they cut), the fewest tokens any member reads (the pipeline's
+    `max_tokens`), else None: the service's `cut_at_tokens`, and what `warn_cut` tells."""
     return [pipeline.max_tokens if cut else None for cut in pipeline.cut(queries).tolist()]
 
 
-def warn_cut(pipeline: Pipeline, queries: Sequence[str]) -> None:
+def warn_cut(pipeline: Pipeline, queries: Sequence[str], hybrid: bool) -> None:
     """Warn at the user's line of queries longer than the models read: they are searched, not
-    refused, so their hits answered their first `max_tokens` tokens without a word."""
+    refused, so their dense hits answered only their start without a word (a hybrid search's
+    BM25 half reads the whole query)."""
     cut = [i for i, at in enumerate(cut_at(pipeline, queries)) if at is not None]
     if not cut:
         return
     limit = cast(int, pipeline.max_tokens)  # set: a query was cut at it
+    answer = (
+        "dense hits answer that start while BM25 reads all of it"
+        if hybrid
+        else ("hits answer that start")
+    )
     told = QueryCutWarning(
-        f"a query is longer than pipeline {pipeline.name!r} reads ({limit} tokens): only its "
-        "start is searched; put what to find in fewer words",
+        f"a query is longer than pipeline {pipeline.name!r} reads: its models read only its "
+        f"start (the first {limit} tokens, the fewest any member reads), so its {answer}; put "
+        "what to find in fewer words",
         positions=cut,
         characters=[len(queries[i]) for i in cut],
         limit=limit,
