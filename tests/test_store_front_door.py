@@ -653,6 +653,17 @@ def test_a_loop_of_long_queries_warns_once_with_the_details_as_attributes(
     assert (told.positions, told.characters) == ([1, 3], [len(longer), len(LONG_QUESTION)])
 
 
+def test_a_long_query_is_warned_of_before_it_is_searched(tmp_path, search_pipeline):
+    """The warning came after the search, so `-W error` threw a finished search away, and a
+    search refused (a bad filter) never said its query was cut short."""
+    collection = _facts(tmp_path, search_pipeline)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(StoreError, match="nope"):
+            collection.search(LONG_QUESTION, k=1, where="nope = 1")
+    assert [w.category for w in caught] == [QueryCutWarning]
+
+
 @pytest.mark.parametrize("width", [80, 100, 120])
 def test_long_ids_print_hits_as_lines_rather_than_squeeze_out_the_text(width):
     """A chunked folder's ids (`path/to/file.md#12`) took the table's width: at 80 and 100

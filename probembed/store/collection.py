@@ -131,10 +131,10 @@ class Collection(CollectionBackup, CollectionErasure):
         batch = [queries] if isinstance(queries, str) else queries
         check_arguments(batch, k, score, min_p_relevant)  # before the pipeline loads
         searcher = self.searcher()
+        warn_cut(searcher.pipeline, batch, hybrid)  # before: `-W error` throws no search away
         results = searcher.search(
             batch, k, score, exact, where, hybrid, beta, min_p_relevant, group_by_doc
         )
-        warn_cut(searcher.pipeline, batch, hybrid)
         return results[0] if isinstance(queries, str) else results
 
     def stats(self) -> CollectionStats:
