@@ -367,7 +367,7 @@ def test_a_blank_text_is_named_by_its_position_and_nothing_is_written(store):
     adapters do not take."""
     before = store.collection.count()
     docs = [Document(page_content="A page of text."), Document(page_content=" \n ")]
-    with pytest.raises(ValueError, match=r"texts\[1\] is blank: there is nothing to embed"):
+    with pytest.raises(ValueError, match=r"documents\[1\] is blank: there is nothing to embed"):
         store.add_documents(docs)
     assert store.collection.count() == before
 
@@ -380,6 +380,33 @@ def test_an_id_given_twice_is_refused_naming_it_as_every_other_write_refuses_it(
     with pytest.raises(ValueError, match=r"texts\[2\]: duplicate id 'x' \(first at texts\[0\]\)"):
         store.add_texts(texts, [{"n": 1}, {"n": 2}, {"n": 3}], ids=ids)
     assert store.collection.count() == before and store.get_by_ids(["x", "y"]) == []
+
+
+def test_a_refusal_of_add_documents_names_documents_not_texts(store):
+    """add_documents went through add_texts, so its refusals named `texts[2]`, an argument the
+    caller never passed."""
+    before = store.collection.count()
+    documents = [Document("one", id="x"), Document("two", id="y"), Document("three", id="x")]
+    said = r"documents\[2\]: duplicate id 'x' \(first at documents\[0\]\)"
+    with pytest.raises(ValueError, match=said):
+        store.add_documents(documents)
+    assert store.collection.count() == before
+
+
+def test_a_given_id_that_another_texts_derived_id_repeats_is_told_apart(store):
+    """An id given for one text and derived for another (a list of ids kept from an earlier
+    add_texts, with None for the new texts) was refused as a duplicate id, as if both ids
+    had been given."""
+    derived = text_id("two", {})
+    said = (
+        rf"texts\[1\], whose id is derived from its text and metadata: duplicate id "
+        rf"'{derived}' \(first at texts\[0\]\)"
+    )
+    with pytest.raises(ValueError, match=said):
+        store.add_texts(["one", "two"], ids=[derived, None])
+    first = r"\(first at texts\[0\], whose id is derived from its text and metadata\)"
+    with pytest.raises(ValueError, match=rf"texts\[1\]: duplicate id '{derived}' {first}"):
+        store.add_texts(["two", "one"], ids=[None, derived])
 
 
 def test_langchains_indexing_api_writes_skips_and_cleans_up_through_the_store(store):

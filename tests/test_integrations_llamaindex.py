@@ -612,6 +612,18 @@ def test_a_collection_dropped_under_the_store_is_an_error_not_an_empty_answer(
             read()
 
 
+def test_a_node_id_given_twice_is_refused_naming_the_nodes_by_position(store):
+    """The refusal named `texts[2]`, an argument of LangChain's, where the caller passed
+    `nodes`; nothing is written."""
+    before = store.client.count()
+    nodes = [TextNode(id_="x", text="one"), TextNode(id_="y", text="two")]
+    with pytest.raises(ValueError, match=r"nodes\[2\]: duplicate id 'x' \(first at nodes\[0\]\)"):
+        store.add([*nodes, TextNode(id_="x", text="three")])
+    with pytest.raises(ValueError, match=r"nodes\[1\] is blank"):
+        store.add([nodes[0], TextNode(id_="z", text=" ")])
+    assert store.client.count() == before and store.get_nodes(["x", "y", "z"]) == []
+
+
 def test_a_query_cut_short_through_a_retriever_warns_at_the_users_line(tmp_path, search_pipeline):
     """The QueryCutWarning of a retriever's query named llama_index.core's retriever, which
     called the store, not the line that asked it."""

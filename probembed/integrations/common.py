@@ -181,14 +181,17 @@ def store_texts(
     metadatas: Sequence[Mapping[str, Any]] | None,
     ids: Sequence[str | None] | None,
     batch_size: int = DEFAULT_BATCH,
+    *,
+    argument: str,
 ) -> list[str]:
     """Upsert texts with their metadata in one validated ingest; returns their ids.
 
     Absent ids (None, or no list at all) are derived from text and metadata (`text_id`);
-    `batch_size` texts are embedded per commit.
+    `batch_size` texts are embedded per commit. A refusal names a text by its position in
+    the framework method's `argument` (`texts`, `documents`, `nodes`), as the caller gave it.
     """
     validate_options(batch_size, "stop")  # before anything is embedded
-    texts = item_list(texts, "texts")
+    texts = item_list(texts, argument)
     metas = metadata_list(metadatas, len(texts))
     given = id_list(ids, "ids") if ids is not None else [None] * len(texts)
     if not len(texts) == len(metas) == len(given):
@@ -197,42 +200,53 @@ def store_texts(
             "give one of each per text"
         )
     for i, text in enumerate(texts):  # by position: the store's message names a derived id
-        _check_text(i, text)
+        _check_text(f"{argument}[{i}]", text)
     if not texts:
         return []
     triples = zip(given, texts, metas, strict=True)
     final = [i if i is not None else text_id(t, m) for i, t, m in triples]
     try:
-        ingest(_records(given, final, texts, metas), collection, pipeline, batch_size, upsert=True)
+        records = _records(given, final, texts, metas, argument)
+        ingest(records, collection, pipeline, batch_size, upsert=True)
     except IngestError as exc:  # its message says on_error='skip', which adapters do not take
         raise retold(exc, "leave those items out of the call") from None
     return final
 
 
 def _records(
-    given: Sequence[str | None], final: Sequence[str], texts: Sequence[str], metas: Sequence[Any]
+    given: Sequence[str | None],
+    final: Sequence[str],
+    texts: Sequence[str],
+    metas: Sequence[Any],
+    argument: str,
 ) -> list[Record]:
-    """One record per text, named by its position, so an id given twice is refused by the
-    store's own check, as every other write refuses it (`ingest.check_records`); the same text
-    and metadata twice without ids is one record, their one derived id (nothing is lost)."""
+    """One record per text, named by its position in `argument`, so an id given twice is
+    refused by the store's own check, as every other write refuses it (`ingest.check_records`);
+    the same text and metadata twice without ids is one record, their one derived id (nothing
+    is lost). A derived id that is also given says it was derived, or the refusal of the two
+    named an id the user never gave as if given twice."""
+    chosen = {id_ for id_ in given if id_ is not None}
     records: list[Record] = []
     derived: set[str] = set()
     for i, (gave, id_, text, meta) in enumerate(zip(given, final, texts, metas, strict=True)):
-        if gave is None and id_ in derived:
-            continue
+        where = f"{argument}[{i}]"
         if gave is None:
+            if id_ in derived:
+                continue
             derived.add(id_)
-        records.append(Record(id_, text, meta, source=f"texts[{i}]"))
+            if id_ in chosen:
+                where += ", whose id is derived from its text and metadata"
+        records.append(Record(id_, text, meta, source=where))
     return records
 
 
-def _check_text(i: int, text: Any) -> None:
-    """A text to embed: a str that is not blank, refused by position otherwise."""
+def _check_text(where: str, text: Any) -> None:
+    """A text to embed: a str that is not blank, refused by its position `where` otherwise."""
     if not isinstance(text, str):
-        raise TypeError(f"texts[{i}] is {type(text).__name__} {_short(text)}: texts are strings")
+        raise TypeError(f"{where} is {type(text).__name__} {_short(text)}: texts are strings")
     if is_blank(text):
         raise ValueError(
-            f"texts[{i}] is blank: there is nothing to embed; drop such documents (a loader's "
+            f"{where} is blank: there is nothing to embed; drop such documents (a loader's "
             "blank pages) before adding them (nothing was written)"
         )
 

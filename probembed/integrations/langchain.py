@@ -115,7 +115,6 @@ class ProbembedVectorStore(VectorStore):
         """The embeddings of the collection's pipeline."""
         return self._embedding
 
-    @common.serialised("collection")
     def add_texts(
         self,
         texts: Iterable[str],
@@ -128,14 +127,35 @@ class ProbembedVectorStore(VectorStore):
         """Upsert texts in one validated write; absent ids are derived from text and metadata.
         `batch_size` texts are embedded per commit (LangChain's `index()` passes it)."""
         _no_options(kwargs, "add_texts")
-        pipeline = self._embedding.pipeline
-        return common.store_texts(self.collection, pipeline, texts, metadatas, ids, batch_size)
+        return self._add(texts, metadatas, ids, batch_size, "texts")
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        """LangChain's `add_documents`, a lone string or Document refused rather than iterated
-        (a string was stored one character per document)."""
+        """LangChain's `add_documents` (the documents' own ids where one has an id and `ids`
+        is not passed, as LangChain's), a lone string or Document refused rather than iterated
+        (a string was stored one character per document), a bad one named as `documents[i]`
+        (it was `texts[i]`, of an argument this call has not)."""
         listed = common.item_list(documents, "documents", Document)
-        return super().add_documents(listed, **kwargs)
+        ids = [doc.id for doc in listed] if any(doc.id for doc in listed) else None
+        ids = kwargs.pop("ids", ids)
+        batch_size = kwargs.pop("batch_size", DEFAULT_BATCH)
+        _no_options(kwargs, "add_documents")
+        texts, metadatas = [d.page_content for d in listed], [d.metadata for d in listed]
+        return self._add(texts, metadatas, ids, batch_size, "documents")
+
+    @common.serialised("collection")
+    def _add(
+        self,
+        texts: Iterable[str],
+        metadatas: Sequence[dict[str, Any]] | None,
+        ids: Sequence[str | None] | None,
+        batch_size: int,
+        argument: str,
+    ) -> list[str]:
+        """One validated write of texts, a bad one named by its position in `argument`."""
+        pipeline = self._embedding.pipeline
+        return common.store_texts(
+            self.collection, pipeline, texts, metadatas, ids, batch_size, argument=argument
+        )
 
     @common.serialised("collection")
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:

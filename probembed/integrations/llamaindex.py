@@ -222,7 +222,9 @@ class ProbembedVectorStore(BasePydanticVectorStore):
             metadata_json(node.node_id, node.metadata)
         metadatas = [node_to_metadata_dict(n) for n in nodes]
         ids = [n.node_id for n in nodes]
-        return common.store_texts(self._collection, self._pipeline, texts, metadatas, ids)
+        return common.store_texts(
+            self._collection, self._pipeline, texts, metadatas, ids, argument="nodes"
+        )
 
     @common.serialised("_collection")
     def get_nodes(
