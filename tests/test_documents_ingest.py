@@ -426,6 +426,180 @@ def test_other_chunk_settings_re_chunk_every_document(tmp_path, folder, pydoc_pi
     assert (same.unchanged, same.chunks_written) == (4, 0)
 
 
+#: The walkthrough's size: a team lead's folder ingested with `--chunk-tokens 128`.
+AT_128 = ChunkSettings.sized(128)
+
+
+def long_section(last: str) -> str:
+    """A page of one long section, so the chunk size decides where its chunks end (those of
+    `long_markdown` end at its short sections at 128 tokens and at 256 alike)."""
+    steps = (" ".join(f"Step {i}.{j} of the routine." for j in range(4)) for i in range(40))
+    return "# Guide\n\n" + "\n\n".join(steps) + f"\n\n{last}\n"
+
+
+def kept_docs(tmp_path):
+    """A folder of a long guide (more chunks at 128 tokens than at 256) and a short note."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(long_section("The flux capacitor overheats."))
+    (docs / "notes.txt").write_text("Plain notes about gardening and tomato plants.")
+    return docs
+
+
+def chunks_of(collection, doc_id):
+    """A stored document's chunks, id -> text, in id order: what the size it was cut at
+    decides."""
+    ids = sorted(collection.document_index()[doc_id].ids)
+    rows = collection.rows(ids)
+    return {i: rows[i]["text"] for i in ids}
+
+
+def cut_alone(tmp_path, path, settings, pipeline):
+    """The chunk ids one file gets cut at `settings` into a collection of its own."""
+    name = f"{path.stem}-{settings.max_tokens}-{settings.overlap_tokens}"
+    collection = Database(tmp_path / "reference", create=True).collection(name)
+    ingest_documents(path, collection, pipeline, settings)
+    return chunks_of(collection, path.name)
+
+
+def test_a_run_given_no_chunk_settings_leaves_each_document_at_its_own(tmp_path, pydoc_pipeline):
+    """The walkthrough: ingested with --chunk-tokens 128, the same cron sync without it
+    re-chunked every document at the default 256 without a word ('updated 39, chunks
+    written 355, removed 419' for an unchanged folder)."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    first = ingest_documents(docs, collection, pydoc_pipeline, AT_128)
+    version, count = collection.version, collection.count()
+    again = ingest_documents(docs, collection, pydoc_pipeline, sync=True)  # no settings
+    assert (again.unchanged, again.updated, again.removed) == (2, 0, 0)
+    assert (again.chunks_written, again.chunks_removed, again.rechunked) == (0, 0, 0)
+    assert collection.version == version and collection.count() == count == first.chunks_written
+    # a changed document is re-cut at the 128 it was cut at; a new one at the default 256
+    (docs / "guide.md").write_text(long_section("Reset the gizmo twice."))
+    (docs / "new.md").write_text(long_section("A new page."))
+    changed = ingest_documents(docs, collection, pydoc_pipeline, sync=True)
+    assert (changed.added, changed.updated, changed.unchanged, changed.rechunked) == (1, 1, 1, 0)
+    guide = cut_alone(tmp_path, docs / "guide.md", AT_128, pydoc_pipeline)
+    assert guide != cut_alone(tmp_path, docs / "guide.md", ChunkSettings(), pydoc_pipeline)
+    assert chunks_of(collection, "guide.md") == guide
+    new = cut_alone(tmp_path, docs / "new.md", ChunkSettings(), pydoc_pipeline)
+    assert chunks_of(collection, "new.md") == new
+    settled = ingest_documents(docs, collection, pydoc_pipeline)
+    assert (settled.unchanged, settled.chunks_written) == (3, 0)
+
+
+def test_settings_given_re_chunk_the_documents_cut_otherwise_and_say_how_many(
+    tmp_path, pydoc_pipeline
+):
+    """A run given other settings re-chunks as before, and its report counts the documents
+    re-chunked for the settings alone (a changed one is not among them)."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128)
+    (docs / "notes.txt").write_text("Plain notes about gardening, tomatoes and beans.")
+    other = ingest_documents(docs, collection, pydoc_pipeline, ChunkSettings())
+    assert (other.updated, other.unchanged, other.rechunked) == (2, 0, 1)
+    assert "updated 2 (1 re-chunked for the chunk settings alone), removed 0" in other.summary()
+    assert other.to_json()["rechunked"] == 1
+    assert chunks_of(collection, "guide.md") == cut_alone(
+        tmp_path, docs / "guide.md", ChunkSettings(), pydoc_pipeline
+    )
+    same = ingest_documents(docs, collection, pydoc_pipeline, ChunkSettings())
+    assert (same.unchanged, same.chunks_written, same.rechunked) == (2, 0, 0)
+    assert "re-chunked" not in same.summary()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_undone_re_chunk_gives_the_documents_their_old_settings_back(
+    tmp_path, pydoc_pipeline, streamed
+):
+    """The settings are in the rows: an undo of a run that re-chunked at 256 puts back the
+    128 the documents were cut at, and the next run given none leaves them there (kept per
+    collection, an undo left the undone run's settings)."""
+    stream_bytes = 64 if streamed else STREAM_DEFAULT
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128, stream_bytes=stream_bytes)
+    before = chunks_of(collection, "guide.md")
+    bigger = ingest_documents(docs, collection, pydoc_pipeline, stream_bytes=stream_bytes,
+                              chunking=ChunkSettings())  # fmt: skip
+    assert bigger.rechunked == 2 and chunks_of(collection, "guide.md") != before
+    collection.undo()
+    assert chunks_of(collection, "guide.md") == before
+    again = ingest_documents(docs, collection, pydoc_pipeline, stream_bytes=stream_bytes)
+    assert (again.unchanged, again.chunks_written) == (2, 0)
+    (docs / "guide.md").write_text(long_section("Reset the gizmo twice."))
+    changed = ingest_documents(docs, collection, pydoc_pipeline, stream_bytes=stream_bytes)
+    assert changed.updated == 1
+    assert chunks_of(collection, "guide.md") == cut_alone(
+        tmp_path, docs / "guide.md", AT_128, pydoc_pipeline
+    )
+
+
+def test_documents_chunked_before_settings_were_recorded_are_cut_as_before(
+    tmp_path, pydoc_pipeline
+):
+    """A chunk 0 an earlier release wrote (`DIGEST+N`) records no settings: the settings it
+    was cut at leave it alone, and a run given none cuts it at the defaults (docs/upgrading.md),
+    counted as no re-chunk for settings, which it cannot tell."""
+    import lancedb
+
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128)
+    table = lancedb.connect(tmp_path / "db").open_table("docs")
+    for mark in table.search().where("chunk = 0").select(["id", "doc_hash"]).to_list():
+        older = mark["doc_hash"].partition("@")[0]  # as a release before this wrote it
+        table.update(where=f"id = '{mark['id']}'", values={"doc_hash": older})
+    assert ingest_documents(docs, collection, pydoc_pipeline, AT_128).unchanged == 2
+    default = ingest_documents(docs, collection, pydoc_pipeline)
+    assert (default.updated, default.rechunked) == (2, 0)
+    assert chunks_of(collection, "guide.md") == cut_alone(
+        tmp_path, docs / "guide.md", ChunkSettings(), pydoc_pipeline
+    )
+
+
+def test_a_copy_is_named_a_repeat_whatever_settings_each_was_cut_at(tmp_path, pydoc_pipeline):
+    """The settings are in every doc_hash: a new copy cut at the default 256 of a document
+    kept at 128 has another, and repeats compare the content, in the run and stored."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128)
+    shutil.copy(docs / "notes.txt", docs / "copy.txt")
+    beside = ingest_documents(docs, collection, pydoc_pipeline)
+    assert (beside.added, beside.unchanged) == (1, 2)
+    assert (beside.repeats.count, beside.repeats.example) == (2, ("notes.txt", "copy.txt"))
+    more = tmp_path / "more"
+    more.mkdir()
+    shutil.copy(docs / "notes.txt", more / "again.txt")
+    stored = ingest_documents(more, collection, pydoc_pipeline, prefix="more/")
+    assert stored.repeats.count == 3 and stored.repeats.example is not None
+    assert stored.repeats.example == ("more/again.txt", "notes.txt")
+
+
+def test_the_cli_keeps_each_documents_settings_and_counts_a_re_chunk(tmp_path, pydoc_pipeline_dir):
+    """`ingest --chunk` without --chunk-tokens leaves a folder cut at 128 as it is; with
+    other settings it says, on its line and in --json, how many it re-chunked for them."""
+    docs = kept_docs(tmp_path)
+    db = str(tmp_path / "db")
+    command = ["ingest", str(docs), "--chunk", "--sync", "--db", db, "-c", "kb"]
+    runner = CliRunner()
+    pipeline = ["--pipeline", str(pydoc_pipeline_dir)]
+    made = runner.invoke(app, [*command, "--chunk-tokens", "128", *pipeline])
+    assert made.exit_code == 0, made.output
+    again = runner.invoke(app, [*command, "--json"])
+    assert again.exit_code == 0, again.output
+    answer = json.loads(again.stdout.splitlines()[-1])
+    assert (answer["unchanged"], answer["chunks_written"], answer["removed"]) == (2, 0, 0)
+    assert (answer["chunks_removed"], answer["rechunked"]) == (0, 0)
+    said = runner.invoke(app, [*command, "--chunk-tokens", "64"])
+    assert said.exit_code == 0, said.output
+    line = " ".join(said.output.split())
+    assert "updated 2 (2 re-chunked for the chunk settings alone), removed 0" in line
+    overlap = runner.invoke(app, [*command, "--chunk-tokens", "64", "--overlap", "8", "--json"])
+    assert json.loads(overlap.stdout.splitlines()[-1])["rechunked"] == 2
+
+
 def test_one_bar_counts_every_chunk_and_a_replaced_row_counts_as_written(
     tmp_path, folder, pydoc_pipeline, capsys
 ):

@@ -62,6 +62,15 @@ class ChunkSettings:
             overlap_tokens = min(cls.overlap_tokens, max_tokens // 2 - 1)
         return cls(max_tokens, cls.overlap_tokens if overlap_tokens is None else overlap_tokens)
 
+    @classmethod
+    def given(cls, max_tokens: int | None, overlap_tokens: int | None) -> ChunkSettings | None:
+        """The settings a caller gave (a size, an overlap or both, the other at its default,
+        as `sized` gives it), or None where it gave neither: chunked ingest then cuts each
+        stored document at the settings it was cut at before, not at the defaults."""
+        if max_tokens is None and overlap_tokens is None:
+            return None
+        return cls.sized(cls.max_tokens if max_tokens is None else max_tokens, overlap_tokens)
+
     def __post_init__(self) -> None:
         for name in ("max_tokens", "overlap_tokens"):  # 2.0 would key other digests than 2
             value = getattr(self, name)

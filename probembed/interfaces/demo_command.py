@@ -153,7 +153,6 @@ def _topic_filter(topics: Sequence[str] | None) -> str | None:
 def _corpus_demo(data: Path, pipeline: str, queries: int, follow_links: bool = False) -> None:
     """Index a corpus on disk (a folder's links read as `follow_links` says); with BEIR test
     qrels, answer some queries and score them all."""
-    from probembed.chunking import ChunkSettings
     from probembed.store import Database, read_records
 
     if not data.exists():
@@ -175,9 +174,8 @@ def _corpus_demo(data: Path, pipeline: str, queries: int, follow_links: bool = F
     say(f"indexing {data} into {db} (cached: a re-run only writes what is new or changed)")
     _take_settings(target, pipe)
     if documents:  # passages the models read whole, kept in step with the files (sync)
-        chunks = ChunkSettings()
         ingest_and_report(
-            data, target, pipe, chunks, follow_links=follow_links, on_error="skip", sync=True
+            data, target, pipe, True, follow_links=follow_links, on_error="skip", sync=True
         )
     else:
         ingest_and_report(

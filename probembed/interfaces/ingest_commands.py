@@ -40,6 +40,7 @@ from probembed.interfaces.store_options import (
     DbOption,
     FollowLinksOption,
     GpusOption,
+    IngestChunkTokensOption,
     OnErrorOption,
     OverlapOption,
     StorageOption,
@@ -77,24 +78,24 @@ def ingest_and_report(
     source: Any,
     target: Collection,
     pipe: Any,
-    chunking: Any = None,
+    chunk: bool = False,
     ray: dict[str, Any] | None = None,
     follow_links: bool = False,
     progress: bool = True,
     summary: bool = True,
     **options: Any,
 ) -> IngestReport | DocumentReport:
-    """Ingest (chunked, when `chunking` is given; on Ray, with `ray` options; a folder's links
-    as `follow_links` says) with a progress bar (unless `progress` is False), then say what
-    happened: each skipped item, and the summary unless `summary` is False (`--json` prints
-    the report instead, `-q` nothing)."""
+    """Ingest (chunked with `chunk`, at the `chunking` given in `options` or each document's
+    own; on Ray, with `ray` options; a folder's links as `follow_links` says) with a progress
+    bar (unless `progress` is False), then say what happened: each skipped item, and the
+    summary unless `summary` is False (`--json` prints the report instead, `-q` nothing)."""
     from probembed.store import IngestReport, StoreError, ingest, ingest_documents, ingest_ray
 
     report: IngestReport | DocumentReport
     session: contextlib.AbstractContextManager[None]
     options |= {"follow_links": follow_links}  # each write walks a folder source alike
     try:
-        if chunking is not None:
+        if chunk:
             with_ray, session = None, contextlib.nullcontext()
             if ray is not None:
                 from probembed.store.ray_ingest import ray_session
@@ -106,7 +107,6 @@ def ingest_and_report(
                     source,
                     target,
                     pipe,
-                    chunking,
                     progress=progress,
                     ingest_with=with_ray,
                     **options,
@@ -127,7 +127,7 @@ def ingest_and_report(
         say(named(report.summary(), LINK_OPTIONS))
     if isinstance(report, IngestReport) and report.changed:  # an edit a re-run did not write
         say(_changed_note(report, source))
-    if chunking is None and isinstance(source, Path) and pipe.max_tokens is not None:
+    if not chunk and isinstance(source, Path) and pipe.max_tokens is not None:
         _say_what_is_cut(source, pipe, follow_links=follow_links)
     return report
 
@@ -202,7 +202,7 @@ def ingest_command(
             "files; JSONL and BEIR records); a re-run re-embeds only changed documents."
         ),
     ] = False,
-    chunk_tokens: ChunkTokensOption = None,
+    chunk_tokens: IngestChunkTokensOption = None,
     overlap: OverlapOption = None,
     sync: Annotated[
         bool,
@@ -275,6 +275,8 @@ def ingest_command(
     if exclude and not chunk:
         raise fail("--exclude needs --chunk: a whole-document ingest reads every file")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
+    # none given: each stored document is cut at its own, a new one at the defaults
+    given = None if chunk_tokens is None and overlap is None else settings
     check_source(path)
     try:
         check_collection_name(collection)
@@ -291,13 +293,13 @@ def ingest_command(
         on_ray = {"workers": workers, "address": address}
         on_ray |= {"cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker}
     try:
-        refuse_mixing(target, chunks=settings is not None)  # before a pipeline loads
+        refuse_mixing(target, chunks=chunk)  # before a pipeline loads
     except StoreError as exc:
         raise store_refusal(exc, named(str(exc), MIXING_OPTIONS)) from exc
     told = not (quiet or as_json)  # the summary lines; warnings always
     options |= {"progress": not quiet, "summary": told}
     try:
-        if settings is None and on_error == "stop":  # a model takes seconds to load: bad input
+        if not chunk and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(
                 lambda: read_checked(path, target, "stop", prefix, follow_links=follow_links)
             )
@@ -305,9 +307,9 @@ def ingest_command(
         if replace_pipeline and target.exists:
             _replace_pipeline(target, pipe, quiet)
         _say_if_capped(chunk_tokens, settings, pipe)
-        if settings is not None:
-            chunked: dict[str, Any] = {"sync": sync, "exclude": exclude or []}
-            report = ingest_and_report(path, target, pipe, settings, on_ray, **chunked, **options)
+        if chunk:
+            chunked: dict[str, Any] = {"sync": sync, "exclude": exclude or [], "chunking": given}
+            report = ingest_and_report(path, target, pipe, True, on_ray, **chunked, **options)
         else:
             whole = {"sync": True} if sync else {"upsert": upsert}  # sync implies upsert
             report = ingest_and_report(path, target, pipe, ray=on_ray, **whole, **options)
@@ -345,9 +347,7 @@ def chunk_settings(
     if not chunk:
         return None
     try:
-        return ChunkSettings.sized(
-            ChunkSettings.max_tokens if chunk_tokens is None else chunk_tokens, overlap
-        )
+        return ChunkSettings.given(chunk_tokens, overlap) or ChunkSettings()
     except ValueError as exc:
         raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
 

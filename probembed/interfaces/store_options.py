@@ -103,6 +103,14 @@ OnErrorOption = Annotated[
 ChunkTokensOption = Annotated[
     int | None, typer.Option(help="Tokens per chunk, at most \\[default: 256].")
 ]
+#: ingest's --chunk-tokens, which says what a run given no chunk settings cuts at.
+IngestChunkTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Tokens per chunk, at most \\[default: 256]. Without it and --overlap, a stored "
+        "document is cut at the size and overlap it was cut at before."
+    ),
+]
 OverlapOption = Annotated[
     int | None,
     typer.Option(

@@ -5,14 +5,14 @@ into chunks that every member model reads whole; chunk `i` of document `d` is st
 `d#i` with metadata `doc_id`, `chunk`, `start`, `end` (character offsets into the document's
 text), `title` (left out when there is none), `heading` (the Markdown heading path,
 " > "-joined), `page` (PDF) and `doc_hash` (SHA-256 of the document's text and metadata and
-of the chunk size and overlap that cut it; chunk 0's adds `+N`, the document's chunk count),
-for a file `file_path` (its absolute path where last read), beside the document's own
-metadata. A re-run compares hashes: unchanged
-documents are not touched, changed ones (or all, after a change of chunk settings) are
-re-chunked (new chunks upserted first, chunk 0 last of them, then the chunks they no longer
-have deleted, so a crash anywhere in between leaves a document that the next run sees as
-changed), and with `sync`
-documents no longer in the input are removed. A document is unchanged only when chunk 0 is
+of the chunk size and overlap that cut it; chunk 0's adds `+N@SIZE:OVERLAP`, the document's
+chunk count and those settings), for a file `file_path` (its absolute path where last read),
+beside the document's own metadata. A re-run compares hashes: unchanged documents are not
+touched, changed ones (or those cut at other settings than a run is given) are re-chunked,
+at the settings given, else at those they were cut at (new chunks upserted first, chunk 0
+last of them, then the chunks they no longer have deleted, so a crash anywhere in between
+leaves a document that the next run sees as changed), and with `sync` documents no longer
+in the input are removed. A document is unchanged only when chunk 0 is
 stored, every stored chunk carries the document's current hash, and all N chunks are there.
 """
 
@@ -138,6 +138,9 @@ class DocumentReport:
     #: unspaced Chinese to a word count), which would otherwise be a chunk of any length.
     chunks_by_chars: int = 0
     chunks_removed: int = 0
+    #: Of `updated`, the documents re-chunked for the chunk settings alone: their content is
+    #: as stored, cut at other settings than the run was given (`rechunked`).
+    rechunked: int = 0
     #: Unchanged documents read from another place than stored, whose `file_path` now names it.
     relocated: int = 0
     problems: list[Problem] = field(default_factory=list)
@@ -158,14 +161,17 @@ class DocumentReport:
         """One line for a person."""
         withheld = withheld_note(self.sync_withheld) + self.repeats.note()
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
+        settings = (
+            f" ({self.rechunked} re-chunked for the chunk settings alone)" if self.rechunked else ""
+        )
         by_chars = (
             f" ({self.chunks_by_chars} cut by characters, not tokens)"
             if self.chunks_by_chars
             else ""
         )
         return (
-            f"{self.source}: documents added {self.added}, updated {self.updated}, removed "
-            f"{self.removed}{removed_note(self.removed_links)}"
+            f"{self.source}: documents added {self.added}, updated {self.updated}{settings}, "
+            f"removed {self.removed}{removed_note(self.removed_links)}"
             f"{removed_note(self.recomposed, RECOMPOSED)}"
             f"{f', emptied {self.emptied}' if self.emptied else ''}, unchanged {self.unchanged}"
             f"{moved}; chunks written {self.chunks_written}{by_chars}, "
@@ -177,6 +183,7 @@ class DocumentReport:
         """As `probembed ingest --chunk --json` prints it and the service answers a chunked
         write: documents, then chunks."""
         return written_json(self) | {
+            "rechunked": self.rechunked,
             "relocated": self.relocated,
             "chunks_written": self.chunks_written,
             "chunks_by_chars": self.chunks_by_chars,
@@ -319,7 +326,7 @@ def as_records(
     digest = chunked_digest(content_hash(document), settings)
     titled = replace(document, title=record_title(document))
     records = [chunk_record(titled, chunk, digest) for chunk in chunks]
-    return [counted(records[0], len(records)), *records[1:]]
+    return [counted(records[0], len(records), settings), *records[1:]]
 
 
 def record_title(document: SourceDocument) -> Any:
@@ -450,9 +457,13 @@ def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> b
     no gap to see."""
     if stored is None or not was_whole(document_id, stored):
         return False
-    marks = stored.hashes - {digest}  # chunk 0's DIGEST+N, or none (written before it counted)
+    marks = stored.hashes - {digest}  # chunk 0's DIGEST+N@SIZE:OVERLAP, DIGEST+N or DIGEST
     counted = f"{digest}+"
-    counts = [m[len(counted) :] for m in marks if isinstance(m, str) and m.startswith(counted)]
+    counts = [
+        m[len(counted) :].partition("@")[0]
+        for m in marks
+        if isinstance(m, str) and m.startswith(counted)
+    ]
     if len(marks) > 1 or not all(c.isdigit() for c in counts) or len(counts) != len(marks):
         return False
     total = int(counts[0]) if counts else len(stored.ids)
@@ -463,18 +474,71 @@ def unchanged(document_id: str, digest: str, stored: StoredDocument | None) -> b
 
 def stored_digests(stored: Mapping[str, StoredDocument]) -> Iterator[tuple[str, str]]:
     """(doc_id, doc_hash) of the stored documents whose chunks carry one digest (chunk 0's
-    `+N` aside), as `_plan` keeps a run's: a document half-rewritten has none."""
+    `+N@SIZE:OVERLAP` aside): a document half-rewritten has none."""
     for doc_id, doc in stored.items():
         digests = {str(h).partition("+")[0] for h in doc.hashes}
         if len(digests) == 1:
             yield doc_id, digests.pop()
 
 
-def counted(mark: Record, chunks: int) -> Record:
-    """Chunk 0 with the document's chunk count in its doc_hash (`DIGEST+N`): the rest carry
-    the digest alone, so a document missing its last chunks is not taken for whole."""
+def stored_contents(
+    left: Mapping[str, StoredDocument], contents: Iterable[str], fallback: ChunkSettings
+) -> Iterator[tuple[str, str]]:
+    """(doc_id, key) of the stored documents a run leaves, keyed as the run's own are, by
+    their content digest, where one of the run's `contents` cut at their settings gives
+    their doc_hash (else by that): a copy is named whatever each was cut at (a document
+    kept at 128 tokens, its new copy cut at 256). `fallback`: the settings of one stored
+    before chunk 0 recorded them, which the run's documents would be cut at."""
+    digests = dict(stored_digests(left))
+    cuts = {cut_at(left[doc]) or fallback for doc in digests}
+    known = {chunked_digest(content, cut): content for content in set(contents) for cut in cuts}
+    for doc_id, digest in digests.items():
+        yield doc_id, known.get(digest, digest)
+
+
+def counted(mark: Record, chunks: int, settings: ChunkSettings) -> Record:
+    """Chunk 0 with the document's chunk count and the settings that cut it in its doc_hash
+    (`DIGEST+N@SIZE:OVERLAP`): the rest carry the digest alone, so a document missing its
+    last chunks is not taken for whole, and a run given no settings cuts the document, once
+    changed, at these (`cut_at`), undone with the rows by an undo."""
     digest = mark.metadata["doc_hash"]
-    return replace(mark, metadata={**mark.metadata, "doc_hash": f"{digest}+{chunks}"})
+    cut = f"{settings.max_tokens}:{settings.overlap_tokens}"
+    return replace(mark, metadata={**mark.metadata, "doc_hash": f"{digest}+{chunks}@{cut}"})
+
+
+def cut_at(stored: StoredDocument | None) -> ChunkSettings | None:
+    """The chunk size and overlap a stored document was cut at, as its chunk 0's doc_hash
+    records them (`counted`); None: no chunk 0 stored, or one written before it recorded
+    them (or a doc_hash edited into another form)."""
+    for mark in stored.hashes if stored is not None else ():
+        size, _, overlap = str(mark).partition("+")[2].partition("@")[2].partition(":")
+        if size.isdigit() and overlap.isdigit():
+            try:
+                return ChunkSettings(int(size), int(overlap))
+            except ValueError:  # not settings chunking could have cut at
+                return None
+    return None
+
+
+def cutting(
+    given: ChunkSettings | None, stored: StoredDocument | None, limit: int | None
+) -> ChunkSettings:
+    """The settings a document is cut at: those the run was given, else those its stored
+    version was cut at (`cut_at`), else the defaults; capped at the pipeline's `limit`. A
+    run given none cut every document at the defaults: one cut at 128 tokens was re-chunked
+    at 256 without a word."""
+    return (given or cut_at(stored) or ChunkSettings()).capped(limit)
+
+
+def rechunked(
+    doc_id: str, content: str, settings: ChunkSettings, stored: StoredDocument | None
+) -> bool:
+    """Whether a document is re-chunked for its settings alone: stored whole with this very
+    content (`content`, its digest) at other settings than `settings`, as its chunk 0 says."""
+    before = cut_at(stored)
+    if before is None or before == settings:
+        return False
+    return unchanged(doc_id, chunked_digest(content, before), stored)
 
 
 def was_whole(document_id: str, stored: StoredDocument | None) -> bool:
@@ -586,6 +650,12 @@ def ingest_parsed(
     `prefix`: every document's id is put under it (`docs/` makes `README.md` `docs/README.md`),
     composed (NFC) as a file name's id is, and a sync removes only stored documents under it
     (`readers.prefixed`): several sources share a collection, each synced on its own.
+    `chunking`: the chunk size and overlap to cut every document at, so a document stored at
+    others is re-chunked (`DocumentReport.rechunked` counts those whose content is as
+    stored); None: each document at those it was cut at before (`cut_at`: a stored document
+    left alone whatever it was cut at, a changed one re-cut at its own, a new one at the
+    defaults, as is one stored before chunk 0 recorded them), so a run given no settings
+    never re-chunks what another run cut at other settings. Capped at the pipeline's limit.
     `stop`: called before each tokenizer call of the chunking, which comes before any write,
     so what it raises ends the run with nothing written (the service's shutdown, whose
     `encode` refuses the batches after it; a streamed file is chunked between its batches).
@@ -598,7 +668,7 @@ def ingest_parsed(
     validate_options(batch_size, on_error)  # before any delete a sync would make
     refuse_mixing(collection, chunks=True)
     pipeline = writing_pipeline(collection, pipeline)
-    settings = (chunking or ChunkSettings()).capped(pipeline.max_tokens)
+    limit = pipeline.max_tokens
     report = DocumentReport(label)
     what = f"chunked {'sync' if sync else 'ingest'} of {label}"
     prefix = composed(prefix)  # as file names are: one spelling in every id
@@ -608,7 +678,7 @@ def ingest_parsed(
         scope = {doc: v for doc, v in stored.items() if prefixed(doc, prefix)}  # a sync's own
         items = (under_prefix(item, prefix) for item in items)
         count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
-        plan = _plan(items, stored, scope, count, settings, report, alone, prefix)
+        plan = _plan(items, stored, scope, count, chunking, report, alone, prefix, limit)
         planned = [*plan.records, *plan.marks]
         # the check's column types are the plan of both parts' writes
         good, bad, columns = check_records(planned, columns_to_check(collection, planned))
@@ -625,6 +695,7 @@ def ingest_parsed(
                 continue
             report.added += new
             report.updated += not new
+            report.rechunked += doc in plan.rechunked
             report.chunks_by_chars += plan.by_chars[doc]
             stale += old
         gone: list[str] = []
@@ -657,8 +728,9 @@ def ingest_parsed(
             for doc, v in stored.items()
             if (doc not in plan.seen or doc in kept_empty) and doc not in gone
         }
-        ours = ((doc, d) for doc, d in plan.digests.items() if doc not in refused)
-        report.repeats = repeated(ours, stored_digests(left))
+        ours = [(doc, c) for doc, c in plan.contents.items() if doc not in refused]
+        fallback = cutting(chunking, None, limit)  # what one stored before cut_at is cut at
+        report.repeats = repeated(ours, stored_contents(left, (c for _, c in ours), fallback))
         start = collection.version if collection.exists else None  # what a failed stream undoes to
         created = creation(collection)  # what every part's commits must find: a drop stops them
         touched: set[str] = set()  # ids this run wrote: a stop puts them back as they were at start
@@ -700,7 +772,7 @@ def ingest_parsed(
                         done = report.chunks_written + (exc.written or 0)
                         raise exc.during(done, total, "chunks") from None
                     raise
-            for item in plan.streamed:
+            for item, settings in plan.streamed:
                 before = stored[item.id].ids if item.id in stored else []
                 # under "stop" the run's one undo takes the file's ids too: an undo of the file's
                 # own that conflicted, undone again by the run's, nested the two messages
@@ -733,6 +805,7 @@ def ingest_parsed(
                 whole = was_whole(item.id, stored.get(item.id))
                 report.added += not whole
                 report.updated += whole
+                report.rechunked += item.id in plan.rechunked
             repointed = [i for doc in plan.relocated for i in stored[doc].ids]
             touched.update(stale, repointed)  # the run's last commits, undone with the rest
             try:
@@ -790,15 +863,19 @@ class _Plan:
 
     records: list[Record] = field(default_factory=list)
     marks: list[Record] = field(default_factory=list)
-    streamed: list[StreamedFile] = field(default_factory=list)
+    #: Large files to stream, each with the settings it is cut at (`cutting`).
+    streamed: list[tuple[StreamedFile, ChunkSettings]] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     changed: dict[str, tuple[bool, list[str]]] = field(default_factory=dict)
     #: Unchanged documents read from another file than their chunks name: doc_id -> path.
     relocated: dict[str, str] = field(default_factory=dict)
     #: Per changed document, its chunks the character cap ended (`Chunk.by_chars`).
     by_chars: dict[str, int] = field(default_factory=dict)
-    #: The doc_hash (chunk 0's less its `+N`) of each document written or left unchanged.
-    digests: dict[str, str] = field(default_factory=dict)
+    #: The content digest (`content_hash`, a streamed file's `digest`) of each document
+    #: written or left unchanged, whatever settings it is cut at: what repeats compare.
+    contents: dict[str, str] = field(default_factory=dict)
+    #: Changed documents whose content is as stored, re-chunked for the settings alone.
+    rechunked: set[str] = field(default_factory=set)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
@@ -817,15 +894,18 @@ def _plan(
     stored: dict[str, StoredDocument],
     scope: dict[str, StoredDocument],
     count: Callable,
-    settings: ChunkSettings,
+    given: ChunkSettings | None,
     report: DocumentReport,
     alone: bool = False,
     prefix: str = "",
+    limit: int | None = None,
 ) -> _Plan:
     """Sort the documents read (their ids under `prefix`) into unchanged, to chunk and to
-    stream; count them and their problems in the report (with `alone`, a file whose id
-    another file still there holds). `scope`: the stored documents under `prefix`, among
-    which a file given alone finds the document a folder ingest stored it as."""
+    stream, each at the settings `cutting` gives it (`given`, else its stored version's,
+    else the defaults; capped at `limit`); count them and their problems in the report
+    (with `alone`, a file whose id another file still there holds). `scope`: the stored
+    documents under `prefix`, among which a file given alone finds the document a folder
+    ingest stored it as."""
     plan = _Plan()
     for item in items:
         empty = _empty(item)
@@ -873,18 +953,20 @@ def _plan(
             continue
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
+        settings = cutting(given, before, limit)
         digest = chunked_digest(content, settings)
         elsewhere = other_file(item.id, file_path(item), before, prefix) if alone else None
         if unchanged(item.id, digest, before):
             report.unchanged += 1
-            plan.digests[item.id] = digest
+            plan.contents[item.id] = content
             if moved_to(item.id, file_path(item), before, elsewhere, prefix):
                 plan.relocated[item.id] = cast(str, file_path(item))  # moved: read from a file
         elif elsewhere is not None:
             report.problems.append(Problem(item.source, _same_id(item.id, elsewhere), item.id))
         elif isinstance(item, StreamedFile):
-            plan.streamed.append(item)  # counted once written
-            plan.digests[item.id] = digest
+            plan.streamed.append((item, settings))  # counted once written
+            plan.contents[item.id] = content
+            _note_rechunked(plan, item.id, content, settings, before)
         else:
             chunks = document_chunks(item, count, settings)
             if isinstance(chunks, Problem):
@@ -897,8 +979,17 @@ def _plan(
             old = [i for i in (before.ids if before else []) if i not in kept]
             plan.changed[item.id] = (not was_whole(item.id, before), old)
             plan.by_chars[item.id] = sum(chunk.by_chars for chunk in chunks)
-            plan.digests[item.id] = digest
+            plan.contents[item.id] = content
+            _note_rechunked(plan, item.id, content, settings, before)
     return plan
+
+
+def _note_rechunked(
+    plan: _Plan, doc_id: str, content: str, settings: ChunkSettings, stored: StoredDocument | None
+) -> None:
+    """Mark a changed document re-chunked for its settings alone (`rechunked`) in the plan."""
+    if rechunked(doc_id, content, settings, stored):
+        plan.rechunked.add(doc_id)
 
 
 def _empty(item: SourceDocument | StreamedFile | Problem) -> str | None:
@@ -981,7 +1072,7 @@ def write_streamed(
                 if len(batch) == batch_size:
                     flush(batch)
                     batch = []
-            mark = [counted(record, chunks) for record in mark]
+            mark = [counted(record, chunks, settings) for record in mark]
             for records in (batch, mark):
                 if records:
                     flush(records)
@@ -1026,13 +1117,13 @@ def chunked_input(
     # a file of no text is a problem here still: the job reports no documents but by these
     report.problems += [NoText(source, NO_TEXT, doc) for doc, source in plan.empty.items()]
     planned = [*plan.records, *plan.marks]
-    for file in plan.streamed:
+    for file, _ in plan.streamed:
         try:
             records = [record for _, record in streamed_records(file, count, settings)]
         except UnreadableError as exc:
             report.problems.append(exc.problem)
             continue
-        planned += [counted(records[0], len(records)), *records[1:]] if records else []
+        planned += [counted(records[0], len(records), settings), *records[1:]] if records else []
     good, bad, columns = check_records(planned, {}, clashes)
     passed = {r.id for r in good}
     refused = {r.metadata["doc_id"] for r in planned if r.id not in passed}
