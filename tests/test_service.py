@@ -41,7 +41,7 @@ from tuning_support import tuned_copy
 from typer.testing import CliRunner
 
 from probembed.cache import default_cache_dir
-from probembed.chunking import ChunkSettings, chunk_text, markdown_sections
+from probembed.chunking import ChunkSettings, chunk_text, markdown_sections, plain_sections
 from probembed.fusion import Fused
 from probembed.interfaces.cli import app as cli_app
 from probembed.pipeline import Pipeline
@@ -1260,6 +1260,48 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
         said = emptied.json()
         assert (said["empty"], said["emptied"], said["unchanged"], said["skipped"]) == (2, 1, 1, [])
         assert said["count"] == len(expected) + 1
+
+
+def test_a_chunked_write_without_settings_leaves_each_document_at_its_own(server, pydoc_pipeline):
+    """`"chunk": true` cut every document at 256 tokens: one stored at 48 was re-chunked and
+    re-embedded without a word. Now a stored document keeps its settings (re-cut at them
+    when changed), a new one gets the defaults, and settings sent re-chunk the documents cut
+    at others, which the answer counts."""
+
+    def cut(text: str, settings: ChunkSettings) -> int:
+        """The chunks a plain document (its id no .md) is cut into at `settings`."""
+        sections = plain_sections(text)
+        return len(chunk_text(text, sections, pydoc_pipeline.count_tokens, settings))
+
+    at_48 = ChunkSettings(48, 8)
+    note = {"id": "note", "text": "Plain notes about tomato plants."}
+    manual = {"id": "manual", "text": MANUAL}
+    edited = {**manual, "text": MANUAL.replace("flux capacitor", "gizmo")}
+    extra = {"id": "extra", "text": MANUAL.replace("Manual", "Handbook")}
+    assert cut(edited["text"], at_48) != cut(edited["text"], ChunkSettings())
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "kept"})
+
+        def write(documents, chunk, **options):
+            body = {"documents": documents, "chunk": chunk, **options}
+            answer = http.post("/v1/collections/kept/documents", json=body)
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        first = write([manual, note], {"max_tokens": 48, "overlap_tokens": 8})
+        again = write([manual, note], True, sync=True)
+        assert (again["unchanged"], again["updated"], again["removed"]) == (2, 0, 0)
+        assert (again["chunks_written"], again["chunks_removed"], again["rechunked"]) == (0, 0, 0)
+        assert again["count"] == first["count"]
+        assert again["chunked_at"] == {"max_tokens": 256, "overlap_tokens": 32}  # a new one's
+        changed = write([edited, note, extra], {"markdown": False})  # no settings either
+        assert (changed["added"], changed["updated"], changed["unchanged"]) == (1, 1, 1)
+        own = cut(edited["text"], at_48)  # the manual at its 48, the new one at 256
+        assert changed["chunks_written"] == own + cut(extra["text"], ChunkSettings())
+        sent = write([edited, note, extra], {"max_tokens": 64})
+        assert (sent["updated"], sent["rechunked"]) == (3, 3)
+        assert sent["chunked_at"] == {"max_tokens": 64, "overlap_tokens": 31}
+        assert write([edited, note, extra], {"max_tokens": 64})["rechunked"] == 0
 
 
 def test_a_markdown_document_is_titled_and_sectioned_as_the_cli_reads_its_file(

@@ -229,7 +229,8 @@ def _collections(service: Service) -> APIRouter:
                 records[i] = Problem(
                     record.source, f"document {record.id!r}: {unencodable}", record.id
                 )
-            settings = ChunkSettings.sized(options.max_tokens, options.overlap_tokens)
+            # none given: each stored document is cut at its own, a new one at the defaults
+            settings = ChunkSettings.given(options.max_tokens, options.overlap_tokens)
             documents = [  # markdown None: by the id, as the CLI reads a JSONL file's records
                 r if isinstance(r, Problem) else record_document(r, options.markdown)
                 for r in records
@@ -260,7 +261,8 @@ def _collections(service: Service) -> APIRouter:
                     wait=PLAN_WAIT,
                 )
                 count = service.count_items(collection)  # the size ingest_parsed cut at:
-                return _chunked_report(name, report, count, settings.capped(pipeline.max_tokens))
+                cut = (settings or ChunkSettings()).capped(pipeline.max_tokens)
+                return _chunked_report(name, report, count, cut)
 
             return await service.run(name, write_chunks, writer=True)
 

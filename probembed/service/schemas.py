@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from probembed.chunking import ChunkSettings
 from probembed.encoders.base import lone_surrogate
 from probembed.scoring import Score, parse_score
 from probembed.service.settings import DEFAULT_K
@@ -258,8 +259,14 @@ class Document(Strict):
 class ChunkOptions(Strict):
     """How documents are cut into chunks (the CLI's --chunk-tokens, --overlap)."""
 
-    max_tokens: int = Field(
-        256, ge=8, description="Chunk size in tokens, capped at the pipeline's limit."
+    max_tokens: int | None = Field(
+        None,
+        ge=8,
+        description="Chunk size in tokens, capped at the pipeline's limit; default: 256. With "
+        "neither this nor `overlap_tokens`, a stored document is cut at the size and overlap "
+        "it was cut at before (left alone when unchanged, re-cut at those when changed), a "
+        "new one at the defaults; given, a stored document cut at others is re-chunked "
+        "(`rechunked` in the answer).",
     )
     overlap_tokens: int | None = Field(
         None,
@@ -278,10 +285,11 @@ class ChunkOptions(Strict):
     @model_validator(mode="after")
     def _overlap_fits(self) -> ChunkOptions:
         """An overlap given is under half the size (a 422 naming both, not a later refusal)."""
-        if self.overlap_tokens is not None and self.overlap_tokens >= self.max_tokens // 2:
+        size = ChunkSettings.max_tokens if self.max_tokens is None else self.max_tokens
+        if self.overlap_tokens is not None and self.overlap_tokens >= size // 2:
             raise ValueError(
                 f"overlap_tokens must be under max_tokens / 2, got {self.overlap_tokens} "
-                f"for max_tokens={self.max_tokens}"
+                f"for max_tokens={size}"
             )
         return self
 
@@ -300,8 +308,9 @@ class DocumentsWrite(Strict):
     )
     chunk: ChunkOptions | bool = Field(
         False,
-        description="Store each document as chunks `id#i` (true: 256 tokens, 32 overlap), "
-        "re-embedding only documents whose content changed since they were stored.",
+        description="Store each document as chunks `id#i` (true: a stored document at the "
+        "size and overlap it was cut at, a new one at 256 tokens, 32 overlap), re-embedding "
+        "only documents whose content changed since they were stored.",
     )
     sync: bool = Field(
         False,
@@ -399,6 +408,13 @@ class WriteReport(BaseModel):
     repeated_example: tuple[str, str] | None = Field(
         None, description="One pair of `repeated`: a sent document, the one it repeats."
     )
+    rechunked: int | None = Field(
+        None,
+        description="Chunked writes only: of `updated`, the documents re-chunked for the chunk "
+        "settings alone (their content as stored, cut at another `max_tokens` or "
+        "`overlap_tokens` than sent); a document chunked by a release that did not record "
+        "its settings is not counted.",
+    )
     #: Chunked writes only: chunks written / removed.
     chunks_written: int | None = None
     chunks_by_chars: int | None = Field(
@@ -423,7 +439,9 @@ class WriteReport(BaseModel):
         None,
         description="Chunked writes only: the chunk size and overlap the documents were cut "
         "at, `chunk`'s capped at the pipeline's shortest member's token limit (a larger "
-        "`max_tokens` would leave the end of each chunk unread by that member).",
+        "`max_tokens` would leave the end of each chunk unread by that member). Sent "
+        "without either, the defaults a new document is cut at: a stored one that changed is "
+        "re-cut at its own.",
     )
 
 
