@@ -474,7 +474,7 @@ def test_a_run_given_no_chunk_settings_leaves_each_document_at_its_own(tmp_path,
     assert (again.unchanged, again.updated, again.removed) == (2, 0, 0)
     assert (again.chunks_written, again.chunks_removed, again.rechunked) == (0, 0, 0)
     assert collection.version == version and collection.count() == count == first.chunks_written
-    # a changed document is re-cut at the 128 it was cut at; a new one at the default 256
+    # a changed document is re-cut at the 128 it was cut at, a new one at the 128 they share
     (docs / "guide.md").write_text(long_section("Reset the gizmo twice."))
     (docs / "new.md").write_text(long_section("A new page."))
     changed = ingest_documents(docs, collection, pydoc_pipeline, sync=True)
@@ -482,10 +482,64 @@ def test_a_run_given_no_chunk_settings_leaves_each_document_at_its_own(tmp_path,
     guide = cut_alone(tmp_path, docs / "guide.md", AT_128, pydoc_pipeline)
     assert guide != cut_alone(tmp_path, docs / "guide.md", ChunkSettings(), pydoc_pipeline)
     assert chunks_of(collection, "guide.md") == guide
-    new = cut_alone(tmp_path, docs / "new.md", ChunkSettings(), pydoc_pipeline)
+    new = cut_alone(tmp_path, docs / "new.md", AT_128, pydoc_pipeline)
+    assert new != cut_alone(tmp_path, docs / "new.md", ChunkSettings(), pydoc_pipeline)
     assert chunks_of(collection, "new.md") == new
     settled = ingest_documents(docs, collection, pydoc_pipeline)
     assert (settled.unchanged, settled.chunks_written) == (3, 0)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("moved", ["renamed", "subfolder"])
+def test_a_renamed_or_moved_file_keeps_the_settings_it_was_cut_at(
+    tmp_path, pydoc_pipeline, moved, streamed
+):
+    """A sync with no settings cut a renamed file at the default 256 while the rest of its
+    folder stayed at 128: it takes the settings of the stored document of its content,
+    the one the sync removes, whatever the others are cut at."""
+    stream_bytes = 64 if streamed else STREAM_DEFAULT
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128, stream_bytes=stream_bytes)
+    (docs / "other.md").write_text(long_section("Another page, cut at 64."))
+    at_64 = ChunkSettings.sized(64)
+    ingest_documents(docs / "other.md", collection, pydoc_pipeline, at_64)  # mixed settings
+    target = docs / ("guide2.md" if moved == "renamed" else "sub/guide.md")
+    target.parent.mkdir(exist_ok=True)
+    (docs / "guide.md").rename(target)
+    synced = ingest_documents(
+        docs, collection, pydoc_pipeline, sync=True, stream_bytes=stream_bytes
+    )
+    new_id = target.relative_to(docs).as_posix()
+    assert (synced.added, synced.removed, synced.unchanged) == (1, 1, 2)
+    texts = list(chunks_of(collection, new_id).values())  # ids aside: its own, not the name
+    assert texts == list(cut_alone(tmp_path, target, AT_128, pydoc_pipeline).values())
+    assert chunks_of(collection, "other.md") == cut_alone(
+        tmp_path, docs / "other.md", at_64, pydoc_pipeline
+    )
+
+
+def test_a_new_file_takes_the_settings_its_folder_shares_else_the_defaults(
+    tmp_path, pydoc_pipeline
+):
+    """The cron case: a file added to a folder cut at 128 is cut at 128 by a run given no
+    settings (it was cut at 256); in a folder of mixed settings, at the defaults."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128)
+    (docs / "added.md").write_text(long_section("Added by a colleague."))
+    added = ingest_documents(docs, collection, pydoc_pipeline, sync=True)
+    assert (added.added, added.unchanged) == (1, 2)
+    at_128 = cut_alone(tmp_path, docs / "added.md", AT_128, pydoc_pipeline)
+    assert at_128 != cut_alone(tmp_path, docs / "added.md", ChunkSettings(), pydoc_pipeline)
+    assert chunks_of(collection, "added.md") == at_128
+    ingest_documents(docs / "added.md", collection, pydoc_pipeline, ChunkSettings.sized(64))
+    (docs / "mixed.md").write_text(long_section("Added to a folder of mixed sizes."))
+    mixed = ingest_documents(docs, collection, pydoc_pipeline, sync=True)
+    assert (mixed.added, mixed.unchanged) == (1, 3)
+    assert chunks_of(collection, "mixed.md") == cut_alone(
+        tmp_path, docs / "mixed.md", ChunkSettings(), pydoc_pipeline
+    )
 
 
 def test_settings_given_re_chunk_the_documents_cut_otherwise_and_say_how_many(
@@ -560,8 +614,9 @@ def test_documents_chunked_before_settings_were_recorded_are_cut_as_before(
 
 
 def test_a_copy_is_named_a_repeat_whatever_settings_each_was_cut_at(tmp_path, pydoc_pipeline):
-    """The settings are in every doc_hash: a new copy cut at the default 256 of a document
-    kept at 128 has another, and repeats compare the content, in the run and stored."""
+    """The settings are in every doc_hash: a new copy cut at the default 256 (under a prefix
+    of no stored document) of a document kept at 128 has another, and repeats compare the
+    content, in the run and stored."""
     docs = kept_docs(tmp_path)
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(docs, collection, pydoc_pipeline, AT_128)

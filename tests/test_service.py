@@ -1296,8 +1296,9 @@ def test_a_chunked_write_without_settings_leaves_each_document_at_its_own(server
         assert again["chunked_at"] == {"max_tokens": 256, "overlap_tokens": 32}  # a new one's
         changed = write([edited, note, extra], {"markdown": False})  # no settings either
         assert (changed["added"], changed["updated"], changed["unchanged"]) == (1, 1, 1)
-        own = cut(edited["text"], at_48)  # the manual at its 48, the new one at 256
-        assert changed["chunks_written"] == own + cut(extra["text"], ChunkSettings())
+        own = cut(edited["text"], at_48)  # the manual at its 48, the new one at the 48
+        assert cut(extra["text"], at_48) != cut(extra["text"], ChunkSettings())  # both share
+        assert changed["chunks_written"] == own + cut(extra["text"], at_48)
         sent = write([edited, note, extra], {"max_tokens": 64})
         assert (sent["updated"], sent["rechunked"]) == (3, 3)
         assert sent["chunked_at"] == {"max_tokens": 64, "overlap_tokens": 31}

@@ -275,7 +275,7 @@ def ingest_command(
     if exclude and not chunk:
         raise fail("--exclude needs --chunk: a whole-document ingest reads every file")
     settings = chunk_settings(chunk, chunk_tokens, overlap)
-    # none given: each stored document is cut at its own, a new one at the defaults
+    # none given: each stored document is cut at its own, a new one as `Inherited` finds
     given = None if chunk_tokens is None and overlap is None else settings
     check_source(path)
     try:

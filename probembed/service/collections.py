@@ -229,7 +229,7 @@ def _collections(service: Service) -> APIRouter:
                 records[i] = Problem(
                     record.source, f"document {record.id!r}: {unencodable}", record.id
                 )
-            # none given: each stored document is cut at its own, a new one at the defaults
+            # none given: each stored document is cut at its own, a new one as `Inherited` finds
             settings = ChunkSettings.given(options.max_tokens, options.overlap_tokens)
             documents = [  # markdown None: by the id, as the CLI reads a JSONL file's records
                 r if isinstance(r, Problem) else record_document(r, options.markdown)

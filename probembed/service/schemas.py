@@ -265,7 +265,9 @@ class ChunkOptions(Strict):
         description="Chunk size in tokens, capped at the pipeline's limit; default: 256. With "
         "neither this nor `overlap_tokens`, a stored document is cut at the size and overlap "
         "it was cut at before (left alone when unchanged, re-cut at those when changed), a "
-        "new one at the defaults; given, a stored document cut at others is re-chunked "
+        "new one at those of a stored document of its content under `prefix`, else those "
+        "every stored document under `prefix` shares, else the defaults; given, a stored "
+        "document cut at others is re-chunked "
         "(`rechunked` in the answer).",
     )
     overlap_tokens: int | None = Field(
@@ -309,7 +311,8 @@ class DocumentsWrite(Strict):
     chunk: ChunkOptions | bool = Field(
         False,
         description="Store each document as chunks `id#i` (true: a stored document at the "
-        "size and overlap it was cut at, a new one at 256 tokens, 32 overlap), re-embedding "
+        "size and overlap it was cut at, a new one at those its stored neighbours share, else "
+        "256 tokens, 32 overlap: `max_tokens`), re-embedding "
         "only documents whose content changed since they were stored.",
     )
     sync: bool = Field(

@@ -521,13 +521,46 @@ def cut_at(stored: StoredDocument | None) -> ChunkSettings | None:
 
 
 def cutting(
-    given: ChunkSettings | None, stored: StoredDocument | None, limit: int | None
+    given: ChunkSettings | None, before: ChunkSettings | None, limit: int | None
 ) -> ChunkSettings:
-    """The settings a document is cut at: those the run was given, else those its stored
-    version was cut at (`cut_at`), else the defaults; capped at the pipeline's `limit`. A
-    run given none cut every document at the defaults: one cut at 128 tokens was re-chunked
-    at 256 without a word."""
-    return (given or cut_at(stored) or ChunkSettings()).capped(limit)
+    """The settings a document is cut at: those the run was given, else `before` (those its
+    stored version was cut at, `cut_at`, or a new one's `Inherited`), else the defaults;
+    capped at the pipeline's `limit`. A run given none cut every document at the defaults:
+    one cut at 128 tokens was re-chunked at 256 without a word."""
+    return (given or before or ChunkSettings()).capped(limit)
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """The settings a new document takes in a run given none, from the stored documents of
+    the run's scope: a renamed, moved or recomposed file fell back to the defaults, so a
+    folder cut at 128 tokens drifted to mixed sizes without a word."""
+
+    #: The content digests (`stored_digests`) of the stored documents that record settings.
+    digests: frozenset[str]
+    #: The settings those record, in a fixed order.
+    cuts: tuple[ChunkSettings, ...]
+    #: The settings every whole stored document shares (one recording none counts as the
+    #: defaults it is re-cut at), None where they differ or there are none.
+    shared: ChunkSettings | None
+
+    @classmethod
+    def of(cls, scope: Mapping[str, StoredDocument]) -> Inherited:
+        """What the stored documents of a run's scope leave a new document."""
+        whole = {doc: v for doc, v in scope.items() if was_whole(doc, v)}
+        recorded = {doc: cut for doc, v in whole.items() if (cut := cut_at(v)) is not None}
+        digests = frozenset(d for doc, d in stored_digests(whole) if doc in recorded)
+        cuts = tuple(sorted(set(recorded.values()), key=lambda c: (c.max_tokens, c.overlap_tokens)))
+        kinds = {recorded.get(doc, ChunkSettings()) for doc in whole}
+        return cls(digests, cuts, kinds.pop() if len(kinds) == 1 else None)
+
+    def settings(self, content: str) -> ChunkSettings | None:
+        """A new document's: those of a stored document of its very content (the file it
+        was renamed from, its old spelling), else those every stored document shares."""
+        for cut in self.cuts:
+            if chunked_digest(content, cut) in self.digests:
+                return cut
+        return self.shared
 
 
 def rechunked(
@@ -653,9 +686,12 @@ def ingest_parsed(
     `chunking`: the chunk size and overlap to cut every document at, so a document stored at
     others is re-chunked (`DocumentReport.rechunked` counts those whose content is as
     stored); None: each document at those it was cut at before (`cut_at`: a stored document
-    left alone whatever it was cut at, a changed one re-cut at its own, a new one at the
-    defaults, as is one stored before chunk 0 recorded them), so a run given no settings
-    never re-chunks what another run cut at other settings. Capped at the pipeline's limit.
+    left alone whatever it was cut at, a changed one re-cut at its own, a new one at those
+    of a stored document of its content under `prefix` (a renamed or moved file), else at
+    those every stored document under `prefix` shares, else at the defaults (`Inherited`),
+    as is one stored before chunk 0 recorded them), so a run given no settings never
+    re-chunks what another run cut at other settings, nor cuts a folder's new files at
+    others. Capped at the pipeline's limit.
     `stop`: called before each tokenizer call of the chunking, which comes before any write,
     so what it raises ends the run with nothing written (the service's shutdown, whose
     `encode` refuses the batches after it; a streamed file is chunked between its batches).
@@ -902,11 +938,12 @@ def _plan(
 ) -> _Plan:
     """Sort the documents read (their ids under `prefix`) into unchanged, to chunk and to
     stream, each at the settings `cutting` gives it (`given`, else its stored version's,
-    else the defaults; capped at `limit`); count them and their problems in the report
-    (with `alone`, a file whose id another file still there holds). `scope`: the stored
-    documents under `prefix`, among which a file given alone finds the document a folder
-    ingest stored it as."""
+    else for a new one those `Inherited` finds in `scope`, else the defaults; capped at
+    `limit`); count them and their problems in the report (with `alone`, a file whose id
+    another file still there holds). `scope`: the stored documents under `prefix`, among
+    which a file given alone finds the document a folder ingest stored it as."""
     plan = _Plan()
+    inherited = Inherited.of(scope)
     for item in items:
         empty = _empty(item)
         if empty is not None:  # there, with nothing to index: neither bad nor gone
@@ -953,7 +990,8 @@ def _plan(
             continue
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
-        settings = cutting(given, before, limit)
+        own = inherited.settings(content) if before is None else cut_at(before)
+        settings = cutting(given, own, limit)
         digest = chunked_digest(content, settings)
         elsewhere = other_file(item.id, file_path(item), before, prefix) if alone else None
         if unchanged(item.id, digest, before):
