@@ -18,13 +18,13 @@ from fpdf import FPDF
 from memory_support import PATH
 from typer.testing import CliRunner
 
-from probembed.chunking import ChunkSettings
+from probembed.chunking import ChunkSettings, GivenChunking
 from probembed.documents import record_from
 from probembed.encoders.hashing import CACHED_CHARS
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
 from probembed.store.chunked import STREAM_BYTES as STREAM_DEFAULT
-from probembed.store.chunked import ingest_parsed, read_documents
+from probembed.store.chunked import cut_at, ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
 from probembed.store.readers import Problem, Record
@@ -542,6 +542,61 @@ def test_a_new_file_takes_the_settings_its_folder_shares_else_the_defaults(
     )
 
 
+def cuts_of(collection) -> dict[str, ChunkSettings | None]:
+    """The settings each stored document's chunk 0 records it was cut at."""
+    return {doc: cut_at(stored) for doc, stored in collection.document_index().items()}
+
+
+def test_a_size_or_an_overlap_given_alone_keeps_each_documents_other(tmp_path, pydoc_pipeline):
+    """`--overlap 8` alone re-cut a folder kept at 128:16 at 256:8, `--chunk-tokens 64` alone
+    at 64:31: the value not given came from the defaults. It comes from each document (a
+    new one's as one given none gets it), the overlap lowered under half a smaller size."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, ChunkSettings(128, 16))
+    (docs / "other.md").write_text(long_section("Kept at 128 with a wide overlap."))
+    ingest_documents(docs / "other.md", collection, pydoc_pipeline, ChunkSettings(128, 40))
+    overlap = ingest_documents(docs, collection, pydoc_pipeline, GivenChunking(overlap_tokens=8))
+    assert (overlap.updated, overlap.rechunked) == (3, 3)
+    assert set(cuts_of(collection).values()) == {ChunkSettings(128, 8)}
+    assert chunks_of(collection, "guide.md") == cut_alone(
+        tmp_path, docs / "guide.md", ChunkSettings(128, 8), pydoc_pipeline
+    )
+    ingest_documents(docs / "other.md", collection, pydoc_pipeline, ChunkSettings(128, 40))
+    (docs / "new.md").write_text(long_section("A new page."))
+    size = ingest_documents(docs, collection, pydoc_pipeline, GivenChunking(max_tokens=64))
+    assert (size.added, size.updated) == (1, 3)
+    assert cuts_of(collection) == {
+        "guide.md": ChunkSettings(64, 8),
+        "notes.txt": ChunkSettings(64, 8),
+        "other.md": ChunkSettings(64, 31),  # its 40, under half of 64
+        "new.md": ChunkSettings(64, 31),  # mixed: the default 32, lowered as the others'
+    }
+
+
+def test_an_overlap_given_alone_that_a_documents_size_refuses_names_it(tmp_path, pydoc_pipeline):
+    """An overlap alone fits one document's size and not another's: that one is a bad
+    document, named with its size, and nothing is written (on_error stop)."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, ChunkSettings(512, 16))
+    ingest_documents(docs / "notes.txt", collection, pydoc_pipeline, ChunkSettings(64, 16))
+    version = collection.version
+    with pytest.raises(
+        IngestError, match=r"'notes.txt': the overlap of 100 .* 64-token"
+    ) as refused:
+        ingest_documents(docs, collection, pydoc_pipeline, GivenChunking(overlap_tokens=100))
+    assert "guide.md" not in str(refused.value) and collection.version == version
+    skipped = ingest_documents(
+        docs, collection, pydoc_pipeline, GivenChunking(overlap_tokens=100), on_error="skip"
+    )
+    assert (skipped.updated, len(skipped.problems)) == (1, 1)
+    assert cuts_of(collection) == {
+        "guide.md": ChunkSettings(512, 100),
+        "notes.txt": ChunkSettings(64, 16),
+    }
+
+
 def test_settings_given_re_chunk_the_documents_cut_otherwise_and_say_how_many(
     tmp_path, pydoc_pipeline
 ):
@@ -653,6 +708,26 @@ def test_the_cli_keeps_each_documents_settings_and_counts_a_re_chunk(tmp_path, p
     assert "updated 2 (2 re-chunked for the chunk settings alone), removed 0" in line
     overlap = runner.invoke(app, [*command, "--chunk-tokens", "64", "--overlap", "8", "--json"])
     assert json.loads(overlap.stdout.splitlines()[-1])["rechunked"] == 2
+
+
+def test_the_cli_fills_an_option_not_given_from_each_document(tmp_path, pydoc_pipeline_dir):
+    """`ingest --chunk --overlap 8` re-cut a folder kept at 128:16 at 256:8; `embed`, which
+    writes files of no stored document, fills it from the defaults still."""
+    docs = kept_docs(tmp_path)
+    db = str(tmp_path / "db")
+    command = ["ingest", str(docs), "--chunk", "--db", db, "-c", "kb"]
+    command += ["--pipeline", str(pydoc_pipeline_dir)]
+    runner = CliRunner()
+    made = runner.invoke(app, [*command, "--chunk-tokens", "128", "--overlap", "16"])
+    assert made.exit_code == 0, made.output
+    again = runner.invoke(app, [*command, "--overlap", "8", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout.splitlines()[-1])["rechunked"] == 2
+    collection = Database(tmp_path / "db").collection("kb")
+    assert set(cuts_of(collection).values()) == {ChunkSettings(128, 8)}
+    out = ["embed", str(docs), "--chunk", "--out", str(tmp_path / "out"), "--overlap", "200"]
+    refused = runner.invoke(app, out)
+    assert refused.exit_code != 0 and "--overlap" in refused.output, refused.output
 
 
 def test_one_bar_counts_every_chunk_and_a_replaced_row_counts_as_written(

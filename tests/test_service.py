@@ -1293,16 +1293,26 @@ def test_a_chunked_write_without_settings_leaves_each_document_at_its_own(server
         assert (again["unchanged"], again["updated"], again["removed"]) == (2, 0, 0)
         assert (again["chunks_written"], again["chunks_removed"], again["rechunked"]) == (0, 0, 0)
         assert again["count"] == first["count"]
-        assert again["chunked_at"] == {"max_tokens": 256, "overlap_tokens": 32}  # a new one's
+        assert again["chunked_at"] == {"max_tokens": 48, "overlap_tokens": 8}  # what they keep
         changed = write([edited, note, extra], {"markdown": False})  # no settings either
         assert (changed["added"], changed["updated"], changed["unchanged"]) == (1, 1, 1)
         own = cut(edited["text"], at_48)  # the manual at its 48, the new one at the 48
         assert cut(extra["text"], at_48) != cut(extra["text"], ChunkSettings())  # both share
         assert changed["chunks_written"] == own + cut(extra["text"], at_48)
-        sent = write([edited, note, extra], {"max_tokens": 64})
+        sent = write([edited, note, extra], {"max_tokens": 64})  # each keeps its overlap
         assert (sent["updated"], sent["rechunked"]) == (3, 3)
-        assert sent["chunked_at"] == {"max_tokens": 64, "overlap_tokens": 31}
+        assert sent["chunked_at"] == {"max_tokens": 64, "overlap_tokens": 8}
         assert write([edited, note, extra], {"max_tokens": 64})["rechunked"] == 0
+        overlap = write([edited, note, extra], {"overlap_tokens": 4})  # each keeps its size
+        assert (overlap["rechunked"], overlap["chunked_at"]) == (
+            3, {"max_tokens": 64, "overlap_tokens": 4})  # fmt: skip
+        write([note], {"max_tokens": 48, "overlap_tokens": 8})
+        mixed = write([edited, note, extra], True)
+        assert mixed["unchanged"] == 3 and mixed["chunked_at"] is None  # no one setting
+        body = {"documents": [edited, note], "chunk": {"overlap_tokens": 30}}
+        unfit = http.post("/v1/collections/kept/documents", json=body)
+        assert unfit.status_code == 422 and "'note'" in unfit.text, unfit.text
+        assert "'manual'" not in unfit.text and "the 48-token chunks" in unfit.text
 
 
 def test_a_markdown_document_is_titled_and_sectioned_as_the_cli_reads_its_file(

@@ -58,18 +58,11 @@ class ChunkSettings:
         """Settings of this size; without an overlap, the default 32 where it fits (under half
         the size), else the most that does: a size of 8 given alone was refused for an
         overlap the caller never chose."""
-        if overlap_tokens is None and isinstance(max_tokens, int) and max_tokens >= 8:
-            overlap_tokens = min(cls.overlap_tokens, max_tokens // 2 - 1)
-        return cls(max_tokens, cls.overlap_tokens if overlap_tokens is None else overlap_tokens)
+        return GivenChunking(max_tokens, overlap_tokens).over(cls())
 
-    @classmethod
-    def given(cls, max_tokens: int | None, overlap_tokens: int | None) -> ChunkSettings | None:
-        """The settings a caller gave (a size, an overlap or both, the other at its default,
-        as `sized` gives it), or None where it gave neither: chunked ingest then cuts each
-        stored document at the settings it was cut at before, not at the defaults."""
-        if max_tokens is None and overlap_tokens is None:
-            return None
-        return cls.sized(cls.max_tokens if max_tokens is None else max_tokens, overlap_tokens)
+    def over(self, base: ChunkSettings) -> ChunkSettings:
+        """Whole settings given: every document at these, whatever `base` it was cut at."""
+        return self
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "overlap_tokens"):  # 2.0 would key other digests than 2
@@ -95,6 +88,48 @@ class ChunkSettings:
         if limit is None or limit >= self.max_tokens:
             return self
         return ChunkSettings(limit, min(self.overlap_tokens, limit // 2 - 1))
+
+
+@dataclass(frozen=True)
+class GivenChunking:
+    """A chunk size, an overlap or both as a caller gave them (`--chunk-tokens`, `--overlap`,
+    the service's `max_tokens`, `overlap_tokens`): the one not given comes from each
+    document's own settings (`over`), where the defaults filled it, so `--overlap 8` alone
+    re-cut a folder kept at 128 tokens at 256."""
+
+    max_tokens: int | None = None
+    overlap_tokens: int | None = None
+
+    @classmethod
+    def of(cls, max_tokens: int | None, overlap_tokens: int | None) -> GivenChunking | None:
+        """What a caller gave, or None where it gave neither: chunked ingest then cuts each
+        stored document at the settings it was cut at before, not at the defaults."""
+        if max_tokens is None and overlap_tokens is None:
+            return None
+        return cls(max_tokens, overlap_tokens)
+
+    def __post_init__(self) -> None:
+        """Checked as `ChunkSettings` checks them, a size with the overlap it brings; an
+        overlap alone as a count, since whether it fits is each document's size's to say."""
+        if self.max_tokens is not None:
+            self.over(ChunkSettings())
+            return
+        value = self.overlap_tokens
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise ValueError(f"overlap_tokens must be in [0, max_tokens / 2), got {value!r}")
+
+    def over(self, base: ChunkSettings) -> ChunkSettings:
+        """The settings a document cut at `base` is cut at: the values given, the others
+        `base`'s, its overlap lowered under half of a smaller size given (as the default's
+        is); an overlap given that is not under half of `base`'s size is a ValueError."""
+        size = base.max_tokens if self.max_tokens is None else self.max_tokens
+        overlap = self.overlap_tokens
+        if overlap is None:
+            fits = isinstance(size, int) and size >= 8  # else ChunkSettings names the size
+            overlap = min(base.overlap_tokens, size // 2 - 1) if fits else base.overlap_tokens
+        return ChunkSettings(size, overlap)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from probembed.interfaces.store_options import (
     FollowLinksOption,
     GpusOption,
     IngestChunkTokensOption,
+    IngestOverlapOption,
     OnErrorOption,
     OverlapOption,
     StorageOption,
@@ -59,7 +60,7 @@ from probembed.progress import stderr_is_terminal
 from probembed.signals import Kept, Terminated
 
 if TYPE_CHECKING:
-    from probembed.chunking import ChunkSettings
+    from probembed.chunking import ChunkSettings, GivenChunking
     from probembed.store import Collection, Database, DocumentReport, IngestReport
     from probembed.store.ingest import OnError
 
@@ -203,7 +204,7 @@ def ingest_command(
         ),
     ] = False,
     chunk_tokens: IngestChunkTokensOption = None,
-    overlap: OverlapOption = None,
+    overlap: IngestOverlapOption = None,
     sync: Annotated[
         bool,
         typer.Option(
@@ -274,9 +275,8 @@ def ingest_command(
     check_wait(wait, chunk or sync, "--sync or --chunk")
     if exclude and not chunk:
         raise fail("--exclude needs --chunk: a whole-document ingest reads every file")
-    settings = chunk_settings(chunk, chunk_tokens, overlap)
     # none given: each stored document is cut at its own, a new one as `Inherited` finds
-    given = None if chunk_tokens is None and overlap is None else settings
+    given = chunk_settings(chunk, chunk_tokens, overlap)
     check_source(path)
     try:
         check_collection_name(collection)
@@ -306,7 +306,7 @@ def ingest_command(
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         if replace_pipeline and target.exists:
             _replace_pipeline(target, pipe, quiet)
-        _say_if_capped(chunk_tokens, settings, pipe)
+        _say_if_capped(given, pipe)
         if chunk:
             chunked: dict[str, Any] = {"sync": sync, "exclude": exclude or [], "chunking": given}
             report = ingest_and_report(path, target, pipe, True, on_ray, **chunked, **options)
@@ -337,38 +337,51 @@ def ingest_command(
 
 def chunk_settings(
     chunk: bool, chunk_tokens: int | None, overlap: int | None
-) -> ChunkSettings | None:
-    """The chunk settings `--chunk`, `--chunk-tokens` and `--overlap` give (None: no chunking),
-    refused naming the option, before anything is read or a pipeline loads."""
-    from probembed.chunking import ChunkSettings
+) -> GivenChunking | None:
+    """The chunk settings `--chunk`, `--chunk-tokens` and `--overlap` give (None: no chunking;
+    neither option: none given, each document's own), refused naming the option, before
+    anything is read or a pipeline loads."""
+    from probembed.chunking import GivenChunking
 
     if not chunk and (chunk_tokens is not None or overlap is not None):
         raise fail("--chunk-tokens and --overlap need --chunk: without it documents are whole")
     if not chunk:
         return None
     try:
-        return ChunkSettings.given(chunk_tokens, overlap) or ChunkSettings()
+        return GivenChunking(chunk_tokens, overlap)
     except ValueError as exc:
         raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
 
 
-def _say_if_capped(chunk_tokens: int | None, settings: ChunkSettings | None, pipe: Any) -> None:
+def _cut_afresh(given: GivenChunking) -> ChunkSettings:
+    """The settings `embed` cuts every document at: the files it writes hold no document's
+    own, so the defaults fill what is not given; refused naming the option."""
+    from probembed.chunking import ChunkSettings
+
+    try:
+        return given.over(ChunkSettings())
+    except ValueError as exc:
+        raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
+
+
+def _say_if_capped(given: GivenChunking | None, pipe: Any) -> None:
     """Warn, once, that --chunk-tokens is more than the pipeline reads: the library caps it
-    at the shortest member's limit (the overlap too, under half of that), and a person should
-    not find out from the chunks."""
+    at the shortest member's limit (an --overlap given too, under half of that), and a
+    person should not find out from the chunks."""
     limit = pipe.max_tokens
-    if chunk_tokens is None or settings is None or limit is None or chunk_tokens <= limit:
+    size = None if given is None else given.max_tokens
+    if given is None or size is None or limit is None or size <= limit:
         return
-    overlap = settings.capped(limit).overlap_tokens
+    overlap = given.overlap_tokens
     lowered = (
-        f", and the overlap at {overlap} (under half of that)"
-        if overlap < settings.overlap_tokens
+        f", and the overlap at {limit // 2 - 1} (under half of that)"
+        if overlap is not None and overlap >= limit // 2
         else ""
     )
     note(
         "warning:",
         "yellow",
-        f"--chunk-tokens {chunk_tokens} is more than the {limit} tokens pipeline "
+        f"--chunk-tokens {size} is more than the {limit} tokens pipeline "
         f"{pipe.name}'s shortest member reads: chunks are cut at {limit}{lowered}",
     )
 
@@ -509,7 +522,8 @@ def embed_command(
 
     # what needs no pipeline first: loading one takes seconds
     address = check_run_options(on_error, ray, address, workers, cpus_per_worker, gpus_per_worker)
-    settings = chunk_settings(chunk, chunk_tokens, overlap)
+    given = chunk_settings(chunk, chunk_tokens, overlap)
+    settings = None if given is None else _cut_afresh(given)
     check_source(path)
     check_output_folder("--out", out)
     try:
@@ -521,7 +535,7 @@ def embed_command(
             lambda: read_checked(path, None, "stop", clashes={}, follow_links=follow_links)
         )
     pipe = load_pipeline(pipeline)
-    _say_if_capped(chunk_tokens, settings, pipe)
+    _say_if_capped(given, pipe)
     try:
         report = embed_to_parquet(
             path,

@@ -108,7 +108,8 @@ IngestChunkTokensOption = Annotated[
     int | None,
     typer.Option(
         help="Tokens per chunk, at most \\[default: 256]. Without it and --overlap, a stored "
-        "document is cut at the size and overlap it was cut at before."
+        "document is cut at the size and overlap it was cut at before; given alone, each "
+        "document keeps its own overlap (lowered under half this size)."
     ),
 ]
 OverlapOption = Annotated[
@@ -116,6 +117,15 @@ OverlapOption = Annotated[
     typer.Option(
         help="Tokens a chunk repeats from the last "
         "\\[default: 32, or the most under half a smaller size]."
+    ),
+]
+#: ingest's --overlap, which says what a run given it alone cuts at.
+IngestOverlapOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Tokens a chunk repeats from the last "
+        "\\[default: 32, or the most under half a smaller size]. Given alone, each document "
+        "keeps its own chunk size (a new one the size --chunk-tokens says)."
     ),
 ]
 FollowLinksOption = Annotated[

@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Security
 from fastapi.responses import Response
 
-from probembed.chunking import ChunkSettings
+from probembed.chunking import GivenChunking
 from probembed.encoders.base import lone_surrogate
 from probembed.fusion import Fused
 from probembed.service import schemas
@@ -86,17 +86,18 @@ def _upsert_hint(changed: list[str] | None) -> str | None:
     )
 
 
-def _chunked_report(
-    name: str, report: DocumentReport, count: int, cut: ChunkSettings
-) -> schemas.WriteReport:
-    """What a chunked write did, documents and chunks, and the size it cut them at, in the
-    response's shape."""
+def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
+    """What a chunked write did, documents and chunks, and the size it cut them at where
+    that was one (`DocumentReport.chunked_at`), in the response's shape."""
+    cut = report.chunked_at
     return schemas.WriteReport(
         **report.to_json(),
         collection=name,
         already_stored=0,
         count=count,
-        chunked_at=schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
+        chunked_at=None
+        if cut is None
+        else schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
     )
 
 
@@ -230,7 +231,7 @@ def _collections(service: Service) -> APIRouter:
                     record.source, f"document {record.id!r}: {unencodable}", record.id
                 )
             # none given: each stored document is cut at its own, a new one as `Inherited` finds
-            settings = ChunkSettings.given(options.max_tokens, options.overlap_tokens)
+            settings = GivenChunking.of(options.max_tokens, options.overlap_tokens)
             documents = [  # markdown None: by the id, as the CLI reads a JSONL file's records
                 r if isinstance(r, Problem) else record_document(r, options.markdown)
                 for r in records
@@ -260,9 +261,7 @@ def _collections(service: Service) -> APIRouter:
                     stop=service.refuse_if_stopping,  # a shutdown's: not the whole document
                     wait=PLAN_WAIT,
                 )
-                count = service.count_items(collection)  # the size ingest_parsed cut at:
-                cut = (settings or ChunkSettings()).capped(pipeline.max_tokens)
-                return _chunked_report(name, report, count, cut)
+                return _chunked_report(name, report, service.count_items(collection))
 
             return await service.run(name, write_chunks, writer=True)
 

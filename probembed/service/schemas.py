@@ -22,7 +22,6 @@ from pydantic import (
     model_validator,
 )
 
-from probembed.chunking import ChunkSettings
 from probembed.encoders.base import lone_surrogate
 from probembed.scoring import Score, parse_score
 from probembed.service.settings import DEFAULT_K
@@ -267,14 +266,17 @@ class ChunkOptions(Strict):
         "it was cut at before (left alone when unchanged, re-cut at those when changed), a "
         "new one at those of a stored document of its content under `prefix`, else those "
         "every stored document under `prefix` shares, else the defaults; given, a stored "
-        "document cut at others is re-chunked "
-        "(`rechunked` in the answer).",
+        "document cut at others is re-chunked (`rechunked` in the answer). Given without "
+        "`overlap_tokens`, each document keeps its own overlap (a new one's as above), "
+        "lowered under max_tokens / 2.",
     )
     overlap_tokens: int | None = Field(
         None,
         ge=0,
         description="Tokens a chunk repeats of the one before, under max_tokens / 2; "
-        "default: 32, or the most under max_tokens / 2 for smaller chunks.",
+        "default: 32, or the most under max_tokens / 2 for smaller chunks. Given without "
+        "`max_tokens`, each document keeps its own size (a new one's as `max_tokens` says), "
+        "and a document whose size it is not under half of is a bad document.",
     )
     markdown: bool | None = Field(
         None,
@@ -286,12 +288,12 @@ class ChunkOptions(Strict):
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> ChunkOptions:
-        """An overlap given is under half the size (a 422 naming both, not a later refusal)."""
-        size = ChunkSettings.max_tokens if self.max_tokens is None else self.max_tokens
-        if self.overlap_tokens is not None and self.overlap_tokens >= size // 2:
+        """An overlap given with a size is under half of it (a 422 naming both, not a later
+        refusal); one given alone is checked against each document's own size."""
+        size, overlap = self.max_tokens, self.overlap_tokens
+        if size is not None and overlap is not None and overlap >= size // 2:
             raise ValueError(
-                f"overlap_tokens must be under max_tokens / 2, got {self.overlap_tokens} "
-                f"for max_tokens={size}"
+                f"overlap_tokens must be under max_tokens / 2, got {overlap} for max_tokens={size}"
             )
         return self
 
@@ -440,11 +442,12 @@ class WriteReport(BaseModel):
     )
     chunked_at: ChunksCut | None = Field(
         None,
-        description="Chunked writes only: the chunk size and overlap the documents were cut "
-        "at, `chunk`'s capped at the pipeline's shortest member's token limit (a larger "
-        "`max_tokens` would leave the end of each chunk unread by that member). Sent "
-        "without either, the defaults a new document is cut at: a stored one that changed is "
-        "re-cut at its own.",
+        description="Chunked writes only: the chunk size and overlap the request's documents "
+        "were cut at (or, unchanged, are stored at), `chunk`'s capped at the pipeline's "
+        "shortest member's token limit (a larger `max_tokens` would leave the end of each "
+        "chunk unread by that member). null: they were cut at different settings (sent with "
+        "neither or one of `max_tokens` and `overlap_tokens`, each document keeps its own), "
+        "or no document was cut.",
     )
 
 

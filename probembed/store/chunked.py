@@ -28,7 +28,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
-from probembed.chunking import Chunk, ChunkSettings, chunk_text, stoppable, stream_chunks
+from probembed.chunking import (
+    Chunk,
+    ChunkSettings,
+    GivenChunking,
+    chunk_text,
+    stoppable,
+    stream_chunks,
+)
 from probembed.documents import under_prefix
 from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
@@ -156,6 +163,14 @@ class DocumentReport:
     empty: list[str] = field(default_factory=list)
     emptied: int = 0
     empty_kept: int = 0
+    #: The settings the documents written or left unchanged were cut at (`cutting`).
+    cuts: set[ChunkSettings] = field(default_factory=set)
+
+    @property
+    def chunked_at(self) -> ChunkSettings | None:
+        """The settings every document of the run was cut at, None where they differ (each
+        document keeps its own when the run was given none or one of them) or none was."""
+        return next(iter(self.cuts)) if len(self.cuts) == 1 else None
 
     def summary(self) -> str:
         """One line for a person."""
@@ -521,13 +536,15 @@ def cut_at(stored: StoredDocument | None) -> ChunkSettings | None:
 
 
 def cutting(
-    given: ChunkSettings | None, before: ChunkSettings | None, limit: int | None
+    given: ChunkSettings | GivenChunking | None, before: ChunkSettings | None, limit: int | None
 ) -> ChunkSettings:
-    """The settings a document is cut at: those the run was given, else `before` (those its
-    stored version was cut at, `cut_at`, or a new one's `Inherited`), else the defaults;
-    capped at the pipeline's `limit`. A run given none cut every document at the defaults:
-    one cut at 128 tokens was re-chunked at 256 without a word."""
-    return (given or before or ChunkSettings()).capped(limit)
+    """The settings a document is cut at: those the run was given, the one not given (a size
+    or an overlap alone) filled from `before` (those its stored version was cut at, `cut_at`,
+    or a new one's `Inherited`), else the defaults; capped at the pipeline's `limit`. A run
+    given none cut every document at the defaults: one cut at 128 tokens was re-chunked at
+    256 without a word. A ValueError: an overlap given alone not under half that size."""
+    base = before or ChunkSettings()
+    return (base if given is None else given.over(base)).capped(limit)
 
 
 @dataclass(frozen=True)
@@ -585,7 +602,7 @@ def ingest_documents(
     source: str | Path,
     collection: Collection,
     pipeline: Pipeline | str | os.PathLike | None = None,
-    chunking: ChunkSettings | None = None,
+    chunking: ChunkSettings | GivenChunking | None = None,
     sync: bool = False,
     on_error: OnError = "stop",
     batch_size: int = DEFAULT_BATCH,
@@ -644,7 +661,7 @@ def ingest_parsed(
     items: Iterable[SourceDocument | StreamedFile | Problem],
     collection: Collection,
     pipeline: Pipeline | str | os.PathLike | None = None,
-    chunking: ChunkSettings | None = None,
+    chunking: ChunkSettings | GivenChunking | None = None,
     sync: bool = False,
     on_error: OnError = "stop",
     batch_size: int = DEFAULT_BATCH,
@@ -685,8 +702,11 @@ def ingest_parsed(
     (`readers.prefixed`): several sources share a collection, each synced on its own.
     `chunking`: the chunk size and overlap to cut every document at, so a document stored at
     others is re-chunked (`DocumentReport.rechunked` counts those whose content is as
-    stored); None: each document at those it was cut at before (`cut_at`: a stored document
-    left alone whatever it was cut at, a changed one re-cut at its own, a new one at those
+    stored); a `GivenChunking` of one of them: that one, the other each document's own as
+    below (its overlap lowered under half of a smaller size given; an overlap alone over half
+    a document's size is that document's problem); None: each document at those it was cut
+    at before (`cut_at`: a stored document left alone whatever it was cut at, a changed one
+    re-cut at its own, a new one at those
     of a stored document of its content under `prefix` (a renamed or moved file), else at
     those every stored document under `prefix` shares, else at the defaults (`Inherited`),
     as is one stored before chunk 0 recorded them), so a run given no settings never
@@ -765,7 +785,11 @@ def ingest_parsed(
             if (doc not in plan.seen or doc in kept_empty) and doc not in gone
         }
         ours = [(doc, c) for doc, c in plan.contents.items() if doc not in refused]
-        fallback = cutting(chunking, None, limit)  # what one stored before cut_at is cut at
+        report.cuts = {cut for doc, cut in plan.cuts.items() if doc not in refused}
+        try:  # what one stored before cut_at is cut at
+            fallback = cutting(chunking, None, limit)
+        except ValueError:  # an overlap alone that the defaults refuse: no document is cut so
+            fallback = ChunkSettings()
         report.repeats = repeated(ours, stored_contents(left, (c for _, c in ours), fallback))
         start = collection.version if collection.exists else None  # what a failed stream undoes to
         created = creation(collection)  # what every part's commits must find: a drop stops them
@@ -910,6 +934,8 @@ class _Plan:
     #: The content digest (`content_hash`, a streamed file's `digest`) of each document
     #: written or left unchanged, whatever settings it is cut at: what repeats compare.
     contents: dict[str, str] = field(default_factory=dict)
+    #: The settings each document of `contents` is cut at.
+    cuts: dict[str, ChunkSettings] = field(default_factory=dict)
     #: Changed documents whose content is as stored, re-chunked for the settings alone.
     rechunked: set[str] = field(default_factory=set)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
@@ -930,7 +956,7 @@ def _plan(
     stored: dict[str, StoredDocument],
     scope: dict[str, StoredDocument],
     count: Callable,
-    given: ChunkSettings | None,
+    given: ChunkSettings | GivenChunking | None,
     report: DocumentReport,
     alone: bool = False,
     prefix: str = "",
@@ -991,12 +1017,19 @@ def _plan(
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
         own = inherited.settings(content) if before is None else cut_at(before)
-        settings = cutting(given, own, limit)
+        try:
+            settings = cutting(given, own, limit)
+        except ValueError:  # an overlap given alone, not under half the size it keeps
+            overlap = cast(GivenChunking, given).overlap_tokens  # only an overlap alone fails
+            size = (own or ChunkSettings()).max_tokens
+            report.problems.append(Problem(item.source, _unfit(item.id, overlap, size), item.id))
+            continue
         digest = chunked_digest(content, settings)
         elsewhere = other_file(item.id, file_path(item), before, prefix) if alone else None
         if unchanged(item.id, digest, before):
             report.unchanged += 1
             plan.contents[item.id] = content
+            plan.cuts[item.id] = settings
             if moved_to(item.id, file_path(item), before, elsewhere, prefix):
                 plan.relocated[item.id] = cast(str, file_path(item))  # moved: read from a file
         elif elsewhere is not None:
@@ -1004,6 +1037,7 @@ def _plan(
         elif isinstance(item, StreamedFile):
             plan.streamed.append((item, settings))  # counted once written
             plan.contents[item.id] = content
+            plan.cuts[item.id] = settings
             _note_rechunked(plan, item.id, content, settings, before)
         else:
             chunks = document_chunks(item, count, settings)
@@ -1018,6 +1052,7 @@ def _plan(
             plan.changed[item.id] = (not was_whole(item.id, before), old)
             plan.by_chars[item.id] = sum(chunk.by_chars for chunk in chunks)
             plan.contents[item.id] = content
+            plan.cuts[item.id] = settings
             _note_rechunked(plan, item.id, content, settings, before)
     return plan
 
@@ -1039,6 +1074,16 @@ def _empty(item: SourceDocument | StreamedFile | Problem) -> str | None:
     if isinstance(item, SourceDocument) and is_blank(item.text):
         return item.id
     return None
+
+
+def _unfit(doc_id: str, overlap: int | None, size: int) -> str:
+    """Why a document is not cut at the overlap given alone (in no front door's words: the
+    CLI's and the service's options differ), and what to do."""
+    return (
+        f"document {doc_id!r}: the overlap of {overlap} tokens given alone is not "
+        f"under half the {size}-token chunks it keeps; give a chunk size too, or an overlap "
+        f"under {size // 2}"
+    )
 
 
 def _same_id(doc_id: str, stored: str) -> str:
