@@ -252,3 +252,67 @@ def test_two_processes_writing_the_same_ids_store_each_id_once(tmp_path, hash_pi
     if mode == "ingest":  # between them every id added once, each run accounting for all 200
         assert sum(int(s[0]) for s in said) == 200
         assert all(int(s[0]) + int(s[1]) == 200 for s in said)
+
+
+#: A streamed re-write of one file (`ingest_documents` with `stream_bytes=0`, its chunks in
+#: batches of 4) that holds still after its first batch commits, for the parent's SIGKILL.
+STREAM_CHILD = textwrap.dedent(
+    """
+    import sys
+    from probembed.pipeline import Pipeline
+    from probembed.store import Database, chunked, ingest_documents
+
+    commit = chunked.commit
+
+    def committed_then_held(*args, **kwargs):
+        done = commit(*args, **kwargs)
+        print("committed 1", flush=True)
+        sys.stdin.readline()  # wait, mid-stream, for the parent's SIGKILL
+        return done
+
+    chunked.commit = committed_then_held
+    pipe = Pipeline.load(sys.argv[2], cache=False)
+    collection = Database(sys.argv[1]).open("docs")
+    ingest_documents(sys.argv[3], collection, pipe, batch_size=4, stream_bytes=0)
+    """
+)
+
+
+def test_a_stream_killed_mid_rewrite_keeps_chunk_0_and_its_settings(
+    tmp_path, pydoc_pipeline, pydoc_pipeline_dir
+):
+    """A streamed re-write deleted the stored chunks, chunk 0 too, before writing: a SIGKILL
+    mid-stream left no chunk 0, and the next run given no settings re-cut the file at the
+    default 256 tokens, not the 48 it was cut at. Chunk 0 now stays until the new one's
+    upsert replaces it."""
+    from probembed.chunking import ChunkSettings
+    from probembed.store import ingest_documents
+    from probembed.store.chunked import cut_at
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "page.md"
+    steps = [f"Step {i} of the routine: turn the {i}th valve slowly." for i in range(60)]
+    page.write_text("# Routine\n\n" + "\n\n".join(steps) + "\n")
+    db = tmp_path / "db"
+    collection = Database(db, create=True).collection("docs")
+    at_48 = ChunkSettings(48, 8)
+    ingest_documents(docs, collection, pydoc_pipeline, at_48, stream_bytes=0)
+    page.write_text(page.read_text() + "\nA last step, added.\n")  # changed: re-written
+    errors = tmp_path / "child.stderr"
+    args = [sys.executable, "-c", STREAM_CHILD, str(db), str(pydoc_pipeline_dir), str(docs)]
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+    _wait_for_commit_marker(child, 1, errors)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    after = Database(db).open("docs")
+    stored = after.document_index()["page.md"]
+    assert "page.md#0" in stored.ids and cut_at(stored) == at_48
+    again = ingest_documents(docs, after, pydoc_pipeline, stream_bytes=0)  # no settings
+    assert (again.updated, again.rechunked) == (1, 0)
+    assert cut_at(after.document_index()["page.md"]) == at_48

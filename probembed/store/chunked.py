@@ -1117,8 +1117,11 @@ def write_streamed(
     created: str | None = None,
 ) -> tuple[set[str], int]:
     """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
-    deleting the chunks of its stored version (`replaced`); returns the ids written and how
-    many of them the character cap ended (`Chunk.by_chars`).
+    deleting the chunks of its stored version (`replaced`) but its chunk 0, which the new
+    one's upsert replaces (and any left over is deleted after it): a process killed
+    mid-stream leaves the stored chunk 0, so the next run given no settings re-cuts the
+    file at the settings it records (with none, at the defaults, without a word); returns
+    the ids written and how many of them the character cap ended (`Chunk.by_chars`).
 
     On any failure the file's chunks are put back as they were (the collection dropped, if
     this made it and nothing else was written since) and the error raised; what other
@@ -1137,16 +1140,17 @@ def write_streamed(
     batch: list[Record] = []
     by_chars = 0
 
-    def flush(records: list[Record]) -> None:
+    def flush(records: list[Record], upsert: bool = False) -> None:
         _, todo, _ = prepare(records, collection, pipeline, "stop", True)
         fused = (encode or pipeline.encode)([r.text for r in todo])
-        token[0] = commit(collection, info, todo, fused, False, report, created=token[0])
+        token[0] = commit(collection, info, todo, fused, upsert, report, created=token[0])
         written.update(r.id for r in todo)
 
     with collection.pinned(version):  # what its undo reads, kept from a prune
         try:
-            if replaced:
-                collection.delete_stored(list(replaced), token[0])
+            zero = f"{file.id}#0"  # replaced by the new chunk 0's upsert, written last
+            if others := [i for i in replaced if i != zero]:
+                collection.delete_stored(others, token[0])
             chunks = 0
             for chunk, record in streamed_records(file, pipeline.count_tokens, settings):
                 (mark if chunk.index == 0 else batch).append(record)
@@ -1156,9 +1160,12 @@ def write_streamed(
                     flush(batch)
                     batch = []
             mark = [counted(record, chunks, settings) for record in mark]
-            for records in (batch, mark):
-                if records:
-                    flush(records)
+            if batch:
+                flush(batch)
+            if mark:
+                flush(mark, upsert=True)
+            elif zero in replaced:  # no chunk 0 now: the stored one is left over
+                collection.delete_stored([zero], token[0])
         except BaseException as exc:
             ids = {*replaced, *written, *(r.id for r in (*batch, *mark))}
             if touched is not None and isinstance(exc, Exception):
