@@ -175,7 +175,7 @@ def _corpus_demo(data: Path, pipeline: str, queries: int, follow_links: bool = F
     _take_settings(target, pipe)
     if documents:  # passages the models read whole, kept in step with the files (sync)
         ingest_and_report(
-            data, target, pipe, True, follow_links=follow_links, on_error="skip", sync=True
+            data, target, pipe, chunk=True, follow_links=follow_links, on_error="skip", sync=True
         )
     else:
         ingest_and_report(

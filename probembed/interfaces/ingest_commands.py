@@ -309,7 +309,9 @@ def ingest_command(
         _say_if_capped(given, pipe)
         if chunk:
             chunked: dict[str, Any] = {"sync": sync, "exclude": exclude or [], "chunking": given}
-            report = ingest_and_report(path, target, pipe, True, on_ray, **chunked, **options)
+            report = ingest_and_report(
+                path, target, pipe, chunk=True, ray=on_ray, **chunked, **options
+            )
         else:
             whole = {"sync": True} if sync else {"upsert": upsert}  # sync implies upsert
             report = ingest_and_report(path, target, pipe, ray=on_ray, **whole, **options)

@@ -1207,13 +1207,13 @@ def chunked_input(
     # a file of no text is a problem here still: the job reports no documents but by these
     report.problems += [NoText(source, NO_TEXT, doc) for doc, source in plan.empty.items()]
     planned = [*plan.records, *plan.marks]
-    for file, _ in plan.streamed:
+    for file, cut in plan.streamed:  # each at the settings `_plan` gave it
         try:
-            records = [record for _, record in streamed_records(file, count, settings)]
+            records = [record for _, record in streamed_records(file, count, cut)]
         except UnreadableError as exc:
             report.problems.append(exc.problem)
             continue
-        planned += [counted(records[0], len(records), settings), *records[1:]] if records else []
+        planned += [counted(records[0], len(records), cut), *records[1:]] if records else []
     good, bad, columns = check_records(planned, {}, clashes)
     passed = {r.id for r in good}
     refused = {r.metadata["doc_id"] for r in planned if r.id not in passed}
