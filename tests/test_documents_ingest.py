@@ -388,7 +388,7 @@ def test_a_rerun_writes_again_a_chunk_deleted_by_id(
     gone = whole[1] if which == "middle" else whole[-1]
     assert len(whole) > 2 and collection.delete([gone]) == 1
     again = ingest_documents(folder, collection, pydoc_pipeline, SMALL, stream_bytes=stream_bytes)
-    assert (again.updated, again.unchanged) == (1, 3)
+    assert (again.updated, again.unchanged, again.chunks_removed) == (1, 3, 0)
     assert sorted(collection.document_index()["guide.md"].ids) == sorted(whole)
     assert collection.rows([gone])[gone]["text"]
     settled = ingest_documents(folder, collection, pydoc_pipeline, SMALL, stream_bytes=stream_bytes)

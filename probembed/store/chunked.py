@@ -838,7 +838,7 @@ def ingest_parsed(
                 # own that conflicted, undone again by the run's, nested the two messages
                 stopping = touched if on_error == "stop" else None
                 try:
-                    written, by_chars = write_streamed(
+                    written, kept, by_chars = write_streamed(
                         item,
                         collection,
                         pipeline,
@@ -861,7 +861,7 @@ def ingest_parsed(
                 touched.update(written, before)
                 report.chunks_written += len(written)
                 report.chunks_by_chars += by_chars
-                report.chunks_removed += len(set(before) - written)
+                report.chunks_removed += len(set(before) - written - kept)
                 whole = was_whole(item.id, stored.get(item.id))
                 report.added += not whole
                 report.updated += whole
@@ -1115,13 +1115,14 @@ def write_streamed(
     replaced: Sequence[str] = (),
     touched: set[str] | None = None,
     created: str | None = None,
-) -> tuple[set[str], int]:
+) -> tuple[set[str], set[str], int]:
     """Chunk, embed and append a large file in batches of chunks, chunk 0 last, after
     deleting the chunks of its stored version (`replaced`) but its chunk 0, which the new
     one's upsert replaces (and any left over is deleted after it): a process killed
     mid-stream leaves the stored chunk 0, so the next run given no settings re-cuts the
     file at the settings it records (with none, at the defaults, without a word); returns
-    the ids written and how many of them the character cap ended (`Chunk.by_chars`).
+    the ids written, those kept as stored (a new chunk 0 equal to the stored one: not
+    written, not removed) and how many written the character cap ended (`Chunk.by_chars`).
 
     On any failure the file's chunks are put back as they were (the collection dropped, if
     this made it and nothing else was written since) and the error raised; what other
@@ -1136,12 +1137,16 @@ def write_streamed(
     token = [created or creation(collection)]
     info, report = PipelineInfo.of(pipeline), IngestReport(file.source)
     written: set[str] = set()
+    kept: set[str] = set()
     mark: list[Record] = []
     batch: list[Record] = []
     by_chars = 0
 
     def flush(records: list[Record], upsert: bool = False) -> None:
         _, todo, _ = prepare(records, collection, pipeline, "stop", True)
+        kept.update({r.id for r in records} - {r.id for r in todo})
+        if not todo:  # all stored as they are (chunk 0 unchanged): nothing to encode
+            return
         fused = (encode or pipeline.encode)([r.text for r in todo])
         token[0] = commit(collection, info, todo, fused, upsert, report, created=token[0])
         written.update(r.id for r in todo)
@@ -1174,7 +1179,7 @@ def write_streamed(
                 collection.revert(version, ids, stopped_by=exc)
             raise
     finish(collection, pipeline, compact=False)
-    return written, by_chars
+    return written, kept, by_chars
 
 
 def streamed_records(
