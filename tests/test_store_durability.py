@@ -316,3 +316,41 @@ def test_a_stream_killed_mid_rewrite_keeps_chunk_0_and_its_settings(
     again = ingest_documents(docs, after, pydoc_pipeline, stream_bytes=0)  # no settings
     assert (again.updated, again.rechunked) == (1, 0)
     assert cut_at(after.document_index()["page.md"]) == at_48
+
+
+def test_a_new_file_killed_before_its_chunk_0_is_cut_next_at_its_folders_settings(
+    tmp_path, pydoc_pipeline, pydoc_pipeline_dir
+):
+    """A new file whose first streamed write was killed before its chunk 0 landed was stored
+    in part, so the next run given no settings took it for a stored document recording none
+    and cut it at the default 256 tokens, not the 128:16 its folder shares."""
+    from probembed.chunking import ChunkSettings
+    from probembed.store import ingest_documents
+    from probembed.store.chunked import cut_at
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "intro.md").write_text("# Intro\n\nThe valves are turned by hand.\n")
+    db = tmp_path / "db"
+    collection = Database(db, create=True).collection("docs")
+    at_128 = ChunkSettings(128, 16)
+    ingest_documents(docs, collection, pydoc_pipeline, at_128, stream_bytes=0)
+    steps = [f"Step {i} of the routine: turn the {i}th valve slowly." for i in range(120)]
+    (docs / "page.md").write_text("# Routine\n\n" + "\n\n".join(steps) + "\n")
+    errors = tmp_path / "child.stderr"
+    args = [sys.executable, "-c", STREAM_CHILD, str(db), str(pydoc_pipeline_dir), str(docs)]
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+    _wait_for_commit_marker(child, 1, errors)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    after = Database(db).open("docs")
+    partial = after.document_index()["page.md"]
+    assert partial.ids and "page.md#0" not in partial.ids  # killed before its chunk 0
+    again = ingest_documents(docs, after, pydoc_pipeline, stream_bytes=0)  # no settings
+    assert (again.added, again.unchanged) == (1, 1)
+    assert cut_at(after.document_index()["page.md"]) == at_128

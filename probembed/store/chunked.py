@@ -964,7 +964,8 @@ def _plan(
 ) -> _Plan:
     """Sort the documents read (their ids under `prefix`) into unchanged, to chunk and to
     stream, each at the settings `cutting` gives it (`given`, else its stored version's,
-    else for a new one those `Inherited` finds in `scope`, else the defaults; capped at
+    else for a new one, or one whose first write stopped before its chunk 0, those
+    `Inherited` finds in `scope`, else the defaults; capped at
     `limit`); count them and their problems in the report (with `alone`, a file whose id
     another file still there holds). `scope`: the stored documents under `prefix`, among
     which a file given alone finds the document a folder ingest stored it as."""
@@ -1016,7 +1017,7 @@ def _plan(
             continue
         before = stored.get(item.id)
         content = item.digest if isinstance(item, StreamedFile) else content_hash(item)
-        own = inherited.settings(content) if before is None else cut_at(before)
+        own = cut_at(before) if was_whole(item.id, before) else inherited.settings(content)
         try:
             settings = cutting(given, own, limit)
         except ValueError:  # an overlap given alone, not under half the size it keeps
