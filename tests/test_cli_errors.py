@@ -474,10 +474,7 @@ def test_a_ray_option_without_ray_is_refused_before_anything_is_read(tmp_path, c
     [
         (["--on-error", "maybe"], "--on-error must be skip or stop, got 'maybe'"),
         (["--chunk", "--chunk-tokens", "4"], "--chunk-tokens must be at least 8, got 4"),
-        (
-            ["--chunk", "--chunk-tokens", "64", "--overlap", "500"],
-            "--overlap must be in [0, --chunk-tokens / 2), got 500",
-        ),
+        (["--chunk", "--overlap", "500"], "--overlap must be in [0, --chunk-tokens / 2), got 500"),
         (["--ray", "--workers", "0"], "--workers must be a positive integer, got 0"),
         (["--chunk-tokens", "64"], "--chunk-tokens and --overlap need --chunk"),  # were ignored
         (["--overlap", "8"], "--chunk-tokens and --overlap need --chunk"),

@@ -597,6 +597,32 @@ def test_an_overlap_given_alone_that_a_documents_size_refuses_names_it(tmp_path,
     }
 
 
+def test_an_overlap_alone_no_document_can_take_is_refused_before_reading(tmp_path, pydoc_pipeline):
+    """An overlap alone over half the default size and every stored one was one problem per
+    document (10,000 files, 10,000 lines), where it had been refused once, naming it. One a
+    stored size takes stays per document, and a new document's keeps no chunks."""
+    docs = kept_docs(tmp_path)
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    ingest_documents(docs, collection, pydoc_pipeline, ChunkSettings(64, 16))
+    version = collection.version
+    with pytest.raises(StoreError, match=r"overlap_tokens must be .* got 200: given alone"):
+        ingest_documents(docs, collection, pydoc_pipeline, GivenChunking(overlap_tokens=200))
+    assert collection.version == version
+    ingest_documents(docs / "guide.md", collection, pydoc_pipeline, ChunkSettings(512, 16))
+    (docs / "new.txt").write_text("A new page about beans.")
+    with pytest.raises(IngestError) as refused:  # guide.md's 512 takes it: each one's own
+        ingest_documents(docs, collection, pydoc_pipeline, GivenChunking(overlap_tokens=200))
+    said = str(refused.value)
+    assert (
+        "'new.txt': the overlap of 200 tokens given alone is not under half the 256-token "
+        "default size"
+        in said
+        and "'notes.txt'" in said
+        and "'guide.md'" not in said
+    )
+    assert "256-token chunks it keeps" not in said
+
+
 def test_settings_given_re_chunk_the_documents_cut_otherwise_and_say_how_many(
     tmp_path, pydoc_pipeline
 ):

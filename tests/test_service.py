@@ -1313,6 +1313,11 @@ def test_a_chunked_write_without_settings_leaves_each_document_at_its_own(server
         unfit = http.post("/v1/collections/kept/documents", json=body)
         assert unfit.status_code == 422 and "'note'" in unfit.text, unfit.text
         assert "'manual'" not in unfit.text and "the 48-token chunks" in unfit.text
+        body["chunk"] = {"overlap_tokens": 200}  # over half the default and every stored size
+        none = http.post("/v1/collections/kept/documents", json=body)
+        assert none.status_code == 422, none.text
+        assert "overlap_tokens must be in [0, max_tokens / 2), got 200: given alone" in none.text
+        assert "'note'" not in none.text  # one refusal, not one per document
 
 
 def test_a_markdown_document_is_titled_and_sectioned_as_the_cli_reads_its_file(

@@ -299,6 +299,7 @@ def ingest_command(
     told = not (quiet or as_json)  # the summary lines; warnings always
     options |= {"progress": not quiet, "summary": told}
     try:
+        _refuse_unfit_overlap(given, target, prefix)  # before a model loads
         if not chunk and on_error == "stop":  # a model takes seconds to load: bad input
             _refuse_bad_input(
                 lambda: read_checked(path, target, "stop", prefix, follow_links=follow_links)
@@ -353,6 +354,19 @@ def chunk_settings(
         return GivenChunking(chunk_tokens, overlap)
     except ValueError as exc:
         raise fail(named(str(exc), CHUNK_OPTIONS)) from exc
+
+
+def _refuse_unfit_overlap(given: GivenChunking | None, target: Collection, prefix: str) -> None:
+    """Refuse an --overlap given alone that no document under `prefix` can take, naming it,
+    before anything is read: it was one skipped line per document. The pipeline's limit,
+    known once it loads, only lowers the sizes: ingest itself refuses what it adds."""
+    from probembed.store import StoreError
+    from probembed.store.chunked import in_scope, refuse_unfit_overlap
+
+    try:
+        refuse_unfit_overlap(given, in_scope(target.document_index(), prefix), None)
+    except StoreError as exc:
+        raise store_refusal(exc, named(str(exc), CHUNK_OPTIONS)) from exc
 
 
 def _cut_afresh(given: GivenChunking) -> ChunkSettings:
@@ -457,7 +471,8 @@ def _told(exc: Exception) -> str:
 
     if isinstance(exc, IngestError):
         return exc.told("pass --on-error skip")
-    return with_notes(named(str(exc), SYNC_OPTIONS | REPLACE_OPTIONS | LINK_OPTIONS), exc)
+    options = SYNC_OPTIONS | REPLACE_OPTIONS | LINK_OPTIONS | CHUNK_OPTIONS
+    return with_notes(named(str(exc), options), exc)
 
 
 def _replace_pipeline(target: Collection, pipe: Any, quiet: bool = False) -> None:

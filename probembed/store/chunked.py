@@ -41,7 +41,7 @@ from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
 from probembed.store.collection import Collection
-from probembed.store.errors import CollectionDroppedError, UndoConflictError
+from probembed.store.errors import CollectionDroppedError, StoreError, UndoConflictError
 from probembed.store.formats import (
     NO_TEXT,
     READERS,
@@ -547,6 +547,36 @@ def cutting(
     return (base if given is None else given.over(base)).capped(limit)
 
 
+def in_scope(stored: Mapping[str, StoredDocument], prefix: str) -> dict[str, StoredDocument]:
+    """The stored documents under `prefix` (composed): those a sync may remove and a new
+    document takes its settings from."""
+    return {doc: v for doc, v in stored.items() if prefixed(doc, composed(prefix))}
+
+
+def refuse_unfit_overlap(
+    given: ChunkSettings | GivenChunking | None,
+    scope: Mapping[str, StoredDocument],
+    limit: int | None,
+) -> None:
+    """Refuse before reading an overlap given alone that no document can be cut at: not
+    under half the default size nor any stored size of the `scope` (each capped at `limit`),
+    where each document was refused, one line apiece over 10,000 files. A StoreError."""
+    overlap = given.overlap_tokens if isinstance(given, GivenChunking) else None
+    if overlap is None or cast(GivenChunking, given).max_tokens is not None:
+        return
+    default = ChunkSettings().capped(limit).max_tokens
+    stored = {(cut_at(v) or ChunkSettings()).capped(limit).max_tokens for v in scope.values()}
+    largest = max(stored | {default})
+    if overlap < largest // 2:
+        return
+    kept = f", and no stored document is cut at over {max(stored)}" if stored else ""
+    raise StoreError(
+        f"overlap_tokens must be in [0, max_tokens / 2), got {overlap}: given alone, no "
+        f"document can take it (a new one is cut at the default size of {default} "
+        f"tokens{kept}); give max_tokens too, or an overlap under {largest // 2}"
+    )
+
+
 @dataclass(frozen=True)
 class Inherited:
     """The settings a new document takes in a run given none, from the stored documents of
@@ -731,7 +761,8 @@ def ingest_parsed(
     # to its last commit: another plan moves none of it
     with collection.planning(what, wait, progress):
         stored = collection.document_index()
-        scope = {doc: v for doc, v in stored.items() if prefixed(doc, prefix)}  # a sync's own
+        scope = in_scope(stored, prefix)  # a sync's own
+        refuse_unfit_overlap(chunking, scope, limit)
         items = (under_prefix(item, prefix) for item in items)
         count = pipeline.count_tokens if stop is None else stoppable(pipeline.count_tokens, stop)
         plan = _plan(items, stored, scope, count, chunking, report, alone, prefix, limit)
@@ -1023,7 +1054,9 @@ def _plan(
         except ValueError:  # an overlap given alone, not under half the size it keeps
             overlap = cast(GivenChunking, given).overlap_tokens  # only an overlap alone fails
             size = (own or ChunkSettings()).max_tokens
-            report.problems.append(Problem(item.source, _unfit(item.id, overlap, size), item.id))
+            whose = _whose_size(was_whole(item.id, before), own is not None)
+            problem = _unfit(item.id, overlap, size, whose)
+            report.problems.append(Problem(item.source, problem, item.id))
             continue
         digest = chunked_digest(content, settings)
         elsewhere = other_file(item.id, file_path(item), before, prefix) if alone else None
@@ -1077,12 +1110,19 @@ def _empty(item: SourceDocument | StreamedFile | Problem) -> str | None:
     return None
 
 
-def _unfit(doc_id: str, overlap: int | None, size: int) -> str:
+def _whose_size(stored: bool, recorded: bool) -> str:
+    """What a document's size is in `_unfit`'s words: a new one keeps no chunks."""
+    if stored:
+        return "-token chunks it keeps"
+    return "-token size the stored documents give it" if recorded else "-token default size"
+
+
+def _unfit(doc_id: str, overlap: int | None, size: int, whose: str) -> str:
     """Why a document is not cut at the overlap given alone (in no front door's words: the
     CLI's and the service's options differ), and what to do."""
     return (
         f"document {doc_id!r}: the overlap of {overlap} tokens given alone is not "
-        f"under half the {size}-token chunks it keeps; give a chunk size too, or an overlap "
+        f"under half the {size}{whose}; give a chunk size too, or an overlap "
         f"under {size // 2}"
     )
 
