@@ -24,7 +24,7 @@ from probembed.encoders.hashing import CACHED_CHARS
 from probembed.interfaces.cli import app
 from probembed.store import Database, IngestError, StoreError, ingest, ingest_documents
 from probembed.store.chunked import STREAM_BYTES as STREAM_DEFAULT
-from probembed.store.chunked import cut_at, ingest_parsed, read_documents
+from probembed.store.chunked import cut_at, cutting, ingest_parsed, read_documents
 from probembed.store.embed_job import embed_to_parquet
 from probembed.store.formats import read_file
 from probembed.store.readers import Problem, Record
@@ -595,6 +595,17 @@ def test_an_overlap_given_alone_that_a_documents_size_refuses_names_it(tmp_path,
         "guide.md": ChunkSettings(512, 100),
         "notes.txt": ChunkSettings(64, 16),
     }
+
+
+def test_an_overlap_alone_is_checked_against_the_size_as_the_pipeline_caps_it():
+    """An overlap alone was checked against a document's uncapped size: 40 on one kept at
+    512, under a pipeline limit of 64, was cut at 64:31, not refused as 64 cannot take 40."""
+    at_512 = ChunkSettings(512, 16)
+    with pytest.raises(ValueError, match="overlap_tokens must be in"):
+        cutting(GivenChunking(overlap_tokens=40), at_512, 64)
+    assert cutting(GivenChunking(overlap_tokens=24), at_512, 64) == ChunkSettings(64, 24)
+    assert cutting(GivenChunking(max_tokens=512), at_512, 64) == ChunkSettings(64, 16)
+    assert cutting(None, at_512, 64) == ChunkSettings(64, 16)
 
 
 def test_an_overlap_alone_no_document_can_take_is_refused_before_reading(tmp_path, pydoc_pipeline):

@@ -542,8 +542,10 @@ def cutting(
     or an overlap alone) filled from `before` (those its stored version was cut at, `cut_at`,
     or a new one's `Inherited`), else the defaults; capped at the pipeline's `limit`. A run
     given none cut every document at the defaults: one cut at 128 tokens was re-chunked at
-    256 without a word. A ValueError: an overlap given alone not under half that size."""
-    base = before or ChunkSettings()
+    256 without a word. A ValueError: an overlap given alone not under half that size as
+    capped (checked against the uncapped size, 40 alone on a document at 512 was cut at 64:31
+    under a limit of 64, not refused)."""
+    base = (before or ChunkSettings()).capped(limit)
     return (base if given is None else given.over(base)).capped(limit)
 
 
@@ -1053,7 +1055,7 @@ def _plan(
             settings = cutting(given, own, limit)
         except ValueError:  # an overlap given alone, not under half the size it keeps
             overlap = cast(GivenChunking, given).overlap_tokens  # only an overlap alone fails
-            size = (own or ChunkSettings()).max_tokens
+            size = (own or ChunkSettings()).capped(limit).max_tokens
             whose = _whose_size(was_whole(item.id, before), own is not None)
             problem = _unfit(item.id, overlap, size, whose)
             report.problems.append(Problem(item.source, problem, item.id))
