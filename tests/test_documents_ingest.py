@@ -519,11 +519,13 @@ def test_a_renamed_or_moved_file_keeps_the_settings_it_was_cut_at(
     )
 
 
-def test_a_new_file_takes_the_settings_its_folder_shares_else_the_defaults(
+def test_a_new_file_takes_the_settings_most_of_its_folder_has_else_the_defaults(
     tmp_path, pydoc_pipeline
 ):
     """The cron case: a file added to a folder cut at 128 is cut at 128 by a run given no
-    settings (it was cut at 256); in a folder of mixed settings, at the defaults."""
+    settings (it was cut at 256); where one page was re-cut at 64, still at the 128 most
+    are at (it fell back to the defaults without a word); with no settings held by more than
+    half, at the defaults."""
     docs = kept_docs(tmp_path)
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(docs, collection, pydoc_pipeline, AT_128)
@@ -533,12 +535,20 @@ def test_a_new_file_takes_the_settings_its_folder_shares_else_the_defaults(
     at_128 = cut_alone(tmp_path, docs / "added.md", AT_128, pydoc_pipeline)
     assert at_128 != cut_alone(tmp_path, docs / "added.md", ChunkSettings(), pydoc_pipeline)
     assert chunks_of(collection, "added.md") == at_128
-    ingest_documents(docs / "added.md", collection, pydoc_pipeline, ChunkSettings.sized(64))
+    at_64 = ChunkSettings.sized(64)
+    ingest_documents(docs / "added.md", collection, pydoc_pipeline, at_64)  # 128, 128, 64
     (docs / "mixed.md").write_text(long_section("Added to a folder of mixed sizes."))
     mixed = ingest_documents(docs, collection, pydoc_pipeline, sync=True)
     assert (mixed.added, mixed.unchanged) == (1, 3)
     assert chunks_of(collection, "mixed.md") == cut_alone(
-        tmp_path, docs / "mixed.md", ChunkSettings(), pydoc_pipeline
+        tmp_path, docs / "mixed.md", AT_128, pydoc_pipeline
+    )
+    ingest_documents(docs / "mixed.md", collection, pydoc_pipeline, at_64)  # two and two
+    (docs / "tied.md").write_text(long_section("Added where no size has a majority."))
+    tied = ingest_documents(docs, collection, pydoc_pipeline, sync=True)
+    assert (tied.added, tied.unchanged) == (1, 4)
+    assert chunks_of(collection, "tied.md") == cut_alone(
+        tmp_path, docs / "tied.md", ChunkSettings(), pydoc_pipeline
     )
 
 

@@ -265,8 +265,8 @@ class ChunkOptions(Strict):
         "neither this nor `overlap_tokens`, a stored document is cut at the size and overlap "
         "it was cut at before (left alone when unchanged, re-cut at those when changed), a "
         "new one at those of a stored document of its content under `prefix`, else those "
-        "every stored document under `prefix` shares, else the defaults; given, a stored "
-        "document cut at others is re-chunked (`rechunked` in the answer). Given without "
+        "more than half the stored documents under `prefix` share, else the defaults; given, a "
+        "stored document cut at others is re-chunked (`rechunked` in the answer). Given without "
         "`overlap_tokens`, each document keeps its own overlap (a new one's as above), "
         "lowered under max_tokens / 2.",
     )

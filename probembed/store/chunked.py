@@ -23,6 +23,7 @@ import hashlib
 import os
 import shlex
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -589,8 +590,9 @@ class Inherited:
     digests: frozenset[str]
     #: The settings those record, in a fixed order.
     cuts: tuple[ChunkSettings, ...]
-    #: The settings every whole stored document shares (one recording none counts as the
-    #: defaults it is re-cut at), None where they differ or there are none.
+    #: The settings more than half of the whole stored documents share (one recording none
+    #: counts as the defaults it is re-cut at), None where none has a majority or there are
+    #: none: one page re-cut at other settings left every later new file at the defaults.
     shared: ChunkSettings | None
 
     @classmethod
@@ -600,12 +602,14 @@ class Inherited:
         recorded = {doc: cut for doc, v in whole.items() if (cut := cut_at(v)) is not None}
         digests = frozenset(d for doc, d in stored_digests(whole) if doc in recorded)
         cuts = tuple(sorted(set(recorded.values()), key=lambda c: (c.max_tokens, c.overlap_tokens)))
-        kinds = {recorded.get(doc, ChunkSettings()) for doc in whole}
-        return cls(digests, cuts, kinds.pop() if len(kinds) == 1 else None)
+        kinds = Counter(recorded.get(doc, ChunkSettings()) for doc in whole)
+        top = kinds.most_common(1)
+        shared = top[0][0] if top and 2 * top[0][1] > len(whole) else None
+        return cls(digests, cuts, shared)
 
     def settings(self, content: str) -> ChunkSettings | None:
         """A new document's: those of a stored document of its very content (the file it
-        was renamed from, its old spelling), else those every stored document shares."""
+        was renamed from, its old spelling), else those most stored documents share."""
         for cut in self.cuts:
             if chunked_digest(content, cut) in self.digests:
                 return cut
@@ -740,7 +744,8 @@ def ingest_parsed(
     at before (`cut_at`: a stored document left alone whatever it was cut at, a changed one
     re-cut at its own, a new one at those
     of a stored document of its content under `prefix` (a renamed or moved file), else at
-    those every stored document under `prefix` shares, else at the defaults (`Inherited`),
+    those more than half the stored documents under `prefix` share, else at the defaults
+    (`Inherited`),
     as is one stored before chunk 0 recorded them), so a run given no settings never
     re-chunks what another run cut at other settings, nor cuts a folder's new files at
     others. Capped at the pipeline's limit.
