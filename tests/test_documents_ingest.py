@@ -580,7 +580,7 @@ def test_a_size_or_an_overlap_given_alone_keeps_each_documents_other(tmp_path, p
         "guide.md": ChunkSettings(64, 8),
         "notes.txt": ChunkSettings(64, 8),
         "other.md": ChunkSettings(64, 31),  # its 40, under half of 64
-        "new.md": ChunkSettings(64, 31),  # mixed: the default 32, lowered as the others'
+        "new.md": ChunkSettings(64, 8),  # the overlap of 128:8, which two of three have
     }
 
 
@@ -749,10 +749,18 @@ def test_the_cli_keeps_each_documents_settings_and_counts_a_re_chunk(tmp_path, p
     answer = json.loads(again.stdout.splitlines()[-1])
     assert (answer["unchanged"], answer["chunks_written"], answer["removed"]) == (2, 0, 0)
     assert (answer["chunks_removed"], answer["rechunked"]) == (0, 0)
+    assert answer["chunked_at"] == {"max_tokens": 128, "overlap_tokens": 32}  # what they keep
     said = runner.invoke(app, [*command, "--chunk-tokens", "64"])
     assert said.exit_code == 0, said.output
     line = " ".join(said.output.split())
     assert "updated 2 (2 re-chunked for the chunk settings alone), removed 0" in line
+    assert "cut at 64/31 (tokens/overlap)" in line
+    one = [str(docs / "guide.md"), "--chunk", "--chunk-tokens", "128", "--db", db, "-c", "kb"]
+    assert runner.invoke(app, ["ingest", *one]).exit_code == 0  # one page re-cut: mixed
+    mixed = runner.invoke(app, command)  # the folder, none given: each keeps its own
+    assert "cut at 2 settings: 64/31, 128/31 (tokens/overlap)" in " ".join(mixed.output.split())
+    mixed = runner.invoke(app, [*command, "--json"])
+    assert json.loads(mixed.stdout.splitlines()[-1])["chunked_at"] is None
     overlap = runner.invoke(app, [*command, "--chunk-tokens", "64", "--overlap", "8", "--json"])
     assert json.loads(overlap.stdout.splitlines()[-1])["rechunked"] == 2
 
@@ -1618,7 +1626,8 @@ def test_cli_ingest_says_when_the_chunk_size_is_over_the_pipelines_limit(tmp_pat
         "warning: --chunk-tokens 1000 is more than the 256 tokens pipeline retrieval's shortest "
         "member reads: chunks are cut at 256" in said
     )
-    assert "overlap" not in said  # the default 32 fits under half of 256
+    assert "and the overlap at" not in said  # the default 32 fits under half of 256
+    assert "cut at 256/32 (tokens/overlap)" in said
     embed = ["embed", str(tmp_path / "note.md"), "--out", str(tmp_path / "out"), "--chunk"]
     wide = ["--chunk-tokens", "100000", "--overlap", "200"]
     for command in ([*args, "--collection", "wide"], embed):

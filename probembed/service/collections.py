@@ -89,16 +89,7 @@ def _upsert_hint(changed: list[str] | None) -> str | None:
 def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.WriteReport:
     """What a chunked write did, documents and chunks, and the size it cut them at where
     that was one (`DocumentReport.chunked_at`), in the response's shape."""
-    cut = report.chunked_at
-    return schemas.WriteReport(
-        **report.to_json(),
-        collection=name,
-        already_stored=0,
-        count=count,
-        chunked_at=None
-        if cut is None
-        else schemas.ChunksCut(max_tokens=cut.max_tokens, overlap_tokens=cut.overlap_tokens),
-    )
+    return schemas.WriteReport(**report.to_json(), collection=name, already_stored=0, count=count)
 
 
 def _collections(service: Service) -> APIRouter:

@@ -173,6 +173,17 @@ class DocumentReport:
         document keeps its own when the run was given none or one of them) or none was."""
         return next(iter(self.cuts)) if len(self.cuts) == 1 else None
 
+    def cut_note(self) -> str:
+        """What the summary says of the settings the documents were cut at ('' if none was):
+        a folder at mixed settings is told, which a run given none keeps as it is."""
+        if not self.cuts:
+            return ""
+        kinds = sorted(self.cuts, key=lambda c: (c.max_tokens, c.overlap_tokens))
+        shown = ", ".join(f"{c.max_tokens}/{c.overlap_tokens}" for c in kinds)
+        if len(kinds) == 1:
+            return f"; cut at {shown} (tokens/overlap)"
+        return f"; cut at {len(kinds)} settings: {shown} (tokens/overlap)"
+
     def summary(self) -> str:
         """One line for a person."""
         withheld = withheld_note(self.sync_withheld) + self.repeats.note()
@@ -191,13 +202,15 @@ class DocumentReport:
             f"{removed_note(self.recomposed, RECOMPOSED)}"
             f"{f', emptied {self.emptied}' if self.emptied else ''}, unchanged {self.unchanged}"
             f"{moved}; chunks written {self.chunks_written}{by_chars}, "
-            f"removed {self.chunks_removed}; skipped {len(self.problems)} bad item(s){withheld}"
+            f"removed {self.chunks_removed}{self.cut_note()}; skipped {len(self.problems)} bad "
+            f"item(s){withheld}"
             f"{empty_note(self.empty, self.empty_kept)}{unread_note(self.unread)}"
         )
 
     def to_json(self) -> dict[str, Any]:
         """As `probembed ingest --chunk --json` prints it and the service answers a chunked
-        write: documents, then chunks."""
+        write: documents, then chunks, then the settings they were cut at (`chunked_at`)."""
+        cut = self.chunked_at
         return written_json(self) | {
             "rechunked": self.rechunked,
             "relocated": self.relocated,
@@ -206,6 +219,9 @@ class DocumentReport:
             "chunks_removed": self.chunks_removed,
             "empty": len(self.empty),
             "emptied": self.emptied,
+            "chunked_at": None
+            if cut is None
+            else {"max_tokens": cut.max_tokens, "overlap_tokens": cut.overlap_tokens},
         }
 
 
