@@ -278,6 +278,20 @@ STREAM_CHILD = textwrap.dedent(
 )
 
 
+def _stream_killed_after_one_batch(db: Path, pipeline_dir: Path, docs: Path, errors: Path) -> None:
+    """A streamed chunked ingest of `docs` (STREAM_CHILD) SIGKILLed once its first batch is
+    committed: a hard stop mid-stream, after one write and before the rest."""
+    args = [sys.executable, "-c", STREAM_CHILD, str(db), str(pipeline_dir), str(docs)]
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+    _wait_for_commit_marker(child, 1, errors)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+
 def test_a_stream_killed_mid_rewrite_keeps_chunk_0_and_its_settings(
     tmp_path, pydoc_pipeline, pydoc_pipeline_dir
 ):
@@ -299,16 +313,7 @@ def test_a_stream_killed_mid_rewrite_keeps_chunk_0_and_its_settings(
     at_48 = ChunkSettings(48, 8)
     ingest_documents(docs, collection, pydoc_pipeline, at_48, stream_bytes=0)
     page.write_text(page.read_text() + "\nA last step, added.\n")  # changed: re-written
-    errors = tmp_path / "child.stderr"
-    args = [sys.executable, "-c", STREAM_CHILD, str(db), str(pydoc_pipeline_dir), str(docs)]
-    with errors.open("w") as stderr:
-        child = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
-        )
-    _wait_for_commit_marker(child, 1, errors)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    _stream_killed_after_one_batch(db, pydoc_pipeline_dir, docs, tmp_path / "child.stderr")
 
     after = Database(db).open("docs")
     stored = after.document_index()["page.md"]
@@ -337,16 +342,7 @@ def test_a_new_file_killed_before_its_chunk_0_is_cut_next_at_its_folders_setting
     ingest_documents(docs, collection, pydoc_pipeline, at_128, stream_bytes=0)
     steps = [f"Step {i} of the routine: turn the {i}th valve slowly." for i in range(120)]
     (docs / "page.md").write_text("# Routine\n\n" + "\n\n".join(steps) + "\n")
-    errors = tmp_path / "child.stderr"
-    args = [sys.executable, "-c", STREAM_CHILD, str(db), str(pydoc_pipeline_dir), str(docs)]
-    with errors.open("w") as stderr:
-        child = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
-        )
-    _wait_for_commit_marker(child, 1, errors)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    _stream_killed_after_one_batch(db, pydoc_pipeline_dir, docs, tmp_path / "child.stderr")
 
     after = Database(db).open("docs")
     partial = after.document_index()["page.md"]
