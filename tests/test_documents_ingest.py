@@ -692,21 +692,27 @@ def test_an_undone_re_chunk_gives_the_documents_their_old_settings_back(
     )
 
 
+def as_an_earlier_release_wrote(db, name, where="chunk = 0"):
+    """Take the settings off the chunks 0 `where` selects (`DIGEST+N@SIZE:OVERLAP` to
+    `DIGEST+N`), as a release before they were recorded wrote them."""
+    import lancedb
+
+    table = lancedb.connect(db).open_table(name)
+    for mark in table.search().where(where).select(["id", "doc_hash"]).to_list():
+        older = mark["doc_hash"].partition("@")[0]
+        table.update(where=f"id = '{mark['id']}'", values={"doc_hash": older})
+
+
 def test_documents_chunked_before_settings_were_recorded_are_cut_as_before(
     tmp_path, pydoc_pipeline
 ):
     """A chunk 0 an earlier release wrote (`DIGEST+N`) records no settings: the settings it
     was cut at leave it alone, and a run given none cuts it at the defaults (docs/upgrading.md),
     counted as no re-chunk for settings, which it cannot tell."""
-    import lancedb
-
     docs = kept_docs(tmp_path)
     collection = Database(tmp_path / "db", create=True).collection("docs")
     ingest_documents(docs, collection, pydoc_pipeline, AT_128)
-    table = lancedb.connect(tmp_path / "db").open_table("docs")
-    for mark in table.search().where("chunk = 0").select(["id", "doc_hash"]).to_list():
-        older = mark["doc_hash"].partition("@")[0]  # as a release before this wrote it
-        table.update(where=f"id = '{mark['id']}'", values={"doc_hash": older})
+    as_an_earlier_release_wrote(tmp_path / "db", "docs")
     assert ingest_documents(docs, collection, pydoc_pipeline, AT_128).unchanged == 2
     default = ingest_documents(docs, collection, pydoc_pipeline)
     assert (default.updated, default.rechunked) == (2, 0)
@@ -763,6 +769,48 @@ def test_the_cli_keeps_each_documents_settings_and_counts_a_re_chunk(tmp_path, p
     assert json.loads(mixed.stdout.splitlines()[-1])["chunked_at"] is None
     overlap = runner.invoke(app, [*command, "--chunk-tokens", "64", "--overlap", "8", "--json"])
     assert json.loads(overlap.stdout.splitlines()[-1])["rechunked"] == 2
+
+
+def test_the_collections_listing_says_what_the_documents_are_cut_at(tmp_path, pydoc_pipeline_dir):
+    """`probembed collections` showed no chunk settings: a user could not find out what a
+    chunked collection's documents are cut at, short of an ingest run, nor that an earlier
+    release chunked some (which a run given none re-cuts at the defaults). The table says it
+    as the ingest summary does, `--json` per setting; an unchunked collection says nothing."""
+    docs = kept_docs(tmp_path)
+    db = ["--db", str(tmp_path / "db")]
+    runner = CliRunner()
+    pipeline = ["--pipeline", str(pydoc_pipeline_dir)]
+    command = ["ingest", str(docs), "--chunk", "--chunk-tokens", "128", *db, "-c", "kb"]
+    assert runner.invoke(app, [*command, *pipeline]).exit_code == 0
+    plain = ["ingest", str(docs / "notes.txt"), *db, "-c", "plain"]
+    assert runner.invoke(app, [*plain, *pipeline]).exit_code == 0
+
+    def listed():
+        table = runner.invoke(app, ["collections", *db], env={"COLUMNS": "400"})
+        answer = runner.invoke(app, ["collections", *db, "--json"])
+        assert table.exit_code == 0 and answer.exit_code == 0, table.output + answer.output
+        rows = {line.split()[1]: line for line in table.stdout.splitlines() if "│ " in line}
+        chunking = {c["name"]: c["chunking"] for c in json.loads(answer.stdout)}
+        return rows, chunking
+
+    rows, chunking = listed()
+    assert "│ 128/32 (tokens/overlap) │" in rows["kb"] and "tokens/overlap" not in rows["plain"]
+    at_128 = {"max_tokens": 128, "overlap_tokens": 32}
+    assert chunking == {
+        "kb": {"cut_at": [at_128 | {"documents": 2}], "unrecorded": 0},
+        "plain": None,
+    }
+    one = ["ingest", str(docs / "guide.md"), "--chunk", "--chunk-tokens", "64", *db, "-c", "kb"]
+    assert runner.invoke(app, one).exit_code == 0
+    rows, chunking = listed()
+    assert "│ 2 settings: 64/31, 128/32 (tokens/overlap) │" in rows["kb"]
+    at_64 = {"max_tokens": 64, "overlap_tokens": 31, "documents": 1}
+    assert chunking["kb"] == {"cut_at": [at_64, at_128 | {"documents": 1}], "unrecorded": 0}
+    as_an_earlier_release_wrote(tmp_path / "db", "kb", "doc_id = 'notes.txt' AND chunk = 0")
+    rows, chunking = listed()
+    said = "│ 64/31 (tokens/overlap); 1 document(s) record none (chunked by an earlier release) │"
+    assert said in rows["kb"]
+    assert chunking["kb"] == {"cut_at": [at_64], "unrecorded": 1}
 
 
 def test_the_cli_fills_an_option_not_given_from_each_document(tmp_path, pydoc_pipeline_dir):

@@ -39,12 +39,15 @@ def collections_command(
     storage_option: StorageOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """List the collections of a database with their size and pipeline."""
+    """List the collections of a database with their size, pipeline and, for chunked ones,
+    the chunk settings their documents are cut at."""
     from probembed.store import StoreError
+    from probembed.store.chunked import StoredCuts
 
     database = open_database(db, storage_option, create=False)
     try:
-        stats = [database.open(name).stats() for name in database.collections()]
+        opened = [database.open(name) for name in database.collections()]
+        stats = [(c.stats(), StoredCuts.of(c)) for c in opened]
     except StoreError as exc:
         raise store_refusal(exc, str(exc)) from exc
     if not stats:  # a --db one folder off lists an empty table, and nothing said why
@@ -55,20 +58,28 @@ def collections_command(
             "one (`probembed ingest` makes a collection)",
         )
     if as_json:
-        sys.stdout.write(json.dumps([s.to_json() for s in stats]) + "\n")
+        listed = [
+            s.to_json() | {"chunking": None if cut is None else cut.to_json()} for s, cut in stats
+        ]
+        sys.stdout.write(json.dumps(listed) + "\n")
         return
     table = Table(title=literal(f"collections in {database.path}"))
     # a model a line, never cut (at 80 columns "paraphrase-l3" read "paraphrase…"), and its
-    # adapted weight beside it
-    for column in ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights"):
+    # adapted weight beside it; the chunk settings where a collection is chunked
+    chunked = any(cut is not None for _, cut in stats)
+    columns = ("name", "items", "dim", "bytes/item", "pipeline", "models", "adapted weights")
+    for column in columns:
         table.add_column(column, no_wrap=column == "models")
-    for s in stats:
+    if chunked:  # folded, not cut: "64/31 (token…" hid the overlap's unit
+        table.add_column("chunks cut at", overflow="fold")
+    for s, cut in stats:
         size = "-" if s.bytes_per_item is None else f"{s.bytes_per_item:,.0f}"
         row = (s.name, str(s.count), str(s.dim), size, s.pipeline.name)
         models = s.pipeline.models
         adapted = s.adapted_weights
         shown = "\n".join(f"{adapted[m]:.2f}" for m in models) if adapted else "the prior"
-        table.add_row(*map(literal, row), literal("\n".join(models)), literal(shown))
+        cells = [literal("\n".join(models)), literal(shown)]
+        table.add_row(*map(literal, row), *cells, *([literal(str(cut or ""))] if chunked else []))
     out().print(table)
 
 

@@ -25,7 +25,7 @@ import shlex
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
@@ -176,13 +176,7 @@ class DocumentReport:
     def cut_note(self) -> str:
         """What the summary says of the settings the documents were cut at ('' if none was):
         a folder at mixed settings is told, which a run given none keeps as it is."""
-        if not self.cuts:
-            return ""
-        kinds = sorted(self.cuts, key=lambda c: (c.max_tokens, c.overlap_tokens))
-        shown = ", ".join(f"{c.max_tokens}/{c.overlap_tokens}" for c in kinds)
-        if len(kinds) == 1:
-            return f"; cut at {shown} (tokens/overlap)"
-        return f"; cut at {len(kinds)} settings: {shown} (tokens/overlap)"
+        return f"; cut at {settings_told(self.cuts)}" if self.cuts else ""
 
     def summary(self) -> str:
         """One line for a person."""
@@ -223,6 +217,21 @@ class DocumentReport:
             if cut is None
             else {"max_tokens": cut.max_tokens, "overlap_tokens": cut.overlap_tokens},
         }
+
+
+def settings_told(cuts: Iterable[ChunkSettings]) -> str:
+    """Chunk settings as a person reads them, '128/8 (tokens/overlap)', or where they differ
+    '2 settings: 64/31, 128/31 (tokens/overlap)': one wording for an ingest's summary and
+    a collection's listing."""
+    kinds = sorted(set(cuts), key=by_size)
+    shown = ", ".join(f"{c.max_tokens}/{c.overlap_tokens}" for c in kinds)
+    many = f"{len(kinds)} settings: " if len(kinds) > 1 else ""
+    return f"{many}{shown} (tokens/overlap)"
+
+
+def by_size(cut: ChunkSettings) -> tuple[int, int]:
+    """The order settings are told and tried in: by size, then overlap."""
+    return cut.max_tokens, cut.overlap_tokens
 
 
 def empty_note(empty: Sequence[str], kept: int) -> str:
@@ -542,14 +551,58 @@ def cut_at(stored: StoredDocument | None) -> ChunkSettings | None:
     """The chunk size and overlap a stored document was cut at, as its chunk 0's doc_hash
     records them (`counted`); None: no chunk 0 stored, or one written before it recorded
     them (or a doc_hash edited into another form)."""
-    for mark in stored.hashes if stored is not None else ():
-        size, _, overlap = str(mark).partition("+")[2].partition("@")[2].partition(":")
-        if size.isdigit() and overlap.isdigit():
-            try:
-                return ChunkSettings(int(size), int(overlap))
-            except ValueError:  # not settings chunking could have cut at
-                return None
-    return None
+    marks = stored.hashes if stored is not None else ()
+    return next((cut for mark in marks if (cut := recorded_settings(mark)) is not None), None)
+
+
+def recorded_settings(mark: object) -> ChunkSettings | None:
+    """The settings a chunk 0's doc_hash records (`counted`), else None: another chunk's
+    digest, an earlier release's `DIGEST+N`, or settings chunking could not have cut at."""
+    size, _, overlap = str(mark).partition("+")[2].partition("@")[2].partition(":")
+    if not (size.isdigit() and overlap.isdigit()):
+        return None
+    try:
+        return ChunkSettings(int(size), int(overlap))
+    except ValueError:  # a doc_hash edited into another form
+        return None
+
+
+@dataclass(frozen=True)
+class StoredCuts:
+    """What a chunked collection's documents are cut at, as their chunks 0 record it: a user
+    could not see it short of an ingest run, nor that a collection was mixed, nor that an
+    earlier release chunked it (those documents, recording none, are re-cut at the defaults
+    by a run given no settings)."""
+
+    #: Documents per settings recorded.
+    cuts: dict[ChunkSettings, int]
+    #: Documents whose chunk 0 records no settings.
+    unrecorded: int
+
+    @classmethod
+    def of(cls, collection: Collection) -> StoredCuts | None:
+        """A collection's, read from its chunks 0 alone; None where it holds no chunked
+        ingest's chunks."""
+        if not collection.holds_chunks:
+            return None
+        found = Counter(recorded_settings(mark) for mark in collection.first_chunk_hashes())
+        unrecorded = found.pop(None, 0)
+        return cls({cut: n for cut, n in found.items() if cut is not None}, unrecorded)
+
+    def __str__(self) -> str:
+        """As `probembed collections` shows it: the ingest summary's wording, then the
+        documents that record none."""
+        told = [settings_told(self.cuts)] if self.cuts else []
+        if self.unrecorded:
+            told.append(
+                f"{self.unrecorded} document(s) record none (chunked by an earlier release)"
+            )
+        return "; ".join(told)
+
+    def to_json(self) -> dict[str, Any]:
+        """As `probembed collections --json` prints it: each setting with its documents."""
+        cut_at = [asdict(c) | {"documents": self.cuts[c]} for c in sorted(self.cuts, key=by_size)]
+        return {"cut_at": cut_at, "unrecorded": self.unrecorded}
 
 
 def cutting(
@@ -617,7 +670,7 @@ class Inherited:
         whole = {doc: v for doc, v in scope.items() if was_whole(doc, v)}
         recorded = {doc: cut for doc, v in whole.items() if (cut := cut_at(v)) is not None}
         digests = frozenset(d for doc, d in stored_digests(whole) if doc in recorded)
-        cuts = tuple(sorted(set(recorded.values()), key=lambda c: (c.max_tokens, c.overlap_tokens)))
+        cuts = tuple(sorted(set(recorded.values()), key=by_size))
         kinds = Counter(recorded.get(doc, ChunkSettings()) for doc in whole)
         top = kinds.most_common(1)
         shared = top[0][0] if top and 2 * top[0][1] > len(whole) else None

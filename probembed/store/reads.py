@@ -330,6 +330,16 @@ class CollectionReads(CollectionHandle):
                 doc.file_path = row.get(FILE_FIELD)
         return index
 
+    def first_chunk_hashes(self) -> list[str]:
+        """The doc_hash of every chunk 0 (`DIGEST+N@SIZE:OVERLAP`, where chunked ingest records
+        the settings its document was cut at), read by a filter and a projection: a listing
+        of the settings reads no other chunk, text or vector. Empty where `holds_chunks` is
+        not so."""
+        table = self._open()
+        if table is None or not self.holds_chunks:
+            return []
+        return scan(table, ["doc_hash"], "chunk = 0").column("doc_hash").to_pylist()
+
     def stored_documents(self, doc_ids: Sequence[str]) -> set[str]:
         """Which of these ids are documents of rows that name theirs (`chunked`: what
         `delete_documents` deletes), found by a scan of those rows only."""
