@@ -16,6 +16,7 @@ import sys
 import pytest
 from fpdf import FPDF
 from memory_support import PATH
+from release_support import as_an_earlier_release_wrote
 from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings, GivenChunking
@@ -692,33 +693,64 @@ def test_an_undone_re_chunk_gives_the_documents_their_old_settings_back(
     )
 
 
-def as_an_earlier_release_wrote(db, name, where="chunk = 0"):
-    """Take the settings off the chunks 0 `where` selects (`DIGEST+N@SIZE:OVERLAP` to
-    `DIGEST+N`), as a release before they were recorded wrote them."""
-    import lancedb
-
-    table = lancedb.connect(db).open_table(name)
-    for mark in table.search().where(where).select(["id", "doc_hash"]).to_list():
-        older = mark["doc_hash"].partition("@")[0]
-        table.update(where=f"id = '{mark['id']}'", values={"doc_hash": older})
-
-
+@pytest.mark.parametrize("streamed", [False, True])
 def test_documents_chunked_before_settings_were_recorded_are_cut_as_before(
-    tmp_path, pydoc_pipeline
+    tmp_path, pydoc_pipeline, streamed
 ):
     """A chunk 0 an earlier release wrote (`DIGEST+N`) records no settings: the settings it
     was cut at leave it alone, and a run given none cuts it at the defaults (docs/upgrading.md),
-    counted as no re-chunk for settings, which it cannot tell."""
+    counted as no re-chunk for settings, which it cannot tell, but as cut at the defaults for
+    recording none (`unrecorded`; read whole or streamed alike)."""
+    stream_bytes = 64 if streamed else STREAM_DEFAULT
     docs = kept_docs(tmp_path)
     collection = Database(tmp_path / "db", create=True).collection("docs")
-    ingest_documents(docs, collection, pydoc_pipeline, AT_128)
+    ingest_documents(docs, collection, pydoc_pipeline, AT_128, stream_bytes=stream_bytes)
     as_an_earlier_release_wrote(tmp_path / "db", "docs")
-    assert ingest_documents(docs, collection, pydoc_pipeline, AT_128).unchanged == 2
-    default = ingest_documents(docs, collection, pydoc_pipeline)
-    assert (default.updated, default.rechunked) == (2, 0)
+    same = ingest_documents(docs, collection, pydoc_pipeline, AT_128, stream_bytes=stream_bytes)
+    assert (same.unchanged, same.unrecorded) == (2, 0)
+    default = ingest_documents(docs, collection, pydoc_pipeline, stream_bytes=stream_bytes)
+    assert (default.updated, default.rechunked, default.unrecorded) == (2, 0, 2)
+    assert default.unrecorded_at == {ChunkSettings()}
     assert chunks_of(collection, "guide.md") == cut_alone(
         tmp_path, docs / "guide.md", ChunkSettings(), pydoc_pipeline
     )
+
+
+def test_the_first_run_after_an_upgrade_says_which_documents_it_cut_at_the_defaults(
+    tmp_path, pydoc_pipeline_dir
+):
+    """The first sync after an upgrade re-cut the documents an earlier release chunked at 128
+    (recording no settings) at the default 256 and said only "updated 2": the summary and
+    `--json` count them apart, with the settings and the options that keep theirs. A run
+    given both settings cuts nothing at the defaults; one given a size alone takes the
+    default overlap."""
+    docs = kept_docs(tmp_path)
+    db = ["--db", str(tmp_path / "db"), "-c", "kb"]
+    command = ["ingest", str(docs), "--chunk", "--sync", *db]
+    runner = CliRunner()
+    made = runner.invoke(app, [*command, "--chunk-tokens", "128", "--overlap", "8",
+                               "--pipeline", str(pydoc_pipeline_dir)])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    as_an_earlier_release_wrote(tmp_path / "db", "kb")
+    (docs / "notes.txt").write_text("Plain notes about gardening, tomatoes and beans.")
+    synced = runner.invoke(app, command)
+    assert synced.exit_code == 0, synced.output
+    line = " ".join(synced.output.split())
+    assert (
+        "updated 2 (2 recording no chunk settings re-cut by default at 256/32; "
+        "--chunk-tokens/--overlap keep theirs), removed 0" in line
+    )
+    kept = runner.invoke(app, [*command, "--json"])  # recorded now: each keeps its 256
+    assert kept.exit_code == 0 and json.loads(kept.stdout.splitlines()[-1])["unrecorded"] == 0
+    as_an_earlier_release_wrote(tmp_path / "db", "kb")
+    size = runner.invoke(app, [*command, "--chunk-tokens", "64", "--json"])
+    answer = json.loads(size.stdout.splitlines()[-1])
+    assert (answer["updated"], answer["rechunked"], answer["unrecorded"]) == (2, 0, 2)
+    as_an_earlier_release_wrote(tmp_path / "db", "kb")
+    both = runner.invoke(app, [*command, "--chunk-tokens", "128", "--overlap", "8", "--json"])
+    answer = json.loads(both.stdout.splitlines()[-1])
+    assert (answer["updated"], answer["unrecorded"]) == (2, 0)
+    assert "recording no chunk settings" not in both.stderr
 
 
 def test_a_copy_is_named_a_repeat_whatever_settings_each_was_cut_at(tmp_path, pydoc_pipeline):

@@ -35,6 +35,7 @@ import openai
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from release_support import as_an_earlier_release_wrote
 from service_support import Server, encoding_children, raw, serve_on_a_held_port
 from starlette.requests import Request
 from tuning_support import tuned_copy
@@ -1260,6 +1261,35 @@ def test_chunked_documents_are_found_by_document_and_rewritten_only_when_changed
         said = emptied.json()
         assert (said["empty"], said["emptied"], said["unchanged"], said["skipped"]) == (2, 1, 1, [])
         assert said["count"] == len(expected) + 1
+
+
+def test_a_chunked_write_counts_the_documents_it_cut_at_the_defaults_for_recording_none(server):
+    """Documents an earlier release chunked record no settings: a write given none cut them
+    at the defaults and counted them as plain updates. `unrecorded` counts them apart, as the
+    OpenAPI schema says; a write sending both settings cuts none at the defaults."""
+    note = {"id": "note", "text": "Plain notes about tomato plants."}
+    sent = [{"id": "manual", "text": MANUAL}, note]
+    with server.client() as http:
+        http.post("/v1/collections", json={"name": "upgraded"})
+
+        def write(chunk):
+            body = {"documents": sent, "chunk": chunk}
+            answer = http.post("/v1/collections/upgraded/documents", json=body)
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        at_48 = {"max_tokens": 48, "overlap_tokens": 8}
+        write(at_48)
+        as_an_earlier_release_wrote(server.db, "upgraded")
+        defaults = write(True)
+        assert (defaults["updated"], defaults["rechunked"], defaults["unrecorded"]) == (2, 0, 2)
+        assert defaults["chunked_at"] == {"max_tokens": 256, "overlap_tokens": 32}
+        as_an_earlier_release_wrote(server.db, "upgraded")
+        both = write(at_48)
+        assert (both["updated"], both["unrecorded"]) == (2, 0)
+        schema = http.get("/openapi.json").json()["components"]["schemas"]
+    field = schema["WriteReport"]["properties"]["unrecorded"]
+    assert "did not record their chunk settings" in field["description"]
 
 
 def test_a_chunked_write_without_settings_leaves_each_document_at_its_own(server, pydoc_pipeline):

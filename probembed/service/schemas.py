@@ -418,7 +418,14 @@ class WriteReport(BaseModel):
         description="Chunked writes only: of `updated`, the documents re-chunked for the chunk "
         "settings alone (their content as stored, cut at another `max_tokens` or "
         "`overlap_tokens` than sent); a document chunked by a release that did not record "
-        "its settings is not counted.",
+        "its settings is not counted (`unrecorded` is).",
+    )
+    unrecorded: int | None = Field(
+        None,
+        description="Chunked writes only: of `updated`, the documents chunked by a release "
+        "that did not record their chunk settings, cut at the defaults (256 tokens, overlap "
+        "32, capped at the pipeline's limit) for what the request did not send of "
+        "`max_tokens` and `overlap_tokens`: send both to keep theirs.",
     )
     #: Chunked writes only: chunks written / removed.
     chunks_written: int | None = None

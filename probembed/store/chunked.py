@@ -149,6 +149,11 @@ class DocumentReport:
     #: Of `updated`, the documents re-chunked for the chunk settings alone: their content is
     #: as stored, cut at other settings than the run was given (`rechunked`).
     rechunked: int = 0
+    #: Of `updated`, the documents whose chunk 0 recorded no settings (chunked by an earlier
+    #: release), cut at the defaults for what the run was not given (`unrecorded`), and the
+    #: settings they were cut at: the first sync after an upgrade said only "updated N".
+    unrecorded: int = 0
+    unrecorded_at: set[ChunkSettings] = field(default_factory=set)
     #: Unchanged documents read from another place than stored, whose `file_path` now names it.
     relocated: int = 0
     problems: list[Problem] = field(default_factory=list)
@@ -178,13 +183,25 @@ class DocumentReport:
         a folder at mixed settings is told, which a run given none keeps as it is."""
         return f"; cut at {settings_told(self.cuts)}" if self.cuts else ""
 
+    def recut_note(self) -> str:
+        """What the summary says of the updated documents re-cut for their settings ('' if
+        none was): those re-chunked for the settings given alone, and those recording none
+        cut at the defaults, with the options that would keep theirs."""
+        told = []
+        if self.rechunked:
+            told.append(f"{self.rechunked} re-chunked for the chunk settings alone")
+        if self.unrecorded:
+            told.append(
+                f"{self.unrecorded} recording no chunk settings re-cut by default at "
+                f"{settings_pairs(self.unrecorded_at)}; --chunk-tokens/--overlap keep theirs"
+            )
+        return f" ({'; '.join(told)})" if told else ""
+
     def summary(self) -> str:
         """One line for a person."""
         withheld = withheld_note(self.sync_withheld) + self.repeats.note()
         moved = f" ({self.relocated} at a new path)" if self.relocated else ""
-        settings = (
-            f" ({self.rechunked} re-chunked for the chunk settings alone)" if self.rechunked else ""
-        )
+        settings = self.recut_note()
         by_chars = (
             f" ({self.chunks_by_chars} cut by characters, not tokens)"
             if self.chunks_by_chars
@@ -207,6 +224,7 @@ class DocumentReport:
         cut = self.chunked_at
         return written_json(self) | {
             "rechunked": self.rechunked,
+            "unrecorded": self.unrecorded,
             "relocated": self.relocated,
             "chunks_written": self.chunks_written,
             "chunks_by_chars": self.chunks_by_chars,
@@ -223,10 +241,14 @@ def settings_told(cuts: Iterable[ChunkSettings]) -> str:
     """Chunk settings as a person reads them, '128/8 (tokens/overlap)', or where they differ
     '2 settings: 64/31, 128/31 (tokens/overlap)': one wording for an ingest's summary and
     a collection's listing."""
-    kinds = sorted(set(cuts), key=by_size)
-    shown = ", ".join(f"{c.max_tokens}/{c.overlap_tokens}" for c in kinds)
+    kinds = set(cuts)
     many = f"{len(kinds)} settings: " if len(kinds) > 1 else ""
-    return f"{many}{shown} (tokens/overlap)"
+    return f"{many}{settings_pairs(kinds)} (tokens/overlap)"
+
+
+def settings_pairs(cuts: Iterable[ChunkSettings]) -> str:
+    """Chunk settings as 'SIZE/OVERLAP', by size, comma-joined: '64/31, 128/31'."""
+    return ", ".join(f"{c.max_tokens}/{c.overlap_tokens}" for c in sorted(set(cuts), key=by_size))
 
 
 def by_size(cut: ChunkSettings) -> tuple[int, int]:
@@ -696,6 +718,19 @@ def rechunked(
     return unchanged(doc_id, chunked_digest(content, before), stored)
 
 
+def unrecorded(
+    doc_id: str, stored: StoredDocument | None, given: ChunkSettings | GivenChunking | None
+) -> bool:
+    """Whether a document is cut at the defaults (in part) for recording no settings: stored
+    whole by a release before chunk 0 recorded them, in a run given neither a size nor an
+    overlap, or one alone, where it would have kept its own (`cutting`)."""
+    if not was_whole(doc_id, stored) or cut_at(stored) is not None:
+        return False
+    return given is None or (
+        isinstance(given, GivenChunking) and None in (given.max_tokens, given.overlap_tokens)
+    )
+
+
 def was_whole(document_id: str, stored: StoredDocument | None) -> bool:
     """Whether some version of a document was stored whole (its chunk 0, written last of its
     chunks, is there): rewriting it is an update, where finishing a run that was stopped
@@ -859,6 +894,7 @@ def ingest_parsed(
             report.added += new
             report.updated += not new
             report.rechunked += doc in plan.rechunked
+            _count_unrecorded(report, plan, doc)
             report.chunks_by_chars += plan.by_chars[doc]
             stale += old
         gone: list[str] = []
@@ -973,6 +1009,7 @@ def ingest_parsed(
                 report.added += not whole
                 report.updated += whole
                 report.rechunked += item.id in plan.rechunked
+                _count_unrecorded(report, plan, item.id)
             repointed = [i for doc in plan.relocated for i in stored[doc].ids]
             touched.update(stale, repointed)  # the run's last commits, undone with the rest
             try:
@@ -1045,6 +1082,8 @@ class _Plan:
     cuts: dict[str, ChunkSettings] = field(default_factory=dict)
     #: Changed documents whose content is as stored, re-chunked for the settings alone.
     rechunked: set[str] = field(default_factory=set)
+    #: Changed documents recording no settings, cut at the defaults (`unrecorded`).
+    unrecorded: set[str] = field(default_factory=set)
     #: Problems that name no document (a line that is not JSON): a sync cannot tell what
     #: is gone.
     unplaced: int = 0
@@ -1148,7 +1187,7 @@ def _plan(
             plan.streamed.append((item, settings))  # counted once written
             plan.contents[item.id] = content
             plan.cuts[item.id] = settings
-            _note_rechunked(plan, item.id, content, settings, before)
+            _note_recut(plan, item.id, content, settings, before, given)
         else:
             chunks = document_chunks(item, count, settings)
             if isinstance(chunks, Problem):
@@ -1163,16 +1202,32 @@ def _plan(
             plan.by_chars[item.id] = sum(chunk.by_chars for chunk in chunks)
             plan.contents[item.id] = content
             plan.cuts[item.id] = settings
-            _note_rechunked(plan, item.id, content, settings, before)
+            _note_recut(plan, item.id, content, settings, before, given)
     return plan
 
 
-def _note_rechunked(
-    plan: _Plan, doc_id: str, content: str, settings: ChunkSettings, stored: StoredDocument | None
+def _note_recut(
+    plan: _Plan,
+    doc_id: str,
+    content: str,
+    settings: ChunkSettings,
+    stored: StoredDocument | None,
+    given: ChunkSettings | GivenChunking | None,
 ) -> None:
-    """Mark a changed document re-chunked for its settings alone (`rechunked`) in the plan."""
+    """Mark a changed document in the plan re-chunked for its settings alone (`rechunked`),
+    or cut at the defaults for recording none (`unrecorded`)."""
     if rechunked(doc_id, content, settings, stored):
         plan.rechunked.add(doc_id)
+    elif unrecorded(doc_id, stored, given):
+        plan.unrecorded.add(doc_id)
+
+
+def _count_unrecorded(report: DocumentReport, plan: _Plan, doc_id: str) -> None:
+    """Count a written document in the report if it was cut at the defaults for recording
+    no settings, with the settings it was cut at."""
+    if doc_id in plan.unrecorded:
+        report.unrecorded += 1
+        report.unrecorded_at.add(plan.cuts[doc_id])
 
 
 def _empty(item: SourceDocument | StreamedFile | Problem) -> str | None:
