@@ -5,6 +5,7 @@ import json
 import shutil
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import typer
@@ -12,6 +13,8 @@ from tuning_support import TUNED_CHANGES, tuned_copy
 from typer.testing import CliRunner
 
 import probembed
+from probembed import encoders
+from probembed.encoders.hashing import HashingEncoder
 from probembed.interfaces.cli import app as cli_app
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import AdaptConfig, FusionConfig, ModelSpec, Pipeline, ScoreConfig
@@ -31,6 +34,7 @@ from probembed.store import (
     search,
 )
 from probembed.store.readers import Record
+from probembed.uncertainty import make_estimator
 
 QUERY = "A man is playing a guitar."
 
@@ -651,6 +655,59 @@ def test_a_loop_of_long_queries_warns_once_with_the_details_as_attributes(
     (told,) = [w.message for w in batch]
     assert isinstance(told, QueryCutWarning) and str(told) == str(caught[0].message)
     assert (told.positions, told.characters) == ([1, 3], [len(longer), len(LONG_QUESTION)])
+
+
+class EightWords(HashingEncoder):
+    """Hashing that reads 8 words at most: queries cut short in milliseconds."""
+
+    max_tokens = 8
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__(dim)
+        self.name = "eight-words"
+
+
+@pytest.fixture
+def eight_words(tmp_path):
+    """A collection of FACTS written by a pipeline of `EightWords`, registered so that the
+    CLI loads the collection's copy of it; the database's path."""
+    probembed.register_encoder("eight-words", EightWords)
+    try:
+        pipeline = Pipeline([make_estimator("perturb", EightWords())], name="eight", cache=False)
+        collection = Database(tmp_path / "db", create=True).collection("c")
+        ingest([Record("v", FACTS[0]), Record("f", FACTS[1])], collection, pipeline)
+        yield tmp_path / "db"
+    finally:
+        encoders.REGISTERED.pop("eight-words")
+
+
+def test_search_names_the_lines_of_a_file_it_cut_and_json_says_it_per_query(
+    tmp_path, eight_words, monkeypatch
+):
+    """`search --file` with several long questions said "a query is longer" once, naming
+    none of its lines, and `--json` had no `cut_at_tokens`: the warning names the lines
+    (blank ones counted, the first 10 named) and the tokens, once; each JSON result carries
+    `cut_at_tokens` as the service's does, null for a question read whole."""
+    monkeypatch.chdir(tmp_path)
+    long = "how do volcanoes erupt lava in the deep ocean and on islands"
+    lines = ["volcanoes", "", *[long] * 5, "lava", *[f"{long} {i}" for i in range(8)]]
+    Path("q.txt").write_text("\n".join(lines) + "\n")
+    args = ["search", "--file", "q.txt", "--db", str(eight_words), "-c", "c", "-k", "1"]
+    done = CliRunner().invoke(cli_app, [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    cut = [r["cut_at_tokens"] for r in json.loads(done.stdout)]
+    assert cut == [None, *[8] * 5, None, *[8] * 8]
+    said = " ".join(done.stderr.split())
+    assert said.count("a query is longer than pipeline 'eight' reads") == 1
+    named = "3, 4, 5, 6, 7, 9, 10, 11, 12, 13 and 3 more of --file q.txt"
+    assert f"fewer words; cut at 8 tokens: lines {named}" in said
+    table = CliRunner().invoke(cli_app, args)
+    assert f"cut at 8 tokens: lines {named}" in " ".join(table.stderr.split())
+    given = CliRunner().invoke(cli_app, ["search", "lava", long, *args[3:], "--json"])
+    assert [r["cut_at_tokens"] for r in json.loads(given.stdout)] == [None, 8]
+    assert "cut at 8 tokens: argument 2" in " ".join(given.stderr.split())
+    whole = CliRunner().invoke(cli_app, ["search", "lava", *args[3:], "--json"])
+    assert whole.stderr == "" and json.loads(whole.stdout)[0]["cut_at_tokens"] is None
 
 
 def test_a_long_query_is_warned_of_before_it_is_searched(tmp_path, search_pipeline):

@@ -383,7 +383,8 @@ def encode(
     from probembed.gaussian import decimals
     from probembed.pipeline import Pipeline
 
-    items, blank = read_lines(texts, file)
+    lines = read_lines(texts, file)
+    items, blank = lines.texts, lines.blank
     target = None if out is None else output_file("--out", out, binary=True, suffix=".npz")
     try:
         pipe = Pipeline.load(pipeline)

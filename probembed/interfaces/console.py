@@ -16,7 +16,7 @@ import select
 import stat
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, TextIO, cast
 
@@ -258,19 +258,37 @@ def named(message: str, options: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
-@contextlib.contextmanager
-def warnings_named(options: Mapping[str, str]) -> Iterator[None]:
+def warnings_named(
+    options: Mapping[str, str],
+) -> contextlib.AbstractContextManager[list[warnings.WarningMessage]]:
     """Warnings given inside shown with the Python parameter names they hold read as the
     command's options (`named`), as its refusals read them: a loader's warning told a CLI
     user to set `keep_self_matches`."""
+    return warnings_retold(lambda told: named(str(told), options))
+
+
+@contextlib.contextmanager
+def warnings_retold(
+    retell: Callable[[Warning], str],
+) -> Iterator[list[warnings.WarningMessage]]:
+    """Warnings given inside shown once it ends as `retell` words each, in the command's
+    words (`warnings_named`) or with what only the command knows (the lines of a file a
+    search read); the list of them, filled as they come, is the caller's to read."""
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:  # filters as they were
-            yield
+            yield caught
     finally:  # a refusal's warnings come before it, as they did
         for given in caught:
-            text = named(str(given.message), options)
+            text = retell(cast(Warning, given.message))
             warnings.showwarning(text, given.category, given.filename, given.lineno)
+
+
+def listed(items: Sequence[str], shown: int) -> str:
+    """Items comma-joined, the first `shown` named and the rest counted ('a, b and 3 more'):
+    a list a line can hold, however long."""
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

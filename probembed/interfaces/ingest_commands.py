@@ -20,6 +20,7 @@ from probembed.interfaces.console import (
     check_output_folder,
     err,
     fail,
+    listed,
     named,
     note,
     say,
@@ -141,10 +142,7 @@ def _changed_note(report: IngestReport, source: Any) -> str:
     """Which ids a plain ingest found stored with another text or metadata than its source
     has, and left so (the first NAMED_CHANGED of them): --upsert writes them."""
     changed = report.changed
-    named = ", ".join(changed[:NAMED_CHANGED])
-    more = len(changed) - NAMED_CHANGED
-    if more > 0:
-        named += f" and {more:,} more"
+    named = listed(changed, NAMED_CHANGED)
     given = "the records given"
     if isinstance(source, Path):
         given = "the folder" if source.is_dir() else "the file"

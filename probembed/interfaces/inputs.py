@@ -3,10 +3,38 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from probembed.encoders.base import is_blank
-from probembed.interfaces.console import fail
+from probembed.interfaces.console import fail, listed
+
+#: The most places `Lines.places` names before it counts the rest.
+PLACES_NAMED = 10
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Texts a command read, each with its place: a warning about some of them (a query
+    cut short) names which, where `search --file` of 40 questions said only "a query"."""
+
+    texts: list[str]
+    #: Each text's 1-based line of the file or stdin, or its argument's position.
+    numbers: list[int]
+    #: Where they were read: `--file PATH` or `stdin`; None for arguments.
+    source: str | None
+    #: Blank lines of the file or stdin passed over.
+    blank: int
+
+    def places(self, positions: Sequence[int]) -> str:
+        """Where the texts at these positions (of `texts`) were read, the first PLACES_NAMED
+        named: 'lines 2, 5, 9 of --file q.txt', 'lines 1, 2, ..., 10 and 4 more of stdin',
+        'argument 3'."""
+        kind = "argument" if self.source is None else "line"
+        shown = listed([str(self.numbers[i]) for i in positions], PLACES_NAMED)
+        where = "" if self.source is None else f" of {self.source}"
+        return f"{kind}{'s' if len(positions) > 1 else ''} {shown}{where}"
 
 
 def _utf8_file(file: Path) -> str:
@@ -44,7 +72,7 @@ def read_texts(
     per line of stdin (for a lone `-` argument or `--file -` too); blank lines of a file or
     stdin are passed over, a blank argument refused. `file_option`: the command's option
     for a file (None: it has none), as refusals name it."""
-    return read_lines(texts, file, kind, given, file_option)[0]
+    return read_lines(texts, file, kind, given, file_option).texts
 
 
 def read_lines(
@@ -53,9 +81,10 @@ def read_lines(
     kind: str = "texts",
     given: str = "argument",
     file_option: str | None = "--file",
-) -> tuple[list[str], int]:
-    """`read_texts`'s texts, and how many blank lines of the file or stdin were passed over,
-    for a command that counts what it wrote (a vector per line, but not per blank one)."""
+) -> Lines:
+    """`read_texts`'s texts with their places and how many blank lines of the file or stdin
+    were passed over, for a command that counts what it wrote (a vector per line, but not per
+    blank one) or names the lines a warning is about."""
     if texts == ["-"]:
         texts = None
     if texts and file is not None:
@@ -67,7 +96,7 @@ def read_lines(
         for i, text in enumerate(texts, 1):
             if is_blank(text):
                 raise fail(f"{given} {i} ({text!r:.40}) is blank: it holds no text")
-        return texts, 0
+        return Lines(texts, list(range(1, len(texts) + 1)), None, 0)
     if file is not None:
         raw, where = _utf8_file(file), f"{file_option} {file}"
     elif sys.stdin is not None and not sys.stdin.isatty():  # None: stdin closed (`<&-`)
@@ -80,10 +109,10 @@ def read_lines(
     if not raw:  # e.g. `probembed encode` with no arguments, run from a script
         raise fail(f"no {kind}: {where} was empty; pass them {ways}")
     every = _lines(raw.removesuffix("\n"))
-    lines = [line for line in every if not is_blank(line)]
-    if not lines:
+    numbers = [n for n, line in enumerate(every, 1) if not is_blank(line)]
+    if not numbers:
         raise fail(f"no {kind}: {where} holds only blank lines")
-    return lines, len(every) - len(lines)
+    return Lines([every[n - 1] for n in numbers], numbers, where, len(every) - len(numbers))
 
 
 def _lines(text: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -16,8 +17,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from probembed.interfaces.console import fail, literal, named, one_line, out
-from probembed.interfaces.inputs import read_texts
+from probembed.interfaces.console import fail, literal, named, one_line, out, warnings_retold
+from probembed.interfaces.inputs import Lines, read_lines
 from probembed.interfaces.store_options import (
     DEFAULT_COLLECTION,
     SEARCH_OPTIONS,
@@ -86,38 +87,56 @@ def search_command(
             "--json",
             help="Print a JSON list, one result per question, even for one: "
             '[{"query", "confidence", "hits": [{"id", "score", "std", "weights", '
-            '"p_relevant", "text", "metadata"}]}].',
+            '"p_relevant", "text", "metadata"}], "cut_at_tokens"}] (the tokens the models '
+            "read of a question longer than that, else null).",
         ),
     ] = False,
 ) -> None:
     """Search a collection with the pipeline that made it: hits with score ± std and weights."""
-    from probembed.store import NotChunkedError, StoreError
+    from probembed.store import NotChunkedError, QueryCutWarning, StoreError
 
-    questions = read_texts(question, file, "questions")
+    lines = read_lines(question, file, "questions")
     target = _open_collection(db, storage_option, collection)
     try:
-        results = target.search(
-            questions,
-            k,
-            score,
-            exact,
-            where,
-            hybrid,
-            min_p_relevant=min_p_relevant,
-            group_by_doc=group_by_doc,
-        )
+        with warnings_retold(lambda told: _where_cut(told, lines)) as caught:
+            # caught whatever the filters say: --json's cut_at_tokens is read from it
+            warnings.simplefilter("always", QueryCutWarning)
+            results = target.search(
+                lines.texts,
+                k,
+                score,
+                exact,
+                where,
+                hybrid,
+                min_p_relevant=min_p_relevant,
+                group_by_doc=group_by_doc,
+            )
     except NotChunkedError as exc:  # it named the Python API's way to write chunks
         raise fail(named(exc.told("`probembed ingest --chunk`"), SEARCH_OPTIONS)) from exc
     except (StoreError, ValueError) as exc:
         raise store_refusal(exc, named(str(exc), SEARCH_OPTIONS)) from exc
     if as_json:
-        sys.stdout.write(json.dumps(results, ensure_ascii=False) + "\n")
+        cut = [w.message for w in caught if isinstance(w.message, QueryCutWarning)]
+        cuts = cut[0].cut_at_tokens(len(results)) if cut else [None] * len(results)
+        answer = [{**r, "cut_at_tokens": at} for r, at in zip(results, cuts, strict=True)]
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
         return
     empty = ""
     if any(not result["hits"] for result in results):  # counted only when it is asked
         empty = _why_no_hits(target.count(), where, min_p_relevant)
     for result in results:
         print_result(result, hybrid=hybrid, empty=empty)
+
+
+def _where_cut(told: Warning, lines: Lines) -> str:
+    """A warning as `search` shows it: of several questions, which were cut (their lines of
+    the file or stdin, or the arguments) and at how many tokens, told once, where 40 lines of
+    --file were "a query"."""
+    from probembed.store import QueryCutWarning
+
+    if not isinstance(told, QueryCutWarning) or len(lines.texts) < 2:
+        return str(told)
+    return f"{told}; cut at {told.limit} tokens: {lines.places(told.positions)}"
 
 
 def _why_no_hits(count: int, where: str | None, min_p_relevant: float | None) -> str:

@@ -746,6 +746,12 @@ class QueryCutWarning(UserWarning):
         self.characters = characters
         self.limit = limit
 
+    def cut_at_tokens(self, queries: int) -> list[int | None]:
+        """Per query of the `queries` searched, the tokens read of it where it was cut, else
+        None: the service's `cut_at_tokens`, for a front door that has the warning alone."""
+        cut = set(self.positions)
+        return [self.limit if i in cut else None for i in range(queries)]
+
 
 def cut_at(pipeline: Pipeline, queries: Sequence[str]) -> list[int | None]:
     """Per query longer than some member reads (`Pipeline.cut`, by which ingest and eval
