@@ -8,7 +8,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from test_builtin_pipelines import MEAN_BOUND, VAR_BOUND, WEIGHT_BOUND, scaled_var_change
+from test_builtin_pipelines import (
+    MEAN_BOUND,
+    VAR_BOUND,
+    WEIGHT_BOUND,
+    python_doc_paragraphs,
+    scaled_var_change,
+)
 from typer.testing import CliRunner
 
 from probembed.chunking import ChunkSettings
@@ -174,23 +180,26 @@ def test_embed_refuses_an_object_store_out_and_makes_no_local_folder_of_it(
 
 
 def test_embed_writes_whole_variances_where_a_collection_would_store_coefficients(
-    tmp_path, default_pipeline
+    tmp_path, search_pipeline
 ):
-    # the default pipeline's collections keep variance coefficients on a basis; files for other
-    # stores have no basis to decode them with, so they carry the whole variance
-    from probembed.store.pydoc_corpus import read_pydoc_topics
-
-    records = read_pydoc_topics()[:40]
+    # the built-ins' collections keep variance coefficients on a basis (`retrieval`'s here,
+    # which a test below loads too); files for other stores have no basis to decode them with,
+    # so they carry the whole variance. Eight short paragraphs, where 40 passages of 256
+    # tokens took most of this file's time: variances decoded from the basis would miss
+    # VAR_BOUND on them by 900 times or more
+    texts = python_doc_paragraphs(8)
     source = tmp_path / "docs.jsonl"
-    source.write_text("".join(json.dumps({"_id": r.id, "text": r.text}) + "\n" for r in records))
-    embed_to_parquet(source, tmp_path / "out", default_pipeline, batch_size=40)
+    source.write_text(
+        "".join(json.dumps({"_id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    embed_to_parquet(source, tmp_path / "out", search_pipeline, batch_size=8)
     table = pq.read_table(tmp_path / "out")
     assert table.column_names == ["id", "text", "metadata", "mean", "var", "weights"]
     got = Gaussian(
         np.array(table.column("mean").to_pylist(), dtype=np.float32),
         np.array(table.column("var").to_pylist(), dtype=np.float32),
     )
-    want = default_pipeline.encode([r.text for r in records]).gaussian  # the same one batch
+    want = search_pipeline.encode(texts).gaussian  # the same one batch
     assert scaled_var_change(got, want) <= VAR_BOUND
 
 
@@ -212,7 +221,8 @@ def test_embed_of_a_folder_names_the_option_that_reads_what_it_left(tmp_path, ha
 def test_embed_says_how_many_documents_the_models_read_only_the_start_of(tmp_path, search_pipeline):
     """embed wrote every Gaussian without a word while most documents were longer than the
     models read; ingest says it (`cut_documents`), and so does embed now, with its remedy."""
-    long = " ".join(f"word{i}" for i in range(600)) + " Octopuses have three hearts."
+    # 537 tokens: twice the models' limit, cut into three chunks (600 words made seven)
+    long = " ".join(f"word{i}" for i in range(200)) + " Octopuses have three hearts."
     source = tmp_path / "corpus.jsonl"
     rows = [{"id": "short", "text": "Jaguars are big cats."}, {"id": "long", "text": long}]
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
