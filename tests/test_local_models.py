@@ -35,9 +35,18 @@ def retouch(folder, seconds):
 
 
 @pytest.fixture
-def folder(tmp_path):
-    """A copy of the packaged MiniLM, as a user's own sentence-transformers folder."""
-    return shutil.copytree(minilm_package.get_model_path(), tmp_path / "my-model")
+def folder(tmp_path, static_model_dir):
+    """A copy of a small sentence-transformers model (the session's StaticEmbedding folder), as
+    a user's own folder. The packaged MiniLM's copy served as well, but each first write of
+    its collections fitted the variance basis on 128 reference texts, three views apiece
+    through MiniLM: 15 to 20 s a test, where the folder's files are what is tested."""
+    return shutil.copytree(static_model_dir, tmp_path / "my-model")
+
+
+@pytest.fixture
+def minilm_folder(tmp_path):
+    """A copy of the packaged MiniLM, as a user's fine-tuned copy of a built-in's model."""
+    return shutil.copytree(minilm_package.get_model_path(), tmp_path / "my-minilm")
 
 
 def local_pipeline(encoder):
@@ -125,20 +134,20 @@ def test_a_changed_model_folder_is_refused_naming_the_member_and_its_folder(tmp_
     assert f"the files of its model folder {folder}" in message
 
 
-def test_a_folder_loaded_under_a_built_in_s_name_is_not_saved(tmp_path, folder):
+def test_a_folder_loaded_under_a_built_in_s_name_is_not_saved(tmp_path, minilm_folder):
     """A fine-tuned copy loaded as "minilm" is the built-in's class with the built-in's name
     and params: it was saved, and loaded as the packaged MiniLM. Refused, it is so without
     the packaged MiniLM built (seconds, and kept in the process's cache after): a built-in
     reads its package's model, not a folder."""
     from probembed.encoders.sentence_transformer import load
 
-    own = load(folder, name="minilm")
+    own = load(minilm_folder, name="minilm")
     encoders.build.cache_clear()
     with pytest.raises(ValueError) as refused:
         local_pipeline(own).save(tmp_path / "p")
     said = str(refused.value)
     assert said.startswith("the built-in encoder 'minilm' reads its package's model, not ")
-    assert f"this member's folder {folder}" in said
+    assert f"this member's folder {minilm_folder}" in said
     assert encoders.build.cache_info().currsize == 0
     assert not (tmp_path / "p").exists()
 
