@@ -230,16 +230,21 @@ def test_an_entry_point_encoder_is_found_by_name_and_its_pipeline_loads(tmp_path
 
 
 def test_the_cli_loads_a_pipeline_of_an_entry_point_encoder(tmp_path, package):
-    """Another process (the CLI), with the package installed, loads the saved pipeline."""
+    """Another process (the CLI), with the package installed, loads the saved pipeline. The
+    folder was given as `similarity`'s TEXT_A, so the CLI compared its path with "a" and "b"
+    by the default pipeline (seconds of loading its models) and never read the saved one:
+    without the package the command passed as well. It is given as --pipeline now."""
     one_member(encoders.get_encoder("mine-ep")).save(tmp_path / "own")
+    command = [sys.executable, "-m", "probembed", "similarity", "--pipeline", str(tmp_path / "own")]
     result = subprocess.run(
-        [sys.executable, "-m", "probembed", "similarity", str(tmp_path / "own"), "a", "b"],
+        [*command, "a", "b"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(package)},
     )
     assert result.returncode == 0, result.stderr
     assert "unknown encoder" not in result.stderr
+    assert "pipeline own: " in result.stdout, result.stdout
 
 
 def test_an_entry_point_that_does_not_import_is_named(tmp_path, package):
