@@ -1560,8 +1560,7 @@ def test_a_collections_own_pipeline_named_like_a_served_one_has_its_own_metric_s
     pairs = [("a cat", "the cat"), ("a dog", "one dog"), ("red car", "a red car")]
     theirs = Pipeline.fit([spec], pairs, FusionConfig("mean"), name="hash", cache=False)
     Database(tmp_path / "db", create=True).collection("theirs").create(theirs)
-    running = Server(tmp_path / "db", pydoc_pipeline_dir, "--workers", "1")  # a batcher each
-    with running, running.client() as http:
+    with _in_process(tmp_path, pydoc_pipeline_dir) as http:  # a batcher each
         assert http.post("/v1/embeddings", json={"model": "hash", "input": "x"}).status_code == 200
         answer = http.post("/v1/collections/theirs/search", json={"query": "cat"})
         text = http.get("/metrics").text
@@ -1892,7 +1891,7 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path, pydoc_pipeline_dir):
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
     stored = Database(db).open("durable").ids()
     assert set(acknowledged) <= stored
-    with Server(db, pydoc_pipeline_dir) as again, again.client() as http:
+    with _in_process(tmp_path, pydoc_pipeline_dir) as http:  # the service over `db` again
         count = http.get("/v1/collections/durable").json()["count"]
         hit = http.post(
             "/v1/collections/durable/search", json={"query": f"document {acknowledged[-1]}"}
@@ -2410,21 +2409,20 @@ def test_a_chunked_write_says_the_size_it_cut_its_documents_at(retrieval_app, se
 
 
 def test_a_search_answer_says_which_queries_the_models_read_only_the_start_of(
-    tmp_path, search_pipeline
+    retrieval_app, search_pipeline
 ):
     """A query past a member's token limit was searched by its start alone without a word
     (Python and the CLI warn): each result says the tokens read of it, null for one read
     whole, as the OpenAPI schema says; the long query is searched, not refused."""
     long = " ".join(["the history of football clubs in european leagues"] * 60) + " volcanoes"
     assert search_pipeline.cut([long]).tolist() == [True]
-    running = Server(tmp_path / "db", search_pipeline.name, "--workers", "1")
-    with running, running.client() as http:
-        assert http.post("/v1/collections", json={"name": "c"}).status_code == 201
-        wrote = http.post("/v1/collections/c/documents", json={"documents": DOCS})
-        assert wrote.status_code == 200, wrote.text
-        found = http.post("/v1/collections/c/search", json={"queries": ["guitar", long]})
-        one = http.post("/v1/collections/c/search", json={"query": long, "k": 1})
-        schema = http.get("/openapi.json").json()["components"]["schemas"]
+    http = retrieval_app
+    assert http.post("/v1/collections", json={"name": "cut"}).status_code == 201
+    wrote = http.post("/v1/collections/cut/documents", json={"documents": DOCS})
+    assert wrote.status_code == 200, wrote.text
+    found = http.post("/v1/collections/cut/search", json={"queries": ["guitar", long]})
+    one = http.post("/v1/collections/cut/search", json={"query": long, "k": 1})
+    schema = http.get("/openapi.json").json()["components"]["schemas"]
     assert found.status_code == 200, found.text
     results = found.json()["results"]
     limit = search_pipeline.max_tokens
