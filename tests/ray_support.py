@@ -1,11 +1,12 @@
 """What the Ray workers of test_ray_ingest run besides probembed: each hash encoder of a worker
 tells a named actor the texts it encodes, so a test can count what the actors encoded.
 
-`count_encoded_texts` is the job's worker setup hook (`runtime_env`), run in every worker
-process before its first task; this module is pickled by value, since the workers do not
-have the tests folder on their path. The same hook lets a test end a worker (`exit_once_at`)
-or fail a batch (`FAILING`), and tells which libraries the encoding worker had loaded
-(`loaded_by_encoders`).
+`counting` makes Ray ingest's actor class run `count_encoded_texts` in each actor before it
+loads its pipeline; this module is pickled by value, since the workers do not have the tests
+folder on their path. (It was the job's worker setup hook, `runtime_env`: a job with a
+runtime_env gets no prestarted workers, so each actor waited for a Python process of its own,
+about a second.) The same patch lets a test end a worker (`exit_once_at`) or fail a batch
+(`FAILING`), and tells which libraries the encoding worker had loaded (`loaded_by_encoders`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ class EncodedTexts:
         """The UNUSED libraries loaded in a worker when it encoded, since the last call."""
         loaded, self.loaded = self.loaded, set()
         return loaded
+
+
+def counting(embedder: type) -> type:
+    """`embedder` (the actor class of Ray ingest) whose actors count what they encode: each
+    runs `count_encoded_texts` in its worker before it loads the pipeline."""
+
+    class Counting(embedder):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            count_encoded_texts()
+            super().__init__(*args, **kwargs)
+
+    return Counting
 
 
 def count_encoded_texts() -> None:

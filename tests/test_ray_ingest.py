@@ -49,6 +49,7 @@ from probembed.actors.encoding import (  # noqa: E402
     pipeline_files,
 )
 from probembed.interfaces.cli import app  # noqa: E402
+from probembed.store import ray_ingest  # noqa: E402
 from probembed.store.embed_job import embed_to_parquet  # noqa: E402
 from probembed.store.ray_ingest import OnRay, check_reachable, ingest_ray  # noqa: E402
 from probembed.store.repeats import RepeatedTexts  # noqa: E402
@@ -60,15 +61,21 @@ N = 2000
 
 @pytest.fixture(scope="module")
 def ray_address():
-    """A local Ray instance with 2 CPUs for this module, whose workers' hash encoders tell
-    `ray_support.COUNTER` what they encode; its address for other drivers."""
+    """A local Ray instance with 2 CPUs for this module, holding `ray_support.COUNTER`; its
+    address for other drivers. No runtime_env: its workers are prestarted (`_actors_counted`)."""
     ray.cloudpickle.register_pickle_by_value(ray_support)
-    hook = {"worker_process_setup_hook": ray_support.count_encoded_texts}
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", runtime_env=hook)
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     counter = ray_support.EncodedTexts.options(name=ray_support.COUNTER).remote()
     yield ray.get_runtime_context().gcs_address
     del counter
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _actors_counted(monkeypatch):
+    """Every Ray ingest or embed this process runs has actors whose hash encoders tell
+    `ray_support.COUNTER` what they encode (`ray_support.counting`)."""
+    monkeypatch.setattr(ray_ingest, "Embedder", ray_support.counting(ray_ingest.Embedder))
 
 
 @pytest.fixture
@@ -464,8 +471,6 @@ def test_a_ray_ingest_bar_ends_at_every_text_with_cached_and_borrowed_texts(
 
 def keeping_the_counter(monkeypatch, held):
     """Make Ray ingest's progress count (`counted`) append its counter actor to `held`."""
-    from probembed.store import ray_ingest
-
     counted = ray_ingest.counted
 
     @contextlib.contextmanager
