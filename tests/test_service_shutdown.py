@@ -45,6 +45,24 @@ def slow_pipeline_dir(tmp_path_factory):
     return pipeline.save(tmp_path_factory.mktemp("pipelines") / "slow")
 
 
+@pytest.fixture(scope="module")
+def wordpiece_pipeline_dir(tmp_path_factory):
+    """The built-in `paraphrase-l3` alone under `perturb` (nothing to fit), saved: a real
+    WordPiece tokenizer (MiniLM's), so chunking costs what it costs in use, in a model that
+    loads in a second (`retrieval`'s three took some 15 s in the server and its child, and
+    as long again in this process); skipped, naming it, where it is not installed."""
+    from probembed.encoders import EncoderUnavailableError, get_encoder
+    from probembed.pipeline import Pipeline
+    from probembed.uncertainty import make_estimator
+
+    try:
+        encoder = get_encoder("paraphrase-l3")
+    except EncoderUnavailableError as exc:
+        pytest.skip(f"the paraphrase-l3 encoder is not installed: {exc}")
+    pipeline = Pipeline([make_estimator("perturb", encoder)], name="wordpiece", cache=False)
+    return pipeline.save(tmp_path_factory.mktemp("pipelines") / "wordpiece")
+
+
 def terminated(server: Server, *others: int) -> int:
     """SIGTERM to the server, and to `others` as a signal to its whole process group reaches
     them; its exit code, or the test fails EXIT_BOUND seconds on (the server then killed:
@@ -158,24 +176,28 @@ def test_sigterm_during_a_burst_of_writes_exits_within_the_grace_and_stores_each
 
 #: The chunked write's document: random 8-letter words (4-5 WordPiece tokens each), cut into
 #: chunks of at most CUT tokens, so the chunker cuts every paragraph down to its words. Its
-#: chunking by `retrieval` takes some 20 s per MB so cut on two loaded cores (0.9 MB in 21 s;
-#: 10 s for 300,000 words at 256 tokens): this one's 8 MB take minutes, far past EXIT_BOUND.
-PARAGRAPHS, CUT = 30_000, 8
+#: chunking by paraphrase-l3's tokenizer takes some 7 s per MB so cut on two loaded cores
+#: (0.54 MB in 3.6 s; `retrieval`, which counts with three tokenizers, 6.7 s): this one's
+#: 16 MB take about two minutes, far past EXIT_BOUND, as `retrieval`'s 8 MB did.
+PARAGRAPHS, CUT = 60_000, 8
 
 
 def test_sigterm_while_a_large_document_is_chunked_exits_without_chunking_the_rest(
-    tmp_path, search_pipeline
+    tmp_path, wordpiece_pipeline_dir
 ):
     """After the grace a chunked write went on cutting its document into chunks, minutes of
     it for a large one, before its first encode learnt of the shutdown and the server could
     exit. Chunking asks the service between its tokenizer calls now: the write ends there,
-    nothing of the document stored. `search_pipeline` skips without `retrieval`'s models,
-    whose real tokenizers make chunking cost what it costs in use (the hashing encoder counts
-    words, ten times faster). The grace, 5 s, lets the write reach its chunking (it begins
-    well within a second of the request being read) before the shutdown stops it."""
+    nothing of the document stored. The pipeline's real tokenizer makes chunking cost what
+    it costs in use (the hashing encoder counts words, ten times faster). The grace, 5 s,
+    lets the write reach its chunking (it begins well within a second of the request being
+    read) before the shutdown stops it."""
     flags = ["--workers", "1", "--graceful-timeout", "5", "--max-body-bytes", str(2**26)]
     server = Server(
-        tmp_path / "db", "retrieval", *flags, env={"PROBEMBED_CACHE_DIR": str(tmp_path)}
+        tmp_path / "db",
+        wordpiece_pipeline_dir,
+        *flags,
+        env={"PROBEMBED_CACHE_DIR": str(tmp_path)},
     )
     text = "\n\n".join(random_texts(PARAGRAPHS, 30, 4))
     body = {"documents": [{"id": "large.md", "text": text}], "chunk": {"max_tokens": CUT}}
