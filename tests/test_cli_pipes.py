@@ -1,5 +1,6 @@
 """The command line under a script's pipes: a reader of its logs or of its output that goes
-away, a full disk for stdout. Each command runs as a process of its own."""
+away, a full disk for stdout, each command a process of its own; and `-` read from stdin,
+in this process (`invoke`: nothing of a process's pipes is at stake there)."""
 
 import json
 import os
@@ -9,6 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from probembed.interfaces.cli import app
 
 DATA = Path(__file__).parent / "data"
 
@@ -169,26 +174,20 @@ def test_a_broken_pipe_that_is_not_stdouts_is_a_failure(tmp_path, pydoc_pipeline
     assert "connection to the object store lost" in done.stderr
 
 
-def run(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The command run to its end as a process of its own, `stdin` piped to it."""
-    return subprocess.run(
-        [sys.executable, "-m", "probembed", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
+def invoke(*args: str, stdin: str = "") -> Result:
+    """The command run to its end in this process, `stdin` as its standard input: it reads
+    `sys.stdin` as it reads a pipe, and a process of its own cost 2-4 s of imports a test."""
+    return CliRunner().invoke(app, list(args), input=stdin)
 
 
 @pytest.mark.parametrize(
     "command", [["ingest", "-", "--db", "db"], ["embed", "-", "--out", "vectors"]]
 )
-def test_a_source_of_dash_is_told_that_stdin_is_not_read(command, tmp_path):
+def test_a_source_of_dash_is_told_that_stdin_is_not_read(command, tmp_path, monkeypatch):
     """`ingest -` said "no documents at -: no such file or folder"."""
-    done = run(*command, stdin='{"id": "1", "text": "one"}\n', cwd=tmp_path)
-    assert done.returncode == 2
+    monkeypatch.chdir(tmp_path)
+    done = invoke(*command, stdin='{"id": "1", "text": "one"}\n')
+    assert done.exit_code == 2
     message = " ".join(done.stderr.split())
     assert "- (stdin) is not read as a source" in message
     assert "write the records to a file (`> rows.jsonl`) and give its path" in message
@@ -201,8 +200,8 @@ def test_encode_file_dash_reads_stdin_and_counts_the_blank_lines_it_skips(
     """`--file -` looked for a file named `-`; blank lines were dropped without a word."""
     out = tmp_path / "v.npz"
     args = ("encode", "--pipeline", str(pydoc_pipeline_dir), "--file", "-", "--out", str(out))
-    done = run(*args, stdin="one\n\ntwo\n \t\nthree\n")
-    assert done.returncode == 0, done.stderr
+    done = invoke(*args, stdin="one\n\ntwo\n \t\nthree\n")
+    assert done.exit_code == 0, done.stderr
     assert f"wrote 3 Gaussians of dimension 112 to {out} (2 blank line(s) skipped)" in " ".join(
         done.stderr.split()
     )
@@ -224,8 +223,8 @@ def small_collection(tmp_path, pydoc_pipeline) -> Path:
 def test_search_file_dash_reads_the_questions_from_stdin(small_collection):
     """`search --file -` looked for a file named `-`."""
     args = ("search", "--db", str(small_collection), "-c", "c", "--file", "-", "--json")
-    done = run(*args, stdin="text 1\n\ntext 2\n")
-    assert done.returncode == 0, done.stderr
+    done = invoke(*args, stdin="text 1\n\ntext 2\n")
+    assert done.exit_code == 0, done.stderr
     assert [result["query"] for result in json.loads(done.stdout)] == ["text 1", "text 2"]
 
 
@@ -234,8 +233,8 @@ def test_delete_dash_reads_the_ids_from_stdin(small_collection):
     deleted by giving it on stdin, beside others (blank lines skipped)."""
     from probembed.store import Database
 
-    done = run("delete", "--db", str(small_collection), "-c", "c", "-", stdin="a\n\nb\n-\n")
-    assert done.returncode == 0, done.stderr
+    done = invoke("delete", "--db", str(small_collection), "-c", "c", "-", stdin="a\n\nb\n-\n")
+    assert done.exit_code == 0, done.stderr
     assert "deleted 3 item(s)" in done.stderr
     collection = Database(small_collection).open("c")
     assert sorted(collection.existing(["a", "b", "c", "-"])) == ["c"]
