@@ -273,7 +273,8 @@ def test_cli_search_json_has_the_documented_shape(small):
     done = CliRunner().invoke(app, [*args, "-k", "3", "--json"])
     assert done.exit_code == 0, done.output
     (result,) = json.loads(done.stdout)  # always a list, one result per question
-    assert set(result) == {"query", "confidence", "hits"}
+    assert set(result) == {"query", "confidence", "hits", "cut_at_tokens"}
+    assert result["cut_at_tokens"] is None  # a short question is read whole
     assert len(result["hits"]) == 3
     assert {"id", "score", "std", "weights", "text"} <= set(result["hits"][0])
     table = CliRunner().invoke(app, [*args, "-k", "2"])
