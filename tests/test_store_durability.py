@@ -10,11 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import racer_support
 
 from probembed.store import Database, ingest
 from probembed.store.readers import Record
 
-N_DOCS = 4000
+#: Documents of the killed ingest: its hold comes at a fifth of them, and the resumed run
+#: writes the rest in two batches (of at most 500).
+N_DOCS = 1000
 BATCH = 20
 #: The child holds still after committing this many rows, so the kill always lands mid-ingest.
 HOLD_AT = 10 * BATCH
@@ -192,61 +195,28 @@ def test_a_removal_killed_between_its_parts_leaves_a_prefix_its_run_again_comple
         assert (report.removed, report.updated, after.ids()) == (5, 0, {"a"})
 
 
-RACING_WRITER = """
-import sys, time
-from pathlib import Path
-from probembed.pipeline import Pipeline
-from probembed.store import Database, Record, ingest
-from probembed.store.rows import Batch, PipelineInfo
-
-db, pipeline_dir, go, mode = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
-pipe = Pipeline.load(pipeline_dir, cache=False)
-collection = Database(db).collection("c")
-texts = [f"racing text number {i}" for i in range(200)]
-batches = [
-    Batch([f"d{i}" for i in range(b, b + 10)], texts[b : b + 10], [{}] * 10,
-          pipe.encode(texts[b : b + 10]), PipelineInfo.of(pipe))
-    for b in range(0, 200, 10)
-]
-collection.count()
-print("ready", flush=True)
-while not go.exists():
-    time.sleep(0.001)
-if mode == "ingest":  # every id lost to the other writer counts as already stored
-    records = [Record(f"d{i}", t) for i, t in enumerate(texts)]
-    report = ingest(records, collection, pipe, batch_size=10)
-    print(report.added, report.already_stored, flush=True)
-for batch in batches if mode != "ingest" else []:
-    try:
-        collection.upsert(batch) if mode == "upsert" else collection.add(batch)
-    except Exception:  # an id the other writer stored first: refused, as it should be
-        pass
-"""
-
-
 @pytest.mark.parametrize("mode", ["add", "upsert", "ingest"])
 def test_two_processes_writing_the_same_ids_store_each_id_once(tmp_path, hash_pipeline, mode):
     """Both passed the 'already stored?' check before either committed: 340 of 400 ids were
     stored twice, and search returned the same id twice. Two ingests of the same records
-    then failed, one of them, on "ids are already in collection" instead of counting them."""
+    then failed, one of them, on "ids are already in collection" instead of counting them.
+    One writer is this process, the other a process of its own (`racer_support`)."""
     root = tmp_path / "db"
     ingest([Record("seed", "seed text", {})], Database(root, create=True).collection("c"),
            hash_pipeline)  # fmt: skip
     pipeline_dir = hash_pipeline.save(tmp_path / "pipeline")
-    script, go = tmp_path / "writer.py", tmp_path / "go"
-    script.write_text(textwrap.dedent(RACING_WRITER))
-    args = [sys.executable, str(script), str(root), str(pipeline_dir), str(go), mode]
-    writers = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    go = tmp_path / "go"
+    args = [sys.executable, racer_support.__file__, str(root), str(pipeline_dir), str(go), mode]
+    other = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
-        for writer in writers:  # both loaded and waiting: then they start together
-            assert writer.stdout.readline().strip() == "ready"
+        mine = racer_support.prepared(str(root), str(pipeline_dir))
+        assert other.stdout.readline().strip() == "ready"  # loaded and waiting: go together
         go.touch()
-        for writer in writers:
-            assert writer.wait(timeout=300) == 0
-        said = [writer.stdout.read().split() for writer in writers]
+        said = [racer_support.race(*mine, mode).split()]
+        assert other.wait(timeout=300) == 0
+        said.append(other.stdout.read().split())
     finally:
-        for writer in writers:
-            writer.kill()
+        other.kill()
     ids = Database(root).collection("c").vectors().ids.tolist()
     assert len(ids) == len(set(ids)) == 201
     if mode == "ingest":  # between them every id added once, each run accounting for all 200
