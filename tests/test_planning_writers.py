@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import Result
 
 from probembed.chunking import ChunkSettings
 from probembed.store import Database, ingest, ingest_documents
@@ -352,23 +353,34 @@ def small_disk(tmp_path) -> Iterator[list[str]]:
 
 
 #: Inside the namespace: mount the small disk, sync docs v1, then v2 with the disk filled
-#: after its first commit, then again with the filler gone; prints what each run said.
+#: after its first commit, then again with the filler gone; prints what each run said. The
+#: runs before and after the full one are the CLI in this process (`here`), which reads the
+#: collection at the end anyway: two process starts fewer.
 FULL_DISK = textwrap.dedent(
     """
     import json, os, subprocess, sys
     disk, held, *args, docs = sys.argv[1:]
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", disk], check=True)
     filler = os.path.join(disk, "filler")
+    from typer.testing import CliRunner
+    from probembed.interfaces.cli import app
 
-    def run(*hook, source):
-        command = [sys.executable, *hook, *[source if a == "SOURCE" else a for a in args]]
+    def given(source):
+        return [source if a == "SOURCE" else a for a in args]
+
+    def here(source):
+        done = CliRunner().invoke(app, given(source))
+        return done.exit_code, done.stderr
+
+    def filled(source):
+        command = [sys.executable, "-c", held, "fill:" + filler, "1", *given(source)]
         done = subprocess.run(command, capture_output=True, text=True)
         return done.returncode, done.stderr
 
-    made = run("-m", "probembed", source=docs + "/v1")
-    full = run("-c", held, "fill:" + filler, "1", source=docs + "/v2")
+    made = here(docs + "/v1")
+    full = filled(docs + "/v2")
     os.remove(filler)
-    again = run("-m", "probembed", source=docs + "/v2")
+    again = here(docs + "/v2")
     from probembed.store import Database
     c = Database(os.path.join(disk, "db")).open("c")
     rows = c.rows(sorted(c.ids()), ("text", "metadata"))
@@ -424,12 +436,28 @@ def test_a_planning_write_inside_another_of_its_thread_passes_through(tmp_path, 
     assert set(documents(db)) == {"doc001.md"}
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """`probembed ARGS` in a process of its own, run to its end."""
-    command = [sys.executable, "-m", "probembed", *args]
-    return subprocess.run(
-        command, capture_output=True, text=True, env=_env(), timeout=HANG_GUARD_SECONDS
-    )
+def _run(held: Held, args: list[str]) -> Result:
+    """`probembed ARGS` run to its end in this process while `held` holds still: a write
+    that gives up by itself needs no process of its own (a start of some 4 s). A wait that
+    is not given up ends when the guard kills `held`, and the test fails."""
+    from typer.testing import CliRunner
+
+    from probembed.interfaces.cli import app
+
+    guarded = threading.Event()
+
+    def guard() -> None:
+        guarded.set()
+        held.process.kill()
+
+    timer = threading.Timer(HANG_GUARD_SECONDS, guard)
+    timer.start()
+    try:
+        done = CliRunner().invoke(app, args)
+    finally:
+        timer.cancel()
+    assert not guarded.is_set(), f"{args} waited {HANG_GUARD_SECONDS} s and did not give up"
+    return done
 
 
 def _sync_held_beside(tmp_path, pipeline_dir, pipeline) -> tuple[Path, Path, Path, Held]:
@@ -455,13 +483,14 @@ def test_a_cli_write_given_a_wait_gives_up_naming_the_holder_and_exits_75(
 
     db, again, other, held = _sync_held_beside(tmp_path, pydoc_pipeline_dir, pydoc_pipeline)
     try:
-        sync = _run(chunked(db, other, pydoc_pipeline_dir, "--sync", "--wait", "0.5"))
-        delete = _run(["delete", "doc000.md", "--doc", "--db", str(db), "-c", "c", "--wait", "0"])
+        sync = _run(held, chunked(db, other, pydoc_pipeline_dir, "--sync", "--wait", "0.5"))
+        by_doc = ["delete", "doc000.md", "--doc", "--db", str(db), "-c", "c", "--wait", "0"]
+        delete = _run(held, by_doc)
     finally:
         held.release()
 
     for done in (sync, delete):
-        assert done.returncode == BUSY_EXIT, done.stderr
+        assert done.exit_code == BUSY_EXIT, done.stderr
         error = done.stderr.strip().splitlines()[-1]
         assert error.startswith(
             f"error: collection 'c' is being changed by chunked sync of {again}"
