@@ -2061,11 +2061,19 @@ def test_dropping_the_last_collection_of_an_unserved_pipeline_stops_its_children
         ingest([Record("a", "a text to find"), Record("b", "another one")], collection, other)
         collection.record_pipeline(other)
 
+    def cmdline(pid: int) -> bytes | None:
+        """A child's command line; None for one that ended since it was listed (the child
+        of a dropped collection is stopping as this polls)."""
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            return None
+
     def encoders(running: Server) -> set[int]:
         return {
             pid
             for pid in running.children()
-            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+            if (line := cmdline(pid)) is not None and b"resource_tracker" not in line
         }
 
     def settle(running: Server, expected: int) -> set[int]:
