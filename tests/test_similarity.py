@@ -217,7 +217,17 @@ def test_the_cli_says_which_texts_are_longer_than_the_members_read(search_pipeli
     )
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
-    assert f"cut short: argument(s) 3 are longer than {pipe!r} reads" in said
+    assert f"cut short: argument 3 is longer than {pipe!r} reads" in said
     assert f"({search_pipeline.max_tokens} tokens): only their start is compared" in said
     quiet = CliRunner().invoke(app, ["similarity", "jaguars", "big cats", "--pipeline", pipe])
     assert quiet.exit_code == 0 and "cut short" not in quiet.output
+
+
+def test_the_cli_names_the_first_ten_long_arguments_and_counts_the_rest(search_pipeline):
+    """xargs can hand `similarity` hundreds of arguments: the note listed every cut one."""
+    long = [f"{i} " + " ".join(f"word{j}" for j in range(600)) for i in range(12)]
+    pipe = search_pipeline.name
+    result = CliRunner().invoke(app, ["similarity", "jaguars", *long, "--pipeline", pipe])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "cut short: arguments 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more are longer" in said

@@ -435,18 +435,19 @@ def similarity(
     collection's tilt of them)."""
     from probembed.pipeline import Pipeline
 
-    items = read_texts([text_a, *text_b], None)  # refuses a blank argument, naming it
+    given = read_lines([text_a, *text_b], None)  # refuses a blank argument, naming it
+    items = given.texts
     try:
         pipe = Pipeline.load(pipeline)
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    cut = [i + 1 for i in np.flatnonzero(pipe.cut(items))]
+    cut = np.flatnonzero(pipe.cut(items)).tolist()
     if cut:  # as ingest says it: what comes past the limit is not compared
         note(
             "cut short:",
             "yellow",
-            f"argument(s) {', '.join(map(str, cut))} are longer than {pipe.name!r} reads "
-            f"({pipe.max_tokens} tokens): only their start is compared",
+            f"{given.places(cut)} {'is' if len(cut) == 1 else 'are'} longer than "
+            f"{pipe.name!r} reads ({pipe.max_tokens} tokens): only their start is compared",
         )
     found = pipe.similarity(items[0], items[1:])
     scores, stds = found.score[0].tolist(), found.std[0].tolist()
