@@ -20,7 +20,7 @@ from probembed.chunking import (
     plain_sections,
     stream_chunks,
 )
-from probembed.chunking.structure import paragraphs
+from probembed.chunking.structure import in_code, paragraphs
 from probembed.encoders.base import is_invisible
 from probembed.evaluation.chunked import chunk_corpus
 
@@ -355,16 +355,27 @@ def test_default_pipeline_chunks_fit_every_member(default_pipeline):
 
 
 def segments_of(text, sections, cuts):
-    """The sections as stream segments, each also cut at the paragraph breaks `cuts` picks."""
+    """The sections as stream segments, each also cut at the paragraph breaks `cuts` picks
+    (none inside a fenced code block, as a stream cuts none there)."""
     breaks = iter(cuts)
     for section in sections:
         start, opens = section.start, True
         for match in re.finditer(r"\n[ \t]*\n", text[section.start : section.end]):
             end = section.start + match.end()
+            if in_code(section.code, (section.start + match.start(), end)):
+                continue
             if next(breaks, False):
-                yield Segment(start, text[start:end], section.headings, opens)
+                yield Segment(
+                    start, text[start:end], section.headings, opens, code_in(section, start, end)
+                )
                 start, opens = end, False
-        yield Segment(start, text[start : section.end], section.headings, opens)
+        end = section.end
+        yield Segment(start, text[start:end], section.headings, opens, code_in(section, start, end))
+
+
+def code_in(section, start, end):
+    """The section's fenced code blocks that reach into text[start:end] (`Segment.code`)."""
+    return tuple(block for block in section.code if block[0] < end and block[1] > start)
 
 
 @given(document, st.integers(8, 48), st.integers(0, 3), st.lists(st.booleans(), max_size=60))
@@ -384,6 +395,116 @@ def test_streamed_markdown_sections_give_the_chunks_of_the_whole_text(cuts):
     whole = chunk_text(text, sections, word_counter, ChunkSettings(8, 2))
     streamed = stream_chunks(segments_of(text, sections, cuts), word_counter, ChunkSettings(8, 2))
     assert list(streamed) == whole and len({c.headings for c in whole}) == 5
+
+
+@st.composite
+def fenced(draw, closed=True):
+    """A fenced code block with blank lines and `. ` inside (a comment, a float), ``` or ~~~,
+    its closing fence at least as long; unclosed, it runs to the end of the document."""
+    fence = draw(st.sampled_from(["```", "~~~", "````"]))
+    line = st.one_of(
+        st.sampled_from(["", "    ", "# Read it. Parse it.", "x = 2. * y", "# no heading"]),
+        st.lists(words, min_size=1, max_size=5).map(" ".join),
+    )
+    body = draw(st.lists(line, min_size=1, max_size=14))
+    longer = draw(st.sampled_from(["", fence[0]]))  # a closing fence may be longer
+    closing = f"\n{fence}{longer}" if closed else ""
+    return f"{fence}py\n" + "\n".join(body) + closing
+
+
+@st.composite
+def markdown_with_code(draw):
+    """A Markdown document of paragraphs, headings and fenced code, the code's spans (from
+    the opening fence to the closing one, an unclosed one to the end)."""
+    block = st.one_of(paragraph, fenced(), st.sampled_from(["# One", "## Two", "### Three"]))
+    parts = draw(st.lists(block, min_size=1, max_size=8))
+    if draw(st.booleans()):
+        parts.append(draw(fenced(closed=False)))
+    text, spans = "", []
+    for part in parts:
+        text += draw(st.sampled_from(["\n", "\n\n", "\n \n\n"])) if text else ""
+        if part[:3] in ("```", "~~~"):
+            spans.append((len(text), len(text) + len(part)))
+        text += part
+    return text, spans
+
+
+@given(markdown_with_code(), st.integers(8, 48), st.integers(0, 3), st.lists(st.booleans()))
+@settings(max_examples=200, deadline=None)
+def test_streamed_markdown_with_fenced_code_gives_the_chunks_of_the_whole_text(
+    document, size, overlap, cuts
+):
+    text, _ = document
+    config = ChunkSettings(size, min(overlap, size // 2 - 1))
+    sections = markdown_sections(text)
+    whole = chunk_text(text, sections, word_counter, config)
+    assert list(stream_chunks(segments_of(text, sections, cuts), word_counter, config)) == whole
+
+
+@given(markdown_with_code(), st.integers(8, 48), st.integers(0, 3))
+@settings(max_examples=200, deadline=None)
+def test_a_fenced_block_that_fits_is_in_one_chunk_and_a_longer_one_is_cut_at_lines(
+    document, size, overlap
+):
+    """A code block's blank lines cut it into paragraphs, so one that fit a chunk was split
+    across two, and one over the budget was cut at `. ` inside a line (a comment, a float)."""
+    text, spans = document
+    config = ChunkSettings(size, min(overlap, size // 2 - 1))
+    sections = markdown_sections(text)
+    assert [block for s in sections for block in s.code] == spans
+    chunks = chunk_text(text, sections, word_counter, config)
+    edges = {at for c in chunks for at in (c.start, c.end)}
+    for start, end in spans:
+        end = start + len(text[start:end].rstrip())  # an unclosed block's trailing blanks
+        inside = [at for at in edges if start < at < end]
+        if word_counter([text[start:end]])[0] <= size:
+            assert inside == []
+        for at in inside:  # code lines are short: every line fits the budget
+            line_start = text.rfind("\n", 0, at) + 1
+            line_end = text.find("\n", at) % (len(text) + 1)
+            assert not text[line_start:at].strip() or not text[at:line_end].strip()
+
+
+def test_a_fenced_block_with_blank_lines_is_never_split_where_it_fits():
+    """The block's blank lines made two paragraphs of it, and its first half filled the
+    intro's chunk; read as plain text it is cut there still."""
+    code = "```python\ndef area(r):\n    return 3.14 * r * r\n\n\ndef volume(r):\n"
+    code += "    return area(r) * 4. / 3\n```"
+    text = f"# Shapes\n\nThe formulas below take a radius and give results.\n\n{code}\n"
+    chunks = chunk_text(text, markdown_sections(text), word_counter, ChunkSettings(24, 0))
+    assert [c.text for c in chunks][-1] == code and code not in chunks[0].text
+    plain = chunk_text(text, plain_sections(text), word_counter, ChunkSettings(24, 0))
+    assert [c.text[-19:] for c in plain] == ["return 3.14 * r * r", code[-19:]]
+
+
+def test_a_fenced_block_over_the_budget_is_cut_at_lines_not_sentence_ends():
+    """A code paragraph over the budget was cut at `. ` inside its lines."""
+    code = [
+        "```python",
+        "# Read the config file. Parse every line of it.",
+        "config = read(path)",
+        "keys = [k for k in config]",
+        "",
+        "# Scale by 2. Then round each one.",
+        "scaled = [round(2. * k) for k in keys]",
+        "```",
+    ]
+    text = "# Config\n\n" + "\n".join(code) + "\n"
+    chunks = chunk_text(text, markdown_sections(text), word_counter, ChunkSettings(16, 0))
+    assert len(chunks) > 2
+    assert all(line in code for c in chunks for line in c.text.split("\n")[1:])
+    assert {c.text.split("\n")[0] for c in chunks} <= {"# Config", *code}
+
+
+def test_an_unclosed_fence_runs_to_the_end_of_the_document():
+    """CommonMark: an unclosed fence is code to the end; `HeadingTracker` sees no heading in
+    it, so the end of its section too."""
+    text = "# Guide\n\nSetup takes a few steps on any machine.\n\n"
+    text += "```sh\nmake\n\n# not a heading\n\nmake install\n"
+    sections, code = markdown_sections(text), text.index("```")
+    assert [(s.headings, s.code) for s in sections] == [(("Guide",), ((code, len(text)),))]
+    chunks = chunk_text(text, sections, word_counter, ChunkSettings(16, 0))
+    assert [c.text for c in chunks] == [text[: code - 2], text[code:].rstrip()]
 
 
 def test_segments_must_follow_each_other():

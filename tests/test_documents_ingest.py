@@ -1911,6 +1911,54 @@ def test_long_lines_stream_in_pieces_and_give_the_chunks_read_whole(
     assert max(len(s.text) for s in segments) <= streamed.SEGMENT_CHARS + 2 * 500 + 2
 
 
+def fenced_markdown() -> str:
+    """Markdown whose fenced code holds blank lines: blocks shorter than a chunk, blocks
+    longer than a segment (which a stream may not cut at their blank lines), CRLF lines, a
+    ~~~ block showing ``` lines, and an unclosed fence running to the end."""
+    short = "```python\ndef area(r):\n    return 3.14 * r * r\n\n\ndef side(a):\n    return a\n```"
+    parts = ["# Code guide\n\nExamples follow, each with its own words around it.\n"]
+    for i in range(12):
+        # 36 words with the heading: the block's first 9 of 14 filled its chunk of 48
+        words = f"Example {i} shows a call." + " It returns a value." * 7
+        parts.append(f"\n## Example {i}\n\n{words}\n\n")
+        parts.append(short.replace("area", f"area{i}") + "\n")
+        if i % 4 == 1:  # longer than a segment, blank lines between its functions
+            body = "\n\n".join(f"def f{i}_{k}(x):\n    return x.real * {k}. + 1" for k in range(40))
+            parts.append(f"\nText before.\n````py\n{body}\n````\nText after.\n")
+        if i % 4 == 2:
+            parts.append("\r\n~~~md\r\n```sh\r\nmake\r\n\r\n# no heading\r\n```\r\n~~~\r\n")
+    parts.append("\n## Unclosed\n\n```sh\nmake\n\n# not a heading\n\n" + "make all\n\n" * 60)
+    return "".join(parts)
+
+
+def test_fenced_code_streams_as_read_whole_and_a_short_block_stays_whole(
+    tmp_path, pydoc_pipeline, small_blocks
+):
+    """A fenced block's blank lines cut it into paragraphs, read whole or streamed: a block
+    that fit a chunk was cut across two. It is one paragraph now, and a stream cuts no segment
+    at a blank line inside one (the segments hold the blocks that reach into them)."""
+    from probembed.store import streamed
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    text = fenced_markdown()
+    (root / "code.md").write_bytes(text.encode("utf-8"))
+    report, rows, whole = read_whole_and_streamed(root, tmp_path / "db", pydoc_pipeline)
+    assert (report.added, report.problems) == (1, []) and rows == whole
+    texts = [t for t, _ in rows.values()]
+    for i in range(12):
+        block = text[text.index(f"```python\ndef area{i}(") :]
+        block = block[: block.index("\n```") + 4]
+        assert any(block in t for t in texts)  # in one chunk
+    headings = {m["heading"] for _, m in rows.values()}
+    assert "Code guide > Unclosed" in headings and not any("heading" in h for h in headings)
+    segments = list(streamed.scan_file(root / "code.md", "code.md").segments())
+    blocks = [block for segment in segments for block in segment.code]
+    assert len(segments) > 5 and len(set(blocks)) == 12 + 3 + 3 + 1
+    for segment in segments[1:]:
+        assert not any(s < segment.start < e for s, e in blocks)
+
+
 @pytest.mark.parametrize("words", [True, False])
 def test_a_line_of_any_length_is_held_in_pieces(tmp_path, words):
     """20 MB of French on one line took 1.23 GB to ingest where the same bytes in paragraphs

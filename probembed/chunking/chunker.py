@@ -2,7 +2,9 @@
 
 Within each section, paragraphs are kept whole when they fit; a paragraph that does not is cut
 into sentences, a sentence that does not into lines, a line that does not into runs of words,
-a word that does not between grapheme clusters (`graphemes`). Only what a decision needs is
+a word that does not between grapheme clusters (`graphemes`). A Markdown fenced code block
+(`Section.code`) is one paragraph, blank lines and all, and one that does not fit is cut into
+lines, never at a `. ` (a method call, a decimal). Only what a decision needs is
 tokenized: a long span's start first (PROBE_CHARS), and at most BATCH_CHARS of text per call
 of the counter. The pieces are then packed in order into chunks of at most `max_tokens`,
 counted with the pipeline's own tokenizers (the most any member makes of the text), and of at
@@ -21,10 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from probembed.chunking.graphemes import last_boundary
-from probembed.chunking.structure import Section, Span, lines, paragraphs, sentences, words
+from probembed.chunking.structure import (
+    Section,
+    Span,
+    in_code,
+    lines,
+    paragraphs,
+    sentences,
+    words,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -151,13 +162,17 @@ class Chunk:
 class Segment:
     """A run of a document read as a stream: whole lines at offset `start` (a line over
     `structure.LINE_CHARS` in the pieces `structure.line_cuts` makes), cut only where no chunk
-    can differ for it (a section's start, the end of a paragraph break, such a line cut)."""
+    can differ for it (a section's start, the end of a paragraph break outside fenced code,
+    such a line cut)."""
 
     start: int
     text: str
     headings: tuple[str, ...]
     #: Whether a new section (with these headings) starts here.
     opens: bool
+    #: The fenced code blocks that reach into it, in document offsets (`Section.code`); a
+    #: stream cuts no segment at a blank line inside one, and an open one runs to its end.
+    code: tuple[Span, ...] = ()
 
 
 def chunk_text(
@@ -168,7 +183,7 @@ def chunk_text(
     fit = _fit(count, settings)
     chunks: list[Chunk] = []
     for section in sections:
-        pieces = _fitting_pieces(text, (section.start, section.end), fit)
+        pieces = _fitting_pieces(text, (section.start, section.end), fit, section.code)
         for start, end, tokens, by_chars in _pack(pieces, fit, settings.overlap_tokens, True)[0]:
             chunks.append(
                 Chunk(
@@ -219,7 +234,8 @@ def stream_chunks(
             )
         buffer += segment.text
         span = (segment.start - base, len(buffer))
-        pieces = _fitting_pieces(buffer, span, fit)
+        code = [(s - base, e - base) for s, e in segment.code]
+        pieces = _fitting_pieces(buffer, span, fit, code)
         pending += [(s + base, e + base, n) for s, e, n in pieces]
         yield from drain(False)
     yield from drain(True)
@@ -308,10 +324,18 @@ def _counted(texts: list[str], count: Counter) -> list[int]:
     return counts
 
 
-def _fitting_pieces(text: str, span: Span, fit: _Fit) -> list[tuple[int, int, int]]:
+def _fitting_pieces(
+    text: str, span: Span, fit: _Fit, code: Sequence[Span] = ()
+) -> list[tuple[int, int, int]]:
     """(start, end, tokens) pieces of a section, each within the budget and the character
-    cap: paragraphs, else sentences, else lines, else runs of words."""
-    return _split(text, span, (paragraphs, sentences, lines), fit)
+    cap: paragraphs (a fenced code block of `code` one), else sentences (lines in code: its
+    `. ` is a method call or a decimal), else lines, else runs of words."""
+
+    def statements(text: str, span: Span) -> list[Span]:
+        """A paragraph's sentences, a code block's lines: what it is cut into first."""
+        return lines(text, span) if in_code(code, span) else sentences(text, span)
+
+    return _split(text, span, (partial(paragraphs, code=code), statements, lines), fit)
 
 
 def _split(

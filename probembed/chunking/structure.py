@@ -6,9 +6,11 @@ whitespace around it left out, so a chunk is always an exact slice of its docume
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from probembed.chunking.graphemes import is_boundary, last_boundary
 from probembed.encoders.base import is_blank, is_invisible
@@ -93,6 +95,9 @@ class Section:
     headings: tuple[str, ...]
     start: int
     end: int
+    #: Its Markdown fenced code blocks, in order (`HeadingTracker.blocks`): each is one
+    #: paragraph whatever blank lines it holds, and is cut at lines, not sentences.
+    code: tuple[Span, ...] = ()
 
 
 def plain_sections(text: str) -> list[Section]:
@@ -157,14 +162,20 @@ class HeadingTracker:
         #: Whether the heading `feed` last returned began on the line before (setext).
         self.setext = False
         self._after_break = True  # the last line ended a block: blank, a heading, a fence
+        #: Where the open fence's line starts (meaningful while `fence` is set).
+        self._code_start = 0
+        #: The fenced code blocks closed since `forget` (`blocks`).
+        self._code: list[Span] = []
 
-    def feed(self, line: str, whole: bool = True) -> tuple[str, ...] | None:
+    def feed(self, line: str, whole: bool = True, at: int = 0) -> tuple[str, ...] | None:
         """The heading path this line opens: an ATX heading (`#` … `######`), or the
         underline (`===`, `---`) of a setext heading, which opens it at the line before
         (`setext` is then set). A line over LINE_CHARS, or the first piece of one (`whole`
         False: a stream gives such a line in the pieces `line_cuts` makes), is text: no heading,
-        fence or underline, nor a title an underline makes a heading of."""
+        fence or underline, nor a title an underline makes a heading of. `at`: the line's
+        offset in its document, where a fenced code block it opens or closes is noted."""
         line = line.rstrip(_LINE_ENDS)
+        stop = at + len(line)
         title_line, self.title_line, self.setext = self.title_line, None, False
         after_break, self._after_break = self._after_break, False
         if not whole or len(line) > LINE_CHARS:
@@ -172,12 +183,13 @@ class HeadingTracker:
         line = line.lstrip(_BOM)
         fence = _FENCE.match(line)
         if fence and not self.fence:
-            self.fence, self._after_break = fence.group(1), True
+            self.fence, self._after_break, self._code_start = fence.group(1), True, at
             return None
         if self.fence:
             closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
             if fence and closing and len(fence.group(1)) >= len(self.fence):
                 self.fence, self._after_break = "", True
+                self._code.append((self._code_start, stop))
             return None
         underline = _SETEXT.match(line)
         if underline and title_line is not None:
@@ -195,6 +207,17 @@ class HeadingTracker:
             return None
         self._after_break = True
         return self._open(len(match.group(1)), match.group(2))
+
+    def blocks(self, end: int) -> list[Span]:
+        """The fenced code blocks fed since `forget`, from the opening fence line's start to
+        the closing fence's end; one still open runs to `end`, the end of the text fed so far.
+        CommonMark runs an unclosed fence to the end of the document; no heading is seen
+        inside a fence, so that is also the end of its section."""
+        return [*self._code, *([(self._code_start, end)] if self.fence else [])]
+
+    def forget(self, before: int) -> None:
+        """Forget the blocks closed by `before`: a stream keeps only its current segment's."""
+        self._code = [block for block in self._code if block[1] > before]
 
     def _open(self, level: int, title: str) -> tuple[str, ...]:
         """The heading path once a heading of this level opens."""
@@ -228,7 +251,7 @@ def markdown_sections(text: str) -> list[Section]:
     headings: tuple[str, ...] = ()  # its heading's lines
     previous = ""
     for line in text[offset:].splitlines(keepends=True):
-        opened = tracker.feed(line)
+        opened = tracker.feed(line, at=offset)
         if opened is not None:
             at = offset - len(previous) if tracker.setext else offset
             joins = joins_next(headings, not text[body:at].strip())
@@ -240,15 +263,34 @@ def markdown_sections(text: str) -> list[Section]:
         offset += len(line)
     if offset > start or not sections:
         sections.append(Section(headings, start, len(text)))
-    return sections
+    return _with_code(sections, tracker.blocks(len(text)))
 
 
-def last_paragraph_break(text: str) -> int | None:
-    """Where the last paragraph break of a text ends (as `paragraphs` finds them), if any:
-    cutting there leaves every paragraph, sentence and word of the text as it was."""
+def _with_code(sections: list[Section], code: list[Span]) -> list[Section]:
+    """The sections, each with the fenced code blocks that start in it (a block lies in one
+    section: no heading is seen inside a fence)."""
+    starts = [start for start, _ in code]
+    found = []
+    for section in sections:
+        first, last = (bisect.bisect_left(starts, at) for at in (section.start, section.end))
+        found.append(replace(section, code=tuple(code[first:last])))
+    return found
+
+
+def in_code(code: Sequence[Span], span: Span) -> bool:
+    """Whether a span overlaps a fenced code block of `code` (sorted, none overlapping)."""
+    i = bisect.bisect_left(code, (span[1],))  # the first block starting at or after its end
+    return i > 0 and code[i - 1][1] > span[0]
+
+
+def last_paragraph_break(text: str, code: Sequence[Span] = ()) -> int | None:
+    """Where the last paragraph break of a text ends (as `paragraphs` finds them, so none in
+    a fenced code block of `code`, offsets into the text), if any: cutting there leaves every
+    paragraph, sentence and word of the text as it was."""
     end = None
     for match in _PARAGRAPH_BREAK.finditer(text):
-        end = match.end()
+        if not in_code(code, match.span()):
+            end = match.end()
     return end
 
 
@@ -295,17 +337,29 @@ def split_span(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
     return [piece for run in _regions(text, span, separator) if (piece := trimmed(text, *run))]
 
 
-def paragraphs(text: str, span: Span) -> list[Span]:
-    """Blank-line separated paragraphs, a line longer than LINE_CHARS also cut where
+def paragraphs(text: str, span: Span, code: Sequence[Span] = ()) -> list[Span]:
+    """Blank-line separated paragraphs, a fenced code block of `code` (Markdown's, sorted)
+    one of its own whatever blank lines it holds, a line longer than LINE_CHARS also cut where
     `line_cuts` cuts it (a file read as a stream is cut there too, so both give one chunking);
     the span starts where a line does, or at such a cut."""
     pieces = []
-    for start, end in _regions(text, span, _PARAGRAPH_BREAK):
+    for start, end in _blocks(text, span, code):
         for run in itertools.pairwise([start, *line_cuts(text, start, end), end]):
             piece = trimmed(text, *run)
             if piece:
                 pieces.append(piece)
     return pieces
+
+
+def _blocks(text: str, span: Span, code: Sequence[Span]) -> list[Span]:
+    """The runs of a span between its paragraph breaks outside fenced code and at the edges
+    of its code blocks, untrimmed."""
+    start, end = span
+    cuts = [m.span() for m in _PARAGRAPH_BREAK.finditer(text, start, end)]
+    cuts = [cut for cut in cuts if not in_code(code, cut)]
+    cuts += [(edge, edge) for block in code for edge in block if start < edge < end]
+    bounds = [start, *itertools.chain.from_iterable(sorted(cuts)), end]
+    return list(zip(bounds[::2], bounds[1::2], strict=True))
 
 
 def line_cuts(text: str, start: int, end: int) -> list[int]:

@@ -8,8 +8,9 @@ title. The second (`StreamedFile.segments`) reads it again as `Segment`s for
 `probembed.chunking.stream_chunks`: whole lines (a line over `LINE_CHARS` in the pieces
 `line_cuts` makes, which chunking reads as paragraph breaks whether it streams or not), cut
 where a section starts and, once a segment passes `SEGMENT_CHARS`, after its last paragraph
-break or line cut, so the chunks are exactly those of the file read whole. Memory holds a
-block, a segment and the chunk being filled; only a single paragraph of lines, none over
+break outside fenced code (each segment carries the code blocks that reach into it) or line
+cut, so the chunks are exactly those of the file read whole. Memory holds a block, a segment
+and the chunk being filled; only a single paragraph or fenced code block of lines, none over
 `LINE_CHARS`, that is longer than a segment is held whole.
 """
 
@@ -33,6 +34,7 @@ from probembed.chunking import (
     last_paragraph_break,
     line_cuts,
 )
+from probembed.chunking.structure import Span
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
 from probembed.store.formats import (
@@ -97,7 +99,9 @@ class StreamedFile:
             if offset < self.skip:  # front matter: in no chunk
                 offset = start = offset + len(line)
                 continue
-            opened = tracker.feed(line, not goes_on) if tracker is not None and starts else None
+            opened = (
+                tracker.feed(line, not goes_on, offset) if tracker is not None and starts else None
+            )
             starts = not goes_on
             if opened is not None:
                 # a setext heading began on the line before, which ends the parts
@@ -105,7 +109,8 @@ class StreamedFile:
                 text = "".join(parts)
                 joins = joins_next(headings, was_bare if held else bare)
                 if len(text) > held and not joins:
-                    yield Segment(start, text[: len(text) - held], headings, opens)
+                    code = _code(tracker, start, offset - held)
+                    yield Segment(start, text[: len(text) - held], headings, opens, code)
                 if not joins:
                     start, parts, size = offset - held, [text[len(text) - held :]], held
                     opens, limit, cut_line = True, SEGMENT_CHARS, None
@@ -121,18 +126,29 @@ class StreamedFile:
             waits = was_bare and tracker is not None and tracker.title_line is not None
             if size >= limit and not bare and not waits:
                 text = "".join(parts)
-                cut = max(last_paragraph_break(text) or 0, cut_line or 0)
-                if not cut:  # one long paragraph so far: look again a segment later
+                local = [(s - start, e - start) for s, e in _code(tracker, start, offset)]
+                cut = max(last_paragraph_break(text, local) or 0, cut_line or 0)
+                if not cut:  # one long paragraph or code block so far: look a segment later
                     parts, limit = [text], size + SEGMENT_CHARS
                     continue
-                yield Segment(start, text[:cut], headings, opens)
+                code = _code(tracker, start, start + cut)
+                yield Segment(start, text[:cut], headings, opens, code)
                 start, parts, size, opens = start + cut, [text[cut:]], len(text) - cut, False
                 limit, cut_line = SEGMENT_CHARS, None
         if parts:
-            yield Segment(start, "".join(parts), headings, opens)
+            yield Segment(start, "".join(parts), headings, opens, _code(tracker, start, offset))
         digest.update(repr([]).encode("utf-8"))
         if digest.hexdigest()[:32] != self.digest:
             raise changed(self.source, "while it was read")
+
+
+def _code(tracker: HeadingTracker | None, start: int, end: int) -> tuple[Span, ...]:
+    """The fenced code blocks of a stream that reach into [start, end), one still open
+    running to `end`; those closed by `start` are forgotten, so memory holds only these."""
+    if tracker is None:
+        return ()
+    tracker.forget(start)
+    return tuple(block for block in tracker.blocks(end) if block[0] < end)
 
 
 def scan_file(path: Path, doc_id: str, found: Found | None = None) -> StreamedFile | Problem:
