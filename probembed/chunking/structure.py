@@ -153,7 +153,10 @@ class HeadingTracker:
     """Markdown heading paths, line by line, outside fenced code: what `markdown_sections`
     and a document read as a stream share."""
 
-    def __init__(self) -> None:
+    def __init__(self, notes_code: bool = False) -> None:
+        """`notes_code`: keep the fenced code blocks fed (`blocks`), which chunking needs and
+        a search for a title does not (it would keep every block of a file without one)."""
+        self._notes_code = notes_code
         self.path: list[tuple[int, str]] = []
         #: The fence that opened the code block the lines are in ("" outside one).
         self.fence = ""
@@ -189,7 +192,8 @@ class HeadingTracker:
             closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
             if fence and closing and len(fence.group(1)) >= len(self.fence):
                 self.fence, self._after_break = "", True
-                self._code.append((self._code_start, stop))
+                if self._notes_code:
+                    self._code.append((self._code_start, stop))
             return None
         underline = _SETEXT.match(line)
         if underline and title_line is not None:
@@ -243,7 +247,7 @@ def markdown_sections(text: str) -> list[Section]:
     or `## Install` then `## Usage`) opens no section of its own (see `joins_next`).
     """
     sections: list[Section] = []
-    tracker = HeadingTracker()
+    tracker = HeadingTracker(notes_code=True)
     front = front_matter(text)
     if front and is_blank(text[front.end :]):  # a page of front matter alone: its text
         return plain_sections(text)

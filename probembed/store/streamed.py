@@ -86,7 +86,7 @@ class StreamedFile:
         """The file's text as segments, in order; UnreadableError if it changed since found
         or scanned."""
         digest = hashlib.sha256()
-        tracker = HeadingTracker() if self.markdown else None
+        tracker = HeadingTracker(notes_code=True) if self.markdown else None
         start = offset = 0
         headings: tuple[str, ...] = ()
         bare = was_bare = False  # nothing but blank lines since the last heading's lines
