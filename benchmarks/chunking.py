@@ -1,6 +1,6 @@
 """Chunked documents against truncation on SciFact, and what chunked ingest costs.
 
-    python benchmarks/chunking.py [--part quality|throughput|chars|memory|all]
+    python benchmarks/chunking.py [--part quality|throughput|chars|memory|fences|all]
 
 quality: SciFact test, the default pipeline; every document embedded whole (each member cuts
 it at its token limit) against every document cut into chunks that every member reads whole
@@ -19,6 +19,17 @@ chunks) ingests a 20 MB file read as a stream, each in a fresh interpreter (Linu
 /proc): French, unspaced Chinese (sentences ending in 。) and unspaced Chinese with no full
 stop on one line against the same sentences eight to a paragraph, side by side. Run it from
 an older checkout for that code's figures.
+fences (not in all: it needs --before): Markdown fenced code blocks that fit a chunk but are
+split across two, and chunk counts, with `retrieval`'s tokenizers at 128 and 256 tokens
+(default overlaps), chunked by this checkout and by the one `--before` names (a `git
+worktree` of an older commit), each in a fresh interpreter: the repository's README.md and
+docs/*.md as the --before checkout holds them, the Markdown under the datasets folder, and
+the Markdown files the installed packages ship (site-packages). A block is its fence lines
+and what is between (`Section.code`, as this checkout finds them); it fits when the
+pipeline counts it within the size and it is within the character cap; it is split when a
+chunk starts or ends strictly inside it (an indented fence's spaces and an unclosed one's
+trailing blank lines aside). Also whether the same files read as plain text give the same
+chunks in both.
 Writes (and merges into) benchmarks/results/chunking.json.
 """
 
@@ -276,6 +287,139 @@ def memory() -> list[dict]:
     return rows
 
 
+#: Run in a fresh interpreter under a checkout's code: every text's chunk spans at each
+#: size, read as Markdown and as plain text, with `retrieval`'s tokenizers.
+SPANS = """
+import json, sys
+import probembed
+from probembed.chunking import ChunkSettings, chunk_text, markdown_sections, plain_sections
+from probembed.pipeline import Pipeline
+texts, sizes = json.loads(sys.stdin.read())
+pipeline = Pipeline.load("retrieval", cache=False)
+out = {"code": probembed.__file__, "spans": {}}
+for path, text in texts.items():
+    for size in sizes:
+        config = ChunkSettings.sized(size).capped(pipeline.max_tokens)
+        for name, sections in (("markdown", markdown_sections), ("plain", plain_sections)):
+            chunks = chunk_text(text, sections(text), pipeline.count_tokens, config)
+            out["spans"][f"{path}|{size}|{name}"] = [(c.start, c.end) for c in chunks]
+print(json.dumps(out))
+"""
+#: Chunk sizes (tokens) the fences part measures at.
+FENCE_SIZES = (128, 256)
+
+
+def markdown_corpora(checkout: Path) -> dict[str, list[str]]:
+    """The Markdown files the fences part reads, by corpus: the repository's as `checkout`
+    holds them, so a run's own edits to the docs do not move its figures."""
+    site = sorted(glob.glob(f"{sys.prefix}/lib/python*/site-packages/**/*.md", recursive=True))
+    docs = sorted(glob.glob(str(checkout / "docs" / "*.md")))
+    return {
+        "repository": [str(checkout / "README.md"), *docs],
+        "datasets": sorted(glob.glob(str(datasets_dir() / "**" / "*.md"), recursive=True)),
+        "site-packages": site,
+    }
+
+
+def chunk_spans(checkout: Path, texts: dict[str, str]) -> dict[str, list[list[int]]]:
+    """Every text's chunk spans as a checkout's code cuts them (`SPANS`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SPANS],
+        input=json.dumps([texts, FENCE_SIZES]),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=checkout,  # `-c` puts the working folder first on sys.path
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )
+    found = json.loads(done.stdout.splitlines()[-1])
+    if not found["code"].startswith(str(checkout)):  # an installed copy read instead
+        raise SystemExit(f"{checkout}: ran {found['code']}")
+    return found["spans"]
+
+
+def split_blocks(text: str, blocks: Sequence[tuple[int, int]], spans: list[list[int]]) -> int:
+    """How many of the blocks have a chunk edge strictly inside them."""
+    edges = sorted({at for span in spans for at in span})
+    split = 0
+    for start, end in blocks:
+        block = text[start:end]  # less an indented fence's spaces, an unclosed one's blanks
+        start, end = start + len(block) - len(block.lstrip()), start + len(block.rstrip())
+        split += any(start < at < end for at in edges)
+    return split
+
+
+#: What the fences part counts per corpus and size (`file_tally`).
+FENCE_COUNTS = (
+    "blocks",
+    "fitting",
+    "split_before",
+    "split_after",
+    "chunks_before",
+    "chunks_after",
+)
+
+
+def file_tally(
+    text: str,
+    config: ChunkSettings,
+    count: Callable,
+    before: list[list[int]],
+    after: list[list[int]],
+) -> dict[str, int]:
+    """One file's fenced blocks, those that fit, those split by the chunks `before` and
+    `after` (spans), and those chunks' counts."""
+    from probembed.chunking import markdown_sections  # here: the part compares two codes
+
+    blocks = [block for section in markdown_sections(text) for block in section.code]
+    counts = count([text[s:e] for s, e in blocks]) if blocks else []
+    fit = [
+        block
+        for block, n in zip(blocks, counts, strict=True)
+        if n <= config.max_tokens and block[1] - block[0] <= config.max_chars
+    ]
+    found = (len(blocks), len(fit), split_blocks(text, fit, before), split_blocks(text, fit, after))
+    return dict(zip(FENCE_COUNTS, (*found, len(before), len(after)), strict=True))
+
+
+def fences(before: Path) -> dict:
+    """Fitting fenced blocks split across chunks, and chunk counts, before and after."""
+    pipeline = Pipeline.load("retrieval", cache=False)
+    corpora = markdown_corpora(before)
+    texts = {p: Path(p).read_text(encoding="utf-8") for files in corpora.values() for p in files}
+    after_spans, before_spans = chunk_spans(ROOT, texts), chunk_spans(before, texts)
+    rows = []
+    for corpus, files in corpora.items():
+        for size in FENCE_SIZES:
+            config = ChunkSettings.sized(size).capped(pipeline.max_tokens)
+            tally: dict[str, int] = dict.fromkeys(FENCE_COUNTS, 0)
+            plain_unchanged = True
+            for path in files:
+                key = f"{path}|{size}|"
+                found = file_tally(
+                    texts[path],
+                    config,
+                    pipeline.count_tokens,
+                    before_spans[key + "markdown"],
+                    after_spans[key + "markdown"],
+                )
+                tally = {name: tally[name] + found[name] for name in FENCE_COUNTS}
+                plain_unchanged &= before_spans[key + "plain"] == after_spans[key + "plain"]
+            rows.append(
+                {"corpus": corpus, "files": len(files), "tokens": config.max_tokens}
+                | tally
+                | {"plain_unchanged": plain_unchanged}
+            )
+            print(rows[-1], flush=True)
+    return {"code": code(), "before": commit(before), "rows": rows}
+
+
+def commit(checkout: Path) -> str:
+    """The short commit a checkout is at."""
+    git = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
+    return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def code() -> str:
     """The commit of the library measured, `+changes` when its files differ from it."""
     git = ["git", "-C", str(ROOT)]
@@ -290,7 +434,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument(
-        "--part", choices=("quality", "throughput", "chars", "memory", "all"), default="all"
+        "--part",
+        choices=("quality", "throughput", "chars", "memory", "fences", "all"),
+        default="all",
     )
     parser.add_argument(
         "--out",
@@ -301,7 +447,14 @@ def main() -> None:
     parser.add_argument(
         "--label", default="after", help="The memory part's rows go under stream_memory[LABEL]."
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="The fences part: a checkout of the older code to compare (a git worktree).",
+    )
     args = parser.parse_args()
+    if args.part == "fences" and args.before is None:
+        parser.error("--part fences needs --before, a checkout of the code to compare with")
     result = json.loads(args.out.read_text()) if args.out.is_file() else {}
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.part in ("quality", "all"):
@@ -312,6 +465,8 @@ def main() -> None:
         result["chars"] = chars()
     if args.part in ("memory", "all"):
         result.setdefault("stream_memory", {})[args.label] = {"code": code(), "rows": memory()}
+    if args.part == "fences":
+        result["fences"] = fences(args.before.resolve())
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
 
