@@ -779,3 +779,33 @@ def test_a_line_over_line_chars_is_cut_alike_read_whole_and_streamed(text, size,
         assert split_clusters(text, whole) == []
         pieces = paragraphs(text, (0, len(text)))
         assert all(len(text[s:e].splitlines()[0]) <= 80 for s, e in pieces)
+
+
+@given(
+    lines_document,
+    lines_document,
+    st.booleans(),
+    st.integers(8, 24),
+    st.lists(st.booleans(), max_size=60),
+)
+@settings(max_examples=100, deadline=None)
+def test_a_stream_cut_at_a_long_line_inside_a_fence_gives_the_chunks_read_whole(
+    before, code, closed, size, cuts
+):
+    """A stream may cut a segment inside a fenced code block only at a long line's cut: the
+    segments on either side carry the block (an open one to the segment's end), and the chunks
+    are the text's read whole."""
+    from probembed.chunking import structure
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(structure, "LINE_CHARS", 80)
+        text = f"{before}```py\n{code}" + ("```\nAfter it.\n" if closed else "")
+        config = ChunkSettings(size, 2)
+        (section,) = markdown_sections(text)
+        assert len(section.code) == 1
+        whole = chunk_text(text, [section], word_counter, config)
+        places = iter(cuts)
+        at = [c for c in line_cuts(text, 0, len(text)) if next(places, False)]
+        bounds = list(itertools.pairwise([0, *at, len(text)]))
+        segments = [Segment(a, text[a:b], (), a == 0, code_in(section, a, b)) for a, b in bounds]
+        assert list(stream_chunks(segments, word_counter, config)) == whole
