@@ -5,9 +5,13 @@ documents it (sys.modules[name] = None makes `import name` raise ModuleNotFoundE
 installed packages stay untouched.
 """
 
+import ast
+import importlib
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -77,15 +81,9 @@ def test_importing_scoring_loads_no_heavy_library():
     assert result.stdout.strip() == "[]"
 
 
-def test_every_lazy_name_has_the_type_a_type_checker_sees():
-    """Without an import under TYPE_CHECKING a lazy name is Any to mypy and IDEs, so
-    `probembed.load(...).encdoe(...)` passed a user's type check."""
-    import ast
-    import importlib
-
-    import probembed
-
-    tree = ast.parse(Path(probembed.__file__).read_text(encoding="utf-8"))
+def type_checking_block(module: ModuleType) -> tuple[dict[str, str], dict[str, str]]:
+    """The names a package imports under TYPE_CHECKING (name -> module) and assigns there."""
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
     (block,) = [
         node
         for node in tree.body
@@ -104,8 +102,86 @@ def test_every_lazy_name_has_the_type_a_type_checker_sees():
         for target in node.targets
         if isinstance(target, ast.Name)
     }
-    assert typed == probembed._LAZY
-    assert assigned == {"load": "Pipeline.load"}
-    for name, module in typed.items():
-        assert getattr(probembed, name) is getattr(importlib.import_module(module), name)
-    assert probembed.load == probembed.Pipeline.load
+    return typed, assigned
+
+
+@pytest.mark.parametrize("package", ["probembed", "probembed.store"])
+def test_every_lazy_name_has_the_type_a_type_checker_sees(package):
+    """Without an import under TYPE_CHECKING a lazy name is Any to mypy and IDEs, so
+    `probembed.load(...).encdoe(...)` passed a user's type check."""
+    module = importlib.import_module(package)
+    typed, assigned = type_checking_block(module)
+    assert typed == module._LAZY
+    assert assigned == ({"load": "Pipeline.load"} if package == "probembed" else {})
+    for name, held_in in typed.items():
+        assert getattr(module, name) is getattr(importlib.import_module(held_in), name)
+    if package == "probembed":
+        assert module.load == module.Pipeline.load
+
+
+#: The store's modules a command that opens no database reads (files, its errors, option
+#: checks, the bundled docs), and the libraries none of them may load.
+LIGHT_STORE_MODULES = ("formats", "readers", "errors", "kinds", "pins", "results", "pydoc_corpus")
+STORE_LIBRARIES = ("lancedb", "pyarrow", "faiss")
+
+
+def loaded(code: str, *args: str, status: int = 0) -> list[str]:
+    """Which of STORE_LIBRARIES a child interpreter has loaded once `code` has run (and ended
+    with `status`)."""
+    probe = (
+        f"import sys\ntry:\n{textwrap.indent(code, '    ')}\nfinally:\n"
+        f"    print(sorted(m for m in {STORE_LIBRARIES!r} if m in sys.modules), file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == status, result.stderr
+    return ast.literal_eval(result.stderr.strip().splitlines()[-1])
+
+
+def test_the_light_store_modules_load_no_lancedb_pyarrow_or_faiss():
+    """`probembed encode --file` read its file through `probembed.store.formats`, and the
+    package's import loaded the whole store: a second and more of LanceDB for every such
+    command."""
+    imports = "".join(f"import probembed.store.{name}\n" for name in LIGHT_STORE_MODULES)
+    assert loaded(imports + "import probembed.store") == []
+
+
+def test_upkeep_and_location_load_no_lancedb():
+    """`probembed serve` checks --compact-keep and --db with them before it opens anything."""
+    assert "lancedb" not in loaded("import probembed.store.upkeep, probembed.store.location")
+
+
+def test_every_public_store_name_resolves_and_is_listed():
+    """Each name is its module's, also once every submodule is loaded: the import system sets
+    a loaded `probembed.store.ingest` on the package, where `ingest` is a function."""
+    code = (
+        "import importlib\n"
+        "import probembed.store as store\n"
+        "assert set(store.__all__) <= set(dir(store)), set(store.__all__) - set(dir(store))\n"
+        "from probembed.store import *\n"
+        "import probembed.store.ingest, probembed.store.chunked\n"
+        "for name in store.__all__:\n"
+        "    held = importlib.import_module(store._LAZY[name])\n"
+        "    assert getattr(store, name) is getattr(held, name), name\n"
+        "    assert globals()[name] is getattr(held, name), name\n"
+        "assert callable(store.ingest) and callable(probembed.store.ingest)\n"
+    )
+    assert "lancedb" not in loaded(code)  # LanceDB itself waits for a database to be opened
+    with pytest.raises(AttributeError, match="has no attribute 'Databse'"):
+        importlib.import_module("probembed.store").Databse  # noqa: B018
+
+
+CLI = "from probembed.interfaces import main\nsys.argv = ['probembed', *sys.argv[1:]]\nmain()"
+
+
+def test_encode_of_a_file_and_a_refused_serve_option_load_no_store_library(
+    pydoc_pipeline_dir, tmp_path
+):
+    """Neither touches a database: each loaded LanceDB, pyarrow and FAISS (1.2 s of CPU)."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a first line\nand a second\n", encoding="utf-8")
+    encode = ["encode", "--file", str(texts), "--pipeline", str(pydoc_pipeline_dir)]
+    assert loaded(CLI, *encode) == []
+    refused = loaded(CLI, "serve", "--max-inputs", "0", status=2)  # pyarrow may come: --db's check
+    assert "lancedb" not in refused and "faiss" not in refused

@@ -151,7 +151,7 @@ def serve_command(
     ] = "text",
 ) -> None:
     """Serve embeddings (OpenAI-compatible), collections and search over HTTP."""
-    from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys, serve
+    from probembed.service import BatchSettings, Limits, ServiceSettings, load_keys
     from probembed.service.logs import LogSettings
     from probembed.service.settings import UpkeepSettings, default_workers
     from probembed.store.errors import NoDatabaseError, StoreError
@@ -180,6 +180,8 @@ def serve_command(
         )
     except ValueError as exc:
         raise fail(str(exc)) from exc
+    from probembed.service import serve  # the app and the store: none for a refused option
+
     try:
         serve(settings)
     except NoDatabaseError as exc:  # the database and the port: checked before any model loads

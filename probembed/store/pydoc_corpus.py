@@ -14,7 +14,6 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from probembed.chunking import ChunkSettings, Section
-from probembed.store.chunked import chunk_records
 from probembed.store.formats import SourceDocument
 from probembed.store.readers import Problem, Record
 
@@ -36,6 +35,8 @@ def read_pydoc_topics(
     and chunked ingest's (`doc_id`, `chunk`, `start`, `end`, `title`, `heading`, `doc_hash`).
     A passage whose text an earlier topic already gave is left out.
     """
+    from probembed.store.chunked import chunk_records  # pyarrow, FAISS: `paragraphs` needs none
+
     source = _topics()
     names = list(source) if topics is None else list(topics)
     unknown = [name for name in names if name not in source]

@@ -25,8 +25,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from lancedb.background_loop import LOOP
-
 from probembed.store import shared_writes
 from probembed.store.handle import CollectionHandle
 from probembed.store.pins import Tag, drop, drop_stale, held, lock_dir, tags_of
@@ -245,7 +243,10 @@ def optimized(table: Any, older_than: timedelta) -> Any:
     """LanceDB's optimize with its statistics (the synchronous `Table.optimize` drops them):
     compaction, index update, then a prune of versions made before `older_than` ago.
     `delete_unverified` stays off: a file no version names yet may be another machine's
-    commit in flight."""
+    commit in flight. LanceDB is imported here, not with the module: `parse_duration` checks
+    `probembed serve`'s options without it."""
+    from lancedb.background_loop import LOOP
+
     return LOOP.run(table._table.optimize(cleanup_older_than=older_than, delete_unverified=False))
 
 
