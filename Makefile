@@ -103,6 +103,7 @@ bench: $(STAMP)  ## Run every benchmark and refresh the tables in README.md and 
 	$(BIN)/python benchmarks/stored_size.py
 	$(BIN)/python benchmarks/serve.py
 	$(BIN)/python benchmarks/pieces.py
+	$(BIN)/python benchmarks/cli_start.py
 	$(BIN)/python benchmarks/ray_ingest.py
 	$(BIN)/python benchmarks/ray_driver_memory.py
 	$(BIN)/python benchmarks/tune_own_data.py

@@ -54,6 +54,30 @@ def run(variant: str, args: list[str], env: dict[str, str]) -> float:
     return took
 
 
+def parsed_options(description: str | None, out: Path) -> argparse.Namespace:
+    """The options of a command-line benchmark: --rounds (8) and --out (its result file)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=out)
+    return parser.parse_args()
+
+
+def child_env(tmp: Path) -> dict[str, str]:
+    """The commands' environment: offline, with an embedding cache of their own in `tmp`."""
+    return {**os.environ, "PROBEMBED_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
+
+
+def run_config(rounds: int, load_before: tuple[float, float, float]) -> dict:
+    """What a run was made on: rounds, Python, cores, and the load average before and after
+    (the machine may be shared)."""
+    return {
+        "rounds": rounds,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_before_after": [load_before, os.getloadavg()],
+    }
+
+
 def commands(tmp: Path) -> dict[str, list[str]]:
     """The benchmarked commands, on a database of a few hashed documents made here."""
     pipeline = hashing_pipeline((64, 48)).save(tmp / "hash")
@@ -72,15 +96,12 @@ def commands(tmp: Path) -> dict[str, list[str]]:
 
 def main() -> None:
     """Make the database, run each command alternately in both variants, write the medians."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = parsed_options(__doc__, OUT)
     rows = []
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        env = {**os.environ, "PROBEMBED_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
+        env = child_env(tmp)
         named = commands(tmp)
         run("frozen", named.pop("setup"), env)
         for name, command in named.items():
@@ -100,13 +121,7 @@ def main() -> None:
             }
             print(f"{name}: {unfrozen:.2f} s -> {frozen:.2f} s ({row['ratio']:.2f}x)", flush=True)
             rows.append(row)
-    config = {
-        "rounds": args.rounds,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "load_average_before_after": [load_before, os.getloadavg()],
-    }
-    write_json(args.out, rows, config)
+    write_json(args.out, rows, run_config(args.rounds, load_before))
     print(f"wrote {args.out}")
 
 
