@@ -718,12 +718,13 @@ def lance_proxy(upstream: str):
             connection.close()
 
 
-def proxied_ingest(source, uri: str, proxied: str) -> list[str]:
-    """The command line of a CLI ingest of `source` into `uri` through the proxy `proxied`."""
+def proxied_ingest(source, uri: str, proxied: str, **settings: str) -> list[str]:
+    """The command line of a CLI ingest of `source` into `uri` through the proxy `proxied`,
+    with these storage options (`settings`) besides those reaching it."""
     options = {**CREDENTIALS, "aws_endpoint": proxied, "aws_region": "us-east-1"}
     flags = [
         arg
-        for k, v in {**options, "allow_http": "true"}.items()
+        for k, v in {**options, "allow_http": "true", **settings}.items()
         for arg in ("--storage-option", f"{k}={v}")
     ]
     return [sys.executable, "-m", "probembed", "ingest", str(source), "--db", uri, *flags]
@@ -735,8 +736,11 @@ def test_a_cli_ingest_onto_a_store_that_freezes_ends_instead_of_hanging(
     """A store that stopped answering LanceDB held a CLI ingest for ever without a line (7
     minutes and more, each call waiting 30 s a try, lance trying a listing six times): the
     storage timeouts `serve` set are now set for every database on object storage
-    (`location.TIMEOUTS`), so the command ends saying the storage failed. The bound is only
-    ever waited out on failure."""
+    (`location.TIMEOUTS`), so the command ends saying the storage failed. The frozen run is
+    given bounds of 1 s (`--storage-option`, as a user sets them); the shipped ones, which
+    take the same path in about a minute, are checked as LanceDB is given them by
+    `test_a_database_on_object_storage_gives_lancedb_the_shipped_timeouts`. The bound is
+    only ever waited out on failure."""
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps({"id": d["id"], "text": d["text"]}) + "\n" for d in DOCS))
     with lance_proxy(endpoint) as (proxied, traffic):
@@ -746,9 +750,31 @@ def test_a_cli_ingest_onto_a_store_that_freezes_ends_instead_of_hanging(
         assert first.returncode == 0, first.stderr
         traffic.frozen.set()
         source.write_text(json.dumps({"id": "late", "text": "written while the store hung"}))
-        ended = subprocess.run(command, capture_output=True, text=True, timeout=240)
+        bounded = proxied_ingest(
+            source, f"s3://{bucket}/db", proxied, timeout="1s", client_retry_timeout="1"
+        )
+        ended = subprocess.run(bounded, capture_output=True, text=True, timeout=240)
     assert ended.returncode == 75, ended.stderr  # docs/cli.md: the storage failed a call
     assert "the database's storage failed: " in ended.stderr, ended.stderr
+
+
+def test_a_database_on_object_storage_gives_lancedb_the_shipped_timeouts(
+    monkeypatch, bucket, options
+):
+    """What a CLI command opens (`open_database`, no timeout given in any spelling) is what
+    LanceDB connects with: the user's options and the shipped `location.TIMEOUTS`, the bounds
+    docs/architecture.md states, so a hung store fails a command in about a minute."""
+    from probembed.interfaces.store_options import open_database
+    from probembed.store.location import TIMEOUTS
+
+    for name in ("AWS_TIMEOUT", "AWS_CONNECT_TIMEOUT", "AWS_CLIENT_RETRY_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    assert TIMEOUTS == {"timeout": "5s", "connect_timeout": "2s", "client_retry_timeout": "10"}
+    flags = [f"{k}={v}" for k, v in options.items()]
+    database = open_database(f"s3://{bucket}/db", flags, create=True)
+    assert database._conn.storage_options == {**options, **TIMEOUTS}
+    database.reconnect()
+    assert database._conn.storage_options == {**options, **TIMEOUTS}
 
 
 def test_storage_lost_during_an_ingest_exits_75_in_the_storages_words_saying_what_is_kept(
