@@ -909,18 +909,19 @@ def test_an_endpoint_with_credentials_is_never_quoted_with_them_and_aws_allow_ht
     assert said is not None and "s3cr3t" not in said and "http://***@127.0.0.1:9/b" in said
 
 
-def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):
-    """Run one writer process per plan (the ids it ingests) at once, each as another machine
-    (`writer_support`): both pause at the first call of `pause_in`, then go on together.
-    Their (added, already stored) reports, in plan order."""
+def _race(tmp_path, monkeypatch, uri, options, pipeline, plans, pause_in, batch_size):
+    """Ingest each plan (the ids it ingests) at once, each as another machine
+    (`writer_support`): the first in this process, each other one in a process of its own;
+    all pause at the first call of `pause_in`, then go on together. Their (added, already
+    stored) reports, in plan order."""
     import multiprocessing
 
-    from writer_support import ingest_as_another_machine
+    from writer_support import ingest_as_another_machine, paused_ingest, pausing_at
 
     pipeline_dir = str(pipeline.save(tmp_path / "pipeline"))
     context = multiprocessing.get_context("spawn")  # no LanceDB runtime forked mid-flight
     barrier = context.Barrier(len(plans), timeout=120)
-    queues = [context.Queue() for _ in plans]
+    queues = [context.Queue() for _ in plans[1:]]
     writers = [
         context.Process(
             target=ingest_as_another_machine,
@@ -936,12 +937,15 @@ def _race(tmp_path, uri, options, pipeline, plans, pause_in, batch_size):
                 queue,
             ),
         )
-        for i, (items, queue) in enumerate(zip(plans, queues, strict=True))
+        for i, (items, queue) in enumerate(zip(plans[1:], queues, strict=True), start=1)
     ]
     for writer in writers:
         writer.start()
     try:
-        reports = [queue.get(timeout=300) for queue in queues]
+        with monkeypatch.context() as patched, pausing_at(pause_in, barrier):
+            patched.setenv("PROBEMBED_CACHE_DIR", str(tmp_path / "machine-0"))
+            reports = [paused_ingest(uri, options, pipeline_dir, plans[0], batch_size)]
+        reports += [queue.get(timeout=300) for queue in queues]
     finally:
         for writer in writers:
             writer.join(timeout=60)
@@ -959,7 +963,7 @@ def _stored_once(collection, wanted):
 
 
 def test_two_machines_ingesting_overlapping_ids_store_each_id_once(
-    tmp_path, bucket, options, hash_pipeline, sentences
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):
     """The walkthrough: two machines ingesting the same documents into one collection on S3
     left 380 rows for 300 ids, and search showed a document at ranks 1 and 2. Each machine's
@@ -971,7 +975,9 @@ def test_two_machines_ingesting_overlapping_ids_store_each_id_once(
     ingest(seed, Database(uri, create=True, storage_options=options).collection("c"), hash_pipeline)
     first = [(i, texts[i]) for i in list(texts)[:200]]  # 20 seeded, 180 new
     second = [(i, texts[i]) for i in reversed(list(texts)[100:])]  # 100 of them the first's
-    reports = _race(tmp_path, uri, options, hash_pipeline, [first, second], "_arrow", 64)
+    reports = _race(
+        tmp_path, monkeypatch, uri, options, hash_pipeline, [first, second], "_arrow", 64
+    )
     collection = Database(uri, storage_options=options).open("c")
     _stored_once(collection, texts)
     (added_1, stored_1), (added_2, stored_2) = reports
@@ -982,7 +988,7 @@ def test_two_machines_ingesting_overlapping_ids_store_each_id_once(
 
 
 def test_two_machines_creating_one_collection_at_once_lose_nothing(
-    tmp_path, bucket, options, hash_pipeline, sentences
+    tmp_path, monkeypatch, bucket, options, hash_pipeline, sentences
 ):
     """Both find no collection and both create it (they pause there together): LanceDB
     refuses the second creation, or commits it as an overwrite of the first one's table,
@@ -992,7 +998,9 @@ def test_two_machines_creating_one_collection_at_once_lose_nothing(
     texts = {f"s{i}": t for i, t in enumerate(sentences[:90])}
     first = [(i, texts[i]) for i in list(texts)[:60]]
     second = [(i, texts[i]) for i in list(texts)[30:]]
-    reports = _race(tmp_path, uri, options, hash_pipeline, [first, second], "_create", 100)
+    reports = _race(
+        tmp_path, monkeypatch, uri, options, hash_pipeline, [first, second], "_create", 100
+    )
     collection = Database(uri, storage_options=options).open("c")
     _stored_once(collection, texts)
     assert sum(added for added, _ in reports) == len(texts)
