@@ -648,24 +648,32 @@ def test_a_sync_on_ray_stopped_part_way_is_put_back(
     assert sorted(collection.ids()) == sorted(changed)
 
 
-def test_cli_syncs_a_folder_on_ray_as_here(tmp_path, hash_pipeline, sentences, ray_address):
+def test_cli_syncs_a_folder_on_ray_as_here(
+    tmp_path, hash_pipeline, sentences, ray_address, encoded_by_actors
+):
     """`probembed ingest FOLDER --sync --ray` said "--sync of whole documents does not run on
     Ray": now it says and stores what the plain sync does, step by step. Its progress says
-    which ran: the bar of a run on Ray had lost its " (ray)"."""
+    which ran: the bar of a run on Ray had lost its " (ray)". Ray runs first, so its actors
+    encode the texts rather than find them in the cache the run here filled."""
     source = tmp_path / "docs"
     pipeline_dir = str(hash_pipeline.save(tmp_path / "pipeline"))
     on_ray = ["--ray", "--address", ray_address, "--workers", "2"]
     bars: dict[str, set[str]] = {"here": set(), "ray": set()}
+    first = True
     for docs in sync_steps(sentences):
         write_source(source, docs)
         said = []
-        for db, extra in (("here", []), ("ray", on_ray)):
+        for db, extra in (("ray", on_ray), ("here", [])):
             args = ["ingest", str(source), "--db", str(tmp_path / db), "--pipeline", pipeline_dir]
             result = CliRunner().invoke(app, [*args, "--sync", "--batch-size", "16", *extra])
             assert result.exit_code == 0, result.output
             output = " ".join(result.output.split())  # the summary, wrapped or not
             said.append(output[output.index(": added") : output.index("bad item(s)")])
             bars[db] |= {line.split(":")[0] for line in result.stderr.splitlines() if "eta" in line}
+        if first:  # every document of the first step was encoded by the actors (titled)
+            encoded = {t for _, t in encoded_by_actors()}
+            assert all(any(text in e for e in encoded) for text in docs.values())
+            first = False
         assert said[0] == said[1]
     assert bars == {"here": {"ingest default"}, "ray": {"ingest default (ray)"}}
     here, there = (Database(tmp_path / db).open("default") for db in ("here", "ray"))
@@ -836,7 +844,7 @@ def test_cli_ingest_ray_joins_the_cluster_ray_address_names(
 
 
 def test_chunked_ingest_on_ray_equals_chunked_ingest_here(
-    tmp_path, hash_pipeline, sentences, ray_address
+    tmp_path, hash_pipeline, sentences, ray_address, encoded_by_actors
 ):
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -847,11 +855,12 @@ def test_chunked_ingest_on_ray_equals_chunked_ingest_here(
     args = [str(folder), "--pipeline", pipeline_dir, "--chunk"]
     args += ["--chunk-tokens", "48", "--overlap", "8"]
     on_ray = ["--ray", "--address", ray_address, "--workers", "2", "--batch-size", "16"]
-    for db, extra in (("here", []), ("ray", on_ray)):
+    for db, extra in (("ray", on_ray), ("here", [])):  # Ray first: its actors encode
         result = CliRunner().invoke(app, ["ingest", *args, "--db", str(tmp_path / db), *extra])
         assert result.exit_code == 0, result.output
     here, there = (Database(tmp_path / db).open("default") for db in ("here", "ray"))
     got, want = (c.db.table("default").to_arrow().to_pylist() for c in (there, here))
+    assert {t for _, t in encoded_by_actors()} >= {row["text"] for row in got}
     assert len(want) > 24  # more than two chunks per document
     by_id = lambda rows: {r["id"]: r for r in rows}  # noqa: E731
     got, want = by_id(got), by_id(want)
