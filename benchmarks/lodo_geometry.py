@@ -43,21 +43,18 @@ from probembed.evaluation.lodo import (
     Scores,
     Setting,
     Split,
+    candidate_splits,
     centred_split,
     choose_across,
     cosine_spread,
-    embed_tasks,
     factor_weights,
     fixed,
-    load_tasks,
     static_methods,
     tilted_settings,
 )
 from probembed.evaluation.metrics import probe_correct
 from probembed.evaluation.paired import BOOTSTRAP, paired_difference
-from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,10 +89,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_geometry.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = datasets_dir()
-    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
-    tasks = load_tasks(data, list(LODO_DATASETS))  # every fold tunes on all the others
-    splits = embed_tasks(pipe, tasks, progress=True)
+    pipe, tasks, splits = candidate_splits()  # every fold tunes on all the others
     plain = Scores(splits)
     centred = Scores({key: centred_split(split) for key, split in splits.items()})
     variants = {"plain": plain, "centred": centred}

@@ -39,19 +39,16 @@ from probembed.evaluation.lodo import (
     HALVES_TEXTS,
     LODO_DATASETS,
     Scores,
+    candidate_splits,
     embed_split,
-    embed_tasks,
     fixed,
     halves_static,
     halves_task,
-    load_tasks,
     tune_halves_gamma,
     tune_static_uec,
 )
 from probembed.evaluation.paired import BOOTSTRAP, paired_difference
-from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -69,11 +66,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_halves.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = datasets_dir()
-    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
     names = list(LODO_DATASETS)
-    tasks = load_tasks(data, names)  # every fold tunes on all the others
-    splits = embed_tasks(pipe, tasks, progress=True)
+    pipe, tasks, splits = candidate_splits(names)  # every fold tunes on all the others
     halves = {
         (name, role): halves_task(name, dataset)
         for name, task in tasks.items()

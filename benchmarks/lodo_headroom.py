@@ -28,15 +28,12 @@ from probembed.evaluation.harness import evaluate
 from probembed.evaluation.lodo import (
     LODO_DATASETS,
     Scores,
-    embed_tasks,
+    candidate_splits,
     fixed,
-    load_tasks,
     static_headroom,
 )
 from probembed.evaluation.paired import BOOTSTRAP, paired_difference
-from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -50,10 +47,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_headroom.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = datasets_dir()
-    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
-    tasks = load_tasks(data, list(LODO_DATASETS))  # every fold tunes on all the others
-    splits = embed_tasks(pipe, tasks, progress=True)
+    pipe, _, splits = candidate_splits()  # every fold tunes on all the others
     scores = Scores(splits)
     rows: list[dict] = []
     for name in args.datasets:

@@ -47,17 +47,14 @@ from probembed.evaluation.lodo import (
     Scores,
     Shares,
     best_singles,
-    embed_tasks,
+    candidate_splits,
     fixed,
     least_regret_static_uec,
-    load_tasks,
     single_margins,
     tune_static_uec,
 )
 from probembed.evaluation.paired import BOOTSTRAP
-from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -124,10 +121,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_regret.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = datasets_dir()
-    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
-    tasks = load_tasks(data, list(LODO_DATASETS))  # every fold tunes on all the others
-    scores = Scores(embed_tasks(pipe, tasks, progress=True))
+    pipe, _, splits = candidate_splits()  # every fold tunes on all the others
+    scores = Scores(splits)
     k = len(pipe.models)
     singles = [m for m in baseline_methods(pipe.models) if m.fusion.method.startswith("single:")]
     single_tuning = scores.tuning_figures([fixed(m) for m in singles], None)

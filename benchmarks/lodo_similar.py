@@ -49,20 +49,17 @@ from probembed.evaluation.lodo import (
     LODO_DATASETS,
     Scores,
     Split,
+    candidate_splits,
     collection_centres,
     collection_similarity,
-    embed_tasks,
     fixed,
-    load_tasks,
     similar_static,
     similarity_shares,
     tune_similarity_tau,
     tune_static_uec,
 )
 from probembed.evaluation.paired import BOOTSTRAP, paired_difference
-from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -103,11 +100,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_similar.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = datasets_dir()
-    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
     names = list(LODO_DATASETS)
-    tasks = load_tasks(data, names)  # every fold tunes on all the others
-    scores = Scores(embed_tasks(pipe, tasks, progress=True))
+    pipe, _, splits = candidate_splits(names)  # every fold tunes on all the others
+    scores = Scores(splits)
     similarity = similarity_tables(dict(scores.splits), names)
     for role, table in similarity.items():
         print(f"sim({role} collection, tuning collection):")

@@ -33,17 +33,14 @@ from probembed.evaluation.lodo import (
     LODO_DATASETS,
     Scores,
     Shares,
-    embed_tasks,
+    candidate_splits,
     fixed,
-    load_tasks,
     same_task,
     task_shares,
     tune_static_uec,
 )
 from probembed.evaluation.paired import BOOTSTRAP, paired_difference
-from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
 from probembed.evaluation.report import write_json
-from probembed.paths import datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -108,11 +105,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_task.json")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = datasets_dir()
-    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
-    tasks = load_tasks(data, list(LODO_DATASETS))  # every fold tunes on all the others
+    pipe, tasks, splits = candidate_splits()  # every fold tunes on all the others
     kinds = {name: dataset_kind(task.test) for name, task in tasks.items()}
-    scores = Scores(embed_tasks(pipe, tasks, progress=True))
+    scores = Scores(splits)
     singles = [m for m in baseline_methods(pipe.models) if m.fusion.method.startswith("single:")]
     rows: list[dict] = []
     fallback = []

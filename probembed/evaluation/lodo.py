@@ -446,6 +446,20 @@ def embed_tasks(
     }
 
 
+def candidate_splits(
+    names: Sequence[str] | None = None,
+) -> tuple[Pipeline, dict[str, Task], dict[tuple[str, str], Split]]:
+    """The built-ins' candidate members (laplace, fitted on the pairs sample), the named tasks
+    under the datasets directory and their splits embedded: where every LODO study starts."""
+    from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
+    from probembed.paths import datasets_dir
+
+    data = datasets_dir()
+    pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
+    tasks = load_tasks(data, names)
+    return pipe, tasks, embed_tasks(pipe, tasks, progress=True)
+
+
 #: A tunable setting: given the split it is applied to, the method to evaluate there.
 Setting = Callable[[Split], Method]
 
