@@ -7,6 +7,7 @@ installed packages stay untouched.
 
 import ast
 import importlib
+import os
 import subprocess
 import sys
 import textwrap
@@ -117,6 +118,25 @@ def test_every_lazy_name_has_the_type_a_type_checker_sees(package):
         assert getattr(module, name) is getattr(importlib.import_module(held_in), name)
     if package == "probembed":
         assert module.load == module.Pipeline.load
+
+
+def test_mypy_reports_a_misspelt_store_name(tmp_path):
+    """A module `__getattr__` seen by mypy makes every unknown name of the package Any: the
+    lazy store passed `from probembed.store import Colection` where the eager one failed it."""
+    root = Path(__file__).resolve().parents[1]
+    snippet = tmp_path / "typo.py"
+    snippet.write_text(
+        "import probembed.store as store\nfrom probembed.store import Colection, Database\n"
+        "store.Databse\n"
+    )
+    args = ["--cache-dir", os.devnull, "--follow-imports", "skip", "--no-error-summary"]
+    files = [str(snippet), str(root / "probembed" / "store" / "__init__.py")]
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", *args, *files], capture_output=True, text=True, timeout=120
+    )
+    errors = [line for line in result.stdout.splitlines() if "error:" in line]
+    assert len(errors) == 2, result.stdout + result.stderr
+    assert '"Colection"' in errors[0] and '"Databse"' in errors[1]
 
 
 #: The store's modules a command that opens no database reads (files, its errors, option

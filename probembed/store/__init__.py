@@ -150,13 +150,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use: LanceDB loads only for what needs it."""
-    import importlib
+if not TYPE_CHECKING:  # a module __getattr__ makes every unknown name Any to mypy
 
-    if name not in _LAZY:
-        raise AttributeError(f"module 'probembed.store' has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    def __getattr__(name: str) -> Any:
+        """Import a public name's module on first use: LanceDB loads only for what needs it."""
+        import importlib
+
+        if name not in _LAZY:
+            raise AttributeError(f"module 'probembed.store' has no attribute {name!r}")
+        return getattr(importlib.import_module(_LAZY[name]), name)
 
 
 def __dir__() -> list[str]:
