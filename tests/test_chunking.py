@@ -230,6 +230,18 @@ def test_fences_close_only_on_their_own_kind_and_a_bom_hides_no_heading(text, pa
 
 
 @pytest.mark.parametrize(
+    "opening", ["```x``` starts this line as inline code.", "``` py`3 (no fence: a backtick)"]
+)
+def test_a_backtick_run_with_a_backtick_after_it_opens_no_fenced_block(opening):
+    """CommonMark: a backtick fence's info string holds no backtick, so a line starting with
+    inline code in triple backticks is text. It opened an unclosed fence: the rest of the
+    document was one code block, its headings lost and cut at lines."""
+    text = f"# A\n\n{opening}\n\nWords. More words.\n\n## B\n\nEnd.\n"
+    sections = markdown_sections(text)
+    assert [(s.headings, s.code) for s in sections] == [(("A",), ()), (("A", "B"), ())]
+
+
+@pytest.mark.parametrize(
     ("text", "paths", "first"),
     [
         ("# A\n\n## B\ntext\n## C\n## D\nx\n", [("A", "B"), ("A", "D")], 0),

@@ -20,8 +20,9 @@ Span = tuple[int, int]
 #: An ATX heading; a closing run of # counts only after a space (CommonMark: `## C#` is "C#").
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 #: A code fence: three or more backticks or tildes; it is closed only by a fence of the same
-#: character at least as long, with nothing after it (CommonMark).
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+#: character at least as long, with nothing after it; no backtick follows a backtick fence
+#: (CommonMark: "```x``` …" is inline code).
+_FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})(.*)$")
 #: An ATX heading with no title (`#`, `## `), which ends a paragraph as any heading does.
 _EMPTY_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]*$")
 #: A setext heading's underline: `===` (level 1) or `---` (level 2) under a line of text.
