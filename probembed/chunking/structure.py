@@ -59,6 +59,8 @@ _FOLDED_TITLE = re.compile(
 )
 #: A blank line, with LF or CRLF line ends.
 _PARAGRAPH_BREAK = re.compile(r"\r?\n[ \t\r]*\n")
+#: The characters a paragraph break is made of.
+_BREAK_SPACE = " \t\r\n"
 #: A sentence ends at . ! ? ‼ ⁇ ⁈ ⁉, or a `;` after a Greek letter (the Greek question
 #: mark, which NFC writes as `;`), optionally closed by quotes or brackets, before whitespace;
 #: or at a mark that ends nothing but a sentence and needs no space after it: the CJK full
@@ -288,12 +290,13 @@ def in_code(code: Sequence[Span], span: Span) -> bool:
     return i > 0 and code[i - 1][1] > span[0]
 
 
-def last_paragraph_break(text: str, code: Sequence[Span] = ()) -> int | None:
+def last_paragraph_break(text: str, code: Sequence[Span] = (), since: int = 0) -> int | None:
     """Where the last paragraph break of a text ends (as `paragraphs` finds them, so none in
     a fenced code block of `code`, offsets into the text), if any: cutting there leaves every
-    paragraph, sentence and word of the text as it was."""
+    paragraph, sentence and word of the text as it was. `since`: search from there, where a
+    stream that found none in the text before (`settled`) takes it up again."""
     end = None
-    for match in _PARAGRAPH_BREAK.finditer(text):
+    for match in _PARAGRAPH_BREAK.finditer(text, since):
         if not in_code(code, match.span()):
             end = match.end()
     return end
@@ -335,6 +338,16 @@ def _regions(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:
         runs.append((at, stop))
         at = match.end()
     return [*runs, (at, end)]
+
+
+def settled(text: str, since: int = 0) -> int:
+    """Where the white space that ends a text starts (not before `since`): a paragraph break
+    more text could still complete starts there, none that it cannot, so a search for one
+    in the longer text need not look before it."""
+    end = len(text)
+    while end > since and text[end - 1] in _BREAK_SPACE:
+        end -= 1
+    return end
 
 
 def split_span(text: str, span: Span, separator: re.Pattern[str]) -> list[Span]:

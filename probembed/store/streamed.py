@@ -34,7 +34,7 @@ from probembed.chunking import (
     last_paragraph_break,
     line_cuts,
 )
-from probembed.chunking.structure import Span
+from probembed.chunking.structure import Span, settled
 from probembed.documents import Problem
 from probembed.encoders.base import is_blank
 from probembed.store.formats import (
@@ -94,6 +94,7 @@ class StreamedFile:
         previous = ""
         size, opens, limit = 0, True, SEGMENT_CHARS
         cut_line = None  # where the segment's last line cut (`line_cuts`) falls in it
+        searched = 0  # how far into the segment a look found no break that can still end later
         starts = True  # whether the next piece starts a line
         for line, goes_on in _lines(self.path, digest, self.found):
             if offset < self.skip:  # front matter: in no chunk
@@ -113,7 +114,7 @@ class StreamedFile:
                     yield Segment(start, text[: len(text) - held], headings, opens, code)
                 if not joins:
                     start, parts, size = offset - held, [text[len(text) - held :]], held
-                    opens, limit, cut_line = True, SEGMENT_CHARS, None
+                    opens, limit, cut_line, searched = True, SEGMENT_CHARS, None, 0
                 headings = opened
             was_bare, bare = bare, opened is not None or (bare and not line.strip())
             parts.append(line)
@@ -127,14 +128,14 @@ class StreamedFile:
             if size >= limit and not bare and not waits:
                 text = "".join(parts)
                 local = [(s - start, e - start) for s, e in _code(tracker, start, offset)]
-                cut = max(last_paragraph_break(text, local) or 0, cut_line or 0)
+                cut = max(last_paragraph_break(text, local, searched) or 0, cut_line or 0)
                 if not cut:  # one long paragraph or code block so far: look a segment later
-                    parts, limit = [text], size + SEGMENT_CHARS
+                    parts, limit, searched = [text], size + SEGMENT_CHARS, settled(text, searched)
                     continue
                 code = _code(tracker, start, start + cut)
                 yield Segment(start, text[:cut], headings, opens, code)
                 start, parts, size, opens = start + cut, [text[cut:]], len(text) - cut, False
-                limit, cut_line = SEGMENT_CHARS, None
+                limit, cut_line, searched = SEGMENT_CHARS, None, 0
         if parts:
             yield Segment(start, "".join(parts), headings, opens, _code(tracker, start, offset))
         digest.update(repr([]).encode("utf-8"))
