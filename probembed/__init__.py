@@ -50,19 +50,21 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the pipeline side on first use, naming the extra it needs if that is missing."""
-    import importlib
+if not TYPE_CHECKING:  # a module __getattr__ makes every unknown name Any to mypy
 
-    if name == "load":
-        return __getattr__("Pipeline").load
-    if name not in _LAZY:
-        raise AttributeError(f"module 'probembed' has no attribute {name!r}")
-    if _LAZY[name] == "probembed.pipeline":
-        from probembed.extras import require
+    def __getattr__(name: str) -> Any:
+        """Import the pipeline side on first use, naming the extra it needs if that is missing."""
+        import importlib
 
-        require("models", f"probembed.{name}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
+        if name == "load":
+            return __getattr__("Pipeline").load
+        if name not in _LAZY:
+            raise AttributeError(f"module 'probembed' has no attribute {name!r}")
+        if _LAZY[name] == "probembed.pipeline":
+            from probembed.extras import require
+
+            require("models", f"probembed.{name}")
+        return getattr(importlib.import_module(_LAZY[name]), name)
 
 
 def __dir__() -> list[str]:

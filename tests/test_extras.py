@@ -120,23 +120,31 @@ def test_every_lazy_name_has_the_type_a_type_checker_sees(package):
         assert module.load == module.Pipeline.load
 
 
-def test_mypy_reports_a_misspelt_store_name(tmp_path):
+@pytest.mark.parametrize(
+    ("package", "names", "typos"),
+    [
+        ("probembed", "Pipeline, load", "Pipelin, lod"),
+        ("probembed.store", "Database", "Colection, Databse"),
+    ],
+)
+def test_mypy_reports_a_misspelt_lazy_name(tmp_path, package, names, typos):
     """A module `__getattr__` seen by mypy makes every unknown name of the package Any: the
-    lazy store passed `from probembed.store import Colection` where the eager one failed it."""
+    lazy store passed `from probembed.store import Colection` where the eager one failed it,
+    and `probembed.Pipelin` passed since the top package was made lazy."""
     root = Path(__file__).resolve().parents[1]
+    first, second = typos.split(", ")
     snippet = tmp_path / "typo.py"
     snippet.write_text(
-        "import probembed.store as store\nfrom probembed.store import Colection, Database\n"
-        "store.Databse\n"
+        f"import {package} as package\nfrom {package} import {first}, {names}\npackage.{second}\n"
     )
     args = ["--cache-dir", os.devnull, "--follow-imports", "skip", "--no-error-summary"]
-    files = [str(snippet), str(root / "probembed" / "store" / "__init__.py")]
+    files = [str(snippet), str(root / Path(*package.split(".")) / "__init__.py")]
     result = subprocess.run(
         [sys.executable, "-m", "mypy", *args, *files], capture_output=True, text=True, timeout=120
     )
     errors = [line for line in result.stdout.splitlines() if "error:" in line]
     assert len(errors) == 2, result.stdout + result.stderr
-    assert '"Colection"' in errors[0] and '"Databse"' in errors[1]
+    assert f'"{first}"' in errors[0] and f'"{second}"' in errors[1]
 
 
 #: The store's modules a command that opens no database reads (files, its errors, option
