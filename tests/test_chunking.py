@@ -519,6 +519,27 @@ def test_an_unclosed_fence_runs_to_the_end_of_the_document():
     assert [c.text for c in chunks] == [text[: code - 2], text[code:].rstrip()]
 
 
+def test_a_code_block_is_one_paragraph_only_up_to_code_chars(monkeypatch):
+    """A fence left unclosed by mistake made the rest of the document one code block, which a
+    stream held whole. Past CODE_CHARS of it, the block ends at a line start: what follows
+    splits at blank lines as text does, and its `#` lines are still no headings."""
+    from probembed.chunking import structure
+
+    monkeypatch.setattr(structure, "CODE_CHARS", 64)
+    text = "# Guide\n\nSetup takes a few steps.\n\n```sh\nmake\n\n# not a heading\n\n"
+    text += "make all\n\n" * 12
+    fence = text.index("```")
+    end = text.index("\n", fence + 64) + 1  # the start of the first line 64 past the fence
+    sections = markdown_sections(text)
+    assert [(s.headings, s.code) for s in sections] == [(("Guide",), ((fence, end),))]
+    pieces = paragraphs(text, (fence, len(text)), sections[0].code)
+    first, *rest = (text[a:b] for a, b in pieces)
+    assert first == text[fence:end].rstrip()
+    assert rest == ["make all"] * text[end:].count("make all")
+    closed = text[: fence + 40] + "\n```\n\nAfter.\n"  # a block under the cap: as before
+    assert markdown_sections(closed)[0].code == ((fence, closed.index("```\n\nAfter") + 3),)
+
+
 def test_segments_must_follow_each_other():
     segments = [Segment(0, "one two.\n\n", (), True), Segment(12, "three.", (), False)]
     with pytest.raises(ValueError, match="segment at 12 does not follow offset 10"):

@@ -1985,6 +1985,28 @@ def test_a_stream_searches_a_long_code_block_for_paragraph_breaks_once(
     assert len(searched) > 100 and sum(searched) < 2 * len(text)
 
 
+def test_an_unclosed_fence_holds_no_more_than_code_chars_of_a_stream(
+    tmp_path, pydoc_pipeline, small_blocks, monkeypatch
+):
+    """A fence left unclosed made the rest of a streamed file one block, held whole: a 100 MB
+    file's 100 MB. Past CODE_CHARS the block ends at a line start, so a segment holds at most
+    that and a segment more; streamed and read whole still give the same chunks."""
+    from probembed.chunking import structure
+    from probembed.store import streamed
+
+    monkeypatch.setattr(structure, "CODE_CHARS", 1500)
+    root = tmp_path / "docs"
+    root.mkdir()
+    text = "# Notes\n\nA stray fence follows.\n\n```\n"
+    text += "".join(f"Note {i} says a thing. It is short.\n\n" for i in range(1000))
+    (root / "notes.md").write_bytes(text.encode("utf-8"))
+    segments = list(streamed.scan_file(root / "notes.md", "notes.md").segments())
+    assert "".join(s.text for s in segments) == text and len(segments) > 20
+    assert max(len(s.text) for s in segments) <= 1500 + streamed.SEGMENT_CHARS + 2 * 40
+    report, rows, whole = read_whole_and_streamed(root, tmp_path / "db", pydoc_pipeline)
+    assert (report.added, report.problems) == (1, []) and rows == whole
+
+
 @pytest.mark.parametrize("words", [True, False])
 def test_a_line_of_any_length_is_held_in_pieces(tmp_path, words):
     """20 MB of French on one line took 1.23 GB to ingest where the same bytes in paragraphs

@@ -84,6 +84,11 @@ _LINE_END = re.compile(f"\r\n|[{_LINE_ENDS}]")
 #: file read as a stream never holds a line whole, however long (20 MB of French on one line
 #: peaked at 1.39 times the memory of the same sentences in paragraphs).
 LINE_CHARS = 2**20
+#: Characters of a fenced code block read as one paragraph: a line starting this far past its
+#: opening fence ends the paragraph, and what follows splits at blank lines as text does. A
+#: fence left unclosed by mistake made the rest of a file one block, which a stream held whole
+#: (a 100 MB file's 100 MB); the block's lines are still no headings.
+CODE_CHARS = 2**20
 #: The last white space of a run of text (`line_cut`).
 _LAST_SPACE = re.compile(r"(?s:.*)\s")
 #: A byte order mark before the first line, which a heading or fence test must look past.
@@ -172,6 +177,8 @@ class HeadingTracker:
         self._code_start = 0
         #: The fenced code blocks closed since `forget` (`blocks`).
         self._code: list[Span] = []
+        #: Whether the open fence's block was ended at CODE_CHARS (noted in `_code` then).
+        self._code_ended = False
 
     def feed(self, line: str, whole: bool = True, at: int = 0) -> tuple[str, ...] | None:
         """The heading path this line opens: an ATX heading (`#` … `######`), or the
@@ -182,6 +189,8 @@ class HeadingTracker:
         offset in its document, where a fenced code block it opens or closes is noted."""
         line = line.rstrip(_LINE_ENDS)
         stop = at + len(line)
+        if self.fence and not self._code_ended and at - self._code_start >= CODE_CHARS:
+            self._end_code(at)
         title_line, self.title_line, self.setext = self.title_line, None, False
         after_break, self._after_break = self._after_break, False
         if not whole or len(line) > LINE_CHARS:
@@ -190,13 +199,14 @@ class HeadingTracker:
         fence = _FENCE.match(line)
         if fence and not self.fence:
             self.fence, self._after_break, self._code_start = fence.group(1), True, at
+            self._code_ended = False
             return None
         if self.fence:
             closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
             if fence and closing and len(fence.group(1)) >= len(self.fence):
                 self.fence, self._after_break = "", True
-                if self._notes_code:
-                    self._code.append((self._code_start, stop))
+                if not self._code_ended:
+                    self._end_code(stop)
             return None
         underline = _SETEXT.match(line)
         if underline and title_line is not None:
@@ -217,10 +227,19 @@ class HeadingTracker:
 
     def blocks(self, end: int) -> list[Span]:
         """The fenced code blocks fed since `forget`, from the opening fence line's start to
-        the closing fence's end; one still open runs to `end`, the end of the text fed so far.
-        CommonMark runs an unclosed fence to the end of the document; no heading is seen
-        inside a fence, so that is also the end of its section."""
-        return [*self._code, *([(self._code_start, end)] if self.fence else [])]
+        the closing fence's end, or to the line start CODE_CHARS ended it at; one still open
+        runs to `end`, the end of the text fed so far. CommonMark runs an unclosed fence to
+        the end of the document; no heading is seen inside a fence, so that is also the end
+        of its section."""
+        open_block = self.fence and not self._code_ended
+        return [*self._code, *([(self._code_start, end)] if open_block else [])]
+
+    def _end_code(self, end: int) -> None:
+        """Note the open fence's block as ending at `end` (its closing fence's end, or a line
+        start CODE_CHARS past its opening); its later lines are text to chunking."""
+        self._code_ended = True
+        if self._notes_code:
+            self._code.append((self._code_start, end))
 
     def forget(self, before: int) -> None:
         """Forget the blocks closed by `before`: a stream keeps only its current segment's."""

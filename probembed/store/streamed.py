@@ -10,8 +10,8 @@ title. The second (`StreamedFile.segments`) reads it again as `Segment`s for
 where a section starts and, once a segment passes `SEGMENT_CHARS`, after its last paragraph
 break outside fenced code (each segment carries the code blocks that reach into it) or line
 cut, so the chunks are exactly those of the file read whole. Memory holds a block, a segment
-and the chunk being filled; only a single paragraph or fenced code block of lines, none over
-`LINE_CHARS`, that is longer than a segment is held whole.
+and the chunk being filled; only a single paragraph of lines, none over `LINE_CHARS`, that is
+longer than a segment is held whole, and so is a fenced code block up to `CODE_CHARS`.
 """
 
 from __future__ import annotations
