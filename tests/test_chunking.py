@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -451,6 +453,29 @@ def test_streamed_markdown_with_fenced_code_gives_the_chunks_of_the_whole_text(
     sections = markdown_sections(text)
     whole = chunk_text(text, sections, word_counter, config)
     assert list(stream_chunks(segments_of(text, sections, cuts), word_counter, config)) == whole
+
+
+@given(markdown_with_code(), st.integers(8, 48), st.integers(20, 300))
+@settings(max_examples=100, deadline=None)
+def test_a_streamed_file_chunks_as_read_whole_with_code_blocks_ended_at_code_chars(
+    document, size, cap
+):
+    """The file's own stream (`scan_file(...).segments()`, its HeadingTracker ending a long
+    block at CODE_CHARS as the whole text's does) gives the chunks of the text read whole."""
+    from probembed.chunking import structure
+    from probembed.store import streamed
+
+    text, _ = document
+    config = ChunkSettings(size, 2)
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as folder:
+        patch.setattr(structure, "CODE_CHARS", cap)
+        patch.setattr(streamed, "SEGMENT_CHARS", 64)  # a segment cut at most places it can be
+        patch.setattr(streamed, "BLOCK_BYTES", 97)
+        path = Path(folder) / "doc.md"
+        path.write_bytes(text.encode("utf-8"))
+        segments = streamed.scan_file(path, "doc.md").segments()
+        whole = chunk_text(text, markdown_sections(text), word_counter, config)
+        assert list(stream_chunks(segments, word_counter, config)) == whole
 
 
 @given(markdown_with_code(), st.integers(8, 48), st.integers(0, 3))
