@@ -15,6 +15,7 @@ from probembed.service import ApiKeys, ServiceSettings, load_keys
 READER = "reader-key-0123456789abcdef"
 WRITER = "writer-key-0123456789abcdef"
 ADMIN = "admin-key-0123456789abcdef0"
+SCRAPER = "scraper-key-0123456789abcdef"
 DOCS = [{"id": "a", "text": "keys open doors"}, {"id": "b", "text": "scopes limit them"}]
 
 
@@ -22,7 +23,10 @@ DOCS = [{"id": "a", "text": "keys open doors"}, {"id": "b", "text": "scopes limi
 def guarded(tmp_path_factory, pydoc_pipeline_dir):
     root = tmp_path_factory.mktemp("auth")
     keys = root / "keys.txt"
-    keys.write_text(f"# who may do what\n{READER}\n{WRITER} write\n{ADMIN} read,write  # ops\n")
+    keys.write_text(
+        f"# who may do what\n{READER}\n{WRITER} write\n{ADMIN} read,write  # ops\n"
+        f"{SCRAPER} metrics  # Prometheus\n"
+    )
     with Server(root / "db", pydoc_pipeline_dir, "--api-keys", str(keys)) as running:
         with running.client(ADMIN) as admin:
             admin.post("/v1/collections", json={"name": "kept"})
@@ -69,6 +73,37 @@ def test_scopes(guarded, key, request_, status):
         assert answer.headers["WWW-Authenticate"] == "Bearer"
     if status == 403:
         assert "needs 'write'" in answer.text or "needs 'read'" in answer.text
+
+
+def test_a_metrics_key_scrapes_metrics_and_reads_no_data(guarded):
+    """A scrape credential was a `read` key, which also searched every collection and read
+    every stored text. A `metrics` key gets /metrics (GET and HEAD) and a 403 on every other
+    route, before its body is judged; a `read` key keeps /metrics."""
+    with guarded.client(SCRAPER) as http:
+        scraped = http.get("/metrics")
+        headed = http.head("/metrics")
+        refused = [
+            http.request(method, path, json=body)
+            for method, path, body in (
+                ("GET", "/v1/models", None),
+                ("GET", "/v1/collections", None),
+                EMBED,
+                SEARCH,
+                WRITE,
+                CREATE,
+            )
+        ]
+        json_type = {"content-type": "application/json"}
+        garbled = http.post(SEARCH[1], content=b'{"query": ', headers=json_type)
+    assert scraped.status_code == 200, scraped.text
+    assert scraped.headers["content-type"].startswith("text/plain")
+    assert "# TYPE probembed_requests_total counter" in scraped.text
+    assert headed.status_code == 200 and headed.content == b""
+    for answer in (*refused, garbled):
+        assert answer.status_code == 403, answer.text
+        assert "this key grants ['metrics']; this route needs" in answer.text
+    with guarded.client(READER) as http:
+        assert "# TYPE probembed_requests_total counter" in http.get("/metrics").text
 
 
 def test_a_key_that_may_not_list_collections_is_not_told_their_names_in_a_404(guarded):
@@ -166,7 +201,7 @@ def test_no_keys_means_loopback_only(tmp_path, pydoc_pipeline_dir):
     ("entries", "says"),
     [
         (["short read"], "key has 5 characters"),
-        ([f"{READER} admin"], "unknown scope"),
+        ([f"{READER} admin"], r"entry 1: unknown scope\(s\) \['admin'\]; scopes are .*'metrics'"),
         ([READER, READER], "entry 2: key repeated"),
         ([f"{READER} read write"], r"expected 'KEY \[SCOPE,SCOPE\]'"),
         (["# only a comment"], "none was found"),
@@ -187,9 +222,11 @@ def test_a_hash_inside_a_key_is_the_keys_and_a_comment_needs_a_space_before_it()
 
 
 def test_keys_from_the_environment():
-    keys = load_keys(environ={"PROBEMBED_API_KEYS": f"{READER};{WRITER} read,write"})
+    entries = f"{READER};{WRITER} read,write;{SCRAPER} metrics;{ADMIN} read,metrics"
+    keys = load_keys(environ={"PROBEMBED_API_KEYS": entries})
     assert keys is not None
     assert keys.granted(READER) == {"read"} and keys.granted(WRITER) == {"read", "write"}
+    assert keys.granted(SCRAPER) == {"metrics"} and keys.granted(ADMIN) == {"read", "metrics"}
     assert keys.granted("guess-0123456789abcdef") is None
     assert load_keys(environ={}) is None
 

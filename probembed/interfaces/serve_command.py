@@ -44,7 +44,7 @@ def serve_command(
         Path | None,
         typer.Option(
             "--api-keys",
-            help="File of 'KEY \\[read,write]' lines \\[default: env PROBEMBED_API_KEYS, "
+            help="File of 'KEY \\[read,write,metrics]' lines \\[default: env PROBEMBED_API_KEYS, "
             "which holds those lines themselves, ';'-separated; else none].",
             show_default=False,
         ),

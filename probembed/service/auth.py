@@ -1,4 +1,5 @@
-"""API keys with scopes: `read` (embed, search, list) and `write` (create, ingest, delete).
+"""API keys with scopes: `read` (embed, search, list, metrics), `write` (create, ingest,
+delete) and `metrics` (GET /metrics alone: a scraper's key, which reads no data).
 
 Keys come from a file (`--api-keys FILE`) or the environment (`PROBEMBED_API_KEYS`), one
 entry per line (or `;`-separated in the variable): `KEY [SCOPE[,SCOPE]]`, `#` starts a
@@ -17,7 +18,8 @@ from typing import Any
 
 READ = "read"
 WRITE = "write"
-SCOPES = (READ, WRITE)
+METRICS = "metrics"
+SCOPES = (READ, WRITE, METRICS)
 ENV_VAR = "PROBEMBED_API_KEYS"
 #: Shorter keys are guessable: refused when loaded.
 MIN_KEY_CHARS = 16
@@ -48,6 +50,12 @@ def bearer_key(authorization: str) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return key or None
+
+
+def grants(granted: frozenset[str], needed: str) -> bool:
+    """Whether a key's scopes grant `needed`, named or implied (`read` grants `metrics`, so an
+    operator's read key scrapes on after an upgrade)."""
+    return needed in granted or (needed == METRICS and READ in granted)
 
 
 @dataclass(frozen=True)

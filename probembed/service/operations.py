@@ -6,7 +6,7 @@ from fastapi import APIRouter, Security
 from fastapi.responses import JSONResponse, Response
 
 from probembed.service import schemas
-from probembed.service.auth import READ
+from probembed.service.auth import METRICS
 from probembed.service.errors import _ERRORS
 from probembed.service.scopes import _scope
 from probembed.service.state import Service
@@ -34,7 +34,7 @@ _NOT_READY = {
 def _operations(service: Service) -> APIRouter:
     """Liveness, readiness, metrics."""
     router = APIRouter(tags=["operations"], route_class=Utf8Route)
-    reader = _scope(service, READ)
+    scraper = _scope(service, METRICS)  # read grants it too
     places = hidden_places(service.settings.db, service.settings.storage_options)
 
     def failure() -> str | None:
@@ -80,7 +80,7 @@ def _operations(service: Service) -> APIRouter:
     @router.get(
         "/metrics",
         response_class=Response,
-        dependencies=[Security(reader)],
+        dependencies=[Security(scraper)],
         responses={200: {"content": {"text/plain": {}}}, 401: _ERRORS[401], 403: _ERRORS[403]},
     )
     async def metrics() -> Response:

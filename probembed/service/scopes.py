@@ -10,7 +10,7 @@ from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import BaseRoute, Match
 
-from probembed.service.auth import READ, ApiKeys, bearer_key, scope_authorization
+from probembed.service.auth import READ, ApiKeys, bearer_key, grants, scope_authorization
 from probembed.service.errors import ApiError
 from probembed.service.state import Service
 
@@ -37,7 +37,7 @@ def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | 
     if keys is None:
         return None
     granted = (keys.granted(key) if key else None) or frozenset()
-    if needed in granted:
+    if grants(granted, needed):
         return None
     return f"this key grants {sorted(granted)}; this route needs {needed!r}"
 
