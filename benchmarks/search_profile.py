@@ -17,7 +17,7 @@ Three parts, each in a fresh process so memory and caches are its own:
   FAISS's products, the float64 rescoring with moments, and the hits.
 
 Also the hashing pipeline's variance-basis error on held-out reference texts
-(`variance.reference_fit`) against MAX_STD_ERROR: whether its collections store coefficients.
+(`variance_basis.reference_fit`) against MAX_STD_ERROR: whether its collections store coefficients.
 Writes benchmarks/results/search_profile.json.
 """
 
@@ -45,7 +45,7 @@ from probembed.cache import default_cache_dir
 from probembed.pipeline import Pipeline
 from probembed.store import Collection, Database, IndexSettings, Searcher, ingest
 from probembed.store.snapshot import Snapshot
-from probembed.store.variance import MAX_STD_ERROR, reference_fit
+from probembed.variance_basis import MAX_STD_ERROR, reference_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "search_profile.json"

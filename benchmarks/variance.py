@@ -5,7 +5,7 @@
 The first --docs texts and 100 queries of search.py's seeded "all" sample of the shared
 datasets (STS, pairs, classification, SciFact and LIMIT texts). The texts are ingested into a
 new collection under a temporary folder, as any user's would be (its variances stored as
-coefficients on the pipeline's basis, `probembed.store.variance`), read back, and scored
+coefficients on the pipeline's basis, `probembed.variance_basis`), read back, and scored
 against the queries beside the pipeline's full variances: per score, the largest absolute
 error and the score's range; for the std of the dot product, its largest error and median.
 About 15 minutes on 2 cores for the default pipeline (the embedding cache keeps the texts for
@@ -26,7 +26,7 @@ from probembed.gaussian import Gaussian
 from probembed.pipeline import Pipeline
 from probembed.scoring import dot_variance, score_matrix
 from probembed.store import Database, ingest
-from probembed.store.variance import reference_fit
+from probembed.variance_basis import reference_fit
 
 OUT = Path(__file__).resolve().parent / "results" / "variance.json"
 #: Scores whose error is measured: the inner-product ones and those with a log or a ratio.

@@ -53,6 +53,7 @@ from probembed.pipeline_directory import (
 from probembed.progress import map_chunks
 from probembed.scoring import Similarity, similarity
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
+from probembed.variance_basis import Verdict, pipeline_verdict, read_verdict
 
 #: What `from probembed.pipeline import ...` gives: the pipeline, its settings (held in
 #: `pipeline_config`) and its directories (`pipeline_directory`).
@@ -133,6 +134,10 @@ class Pipeline:
         #: The labelled splits ("retrieval/scifact:train") its fusion, score or calibrator were
         #: chosen on: a figure measured on one of them is not held out.
         self.tuned_on = tuple(tuned_on)
+        #: Whether its collections store variance coefficients, as its directory kept it
+        #: (`variance_basis.BASIS_FILE`); used only where it names this fingerprint, else
+        #: fitted at first use (`variance_basis.pipeline_verdict`). Not in the fingerprint.
+        self.variance_verdict: Verdict | None = None
 
     def tuned_on_split(self, kind: str, dataset: str, split: str) -> str | None:
         """The `tuned_on` entry naming this kind of dataset ("retrieval"), its directory name
@@ -490,13 +495,15 @@ class Pipeline:
         check_save_target(directory)
         for member in self.members:  # a member no process could load again is refused
             check_loadable(member.encoder)
+        verdict = pipeline_verdict(self)  # fitted before the lock, where it was not yet
         with atomic.staging_dir(directory, "saving") as staged:
-            self._write(staged)
+            self._write(staged, verdict)
             atomic.replace_dir(staged, directory)
         return directory
 
-    def _write(self, directory: Path) -> None:
-        """The config and each member's fitted state, into an empty directory."""
+    def _write(self, directory: Path, verdict: Verdict) -> None:
+        """The config, each member's fitted state and the variance verdict, into an empty
+        directory."""
         entries = []
         for i, member in enumerate(self.members):
             sub = f"models/{i}-{Path(member.encoder.name).name}"
@@ -523,6 +530,7 @@ class Pipeline:
             self.calibrator.save(directory / CALIBRATION_FILE)
         if self.tuned_on:
             write_tuning(directory, self.tuned_on)
+        verdict.write(directory)
 
     @classmethod
     def load(cls, name_or_dir: str | os.PathLike, cache: EmbeddingCache | bool = True) -> Pipeline:
@@ -566,7 +574,8 @@ class Pipeline:
         members: Sequence[Estimator],
         cache: EmbeddingCache | bool,
     ) -> Pipeline:
-        """Fitted members plus the fusion, score, adaptation and calibrator a directory keeps."""
+        """Fitted members plus the fusion, score, adaptation, calibrator and variance verdict a
+        directory keeps."""
         calibration = directory / CALIBRATION_FILE
         calibrator = RelevanceCalibrator.load(calibration) if calibration.is_file() else None
         tuned_on = read_tuning(directory)
@@ -575,9 +584,11 @@ class Pipeline:
             score = ScoreConfig(**config.get("score", {}))
             adapt = AdaptConfig(**config.get("adapt", {}))
             name = config.get("name", directory.name)
-            return cls(members, fusion, score, name, cache, calibrator, adapt, tuned_on)
+            pipeline = cls(members, fusion, score, name, cache, calibrator, adapt, tuned_on)
         except ValueError as exc:
             raise ValueError(f"{directory / CONFIG_FILE}: {exc}") from exc
+        pipeline.variance_verdict = read_verdict(directory)
+        return pipeline
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, models={self.models}, fusion={self.fusion.method!r})"

@@ -1,12 +1,16 @@
 """Refit the built-in pipelines that ship inside the package (seeded; reads ../shared only).
 
-    python scripts/build_pipelines.py [--max-pairs 8000] [--only NAME]
+    python scripts/build_pipelines.py [--max-pairs 8000] [--only NAME] [--basis-only]
 
 Every built-in is fitted on the same seeded sample of positive pairs from
 ../shared/datasets/pairs/*.tsv, so a user anywhere gets the fitted state with no data and no
 waiting. Fusion settings come from tuning on the tuning splits of the seven LODO datasets
 (probembed.evaluation.lodo), `retrieval`'s on SciFact's alone (TUNED_ON): never a test split.
 Rerun scripts/fit_calibration.py for `default` and `retrieval` afterwards.
+
+Each built-in ships its variance basis (`variance_basis.BASIS_FILE`), which `Pipeline.save`
+writes with the rest. `--basis-only` fits and writes that file alone, for the built-ins as
+they are (no other file touched): how it was added to built-ins fitted before it existed.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from probembed.evaluation.recipes import (
     sample_pairs,
 )
 from probembed.paths import datasets_dir
-from probembed.pipeline import builtin_dir
+from probembed.pipeline import Pipeline, builtin_dir
+from probembed.variance_basis import pipeline_verdict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = datasets_dir()
@@ -55,14 +60,29 @@ def tune_builtin(name: str, pairs: list[tuple[str, str]]) -> None:
     print(f"{name}: {kept.models} {kept.fusion} {kept.score} {kept.adapt}")
 
 
+def ship_basis(name: str) -> None:
+    """Fit a built-in's variance basis on this machine and write its file alone."""
+    pipe = Pipeline.load(name, cache=False)
+    pipe.variance_verdict = None  # fitted anew, not the one it ships
+    verdict = pipeline_verdict(pipe)
+    verdict.write(builtin_dir() / name)
+    kept = "coefficients" if verdict.basis is not None else "whole variances"
+    print(f"{name}: {kept}, reference std error {verdict.std_error:.4%}")
+
+
 def main() -> None:
     """Fit and write each built-in into probembed/pipelines/<name>."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS)
     parser.add_argument("--only", action="append", help="build only these built-ins")
     parser.add_argument("--tune-only", action="store_true", help="keep members, retune fusion")
+    parser.add_argument("--basis-only", action="store_true", help="write the variance basis alone")
     args = parser.parse_args()
     names = [n for n in BUILTIN_ESTIMATORS if not args.only or n in args.only]
+    if args.basis_only:
+        for name in names:
+            ship_basis(name)
+        return
     pairs = sample_pairs(DATA / "pairs", args.max_pairs)
     if args.tune_only:
         for name in names:

@@ -8,15 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probembed import variance_basis as variance
 from probembed.cache import EmbeddingCache
 from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.gaussian import Gaussian
 from probembed.pipeline import Pipeline
 from probembed.scoring import dot_variance, score_matrix
-from probembed.store import Collection, Database, Record, ingest, snapshot, variance
+from probembed.store import Collection, Database, Record, ingest, snapshot
 from probembed.store.pydoc_corpus import read_pydoc_topics
-from probembed.store.variance import RANK, VarianceBasis, reference_fit
+from probembed.variance_basis import RANK, VarianceBasis, reference_fit
 
 
 def low_rank(rng: np.random.Generator, n: int, blocks: tuple[int, ...]) -> np.ndarray:

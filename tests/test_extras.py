@@ -72,6 +72,26 @@ def test_the_core_imports_and_scores_with_every_optional_dependency_blocked():
     assert result.stdout.splitlines()[1] == "{'a': 0.5, 'b': 0.5}"
 
 
+def test_a_pipeline_saves_its_variance_basis_without_the_store(tmp_path):
+    """Saving fits the basis where the process has not (its reference texts are the Python
+    docs): with the store's packages blocked, as where the `store` extra is not installed,
+    it is still written, and no store module is imported (the store depends on the pipeline,
+    not the reverse)."""
+    code = (
+        "import sys\n"
+        "from probembed.encoders import get_encoder\n"
+        "from probembed.pipeline import Pipeline\n"
+        "from probembed.uncertainty import make_estimator\n"
+        "member = make_estimator('perturb', get_encoder('hash', dim=32))\n"
+        f"saved = Pipeline([member], cache=False).save({str(tmp_path / 'p')!r})\n"
+        "print((saved / 'variance_basis.json').is_file())\n"
+        "print(sorted(m for m in sys.modules if m.startswith('probembed.store')))\n"
+    )
+    result = run_blocked(("lancedb", "pyarrow", "faiss"), code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "[]"]
+
+
 def test_importing_scoring_loads_no_heavy_library():
     code = (
         "import sys\nimport probembed.scoring\n"

@@ -53,7 +53,7 @@ from probembed.store import ray_ingest  # noqa: E402
 from probembed.store.embed_job import embed_to_parquet  # noqa: E402
 from probembed.store.ray_ingest import OnRay, check_reachable, ingest_ray  # noqa: E402
 from probembed.store.repeats import RepeatedTexts  # noqa: E402
-from probembed.store.variance import pipeline_basis  # noqa: E402
+from probembed.variance_basis import pipeline_basis  # noqa: E402
 
 #: Texts of the equality test: "a couple of thousand", several batches per actor.
 N = 2000

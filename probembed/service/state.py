@@ -43,7 +43,7 @@ from probembed.store import (
 )
 from probembed.store.errors import quoted
 from probembed.store.upkeep import Compaction
-from probembed.store.variance import pipeline_basis
+from probembed.variance_basis import pipeline_basis
 
 T = TypeVar("T")
 #: Seconds /readyz answers 503 after the database's object storage failed a request: long
@@ -214,7 +214,7 @@ class Service:
             self.pipelines[pipeline.name] = pipeline
             self._sources[pipeline.name] = str(name)
             self._dims[pipeline.name] = pipeline.empty().gaussian.dim
-            pipeline_basis(pipeline)  # fitted now: a request that creates a collection waits less
+            pipeline_basis(pipeline)  # a pipeline that ships none is fitted now, not in a request
         # Only once every pipeline loaded: a server that cannot start creates no database.
         try:
             db = Database(

@@ -39,7 +39,7 @@ from probembed.store.rows import (
     variance_basis,
 )
 from probembed.store.threads import one_at_a_time
-from probembed.store.variance import VarianceBasis
+from probembed.variance_basis import VarianceBasis
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline

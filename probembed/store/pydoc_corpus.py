@@ -9,17 +9,16 @@ its topic (`doc_id`), its offsets into the topic's text and its heading path.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from probembed import pydoc_text
 from probembed.chunking import ChunkSettings, Section
 from probembed.store.formats import SourceDocument
 from probembed.store.readers import Problem, Record
 
 #: Characters that underline a reStructuredText heading in the rendered topics.
 _UNDERLINE = frozenset("*=-~^")
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
 def read_pydoc_topics(
@@ -35,9 +34,9 @@ def read_pydoc_topics(
     and chunked ingest's (`doc_id`, `chunk`, `start`, `end`, `title`, `heading`, `doc_hash`).
     A passage whose text an earlier topic already gave is left out.
     """
-    from probembed.store.chunked import chunk_records  # pyarrow, FAISS: `paragraphs` needs none
+    from probembed.store.chunked import chunk_records  # pyarrow, FAISS: a topic alone needs none
 
-    source = _topics()
+    source = pydoc_text.topics()
     names = list(source) if topics is None else list(topics)
     unknown = [name for name in names if name not in source]
     if unknown:
@@ -64,32 +63,13 @@ def _words(texts: Sequence[str]) -> list[int]:
     return [len(text.split()) for text in texts]
 
 
-def _topics() -> dict[str, str]:
-    """The topic texts of this Python, or an error saying they are not installed."""
-    try:
-        from pydoc_data.topics import topics
-    except ImportError as exc:
-        raise ImportError(
-            "this Python has no pydoc_data.topics (some distributions split it off); "
-            "install the full standard library, or give the demo a corpus with --data"
-        ) from exc
-    return topics
-
-
-def paragraphs() -> Iterator[str]:
-    """Every paragraph of the topics, topics in name order: text any machine with Python has."""
-    topics = _topics()
-    for name in sorted(topics):
-        yield from (p for p in _BLANK_LINE.split(topics[name]) if p.strip())
-
-
 def topic_document(topic: str, raw: str) -> SourceDocument:
     """One topic as a document: its paragraphs, each underlined heading kept as one line
     (the underline dropped) that opens a section; the first heading is the title."""
     parts: list[str] = []
     starts: list[tuple[int, str]] = []
     at = 0
-    for block in _BLANK_LINE.split(raw.strip()):
+    for block in pydoc_text.BLANK_LINE.split(raw.strip()):
         block = block.strip("\n")
         if not block.strip():
             continue

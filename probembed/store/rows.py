@@ -22,12 +22,12 @@ import pyarrow as pa
 from probembed.encoders.base import is_blank, lone_surrogate
 from probembed.fusion import Fused
 from probembed.store.errors import StoreError
-from probembed.store.variance import VarianceBasis, pipeline_basis
+from probembed.variance_basis import VarianceBasis, pipeline_basis
 
 #: Schema-metadata key under which the collection's pipeline is recorded.
 SCHEMA_KEY = b"probembed"
 #: 2 stores each variance as coefficients on the header's basis (`var_coef`); 1, the whole
-#: variance (`var`), is written where a basis would not fit (probembed.store.variance).
+#: variance (`var`), is written where a basis would not fit (probembed.variance_basis).
 FORMAT_VERSION = 2
 #: Columns every collection has; metadata fields with these names stay in the JSON only.
 CORE_COLUMNS = ("id", "text", "metadata", "mean", "var", "var_coef", "weights", "written")
@@ -195,7 +195,7 @@ def table_schema(batch: Batch, compact: bool = True, created: str | None = None)
     """The schema of a new collection, with its pipeline header, made for a first batch.
 
     `compact=False` keeps whole variances (files for other stores, which have no basis); else
-    the pipeline's own basis (`variance.pipeline_basis`) decides, whatever the batch holds.
+    the pipeline's own basis (`variance_basis.pipeline_basis`) decides, whatever the batch holds.
     `created` marks one creation of a collection: a reader that held the collection tells it
     from one dropped and made again under its name, even at the same version number.
     """

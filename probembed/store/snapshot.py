@@ -44,7 +44,7 @@ from probembed.store.rows import WRITE_TAG, to_matrix
 
 if TYPE_CHECKING:
     from probembed.store.collection import Collection
-    from probembed.store.variance import VarianceBasis
+    from probembed.variance_basis import VarianceBasis
 
 #: A snapshot with more dead positions than this fraction is loaded afresh at the next
 #: refresh (and its candidate index rebuilt): past it, dead rows cost more scan and graph

@@ -35,7 +35,7 @@ from probembed.store.rows import (
 )
 from probembed.store.threads import one_at_a_time
 from probembed.store.undo import CollectionUndo, undoing
-from probembed.store.variance import pipeline_basis
+from probembed.variance_basis import pipeline_basis
 
 if TYPE_CHECKING:
     from probembed.pipeline import Pipeline

@@ -23,20 +23,35 @@ Not every pipeline's variances are this regular: the hashing encoder's sparse n-
 features give a Laplace variance whose shape changes with each text. A pipeline's basis is
 therefore kept only if it reproduces the score std of as many held-out reference texts within
 MAX_STD_ERROR; otherwise its collections store whole variances (format 1).
+
+The verdict (the basis, or None, and the error that decided it) ships with the pipeline:
+`Pipeline.save` writes it to BASIS_FILE, fitting it first where this process has not, and
+`Pipeline.load` reads it back, so a process that makes a collection of a built-in or of a
+saved pipeline encodes no reference text, and every machine stores the same header. The file
+names the pipeline fingerprint it was fitted for: one that names another (a member's model
+changed), or that cannot be read (said in a warning), is ignored and the basis fitted here at
+first use, as for a directory saved before it existed. The module lives outside the store
+because the pipeline writes and reads it, and the pipeline must not import the store.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import math
 import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
+from probembed import atomic
+from probembed.caller import warn_caller
 from probembed.gaussian import Gaussian
+from probembed.pydoc_text import paragraphs
 from probembed.scoring import dot_variance
 
 #: Basis vectors per member block: the default pipeline's second direction (minilm's full
@@ -163,8 +178,80 @@ class VarianceBasis:
         return cls(tuple(data["blocks"]), tuple(bases), float(data["floor"]))
 
 
-#: Pipeline fingerprint -> its basis (None: its variances are stored whole).
-_FITTED: dict[str, VarianceBasis | None] = {}
+#: The file a pipeline directory keeps its verdict in (`Pipeline.save` writes it).
+BASIS_FILE = "variance_basis.json"
+#: Version of BASIS_FILE's layout; another is ignored (the basis fitted anew).
+BASIS_FORMAT = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Verdict:
+    """Whether a pipeline's collections store coefficients: its basis (None: variances stored
+    whole) and the reference std error that decided it, for the pipeline of `fingerprint`."""
+
+    fingerprint: str
+    basis: VarianceBasis | None
+    std_error: float
+
+    def to_json(self) -> dict[str, Any]:
+        """BASIS_FILE's form: the basis as a collection's header holds it (`variance`)."""
+        return {
+            "format": BASIS_FORMAT,
+            "pipeline": self.fingerprint,
+            "std_error": self.std_error,
+            "max_std_error": MAX_STD_ERROR,
+            "variance": None if self.basis is None else self.basis.to_json(),
+        }
+
+    def write(self, directory: Path) -> None:
+        """Keep it in a pipeline directory, replaced whole (`atomic.write_bytes`)."""
+        text = json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n"
+        atomic.write_bytes(directory / BASIS_FILE, text.encode())
+
+
+def read_verdict(directory: Path) -> Verdict | None:
+    """The verdict a pipeline directory keeps, or None: absent (a directory saved before, fitted
+    at first use as then), or unreadable, which is said in a warning and likewise refitted."""
+    path = directory / BASIS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return _verdict_of(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError, KeyError) as exc:  # JSON's, base64's and UTF-8's too
+        warn_caller(f"{path} is ignored ({exc}); the variance basis is fitted anew at first use")
+        return None
+
+
+def _verdict_of(data: Any) -> Verdict:
+    """A verdict from BASIS_FILE's form, every field checked (a ValueError names the first)."""
+    if not isinstance(data, dict) or data.get("format") != BASIS_FORMAT:
+        raise ValueError(f"not a variance basis of format {BASIS_FORMAT}")
+    fingerprint, error, form = data["pipeline"], data["std_error"], data["variance"]
+    if not isinstance(fingerprint, str) or not isinstance(error, (int, float)):
+        raise ValueError("'pipeline' must be a fingerprint and 'std_error' a number")
+    if not math.isfinite(error) or error < 0:
+        raise ValueError(f"std_error {error!r} is no error")
+    if (form is not None) != (error <= MAX_STD_ERROR):  # judged by another MAX_STD_ERROR
+        raise ValueError(f"its verdict is not this release's for a std error of {error:g}")
+    return Verdict(fingerprint, None if form is None else _checked_basis(form), float(error))
+
+
+def _checked_basis(form: dict[str, Any]) -> VarianceBasis:
+    """The header form read back, refused where its widths, ranks or floor cannot be one."""
+    blocks, ranks, floor = form["blocks"], form["ranks"], form["floor"]
+    counts = [*blocks, *ranks]
+    if not blocks or len(blocks) != len(ranks) or not all(type(n) is int and n > 0 for n in counts):
+        raise ValueError(f"blocks {blocks!r} and ranks {ranks!r} do not match")
+    if max(ranks) > RANK or not (isinstance(floor, float) and 0 < floor < math.inf):
+        raise ValueError(f"ranks {ranks!r} or floor {floor!r} out of range")
+    size = 4 * sum(r * w for r, w in zip(ranks, blocks, strict=True))
+    if len(base64.b64decode(form["basis"], validate=True)) != size:
+        raise ValueError(f"the basis is not {size} bytes of float32")
+    return VarianceBasis.from_json(form)
+
+
+#: Pipeline fingerprint -> its verdict, fitted in this process.
+_FITTED: dict[str, Verdict] = {}
 #: Pipeline fingerprint -> the lock its one fit is made under; `_LOCKS_LOCK` guards the dict.
 _FITTING: dict[str, threading.Lock] = {}
 _LOCKS_LOCK = threading.Lock()
@@ -172,13 +259,23 @@ _LOCKS_LOCK = threading.Lock()
 
 def pipeline_basis(pipeline: Any) -> VarianceBasis | None:
     """The basis every collection of this pipeline stores variances on, or None where a basis
-    would not reproduce them; fitted once per process (it encodes 2 x REFERENCE_ROWS texts).
+    would not reproduce them (`pipeline_verdict`)."""
+    return pipeline_verdict(pipeline).basis
+
+
+def pipeline_verdict(pipeline: Any) -> Verdict:
+    """The verdict its directory kept (`Pipeline.variance_verdict`, where it names this
+    pipeline's fingerprint and widths), else one fitted once per process: it encodes
+    2 x REFERENCE_ROWS texts.
 
     Threads asking at once for one pipeline's (the service's request threads) wait for the one
     that fits it, under a lock per fingerprint: each fitted it, seconds of encoding apiece.
     Other pipelines' bases are fitted meanwhile.
     """
     key = str(pipeline.fingerprint)
+    kept = getattr(pipeline, "variance_verdict", None)
+    if kept is not None and kept.fingerprint == key and _fits(kept.basis, pipeline):
+        return cast(Verdict, kept)
     if key in _FITTED:
         return _FITTED[key]
     with _LOCKS_LOCK:
@@ -186,8 +283,16 @@ def pipeline_basis(pipeline: Any) -> VarianceBasis | None:
     with fitting:
         if key not in _FITTED:  # another thread may have fitted it while this one waited
             basis, error = reference_fit(pipeline)
-            _FITTED[key] = basis if error <= MAX_STD_ERROR else None
+            _FITTED[key] = Verdict(key, basis if error <= MAX_STD_ERROR else None, error)
     return _FITTED[key]
+
+
+def _fits(basis: VarianceBasis | None, pipeline: Any) -> bool:
+    """Whether a kept basis has this pipeline's block widths (one of another's never decodes
+    its rows); a verdict of whole variances fits any."""
+    if basis is None:
+        return True
+    return basis.blocks == (tuple(pipeline.blocks) or (pipeline.empty().gaussian.dim,))
 
 
 def reference_fit(pipeline: Any) -> tuple[VarianceBasis, float]:
@@ -202,8 +307,6 @@ def reference_fit(pipeline: Any) -> tuple[VarianceBasis, float]:
 def reference_texts() -> list[str]:
     """2 x REFERENCE_ROWS sentences of 40 to 200 characters: the first of each paragraph of the
     bundled Python docs, topics in name order (short: fitting costs one small batch)."""
-    from probembed.store.pydoc_corpus import paragraphs
-
     texts = []
     for paragraph in paragraphs():
         sentence = _SENTENCE_END.split(" ".join(paragraph.split()), maxsplit=1)[0]
