@@ -86,6 +86,9 @@ bench: $(STAMP)  ## Run every benchmark and refresh the tables in README.md and 
 	$(BIN)/python benchmarks/lodo_headroom.py
 	$(BIN)/python benchmarks/lodo_geometry.py
 	$(BIN)/python benchmarks/lodo_task.py
+	$(BIN)/python benchmarks/lodo_similar.py
+	$(BIN)/python benchmarks/lodo_regret.py
+	$(BIN)/python benchmarks/lodo_halves.py
 	$(BIN)/python benchmarks/error_signals.py
 	$(BIN)/python benchmarks/retrieval.py
 	$(BIN)/python benchmarks/calibration.py
@@ -104,6 +107,8 @@ bench: $(STAMP)  ## Run every benchmark and refresh the tables in README.md and 
 	$(BIN)/python benchmarks/serve.py
 	$(BIN)/python benchmarks/pieces.py
 	$(BIN)/python benchmarks/cli_start.py
+	$(BIN)/python benchmarks/cli_exit.py
+	$(BIN)/python benchmarks/first_collection.py
 	$(BIN)/python benchmarks/ray_ingest.py
 	$(BIN)/python benchmarks/ray_driver_memory.py
 	$(BIN)/python benchmarks/tune_own_data.py
