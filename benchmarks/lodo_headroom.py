@@ -24,15 +24,8 @@ import argparse
 import os
 from pathlib import Path
 
-from probembed.evaluation.harness import evaluate
-from probembed.evaluation.lodo import (
-    LODO_DATASETS,
-    Scores,
-    candidate_splits,
-    fixed,
-    static_headroom,
-)
-from probembed.evaluation.paired import BOOTSTRAP, paired_difference
+from probembed.evaluation.lodo import LODO_DATASETS, Scores, candidate_splits, headroom_rows
+from probembed.evaluation.paired import BOOTSTRAP
 from probembed.evaluation.report import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,21 +41,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     pipe, _, splits = candidate_splits()  # every fold tunes on all the others
-    scores = Scores(splits)
-    rows: list[dict] = []
+    rows = headroom_rows(Scores(splits), len(pipe.models), args.datasets, args.step)
     for name in args.datasets:
-        test = splits[name, "test"]
-        chosen = static_headroom(scores, name, len(pipe.models), args.step)
-        outcomes = {how: evaluate(test.embedded, test.dataset, m) for how, m in chosen.items()}
-        for how, method in chosen.items():
-            weights = method.fusion.weights
-            assert weights is not None  # a point of the static grid is a weighting
-            row = {"left_out": name, "chosen_on": how, "weights": list(weights)}
-            row["value"] = scores.figure(name, "test", fixed(method))
-            if how != "lodo":
-                row["vs_lodo"] = paired_difference(test.dataset, outcomes["lodo"], outcomes[how])
-            rows.append(row)
-        shown = ", ".join(f"{r['chosen_on']} {100 * r['value']:.2f}" for r in rows[-3:])
+        shown = ", ".join(
+            f"{r['chosen_on']} {100 * r['value']:.2f}" for r in rows if r["left_out"] == name
+        )
         print(f"{name}: {shown}", flush=True)
     config = {
         "models": list(pipe.models),

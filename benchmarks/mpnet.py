@@ -3,6 +3,7 @@
     python benchmarks/mpnet.py quality [--datasets stsb sick scifact] [--fit-pairs 256]
     python benchmarks/mpnet.py timing [--rounds 3]
     python benchmarks/mpnet.py default [--datasets stsb sick scifact]
+    python benchmarks/mpnet.py lodo [--fit-pairs 256] [--step 0.2]
 
 `quality` scores mpnet alone (cosine of its means, `single:mpnet`) on the test splits of STS-B,
 SICK-R and SciFact through the evaluation harness. The cosine of the means does not depend on
@@ -20,6 +21,13 @@ reports median seconds and each one's ratio to mpnet.
 `default` scores the shipped `default` pipeline on the same test splits through the harness,
 with its own fusion and score and with dot on the same fused means (no collection: a search of
 a collection also tilts the prior by the collection's agreement, as `make run` shows).
+
+`lodo` adds mpnet (fitted as for `quality`) to the four candidate members of the
+leave-one-dataset-out study (`benchmarks/lodo.py`'s seven datasets and splits) and asks what
+`benchmarks/lodo_headroom.py` asks of the four: on each left-out test split, the static weights
+(0.2 grid) chosen on the other six tuning splits, on its own tuning split and on the test split
+itself, with the paired bootstrap interval of each difference, and each member alone. Does a
+stronger member, unlike the others, leave more for adapting to a domain to gain?
 
 Each part updates its own key of benchmarks/results/mpnet.json, so the parts can run at once.
 """
@@ -43,7 +51,20 @@ import torch
 from probembed.cache import default_cache_dir
 from probembed.encoders import get_encoder
 from probembed.evaluation.datasets import load_evaluable, load_retrieval, load_sts
-from probembed.evaluation.harness import Method, embed, evaluate, primary_metric
+from probembed.evaluation.harness import (
+    Method,
+    baseline_methods,
+    embed,
+    evaluate,
+    primary_metric,
+)
+from probembed.evaluation.lodo import (
+    LODO_DATASETS,
+    Scores,
+    candidate_splits,
+    fixed,
+    headroom_rows,
+)
 from probembed.evaluation.recipes import CANDIDATE_MODELS, SEED, sample_pairs
 from probembed.paths import datasets_dir
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, ScoreConfig
@@ -111,6 +132,29 @@ def ensemble_quality(names: list[str]) -> None:
             row[label] = evaluate(embedded, dataset, method).metrics
         update(["default_quality", name], row)
         print(f"{name}: {row}")
+
+
+def lodo(n_pairs: int, step: float) -> None:
+    """The LODO headroom of the static ensemble with mpnet as a fifth candidate member."""
+    pipe, _, splits = candidate_splits(extra=fitted_mpnet(n_pairs).members)
+    scores, names = Scores(splits), list(LODO_DATASETS)
+    rows = headroom_rows(scores, len(pipe.models), names, step)
+    singles = [m for m in baseline_methods(pipe.models) if m.fusion.method.startswith("single:")]
+    alone = {
+        n: {m.name.removeprefix("single:"): scores.figure(n, "test", fixed(m)) for m in singles}
+        for n in names
+    }
+    for row in rows:
+        print(f"{row['left_out']} {row['chosen_on']}: {row['weights']} {100 * row['value']:.2f}")
+    result = {
+        "models": list(pipe.models),
+        "fingerprint": pipe.fingerprint,
+        "laplace_fit_pairs": n_pairs,
+        "static_step": step,
+        "rows": rows,
+        "single_test": alone,
+    }
+    update(["lodo"], result)
 
 
 def timing_texts() -> dict[str, list[str]]:
@@ -206,11 +250,16 @@ def main() -> None:
     timing_part.add_argument("--rounds", type=int, default=3)
     default_part = parts.add_parser("default")
     default_part.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
+    lodo_part = parts.add_parser("lodo")
+    lodo_part.add_argument("--fit-pairs", type=int, default=256)
+    lodo_part.add_argument("--step", type=float, default=0.2, help="static weight grid step")
     args = parser.parse_args()
     if args.part == "quality":
         quality(args.datasets, args.fit_pairs)
     elif args.part == "default":
         ensemble_quality(args.datasets)
+    elif args.part == "lodo":
+        lodo(args.fit_pairs, args.step)
     else:
         timing(args.rounds)
 

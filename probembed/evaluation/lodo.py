@@ -34,6 +34,7 @@ from probembed.evaluation.harness import (
     primary_metric,
 )
 from probembed.evaluation.metrics import probe_losses, spearman
+from probembed.evaluation.paired import paired_difference
 from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid
 from probembed.fusion.adapt import adapted_weights, agreement
 from probembed.fusion.router import (
@@ -46,7 +47,7 @@ from probembed.fusion.router import (
 from probembed.gaussian import Gaussian, squared_norms
 from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
 from probembed.progress import progress_bar
-from probembed.uncertainty import LaplaceEstimator
+from probembed.uncertainty import Estimator, LaplaceEstimator
 
 #: Classification texts per probe split (fit and test; half that held out): enough for a
 #: stable linear probe, few enough that seven datasets times four models encode in minutes on
@@ -447,15 +448,18 @@ def embed_tasks(
 
 
 def candidate_splits(
-    names: Sequence[str] | None = None,
+    names: Sequence[str] | None = None, extra: Sequence[Estimator] = ()
 ) -> tuple[Pipeline, dict[str, Task], dict[tuple[str, str], Split]]:
-    """The built-ins' candidate members (laplace, fitted on the pairs sample), the named tasks
-    under the datasets directory and their splits embedded: where every LODO study starts."""
+    """The built-ins' candidate members (laplace, fitted on the pairs sample), then `extra`
+    ones, the named tasks under the datasets directory and their splits embedded: where every
+    LODO study starts."""
     from probembed.evaluation.recipes import candidate_pipeline, sample_pairs
     from probembed.paths import datasets_dir
 
     data = datasets_dir()
     pipe = candidate_pipeline("default", sample_pairs(data / "pairs"))
+    if extra:
+        pipe = Pipeline([*pipe.members, *extra], pipe.fusion, name=pipe.name)
     tasks = load_tasks(data, names)
     return pipe, tasks, embed_tasks(pipe, tasks, progress=True)
 
@@ -830,6 +834,25 @@ def static_headroom(scores: Scores, name: str, k: int, step: float) -> dict[str,
         "in domain": grid[fold_choice(own, None)],
         "test oracle": grid[fold_choice(test, None)],
     }
+
+
+def headroom_rows(scores: Scores, k: int, names: Sequence[str], step: float) -> list[dict]:
+    """Per dataset, the static weights `static_headroom` chooses three ways, each one's test
+    figure and, beside "lodo", the paired bootstrap interval of its difference from it."""
+    rows: list[dict] = []
+    for name in names:
+        test = scores.splits[name, "test"]
+        chosen = static_headroom(scores, name, k, step)
+        outcomes = {how: evaluate(test.embedded, test.dataset, m) for how, m in chosen.items()}
+        for how, method in chosen.items():
+            weights = method.fusion.weights
+            assert weights is not None  # a point of the static grid is a weighting
+            row: dict[str, Any] = {"left_out": name, "chosen_on": how, "weights": list(weights)}
+            row["value"] = scores.figure(name, "test", fixed(method))
+            if how != "lodo":
+                row["vs_lodo"] = paired_difference(test.dataset, outcomes["lodo"], outcomes[how])
+            rows.append(row)
+    return rows
 
 
 @dataclass(frozen=True)
