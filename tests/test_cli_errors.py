@@ -445,7 +445,7 @@ def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatc
         (["ingest"], "Tokens per chunk, at most [default: 256]"),
         (["ingest"], "[default: 32, or the most under half a smaller size]"),
         (["embed"], "Tokens per chunk, at most [default: 256]"),
-        (["serve"], "File of 'KEY [read,write]' lines [default: env"),
+        (["serve"], "File of 'KEY [read,write,metrics]' lines [default: env"),
         (["serve"], "[default: one per core, at most 4]"),
     ],
 )
