@@ -8,9 +8,12 @@ import sys
 
 import openai
 import pytest
+from fastapi.routing import APIRoute, iter_route_contexts
 from service_support import Server
 
-from probembed.service import ApiKeys, ServiceSettings, load_keys
+from probembed.service import ApiKeys, ServiceSettings, create_app, load_keys
+from probembed.service.auth import SCOPES, grants
+from probembed.service.gate import PROBES
 
 READER = "reader-key-0123456789abcdef"
 WRITER = "writer-key-0123456789abcdef"
@@ -300,3 +303,60 @@ def test_any_white_space_between_bearer_and_the_key_separates_them(guarded):
             assert answer.status_code == 200, (gap, answer.text)
         unknown = http.get("/v1/models", headers={"Authorization": "Bearer\tnot-a-key-0123"})
     assert unknown.status_code == 401 and unknown.json()["detail"] == "unknown API key"
+
+
+def test_the_schema_names_the_scope_each_route_needs(guarded, tmp_path, pydoc_pipeline_dir):
+    """Every operation showed one anonymous bearer scheme and a 403 "the key lacks the scope
+    this route needs", so a client generated from /openapi.json could not tell which key a
+    route takes. Each operation's security now names the scheme of the scope its `_scope`
+    dependency needs, described, and its 401 and 403 name that scope; the probes need none.
+    Read off the app's own routes (a route added without a documented scope fails here) and
+    checked against what the server does with a key of each scope; a server without keys
+    publishes the same."""
+    with guarded.client() as http:
+        served = http.get("/openapi.json").json()
+    keyless = create_app(ServiceSettings(tmp_path / "db", pipelines=(str(pydoc_pipeline_dir),)))
+    own = keyless.openapi()
+    schemes = served["components"]["securitySchemes"]
+    assert schemes == own["components"]["securitySchemes"]
+    assert set(schemes) == set(SCOPES), schemes  # no anonymous scheme left
+    for scope, scheme in schemes.items():
+        assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+        assert f"`{scope}` scope" in scheme["description"], scheme
+    assert "GET /metrics" in schemes["read"]["description"]  # read grants metrics
+    single = {"read": READER, "write": WRITER, "metrics": SCRAPER}
+    routes = [  # as the schema reads them: the routers' routes, each as it was included
+        route
+        for route in iter_route_contexts(keyless.routes)
+        if isinstance(route.original_route, APIRoute) and route.include_in_schema
+    ]
+    assert len(routes) >= 12, [route.path_format for route in routes]
+    for route in routes:
+        scopes = (getattr(each.dependency, "needed_scope", None) for each in route.dependencies)
+        needed = [scope for scope in scopes if scope is not None]
+        for method in route.methods:
+            where = f"{method} {route.path_format}"
+            operation = served["paths"][route.path_format][method.lower()]
+            assert _access(operation) == _access(own["paths"][route.path_format][method.lower()])
+            responses = operation["responses"]
+            if not needed:  # a route of no scope is one the gate lets in without a key
+                assert route.path_format in PROBES, f"{where} needs no scope but a key"
+                assert "security" not in operation and not {"401", "403"} & set(responses)
+                continue
+            assert len(needed) == 1, where
+            (scope,) = needed
+            assert operation["security"] == [{scope: []}], where
+            for status in ("401", "403"):
+                assert f"'{scope}'" in responses.get(status, {}).get("description", ""), where
+            path = re.sub(r"\{[^}]+\}", "absent", route.path_format)  # nothing there to change
+            for key_scope, key in single.items():
+                with guarded.client(key) as http:
+                    status = http.request(method, path).status_code
+                refused = not grants(frozenset({key_scope}), scope)
+                assert (status == 403) is refused, (where, key_scope, status)
+
+
+def _access(operation: dict) -> tuple:
+    """What an operation of the schema says of keys: its security, its 401 and 403."""
+    responses = operation["responses"]
+    return operation.get("security"), responses.get("401"), responses.get("403")

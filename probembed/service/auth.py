@@ -20,6 +20,13 @@ READ = "read"
 WRITE = "write"
 METRICS = "metrics"
 SCOPES = (READ, WRITE, METRICS)
+#: What each scope grants, as the schema's security scheme of each says it.
+GRANTED = {
+    READ: "embeddings, similarity and the models; listing, reading and searching the "
+    "collections; and GET /metrics, as the `metrics` scope does",
+    WRITE: "creating and dropping collections; writing, deleting and erasing their documents",
+    METRICS: "GET /metrics alone: a scraper's key, which reads no data",
+}
 ENV_VAR = "PROBEMBED_API_KEYS"
 #: Shorter keys are guessable: refused when loaded.
 MIN_KEY_CHARS = 16

@@ -17,10 +17,10 @@ from probembed.service import schemas
 from probembed.service.answers import _search_body
 from probembed.service.auth import READ, WRITE
 from probembed.service.errors import _ERRORS, ApiError, _errors
-from probembed.service.scopes import _scope
+from probembed.service.scopes import ScopedRoute, _scope
 from probembed.service.settings import Limits
 from probembed.service.state import Service, UnknownModelError
-from probembed.service.validation import Utf8Route, check_texts, text_problem
+from probembed.service.validation import check_texts, text_problem
 from probembed.store import CollectionNotFoundError, Problem, Record
 from probembed.store.chunked import (
     DocumentReport,
@@ -94,7 +94,7 @@ def _chunked_report(name: str, report: DocumentReport, count: int) -> schemas.Wr
 
 def _collections(service: Service) -> APIRouter:
     """Collections: list, create, stats, delete; documents: add/upsert, delete; search."""
-    router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=Utf8Route)
+    router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=ScopedRoute)
     reader = [Security(_scope(service, READ))]
     writer = [Security(_scope(service, WRITE))]
     limits = service.settings.limits

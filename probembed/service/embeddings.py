@@ -12,15 +12,15 @@ from probembed.service import schemas
 from probembed.service.answers import _embedding_body, _similarity_body
 from probembed.service.auth import READ
 from probembed.service.errors import _ERRORS, ApiError
-from probembed.service.scopes import _scope
+from probembed.service.scopes import ScopedRoute, _scope
 from probembed.service.state import Service
-from probembed.service.validation import Utf8Route, check_texts
+from probembed.service.validation import check_texts
 
 
 def _embeddings(service: Service) -> APIRouter:
     """OpenAI-compatible /v1/embeddings and /v1/models."""
     router = APIRouter(
-        tags=["embeddings"], dependencies=[Security(_scope(service, READ))], route_class=Utf8Route
+        tags=["embeddings"], dependencies=[Security(_scope(service, READ))], route_class=ScopedRoute
     )
 
     def card(name: str) -> schemas.ModelCard:

@@ -54,13 +54,12 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (StoreStateError, 500),
     (StoreError, 422),
 )
-#: Statuses any route may answer besides its success, declared in the schema.
+#: Statuses any route may answer besides its success, declared in the schema (a route's 401
+#: and 403, which name its scope, its `scopes.ScopedRoute`).
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": schemas.ErrorBody, "description": text}
     for status, text in (
         (400, "Body not UTF-8, or nested too deeply to be read: the detail says where"),
-        (401, "No or unknown API key"),
-        (403, "The key lacks the scope this route needs"),
         (404, "Unknown collection or model"),
         (
             409,

@@ -7,11 +7,9 @@ from fastapi.responses import JSONResponse, Response
 
 from probembed.service import schemas
 from probembed.service.auth import METRICS
-from probembed.service.errors import _ERRORS
-from probembed.service.scopes import _scope
+from probembed.service.scopes import ScopedRoute, _scope
 from probembed.service.state import Service
 from probembed.service.storage import hidden, hidden_places
-from probembed.service.validation import Utf8Route
 
 #: The probes' 503s, as they answer them: their own bodies (status and error), not ErrorBody.
 _NOT_ALIVE = {
@@ -33,7 +31,7 @@ _NOT_READY = {
 
 def _operations(service: Service) -> APIRouter:
     """Liveness, readiness, metrics."""
-    router = APIRouter(tags=["operations"], route_class=Utf8Route)
+    router = APIRouter(tags=["operations"], route_class=ScopedRoute)
     scraper = _scope(service, METRICS)  # read grants it too
     places = hidden_places(service.settings.db, service.settings.storage_options)
 
@@ -81,7 +79,7 @@ def _operations(service: Service) -> APIRouter:
         "/metrics",
         response_class=Response,
         dependencies=[Security(scraper)],
-        responses={200: {"content": {"text/plain": {}}}, 401: _ERRORS[401], 403: _ERRORS[403]},
+        responses={200: {"content": {"text/plain": {}}}},
     )
     async def metrics() -> Response:
         """Prometheus text format."""

@@ -1,5 +1,6 @@
 """Scopes on routes: the dependency that lets a request through only with a key granting the
-route's scope, and the 403 a key earns on a route for refusals made before that check."""
+route's scope, the schema's security scheme of each scope and the route that documents its
+401 and 403 by it, and the 403 a key earns on a route for refusals made before that check."""
 
 from __future__ import annotations
 
@@ -7,17 +8,40 @@ from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 from fastapi import Request, Security
+from fastapi.params import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import BaseRoute, Match
 
-from probembed.service.auth import READ, ApiKeys, bearer_key, grants, scope_authorization
+from probembed.service import schemas
+from probembed.service.auth import (
+    GRANTED,
+    READ,
+    SCOPES,
+    ApiKeys,
+    bearer_key,
+    grants,
+    scope_authorization,
+)
 from probembed.service.errors import ApiError
 from probembed.service.state import Service
+from probembed.service.validation import Utf8Route
+
+#: The schema's security scheme of each scope, named for it: an operation's `security` names
+#: the key it takes (one anonymous scheme on every route told a client nothing).
+_BEARERS = {
+    scope: HTTPBearer(
+        auto_error=False,
+        scheme_name=scope,
+        description=f"An API key with the `{scope}` scope (sent as `Authorization: Bearer "
+        f"KEY`) grants {GRANTED[scope]}. A server started without keys asks for none.",
+    )
+    for scope in SCOPES
+}
 
 
 def _scope(service: Service, needed: str) -> Callable[..., None]:
     """A dependency that lets a request through only with a key granting `needed`."""
-    bearer = HTTPBearer(auto_error=False, description="An API key (when the server has keys).")
+    bearer = _BEARERS[needed]
 
     def check(request: Request, _: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
         # the key as the gate reads it: HTTPBearer (there for the schema) splits at a space
@@ -27,8 +51,58 @@ def _scope(service: Service, needed: str) -> Callable[..., None]:
         if lacking is not None:
             raise ApiError(403, lacking)
 
-    check.needed_scope = needed  # type: ignore[attr-defined]  # read by _lacking_scope
+    check.needed_scope = needed  # type: ignore[attr-defined]  # read by _needed_scopes
     return check
+
+
+def _needed_scopes(dependencies: Sequence[Depends]) -> list[str]:
+    """The scopes a route's dependencies need, each `_scope`'s, in order."""
+    found = (getattr(dependency.dependency, "needed_scope", None) for dependency in dependencies)
+    return [needed for needed in found if needed is not None]
+
+
+def _granting(needed: str) -> str:
+    """The scopes whose keys may use a route needing `needed`, as a refusal names them."""
+    return " or ".join(repr(scope) for scope in SCOPES if grants(frozenset({scope}), needed))
+
+
+def _refusals(needed: Sequence[str]) -> dict[int | str, dict[str, Any]]:
+    """The 401 and 403 a route needing these scopes may answer, each naming them."""
+    if not needed:
+        return {}
+    keys = " and ".join(_granting(scope) for scope in needed)
+    told = {
+        401: f"No API key, not one sent as `Authorization: Bearer KEY`, or one this server "
+        f"does not hold: send a key granting {keys}",
+        403: f"The key does not grant {keys}, which this route needs",
+    }
+    return {
+        status: {"model": schemas.ErrorBody, "description": text} for status, text in told.items()
+    }
+
+
+class ScopedRoute(Utf8Route):
+    """A route (UTF-8 bodies alone, `Utf8Route`) whose schema documents the 401 and 403 of
+    the scopes its dependencies need, from those dependencies: a route cannot name one scope
+    in its check and another in its documentation."""
+
+    def __init__(
+        self,
+        path: str,
+        endpoint: Callable[..., Any],
+        *,
+        dependencies: Sequence[Depends] | None = None,
+        responses: dict[int | str, dict[str, Any]] | None = None,
+        **options: Any,
+    ) -> None:
+        refusals = _refusals(_needed_scopes(dependencies or ()))
+        super().__init__(
+            path,
+            endpoint,
+            dependencies=dependencies,
+            responses={**(responses or {}), **refusals},
+            **options,
+        )
 
 
 def _refused_scope(keys: ApiKeys | None, key: str | None, needed: str) -> str | None:
@@ -77,10 +151,8 @@ def _route_refusal(route: object, authorization: str, keys: ApiKeys | None) -> s
     """Why the key of this Authorization header may not use this route (its first scope
     dependency the key lacks), or None."""
     key = bearer_key(authorization)
-    for dependency in getattr(route, "dependencies", ()):
-        needed = getattr(dependency.dependency, "needed_scope", None)
-        if needed is not None:
-            lacking = _refused_scope(keys, key, needed)
-            if lacking is not None:
-                return lacking
+    for needed in _needed_scopes(getattr(route, "dependencies", ())):
+        lacking = _refused_scope(keys, key, needed)
+        if lacking is not None:
+            return lacking
     return None
