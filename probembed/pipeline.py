@@ -53,7 +53,7 @@ from probembed.pipeline_directory import (
 from probembed.progress import map_chunks
 from probembed.scoring import Similarity, similarity
 from probembed.uncertainty import Estimator, estimator_class, make_estimator
-from probembed.variance_basis import Verdict, pipeline_verdict, read_verdict
+from probembed.variance_basis import Verdict, hold_kept, pipeline_verdict, read_verdict
 
 #: What `from probembed.pipeline import ...` gives: the pipeline, its settings (held in
 #: `pipeline_config`) and its directories (`pipeline_directory`).
@@ -135,8 +135,9 @@ class Pipeline:
         #: chosen on: a figure measured on one of them is not held out.
         self.tuned_on = tuple(tuned_on)
         #: Whether its collections store variance coefficients, as its directory kept it
-        #: (`variance_basis.BASIS_FILE`); used only where it names this fingerprint, else
-        #: fitted at first use (`variance_basis.pipeline_verdict`). Not in the fingerprint.
+        #: (`variance_basis.BASIS_FILE`); used only where it names this fingerprint, else the
+        #: one a loaded pipeline of this fingerprint kept, else fitted at first use
+        #: (`variance_basis.pipeline_verdict`). Not in the fingerprint.
         self.variance_verdict: Verdict | None = None
 
     def tuned_on_split(self, kind: str, dataset: str, split: str) -> str | None:
@@ -588,6 +589,7 @@ class Pipeline:
         except ValueError as exc:
             raise ValueError(f"{directory / CONFIG_FILE}: {exc}") from exc
         pipeline.variance_verdict = read_verdict(directory)
+        hold_kept(pipeline)  # for pipelines made from its members under other settings
         return pipeline
 
     def __repr__(self) -> str:

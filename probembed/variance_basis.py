@@ -30,8 +30,18 @@ The verdict (the basis, or None, and the error that decided it) ships with the p
 saved pipeline encodes no reference text, and every machine stores the same header. The file
 names the pipeline fingerprint it was fitted for: one that names another (a member's model
 changed), or that cannot be read (said in a warning), is ignored and the basis fitted here at
-first use, as for a directory saved before it existed. The module lives outside the store
-because the pipeline writes and reads it, and the pipeline must not import the store.
+first use, as for a directory saved before it existed.
+
+What a verdict is fitted on is the pipeline's fused variances, concat_k(π_k σ²_k): they depend
+on the members and on the fusion (its weights scale each block, and a uec temperature makes
+them vary by text; the floor and the std error are the fused rows'), which is what the
+pipeline fingerprint identifies, and on nothing else of the pipeline (the score, the
+collection adaptation, which tilts weights at search time, and the calibrator change no stored
+row). So a verdict a loaded directory kept serves every pipeline of its fingerprint in this
+process (`hold_kept`): one made from the loaded members under another score or calibrator
+reuses it, while one under another fusion has another fingerprint and fits its own. The module
+lives outside the store because the pipeline writes and reads it, and the pipeline must not
+import the store.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -250,7 +260,8 @@ def _checked_basis(form: dict[str, Any]) -> VarianceBasis:
     return VarianceBasis.from_json(form)
 
 
-#: Pipeline fingerprint -> its verdict, fitted in this process.
+#: Pipeline fingerprint -> its verdict, fitted in this process or kept by a directory loaded
+#: in it (`hold_kept`): every pipeline of that fingerprint takes it.
 _FITTED: dict[str, Verdict] = {}
 #: Pipeline fingerprint -> the lock its one fit is made under; `_LOCKS_LOCK` guards the dict.
 _FITTING: dict[str, threading.Lock] = {}
@@ -264,9 +275,9 @@ def pipeline_basis(pipeline: Any) -> VarianceBasis | None:
 
 
 def pipeline_verdict(pipeline: Any) -> Verdict:
-    """The verdict its directory kept (`Pipeline.variance_verdict`, where it names this
-    pipeline's fingerprint and widths), else one fitted once per process: it encodes
-    2 x REFERENCE_ROWS texts.
+    """The verdict its directory kept (`Pipeline.variance_verdict`, where `verdict_fits`), else
+    the one this process holds for its fingerprint (kept by a directory loaded, `hold_kept`, or
+    fitted), else one fitted once per process: it encodes 2 x REFERENCE_ROWS texts.
 
     Threads asking at once for one pipeline's (the service's request threads) wait for the one
     that fits it, under a lock per fingerprint: each fitted it, seconds of encoding apiece.
@@ -274,25 +285,45 @@ def pipeline_verdict(pipeline: Any) -> Verdict:
     """
     key = str(pipeline.fingerprint)
     kept = getattr(pipeline, "variance_verdict", None)
-    if kept is not None and kept.fingerprint == key and _fits(kept.basis, pipeline):
-        return cast(Verdict, kept)
+    if verdict_fits(kept, pipeline):
+        return kept
     if key in _FITTED:
         return _FITTED[key]
     with _LOCKS_LOCK:
         fitting = _FITTING.setdefault(key, threading.Lock())
     with fitting:
         if key not in _FITTED:  # another thread may have fitted it while this one waited
-            basis, error = reference_fit(pipeline)
-            _FITTED[key] = Verdict(key, basis if error <= MAX_STD_ERROR else None, error)
+            _FITTED.setdefault(key, fitted_verdict(pipeline))  # or a load has since held one
     return _FITTED[key]
 
 
-def _fits(basis: VarianceBasis | None, pipeline: Any) -> bool:
-    """Whether a kept basis has this pipeline's block widths (one of another's never decodes
-    its rows); a verdict of whole variances fits any."""
-    if basis is None:
+def hold_kept(pipeline: Any) -> None:
+    """Offer the verdict a loaded pipeline's directory kept to every pipeline of its fingerprint
+    in this process, where it is this one's (`verdict_fits`): a pipeline made from its members
+    under another score or calibrator (tuning, a collection's kept copy saved without the file)
+    would otherwise fit the same verdict again, seconds of encoding per member."""
+    kept = getattr(pipeline, "variance_verdict", None)
+    if verdict_fits(kept, pipeline):
+        _FITTED.setdefault(kept.fingerprint, kept)
+
+
+def verdict_fits(verdict: Verdict | None, pipeline: Any) -> TypeGuard[Verdict]:
+    """Whether a verdict is this pipeline's: fitted for its fingerprint (its members and fusion,
+    which make the fused variances it was fitted on) and of its block widths (a basis of
+    another's never decodes its rows; a verdict of whole variances fits any)."""
+    if verdict is None or verdict.fingerprint != str(pipeline.fingerprint):
+        return False
+    if verdict.basis is None:
         return True
-    return basis.blocks == (tuple(pipeline.blocks) or (pipeline.empty().gaussian.dim,))
+    return verdict.basis.blocks == (tuple(pipeline.blocks) or (pipeline.empty().gaussian.dim,))
+
+
+def fitted_verdict(pipeline: Any) -> Verdict:
+    """A verdict fitted here on the reference texts, whatever one is held (what a built-in
+    ships, `scripts/build_pipelines.py`): it encodes 2 x REFERENCE_ROWS texts."""
+    basis, error = reference_fit(pipeline)
+    key = str(pipeline.fingerprint)
+    return Verdict(key, basis if error <= MAX_STD_ERROR else None, error)
 
 
 def reference_fit(pipeline: Any) -> tuple[VarianceBasis, float]:

@@ -29,7 +29,7 @@ from probembed.evaluation.recipes import (
 )
 from probembed.paths import datasets_dir
 from probembed.pipeline import Pipeline, builtin_dir
-from probembed.variance_basis import pipeline_verdict
+from probembed.variance_basis import fitted_verdict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = datasets_dir()
@@ -63,8 +63,7 @@ def tune_builtin(name: str, pairs: list[tuple[str, str]]) -> None:
 def ship_basis(name: str) -> None:
     """Fit a built-in's variance basis on this machine and write its file alone."""
     pipe = Pipeline.load(name, cache=False)
-    pipe.variance_verdict = None  # fitted anew, not the one it ships
-    verdict = pipeline_verdict(pipe)
+    verdict = fitted_verdict(pipe)  # fitted anew, not the one it ships
     verdict.write(builtin_dir() / name)
     kept = "coefficients" if verdict.basis is not None else "whole variances"
     print(f"{name}: {kept}, reference std error {verdict.std_error:.4%}")

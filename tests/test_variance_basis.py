@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 from probembed import variance_basis
-from probembed.pipeline import Pipeline, builtin_dir
+from probembed.pipeline import (
+    CONFIG_FILE,
+    AdaptConfig,
+    FusionConfig,
+    Pipeline,
+    ScoreConfig,
+    builtin_dir,
+)
 from probembed.variance_basis import (
     BASIS_FILE,
     MAX_STD_ERROR,
@@ -99,6 +106,45 @@ def test_a_directory_saved_before_the_file_existed_fits_at_first_use(
     assert loaded.variance_verdict is None
     assert same(variance_basis.pipeline_basis(loaded), fitted.basis)
     assert fits == [default_unshipped.fingerprint] * 2  # at save, then at the loaded one's use
+
+
+@pytest.mark.parametrize("made", ["other settings", "settings of a copy without the file"])
+def test_a_pipeline_made_from_a_loaded_ones_members_reuses_its_verdict(
+    tmp_path, default_unshipped, fits, made
+):
+    """Its fused variances are the loaded one's (same members and fusion): it fitted the same
+    verdict again at its first collection or save, encoding 128 texts with each member."""
+    directory = default_unshipped.save(tmp_path / "p")
+    variance_basis._FITTED.clear()  # a fresh process: nothing fitted
+    loaded = Pipeline.load(directory)
+    if made == "other settings":  # as tuning code or a user builds one
+        score, adapt = ScoreConfig("uec", 4.0), AdaptConfig(gamma=5.0)
+        derived = Pipeline(loaded.members, loaded.fusion, score, "derived", False, adapt=adapt)
+    else:  # a collection's kept copy saved before the file existed
+        copy = tmp_path / "copy"
+        copy.mkdir()
+        (copy / CONFIG_FILE).write_text((directory / CONFIG_FILE).read_text())
+        derived = loaded.with_settings_of(copy)
+        assert derived.variance_verdict is None
+    assert derived.fingerprint == loaded.fingerprint
+    assert variance_basis.pipeline_basis(derived) is loaded.variance_verdict.basis
+    saved = derived.save(tmp_path / "derived")
+    assert fits == [default_unshipped.fingerprint]  # at the first save only
+    assert (saved / BASIS_FILE).read_text() == (directory / BASIS_FILE).read_text()
+
+
+def test_a_pipeline_of_the_same_members_under_another_fusion_fits_its_own(
+    tmp_path, hash_pipeline, fits
+):
+    """The fusion weights scale each member's block of the stored variances, and the floor and
+    the std error are the fused rows': another fusion is another fingerprint, fitted anew."""
+    directory = hash_pipeline.save(tmp_path / "p")
+    variance_basis._FITTED.clear()
+    loaded = Pipeline.load(directory)
+    fusion = FusionConfig("weighted", weights=(0.9, 0.1))
+    other = Pipeline(loaded.members, fusion, loaded.score, "weighted", False)
+    assert pipeline_verdict(other).fingerprint == other.fingerprint != loaded.fingerprint
+    assert fits == [hash_pipeline.fingerprint, other.fingerprint]
 
 
 def another_basis(form: dict) -> dict:
