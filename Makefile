@@ -109,6 +109,7 @@ bench: $(STAMP)  ## Run every benchmark and refresh the tables in README.md and 
 	$(BIN)/python benchmarks/cli_start.py
 	$(BIN)/python benchmarks/cli_exit.py
 	$(BIN)/python benchmarks/first_collection.py
+	$(BIN)/python benchmarks/verdict_fusion.py
 	$(BIN)/python benchmarks/ray_ingest.py
 	$(BIN)/python benchmarks/ray_driver_memory.py
 	$(BIN)/python benchmarks/tune_own_data.py

@@ -9,11 +9,14 @@ with it (`Collection.create`, what `POST /v1/collections` and a first ingest's h
 "shipped" loads the built-in by name, whose `variance_basis.json` the collection's header
 takes; "fitted" loads a copy of the built-in's directory without that file (the same
 fingerprint: a directory saved before the file existed), so the create first fits the basis
-by encoding 2 x REFERENCE_ROWS reference texts, loading the models to do so. The variants run
+by encoding 2 x REFERENCE_ROWS reference texts, loading the models to do so. "derived" loads
+the built-in and creates the collection with a pipeline made from its members under another
+score and collection adaptation (the same fingerprint, as tuning code and a collection's kept
+copy make one), which takes the verdict the loaded built-in kept. The variants run
 alternately, `--rounds` times each. Reported per variant: the medians of the load's and the
 create's wall seconds (timed inside the child), of the child's CPU seconds (user + system,
 its rusage: the machine may be shared), the texts the embedding cache missed (what was
-encoded) and whether the two variants' headers held the same basis widths; then the ratios
+encoded) and whether the variants' headers held the same basis widths; then the ratios
 (shipped / fitted). Writes benchmarks/results/first_collection.json.
 """
 
@@ -41,10 +44,13 @@ PIPELINE = "retrieval"
 #: One run: load the pipeline, create an empty collection, say the times and what was encoded.
 CHILD = """
 import json, sys, time
-from probembed.pipeline import Pipeline
+from probembed.pipeline import AdaptConfig, Pipeline, ScoreConfig
 from probembed.store import Database
 start = time.perf_counter()
 pipe = Pipeline.load(sys.argv[1])
+if sys.argv[3] == "derived":
+    score, adapt = ScoreConfig("uec", 4.0), AdaptConfig(gamma=5.0)
+    pipe = Pipeline(pipe.members, pipe.fusion, score, "derived", pipe.cache, adapt=adapt)
 loaded = time.perf_counter()
 collection = Database(sys.argv[2], create=True).collection("first")
 collection.create(pipe)
@@ -53,15 +59,15 @@ basis = collection.variance_basis
 print(json.dumps({"load_s": loaded - start, "create_s": created - loaded,
                   "encoded": pipe.cache.stats.misses, "blocks": basis and basis.blocks}))
 """
-VARIANTS = ("shipped", "fitted")
+VARIANTS = ("shipped", "fitted", "derived")
 
 
-def run(source: str, tmp: Path, i: int) -> dict:
+def run(variant: str, source: str, tmp: Path, i: int) -> dict:
     """One fresh process's times, CPU seconds and encoded texts."""
     env = child_env(tmp / f"run{i}")  # an empty embedding cache of its own
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, source, str(tmp / f"db{i}")],
+        [sys.executable, "-c", CHILD, source, str(tmp / f"db{i}"), variant],
         capture_output=True,
         text=True,
         env=env,
@@ -83,11 +89,11 @@ def main() -> None:
         tmp = Path(folder)
         copy = Path(shutil.copytree(builtin_dir() / PIPELINE, tmp / PIPELINE))
         (copy / BASIS_FILE).unlink()
-        sources = {"shipped": PIPELINE, "fitted": str(copy)}
+        sources = {"shipped": PIPELINE, "fitted": str(copy), "derived": PIPELINE}
         for i in range(args.rounds):
             for variant in VARIANTS if i % 2 == 0 else VARIANTS[::-1]:
                 made = sum(len(r) for r in runs.values())  # a folder and database per run
-                runs[variant].append(run(sources[variant], tmp, made))
+                runs[variant].append(run(variant, sources[variant], tmp, made))
                 print(variant, runs[variant][-1], flush=True)
     medians = {
         v: {k: statistics.median(r[k] for r in runs[v]) for k in ("load_s", "create_s", "cpu_s")}
