@@ -300,8 +300,9 @@ def pipeline_verdict(pipeline: Any) -> Verdict:
 def hold_kept(pipeline: Any) -> None:
     """Offer the verdict a loaded pipeline's directory kept to every pipeline of its fingerprint
     in this process, where it is this one's (`verdict_fits`): a pipeline made from its members
-    under another score or calibrator (tuning, a collection's kept copy saved without the file)
-    would otherwise fit the same verdict again, seconds of encoding per member."""
+    under another score, adaptation or calibrator (`Pipeline(loaded.members, loaded.fusion,
+    ...)`, or `with_settings_of` a collection's kept copy saved without the file) would
+    otherwise fit the same verdict again, seconds of encoding per member."""
     kept = getattr(pipeline, "variance_verdict", None)
     if verdict_fits(kept, pipeline):
         _FITTED.setdefault(kept.fingerprint, kept)

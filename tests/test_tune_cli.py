@@ -18,6 +18,7 @@ from probembed.evaluation.pipeline_tuning import default_step
 from probembed.interfaces.cli import app
 from probembed.interfaces.tune_command import held_out_command, tuning_split
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline
+from probembed.variance_basis import BASIS_FILE
 
 runner = CliRunner()
 SEED = 0
@@ -413,6 +414,17 @@ def test_one_member_has_nothing_to_tune_but_still_gets_a_calibrator(dataset, tmp
     pipe = Pipeline.load(out, cache=False)
     assert pipe.fusion == Pipeline.load(single, cache=False).fusion
     assert pipe.calibrator is not None and pipe.tuned_on == ("retrieval/mine:dev",)
+    # the same vectors: the start's variance verdict, written as it was loaded
+    assert (out / BASIS_FILE).read_text() == (single / BASIS_FILE).read_text()
+
+
+def test_the_tuned_pipeline_keeps_a_variance_verdict_of_its_own_fusion(two_members, tuned):
+    """The verdict is fitted on the fused variances, which the tuned weights scale otherwise:
+    the start's, held since the start was loaded, is not the tuned pipeline's to reuse."""
+    out, _ = tuned
+    kept = json.loads((out / BASIS_FILE).read_text())
+    pipe, start = Pipeline.load(out, cache=False), Pipeline.load(two_members, cache=False)
+    assert kept["pipeline"] == pipe.fingerprint != start.fingerprint
 
 
 def test_too_few_judged_queries_say_how_many_and_how_many_are_needed(

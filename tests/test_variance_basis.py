@@ -35,7 +35,8 @@ from probembed.variance_basis import (
 def default_unshipped(default_pipeline):
     """The default pipeline as a directory saved before the basis shipped would load it (no
     verdict), on the session's embedding cache: the reference texts are encoded once, and
-    each later fit reads them back. Its collections store coefficients."""
+    each later fit reads them back. Its collections store coefficients. The shipped verdict
+    its load held for the fingerprint is forgotten with the process's fits (`fits`)."""
     pipe = Pipeline.load(default_pipeline.name)
     pipe.variance_verdict = None
     return pipe
