@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from probembed.chunking import (
     plain_sections,
     stream_chunks,
 )
-from probembed.chunking.structure import in_code, paragraphs
+from probembed.chunking.structure import in_code, paragraphs, trimmed
 from probembed.encoders.base import is_invisible
 from probembed.evaluation.chunked import chunk_corpus
 
@@ -411,25 +414,45 @@ def test_streamed_markdown_sections_give_the_chunks_of_the_whole_text(cuts):
     assert list(streamed) == whole and len({c.headings for c in whole}) == 5
 
 
+#: Where a fenced block is written: the lines before it (a list it is indented into), its
+#: opening line's container markers, and what each of its later lines starts with.
+CONTAINERS = [
+    ("", "", ""),
+    ("", "- ", "  "),
+    ("", "1. ", "   "),
+    ("", "10) ", "    "),
+    ("", "> ", "> "),
+    ("", "> * ", ">   "),
+    ("", "- + ", "    "),
+    ("- Step one.\n  - Sub step.\n\n", "    ", "    "),
+]
+
+
 @st.composite
 def fenced(draw, closed=True):
     """A fenced code block with blank lines and `. ` inside (a comment, a float), ``` or ~~~,
-    its closing fence at least as long; unclosed, it runs to the end of the document."""
+    its closing fence at least as long; unclosed, it runs to the end of the document. It may
+    sit in a list item or a quote (`CONTAINERS`): returned as the lines before it and the
+    block, from its opening line's start."""
     fence = draw(st.sampled_from(["```", "~~~", "````"]))
+    before, marker, prefix = draw(st.sampled_from(CONTAINERS))
     line = st.one_of(
         st.sampled_from(["", "    ", "# Read it. Parse it.", "x = 2. * y", "# no heading"]),
         st.lists(words, min_size=1, max_size=5).map(" ".join),
     )
-    body = draw(st.lists(line, min_size=1, max_size=14))
+    body = [
+        prefix + text if text else prefix.rstrip()
+        for text in draw(st.lists(line, min_size=1, max_size=14))
+    ]
     longer = draw(st.sampled_from(["", fence[0]]))  # a closing fence may be longer
-    closing = f"\n{fence}{longer}" if closed else ""
-    return f"{fence}py\n" + "\n".join(body) + closing
+    closing = f"\n{prefix}{fence}{longer}" if closed else ""
+    return before, f"{marker}{fence}py\n" + "\n".join(body) + closing
 
 
 @st.composite
 def markdown_with_code(draw):
     """A Markdown document of paragraphs, headings and fenced code, the code's spans (from
-    the opening fence to the closing one, an unclosed one to the end)."""
+    the opening fence line's start to the closing fence's end, an unclosed one to the end)."""
     block = st.one_of(paragraph, fenced(), st.sampled_from(["# One", "## Two", "### Three"]))
     parts = draw(st.lists(block, min_size=1, max_size=8))
     if draw(st.booleans()):
@@ -437,8 +460,10 @@ def markdown_with_code(draw):
     text, spans = "", []
     for part in parts:
         text += draw(st.sampled_from(["\n", "\n\n", "\n \n\n"])) if text else ""
-        if part[:3] in ("```", "~~~"):
-            spans.append((len(text), len(text) + len(part)))
+        if isinstance(part, tuple):
+            text += part[0]
+            spans.append((len(text), len(text) + len(part[1])))
+            part = part[1]
         text += part
     return text, spans
 
@@ -492,7 +517,8 @@ def test_a_fenced_block_that_fits_is_in_one_chunk_and_a_longer_one_is_cut_at_lin
     chunks = chunk_text(text, sections, word_counter, config)
     edges = {at for c in chunks for at in (c.start, c.end)}
     for start, end in spans:
-        end = start + len(text[start:end].rstrip())  # an unclosed block's trailing blanks
+        block = text[start:end]  # less an indented fence's spaces, an unclosed one's blanks
+        start, end = start + len(block) - len(block.lstrip()), start + len(block.rstrip())
         inside = [at for at in edges if start < at < end]
         if word_counter([text[start:end]])[0] <= size:
             assert inside == []
@@ -563,6 +589,174 @@ def test_a_code_block_is_one_paragraph_only_up_to_code_chars(monkeypatch):
     assert rest == ["make all"] * text[end:].count("make all")
     closed = text[: fence + 40] + "\n```\n\nAfter.\n"  # a block under the cap: as before
     assert markdown_sections(closed)[0].code == ((fence, closed.index("```\n\nAfter") + 3),)
+
+
+LIST_FENCES = """# Install
+
+1. Install it:
+
+   ```bash
+   # from PyPI
+   pip install x
+   ```
+
+- ```bash
+  # on the marker's line
+  make run
+  ```
+
+> ```python
+> # quoted
+> x = 1
+> ```
+
+## Next
+
+Text.
+"""
+
+
+def blocks_of(text, *fences):
+    """The spans of fenced blocks, each given as its opening line's start and its closing
+    line (searched for after the opening)."""
+    spans = []
+    for opening, closing in fences:
+        start = text.index(opening)
+        spans.append((start, text.index(f"\n{closing}\n", start) + len(closing) + 1))
+    return tuple(spans)
+
+
+def test_a_fence_after_list_or_quote_markers_is_code_and_hides_its_headings():
+    """A fence on a list marker's line (`- ```bash`) was no fence: its `  # comment` line
+    (two spaces) opened a section inside the code; a fence after `> ` was not seen at all."""
+    sections = markdown_sections(LIST_FENCES)
+    assert [s.headings for s in sections] == [("Install",), ("Install", "Next")]
+    expected = blocks_of(
+        LIST_FENCES, ("   ```bash", "   ```"), ("- ```bash", "  ```"), ("> ```python", "> ```")
+    )
+    assert sections[0].code == expected
+    pieces = paragraphs(LIST_FENCES, (sections[0].start, sections[0].end), sections[0].code)
+    for start, end in expected:  # each block one paragraph, its markers and all
+        assert trimmed(LIST_FENCES, start, end) in pieces
+
+
+NESTED = """# Guide
+
+- Set up the machine:
+  - Build it from the sources, which takes a few minutes on most machines:
+
+    ```sh
+    make deps
+
+    make all
+    ```
+
+    Then run the tests.
+10. Ten steps in:
+
+    ```
+    # not a heading
+
+    done
+    ```
+"""
+
+
+def test_a_fence_indented_into_a_nested_list_item_is_one_block():
+    """A fence indented four spaces into a nested item was no fence: its blank line cut the
+    block in two, and a chunk could end between the halves."""
+    sections = markdown_sections(NESTED)
+    assert [s.headings for s in sections] == [("Guide",)]
+    assert sections[0].code == blocks_of(
+        NESTED, ("    ```sh", "    ```"), ("    ```\n    # not", "    ```")
+    )
+    block = NESTED[slice(*sections[0].code[0])].strip()
+    for size in range(12, 40):
+        chunks = chunk_text(NESTED, sections, word_counter, ChunkSettings(size, 0))
+        assert any(block in c.text for c in chunks), size
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# A\n\nText.\n\n    ```\n    indented code\n\n## B\n\nEnd.\n",  # no list: indented code
+        "# A\n\n- item\n\n          ```\n          code in the item\n\n## B\n\nEnd.\n",
+        "# A\n\n- item\n\nText.\n\n    ```\n    indented code\n\n## B\n\nEnd.\n",  # list ended
+        "# A\n\n* * *\n\n    ```\n    a rule is no list item\n\n## B\n\nEnd.\n",
+        "# A\n\n\t- item\n\n\t  ```\n\t  a tab is four columns: code\n\n## B\n\nEnd.\n",
+        "# A\n\n- item\n-     ```\n  five spaces: code in the item\n\n## B\n\nEnd.\n",
+        "# A\n\n- > ```\n  quote in a list: not read\n\n## B\n\nEnd.\n",
+    ],
+)
+def test_a_fence_indented_four_spaces_outside_a_list_item_is_indented_code(text):
+    """CommonMark: a line indented four spaces past its container's content is indented code,
+    so the ``` in it opens no block (unclosed, it would hide the headings after it)."""
+    sections = markdown_sections(text)
+    assert [(s.headings, s.code) for s in sections] == [(("A",), ()), (("A", "B"), ())]
+
+
+@pytest.mark.parametrize(
+    ("text", "ends_at"),
+    [
+        ("# A\n\n- ```sh\n  make\n\n  # still code\n\nText after the list.\n## B\n", "Text"),
+        ("# A\n\n> ```py\n> # quoted\n> x = 1\n\n## B\n\nText.\n", "\n## B"),
+        ("# A\n\n> - ```py\n>   # in both\n>\n>   x = 1\n> Out of the item.\n## B\n", "> Out"),
+    ],
+)
+def test_an_unclosed_list_or_quote_fence_ends_with_its_container(text, ends_at):
+    """CommonMark ends a fenced block with the list item or quote that holds it: a line that
+    does not continue it (less indented, without its `>`) ends the block, so a fence left
+    unclosed in a list item does not make the rest of the document code."""
+    sections = markdown_sections(text)
+    start = text.rfind("\n", 0, text.index("```")) + 1
+    assert [(s.headings, s.code) for s in sections] == [
+        (("A",), ((start, text.index(ends_at, start)),)),
+        (("A", "B"), ()),
+    ]
+
+
+#: The commit before list and quote fences: Markdown without them chunks as it did there.
+BEFORE_LIST_FENCES = "ad4c78568a6b0e5dc380180defa644383b059aa4"
+
+
+def structure_before(folder):
+    """`probembed/chunking/structure.py` as BEFORE_LIST_FENCES holds it, imported (or a skip
+    where the checkout has no such history)."""
+    root = Path(__file__).resolve().parents[1]
+    show = ["git", "-C", str(root), "show", f"{BEFORE_LIST_FENCES}:probembed/chunking/structure.py"]
+    try:
+        source = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"no git history holding {BEFORE_LIST_FENCES}")
+    path = folder / "structure_before.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("structure_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def test_markdown_without_list_or_quote_fences_is_cut_as_before(tmp_path):
+    """The repository's README.md and docs/*.md: each file whose fenced blocks all open at the
+    start of a line (three spaces at most, no list or quote markers) has the sections and
+    code blocks, so the chunks, the code before list and quote fences gave it."""
+    before = structure_before(tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    compared = 0
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        now = [(s.headings, s.start, s.end, s.code) for s in markdown_sections(text)]
+        openings = [text[start:].partition("\n")[0] for *_, code in now for start, _ in code]
+        if not all(before._FENCE.match(line) for line in openings):
+            continue
+        then = before.markdown_sections(text)
+        assert now == [(s.headings, s.start, s.end, s.code) for s in then], path.name
+        compared += 1
+    assert compared >= 5
 
 
 def test_segments_must_follow_each_other():

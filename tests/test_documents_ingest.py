@@ -1914,7 +1914,8 @@ def test_long_lines_stream_in_pieces_and_give_the_chunks_read_whole(
 def fenced_markdown() -> str:
     """Markdown whose fenced code holds blank lines: blocks shorter than a chunk, blocks
     longer than a segment (which a stream may not cut at their blank lines), CRLF lines, a
-    ~~~ block showing ``` lines, and an unclosed fence running to the end."""
+    ~~~ block showing ``` lines, blocks in a list item and a quote, and an unclosed fence
+    running to the end."""
     short = "```python\ndef area(r):\n    return 3.14 * r * r\n\n\ndef side(a):\n    return a\n```"
     parts = ["# Code guide\n\nExamples follow, each with its own words around it.\n"]
     for i in range(12):
@@ -1927,6 +1928,9 @@ def fenced_markdown() -> str:
             parts.append(f"\nText before.\n````py\n{body}\n````\nText after.\n")
         if i % 4 == 2:
             parts.append("\r\n~~~md\r\n```sh\r\nmake\r\n\r\n# no heading\r\n```\r\n~~~\r\n")
+        if i % 4 == 3:  # its `#` lines two spaces in, or after `>`: code, no headings
+            parts.append("\n- ```sh\n  # not a heading\n\n  make\n  ```\n")
+            parts.append("\n> ```py\n> # not a heading\n>\n> x = 1\n> ```\n")
     parts.append("\n## Unclosed\n\n```sh\nmake\n\n# not a heading\n\n" + "make all\n\n" * 60)
     return "".join(parts)
 
@@ -1950,11 +1954,15 @@ def test_fenced_code_streams_as_read_whole_and_a_short_block_stays_whole(
         block = text[text.index(f"```python\ndef area{i}(") :]
         block = block[: block.index("\n```") + 4]
         assert any(block in t for t in texts)  # in one chunk
+    listed = "- ```sh\n  # not a heading\n\n  make\n  ```"
+    quoted = "> ```py\n> # not a heading\n>\n> x = 1\n> ```"
+    for block in (listed, quoted):  # in a list item, in a quote: each of the 3 in one chunk
+        assert sum(block in t for t in texts) >= 3
     headings = {m["heading"] for _, m in rows.values()}
     assert "Code guide > Unclosed" in headings and not any("heading" in h for h in headings)
     segments = list(streamed.scan_file(root / "code.md", "code.md").segments())
     blocks = [block for segment in segments for block in segment.code]
-    assert len(segments) > 5 and len(set(blocks)) == 12 + 3 + 3 + 1
+    assert len(segments) > 5 and len(set(blocks)) == 12 + 3 + 3 + 3 * 2 + 1
     for segment in segments[1:]:
         assert not any(s < segment.start < e for s, e in blocks)
 

@@ -23,6 +23,13 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 #: character at least as long, with nothing after it; no backtick follows a backtick fence
 #: (CommonMark: "```x``` …" is inline code).
 _FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})(.*)$")
+#: A block quote marker at a line's start: `>` and the space after it.
+_QUOTE = re.compile(r" {0,3}> ?")
+#: List item markers at a line's start (`- `, `1. `, `2) `, several for items nested on one
+#: line), each with the one to four spaces after it that set its content's column.
+_LIST_MARKERS = re.compile(r"(?: {0,3}(?:[-+*]|\d{1,9}[.)]) {1,4}(?! ))*")
+#: A thematic break (`* * *`, `- - -`), which is no list item.
+_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 #: An ATX heading with no title (`#`, `## `), which ends a paragraph as any heading does.
 _EMPTY_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]*$")
 #: A setext heading's underline: `===` (level 1) or `---` (level 2) under a line of text.
@@ -159,7 +166,16 @@ def _folded(block: str) -> str:
 
 class HeadingTracker:
     """Markdown heading paths, line by line, outside fenced code: what `markdown_sections`
-    and a document read as a stream share."""
+    and a document read as a stream share.
+
+    A fence opens a code block at a line's start (three spaces in at most), after quote and
+    list markers (`> ```py`, `- ```sh`, `1. - ````), or three columns at most past the
+    content column of a list item it is four or more spaces into (`_items`), and the block
+    lasts to a fence of its character at least as long inside the same markers and
+    indentation, or to the first line that leaves them (fewer `>`, text left of the content
+    column). This is CommonMark's rule without lazy lines or quotes inside list items: an
+    unclosed fence runs to the end of the document only from a line's start, as before, and
+    a line four spaces in outside a list item is indented code, whatever it holds."""
 
     def __init__(self, notes_code: bool = False) -> None:
         """`notes_code`: keep the fenced code blocks fed (`blocks`), which chunking needs and
@@ -179,6 +195,10 @@ class HeadingTracker:
         self._code: list[Span] = []
         #: Whether the open fence's block was ended at CODE_CHARS (noted in `_code` then).
         self._code_ended = False
+        #: The open fence's container: the `>` markers and the columns its lines start with.
+        self._quotes = self._indent = 0
+        #: The content columns of the list items the last line is in, outermost first.
+        self._items: list[int] = []
 
     def feed(self, line: str, whole: bool = True, at: int = 0) -> tuple[str, ...] | None:
         """The heading path this line opens: an ATX heading (`#` … `######`), or the
@@ -196,17 +216,22 @@ class HeadingTracker:
         if not whole or len(line) > LINE_CHARS:
             return None
         line = line.lstrip(_BOM)
-        fence = _FENCE.match(line)
-        if fence and not self.fence:
-            self.fence, self._after_break, self._code_start = fence.group(1), True, at
-            self._code_ended = False
-            return None
         if self.fence:
-            closing = fence and fence.group(1)[0] == self.fence[0] and not fence.group(2).strip()
-            if fence and closing and len(fence.group(1)) >= len(self.fence):
-                self.fence, self._after_break = "", True
-                if not self._code_ended:
-                    self._end_code(stop)
+            inside = _within(line, self._quotes, self._indent)
+            if inside is None:  # its list item or quote ended, and the block with it
+                self._end_fence(at)
+                after_break = True
+            elif self._closes(inside):
+                self._end_fence(stop)
+                self._after_break = True
+                return None
+            else:
+                return None
+        opening = self._opening(line)
+        self._note_items(line)
+        if opening:
+            self.fence, self._quotes, self._indent = opening
+            self._after_break, self._code_start, self._code_ended = True, at, False
             return None
         underline = _SETEXT.match(line)
         if underline and title_line is not None:
@@ -225,12 +250,54 @@ class HeadingTracker:
         self._after_break = True
         return self._open(len(match.group(1)), match.group(2))
 
+    def _opening(self, line: str) -> tuple[str, int, int] | None:
+        """The fence a line opens, with the `>` markers and the content column of its
+        container (see the class): None if it opens none."""
+        quotes, rest = _quoted(line)
+        columns = _columns(rest)
+        inside = not quotes and columns >= 4  # only a list item's content is indented so
+        base = max((c for c in self._items if c <= columns), default=0) if inside else 0
+        content = " " * (columns - base) + rest.lstrip(" \t")
+        marked = _marked(content)
+        fence = _FENCE.match(content[marked:])
+        return (fence.group(1), quotes, base + marked) if fence else None
+
+    def _closes(self, inside: str) -> bool:
+        """Whether a line of the open block (its container's markers left out) closes it."""
+        fence = _FENCE.match(inside)
+        return bool(
+            fence
+            and fence.group(1)[0] == self.fence[0]
+            and len(fence.group(1)) >= len(self.fence)
+            and not fence.group(2).strip()
+        )
+
+    def _end_fence(self, end: int) -> None:
+        """Leave the open block, which ends at `end` unless CODE_CHARS ended it before."""
+        self.fence = ""
+        if not self._code_ended:
+            self._end_code(end)
+
+    def _note_items(self, line: str) -> None:
+        """Keep `_items` for a line outside fenced code: a line less indented than an item's
+        content ends it (a lazy line too: a fence after one is no longer seen as the item's),
+        and list markers three spaces at most past the innermost content open one."""
+        columns, text = _columns(line), line.lstrip(" \t")
+        if not text:
+            return
+        self._items = [c for c in self._items if c <= columns]
+        base = self._items[-1] if self._items else 0
+        marked = _marked(" " * (columns - base) + text)
+        if columns - base <= 3 and marked and not _RULE.match(text):
+            self._items.append(base + marked)
+
     def blocks(self, end: int) -> list[Span]:
         """The fenced code blocks fed since `forget`, from the opening fence line's start to
-        the closing fence's end, or to the line start CODE_CHARS ended it at; one still open
-        runs to `end`, the end of the text fed so far. CommonMark runs an unclosed fence to
-        the end of the document; no heading is seen inside a fence, so that is also the end
-        of its section."""
+        the closing fence's end, or to the start of the line that left its list item or quote,
+        or CODE_CHARS ended it at; one still open runs to `end`, the end of the text fed so
+        far. CommonMark runs an unclosed fence to the end of its container, the document for
+        one at a line's start; no heading is seen inside a fence, so a block ends no later
+        than its section."""
         open_block = self.fence and not self._code_ended
         return [*self._code, *([(self._code_start, end)] if open_block else [])]
 
@@ -250,6 +317,36 @@ class HeadingTracker:
         self.path = [(lvl, kept) for lvl, kept in self.path if lvl < level]
         self.path.append((level, title))
         return tuple(kept for _, kept in self.path)
+
+
+def _quoted(line: str, most: int | None = None) -> tuple[int, str]:
+    """How many block quote markers (at most `most`) a line starts with, and its rest."""
+    quotes = 0
+    while (most is None or quotes < most) and (marker := _QUOTE.match(line)):
+        quotes, line = quotes + 1, line[marker.end() :]
+    return quotes, line
+
+
+def _marked(text: str) -> int:
+    """The characters of list markers a text starts with (`_LIST_MARKERS`), 0 for none."""
+    found = _LIST_MARKERS.match(text)
+    return found.end() if found else 0
+
+
+def _columns(text: str) -> int:
+    """The columns of white space a text starts with, a tab to the next multiple of 4."""
+    return len(text[: len(text) - len(text.lstrip(" \t"))].expandtabs(4))
+
+
+def _within(line: str, quotes: int, indent: int) -> str | None:
+    """A line as a fenced block's container holds it, `quotes` `>` markers and `indent`
+    columns left out, or None if it ends the container (fewer markers, or text less indented;
+    a blank line goes on)."""
+    found, rest = _quoted(line, quotes)
+    columns, text = _columns(rest), rest.lstrip(" \t")
+    if found < quotes or (text and columns < indent):
+        return None
+    return " " * max(columns - indent, 0) + text
 
 
 def joins_next(headings: tuple[str, ...], bare: bool) -> bool:
