@@ -321,10 +321,10 @@ class HeadingTracker:
 
 def _quoted(line: str, most: int | None = None) -> tuple[int, str]:
     """How many block quote markers (at most `most`) a line starts with, and its rest."""
-    quotes = 0
-    while (most is None or quotes < most) and (marker := _QUOTE.match(line)):
-        quotes, line = quotes + 1, line[marker.end() :]
-    return quotes, line
+    quotes = at = 0
+    while (most is None or quotes < most) and (marker := _QUOTE.match(line, at)):
+        quotes, at = quotes + 1, marker.end()
+    return quotes, line[at:]
 
 
 def _marked(text: str) -> int:
