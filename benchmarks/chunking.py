@@ -1,6 +1,6 @@
 """Chunked documents against truncation on SciFact, and what chunked ingest costs.
 
-    python benchmarks/chunking.py [--part quality|throughput|chars|memory|fences|all]
+    python benchmarks/chunking.py [--part quality|throughput|chars|memory|fences|list-fences|all]
 
 quality: SciFact test, the default pipeline; every document embedded whole (each member cuts
 it at its token limit) against every document cut into chunks that every member reads whole
@@ -30,6 +30,13 @@ pipeline counts it within the size and it is within the character cap; it is spl
 chunk starts or ends strictly inside it (an indented fence's spaces and an unclosed one's
 trailing blank lines aside). Also whether the same files read as plain text give the same
 chunks in both.
+list-fences (not in all: it needs --before): the fenced blocks this checkout finds in list
+items and quotes (`- ```sh`, `> ```py`, a fence four spaces into a nested item: a block whose
+opening line is no fence at a line's start), over the same three corpora, against the
+`--before` checkout: how many there are, how many of their lines (`# comment`s) each code
+reads as headings, how many of those that fit a chunk are split (as in fences), at 128 and
+256 tokens; and whether every file without such a block gets the same Markdown chunks.
+`--markdown FOLDER` adds the *.md files under a folder as one more corpus (repeatable).
 Writes (and merges into) benchmarks/results/chunking.json.
 """
 
@@ -48,6 +55,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -288,16 +296,25 @@ def memory() -> list[dict]:
 
 
 #: Run in a fresh interpreter under a checkout's code: every text's chunk spans at each
-#: size, read as Markdown and as plain text, with `retrieval`'s tokenizers.
+#: size, read as Markdown and as plain text, with `retrieval`'s tokenizers, and the offsets
+#: of the lines its `HeadingTracker` reads as headings (a setext heading's underline).
 SPANS = """
 import json, sys
 import probembed
-from probembed.chunking import ChunkSettings, chunk_text, markdown_sections, plain_sections
+from probembed.chunking import (
+    ChunkSettings, HeadingTracker, chunk_text, front_matter, markdown_sections, plain_sections
+)
 from probembed.pipeline import Pipeline
 texts, sizes = json.loads(sys.stdin.read())
 pipeline = Pipeline.load("retrieval", cache=False)
-out = {"code": probembed.__file__, "spans": {}}
+out = {"code": probembed.__file__, "spans": {}, "headings": {}}
 for path, text in texts.items():
+    tracker, front = HeadingTracker(), front_matter(text)
+    offset, out["headings"][path] = front.end if front else 0, []
+    for line in text[offset:].splitlines(keepends=True):
+        if tracker.feed(line, at=offset) is not None:
+            out["headings"][path].append(offset)
+        offset += len(line)
     for size in sizes:
         config = ChunkSettings.sized(size).capped(pipeline.max_tokens)
         for name, sections in (("markdown", markdown_sections), ("plain", plain_sections)):
@@ -309,20 +326,22 @@ print(json.dumps(out))
 FENCE_SIZES = (128, 256)
 
 
-def markdown_corpora(checkout: Path) -> dict[str, list[str]]:
-    """The Markdown files the fences part reads, by corpus: the repository's as `checkout`
-    holds them, so a run's own edits to the docs do not move its figures."""
+def markdown_corpora(checkout: Path, folders: Sequence[Path] = ()) -> dict[str, list[str]]:
+    """The Markdown files the fences parts read, by corpus: the repository's as `checkout`
+    holds them, so a run's own edits to the docs do not move its figures; then each of the
+    `folders` given (`--markdown`), a corpus of its own."""
     site = sorted(glob.glob(f"{sys.prefix}/lib/python*/site-packages/**/*.md", recursive=True))
     docs = sorted(glob.glob(str(checkout / "docs" / "*.md")))
+    given = {str(f): sorted(glob.glob(str(f / "**" / "*.md"), recursive=True)) for f in folders}
     return {
         "repository": [str(checkout / "README.md"), *docs],
         "datasets": sorted(glob.glob(str(datasets_dir() / "**" / "*.md"), recursive=True)),
         "site-packages": site,
-    }
+    } | given
 
 
-def chunk_spans(checkout: Path, texts: dict[str, str]) -> dict[str, list[list[int]]]:
-    """Every text's chunk spans as a checkout's code cuts them (`SPANS`)."""
+def chunk_spans(checkout: Path, texts: dict[str, str]) -> dict:
+    """Every text's chunk spans and heading lines as a checkout's code finds them (`SPANS`)."""
     done = subprocess.run(
         [sys.executable, "-c", SPANS],
         input=json.dumps([texts, FENCE_SIZES]),
@@ -335,7 +354,7 @@ def chunk_spans(checkout: Path, texts: dict[str, str]) -> dict[str, list[list[in
     found = json.loads(done.stdout.splitlines()[-1])
     if not found["code"].startswith(str(checkout)):  # an installed copy read instead
         raise SystemExit(f"{checkout}: ran {found['code']}")
-    return found["spans"]
+    return found
 
 
 def split_blocks(text: str, blocks: Sequence[tuple[int, int]], spans: list[list[int]]) -> int:
@@ -349,6 +368,24 @@ def split_blocks(text: str, blocks: Sequence[tuple[int, int]], spans: list[list[
     return split
 
 
+@dataclass(frozen=True)
+class FileRun:
+    """One file at one size as the fences parts compare it: what each code found in it
+    (`chunk_spans`: `before`, `after`), the settings and the pipeline's counter."""
+
+    path: str
+    text: str
+    size: int
+    config: ChunkSettings
+    count: Callable
+    before: dict
+    after: dict
+
+    def spans(self, found: dict, reading: str) -> list[list[int]]:
+        """A code's chunk spans of the file read as `markdown` or `plain`."""
+        return found["spans"][f"{self.path}|{self.size}|{reading}"]
+
+
 #: What the fences part counts per corpus and size (`file_tally`).
 FENCE_COUNTS = (
     "blocks",
@@ -360,55 +397,108 @@ FENCE_COUNTS = (
 )
 
 
-def file_tally(
-    text: str,
-    config: ChunkSettings,
-    count: Callable,
-    before: list[list[int]],
-    after: list[list[int]],
-) -> dict[str, int]:
-    """One file's fenced blocks, those that fit, those split by the chunks `before` and
-    `after` (spans), and those chunks' counts."""
+def file_tally(run: FileRun) -> tuple[dict[str, int], bool]:
+    """One file's fenced blocks, those that fit, those split by the chunks before and after,
+    and those chunks' counts; and whether it gives the same chunks read as plain text."""
     from probembed.chunking import markdown_sections  # here: the part compares two codes
 
-    blocks = [block for section in markdown_sections(text) for block in section.code]
+    blocks = [block for section in markdown_sections(run.text) for block in section.code]
+    fit = fitting(run.text, blocks, run.config, run.count)
+    before, after = run.spans(run.before, "markdown"), run.spans(run.after, "markdown")
+    split = (split_blocks(run.text, fit, before), split_blocks(run.text, fit, after))
+    found = (len(blocks), len(fit), *split, len(before), len(after))
+    plain = run.spans(run.before, "plain") == run.spans(run.after, "plain")
+    return dict(zip(FENCE_COUNTS, found, strict=True)), plain
+
+
+def fitting(
+    text: str, blocks: list[tuple[int, int]], config: ChunkSettings, count: Callable
+) -> list[tuple[int, int]]:
+    """The blocks the pipeline counts within the size that are within the character cap."""
     counts = count([text[s:e] for s, e in blocks]) if blocks else []
-    fit = [
+    return [
         block
         for block, n in zip(blocks, counts, strict=True)
         if n <= config.max_tokens and block[1] - block[0] <= config.max_chars
     ]
-    found = (len(blocks), len(fit), split_blocks(text, fit, before), split_blocks(text, fit, after))
-    return dict(zip(FENCE_COUNTS, (*found, len(before), len(after)), strict=True))
 
 
 def fences(before: Path) -> dict:
     """Fitting fenced blocks split across chunks, and chunk counts, before and after."""
+    return compared(before, (), FENCE_COUNTS, "plain_unchanged", file_tally)
+
+
+#: What the list-fences part counts per corpus and size (`nested_tally`).
+NESTED_COUNTS = (
+    "files_with_them",
+    "blocks",
+    "headings_before",
+    "headings_after",
+    "fitting",
+    "split_before",
+    "split_after",
+)
+
+
+def nested_blocks(text: str) -> list[tuple[int, int]]:
+    """The fenced blocks this checkout finds whose opening line is no fence at a line's start:
+    in a list item or a quote."""
+    from probembed.chunking import markdown_sections
+    from probembed.chunking.structure import _FENCE
+
+    blocks = [block for section in markdown_sections(text) for block in section.code]
+    return [b for b in blocks if not _FENCE.match(text[b[0] :].lstrip("\ufeff").split("\n")[0])]
+
+
+def nested_tally(run: FileRun) -> tuple[dict[str, int], bool]:
+    """One file's list and quote blocks: how many, the lines each code read as headings inside
+    them, how many fit, and how many of those the chunks before and after split; and, for a
+    file without them, whether its chunks are the same."""
+    blocks = nested_blocks(run.text)
+    fit = fitting(run.text, blocks, run.config, run.count)
+    found = (run.before, run.after)
+    inside = [sum(s < at < e for at in f["headings"][run.path] for s, e in blocks) for f in found]
+    spans = [run.spans(f, "markdown") for f in found]
+    split = [split_blocks(run.text, fit, chunks) for chunks in spans]
+    tally = (int(bool(blocks)), len(blocks), *inside, len(fit), *split)
+    return dict(zip(NESTED_COUNTS, tally, strict=True)), bool(blocks) or spans[0] == spans[1]
+
+
+def list_fences(before: Path, folders: Sequence[Path]) -> dict:
+    """List and quote fenced blocks: heading lines inside them and fitting ones split, before
+    and after; and whether files without them are cut as before."""
+    return compared(before, folders, NESTED_COUNTS, "others_unchanged", nested_tally)
+
+
+def compared(
+    before: Path,
+    folders: Sequence[Path],
+    names: tuple[str, ...],
+    same: str,
+    tally: Callable[[FileRun], tuple[dict[str, int], bool]],
+) -> dict:
+    """A fences part: every Markdown corpus (`markdown_corpora`) chunked by this checkout and
+    by `before` at each of FENCE_SIZES, the counts `names` of `tally` summed over its files,
+    and whether its check (`same`) held for every one."""
     pipeline = Pipeline.load("retrieval", cache=False)
-    corpora = markdown_corpora(before)
+    corpora = markdown_corpora(before, folders)
     texts = {p: Path(p).read_text(encoding="utf-8") for files in corpora.values() for p in files}
-    after_spans, before_spans = chunk_spans(ROOT, texts), chunk_spans(before, texts)
+    then, now = chunk_spans(before, texts), chunk_spans(ROOT, texts)
     rows = []
     for corpus, files in corpora.items():
         for size in FENCE_SIZES:
             config = ChunkSettings.sized(size).capped(pipeline.max_tokens)
-            tally: dict[str, int] = dict.fromkeys(FENCE_COUNTS, 0)
-            plain_unchanged = True
+            total: dict[str, int] = dict.fromkeys(names, 0)
+            held = True
             for path in files:
-                key = f"{path}|{size}|"
-                found = file_tally(
-                    texts[path],
-                    config,
-                    pipeline.count_tokens,
-                    before_spans[key + "markdown"],
-                    after_spans[key + "markdown"],
-                )
-                tally = {name: tally[name] + found[name] for name in FENCE_COUNTS}
-                plain_unchanged &= before_spans[key + "plain"] == after_spans[key + "plain"]
+                run = FileRun(path, texts[path], size, config, pipeline.count_tokens, then, now)
+                found, ok = tally(run)
+                total = {name: total[name] + found[name] for name in names}
+                held &= ok
             rows.append(
                 {"corpus": corpus, "files": len(files), "tokens": config.max_tokens}
-                | tally
-                | {"plain_unchanged": plain_unchanged}
+                | total
+                | {same: held}
             )
             print(rows[-1], flush=True)
     return {"code": code(), "before": commit(before), "rows": rows}
@@ -435,7 +525,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--part",
-        choices=("quality", "throughput", "chars", "memory", "fences", "all"),
+        choices=("quality", "throughput", "chars", "memory", "fences", "list-fences", "all"),
         default="all",
     )
     parser.add_argument(
@@ -450,11 +540,20 @@ def main() -> None:
     parser.add_argument(
         "--before",
         type=Path,
-        help="The fences part: a checkout of the older code to compare (a git worktree).",
+        help="The fences and list-fences parts: a checkout of the older code to compare "
+        "(a git worktree).",
+    )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        action="append",
+        default=[],
+        help="The list-fences part: a folder whose Markdown files (*.md, recursively) are one "
+        "more corpus (repeatable).",
     )
     args = parser.parse_args()
-    if args.part == "fences" and args.before is None:
-        parser.error("--part fences needs --before, a checkout of the code to compare with")
+    if args.part in ("fences", "list-fences") and args.before is None:
+        parser.error(f"--part {args.part} needs --before, a checkout of the code to compare with")
     result = json.loads(args.out.read_text()) if args.out.is_file() else {}
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if args.part in ("quality", "all"):
@@ -467,6 +566,8 @@ def main() -> None:
         result.setdefault("stream_memory", {})[args.label] = {"code": code(), "rows": memory()}
     if args.part == "fences":
         result["fences"] = fences(args.before.resolve())
+    if args.part == "list-fences":
+        result["list_fences"] = list_fences(args.before.resolve(), args.markdown)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
 
