@@ -715,6 +715,23 @@ def test_an_unclosed_list_or_quote_fence_ends_with_its_container(text, ends_at):
     ]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# A\n\n- ````sh\n  ```\n  # still code\n  ```` \n\n## B\n",  # a shorter fence
+        "# A\n\n> ~~~\n> ```\n> # still code\n> ~~~\n\n## B\n",  # another character
+        "# A\n\n1. ```\n   ```py\n   # still code\n    ```\n\n## B\n",  # an info string
+    ],
+)
+def test_a_list_or_quote_fence_closes_only_on_its_own_kind(text):
+    """Inside its list item or quote, a block closes as one at a line's start does: at a
+    fence of its character at least as long with nothing after it, up to three columns past
+    the item's content (`    ````, one past `1. `)."""
+    sections = markdown_sections(text)
+    block = (text.index("\n\n") + 2, text.index("\n\n## B"))
+    assert [(s.headings, s.code) for s in sections] == [(("A",), (block,)), (("A", "B"), ())]
+
+
 #: The commit before list and quote fences: Markdown without them chunks as it did there.
 BEFORE_LIST_FENCES = "ad4c78568a6b0e5dc380180defa644383b059aa4"
 

@@ -218,15 +218,13 @@ class HeadingTracker:
         line = line.lstrip(_BOM)
         if self.fence:
             inside = _within(line, self._quotes, self._indent)
-            if inside is None:  # its list item or quote ended, and the block with it
-                self._end_fence(at)
-                after_break = True
-            elif self._closes(inside):
-                self._end_fence(stop)
-                self._after_break = True
+            if inside is not None:
+                if self._closes(inside):
+                    self._end_fence(stop)
+                    self._after_break = True
                 return None
-            else:
-                return None
+            self._end_fence(at)  # its list item or quote ended, and the block with it
+            after_break = True
         opening = self._opening(line)
         self._note_items(line)
         if opening:
