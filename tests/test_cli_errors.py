@@ -491,7 +491,8 @@ def test_ingest_options_are_named_in_their_refusals(tmp_path, options, said):
 
 def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, saved_pipeline):
     """They said `group_by_doc needs chunked documents` and `invalid filter where=...`; the
-    first names the CLI's way to chunk, not the Python API's."""
+    first names the CLI's way to chunk, not the Python API's. A value the shell took the
+    single quotes of was only `no field soon`."""
     source = tmp_path / "docs.jsonl"
     source.write_text('{"id": "a", "text": "some text", "year": 2020}\n')
     db = ["--db", str(tmp_path / "db")]
@@ -508,6 +509,11 @@ def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, 
         (  # a field's name is the user's: kept as typed, in the quote and after it
             ["--where", "group_by_doc = 1"],
             "invalid filter --where 'group_by_doc = 1': no field group_by_doc; filters can name id",
+        ),
+        (  # `--where year=Soon` as the shell passes `--where year='Soon'`: a bare word
+            ["--where", "year=Soon"],
+            'no field "Soon"; filters can name id, text, year; a string takes single quotes '
+            "in SQL: 'Soon'",
         ),
     ]:
         result = runner.invoke(app, ["search", "text", *db, *option])

@@ -863,6 +863,11 @@ def test_where_filters_on_metadata_columns(tmp_path, collection, hash_pipeline):
         collection.search("paper", where='"a b" = 1')  # a quoted name with a space in it
     with pytest.raises(StoreError, match="a string takes single quotes in SQL: 'p1'$"):
         collection.search("paper", where='id = "p1"')  # "p1" is a column to SQL
+    for bare in ("id = P1", "id IN (P1, p0)", "id LIKE P1"):  # the shell took its quotes
+        with pytest.raises(StoreError, match="a string takes single quotes in SQL: 'P1'$"):
+            collection.search("paper", where=bare)
+    with pytest.raises(StoreError, match="no field colour; filters can name id, text, year$"):
+        collection.search("paper", where="colour > 1 AND text = 'colour'")  # a field, not a value
     for mixed_case in ('id = "P1"', 'id IN ("P1")', 'id LIKE "P1"'):  # its name stays quoted
         with pytest.raises(StoreError, match="a string takes single quotes in SQL: 'P1'$"):
             collection.search("paper", where=mixed_case)

@@ -307,11 +307,16 @@ def _folded(unquoted: str, owner: CollectionReads) -> str | None:
     return next((n for n in capitals if n.lower() in fields), None)
 
 
-def _compared_as_string(name: str, where: str) -> bool:
-    """Whether the filter compares with "name" in double quotes (`source = "b"`), which SQL
-    reads as a column, not a string; a quoted column name on its own (`"a b" = 1`) is not."""
-    value = rf'(?:[=<>,]|\blike|\bin\s*\()\s*"{re.escape(name)}"'
-    return re.search(value, where, re.IGNORECASE) is not None
+def _compared_as_string(name: str, where: str) -> str | None:
+    """The value as written where the filter compares with `name` as a value, in double
+    quotes (`source = "b"`) or none (`source = b`: the shell took the single quotes of
+    `--where source='b'`), which SQL reads as a column, not a string; None where it does
+    not (a column name on its own: `"a b" = 1`, `b > 1`)."""
+    bare = re.sub(r"'(?:[^']|'')*'", "''", where)
+    named = re.escape(name)
+    value = rf'(?:[=<>,]|\blike|\bin\s*\()\s*(?:"({named})"|({named})(?![\w"]))'
+    found = re.search(value, bare, re.IGNORECASE)
+    return None if found is None else found.group(1) or found.group(2)
 
 
 def _mistyped(message: str, where: str, owner: CollectionReads) -> str | None:
@@ -449,8 +454,9 @@ def filtered(run: Any, where: str | None, owner: CollectionReads) -> Any:
             guess = f"; did you mean {close.group(1)}?" if close else ""
             message = f"no field {unknown.group(1)}{guess}; filters can name {_listed(owner)}"
         bare = unknown.group(1).strip('"') if unknown else ""  # the engine keeps "Mixed" quoted
-        if unknown and _compared_as_string(bare, where):
-            message += f"; a string takes single quotes in SQL: '{bare}'"
+        written = _compared_as_string(bare, where) if unknown else None
+        if written is not None:
+            message += f"; a string takes single quotes in SQL: '{written}'"
         elif unknown and owner.holds_in_json(unknown.group(1).strip('"`')):
             message += (
                 f"; the items hold {unknown.group(1)} in their metadata JSON only (a field gets "
