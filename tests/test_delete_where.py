@@ -77,6 +77,24 @@ def test_the_cli_refuses_a_filter_of_every_item_naming_all_and_takes_it_with_all
 
 
 @pytest.mark.parametrize(
+    ("command", "where", "told"),
+    [
+        (["delete"], "custmer = 'k1'", "invalid filter --where \"custmer = 'k1'\": no field"),
+        (["erase", "--yes"], "custmer = 'k1'", "invalid filter --where \"custmer = 'k1'\": no"),
+        (["delete"], "1 = 1", "filter --where '1 = 1' selects every item"),
+    ],
+)
+def test_the_cli_names_a_refused_filter_by_its_option(customers, command, where, told):
+    """delete and erase said `invalid filter where='...'` (the Python parameter), and delete
+    `filter where='1 = 1' selects every item`, where search says `--where`."""
+    db = ["--db", str(customers.db.path), "-c", "c"]
+    said = runner.invoke(app, [*command, *db, "--where", where])
+    assert said.exit_code == 2, said.output
+    assert told in " ".join(said.stderr.split()) and "where=" not in said.stderr
+    assert customers.count() == 9
+
+
+@pytest.mark.parametrize(
     ("args", "told"),
     [
         (["r0", "--where", "customer = 'k0'"], "give ids or --where, not both"),

@@ -19,6 +19,7 @@ from probembed.interfaces.console import ask, fail, literal, named, note, out, s
 from probembed.interfaces.inputs import read_texts
 from probembed.interfaces.store_options import (
     DEFAULT_COLLECTION,
+    WHERE_OPTIONS,
     CollectionOption,
     DbOption,
     StorageOption,
@@ -32,6 +33,9 @@ from probembed.interfaces.store_options import (
 
 if TYPE_CHECKING:
     from probembed.store import Collection
+
+#: How delete's and erase's refusals of a filter name its options.
+_FILTER_OPTIONS = {**WHERE_OPTIONS, "allow_all=True": "--all"}
 
 
 def collections_command(
@@ -180,7 +184,7 @@ def delete_command(
             answer |= {"not_found": len(gone), "not_found_ids": gone}
             sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
     except StoreError as exc:
-        raise store_refusal(exc, named(str(exc), {"allow_all=True": "--all"})) from exc
+        raise store_refusal(exc, named(str(exc), _FILTER_OPTIONS)) from exc
     if gone and not missing_ok:
         raise typer.Exit(1)
 
@@ -293,7 +297,7 @@ def erase_command(
             say("measuring the models' agreement on what is left (loads the pipeline)")
             _measure_after_delete(target, "erasure")
     except StoreError as exc:
-        raise store_refusal(exc, str(exc)) from exc
+        raise store_refusal(exc, named(str(exc), _FILTER_OPTIONS)) from exc
     if as_json:
         sys.stdout.write(json.dumps(done.to_json()) + "\n")
     else:

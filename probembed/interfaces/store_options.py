@@ -84,12 +84,14 @@ SYNC_OPTIONS = {
 }
 #: How a report names the way to follow the links of a folder it did not follow.
 LINK_OPTIONS = {"follow_links=True": "--follow-links"}
+#: How a refused filter is named by the commands that take --where.
+WHERE_OPTIONS = {"filter where=": "filter --where "}
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
     "without group_by_doc": "without --group-by-doc",
     "min_p_relevant needs": "--min-p-relevant needs",
     "without min_p_relevant": "without --min-p-relevant",
-    "filter where=": "filter --where ",
+    **WHERE_OPTIONS,
 }
 #: How a storage error names the options that set the credentials, in a command line's terms.
 STORAGE_OPTIONS = {
