@@ -94,6 +94,22 @@ def test_the_cli_names_a_refused_filter_by_its_option(customers, command, where,
     assert customers.count() == 9
 
 
+def test_the_cli_erases_a_filter_of_every_item_only_with_all(customers):
+    """`erase --where '1 = 1' --yes` erased every item for good, where delete, which undo
+    takes back, refuses it without --all."""
+    erase = ["erase", "--yes", "--db", str(customers.db.path), "-c", "c", "--where", "1 = 1"]
+    said = runner.invoke(app, erase)
+    assert said.exit_code == 2, said.output
+    told = " ".join(said.stderr.split())
+    assert "filter --where '1 = 1' selects every item" in told and "pass --all to erase" in told
+    assert customers.count() == 9
+    alone = runner.invoke(app, ["erase", "r0", "--all", "--yes", "--db", str(customers.db.path)])
+    assert alone.exit_code == 2 and "--all goes with --where" in alone.stderr
+    said = runner.invoke(app, [*erase, "--all"])
+    assert said.exit_code == 0, said.output
+    assert customers.count() == 0
+
+
 @pytest.mark.parametrize(
     ("args", "told"),
     [

@@ -376,8 +376,12 @@ def test_a_bad_filter_or_selection_is_refused_before_anything_is_erased(
         collection.erase("item-1")
     with pytest.raises(StoreError, match="no chunked documents"):
         collection.erase(documents=["a.md"])
+    for always in ("1 = 1", "who = who"):  # erased every item for good, where delete refuses it
+        with pytest.raises(StoreError, match=r"selects every item .*allow_all=True to erase"):
+            collection.erase(where=always)
     assert collection.count() == 2 * ROWS
     assert len(collection._require().list_versions()) == versions
+    assert collection.erase(where="1 = 1", allow_all=True).erased == 2 * ROWS
 
 
 def test_a_pin_of_a_running_write_refuses_the_erasure_unless_forced(
@@ -534,6 +538,10 @@ def test_the_service_erases_and_keeps_nothing_of_the_items_in_its_process(
             assert http.post("/v1/collections/c/erase", json=refused).status_code == 422
         bad = http.post("/v1/collections/c/erase", json={"where": "colour = 'red'"})
         assert bad.status_code == 422 and "no field colour" in bad.text
+        every = http.post("/v1/collections/c/erase", json={"where": "1 = 1"})  # erased all
+        assert every.status_code == 422 and 'pass "all": true to erase' in every.json()["detail"]
+        alone = http.post("/v1/collections/c/erase", json={"ids": erased, "all": True})
+        assert alone.status_code == 422 and "give 'where'" in alone.text
         deleted = http.post("/v1/collections/c/delete", json={"ids": erased[:1]})
         assert deleted.status_code == 200, deleted.text
         done = http.post("/v1/collections/c/erase", json={"ids": [*erased, "nobody"]})

@@ -262,6 +262,10 @@ def erase_command(
         bool, typer.Option("--missing-ok", help="Exit 0 when some ids were not there.")
     ] = False,
     wait: WaitOption = None,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help="With --where: erase even where the filter keeps every item."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Erase items for good (a right-to-be-forgotten request): their rows, every older
@@ -275,6 +279,8 @@ def erase_command(
         raise fail("give ids (or --doc documents) or --where, not both")
     if where is None and not ids:
         raise fail("name the ids to erase (with --doc, documents), or give --where")
+    if every and where is None:
+        raise fail("--all goes with --where: it lets a filter that keeps every item erase them")
     target = _open_collection(db, storage_option, collection)
     chosen = f"--where {where!r}" if where is not None else f"{len(ids or [])} {_kind(doc)}"
     asked = (
@@ -292,6 +298,7 @@ def erase_command(
             force=force,
             wait=wait,
             progress=True,
+            allow_all=every,
         )
         if done.live and target.agreement_due():
             say("measuring the models' agreement on what is left (loads the pipeline)")

@@ -504,14 +504,21 @@ class EraseItems(Strict):
         description="Drop a pin of a write that may still run (it can then not be undone); "
         "without it such a pin is a 409 naming it, and nothing is erased.",
     )
+    all: bool = Field(
+        False,
+        description="With `where`: erase even where the filter keeps every item (without it "
+        "such a filter, `1 = 1` by mistake, is a 422 and nothing is erased).",
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> EraseItems:
-        """Exactly one of ids and where, and doc only with ids."""
+        """Exactly one of ids and where, doc only with ids, and all only with where."""
         if (self.ids is None) == (self.where is None):
             raise ValueError("give exactly one of 'ids' (a list) and 'where' (a filter)")
         if self.doc and self.ids is None:
             raise ValueError("'doc' names the ids as documents: give 'ids', not 'where'")
+        if self.all and self.where is None:
+            raise ValueError("'all' lets a filter that keeps every item erase them: give 'where'")
         return self
 
 

@@ -37,7 +37,7 @@ from probembed.store.rows import ERASURE_MARK
 from probembed.store.threads import one_at_a_time
 from probembed.store.undo import rows_of
 from probembed.store.upkeep import CollectionUpkeep
-from probembed.store.writes import CollectionWrites
+from probembed.store.writes import CollectionWrites, every_item_refused
 
 #: What an erasure reads of the rows it erases: the id, the text (whose cache entries it
 #: evicts) and where the row is stored (`_rowaddr`: its fragment in the high 32 bits, whether
@@ -261,10 +261,12 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         wait: float | None = None,
         progress: bool = False,
         cache: EmbeddingCache | None = None,
+        allow_all: bool = False,
     ) -> Erasure:
         """Erase these ids (each found as given, else by its composed or decomposed
         spelling), every chunk of these `documents`, or every row a `where` filter keeps (the
-        filters `search` takes), so that nothing of them is left in the collection's files.
+        filters `search` takes; one that keeps every item is refused unless `allow_all`, as
+        `delete` refuses it), so that nothing of them is left in the collection's files.
         Ids and documents reach items deleted before too, and an upsert's earlier rows: read
         from the older versions (`_deleted`; a filter reads the latest version only), erased
         as the rest and counted in `Erasure.erased_deleted`; one no version left shows (all
@@ -294,13 +296,18 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         self.db.require_writable()
         self._require()  # a missing collection is refused before its lock files are made
         with self.planning(chosen.what, wait, progress):
-            done = self._erase(chosen, force, progress, cache)
+            done = self._erase(chosen, force, progress, cache, allow_all)
         self.close()
         return done
 
     @one_at_a_time
     def _erase(
-        self, chosen: Selection, force: bool, progress: bool, cache: EmbeddingCache | None
+        self,
+        chosen: Selection,
+        force: bool,
+        progress: bool,
+        cache: EmbeddingCache | None,
+        allow_all: bool,
     ) -> Erasure:
         """`erase` once it holds the plan lock."""
         with self._writing(), progress_bar(f"erase {self.name}", STEPS, progress) as bar:
@@ -311,6 +318,9 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
                 raise _held_pins(live, self.name)
             indices = _rebuilt(table, self.name)
             found, not_found = self._selected(table, chosen)
+            everything = table.count_rows()
+            if chosen.where is not None and found.num_rows == everything > 0 and not allow_all:
+                raise every_item_refused(chosen.where, self.name, everything, "erase")
             earlier, not_found = self._deleted(table, chosen, found, not_found)
             rows = pa.concat_tables([found, earlier])
             bar.advance(1)

@@ -49,6 +49,16 @@ class Upserted(NamedTuple):
     removed: int
 
 
+def every_item_refused(where: str, name: str, matched: int, verb: str) -> StoreError:
+    """The refusal of a filter that selects every item of a collection (`verb`: delete or
+    erase), unless allow_all: a blank or always-true filter (`1 = 1`) does so by mistake."""
+    return StoreError(
+        f"filter where={quoted(where)} selects every item of collection {name!r} ({matched}): "
+        f"{verb[:-1]}ing them all empties it, as a blank or always-true filter would by "
+        f"mistake; pass allow_all=True to {verb} them all, or drop the collection"
+    )
+
+
 class CollectionWrites(CollectionCreation, CollectionUndo):
     """A collection's writes, each one commit under the write lock (or a removal's few, put
     back together when one fails), so one stopped by an error leaves the last version it
@@ -247,12 +257,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             everything = table.count_rows()
             matched = len(self.matching_ids(where)) if where.strip() else everything
             if matched and matched == everything and not allow_all:
-                raise StoreError(
-                    f"filter where={quoted(where)} selects every item of collection "
-                    f"{self.name!r} ({matched}): deleting them all empties it, as a blank or "
-                    "always-true filter would by mistake; pass allow_all=True to delete them "
-                    "all, or drop the collection"
-                )
+                raise every_item_refused(where, self.name, matched, "delete")
             if matched:  # blank: every item, as no filter
                 shared_writes.committed(partial(table.delete, where if where.strip() else "true"))
             return matched
