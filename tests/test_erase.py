@@ -88,6 +88,17 @@ def every_row(collection: Collection) -> pa.Table:
     return scan(table, table.schema.names).sort_by("id")
 
 
+def history(collection: Collection) -> tuple[list[int], list[str]]:
+    """The versions a collection keeps and its tags: what an undo reads back."""
+    table = collection._require()
+    return [int(v["version"]) for v in table.list_versions()], sorted(table.tags.list())
+
+
+def graphs_of(tmp_path: Path) -> list[Path]:
+    """The search graphs saved beside collection c."""
+    return sorted((tmp_path / "db" / ".probembed" / "c").rglob("*.faiss*"))
+
+
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """The embedding cache of this test: the default one, where erase evicts."""
@@ -208,6 +219,17 @@ def test_erasing_documents_takes_every_chunk_of_them(tmp_path, cache_dir, cached
     assert files_holding(tmp_path / "db", MARKER.encode())
 
     base = ["--db", str(tmp_path / "db"), "--collection", "docs", "-y", "--json"]
+    kept_history = history(collection)
+    result = runner.invoke(app, ["erase", "--doc", "gone.md", *base])
+    assert result.exit_code == 1, result.output
+    nothing = json.loads(result.stdout)
+    assert (nothing["erased"], nothing["not_found"], nothing["versions_removed"]) == (
+        0,
+        ["gone.md"],
+        0,
+    )
+    assert history(collection) == kept_history and every_row(collection).equals(before)
+
     result = runner.invoke(app, ["erase", "--doc", "secret.md", "gone.md", *base])
 
     assert result.exit_code == 1, result.output  # gone.md was not there
@@ -345,6 +367,56 @@ def test_an_item_deleted_before_every_version_showing_it_was_pruned_is_not_found
     assert files_holding(tmp_path / "db" / "c.lance" / "data", MARKER.encode())
 
 
+def test_erasing_ids_no_version_shows_changes_nothing_and_undo_still_works(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """A typo'd id pruned every older version and dropped every tag, so the next undo was
+    refused (a review's reproduction)."""
+    collection = filled(tmp_path, cached_pipeline)
+    ingest([Record("late", "a later write", {"who": "other"})], collection, cached_pipeline)
+    collection._require().tags.create("my-bookmark", collection.version)
+    kept, before, graphs = every_row(collection), history(collection), graphs_of(tmp_path)
+    assert len(before[0]) >= 4 and graphs
+
+    done = collection.erase(["nosuchid", "nobody"])
+
+    assert done.unchanged and (done.erased, done.not_found) == (0, ("nosuchid", "nobody"))
+    assert (done.versions_removed, done.tags_dropped, done.bytes_freed) == (0, (), 0)
+    assert (done.fragments_rewritten, done.indices_rebuilt, done.version) == (0, (), before[0][-1])
+    assert done.graphs_removed == len(graphs) and graphs_of(tmp_path) == []  # built again
+    assert history(collection) == before and every_row(collection).equals(kept)
+    assert "c: nothing erased: none of the 2 given is in any version kept" in str(done)
+    collection.undo()
+    assert "late" not in collection.ids() and collection.count() == 2 * ROWS
+
+
+def test_a_filter_that_keeps_no_row_still_removes_the_older_versions_so_a_stopped_one_completes(
+    tmp_path, monkeypatch, cache_dir, cached_pipeline
+):
+    """A filter is read at the latest version only: once an erasure stopped after its
+    deletes, the same filter keeps no row, and the rows are in the older versions alone."""
+    collection = filled(tmp_path, cached_pipeline)
+    where = f"who = '{MARKER}'"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # once the rows are deleted, before the prune
+
+    with monkeypatch.context() as patched:
+        patched.setattr(erasure.CollectionErasure, "_marked", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            collection.erase(where=where)
+    again = Database(tmp_path / "db").open("c")
+    assert again.count() == 2 * ROWS - len(ERASED)
+    assert files_holding(tmp_path / "db", MARKER.encode())  # in the older versions
+
+    done = again.erase(where=where)
+
+    assert (done.erased, done.not_found, done.unchanged) == (0, (), False)
+    assert done.versions_removed >= 3 and len(history(again)[0]) == 1
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+    assert "older version(s) removed (no undo can bring them back)" in str(done)
+
+
 def test_erasing_by_a_filter_takes_the_rows_it_keeps(
     tmp_path, monkeypatch, cache_dir, cached_pipeline
 ):
@@ -410,7 +482,8 @@ def test_an_index_erase_cannot_build_again_is_refused_first(tmp_path, cache_dir,
 
 #: A process that erases and is killed (SIGKILL) at a stage: before its first commit, once
 #: the other rows of the fragments were written again (before the deletes), once the rows
-#: were deleted (before the mark and the prune).
+#: were deleted (before the mark and the prune), once the older versions were removed (before
+#: the saved graphs).
 KILLED = textwrap.dedent(
     """
     import os, signal, sys
@@ -419,14 +492,33 @@ KILLED = textwrap.dedent(
     def killed(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    stage = {"before": "_rewritten", "moved": "id_conditions", "deleted": "_marked"}[sys.argv[2]]
-    if stage == "id_conditions":
-        erasure.id_conditions = killed
+    stage = {
+        "before": "_rewritten",
+        "moved": "id_conditions",
+        "deleted": "_marked",
+        "pruned": "removed_graphs",
+    }[sys.argv[2]]
+    if stage in ("id_conditions", "removed_graphs"):
+        setattr(erasure, stage, killed)
     else:
         setattr(erasure.CollectionErasure, stage, killed)
     Database(sys.argv[1]).open("c").erase(sys.argv[3:])
     """
 )
+
+
+def killed_erasing(tmp_path: Path, cache_dir: Path, when: str, ids: list[str]) -> Collection:
+    """Erase these ids of collection c in a process killed at `when` (`KILLED`): the
+    collection as it left it, opened afresh."""
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED, str(tmp_path / "db"), when, *ids],
+        env={**os.environ, "PROBEMBED_CACHE_DIR": str(cache_dir)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    return Database(tmp_path / "db").open("c")
 
 
 @pytest.mark.parametrize("when", ["before", "moved", "deleted"])
@@ -437,15 +529,7 @@ def test_an_erasure_killed_midway_leaves_the_collection_whole_and_completes_when
     erased = [item_id(i) for i in ERASED]
     everything = every_row(collection)
     kept = everything.filter(pc.invert(pc.is_in(everything.column("id"), pa.array(erased))))
-    child = subprocess.run(
-        [sys.executable, "-c", KILLED, str(tmp_path / "db"), when, *erased],
-        env={**os.environ, "PROBEMBED_CACHE_DIR": str(cache_dir)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    again = Database(tmp_path / "db").open("c")
+    again = killed_erasing(tmp_path, cache_dir, when, erased)
     assert every_row(again).equals(kept if when == "deleted" else everything)
     assert files_holding(tmp_path / "db", MARKER.encode())  # the older versions hold them
 
@@ -456,6 +540,47 @@ def test_an_erasure_killed_midway_leaves_the_collection_whole_and_completes_when
     assert every_row(again).equals(kept)
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
     assert len(again._require().list_versions()) == 1
+
+
+def test_an_erasure_killed_after_its_prune_removes_the_graphs_left_when_run_again(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """No version shows the rows any more, so the rerun finds none: it commits nothing, and
+    removes the graphs saved before the erasure, whose codes are the rows' vectors."""
+    collection = filled(tmp_path, cached_pipeline)
+    erased = [item_id(i) for i in ERASED]
+    again = killed_erasing(tmp_path, cache_dir, "pruned", erased)
+    before, graphs = history(again), graphs_of(tmp_path)
+    assert len(before[0]) == 1 and graphs  # pruned; the graphs of before left
+    assert collection.count() == 2 * ROWS - len(ERASED)
+
+    done = again.erase(erased)
+
+    assert done.unchanged and done.not_found == tuple(erased)
+    assert done.graphs_removed == len(graphs) and graphs_of(tmp_path) == []
+    assert history(again) == before
+
+
+def test_the_cli_erasing_an_id_not_there_says_nothing_changed_and_undo_still_works(
+    tmp_path, cache_dir, cached_pipeline
+):
+    collection = filled(tmp_path, cached_pipeline)
+    ingest([Record("late", "a later write", {"who": "other"})], collection, cached_pipeline)
+    before = history(collection)
+    base = ["--db", str(tmp_path / "db"), "-c", "c"]
+
+    result = runner.invoke(app, ["erase", "nosuchid", *base, "--yes"])
+
+    assert result.exit_code == 1, result.output  # as for any id not there
+    said = " ".join(result.output.split())
+    assert "c: nothing erased: none of the 1 given is in any version kept ('nosuchid')" in said
+    assert "nothing changed (no commit, every older version and tag kept: undo works)" in said
+    assert "older version(s) removed" not in said and "bytes freed" not in said
+    assert history(collection) == before
+    assert runner.invoke(app, ["erase", "nosuchid", *base, "-y", "--missing-ok"]).exit_code == 0
+    undone = runner.invoke(app, ["undo", *base])
+    assert undone.exit_code == 0, undone.output
+    assert "late" not in collection.ids() and collection.count() == 2 * ROWS
 
 
 def test_the_cli_erases_by_id_or_filter_and_says_what_it_did(tmp_path, cache_dir, cached_pipeline):
@@ -542,6 +667,17 @@ def test_the_service_erases_and_keeps_nothing_of_the_items_in_its_process(
         assert every.status_code == 422 and 'pass "all": true to erase' in every.json()["detail"]
         alone = http.post("/v1/collections/c/erase", json={"ids": erased, "all": True})
         assert alone.status_code == 422 and "give 'where'" in alone.text
+        versions = history(Database(db).open("c"))
+        typo = http.post("/v1/collections/c/erase", json={"ids": ["nosuchid"]})
+        assert typo.status_code == 200, typo.text
+        nothing = typo.json()
+        assert (nothing["erased"], nothing["not_found"], nothing["count"]) == (
+            0,
+            ["nosuchid"],
+            2 * ROWS,
+        )
+        assert (nothing["versions_removed"], nothing["bytes_freed"]) == (0, 0)
+        assert history(Database(db).open("c")) == versions
         deleted = http.post("/v1/collections/c/delete", json={"ids": erased[:1]})
         assert deleted.status_code == 200, deleted.text
         done = http.post("/v1/collections/c/erase", json={"ids": [*erased, "nobody"]})

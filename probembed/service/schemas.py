@@ -552,7 +552,10 @@ class EraseReport(BaseModel):
         description="The erased texts' entries removed from the embedding cache (one a model)."
     )
     bytes_freed: int
-    version: int = Field(description="The version left, the only one.")
+    version: int = Field(
+        description="The version left, the only one; where no id or document given was in any "
+        "version kept (`erased` and `versions_removed` 0), the latest: nothing was changed."
+    )
     count: int
 
 

@@ -125,7 +125,8 @@ class Erasure:
     #: Entries of the erased texts evicted from the embedding cache (one per model).
     cache_entries_evicted: int
     bytes_freed: int
-    #: The version left, the only one.
+    #: The version left, the only one; where nothing was erased (`unchanged`), the latest,
+    #: every older one kept.
     version: int
 
     @property
@@ -133,11 +134,19 @@ class Erasure:
         """Items erased that the latest version held: what changes what a search answers."""
         return self.erased - self.erased_deleted
 
+    @property
+    def unchanged(self) -> bool:
+        """Nothing given was in any version kept, so nothing was committed or removed but the
+        saved graphs (every erasure that commits removes at least the version it began from)."""
+        return not self.erased and not self.versions_removed
+
     def to_json(self) -> dict[str, Any]:
         """As `--json` and the service give it."""
         return asdict(self)
 
     def __str__(self) -> str:
+        if self.unchanged:
+            return self._said_unchanged()
         said = (
             f"{self.collection}: erased {self.erased} item(s)"
             f"{f' ({self.erased_deleted} deleted before)' if self.erased_deleted else ''}: "
@@ -153,10 +162,22 @@ class Erasure:
         if self.tags_dropped:
             said += f"; tag(s) dropped: {', '.join(self.tags_dropped)}"
         if self.not_found:
-            named = ", ".join(map(repr, self.not_found[:5]))
-            more = ", ..." if len(self.not_found) > 5 else ""
-            said += f"; {len(self.not_found)} given were not there: {named}{more}"
+            said += f"; {len(self.not_found)} given were not there: {self._named()}"
         return said
+
+    def _said_unchanged(self) -> str:
+        """What an erasure that found nothing says: that the undo history is still there."""
+        said = f"{self.collection}: nothing erased: none of the {len(self.not_found)} given "
+        said += f"is in any version kept ({self._named()})" if self.not_found else "was found"
+        said += "; nothing changed (no commit, every older version and tag kept: undo works)"
+        if self.graphs_removed:
+            said += f"; {self.graphs_removed} saved graph file(s) removed (searches build them)"
+        return said
+
+    def _named(self) -> str:
+        """The ids or documents not found, the first five of them."""
+        more = ", ..." if len(self.not_found) > 5 else ""
+        return ", ".join(map(repr, self.not_found[:5])) + more
 
 
 def _in_fragments(fragments: Sequence[int]) -> str:
@@ -287,11 +308,21 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         - the search graphs saved beside the collection, all built before, are removed, and
           this handle's searcher closed (its snapshot files held the rows).
 
+        Ids or documents of which no version kept shows a row change nothing (`_nothing_found`,
+        `Erasure.unchanged`): no commit, no tag dropped, no version removed, so a typo costs no
+        undo; only the saved graphs are removed. A filter that keeps no row does the rest all
+        the same (a commit, every tag dropped, every older version removed): it is read at the
+        latest version only, so it cannot tell a filter that never kept a row from its own
+        erasure stopped after the deletes, whose rows only the older versions hold.
+
         Under the collection's plan lock (waited for as `delete_documents` waits: `wait`,
         `progress`) and write lock. Stopped part-way, the rows are either still there or
-        gone, and the same erasure run again completes it (it finds no rows and does the
-        rest). Another process's search snapshot (a service) holds the rows until it loads
-        the collection afresh. What it did is an `Erasure`."""
+        gone, and the same erasure run again completes it: stopped before the prune, ids and
+        documents find the rows (those deleted in the older versions, `_deleted`), a filter
+        those not yet deleted or none, and it does the rest; stopped after the prune, no
+        version shows them, and the rerun removes the saved graphs that may still hold them.
+        Another process's search snapshot (a service) holds the rows until it loads the
+        collection afresh. What it did is an `Erasure`."""
         chosen = selection(ids, documents, where)
         self.db.require_writable()
         self._require()  # a missing collection is refused before its lock files are made
@@ -324,6 +355,9 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
             earlier, not_found = self._deleted(table, chosen, found, not_found)
             rows = pa.concat_tables([found, earlier])
             bar.advance(1)
+            if chosen.where is None and not rows.num_rows:
+                bar.advance(STEPS - 1)
+                return self._nothing_found(table, not_found)
             evicted = self._evicted([t for t in rows.column("text").to_pylist() if t], cache)
             bar.advance(1)
             start = int(table.version)
@@ -355,6 +389,14 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
             compaction.bytes_freed,
             compaction.version,
         )
+
+    def _nothing_found(self, table: Any, not_found: list[str]) -> Erasure:
+        """An erasure of ids or documents no version kept shows: no commit, no tag dropped,
+        no version removed (a typo must not cost the undo history); only the saved graphs
+        are removed, which an erasure stopped after its prune leaves holding the rows."""
+        graphs = removed_graphs(self.db.location.own_dir(self.name))
+        version = int(table.version)
+        return Erasure(self.name, 0, 0, tuple(not_found), 0, 0, (), 0, (), graphs, 0, 0, version)
 
     def _selected(self, table: Any, chosen: Selection) -> tuple[pa.Table, list[str]]:
         """The rows to erase (`FOUND`), and the ids or documents given that the collection
