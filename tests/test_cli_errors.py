@@ -512,12 +512,25 @@ def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, 
         ),
         (  # `--where year=Soon` as the shell passes `--where year='Soon'`: a bare word
             ["--where", "year=Soon"],
-            'no field "Soon"; filters can name id, text, year; a string takes single quotes '
-            "in SQL: 'Soon'",
+            'no field "Soon"; filters can name id, text, year and metadata (each item\'s '
+            "metadata as JSON text); a string takes single quotes in SQL: 'Soon'",
         ),
     ]:
         result = runner.invoke(app, ["search", "text", *db, *option])
         assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_a_refused_filter_lists_metadata(tmp_path, saved_pipeline):
+    """`--where "nosuch > 3"` listed `id, text, year` though `metadata LIKE` works."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        "".join(f'{{"id": "d{i}", "text": "text {i}", "year": {i}}}\n' for i in range(5))
+    )
+    db = ["--db", str(tmp_path / "db")]
+    assert runner.invoke(app, ["ingest", str(source), *db, "--pipeline", str(saved_pipeline)])
+    result = runner.invoke(app, ["search", "text", *db, "--where", "nosuch > 3"])
+    said = "no field nosuch; filters can name id, text, year and metadata (each item's metadata"
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
 
 
 def test_a_blank_text_or_a_port_out_of_range_is_named_by_its_option():

@@ -717,7 +717,7 @@ def test_search_options_and_their_errors(server):
         for body, says in (
             ({"query": "x", "where": "year >>> 1"}, "invalid filter"),
             ({"query": "x", "where": "year > 'a'"}, "year holds int64, and 'a' is a string"),
-            ({"query": "x", "where": "metadata = 1"}, "no field metadata: it is each item's"),
+            ({"query": "x", "where": "metadata = 1"}, "metadata is each item's metadata as"),
             ({"query": "x", "score": "cosine-ish"}, "valid scores are: dot, uec"),
             ({"query": "x", "score": 5}, "valid scores are: dot, uec"),
             ({"query": "x", "min_p_relevant": 0.5}, "calibrator"),

@@ -285,12 +285,18 @@ def _too_deep(where: str) -> str | None:
     )
 
 
-def _listed(owner: CollectionReads) -> str:
+def _fields(owner: CollectionReads) -> str:
     """The fields a filter can name, the first `_FIELDS_LISTED` by name and the rest counted
     (a collection at its column cap listed 128)."""
     fields = owner.filter_fields()
     more = len(fields) - _FIELDS_LISTED
-    return ", ".join(fields[:_FIELDS_LISTED]) + (f" and {more} more" if more > 0 else "")
+    return ", ".join(fields[:_FIELDS_LISTED] + ([f"{more} more"] if more > 0 else []))
+
+
+def _listed(owner: CollectionReads) -> str:
+    """Every name a filter can use: the fields, and `metadata`, which a refusal that left it
+    out seemed to rule out while `metadata LIKE '%...%'` works."""
+    return f"{_fields(owner)} and metadata (each item's metadata as JSON text)"
 
 
 def _folded(unquoted: str, owner: CollectionReads) -> str | None:
@@ -321,9 +327,9 @@ def _compared_as_string(name: str, where: str) -> str | None:
 
 def _mistyped(message: str, where: str, owner: CollectionReads) -> str | None:
     """The engine's refusal of a literal a column's type cannot hold, said with the field, its
-    type and the literal (the engine named neither field nor filter); a column that holds no
-    field (`metadata = 1`: the items' JSON) is refused as an unknown field is. None for any
-    other error."""
+    type and the literal (the engine named neither field nor filter); `metadata` compared with
+    a literal not a string (`metadata = 1`) is told it holds the items' JSON as text. None for
+    any other error."""
     found = _UNCONVERTED.search(message)
     if found is None:
         return None
@@ -347,8 +353,9 @@ def _not_a_field(name: str, owner: CollectionReads) -> str:
     """Why a column every row has is not a field to filter on, and what is."""
     if name == "metadata":
         return (
-            f"no field metadata: it is each item's metadata as JSON text; filters can name "
-            f"{_listed(owner)}; `metadata LIKE '%...%'` matches the JSON's text"
+            f"metadata is each item's metadata as JSON text, not a field of it: compare it "
+            f"with a string (`metadata LIKE '%...%'` matches the JSON's text), or name a "
+            f"field: {_fields(owner)}"
         )
     said = (
         f"no field {name}: it is one of probembed's own columns (vectors and bookkeeping); "
