@@ -520,8 +520,9 @@ def test_search_refusals_name_the_options_not_the_librarys_parameters(tmp_path, 
         assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
 
 
-def test_a_refused_filter_lists_metadata(tmp_path, saved_pipeline):
-    """`--where "nosuch > 3"` listed `id, text, year` though `metadata LIKE` works."""
+def test_a_refused_filter_lists_metadata_and_refuses_lancedbs_row_ids(tmp_path, saved_pipeline):
+    """`--where "nosuch > 3"` listed `id, text, year` though `metadata LIKE` works, and
+    `--where "_rowid > 3"` searched, deleted and erased by LanceDB's row ids."""
     source = tmp_path / "docs.jsonl"
     source.write_text(
         "".join(f'{{"id": "d{i}", "text": "text {i}", "year": {i}}}\n' for i in range(5))
@@ -531,6 +532,12 @@ def test_a_refused_filter_lists_metadata(tmp_path, saved_pipeline):
     result = runner.invoke(app, ["search", "text", *db, "--where", "nosuch > 3"])
     said = "no field nosuch; filters can name id, text, year and metadata (each item's metadata"
     assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+    for command in (["search", "text"], ["delete"], ["erase", "--yes"]):
+        result = runner.invoke(app, [*command, *db, "--where", "_rowid > 3"])
+        said = "invalid filter --where '_rowid > 3': no field _rowid: it is one of LanceDB's"
+        assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+    listed = runner.invoke(app, ["search", "text", *db, "-k", "10", "--json"])
+    assert len(json.loads(listed.stdout)[0]["hits"]) == 5  # nothing was deleted
 
 
 def test_a_blank_text_or_a_port_out_of_range_is_named_by_its_option():

@@ -760,6 +760,35 @@ def test_a_filter_naming_probembeds_own_columns_is_refused_as_no_field(
         collection.search("paper", where="written = 1")
 
 
+def test_a_filter_naming_lancedbs_virtual_columns_is_refused_by_every_filtered_call(
+    tmp_path, collection, hash_pipeline
+):
+    """`_rowid > 3` was accepted: search filtered on, and `delete --where` deleted by, a row id
+    that a compaction changes, while `mean` and `written` were refused. Each of LanceDB's
+    virtual columns is refused by name, quoted or not, before anything is read or removed."""
+    rows = [{"id": f"p{i}", "text": f"paper {i}", "year": 2010 + i} for i in range(5)]
+    ingest(write_jsonl(tmp_path / "p.jsonl", rows), collection, hash_pipeline)
+    import lancedb
+
+    table = lancedb.connect(tmp_path / "db").open_table("docs")
+    assert table.count_rows("_rowid > 3") == 1  # LanceDB reads it: a row id, not an item's
+    calls = {
+        "search": lambda where: collection.search("paper", where=where),
+        "count": collection.count,
+        "delete": lambda where: collection.delete(where=where),
+        "erase": lambda where: collection.erase(where=where),
+    }
+    for column in ("_rowid", "_rowaddr", "_row_created_at_version", "_distance", "_score"):
+        for where in (f"{column} > 3", f"id = 'p1' OR {column.upper()} >= 0", f'"{column}" > 3'):
+            for call in calls.values():
+                with pytest.raises(StoreError, match=f"no field {column}: it is one of LanceDB"):
+                    call(where)
+    with pytest.raises(StoreError, match="filters can name " + LISTED):
+        collection.delete(where="`_rowaddr` > 3")
+    assert collection.count() == 5
+    assert collection.count("text LIKE '%_rowid%'") == 0  # inside a string: a value
+
+
 #: Filters past what LanceDB 0.40 walks without overflowing its stack (a segfault): the
 #: walkthrough's 480 KB OR chain, an arithmetic chain, comparisons chained, a chain hidden
 #: from a count of one level by parentheses, and a chain whose comment holds an OR; 4 MB of

@@ -120,6 +120,21 @@ _FIELD_VALUES = {
 #: probembed's own columns (the vectors, the write tag): a filter naming one is refused up
 #: front, since the engine would filter on it, silently where its type fits (`written = 1`).
 _OWN_COLUMNS = frozenset(CORE_COLUMNS) - {"id", "text", "metadata"}
+#: LanceDB's virtual columns: row ids, addresses and versions, which its filters read
+#: (`_rowid > 3` deleted an item: a row's id and address change when a compaction moves it),
+#: and its results' scores. No field has their names (a metadata column's starts with a letter).
+_ENGINE_COLUMNS = frozenset(
+    {
+        "_rowid",
+        "_rowaddr",
+        "_rowoffset",
+        "_row_created_at_version",
+        "_row_last_updated_at_version",
+        "_distance",
+        "_score",
+        "_relevance_score",
+    }
+)
 #: A quoted name: SQL's "double quotes" or the engine's `backticks`.
 _QUOTED_NAME = re.compile(r'"((?:[^"]|"")*)"|`([^`]*)`')
 #: A name compared in a filter: before a comparison, IN or BETWEEN, or after a comparison.
@@ -357,25 +372,29 @@ def _not_a_field(name: str, owner: CollectionReads) -> str:
             f"with a string (`metadata LIKE '%...%'` matches the JSON's text), or name a "
             f"field: {_fields(owner)}"
         )
-    said = (
-        f"no field {name}: it is one of probembed's own columns (vectors and bookkeeping); "
-        f"filters can name {_listed(owner)}"
+    whose = (
+        "LanceDB's virtual columns (row ids, addresses and versions, which compaction and "
+        "updates change, and result scores), not the items' data"
+        if name in _ENGINE_COLUMNS
+        else "probembed's own columns (vectors and bookkeeping)"
     )
+    said = f"no field {name}: it is one of {whose}; filters can name {_listed(owner)}"
     if owner.holds_in_json(name):
         said += (
-            f"; the items hold {name} in their metadata JSON only (a field named as one of "
-            "probembed's own columns gets no column), so it cannot be filtered on as a "
-            "field; `metadata LIKE '%...%'` matches the JSON's text"
+            f"; the items hold {name} in their metadata JSON only (a field of that name gets "
+            "no column), so it cannot be filtered on as a field; `metadata LIKE '%...%'` "
+            "matches the JSON's text"
         )
     return said
 
 
 def _own_column(bare: str, unquoted: str) -> str | None:
-    """The first of probembed's own columns a filter names (outside its strings), or None:
-    a name outside quotes as SQL lower-cases it, a quoted one as written."""
+    """The first of probembed's own columns or LanceDB's virtual ones a filter names (outside
+    its strings), or None: a name outside quotes as SQL lower-cases it, a quoted one as
+    written."""
     quoted = [a or b for a, b in _QUOTED_NAME.findall(bare)]
     names = [n.lower() for n in _NAME.findall(unquoted)] + quoted
-    return next((n for n in names if n in _OWN_COLUMNS), None)
+    return next((n for n in names if n in _OWN_COLUMNS | _ENGINE_COLUMNS), None)
 
 
 def _compared_names(where: str) -> list[str]:
