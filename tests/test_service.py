@@ -119,7 +119,7 @@ def test_embeddings_carry_variance_and_weights(server, pydoc_pipeline):
     [
         ({"model": "nope", "input": "x"}, 404, "models: hash"),
         ({"model": "hash", "input": []}, 422, "empty list"),
-        ({"model": "hash", "input": ["ok", "  "]}, 422, r"input\[1\] is empty"),
+        ({"model": "hash", "input": ["ok", "  "]}, 422, r"input\[1\] is blank \(only white"),
         ({"model": "hash", "input": ""}, 422, r'"input is empty'),  # as sent: no index
         ({"model": "hash", "input": [[1, 2, 3]]}, 422, "input"),
         ({"model": "hash", "input": "x", "dimensions": 8}, 422, "makes 112-dimensional"),
@@ -728,6 +728,9 @@ def test_search_options_and_their_errors(server):
             ({"query": "x", "k": True}, "valid integer"),  # was read as k=1
             ({"query": "x", "k": "5"}, "valid integer"),
             ({"query": "x", "exact": "yes"}, "valid boolean"),
+            ({"query": "   "}, '"query is blank (only white space'),  # was "query is empty"
+            ({"query": ""}, '"query is empty: there is nothing to embed'),
+            ({"queries": ["x", "\u200b\t"]}, "queries[1] is blank (only white space or invis"),
         ):
             answer = search(**body)
             assert answer.status_code == 422, body

@@ -105,8 +105,8 @@ def test_any_texts_are_answered_as_the_pipeline_scores_them(
     [
         (asked("x", ["y"], model="nope"), 404, "model 'nope' is not served here; models: hash"),
         (asked("x", []), 422, r"inputs\.sentences: List should have at least 1 item"),
-        (asked("x", ["ok", "  "]), 422, r"inputs\.sentences\[1\] is empty"),
-        (asked(" ", ["ok"]), 422, r"inputs\.source_sentence is empty"),
+        (asked("x", ["ok", "  "]), 422, r"inputs\.sentences\[1\] is blank \(only white"),
+        (asked(" ", ["ok"]), 422, r"inputs\.source_sentence is blank \(only white"),
         (asked("x", ["ok", 5]), 422, r"inputs\.sentences\[1\]: Input should be a valid string"),
         (asked("x", "ok"), 422, r"inputs\.sentences: Input should be a valid list"),
         (asked(["x"], ["ok"]), 422, r"inputs\.source_sentence: Input should be a valid string"),

@@ -209,10 +209,15 @@ def check_texts(
     for i, text in enumerate(texts):
         named = field if single else f"{field}[{i}]{member}"
         if not allow_empty and is_blank(text):
-            raise ApiError(422, f"{named} is empty: there is nothing to embed")
+            raise ApiError(422, f"{named} {_nothing_to_embed(text)}: there is nothing to embed")
         problem = text_problem(text, limits, chunked, stored) if each else None
         if problem is not None:
             raise ApiError(422, f"{named} {problem}")
+
+
+def _nothing_to_embed(text: str) -> str:
+    """What a text with nothing to embed is, as the CLI says it: `"   "` was "empty"."""
+    return "is blank (only white space or invisible characters)" if text else "is empty"
 
 
 def text_problem(
