@@ -57,7 +57,10 @@ def search_command(
         str | None,
         typer.Option(
             help="uec, uec-mteb, csd, kl, w2, mls, bhattacharyya or dot (alias cosine) "
-            "\\[default: the score of the pipeline that made the collection]."
+            "\\[default: the score of the pipeline that made the collection]. It ranks the "
+            "hits; p_relevant is still read from each hit's dot product, std, rank and gaps "
+            "along that ranking, by a calibrator fitted on the pipeline's own score (so the "
+            "same hits in the same order get the same p_relevant).",
         ),
     ] = None,
     exact: Annotated[bool, typer.Option(help="Scan every item instead of the ANN graph.")] = False,
@@ -75,7 +78,8 @@ def search_command(
         typer.Option(
             "--min-p-relevant",
             help="Drop hits whose probability of being relevant is below this (0..1); needs a "
-            "pipeline with a relevance calibrator.",
+            "pipeline with a relevance calibrator. Under another --score p_relevant is that "
+            "calibrator's, fitted on the pipeline's own score: an approximation (docs/results.md).",
             show_default=False,
             min=0.0,
             max=1.0,
