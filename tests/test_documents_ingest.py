@@ -2796,3 +2796,27 @@ def test_a_chunked_ingest_names_documents_that_repeat_anothers_content(tmp_path,
     report = ingest_documents(docs, collection, pydoc_pipeline, SMALL, sync=True)
     assert (report.removed, report.repeats.count) == (2, 0)  # more/copy.md is outside docs/ too
     assert "repeat another's content" not in report.summary()
+
+
+@pytest.mark.parametrize("chunk", [["--chunk"], []], ids=["chunked", "plain"])
+def test_a_database_inside_the_folder_it_ingests_is_no_part_of_it(
+    tmp_path, folder, pydoc_pipeline_dir, chunk
+):
+    """`probembed ingest md4 --db md4/db` named the database's own files (.lance, .manifest,
+    .txn, .json) as files not read on every run: the walk took them for the folder's. They
+    are left out without a word, so a re-run, and a sync, reads nothing new and removes
+    nothing."""
+    (folder / "report.pdf").unlink()  # a plain ingest names the PDF and HTML files, as it should
+    (folder / "page.html").unlink()
+    db = folder / "store" / "db"
+    command = ["ingest", str(folder), *chunk, "--db", str(db), "-c", "kb"]
+    runner = CliRunner()
+    made = runner.invoke(app, [*command, "--pipeline", str(pydoc_pipeline_dir), "--json"])
+    assert made.exit_code == 0, made.output
+    assert any(p.suffix == ".lance" for p in db.rglob("*"))  # its files are there to walk
+    for again in (command, [*command, "--sync"]):
+        said = runner.invoke(app, again)
+        assert said.exit_code == 0, said.output
+        assert "not read" not in said.output and "left out" not in said.output, said.output
+        answer = json.loads(runner.invoke(app, [*again, "--json"]).stdout.splitlines()[-1])
+        assert (answer["added"], answer["removed"], answer["skipped"]) == (0, 0, []), answer

@@ -392,3 +392,22 @@ def test_a_rerun_refuses_parts_of_another_input_or_pipeline_naming_the_file(
     pipe = str(pydoc_pipeline.save(tmp_path / "pipe"))
     result = CliRunner().invoke(app, ["embed", str(source), "--out", str(out), "--pipeline", pipe])
     assert result.exit_code == 2 and "written by pipeline 'hash'" in result.output, result.output
+
+
+@pytest.mark.parametrize("chunk", [["--chunk"], []], ids=["chunked", "plain"])
+def test_an_out_inside_the_folder_embedded_is_no_part_of_it(tmp_path, pydoc_pipeline, chunk):
+    """`probembed embed docs --out docs/vectors` named the Parquet files of its own first run
+    as files not read on the next: the walk took the output for the folder's files."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Plain notes about gardening and tomato plants.")
+    (docs / "b.md").write_text("# Octopus\n\nOctopuses have three hearts.")
+    out = docs / "vectors"
+    pipe = str(pydoc_pipeline.save(tmp_path / "pipe"))
+    args = ["embed", str(docs), "--out", str(out), "--pipeline", pipe, *chunk]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert [p.suffix for p in out.iterdir()] == [".parquet"]  # a file there to walk
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.output.split())
+    assert "kept 1 file(s)" in said and "not read" not in said, said

@@ -83,6 +83,7 @@ from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
     RECOMPOSED,
     Excluded,
+    OwnFolders,
     Problem,
     Record,
     Unread,
@@ -272,15 +273,16 @@ def read_documents(
     stream_bytes: int = STREAM_BYTES,
     follow_links: bool = False,
     exclude: Sequence[str] = (),
+    own: OwnFolders = (),
 ) -> Iterator[SourceDocument | StreamedFile | Problem]:
     """Documents of a folder (every supported file below it, id = relative path; through any
     link with `follow_links`, `walk_folder`; but what the gitignore-style `exclude` patterns
-    match, `readers.Excluded`), of one file, or of a JSONL file / BEIR folder (one per
-    record); a text or Markdown file over `stream_bytes` is scanned, not read, and chunked as
-    a stream when written."""
+    match, `readers.Excluded`, and the run's `own` folders), of one file, or of a JSONL file
+    / BEIR folder (one per record); a text or Markdown file over `stream_bytes` is scanned,
+    not read, and chunked as a stream when written."""
     path = Path(source)
     if path.is_dir() and not is_beir(path):
-        walk = walk_folder(path, READERS, follow_links, Excluded(exclude))
+        walk = walk_folder(path, READERS, follow_links, Excluded(exclude), own)
         if not walk.files and not walk.problems:
             raise FileNotFoundError(
                 f"{path} holds no {', '.join(READERS)} files to ingest{left_note(walk)}"
@@ -761,7 +763,8 @@ def ingest_documents(
     written as streams. A folder's links are followed only to files in it, unless
     `follow_links` (`readers.walk_folder`). `exclude`: gitignore-style patterns of a folder's
     files and subfolders to leave out (`readers.Excluded`), relative to it; with `sync` a
-    stored document they now match is removed, as a file gone is."""
+    stored document they now match is removed, as a file gone is. The collection's database,
+    when it is in the folder, is no part of it (`readers.walk_folder`'s `own`)."""
     excluded = Excluded(exclude)  # a bad pattern refused before anything is read
     if exclude and not (Path(source).is_dir() and not is_beir(Path(source))):
         raise ValueError(
@@ -770,7 +773,7 @@ def ingest_documents(
         )
     prefix = composed(prefix)  # as `ingest_parsed` puts it, which the links' report reads
     report = ingest_parsed(
-        read_documents(source, stream_bytes, follow_links, exclude),
+        read_documents(source, stream_bytes, follow_links, exclude, [collection.db.path]),
         collection,
         pipeline,
         chunking,
@@ -786,7 +789,9 @@ def ingest_documents(
         prefix=prefix,
         wait=wait,
     )
-    report.unread = unread_files(source, follow_links=follow_links, exclude=excluded)
+    report.unread = unread_files(
+        source, follow_links=follow_links, exclude=excluded, own=[collection.db.path]
+    )
     report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
     if excluded.unmatched():  # a pattern written from the wrong folder leaves nothing out
         warnings.warn(
@@ -1371,15 +1376,17 @@ def chunked_input(
     stream_bytes: int = STREAM_BYTES,
     clashes: Clashes | None = None,
     follow_links: bool = False,
+    own: OwnFolders = (),
 ) -> Checked:
     """The chunks `ingest_documents` would write of a source into an empty collection, in
     document order, checked as it checks them (one problem per document, and none of a
     refused document's chunks kept): for a job that writes files, not a collection
     (`embed_job`). Files over `stream_bytes` are chunked as streams, and the chunks held.
     Given `clashes`, a metadata type clash keeps the field out of the columns and names it
-    there, not a problem (`promote_metadata`). `follow_links`: as `ingest_documents`'s."""
+    there, not a problem (`promote_metadata`). `follow_links`: as `ingest_documents`'s; `own`:
+    the job's folders, left out (`readers.walk_folder`)."""
     report = DocumentReport(str(source))
-    reading = read_documents(source, stream_bytes, follow_links)
+    reading = read_documents(source, stream_bytes, follow_links, own=own)
     plan = _plan(reading, {}, {}, count, settings, report)
     # a file of no text is a problem here still: the job reports no documents but by these
     report.problems += [NoText(source, NO_TEXT, doc) for doc, source in plan.empty.items()]

@@ -136,7 +136,7 @@ def embed_to_parquet(
     and batch size wrote, and writes the others; a part of anything else is refused
     (`kept_parts`), as is any other file. With `use_ray`, `workers` actors embed, each
     reserving `cpus_per_worker` and `gpus_per_worker`. A folder's links are followed only to
-    files in it, unless `follow_links` (`readers.walk_folder`).
+    files in it, unless `follow_links`, and `out` in it is no part of it (`readers.walk_folder`).
     """
     validate_options(batch_size, on_error)
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):  # s3://..., which Path would mangle
@@ -154,12 +154,17 @@ def embed_to_parquet(
     clashes: Clashes = {}
     if chunking is None:
         records, problems, columns = read_checked(
-            source, None, on_error, clashes=clashes, follow_links=follow_links
+            source, None, on_error, clashes=clashes, follow_links=follow_links, own=[out]
         )
     else:
         settings = chunking.capped(pipeline.max_tokens)
         records, problems, columns = chunked_input(
-            source, pipeline.count_tokens, settings, clashes=clashes, follow_links=follow_links
+            source,
+            pipeline.count_tokens,
+            settings,
+            clashes=clashes,
+            follow_links=follow_links,
+            own=[out],
         )
         if problems and on_error == "stop":
             raise IngestError(problems)
@@ -176,7 +181,7 @@ def embed_to_parquet(
         reads=TEXT_SUFFIXES if chunking is None else tuple(READERS),
         json_only=clashes,
     )
-    report.unread = unread_files(source, report.reads, follow_links)
+    report.unread = unread_files(source, report.reads, follow_links, own=[out])
     if chunking is not None:
         report.documents = len({r.metadata["doc_id"] for r in records})
     todo = [first for first in range(0, len(records), batch_size) if first not in kept]

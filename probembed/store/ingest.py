@@ -37,6 +37,7 @@ from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import (
     RECOMPOSED,
     TEXT_SUFFIXES,
+    OwnFolders,
     Problem,
     Record,
     Unread,
@@ -450,15 +451,17 @@ def prepare(
     unchanged corpus writes nothing) and the column types the check found (`Checked.columns`),
     which every commit of the write takes. Shared by local and Ray ingest, so both refuse the
     same. Every id read is put under `prefix`, composed (`readers.composed`); a folder's
-    links are read as `follow_links` says (`readers.walk_folder`).
+    links are read as `follow_links` says, and the collection's database left out when it
+    is in the folder (`readers.walk_folder`).
     """
     info = PipelineInfo.of(pipeline)
     collection.db.require_writable()
     collection.check_pipeline(info)
     label = source_label(source)
     prefix = composed(prefix)  # as file names are: one spelling in every id
+    own = [collection.db.path]  # a database in the folder it ingests holds no documents
     records, problems, columns = read_checked(
-        source, collection, on_error, prefix, follow_links=follow_links
+        source, collection, on_error, prefix, follow_links=follow_links, own=own
     )
     refuse_mixing(collection, [r.metadata for r in records])  # before anything is kept
     named = [p.doc_id for p in problems if p.doc_id is not None]
@@ -470,7 +473,7 @@ def prepare(
         )
     collection.record_pipeline(pipeline)
     if isinstance(source, (str, Path)):
-        report.unread = unread_files(source, TEXT_SUFFIXES, follow_links)
+        report.unread = unread_files(source, TEXT_SUFFIXES, follow_links, own=own)
         report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
     report.recomposed = recomposed(report.gone, {r.id for r in records})
     as_given = stored_as_given(collection, records)
@@ -619,14 +622,18 @@ def read_checked(
     prefix: str = "",
     clashes: Clashes | None = None,
     follow_links: bool = False,
+    own: OwnFolders = (),
 ) -> Checked:
     """The whole input read, its ids put under `prefix` (composed, as `prepare` puts them),
     and checked against the collection's metadata columns (None: against none): this needs
     no model, so a caller can refuse bad input before it loads one. Under on_error="stop"
     any problem raises `IngestError`. Given `clashes`, a metadata type clash keeps the field
     out of the columns and names it there, not a problem (`promote_metadata`).
-    `follow_links`: `read_records`'s."""
-    read = read_records(source, follow_links) if isinstance(source, (str, Path)) else _given(source)
+    `follow_links`, `own`: `read_records`'s."""
+    if isinstance(source, (str, Path)):
+        read = read_records(source, follow_links, own)
+    else:
+        read = _given(source)
     items = [under_prefix(item, composed(prefix)) for item in read]
     checked = check_records(items, columns_to_check(collection, items), clashes)
     if checked.problems and on_error == "stop":

@@ -26,6 +26,7 @@ __all__ = [
     "RECOMPOSED",
     "TEXT_SUFFIXES",
     "Link",
+    "OwnFolders",
     "Problem",
     "Record",
     "Special",
@@ -55,6 +56,9 @@ TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 CHUNKED_ONLY = tuple(s for s in READERS if s not in TEXT_SUFFIXES)
 #: Files read as JSON lines: any other suffix would give one "malformed JSON" per line.
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", "")
+#: Folders a run writes below the folder it reads (its database, its output): `walk_folder`'s
+#: `own`, which every walk of that run leaves out.
+OwnFolders = Collection[str | os.PathLike[str]]
 #: What a BEIR folder holds besides the corpus an ingest reads: the evaluation's, not documents.
 BEIR_PARTS = ("corpus.jsonl", "queries.jsonl", "qrels")
 
@@ -64,9 +68,12 @@ def is_beir(path: Path) -> bool:
     return (path / "corpus.jsonl").is_file()
 
 
-def read_records(path: str | Path, follow_links: bool = False) -> Iterator[Record | Problem]:
+def read_records(
+    path: str | Path, follow_links: bool = False, own: OwnFolders = ()
+) -> Iterator[Record | Problem]:
     """Records from a JSONL file, a BEIR folder (corpus.jsonl), a folder of .txt/.md files or
-    one such file; `follow_links`: a folder's links too (`walk_folder`)."""
+    one such file; `follow_links`: a folder's links too, `own`: the run's folders left out
+    (`walk_folder`)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if path.is_file() and suffix in TEXT_SUFFIXES:  # one document, not lines of JSON
@@ -88,7 +95,7 @@ def read_records(path: str | Path, follow_links: bool = False) -> Iterator[Recor
     if is_beir(path):
         return read_jsonl(path / "corpus.jsonl")
     if path.is_dir():
-        return read_text_folder(path, follow_links)
+        return read_text_folder(path, follow_links, own)
     odd = not_regular(path)
     if odd is not None:
         raise ValueError(odd)
@@ -204,6 +211,7 @@ def walk_folder(
     suffixes: Collection[str] | None = None,
     follow_links: bool = False,
     exclude: Excluded | None = None,
+    own: OwnFolders = (),
 ) -> Walk:
     """The files below root with these suffixes (None: any), sorted, hidden files and folders
     aside (an editor's or a tool's: `.obsidian/`, `.venv/`), a problem for each folder that
@@ -220,8 +228,11 @@ def walk_folder(
     swapped for a link after the walk was read through it. A name that is no regular file
     (a named pipe, a socket, a link to one: `Special`) is kept apart for a report to name;
     it was passed over without a word, or called a link whose target is missing. `exclude`
-    leaves out what its patterns match, counted (`Walk.excluded`) as hidden names are."""
+    leaves out what its patterns match, counted (`Walk.excluded`) as hidden names are. `own`:
+    folders the run writes (its database, its output), left out without a word when below
+    root: a database inside the folder it ingests was read as documents not read, each run."""
     excluded = exclude or Excluded()
+    written = {_identity(os.fspath(folder)) for folder in own} - {None}
     left_out = Counter[str]()
     files: dict[Path, Found] = {}
     problems: list[Problem] = []
@@ -243,6 +254,8 @@ def walk_folder(
             why = _left_out(name, _relative(Path(sub), root), excluded, folder=True)
             if why:
                 left_out[why] += 1
+                continue
+            if written and _identity(sub) in written:
                 continue
             identity = _identity(sub) if follow_links else None
             if os.path.islink(sub) and (not follow_links or identity in chain):
@@ -427,14 +440,16 @@ def _within(link: Path, real_root: str, found: os.stat_result | OSError) -> bool
     return (there.st_dev, there.st_ino) == (found.st_dev, found.st_ino)
 
 
-def read_text_folder(root: Path, follow_links: bool = False) -> Iterator[Record | Problem]:
+def read_text_folder(
+    root: Path, follow_links: bool = False, own: OwnFolders = ()
+) -> Iterator[Record | Problem]:
     """One record per .txt/.md file below root, id = path relative to root (`follow_links`:
-    through any link, `walk_folder`). PDF and HTML files are left to chunked ingestion: the
-    report names them (`unread_files`), and they stop nothing, as a problem did with
-    on_error="stop"."""
-    walk = walk_folder(root, TEXT_SUFFIXES, follow_links)
+    through any link, `own`: the run's folders left out, `walk_folder`). PDF and HTML files
+    are left to chunked ingestion: the report names them (`unread_files`), and they stop
+    nothing, as a problem did with on_error="stop"."""
+    walk = walk_folder(root, TEXT_SUFFIXES, follow_links, own=own)
     if not walk.files and not walk.problems:
-        others = walk_folder(root, CHUNKED_ONLY, follow_links).files
+        others = walk_folder(root, CHUNKED_ONLY, follow_links, own=own).files
         kinds = sorted({p.suffix.lower() for p in others})
         hint = (
             f"; its {'/'.join(kinds)} files are read by `probembed ingest --chunk`" if kinds else ""
@@ -493,6 +508,7 @@ def unread_files(
     reads: Collection[str] = tuple(READERS),
     follow_links: bool = False,
     exclude: Excluded | None = None,
+    own: OwnFolders = (),
 ) -> Unread:
     """Files below a folder source that a run reading these suffixes leaves out, counted by
     suffix (hidden ones aside; none for a file): a .docx among Markdown files is not ingested,
@@ -500,11 +516,12 @@ def unread_files(
     a report says so; and the links the run did not follow (`walk_folder`), but one to a file
     it would not read anyway, which is counted with those, as is every name that is no
     regular file (`Special`), whatever its suffix; and how many hidden names and names the
-    run's `exclude` matched it left out."""
+    run's `exclude` matched it left out; the run's `own` folders (`walk_folder`) are none of
+    these."""
     folder = Path(source)
     if not folder.is_dir():
         return Unread()
-    walk = walk_folder(folder, follow_links=follow_links, exclude=exclude)
+    walk = walk_folder(folder, follow_links=follow_links, exclude=exclude, own=own)
     linked = [x for x in walk.linked if x.folder or Path(x.name).suffix.lower() in reads]
     found = [p.relative_to(folder) for p in walk.files]
     found += [Path(x.name) for x in walk.linked if x not in linked]
