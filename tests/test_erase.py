@@ -720,3 +720,27 @@ def test_an_erase_stopped_by_ctrl_c_says_what_it_keeps_and_the_same_command_comp
     assert files_holding(tmp_path / "db", MARKER.encode())  # in the older versions
     assert runner.invoke(app, [*args, "--missing-ok"]).exit_code == 0
     assert files_holding(tmp_path / "db", MARKER.encode()) == []
+
+
+def test_the_cli_refuses_a_bad_filter_before_it_asks(tmp_path, cache_dir, cached_pipeline):
+    """`erase --where "nosuch = 1"` without --yes asked to erase for good first, and only
+    then said the filter was bad: a person confirmed an erasure that could never run. A
+    filter the erasure refuses (an unknown field, one it cannot parse, one keeping every
+    item without --all) and a missing collection are refused before the question."""
+    collection = filled(tmp_path, cached_pipeline)
+    base = ["--db", str(tmp_path / "db"), "--collection", "c"]
+    cases = [
+        (["--where", "nosuch = 1"], "no field nosuch"),
+        (["--where", "who = = 'x'"], "invalid filter"),
+        (["--where", "1 = 1"], "selects every item of collection 'c' (300)"),
+        (["--where", "who = 'x'", "--collection", "gone"], "no collection 'gone'"),
+    ]
+    for args, said in cases:
+        for given in ("y\n", None):
+            result = runner.invoke(app, ["erase", *base, *args], input=given)
+            assert result.exit_code == 2, result.output
+            assert said in " ".join(result.output.split()), result.output
+            assert "for good" not in result.output and "nothing erased" not in result.output
+    everything = runner.invoke(app, ["erase", *base, "--where", "1 = 1", "--all"], input="n\n")
+    assert "for good" in everything.output and "nothing erased" in everything.output  # asked
+    assert collection.count() == 2 * ROWS

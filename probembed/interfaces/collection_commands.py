@@ -287,10 +287,12 @@ def erase_command(
         f"erase {chosen} from collection {collection!r} for good (every older version is "
         "removed: no undo)?"
     )
-    if not yes and not ask(asked):
-        say("nothing erased")
-        raise typer.Exit(1)
     try:
+        if not yes:  # a filter the erasure refuses is refused before the question, not after
+            target.check_erasure(where, allow_all=every)
+            if not ask(asked):
+                say("nothing erased")
+                raise typer.Exit(1)
         done = target.erase(
             None if doc or where is not None else ids,
             documents=ids if doc else None,

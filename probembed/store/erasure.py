@@ -37,7 +37,7 @@ from probembed.store.rows import ERASURE_MARK
 from probembed.store.threads import one_at_a_time
 from probembed.store.undo import rows_of
 from probembed.store.upkeep import CollectionUpkeep
-from probembed.store.writes import CollectionWrites, every_item_refused
+from probembed.store.writes import CollectionWrites, refuse_every_item
 
 #: What an erasure reads of the rows it erases: the id, the text (whose cache entries it
 #: evicts) and where the row is stored (`_rowaddr`: its fragment in the high 32 bits, whether
@@ -331,6 +331,18 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
         self.close()
         return done
 
+    def check_erasure(self, where: str | None = None, allow_all: bool = False) -> None:
+        """Refuse what `erase` would refuse of a filter (a blank, bad or unknown-field one, one
+        that keeps every item without `allow_all`) and a missing collection, reading only, so
+        a command refuses them before it asks to confirm; ids are not looked at (an erasure
+        reports those not there). The erasure checks all of it again under its locks."""
+        table = self._require()
+        if where is None:
+            return
+        selection(None, None, where)
+        matched = self.count(where)  # the filter check a search's and a delete's go through
+        refuse_every_item(where, self.name, matched, table.count_rows(), allow_all, "erase")
+
     @one_at_a_time
     def _erase(
         self,
@@ -350,8 +362,10 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
             indices = _rebuilt(table, self.name)
             found, not_found = self._selected(table, chosen)
             everything = table.count_rows()
-            if chosen.where is not None and found.num_rows == everything > 0 and not allow_all:
-                raise every_item_refused(chosen.where, self.name, everything, "erase")
+            if chosen.where is not None:
+                refuse_every_item(
+                    chosen.where, self.name, found.num_rows, everything, allow_all, "erase"
+                )
             earlier, not_found = self._deleted(table, chosen, found, not_found)
             rows = pa.concat_tables([found, earlier])
             bar.advance(1)

@@ -49,10 +49,15 @@ class Upserted(NamedTuple):
     removed: int
 
 
-def every_item_refused(where: str, name: str, matched: int, verb: str) -> StoreError:
-    """The refusal of a filter that selects every item of a collection (`verb`: delete or
-    erase), unless allow_all: a blank or always-true filter (`1 = 1`) does so by mistake."""
-    return StoreError(
+def refuse_every_item(
+    where: str, name: str, matched: int, everything: int, allow_all: bool, verb: str
+) -> None:
+    """Refuse a filter that selects every item of a collection, `matched` of `everything`
+    (`verb`: delete or erase), unless allow_all: a blank or always-true filter (`1 = 1`) does
+    so by mistake."""
+    if not matched or matched != everything or allow_all:
+        return
+    raise StoreError(
         f"filter where={quoted(where)} selects every item of collection {name!r} ({matched}): "
         f"{verb[:-1]}ing them all empties it, as a blank or always-true filter would by "
         f"mistake; pass allow_all=True to {verb} them all, or drop the collection"
@@ -256,8 +261,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             table = self._require()
             everything = table.count_rows()
             matched = len(self.matching_ids(where)) if where.strip() else everything
-            if matched and matched == everything and not allow_all:
-                raise every_item_refused(where, self.name, matched, "delete")
+            refuse_every_item(where, self.name, matched, everything, allow_all, "delete")
             if matched:  # blank: every item, as no filter
                 shared_writes.committed(partial(table.delete, where if where.strip() else "true"))
             return matched
