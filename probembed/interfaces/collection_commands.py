@@ -270,9 +270,11 @@ def erase_command(
 ) -> None:
     """Erase items for good (a right-to-be-forgotten request): their rows, every older
     version of the collection (no undo brings them back), their entries in the text index,
-    the saved search graphs and the embedding cache; ids (and --doc documents) deleted
-    before are erased too, read from the older versions kept; exits 1, as delete does, when
-    some ids were in no version (where none was in any, nothing changes: undo still works)."""
+    the saved search graphs and the embedding cache.
+
+    Ids (and --doc documents) deleted before are erased too, read from the older versions
+    kept; exits 1, as delete does, when some ids were in no version (where none was in any,
+    nothing changes: undo still works)."""
     from probembed.store import StoreError
 
     if where is not None and (ids or doc):
