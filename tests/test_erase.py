@@ -733,6 +733,7 @@ def test_the_cli_refuses_a_bad_filter_before_it_asks(tmp_path, cache_dir, cached
         (["--where", "nosuch = 1"], "no field nosuch"),
         (["--where", "who = = 'x'"], "invalid filter"),
         (["--where", "1 = 1"], "selects every item of collection 'c' (300)"),
+        (["--where", "  "], "--where must be a filter (an SQL condition)"),
         (["--where", "who = 'x'", "--collection", "gone"], "no collection 'gone'"),
     ]
     for args, said in cases:

@@ -85,7 +85,7 @@ SYNC_OPTIONS = {
 #: How a report names the way to follow the links of a folder it did not follow.
 LINK_OPTIONS = {"follow_links=True": "--follow-links"}
 #: How a refused filter is named by the commands that take --where.
-WHERE_OPTIONS = {"filter where=": "filter --where "}
+WHERE_OPTIONS = {"filter where=": "filter --where ", "where must be": "--where must be"}
 SEARCH_OPTIONS = {
     "group_by_doc needs": "--group-by-doc needs",
     "without group_by_doc": "without --group-by-doc",
