@@ -57,6 +57,7 @@ from probembed.store import (
 )
 from probembed.store.errors import (
     CollectionBusyError,
+    EveryItemError,
     StorageCredentialsError,
     credentials_refusal,
     disk_refusal,
@@ -238,6 +239,8 @@ def _handle_errors(app: FastAPI, service: Service) -> None:
         if isinstance(exc, IngestError):
             message = exc.told('send "on_error": "skip"')
             return refusal(request, status, message, headers, raw=[str(p) for p in exc.problems])
+        if isinstance(exc, EveryItemError):
+            return refusal(request, status, exc.told('"all": true'), headers)
         if isinstance(exc, NotChunkedError):
             return refusal(
                 request, status, exc.told('"chunk": true in the documents write'), headers

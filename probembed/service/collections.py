@@ -21,7 +21,7 @@ from probembed.service.scopes import ScopedRoute, _scope
 from probembed.service.settings import Limits
 from probembed.service.state import Service, UnknownModelError
 from probembed.service.validation import check_texts, text_problem
-from probembed.store import CollectionNotFoundError, Problem, Record, StoreError
+from probembed.store import CollectionNotFoundError, Problem, Record
 from probembed.store.chunked import (
     DocumentReport,
     ingest_parsed,
@@ -368,19 +368,14 @@ def _collections(service: Service) -> APIRouter:
 
         def erase() -> schemas.EraseReport:
             collection = service.collection(name)
-            try:
-                done = collection.erase(
-                    None if body.doc or body.ids is None else body.ids,
-                    documents=body.ids if body.doc else None,
-                    where=body.where,
-                    force=body.force,
-                    wait=PLAN_WAIT,
-                    allow_all=body.all,
-                )
-            except StoreError as exc:  # the filter that keeps every item: say the body's key
-                if "allow_all=True" not in str(exc):
-                    raise
-                raise ApiError(422, str(exc).replace("allow_all=True", '"all": true')) from exc
+            done = collection.erase(
+                None if body.doc or body.ids is None else body.ids,
+                documents=body.ids if body.doc else None,
+                where=body.where,
+                force=body.force,
+                wait=PLAN_WAIT,
+                allow_all=body.all,
+            )
             if done.live:  # an unloadable pipeline is logged and listed by /readyz
                 finish_delete(collection, partial(service.own_pipeline, collection))
             return schemas.EraseReport.model_validate(

@@ -132,6 +132,25 @@ class NotChunkedError(StoreError):
         )
 
 
+class EveryItemError(StoreError):
+    """A delete or erasure by a filter that selects every item of a collection, refused
+    unless allowed: a blank or always-true filter (`1 = 1`) does so by mistake."""
+
+    def __init__(self, where: str, name: str, matched: int, verb: str) -> None:
+        self.where, self.name, self.matched, self.verb = where, name, matched, verb
+        super().__init__(self.told("allow_all=True"))
+
+    def told(self, allow: str) -> str:
+        """The message, with how the caller allows it in its own terms (an HTTP client sends
+        `"all": true`)."""
+        return (
+            f"filter where={quoted(self.where)} selects every item of collection "
+            f"{self.name!r} ({self.matched}): {self.verb[:-1]}ing them all empties it, as a "
+            f"blank or always-true filter would by mistake; pass {allow} to {self.verb} them "
+            "all, or drop the collection"
+        )
+
+
 class StoreStateError(StoreError):
     """The database's own files or storage fail, or hold what cannot be served: not the
     caller's input (a service answers it 500 and logs it, never 4xx)."""

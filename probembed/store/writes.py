@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from probembed.store import shared_writes
 from probembed.store.creation import CollectionCreation
-from probembed.store.errors import CollectionExistsError, StoreError, quoted
+from probembed.store.errors import CollectionExistsError, EveryItemError, StoreError
 from probembed.store.filters import id_conditions, sql_list
 from probembed.store.handle import scan
 from probembed.store.kinds import refuse_mixing
@@ -57,11 +57,7 @@ def refuse_every_item(
     so by mistake."""
     if not matched or matched != everything or allow_all:
         return
-    raise StoreError(
-        f"filter where={quoted(where)} selects every item of collection {name!r} ({matched}): "
-        f"{verb[:-1]}ing them all empties it, as a blank or always-true filter would by "
-        f"mistake; pass allow_all=True to {verb} them all, or drop the collection"
-    )
+    raise EveryItemError(where, name, matched, verb)
 
 
 class CollectionWrites(CollectionCreation, CollectionUndo):
