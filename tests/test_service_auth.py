@@ -309,7 +309,9 @@ def test_the_schema_names_the_scope_each_route_needs(guarded, tmp_path, pydoc_pi
     """Every operation showed one anonymous bearer scheme and a 403 "the key lacks the scope
     this route needs", so a client generated from /openapi.json could not tell which key a
     route takes. Each operation's security now names the scheme of the scope its `_scope`
-    dependency needs, described, and its 401 and 403 name that scope; the probes need none.
+    dependency needs, described, then those of the wider scopes whose keys get in too (/metrics
+    listed `metrics` alone, which a read key opens as well), and its 401 and 403 name that
+    scope; the probes need none.
     Read off the app's own routes (a route added without a documented scope fails here) and
     checked against what the server does with a key of each scope; a server without keys
     publishes the same."""
@@ -324,6 +326,7 @@ def test_the_schema_names_the_scope_each_route_needs(guarded, tmp_path, pydoc_pi
         assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
         assert f"`{scope}` scope" in scheme["description"], scheme
     assert "GET /metrics" in schemes["read"]["description"]  # read grants metrics
+    assert served["paths"]["/metrics"]["get"]["security"] == [{"metrics": []}, {"read": []}]
     single = {"read": READER, "write": WRITER, "metrics": SCRAPER}
     routes = [  # as the schema reads them: the routers' routes, each as it was included
         route
@@ -345,15 +348,20 @@ def test_the_schema_names_the_scope_each_route_needs(guarded, tmp_path, pydoc_pi
                 continue
             assert len(needed) == 1, where
             (scope,) = needed
-            assert operation["security"] == [{scope: []}], where
             for status in ("401", "403"):
                 assert f"'{scope}'" in responses.get(status, {}).get("description", ""), where
             path = re.sub(r"\{[^}]+\}", "absent", route.path_format)  # nothing there to change
+            let_in = []
             for key_scope, key in single.items():
                 with guarded.client(key) as http:
                     status = http.request(method, path).status_code
                 refused = not grants(frozenset({key_scope}), scope)
                 assert (status == 403) is refused, (where, key_scope, status)
+                let_in += [] if refused else [key_scope]
+            # the schema's alternatives are exactly the keys the server lets in, its own first
+            listed = [name for entry in operation["security"] for name in entry]
+            assert listed[0] == scope and sorted(listed) == sorted(let_in), (where, listed)
+            assert operation["security"] == [{name: []} for name in listed], where  # each alone
 
 
 def _access(operation: dict) -> tuple:

@@ -61,9 +61,16 @@ def _needed_scopes(dependencies: Sequence[Depends]) -> list[str]:
     return [needed for needed in found if needed is not None]
 
 
+def _granting_scopes(needed: str) -> list[str]:
+    """The scopes whose keys may use a route needing `needed`: `needed` first, then any
+    wider one (a read key reads /metrics too)."""
+    wider = (scope for scope in SCOPES if scope != needed and grants(frozenset({scope}), needed))
+    return [needed, *wider]
+
+
 def _granting(needed: str) -> str:
     """The scopes whose keys may use a route needing `needed`, as a refusal names them."""
-    return " or ".join(repr(scope) for scope in SCOPES if grants(frozenset({scope}), needed))
+    return " or ".join(repr(scope) for scope in _granting_scopes(needed))
 
 
 def _refusals(needed: Sequence[str]) -> dict[int | str, dict[str, Any]]:
@@ -81,10 +88,19 @@ def _refusals(needed: Sequence[str]) -> dict[int | str, dict[str, Any]]:
     }
 
 
+def _wider_schemes(needed: Sequence[str]) -> list[Depends]:
+    """The security schemes of the scopes that grant what a route needs besides its own
+    (each `_scope` check declares its own): OpenAPI reads an operation's `security` entries
+    as alternatives, so a client sees that a read key opens /metrics too."""
+    wider = (scope for each in needed for scope in _granting_scopes(each)[1:])
+    return [Security(_BEARERS[scope]) for scope in dict.fromkeys(wider)]
+
+
 class ScopedRoute(Utf8Route):
-    """A route (UTF-8 bodies alone, `Utf8Route`) whose schema documents the 401 and 403 of
-    the scopes its dependencies need, from those dependencies: a route cannot name one scope
-    in its check and another in its documentation."""
+    """A route (UTF-8 bodies alone, `Utf8Route`) whose schema documents the scopes whose
+    keys get in and the 401 and 403 of the scopes its dependencies need, from those
+    dependencies: a route cannot name one scope in its check and another in its
+    documentation."""
 
     def __init__(
         self,
@@ -95,12 +111,12 @@ class ScopedRoute(Utf8Route):
         responses: dict[int | str, dict[str, Any]] | None = None,
         **options: Any,
     ) -> None:
-        refusals = _refusals(_needed_scopes(dependencies or ()))
+        needed = _needed_scopes(dependencies or ())
         super().__init__(
             path,
             endpoint,
-            dependencies=dependencies,
-            responses={**(responses or {}), **refusals},
+            dependencies=[*(dependencies or ()), *_wider_schemes(needed)],
+            responses={**(responses or {}), **_refusals(needed)},
             **options,
         )
 
