@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probembed.fusion.weights import uncertainty
-from probembed.gaussian import Gaussian, squared_norms
+from probembed.gaussian import Gaussian, unit_rows
 
 #: Per member and text: own log-uncertainty, own disagreement, the mean disagreement of all
 #: members, log characters, log words.
@@ -31,12 +31,6 @@ ANCHORS = 256
 SEED = 0
 #: Ridge penalty on standardised features: features are few and correlated (lengths).
 RIDGE = 1.0
-
-
-def _unit(mean: np.ndarray) -> np.ndarray:
-    """Float64 rows scaled to unit norm."""
-    m = np.asarray(mean, dtype=np.float64)
-    return m / np.sqrt(np.maximum(squared_norms(m), 1e-300))
 
 
 def _standardised_rows(table: np.ndarray) -> np.ndarray:
@@ -56,7 +50,7 @@ def disagreement(parts: Sequence[Gaussian], anchors: np.ndarray) -> np.ndarray:
         raise ValueError(f"disagreement needs at least 2 members, got {len(parts)}")
     profiles = []
     for part in parts:
-        unit = _unit(part.mean)
+        unit, _ = unit_rows(part.mean)
         profiles.append(_standardised_rows(unit @ unit[anchors].T))
     total = np.sum(profiles, axis=0)
     out = np.empty((len(parts[0]), len(parts)))
