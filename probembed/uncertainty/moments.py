@@ -15,8 +15,6 @@ import numpy as np
 
 from probembed.gaussian import Gaussian
 
-#: Floor on a squared norm, so an all-zero embedding maps to zero rather than to NaN.
-
 
 @dataclass(frozen=True, eq=False)
 class Moments:
