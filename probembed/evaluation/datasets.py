@@ -35,8 +35,6 @@ _HEADER_KINDS = {
 }
 DEFAULT_SPLIT = "test"
 TRAIN_SPLIT = "train"
-#: A BEIR folder's files besides its qrels.
-BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
 #: File stems that make a TSV one split of its folder's dataset.
 SPLIT_NAMES = ("train", "dev", "validation", "test")
 
