@@ -39,15 +39,15 @@ from probembed.pipeline_directory import (
     CONFIG_FILE,
     FORMAT_VERSION,
     TUNING_FILE,
-    _fusion_to_json,
-    _read_config,
-    _resolve,
     available_pipelines,
     builtin_dir,
     check_save_target,
     find_pipeline,
+    fusion_to_json,
     pipeline_name,
+    read_config,
     read_tuning,
+    resolve_pipeline,
     write_tuning,
 )
 from probembed.progress import map_chunks
@@ -72,8 +72,11 @@ __all__ = [
     "builtin_dir",
     "check_save_target",
     "find_pipeline",
+    "fusion_to_json",
     "pipeline_name",
+    "read_config",
     "read_tuning",
+    "resolve_pipeline",
     "write_tuning",
 ]
 
@@ -521,7 +524,7 @@ class Pipeline:
             "format": FORMAT_VERSION,
             "name": self.name,
             "models": entries,
-            "fusion": _fusion_to_json(self.fusion),
+            "fusion": fusion_to_json(self.fusion),
             "score": asdict(self.score),
             "adapt": asdict(self.adapt),
         }
@@ -536,8 +539,8 @@ class Pipeline:
     @classmethod
     def load(cls, name_or_dir: str | os.PathLike, cache: EmbeddingCache | bool = True) -> Pipeline:
         """Load a pipeline directory, or a built-in by name (see `available_pipelines`)."""
-        directory = _resolve(name_or_dir)
-        config = _read_config(directory)
+        directory = resolve_pipeline(name_or_dir)
+        config = read_config(directory)
         members = []
         for i, entry in enumerate(config["models"]):
             params = entry.get("encoder_params", {})
@@ -558,7 +561,7 @@ class Pipeline:
         as the copy does. Member states are not read; a fingerprint check stays the caller's.
         """
         directory = Path(directory)
-        config = _read_config(directory)
+        config = read_config(directory)
         kept = [(e["encoder"], e["estimator"]) for e in config["models"]]
         mine = [(m.encoder.name, m.kind) for m in self.members]
         if kept != mine:

@@ -72,19 +72,19 @@ def check_save_target(directory: Path) -> None:
 def find_pipeline(name_or_dir: str | os.PathLike) -> Path:
     """The directory of a pipeline, its pipeline.json checked, without loading a model: a
     server or a job refuses a wrong name at once rather than after it has started."""
-    directory = _resolve(name_or_dir)
-    _read_config(directory)
+    directory = resolve_pipeline(name_or_dir)
+    read_config(directory)
     return directory
 
 
 def pipeline_name(name_or_dir: str | os.PathLike) -> str:
     """The name a pipeline loads under, read from its pipeline.json without loading a model:
     a server states the pipelines it serves in its schema before they have loaded."""
-    directory = _resolve(name_or_dir)
-    return str(_read_config(directory).get("name", directory.name))
+    directory = resolve_pipeline(name_or_dir)
+    return str(read_config(directory).get("name", directory.name))
 
 
-def _resolve(name_or_dir: str | os.PathLike) -> Path:
+def resolve_pipeline(name_or_dir: str | os.PathLike) -> Path:
     """A pipeline directory wins; otherwise a built-in name; otherwise a helpful error (a
     directory without a pipeline is reported when no built-in has its name)."""
     if not str(name_or_dir).strip():  # Path("") is the working directory
@@ -104,7 +104,7 @@ def _resolve(name_or_dir: str | os.PathLike) -> Path:
     )
 
 
-def _read_config(directory: Path) -> dict[str, Any]:
+def read_config(directory: Path) -> dict[str, Any]:
     """Parse and check pipeline.json, naming the directory and the problem on failure."""
     path = directory / CONFIG_FILE
     try:
@@ -183,7 +183,7 @@ def _check_keys(path: Path, where: str, data: object, allowed: Sequence[str]) ->
         )
 
 
-def _fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
+def fusion_to_json(fusion: FusionConfig) -> dict[str, Any]:
     """Strict JSON: an infinite temperature (weights = the prior) is written as the string "inf"."""
     data = asdict(fusion)
     if math.isinf(cast(float, fusion.temperature)):  # never None once made (__post_init__)

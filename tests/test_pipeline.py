@@ -8,7 +8,7 @@ import pytest
 from probembed.cache import EmbeddingCache
 from probembed.gaussian import Gaussian
 from probembed.pipeline import FusionConfig, ModelSpec, Pipeline, available_pipelines, builtin_dir
-from probembed.pipeline_directory import _resolve
+from probembed.pipeline_directory import resolve_pipeline
 
 TEXTS = ["A man plays a guitar.", "Someone is playing an instrument.", "The stock market fell.", ""]
 
@@ -129,7 +129,7 @@ def test_sum_fusion_of_members_of_different_widths_is_refused_when_made(hash_pip
 def test_a_folder_named_like_a_built_in_without_a_pipeline_does_not_hide_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "default").mkdir()  # e.g. a project's own folder, holding no pipeline.json
-    assert _resolve("default") == builtin_dir() / "default"
+    assert resolve_pipeline("default") == builtin_dir() / "default"
     (tmp_path / "mine").mkdir()
     with pytest.raises(ValueError, match="mine is not a pipeline directory"):
         Pipeline.load("mine")  # no built-in of that name: the folder is what was meant
