@@ -20,7 +20,7 @@ here before any test figure was seen, and were not changed after:
   best single member, `minimax`'s choice, and the fold is recorded as having fallen back
   (`fell_back` in the output; `lodo.constrained_choice`).
 
-Ties are figures within `lodo.TIE` (1e-12) of each other, as `fold_choice` reads them. Each
+Ties are figures within `tuning.TIE` (1e-12) of each other, as `fold_choice` reads them. Each
 objective's `uec` row tunes uec's (T, β) around its static weights by the same objective
 (`lodo.least_regret_static_uec`), as `benchmarks/lodo_task.py` does for its families; `static`
 and `uec` are the plain LODO rows (mean tuning figure). Each row gets the paired bootstrap
@@ -43,7 +43,6 @@ from probembed.evaluation.harness import Method, baseline_methods
 from probembed.evaluation.lodo import (
     LODO_DATASETS,
     REGRET_OBJECTIVES,
-    TIE,
     Scores,
     Shares,
     best_singles,
@@ -55,6 +54,7 @@ from probembed.evaluation.lodo import (
 )
 from probembed.evaluation.paired import BOOTSTRAP
 from probembed.evaluation.report import write_json
+from probembed.evaluation.tuning import TIE
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -14,8 +14,8 @@ from probembed.evaluation.lodo import (
     Split,
     prior_precision_variants,
     tune_prior_precision,
-    uec_methods,
 )
+from probembed.evaluation.tuning import uec_methods
 from probembed.pipeline import FusionConfig, Pipeline
 from probembed.uncertainty import LaplaceEstimator
 from probembed.uncertainty.base import split_holdout

@@ -9,7 +9,6 @@ every dataset but D, so nothing of D is seen by any tuning step.
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,7 +34,7 @@ from probembed.evaluation.harness import (
 )
 from probembed.evaluation.metrics import probe_losses, spearman
 from probembed.evaluation.paired import paired_difference
-from probembed.evaluation.tuning import BETAS, TEMPERATURES, simplex_grid
+from probembed.evaluation.tuning import TIE, simplex_grid, uec_methods
 from probembed.fusion.adapt import adapted_weights, agreement
 from probembed.fusion.router import (
     Router,
@@ -45,7 +44,7 @@ from probembed.fusion.router import (
     text_features,
 )
 from probembed.gaussian import Gaussian, squared_norms
-from probembed.pipeline import FusionConfig, Pipeline, ScoreConfig
+from probembed.pipeline import FusionConfig, Pipeline
 from probembed.progress import progress_bar
 from probembed.uncertainty import Estimator, LaplaceEstimator
 
@@ -140,9 +139,6 @@ def load_tasks(data_dir: Path, names: Sequence[str] | None = None) -> dict[str, 
 
 #: Each dataset's share of a fold's tuning mean (None: every dataset but the left-out alike).
 Shares = Mapping[str, float] | None
-#: Two tuning figures this close are tied (the first setting kept): float64 rounding of one
-#: figure reached two ways, not a difference between settings.
-TIE = 1e-12
 
 
 def fold_means(
@@ -536,14 +532,6 @@ def fixed(method: Method) -> Setting:
 def static_methods(k: int, step: float) -> list[Method]:
     """Static weights on the simplex grid, scored by cosine (the tuned static ensemble)."""
     return [Method("static", FusionConfig("weighted", weights=w)) for w in simplex_grid(k, step)]
-
-
-def uec_methods(prior: Sequence[float]) -> list[Method]:
-    """Per-text uncertainty weights around a prior, and the uec score's beta."""
-    return [
-        Method("uec", FusionConfig("uec", temperature=t, prior=tuple(prior)), ScoreConfig("uec", b))
-        for t, b in itertools.product(TEMPERATURES, BETAS)
-    ]
 
 
 def _best(

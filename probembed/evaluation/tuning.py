@@ -26,6 +26,9 @@ from probembed.progress import progress_bar
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, float("inf"))
 BETAS = (0.0, 1.0, 4.0, 16.0, 64.0)
+#: Two tuning figures this close are tied (the first setting kept): float64 rounding of one
+#: figure reached two ways, not a difference between settings.
+TIE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,14 @@ def simplex_grid(k: int, step: float) -> list[tuple[float, ...]]:
     return [tuple(x / units for x in (*c, units - sum(c))) for c in points]
 
 
+def uec_methods(prior: Sequence[float]) -> list[Method]:
+    """Per-text uncertainty weights around a prior, and the uec score's beta: the (T, β) grid."""
+    return [
+        Method("uec", FusionConfig("uec", temperature=t, prior=tuple(prior)), ScoreConfig("uec", b))
+        for t, b in itertools.product(TEMPERATURES, BETAS)
+    ]
+
+
 def _best(
     candidates: Sequence[Method], objective: Callable[[Method], float], label: str, progress: bool
 ) -> tuple[Method, float]:
@@ -56,7 +67,7 @@ def _best(
             value = objective(method)
             if math.isnan(value):  # would lose every comparison, and tuning would pass it by
                 raise ValueError(f"{label}: {method} scores NaN on the tuning data")
-            if value > best_value + 1e-12:
+            if value > best_value + TIE:
                 best, best_value = method, value
             bar.advance(1)
     return best, best_value
@@ -82,12 +93,10 @@ def tune(
         Method("weighted", FusionConfig("weighted", weights=w)) for w in simplex_grid(k, step)
     ]
     weighted, weighted_dev = _best(weighted_grid, objective, "tune weights", progress)
-    prior = weighted.fusion.weights
-    uec_grid = [
-        Method("uec", FusionConfig("uec", temperature=t, prior=prior), ScoreConfig("uec", beta))
-        for t, beta in itertools.product(TEMPERATURES, BETAS)
-    ]
-    uec, uec_dev = _best(uec_grid, objective, "tune uec (T, beta)", progress)
+    assert weighted.fusion.weights is not None  # every method of the grid has weights
+    uec, uec_dev = _best(
+        uec_methods(weighted.fusion.weights), objective, "tune uec (T, beta)", progress
+    )
     return Tuned(weighted, uec, {"weighted": weighted_dev, "uec": uec_dev})
 
 
