@@ -80,7 +80,8 @@ def _contract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _row_sum(x: np.ndarray) -> np.ndarray:
-    """Per-row sum over dimensions (documents broadcast against queries as (nq, 1))."""
+    """Sum over the last axis (dimensions): (nd,) or (nq, p) for documents, (nq,) for
+    queries, which callers make (nq, 1) to broadcast against the documents'."""
     return x.sum(axis=-1)
 
 
