@@ -519,8 +519,7 @@ class Scores:
 
     def tuning_mean(self, setting: Setting, left_out: str | None, shares: Shares = None) -> float:
         """A setting's tuning mean, as `choose` compares it: how close a fold's call was."""
-        names = self._tuned_on(left_out, shares)
-        dev = {n: [self.figure(n, "tune", setting)] for n in names}
+        dev = self.tuning_figures([setting], left_out, shares=shares)
         return float(fold_means(dev, left_out, shares)[0])
 
 
