@@ -110,7 +110,8 @@ class Gaussian:
         )
 
     def total_variance(self) -> np.ndarray:
-        """Sum of variances per row: the dimension-free uncertainty that fusion weighs by."""
+        """Sum of variances per row, in float64: of unit-norm means, the uncertainty fusion
+        weighs by (`fusion.uncertainty` divides it by |μ|², whatever the means' norm)."""
         return self.var.sum(axis=1, dtype=np.float64)
 
     @staticmethod
