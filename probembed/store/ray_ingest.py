@@ -53,6 +53,7 @@ from probembed.gaussian import Gaussian
 from probembed.signals import end_by_sigterm, raise_terminated
 from probembed.store.collection import Collection
 from probembed.store.ingest import DEFAULT_BATCH, IngestReport, OnError, ingest
+from probembed.store.ray_fate import Watcher, watched_ray
 from probembed.store.readers import Problem, Record
 from probembed.store.repeats import RepeatedTexts
 
@@ -78,10 +79,12 @@ def ray_session(address: str | None = None) -> Iterator[None]:
     """Ray as found (already initialised), or joined at `address`, or started on this machine.
 
     A session this call started or joined is shut down when it ends; one found running is
-    left to whoever started it. ray.init replaces the process's SIGTERM handler (Ray's core
-    worker then dumped a C++ stack and aborted): within the session SIGTERM does what it did
-    before, the default (end the process, status 143) once the job's frames have unwound, or
-    the CLI's `signals.raise_terminated`, whose `Terminated` unwinds on to the CLI's end.
+    left to whoever started it; a Ray started here is killed with this process however the
+    process ends, SIGKILL included (`ray_fate.Watcher`). ray.init replaces the process's
+    SIGTERM handler (Ray's core worker then dumped a C++ stack and aborted): within the
+    session SIGTERM does what it did before, the default (end the process, status 143) once
+    the job's frames have unwound, or the CLI's `signals.raise_terminated`, whose
+    `Terminated` unwinds on to the CLI's end.
     """
     require("ray", "probembed.store.ray_ingest")
     import ray
@@ -101,7 +104,11 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")  # type: ignore[arg-type]
     fired: list[int] = []  # SIGTERMs the session's handler turned into Terminated
+    watcher: Watcher | None = None
     try:
+        # a Ray started here ends with this process however it ends; a joined one is the
+        # cluster's
+        watcher = None if address else watched_ray()
         with _sigterm_as(before, fired):
             yield
     finally:
@@ -109,11 +116,13 @@ def ray_session(address: str | None = None) -> Iterator[None]:
         # closed on its way out (probembed embed), end as the default action would: exit
         # status 143, here or at the CLI's end once its Terminated has unwound there. Not
         # through ray.shutdown(): Ray Data's threads, still fetching, then met a shut-down
-        # core worker, which ended the process with status 1 (half the runs measured). Ray's
-        # own processes share the driver's fate: a Ray started here goes with it, a cluster
-        # drops the job's actors.
+        # core worker, which ended the process with status 1 (half the runs measured). A Ray
+        # started here goes with the process (ray.init's fate-sharing, and the watcher for
+        # the rest: `ray_fate`), a cluster drops the job's actors.
         if not fired:
             ray.shutdown()
+            if watcher is not None:
+                watcher.close()
         elif before is not raise_terminated:
             end_by_sigterm()
 
