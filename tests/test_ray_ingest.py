@@ -960,25 +960,29 @@ def test_embed_on_ray_writes_chunks_and_metadata_and_resumes_as_a_local_run(
     assert pq.read_table(out).to_pydict() == want
 
 
-def test_address_auto_with_no_ray_running_is_refused_before_the_input_is_read(
-    tmp_path, monkeypatch
-):
+def test_address_auto_with_no_ray_running_is_refused_before_the_input_is_read(tmp_path):
     """`--address auto` with no cluster failed only once the input was read and the models
     loaded (29 s), though a bad address is refused before: `auto` is now found as ray.init
     finds it, and refused naming what to do, before anything is read (`docs.jsonl` is no
-    file: reading it would be another refusal)."""
-    from ray._private.services import find_gcs_addresses
+    file: reading it would be another refusal).
 
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # no `ray start` recorded there
-    if find_gcs_addresses():
-        pytest.skip("a Ray of another process runs on this machine: `auto` would join it")
+    Ray finds a running Ray by every process's command line, so the CLI runs in a PID
+    namespace of its own (`unshare`), where it sees no other process's Ray (this module's
+    own is running), and with a Ray temporary folder of its own (no `ray start` recorded);
+    where no namespace can be made, it is skipped (it always was, a Ray being found)."""
+    alone = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]
+    if shutil.which("unshare") is None or subprocess.run([*alone, "true"]).returncode:
+        pytest.skip("no PID namespace here (unshare): `auto` would find another process's Ray")
     source = tmp_path / "docs.jsonl"
     source.write_text('{"id": "a", "text": "x"}\n')
-    done = CliRunner().invoke(
-        app, ["ingest", str(source), "--db", str(tmp_path / "db"), "--ray", "--address", "auto"]
-    )
-    said = " ".join(done.output.split())
-    assert done.exit_code == 2, said
+    args = ["ingest", str(source), "--db", str(tmp_path / "db"), "--ray", "--address", "auto"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [*alone, sys.executable, "-m", "probembed", *args],
+        env=env | {"RAY_TMPDIR": str(tmp_path / "ray")},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2, said
     assert "Ray address 'auto' finds no running Ray on this machine" in said, said
     assert not (tmp_path / "db").exists()  # refused before a database was made
