@@ -42,7 +42,8 @@ class Watcher:
 
     def __init__(self, roots: Iterable[int]) -> None:
         """Start the watcher, whose stdin is a pipe only this process holds the other end of
-        (os.pipe's ends are not inherited: Ray's processes, started before, hold neither)."""
+        (os.pipe's ends are not inherited across exec: Ray's processes, started before, hold
+        neither; a child forked without exec holds it until it ends)."""
         read, self._write = os.pipe()
         try:
             command = [sys.executable, "-I", os.path.abspath(__file__), *map(str, roots)]
