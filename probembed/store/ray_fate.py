@@ -15,12 +15,14 @@ them and their descendants as they come, each by pid and start time, and once th
 of its stdin closes (the session ended, or the driver died by any signal) it SIGKILLs those
 still alive, through a pidfd opened while the start time still matches (a pid the system has
 since given to another process is never signalled), and exits. Linux only (/proc, pidfd_open:
-Linux 5.3): elsewhere Ray's own reaper or fate-sharing is all there is.
+Linux 5.3; before it, a plain kill after the same check): elsewhere Ray's own reaper or
+fate-sharing is all there is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -104,15 +106,30 @@ def _alive(known: set[Process], table: dict[int, tuple[int, int]]) -> set[Proces
 
 def _kill(known: set[Process]) -> None:
     """SIGKILL each of `known` still alive: its pidfd is opened first, then its start time
-    checked, so the signal reaches that process and no later one given its pid."""
+    checked, so the signal reaches that process and no later one given its pid. A kernel
+    without pidfd_open (before Linux 5.3) gets a plain kill after the same check: a pid given
+    to another process between the two is the risk left there."""
     for pid, start in known:
         with contextlib.suppress(ProcessLookupError):
-            pidfd = os.pidfd_open(pid)
             try:
-                if (_stat(pid) or (0, None))[1] == start:
+                pidfd = os.pidfd_open(pid)
+            except OSError as error:
+                if error.errno != errno.ENOSYS:
+                    raise
+                if _started(pid) == start:
+                    os.kill(pid, signal.SIGKILL)
+                continue
+            try:
+                if _started(pid) == start:
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             finally:
                 os.close(pidfd)
+
+
+def _started(pid: int) -> int | None:
+    """Process `pid`'s start time, None where it is gone."""
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
 
 
 def watch(roots: list[int]) -> None:
