@@ -240,6 +240,31 @@ def test_erasing_documents_takes_every_chunk_of_them(tmp_path, cache_dir, cached
     assert every_row(collection).equals(kept)
 
 
+def test_erasing_documents_reads_past_versions_made_before_the_first_chunk(
+    tmp_path, cache_dir, cached_pipeline
+):
+    """A collection made empty first (the service's `POST /v1/collections`, `create`) has a
+    first version without a `doc_id` column: reading the documents' earlier rows there was
+    a LanceDB "No field named doc_id" error, the service's 500."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    sentences = " ".join(f"Sentence {i} of the file." for i in range(60))
+    (folder / "a.md").write_text(f"# A\n\n{MARKER} {sentences}\n", encoding="utf-8")
+    (folder / "b.md").write_text(f"# B\n\n{sentences}\n", encoding="utf-8")
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    collection.create(cached_pipeline)
+    ingest_documents(
+        folder, collection, cached_pipeline, ChunkSettings(max_tokens=32, overlap_tokens=0)
+    )
+    chunks = len([i for i in collection.ids() if i.startswith("a.md#")])
+    collection.delete_documents(["a.md"])  # its rows now in older versions alone
+
+    done = collection.erase(documents=["a.md", "gone.md"])
+
+    assert (done.erased, done.erased_deleted, done.not_found) == (chunks, chunks, ("gone.md",))
+    assert files_holding(tmp_path / "db", MARKER.encode()) == []
+
+
 def deletion_rows(collection: Collection) -> int:
     """Rows of the latest version hidden by deletion files: still in their data file."""
     return int(collection._require().list_versions()[-1]["metadata"]["total_deletion_file_rows"])

@@ -458,13 +458,16 @@ class CollectionErasure(CollectionWrites, CollectionUpkeep):
     ) -> pa.Table:
         """These columns of the rows of these values of `column` in every version older than
         the table's (each checked out on a handle of its own), one version after another: a
-        row shows in each version from its write to its delete, under one address."""
+        row shows in each version from its write to its delete, under one address. A version
+        without `column` holds none of them: a collection made empty (`create`, the service's
+        `POST /v1/collections`) has no `doc_id` until its first chunked write."""
         versions = sorted(int(v["version"]) for v in table.list_versions())
         parts = [rows_of(table, columns, [], column)]  # none: the columns' types
         older = self.db.table(self.name)
         for version in versions[: versions.index(int(table.version))]:
             older.checkout(version)
-            parts.append(rows_of(older, columns, values, column))
+            if column in older.schema.names:
+                parts.append(rows_of(older, columns, values, column))
         return pa.concat_tables(parts)
 
     def _evicted(self, texts: list[str], cache: EmbeddingCache | None) -> int:
