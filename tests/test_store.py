@@ -138,6 +138,25 @@ def test_rows_are_found_by_id_across_a_compaction(collection, hash_pipeline):
     }
 
 
+def test_ids_that_are_not_strings_are_refused_naming_the_argument(collection, hash_pipeline):
+    """An integer id (as a service write takes, stored as its string) failed deep in the
+    lookup of its other Unicode spelling: "normalize() argument 2 must be str, not int"."""
+    collection.add(batch(hash_pipeline, ["7", "8"]))
+    calls = {
+        "ids": (collection.delete, collection.rows, lambda ids: collection.erase(ids)),
+        "doc_ids": (collection.delete_documents,),
+    }
+    for name, takers in calls.items():
+        for take in takers:
+            with pytest.raises(
+                StoreError, match=rf"^{name} must be strings; {name}\[1\] is 7 \(int\)$"
+            ):
+                take(["8", 7])
+            with pytest.raises(StoreError, match=rf"^{name} must be a list .*wrap it: \['8'\]$"):
+                take("8")
+    assert collection.count() == 2
+
+
 def test_small_writes_are_compacted_only_once_fragments_pile_up(tmp_path, pydoc_pipeline):
     from probembed.store.readers import Record
     from probembed.store.upkeep import COMPACT_SMALL_FRAGMENTS

@@ -27,7 +27,7 @@ from probembed.cache import EmbeddingCache
 from probembed.progress import progress_bar
 from probembed.store import shared_writes
 from probembed.store.errors import ErasureHeldError, StoreError, StoreStateError
-from probembed.store.filters import filtered, id_conditions
+from probembed.store.filters import filtered, id_conditions, id_list
 from probembed.store.graph_cache import removed_graphs
 from probembed.store.handle import scan
 from probembed.store.pins import RUNNING, SAID, UNKNOWN, Tag, removed, tags_of
@@ -87,13 +87,8 @@ def selection(
         if not isinstance(where, str) or not where.strip():
             raise StoreError(f"where must be a filter (an SQL condition), not {where!r}")
         return Selection(where=where)
-    name, values = named[0], given[named[0]]
-    if isinstance(values, str):
-        raise StoreError(f"{name} must be a list of strings, not one string; wrap it: [{values!r}]")
-    listed = tuple(values or ())
-    odd = [v for v in listed if not isinstance(v, str)]
-    if odd:
-        raise StoreError(f"{name} must be strings; {odd[0]!r} is a {type(odd[0]).__name__}")
+    name = named[0]
+    listed = tuple(id_list(given[name] or (), name))
     return Selection(ids=listed) if name == "ids" else Selection(documents=listed)
 
 

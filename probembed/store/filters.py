@@ -41,6 +41,21 @@ def id_conditions(ids: Sequence[str], column: str = "id") -> list[str]:
     ]
 
 
+def id_list(values: Sequence[str], name: str) -> list[str]:
+    """The ids a caller gave, checked before they are looked up: a lone string was read as
+    one id per character, and an integer failed deep in the lookup, naming neither."""
+    if isinstance(values, str):
+        raise StoreError(f"{name} must be a list of strings, not one string; wrap it: [{values!r}]")
+    listed = list(values)
+    odd = next((i for i, value in enumerate(listed) if not isinstance(value, str)), None)
+    if odd is not None:
+        wrong = listed[odd]
+        raise StoreError(
+            f"{name} must be strings; {name}[{odd}] is {wrong!r} ({type(wrong).__name__})"
+        )
+    return listed
+
+
 #: The engine's source location that ends some of its error messages.
 _ENGINE_SOURCE = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 #: The engine's parse error quotes the SQL statement it wrapped the filter in.

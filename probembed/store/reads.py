@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from probembed.store import shared_writes
 from probembed.store.errors import ReadOnlyError
-from probembed.store.filters import filtered, sql_list
+from probembed.store.filters import filtered, id_list, sql_list
 from probembed.store.handle import CollectionHandle, scan
 from probembed.store.kinds import CHUNK_COLUMNS
 from probembed.store.readers import spelled_alike, stored_spelling
@@ -159,6 +159,7 @@ class CollectionReads(CollectionHandle):
         """The requested columns of these ids, keyed by the id given: each found as `delete`
         finds it, as given, else under its other Unicode spelling (its row's `id` says which),
         so a get by a name a delete finds does not miss it."""
+        ids = id_list(ids, "ids")
         if not ids:
             return {}
         table = self._require()

@@ -20,7 +20,7 @@ import pyarrow as pa
 from probembed.store import shared_writes
 from probembed.store.creation import CollectionCreation
 from probembed.store.errors import CollectionExistsError, EveryItemError, StoreError
-from probembed.store.filters import id_conditions, sql_list
+from probembed.store.filters import id_conditions, id_list, sql_list
 from probembed.store.handle import scan
 from probembed.store.kinds import refuse_mixing
 from probembed.store.readers import spelled_alike, stored_spelling
@@ -235,8 +235,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
             if (ids is None) == (where is None):
                 raise StoreError("give the ids to delete or a filter, where=: one of the two")
             return self._delete_where(cast(str, where), allow_all)
-        if isinstance(ids, str):
-            raise StoreError(f"ids must be a list of strings, not one string; wrap it: [{ids!r}]")
+        ids = id_list(ids, "ids")
         if created is None:
             self._require()  # a missing collection is refused before its lock file is made
         with self._writing():
@@ -307,8 +306,7 @@ class CollectionWrites(CollectionCreation, CollectionUndo):
         the batches of its document's write, the document was left in part (768 of its 1,670
         chunks deleted, the rest written after). The wait holds no lock of this handle."""
         self.db.require_writable()
-        if isinstance(doc_ids, str):
-            raise StoreError(f"doc_ids must be a list of strings, not one string: [{doc_ids!r}]")
+        doc_ids = id_list(doc_ids, "doc_ids")
         self._require()
         with self.planning(f"delete of {len(doc_ids)} document(s)", wait, progress):
             return self._delete_documents(doc_ids)
