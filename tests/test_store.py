@@ -265,13 +265,20 @@ def test_bad_search_arguments_are_refused_before_the_pipeline_loads(collection, 
         ({"score": "cosine-ish"}, "unknown score 'cosine-ish'"),
         ({"k": 0}, "k must be a positive integer"),
         ({"min_p_relevant": 1.5}, r"min_p_relevant must be in \[0, 1\]"),
+        # "'int' object has no attribute 'strip'", and strings taken as true: a hybrid search
+        ({"where": 5}, r"where must be a filter \(an SQL condition, a str\) or None, got 5$"),
+        ({"hybrid": "no"}, r"hybrid must be True or False, got 'no'$"),
+        ({"exact": 1}, r"exact must be True or False, got 1$"),
+        ({"group_by_doc": "false"}, r"group_by_doc must be True or False, got 'false'$"),
     ):
         with pytest.raises(StoreError, match=says):
             collection.search("topic", **options)
     with pytest.raises(StoreError, match=r"queries are bytes \(b'abc'\): decode them"):
         collection.search(b"abc")  # it said `queries[0] is not a string: 97`
-    with pytest.raises(StoreError, match="no copy of it is kept"):
-        collection.search("topic", score="cosine")  # valid: the pipeline is what fails
+    valid = ({"score": "cosine"}, {"min_p_relevant": np.float32(0.5)}, {"hybrid": np.bool_(True)})
+    for options in valid:  # a numpy threshold was "not a number"; the pipeline is what fails
+        with pytest.raises(StoreError, match="no copy of it is kept"):
+            collection.search("topic", **options)
 
 
 @pytest.mark.parametrize("filtered_ids", [1024, 1])  # stored ids looked up by filter; read all

@@ -129,7 +129,8 @@ class Collection(CollectionBackup, CollectionErasure):
         alone (a hybrid search's BM25 reads all of it), with a `QueryCutWarning` saying so.
         """
         batch = [queries] if isinstance(queries, str) else queries
-        check_arguments(batch, k, score, min_p_relevant)  # before the pipeline loads
+        options = (where, exact, hybrid, group_by_doc)
+        check_arguments(batch, k, score, min_p_relevant, options)  # before the pipeline loads
         searcher = self.searcher()
         warn_cut(searcher.pipeline, batch, hybrid)  # before: `-W error` throws no search away
         results = searcher.search(

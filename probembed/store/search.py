@@ -192,6 +192,7 @@ class Searcher:
         or `group_by_doc` (features of chunks, not documents), they are approximations.
         """
         _validate_k(k)
+        _validate_options(where, exact, hybrid, group_by_doc)
         self._validate_min_p(min_p_relevant)
         where = where if where is None or where.strip() else None  # "" and "  ": no filter
         kind = parse_score(score if score is not None else self.pipeline.score.name)
@@ -785,12 +786,18 @@ def warn_cut(pipeline: Pipeline, queries: Sequence[str], hybrid: bool) -> None:
 
 
 def check_arguments(
-    queries: Sequence[str], k: int, score: Score | str | None, min_p_relevant: float | None
+    queries: Sequence[str],
+    k: int,
+    score: Score | str | None,
+    min_p_relevant: float | None,
+    options: tuple[str | None, bool, bool, bool] = (None, False, False, False),
 ) -> None:
     """Refuse what a search can refuse before its pipeline is loaded (seconds for a
-    built-in): the queries, k, the score's name and the threshold's range."""
+    built-in): the queries, k, the score's name, the threshold's range, and the `options`
+    (where, exact, hybrid, group_by_doc) by their types."""
     _validate_queries(queries)
     _validate_k(k)
+    _validate_options(*options)
     if score is not None:
         try:
             parse_score(score)
@@ -800,9 +807,21 @@ def check_arguments(
         _validate_threshold(min_p_relevant)
 
 
+def _validate_options(where: str | None, exact: bool, hybrid: bool, group_by_doc: bool) -> None:
+    """A filter is SQL text and each switch a bool: `where=5` failed as "'int' object has no
+    attribute 'strip'", and `hybrid="no"` ran a hybrid search."""
+    if where is not None and not isinstance(where, str):
+        raise StoreError(f"where must be a filter (an SQL condition, a str) or None, got {where!r}")
+    switches = {"exact": exact, "hybrid": hybrid, "group_by_doc": group_by_doc}
+    for name, value in switches.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise StoreError(f"{name} must be True or False, got {value!r}")
+
+
 def _validate_threshold(min_p_relevant: float) -> None:
-    """A threshold is a probability."""
-    if isinstance(min_p_relevant, bool) or not isinstance(min_p_relevant, (int, float)):
+    """A threshold is a probability (a numpy number too, as k may be one)."""
+    number = (int, float, np.integer, np.floating)
+    if isinstance(min_p_relevant, bool) or not isinstance(min_p_relevant, number):
         raise StoreError(f"min_p_relevant must be a number in [0, 1], got {min_p_relevant!r}")
     if not 0.0 <= min_p_relevant <= 1.0:
         raise StoreError(f"min_p_relevant must be in [0, 1], got {min_p_relevant!r}")
