@@ -139,6 +139,8 @@ def test_a_backup_is_refused_where_something_is_there_or_a_collection_is_not(
     assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
     with pytest.raises(StoreError, match="no collection 'nope'"):
         db.backup(tmp_path / "new", ["c", "nope"])
+    with pytest.raises(StoreError, match=r"collections must be a list .*wrap it: \['c'\]$"):
+        db.backup(tmp_path / "new", "c")  # read a letter each: "docs" was "no collection 'd'"
     assert not (tmp_path / "new").exists()  # refused before anything was written
     (tmp_path / "empty").mkdir()
     assert [b.collection for b in db.backup(tmp_path / "empty")] == ["c"]

@@ -37,6 +37,7 @@ from probembed import atomic
 from probembed.pipeline import CONFIG_FILE
 from probembed.store.agreement import AGREEMENT_FILE, CollectionAgreement
 from probembed.store.errors import StoreError, disk_refusals
+from probembed.store.filters import id_list
 from probembed.store.handle import PIPELINE_DIR, _files_gone
 from probembed.store.location import Location
 from probembed.store.provenance import has_copy
@@ -197,7 +198,8 @@ def backed_up(
     which has no rename, is emptied again should the backup fail."""
     from probembed.store.database import Database
 
-    handles = [source.open(name) for name in (source.collections() if names is None else names)]
+    named = source.collections() if names is None else id_list(names, "collections")
+    handles = [source.open(name) for name in named]  # a lone name was read a letter each
     if not handles:
         raise StoreError(f"no collections in {source.path}: nothing to back up")
     location = Location(to, options)
