@@ -758,8 +758,9 @@ def test_a_filter_that_crashed_the_engine_or_made_it_panic_is_a_422_and_the_serv
 
 def test_a_bad_name_is_told_in_words_at_its_place_and_a_long_one_is_quoted_cut_short(server):
     """An invalid collection name answered the raw regex ("String should match pattern ..."),
-    a path's error was placed in the body (`loc` ["body", "path", "name"]), and a 404 quoted
-    a model name of any length."""
+    a path's error was placed in the body (`loc` ["body", "path", "name"]), a search body's
+    `query` out of the body (["query"], as a URL parameter's), and a 404 quoted a model name
+    of any length."""
     rule = (
         "use letters, digits, '_', '.', '-' (starting with a letter or digit, at most 128 "
         "characters)"
@@ -769,6 +770,12 @@ def test_a_bad_name_is_told_in_words_at_its_place_and_a_long_one_is_quoted_cut_s
         read = http.get("/v1/collections/%C3%A9")
         long_name = http.delete("/v1/collections/" + "n" * 10_000)
         long_model = http.get("/v1/models/" + "m" * 10_000)
+        asked = [http.post("/v1/collections/c/search", json={"query": q}) for q in (5, ["a"])]
+    for answer in asked:
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"][:2] == [
+            "body",
+            "query",
+        ], answer.text
     assert made.status_code == 422 and made.json()["detail"][0]["loc"] == ["body", "name"]
     assert made.json()["error"]["message"] == f"name: invalid collection name 'a/b': {rule}"
     assert read.status_code == 422 and read.json()["detail"][0]["loc"] == ["path", "name"]

@@ -32,8 +32,6 @@ _UNION_TAGS = frozenset({"bool", "str", "int", "float", "list", "dict"})
 _PROBLEMS_TOLD = 10
 #: Characters of a refused value a 422 echoes.
 _ECHO_CHARS = 200
-#: Where a request's values come from besides its body, as FastAPI's errors name them.
-_SOURCES = {("path",), ("query",), ("header",)}
 
 
 class Utf8Route(APIRoute):
@@ -97,7 +95,8 @@ def _echoed(kept: Sequence[tuple[tuple[str | int, ...], Any]]) -> list[Any]:
     refused as a whole was echoed back whole)."""
     echoed = []
     for where, error in kept[:_PROBLEMS_TOLD]:
-        source = [] if where[:1] in _SOURCES else ["body"]  # a path's error names the path
+        # a path's error names the path; a body's field named `query` or `path` is the body's
+        source = ["body"] if tuple(error.get("loc", ("body",)))[:1] == ("body",) else []
         error = jsonable_encoder({**error, "loc": [*source, *where]})
         if "input" in error:
             text = json.dumps(error["input"], default=str)
