@@ -382,6 +382,20 @@ def test_an_id_given_twice_is_refused_naming_it_as_every_other_write_refuses_it(
     assert store.collection.count() == before and store.get_by_ids(["x", "y"]) == []
 
 
+def test_a_count_mismatch_names_only_what_was_passed(store):
+    """Metadatas for one of two texts was told as "got 2 texts, 1 metadatas and 2 ids" with no
+    ids passed, and ids for one of two as "2 texts, 2 metadatas and 1 ids" with no metadatas:
+    counts of lists the adapter filled in, not the caller's."""
+    before = store.collection.count()
+    with pytest.raises(ValueError, match=r"^got 2 texts and 1 metadatas: give one of each"):
+        store.add_texts(["a1", "a2"], metadatas=[{}])
+    with pytest.raises(ValueError, match=r"^got 2 texts and 1 ids: give one of each"):
+        store.add_texts(["a1", "a2"], ids=["x"])
+    with pytest.raises(ValueError, match=r"^got 1 documents and 2 ids: give one of each"):
+        store.add_documents([Document("one")], ids=["x", "y"])
+    assert store.collection.count() == before
+
+
 def test_a_refusal_of_add_documents_names_documents_not_texts(store):
     """add_documents went through add_texts, so its refusals named `texts[2]`, an argument the
     caller never passed."""

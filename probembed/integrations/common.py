@@ -194,11 +194,13 @@ def store_texts(
     texts = item_list(texts, argument)
     metas = metadata_list(metadatas, len(texts))
     given = id_list(ids, "ids") if ids is not None else [None] * len(texts)
-    if not len(texts) == len(metas) == len(given):
-        raise ValueError(
-            f"got {len(texts)} texts, {len(metas)} metadatas and {len(given)} ids: "
-            "give one of each per text"
-        )
+    passed = {"metadatas": metadatas, "ids": ids}  # counted as given, not as filled in
+    odd = [
+        f"{len(v)} {name}" for name, v in passed.items() if v is not None and len(v) != len(texts)
+    ]
+    if odd:
+        told = " and ".join([f"{len(texts)} {argument}", *odd])
+        raise ValueError(f"got {told}: give one of each per item of {argument}")
     for i, text in enumerate(texts):  # by position: the store's message names a derived id
         _check_text(f"{argument}[{i}]", text)
     if not texts:
