@@ -10,7 +10,7 @@ label)). A pair's signal is the mean of its two texts'. The signals:
 
 - laplace: log of the member's own posterior variance (`uncertainty`);
 - anchors: 1 − correlation of the member's cosine profile over 256 anchor texts with the
-  other members' (relative representations, `router.disagreement`);
+  other members' (relative representations, `router.anchor_disagreement`);
 - neighbours@m: the share of the member's m nearest texts that the other members' consensus
   does not list (`adapt.neighbour_disagreement`): a query's nearest corpus documents, or a
   text's nearest among the other texts of its split (no labels);

@@ -12,8 +12,8 @@ from probembed.evaluation.metrics import probe_losses
 from probembed.fusion.router import (
     FEATURES,
     Router,
+    anchor_disagreement,
     anchor_rows,
-    disagreement,
     fit_router,
     relative_errors,
     text_features,
@@ -76,11 +76,11 @@ def _latent_members(seed: int, noise=(0.05, 0.05, 1.5), n: int = 300) -> list[Ga
 def test_the_noisy_member_disagrees_most_and_copies_not_at_all() -> None:
     """A far-off member's profile departs from the others'; identical members agree exactly."""
     parts = _latent_members(0)
-    d = disagreement(parts, anchor_rows(len(parts[0]), 64))
+    d = anchor_disagreement(parts, anchor_rows(len(parts[0]), 64))
     assert np.all(d[:, 2] > d[:, :2].max(axis=1))
     same = [parts[0]] * 3
     # identical profiles correlate to 1 up to float64 rounding of a 64-term mean
-    np.testing.assert_allclose(disagreement(same, anchor_rows(300, 64)), 0.0, atol=1e-9)
+    np.testing.assert_allclose(anchor_disagreement(same, anchor_rows(300, 64)), 0.0, atol=1e-9)
 
 
 def test_features_have_one_column_per_name_and_shared_length() -> None:

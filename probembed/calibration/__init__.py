@@ -11,7 +11,7 @@ from probembed.calibration.features import (
     BM25_HIT_FEATURES,
     DISAGREEMENT,
     bm25_hit_features,
-    disagreement,
+    cosine_spread,
     hit_features,
     member_cosines,
 )
@@ -25,7 +25,7 @@ __all__ = [
     "QueryConfidence",
     "RelevanceCalibrator",
     "bm25_hit_features",
-    "disagreement",
+    "cosine_spread",
     "hit_features",
     "member_cosines",
     "query_features",

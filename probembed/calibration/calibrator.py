@@ -24,7 +24,7 @@ from probembed.calibration.features import (
     BASE_FEATURES,
     BM25_HIT_FEATURES,
     DISAGREEMENT,
-    disagreement,
+    cosine_spread,
     hit_features,
 )
 from probembed.calibration.logistic import Logistic, floats
@@ -121,7 +121,7 @@ class RelevanceCalibrator:
             raise ValueError("this calibrator uses member disagreement: pass the member cosines")
         if self.uses_bm25 and bm25 is None:
             raise ValueError("this calibrator reads BM25's hit features: pass them (`bm25`)")
-        spread = disagreement(cosines) if self.uses_disagreement and cosines is not None else None
+        spread = cosine_spread(cosines) if self.uses_disagreement and cosines is not None else None
         found = bm25 if self.uses_bm25 else None
         p = self.predict(hit_features(dots, variances, k, spread, found))
         return non_increasing(_ties_alike(p, np.asarray(dots), np.asarray(variances)))

@@ -116,9 +116,10 @@ def member_cosines(
     )[0]
 
 
-def disagreement(cosines: np.ndarray) -> np.ndarray:
+def cosine_spread(cosines: np.ndarray) -> np.ndarray:
     """(..., n) per hit the spread (std) of the member cosines it has, from (..., n, K); 0 with
-    fewer than two members."""
+    fewer than two members. A calibrator's `DISAGREEMENT` feature; unweighted, unlike the
+    between-member variance in a hit's std (`scoring.ensemble.disagreement_variance`)."""
     have = ~np.isnan(cosines)
     count = have.sum(axis=-1)
     filled = np.where(have, cosines, 0.0)

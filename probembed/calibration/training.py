@@ -36,7 +36,7 @@ from probembed.calibration.features import (
     BASE_FEATURES,
     BM25_HIT_FEATURES,
     bm25_hit_features,
-    disagreement,
+    cosine_spread,
     hit_features,
     member_cosines,
 )
@@ -112,7 +112,7 @@ class RankedSplit:
             )
         rows, labels, owner = [], [], []
         for i, r in enumerate(self.ranked):
-            spread = None if cosines is None else disagreement(cosines[i])
+            spread = None if cosines is None else cosine_spread(cosines[i])
             found = self.bm25_hits[i] if with_bm25 and self.bm25_hits is not None else None
             features = hit_features(r.dots, r.variances, k, spread, found)
             rows.append(features)

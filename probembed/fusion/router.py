@@ -39,15 +39,16 @@ def _standardised_rows(table: np.ndarray) -> np.ndarray:
     return centred / np.maximum(centred.std(axis=1, keepdims=True), 1e-12)
 
 
-def disagreement(parts: Sequence[Gaussian], anchors: np.ndarray) -> np.ndarray:
-    """(n, K) 1 − correlation of member k's cosine profile over the anchors with the others'.
+def anchor_disagreement(parts: Sequence[Gaussian], anchors: np.ndarray) -> np.ndarray:
+    """(n, K) 1 − correlation of member k's cosine profile over the anchors with the others'
+    (the router's "disagreement" feature).
 
     Relative representations: each member describes a text by its cosines to the same anchor
     texts, so members of different dimension become comparable; a member whose profile departs
     from the mean of the others' sees the text differently from them.
     """
     if len(parts) < 2:
-        raise ValueError(f"disagreement needs at least 2 members, got {len(parts)}")
+        raise ValueError(f"anchor_disagreement needs at least 2 members, got {len(parts)}")
     profiles = []
     for part in parts:
         unit, _ = unit_rows(part.mean)
@@ -75,7 +76,7 @@ def text_features(
     if any(len(p) != n for p in parts):
         raise ValueError(f"every member must embed the {n} texts given")
     log_u = np.log(np.stack([np.maximum(uncertainty(p), 1e-300) for p in parts], axis=1))
-    dis = disagreement(parts, anchors)
+    dis = anchor_disagreement(parts, anchors)
     chars = np.log1p([len(t) for t in texts])
     words = np.log1p([len(t.split()) for t in texts])
     shared = np.stack([dis.mean(axis=1), chars, words], axis=1)
