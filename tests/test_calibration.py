@@ -22,7 +22,6 @@ from probembed.calibration import (
     RelevanceCalibrator,
     bm25_hit_features,
     hit_features,
-    member_cosines,
     query_features,
 )
 from probembed.calibration.calibrator import HOLDOUT, MIN_ISOTONIC_HOLDOUT
@@ -42,7 +41,7 @@ from probembed.evaluation.harness import corpus_agreement, embed
 from probembed.gaussian import Gaussian
 from probembed.interfaces.store_commands import register
 from probembed.pipeline import AdaptConfig, FusionConfig, Pipeline
-from probembed.scoring.ensemble import hit_variance
+from probembed.scoring.ensemble import hit_variance, member_cosines
 from probembed.store import Database, Searcher, ingest
 from probembed.store.index import IndexSettings
 from probembed.store.ranking import HYBRID_DEPTH, Ranked, scan
@@ -88,12 +87,13 @@ def confidence_model(ranked, hash_pipeline):
             query_features(
                 r.dots,
                 member_cosines(
-                    queries.gaussian.mean[i],
-                    queries.weights[i],
-                    docs.gaussian.mean[r.positions],
-                    docs.weights[r.positions],
+                    queries.gaussian.mean[i : i + 1],
+                    queries.weights[i : i + 1],
+                    docs.gaussian.mean,
+                    docs.weights,
                     dims,
-                ),
+                    r.positions[None, :],
+                )[0],
             )
             for i, r in enumerate(hits)
         ]
@@ -534,12 +534,13 @@ def test_search_reports_what_the_calibrator_gives_its_ranked_hits(collections, c
     (ranked,) = scan(query.gaussian, docs, np.arange(len(docs)), CONFIDENCE_DEPTH, kind, beta)
     dims = [m.encoder.dim for m in pipeline.members]
     cosines = member_cosines(
-        query.gaussian.mean[0],
-        query.weights[0],
-        vectors.mean[ranked.positions],
-        vectors.weights[ranked.positions],
+        query.gaussian.mean,
+        query.weights,
+        vectors.mean,
+        vectors.weights,
         dims,
-    )
+        ranked.positions[None, :],
+    )[0]
     variances = hit_variance(  # what every hit's std reports
         ranked.variances[None, :],
         query.gaussian.mean,
@@ -957,8 +958,13 @@ def test_member_cosines_read_each_model_block(hash_pipeline, sentences):
     parts = [p.normalize() for p in hash_pipeline.encode_members(sentences[:4])]
     dims = [m.encoder.dim for m in hash_pipeline.members]
     got = member_cosines(
-        fused.gaussian.mean[0], fused.weights[0], fused.gaussian.mean, fused.weights, dims
-    )
+        fused.gaussian.mean[:1],
+        fused.weights[:1],
+        fused.gaussian.mean,
+        fused.weights,
+        dims,
+        [[0, 1, 2, 3]],
+    )[0]
     expected = np.stack([p.mean.astype(np.float64) @ p.mean[0] for p in parts], axis=1)
     # the fused means are float32 copies of √π·μ: a cosine carries float32 rounding (~1e-7)
     np.testing.assert_allclose(got, expected, atol=1e-5)

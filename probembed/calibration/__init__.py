@@ -13,7 +13,6 @@ from probembed.calibration.features import (
     bm25_hit_features,
     cosine_spread,
     hit_features,
-    member_cosines,
 )
 
 __all__ = [
@@ -27,6 +26,5 @@ __all__ = [
     "bm25_hit_features",
     "cosine_spread",
     "hit_features",
-    "member_cosines",
     "query_features",
 ]

@@ -113,8 +113,9 @@ class RelevanceCalibrator:
         one query or (..., n) for queries ranked to one depth, giving (..., min(k, n)), never
         rising down a query's list (see `non_increasing`).
 
-        `cosines` ((..., n, K) member cosines of the ranked hits, see `features.member_cosines`)
-        is needed only by a calibrator that uses member disagreement, `bm25` ((..., n, 2)
+        `cosines` ((..., n, K) member cosines of the ranked hits, see
+        `scoring.ensemble.member_cosines`) is needed only by a calibrator that uses member
+        disagreement, `bm25` ((..., n, 2)
         `features.bm25_hit_features`) only by a hybrid search's.
         """
         if self.uses_disagreement and cosines is None:

@@ -49,7 +49,7 @@ def query_features(dots: np.ndarray, cosines: np.ndarray) -> np.ndarray:
     """(..., 2 + 2K) features: dot margin, dot entropy, then each member's margin and entropy.
 
     `dots` is (n,) for one query or (..., n) for queries ranked to one depth; `cosines` is
-    (..., n, K): each ranked hit's member cosines (see `features.member_cosines`), NaN for a
+    (..., n, K): each ranked hit's member cosines (see `scoring.ensemble.member_cosines`), NaN for a
     member with weight 0 (its features are NaN, which the model reads as average).
     """
     dots = np.asarray(dots, dtype=np.float64)[..., :CONFIDENCE_DEPTH]

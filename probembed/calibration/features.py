@@ -7,11 +7,10 @@ similarity ranked the hits, so one calibrator serves every score a collection is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 
-from probembed.scoring import ensemble, outrank_probability
+from probembed.scoring import outrank_probability
 
 #: Feature names, in column order. `disagreement` is present only for calibrators that use it.
 BASE_FEATURES = ("dot", "std", "log_rank", "gap_next", "gap_top", "query_margin")
@@ -95,25 +94,6 @@ def bm25_hit_features(
     log_rank = [math.log(r if r is not None else BM25_RANK_CAP + 1) for r in found]
     relative = [float(scores[r - 1]) / best if r is not None and best > 0 else 0.0 for r in found]
     return np.array([log_rank, relative], dtype=np.float64).T.reshape(len(found), 2)
-
-
-def member_cosines(
-    query_mean: np.ndarray,
-    query_weights: np.ndarray,
-    doc_means: np.ndarray,
-    doc_weights: np.ndarray,
-    dims: Sequence[int],
-) -> np.ndarray:
-    """(p, K) each member's cosine with one query, from concat-fused means; NaN at weight 0."""
-    rows = np.arange(len(doc_means))[None, :]
-    return ensemble.member_cosines(
-        np.asarray(query_mean)[None, :],
-        np.asarray(query_weights)[None, :],
-        doc_means,
-        doc_weights,
-        dims,
-        rows,
-    )[0]
 
 
 def cosine_spread(cosines: np.ndarray) -> np.ndarray:

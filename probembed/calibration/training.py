@@ -38,7 +38,6 @@ from probembed.calibration.features import (
     bm25_hit_features,
     cosine_spread,
     hit_features,
-    member_cosines,
 )
 from probembed.evaluation.datasets import RetrievalDataset
 from probembed.evaluation.harness import (
@@ -59,7 +58,7 @@ from probembed.fusion import Fused
 from probembed.fusion.adapt import retilt
 from probembed.pipeline import Pipeline
 from probembed.scoring import score_matrix
-from probembed.scoring.ensemble import hit_variance
+from probembed.scoring.ensemble import hit_variance, member_cosines
 from probembed.store import Database, ingest
 from probembed.store.ranking import (
     Hybrid,
@@ -325,11 +324,18 @@ def _cosines(pipeline: Pipeline, queries, docs, positions: np.ndarray) -> np.nda
     """Member cosines of every ranked hit, or None for a pipeline without a block per member."""
     if not pipeline.blocks:
         return None
-    dims = pipeline.blocks
     mean_q, mean_d = queries.gaussian.mean, docs.gaussian.mean
+    # a query at a time: the gathered (1, depth, width) rows stay small
     return np.stack(
         [
-            member_cosines(mean_q[i], queries.weights[i], mean_d[row], docs.weights[row], dims)
+            member_cosines(
+                mean_q[i : i + 1],
+                queries.weights[i : i + 1],
+                mean_d,
+                docs.weights,
+                pipeline.blocks,
+                row[None, :],
+            )[0]
             for i, row in enumerate(positions)
         ]
     )
