@@ -29,8 +29,7 @@ from probembed.encoders import check_loadable, get_encoder
 from probembed.encoders.base import Encoder, longer_than, token_limit, validate_texts
 from probembed.encoders.scripts import UnreadScriptWarning, label, scripts_in
 from probembed.fusion import Fused, member_blocks
-from probembed.fusion.adapt import adapted_weights
-from probembed.fusion.weights import normalized_prior
+from probembed.fusion.adapt import collection_tilt
 from probembed.gaussian import Gaussian
 from probembed.integrations.sentence_transformers import SentenceEncoder
 from probembed.paths import home_expanded
@@ -245,9 +244,7 @@ class Pipeline:
         if agreements is None or self.adapt.gamma == 0 or not tiltable:
             return None
         prior = self.fusion.prior if self.fusion.method == "uec" else self.fusion.weights
-        p = normalized_prior(None if prior is None else np.asarray(prior), len(self.members))
-        w = adapted_weights(np.asarray(agreements), p, self.adapt.gamma)
-        return w, np.divide(w, p, out=np.zeros_like(w), where=p > 0)
+        return collection_tilt(agreements, prior, len(self.members), self.adapt.gamma)
 
     def with_fusion(self, fusion: FusionConfig) -> Pipeline:
         """The same fitted members under another fusion (shares the cache; no calibrator)."""

@@ -11,6 +11,7 @@ from probembed.fusion import Fused, fuse
 from probembed.fusion.adapt import (
     adapted_weights,
     agreement,
+    collection_tilt,
     members_of,
     neighbour_disagreement,
     retilt,
@@ -155,6 +156,19 @@ def test_a_tilt_reads_the_agreement_among_the_members_it_weights() -> None:
     assert among[1] == 0 and split.agreement_among((0.6, 0.0, 0.4)) is among  # measured once
     assert split.agreement_among((0.2, 0.3, 0.5)) is split.agreement  # every member weighted
     assert split.agreement_among((1.0, 0.0, 0.0)) is split.agreement  # one member: no tilt
+
+
+def test_collection_tilt_is_the_adapted_weights_over_the_prior() -> None:
+    """w is the tilted prior; t = w/p, 0 for a member the prior drops; p·t is w again."""
+    prior = np.array([0.0, 3.0, 1.0])
+    w, t = collection_tilt(np.array([0.9, 0.2, 0.6]), prior, 3, 5.0)
+    np.testing.assert_array_equal(w, adapted_weights(np.array([0.9, 0.2, 0.6]), prior, 5.0))
+    assert t[0] == 0.0 and w[0] == 0.0
+    np.testing.assert_allclose(prior / prior.sum() * t, w, rtol=1e-15)
+    _, uniform = collection_tilt(np.array([0.5, 0.5]), None, 2, 5.0)
+    np.testing.assert_allclose(uniform, [1.0, 1.0], rtol=1e-15)  # equal agreement: no tilt
+    with pytest.raises(ValueError, match=r"agreements must be one per member, shape \(3,\)"):
+        collection_tilt(np.array([0.5, 0.5]), None, 3, 5.0)  # agreements of another ensemble
 
 
 def test_retilt_equals_fusing_with_the_tilted_prior() -> None:

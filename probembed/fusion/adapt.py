@@ -154,6 +154,19 @@ def adapted_weights(agreements: np.ndarray, prior: ArrayLike | None, gamma: floa
     return w / w.sum()
 
 
+def collection_tilt(
+    agreements: np.ndarray, prior: ArrayLike | None, k: int, gamma: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(w, t) of K members: a collection's weights w = `adapted_weights` on the prior p
+    (uniform for None) and the factors t = w/p (0 where p is) that `retilt` applies."""
+    a = np.asarray(agreements)
+    if a.shape != (k,):
+        raise ValueError(f"agreements must be one per member, shape ({k},), got {a.shape}")
+    p = normalized_prior(None if prior is None else np.asarray(prior), k)
+    w = adapted_weights(a, p, gamma)
+    return w, np.divide(w, p, out=np.zeros_like(w), where=p > 0)
+
+
 def members_of(fused: Fused, dims: Sequence[int]) -> list[Gaussian]:
     """Each member's unit-norm Gaussian, read back from concat-fused rows (block / √π_k)."""
     edges = np.cumsum([0, *dims])
