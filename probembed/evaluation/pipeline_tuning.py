@@ -86,9 +86,16 @@ def tune_fusion(
     base = choice.settings["uec"](next(iter(splits.values())))
     tuned = Pipeline(pipeline.members, base.fusion, base.score, pipeline.name, cache=False)
     kept = without_unweighted(tuned)
-    kept.cache = pipeline.cache
     # one member kept: no agreement to measure, so no tilt (a γ chosen on ties would ask for it)
-    kept.adapt = AdaptConfig(choice.gamma["uec+adapted"] if len(kept.members) > 1 else 0.0)
+    gamma = choice.gamma["uec+adapted"] if len(kept.members) > 1 else 0.0
+    kept = Pipeline(
+        kept.members,
+        kept.fusion,
+        kept.score,
+        kept.name,
+        pipeline.cache or False,
+        adapt=AdaptConfig(gamma),
+    )
     weights = choice.static.fusion.weights or ()
     dropped = tuple(m for m, w in zip(pipeline.models, weights, strict=True) if w == 0)
     return TunedFusion(kept, choice.static, dropped)
