@@ -199,13 +199,11 @@ def test_spearman_of_a_constant_side_is_nan_with_a_warning_naming_it() -> None:
     """scipy warned "An input array is constant" without saying which figure it was."""
     import warnings
 
-    from probembed.evaluation.uncertainty import spearman
-
-    assert spearman([1, 2, 3], [0.1, 0.5, 0.4], "x") == pytest.approx(0.5)
+    assert spearman([1, 2, 3], [0.1, 0.5, 0.4], diagnostic="x") == pytest.approx(0.5)
     for signal, quality in (([1, 2, 3], [0.5, 0.5, 0.5]), ([2, 2, 2], [1, 2, 3])):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            assert math.isnan(spearman(signal, quality, "u with its error"))
+            assert math.isnan(spearman(signal, quality, diagnostic="u with its error"))
         said = [str(w.message) for w in caught]
         assert said == [
             "Spearman ρ of u with its error is undefined: one of them is the same for every "

@@ -6,6 +6,7 @@ seconds (numba) and most callers of this package never score a run.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,12 +28,31 @@ Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Mapping[str, float]]
 
 
-def spearman(pred: ArrayLike, gold: ArrayLike) -> float:
-    """Rank correlation in [-1, 1], the STS metric (tables show it times 100); NaN for
-    predictions that are all equal (they rank nothing)."""
-    pred, gold = _validate_paired(pred, gold, "pred", "gold")
-    if np.all(gold == gold[0]):
-        raise ValueError(f"gold scores are all equal ({gold[0]:g}): no ranking to correlate with")
+def spearman(pred: ArrayLike, gold: ArrayLike, *, diagnostic: str | None = None) -> float:
+    """Rank correlation in [-1, 1] (scipy's `spearmanr`); the caller says what a side that is
+    all one value means.
+
+    As the STS metric (tables show it times 100), gold scores all equal are an error and
+    predictions all equal give NaN (they rank nothing). As a `diagnostic`, which names what is
+    correlated ("a model's uncertainty with its error"), either side all equal gives NaN with
+    a RuntimeWarning naming it (scipy's own warning named neither).
+    """
+    if diagnostic is not None:
+        pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+        if any(len(v) and np.all(v == v[0]) for v in (pred, gold)):
+            warnings.warn(
+                f"Spearman ρ of {diagnostic} is undefined: one of them is the same for every "
+                "item; returning nan",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return math.nan
+    else:
+        pred, gold = _validate_paired(pred, gold, "pred", "gold")
+        if np.all(gold == gold[0]):
+            raise ValueError(
+                f"gold scores are all equal ({gold[0]:g}): no ranking to correlate with"
+            )
     return float(spearmanr(pred, gold).statistic)
 
 

@@ -36,6 +36,7 @@ from probembed.evaluation.harness import (
     reported_metrics,
     searched_as,
 )
+from probembed.evaluation.metrics import spearman
 from probembed.evaluation.plots import plot_binned, plot_risk_coverage
 from probembed.evaluation.tuning import Tuned, tune
 from probembed.evaluation.uncertainty import (
@@ -48,7 +49,6 @@ from probembed.evaluation.uncertainty import (
     failed_queries,
     quality_at_coverage,
     risk_coverage,
-    spearman,
     top_quartile,
 )
 from probembed.fusion import single_model, uncertainty
@@ -350,7 +350,7 @@ def _sts_uncertainty(per_item: dict[str, np.ndarray], dataset: StsDataset) -> tu
     for name in ("uncertainty", "std"):
         signal = per_item[name]
         figures[f"auroc:{name}"] = auroc(signal, worst)
-        rho = spearman(signal, error, f"{name} with rank error")
+        rho = spearman(signal, error, diagnostic=f"{name} with rank error")
         figures[f"abs_rank_error_spearman:{name}"] = rho
         curves["risk_coverage"][name] = risk_coverage(signal, 1 - error)
         _, quality, _ = binned_quality(signal, 1 - error, _bins(signal))
@@ -407,7 +407,11 @@ def _own_error_tracking(
         signal = u["queries"]
     else:
         return {}
-    return {"u_error_spearman": spearman(signal, error, "a model's uncertainty with its error")}
+    return {
+        "u_error_spearman": spearman(
+            signal, error, diagnostic="a model's uncertainty with its error"
+        )
+    }
 
 
 def write_plots(result: Comparison, dataset: Evaluable, directory: str | os.PathLike) -> list[Path]:

@@ -13,8 +13,9 @@ from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import rankdata, spearmanr
+from scipy.stats import rankdata
 
+from probembed.evaluation.metrics import spearman
 from probembed.scoring import outrank_probability
 
 #: A query's key: its id, or its position.
@@ -22,21 +23,6 @@ Q = TypeVar("Q", bound=Hashable)
 
 NDCG_BELOW_MEDIAN = "ndcg_below_median"
 RECALL10_ZERO = "recall10_zero"
-
-
-def spearman(signal: ArrayLike, quality: ArrayLike, what: str) -> float:
-    """Spearman ρ of a signal with a per-item quality or error; nan, with a RuntimeWarning
-    naming `what`, when either holds one value only (scipy's own warning named neither)."""
-    signal, quality = np.asarray(signal, dtype=np.float64), np.asarray(quality, dtype=np.float64)
-    if any(len(v) and np.all(v == v[0]) for v in (signal, quality)):
-        warnings.warn(
-            f"Spearman ρ of {what} is undefined: one of them is the same for every item; "
-            "returning nan",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return math.nan
-    return float(spearmanr(signal, quality).statistic)
 
 
 def auroc(signal: ArrayLike, failed: ArrayLike) -> float:
@@ -107,7 +93,7 @@ def binned_quality(
     bins = np.array_split(np.arange(len(quality_sorted)), n_bins)
     centers = np.array([uncertainty_sorted[b].mean() for b in bins])
     mean_quality = np.array([quality_sorted[b].mean() for b in bins])
-    rho = spearman(np.arange(n_bins), mean_quality, "bin index with mean quality")
+    rho = spearman(np.arange(n_bins), mean_quality, diagnostic="bin index with mean quality")
     return centers, mean_quality, rho
 
 
