@@ -195,6 +195,21 @@ def test_auroc_perfect_inverted_and_undefined() -> None:
         assert math.isnan(auroc([0.1, 0.2], [False, False]))
 
 
+def test_metrics_and_diagnostics_name_their_misaligned_inputs_alike() -> None:
+    """One check of paired inputs: the metric and the diagnostics say the same of a mismatch;
+    a diagnostic takes a single item, the metric needs two, and a NaN is refused by name."""
+    with pytest.raises(ValueError, match="signal and failed need the same length >= 1, got 2, 1"):
+        auroc([0.1, 0.2], [True])
+    with pytest.raises(ValueError, match="uncertainty and quality need the same length >= 1"):
+        risk_coverage([], [])
+    with pytest.raises(ValueError, match=r"uncertainty, quality have shapes \(1, 2\), \(2,\)"):
+        risk_coverage([[0.1, 0.2]], [1.0, 0.0])
+    with pytest.raises(ValueError, match="pred and gold need the same length >= 2, got 1, 1"):
+        spearman([0.1], [1.0])
+    with pytest.raises(ValueError, match="quality holds 1 NaN values"):
+        risk_coverage([0.1, 0.2], [1.0, math.nan])
+
+
 def test_spearman_of_a_constant_side_is_nan_with_a_warning_naming_it() -> None:
     """scipy warned "An input array is constant" without saying which figure it was."""
     import warnings

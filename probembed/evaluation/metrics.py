@@ -48,7 +48,7 @@ def spearman(pred: ArrayLike, gold: ArrayLike, *, diagnostic: str | None = None)
             )
             return math.nan
     else:
-        pred, gold = _validate_paired(pred, gold, "pred", "gold")
+        pred, gold = paired_arrays(pred, gold, "pred", "gold")
         if np.all(gold == gold[0]):
             raise ValueError(
                 f"gold scores are all equal ({gold[0]:g}): no ranking to correlate with"
@@ -225,8 +225,8 @@ def probe_correct(
 
     `inverse_penalty` is the probe's C (MTEB's 1 unless a diagnostic asks how much a figure
     owes to the probe's L2 penalty)."""
-    train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
-    test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
+    train_X, train_y = paired_arrays(train_X, train_y, "train_X", "train_y", vectors=True)
+    test_X, test_y = paired_arrays(test_X, test_y, "test_X", "test_y", vectors=True)
     if train_X.shape[1] != test_X.shape[1]:
         raise ValueError(f"train_X has {train_X.shape[1]} columns but test_X {test_X.shape[1]}")
     return _probe(train_X, train_y, seed, inverse_penalty).predict(test_X) == test_y
@@ -236,8 +236,8 @@ def probe_losses(
     train_X: ArrayLike, train_y: ArrayLike, test_X: ArrayLike, test_y: ArrayLike, seed: int = 0
 ) -> np.ndarray:
     """Per test text, -log p(true label) under the probe `probe_accuracy` scores (its error)."""
-    train_X, train_y = _validate_paired(train_X, train_y, "train_X", "train_y", vectors=True)
-    test_X, test_y = _validate_paired(test_X, test_y, "test_X", "test_y", vectors=True)
+    train_X, train_y = paired_arrays(train_X, train_y, "train_X", "train_y", vectors=True)
+    test_X, test_y = paired_arrays(test_X, test_y, "test_X", "test_y", vectors=True)
     probe = _probe(train_X, train_y, seed)
     proba = probe.predict_proba(test_X)
     column = {label: j for j, label in enumerate(probe.classes_)}
@@ -265,14 +265,17 @@ def validate_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
     return tuple(metrics)
 
 
-def _validate_paired(
-    x: ArrayLike, y: ArrayLike, x_name: str, y_name: str, vectors: bool = False
+def paired_arrays(
+    x: ArrayLike, y: ArrayLike, x_name: str, y_name: str, vectors: bool = False, least: int = 2
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Check two aligned inputs: same length, at least two rows, 2-D first when `vectors`."""
+    """Two aligned inputs as arrays, checked once for every metric and diagnostic: the same
+    length, at least `least` rows, 1-D (x 2-D when `vectors`); an error names them."""
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim != (2 if vectors else 1) or y.ndim != 1:
         expected = "(n, dim) and (n,)" if vectors else "(n,) and (n,)"
         raise ValueError(f"{x_name}, {y_name} have shapes {x.shape}, {y.shape}; need {expected}")
-    if len(x) != len(y) or len(x) < 2:
-        raise ValueError(f"{x_name} and {y_name} need the same length >= 2, got {len(x)}, {len(y)}")
+    if len(x) != len(y) or len(x) < least:
+        raise ValueError(
+            f"{x_name} and {y_name} need the same length >= {least}, got {len(x)}, {len(y)}"
+        )
     return x, y

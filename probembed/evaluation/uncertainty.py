@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import rankdata
 
-from probembed.evaluation.metrics import spearman
+from probembed.evaluation.metrics import paired_arrays, spearman
 from probembed.scoring import outrank_probability
 
 #: A query's key: its id, or its position.
@@ -218,13 +218,8 @@ def _sort_by_uncertainty(
 def _validate_pair(
     x: ArrayLike, y: ArrayLike, x_name: str, y_name: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Check two aligned, non-empty, NaN-free 1-D inputs."""
-    x, y = np.asarray(x), np.asarray(y)
-    if x.ndim != 1 or y.ndim != 1 or len(x) != len(y) or len(x) == 0:
-        raise ValueError(
-            f"{x_name} and {y_name} must be non-empty 1-D arrays of the same length, "
-            f"got shapes {x.shape} and {y.shape}"
-        )
+    """Two aligned, non-empty, NaN-free 1-D inputs (`paired_arrays`, then the NaN check)."""
+    x, y = paired_arrays(x, y, x_name, y_name, least=1)
     for name, values in ((x_name, x), (y_name, y)):
         if values.dtype.kind == "f" and np.isnan(values).any():
             raise ValueError(f"{name} holds {int(np.isnan(values).sum())} NaN values")
