@@ -54,7 +54,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -63,6 +63,9 @@ from probembed.caller import warn_caller
 from probembed.gaussian import Gaussian
 from probembed.pydoc_text import paragraphs
 from probembed.scoring import dot_variance
+
+if TYPE_CHECKING:  # the pipeline imports this module: its type only for checking
+    from probembed.pipeline import Pipeline
 
 #: Basis vectors per member block: the default pipeline's second direction (minilm's full
 #: last-layer Laplace) is the one a per-text scale alone misses.
@@ -116,10 +119,11 @@ class VarianceBasis:
 
     def std_error(self, g: Gaussian) -> float:
         """Largest error of the dot-product std from decoded variances, relative to its median
-        (the first 64 rows' scores against every row)."""
+        (the first REFERENCE_ROWS rows' scores against every row: every held-out reference
+        text against all of them, as `reference_fit` passes them)."""
         compact = Gaussian(g.mean, self.decode(self.encode(g.var)))
-        want = np.sqrt(dot_variance(g[:64], g))
-        got = np.sqrt(dot_variance(g[:64], compact))
+        want = np.sqrt(dot_variance(g[:REFERENCE_ROWS], g))
+        got = np.sqrt(dot_variance(g[:REFERENCE_ROWS], compact))
         return float(np.abs(got - want).max() / max(np.median(want), np.finfo(float).tiny))
 
     @property
@@ -268,13 +272,13 @@ _FITTING: dict[str, threading.Lock] = {}
 _LOCKS_LOCK = threading.Lock()
 
 
-def pipeline_basis(pipeline: Any) -> VarianceBasis | None:
+def pipeline_basis(pipeline: Pipeline) -> VarianceBasis | None:
     """The basis every collection of this pipeline stores variances on, or None where a basis
     would not reproduce them (`pipeline_verdict`)."""
     return pipeline_verdict(pipeline).basis
 
 
-def pipeline_verdict(pipeline: Any) -> Verdict:
+def pipeline_verdict(pipeline: Pipeline) -> Verdict:
     """The verdict its directory kept (`Pipeline.variance_verdict`, where `verdict_fits`), else
     the one this process holds for its fingerprint (kept by a directory loaded, `hold_kept`, or
     fitted), else one fitted once per process: it encodes 2 x REFERENCE_ROWS texts.
@@ -284,7 +288,7 @@ def pipeline_verdict(pipeline: Any) -> Verdict:
     Other pipelines' bases are fitted meanwhile.
     """
     key = str(pipeline.fingerprint)
-    kept = getattr(pipeline, "variance_verdict", None)
+    kept = pipeline.variance_verdict
     if verdict_fits(kept, pipeline):
         return kept
     if key in _FITTED:
@@ -297,18 +301,18 @@ def pipeline_verdict(pipeline: Any) -> Verdict:
     return _FITTED[key]
 
 
-def hold_kept(pipeline: Any) -> None:
+def hold_kept(pipeline: Pipeline) -> None:
     """Offer the verdict a loaded pipeline's directory kept to every pipeline of its fingerprint
     in this process, where it is this one's (`verdict_fits`): a pipeline made from its members
     under another score, adaptation or calibrator (`Pipeline(loaded.members, loaded.fusion,
     ...)`, or `with_settings_of` a collection's kept copy saved without the file) would
     otherwise fit the same verdict again, seconds of encoding per member."""
-    kept = getattr(pipeline, "variance_verdict", None)
+    kept = pipeline.variance_verdict
     if verdict_fits(kept, pipeline):
         _FITTED.setdefault(kept.fingerprint, kept)
 
 
-def verdict_fits(verdict: Verdict | None, pipeline: Any) -> TypeGuard[Verdict]:
+def verdict_fits(verdict: Verdict | None, pipeline: Pipeline) -> TypeGuard[Verdict]:
     """Whether a verdict is this pipeline's: fitted for its fingerprint (its members and fusion,
     which make the fused variances it was fitted on) and of its block widths (a basis of
     another's never decodes its rows; a verdict of whole variances fits any)."""
@@ -319,7 +323,7 @@ def verdict_fits(verdict: Verdict | None, pipeline: Any) -> TypeGuard[Verdict]:
     return verdict.basis.blocks == (tuple(pipeline.blocks) or (pipeline.empty().gaussian.dim,))
 
 
-def fitted_verdict(pipeline: Any) -> Verdict:
+def fitted_verdict(pipeline: Pipeline) -> Verdict:
     """A verdict fitted here on the reference texts, whatever one is held (what a built-in
     ships, `scripts/build_pipelines.py`): it encodes 2 x REFERENCE_ROWS texts."""
     basis, error = reference_fit(pipeline)
@@ -327,11 +331,11 @@ def fitted_verdict(pipeline: Any) -> Verdict:
     return Verdict(key, basis if error <= MAX_STD_ERROR else None, error)
 
 
-def reference_fit(pipeline: Any) -> tuple[VarianceBasis, float]:
+def reference_fit(pipeline: Pipeline) -> tuple[VarianceBasis, float]:
     """A basis fitted on the first REFERENCE_ROWS reference texts, and its `std_error` on the
     rest: whether the pipeline's variances are regular enough to store as coefficients."""
     g = pipeline.encode(reference_texts()).gaussian
-    blocks = tuple(getattr(pipeline, "blocks", ())) or (g.dim,)
+    blocks = pipeline.blocks or (g.dim,)
     basis = VarianceBasis.fit(g.var[:REFERENCE_ROWS], blocks)
     return basis, basis.std_error(g[REFERENCE_ROWS:])
 
