@@ -18,7 +18,12 @@ from probembed.gaussian import Gaussian
 from probembed.pipeline import Pipeline, available_pipelines
 from probembed.scoring import score_matrix
 from probembed.uncertainty.base import Estimator
-from probembed.uncertainty.head import _LOG_VAR_MAX, _LOG_VAR_MIN, _network, head_log_variance
+from probembed.uncertainty.head import (
+    LOG_VAR_MAX,
+    LOG_VAR_MIN,
+    head_log_variance,
+    head_network,
+)
 
 #: Max |Δ| of a unit-norm mean: the encoders' float32 batch noise (≤ 6.6e-7 on the raw means,
 #: measured ≤ 1.5e-7 once unit-norm) with margin; the fused mean scales each part by √π ≤ 1.
@@ -162,13 +167,13 @@ def test_shipped_heads_numpy_inference_equals_their_torch_network(builtin):
     if not heads:
         pytest.skip(f"{builtin.name} has no head estimator")
     for head in heads:
-        mean = head._embed(TEXTS)
+        mean = head.encode(TEXTS).mean  # the unit-norm embedding the head reads
         state = head.state
-        net = _network(state["0.weight"].shape[1], state["0.weight"].shape[0]).double()
+        net = head_network(state["0.weight"].shape[1], state["0.weight"].shape[0]).double()
         net.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in state.items()})
         with torch.no_grad():
             expected = net(torch.from_numpy(mean.astype(np.float64))).clamp(
-                _LOG_VAR_MIN, _LOG_VAR_MAX
+                LOG_VAR_MIN, LOG_VAR_MAX
             )
         # Same float64 maths in a different summation order: ~1e-16 relative per product,
         # sums of 384 and 128 products with |log σ²| ≤ 20, so 1e-12 absolute is ample.

@@ -19,7 +19,7 @@ from probembed.uncertainty import (
     make_estimator,
 )
 from probembed.uncertainty.calibration import calibration_scale
-from probembed.uncertainty.head import _LOG_VAR_MAX, _LOG_VAR_MIN, _network
+from probembed.uncertainty.head import LOG_VAR_MAX, LOG_VAR_MIN, head_network
 from probembed.uncertainty.perturb import dropout_views
 
 PROBE = [
@@ -231,22 +231,22 @@ def torch_head(state, dtype):
     """The torch network the head was trained as, holding the trained weights."""
     import torch
 
-    net = _network(state["0.weight"].shape[1], state["0.weight"].shape[0]).to(dtype)
+    net = head_network(state["0.weight"].shape[1], state["0.weight"].shape[0]).to(dtype)
     net.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in state.items()})  # copies
     return net
 
 
 def test_head_numpy_inference_equals_its_torch_network(small_head):
     torch = pytest.importorskip("torch", reason="the head is trained with torch")
-    mean = small_head._embed(PROBE)
-    var = small_head.encode(PROBE).var
+    encoded = small_head.encode(PROBE)
+    mean, var = encoded.mean, encoded.var
     with torch.no_grad():
         exact = torch_head(small_head.state, torch.float64)(torch.from_numpy(mean).double())
         trained = torch_head(small_head.state, torch.float32)(torch.from_numpy(mean))
-    expected = small_head.scale * np.exp(exact.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX).numpy())
+    expected = small_head.scale * np.exp(exact.clamp(LOG_VAR_MIN, LOG_VAR_MAX).numpy())
     # Same float64 maths in another summation order (~1e-15), then one float32 rounding.
     np.testing.assert_allclose(var, expected, rtol=2**-23)
-    as_trained = small_head.scale * np.exp(trained.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX).numpy())
+    as_trained = small_head.scale * np.exp(trained.clamp(LOG_VAR_MIN, LOG_VAR_MAX).numpy())
     # The float32 network: sums of 64 and 16 products, each term off by ~6e-8 relative, move
     # log σ² (|log σ²| < 20) by < 1e-5 absolute, so σ² by < 1e-5 relative.
     np.testing.assert_allclose(var, as_trained, rtol=1e-5)

@@ -19,7 +19,9 @@ from probembed.gaussian import Gaussian
 from probembed.uncertainty.base import Estimator, is_count, is_number
 from probembed.uncertainty.moments import Moments
 
-_LOG_VAR_MIN, _LOG_VAR_MAX = -20.0, 5.0
+#: The range log-variances are kept in, in training and at inference: exp neither underflows
+#: nor explodes.
+LOG_VAR_MIN, LOG_VAR_MAX = -20.0, 5.0
 
 
 def mls_loss(
@@ -30,8 +32,9 @@ def mls_loss(
     return 0.5 * ((mu_a - mu_b).square() / total + total.log()).sum(1).mean()
 
 
-def _network(dim: int, hidden: int) -> torch.nn.Sequential:
-    """Two-layer MLP from a unit-norm embedding to per-dimension log-variances."""
+def head_network(dim: int, hidden: int) -> torch.nn.Sequential:
+    """Two-layer MLP from a unit-norm embedding to per-dimension log-variances: the torch
+    network a head is trained as, whose forward pass `head_log_variance` computes in numpy."""
     from torch import nn
 
     return nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
@@ -54,7 +57,7 @@ def head_log_variance(state: dict[str, np.ndarray], mean: np.ndarray) -> np.ndar
     """
     w = {key: np.asarray(value, dtype=np.float64) for key, value in state.items()}
     hidden = _gelu(np.asarray(mean, dtype=np.float64) @ w["0.weight"].T + w["0.bias"])
-    return np.clip(hidden @ w["2.weight"].T + w["2.bias"], _LOG_VAR_MIN, _LOG_VAR_MAX)
+    return np.clip(hidden @ w["2.weight"].T + w["2.bias"], LOG_VAR_MIN, LOG_VAR_MAX)
 
 
 class HeadEstimator(Estimator):
@@ -90,11 +93,11 @@ class HeadEstimator(Estimator):
         torch.manual_seed(self.params["seed"])
         mu_a = torch.from_numpy(np.concatenate(self._map(self._embed, text_a, "encode text_a")))
         mu_b = torch.from_numpy(np.concatenate(self._map(self._embed, text_b, "encode text_b")))
-        net = _network(mu_a.shape[1], self.params["hidden"])
+        net = head_network(mu_a.shape[1], self.params["hidden"])
         with torch.no_grad():  # start at the pooled residual variance, a sensible constant
             cast("torch.nn.Linear", net[2]).weight.mul_(0.01)
             start = float(((mu_a - mu_b).square().mean() / 2).log())  # -inf: identical pairs
-            cast("torch.nn.Linear", net[2]).bias.fill_(max(start, _LOG_VAR_MIN))
+            cast("torch.nn.Linear", net[2]).bias.fill_(max(start, LOG_VAR_MIN))
         optimiser = torch.optim.AdamW(
             net.parameters(), lr=self.params["lr"], weight_decay=self.params["weight_decay"]
         )
@@ -112,7 +115,7 @@ class HeadEstimator(Estimator):
     @staticmethod
     def _log_var(raw: torch.Tensor) -> torch.Tensor:
         """Keep log-variances in a range where exp neither underflows nor explodes."""
-        return raw.clamp(_LOG_VAR_MIN, _LOG_VAR_MAX)
+        return raw.clamp(LOG_VAR_MIN, LOG_VAR_MAX)
 
     def _encode_raw(self, texts: list[str]) -> Moments:
         """One numpy forward pass of the head per batch of embeddings."""
