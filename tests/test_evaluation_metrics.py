@@ -19,7 +19,6 @@ from probembed.evaluation import (
     RetrievalDataset,
     StsDataset,
     abs_rank_error,
-    aurc,
     auroc,
     binned_quality,
     confidence_signals,
@@ -28,7 +27,6 @@ from probembed.evaluation import (
     load_pairs,
     per_query_metrics,
     plot_binned,
-    plot_calibration,
     plot_risk_coverage,
     probe_accuracy,
     quality_at_coverage,
@@ -234,8 +232,6 @@ def test_risk_coverage_by_hand() -> None:
     np.testing.assert_allclose(mean_quality, [1.0, 1.0, 2 / 3, 0.5])
     assert quality_at_coverage(uncertainty, quality, 0.5) == 1.0
     assert quality_at_coverage(uncertainty, quality, 0.6) == pytest.approx(2 / 3)  # ceil(2.4)
-    assert aurc(uncertainty, quality) == pytest.approx((0 + 0 + 1 / 3 + 1 / 2) / 4)
-    assert aurc(uncertainty, risk=[1.0, 0.0, 0.0, 1.0]) == pytest.approx(5 / 24)
 
 
 def test_risk_coverage_averages_ties_so_order_does_not_matter() -> None:
@@ -469,7 +465,6 @@ def test_plots_write_png_files(tmp_path: Path) -> None:
     written = [
         plot_risk_coverage({"toy": (coverage, quality)}, tmp_path / "rc.png", "toy"),
         plot_binned({"toy": ([0.1, 0.5, 0.9], [0.9, 0.6, 0.2])}, tmp_path / "sub" / "bins.png"),
-        plot_calibration([0.2, 0.5, 0.9], [1, 2.5, 4.8], tmp_path / "cal.png", pred_std=[0.1] * 3),
     ]
     for path in written:
         assert path.read_bytes().startswith(PNG_MAGIC)

@@ -21,8 +21,6 @@ from probembed.scoring import (
     parse_score,
     score_matrix,
     score_pairs,
-    score_std,
-    supports_inner_product,
 )
 
 FAST = settings(max_examples=40, deadline=None)
@@ -128,7 +126,6 @@ def test_dot_variance_is_nonnegative_and_matches_formula(qd):
         for i in range(len(q))
     ]
     np.testing.assert_allclose(v, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(score_std(q, d), np.sqrt(v))
 
 
 def test_dot_variance_matches_monte_carlo():
@@ -256,11 +253,6 @@ def test_inner_product_form_ranks_exactly_as_score():
         np.testing.assert_array_equal(
             np.argsort(-products, axis=1), np.argsort(-score_matrix(q, d, score), axis=1)
         )
-
-
-def test_supports_inner_product():
-    assert {s for s in Score if supports_inner_product(s)} == set(IP_SCORES)
-    assert supports_inner_product("cosine")
 
 
 def test_parse_score_accepts_names_and_members():

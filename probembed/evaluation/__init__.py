@@ -28,7 +28,6 @@ from probembed.evaluation.metrics import (
 )
 from probembed.evaluation.plots import (
     plot_binned,
-    plot_calibration,
     plot_reliability,
     plot_risk_coverage,
 )
@@ -36,7 +35,6 @@ from probembed.evaluation.uncertainty import (
     NDCG_BELOW_MEDIAN,
     RECALL10_ZERO,
     abs_rank_error,
-    aurc,
     auroc,
     binned_quality,
     confidence_signals,
@@ -57,7 +55,6 @@ __all__ = [
     "RetrievalDataset",
     "StsDataset",
     "abs_rank_error",
-    "aurc",
     "auroc",
     "binned_quality",
     "confidence_signals",
@@ -71,7 +68,6 @@ __all__ = [
     "load_sts",
     "per_query_metrics",
     "plot_binned",
-    "plot_calibration",
     "plot_reliability",
     "plot_risk_coverage",
     "probe_accuracy",

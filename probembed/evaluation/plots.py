@@ -1,4 +1,4 @@
-"""PNG figures for reports: risk–coverage, quality per uncertainty bin, calibration (STS, hits).
+"""PNG figures for reports: risk–coverage, quality per uncertainty bin, reliability of hits.
 
 Figures are drawn on an explicit Agg canvas, never through pyplot, so plotting neither needs a
 display nor changes matplotlib's global backend for the caller.
@@ -47,25 +47,6 @@ def plot_binned(
         axes.plot(centers, quality, marker="o", label=label)
     axes.set(xlabel=xlabel, ylabel=ylabel)
     return _save(figure, axes, path, title)
-
-
-def plot_calibration(
-    pred: ArrayLike,
-    gold: ArrayLike,
-    path: str | Path,
-    title: str = "STS: predicted vs gold similarity",
-    pred_std: ArrayLike | None = None,
-) -> Path:
-    """Scatter predicted similarity (± its std) against gold, to see where predictions stray."""
-    pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
-    if pred.shape != gold.shape or pred.ndim != 1:
-        raise ValueError(f"pred and gold must be 1-D of one length, got {pred.shape}, {gold.shape}")
-    if pred_std is not None and np.shape(pred_std) != pred.shape:
-        raise ValueError(f"pred_std has shape {np.shape(pred_std)}; expected {pred.shape}")
-    figure, axes = _new_figure()
-    axes.errorbar(pred, gold, xerr=pred_std, fmt="o", markersize=2, alpha=0.3, elinewidth=0.5)
-    axes.set(xlabel="predicted similarity", ylabel="gold score")
-    return _save(figure, axes, path, title, legend=False)
 
 
 def plot_reliability(

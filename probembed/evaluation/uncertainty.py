@@ -68,17 +68,6 @@ def quality_at_coverage(uncertainty: ArrayLike, quality: ArrayLike, coverage: fl
     return float(mean_quality[answered - 1])
 
 
-def aurc(
-    uncertainty: ArrayLike, quality: ArrayLike | None = None, *, risk: ArrayLike | None = None
-) -> float:
-    """Area under the risk–coverage curve (lower is better); risk defaults to 1 − quality."""
-    if (quality is None) == (risk is None):
-        raise ValueError("pass exactly one of quality (risk = 1 - quality) or risk=")
-    risk = 1 - np.asarray(quality, dtype=np.float64) if risk is None else risk
-    _, mean_risk = risk_coverage(uncertainty, risk)
-    return float(np.mean(mean_risk))
-
-
 def binned_quality(
     uncertainty: ArrayLike, quality: ArrayLike, n_bins: int = 10
 ) -> tuple[np.ndarray, np.ndarray, float]:

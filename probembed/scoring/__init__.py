@@ -3,7 +3,6 @@
 from probembed.scoring.inner_product import (
     inner_product_form,
     inner_product_offset,
-    supports_inner_product,
 )
 from probembed.scoring.names import Score, parse_score
 from probembed.scoring.outrank import outrank_probability
@@ -14,7 +13,6 @@ from probembed.scoring.pairwise import (
     pair_variance,
     score_matrix,
     score_pairs,
-    score_std,
 )
 from probembed.scoring.similarity import Similarity, similarity
 
@@ -31,7 +29,5 @@ __all__ = [
     "parse_score",
     "score_matrix",
     "score_pairs",
-    "score_std",
     "similarity",
-    "supports_inner_product",
 ]

@@ -71,11 +71,6 @@ _FORMS: dict[Score, Callable[[Gaussian, Side], np.ndarray]] = {
 }
 
 
-def supports_inner_product(score: Score | str) -> bool:
-    """Whether ANN over inner products ranks exactly by this score (else: ANN on means, rescore)."""
-    return parse_score(score) in _FORMS
-
-
 def _validate_form_args(g: Gaussian, score: Score | str) -> Score:
     """Check the Gaussian and that the score has a reduction, listing those that do."""
     if not isinstance(g, Gaussian):

@@ -268,11 +268,6 @@ def dot_moments(
     return both[..., 0], both[..., 1]
 
 
-def score_std(q: Gaussian, d: Gaussian) -> np.ndarray:
-    """Standard deviation of each dot-product score, reported beside every hit."""
-    return np.sqrt(dot_variance(q, d))
-
-
 def score_matrix(
     q: Gaussian,
     d: Gaussian,
