@@ -42,7 +42,7 @@ def compared(pipe: Pipeline, label: str, fusion: FusionConfig) -> dict:
     shipped = pipe.variance_verdict
     if shipped is None or shipped.basis is None:
         raise SystemExit(f"{pipe.name} ships no basis to compare with")
-    other = Pipeline(pipe.members, fusion, cache=pipe.cache or False)
+    other = pipe.with_fusion(fusion)
     own = fitted_verdict(other)
     if own.basis is None:
         raise SystemExit(f"{label}: its own fit keeps no basis (std error {own.std_error:.2e})")
