@@ -540,7 +540,10 @@ def _best(
     label: str | None = None,
     shares: Shares = None,
 ) -> Method:
-    """The method with the best tuning mean over the datasets but `left_out`."""
+    """The method with the best tuning mean over the datasets but `left_out`: the first within
+    TIE of the maximum (`fold_choice`). `tuning._best` keeps instead the first that beats the
+    best so far by more than TIE; the two differ only for figures between TIE and 2·TIE of
+    each other (x, x + 0.9·TIE, x + 1.8·TIE: the second here, the third there)."""
     return methods[scores.choose([fixed(m) for m in methods], left_out, label, shares)]
 
 

@@ -60,7 +60,14 @@ def uec_methods(prior: Sequence[float]) -> list[Method]:
 def _best(
     candidates: Sequence[Method], objective: Callable[[Method], float], label: str, progress: bool
 ) -> tuple[Method, float]:
-    """The candidate with the highest objective (first wins ties, so simpler grids win)."""
+    """The candidate with the highest objective (first wins ties, so simpler grids win).
+
+    Ties are judged along the way: a candidate replaces the best so far only where it beats
+    it by more than TIE. `lodo.fold_choice` (through `lodo._best`) judges them against the
+    maximum instead, taking the first setting within TIE of it. The two agree unless figures
+    lie between TIE and 2·TIE of each other: values x, x + 0.9·TIE, x + 1.8·TIE give the
+    third here and the second there. Kept apart so that no chosen setting changes.
+    """
     best, best_value = candidates[0], -np.inf
     with progress_bar(label, len(candidates), progress) as bar:
         for method in candidates:
