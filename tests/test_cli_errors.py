@@ -423,18 +423,34 @@ def test_bad_input_is_refused_before_a_model_loads(tmp_path, monkeypatch, comman
     assert not (tmp_path / "made.db").exists() and not (tmp_path / "parts").exists()
 
 
-def test_an_ingest_of_an_empty_file_says_nothing_was_stored(tmp_path, monkeypatch, saved_pipeline):
-    """It said "collection 'default' in made.db: 0 items", and then no such collection was
-    listed or searchable."""
+@pytest.mark.parametrize(
+    ("command", "source", "said"),
+    [
+        (["ingest", "--db", "made.db"], "empty.jsonl", "empty.jsonl holds no records: it is empty"),
+        (["ingest", "--db", "made.db", "--chunk"], "empty.jsonl", "empty.jsonl holds no records"),
+        (["embed", "--out", "made.db"], "empty.jsonl", "empty.jsonl holds no records: it is empty"),
+        (["embed", "--out", "made.db", "--chunk"], "empty.jsonl", "empty.jsonl holds no records"),
+        (["ingest", "--db", "made.db", "--chunk"], "blank.md", "blank.md holds no text to index"),
+        (["ingest", "--db", "made.db", "--chunk"], "blanks", "blanks holds no text to index"),
+    ],
+)
+def test_an_empty_input_is_refused_naming_it(
+    tmp_path, monkeypatch, saved_pipeline, command, source, said
+):
+    """An empty file (a failed export, a wrong name) is most often a mistake: ingest exited 0
+    saying "nothing stored", embed left an empty --out folder, and chunked ingest of a file
+    or folder of no text did the same. Each is refused naming it, exit 2, nothing left."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "empty.jsonl").write_text("")
-    args = ["ingest", "empty.jsonl", "--pipeline", str(saved_pipeline), "--db", "made.db"]
+    (tmp_path / "empty.jsonl").write_text("\n  \n")
+    (tmp_path / "blank.md").write_text(" \u200b\n")
+    (tmp_path / "blanks").mkdir()
+    (tmp_path / "blanks" / "a.md").write_text("")
+    (tmp_path / "blanks" / "b.txt").write_text("\n\n")
+    args = [command[0], source, *command[1:], "--pipeline", str(saved_pipeline)]
     result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())
-    assert "nothing stored: collection 'default' in made.db was not made" in said
-    assert "0 items" not in said
-    assert not (tmp_path / "made.db").exists()  # its kept files and folder left behind too
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()).startswith(f"error: {said}"), result.output
+    assert not (tmp_path / "made.db").exists()  # no database, collection or --out folder
 
 
 @pytest.mark.parametrize(

@@ -1317,11 +1317,10 @@ def test_a_sync_that_would_keep_no_stored_document_is_refused(tmp_path, folder, 
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     before = collection.document_index()
-    for source in (folder / "sub", empty):
-        with pytest.raises(
-            StoreError, match=r"sync would remove all 4 document\(s\) of collection"
-        ):
-            ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    with pytest.raises(StoreError, match=r"sync would remove all 4 document\(s\) of collection"):
+        ingest_documents(folder / "sub", collection, pydoc_pipeline, SMALL, sync=True)
+    with pytest.raises(ValueError, match=r"empty.jsonl holds no records: it is empty"):
+        ingest_documents(empty, collection, pydoc_pipeline, SMALL, sync=True)  # refused alike
     assert collection.document_index() == before  # nothing written, nothing removed
     one = ingest_documents(folder, collection, pydoc_pipeline, SMALL, sync=True)
     assert (one.added, one.removed, one.unchanged) == (1, 0, 4)  # a sync that keeps some runs
@@ -1346,9 +1345,10 @@ def test_a_sync_of_a_folder_whose_files_were_all_renamed_replaces_them(tmp_path,
     moved = folder.rename(tmp_path / "moved")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    for source in (moved / "sub", empty):
-        with pytest.raises(StoreError, match=r"sync would remove all 1 document\(s\)"):
-            ingest_documents(source, collection, pydoc_pipeline, SMALL, sync=True)
+    with pytest.raises(StoreError, match=r"sync would remove all 1 document\(s\)"):
+        ingest_documents(moved / "sub", collection, pydoc_pipeline, SMALL, sync=True)
+    with pytest.raises(ValueError, match=r"empty.jsonl holds no records"):
+        ingest_documents(empty, collection, pydoc_pipeline, SMALL, sync=True)
     assert set(collection.document_index()) == {"b.md"}
 
 
@@ -1391,10 +1391,10 @@ def test_folders_under_their_own_prefixes_share_a_collection_and_sync_apart(
     (moved / "README.md").write_text("# api\n\nThe api pages, now about vicunas.")
     alone = ingest_documents(moved / "README.md", collection, pydoc_pipeline, SMALL, prefix="api/")
     assert (alone.updated, alone.added, alone.problems) == (1, 0, [])
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
+    other = tmp_path / "other.jsonl"  # names none of the prefix's stored documents
+    other.write_text('{"id": "other.md", "text": "A page of another source."}\n')
     with pytest.raises(StoreError, match=r"remove all 2 document\(s\) under prefix 'api/'"):
-        ingest_documents(empty, collection, pydoc_pipeline, SMALL, sync=True, prefix="api/")
+        ingest_documents(other, collection, pydoc_pipeline, SMALL, sync=True, prefix="api/")
     assert set(collection.document_index()) == ids - {"guide/install.md"}
 
 

@@ -101,9 +101,10 @@ def test_a_sync_that_would_keep_no_stored_record_is_refused(tmp_path, collection
     (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
     others = write_jsonl(tmp_path / "others.jsonl", rows(5, start=3))
     version = collection.version
-    for source in (tmp_path / "empty.jsonl", others):
-        with pytest.raises(StoreError, match=r"sync would remove all 3 record\(s\) of collection"):
-            ingest(source, collection, pydoc_pipeline, sync=True)
+    with pytest.raises(StoreError, match=r"sync would remove all 3 record\(s\) of collection"):
+        ingest(others, collection, pydoc_pipeline, sync=True)
+    with pytest.raises(ValueError, match=r"empty.jsonl holds no records: it is empty"):
+        ingest(tmp_path / "empty.jsonl", collection, pydoc_pipeline, sync=True)  # any run
     assert collection.version == version
     (tmp_path / "note.txt").write_text("one note", encoding="utf-8")
     ingest(tmp_path / "note.txt", collection, pydoc_pipeline)  # "sync the file I changed"
@@ -168,8 +169,7 @@ def test_the_cli_syncs_whole_records(tmp_path, pydoc_pipeline_dir):
     assert stored(collection) == {r["id"]: r["text"] for r in edited}
     refused = runner.invoke(app, [*args, "--sync", "--upsert"])
     assert refused.exit_code != 0 and "--upsert is implied by --sync" in refused.output
-    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
-    args[1] = str(tmp_path / "empty.jsonl")
+    args[1] = str(write_jsonl(tmp_path / "others.jsonl", rows(5, start=3)))  # names none
     emptied = runner.invoke(app, [*args, "--sync"])
     assert emptied.exit_code != 0
     assert "Leave out --sync" in emptied.output and "probembed delete ID" in emptied.output

@@ -789,6 +789,7 @@ def ingest_documents(
         prefix=prefix,
         wait=wait,
     )
+    refuse_no_text(report)
     report.unread = unread_files(
         source, follow_links=follow_links, exclude=excluded, own=[collection.db.path]
     )
@@ -800,6 +801,22 @@ def ingest_documents(
             stacklevel=2,
         )
     return report
+
+
+def refuse_no_text(report: DocumentReport) -> None:
+    """Refuse, naming the source, a run whose every document had no text to index and that
+    stored, kept and removed nothing (an empty file given alone, a folder of blank files):
+    such a source is most often a mistake, and the run ended "nothing stored" with exit
+    status 0. One empty file among others is no mistake, nor a sync that removes emptied
+    documents, nor one that keeps their stored versions (`empty_kept`)."""
+    effects = (report.added, report.updated, report.unchanged, report.removed, report.emptied)
+    if not report.empty or report.problems or report.empty_kept or any(effects):
+        return
+    empty = report.empty
+    raise ValueError(
+        f"{report.source} holds no text to index: {len(empty)} document(s), each empty, blank "
+        f"or nothing but markup (e.g. {empty[0]!r}); nothing was stored"
+    )
 
 
 def ingest_parsed(

@@ -85,7 +85,7 @@ def read_records(
             "(`probembed ingest --chunk`, `ingest_documents`)"
         )
     if path.is_file() and suffix in JSONL_SUFFIXES:
-        return read_jsonl(path)
+        return _some_records(read_jsonl(path), path)
     if path.is_file():
         raise ValueError(
             f"{path}: probembed does not read {suffix} files; give JSON lines "
@@ -93,7 +93,7 @@ def read_records(
             "a folder of them, or a BEIR folder"
         )
     if is_beir(path):
-        return read_jsonl(path / "corpus.jsonl")
+        return _some_records(read_jsonl(path / "corpus.jsonl"), path / "corpus.jsonl")
     if path.is_dir():
         return read_text_folder(path, follow_links, own)
     odd = not_regular(path)
@@ -103,6 +103,21 @@ def read_records(
         f"no documents at {path}: expected a JSONL file, a BEIR folder with corpus.jsonl, "
         "a folder of .txt/.md files or one such file"
     )
+
+
+def _some_records(items: Iterator[Record | Problem], path: Path) -> Iterator[Record | Problem]:
+    """The items of a JSONL file, or a `ValueError` naming it when it holds none: an empty
+    file (a failed export, a wrong name) is most often a mistake, and a run of it ended
+    "nothing stored" with exit status 0 (embed left an empty --out folder)."""
+    empty = True
+    for item in items:
+        empty = False
+        yield item
+    if empty:
+        raise ValueError(
+            f"{path} holds no records: it is empty (or holds only blank lines); give a file "
+            "of JSON lines, one record per line"
+        )
 
 
 def not_regular(path: Path) -> str | None:
