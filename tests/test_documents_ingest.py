@@ -2799,16 +2799,18 @@ def test_a_chunked_ingest_names_documents_that_repeat_anothers_content(tmp_path,
 
 
 @pytest.mark.parametrize("chunk", [["--chunk"], []], ids=["chunked", "plain"])
+@pytest.mark.parametrize("place", ["store/db", "."], ids=["inside", "the folder"])
 def test_a_database_inside_the_folder_it_ingests_is_no_part_of_it(
-    tmp_path, folder, pydoc_pipeline_dir, chunk
+    tmp_path, folder, pydoc_pipeline_dir, chunk, place
 ):
     """`probembed ingest md4 --db md4/db` named the database's own files (.lance, .manifest,
     .txn, .json) as files not read on every run: the walk took them for the folder's. They
     are left out without a word, so a re-run, and a sync, reads nothing new and removes
-    nothing."""
+    nothing; `--db md4`, the folder itself, too (its tables' folders; its hidden
+    `.probembed` is counted as hidden, as any hidden folder is)."""
     (folder / "report.pdf").unlink()  # a plain ingest names the PDF and HTML files, as it should
     (folder / "page.html").unlink()
-    db = folder / "store" / "db"
+    db = (folder / place).resolve()
     command = ["ingest", str(folder), *chunk, "--db", str(db), "-c", "kb"]
     runner = CliRunner()
     made = runner.invoke(app, [*command, "--pipeline", str(pydoc_pipeline_dir), "--json"])
@@ -2817,6 +2819,8 @@ def test_a_database_inside_the_folder_it_ingests_is_no_part_of_it(
     for again in (command, [*command, "--sync"]):
         said = runner.invoke(app, again)
         assert said.exit_code == 0, said.output
-        assert "not read" not in said.output and "left out" not in said.output, said.output
+        assert "not read" not in said.output, said.output
+        hidden = "left out: 1 hidden file(s) or folder(s)" if place == "." else "left out"
+        assert (hidden in " ".join(said.output.split())) == (place == "."), said.output
         answer = json.loads(runner.invoke(app, [*again, "--json"]).stdout.splitlines()[-1])
         assert (answer["added"], answer["removed"], answer["skipped"]) == (0, 0, []), answer

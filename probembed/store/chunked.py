@@ -773,7 +773,7 @@ def ingest_documents(
         )
     prefix = composed(prefix)  # as `ingest_parsed` puts it, which the links' report reads
     report = ingest_parsed(
-        read_documents(source, stream_bytes, follow_links, exclude, [collection.db.path]),
+        read_documents(source, stream_bytes, follow_links, exclude, collection.db.own_folders()),
         collection,
         pipeline,
         chunking,
@@ -791,7 +791,7 @@ def ingest_documents(
     )
     refuse_no_text(report)
     report.unread = unread_files(
-        source, follow_links=follow_links, exclude=excluded, own=[collection.db.path]
+        source, follow_links=follow_links, exclude=excluded, own=collection.db.own_folders()
     )
     report.removed_links = removed_links(report.gone, report.unread.linked, prefix)
     if excluded.unmatched():  # a pattern written from the wrong folder leaves nothing out

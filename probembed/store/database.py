@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -180,6 +180,18 @@ class Database:
         if not self.location.remote:
             with contextlib.suppress(OSError):  # only when empty: another run's files keep it
                 (Path(self.path) / OWN_DIR).rmdir()
+
+    def own_folders(self) -> list[Path]:
+        """The folders this database writes, which a walk of a folder holding it leaves out
+        (`readers.walk_folder`'s `own`): itself, and its own folder and tables' folders, for a
+        walk of the folder it is (`ingest kb --db kb` named the tables' files as files not
+        read). Each call lists the tables anew: a write's first commit makes one. None on
+        object storage, which no walk reads."""
+        if self.location.remote:
+            return []
+        names = self._conn.list_tables().tables
+        tables = [cast(Path, self.location.table_folder(name)) for name in names]
+        return [Path(self.path), Path(self.path) / OWN_DIR, *tables]
 
     def require_writable(self) -> None:
         """Fail before writing anything if the database cannot be written (probed, as root too)."""

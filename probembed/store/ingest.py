@@ -459,7 +459,7 @@ def prepare(
     collection.check_pipeline(info)
     label = source_label(source)
     prefix = composed(prefix)  # as file names are: one spelling in every id
-    own = [collection.db.path]  # a database in the folder it ingests holds no documents
+    own = collection.db.own_folders()  # a database in the folder it ingests holds no documents
     records, problems, columns = read_checked(
         source, collection, on_error, prefix, follow_links=follow_links, own=own
     )
