@@ -2824,3 +2824,21 @@ def test_a_database_inside_the_folder_it_ingests_is_no_part_of_it(
         assert (hidden in " ".join(said.output.split())) == (place == "."), said.output
         answer = json.loads(runner.invoke(app, [*again, "--json"]).stdout.splitlines()[-1])
         assert (answer["added"], answer["removed"], answer["skipped"]) == (0, 0, []), answer
+
+
+def test_the_clis_early_check_leaves_the_database_out_as_the_run_does(
+    tmp_path, folder, pydoc_pipeline_dir
+):
+    """The check of the input before a model loads walked the folder with the database in
+    it, which the run leaves out: a link there whose target is gone refused a plain ingest
+    that would have read nothing of it."""
+    (folder / "report.pdf").unlink()
+    (folder / "page.html").unlink()
+    db = folder / "db"
+    db.mkdir()
+    (db / "stale.md").symlink_to(db / "gone.md")  # a problem of the walk that meets it
+    command = ["ingest", str(folder), "--db", str(db), "--pipeline", str(pydoc_pipeline_dir)]
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0, result.output
+    assert "stale.md" not in result.output
+    assert sorted(Database(db).open("default").ids()) == ["guide.md", "notes.txt"]

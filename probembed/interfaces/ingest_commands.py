@@ -299,8 +299,11 @@ def ingest_command(
     try:
         _refuse_unfit_overlap(given, target, prefix)  # before a model loads
         if not chunk and on_error == "stop":  # a model takes seconds to load: bad input
+            own = database.own_folders()  # left out of the walk, as the run leaves them
             _refuse_bad_input(
-                lambda: read_checked(path, target, "stop", prefix, follow_links=follow_links)
+                lambda: read_checked(
+                    path, target, "stop", prefix, follow_links=follow_links, own=own
+                )
             )
         pipe = load_pipeline(pipeline) if pipeline is not None else _own_or_default_pipeline(target)
         if replace_pipeline and target.exists:
@@ -546,8 +549,10 @@ def embed_command(
     except StoreError as exc:
         raise store_refusal(exc, str(exc)) from exc
     if settings is None and on_error == "stop":  # chunks need the pipeline's tokenizers
-        _refuse_bad_input(
-            lambda: read_checked(path, None, "stop", clashes={}, follow_links=follow_links)
+        _refuse_bad_input(  # --out in the folder left out, as the job leaves it
+            lambda: read_checked(
+                path, None, "stop", clashes={}, follow_links=follow_links, own=[out]
+            )
         )
     pipe = load_pipeline(pipeline)
     _say_if_capped(given, pipe)
