@@ -2842,3 +2842,28 @@ def test_the_clis_early_check_leaves_the_database_out_as_the_run_does(
     assert result.exit_code == 0, result.output
     assert "stale.md" not in result.output
     assert sorted(Database(db).open("default").ids()) == ["guide.md", "notes.txt"]
+
+
+def test_a_record_of_white_space_or_invisible_characters_is_a_document_of_no_text(
+    tmp_path, pydoc_pipeline
+):
+    """Chunked, a record of white space alone stopped the run as bad input ("has an empty
+    text") while one of zero-width characters was a document of no text, not stored (as the
+    service's blank documents are): both are the latter now, each named. `embed --chunk`,
+    which reports such documents as problems, named the record's line with a file's words
+    ("no text in it (empty file, ...)"); it names the record."""
+    records = tmp_path / "r.jsonl"
+    rows = [{"id": "a", "text": "  \t"}, {"id": "b", "text": "\u200b\u2060"}]
+    rows.append({"id": "c", "text": "A page about llamas."})
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    collection = Database(tmp_path / "db", create=True).collection("docs")
+    report = ingest_documents(records, collection, pydoc_pipeline, SMALL)
+    assert (report.added, report.problems, report.empty) == (1, [], ["a", "b"])
+    with pytest.raises(IngestError) as refused:
+        embed_to_parquet(records, tmp_path / "out", pydoc_pipeline, chunking=SMALL)
+    said = [str(p) for p in refused.value.problems]
+    assert said == [
+        f"{records}:{line}: document {doc!r} has no text to index (empty, blank, or nothing but "
+        "markup)"
+        for line, doc in ((1, "a"), (2, "b"))
+    ]

@@ -44,7 +44,6 @@ from probembed.progress import progress_bar
 from probembed.store.collection import Collection
 from probembed.store.errors import CollectionDroppedError, StoreError, UndoConflictError
 from probembed.store.formats import (
-    NO_TEXT,
     READERS,
     Found,
     NoText,
@@ -294,7 +293,7 @@ def read_documents(
         doc_id = document_id(path, path.parent)
         yield misnamed(path, doc_id) or _read(path, doc_id, stream_bytes)
     else:
-        for item in read_records(path):
+        for item in read_records(path, allow_empty=True):  # a blank one: `_empty`'s
             yield item if isinstance(item, Problem) else record_document(item)
 
 
@@ -1263,6 +1262,12 @@ def _empty(item: SourceDocument | StreamedFile | Problem) -> str | None:
     return None
 
 
+def _no_text(doc_id: str) -> str:
+    """What a job that writes files says of a document with no text to index, naming it: a
+    JSONL record's was the words for a file, "no text in it (empty file, ...)"."""
+    return f"document {doc_id!r} has no text to index (empty, blank, or nothing but markup)"
+
+
 def _whose_size(stored: bool, recorded: bool) -> str:
     """What a document's size is in `_unfit`'s words: a new one keeps no chunks."""
     if stored:
@@ -1406,7 +1411,7 @@ def chunked_input(
     reading = read_documents(source, stream_bytes, follow_links, own=own)
     plan = _plan(reading, {}, {}, count, settings, report)
     # a file of no text is a problem here still: the job reports no documents but by these
-    report.problems += [NoText(source, NO_TEXT, doc) for doc, source in plan.empty.items()]
+    report.problems += [NoText(source, _no_text(doc), doc) for doc, source in plan.empty.items()]
     planned = [*plan.records, *plan.marks]
     for file, cut in plan.streamed:  # each at the settings `_plan` gave it
         try:

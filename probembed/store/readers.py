@@ -69,11 +69,12 @@ def is_beir(path: Path) -> bool:
 
 
 def read_records(
-    path: str | Path, follow_links: bool = False, own: OwnFolders = ()
+    path: str | Path, follow_links: bool = False, own: OwnFolders = (), allow_empty: bool = False
 ) -> Iterator[Record | Problem]:
     """Records from a JSONL file, a BEIR folder (corpus.jsonl), a folder of .txt/.md files or
     one such file; `follow_links`: a folder's links too, `own`: the run's folders left out
-    (`walk_folder`)."""
+    (`walk_folder`); `allow_empty`: a JSON record of an empty or blank text is a record, not
+    a problem (`read_jsonl`), for chunked ingest, which counts it as a file of no text."""
     path = Path(path)
     suffix = path.suffix.lower()
     if path.is_file() and suffix in TEXT_SUFFIXES:  # one document, not lines of JSON
@@ -85,7 +86,7 @@ def read_records(
             "(`probembed ingest --chunk`, `ingest_documents`)"
         )
     if path.is_file() and suffix in JSONL_SUFFIXES:
-        return _some_records(read_jsonl(path), path)
+        return _some_records(read_jsonl(path, allow_empty), path)
     if path.is_file():
         raise ValueError(
             f"{path}: probembed does not read {suffix} files; give JSON lines "
@@ -93,7 +94,8 @@ def read_records(
             "a folder of them, or a BEIR folder"
         )
     if is_beir(path):
-        return _some_records(read_jsonl(path / "corpus.jsonl"), path / "corpus.jsonl")
+        corpus = path / "corpus.jsonl"
+        return _some_records(read_jsonl(corpus, allow_empty), corpus)
     if path.is_dir():
         return read_text_folder(path, follow_links, own)
     odd = not_regular(path)
