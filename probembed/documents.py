@@ -90,18 +90,18 @@ def with_notes(message: str, exc: BaseException, own_only: bool = False) -> str:
 def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Problem]:
     """One record per non-blank line: `id` (or `_id`), `text`, optional `title`, metadata.
 
-    A document with no text at all is a problem unless `allow_empty` (evaluation keeps such
-    BEIR documents, as BEIR does; a store has nothing to embed for them). Each line is decoded
-    on its own, so a line that is not UTF-8 is a problem of that line (naming its document
-    when the rest of it is readable) and the lines after it are still read; a byte order
-    mark before the first line is skipped. A file that is one JSON array of such objects (a
-    `.json` export) is read whole, each element `path[i]`; so are objects spread over lines
-    (pretty-printed, one after another), each named by the line it starts on, when the whole
-    file reads as such or its first object spans lines; there an object that does not parse
-    is one problem naming no document, and reading goes on at the next line that starts with
-    `{`. Else the file is read line by line, each bad line its own problem. A file in UTF-16
-    or UTF-32 (PowerShell 5.1's `Out-File`) is one problem saying so: it was "not UTF-8" for
-    its first line and malformed JSON for each after.
+    A document with no text at all is a problem unless `allow_empty` (evaluation keeps such BEIR
+    documents, as BEIR does; a store has nothing to embed for them). Each line is decoded on its
+    own, so a line that is not UTF-8 is a problem of that line (naming its document when the rest of
+    it is readable) and the lines after it are still read; a byte order mark at a line's start is
+    skipped (before the first line, or where files were joined). A file that is one JSON array of
+    such objects (a `.json` export) is read whole, each element `path[i]`; so are objects spread
+    over lines (pretty-printed, one after another), each named by the line it starts on, when the
+    whole file reads as such or its first object spans lines; there an object that does not parse is
+    one problem naming no document, and reading goes on at the next line that starts with `{`. Else
+    the file is read line by line, each bad line its own problem. A file in UTF-16 or UTF-32
+    (PowerShell 5.1's `Out-File`) is one problem saying so: it was "not UTF-8" for its first line
+    and malformed JSON for each after.
     """
     wide = wide_file_refusal(path)
     if wide is not None:
@@ -121,8 +121,9 @@ def read_jsonl(path: Path, allow_empty: bool = False) -> Iterator[Record | Probl
     with path.open("rb") as lines:
         for lineno, raw in enumerate(lines, 1):
             source = f"{path}:{lineno}"
-            if lineno == 1:  # offsets of a bad byte count from after the mark, as it is read
-                raw = raw.removeprefix(codecs.BOM_UTF8)
+            # a mark on any line (files joined with `cat`, one saved by a Windows tool) is
+            # no text: offsets of a bad byte count from after it, as the line is read
+            raw = raw.removeprefix(codecs.BOM_UTF8)
             try:
                 line = raw.decode()
             except UnicodeDecodeError as exc:

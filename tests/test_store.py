@@ -1,5 +1,6 @@
 """The store: collections on LanceDB, ingest from files, and every bad input a clear error."""
 
+import codecs
 import contextlib
 import datetime
 import functools
@@ -1317,3 +1318,16 @@ def test_a_model_fault_stops_an_ingest_that_skips_bad_items(tmp_path, nan_model_
     assert f"encoder '{nan_model_dir}'" in said and "'a man plays the guitar'" in said
     assert 'ingest stops on it under on_error="skip" too' in said
     assert sorted(collection.ids()) == ["r0", "r1"]
+
+
+def test_a_byte_order_mark_starting_a_later_line_of_json_lines_is_skipped(tmp_path, hash_pipeline):
+    """Two exports joined with `cat`, the second saved with a BOM: its first line was
+    "malformed JSON (Unexpected UTF-8 BOM (decode using utf-8-sig) at character 1)", where
+    the same mark at the file's start is skipped."""
+    first = b'{"id": "a", "text": "one"}\n'
+    second = codecs.BOM_UTF8 + b'{"id": "b", "text": "two"}\n'
+    (tmp_path / "joined.jsonl").write_bytes(first + second)
+    db = Database(tmp_path / "db", create=True)
+    report = ingest(tmp_path / "joined.jsonl", db.collection("c"), hash_pipeline)
+    assert (report.added, report.problems) == (2, [])
+    assert db.open("c").rows(["b"])["b"]["text"] == "two"
