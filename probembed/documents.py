@@ -30,6 +30,8 @@ _CORE_KEYS = frozenset({*ID_KEYS, "text", "metadata"})
 _JSON_BLANKS = re.compile(r"[ \t\n\r]*")
 #: Reads one JSON value at a position (`raw_decode`).
 _DECODER = json.JSONDecoder()
+#: Why a JSON value deeper than Python's recursion limit is not read (`RecursionError`).
+TOO_DEEP = "nested too deeply"
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ def _objects(text: str, path: str) -> Iterator[tuple[int, Any] | Problem]:
             last = line + text.count("\n", at, at + len(text[at:resume].rstrip()))
             lines = f"line {line}" if last == line else f"lines {line}-{last}"
             if not isinstance(exc, json.JSONDecodeError):  # a number of 5,000 digits too
-                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                why = TOO_DEEP if isinstance(exc, RecursionError) else str(exc)
             elif exc.pos == len(text):  # "line 6 column 1" of a file of five lines
                 why = f"{_at(exc.msg)} the end of the file"
             else:
@@ -281,6 +283,9 @@ def _read_array(path: Path, allow_empty: bool) -> Iterator[Record | Problem]:
         where = f"line {exc.lineno} column {exc.colno}"
         yield Problem(str(path), f"malformed JSON array ({_at(exc.msg)} {where})")
         return
+    except RecursionError:  # a crash of the whole run, as `_parse_line`'s was
+        yield Problem(str(path), f"malformed JSON array ({TOO_DEEP})")
+        return
     for i, obj in enumerate(items):
         yield _record(obj, f"{path}[{i}]", allow_empty)
 
@@ -297,6 +302,8 @@ def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | P
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return Problem(source, f"malformed JSON ({_at(exc.msg)} character {exc.pos + 1})")
+    except RecursionError:  # json's own limit: it stopped the run with a traceback's words
+        return Problem(source, f"malformed JSON ({TOO_DEEP})")
     return _record(obj, source, allow_empty)
 
 

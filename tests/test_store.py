@@ -1331,3 +1331,19 @@ def test_a_byte_order_mark_starting_a_later_line_of_json_lines_is_skipped(tmp_pa
     report = ingest(tmp_path / "joined.jsonl", db.collection("c"), hash_pipeline)
     assert (report.added, report.problems) == (2, [])
     assert db.open("c").rows(["b"])["b"]["text"] == "two"
+
+
+def test_json_nested_past_the_recursion_limit_is_a_bad_line_not_a_crash(tmp_path, hash_pipeline):
+    """A line (or a JSON array file) nested 100,000 deep stopped the CLI with "RecursionError:
+    maximum recursion depth exceeded ..." (exit 1), naming neither line nor file."""
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text(f'{{"id": "a", "text": "x", "m": {deep}}}\n{{"id": "b", "text": "y"}}\n')
+    array = tmp_path / "deep.json"
+    array.write_text(f"[{deep}]")
+    db = Database(tmp_path / "db", create=True)
+    report = ingest(lines, db.collection("c"), hash_pipeline, on_error="skip")
+    assert report.added == 1
+    assert [str(p) for p in report.problems] == [f"{lines}:1: malformed JSON (nested too deeply)"]
+    with pytest.raises(IngestError, match=r"deep.json: malformed JSON array \(nested too deeply\)"):
+        ingest(array, db.collection("d"), hash_pipeline)
