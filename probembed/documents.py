@@ -239,7 +239,7 @@ def _objects(text: str, path: str) -> Iterator[tuple[int, Any] | Problem]:
             last = line + text.count("\n", at, at + len(text[at:resume].rstrip()))
             lines = f"line {line}" if last == line else f"lines {line}-{last}"
             if not isinstance(exc, json.JSONDecodeError):  # a number of 5,000 digits too
-                why = TOO_DEEP if isinstance(exc, RecursionError) else str(exc)
+                why = _beyond_limits(exc)
             elif exc.pos == len(text):  # "line 6 column 1" of a file of five lines
                 why = f"{_at(exc.msg)} the end of the file"
             else:
@@ -283,11 +283,18 @@ def _read_array(path: Path, allow_empty: bool) -> Iterator[Record | Problem]:
         where = f"line {exc.lineno} column {exc.colno}"
         yield Problem(str(path), f"malformed JSON array ({_at(exc.msg)} {where})")
         return
-    except RecursionError:  # a crash of the whole run, as `_parse_line`'s was
-        yield Problem(str(path), f"malformed JSON array ({TOO_DEEP})")
+    except (ValueError, RecursionError) as exc:  # a crash of the whole run, as `_parse_line`'s
+        yield Problem(str(path), f"malformed JSON array ({_beyond_limits(exc)})")
         return
     for i, obj in enumerate(items):
         yield _record(obj, f"{path}[{i}]", allow_empty)
+
+
+def _beyond_limits(exc: ValueError | RecursionError) -> str:
+    """Why json did not read a value past its own limits, which it raises as no
+    `JSONDecodeError`: nested deeper than the recursion limit, or a number of more digits
+    than Python converts (`int_max_str_digits`, 4,300)."""
+    return TOO_DEEP if isinstance(exc, RecursionError) else str(exc)
 
 
 def _at(message: str) -> str:
@@ -302,8 +309,8 @@ def _parse_line(line: str, source: str, allow_empty: bool = False) -> Record | P
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return Problem(source, f"malformed JSON ({_at(exc.msg)} character {exc.pos + 1})")
-    except RecursionError:  # json's own limit: it stopped the run with a traceback's words
-        return Problem(source, f"malformed JSON ({TOO_DEEP})")
+    except (ValueError, RecursionError) as exc:  # json's own limits: they stopped the run
+        return Problem(source, f"malformed JSON ({_beyond_limits(exc)})")
     return _record(obj, source, allow_empty)
 
 

@@ -1347,3 +1347,17 @@ def test_json_nested_past_the_recursion_limit_is_a_bad_line_not_a_crash(tmp_path
     assert [str(p) for p in report.problems] == [f"{lines}:1: malformed JSON (nested too deeply)"]
     with pytest.raises(IngestError, match=r"deep.json: malformed JSON array \(nested too deeply\)"):
         ingest(array, db.collection("d"), hash_pipeline)
+
+
+def test_a_number_longer_than_python_reads_is_a_bad_line_naming_it(tmp_path, hash_pipeline):
+    """A value of 5,000 digits (json's int conversion limit is 4,300) raised json's plain
+    ValueError out of the reader: the CLI said "error: Exceeds the limit (4300 digits) ..."
+    naming no file or line, and --on-error skip could not skip it."""
+    records = tmp_path / "big.jsonl"
+    big = "1" * 5_000
+    records.write_text(f'{{"id": "a", "text": "x", "n": {big}}}\n{{"id": "b", "text": "y"}}\n')
+    db = Database(tmp_path / "db", create=True)
+    report = ingest(records, db.collection("c"), hash_pipeline, on_error="skip")
+    assert report.added == 1
+    (problem,) = map(str, report.problems)
+    assert problem.startswith(f"{records}:1: malformed JSON (Exceeds the limit (4300 digits)")
