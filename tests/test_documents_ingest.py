@@ -2867,3 +2867,24 @@ def test_a_record_of_white_space_or_invisible_characters_is_a_document_of_no_tex
         "markup)"
         for line, doc in ((1, "a"), (2, "b"))
     ]
+
+
+@pytest.mark.parametrize("chunk", [["--chunk"], []], ids=["chunked", "plain"])
+def test_a_folder_of_nothing_to_read_says_what_it_holds(tmp_path, pydoc_pipeline_dir, chunk):
+    """A folder of hidden notes and a .docx was "holds no .txt/.md/.markdown files to
+    ingest" alone: its user looked for files that were there. The refusal names what the
+    walk found instead."""
+    root = tmp_path / "vault"
+    (root / ".obsidian").mkdir(parents=True)
+    (root / ".draft.md").write_text("# Draft\n\nHidden.")
+    (root / ".obsidian" / "note.md").write_text("# Note\n\nAn editor's.")
+    (root / "report.docx").write_bytes(b"PK\x03\x04")
+    command = ["ingest", str(root), *chunk, "--db", str(tmp_path / "db")]
+    result = CliRunner().invoke(app, [*command, "--pipeline", str(pydoc_pipeline_dir)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert said.endswith(
+        "files to ingest; it holds 1 file(s) of no kind read: .docx (1); left out: 2 hidden "
+        "file(s) or folder(s)"
+    ), said
+    assert not (tmp_path / "db").exists()

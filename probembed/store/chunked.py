@@ -89,8 +89,8 @@ from probembed.store.readers import (
     composed,
     document_id,
     is_beir,
-    left_note,
     misnamed,
+    nothing_to_read,
     prefixed,
     read_records,
     recomposed,
@@ -283,9 +283,7 @@ def read_documents(
     if path.is_dir() and not is_beir(path):
         walk = walk_folder(path, READERS, follow_links, Excluded(exclude), own)
         if not walk.files and not walk.problems:
-            raise FileNotFoundError(
-                f"{path} holds no {', '.join(READERS)} files to ingest{left_note(walk)}"
-            )
+            raise nothing_to_read(path, READERS, follow_links, Excluded(exclude), own)
         yield from walk.problems
         for file, found in walk.files.items():
             yield _read(file, document_id(file, path), stream_bytes, found)

@@ -34,11 +34,11 @@ __all__ = [
     "Walk",
     "document_id",
     "is_beir",
-    "left_note",
     "misnamed",
     "not_followed",
     "not_regular",
     "not_regular_files",
+    "nothing_to_read",
     "read_jsonl",
     "read_records",
     "read_text_folder",
@@ -466,14 +466,7 @@ def read_text_folder(
     nothing, as a problem did with on_error="stop"."""
     walk = walk_folder(root, TEXT_SUFFIXES, follow_links, own=own)
     if not walk.files and not walk.problems:
-        others = walk_folder(root, CHUNKED_ONLY, follow_links, own=own).files
-        kinds = sorted({p.suffix.lower() for p in others})
-        hint = (
-            f"; its {'/'.join(kinds)} files are read by `probembed ingest --chunk`" if kinds else ""
-        )
-        raise FileNotFoundError(
-            f"{root} holds no {'/'.join(TEXT_SUFFIXES)} files to ingest{hint}{left_note(walk)}"
-        )
+        raise nothing_to_read(root, TEXT_SUFFIXES, follow_links, own=own)
     yield from walk.problems
     for file, found in walk.files.items():
         yield _text_file(file, document_id(file, root), found)
@@ -599,9 +592,30 @@ def not_regular_files(special: Sequence[Special]) -> str:
     return f"; not regular files: {len(special)}, {named}"
 
 
-def left_note(walk: Walk) -> str:
-    """What an error that a folder holds nothing to read says of what its walk left."""
-    return not_regular_files(walk.special) + not_followed(walk.linked)
+def nothing_to_read(
+    root: Path,
+    reads: Collection[str],
+    follow_links: bool = False,
+    exclude: Excluded | None = None,
+    own: OwnFolders = (),
+) -> FileNotFoundError:
+    """The error of a folder holding no file of the kinds a run `reads`, saying what its walk
+    found instead: files only chunked ingestion reads, files of other kinds, names that are
+    no regular file, links not followed, hidden and excluded names. A folder of `.docx` files
+    or of hidden notes alone was only "holds no .txt/.md/.markdown files to ingest"."""
+    walk = walk_folder(root, None, follow_links, exclude, own)
+    found = Counter(p.suffix.lower() or p.name for p in walk.files)
+    chunked = sorted(s for s in found if s in CHUNKED_ONLY and s not in reads)
+    hint = f"; its {'/'.join(chunked)} files are read by `probembed ingest --chunk`"
+    others = {s: n for s, n in sorted(found.items()) if s not in chunked}
+    kinds = ", ".join(f"{suffix} ({count})" for suffix, count in others.items())
+    held = f"; it holds {sum(others.values())} file(s) of no kind read: {kinds}"
+    unread = Unread(hidden=walk.hidden, excluded=walk.excluded)
+    return FileNotFoundError(
+        f"{root} holds no {'/'.join(reads)} files to ingest{hint if chunked else ''}"
+        f"{held if others else ''}{not_regular_files(walk.special)}{not_followed(walk.linked)}"
+        f"{_left_out_note(unread)}"
+    )
 
 
 def removed_links(gone: Iterable[str], linked: Sequence[Link], prefix: str = "") -> list[str]:
