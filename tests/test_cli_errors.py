@@ -646,3 +646,18 @@ def test_a_chunk_id_given_as_a_document_is_told_its_stored_document(tmp_path, sa
     said = " ".join(told.output.split())
     assert told.exit_code == 1 and "e.g. 'p1': without --doc it deletes that chunk" in said
     assert "its document is 'd1')" in said, said
+
+
+def test_a_text_file_of_no_suffix_is_refused_as_no_json_lines(tmp_path, saved_pipeline):
+    """A file of no suffix is read as JSON lines: `ingest README` gave one "malformed JSON
+    (Expecting value at character 1)" per line of the text. It is refused naming what the
+    file would need; records of no suffix are still read."""
+    (tmp_path / "README").write_text("This is my readme.\nIt has lines.\n\nMore here.\n")
+    (tmp_path / "RECORDS").write_text('{"id": "a", "text": "a text about rivers"}\n')
+    db = ["--db", str(tmp_path / "db"), "--pipeline", str(saved_pipeline)]
+    refused = runner.invoke(app, ["ingest", str(tmp_path / "README"), *db])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2, refused.output
+    assert said.startswith(f"error: {tmp_path / 'README'} has no suffix, so it is read as JSON")
+    assert "a text document needs a .txt or .md name" in said and "malformed" not in said
+    assert runner.invoke(app, ["ingest", str(tmp_path / "RECORDS"), *db]).exit_code == 0

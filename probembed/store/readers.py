@@ -7,6 +7,7 @@ without a word. JSON lines go through `probembed.documents`, the reader the eval
 
 from __future__ import annotations
 
+import codecs
 import os
 import stat
 import unicodedata
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 
 from probembed.atomic import file_kind
 from probembed.chunking import front_matter
+from probembed.decoding import HEAD_BYTES, wide_unicode
 from probembed.documents import Problem, Record, read_jsonl
 from probembed.store.formats import READERS, Found, read_file
 
@@ -86,6 +88,8 @@ def read_records(
             "(`probembed ingest --chunk`, `ingest_documents`)"
         )
     if path.is_file() and suffix in JSONL_SUFFIXES:
+        if not suffix:
+            _refuse_unsuffixed_text(path)
         return _some_records(read_jsonl(path, allow_empty), path)
     if path.is_file():
         raise ValueError(
@@ -104,6 +108,22 @@ def read_records(
     raise FileNotFoundError(
         f"no documents at {path}: expected a JSONL file, a BEIR folder with corpus.jsonl, "
         "a folder of .txt/.md files or one such file"
+    )
+
+
+def _refuse_unsuffixed_text(path: Path) -> None:
+    """Refuse a file of no suffix (read as JSON lines) whose text opens no JSON object or
+    array: a `README` or `LICENSE` was one "malformed JSON" problem per line. UTF-16 and
+    UTF-32 are left to `read_jsonl`, which names them."""
+    with path.open("rb") as file:
+        head = file.read(HEAD_BYTES)
+    start = head.removeprefix(codecs.BOM_UTF8).lstrip()
+    if not start or start[:1] in (b"{", b"[") or wide_unicode(head) is not None:
+        return
+    raise ValueError(
+        f"{path} has no suffix, so it is read as JSON lines, but it opens no JSON object "
+        f"(it starts {start[:20].decode(errors='replace')!r}): a text document needs a .txt or "
+        ".md name, records a .jsonl one"
     )
 
 
