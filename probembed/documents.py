@@ -326,7 +326,7 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
         return Problem(source, f"expected a JSON object, got {type(obj).__name__}")
     doc_id = _find_id(obj)
     if isinstance(doc_id, Problem):
-        return Problem(source, doc_id.message)
+        return Problem(source, doc_id.message + _wrapping(obj))
     if "text" not in obj:
         return Problem(source, f"document {doc_id!r} has no 'text' field", doc_id)
     text, title = obj["text"], obj.get("title")
@@ -354,6 +354,21 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
     if _no_title(metadata.get("title")):  # BEIR's "title": ""
         metadata.pop("title", None)
     return Record(doc_id, body, metadata, source)
+
+
+def _wrapping(obj: dict[str, Any]) -> str:
+    """What the problem of an object with no id adds when one of its fields is a list of
+    objects, an export's `{"docs": [...]}`: those are the records ('' if none is). It was
+    "no id field" alone."""
+    key = next(
+        (k for k, v in obj.items() if v and isinstance(v, list) and isinstance(v[0], dict)), None
+    )
+    if key is None:
+        return ""
+    return (
+        f"; its {key!r} is a list of {len(obj[key])} objects: give those as the records, "
+        "one per line or as the file's top-level array"
+    )
 
 
 def _no_title(title: object) -> bool:

@@ -1361,3 +1361,20 @@ def test_a_number_longer_than_python_reads_is_a_bad_line_naming_it(tmp_path, has
     assert report.added == 1
     (problem,) = map(str, report.problems)
     assert problem.startswith(f"{records}:1: malformed JSON (Exceeds the limit (4300 digits)")
+
+
+def test_an_export_wrapping_its_records_in_an_object_is_told_where_they_are(
+    tmp_path, hash_pipeline
+):
+    """`{"docs": [{...}, ...]}` (a common export) was "no id field (one of id, _id)" alone:
+    the records were there, one level down."""
+    wrapped = tmp_path / "export.json"
+    rows = [{"id": "a", "text": "one"}, {"id": "b", "text": "two"}]
+    wrapped.write_text(json.dumps({"docs": rows}, indent=2))
+    with pytest.raises(IngestError) as refused:
+        ingest(wrapped, Database(tmp_path / "db", create=True).collection("c"), hash_pipeline)
+    (problem,) = map(str, refused.value.problems)
+    assert problem == (
+        f"{wrapped}:1: no id field (one of id, _id); its 'docs' is a list of 2 objects: give "
+        "those as the records, one per line or as the file's top-level array"
+    )
