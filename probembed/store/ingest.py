@@ -459,7 +459,8 @@ def prepare(
     collection.check_pipeline(info)
     label = source_label(source)
     prefix = composed(prefix)  # as file names are: one spelling in every id
-    own = collection.db.own_folders()  # a database in the folder it ingests holds no documents
+    # a database in the folder it ingests holds no documents (items given: no folder)
+    own = collection.db.own_folders() if isinstance(source, (str, Path)) else []
     records, problems, columns = read_checked(
         source, collection, on_error, prefix, follow_links=follow_links, own=own
     )
