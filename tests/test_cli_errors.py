@@ -661,3 +661,25 @@ def test_a_text_file_of_no_suffix_is_refused_as_no_json_lines(tmp_path, saved_pi
     assert said.startswith(f"error: {tmp_path / 'README'} has no suffix, so it is read as JSON")
     assert "a text document needs a .txt or .md name" in said and "malformed" not in said
     assert runner.invoke(app, ["ingest", str(tmp_path / "RECORDS"), *db]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["ingest", "--db", "made"], ["ingest", "--db", "made", "--chunk"], ["embed", "--out", "made"]],
+)
+def test_a_run_whose_every_item_is_skipped_fails_and_leaves_nothing(
+    tmp_path, monkeypatch, saved_pipeline, command
+):
+    """With --on-error skip and no good item, ingest exited 0 ("nothing stored") and embed
+    left an empty --out folder, exit 0: a cron job saw success. Each now fails (as `demo`
+    does), after naming each skipped item, and leaves no database or folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.jsonl").write_text('{"id": "a"}\n{"id": "b", "txt": "typo"}\n')
+    args = [command[0], "bad.jsonl", *command[1:], "--on-error", "skip"]
+    result = runner.invoke(app, [*args, "--pipeline", str(saved_pipeline)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "skipped: bad.jsonl:2: document 'b' has no 'text' field" in said
+    verb = "written" if command[0] == "embed" else "stored"
+    assert f"error: nothing {verb} from bad.jsonl:" in said, said
+    assert not (tmp_path / "made").exists()

@@ -326,10 +326,13 @@ def ingest_command(
     if as_json:
         answer = {"collection": collection, "count": count} | report.to_json()
         sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
-    if not target.exists:  # nothing to write (an empty file): no collection was made
+    if not target.exists:  # nothing to write: no collection was made
         _discard_unmade(database, collection, where if made_here else None)
+        unmade = f"collection {collection!r} in {database.path} was not made"
+        if report.problems:  # as `demo` refuses it: a run that stored nothing failed
+            raise fail(f"nothing stored from {path}: no item was fit to store (above); {unmade}")
         if told:
-            say(f"nothing stored: collection {collection!r} in {database.path} was not made")
+            say(f"nothing stored: {unmade}")
         return
     if told:
         say(f"collection {collection!r} in {database.path}: {count} item(s)")
@@ -577,6 +580,8 @@ def embed_command(
     for problem in report.problems:
         note("skipped:", "yellow", str(problem))
     say(named(report.summary(), LINK_OPTIONS))
+    if report.problems and not (report.rows or report.kept_rows):  # as ingest fails it
+        raise fail(f"nothing written from {path}: every item was skipped (above)")
     if settings is None and pipe.max_tokens is not None:  # chunks are cut to what it reads
         remedy = "`probembed embed --chunk` splits them into passages"
         _say_what_is_cut(path, pipe, remedy, follow_links)

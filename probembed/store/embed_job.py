@@ -171,7 +171,8 @@ def embed_to_parquet(
     warn_json_only(clashes)
     info = PipelineInfo.of(pipeline)
     kept = kept_parts(out, records, batch_size, info, columns)
-    _make_out(out)
+    if records:  # every item skipped: no empty folder left for a next job to meet
+        _make_out(out)
     report = EmbedReport(
         str(source),
         out,
