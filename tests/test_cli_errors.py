@@ -683,3 +683,24 @@ def test_a_run_whose_every_item_is_skipped_fails_and_leaves_nothing(
     verb = "written" if command[0] == "embed" else "stored"
     assert f"error: nothing {verb} from bad.jsonl:" in said, said
     assert not (tmp_path / "made").exists()
+
+
+@pytest.mark.parametrize("chunk", [[], ["--chunk"]], ids=["records", "chunked"])
+def test_a_run_whose_every_item_is_skipped_fails_into_a_collection_that_exists(
+    tmp_path, monkeypatch, saved_pipeline, chunk
+):
+    """Into a collection that already held items, a run of only bad items under --on-error
+    skip exited 0 (only a run that would have made the collection failed): it now fails the
+    same way, and the collection keeps what it held."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.jsonl").write_text('{"id": "g", "text": "a good text"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"id": "a"}\n{"id": "b", "txt": "typo"}\n')
+    given = [*chunk, "--pipeline", str(saved_pipeline), "--db", "db"]
+    assert runner.invoke(app, ["ingest", "good.jsonl", *given]).exit_code == 0
+    result = runner.invoke(app, ["ingest", "bad.jsonl", *given, "--on-error", "skip"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "error: nothing stored from bad.jsonl: no item was fit to store" in said, said
+    assert "is as it was (1 item(s))" in said, said
+    again = runner.invoke(app, ["ingest", "good.jsonl", *given, "--on-error", "skip"])
+    assert again.exit_code == 0, again.output  # nothing new, nothing bad: no failure

@@ -260,7 +260,7 @@ def ingest_command(
     """Embed documents and store them; a re-run resumes, skipping ids already stored."""
     from probembed.store import StoreError
     from probembed.store.database import check_collection_name
-    from probembed.store.ingest import read_checked
+    from probembed.store.ingest import none_fit, read_checked
     from probembed.store.kinds import refuse_mixing
 
     # Every check that needs no database comes first: a refused run creates none.
@@ -326,11 +326,13 @@ def ingest_command(
     if as_json:
         answer = {"collection": collection, "count": count} | report.to_json()
         sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+    unmade = f"collection {collection!r} in {database.path} was not made"
     if not target.exists:  # nothing to write: no collection was made
         _discard_unmade(database, collection, where if made_here else None)
-        unmade = f"collection {collection!r} in {database.path} was not made"
-        if report.problems:  # as `demo` refuses it: a run that stored nothing failed
-            raise fail(f"nothing stored from {path}: no item was fit to store (above); {unmade}")
+    if none_fit(report):  # as `demo` refuses it: a run that stored nothing failed
+        left = unmade if not target.exists else f"{collection!r} is as it was ({count} item(s))"
+        raise fail(f"nothing stored from {path}: no item was fit to store (above); {left}")
+    if not target.exists:
         if told:
             say(f"nothing stored: {unmade}")
         return

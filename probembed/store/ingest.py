@@ -187,6 +187,18 @@ class IngestReport:
         }
 
 
+def none_fit(report: IngestReport | DocumentReport) -> bool:
+    """Whether a run skipped items and found none fit to store, keep or remove (every item
+    bad, under `on_error="skip"`): a script must see such a run fail, into a collection
+    that exists too."""
+    done = report.added + report.updated + report.unchanged + report.removed
+    if isinstance(report, IngestReport):
+        done += report.already_stored
+    else:
+        done += report.relocated + report.emptied + report.empty_kept
+    return bool(report.problems) and not done
+
+
 def written_json(report: IngestReport | DocumentReport) -> dict[str, Any]:
     """The counts every write reports, named as the service's answers name them
     (`schemas.WriteReport`), so a script reads one write's outcome alike from the CLI's
