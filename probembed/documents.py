@@ -335,7 +335,7 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
         return Problem(source, f"document {doc_id!r}: 'text' and 'title' must be strings", doc_id)
     body = f"{title.strip()} {text.strip()}".strip()
     if not body and not allow_empty:
-        return Problem(source, f"document {doc_id!r} has an empty text", doc_id)
+        return Problem(source, no_text(doc_id), doc_id)
     nested = obj.get("metadata")
     metadata = {k: v for k, v in obj.items() if k not in _CORE_KEYS}
     if isinstance(nested, dict):
@@ -354,6 +354,13 @@ def _record(obj: object, source: str, allow_empty: bool) -> Record | Problem:
     if _no_title(metadata.get("title")):  # BEIR's "title": ""
         metadata.pop("title", None)
     return Record(doc_id, body, metadata, source)
+
+
+def no_text(doc_id: str) -> str:
+    """The problem of a record with nothing to embed, in the service's words for a blank
+    text: "empty" alone hid that white space and invisible characters count as none."""
+    blank = "only white space or invisible characters"
+    return f"document {doc_id!r} has no text: empty or blank ({blank})"
 
 
 def _wrapping(obj: dict[str, Any]) -> str:

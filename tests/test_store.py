@@ -448,7 +448,7 @@ def test_bad_lines_stop_the_run_before_anything_is_written(tmp_path, collection,
     assert f"{source}:2: malformed JSON" in message
     assert f"{source}:3: document 'notext' has no 'text' field" in message
     assert f"{source}:4: duplicate id 'ok1' (first at {source}:1)" in message
-    assert f"{source}:5: document 'blank' has an empty text" in message
+    assert f"{source}:5: document 'blank' has no text: empty or blank" in message
     assert f"{source}:6: expected a JSON object, got list" in message
     assert not collection.exists
 

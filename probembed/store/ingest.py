@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 import numpy as np
 import pyarrow as pa
 
-from probembed.documents import record_from, under_prefix
+from probembed.documents import no_text, record_from, under_prefix
 from probembed.encoders.base import is_blank
 from probembed.fusion import Fused
 from probembed.progress import progress_bar
@@ -908,7 +908,7 @@ def _record_problem(
 ) -> Problem | None:
     """`_check`'s look at a record whose id is usable."""
     if not isinstance(record.text, str) or is_blank(record.text):
-        return Problem(where, f"document {record.id!r} has an empty text")
+        return Problem(where, no_text(record.id))
     if record.id in first_seen:
         first = first_seen[record.id]
         said = f"first at {first}" if first else "given twice"
