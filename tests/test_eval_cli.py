@@ -213,6 +213,31 @@ def test_eval_strict_refuses_judged_documents_missing_from_the_corpus(pipeline_d
     assert "Traceback" not in output
 
 
+@pytest.mark.parametrize("command", ["eval", "tune"])
+def test_a_beir_file_given_for_its_folder_is_refused_naming_the_folder(
+    pipeline_dir, tmp_path, command
+):
+    """`eval scifact/corpus.jsonl` said "unknown header" and quoted the whole first record
+    (1,500 characters of abstract) as that header."""
+    data = write_beir(tmp_path / "beir", CORPUS, QUERIES, [("q1", "d1", 1)])
+    (tmp_path / "notes.jsonl").write_text(json.dumps({"text": "x" * 500}) + "\n")
+    for given, said in (
+        (data / "corpus.jsonl", f"a file of the BEIR dataset {data}, not a split; give the folder"),
+        (data / "queries.jsonl", f"a file of the BEIR dataset {data}, not a split"),
+        (tmp_path / "notes.jsonl", "notes.jsonl: a JSONL file, not a split"),
+    ):
+        args = (
+            ["tune", str(pipeline_dir), str(given), "--out", str(tmp_path / "tuned")]
+            if command == "tune"
+            else ["eval", str(given), "--pipeline", str(pipeline_dir)]
+        )
+        result = runner.invoke(app, args)
+        output = "".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert "".join(said.split()) in output, result.output
+        assert "unknownheader" not in output and "xxxx" not in output
+
+
 def test_eval_options_are_named_in_refusals_and_an_unlearnable_label_in_a_warning(
     pipeline_dir, tmp_path
 ):

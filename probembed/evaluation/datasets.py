@@ -333,6 +333,7 @@ def _load_directory(directory: Path, split: str, strict: bool, keep_self_matches
 
 def _load_file(path: Path, strict: bool, keep_self_matches: bool) -> Dataset:
     """Dispatch one split file on its header line."""
+    _refuse_jsonl(path)
     header = _read_header(path)
     if header == STS_HEADER:
         return load_sts(path)
@@ -346,6 +347,22 @@ def _load_file(path: Path, strict: bool, keep_self_matches: bool) -> Dataset:
         )
     known = " | ".join(_show(h) for h in _HEADER_KINDS)
     raise ValueError(f"{path}:1: unknown header {_show(header)}; expected one of {known}")
+
+
+def _refuse_jsonl(path: Path) -> None:
+    """Refuse a JSONL file as a split, naming what to give: `eval scifact/corpus.jsonl` was
+    called an unknown header, quoting the whole first record (1,500 characters) as one."""
+    if path.suffix.lower() != ".jsonl":
+        return
+    if (path.parent / "corpus.jsonl").is_file():
+        raise ValueError(
+            f"{path}: a file of the BEIR dataset {path.parent}, not a split; give the folder "
+            f"({path.parent}), and --split to pick one of its qrels/<split>.tsv"
+        )
+    raise ValueError(
+        f"{path}: a JSONL file, not a split; a split is a <split>.tsv file, and a BEIR dataset "
+        "a folder of corpus.jsonl, queries.jsonl and qrels/<split>.tsv (docs/cli.md, Data formats)"
+    )
 
 
 def split_stems(folder: Path) -> list[str]:
