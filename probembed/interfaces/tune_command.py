@@ -92,9 +92,9 @@ def show(result: TuneResult, dataset: Evaluable) -> None:
     against = result.against_best
     if against is not None:
         say(
-            f"tuned - {against['member']}: {difference_text(against)} (paired bootstrap 95% "
-            f"interval over the {against['items']}; on the split it was tuned on, so it "
-            "flatters the tuned pipeline)"
+            f"tuned - {against['member']}, {result.metric}: {difference_text(against)} "
+            f"(paired bootstrap 95% interval over the {against['items']}; on the split it was "
+            "tuned on, so it flatters the tuned pipeline)"
         )
         if not against["low"] > 0:  # NaN too: too few items for an interval
             warn_undecided(against, dataset)
