@@ -884,16 +884,19 @@ def test_eval_by_a_0_1_metric_most_queries_miss_fails_the_misses(pipeline_dir, t
 def test_eval_says_which_failure_aurocs_are_nan_and_why(pipeline_dir, toy_pairs, tmp_path):
     """Each of 20 queries finds its document first, so no query fails by recall@5 either way:
     the warning was auroc's "AUROC is undefined when all 20 items succeeded", said of items
-    below a median none can be below, naming neither the metric nor the figures."""
+    below a median none can be below, naming neither the metric nor the figures; then the
+    figures by their --json key alone, which a run without --json never shows."""
     data = pairs_as_beir(toy_pairs, tmp_path / "beir", 20)
     payload = _eval([str(data), "--compare", "--metric", "recall@5"], pipeline_dir, tmp_path / "j")
     said = payload["stderr"]
     assert (
-        "auroc:<signal>:recall@5<median is nan: every one of the 20 queries scores recall@5 1, "
-        "so none falls below another" in said
+        "the uncertainty signals' AUROC for spotting queries below the median recall@5 "
+        "(--json: auroc:<signal>:recall@5<median) is nan: every one of the 20 queries scores "
+        "recall@5 1, so none falls below another" in said
     )
     assert (
-        "auroc:<signal>:recall@5=0 is nan: none of the 20 queries has recall@5 = 0, each finds "
+        "the uncertainty signals' AUROC for spotting queries with recall@5 = 0 (--json: "
+        "auroc:<signal>:recall@5=0) is nan: none of the 20 queries has recall@5 = 0, each finds "
         "a relevant document in its top 5" in said
     )
     assert "AUROC is undefined" not in said

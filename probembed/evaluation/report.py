@@ -321,13 +321,15 @@ def _failure_labels(
     """Each failure label (`failed_queries`) by its AUROC key's suffix, which names the metric
     unless it is the default's nDCG@10 (`auroc:<signal>`, as readme_tables.py and stored JSONs
     read it); None, with one warning saying what happened, for a label of one class: auroc's
-    own ("all N items succeeded", per signal) named neither the metric nor the cause."""
+    own ("all N items succeeded", per signal) named neither the metric nor the cause, and the
+    key alone (`auroc:<signal>=0 is nan`) named no figure `eval --compare` prints."""
     metric, miss = judged
     failed = failed_queries(dict(enumerate(quality)), dict(enumerate(recall)))
     n, cutoff = len(quality), miss.partition("@")[2]
     low, zero = "" if metric == DEFAULT_JUDGED else f":{metric}<median", f":{miss}=0"
     labels = {low: failed[NDCG_BELOW_MEDIAN], zero: failed[RECALL10_ZERO]}
     reach = f"a relevant document in its top {cutoff}"
+    spotted = {low: f"queries below the median {metric}", zero: f"queries with {miss} = 0"}
     why = {
         low: f"every one of the {n} queries scores {metric} {quality[0]:g}, so none falls "
         "below another",
@@ -337,7 +339,11 @@ def _failure_labels(
     }
     one_class = [suffix for suffix, label in labels.items() if label.all() or not label.any()]
     for suffix in one_class:
-        warn_caller(f"auroc:<signal>{suffix} is nan: {why[suffix]}", RuntimeWarning)
+        warn_caller(
+            f"the uncertainty signals' AUROC for spotting {spotted[suffix]} (--json: "
+            f"auroc:<signal>{suffix}) is nan: {why[suffix]}",
+            RuntimeWarning,
+        )
     return {suffix: None if suffix in one_class else label for suffix, label in labels.items()}
 
 
