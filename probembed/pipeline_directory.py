@@ -5,6 +5,7 @@ be saved. No model is loaded here: a server or a job refuses a wrong pipeline be
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -98,9 +99,12 @@ def resolve_pipeline(name_or_dir: str | os.PathLike) -> Path:
         return path
     if (builtin / CONFIG_FILE).is_file():
         return builtin
+    known = available_pipelines()
+    near = difflib.get_close_matches(str(name_or_dir), known, n=1, cutoff=0.75)
+    guess = f"did you mean {near[0]!r}? " if near else ""  # `retreival`, `defualt`
     raise ValueError(
-        f"no pipeline {str(name_or_dir)!r}: not a directory, and not a built-in "
-        f"(built-ins: {available_pipelines()}); make one with `probembed fit`"
+        f"no pipeline {str(name_or_dir)!r}: not a directory, and not a built-in; {guess}"
+        f"(built-ins: {known}); make one with `probembed fit`"
     )
 
 

@@ -86,8 +86,12 @@ def test_builtin_pipelines_ship_inside_the_package():
 
 
 def test_unknown_pipeline_names_the_builtins(tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="not a built-in.*default"):
+    with pytest.raises(ValueError, match="not a built-in.*default") as refused:
         Pipeline.load("no-such-pipeline")
+    assert "did you mean" not in str(refused.value)  # nothing close: no guess
+    for typo, meant in (("retreival", "retrieval"), ("defualt", "default")):
+        with pytest.raises(ValueError, match=f"not a built-in; did you mean '{meant}'"):
+            Pipeline.load(typo)  # a typo'd built-in was told only the list
     monkeypatch.chdir(tmp_path)  # "" was the working directory: ". is not a pipeline directory"
     with pytest.raises(ValueError, match=r"no pipeline '': give a built-in name \(\[.*default"):
         Pipeline.load("")
